@@ -1,0 +1,55 @@
+# Thin wrapper around CMake (the way Neovim does it). Every target first runs the one
+# dependency script, which is a quick no-op when everything is installed.
+BUILD      ?= build
+BUILD_TYPE ?= RelWithDebInfo
+PREFIX     ?= /usr/local
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CTEST_ARGS ?=
+
+.PHONY: all deps configure build test test-c test-lua bench run install cdef soak fuzz clean
+
+all: build
+
+deps:
+	@sh tools/deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+
+configure: deps $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Every test: C tests, the same C tests under ASan+UBSan, busted specs under LuaJIT,
+# a short fuzz run. Long soaks and fuzz runs are their own targets.
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+test-c: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L c $(CTEST_ARGS)
+
+test-lua: build
+	cd $(BUILD) && ctest --output-on-failure -L lua $(CTEST_ARGS)
+
+bench: build
+	cmake --build $(BUILD) --target bench
+
+run: build
+	$(BUILD)/ron-accounting run examples/quickstart.lua
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+cdef: deps
+	sh tools/gen-cdef.sh > lua/ron/accounting/cdef.lua
+
+# Long conservation stress (documented in docs/OPERATIONS.md).
+soak: build
+	cmake --build $(BUILD) --target soak
+
+fuzz: build
+	cmake --build $(BUILD) --target fuzz-long
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,210 @@
+/* The record path: lock-free, allocation-free, never waits (P-1, I-7).
+ *
+ * Protocol (see internal.h and docs/ARCHITECTURE.md):
+ *   1. hash the key to a shard and a home slot; probe at most RA_PROBE_MAX slots;
+ *   2. on a LIVE entry with the same key, try_add(): one 16-byte CAS on {count, stamp};
+ *   3. if no entry takes the record, claim an EMPTY or DEAD slot (CAS on ident), write the
+ *      key while CLAIMED, publish LIVE, then add.
+ * Every step that loses a race retries from the top, at most RA_RESTARTS_MAX times; then
+ * the record is refused with RA_EBUSY (counted), never spun on forever. */
+#include "internal.h"
+
+#include <time.h>
+
+#define RA_RESTARTS_MAX 16
+
+enum { ADD_DONE = 0, ADD_NEXT = 1 };
+
+void ra__count_reject(ra_meter_t *m, int reason) {
+    atomic_fetch_add_explicit(&m->hdr->metrics.rejected[reason], 1, memory_order_relaxed);
+}
+
+static inline bool key_equal(const ra__slot_t *s, const ra_tenant_t *t, const ra_subject_t *u) {
+    /* Four word compares: the slot's key is 16-byte aligned, the caller's may not be. */
+    return ra__load64(s->tenant) == ra__load64(t->b) &&
+           ra__load64(s->tenant + 8) == ra__load64(t->b + 8) &&
+           ra__load64(s->subject) == ra__load64(u->b) &&
+           ra__load64(s->subject + 8) == ra__load64(u->b + 8);
+}
+
+/* Adds inc to the entry's pair if the pair belongs to this generation and either carries
+ * the record's window, or was drained by the sealer (count 0) and can move to it. A pair
+ * still holding an unsealed count of another window is left alone: the caller looks for
+ * (or makes) another entry, so windows are never merged. */
+static inline int try_add(ra_meter_t *m, ra__slot_t *slot, uint32_t gen, uint32_t win, int dim,
+                          uint64_t inc) {
+    ra__u128 cur = ra__pair_peek(&slot->pair);
+    for (;;) {
+        uint64_t st = ra__pair_stamp(cur), c = ra__pair_count(cur);
+        uint32_t w = ra__stamp_win(st);
+        if (ra__stamp_gen(st) != gen || w == RA_WIN_TOMB) return ADD_NEXT;
+        uint64_t nc;
+        bool saturated = false;
+        if (w == win) {
+            nc = c + inc;
+            if (RA_UNLIKELY(nc < c)) { /* I-16: saturate, count, carry on */
+                nc = UINT64_MAX;
+                saturated = true;
+            }
+        } else if (c == 0) {
+            nc = inc;
+            st = ra__stamp(win, gen);
+        } else {
+            return ADD_NEXT;
+        }
+        if (ra__pair_cas(&slot->pair, &cur, ra__pair_make(nc, st))) {
+            if (RA_UNLIKELY(saturated))
+                atomic_fetch_add_explicit(&m->hdr->metrics.overflow[dim], 1,
+                                          memory_order_relaxed);
+            return ADD_DONE;
+        }
+    }
+}
+
+/* Claims a free slot for the key. Returns 0 when the record was added, 1 to restart the
+ * record (a race was lost), or a negative code. */
+static int claim(ra_meter_t *m, ra__slot_t *slot, uint64_t seen, uint32_t slot_index,
+                 uint32_t win, const ra_tenant_t *t, const ra_subject_t *s, int dim,
+                 uint64_t inc) {
+    uint32_t gen = ra__ident_gen(seen) + 1;
+    if (gen == 0) gen = 1; /* generation 0 is the zero-filled never-used pair */
+    uint64_t claimed = ra__ident(gen, (uint32_t)dim, RA_SLOT_CLAIMED);
+    if (!atomic_compare_exchange_strong_explicit(&slot->ident, &seen, claimed,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return 1;
+    int64_t live = atomic_fetch_add_explicit(&m->hdr->live_entries, 1, memory_order_relaxed);
+    if (RA_UNLIKELY(live >= (int64_t)m->hdr->entries_cap)) { /* I-7: bounded, shed */
+        atomic_fetch_sub_explicit(&m->hdr->live_entries, 1, memory_order_relaxed);
+        atomic_store_explicit(&slot->ident, ra__ident(gen, 0, RA_SLOT_DEAD),
+                              memory_order_release);
+        return RA_ECAPACITY;
+    }
+    /* Mark before publishing: the sealer only visits marked slots. */
+    atomic_fetch_or_explicit(&m->bitmap[slot_index / 64], 1ull << (slot_index % 64),
+                             memory_order_acq_rel);
+    atomic_store_explicit(&slot->claim_win, win, memory_order_relaxed);
+    memcpy(slot->tenant, t->b, 16);
+    memcpy(slot->subject, s->b, 16);
+    /* The old pair carries the old generation: stale writers' CASes fail from here on. */
+    ra__u128 cur = ra__pair_peek(&slot->pair);
+    while (!ra__pair_cas(&slot->pair, &cur, ra__pair_make(0, ra__stamp(win, gen)))) {
+    }
+    uint64_t expect = claimed;
+    if (!atomic_compare_exchange_strong_explicit(&slot->ident, &expect,
+                                                 ra__ident(gen, (uint32_t)dim, RA_SLOT_LIVE),
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return 1; /* the sealer retired a claim it believed abandoned */
+    return try_add(m, slot, gen, win, dim, inc) == ADD_DONE ? 0 : 1;
+}
+
+static int record_in(ra_meter_t *m, uint32_t win, const ra_tenant_t *t, const ra_subject_t *s,
+                     int dim, uint64_t inc) {
+    uint64_t h = ra__key_hash(t->b, s->b, (uint32_t)dim);
+    uint32_t shard = m->shard_bits ? (uint32_t)(h >> (64 - m->shard_bits)) : 0;
+    uint32_t per = m->slot_mask + 1;
+    uint32_t base = shard * per;
+    uint32_t home = (uint32_t)h & m->slot_mask;
+    uint32_t probes = per < RA_PROBE_MAX ? per : RA_PROBE_MAX;
+
+    for (int restart = 0; restart < RA_RESTARTS_MAX; restart++) {
+        ra__slot_t *free_slot = NULL;
+        uint64_t free_ident = 0;
+        uint32_t free_index = 0;
+        bool again = false;
+        for (uint32_t i = 0; i < probes; i++) {
+            uint32_t idx = base + ((home + i) & m->slot_mask);
+            ra__slot_t *slot = &m->slots[idx];
+            uint64_t id = atomic_load_explicit(&slot->ident, memory_order_acquire);
+            uint32_t state = ra__ident_state(id);
+            if (state == RA_SLOT_EMPTY || state == RA_SLOT_DEAD) {
+                if (!free_slot) {
+                    free_slot = slot;
+                    free_ident = id;
+                    free_index = idx;
+                }
+                if (state == RA_SLOT_EMPTY) break; /* never-used slots end every chain */
+                continue;
+            }
+            if (state != RA_SLOT_LIVE || ra__ident_dim(id) != (uint32_t)dim ||
+                !key_equal(slot, t, s))
+                continue;
+            /* The key bytes were read under `id`; if the entry was retired and reused
+             * meanwhile, the ident has changed: look again. */
+            if (atomic_load_explicit(&slot->ident, memory_order_acquire) != id) {
+                again = true;
+                break;
+            }
+            if (try_add(m, slot, ra__ident_gen(id), win, dim, inc) == ADD_DONE) return 0;
+        }
+        if (again) continue;
+        if (!free_slot) break;
+        int rc = claim(m, free_slot, free_ident, free_index, win, t, s, dim, inc);
+        if (rc <= 0) {
+            if (rc == RA_ECAPACITY) ra__count_reject(m, RA_REJ_CAPACITY);
+            return rc;
+        }
+    }
+    /* No free slot within the probe bound, or too many lost races. */
+    ra__count_reject(m, RA_REJ_CAPACITY);
+    return RA_ECAPACITY;
+}
+
+/* Sampling state for the latency histogram: one record in 1024 per thread is timed, so
+ * the hot path pays a thread-local increment, not two clock reads. Thread-local, not
+ * global: it carries no meter state. */
+static _Thread_local uint32_t ra__sample_tick;
+
+static const uint64_t lat_bounds_ns[RA_LAT_BUCKETS - 1] = {
+    25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000, 1000000};
+
+static void observe_latency(ra_meter_t *m, uint64_t ns) {
+    int b = 0;
+    while (b < RA_LAT_BUCKETS - 1 && ns > lat_bounds_ns[b]) b++;
+    ra__plane_metrics_t *mt = &m->hdr->metrics;
+    atomic_fetch_add_explicit(&mt->lat_bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->lat_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->lat_sum_ns, ns, memory_order_relaxed);
+}
+
+
+const uint64_t *ra__latency_bounds_ns(void) {
+    return lat_bounds_ns;
+}
+
+static int record_checked(ra_meter_t *m, int has_time, int64_t now_ms, const ra_tenant_t *t,
+                          const ra_subject_t *s, int dim, uint64_t inc) {
+    if (RA_UNLIKELY(!t || !s || dim < 0 || (uint32_t)dim >= m->n_dims)) {
+        ra__count_reject(m, RA_REJ_INVALID);
+        return RA_EINVAL;
+    }
+    if (RA_UNLIKELY(atomic_load_explicit(&m->hdr->degraded, memory_order_relaxed))) {
+        ra__count_reject(m, RA_REJ_DEGRADED); /* I-8: writes fail first */
+        return RA_EDEGRADED;
+    }
+    uint32_t win;
+    int rc = has_time ? ra__window_of_ms(m, now_ms, &win) : ra__window_now(m, &win);
+    if (RA_UNLIKELY(rc != 0)) {
+        ra__count_reject(m, RA_REJ_INVALID);
+        return rc;
+    }
+    if (RA_UNLIKELY(inc == 0)) return 0;
+    if (RA_LIKELY((++ra__sample_tick & ((1u << RA_LAT_SAMPLE_SHIFT) - 1)) != 0))
+        return record_in(m, win, t, s, dim, inc);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    rc = record_in(m, win, t, s, dim, inc);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    int64_t ns = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
+    observe_latency(m, ns < 0 ? 0 : (uint64_t)ns);
+    return rc;
+}
+
+int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, int dim,
+                    uint64_t inc) {
+    return record_checked(m, 0, 0, t, s, dim, inc);
+}
+
+int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t,
+                       const ra_subject_t *s, int dim, uint64_t inc) {
+    return record_checked(m, 1, now_ms, t, s, dim, inc);
+}

@@ -1,0 +1,362 @@
+/*
+ * Internal declarations shared by the files of core/. Not installed; tests may include it.
+ *
+ * The counter plane (plane.c, counters.c, seal.c) is the heart of the design; its protocol
+ * is described in docs/ARCHITECTURE.md ("The counter plane"). In short:
+ *
+ *   - A plane is a fixed array of 64-byte entries, split into power-of-two shards, living
+ *     in private anonymous memory or in a file many processes map (cfg.shm_path).
+ *   - An entry holds one (tenant, subject, dimension) key and one counter *pair*
+ *     {count, stamp}, updated only with a 16-byte compare-and-swap. The stamp carries the
+ *     window index the count belongs to and the entry's generation.
+ *   - Writers stamp records with the window of their own clock, so attribution does not
+ *     depend on when the sealer runs. A writer adds to an entry stamped with its window;
+ *     restamps an entry that the sealer has drained (count 0); otherwise it takes another
+ *     entry for the same key (duplicates are merged at seal).
+ *   - The sealer drains a count with one CAS that swaps it to zero: every add lands either
+ *     before that CAS (sealed now) or after it (sealed later). That is conservation (I-2,
+ *     PRODUCT.md §6) without the sealer ever waiting for a writer, and without a writer
+ *     ever waiting for anything, even a writer that died mid-record.
+ */
+#ifndef RA_INTERNAL_H
+#define RA_INTERNAL_H
+
+#include "ron/accounting.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define RA_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RA_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define RA_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define RA_LIKELY(x) (x)
+#define RA_UNLIKELY(x) (x)
+#define RA_INTERNAL
+#endif
+
+#define RA_CACHELINE 64
+
+/* Assertions that stay on in release builds: programmer errors, never operating errors. */
+#define RA_ASSERT(cond)                                                                      \
+    do {                                                                                     \
+        if (RA_UNLIKELY(!(cond))) ra__assert_fail(#cond, __FILE__, __LINE__);              \
+    } while (0)
+RA_INTERNAL _Noreturn void ra__assert_fail(const char *expr, const char *file, int line);
+
+/* ---- limits ----------------------------------------------------------------------------*/
+#define RA_FRAME_MAX (1u << 20)        /* encoded slice limit: 1 MiB (I-11) */
+#define RA_PROBE_MAX 128u              /* open-addressing probe bound per record */
+#define RA_SHARDS_MAX 4096u
+#define RA_CAPACITY_MAX (1u << 26)     /* 64 M rows: 8 GiB of plane, the sanity ceiling */
+#define RA_PENDING_MAX (1u << 24)
+
+/* ---- the 16-byte atomic pair --------------------------------------------------------- */
+typedef unsigned __int128 ra__u128;
+
+static inline ra__u128 ra__pair_make(uint64_t count, uint64_t stamp) {
+    return ((ra__u128)stamp << 64) | count;
+}
+static inline uint64_t ra__pair_count(ra__u128 p) {
+    return (uint64_t)p;
+}
+static inline uint64_t ra__pair_stamp(ra__u128 p) {
+    return (uint64_t)(p >> 64);
+}
+/* Compare-and-swap of the whole pair; on failure *expected gets the current value. Inline
+ * cmpxchg16b on x86-64 (-mcx16), ldaxp/stlxp or casp on arm64: lock-free across processes. */
+static inline bool ra__pair_cas(volatile ra__u128 *p, ra__u128 *expected, ra__u128 desired) {
+    ra__u128 seen = __sync_val_compare_and_swap(p, *expected, desired);
+    if (seen == *expected) return true;
+    *expected = seen;
+    return false;
+}
+/* A racy read is fine: it only seeds the CAS loop, which validates it. */
+static inline ra__u128 ra__pair_peek(const volatile ra__u128 *p) {
+    const volatile uint64_t *w = (const volatile uint64_t *)p;
+    uint64_t lo = w[0], hi = w[1];
+    return ((ra__u128)hi << 64) | lo;
+}
+
+/* stamp = window index (high 32) | generation (low 32). TOMB marks a pair the sealer has
+ * retired: no writer may use it again under that generation. */
+#define RA_WIN_TOMB 0xFFFFFFFFu
+static inline uint64_t ra__stamp(uint32_t win, uint32_t gen) {
+    return ((uint64_t)win << 32) | gen;
+}
+static inline uint32_t ra__stamp_win(uint64_t s) {
+    return (uint32_t)(s >> 32);
+}
+static inline uint32_t ra__stamp_gen(uint64_t s) {
+    return (uint32_t)s;
+}
+
+/* ident = generation (high 32) | dimension (16) | state (16). */
+enum { RA_SLOT_EMPTY = 0, RA_SLOT_CLAIMED = 1, RA_SLOT_LIVE = 2, RA_SLOT_DEAD = 3 };
+static inline uint64_t ra__ident(uint32_t gen, uint32_t dim, uint32_t state) {
+    return ((uint64_t)gen << 32) | ((uint64_t)(dim & 0xFFFFu) << 16) | (state & 0xFFFFu);
+}
+static inline uint32_t ra__ident_gen(uint64_t i) {
+    return (uint32_t)(i >> 32);
+}
+static inline uint32_t ra__ident_dim(uint64_t i) {
+    return (uint32_t)(i >> 16) & 0xFFFFu;
+}
+static inline uint32_t ra__ident_state(uint64_t i) {
+    return (uint32_t)i & 0xFFFFu;
+}
+
+/* One entry, one cache line: writers on different keys never share a line (PRODUCT §7). */
+typedef struct ra__slot {
+    _Alignas(16) volatile ra__u128 pair; /* {count, stamp}: 16-byte CAS only */
+    uint8_t tenant[16];                  /* written while CLAIMED, immutable while LIVE */
+    uint8_t subject[16];
+    _Atomic uint64_t ident;              /* generation | dimension | state */
+    _Atomic uint32_t claim_win;          /* window of the claim: stale-claim reclamation */
+    uint32_t pad_;
+} ra__slot_t;
+_Static_assert(sizeof(ra__slot_t) == 64, "slot is one cache line");
+_Static_assert(_Alignof(ra__slot_t) >= 16, "pair needs 16-byte alignment");
+
+/* ---- metrics (values live in the plane, so every process of a shm plane adds to them) -*/
+enum {
+    RA_REJ_CAPACITY = 0, /* a new key found no room (I-7) */
+    RA_REJ_INVALID,      /* bad input on the record path */
+    RA_REJ_DEGRADED,     /* refused while degraded (I-8) */
+    RA_REJ_PENDING_FULL, /* a window could not be sealed: pending ring full */
+    RA_REJ_HEADS_FULL,   /* a new stream found no room in the stream-head table */
+    RA_REJ_CONFIG,       /* a runtime config change was refused (G-21) */
+    RA_REJ_COUNT
+};
+#define RA_LAT_BUCKETS 12 /* record latency histogram, sampled */
+#define RA_LAT_SAMPLE_SHIFT 10 /* one record in 1024 is timed */
+
+typedef struct ra__plane_metrics {
+    _Atomic uint64_t rejected[RA_REJ_COUNT];
+    _Atomic uint64_t overflow[RA_DIM_MAX];
+    _Atomic uint64_t lat_bucket[RA_LAT_BUCKETS]; /* non-cumulative; +Inf is the last */
+    _Atomic uint64_t lat_count;
+    _Atomic uint64_t lat_sum_ns;
+    _Atomic uint64_t late_rows;      /* rows sealed into a later window than their stamp */
+    _Atomic uint64_t sealed_slices;
+    _Atomic uint64_t sealed_windows;
+    _Atomic uint64_t sealed_rows;
+    _Atomic uint64_t reclaimed;
+    _Atomic uint64_t live_rows_hwm;
+} ra__plane_metrics_t;
+
+/* ---- stream heads: the chain state per (tenant, dimension), written by the sealer only */
+typedef struct ra__head {
+    uint8_t tenant[16];
+    uint16_t dim;
+    uint16_t used;
+    uint32_t pad_;
+    uint64_t seq;
+    int64_t last_window_start_s;
+    uint8_t b3[32];
+} ra__head_t;
+_Static_assert(sizeof(ra__head_t) == 72, "head layout");
+
+/* ---- the plane header: the first bytes of the mapping (and of a shm file) ------------ */
+#define RA_PLANE_MAGIC "RONACCT\0"
+#define RA_PLANE_LAYOUT 1u
+
+typedef struct ra__plane_hdr {
+    char magic[8];
+    uint32_t layout;        /* RA_PLANE_LAYOUT */
+    uint32_t hdr_size;      /* sizeof(ra__plane_hdr_t): catches a foreign build */
+    uint64_t total_size;
+    uint32_t window_len_s;
+    uint32_t shards;
+    uint32_t slots_per_shard; /* power of two */
+    uint32_t capacity_rows;
+    uint32_t entries_cap;     /* live entries allowed: 2 x capacity_rows */
+    uint32_t heads_cap;       /* power of two */
+    uint32_t n_dims;
+    uint32_t amnesia;
+    char dims[RA_DIM_MAX][RA_DIM_NAME_MAX + 1];
+    uint8_t subject_key[32];
+    uint64_t slots_off; /* byte offsets from the start of the mapping */
+    uint64_t bitmap_off;
+    uint64_t heads_off;
+    uint64_t created_ms;
+
+    _Alignas(RA_CACHELINE) _Atomic uint32_t degraded;
+    _Atomic int64_t sealed_through; /* monotone boundary counter: last sealed window index */
+    _Atomic uint32_t heads_used;
+
+    _Alignas(RA_CACHELINE) _Atomic int64_t live_entries;
+
+    _Alignas(RA_CACHELINE) ra__plane_metrics_t metrics;
+} ra__plane_hdr_t;
+
+/* ---- the meter: one process's handle on a plane --------------------------------------*/
+typedef struct ra__pending {
+    ra_slice_t **ring; /* cap entries; NULL marks an ACKed hole */
+    size_t cap, head, tail, live;
+} ra__pending_t;
+
+typedef struct ra__seal_row {
+    uint32_t slot;
+    uint32_t win;
+    uint16_t dim;
+    uint8_t tenant[16];
+    uint8_t subject[16];
+    uint64_t count;
+} ra__seal_row_t;
+
+struct ra_meter_s {
+    ra__plane_hdr_t *hdr;      /* == mapping base */
+    ra__slot_t *slots;
+    _Atomic uint64_t *bitmap;  /* one bit per slot: entry in use (claimed or live) */
+    ra__head_t *heads;
+    size_t map_size;
+    int shm_fd;                /* -1: private plane */
+    int is_creator;
+    int is_sealer;             /* holds the plane's sealer lock */
+    uint32_t shard_bits;
+    uint32_t slot_mask;        /* slots_per_shard - 1 */
+    uint32_t window_len_s;
+    uint32_t n_dims;
+    _Atomic uint64_t cached_win; /* window index cache for the system clock path */
+
+    ra_clock_fn clock;
+    void *clock_ud;
+    ra_log_fn log;
+    void *log_ud;
+    char host[RA_HOST_MAX + 1];
+    char dim_names[RA_DIM_MAX][RA_DIM_NAME_MAX + 1];
+
+    /* sealer side, process-private, under seal_mu */
+    pthread_mutex_t seal_mu;
+    ra__pending_t pending;
+    ra__seal_row_t *rows; /* scratch: entries_cap rows */
+    size_t rows_cap;
+    uint8_t *enc_buf;     /* scratch for encoding one slice */
+    size_t enc_cap;
+};
+
+/* ---- functions shared between files ------------------------------------------------- */
+/* log.c */
+RA_INTERNAL void ra__log(const ra_meter_t *m, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+RA_INTERNAL void ra__errbuf(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* b3.c */
+RA_INTERNAL void ra__b3_keyed(const uint8_t key[32], const void *buf, size_t len,
+                              uint8_t *out, size_t out_len);
+RA_INTERNAL void ra__b3_default_subject_key(uint8_t key[32]);
+
+/* window.c */
+RA_INTERNAL int64_t ra__clock_system_ms(void);
+RA_INTERNAL int ra__window_of_ms(const ra_meter_t *m, int64_t now_ms, uint32_t *win);
+RA_INTERNAL int ra__window_now(ra_meter_t *m, uint32_t *win);
+RA_INTERNAL int64_t ra__meter_now_ms(const ra_meter_t *m);
+
+/* plane.c */
+RA_INTERNAL int ra__plane_open(ra_meter_t *m, const ra_config_t *cfg,
+                               const char *const *dims, uint32_t n_dims, char *err,
+                               size_t errlen);
+RA_INTERNAL void ra__plane_close(ra_meter_t *m);
+RA_INTERNAL int ra__plane_sealer_lock(ra_meter_t *m);
+RA_INTERNAL uint64_t ra__key_hash(const uint8_t tenant[16], const uint8_t subject[16],
+                                  uint32_t dim);
+
+/* counters.c */
+RA_INTERNAL void ra__count_reject(ra_meter_t *m, int reason);
+
+/* seal.c */
+RA_INTERNAL int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed);
+
+/* codec.c: canonical encoding v1 (docs/FORMAT.md) */
+#define RA_ENC_MAGIC "RONS"
+#define RA_ENC_VERSION 1
+#define RA_ENC_FLAG_AMNESIA 0x01
+#define RA_ENC_FIXED 83 /* 76 fixed bytes + 3 string lengths + the u32 row count */
+#define RA_ENC_ROW 24   /* subject (16) + inc (u64 LE) */
+#define RA_ENC_VERSION_STR_MAX 32
+typedef struct ra__slice_hdr_in {
+    const uint8_t *tenant;
+    const char *dimension;
+    int64_t window_start_s;
+    uint32_t window_len_s;
+    uint64_t seq;
+    const uint8_t *prev_b3;
+    int amnesia;
+    const char *host;
+    const char *version;
+    uint32_t row_count;
+} ra__slice_hdr_in_t;
+typedef struct ra__decoded {
+    int amnesia;
+    const uint8_t *tenant;
+    int64_t window_start_s;
+    uint32_t window_len_s;
+    uint64_t seq;
+    const uint8_t *prev_b3;
+    const uint8_t *dimension, *host, *version;
+    size_t dimension_len, host_len, version_len;
+    uint32_t row_count;
+    const uint8_t *rows;
+} ra__decoded_t;
+RA_INTERNAL size_t ra__encode_size(const ra__slice_hdr_in_t *h);
+RA_INTERNAL size_t ra__encode_header(const ra__slice_hdr_in_t *h, uint8_t *out);
+RA_INTERNAL void ra__encode_row(uint8_t *out, const uint8_t subject[16], uint64_t inc);
+RA_INTERNAL int ra__decode(const uint8_t *buf, size_t len, ra__decoded_t *d);
+RA_INTERNAL bool ra__dimension_name_valid(const char *s, size_t n);
+RA_INTERNAL bool ra__token_valid(const char *s, size_t n);
+
+/* slice.c */
+RA_INTERNAL ra_slice_t *ra__slice_alloc(size_t len);
+RA_INTERNAL uint8_t *ra__slice_buffer(ra_slice_t *s);
+RA_INTERNAL int ra__slice_finish(ra_slice_t *s);
+RA_INTERNAL void ra__slice_free_unfinished(ra_slice_t *s);
+RA_INTERNAL const char *ra__slice_version(const ra_slice_t *s);
+RA_INTERNAL bool ra__slice_same(const ra_slice_t *a, const ra_slice_t *b);
+
+/* counters.c */
+RA_INTERNAL const uint64_t *ra__latency_bounds_ns(void);
+
+/* pending.c */
+RA_INTERNAL int ra__pending_init(ra__pending_t *p, size_t cap);
+RA_INTERNAL void ra__pending_free(ra__pending_t *p);
+RA_INTERNAL size_t ra__pending_room(const ra__pending_t *p);
+RA_INTERNAL void ra__pending_push(ra__pending_t *p, ra_slice_t *s);
+RA_INTERNAL int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s);
+
+/* little-endian helpers: the encoding is pinned independent of the host (P-5, G-8) */
+static inline void ra__put_u16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void ra__put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void ra__put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t ra__get_u16(const uint8_t *p) {
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t ra__get_u32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t ra__get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t ra__load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+#endif /* RA_INTERNAL_H */

@@ -1,0 +1,252 @@
+/* The meter: configuration, lifecycle, keys and the sealing entry point. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static const char *const builtin_dims[RA_DIM_BUILTIN_COUNT] = {"bytes", "requests",
+                                                                 "cpu_units"};
+
+const char *ra_version(void) {
+    return RA_VERSION_STRING;
+}
+
+void ra_config_init(ra_config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->window_len_s = RA_WINDOW_DEFAULT_S;
+    cfg->shards = 64;
+    cfg->capacity_rows = 200000;
+    cfg->pending_slices_cap = 8192;
+}
+
+static bool is_pow2(uint32_t v) {
+    return v && !(v & (v - 1));
+}
+
+static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims, char *err,
+                    size_t errlen) {
+    if (cfg->window_len_s < RA_WINDOW_MIN_S || cfg->window_len_s > RA_WINDOW_MAX_S) {
+        ra__errbuf(err, errlen, "window_len_s %u is outside %u..%u", cfg->window_len_s,
+                   RA_WINDOW_MIN_S, RA_WINDOW_MAX_S);
+        return RA_EINVAL;
+    }
+    if (!is_pow2(cfg->shards) || cfg->shards > RA_SHARDS_MAX) {
+        ra__errbuf(err, errlen, "shards %u is not a power of two in 1..%u", cfg->shards,
+                   RA_SHARDS_MAX);
+        return RA_EINVAL;
+    }
+    if (cfg->capacity_rows < 1 || cfg->capacity_rows > RA_CAPACITY_MAX) {
+        ra__errbuf(err, errlen, "capacity_rows %u is outside 1..%u", cfg->capacity_rows,
+                   RA_CAPACITY_MAX);
+        return RA_EINVAL;
+    }
+    if (cfg->pending_slices_cap < 1 || cfg->pending_slices_cap > RA_PENDING_MAX) {
+        ra__errbuf(err, errlen, "pending_slices_cap %u is outside 1..%u",
+                   cfg->pending_slices_cap, RA_PENDING_MAX);
+        return RA_EINVAL;
+    }
+    if (cfg->n_dimensions && !cfg->dimensions) {
+        ra__errbuf(err, errlen, "n_dimensions is %u but dimensions is NULL", cfg->n_dimensions);
+        return RA_EINVAL;
+    }
+    uint32_t n = 0;
+    for (; n < RA_DIM_BUILTIN_COUNT; n++) dims[n] = builtin_dims[n];
+    for (uint32_t i = 0; i < cfg->n_dimensions; i++) {
+        const char *d = cfg->dimensions[i];
+        if (!d || !ra__dimension_name_valid(d, strlen(d))) {
+            ra__errbuf(err, errlen,
+                       "dimension name '%s' is invalid (1..%d of [a-z0-9_], starting with a "
+                       "letter)",
+                       d ? d : "(null)", RA_DIM_NAME_MAX);
+            return RA_EINVAL;
+        }
+        bool seen = false, builtin = false;
+        for (uint32_t k = 0; k < n; k++) {
+            seen = seen || strcmp(dims[k], d) == 0;
+            builtin = builtin || (k < RA_DIM_BUILTIN_COUNT && strcmp(dims[k], d) == 0);
+        }
+        if (builtin) continue; /* naming a built-in again is harmless */
+        if (seen) {
+            ra__errbuf(err, errlen, "dimension '%s' is listed twice", d);
+            return RA_EINVAL;
+        }
+        if (n == RA_DIM_MAX) {
+            ra__errbuf(err, errlen, "more than %d dimensions", RA_DIM_MAX);
+            return RA_EINVAL;
+        }
+        dims[n++] = d;
+    }
+    *n_dims = n;
+    if (cfg->host && (strlen(cfg->host) > RA_HOST_MAX ||
+                      !ra__token_valid(cfg->host, strlen(cfg->host)))) {
+        ra__errbuf(err, errlen, "host '%s' must be 0..%d printable characters without spaces",
+                   cfg->host, RA_HOST_MAX);
+        return RA_EINVAL;
+    }
+    if (cfg->shm_path && !cfg->shm_path[0]) {
+        ra__errbuf(err, errlen, "shm_path is empty");
+        return RA_EINVAL;
+    }
+    return 0;
+}
+
+static void set_host(ra_meter_t *m, const char *host) {
+    if (host) {
+        snprintf(m->host, sizeof m->host, "%s", host);
+        return;
+    }
+    char name[256] = {0};
+    if (gethostname(name, sizeof name - 1) != 0) name[0] = '\0';
+    size_t w = 0;
+    for (size_t i = 0; name[i] && w < RA_HOST_MAX; i++)
+        if (name[i] >= 0x21 && name[i] <= 0x7E) m->host[w++] = name[i];
+    m->host[w] = '\0';
+}
+
+int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *err, size_t errlen) {
+    if (err && errlen) err[0] = '\0';
+    if (!out) return RA_EINVAL;
+    *out = NULL;
+    if (!cfg) {
+        ra__errbuf(err, errlen, "no configuration");
+        return RA_EINVAL;
+    }
+    const char *dims[RA_DIM_MAX];
+    uint32_t n_dims = 0;
+    int rc = validate(cfg, dims, &n_dims, err, errlen);
+    if (rc != 0) return rc;
+
+    ra_meter_t *m = calloc(1, sizeof *m);
+    if (!m) return RA_ENOMEM;
+    m->clock = cfg->clock;
+    m->clock_ud = cfg->clock_ud;
+    m->log = cfg->log;
+    m->log_ud = cfg->log_ud;
+    set_host(m, cfg->host);
+    rc = ra__plane_open(m, cfg, dims, n_dims, err, errlen);
+    if (rc != 0) {
+        free(m);
+        return rc;
+    }
+    pthread_mutex_init(&m->seal_mu, NULL);
+    rc = ra__pending_init(&m->pending, cfg->pending_slices_cap);
+    if (rc != 0) {
+        ra__plane_close(m);
+        pthread_mutex_destroy(&m->seal_mu);
+        free(m);
+        ra__errbuf(err, errlen, "out of memory for a %u-slice pending ring",
+                   cfg->pending_slices_cap);
+        return rc;
+    }
+    ra__log(m, RA_LOG_INFO,
+            "meter open: window_len_s=%u shards=%u capacity_rows=%u pending_slices_cap=%u "
+            "dimensions=%u amnesia=%d plane=%s%s",
+            m->window_len_s, m->hdr->shards, m->hdr->capacity_rows, cfg->pending_slices_cap,
+            m->n_dims, cfg->amnesia ? 1 : 0, cfg->shm_path ? cfg->shm_path : "private",
+            m->is_creator && cfg->shm_path ? " (created)" : "");
+    *out = m;
+    return 0;
+}
+
+void ra_meter_close(ra_meter_t *m) {
+    if (!m) return;
+    ra__pending_free(&m->pending);
+    free(m->rows);
+    ra__plane_close(m);
+    pthread_mutex_destroy(&m->seal_mu);
+    free(m);
+}
+
+/* G-21: windows are shared by every key and every process (I-3); changing their length
+ * would split one window into two overlapping ones. Only a restart can do it. */
+int ra_meter_set_window_len(ra_meter_t *m, uint32_t window_len_s) {
+    if (!m) return RA_EINVAL;
+    if (window_len_s == m->window_len_s) return 0;
+    ra__count_reject(m, RA_REJ_CONFIG);
+    ra__log(m, RA_LOG_WARN,
+            "refused to change window_len_s from %u to %u on a live meter: the window length "
+            "changes only with a restart",
+            m->window_len_s, window_len_s);
+    return RA_EINVAL;
+}
+
+uint32_t ra_meter_window_len(const ra_meter_t *m) {
+    return m->window_len_s;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+int ra_tenant_parse(const char *s, size_t len, ra_tenant_t *out) {
+    if (!s || !out || len != RA_UUID_STR_LEN) return RA_EINVAL;
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-') return RA_EINVAL;
+            continue;
+        }
+        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        if (hi < 0 || lo < 0) return RA_EINVAL;
+        out->b[k++] = (uint8_t)(hi << 4 | lo);
+        i++; /* groups have even lengths: a pair never straddles a dash */
+    }
+    return k == 16 ? 0 : RA_EINVAL;
+}
+
+void ra_tenant_format(const ra_tenant_t *t, char *out) {
+    char hex[33];
+    ra_hex(t->b, 16, hex);
+    snprintf(out, RA_UUID_STR_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
+             hex + 16, hex + 20);
+}
+
+int ra_meter_subject(const ra_meter_t *m, const void *id, size_t len, ra_subject_t *out) {
+    if (!m || !out || (!id && len)) return RA_EINVAL;
+    ra__b3_keyed(m->hdr->subject_key, id, len, out->b, sizeof out->b);
+    return 0;
+}
+
+int ra_meter_dimension(const ra_meter_t *m, const char *name, size_t len) {
+    if (!m || !name) return RA_EINVAL;
+    for (uint32_t i = 0; i < m->n_dims; i++)
+        if (strlen(m->dim_names[i]) == len && memcmp(m->dim_names[i], name, len) == 0)
+            return (int)i;
+    return RA_ENOTFOUND;
+}
+
+const char *ra_meter_dimension_name(const ra_meter_t *m, int dim) {
+    if (!m || dim < 0 || (uint32_t)dim >= m->n_dims) return NULL;
+    return m->dim_names[dim];
+}
+
+int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
+    size_t dummy;
+    if (!n_sealed) n_sealed = &dummy;
+    *n_sealed = 0;
+    if (!m) return RA_EINVAL;
+    pthread_mutex_lock(&m->seal_mu);
+    int rc = ra__plane_sealer_lock(m);
+    if (rc == 0 && !m->rows) {
+        /* The sealer's scratch, allocated once by the one process that seals: the record
+         * path (nginx workers) never pays for it. */
+        m->rows_cap = m->hdr->entries_cap;
+        m->rows = malloc(m->rows_cap * sizeof *m->rows);
+        if (!m->rows) rc = RA_ENOMEM;
+    }
+    if (rc == 0) rc = ra__seal(m, now_ms < 0 ? ra__meter_now_ms(m) : now_ms, n_sealed);
+    pthread_mutex_unlock(&m->seal_mu);
+    return rc;
+}
+
+void ra_meter_set_degraded(ra_meter_t *m, int degraded) {
+    atomic_store_explicit(&m->hdr->degraded, degraded ? 1u : 0u, memory_order_relaxed);
+}
+
+int ra_meter_degraded(const ra_meter_t *m) {
+    return atomic_load_explicit(&m->hdr->degraded, memory_order_relaxed) ? 1 : 0;
+}

@@ -1,0 +1,140 @@
+/* The metrics registry (C-7, I-13): one static table, registered once at compile time; the
+ * values live in the counter plane, so in a process-shared plane every process's rejects
+ * and overflows show in the sealer's exposition. Rendered in Prometheus text format. */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+typedef struct ra__metric_desc {
+    const char *name, *type, *help;
+} ra__metric_desc_t;
+
+enum {
+    M_LATENCY, M_REJECTED, M_PENDING, M_OVERFLOW, M_DEGRADED, M_AMNESIA, M_LATE, M_SLICES,
+    M_ROWS, M_WINDOWS, M_ENTRIES, M_ENTRIES_MAX, M_RECLAIMED, M_HEADS, M_SEALED_THROUGH,
+    M_COUNT
+};
+
+static const ra__metric_desc_t registry[M_COUNT] = {
+    [M_LATENCY] = {"accounting_record_latency_seconds", "histogram",
+                   "Latency of record() calls, sampled (one call in 1024 per thread)."},
+    [M_REJECTED] = {"accounting_rejected_total", "counter",
+                    "Records or windows refused, by reason."},
+    [M_PENDING] = {"accounting_pending_slices", "gauge",
+                   "Sealed slices not yet ACKed downstream (this process's pending ring)."},
+    [M_OVERFLOW] = {"accounting_overflow_total", "counter",
+                    "Saturating adds that hit UINT64_MAX, by dimension."},
+    [M_DEGRADED] = {"accounting_degraded", "gauge", "1 while the meter is degraded."},
+    [M_AMNESIA] = {"accounting_amnesia", "gauge", "1 when slices are kept in RAM only."},
+    [M_LATE] = {"accounting_late_rows_total", "counter",
+                "Rows sealed into a later window than the one they were recorded in."},
+    [M_SLICES] = {"accounting_sealed_slices_total", "counter", "Slices sealed."},
+    [M_ROWS] = {"accounting_sealed_rows_total", "counter", "Rows sealed into slices."},
+    [M_WINDOWS] = {"accounting_sealed_windows_total", "counter", "Window boundaries sealed."},
+    [M_ENTRIES] = {"accounting_plane_entries", "gauge", "Counter-plane entries in use."},
+    [M_ENTRIES_MAX] = {"accounting_plane_entries_max", "gauge",
+                       "Counter-plane entries allowed (2 x capacity_rows)."},
+    [M_RECLAIMED] = {"accounting_plane_reclaimed_total", "counter",
+                     "Idle or abandoned counter-plane entries given back."},
+    [M_HEADS] = {"accounting_stream_heads", "gauge", "Streams with a hash-chain head."},
+    [M_SEALED_THROUGH] = {"accounting_sealed_through_window", "gauge",
+                          "Index of the last sealed window (monotone boundary counter)."},
+};
+
+static const char *const reject_reasons[RA_REJ_COUNT] = {
+    [RA_REJ_CAPACITY] = "capacity",         [RA_REJ_INVALID] = "invalid",
+    [RA_REJ_DEGRADED] = "degraded",         [RA_REJ_PENDING_FULL] = "pending_full",
+    [RA_REJ_HEADS_FULL] = "stream_heads_full", [RA_REJ_CONFIG] = "config_change"};
+
+typedef struct sink {
+    char *buf;
+    size_t cap, len;
+} sink_t;
+
+static void put(sink_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(sink_t *s, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n <= 0) return;
+    size_t k = (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1;
+    if (s->len + k < s->cap) memcpy(s->buf + s->len, tmp, k);
+    s->len += k;
+}
+
+static void head(sink_t *s, int id) {
+    put(s, "# HELP %s %s\n# TYPE %s %s\n", registry[id].name, registry[id].help,
+        registry[id].name, registry[id].type);
+}
+
+static uint64_t ld(const _Atomic uint64_t *v) {
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out) {
+    if (!m) return RA_EINVAL;
+    sink_t s = {buf, buf ? cap : 0, 0};
+    const ra__plane_hdr_t *h = m->hdr;
+    const ra__plane_metrics_t *mt = &h->metrics;
+
+    head(&s, M_LATENCY);
+    const uint64_t *bounds = ra__latency_bounds_ns();
+    uint64_t cum = 0;
+    for (int b = 0; b < RA_LAT_BUCKETS - 1; b++) {
+        cum += ld(&mt->lat_bucket[b]);
+        put(&s, "%s_bucket{le=\"%g\"} %llu\n", registry[M_LATENCY].name,
+            (double)bounds[b] / 1e9, (unsigned long long)cum);
+    }
+    cum += ld(&mt->lat_bucket[RA_LAT_BUCKETS - 1]);
+    put(&s, "%s_bucket{le=\"+Inf\"} %llu\n", registry[M_LATENCY].name, (unsigned long long)cum);
+    put(&s, "%s_sum %.9f\n", registry[M_LATENCY].name, (double)ld(&mt->lat_sum_ns) / 1e9);
+    put(&s, "%s_count %llu\n", registry[M_LATENCY].name, (unsigned long long)cum);
+
+    head(&s, M_REJECTED);
+    for (int r = 0; r < RA_REJ_COUNT; r++)
+        put(&s, "%s{reason=\"%s\"} %llu\n", registry[M_REJECTED].name, reject_reasons[r],
+            (unsigned long long)ld(&mt->rejected[r]));
+
+    head(&s, M_PENDING);
+    put(&s, "%s %zu\n", registry[M_PENDING].name, ra_meter_pending_count(m));
+
+    head(&s, M_OVERFLOW);
+    for (uint32_t d = 0; d < m->n_dims; d++)
+        put(&s, "%s{dimension=\"%s\"} %llu\n", registry[M_OVERFLOW].name, m->dim_names[d],
+            (unsigned long long)ld(&mt->overflow[d]));
+
+    head(&s, M_DEGRADED);
+    put(&s, "%s %u\n", registry[M_DEGRADED].name,
+        atomic_load_explicit(&h->degraded, memory_order_relaxed) ? 1u : 0u);
+    head(&s, M_AMNESIA);
+    put(&s, "%s %u\n", registry[M_AMNESIA].name, h->amnesia ? 1u : 0u);
+
+    static const int plain[] = {M_LATE, M_SLICES, M_ROWS, M_WINDOWS};
+    const _Atomic uint64_t *vals[] = {&mt->late_rows, &mt->sealed_slices, &mt->sealed_rows,
+                                      &mt->sealed_windows};
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        head(&s, plain[i]);
+        put(&s, "%s %llu\n", registry[plain[i]].name, (unsigned long long)ld(vals[i]));
+    }
+    head(&s, M_ENTRIES);
+    put(&s, "%s %lld\n", registry[M_ENTRIES].name,
+        (long long)atomic_load_explicit(&h->live_entries, memory_order_relaxed));
+    head(&s, M_ENTRIES_MAX);
+    put(&s, "%s %u\n", registry[M_ENTRIES_MAX].name, h->entries_cap);
+    head(&s, M_RECLAIMED);
+    put(&s, "%s %llu\n", registry[M_RECLAIMED].name, (unsigned long long)ld(&mt->reclaimed));
+    head(&s, M_HEADS);
+    put(&s, "%s %u\n", registry[M_HEADS].name,
+        atomic_load_explicit(&h->heads_used, memory_order_relaxed));
+    head(&s, M_SEALED_THROUGH);
+    put(&s, "%s %lld\n", registry[M_SEALED_THROUGH].name,
+        (long long)atomic_load_explicit(&h->sealed_through, memory_order_relaxed));
+
+    if (len_out) *len_out = s.len;
+    if (s.len + 1 > s.cap) return RA_EBUFSIZE;
+    buf[s.len] = '\0';
+    return 0;
+}

@@ -1,0 +1,120 @@
+/* The pending ring: sealed slices not yet ACKed downstream, in seal order (so in seq order
+ * per stream). Bounded by pending_slices_cap (I-7). An ACK may arrive out of order across
+ * streams: it leaves a hole that the head skips; when holes pin the ring at its end, it is
+ * compacted in place (O(cap), amortised over the ACKs that made the holes). */
+#include "internal.h"
+
+#include <stdlib.h>
+
+int ra__pending_init(ra__pending_t *p, size_t cap) {
+    p->ring = calloc(cap, sizeof *p->ring);
+    if (!p->ring) return RA_ENOMEM;
+    p->cap = cap;
+    p->head = p->tail = p->live = 0;
+    return 0;
+}
+
+void ra__pending_free(ra__pending_t *p) {
+    if (!p->ring) return;
+    for (size_t i = p->head; i < p->tail; i++) ra_slice_unref(p->ring[i % p->cap]);
+    free(p->ring);
+    p->ring = NULL;
+}
+
+size_t ra__pending_room(const ra__pending_t *p) {
+    return p->cap - p->live;
+}
+
+static void reverse(ra_slice_t **a, size_t lo, size_t hi) { /* [lo, hi) */
+    while (lo + 1 < hi) {
+        ra_slice_t *t = a[lo];
+        a[lo++] = a[--hi];
+        a[hi] = t;
+    }
+}
+
+/* Called when the span head..tail covers the whole ring but holes exist: rotate the ring so
+ * the oldest entry is at index 0 (three reversals, in place), then squeeze out the holes. */
+static void compact(ra__pending_t *p) {
+    size_t h = p->head % p->cap;
+    reverse(p->ring, 0, h);
+    reverse(p->ring, h, p->cap);
+    reverse(p->ring, 0, p->cap);
+    size_t w = 0;
+    for (size_t i = 0; i < p->cap; i++) {
+        ra_slice_t *s = p->ring[i];
+        p->ring[i] = NULL;
+        if (s) p->ring[w++] = s; /* w <= i: never overwrites an unread entry */
+    }
+    p->head = 0;
+    p->tail = w;
+}
+
+void ra__pending_push(ra__pending_t *p, ra_slice_t *s) {
+    RA_ASSERT(p->live < p->cap); /* callers reserve room first */
+    if (p->tail - p->head == p->cap) compact(p);
+    p->ring[p->tail % p->cap] = s;
+    p->tail++;
+    p->live++;
+}
+
+int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s) {
+    for (size_t i = p->head; i < p->tail; i++) {
+        ra_slice_t *e = p->ring[i % p->cap];
+        if (e && ra__slice_same(e, s) &&
+            strcmp(ra_slice_dimension(e), ra_slice_dimension(s)) == 0) {
+            ra_tenant_t a, b;
+            ra_slice_get_tenant(e, &a);
+            ra_slice_get_tenant(s, &b);
+            if (memcmp(a.b, b.b, 16) != 0) continue;
+            p->ring[i % p->cap] = NULL;
+            p->live--;
+            ra_slice_unref(e);
+            while (p->head < p->tail && !p->ring[p->head % p->cap]) p->head++;
+            if (p->head == p->tail) p->head = p->tail = 0;
+            return 0;
+        }
+    }
+    return RA_ENOTFOUND;
+}
+
+size_t ra_meter_pending_count(const ra_meter_t *m) {
+    pthread_mutex_lock((pthread_mutex_t *)&m->seal_mu);
+    size_t n = m->pending.live;
+    pthread_mutex_unlock((pthread_mutex_t *)&m->seal_mu);
+    return n;
+}
+
+int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out) {
+    const ra__pending_t *p = &m->pending;
+    int rc = RA_ENOTFOUND;
+    *out = NULL;
+    pthread_mutex_lock((pthread_mutex_t *)&m->seal_mu);
+    if (idx < p->live) {
+        if (p->tail - p->head == p->live) { /* no holes: direct index */
+            *out = p->ring[(p->head + idx) % p->cap];
+        } else {
+            for (size_t i = p->head, k = 0; i < p->tail; i++) {
+                ra_slice_t *s = p->ring[i % p->cap];
+                if (s && k++ == idx) {
+                    *out = s;
+                    break;
+                }
+            }
+        }
+        if (*out) {
+            ra_slice_ref(*out);
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock((pthread_mutex_t *)&m->seal_mu);
+    return rc;
+}
+
+int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s) {
+    if (!m || !s) return RA_EINVAL;
+    pthread_mutex_lock(&m->seal_mu);
+    int rc = ra__pending_remove(&m->pending, s);
+    pthread_mutex_unlock(&m->seal_mu);
+    return rc;
+}

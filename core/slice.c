@@ -1,0 +1,145 @@
+/* Slices: immutable, reference counted, one allocation each (header fields + the canonical
+ * bytes). A slice only exists after its bytes passed the strict decoder, so even the sealer
+ * cannot emit one that violates encoding v1. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+struct ra_slice_s {
+    _Atomic uint32_t refs;
+    int amnesia;
+    ra_tenant_t tenant;
+    ra_slice_id_t id;
+    uint32_t row_count;
+    const uint8_t *rows;
+    const uint8_t *prev_b3;
+    uint8_t b3[RA_B3_LEN];
+    char dimension[RA_DIM_NAME_MAX + 1];
+    char host[RA_HOST_MAX + 1];
+    char version[RA_ENC_VERSION_STR_MAX + 1];
+    size_t len;
+    uint8_t bytes[];
+};
+
+ra_slice_t *ra__slice_alloc(size_t len) {
+    ra_slice_t *s = malloc(sizeof *s + len);
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    atomic_init(&s->refs, 1);
+    s->len = len;
+    return s;
+}
+
+uint8_t *ra__slice_buffer(ra_slice_t *s) {
+    return s->bytes;
+}
+
+void ra__slice_free_unfinished(ra_slice_t *s) {
+    free(s);
+}
+
+int ra__slice_finish(ra_slice_t *s) {
+    ra__decoded_t d;
+    int rc = ra__decode(s->bytes, s->len, &d);
+    if (rc != 0) return rc;
+    s->amnesia = d.amnesia;
+    memcpy(s->tenant.b, d.tenant, 16);
+    s->id.window_start_s = d.window_start_s;
+    s->id.window_len_s = d.window_len_s;
+    s->id.seq = d.seq;
+    s->row_count = d.row_count;
+    s->rows = d.rows;
+    s->prev_b3 = d.prev_b3;
+    memcpy(s->dimension, d.dimension, d.dimension_len);
+    s->dimension[d.dimension_len] = '\0';
+    memcpy(s->host, d.host, d.host_len);
+    s->host[d.host_len] = '\0';
+    memcpy(s->version, d.version, d.version_len);
+    s->version[d.version_len] = '\0';
+    ra_b3(s->bytes, s->len, s->b3);
+    return 0;
+}
+
+int ra_slice_decode(const uint8_t *buf, size_t len, ra_slice_t **out) {
+    if (!out) return RA_EINVAL;
+    *out = NULL;
+    if (!buf && len) return RA_EINVAL;
+    if (len > RA_FRAME_MAX) return RA_EOVERSIZE; /* checked before any allocation */
+    if (len < RA_ENC_FIXED) return RA_ESCHEMA;
+    ra_slice_t *s = ra__slice_alloc(len);
+    if (!s) return RA_ENOMEM;
+    memcpy(s->bytes, buf, len);
+    int rc = ra__slice_finish(s);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void ra_slice_ref(const ra_slice_t *s) {
+    atomic_fetch_add_explicit(&((ra_slice_t *)s)->refs, 1, memory_order_relaxed);
+}
+
+void ra_slice_unref(const ra_slice_t *s) {
+    if (!s) return;
+    ra_slice_t *w = (ra_slice_t *)s;
+    if (atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) == 1) free(w);
+}
+
+void ra_slice_get_id(const ra_slice_t *s, ra_slice_id_t *out) {
+    *out = s->id;
+}
+
+void ra_slice_get_tenant(const ra_slice_t *s, ra_tenant_t *out) {
+    *out = s->tenant;
+}
+
+const char *ra_slice_dimension(const ra_slice_t *s) {
+    return s->dimension;
+}
+
+const char *ra_slice_host(const ra_slice_t *s) {
+    return s->host;
+}
+
+const char *ra__slice_version(const ra_slice_t *s) {
+    return s->version;
+}
+
+int ra_slice_amnesia(const ra_slice_t *s) {
+    return s->amnesia;
+}
+
+size_t ra_slice_row_count(const ra_slice_t *s) {
+    return s->row_count;
+}
+
+int ra_slice_row(const ra_slice_t *s, size_t idx, ra_subject_t *subject, uint64_t *inc) {
+    if (idx >= s->row_count) return RA_ENOTFOUND;
+    const uint8_t *r = s->rows + idx * RA_ENC_ROW;
+    if (subject) memcpy(subject->b, r, 16);
+    if (inc) *inc = ra__get_u64(r + 16);
+    return 0;
+}
+
+const uint8_t *ra_slice_b3(const ra_slice_t *s) {
+    return s->b3;
+}
+
+const uint8_t *ra_slice_prev_b3(const ra_slice_t *s) {
+    return s->prev_b3;
+}
+
+const uint8_t *ra_slice_bytes(const ra_slice_t *s, size_t *len_out) {
+    if (len_out) *len_out = s->len;
+    return s->bytes;
+}
+
+/* Identity of a slice: (slice id, b3) (I-4). The stream is part of it. */
+bool ra__slice_same(const ra_slice_t *a, const ra_slice_t *b) {
+    return a == b ||
+           (a->id.seq == b->id.seq && a->id.window_start_s == b->id.window_start_s &&
+            memcmp(a->b3, b->b3, RA_B3_LEN) == 0);
+}

@@ -1,0 +1,230 @@
+/*
+ * ron-accounting — public C API of libronacct.
+ *
+ * This is the only public header. It is FFI-clean: between the RA_CDEF markers it holds
+ * nothing LuaJIT's ffi.cdef cannot parse once the C preprocessor has run over it, and
+ * lua/ron/accounting/cdef.lua is generated from exactly that region (`make cdef`; a test
+ * fails when the two disagree).
+ *
+ * Conventions (libuv style):
+ *   - every fallible call returns 0 or a negative RA_E* code; ra_strerror(code) explains it
+ *     and ra_err_name(code) gives the taxonomy name ("CapacityExceeded", ...);
+ *   - handles are opaque; buffers are owned by the caller unless a comment says otherwise;
+ *   - nothing here allocates on the record path.
+ */
+#ifndef RON_ACCOUNTING_H
+#define RON_ACCOUNTING_H
+
+#ifndef RA_CDEF
+#include <stddef.h>
+#include <stdint.h>
+#endif
+
+#define RA_VERSION_MAJOR 0
+#define RA_VERSION_MINOR 1
+#define RA_VERSION_PATCH 0
+#define RA_VERSION_STRING "0.1.0"
+
+#if defined(_WIN32)
+#define RA_EXTERN __declspec(dllexport)
+#elif defined(__GNUC__) && !defined(RA_CDEF)
+#define RA_EXTERN __attribute__((visibility("default")))
+#else
+#define RA_EXTERN
+#endif
+
+/*
+ * The error taxonomy (seed 000 P-8, seed 001 §8, PRODUCT.md §5), one X-macro map:
+ * XX(suffix, value, name, message). Values are stable ABI; never renumber.
+ */
+#define RA_ERRNO_MAP(XX)                                                                       \
+    XX(CAPACITY, -1, "CapacityExceeded", "capacity exceeded")                                  \
+    XX(BUSY, -2, "Busy", "resource busy, try again")                                           \
+    XX(DEGRADED, -3, "DegradedExporter", "exporter degraded")                                  \
+    XX(OVERSIZE, -4, "OversizeFrame", "frame larger than the limit")                           \
+    XX(SCHEMA, -5, "SchemaViolation", "input violates the schema")                             \
+    XX(PERSISTFULL, -6, "PersistenceFull", "persistence full")                                 \
+    XX(DUPLICATE, -7, "DuplicateExport", "duplicate export")                                   \
+    XX(ORDEROVERFLOW, -8, "OrderOverflow", "ordered buffer overflow")                          \
+    XX(WALCORRUPT, -9, "WalCorrupt", "write-ahead log corrupt")                                \
+    XX(TIMEOUT, -10, "Timeout", "operation timed out")                                         \
+    XX(CANCELED, -11, "Canceled", "operation canceled")                                        \
+    XX(INVAL, -12, "InvalidArgument", "invalid argument")                                      \
+    XX(NOMEM, -13, "NoMemory", "out of memory")                                                \
+    XX(IO, -14, "IoError", "input/output error")                                               \
+    XX(NOTFOUND, -15, "NotFound", "no such item")                                              \
+    XX(INCOMPAT, -16, "Incompatible", "incompatible file or configuration")                    \
+    XX(BUFSIZE, -17, "BufferTooSmall", "caller's buffer too small")
+
+/* RA_CDEF_BEGIN */
+
+typedef enum ra_errno_e {
+    RA_OK = 0,
+#define RA__ERR_ENUM(suffix, value, name, msg) RA_E##suffix = value,
+    RA_ERRNO_MAP(RA__ERR_ENUM)
+#undef RA__ERR_ENUM
+    RA_ERRNO_MIN = -17
+} ra_errno_t;
+
+/* Built-in dimensions (P-7): fixed ids, always registered. Operator dimensions from
+ * ra_config_t.dimensions get the ids after these, in the order given. */
+enum {
+    RA_DIM_BYTES = 0,
+    RA_DIM_REQUESTS = 1,
+    RA_DIM_CPU_UNITS = 2,
+    RA_DIM_BUILTIN_COUNT = 3,
+    RA_DIM_MAX = 32,       /* dimensions per meter, built-ins included */
+    RA_DIM_NAME_MAX = 32,  /* bytes in a dimension name: [a-z0-9_], starts with a letter */
+    RA_HOST_MAX = 64,      /* bytes of the host name carried in slice meta */
+    RA_B3_LEN = 32,
+    RA_UUID_STR_LEN = 36,
+    RA_WINDOW_MIN_S = 60,
+    RA_WINDOW_MAX_S = 3600,
+    RA_WINDOW_DEFAULT_S = 300
+};
+
+/* Log levels for ra_config_t.log. */
+enum { RA_LOG_ERROR = 0, RA_LOG_WARN = 1, RA_LOG_INFO = 2, RA_LOG_DEBUG = 3 };
+
+/* 16-byte tenant id (a UUID, RFC 4122 byte order). */
+typedef struct ra_tenant_s {
+    uint8_t b[16];
+} ra_tenant_t;
+
+/* 128-bit opaque subject id. Strings become subjects only through ra_meter_subject()
+ * (keyed BLAKE3), so raw user identifiers never reach a slice. */
+typedef struct ra_subject_s {
+    uint8_t b[16];
+} ra_subject_t;
+
+typedef struct ra_slice_id_s {
+    int64_t window_start_s; /* UTC seconds, a multiple of window_len_s */
+    uint32_t window_len_s;
+    uint64_t seq;           /* 1, 2, ... per (tenant, dimension) stream, node-wide */
+} ra_slice_id_t;
+
+typedef void (*ra_log_fn)(void *ud, int level, const char *msg);
+typedef int64_t (*ra_clock_fn)(void *ud); /* UTC milliseconds */
+
+typedef struct ra_config_s {
+    uint32_t window_len_s;       /* 60..3600, default 300 (I-3) */
+    uint32_t shards;             /* power of two, default 64 */
+    uint32_t capacity_rows;      /* live (key, window) rows across shards, default 200000 */
+    uint32_t pending_slices_cap; /* sealed, un-ACKed slices held, default 8192 */
+    const char *const *dimensions; /* operator dimension names, may be NULL */
+    uint32_t n_dimensions;
+    int amnesia;                 /* 1: RAM only (I-9); slice meta and metrics say so */
+    const char *shm_path;        /* NULL: private plane; else a process-shared plane file */
+    const char *host;            /* slice meta host; NULL: gethostname() */
+    const uint8_t *subject_key;  /* 32-byte key for subject hashing; NULL: built-in key */
+    ra_clock_fn clock;           /* NULL: the system UTC clock */
+    void *clock_ud;
+    ra_log_fn log;               /* NULL: WARN and above to stderr */
+    void *log_ud;
+} ra_config_t;
+
+typedef struct ra_meter_s ra_meter_t; /* opaque; one per process attachment */
+typedef struct ra_slice_s ra_slice_t; /* opaque, immutable, reference counted */
+
+/* ---- library ---------------------------------------------------------------------- */
+RA_EXTERN const char *ra_version(void);
+RA_EXTERN const char *ra_strerror(int code);  /* never NULL */
+RA_EXTERN const char *ra_err_name(int code);  /* never NULL: "Unknown" for foreign codes */
+
+/* ---- meter lifecycle -------------------------------------------------------------- */
+/* Fills *cfg with the documented defaults. */
+RA_EXTERN void ra_config_init(ra_config_t *cfg);
+
+/* Opens a meter. On failure returns a code, leaves *out NULL and, when errbuf is not NULL,
+ * writes a one-line explanation (NUL-terminated, truncated to errbuf_len). */
+RA_EXTERN int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *errbuf,
+                            size_t errbuf_len);
+/* Releases the meter (and the sealer lock, if held). Unacked slices are dropped from this
+ * process; slices the caller still references stay valid until their last unref. */
+RA_EXTERN void ra_meter_close(ra_meter_t *m);
+
+/* Rejected and logged at WARN: the window length of a live meter never changes (G-21).
+ * Returns 0 only when window_len_s equals the current one. */
+RA_EXTERN int ra_meter_set_window_len(ra_meter_t *m, uint32_t window_len_s);
+RA_EXTERN uint32_t ra_meter_window_len(const ra_meter_t *m);
+
+/* ---- keys ------------------------------------------------------------------------- */
+/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", either case. */
+RA_EXTERN int ra_tenant_parse(const char *s, size_t len, ra_tenant_t *out);
+/* Writes 36 lowercase characters and a NUL into out (37 bytes). */
+RA_EXTERN void ra_tenant_format(const ra_tenant_t *t, char *out);
+/* Keyed BLAKE3 of an opaque identifier, truncated to 128 bits. */
+RA_EXTERN int ra_meter_subject(const ra_meter_t *m, const void *id, size_t len,
+                               ra_subject_t *out);
+/* Dimension id (>= 0) for a registered name, or RA_ENOTFOUND. */
+RA_EXTERN int ra_meter_dimension(const ra_meter_t *m, const char *name, size_t len);
+/* Name of a dimension id, or NULL. The string lives as long as the meter. */
+RA_EXTERN const char *ra_meter_dimension_name(const ra_meter_t *m, int dim);
+
+/* ---- hot path --------------------------------------------------------------------- */
+/* Adds inc to (tenant, subject, dim) in the window that contains the meter's clock time.
+ * Lock-free, allocation-free, never blocks; safe from any thread and, with shm_path, from
+ * any process. Saturates at UINT64_MAX (I-16). Errors: RA_EINVAL (unknown dim),
+ * RA_ECAPACITY (no room for a new key; counted), RA_EDEGRADED (meter degraded). */
+RA_EXTERN int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s,
+                              int dim, uint64_t inc);
+/* The same with an explicit UTC time in milliseconds (injected clocks, replays). */
+RA_EXTERN int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t,
+                                 const ra_subject_t *s, int dim, uint64_t inc);
+
+/* ---- sealing ---------------------------------------------------------------------- */
+/* Seals every window that ended at or before now_ms (now_ms < 0: the meter's clock) and
+ * has not been sealed yet (monotone boundary counter, I-15). Each (tenant, dimension)
+ * with activity in a window becomes one slice appended to the pending ring. *n_sealed
+ * gets the number of new slices; they are the last *n_sealed entries of the pending ring.
+ * With shm_path the first caller becomes the plane's one sealer; another process gets
+ * RA_EBUSY. RA_ECAPACITY: the pending ring cannot take the window (nothing is sealed or
+ * lost: the counts stay in the plane and the next rollover retries). */
+RA_EXTERN int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, size_t *n_sealed);
+
+/* Number of sealed, un-ACKed slices. */
+RA_EXTERN size_t ra_meter_pending_count(const ra_meter_t *m);
+/* New reference to the idx-th pending slice (0 = oldest; per stream in seq order). */
+RA_EXTERN int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out);
+/* The downstream has stored this slice: drop it from the pending ring. RA_ENOTFOUND if no
+ * pending slice has that identity (slice id and digest). */
+RA_EXTERN int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s);
+
+/* ---- observability ---------------------------------------------------------------- */
+/* Prometheus text exposition of the meter's metrics into buf. RA_EBUFSIZE when cap is too
+ * small; *len_out then holds the size needed. */
+RA_EXTERN int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out);
+/* Degraded mode (I-8): write-like operations fail first with RA_EDEGRADED. */
+RA_EXTERN void ra_meter_set_degraded(ra_meter_t *m, int degraded);
+RA_EXTERN int ra_meter_degraded(const ra_meter_t *m);
+
+/* ---- slices ----------------------------------------------------------------------- */
+RA_EXTERN void ra_slice_ref(const ra_slice_t *s);
+RA_EXTERN void ra_slice_unref(const ra_slice_t *s); /* NULL is ignored */
+RA_EXTERN void ra_slice_get_id(const ra_slice_t *s, ra_slice_id_t *out);
+RA_EXTERN void ra_slice_get_tenant(const ra_slice_t *s, ra_tenant_t *out);
+RA_EXTERN const char *ra_slice_dimension(const ra_slice_t *s); /* lives with the slice */
+RA_EXTERN const char *ra_slice_host(const ra_slice_t *s);      /* lives with the slice */
+RA_EXTERN int ra_slice_amnesia(const ra_slice_t *s);
+RA_EXTERN size_t ra_slice_row_count(const ra_slice_t *s);
+/* Row idx in canonical order (ascending subject bytes). */
+RA_EXTERN int ra_slice_row(const ra_slice_t *s, size_t idx, ra_subject_t *subject,
+                           uint64_t *inc);
+RA_EXTERN const uint8_t *ra_slice_b3(const ra_slice_t *s);      /* 32 bytes */
+RA_EXTERN const uint8_t *ra_slice_prev_b3(const ra_slice_t *s); /* 32 bytes */
+/* The canonical encoding v1 (docs/FORMAT.md); the bytes live with the slice. */
+RA_EXTERN const uint8_t *ra_slice_bytes(const ra_slice_t *s, size_t *len_out);
+/* Strict decoder: any deviation from encoding v1 is RA_ESCHEMA, a buffer over the frame
+ * limit RA_EOVERSIZE. On success *out is a new slice (one reference) whose b3 is the
+ * BLAKE3 of buf. */
+RA_EXTERN int ra_slice_decode(const uint8_t *buf, size_t len, ra_slice_t **out);
+
+/* ---- digest helpers --------------------------------------------------------------- */
+/* BLAKE3 of buf into out (32 bytes): the same digest b3sum prints. */
+RA_EXTERN void ra_b3(const void *buf, size_t len, uint8_t *out);
+/* Lowercase hex of n bytes into out (2n characters and a NUL). */
+RA_EXTERN void ra_hex(const uint8_t *bytes, size_t n, char *out);
+
+/* RA_CDEF_END */
+
+#endif /* RON_ACCOUNTING_H */
