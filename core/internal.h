@@ -85,6 +85,7 @@ static inline ra__u128 ra__pair_peek(const volatile ra__u128 *p) {
 /* stamp = window index (high 32) | generation (low 32). TOMB marks a pair the sealer has
  * retired: no writer may use it again under that generation. */
 #define RA_WIN_TOMB 0xFFFFFFFFu
+#define RA_SEALED_NONE INT64_MIN /* sealed_through before the first rollover */
 static inline uint64_t ra__stamp(uint32_t win, uint32_t gen) {
     return ((uint64_t)win << 32) | gen;
 }

@@ -105,10 +105,9 @@ static void init_header(ra__plane_hdr_t *h, const ra_config_t *cfg, const char *
     h->bitmap_off = l->bitmap_off;
     h->heads_off = l->heads_off;
     h->created_ms = (uint64_t)now_ms;
-    /* Windows before the one the plane was born in hold nothing: start the monotone
-     * boundary counter there, so the first rollover seals the birth window. */
-    int64_t w = now_ms / 1000 / cfg->window_len_s;
-    atomic_store(&h->sealed_through, w - 1);
+    /* No window sealed yet: the first rollover seals every ended window that holds
+     * counts, whatever clock the writers used. */
+    atomic_store(&h->sealed_through, RA_SEALED_NONE);
 }
 
 /* Compares an existing plane with the caller's configuration. Every mismatch is refused:

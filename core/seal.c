@@ -278,7 +278,9 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     atomic_fetch_add_explicit(&mt->sealed_rows, rows_sealed, memory_order_relaxed);
     atomic_fetch_add_explicit(&mt->sealed_slices, *n_sealed, memory_order_relaxed);
     if (w_fit > sealed) {
-        atomic_fetch_add_explicit(&mt->sealed_windows, (uint64_t)(w_fit - sealed),
+        int64_t first = sealed == RA_SEALED_NONE ? (fit_rows ? (int64_t)m->rows[0].win : w_fit)
+                                                 : sealed + 1;
+        atomic_fetch_add_explicit(&mt->sealed_windows, (uint64_t)(w_fit - first + 1),
                                   memory_order_relaxed);
         atomic_store_explicit(&m->hdr->sealed_through, w_fit, memory_order_release);
     }
