@@ -3,10 +3,11 @@
  *   1. Scan: visit the slots marked in the bitmap. LIVE entries with a count stamped in an
  *      ended window become candidate rows; idle entries are retired so their slots can be
  *      reused (I-7); claims abandoned by a dead writer are retired too.
- *   2. Plan: sort candidates by (window, tenant, dimension, subject); find the longest run of
- *      windows whose slices fit in the pending ring and whose streams fit in the head table.
- *      A window is sealed whole or not at all; what does not fit stays in the plane, counted,
- *      and the next rollover retries it: nothing is lost and nothing is merged.
+ *   2. Plan: sort candidates by (window, tenant, dimension, subject); take streams in that
+ *      order while their slices fit in the pending ring and their heads in the head table.
+ *      What does not fit stays in the plane, counted, and the next rollover retries it:
+ *      nothing is lost and nothing is merged. The boundary counter passes a window only
+ *      when all its streams are sealed.
  *   3. Drain: one 16-byte CAS per entry swaps its count to zero. An add lands either before
  *      that CAS (in this slice) or after it (in a later one): exactly once (PRODUCT.md §6).
  *   4. Build: per stream, merge duplicate subjects, encode v1, BLAKE3, link prev_b3, assign
@@ -225,36 +226,33 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     size_t n = scan(m, w_end, sealed, cur);
     qsort(m->rows, n, sizeof *m->rows, cmp_rows);
 
-    /* Step 2: how many windows fit? */
+    /* Step 2: how many streams fit? Streams are taken in (window, tenant, dimension)
+     * order until the ring or the head table is full; the boundary counter only passes
+     * windows whose every stream was sealed. */
     size_t room = ra__pending_room(&m->pending);
-    int64_t w_fit = sealed; /* last window that fits entirely */
     size_t fit_rows = 0, need = 0;
     int stop_reason = -1;
-    for (size_t i = 0; i < n;) {
-        uint32_t win = m->rows[i].win;
-        size_t j = i, slices = 0;
-        bool heads_ok = true;
-        while (j < n && m->rows[j].win == win) {
-            size_t k = j + 1;
-            while (k < n && same_stream(&m->rows[j], &m->rows[k])) k++;
-            ra__slice_hdr_in_t in = {.dimension = m->dim_names[m->rows[j].dim],
-                                     .host = m->host, .version = RA_VERSION_STRING};
-            size_t per = max_rows_per_slice(ra__encode_size(&in));
-            slices += (k - j + per - 1) / per;
-            if (!head_get(m, m->rows[j].tenant, m->rows[j].dim, true)) heads_ok = false;
-            j = k;
+    for (size_t j = 0; j < n;) {
+        size_t k = j + 1;
+        while (k < n && same_stream(&m->rows[j], &m->rows[k])) k++;
+        ra__slice_hdr_in_t in = {.dimension = m->dim_names[m->rows[j].dim],
+                                 .host = m->host, .version = RA_VERSION_STRING};
+        size_t per = max_rows_per_slice(ra__encode_size(&in));
+        size_t slices = (k - j + per - 1) / per;
+        if (need + slices > room) {
+            stop_reason = RA_REJ_PENDING_FULL;
+            break;
         }
-        if (!heads_ok || need + slices > room) {
-            stop_reason = heads_ok ? RA_REJ_PENDING_FULL : RA_REJ_HEADS_FULL;
-            w_fit = (int64_t)win - 1; /* every window before this one fits */
+        if (!head_get(m, m->rows[j].tenant, m->rows[j].dim, true)) {
+            stop_reason = RA_REJ_HEADS_FULL;
             break;
         }
         need += slices;
-        w_fit = win;
-        fit_rows = j;
-        i = j;
+        fit_rows = k;
+        j = k;
     }
-    if (stop_reason < 0) w_fit = w_end; /* every ended window fits (empty ones included) */
+    /* Every window before the first unsealed stream's is complete. */
+    int64_t w_fit = stop_reason < 0 ? (int64_t)w_end : (int64_t)m->rows[fit_rows].win - 1;
 
     /* Step 3 + 4 */
     uint64_t late = 0, rows_sealed = 0;
@@ -278,8 +276,10 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     atomic_fetch_add_explicit(&mt->sealed_rows, rows_sealed, memory_order_relaxed);
     atomic_fetch_add_explicit(&mt->sealed_slices, *n_sealed, memory_order_relaxed);
     if (w_fit > sealed) {
-        int64_t first = sealed == RA_SEALED_NONE ? (fit_rows ? (int64_t)m->rows[0].win : w_fit)
-                                                 : sealed + 1;
+        /* The first rollover counts from the first window that held counts. */
+        int64_t first = sealed == RA_SEALED_NONE
+                            ? (fit_rows ? (int64_t)m->rows[0].win : w_fit + 1)
+                            : sealed + 1;
         atomic_fetch_add_explicit(&mt->sealed_windows, (uint64_t)(w_fit - first + 1),
                                   memory_order_relaxed);
         atomic_store_explicit(&m->hdr->sealed_through, w_fit, memory_order_release);
@@ -288,11 +288,11 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     if (stop_reason >= 0) {
         ra__count_reject(m, stop_reason);
         ra__log(m, RA_LOG_WARN,
-                "rollover: %s; windows after index %lld stay unsealed in the plane until "
+                "rollover: %s; counts from window index %lld on stay in the plane until "
                 "there is room (pending %zu/%zu)",
                 stop_reason == RA_REJ_PENDING_FULL ? "pending ring full"
                                                    : "stream head table full",
-                (long long)w_fit, m->pending.live, m->pending.cap);
+                (long long)(w_fit + 1), m->pending.live, m->pending.cap);
         return RA_ECAPACITY;
     }
     return 0;
