@@ -24,6 +24,7 @@
 #include "ron/accounting.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -194,6 +195,9 @@ typedef struct ra__plane_hdr {
 
     _Alignas(RA_CACHELINE) ra__plane_metrics_t metrics;
 } ra__plane_hdr_t;
+/* docs/FORMAT.md §3 documents these offsets. */
+_Static_assert(offsetof(ra__plane_hdr_t, window_len_s) == 24, "plane header layout");
+_Static_assert(offsetof(ra__plane_hdr_t, dims) == 56, "plane header layout");
 
 /* ---- the meter: one process's handle on a plane --------------------------------------*/
 typedef struct ra__pending {
