@@ -93,7 +93,7 @@ static int claim(ra_meter_t *m, ra__slot_t *slot, uint64_t seen, uint32_t slot_i
     if (!atomic_compare_exchange_strong_explicit(&slot->ident, &expect,
                                                  ra__ident(gen, (uint32_t)dim, RA_SLOT_LIVE),
                                                  memory_order_acq_rel, memory_order_acquire))
-        return 1; /* the sealer retired a claim it believed abandoned */
+        return 1; /* defensive: only this writer may move its claim on */
     return try_add(m, slot, gen, win, dim, inc) == ADD_DONE ? 0 : 1;
 }
 

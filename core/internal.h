@@ -148,7 +148,7 @@ typedef struct ra__plane_metrics {
     _Atomic uint64_t sealed_windows;
     _Atomic uint64_t sealed_rows;
     _Atomic uint64_t reclaimed;
-    _Atomic uint64_t live_rows_hwm;
+    _Atomic uint64_t stale_claims; /* gauge, set by each scan */
 } ra__plane_metrics_t;
 
 /* ---- stream heads: the chain state per (tenant, dimension), written by the sealer only */

@@ -12,7 +12,7 @@ typedef struct ra__metric_desc {
 
 enum {
     M_LATENCY, M_REJECTED, M_PENDING, M_OVERFLOW, M_DEGRADED, M_AMNESIA, M_LATE, M_SLICES,
-    M_ROWS, M_WINDOWS, M_ENTRIES, M_ENTRIES_MAX, M_RECLAIMED, M_HEADS, M_SEALED_THROUGH,
+    M_ROWS, M_WINDOWS, M_ENTRIES, M_ENTRIES_MAX, M_RECLAIMED, M_STALE, M_HEADS, M_SEALED_THROUGH,
     M_COUNT
 };
 
@@ -37,6 +37,9 @@ static const ra__metric_desc_t registry[M_COUNT] = {
                        "Counter-plane entries allowed (2 x capacity_rows)."},
     [M_RECLAIMED] = {"accounting_plane_reclaimed_total", "counter",
                      "Idle or abandoned counter-plane entries given back."},
+    [M_STALE] = {"accounting_plane_stale_claims", "gauge",
+                 "Entries claimed by a writer that never published them (killed mid-claim); "
+                 "lost to the plane until it is recreated."},
     [M_HEADS] = {"accounting_stream_heads", "gauge", "Streams with a hash-chain head."},
     [M_SEALED_THROUGH] = {"accounting_sealed_through_window", "gauge",
                           "Index of the last sealed window (monotone boundary counter)."},
@@ -126,6 +129,8 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
     put(&s, "%s %u\n", registry[M_ENTRIES_MAX].name, h->entries_cap);
     head(&s, M_RECLAIMED);
     put(&s, "%s %llu\n", registry[M_RECLAIMED].name, (unsigned long long)ld(&mt->reclaimed));
+    head(&s, M_STALE);
+    put(&s, "%s %llu\n", registry[M_STALE].name, (unsigned long long)ld(&mt->stale_claims));
     head(&s, M_HEADS);
     put(&s, "%s %u\n", registry[M_HEADS].name,
         atomic_load_explicit(&h->heads_used, memory_order_relaxed));

@@ -2,7 +2,7 @@
  *
  *   1. Scan: visit the slots marked in the bitmap. LIVE entries with a count stamped in an
  *      ended window become candidate rows; idle entries are retired so their slots can be
- *      reused (I-7); claims abandoned by a dead writer are retired too.
+ *      reused (I-7).
  *   2. Plan: sort candidates by (window, tenant, dimension, subject); take streams in that
  *      order while their slices fit in the pending ring and their heads in the head table.
  *      What does not fit stays in the plane, counted, and the next rollover retries it:
@@ -76,27 +76,11 @@ static bool retire_live(ra_meter_t *m, uint32_t idx, ra__slot_t *s, uint64_t id,
     return true;
 }
 
-/* Retires a claim whose writer stopped between claiming and publishing (killed, or stalled
- * for more than a window). If it publishes after all, its CAS to LIVE fails and it
- * retries the record elsewhere: the claim never held a count. */
-static void retire_claim(ra_meter_t *m, uint32_t idx, ra__slot_t *s, uint64_t id) {
-    _Atomic uint64_t *word = &m->bitmap[idx / 64];
-    uint64_t bit = 1ull << (idx % 64);
-    atomic_fetch_and_explicit(word, ~bit, memory_order_acq_rel);
-    if (atomic_compare_exchange_strong_explicit(&s->ident, &id,
-                                                ra__ident(ra__ident_gen(id), 0, RA_SLOT_DEAD),
-                                                memory_order_acq_rel, memory_order_acquire)) {
-        atomic_fetch_sub_explicit(&m->hdr->live_entries, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&m->hdr->metrics.reclaimed, 1, memory_order_relaxed);
-    } else {
-        atomic_fetch_or_explicit(word, bit, memory_order_acq_rel); /* it published: keep */
-    }
-}
-
 /* Step 1. Returns the number of candidate rows. */
 static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) {
     size_t nslots = (size_t)m->hdr->shards * m->hdr->slots_per_shard;
     size_t nwords = (nslots + 63) / 64, n = 0;
+    uint64_t stale = 0;
     for (size_t wi = 0; wi < nwords; wi++) {
         uint64_t bits = atomic_load_explicit(&m->bitmap[wi], memory_order_acquire);
         while (bits) {
@@ -106,8 +90,12 @@ static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) 
             uint64_t id = atomic_load_explicit(&s->ident, memory_order_acquire);
             uint32_t state = ra__ident_state(id);
             if (state == RA_SLOT_CLAIMED) {
+                /* A claim still open a window later belongs to a writer that died (or
+                 * stalls) between claiming and publishing. It is never retired: a stalled
+                 * writer that resumed would write its key over the slot's next owner. The
+                 * slot is lost to this plane (one per such death), and counted. */
                 uint32_t cw = atomic_load_explicit(&s->claim_win, memory_order_relaxed);
-                if ((int64_t)cw + 1 < (int64_t)cur) retire_claim(m, idx, s, id);
+                if ((int64_t)cw + 1 < (int64_t)cur) stale++;
                 continue;
             }
             if (state != RA_SLOT_LIVE) continue;
@@ -121,7 +109,7 @@ static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) 
                 continue;
             }
             if (w > w_end) continue; /* current (or future) window: not ended */
-            if (n == m->rows_cap) return n; /* cannot happen: LIVE entries <= entries_cap */
+            if (n == m->rows_cap) break; /* cannot happen: LIVE entries <= entries_cap */
             ra__seal_row_t *r = &m->rows[n++];
             r->slot = idx;
             /* Late rows go to the oldest window sealed now (never to a sealed one). */
@@ -132,6 +120,7 @@ static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) 
             r->count = (int64_t)w <= sealed ? 1 : 0; /* marks a late row until drained */
         }
     }
+    atomic_store_explicit(&m->hdr->metrics.stale_claims, stale, memory_order_relaxed);
     return n;
 }
 

@@ -1,0 +1,22 @@
+/* The ron-accounting executable: declarations shared by the files of core/host/.
+ *
+ *   main.c  command line: dispatch, usage, `version`
+ *   run.c   `run SCRIPT.lua [ARGS...]`: a LuaJIT state with ron.accounting on its path
+ *
+ * The host links libronacct statically and exports its symbols (-rdynamic), so the Lua
+ * binding reaches the core through ffi.C without loading a shared library. */
+#ifndef RA_HOST_H
+#define RA_HOST_H
+
+/* Exit codes, the conventions of the luajit CLI and of sysexits-minded tools:
+ * 0 success, 1 the script failed, 2 the command line or the script file is wrong. */
+enum { RA_HOST_EXIT_OK = 0, RA_HOST_EXIT_FAILED = 1, RA_HOST_EXIT_USAGE = 2 };
+
+#define RA_HOST_NAME "ron-accounting"
+
+/* Runs argv[0] (a Lua script) with argv[1..argc-1] as its arguments; exe is the path the
+ * host was started as (arg[-1] for the script). Returns the process exit code. A script
+ * that calls os.exit() ends the process from inside. */
+int ra_host_run(const char *exe, int argc, char **argv);
+
+#endif /* RA_HOST_H */
