@@ -76,7 +76,12 @@ static inline bool ra__pair_cas(volatile ra__u128 *p, ra__u128 *expected, ra__u1
     *expected = seen;
     return false;
 }
-/* A racy read is fine: it only seeds the CAS loop, which validates it. */
+/* An atomic read of the pair (a CAS that writes back what it finds). The sealer uses it:
+ * a torn read could pair one window's count with another's stamp. */
+static inline ra__u128 ra__pair_load(volatile ra__u128 *p) {
+    return __sync_val_compare_and_swap(p, (ra__u128)0, (ra__u128)0);
+}
+/* A racy read is fine where it only seeds a CAS loop, which validates it. */
 static inline ra__u128 ra__pair_peek(const volatile ra__u128 *p) {
     const volatile uint64_t *w = (const volatile uint64_t *)p;
     uint64_t lo = w[0], hi = w[1];
@@ -208,6 +213,7 @@ typedef struct ra__pending {
 typedef struct ra__seal_row {
     uint32_t slot;
     uint32_t win;
+    uint64_t stamp; /* the pair's stamp when planned: drained only if unchanged */
     uint16_t dim;
     uint8_t tenant[16];
     uint8_t subject[16];

@@ -99,7 +99,7 @@ static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) 
                 continue;
             }
             if (state != RA_SLOT_LIVE) continue;
-            ra__u128 p = ra__pair_peek(&s->pair);
+            ra__u128 p = ra__pair_load(&s->pair);
             uint64_t st = ra__pair_stamp(p);
             uint32_t w = ra__stamp_win(st);
             if (ra__stamp_gen(st) != ra__ident_gen(id) || w == RA_WIN_TOMB) continue;
@@ -112,6 +112,7 @@ static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) 
             if (n == m->rows_cap) break; /* cannot happen: LIVE entries <= entries_cap */
             ra__seal_row_t *r = &m->rows[n++];
             r->slot = idx;
+            r->stamp = st;
             /* Late rows go to the oldest window sealed now (never to a sealed one). */
             r->win = (int64_t)w <= sealed ? (uint32_t)(sealed + 1) : w;
             r->dim = (uint16_t)ra__ident_dim(id);
@@ -125,14 +126,15 @@ static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) 
 }
 
 /* Step 3: take the entry's count. The stamp cannot change while the count is non-zero
- * (writers only restamp drained pairs), so the CAS loop only races with adds. */
-static uint64_t drain(ra_meter_t *m, uint32_t idx) {
-    ra__slot_t *s = &m->slots[idx];
+ * (writers only restamp drained pairs, only the sealer drains), so the CAS loop only races
+ * with adds; the stamp check is the belt to those braces. */
+static uint64_t drain(ra_meter_t *m, const ra__seal_row_t *r) {
+    ra__slot_t *s = &m->slots[r->slot];
     ra__u128 cur = ra__pair_peek(&s->pair);
     for (;;) {
         uint64_t c = ra__pair_count(cur);
-        if (c == 0) return 0;
-        if (ra__pair_cas(&s->pair, &cur, ra__pair_make(0, ra__pair_stamp(cur)))) return c;
+        if (c == 0 || ra__pair_stamp(cur) != r->stamp) return 0;
+        if (ra__pair_cas(&s->pair, &cur, ra__pair_make(0, r->stamp))) return c;
     }
 }
 
@@ -247,7 +249,7 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     uint64_t late = 0, rows_sealed = 0;
     for (size_t i = 0; i < fit_rows; i++) {
         if (m->rows[i].count) late++;
-        m->rows[i].count = drain(m, m->rows[i].slot);
+        m->rows[i].count = drain(m, &m->rows[i]);
     }
     for (size_t i = 0; i < fit_rows;) {
         size_t j = i + 1;
