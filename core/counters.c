@@ -6,7 +6,7 @@
  *   3. if no entry takes the record, claim an EMPTY or DEAD slot (CAS on ident), write the
  *      key while CLAIMED, publish LIVE, then add.
  * Every step that loses a race retries from the top, at most RA_RESTARTS_MAX times; then
- * the record is refused with RA_EBUSY (counted), never spun on forever. */
+ * the record is refused with RA_ECAPACITY (counted), never spun on forever. */
 #include "internal.h"
 
 #include <time.h>

@@ -339,6 +339,8 @@ RA_INTERNAL void ra__pending_free(ra__pending_t *p);
 RA_INTERNAL size_t ra__pending_room(const ra__pending_t *p);
 RA_INTERNAL void ra__pending_push(ra__pending_t *p, ra_slice_t *s);
 RA_INTERNAL int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s);
+RA_INTERNAL void ra__pending_newest(const ra__pending_t *p, size_t n, ra_slice_t **out,
+                                    size_t cap);
 
 /* little-endian helpers: the encoding is pinned independent of the host (P-5, G-8) */
 static inline void ra__put_u16(uint8_t *p, uint16_t v) {

@@ -18,6 +18,7 @@ void ra_config_init(ra_config_t *cfg) {
     cfg->shards = 64;
     cfg->capacity_rows = 200000;
     cfg->pending_slices_cap = 8192;
+    cfg->amnesia = 1; /* I-9 honoured: without a WAL, RAM only is the truth */
 }
 
 static bool is_pow2(uint32_t v) {
@@ -82,6 +83,12 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
                       !ra__token_valid(cfg->host, strlen(cfg->host)))) {
         ra__errbuf(err, errlen, "host '%s' must be 0..%d printable characters without spaces",
                    cfg->host, RA_HOST_MAX);
+        return RA_EINVAL;
+    }
+    if (!cfg->amnesia) {
+        ra__errbuf(err, errlen,
+                   "amnesia = false needs a write-ahead log, which this build does not have "
+                   "yet: slices would claim a durability they do not have (use amnesia = true)");
         return RA_EINVAL;
     }
     if (cfg->shm_path && !cfg->shm_path[0]) {
@@ -224,11 +231,12 @@ const char *ra_meter_dimension_name(const ra_meter_t *m, int dim) {
     return m->dim_names[dim];
 }
 
-int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
+int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t out_cap,
+                      size_t *n_sealed) {
     size_t dummy;
     if (!n_sealed) n_sealed = &dummy;
     *n_sealed = 0;
-    if (!m) return RA_EINVAL;
+    if (!m || (now_ms < 0 && now_ms != RA_NOW) || (out_cap && !out)) return RA_EINVAL;
     pthread_mutex_lock(&m->seal_mu);
     int rc = ra__plane_sealer_lock(m);
     if (rc == 0 && !m->rows) {
@@ -238,9 +246,16 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
         m->rows = malloc(m->rows_cap * sizeof *m->rows);
         if (!m->rows) rc = RA_ENOMEM;
     }
-    if (rc == 0) rc = ra__seal(m, now_ms < 0 ? ra__meter_now_ms(m) : now_ms, n_sealed);
+    if (rc == 0) rc = ra__seal(m, now_ms == RA_NOW ? ra__meter_now_ms(m) : now_ms, n_sealed);
+    /* The slices sealed now are the newest entries of the ring; taken under the mutex, so
+     * no concurrent ACK can shift them. */
+    if (out && *n_sealed) ra__pending_newest(&m->pending, *n_sealed, out, out_cap);
     pthread_mutex_unlock(&m->seal_mu);
     return rc;
+}
+
+void ra_meter_count_invalid(ra_meter_t *m) {
+    if (m) ra__count_reject(m, RA_REJ_INVALID);
 }
 
 void ra_meter_set_degraded(ra_meter_t *m, int degraded) {

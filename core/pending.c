@@ -78,6 +78,39 @@ int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s) {
     return RA_ENOTFOUND;
 }
 
+/* References to the n newest live entries, oldest of them first, into out[0..cap). */
+void ra__pending_newest(const ra__pending_t *p, size_t n, ra_slice_t **out, size_t cap) {
+    if (n > p->live) n = p->live;
+    size_t i = p->tail, found = 0;
+    while (found < n && i > p->head) { /* walk back over holes to the n-th newest */
+        i--;
+        if (p->ring[i % p->cap]) found++;
+    }
+    for (size_t k = 0; i < p->tail && k < cap; i++) {
+        ra_slice_t *s = p->ring[i % p->cap];
+        if (!s) continue;
+        ra_slice_ref(s);
+        out[k++] = s;
+    }
+}
+
+int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out, size_t cap,
+                          size_t *n_out) {
+    if (!m || (cap && !out) || !n_out) return RA_EINVAL;
+    *n_out = 0;
+    const ra__pending_t *p = &m->pending;
+    pthread_mutex_lock((pthread_mutex_t *)&m->seal_mu);
+    size_t k = 0;
+    for (size_t i = p->head; i < p->tail && *n_out < cap; i++) {
+        ra_slice_t *s = p->ring[i % p->cap];
+        if (!s || k++ < from) continue;
+        ra_slice_ref(s);
+        out[(*n_out)++] = s;
+    }
+    pthread_mutex_unlock((pthread_mutex_t *)&m->seal_mu);
+    return 0;
+}
+
 size_t ra_meter_pending_count(const ra_meter_t *m) {
     pthread_mutex_lock((pthread_mutex_t *)&m->seal_mu);
     size_t n = m->pending.live;

@@ -197,7 +197,7 @@ RA_TEST(conservation_across_rollover) {
         int64_t sim = atomic_fetch_add(&sh->sim_ms, WIN_MS) + WIN_MS;
         sleep_ms(3);
         size_t k;
-        int rc = ra_meter_rollover(m, sim, &k);
+        int rc = ra_meter_rollover(m, sim, NULL, 0, &k);
         if (rc != 0 && rc != RA_ECAPACITY) rollover_errors++;
         rollovers++;
         collect(m);
@@ -214,7 +214,7 @@ RA_TEST(conservation_across_rollover) {
     int64_t end = atomic_load(&sh->sim_ms) + 2 * WIN_MS;
     for (int i = 0; i < 4; i++) {
         size_t k;
-        ra_meter_rollover(m, end, &k);
+        ra_meter_rollover(m, end, NULL, 0, &k);
         collect(m);
     }
 

@@ -15,7 +15,7 @@ static size_t seal_windows(ra_meter_t *m, int first, int windows, unsigned tenan
             ra_meter_record_at(m, RA_T_EPOCH_MS + w * WIN_MS, &tt, &s, RA_DIM_BYTES, 1);
         }
         size_t n = 0;
-        ra_meter_rollover(m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, &n);
+        ra_meter_rollover(m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, NULL, 0, &n);
         total += n;
     }
     return total;

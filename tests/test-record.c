@@ -165,6 +165,8 @@ RA_TEST(G_1_bad_input_rejected_and_counted) {
     CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, NULL, &s, RA_DIM_BYTES, 1), RA_EINVAL);
     CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, &t, NULL, RA_DIM_BYTES, 1), RA_EINVAL);
     CHECK(ra_t_metric(m, "accounting_rejected_total{reason=\"invalid\"}") == 5);
+    ra_meter_count_invalid(m); /* a binding's own argument checks count here too */
+    CHECK(ra_t_metric(m, "accounting_rejected_total{reason=\"invalid\"}") == 6);
     CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, &t, &s, RA_DIM_BYTES, 0), 0); /* no-op */
     CHECK(ra_t_metric(m, "accounting_plane_entries") == 0);
     ra_meter_close(m);
@@ -191,7 +193,7 @@ RA_TEST(G_19_overflow_property) {
     uint32_t win = (uint32_t)(at / 1000 / 60);
     CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_REQUESTS, win), UINT64_MAX);
     size_t n = 0;
-    CHECK_RC(ra_meter_rollover(m, (int64_t)(win + 1) * 60000, &n), 0);
+    CHECK_RC(ra_meter_rollover(m, (int64_t)(win + 1) * 60000, NULL, 0, &n), 0);
     REQUIRE(n == 1);
     ra_slice_t *sl = NULL;
     CHECK_RC(ra_meter_pending_get(m, 0, &sl), 0);
@@ -227,10 +229,10 @@ RA_TEST(capacity_exceeded_is_counted_and_recovers) {
     ra_subject_t s0 = ra_t_subject(0);
     CHECK_RC(ra_meter_record_at(m, w0 + 2000, &t, &s0, RA_DIM_BYTES, 1), 0);
     size_t n;
-    CHECK_RC(ra_meter_rollover(m, w0 + 60000, &n), 0);
+    CHECK_RC(ra_meter_rollover(m, w0 + 60000, NULL, 0, &n), 0);
     CHECK_EQ_U64(n, 1);
     /* Entries stamped in the sealed window idle through the next one, then are retired. */
-    CHECK_RC(ra_meter_rollover(m, w0 + 120000, &n), 0);
+    CHECK_RC(ra_meter_rollover(m, w0 + 120000, NULL, 0, &n), 0);
     CHECK(ra_t_metric(m, "accounting_plane_entries") == 0);
     CHECK(ra_t_metric(m, "accounting_plane_reclaimed_total") == 100);
     ok = 0;

@@ -73,7 +73,7 @@ static int run_and_dump(const event_t *ev, size_t n, int windows, const char *pa
     pthread_join(tb, NULL);
     size_t sealed;
     for (int w = 1; w <= windows; w++)
-        if (ra_meter_rollover(m, RA_T_EPOCH_MS + w * WIN_MS, &sealed) != 0) return 1;
+        if (ra_meter_rollover(m, RA_T_EPOCH_MS + w * WIN_MS, NULL, 0, &sealed) != 0) return 1;
     FILE *f = fopen(path, "wb");
     if (!f) return 1;
     static ra_slice_t *sl[4096];
@@ -154,7 +154,7 @@ RA_TEST(G_8_digest_b3sum_chain_and_totals) {
             total[w] += inc;
         }
         size_t n;
-        CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, &n), 0);
+        CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, NULL, 0, &n), 0);
         CHECK_EQ_U64(n, 1);
     }
     ra_slice_t *sl[3];
@@ -169,7 +169,7 @@ RA_TEST(G_8_digest_b3sum_chain_and_totals) {
         CHECK_MEM(ra_slice_prev_b3(sl[i]), i == 0 ? zero : ra_slice_b3(sl[i - 1]), 32);
         CHECK_STR(ra_slice_dimension(sl[i]), "bytes");
         CHECK_STR(ra_slice_host(sl[i]), "test-host");
-        CHECK(ra_slice_amnesia(sl[i]) == 0);
+        CHECK(ra_slice_amnesia(sl[i]) == 1); /* no WAL in this build: RAM only, and said */
         CHECK_EQ_U64(ra_slice_row_count(sl[i]), 50);
         uint64_t sum = 0;
         ra_subject_t prev, cur;
@@ -211,7 +211,7 @@ static void seal_with_clock(ra_meter_t *m, const int64_t *times, size_t n, size_
     *total = 0;
     for (size_t i = 0; i < n; i++) {
         size_t k = 0;
-        CHECK_RC(ra_meter_rollover(m, times[i], &k), 0);
+        CHECK_RC(ra_meter_rollover(m, times[i], NULL, 0, &k), 0);
         *total += k;
     }
 }
@@ -274,14 +274,14 @@ RA_TEST(G_15_backward_jump_record_is_late_not_lost) {
     int64_t B = RA_T_EPOCH_MS;
     CHECK_RC(ra_meter_record_at(m, B + 1000, &t, &s, RA_DIM_BYTES, 10), 0);
     size_t n;
-    CHECK_RC(ra_meter_rollover(m, B + WIN_MS + 100, &n), 0);
+    CHECK_RC(ra_meter_rollover(m, B + WIN_MS + 100, NULL, 0, &n), 0);
     CHECK_EQ_U64(n, 1);
     /* The clock jumps 2 s back across the boundary. */
     CHECK_RC(ra_meter_record_at(m, B + WIN_MS - 1900, &t, &s, RA_DIM_BYTES, 5), 0);
     CHECK_RC(ra_meter_record_at(m, B + WIN_MS + 5000, &t, &s, RA_DIM_BYTES, 7), 0);
-    CHECK_RC(ra_meter_rollover(m, B + WIN_MS - 1900, &n), 0); /* nothing: jumped back */
+    CHECK_RC(ra_meter_rollover(m, B + WIN_MS - 1900, NULL, 0, &n), 0); /* nothing: jumped back */
     CHECK_EQ_U64(n, 0);
-    CHECK_RC(ra_meter_rollover(m, B + 2 * WIN_MS, &n), 0);
+    CHECK_RC(ra_meter_rollover(m, B + 2 * WIN_MS, NULL, 0, &n), 0);
     CHECK_EQ_U64(n, 1);
     ra_slice_t *sl[2];
     REQUIRE(pending_all(m, sl, 2) == 2);
@@ -321,7 +321,7 @@ RA_TEST(G_21_config_hot_flip_denial) {
     ra_subject_t s = ra_t_subject(1);
     CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS + 61000, &t, &s, RA_DIM_BYTES, 1), 0);
     size_t n;
-    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 120000, &n), 0);
+    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 120000, NULL, 0, &n), 0);
     ra_slice_t *sl;
     REQUIRE(ra_meter_pending_get(m, 0, &sl) == 0);
     ra_slice_id_t id;
@@ -350,7 +350,7 @@ RA_TEST(pending_ring_full_is_counted_and_loses_nothing) {
     }
     size_t n, sealed_total = 0;
     uint64_t seen = 0;
-    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 2 * WIN_MS, &n), RA_ECAPACITY);
+    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 2 * WIN_MS, NULL, 0, &n), RA_ECAPACITY);
     CHECK_EQ_U64(n, 2);
     CHECK(ra_t_metric(m, "accounting_rejected_total{reason=\"pending_full\"}") == 1);
     /* No window is complete yet: the boundary counter stays before the first one. */
@@ -375,7 +375,7 @@ RA_TEST(pending_ring_full_is_counted_and_loses_nothing) {
         }
         sealed_total += k;
         unref_all(sl, k);
-        int rc = ra_meter_rollover(m, RA_T_EPOCH_MS + 2 * WIN_MS, &n);
+        int rc = ra_meter_rollover(m, RA_T_EPOCH_MS + 2 * WIN_MS, NULL, 0, &n);
         CHECK(rc == 0 || rc == RA_ECAPACITY);
     }
     CHECK_EQ_U64(sealed_total, 6);
@@ -399,10 +399,25 @@ RA_TEST(catch_up_seals_each_missed_window_separately) {
                                     RA_DIM_REQUESTS, (uint64_t)w + 1),
                  0);
     size_t n;
-    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 5 * WIN_MS + 1, &n), 0);
+    ra_slice_t *got[3] = {NULL, NULL, NULL};
+    CHECK_RC(ra_meter_rollover(m, -2, got, 3, &n), RA_EINVAL); /* only RA_NOW is special */
+    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 5 * WIN_MS + 1, got, 3, &n), 0);
     CHECK_EQ_U64(n, 5);
     ra_slice_t *sl[5];
     REQUIRE(pending_all(m, sl, 5) == 5);
+    /* rollover hands back the first out_cap slices it sealed, as new references. */
+    for (int i = 0; i < 3; i++) {
+        CHECK(got[i] == sl[i]);
+        ra_slice_unref(got[i]);
+    }
+    ra_slice_t *listed[8];
+    size_t k = 0;
+    CHECK_RC(ra_meter_pending_list(m, 2, listed, 8, &k), 0);
+    CHECK_EQ_U64(k, 3);
+    for (size_t i = 0; i < k; i++) {
+        CHECK(listed[i] == sl[i + 2]);
+        ra_slice_unref(listed[i]);
+    }
     for (int w = 0; w < 5; w++) {
         ra_slice_id_t id;
         ra_slice_get_id(sl[w], &id);
@@ -435,7 +450,7 @@ RA_TEST(large_stream_splits_under_frame_limit) {
         }
     }
     size_t n;
-    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + WIN_MS, &n), 0);
+    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + WIN_MS, NULL, 0, &n), 0);
     CHECK_EQ_U64(n, 3);
     ra_slice_t *sl[3];
     REQUIRE(pending_all(m, sl, 3) == 3);
@@ -464,6 +479,13 @@ RA_TEST(large_stream_splits_under_frame_limit) {
 RA_TEST(amnesia_flag_in_meta_and_metrics) {
     ra_config_t cfg;
     ra_t_config(&cfg);
+    CHECK(cfg.amnesia == 1); /* the default: this build has no WAL */
+    /* amnesia = false without a WAL would make every slice claim a durability it lacks. */
+    cfg.amnesia = 0;
+    char err[256];
+    ra_meter_t *bad = NULL;
+    CHECK_RC(ra_meter_open(&cfg, &bad, err, sizeof err), RA_EINVAL);
+    CHECK(bad == NULL && strstr(err, "write-ahead log") != NULL);
     cfg.amnesia = 1;
     ra_meter_t *m = ra_t_open(&cfg);
     REQUIRE(m);
@@ -472,7 +494,7 @@ RA_TEST(amnesia_flag_in_meta_and_metrics) {
     ra_subject_t s = ra_t_subject(1);
     CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, &t, &s, RA_DIM_CPU_UNITS, 3), 0);
     size_t n;
-    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + WIN_MS, &n), 0);
+    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + WIN_MS, NULL, 0, &n), 0);
     ra_slice_t *sl;
     REQUIRE(ra_meter_pending_get(m, 0, &sl) == 0);
     CHECK(ra_slice_amnesia(sl) == 1);

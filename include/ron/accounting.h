@@ -83,6 +83,10 @@ enum {
     RA_WINDOW_DEFAULT_S = 300
 };
 
+/* now_ms for ra_meter_rollover: read the meter's clock. Any other negative time is an
+ * error, so a caller's bug never silently switches clocks. */
+enum { RA_NOW = -1 };
+
 /* Log levels for ra_config_t.log. */
 enum { RA_LOG_ERROR = 0, RA_LOG_WARN = 1, RA_LOG_INFO = 2, RA_LOG_DEBUG = 3 };
 
@@ -113,7 +117,9 @@ typedef struct ra_config_s {
     uint32_t pending_slices_cap; /* sealed, un-ACKed slices held, default 8192 */
     const char *const *dimensions; /* operator dimension names, may be NULL */
     uint32_t n_dimensions;
-    int amnesia;                 /* 1: RAM only (I-9); slice meta and metrics say so */
+    int amnesia;                 /* 1 (default): RAM only (I-9); slice meta and metrics say
+                                    so. 0 needs a WAL, which this build does not have yet:
+                                    ra_meter_open refuses it rather than lie in every slice */
     const char *shm_path;        /* NULL: private plane; else a process-shared plane file */
     const char *host;            /* slice meta host; NULL: gethostname() */
     const uint8_t *subject_key;  /* 32-byte key for subject hashing; NULL: built-in key */
@@ -173,27 +179,37 @@ RA_EXTERN int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_
                                  const ra_subject_t *s, int dim, uint64_t inc);
 
 /* ---- sealing ---------------------------------------------------------------------- */
-/* Seals every window that ended at or before now_ms (now_ms < 0: the meter's clock) and
- * has not been sealed yet (monotone boundary counter, I-15). Each (tenant, dimension)
- * with activity in a window becomes one slice appended to the pending ring. *n_sealed
- * gets the number of new slices; they are the last *n_sealed entries of the pending ring.
- * With shm_path the first caller becomes the plane's one sealer; another process gets
- * RA_EBUSY. RA_ECAPACITY: the pending ring cannot take the window (nothing is sealed or
- * lost: the counts stay in the plane and the next rollover retries). */
-RA_EXTERN int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, size_t *n_sealed);
+/* Seals every window that ended at or before now_ms (RA_NOW: the meter's clock) and has not
+ * been sealed yet (monotone boundary counter, I-15). Each (tenant, dimension) with activity
+ * in a window becomes one slice (several for a stream over the 1 MiB frame), appended to
+ * the pending ring. *n_sealed gets the number of new slices; when out is not NULL, out[i]
+ * gets a new reference to the i-th of them (in seal order) for i < min(*n_sealed, out_cap):
+ * the caller unrefs them. With shm_path the first caller becomes the plane's one sealer;
+ * another process gets RA_EBUSY. RA_ECAPACITY: the pending ring (or the stream-head table)
+ * filled up; the streams sealed before that are reported in *n_sealed and out, the others
+ * stay in the plane, counted, and the next rollover seals them: nothing is lost. */
+RA_EXTERN int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out,
+                                size_t out_cap, size_t *n_sealed);
 
 /* Number of sealed, un-ACKed slices. */
 RA_EXTERN size_t ra_meter_pending_count(const ra_meter_t *m);
 /* New reference to the idx-th pending slice (0 = oldest; per stream in seq order). */
 RA_EXTERN int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out);
+/* New references to up to cap pending slices from the from-th on, in one pass; *n_out gets
+ * how many were written. */
+RA_EXTERN int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out,
+                                    size_t cap, size_t *n_out);
 /* The downstream has stored this slice: drop it from the pending ring. RA_ENOTFOUND if no
  * pending slice has that identity (slice id and digest). */
 RA_EXTERN int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s);
 
 /* ---- observability ---------------------------------------------------------------- */
-/* Prometheus text exposition of the meter's metrics into buf. RA_EBUFSIZE when cap is too
- * small; *len_out then holds the size needed. */
+/* Prometheus text exposition of the meter's metrics into buf, NUL-terminated; *len_out
+ * gets the text length (without the NUL). RA_EBUFSIZE when cap < *len_out + 1. */
 RA_EXTERN int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out);
+/* Counts one record refused before it reached the meter (a binding's argument checks) in
+ * accounting_rejected_total{reason="invalid"}. */
+RA_EXTERN void ra_meter_count_invalid(ra_meter_t *m);
 /* Degraded mode (I-8): write-like operations fail first with RA_EDEGRADED. */
 RA_EXTERN void ra_meter_set_degraded(ra_meter_t *m, int degraded);
 RA_EXTERN int ra_meter_degraded(const ra_meter_t *m);

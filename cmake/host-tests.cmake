@@ -1,0 +1,55 @@
+# Tests of the ron-accounting executable (core/host/) and of the installed tree, label
+# `host`:  cd build && ctest -L host --output-on-failure
+# Included from the top-level CMakeLists.txt after enable_testing().
+#
+# Most go through tests/host/expect.sh, which checks the exit status as well as the output
+# (PASS_REGULAR_EXPRESSION alone would accept any exit status).
+
+set(_ra_host $<TARGET_FILE:ron-accounting>)
+set(_ra_host_dir ${CMAKE_SOURCE_DIR}/tests/host)
+set(_ra_expect sh ${_ra_host_dir}/expect.sh)
+
+function(ra_host_test name)
+  add_test(NAME ${name} COMMAND ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS host TIMEOUT 60)
+endfunction()
+
+# ---- command line ---------------------------------------------------------------------
+ra_host_test(host-version ${_ra_host} version)
+# ron-accounting X.Y.Z (libronacct X.Y.Z, LuaJIT 2.1..., BLAKE3 kernels: ...), one line.
+set(_ra_version_re "^ron-accounting ${PROJECT_VERSION} \\(libronacct [0-9]+\\.[0-9]+\\.[0-9]+, ")
+string(APPEND _ra_version_re "LuaJIT 2\\.1[^,]*, BLAKE3 kernels: [^\n]+\\)\n$")
+set_tests_properties(host-version PROPERTIES PASS_REGULAR_EXPRESSION "${_ra_version_re}")
+
+ra_host_test(host-help ${_ra_expect} -o "^usage: ron-accounting <command>" -o "run SCRIPT.lua" -E
+  0 ${_ra_host} help)
+ra_host_test(host-help-flag ${_ra_expect} -o "^usage: ron-accounting" -E 0 ${_ra_host} --help)
+ra_host_test(host-no-args ${_ra_expect} -O -e "^usage: ron-accounting" 2 ${_ra_host})
+ra_host_test(host-unknown-command ${_ra_expect} -O -e "unknown command 'frobnicate'"
+  2 ${_ra_host} frobnicate)
+ra_host_test(host-run-no-script ${_ra_expect} -O -e "run needs a script" 2 ${_ra_host} run)
+
+# ---- run ------------------------------------------------------------------------------
+ra_host_test(host-run-args ${_ra_expect} -o "^host-run-args: ok" -E
+  0 ${_ra_host} run ${_ra_host_dir}/args.lua ${CMAKE_SOURCE_DIR}/lua "two words" --not-an-option)
+set_tests_properties(host-run-args PROPERTIES ENVIRONMENT
+  "LUA_PATH=/ra-lua-path-probe/?.lua\;\;;RA_EXPECT_EXE=${_ra_host}")
+
+ra_host_test(host-run-error-exit ${_ra_expect} -o "^before the error$"
+  -e "error\\.lua:[0-9]+: intentional failure from error\\.lua" -e "stack traceback:"
+  1 ${_ra_host} run ${_ra_host_dir}/error.lua)
+ra_host_test(host-run-os-exit ${_ra_expect} 7 ${_ra_host} run ${_ra_host_dir}/exit.lua 7)
+ra_host_test(host-missing-script ${_ra_expect} -O
+  -e "^ron-accounting: cannot open [^ ]*no-such-script\\.lua: No such file or directory$"
+  2 ${_ra_host} run ${CMAKE_BINARY_DIR}/no-such-script.lua)
+
+# ---- the main job and the installed tree ----------------------------------------------
+# quickstart.sh requires exit status 0, "b3sum confirms N/N digests" with N > 0, N slice
+# files on disk, and every file's digest among the printed ones.
+ra_host_test(host-quickstart sh ${_ra_host_dir}/quickstart.sh ${_ra_host}
+  ${CMAKE_SOURCE_DIR}/examples/quickstart.lua)
+
+ra_host_test(install-tree sh ${_ra_host_dir}/install-tree.sh ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR}
+  ${CMAKE_SOURCE_DIR} ${CMAKE_C_COMPILER} ${PKG_CONFIG_EXECUTABLE} ${CMAKE_INSTALL_BINDIR}
+  ${CMAKE_INSTALL_LIBDIR} ${CMAKE_INSTALL_INCLUDEDIR} ${CMAKE_INSTALL_DATADIR})
+set_tests_properties(install-tree PROPERTIES TIMEOUT 180)

@@ -1,0 +1,52 @@
+# Lua side: busted specs under LuaJIT, and the check that the committed cdef matches the
+# header. Both carry the ctest label `lua` (`make test-lua` = ctest -L lua).
+#
+#   lua                 busted over spec/ with the source tree's lua/ first on the path and
+#                       RON_ACCOUNTING_LIB pointing at the libronacct just built
+#   lua-cdef-current    fails when lua/ron/accounting/cdef.lua is not what
+#                       tools/gen-cdef.sh prints from include/ron/accounting.h (`make cdef`)
+
+find_program(RA_LUAJIT luajit)
+find_program(RA_BUSTED busted)
+
+# A path with ';' must reach the test as one ENVIRONMENT entry: escape the separators.
+set(_ra_lua_path "${CMAKE_SOURCE_DIR}/lua/?.lua;${CMAKE_SOURCE_DIR}/lua/?/init.lua;;")
+string(REPLACE ";" "\\;" _ra_lua_path "${_ra_lua_path}")
+
+if(RA_LUAJIT AND RA_BUSTED)
+  # `busted --lua=luajit` starts busted under the default `lua`, then re-runs the busted
+  # script as `luajit <script> --ignore-lua <args joined by spaces>`. When the script is a
+  # Lua file (Debian's /usr/bin/busted is), run it under LuaJIT directly: the same
+  # process in the end, without needing a second Lua with busted installed and without
+  # the unquoted re-join of the arguments. A wrapper shell script (LuaRocks) gets --lua.
+  file(STRINGS "${RA_BUSTED}" _ra_busted_shebang LIMIT_COUNT 1)
+  if(_ra_busted_shebang MATCHES "^#!.*[/ ]lua[0-9.]*$")
+    set(_ra_busted_cmd ${RA_LUAJIT} ${RA_BUSTED})
+  else()
+    set(_ra_busted_cmd ${RA_BUSTED} --lua=${RA_LUAJIT})
+  endif()
+  # plainTerminal ends with the summary line ("N successes / N failures / ..."); busted
+  # exits non-zero on any failure or error.
+  add_test(NAME lua
+           COMMAND ${_ra_busted_cmd} --output=plainTerminal --pattern=_spec spec
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua PROPERTIES
+    LABELS lua
+    TIMEOUT 600
+    ENVIRONMENT "LUA_PATH=${_ra_lua_path};RON_ACCOUNTING_LIB=$<TARGET_FILE:ronacct>")
+else()
+  # Not fatal for a C-only build, but never a silently skipped suite either.
+  add_test(NAME lua COMMAND sh -c
+    "echo 'luajit or busted not found: install luajit2 and lua-busted (tools/deps.sh)' >&2; exit 1")
+  set_tests_properties(lua PROPERTIES LABELS lua)
+endif()
+
+# diff -u shows what changed; the generated copy stays in the build tree for inspection.
+add_test(NAME lua-cdef-current
+         COMMAND sh -c "sh tools/gen-cdef.sh > \"$1\" && diff -u lua/ron/accounting/cdef.lua \"$1\" || { echo 'lua/ron/accounting/cdef.lua is stale: run make cdef' >&2; exit 1; }"
+                 sh ${CMAKE_BINARY_DIR}/cdef.fresh.lua
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(lua-cdef-current PROPERTIES
+  LABELS lua
+  TIMEOUT 60
+  ENVIRONMENT "CC=${CMAKE_C_COMPILER}")

@@ -1,0 +1,487 @@
+-- ron.accounting: the LuaJIT binding of libronacct (PRODUCT.md §5, "Contracts / Lua").
+--
+--   local acct = require "ron.accounting"
+--   local meter = assert(acct.open { window_len_s = 60, dimensions = { "egress" } })
+--   local tenant = assert(acct.tenant "123e4567-e89b-12d3-a456-426614174000")
+--   local subject = meter:subject "user-42"
+--   meter:record(tenant, subject, "bytes", 1500)           -- true | nil, err
+--   for _, s in ipairs(assert(meter:rollover())) do ship(s:encode()); meter:ack(s) end
+--
+-- Errors (STYLE.md rule 11, luv style): runtime failures return nil, "<Name>: <detail>",
+-- where <Name> is a taxonomy name from acct.errors (CapacityExceeded, Busy, …,
+-- InvalidArgument). Misuse (a closed meter, meter.record instead of meter:record, a
+-- non-table config) raises error(msg, 2). On the record path every error is a value.
+--
+-- record(tenant, subject, dimension, inc):
+--   tenant     UUID string (either case) or an acct.tenant() handle (ra_tenant_t cdata)
+--   subject    opaque string, hashed with keyed BLAKE3 (ra_meter_subject), or a
+--              meter:subject() handle (ra_subject_t cdata)
+--   dimension  registered name, or its numeric id (meter:dimension(name))
+--   inc        integer Lua number in 0..2^53-1, or uint64_t cdata, or int64_t cdata >= 0
+-- Every bad argument returns nil, "InvalidArgument: …" and is counted in
+-- accounting_rejected_total{reason="invalid"} (ra_meter_count_invalid). The call
+-- allocates nothing and a record loop compiles to
+-- one looping trace with the FFI call inside it (spec/ron/accounting_hotpath_spec.lua);
+-- tenant and subject strings are parsed into module-level buffers, pre-parsed handles
+-- skip that work (a subject string costs one keyed BLAKE3 per call).
+--
+-- Time: with cfg.clock, record() and rollover() pass floor(clock() * 1000) ms to the core
+-- (ra_meter_record_at, ra_meter_rollover); the Lua function is never handed to C. Without
+-- it the core reads the system UTC clock.
+--
+-- rollover([now_s]) -> slices | slices, err | nil, err:
+--   seals every ended window; slices are those sealed by this call (an empty table when no
+--   boundary was crossed), in seal order (per stream in seq order).
+--   * now_s (UTC seconds) wins over cfg.clock, which wins over the system clock.
+--   * With cfg.shm, only one meter (process) on the plane may seal: the others get
+--     nil, "Busy: …" and should leave sealing to the sealer.
+--   * When the core stops early (CapacityExceeded: the pending ring or the stream-head
+--     table is full; NoMemory), the slices it did seal are already in the pending ring, so
+--     they are returned as the first value and the error as the second: slices, err. The
+--     streams that did not fit stay in the counter plane, counted, and a later rollover
+--     seals them (nothing is lost). The first value is nil only when nothing was sealed,
+--     so `local s, err = m:rollover(); if not s then …` never drops sealed slices; callers
+--     that care about backpressure check err as well.
+--
+-- Slices: see ron/accounting/slice.lua (tenant, dimension, id, rows, b3, prev_b3, amnesia,
+-- host, :encode()). Configuration and defaults: ron/accounting/config.lua.
+local ffi = require "ffi"
+local config = require "ron.accounting.config"
+local libmod = require "ron.accounting.lib"
+local slice = require "ron.accounting.slice"
+
+local C, C_from = libmod.namespace()
+
+local error = error
+local ffi_gc = ffi.gc
+local ffi_new = ffi.new
+local ffi_string = ffi.string
+local floor = math.floor
+local getmetatable = getmetatable
+local istype = ffi.istype
+local pcall = pcall
+local setmetatable = setmetatable
+local tonumber = tonumber
+local tostring = tostring
+local type = type
+
+local _M = { _VERSION = "0.1.0" }
+
+-- Where the library came from ("ffi.C (host executable)" or a path), for diagnostics.
+_M.library = C_from
+
+-- The defaults of acct.open(), documented in ron/accounting/config.lua.
+_M.DEFAULTS = config.DEFAULTS
+
+---------------------------------------------------------------------------------------
+-- errors
+---------------------------------------------------------------------------------------
+
+-- "Name: message" for every code, built once: the record path returns these strings
+-- without concatenating (no garbage on the hot path, even when failing).
+local ERRMSG = {}
+_M.errors = {}
+for code = C.RA_ERRNO_MIN, -1 do
+    local name = ffi_string(C.ra_err_name(code))
+    _M.errors[name] = name
+    ERRMSG[code] = name .. ": " .. ffi_string(C.ra_strerror(code))
+end
+
+local function errmsg(rc)
+    return ERRMSG[rc] or ("Unknown: error code " .. tostring(rc))
+end
+
+---------------------------------------------------------------------------------------
+-- handles and module-level buffers (allocated once, lua-resty-core style)
+---------------------------------------------------------------------------------------
+
+-- A metatable is permanent: when the module is loaded again in the same Lua state, the
+-- first load's metatable (equivalent) stays and ffi.metatype raises; use the type as is.
+local function metatype(name, mt)
+    local ok, ct = pcall(ffi.metatype, name, mt)
+    if ok then return ct end
+    return ffi.typeof(name)
+end
+
+local tenant_t = metatype("ra_tenant_t", {
+    __tostring = function(t) return slice.tenant_string(t) end,
+})
+local subject_t = metatype("ra_subject_t", {
+    __tostring = function(s) return slice.hex(s.b, 16) end,
+})
+local u64_t = ffi.typeof("uint64_t")
+local i64_t = ffi.typeof("int64_t")
+
+local tenant_buf = ffi_new(tenant_t)   -- record() with a tenant string parses into this
+local subject_buf = ffi_new(subject_t) -- record() with a subject string hashes into this
+local n_sealed_out = ffi_new("size_t[1]")
+local slice_out = ffi_new("ra_slice_t *[1]")
+local len_out = ffi_new("size_t[1]")
+local b3_buf = ffi_new("uint8_t[32]")
+local ERRBUF_LEN = 512
+
+local metrics_cap = 4096 -- grows to what the core asks for (RA_EBUFSIZE)
+local metrics_buf = ffi_new("char[?]", metrics_cap)
+
+local TWO53 = 2 ^ 53
+local NULL = nil -- a NULL pointer cdata compares equal to nil
+
+---------------------------------------------------------------------------------------
+-- module functions
+---------------------------------------------------------------------------------------
+
+function _M.version()
+    return ffi_string(C.ra_version())
+end
+
+-- A pre-parsed tenant handle (ra_tenant_t cdata) for the record path.
+function _M.tenant(s)
+    if type(s) ~= "string" then
+        return nil, "InvalidArgument: tenant must be a UUID string, got " .. type(s)
+    end
+    local t = ffi_new(tenant_t)
+    if C.ra_tenant_parse(s, #s, t) ~= 0 then
+        return nil, "InvalidArgument: tenant is not a UUID string"
+    end
+    return t
+end
+
+-- BLAKE3 of a Lua string as 64 lowercase hex characters (what b3sum prints).
+function _M.b3hex(s)
+    if type(s) ~= "string" then error("ron.accounting.b3hex: expected a string", 2) end
+    C.ra_b3(s, #s, b3_buf)
+    return slice.hex(b3_buf, 32)
+end
+
+-- Strict decode of canonical slice bytes (encoding v1).
+function _M.decode(bytes)
+    if type(bytes) ~= "string" then error("ron.accounting.decode: expected a string", 2) end
+    local rc = C.ra_slice_decode(bytes, #bytes, slice_out)
+    if rc ~= 0 then return nil, errmsg(rc) end
+    local ptr = slice_out[0]
+    slice_out[0] = NULL
+    return slice.wrap(ptr)
+end
+
+---------------------------------------------------------------------------------------
+-- meters
+---------------------------------------------------------------------------------------
+
+local Meter = {}
+Meter.__index = Meter
+
+-- The meter's C handle; raises on misuse (level 3: the caller of the method).
+local function handle(self)
+    if getmetatable(self) ~= Meter then
+        error("ron.accounting: expected a meter (use meter:method(), not meter.method())", 3)
+    end
+    local m = self._m
+    if m == nil then error("ron.accounting: the meter is closed", 3) end
+    return m
+end
+
+local function hexkey(s)
+    local key = ffi_new("uint8_t[32]")
+    for i = 0, 31 do key[i] = tonumber(s:sub(2 * i + 1, 2 * i + 2), 16) end
+    return key
+end
+
+function _M.open(cfg)
+    if cfg ~= nil and type(cfg) ~= "table" then
+        error("ron.accounting.open: cfg must be a table or nil", 2)
+    end
+    local c, err = config.validate(cfg)
+    if not c then return nil, err end
+
+    local cc = ffi_new("ra_config_t")
+    C.ra_config_init(cc)
+    cc.window_len_s = c.window_len_s
+    cc.shards = c.shards
+    cc.capacity_rows = c.capacity_rows
+    cc.pending_slices_cap = c.pending_slices_cap
+    cc.amnesia = c.amnesia and 1 or 0
+    -- The C side copies every string and the key during ra_meter_open; these locals (and
+    -- c, which holds the Lua strings) keep them alive until it returns.
+    local ndims = #c.dimensions
+    local dims = ffi_new("const char *[?]", ndims + 1)
+    for i = 1, ndims do dims[i - 1] = c.dimensions[i] end
+    cc.dimensions = dims
+    cc.n_dimensions = ndims
+    if c.shm then cc.shm_path = c.shm end
+    if c.host then cc.host = c.host end
+    local key = c.subject_key and hexkey(c.subject_key)
+    if key then cc.subject_key = key end
+
+    local out = ffi_new("ra_meter_t *[1]")
+    local errbuf = ffi_new("char[?]", ERRBUF_LEN)
+    local rc = C.ra_meter_open(cc, out, errbuf, ERRBUF_LEN)
+    if rc ~= 0 then
+        local detail = ffi_string(errbuf)
+        if detail == "" then return nil, errmsg(rc) end
+        return nil, ffi_string(C.ra_err_name(rc)) .. ": " .. detail
+    end
+    local m = ffi_gc(out[0], C.ra_meter_close)
+
+    -- Dimension ids resolved once: record() looks names up in this table, never in C.
+    -- The meter's own list is authoritative (with cfg.shm it is the plane's).
+    local ids, names = {}, {}
+    for id = 0, C.RA_DIM_MAX - 1 do
+        local p = C.ra_meter_dimension_name(m, id)
+        if p == NULL then break end
+        local name = ffi_string(p)
+        ids[name] = id
+        ids[id] = id
+        names[id + 1] = name
+    end
+
+    return setmetatable({
+        _m = m,
+        _dims = ids,
+        _dim_names = names,
+        _clock = c.clock,
+        -- rollover() receives the slices it sealed here, under the core's seal mutex, so
+        -- no ACK from another thread can shift them (one array per meter, not per call).
+        _sealed_cap = c.pending_slices_cap,
+        _sealed = ffi_new("ra_slice_t *[?]", c.pending_slices_cap),
+    }, Meter)
+end
+
+-- Counts one bad record in accounting_rejected_total{reason="invalid"}.
+local function reject(m, msg)
+    C.ra_meter_count_invalid(m)
+    return nil, msg
+end
+
+-- The hot path. No allocation, no closure, no string building: every error message is
+-- a constant; buffers are module-level.
+function Meter:record(tenant, subject, dimension, inc)
+    local m = handle(self)
+
+    local t
+    if type(tenant) == "string" then
+        if C.ra_tenant_parse(tenant, #tenant, tenant_buf) ~= 0 then
+            return reject(m, "InvalidArgument: tenant is not a UUID string")
+        end
+        t = tenant_buf
+    elseif istype(tenant_t, tenant) then
+        t = tenant
+    else
+        return reject(m, "InvalidArgument: tenant must be a UUID string or an acct.tenant() handle")
+    end
+
+    local s
+    if type(subject) == "string" then
+        C.ra_meter_subject(m, subject, #subject, subject_buf)
+        s = subject_buf
+    elseif istype(subject_t, subject) then
+        s = subject
+    else
+        return reject(m, "InvalidArgument: subject must be a string or a meter:subject() handle")
+    end
+
+    local dim = self._dims[dimension]
+    if dim == nil then
+        return reject(m, "InvalidArgument: unknown dimension")
+    end
+
+    if type(inc) == "number" then
+        -- NaN fails the first comparison; 2^53 and above are not exact integers.
+        if not (inc >= 0 and inc < TWO53 and floor(inc) == inc) then
+            return reject(m, "InvalidArgument: inc must be an integer in 0..2^53-1")
+        end
+    elseif istype(u64_t, inc) then -- luacheck: ignore 542 (any uint64_t is valid)
+    elseif istype(i64_t, inc) then
+        if inc < 0 then
+            return reject(m, "InvalidArgument: inc must not be negative")
+        end
+    else
+        return reject(m, "InvalidArgument: inc must be a number or a uint64_t cdata")
+    end
+
+    local clock = self._clock
+    local rc
+    if clock then
+        rc = C.ra_meter_record_at(m, floor(clock() * 1000), t, s, dim, inc)
+    else
+        rc = C.ra_meter_record(m, t, s, dim, inc)
+    end
+    if rc == 0 then return true end
+    return nil, ERRMSG[rc] or errmsg(rc)
+end
+
+-- A pre-parsed subject handle (ra_subject_t cdata): keyed BLAKE3 of the identifier under
+-- this meter's subject key.
+function Meter:subject(id)
+    local m = handle(self)
+    if type(id) ~= "string" then
+        return nil, "InvalidArgument: subject must be a string, got " .. type(id)
+    end
+    local s = ffi_new(subject_t)
+    local rc = C.ra_meter_subject(m, id, #id, s)
+    if rc ~= 0 then return nil, errmsg(rc) end
+    return s
+end
+
+-- Numeric id of a registered dimension (record() accepts it in place of the name).
+function Meter:dimension(name)
+    handle(self)
+    local id = self._dims[name]
+    if id == nil or type(name) ~= "string" then
+        return nil, "NotFound: no dimension named " .. tostring(name)
+    end
+    return id
+end
+
+-- Registered dimension names, in id order (the built-ins first).
+function Meter:dimensions()
+    handle(self)
+    local out = {}
+    for i, n in ipairs(self._dim_names) do out[i] = n end
+    return out
+end
+
+-- now_ms for rollover: nil, err when the time is unusable. RA_NOW (-1) asks the core to
+-- read its own clock; that must never happen by accident (a double too large for int64_t
+-- converts to a negative one).
+local NOW_S_MAX = 2 ^ 53 / 1000
+local function rollover_ms(self, now_s)
+    if now_s ~= nil then
+        if type(now_s) ~= "number" then
+            error("ron.accounting: rollover(now_s): now_s must be UTC seconds (a number)", 3)
+        end
+        if not (now_s >= 0 and now_s < NOW_S_MAX) then
+            return nil, "InvalidArgument: now_s must be a number of seconds in [0, 2^53/1000)"
+        end
+        return floor(now_s * 1000)
+    end
+    local clock = self._clock
+    if clock then
+        local t = clock()
+        if type(t) ~= "number" or not (t >= 0 and t < NOW_S_MAX) then
+            return nil, "InvalidArgument: cfg.clock returned " .. tostring(t)
+                        .. ", not non-negative UTC seconds"
+        end
+        return floor(t * 1000)
+    end
+    return C.RA_NOW
+end
+
+-- Wraps out[0..n-1] (new references from the core) as slice objects.
+local function wrap_all(out, n)
+    local list = {}
+    for i = 0, n - 1 do
+        list[i + 1] = slice.wrap(out[i])
+        out[i] = NULL
+    end
+    return list
+end
+
+function Meter:rollover(now_s)
+    local m = handle(self)
+    local now_ms, err = rollover_ms(self, now_s)
+    if not now_ms then return nil, err end
+    local out, cap = self._sealed, self._sealed_cap
+    local rc = C.ra_meter_rollover(m, now_ms, out, cap, n_sealed_out)
+    local n = tonumber(n_sealed_out[0])
+    if n == 0 then
+        if rc ~= 0 then return nil, errmsg(rc) end
+        return {}
+    end
+    -- n <= cap: every sealed slice sits in the pending ring, whose capacity is cap.
+    local sealed = wrap_all(out, n < cap and n or cap)
+    if rc ~= 0 then return sealed, errmsg(rc) end
+    return sealed
+end
+
+-- Every sealed, un-ACKed slice of this meter, oldest first (per stream in seq order), in
+-- one pass over the ring.
+function Meter:pending()
+    local m = handle(self)
+    local count = tonumber(C.ra_meter_pending_count(m))
+    if count == 0 then return {} end
+    local out = ffi_new("ra_slice_t *[?]", count)
+    C.ra_meter_pending_list(m, 0, out, count, len_out)
+    return wrap_all(out, tonumber(len_out[0]))
+end
+
+-- The downstream stored the slice: drop it from the pending ring.
+function Meter:ack(s)
+    local m = handle(self)
+    local ptr = slice.ptr(s)
+    if ptr == nil then error("ron.accounting: ack(slice): expected a slice", 2) end
+    local rc = C.ra_meter_ack(m, ptr)
+    if rc == 0 then return true end
+    if rc == C.RA_ENOTFOUND then
+        return nil, "NotFound: the slice is not pending on this meter (ACKed already?)"
+    end
+    return nil, errmsg(rc)
+end
+
+-- Prometheus text exposition.
+function Meter:metrics()
+    local m = handle(self)
+    -- Bounded: the text only grows between two calls by the digits of counters.
+    for _ = 1, 4 do
+        local rc = C.ra_meter_metrics(m, metrics_buf, metrics_cap, len_out)
+        if rc == 0 then return ffi_string(metrics_buf, len_out[0]) end
+        if rc ~= C.RA_EBUFSIZE then return nil, errmsg(rc) end
+        metrics_cap = tonumber(len_out[0]) + 1024
+        metrics_buf = ffi_new("char[?]", metrics_cap)
+    end
+    return nil, errmsg(C.RA_EBUFSIZE)
+end
+
+-- G-21: the window length is fixed for the life of the meter (and of a shm plane). The
+-- same value is accepted; any other is refused, logged by the core at WARN and counted in
+-- accounting_rejected_total{reason="config_change"}.
+function Meter:set_window_len(window_len_s)
+    local m = handle(self)
+    if type(window_len_s) ~= "number" then
+        error("ron.accounting: set_window_len(n): n must be a number", 2)
+    end
+    local v = window_len_s
+    -- A value that does not fit uint32_t is still a change request: let the core refuse
+    -- (and count) it as 0, which no meter uses, rather than letting the FFI wrap it.
+    if v ~= floor(v) or v < 0 or v > 4294967295 then v = 0 end
+    if C.ra_meter_set_window_len(m, v) == 0 then return true end
+    return nil, "InvalidArgument: window_len_s cannot change on a live meter; restart required"
+end
+
+function Meter:window_len()
+    return tonumber(C.ra_meter_window_len(handle(self)))
+end
+
+function Meter:degraded()
+    return C.ra_meter_degraded(handle(self)) ~= 0
+end
+
+-- I-8: while degraded, record() fails first with "DegradedExporter: …".
+function Meter:set_degraded(on)
+    local m = handle(self)
+    if type(on) ~= "boolean" then
+        error("ron.accounting: set_degraded(on): on must be a boolean", 2)
+    end
+    C.ra_meter_set_degraded(m, on and 1 or 0)
+    return true
+end
+
+-- Releases the meter now rather than at garbage collection; idempotent. Slices already
+-- handed out stay valid (they hold their own references).
+function Meter:close()
+    if getmetatable(self) ~= Meter then
+        error("ron.accounting: expected a meter (use meter:close(), not meter.close())", 2)
+    end
+    local m = self._m
+    if m == nil then return true end
+    self._m = nil
+    ffi_gc(m, nil)
+    C.ra_meter_close(m)
+    return true
+end
+
+function Meter:__tostring()
+    if self._m == nil then return "ron.accounting meter (closed)" end
+    return "ron.accounting meter " .. tostring(self._m)
+end
+
+return _M

@@ -1,0 +1,191 @@
+-- The record path from LuaJIT (PRODUCT.md §1: "the hot path never blocks and never
+-- allocates"; STYLE.md: "tests that require the hot loop to JIT-compile").
+--
+-- Garbage is measured with the collector stopped, so collectgarbage("count") grows by
+-- every byte allocated, not by what happened to survive a cycle. Each loop runs once to
+-- warm up (traces are GC objects too) before the measured run.
+--
+-- Compilation is observed through jit.attach on "trace" events: the loop must compile to
+-- a root trace that links back to itself ("loop"), with no trace aborted or stitched
+-- while it runs: the record call, including the FFI call into the core, is inside it.
+-- (Aborts in code other than the loop and ron/accounting/*, e.g. busted's, are ignored.)
+local S = dofile((debug.getinfo(1, "S").source:match("^@(.*)spec/ron/") or "")
+                 .. "spec/support.lua")
+local acct = require "ron.accounting"
+
+local T0, TA = S.T0, S.TENANT_A
+local N = 1e6
+local GARBAGE_MAX_BYTES = 4096
+
+-- Bytes allocated by fn() (collector stopped meanwhile).
+local function allocated(fn)
+    collectgarbage()
+    collectgarbage()
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    fn()
+    local after = collectgarbage("count")
+    collectgarbage("restart")
+    return (after - before) * 1024
+end
+
+-- Runs fn with trace events recorded; returns the events' summary.
+local function traced(loop_fn, fn)
+    local util = require "jit.util"
+    local vmdef = require "jit.vmdef"
+    local started, ev = {}, { loops = 0, aborts = {}, stitches = 0, roots_in_loop = 0 }
+    local function on_trace(what, tr, func, pc, otr, oex)
+        if what == "start" then
+            started[tr] = func
+            if func == loop_fn and not otr then ev.roots_in_loop = ev.roots_in_loop + 1 end
+        elseif what == "stop" then
+            local info = util.traceinfo(tr)
+            if info.linktype == "stitch" then ev.stitches = ev.stitches + 1 end
+            if started[tr] == loop_fn and info.linktype == "loop" then ev.loops = ev.loops + 1 end
+        elseif what == "abort" then
+            -- Only traces of the record path count: the spec runner's own code (busted's
+            -- environment lookups, say) may get hot and abort meanwhile.
+            local fi = util.funcinfo(func, pc)
+            local ours = started[tr] == loop_fn or func == loop_fn
+                         or tostring(fi.source):find("ron/accounting", 1, true)
+            if not ours then return end
+            local msg = vmdef.traceerr[otr] or tostring(otr)
+            if type(oex) == "number" and msg:find("%d", 1, true) then
+                msg = msg:format(oex) -- e.g. "NYI: bytecode %d"
+            elseif oex ~= nil and msg:find("%s", 1, true) then
+                msg = msg:format(tostring(oex))
+            end
+            ev.aborts[#ev.aborts + 1] = ("%s at %s"):format(msg, tostring(fi.loc))
+        end
+    end
+    jit.flush()
+    jit.attach(on_trace, "trace")
+    local ok, err = pcall(fn)
+    jit.attach(on_trace)
+    assert(ok, err)
+    return ev
+end
+
+local function assert_compiled(ev)
+    assert.same({}, ev.aborts)
+    assert.equal(0, ev.stitches)
+    assert.is_true(ev.roots_in_loop >= 1, "no trace started in the record loop")
+    assert.is_true(ev.loops >= 1, "the record loop did not compile to a looping trace")
+end
+
+describe("ron.accounting record hot path", function()
+    local meters
+    before_each(function()
+        assert.is_true(jit.status(), "the JIT compiler is off")
+        meters = {}
+    end)
+    after_each(function()
+        for _, m in ipairs(meters) do m:close() end
+    end)
+    local function open(cfg)
+        local m = assert(acct.open(S.cfg(cfg)))
+        meters[#meters + 1] = m
+        return m
+    end
+
+    -- Sum of every row the meter seals from now on (one stream expected).
+    local function sealed_total(m, now_s)
+        local sum = 0
+        for _, s in ipairs(assert(m:rollover(now_s))) do sum = sum + S.total(s) end
+        return sum
+    end
+
+    it("allocates nothing with pre-parsed handles", function()
+        local clock = S.clock(T0 + 1)
+        local m = open { clock = clock.fn }
+        local t, s = acct.tenant(TA), m:subject("alice")
+        local function run(n)
+            for _ = 1, n do
+                local ok, err = m:record(t, s, "bytes", 1)
+                if not ok then error(err) end
+            end
+        end
+        run(1e4)
+        local bytes = allocated(function() run(N) end)
+        assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+        assert.equal(N + 1e4, sealed_total(m, T0 + 60)) -- and every record counted
+    end)
+
+    it("allocates nothing with tenant and subject strings", function()
+        local clock = S.clock(T0 + 1)
+        local m = open { clock = clock.fn }
+        local function run(n)
+            for _ = 1, n do
+                local ok, err = m:record(TA, "alice", "bytes", 1)
+                if not ok then error(err) end
+            end
+        end
+        run(1e4)
+        local bytes = allocated(function() run(N) end)
+        assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+        local slices = assert(m:rollover(T0 + 60))
+        assert.equal(1, #slices)
+        assert.equal(tostring(m:subject("alice")), slices[1].rows[1].subject)
+        assert.equal(N + 1e4, S.total(slices[1]))
+    end)
+
+    it("allocates nothing on the system clock with uint64_t increments and numeric ids",
+       function()
+        local m = open()
+        local t, s, dim, inc = acct.tenant(TA), m:subject("bob"), m:dimension("requests"), 2ULL
+        local function run(n)
+            for _ = 1, n do
+                local ok, err = m:record(t, s, dim, inc)
+                if not ok then error(err) end
+            end
+        end
+        run(1e4)
+        local bytes = allocated(function() run(N) end)
+        assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+        -- Every window up to two windows from now: whatever boundary the run crossed.
+        assert.equal(2 * (N + 1e4), sealed_total(m, os.time() + 120))
+    end)
+
+    it("allocates nothing when it rejects (errors are constant values)", function()
+        local m = open()
+        local t, s = acct.tenant(TA), m:subject("alice")
+        local function run(n)
+            for _ = 1, n do
+                local ok, err = m:record(t, s, "bytes", -1)
+                if ok or not err then error("accepted a negative increment") end
+            end
+        end
+        run(1e4)
+        local bytes = allocated(function() run(1e5) end)
+        assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+        assert.equal(1e4 + 1e5, S.metric(m, 'accounting_rejected_total{reason="invalid"}'))
+    end)
+
+    it("compiles the record loop with handles (one trace, no abort, no stitch)", function()
+        local clock = S.clock(T0 + 1)
+        local m = open { clock = clock.fn }
+        local t, s = acct.tenant(TA), m:subject("alice")
+        local function loop(n)
+            for _ = 1, n do
+                if not m:record(t, s, "bytes", 1) then return false end
+            end
+            return true
+        end
+        local ev = traced(loop, function() assert(loop(2e4)) end)
+        assert_compiled(ev)
+        assert.equal(2e4, sealed_total(m, T0 + 60))
+    end)
+
+    it("compiles the record loop with strings and the system clock", function()
+        local m = open()
+        local function loop(n)
+            for _ = 1, n do
+                if not m:record(TA, "alice", "requests", 3ULL) then return false end
+            end
+            return true
+        end
+        local ev = traced(loop, function() assert(loop(2e4)) end)
+        assert_compiled(ev)
+        assert.equal(6e4, sealed_total(m, os.time() + 120))
+    end)
+end)

@@ -1,0 +1,114 @@
+-- Shared helpers for the specs (not a spec itself: busted only runs *_spec.lua files).
+-- Load with:
+--   local S = dofile((debug.getinfo(1, "S").source:match("^@(.*)spec/ron/") or "")
+--                    .. "spec/support.lua")
+local S = {}
+
+-- Repository root, with a trailing slash ("" when the specs run from the root).
+S.root = debug.getinfo(1, "S").source:match("^@(.*)spec/support%.lua$") or ""
+
+-- The same as an absolute path (for commands that run elsewhere).
+function S.abs_root()
+    if S.root:sub(1, 1) == "/" then return S.root end
+    local p = assert(io.popen("pwd"))
+    local cwd = p:read("*l")
+    p:close()
+    return cwd .. "/" .. S.root
+end
+
+-- Make `require "ron.accounting"` work however busted was started (ctest sets LUA_PATH;
+-- a developer may just run `busted --lua=luajit` from the root).
+if not package.path:find(S.root .. "lua/?.lua", 1, true) then
+    package.path = S.root .. "lua/?.lua;" .. S.root .. "lua/?/init.lua;" .. package.path
+end
+
+S.TENANT_A = "123e4567-e89b-12d3-a456-426614174000"
+S.TENANT_B = "00000000-0000-4000-8000-00000000000b"
+S.ZERO_B3 = string.rep("0", 64)
+
+-- A window-aligned UTC time (a multiple of 3600, so of every legal window length).
+S.T0 = 1700000000 - 1700000000 % 3600
+
+-- Runs a shell command; returns its combined output and exit status.
+function S.run(cmd)
+    local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"::rc=$?\""))
+    local out = p:read("*a")
+    p:close()
+    local body, rc = out:match("^(.-)::rc=(%d+)%s*$")
+    return body, tonumber(rc)
+end
+
+function S.shell_quote(s)
+    return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+-- A fresh path in the temporary directory (nothing exists there yet).
+function S.tmpname(suffix)
+    local p = os.tmpname()
+    os.remove(p)
+    return p .. (suffix or "")
+end
+
+function S.write_file(path, bytes)
+    local f = assert(io.open(path, "wb"))
+    assert(f:write(bytes))
+    assert(f:close())
+end
+
+function S.read_file(path)
+    local f = assert(io.open(path, "rb"))
+    local s = f:read("*a")
+    f:close()
+    return s
+end
+
+-- BLAKE3 of bytes as the real b3sum binary computes it (the oracle of PRODUCT.md §5).
+function S.b3sum(bytes)
+    local path = S.tmpname(".bin")
+    S.write_file(path, bytes)
+    local out, rc = S.run("b3sum --no-names " .. S.shell_quote(path))
+    os.remove(path)
+    assert(rc == 0, "b3sum failed: " .. tostring(out))
+    return (out:gsub("%s+$", ""))
+end
+
+-- Value of one sample of the meter's Prometheus text, e.g.
+-- S.metric(m, 'accounting_rejected_total{reason="invalid"}'). Errors when absent, so a
+-- renamed metric fails loudly instead of reading as 0.
+function S.metric(meter, sample)
+    local text = assert(meter:metrics())
+    local pat = "\n" .. sample:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?{}]", "%%%0") .. " ([^\n]+)"
+    local v = ("\n" .. text):match(pat)
+    assert(v, "metric sample not found: " .. sample)
+    return tonumber(v)
+end
+
+-- An injectable clock: clock.now is UTC seconds; clock.fn is what cfg.clock takes.
+function S.clock(now)
+    local c = { now = now }
+    c.fn = function() return c.now end
+    return c
+end
+
+-- Small planes keep the specs fast and the shm files small.
+function S.cfg(extra)
+    local cfg = { capacity_rows = 1024, shards = 4, window_len_s = 60, host = "spec-host" }
+    for k, v in pairs(extra or {}) do cfg[k] = v end
+    return cfg
+end
+
+-- Sum of the inc of every row, as a Lua number (specs stay far below 2^53).
+function S.total(slice)
+    local sum = 0
+    for _, r in ipairs(slice.rows) do sum = sum + tonumber(r.inc) end
+    return sum
+end
+
+-- Slices indexed by "tenant/dimension".
+function S.by_stream(slices)
+    local t = {}
+    for _, s in ipairs(slices) do t[s.tenant .. "/" .. s.dimension] = s end
+    return t
+end
+
+return S
