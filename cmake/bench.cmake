@@ -1,0 +1,64 @@
+# Benchmarks (PRODUCT.md §7): tests/bench/bench-*.c against the public API of the static
+# core, built like the library (-O2 -g under the default RelWithDebInfo).
+#
+#   cmake --build <build> --target bench      builds and runs every benchmark in sequence
+#                                             (`make bench` does that on ./build)
+#
+# They are not part of ctest's default run as benchmarks: the only ctest entry is
+# `bench-smoke` (label bench-smoke), which runs each one with --quick (a tiny workload, a
+# few seconds in all) and checks that it exits 0 and prints its BENCH lines. It asserts
+# nothing about time. Exclude it with `ctest -LE bench-smoke`.
+#
+# Every benchmark prints human-readable lines and one `BENCH {json}` line per result; the
+# bench target also collects the BENCH lines in <build>/bench/results.jsonl.
+
+set(RA_BENCH_DIR ${CMAKE_SOURCE_DIR}/tests/bench)
+set(RA_BENCH_OUT ${CMAKE_BINARY_DIR}/bench)
+
+foreach(name bench-record bench-seal)
+  add_executable(${name} ${RA_BENCH_DIR}/${name}.c)
+  target_link_libraries(${name} PRIVATE ronacct_static Threads::Threads)
+  target_include_directories(${name} PRIVATE ${RA_BENCH_DIR})
+  target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
+  target_compile_options(${name} PRIVATE ${RA_WARN})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${RA_BENCH_OUT})
+endforeach()
+
+find_program(RA_LUAJIT luajit)
+
+set(_bench_results ${RA_BENCH_OUT}/results.jsonl)
+set(_bench_cmds
+  COMMAND ${CMAKE_COMMAND} -E rm -f ${_bench_results}
+  COMMAND $<TARGET_FILE:bench-record> --out ${_bench_results}
+  COMMAND $<TARGET_FILE:bench-seal> --out ${_bench_results})
+if(RA_LUAJIT)
+  # LuaJIT through the FFI, compared with the C figures this same run just wrote.
+  list(APPEND _bench_cmds
+    COMMAND ${CMAKE_COMMAND} -E env
+      "LUA_PATH=${CMAKE_SOURCE_DIR}/lua/?.lua\;${CMAKE_SOURCE_DIR}/lua/?/init.lua\;${RA_BENCH_DIR}/?.lua\;\;"
+      ${RA_LUAJIT} ${RA_BENCH_DIR}/bench-record.lua
+        --lib $<TARGET_FILE:ronacct> --c-results ${_bench_results}
+        --c-bench $<TARGET_FILE:bench-record> --out ${_bench_results})
+else()
+  message(STATUS "luajit not found: the bench target skips bench-record.lua")
+endif()
+
+add_custom_target(bench
+  ${_bench_cmds}
+  COMMAND ${CMAKE_COMMAND} -E echo "bench: BENCH lines collected in ${_bench_results}"
+  WORKING_DIRECTORY ${RA_BENCH_OUT}
+  USES_TERMINAL
+  VERBATIM)
+add_dependencies(bench bench-record bench-seal ronacct)
+
+# Smoke run: every benchmark with --quick must work (exit 0 and print BENCH lines).
+set(_smoke_args
+  -DRECORD=$<TARGET_FILE:bench-record> -DSEAL=$<TARGET_FILE:bench-seal>
+  -DLIB=$<TARGET_FILE:ronacct> -DLUA_SCRIPT=${RA_BENCH_DIR}/bench-record.lua
+  -DLUA_DIR=${CMAKE_SOURCE_DIR}/lua -DBENCH_DIR=${RA_BENCH_DIR} -DOUT=${RA_BENCH_OUT}/smoke)
+if(RA_LUAJIT)
+  list(APPEND _smoke_args -DLUAJIT=${RA_LUAJIT})
+endif()
+add_test(NAME bench-smoke
+  COMMAND ${CMAKE_COMMAND} ${_smoke_args} -P ${RA_BENCH_DIR}/smoke.cmake)
+set_tests_properties(bench-smoke PROPERTIES LABELS bench-smoke TIMEOUT 120)

@@ -1,0 +1,168 @@
+/* Shared helpers for the benchmarks under tests/bench (not a test: run with `make bench`).
+ *
+ * Timing: CLOCK_MONOTONIC for throughput; the TSC (rdtsc, calibrated against
+ * CLOCK_MONOTONIC at start-up) for latency samples. Key sequences come from splitmix64 so
+ * the C and LuaJIT benchmarks generate exactly the same sequence from the same seed. */
+#ifndef RA_BENCH_COMMON_H
+#define RA_BENCH_COMMON_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define BENCH_HAVE_TSC 1
+#else
+#define BENCH_HAVE_TSC 0
+#endif
+
+static inline uint64_t bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* splitmix64: tiny, fast, and trivially reproduced in LuaJIT with uint64_t cdata. */
+static inline uint64_t bench_splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n): multiply-shift on the high 32 bits (n < 2^32). */
+static inline uint32_t bench_below(uint64_t r, uint32_t n) {
+    return (uint32_t)(((r >> 32) * (uint64_t)n) >> 32);
+}
+
+/* ---- TSC ------------------------------------------------------------------------------*/
+static double bench_ns_per_tick = 0.0;
+
+static inline uint64_t bench_tsc_begin(void) {
+#if BENCH_HAVE_TSC
+    _mm_lfence();
+    uint64_t t = __rdtsc();
+    _mm_lfence();
+    return t;
+#else
+    return bench_now_ns();
+#endif
+}
+
+static inline uint64_t bench_tsc_end(void) {
+#if BENCH_HAVE_TSC
+    unsigned aux;
+    uint64_t t = __rdtscp(&aux);
+    _mm_lfence();
+    return t;
+#else
+    return bench_now_ns();
+#endif
+}
+
+static inline void bench_tsc_calibrate(void) {
+#if BENCH_HAVE_TSC
+    uint64_t n0 = bench_now_ns(), t0 = __rdtsc();
+    while (bench_now_ns() - n0 < 50000000ull) {
+    }
+    uint64_t n1 = bench_now_ns(), t1 = __rdtsc();
+    bench_ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);
+#else
+    bench_ns_per_tick = 1.0;
+#endif
+}
+
+/* ---- statistics -----------------------------------------------------------------------*/
+static inline int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts v in place and returns the p-quantile (nearest rank). */
+static inline double bench_quantile_sorted(const double *v, size_t n, double p) {
+    if (n == 0) return 0.0;
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    if (i >= n) i = n - 1;
+    return v[i];
+}
+
+static inline double bench_median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, bench_cmp_double);
+    return bench_quantile_sorted(v, n, 0.5);
+}
+
+static inline double bench_min(const double *v, size_t n) {
+    double m = v[0];
+    for (size_t i = 1; i < n; i++)
+        if (v[i] < m) m = v[i];
+    return m;
+}
+
+/* ---- output ---------------------------------------------------------------------------*/
+/* A growing string for one JSON line. */
+typedef struct bench_json {
+    char buf[4096];
+    size_t len;
+} bench_json_t;
+
+__attribute__((format(printf, 2, 3))) static inline void bench_json_add(bench_json_t *j,
+                                                                   const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(j->buf + j->len, sizeof j->buf - j->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        j->len += (size_t)n;
+        if (j->len >= sizeof j->buf) j->len = sizeof j->buf - 1;
+    }
+}
+
+static FILE *bench_out_file = NULL; /* --out FILE: BENCH lines are appended there too */
+
+static inline void bench_json_emit(const bench_json_t *j) {
+    printf("BENCH %s\n", j->buf);
+    if (bench_out_file) {
+        fprintf(bench_out_file, "BENCH %s\n", j->buf);
+        fflush(bench_out_file);
+    }
+    fflush(stdout);
+}
+
+static inline void bench_machine_line(const char *bench) {
+    char model[256] = "unknown";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "model name", 10) == 0) {
+                char *c = strchr(line, ':');
+                if (c) {
+                    c++;
+                    while (*c == ' ') c++;
+                    size_t n = strcspn(c, "\n");
+                    if (n >= sizeof model) n = sizeof model - 1;
+                    memcpy(model, c, n);
+                    model[n] = '\0';
+                }
+                break;
+            }
+        }
+        fclose(f);
+    }
+    char load[64] = "?";
+    f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fgets(load, sizeof load, f)) load[strcspn(load, "\n")] = '\0';
+        fclose(f);
+    }
+    printf("# %s: cpu \"%s\", %ld online cpus, TSC %.4f ns/tick, loadavg %s\n"
+           "# (a busy machine makes every figure slower; the ratios to baselines measured\n"
+           "#  interleaved in the same run are the robust part)\n",
+           bench, model, sysconf(_SC_NPROCESSORS_ONLN), bench_ns_per_tick, load);
+}
+
+#endif /* RA_BENCH_COMMON_H */
