@@ -151,8 +151,9 @@ static int record_in(ra_meter_t *m, uint32_t win, const ra_tenant_t *t, const ra
 
 /* Sampling state for the latency histogram: one record in 1024 per thread is timed, so
  * the hot path pays a thread-local increment, not two clock reads. Thread-local, not
- * global: it carries no meter state. */
-static _Thread_local uint32_t ra__sample_tick;
+ * global: it carries no meter state. initial-exec: in the shared library the default
+ * model would call __tls_get_addr on every record. */
+static _Thread_local uint32_t ra__sample_tick __attribute__((tls_model("initial-exec")));
 
 static const uint64_t lat_bounds_ns[RA_LAT_BUCKETS - 1] = {
     25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000, 1000000};
@@ -182,7 +183,7 @@ static int record_checked(ra_meter_t *m, int has_time, int64_t now_ms, const ra_
         return RA_EDEGRADED;
     }
     uint32_t win;
-    int rc = has_time ? ra__window_of_ms(m, now_ms, &win) : ra__window_now(m, &win);
+    int rc = has_time ? ra__window_of_ms_cached(m, now_ms, &win) : ra__window_now(m, &win);
     if (RA_UNLIKELY(rc != 0)) {
         ra__count_reject(m, RA_REJ_INVALID);
         return rc;

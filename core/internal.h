@@ -81,6 +81,20 @@ static inline bool ra__pair_cas(volatile ra__u128 *p, ra__u128 *expected, ra__u1
 static inline ra__u128 ra__pair_load(volatile ra__u128 *p) {
     return __sync_val_compare_and_swap(p, (ra__u128)0, (ra__u128)0);
 }
+/* A consistent read without a locked instruction in the common case: stamp, count, stamp
+ * again; only if the stamp moved in between, the atomic read. (A stamp that changed and
+ * changed back within those nanoseconds would need a restamp to an older window and a
+ * drain in between; drain() re-validates the stamp anyway.) */
+static inline ra__u128 ra__pair_read(volatile ra__u128 *p) {
+    const volatile uint64_t *w = (const volatile uint64_t *)p;
+    uint64_t s1 = w[1];
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint64_t c = w[0];
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint64_t s2 = w[1];
+    if (RA_LIKELY(s1 == s2)) return ((ra__u128)s1 << 64) | c;
+    return ra__pair_load(p);
+}
 /* A racy read is fine where it only seeds a CAS loop, which validates it. */
 static inline ra__u128 ra__pair_peek(const volatile ra__u128 *p) {
     const volatile uint64_t *w = (const volatile uint64_t *)p;
@@ -210,15 +224,48 @@ typedef struct ra__pending {
     size_t cap, head, tail, live;
 } ra__pending_t;
 
+/* Sealer scratch (seal.c), process-private, grown on demand up to entries_cap rows. */
 typedef struct ra__seal_row {
     uint32_t slot;
-    uint32_t win;
-    uint64_t stamp; /* the pair's stamp when planned: drained only if unchanged */
+    uint32_t win;   /* the window the row is sealed into (late rows: the oldest open one) */
+    uint64_t stamp; /* the pair's stamp when scanned: drained only if unchanged */
+    uint32_t sid;   /* stream-window index */
     uint16_t dim;
+    uint8_t late;
+    uint8_t pad_;
     uint8_t tenant[16];
     uint8_t subject[16];
     uint64_t count;
 } ra__seal_row_t;
+_Static_assert(sizeof(ra__seal_row_t) == 64, "seal row layout");
+
+typedef struct ra__seal_stream { /* one (window, tenant, dimension) of a rollover */
+    uint64_t k[3];   /* sort key: window, tenant (big-endian), dimension */
+    uint32_t rows;   /* candidate rows */
+    uint32_t first;  /* its range in the order array */
+    uint32_t fill;   /* cursor while the order array is filled */
+    uint32_t rank;   /* position in (window, tenant, dimension) order */
+} ra__seal_stream_t;
+
+typedef struct ra__sort_key { /* what the sealer sorts: three words, then a payload */
+    uint64_t k[3];
+    uint32_t v;
+    uint32_t pad_;
+} ra__sort_key_t;
+
+typedef struct ra__seal_scratch {
+    ra__seal_row_t *rows;       /* candidates, in scan (slot) order */
+    size_t rows_cap, rows_max;  /* allocated, and the bound (entries_cap) */
+    ra__seal_stream_t *streams;
+    size_t streams_cap;
+    uint32_t *table;            /* stream lookup: sid + 1, 0 = empty */
+    size_t table_cap;
+    ra__sort_key_t *keys;       /* streams by rank, then each stream's rows by subject */
+    size_t keys_cap;
+    size_t n_streams;
+    ra_slice_t **pre;           /* slices allocated before the drain */
+    size_t pre_cap;
+} ra__seal_scratch_t;
 
 struct ra_meter_s {
     ra__plane_hdr_t *hdr;      /* == mapping base */
@@ -245,10 +292,7 @@ struct ra_meter_s {
     /* sealer side, process-private, under seal_mu */
     pthread_mutex_t seal_mu;
     ra__pending_t pending;
-    ra__seal_row_t *rows; /* scratch: entries_cap rows */
-    size_t rows_cap;
-    uint8_t *enc_buf;     /* scratch for encoding one slice */
-    size_t enc_cap;
+    ra__seal_scratch_t seal;
 };
 
 /* ---- functions shared between files ------------------------------------------------- */
@@ -267,6 +311,7 @@ RA_INTERNAL void ra__b3_default_subject_key(uint8_t key[32]);
 RA_INTERNAL int64_t ra__clock_system_ms(void);
 RA_INTERNAL int ra__window_of_ms(const ra_meter_t *m, int64_t now_ms, uint32_t *win);
 RA_INTERNAL int ra__window_now(ra_meter_t *m, uint32_t *win);
+RA_INTERNAL int ra__window_of_ms_cached(ra_meter_t *m, int64_t now_ms, uint32_t *win);
 RA_INTERNAL int64_t ra__meter_now_ms(const ra_meter_t *m);
 
 /* plane.c */
@@ -275,14 +320,14 @@ RA_INTERNAL int ra__plane_open(ra_meter_t *m, const ra_config_t *cfg,
                                size_t errlen);
 RA_INTERNAL void ra__plane_close(ra_meter_t *m);
 RA_INTERNAL int ra__plane_sealer_lock(ra_meter_t *m);
-RA_INTERNAL uint64_t ra__key_hash(const uint8_t tenant[16], const uint8_t subject[16],
-                                  uint32_t dim);
+
 
 /* counters.c */
 RA_INTERNAL void ra__count_reject(ra_meter_t *m, int reason);
 
 /* seal.c */
 RA_INTERNAL int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed);
+RA_INTERNAL void ra__seal_scratch_free(ra__seal_scratch_t *sc);
 
 /* codec.c: canonical encoding v1 (docs/FORMAT.md) */
 #define RA_ENC_MAGIC "RONS"
@@ -326,6 +371,7 @@ RA_INTERNAL bool ra__token_valid(const char *s, size_t n);
 RA_INTERNAL ra_slice_t *ra__slice_alloc(size_t len);
 RA_INTERNAL uint8_t *ra__slice_buffer(ra_slice_t *s);
 RA_INTERNAL int ra__slice_finish(ra_slice_t *s);
+RA_INTERNAL void ra__slice_set_len(ra_slice_t *s, size_t len);
 RA_INTERNAL void ra__slice_free_unfinished(ra_slice_t *s);
 RA_INTERNAL const char *ra__slice_version(const ra_slice_t *s);
 RA_INTERNAL bool ra__slice_same(const ra_slice_t *a, const ra_slice_t *b);
@@ -341,6 +387,27 @@ RA_INTERNAL void ra__pending_push(ra__pending_t *p, ra_slice_t *s);
 RA_INTERNAL int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s);
 RA_INTERNAL void ra__pending_newest(const ra__pending_t *p, size_t n, ra_slice_t **out,
                                     size_t cap);
+
+static inline uint64_t ra__load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* The counter plane's key hash (inline: it is on the record path). Subjects are usually
+ * BLAKE3 output already; tenants and raw subjects may not be, so every word is mixed
+ * (a multiply-xorshift in the style of murmur3's finaliser). */
+static inline uint64_t ra__key_hash(const uint8_t tenant[16], const uint8_t subject[16],
+                                    uint32_t dim) {
+    uint64_t h = ra__load64(tenant) * 0x9E3779B97F4A7C15ull;
+    h ^= ra__load64(tenant + 8) * 0xC2B2AE3D27D4EB4Full;
+    h ^= ra__load64(subject) * 0x165667B19E3779F9ull;
+    h ^= (ra__load64(subject + 8) + dim) * 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 29;
+    return h;
+}
 
 /* little-endian helpers: the encoding is pinned independent of the host (P-5, G-8) */
 static inline void ra__put_u16(uint8_t *p, uint16_t v) {
@@ -364,11 +431,6 @@ static inline uint32_t ra__get_u32(const uint8_t *p) {
 static inline uint64_t ra__get_u64(const uint8_t *p) {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static inline uint64_t ra__load64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
     return v;
 }
 

@@ -159,7 +159,7 @@ int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *err, size_t er
 void ra_meter_close(ra_meter_t *m) {
     if (!m) return;
     ra__pending_free(&m->pending);
-    free(m->rows);
+    ra__seal_scratch_free(&m->seal);
     ra__plane_close(m);
     pthread_mutex_destroy(&m->seal_mu);
     free(m);
@@ -239,13 +239,9 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t ou
     if (!m || (now_ms < 0 && now_ms != RA_NOW) || (out_cap && !out)) return RA_EINVAL;
     pthread_mutex_lock(&m->seal_mu);
     int rc = ra__plane_sealer_lock(m);
-    if (rc == 0 && !m->rows) {
-        /* The sealer's scratch, allocated once by the one process that seals: the record
-         * path (nginx workers) never pays for it. */
-        m->rows_cap = m->hdr->entries_cap;
-        m->rows = malloc(m->rows_cap * sizeof *m->rows);
-        if (!m->rows) rc = RA_ENOMEM;
-    }
+    /* The sealer's scratch grows in the one process that seals, as rows need it: the
+     * record path (nginx workers) never pays for it. */
+    m->seal.rows_max = m->hdr->entries_cap;
     if (rc == 0) rc = ra__seal(m, now_ms == RA_NOW ? ra__meter_now_ms(m) : now_ms, n_sealed);
     /* The slices sealed now are the newest entries of the ring; taken under the mutex, so
      * no concurrent ACK can shift them. */

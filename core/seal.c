@@ -1,16 +1,19 @@
 /* Sealing (C-3): turn every ended, unsealed window into slices.
  *
  *   1. Scan: visit the slots marked in the bitmap. LIVE entries with a count stamped in an
- *      ended window become candidate rows; idle entries are retired so their slots can be
- *      reused (I-7).
- *   2. Plan: sort candidates by (window, tenant, dimension, subject); take streams in that
- *      order while their slices fit in the pending ring and their heads in the head table.
- *      What does not fit stays in the plane, counted, and the next rollover retries it:
- *      nothing is lost and nothing is merged. The boundary counter passes a window only
- *      when all its streams are sealed.
- *   3. Drain: one 16-byte CAS per entry swaps its count to zero. An add lands either before
- *      that CAS (in this slice) or after it (in a later one): exactly once (PRODUCT.md §6).
- *   4. Build: per stream, merge duplicate subjects, encode v1, BLAKE3, link prev_b3, assign
+ *      ended window become candidate rows (in slot order); idle entries are retired so
+ *      their slots can be reused (I-7).
+ *   2. Group and order: rows are grouped by stream-window (window, tenant, dimension) with
+ *      a hash table, the groups sorted, the rows counting-sorted into their groups and each
+ *      group sorted by subject: O(n) plus small sorts, no comparison sort over all rows.
+ *   3. Plan: take streams in (window, tenant, dimension) order while their slices fit in
+ *      the pending ring and their heads in the head table. What does not fit stays in the
+ *      plane, counted, and the next rollover retries it: nothing is lost and nothing is
+ *      merged. The boundary counter passes a window only when all its streams are sealed.
+ *   4. Drain, in slot order (cache- and TLB-friendly): one 16-byte CAS per entry swaps its
+ *      count to zero. An add lands either before that CAS (in this slice) or after it (in a
+ *      later one): exactly once (PRODUCT.md §6).
+ *   5. Build: per stream, merge duplicate subjects, encode v1, BLAKE3, link prev_b3, assign
  *      seq = head + 1, push to the pending ring, advance the head and the boundary counter.
  *
  * Runs under the meter's seal mutex, in the plane's one sealer process. Writers are never
@@ -21,18 +24,121 @@
 
 #include <stdlib.h>
 
-static int cmp_rows(const void *pa, const void *pb) {
-    const ra__seal_row_t *a = pa, *b = pb;
-    if (a->win != b->win) return a->win < b->win ? -1 : 1;
-    int c = memcmp(a->tenant, b->tenant, 16);
-    if (c) return c;
-    if (a->dim != b->dim) return a->dim < b->dim ? -1 : 1;
-    return memcmp(a->subject, b->subject, 16);
+/* ---- scratch ------------------------------------------------------------------------ */
+
+void ra__seal_scratch_free(ra__seal_scratch_t *sc) {
+    free(sc->pre);
+    free(sc->rows);
+    free(sc->streams);
+    free(sc->table);
+    free(sc->keys);
+    memset(sc, 0, sizeof *sc);
 }
 
-static bool same_stream(const ra__seal_row_t *a, const ra__seal_row_t *b) {
-    return a->win == b->win && a->dim == b->dim && memcmp(a->tenant, b->tenant, 16) == 0;
+/* Grows *p to hold at least `need` elements (doubling). False when out of memory. */
+static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+    return true;
 }
+
+/* ---- sorting: introsort on three-word keys (no indirect calls, no memcmp) ------------ */
+
+static inline bool key_less(const ra__sort_key_t *a, const ra__sort_key_t *b) {
+    if (a->k[0] != b->k[0]) return a->k[0] < b->k[0];
+    if (a->k[1] != b->k[1]) return a->k[1] < b->k[1];
+    if (a->k[2] != b->k[2]) return a->k[2] < b->k[2];
+    return a->v < b->v;
+}
+
+static inline void key_swap(ra__sort_key_t *a, ra__sort_key_t *b) {
+    ra__sort_key_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void sift_down(ra__sort_key_t *a, size_t i, size_t n) {
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) return;
+        if (c + 1 < n && key_less(&a[c], &a[c + 1])) c++;
+        if (!key_less(&a[i], &a[c])) return;
+        key_swap(&a[i], &a[c]);
+        i = c;
+    }
+}
+
+static void heap_sort(ra__sort_key_t *a, size_t n) {
+    for (size_t i = n / 2; i-- > 0;) sift_down(a, i, n);
+    for (size_t i = n; i-- > 1;) {
+        key_swap(&a[0], &a[i]);
+        sift_down(a, 0, i);
+    }
+}
+
+/* Quicksort with median-of-three, insertion sort below 16 elements, and a depth bound
+ * after which heapsort takes over: O(n log n) whatever the keys (tenants and raw subjects
+ * come from callers). */
+static void intro_sort(ra__sort_key_t *a, size_t n, int depth) {
+    while (n > 16) {
+        if (depth-- == 0) {
+            heap_sort(a, n);
+            return;
+        }
+        size_t mid = n / 2;
+        if (key_less(&a[mid], &a[0])) key_swap(&a[mid], &a[0]);
+        if (key_less(&a[n - 1], &a[0])) key_swap(&a[n - 1], &a[0]);
+        if (key_less(&a[n - 1], &a[mid])) key_swap(&a[n - 1], &a[mid]);
+        ra__sort_key_t pivot = a[mid];
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (key_less(&a[i], &pivot)) i++;
+            while (key_less(&pivot, &a[j])) j--;
+            if (i >= j) break;
+            key_swap(&a[i++], &a[j--]);
+        }
+        /* [0, j] <= pivot <= [j + 1, n): recurse on the smaller side, loop on the other. */
+        size_t left = j + 1;
+        if (left < n - left) {
+            intro_sort(a, left, depth);
+            a += left;
+            n -= left;
+        } else {
+            intro_sort(a + left, n - left, depth);
+            n = left;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        ra__sort_key_t t = a[i];
+        size_t j = i;
+        for (; j > 0 && key_less(&t, &a[j - 1]); j--) a[j] = a[j - 1];
+        a[j] = t;
+    }
+}
+
+static void sort_keys(ra__sort_key_t *a, size_t n) {
+    int depth = 2;
+    for (size_t k = n; k > 1; k >>= 1) depth += 2;
+    intro_sort(a, n, depth);
+}
+
+/* Big-endian reads make unsigned word order equal byte (memcmp) order. */
+static inline uint64_t be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+static inline uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* ---- stream heads -------------------------------------------------------------------- */
 
 static uint64_t head_hash(const uint8_t tenant[16], uint32_t dim) {
     static const uint8_t zero[16];
@@ -62,22 +168,23 @@ static ra__head_t *head_get(ra_meter_t *m, const uint8_t tenant[16], uint32_t di
     return NULL;
 }
 
+/* ---- step 1: scan --------------------------------------------------------------------- */
+
 /* Retires an idle LIVE entry (count 0, stamped in a sealed window). The TOMB stamp makes
  * every later CAS by a writer holding this generation fail; the bit is cleared before the
  * slot becomes DEAD (claimable), so a new claim's mark can never be erased. */
-static bool retire_live(ra_meter_t *m, uint32_t idx, ra__slot_t *s, uint64_t id, ra__u128 seen) {
+static void retire_live(ra_meter_t *m, uint32_t idx, ra__slot_t *s, uint64_t id, ra__u128 seen) {
     uint32_t gen = ra__ident_gen(id);
     ra__u128 tomb = ra__pair_make(0, ra__stamp(RA_WIN_TOMB, gen));
-    if (!ra__pair_cas(&s->pair, &seen, tomb)) return false; /* a writer got there first */
+    if (!ra__pair_cas(&s->pair, &seen, tomb)) return; /* a writer got there first */
     atomic_fetch_and_explicit(&m->bitmap[idx / 64], ~(1ull << (idx % 64)), memory_order_acq_rel);
     atomic_store_explicit(&s->ident, ra__ident(gen, 0, RA_SLOT_DEAD), memory_order_release);
     atomic_fetch_sub_explicit(&m->hdr->live_entries, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->hdr->metrics.reclaimed, 1, memory_order_relaxed);
-    return true;
 }
 
-/* Step 1. Returns the number of candidate rows. */
 static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) {
+    ra__seal_scratch_t *sc = &m->seal;
     size_t nslots = (size_t)m->hdr->shards * m->hdr->slots_per_shard;
     size_t nwords = (nslots + 63) / 64, n = 0;
     uint64_t stale = 0;
@@ -99,7 +206,7 @@ static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) 
                 continue;
             }
             if (state != RA_SLOT_LIVE) continue;
-            ra__u128 p = ra__pair_load(&s->pair);
+            ra__u128 p = ra__pair_read(&s->pair);
             uint64_t st = ra__pair_stamp(p);
             uint32_t w = ra__stamp_win(st);
             if (ra__stamp_gen(st) != ra__ident_gen(id) || w == RA_WIN_TOMB) continue;
@@ -109,25 +216,108 @@ static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) 
                 continue;
             }
             if (w > w_end) continue; /* current (or future) window: not ended */
-            if (n == m->rows_cap) break; /* cannot happen: LIVE entries <= entries_cap */
-            ra__seal_row_t *r = &m->rows[n++];
+            if (n == sc->rows_cap &&
+                (n == sc->rows_max ||
+                 !grow((void **)&sc->rows, &sc->rows_cap, n + 1, sizeof *sc->rows)))
+                goto done; /* the rest waits for the next rollover (late, not lost) */
+            ra__seal_row_t *r = &sc->rows[n++];
             r->slot = idx;
             r->stamp = st;
+            r->late = (int64_t)w <= sealed;
             /* Late rows go to the oldest window sealed now (never to a sealed one). */
-            r->win = (int64_t)w <= sealed ? (uint32_t)(sealed + 1) : w;
+            r->win = r->late ? (uint32_t)(sealed + 1) : w;
             r->dim = (uint16_t)ra__ident_dim(id);
             memcpy(r->tenant, s->tenant, 16);
             memcpy(r->subject, s->subject, 16);
-            r->count = (int64_t)w <= sealed ? 1 : 0; /* marks a late row until drained */
+            r->count = 0;
         }
     }
+done:
     atomic_store_explicit(&m->hdr->metrics.stale_claims, stale, memory_order_relaxed);
     return n;
 }
 
-/* Step 3: take the entry's count. The stamp cannot change while the count is non-zero
- * (writers only restamp drained pairs, only the sealer drains), so the CAS loop only races
- * with adds; the stamp check is the belt to those braces. */
+/* ---- step 2: group and order ---------------------------------------------------------- */
+
+static void stream_key(const ra__seal_row_t *r, uint64_t k[3]) {
+    k[0] = (uint64_t)r->win << 32 | be32(r->tenant);
+    k[1] = be64(r->tenant + 4);
+    k[2] = (uint64_t)be32(r->tenant + 12) << 32 | r->dim;
+}
+
+/* Returns the number of stream-windows, or 0 with rc set when memory ran out. After it,
+ * sc->keys[0..S) holds the streams in (window, tenant, dimension) order (v = sid) and
+ * sc->keys[S + first .. S + first + rows) each stream's rows in subject order (v = row). */
+static size_t group(ra_meter_t *m, size_t n, int *rc) {
+    ra__seal_scratch_t *sc = &m->seal;
+    size_t tcap = 64;
+    while (tcap < 2 * n) tcap *= 2;
+    if (!grow((void **)&sc->table, &sc->table_cap, tcap, sizeof *sc->table) ||
+        !grow((void **)&sc->streams, &sc->streams_cap, n, sizeof *sc->streams)) {
+        *rc = RA_ENOMEM;
+        return 0;
+    }
+    memset(sc->table, 0, tcap * sizeof *sc->table);
+    size_t S = 0, mask = tcap - 1;
+    for (size_t i = 0; i < n; i++) {
+        ra__seal_row_t *r = &sc->rows[i];
+        uint64_t k[3];
+        stream_key(r, k);
+        size_t h = (size_t)((k[0] * 0x9E3779B97F4A7C15ull) ^ (k[1] * 0xC2B2AE3D27D4EB4Full) ^
+                            (k[2] * 0x165667B19E3779F9ull));
+        h ^= h >> 29;
+        for (size_t p = h & mask;; p = (p + 1) & mask) {
+            uint32_t e = sc->table[p];
+            if (e == 0) {
+                ra__seal_stream_t *st = &sc->streams[S];
+                memcpy(st->k, k, sizeof k);
+                st->rows = 0;
+                sc->table[p] = (uint32_t)++S;
+                r->sid = (uint32_t)(S - 1);
+                break;
+            }
+            ra__seal_stream_t *st = &sc->streams[e - 1];
+            if (st->k[0] == k[0] && st->k[1] == k[1] && st->k[2] == k[2]) {
+                r->sid = e - 1;
+                break;
+            }
+        }
+        sc->streams[r->sid].rows++;
+    }
+    if (!grow((void **)&sc->keys, &sc->keys_cap, S + n, sizeof *sc->keys)) {
+        *rc = RA_ENOMEM;
+        return 0;
+    }
+    ra__sort_key_t *by_rank = sc->keys, *order = sc->keys + S;
+    for (size_t s = 0; s < S; s++) {
+        memcpy(by_rank[s].k, sc->streams[s].k, sizeof by_rank[s].k);
+        by_rank[s].v = (uint32_t)s;
+    }
+    sort_keys(by_rank, S);
+    uint32_t pos = 0;
+    for (size_t r = 0; r < S; r++) {
+        ra__seal_stream_t *st = &sc->streams[by_rank[r].v];
+        st->rank = (uint32_t)r;
+        st->first = st->fill = pos;
+        pos += st->rows;
+    }
+    for (size_t i = 0; i < n; i++) { /* counting sort into groups, scan order kept */
+        const ra__seal_row_t *r = &sc->rows[i];
+        ra__sort_key_t *o = &order[sc->streams[r->sid].fill++];
+        o->k[0] = be64(r->subject);
+        o->k[1] = be64(r->subject + 8);
+        o->k[2] = 0;
+        o->v = (uint32_t)i;
+    }
+    for (size_t s = 0; s < S; s++) sort_keys(order + sc->streams[s].first, sc->streams[s].rows);
+    return S;
+}
+
+/* ---- steps 4 and 5 --------------------------------------------------------------------- */
+
+/* Takes the entry's count. The stamp cannot change while the count is non-zero (writers
+ * only restamp drained pairs, only the sealer drains), so the CAS loop only races with
+ * adds; the stamp check is the belt to those braces. */
 static uint64_t drain(ra_meter_t *m, const ra__seal_row_t *r) {
     ra__slot_t *s = &m->slots[r->slot];
     ra__u128 cur = ra__pair_peek(&s->pair);
@@ -138,14 +328,42 @@ static uint64_t drain(ra_meter_t *m, const ra__seal_row_t *r) {
     }
 }
 
-static size_t max_rows_per_slice(size_t header_len) {
-    return (RA_FRAME_MAX - header_len) / RA_ENC_ROW;
+static size_t max_rows_per_slice(const ra_meter_t *m, uint32_t dim) {
+    ra__slice_hdr_in_t in = {.dimension = m->dim_names[dim], .host = m->host,
+                             .version = RA_VERSION_STRING};
+    return (RA_FRAME_MAX - ra__encode_size(&in)) / RA_ENC_ROW;
 }
 
-/* Step 4 for one stream-window: rows [a, b) are sorted and merged. */
-static int build_stream(ra_meter_t *m, const ra__seal_row_t *rows, size_t a, size_t b,
-                        size_t *n_sealed) {
-    const ra__seal_row_t *r0 = &rows[a];
+/* Merges rows of one subject (duplicate entries, late rows) into the first of them,
+ * in place over the stream's sorted range; returns the merged length. */
+static size_t merge_dups(ra_meter_t *m, ra__sort_key_t *o, size_t n) {
+    ra__seal_row_t *rows = m->seal.rows;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        ra__seal_row_t *r = &rows[o[i].v];
+        if (r->count == 0) continue; /* the stamp moved since the scan: not this slice's */
+        if (w > 0 && o[w - 1].k[0] == o[i].k[0] && o[w - 1].k[1] == o[i].k[1]) {
+            ra__seal_row_t *into = &rows[o[w - 1].v];
+            uint64_t s = into->count + r->count;
+            if (s < r->count) { /* I-16 */
+                s = UINT64_MAX;
+                atomic_fetch_add_explicit(&m->hdr->metrics.overflow[r->dim], 1,
+                                          memory_order_relaxed);
+            }
+            into->count = s;
+        } else {
+            o[w++] = o[i];
+        }
+    }
+    return w;
+}
+
+/* One stream-window: its merged rows o[0..n) become one slice, or several consecutive ones
+ * when they exceed the 1 MiB frame, encoded into the buffers allocated before the drain
+ * (pre[0..), sized for the rows before merging: merging only shrinks them). */
+static void build_stream(ra_meter_t *m, const ra__sort_key_t *o, size_t n, ra_slice_t **pre,
+                         size_t *n_sealed) {
+    const ra__seal_row_t *rows = m->seal.rows, *r0 = &rows[o[0].v];
     ra__head_t *h = head_get(m, r0->tenant, r0->dim, true);
     RA_ASSERT(h); /* reserved during planning */
     ra__slice_hdr_in_t in = {
@@ -157,20 +375,21 @@ static int build_stream(ra_meter_t *m, const ra__seal_row_t *rows, size_t a, siz
         .host = m->host,
         .version = RA_VERSION_STRING,
     };
-    in.row_count = 0;
-    size_t per = max_rows_per_slice(ra__encode_size(&in));
-    while (a < b) {
-        size_t n = b - a < per ? b - a : per;
-        in.row_count = (uint32_t)n;
+    size_t per = max_rows_per_slice(m, r0->dim), a = 0;
+    while (a < n) {
+        size_t k = n - a < per ? n - a : per;
+        in.row_count = (uint32_t)k;
         in.seq = h->seq + 1;
         in.prev_b3 = h->b3;
-        size_t len = ra__encode_size(&in);
-        ra_slice_t *s = ra__slice_alloc(len);
-        if (!s) return RA_ENOMEM;
+        ra_slice_t *s = *pre;
+        *pre++ = NULL;
+        ra__slice_set_len(s, ra__encode_size(&in));
         uint8_t *p = ra__slice_buffer(s);
         p += ra__encode_header(&in, p);
-        for (size_t i = 0; i < n; i++, p += RA_ENC_ROW)
-            ra__encode_row(p, rows[a + i].subject, rows[a + i].count);
+        for (size_t i = 0; i < k; i++, p += RA_ENC_ROW) {
+            const ra__seal_row_t *r = &rows[o[a + i].v];
+            ra__encode_row(p, r->subject, r->count);
+        }
         int rc = ra__slice_finish(s);
         RA_ASSERT(rc == 0); /* the sealer must never emit a non-canonical slice */
         h->seq = in.seq;
@@ -178,30 +397,39 @@ static int build_stream(ra_meter_t *m, const ra__seal_row_t *rows, size_t a, siz
         memcpy(h->b3, ra_slice_b3(s), RA_B3_LEN);
         ra__pending_push(&m->pending, s);
         (*n_sealed)++;
-        a += n;
+        a += k;
+    }
+}
+
+/* Allocates every slice the chosen streams can need, before anything is drained: running
+ * out of memory then leaves all counts in the plane instead of losing drained ones. */
+static int preallocate(ra_meter_t *m, size_t fit, size_t need) {
+    ra__seal_scratch_t *sc = &m->seal;
+    if (!grow((void **)&sc->pre, &sc->pre_cap, need, sizeof *sc->pre)) return RA_ENOMEM;
+    size_t np = 0;
+    const ra__sort_key_t *order = sc->keys + sc->n_streams;
+    for (size_t k = 0; k < fit; k++) {
+        const ra__seal_stream_t *st = &sc->streams[sc->keys[k].v];
+        const ra__seal_row_t *r0 = &sc->rows[order[st->first].v];
+        ra__slice_hdr_in_t in = {.dimension = m->dim_names[r0->dim], .host = m->host,
+                                 .version = RA_VERSION_STRING};
+        size_t per = max_rows_per_slice(m, r0->dim);
+        for (size_t left = st->rows; left > 0;) {
+            size_t chunk = left < per ? left : per;
+            in.row_count = (uint32_t)chunk;
+            ra_slice_t *s = ra__slice_alloc(ra__encode_size(&in));
+            if (!s) {
+                while (np > 0) ra__slice_free_unfinished(sc->pre[--np]);
+                return RA_ENOMEM;
+            }
+            sc->pre[np++] = s;
+            left -= chunk;
+        }
     }
     return 0;
 }
 
-/* Merges rows of the same key (duplicate entries, late rows) in place; returns new end. */
-static size_t merge_dups(ra_meter_t *m, ra__seal_row_t *rows, size_t a, size_t b) {
-    size_t w = a;
-    for (size_t i = a; i < b; i++) {
-        if (rows[i].count == 0) continue; /* drained to zero by nothing: skip */
-        if (w > a && memcmp(rows[w - 1].subject, rows[i].subject, 16) == 0) {
-            uint64_t s = rows[w - 1].count + rows[i].count;
-            if (s < rows[i].count) { /* I-16 */
-                s = UINT64_MAX;
-                atomic_fetch_add_explicit(&m->hdr->metrics.overflow[rows[i].dim], 1,
-                                          memory_order_relaxed);
-            }
-            rows[w - 1].count = s;
-        } else {
-            rows[w++] = rows[i];
-        }
-    }
-    return w;
-}
+/* ---- the rollover ---------------------------------------------------------------------- */
 
 int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     *n_sealed = 0;
@@ -213,54 +441,60 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
      * finds nothing to seal; a boundary is sealed once. */
     if ((int64_t)cur - 1 <= sealed) return 0;
     uint32_t w_end = cur - 1;
+    ra__seal_scratch_t *sc = &m->seal;
 
     size_t n = scan(m, w_end, sealed, cur);
-    qsort(m->rows, n, sizeof *m->rows, cmp_rows);
+    size_t S = n ? group(m, n, &rc) : 0;
+    if (rc != 0) return rc; /* nothing drained: the counts wait in the plane */
+    const ra__sort_key_t *by_rank = sc->keys;
+    ra__sort_key_t *order = sc->keys + S;
 
-    /* Step 2: how many streams fit? Streams are taken in (window, tenant, dimension)
-     * order until the ring or the head table is full; the boundary counter only passes
-     * windows whose every stream was sealed. */
-    size_t room = ra__pending_room(&m->pending);
-    size_t fit_rows = 0, need = 0;
+    /* Step 3: how many streams fit? */
+    size_t room = ra__pending_room(&m->pending), need = 0, fit = 0;
     int stop_reason = -1;
-    for (size_t j = 0; j < n;) {
-        size_t k = j + 1;
-        while (k < n && same_stream(&m->rows[j], &m->rows[k])) k++;
-        ra__slice_hdr_in_t in = {.dimension = m->dim_names[m->rows[j].dim],
-                                 .host = m->host, .version = RA_VERSION_STRING};
-        size_t per = max_rows_per_slice(ra__encode_size(&in));
-        size_t slices = (k - j + per - 1) / per;
+    for (; fit < S; fit++) {
+        const ra__seal_stream_t *st = &sc->streams[by_rank[fit].v];
+        const ra__seal_row_t *r0 = &sc->rows[order[st->first].v];
+        size_t per = max_rows_per_slice(m, r0->dim);
+        size_t slices = (st->rows + per - 1) / per;
         if (need + slices > room) {
             stop_reason = RA_REJ_PENDING_FULL;
             break;
         }
-        if (!head_get(m, m->rows[j].tenant, m->rows[j].dim, true)) {
+        if (!head_get(m, r0->tenant, r0->dim, true)) {
             stop_reason = RA_REJ_HEADS_FULL;
             break;
         }
         need += slices;
-        fit_rows = k;
-        j = k;
     }
     /* Every window before the first unsealed stream's is complete. */
-    int64_t w_fit = stop_reason < 0 ? (int64_t)w_end : (int64_t)m->rows[fit_rows].win - 1;
+    int64_t w_fit = (int64_t)w_end;
+    if (stop_reason >= 0)
+        w_fit = (int64_t)(by_rank[fit].k[0] >> 32) - 1;
 
-    /* Step 3 + 4 */
+    sc->n_streams = S;
+    if (need && (rc = preallocate(m, fit, need)) != 0) return rc; /* nothing drained yet */
+
+    /* Step 4: drain the chosen streams' entries, in slot order. */
     uint64_t late = 0, rows_sealed = 0;
-    for (size_t i = 0; i < fit_rows; i++) {
-        if (m->rows[i].count) late++;
-        m->rows[i].count = drain(m, &m->rows[i]);
+    for (size_t i = 0; i < n; i++) {
+        ra__seal_row_t *r = &sc->rows[i];
+        if (sc->streams[r->sid].rank >= fit) continue;
+        r->count = drain(m, r);
+        late += r->late && r->count;
     }
-    for (size_t i = 0; i < fit_rows;) {
-        size_t j = i + 1;
-        while (j < fit_rows && same_stream(&m->rows[i], &m->rows[j])) j++;
-        size_t end = merge_dups(m, m->rows, i, j);
-        if (end > i) {
-            rows_sealed += end - i;
-            rc = build_stream(m, m->rows, i, end, n_sealed);
-            if (rc != 0) break;
-        }
-        i = j;
+    /* Step 5 */
+    ra_slice_t **pre = sc->pre;
+    for (size_t k = 0; k < fit; k++) {
+        const ra__seal_stream_t *st = &sc->streams[by_rank[k].v];
+        const ra__seal_row_t *r0 = &sc->rows[order[st->first].v];
+        size_t per = max_rows_per_slice(m, r0->dim), slots = (st->rows + per - 1) / per;
+        size_t merged = merge_dups(m, order + st->first, st->rows);
+        if (merged) build_stream(m, order + st->first, merged, pre, n_sealed);
+        for (size_t i = 0; i < slots; i++) /* buffers merging made unnecessary */
+            if (pre[i]) ra__slice_free_unfinished(pre[i]);
+        pre += slots;
+        rows_sealed += merged;
     }
     ra__plane_metrics_t *mt = &m->hdr->metrics;
     atomic_fetch_add_explicit(&mt->late_rows, late, memory_order_relaxed);
@@ -269,13 +503,13 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     if (w_fit > sealed) {
         /* The first rollover counts from the first window that held counts. */
         int64_t first = sealed == RA_SEALED_NONE
-                            ? (fit_rows ? (int64_t)m->rows[0].win : w_fit + 1)
+                            ? (S ? (int64_t)(by_rank[0].k[0] >> 32) : w_fit + 1)
                             : sealed + 1;
-        atomic_fetch_add_explicit(&mt->sealed_windows, (uint64_t)(w_fit - first + 1),
-                                  memory_order_relaxed);
+        if (first <= w_fit)
+            atomic_fetch_add_explicit(&mt->sealed_windows, (uint64_t)(w_fit - first + 1),
+                                      memory_order_relaxed);
         atomic_store_explicit(&m->hdr->sealed_through, w_fit, memory_order_release);
     }
-    if (rc != 0) return rc;
     if (stop_reason >= 0) {
         ra__count_reject(m, stop_reason);
         ra__log(m, RA_LOG_WARN,

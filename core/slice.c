@@ -30,6 +30,12 @@ ra_slice_t *ra__slice_alloc(size_t len) {
     return s;
 }
 
+/* Shrinks an unfinished slice to the bytes actually encoded (never grows it). */
+void ra__slice_set_len(ra_slice_t *s, size_t len) {
+    RA_ASSERT(len <= s->len);
+    s->len = len;
+}
+
 uint8_t *ra__slice_buffer(ra_slice_t *s) {
     return s->bytes;
 }
