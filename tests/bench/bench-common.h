@@ -6,6 +6,8 @@
 #ifndef RA_BENCH_COMMON_H
 #define RA_BENCH_COMMON_H
 
+#include "ron/accounting.h"
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +21,22 @@
 #else
 #define BENCH_HAVE_TSC 0
 #endif
+
+/* A failed library call ends the benchmark with its taxonomy name. */
+static inline void bench_die(const char *prog, const char *what, int rc) {
+    fprintf(stderr, "%s: %s: %s (%s)\n", prog, what, ra_strerror(rc), ra_err_name(rc));
+    exit(1);
+}
+
+/* Cache-line aligned allocation, fatal on failure. */
+static inline void *bench_xmalloc(const char *prog, size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64) != 0) {
+        fprintf(stderr, "%s: out of memory (%zu bytes)\n", prog, n);
+        exit(1);
+    }
+    return p;
+}
 
 static inline uint64_t bench_now_ns(void) {
     struct timespec ts;

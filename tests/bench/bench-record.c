@@ -74,19 +74,9 @@ static int g_reps = 5;
 static int g_quick = 0;
 static const char *g_dist_names[2] = {"uniform", "zipf"};
 
-static void die(const char *what, int rc) {
-    fprintf(stderr, "bench-record: %s: %s (%s)\n", what, ra_strerror(rc), ra_err_name(rc));
-    exit(1);
-}
-
-static void *xmalloc(size_t n) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0) {
-        fprintf(stderr, "bench-record: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
+#define BENCH_NAME "bench-record"
+#define die(what, rc) bench_die(BENCH_NAME, (what), (rc))
+#define xmalloc(n) bench_xmalloc(BENCH_NAME, (n))
 
 /* Key k: dim = k % 2, subject = (k / 2) % S, tenant = k / (2 S). */
 static void key_parts(const keyset_t *ks, uint32_t k, uint32_t *ti, uint32_t *si, uint32_t *di) {

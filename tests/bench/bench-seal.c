@@ -38,19 +38,9 @@ typedef struct scfg {
 static int g_reps = 0; /* 0: per configuration */
 static int g_quick = 0;
 
-static void die(const char *what, int rc) {
-    fprintf(stderr, "bench-seal: %s: %s (%s)\n", what, ra_strerror(rc), ra_err_name(rc));
-    exit(1);
-}
-
-static void *xmalloc(size_t n) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0) {
-        fprintf(stderr, "bench-seal: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
+#define BENCH_NAME "bench-seal"
+#define die(what, rc) bench_die(BENCH_NAME, (what), (rc))
+#define xmalloc(n) bench_xmalloc(BENCH_NAME, (n))
 
 static double ms_since(uint64_t t0) {
     return (double)(bench_now_ns() - t0) / 1e6;
