@@ -66,7 +66,7 @@ static inline int try_add(ra_meter_t *m, ra__slot_t *slot, uint32_t gen, uint32_
 static int claim(ra_meter_t *m, ra__slot_t *slot, uint64_t seen, uint32_t slot_index,
                  uint32_t win, const ra_tenant_t *t, const ra_subject_t *s, int dim,
                  uint64_t inc) {
-    uint32_t gen = ra__ident_gen(seen) + 1;
+    uint32_t gen = (ra__ident_gen(seen) + 1) & RA_GEN_MASK;
     if (gen == 0) gen = 1; /* generation 0 is the zero-filled never-used pair */
     uint64_t claimed = ra__ident(gen, (uint32_t)dim, RA_SLOT_CLAIMED);
     if (!atomic_compare_exchange_strong_explicit(&slot->ident, &seen, claimed,

@@ -103,9 +103,15 @@ static inline ra__u128 ra__pair_peek(const volatile ra__u128 *p) {
 }
 
 /* stamp = window index (high 32) | generation (low 32). TOMB marks a pair the sealer has
- * retired: no writer may use it again under that generation. */
+ * retired: no writer may use it again under that generation. Generations use 31 bits; bit
+ * 31 of a stamp marks a pair FROZEN by a sealer that is writing its count to the WAL:
+ * writers' generation checks fail on it, so nobody adds to it, and the count stays in the
+ * plane until the segment is durable (then released) or known lost (then unfrozen). */
+#define RA_GEN_MASK 0x7FFFFFFFu
+#define RA_STAMP_FROZEN 0x80000000u
 #define RA_WIN_TOMB 0xFFFFFFFFu
 #define RA_SEALED_NONE INT64_MIN /* sealed_through before the first rollover */
+#define RA_INTENT_FREEZING UINT64_MAX
 static inline uint64_t ra__stamp(uint32_t win, uint32_t gen) {
     return ((uint64_t)win << 32) | gen;
 }
@@ -151,6 +157,7 @@ enum {
     RA_REJ_PENDING_FULL, /* a window could not be sealed: pending ring full */
     RA_REJ_HEADS_FULL,   /* a new stream found no room in the stream-head table */
     RA_REJ_CONFIG,       /* a runtime config change was refused (G-21) */
+    RA_REJ_WAL_FULL,     /* a rollover refused: the WAL is at a cap */
     RA_REJ_COUNT
 };
 #define RA_LAT_BUCKETS 12 /* record latency histogram, sampled */
@@ -184,7 +191,7 @@ _Static_assert(sizeof(ra__head_t) == 72, "head layout");
 
 /* ---- the plane header: the first bytes of the mapping (and of a shm file) ------------ */
 #define RA_PLANE_MAGIC "RONACCT\0"
-#define RA_PLANE_LAYOUT 1u
+#define RA_PLANE_LAYOUT 2u
 
 typedef struct ra__plane_hdr {
     char magic[8];
@@ -209,6 +216,8 @@ typedef struct ra__plane_hdr {
     _Alignas(RA_CACHELINE) _Atomic uint32_t degraded;
     _Atomic int64_t sealed_through; /* monotone boundary counter: last sealed window index */
     _Atomic uint32_t heads_used;
+    _Atomic uint64_t seal_intent;   /* 0, or a seal with frozen pairs in progress: the WAL
+                                       segment id once known, RA_INTENT_FREEZING before */
 
     _Alignas(RA_CACHELINE) _Atomic int64_t live_entries;
 
@@ -236,8 +245,9 @@ typedef struct ra__seal_row {
     uint8_t tenant[16];
     uint8_t subject[16];
     uint64_t count;
+    uint64_t taken; /* with a WAL: the frozen count of this entry (merging changes count) */
 } ra__seal_row_t;
-_Static_assert(sizeof(ra__seal_row_t) == 64, "seal row layout");
+_Static_assert(sizeof(ra__seal_row_t) == 72, "seal row layout");
 
 typedef struct ra__seal_stream { /* one (window, tenant, dimension) of a rollover */
     uint64_t k[3];   /* sort key: window, tenant (big-endian), dimension */
@@ -265,6 +275,13 @@ typedef struct ra__seal_scratch {
     size_t n_streams;
     ra_slice_t **pre;           /* slices allocated before the drain */
     size_t pre_cap;
+    ra_slice_t **batch;         /* slices built by this rollover, in seal order */
+    size_t batch_cap;
+    struct ra__head_undo {      /* heads as they were, should the WAL refuse the batch */
+        struct ra__head *head;
+        struct ra__head old;
+    } *undo;
+    size_t undo_cap, n_undo;
 } ra__seal_scratch_t;
 
 struct ra_meter_s {
@@ -293,6 +310,9 @@ struct ra_meter_s {
     pthread_mutex_t seal_mu;
     ra__pending_t pending;
     ra__seal_scratch_t seal;
+    struct ra__wal *wal;         /* the sealer's write-ahead log, or NULL (amnesia) */
+    const struct ra__io *io;
+    bool wal_degraded;           /* this meter set degraded because the WAL was full */
 };
 
 /* ---- functions shared between files ------------------------------------------------- */
@@ -328,6 +348,20 @@ RA_INTERNAL void ra__count_reject(ra_meter_t *m, int reason);
 /* seal.c */
 RA_INTERNAL int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed);
 RA_INTERNAL void ra__seal_scratch_free(ra__seal_scratch_t *sc);
+RA_INTERNAL struct ra__head *ra__head_get(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim,
+                                          bool create);
+RA_INTERNAL void ra__seal_recover(ra_meter_t *m);
+
+/* meter_wal.c */
+struct ra__io;
+RA_INTERNAL void ra__wal_room_changed(ra_meter_t *m, int64_t now_ms, bool refused);
+RA_INTERNAL int ra__meter_wal_open(ra_meter_t *m, const ra_config_t *cfg, char *err,
+                                   size_t errlen);
+RA_INTERNAL void ra__meter_wal_close(ra_meter_t *m);
+RA_INTERNAL void ra__meter_wal_acked(ra_meter_t *m, uint64_t wal_seq);
+/* meter.c: open with an injected I/O layer (tests: power cuts, I/O errors) */
+RA_INTERNAL int ra__meter_open_io(const ra_config_t *cfg, const struct ra__io *io,
+                                  ra_meter_t **out, char *err, size_t errlen);
 
 /* codec.c: canonical encoding v1 (docs/FORMAT.md) */
 #define RA_ENC_MAGIC "RONS"
@@ -372,6 +406,8 @@ RA_INTERNAL ra_slice_t *ra__slice_alloc(size_t len);
 RA_INTERNAL uint8_t *ra__slice_buffer(ra_slice_t *s);
 RA_INTERNAL int ra__slice_finish(ra_slice_t *s);
 RA_INTERNAL void ra__slice_set_len(ra_slice_t *s, size_t len);
+RA_INTERNAL void ra__slice_set_wal_seq(ra_slice_t *s, uint64_t seq);
+RA_INTERNAL uint64_t ra__slice_wal_seq(const ra_slice_t *s);
 RA_INTERNAL void ra__slice_free_unfinished(ra_slice_t *s);
 RA_INTERNAL const char *ra__slice_version(const ra_slice_t *s);
 RA_INTERNAL bool ra__slice_same(const ra_slice_t *a, const ra_slice_t *b);
@@ -384,7 +420,7 @@ RA_INTERNAL int ra__pending_init(ra__pending_t *p, size_t cap);
 RA_INTERNAL void ra__pending_free(ra__pending_t *p);
 RA_INTERNAL size_t ra__pending_room(const ra__pending_t *p);
 RA_INTERNAL void ra__pending_push(ra__pending_t *p, ra_slice_t *s);
-RA_INTERNAL int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s);
+RA_INTERNAL int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s, uint64_t *wal_seq);
 RA_INTERNAL void ra__pending_newest(const ra__pending_t *p, size_t n, ra_slice_t **out,
                                     size_t cap);
 

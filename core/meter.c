@@ -1,6 +1,8 @@
 /* The meter: configuration, lifecycle, keys and the sealing entry point. */
 #include "internal.h"
 
+#include "io.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -18,7 +20,10 @@ void ra_config_init(ra_config_t *cfg) {
     cfg->shards = 64;
     cfg->capacity_rows = 200000;
     cfg->pending_slices_cap = 8192;
-    cfg->amnesia = 1; /* I-9 honoured: without a WAL, RAM only is the truth */
+    cfg->amnesia = 1; /* RAM only unless the caller asks for, and configures, a WAL */
+    cfg->wal_max_bytes = 512ull << 20;
+    cfg->wal_max_entries = 0; /* = pending_slices_cap */
+    cfg->wal_max_age_s = 86400;
 }
 
 static bool is_pow2(uint32_t v) {
@@ -85,10 +90,28 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
                    cfg->host, RA_HOST_MAX);
         return RA_EINVAL;
     }
-    if (!cfg->amnesia) {
+    if (cfg->amnesia && cfg->wal_dir) {
+        ra__errbuf(err, errlen, "amnesia = true never writes a file (I-9): drop wal_dir, or "
+                                "set amnesia = false");
+        return RA_EINVAL;
+    }
+    if (!cfg->amnesia && !cfg->wal_dir && !cfg->shm_path) {
         ra__errbuf(err, errlen,
-                   "amnesia = false needs a write-ahead log, which this build does not have "
-                   "yet: slices would claim a durability they do not have (use amnesia = true)");
+                   "amnesia = false needs a write-ahead log: set wal_dir (slices would "
+                   "otherwise claim a durability they do not have)");
+        return RA_EINVAL;
+    }
+    if (cfg->wal_dir && !cfg->wal_dir[0]) {
+        ra__errbuf(err, errlen, "wal_dir is empty");
+        return RA_EINVAL;
+    }
+    if (cfg->wal_dir && (cfg->wal_max_entries > cfg->pending_slices_cap ||
+                         cfg->wal_max_bytes < (2u << 20))) {
+        ra__errbuf(err, errlen,
+                   "wal_max_entries (%u) must not exceed pending_slices_cap (%u), and "
+                   "wal_max_bytes (%llu) must hold at least one full frame (2 MiB)",
+                   cfg->wal_max_entries, cfg->pending_slices_cap,
+                   (unsigned long long)cfg->wal_max_bytes);
         return RA_EINVAL;
     }
     if (cfg->shm_path && !cfg->shm_path[0]) {
@@ -111,7 +134,8 @@ static void set_host(ra_meter_t *m, const char *host) {
     m->host[w] = '\0';
 }
 
-int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *err, size_t errlen) {
+int ra__meter_open_io(const ra_config_t *cfg, const ra__io_t *io, ra_meter_t **out, char *err,
+                      size_t errlen) {
     if (err && errlen) err[0] = '\0';
     if (!out) return RA_EINVAL;
     *out = NULL;
@@ -146,6 +170,11 @@ int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *err, size_t er
                    cfg->pending_slices_cap);
         return rc;
     }
+    m->io = io;
+    if (cfg->wal_dir && (rc = ra__meter_wal_open(m, cfg, err, errlen)) != 0) {
+        ra_meter_close(m);
+        return rc;
+    }
     ra__log(m, RA_LOG_INFO,
             "meter open: window_len_s=%u shards=%u capacity_rows=%u pending_slices_cap=%u "
             "dimensions=%u amnesia=%d plane=%s%s",
@@ -156,8 +185,13 @@ int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *err, size_t er
     return 0;
 }
 
+int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *err, size_t errlen) {
+    return ra__meter_open_io(cfg, ra__io_posix(), out, err, errlen);
+}
+
 void ra_meter_close(ra_meter_t *m) {
     if (!m) return;
+    ra__meter_wal_close(m);
     ra__pending_free(&m->pending);
     ra__seal_scratch_free(&m->seal);
     ra__plane_close(m);
@@ -239,6 +273,11 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t ou
     if (!m || (now_ms < 0 && now_ms != RA_NOW) || (out_cap && !out)) return RA_EINVAL;
     pthread_mutex_lock(&m->seal_mu);
     int rc = ra__plane_sealer_lock(m);
+    if (rc == 0 && !m->wal && !m->hdr->amnesia) {
+        ra__log(m, RA_LOG_WARN, "rollover refused: this plane keeps slices durable "
+                                "(amnesia = false) and this process has no wal_dir");
+        rc = RA_EINVAL;
+    }
     /* The sealer's scratch grows in the one process that seals, as rows need it: the
      * record path (nginx workers) never pays for it. */
     m->seal.rows_max = m->hdr->entries_cap;

@@ -2,6 +2,7 @@
  * values live in the counter plane, so in a process-shared plane every process's rejects
  * and overflows show in the sealer's exposition. Rendered in Prometheus text format. */
 #include "internal.h"
+#include "wal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,7 +49,8 @@ static const ra__metric_desc_t registry[M_COUNT] = {
 static const char *const reject_reasons[RA_REJ_COUNT] = {
     [RA_REJ_CAPACITY] = "capacity",         [RA_REJ_INVALID] = "invalid",
     [RA_REJ_DEGRADED] = "degraded",         [RA_REJ_PENDING_FULL] = "pending_full",
-    [RA_REJ_HEADS_FULL] = "stream_heads_full", [RA_REJ_CONFIG] = "config_change"};
+    [RA_REJ_HEADS_FULL] = "stream_heads_full", [RA_REJ_CONFIG] = "config_change",
+    [RA_REJ_WAL_FULL] = "wal_full"};
 
 typedef struct sink {
     char *buf;
@@ -138,6 +140,38 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
     put(&s, "%s %lld\n", registry[M_SEALED_THROUGH].name,
         (long long)atomic_load_explicit(&h->sealed_through, memory_order_relaxed));
 
+    if (m->wal) {
+        const ra__wal_t *w = m->wal;
+        const struct {
+            const char *name, *type, *help;
+            uint64_t v;
+        } wm[] = {
+            {"accounting_wal_size_bytes", "gauge", "Bytes of WAL segments on disk.", w->bytes},
+            {"accounting_wal_entries", "gauge", "Un-ACKed slices in the WAL.", w->entries},
+            {"accounting_wal_segments", "gauge", "WAL segment files.", w->nsegs},
+            {"accounting_wal_corrupt_total", "counter",
+             "Corrupt WAL frames skipped by recovery (and other unreadable WAL data).",
+             w->stats.corrupt_frames},
+            {"accounting_wal_torn_bytes_total", "counter",
+             "Bytes of torn tails cut from the newest segment at recovery.", w->stats.torn_bytes},
+            {"accounting_wal_replayed_slices_total", "counter",
+             "Slices replayed from the WAL into pending at open.", w->stats.replayed},
+            {"accounting_wal_fsyncs_total", "counter", "fsync calls (files and directory).",
+             w->stats.fsyncs},
+            {"accounting_wal_segments_written_total", "counter", "Segments committed.",
+             w->stats.segments_written},
+            {"accounting_wal_segments_removed_total", "counter",
+             "Segments removed by compaction.", w->stats.segments_removed},
+            {"accounting_wal_write_errors_total", "counter",
+             "Failed WAL writes, fsyncs or renames (none reported a slice sealed).",
+             w->stats.write_errors},
+            {"accounting_wal_failed", "gauge",
+             "1 when a segment is in doubt: sealing stopped until a restart.", w->failed},
+        };
+        for (size_t i = 0; i < sizeof wm / sizeof wm[0]; i++)
+            put(&s, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", wm[i].name, wm[i].help,
+                wm[i].name, wm[i].type, wm[i].name, (unsigned long long)wm[i].v);
+    }
     if (len_out) *len_out = s.len;
     if (s.len + 1 > s.cap) return RA_EBUFSIZE;
     buf[s.len] = '\0';

@@ -58,7 +58,7 @@ void ra__pending_push(ra__pending_t *p, ra_slice_t *s) {
     p->live++;
 }
 
-int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s) {
+int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s, uint64_t *wal_seq) {
     for (size_t i = p->head; i < p->tail; i++) {
         ra_slice_t *e = p->ring[i % p->cap];
         if (e && ra__slice_same(e, s) &&
@@ -69,6 +69,7 @@ int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s) {
             if (memcmp(a.b, b.b, 16) != 0) continue;
             p->ring[i % p->cap] = NULL;
             p->live--;
+            *wal_seq = ra__slice_wal_seq(e);
             ra_slice_unref(e);
             while (p->head < p->tail && !p->ring[p->head % p->cap]) p->head++;
             if (p->head == p->tail) p->head = p->tail = 0;
@@ -147,7 +148,9 @@ int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out) {
 int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s) {
     if (!m || !s) return RA_EINVAL;
     pthread_mutex_lock(&m->seal_mu);
-    int rc = ra__pending_remove(&m->pending, s);
+    uint64_t wal_seq = 0;
+    int rc = ra__pending_remove(&m->pending, s, &wal_seq);
+    if (rc == 0 && wal_seq) ra__meter_wal_acked(m, wal_seq);
     pthread_mutex_unlock(&m->seal_mu);
     return rc;
 }

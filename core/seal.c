@@ -10,23 +10,34 @@
  *      the pending ring and their heads in the head table. What does not fit stays in the
  *      plane, counted, and the next rollover retries it: nothing is lost and nothing is
  *      merged. The boundary counter passes a window only when all its streams are sealed.
- *   4. Drain, in slot order (cache- and TLB-friendly): one 16-byte CAS per entry swaps its
- *      count to zero. An add lands either before that CAS (in this slice) or after it (in a
- *      later one): exactly once (PRODUCT.md §6).
+ *   4. Take the counts, in slot order (cache- and TLB-friendly), one 16-byte CAS per entry.
+ *      Without a WAL the CAS drains the count to zero. With a WAL it FREEZES the pair: the
+ *      count stays in the plane, and no writer adds to it, until the segment is durable.
+ *      Either way an add lands before that CAS (in this slice) or after it (in a later
+ *      one): exactly once (PRODUCT.md §6).
  *   5. Build: per stream, merge duplicate subjects, encode v1, BLAKE3, link prev_b3, assign
- *      seq = head + 1, push to the pending ring, advance the head and the boundary counter.
+ *      seq = head + 1, advance the head.
+ *   6. Commit. With a WAL: the batch is one segment (group commit, P-9); once it is durable
+ *      the frozen pairs are released (drained), otherwise they are unfrozen, the heads put
+ *      back, and nothing is reported sealed. A sealer killed in between leaves
+ *      seal_intent in the plane: the next sealer releases the frozen pairs if the segment
+ *      made it to disk, and unfreezes them if not (ra__seal_recover). Then the slices go to
+ *      the pending ring and the boundary counter advances.
  *
  * Runs under the meter's seal mutex, in the plane's one sealer process. Writers are never
  * waited for. A row whose window was sealed already (a writer preempted across the
  * boundary) is sealed into the oldest window being sealed now and counted in
  * accounting_late_rows_total: late, never lost, never twice. */
 #include "internal.h"
+#include "wal.h"
 
 #include <stdlib.h>
 
 /* ---- scratch ------------------------------------------------------------------------ */
 
 void ra__seal_scratch_free(ra__seal_scratch_t *sc) {
+    free(sc->batch);
+    free(sc->undo);
     free(sc->pre);
     free(sc->rows);
     free(sc->streams);
@@ -147,7 +158,7 @@ static uint64_t head_hash(const uint8_t tenant[16], uint32_t dim) {
 
 /* The head of a stream, created empty (seq 0, prev all zero) when absent. NULL when the
  * table is at its bound (3/4 of heads_cap keeps probes short). */
-static ra__head_t *head_get(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim, bool create) {
+ra__head_t *ra__head_get(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim, bool create) {
     uint32_t cap = m->hdr->heads_cap, mask = cap - 1;
     uint32_t i = (uint32_t)head_hash(tenant, dim) & mask;
     for (uint32_t n = 0; n < cap; n++, i = (i + 1) & mask) {
@@ -328,6 +339,28 @@ static uint64_t drain(ra_meter_t *m, const ra__seal_row_t *r) {
     }
 }
 
+/* With a WAL: marks the pair frozen and returns its count, which stays in the plane. */
+static uint64_t freeze(ra_meter_t *m, const ra__seal_row_t *r) {
+    ra__slot_t *s = &m->slots[r->slot];
+    ra__u128 cur = ra__pair_peek(&s->pair);
+    uint64_t frozen = r->stamp | RA_STAMP_FROZEN;
+    for (;;) {
+        uint64_t c = ra__pair_count(cur);
+        if (c == 0 || ra__pair_stamp(cur) != r->stamp) return 0;
+        if (ra__pair_cas(&s->pair, &cur, ra__pair_make(c, frozen))) return c;
+    }
+}
+
+/* Ends a freeze: drained (the segment is durable) or restored (it is not). Nobody else
+ * changes a frozen pair, so the expected value is exact. */
+static void thaw(ra_meter_t *m, uint32_t slot, uint64_t count, uint64_t stamp, bool drained) {
+    ra__slot_t *s = &m->slots[slot];
+    ra__u128 want = ra__pair_make(count, stamp | RA_STAMP_FROZEN);
+    ra__u128 cur = want;
+    bool ok = ra__pair_cas(&s->pair, &cur, ra__pair_make(drained ? 0 : count, stamp));
+    RA_ASSERT(ok);
+}
+
 static size_t max_rows_per_slice(const ra_meter_t *m, uint32_t dim) {
     ra__slice_hdr_in_t in = {.dimension = m->dim_names[dim], .host = m->host,
                              .version = RA_VERSION_STRING};
@@ -362,10 +395,13 @@ static size_t merge_dups(ra_meter_t *m, ra__sort_key_t *o, size_t n) {
  * when they exceed the 1 MiB frame, encoded into the buffers allocated before the drain
  * (pre[0..), sized for the rows before merging: merging only shrinks them). */
 static void build_stream(ra_meter_t *m, const ra__sort_key_t *o, size_t n, ra_slice_t **pre,
-                         size_t *n_sealed) {
-    const ra__seal_row_t *rows = m->seal.rows, *r0 = &rows[o[0].v];
-    ra__head_t *h = head_get(m, r0->tenant, r0->dim, true);
+                         size_t *n_built) {
+    ra__seal_scratch_t *sc = &m->seal;
+    const ra__seal_row_t *rows = sc->rows, *r0 = &rows[o[0].v];
+    ra__head_t *h = ra__head_get(m, r0->tenant, r0->dim, true);
     RA_ASSERT(h); /* reserved during planning */
+    sc->undo[sc->n_undo].head = h; /* to put the chain back if the WAL refuses the batch */
+    sc->undo[sc->n_undo++].old = *h;
     ra__slice_hdr_in_t in = {
         .tenant = r0->tenant,
         .dimension = m->dim_names[r0->dim],
@@ -395,8 +431,7 @@ static void build_stream(ra_meter_t *m, const ra__sort_key_t *o, size_t n, ra_sl
         h->seq = in.seq;
         h->last_window_start_s = in.window_start_s;
         memcpy(h->b3, ra_slice_b3(s), RA_B3_LEN);
-        ra__pending_push(&m->pending, s);
-        (*n_sealed)++;
+        sc->batch[(*n_built)++] = s;
         a += k;
     }
 }
@@ -427,6 +462,102 @@ static int preallocate(ra_meter_t *m, size_t fit, size_t need) {
         }
     }
     return 0;
+}
+
+/* ---- step 6 with a WAL ------------------------------------------------------------------- */
+
+static void thaw_all(ra_meter_t *m, size_t n, size_t fit, bool drained) {
+    ra__seal_scratch_t *sc = &m->seal;
+    for (size_t i = 0; i < n; i++) {
+        const ra__seal_row_t *r = &sc->rows[i];
+        if (sc->streams[r->sid].rank < fit && r->taken)
+            thaw(m, r->slot, r->taken, r->stamp, drained);
+    }
+}
+
+static void undo_heads(ra__seal_scratch_t *sc) {
+    while (sc->n_undo > 0) {
+        sc->n_undo--;
+        *sc->undo[sc->n_undo].head = sc->undo[sc->n_undo].old;
+    }
+}
+
+/* Group commit of the batch; on any failure nothing is reported sealed and nothing lost. */
+static int commit_wal(ra_meter_t *m, size_t n, size_t fit, size_t built, int64_t now_ms) {
+    ra__seal_scratch_t *sc = &m->seal;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < built; i++) {
+        size_t len;
+        ra_slice_bytes(sc->batch[i], &len);
+        bytes += RA_WAL_FRAME_HDR + len + RA_WAL_FRAME_TRAILER;
+    }
+    uint64_t first = 0;
+    int rc = built ? ra__wal_check_room(m->wal, built, bytes + RA_WAL_SEG_HDR, now_ms) : 0;
+    if (rc == 0 && built)
+        rc = ra__wal_append(m->wal, sc->batch, built, now_ms, &m->hdr->seal_intent, &first);
+    if (rc == 0) {
+        thaw_all(m, n, fit, true);
+        for (size_t i = 0; i < built; i++) ra__slice_set_wal_seq(sc->batch[i], first + i);
+        atomic_store_explicit(&m->hdr->seal_intent, 0, memory_order_release);
+        ra__wal_room_changed(m, now_ms, false);
+        return 0;
+    }
+    undo_heads(sc);
+    for (size_t i = 0; i < built; i++) ra_slice_unref(sc->batch[i]);
+    if (rc == RA__WAL_IN_DOUBT) {
+        /* The segment may or may not be on disk. The pairs stay frozen (nothing lost while
+         * this process lives) and seal_intent names the segment: a restart looks at the
+         * disk and releases or unfreezes them. */
+        ra__log(m, RA_LOG_ERROR,
+                "wal: a segment's directory entry could not be made durable or undone; "
+                "sealing stops until a restart (counts are kept in the plane)");
+        return RA_EIO;
+    }
+    thaw_all(m, n, fit, false);
+    atomic_store_explicit(&m->hdr->seal_intent, 0, memory_order_release);
+    if (rc == RA_EPERSISTFULL) {
+        ra__count_reject(m, RA_REJ_WAL_FULL);
+        m->wal->stats.full_refusals++;
+        ra__wal_room_changed(m, now_ms, true);
+        ra__log(m, RA_LOG_WARN,
+                "rollover: the WAL is full (%llu slices, %llu bytes un-ACKed); nothing is "
+                "sealed until ACKs free room, counts stay in the plane, the meter is degraded",
+                (unsigned long long)m->wal->entries, (unsigned long long)m->wal->bytes);
+    } else {
+        ra__log(m, RA_LOG_ERROR, "rollover: writing the WAL failed (%s); nothing is sealed, "
+                "counts stay in the plane and the next rollover retries", ra_strerror(rc));
+    }
+    return rc;
+}
+
+/* A sealer killed between freezing pairs and finishing its commit left seal_intent set.
+ * The segment it names decides: durable (its slices were just replayed from the WAL) →
+ * the frozen counts are drained; absent → they are unfrozen and sealed again later. */
+void ra__seal_recover(ra_meter_t *m) {
+    uint64_t intent = atomic_load_explicit(&m->hdr->seal_intent, memory_order_acquire);
+    if (intent == 0) return;
+    bool durable = intent != RA_INTENT_FREEZING && m->wal && ra__wal_has_segment(m->wal, intent);
+    size_t nslots = (size_t)m->hdr->shards * m->hdr->slots_per_shard, n = 0;
+    for (size_t wi = 0; wi < (nslots + 63) / 64; wi++) {
+        uint64_t bits = atomic_load_explicit(&m->bitmap[wi], memory_order_acquire);
+        for (; bits; bits &= bits - 1) {
+            uint32_t idx = (uint32_t)(wi * 64 + (size_t)__builtin_ctzll(bits));
+            ra__slot_t *s = &m->slots[idx];
+            uint64_t id = atomic_load_explicit(&s->ident, memory_order_acquire);
+            if (ra__ident_state(id) != RA_SLOT_LIVE) continue;
+            ra__u128 p = ra__pair_load(&s->pair);
+            uint64_t st = ra__pair_stamp(p);
+            if (!(st & RA_STAMP_FROZEN) || (ra__stamp_gen(st) & RA_GEN_MASK) != ra__ident_gen(id))
+                continue;
+            thaw(m, idx, ra__pair_count(p), st & ~(uint64_t)RA_STAMP_FROZEN, durable);
+            n++;
+        }
+    }
+    atomic_store_explicit(&m->hdr->seal_intent, 0, memory_order_release);
+    ra__log(m, RA_LOG_WARN,
+            "recovered a seal interrupted by a crash: %zu frozen counter entries %s", n,
+            durable ? "drained (their segment is in the WAL)"
+                    : "restored (their segment never reached the WAL)");
 }
 
 /* ---- the rollover ---------------------------------------------------------------------- */
@@ -461,7 +592,7 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
             stop_reason = RA_REJ_PENDING_FULL;
             break;
         }
-        if (!head_get(m, r0->tenant, r0->dim, true)) {
+        if (!ra__head_get(m, r0->tenant, r0->dim, true)) {
             stop_reason = RA_REJ_HEADS_FULL;
             break;
         }
@@ -473,29 +604,48 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
         w_fit = (int64_t)(by_rank[fit].k[0] >> 32) - 1;
 
     sc->n_streams = S;
-    if (need && (rc = preallocate(m, fit, need)) != 0) return rc; /* nothing drained yet */
+    if (need && ((rc = preallocate(m, fit, need)) != 0 ||
+                 !grow((void **)&sc->batch, &sc->batch_cap, need, sizeof *sc->batch) ||
+                 !grow((void **)&sc->undo, &sc->undo_cap, fit, sizeof *sc->undo)))
+        return rc ? rc : RA_ENOMEM; /* nothing taken from the plane yet */
 
-    /* Step 4: drain the chosen streams' entries, in slot order. */
+    /* Step 4: take the chosen streams' counts, in slot order. */
+    bool wal = m->wal != NULL;
+    if (wal && fit) atomic_store_explicit(&m->hdr->seal_intent, RA_INTENT_FREEZING,
+                                          memory_order_release);
     uint64_t late = 0, rows_sealed = 0;
     for (size_t i = 0; i < n; i++) {
         ra__seal_row_t *r = &sc->rows[i];
         if (sc->streams[r->sid].rank >= fit) continue;
-        r->count = drain(m, r);
+        r->count = wal ? freeze(m, r) : drain(m, r);
         late += r->late && r->count;
+    }
+    /* Taken counts, in slot order, before merging folds them together (thaw needs each). */
+    if (wal) {
+        for (size_t i = 0; i < n; i++) sc->rows[i].taken = sc->rows[i].count;
     }
     /* Step 5 */
     ra_slice_t **pre = sc->pre;
+    size_t built = 0;
+    sc->n_undo = 0;
     for (size_t k = 0; k < fit; k++) {
         const ra__seal_stream_t *st = &sc->streams[by_rank[k].v];
         const ra__seal_row_t *r0 = &sc->rows[order[st->first].v];
         size_t per = max_rows_per_slice(m, r0->dim), slots = (st->rows + per - 1) / per;
         size_t merged = merge_dups(m, order + st->first, st->rows);
-        if (merged) build_stream(m, order + st->first, merged, pre, n_sealed);
+        if (merged) build_stream(m, order + st->first, merged, pre, &built);
         for (size_t i = 0; i < slots; i++) /* buffers merging made unnecessary */
             if (pre[i]) ra__slice_free_unfinished(pre[i]);
         pre += slots;
         rows_sealed += merged;
     }
+    /* Step 6 */
+    if (wal && fit) {
+        rc = commit_wal(m, n, fit, built, now_ms);
+        if (rc != 0) return rc; /* nothing sealed; the counts are back in (or kept in) the plane */
+    }
+    for (size_t i = 0; i < built; i++) ra__pending_push(&m->pending, sc->batch[i]);
+    *n_sealed = built;
     ra__plane_metrics_t *mt = &m->hdr->metrics;
     atomic_fetch_add_explicit(&mt->late_rows, late, memory_order_relaxed);
     atomic_fetch_add_explicit(&mt->sealed_rows, rows_sealed, memory_order_relaxed);

@@ -17,6 +17,7 @@ struct ra_slice_s {
     char dimension[RA_DIM_NAME_MAX + 1];
     char host[RA_HOST_MAX + 1];
     char version[RA_ENC_VERSION_STR_MAX + 1];
+    uint64_t wal_seq; /* its WAL frame's seq; 0: not in a WAL */
     size_t len;
     uint8_t bytes[];
 };
@@ -28,6 +29,14 @@ ra_slice_t *ra__slice_alloc(size_t len) {
     atomic_init(&s->refs, 1);
     s->len = len;
     return s;
+}
+
+void ra__slice_set_wal_seq(ra_slice_t *s, uint64_t seq) {
+    s->wal_seq = seq;
+}
+
+uint64_t ra__slice_wal_seq(const ra_slice_t *s) {
+    return s->wal_seq;
 }
 
 /* Shrinks an unfinished slice to the bytes actually encoded (never grows it). */

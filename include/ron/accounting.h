@@ -117,9 +117,11 @@ typedef struct ra_config_s {
     uint32_t pending_slices_cap; /* sealed, un-ACKed slices held, default 8192 */
     const char *const *dimensions; /* operator dimension names, may be NULL */
     uint32_t n_dimensions;
-    int amnesia;                 /* 1 (default): RAM only (I-9); slice meta and metrics say
-                                    so. 0 needs a WAL, which this build does not have yet:
-                                    ra_meter_open refuses it rather than lie in every slice */
+    int amnesia;                 /* 1 (default): RAM only, no file is ever created (I-9);
+                                    slice meta and metrics say so. 0: sealed slices are
+                                    durable in the WAL (wal_dir) until ACKed (I-10); a
+                                    process that only records into a shared plane sets
+                                    0 without wal_dir */
     const char *shm_path;        /* NULL: private plane; else a process-shared plane file */
     const char *host;            /* slice meta host; NULL: gethostname() */
     const uint8_t *subject_key;  /* 32-byte key for subject hashing; NULL: built-in key */
@@ -127,6 +129,10 @@ typedef struct ra_config_s {
     void *clock_ud;
     ra_log_fn log;               /* NULL: WARN and above to stderr */
     void *log_ud;
+    const char *wal_dir;         /* the sealer's write-ahead log (created 0700, locked) */
+    uint64_t wal_max_bytes;      /* default 512 MiB */
+    uint32_t wal_max_entries;    /* un-ACKed slices; 0 (default): pending_slices_cap */
+    uint32_t wal_max_age_s;      /* oldest un-ACKed segment; default 86400; 0: no limit */
 } ra_config_t;
 
 typedef struct ra_meter_s ra_meter_t; /* opaque; one per process attachment */
@@ -191,6 +197,11 @@ RA_EXTERN int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_
 RA_EXTERN int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out,
                                 size_t out_cap, size_t *n_sealed);
 
+/* With a WAL: removes every segment whose slices are all ACKed (after checkpointing the
+ * stream heads), so the WAL shrinks and a full WAL recovers. Blocking I/O (fsync): call it
+ * where blocking is allowed, never on an event loop. Without a WAL: 0, nothing to do. */
+RA_EXTERN int ra_meter_compact(ra_meter_t *m);
+
 /* Number of sealed, un-ACKed slices. */
 RA_EXTERN size_t ra_meter_pending_count(const ra_meter_t *m);
 /* New reference to the idx-th pending slice (0 = oldest; per stream in seq order). */
@@ -199,8 +210,9 @@ RA_EXTERN int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t *
  * how many were written. */
 RA_EXTERN int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out,
                                     size_t cap, size_t *n_out);
-/* The downstream has stored this slice: drop it from the pending ring. RA_ENOTFOUND if no
- * pending slice has that identity (slice id and digest). */
+/* The downstream has stored this slice: drop it from the pending ring (memory only; the
+ * WAL segment goes at the next ra_meter_compact). RA_ENOTFOUND if no pending slice has
+ * that identity (slice id and digest). */
 RA_EXTERN int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s);
 
 /* ---- observability ---------------------------------------------------------------- */

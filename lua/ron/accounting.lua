@@ -208,6 +208,23 @@ function _M.open(cfg)
     cc.dimensions = dims
     cc.n_dimensions = ndims
     if c.shm then cc.shm_path = c.shm end
+    local wal = c.wal
+    if wal then
+        cc.wal_dir = wal.dir
+        if wal.max_bytes then cc.wal_max_bytes = wal.max_bytes end
+        if wal.max_entries then
+            if wal.max_entries > 4294967295 then
+                return nil, "InvalidArgument: wal.max_entries must fit 32 bits"
+            end
+            cc.wal_max_entries = wal.max_entries
+        end
+        if wal.max_age_s then
+            if wal.max_age_s > 4294967295 then
+                return nil, "InvalidArgument: wal.max_age_s must fit 32 bits"
+            end
+            cc.wal_max_age_s = wal.max_age_s
+        end
+    end
     if c.host then cc.host = c.host end
     local key = c.subject_key and hexkey(c.subject_key)
     if key then cc.subject_key = key end
@@ -410,11 +427,23 @@ function Meter:ack(s)
     local ptr = slice.ptr(s)
     if ptr == nil then error("ron.accounting: ack(slice): expected a slice", 2) end
     local rc = C.ra_meter_ack(m, ptr)
-    if rc == 0 then return true end
     if rc == C.RA_ENOTFOUND then
         return nil, "NotFound: the slice is not pending on this meter (ACKed already?)"
     end
-    return nil, errmsg(rc)
+    if rc ~= 0 then return nil, errmsg(rc) end
+    -- Compaction follows (PRODUCT.md §5): with a WAL, a segment whose slices are all ACKed
+    -- goes now. The ACK itself has happened either way; a failed compaction is retried by
+    -- the next ack() or compact() and reported as a second value.
+    rc = C.ra_meter_compact(m)
+    if rc ~= 0 then return true, errmsg(rc) end
+    return true
+end
+
+-- With a WAL: removes the segments whose slices are all ACKed (blocking I/O, fsync).
+function Meter:compact()
+    local rc = C.ra_meter_compact(handle(self))
+    if rc ~= 0 then return nil, errmsg(rc) end
+    return true
 end
 
 -- Prometheus text exposition.

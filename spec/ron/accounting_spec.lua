@@ -144,11 +144,15 @@ describe("ron.accounting", function()
             assert.equal("InvalidArgument: more than 32 dimensions", err)
         end)
 
-        it("refuses a valid wal table: the WAL is not in this build", function()
-            local m, err = acct.open { wal = { dir = "/tmp/wal", max_bytes = 2 ^ 29,
-                                               max_entries = 200000, max_age_s = 86400 } }
+        it("refuses WAL caps the pending ring could not hold, and amnesia with a WAL", function()
+            local dir = S.tmpname(".wal")
+            local m, err = acct.open { wal = { dir = dir, max_entries = 200000 } }
             assert.is_nil(m)
-            assert.equal("InvalidArgument: wal is not available in this build", err)
+            assert.matches("wal_max_entries (200000) must not exceed pending_slices_cap", err,
+                           1, true)
+            m, err = acct.open { wal = { dir = dir }, amnesia = true }
+            assert.is_nil(m)
+            assert.matches("^InvalidArgument: amnesia = true never writes a file", err)
         end)
 
         it("raises when cfg is not a table (misuse)", function()
@@ -481,6 +485,32 @@ describe("ron.accounting", function()
             assert.is_true(s.amnesia)
             assert.equal(1, S.metric(ram, "accounting_amnesia"))
             assert.is_true(assert(acct.decode(s:encode())).amnesia)
+        end)
+
+        it("G-6 amnesia = false: pending slices survive a restart from the WAL, digests unchanged", function()
+            local dir = S.tmpname(".wal")
+            local cfg = function() return S.cfg { clock = clock.fn, wal = { dir = dir } } end
+            local w = open(cfg())
+            assert.equal(0, S.metric(w, "accounting_amnesia"))
+            assert.is_true(w:record(TA, "a", "bytes", 5))
+            local sealed = assert(w:rollover(T0 + 60))
+            assert.equal(1, #sealed)
+            assert.is_false(sealed[1].amnesia)
+            local b3 = sealed[1].b3
+            w:close()
+            local again = open(cfg())
+            local pending = again:pending()
+            assert.equal(1, #pending)
+            assert.equal(b3, pending[1].b3)
+            assert.equal(1, S.metric(again, "accounting_wal_replayed_slices_total"))
+            assert.is_true(again:ack(pending[1])) -- compaction follows
+            assert.equal(0, S.metric(again, "accounting_wal_segments"))
+            -- the chain continues after every segment is gone
+            assert.is_true(again:record(TA, "a", "bytes", 7))
+            local next = assert(again:rollover(T0 + 120))[1]
+            assert.equal(2, next.id.seq)
+            assert.equal(b3, next.prev_b3)
+            again:close()
         end)
 
         it("refuses amnesia = false while there is no WAL, instead of lying in every slice", function()

@@ -74,6 +74,10 @@ typedef struct ra_config_s {
     void *clock_ud;
     ra_log_fn log;
     void *log_ud;
+    const char *wal_dir;
+    uint64_t wal_max_bytes;
+    uint32_t wal_max_entries;
+    uint32_t wal_max_age_s;
 } ra_config_t;
 typedef struct ra_meter_s ra_meter_t;
 typedef struct ra_slice_s ra_slice_t;
@@ -93,6 +97,7 @@ const char *ra_meter_dimension_name(const ra_meter_t *m, int dim);
 int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, int dim, uint64_t inc);
 int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t, const ra_subject_t *s, int dim, uint64_t inc);
 int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t out_cap, size_t *n_sealed);
+int ra_meter_compact(ra_meter_t *m);
 size_t ra_meter_pending_count(const ra_meter_t *m);
 int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out);
 int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out, size_t cap, size_t *n_out);
@@ -140,6 +145,7 @@ return {
         "ra_meter_record",
         "ra_meter_record_at",
         "ra_meter_rollover",
+        "ra_meter_compact",
         "ra_meter_pending_count",
         "ra_meter_pending_get",
         "ra_meter_pending_list",

@@ -12,10 +12,14 @@
 --   pending_slices_cap  8192     sealed, un-ACKed slices held (I-7)
 --   dimensions          {}       extra dimension names after the built-ins bytes, requests,
 --                                cpu_units: [a-z][a-z0-9_]*, at most 32 bytes, 32 in all
---   amnesia             true     slices live in RAM only, and say so (I-9). false needs
---                                a WAL, which this build does not have: the core refuses it
---   wal                 nil      { dir, max_bytes, max_entries, max_age_s }: validated, then
---                                refused: the WAL is not in the C core yet
+--   amnesia             true     slices live in RAM only and say so; no file is written
+--                       (false   (I-9). With `wal`, the default is false: sealed slices are
+--                       with wal) durable until ACKed (I-10). false without `wal` only
+--                                for a process that records into a `shm` plane another
+--                                process seals
+--   wal                 nil      { dir = path, max_bytes = 512 MiB, max_entries =
+--                                pending_slices_cap, max_age_s = 86400 }: this process
+--                                seals and keeps sealed slices in a write-ahead log
 --   shm                 nil      path of a process-shared counter plane (created if absent)
 --   clock               nil      function returning UTC seconds (may be fractional); nil:
 --                                the C core reads the system clock
@@ -126,9 +130,7 @@ local CHECKS = {
     wal = function(_, v)
         local ok, err = check_wal(v)
         if not ok then return nil, err end
-        -- Not silently ignored: an operator who asks for durability must not get a RAM-only
-        -- meter that pretends otherwise (I-10).
-        return invalid("wal is not available in this build")
+        return v
     end,
     shm = function(name, v)
         local ok, err = cstring(name, v)
@@ -165,6 +167,9 @@ function _M.validate(cfg)
         if v == nil then return nil, err end
         out[k] = v
     end
+    -- Asking for a WAL is asking for durability (I-10); amnesia = true with a WAL is a
+    -- contradiction the core refuses.
+    if cfg.wal ~= nil and cfg.amnesia == nil then out.amnesia = false end
     return out
 end
 

@@ -45,16 +45,20 @@ describe("ron.accounting.config", function()
                                      .capacity_rows)
     end)
 
-    it("checks every wal field before refusing the WAL", function()
+    it("checks every wal field, and a WAL means amnesia = false by default", function()
         local ok, err = config.validate { wal = { dir = "" } }
         assert.is_nil(ok)
         assert.equal("InvalidArgument: wal.dir is empty", err)
         ok, err = config.validate { wal = { dir = "/w", max_entries = 0 } }
         assert.is_nil(ok)
         assert.matches("wal.max_entries must be a positive integer", err, 1, true)
-        ok, err = config.validate { wal = { dir = "/w", max_entries = 10 } }
+        ok, err = config.validate { wal = { dir = "/w", max_bytes = 1.5 } }
         assert.is_nil(ok)
-        assert.equal("InvalidArgument: wal is not available in this build", err)
+        local out = assert(config.validate { wal = { dir = "/w", max_entries = 10 } })
+        assert.is_false(out.amnesia)
+        assert.equal(10, out.wal.max_entries)
+        out = assert(config.validate { wal = { dir = "/w" }, amnesia = true })
+        assert.is_true(out.amnesia) -- kept as given: the core refuses the contradiction
     end)
 
     it("accepts every documented key", function()

@@ -1,0 +1,607 @@
+/* The write-ahead log: format, group commit, recovery, compaction (see wal.h and
+ * docs/FORMAT.md §4). Every byte read from disk is checked before it is trusted: a length
+ * against the 1 MiB frame limit and against the bytes left, before anything is allocated;
+ * a frame against its header checksum, its payload checksum, its position (strictly
+ * increasing seq) and the slice decoder. Recovery never stops at a bad frame: a bad tail
+ * of the newest segment is a torn write (truncated, its bytes kept as .broken), anything
+ * else is corruption (skipped, counted, reported, and the scan resynchronises on the next
+ * valid frame). No input makes it crash or loop. */
+#include "wal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static int errno_code(int neg_errno) {
+    switch (-neg_errno) {
+    case ENOSPC:
+    case EDQUOT:
+        return RA_EPERSISTFULL;
+    case ENOMEM:
+        return RA_ENOMEM;
+    case EWOULDBLOCK:
+        return RA_EBUSY;
+    case ENOENT:
+        return RA_ENOTFOUND;
+    default:
+        return RA_EIO;
+    }
+}
+
+static void seg_path(const ra__wal_t *w, uint64_t id, const char *suffix, char *out, size_t n) {
+    snprintf(out, n, "%s/%016" PRIx64 ".seg%s", w->dir, id, suffix);
+}
+
+static void dir_path(const ra__wal_t *w, const char *name, char *out, size_t n) {
+    snprintf(out, n, "%s/%s", w->dir, name);
+}
+
+/* The 4-byte header checksums are the first bytes of BLAKE3 over the header. */
+static uint32_t hdr_sum(const uint8_t *p, size_t n) {
+    uint8_t d[32];
+    ra_b3(p, n, d);
+    return ra__get_u32(d);
+}
+
+static int fsync_dir(ra__wal_t *w) {
+    if (w->test_flags & RA_WAL_TEST_SKIP_DIR_FSYNC) return 0; /* negative control only */
+    w->stats.fsyncs++;
+    return w->io->fsync_dir(w->io->ud, w->dir);
+}
+
+/* ---- frames ------------------------------------------------------------------------- */
+
+size_t ra__wal_frame_parse(const uint8_t *buf, size_t len, uint64_t *seq,
+                           const uint8_t **payload, size_t *payload_len) {
+    if (len < RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER) return 0;
+    if (memcmp(buf, RA_WAL_FRAME_MAGIC, 4) != 0) return 0;
+    if (ra__get_u32(buf + 20) != hdr_sum(buf, 20)) return 0; /* before trusting length */
+    uint32_t n = ra__get_u32(buf + 4);
+    if (n > RA_FRAME_MAX || buf[16] != RA_WAL_FRAME_SLICE || buf[17] || buf[18] || buf[19])
+        return 0;
+    if ((size_t)n > len - RA_WAL_FRAME_HDR - RA_WAL_FRAME_TRAILER) return 0;
+    uint8_t d[32];
+    ra_b3(buf + RA_WAL_FRAME_HDR, n, d);
+    if (memcmp(d, buf + RA_WAL_FRAME_HDR + n, 32) != 0) return 0;
+    *seq = ra__get_u64(buf + 8);
+    *payload = buf + RA_WAL_FRAME_HDR;
+    *payload_len = n;
+    return RA_WAL_FRAME_HDR + (size_t)n + RA_WAL_FRAME_TRAILER;
+}
+
+static size_t frame_encode(uint8_t *out, uint64_t seq, const ra_slice_t *s) {
+    size_t n;
+    const uint8_t *bytes = ra_slice_bytes(s, &n);
+    memcpy(out, RA_WAL_FRAME_MAGIC, 4);
+    ra__put_u32(out + 4, (uint32_t)n);
+    ra__put_u64(out + 8, seq);
+    out[16] = RA_WAL_FRAME_SLICE;
+    out[17] = out[18] = out[19] = 0;
+    ra__put_u32(out + 20, hdr_sum(out, 20));
+    memcpy(out + RA_WAL_FRAME_HDR, bytes, n);
+    memcpy(out + RA_WAL_FRAME_HDR + n, ra_slice_b3(s), 32); /* b3 = BLAKE3(payload) */
+    return RA_WAL_FRAME_HDR + n + RA_WAL_FRAME_TRAILER;
+}
+
+static void seg_header(uint8_t *out, uint64_t id, int64_t created_ms, uint32_t frames) {
+    memcpy(out, RA_WAL_SEG_MAGIC, 8);
+    ra__put_u64(out + 8, id);
+    ra__put_u64(out + 16, (uint64_t)created_ms);
+    ra__put_u32(out + 24, frames);
+    ra__put_u32(out + 28, hdr_sum(out, 28));
+}
+
+/* ---- recovery ------------------------------------------------------------------------ */
+
+typedef struct {
+    uint64_t *ids;
+    size_t n, cap;
+    ra__wal_t *w;
+    bool read_only;
+} listing_t;
+
+static int on_entry(void *ud, const char *name) {
+    listing_t *l = ud;
+    size_t len = strlen(name);
+    if (len > 4 && strcmp(name + len - 4, ".tmp") == 0) {
+        if (!l->read_only) { /* never renamed into place: never durable, never reported */
+            char p[4200];
+            dir_path(l->w, name, p, sizeof p);
+            l->w->io->unlink(l->w->io->ud, p);
+        }
+        return 0;
+    }
+    if (len != 20 || strcmp(name + 16, ".seg") != 0) return 0;
+    uint64_t id = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = name[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) return 0;
+        id = id << 4 | (uint64_t)v;
+    }
+    if (l->n == l->cap) {
+        size_t c = l->cap ? l->cap * 2 : 64;
+        uint64_t *p = realloc(l->ids, c * sizeof *p);
+        if (!p) return -ENOMEM;
+        l->ids = p;
+        l->cap = c;
+    }
+    l->ids[l->n++] = id;
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void problem(const ra__wal_visitor_t *v, const char *what, const char *file,
+                    uint64_t off, const char *detail) {
+    if (v && v->problem) v->problem(v->ud, what, file, off, detail ? detail : "");
+}
+
+/* The next offset after `from` where a valid frame with a seq above `last` starts. */
+static size_t resync(const uint8_t *buf, size_t len, size_t from, uint64_t last) {
+    for (size_t off = from; off + RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER <= len; off++) {
+        if (buf[off] != RA_WAL_FRAME_MAGIC[0]) continue;
+        uint64_t seq;
+        const uint8_t *p;
+        size_t pl;
+        if (ra__wal_frame_parse(buf + off, len - off, &seq, &p, &pl) && seq > last) return off;
+    }
+    return len;
+}
+
+/* Describes what a damaged frame at buf was, if enough of it is readable. */
+static void describe_damage(const uint8_t *buf, size_t len, char *out, size_t n) {
+    out[0] = '\0';
+    if (len < RA_WAL_FRAME_HDR || memcmp(buf, RA_WAL_FRAME_MAGIC, 4) != 0) return;
+    uint32_t pl = ra__get_u32(buf + 4);
+    uint64_t seq = ra__get_u64(buf + 8);
+    if (pl > RA_FRAME_MAX || pl > len - RA_WAL_FRAME_HDR) {
+        snprintf(out, n, "frame seq %" PRIu64 "?, length %u", seq, pl);
+        return;
+    }
+    ra__decoded_t d;
+    if (ra__decode(buf + RA_WAL_FRAME_HDR, pl, &d) == 0) {
+        ra_tenant_t t;
+        char ts[37];
+        memcpy(t.b, d.tenant, 16);
+        ra_tenant_format(&t, ts);
+        snprintf(out, n, "frame seq %" PRIu64 ": slice %s/%.*s window %" PRId64 " seq %" PRIu64,
+                 seq, ts, (int)d.dimension_len, (const char *)d.dimension, d.window_start_s,
+                 d.seq);
+    } else {
+        snprintf(out, n, "frame seq %" PRIu64 "? (payload unreadable)", seq);
+    }
+}
+
+static int add_seg(ra__wal_t *w, uint64_t id, uint32_t frames, uint64_t bytes, int64_t created) {
+    if (w->nsegs == w->segs_cap) {
+        size_t c = w->segs_cap ? w->segs_cap * 2 : 64;
+        ra__wal_seg_t *p = realloc(w->segs, c * sizeof *p);
+        if (!p) return RA_ENOMEM;
+        w->segs = p;
+        w->segs_cap = c;
+    }
+    w->segs[w->nsegs++] = (ra__wal_seg_t){id, frames, frames, bytes, created};
+    w->bytes += bytes;
+    w->entries += frames;
+    return 0;
+}
+
+/* Keeps the bytes of a torn tail next to the segment, then cuts the segment there. */
+static void cut_torn_tail(ra__wal_t *w, uint64_t id, const uint8_t *buf, size_t off,
+                          size_t len) {
+    char seg[4200], broken[4200];
+    seg_path(w, id, "", seg, sizeof seg);
+    seg_path(w, id, ".broken", broken, sizeof broken);
+    int fd = w->io->create(w->io->ud, broken);
+    if (fd >= 0) {
+        if (ra__io_write_all(w->io, fd, buf + off, len - off) == 0) w->io->fsync(w->io->ud, fd);
+        w->io->close(w->io->ud, fd);
+    }
+    if (w->io->truncate(w->io->ud, seg, off) == 0) {
+        int tfd = w->io->open_read(w->io->ud, seg);
+        if (tfd >= 0) { /* the truncation itself must not be undone by a crash */
+            w->io->fsync(w->io->ud, tfd);
+            w->io->close(w->io->ud, tfd);
+        }
+    }
+    fsync_dir(w);
+}
+
+static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
+                        uint64_t *last_seq, const ra__wal_visitor_t *v) {
+    char path[4200];
+    seg_path(w, id, "", path, sizeof path);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = ra__io_read_file(w->io, path, (uint64_t)1 << 40, &buf, &len);
+    if (rc != 0) {
+        problem(v, "unreadable segment", path, 0, strerror(-rc));
+        w->stats.corrupt_frames++;
+        return 0;
+    }
+    int64_t created = 0;
+    size_t off = RA_WAL_SEG_HDR;
+    if (len < RA_WAL_SEG_HDR || memcmp(buf, RA_WAL_SEG_MAGIC, 8) != 0 ||
+        ra__get_u32(buf + 28) != hdr_sum(buf, 28) || ra__get_u64(buf + 8) != id) {
+        if (newest && len < RA_WAL_SEG_HDR) { /* torn before its header was complete */
+            w->stats.torn_bytes += len;
+            problem(v, "torn segment header", path, 0, "");
+            if (!read_only) cut_torn_tail(w, id, buf, 0, len);
+            off = len;
+        } else {
+            w->stats.corrupt_frames++;
+            problem(v, "corrupt segment header", path, 0, "");
+            off = resync(buf, len, RA_WAL_SEG_HDR < len ? RA_WAL_SEG_HDR : len, *last_seq);
+        }
+    } else {
+        created = (int64_t)ra__get_u64(buf + 16);
+    }
+    uint32_t frames = 0;
+    while (off < len) {
+        uint64_t seq;
+        const uint8_t *payload;
+        size_t plen;
+        size_t size = ra__wal_frame_parse(buf + off, len - off, &seq, &payload, &plen);
+        if (size && seq <= *last_seq) { /* valid bytes in the wrong place: stale or copied */
+            w->stats.corrupt_frames++;
+            char d[200];
+            snprintf(d, sizeof d, "frame seq %" PRIu64 " after seq %" PRIu64, seq, *last_seq);
+            problem(v, "misplaced frame", path, off, d);
+            off += size;
+            continue;
+        }
+        ra_slice_t *s = NULL;
+        if (size && ra_slice_decode(payload, plen, &s) == 0) {
+            *last_seq = seq;
+            frames++;
+            w->stats.replayed++;
+            rc = v && v->slice ? v->slice(v->ud, s, seq) : (ra_slice_unref(s), 0);
+            if (rc != 0) {
+                free(buf);
+                return rc;
+            }
+            off += size;
+            continue;
+        }
+        size_t next = resync(buf, len, off + 1, *last_seq);
+        char d[300];
+        describe_damage(buf + off, len - off, d, sizeof d);
+        if (next == len && newest) { /* nothing valid after it: the tail was torn */
+            w->stats.torn_bytes += len - off;
+            problem(v, "torn tail", path, off, d);
+            if (!read_only) cut_torn_tail(w, id, buf, off, len);
+            len = off;
+            break;
+        }
+        w->stats.corrupt_frames++;
+        problem(v, "corrupt frame", path, off, d);
+        off = next;
+    }
+    free(buf);
+    if (frames == 0 && !read_only) {
+        /* Nothing to replay: keep the bytes for forensics, out of the way. */
+        char broken[4200];
+        seg_path(w, id, ".empty.broken", broken, sizeof broken);
+        w->io->rename(w->io->ud, path, broken);
+        fsync_dir(w);
+        return 0;
+    }
+    return frames ? add_seg(w, id, frames, len, created) : 0;
+}
+
+static int read_heads(ra__wal_t *w, const ra__wal_visitor_t *v) {
+    char path[4200];
+    dir_path(w, "heads", path, sizeof path);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = ra__io_read_file(w->io, path, (uint64_t)1 << 32, &buf, &len);
+    if (rc == -ENOENT) return 0;
+    if (rc != 0) {
+        problem(v, "unreadable heads checkpoint", path, 0, strerror(-rc));
+        w->stats.corrupt_frames++;
+        return 0;
+    }
+    uint8_t d[32];
+    bool ok = len >= 24 + 32 && memcmp(buf, RA_WAL_HEADS_MAGIC, 8) == 0;
+    if (ok) {
+        ra_b3(buf, len - 32, d);
+        ok = memcmp(d, buf + len - 32, 32) == 0;
+    }
+    if (!ok) {
+        /* Chains would restart from seq 1 and fork downstream: say so loudly. */
+        w->stats.corrupt_frames++;
+        problem(v, "corrupt heads checkpoint", path, 0,
+                "stream heads before the oldest segment are lost");
+        free(buf);
+        return 0;
+    }
+    uint64_t next = ra__get_u64(buf + 8);
+    uint32_t count = ra__get_u32(buf + 16);
+    size_t off = 24, end = len - 32;
+    for (uint32_t i = 0; i < count; i++) {
+        if (off + 17 > end) break;
+        size_t dl = buf[off + 16];
+        if (dl < 1 || dl > RA_DIM_NAME_MAX || off + 17 + dl + 48 > end) break;
+        char dim[RA_DIM_NAME_MAX + 1];
+        memcpy(dim, buf + off + 17, dl);
+        dim[dl] = '\0';
+        const uint8_t *p = buf + off + 17 + dl;
+        if (v && v->head &&
+            (rc = v->head(v->ud, buf + off, dim, ra__get_u64(p), (int64_t)ra__get_u64(p + 8),
+                          p + 16)) != 0) {
+            free(buf);
+            return rc;
+        }
+        off += 17 + dl + 48;
+    }
+    if (next > w->next_seq) w->next_seq = next;
+    free(buf);
+    return 0;
+}
+
+int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max_bytes,
+                 uint32_t max_entries, uint32_t max_age_s, bool read_only,
+                 const ra__wal_visitor_t *v, char *err, size_t errlen) {
+    memset(w, 0, sizeof *w);
+    w->io = io;
+    w->lock_handle = -1;
+    w->max_bytes = max_bytes;
+    w->max_entries = max_entries;
+    w->max_age_s = max_age_s;
+    w->next_seq = 1;
+    if (strlen(dir) >= sizeof w->dir - 64) {
+        ra__errbuf(err, errlen, "wal dir too long: %s", dir);
+        return RA_EINVAL;
+    }
+    snprintf(w->dir, sizeof w->dir, "%s", dir);
+    if (!read_only) {
+        int rc = io->mkdir(io->ud, dir);
+        if (rc != 0 && rc != -EEXIST) {
+            ra__errbuf(err, errlen, "cannot create wal dir %s: %s", dir, strerror(-rc));
+            return errno_code(rc);
+        }
+        char lock[4200];
+        dir_path(w, "LOCK", lock, sizeof lock);
+        rc = io->lock(io->ud, lock, &w->lock_handle);
+        if (rc != 0) {
+            ra__errbuf(err, errlen,
+                       rc == -EWOULDBLOCK
+                           ? "wal dir %s is in use by another process (its LOCK is held)"
+                           : "cannot lock wal dir %s: %s",
+                       dir, strerror(-rc));
+            w->lock_handle = -1;
+            return errno_code(rc);
+        }
+    }
+    listing_t l = {.w = w, .read_only = read_only};
+    int rc = io->list(io->ud, dir, on_entry, &l);
+    if (rc != 0) {
+        free(l.ids);
+        ra__errbuf(err, errlen, "cannot list wal dir %s: %s", dir, strerror(-rc));
+        ra__wal_close(w);
+        return errno_code(rc);
+    }
+    if (l.n) qsort(l.ids, l.n, sizeof *l.ids, cmp_u64);
+    rc = read_heads(w, v);
+    uint64_t last = 0;
+    for (size_t i = 0; i < l.n && rc == 0; i++)
+        rc = scan_segment(w, l.ids[i], i + 1 == l.n, read_only, &last, v);
+    free(l.ids);
+    if (rc != 0) {
+        ra__errbuf(err, errlen, "wal recovery stopped: %s", ra_strerror(rc));
+        ra__wal_close(w);
+        return rc;
+    }
+    if (last + 1 > w->next_seq) w->next_seq = last + 1;
+    return 0;
+}
+
+void ra__wal_close(ra__wal_t *w) {
+    if (w->lock_handle >= 0) w->io->unlock(w->io->ud, w->lock_handle);
+    w->lock_handle = -1;
+    free(w->segs);
+    w->segs = NULL;
+    w->nsegs = w->segs_cap = 0;
+}
+
+/* ---- writing ------------------------------------------------------------------------- */
+
+int ra__wal_check_room(const ra__wal_t *w, size_t n, uint64_t bytes, int64_t now_ms) {
+    if (w->entries + n > w->max_entries || w->bytes + bytes > w->max_bytes) return RA_EPERSISTFULL;
+    if (w->nsegs && w->max_age_s &&
+        now_ms - w->segs[0].created_ms > (int64_t)w->max_age_s * 1000)
+        return RA_EPERSISTFULL; /* the downstream has not taken the oldest slices in time */
+    return 0;
+}
+
+static int write_durable(ra__wal_t *w, const char *path, const uint8_t *buf, size_t len) {
+    int fd = w->io->create(w->io->ud, path);
+    if (fd < 0) return fd;
+    int rc = ra__io_write_all(w->io, fd, buf, len);
+    if (rc == 0) {
+        w->stats.fsyncs++;
+        rc = w->io->fsync(w->io->ud, fd);
+    }
+    int crc = w->io->close(w->io->ud, fd);
+    return rc ? rc : crc;
+}
+
+int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t now_ms,
+                   _Atomic uint64_t *intent_seg, uint64_t *first_seq) {
+    if (w->failed) return RA_EIO;
+    size_t total = RA_WAL_SEG_HDR;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        ra_slice_bytes(slices[i], &len);
+        total += RA_WAL_FRAME_HDR + len + RA_WAL_FRAME_TRAILER;
+    }
+    uint8_t *buf = malloc(total);
+    if (!buf) return RA_ENOMEM;
+    char tmp[4200], seg[4200];
+    uint64_t id = 0;
+    int rc = 0;
+    /* A failed fsync is never retried on the same file and trusted (the 2018 PostgreSQL
+     * lesson): the frames go to a new segment under a new id, once; then the error. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        id = w->next_seq;
+        w->next_seq += n; /* ids of a failed attempt are burnt, never reused */
+        seg_header(buf, id, now_ms, (uint32_t)n);
+        size_t off = RA_WAL_SEG_HDR;
+        for (size_t i = 0; i < n; i++) off += frame_encode(buf + off, id + i, slices[i]);
+        seg_path(w, id, ".tmp", tmp, sizeof tmp);
+        rc = write_durable(w, tmp, buf, total);
+        if (rc == 0) break;
+        w->stats.write_errors++;
+        w->io->unlink(w->io->ud, tmp);
+    }
+    free(buf);
+    if (rc != 0) return errno_code(rc);
+    atomic_store_explicit(intent_seg, id, memory_order_release);
+    seg_path(w, id, "", seg, sizeof seg);
+    rc = w->io->rename(w->io->ud, tmp, seg);
+    if (rc != 0) {
+        w->stats.write_errors++;
+        w->io->unlink(w->io->ud, tmp);
+        return errno_code(rc);
+    }
+    rc = fsync_dir(w);
+    if (rc != 0) {
+        /* The rename may or may not survive a crash. Take it back; if even that cannot be
+         * made durable, nobody knows: stop sealing until a restart decides from disk. */
+        w->stats.write_errors++;
+        if (w->io->unlink(w->io->ud, seg) == 0 && fsync_dir(w) == 0) return errno_code(rc);
+        w->failed = true;
+        return RA__WAL_IN_DOUBT;
+    }
+    rc = add_seg(w, id, (uint32_t)n, total, now_ms);
+    if (rc != 0) return rc; /* durable all the same; the segment is found again at restart */
+    w->stats.segments_written++;
+    w->heads_dirty = true;
+    *first_seq = id;
+    return 0;
+}
+
+bool ra__wal_has_segment(const ra__wal_t *w, uint64_t id) {
+    for (size_t i = 0; i < w->nsegs; i++)
+        if (w->segs[i].id == id) return true;
+    return false;
+}
+
+void ra__wal_acked(ra__wal_t *w, uint64_t frame_seq) {
+    /* Segments are ordered by id and cover [id, id + frames): binary search. */
+    size_t lo = 0, hi = w->nsegs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (w->segs[mid].id <= frame_seq) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return;
+    ra__wal_seg_t *s = &w->segs[lo - 1]; /* the segment whose range holds frame_seq */
+    if (s->unacked > 0) {
+        s->unacked--;
+        w->entries--;
+    }
+}
+
+/* ---- compaction and the heads checkpoint ---------------------------------------------- */
+
+typedef struct {
+    uint8_t *buf;
+    size_t len, cap;
+    uint32_t count;
+    int err;
+} heads_buf_t;
+
+static int emit_head(void *ud, const uint8_t tenant[16], const char *dimension, uint64_t seq,
+                     int64_t last_window_start_s, const uint8_t b3[32]) {
+    heads_buf_t *h = ud;
+    size_t dl = strlen(dimension), need = 17 + dl + 48;
+    if (h->len + need > h->cap) {
+        size_t c = h->cap ? h->cap * 2 : 4096;
+        while (c < h->len + need) c *= 2;
+        uint8_t *p = realloc(h->buf, c);
+        if (!p) return h->err = RA_ENOMEM;
+        h->buf = p;
+        h->cap = c;
+    }
+    uint8_t *p = h->buf + h->len;
+    memcpy(p, tenant, 16);
+    p[16] = (uint8_t)dl;
+    memcpy(p + 17, dimension, dl);
+    ra__put_u64(p + 17 + dl, seq);
+    ra__put_u64(p + 25 + dl, (uint64_t)last_window_start_s);
+    memcpy(p + 33 + dl, b3, 32);
+    h->len += need;
+    h->count++;
+    return 0;
+}
+
+static int write_heads(ra__wal_t *w, ra__wal_heads_fn heads, void *ud) {
+    heads_buf_t h = {.buf = malloc(4096), .cap = 4096, .len = 24}; /* 24: the header */
+    if (!h.buf) return RA_ENOMEM;
+    int rc = heads(ud, emit_head, &h);
+    if (rc == 0) rc = h.err;
+    if (rc == 0 && h.len + 32 > h.cap) {
+        uint8_t *p = realloc(h.buf, h.len + 32);
+        if (!p) rc = RA_ENOMEM;
+        else h.buf = p;
+    }
+    if (rc != 0) {
+        free(h.buf);
+        return rc;
+    }
+    memcpy(h.buf, RA_WAL_HEADS_MAGIC, 8);
+    ra__put_u64(h.buf + 8, w->next_seq);
+    ra__put_u32(h.buf + 16, h.count);
+    ra__put_u32(h.buf + 20, 0);
+    ra_b3(h.buf, h.len, h.buf + h.len);
+    char tmp[4200], final[4200];
+    dir_path(w, "heads.tmp", tmp, sizeof tmp);
+    dir_path(w, "heads", final, sizeof final);
+    rc = write_durable(w, tmp, h.buf, h.len + 32);
+    free(h.buf);
+    if (rc == 0) rc = w->io->rename(w->io->ud, tmp, final);
+    if (rc == 0) rc = fsync_dir(w);
+    if (rc != 0) {
+        w->stats.write_errors++;
+        w->io->unlink(w->io->ud, tmp);
+        return errno_code(rc);
+    }
+    w->heads_dirty = false;
+    return 0;
+}
+
+int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t *removed) {
+    *removed = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < w->nsegs; i++) n += w->segs[i].unacked == 0;
+    if (n == 0) return 0;
+    /* Heads first: once a segment is gone, the checkpoint is the only record of its
+     * streams' last seq and b3. */
+    int rc = write_heads(w, heads, heads_ud);
+    if (rc != 0) return rc;
+    size_t k = 0;
+    for (size_t i = 0; i < w->nsegs; i++) {
+        ra__wal_seg_t *s = &w->segs[i];
+        char path[4200];
+        seg_path(w, s->id, "", path, sizeof path);
+        if (s->unacked == 0 && w->io->unlink(w->io->ud, path) == 0) {
+            w->bytes -= s->bytes;
+            (*removed)++;
+            continue;
+        }
+        w->segs[k++] = *s;
+    }
+    w->nsegs = k;
+    w->stats.segments_removed += *removed;
+    /* A crash before this fsync brings removed segments back: their slices are resent and
+     * the downstream answers dup. Harmless by design. */
+    return fsync_dir(w) == 0 ? 0 : RA_EIO;
+}

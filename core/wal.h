@@ -1,0 +1,107 @@
+/* The write-ahead log of sealed slices (docs/FORMAT.md §4 is the byte-level description).
+ *
+ * One segment per rollover (group commit, P-9): <dir>/<first frame seq, 16 hex>.seg,
+ * written as .tmp, fsynced, renamed, and made durable by an fsync of the directory. A
+ * segment is removed once every slice in it is ACKed; the stream heads (last seq and b3
+ * per stream) and the next frame seq are kept in <dir>/heads, rewritten atomically before
+ * any segment is removed, so chains continue across restarts even with no segment left. */
+#ifndef RA_WAL_H
+#define RA_WAL_H
+
+#include "internal.h"
+#include "io.h"
+
+#define RA_WAL_SEG_MAGIC "RONWSEG1"
+#define RA_WAL_SEG_HDR 32
+#define RA_WAL_FRAME_MAGIC "RWF1"
+#define RA_WAL_FRAME_HDR 24
+#define RA_WAL_FRAME_TRAILER 32
+#define RA_WAL_FRAME_SLICE 1
+#define RA_WAL_HEADS_MAGIC "RONWHDS1"
+
+/* Test knobs (never set outside tests). */
+enum { RA_WAL_TEST_SKIP_DIR_FSYNC = 1 };
+
+typedef struct ra__wal_seg {
+    uint64_t id;      /* seq of its first frame */
+    uint32_t frames;  /* slices it holds */
+    uint32_t unacked; /* of those, not ACKed yet */
+    uint64_t bytes;
+    int64_t created_ms;
+} ra__wal_seg_t;
+
+typedef struct ra__wal_stats {
+    uint64_t corrupt_frames, torn_bytes, fsyncs, replayed, write_errors, segments_written,
+        segments_removed, full_refusals;
+} ra__wal_stats_t;
+
+typedef struct ra__wal {
+    const ra__io_t *io;
+    char dir[4096];
+    int lock_handle;
+    uint64_t max_bytes;
+    uint32_t max_entries, max_age_s;
+    ra__wal_seg_t *segs; /* ordered by id */
+    size_t nsegs, segs_cap;
+    uint64_t next_seq;
+    uint64_t bytes, entries; /* totals over segs: bytes, un-ACKed slices */
+    bool heads_dirty;        /* heads advanced since the last checkpoint */
+    bool failed;             /* in doubt after a failed directory fsync: refuse to seal */
+    uint32_t test_flags;
+    ra__wal_stats_t stats;
+} ra__wal_t;
+
+/* What recovery hands back, through callbacks, in order. */
+typedef struct ra__wal_visitor {
+    void *ud;
+    /* a checkpointed head (from <dir>/heads) */
+    int (*head)(void *ud, const uint8_t tenant[16], const char *dimension, uint64_t seq,
+                int64_t last_window_start_s, const uint8_t b3[32]);
+    /* a valid slice frame (the visitor takes the reference) */
+    int (*slice)(void *ud, ra_slice_t *s, uint64_t frame_seq);
+    /* a problem found while scanning: what, file, offset, and the slice id if readable */
+    void (*problem)(void *ud, const char *what, const char *file, uint64_t offset,
+                    const char *detail);
+} ra__wal_visitor_t;
+
+/* Opens (creating it 0700 if absent) and locks the WAL directory, removes leftover .tmp
+ * files, reads the heads checkpoint and every segment (repairing a torn tail, skipping
+ * corrupt frames), and reports what it found to the visitor. read_only: no lock, no repair
+ * (verify / inspect). */
+int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max_bytes,
+                 uint32_t max_entries, uint32_t max_age_s, bool read_only,
+                 const ra__wal_visitor_t *v, char *err, size_t errlen);
+void ra__wal_close(ra__wal_t *w);
+
+/* RA_EPERSISTFULL when n more slices of `bytes` encoded bytes would break a cap. */
+int ra__wal_check_room(const ra__wal_t *w, size_t n, uint64_t bytes, int64_t now_ms);
+
+/* Group commit of n slices as one new segment. *intent_seg (in the counter plane) gets the
+ * segment id before the segment can become visible. Returns 0 (durable), a negative
+ * RA_E* code when the segment is certainly not in the WAL, or RA__WAL_IN_DOUBT when it may
+ * or may not be (the WAL is then failed: nothing more is sealed until a restart). */
+#define RA__WAL_IN_DOUBT (-1000)
+int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t now_ms,
+                   _Atomic uint64_t *intent_seg, uint64_t *first_seq);
+
+/* An ACKed slice's frame: its segment's un-ACKed count drops. */
+void ra__wal_acked(ra__wal_t *w, uint64_t frame_seq);
+
+/* Removes every fully ACKed segment, after checkpointing the heads. Heads come from the
+ * callback: it is called for every head the meter knows. */
+typedef int (*ra__wal_heads_fn)(void *ud, int (*emit)(void *eud, const uint8_t tenant[16],
+                                                      const char *dimension, uint64_t seq,
+                                                      int64_t last_window_start_s,
+                                                      const uint8_t b3[32]),
+                                void *eud);
+int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t *removed);
+
+/* Whether a segment with this id is in the WAL. */
+bool ra__wal_has_segment(const ra__wal_t *w, uint64_t id);
+
+/* Frame codec, shared with verify and the fuzz harness: parses one frame at buf (len bytes
+ * available). Returns the frame's size, 0 when buf does not start a valid frame. */
+size_t ra__wal_frame_parse(const uint8_t *buf, size_t len, uint64_t *seq,
+                           const uint8_t **payload, size_t *payload_len);
+
+#endif
