@@ -564,6 +564,9 @@ void ra__seal_recover(ra_meter_t *m) {
 
 int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     *n_sealed = 0;
+    /* A segment in doubt: seal_intent names it and frozen pairs wait for a restart to look
+     * at the disk. Sealing anything now would overwrite that record. */
+    if (m->wal && m->wal->failed) return RA_EIO;
     uint32_t cur;
     int rc = ra__window_of_ms(m, now_ms, &cur);
     if (rc != 0) return rc;
