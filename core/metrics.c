@@ -167,10 +167,15 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
              w->stats.write_errors},
             {"accounting_wal_failed", "gauge",
              "1 when a segment is in doubt: sealing stopped until a restart.", w->failed},
+            {"accounting_wal_fsync_max_microseconds", "gauge", "The slowest WAL fsync seen.",
+             w->stats.fsync_max_us},
         };
         for (size_t i = 0; i < sizeof wm / sizeof wm[0]; i++)
             put(&s, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", wm[i].name, wm[i].help,
                 wm[i].name, wm[i].type, wm[i].name, (unsigned long long)wm[i].v);
+        put(&s, "# HELP io_timeouts_total WAL operations over their budget (fsync: 5 s).\n"
+                "# TYPE io_timeouts_total counter\nio_timeouts_total{op=\"fsync\"} %llu\n",
+            (unsigned long long)w->stats.slow_fsyncs);
     }
     if (len_out) *len_out = s.len;
     if (s.len + 1 > s.cap) return RA_EBUFSIZE;

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -46,10 +47,28 @@ static uint32_t hdr_sum(const uint8_t *p, size_t n) {
     return ra__get_u32(d);
 }
 
+static uint64_t mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* A blocking fsync cannot be interrupted; what the core can do is measure it. One over the
+ * budget is counted (io_timeouts_total{op="fsync"}) and logged by the meter; the runtime
+ * that calls rollover owns the deadline around it. */
+static void fsync_took(ra__wal_t *w, uint64_t t0) {
+    uint64_t us = mono_us() - t0;
+    w->stats.fsyncs++;
+    if (us > w->stats.fsync_max_us) w->stats.fsync_max_us = us;
+    if (us > RA_WAL_FSYNC_BUDGET_US) w->stats.slow_fsyncs++;
+}
+
 static int fsync_dir(ra__wal_t *w) {
     if (w->test_flags & RA_WAL_TEST_SKIP_DIR_FSYNC) return 0; /* negative control only */
-    w->stats.fsyncs++;
-    return w->io->fsync_dir(w->io->ud, w->dir);
+    uint64_t t0 = mono_us();
+    int rc = w->io->fsync_dir(w->io->ud, w->dir);
+    fsync_took(w, t0);
+    return rc;
 }
 
 /* ---- frames ------------------------------------------------------------------------- */
@@ -426,8 +445,9 @@ static int write_durable(ra__wal_t *w, const char *path, const uint8_t *buf, siz
     if (fd < 0) return fd;
     int rc = ra__io_write_all(w->io, fd, buf, len);
     if (rc == 0) {
-        w->stats.fsyncs++;
+        uint64_t t0 = mono_us();
         rc = w->io->fsync(w->io->ud, fd);
+        fsync_took(w, t0);
     }
     int crc = w->io->close(w->io->ud, fd);
     return rc ? rc : crc;

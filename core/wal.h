@@ -33,7 +33,11 @@ typedef struct ra__wal_seg {
 typedef struct ra__wal_stats {
     uint64_t corrupt_frames, torn_bytes, fsyncs, replayed, write_errors, segments_written,
         segments_removed, full_refusals;
+    uint64_t slow_fsyncs;     /* over the 5 s per-op budget of seed 001 §5 */
+    uint64_t fsync_max_us;    /* the slowest fsync seen */
 } ra__wal_stats_t;
+
+#define RA_WAL_FSYNC_BUDGET_US 5000000u
 
 typedef struct ra__wal {
     const ra__io_t *io;
