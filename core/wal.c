@@ -277,7 +277,17 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
             continue;
         }
         ra_slice_t *s = NULL;
-        if (size && ra_slice_decode(payload, plen, &s) == 0) {
+        if (size && ra_slice_decode(payload, plen, &s) != 0) {
+            /* Checksums hold, so its extent is right, but it is no valid slice (written
+             * by a broken or foreign producer): skip exactly this frame. */
+            w->stats.corrupt_frames++;
+            char d[200];
+            snprintf(d, sizeof d, "frame seq %" PRIu64 ": payload is not a valid slice", seq);
+            problem(v, "invalid slice in frame", path, off, d);
+            off += size;
+            continue;
+        }
+        if (size) {
             *last_seq = seq;
             frames++;
             w->stats.replayed++;
@@ -414,7 +424,8 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
         rc = scan_segment(w, l.ids[i], i + 1 == l.n, read_only, &last, v);
     free(l.ids);
     if (rc != 0) {
-        ra__errbuf(err, errlen, "wal recovery stopped: %s", ra_strerror(rc));
+        if (err && errlen && !err[0]) /* the visitor's own explanation wins */
+            ra__errbuf(err, errlen, "wal recovery stopped: %s", ra_strerror(rc));
         ra__wal_close(w);
         return rc;
     }
@@ -434,9 +445,14 @@ void ra__wal_close(ra__wal_t *w) {
 
 int ra__wal_check_room(const ra__wal_t *w, size_t n, uint64_t bytes, int64_t now_ms) {
     if (w->entries + n > w->max_entries || w->bytes + bytes > w->max_bytes) return RA_EPERSISTFULL;
-    if (w->nsegs && w->max_age_s &&
-        now_ms - w->segs[0].created_ms > (int64_t)w->max_age_s * 1000)
-        return RA_EPERSISTFULL; /* the downstream has not taken the oldest slices in time */
+    if (w->max_age_s) {
+        for (size_t i = 0; i < w->nsegs; i++) {
+            if (w->segs[i].unacked == 0) continue; /* ACKed, waiting for compaction */
+            if (now_ms - w->segs[i].created_ms > (int64_t)w->max_age_s * 1000)
+                return RA_EPERSISTFULL; /* the downstream has not taken them in time */
+            break;
+        }
+    }
     return 0;
 }
 
