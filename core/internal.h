@@ -112,6 +112,10 @@ static inline ra__u128 ra__pair_peek(const volatile ra__u128 *p) {
 #define RA_WIN_TOMB 0xFFFFFFFFu
 #define RA_SEALED_NONE INT64_MIN /* sealed_through before the first rollover */
 #define RA_INTENT_FREEZING UINT64_MAX
+/* Why a plane is degraded. Kept in the plane, so a new sealer can clear a reason the old
+ * one set. */
+#define RA_DEGRADED_HOST 1u /* ra_meter_set_degraded (readiness, the runtime) */
+#define RA_DEGRADED_WAL 2u  /* the sealer's WAL is full */
 static inline uint64_t ra__stamp(uint32_t win, uint32_t gen) {
     return ((uint64_t)win << 32) | gen;
 }
@@ -213,7 +217,7 @@ typedef struct ra__plane_hdr {
     uint64_t heads_off;
     uint64_t created_ms;
 
-    _Alignas(RA_CACHELINE) _Atomic uint32_t degraded;
+    _Alignas(RA_CACHELINE) _Atomic uint32_t degraded; /* reasons: RA_DEGRADED_* bits */
     _Atomic int64_t sealed_through; /* monotone boundary counter: last sealed window index */
     _Atomic uint32_t heads_used;
     _Atomic uint64_t seal_intent;   /* 0, or a seal with frozen pairs in progress: the WAL
@@ -312,7 +316,6 @@ struct ra_meter_s {
     ra__seal_scratch_t seal;
     struct ra__wal *wal;         /* the sealer's write-ahead log, or NULL (amnesia) */
     const struct ra__io *io;
-    bool wal_degraded;           /* this meter set degraded because the WAL was full */
 };
 
 /* ---- functions shared between files ------------------------------------------------- */

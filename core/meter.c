@@ -294,7 +294,10 @@ void ra_meter_count_invalid(ra_meter_t *m) {
 }
 
 void ra_meter_set_degraded(ra_meter_t *m, int degraded) {
-    atomic_store_explicit(&m->hdr->degraded, degraded ? 1u : 0u, memory_order_relaxed);
+    if (degraded)
+        atomic_fetch_or_explicit(&m->hdr->degraded, RA_DEGRADED_HOST, memory_order_relaxed);
+    else
+        atomic_fetch_and_explicit(&m->hdr->degraded, ~RA_DEGRADED_HOST, memory_order_relaxed);
 }
 
 int ra_meter_degraded(const ra_meter_t *m) {

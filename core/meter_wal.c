@@ -137,16 +137,14 @@ void ra__meter_wal_acked(ra_meter_t *m, uint64_t wal_seq) {
  * says so); it recovers once ACKs and compaction have made room. */
 void ra__wal_room_changed(ra_meter_t *m, int64_t now_ms, bool refused) {
     if (!m->wal) return;
+    _Atomic uint32_t *d = &m->hdr->degraded;
     if (refused) {
-        if (!m->wal_degraded) {
-            m->wal_degraded = true;
-            ra_meter_set_degraded(m, 1);
-        }
+        atomic_fetch_or_explicit(d, RA_DEGRADED_WAL, memory_order_relaxed);
         return;
     }
-    if (m->wal_degraded && ra__wal_check_room(m->wal, 1, RA_FRAME_MAX, now_ms) == 0) {
-        m->wal_degraded = false;
-        ra_meter_set_degraded(m, 0);
+    if ((atomic_load_explicit(d, memory_order_relaxed) & RA_DEGRADED_WAL) &&
+        ra__wal_check_room(m->wal, 1, RA_FRAME_MAX, now_ms) == 0) {
+        atomic_fetch_and_explicit(d, ~RA_DEGRADED_WAL, memory_order_relaxed);
         ra__log(m, RA_LOG_WARN, "wal has room again: no longer degraded");
     }
 }

@@ -112,8 +112,7 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
             (unsigned long long)ld(&mt->overflow[d]));
 
     head(&s, M_DEGRADED);
-    put(&s, "%s %u\n", registry[M_DEGRADED].name,
-        atomic_load_explicit(&h->degraded, memory_order_relaxed) ? 1u : 0u);
+    put(&s, "%s %u\n", registry[M_DEGRADED].name, ra_meter_degraded(m) ? 1u : 0u);
     head(&s, M_AMNESIA);
     put(&s, "%s %u\n", registry[M_AMNESIA].name, h->amnesia ? 1u : 0u);
 
@@ -147,7 +146,10 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
             uint64_t v;
         } wm[] = {
             {"accounting_wal_size_bytes", "gauge", "Bytes of WAL segments on disk.", w->bytes},
-            {"accounting_wal_entries", "gauge", "Un-ACKed slices in the WAL.", w->entries},
+            {"accounting_wal_entries", "gauge",
+             "Slices retained in WAL segments (un-ACKed, or ACKed in a segment not yet "
+             "compacted): what a restart replays, bounded by wal max_entries.", w->entries},
+            {"accounting_wal_unacked", "gauge", "Slices in the WAL not ACKed yet.", w->unacked},
             {"accounting_wal_segments", "gauge", "WAL segment files.", w->nsegs},
             {"accounting_wal_corrupt_total", "counter",
              "Corrupt WAL frames skipped by recovery (and other unreadable WAL data).",
@@ -162,6 +164,9 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
              w->stats.segments_written},
             {"accounting_wal_segments_removed_total", "counter",
              "Segments removed by compaction.", w->stats.segments_removed},
+            {"accounting_wal_segments_rewritten_total", "counter",
+             "Mostly-ACKed segments rewritten by compaction to keep only un-ACKed slices.",
+             w->stats.segments_rewritten},
             {"accounting_wal_write_errors_total", "counter",
              "Failed WAL writes, fsyncs or renames (none reported a slice sealed).",
              w->stats.write_errors},

@@ -583,8 +583,10 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     const ra__sort_key_t *by_rank = sc->keys;
     ra__sort_key_t *order = sc->keys + S;
 
-    /* Step 3: how many streams fit? */
+    /* Step 3: how many streams fit, in the pending ring and, with a WAL, under its caps? */
     size_t room = ra__pending_room(&m->pending), need = 0, fit = 0;
+    uint64_t wal_frames = UINT64_MAX, wal_bytes = UINT64_MAX, need_bytes = 0;
+    if (m->wal) ra__wal_room(m->wal, now_ms, &wal_frames, &wal_bytes);
     int stop_reason = -1;
     for (; fit < S; fit++) {
         const ra__seal_stream_t *st = &sc->streams[by_rank[fit].v];
@@ -595,6 +597,16 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
             stop_reason = RA_REJ_PENDING_FULL;
             break;
         }
+        ra__slice_hdr_in_t in = {.dimension = m->dim_names[r0->dim], .host = m->host,
+                                 .version = RA_VERSION_STRING};
+        uint64_t bytes = (uint64_t)slices * (RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER +
+                                             ra__encode_size(&in)) +
+                         (uint64_t)st->rows * RA_ENC_ROW; /* an upper bound: merging shrinks */
+        if (need + slices > wal_frames || need_bytes + bytes > wal_bytes) {
+            stop_reason = RA_REJ_WAL_FULL;
+            break;
+        }
+        need_bytes += bytes;
         if (!ra__head_get(m, r0->tenant, r0->dim, true)) {
             stop_reason = RA_REJ_HEADS_FULL;
             break;
@@ -665,12 +677,19 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     }
     if (stop_reason >= 0) {
         ra__count_reject(m, stop_reason);
+        static const char *const why[RA_REJ_COUNT] = {
+            [RA_REJ_PENDING_FULL] = "pending ring full",
+            [RA_REJ_HEADS_FULL] = "stream head table full",
+            [RA_REJ_WAL_FULL] = "WAL full (the meter is degraded until ACKs make room)"};
         ra__log(m, RA_LOG_WARN,
                 "rollover: %s; counts from window index %lld on stay in the plane until "
                 "there is room (pending %zu/%zu)",
-                stop_reason == RA_REJ_PENDING_FULL ? "pending ring full"
-                                                   : "stream head table full",
-                (long long)(w_fit + 1), m->pending.live, m->pending.cap);
+                why[stop_reason], (long long)(w_fit + 1), m->pending.live, m->pending.cap);
+        if (stop_reason == RA_REJ_WAL_FULL) {
+            m->wal->stats.full_refusals++;
+            ra__wal_room_changed(m, now_ms, true);
+            return RA_EPERSISTFULL;
+        }
         return RA_ECAPACITY;
     }
     return 0;

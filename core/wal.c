@@ -40,6 +40,14 @@ static void dir_path(const ra__wal_t *w, const char *name, char *out, size_t n) 
     snprintf(out, n, "%s/%s", w->dir, name);
 }
 
+/* A fresh temporary name for every write: a file whose fsync failed is never written and
+ * fsynced again under the same name (its inode may have lost dirty pages and report later
+ * fsyncs as successful: the fsyncgate lesson), even when unlinking it failed too. Such
+ * leftovers end in .tmp and are removed at the next open. */
+static void tmp_name(ra__wal_t *w, const char *stem, char *out, size_t n) {
+    snprintf(out, n, "%s/%s.%" PRIu64 ".tmp", w->dir, stem, ++w->tmp_counter);
+}
+
 /* The 4-byte header checksums are the first bytes of BLAKE3 over the header. */
 static uint32_t hdr_sum(const uint8_t *p, size_t n) {
     uint8_t d[32];
@@ -111,6 +119,36 @@ static void seg_header(uint8_t *out, uint64_t id, int64_t created_ms, uint32_t f
     ra__put_u64(out + 16, (uint64_t)created_ms);
     ra__put_u32(out + 24, frames);
     ra__put_u32(out + 28, hdr_sum(out, 28));
+}
+
+/* ---- the space reserve ------------------------------------------------------------------ */
+
+/* Compaction must write the heads checkpoint before it may unlink anything; on a full disk
+ * it could then never free space. A small reserve file, given back only for that write,
+ * keeps that path open. Best effort: without a reserve, compaction works while there is
+ * space. */
+#define RA_WAL_RESERVE_BYTES (4u << 20)
+
+static void ensure_reserve(ra__wal_t *w) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/reserve", w->dir);
+    uint64_t size = 0;
+    if (w->io->size(w->io->ud, path, &size) == 0 && size >= RA_WAL_RESERVE_BYTES) return;
+    static const uint8_t zeros[65536];
+    int fd = w->io->create(w->io->ud, path);
+    if (fd < 0) return;
+    int rc = 0;
+    for (uint32_t done = 0; rc == 0 && done < RA_WAL_RESERVE_BYTES; done += sizeof zeros)
+        rc = ra__io_write_all(w->io, fd, zeros, sizeof zeros);
+    if (rc == 0) rc = w->io->fsync(w->io->ud, fd);
+    w->io->close(w->io->ud, fd);
+    if (rc != 0) w->io->unlink(w->io->ud, path); /* a partial reserve only wastes space */
+}
+
+static bool release_reserve(ra__wal_t *w) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/reserve", w->dir);
+    return w->io->unlink(w->io->ud, path) == 0 && fsync_dir(w) == 0;
 }
 
 /* ---- recovery ------------------------------------------------------------------------ */
@@ -198,39 +236,56 @@ static void describe_damage(const uint8_t *buf, size_t len, char *out, size_t n)
     }
 }
 
-static int add_seg(ra__wal_t *w, uint64_t id, uint32_t frames, uint64_t bytes, int64_t created) {
-    if (w->nsegs == w->segs_cap) {
-        size_t c = w->segs_cap ? w->segs_cap * 2 : 64;
-        ra__wal_seg_t *p = realloc(w->segs, c * sizeof *p);
-        if (!p) return RA_ENOMEM;
-        w->segs = p;
-        w->segs_cap = c;
-    }
-    w->segs[w->nsegs++] = (ra__wal_seg_t){id, frames, frames, bytes, created};
-    w->bytes += bytes;
-    w->entries += frames;
+static int grow_segs(ra__wal_t *w) {
+    if (w->nsegs < w->segs_cap) return 0;
+    size_t c = w->segs_cap ? w->segs_cap * 2 : 64;
+    ra__wal_seg_t *p = realloc(w->segs, c * sizeof *p);
+    if (!p) return RA_ENOMEM;
+    w->segs = p;
+    w->segs_cap = c;
     return 0;
 }
 
-/* Keeps the bytes of a torn tail next to the segment, then cuts the segment there. */
-static void cut_torn_tail(ra__wal_t *w, uint64_t id, const uint8_t *buf, size_t off,
-                          size_t len) {
-    char seg[4200], broken[4200];
+/* Takes ownership of seqs (frames entries, ascending). */
+static int add_seg(ra__wal_t *w, uint64_t id, uint32_t frames, uint64_t bytes, int64_t created,
+                   uint64_t *seqs) {
+    uint8_t *acked = calloc(frames ? frames : 1, 1);
+    if (!acked || grow_segs(w) != 0) {
+        free(acked);
+        free(seqs);
+        return RA_ENOMEM;
+    }
+    w->segs[w->nsegs++] = (ra__wal_seg_t){id, frames, frames, bytes, created, seqs, acked};
+    w->bytes += bytes;
+    w->entries += frames;
+    w->unacked += frames;
+    return 0;
+}
+
+static int write_durable(ra__wal_t *w, const char *path, const uint8_t *buf, size_t len);
+
+/* Repairs a torn newest segment: the bytes after `off` are kept next to it as .broken, and
+ * the segment is rewritten (tmp, fsync, rename, directory fsync) holding the valid prefix
+ * with its header's frame count set to the frames recovered, so the next open finds a
+ * clean segment. On any failure the segment stays as it was (recovery is repeatable). */
+static void cut_torn_tail(ra__wal_t *w, uint64_t id, uint8_t *buf, size_t off, size_t len,
+                          uint32_t frames, bool header_ok) {
+    char seg[4200], broken[4200], tmp[4200], stem[64];
     seg_path(w, id, "", seg, sizeof seg);
     seg_path(w, id, ".broken", broken, sizeof broken);
-    int fd = w->io->create(w->io->ud, broken);
-    if (fd >= 0) {
-        if (ra__io_write_all(w->io, fd, buf + off, len - off) == 0) w->io->fsync(w->io->ud, fd);
-        w->io->close(w->io->ud, fd);
+    snprintf(stem, sizeof stem, "%016" PRIx64 ".seg.repair", id);
+    tmp_name(w, stem, tmp, sizeof tmp);
+    if (off < len) write_durable(w, broken, buf + off, len - off);
+    if (!header_ok || off < RA_WAL_SEG_HDR) {
+        if (w->io->truncate(w->io->ud, seg, off) == 0) fsync_dir(w);
+        return;
     }
-    if (w->io->truncate(w->io->ud, seg, off) == 0) {
-        int tfd = w->io->open_read(w->io->ud, seg);
-        if (tfd >= 0) { /* the truncation itself must not be undone by a crash */
-            w->io->fsync(w->io->ud, tfd);
-            w->io->close(w->io->ud, tfd);
-        }
-    }
-    fsync_dir(w);
+    ra__put_u32(buf + 24, frames);
+    ra__put_u32(buf + 28, hdr_sum(buf, 28));
+    if (write_durable(w, tmp, buf, off) == 0 && w->io->rename(w->io->ud, tmp, seg) == 0)
+        fsync_dir(w);
+    else
+        w->io->unlink(w->io->ud, tmp);
 }
 
 static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
@@ -241,18 +296,21 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
     size_t len = 0;
     int rc = ra__io_read_file(w->io, path, (uint64_t)1 << 40, &buf, &len);
     if (rc != 0) {
+        /* An I/O error is not corruption: skipping the segment would lose reported slices
+         * (and a later append could reuse its id). Refuse to open instead. */
         problem(v, "unreadable segment", path, 0, strerror(-rc));
-        w->stats.corrupt_frames++;
-        return 0;
+        return RA_EIO;
     }
-    int64_t created = 0;
+    int64_t created = -1; /* unknown until the header is read: no age-cap verdict on it */
+    uint32_t declared = 0;
+    bool header_ok = false;
     size_t off = RA_WAL_SEG_HDR;
     if (len < RA_WAL_SEG_HDR || memcmp(buf, RA_WAL_SEG_MAGIC, 8) != 0 ||
         ra__get_u32(buf + 28) != hdr_sum(buf, 28) || ra__get_u64(buf + 8) != id) {
         if (newest && len < RA_WAL_SEG_HDR) { /* torn before its header was complete */
             w->stats.torn_bytes += len;
             problem(v, "torn segment header", path, 0, "");
-            if (!read_only) cut_torn_tail(w, id, buf, 0, len);
+            if (!read_only) cut_torn_tail(w, id, buf, 0, len, 0, false);
             off = len;
         } else {
             w->stats.corrupt_frames++;
@@ -261,8 +319,13 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
         }
     } else {
         created = (int64_t)ra__get_u64(buf + 16);
+        declared = ra__get_u32(buf + 24);
+        header_ok = true;
     }
-    uint32_t frames = 0;
+    uint32_t frames = 0, corrupt_here = 0;
+    bool torn = false;
+    uint64_t *seqs = NULL;
+    size_t seqs_cap = 0;
     while (off < len) {
         uint64_t seq;
         const uint8_t *payload;
@@ -270,6 +333,7 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
         size_t size = ra__wal_frame_parse(buf + off, len - off, &seq, &payload, &plen);
         if (size && seq <= *last_seq) { /* valid bytes in the wrong place: stale or copied */
             w->stats.corrupt_frames++;
+            corrupt_here++;
             char d[200];
             snprintf(d, sizeof d, "frame seq %" PRIu64 " after seq %" PRIu64, seq, *last_seq);
             problem(v, "misplaced frame", path, off, d);
@@ -281,6 +345,7 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
             /* Checksums hold, so its extent is right, but it is no valid slice (written
              * by a broken or foreign producer): skip exactly this frame. */
             w->stats.corrupt_frames++;
+            corrupt_here++;
             char d[200];
             snprintf(d, sizeof d, "frame seq %" PRIu64 ": payload is not a valid slice", seq);
             problem(v, "invalid slice in frame", path, off, d);
@@ -288,11 +353,25 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
             continue;
         }
         if (size) {
+            if (frames == seqs_cap) {
+                size_t c = seqs_cap ? seqs_cap * 2 : 64;
+                uint64_t *p = realloc(seqs, c * sizeof *p);
+                if (!p) {
+                    ra_slice_unref(s);
+                    free(seqs);
+                    free(buf);
+                    return RA_ENOMEM;
+                }
+                seqs = p;
+                seqs_cap = c;
+            }
+            seqs[frames] = seq;
             *last_seq = seq;
             frames++;
             w->stats.replayed++;
             rc = v && v->slice ? v->slice(v->ud, s, seq) : (ra_slice_unref(s), 0);
             if (rc != 0) {
+                free(seqs);
                 free(buf);
                 return rc;
             }
@@ -305,24 +384,44 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
         if (next == len && newest) { /* nothing valid after it: the tail was torn */
             w->stats.torn_bytes += len - off;
             problem(v, "torn tail", path, off, d);
-            if (!read_only) cut_torn_tail(w, id, buf, off, len);
+            if (!read_only) cut_torn_tail(w, id, buf, off, len, frames, header_ok);
             len = off;
+            torn = true;
             break;
         }
         w->stats.corrupt_frames++;
+        corrupt_here++;
         problem(v, "corrupt frame", path, off, d);
         off = next;
     }
+    /* The header says how many frames the segment holds: nothing may vanish silently, not
+     * even whole frames cut at a frame boundary. */
+    if (header_ok && !torn && frames + corrupt_here < declared) {
+        uint32_t missing = declared - frames - corrupt_here;
+        char d[160];
+        snprintf(d, sizeof d, "segment declares %u frames, %u recovered", declared, frames);
+        if (newest) { /* a clean cut at a frame boundary: a torn tail without torn bytes */
+            problem(v, "torn tail at a frame boundary", path, len, d);
+            if (!read_only) cut_torn_tail(w, id, buf, len, len, frames, true);
+        } else {
+            problem(v, "missing frames", path, len, d);
+            w->stats.corrupt_frames += missing;
+        }
+        w->stats.missing_frames += missing;
+    }
     free(buf);
-    if (frames == 0 && !read_only) {
-        /* Nothing to replay: keep the bytes for forensics, out of the way. */
-        char broken[4200];
-        seg_path(w, id, ".empty.broken", broken, sizeof broken);
-        w->io->rename(w->io->ud, path, broken);
-        fsync_dir(w);
+    if (frames == 0) {
+        free(seqs);
+        if (!read_only) {
+            /* Nothing to replay: keep the bytes for forensics, out of the way. */
+            char broken[4200];
+            seg_path(w, id, ".empty.broken", broken, sizeof broken);
+            w->io->rename(w->io->ud, path, broken);
+            fsync_dir(w);
+        }
         return 0;
     }
-    return frames ? add_seg(w, id, frames, len, created) : 0;
+    return add_seg(w, id, frames, len, created, seqs);
 }
 
 static int read_heads(ra__wal_t *w, const ra__wal_visitor_t *v) {
@@ -332,10 +431,9 @@ static int read_heads(ra__wal_t *w, const ra__wal_visitor_t *v) {
     size_t len = 0;
     int rc = ra__io_read_file(w->io, path, (uint64_t)1 << 32, &buf, &len);
     if (rc == -ENOENT) return 0;
-    if (rc != 0) {
+    if (rc != 0) { /* not corruption: going on would restart chains at seq 1 (a fork) */
         problem(v, "unreadable heads checkpoint", path, 0, strerror(-rc));
-        w->stats.corrupt_frames++;
-        return 0;
+        return RA_EIO;
     }
     uint8_t d[32];
     bool ok = len >= 24 + 32 && memcmp(buf, RA_WAL_HEADS_MAGIC, 8) == 0;
@@ -385,6 +483,7 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
     w->max_entries = max_entries;
     w->max_age_s = max_age_s;
     w->next_seq = 1;
+    w->tmp_counter = mono_us() << 8; /* distinct from any earlier process's names */
     if (strlen(dir) >= sizeof w->dir - 64) {
         ra__errbuf(err, errlen, "wal dir too long: %s", dir);
         return RA_EINVAL;
@@ -395,6 +494,20 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
         if (rc != 0 && rc != -EEXIST) {
             ra__errbuf(err, errlen, "cannot create wal dir %s: %s", dir, strerror(-rc));
             return errno_code(rc);
+        }
+        if (rc == 0) {
+            /* A new directory is durable only once its parent's entry is. */
+            char parent[4096];
+            snprintf(parent, sizeof parent, "%s", dir);
+            char *slash = strrchr(parent, '/');
+            if (slash == parent) parent[1] = '\0';
+            else if (slash) *slash = '\0';
+            else snprintf(parent, sizeof parent, ".");
+            rc = io->fsync_dir(io->ud, parent);
+            if (rc != 0) {
+                ra__errbuf(err, errlen, "cannot make wal dir %s durable: %s", dir, strerror(-rc));
+                return errno_code(rc);
+            }
         }
         char lock[4200];
         dir_path(w, "LOCK", lock, sizeof lock);
@@ -418,6 +531,8 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
         return errno_code(rc);
     }
     if (l.n) qsort(l.ids, l.n, sizeof *l.ids, cmp_u64);
+    if (l.n && l.ids[l.n - 1] + 1 > w->next_seq) w->next_seq = l.ids[l.n - 1] + 1; /* ids are
+                                                                            never reused */
     rc = read_heads(w, v);
     uint64_t last = 0;
     for (size_t i = 0; i < l.n && rc == 0; i++)
@@ -430,12 +545,17 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
         return rc;
     }
     if (last + 1 > w->next_seq) w->next_seq = last + 1;
+    if (!read_only) ensure_reserve(w);
     return 0;
 }
 
 void ra__wal_close(ra__wal_t *w) {
     if (w->lock_handle >= 0) w->io->unlock(w->io->ud, w->lock_handle);
     w->lock_handle = -1;
+    for (size_t i = 0; i < w->nsegs; i++) {
+        free(w->segs[i].seqs);
+        free(w->segs[i].acked);
+    }
     free(w->segs);
     w->segs = NULL;
     w->nsegs = w->segs_cap = 0;
@@ -443,17 +563,27 @@ void ra__wal_close(ra__wal_t *w) {
 
 /* ---- writing ------------------------------------------------------------------------- */
 
+static bool too_old(const ra__wal_t *w, int64_t now_ms) {
+    if (!w->max_age_s) return false;
+    for (size_t i = 0; i < w->nsegs; i++) {
+        if (w->segs[i].unacked == 0) continue;   /* ACKed, waiting for compaction */
+        if (w->segs[i].created_ms < 0) continue; /* header unreadable: age unknown */
+        /* the downstream has not taken the oldest slices in time */
+        return now_ms - w->segs[i].created_ms > (int64_t)w->max_age_s * 1000;
+    }
+    return false;
+}
+
+void ra__wal_room(const ra__wal_t *w, int64_t now_ms, uint64_t *frames, uint64_t *bytes) {
+    *frames = w->entries < w->max_entries ? w->max_entries - w->entries : 0;
+    *bytes = w->bytes + RA_WAL_SEG_HDR < w->max_bytes ? w->max_bytes - w->bytes - RA_WAL_SEG_HDR
+                                                      : 0;
+    if (too_old(w, now_ms)) *frames = *bytes = 0;
+}
+
 int ra__wal_check_room(const ra__wal_t *w, size_t n, uint64_t bytes, int64_t now_ms) {
     if (w->entries + n > w->max_entries || w->bytes + bytes > w->max_bytes) return RA_EPERSISTFULL;
-    if (w->max_age_s) {
-        for (size_t i = 0; i < w->nsegs; i++) {
-            if (w->segs[i].unacked == 0) continue; /* ACKed, waiting for compaction */
-            if (now_ms - w->segs[i].created_ms > (int64_t)w->max_age_s * 1000)
-                return RA_EPERSISTFULL; /* the downstream has not taken them in time */
-            break;
-        }
-    }
-    return 0;
+    return too_old(w, now_ms) ? RA_EPERSISTFULL : 0;
 }
 
 static int write_durable(ra__wal_t *w, const char *path, const uint8_t *buf, size_t len) {
@@ -478,8 +608,16 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
         ra_slice_bytes(slices[i], &len);
         total += RA_WAL_FRAME_HDR + len + RA_WAL_FRAME_TRAILER;
     }
+    /* Everything the segment record needs, first: once it is durable nothing may fail. */
+    uint64_t *seqs = malloc(n * sizeof *seqs);
+    uint8_t *acked = calloc(n, 1);
     uint8_t *buf = malloc(total);
-    if (!buf) return RA_ENOMEM;
+    if (!seqs || !acked || !buf || grow_segs(w) != 0) {
+        free(seqs);
+        free(acked);
+        free(buf);
+        return RA_ENOMEM;
+    }
     char tmp[4200], seg[4200];
     uint64_t id = 0;
     int rc = 0;
@@ -491,33 +629,50 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
         seg_header(buf, id, now_ms, (uint32_t)n);
         size_t off = RA_WAL_SEG_HDR;
         for (size_t i = 0; i < n; i++) off += frame_encode(buf + off, id + i, slices[i]);
-        seg_path(w, id, ".tmp", tmp, sizeof tmp);
+        char stem[64];
+        snprintf(stem, sizeof stem, "%016" PRIx64 ".seg", id);
+        tmp_name(w, stem, tmp, sizeof tmp);
         rc = write_durable(w, tmp, buf, total);
         if (rc == 0) break;
         w->stats.write_errors++;
         w->io->unlink(w->io->ud, tmp);
     }
     free(buf);
-    if (rc != 0) return errno_code(rc);
+    if (rc != 0) {
+        free(seqs);
+        free(acked);
+        return errno_code(rc);
+    }
     atomic_store_explicit(intent_seg, id, memory_order_release);
     seg_path(w, id, "", seg, sizeof seg);
     rc = w->io->rename(w->io->ud, tmp, seg);
     if (rc != 0) {
+        /* A rename can fail and still have happened: look before treating it as undone. */
         w->stats.write_errors++;
-        w->io->unlink(w->io->ud, tmp);
-        return errno_code(rc);
+        uint64_t sz;
+        if (w->io->size(w->io->ud, seg, &sz) != 0) {
+            w->io->unlink(w->io->ud, tmp);
+            free(seqs);
+            free(acked);
+            return errno_code(rc);
+        }
     }
-    rc = fsync_dir(w);
+    if (rc == 0) rc = fsync_dir(w);
     if (rc != 0) {
         /* The rename may or may not survive a crash. Take it back; if even that cannot be
          * made durable, nobody knows: stop sealing until a restart decides from disk. */
         w->stats.write_errors++;
+        free(seqs);
+        free(acked);
         if (w->io->unlink(w->io->ud, seg) == 0 && fsync_dir(w) == 0) return errno_code(rc);
         w->failed = true;
         return RA__WAL_IN_DOUBT;
     }
-    rc = add_seg(w, id, (uint32_t)n, total, now_ms);
-    if (rc != 0) return rc; /* durable all the same; the segment is found again at restart */
+    for (size_t i = 0; i < n; i++) seqs[i] = id + i;
+    w->segs[w->nsegs++] = (ra__wal_seg_t){id, (uint32_t)n, (uint32_t)n, total, now_ms, seqs, acked};
+    w->bytes += total;
+    w->entries += n;
+    w->unacked += n;
     w->stats.segments_written++;
     w->heads_dirty = true;
     *first_seq = id;
@@ -540,9 +695,16 @@ void ra__wal_acked(ra__wal_t *w, uint64_t frame_seq) {
     }
     if (lo == 0) return;
     ra__wal_seg_t *s = &w->segs[lo - 1]; /* the segment whose range holds frame_seq */
-    if (s->unacked > 0) {
+    size_t a = 0, b = s->frames;
+    while (a < b) {
+        size_t mid = (a + b) / 2;
+        if (s->seqs[mid] < frame_seq) a = mid + 1;
+        else b = mid;
+    }
+    if (a < s->frames && s->seqs[a] == frame_seq && !s->acked[a]) {
+        s->acked[a] = 1;
         s->unacked--;
-        w->entries--;
+        w->unacked--;
     }
 }
 
@@ -599,7 +761,7 @@ static int write_heads(ra__wal_t *w, ra__wal_heads_fn heads, void *ud) {
     ra__put_u32(h.buf + 20, 0);
     ra_b3(h.buf, h.len, h.buf + h.len);
     char tmp[4200], final[4200];
-    dir_path(w, "heads.tmp", tmp, sizeof tmp);
+    tmp_name(w, "heads", tmp, sizeof tmp);
     dir_path(w, "heads", final, sizeof final);
     rc = write_durable(w, tmp, h.buf, h.len + 32);
     free(h.buf);
@@ -614,24 +776,121 @@ static int write_heads(ra__wal_t *w, ra__wal_heads_fn heads, void *ud) {
     return 0;
 }
 
+/* Rewrites a segment keeping only its un-ACKed frames (byte for byte, same seqs), under the
+ * same file name: tmp, fsync, rename over, directory fsync. A crash at any point leaves
+ * either the old segment or the new one, never both. */
+static int rewrite_segment(ra__wal_t *w, ra__wal_seg_t *s) {
+    char path[4200], tmp[4200], stem[64];
+    seg_path(w, s->id, "", path, sizeof path);
+    snprintf(stem, sizeof stem, "%016" PRIx64 ".seg.compact", s->id);
+    tmp_name(w, stem, tmp, sizeof tmp);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = ra__io_read_file(w->io, path, (uint64_t)1 << 40, &buf, &len);
+    if (rc != 0) return errno_code(rc);
+    uint8_t *out = malloc(len);
+    if (!out) {
+        free(buf);
+        return RA_ENOMEM;
+    }
+    size_t off = RA_WAL_SEG_HDR, w_off = RA_WAL_SEG_HDR, k = 0, kept = 0;
+    while (off < len && k < s->frames) {
+        uint64_t seq;
+        const uint8_t *p;
+        size_t pl, size = ra__wal_frame_parse(buf + off, len - off, &seq, &p, &pl);
+        if (!size) { /* damage recovery already skipped: skip it again */
+            off = resync(buf, len, off + 1, k ? s->seqs[k - 1] : 0);
+            continue;
+        }
+        while (k < s->frames && s->seqs[k] < seq) k++;
+        if (k < s->frames && s->seqs[k] == seq) {
+            if (!s->acked[k]) {
+                memcpy(out + w_off, buf + off, size);
+                w_off += size;
+                s->seqs[kept] = seq; /* the arrays shrink as the file does */
+                s->acked[kept] = 0;
+                kept++;
+            }
+            k++;
+        }
+        off += size;
+    }
+    if (kept != s->unacked) { /* the file does not hold what memory says: leave it alone */
+        free(buf);
+        free(out);
+        return RA_EWALCORRUPT;
+    }
+    seg_header(out, s->id, s->created_ms < 0 ? 0 : s->created_ms, (uint32_t)kept);
+    free(buf);
+    rc = write_durable(w, tmp, out, w_off);
+    free(out);
+    if (rc == 0) rc = w->io->rename(w->io->ud, tmp, path);
+    if (rc == 0) rc = fsync_dir(w);
+    if (rc != 0) {
+        w->stats.write_errors++;
+        w->io->unlink(w->io->ud, tmp);
+        return errno_code(rc); /* the arrays were only shrunk in a copy below */
+    }
+    w->entries -= s->frames - kept;
+    w->bytes -= s->bytes - w_off;
+    s->frames = (uint32_t)kept;
+    s->bytes = w_off;
+    w->stats.segments_rewritten++;
+    return 0;
+}
+
+/* Whether compaction should rewrite a segment: at least half of it ACKed, and not all of
+ * it (then it is simply removed). */
+static bool worth_rewriting(const ra__wal_seg_t *s) {
+    return s->unacked > 0 && (uint64_t)(s->frames - s->unacked) * 2 >= s->frames;
+}
+
 int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t *removed) {
     *removed = 0;
     size_t n = 0;
-    for (size_t i = 0; i < w->nsegs; i++) n += w->segs[i].unacked == 0;
+    for (size_t i = 0; i < w->nsegs; i++)
+        n += w->segs[i].unacked == 0 || worth_rewriting(&w->segs[i]);
     if (n == 0) return 0;
     /* Heads first: once a segment is gone, the checkpoint is the only record of its
      * streams' last seq and b3. */
     int rc = write_heads(w, heads, heads_ud);
+    if (rc == RA_EPERSISTFULL && release_reserve(w)) rc = write_heads(w, heads, heads_ud);
     if (rc != 0) return rc;
     size_t k = 0;
+    int rw = 0;
     for (size_t i = 0; i < w->nsegs; i++) {
         ra__wal_seg_t *s = &w->segs[i];
         char path[4200];
         seg_path(w, s->id, "", path, sizeof path);
         if (s->unacked == 0 && w->io->unlink(w->io->ud, path) == 0) {
             w->bytes -= s->bytes;
+            w->entries -= s->frames;
+            free(s->seqs);
+            free(s->acked);
             (*removed)++;
             continue;
+        }
+        if (worth_rewriting(s)) {
+            /* Work on copies: a failed rewrite must leave memory matching the old file. */
+            ra__wal_seg_t copy = *s;
+            copy.seqs = malloc(s->frames * sizeof *copy.seqs);
+            copy.acked = malloc(s->frames);
+            if (copy.seqs && copy.acked) {
+                memcpy(copy.seqs, s->seqs, s->frames * sizeof *copy.seqs);
+                memcpy(copy.acked, s->acked, s->frames);
+                int r = rewrite_segment(w, &copy);
+                if (r == 0) {
+                    free(s->seqs);
+                    free(s->acked);
+                    *s = copy;
+                    copy.seqs = NULL;
+                    copy.acked = NULL;
+                } else if (!rw) {
+                    rw = r;
+                }
+            }
+            free(copy.seqs);
+            free(copy.acked);
         }
         w->segs[k++] = *s;
     }
@@ -639,5 +898,7 @@ int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t
     w->stats.segments_removed += *removed;
     /* A crash before this fsync brings removed segments back: their slices are resent and
      * the downstream answers dup. Harmless by design. */
-    return fsync_dir(w) == 0 ? 0 : RA_EIO;
+    rc = fsync_dir(w) == 0 ? 0 : RA_EIO;
+    if (rc == 0) ensure_reserve(w); /* taken back if compaction needed it */
+    return rc ? rc : rw;
 }

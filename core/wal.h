@@ -23,17 +23,21 @@
 enum { RA_WAL_TEST_SKIP_DIR_FSYNC = 1 };
 
 typedef struct ra__wal_seg {
-    uint64_t id;      /* seq of its first frame */
+    uint64_t id;      /* its file name; <= the seq of its first frame */
     uint32_t frames;  /* slices it holds */
     uint32_t unacked; /* of those, not ACKed yet */
     uint64_t bytes;
     int64_t created_ms;
+    uint64_t *seqs;   /* its frames' seqs, ascending */
+    uint8_t *acked;   /* per frame: ACKed (memory only; compaction acts on it) */
 } ra__wal_seg_t;
 
 typedef struct ra__wal_stats {
     uint64_t corrupt_frames, torn_bytes, fsyncs, replayed, write_errors, segments_written,
         segments_removed, full_refusals;
     uint64_t slow_fsyncs;     /* over the 5 s per-op budget of seed 001 §5 */
+    uint64_t missing_frames;  /* declared by a segment header, not found */
+    uint64_t segments_rewritten; /* by compaction, keeping only un-ACKed frames */
     uint64_t fsync_max_us;    /* the slowest fsync seen */
 } ra__wal_stats_t;
 
@@ -48,9 +52,13 @@ typedef struct ra__wal {
     ra__wal_seg_t *segs; /* ordered by id */
     size_t nsegs, segs_cap;
     uint64_t next_seq;
-    uint64_t bytes, entries; /* totals over segs: bytes, un-ACKed slices */
+    uint64_t bytes, entries; /* totals over segs: bytes, and frames retained — un-ACKed, or
+                                ACKed in a segment not compacted yet: a restart replays all
+                                of them, so the caps bound them (and pending_slices_cap) */
+    uint64_t unacked;        /* of those, not ACKed */
     bool heads_dirty;        /* heads advanced since the last checkpoint */
     bool failed;             /* in doubt after a failed directory fsync: refuse to seal */
+    uint64_t tmp_counter;    /* makes every temporary file name unique */
     uint32_t test_flags;
     ra__wal_stats_t stats;
 } ra__wal_t;
@@ -79,6 +87,8 @@ void ra__wal_close(ra__wal_t *w);
 
 /* RA_EPERSISTFULL when n more slices of `bytes` encoded bytes would break a cap. */
 int ra__wal_check_room(const ra__wal_t *w, size_t n, uint64_t bytes, int64_t now_ms);
+/* What a rollover may still add: frames and bytes (both 0 when the age cap is hit). */
+void ra__wal_room(const ra__wal_t *w, int64_t now_ms, uint64_t *frames, uint64_t *bytes);
 
 /* Group commit of n slices as one new segment. *intent_seg (in the counter plane) gets the
  * segment id before the segment can become visible. Returns 0 (durable), a negative
