@@ -6,7 +6,7 @@ PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test test-c test-lua bench run install cdef soak fuzz clean
+.PHONY: all deps configure build test test-c test-lua bench run install cdef soak soak-wal fuzz clean
 
 all: build
 
@@ -44,9 +44,13 @@ install: build
 cdef: deps
 	sh tools/gen-cdef.sh > lua/ron/accounting/cdef.lua
 
-# Long conservation stress (documented in docs/OPERATIONS.md).
+# Long runs (docs/OPERATIONS.md): `soak` = the conservation stress and G-7's 1000 kill -9
+# iterations; `soak-wal` = the latter alone.
 soak: build
 	cmake --build $(BUILD) --target soak
+
+soak-wal: build
+	cmake --build $(BUILD) --target soak-wal
 
 fuzz: build
 	cmake --build $(BUILD) --target fuzz-long

@@ -15,7 +15,7 @@
 set(RA_BENCH_DIR ${CMAKE_SOURCE_DIR}/tests/bench)
 set(RA_BENCH_OUT ${CMAKE_BINARY_DIR}/bench)
 
-foreach(name bench-record bench-seal)
+foreach(name bench-record bench-seal bench-wal)
   add_executable(${name} ${RA_BENCH_DIR}/${name}.c)
   target_link_libraries(${name} PRIVATE ronacct_static Threads::Threads)
   target_include_directories(${name} PRIVATE ${RA_BENCH_DIR})
@@ -23,6 +23,8 @@ foreach(name bench-record bench-seal)
   target_compile_options(${name} PRIVATE ${RA_WARN})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${RA_BENCH_OUT})
 endforeach()
+# bench-wal times the WAL's group commit and recovery directly (core/wal.h, internal).
+target_include_directories(bench-wal PRIVATE ${CMAKE_SOURCE_DIR}/core)
 
 find_program(RA_LUAJIT luajit)
 
@@ -30,7 +32,9 @@ set(_bench_results ${RA_BENCH_OUT}/results.jsonl)
 set(_bench_cmds
   COMMAND ${CMAKE_COMMAND} -E rm -f ${_bench_results}
   COMMAND $<TARGET_FILE:bench-record> --out ${_bench_results}
-  COMMAND $<TARGET_FILE:bench-seal> --out ${_bench_results})
+  COMMAND $<TARGET_FILE:bench-seal> --out ${_bench_results}
+  # real files in <build>/bench (the build directory's file system)
+  COMMAND $<TARGET_FILE:bench-wal> --dir ${RA_BENCH_OUT} --out ${_bench_results})
 if(RA_LUAJIT)
   # LuaJIT through the FFI, compared with the C figures this same run just wrote.
   list(APPEND _bench_cmds
@@ -49,11 +53,12 @@ add_custom_target(bench
   WORKING_DIRECTORY ${RA_BENCH_OUT}
   USES_TERMINAL
   VERBATIM)
-add_dependencies(bench bench-record bench-seal ronacct)
+add_dependencies(bench bench-record bench-seal bench-wal ronacct)
 
 # Smoke run: every benchmark with --quick must work (exit 0 and print BENCH lines).
 set(_smoke_args
   -DRECORD=$<TARGET_FILE:bench-record> -DSEAL=$<TARGET_FILE:bench-seal>
+  -DWAL=$<TARGET_FILE:bench-wal>
   -DLIB=$<TARGET_FILE:ronacct> -DLUA_SCRIPT=${RA_BENCH_DIR}/bench-record.lua
   -DLUA_DIR=${CMAKE_SOURCE_DIR}/lua -DBENCH_DIR=${RA_BENCH_DIR} -DOUT=${RA_BENCH_OUT}/smoke)
 if(RA_LUAJIT)

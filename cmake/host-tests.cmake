@@ -5,6 +5,7 @@
 # Most go through tests/host/expect.sh, which checks the exit status as well as the output
 # (PASS_REGULAR_EXPRESSION alone would accept any exit status).
 
+
 set(_ra_host $<TARGET_FILE:ron-accounting>)
 set(_ra_host_dir ${CMAKE_SOURCE_DIR}/tests/host)
 set(_ra_expect sh ${_ra_host_dir}/expect.sh)
@@ -42,6 +43,23 @@ ra_host_test(host-run-os-exit ${_ra_expect} 7 ${_ra_host} run ${_ra_host_dir}/ex
 ra_host_test(host-missing-script ${_ra_expect} -O
   -e "^ron-accounting: cannot open [^ ]*no-such-script\\.lua: No such file or directory$"
   2 ${_ra_host} run ${CMAKE_BINARY_DIR}/no-such-script.lua)
+
+# ---- the WAL tools: verify and wal inspect -----------------------------------------------
+# tests/host/wal.sh builds a WAL with tests/host/wal-make.lua (a real meter through the Lua
+# binding: records, rollovers, ACKs that compact), then checks one case.
+foreach(_case verify-ok verify-flip verify-torn verify-gap verify-file inspect golden)
+  ra_host_test(host-wal-${_case} sh ${_ra_host_dir}/wal.sh ${_case} ${_ra_host}
+    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-wal)
+endforeach()
+ra_host_test(host-wal-verify-missing ${_ra_expect} -O
+  -e "^ron-accounting verify: [^ ]*no-such-wal: No such file or directory$"
+  2 ${_ra_host} verify ${CMAKE_BINARY_DIR}/no-such-wal)
+ra_host_test(host-wal-verify-usage ${_ra_expect} -O -e "verify: needs a PATH" 2 ${_ra_host} verify)
+ra_host_test(host-wal-inspect-usage ${_ra_expect} -O -e "usage: ron-accounting wal inspect"
+  2 ${_ra_host} wal inspect --frobnicate ${CMAKE_BINARY_DIR})
+ra_host_test(host-wal-no-subcommand ${_ra_expect} -O -e "wal: needs a subcommand" 2 ${_ra_host} wal)
+ra_host_test(host-help-wal ${_ra_expect} -o "verify \\[--quiet\\] PATH" -o "wal inspect"
+  -o "ACKed but not compacted" -E 0 ${_ra_host} help)
 
 # ---- the main job and the installed tree ----------------------------------------------
 # quickstart.sh requires exit status 0, "b3sum confirms N/N digests" with N > 0, N slice

@@ -408,6 +408,8 @@ RA_INTERNAL bool ra__token_valid(const char *s, size_t n);
 RA_INTERNAL ra_slice_t *ra__slice_alloc(size_t len);
 RA_INTERNAL uint8_t *ra__slice_buffer(ra_slice_t *s);
 RA_INTERNAL int ra__slice_finish(ra_slice_t *s);
+RA_INTERNAL int ra__slice_decode_trusted(const uint8_t *buf, size_t len, const uint8_t b3[32],
+                                         ra_slice_t **out);
 RA_INTERNAL void ra__slice_set_len(ra_slice_t *s, size_t len);
 RA_INTERNAL void ra__slice_set_wal_seq(ra_slice_t *s, uint64_t seq);
 RA_INTERNAL uint64_t ra__slice_wal_seq(const ra_slice_t *s);

@@ -30,6 +30,9 @@ typedef struct ra__io {
     /* an exclusive, non-blocking lock held until unlock (-EWOULDBLOCK when taken) */
     int (*lock)(void *ud, const char *path, int *handle);
     void (*unlock)(void *ud, int handle);
+    /* Size of the WAL's space reserve on this medium; 0: the default (4 MiB). An
+     * in-memory test file system sets a small one. */
+    uint64_t reserve_bytes;
 } ra__io_t;
 
 /* The real file system. */

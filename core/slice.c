@@ -53,7 +53,7 @@ void ra__slice_free_unfinished(ra_slice_t *s) {
     free(s);
 }
 
-int ra__slice_finish(ra_slice_t *s) {
+static int slice_parse(ra_slice_t *s) {
     ra__decoded_t d;
     int rc = ra__decode(s->bytes, s->len, &d);
     if (rc != 0) return rc;
@@ -71,7 +71,32 @@ int ra__slice_finish(ra_slice_t *s) {
     s->host[d.host_len] = '\0';
     memcpy(s->version, d.version, d.version_len);
     s->version[d.version_len] = '\0';
-    ra_b3(s->bytes, s->len, s->b3);
+    return 0;
+}
+
+int ra__slice_finish(ra_slice_t *s) {
+    int rc = slice_parse(s);
+    if (rc == 0) ra_b3(s->bytes, s->len, s->b3);
+    return rc;
+}
+
+/* The WAL's reader has already checked BLAKE3(buf) against the frame's trailer: decode
+ * without hashing the payload a second time (recovery is hash-bound). */
+int ra__slice_decode_trusted(const uint8_t *buf, size_t len, const uint8_t b3[32],
+                             ra_slice_t **out) {
+    *out = NULL;
+    if (len > RA_FRAME_MAX) return RA_EOVERSIZE;
+    if (len < RA_ENC_FIXED) return RA_ESCHEMA;
+    ra_slice_t *s = ra__slice_alloc(len);
+    if (!s) return RA_ENOMEM;
+    memcpy(s->bytes, buf, len);
+    int rc = slice_parse(s);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
+    memcpy(s->b3, b3, RA_B3_LEN);
+    *out = s;
     return 0;
 }
 

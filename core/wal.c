@@ -94,6 +94,7 @@ size_t ra__wal_frame_parse(const uint8_t *buf, size_t len, uint64_t *seq,
     ra_b3(buf + RA_WAL_FRAME_HDR, n, d);
     if (memcmp(d, buf + RA_WAL_FRAME_HDR + n, 32) != 0) return 0;
     *seq = ra__get_u64(buf + 8);
+    if (*seq == 0 || *seq > RA_WAL_SEQ_MAX) return 0;
     *payload = buf + RA_WAL_FRAME_HDR;
     *payload_len = n;
     return RA_WAL_FRAME_HDR + (size_t)n + RA_WAL_FRAME_TRAILER;
@@ -132,14 +133,14 @@ static void seg_header(uint8_t *out, uint64_t id, int64_t created_ms, uint32_t f
 static void ensure_reserve(ra__wal_t *w) {
     char path[4200];
     snprintf(path, sizeof path, "%s/reserve", w->dir);
-    uint64_t size = 0;
-    if (w->io->size(w->io->ud, path, &size) == 0 && size >= RA_WAL_RESERVE_BYTES) return;
+    uint64_t size = 0, want = w->io->reserve_bytes ? w->io->reserve_bytes : RA_WAL_RESERVE_BYTES;
+    if (w->io->size(w->io->ud, path, &size) == 0 && size >= want) return;
     static const uint8_t zeros[65536];
     int fd = w->io->create(w->io->ud, path);
     if (fd < 0) return;
     int rc = 0;
-    for (uint32_t done = 0; rc == 0 && done < RA_WAL_RESERVE_BYTES; done += sizeof zeros)
-        rc = ra__io_write_all(w->io, fd, zeros, sizeof zeros);
+    for (uint64_t done = 0; rc == 0 && done < want; done += sizeof zeros)
+        rc = ra__io_write_all(w->io, fd, zeros, want - done < sizeof zeros ? want - done : sizeof zeros);
     if (rc == 0) rc = w->io->fsync(w->io->ud, fd);
     w->io->close(w->io->ud, fd);
     if (rc != 0) w->io->unlink(w->io->ud, path); /* a partial reserve only wastes space */
@@ -179,6 +180,9 @@ static int on_entry(void *ud, const char *name) {
         if (v < 0) return 0;
         id = id << 4 | (uint64_t)v;
     }
+    /* No WAL of ours gets near 2^62 frames; a name up there was not written by us, and
+     * honouring it would wrap the next id. Left alone (verify reports it as foreign). */
+    if (id == 0 || id > RA_WAL_SEQ_MAX) return 0;
     if (l->n == l->cap) {
         size_t c = l->cap ? l->cap * 2 : 64;
         uint64_t *p = realloc(l->ids, c * sizeof *p);
@@ -331,7 +335,7 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
         const uint8_t *payload;
         size_t plen;
         size_t size = ra__wal_frame_parse(buf + off, len - off, &seq, &payload, &plen);
-        if (size && seq <= *last_seq) { /* valid bytes in the wrong place: stale or copied */
+        if (size && (seq <= *last_seq || seq < id)) { /* valid bytes in the wrong place */
             w->stats.corrupt_frames++;
             corrupt_here++;
             char d[200];
@@ -341,7 +345,7 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only,
             continue;
         }
         ra_slice_t *s = NULL;
-        if (size && ra_slice_decode(payload, plen, &s) != 0) {
+        if (size && ra__slice_decode_trusted(payload, plen, payload + plen, &s) != 0) {
             /* Checksums hold, so its extent is right, but it is no valid slice (written
              * by a broken or foreign producer): skip exactly this frame. */
             w->stats.corrupt_frames++;
@@ -451,11 +455,22 @@ static int read_heads(ra__wal_t *w, const ra__wal_visitor_t *v) {
     }
     uint64_t next = ra__get_u64(buf + 8);
     uint32_t count = ra__get_u32(buf + 16);
+    if (next > RA_WAL_SEQ_MAX) { /* checksummed, yet not something this WAL writes */
+        w->stats.corrupt_frames++;
+        problem(v, "heads checkpoint names an impossible next frame seq", path, 8, "");
+        next = 0;
+    }
     size_t off = 24, end = len - 32;
     for (uint32_t i = 0; i < count; i++) {
         if (off + 17 > end) break;
         size_t dl = buf[off + 16];
-        if (dl < 1 || dl > RA_DIM_NAME_MAX || off + 17 + dl + 48 > end) break;
+        if (dl < 1 || dl > RA_DIM_NAME_MAX || off + 17 + dl + 48 > end ||
+            !ra__dimension_name_valid((const char *)buf + off + 17, dl)) {
+            /* checksummed yet malformed: written by something else; heads after it lost */
+            w->stats.corrupt_frames++;
+            problem(v, "malformed heads checkpoint entry", path, off, "");
+            break;
+        }
         char dim[RA_DIM_NAME_MAX + 1];
         memcpy(dim, buf + off + 17, dl);
         dim[dl] = '\0';
@@ -602,6 +617,7 @@ static int write_durable(ra__wal_t *w, const char *path, const uint8_t *buf, siz
 int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t now_ms,
                    _Atomic uint64_t *intent_seg, uint64_t *first_seq) {
     if (w->failed) return RA_EIO;
+    if (w->next_seq + 2 * (uint64_t)n > RA_WAL_SEQ_MAX) return RA_EIO; /* 2^62 frames: never */
     size_t total = RA_WAL_SEG_HDR;
     for (size_t i = 0; i < n; i++) {
         size_t len;
@@ -793,15 +809,25 @@ static int rewrite_segment(ra__wal_t *w, ra__wal_seg_t *s) {
         free(buf);
         return RA_ENOMEM;
     }
+    /* Exactly the frames recovery (or the append) accepted: the same rules as scan_segment
+     * — checksums, a seq above the last accepted one and not below the segment id, a valid
+     * slice — so a damaged twin with the seq of a real frame can never take its place. */
     size_t off = RA_WAL_SEG_HDR, w_off = RA_WAL_SEG_HDR, k = 0, kept = 0;
+    uint64_t last = 0;
     while (off < len && k < s->frames) {
         uint64_t seq;
         const uint8_t *p;
         size_t pl, size = ra__wal_frame_parse(buf + off, len - off, &seq, &p, &pl);
         if (!size) { /* damage recovery already skipped: skip it again */
-            off = resync(buf, len, off + 1, k ? s->seqs[k - 1] : 0);
+            off = resync(buf, len, off + 1, last);
             continue;
         }
+        ra__decoded_t d;
+        if (seq <= last || seq < s->id || ra__decode(p, pl, &d) != 0) {
+            off += size;
+            continue;
+        }
+        last = seq;
         while (k < s->frames && s->seqs[k] < seq) k++;
         if (k < s->frames && s->seqs[k] == seq) {
             if (!s->acked[k]) {

@@ -18,6 +18,7 @@
 #define RA_WAL_FRAME_TRAILER 32
 #define RA_WAL_FRAME_SLICE 1
 #define RA_WAL_HEADS_MAGIC "RONWHDS1"
+#define RA_WAL_SEQ_MAX ((uint64_t)1 << 62) /* frame seqs and segment ids stay below */
 
 /* Test knobs (never set outside tests). */
 enum { RA_WAL_TEST_SKIP_DIR_FSYNC = 1 };

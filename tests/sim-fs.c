@@ -531,6 +531,7 @@ static simfs_t *sf_alloc(uint64_t seed, bool posix) {
         .list = sf_list,
         .lock = sf_lock,
         .unlock = sf_unlock,
+        .reserve_bytes = 8192, /* memory, not disk: a small space reserve */
     };
     return fs;
 }

@@ -2,6 +2,8 @@
  *
  *   main.c  command line: dispatch, usage, `version`
  *   run.c   `run SCRIPT.lua [ARGS...]`: a LuaJIT state with ron.accounting on its path
+ *   walcmd.c `verify PATH` and `wal inspect PATH [--json]`: read-only WAL tools on top of
+ *           the core's recovery scan (core/wal.h)
  *
  * The host links libronacct statically and exports its symbols (-rdynamic), so the Lua
  * binding reaches the core through ffi.C without loading a shared library. */
@@ -18,5 +20,10 @@ enum { RA_HOST_EXIT_OK = 0, RA_HOST_EXIT_FAILED = 1, RA_HOST_EXIT_USAGE = 2 };
  * host was started as (arg[-1] for the script). Returns the process exit code. A script
  * that calls os.exit() ends the process from inside. */
 int ra_host_run(const char *exe, int argc, char **argv);
+
+/* `verify [--quiet] PATH` and `wal <subcommand> ...` (argv without the command words).
+ * Return the process exit code. */
+int ra_host_verify(int argc, char **argv);
+int ra_host_wal(int argc, char **argv);
 
 #endif /* RA_HOST_H */

@@ -3,10 +3,12 @@
  *
  * Commands (one table below; `help` prints it):
  *   run SCRIPT.lua [ARGS...]   run.c
+ *   verify PATH                walcmd.c: frames, digests and chains of a WAL, read-only
+ *   wal inspect PATH [--json]  walcmd.c: segments, frames and heads of a WAL, one a line
  *   version                    versions of the host, the core, LuaJIT and BLAKE3's kernels
  *   help                       usage on stdout
- * `verify PATH` (chain and digest check of a WAL directory or file ledger) comes with the
- * WAL; it is deliberately absent until then rather than a stub. */
+ * `verify` of a file ledger comes with the ledger; today PATH is a WAL directory or one of
+ * its segment files. */
 #include "host.h"
 
 #include "ron/accounting.h"
@@ -29,12 +31,36 @@ static void usage(FILE *out) {
           "commands:\n"
           "  run SCRIPT.lua [ARGS...]  run a Lua script with the ron.accounting package on\n"
           "                            its path; the script sees ARGS in arg[1..n] and in ...\n"
+          "  verify [--quiet] PATH     verify a write-ahead log without modifying it: every\n"
+          "                            frame's checksums and BLAKE3 digest, the frame order,\n"
+          "                            and the hash chain of every (tenant, dimension) stream\n"
+          "                            against the heads checkpoint. PATH is a WAL directory\n"
+          "                            or one segment file (<16 hex>.seg; chains are then\n"
+          "                            checked within the file). Prints a summary, then every\n"
+          "                            problem with its file and offset; \"OK\" and exit 0, or\n"
+          "                            \"FAILED: ...\" and exit 1. Progress goes to stderr\n"
+          "                            every 1000 segments or every second (--quiet: none)\n"
+          "  wal inspect [--json] PATH\n"
+          "                            list a WAL, one line each: its heads checkpoint, its\n"
+          "                            segments (id, file, bytes, frames, creation time) and\n"
+          "                            their frames (frame seq, tenant, dimension, window,\n"
+          "                            slice seq, rows, b3, state), then a summary line.\n"
+          "                            --json: one JSON object per line (JSON Lines) with a\n"
+          "                            \"type\" of head, segment, frame, problem or summary.\n"
+          "                            State: every frame on disk is \"pending\". ACKs live in\n"
+          "                            the meter's memory; a segment is removed once all its\n"
+          "                            slices are ACKed, so an ACKed frame whose segment is\n"
+          "                            still here (ACKed but not compacted) is listed as\n"
+          "                            pending: after a restart it is resent and the\n"
+          "                            downstream answers dup. Exit 0, or 1 when the listing\n"
+          "                            shows problems\n"
           "  version                   print the versions of the host, libronacct, LuaJIT and\n"
           "                            the BLAKE3 kernels built in\n"
           "  help                      print this help\n"
           "\n"
-          "Exit status: 0 on success, 1 when the script raises an error, 2 for a bad command\n"
-          "line or a script that cannot be read; a script may end with os.exit(n).\n"
+          "Exit status: 0 on success, 1 when the script raises an error or verify/inspect find\n"
+          "a problem, 2 for a bad command line, a script that cannot be read or a PATH that\n"
+          "does not exist; a script may end with os.exit(n).\n"
           "package.path: the ron.accounting package, the script's directory, then LUA_PATH\n"
           "(or LuaJIT's default path); LUA_CPATH works as with luajit.\n",
           out);
@@ -65,6 +91,8 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") == 0) return cmd_run(exe, argc - 2, argv + 2);
+    if (strcmp(cmd, "verify") == 0) return ra_host_verify(argc - 2, argv + 2);
+    if (strcmp(cmd, "wal") == 0) return ra_host_wal(argc - 2, argv + 2);
     bool is_version = strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0;
     bool is_help = strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0;
     if ((is_version || is_help) && argc > 2) {

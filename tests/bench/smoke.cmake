@@ -1,6 +1,6 @@
 # bench-smoke (ctest label bench-smoke): every benchmark runs with --quick, a tiny workload,
 # and must exit 0 and print at least one `BENCH {json}` line. It asserts nothing about time.
-# Invoked by cmake/bench.cmake as: cmake -DRECORD=... -DSEAL=... -DLIB=... [-DLUAJIT=...]
+# Invoked by cmake/bench.cmake as: cmake -DRECORD=... -DSEAL=... -DWAL=... -DLIB=... [-DLUAJIT=...]
 #   -DLUA_SCRIPT=... -DLUA_DIR=... -DBENCH_DIR=... -DOUT=... -P smoke.cmake
 file(MAKE_DIRECTORY ${OUT})
 set(results ${OUT}/results.jsonl)
@@ -22,6 +22,7 @@ endfunction()
 
 run_one(bench-record ${RECORD} --quick --threads 1,2 --dist uniform,zipf --out ${results})
 run_one(bench-seal ${SEAL} --quick --out ${results})
+run_one(bench-wal ${WAL} --quick --dir ${OUT} --out ${results})
 if(LUAJIT)
   set(ENV{LUA_PATH} "${LUA_DIR}/?.lua;${LUA_DIR}/?/init.lua;${BENCH_DIR}/?.lua;;")
   run_one(bench-record.lua ${LUAJIT} ${LUA_SCRIPT} --quick --lib ${LIB}
