@@ -44,6 +44,29 @@ ra_host_test(host-missing-script ${_ra_expect} -O
   -e "^ron-accounting: cannot open [^ ]*no-such-script\\.lua: No such file or directory$"
   2 ${_ra_host} run ${CMAKE_BINARY_DIR}/no-such-script.lua)
 
+# ---- the event loop and tasks (libuv + luv, ron.accounting.task) ---------------------
+# The loop runs after the main chunk until nothing is left; SIGTERM/SIGINT drain the tasks.
+ra_host_test(host-tasks-ok ${_ra_expect} -o "^host-tasks-ok: main chunk done, live 2$"
+  -o "^host-tasks-ok: sum 6$" -E 0 ${_ra_host} run ${_ra_host_dir}/tasks-ok.lua)
+ra_host_test(host-tasks-error ${_ra_expect}
+  -o "^joiner saw: nil Failed: .*seen by the joiner$"
+  -e "^task: doomed-1 failed: .*intentional failure in a task$" -e "stack traceback:"
+  -e "^task: 1 task\\(s\\) failed and were never joined: doomed-1$"
+  1 ${_ra_host} run ${_ra_host_dir}/tasks-error.lua)
+ra_host_test(host-tasks-leak ${_ra_expect} -O
+  -e "^task: 1 task\\(s\\) still live when the loop ran out of work: forgotten_reader$"
+  1 ${_ra_host} run ${_ra_host_dir}/tasks-leak.lua)
+ra_host_test(host-luv-callback-error ${_ra_expect} -O
+  -e "luv-error\\.lua:[0-9]+: intentional failure in a luv callback" -e "stack traceback:"
+  1 ${_ra_host} run ${_ra_host_dir}/luv-error.lua)
+# signal.sh waits for "ready", signals, and checks status, time (< 2 s) and the drain line.
+ra_host_test(host-tasks-sigterm sh ${_ra_host_dir}/signal.sh ${_ra_host}
+  ${_ra_host_dir}/tasks-sleep.lua term)
+ra_host_test(host-tasks-sigterm-abort sh ${_ra_host_dir}/signal.sh ${_ra_host}
+  ${_ra_host_dir}/tasks-sleep.lua term stubborn)
+ra_host_test(host-tasks-sigint-twice sh ${_ra_host_dir}/signal.sh ${_ra_host}
+  ${_ra_host_dir}/tasks-sleep.lua int-twice stubborn)
+
 # ---- the WAL tools: verify and wal inspect -----------------------------------------------
 # tests/host/wal.sh builds a WAL with tests/host/wal-make.lua (a real meter through the Lua
 # binding: records, rollovers, ACKs that compact), then checks one case.
@@ -60,6 +83,14 @@ ra_host_test(host-wal-inspect-usage ${_ra_expect} -O -e "usage: ron-accounting w
 ra_host_test(host-wal-no-subcommand ${_ra_expect} -O -e "wal: needs a subcommand" 2 ${_ra_host} wal)
 ra_host_test(host-help-wal ${_ra_expect} -o "verify \\[--quiet\\] PATH" -o "wal inspect"
   -o "ACKed but not compacted" -E 0 ${_ra_host} help)
+
+# ---- verify of a file ledger (ron.accounting.exporters.file, docs/EXPORT.md) -------------
+# tests/host/ledger.sh builds a ledger with tests/host/ledger-make.lua (a real meter and the
+# file exporter), then checks one case: ok, flip, torn, chain, file.
+foreach(_case ok flip torn chain file)
+  ra_host_test(host-ledger-verify-${_case} sh ${_ra_host_dir}/ledger.sh ${_case} ${_ra_host}
+    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-ledger)
+endforeach()
 
 # ---- the main job and the installed tree ----------------------------------------------
 # quickstart.sh requires exit status 0, "b3sum confirms N/N digests" with N > 0, N slice

@@ -3,6 +3,8 @@
 #
 #   lua                 busted over spec/ with the source tree's lua/ first on the path and
 #                       RON_ACCOUNTING_LIB pointing at the libronacct just built
+#   lua-task-host       spec/ron/accounting/task_spec.lua run by busted inside
+#                       ron-accounting (luv on the host's loop)
 #   lua-cdef-current    fails when lua/ron/accounting/cdef.lua is not what
 #                       tools/gen-cdef.sh prints from include/ron/accounting.h (`make cdef`)
 
@@ -39,6 +41,20 @@ else()
   add_test(NAME lua COMMAND sh -c
     "echo 'luajit or busted not found: install luajit2 and lua-busted (tools/deps.sh)' >&2; exit 1")
   set_tests_properties(lua PROPERTIES LABELS lua)
+endif()
+
+# The task runtime's specs inside the host, with luv bound to the host's libuv loop
+# (spec/run-busted.lua loads busted's runner there). Plain busted above runs them too, on
+# luv's own loop; this one is the configuration the daemon really has.
+if(RA_BUSTED)
+  add_test(NAME lua-task-host
+           COMMAND $<TARGET_FILE:ron-accounting> run spec/run-busted.lua
+                   --output=plainTerminal spec/ron/accounting/task_spec.lua
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua-task-host PROPERTIES
+    LABELS lua
+    TIMEOUT 120
+    ENVIRONMENT "LUA_PATH=${_ra_lua_path}")
 endif()
 
 # diff -u shows what changed; the generated copy stays in the build tree for inspection.

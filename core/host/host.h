@@ -4,6 +4,7 @@
  *   run.c   `run SCRIPT.lua [ARGS...]`: a LuaJIT state with ron.accounting on its path
  *   walcmd.c `verify PATH` and `wal inspect PATH [--json]`: read-only WAL tools on top of
  *           the core's recovery scan (core/wal.h)
+ *   ledgercmd.c `verify PATH` of a file ledger (docs/EXPORT.md): records, digests, chains
  *
  * The host links libronacct statically and exports its symbols (-rdynamic), so the Lua
  * binding reaches the core through ffi.C without loading a shared library. */
@@ -25,5 +26,12 @@ int ra_host_run(const char *exe, int argc, char **argv);
  * Return the process exit code. */
 int ra_host_verify(int argc, char **argv);
 int ra_host_wal(int argc, char **argv);
+
+/* True when path is a file-ledger directory (it holds the LEDGER marker) or a
+ * <dimension>.ledger stream file; ra_host_ledger_verify then checks it, read-only, and
+ * returns the exit code (docs/EXPORT.md, "The file ledger"). */
+#include <stdbool.h>
+bool ra_host_is_ledger(const char *path);
+int ra_host_ledger_verify(const char *path);
 
 #endif /* RA_HOST_H */

@@ -7,8 +7,8 @@
  *   wal inspect PATH [--json]  walcmd.c: segments, frames and heads of a WAL, one a line
  *   version                    versions of the host, the core, LuaJIT and BLAKE3's kernels
  *   help                       usage on stdout
- * `verify` of a file ledger comes with the ledger; today PATH is a WAL directory or one of
- * its segment files. */
+ * `verify` also checks a file ledger (ledgercmd.c): PATH holding a LEDGER marker, or one
+ * <dimension>.ledger stream file. */
 #include "host.h"
 
 #include "ron/accounting.h"
@@ -40,6 +40,11 @@ static void usage(FILE *out) {
           "                            problem with its file and offset; \"OK\" and exit 0, or\n"
           "                            \"FAILED: ...\" and exit 1. Progress goes to stderr\n"
           "                            every 1000 segments or every second (--quiet: none)\n"
+          "                            A file ledger (a directory with a LEDGER marker, or\n"
+          "                            one <dimension>.ledger file, docs/EXPORT.md): every\n"
+          "                            record's length, BLAKE3 and decoding, and each stream's\n"
+          "                            chain (seq 1, 2, ... and prev_b3); problems name the\n"
+          "                            file, the record and its offset\n"
           "  wal inspect [--json] PATH\n"
           "                            list a WAL, one line each: its heads checkpoint, its\n"
           "                            segments (id, file, bytes, frames, creation time) and\n"

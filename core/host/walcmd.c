@@ -854,6 +854,8 @@ int ra_host_verify(int argc, char **argv) {
                         " verify [--quiet] WAL-DIR|SEGMENT-FILE\n");
         return RA_HOST_EXIT_USAGE;
     }
+    /* A file ledger (its LEDGER marker, or one <dimension>.ledger file): ledgercmd.c. */
+    if (ra_host_is_ledger(sc.target)) return ra_host_ledger_verify(sc.target);
     int ec = prepare(&sc);
     if (ec) return ec;
     bool busy = wal_in_use(&sc);

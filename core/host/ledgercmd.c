@@ -1,0 +1,358 @@
+/* `verify PATH` of a file ledger (docs/EXPORT.md, "The file ledger"): the directory the
+ * exporter ron.accounting.exporters.file writes, recognised by its LEDGER marker, or one
+ * of its <dimension>.ledger stream files.
+ *
+ * Layout:  <dir>/LEDGER, <dir>/<tenant uuid>/<dimension>.ledger (+ *.broken: torn tails
+ * the exporter cut and kept aside). Record: u32 LE n | n bytes of a slice (encoding v1) |
+ * 32 bytes BLAKE3 of those bytes.
+ *
+ * Every record is read (never modified): its length, its BLAKE3 against the stored digest,
+ * the strict decoder (ra_slice_decode), its tenant and dimension against the file's path,
+ * and the stream's chain: seq 1, 2, 3, ... and prev_b3 = the previous record's b3, the
+ * first prev_b3 all zero. Problems and breaks name the file, the record index (1-based)
+ * and its offset. Exit 1 on any, 0 with "OK". */
+#include "host.h"
+
+#include "ron/accounting.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LEDGER_MARKER "LEDGER"
+#define LEDGER_MARKER_TEXT "ron-accounting file ledger v1\n"
+#define LEDGER_SUFFIX ".ledger"
+#define MAX_SLICE (1u << 20)
+#define MAX_PRINTED 1000
+
+typedef struct lv {
+    uint64_t files, records, bytes, links, breaks, problems, torn, broken, other, printed;
+} lv_t;
+
+static bool str_ends(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static void report(lv_t *v, bool is_break, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void report(lv_t *v, bool is_break, const char *fmt, ...) {
+    if (is_break)
+        v->breaks++;
+    else
+        v->problems++;
+    if (v->printed++ >= MAX_PRINTED) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+}
+
+static bool read_at(int fd, void *buf, size_t n, uint64_t off) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+/* tenant: the expected tenant (from the directory name) or NULL; dim: expected dimension
+ * (from the file name) or NULL. */
+static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, const char *dim) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        report(v, false, "CORRUPT %s: cannot read: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return;
+    }
+    v->files++;
+    uint64_t size = (uint64_t)st.st_size, off = 0, idx = 0, last_seq = 0;
+    uint8_t last_b3[32] = {0};
+    uint8_t *buf = malloc(MAX_SLICE + 32);
+    if (!buf) {
+        report(v, false, "CORRUPT %s: out of memory", path);
+        close(fd);
+        return;
+    }
+    v->bytes += size;
+    while (off < size) {
+        idx++;
+        uint64_t rem = size - off;
+        uint8_t hdr[4];
+        if (rem < 4 || !read_at(fd, hdr, 4, off)) {
+            report(v, false,
+                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": torn tail of %" PRIu64
+                   " bytes (a partial length)",
+                   path, idx, off, rem);
+            v->torn += rem;
+            break;
+        }
+        uint32_t n = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
+                     (uint32_t)hdr[3] << 24;
+        if (n < 1 || n > MAX_SLICE) {
+            report(v, false,
+                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                   ": bad record length %" PRIu32 " (the rest of the file, %" PRIu64
+                   " bytes, is unreadable)",
+                   path, idx, off, n, rem);
+            v->torn += rem;
+            break;
+        }
+        if (4 + (uint64_t)n + 32 > rem) {
+            report(v, false,
+                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                   ": torn tail: the record needs %" PRIu64 " bytes, %" PRIu64 " remain",
+                   path, idx, off, 4 + (uint64_t)n + 32, rem);
+            v->torn += rem;
+            break;
+        }
+        if (!read_at(fd, buf, (size_t)n + 32, off + 4)) {
+            report(v, false, "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": read error",
+                   path, idx, off);
+            break;
+        }
+        const uint8_t *stored = buf + n;
+        uint8_t d[32];
+        ra_b3(buf, n, d);
+        bool ok = true;
+        if (memcmp(d, stored, 32) != 0) {
+            report(v, false,
+                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                   ": BLAKE3 of the slice bytes differs from the record's digest",
+                   path, idx, off);
+            ok = false;
+        }
+        ra_slice_t *s = NULL;
+        int rc = ra_slice_decode(buf, n, &s);
+        if (rc != 0) {
+            report(v, false,
+                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                   ": the slice does not decode: %s: %s",
+                   path, idx, off, ra_err_name(rc), ra_strerror(rc));
+            ok = false;
+        }
+        uint64_t seq = last_seq + 1; /* assumed for an undecodable record */
+        const uint8_t *b3 = stored;
+        if (s) {
+            ra_slice_id_t id;
+            ra_slice_get_id(s, &id);
+            seq = id.seq;
+            ra_tenant_t t;
+            ra_slice_get_tenant(s, &t);
+            if (tenant && memcmp(t.b, tenant->b, 16) != 0) {
+                char ts[37];
+                ra_tenant_format(&t, ts);
+                report(v, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": tenant %s is not the directory's",
+                       path, idx, off, ts);
+                ok = false;
+            }
+            if (dim && strcmp(dim, ra_slice_dimension(s)) != 0) {
+                report(v, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": dimension %s is not the file's",
+                       path, idx, off, ra_slice_dimension(s));
+                ok = false;
+            }
+            v->links++;
+            char a[65], b[65];
+            if (seq != last_seq + 1) {
+                report(v, true,
+                       "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64 ": seq %" PRIu64
+                       " follows seq %" PRIu64 " (expected %" PRIu64 ")",
+                       path, idx, off, seq, last_seq, last_seq + 1);
+            } else if (memcmp(ra_slice_prev_b3(s), last_b3, 32) != 0) {
+                ra_hex(ra_slice_prev_b3(s), 32, a);
+                ra_hex(last_b3, 32, b);
+                if (last_seq == 0)
+                    report(v, true,
+                           "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64
+                           ": seq 1 has prev_b3 %.16s..., not zero",
+                           path, idx, off, a);
+                else
+                    report(v, true,
+                           "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64
+                           ": prev_b3 %.16s... is not the b3 %.16s... of seq %" PRIu64,
+                           path, idx, off, a, b, last_seq);
+            }
+            ra_slice_unref(s);
+        }
+        if (ok) v->records++;
+        last_seq = seq;
+        memcpy(last_b3, b3, 32);
+        off += 4 + (uint64_t)n + 32;
+    }
+    free(buf);
+    close(fd);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted entry names of dir (without . and ..); NULL on error. */
+static char **list_dir(const char *dir, size_t *n) {
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char **names = NULL;
+    size_t cap = 0;
+    *n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **p = realloc(names, cap * sizeof *names);
+            if (!p) break;
+            names = p;
+        }
+        names[*n] = strdup(e->d_name);
+        if (names[*n]) (*n)++;
+    }
+    closedir(d);
+    if (!names) names = calloc(1, sizeof *names);
+    if (names) qsort(names, *n, sizeof *names, cmp_str);
+    return names;
+}
+
+static void free_list(char **names, size_t n) {
+    for (size_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* dir/name into out; false (and out empty) when it does not fit. */
+static bool join(char *out, size_t n, const char *dir, const char *name) {
+    int r = snprintf(out, n, "%s/%s", dir, name);
+    if (r < 0 || (size_t)r >= n) {
+        out[0] = '\0';
+        return false;
+    }
+    return true;
+}
+
+static bool is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool ra_host_is_ledger(const char *path) {
+    char p[PATH_MAX];
+    struct stat st;
+    if (stat(path, &st) != 0) return false;
+    if (S_ISREG(st.st_mode)) return str_ends(path, LEDGER_SUFFIX);
+    if (!S_ISDIR(st.st_mode)) return false;
+    if (!join(p, sizeof p, path, LEDGER_MARKER)) return false;
+    return access(p, F_OK) == 0;
+}
+
+static void verify_tenant_dir(lv_t *v, const char *tdir, const ra_tenant_t *t) {
+    size_t n = 0;
+    char **names = list_dir(tdir, &n);
+    if (!names) {
+        report(v, false, "CORRUPT %s: cannot list: %s", tdir, strerror(errno));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char p[PATH_MAX];
+        if (!join(p, sizeof p, tdir, names[i])) {
+            report(v, false, "CORRUPT %s/%s: path too long", tdir, names[i]);
+            continue;
+        }
+        if (str_ends(names[i], ".broken")) {
+            v->broken++;
+        } else if (str_ends(names[i], LEDGER_SUFFIX) && !is_dir(p)) {
+            char dim[RA_DIM_NAME_MAX + 1];
+            size_t dl = strlen(names[i]) - strlen(LEDGER_SUFFIX);
+            if (dl == 0 || dl > RA_DIM_NAME_MAX) {
+                report(v, false, "CORRUPT %s: not a dimension's file name", p);
+                continue;
+            }
+            memcpy(dim, names[i], dl);
+            dim[dl] = '\0';
+            verify_stream(v, p, t, dim);
+        } else {
+            v->other++;
+        }
+    }
+    free_list(names, n);
+}
+
+int ra_host_ledger_verify(const char *target) {
+    lv_t v;
+    memset(&v, 0, sizeof v);
+    struct stat st;
+    if (stat(target, &st) != 0) {
+        fprintf(stderr, RA_HOST_NAME " verify: %s: %s\n", target, strerror(errno));
+        return RA_HOST_EXIT_USAGE;
+    }
+    bool one_file = S_ISREG(st.st_mode);
+    printf("verify %s (%s)\n", target, one_file ? "one file-ledger stream" : "file ledger");
+    if (one_file) {
+        verify_stream(&v, target, NULL, NULL);
+    } else {
+        char mp[PATH_MAX];
+        join(mp, sizeof mp, target, LEDGER_MARKER);
+        FILE *f = fopen(mp, "rb");
+        char text[64] = "";
+        size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f) fclose(f);
+        text[got] = '\0';
+        if (strcmp(text, LEDGER_MARKER_TEXT) != 0)
+            report(&v, false, "CORRUPT %s: not a v1 file ledger marker", mp);
+        size_t n = 0;
+        char **names = list_dir(target, &n);
+        if (!names) {
+            fprintf(stderr, RA_HOST_NAME " verify: %s: %s\n", target, strerror(errno));
+            return RA_HOST_EXIT_FAILED;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(names[i], LEDGER_MARKER) == 0) continue;
+            char p[PATH_MAX];
+            if (!join(p, sizeof p, target, names[i])) {
+                report(&v, false, "CORRUPT %s/%s: path too long", target, names[i]);
+                continue;
+            }
+            ra_tenant_t t;
+            if (is_dir(p) && ra_tenant_parse(names[i], strlen(names[i]), &t) == 0)
+                verify_tenant_dir(&v, p, &t);
+            else
+                v.other++;
+        }
+        free_list(names, n);
+    }
+    if (v.printed > MAX_PRINTED)
+        printf("... and %" PRIu64 " more problems\n", v.printed - MAX_PRINTED);
+    printf("  streams         %" PRIu64 " files (%" PRIu64 " bytes)\n", v.files, v.bytes);
+    printf("  records         %" PRIu64 " valid (digest = BLAKE3 of the slice bytes, strict "
+           "decode)\n",
+           v.records);
+    printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v.links, v.breaks);
+    printf("  torn bytes      %" PRIu64 "\n", v.torn);
+    if (v.broken || v.other)
+        printf("  other files     %" PRIu64 " .broken (torn tails cut by the exporter), %" PRIu64
+               " unknown\n",
+               v.broken, v.other);
+    bool bad = v.problems || v.breaks;
+    if (bad)
+        printf("FAILED: %" PRIu64 " problems, %" PRIu64 " chain breaks\n", v.problems, v.breaks);
+    else
+        printf("OK\n");
+    fflush(stdout);
+    return bad ? RA_HOST_EXIT_FAILED : RA_HOST_EXIT_OK;
+}
