@@ -5,6 +5,8 @@
 #                       RON_ACCOUNTING_LIB pointing at the libronacct just built
 #   lua-task-host       spec/ron/accounting/task_spec.lua run by busted inside
 #                       ron-accounting (luv on the host's loop)
+#   lua-chaos-host      spec/ron/accounting/exporters/chaos_spec.lua the same way (its
+#                       latency faults sleep on the host's loop)
 #   lua-cdef-current    fails when lua/ron/accounting/cdef.lua is not what
 #                       tools/gen-cdef.sh prints from include/ron/accounting.h (`make cdef`)
 
@@ -52,6 +54,19 @@ if(RA_BUSTED)
                    --output=plainTerminal spec/ron/accounting/task_spec.lua
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(lua-task-host PROPERTIES
+    LABELS lua
+    TIMEOUT 120
+    ENVIRONMENT "LUA_PATH=${_ra_lua_path}")
+endif()
+
+# The chaos exporter's specs inside the host too: its latency faults sleep through
+# task.sleep, on the daemon's loop.
+if(RA_BUSTED)
+  add_test(NAME lua-chaos-host
+           COMMAND $<TARGET_FILE:ron-accounting> run spec/run-busted.lua
+                   --output=plainTerminal spec/ron/accounting/exporters/chaos_spec.lua
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua-chaos-host PROPERTIES
     LABELS lua
     TIMEOUT 120
     ENVIRONMENT "LUA_PATH=${_ra_lua_path}")
