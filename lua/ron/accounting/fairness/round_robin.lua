@@ -1,0 +1,53 @@
+-- ron.accounting.fairness.round_robin: strict rotation over the tenants holding items
+-- (seed 000 C-11, seed 001 §11); FIFO within a tenant. docs/CONCURRENCY.md "Fairness".
+--
+--   local p = require("ron.accounting.fairness.round_robin").new { cap = 65536 }
+--   p:enqueue(tenant, item) -> true | nil, "Busy"
+--   p:dequeue()             -> item, tenant | nil
+--   p:len(), p:tenants()
+--
+-- Bound: with k tenants holding items, a tenant's next item is served within k - 1
+-- dequeues of any other tenant, whatever their backlog.
+local C = require "ron.accounting.fairness.common"
+local setmetatable, error = setmetatable, error
+
+local _M = { name = "round_robin" }
+
+local P = {}
+P.__index = P
+
+local OPTS = { cap = true }
+
+function _M.new(opts)
+    opts = C.check_opts("fairness.round_robin.new", opts, OPTS)
+    local cap = opts.cap
+    if cap == nil then cap = C.DEFAULT_CAP end
+    C.check_int("fairness.round_robin.new", "cap", cap, 1, C.MAX_CAP)
+    return setmetatable({ st = C.new_state(cap) }, P)
+end
+
+function P:enqueue(tenant, item)
+    C.check_tenant("round_robin:enqueue", tenant)
+    if item == nil then error("round_robin:enqueue: item must not be nil", 2) end
+    local st = self.st
+    if st.n >= st.cap then return nil, "Busy" end
+    local q, fresh = C.push(st, tenant, item, 1)
+    if fresh then C.ring_push(st, q) end
+    return true
+end
+
+function P:dequeue()
+    local st = self.st
+    local q = C.ring_front(st)
+    if not q then return nil end
+    C.ring_pop(st)
+    local item, empty = C.take(st, q)
+    if not empty then C.ring_push(st, q) end -- to the back of the rotation
+    return item, q.tenant
+end
+
+function P:len() return self.st.n end
+
+function P:tenants() return C.tenants(self.st) end
+
+return _M
