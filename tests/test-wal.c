@@ -1365,6 +1365,32 @@ static int pc_run(uint64_t seed0, int iters, bool skip_dir_fsync, bool faults, b
     return it;
 }
 
+/* Prints one power-cut run's outcome on a line of its own. */
+static void pc_report(const char *what, int ran, uint64_t refused, const pc_result_t *r,
+                      double t0) {
+    printf("# %s: %d runs, %llu crashed mid-run, %llu rollovers refused by an injected error, "
+           "%llu reported slices checked, lost %llu, phantom %llu, twice %llu, chain breaks "
+           "%llu, digest mismatches %llu, failed recoveries %llu, wrong heads %llu (%.2f s)\n",
+           what, ran, (unsigned long long)r->crashes, (unsigned long long)refused,
+           (unsigned long long)r->reported, (unsigned long long)r->lost,
+           (unsigned long long)r->phantom, (unsigned long long)r->dup,
+           (unsigned long long)r->breaks, (unsigned long long)r->mismatch,
+           (unsigned long long)r->recover_fail, (unsigned long long)r->head_wrong, now_s() - t0);
+}
+
+/* The invariants every power-cut run must keep. A "phantom" (a segment in doubt that
+ * survived without having been reported) is allowed only after injected I/O errors. */
+static void pc_check_clean(const pc_result_t *r, int iters, bool phantom_allowed) {
+    CHECK(r->reported > (uint64_t)iters); /* the harness exercised something */
+    CHECK_EQ_U64(r->lost, 0);
+    CHECK_EQ_U64(r->recover_fail, 0);
+    CHECK_EQ_U64(r->dup, 0);
+    CHECK_EQ_U64(r->breaks, 0);
+    CHECK_EQ_U64(r->mismatch, 0);
+    CHECK_EQ_U64(r->head_wrong, 0);
+    if (!phantom_allowed) CHECK_EQ_U64(r->phantom, 0);
+}
+
 RA_TEST(power_cut_at_random_points) {
     const uint64_t seed = 0x9c0de001;
     int iters = quick() ? 300 : 2000;
@@ -1374,22 +1400,9 @@ RA_TEST(power_cut_at_random_points) {
     int first = -1;
     double t0 = now_s();
     int ran = pc_run(seed, iters, false, false, false, &r, &first);
-    printf("# power cuts: %d runs, %llu crashed mid-run, %llu reported slices checked, lost %llu, "
-           "phantom %llu, twice %llu, chain breaks %llu, digest mismatches %llu, failed "
-           "recoveries %llu, wrong heads %llu (%.2f s)\n",
-           ran, (unsigned long long)r.crashes, (unsigned long long)r.reported,
-           (unsigned long long)r.lost, (unsigned long long)r.phantom, (unsigned long long)r.dup,
-           (unsigned long long)r.breaks, (unsigned long long)r.mismatch,
-           (unsigned long long)r.recover_fail, (unsigned long long)r.head_wrong, now_s() - t0);
-    CHECK(r.reported > (uint64_t)iters); /* the harness exercised something */
+    pc_report("power cuts", ran, 0, &r, t0);
     CHECK(r.crashes > (uint64_t)iters / 2);
-    CHECK_EQ_U64(r.lost, 0);
-    CHECK_EQ_U64(r.recover_fail, 0);
-    CHECK_EQ_U64(r.dup, 0);
-    CHECK_EQ_U64(r.breaks, 0);
-    CHECK_EQ_U64(r.mismatch, 0);
-    CHECK_EQ_U64(r.phantom, 0);
-    CHECK_EQ_U64(r.head_wrong, 0);
+    pc_check_clean(&r, iters, false);
 }
 
 /* The same with one or two write-side I/O errors injected before the power cut (EIO on
@@ -1406,22 +1419,9 @@ RA_TEST(power_cut_after_io_errors) {
     double t0 = now_s();
     g_pc_refused = 0;
     int ran = pc_run(seed, iters, false, true, false, &r, &first);
-    printf("# power cuts after I/O errors: %d runs, %llu rollovers refused by an injected "
-           "error, %llu reported slices checked, lost %llu, "
-           "phantom %llu (allowed), twice %llu, chain breaks %llu, digest mismatches %llu, "
-           "failed recoveries %llu, wrong heads %llu (%.2f s)\n",
-           ran, (unsigned long long)g_pc_refused, (unsigned long long)r.reported,
-           (unsigned long long)r.lost, (unsigned long long)r.phantom, (unsigned long long)r.dup,
-           (unsigned long long)r.breaks, (unsigned long long)r.mismatch,
-           (unsigned long long)r.recover_fail, (unsigned long long)r.head_wrong, now_s() - t0);
-    CHECK(r.reported > (uint64_t)iters);
+    pc_report("power cuts after I/O errors (phantoms allowed)", ran, g_pc_refused, &r, t0);
     CHECK(g_pc_refused > (uint64_t)iters / 4); /* the errors did bite */
-    CHECK_EQ_U64(r.lost, 0);
-    CHECK_EQ_U64(r.recover_fail, 0);
-    CHECK_EQ_U64(r.dup, 0);
-    CHECK_EQ_U64(r.breaks, 0);
-    CHECK_EQ_U64(r.mismatch, 0);
-    CHECK_EQ_U64(r.head_wrong, 0);
+    pc_check_clean(&r, iters, true);
 }
 
 /* The negative control: the same harness against a WAL that skips its directory fsyncs must
