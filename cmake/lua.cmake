@@ -7,6 +7,8 @@
 #                       ron-accounting (luv on the host's loop)
 #   lua-chaos-host      spec/ron/accounting/exporters/chaos_spec.lua the same way (its
 #                       latency faults sleep on the host's loop)
+#   lua-runtime-host    spec/ron/accounting/runtime_spec.lua the same way (the export
+#                       runtime; its pool work needs the host's exported ra_* symbols)
 #   lua-cdef-current    fails when lua/ron/accounting/cdef.lua is not what
 #                       tools/gen-cdef.sh prints from include/ron/accounting.h (`make cdef`)
 
@@ -70,6 +72,19 @@ if(RA_BUSTED)
     LABELS lua
     TIMEOUT 120
     ENVIRONMENT "LUA_PATH=${_ra_lua_path}")
+endif()
+
+# The export runtime (ron.accounting.runtime: rollover, router, workers, offload to the
+# threadpool) end to end on the host's loop; verifies the ledger with this build's binary.
+if(RA_BUSTED)
+  add_test(NAME lua-runtime-host
+           COMMAND $<TARGET_FILE:ron-accounting> run spec/run-busted.lua
+                   --output=plainTerminal spec/ron/accounting/runtime_spec.lua
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua-runtime-host PROPERTIES
+    LABELS lua
+    TIMEOUT 120
+    ENVIRONMENT "LUA_PATH=${_ra_lua_path};RA_BIN=$<TARGET_FILE:ron-accounting>")
 endif()
 
 # diff -u shows what changed; the generated copy stays in the build tree for inspection.

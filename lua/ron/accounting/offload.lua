@@ -1,0 +1,240 @@
+-- ron.accounting.offload: the blocking calls of the export path, run on the libuv
+-- threadpool (uv.new_work) so the loop thread never blocks (issue 4, docs/CONCURRENCY.md).
+-- The ONE place where the runtime does blocking I/O:
+--
+--   offload.rollover(meter, now_ms) -> slices | slices, err | nil, err   (WAL fsync)
+--   offload.ack(meter, slice)       -> true | true, err | nil, err       (ack + compaction)
+--   offload.file(opts)              -> an exporter: exporters.file whose put() runs in the
+--                                      pool (append + fsync); head() and close() too
+--
+-- Every call must come from a task (ron.accounting.task): it queues the work, then waits
+-- on a one-slot channel that the after-work callback (loop thread) fills.
+--
+-- The work function runs in another Lua VM (one per pool thread, kept by luv), so only
+-- plain values cross: the meter's ra_meter_t * and a slice's ra_slice_t * as numbers
+-- (uintptr_t), package.path, integers. The worker VM calls the C API through the host's
+-- exported ra_* symbols (ron.accounting.lib finds ffi.C there). The objects behind the
+-- pointers stay alive because the caller's side keeps them referenced (`keep`) until the
+-- after-work callback ran, even when the waiting task was aborted meanwhile. The meter's
+-- C calls are thread-safe (rollover and ack take its seal mutex); a meter must not be
+-- closed while offloaded calls on it are in flight (runtime:wait() ends them first).
+--
+-- After task.shutdown() every wait returns "Canceled" at once; the wait for a result in
+-- flight then polls (one loop turn per try) until the pool answers: a few milliseconds
+-- at most (one fsync), never a lost result.
+local uv = require "luv"
+local ffi = require "ffi"
+
+local tonumber, tostring, type, error, setmetatable, pairs =
+      tonumber, tostring, type, error, setmetatable, pairs
+
+local _M = {}
+
+local function ptr_num(p)
+    return tonumber(ffi.cast("uintptr_t", p))
+end
+
+-- Requests in flight: id -> { ch = channel, keep = objects kept alive }.
+local inflight, next_id = {}, 0
+local works = {}
+
+local function after(id, ...)
+    if id == nil then return end -- cannot happen: every work body is protected
+    local req = inflight[id]
+    inflight[id] = nil
+    if req and not req.ch:is_closed() then req.ch:try_send({ id, ... }) end
+end
+
+-- The work bodies: no upvalues (they are dumped as bytecode for the pool's VMs). Each runs
+-- inside PROTECTED below, so an error in a body still answers its request.
+local WORK = {
+    rollover = function(path, mnum, now_ms, cap)
+        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
+            _G.pcall, _G.require, _G.package, _G.table
+        package.path = path
+        local ffi_ = require "ffi"
+        local C = require("ron.accounting.lib").namespace()
+        local m = ffi_.cast("ra_meter_t *", mnum)
+        local out = ffi_.new("ra_slice_t *[?]", cap)
+        local n = ffi_.new("size_t[1]")
+        local rc = C.ra_meter_rollover(m, now_ms, out, cap, n)
+        local parts = {}
+        for i = 0, tonumber(n[0]) - 1 do
+            parts[#parts + 1] = _G.string.format("%.0f", tonumber(ffi_.cast("uintptr_t", out[i])))
+        end
+        return rc, table.concat(parts, ",")
+    end,
+    ack = function(path, mnum, snum)
+        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
+            _G.pcall, _G.require, _G.package, _G.table
+        package.path = path
+        local ffi_ = require "ffi"
+        local C = require("ron.accounting.lib").namespace()
+        local m = ffi_.cast("ra_meter_t *", mnum)
+        local rc = C.ra_meter_ack(m, ffi_.cast("const ra_slice_t *", snum))
+        local crc = 0
+        if rc == 0 then crc = C.ra_meter_compact(m) end
+        return rc, crc
+    end,
+    file_put = function(path, dir, fsync, snum)
+        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
+            _G.pcall, _G.require, _G.package, _G.table
+        package.path = path
+        local ffi_ = require "ffi"
+        local C = require("ron.accounting.lib").namespace()
+        local slice = require "ron.accounting.slice"
+        local key = dir .. (fsync and "\1" or "\0")
+        _G.RA_LEDGERS = _G.RA_LEDGERS or {}
+        local ledger = _G.RA_LEDGERS[key]
+        if not ledger then
+            local err
+            ledger, err = require("ron.accounting.exporters.file").new { dir = dir,
+                                                                        fsync = fsync }
+            if not ledger then return nil, err end
+            _G.RA_LEDGERS[key] = ledger
+        end
+        local p = ffi_.cast("ra_slice_t *", snum)
+        C.ra_slice_ref(p) -- wrap() takes ownership of one reference: our own
+        local ok, status, detail = pcall(ledger.put, ledger, slice.wrap(p))
+        if not ok then return nil, tostring(status) end
+        return status, detail
+    end,
+    file_head = function(path, dir, tenant, dimension)
+        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
+            _G.pcall, _G.require, _G.package, _G.table
+        package.path = path
+        local ledger, err = require("ron.accounting.exporters.file").new { dir = dir }
+        if not ledger then return nil, nil, err end
+        local h, herr = ledger:head(tenant, dimension)
+        if not h then return nil, nil, herr end
+        return h.seq, h.b3
+    end,
+}
+
+-- The one work function: loads the body's bytecode and runs it under pcall, so the answer
+-- always carries the request id (a raising body would otherwise leave its caller waiting).
+local function PROTECTED(code, id, ...)
+    local body = _G.loadstring(code)
+    local r = { _G.pcall(body, ...) }
+    if not r[1] then return id, nil, "Failed: " .. _G.tostring(r[2]) end
+    return id, _G.unpack(r, 2, _G.table.maxn(r))
+end
+
+local CODE = {}
+for kind, fn in pairs(WORK) do CODE[kind] = string.dump(fn) end
+
+-- Queues kind(...) in the pool and waits (inside a task) for its results.
+local function call(kind, keep, ...)
+    local task = require "ron.accounting.task"
+    local w = works.protected
+    if not w then
+        w = uv.new_work(PROTECTED, after)
+        works.protected = w
+    end
+    next_id = next_id + 1
+    local id = next_id
+    local ch = task.channel(1, "offload")
+    inflight[id] = { ch = ch, keep = keep }
+    local ok, err = w:queue(CODE[kind], id, package.path, ...)
+    if not ok then
+        inflight[id] = nil
+        return nil, "IoError: uv work queue failed: " .. tostring(err)
+    end
+    while true do
+        local res, rerr = ch:recv()
+        if res then return res end
+        if rerr ~= "Canceled" then return nil, rerr end
+        -- shut down: keep polling for the answer in flight (see the header)
+    end
+end
+
+local function errmsg(C, rc)
+    return ffi.string(C.ra_err_name(rc)) .. ": " .. ffi.string(C.ra_strerror(rc))
+end
+
+function _M.rollover(meter, now_ms)
+    local C = require("ron.accounting.lib").namespace()
+    local slice = require "ron.accounting.slice"
+    if type(now_ms) ~= "number" or now_ms < 0 then
+        error("offload.rollover: now_ms must be a number >= 0", 2)
+    end
+    local m = meter._m
+    if m == nil then error("offload.rollover: the meter is closed", 2) end
+    local res, err = call("rollover", { meter }, ptr_num(m), math.floor(now_ms),
+                          meter._sealed_cap)
+    if not res then return nil, err end
+    local rc, list = res[2], res[3]
+    local sealed = {}
+    for num in list:gmatch("%d+") do
+        sealed[#sealed + 1] = slice.wrap(ffi.cast("ra_slice_t *", tonumber(num)))
+    end
+    if rc ~= 0 then
+        if #sealed == 0 then return nil, errmsg(C, rc) end
+        return sealed, errmsg(C, rc)
+    end
+    return sealed
+end
+
+function _M.ack(meter, s)
+    local C = require("ron.accounting.lib").namespace()
+    local slice = require "ron.accounting.slice"
+    local m = meter._m
+    if m == nil then error("offload.ack: the meter is closed", 2) end
+    local p = slice.ptr(s)
+    if p == nil then error("offload.ack: expected a slice", 2) end
+    local res, err = call("ack", { meter, s }, ptr_num(m), ptr_num(p))
+    if not res then return nil, err end
+    local rc, crc = res[2], res[3]
+    if rc == C.RA_ENOTFOUND then
+        return nil, "NotFound: the slice is not pending on this meter (ACKed already?)"
+    end
+    if rc ~= 0 then return nil, errmsg(C, rc) end
+    if crc ~= 0 then return true, errmsg(C, crc) end
+    return true
+end
+
+-- exporters.file with its blocking calls in the pool. Each pool thread keeps its own
+-- ledger instance for dir; the ledger re-reads the head under flock on every put, so
+-- those instances never disagree (that is what lets two exporters race on one stream).
+local F = {}
+F.__index = F
+
+function _M.file(opts)
+    if type(opts) ~= "table" or type(opts.dir) ~= "string" or opts.dir == "" then
+        error("offload.file: expects { dir = path, fsync = true }", 2)
+    end
+    -- Create the directory and marker now (once, at configuration time, before the
+    -- runtime runs) so a bad dir fails here.
+    local ledger, err = require("ron.accounting.exporters.file").new(opts)
+    if not ledger then return nil, err end
+    ledger:close()
+    return setmetatable({ dir = opts.dir, fsync = opts.fsync ~= false, puts = 0 }, F)
+end
+
+function F:put(s)
+    local slice = require "ron.accounting.slice"
+    local p = slice.ptr(s)
+    if p == nil then error("offload.file: put expects a slice", 2) end
+    self.puts = self.puts + 1
+    local res, err = call("file_put", { s }, self.dir, self.fsync, ptr_num(p))
+    if not res then return nil, err end
+    return res[2], res[3]
+end
+
+function F:head(tenant, dimension)
+    local res, err = call("file_head", nil, self.dir, tenant, dimension)
+    if not res then return nil, err end
+    if res[2] == nil then return nil, res[4] end
+    return { seq = res[2], b3 = res[3] }
+end
+
+function F:close() return true end
+
+-- Requests still in flight (0 once every answer came back).
+function _M.in_flight()
+    local n = 0
+    for _ in pairs(inflight) do n = n + 1 end
+    return n
+end
+
+return _M

@@ -1,0 +1,258 @@
+-- ron.accounting.runtime: the export pipeline on the host's loop (issue 4). Run in the
+-- host (ctest lua-runtime-host: `ron-accounting run spec/run-busted.lua
+-- spec/ron/accounting/runtime_spec.lua`). Each case: a fresh task module, a meter with an
+-- injected clock and a WAL, the runtime, a file ledger (offloaded) in a temp dir; the body
+-- runs as a task; the loop runs to its end; no task may be left live.
+local S = dofile((debug.getinfo(1, "S").source:match("^@(.*)spec/ron/") or "")
+                 .. "spec/support.lua")
+local uv = require "luv"
+local acct = require "ron.accounting"
+local offload = require "ron.accounting.offload"
+local runtime = require "ron.accounting.runtime"
+local chaos = require "ron.accounting.exporters.chaos"
+local backoff = require "ron.accounting.backoff"
+
+local T0 = S.T0
+local TENANTS = { S.TENANT_A, S.TENANT_B, "00000000-0000-4000-8000-00000000000c" }
+local BIN = os.getenv("RA_BIN") or "build/ron-accounting"
+
+local function fresh_task()
+    package.loaded["ron.accounting.task"] = nil
+    return require "ron.accounting.task"
+end
+
+local function run(body)
+    local task = fresh_task()
+    local h = task.spawn("spec", body, task)
+    uv.run("default")
+    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
+    local ok, err = h:join()
+    assert(ok, err)
+    assert.equal(0, task.live())
+    assert.equal(0, offload.in_flight())
+    return task
+end
+
+local function setup(extra)
+    local clock = S.clock(T0 + 5)
+    local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = S.tmpname(".wal") } }))
+    local dir = S.tmpname(".ledger")
+    local ledger = assert(offload.file { dir = dir })
+    return clock, m, dir, ledger
+end
+
+-- Polls pred every 5 ms up to ms; true when it held.
+local function eventually(task, pred, ms)
+    local t = uv.now() + ms
+    while uv.now() < t do
+        if pred() then return true end
+        task.sleep(5)
+    end
+    return pred()
+end
+
+-- records one window for every tenant, then moves the clock past it
+local function window(m, clock, w, tenants)
+    clock.now = T0 + 60 * (w - 1) + 5
+    for _, t in ipairs(tenants or TENANTS) do
+        assert(m:record(t, "alice", "bytes", w))
+    end
+    clock.now = T0 + 60 * w + 1
+end
+
+local function verify(dir)
+    local out, rc = S.run(BIN .. " verify --quiet " .. S.shell_quote(dir))
+    return rc, out
+end
+
+local function in_seq_order(rt)
+    local last = {}
+    for _, e in ipairs(rt.events) do
+        if e[1] == "acked" then
+            local prev = last[e[2]] or 0
+            if e[3] ~= prev + 1 then return false, e[2] .. " " .. prev .. " -> " .. e[3] end
+            last[e[2]] = e[3]
+        end
+    end
+    return true
+end
+
+describe("ron.accounting.runtime", function()
+    it("end to end: every slice lands in the ledger once, in order; pending empties", function()
+        print("seed: none (no randomness)")
+        local clock, m, dir, ledger = setup()
+        local rt
+        run(function(task)
+            rt = runtime.start { meter = m, exporter = ledger, tick_ms = 5 }
+            for w = 1, 5 do
+                window(m, clock, w)
+                assert.is_true(eventually(task, function()
+                    return rt.exports.ok == 3 * w and #m:pending() == 0 end, 5000))
+            end
+            rt:stop()
+            local r = rt:wait()
+            assert.equal(0, r.aborted)
+        end)
+        for _, t in ipairs(TENANTS) do
+            local h = assert(require("ron.accounting.exporters.file").new { dir = dir }
+                :head(t, "bytes"))
+            assert.equal(5, h.seq)
+        end
+        assert.equal(0, #m:pending())
+        assert.equal(15, rt.exports.ok)
+        assert.equal(0, rt.exports.dup)
+        assert.is_true(in_seq_order(rt))
+        assert.equal(0, (verify(dir)))
+        assert.truthy(rt:metrics_text():find('accounting_exports_total{status="ok"} 15', 1, true))
+        m:close()
+    end)
+    it("G-4: N+1 is exported only after N's ACK (N delayed)", function()
+        print("seed: none (no randomness)")
+        local clock, m, dir, ledger = setup()
+        local log = {}
+        local slow = {
+            put = function(_, sl)
+                local task = require "ron.accounting.task"
+                log[#log + 1] = { "start", sl.id.seq }
+                if sl.id.seq == 1 then task.sleep(100) end
+                local st, d = ledger:put(sl)
+                log[#log + 1] = { "end", sl.id.seq, st }
+                return st, d
+            end,
+            close = function() end,
+        }
+        local rt
+        run(function(task)
+            rt = runtime.start { meter = m, exporter = slow, tick_ms = 5 }
+            clock.now = T0 + 5
+            assert(m:record(TENANTS[1], "alice", "bytes", 1))
+            clock.now = T0 + 65
+            assert(m:record(TENANTS[1], "alice", "bytes", 2))
+            clock.now = T0 + 121 -- both windows seal in one rollover: N+1 ready with N
+            assert.is_true(eventually(task, function()
+                return rt.exports.ok == 2 and #m:pending() == 0 end, 5000))
+            rt:stop()
+            rt:wait()
+        end)
+        assert.same({ { "start", 1 }, { "end", 1, "ok" }, { "start", 2 }, { "end", 2, "ok" } },
+                    log)
+        assert.is_true(in_seq_order(rt))
+        assert.equal(0, (verify(dir)))
+        m:close()
+    end)
+
+    it("G-4: a tiny ordered_buffer_cap sheds with OrderOverflow, never out of order", function()
+        print("seed: none (no randomness)")
+        local clock, m, dir, ledger = setup()
+        local slow = chaos.wrap(ledger, { seed = 1, latency_ms = { 5, 5 } })
+        local rt
+        run(function(task)
+            rt = runtime.start { meter = m, exporter = slow, tick_ms = 5,
+                                 ordered_buffer_cap = 1 }
+            for w = 1, 8 do
+                clock.now = T0 + 60 * (w - 1) + 5
+                assert(m:record(TENANTS[1], "alice", "bytes", w))
+            end
+            clock.now = T0 + 60 * 8 + 1
+            assert.is_true(eventually(task, function()
+                return rt.exports.ok == 8 and #m:pending() == 0 end, 10000))
+            rt:stop()
+            rt:wait()
+        end)
+        assert.is_true(rt.rejected.order_overflow > 0)
+        assert.truthy(rt:metrics_text():find('accounting_rejected_total{reason="order_overflow"} '
+                                             .. rt.rejected.order_overflow, 1, true))
+        assert.equal(8, rt.exports.ok)
+        assert.is_true(in_seq_order(rt))
+        assert.equal(0, (verify(dir)))
+        m:close()
+    end)
+
+    it("G-9: 20% failures and latency: sealing continues, all drains once healthy", function()
+        local seed = 7
+        print("seed: " .. seed)
+        local clock, m, dir, ledger = setup()
+        local e = chaos.wrap(ledger, { seed = seed, failure_rate = 0.2, latency_ms = { 1, 5 },
+                                       lost_ack_rate = 0.05 })
+        local b = require("ron.accounting.backoff.exponential").new {
+            base_ms = 2, cap_ms = 20, seed = seed }
+        local rt
+        run(function(task)
+            rt = runtime.start { meter = m, exporter = e, backoff = b, tick_ms = 5 }
+            for w = 1, 10 do
+                window(m, clock, w)
+                task.sleep(10)
+            end
+            e.failure_rate, e.lost_ack_rate = 0, 0 -- healthy again
+            assert.is_true(eventually(task, function()
+                return rt.exports.ok + rt.exports.dup >= 30 and #m:pending() == 0 end, 20000))
+            rt:stop()
+            rt:wait()
+        end)
+        local st = e:stats()
+        assert.is_true(st.failure > 0)
+        assert.is_true(rt.exports.retry_network > 0)
+        assert.is_true(rt.retries > 0)
+        for _, t in ipairs(TENANTS) do
+            local h = assert(require("ron.accounting.exporters.file").new { dir = dir }
+                :head(t, "bytes"))
+            assert.equal(10, h.seq)
+        end
+        assert.is_true(in_seq_order(rt))
+        assert.equal(0, (verify(dir)))
+        m:close()
+    end)
+
+    it("retries stop within the global op budget (+-10%)", function()
+        local seed = 3
+        print("seed: " .. seed)
+        local clock, m, _, ledger = setup()
+        local e = chaos.wrap(ledger, { seed = seed, failure_rate = 1, failure = "retry_remote_5xx" })
+        local b = require("ron.accounting.backoff.exponential").new {
+            base_ms = 5, cap_ms = 40, seed = seed }
+        local rt
+        local BUDGET = 400
+        run(function(task)
+            rt = runtime.start { meter = m, exporter = e, backoff = b, tick_ms = 5,
+                                 op_budget_ms = BUDGET }
+            window(m, clock, 1, { TENANTS[1] })
+            assert.is_true(eventually(task, function() return rt.exports.fail > 0 end, 5000))
+            rt:stop()
+            rt:wait()
+        end)
+        local fail
+        for _, ev in ipairs(rt.events) do if ev[1] == "fail" then fail = ev break end end
+        assert.truthy(fail)
+        print(("op ended after %.1f ms (budget %d)"):format(fail[4], BUDGET))
+        assert.is_true(fail[4] >= BUDGET * 0.9 and fail[4] <= BUDGET * 1.1)
+        assert.is_true(rt.exports.retry_remote_5xx > 1)
+        assert.equal(1, #m:pending()) -- still pending: retried later, nothing lost
+        m:close()
+    end)
+
+    it("shutdown: rt:stop() drains within the deadline, no task leak", function()
+        print("seed: 1")
+        local clock, m, _, ledger = setup()
+        local e = chaos.wrap(ledger, { seed = 1, latency_ms = { 20, 20 } })
+        local rt, elapsed, r
+        local task = run(function(task)
+            rt = runtime.start { meter = m, exporter = e, tick_ms = 5, drain_deadline_ms = 300 }
+            for w = 1, 30 do
+                clock.now = T0 + 60 * (w - 1) + 5
+                assert(m:record(TENANTS[1], "alice", "bytes", w))
+            end
+            clock.now = T0 + 60 * 30 + 1
+            assert.is_true(eventually(task, function() return rt.exports.ok > 0 end, 5000))
+            local t0 = uv.now()
+            rt:stop()
+            r = rt:wait()
+            elapsed = uv.now() - t0
+        end)
+        print(("drain took %d ms, finished %d, aborted %d"):format(elapsed, r.finished, r.aborted))
+        assert.is_true(elapsed <= 300 + 50)
+        assert.equal(0, task.live())
+        -- what was not exported stays pending (and in the WAL) for the next start
+        assert.equal(30, rt.exports.ok + #m:pending())
+        m:close()
+    end)
+end)
