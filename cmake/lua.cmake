@@ -87,6 +87,19 @@ if(RA_BUSTED)
     ENVIRONMENT "LUA_PATH=${_ra_lua_path};RA_BIN=$<TARGET_FILE:ron-accounting>")
 endif()
 
+# Readiness (C-6: degraded on a sustained exporter breach, I-8, G-5 tiny caps) and the
+# bus hooks (C-10) of the export runtime, on the host's loop.
+if(RA_BUSTED)
+  add_test(NAME lua-readiness-host
+           COMMAND $<TARGET_FILE:ron-accounting> run spec/run-busted.lua
+                   --output=plainTerminal spec/ron/accounting/readiness_spec.lua
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua-readiness-host PROPERTIES
+    LABELS lua
+    TIMEOUT 120
+    ENVIRONMENT "LUA_PATH=${_ra_lua_path};RA_BIN=$<TARGET_FILE:ron-accounting>")
+endif()
+
 # diff -u shows what changed; the generated copy stays in the build tree for inspection.
 add_test(NAME lua-cdef-current
          COMMAND sh -c "sh tools/gen-cdef.sh > \"$1\" && diff -u lua/ron/accounting/cdef.lua \"$1\" || { echo 'lua/ron/accounting/cdef.lua is stale: run make cdef' >&2; exit 1; }"

@@ -37,13 +37,21 @@ local pairs, ipairs, tostring, type, error, setmetatable, pcall =
 local _M = {}
 
 _M.DEFAULTS = { ordered_buffer_cap = 1024, pending_cap = 1024, op_budget_ms = 10000,
-                drain_deadline_ms = 5000, ack_lru = 4096 }
+                drain_deadline_ms = 5000, ack_lru = 4096,
+                -- readiness (C-6)
+                ready_backlog_p95 = 10000,        -- sealed, un-ACKed slices
+                ready_ack_latency_p95_ms = 30000, -- offer -> ACK
+                degrade_after_ms = 30000,         -- breach (or recovery) this long flips degraded
+                health_interval_ms = 1000,        -- backlog sampling period
+                ready_samples = 128,              -- sliding window of samples (bounded)
+                bus_cap = 1024 }                  -- per-subscriber queue (C-10)
 
 local EXPORT_STATUSES = { "ok", "dup", "retry_network", "retry_remote_5xx", "retry_timeout",
                           "fail" }
 
 local RT = {}
 RT.__index = RT
+_M._RT = RT
 
 local function skey(tenant, dim) return tenant .. "/" .. dim end
 local function slice_key(s) return skey(s.tenant, s.dimension) .. "/" .. tostring(s.id.seq) end
@@ -70,6 +78,11 @@ function _M.start(opts)
         exports = {}, rejected = {}, retries = 0, conflicts = {}, events = {},
         tasks = {}, workers = {},
         stopping = false,
+        started_ms = uv.now(), last_tick_ms = nil,
+        backlog_samples = { n = 0, i = 0 }, latency_samples = { n = 0, i = 0 },
+        offered_at = {},       -- slice key -> uv.now() when offered
+        breach_since = nil, healthy_since = nil, is_degraded = false,
+        subs = {}, bus_lagged = 0, next_sub = 0,
     }, RT)
     for _, s in ipairs(EXPORT_STATUSES) do self.exports[s] = 0 end
     self.rejected.order_overflow, self.rejected.busy = 0, 0
@@ -84,6 +97,7 @@ function _M.start(opts)
     end)
     self.tasks[#self.tasks + 1] = task.spawn("rollover_task", function() self:rollover_loop() end)
     self.tasks[#self.tasks + 1] = task.spawn("exporter_router", function() self:router() end)
+    self.tasks[#self.tasks + 1] = task.spawn("health_task", function() self:health_loop() end)
     return self
 end
 
@@ -100,6 +114,7 @@ function RT:offer(s)
         return false
     end
     self.offered[k] = true
+    if not self.offered_at[k] then self.offered_at[k] = uv.now() end
     return true
 end
 
@@ -123,6 +138,7 @@ function RT:rollover_loop()
     local task = self.task
     local win = self.meter:window_len()
     while not self.stopping do
+        self.last_tick_ms = uv.now()
         local wait_ms = self.tick_ms
         if not wait_ms then
             local now = self:now_s()
@@ -133,6 +149,12 @@ function RT:rollover_loop()
         if err ~= "Timeout" then break end -- stop (Closed) or shutdown (Canceled)
         local sealed, rerr = offload.rollover(self.meter, floor(self:now_s() * 1000))
         if rerr then log("rollover: %s", rerr) end
+        self.last_tick_ms = uv.now()
+        if sealed then
+            for _, sl in ipairs(sealed) do
+                self:publish({ type = "SliceSealed", slice_id = self.slice_id(sl), b3 = sl.b3 })
+            end
+        end
         if self.stopping then break end
         -- Re-offers first (older, shed earlier), then the new ones: reoffer() walks the
         -- whole pending ring, which holds the sealed slices as well, in order.
@@ -227,6 +249,7 @@ function RT:export_one(st, s, b)
     if self:lru_has(ak) then -- delivered and ACKed before: a re-offer (I-17)
         self.exports.dup = self.exports.dup + 1
         offload.ack(self.meter, s)
+        self:acked(s)
         return "acked"
     end
     b:reset()
@@ -240,6 +263,7 @@ function RT:export_one(st, s, b)
             local ok, aerr = offload.ack(self.meter, s)
             if not ok then log("ack %s: %s", slice_key(s), tostring(aerr)) end
             self:lru_add(ak)
+            self:acked(s)
             self.events[#self.events + 1] = { "acked", st.key, s.id.seq }
             return "acked"
         end
@@ -262,6 +286,7 @@ function RT:export_one(st, s, b)
             local left = self.cfg.op_budget_ms - elapsed
             if left > 0 then self:pause(floor(left)) end
             self.exports.fail = self.exports.fail + 1
+            self:sample(self.latency_samples, (uv.hrtime() - start) / 1e6)
             self.events[#self.events + 1] = { "fail", st.key, s.id.seq,
                                               (uv.hrtime() - start) / 1e6 }
             return "fail"
@@ -299,6 +324,162 @@ function RT:worker(st)
 end
 
 -- ---------------------------------------------------------------------------------------
+-- readiness (C-6): rollover running ∧ exporter ok; a sustained breach sets degraded (I-8)
+
+function _M.slice_id(s)
+    return { tenant = s.tenant, dimension = s.dimension, window_start_s = s.id.window_start_s,
+             window_len_s = s.id.window_len_s, seq = s.id.seq }
+end
+RT.slice_id = _M.slice_id
+
+-- A bounded ring of the last cfg.ready_samples values.
+function RT:sample(ring, v)
+    local cap = self.cfg.ready_samples
+    ring.i = ring.i % cap + 1
+    ring[ring.i] = v
+    if ring.n < cap then ring.n = ring.n + 1 end
+end
+
+local function p95(ring)
+    if ring.n == 0 then return 0 end
+    local a = {}
+    for i = 1, ring.n do a[i] = ring[i] end
+    sort(a)
+    local k = math.ceil(0.95 * ring.n)
+    return a[k]
+end
+_M._p95 = p95
+
+function RT:acked(s)
+    local k = slice_key(s)
+    local t0 = self.offered_at[k]
+    self.offered_at[k] = nil
+    if t0 then self:sample(self.latency_samples, uv.now() - t0) end
+    self:publish({ type = "SliceExported", slice_id = self.slice_id(s) })
+end
+
+-- -> ready, reasons (a list of strings; empty when ready), details
+function RT:ready()
+    local cfg, reasons = self.cfg, {}
+    local now = uv.now()
+    local period = self.tick_ms or self.meter:window_len() * 1000
+    local last = self.last_tick_ms or self.started_ms
+    if self.stopping then
+        reasons[#reasons + 1] = "stopping"
+    elseif now - last > 2 * period + 1000 then
+        reasons[#reasons + 1] = format("rollover_task stalled for %d ms", now - last)
+    end
+    local bp, lp = p95(self.backlog_samples), p95(self.latency_samples)
+    if bp > cfg.ready_backlog_p95 then
+        reasons[#reasons + 1] = format("backlog p95 %d > %d", bp, cfg.ready_backlog_p95)
+    end
+    if lp > cfg.ready_ack_latency_p95_ms then
+        reasons[#reasons + 1] = format("ack latency p95 %d ms > %d ms", lp,
+                                       cfg.ready_ack_latency_p95_ms)
+    end
+    if self.is_degraded then reasons[#reasons + 1] = "degraded" end
+    return #reasons == 0, reasons, { backlog_p95 = bp, ack_latency_p95_ms = lp }
+end
+
+function RT:exporter_ok()
+    local cfg = self.cfg
+    return p95(self.backlog_samples) <= cfg.ready_backlog_p95
+       and p95(self.latency_samples) <= cfg.ready_ack_latency_p95_ms
+end
+
+function RT:set_degraded(on)
+    if on == self.is_degraded then return end
+    self.is_degraded = on
+    pcall(self.meter.set_degraded, self.meter, on)
+    log("%s: backlog p95 %d, ack latency p95 %d ms", on and "degraded (exporter)" or
+        "recovered", p95(self.backlog_samples), p95(self.latency_samples))
+end
+
+function RT:health_step()
+    local now = uv.now()
+    self:sample(self.backlog_samples, #self.meter:pending())
+    if self:exporter_ok() then
+        self.breach_since = nil
+        self.healthy_since = self.healthy_since or now
+        if self.is_degraded and now - self.healthy_since >= self.cfg.degrade_after_ms then
+            self:set_degraded(false)
+        end
+    else
+        self.healthy_since = nil
+        self.breach_since = self.breach_since or now
+        if not self.is_degraded and now - self.breach_since >= self.cfg.degrade_after_ms then
+            self:set_degraded(true)
+        end
+    end
+end
+
+function RT:health_loop()
+    while not self.stopping do
+        self:health_step()
+        if not self:pause(self.cfg.health_interval_ms) then break end
+    end
+end
+
+-- ---------------------------------------------------------------------------------------
+-- bus hooks (C-10): bounded per-subscriber queues, drop-oldest, delivered by a task
+
+local Sub = {}
+Sub.__index = Sub
+
+function RT:publish(ev)
+    for _, sub in pairs(self.subs) do
+        if sub.n >= sub.cap then -- drop the oldest
+            sub.q[sub.head] = nil
+            sub.head = sub.head + 1
+            sub.n = sub.n - 1
+            sub.lagged = sub.lagged + 1
+            self.bus_lagged = self.bus_lagged + 1
+        end
+        sub.q[sub.head + sub.n] = ev
+        sub.n = sub.n + 1
+        sub.wake:try_send(true)
+    end
+end
+
+-- rt:subscribe(fn [, { cap = 1024 }]) -> sub; fn(event) runs in the subscriber's task
+-- (it may yield); sub:close() stops it, sub.lagged counts the events it lost.
+function RT:subscribe(fn, opts)
+    if type(fn) ~= "function" then error("runtime:subscribe(fn): fn must be a function", 2) end
+    local cap = (opts and opts.cap) or self.cfg.bus_cap
+    self.next_sub = self.next_sub + 1
+    local sub = setmetatable({ id = self.next_sub, rt = self, cap = cap, q = {}, head = 1,
+                               n = 0, lagged = 0, delivered = 0,
+                               wake = self.task.channel(1, "bus_wake") }, Sub)
+    self.subs[sub.id] = sub
+    sub.task = self.task.spawn("bus_subscriber-" .. sub.id, function()
+        while true do
+            if sub.n > 0 then
+                local ev = sub.q[sub.head]
+                sub.q[sub.head] = nil
+                sub.head = sub.head + 1
+                sub.n = sub.n - 1
+                local ok, err = pcall(fn, ev)
+                if not ok then log("bus subscriber %d: %s", sub.id, tostring(err)) end
+                sub.delivered = sub.delivered + 1
+            else
+                local _, err = sub.wake:recv()
+                if err then break end -- closed (and nothing queued) or shutdown
+            end
+        end
+    end)
+    self.tasks[#self.tasks + 1] = sub.task
+    return sub
+end
+
+function Sub:close()
+    if self.closed then return end
+    self.closed = true
+    self.rt.subs[self.id] = nil
+    self.q, self.n = {}, 0
+    self.wake:close()
+end
+
+-- ---------------------------------------------------------------------------------------
 -- control
 
 function RT:stop()
@@ -306,6 +487,7 @@ function RT:stop()
     self.stopping = true
     self.stop_ch:close()
     self.pending_slices:close()
+    for _, sub in pairs(self.subs) do sub.wake:close() end -- deliver what is queued, end
     return true
 end
 
@@ -334,7 +516,8 @@ end
 
 function RT:metrics()
     return { exports = self.exports, rejected = self.rejected, retries = self.retries,
-             conflicts = #self.conflicts, backlog = #self.meter:pending() }
+             conflicts = #self.conflicts, backlog = #self.meter:pending(),
+             degraded = self.is_degraded, bus_lagged = self.bus_lagged }
 end
 
 function RT:metrics_text()
@@ -358,6 +541,12 @@ function RT:metrics_text()
     out[#out + 1] = "# HELP accounting_export_backlog Sealed slices not ACKed yet."
     out[#out + 1] = "# TYPE accounting_export_backlog gauge"
     out[#out + 1] = format("accounting_export_backlog %d", #self.meter:pending())
+    out[#out + 1] = "# HELP accounting_ready 1 when the runtime is ready (C-6)."
+    out[#out + 1] = "# TYPE accounting_ready gauge"
+    out[#out + 1] = format("accounting_ready %d", self:ready() and 1 or 0)
+    out[#out + 1] = "# HELP bus_lagged_total Bus events dropped (oldest first) for slow subscribers."
+    out[#out + 1] = "# TYPE bus_lagged_total counter"
+    out[#out + 1] = format("bus_lagged_total %d", self.bus_lagged)
     return concat(out, "\n") .. "\n" .. self.task.metrics_text()
 end
 
