@@ -47,58 +47,31 @@ else()
   set_tests_properties(lua PROPERTIES LABELS lua)
 endif()
 
-# The task runtime's specs inside the host, with luv bound to the host's libuv loop
-# (spec/run-busted.lua loads busted's runner there). Plain busted above runs them too, on
-# luv's own loop; this one is the configuration the daemon really has.
-if(RA_BUSTED)
-  add_test(NAME lua-task-host
+# Specs that need the daemon's configuration: busted inside the host, with luv bound to
+# the host's libuv loop (spec/run-busted.lua loads busted's runner there). Plain busted
+# above runs them too, on luv's own loop. RA_BIN lets a spec run this build's binary
+# (e.g. `ron-accounting verify` on the ledger it wrote).
+function(ra_host_spec name spec)
+  if(NOT RA_BUSTED)
+    return()
+  endif()
+  add_test(NAME ${name}
            COMMAND $<TARGET_FILE:ron-accounting> run spec/run-busted.lua
-                   --output=plainTerminal spec/ron/accounting/task_spec.lua
+                   --output=plainTerminal ${spec}
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(lua-task-host PROPERTIES
-    LABELS lua
-    TIMEOUT 120
-    ENVIRONMENT "LUA_PATH=${_ra_lua_path}")
-endif()
-
-# The chaos exporter's specs inside the host too: its latency faults sleep through
-# task.sleep, on the daemon's loop.
-if(RA_BUSTED)
-  add_test(NAME lua-chaos-host
-           COMMAND $<TARGET_FILE:ron-accounting> run spec/run-busted.lua
-                   --output=plainTerminal spec/ron/accounting/exporters/chaos_spec.lua
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(lua-chaos-host PROPERTIES
-    LABELS lua
-    TIMEOUT 120
-    ENVIRONMENT "LUA_PATH=${_ra_lua_path}")
-endif()
-
-# The export runtime (ron.accounting.runtime: rollover, router, workers, offload to the
-# threadpool) end to end on the host's loop; verifies the ledger with this build's binary.
-if(RA_BUSTED)
-  add_test(NAME lua-runtime-host
-           COMMAND $<TARGET_FILE:ron-accounting> run spec/run-busted.lua
-                   --output=plainTerminal spec/ron/accounting/runtime_spec.lua
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(lua-runtime-host PROPERTIES
+  set_tests_properties(${name} PROPERTIES
     LABELS lua
     TIMEOUT 120
     ENVIRONMENT "LUA_PATH=${_ra_lua_path};RA_BIN=$<TARGET_FILE:ron-accounting>")
-endif()
+endfunction()
 
-# Readiness (C-6: degraded on a sustained exporter breach, I-8, G-5 tiny caps) and the
-# bus hooks (C-10) of the export runtime, on the host's loop.
-if(RA_BUSTED)
-  add_test(NAME lua-readiness-host
-           COMMAND $<TARGET_FILE:ron-accounting> run spec/run-busted.lua
-                   --output=plainTerminal spec/ron/accounting/readiness_spec.lua
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(lua-readiness-host PROPERTIES
-    LABELS lua
-    TIMEOUT 120
-    ENVIRONMENT "LUA_PATH=${_ra_lua_path};RA_BIN=$<TARGET_FILE:ron-accounting>")
-endif()
+# task primitives; the chaos exporter (its latency faults sleep through task.sleep); the
+# export runtime end to end (rollover, router, workers, offload to the threadpool);
+# readiness (C-6, I-8, G-5) and the bus hooks (C-10).
+ra_host_spec(lua-task-host spec/ron/accounting/task_spec.lua)
+ra_host_spec(lua-chaos-host spec/ron/accounting/exporters/chaos_spec.lua)
+ra_host_spec(lua-runtime-host spec/ron/accounting/runtime_spec.lua)
+ra_host_spec(lua-readiness-host spec/ron/accounting/readiness_spec.lua)
 
 # diff -u shows what changed; the generated copy stays in the build tree for inspection.
 add_test(NAME lua-cdef-current
