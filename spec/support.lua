@@ -111,4 +111,23 @@ function S.by_stream(slices)
     return t
 end
 
+-- For specs run inside the host (spec/run-busted.lua): runs body(task) as a task on a
+-- fresh task module, runs the loop to its end, and checks that the task ended well, that
+-- no task is left live and no threadpool request is left in flight.
+S.TENANT_C = "00000000-0000-4000-8000-00000000000c"
+function S.run_task(body)
+    local assert = require "luassert" -- this file runs outside busted's spec environment
+    package.loaded["ron.accounting.task"] = nil
+    local task = require "ron.accounting.task"
+    local uv = require "luv"
+    local h = task.spawn("spec", body, task)
+    uv.run("default")
+    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
+    local ok, err = h:join()
+    assert(ok, err)
+    assert.equal(0, task.live())
+    assert.equal(0, require("ron.accounting.offload").in_flight())
+    return task
+end
+
 return S

@@ -13,25 +13,10 @@ local chaos = require "ron.accounting.exporters.chaos"
 local backoff = require "ron.accounting.backoff"
 
 local T0 = S.T0
-local TENANTS = { S.TENANT_A, S.TENANT_B, "00000000-0000-4000-8000-00000000000c" }
+local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 local BIN = os.getenv("RA_BIN") or "build/ron-accounting"
 
-local function fresh_task()
-    package.loaded["ron.accounting.task"] = nil
-    return require "ron.accounting.task"
-end
-
-local function run(body)
-    local task = fresh_task()
-    local h = task.spawn("spec", body, task)
-    uv.run("default")
-    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
-    local ok, err = h:join()
-    assert(ok, err)
-    assert.equal(0, task.live())
-    assert.equal(0, offload.in_flight())
-    return task
-end
+local run = S.run_task
 
 local function setup(extra)
     local clock = S.clock(T0 + 5)
