@@ -130,4 +130,43 @@ function S.run_task(body)
     return task
 end
 
+-- The export-runtime fixture (runtime_spec, readiness_spec): a meter with an injected
+-- clock and a WAL, and an offloaded file ledger in a temp dir.
+function S.rt_setup()
+    local acct = require "ron.accounting"
+    local clock = S.clock(S.T0 + 5)
+    local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = S.tmpname(".wal") } }))
+    local dir = S.tmpname(".ledger")
+    local ledger = assert(require("ron.accounting.offload").file { dir = dir })
+    return clock, m, dir, ledger
+end
+
+-- Inside a task: polls pred every 5 ms up to ms; true when it held.
+function S.eventually(task, pred, ms)
+    local uv = require "luv"
+    local t = uv.now() + ms
+    while uv.now() < t do
+        if pred() then return true end
+        task.sleep(5)
+    end
+    return pred()
+end
+
+-- Records window w (1-based, 60 s windows from T0) for every tenant, then moves the clock
+-- past it.
+function S.rt_window(m, clock, w, tenants)
+    clock.now = S.T0 + 60 * (w - 1) + 5
+    for _, t in ipairs(tenants or { S.TENANT_A, S.TENANT_B, S.TENANT_C }) do
+        assert(m:record(t, "alice", "bytes", w))
+    end
+    clock.now = S.T0 + 60 * w + 1
+end
+
+-- `ron-accounting verify --quiet DIR` with this build's binary: rc, output.
+function S.verify(dir)
+    local bin = os.getenv("RA_BIN") or "build/ron-accounting"
+    local out, rc = S.run(bin .. " verify --quiet " .. S.shell_quote(dir))
+    return rc, out
+end
+
 return S

@@ -11,39 +11,10 @@ local chaos = require "ron.accounting.exporters.chaos"
 
 local T0 = S.T0
 local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
-local BIN = os.getenv("RA_BIN") or "build/ron-accounting"
 
 local run = S.run_task
 
-local function setup()
-    local clock = S.clock(T0 + 5)
-    local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = S.tmpname(".wal") } }))
-    local dir = S.tmpname(".ledger")
-    local ledger = assert(offload.file { dir = dir })
-    return clock, m, dir, ledger
-end
-
-local function eventually(task, pred, ms)
-    local t = uv.now() + ms
-    while uv.now() < t do
-        if pred() then return true end
-        task.sleep(5)
-    end
-    return pred()
-end
-
-local function window(m, clock, w, tenants)
-    clock.now = T0 + 60 * (w - 1) + 5
-    for _, t in ipairs(tenants or TENANTS) do
-        assert(m:record(t, "alice", "bytes", w))
-    end
-    clock.now = T0 + 60 * w + 1
-end
-
-local function verify(dir)
-    local out, rc = S.run(BIN .. " verify --quiet " .. S.shell_quote(dir))
-    return rc, out
-end
+local setup, eventually, window, verify = S.rt_setup, S.eventually, S.rt_window, S.verify
 
 local FAST = { tick_ms = 5, op_budget_ms = 40, ready_backlog_p95 = 2,
                ready_ack_latency_p95_ms = 2000, degrade_after_ms = 50,
