@@ -5,8 +5,9 @@ BUILD_TYPE ?= RelWithDebInfo
 PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
+ARGS       ?=
 
-.PHONY: all deps configure build test test-c test-lua bench run install cdef soak soak-wal fuzz clean
+.PHONY: all deps configure build test test-c test-lua bench run quickstart install cdef soak soak-wal fuzz clean
 
 all: build
 
@@ -35,7 +36,13 @@ test-lua: build
 bench: build
 	cmake --build $(BUILD) --target bench
 
+# The main job: the daemon on its embedded defaults (examples/daemon.lua; ARGS passes
+# options, e.g. `make run ARGS="--demo 1000 --window 60"`). Ctrl-C drains and stops it.
 run: build
+	$(BUILD)/ron-accounting run examples/daemon.lua $(ARGS)
+
+# The one-page tour on simulated time: record, seal, b3sum, chains, ACK.
+quickstart: build
 	$(BUILD)/ron-accounting run examples/quickstart.lua
 
 install: build

@@ -78,6 +78,8 @@ ra_host_test(host-wal-verify-missing ${_ra_expect} -O
   -e "^ron-accounting verify: [^ ]*no-such-wal: No such file or directory$"
   2 ${_ra_host} verify ${CMAKE_BINARY_DIR}/no-such-wal)
 ra_host_test(host-wal-verify-usage ${_ra_expect} -O -e "verify: needs a PATH" 2 ${_ra_host} verify)
+ra_host_test(host-verify-totals-not-ledger ${_ra_expect} -O -e "--totals is for a file ledger"
+  2 ${_ra_host} verify --totals ${CMAKE_SOURCE_DIR}/tests)
 ra_host_test(host-wal-inspect-usage ${_ra_expect} -O -e "usage: ron-accounting wal inspect"
   2 ${_ra_host} wal inspect --frobnicate ${CMAKE_BINARY_DIR})
 ra_host_test(host-wal-no-subcommand ${_ra_expect} -O -e "wal: needs a subcommand" 2 ${_ra_host} wal)
@@ -97,6 +99,12 @@ endforeach()
 # files on disk, and every file's digest among the printed ones.
 ra_host_test(host-quickstart sh ${_ra_host_dir}/quickstart.sh ${_ra_host}
   ${CMAKE_SOURCE_DIR}/examples/quickstart.lua)
+# The daemon (`make run`) end to end on a fast injected clock: examples/record.lua feeds
+# the plane, three daemon runs (SIGTERM, kill -9, SIGTERM), exact ledger totals, exit 0,
+# configuration errors one line and exit 2.
+ra_host_test(host-daemon sh ${_ra_host_dir}/daemon.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
+  ${CMAKE_BINARY_DIR}/host-daemon)
+set_tests_properties(host-daemon PROPERTIES TIMEOUT 180)
 
 ra_host_test(install-tree sh ${_ra_host_dir}/install-tree.sh ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR}
   ${CMAKE_SOURCE_DIR} ${CMAKE_C_COMPILER} ${PKG_CONFIG_EXECUTABLE} ${CMAKE_INSTALL_BINDIR}

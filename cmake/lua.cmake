@@ -72,6 +72,7 @@ ra_host_spec(lua-task-host spec/ron/accounting/task_spec.lua)
 ra_host_spec(lua-chaos-host spec/ron/accounting/exporters/chaos_spec.lua)
 ra_host_spec(lua-runtime-host spec/ron/accounting/runtime_spec.lua)
 ra_host_spec(lua-readiness-host spec/ron/accounting/readiness_spec.lua)
+ra_host_spec(lua-replay-horizon-host spec/ron/accounting/replay_horizon_spec.lua)
 
 # diff -u shows what changed; the generated copy stays in the build tree for inspection.
 add_test(NAME lua-cdef-current

@@ -32,6 +32,7 @@ int ra_host_wal(int argc, char **argv);
  * returns the exit code (docs/EXPORT.md, "The file ledger"). */
 #include <stdbool.h>
 bool ra_host_is_ledger(const char *path);
-int ra_host_ledger_verify(const char *path);
+/* totals: print, per stream, the sum of its rows over all its slices (`verify --totals`). */
+int ra_host_ledger_verify(const char *path, bool totals);
 
 #endif /* RA_HOST_H */

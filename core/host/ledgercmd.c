@@ -36,6 +36,7 @@
 
 typedef struct lv {
     uint64_t files, records, bytes, links, breaks, problems, torn, broken, other, printed;
+    bool totals; /* --totals: one line per stream with the sum of its rows */
 } lv_t;
 
 static bool str_ends(const char *s, const char *suffix) {
@@ -82,6 +83,9 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
     v->files++;
     uint64_t size = (uint64_t)st.st_size, off = 0, idx = 0, last_seq = 0;
     uint8_t last_b3[32] = {0};
+    /* --totals: what an operator reconciles against (the daemon's "see slices land") */
+    uint64_t sum = 0, nslices = 0, w_first = 0, w_last = 0;
+    bool sum_overflow = false;
     uint8_t *buf = malloc(MAX_SLICE + 32);
     if (!buf) {
         report(v, false, "CORRUPT %s: out of memory", path);
@@ -169,6 +173,17 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
                        path, idx, off, ra_slice_dimension(s));
                 ok = false;
             }
+            if (v->totals) {
+                for (size_t r = 0, nr = ra_slice_row_count(s); r < nr; r++) {
+                    uint64_t inc = 0;
+                    if (ra_slice_row(s, r, NULL, &inc) == 0) {
+                        if (sum > UINT64_MAX - inc) sum_overflow = true;
+                        sum += inc;
+                    }
+                }
+                if (nslices++ == 0) w_first = id.window_start_s;
+                w_last = id.window_start_s + id.window_len_s;
+            }
             v->links++;
             char a[65], b[65];
             if (seq != last_seq + 1) {
@@ -198,6 +213,19 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
         off += 4 + (uint64_t)n + 32;
     }
     free(buf);
+    if (v->totals) {
+        char name[PATH_MAX];
+        if (tenant && dim) {
+            char ts[37];
+            ra_tenant_format(tenant, ts);
+            snprintf(name, sizeof name, "%s %s", ts, dim);
+        } else {
+            snprintf(name, sizeof name, "%s", path);
+        }
+        printf("  total %s %" PRIu64 "%s (%" PRIu64 " slices, windows %" PRIu64 "..%" PRIu64
+               " UTC s)\n",
+               name, sum, sum_overflow ? " (overflowed 2^64)" : "", nslices, w_first, w_last);
+    }
     close(fd);
 }
 
@@ -293,9 +321,10 @@ static void verify_tenant_dir(lv_t *v, const char *tdir, const ra_tenant_t *t) {
     free_list(names, n);
 }
 
-int ra_host_ledger_verify(const char *target) {
+int ra_host_ledger_verify(const char *target, bool totals) {
     lv_t v;
     memset(&v, 0, sizeof v);
+    v.totals = totals;
     struct stat st;
     if (stat(target, &st) != 0) {
         fprintf(stderr, RA_HOST_NAME " verify: %s: %s\n", target, strerror(errno));

@@ -833,12 +833,15 @@ int ra_host_verify(int argc, char **argv) {
     memset(&sc, 0, sizeof sc);
     sc.cmd = "verify";
     sc.progress = true;
+    bool totals = false;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) {
             sc.progress = false;
+        } else if (strcmp(argv[i], "--totals") == 0) {
+            totals = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME
-                            " verify [--quiet] PATH)\n",
+                            " verify [--quiet] [--totals] PATH)\n",
                     argv[i]);
             return RA_HOST_EXIT_USAGE;
         } else if (sc.target) {
@@ -855,7 +858,12 @@ int ra_host_verify(int argc, char **argv) {
         return RA_HOST_EXIT_USAGE;
     }
     /* A file ledger (its LEDGER marker, or one <dimension>.ledger file): ledgercmd.c. */
-    if (ra_host_is_ledger(sc.target)) return ra_host_ledger_verify(sc.target);
+    if (ra_host_is_ledger(sc.target)) return ra_host_ledger_verify(sc.target, totals);
+    if (totals) {
+        fprintf(stderr, RA_HOST_NAME " verify: --totals is for a file ledger; '%s' is not one\n",
+                sc.target);
+        return RA_HOST_EXIT_USAGE;
+    }
     int ec = prepare(&sc);
     if (ec) return ec;
     bool busy = wal_in_use(&sc);

@@ -1,0 +1,11 @@
+-- daemon.lua: the ron-accounting daemon on its embedded defaults (`make run`).
+--
+--   build/ron-accounting run examples/daemon.lua [--help | OPTIONS]
+--
+-- Seals the 300-second UTC windows of the counter plane ./var/plane, keeps sealed slices
+-- in the WAL ./var/wal until the ledger ACKs them, exports them into the file ledger
+-- ./var/ledger, and serves /metrics, /healthz and /readyz on 127.0.0.1:9464. Ctrl-C (or
+-- SIGTERM) drains and exits 0. Feed it with examples/record.lua (or --demo RATE); see the
+-- slices land with `ron-accounting verify ./var/ledger`. docs/OPERATIONS.md, "The daemon",
+-- has every setting; ron.accounting.daemon is the code.
+require("ron.accounting.daemon").main(arg)

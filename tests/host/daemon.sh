@@ -1,0 +1,125 @@
+#!/bin/sh
+# The daemon end to end (examples/daemon.lua, ron.accounting.daemon; label host):
+#
+#   daemon.sh HOST SOURCE_DIR WORK_DIR
+#
+# A real daemon process on a fast injected clock (one 60-second window per real second,
+# rollover every 200 ms: the config file below) seals the plane WORK_DIR/var/plane into
+# its WAL and exports into the file ledger WORK_DIR/var/ledger. Records come from
+# examples/record.lua, a second process writing into the same plane. Phases:
+#   1. daemon up, records; SIGTERM: exit 0 (graceful drain), "stopped" logged
+#   2. records while the daemon is down (the plane keeps counting); daemon restarted,
+#      more records; kill -9 of the daemon (un-compacted WAL: replayed, ledger says dup)
+#   3. daemon restarted; wait until the ledger's totals equal what was recorded; SIGTERM:
+#      exit 0; `verify` exits 0 and every (tenant, dimension) total is exact.
+# Plus configuration errors: one line, exit 2.
+set -u
+host=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" || exit 1
+cd "$work" || exit 1
+
+fail() { echo "daemon.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
+    [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
+
+r0=$(date +%s)
+cat >fast.lua <<EOF
+local uv = require "luv"
+local R0, SPEED = $r0, 60
+return {
+    window_len_s = 60, listen = false, status_interval_s = 0, tick_ms = 200,
+    drain_deadline_ms = 3000,
+    clock = function()
+        local s, us = uv.gettimeofday()
+        return 1735689600 + (s + us / 1e6 - R0) * SPEED
+    end,
+}
+EOF
+# start_daemon LOG: the host itself in the background (pid = its pid, not a subshell's)
+start_daemon() {
+    "$host" run "$src/examples/daemon.lua" --config fast.lua --var var >"$1" 2>&1 &
+    pid=$!
+}
+record() { "$host" run "$src/examples/record.lua" --config fast.lua --var var -; }
+
+T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
+T2=b2d4e6f8-1a3c-4e5f-8b7d-9c0e2f4a6b8d
+T3=3e9a1b5c-7d2f-4a6e-b1c8-5f0d3e7a9b24
+: >expected.txt
+# batch N: 120 lines over 3 tenants, 2 dimensions, 4 subjects; deterministic values
+batch() {
+    awk -v b="$1" -v t1=$T1 -v t2=$T2 -v t3=$T3 'BEGIN {
+        split(t1 " " t2 " " t3, T, " ")
+        for (i = 1; i <= 120; i++) {
+            t = T[(i + b) % 3 + 1]
+            if (i % 2) print t, "user-" (i % 4), "requests", 1
+            else       print t, "user-" (i % 4), "bytes", (i * 37 + b * 101) % 5000 + 1
+        }
+    }' >batch.txt
+    cat batch.txt >>expected.txt
+    record <batch.txt >>record.log 2>&1 || fail "record.lua batch $1"
+}
+wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.2 s
+    n=$(($1 * 5)); shift
+    while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.2; n=$((n - 1)); done
+    return 1
+}
+alive() { kill -0 "$1" 2>/dev/null; }
+
+# ---- configuration errors: one clear line, exit 2 ---------------------------------------
+"$host" run "$src/examples/daemon.lua" --window 5 >cfg.out 2>cfg.err
+[ $? -eq 2 ] || fail "--window 5: expected exit 2"
+[ "$(wc -l <cfg.err)" -eq 1 ] && grep -q "window_len_s must be an integer in 60..3600" cfg.err ||
+    fail "--window 5: expected one line naming window_len_s: $(cat cfg.err)"
+echo 'return { windw_len_s = 60 }' >typo.lua
+"$host" run "$src/examples/daemon.lua" --config typo.lua >cfg.out 2>cfg.err
+[ $? -eq 2 ] && grep -q "unknown key 'windw_len_s'" cfg.err || fail "typo in config: $(cat cfg.err)"
+"$host" run "$src/examples/daemon.lua" --check --config fast.lua >check.out 2>&1 ||
+    fail "--check"
+grep -q "window_len_s=60" check.out && grep -q "profile=macronode" check.out ||
+    fail "--check does not print the effective configuration: $(cat check.out)"
+
+# ---- phase 1 ---------------------------------------------------------------------------
+start_daemon d1.log
+wait_for 20 test -f var/plane || fail "the daemon did not create var/plane"
+grep -q "WARN effective configuration: .*window_len_s=60" d1.log ||
+    fail "effective configuration not logged at WARN (P-6)"
+batch 1
+batch 2
+sleep 1
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 0 ] || fail "daemon exit $rc after SIGTERM, expected 0"
+grep -q "INFO stopped: .* 0 aborted" d1.log || fail "no clean 'stopped' line after SIGTERM"
+
+# ---- phase 2 ---------------------------------------------------------------------------
+batch 3 # nobody seals now: the plane keeps the counts
+start_daemon d2.log
+wait_for 20 grep -q "INFO plane" d2.log || fail "second start"
+batch 4
+sleep 1.5
+kill -KILL $pid
+wait $pid 2>/dev/null
+batch 5
+
+# ---- phase 3 ---------------------------------------------------------------------------
+start_daemon d3.log
+awk '{ s[$1 " " $3] += $4 } END { for (k in s) print k, s[k] }' expected.txt | sort >want.txt
+totals() {
+    "$host" verify --totals var/ledger 2>/dev/null | awk '$1 == "total" { print $2, $3, $4 }' |
+        sort >got.txt
+    cmp -s want.txt got.txt
+}
+wait_for 60 totals || { diff want.txt got.txt >&2; fail "ledger totals never matched"; }
+alive $pid || fail "the daemon died"
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 0 ] || fail "daemon exit $rc after the final SIGTERM, expected 0"
+"$host" verify var/ledger >verify.out 2>&1 || { cat verify.out >&2; fail "verify var/ledger"; }
+grep -q "^OK$" verify.out || fail "verify did not say OK"
+"$host" verify --quiet var/wal >wal.out 2>&1 || { cat wal.out >&2; fail "verify var/wal"; }
+totals || fail "totals changed after shutdown"
+echo "daemon.sh: OK: $(wc -l <expected.txt) records in 5 batches over 3 daemon runs" \
+     "(SIGTERM, kill -9, SIGTERM); ledger totals exact:"
+cat got.txt
