@@ -124,6 +124,8 @@ describe("ron.accounting", function()
             { "wal without dir", { wal = { max_bytes = 10 } }, "wal.dir is required" },
             { "wal max_bytes negative", { wal = { dir = "/tmp", max_bytes = -1 } }, "wal.max_bytes must be a positive integer" },
             { "wal max_age_s fractional", { wal = { dir = "/tmp", max_age_s = 1.5 } }, "wal.max_age_s must be" },
+            { "wal max_age_s negative", { wal = { dir = "/tmp", max_age_s = -1 } }, "wal.max_age_s must be a non%-negative integer" },
+            { "wal max_entries zero", { wal = { dir = "/tmp", max_entries = 0 } }, "wal.max_entries must be a positive integer" },
         }
         for _, case in ipairs(bad) do
             it("rejects " .. case[1], function()
@@ -142,6 +144,11 @@ describe("ron.accounting", function()
             if m then m:close() end
             assert.is_nil(m)
             assert.equal("InvalidArgument: more than 32 dimensions", err)
+        end)
+
+        it("accepts wal.max_age_s = 0: no age limit, as in the C core", function()
+            local m = assert(acct.open { wal = { dir = S.tmpname(".wal"), max_age_s = 0 } })
+            m:close()
         end)
 
         it("refuses WAL caps the pending ring could not hold, and amnesia with a WAL", function()

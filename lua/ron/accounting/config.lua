@@ -18,7 +18,7 @@
 --                                for a process that records into a `shm` plane another
 --                                process seals
 --   wal                 nil      { dir = path, max_bytes = 512 MiB, max_entries =
---                                pending_slices_cap, max_age_s = 86400 }: this process
+--                                pending_slices_cap, max_age_s = 86400 (0: no limit) }: this process
 --                                seals and keeps sealed slices in a write-ahead log
 --   shm                 nil      path of a process-shared counter plane (created if absent)
 --   clock               nil      function returning UTC seconds (may be fractional); nil:
@@ -91,8 +91,11 @@ local function check_wal(wal)
                 local ok, err = cstring("wal." .. k, v)
                 if not ok then return nil, err end
                 if v == "" then return invalid("wal.%s is empty", k) end
-            elseif type(v) ~= "number" or v ~= floor(v) or v < 1 or v >= 2 ^ 53 then
-                return invalid("wal.%s must be a positive integer, got %s", k, tostring(v))
+            elseif type(v) ~= "number" or v ~= floor(v) or v >= 2 ^ 53
+                or v < (k == "max_age_s" and 0 or 1) then
+                -- max_age_s = 0 is the core's "no age limit" (include/ron/accounting.h)
+                return invalid("wal.%s must be a %s integer, got %s", k,
+                               k == "max_age_s" and "non-negative" or "positive", tostring(v))
             end
         end
     end
