@@ -494,6 +494,21 @@ function Meter:set_degraded(on)
     return true
 end
 
+-- For code that drives the C API itself, e.g. on another thread (ron.accounting.offload):
+-- the meter's ra_meter_t * (nil once closed; valid until meter:close(), so the caller keeps
+-- the meter referenced while it uses the pointer), and how many slices one rollover may
+-- seal (the size of the ra_meter_rollover out-array, = pending_slices_cap).
+function Meter:cdata()
+    if getmetatable(self) ~= Meter then
+        error("ron.accounting: expected a meter (use meter:cdata(), not meter.cdata())", 2)
+    end
+    return self._m
+end
+
+function Meter:rollover_cap()
+    return self._sealed_cap
+end
+
 -- Releases the meter now rather than at garbage collection; idempotent. Slices already
 -- handed out stay valid (they hold their own references).
 function Meter:close()

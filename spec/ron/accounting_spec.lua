@@ -177,6 +177,17 @@ describe("ron.accounting", function()
             assert.has_error(function() m:metrics() end, "ron.accounting: the meter is closed")
         end)
 
+        it("cdata() is the ra_meter_t * until close, rollover_cap() the out-array size", function()
+            local ffi = require "ffi"
+            local m = assert(acct.open(S.cfg { pending_slices_cap = 77 }))
+            local p = m:cdata()
+            assert.is_true(ffi.istype("ra_meter_t *", p) and p ~= nil)
+            assert.equal(77, m:rollover_cap())
+            m:close()
+            assert.is_nil(m:cdata())
+            assert.has_error(function() m.cdata({}) end)
+        end)
+
         it("raises when a method is called without a meter (misuse)", function()
             local m = open(S.cfg())
             assert.has_error(function() m.record(nil, TA, "a", "bytes", 1) end)

@@ -158,10 +158,10 @@ function _M.rollover(meter, now_ms)
     if type(now_ms) ~= "number" or now_ms < 0 then
         error("offload.rollover: now_ms must be a number >= 0", 2)
     end
-    local m = meter._m
+    local m = meter:cdata()
     if m == nil then error("offload.rollover: the meter is closed", 2) end
     local res, err = call("rollover", { meter }, ptr_num(m), math.floor(now_ms),
-                          meter._sealed_cap)
+                          meter:rollover_cap())
     if not res then return nil, err end
     local rc, list = res[2], res[3]
     local sealed = {}
@@ -178,7 +178,7 @@ end
 function _M.ack(meter, s)
     local C = require("ron.accounting.lib").namespace()
     local slice = require "ron.accounting.slice"
-    local m = meter._m
+    local m = meter:cdata()
     if m == nil then error("offload.ack: the meter is closed", 2) end
     local p = slice.ptr(s)
     if p == nil then error("offload.ack: expected a slice", 2) end
