@@ -99,7 +99,8 @@ endforeach()
 # files on disk, and every file's digest among the printed ones.
 ra_host_test(host-quickstart sh ${_ra_host_dir}/quickstart.sh ${_ra_host}
   ${CMAKE_SOURCE_DIR}/examples/quickstart.lua)
-# The daemon (`make run`) end to end on a fast injected clock: examples/record.lua feeds
+# The daemon (`make run`) end to end on a fast injected clock (and G-21 at the daemon: a
+# changed window length on the live plane is refused): examples/record.lua feeds
 # the plane, three daemon runs (SIGTERM, kill -9, SIGTERM), exact ledger totals, exit 0,
 # configuration errors one line and exit 2.
 ra_host_test(host-daemon sh ${_ra_host_dir}/daemon.sh ${_ra_host} ${CMAKE_SOURCE_DIR}

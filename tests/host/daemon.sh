@@ -12,7 +12,8 @@
 #      more records; kill -9 of the daemon (un-compacted WAL: replayed, ledger says dup)
 #   3. daemon restarted; wait until the ledger's totals equal what was recorded; SIGTERM:
 #      exit 0; `verify` exits 0 and every (tenant, dimension) total is exact.
-# Plus configuration errors: one line, exit 2.
+# Plus configuration errors: one line, exit 2; and G-21: a start with another window
+# length on the live plane is refused (exit 1, one line), nothing changes.
 set -u
 host=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" || exit 1
@@ -120,6 +121,15 @@ rc=$?
 grep -q "^OK$" verify.out || fail "verify did not say OK"
 "$host" verify --quiet var/wal >wal.out 2>&1 || { cat wal.out >&2; fail "verify var/wal"; }
 totals || fail "totals changed after shutdown"
+# G-21 at the daemon: the window length of a live plane cannot change; a start with
+# another one is refused with one line naming both, and nothing is touched
+"$host" run "$src/examples/daemon.lua" --var var --window 120 --listen off >g21.out 2>g21.err
+rc=$?
+[ $rc -eq 1 ] || fail "G-21: a start with --window 120 on a 60 s plane: exit $rc, expected 1"
+grep -q "cannot start: meter: Incompatible: .*window_len_s=60.* asks for 120" g21.err ||
+    fail "G-21: no clear refusal: $(cat g21.err)"
+totals || fail "G-21: the refused start changed the ledger"
+
 echo "daemon.sh: OK: $(wc -l <expected.txt) records in 5 batches over 3 daemon runs" \
      "(SIGTERM, kill -9, SIGTERM); ledger totals exact:"
 cat got.txt
