@@ -130,6 +130,29 @@ grep -q "cannot start: meter: Incompatible: .*window_len_s=60.* asks for 120" g2
     fail "G-21: no clear refusal: $(cat g21.err)"
 totals || fail "G-21: the refused start changed the ledger"
 
+# An operator's exporter module (examples/exporters/audit_log.lua) plugged in by the
+# configuration file: every slice the ledger stored is one audit line, and nothing else
+cat >audit.lua <<EOF
+local base = dofile("fast.lua")
+base.exporter = { module = "exporters.audit_log", dir = "va/ledger", log = "va/audit.jsonl" }
+base.demo_rate = 600
+return base
+EOF
+"$host" run "$src/examples/daemon.lua" --config audit.lua --var va >audit.log 2>&1 &
+pid=$!
+wait_for 20 test -s va/audit.jsonl || fail "the audit exporter wrote nothing"
+sleep 1
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 0 ] || fail "audit-exporter daemon exit $rc, expected 0"
+"$host" verify va/ledger >va.out 2>&1 || { cat va.out >&2; fail "verify va/ledger"; }
+stored=$(awk '$1 == "records" { print $2 }' va.out)
+lines=$(grep -c '^{"tenant":"[0-9a-f-]*","dimension":"[a-z_]*","seq":[0-9]*,.*"b3":"[0-9a-f]\{64\}"}$' \
+        va/audit.jsonl)
+[ "$stored" -gt 0 ] && [ "$lines" -eq "$stored" ] ||
+    fail "audit lines $lines, ledger records $stored"
+
 echo "daemon.sh: OK: $(wc -l <expected.txt) records in 5 batches over 3 daemon runs" \
      "(SIGTERM, kill -9, SIGTERM); ledger totals exact:"
 cat got.txt
