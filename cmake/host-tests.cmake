@@ -94,6 +94,13 @@ foreach(_case ok flip torn chain file)
     ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-ledger)
 endforeach()
 
+# ---- the HTTP surface (ron.accounting.http on ron.accounting.httpd) ----------------------
+# http.sh: a real meter + runtime + file ledger behind http.serve; curl scrapes /metrics
+# (promtool check metrics must pass), /healthz, /readyz 200 then 503 after a stop, 404/405,
+# 127.0.0.1 only, and a clean exit with the server and an idle connection left open.
+ra_host_test(host-http sh ${_ra_host_dir}/http.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
+  ${CMAKE_BINARY_DIR}/host-http)
+
 # ---- the main job and the installed tree ----------------------------------------------
 # quickstart.sh requires exit status 0, "b3sum confirms N/N digests" with N > 0, N slice
 # files on disk, and every file's digest among the printed ones.

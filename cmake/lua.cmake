@@ -9,6 +9,8 @@
 #                       latency faults sleep on the host's loop)
 #   lua-runtime-host    spec/ron/accounting/runtime_spec.lua the same way (the export
 #                       runtime; its pool work needs the host's exported ra_* symbols)
+#   lua-http-host       spec/ron/accounting/http_spec.lua the same way (the HTTP server is
+#                       a C module of the host)
 #   lua-cdef-current    fails when lua/ron/accounting/cdef.lua is not what
 #                       tools/gen-cdef.sh prints from include/ron/accounting.h (`make cdef`)
 
@@ -72,6 +74,8 @@ ra_host_spec(lua-task-host spec/ron/accounting/task_spec.lua)
 ra_host_spec(lua-chaos-host spec/ron/accounting/exporters/chaos_spec.lua)
 ra_host_spec(lua-runtime-host spec/ron/accounting/runtime_spec.lua)
 ra_host_spec(lua-readiness-host spec/ron/accounting/readiness_spec.lua)
+# the HTTP surface: ron.accounting.httpd (core/host/httpd.c, h2o) and ron.accounting.http
+ra_host_spec(lua-http-host spec/ron/accounting/http_spec.lua)
 ra_host_spec(lua-replay-horizon-host spec/ron/accounting/replay_horizon_spec.lua)
 
 # diff -u shows what changed; the generated copy stays in the build tree for inspection.

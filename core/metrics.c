@@ -172,12 +172,17 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
              w->stats.write_errors},
             {"accounting_wal_failed", "gauge",
              "1 when a segment is in doubt: sealing stopped until a restart.", w->failed},
-            {"accounting_wal_fsync_max_microseconds", "gauge", "The slowest WAL fsync seen.",
-             w->stats.fsync_max_us},
         };
         for (size_t i = 0; i < sizeof wm / sizeof wm[0]; i++)
             put(&s, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", wm[i].name, wm[i].help,
                 wm[i].name, wm[i].type, wm[i].name, (unsigned long long)wm[i].v);
+        /* In seconds, Prometheus' base unit (promtool lints any other): 6 decimals keep
+         * the microsecond resolution it is measured in. */
+        put(&s, "# HELP accounting_wal_fsync_max_seconds The slowest WAL fsync seen.\n"
+                "# TYPE accounting_wal_fsync_max_seconds gauge\n"
+                "accounting_wal_fsync_max_seconds %llu.%06llu\n",
+            (unsigned long long)(w->stats.fsync_max_us / 1000000),
+            (unsigned long long)(w->stats.fsync_max_us % 1000000));
         put(&s, "# HELP io_timeouts_total WAL operations over their budget (fsync: 5 s).\n"
                 "# TYPE io_timeouts_total counter\nio_timeouts_total{op=\"fsync\"} %llu\n",
             (unsigned long long)w->stats.slow_fsyncs);

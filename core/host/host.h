@@ -5,6 +5,7 @@
  *   walcmd.c `verify PATH` and `wal inspect PATH [--json]`: read-only WAL tools on top of
  *           the core's recovery scan (core/wal.h)
  *   ledgercmd.c `verify PATH` of a file ledger (docs/EXPORT.md): records, digests, chains
+ *   httpd.c  require "ron.accounting.httpd": an HTTP/1.1 server (libh2o) on the run's loop
  *
  * The host links libronacct statically and exports its symbols (-rdynamic), so the Lua
  * binding reaches the core through ffi.C without loading a shared library. */
@@ -34,5 +35,15 @@ int ra_host_wal(int argc, char **argv);
 bool ra_host_is_ledger(const char *path);
 /* totals: print, per stream, the sum of its rows over all its slices (`verify --totals`). */
 int ra_host_ledger_verify(const char *path, bool totals);
+
+/* httpd.c: the HTTP server module on the host's loop (docs/OPERATIONS.md, "HTTP surface").
+ * ra_host_httpd_preload puts it in package.preload["ron.accounting.httpd"] (after luv is
+ * set up: it uses luv's loop and main state). ra_host_httpd_close_all closes every server
+ * still open and runs the loop until they are freed; the host calls it before it closes
+ * the loop (luv's uv.walk asserts on handles that are not luv's). */
+typedef struct lua_State lua_State;
+typedef struct uv_loop_s uv_loop_t;
+void ra_host_httpd_preload(lua_State *L);
+void ra_host_httpd_close_all(uv_loop_t *loop);
 
 #endif /* RA_HOST_H */

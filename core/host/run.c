@@ -248,6 +248,7 @@ static void unref_one(uv_handle_t *h, void *arg) {
  * every luv handle through luv's own close (uv.walk), then the loop. The Lua state is
  * still open so luv's close callbacks can run. */
 static void close_loop(host_t *host) {
+    ra_host_httpd_close_all(&host->loop); /* HTTP servers first: not luv handles (httpd.c) */
     uv_walk(&host->loop, unref_one, NULL);
     uv_close((uv_handle_t *)&host->sigint, on_closed);
     uv_close((uv_handle_t *)&host->sigterm, on_closed);
@@ -297,6 +298,7 @@ static void open_luv(host_t *host) {
     lua_call(L, 0, 1);
     lua_setfield(L, -2, "luv");
     lua_pop(L, 1);
+    ra_host_httpd_preload(L); /* ron.accounting.httpd: on this loop (httpd.c) */
 }
 
 int ra_host_run(const char *exe, int argc, char **argv) {

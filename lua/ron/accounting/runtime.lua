@@ -538,6 +538,9 @@ function RT:metrics_text()
     out[#out + 1] = "# HELP backoff_retries_total Export retries after a backoff delay."
     out[#out + 1] = "# TYPE backoff_retries_total counter"
     out[#out + 1] = format("backoff_retries_total %d", self.retries)
+    out[#out + 1] = "# HELP busy_rejections_total Slices shed: pending_slices was full (Busy)."
+    out[#out + 1] = "# TYPE busy_rejections_total counter"
+    out[#out + 1] = format("busy_rejections_total %d", self.rejected.busy or 0)
     out[#out + 1] = "# HELP accounting_export_backlog Sealed slices not ACKed yet."
     out[#out + 1] = "# TYPE accounting_export_backlog gauge"
     out[#out + 1] = format("accounting_export_backlog %d", #self.meter:pending())

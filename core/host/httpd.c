@@ -1,0 +1,804 @@
+/* ron.accounting.httpd: a small HTTP/1.1 server on the host's one libuv loop, built on
+ * H2O's library (libh2o, libuv flavour). The daemon's HTTP surface (/metrics, /healthz,
+ * /readyz: lua/ron/accounting/http.lua) sits on top of it; this file knows nothing of
+ * routes.
+ *
+ * Lua API (package.preload["ron.accounting.httpd"], registered by run.c):
+ *
+ *   local httpd = require "ron.accounting.httpd"
+ *   local srv, err = httpd.listen {
+ *       host = "127.0.0.1",   -- numeric IPv4 or IPv6 address (default 127.0.0.1)
+ *       port = 9464,          -- 0 picks a free port (default 9464)
+ *       max_body = 1048576,   -- request bodies above it get 413 from h2o, never buffered
+ *       handler = function(req) ... end,
+ *   }
+ *   srv:port()    -> the bound port
+ *   srv:close()   -> stops listening, answers 503 to requests still waiting for an async
+ *                    response, drops the connections; idempotent. An open server is
+ *                    anchored in the registry (dropping the Lua reference does not close
+ *                    it); every server still open when the host closes the loop is closed
+ *                    then (ra_host_httpd_close_all).
+ *
+ *   req.method, req.path (normalized, without the query), req.query (string or nil),
+ *   req.headers (lower-case name -> value; repeated headers joined with ", "), req.body
+ *   (string, possibly empty).
+ *   The handler runs synchronously on the loop thread, from a loop callback (never inside
+ *   a task's coroutine), and either returns status, body [, content_type [, headers]] or
+ *   returns nothing and later calls
+ *   req:respond(status, body [, content_type [, headers]]) -> true, or false when the
+ *                    client or the server went away meanwhile (a safe no-op).
+ *   req:alive()   -> false once the request is gone (client disconnected, server closed).
+ *                    A client that half-closes its socket counts as gone.
+ *   A handler error is logged on stderr and answered 500; the server keeps serving.
+ *   A request the handler dropped (never answered, garbage-collected) is answered 500.
+ *   Errors: misuse raises; a failed listen returns nil, "httpd: cannot listen on H:P: ..."
+ *
+ * Lifetimes:
+ *   - The listener and the connections are unreferenced (uv_unref): an HTTP server never
+ *     keeps the process alive on its own; the script's tasks do. A response being written
+ *     is a write request, which does keep the loop running until it is done.
+ *   - h2o_context_init creates a uv_async (its inter-thread queue) and timers; they are
+ *     unreferenced too, for the same reason.
+ *   - A request's Lua object holds a pointer to the h2o request only while a "lifeline"
+ *     allocated in the request's pool (h2o_mem_alloc_shared) is alive: its dispose
+ *     callback clears the pointer when h2o frees the request (client gone, response
+ *     done), so a late req:respond never touches freed memory.
+ *   - Closing: the listener is closed, every connection's socket is shut down (h2o then
+ *     sees EOF or EPIPE and closes it through its own paths), and once the last one is
+ *     gone the h2o context is disposed. Its timers are embedded in the server struct and
+ *     closed with a NULL callback, so the struct is freed two loop turns later (two
+ *     chained close callbacks of our own), when libuv is done with every embedded handle.
+ *   - ra_host_httpd_close_all() (run.c, before it closes the loop) closes every server
+ *     still open and drives the loop until they are freed: luv's uv.walk, which the host
+ *     then runs, asserts on any handle that is not luv's.
+ *
+ * SIGPIPE is ignored from the first listen on: writing a response to a client that went
+ * away must be an EPIPE error, not the end of the process. */
+#include "host.h"
+
+#include <h2o.h>
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <luv/luv.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#define SERVER_MT "ron.accounting.httpd.server"
+#define REQ_MT "ron.accounting.httpd.req"
+#define MAX_CONNS 256              /* accepted connections per server; more are closed at once */
+#define MAX_BODY_LIMIT (64u << 20) /* the largest max_body a caller may ask for */
+#define CLOSE_ALL_DEADLINE_MS 2000 /* ra_host_httpd_close_all gives up (and leaks) after it */
+
+typedef struct server server_t;
+typedef struct req_ud req_ud_t;
+
+/* Allocated in the h2o request's pool; dispose runs when h2o frees the request. */
+typedef struct lifeline {
+    req_ud_t *ud; /* the Lua object, NULL once it was garbage-collected */
+    server_t *srv;
+    h2o_req_t *req;
+    h2o_linklist_t link; /* srv->reqs: requests alive */
+} lifeline_t;
+
+struct req_ud {
+    lifeline_t *life; /* NULL once the request is gone */
+    int responded;
+};
+
+typedef struct conn {
+    uv_tcp_t tcp; /* first: the close callback gets &tcp */
+    server_t *srv;
+    h2o_linklist_t link; /* srv->conns */
+} conn_t;
+
+typedef struct {
+    h2o_handler_t super;
+    server_t *srv;
+} handler_t;
+
+enum { SRV_OPEN, SRV_CLOSING, SRV_DISPOSED };
+
+struct server {
+    uv_loop_t *loop;
+    lua_State *L; /* the main state (luv_state): callbacks never run on a coroutine's */
+    int handler_ref;
+    int self_ref; /* the Lua server object, anchored while open: GC never closes a live server */
+    int state;
+    int listener_closed;
+    int port;
+    uv_tcp_t listener;
+    uv_check_t reap1, reap2; /* never started: closed in turn to free the struct late */
+    h2o_globalconf_t conf;
+    h2o_context_t ctx;
+    h2o_accept_ctx_t accept_ctx;
+    h2o_linklist_t conns;
+    size_t nconns;
+    h2o_linklist_t reqs;
+    struct server **ud; /* the Lua userdata's slot, NULL once collected */
+    server_t *next;     /* all servers not yet freed (one loop per process) */
+};
+
+static server_t *servers;
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static int traceback(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+static void log_line(const char *what, const char *msg) {
+    fflush(stdout);
+    fprintf(stderr, "httpd: %s: %s\n", what, msg ? msg : "(no message)");
+    fflush(stderr);
+}
+
+static const char *reason_of(int status) {
+    static const struct {
+        int status;
+        const char *reason;
+    } reasons[] = {
+        {200, "OK"},
+        {201, "Created"},
+        {202, "Accepted"},
+        {204, "No Content"},
+        {301, "Moved Permanently"},
+        {302, "Found"},
+        {304, "Not Modified"},
+        {400, "Bad Request"},
+        {401, "Unauthorized"},
+        {403, "Forbidden"},
+        {404, "Not Found"},
+        {405, "Method Not Allowed"},
+        {409, "Conflict"},
+        {413, "Payload Too Large"},
+        {422, "Unprocessable Entity"},
+        {429, "Too Many Requests"},
+        {500, "Internal Server Error"},
+        {502, "Bad Gateway"},
+        {503, "Service Unavailable"},
+        {504, "Gateway Timeout"},
+    };
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        if (reasons[i].status == status) return reasons[i].reason;
+    return status < 300   ? "OK"
+           : status < 400 ? "Redirect"
+           : status < 500 ? "Client Error"
+                          : "Server Error";
+}
+
+/* RFC 9110 token characters: a header name outside them could split the header block. */
+static int is_token(const char *s, size_t n) {
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 32 || c >= 127 || strchr("\"(),/:;<=>?@[\\]{}", c)) return 0;
+    }
+    return 1;
+}
+
+static int is_field_value(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0') return 0;
+    return 1;
+}
+
+/* Sends a complete response; the request may be freed before this returns. */
+static void send_response(h2o_req_t *req, int status, const char *body, size_t len,
+                          const char *ctype) {
+    req->res.status = status;
+    req->res.reason = reason_of(status);
+    req->res.content_length = len;
+    h2o_iovec_t ct = h2o_strdup(&req->pool, ctype, SIZE_MAX);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, ct.base, ct.len);
+    h2o_send_inline(req, body, len);
+}
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+static void lifeline_dispose(void *p) {
+    lifeline_t *life = p;
+    h2o_linklist_unlink(&life->link);
+    if (life->ud) life->ud->life = NULL;
+}
+
+/* h2o's HTTP/1 connection does not read while a request is being handled, so it cannot
+ * notice a client that went away before an async answer: peek at the socket. EOF (also a
+ * half-close: a client that stopped sending is treated as gone) or an error means gone;
+ * EAGAIN (nothing to read) or bytes (a pipelined request) mean still there. */
+static int peer_gone(h2o_req_t *req) {
+    if (!req->conn->callbacks->get_socket) return 0;
+    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    int fd = sock ? h2o_socket_get_fd(sock) : -1;
+    if (fd < 0) return 0;
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return 0;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    /* Shut it down so the write of the answer fails at once and h2o closes the
+     * connection (and frees the request) through its own error path. */
+    shutdown(fd, SHUT_RDWR);
+    return 1;
+}
+
+static void send_plain_once(req_ud_t *ud, int status, const char *body) {
+    if (ud->responded || !ud->life) return;
+    ud->responded = 1;
+    send_response(ud->life->req, status, body, strlen(body), "text/plain; charset=utf-8");
+}
+
+/* The Lua request: a userdata whose environment table holds the fields. */
+static req_ud_t *push_req(lua_State *L, server_t *srv, h2o_req_t *req) {
+    req_ud_t *ud = lua_newuserdata(L, sizeof *ud);
+    ud->life = NULL;
+    ud->responded = 0;
+    luaL_getmetatable(L, REQ_MT);
+    lua_setmetatable(L, -2);
+
+    lua_createtable(L, 0, 5);
+    lua_pushlstring(L, req->method.base, req->method.len);
+    lua_setfield(L, -2, "method");
+    lua_pushlstring(L, req->path_normalized.base, req->path_normalized.len);
+    lua_setfield(L, -2, "path");
+    if (req->query_at != SIZE_MAX && req->query_at + 1 <= req->path.len) {
+        lua_pushlstring(L, req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+        lua_setfield(L, -2, "query");
+    }
+    lua_pushlstring(L, req->entity.base ? req->entity.base : "",
+                    req->entity.base ? req->entity.len : 0);
+    lua_setfield(L, -2, "body");
+    lua_createtable(L, 0, (int)req->headers.size);
+    for (size_t i = 0; i < req->headers.size; i++) {
+        h2o_header_t *h = &req->headers.entries[i];
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (size_t j = 0; j < h->name->len; j++) {
+            char c = h->name->base[j];
+            luaL_addchar(&b, (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c);
+        }
+        luaL_pushresult(&b);
+        lua_pushvalue(L, -1);
+        lua_rawget(L, -3);
+        if (lua_isstring(L, -1)) { /* repeated header: "a, b" (RFC 9110 5.3) */
+            lua_pushliteral(L, ", ");
+            lua_pushlstring(L, h->value.base, h->value.len);
+            lua_concat(L, 3);
+        } else {
+            lua_pop(L, 1);
+            lua_pushlstring(L, h->value.base, h->value.len);
+        }
+        lua_rawset(L, -3);
+    }
+    if (req->authority.len) { /* h2o keeps Host apart, as the request's authority */
+        lua_pushlstring(L, req->authority.base, req->authority.len);
+        lua_setfield(L, -2, "host");
+    }
+    lua_setfield(L, -2, "headers");
+    lua_setfenv(L, -2);
+
+    /* Only now, with every allocation that could raise done: link the lifeline. */
+    lifeline_t *life = h2o_mem_alloc_shared(&req->pool, sizeof *life, lifeline_dispose);
+    life->ud = ud;
+    life->srv = srv;
+    life->req = req;
+    h2o_linklist_insert(&srv->reqs, &life->link);
+    ud->life = life;
+    return ud;
+}
+
+static void check_headers_arg(lua_State *L, int idx) {
+    if (lua_isnoneornil(L, idx)) return;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        size_t nlen, vlen;
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "httpd: header names must be strings");
+        const char *name = lua_tolstring(L, -2, &nlen);
+        if (!is_token(name, nlen)) luaL_error(L, "httpd: bad header name %q", name);
+        if (!lua_isstring(L, -1)) luaL_error(L, "httpd: header %s: value must be a string", name);
+        const char *value = lua_tolstring(L, -1, &vlen); /* numbers: converted in place */
+        if (!is_field_value(value, vlen))
+            luaL_error(L, "httpd: header %s: CR, LF or NUL in value", name);
+        lua_pop(L, 1);
+    }
+}
+
+/* req:respond(status, body [, content_type [, headers]]) -> true | false */
+static int l_req_respond(lua_State *L) {
+    req_ud_t *ud = luaL_checkudata(L, 1, REQ_MT);
+    lua_Integer status = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, status >= 100 && status <= 599, 2, "status must be 100..599");
+    size_t blen;
+    const char *body = luaL_optlstring(L, 3, "", &blen);
+    size_t clen;
+    const char *ctype = luaL_optlstring(L, 4, "text/plain; charset=utf-8", &clen);
+    luaL_argcheck(L, is_field_value(ctype, clen), 4, "CR, LF or NUL in content type");
+    check_headers_arg(L, 5);
+    if (ud->responded) return luaL_error(L, "httpd: request already responded");
+    ud->responded = 1;
+    if (!ud->life) { /* the client or the server went away: nothing to answer */
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    h2o_req_t *req = ud->life->req;
+    if (peer_gone(req)) { /* answer anyway (it fails, h2o cleans up) and say so */
+        send_response(req, 503, "", 0, "text/plain; charset=utf-8");
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (!lua_isnoneornil(L, 5)) {
+        lua_pushnil(L);
+        while (lua_next(L, 5)) {
+            size_t nlen, vlen;
+            const char *name = lua_tolstring(L, -2, &nlen);
+            const char *value = lua_tolstring(L, -1, &vlen);
+            h2o_iovec_t n = h2o_strdup(&req->pool, name, nlen);
+            for (size_t i = 0; i < n.len; i++) /* h2o's token lookup wants lower case */
+                if (n.base[i] >= 'A' && n.base[i] <= 'Z') n.base[i] = (char)(n.base[i] + 32);
+            h2o_iovec_t v = h2o_strdup(&req->pool, value, vlen);
+            h2o_add_header_by_str(&req->pool, &req->res.headers, n.base, n.len, 1, NULL, v.base,
+                                  v.len);
+            lua_pop(L, 1);
+        }
+    }
+    send_response(req, (int)status, body, blen, ctype);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_req_alive(lua_State *L) {
+    req_ud_t *ud = luaL_checkudata(L, 1, REQ_MT);
+    lua_pushboolean(L, ud->life != NULL && (ud->responded || !peer_gone(ud->life->req)));
+    return 1;
+}
+
+static int l_req_index(lua_State *L) {
+    luaL_checkudata(L, 1, REQ_MT);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1)); /* methods */
+    if (!lua_isnil(L, -1)) return 1;
+    lua_pop(L, 1);
+    lua_getfenv(L, 1);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+/* A request nobody will answer any more: answer it, so the client is not left hanging. */
+static int l_req_gc(lua_State *L) {
+    req_ud_t *ud = luaL_checkudata(L, 1, REQ_MT);
+    if (ud->life) {
+        if (!ud->responded) {
+            log_line("request dropped by the handler (never responded)", "answered 500");
+            send_plain_once(ud, 500, "internal server error\n");
+        }
+        if (ud->life) ud->life->ud = NULL;
+        ud->life = NULL;
+    }
+    return 0;
+}
+
+/* ---- the h2o handler ---------------------------------------------------------------- */
+
+/* Builds the request object and calls the handler, under the caller's pcall: any Lua error
+ * (the handler's, or out of memory while building the object) unwinds to it, never across
+ * h2o's frames. Arguments: the server, the h2o request, a req_ud_t ** that receives the
+ * object once it exists. Returns the object, then the handler's first four results. */
+static int dispatch(lua_State *L) {
+    server_t *srv = lua_touserdata(L, 1);
+    h2o_req_t *req = lua_touserdata(L, 2);
+    req_ud_t **out = lua_touserdata(L, 3);
+    lua_settop(L, 0);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, srv->handler_ref);
+    *out = push_req(L, srv, req);
+    lua_pushvalue(L, -1);
+    lua_insert(L, 1); /* [req, handler, req] */
+    lua_call(L, 1, 4);
+    return 5;
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req) {
+    server_t *srv = ((handler_t *)self)->srv;
+    if (srv->state != SRV_OPEN) {
+        send_response(req, 503, "closing\n", 8, "text/plain; charset=utf-8");
+        return 0;
+    }
+    lua_State *L = srv->L;
+    int top = lua_gettop(L);
+    if (!lua_checkstack(L, 16)) {
+        send_response(req, 503, "busy\n", 5, "text/plain; charset=utf-8");
+        return 0;
+    }
+    req_ud_t *ud = NULL;
+    lua_pushcfunction(L, traceback);
+    lua_pushcfunction(L, dispatch);
+    lua_pushlightuserdata(L, srv);
+    lua_pushlightuserdata(L, req);
+    lua_pushlightuserdata(L, &ud);
+    if (lua_pcall(L, 3, 5, top + 1) != 0) {
+        log_line("handler error", lua_tostring(L, -1));
+        if (ud)
+            send_plain_once(ud, 500, "internal server error\n");
+        else /* the object was never made: nobody else can answer */
+            send_response(req, 500, "internal server error\n", 22, "text/plain; charset=utf-8");
+    } else if (!lua_isnil(L, -4)) { /* status [, body [, content_type [, headers]]] */
+        if (ud->responded) {
+            log_line("handler error", "returned a response after req:respond (ignored)");
+        } else {
+            /* The same checks as req:respond, under a pcall: a bad value is a handler
+             * error, not a crash. Stack: [req, r1, r2, r3, r4]. */
+            lua_pushcfunction(L, l_req_respond);
+            lua_insert(L, -6);
+            if (lua_pcall(L, 5, 0, 0) != 0) { /* the message says it all: no traceback */
+                log_line("handler returned a bad response", lua_tostring(L, -1));
+                send_plain_once(ud, 500, "internal server error\n");
+            }
+        }
+    }
+    /* Otherwise the handler answers later through req:respond (async). */
+    lua_settop(L, top);
+    return 0;
+}
+
+/* ---- the server --------------------------------------------------------------------- */
+
+static void free_server(uv_handle_t *h) {
+    server_t *srv = h->data;
+    for (server_t **p = &servers; *p; p = &(*p)->next)
+        if (*p == srv) {
+            *p = srv->next;
+            break;
+        }
+    if (srv->ud) *srv->ud = NULL;
+    free(srv);
+}
+
+/* Called in the close pass in which libuv finished the context's embedded timers: one more
+ * close, so the struct is freed in a later pass, after libuv is done with all of them. */
+static void reap_next(uv_handle_t *h) {
+    server_t *srv = h->data;
+    uv_close((uv_handle_t *)&srv->reap2, free_server);
+}
+
+static void maybe_dispose(server_t *srv) {
+    if (srv->state != SRV_CLOSING || !srv->listener_closed || srv->nconns > 0) return;
+    srv->state = SRV_DISPOSED;
+    h2o_context_dispose(&srv->ctx);
+    h2o_config_dispose(&srv->conf);
+    uv_close((uv_handle_t *)&srv->reap1, reap_next);
+}
+
+static void on_listener_closed(uv_handle_t *h) {
+    server_t *srv = h->data;
+    srv->listener_closed = 1;
+    maybe_dispose(srv);
+}
+
+static void on_conn_closed(uv_handle_t *h) {
+    conn_t *c = (conn_t *)h;
+    server_t *srv = c->srv;
+    h2o_linklist_unlink(&c->link);
+    srv->nconns--;
+    free(c);
+    maybe_dispose(srv);
+}
+
+static void free_rejected(uv_handle_t *h) {
+    free(h);
+}
+
+static void on_accept(uv_stream_t *listener, int status) {
+    server_t *srv = listener->data;
+    if (status != 0 || srv->state != SRV_OPEN) return;
+    conn_t *c = calloc(1, sizeof *c);
+    if (!c) return;
+    uv_tcp_init(srv->loop, &c->tcp);
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || srv->nconns >= MAX_CONNS) {
+        uv_close((uv_handle_t *)&c->tcp, free_rejected);
+        return;
+    }
+    uv_unref((uv_handle_t *)&c->tcp); /* a connection never keeps the process alive */
+    c->srv = srv;
+    h2o_linklist_insert(&srv->conns, &c->link);
+    srv->nconns++;
+    h2o_accept(&srv->accept_ctx, h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_closed));
+}
+
+static void server_close(server_t *srv) {
+    if (srv->state != SRV_OPEN) return;
+    srv->state = SRV_CLOSING;
+    if (srv->handler_ref != LUA_NOREF) {
+        luaL_unref(srv->L, LUA_REGISTRYINDEX, srv->handler_ref);
+        srv->handler_ref = LUA_NOREF;
+    }
+    if (srv->self_ref != LUA_NOREF) {
+        luaL_unref(srv->L, LUA_REGISTRYINDEX, srv->self_ref);
+        srv->self_ref = LUA_NOREF;
+    }
+    uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
+    /* Requests waiting for an async answer: 503 (the write then fails on the shut-down
+     * socket below, and h2o closes the connection). */
+    while (!h2o_linklist_is_empty(&srv->reqs)) {
+        lifeline_t *life = H2O_STRUCT_FROM_MEMBER(lifeline_t, link, srv->reqs.next);
+        h2o_linklist_unlink(&life->link);
+        h2o_linklist_init_anchor(&life->link); /* dispose unlinks it again: harmless */
+        /* Detach first: the send may free the request (and the lifeline) at once. The Lua
+         * object then answers respond() with false, as for a client that left. */
+        req_ud_t *ud = life->ud;
+        h2o_req_t *req = life->req;
+        int answer = ud && !ud->responded;
+        if (ud) {
+            ud->life = NULL;
+            life->ud = NULL;
+        }
+        if (answer) send_response(req, 503, "closing\n", 8, "text/plain; charset=utf-8");
+    }
+    for (h2o_linklist_t *l = srv->conns.next; l != &srv->conns; l = l->next) {
+        conn_t *c = H2O_STRUCT_FROM_MEMBER(conn_t, link, l);
+        uv_os_fd_t fd;
+        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) shutdown(fd, SHUT_RDWR);
+    }
+    maybe_dispose(srv);
+}
+
+/* Unreferences every handle h2o_context_init added to the loop (its queue's uv_async and
+ * its timers): `before` lists the handles that were there already. */
+typedef struct {
+    uv_handle_t **v;
+    size_t n, cap;
+} handles_t;
+
+static void collect(uv_handle_t *h, void *arg) {
+    handles_t *hs = arg;
+    if (hs->n < hs->cap) hs->v[hs->n++] = h;
+}
+
+static void unref_new(uv_handle_t *h, void *arg) {
+    handles_t *before = arg;
+    for (size_t i = 0; i < before->n; i++)
+        if (before->v[i] == h) return;
+    uv_unref(h);
+}
+
+static void count_one(uv_handle_t *h, void *arg) {
+    (void)h;
+    (*(size_t *)arg)++;
+}
+
+static void context_init_unref(server_t *srv) {
+    size_t n = 0;
+    uv_walk(srv->loop, count_one, &n);
+    handles_t before = {calloc(n + 1, sizeof(uv_handle_t *)), 0, n};
+    if (before.v) uv_walk(srv->loop, collect, &before);
+    h2o_context_init(&srv->ctx, srv->loop, &srv->conf);
+    if (before.v) uv_walk(srv->loop, unref_new, &before);
+    free(before.v);
+}
+
+static int opt_field(lua_State *L, const char *key, int type) {
+    lua_getfield(L, 1, key);
+    if (lua_isnil(L, -1)) return 0;
+    if (lua_type(L, -1) != type)
+        luaL_error(L, "httpd.listen: %s must be a %s", key, lua_typename(L, type));
+    return 1;
+}
+
+/* httpd.listen{host, port, max_body, handler} -> server | nil, err */
+static int l_listen(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_pushnil(L); /* unknown keys are errors (STYLE §12) */
+    while (lua_next(L, 1)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        if (strcmp(k, "host") && strcmp(k, "port") && strcmp(k, "max_body") && strcmp(k, "handler"))
+            return luaL_error(L, "httpd.listen: unknown option '%s'", k);
+        lua_pop(L, 1);
+    }
+    const char *host = "127.0.0.1";
+    if (opt_field(L, "host", LUA_TSTRING)) host = lua_tostring(L, -1);
+    lua_Integer port = 9464;
+    if (opt_field(L, "port", LUA_TNUMBER)) port = lua_tointeger(L, -1);
+    if (port < 0 || port > 65535) return luaL_error(L, "httpd.listen: port must be 0..65535");
+    lua_Integer max_body = 1 << 20;
+    if (opt_field(L, "max_body", LUA_TNUMBER)) max_body = lua_tointeger(L, -1);
+    if (max_body < 0 || (uint64_t)max_body > MAX_BODY_LIMIT)
+        return luaL_error(L, "httpd.listen: max_body must be 0..%d", (int)MAX_BODY_LIMIT);
+    if (!opt_field(L, "handler", LUA_TFUNCTION))
+        return luaL_error(L, "httpd.listen: handler (a function) is required");
+    int handler_idx = lua_gettop(L);
+
+    struct sockaddr_storage addr;
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&addr) != 0 &&
+        uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&addr) != 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "httpd: cannot listen on %s:%d: not a numeric IPv4 or IPv6 address",
+                        host, (int)port);
+        return 2;
+    }
+
+    static int sigpipe_ignored;
+    if (!sigpipe_ignored) {
+        signal(SIGPIPE, SIG_IGN);
+        sigpipe_ignored = 1;
+    }
+
+    server_t **slot = lua_newuserdata(L, sizeof *slot);
+    *slot = NULL;
+    luaL_getmetatable(L, SERVER_MT);
+    lua_setmetatable(L, -2);
+
+    server_t *srv = calloc(1, sizeof *srv);
+    if (!srv) return luaL_error(L, "httpd.listen: out of memory");
+    srv->loop = luv_loop(L);
+    srv->L = luv_state(L);
+    srv->handler_ref = srv->self_ref = LUA_NOREF;
+    srv->state = SRV_OPEN;
+    h2o_linklist_init_anchor(&srv->conns);
+    h2o_linklist_init_anchor(&srv->reqs);
+    uv_tcp_init(srv->loop, &srv->listener);
+    srv->listener.data = srv;
+    uv_check_init(srv->loop, &srv->reap1);
+    uv_check_init(srv->loop, &srv->reap2);
+    srv->reap1.data = srv->reap2.data = srv;
+
+    int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&addr, 0);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_accept);
+    if (rc != 0) {
+        /* Nothing of h2o exists yet: close the listener, then free the struct two close
+         * passes later (reap1 -> reap2), as in maybe_dispose: a close pass finishes every
+         * handle closed before it, in any order, so freeing in the same pass is unsafe. */
+        srv->state = SRV_DISPOSED;
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+        uv_close((uv_handle_t *)&srv->reap1, reap_next);
+        srv->next = servers;
+        servers = srv;
+        lua_pushnil(L);
+        lua_pushfstring(L, "httpd: cannot listen on %s:%d: %s: %s", host, (int)port,
+                        uv_err_name(rc), uv_strerror(rc));
+        return 2;
+    }
+    uv_unref((uv_handle_t *)&srv->listener); /* never keeps the process alive on its own */
+    struct sockaddr_storage bound;
+    int len = sizeof bound;
+    uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &len);
+    srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                  : ((struct sockaddr_in *)&bound)->sin_port);
+
+    h2o_config_init(&srv->conf);
+    srv->conf.server_name = h2o_iovec_init(H2O_STRLIT(RA_HOST_NAME));
+    srv->conf.max_request_entity_size = (size_t)max_body;
+    srv->conf.http1.upgrade_to_http2 = 0; /* HTTP/1.1 only: one protocol to reason about */
+    h2o_hostconf_t *hostconf =
+        h2o_config_register_host(&srv->conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    h2o_pathconf_t *pathconf = h2o_config_register_path(hostconf, "/", 0);
+    handler_t *handler = (handler_t *)h2o_create_handler(pathconf, sizeof *handler);
+    handler->super.on_req = on_req;
+    handler->srv = srv;
+    context_init_unref(srv);
+    srv->accept_ctx.ctx = &srv->ctx;
+    srv->accept_ctx.hosts = srv->conf.hosts;
+
+    lua_pushvalue(L, handler_idx);
+    srv->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushvalue(L, -1); /* the userdata */
+    srv->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    srv->ud = slot;
+    *slot = srv;
+    srv->next = servers;
+    servers = srv;
+    return 1;
+}
+
+static server_t **check_server(lua_State *L) {
+    return luaL_checkudata(L, 1, SERVER_MT);
+}
+
+static int l_server_port(lua_State *L) {
+    server_t *srv = *check_server(L);
+    if (!srv || srv->state != SRV_OPEN) return luaL_error(L, "httpd: server is closed");
+    lua_pushinteger(L, srv->port);
+    return 1;
+}
+
+static int l_server_close(lua_State *L) {
+    server_t **slot = check_server(L);
+    if (*slot) server_close(*slot);
+    return 0;
+}
+
+static int l_server_gc(lua_State *L) {
+    server_t **slot = check_server(L);
+    if (*slot) {
+        (*slot)->ud = NULL;
+        server_close(*slot);
+        *slot = NULL;
+    }
+    return 0;
+}
+
+static int l_server_tostring(lua_State *L) {
+    server_t *srv = *check_server(L);
+    if (srv && srv->state == SRV_OPEN)
+        lua_pushfstring(L, "httpd.server(port %d)", srv->port);
+    else
+        lua_pushliteral(L, "httpd.server(closed)");
+    return 1;
+}
+
+static int luaopen_httpd(lua_State *L) {
+    static const luaL_Reg server_methods[] = {
+        {"port", l_server_port}, {"close", l_server_close}, {NULL, NULL}};
+    luaL_newmetatable(L, SERVER_MT);
+    lua_newtable(L);
+    luaL_register(L, NULL, server_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_server_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_server_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+
+    static const luaL_Reg req_methods[] = {
+        {"respond", l_req_respond}, {"alive", l_req_alive}, {NULL, NULL}};
+    luaL_newmetatable(L, REQ_MT);
+    lua_newtable(L);
+    luaL_register(L, NULL, req_methods);
+    lua_pushcclosure(L, l_req_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_req_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+
+    lua_newtable(L);
+    lua_pushcfunction(L, l_listen);
+    lua_setfield(L, -2, "listen");
+    return 1;
+}
+
+void ra_host_httpd_preload(lua_State *L) {
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "preload");
+    lua_pushcfunction(L, luaopen_httpd);
+    lua_setfield(L, -2, "ron.accounting.httpd");
+    lua_pop(L, 2);
+}
+
+static void on_deadline(uv_timer_t *t) {
+    *(int *)t->data = 1;
+}
+
+void ra_host_httpd_close_all(uv_loop_t *loop) {
+    if (!servers) return;
+    for (server_t *s = servers; s; s = s->next)
+        server_close(s);
+    /* Drive the loop until every server is freed: the connections are referenced again so
+     * the loop polls them for the EOF/EPIPE their shutdown causes; a watchdog timer bounds
+     * it (a server that is still not freed then is leaked, and said so). */
+    int expired = 0;
+    uv_timer_t watchdog;
+    uv_timer_init(loop, &watchdog);
+    watchdog.data = &expired;
+    uv_timer_start(&watchdog, on_deadline, CLOSE_ALL_DEADLINE_MS, 0);
+    while (servers && !expired) {
+        for (server_t *s = servers; s; s = s->next)
+            for (h2o_linklist_t *l = s->conns.next; l != &s->conns; l = l->next)
+                uv_ref((uv_handle_t *)&H2O_STRUCT_FROM_MEMBER(conn_t, link, l)->tcp);
+        uv_run(loop, UV_RUN_ONCE);
+    }
+    uv_close((uv_handle_t *)&watchdog, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    if (servers) {
+        log_line("closing", "a server did not close in time: leaking it");
+        for (server_t *s = servers; s; s = s->next)
+            if (s->ud) *s->ud = NULL;
+        servers = NULL;
+    }
+}
