@@ -41,7 +41,7 @@ if(RA_LUAJIT AND RA_BUSTED)
   set_tests_properties(lua PROPERTIES
     LABELS lua
     TIMEOUT 600
-    ENVIRONMENT "LUA_PATH=${_ra_lua_path};RON_ACCOUNTING_LIB=$<TARGET_FILE:ronacct>")
+    ENVIRONMENT "LUA_PATH=${_ra_lua_path};RON_ACCOUNTING_LIB=$<TARGET_FILE:ronacct>;RA_BIN=$<TARGET_FILE:ron-accounting>")
 else()
   # Not fatal for a C-only build, but never a silently skipped suite either.
   add_test(NAME lua COMMAND sh -c

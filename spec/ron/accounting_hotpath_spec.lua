@@ -50,6 +50,11 @@ local function traced(loop_fn, fn)
                          or tostring(fi.source):find("ron/accounting", 1, true)
             if not ours then return end
             local msg = vmdef.traceerr[otr] or tostring(otr)
+            -- Benign: a root trace that started outside the loop (hot counters are shared
+            -- by PC hash, so where recording starts varies from run to run) reaches the
+            -- loop; LuaJIT aborts it and records the loop itself, which the `loops` check
+            -- below still requires. Seen under parallel ctest load.
+            if msg:find("inner loop in root trace", 1, true) then return end
             if type(oex) == "number" and msg:find("%d", 1, true) then
                 msg = msg:format(oex) -- e.g. "NYI: bytecode %d"
             elseif oex ~= nil and msg:find("%s", 1, true) then
