@@ -27,7 +27,7 @@ cat >fast.lua <<EOF
 local uv = require "luv"
 local R0, SPEED = $r0, 60
 return {
-    window_len_s = 60, listen = false, status_interval_s = 0, tick_ms = 200,
+    window_len_s = 60, listen = "127.0.0.1:0", status_interval_s = 0, tick_ms = 200,
     drain_deadline_ms = 3000,
     clock = function()
         local s, us = uv.gettimeofday()
@@ -113,6 +113,18 @@ totals() {
 }
 wait_for 60 totals || { diff want.txt got.txt >&2; fail "ledger totals never matched"; }
 alive $pid || fail "the daemon died"
+# the HTTP surface of the running daemon (loopback, a free port)
+port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' d3.log)
+[ -n "$port" ] || fail "no 'listening on' line"
+[ "$(curl -s "http://127.0.0.1:$port/readyz")" = ready ] || fail "/readyz is not 'ready'"
+curl -s "http://127.0.0.1:$port/metrics" >metrics.txt || fail "GET /metrics"
+grep -q '^accounting_exports_total{status="ok"} [1-9]' metrics.txt ||
+    fail "/metrics has no exports: $(grep exports metrics.txt)"
+# a second daemon on the same port: refused at start, one line, exit 1, no task started
+"$host" run "$src/examples/daemon.lua" --var vz --listen "127.0.0.1:$port" >busy.out 2>busy.err
+rc=$?
+[ $rc -eq 1 ] && grep -q "cannot start: http: .*EADDRINUSE" busy.err ||
+    fail "a start on a busy port: exit $rc, $(tail -1 busy.err)"
 kill -TERM $pid
 wait $pid
 rc=$?

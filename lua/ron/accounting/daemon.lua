@@ -42,6 +42,8 @@ local _M = {}
 _M.DEFAULTS = {
     profile = "macronode",      -- macronode: WAL, amnesia off; micronode: RAM only (P-6)
     var_dir = "var",            -- <var>/plane, <var>/wal, <var>/ledger
+    plane = false,              -- false: <var>/plane; or the plane file's path, e.g. on
+                                -- a memory file system for a gateway (examples/nginx/)
     window_len_s = 300,
     shards = 64,
     capacity_rows = 200000,
@@ -71,10 +73,11 @@ _M.DEFAULTS = {
 local USAGE = [[
 usage: ron-accounting run examples/daemon.lua [--config FILE] [--var DIR] [--window S]
            [--listen HOST:PORT|off] [--profile macronode|micronode] [--demo RATE]
-           [--status S] [--check]
+           [--status S] [--plane PATH] [--check]
 
   --config FILE   a Lua file returning a table of settings (docs/OPERATIONS.md)
   --var DIR       state directory: DIR/plane, DIR/wal, DIR/ledger (default ./var)
+  --plane PATH    the counter plane file, instead of DIR/plane (a gateway's, for example)
   --window S      window length in seconds, 60..3600 (default 300)
   --listen A      address of /metrics, /healthz, /readyz (default 127.0.0.1:9464)
   --profile P     macronode (WAL, default) or micronode (RAM only: amnesia)
@@ -133,6 +136,12 @@ local CHECK = {
     end,
     var_dir = function(k, v)
         if type(v) ~= "string" or v == "" then return bad("%s must be a directory path", k) end
+        return true
+    end,
+    plane = function(k, v)
+        if v ~= false and (type(v) ~= "string" or v == "") then
+            return bad("%s must be a file path or false (<var_dir>/plane)", k)
+        end
         return true
     end,
     window_len_s = int_in(60, 3600),
@@ -222,7 +231,7 @@ end
 
 local FLAGS = { ["--config"] = "config", ["--var"] = "var_dir", ["--window"] = "window_len_s",
                 ["--listen"] = "listen", ["--profile"] = "profile", ["--demo"] = "demo_rate",
-                ["--status"] = "status_interval_s" }
+                ["--status"] = "status_interval_s", ["--plane"] = "plane" }
 local NUMERIC = { window_len_s = true, demo_rate = true, status_interval_s = true }
 
 -- args: the script's arg table (arg[1..n]). -> cfg, positional | nil, err, exit_code
@@ -318,7 +327,7 @@ end
 
 function _M.paths(cfg)
     local var = cfg.var_dir
-    return { var = var, plane = var .. "/plane", wal = var .. "/wal",
+    return { var = var, plane = cfg.plane or (var .. "/plane"), wal = var .. "/wal",
              ledger = cfg.ledger_dir or (var .. "/ledger") }
 end
 
@@ -473,39 +482,43 @@ function _M.start(cfg)
         return nil, err
     end
 
+    local d = { cfg = cfg, meter = meter, paths = p, stopping = false, demo_errors = 0 }
+    -- HTTP first: a bind failure (the port in use) then ends the start before any task
+    -- runs. Until the runtime exists the endpoints answer through this proxy.
+    if cfg.listen then
+        local host, port = cfg.listen:match("^%[?([^%]]*)%]?:(%d+)$")
+        local proxy = {
+            ready = function()
+                if d.rt then return d.rt:ready() end
+                return false, { "starting" }
+            end,
+            metrics_text = function() return d.rt and d.rt:metrics_text() or "" end,
+        }
+        local hok, http = pcall(require, "ron.accounting.http")
+        local srv, herr
+        if hok then
+            srv, herr = http.serve { meter = meter, runtime = proxy, host = host,
+                                     port = tonumber(port) }
+        else
+            herr = http
+        end
+        if not srv then
+            meter:close()
+            return nil, "http: " .. tostring(herr)
+        end
+        d.http = srv
+        log("INFO", "listening on http://%s:%d (/metrics /healthz /readyz)", host, srv:port())
+    end
+
     -- the host's drain (on SIGINT/SIGTERM) waits a little longer than the runtime's own
     -- deadline, so the runtime aborts and counts its stragglers itself
     task.DRAIN_DEADLINE_MS = cfg.drain_deadline_ms + 2000
-
-    local d = { cfg = cfg, meter = meter, paths = p, stopping = false, demo_errors = 0 }
     d.rt = runtime.start {
         meter = meter, exporter = exporter, fairness = fairness, backoff = backoff,
         ordered_buffer_cap = cfg.ordered_buffer_cap, pending_cap = cfg.pending_cap,
         op_budget_ms = cfg.op_budget_ms, drain_deadline_ms = cfg.drain_deadline_ms,
         clock = cfg.clock or nil, tick_ms = cfg.tick_ms or nil,
     }
-
-    if cfg.listen then
-        local host, port = cfg.listen:match("^%[?([^%]]*)%]?:(%d+)$")
-        local hok, http = pcall(require, "ron.accounting.http")
-        if not hok then
-            d.rt:stop()
-            return nil, "http: " .. tostring(http)
-        end
-        local srv, herr = http.serve { meter = meter, runtime = d.rt, host = host,
-                                       port = tonumber(port) }
-        if not srv then
-            -- the runtime's tasks are running: stop them, then close (from a task)
-            d.rt:stop()
-            task.spawn("daemon_abort", function()
-                d.rt:wait()
-                meter:close()
-            end)
-            return nil, "http: " .. tostring(herr)
-        end
-        d.http = srv
-        log("INFO", "listening on http://%s:%d (/metrics /healthz /readyz)", host, srv:port())
-    end
 
     local stop_ch = task.channel(1, "daemon_stop")
     task.on_shutdown(function(reason)
