@@ -9,8 +9,14 @@
 --       host = "127.0.0.1",     -- default loopback; any other address is an explicit choice
 --       port = 9464,            -- 0 picks a free port: srv:port()
 --       public = false,         -- true: bind 0.0.0.0 when no host is given
---       max_body = 65536 }      -- request bodies above it: 413 (nothing here takes a body)
+--       max_body = 65536,       -- request bodies above it: 413, before they are read
+--       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... } }
 --   srv:port(); srv:close()
+--
+-- routes: more endpoints (ingest, the ledger receiver) in front of the built-in ones: the
+-- first whose method equals req.method and whose Lua pattern `path` matches req.path gets
+-- the request, with the httpd contract (return status, body[, ctype[, headers]], or
+-- nothing and req:respond(...) later). A path a route matches with another method: 405.
 --
 -- Routes: GET (or HEAD) /metrics  -> 200 Prometheus text 0.0.4: the meter's families, then
 --                                    the runtime's, merged so each family appears once
@@ -33,7 +39,7 @@ _M.DEFAULT_MAX_BODY = 65536
 _M.METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 local OPTIONS = { meter = true, runtime = true, host = true, port = true, public = true,
-                  max_body = true }
+                  max_body = true, routes = true }
 
 -- 127.0.0.0/8 and ::1: the addresses only this machine reaches.
 function _M.is_loopback(host)
@@ -105,9 +111,20 @@ end
 local ROUTES = { ["/metrics"] = true, ["/healthz"] = true, ["/readyz"] = true }
 
 local function handler(o)
-    local meter, rt = o.meter, o.runtime
+    local meter, rt, routes = o.meter, o.runtime, o.routes or {}
     return function(req)
         local path, method = req.path, req.method
+        local allowed
+        for i = 1, #routes do
+            local r = routes[i]
+            if match(path, r.path) then
+                if r.method == method then return r.handler(req) end
+                allowed = allowed and (allowed .. ", " .. r.method) or r.method
+            end
+        end
+        if allowed and not ROUTES[path] then
+            return 405, "method not allowed\n", nil, { Allow = allowed }
+        end
         if not ROUTES[path] then return 404, "not found\n" end
         if method ~= "GET" and method ~= "HEAD" then
             return 405, "method not allowed\n", nil, { Allow = "GET, HEAD" }
@@ -132,6 +149,16 @@ function _M.serve(o)
         if not OPTIONS[k] then error("http.serve: unknown option '" .. tostring(k) .. "'", 2) end
     end
     if o.meter == nil then error("http.serve: meter is required", 2) end
+    if o.routes ~= nil then
+        if type(o.routes) ~= "table" then error("http.serve: routes must be a list", 2) end
+        for i, r in ipairs(o.routes) do
+            if type(r) ~= "table" or type(r.method) ~= "string" or type(r.path) ~= "string"
+               or type(r.handler) ~= "function" then
+                error(format("http.serve: routes[%d] needs method, path (a Lua pattern) and "
+                             .. "handler", i), 2)
+            end
+        end
+    end
     local host = o.host
     if host == nil then host = o.public and "0.0.0.0" or _M.DEFAULT_HOST end
     if type(host) ~= "string" then error("http.serve: host must be a string", 2) end

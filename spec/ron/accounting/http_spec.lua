@@ -285,6 +285,48 @@ describe("ron.accounting.http", function()
         end)
     end)
 
+    it("extra routes: method + path pattern, first match wins, 405 for another method,"
+       .. " async answers; built-in routes still served", function()
+        run(function(task)
+            local seen = {}
+            local srv = assert(http.serve {
+                meter = { metrics = function() return META end }, port = 0,
+                routes = {
+                    { method = "POST", path = "^/v1/records$", handler = function(req)
+                        seen[#seen + 1] = req.body
+                        return 202, "accepted " .. #req.body .. "\n"
+                    end },
+                    { method = "PUT", path = "^/v1/slices/", handler = function(req)
+                        task.spawn("late_answer", function()
+                            task.sleep(5)
+                            req:respond(201, "stored " .. req.path .. "\n")
+                        end)
+                    end },
+                } })
+            local port = srv:port()
+            local st, _, body = post(task, port, "/v1/records", "abc")
+            assert.equal(202, st)
+            assert.equal("accepted 3\n", body)
+            assert.same({ "abc" }, seen)
+            st, _, body = get(task, port, "/v1/slices/t/bytes/7", "PUT",
+                              "Content-Length: 0\r\n")
+            assert.equal(201, st)
+            assert.equal("stored /v1/slices/t/bytes/7\n", body)
+            local hs
+            st, hs = get(task, port, "/v1/records")
+            assert.equal(405, st)
+            assert.equal("POST", hs.allow)
+            st = get(task, port, "/v1/other")
+            assert.equal(404, st)
+            st = get(task, port, "/healthz")
+            assert.equal(200, st)
+            srv:close()
+            assert.has_error(function()
+                http.serve { meter = {}, port = 0, routes = { { method = "GET" } } }
+            end, "http.serve: routes[1] needs method, path (a Lua pattern) and handler")
+        end)
+    end)
+
     it("without a runtime: ready; loopback by default; unknown options raise", function()
         run(function(task)
             local srv = assert(http.serve { meter = { metrics = function() return META end },
