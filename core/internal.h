@@ -413,6 +413,8 @@ RA_INTERNAL int ra__slice_decode_trusted(const uint8_t *buf, size_t len, const u
 RA_INTERNAL void ra__slice_set_len(ra_slice_t *s, size_t len);
 RA_INTERNAL void ra__slice_set_wal_seq(ra_slice_t *s, uint64_t seq);
 RA_INTERNAL uint64_t ra__slice_wal_seq(const ra_slice_t *s);
+RA_INTERNAL void ra__slice_set_pending_pos(ra_slice_t *s, size_t pos);
+RA_INTERNAL size_t ra__slice_pending_pos(const ra_slice_t *s);
 RA_INTERNAL void ra__slice_free_unfinished(ra_slice_t *s);
 RA_INTERNAL const char *ra__slice_version(const ra_slice_t *s);
 RA_INTERNAL bool ra__slice_same(const ra_slice_t *a, const ra_slice_t *b);

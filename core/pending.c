@@ -1,7 +1,12 @@
 /* The pending ring: sealed slices not yet ACKed downstream, in seal order (so in seq order
  * per stream). Bounded by pending_slices_cap (I-7). An ACK may arrive out of order across
  * streams: it leaves a hole that the head skips; when holes pin the ring at its end, it is
- * compacted in place (O(cap), amortised over the ACKs that made the holes). */
+ * compacted in place (O(cap), amortised over the ACKs that made the holes).
+ *
+ * Each slice remembers its absolute ring index (ra__slice_pending_pos), so the ACK of the
+ * very slice object the ring holds is O(1); an ACK with an equal copy (a decoded slice,
+ * another reference) falls back to a scan. With thousands of slices in flight the scan
+ * made every ACK O(pending). */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -44,7 +49,10 @@ static void compact(ra__pending_t *p) {
     for (size_t i = 0; i < p->cap; i++) {
         ra_slice_t *s = p->ring[i];
         p->ring[i] = NULL;
-        if (s) p->ring[w++] = s; /* w <= i: never overwrites an unread entry */
+        if (s) {
+            ra__slice_set_pending_pos(s, w);
+            p->ring[w++] = s; /* w <= i: never overwrites an unread entry */
+        }
     }
     p->head = 0;
     p->tail = w;
@@ -53,12 +61,28 @@ static void compact(ra__pending_t *p) {
 void ra__pending_push(ra__pending_t *p, ra_slice_t *s) {
     RA_ASSERT(p->live < p->cap); /* callers reserve room first */
     if (p->tail - p->head == p->cap) compact(p);
+    ra__slice_set_pending_pos(s, p->tail);
     p->ring[p->tail % p->cap] = s;
     p->tail++;
-    p->live++;
+    __atomic_fetch_add(&p->live, 1, __ATOMIC_RELAXED); /* read without the lock: count */
+}
+
+static void take(ra__pending_t *p, size_t i, uint64_t *wal_seq) {
+    ra_slice_t *e = p->ring[i % p->cap];
+    p->ring[i % p->cap] = NULL;
+    __atomic_fetch_sub(&p->live, 1, __ATOMIC_RELAXED);
+    *wal_seq = ra__slice_wal_seq(e);
+    ra_slice_unref(e);
+    while (p->head < p->tail && !p->ring[p->head % p->cap]) p->head++;
+    if (p->head == p->tail) p->head = p->tail = 0;
 }
 
 int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s, uint64_t *wal_seq) {
+    size_t pos = ra__slice_pending_pos(s);
+    if (pos >= p->head && pos < p->tail && p->ring[pos % p->cap] == s) {
+        take(p, pos, wal_seq);
+        return 0;
+    }
     for (size_t i = p->head; i < p->tail; i++) {
         ra_slice_t *e = p->ring[i % p->cap];
         if (e && ra__slice_same(e, s) &&
@@ -67,12 +91,7 @@ int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s, uint64_t *wal_seq)
             ra_slice_get_tenant(e, &a);
             ra_slice_get_tenant(s, &b);
             if (memcmp(a.b, b.b, 16) != 0) continue;
-            p->ring[i % p->cap] = NULL;
-            p->live--;
-            *wal_seq = ra__slice_wal_seq(e);
-            ra_slice_unref(e);
-            while (p->head < p->tail && !p->ring[p->head % p->cap]) p->head++;
-            if (p->head == p->tail) p->head = p->tail = 0;
+            take(p, i, wal_seq);
             return 0;
         }
     }
@@ -112,11 +131,11 @@ int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out, si
     return 0;
 }
 
+/* Without the seal mutex: a rollover or compaction holds it across fsyncs, and the loop
+ * thread asks for the backlog (readiness, metrics) and must never wait for a disk. Every
+ * change of `live` is an atomic RMW under the mutex, so this load is exact at some instant. */
 size_t ra_meter_pending_count(const ra_meter_t *m) {
-    pthread_mutex_lock((pthread_mutex_t *)&m->seal_mu);
-    size_t n = m->pending.live;
-    pthread_mutex_unlock((pthread_mutex_t *)&m->seal_mu);
-    return n;
+    return __atomic_load_n(&m->pending.live, __ATOMIC_RELAXED);
 }
 
 int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out) {

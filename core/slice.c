@@ -18,6 +18,10 @@ struct ra_slice_s {
     char host[RA_HOST_MAX + 1];
     char version[RA_ENC_VERSION_STR_MAX + 1];
     uint64_t wal_seq; /* its WAL frame's seq; 0: not in a WAL */
+    /* Where it sits in its meter's pending ring (an absolute ring index): lets an ACK find
+     * it in O(1) (pending.c). Only read and written under the meter's seal mutex; the one
+     * mutable field of an otherwise immutable slice, never part of its bytes. */
+    size_t pending_pos;
     size_t len;
     uint8_t bytes[];
 };
@@ -37,6 +41,14 @@ void ra__slice_set_wal_seq(ra_slice_t *s, uint64_t seq) {
 
 uint64_t ra__slice_wal_seq(const ra_slice_t *s) {
     return s->wal_seq;
+}
+
+void ra__slice_set_pending_pos(ra_slice_t *s, size_t pos) {
+    s->pending_pos = pos;
+}
+
+size_t ra__slice_pending_pos(const ra_slice_t *s) {
+    return s->pending_pos;
 }
 
 /* Shrinks an unfinished slice to the bytes actually encoded (never grows it). */
