@@ -36,6 +36,11 @@ test-lua: build
 bench: build
 	cmake --build $(BUILD) --target bench
 
+# The nginx gateway's benchmarks (tests/bench/README.md): real nginx under wrk, minutes.
+.PHONY: bench-nginx
+bench-nginx: build
+	cmake --build $(BUILD) --target bench-nginx
+
 # The main job: the daemon on its embedded defaults (examples/daemon.lua; ARGS passes
 # options, e.g. `make run ARGS="--demo 1000 --window 60"`). Ctrl-C drains and stops it.
 run: build

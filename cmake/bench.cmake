@@ -47,6 +47,44 @@ else()
   message(STATUS "luajit not found: the bench target skips bench-record.lua")
 endif()
 
+# PostgreSQL: bench-postgres.lua starts its own server (tests/pg/pg-harness.sh), so it runs
+# only where the server binaries are installed (Debian: postgresql, tools/deps.sh).
+file(GLOB _ra_pg_bindirs LIST_DIRECTORIES true "/usr/lib/postgresql/*/bin")
+find_program(RA_PG_CTL pg_ctl PATHS ${_ra_pg_bindirs} NO_DEFAULT_PATH)
+find_program(RA_PG_CTL pg_ctl)
+if(RA_PG_CTL)
+  list(APPEND _bench_cmds
+    COMMAND $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-postgres.lua
+      --out ${_bench_results})
+else()
+  message(STATUS "PostgreSQL server binaries not found: the bench target skips bench-postgres.lua")
+endif()
+
+# The export runtime's benchmarks run inside the host (luv on its loop, the threadpool):
+# bench-export.lua (file ledger throughput, RSS) and bench-fairness.lua (G-22 latencies).
+list(APPEND _bench_cmds
+  COMMAND $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-export.lua
+    --dir ${RA_BENCH_OUT} --bin $<TARGET_FILE:ron-accounting> --out ${_bench_results}
+  COMMAND $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-fairness.lua
+    --dir ${RA_BENCH_OUT} --out ${_bench_results})
+# Slices/s over HTTP (exporters.http -> a receiver process -> the file ledger, fsync off and
+# on), against the file ledger put directly in the same run.
+list(APPEND _bench_cmds
+  COMMAND $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-http-export.lua
+    --dir ${RA_BENCH_OUT} --bin $<TARGET_FILE:ron-accounting> --out ${_bench_results})
+
+# POST /v1/records under wrk (tests/bench/bench-ingest.sh): records/s and p99 through the
+# daemon, baselines GET /healthz and the handler in-process; a tiny plane answering 429
+# with flat memory. Daemon state under <build>/bench/ingest.
+find_program(RA_WRK wrk)
+if(RA_WRK)
+  list(APPEND _bench_cmds
+    COMMAND sh ${RA_BENCH_DIR}/bench-ingest.sh $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR}
+      ${RA_BENCH_OUT}/ingest --out ${_bench_results})
+else()
+  message(STATUS "wrk not found: the bench target skips bench-ingest.sh (Debian: wrk)")
+endif()
+
 add_custom_target(bench
   ${_bench_cmds}
   COMMAND ${CMAKE_COMMAND} -E echo "bench: BENCH lines collected in ${_bench_results}"
@@ -54,11 +92,15 @@ add_custom_target(bench
   USES_TERMINAL
   VERBATIM)
 add_dependencies(bench bench-record bench-seal bench-wal ronacct)
+add_dependencies(bench ron-accounting)
+if(RA_PG_CTL)
+  add_dependencies(bench ron-accounting)
+endif()
 
 # Smoke run: every benchmark with --quick must work (exit 0 and print BENCH lines).
 set(_smoke_args
   -DRECORD=$<TARGET_FILE:bench-record> -DSEAL=$<TARGET_FILE:bench-seal>
-  -DWAL=$<TARGET_FILE:bench-wal>
+  -DWAL=$<TARGET_FILE:bench-wal> -DHOST=$<TARGET_FILE:ron-accounting>
   -DLIB=$<TARGET_FILE:ronacct> -DLUA_SCRIPT=${RA_BENCH_DIR}/bench-record.lua
   -DLUA_DIR=${CMAKE_SOURCE_DIR}/lua -DBENCH_DIR=${RA_BENCH_DIR} -DOUT=${RA_BENCH_OUT}/smoke)
 if(RA_LUAJIT)
@@ -67,3 +109,18 @@ endif()
 add_test(NAME bench-smoke
   COMMAND ${CMAKE_COMMAND} ${_smoke_args} -P ${RA_BENCH_DIR}/smoke.cmake)
 set_tests_properties(bench-smoke PROPERTIES LABELS bench-smoke TIMEOUT 120)
+
+# bench-postgres.lua --quick against a server it starts: exit 0 and BENCH lines (no timing).
+if(RA_PG_CTL)
+  add_test(NAME bench-postgres-smoke
+    COMMAND sh -c "out=$(\"$1\" run \"$2\" --quick) || { echo \"$out\"; exit 1; }; echo \"$out\"; echo \"$out\" | grep -q '^BENCH {\"bench\":\"postgres\"'"
+            sh $<TARGET_FILE:ron-accounting> ${RA_BENCH_DIR}/bench-postgres.lua)
+  set_tests_properties(bench-postgres-smoke PROPERTIES LABELS "bench-smoke;postgres" TIMEOUT 120
+    ENVIRONMENT "RA_BIN=$<TARGET_FILE:ron-accounting>")
+endif()
+
+# bench-http-export.lua --quick: two processes over loopback HTTP; exit 0 and BENCH lines.
+add_test(NAME bench-http-export-smoke
+  COMMAND sh -c "out=$(\"$1\" run \"$2\" --quick --bin \"$1\") || { echo \"$out\"; exit 1; }; echo \"$out\"; echo \"$out\" | grep -q '^BENCH {\"bench\":\"http_export\"'"
+          sh $<TARGET_FILE:ron-accounting> ${RA_BENCH_DIR}/bench-http-export.lua)
+set_tests_properties(bench-http-export-smoke PROPERTIES LABELS bench-smoke TIMEOUT 120)

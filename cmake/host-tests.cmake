@@ -113,6 +113,21 @@ ra_host_test(host-quickstart sh ${_ra_host_dir}/quickstart.sh ${_ra_host}
 ra_host_test(host-daemon sh ${_ra_host_dir}/daemon.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
   ${CMAKE_BINARY_DIR}/host-daemon)
 set_tests_properties(host-daemon PROPERTIES TIMEOUT 180)
+# G-6.1 end to end: POST /v1/records on the daemon (0.0.0.0, fast clock) with curl: good,
+# refused (401/403/400/415/413) and idempotent batches, /metrics 403 to a non-loopback
+# peer, a full plane's 429 + Retry-After + "applied"; ledger totals equal what was accepted.
+ra_host_test(host-ingest-g6.1 sh ${_ra_host_dir}/ingest.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
+  ${CMAKE_BINARY_DIR}/host-ingest)
+set_tests_properties(host-ingest-g6.1 PROPERTIES TIMEOUT 180)
+# G-10 end to end over HTTP into a real PostgreSQL (tests/pg/pg-harness.sh): records ->
+# daemon A (fast clock, WAL) -> exporters.http -> daemon B (receiver = { backend =
+# exporters.postgres }); B frozen and A killed -9 mid-export, replays answered dup;
+# verify --totals = what was recorded, no holes or duplicate rows, both daemons' metrics.
+# Exit 77 (skipped) when PostgreSQL is not installed.
+ra_host_test(host-g10-http-postgres sh ${_ra_host_dir}/g10.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
+  ${CMAKE_BINARY_DIR}/host-g10)
+set_tests_properties(host-g10-http-postgres PROPERTIES TIMEOUT 120 LABELS "host;postgres"
+  SKIP_RETURN_CODE 77)
 
 ra_host_test(install-tree sh ${_ra_host_dir}/install-tree.sh ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR}
   ${CMAKE_SOURCE_DIR} ${CMAKE_C_COMPILER} ${PKG_CONFIG_EXECUTABLE} ${CMAKE_INSTALL_BINDIR}

@@ -9,8 +9,16 @@
 #                       latency faults sleep on the host's loop)
 #   lua-runtime-host    spec/ron/accounting/runtime_spec.lua the same way (the export
 #                       runtime; its pool work needs the host's exported ra_* symbols)
+#   lua-postgres-host   spec/ron/accounting/exporters/postgres_spec.lua the same way, against
+#                       a PostgreSQL it starts (G-3, G-10, G-16 against PostgreSQL; under
+#                       plain busted only its no-database part runs, the rest is pending)
 #   lua-http-host       spec/ron/accounting/http_spec.lua the same way (the HTTP server is
 #                       a C module of the host)
+#   lua-ingest-g6.1-host spec/ron/accounting/ingest_spec.lua the same way: G-6.1 for
+#                       POST /v1/records (the DTO decoder and the server are the host's;
+#                       under plain busted only the configuration checks run)
+#   lua-httpexp-host    spec/ron/accounting/exporters/http_spec.lua the same way (the HTTP
+#                       exporter's client is a C module of the host; the ledger receiver)
 #   lua-cdef-current    fails when lua/ron/accounting/cdef.lua is not what
 #                       tools/gen-cdef.sh prints from include/ron/accounting.h (`make cdef`)
 
@@ -74,9 +82,23 @@ ra_host_spec(lua-task-host spec/ron/accounting/task_spec.lua)
 ra_host_spec(lua-chaos-host spec/ron/accounting/exporters/chaos_spec.lua)
 ra_host_spec(lua-runtime-host spec/ron/accounting/runtime_spec.lua)
 ra_host_spec(lua-readiness-host spec/ron/accounting/readiness_spec.lua)
+# G-22 tenant hotspot fairness: the runtime's bounded dispatch under round_robin and wfq.
+ra_host_spec(lua-g22-host spec/ron/accounting/fairness_g22_spec.lua)
+# the runtime's batched ACKs (interval compaction), bounded dispatch, bounded state
+ra_host_spec(lua-runtime-bounded-host spec/ron/accounting/runtime_bounded_spec.lua)
 # the HTTP surface: ron.accounting.httpd (core/host/httpd.c, h2o) and ron.accounting.http
 ra_host_spec(lua-http-host spec/ron/accounting/http_spec.lua)
+# G-6.1 DTO hygiene of POST /v1/records: ron.accounting.ingest behind ron.accounting.http
+ra_host_spec(lua-ingest-g6.1-host spec/ron/accounting/ingest_spec.lua)
 ra_host_spec(lua-replay-horizon-host spec/ron/accounting/replay_horizon_spec.lua)
+# The PostgreSQL ledger against a real server the spec starts (tests/pg/pg-harness.sh):
+# the contract, G-16 with two processes, the runtime end to end and across an outage.
+ra_host_spec(lua-postgres-host spec/ron/accounting/exporters/postgres_spec.lua)
+set_tests_properties(lua-postgres-host PROPERTIES LABELS "lua;postgres")
+# The HTTP exporter and the ledger receiver: ron.accounting.curl (core/host/curl.c, libcurl
+# multi on the host's loop), exporters.http, receiver; the status mapping, the contract over
+# HTTP (G-3, G-16), the receiver's rejects, the runtime end to end through HTTP.
+ra_host_spec(lua-httpexp-host spec/ron/accounting/exporters/http_spec.lua)
 
 # diff -u shows what changed; the generated copy stays in the build tree for inspection.
 add_test(NAME lua-cdef-current

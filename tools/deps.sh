@@ -12,7 +12,10 @@ build-essential cmake pkg-config clang libclang-rt-14-dev
 luajit2 libluajit2-5.1-dev
 libuv1-dev lua-luv lua-luv-dev lua-cjson lua-busted
 librust-blake3-dev b3sum
+nginx libnginx-mod-http-lua lua-resty-core nginx-dev wrk
 libh2o-dev libssl-dev prometheus curl
+libpq-dev postgresql
+libcurl4-openssl-dev
 "
 
 missing=""

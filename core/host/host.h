@@ -6,6 +6,9 @@
  *           the core's recovery scan (core/wal.h)
  *   ledgercmd.c `verify PATH` of a file ledger (docs/EXPORT.md): records, digests, chains
  *   httpd.c  require "ron.accounting.httpd": an HTTP/1.1 server (libh2o) on the run's loop
+ *   pq.c     require "ron.accounting.pq": PostgreSQL connections (libpq async) on the loop
+ *   pgverify.c `verify postgres://...`: digests and chains of a PostgreSQL ledger
+ *   curl.c   require "ron.accounting.curl": HTTP requests (libcurl multi-socket) on the loop
  *
  * The host links libronacct statically and exports its symbols (-rdynamic), so the Lua
  * binding reaches the core through ffi.C without loading a shared library. */
@@ -45,5 +48,25 @@ typedef struct lua_State lua_State;
 typedef struct uv_loop_s uv_loop_t;
 void ra_host_httpd_preload(lua_State *L);
 void ra_host_httpd_close_all(uv_loop_t *loop);
+
+/* pq.c: PostgreSQL connections (libpq's async API) on the host's loop, docs/EXPORT.md
+ * "PostgreSQL ledger". ra_host_pq_preload puts the module in
+ * package.preload["ron.accounting.pq"] (after luv is set up); ra_host_pq_close_all closes
+ * every connection still open (no callbacks) and runs the loop until their handles are
+ * freed; the host calls it before it closes the loop, like ra_host_httpd_close_all. */
+void ra_host_pq_preload(lua_State *L);
+void ra_host_pq_close_all(uv_loop_t *loop);
+/* pgverify.c: `verify postgres://...` (or a conninfo with dbname=): true when target names
+ * a PostgreSQL ledger; ra_host_pg_verify takes verify's argv and returns the exit code. */
+bool ra_host_is_pg_target(const char *target);
+int ra_host_pg_verify(int argc, char **argv);
+
+/* curl.c: an HTTP client (libcurl's multi-socket API) on the host's loop, docs/EXPORT.md
+ * "HTTP exporter and ledger receiver". ra_host_curl_preload puts the module in
+ * package.preload["ron.accounting.curl"] (after luv is set up); ra_host_curl_close_all
+ * drops the transfers still in flight (no callbacks), closes the cached connections and
+ * runs the loop until their handles are freed; the host calls it before it closes the loop. */
+void ra_host_curl_preload(lua_State *L);
+void ra_host_curl_close_all(uv_loop_t *loop);
 
 #endif /* RA_HOST_H */

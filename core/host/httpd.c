@@ -13,6 +13,10 @@
  *       handler = function(req) ... end,
  *   }
  *   srv:port()    -> the bound port
+ *   srv:early_rejects() -> { too_large = n, other = n }: responses h2o sent by itself,
+ *                    before any handler saw the request: 413 for a body over max_body
+ *                    (too_large), any other 4xx/5xx (a malformed request). Counted by a
+ *                    logger on the host's fallback path, where h2o binds such requests.
  *   srv:close()   -> stops listening, answers 503 to requests still waiting for an async
  *                    response, drops the connections; idempotent. An open server is
  *                    anchored in the registry (dropping the Lua reference does not close
@@ -21,7 +25,8 @@
  *
  *   req.method, req.path (normalized, without the query), req.query (string or nil),
  *   req.headers (lower-case name -> value; repeated headers joined with ", "), req.body
- *   (string, possibly empty).
+ *   (string, possibly empty), req.peer (the client's numeric address, "127.0.0.1", "::1";
+ *   nil if the socket cannot tell).
  *   The handler runs synchronously on the loop thread, from a loop callback (never inside
  *   a task's coroutine), and either returns status, body [, content_type [, headers]] or
  *   returns nothing and later calls
@@ -121,6 +126,7 @@ struct server {
     h2o_linklist_t conns;
     size_t nconns;
     h2o_linklist_t reqs;
+    uint64_t early_413, early_other; /* srv:early_rejects() */
     struct server **ud; /* the Lua userdata's slot, NULL once collected */
     server_t *next;     /* all servers not yet freed (one loop per process) */
 };
@@ -236,6 +242,21 @@ static void send_plain_once(req_ud_t *ud, int status, const char *body) {
     send_response(ud->life->req, status, body, strlen(body), "text/plain; charset=utf-8");
 }
 
+/* req.peer: the client's numeric address (http.lua keeps /metrics for loopback peers). */
+static void push_peer(lua_State *L, h2o_req_t *req) {
+    struct sockaddr_storage ss;
+    char ip[INET6_ADDRSTRLEN];
+    if (!req->conn->callbacks->get_peername ||
+        req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss) == 0)
+        return;
+    int rc = ss.ss_family == AF_INET    ? uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip)
+             : ss.ss_family == AF_INET6 ? uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip)
+                                        : -1;
+    if (rc != 0) return;
+    lua_pushstring(L, ip);
+    lua_setfield(L, -2, "peer");
+}
+
 /* The Lua request: a userdata whose environment table holds the fields. */
 static req_ud_t *push_req(lua_State *L, server_t *srv, h2o_req_t *req) {
     req_ud_t *ud = lua_newuserdata(L, sizeof *ud);
@@ -283,6 +304,7 @@ static req_ud_t *push_req(lua_State *L, server_t *srv, h2o_req_t *req) {
         lua_setfield(L, -2, "host");
     }
     lua_setfield(L, -2, "headers");
+    push_peer(L, req);
     lua_setfenv(L, -2);
 
     /* Only now, with every allocation that could raise done: link the lifeline. */
@@ -450,6 +472,21 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
 }
 
 /* ---- the server --------------------------------------------------------------------- */
+
+/* Responses h2o makes before routing (413 over max_body, 400 for a bad request) are bound
+ * to the host's fallback path; a logger there counts them (srv:early_rejects()). */
+typedef struct {
+    h2o_logger_t super;
+    server_t *srv;
+} early_logger_t;
+
+static void on_early_response(h2o_logger_t *self, h2o_req_t *req) {
+    server_t *srv = ((early_logger_t *)self)->srv;
+    if (req->res.status == 413)
+        srv->early_413++;
+    else if (req->res.status >= 400)
+        srv->early_other++;
+}
 
 static void free_server(uv_handle_t *h) {
     server_t *srv = h->data;
@@ -682,6 +719,10 @@ static int l_listen(lua_State *L) {
     handler_t *handler = (handler_t *)h2o_create_handler(pathconf, sizeof *handler);
     handler->super.on_req = on_req;
     handler->srv = srv;
+    early_logger_t *early =
+        (early_logger_t *)h2o_create_logger(&hostconf->fallback_path, sizeof *early);
+    early->super.log_access = on_early_response;
+    early->srv = srv;
     context_init_unref(srv);
     srv->accept_ctx.ctx = &srv->ctx;
     srv->accept_ctx.hosts = srv->conf.hosts;
@@ -705,6 +746,17 @@ static int l_server_port(lua_State *L) {
     server_t *srv = *check_server(L);
     if (!srv || srv->state != SRV_OPEN) return luaL_error(L, "httpd: server is closed");
     lua_pushinteger(L, srv->port);
+    return 1;
+}
+
+static int l_server_early_rejects(lua_State *L) {
+    server_t *srv = *check_server(L);
+    if (!srv) return luaL_error(L, "httpd: server is closed");
+    lua_createtable(L, 0, 2);
+    lua_pushnumber(L, (lua_Number)srv->early_413);
+    lua_setfield(L, -2, "too_large");
+    lua_pushnumber(L, (lua_Number)srv->early_other);
+    lua_setfield(L, -2, "other");
     return 1;
 }
 
@@ -735,7 +787,10 @@ static int l_server_tostring(lua_State *L) {
 
 static int luaopen_httpd(lua_State *L) {
     static const luaL_Reg server_methods[] = {
-        {"port", l_server_port}, {"close", l_server_close}, {NULL, NULL}};
+        {"port", l_server_port},
+        {"close", l_server_close},
+        {"early_rejects", l_server_early_rejects},
+        {NULL, NULL}};
     luaL_newmetatable(L, SERVER_MT);
     lua_newtable(L);
     luaL_register(L, NULL, server_methods);

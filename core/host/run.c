@@ -249,6 +249,8 @@ static void unref_one(uv_handle_t *h, void *arg) {
  * still open so luv's close callbacks can run. */
 static void close_loop(host_t *host) {
     ra_host_httpd_close_all(&host->loop); /* HTTP servers first: not luv handles (httpd.c) */
+    ra_host_pq_close_all(&host->loop);    /* PostgreSQL connections: not luv's either (pq.c) */
+    ra_host_curl_close_all(&host->loop);  /* HTTP client transfers and sockets (curl.c) */
     uv_walk(&host->loop, unref_one, NULL);
     uv_close((uv_handle_t *)&host->sigint, on_closed);
     uv_close((uv_handle_t *)&host->sigterm, on_closed);
@@ -299,6 +301,8 @@ static void open_luv(host_t *host) {
     lua_setfield(L, -2, "luv");
     lua_pop(L, 1);
     ra_host_httpd_preload(L); /* ron.accounting.httpd: on this loop (httpd.c) */
+    ra_host_pq_preload(L);    /* ron.accounting.pq: libpq on this loop (pq.c) */
+    ra_host_curl_preload(L);  /* ron.accounting.curl: libcurl multi on this loop (curl.c) */
 }
 
 int ra_host_run(const char *exe, int argc, char **argv) {

@@ -829,6 +829,9 @@ static int run_scan(scan_t *sc, ra__wal_t *w, char *err, size_t errlen) {
 /* ---- verify -------------------------------------------------------------------------- */
 
 int ra_host_verify(int argc, char **argv) {
+    /* A PostgreSQL ledger (postgres://..., postgresql://..., dbname=...): pgverify.c. */
+    for (int i = 0; i < argc; i++)
+        if (argv[i][0] != '-' && ra_host_is_pg_target(argv[i])) return ra_host_pg_verify(argc, argv);
     scan_t sc;
     memset(&sc, 0, sizeof sc);
     sc.cmd = "verify";

@@ -1,6 +1,7 @@
 # bench-smoke (ctest label bench-smoke): every benchmark runs with --quick, a tiny workload,
 # and must exit 0 and print at least one `BENCH {json}` line. It asserts nothing about time.
 # Invoked by cmake/bench.cmake as: cmake -DRECORD=... -DSEAL=... -DWAL=... -DLIB=... [-DLUAJIT=...]
+#   [-DHOST=ron-accounting (runs bench-export.lua and bench-fairness.lua)]
 #   -DLUA_SCRIPT=... -DLUA_DIR=... -DBENCH_DIR=... -DOUT=... -P smoke.cmake
 file(MAKE_DIRECTORY ${OUT})
 set(results ${OUT}/results.jsonl)
@@ -23,6 +24,12 @@ endfunction()
 run_one(bench-record ${RECORD} --quick --threads 1,2 --dist uniform,zipf --out ${results})
 run_one(bench-seal ${SEAL} --quick --out ${results})
 run_one(bench-wal ${WAL} --quick --dir ${OUT} --out ${results})
+if(HOST)
+  run_one(bench-export.lua ${HOST} run ${BENCH_DIR}/bench-export.lua --quick --dir ${OUT}
+          --bin ${HOST} --out ${results})
+  run_one(bench-fairness.lua ${HOST} run ${BENCH_DIR}/bench-fairness.lua --quick --dir ${OUT}
+          --out ${results})
+endif()
 if(LUAJIT)
   set(ENV{LUA_PATH} "${LUA_DIR}/?.lua;${LUA_DIR}/?/init.lua;${BENCH_DIR}/?.lua;;")
   run_one(bench-record.lua ${LUAJIT} ${LUA_SCRIPT} --quick --lib ${LIB}

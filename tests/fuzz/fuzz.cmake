@@ -7,6 +7,8 @@
 #   wal-frame      ra__wal_frame_parse against an independent reading of FORMAT.md §4
 #   wal-recovery   ra__wal_open over an in-memory directory built from the input:
 #                  read-only, repairing, append, reopen
+#   ingest-dto     ra_ingest_decode (core/host/ingest_dto.c, the POST /v1/records DTO): typed
+#                  errors inside the input, bounds, round trip through canonical JSON
 #
 # A crashing input is written next to the work directory: <build>/fuzz-work/<name>-crash-*.
 # Inputs that once found a bug stay in the seed corpus (regress-*), so every run replays them.
@@ -47,7 +49,9 @@ set(_fuzz_flags -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
     -fno-omit-frame-pointer -D_GNU_SOURCE ${RA_ARCH_FLAGS} ${_fuzz_defs}
     -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/core -I${RA_BLAKE3_DIR})
 
-set(RA_FUZZERS slice-decode wal-frame wal-recovery)
+set(RA_FUZZERS slice-decode wal-frame wal-recovery ingest-dto)
+# Sources a harness needs beyond the core (_fuzz_extra_<name>).
+set(_fuzz_extra_ingest-dto ${CMAKE_SOURCE_DIR}/core/host/ingest_dto.c)
 list(LENGTH RA_FUZZERS _n_fuzzers)
 math(EXPR _fuzz_smoke_s "${RA_FUZZ_SMOKE_BUDGET} / ${_n_fuzzers}")
 set(_fuzz_bins "")
@@ -55,8 +59,8 @@ foreach(f ${RA_FUZZERS})
   set(bin ${CMAKE_BINARY_DIR}/fuzz-${f})
   add_custom_command(OUTPUT ${bin}
     COMMAND ${RA_CLANG} ${_fuzz_flags} ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core}
-            ${_b3_src} -o ${bin} -lpthread
-    DEPENDS ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core} ${_b3_src}
+            ${_fuzz_extra_${f}} ${_b3_src} -o ${bin} -lpthread
+    DEPENDS ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core} ${_fuzz_extra_${f}} ${_b3_src}
             ${CMAKE_SOURCE_DIR}/include/ron/accounting.h ${CMAKE_SOURCE_DIR}/core/internal.h
             ${CMAKE_SOURCE_DIR}/core/wal.h ${CMAKE_SOURCE_DIR}/core/io.h
     COMMENT "Building libFuzzer harness fuzz-${f} with clang" VERBATIM)

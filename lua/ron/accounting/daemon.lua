@@ -63,6 +63,14 @@ _M.DEFAULTS = {
     op_budget_ms = 10000,
     drain_deadline_ms = 5000,
     listen = "127.0.0.1:9464",  -- /metrics /healthz /readyz; false: no HTTP
+    metrics_public = false,     -- listen on a non-loopback address: /metrics /healthz
+                                -- /readyz answer loopback peers only unless true
+    ingest = false,             -- POST /v1/records on `listen`: { tokens = { [b3hex of a
+                                -- token] = tenant }, ... } (ron.accounting.ingest)
+    receiver = false,           -- the ledger receiver on `listen` (PUT/GET /v1/slices/...):
+                                -- { backend = "file" | { module = ..., ... }, token_hash,
+                                -- ... } (ron.accounting.receiver): this daemon is then
+                                -- the HTTP ledger of others (exporters.http)
     status_interval_s = 60,     -- a status line on stderr; 0: none
     demo_rate = 0,              -- records/s of built-in demo traffic (3 tenants); 0: none
     clock = false,              -- a function returning UTC seconds (tests); false: system
@@ -194,6 +202,20 @@ local CHECK = {
         end
         return true
     end,
+    metrics_public = function(k, v)
+        if type(v) ~= "boolean" then return bad("%s must be a boolean", k) end
+        return true
+    end,
+    ingest = function(k, v)
+        local ok, err = require("ron.accounting.ingest").check_config(v, k)
+        if not ok then return bad("%s", err) end
+        return true
+    end,
+    receiver = function(k, v)
+        local ok, err = require("ron.accounting.receiver").check_config(v, k)
+        if not ok then return bad("%s", err) end
+        return true
+    end,
     status_interval_s = int_in(0, 86400),
     demo_rate = int_in(0, 10000000),
     clock = function(k, v)
@@ -292,6 +314,12 @@ function _M.configure(args)
     if cfg.tick_ms and not cfg.clock then
         -- tick_ms drives rollovers off the UTC grid: only with an injected clock
         return nil, "configuration: tick_ms needs clock (it is for tests)", 2
+    end
+    if cfg.ingest and not cfg.listen then
+        return nil, "configuration: ingest needs listen (POST /v1/records is served there)", 2
+    end
+    if cfg.receiver and not cfg.listen then
+        return nil, "configuration: receiver needs listen (PUT /v1/slices/... is served there)", 2
     end
     cfg.check, cfg.sources = check, sources
     return cfg, positional
@@ -437,6 +465,26 @@ local function status_line(d)
         ready and "" or (" (" .. concat(reasons, "; ") .. ")"))
 end
 
+-- The extra routes of the HTTP server (ingest, the ledger receiver) and the largest body
+-- they take (the receiver: one slice, 1 MiB).
+local function http_routes(d)
+    local routes = {}
+    if d.ingest then routes[#routes + 1] = d.ingest:route() end
+    if d.receiver then
+        for _, r in ipairs(d.receiver:routes()) do routes[#routes + 1] = r end
+    end
+    return #routes > 0 and routes or nil
+end
+
+local function http_max_body(d)
+    local n = d.ingest and d.ingest.max_body or nil
+    if d.receiver then
+        local rn = require("ron.accounting.receiver").MAX_BODY
+        if not n or n < rn then n = rn end
+    end
+    return n
+end
+
 local function status_task(d, every_s)
     while task.sleep(every_s * 1000) do status_line(d) end
 end
@@ -483,6 +531,28 @@ function _M.start(cfg)
     end
 
     local d = { cfg = cfg, meter = meter, paths = p, stopping = false, demo_errors = 0 }
+    if cfg.ingest then -- POST /v1/records (docs/OPERATIONS.md, "Ingest: POST /v1/records")
+        local iok, ing = pcall(function()
+            local o = { meter = meter, clock = cfg.clock or nil }
+            for k, v in pairs(cfg.ingest) do o[k] = v end
+            return require("ron.accounting.ingest").new(o)
+        end)
+        if not iok then
+            meter:close()
+            return nil, "ingest: " .. tostring(ing)
+        end
+        d.ingest = ing
+    end
+    if cfg.receiver then -- the ledger receiver (docs/OPERATIONS.md, "Ledger receiver")
+        local r, what = require("ron.accounting.receiver").from_config(cfg.receiver, {
+            dir = p.ledger, fsync = cfg.ledger_fsync, mkdir = mkdir_p,
+            log = function(line) log("WARN", "receiver: %s", line) end })
+        if not r then
+            meter:close()
+            return nil, "receiver: " .. tostring(what)
+        end
+        d.receiver, d.receiver_backend = r, what
+    end
     -- HTTP first: a bind failure (the port in use) then ends the start before any task
     -- runs. Until the runtime exists the endpoints answer through this proxy.
     if cfg.listen then
@@ -492,22 +562,40 @@ function _M.start(cfg)
                 if d.rt then return d.rt:ready() end
                 return false, { "starting" }
             end,
-            metrics_text = function() return d.rt and d.rt:metrics_text() or "" end,
+            metrics_text = function()
+                return (d.rt and d.rt:metrics_text() or "") ..
+                       (d.ingest and d.ingest:metrics_text() or "") ..
+                       (d.receiver and d.receiver:metrics_text() or "")
+            end,
         }
         local hok, http = pcall(require, "ron.accounting.http")
         local srv, herr
         if hok then
             srv, herr = http.serve { meter = meter, runtime = proxy, host = host,
-                                     port = tonumber(port) }
+                                     port = tonumber(port), metrics_public = cfg.metrics_public,
+                                     max_body = http_max_body(d), routes = http_routes(d) }
         else
             herr = http
         end
         if not srv then
+            if d.receiver then d.receiver:close(true) end
             meter:close()
             return nil, "http: " .. tostring(herr)
         end
         d.http = srv
         log("INFO", "listening on http://%s:%d (/metrics /healthz /readyz)", host, srv:port())
+        if d.receiver then
+            log("INFO", "receiver: PUT http://%s:%d%s/<tenant>/<dimension>/<seq> into %s%s",
+                host, srv:port(), d.receiver.prefix, d.receiver_backend,
+                d.receiver.hashes and " (bearer tokens)" or " (no authentication)")
+        end
+        if d.ingest then
+            d.ingest:attach(srv)
+            local nt = 0
+            for _ in pairs(cfg.ingest.tokens) do nt = nt + 1 end
+            log("INFO", "ingest: POST http://%s:%d/v1/records (%d token(s), max_body %d, " ..
+                "max_records %d)", host, srv:port(), nt, d.ingest.max_body, d.ingest.max_records)
+        end
     end
 
     -- the host's drain (on SIGINT/SIGTERM) waits a little longer than the runtime's own
@@ -537,6 +625,7 @@ function _M.start(cfg)
         stop_ch:recv() -- Canceled/Closed at shutdown
         local res = d.rt:wait()
         if d.http then d.http:close() end
+        if d.receiver then d.receiver:close(true) end
         status_line(d)
         local backlog = #meter:pending()
         meter:close()

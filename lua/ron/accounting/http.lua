@@ -9,6 +9,8 @@
 --       host = "127.0.0.1",     -- default loopback; any other address is an explicit choice
 --       port = 9464,            -- 0 picks a free port: srv:port()
 --       public = false,         -- true: bind 0.0.0.0 when no host is given
+--       metrics_public = false, -- on a non-loopback bind, /metrics /healthz /readyz answer
+--                               -- loopback peers only (403 otherwise) unless true
 --       max_body = 65536,       -- request bodies above it: 413, before they are read
 --       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... } }
 --   srv:port(); srv:close()
@@ -24,7 +26,10 @@
 --         GET /readyz             -> 200 "ready", or 503 with rt:ready()'s reasons, one a
 --                                    line (without a runtime: ready)
 --         a known path, another method -> 405 (Allow: GET, HEAD); anything else -> 404.
--- A non-loopback bind logs one WARN line on stderr: /metrics tells tenant activity.
+-- A non-loopback bind logs one WARN line on stderr: /metrics tells tenant activity. There
+-- (ingest is the reason to listen publicly) the built-in routes answer only requests whose
+-- peer (req.peer) is a loopback address, 403 to others, unless metrics_public = true; the
+-- extra routes answer everyone (they do their own authentication).
 local httpd = require "ron.accounting.httpd"
 
 local format, concat = string.format, table.concat
@@ -39,11 +44,12 @@ _M.DEFAULT_MAX_BODY = 65536
 _M.METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 local OPTIONS = { meter = true, runtime = true, host = true, port = true, public = true,
-                  max_body = true, routes = true }
+                  max_body = true, routes = true, metrics_public = true }
 
 -- 127.0.0.0/8 and ::1: the addresses only this machine reaches.
 function _M.is_loopback(host)
     return match(host, "^127%.%d+%.%d+%.%d+$") ~= nil or host == "::1"
+           or match(host, "^::ffff:127%.%d+%.%d+%.%d+$") ~= nil -- IPv4-mapped (dual stack)
 end
 
 -- Merges Prometheus text expositions into one where each metric family (HELP, TYPE and
@@ -110,7 +116,7 @@ end
 
 local ROUTES = { ["/metrics"] = true, ["/healthz"] = true, ["/readyz"] = true }
 
-local function handler(o)
+local function handler(o, loopback_only)
     local meter, rt, routes = o.meter, o.runtime, o.routes or {}
     return function(req)
         local path, method = req.path, req.method
@@ -126,6 +132,9 @@ local function handler(o)
             return 405, "method not allowed\n", nil, { Allow = allowed }
         end
         if not ROUTES[path] then return 404, "not found\n" end
+        if loopback_only and not _M.is_loopback(req.peer or "") then
+            return 403, "forbidden: loopback peers only (metrics_public = false)\n"
+        end
         if method ~= "GET" and method ~= "HEAD" then
             return 405, "method not allowed\n", nil, { Allow = "GET, HEAD" }
         end
@@ -164,13 +173,15 @@ function _M.serve(o)
     if type(host) ~= "string" then error("http.serve: host must be a string", 2) end
     local port = o.port
     if port == nil then port = _M.DEFAULT_PORT end
+    local loopback_only = not _M.is_loopback(host) and not o.metrics_public
     local ok, srv, err = pcall(httpd.listen, { host = host, port = port,
                                                max_body = o.max_body or _M.DEFAULT_MAX_BODY,
-                                               handler = handler(o) })
+                                               handler = handler(o, loopback_only) })
     if not ok then error(srv, 2) end -- misuse (a bad port) raises at the caller
     if srv and not _M.is_loopback(host) then
-        io.stderr:write(format("http: WARN: serving /metrics on non-loopback address %s:%d\n",
-                               host, srv:port()))
+        io.stderr:write(format("http: WARN: serving /metrics on non-loopback address %s:%d%s\n",
+                               host, srv:port(), loopback_only and
+                               " (to loopback peers only: metrics_public = false)" or ""))
     end
     return srv, err
 end

@@ -4,8 +4,13 @@
 --
 --   offload.rollover(meter, now_ms) -> slices | slices, err | nil, err   (WAL fsync)
 --   offload.ack(meter, slice)       -> true | true, err | nil, err       (ack + compaction)
+--   offload.ack_many(meter, slices[, compact = true])
+--                                   -> { true | err per slice }, compaction err | nil, err
+--                                      (every ack, then ONE compaction unless compact is
+--                                      false: the runtime's batched ACK)
 --   offload.file(opts)              -> an exporter: exporters.file whose put() runs in the
---                                      pool (append + fsync); head() and close() too
+--                                      pool (append + fsync); head() and close() too; and
+--                                      put_many(slices) (one pool call for several puts)
 --
 -- Every call must come from a task (ron.accounting.task): it queues the work, then waits
 -- on a one-slot channel that the after-work callback (loop thread) fills.
@@ -25,8 +30,8 @@
 local uv = require "luv"
 local ffi = require "ffi"
 
-local tonumber, tostring, type, error, setmetatable, pairs =
-      tonumber, tostring, type, error, setmetatable, pairs
+local tonumber, tostring, type, error, setmetatable, pairs, ipairs =
+      tonumber, tostring, type, error, setmetatable, pairs, ipairs
 
 local _M = {}
 
@@ -76,6 +81,19 @@ local WORK = {
         if rc == 0 then crc = C.ra_meter_compact(m) end
         return rc, crc
     end,
+    ack_many = function(path, mnum, list, compact)
+        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
+            _G.pcall, _G.require, _G.package, _G.table
+        package.path = path
+        local ffi_ = require "ffi"
+        local C = require("ron.accounting.lib").namespace()
+        local m = ffi_.cast("ra_meter_t *", mnum)
+        local rcs = {}
+        for num in list:gmatch("%d+") do
+            rcs[#rcs + 1] = C.ra_meter_ack(m, ffi_.cast("const ra_slice_t *", tonumber(num)))
+        end
+        return table.concat(rcs, ","), compact and C.ra_meter_compact(m) or 0
+    end,
     file_put = function(path, dir, fsync, snum)
         local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
             _G.pcall, _G.require, _G.package, _G.table
@@ -98,6 +116,35 @@ local WORK = {
         local ok, status, detail = pcall(ledger.put, ledger, slice.wrap(p))
         if not ok then return nil, tostring(status) end
         return status, detail
+    end,
+    file_put_many = function(path, dir, fsync, list)
+        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
+            _G.pcall, _G.require, _G.package, _G.table
+        package.path = path
+        local ffi_ = require "ffi"
+        local C = require("ron.accounting.lib").namespace()
+        local slice = require "ron.accounting.slice"
+        local key = dir .. (fsync and "\1" or "\0")
+        _G.RA_LEDGERS = _G.RA_LEDGERS or {}
+        local ledger = _G.RA_LEDGERS[key]
+        if not ledger then
+            local err
+            ledger, err = require("ron.accounting.exporters.file").new { dir = dir,
+                                                                        fsync = fsync }
+            if not ledger then return nil, err end
+            _G.RA_LEDGERS[key] = ledger
+        end
+        local sts, dts = {}, {}
+        for num in list:gmatch("%d+") do
+            local p = ffi_.cast("ra_slice_t *", tonumber(num))
+            C.ra_slice_ref(p) -- wrap() takes ownership of one reference: our own
+            local ok, status, detail = pcall(ledger.put, ledger, slice.wrap(p))
+            if not ok then status, detail = "!", status end -- raised: a local failure
+            if status == nil then status = "!" end          -- nil, err: a local failure
+            sts[#sts + 1] = status
+            dts[#dts + 1] = detail ~= nil and tostring(detail) or ""
+        end
+        return table.concat(sts, ","), table.concat(dts, "\0")
     end,
     file_head = function(path, dir, tenant, dimension)
         local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
@@ -193,6 +240,39 @@ function _M.ack(meter, s)
     return true
 end
 
+-- Acks every slice of the list, then compacts once (unless compact == false): { true | "Code: message" per slice },
+-- then the compaction's error if any; nil, err when the pool call itself failed.
+function _M.ack_many(meter, slices, compact)
+    local C = require("ron.accounting.lib").namespace()
+    local slice = require "ron.accounting.slice"
+    local m = meter._m
+    if m == nil then error("offload.ack_many: the meter is closed", 2) end
+    local nums = {}
+    for i, s in ipairs(slices) do
+        local p = slice.ptr(s)
+        if p == nil then error("offload.ack_many: expected a list of slices", 2) end
+        nums[i] = string.format("%.0f", ptr_num(p))
+    end
+    local res, err = call("ack_many", { meter, slices }, ptr_num(m), table.concat(nums, ","),
+                          compact ~= false)
+    if not res then return nil, err end
+    if res[2] == nil then return nil, res[3] end -- a failed body: "Failed: ..."
+    local out, i = {}, 0
+    for rc in res[2]:gmatch("-?%d+") do
+        i = i + 1
+        rc = tonumber(rc)
+        if rc == 0 then
+            out[i] = true
+        elseif rc == C.RA_ENOTFOUND then
+            out[i] = "NotFound: the slice is not pending on this meter (ACKed already?)"
+        else
+            out[i] = errmsg(C, rc)
+        end
+    end
+    local crc = res[3]
+    return out, crc ~= 0 and errmsg(C, crc) or nil
+end
+
 -- exporters.file with its blocking calls in the pool. Each pool thread keeps its own
 -- ledger instance for dir; the ledger re-reads the head under flock on every put, so
 -- those instances never disagree (that is what lets two exporters race on one stream).
@@ -219,6 +299,42 @@ function F:put(s)
     local res, err = call("file_put", { s }, self.dir, self.fsync, ptr_num(p))
     if not res then return nil, err end
     return res[2], res[3]
+end
+
+-- Several puts (of different streams: the runtime's batcher) in one pool call, in order.
+-- -> { { status, detail } | { nil, err } per slice } | nil, err (the call itself failed)
+function F:put_many(slices)
+    local slice = require "ron.accounting.slice"
+    local nums = {}
+    for i, s in ipairs(slices) do
+        local p = slice.ptr(s)
+        if p == nil then error("offload.file: put_many expects a list of slices", 2) end
+        nums[i] = string.format("%.0f", ptr_num(p))
+    end
+    self.puts = self.puts + #slices
+    local res, err = call("file_put_many", { slices }, self.dir, self.fsync,
+                          table.concat(nums, ","))
+    if not res then return nil, err end
+    if res[2] == nil then return nil, res[3] end
+    local out, i = {}, 0
+    for st in res[2]:gmatch("[^,]+") do
+        i = i + 1
+        out[i] = { st }
+    end
+    local dts, j, pos = res[3] or "", 0, 1
+    while j < i do
+        j = j + 1
+        local z = dts:find("\0", pos, true)
+        local d = dts:sub(pos, (z or #dts + 1) - 1)
+        pos = (z or #dts) + 1
+        if out[j][1] == "!" then
+            out[j] = { nil, d }
+        elseif d ~= "" then
+            out[j][2] = d
+        end
+    end
+    if i ~= #slices then return nil, "IoError: put_many: " .. i .. " answers for " .. #slices end
+    return out
 end
 
 function F:head(tenant, dimension)

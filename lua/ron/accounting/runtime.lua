@@ -4,6 +4,17 @@
 --       fairness = p,               -- default fairness.round_robin
 --       backoff = b,                -- default backoff.exponential (one per worker)
 --       ordered_buffer_cap = 1024,  -- per-stream lane
+--       inflight_cap = nil,         -- slices in lanes or being exported, all streams (nil:
+--                                   -- no bound, the router routes everything at once)
+--       tenant_inflight_cap = nil,  -- the same per tenant (nil: no bound)
+--       ack_batch = 1024,           -- meter ACKs per pool call (ack_task); 1: inline
+--       put_batch = 256,            -- exporter with put_many (offload.file): puts of all
+--       put_parallel = 4,           -- streams batched, <= put_parallel calls at once
+--                                   -- (put_batch = 1: one put() per slice)
+--       compact_interval_ms = 50,   -- ack_task compacts the WAL at most this often (and
+--                                   -- once idle that long): a segment is then mostly
+--                                   -- fully ACKed (unlinked), rarely rewritten
+--       events_cap = 4096,          -- rt.events keeps at most the last events_cap events
 --       pending_cap = 1024,         -- the router's pending_slices channel
 --       op_budget_ms = 10000, drain_deadline_ms = 5000, ack_lru = 4096,
 --       clock = fn,                 -- UTC seconds (default: the meter's / system time)
@@ -13,7 +24,8 @@
 --                         drain deadline; -> { finished =, aborted = }
 --   rt:metrics_text()  -- Prometheus text (runtime counters + task metrics)
 --
--- Tasks: wal_replay_task, rollover_task, exporter_router, exporter_worker-<tenant>-<dim>.
+-- Tasks: wal_replay_task, rollover_task, exporter_router, exporter_worker-<tenant>-<dim>,
+-- health_task, ack_task (batched meter ACKs + one compaction per batch).
 --
 -- Nothing is ever lost by a shed: every slice stays in the meter's pending ring (and its
 -- WAL) until an ACK. A slice that is shed (pending_slices full, lane full: OrderOverflow,
@@ -22,6 +34,32 @@
 -- strict seq order (I-5) a stream whose slice N was shed is "blocked at N": the router
 -- sheds its later slices too (they are re-offered after N) until N comes back.
 --
+-- Offers are incremental: a tick offers the slices it sealed; the full walk of
+-- meter:pending() (O(pending)) runs only on a tick after something was shed (need_reoffer),
+-- i.e. only when some pending slice is not in the pipeline.
+--
+-- Bounded dispatch (G-22, docs/CONCURRENCY.md §7): with inflight_cap and/or
+-- tenant_inflight_cap set, the router keeps the slices in the fairness policy and takes one
+-- out only when a lane may take it: at most inflight_cap slices in the lanes or being
+-- exported in all, at most tenant_inflight_cap of one tenant (the built-in policies skip a
+-- tenant at its cap and keep its turn: p:dequeue(eligible)). So when the exporter is the
+-- bottleneck the backlog waits in the policy, where round_robin / wfq order it, and a hot
+-- tenant holds at most tenant_inflight_cap of the exporter's slots. Without either knob
+-- (the default) the router routes everything at once, and the policy only orders each
+-- batch. On rt:stop() what is still in the policy stays pending (re-offered at the next
+-- start).
+--
+-- ACKs: a worker puts N, queues N's meter ACK to ack_task and goes on to N+1 (order is
+-- the downstream's: N answered ok/dup). ack_task ACKs a batch (up to ack_batch) in one pool
+-- call; the WAL is compacted with a batch at most every compact_interval_ms, and once the
+-- ACKs stop for that long (the core rewrites a segment that is half ACKed on every
+-- compaction: per-ACK compaction cost ~0.4 ms per ACK). N stays in `offered` until its
+-- ACK is done.
+--
+-- Per-slice state is bounded: offered/offered_at by the slices in the pipeline, the ACK
+-- LRU by ack_lru, rt.events by events_cap. Bus events: SliceSealed { slice_id, b3 },
+-- SliceExported { slice_id, latency_ms (offer -> ACK) }; built only when someone subscribed.
+--
 -- Blocking calls (rollover's WAL fsync, ack's compaction, the file ledger's fsync) go
 -- through ron.accounting.offload (the libuv threadpool); pass offload.file{...} as the
 -- exporter for the file ledger.
@@ -29,15 +67,22 @@ local exporter_mod = require "ron.accounting.exporter"
 local backoff_mod = require "ron.accounting.backoff"
 local offload = require "ron.accounting.offload"
 local uv = require "luv"
+local lib = require "ron.accounting.lib"
 
 local floor, format, concat, sort = math.floor, string.format, table.concat, table.sort
-local pairs, ipairs, tostring, type, error, setmetatable, pcall =
-      pairs, ipairs, tostring, type, error, setmetatable, pcall
+local pairs, ipairs, tostring, type, error, setmetatable, pcall, next, tonumber =
+      pairs, ipairs, tostring, type, error, setmetatable, pcall, next, tonumber
 
 local _M = {}
 
 _M.DEFAULTS = { ordered_buffer_cap = 1024, pending_cap = 1024, op_budget_ms = 10000,
                 drain_deadline_ms = 5000, ack_lru = 4096,
+                events_cap = 4096,
+                ack_batch = 1024,                 -- slices per pooled ACK (1: one by one)
+                compact_interval_ms = 50,         -- WAL compaction at most this often
+                put_batch = 256, put_parallel = 4, -- exporters with put_many
+                -- bounded dispatch (G-22); false = no bound
+                inflight_cap = false, tenant_inflight_cap = false,
                 -- readiness (C-6)
                 ready_backlog_p95 = 10000,        -- sealed, un-ACKed slices
                 ready_ack_latency_p95_ms = 30000, -- offer -> ACK
@@ -54,7 +99,15 @@ RT.__index = RT
 _M._RT = RT
 
 local function skey(tenant, dim) return tenant .. "/" .. dim end
-local function slice_key(s) return skey(s.tenant, s.dimension) .. "/" .. tostring(s.id.seq) end
+-- Cached on the slice object (built up to five times per slice otherwise).
+local function slice_key(s)
+    local k = s._rt_key
+    if not k then
+        k = skey(s.tenant, s.dimension) .. "/" .. tostring(s.id.seq)
+        s._rt_key = k
+    end
+    return k
+end
 
 local function log(fmt, ...)
     io.stderr:write("runtime: ", format(fmt, ...), "\n")
@@ -68,6 +121,12 @@ function _M.start(opts)
     exporter_mod.check(opts.exporter)
     local cfg = {}
     for k, v in pairs(_M.DEFAULTS) do cfg[k] = opts[k] == nil and v or opts[k] end
+    for _, k in ipairs { "inflight_cap", "tenant_inflight_cap" } do
+        local v = cfg[k]
+        if v and (type(v) ~= "number" or v < 1 or v ~= floor(v)) then
+            error("runtime.start: " .. k .. " must be an integer >= 1 or nil", 2)
+        end
+    end
     local self = setmetatable({
         task = task, meter = opts.meter, exporter = opts.exporter, cfg = cfg,
         fairness = opts.fairness or require("ron.accounting.fairness.round_robin").new(),
@@ -81,6 +140,9 @@ function _M.start(opts)
         started_ms = uv.now(), last_tick_ms = nil,
         backlog_samples = { n = 0, i = 0 }, latency_samples = { n = 0, i = 0 },
         offered_at = {},       -- slice key -> uv.now() when offered
+        need_reoffer = true,   -- some pending slice may not be in the pipeline
+        sealed_total = 0, acked_total = 0, -- slices sealed by this runtime; meter ACKs done
+        inflight = 0, tenant_inflight = {}, -- bounded dispatch: slices in lanes/exporting
         breach_since = nil, healthy_since = nil, is_degraded = false,
         subs = {}, bus_lagged = 0, next_sub = 0,
     }, RT)
@@ -89,6 +151,15 @@ function _M.start(opts)
     self.rejected.blocked = 0
     self.stop_ch = task.channel(1, "runtime_stop")
     self.pending_slices = task.channel(cfg.pending_cap, "pending_slices")
+    if cfg.put_batch > 1 and type(self.exporter.put_many) == "function" then
+        self.put_q, self.put_flushing = { n = 0 }, 0
+    end
+    self.bounded = cfg.inflight_cap or cfg.tenant_inflight_cap
+    if self.bounded then
+        self.room = task.channel(1, "router_room") -- a worker finished a slice
+        local tin, tcap = self.tenant_inflight, cfg.tenant_inflight_cap
+        self.eligible = tcap and function(tenant) return (tin[tenant] or 0) < tcap end
+    end
     task.on_shutdown(function() self:stop() end)
 
     self.tasks[#self.tasks + 1] = task.spawn("wal_replay_task", function()
@@ -98,6 +169,10 @@ function _M.start(opts)
     self.tasks[#self.tasks + 1] = task.spawn("rollover_task", function() self:rollover_loop() end)
     self.tasks[#self.tasks + 1] = task.spawn("exporter_router", function() self:router() end)
     self.tasks[#self.tasks + 1] = task.spawn("health_task", function() self:health_loop() end)
+    if cfg.ack_batch > 1 then
+        self.ack_ch = task.channel(cfg.pending_cap, "ack_queue")
+        self.ack_task = task.spawn("ack_task", function() self:ack_loop() end)
+    end
     return self
 end
 
@@ -111,6 +186,7 @@ function RT:offer(s)
     local ok = self.pending_slices:try_send(s)
     if not ok then
         self.rejected.busy = self.rejected.busy + 1
+        self.need_reoffer = true
         return false
     end
     self.offered[k] = true
@@ -120,9 +196,14 @@ end
 
 -- Every pending slice of the meter not in the pipeline yet, oldest first.
 function RT:reoffer()
+    self.need_reoffer = false
     for _, s in ipairs(self.meter:pending()) do
         local st = self.streams[skey(s.tenant, s.dimension)]
-        if not (st and st.dead) and not self:offer(s) then break end
+        if st and st.blocked_seq and s.id.seq > st.blocked_seq then
+            self.need_reoffer = true -- after the one its stream waits for (I-5)
+        elseif not (st and st.dead) and not self:offer(s) then
+            break
+        end
     end
 end
 
@@ -151,14 +232,27 @@ function RT:rollover_loop()
         if rerr then log("rollover: %s", rerr) end
         self.last_tick_ms = uv.now()
         if sealed then
-            for _, sl in ipairs(sealed) do
-                self:publish({ type = "SliceSealed", slice_id = self.slice_id(sl), b3 = sl.b3 })
+            self.sealed_total = self.sealed_total + #sealed
+            if next(self.subs) then
+                for _, sl in ipairs(sealed) do
+                    self:publish({ type = "SliceSealed", slice_id = self.slice_id(sl),
+                                   b3 = sl.b3 })
+                end
             end
         end
         if self.stopping then break end
         -- Re-offers first (older, shed earlier), then the new ones: reoffer() walks the
-        -- whole pending ring, which holds the sealed slices as well, in order.
-        if sealed then self:reoffer() end
+        -- whole pending ring, which holds the sealed slices as well, in order. When nothing
+        -- was shed since the last walk every older pending slice is in the pipeline: the
+        -- new ones are offered alone (no O(pending) walk per tick).
+        if self.need_reoffer then
+            self:reoffer()
+        elseif sealed then
+            for _, sl in ipairs(sealed) do
+                local st = self.streams[skey(sl.tenant, sl.dimension)]
+                if not (st and st.dead) and not self:offer(sl) then break end
+            end
+        end
     end
 end
 
@@ -168,60 +262,122 @@ end
 function RT:shed(s, reason)
     self.rejected[reason] = (self.rejected[reason] or 0) + 1
     self.offered[slice_key(s)] = nil
+    self.need_reoffer = true
 end
 
-function RT:route(s)
+function RT:stream(s)
     local k = skey(s.tenant, s.dimension)
     local st = self.streams[k]
     if not st then
         st = { key = k, tenant = s.tenant, dim = s.dimension,
-               lane = self.task.channel(self.cfg.ordered_buffer_cap, "ordered_buffer") }
+               lane = self.task.channel(self.cfg.ordered_buffer_cap, "ordered_buffer"),
+               reply = self.put_q and self.task.channel(1, "put_reply") }
         self.streams[k] = st
         st.worker = self.task.spawn(format("exporter_worker-%s-%s", s.tenant, s.dimension),
                                     function() self:worker(st) end)
         self.workers[#self.workers + 1] = st.worker
     end
+    return st
+end
+
+-- Blocks st at seq (I-5): its later slices are shed until seq comes back.
+local function block(st, seq)
+    if not st.blocked_seq or seq < st.blocked_seq then st.blocked_seq = seq end
+end
+
+function RT:route(s)
+    local st = self:stream(s)
     if st.dead then return self:shed(s, "conflict") end
     local seq = s.id.seq
     if st.blocked_seq then
-        if seq ~= st.blocked_seq then return self:shed(s, "blocked") end
-        st.blocked_seq = nil
+        -- earlier slices (still in the policy when seq was shed) go on; later ones wait
+        if seq > st.blocked_seq then return self:shed(s, "blocked") end
+        if seq == st.blocked_seq then st.blocked_seq = nil end
     end
     if not st.lane:try_send(s) then
-        st.blocked_seq = seq
+        block(st, seq)
         self:shed(s, "order_overflow") -- OrderOverflow: re-offered from meter:pending()
+        return
+    end
+    if self.bounded then
+        self.inflight = self.inflight + 1
+        local t = s.tenant
+        self.tenant_inflight[t] = (self.tenant_inflight[t] or 0) + 1
+    end
+end
+
+-- A lane's slice is finished (exported, failed, or dropped behind a failure).
+function RT:done(s)
+    if not self.bounded then return end
+    self.inflight = self.inflight - 1
+    local t = s.tenant
+    local n = (self.tenant_inflight[t] or 1) - 1
+    self.tenant_inflight[t] = n > 0 and n or nil
+    if self.room:depth() == 0 then self.room:try_send(true) end
+end
+
+-- Into the policy; when it is full the slice is shed (it stays pending) and its stream
+-- is blocked there, so that a later slice of it cannot overtake it (I-5).
+function RT:admit(s)
+    local st = self.streams[skey(s.tenant, s.dimension)]
+    if st and st.blocked_seq and s.id.seq > st.blocked_seq then
+        return self:shed(s, "blocked") -- waits for the blocked one: no policy slot taken
+    end
+    if not self.fairness:enqueue(s.tenant, s) then
+        block(self:stream(s), s.id.seq)
+        self:shed(s, "busy")
+    end
+end
+
+-- From the policy into the lanes: everything, or (bounded) as long as there is room.
+function RT:dispatch()
+    local p, cap, eligible = self.fairness, self.cfg.inflight_cap, self.eligible
+    while not cap or self.inflight < cap do
+        local item
+        if eligible then item = p:dequeue(eligible) else item = p:dequeue() end
+        if not item then break end
+        self:route(item)
     end
 end
 
 function RT:router()
-    local task, p = self.task, self.fairness
+    local task, pending = self.task, self.pending_slices
+    local chs = self.bounded and { pending, self.room }
     while true do
-        local s, err = self.pending_slices:recv()
+        local s, err
+        if chs then s, err = task.select(chs) else s, err = pending:recv() end
         if not s then
             if err == "Canceled" and not self.stopping then self:stop() end
             break
         end
-        if not p:enqueue(s.tenant, s) then
-            self:shed(s, "busy")
-        end
+        if s ~= true then self:admit(s) end -- true: a wake from self.room
         -- everything already received goes through the policy before routing
-        while self.pending_slices:depth() > 0 do
-            local s2 = self.pending_slices:recv()
-            if not p:enqueue(s2.tenant, s2) then self:shed(s2, "busy") end
-        end
-        while true do
-            local item = p:dequeue()
-            if not item then break end
-            self:route(item)
-        end
+        while pending:depth() > 0 do self:admit(pending:recv()) end
+        self:dispatch()
     end
-    -- stopping: no new slices; let the workers finish their lanes
+    -- stopping: no new slices; what fits goes on, the rest stays pending; let the
+    -- workers finish their lanes
+    self:dispatch()
     for _, st in pairs(self.streams) do st.lane:close() end
-    local _ = task
 end
 
 -- ---------------------------------------------------------------------------------------
 -- workers
+
+-- rt.events: the last export events, for tests and debugging; bounded by events_cap (when
+-- full, the older half is dropped: amortised O(1), still a plain list).
+function RT:event(ev)
+    local evs = self.events
+    local n = #evs
+    local cap = self.cfg.events_cap
+    if n >= cap then
+        local keep, k = {}, 0
+        for i = n - floor(cap / 2) + 1, n do k = k + 1; keep[k] = evs[i] end
+        self.events = keep
+        evs, n = keep, k
+    end
+    evs[n + 1] = ev
+end
 
 function RT:lru_has(k) return self.lru[k] ~= nil end
 
@@ -248,23 +404,20 @@ function RT:export_one(st, s, b)
     local ak = slice_key(s) .. "/" .. s.b3
     if self:lru_has(ak) then -- delivered and ACKed before: a re-offer (I-17)
         self.exports.dup = self.exports.dup + 1
-        offload.ack(self.meter, s)
-        self:acked(s)
+        self:ack(s)
         return "acked"
     end
     b:reset()
     local start = uv.hrtime()
     local attempt = 0
     while true do
-        local status, detail = self.exporter:put(s)
+        local status, detail = self:put(st, s)
         if status == nil then status, detail = "retry_network", detail end
         if exporter_mod.ACKED[status] then
             self.exports[status] = self.exports[status] + 1
-            local ok, aerr = offload.ack(self.meter, s)
-            if not ok then log("ack %s: %s", slice_key(s), tostring(aerr)) end
             self:lru_add(ak)
-            self:acked(s)
-            self.events[#self.events + 1] = { "acked", st.key, s.id.seq }
+            self:ack(s)
+            self:event { "acked", st.key, s.id.seq }
             return "acked"
         end
         if status == "conflict" then
@@ -287,8 +440,7 @@ function RT:export_one(st, s, b)
             if left > 0 then self:pause(floor(left)) end
             self.exports.fail = self.exports.fail + 1
             self:sample(self.latency_samples, (uv.hrtime() - start) / 1e6)
-            self.events[#self.events + 1] = { "fail", st.key, s.id.seq,
-                                              (uv.hrtime() - start) / 1e6 }
+            self:event { "fail", st.key, s.id.seq, (uv.hrtime() - start) / 1e6 }
             return "fail"
         end
         self.retries = self.retries + 1
@@ -299,6 +451,102 @@ function RT:export_one(st, s, b)
     end
 end
 
+-- put(s) through the exporter. An exporter with put_many (offload.file) gets the puts of
+-- all streams batched: a worker queues its slice and waits on its stream's reply channel;
+-- a put_flush task (at most put_parallel at once) sends up to put_batch queued slices in
+-- one put_many call (one threadpool round trip instead of one per slice) and hands each
+-- answer back. The queue holds at most one slice per stream (a worker waits for its own).
+function RT:put(st, s)
+    if not self.put_q then return self.exporter:put(s) end
+    local q = self.put_q
+    q.n = q.n + 1
+    q[q.n] = { s, st.reply }
+    if self.put_flushing < self.cfg.put_parallel then
+        self.put_flushing = self.put_flushing + 1
+        self.task.spawn("put_flush", function() self:put_flush() end)
+    end
+    while true do
+        local r, err = st.reply:recv()
+        if not r then return nil, "Canceled: " .. tostring(err) end
+        -- an answer for an earlier put whose wait was canceled is dropped
+        if r[3] == s then return r[1], r[2] end
+    end
+end
+
+function RT:put_flush()
+    local q, max = self.put_q, self.cfg.put_batch
+    while q.n > 0 do
+        local n = q.n < max and q.n or max
+        local reqs, slices = {}, {}
+        for i = 1, n do reqs[i] = q[i]; slices[i] = q[i][1] end
+        for i = n + 1, q.n do q[i - n] = q[i] end
+        for i = q.n - n + 1, q.n do q[i] = nil end
+        q.n = q.n - n
+        local ok, res, err = pcall(self.exporter.put_many, self.exporter, slices)
+        if not ok then res, err = nil, tostring(res) end
+        for i, req in ipairs(reqs) do
+            local a = res and res[i]
+            if a then
+                req[2]:try_send({ a[1], a[2], req[1] })
+            else
+                req[2]:try_send({ nil, err or "put_many: no answer", req[1] })
+            end
+        end
+    end
+    self.put_flushing = self.put_flushing - 1
+end
+
+-- The meter ACK of an exported slice (then WAL compaction). Queued to ack_loop, which
+-- acks a batch in one pool call and compacts at most every compact_interval_ms (a
+-- compaction per slice would rewrite a half-ACKed WAL segment on every ACK); inline
+-- (offload.ack: ack + compaction) when the queue is full or closed.
+-- The slice stays in `offered` until its ACK is done, so a re-offer cannot resend it.
+function RT:ack(s)
+    if self.ack_ch and self.ack_ch:try_send(s) then return end
+    local ok, aerr = offload.ack(self.meter, s)
+    if not ok then log("ack %s: %s", slice_key(s), tostring(aerr)) end
+    self:ack_done(s)
+end
+
+function RT:ack_done(s)
+    self.acked_total = self.acked_total + 1
+    self.offered[slice_key(s)] = nil
+    self:acked(s)
+end
+
+function RT:ack_loop()
+    local ch, max, every = self.ack_ch, self.cfg.ack_batch, self.cfg.compact_interval_ms
+    local last, dirty = uv.now(), false
+    while true do
+        local s, err = ch:recv(dirty and every or nil)
+        if not s then
+            -- idle for compact_interval_ms, or the end: the compaction still owed
+            if dirty then
+                local _, cerr = offload.ack_many(self.meter, {}, true)
+                if cerr then log("compaction: %s", cerr) end
+                last, dirty = uv.now(), false
+            end
+            if err ~= "Timeout" then break end -- closed and empty (rt:wait), or shutdown
+            goto continue
+        end
+        local batch = { s }
+        while #batch < max and ch:depth() > 0 do batch[#batch + 1] = ch:recv() end
+        local compact = uv.now() - last >= every
+        local res, cerr = offload.ack_many(self.meter, batch, compact)
+        if compact then last, dirty = uv.now(), false else dirty = true end
+        if not res then
+            log("ack of %d slices: %s", #batch, tostring(cerr))
+        else
+            if cerr then log("compaction: %s", cerr) end
+            for i, sl in ipairs(batch) do
+                if res[i] ~= true then log("ack %s: %s", slice_key(sl), tostring(res[i])) end
+            end
+        end
+        for _, sl in ipairs(batch) do self:ack_done(sl) end
+        ::continue::
+    end
+end
+
 -- One per stream (I-async-2): the lane's slices in seq order, N+1 only after N's ACK.
 function RT:worker(st)
     local b = self.backoff or require("ron.accounting.backoff.exponential").new()
@@ -306,14 +554,18 @@ function RT:worker(st)
         local s = st.lane:recv()
         if not s then break end -- Closed (stopped) or Canceled (shutdown, lane empty)
         local r = self:export_one(st, s, b)
-        self.offered[slice_key(s)] = nil
+        -- an ACKed slice leaves `offered` once the meter has its ACK (ack_loop)
+        if r ~= "acked" then self.offered[slice_key(s)] = nil end
+        self:done(s)
         if r ~= "acked" then
             -- keep order: this stream waits for s to be re-offered; what is queued behind
             -- it goes back to the meter's pending ring (it never left it)
             st.blocked_seq = s.id.seq
+            self.need_reoffer = true
             while st.lane:depth() > 0 do
                 local later = st.lane:recv()
                 self.offered[slice_key(later)] = nil
+                self:done(later)
             end
             if r == "conflict" then
                 st.dead = true
@@ -354,8 +606,11 @@ function RT:acked(s)
     local k = slice_key(s)
     local t0 = self.offered_at[k]
     self.offered_at[k] = nil
-    if t0 then self:sample(self.latency_samples, uv.now() - t0) end
-    self:publish({ type = "SliceExported", slice_id = self.slice_id(s) })
+    local lat = t0 and uv.now() - t0
+    if lat then self:sample(self.latency_samples, lat) end
+    if next(self.subs) then
+        self:publish({ type = "SliceExported", slice_id = self.slice_id(s), latency_ms = lat })
+    end
 end
 
 -- -> ready, reasons (a list of strings; empty when ready), details
@@ -395,9 +650,16 @@ function RT:set_degraded(on)
         "recovered", p95(self.backlog_samples), p95(self.latency_samples))
 end
 
+-- Sealed, un-ACKed slices: the core's count (no wrapping of every pending slice).
+function RT:backlog()
+    local m = self.meter._m
+    if m ~= nil then return tonumber(lib.namespace().ra_meter_pending_count(m)) end
+    return #self.meter:pending()
+end
+
 function RT:health_step()
     local now = uv.now()
-    self:sample(self.backlog_samples, #self.meter:pending())
+    self:sample(self.backlog_samples, self:backlog())
     if self:exporter_ok() then
         self.breach_since = nil
         self.healthy_since = self.healthy_since or now
@@ -487,6 +749,7 @@ function RT:stop()
     self.stopping = true
     self.stop_ch:close()
     self.pending_slices:close()
+    if self.room then self.room:close() end
     for _, sub in pairs(self.subs) do sub.wake:close() end -- deliver what is queued, end
     return true
 end
@@ -511,12 +774,16 @@ function RT:wait()
     end
     join_all(self.tasks)
     join_all(self.workers)
+    if self.ack_task then -- the workers are done: the last ACKs, then the ack task ends
+        self.ack_ch:close()
+        join_all({ self.ack_task })
+    end
     return { finished = finished, aborted = aborted }
 end
 
 function RT:metrics()
     return { exports = self.exports, rejected = self.rejected, retries = self.retries,
-             conflicts = #self.conflicts, backlog = #self.meter:pending(),
+             conflicts = #self.conflicts, backlog = self:backlog(),
              degraded = self.is_degraded, bus_lagged = self.bus_lagged }
 end
 
@@ -543,7 +810,7 @@ function RT:metrics_text()
     out[#out + 1] = format("busy_rejections_total %d", self.rejected.busy or 0)
     out[#out + 1] = "# HELP accounting_export_backlog Sealed slices not ACKed yet."
     out[#out + 1] = "# TYPE accounting_export_backlog gauge"
-    out[#out + 1] = format("accounting_export_backlog %d", #self.meter:pending())
+    out[#out + 1] = format("accounting_export_backlog %d", self:backlog())
     out[#out + 1] = "# HELP accounting_ready 1 when the runtime is ready (C-6)."
     out[#out + 1] = "# TYPE accounting_ready gauge"
     out[#out + 1] = format("accounting_ready %d", self:ready() and 1 or 0)

@@ -8,6 +8,24 @@ local _M = {}
 _M.DEFAULT_CAP = 65536     -- total items a policy holds (opts.cap)
 _M.MAX_CAP = 16777216
 
+-- Reads cap and tenant_cap (default: no per-tenant bound beyond cap) of opts.
+function _M.caps(fname, opts)
+    local cap = opts.cap
+    if cap == nil then cap = _M.DEFAULT_CAP end
+    _M.check_int(fname, "cap", cap, 1, _M.MAX_CAP)
+    local tcap = opts.tenant_cap
+    if tcap == nil then tcap = cap end
+    _M.check_int(fname, "tenant_cap", tcap, 1, _M.MAX_CAP)
+    return cap, tcap
+end
+
+-- Full: the policy holds cap items, or this tenant holds tenant_cap.
+function _M.full(st, tenant)
+    if st.n >= st.cap then return true end
+    local q = st.per[tenant]
+    return q ~= nil and q.tail - q.head + 1 >= st.tcap
+end
+
 -- Raises (at the caller of new) on a key of opts that spec does not name.
 function _M.check_opts(fname, opts, spec)
     if opts == nil then return {} end
@@ -38,8 +56,9 @@ end
 
 -- A FIFO of tenants (the ones holding items, in service order) and one FIFO of items per
 -- tenant. Empty tenants are dropped at once: memory is bounded by the items held.
-function _M.new_state(cap)
-    return { cap = cap, n = 0, per = {}, ring = {}, rhead = 1, rtail = 0 }
+function _M.new_state(cap, tcap)
+    return { cap = cap, tcap = tcap or cap, n = 0, per = {}, ring = {}, rhead = 1,
+             rtail = 0 }
 end
 
 function _M.ring_push(st, q)
@@ -58,6 +77,32 @@ end
 function _M.ring_front(st)
     if st.rhead > st.rtail then return nil end
     return st.ring[st.rhead]
+end
+
+-- The first tenant queue in service order for which eligible(tenant) holds, and its ring
+-- index; nil when none. Costs one call per skipped (ineligible) tenant.
+function _M.ring_find(st, eligible)
+    local ring = st.ring
+    for i = st.rhead, st.rtail do
+        local q = ring[i]
+        if eligible(q.tenant) then return q, i end
+    end
+    return nil
+end
+
+-- Removes ring[i]; the tenants before it keep their places (their turn comes first).
+function _M.ring_remove(st, i)
+    local ring = st.ring
+    for j = i, st.rhead + 1, -1 do ring[j] = ring[j - 1] end
+    ring[st.rhead] = nil
+    st.rhead = st.rhead + 1
+    if st.rhead > st.rtail then st.rhead, st.rtail = 1, 0 end
+end
+
+-- Items a tenant holds (0 when none).
+function _M.held(st, tenant)
+    local q = st.per[tenant]
+    return q and q.tail - q.head + 1 or 0
 end
 
 -- Appends item to tenant's FIFO; returns the tenant's queue and whether it was idle.

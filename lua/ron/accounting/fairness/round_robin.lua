@@ -3,11 +3,14 @@
 --
 --   local p = require("ron.accounting.fairness.round_robin").new { cap = 65536 }
 --   p:enqueue(tenant, item) -> true | nil, "Busy"
---   p:dequeue()             -> item, tenant | nil
+--   p:dequeue([eligible])   -> item, tenant | nil
 --   p:len(), p:tenants()
 --
 -- Bound: with k tenants holding items, a tenant's next item is served within k - 1
 -- dequeues of any other tenant, whatever their backlog.
+-- eligible(tenant) -> bool (optional): serve the first tenant in rotation order for which it
+-- holds; the ones skipped keep their place (the router skips tenants at their in-flight cap).
+-- opts.tenant_cap: items one tenant may hold (default cap); beyond it enqueue is Busy.
 local C = require "ron.accounting.fairness.common"
 local setmetatable, error = setmetatable, error
 
@@ -16,37 +19,45 @@ local _M = { name = "round_robin" }
 local P = {}
 P.__index = P
 
-local OPTS = { cap = true }
+local OPTS = { cap = true, tenant_cap = true }
 
 function _M.new(opts)
     opts = C.check_opts("fairness.round_robin.new", opts, OPTS)
-    local cap = opts.cap
-    if cap == nil then cap = C.DEFAULT_CAP end
-    C.check_int("fairness.round_robin.new", "cap", cap, 1, C.MAX_CAP)
-    return setmetatable({ st = C.new_state(cap) }, P)
+    local cap, tcap = C.caps("fairness.round_robin.new", opts)
+    return setmetatable({ st = C.new_state(cap, tcap) }, P)
 end
 
 function P:enqueue(tenant, item)
     C.check_tenant("round_robin:enqueue", tenant)
     if item == nil then error("round_robin:enqueue: item must not be nil", 2) end
     local st = self.st
-    if st.n >= st.cap then return nil, "Busy" end
+    if C.full(st, tenant) then return nil, "Busy" end
     local q, fresh = C.push(st, tenant, item, 1)
     if fresh then C.ring_push(st, q) end
     return true
 end
 
-function P:dequeue()
+function P:dequeue(eligible)
     local st = self.st
-    local q = C.ring_front(st)
-    if not q then return nil end
-    C.ring_pop(st)
+    local q, i
+    if eligible then
+        q, i = C.ring_find(st, eligible)
+        if not q then return nil end
+        C.ring_remove(st, i)
+    else
+        q = C.ring_front(st)
+        if not q then return nil end
+        C.ring_pop(st)
+    end
     local item, empty = C.take(st, q)
     if not empty then C.ring_push(st, q) end -- to the back of the rotation
     return item, q.tenant
 end
 
-function P:len() return self.st.n end
+function P:len(tenant)
+    if tenant ~= nil then return C.held(self.st, tenant) end
+    return self.st.n
+end
 
 function P:tenants() return C.tenants(self.st) end
 

@@ -1,0 +1,450 @@
+/* `ron-accounting verify [--quiet] [--totals] [--schema NAME] postgres://...` (also
+ * postgresql://..., or a key=value conninfo with dbname=): re-verifies a PostgreSQL ledger
+ * (docs/EXPORT.md, "PostgreSQL ledger") the way ledgercmd.c verifies a file ledger.
+ *
+ * A CLI command, not on the loop: blocking libpq. One REPEATABLE READ, READ ONLY
+ * transaction (one snapshot: a writer running meanwhile never makes the heads and the
+ * slices disagree). The heads are loaded first (one row per stream); the slices are then
+ * read in one pass, in (tenant, dimension, seq) order, in libpq's single-row mode with
+ * binary results, so memory stays bounded by the number of streams, never by the slices.
+ *
+ * Every slice row: BLAKE3 of the stored bytes = the b3 column; the strict decoder
+ * (ra_slice_decode) accepts the bytes; the decoded tenant, dimension, seq, window and
+ * prev_b3 equal the row's columns. Every stream: seq 1, 2, 3, ... with prev_b3 = the
+ * previous slice's b3 (the first all zero), and its head row = its last slice (seq, b3).
+ * A head row without slices must say seq 0. Problems: one line each (CORRUPT, CHAIN BREAK,
+ * HEAD), then a summary, then "OK" (exit 0) or "FAILED: ..." (exit 1). Exit 2: cannot
+ * connect, or the schema holds no ledger. */
+#include "host.h"
+
+#include "ron/accounting.h"
+
+#include <libpq-fe.h>
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_SCHEMA "ron_accounting"
+#define MAX_PRINTED 1000
+#define MAX_IDENT 63
+
+bool ra_host_is_pg_target(const char *t) {
+    return strncmp(t, "postgres://", 11) == 0 || strncmp(t, "postgresql://", 13) == 0 ||
+           strstr(t, "dbname=") != NULL;
+}
+
+/* [a-z_][a-z0-9_]*, at most 63 bytes: interpolated into SQL as a quoted identifier. */
+static bool valid_ident(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > MAX_IDENT) return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || ch == '_' || (i > 0 && ch >= '0' && ch <= '9');
+        if (!ok) return false;
+    }
+    return true;
+}
+
+typedef struct {
+    uint8_t tenant[16];
+    char dim[RA_DIM_NAME_MAX + 1];
+    uint64_t seq;
+    uint8_t b3[32];
+    bool seen; /* slices of this stream were read */
+} head_t;
+
+typedef struct {
+    uint64_t streams, slices, bytes, links, breaks, problems, printed;
+    bool totals;
+    head_t *heads;
+    size_t nheads;
+} pv_t;
+
+static void report(pv_t *v, bool is_break, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void report(pv_t *v, bool is_break, const char *fmt, ...) {
+    if (is_break)
+        v->breaks++;
+    else
+        v->problems++;
+    if (v->printed++ >= MAX_PRINTED) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+}
+
+static uint64_t be64(const char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | (uint8_t)p[i];
+    return v;
+}
+
+static uint32_t be32(const char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v = v << 8 | (uint8_t)p[i];
+    return v;
+}
+
+static int cmp_stream(const uint8_t *ta, const char *da, const uint8_t *tb, const char *db) {
+    int c = memcmp(ta, tb, 16);
+    return c ? c : strcmp(da, db);
+}
+
+static int cmp_head(const void *a, const void *b) {
+    const head_t *x = a, *y = b;
+    return cmp_stream(x->tenant, x->dim, y->tenant, y->dim);
+}
+
+static head_t *find_head(pv_t *v, const uint8_t *t, const char *dim) {
+    size_t lo = 0, hi = v->nheads;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_stream(v->heads[mid].tenant, v->heads[mid].dim, t, dim);
+        if (c == 0) return &v->heads[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static const char *stream_name(const uint8_t *t, const char *dim, char *out, size_t n) {
+    ra_tenant_t tt;
+    memcpy(tt.b, t, 16);
+    char ts[37];
+    ra_tenant_format(&tt, ts);
+    snprintf(out, n, "%s/%s", ts, dim);
+    return out;
+}
+
+static PGresult *exec_ok(PGconn *pg, const char *sql, ExecStatusType want, char *err, size_t n) {
+    PGresult *r = PQexecParams(pg, sql, 0, NULL, NULL, NULL, NULL, 1);
+    if (PQresultStatus(r) != want) {
+        snprintf(err, n, "%s", PQresultErrorMessage(r));
+        size_t l = strlen(err);
+        while (l > 0 && err[l - 1] == '\n')
+            err[--l] = '\0';
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* The stream that just ended (last seq, last b3) against its head row. */
+static void end_stream(pv_t *v, const uint8_t *t, const char *dim, uint64_t last_seq,
+                       const uint8_t *last_b3, uint64_t sum, bool sum_overflow, uint64_t nslices) {
+    char name[96];
+    stream_name(t, dim, name, sizeof name);
+    head_t *h = find_head(v, t, dim);
+    if (!h) {
+        report(v, false, "HEAD %s: no head row (the last slice is seq %" PRIu64 ")", name,
+               last_seq);
+    } else {
+        h->seen = true;
+        if (h->seq != last_seq || memcmp(h->b3, last_b3, 32) != 0) {
+            char a[65], b[65];
+            ra_hex(h->b3, 32, a);
+            ra_hex(last_b3, 32, b);
+            report(v, false,
+                   "HEAD %s: head row seq %" PRIu64 " b3 %.16s... is not the last slice "
+                   "(seq %" PRIu64 " b3 %.16s...)",
+                   name, h->seq, a, last_seq, b);
+        }
+    }
+    if (v->totals)
+        printf("  total %s %" PRIu64 "%s (%" PRIu64 " slices)\n", name, sum,
+               sum_overflow ? " (overflowed 2^64)" : "", nslices);
+}
+
+static int load_heads(pv_t *v, PGconn *pg, const char *schema, char *err, size_t n) {
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT tenant, dimension, seq, b3 FROM \"%s\".heads ORDER BY tenant, dimension",
+             schema);
+    PGresult *r = exec_ok(pg, sql, PGRES_TUPLES_OK, err, n);
+    if (!r) return -1;
+    int nt = PQntuples(r);
+    v->heads = calloc((size_t)nt + 1, sizeof *v->heads);
+    if (!v->heads) {
+        PQclear(r);
+        snprintf(err, n, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < nt; i++) {
+        head_t *h = &v->heads[v->nheads];
+        char name[96];
+        if (PQgetlength(r, i, 0) != 16 || PQgetlength(r, i, 2) != 8 ||
+            PQgetlength(r, i, 1) > RA_DIM_NAME_MAX) {
+            report(v, false, "HEAD row %d: malformed (tenant, dimension or seq)", i + 1);
+            continue;
+        }
+        memcpy(h->tenant, PQgetvalue(r, i, 0), 16);
+        memcpy(h->dim, PQgetvalue(r, i, 1), (size_t)PQgetlength(r, i, 1));
+        h->dim[PQgetlength(r, i, 1)] = '\0';
+        h->seq = be64(PQgetvalue(r, i, 2));
+        if (PQgetlength(r, i, 3) != 32) {
+            report(v, false, "HEAD %s: b3 is not 32 bytes",
+                   stream_name(h->tenant, h->dim, name, sizeof name));
+            continue;
+        }
+        memcpy(h->b3, PQgetvalue(r, i, 3), 32);
+        v->nheads++;
+    }
+    PQclear(r);
+    /* ORDER BY uuid sorts by bytes and text under the C collation only: sort here. */
+    qsort(v->heads, v->nheads, sizeof *v->heads, cmp_head);
+    return 0;
+}
+
+/* One pass over the slices (single-row mode). 0, or -1 with err set. */
+static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_t n) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT tenant, dimension, seq, window_start_s, window_len_s, b3, prev_b3, body "
+             "FROM \"%s\".slices ORDER BY tenant, dimension COLLATE \"C\", seq",
+             schema);
+    if (!PQsendQueryParams(pg, sql, 0, NULL, NULL, NULL, NULL, 1) || !PQsetSingleRowMode(pg)) {
+        snprintf(err, n, "%s", PQerrorMessage(pg));
+        return -1;
+    }
+    uint8_t cur_t[16] = {0}, last_b3[32] = {0};
+    char cur_d[RA_DIM_NAME_MAX + 1] = "";
+    bool have = false;
+    uint64_t last_seq = 0, sum = 0, nslices = 0;
+    bool sum_overflow = false;
+    int rc = 0;
+    for (PGresult *r; (r = PQgetResult(pg));) {
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_FATAL_ERROR) {
+            snprintf(err, n, "%s", PQresultErrorMessage(r));
+            rc = -1;
+        }
+        if (st != PGRES_SINGLE_TUPLE) {
+            PQclear(r);
+            continue;
+        }
+        char name[96];
+        int dl = PQgetlength(r, 0, 1);
+        if (PQgetlength(r, 0, 0) != 16 || dl > RA_DIM_NAME_MAX || PQgetlength(r, 0, 2) != 8 ||
+            PQgetlength(r, 0, 3) != 8 || PQgetlength(r, 0, 4) != 4 || PQgetlength(r, 0, 5) != 32 ||
+            PQgetlength(r, 0, 6) != 32) {
+            report(v, false, "CORRUPT slice row: malformed columns");
+            PQclear(r);
+            continue;
+        }
+        const uint8_t *t = (const uint8_t *)PQgetvalue(r, 0, 0);
+        char dim[RA_DIM_NAME_MAX + 1];
+        memcpy(dim, PQgetvalue(r, 0, 1), (size_t)dl);
+        dim[dl] = '\0';
+        uint64_t seq = be64(PQgetvalue(r, 0, 2));
+        int64_t wstart = (int64_t)be64(PQgetvalue(r, 0, 3));
+        uint32_t wlen = be32(PQgetvalue(r, 0, 4));
+        const uint8_t *b3 = (const uint8_t *)PQgetvalue(r, 0, 5);
+        const uint8_t *prev = (const uint8_t *)PQgetvalue(r, 0, 6);
+        const uint8_t *body = (const uint8_t *)PQgetvalue(r, 0, 7);
+        size_t blen = (size_t)PQgetlength(r, 0, 7);
+        stream_name(t, dim, name, sizeof name);
+
+        if (!have || cmp_stream(cur_t, cur_d, t, dim) != 0) {
+            if (have) end_stream(v, cur_t, cur_d, last_seq, last_b3, sum, sum_overflow, nslices);
+            memcpy(cur_t, t, 16);
+            snprintf(cur_d, sizeof cur_d, "%s", dim);
+            have = true;
+            last_seq = 0;
+            memset(last_b3, 0, 32);
+            sum = nslices = 0;
+            sum_overflow = false;
+            v->streams++;
+        }
+        v->bytes += blen;
+        bool ok = true;
+        uint8_t d[32];
+        ra_b3(body, blen, d);
+        if (memcmp(d, b3, 32) != 0) {
+            report(v, false,
+                   "CORRUPT %s: seq %" PRIu64 ": BLAKE3 of the stored bytes is not "
+                   "the b3 column",
+                   name, seq);
+            ok = false;
+        }
+        ra_slice_t *s = NULL;
+        int drc = ra_slice_decode(body, blen, &s);
+        if (drc != 0) {
+            report(v, false, "CORRUPT %s: seq %" PRIu64 ": the slice does not decode: %s: %s", name,
+                   seq, ra_err_name(drc), ra_strerror(drc));
+            ok = false;
+        } else {
+            ra_slice_id_t id;
+            ra_slice_get_id(s, &id);
+            ra_tenant_t st2;
+            ra_slice_get_tenant(s, &st2);
+            if (memcmp(st2.b, t, 16) != 0 || strcmp(ra_slice_dimension(s), dim) != 0 ||
+                id.seq != seq || id.window_start_s != wstart || id.window_len_s != wlen ||
+                memcmp(ra_slice_prev_b3(s), prev, 32) != 0) {
+                report(v, false,
+                       "CORRUPT %s: seq %" PRIu64 ": the stored bytes (seq %" PRIu64
+                       ", window %" PRId64 "+%" PRIu32 ") disagree with the row's columns",
+                       name, seq, id.seq, id.window_start_s, id.window_len_s);
+                ok = false;
+            }
+            if (v->totals) {
+                for (size_t i = 0, nr = ra_slice_row_count(s); i < nr; i++) {
+                    uint64_t inc = 0;
+                    if (ra_slice_row(s, i, NULL, &inc) == 0) {
+                        if (sum > UINT64_MAX - inc) sum_overflow = true;
+                        sum += inc;
+                    }
+                }
+            }
+            ra_slice_unref(s);
+        }
+        nslices++;
+        if (ok) v->slices++;
+        v->links++;
+        char a[65], b[65];
+        if (seq != last_seq + 1) {
+            report(v, true,
+                   "CHAIN BREAK %s: seq %" PRIu64 " follows seq %" PRIu64 " (expected %" PRIu64 ")",
+                   name, seq, last_seq, last_seq + 1);
+        } else if (memcmp(prev, last_b3, 32) != 0) {
+            ra_hex(prev, 32, a);
+            ra_hex(last_b3, 32, b);
+            if (last_seq == 0)
+                report(v, true, "CHAIN BREAK %s: seq 1 has prev_b3 %.16s..., not zero", name, a);
+            else
+                report(v, true,
+                       "CHAIN BREAK %s: seq %" PRIu64 ": prev_b3 %.16s... is not the "
+                       "b3 %.16s... of seq %" PRIu64,
+                       name, seq, a, b, last_seq);
+        }
+        last_seq = seq;
+        memcpy(last_b3, b3, 32);
+        PQclear(r);
+    }
+    if (have) end_stream(v, cur_t, cur_d, last_seq, last_b3, sum, sum_overflow, nslices);
+    return rc;
+}
+
+int ra_host_pg_verify(int argc, char **argv) {
+    const char *target = NULL, *schema = DEFAULT_SCHEMA;
+    pv_t v;
+    memset(&v, 0, sizeof v);
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) {
+            /* no progress output to silence: accepted like the other verify targets */
+        } else if (strcmp(argv[i], "--totals") == 0) {
+            v.totals = true;
+        } else if (strcmp(argv[i], "--schema") == 0 && i + 1 < argc) {
+            schema = argv[++i];
+        } else if (strncmp(argv[i], "--schema=", 9) == 0) {
+            schema = argv[i] + 9;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr,
+                    RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME
+                                 " verify [--quiet] [--totals] [--schema NAME] postgres://...)\n",
+                    argv[i]);
+            return RA_HOST_EXIT_USAGE;
+        } else if (target) {
+            fprintf(stderr, RA_HOST_NAME " verify: one target only (got '%s' and '%s')\n", target,
+                    argv[i]);
+            return RA_HOST_EXIT_USAGE;
+        } else {
+            target = argv[i];
+        }
+    }
+    if (!target) {
+        fprintf(stderr, RA_HOST_NAME " verify: needs a target\n");
+        return RA_HOST_EXIT_USAGE;
+    }
+    if (!valid_ident(schema)) {
+        fprintf(stderr,
+                RA_HOST_NAME " verify: --schema '%s': expected [a-z_][a-z0-9_]*, "
+                             "at most 63 bytes\n",
+                schema);
+        return RA_HOST_EXIT_USAGE;
+    }
+    PGconn *pg = PQconnectdb(target);
+    if (!pg || PQstatus(pg) != CONNECTION_OK) {
+        const char *m = pg ? PQerrorMessage(pg) : "out of memory";
+        printf("FAILED: cannot connect: %s", m);
+        if (!*m || m[strlen(m) - 1] != '\n') putchar('\n');
+        fflush(stdout);
+        fprintf(stderr, RA_HOST_NAME " verify: cannot connect to the PostgreSQL ledger\n");
+        PQfinish(pg);
+        return RA_HOST_EXIT_USAGE;
+    }
+    char err[1024] = "";
+    int ec = RA_HOST_EXIT_OK;
+    PGresult *r = exec_ok(pg, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", PGRES_COMMAND_OK,
+                          err, sizeof err);
+    PQclear(r);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT to_regclass('\"%s\".slices') IS NOT NULL AND "
+             "to_regclass('\"%s\".heads') IS NOT NULL",
+             schema, schema);
+    r = err[0] ? NULL : exec_ok(pg, sql, PGRES_TUPLES_OK, err, sizeof err);
+    bool exists = r && PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 1 && PQgetvalue(r, 0, 0)[0];
+    PQclear(r);
+    if (err[0] || !exists) {
+        printf("FAILED: %s\n", err[0] ? err : "no PostgreSQL ledger in this schema");
+        fprintf(stderr, RA_HOST_NAME " verify: schema \"%s\": %s\n", schema,
+                err[0] ? err : "no slices/heads tables");
+        PQfinish(pg);
+        return RA_HOST_EXIT_USAGE;
+    }
+    const char *host = PQhost(pg);
+    printf("verify %s@%s:%s/%s (PostgreSQL ledger, schema %s)\n", PQuser(pg),
+           host && host[0] == '/' ? "[socket]" : host, PQport(pg), PQdb(pg), schema);
+    if (load_heads(&v, pg, schema, err, sizeof err) != 0 ||
+        scan_slices(&v, pg, schema, err, sizeof err) != 0) {
+        printf("FAILED: reading the ledger: %s\n", err);
+        fflush(stdout);
+        free(v.heads);
+        PQfinish(pg);
+        return RA_HOST_EXIT_FAILED;
+    }
+    uint64_t empty_heads = 0;
+    for (size_t i = 0; i < v.nheads; i++) {
+        if (v.heads[i].seen) continue;
+        char name[96];
+        if (v.heads[i].seq != 0)
+            report(&v, false,
+                   "HEAD %s: head row says seq %" PRIu64 " but the stream has no "
+                   "slices",
+                   stream_name(v.heads[i].tenant, v.heads[i].dim, name, sizeof name),
+                   v.heads[i].seq);
+        else
+            empty_heads++;
+    }
+    if (v.printed > MAX_PRINTED)
+        printf("... and %" PRIu64 " more problems\n", v.printed - MAX_PRINTED);
+    printf("  streams         %" PRIu64 " with slices, %zu head rows (%" PRIu64
+           " at seq 0: refused first puts)\n",
+           v.streams, v.nheads, empty_heads);
+    printf("  slices          %" PRIu64 " valid of %" PRIu64 " (%" PRIu64 " bytes; digest = "
+           "BLAKE3 of the stored bytes, strict decode, columns = decoded fields)\n",
+           v.slices, v.links, v.bytes);
+    printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v.links, v.breaks);
+    bool bad = v.problems || v.breaks;
+    if (bad) {
+        printf("FAILED: %" PRIu64 " problems, %" PRIu64 " chain breaks\n", v.problems, v.breaks);
+        ec = RA_HOST_EXIT_FAILED;
+    } else {
+        printf("OK\n");
+    }
+    fflush(stdout);
+    free(v.heads);
+    PQfinish(pg);
+    return ec;
+}

@@ -1,0 +1,237 @@
+-- bench-postgres.lua: slices/s into PostgreSQL through ron.accounting.exporters.postgres
+-- (issue 5), against a server this benchmark starts itself (tests/pg/pg-harness.sh).
+--
+--   ron-accounting run tests/bench/bench-postgres.lua [--quick] [--out FILE]
+--       [--slices N] [--one-slices N] [--streams N] [--connections N] [--fsync on|off]
+--
+-- What runs (after a warm-up), each with a baseline measured right after it, same server,
+-- same concurrency, same number of round trips:
+--   one_stream   --one-slices slices of ONE stream, put() in seq order by one task through
+--                an exporter with one connection: every put waits for the previous (the
+--                export contract's order), so this is round trip + commit latency bound.
+--   many_streams --slices slices over --streams streams (tenants x "bytes"), one task per
+--                stream putting its chain in seq order (as the runtime's workers do),
+--                through an exporter with --connections connections (puts of different
+--                streams overlap; commits are group-committed by the server).
+--   baseline insert_loop: a plain INSERT of the same bytes (key, seq, body) into a table
+--                with a primary key, same tasks, same pool size: no head row, no CAS, no
+--                foreign keys. ratio = exporter slices/s / insert_loop slices/s.
+--   baseline file_nofsync (once): exporters.file with fsync = false, put() in a loop on
+--                the main thread (the embedded ledger's ceiling; not durable).
+-- The server runs with fsync=on (durable commits: the figure an operator gets) unless
+-- --fsync off. Every exporter ledger is checked with `ron-accounting verify` at the end.
+-- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
+local uv = require "luv"
+local acct = require "ron.accounting"
+local task = require "ron.accounting.task"
+local postgres = require "ron.accounting.exporters.postgres"
+local pg = require "ron.accounting.pg"
+local pq = require "ron.accounting.pq"
+local file = require "ron.accounting.exporters.file"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local H = dofile(here .. "../pg/harness.lua")
+
+local opts = { quick = false, out = nil, slices = 20000, one_slices = 4000, streams = 64,
+               connections = 8, fsync = "on", bin = os.getenv("RA_BIN") or arg[-1] }
+do
+    local i = 1
+    while i <= #arg do
+        local a, v = arg[i], arg[i + 1]
+        if a == "--quick" then opts.quick = true; i = i + 1
+        elseif a == "--out" then opts.out = v; i = i + 2
+        elseif a == "--slices" then opts.slices = assert(tonumber(v), "--slices N"); i = i + 2
+        elseif a == "--one-slices" then
+            opts.one_slices = assert(tonumber(v), "--one-slices N"); i = i + 2
+        elseif a == "--streams" then opts.streams = assert(tonumber(v), "--streams N"); i = i + 2
+        elseif a == "--connections" then
+            opts.connections = assert(tonumber(v), "--connections N"); i = i + 2
+        elseif a == "--fsync" then opts.fsync = v; i = i + 2
+        else
+            io.stderr:write("usage: ron-accounting run bench-postgres.lua [--quick] [--out FILE] "
+                .. "[--slices N] [--one-slices N] [--streams N] [--connections N] "
+                .. "[--fsync on|off]\n")
+            os.exit(2)
+        end
+    end
+end
+if opts.quick then opts.slices, opts.one_slices, opts.streams = 400, 200, 16 end
+assert(opts.fsync == "on" or opts.fsync == "off", "--fsync on|off")
+
+local ok_pg, why = H.available()
+if not ok_pg then
+    io.stderr:write("bench-postgres.lua: ", why, "\n")
+    os.exit(3)
+end
+
+local results_out = opts.out and assert(io.open(opts.out, "a"))
+local function emit(line)
+    print("BENCH " .. line)
+    if results_out then results_out:write("BENCH ", line, "\n"); results_out:flush() end
+    io.stdout:flush()
+end
+
+local function loadavg()
+    local f = io.open("/proc/loadavg", "r")
+    if not f then return "?" end
+    local s = f:read("*l")
+    f:close()
+    return (s:match("^(%S+ %S+ %S+)"))
+end
+
+local T0 = 1700000000 - 1700000000 % 3600
+
+-- n_streams chains of `per` slices each (one row each), indexed [stream][seq].
+local function make_chains(n_streams, per)
+    local now = T0 + 5
+    local m = assert(acct.open { window_len_s = 60, capacity_rows = math.max(1024, 2 * n_streams),
+                                 shards = 4, pending_slices_cap = math.max(64, 2 * n_streams),
+                                 host = "bench-host", clock = function() return now end })
+    local chains = {}
+    for s = 1, n_streams do chains[s] = {} end
+    local tenants = {}
+    for s = 1, n_streams do tenants[s] = ("00000000-0000-4000-8000-%012x"):format(s) end
+    for w = 1, per do
+        now = T0 + 60 * (w - 1) + 5
+        for s = 1, n_streams do assert(m:record(tenants[s], "alice", "bytes", w + s)) end
+        local sealed = assert(m:rollover(T0 + 60 * w))
+        for _, sl in ipairs(sealed) do
+            local idx = tonumber(sl.tenant:sub(-12), 16)
+            chains[idx][sl.id.seq] = sl
+            assert(m:ack(sl)) -- out of the pending ring; the object keeps its bytes
+        end
+    end
+    m:close()
+    return chains
+end
+
+-- Runs put_fn(stream, slice) for every slice, one task per stream in seq order; returns
+-- seconds and the answers counted.
+local function drive(chains, put_fn)
+    local counts = {}
+    local t0 = uv.hrtime()
+    local hs = {}
+    for s, chain in ipairs(chains) do
+        hs[#hs + 1] = task.spawn("bench-" .. s, function()
+            for _, sl in ipairs(chain) do
+                local st, detail = put_fn(s, sl)
+                counts[st or "fail"] = (counts[st or "fail"] or 0) + 1
+                if st ~= "ok" then
+                    error(("stream %d seq %d: %s %s"):format(s, sl.id.seq, tostring(st),
+                                                            tostring(detail)))
+                end
+            end
+        end)
+    end
+    for _, h in ipairs(hs) do assert(h:join()) end
+    return (uv.hrtime() - t0) / 1e9, counts
+end
+
+local cluster
+local results = {}
+
+local function run_case(name, n_streams, per, connections)
+    local n = n_streams * per
+    local chains = make_chains(n_streams, per)
+    -- the exporter
+    local schema = ("bench_%s"):format(name)
+    local e = postgres.new { conninfo = cluster.conninfo, schema = schema,
+                             connections = connections, query_timeout_ms = 30000 }
+    assert(e:head(chains[1][1].tenant, "bytes") == nil) -- schema created before the clock runs
+    local s_exp, c_exp = drive(chains, function(_, sl) return e:put(sl) end)
+    local stats = e:stats()
+    e:close()
+    -- the baseline: plain INSERTs of the same bytes, same tasks and pool size
+    local pool = pg.pool { conninfo = cluster.conninfo, size = connections,
+                           query_timeout_ms = 30000 }
+    local tbl = ('"bench_plain_%s"'):format(name)
+    assert(pool:exec("CREATE TABLE " .. tbl .. " (k int NOT NULL, seq bigint NOT NULL, "
+                     .. "body bytea NOT NULL, PRIMARY KEY (k, seq))"))
+    local ins = "INSERT INTO " .. tbl .. " (k, seq, body) VALUES ($1, $2, $3)"
+    local s_base = drive(chains, function(s, sl)
+        local r, err = pool:query(ins, { s, sl.id.seq, pq.bytea(sl:encode()) })
+        if r then return "ok" end
+        return nil, err
+    end)
+    pool:close()
+    local rate, base_rate = n / s_exp, n / s_base
+    results[#results + 1] = { name = name, n = n, streams = n_streams, connections = connections,
+                              rate = rate, base_rate = base_rate, s = s_exp, s_base = s_base,
+                              counts = c_exp, stats = stats, schema = schema }
+    return results[#results]
+end
+
+local function file_baseline(n)
+    local dir = os.tmpname()
+    os.remove(dir)
+    local ledger = assert(file.new { dir = dir, fsync = false })
+    local chains = make_chains(16, math.max(1, math.floor(n / 16)))
+    local total = 0
+    local t0 = uv.hrtime()
+    for _, chain in ipairs(chains) do
+        for _, sl in ipairs(chain) do
+            assert(ledger:put(sl) == "ok")
+            total = total + 1
+        end
+    end
+    local s = (uv.hrtime() - t0) / 1e9
+    ledger:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    return total / s, total
+end
+
+local function verify(schema)
+    if not opts.bin then return "skipped (no binary)" end
+    local out, rc = H.run(opts.bin .. " verify --schema " .. schema .. " " .. H.quote(cluster.url))
+    if rc == 0 then return "OK" end
+    return "FAILED (" .. rc .. "): " .. out
+end
+
+task.spawn("bench", function()
+    cluster = assert(H.start { fsync = opts.fsync == "on" })
+    print(("# bench-postgres.lua: %s, PostgreSQL (fsync=%s) %s, loadavg %s"):format(
+        jit and jit.version or _VERSION, opts.fsync, cluster.conninfo, loadavg()))
+    print("# ratio = exporter slices/s / insert_loop slices/s (a plain INSERT of the same bytes,"
+          .. " same tasks and connections)")
+    local ok, err = pcall(function()
+        -- warm-up: connections, catalog caches, the server's first checkpoint
+        run_case("warmup", 4, opts.quick and 10 or 100, 2)
+        results = {}
+        local one = run_case("one_stream", 1, opts.one_slices, 1)
+        local many = run_case("many_streams", opts.streams,
+                              math.max(1, math.floor(opts.slices / opts.streams)),
+                              opts.connections)
+        local frate, fn = file_baseline(opts.quick and 400 or 20000)
+        local fails = 0
+        for _, r in ipairs { one, many } do
+            local v = verify(r.schema)
+            local good = (r.counts.ok or 0) == r.n and v ~= nil and v:sub(1, 6) ~= "FAILED"
+            if not good then fails = fails + 1 end
+            local name = ("postgres/exporter/%s/c%d"):format(r.name, r.connections)
+            print(("\n== %s: %d slices (%d streams) in %.2f s"):format(name, r.n, r.streams, r.s))
+            print(("   exporter     %9.0f slices/s  (%.0f us per put)"):format(r.rate,
+                  1e6 / r.rate * (r.name == "one_stream" and 1 or 1)))
+            print(("   insert_loop  %9.0f slices/s  ratio %.2f"):format(r.base_rate,
+                  r.rate / r.base_rate))
+            print(("   file_nofsync %9.0f slices/s  (exporters.file, fsync=false, %d puts)")
+                  :format(frate, fn))
+            print(("   answers ok %d; connects %d; verify %s"):format(r.counts.ok or 0,
+                  r.stats.connects, v))
+            emit(('{"bench":"postgres","name":"%s","params":{"slices":%d,"streams":%d,'
+                .. '"connections":%d,"server_fsync":%s},"ns_per_op":%.0f,"ops_per_s":%.0f,'
+                .. '"slices_per_s":%.0f,"seconds":%.3f,"baselines":{"insert_loop":'
+                .. '{"ops_per_s":%.0f,"seconds":%.3f},"file_nofsync":{"ops_per_s":%.0f}},'
+                .. '"ratios":{"insert_loop":%.3f,"file_nofsync":%.4f},"ok":%s}'):format(name,
+                r.n, r.streams, r.connections, tostring(opts.fsync == "on"), 1e9 / r.rate,
+                r.rate, r.rate, r.s, r.base_rate, r.s_base, frate, r.rate / r.base_rate,
+                r.rate / frate, tostring(good)))
+        end
+        if fails > 0 then error(fails .. " configuration(s) failed their check") end
+    end)
+    cluster:stop()
+    if results_out then results_out:close() end
+    if not ok then
+        io.stderr:write("bench-postgres.lua: ", tostring(err), "\n")
+        os.exit(1)
+    end
+end)

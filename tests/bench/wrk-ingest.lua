@@ -1,0 +1,75 @@
+-- wrk script of tests/bench/bench-ingest.sh: POST /v1/records batches.
+--
+-- Environment: INGEST_TOKEN, INGEST_TENANT, INGEST_BATCH (records per request),
+-- INGEST_MODE: "reuse" (32 preformatted requests cycled: 1000 subjects x 2 dimensions, so
+-- the meter's keys stay bounded), "new" (every record a subject never sent before: the
+-- meter fills up and answers 429) or "healthz" (GET /healthz, the baseline). done() prints
+-- one line
+--   WRK {"requests":N,"duration_us":N,"p50_us":N,"p99_us":N,"max_us":N,"errors":N,
+--        "status":{"200":N,...}}
+-- with the answers counted per status over every thread.
+local token = assert(os.getenv("INGEST_TOKEN"), "INGEST_TOKEN")
+local tenant = assert(os.getenv("INGEST_TENANT"), "INGEST_TENANT")
+local batch = tonumber(os.getenv("INGEST_BATCH") or 100)
+local mode = os.getenv("INGEST_MODE") or "reuse"
+local format, concat = string.format, table.concat
+
+local threads = {}
+function setup(thread)
+    threads[#threads + 1] = thread
+    thread:set("tid", #threads)
+end
+
+local headers = { ["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json" }
+local DIMS = { "bytes", "requests" }
+
+local function body(first, subject_of)
+    local parts = {}
+    for i = 1, batch do
+        local k = first + i
+        parts[i] = format('{"tenant":"%s","subject":"%s","dimension":"%s","value":%d}', tenant,
+                          subject_of(k), DIMS[k % 2 + 1], k % 4096 + 1)
+    end
+    return '{"records":[' .. concat(parts, ",") .. "]}"
+end
+
+local reqs, n = {}, 0
+counts = {} -- global: read by done() through thread:get
+
+function init()
+    if mode == "healthz" then reqs[1] = wrk.format("GET", "/healthz") end
+    if mode == "reuse" then
+        for j = 1, 32 do
+            reqs[j] = wrk.format("POST", "/v1/records", headers,
+                                 body(j * batch, function(k) return "user-" .. (k % 1000) end))
+        end
+    end
+end
+
+function request()
+    n = n + 1
+    if mode == "healthz" then return reqs[1] end
+    if mode == "reuse" then return reqs[n % #reqs + 1] end
+    return wrk.format("POST", "/v1/records", headers, body(n * batch, function(k)
+        return format("t%d-s%d", tid, k)
+    end))
+end
+
+function response(status)
+    counts[status] = (counts[status] or 0) + 1
+end
+
+function done(summary, latency)
+    local agg = {}
+    for _, t in ipairs(threads) do
+        for k, v in pairs(t:get("counts") or {}) do agg[k] = (agg[k] or 0) + v end
+    end
+    local st = {}
+    for k, v in pairs(agg) do st[#st + 1] = format('"%d":%d', k, v) end
+    table.sort(st)
+    local e = summary.errors
+    io.write(format('WRK {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,' ..
+                    '"max_us":%d,"errors":%d,"status":{%s}}\n', summary.requests,
+                    summary.duration, latency:percentile(50), latency:percentile(99),
+                    latency.max, e.connect + e.read + e.write + e.timeout, concat(st, ",")))
+end
