@@ -362,6 +362,9 @@ RA_INTERNAL int ra__meter_wal_open(ra_meter_t *m, const ra_config_t *cfg, char *
                                    size_t errlen);
 RA_INTERNAL void ra__meter_wal_close(ra_meter_t *m);
 RA_INTERNAL void ra__meter_wal_acked(ra_meter_t *m, uint64_t wal_seq);
+/* ra_meter_compact's work; the caller holds the seal mutex (seal.c calls it before it
+ * refuses a rollover for a full WAL: ACKed frames count until compaction). */
+RA_INTERNAL int ra__meter_wal_compact_locked(ra_meter_t *m);
 /* meter.c: open with an injected I/O layer (tests: power cuts, I/O errors) */
 RA_INTERNAL int ra__meter_open_io(const ra_config_t *cfg, const struct ra__io *io,
                                   ra_meter_t **out, char *err, size_t errlen);

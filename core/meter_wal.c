@@ -164,15 +164,18 @@ static int each_head(void *ud,
     return 0;
 }
 
+int ra__meter_wal_compact_locked(ra_meter_t *m) {
+    if (!m->wal) return 0;
+    size_t removed = 0;
+    int rc = ra__wal_compact(m->wal, each_head, m, &removed);
+    ra__wal_room_changed(m, ra__meter_now_ms(m), false);
+    return rc;
+}
+
 int ra_meter_compact(ra_meter_t *m) {
     if (!m) return RA_EINVAL;
     pthread_mutex_lock(&m->seal_mu);
-    int rc = 0;
-    if (m->wal) {
-        size_t removed = 0;
-        rc = ra__wal_compact(m->wal, each_head, m, &removed);
-        ra__wal_room_changed(m, ra__meter_now_ms(m), false);
-    }
+    int rc = ra__meter_wal_compact_locked(m);
     pthread_mutex_unlock(&m->seal_mu);
     return rc;
 }

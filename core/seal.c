@@ -588,6 +588,7 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     uint64_t wal_frames = UINT64_MAX, wal_bytes = UINT64_MAX, need_bytes = 0;
     if (m->wal) ra__wal_room(m->wal, now_ms, &wal_frames, &wal_bytes);
     int stop_reason = -1;
+    bool compacted = false;
     for (; fit < S; fit++) {
         const ra__seal_stream_t *st = &sc->streams[by_rank[fit].v];
         const ra__seal_row_t *r0 = &sc->rows[order[st->first].v];
@@ -602,7 +603,17 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
         uint64_t bytes = (uint64_t)slices * (RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER +
                                              ra__encode_size(&in)) +
                          (uint64_t)st->rows * RA_ENC_ROW; /* an upper bound: merging shrinks */
-        if (need + slices > wal_frames || need_bytes + bytes > wal_bytes) {
+        bool wal_fits = need + slices <= wal_frames && need_bytes + bytes <= wal_bytes;
+        if (!wal_fits && !compacted) {
+            /* ACKed frames keep counting against the caps until a compaction drops them:
+             * reclaim them before refusing (and degrading the meter) for a full WAL. */
+            compacted = true;
+            if (ra__meter_wal_compact_locked(m) == 0) {
+                ra__wal_room(m->wal, now_ms, &wal_frames, &wal_bytes);
+                wal_fits = need + slices <= wal_frames && need_bytes + bytes <= wal_bytes;
+            }
+        }
+        if (!wal_fits) {
             stop_reason = RA_REJ_WAL_FULL;
             break;
         }

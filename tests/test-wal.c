@@ -1805,6 +1805,36 @@ RA_TEST(caps_max_entries) {
     simfs_free(f.fs);
 }
 
+/* ACKed frames count against the caps until a compaction drops them; a rollover that hits
+ * a cap compacts first, so ACKs without an explicit compaction never degrade the meter. */
+RA_TEST(caps_acked_frames_reclaimed_before_refusing) {
+    iofix_t f;
+    memset(&f, 0, sizeof f);
+    keys_init();
+    f.fs = simfs_new(0xca4);
+    wal_config(&f.cfg, WAL_DIR);
+    f.cfg.pending_slices_cap = 64;
+    f.cfg.wal_max_entries = 4;
+    f.m = open_io(&f.cfg, f.fs, NULL);
+    REQUIRE(f.m);
+    size_t n;
+    double full0 = metric(f.m, "accounting_rejected_total{reason=\"wal_full\"}");
+    for (int64_t w = 0; w < 5; w++) { /* 3 frames a round, cap 4: full without a compaction */
+        CHECK_RC(cap_round(&f, w, 3, 4, &n), 0);
+        CHECK_EQ_U64(n, 3);
+        CHECK_EQ_I64(ra_meter_degraded(f.m), 0);
+        ack_all(f.m); /* no ra_meter_compact */
+    }
+    CHECK(metric(f.m, "accounting_rejected_total{reason=\"wal_full\"}") == full0);
+    CHECK_EQ_U64(f.sealed.v[0], f.rec.v[0]);
+    /* un-ACKed frames still count: the cap still refuses when they fill it */
+    CHECK_RC(cap_round(&f, 5, 3, 4, &n), 0);
+    CHECK_RC(cap_round(&f, 6, 3, 4, &n), RA_EPERSISTFULL);
+    CHECK_EQ_I64(ra_meter_degraded(f.m), 1);
+    ra_meter_close(f.m);
+    simfs_free(f.fs);
+}
+
 RA_TEST(caps_max_bytes) {
     iofix_t f;
     memset(&f, 0, sizeof f);
@@ -2251,6 +2281,8 @@ int main(void) {
     RA_RUN(io_fsync_dir_eio_twice_wal_failed_restart_decides,
            "EIO on the directory fsync twice: WAL failed, restart decides from disk");
     RA_RUN(caps_max_entries, "caps: wal_max_entries → PersistenceFull, degraded, recovers");
+    RA_RUN(caps_acked_frames_reclaimed_before_refusing,
+           "caps: ACKed frames are compacted away before a rollover is refused");
     RA_RUN(caps_max_bytes, "caps: wal_max_bytes → PersistenceFull, degraded, recovers");
     RA_RUN(caps_max_age, "caps: wal_max_age_s → PersistenceFull, degraded, recovers");
     RA_RUN(caps_boundary_larger_than_max_entries_makes_progress, "caps: a boundary larger than wal_max_entries is still sealed");

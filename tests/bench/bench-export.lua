@@ -97,28 +97,12 @@ local T0 = 1700000000 - 1700000000 % 3600
 local RING = 16384
 local UNSEALED = tonumber(os.getenv("BENCH_UNSEALED") or 4) -- windows recorded, not sealed yet
 
-local results_out = opts.out and assert(io.open(opts.out, "a"))
-local function emit(line)
-    print("BENCH " .. line)
-    if results_out then results_out:write("BENCH ", line, "\n"); results_out:flush() end
-    io.stdout:flush()
-end
+local B = require "bench_common"
+local emit = B.emitter(opts.out)
 
-local function status_kb(field)
-    local f = io.open("/proc/self/status", "r")
-    if not f then return 0 end
-    local s = f:read("*a")
-    f:close()
-    return tonumber(s:match(field .. ":%s*(%d+)")) or 0
-end
+local status_kb = B.status_kb
 
-local function loadavg()
-    local f = io.open("/proc/loadavg", "r")
-    if not f then return "?" end
-    local s = f:read("*l")
-    f:close()
-    return (s:match("^(%S+ %S+ %S+)"))
-end
+local loadavg = B.loadavg
 
 local function sh(cmd)
     local ok = os.execute(cmd)
@@ -337,7 +321,6 @@ for _, f in ipairs(opts.fsync) do
            n, rr, b)
 end
 if not opts.dir then sh("rm -rf '" .. base_dir .. "'") end
-if results_out then results_out:close() end
 if fails > 0 then
     io.stderr:write("bench-export.lua: ", fails, " configuration(s) failed their check\n")
     os.exit(1)

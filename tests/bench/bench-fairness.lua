@@ -56,12 +56,8 @@ local DIMS = {}
 for d = 1, 10 do DIMS[d] = "d" .. d end
 local TENANT_CAP = 64
 
-local results_out = opts.out and assert(io.open(opts.out, "a"))
-local function emit(line)
-    print("BENCH " .. line)
-    if results_out then results_out:write("BENCH ", line, "\n"); results_out:flush() end
-    io.stdout:flush()
-end
+local B = require "bench_common"
+local emit = B.emitter(opts.out)
 
 local base_dir = opts.dir or ((os.getenv("TMPDIR") or "/tmp") .. "/ra-bench-fairness-"
                               .. tostring(uv.os_getpid()))
@@ -212,4 +208,3 @@ for _, pol in ipairs {
         r.last_cold, r.total, r.elapsed_ms, base.cold.p95, ratio))
 end
 if not opts.dir then os.execute("rm -rf '" .. base_dir .. "'") end
-if results_out then results_out:close() end

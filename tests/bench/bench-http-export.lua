@@ -109,20 +109,10 @@ if opts.quick then
     opts.slices, opts.fsync_slices, opts.one_slices, opts.streams = 320, 160, 50, 16
 end
 
-local results_out = opts.out and assert(io.open(opts.out, "a"))
-local function emit(line)
-    print("BENCH " .. line)
-    if results_out then results_out:write("BENCH ", line, "\n"); results_out:flush() end
-    io.stdout:flush()
-end
+local B = require "bench_common"
+local emit = B.emitter(opts.out)
 
-local function loadavg()
-    local f = io.open("/proc/loadavg", "r")
-    if not f then return "?" end
-    local s = f:read("*l")
-    f:close()
-    return (s:match("^(%S+ %S+ %S+)"))
-end
+local loadavg = B.loadavg
 
 local function tmpdir(tag)
     local base = opts.dir or os.getenv("TMPDIR") or "/tmp"
@@ -306,7 +296,6 @@ task.spawn("bench", function()
         end
         if fails > 0 then error(fails .. " configuration(s) failed their check") end
     end)
-    if results_out then results_out:close() end
     if not ok then
         io.stderr:write("bench-http-export.lua: ", tostring(err), "\n")
         os.exit(1)

@@ -64,20 +64,10 @@ if not ok_pg then
     os.exit(3)
 end
 
-local results_out = opts.out and assert(io.open(opts.out, "a"))
-local function emit(line)
-    print("BENCH " .. line)
-    if results_out then results_out:write("BENCH ", line, "\n"); results_out:flush() end
-    io.stdout:flush()
-end
+local B = require "bench_common"
+local emit = B.emitter(opts.out)
 
-local function loadavg()
-    local f = io.open("/proc/loadavg", "r")
-    if not f then return "?" end
-    local s = f:read("*l")
-    f:close()
-    return (s:match("^(%S+ %S+ %S+)"))
-end
+local loadavg = B.loadavg
 
 local T0 = 1700000000 - 1700000000 % 3600
 
@@ -229,7 +219,6 @@ task.spawn("bench", function()
         if fails > 0 then error(fails .. " configuration(s) failed their check") end
     end)
     cluster:stop()
-    if results_out then results_out:close() end
     if not ok then
         io.stderr:write("bench-postgres.lua: ", tostring(err), "\n")
         os.exit(1)
