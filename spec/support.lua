@@ -169,4 +169,18 @@ function S.verify(dir)
     return rc, out
 end
 
+-- For runtime specs: per stream, the seqs the runtime ACKed (ok or dup, rt.events) go
+-- 1, 2, 3, ... with no step back. -> true | false, "stream prev -> seq"
+function S.in_seq_order(rt)
+    local last = {}
+    for _, e in ipairs(rt.events) do
+        if e[1] == "acked" then
+            local prev = last[e[2]] or 0
+            if e[3] ~= prev + 1 then return false, e[2] .. " " .. prev .. " -> " .. e[3] end
+            last[e[2]] = e[3]
+        end
+    end
+    return true
+end
+
 return S

@@ -17,18 +17,7 @@ local function count(t)
     return n
 end
 
--- Per stream, the seqs ACKed (ok or dup) must go 1, 2, 3, ... with no step back.
-local function in_seq_order(rt)
-    local last = {}
-    for _, e in ipairs(rt.events) do
-        if e[1] == "acked" then
-            local prev = last[e[2]] or 0
-            if e[3] ~= prev + 1 then return false, e[2] .. " " .. prev .. " -> " .. e[3] end
-            last[e[2]] = e[3]
-        end
-    end
-    return true
-end
+local in_seq_order = S.in_seq_order
 
 local function bounded(rt)
     assert.is_true(count(rt.lru) <= HORIZON, "ack LRU over its capacity: " .. count(rt.lru))

@@ -19,17 +19,7 @@ local run = S.run_task
 
 local setup, eventually, window, verify = S.rt_setup, S.eventually, S.rt_window, S.verify
 
-local function in_seq_order(rt)
-    local last = {}
-    for _, e in ipairs(rt.events) do
-        if e[1] == "acked" then
-            local prev = last[e[2]] or 0
-            if e[3] ~= prev + 1 then return false, e[2] .. " " .. prev .. " -> " .. e[3] end
-            last[e[2]] = e[3]
-        end
-    end
-    return true
-end
+local in_seq_order = S.in_seq_order
 
 describe("ron.accounting.runtime", function()
     it("end to end: every slice lands in the ledger once, in order; pending empties", function()
