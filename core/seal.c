@@ -179,6 +179,28 @@ ra__head_t *ra__head_get(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim, 
     return NULL;
 }
 
+int ra_meter_seed_head(ra_meter_t *m, const ra_tenant_t *tenant, uint32_t dim, uint64_t seq,
+                       const uint8_t b3[32], int64_t window_start_s) {
+    if (!m || !tenant || !b3 || seq == 0 || seq >= (1ull << 62) || dim >= m->n_dims)
+        return RA_EINVAL;
+    pthread_mutex_lock(&m->seal_mu);
+    int rc = ra__plane_sealer_lock(m); /* heads belong to the one sealer */
+    if (rc == 0) {
+        ra__head_t *h = ra__head_get(m, tenant->b, dim, true);
+        if (!h) {
+            rc = RA_ECAPACITY;
+        } else if (h->seq == 0) {
+            h->seq = seq;
+            h->last_window_start_s = window_start_s;
+            memcpy(h->b3, b3, 32);
+        } else if (h->seq != seq || memcmp(h->b3, b3, 32) != 0) {
+            rc = RA_EINCOMPAT; /* this meter already continues a chain of its own */
+        }
+    }
+    pthread_mutex_unlock(&m->seal_mu);
+    return rc;
+}
+
 /* ---- step 1: scan --------------------------------------------------------------------- */
 
 /* Retires an idle LIVE entry (count 0, stamped in a sealed window). The TOMB stamp makes

@@ -332,6 +332,55 @@ RA_TEST(G_21_config_hot_flip_denial) {
     ra_meter_close(m);
 }
 
+/* A node that lost its heads continues the downstream's chain (ra_meter_seed_head): its
+ * next slice of the stream is head + 1, linked to the head's b3; a stream it already has a
+ * chain of refuses another head. */
+RA_TEST(seed_head_continues_a_downstream_chain) {
+    ra_config_t cfg;
+    ra_t_config(&cfg);
+    ra_meter_t *m = ra_t_open(&cfg);
+    REQUIRE(m);
+    ra_tenant_t t = ra_t_tenant(7), other = ra_t_tenant(8);
+    ra_subject_t s = ra_t_subject(1);
+    uint8_t b3[32], b3x[32];
+    for (int i = 0; i < 32; i++) b3[i] = (uint8_t)(0xa0 + i), b3x[i] = (uint8_t)i;
+    CHECK_RC(ra_meter_seed_head(m, &t, RA_DIM_BYTES, 0, b3, 0), RA_EINVAL);
+    CHECK_RC(ra_meter_seed_head(m, &t, RA_DIM_BYTES, 1ull << 62, b3, 0), RA_EINVAL);
+    CHECK_RC(ra_meter_seed_head(m, &t, 99, 41, b3, 0), RA_EINVAL);
+    CHECK_RC(ra_meter_seed_head(m, &t, RA_DIM_BYTES, 41, b3, RA_T_EPOCH_MS / 1000 - 60), 0);
+    CHECK_RC(ra_meter_seed_head(m, &t, RA_DIM_BYTES, 41, b3, 0), 0); /* the same: fine */
+    CHECK_RC(ra_meter_seed_head(m, &t, RA_DIM_BYTES, 40, b3x, 0), RA_EINCOMPAT);
+    CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS + 1000, &t, &s, RA_DIM_BYTES, 5), 0);
+    CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS + 1000, &other, &s, RA_DIM_BYTES, 5), 0);
+    size_t n;
+    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + WIN_MS, NULL, 0, &n), 0);
+    CHECK_EQ_U64(n, 2);
+    ra_slice_t *out[4];
+    size_t got = pending_all(m, out, 4);
+    CHECK_EQ_U64(got, 2);
+    int seen = 0;
+    for (size_t i = 0; i < got; i++) {
+        ra_tenant_t st;
+        ra_slice_get_tenant(out[i], &st);
+        ra_slice_id_t id;
+        ra_slice_get_id(out[i], &id);
+        if (memcmp(st.b, t.b, 16) == 0) {
+            CHECK_EQ_U64(id.seq, 42);
+            CHECK(memcmp(ra_slice_prev_b3(out[i]), b3, 32) == 0);
+            seen |= 1;
+        } else {
+            CHECK_EQ_U64(id.seq, 1); /* an unseeded stream starts its own chain */
+            seen |= 2;
+        }
+    }
+    CHECK_EQ_I64(seen, 3);
+    /* both streams have chains of this meter's now: another head is refused */
+    CHECK_RC(ra_meter_seed_head(m, &t, RA_DIM_BYTES, 41, b3, 0), RA_EINCOMPAT);
+    CHECK_RC(ra_meter_seed_head(m, &other, RA_DIM_BYTES, 9, b3, 0), RA_EINCOMPAT);
+    unref_all(out, got);
+    ra_meter_close(m);
+}
+
 /* The pending ring is bounded: what does not fit stays in the plane (counted), and seals
  * once ACKs make room. Nothing is lost, windows are never merged. */
 RA_TEST(pending_ring_full_is_counted_and_loses_nothing) {
@@ -511,6 +560,8 @@ int main(void) {
     RA_RUN(G_15_backward_jump_record_is_late_not_lost,
            "G-15 a record behind a backward jump is sealed late, not lost");
     RA_RUN(G_21_config_hot_flip_denial, "G-21 config hot-flip denial");
+    RA_RUN(seed_head_continues_a_downstream_chain,
+           "seed_head: a node without heads continues the downstream's chain");
     RA_RUN(pending_ring_full_is_counted_and_loses_nothing,
            "I-7 pending ring full: counted, nothing lost");
     RA_RUN(catch_up_seals_each_missed_window_separately,

@@ -202,6 +202,18 @@ RA_EXTERN int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out,
  * where blocking is allowed, never on an event loop. Without a WAL: 0, nothing to do. */
 RA_EXTERN int ra_meter_compact(ra_meter_t *m);
 
+/* Continues a stream's chain from the downstream's head (PRODUCT.md §5, `head(stream)`):
+ * for a node that lost its own heads (amnesia, a new plane), so its next slice of
+ * (tenant, dim) is seq + 1 with prev_b3 = b3 instead of a second seq 1 (a fork the ledger
+ * would refuse). Only the sealer may seed (the plane's sealer lock, RA_EBUSY otherwise),
+ * before the meter sealed anything of that stream: 0 when the stream had no head here or
+ * already has exactly this one; RA_EINCOMPAT when it has another (its own chain);
+ * RA_ECAPACITY when the head table is full; RA_EINVAL for seq 0, seq >= 2^62, or an
+ * unknown dim. window_start_s is the head slice's window (0 if unknown), kept like a
+ * sealed head's. */
+RA_EXTERN int ra_meter_seed_head(ra_meter_t *m, const ra_tenant_t *tenant, uint32_t dim,
+                                 uint64_t seq, const uint8_t b3[32], int64_t window_start_s);
+
 /* Number of sealed, un-ACKed slices. */
 RA_EXTERN size_t ra_meter_pending_count(const ra_meter_t *m);
 /* New reference to the idx-th pending slice (0 = oldest; per stream in seq order). */

@@ -439,6 +439,33 @@ function Meter:ack(s)
     return true
 end
 
+-- Continues a stream's chain from the downstream's head (a node that lost its own heads:
+-- amnesia, a new plane), before this meter sealed anything of the stream:
+--   meter:seed_head(tenant, dimension, { seq = n, b3 = "<64 hex>", window_start_s = s })
+--   -> true | nil, "Incompatible: ..." (the meter has a chain of its own) | nil, err
+-- ron.accounting.daemon does it at start for every head the exporter lists (list_heads()).
+function Meter:seed_head(tenant, dimension, head)
+    local m = handle(self)
+    local t, terr = tenant, nil
+    if type(tenant) == "string" then t, terr = _M.tenant(tenant) end
+    if not t then return nil, terr end
+    local dim = self._dims[dimension]
+    if dim == nil then return nil, "InvalidArgument: unknown dimension " .. tostring(dimension) end
+    if type(head) ~= "table" or type(head.seq) ~= "number" or head.seq < 1
+       or head.seq ~= math.floor(head.seq) or type(head.b3) ~= "string"
+       or not head.b3:match("^%x+$") or #head.b3 ~= 64 then
+        return nil, "InvalidArgument: head must be { seq = integer >= 1, b3 = 64 hex }"
+    end
+    local rc = C.ra_meter_seed_head(m, t, dim, head.seq, hexkey(head.b3:lower()),
+                                    head.window_start_s or 0)
+    if rc == C.RA_EINCOMPAT then
+        return nil, "Incompatible: this meter already has a chain of its own for "
+                    .. tostring(dimension) .. " of that tenant"
+    end
+    if rc ~= 0 then return nil, errmsg(rc) end
+    return true
+end
+
 -- With a WAL: removes the segments whose slices are all ACKed (blocking I/O, fsync).
 function Meter:compact()
     local rc = C.ra_meter_compact(handle(self))

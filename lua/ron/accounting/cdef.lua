@@ -98,6 +98,7 @@ int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, 
 int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t, const ra_subject_t *s, int dim, uint64_t inc);
 int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t out_cap, size_t *n_sealed);
 int ra_meter_compact(ra_meter_t *m);
+int ra_meter_seed_head(ra_meter_t *m, const ra_tenant_t *tenant, uint32_t dim, uint64_t seq, const uint8_t b3[32], int64_t window_start_s);
 size_t ra_meter_pending_count(const ra_meter_t *m);
 int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out);
 int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out, size_t cap, size_t *n_out);
@@ -146,6 +147,7 @@ return {
         "ra_meter_record_at",
         "ra_meter_rollover",
         "ra_meter_compact",
+        "ra_meter_seed_head",
         "ra_meter_pending_count",
         "ra_meter_pending_get",
         "ra_meter_pending_list",

@@ -37,6 +37,7 @@ local pairs, ipairs, type, tostring, tonumber, error, pcall, setfenv, loadfile =
       pairs, ipairs, type, tostring, tonumber, error, pcall, setfenv, loadfile
 
 local _M = {}
+local seed_heads -- defined below (stream heads from the ledger)
 
 -- The embedded defaults (docs/OPERATIONS.md, "The daemon").
 _M.DEFAULTS = {
@@ -457,6 +458,10 @@ local function demo_task(d, rate)
 end
 
 local function status_line(d)
+    if not d.rt then
+        log("INFO", "status: starting (seeding stream heads from the ledger)")
+        return
+    end
     local rm = d.rt:metrics()
     local ready, reasons = d.rt:ready()
     local e = rm.exports
@@ -487,6 +492,53 @@ end
 
 local function status_task(d, every_s)
     while task.sleep(every_s * 1000) do status_line(d) end
+end
+
+-- ---------------------------------------------------------------------------------------
+-- stream heads from the ledger
+
+-- Seeds the meter with every head the exporter lists. A micronode (no WAL: its heads
+-- may be gone) retries until the ledger answers or the daemon stops, since sealing
+-- before would fork every chain; a macronode has its heads in the plane and WAL, so the
+-- ledger's are a cross-check and a failure to list them is only logged. -> true to start
+-- the runtime, false when the daemon stopped meanwhile.
+function seed_heads(d, exporter)
+    local amnesia = d.cfg.profile == "micronode"
+    local hs, err
+    local delay = 100
+    while not d.stopping do
+        hs, err = exporter:list_heads()
+        if hs or not amnesia then break end
+        log("WARN", "cannot list the ledger's stream heads (%s); nothing is sealed until it "
+            .. "answers (micronode: sealing now would fork the chains); retry in %d ms",
+            tostring(err), delay)
+        if not task.sleep(delay) then return false end
+        delay = math.min(delay * 2, 5000)
+    end
+    if d.stopping then return false end
+    if not hs then
+        log("WARN", "cannot list the ledger's stream heads: %s (the WAL's are used)", tostring(err))
+        return true
+    end
+    local seeded, own, failed = 0, 0, 0
+    for _, h in ipairs(hs) do
+        local ok, serr = d.meter:seed_head(h.tenant, h.dimension, h)
+        if ok then
+            seeded = seeded + 1
+        elseif tostring(serr):match("^Incompatible") then
+            own = own + 1 -- this node's chain is ahead (slices not exported yet) or forked
+        else
+            failed = failed + 1
+            if failed <= 3 then
+                log("WARN", "stream head %s/%s: %s", h.tenant, h.dimension, tostring(serr))
+            end
+        end
+    end
+    log(own > 0 and amnesia and "WARN" or "INFO",
+        "stream heads from the ledger: %d listed, %d continued or already equal, %d where "
+        .. "this node has its own chain%s, %d refused", #hs, seeded, own,
+        amnesia and "" or " (slices not exported yet)", failed)
+    return true
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -601,12 +653,23 @@ function _M.start(cfg)
     -- the host's drain (on SIGINT/SIGTERM) waits a little longer than the runtime's own
     -- deadline, so the runtime aborts and counts its stragglers itself
     task.DRAIN_DEADLINE_MS = cfg.drain_deadline_ms + 2000
-    d.rt = runtime.start {
+    local rt_opts = {
         meter = meter, exporter = exporter, fairness = fairness, backoff = backoff,
         ordered_buffer_cap = cfg.ordered_buffer_cap, pending_cap = cfg.pending_cap,
         op_budget_ms = cfg.op_budget_ms, drain_deadline_ms = cfg.drain_deadline_ms,
         clock = cfg.clock or nil, tick_ms = cfg.tick_ms or nil,
     }
+    if type(exporter.list_heads) == "function" then
+        -- The ledger's heads first: a node that lost its own (micronode, a new plane)
+        -- continues the ledger's chains instead of starting a second seq 1 of each
+        -- stream, which the ledger would refuse as a fork (PRODUCT.md §5, head(stream)).
+        -- Until that is done nothing is sealed: counts wait in the plane.
+        task.spawn("seed_heads", function()
+            if seed_heads(d, exporter) then d.rt = runtime.start(rt_opts) end
+        end)
+    else
+        d.rt = runtime.start(rt_opts)
+    end
 
     local stop_ch = task.channel(1, "daemon_stop")
     task.on_shutdown(function(reason)
@@ -623,7 +686,7 @@ function _M.start(cfg)
     end
     task.spawn("daemon", function()
         stop_ch:recv() -- Canceled/Closed at shutdown
-        local res = d.rt:wait()
+        local res = d.rt and d.rt:wait() or { finished = 0, aborted = 0 }
         if d.http then d.http:close() end
         if d.receiver then d.receiver:close(true) end
         status_line(d)

@@ -156,6 +156,21 @@ local WORK = {
         if not h then return nil, nil, herr end
         return h.seq, h.b3
     end,
+    file_heads = function(path, dir)
+        local require, package, table, ipairs, format = _G.require, _G.package, _G.table,
+            _G.ipairs, _G.string.format
+        package.path = path
+        local ledger, err = require("ron.accounting.exporters.file").new { dir = dir }
+        if not ledger then return nil, err end
+        local hs, herr = ledger:list_heads()
+        if not hs then return nil, herr end
+        local parts = {}
+        for i, h in ipairs(hs) do
+            parts[i] = h.tenant .. " " .. h.dimension .. " " .. format("%.0f", h.seq)
+                       .. " " .. h.b3
+        end
+        return table.concat(parts, "\n")
+    end,
 }
 
 -- The one work function: loads the body's bytecode and runs it under pcall, so the answer
@@ -342,6 +357,18 @@ function F:head(tenant, dimension)
     if not res then return nil, err end
     if res[2] == nil then return nil, res[4] end
     return { seq = res[2], b3 = res[3] }
+end
+
+-- Every stream's head: { { tenant =, dimension =, seq =, b3 = }, ... } | nil, err.
+function F:list_heads()
+    local res, err = call("file_heads", nil, self.dir)
+    if not res then return nil, err end
+    if res[2] == nil then return nil, res[3] end
+    local out = {}
+    for t, d, q, b in res[2]:gmatch("(%S+) (%S+) (%d+) (%x+)") do
+        out[#out + 1] = { tenant = t, dimension = d, seq = tonumber(q), b3 = b }
+    end
+    return out
 end
 
 function F:close() return true end

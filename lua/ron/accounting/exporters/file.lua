@@ -464,6 +464,55 @@ function Ledger:head(tenant, dimension)
     return { seq = h.seq, b3 = tohex(h.raw) }
 end
 
+-- The directory listing of list_heads(): glibc's opendir/readdir (x86-64/arm64 dirent layout).
+for _, decl in ipairs {
+    "void *opendir(const char *name);",
+    "int closedir(void *dirp);",
+    "struct ra_file_dirent { uint64_t d_ino; int64_t d_off; unsigned short d_reclen;"
+        .. " unsigned char d_type; char d_name[256]; };",
+    "struct ra_file_dirent *readdir(void *dirp);",
+} do pcall(ffi.cdef, decl) end
+
+local function list_dir(path)
+    local d = SYS.opendir(path)
+    if d == nil then return nil, errstr("opendir", path) end
+    local names = {}
+    while true do
+        local e = SYS.readdir(d)
+        if e == nil then break end
+        local name = ffi_string(e.d_name)
+        if name ~= "." and name ~= ".." then names[#names + 1] = name end
+    end
+    SYS.closedir(d)
+    table.sort(names)
+    return names
+end
+
+-- list_heads() -> { { tenant =, dimension =, seq =, b3 = hex }, ... } | nil, err: every stream's
+-- head, for a node that lost its own (ron.accounting.daemon seeds its meter with them).
+function Ledger:list_heads()
+    check_open(self, "list_heads")
+    local tenants, err = list_dir(self.dir)
+    if not tenants then return nil, err end
+    local out = {}
+    for _, t in ipairs(tenants) do
+        if t:match("^%x+%-%x+%-%x+%-%x+%-%x+$") then
+            local files = list_dir(self.dir .. "/" .. t) or {}
+            for _, f in ipairs(files) do
+                local dim = f:match("^([a-z][a-z0-9_]*)%.ledger$")
+                if dim then
+                    local h, herr = self:head(t, dim)
+                    if herr then return nil, herr end
+                    if h then
+                        out[#out + 1] = { tenant = t, dimension = dim, seq = h.seq, b3 = h.b3 }
+                    end
+                end
+            end
+        end
+    end
+    return out
+end
+
 function Ledger:close()
     if getmetatable(self) ~= Ledger then
         error("ron.accounting.exporters.file: use ledger:close()", 2)

@@ -15,6 +15,7 @@
 --   e:put(slice)  -> ok | dup | conflict | gap | retry_network | retry_remote_5xx |
 --                    retry_timeout [, detail], or nil, err (a local failure)
 --   e:head(tenant, dimension) -> { seq = n, b3 = hex } | nil | nil, err
+--   e:list_heads()             -> { { tenant =, dimension =, seq =, b3 = }, ... } | nil, err
 --   e:close()
 --   e:stats()     -> { puts, ok, dup, conflict, gap, retry_network, retry_remote_5xx,
 --                      retry_timeout, fail, connects, connect_failures }
@@ -175,6 +176,8 @@ function _M.new(opts)
                   .. "$5::integer, decode($6, 'hex'), decode($7, 'hex'), $8::bytea) AS status",
         head_sql = "SELECT seq, encode(b3, 'hex') AS b3 FROM " .. S .. ".heads "
                    .. "WHERE tenant = $1::uuid AND dimension = $2::text",
+        heads_sql = "SELECT tenant::text AS tenant, dimension, seq, encode(b3, 'hex') AS b3 "
+                    .. "FROM " .. S .. ".heads WHERE seq > 0 ORDER BY tenant, dimension",
         counts = { puts = 0, ok = 0, dup = 0, conflict = 0, gap = 0, retry_network = 0,
                    retry_remote_5xx = 0, retry_timeout = 0, fail = 0 },
     }, E)
@@ -283,6 +286,24 @@ function E:head(tenant, dimension)
     local r = rows[1]
     if not r or tonumber(r.seq) == 0 then return nil end
     return { seq = tonumber(r.seq), b3 = r.b3 }
+end
+
+-- Every stream's head (a node that lost its own seeds its meter with them):
+-- { { tenant =, dimension =, seq =, b3 = hex }, ... } | nil, err
+function E:list_heads()
+    local ok, err, st, cls = self:ensure_schema()
+    if not ok then return nil, err end
+    local rows
+    rows, err, st, cls = self.pool:query(self.heads_sql, {})
+    if not rows then
+        local status, detail = self:classify(err, st, cls)
+        return nil, status and (status .. ": " .. tostring(detail)) or detail
+    end
+    local out = {}
+    for i, r in ipairs(rows) do
+        out[i] = { tenant = r.tenant, dimension = r.dimension, seq = tonumber(r.seq), b3 = r.b3 }
+    end
+    return out
 end
 
 function E:close()

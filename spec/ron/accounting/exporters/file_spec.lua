@@ -102,6 +102,41 @@ describe("ron.accounting.exporters.file", function()
     end)
     after_each(function() S.run("rm -rf " .. S.shell_quote(dir)) end)
 
+    it("list_heads lists every stream's head; a meter seeded with them continues the chains",
+       function()
+        local l = ledger()
+        assert.same({}, l:list_heads())
+        local c = chain(3)
+        for i = 1, 3 do assert.equal("ok", l:put(c[i])) end
+        local hs = assert(l:list_heads())
+        assert.same({ { tenant = TA, dimension = "bytes", seq = 3, b3 = c[3].b3 } }, hs)
+        -- a fresh meter (its heads lost) seeded with the ledger's: the next slice is seq 4
+        local clock = S.clock(T0 + 60 * 3 + 5)
+        local m = assert(acct.open(S.cfg { clock = clock.fn }))
+        assert.is_true(m:seed_head(hs[1].tenant, hs[1].dimension, hs[1]))
+        assert.is_true(m:seed_head(TA, "bytes", hs[1])) -- the same head again: fine
+        local ok, err = m:seed_head(TA, "bytes", { seq = 2, b3 = c[2].b3 })
+        assert.is_nil(ok)
+        assert.matches("^Incompatible: ", err)
+        assert.matches("^InvalidArgument: ", select(2, m:seed_head(TA, "nope", hs[1])))
+        assert.matches("^InvalidArgument: ", select(2, m:seed_head(TA, "bytes", { seq = 0 })))
+        assert.matches("^InvalidArgument: ", select(2, m:seed_head("x", "bytes", hs[1])))
+        assert(m:record(TA, "alice", "bytes", 9))
+        local s4 = assert(m:rollover(T0 + 60 * 4))[1]
+        assert.equal(4, s4.id.seq)
+        assert.equal(c[3].b3, s4.prev_b3)
+        assert.equal("ok", l:put(s4))
+        m:close()
+        -- without the seed a fresh meter forks: seq 1 again, which the ledger refuses
+        local m2 = assert(acct.open(S.cfg { clock = clock.fn }))
+        clock.now = T0 + 60 * 4 + 5
+        assert(m2:record(TA, "alice", "bytes", 1))
+        local f1 = assert(m2:rollover(T0 + 60 * 5))[1]
+        assert.equal(1, f1.id.seq)
+        assert.equal("conflict", (l:put(f1)))
+        m2:close()
+    end)
+
     it("creates the layout: marker, 0700 directories, 0600 stream files", function()
         local l = ledger()
         local c = chain(1)

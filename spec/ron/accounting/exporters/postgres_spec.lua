@@ -340,6 +340,9 @@ describe("ron.accounting.exporters.postgres (real PostgreSQL)", function()
                 local h = e:head(TA, "bytes")
                 assert.same({ seq = 3, b3 = a[3].b3 }, h)
                 assert.is_nil(e:head(TB, "bytes"))              -- refused puts store nothing
+                -- every stream's head, for a node that lost its own (daemon: seed_head)
+                assert.same({ { tenant = TA, dimension = "bytes", seq = 3, b3 = a[3].b3 } },
+                            e:list_heads())
                 local s = e:stats()
                 assert.equal(3, s.ok)
                 assert.equal(6, s.dup)
