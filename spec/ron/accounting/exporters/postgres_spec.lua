@@ -568,14 +568,20 @@ describe("ron.accounting.exporters.postgres (real PostgreSQL)", function()
             assert.equal(0, pq.live())
         end)
 
-        it("PostgreSQL stopped mid-run: retry_*, the backlog grows, everything drains after "
-           .. "the restart, no gap, no duplicate; head() afterwards", function()
+        it("PostgreSQL stopped mid-run: retry_*, the backlog grows, readiness flips (C-6), "
+           .. "everything drains after the restart, ready again, no gap, no duplicate; "
+           .. "head() afterwards", function()
             local schema = fresh_schema()
             local clock, m, e = setup_rt(schema)
             local rt, peak, last = nil, 0, {}
+            local flipped, degraded_seen = false, false
             run(function(task)
+                -- readiness on a small scale: not ready once the backlog passes 10 (only
+                -- after the last window below is sealed), degraded after 100 ms of that
                 rt = runtime.start { meter = m, exporter = e, tick_ms = 5,
-                                     backoff = fast_backoff(), op_budget_ms = 300 }
+                                     backoff = fast_backoff(), op_budget_ms = 300,
+                                     ready_backlog_p95 = 10, degrade_after_ms = 100,
+                                     health_interval_ms = 10, ready_samples = 16 }
                 for w = 1, 2 do
                     S.rt_window(m, clock, w)
                     assert.is_true(S.eventually(task, function()
@@ -595,9 +601,19 @@ describe("ron.accounting.exporters.postgres (real PostgreSQL)", function()
                 for _, s in ipairs(m:pending()) do
                     if s.id.seq == 6 then last[s.tenant] = s.b3 end
                 end
+                assert.is_true(S.eventually(task, function()
+                    local ready, reasons = rt:ready()
+                    if not ready and table.concat(reasons, ";"):find("backlog p95", 1, true)
+                    then flipped = true end
+                    degraded_seen = degraded_seen or m:degraded()
+                    return flipped and degraded_seen
+                end, 10000), "readiness did not flip during the outage")
                 assert.equal(0, spawn_wait(task, cluster:argv("start-server")))
                 assert.is_true(S.eventually(task, function()
                     return #m:pending() == 0 end, 20000))
+                assert.is_true(S.eventually(task, function()
+                    return rt:ready() and not m:degraded() end, 10000),
+                    "not ready again after the drain")
                 rt:stop()
                 rt:wait()
                 e:close()
