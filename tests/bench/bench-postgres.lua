@@ -117,10 +117,36 @@ local function drive(chains, put_fn)
     return (uv.hrtime() - t0) / 1e9, counts
 end
 
+-- The batched path (the runtime's, with put_many): each window's slices of all streams,
+-- split over `connections` tasks, one put_many per task and window.
+local function drive_batched(chains, connections, put_many)
+    local counts = {}
+    local t0 = uv.hrtime()
+    for w = 1, #chains[1] do
+        local hs = {}
+        for c = 1, connections do
+            hs[c] = task.spawn("bench-batch-" .. c, function()
+                local batch = {}
+                for s = c, #chains, connections do batch[#batch + 1] = chains[s][w] end
+                if #batch == 0 then return end
+                local res = assert(put_many(batch))
+                for i, r in ipairs(res) do
+                    counts[r[1] or "fail"] = (counts[r[1] or "fail"] or 0) + 1
+                    if r[1] ~= "ok" then
+                        error(("batch slice %d: %s %s"):format(i, tostring(r[1]), tostring(r[2])))
+                    end
+                end
+            end)
+        end
+        for _, h in ipairs(hs) do assert(h:join()) end
+    end
+    return (uv.hrtime() - t0) / 1e9, counts
+end
+
 local cluster
 local results = {}
 
-local function run_case(name, n_streams, per, connections)
+local function run_case(name, n_streams, per, connections, batched)
     local n = n_streams * per
     local chains = make_chains(n_streams, per)
     -- the exporter
@@ -128,7 +154,12 @@ local function run_case(name, n_streams, per, connections)
     local e = postgres.new { conninfo = cluster.conninfo, schema = schema,
                              connections = connections, query_timeout_ms = 30000 }
     assert(e:head(chains[1][1].tenant, "bytes") == nil) -- schema created before the clock runs
-    local s_exp, c_exp = drive(chains, function(_, sl) return e:put(sl) end)
+    local s_exp, c_exp
+    if batched then
+        s_exp, c_exp = drive_batched(chains, connections, function(b) return e:put_many(b) end)
+    else
+        s_exp, c_exp = drive(chains, function(_, sl) return e:put(sl) end)
+    end
     local stats = e:stats()
     e:close()
     -- the baseline: plain INSERTs of the same bytes, same tasks and pool size
@@ -191,9 +222,12 @@ task.spawn("bench", function()
         local many = run_case("many_streams", opts.streams,
                               math.max(1, math.floor(opts.slices / opts.streams)),
                               opts.connections)
+        local batch = run_case("many_streams_put_many", opts.streams,
+                               math.max(1, math.floor(opts.slices / opts.streams)),
+                               opts.connections, true)
         local frate, fn = file_baseline(opts.quick and 400 or 20000)
         local fails = 0
-        for _, r in ipairs { one, many } do
+        for _, r in ipairs { one, many, batch } do
             local v = verify(r.schema)
             local good = (r.counts.ok or 0) == r.n and v ~= nil and v:sub(1, 6) ~= "FAILED"
             if not good then fails = fails + 1 end

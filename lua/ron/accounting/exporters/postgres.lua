@@ -15,6 +15,7 @@
 --   e:put(slice)  -> ok | dup | conflict | gap | retry_network | retry_remote_5xx |
 --                    retry_timeout [, detail], or nil, err (a local failure)
 --   e:head(tenant, dimension) -> { seq = n, b3 = hex } | nil | nil, err
+--   e:put_many(slices)         -> { {status, detail} | {nil, err} per slice } (one round trip)
 --   e:list_heads()             -> { { tenant =, dimension =, seq =, b3 = }, ... } | nil, err
 --   e:close()
 --   e:stats()     -> { puts, ok, dup, conflict, gap, retry_network, retry_remote_5xx,
@@ -140,6 +141,25 @@ BEGIN
     RETURN 'ok';
 END
 $ron_put$;
+-- A batch of puts in one round trip (put_many): ron_put for each, in the order given, in
+-- one transaction. The caller orders the batch by (tenant, dimension, seq), so batches of
+-- two writers lock head rows in the same order (no deadlock between them), and a stream's
+-- slices keep their seq order.
+CREATE OR REPLACE FUNCTION @S@.ron_put_many(p_tenant uuid[], p_dimension text[],
+        p_seq bigint[], p_window_start_s bigint[], p_window_len_s integer[], p_b3 text[],
+        p_prev_b3 text[], p_body text[])
+    RETURNS text[] LANGUAGE plpgsql VOLATILE AS $ron_put_many$
+DECLARE
+    answers text[] := '{}';
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_tenant, 1), 0) LOOP
+        answers := answers || @S@.ron_put(p_tenant[i], p_dimension[i], p_seq[i],
+            p_window_start_s[i], p_window_len_s[i], decode(p_b3[i], 'hex'),
+            decode(p_prev_b3[i], 'hex'), decode(p_body[i], 'hex'));
+    END LOOP;
+    RETURN answers;
+END
+$ron_put_many$;
 COMMIT;
 ]]):gsub("@(%u+)@", { S = S, ZERO = ZERO32_HEX, KEY = SCHEMA_LOCK_KEY }))
 end
@@ -174,6 +194,9 @@ function _M.new(opts)
         schema_ready = false,
         put_sql = "SELECT " .. S .. ".ron_put($1::uuid, $2::text, $3::bigint, $4::bigint, "
                   .. "$5::integer, decode($6, 'hex'), decode($7, 'hex'), $8::bytea) AS status",
+        put_many_sql = "SELECT " .. S .. ".ron_put_many($1::uuid[], $2::text[], $3::bigint[], "
+                       .. "$4::bigint[], $5::integer[], $6::text[], $7::text[], $8::text[])"
+                       .. "::text AS statuses",
         head_sql = "SELECT seq, encode(b3, 'hex') AS b3 FROM " .. S .. ".heads "
                    .. "WHERE tenant = $1::uuid AND dimension = $2::text",
         heads_sql = "SELECT tenant::text AS tenant, dimension, seq, encode(b3, 'hex') AS b3 "
@@ -269,6 +292,68 @@ function E:put(s)
     if status == "ok" or status == "dup" then return status end
     return status, format("%s/%s seq %s: %s (PostgreSQL schema %s)", s.tenant, s.dimension,
                           num_text(s.id.seq), status, self.schema)
+end
+
+local function hex(b)
+    return (b:gsub(".", function(c) return format("%02x", c:byte()) end))
+end
+
+-- put_many(slices) -> { {status, detail} | {nil, err} per slice }, in the order given
+-- (the runtime batches the puts of all streams through it: one round trip, one
+-- transaction; ron_put_many). A failure of the call as a whole (the connection, the
+-- server) is every slice's answer, as put() would have given it.
+function E:put_many(slices)
+    local n = #slices
+    if n == 0 then return {} end
+    local order = {}
+    for i = 1, n do order[i] = i end
+    table.sort(order, function(a, b)
+        local x, y = slices[a], slices[b]
+        if x.tenant ~= y.tenant then return x.tenant < y.tenant end
+        if x.dimension ~= y.dimension then return x.dimension < y.dimension end
+        if x.id.seq ~= y.id.seq then return x.id.seq < y.id.seq end
+        return a < b -- stable: a replay of the same slice answers after the first
+    end)
+    local cols = { {}, {}, {}, {}, {}, {}, {}, {} }
+    for k, i in ipairs(order) do
+        local s = slices[i]
+        cols[1][k], cols[2][k] = s.tenant, s.dimension
+        cols[3][k], cols[4][k] = num_text(s.id.seq), num_text(s.id.window_start_s)
+        cols[5][k], cols[6][k], cols[7][k] = num_text(s.id.window_len_s), s.b3, s.prev_b3
+        cols[8][k] = hex(s:encode())
+    end
+    local params = {}
+    for c = 1, 8 do params[c] = "{" .. table.concat(cols[c], ",") .. "}" end
+    self.counts.puts = self.counts.puts + n
+    local out = {}
+    local ok, err, st, cls = self:ensure_schema()
+    local rows
+    if ok then rows, err, st, cls = self.pool:query(self.put_many_sql, params) end
+    if not rows then
+        local status, detail = self:classify(err, st, cls)
+        for i = 1, n do
+            count(self, status or "fail")
+            out[i] = { status, detail }
+        end
+        return out
+    end
+    local answers = {}
+    for a in tostring(rows[1] and rows[1].statuses or ""):gmatch("[%a_]+") do
+        answers[#answers + 1] = a
+    end
+    if #answers ~= n then return nil, "ExporterError: ron_put_many answered "
+                                      .. tostring(rows[1] and rows[1].statuses) end
+    for k, i in ipairs(order) do
+        local status, s = answers[k], slices[i]
+        count(self, status)
+        if status == "ok" or status == "dup" then
+            out[i] = { status }
+        else
+            out[i] = { status, format("%s/%s seq %s: %s (PostgreSQL schema %s)", s.tenant,
+                                      s.dimension, num_text(s.id.seq), status, self.schema) }
+        end
+    end
+    return out
 end
 
 function E:head(tenant, dimension)

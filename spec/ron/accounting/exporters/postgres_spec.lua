@@ -367,6 +367,35 @@ describe("ron.accounting.exporters.postgres (real PostgreSQL)", function()
             assert.equal(0, pq.live())
         end)
 
+        it("put_many: a batch of several streams in one round trip answers what put would,"
+           .. " per slice, in the order given", function()
+            local schema = fresh_schema()
+            local a = chain(4)                -- TA/bytes seq 1..4
+            local b = chain(3, 50, TB)        -- TB/bytes seq 1..3
+            local f = chain(2, 100)           -- a fork of TA/bytes
+            run(function()
+                local e = postgres.new { conninfo = cluster.conninfo, schema = schema }
+                -- scrambled: the exporter orders the batch per stream by seq itself
+                local res = assert(e:put_many { b[2], a[2], a[1], b[1], a[1], f[2] })
+                assert.same({ "ok" }, res[1])
+                assert.same({ "ok" }, res[2])
+                assert.same({ "ok" }, res[3])
+                assert.same({ "ok" }, res[4])
+                assert.same({ "dup" }, res[5])
+                assert.equal("conflict", res[6][1]) -- seq 2 is stored with another b3
+                res = assert(e:put_many { a[4], b[3], a[3] })
+                assert.same({ { "ok" }, { "ok" }, { "ok" } }, res)
+                res = assert(e:put_many { chain(2, 0, S.TENANT_C)[2] })
+                assert.equal("gap", res[1][1])
+                assert.same({ seq = 4, b3 = a[4].b3 }, e:head(TA, "bytes"))
+                assert.same({ seq = 3, b3 = b[3].b3 }, e:head(TB, "bytes"))
+                assert.same({}, assert(e:put_many {}))
+                e:close()
+            end)
+            local rc, out = verify(schema)
+            assert.equal(0, rc, out)
+        end)
+
         it("verify finds a tampered slice and a broken chain", function()
             local schema = fresh_schema()
             local a = chain(3)
