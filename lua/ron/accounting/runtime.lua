@@ -119,6 +119,11 @@ function _M.start(opts)
     end
     local task = require "ron.accounting.task"
     exporter_mod.check(opts.exporter)
+    if require("ron.accounting.exporters.file").is_ledger(opts.exporter) then
+        -- its put() appends and fsyncs on the calling thread: the loop would block
+        error("runtime.start: exporters.file blocks the loop (fsync); pass "
+              .. "offload.file { dir = ... }, the same ledger on the libuv threadpool", 2)
+    end
     local cfg = {}
     for k, v in pairs(_M.DEFAULTS) do cfg[k] = opts[k] == nil and v or opts[k] end
     for _, k in ipairs { "inflight_cap", "tenant_inflight_cap" } do

@@ -22,6 +22,17 @@ local setup, eventually, window, verify = S.rt_setup, S.eventually, S.rt_window,
 local in_seq_order = S.in_seq_order
 
 describe("ron.accounting.runtime", function()
+    it("refuses the blocking exporters.file (offload.file is the one for the loop)", function()
+        local _, m, dir = setup()
+        local plain = assert(require("ron.accounting.exporters.file").new { dir = dir })
+        run(function()
+            assert.has_error(function() runtime.start { meter = m, exporter = plain } end,
+                "runtime.start: exporters.file blocks the loop (fsync); pass offload.file "
+                .. "{ dir = ... }, the same ledger on the libuv threadpool")
+        end)
+        m:close()
+    end)
+
     it("end to end: every slice lands in the ledger once, in order; pending empties", function()
         print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()

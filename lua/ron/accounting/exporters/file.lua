@@ -513,6 +513,11 @@ function Ledger:list_heads()
     return out
 end
 
+-- True for a ledger made by new() (the export runtime refuses it: its put() blocks).
+function _M.is_ledger(x)
+    return getmetatable(x) == Ledger
+end
+
 function Ledger:close()
     if getmetatable(self) ~= Ledger then
         error("ron.accounting.exporters.file: use ledger:close()", 2)
