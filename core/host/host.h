@@ -5,6 +5,7 @@
  *   walcmd.c `verify PATH` and `wal inspect PATH [--json]`: read-only WAL tools on top of
  *           the core's recovery scan (core/wal.h)
  *   ledgercmd.c `verify PATH` of a file ledger (docs/EXPORT.md): records, digests, chains
+ *   verdict.c the problem list and closing line shared by the ledger verifies
  *   httpd.c  require "ron.accounting.httpd": an HTTP/1.1 server (libh2o) on the run's loop
  *   pq.c     require "ron.accounting.pq": PostgreSQL connections (libpq async) on the loop
  *   pgverify.c `verify postgres://...`: digests and chains of a PostgreSQL ledger
@@ -36,6 +37,21 @@ int ra_host_wal(int argc, char **argv);
  * returns the exit code (docs/EXPORT.md, "The file ledger"). */
 #include <stdbool.h>
 bool ra_host_is_ledger(const char *path);
+
+/* verdict.c: the problem list of a ledger verify (ledgercmd.c, pgverify.c). */
+#include <stdint.h>
+#define RA_HOST_MAX_PRINTED 1000
+typedef struct ra_host_verdict {
+    uint64_t problems, breaks, printed;
+} ra_host_verdict_t;
+/* Counts a problem (is_break: a chain break) and prints it while fewer than
+ * RA_HOST_MAX_PRINTED were printed. */
+void ra_host_report(ra_host_verdict_t *vd, bool is_break, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* "... and N more problems" when some were not printed. */
+void ra_host_report_overflow(const ra_host_verdict_t *vd);
+/* "OK" or "FAILED: ..." on stdout; the exit code. */
+int ra_host_verdict_end(const ra_host_verdict_t *vd);
 /* totals: print, per stream, the sum of its rows over all its slices (`verify --totals`). */
 int ra_host_ledger_verify(const char *path, bool totals);
 

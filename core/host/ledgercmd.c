@@ -20,7 +20,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,31 +31,16 @@
 #define LEDGER_MARKER_TEXT "ron-accounting file ledger v1\n"
 #define LEDGER_SUFFIX ".ledger"
 #define MAX_SLICE (1u << 20)
-#define MAX_PRINTED 1000
 
 typedef struct lv {
-    uint64_t files, records, bytes, links, breaks, problems, torn, broken, other, printed;
+    uint64_t files, records, bytes, links, torn, broken, other;
+    ra_host_verdict_t vd;
     bool totals; /* --totals: one line per stream with the sum of its rows */
 } lv_t;
 
 static bool str_ends(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-static void report(lv_t *v, bool is_break, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void report(lv_t *v, bool is_break, const char *fmt, ...) {
-    if (is_break)
-        v->breaks++;
-    else
-        v->problems++;
-    if (v->printed++ >= MAX_PRINTED) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
 }
 
 static bool read_at(int fd, void *buf, size_t n, uint64_t off) {
@@ -76,7 +60,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        report(v, false, "CORRUPT %s: cannot read: %s", path, strerror(errno));
+        ra_host_report(&v->vd, false, "CORRUPT %s: cannot read: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         return;
     }
@@ -88,7 +72,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
     bool sum_overflow = false;
     uint8_t *buf = malloc(MAX_SLICE + 32);
     if (!buf) {
-        report(v, false, "CORRUPT %s: out of memory", path);
+        ra_host_report(&v->vd, false, "CORRUPT %s: out of memory", path);
         close(fd);
         return;
     }
@@ -98,7 +82,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
         uint64_t rem = size - off;
         uint8_t hdr[4];
         if (rem < 4 || !read_at(fd, hdr, 4, off)) {
-            report(v, false,
+            ra_host_report(&v->vd, false,
                    "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": torn tail of %" PRIu64
                    " bytes (a partial length)",
                    path, idx, off, rem);
@@ -108,7 +92,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
         uint32_t n = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
                      (uint32_t)hdr[3] << 24;
         if (n < 1 || n > MAX_SLICE) {
-            report(v, false,
+            ra_host_report(&v->vd, false,
                    "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
                    ": bad record length %" PRIu32 " (the rest of the file, %" PRIu64
                    " bytes, is unreadable)",
@@ -117,7 +101,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
             break;
         }
         if (4 + (uint64_t)n + 32 > rem) {
-            report(v, false,
+            ra_host_report(&v->vd, false,
                    "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
                    ": torn tail: the record needs %" PRIu64 " bytes, %" PRIu64 " remain",
                    path, idx, off, 4 + (uint64_t)n + 32, rem);
@@ -125,7 +109,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
             break;
         }
         if (!read_at(fd, buf, (size_t)n + 32, off + 4)) {
-            report(v, false, "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": read error",
+            ra_host_report(&v->vd, false, "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": read error",
                    path, idx, off);
             break;
         }
@@ -134,7 +118,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
         ra_b3(buf, n, d);
         bool ok = true;
         if (memcmp(d, stored, 32) != 0) {
-            report(v, false,
+            ra_host_report(&v->vd, false,
                    "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
                    ": BLAKE3 of the slice bytes differs from the record's digest",
                    path, idx, off);
@@ -143,7 +127,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
         ra_slice_t *s = NULL;
         int rc = ra_slice_decode(buf, n, &s);
         if (rc != 0) {
-            report(v, false,
+            ra_host_report(&v->vd, false,
                    "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
                    ": the slice does not decode: %s: %s",
                    path, idx, off, ra_err_name(rc), ra_strerror(rc));
@@ -160,14 +144,14 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
             if (tenant && memcmp(t.b, tenant->b, 16) != 0) {
                 char ts[37];
                 ra_tenant_format(&t, ts);
-                report(v, false,
+                ra_host_report(&v->vd, false,
                        "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
                        ": tenant %s is not the directory's",
                        path, idx, off, ts);
                 ok = false;
             }
             if (dim && strcmp(dim, ra_slice_dimension(s)) != 0) {
-                report(v, false,
+                ra_host_report(&v->vd, false,
                        "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
                        ": dimension %s is not the file's",
                        path, idx, off, ra_slice_dimension(s));
@@ -187,7 +171,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
             v->links++;
             char a[65], b[65];
             if (seq != last_seq + 1) {
-                report(v, true,
+                ra_host_report(&v->vd, true,
                        "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64 ": seq %" PRIu64
                        " follows seq %" PRIu64 " (expected %" PRIu64 ")",
                        path, idx, off, seq, last_seq, last_seq + 1);
@@ -195,12 +179,12 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
                 ra_hex(ra_slice_prev_b3(s), 32, a);
                 ra_hex(last_b3, 32, b);
                 if (last_seq == 0)
-                    report(v, true,
+                    ra_host_report(&v->vd, true,
                            "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64
                            ": seq 1 has prev_b3 %.16s..., not zero",
                            path, idx, off, a);
                 else
-                    report(v, true,
+                    ra_host_report(&v->vd, true,
                            "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64
                            ": prev_b3 %.16s... is not the b3 %.16s... of seq %" PRIu64,
                            path, idx, off, a, b, last_seq);
@@ -293,13 +277,13 @@ static void verify_tenant_dir(lv_t *v, const char *tdir, const ra_tenant_t *t) {
     size_t n = 0;
     char **names = list_dir(tdir, &n);
     if (!names) {
-        report(v, false, "CORRUPT %s: cannot list: %s", tdir, strerror(errno));
+        ra_host_report(&v->vd, false, "CORRUPT %s: cannot list: %s", tdir, strerror(errno));
         return;
     }
     for (size_t i = 0; i < n; i++) {
         char p[PATH_MAX];
         if (!join(p, sizeof p, tdir, names[i])) {
-            report(v, false, "CORRUPT %s/%s: path too long", tdir, names[i]);
+            ra_host_report(&v->vd, false, "CORRUPT %s/%s: path too long", tdir, names[i]);
             continue;
         }
         if (str_ends(names[i], ".broken")) {
@@ -308,7 +292,7 @@ static void verify_tenant_dir(lv_t *v, const char *tdir, const ra_tenant_t *t) {
             char dim[RA_DIM_NAME_MAX + 1];
             size_t dl = strlen(names[i]) - strlen(LEDGER_SUFFIX);
             if (dl == 0 || dl > RA_DIM_NAME_MAX) {
-                report(v, false, "CORRUPT %s: not a dimension's file name", p);
+                ra_host_report(&v->vd, false, "CORRUPT %s: not a dimension's file name", p);
                 continue;
             }
             memcpy(dim, names[i], dl);
@@ -343,7 +327,7 @@ int ra_host_ledger_verify(const char *target, bool totals) {
         if (f) fclose(f);
         text[got] = '\0';
         if (strcmp(text, LEDGER_MARKER_TEXT) != 0)
-            report(&v, false, "CORRUPT %s: not a v1 file ledger marker", mp);
+            ra_host_report(&v.vd, false, "CORRUPT %s: not a v1 file ledger marker", mp);
         size_t n = 0;
         char **names = list_dir(target, &n);
         if (!names) {
@@ -354,7 +338,7 @@ int ra_host_ledger_verify(const char *target, bool totals) {
             if (strcmp(names[i], LEDGER_MARKER) == 0) continue;
             char p[PATH_MAX];
             if (!join(p, sizeof p, target, names[i])) {
-                report(&v, false, "CORRUPT %s/%s: path too long", target, names[i]);
+                ra_host_report(&v.vd, false, "CORRUPT %s/%s: path too long", target, names[i]);
                 continue;
             }
             ra_tenant_t t;
@@ -365,23 +349,16 @@ int ra_host_ledger_verify(const char *target, bool totals) {
         }
         free_list(names, n);
     }
-    if (v.printed > MAX_PRINTED)
-        printf("... and %" PRIu64 " more problems\n", v.printed - MAX_PRINTED);
+    ra_host_report_overflow(&v.vd);
     printf("  streams         %" PRIu64 " files (%" PRIu64 " bytes)\n", v.files, v.bytes);
     printf("  records         %" PRIu64 " valid (digest = BLAKE3 of the slice bytes, strict "
            "decode)\n",
            v.records);
-    printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v.links, v.breaks);
+    printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v.links, v.vd.breaks);
     printf("  torn bytes      %" PRIu64 "\n", v.torn);
     if (v.broken || v.other)
         printf("  other files     %" PRIu64 " .broken (torn tails cut by the exporter), %" PRIu64
                " unknown\n",
                v.broken, v.other);
-    bool bad = v.problems || v.breaks;
-    if (bad)
-        printf("FAILED: %" PRIu64 " problems, %" PRIu64 " chain breaks\n", v.problems, v.breaks);
-    else
-        printf("OK\n");
-    fflush(stdout);
-    return bad ? RA_HOST_EXIT_FAILED : RA_HOST_EXIT_OK;
+    return ra_host_verdict_end(&v.vd);
 }

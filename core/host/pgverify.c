@@ -22,7 +22,6 @@
 #include <libpq-fe.h>
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,7 +29,6 @@
 #include <string.h>
 
 #define DEFAULT_SCHEMA "ron_accounting"
-#define MAX_PRINTED 1000
 #define MAX_IDENT 63
 
 bool ra_host_is_pg_target(const char *t) {
@@ -59,26 +57,12 @@ typedef struct {
 } head_t;
 
 typedef struct {
-    uint64_t streams, slices, bytes, links, breaks, problems, printed;
+    uint64_t streams, slices, bytes, links;
+    ra_host_verdict_t vd;
     bool totals;
     head_t *heads;
     size_t nheads;
 } pv_t;
-
-static void report(pv_t *v, bool is_break, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void report(pv_t *v, bool is_break, const char *fmt, ...) {
-    if (is_break)
-        v->breaks++;
-    else
-        v->problems++;
-    if (v->printed++ >= MAX_PRINTED) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-}
 
 static uint64_t be64(const char *p) {
     uint64_t v = 0;
@@ -147,7 +131,7 @@ static void end_stream(pv_t *v, const uint8_t *t, const char *dim, uint64_t last
     stream_name(t, dim, name, sizeof name);
     head_t *h = find_head(v, t, dim);
     if (!h) {
-        report(v, false, "HEAD %s: no head row (the last slice is seq %" PRIu64 ")", name,
+        ra_host_report(&v->vd, false, "HEAD %s: no head row (the last slice is seq %" PRIu64 ")", name,
                last_seq);
     } else {
         h->seen = true;
@@ -155,7 +139,7 @@ static void end_stream(pv_t *v, const uint8_t *t, const char *dim, uint64_t last
             char a[65], b[65];
             ra_hex(h->b3, 32, a);
             ra_hex(last_b3, 32, b);
-            report(v, false,
+            ra_host_report(&v->vd, false,
                    "HEAD %s: head row seq %" PRIu64 " b3 %.16s... is not the last slice "
                    "(seq %" PRIu64 " b3 %.16s...)",
                    name, h->seq, a, last_seq, b);
@@ -185,7 +169,7 @@ static int load_heads(pv_t *v, PGconn *pg, const char *schema, char *err, size_t
         char name[96];
         if (PQgetlength(r, i, 0) != 16 || PQgetlength(r, i, 2) != 8 ||
             PQgetlength(r, i, 1) > RA_DIM_NAME_MAX) {
-            report(v, false, "HEAD row %d: malformed (tenant, dimension or seq)", i + 1);
+            ra_host_report(&v->vd, false, "HEAD row %d: malformed (tenant, dimension or seq)", i + 1);
             continue;
         }
         memcpy(h->tenant, PQgetvalue(r, i, 0), 16);
@@ -193,7 +177,7 @@ static int load_heads(pv_t *v, PGconn *pg, const char *schema, char *err, size_t
         h->dim[PQgetlength(r, i, 1)] = '\0';
         h->seq = be64(PQgetvalue(r, i, 2));
         if (PQgetlength(r, i, 3) != 32) {
-            report(v, false, "HEAD %s: b3 is not 32 bytes",
+            ra_host_report(&v->vd, false, "HEAD %s: b3 is not 32 bytes",
                    stream_name(h->tenant, h->dim, name, sizeof name));
             continue;
         }
@@ -238,7 +222,7 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
         if (PQgetlength(r, 0, 0) != 16 || dl > RA_DIM_NAME_MAX || PQgetlength(r, 0, 2) != 8 ||
             PQgetlength(r, 0, 3) != 8 || PQgetlength(r, 0, 4) != 4 || PQgetlength(r, 0, 5) != 32 ||
             PQgetlength(r, 0, 6) != 32) {
-            report(v, false, "CORRUPT slice row: malformed columns");
+            ra_host_report(&v->vd, false, "CORRUPT slice row: malformed columns");
             PQclear(r);
             continue;
         }
@@ -271,7 +255,7 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
         uint8_t d[32];
         ra_b3(body, blen, d);
         if (memcmp(d, b3, 32) != 0) {
-            report(v, false,
+            ra_host_report(&v->vd, false,
                    "CORRUPT %s: seq %" PRIu64 ": BLAKE3 of the stored bytes is not "
                    "the b3 column",
                    name, seq);
@@ -280,7 +264,7 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
         ra_slice_t *s = NULL;
         int drc = ra_slice_decode(body, blen, &s);
         if (drc != 0) {
-            report(v, false, "CORRUPT %s: seq %" PRIu64 ": the slice does not decode: %s: %s", name,
+            ra_host_report(&v->vd, false, "CORRUPT %s: seq %" PRIu64 ": the slice does not decode: %s: %s", name,
                    seq, ra_err_name(drc), ra_strerror(drc));
             ok = false;
         } else {
@@ -291,7 +275,7 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
             if (memcmp(st2.b, t, 16) != 0 || strcmp(ra_slice_dimension(s), dim) != 0 ||
                 id.seq != seq || id.window_start_s != wstart || id.window_len_s != wlen ||
                 memcmp(ra_slice_prev_b3(s), prev, 32) != 0) {
-                report(v, false,
+                ra_host_report(&v->vd, false,
                        "CORRUPT %s: seq %" PRIu64 ": the stored bytes (seq %" PRIu64
                        ", window %" PRId64 "+%" PRIu32 ") disagree with the row's columns",
                        name, seq, id.seq, id.window_start_s, id.window_len_s);
@@ -313,16 +297,16 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
         v->links++;
         char a[65], b[65];
         if (seq != last_seq + 1) {
-            report(v, true,
+            ra_host_report(&v->vd, true,
                    "CHAIN BREAK %s: seq %" PRIu64 " follows seq %" PRIu64 " (expected %" PRIu64 ")",
                    name, seq, last_seq, last_seq + 1);
         } else if (memcmp(prev, last_b3, 32) != 0) {
             ra_hex(prev, 32, a);
             ra_hex(last_b3, 32, b);
             if (last_seq == 0)
-                report(v, true, "CHAIN BREAK %s: seq 1 has prev_b3 %.16s..., not zero", name, a);
+                ra_host_report(&v->vd, true, "CHAIN BREAK %s: seq 1 has prev_b3 %.16s..., not zero", name, a);
             else
-                report(v, true,
+                ra_host_report(&v->vd, true,
                        "CHAIN BREAK %s: seq %" PRIu64 ": prev_b3 %.16s... is not the "
                        "b3 %.16s... of seq %" PRIu64,
                        name, seq, a, b, last_seq);
@@ -419,7 +403,7 @@ int ra_host_pg_verify(int argc, char **argv) {
         if (v.heads[i].seen) continue;
         char name[96];
         if (v.heads[i].seq != 0)
-            report(&v, false,
+            ra_host_report(&v.vd, false,
                    "HEAD %s: head row says seq %" PRIu64 " but the stream has no "
                    "slices",
                    stream_name(v.heads[i].tenant, v.heads[i].dim, name, sizeof name),
@@ -427,23 +411,15 @@ int ra_host_pg_verify(int argc, char **argv) {
         else
             empty_heads++;
     }
-    if (v.printed > MAX_PRINTED)
-        printf("... and %" PRIu64 " more problems\n", v.printed - MAX_PRINTED);
+    ra_host_report_overflow(&v.vd);
     printf("  streams         %" PRIu64 " with slices, %zu head rows (%" PRIu64
            " at seq 0: refused first puts)\n",
            v.streams, v.nheads, empty_heads);
     printf("  slices          %" PRIu64 " valid of %" PRIu64 " (%" PRIu64 " bytes; digest = "
            "BLAKE3 of the stored bytes, strict decode, columns = decoded fields)\n",
            v.slices, v.links, v.bytes);
-    printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v.links, v.breaks);
-    bool bad = v.problems || v.breaks;
-    if (bad) {
-        printf("FAILED: %" PRIu64 " problems, %" PRIu64 " chain breaks\n", v.problems, v.breaks);
-        ec = RA_HOST_EXIT_FAILED;
-    } else {
-        printf("OK\n");
-    }
-    fflush(stdout);
+    printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v.links, v.vd.breaks);
+    if (ra_host_verdict_end(&v.vd) != RA_HOST_EXIT_OK) ec = RA_HOST_EXIT_FAILED;
     free(v.heads);
     PQfinish(pg);
     return ec;
