@@ -94,29 +94,6 @@ local WORK = {
         end
         return table.concat(rcs, ","), compact and C.ra_meter_compact(m) or 0
     end,
-    file_put = function(path, dir, fsync, snum)
-        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
-            _G.pcall, _G.require, _G.package, _G.table
-        package.path = path
-        local ffi_ = require "ffi"
-        local C = require("ron.accounting.lib").namespace()
-        local slice = require "ron.accounting.slice"
-        local key = dir .. (fsync and "\1" or "\0")
-        _G.RA_LEDGERS = _G.RA_LEDGERS or {}
-        local ledger = _G.RA_LEDGERS[key]
-        if not ledger then
-            local err
-            ledger, err = require("ron.accounting.exporters.file").new { dir = dir,
-                                                                        fsync = fsync }
-            if not ledger then return nil, err end
-            _G.RA_LEDGERS[key] = ledger
-        end
-        local p = ffi_.cast("ra_slice_t *", snum)
-        C.ra_slice_ref(p) -- wrap() takes ownership of one reference: our own
-        local ok, status, detail = pcall(ledger.put, ledger, slice.wrap(p))
-        if not ok then return nil, tostring(status) end
-        return status, detail
-    end,
     file_put_many = function(path, dir, fsync, list)
         local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
             _G.pcall, _G.require, _G.package, _G.table
@@ -260,7 +237,7 @@ end
 function _M.ack_many(meter, slices, compact)
     local C = require("ron.accounting.lib").namespace()
     local slice = require "ron.accounting.slice"
-    local m = meter._m
+    local m = meter:cdata()
     if m == nil then error("offload.ack_many: the meter is closed", 2) end
     local nums = {}
     for i, s in ipairs(slices) do
@@ -308,12 +285,11 @@ end
 
 function F:put(s)
     local slice = require "ron.accounting.slice"
-    local p = slice.ptr(s)
-    if p == nil then error("offload.file: put expects a slice", 2) end
-    self.puts = self.puts + 1
-    local res, err = call("file_put", { s }, self.dir, self.fsync, ptr_num(p))
+    if slice.ptr(s) == nil then error("offload.file: put expects a slice", 2) end
+    -- one put is a batch of one: a single work body keeps the pool's ledger cache
+    local res, err = self:put_many({ s })
     if not res then return nil, err end
-    return res[2], res[3]
+    return res[1][1], res[1][2]
 end
 
 -- Several puts (of different streams: the runtime's batcher) in one pool call, in order.
