@@ -421,6 +421,12 @@ function Meter:pending()
     return wrap_all(out, tonumber(len_out[0]))
 end
 
+-- How many sealed slices wait for an ACK: the core's count, without wrapping them (cheap
+-- enough for a metrics scrape or a health tick on the loop thread; no lock taken).
+function Meter:pending_count()
+    return tonumber(C.ra_meter_pending_count(handle(self)))
+end
+
 -- The downstream stored the slice: drop it from the pending ring.
 function Meter:ack(s)
     local m = handle(self)

@@ -35,7 +35,6 @@ local task = require "ron.accounting.task"
 local runtime = require "ron.accounting.runtime"
 local offload = require "ron.accounting.offload"
 local file = require "ron.accounting.exporters.file"
-local C = require("ron.accounting.lib").namespace()
 
 local ffi = require "ffi"
 pcall(ffi.cdef, [[
@@ -50,7 +49,7 @@ local function thread_cpu_s(who)
            + tonumber(ru.stime_us) / 1e6
 end
 
-local function pending_count(m) return tonumber(C.ra_meter_pending_count(m._m)) end
+local function pending_count(m) return m:pending_count() end
 
 local opts = { quick = false, out = nil, dir = nil, streams = 1000, slices = 1000000,
                fsync_slices = nil, base_slices = nil, fsync = { "off", "on" },

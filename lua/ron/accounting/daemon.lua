@@ -690,7 +690,7 @@ function _M.start(cfg)
         if d.http then d.http:close() end
         if d.receiver then d.receiver:close(true) end
         status_line(d)
-        local backlog = #meter:pending()
+        local backlog = meter:pending_count()
         meter:close()
         log("INFO", "stopped: %d task(s) finished, %d aborted; %d slice(s) await export %s",
             res.finished, res.aborted, backlog,

@@ -67,7 +67,6 @@ local exporter_mod = require "ron.accounting.exporter"
 local backoff_mod = require "ron.accounting.backoff"
 local offload = require "ron.accounting.offload"
 local uv = require "luv"
-local lib = require "ron.accounting.lib"
 
 local floor, format, concat, sort = math.floor, string.format, table.concat, table.sort
 local pairs, ipairs, tostring, type, error, setmetatable, pcall, next, tonumber =
@@ -657,9 +656,7 @@ end
 
 -- Sealed, un-ACKed slices: the core's count (no wrapping of every pending slice).
 function RT:backlog()
-    local m = self.meter._m
-    if m ~= nil then return tonumber(lib.namespace().ra_meter_pending_count(m)) end
-    return #self.meter:pending()
+    return self.meter:pending_count()
 end
 
 function RT:health_step()
