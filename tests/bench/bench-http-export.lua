@@ -124,31 +124,7 @@ local function rm_rf(p)
     os.execute("rm -rf '" .. p:gsub("'", "'\\''") .. "'")
 end
 
-local T0 = 1700000000 - 1700000000 % 3600
-
--- n_streams chains of `per` slices each (one row each), indexed [stream][seq].
-local function make_chains(n_streams, per)
-    local now = T0 + 5
-    local m = assert(acct.open { window_len_s = 60, capacity_rows = math.max(1024, 2 * n_streams),
-                                 shards = 4, pending_slices_cap = math.max(64, 2 * n_streams),
-                                 host = "bench-host", clock = function() return now end })
-    local chains = {}
-    local tenants = {}
-    for s = 1, n_streams do
-        chains[s] = {}
-        tenants[s] = ("00000000-0000-4000-8000-%012x"):format(s)
-    end
-    for w = 1, per do
-        now = T0 + 60 * (w - 1) + 5
-        for s = 1, n_streams do assert(m:record(tenants[s], "alice", "bytes", w + s)) end
-        for _, sl in ipairs(assert(m:rollover(T0 + 60 * w))) do
-            chains[tonumber(sl.tenant:sub(-12), 16)][sl.id.seq] = sl
-            assert(m:ack(sl)) -- out of the pending ring; the object keeps its bytes
-        end
-    end
-    m:close()
-    return chains
-end
+local make_chains, drive = B.make_chains, B.drive
 
 -- The receiver process on a fresh ledger: -> { port, handle, dir }
 local function start_server(fsync)
@@ -184,27 +160,6 @@ local function stop_server(srv)
     local code = srv.exited:recv(30000)
     if not srv.out:is_closing() then srv.out:close() end
     return code
-end
-
--- One task per stream, each putting its chain in seq order; -> seconds, counts.
-local function drive(chains, put)
-    local counts = {}
-    local t0 = uv.hrtime()
-    local hs = {}
-    for s, chain in ipairs(chains) do
-        hs[#hs + 1] = task.spawn("bench-" .. s, function()
-            for _, sl in ipairs(chain) do
-                local st, detail = put(sl)
-                counts[st or "fail"] = (counts[st or "fail"] or 0) + 1
-                if st ~= "ok" then
-                    error(("stream %d seq %d: %s %s"):format(s, sl.id.seq, tostring(st),
-                                                            tostring(detail)))
-                end
-            end
-        end)
-    end
-    for _, h in ipairs(hs) do assert(h:join()) end
-    return (uv.hrtime() - t0) / 1e9, counts
 end
 
 local function file_direct(chains, fsync)

@@ -69,53 +69,7 @@ local emit = B.emitter(opts.out)
 
 local loadavg = B.loadavg
 
-local T0 = 1700000000 - 1700000000 % 3600
-
--- n_streams chains of `per` slices each (one row each), indexed [stream][seq].
-local function make_chains(n_streams, per)
-    local now = T0 + 5
-    local m = assert(acct.open { window_len_s = 60, capacity_rows = math.max(1024, 2 * n_streams),
-                                 shards = 4, pending_slices_cap = math.max(64, 2 * n_streams),
-                                 host = "bench-host", clock = function() return now end })
-    local chains = {}
-    for s = 1, n_streams do chains[s] = {} end
-    local tenants = {}
-    for s = 1, n_streams do tenants[s] = ("00000000-0000-4000-8000-%012x"):format(s) end
-    for w = 1, per do
-        now = T0 + 60 * (w - 1) + 5
-        for s = 1, n_streams do assert(m:record(tenants[s], "alice", "bytes", w + s)) end
-        local sealed = assert(m:rollover(T0 + 60 * w))
-        for _, sl in ipairs(sealed) do
-            local idx = tonumber(sl.tenant:sub(-12), 16)
-            chains[idx][sl.id.seq] = sl
-            assert(m:ack(sl)) -- out of the pending ring; the object keeps its bytes
-        end
-    end
-    m:close()
-    return chains
-end
-
--- Runs put_fn(stream, slice) for every slice, one task per stream in seq order; returns
--- seconds and the answers counted.
-local function drive(chains, put_fn)
-    local counts = {}
-    local t0 = uv.hrtime()
-    local hs = {}
-    for s, chain in ipairs(chains) do
-        hs[#hs + 1] = task.spawn("bench-" .. s, function()
-            for _, sl in ipairs(chain) do
-                local st, detail = put_fn(s, sl)
-                counts[st or "fail"] = (counts[st or "fail"] or 0) + 1
-                if st ~= "ok" then
-                    error(("stream %d seq %d: %s %s"):format(s, sl.id.seq, tostring(st),
-                                                            tostring(detail)))
-                end
-            end
-        end)
-    end
-    for _, h in ipairs(hs) do assert(h:join()) end
-    return (uv.hrtime() - t0) / 1e9, counts
-end
+local make_chains, drive = B.make_chains, B.drive
 
 -- The batched path (the runtime's, with put_many): each window's slices of all streams,
 -- split over `connections` tasks, one put_many per task and window.
@@ -158,7 +112,7 @@ local function run_case(name, n_streams, per, connections, batched)
     if batched then
         s_exp, c_exp = drive_batched(chains, connections, function(b) return e:put_many(b) end)
     else
-        s_exp, c_exp = drive(chains, function(_, sl) return e:put(sl) end)
+        s_exp, c_exp = drive(chains, function(sl) return e:put(sl) end)
     end
     local stats = e:stats()
     e:close()
@@ -169,7 +123,7 @@ local function run_case(name, n_streams, per, connections, batched)
     assert(pool:exec("CREATE TABLE " .. tbl .. " (k int NOT NULL, seq bigint NOT NULL, "
                      .. "body bytea NOT NULL, PRIMARY KEY (k, seq))"))
     local ins = "INSERT INTO " .. tbl .. " (k, seq, body) VALUES ($1, $2, $3)"
-    local s_base = drive(chains, function(s, sl)
+    local s_base = drive(chains, function(sl, s)
         local r, err = pool:query(ins, { s, sl.id.seq, pq.bytea(sl:encode()) })
         if r then return "ok" end
         return nil, err

@@ -6,7 +6,13 @@
 --                                         -- appended to the --out file when given
 --   B.loadavg()                           -- "0.12 0.30 0.41" (or "?")
 --   B.status_kb("VmRSS")                  -- a /proc/self/status field, kB (0 if absent)
+--   B.make_chains(n_streams, per)         -- [stream][seq] sealed slices, one row each
+--   B.drive(chains, put)                  -- put(slice, stream) for all, one task per stream
+--                                         -- in seq order -> seconds, answers counted
 local _M = {}
+
+local T0 = 1700000000 - 1700000000 % 3600
+_M.T0 = T0
 
 function _M.emitter(path)
     local out = path and assert(io.open(path, "a"))
@@ -36,6 +42,55 @@ end
 function _M.status_kb(field)
     local s = read("/proc/self/status", "*a")
     return s and tonumber(s:match(field .. ":%s*(%d+)")) or 0
+end
+
+-- n_streams chains of `per` slices each (one row each), indexed [stream][seq], from a
+-- private meter on an injected clock; ACKed at once (the objects keep their bytes).
+function _M.make_chains(n_streams, per)
+    local acct = require "ron.accounting"
+    local now = T0 + 5
+    local m = assert(acct.open { window_len_s = 60, capacity_rows = math.max(1024, 2 * n_streams),
+                                 shards = 4, pending_slices_cap = math.max(64, 2 * n_streams),
+                                 host = "bench-host", clock = function() return now end })
+    local chains, tenants = {}, {}
+    for s = 1, n_streams do
+        chains[s] = {}
+        tenants[s] = ("00000000-0000-4000-8000-%012x"):format(s)
+    end
+    for w = 1, per do
+        now = T0 + 60 * (w - 1) + 5
+        for s = 1, n_streams do assert(m:record(tenants[s], "alice", "bytes", w + s)) end
+        for _, sl in ipairs(assert(m:rollover(T0 + 60 * w))) do
+            chains[tonumber(sl.tenant:sub(-12), 16)][sl.id.seq] = sl
+            assert(m:ack(sl))
+        end
+    end
+    m:close()
+    return chains
+end
+
+-- Runs put(slice, stream) for every slice, one task per stream in seq order (from a task);
+-- anything but "ok" fails the run. -> seconds, { status = count }
+function _M.drive(chains, put)
+    local task = require "ron.accounting.task"
+    local uv = require "luv"
+    local counts = {}
+    local t0 = uv.hrtime()
+    local hs = {}
+    for s, chain in ipairs(chains) do
+        hs[#hs + 1] = task.spawn("bench-" .. s, function()
+            for _, sl in ipairs(chain) do
+                local st, detail = put(sl, s)
+                counts[st or "fail"] = (counts[st or "fail"] or 0) + 1
+                if st ~= "ok" then
+                    error(("stream %d seq %d: %s %s"):format(s, sl.id.seq, tostring(st),
+                                                            tostring(detail)))
+                end
+            end
+        end)
+    end
+    for _, h in ipairs(hs) do assert(h:join()) end
+    return (uv.hrtime() - t0) / 1e9, counts
 end
 
 return _M
