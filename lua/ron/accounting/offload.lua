@@ -63,11 +63,8 @@ local WORK = {
         local out = ffi_.new("ra_slice_t *[?]", cap)
         local n = ffi_.new("size_t[1]")
         local rc = C.ra_meter_rollover(m, now_ms, out, cap, n)
-        local parts = {}
-        for i = 0, tonumber(n[0]) - 1 do
-            parts[#parts + 1] = _G.string.format("%.0f", tonumber(ffi_.cast("uintptr_t", out[i])))
-        end
-        return rc, table.concat(parts, ",")
+        -- the pointers' bytes: the loop reads them back as an array, no parsing
+        return rc, ffi_.string(out, tonumber(n[0]) * ffi_.sizeof("ra_slice_t *"))
     end,
     ack = function(path, mnum, snum)
         local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
@@ -88,13 +85,13 @@ local WORK = {
         local ffi_ = require "ffi"
         local C = require("ron.accounting.lib").namespace()
         local m = ffi_.cast("ra_meter_t *", mnum)
-        local rcs = {}
-        for num in list:gmatch("%d+") do
-            rcs[#rcs + 1] = C.ra_meter_ack(m, ffi_.cast("const ra_slice_t *", tonumber(num)))
-        end
-        return table.concat(rcs, ","), compact and C.ra_meter_compact(m) or 0
+        local ps = ffi_.cast("const ra_slice_t * const *", list)
+        local n = #list / ffi_.sizeof("ra_slice_t *")
+        local rcs = ffi_.new("int32_t[?]", n)
+        for i = 0, n - 1 do rcs[i] = C.ra_meter_ack(m, ps[i]) end
+        return ffi_.string(rcs, 4 * n), compact and C.ra_meter_compact(m) or 0
     end,
-    file_put_many = function(path, dir, fsync, list)
+    file_put_many = function(path, dir, fsync, list, hnum, cdef)
         local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
             _G.pcall, _G.require, _G.package, _G.table
         package.path = path
@@ -111,17 +108,43 @@ local WORK = {
             if not ledger then return nil, err end
             _G.RA_LEDGERS[key] = ledger
         end
+        if not pcall(ffi_.typeof, "ra_offload_head_t") then ffi_.cdef(cdef) end
+        local heads = ffi_.cast("ra_offload_head_t *", hnum)
+        local req = ffi_.cast("const ra_offload_put_t *", list)
         local sts, dts = {}, {}
-        for num in list:gmatch("%d+") do
-            local p = ffi_.cast("ra_slice_t *", tonumber(num))
+        for i = 0, #list / 16 - 1 do
+            local p = ffi_.cast("ra_slice_t *", req[i].slice)
             C.ra_slice_ref(p) -- wrap() takes ownership of one reference: our own
-            local ok, status, detail = pcall(ledger.put, ledger, slice.wrap(p))
+            local s = slice.wrap(p)
+            local e = req[i].head
+            local hk
+            if e > 0 then -- the process's last known head of the stream (see F:put_many)
+                hk = s.tenant .. "/" .. s.dimension
+                local h = heads[e]
+                ledger.heads[hk] = h.known ~= 0 and
+                    { seq = h.seq, raw = ffi_.string(h.raw, 32), size = h.size } or nil
+            end
+            local ok, status, detail = pcall(ledger.put, ledger, s)
             if not ok then status, detail = "!", status end -- raised: a local failure
             if status == nil then status = "!" end          -- nil, err: a local failure
-            sts[#sts + 1] = status
-            dts[#dts + 1] = detail ~= nil and tostring(detail) or ""
+            if hk then
+                local nh, h = ledger.heads[hk], heads[e]
+                if nh then
+                    h.seq, h.size, h.known = nh.seq, nh.size, 1
+                    ffi_.copy(h.raw, nh.raw, 32)
+                else
+                    h.known = 0
+                end
+            end
+            -- one letter per answer (the runtime's loop reads it without a pattern match)
+            local code = status == "ok" and "o" or status == "dup" and "d" or
+                         status == "conflict" and "c" or status == "gap" and "g" or
+                         status == "!" and "!" or nil
+            if not code then code, detail = "?", tostring(status) .. "\1" .. tostring(detail) end
+            sts[i + 1] = code
+            dts[i + 1] = detail ~= nil and tostring(detail) or ""
         end
-        return table.concat(sts, ","), table.concat(dts, "\0")
+        return table.concat(sts), table.concat(dts, "\0")
     end,
     file_head = function(path, dir, tenant, dimension)
         local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
@@ -203,9 +226,11 @@ function _M.rollover(meter, now_ms)
                           meter:rollover_cap())
     if not res then return nil, err end
     local rc, list = res[2], res[3]
+    if rc == nil then return nil, list end -- a failed body: "Failed: ..."
     local sealed = {}
-    for num in list:gmatch("%d+") do
-        sealed[#sealed + 1] = slice.wrap(ffi.cast("ra_slice_t *", tonumber(num)))
+    if list then
+        local ps = ffi.cast("ra_slice_t * const *", list)
+        for i = 0, #list / ffi.sizeof("ra_slice_t *") - 1 do sealed[i + 1] = slice.wrap(ps[i]) end
     end
     if rc ~= 0 then
         if #sealed == 0 then return nil, errmsg(C, rc) end
@@ -239,20 +264,21 @@ function _M.ack_many(meter, slices, compact)
     local slice = require "ron.accounting.slice"
     local m = meter:cdata()
     if m == nil then error("offload.ack_many: the meter is closed", 2) end
-    local nums = {}
+    local n = #slices
+    local ps = ffi.new("const ra_slice_t *[?]", n)
     for i, s in ipairs(slices) do
         local p = slice.ptr(s)
         if p == nil then error("offload.ack_many: expected a list of slices", 2) end
-        nums[i] = string.format("%.0f", ptr_num(p))
+        ps[i - 1] = p
     end
-    local res, err = call("ack_many", { meter, slices }, ptr_num(m), table.concat(nums, ","),
-                          compact ~= false)
+    local res, err = call("ack_many", { meter, slices }, ptr_num(m),
+                          ffi.string(ps, n * ffi.sizeof("ra_slice_t *")), compact ~= false)
     if not res then return nil, err end
     if res[2] == nil then return nil, res[3] end -- a failed body: "Failed: ..."
-    local out, i = {}, 0
-    for rc in res[2]:gmatch("-?%d+") do
-        i = i + 1
-        rc = tonumber(rc)
+    local rcs = ffi.cast("const int32_t *", res[2])
+    local out = {}
+    for i = 1, #res[2] / 4 do
+        local rc = rcs[i - 1]
         if rc == 0 then
             out[i] = true
         elseif rc == C.RA_ENOTFOUND then
@@ -280,7 +306,8 @@ function _M.file(opts)
     local ledger, err = require("ron.accounting.exporters.file").new(opts)
     if not ledger then return nil, err end
     ledger:close()
-    return setmetatable({ dir = opts.dir, fsync = opts.fsync ~= false, puts = 0 }, F)
+    return setmetatable({ dir = opts.dir, fsync = opts.fsync ~= false, puts = 0,
+                          ix = {}, nix = 0 }, F)
 end
 
 function F:put(s)
@@ -292,39 +319,85 @@ function F:put(s)
     return res[1][1], res[1][2]
 end
 
+-- The put requests and the process's table of stream heads, shared by the pool threads.
+-- Each pool thread runs its own Lua VM with its own exporters.file instance, and an
+-- instance trusts its cached head only while the file's size is the one it saw; so when a
+-- stream's puts land on different threads (the pool picks any), every put used to re-read
+-- and re-verify the stream's last record (~2x the cost of the put itself). The table lives
+-- in C memory owned by this object; entry i belongs to one stream and is read and written
+-- only by the put of that stream in flight, under the stream file's lock; the ledger still
+-- checks the size under that lock before trusting it, as it does its own cache.
+local HEADS_CDEF = [[
+typedef struct { double seq, size; uint32_t known; uint8_t raw[32]; } ra_offload_head_t;
+typedef struct { uint64_t slice; uint32_t head; uint32_t pad_; } ra_offload_put_t;
+]]
+ffi.cdef(HEADS_CDEF)
+local CODES = { [string.byte("o")] = "ok", [string.byte("d")] = "dup",
+                [string.byte("c")] = "conflict", [string.byte("g")] = "gap",
+                [string.byte("!")] = "!", [string.byte("?")] = "?" }
+local byte, find, sub = string.byte, string.find, string.sub
+local HEADS_CAP = 65536 -- streams with a shared entry (I-7); later ones: entry 0, no sharing
+local put_buf, put_cap = nil, 0
+
 -- Several puts (of different streams: the runtime's batcher) in one pool call, in order.
 -- -> { { status, detail } | { nil, err } per slice } | nil, err (the call itself failed)
 function F:put_many(slices)
     local slice = require "ron.accounting.slice"
-    local nums = {}
+    local n = #slices
+    if n > put_cap then
+        put_cap = math.max(n, 256)
+        put_buf = ffi.new("ra_offload_put_t[?]", put_cap)
+    end
+    if not self.heads then -- 3.5 MiB, zeroed: only for an exporter that is used
+        self.heads = ffi.new("ra_offload_head_t[?]", HEADS_CAP)
+    end
+    local ix = self.ix
     for i, s in ipairs(slices) do
         local p = slice.ptr(s)
         if p == nil then error("offload.file: put_many expects a list of slices", 2) end
-        nums[i] = string.format("%.0f", ptr_num(p))
+        local r = put_buf[i - 1]
+        r.slice = ffi.cast("uintptr_t", p)
+        local t = ix[s.tenant]
+        if not t then
+            t = {}
+            ix[s.tenant] = t
+        end
+        local e = t[s.dimension]
+        if not e then
+            e = 0
+            if self.nix < HEADS_CAP - 1 then
+                self.nix = self.nix + 1
+                e = self.nix
+            end
+            t[s.dimension] = e
+        end
+        r.head = e
     end
-    self.puts = self.puts + #slices
-    local res, err = call("file_put_many", { slices }, self.dir, self.fsync,
-                          table.concat(nums, ","))
+    self.puts = self.puts + n
+    local res, err = call("file_put_many", { slices, self.heads }, self.dir, self.fsync,
+                          ffi.string(put_buf, n * ffi.sizeof("ra_offload_put_t")),
+                          ptr_num(self.heads), HEADS_CDEF)
     if not res then return nil, err end
     if res[2] == nil then return nil, res[3] end
-    local out, i = {}, 0
-    for st in res[2]:gmatch("[^,]+") do
-        i = i + 1
-        out[i] = { st }
-    end
-    local dts, j, pos = res[3] or "", 0, 1
-    while j < i do
-        j = j + 1
-        local z = dts:find("\0", pos, true)
-        local d = dts:sub(pos, (z or #dts + 1) - 1)
-        pos = (z or #dts) + 1
-        if out[j][1] == "!" then
-            out[j] = { nil, d }
-        elseif d ~= "" then
-            out[j][2] = d
+    local codes, dts = res[2], res[3] or ""
+    if #codes ~= n then return nil, "IoError: put_many: " .. #codes .. " answers for " .. n end
+    local out, quiet, pos = {}, #dts == n - 1, 1 -- quiet: every detail is empty
+    for j = 1, n do
+        local st, d = CODES[byte(codes, j)], nil
+        if not quiet then
+            local z = find(dts, "\0", pos, true) or #dts + 1
+            if z > pos then d = sub(dts, pos, z - 1) end
+            pos = z + 1
+        end
+        if st == "!" then
+            out[j] = { nil, d or "IoError: put failed" }
+        elseif st == "?" then -- another status word: "word\1detail"
+            local w, rest = d:match("^(.-)\1(.*)$")
+            out[j] = { w, rest ~= "nil" and rest or nil }
+        else
+            out[j] = { st, d }
         end
     end
-    if i ~= #slices then return nil, "IoError: put_many: " .. i .. " answers for " .. #slices end
     return out
 end
 

@@ -189,6 +189,39 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
         m:close()
     end)
 
+    it("offload.file's shared stream heads never hide another writer's appends", function()
+        -- The pool threads share the heads offload.file learnt; another writer of the same
+        -- ledger (another process, another exporter: G-16) is seen through the file size.
+        print("seed: none (no randomness)")
+        local clock, m, dir, ledger = setup()
+        windows(m, clock, 4, { S.TENANT_A })
+        local sealed = assert(m:rollover())
+        assert.equal(4, #sealed)
+        local other = assert(require("ron.accounting.exporters.file").new { dir = dir,
+                                                                             fsync = false })
+        S.run_task(function()
+            local r = assert(ledger:put_many { sealed[1] })
+            assert.equal("ok", r[1][1])
+            assert.equal("ok", (other:put(sealed[2]))) -- behind offload.file's back
+            r = assert(ledger:put_many { sealed[2] })
+            assert.equal("dup", r[1][1])
+            r = assert(ledger:put_many { sealed[4] })
+            assert.same({ "gap", "head is seq 2" }, r[1])
+            assert.equal("ok", (assert(ledger:put(sealed[3]))))
+            assert.equal("dup", (other:put(sealed[3])))
+            -- many rounds: the stream's puts land on any pool thread
+            for _ = 1, 20 do
+                r = assert(ledger:put_many { sealed[4] })
+                assert.truthy(r[1][1] == "ok" or r[1][1] == "dup")
+            end
+            assert.same({ seq = 4, b3 = sealed[4].b3 },
+                        assert(ledger:head(S.TENANT_A, "bytes")))
+        end)
+        other:close()
+        assert.equal(0, (S.verify(dir)))
+        m:close()
+    end)
+
     it("rejects a bad inflight_cap", function()
         print("seed: none (no randomness)")
         local _, m, _, ledger = setup()

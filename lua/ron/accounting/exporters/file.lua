@@ -74,13 +74,28 @@ local function errstr(what, path, e)
     return ("%s: %s %s: %s"):format(name, what, path, ffi_string(SYS.strerror(e))), e
 end
 
-local function sys_open(path, flags, mode)
+-- The system-call wrappers below make one call in the common case and keep their retry
+-- loops in separate functions: a loop inside a function that a hot loop calls (the
+-- pool's put_many) makes LuaJIT abort the caller's trace ("inner loop in root trace"),
+-- and the whole put path then runs interpreted, ~3x slower.
+local NO_MODE = ffi_new("int", 0) -- open()'s variadic mode must be an int cdata
+
+local function sys_open_retry(path, flags, mode)
     while true do
-        local fd = SYS.open(path, flags, ffi_new("int", mode or 0))
+        local fd = SYS.open(path, flags, mode)
         if fd >= 0 then return fd end
         local e = ffi.errno()
         if e ~= EINTR then return nil, e end
     end
+end
+
+local function sys_open(path, flags, mode)
+    mode = mode and ffi_new("int", mode) or NO_MODE -- a mode only when creating: rare
+    local fd = SYS.open(path, flags, mode)
+    if fd >= 0 then return fd end
+    local e = ffi.errno()
+    if e ~= EINTR then return nil, e end
+    return sys_open_retry(path, flags, mode)
 end
 
 local function fsync_path(path)
@@ -101,9 +116,7 @@ local function mkdir(path)
     return nil, errstr("mkdir", path, e)
 end
 
-local function write_all(fd, s, path)
-    local p, n = ffi.cast("const char *", s), #s
-    local off = 0
+local function write_rest(fd, p, n, off, path)
     while off < n do
         local w = tonumber(SYS.write(fd, p + off, n - off))
         if w < 0 then
@@ -116,16 +129,22 @@ local function write_all(fd, s, path)
     return true
 end
 
+local function write_all(fd, s, path)
+    local p, n = ffi.cast("const char *", s), #s
+    local w = tonumber(SYS.write(fd, p, n))
+    if w == n then return true end
+    if w < 0 then
+        local e = ffi.errno()
+        if e ~= EINTR then return nil, errstr("write", path, e) end
+        w = 0
+    end
+    return write_rest(fd, p, n, w, path)
+end
+
 local buf_cap = 64 * 1024
 local buf = ffi_new("uint8_t[?]", buf_cap)
 
--- n bytes at off as a Lua string (shorter only at end of file).
-local function pread_str(fd, n, off)
-    if n > buf_cap then
-        buf_cap = n
-        buf = ffi_new("uint8_t[?]", buf_cap)
-    end
-    local got = 0
+local function pread_rest(fd, n, off, got)
     while got < n do
         local r = tonumber(SYS.pread(fd, buf + got, n - got, off + got))
         if r < 0 then
@@ -138,6 +157,22 @@ local function pread_str(fd, n, off)
     end
     return ffi_string(buf, got)
 end
+
+-- n bytes at off as a Lua string (shorter only at end of file).
+local function pread_str(fd, n, off)
+    if n > buf_cap then
+        buf_cap = n
+        buf = ffi_new("uint8_t[?]", buf_cap)
+    end
+    local r = tonumber(SYS.pread(fd, buf, n, off))
+    if r == n then return ffi_string(buf, n) end
+    if r < 0 then
+        if ffi.errno() ~= EINTR then return nil end
+        r = 0
+    end
+    return pread_rest(fd, n, off, r)
+end
+
 
 local function u32le(n)
     return char(band(n, 255), band(rshift(n, 8), 255), band(rshift(n, 16), 255),
