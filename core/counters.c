@@ -97,9 +97,8 @@ static int claim(ra_meter_t *m, ra__slot_t *slot, uint64_t seen, uint32_t slot_i
     return try_add(m, slot, gen, win, dim, inc) == ADD_DONE ? 0 : 1;
 }
 
-static int record_in(ra_meter_t *m, uint32_t win, const ra_tenant_t *t, const ra_subject_t *s,
-                     int dim, uint64_t inc) {
-    uint64_t h = ra__key_hash(t->b, s->b, (uint32_t)dim);
+static RA_NOINLINE int record_slow(ra_meter_t *m, uint32_t win, const ra_tenant_t *t,
+                                   const ra_subject_t *s, int dim, uint64_t inc, uint64_t h) {
     uint32_t shard = m->shard_bits ? (uint32_t)(h >> (64 - m->shard_bits)) : 0;
     uint32_t per = m->slot_mask + 1;
     uint32_t base = shard * per;
@@ -147,6 +146,30 @@ static int record_in(ra_meter_t *m, uint32_t win, const ra_tenant_t *t, const ra
     /* No free slot within the probe bound, or too many lost races. */
     ra__count_reject(m, RA_REJ_CAPACITY);
     return RA_ECAPACITY;
+}
+
+/* The common case in straight-line code: the key's entry sits in its home slot, is LIVE,
+ * and its pair carries this window and generation; one CAS adds. Anything else (a probe
+ * chain, a claim, a window move, a lost race, saturation) goes to record_slow, which
+ * starts over from the home slot. The stamp's generation check in the CAS makes this
+ * exact without re-reading the ident: a retired or reused entry has a TOMB stamp or a newer
+ * generation, so the CAS fails on it (the slot protocol of docs/ARCHITECTURE.md). */
+static inline int record_in(ra_meter_t *m, uint32_t win, const ra_tenant_t *t,
+                            const ra_subject_t *s, int dim, uint64_t inc) {
+    uint64_t h = ra__key_hash(t->b, s->b, (uint32_t)dim) ^ m->stripe_mix;
+    uint32_t shard = m->shard_bits ? (uint32_t)(h >> (64 - m->shard_bits)) : 0;
+    ra__slot_t *slot = &m->slots[shard * (m->slot_mask + 1) + ((uint32_t)h & m->slot_mask)];
+    uint64_t id = atomic_load_explicit(&slot->ident, memory_order_acquire);
+    if (RA_LIKELY(ra__ident_state(id) == RA_SLOT_LIVE && ra__ident_dim(id) == (uint32_t)dim &&
+                  key_equal(slot, t, s))) {
+        ra__u128 cur = ra__pair_peek(&slot->pair);
+        uint64_t st = ra__pair_stamp(cur), c = ra__pair_count(cur);
+        if (RA_LIKELY(ra__stamp_gen(st) == ra__ident_gen(id) && ra__stamp_win(st) == win &&
+                      c + inc >= c &&
+                      ra__pair_cas(&slot->pair, &cur, ra__pair_make(c + inc, st))))
+            return 0;
+    }
+    return record_slow(m, win, t, s, dim, inc, h);
 }
 
 /* Sampling state for the latency histogram: one record in 1024 per thread is timed, so
@@ -208,4 +231,13 @@ int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, 
 int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t,
                        const ra_subject_t *s, int dim, uint64_t inc) {
     return record_checked(m, 1, now_ms, t, s, dim, inc);
+}
+
+/* A stripe moves the key's home slot (and shard) by a fixed mix of the stripe number;
+ * the entry's key bytes stay the key's own, so sealing groups and merges them like any
+ * duplicate entries of a subject (seal.c, merge_dups). */
+int ra_meter_set_stripe(ra_meter_t *m, uint32_t stripe) {
+    if (!m || stripe >= RA_STRIPES_MAX) return RA_EINVAL;
+    m->stripe_mix = stripe ? (uint64_t)stripe * 0x9E3779B97F4A7C15ull : 0;
+    return 0;
 }

@@ -34,7 +34,9 @@
 #define RA_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RA_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define RA_INTERNAL __attribute__((visibility("hidden")))
+#define RA_NOINLINE __attribute__((noinline))
 #else
+#define RA_NOINLINE
 #define RA_LIKELY(x) (x)
 #define RA_UNLIKELY(x) (x)
 #define RA_INTERNAL
@@ -302,6 +304,7 @@ struct ra_meter_s {
     uint32_t window_len_s;
     uint32_t n_dims;
     _Atomic uint64_t cached_win; /* window index cache for the system clock path */
+    uint64_t stripe_mix;       /* ra_meter_set_stripe: XORed into the key hash (0: none) */
 
     ra_clock_fn clock;
     void *clock_ud;

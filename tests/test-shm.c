@@ -5,6 +5,7 @@
 #include "ra_test.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -235,10 +236,75 @@ RA_TEST(shm_sealer_killed_next_sealer_continues_chain) {
     munmap(shared, 4096);
 }
 
+/* ra_meter_set_stripe: handles with different stripes record the same keys into entries
+ * of their own (concurrently, as nginx workers do), and sealing adds them up: one row per
+ * subject, exact totals. A stripe out of range is refused. */
+typedef struct {
+    ra_meter_t *m;
+    uint64_t inc;
+} stripe_writer_t;
+
+#define STRIPE_KEYS 8
+#define STRIPE_OPS 40000
+
+static void *stripe_writer(void *arg) {
+    stripe_writer_t *w = arg;
+    for (unsigned i = 0; i < STRIPE_OPS; i++) {
+        ra_tenant_t t = ra_t_tenant(1 + i % 2);
+        ra_subject_t s = ra_t_subject((i / 2) % (STRIPE_KEYS / 2)); /* 2 x 4 keys */
+        if (ra_meter_record_at(w->m, RA_T_EPOCH_MS + 1000, &t, &s, RA_DIM_BYTES, w->inc) != 0)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+RA_TEST(shm_striped_handles_add_up) {
+    ra_config_t cfg;
+    ra_t_config(&cfg);
+    cfg.shm_path = plane_path("plane-stripes");
+    unlink(cfg.shm_path);
+    ra_meter_t *h[3] = {ra_t_open(&cfg), ra_t_open(&cfg), ra_t_open(&cfg)};
+    REQUIRE(h[0] && h[1] && h[2]);
+    CHECK_RC(ra_meter_set_stripe(h[1], 1), 0);
+    CHECK_RC(ra_meter_set_stripe(h[2], RA_STRIPES_MAX - 1), 0);
+    CHECK_RC(ra_meter_set_stripe(h[2], RA_STRIPES_MAX), RA_EINVAL);
+    CHECK_RC(ra_meter_set_stripe(NULL, 1), RA_EINVAL);
+    stripe_writer_t w[3] = {{h[0], 1}, {h[1], 10}, {h[2], 100}};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) REQUIRE(pthread_create(&th[i], NULL, stripe_writer, &w[i]) == 0);
+    for (int i = 0; i < 3; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        CHECK(r == NULL);
+    }
+    /* Each stripe has entries of its own: more entries than keys. */
+    CHECK(ra_t_metric(h[0], "accounting_plane_entries") > STRIPE_KEYS);
+    size_t n;
+    CHECK_RC(ra_meter_rollover(h[0], RA_T_EPOCH_MS + WIN_MS, NULL, 0, &n), 0);
+    CHECK_EQ_U64(n, 2); /* one slice per tenant */
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        ra_slice_t *sl;
+        REQUIRE(ra_meter_pending_get(h[0], i, &sl) == 0);
+        CHECK_EQ_U64(ra_slice_row_count(sl), STRIPE_KEYS / 2); /* merged: one per subject */
+        for (size_t r = 0; r < ra_slice_row_count(sl); r++) {
+            uint64_t inc;
+            CHECK_RC(ra_slice_row(sl, r, NULL, &inc), 0);
+            /* every key got STRIPE_OPS / 8 records from each writer */
+            CHECK_EQ_U64(inc, (uint64_t)(STRIPE_OPS / STRIPE_KEYS) * 111);
+            total += inc;
+        }
+        ra_slice_unref(sl);
+    }
+    CHECK_EQ_U64(total, (uint64_t)STRIPE_OPS * 111);
+    for (int i = 0; i < 3; i++) ra_meter_close(h[i]);
+}
+
 int main(void) {
     printf("# test-shm\n");
     RA_RUN(shm_created_0600_and_shared_between_meters,
            "shm plane created 0600 and shared; one sealer");
+    RA_RUN(shm_striped_handles_add_up, "shm striped handles record apart and seal exact totals");
     RA_RUN(shm_refuses_mismatched_configuration, "shm refuses a mismatched configuration");
     RA_RUN(shm_refuses_foreign_damaged_and_unsafe_files,
            "shm refuses foreign, damaged and unsafe files");

@@ -184,6 +184,16 @@ RA_EXTERN int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subj
 RA_EXTERN int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t,
                                  const ra_subject_t *s, int dim, uint64_t inc);
 
+/* Records through this handle go to the key's entry of stripe `stripe` (0, the default,
+ * is the one every handle shares). Handles of different processes on one shm plane (nginx
+ * workers) that record the same hot keys contend for the same cache lines; with a stripe
+ * each, every one adds to its own entry, and sealing adds the entries of a key up (one
+ * row per subject, exactly the same totals). The cost: a key recorded through k stripes
+ * takes up to k entries of the plane's capacity. Per handle, not stored in the plane; set
+ * it before recording. RA_EINVAL when stripe >= RA_STRIPES_MAX. */
+#define RA_STRIPES_MAX 1024
+RA_EXTERN int ra_meter_set_stripe(ra_meter_t *m, uint32_t stripe);
+
 /* ---- sealing ---------------------------------------------------------------------- */
 /* Seals every window that ended at or before now_ms (RA_NOW: the meter's clock) and has not
  * been sealed yet (monotone boundary counter, I-15). Each (tenant, dimension) with activity

@@ -427,6 +427,20 @@ function Meter:pending_count()
     return tonumber(C.ra_meter_pending_count(handle(self)))
 end
 
+-- Records through this meter go to the keys' entries of `stripe` (0..1023; 0: the shared
+-- one): processes that record the same hot keys into one shm plane (nginx workers) then
+-- never contend for a cache line. Sealing sums a key's entries; a key recorded through k
+-- stripes takes up to k entries of capacity_rows. See ra_meter_set_stripe.
+function Meter:set_stripe(stripe)
+    local m = handle(self)
+    if type(stripe) ~= "number" or stripe ~= math.floor(stripe) or stripe < 0 or stripe > 1023 then
+        return nil, "InvalidArgument: stripe must be an integer in 0..1023"
+    end
+    local rc = C.ra_meter_set_stripe(m, stripe)
+    if rc ~= 0 then return nil, errmsg(rc) end
+    return true
+end
+
 -- The downstream stored the slice: drop it from the pending ring.
 function Meter:ack(s)
     local m = handle(self)

@@ -189,6 +189,30 @@ describe("ron.accounting", function()
             assert.has_error(function() m.cdata({}) end)
         end)
 
+        it("set_stripe: striped handles record apart, sealing sums them", function()
+            print("seed: none (no randomness)")
+            local path = S.tmpname(".plane")
+            local clock = S.clock(T0 + 5)
+            local a = open(S.cfg { shm = path, clock = clock.fn })
+            local b = open(S.cfg { shm = path, clock = clock.fn })
+            assert.is_true(b:set_stripe(7))
+            for _, bad in ipairs { -1, 1024, 1.5, "1" } do
+                local ok, err = b:set_stripe(bad)
+                assert.is_nil(ok)
+                assert.matches("^InvalidArgument: stripe", err)
+            end
+            for _ = 1, 10 do
+                assert(a:record(TA, "alice", "bytes", 1))
+                assert(b:record(TA, "alice", "bytes", 100))
+            end
+            local entries = a:metrics():match("\naccounting_plane_entries (%d+)")
+            assert.equal("2", entries) -- one entry per stripe
+            local sealed = assert(a:rollover(T0 + 60))
+            assert.equal(1, #sealed)
+            assert.equal(1, #sealed[1].rows)
+            assert.equal(1010, tonumber(sealed[1].rows[1].inc))
+        end)
+
         it("raises when a method is called without a meter (misuse)", function()
             local m = open(S.cfg())
             assert.has_error(function() m.record(nil, TA, "a", "bytes", 1) end)

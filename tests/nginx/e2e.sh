@@ -10,7 +10,8 @@
 #               equal exactly what nginx's own access log says it served.
 #   restarts    the same under load while the sidecar is stopped (SIGTERM) and restarted,
 #               killed (-9) and restarted, and nginx is reloaded (`nginx -s reload`)
-#               twice: totals still exact.
+#               twice: totals still exact. The Lua path runs it with its workers
+#               striped (init { stripes = true }).
 #   api-keys    the tenant resolved from an API key (a map in Lua; an nginx `map` block
 #               for the native module): totals exact per tenant, unknown keys counted.
 #   refusals    nginx refuses to start on a group- or world-writable plane, or another
@@ -39,6 +40,11 @@ if [ "$CASE" = api-keys ]; then
     CONF_SED2="s|tenant=\"\$http_x_tenant_id\"|tenant=\"\$http_x_api_key\"|"
     TENANT_MAP_SED="s|tenant=\"key-one\"|tenant=\"$T1\"|; s|tenant=\"key-two\"|tenant=\"$T2\"|"
     PROBE_HEADER="X-Api-Key: key-one" # start_nginx's first request
+fi
+if [ "$CASE" = restarts ] && [ "$KIND" = lua ]; then
+    # Workers striped (init { stripes = true }): each worker adds to entries of its own,
+    # through reloads (new workers) and sidecar restarts; totals must stay exact.
+    CONF_SED="s|errors_dict = \"ron_accounting_errors\",|&\n            stripes = true,|"
 fi
 start_sidecar sidecar1.log
 start_nginx

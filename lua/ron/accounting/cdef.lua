@@ -96,6 +96,7 @@ int ra_meter_dimension(const ra_meter_t *m, const char *name, size_t len);
 const char *ra_meter_dimension_name(const ra_meter_t *m, int dim);
 int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, int dim, uint64_t inc);
 int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t, const ra_subject_t *s, int dim, uint64_t inc);
+int ra_meter_set_stripe(ra_meter_t *m, uint32_t stripe);
 int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t out_cap, size_t *n_sealed);
 int ra_meter_compact(ra_meter_t *m);
 int ra_meter_seed_head(ra_meter_t *m, const ra_tenant_t *tenant, uint32_t dim, uint64_t seq, const uint8_t b3[32], int64_t window_start_s);
@@ -145,6 +146,7 @@ return {
         "ra_meter_dimension_name",
         "ra_meter_record",
         "ra_meter_record_at",
+        "ra_meter_set_stripe",
         "ra_meter_rollover",
         "ra_meter_compact",
         "ra_meter_seed_head",

@@ -93,6 +93,9 @@ _M.DEFAULTS = {
     requests = true,         -- record requests = 1 per request
     errors_dict = false,     -- a lua_shared_dict name: node-wide error counts per reason
     log_interval_s = 10,     -- at most one WARN per reason per worker per interval
+    stripes = false,         -- true: each worker records into its own entries of a key
+                             -- (no cache line shared between workers on hot keys; a key
+                             -- takes up to one entry per worker of capacity_rows)
     fail_open = false,       -- false: init() raises when the plane cannot be opened (nginx
                              -- does not start; a reload keeps the old configuration);
                              -- true: serve unmetered, count every request `not_ready`
@@ -350,9 +353,16 @@ local function record(m, t, s, dim, inc)
     if rc ~= 0 then fail(R_RECORD) end
 end
 
+local function take_stripe()
+    S.stripe_due = false
+    local id = ngx.worker.id()
+    if id then R.ra_meter_set_stripe(S.m, id % 1024) end
+end
+
 local function log_request()
     local m = S.m
     if m == nil then return fail(R_NOT_READY) end
+    if S.stripe_due then take_stripe() end
     local r = get_request()
     if r == nil then return end -- not in a request (misuse); nothing to meter
     local t = resolve_tenant(r, S.tenant)
@@ -402,6 +412,7 @@ function _M.init(opts)
         bad("bytes must be a variable name (e.g. \"bytes_sent\") or false")
     end
     if type(o.requests) ~= "boolean" then bad("requests must be a boolean") end
+    if type(o.stripes) ~= "boolean" then bad("stripes must be a boolean") end
     if type(o.log_interval_s) ~= "number" or o.log_interval_s < 0 then
         bad("log_interval_s must be a non-negative number")
     end
@@ -437,6 +448,9 @@ function _M.init(opts)
     S.tenant, S.subject, S.bytes_name, S.requests = tenant, subject, o.bytes or nil, o.requests
     S.dict, S.log_interval_s = dict, o.log_interval_s
     S.clock = mcfg.clock
+    -- init runs in the master (before the fork) or in a worker: each worker takes its
+    -- stripe at its first request, in its own copy of S and of the meter handle.
+    S.stripe_due = o.stripes
 
     local meter, err = acct.open(mcfg)
     if not meter then

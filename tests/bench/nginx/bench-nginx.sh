@@ -287,7 +287,7 @@ grep -v "^BENCH " request-summary.txt
 grep "^BENCH " request-summary.txt | while IFS= read -r line; do emit "${line#BENCH }"; done
 
 # ---- 2. in a JIT-compiled loop inside nginx ------------------------------------------------
-LOOP_VARIANTS="ffi log dict"
+LOOP_VARIANTS="ffi stripe log dict"
 [ -n "$ATOMIC" ] && [ -f "$ATOMIC" ] && LOOP_VARIANTS="$LOOP_VARIANTS atomic"
 : >loop-results.txt
 # loop_once VARIANT WORKERS ROUND: "ns_per_op concurrency" (ns: CPU time per operation,
@@ -347,16 +347,19 @@ awk -v n="$LOOP_N" -v dn="$DICT_N" '
     END {
         print "in a JIT-compiled loop inside nginx (ns per operation; 64 keys, the same in every worker):"
         for (w = 1; w <= 2; w++) {
-            printf "  %d worker%s: record %.1f  log() %.1f  dict:incr %.1f  atomic add %s%s\n", w,
-                (w > 1 ? "s contending" : ""), ns["ffi", w], ns["log", w], ns["dict", w],
+            printf "  %d worker%s: record %.1f  record striped per worker %.1f  log() %.1f  dict:incr %.1f  atomic add %s%s\n", w,
+                (w > 1 ? "s contending" : ""), ns["ffi", w], ns["stripe", w], ns["log", w], ns["dict", w],
                 ("atomic" in have) ? sprintf("%.1f", ns["atomic", w]) : "n/a",
                 (w > 1 ? sprintf("  (concurrency: record %.2f, dict %.2f; 1 = side by side)",
                                  conc["ffi", w], conc["dict", w]) : "")
             printf "      record / atomic add = %s (target <= 2), dict:incr / record = %.2fx faster (target >= %d)\n",
                 ("atomic" in have) ? sprintf("%.2f", ns["ffi", w] / ns["atomic", w]) : "n/a",
                 ns["dict", w] / ns["ffi", w], (w == 1 ? 3 : 5)
-            split("ffi log dict atomic", vs, " ")
-            for (i = 1; i <= 4; i++) { v = vs[i]; if (!(v in have)) continue
+            printf "      striped: record / atomic add = %s, dict:incr / record = %.2fx faster\n",
+                ("atomic" in have) ? sprintf("%.2f", ns["stripe", w] / ns["atomic", w]) : "n/a",
+                ns["dict", w] / ns["stripe", w]
+            split("ffi stripe log dict atomic", vs, " ")
+            for (i = 1; i <= 5; i++) { v = vs[i]; if (!(v in have)) continue
                 base = ""
                 if ("atomic" in have) base = sprintf("\"atomic_add\":{\"ns_per_op\":%.3f},", ns["atomic", w])
                 rat = ""

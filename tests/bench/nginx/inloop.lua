@@ -6,6 +6,8 @@
 -- V:  ffi     R.ra_meter_record(m, tenant, subject, dim, 1): our record through the FFI
 --             into the shared plane, with handles parsed once (what log() does after
 --             resolving the request's tenant and subject)
+--     stripe  the same as ffi through a handle striped per worker (meter:set_stripe:
+--             init { stripes = true }): each worker adds to its own entries of the keys
 --     log     ron.accounting.nginx's log() on this request: 3 variable reads, tenant
 --             parse, subject hash, 2 records (the whole per-request work of the Lua path)
 --     dict    ngx.shared.DICT:incr(key, 1, 0): lua-nginx-module's shared dictionary (a
@@ -99,7 +101,9 @@ local tbuf = ffi.new("ra_tenant_t")
 local function run_tenant(count)
     for _ = 1, count do R.ra_tenant_parse("6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21", 36, tbuf) end
 end
-local RUN = { ffi = run_ffi, log = run_log, dict = run_dict, atomic = run_atomic,
+-- This worker's handle serves every variant: striped only for `stripe`.
+R.ra_meter_set_stripe(m, variant == "stripe" and ngx.worker.id() or 0)
+local RUN = { ffi = run_ffi, stripe = run_ffi, log = run_log, dict = run_dict, atomic = run_atomic,
               var = run_var, varb = run_varb, subject = run_subject, tenant = run_tenant }
 local run = RUN[variant]
 if not run or (variant == "atomic" and not add) then
