@@ -292,8 +292,11 @@ function _M.ack_many(meter, slices, compact)
 end
 
 -- exporters.file with its blocking calls in the pool. Each pool thread keeps its own
--- ledger instance for dir; the ledger re-reads the head under flock on every put, so
--- those instances never disagree (that is what lets two exporters race on one stream).
+-- ledger instance for dir; the ledger checks the head under flock on every put (the
+-- file's size against the head it knows), so those instances never disagree (that is
+-- what lets two exporters race on one stream). The heads they learn are shared through
+-- the object's head table (see put_many), so a stream whose puts land on different
+-- threads is not re-read each time.
 local F = {}
 F.__index = F
 
