@@ -24,16 +24,7 @@ fail() { echo "daemon.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
 
 r0=$(date +%s)
 cat >fast.lua <<EOF
-local uv = require "luv"
-local R0, SPEED = $r0, 60
-return {
-    window_len_s = 60, listen = "127.0.0.1:0", status_interval_s = 0, tick_ms = 200,
-    drain_deadline_ms = 3000,
-    clock = function()
-        local s, us = uv.gettimeofday()
-        return 1735689600 + (s + us / 1e6 - R0) * SPEED
-    end,
-}
+return dofile("$src/tests/host/fast_clock.lua")($r0)
 EOF
 # start_daemon LOG: the host itself in the background (pid = its pid, not a subshell's)
 start_daemon() {

@@ -83,19 +83,11 @@ burl="http://127.0.0.1:$bport"
 # ---- daemon A: a fast clock, exporting over HTTP to B ----------------------------------
 r0=$(date +%s)
 cat >a.lua <<EOF
-local uv = require "luv"
-local R0, SPEED = $r0, 60
-return {
-    window_len_s = 60, listen = "127.0.0.1:0", status_interval_s = 0, tick_ms = 200,
-    drain_deadline_ms = 3000,
-    clock = function()
-        local s, us = uv.gettimeofday()
-        return 1735689600 + (s + us / 1e6 - R0) * SPEED
-    end,
-    exporter = { module = "ron.accounting.exporters.http", url = "$burl/v1/slices",
-                 token = "$token", connect_timeout_ms = 1000, timeout_ms = 1000 },
-    backoff = { base_ms = 20, cap_ms = 200 },
-}
+local cfg = dofile("$src/tests/host/fast_clock.lua")($r0)
+cfg.exporter = { module = "ron.accounting.exporters.http", url = "$burl/v1/slices",
+                 token = "$token", connect_timeout_ms = 1000, timeout_ms = 1000 }
+cfg.backoff = { base_ms = 20, cap_ms = 200 }
+return cfg
 EOF
 start_a() {
     "$host" run "$src/examples/daemon.lua" --config a.lua --var va >"$1" 2>&1 &
