@@ -16,9 +16,11 @@
  *
  * Directives:
  *   ron_accounting_plane PATH [window_len_s=N] [shards=N] [capacity_rows=N]
- *                        [dimensions=a,b,...] [profile=macronode|micronode];      (http)
+ *                        [dimensions=a,b,...] [profile=macronode|micronode]
+ *                        [stripes=on|off];                                       (http)
  *       the plane and its settings, which must be the sidecar's (the plane refuses a
- *       mismatch, and nginx does not start: the message names the field).
+ *       mismatch, and nginx does not start: the message names the field). stripes=on:
+ *       each worker records into entries of its own (ra_meter_set_stripe).
  *   ron_accounting_record TENANT SUBJECT DIMENSION VALUE;    (http, server, location)
  *       TENANT, SUBJECT and VALUE take variables; DIMENSION is a registered name. Several
  *       per level; a level without any inherits its parent's (like access_log).
@@ -109,6 +111,7 @@ typedef struct {
     uint32_t window_len_s, shards, capacity_rows;
     ngx_array_t *dimensions; /* of ngx_str_t */
     ngx_flag_t amnesia;
+    ngx_flag_t stripes; /* stripes=on: each worker records into entries of its own */
     ngx_flag_t test_clock;
     int64_t clock_base_ms, clock_origin_ms, clock_speed;
     ngx_array_t levels; /* of ngx_array_t *: every level's records (dims resolved at
@@ -125,6 +128,7 @@ static char *ngx_http_ron_plane(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_ron_record(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_ron_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_ron_test_clock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static ngx_int_t ngx_http_ron_init_process(ngx_cycle_t *cycle);
 
 static ngx_command_t ngx_http_ron_commands[] = {
     {ngx_string("ron_accounting_plane"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE, ngx_http_ron_plane,
@@ -155,7 +159,7 @@ ngx_module_t ngx_http_ron_accounting_module = {NGX_MODULE_V1,
                                                NGX_HTTP_MODULE,          /* module type */
                                                NULL,                     /* init master */
                                                NULL,                     /* init module */
-                                               NULL,                     /* init process */
+                                               ngx_http_ron_init_process, /* init process */
                                                NULL,                     /* init thread */
                                                NULL,                     /* exit thread */
                                                NULL,                     /* exit process */
@@ -240,6 +244,16 @@ static char *ngx_http_ron_plane(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) 
                                    v);
                 return NGX_CONF_ERROR;
             }
+        } else if (RA_NGX_KEY(v, "stripes=")) {
+            if (v->len == 10 && ngx_strncmp(v->data + 8, "on", 2) == 0) {
+                mcf->stripes = 1;
+            } else if (v->len == 11 && ngx_strncmp(v->data + 8, "off", 3) == 0) {
+                mcf->stripes = 0;
+            } else {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "ron_accounting_plane: \"%V\": stripes is on or off", v);
+                return NGX_CONF_ERROR;
+            }
         } else if (RA_NGX_KEY(v, "dimensions=")) {
             mcf->dimensions = ngx_array_create(cf->pool, 4, sizeof(ngx_str_t));
             if (mcf->dimensions == NULL) return NGX_CONF_ERROR;
@@ -260,13 +274,25 @@ static char *ngx_http_ron_plane(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) 
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "ron_accounting_plane: unknown option "
                                "\"%V\" (window_len_s=, shards=, capacity_rows=, dimensions=, "
-                               "profile=)",
+                               "profile=, stripes=)",
                                v);
             return NGX_CONF_ERROR;
         }
         if (rv != NGX_CONF_OK) return rv;
     }
     return NGX_CONF_OK;
+}
+
+/* stripes=on: the worker's own stripe (ra_meter_set_stripe), taken in the worker after the
+ * fork, on its copy of the inherited meter handle: workers metering the same hot keys then
+ * never share an entry's cache line; the sealer sums a key's entries. */
+static ngx_int_t ngx_http_ron_init_process(ngx_cycle_t *cycle) {
+    if (cycle->conf_ctx == NULL || cycle->conf_ctx[ngx_http_module.index] == NULL) return NGX_OK;
+    ngx_http_ron_main_conf_t *mcf =
+        ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ron_accounting_module);
+    if (mcf == NULL || mcf->meter == NULL || !mcf->stripes) return NGX_OK;
+    (void)ra_meter_set_stripe(mcf->meter, (uint32_t)(ngx_worker % RA_STRIPES_MAX));
+    return NGX_OK;
 }
 
 static char *ngx_http_ron_test_clock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {

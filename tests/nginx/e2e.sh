@@ -10,8 +10,8 @@
 #               equal exactly what nginx's own access log says it served.
 #   restarts    the same under load while the sidecar is stopped (SIGTERM) and restarted,
 #               killed (-9) and restarted, and nginx is reloaded (`nginx -s reload`)
-#               twice: totals still exact. The Lua path runs it with its workers
-#               striped (init { stripes = true }).
+#               twice: totals still exact. Both paths run it with their workers
+#               striped (init { stripes = true }, ron_accounting_plane ... stripes=on).
 #   api-keys    the tenant resolved from an API key (a map in Lua; an nginx `map` block
 #               for the native module): totals exact per tenant, unknown keys counted.
 #   refusals    nginx refuses to start on a group- or world-writable plane, or another
@@ -41,10 +41,15 @@ if [ "$CASE" = api-keys ]; then
     TENANT_MAP_SED="s|tenant=\"key-one\"|tenant=\"$T1\"|; s|tenant=\"key-two\"|tenant=\"$T2\"|"
     PROBE_HEADER="X-Api-Key: key-one" # start_nginx's first request
 fi
-if [ "$CASE" = restarts ] && [ "$KIND" = lua ]; then
-    # Workers striped (init { stripes = true }): each worker adds to entries of its own,
-    # through reloads (new workers) and sidecar restarts; totals must stay exact.
-    CONF_SED="s|errors_dict = \"ron_accounting_errors\",|&\n            stripes = true,|"
+if [ "$CASE" = restarts ]; then
+    # Workers striped (Lua: init { stripes = true }; native: ron_accounting_plane ...
+    # stripes=on): each worker adds to entries of its own, through reloads (new workers)
+    # and sidecar restarts; totals must stay exact.
+    if [ "$KIND" = lua ]; then
+        CONF_SED="s|errors_dict = \"ron_accounting_errors\",|&\n            stripes = true,|"
+    else
+        CONF_SED="s|capacity_rows=10000;|capacity_rows=10000 stripes=on;|"
+    fi
 fi
 start_sidecar sidecar1.log
 start_nginx
