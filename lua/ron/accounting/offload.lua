@@ -328,10 +328,12 @@ end
 -- stream's puts land on different threads (the pool picks any), every put used to re-read
 -- and re-verify the stream's last record (~2x the cost of the put itself). The table lives
 -- in C memory owned by this object; entry i belongs to one stream and is read and written
--- only by the put of that stream in flight, under the stream file's lock; the ledger still
--- checks the size under that lock before trusting it, as it does its own cache.
+-- only by the one put of that stream in flight (`busy`, kept by the loop thread: a second
+-- put of the stream while one is in flight, which the runtime never sends, goes without
+-- the table); the ledger still checks the size under the stream's lock before trusting
+-- it, as it does its own cache.
 local HEADS_CDEF = [[
-typedef struct { double seq, size; uint32_t known; uint8_t raw[32]; } ra_offload_head_t;
+typedef struct { double seq, size; uint32_t known, busy; uint8_t raw[32]; } ra_offload_head_t;
 typedef struct { uint64_t slice; uint32_t head; uint32_t pad_; } ra_offload_put_t;
 ]]
 ffi.cdef(HEADS_CDEF)
@@ -374,12 +376,18 @@ function F:put_many(slices)
             end
             t[s.dimension] = e
         end
+        if e > 0 and self.heads[e].busy ~= 0 then e = 0 end
+        if e > 0 then self.heads[e].busy = 1 end
         r.head = e
     end
     self.puts = self.puts + n
-    local res, err = call("file_put_many", { slices, self.heads }, self.dir, self.fsync,
-                          ffi.string(put_buf, n * ffi.sizeof("ra_offload_put_t")),
+    local reqs = ffi.string(put_buf, n * ffi.sizeof("ra_offload_put_t"))
+    local res, err = call("file_put_many", { slices, self.heads }, self.dir, self.fsync, reqs,
                           ptr_num(self.heads), HEADS_CDEF)
+    local rq = ffi.cast("const ra_offload_put_t *", reqs)
+    for i = 0, n - 1 do
+        if rq[i].head > 0 then self.heads[rq[i].head].busy = 0 end
+    end
     if not res then return nil, err end
     if res[2] == nil then return nil, res[3] end
     local codes, dts = res[2], res[3] or ""
