@@ -112,7 +112,7 @@ local WORK = {
         local heads = ffi_.cast("ra_offload_head_t *", hnum)
         local req = ffi_.cast("const ra_offload_put_t *", list)
         local sts, dts = {}, {}
-        for i = 0, #list / 16 - 1 do
+        for i = 0, #list / ffi_.sizeof("ra_offload_put_t") - 1 do
             local p = ffi_.cast("ra_slice_t *", req[i].slice)
             C.ra_slice_ref(p) -- wrap() takes ownership of one reference: our own
             local s = slice.wrap(p)

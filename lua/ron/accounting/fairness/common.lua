@@ -140,4 +140,15 @@ function _M.tenants(st)
     return out
 end
 
+-- The methods every built-in policy answers the same way (its state is self.st):
+-- p:len([tenant]) -> items held (by tenant), p:tenants() -> tenants in serving order.
+function _M.methods(P)
+    function P:len(tenant)
+        if tenant ~= nil then return _M.held(self.st, tenant) end
+        return self.st.n
+    end
+    function P:tenants() return _M.tenants(self.st) end
+    return P
+end
+
 return _M

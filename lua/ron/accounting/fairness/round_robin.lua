@@ -16,7 +16,7 @@ local setmetatable, error = setmetatable, error
 
 local _M = { name = "round_robin" }
 
-local P = {}
+local P = C.methods({})
 P.__index = P
 
 local OPTS = { cap = true, tenant_cap = true }
@@ -53,12 +53,5 @@ function P:dequeue(eligible)
     if not empty then C.ring_push(st, q) end -- to the back of the rotation
     return item, q.tenant
 end
-
-function P:len(tenant)
-    if tenant ~= nil then return C.held(self.st, tenant) end
-    return self.st.n
-end
-
-function P:tenants() return C.tenants(self.st) end
 
 return _M

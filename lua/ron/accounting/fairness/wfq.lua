@@ -23,7 +23,7 @@ local setmetatable, pairs, type, error, tostring = setmetatable, pairs, type, er
 
 local _M = { name = "wfq", MIN_WEIGHT = 1, MAX_WEIGHT = 8 }
 
-local P = {}
+local P = C.methods({})
 P.__index = P
 
 local OPTS = { cap = true, tenant_cap = true, weights = true, default_weight = true }
@@ -85,12 +85,5 @@ function P:dequeue(eligible)
     end
     return item, q.tenant
 end
-
-function P:len(tenant)
-    if tenant ~= nil then return C.held(self.st, tenant) end
-    return self.st.n
-end
-
-function P:tenants() return C.tenants(self.st) end
 
 return _M
