@@ -50,140 +50,23 @@ local function after(id, ...)
     if req and not req.ch:is_closed() then req.ch:try_send({ id, ... }) end
 end
 
--- The work bodies: no upvalues (they are dumped as bytecode for the pool's VMs). Each runs
--- inside PROTECTED below, so an error in a body still answers its request.
-local WORK = {
-    rollover = function(path, mnum, now_ms, cap)
-        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
-            _G.pcall, _G.require, _G.package, _G.table
-        package.path = path
-        local ffi_ = require "ffi"
-        local C = require("ron.accounting.lib").namespace()
-        local m = ffi_.cast("ra_meter_t *", mnum)
-        local out = ffi_.new("ra_slice_t *[?]", cap)
-        local n = ffi_.new("size_t[1]")
-        local rc = C.ra_meter_rollover(m, now_ms, out, cap, n)
-        -- the pointers' bytes: the loop reads them back as an array, no parsing
-        return rc, ffi_.string(out, tonumber(n[0]) * ffi_.sizeof("ra_slice_t *"))
-    end,
-    ack = function(path, mnum, snum)
-        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
-            _G.pcall, _G.require, _G.package, _G.table
-        package.path = path
-        local ffi_ = require "ffi"
-        local C = require("ron.accounting.lib").namespace()
-        local m = ffi_.cast("ra_meter_t *", mnum)
-        local rc = C.ra_meter_ack(m, ffi_.cast("const ra_slice_t *", snum))
-        local crc = 0
-        if rc == 0 then crc = C.ra_meter_compact(m) end
-        return rc, crc
-    end,
-    ack_many = function(path, mnum, list, compact)
-        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
-            _G.pcall, _G.require, _G.package, _G.table
-        package.path = path
-        local ffi_ = require "ffi"
-        local C = require("ron.accounting.lib").namespace()
-        local m = ffi_.cast("ra_meter_t *", mnum)
-        local ps = ffi_.cast("const ra_slice_t * const *", list)
-        local n = #list / ffi_.sizeof("ra_slice_t *")
-        local rcs = ffi_.new("int32_t[?]", n)
-        for i = 0, n - 1 do rcs[i] = C.ra_meter_ack(m, ps[i]) end
-        return ffi_.string(rcs, 4 * n), compact and C.ra_meter_compact(m) or 0
-    end,
-    file_put_many = function(path, dir, fsync, list, hnum, cdef)
-        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
-            _G.pcall, _G.require, _G.package, _G.table
-        package.path = path
-        local ffi_ = require "ffi"
-        local C = require("ron.accounting.lib").namespace()
-        local slice = require "ron.accounting.slice"
-        local key = dir .. (fsync and "\1" or "\0")
-        _G.RA_LEDGERS = _G.RA_LEDGERS or {}
-        local ledger = _G.RA_LEDGERS[key]
-        if not ledger then
-            local err
-            ledger, err = require("ron.accounting.exporters.file").new { dir = dir,
-                                                                        fsync = fsync }
-            if not ledger then return nil, err end
-            _G.RA_LEDGERS[key] = ledger
-        end
-        if not pcall(ffi_.typeof, "ra_offload_head_t") then ffi_.cdef(cdef) end
-        local heads = ffi_.cast("ra_offload_head_t *", hnum)
-        local req = ffi_.cast("const ra_offload_put_t *", list)
-        local sts, dts = {}, {}
-        for i = 0, #list / ffi_.sizeof("ra_offload_put_t") - 1 do
-            local p = ffi_.cast("ra_slice_t *", req[i].slice)
-            C.ra_slice_ref(p) -- wrap() takes ownership of one reference: our own
-            local s = slice.wrap(p)
-            local e = req[i].head
-            local hk
-            if e > 0 then -- the process's last known head of the stream (see F:put_many)
-                hk = s.tenant .. "/" .. s.dimension
-                local h = heads[e]
-                ledger.heads[hk] = h.known ~= 0 and
-                    { seq = h.seq, raw = ffi_.string(h.raw, 32), size = h.size } or nil
-            end
-            local ok, status, detail = pcall(ledger.put, ledger, s)
-            if not ok then status, detail = "!", status end -- raised: a local failure
-            if status == nil then status = "!" end          -- nil, err: a local failure
-            if hk then
-                local nh, h = ledger.heads[hk], heads[e]
-                if nh then
-                    h.seq, h.size, h.known = nh.seq, nh.size, 1
-                    ffi_.copy(h.raw, nh.raw, 32)
-                else
-                    h.known = 0
-                end
-            end
-            -- one letter per answer (the runtime's loop reads it without a pattern match)
-            local code = status == "ok" and "o" or status == "dup" and "d" or
-                         status == "conflict" and "c" or status == "gap" and "g" or
-                         status == "!" and "!" or nil
-            if not code then code, detail = "?", tostring(status) .. "\1" .. tostring(detail) end
-            sts[i + 1] = code
-            dts[i + 1] = detail ~= nil and tostring(detail) or ""
-        end
-        return table.concat(sts), table.concat(dts, "\0")
-    end,
-    file_head = function(path, dir, tenant, dimension)
-        local tonumber, tostring, pcall, require, package, table = _G.tonumber, _G.tostring,
-            _G.pcall, _G.require, _G.package, _G.table
-        package.path = path
-        local ledger, err = require("ron.accounting.exporters.file").new { dir = dir }
-        if not ledger then return nil, nil, err end
-        local h, herr = ledger:head(tenant, dimension)
-        if not h then return nil, nil, herr end
-        return h.seq, h.b3
-    end,
-    file_heads = function(path, dir)
-        local require, package, table, ipairs, format = _G.require, _G.package, _G.table,
-            _G.ipairs, _G.string.format
-        package.path = path
-        local ledger, err = require("ron.accounting.exporters.file").new { dir = dir }
-        if not ledger then return nil, err end
-        local hs, herr = ledger:list_heads()
-        if not hs then return nil, herr end
-        local parts = {}
-        for i, h in ipairs(hs) do
-            parts[i] = h.tenant .. " " .. h.dimension .. " " .. format("%.0f", h.seq)
-                       .. " " .. h.b3
-        end
-        return table.concat(parts, "\n")
-    end,
-}
-
--- The one work function: loads the body's bytecode and runs it under pcall, so the answer
--- always carries the request id (a raising body would otherwise leave its caller waiting).
-local function PROTECTED(code, id, ...)
-    local body = _G.loadstring(code)
-    local r = { _G.pcall(body, ...) }
+-- The one work function (dumped once, run by every pool VM): requires the bodies
+-- (ron.accounting.offload_work) once per VM and runs one under pcall, so the answer always
+-- carries the request id (a raising body would otherwise leave its caller waiting). It has
+-- no upvalues: luv ships it to the pool's VMs as bytecode.
+local function PROTECTED(kind, id, path, ...)
+    local work = _G.RA_OFFLOAD_WORK
+    if not work then
+        _G.package.path = path
+        local ok, w = _G.pcall(_G.require, "ron.accounting.offload_work")
+        if not ok then return id, nil, "Failed: " .. _G.tostring(w) end
+        work = w
+        _G.RA_OFFLOAD_WORK = w
+    end
+    local r = { _G.pcall(work[kind], ...) }
     if not r[1] then return id, nil, "Failed: " .. _G.tostring(r[2]) end
     return id, _G.unpack(r, 2, _G.table.maxn(r))
 end
-
-local CODE = {}
-for kind, fn in pairs(WORK) do CODE[kind] = string.dump(fn) end
 
 -- Queues kind(...) in the pool and waits (inside a task) for its results.
 local function call(kind, keep, ...)
@@ -197,7 +80,7 @@ local function call(kind, keep, ...)
     local id = next_id
     local ch = task.channel(1, "offload")
     inflight[id] = { ch = ch, keep = keep }
-    local ok, err = w:queue(CODE[kind], id, package.path, ...)
+    local ok, err = w:queue(kind, id, package.path, ...)
     if not ok then
         inflight[id] = nil
         return nil, "IoError: uv work queue failed: " .. tostring(err)
@@ -332,11 +215,7 @@ end
 -- put of the stream while one is in flight, which the runtime never sends, goes without
 -- the table); the ledger still checks the size under the stream's lock before trusting
 -- it, as it does its own cache.
-local HEADS_CDEF = [[
-typedef struct { double seq, size; uint32_t known, busy; uint8_t raw[32]; } ra_offload_head_t;
-typedef struct { uint64_t slice; uint32_t head; uint32_t pad_; } ra_offload_put_t;
-]]
-ffi.cdef(HEADS_CDEF)
+require "ron.accounting.offload_work" -- defines ra_offload_head_t, ra_offload_put_t
 local CODES = { [string.byte("o")] = "ok", [string.byte("d")] = "dup",
                 [string.byte("c")] = "conflict", [string.byte("g")] = "gap",
                 [string.byte("!")] = "!", [string.byte("?")] = "?" }
@@ -383,7 +262,7 @@ function F:put_many(slices)
     self.puts = self.puts + n
     local reqs = ffi.string(put_buf, n * ffi.sizeof("ra_offload_put_t"))
     local res, err = call("file_put_many", { slices, self.heads }, self.dir, self.fsync, reqs,
-                          ptr_num(self.heads), HEADS_CDEF)
+                          ptr_num(self.heads))
     local rq = ffi.cast("const ra_offload_put_t *", reqs)
     for i = 0, n - 1 do
         if rq[i].head > 0 then self.heads[rq[i].head].busy = 0 end
