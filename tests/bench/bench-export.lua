@@ -229,6 +229,9 @@ local function run_runtime(fsync, n_slices, variant)
         r.proc_cpu = (thread_cpu_s(0) - pcpu0) / r.s
         r.rate = n_slices / r.s
         r.exports = rt.exports
+        if exporter.calls then -- offload.file: its pool calls (one per put_many batch)
+            r.batch = { calls = exporter.calls, puts = exporter.puts }
+        end
         r.rejected = rt.rejected
         rt:stop()
         local wr = rt:wait()
@@ -274,6 +277,10 @@ local function report(name, variant, fsync, n, rr, b)
     print(string.format("   exports ok %d dup %d fail %d; shed busy %d order_overflow %d blocked %d; "
         .. "aborted %d", rr.exports.ok, rr.exports.dup, rr.exports.fail, rr.rejected.busy,
         rr.rejected.order_overflow, rr.rejected.blocked, rr.aborted))
+    if rr.batch then
+        print(string.format("   put_many: %d pool calls for %d puts (%.1f slices per call, "
+            .. "warm-up included)", rr.batch.calls, rr.batch.puts, rr.batch.puts / rr.batch.calls))
+    end
     print(string.format("   RSS kB: at start %d, before %d, quarters %s, after %d (after GC %d), "
         .. "peak VmHWM %d", rr.rss_start, rr.rss_before, table.concat(rr.rss, " "), rr.rss_after,
         rr.rss_after_gc, rr.hwm))

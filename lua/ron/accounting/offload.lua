@@ -192,7 +192,7 @@ function _M.file(opts)
     local ledger, err = require("ron.accounting.exporters.file").new(opts)
     if not ledger then return nil, err end
     ledger:close()
-    return setmetatable({ dir = opts.dir, fsync = opts.fsync ~= false, puts = 0,
+    return setmetatable({ dir = opts.dir, fsync = opts.fsync ~= false, puts = 0, calls = 0,
                           ix = {}, nix = 0 }, F)
 end
 
@@ -259,7 +259,7 @@ function F:put_many(slices)
         if e > 0 then self.heads[e].busy = 1 end
         r.head = e
     end
-    self.puts = self.puts + n
+    self.puts, self.calls = self.puts + n, self.calls + 1
     local reqs = ffi.string(put_buf, n * ffi.sizeof("ra_offload_put_t"))
     local res, err = call("file_put_many", { slices, self.heads }, self.dir, self.fsync, reqs,
                           ptr_num(self.heads))

@@ -269,19 +269,22 @@ function RT:shed(s, reason)
     self.need_reoffer = true
 end
 
+-- A new stream and its worker. Apart from RT:stream: a function that makes a closure
+-- cannot be JIT-compiled through its returns (LuaJIT's UCLO), and RT:stream runs per slice.
+function RT:new_stream(k, s)
+    local st = { key = k, tenant = s.tenant, dim = s.dimension,
+                 lane = self.task.channel(self.cfg.ordered_buffer_cap, "ordered_buffer"),
+                 reply = self.put_q and self.task.channel(1, "put_reply") }
+    self.streams[k] = st
+    st.worker = self.task.spawn(format("exporter_worker-%s-%s", s.tenant, s.dimension),
+                                function() self:worker(st) end)
+    self.workers[#self.workers + 1] = st.worker
+    return st
+end
+
 function RT:stream(s)
     local k = skey(s.tenant, s.dimension)
-    local st = self.streams[k]
-    if not st then
-        st = { key = k, tenant = s.tenant, dim = s.dimension,
-               lane = self.task.channel(self.cfg.ordered_buffer_cap, "ordered_buffer"),
-               reply = self.put_q and self.task.channel(1, "put_reply") }
-        self.streams[k] = st
-        st.worker = self.task.spawn(format("exporter_worker-%s-%s", s.tenant, s.dimension),
-                                    function() self:worker(st) end)
-        self.workers[#self.workers + 1] = st.worker
-    end
-    return st
+    return self.streams[k] or self:new_stream(k, s)
 end
 
 -- Blocks st at seq (I-5): its later slices are shed until seq comes back.
@@ -465,16 +468,18 @@ function RT:put(st, s)
     local q = self.put_q
     q.n = q.n + 1
     q[q.n] = { s, st.reply }
-    if self.put_flushing < self.cfg.put_parallel then
-        self.put_flushing = self.put_flushing + 1
-        self.task.spawn("put_flush", function() self:put_flush() end)
-    end
+    if self.put_flushing < self.cfg.put_parallel then self:spawn_put_flush() end
     while true do
         local r, err = st.reply:recv()
         if not r then return nil, "Canceled: " .. tostring(err) end
         -- an answer for an earlier put whose wait was canceled is dropped
         if r[3] == s then return r[1], r[2] end
     end
+end
+
+function RT:spawn_put_flush() -- (no closure in RT:put, see RT:new_stream)
+    self.put_flushing = self.put_flushing + 1
+    self.task.spawn("put_flush", function() self:put_flush() end)
 end
 
 function RT:put_flush()

@@ -52,7 +52,7 @@ local runners = setmetatable({}, { __mode = "k" }) -- coroutine -> runner (task 
 local tasks = {}          -- live task handles (set)
 local n_live = 0
 local cancellable = {}    -- waiters that shutdown wakes with "Canceled" (set)
-local ready, ready_head, ready_tail = {}, 1, 0 -- FIFO of { waiter, n, ... } to resume
+local ready_head, ready_tail = 1, 0 -- the FIFO of runners to resume (see schedule)
 local drain_waiters = {}  -- waiters woken whenever a task ends (set)
 local hooks = {}          -- on_shutdown functions, in registration order
 local reason_            -- the shutdown reason once the token flipped
@@ -87,6 +87,12 @@ end
 
 local resume_runner -- forward
 
+-- The ready queue as parallel arrays (runner, count, two values), so a wake allocates
+-- nothing: n >= 0 values are a, b; n < 0 means a is a table holding -n values (a task's
+-- results for its joiners). The hot paths (channel waits) have no closures and no vararg
+-- tables, so LuaJIT compiles them.
+local ready_r, ready_n, ready_a, ready_b = {}, {}, {}, {}
+
 -- One idle handle empties the ready queue once per loop turn, the wakes queued before the
 -- turn only: what they wake in turn waits for the next turn, so timers and I/O always get
 -- the loop (a zero timer would not do: libuv 1.44 runs a timer re-armed at 0 in the same
@@ -94,10 +100,15 @@ local resume_runner -- forward
 local function run_ready()
     local last = ready_tail
     while ready_head <= last do
-        local item = ready[ready_head]
-        ready[ready_head] = nil
-        ready_head = ready_head + 1
-        resume_runner(item[1], unpack(item, 3, item[2] + 2))
+        local i = ready_head
+        local r, n, a, b = ready_r[i], ready_n[i], ready_a[i], ready_b[i]
+        ready_r[i], ready_a[i], ready_b[i] = nil, nil, nil
+        ready_head = i + 1
+        if n >= 0 then
+            resume_runner(r, a, b)
+        else
+            resume_runner(r, unpack(a, 1, -n))
+        end
     end
     if ready_head > ready_tail then
         ready_head, ready_tail = 1, 0
@@ -105,9 +116,10 @@ local function run_ready()
     end
 end
 
-local function schedule(runner, ...)
-    ready_tail = ready_tail + 1
-    ready[ready_tail] = { runner, select("#", ...), ... }
+local function schedule(runner, n, a, b)
+    local i = ready_tail + 1
+    ready_tail = i
+    ready_r[i], ready_n[i], ready_a[i], ready_b[i] = runner, n, a, b
     if not pump:is_active() then pump:start(run_ready) end
 end
 
@@ -120,21 +132,51 @@ local function close_timer(w)
     end
 end
 
--- Ends a wait without resuming anybody: the timer closed, the waiter out of every list.
+local function remove_waiter(list, w)
+    for i = #list, 1, -1 do
+        if list[i] == w then
+            remove(list, i)
+            return
+        end
+    end
+end
+
+-- Ends a wait without resuming anybody: the timer closed, the waiter out of every list
+-- (w.ch: the one channel it waits on; w.chs: several; w.cleanup(w): anything else).
 local function unwait(w)
     if w.fired then return false end
     w.fired = true
-    close_timer(w)
+    if w.timer then close_timer(w) end
     cancellable[w] = nil
-    if w.cleanup then w.cleanup(w) end
+    local ch = w.ch
+    if ch then
+        remove_waiter(ch.receivers, w)
+    elseif w.chs then
+        local chs = w.chs
+        for i = 1, #chs do remove_waiter(chs[i].receivers, w) end
+    elseif w.cleanup then
+        w.cleanup(w)
+    end
     if w.runner.wait == w then w.runner.wait = nil end
     return true
 end
 
--- Wakes w with the given results (next loop turn). False when w was already woken.
-local function wake(w, ...)
+-- Wakes w with two results, a and b (next loop turn). False when w was already woken.
+local function wake(w, a, b)
     if not unwait(w) then return false end
-    schedule(w.runner, ...)
+    schedule(w.runner, 2, a, b)
+    return true
+end
+
+-- Wakes w with any number of results.
+local function wake_n(w, ...)
+    if not unwait(w) then return false end
+    local n = select("#", ...)
+    if n <= 2 then
+        schedule(w.runner, n, ...)
+    else
+        schedule(w.runner, -n, { ... })
+    end
     return true
 end
 
@@ -145,14 +187,23 @@ local function current(fname)
     return r
 end
 
--- Blocks the running task until woken. setup(w) registers w where it will be found;
--- w.cleanup(w) undoes that. With timeout_ms the wait ends with nil, "Timeout"; when
--- is_cancellable, shutdown ends it with nil, "Canceled" (at once when already shut down,
--- still after one yield so a loop ignoring "Canceled" can be drained and aborted).
-local function wait(r, setup, timeout_ms, is_cancellable)
+local function new_waiter(r)
     local w = { runner = r }
     r.wait = w
-    if setup then setup(w) end
+    return w
+end
+
+local function arm_timer(w, timeout_ms)
+    local t = uv.new_timer()
+    w.timer = t
+    t:start(timeout_ms, 0, function() wake(w, nil, "Timeout") end)
+end
+
+-- Blocks the running task on w (already registered where it will be found) until woken.
+-- With timeout_ms the wait ends with nil, "Timeout"; when is_cancellable, shutdown ends it
+-- with nil, "Canceled" (at once when already shut down, still after one yield so a loop
+-- ignoring "Canceled" can be drained and aborted).
+local function block(w, timeout_ms, is_cancellable)
     if is_cancellable then
         if reason_ then
             wake(w, nil, "Canceled")
@@ -160,12 +211,15 @@ local function wait(r, setup, timeout_ms, is_cancellable)
             cancellable[w] = true
         end
     end
-    if timeout_ms and not w.fired then
-        local t = uv.new_timer()
-        w.timer = t
-        t:start(timeout_ms, 0, function() wake(w, nil, "Timeout") end)
-    end
+    if timeout_ms and not w.fired then arm_timer(w, timeout_ms) end
     return coroutine_yield()
+end
+
+-- block() for the cold paths: setup(w) registers w and sets w.cleanup(w) to undo that.
+local function wait(r, setup, timeout_ms, is_cancellable)
+    local w = new_waiter(r)
+    if setup then setup(w) end
+    return block(w, timeout_ms, is_cancellable)
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -175,7 +229,7 @@ local Task = {}
 Task.__index = Task
 
 local function wake_set(set, ...)
-    for w in pairs(set) do wake(w, ...) end
+    for w in pairs(set) do wake_n(w, ...) end
 end
 
 local function finish(t, status, ...)
@@ -263,7 +317,7 @@ function _M.spawn(name, fn, ...)
     tasks[t] = true
     n_live = n_live + 1
     spawned_total[t.kind] = (spawned_total[t.kind] or 0) + 1
-    schedule(t) -- starts on the next loop turn, like a tokio spawn
+    schedule(t, 0) -- starts on the next loop turn, like a tokio spawn
     return t
 end
 
@@ -385,18 +439,9 @@ function Channel:close()
     return true
 end
 
-local function remove_waiter(list, w)
-    for i = #list, 1, -1 do
-        if list[i] == w then
-            remove(list, i)
-            return
-        end
-    end
-end
-
 -- The first value of any of chs (in argument order when several hold one). Buffered
 -- values are still delivered after shutdown (the drain empties queues); only an empty
--- wait is canceled.
+-- wait is canceled. The waiter keeps chs (w.chs) to leave their receiver lists.
 local function select_recv(fname, chs, timeout_ms)
     local n = #chs
     for i = 1, n do
@@ -411,23 +456,27 @@ local function select_recv(fname, chs, timeout_ms)
         if not ch.closed then all_closed = false end
     end
     if all_closed then return nil, "Closed" end
-    local r = current(fname)
-    return wait(r, function(w)
-        for i = 1, n do
-            if not chs[i].closed then
-                local rs = chs[i].receivers
-                rs[#rs + 1] = w
-            end
+    local w = new_waiter(current(fname))
+    w.chs = chs
+    for i = 1, n do
+        if not chs[i].closed then
+            local rs = chs[i].receivers
+            rs[#rs + 1] = w
         end
-        w.cleanup = function()
-            for i = 1, n do remove_waiter(chs[i].receivers, w) end
-        end
-    end, timeout_ms, true)
+    end
+    return block(w, timeout_ms, true)
 end
 
+-- One channel: select({ ch }) without the list.
 function Channel:recv(timeout_ms)
-    timeout_ms = check_ms(timeout_ms, "timeout_ms", "recv", true)
-    local v, err = select_recv("recv", { self }, timeout_ms)
+    if timeout_ms ~= nil then timeout_ms = check_ms(timeout_ms, "timeout_ms", "recv") end
+    if self.n > 0 then return (pop(self)) end
+    if self.closed then return nil, "Closed" end
+    local w = new_waiter(current("recv"))
+    w.ch = self
+    local rs = self.receivers
+    rs[#rs + 1] = w
+    local v, err = block(w, timeout_ms, true)
     if v == nil then return nil, err end
     return v
 end
@@ -528,7 +577,7 @@ function _M._host_signal(signame)
         local res = _M.drain(_M.DRAIN_DEADLINE_MS)
         log("drain after %s: %s", signame, describe_drain(res))
     end, false)
-    schedule(r)
+    schedule(r, 0)
 end
 
 -- Host hook once the loop is idle: 1 when a failed task was never joined or tasks are
