@@ -269,6 +269,40 @@ describe("ron.accounting.task", function()
         end)
     end)
 
+    it("a wait that ends without a value leaves no waiter on its channels", function()
+        run(function(task)
+            local a, b = task.channel(1, "a"), task.channel(1, "b")
+            -- recv and select time out: each waiter leaves the receiver lists
+            assert.same({ nil, "Timeout" }, { a:recv(5) })
+            assert.same({ nil, "Timeout" }, { task.select({ a, b }, 5) })
+            assert.equal(0, #a.receivers)
+            assert.equal(0, #b.receivers)
+            -- a task aborted in recv and one in select leave them too
+            local r1 = task.spawn("blocked-recv", function() return a:recv() end)
+            local r2 = task.spawn("blocked-select", function() return task.select({ a, b }) end)
+            task.sleep(5)
+            assert.equal(2, #a.receivers)
+            assert.equal(1, #b.receivers)
+            assert.is_true(r1:abort())
+            assert.is_true(r2:abort())
+            assert.equal(0, #a.receivers)
+            assert.equal(0, #b.receivers)
+            -- so the next value is buffered for the next receiver, not handed to a dead one
+            assert.is_true(a:try_send("v"))
+            assert.equal(1, a:depth())
+            assert.equal("v", a:recv())
+            -- a woken receiver gets exactly the value; a joiner gets every result
+            local r3 = task.spawn("recv", function() return a:recv() end)
+            local r4 = task.spawn("many", function() return 1, nil, 3, "four" end)
+            task.sleep(1)
+            assert.is_true(a:try_send("w"))
+            assert.same({ true, "w" }, { r3:join() })
+            local res = { r4:join() }
+            assert.equal(5, select("#", unpack(res, 1, 5)))
+            assert.same({ true, 1, nil, 3, "four" }, res)
+        end)
+    end)
+
     it("raises on misuse", function()
         local task = fresh()
         assert.has_error(function() task.sleep(1) end,
