@@ -622,6 +622,13 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--keys") && v) {
             n_keys = parse_list(v, keys, 8);
             if (n_keys <= 0) usage();
+            for (int k = 0; k < n_keys; k++)
+                if (keys[k] < N_TENANTS * N_DIMS) { /* at least one subject per tenant and dim */
+                    fprintf(stderr, "bench-record: --keys: at least %u keys (%u tenants x %u "
+                            "dims), got %llu\n", N_TENANTS * N_DIMS, N_TENANTS, N_DIMS,
+                            (unsigned long long)keys[k]);
+                    return 2;
+                }
             keys_set = true;
             i++;
         } else if (!strcmp(a, "--threads") && v) {
