@@ -16,11 +16,11 @@ local _M = {}
 
 -- The put requests and the process's table of stream heads (offload.lua, F:put_many, says
 -- who reads and writes an entry).
-_M.CDEF = [[
+local CDEF = [[
 typedef struct { double seq, size; uint32_t known, busy; uint8_t raw[32]; } ra_offload_head_t;
 typedef struct { uint64_t slice; uint32_t head; uint32_t pad_; } ra_offload_put_t;
 ]]
-if not pcall(ffi.typeof, "ra_offload_head_t") then ffi.cdef(_M.CDEF) end
+if not pcall(ffi.typeof, "ra_offload_head_t") then ffi.cdef(CDEF) end
 
 local SLICE_PTR = ffi.sizeof("ra_slice_t *")
 local PUT_REQ = ffi.sizeof("ra_offload_put_t")

@@ -142,17 +142,14 @@ local function remove_waiter(list, w)
 end
 
 -- Ends a wait without resuming anybody: the timer closed, the waiter out of every list
--- (w.ch: the one channel it waits on; w.chs: several; w.cleanup(w): anything else).
+-- (w.chs: the channels it waits on; w.cleanup(w): anything else).
 local function unwait(w)
     if w.fired then return false end
     w.fired = true
-    if w.timer then close_timer(w) end
+    close_timer(w)
     cancellable[w] = nil
-    local ch = w.ch
-    if ch then
-        remove_waiter(ch.receivers, w)
-    elseif w.chs then
-        local chs = w.chs
+    local chs = w.chs
+    if chs then
         for i = 1, #chs do remove_waiter(chs[i].receivers, w) end
     elseif w.cleanup then
         w.cleanup(w)
@@ -387,6 +384,7 @@ function _M.channel(cap, name)
     end
     local ch = setmetatable({ name = name, _cap = cap, buf = {}, head = 1, n = 0,
                               receivers = {}, closed = false }, Channel)
+    ch.alone = { ch } -- recv's channel list
     channels[ch] = true
     dropped_total[name] = dropped_total[name] or 0
     return ch
@@ -467,16 +465,10 @@ local function select_recv(fname, chs, timeout_ms)
     return block(w, timeout_ms, true)
 end
 
--- One channel: select({ ch }) without the list.
+-- select({ ch }) through the channel's own one-element list (made once, not per call).
 function Channel:recv(timeout_ms)
-    if timeout_ms ~= nil then timeout_ms = check_ms(timeout_ms, "timeout_ms", "recv") end
-    if self.n > 0 then return (pop(self)) end
-    if self.closed then return nil, "Closed" end
-    local w = new_waiter(current("recv"))
-    w.ch = self
-    local rs = self.receivers
-    rs[#rs + 1] = w
-    local v, err = block(w, timeout_ms, true)
+    timeout_ms = check_ms(timeout_ms, "timeout_ms", "recv", true)
+    local v, err = select_recv("recv", self.alone or { self }, timeout_ms)
     if v == nil then return nil, err end
     return v
 end

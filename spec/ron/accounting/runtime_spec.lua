@@ -264,7 +264,7 @@ describe("ron.accounting.runtime", function()
                 ["ch:try_send"] = Channel.try_send, hand_over = hand_over, wake = wake,
                 unwait = upvalue(wake, "unwait"), schedule = upvalue(wake, "schedule"),
                 select_recv = upvalue(task.select, "select_recv"),
-                block = upvalue(Channel.recv, "block"),
+                block = upvalue(upvalue(task.select, "select_recv"), "block"),
                 run_ready = upvalue(upvalue(wake, "schedule"), "run_ready"),
             } do
                 guarded[fn] = name
