@@ -65,7 +65,7 @@ static inline int try_add(ra_meter_t *m, ra__slot_t *slot, uint32_t gen, uint32_
  * record (a race was lost), or a negative code. */
 static int claim(ra_meter_t *m, ra__slot_t *slot, uint64_t seen, uint32_t slot_index,
                  uint32_t win, const ra_tenant_t *t, const ra_subject_t *s, int dim,
-                 uint64_t inc) {
+                 uint64_t inc, uint64_t *live_ident) {
     uint32_t gen = (ra__ident_gen(seen) + 1) & RA_GEN_MASK;
     if (gen == 0) gen = 1; /* generation 0 is the zero-filled never-used pair */
     uint64_t claimed = ra__ident(gen, (uint32_t)dim, RA_SLOT_CLAIMED);
@@ -90,15 +90,18 @@ static int claim(ra_meter_t *m, ra__slot_t *slot, uint64_t seen, uint32_t slot_i
     while (!ra__pair_cas(&slot->pair, &cur, ra__pair_make(0, ra__stamp(win, gen)))) {
     }
     uint64_t expect = claimed;
-    if (!atomic_compare_exchange_strong_explicit(&slot->ident, &expect,
-                                                 ra__ident(gen, (uint32_t)dim, RA_SLOT_LIVE),
+    *live_ident = ra__ident(gen, (uint32_t)dim, RA_SLOT_LIVE);
+    if (!atomic_compare_exchange_strong_explicit(&slot->ident, &expect, *live_ident,
                                                  memory_order_acq_rel, memory_order_acquire))
         return 1; /* defensive: only this writer may move its claim on */
     return try_add(m, slot, gen, win, dim, inc) == ADD_DONE ? 0 : 1;
 }
 
+/* The whole protocol. On success, *at_slot and *at_ident say which entry took the record
+ * (under the identity its key was read with: what a key handle may cache). */
 static RA_NOINLINE int record_slow(ra_meter_t *m, uint32_t win, const ra_tenant_t *t,
-                                   const ra_subject_t *s, int dim, uint64_t inc, uint64_t h) {
+                                   const ra_subject_t *s, int dim, uint64_t inc, uint64_t h,
+                                   uint32_t *at_slot, uint64_t *at_ident) {
     uint32_t shard = m->shard_bits ? (uint32_t)(h >> (64 - m->shard_bits)) : 0;
     uint32_t per = m->slot_mask + 1;
     uint32_t base = shard * per;
@@ -133,13 +136,18 @@ static RA_NOINLINE int record_slow(ra_meter_t *m, uint32_t win, const ra_tenant_
                 again = true;
                 break;
             }
-            if (try_add(m, slot, ra__ident_gen(id), win, dim, inc) == ADD_DONE) return 0;
+            if (try_add(m, slot, ra__ident_gen(id), win, dim, inc) == ADD_DONE) {
+                *at_slot = idx;
+                *at_ident = id;
+                return 0;
+            }
         }
         if (again) continue;
         if (!free_slot) break;
-        int rc = claim(m, free_slot, free_ident, free_index, win, t, s, dim, inc);
+        int rc = claim(m, free_slot, free_ident, free_index, win, t, s, dim, inc, at_ident);
         if (rc <= 0) {
             if (rc == RA_ECAPACITY) ra__count_reject(m, RA_REJ_CAPACITY);
+            *at_slot = free_index;
             return rc;
         }
     }
@@ -154,22 +162,64 @@ static RA_NOINLINE int record_slow(ra_meter_t *m, uint32_t win, const ra_tenant_
  * starts over from the home slot. The stamp's generation check in the CAS makes this
  * exact without re-reading the ident: a retired or reused entry has a TOMB stamp or a newer
  * generation, so the CAS fails on it (the slot protocol of docs/ARCHITECTURE.md). */
+/* The one add of the fast paths: the pair carries the entry's generation (ident's) and
+ * the record's window, and the count does not saturate. */
+static inline bool fast_add(ra__slot_t *slot, uint64_t id, uint32_t win, uint64_t inc) {
+    ra__u128 cur = ra__pair_peek(&slot->pair);
+    uint64_t st = ra__pair_stamp(cur), c = ra__pair_count(cur);
+    return RA_LIKELY(ra__stamp_gen(st) == ra__ident_gen(id) && ra__stamp_win(st) == win &&
+                     c + inc >= c &&
+                     ra__pair_cas(&slot->pair, &cur, ra__pair_make(c + inc, st)));
+}
+
+static inline uint64_t key_hash(const ra_meter_t *m, const ra_tenant_t *t,
+                                const ra_subject_t *s, int dim) {
+    return ra__key_hash(t->b, s->b, (uint32_t)dim) ^ m->stripe_mix;
+}
+
 static inline int record_in(ra_meter_t *m, uint32_t win, const ra_tenant_t *t,
                             const ra_subject_t *s, int dim, uint64_t inc) {
-    uint64_t h = ra__key_hash(t->b, s->b, (uint32_t)dim) ^ m->stripe_mix;
+    uint64_t h = key_hash(m, t, s, dim);
     uint32_t shard = m->shard_bits ? (uint32_t)(h >> (64 - m->shard_bits)) : 0;
     ra__slot_t *slot = &m->slots[shard * (m->slot_mask + 1) + ((uint32_t)h & m->slot_mask)];
     uint64_t id = atomic_load_explicit(&slot->ident, memory_order_acquire);
     if (RA_LIKELY(ra__ident_state(id) == RA_SLOT_LIVE && ra__ident_dim(id) == (uint32_t)dim &&
-                  key_equal(slot, t, s))) {
-        ra__u128 cur = ra__pair_peek(&slot->pair);
-        uint64_t st = ra__pair_stamp(cur), c = ra__pair_count(cur);
-        if (RA_LIKELY(ra__stamp_gen(st) == ra__ident_gen(id) && ra__stamp_win(st) == win &&
-                      c + inc >= c &&
-                      ra__pair_cas(&slot->pair, &cur, ra__pair_make(c + inc, st))))
-            return 0;
+                  key_equal(slot, t, s) && fast_add(slot, id, win, inc)))
+        return 0;
+    uint32_t at_slot;
+    uint64_t at_ident;
+    return record_slow(m, win, t, s, dim, inc, h, &at_slot, &at_ident);
+}
+
+/* A key handle's record: the whole protocol, then the entry that took the record is
+ * cached. A record refused leaves the cache empty, so the next one starts over. */
+static RA_NOINLINE int record_key_slow(ra_meter_t *m, uint32_t win, ra_key_t *k,
+                                       uint64_t inc) {
+    uint32_t at_slot = 0;
+    uint64_t at_ident = 0;
+    int rc = record_slow(m, win, &k->tenant, &k->subject, k->dim, inc,
+                         key_hash(m, &k->tenant, &k->subject, k->dim), &at_slot, &at_ident);
+    k->meter_ = rc == 0 ? m : NULL; /* NULL: the fast path is not even tried */
+    k->mix_ = m->stripe_mix;
+    k->slot_ = at_slot;
+    k->ident_ = at_ident;
+    return rc;
+}
+
+/* The fast path of a key handle. The cached identity stands for the key: an entry's key
+ * bytes are written while it is CLAIMED and never change under a LIVE identity, and every
+ * claim takes a new generation, so an entry whose identity still equals the cached one
+ * still holds this key. The pair's generation check in the CAS then does what it does in
+ * record_in (a retired entry has a TOMB stamp, a reused one a newer generation). The
+ * meter and stripe checks keep a handle from using another plane's (or stripe's) entry:
+ * such a record takes the slow path and re-caches. */
+static inline int record_key_in(ra_meter_t *m, uint32_t win, ra_key_t *k, uint64_t inc) {
+    if (RA_LIKELY(k->meter_ == m && k->mix_ == m->stripe_mix)) {
+        ra__slot_t *slot = &m->slots[k->slot_ & m->slots_all_mask];
+        uint64_t id = atomic_load_explicit(&slot->ident, memory_order_acquire);
+        if (RA_LIKELY(id == k->ident_ && fast_add(slot, id, win, inc))) return 0;
     }
-    return record_slow(m, win, t, s, dim, inc, h);
+    return record_key_slow(m, win, k, inc);
 }
 
 /* Sampling state for the latency histogram: one record in 1024 per thread is timed, so
@@ -195,8 +245,11 @@ const uint64_t *ra__latency_bounds_ns(void) {
     return lat_bounds_ns;
 }
 
-static int record_checked(ra_meter_t *m, int has_time, int64_t now_ms, const ra_tenant_t *t,
-                          const ra_subject_t *s, int dim, uint64_t inc) {
+/* Both kinds of record: by key (k == NULL) or through a key handle (k). Inlined into each
+ * public entry point, where k is a constant, so each keeps one straight path. */
+static inline __attribute__((always_inline)) int record_checked(
+    ra_meter_t *m, int has_time, int64_t now_ms, const ra_tenant_t *t, const ra_subject_t *s,
+    int dim, ra_key_t *k, uint64_t inc) {
     if (RA_UNLIKELY(!t || !s || dim < 0 || (uint32_t)dim >= m->n_dims)) {
         ra__count_reject(m, RA_REJ_INVALID);
         return RA_EINVAL;
@@ -213,10 +266,10 @@ static int record_checked(ra_meter_t *m, int has_time, int64_t now_ms, const ra_
     }
     if (RA_UNLIKELY(inc == 0)) return 0;
     if (RA_LIKELY((++ra__sample_tick & ((1u << RA_LAT_SAMPLE_SHIFT) - 1)) != 0))
-        return record_in(m, win, t, s, dim, inc);
+        return k ? record_key_in(m, win, k, inc) : record_in(m, win, t, s, dim, inc);
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    rc = record_in(m, win, t, s, dim, inc);
+    rc = k ? record_key_in(m, win, k, inc) : record_in(m, win, t, s, dim, inc);
     clock_gettime(CLOCK_MONOTONIC, &b);
     int64_t ns = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
     observe_latency(m, ns < 0 ? 0 : (uint64_t)ns);
@@ -225,12 +278,66 @@ static int record_checked(ra_meter_t *m, int has_time, int64_t now_ms, const ra_
 
 int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, int dim,
                     uint64_t inc) {
-    return record_checked(m, 0, 0, t, s, dim, inc);
+    return record_checked(m, 0, 0, t, s, dim, NULL, inc);
 }
 
 int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t,
                        const ra_subject_t *s, int dim, uint64_t inc) {
-    return record_checked(m, 1, now_ms, t, s, dim, inc);
+    return record_checked(m, 1, now_ms, t, s, dim, NULL, inc);
+}
+
+int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s,
+                int dim) {
+    if (!m) return RA_EINVAL;
+    if (!k || !t || !s || dim < 0 || (uint32_t)dim >= m->n_dims) {
+        ra__count_reject(m, RA_REJ_INVALID);
+        return RA_EINVAL;
+    }
+    memset(k, 0, sizeof *k);
+    k->tenant = *t;
+    k->subject = *s;
+    k->dim = dim;
+    return 0;
+}
+
+/* Every record that is not the fast case below: all checks, the latency sample, then
+ * record_key_in (whose own fast path is the same add). */
+static RA_NOINLINE int record_key_checked(ra_meter_t *m, int has_time, int64_t now_ms,
+                                          ra_key_t *k, uint64_t inc) {
+    if (RA_UNLIKELY(!k)) return record_checked(m, has_time, now_ms, NULL, NULL, 0, NULL, inc);
+    return record_checked(m, has_time, now_ms, &k->tenant, &k->subject, k->dim, k, inc);
+}
+
+/* The fast case of a key handle, before any other work: a cached entry of this meter and
+ * stripe, not degraded, a record that is not latency-sampled, and the add succeeds. The
+ * handle's dimension was checked when its entry was cached (dimensions never change on a
+ * plane). Anything else goes through record_key_checked, which records exactly once: this
+ * path either added or changed nothing. */
+static inline bool record_key_fast(ra_meter_t *m, ra_key_t *k, uint32_t win, uint64_t inc) {
+    uint32_t tick = ra__sample_tick + 1; /* a due sample is left to record_checked */
+    if (RA_UNLIKELY(!k || k->meter_ != m || k->mix_ != m->stripe_mix || inc == 0 ||
+                    atomic_load_explicit(&m->hdr->degraded, memory_order_relaxed) ||
+                    (tick & ((1u << RA_LAT_SAMPLE_SHIFT) - 1)) == 0))
+        return false;
+    ra__sample_tick = tick;
+    ra__slot_t *slot = &m->slots[k->slot_ & m->slots_all_mask];
+    uint64_t id = atomic_load_explicit(&slot->ident, memory_order_acquire);
+    return id == k->ident_ && fast_add(slot, id, win, inc);
+}
+
+int ra_meter_record_key(ra_meter_t *m, ra_key_t *k, uint64_t inc) {
+    uint32_t win;
+    if (RA_LIKELY(!m->clock && ra__window_now(m, &win) == 0 && record_key_fast(m, k, win, inc)))
+        return 0;
+    return record_key_checked(m, 0, 0, k, inc);
+}
+
+int ra_meter_record_key_at(ra_meter_t *m, int64_t now_ms, ra_key_t *k, uint64_t inc) {
+    uint32_t win;
+    if (RA_LIKELY(ra__window_of_ms_cached(m, now_ms, &win) == 0 &&
+                  record_key_fast(m, k, win, inc)))
+        return 0;
+    return record_key_checked(m, 1, now_ms, k, inc);
 }
 
 /* A stripe moves the key's home slot (and shard) by a fixed mix of the stripe number;

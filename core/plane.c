@@ -59,6 +59,7 @@ static void bind_views(ra_meter_t *m) {
     m->window_len_s = m->hdr->window_len_s;
     m->n_dims = m->hdr->n_dims;
     m->slot_mask = m->hdr->slots_per_shard - 1;
+    m->slots_all_mask = m->hdr->shards * m->hdr->slots_per_shard - 1;
     uint32_t bits = 0;
     while ((1u << bits) < m->hdr->shards) bits++;
     m->shard_bits = bits;

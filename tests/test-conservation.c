@@ -3,7 +3,9 @@
  * milliseconds; one writer process is stopped (SIGSTOP) across several rollovers and
  * resumed, another is killed with -9 mid-run. The sum of all sealed slices equals the sum
  * of all accepted records, exactly, per key (for the killed writer: within the one record
- * it may have had in flight). Every stream's chain is checked too.
+ * it may have had in flight). Every stream's chain is checked too. The second thread of
+ * every writer process records through key handles (ra_meter_record_key_at, a handle per
+ * key), whose cached entries go stale as windows are sealed and entries retired.
  *
  * Usage: test-conservation [seconds] [seed]   (default: 3 s, fixed seed; `make soak` runs
  * it long). The seed is printed. */
@@ -58,6 +60,17 @@ static void *writer(void *arg) {
     for (unsigned i = 0; i < TENANTS; i++) tenants[i] = ra_t_tenant(i);
     for (unsigned i = 0; i < SUBJECTS; i++) subjects[i] = ra_t_subject(i);
     uint64_t rng = g_seed ^ ((uint64_t)w << 40);
+    ra_key_t *keys = NULL;
+    if (w % THREADS == 1) {
+        keys = malloc(sizeof *keys * KEYS);
+        if (!keys) return (void *)1;
+        for (unsigned t = 0; t < TENANTS; t++)
+            for (unsigned s = 0; s < SUBJECTS; s++)
+                for (unsigned d = 0; d < DIMS; d++)
+                    if (ra_key_init(&keys[key_index(t, s, d)], m, &tenants[t], &subjects[s],
+                                    (int)d) != 0)
+                        return (void *)1;
+    }
     atomic_store(&sh->started[w], 1);
     while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
         unsigned t = (unsigned)(ra_t_rand(&rng) % TENANTS);
@@ -68,7 +81,8 @@ static void *writer(void *arg) {
          * land behind a boundary the sealer already passed (late rows). */
         int64_t at = atomic_load_explicit(&sh->sim_ms, memory_order_relaxed) +
                      (int64_t)(ra_t_rand(&rng) % 601) - 300;
-        int rc = ra_meter_record_at(m, at, &tenants[t], &subjects[s], (int)d, inc);
+        int rc = keys ? ra_meter_record_key_at(m, at, &keys[key_index(t, s, d)], inc)
+                      : ra_meter_record_at(m, at, &tenants[t], &subjects[s], (int)d, inc);
         if (rc == 0) {
             atomic_fetch_add_explicit(&sh->tally[w][key_index(t, s, d)], inc,
                                       memory_order_relaxed);
@@ -77,6 +91,7 @@ static void *writer(void *arg) {
             atomic_fetch_add_explicit(&sh->refused[w], 1, memory_order_relaxed);
         }
     }
+    free(keys);
     ra_meter_close(m);
     return NULL;
 }
@@ -269,6 +284,6 @@ int main(int argc, char **argv) {
     if (argc > 2) g_seed = strtoull(argv[2], NULL, 0);
     printf("# test-conservation\n");
     RA_RUN(conservation_across_rollover,
-           "conservation across rollover: threads, processes, SIGSTOP and kill -9");
+           "conservation across rollover: threads, processes, key handles, SIGSTOP and kill -9");
     RA_DONE();
 }

@@ -22,6 +22,24 @@ static uint64_t plane_count(ra_meter_t *m, const ra_tenant_t *t, const ra_subjec
     return sum;
 }
 
+/* The slot a key's probe starts at (stripe 0). */
+static uint32_t home_slot(const ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s,
+                          int dim) {
+    uint64_t h = ra__key_hash(t->b, s->b, (uint32_t)dim);
+    uint32_t shard = m->shard_bits ? (uint32_t)(h >> (64 - m->shard_bits)) : 0;
+    return shard * (m->slot_mask + 1) + ((uint32_t)h & m->slot_mask);
+}
+
+/* A subject (numbered from `from`) whose key's home is `slot`. */
+static ra_subject_t subject_homed_at(const ra_meter_t *m, const ra_tenant_t *t, int dim,
+                                     uint32_t slot, unsigned from) {
+    for (unsigned i = from; i < from + 10000000u; i++) {
+        ra_subject_t s = ra_t_subject(i);
+        if (home_slot(m, t, &s, dim) == slot) return s;
+    }
+    abort();
+}
+
 RA_TEST(errors_have_names_and_messages) {
     CHECK_STR(ra_err_name(0), "OK");
     CHECK_STR(ra_err_name(RA_ECAPACITY), "CapacityExceeded");
@@ -333,11 +351,170 @@ RA_TEST(subject_hash_matches_b3sum_keyed) {
     ra_meter_close(m);
 }
 
+/* Key handles: the same counts, errors and counters as ra_meter_record; the cache follows
+ * the meter and the stripe it was made for. */
+RA_TEST(key_handles_record_like_record) {
+    ra_config_t cfg;
+    ra_t_config(&cfg);
+    ra_meter_t *m = ra_t_open(&cfg);
+    REQUIRE(m);
+    ra_tenant_t t = ra_t_tenant(3);
+    ra_subject_t s = ra_t_subject(3);
+    int64_t at = RA_T_EPOCH_MS + 1000;
+    uint32_t win = (uint32_t)(at / 1000 / 60);
+    ra_key_t k;
+    CHECK_RC(ra_key_init(&k, m, &t, &s, RA_DIM_BYTES), 0);
+    CHECK(k.meter_ == NULL && k.ident_ == 0);
+    CHECK_RC(ra_meter_record_key_at(m, at, &k, 5), 0);
+    CHECK(k.meter_ == m && k.ident_ != 0); /* cached: the next records take the fast path */
+    CHECK_EQ_U64(atomic_load(&m->slots[k.slot_].ident), k.ident_);
+    for (int i = 0; i < 1000; i++) CHECK_RC(ra_meter_record_key_at(m, at, &k, 1), 0);
+    CHECK_RC(ra_meter_record_at(m, at, &t, &s, RA_DIM_BYTES, 10), 0); /* same entry */
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_BYTES, win), 1015);
+    CHECK(ra_t_metric(m, "accounting_plane_entries") == 1);
+    /* The meter's clock (injected here) is the clock of ra_meter_record_key. */
+    ra_t_now_ms = at;
+    CHECK_RC(ra_meter_record_key(m, &k, 2), 0);
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_BYTES, win), 1017);
+
+    /* Bad input: typed errors, counted; a failed init leaves the handle alone. */
+    ra_key_t bad = k;
+    CHECK_RC(ra_key_init(&bad, m, &t, &s, 3), RA_EINVAL);
+    CHECK(memcmp(&bad, &k, sizeof k) == 0);
+    CHECK_RC(ra_key_init(&bad, m, NULL, &s, RA_DIM_BYTES), RA_EINVAL);
+    CHECK_RC(ra_key_init(NULL, m, &t, &s, RA_DIM_BYTES), RA_EINVAL);
+    CHECK_RC(ra_key_init(&bad, NULL, &t, &s, RA_DIM_BYTES), RA_EINVAL); /* nowhere to count */
+    CHECK_RC(ra_meter_record_key_at(m, at, NULL, 1), RA_EINVAL);
+    CHECK_RC(ra_meter_record_key_at(m, -5, &k, 1), RA_EINVAL);
+    CHECK(ra_t_metric(m, "accounting_rejected_total{reason=\"invalid\"}") == 5);
+    CHECK_RC(ra_meter_record_key_at(m, at, &k, 0), 0); /* no-op */
+    ra_meter_set_degraded(m, 1);
+    CHECK_RC(ra_meter_record_key_at(m, at, &k, 1), RA_EDEGRADED); /* I-8, on the fast path too */
+    CHECK(ra_t_metric(m, "accounting_rejected_total{reason=\"degraded\"}") == 1);
+    ra_meter_set_degraded(m, 0);
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_BYTES, win), 1017);
+
+    /* Another stripe: the handle re-caches, to the key's entry of that stripe. */
+    CHECK_RC(ra_meter_set_stripe(m, 5), 0);
+    CHECK_RC(ra_meter_record_key_at(m, at, &k, 100), 0);
+    CHECK(ra_t_metric(m, "accounting_plane_entries") == 2);
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_BYTES, win), 1117);
+    CHECK_RC(ra_meter_set_stripe(m, 0), 0);
+    CHECK_RC(ra_meter_record_key_at(m, at, &k, 1), 0); /* back to the stripe-0 entry */
+    CHECK(ra_t_metric(m, "accounting_plane_entries") == 2);
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_BYTES, win), 1118);
+
+    /* A handle used with another meter records into that meter, never into the first, and
+     * never into another key's entry that has the same index and identity there. */
+    ra_meter_t *m2 = ra_t_open(&cfg);
+    REQUIRE(m2);
+    ra_subject_t twin = subject_homed_at(m2, &t, RA_DIM_BYTES, k.slot_, 5000);
+    CHECK_RC(ra_meter_record_at(m2, at, &t, &twin, RA_DIM_BYTES, 40), 0);
+    CHECK_EQ_U64(atomic_load(&m2->slots[k.slot_].ident), k.ident_); /* same identity */
+    CHECK_RC(ra_meter_record_key_at(m2, at, &k, 7), 0);
+    CHECK(k.meter_ == m2);
+    CHECK_EQ_U64(plane_count(m2, &t, &s, RA_DIM_BYTES, win), 7);
+    CHECK_EQ_U64(plane_count(m2, &t, &twin, RA_DIM_BYTES, win), 40);
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_BYTES, win), 1118);
+    CHECK_RC(ra_meter_record_key_at(m, at, &k, 1), 0);
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_BYTES, win), 1119);
+    ra_meter_close(m2);
+
+    /* Sealed like any record: one row per subject with the total. */
+    size_t n = 0;
+    CHECK_RC(ra_meter_rollover(m, (int64_t)(win + 1) * 60000, NULL, 0, &n), 0);
+    REQUIRE(n == 1);
+    ra_slice_t *sl = NULL;
+    CHECK_RC(ra_meter_pending_get(m, 0, &sl), 0);
+    uint64_t inc = 0;
+    CHECK_EQ_U64(ra_slice_row_count(sl), 1);
+    CHECK_RC(ra_slice_row(sl, 0, NULL, &inc), 0);
+    CHECK_EQ_U64(inc, 1119);
+    ra_slice_unref(sl);
+    ra_meter_close(m);
+}
+
+/* A key handle's cached entry goes stale in every way the plane allows: its window still
+ * holds an unsealed count when the next window starts, a late record comes for the old
+ * window, the entry is retired, and its slot is claimed by another key. Each record lands
+ * in its own key and window, exactly. */
+RA_TEST(key_handle_follows_windows_and_entry_reuse) {
+    ra_config_t cfg;
+    ra_t_config(&cfg);
+    cfg.shards = 1;
+    cfg.capacity_rows = 50;
+    ra_meter_t *m = ra_t_open(&cfg);
+    REQUIRE(m);
+    ra_tenant_t t = ra_t_tenant(9);
+    ra_subject_t s = ra_t_subject(9);
+    int64_t w0 = RA_T_EPOCH_MS;
+    uint32_t win0 = (uint32_t)(w0 / 1000 / 60);
+    ra_key_t k;
+    CHECK_RC(ra_key_init(&k, m, &t, &s, RA_DIM_REQUESTS), 0);
+    CHECK_RC(ra_meter_record_key_at(m, w0 + 1000, &k, 7), 0);
+    uint32_t first = k.slot_;
+    /* The next window while window 0's count is unsealed: another entry, re-cached. */
+    CHECK_RC(ra_meter_record_key_at(m, w0 + 61000, &k, 3), 0);
+    CHECK(k.slot_ != first);
+    /* A late record for window 0 (a writer whose clock is behind) finds window 0's entry. */
+    CHECK_RC(ra_meter_record_key_at(m, w0 + 59000, &k, 2), 0);
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_REQUESTS, win0), 9);
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_REQUESTS, win0 + 1), 3);
+    size_t n = 0;
+    CHECK_RC(ra_meter_rollover(m, w0 + 60000, NULL, 0, &n), 0);
+    CHECK_EQ_U64(n, 1);
+    CHECK_RC(ra_meter_rollover(m, w0 + 120000, NULL, 0, &n), 0);
+    CHECK_EQ_U64(n, 1);
+    /* Idle windows: both entries are retired. */
+    CHECK_RC(ra_meter_rollover(m, w0 + 180000, NULL, 0, &n), 0);
+    CHECK_RC(ra_meter_rollover(m, w0 + 240000, NULL, 0, &n), 0);
+    CHECK(ra_t_metric(m, "accounting_plane_entries") == 0);
+    uint32_t cached = k.slot_;
+    uint64_t cached_ident = k.ident_;
+    CHECK(atomic_load(&m->slots[cached].ident) != cached_ident);
+    /* Another key whose home is the cached slot claims it. */
+    ra_subject_t other = subject_homed_at(m, &t, RA_DIM_REQUESTS, cached, 1000);
+    int64_t w4 = w0 + 240000;
+    uint32_t win4 = win0 + 4;
+    CHECK_RC(ra_meter_record_at(m, w4 + 1000, &t, &other, RA_DIM_REQUESTS, 11), 0);
+    ra__slot_t *slot = &m->slots[cached];
+    CHECK(ra__ident_state(atomic_load(&slot->ident)) == RA_SLOT_LIVE);
+    CHECK(memcmp(slot->subject, other.b, 16) == 0);
+    /* The handle must not add to the other key's entry (same dimension, same window). */
+    CHECK_RC(ra_meter_record_key_at(m, w4 + 1000, &k, 5), 0);
+    CHECK(k.slot_ != cached);
+    CHECK_EQ_U64(plane_count(m, &t, &other, RA_DIM_REQUESTS, win4), 11);
+    CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_REQUESTS, win4), 5);
+    CHECK_RC(ra_meter_rollover(m, w4 + 60000, NULL, 0, &n), 0);
+    CHECK_EQ_U64(n, 1);
+    uint64_t by_key[2] = {0, 0};
+    for (size_t p = 0; p < ra_meter_pending_count(m); p++) {
+        ra_slice_t *sl = NULL;
+        REQUIRE(ra_meter_pending_get(m, p, &sl) == 0);
+        ra_slice_id_t id;
+        ra_slice_get_id(sl, &id);
+        for (size_t r = 0; r < ra_slice_row_count(sl); r++) {
+            ra_subject_t sub;
+            uint64_t inc;
+            CHECK_RC(ra_slice_row(sl, r, &sub, &inc), 0);
+            if (id.window_start_s == (int64_t)win4 * 60)
+                by_key[memcmp(sub.b, other.b, 16) == 0] += inc;
+        }
+        ra_slice_unref(sl);
+    }
+    CHECK_EQ_U64(by_key[0], 5);
+    CHECK_EQ_U64(by_key[1], 11);
+    ra_meter_close(m);
+}
+
 int main(void) {
     printf("# test-record (seed for property loops: fixed, 1)\n");
     RA_RUN(errors_have_names_and_messages, "error taxonomy names and messages");
     RA_RUN(tenant_parse_and_format, "tenant UUID parse and format");
     RA_RUN(config_validation, "configuration validation");
+    RA_RUN(key_handles_record_like_record, "key handles record like ra_meter_record");
+    RA_RUN(key_handle_follows_windows_and_entry_reuse,
+           "a key handle follows window moves, retirement and slot reuse");
     RA_RUN(G_1_monotonicity_property, "G-1 monotonicity: counters never decrease within a window");
     RA_RUN(G_1_bad_input_rejected_and_counted, "G-1 bad input rejected and counted");
     RA_RUN(G_19_overflow_property, "G-19 overflow: saturating add and accounting_overflow_total");

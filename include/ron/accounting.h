@@ -184,6 +184,33 @@ RA_EXTERN int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subj
 RA_EXTERN int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t,
                                  const ra_subject_t *s, int dim, uint64_t inc);
 
+/* A key resolved once: (tenant, subject, dimension) and a cache of the plane entry that
+ * took its last record. A caller that records the same keys again and again (a gateway's
+ * tenants, a loop, an exporter's own usage) fills one with ra_key_init and records through
+ * it: while the cached entry is still the key's (same meter and stripe, same entry
+ * generation, the record's window), a record is one 16-byte CAS with no key hash, probe
+ * or key compare. Otherwise it records exactly like ra_meter_record and caches the entry
+ * that took the record. Same results, errors and invariants as ra_meter_record.
+ * Caller-owned, any number per meter; the fields after `dim` are private. Records through
+ * one handle must not run concurrently (the cache is written without synchronisation): a
+ * handle per thread, or the caller's lock. Change the key only through ra_key_init. */
+typedef struct ra_key_s {
+    ra_tenant_t tenant;
+    ra_subject_t subject;
+    int32_t dim;
+    uint32_t slot_;            /* private: entry index, valid with ident_ */
+    const ra_meter_t *meter_;  /* private: the meter (and stripe) the cache belongs to */
+    uint64_t mix_;
+    uint64_t ident_;           /* private: the entry's identity (0: nothing cached) */
+} ra_key_t;
+/* Fills *k (nothing cached yet). RA_EINVAL: a NULL argument or a dimension id this meter
+ * does not have (counted like a bad record; *k is left as it was). */
+RA_EXTERN int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t,
+                          const ra_subject_t *s, int dim);
+RA_EXTERN int ra_meter_record_key(ra_meter_t *m, ra_key_t *k, uint64_t inc);
+RA_EXTERN int ra_meter_record_key_at(ra_meter_t *m, int64_t now_ms, ra_key_t *k,
+                                     uint64_t inc);
+
 /* Records through this handle go to the key's entry of stripe `stripe` (0, the default,
  * is the one every handle shares). Handles of different processes on one shm plane (nginx
  * workers) that record the same hot keys contend for the same cache lines; with a stripe

@@ -96,6 +96,18 @@ int ra_meter_dimension(const ra_meter_t *m, const char *name, size_t len);
 const char *ra_meter_dimension_name(const ra_meter_t *m, int dim);
 int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, int dim, uint64_t inc);
 int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t, const ra_subject_t *s, int dim, uint64_t inc);
+typedef struct ra_key_s {
+    ra_tenant_t tenant;
+    ra_subject_t subject;
+    int32_t dim;
+    uint32_t slot_;
+    const ra_meter_t *meter_;
+    uint64_t mix_;
+    uint64_t ident_;
+} ra_key_t;
+int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, int dim);
+int ra_meter_record_key(ra_meter_t *m, ra_key_t *k, uint64_t inc);
+int ra_meter_record_key_at(ra_meter_t *m, int64_t now_ms, ra_key_t *k, uint64_t inc);
 int ra_meter_set_stripe(ra_meter_t *m, uint32_t stripe);
 int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t out_cap, size_t *n_sealed);
 int ra_meter_compact(ra_meter_t *m);
@@ -146,6 +158,9 @@ return {
         "ra_meter_dimension_name",
         "ra_meter_record",
         "ra_meter_record_at",
+        "ra_key_init",
+        "ra_meter_record_key",
+        "ra_meter_record_key_at",
         "ra_meter_set_stripe",
         "ra_meter_rollover",
         "ra_meter_compact",
