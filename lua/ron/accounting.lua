@@ -18,6 +18,8 @@
 --              meter:subject() handle (ra_subject_t cdata)
 --   dimension  registered name, or its numeric id (meter:dimension(name))
 --   inc        integer Lua number in 0..2^53-1, or uint64_t cdata, or int64_t cdata >= 0
+-- key(tenant, subject, dimension) -> key handle, and record_key(key, inc): the same record
+-- with the key resolved once (a handle caches its plane entry: no key hash per record).
 -- Every bad argument returns nil, "InvalidArgument: …" and is counted in
 -- accounting_rejected_total{reason="invalid"} (ra_meter_count_invalid). The call
 -- allocates nothing and a record loop compiles to
@@ -108,6 +110,12 @@ local tenant_t = metatype("ra_tenant_t", {
 })
 local subject_t = metatype("ra_subject_t", {
     __tostring = function(s) return slice.hex(s.b, 16) end,
+})
+local key_t = metatype("ra_key_t", {
+    __tostring = function(k)
+        return "ron.accounting key " .. slice.tenant_string(k.tenant) .. " " ..
+               slice.hex(k.subject.b, 16) .. " dimension " .. tonumber(k.dim)
+    end,
 })
 local u64_t = ffi.typeof("uint64_t")
 local i64_t = ffi.typeof("int64_t")
@@ -269,51 +277,60 @@ local function reject(m, msg)
     return nil, msg
 end
 
+-- The argument checks of the hot path: each returns the value for the core, or nil and a
+-- constant message (no string building, no garbage, even when failing).
+local function tenant_arg(tenant)
+    if type(tenant) == "string" then
+        if C.ra_tenant_parse(tenant, #tenant, tenant_buf) ~= 0 then
+            return nil, "InvalidArgument: tenant is not a UUID string"
+        end
+        return tenant_buf
+    elseif istype(tenant_t, tenant) then
+        return tenant
+    end
+    return nil, "InvalidArgument: tenant must be a UUID string or an acct.tenant() handle"
+end
+
+local function subject_arg(m, subject)
+    if type(subject) == "string" then
+        C.ra_meter_subject(m, subject, #subject, subject_buf)
+        return subject_buf
+    elseif istype(subject_t, subject) then
+        return subject
+    end
+    return nil, "InvalidArgument: subject must be a string or a meter:subject() handle"
+end
+
+-- nil when inc is a valid increment, else the message.
+local function inc_error(inc)
+    if type(inc) == "number" then
+        -- NaN fails the first comparison; 2^53 and above are not exact integers.
+        if not (inc >= 0 and inc < TWO53 and floor(inc) == inc) then
+            return "InvalidArgument: inc must be an integer in 0..2^53-1"
+        end
+    elseif istype(u64_t, inc) then -- luacheck: ignore 542 (any uint64_t is valid)
+    elseif istype(i64_t, inc) then
+        if inc < 0 then return "InvalidArgument: inc must not be negative" end
+    else
+        return "InvalidArgument: inc must be a number or a uint64_t cdata"
+    end
+    return nil
+end
+
 -- The hot path. No allocation, no closure, no string building: every error message is
 -- a constant; buffers are module-level.
 function Meter:record(tenant, subject, dimension, inc)
     local m = handle(self)
-
-    local t
-    if type(tenant) == "string" then
-        if C.ra_tenant_parse(tenant, #tenant, tenant_buf) ~= 0 then
-            return reject(m, "InvalidArgument: tenant is not a UUID string")
-        end
-        t = tenant_buf
-    elseif istype(tenant_t, tenant) then
-        t = tenant
-    else
-        return reject(m, "InvalidArgument: tenant must be a UUID string or an acct.tenant() handle")
-    end
-
-    local s
-    if type(subject) == "string" then
-        C.ra_meter_subject(m, subject, #subject, subject_buf)
-        s = subject_buf
-    elseif istype(subject_t, subject) then
-        s = subject
-    else
-        return reject(m, "InvalidArgument: subject must be a string or a meter:subject() handle")
-    end
-
+    local t, terr = tenant_arg(tenant)
+    if t == nil then return reject(m, terr) end
+    local s, serr = subject_arg(m, subject)
+    if s == nil then return reject(m, serr) end
     local dim = self._dims[dimension]
     if dim == nil then
         return reject(m, "InvalidArgument: unknown dimension")
     end
-
-    if type(inc) == "number" then
-        -- NaN fails the first comparison; 2^53 and above are not exact integers.
-        if not (inc >= 0 and inc < TWO53 and floor(inc) == inc) then
-            return reject(m, "InvalidArgument: inc must be an integer in 0..2^53-1")
-        end
-    elseif istype(u64_t, inc) then -- luacheck: ignore 542 (any uint64_t is valid)
-    elseif istype(i64_t, inc) then
-        if inc < 0 then
-            return reject(m, "InvalidArgument: inc must not be negative")
-        end
-    else
-        return reject(m, "InvalidArgument: inc must be a number or a uint64_t cdata")
-    end
+    local ierr = inc_error(inc)
+    if ierr then return reject(m, ierr) end
 
     local clock = self._clock
     local rc
@@ -321,6 +338,44 @@ function Meter:record(tenant, subject, dimension, inc)
         rc = C.ra_meter_record_at(m, floor(clock() * 1000), t, s, dim, inc)
     else
         rc = C.ra_meter_record(m, t, s, dim, inc)
+    end
+    if rc == 0 then return true end
+    return nil, ERRMSG[rc] or errmsg(rc)
+end
+
+-- A key handle (ra_key_t cdata): tenant, subject and dimension (the arguments of record)
+-- resolved once, for record_key. It caches the plane entry of its key, so a record through
+-- it skips the key hash, probe and compare (ra_meter_record_key). Use a handle from one
+-- thread at a time; a handle made by one meter may be used with another (it re-caches).
+function Meter:key(tenant, subject, dimension)
+    local m = handle(self)
+    local t, terr = tenant_arg(tenant)
+    if t == nil then return reject(m, terr) end
+    local s, serr = subject_arg(m, subject)
+    if s == nil then return reject(m, serr) end
+    local dim = self._dims[dimension]
+    if dim == nil then return reject(m, "InvalidArgument: unknown dimension") end
+    local k = ffi_new(key_t)
+    local rc = C.ra_key_init(k, m, t, s, dim)
+    if rc ~= 0 then return nil, errmsg(rc) end
+    return k
+end
+
+-- record() through a key handle: true | nil, err, with record()'s checks of inc, clock and
+-- errors. Allocation-free like record().
+function Meter:record_key(key, inc)
+    local m = handle(self)
+    if not istype(key_t, key) then
+        return reject(m, "InvalidArgument: key must be a meter:key() handle")
+    end
+    local ierr = inc_error(inc)
+    if ierr then return reject(m, ierr) end
+    local clock = self._clock
+    local rc
+    if clock then
+        rc = C.ra_meter_record_key_at(m, floor(clock() * 1000), key, inc)
+    else
+        rc = C.ra_meter_record_key(m, key, inc)
     end
     if rc == 0 then return true end
     return nil, ERRMSG[rc] or errmsg(rc)

@@ -181,6 +181,39 @@ describe("ron.accounting record hot path", function()
         assert.equal(2e4, sealed_total(m, T0 + 60))
     end)
 
+    it("allocates nothing through key handles, with the injected and the system clock",
+       function()
+        for _, injected in ipairs { true, false } do
+            local clock = S.clock(T0 + 1)
+            local m = open { clock = injected and clock.fn or nil }
+            local k = assert(m:key(TA, "alice", "bytes"))
+            local function run(n)
+                for _ = 1, n do
+                    local ok, err = m:record_key(k, 1)
+                    if not ok then error(err) end
+                end
+            end
+            run(1e4)
+            local bytes = allocated(function() run(N) end)
+            assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+            assert.equal(N + 1e4, sealed_total(m, injected and T0 + 60 or os.time() + 120))
+        end
+    end)
+
+    it("compiles the record_key loop (one trace, no abort, no stitch)", function()
+        local m = open()
+        local k = assert(m:key(acct.tenant(TA), m:subject("alice"), "requests"))
+        local function loop(n)
+            for _ = 1, n do
+                if not m:record_key(k, 3ULL) then return false end
+            end
+            return true
+        end
+        local ev = traced(loop, function() assert(loop(2e4)) end)
+        assert_compiled(ev)
+        assert.equal(6e4, sealed_total(m, os.time() + 120))
+    end)
+
     it("compiles the record loop with strings and the system clock", function()
         local m = open()
         local function loop(n)

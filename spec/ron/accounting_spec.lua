@@ -302,6 +302,63 @@ describe("ron.accounting", function()
             end)
         end
 
+        -- The same bad arguments through key() (the inc cases through record_key()).
+        for _, case in ipairs(bad) do
+            it(case[1] .. " through key handles: error value, counted as invalid", function()
+                local before = S.metric(m, INVALID)
+                local k, kerr = m:key(case[2], case[3], case[4])
+                local ok, err
+                if k then
+                    ok, err = m:record_key(k, case[5])
+                else
+                    ok, err = k, kerr
+                end
+                assert.is_nil(ok)
+                assert.matches("^InvalidArgument: ", err)
+                assert.equal(before + 1, S.metric(m, INVALID))
+            end)
+        end
+
+        it("records through key handles like record(), in one row per subject", function()
+            local k = assert(m:key(TA, "alice", "bytes"))
+            assert.is_true(ffi.istype("ra_key_t", k))
+            assert.matches("^ron%.accounting key " .. TA:gsub("%-", "%%-") .. " %x+ dimension 0$",
+                           tostring(k))
+            local k2 = assert(m:key(acct.tenant(TA), m:subject("alice"), m:dimension("egress")))
+            assert.is_true(m:record_key(k, 1))
+            assert.is_true(m:record_key(k, 2ULL))
+            assert.is_true(m:record(TA, "alice", "bytes", 4)) -- the same entry
+            assert.is_true(m:record_key(k, 0))
+            assert.is_true(m:record_key(k2, 2 ^ 53 - 1))
+            assert.equal(2, S.metric(m, "accounting_plane_entries")) -- two keys
+            clock.now = T0 + 65 -- the next window: the handle's entry moves on
+            assert.is_true(m:record_key(k, 8))
+            for _, bad in ipairs { 42, "k", ffi.new("ra_tenant_t"), false } do
+                local ok, err = m:record_key(bad, 1)
+                assert.is_nil(ok)
+                assert.matches("^InvalidArgument: key must be", err)
+            end
+            assert.is_nil(m:record_key(nil, 1))
+            assert.equal(5, S.metric(m, INVALID))
+            m:set_degraded(true)
+            local ok, err = m:record_key(k, 1)
+            assert.is_nil(ok)
+            assert.matches("^DegradedExporter: ", err)
+            m:set_degraded(false)
+            local bytes, egress = {}, {}
+            for _, sl in ipairs(assert(m:rollover(T0 + 120))) do
+                local list = sl.dimension == "bytes" and bytes or egress
+                list[#list + 1] = sl
+            end
+            assert.equal(2, #bytes)
+            assert.equal(1, #egress)
+            assert.equal(T0, bytes[1].id.window_start_s)
+            assert.equal(7ULL, bytes[1].rows[1].inc)
+            assert.equal(8ULL, bytes[2].rows[1].inc)
+            assert.equal(tostring(m:subject("alice")), bytes[1].rows[1].subject)
+            assert.equal(2 ^ 53 - 1, tonumber(egress[1].rows[1].inc))
+        end)
+
         it("G-1 counters only grow within a window; rejected records change nothing", function()
             local t, s = acct.tenant(TA), m:subject("a")
             assert.is_true(m:record(t, s, "bytes", 10))
