@@ -183,7 +183,7 @@ typedef struct line {
 } line_t;
 _Static_assert(sizeof(line_t) == 64, "64-byte stride");
 
-enum kind { K_CORE, K_PLAIN, K_ATOMIC, K_LAT_BATCH, K_LAT_SINGLE, K_TSC_EMPTY };
+enum kind { K_CORE, K_KEY, K_PLAIN, K_ATOMIC, K_LAT_BATCH, K_LAT_SINGLE, K_TSC_EMPTY };
 
 typedef struct job {
     enum kind kind;
@@ -193,6 +193,7 @@ typedef struct job {
     size_t len;
     uint64_t *counts;  /* K_PLAIN: this thread's dense array */
     line_t *lines;     /* K_ATOMIC: shared strided array */
+    ra_key_t *keys;    /* K_KEY: this thread's key handles, one per key */
     double *lat;       /* latency samples (ns) out */
     size_t n_lat;
     uint64_t elapsed_ns, errors, recorded; /* recorded: sum of incs accepted by the core */
@@ -213,6 +214,19 @@ static __attribute__((noinline)) uint64_t loop_core_sys(ra_meter_t *m, const op_
     uint64_t errs = 0;
     for (size_t i = 0; i < len; i++)
         errs += ra_meter_record(m, seq[i].t, seq[i].s, seq[i].dim, seq[i].inc) != 0;
+    return errs;
+}
+
+/* Through key handles (ra_meter_record_key): no key hash, probe or compare per record. */
+static __attribute__((noinline)) uint64_t loop_key(ra_meter_t *m, ra_key_t *keys, int sys_clock,
+                                                   const op_t *seq, size_t len) {
+    uint64_t errs = 0;
+    if (sys_clock)
+        for (size_t i = 0; i < len; i++)
+            errs += ra_meter_record_key(m, &keys[seq[i].key], seq[i].inc) != 0;
+    else
+        for (size_t i = 0; i < len; i++)
+            errs += ra_meter_record_key_at(m, FIXED_NOW_MS, &keys[seq[i].key], seq[i].inc) != 0;
     return errs;
 }
 
@@ -244,6 +258,9 @@ static void *job_run(void *arg) {
     case K_CORE:
         j->errors = j->sys_clock ? loop_core_sys(j->m, j->seq, j->len)
                                  : loop_core_at(j->m, j->seq, j->len);
+        break;
+    case K_KEY:
+        j->errors = loop_key(j->m, j->keys, j->sys_clock, j->seq, j->len);
         break;
     case K_PLAIN:
         loop_plain(j->counts, j->seq, j->len);
@@ -404,6 +421,16 @@ static int run_config(const cfg_t *c) {
     }
     line_t *lines = xmalloc(sizeof(line_t) * ks.n_keys);
     memset(lines, 0, sizeof(line_t) * ks.n_keys);
+    ra_key_t *keys[MAX_THREADS];
+    for (int t = 0; t < T; t++) {
+        keys[t] = xmalloc(sizeof(ra_key_t) * ks.n_keys);
+        for (uint32_t k = 0; k < ks.n_keys; k++) {
+            uint32_t ti, si, di;
+            key_parts(&ks, k, &ti, &si, &di);
+            rc = ra_key_init(&keys[t][k], m, &ks.tenants[ti], &ks.subjects[si], ks.dims[di]);
+            if (rc) die("ra_key_init", rc);
+        }
+    }
 
     job_t jobs[MAX_THREADS];
     uint64_t errors = 0;
@@ -418,6 +445,7 @@ static int run_config(const cfg_t *c) {
         jobs[t].len = g_ops;                                                                 \
         jobs[t].counts = counts[t];                                                          \
         jobs[t].lines = lines;                                                               \
+        jobs[t].keys = keys[t];                                                              \
     }
 #define ACCOUNT()                                                                            \
     for (int t = 0; t < T; t++) {                                                            \
@@ -429,12 +457,15 @@ static int run_config(const cfg_t *c) {
     SETUP(K_CORE);
     measure(jobs, T);
     ACCOUNT();
+    SETUP(K_KEY);
+    measure(jobs, T);
+    ACCOUNT();
     SETUP(K_PLAIN);
     measure(jobs, T);
     SETUP(K_ATOMIC);
     measure(jobs, T);
 
-    double core_ns[64], plain_ns[64], atomic_ns[64], core_rate[64];
+    double key_ns[64], core_ns[64], plain_ns[64], atomic_ns[64], core_rate[64];
     double per_thread[MAX_THREADS][64];
     int reps = g_reps > 64 ? 64 : g_reps;
     for (int r = 0; r < reps; r++) {
@@ -444,6 +475,9 @@ static int run_config(const cfg_t *c) {
         core_ns[r] = mc.ns_per_op;
         core_rate[r] = mc.ops_per_s;
         for (int t = 0; t < T; t++) per_thread[t][r] = mc.per_thread[t];
+        SETUP(K_KEY);
+        key_ns[r] = measure(jobs, T).ns_per_op;
+        ACCOUNT();
         SETUP(K_PLAIN);
         plain_ns[r] = measure(jobs, T).ns_per_op;
         SETUP(K_ATOMIC);
@@ -454,6 +488,7 @@ static int run_config(const cfg_t *c) {
     double rate_med = bench_median(core_rate, (size_t)reps);
     double plain_med = bench_median(plain_ns, (size_t)reps);
     double atomic_med = bench_median(atomic_ns, (size_t)reps);
+    double key_med = bench_median(key_ns, (size_t)reps);
     double pt_med[MAX_THREADS];
     for (int t = 0; t < T; t++) pt_med[t] = bench_median(per_thread[t], (size_t)reps);
 
@@ -535,6 +570,9 @@ static int run_config(const cfg_t *c) {
            T > 1 ? "  (private array per thread)" : "");
     printf("   atomic64    %7.1f ns/op  core/atomic = %.2fx%s\n", atomic_med,
            core_med / atomic_med, T > 1 ? "  (shared 64-byte-strided array)" : "");
+    printf("   key handle  %7.1f ns/op  key/atomic  = %.2fx  (ra_meter_record_key%s, a handle "
+           "per key and thread)\n",
+           key_med, key_med / atomic_med, c->sys_clock ? "" : "_at");
     printf("   latency, batches of %u (rdtsc per batch / %u): p50 %.1f ns  p99 %.1f ns  "
            "p99.9 %.1f ns  max %.1f ns\n",
            BATCH, BATCH, bp50, bp99, bp999, bmax);
@@ -564,6 +602,8 @@ static int run_config(const cfg_t *c) {
                    "\"baselines\":{\"plain_inc\":{\"ns_per_op\":%.3f},\"atomic64_add\":{"
                    "\"ns_per_op\":%.3f}},\"ratios\":{\"plain_inc\":%.3f,\"atomic64_add\":%.3f},",
                    plain_med, atomic_med, core_med / plain_med, core_med / atomic_med);
+    bench_json_add(&j, "\"key_handle\":{\"ns_per_op\":%.3f,\"ratios\":{\"atomic64_add\":%.3f}},",
+                   key_med, key_med / atomic_med);
     bench_json_add(&j,
                    "\"latency\":{\"batch\":{\"method\":\"rdtsc per batch of %u / %u\","
                    "\"p50_ns\":%.1f,\"p99_ns\":%.1f,\"p999_ns\":%.1f,\"max_ns\":%.1f},"
@@ -577,6 +617,7 @@ static int run_config(const cfg_t *c) {
     for (int t = 0; t < T; t++) {
         free(seq[t]);
         free(counts[t]);
+        free(keys[t]);
     }
     free(lines);
     free(ks.subjects);

@@ -287,7 +287,7 @@ grep -v "^BENCH " request-summary.txt
 grep "^BENCH " request-summary.txt | while IFS= read -r line; do emit "${line#BENCH }"; done
 
 # ---- 2. in a JIT-compiled loop inside nginx ------------------------------------------------
-LOOP_VARIANTS="ffi stripe log dict"
+LOOP_VARIANTS="ffi stripe key key_stripe log dict"
 [ -n "$ATOMIC" ] && [ -f "$ATOMIC" ] && LOOP_VARIANTS="$LOOP_VARIANTS atomic"
 : >loop-results.txt
 # loop_once VARIANT WORKERS ROUND: "ns_per_op concurrency" (ns: CPU time per operation,
@@ -358,8 +358,13 @@ awk -v n="$LOOP_N" -v dn="$DICT_N" '
             printf "      striped: record / atomic add = %s, dict:incr / record = %.2fx faster\n",
                 ("atomic" in have) ? sprintf("%.2f", ns["stripe", w] / ns["atomic", w]) : "n/a",
                 ns["dict", w] / ns["stripe", w]
-            split("ffi stripe log dict atomic", vs, " ")
-            for (i = 1; i <= 5; i++) { v = vs[i]; if (!(v in have)) continue
+            printf "      key handles: record_key %.1f, striped %.1f; record_key / atomic add = %s (target <= 2), striped %s; dict:incr / record_key = %.2fx faster, striped %.2fx\n",
+                ns["key", w], ns["key_stripe", w],
+                ("atomic" in have) ? sprintf("%.2f", ns["key", w] / ns["atomic", w]) : "n/a",
+                ("atomic" in have) ? sprintf("%.2f", ns["key_stripe", w] / ns["atomic", w]) : "n/a",
+                ns["dict", w] / ns["key", w], ns["dict", w] / ns["key_stripe", w]
+            split("ffi stripe key key_stripe log dict atomic", vs, " ")
+            for (i = 1; i <= 7; i++) { v = vs[i]; if (!(v in have)) continue
                 base = ""
                 if ("atomic" in have) base = sprintf("\"atomic_add\":{\"ns_per_op\":%.3f},", ns["atomic", w])
                 rat = ""

@@ -8,6 +8,9 @@
 --             resolving the request's tenant and subject)
 --     stripe  the same as ffi through a handle striped per worker (meter:set_stripe:
 --             init { stripes = true }): each worker adds to its own entries of the keys
+--     key     R.ra_meter_record_key(m, key, 1): the same records through key handles
+--             (ra_key_t, one per key, made once: no key hash, probe or compare)
+--     key_stripe  key, striped per worker
 --     log     ron.accounting.nginx's log() on this request: 3 variable reads, tenant
 --             parse, subject hash, 2 records (the whole per-request work of the Lua path)
 --     dict    ngx.shared.DICT:incr(key, 1, 0): lua-nginx-module's shared dictionary (a
@@ -60,6 +63,10 @@ for k = 1, keys do
     subjects[k] = gw.meter():subject("bench-subject-" .. k)
     names[k] = "bench-key-" .. k
 end
+local handles = ffi.new("ra_key_t[?]", keys + 1)
+for k = 1, keys do
+    assert(R.ra_key_init(handles[k], m, tenants[k], subjects[k], 1) == 0)
+end
 local dict = ngx.shared[B.dict]
 local add = B.lib and B.lib.ra_bench_atomic_add
 local region = B.region
@@ -68,6 +75,11 @@ local function run_ffi(count)
     for i = 1, count do
         local k = i % keys + 1
         R.ra_meter_record(m, tenants[k], subjects[k], 1, 1)
+    end
+end
+local function run_key(count)
+    for i = 1, count do
+        R.ra_meter_record_key(m, handles[i % keys + 1], 1)
     end
 end
 local function run_log(count)
@@ -102,8 +114,9 @@ local function run_tenant(count)
     for _ = 1, count do R.ra_tenant_parse("6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21", 36, tbuf) end
 end
 -- This worker's handle serves every variant: striped only for `stripe`.
-R.ra_meter_set_stripe(m, variant == "stripe" and ngx.worker.id() or 0)
-local RUN = { ffi = run_ffi, stripe = run_ffi, log = run_log, dict = run_dict, atomic = run_atomic,
+local striped = variant == "stripe" or variant == "key_stripe"
+R.ra_meter_set_stripe(m, striped and ngx.worker.id() or 0)
+local RUN = { ffi = run_ffi, stripe = run_ffi, key = run_key, key_stripe = run_key, log = run_log, dict = run_dict, atomic = run_atomic,
               var = run_var, varb = run_varb, subject = run_subject, tenant = run_tenant }
 local run = RUN[variant]
 if not run or (variant == "atomic" and not add) then
