@@ -317,18 +317,23 @@ local function inc_error(inc)
     return nil
 end
 
+-- The key of record() and key(): tenant, subject, dimension id | nil, message.
+local function key_args(self, m, tenant, subject, dimension)
+    local t, terr = tenant_arg(tenant)
+    if t == nil then return nil, terr end
+    local s, serr = subject_arg(m, subject)
+    if s == nil then return nil, serr end
+    local dim = self._dims[dimension]
+    if dim == nil then return nil, "InvalidArgument: unknown dimension" end
+    return t, s, dim
+end
+
 -- The hot path. No allocation, no closure, no string building: every error message is
 -- a constant; buffers are module-level.
 function Meter:record(tenant, subject, dimension, inc)
     local m = handle(self)
-    local t, terr = tenant_arg(tenant)
-    if t == nil then return reject(m, terr) end
-    local s, serr = subject_arg(m, subject)
-    if s == nil then return reject(m, serr) end
-    local dim = self._dims[dimension]
-    if dim == nil then
-        return reject(m, "InvalidArgument: unknown dimension")
-    end
+    local t, s, dim = key_args(self, m, tenant, subject, dimension)
+    if t == nil then return reject(m, s) end
     local ierr = inc_error(inc)
     if ierr then return reject(m, ierr) end
 
@@ -349,12 +354,8 @@ end
 -- thread at a time; a handle made by one meter may be used with another (it re-caches).
 function Meter:key(tenant, subject, dimension)
     local m = handle(self)
-    local t, terr = tenant_arg(tenant)
-    if t == nil then return reject(m, terr) end
-    local s, serr = subject_arg(m, subject)
-    if s == nil then return reject(m, serr) end
-    local dim = self._dims[dimension]
-    if dim == nil then return reject(m, "InvalidArgument: unknown dimension") end
+    local t, s, dim = key_args(self, m, tenant, subject, dimension)
+    if t == nil then return reject(m, s) end
     local k = ffi_new(key_t)
     local rc = C.ra_key_init(k, m, t, s, dim)
     if rc ~= 0 then return nil, errmsg(rc) end
