@@ -156,12 +156,6 @@ static RA_NOINLINE int record_slow(ra_meter_t *m, uint32_t win, const ra_tenant_
     return RA_ECAPACITY;
 }
 
-/* The common case in straight-line code: the key's entry sits in its home slot, is LIVE,
- * and its pair carries this window and generation; one CAS adds. Anything else (a probe
- * chain, a claim, a window move, a lost race, saturation) goes to record_slow, which
- * starts over from the home slot. The stamp's generation check in the CAS makes this
- * exact without re-reading the ident: a retired or reused entry has a TOMB stamp or a newer
- * generation, so the CAS fails on it (the slot protocol of docs/ARCHITECTURE.md). */
 /* The one add of the fast paths: the pair carries the entry's generation (ident's) and
  * the record's window, and the count does not saturate. */
 static inline bool fast_add(ra__slot_t *slot, uint64_t id, uint32_t win, uint64_t inc) {
@@ -177,6 +171,12 @@ static inline uint64_t key_hash(const ra_meter_t *m, const ra_tenant_t *t,
     return ra__key_hash(t->b, s->b, (uint32_t)dim) ^ m->stripe_mix;
 }
 
+/* The common case in straight-line code: the key's entry sits in its home slot, is LIVE,
+ * and its pair carries this window and generation; one CAS adds. Anything else (a probe
+ * chain, a claim, a window move, a lost race, saturation) goes to record_slow, which
+ * starts over from the home slot. The stamp's generation check in the CAS makes this
+ * exact without re-reading the ident: a retired or reused entry has a TOMB stamp or a newer
+ * generation, so the CAS fails on it (the slot protocol of docs/ARCHITECTURE.md). */
 static inline int record_in(ra_meter_t *m, uint32_t win, const ra_tenant_t *t,
                             const ra_subject_t *s, int dim, uint64_t inc) {
     uint64_t h = key_hash(m, t, s, dim);
@@ -213,13 +213,15 @@ static RA_NOINLINE int record_key_slow(ra_meter_t *m, uint32_t win, ra_key_t *k,
  * record_in (a retired entry has a TOMB stamp, a reused one a newer generation). The
  * meter and stripe checks keep a handle from using another plane's (or stripe's) entry:
  * such a record takes the slow path and re-caches. */
+static inline bool key_add(ra_meter_t *m, ra_key_t *k, uint32_t win, uint64_t inc) {
+    if (RA_UNLIKELY(k->meter_ != m || k->mix_ != m->stripe_mix)) return false;
+    ra__slot_t *slot = &m->slots[k->slot_ & m->slots_all_mask];
+    uint64_t id = atomic_load_explicit(&slot->ident, memory_order_acquire);
+    return RA_LIKELY(id == k->ident_) && fast_add(slot, id, win, inc);
+}
+
 static inline int record_key_in(ra_meter_t *m, uint32_t win, ra_key_t *k, uint64_t inc) {
-    if (RA_LIKELY(k->meter_ == m && k->mix_ == m->stripe_mix)) {
-        ra__slot_t *slot = &m->slots[k->slot_ & m->slots_all_mask];
-        uint64_t id = atomic_load_explicit(&slot->ident, memory_order_acquire);
-        if (RA_LIKELY(id == k->ident_ && fast_add(slot, id, win, inc))) return 0;
-    }
-    return record_key_slow(m, win, k, inc);
+    return key_add(m, k, win, inc) ? 0 : record_key_slow(m, win, k, inc);
 }
 
 /* Sampling state for the latency histogram: one record in 1024 per thread is timed, so
@@ -301,34 +303,35 @@ int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t, const ra_subje
 }
 
 /* Every record that is not the fast case below: all checks, the latency sample, then
- * record_key_in (whose own fast path is the same add). */
+ * record_key_in (which tries the cached entry again: a record sampled, or one whose first
+ * try lost a race, still takes it when it can). */
 static RA_NOINLINE int record_key_checked(ra_meter_t *m, int has_time, int64_t now_ms,
                                           ra_key_t *k, uint64_t inc) {
-    if (RA_UNLIKELY(!k)) return record_checked(m, has_time, now_ms, NULL, NULL, 0, NULL, inc);
+    if (RA_UNLIKELY(!k)) {
+        ra__count_reject(m, RA_REJ_INVALID);
+        return RA_EINVAL;
+    }
     return record_checked(m, has_time, now_ms, &k->tenant, &k->subject, k->dim, k, inc);
 }
 
-/* The fast case of a key handle, before any other work: a cached entry of this meter and
- * stripe, not degraded, a record that is not latency-sampled, and the add succeeds. The
- * handle's dimension was checked when its entry was cached (dimensions never change on a
+/* The fast case of a key handle, before any other work: not degraded, a record that is
+ * not latency-sampled, and the add to the cached entry succeeds. The handle's dimension
+ * was checked when its entry was cached on this meter (dimensions never change on a
  * plane). Anything else goes through record_key_checked, which records exactly once: this
  * path either added or changed nothing. */
 static inline bool record_key_fast(ra_meter_t *m, ra_key_t *k, uint32_t win, uint64_t inc) {
     uint32_t tick = ra__sample_tick + 1; /* a due sample is left to record_checked */
-    if (RA_UNLIKELY(!k || k->meter_ != m || k->mix_ != m->stripe_mix || inc == 0 ||
+    if (RA_UNLIKELY(!k || inc == 0 ||
                     atomic_load_explicit(&m->hdr->degraded, memory_order_relaxed) ||
                     (tick & ((1u << RA_LAT_SAMPLE_SHIFT) - 1)) == 0))
         return false;
     ra__sample_tick = tick;
-    ra__slot_t *slot = &m->slots[k->slot_ & m->slots_all_mask];
-    uint64_t id = atomic_load_explicit(&slot->ident, memory_order_acquire);
-    return id == k->ident_ && fast_add(slot, id, win, inc);
+    return key_add(m, k, win, inc);
 }
 
 int ra_meter_record_key(ra_meter_t *m, ra_key_t *k, uint64_t inc) {
     uint32_t win;
-    if (RA_LIKELY(!m->clock && ra__window_now(m, &win) == 0 && record_key_fast(m, k, win, inc)))
-        return 0;
+    if (RA_LIKELY(ra__window_now(m, &win) == 0 && record_key_fast(m, k, win, inc))) return 0;
     return record_key_checked(m, 0, 0, k, inc);
 }
 
