@@ -47,6 +47,8 @@ else()
   message(STATUS "luajit not found: the bench target skips bench-record.lua")
 endif()
 
+# Everything below up to the bench target runs inside the host (RA_BUILD_HOST).
+if(RA_BUILD_HOST)
 # PostgreSQL: bench-postgres.lua starts its own server (tests/pg/pg-harness.sh), so it runs
 # only where the server binaries are installed (Debian: postgresql, tools/deps.sh).
 file(GLOB _ra_pg_bindirs LIST_DIRECTORIES true "/usr/lib/postgresql/*/bin")
@@ -84,6 +86,7 @@ if(RA_WRK)
 else()
   message(STATUS "wrk not found: the bench target skips bench-ingest.sh (Debian: wrk)")
 endif()
+endif()
 
 add_custom_target(bench
   ${_bench_cmds}
@@ -92,24 +95,27 @@ add_custom_target(bench
   USES_TERMINAL
   VERBATIM)
 add_dependencies(bench bench-record bench-seal bench-wal ronacct)
-add_dependencies(bench ron-accounting)
-if(RA_PG_CTL)
+if(RA_BUILD_HOST)
   add_dependencies(bench ron-accounting)
 endif()
 
 # Smoke run: every benchmark with --quick must work (exit 0 and print BENCH lines).
 set(_smoke_args
   -DRECORD=$<TARGET_FILE:bench-record> -DSEAL=$<TARGET_FILE:bench-seal>
-  -DWAL=$<TARGET_FILE:bench-wal> -DHOST=$<TARGET_FILE:ron-accounting>
+  -DWAL=$<TARGET_FILE:bench-wal>
   -DLIB=$<TARGET_FILE:ronacct> -DLUA_SCRIPT=${RA_BENCH_DIR}/bench-record.lua
   -DLUA_DIR=${CMAKE_SOURCE_DIR}/lua -DBENCH_DIR=${RA_BENCH_DIR} -DOUT=${RA_BENCH_OUT}/smoke)
 if(RA_LUAJIT)
   list(APPEND _smoke_args -DLUAJIT=${RA_LUAJIT})
 endif()
+if(RA_BUILD_HOST)
+  list(APPEND _smoke_args -DHOST=$<TARGET_FILE:ron-accounting>)
+endif()
 add_test(NAME bench-smoke
   COMMAND ${CMAKE_COMMAND} ${_smoke_args} -P ${RA_BENCH_DIR}/smoke.cmake)
 set_tests_properties(bench-smoke PROPERTIES LABELS bench-smoke TIMEOUT 120)
 
+if(RA_BUILD_HOST)
 # bench-postgres.lua --quick against a server it starts: exit 0 and BENCH lines (no timing).
 if(RA_PG_CTL)
   add_test(NAME bench-postgres-smoke
@@ -124,3 +130,4 @@ add_test(NAME bench-http-export-smoke
   COMMAND sh -c "out=$(\"$1\" run \"$2\" --quick --bin \"$1\") || { echo \"$out\"; exit 1; }; echo \"$out\"; echo \"$out\" | grep -q '^BENCH {\"bench\":\"http_export\"'"
           sh $<TARGET_FILE:ron-accounting> ${RA_BENCH_DIR}/bench-http-export.lua)
 set_tests_properties(bench-http-export-smoke PROPERTIES LABELS bench-smoke TIMEOUT 120)
+endif()

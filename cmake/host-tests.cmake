@@ -1,4 +1,4 @@
-# Tests of the ron-accounting executable (core/host/) and of the installed tree, label
+# Tests of the ron-accounting executable (host/cli, host/lua) and of the installed tree, label
 # `host`:  cd build && ctest -L host --output-on-failure
 # Included from the top-level CMakeLists.txt after enable_testing().
 #

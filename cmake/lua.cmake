@@ -86,7 +86,7 @@ ra_host_spec(lua-readiness-host spec/ron/accounting/readiness_spec.lua)
 ra_host_spec(lua-g22-host spec/ron/accounting/fairness_g22_spec.lua)
 # the runtime's batched ACKs (interval compaction), bounded dispatch, bounded state
 ra_host_spec(lua-runtime-bounded-host spec/ron/accounting/runtime_bounded_spec.lua)
-# the HTTP surface: ron.accounting.httpd (core/host/httpd.c, h2o) and ron.accounting.http
+# the HTTP surface: ron.accounting.httpd (host/lua/httpd.c, h2o) and ron.accounting.http
 ra_host_spec(lua-http-host spec/ron/accounting/http_spec.lua)
 # G-6.1 DTO hygiene of POST /v1/records: ron.accounting.ingest behind ron.accounting.http
 ra_host_spec(lua-ingest-g6.1-host spec/ron/accounting/ingest_spec.lua)
@@ -95,7 +95,7 @@ ra_host_spec(lua-replay-horizon-host spec/ron/accounting/replay_horizon_spec.lua
 # the contract, G-16 with two processes, the runtime end to end and across an outage.
 ra_host_spec(lua-postgres-host spec/ron/accounting/exporters/postgres_spec.lua)
 set_tests_properties(lua-postgres-host PROPERTIES LABELS "lua;postgres")
-# The HTTP exporter and the ledger receiver: ron.accounting.curl (core/host/curl.c, libcurl
+# The HTTP exporter and the ledger receiver: ron.accounting.curl (host/lua/curl.c, libcurl
 # multi on the host's loop), exporters.http, receiver; the status mapping, the contract over
 # HTTP (G-3, G-16), the receiver's rejects, the runtime end to end through HTTP.
 ra_host_spec(lua-httpexp-host spec/ron/accounting/exporters/http_spec.lua)

@@ -2,7 +2,7 @@
 # and the tests that start a real nginx. Included from CMakeLists.txt after enable_testing().
 #
 #   nginx-module (target, in ALL when nginx-dev is installed)
-#       core/nginx/ built as a dynamic module of Debian's nginx by tools/nginx-module.sh,
+#       nginx/ built as a dynamic module of Debian's nginx by tools/nginx-module.sh,
 #       with nginx-dev's build tree and Debian's configure flags, libronacct.a linked in:
 #       <build>/nginx/ngx_http_ron_accounting_module.so. Without nginx-dev, configure says
 #       so and the module and its tests are left out.
@@ -29,21 +29,21 @@ if(EXISTS ${RA_NGINX_SRC}/configure AND EXISTS ${RA_NGINX_SRC}/conf_flags)
   file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/nginx)
   add_custom_command(OUTPUT ${RA_NGINX_MODULE}
     COMMAND sh ${CMAKE_SOURCE_DIR}/tools/nginx-module.sh ${RA_NGINX_SRC}
-      ${CMAKE_BINARY_DIR}/nginx/build ${CMAKE_SOURCE_DIR}/core/nginx
+      ${CMAKE_BINARY_DIR}/nginx/build ${CMAKE_SOURCE_DIR}/nginx
       ${CMAKE_SOURCE_DIR}/include $<TARGET_FILE:ronacct_static> ${RA_NGINX_MODULE}
-    DEPENDS ${CMAKE_SOURCE_DIR}/core/nginx/ngx_http_ron_accounting_module.c
-      ${CMAKE_SOURCE_DIR}/core/nginx/config ${CMAKE_SOURCE_DIR}/tools/nginx-module.sh
+    DEPENDS ${CMAKE_SOURCE_DIR}/nginx/ngx_http_ron_accounting_module.c
+      ${CMAKE_SOURCE_DIR}/nginx/config ${CMAKE_SOURCE_DIR}/tools/nginx-module.sh
       ${CMAKE_SOURCE_DIR}/include/ron/accounting.h ronacct_static
       $<TARGET_FILE:ronacct_static>
-    COMMENT "Building the native nginx module (core/nginx, against nginx-dev)"
+    COMMENT "Building the native nginx module (nginx, against nginx-dev)"
     VERBATIM)
   add_custom_target(nginx-module ALL DEPENDS ${RA_NGINX_MODULE})
   install(FILES ${RA_NGINX_MODULE} DESTINATION ${CMAKE_INSTALL_LIBDIR}/nginx/modules)
-  message(STATUS "nginx module: core/nginx against ${RA_NGINX_SRC}")
+  message(STATUS "nginx module: nginx against ${RA_NGINX_SRC}")
 else()
   message(NOTICE
     "nginx-dev not found (${RA_NGINX_SRC}/configure): the native nginx module "
-    "(core/nginx) and its tests are not built. Install the Debian package nginx-dev "
+    "(nginx) and its tests are not built. Install the Debian package nginx-dev "
     "(tools/deps.sh) to have them.")
 endif()
 

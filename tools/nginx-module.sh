@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds the native nginx module (core/nginx/) as a dynamic module of Debian's nginx, with
+# Builds the native nginx module (nginx/) as a dynamic module of Debian's nginx, with
 # Debian's nginx-dev (the nginx sources' build system and headers, /usr/share/nginx/src)
 # and the configure flags Debian's nginx was built with (its conf_flags file), so the
 # module's signature matches the installed nginx. Run by the CMake target nginx-module:

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the POST /v1/records decoder (ra_ingest_decode, core/host/
+/* libFuzzer harness for the POST /v1/records decoder (ra_ingest_decode, host/lua/
  * ingest_dto.c). Any input gives either a typed error that points inside the input, or
  * records that agree with it; never a crash, a hang, an out-of-bounds access (ASan) or
  * undefined behaviour (UBSan). Properties checked on every accepted input:
@@ -7,7 +7,7 @@
  *   - round trip: the records, written back as canonical JSON, decode to the same records;
  *   - the limit is exact: with max_records = n - 1 the same input is TOO_MANY at record
  *     n - 1 (every record before it was valid, so that is the first fault). */
-#include "host/ingest_dto.h"
+#include "lua/ingest_dto.h"
 
 #include <stdio.h>
 #include <stdlib.h>

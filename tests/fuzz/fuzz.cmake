@@ -7,7 +7,7 @@
 #   wal-frame      ra__wal_frame_parse against an independent reading of FORMAT.md §4
 #   wal-recovery   ra__wal_open over an in-memory directory built from the input:
 #                  read-only, repairing, append, reopen
-#   ingest-dto     ra_ingest_decode (core/host/ingest_dto.c, the POST /v1/records DTO): typed
+#   ingest-dto     ra_ingest_decode (host/lua/ingest_dto.c, the POST /v1/records DTO): typed
 #                  errors inside the input, bounds, round trip through canonical JSON
 #
 # A crashing input is written next to the work directory: <build>/fuzz-work/<name>-crash-*.
@@ -47,11 +47,11 @@ foreach(d ${_b3_defs})
 endforeach()
 set(_fuzz_flags -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
     -fno-omit-frame-pointer -D_GNU_SOURCE ${RA_ARCH_FLAGS} ${_fuzz_defs}
-    -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/core -I${RA_BLAKE3_DIR})
+    -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/core -I${CMAKE_SOURCE_DIR}/host -I${RA_BLAKE3_DIR})
 
 set(RA_FUZZERS slice-decode wal-frame wal-recovery ingest-dto)
 # Sources a harness needs beyond the core (_fuzz_extra_<name>).
-set(_fuzz_extra_ingest-dto ${CMAKE_SOURCE_DIR}/core/host/ingest_dto.c)
+set(_fuzz_extra_ingest-dto ${CMAKE_SOURCE_DIR}/host/lua/ingest_dto.c)
 list(LENGTH RA_FUZZERS _n_fuzzers)
 math(EXPR _fuzz_smoke_s "${RA_FUZZ_SMOKE_BUDGET} / ${_n_fuzzers}")
 set(_fuzz_bins "")

@@ -118,6 +118,11 @@ bad-input)
         fail "no WARN for a request without a tenant"
     [ "$(grep -c 'ron-accounting: request without a tenant' logs/ron-error.log)" -le 2 ] ||
         fail "the WARN for missing tenants is not rate-limited"
+    # One label set for both paths (native module and ron.accounting.nginx), in one order.
+    reasons=$(metrics | sed -n 's/^ron_accounting_nginx_errors_total{reason="\([a-z_]*\)".*/\1/p' |
+              tr '\n' ' ')
+    [ "$reasons" = "no_tenant bad_tenant unknown_key no_subject bad_value record_failed not_ready " ] ||
+        fail "the error counter's reasons differ from the one label set: $reasons"
     log "bad input counted: no_tenant=$nt bad_tenant=$bt plane invalid=$inv; answers identical"
     finish
     ;;

@@ -1,5 +1,5 @@
 -- ron.accounting.http: the daemon's HTTP surface (docs/OPERATIONS.md, "HTTP surface"), on
--- ron.accounting.httpd (core/host/httpd.c: H2O on the host's libuv loop). Runs inside
+-- ron.accounting.httpd (host/lua/httpd.c: H2O on the host's libuv loop). Runs inside
 -- `ron-accounting run` only: the C module comes with the host.
 --
 --   local http = require "ron.accounting.http"

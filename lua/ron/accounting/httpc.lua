@@ -1,5 +1,5 @@
 -- ron.accounting.httpc: HTTP requests for tasks (ron.accounting.task) on the host's loop,
--- on top of the C module ron.accounting.curl (core/host/curl.c: libcurl's multi-socket
+-- on top of the C module ron.accounting.curl (host/lua/curl.c: libcurl's multi-socket
 -- API, sockets polled by libuv, never a blocking call on the loop). Only inside
 -- `ron-accounting run`.
 --

@@ -1,6 +1,6 @@
 -- ron.accounting.ingest: POST /v1/records, the daemon's HTTP ingest (docs/OPERATIONS.md,
 -- "Ingest: POST /v1/records"; seed 000 C-8, G-6.1, I-14). Runs inside `ron-accounting run`
--- only: the decoder (core/host/ingest_dto.c) is part of the host and reached through ffi.C.
+-- only: the decoder (host/lua/ingest_dto.c) is part of the host and reached through ffi.C.
 --
 --   local ingest = require "ron.accounting.ingest"
 --   local ing = assert(ingest.new { meter = m, tokens = { [b3hex(token)] = tenant_uuid } })

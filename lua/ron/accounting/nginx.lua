@@ -109,9 +109,11 @@ _M.DEFAULTS = {
 -- plus `default = "…"` (subject only): used when the variable is missing or empty.
 
 -- Error reasons, in output order.
-local REASONS = { "no_tenant", "bad_tenant", "unknown_key", "no_subject", "no_bytes",
+-- One label set with the native module (nginx/ngx_http_ron_accounting_module.c): same
+-- names, same order, every one printed by both even where a path cannot produce it.
+local REASONS = { "no_tenant", "bad_tenant", "unknown_key", "no_subject", "bad_value",
                   "record_failed", "not_ready" }
-local R_NO_TENANT, R_BAD_TENANT, R_UNKNOWN_KEY, R_NO_SUBJECT, R_NO_BYTES, R_RECORD,
+local R_NO_TENANT, R_BAD_TENANT, R_UNKNOWN_KEY, R_NO_SUBJECT, R_BAD_VALUE, R_RECORD,
       R_NOT_READY = 1, 2, 3, 4, 5, 6, 7
 -- Bad input is counted in the plane too (accounting_rejected_total{reason="invalid"}).
 local INPUT_ERROR = { true, true, true, true, true, false, false }
@@ -373,7 +375,7 @@ local function log_request()
     if bytes_name then
         local b = bytes_of(r, bytes_name)
         if b == nil then
-            fail(R_NO_BYTES)
+            fail(R_BAD_VALUE)
         else
             record(m, t, s, DIM_BYTES, b)
         end

@@ -1,5 +1,5 @@
 -- ron.accounting.pg: PostgreSQL for tasks (ron.accounting.task) on the host's loop, on top
--- of the C module ron.accounting.pq (core/host/pq.c: libpq's async API, the socket polled
+-- of the C module ron.accounting.pq (host/lua/pq.c: libpq's async API, the socket polled
 -- by libuv, never a blocking call on the loop). Only inside `ron-accounting run`.
 --
 --   local pg = require "ron.accounting.pg"

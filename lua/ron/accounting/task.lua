@@ -24,7 +24,7 @@
 -- try_send never runs the receiver's code before it returns.
 --
 -- Each require of a fresh copy of the module (package.loaded cleared) is an independent
--- runtime: specs use that for isolation. The host (core/host/run.c) calls
+-- runtime: specs use that for isolation. The host (host/cli/run.c) calls
 -- _host_signal(name) on SIGINT/SIGTERM and _host_exit_status() once the loop is idle.
 local uv = require "luv"
 

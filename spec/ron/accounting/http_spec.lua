@@ -1,4 +1,4 @@
--- ron.accounting.httpd (core/host/httpd.c) and ron.accounting.http (the daemon's routes),
+-- ron.accounting.httpd (host/lua/httpd.c) and ron.accounting.http (the daemon's routes),
 -- on the host's loop (ctest lua-http-host: `ron-accounting run spec/run-busted.lua
 -- spec/ron/accounting/http_spec.lua`). Each case runs as a task (S.run_task) and talks to
 -- a server on port 0 with a small luv TCP client (raw HTTP/1.1, Connection: close): never

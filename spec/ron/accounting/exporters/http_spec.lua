@@ -1,4 +1,4 @@
--- ron.accounting.curl (core/host/curl.c), ron.accounting.httpc, ron.accounting.exporters.http
+-- ron.accounting.curl (host/lua/curl.c), ron.accounting.httpc, ron.accounting.exporters.http
 -- and ron.accounting.receiver, on the host's loop (ctest lua-httpexp-host: `ron-accounting
 -- run spec/run-busted.lua spec/ron/accounting/exporters/http_spec.lua`). Each case runs as
 -- a task (S.run_task): the HTTP servers (ron.accounting.httpd) and the client share the

@@ -3,7 +3,7 @@
 -- directory, a free loopback port, torn down at the end, also when the process dies).
 -- Runs inside the host (ctest lua-postgres-host: `ron-accounting run spec/run-busted.lua
 -- spec/ron/accounting/exporters/postgres_spec.lua`): the pq module is the host's C module
--- (core/host/pq.c). Under plain busted (ctest lua) only the pure parts run (options,
+-- (host/lua/pq.c). Under plain busted (ctest lua) only the pure parts run (options,
 -- classification, DDL); the rest is pending.
 --
 -- Cases: the pq/pg primitives (params, classes, timeouts, reconnect, shutdown, lifetimes of

@@ -60,13 +60,16 @@
  *   - The uv_poll_t is closed before libpq closes its socket (before PQfinish), and
  *     recreated at each PQconnectPoll step (libpq may switch sockets while connecting):
  *     libuv never watches a descriptor number that libpq closed and reused.
- *   - ra_host_pq_close_all() (run.c, before it closes the loop) closes every connection
- *     still open without calling back into Lua and runs the loop until their handles are
- *     freed: luv's uv.walk, which the host then runs, only knows luv's own handles.
+ *   - close_all() (run.c calls it through ra_host_modules_close_all before it closes the
+ *     loop) closes every connection still open without calling back into Lua and runs the
+ *     loop until their handles are freed: luv's uv.walk, which the host then runs, only
+ *     knows luv's own handles.
  *
  * Not covered: PQconnectStart resolves a host NAME with a blocking getaddrinfo (libpq
  * documents it); give hostaddr= or a numeric host (or a socket directory) on the loop. */
-#include "host.h"
+#include "cli/host.h"
+#include "lua/glue.h"
+#include "lua/modules.h"
 
 #include <libpq-fe.h>
 
@@ -84,7 +87,6 @@
 #define MAX_PARAMS 65535 /* the protocol's limit (a 16-bit count) */
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define MAX_TIMEOUT_MS (24u * 3600u * 1000u)
-#define CLOSE_ALL_MAX_TURNS 64
 
 enum { ST_CONNECTING, ST_IDLE, ST_BUSY, ST_BAD, ST_CLOSED };
 static const char *const state_names[] = {"connecting", "idle", "busy", "bad", "closed"};
@@ -111,7 +113,7 @@ struct pqc {
     uint64_t deadline;  /* connecting: uv_now() by which it must be done */
     int freeing;        /* the timer is closing: the struct goes in its close callback */
     pqc_t **ud;         /* the Lua object's pointer to us (cleared when we go) */
-    pqc_t *next, *prev; /* all structs not yet freed (ra_host_pq_close_all) */
+    pqc_t *next, *prev; /* all structs not yet freed (close_all) */
 };
 
 static pqc_t *conns; /* not yet freed */
@@ -120,9 +122,7 @@ static int n_structs, n_polls;
 /* ---- small helpers ------------------------------------------------------------------ */
 
 static void log_line(const char *what, const char *msg) {
-    fflush(stdout);
-    fprintf(stderr, RA_HOST_NAME ": pq: %s: %s\n", what, msg ? msg : "");
-    fflush(stderr);
+    ra_glue_log("pq", what, msg);
 }
 
 /* libpq's messages end with a newline (sometimes several lines, tab-indented): one line,
@@ -229,9 +229,8 @@ static void on_timer_closed(uv_handle_t *h) {
 
 /* Drops the operation's references (callback, anchor) without calling anything. */
 static void drop_refs(pqc_t *c) {
-    luaL_unref(c->L, LUA_REGISTRYINDEX, c->cb_ref);
-    luaL_unref(c->L, LUA_REGISTRYINDEX, c->self_ref);
-    c->cb_ref = c->self_ref = LUA_NOREF;
+    ra_glue_unref(c->L, &c->cb_ref);
+    ra_glue_unref(c->L, &c->self_ref);
 }
 
 /* The struct goes (on a later loop turn): the Lua object is detached first. */
@@ -257,20 +256,18 @@ static void release(pqc_t *c) {
  * close the connection. */
 static int begin_answer(pqc_t *c) {
     lua_State *L = c->L;
-    if (c->cb_ref == LUA_NOREF || !lua_checkstack(L, 8)) return 0;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb_ref);
-    return 1;
+    return ra_glue_push_ref(L, c->cb_ref, 8);
 }
 
 static void end_answer(pqc_t *c, int nargs) {
     lua_State *L = c->L;
     /* The anchor goes after the call: the arguments may hold the object itself. */
     int self_ref = c->self_ref;
-    luaL_unref(L, LUA_REGISTRYINDEX, c->cb_ref);
-    c->cb_ref = c->self_ref = LUA_NOREF;
+    c->self_ref = LUA_NOREF;
+    ra_glue_unref(L, &c->cb_ref);
     c->timeout_ms = 0;
-    luv_context(L)->cb_pcall(L, nargs, 0, 0);
-    luaL_unref(L, LUA_REGISTRYINDEX, self_ref);
+    ra_glue_call(L, nargs);
+    ra_glue_unref(L, &self_ref);
 }
 
 /* Answers the operation in flight with the error in c (set_err). */
@@ -329,7 +326,7 @@ static void connected(pqc_t *c) {
         drop_refs(c);
         return;
     }
-    lua_rawgeti(c->L, LUA_REGISTRYINDEX, c->self_ref);
+    ra_glue_push_ref(c->L, c->self_ref, 0); /* begin_answer made room */
     end_answer(c, 1);
 }
 
@@ -674,10 +671,8 @@ static int l_connect(lua_State *L) {
     luaL_getmetatable(L, CONN_MT);
     lua_setmetatable(L, -2);
 
-    lua_pushvalue(L, 2);
-    c->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushvalue(L, -1);
-    c->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    c->cb_ref = ra_glue_ref(L, 2);
+    c->self_ref = ra_glue_ref(L, -1);
     c->op_connect = 1;
     c->timeout_ms = timeout_ms;
     c->state = ST_CONNECTING;
@@ -713,10 +708,8 @@ static int l_connect(lua_State *L) {
 
 /* Starts sending; the answer comes through the poll handle (or a deferred error). */
 static void start_op(lua_State *L, pqc_t *c, int cb_idx, unsigned timeout_ms, int sent) {
-    lua_pushvalue(L, cb_idx);
-    c->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushvalue(L, 1);
-    c->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    c->cb_ref = ra_glue_ref(L, cb_idx);
+    c->self_ref = ra_glue_ref(L, 1);
     c->timeout_ms = timeout_ms;
     if (!sent) {
         int bad = PQstatus(c->pg) != CONNECTION_OK;
@@ -753,10 +746,8 @@ static int ready_for_query(lua_State *L, pqc_t *c, int cb_idx) {
     char msg[512];
     const char *last = c->pg ? PQerrorMessage(c->pg) : "";
     snprintf(msg, sizeof msg, "connection is down%s%s", *last ? ": " : "", last);
-    lua_pushvalue(L, cb_idx);
-    c->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushvalue(L, 1);
-    c->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    c->cb_ref = ra_glue_ref(L, cb_idx);
+    c->self_ref = ra_glue_ref(L, 1);
     defer_error(c, msg, NULL, "network");
     return 0;
 }
@@ -893,7 +884,7 @@ static int l_gc(lua_State *L) {
     *ud = NULL;
     c->ud = NULL;
     /* An operation in flight anchors the object: nothing can be pending here, except at
-     * the very end (lua_close) after ra_host_pq_close_all, which detached everything. */
+     * the very end (lua_close) after close_all, which detached everything. */
     c->state = ST_CLOSED;
     release(c);
     return 0;
@@ -971,16 +962,7 @@ static int luaopen_pq(lua_State *L) {
         {"server_version", l_server_version},
         {NULL, NULL},
     };
-    if (luaL_newmetatable(L, CONN_MT)) {
-        lua_createtable(L, 0, 8);
-        luaL_register(L, NULL, conn_methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, l_tostring);
-        lua_setfield(L, -2, "__tostring");
-    }
-    lua_pop(L, 1);
+    ra_glue_class(L, CONN_MT, conn_methods, l_gc, l_tostring);
     static const luaL_Reg funcs[] = {
         {"connect", l_connect}, {"bytea", l_bytea},
         {"live", l_live},       {"libpq_version", l_libpq_version},
@@ -991,22 +973,19 @@ static int luaopen_pq(lua_State *L) {
     return 1;
 }
 
-void ra_host_pq_preload(lua_State *L) {
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "preload");
-    lua_pushcfunction(L, luaopen_pq);
-    lua_setfield(L, -2, "ron.accounting.pq");
-    lua_pop(L, 2);
+static bool closing(void *ud) {
+    (void)ud;
+    return n_structs || n_polls;
 }
 
-void ra_host_pq_close_all(uv_loop_t *loop) {
+static void close_all(uv_loop_t *loop) {
     if (!conns && !n_polls) return;
     for (pqc_t *c = conns; c; c = c->next) {
         c->deferred = 0;
         c->state = ST_CLOSED;
         release(c); /* no callback: the loop is ending */
     }
-    for (int i = 0; i < CLOSE_ALL_MAX_TURNS && (n_structs || n_polls); i++)
-        uv_run(loop, UV_RUN_NOWAIT);
-    if (n_structs || n_polls) log_line("closing", "connections did not close in time");
+    ra_glue_drain(loop, closing, NULL, "pq", "connections");
 }
+
+const ra_host_module_t ra_host_pq = {"ron.accounting.pq", luaopen_pq, close_all};

@@ -57,14 +57,16 @@
  *     closed when libcurl closes the socket (CURLOPT_CLOSESOCKETFUNCTION, before close(2))
  *     or forgets it (CURL_POLL_REMOVE): libuv never watches a descriptor number that
  *     libcurl closed and reused for another socket.
- *   - ra_host_curl_close_all() (run.c, before it closes the loop) drops every transfer
- *     still in flight without calling back into Lua, closes the cached connections and
- *     runs the loop until our handles are freed: luv's uv.walk, which the host then runs,
- *     only knows luv's own handles.
+ *   - close_all() (run.c calls it through ra_host_modules_close_all before it closes the
+ *     loop) drops every transfer still in flight without calling back into Lua, closes the
+ *     cached connections and runs the loop until our handles are freed: luv's uv.walk,
+ *     which the host then runs, only knows luv's own handles.
  *
  * Name resolution: Debian's libcurl resolves host names on a thread of its own (never on
  * the loop); numeric addresses and "localhost" need no resolver at all. */
-#include "host.h"
+#include "cli/host.h"
+#include "lua/glue.h"
+#include "lua/modules.h"
 
 #include <curl/curl.h>
 
@@ -87,7 +89,6 @@
 #define MAX_RESPONSE_LIMIT (64u << 20)
 #define MAX_HEADER_BYTES (64u << 10) /* response header block */
 #define MAX_BODY_BYTES (64u << 20)   /* request body */
-#define CLOSE_ALL_MAX_TURNS 64
 
 typedef struct {
     char *p;
@@ -146,22 +147,6 @@ static void buf_free(buf_t *b) {
     free(b->p);
     b->p = NULL;
     b->len = b->cap = 0;
-}
-
-/* RFC 9110 token characters (method and header names). */
-static int is_token(const char *s, size_t n) {
-    if (n == 0) return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 32 || c >= 127 || strchr("\"(),/:;<=>?@[\\]{}", c)) return 0;
-    }
-    return 1;
-}
-
-static int is_field_value(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0') return 0;
-    return 1;
 }
 
 static const char *class_of(CURLcode rc, const xfer_t *x) {
@@ -402,8 +387,8 @@ static void xfer_free(lua_State *L, xfer_t *x) {
     curl_slist_free_all(x->hdrs);
     buf_free(&x->head);
     buf_free(&x->body);
-    luaL_unref(L, LUA_REGISTRYINDEX, x->cb_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, x->body_ref);
+    ra_glue_unref(L, &x->cb_ref);
+    ra_glue_unref(L, &x->body_ref);
     free(x);
 }
 
@@ -451,11 +436,10 @@ static void finish(xfer_t *x, CURLcode rc) {
     lua_State *L = g.L;
     xfer_unlink(x);
     update_refs();
-    if (!lua_checkstack(L, 8)) { /* cannot happen in practice: the answer is dropped */
+    if (!ra_glue_push_ref(L, x->cb_ref, 8)) { /* cannot happen in practice: dropped */
         xfer_free(L, x);
         return;
     }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, x->cb_ref);
     int nargs;
     if (rc == CURLE_OK) {
         long status = 0;
@@ -479,7 +463,7 @@ static void finish(xfer_t *x, CURLcode rc) {
         nargs = 3;
     }
     xfer_free(L, x); /* the callback is on the stack: unref'ing it is safe */
-    luv_context(L)->cb_pcall(L, nargs, 0, 0);
+    ra_glue_call(L, nargs);
 }
 
 static void check_done(void) {
@@ -556,9 +540,9 @@ static struct curl_slist *build_headers(lua_State *L, int *has_ctype) {
         } else {
             const char *name = lua_tolstring(L, -2, &nlen);
             const char *value = lua_tolstring(L, -1, &vlen); /* numbers: converted here */
-            if (!is_token(name, nlen)) {
+            if (!ra_glue_is_token(name, nlen)) {
                 bad = "headers: a name is not an HTTP token";
-            } else if (!is_field_value(value, vlen)) {
+            } else if (!ra_glue_is_field_value(value, vlen)) {
                 bad = "headers: CR, LF or NUL in a value";
             } else {
                 if (nlen == 12 && strncasecmp(name, "content-type", 12) == 0) *has_ctype = 1;
@@ -603,7 +587,7 @@ static int l_request(lua_State *L) {
         return luaL_error(L, "ron.accounting.curl: url must be a string");
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
         return luaL_error(L, "ron.accounting.curl: url must start with http:// or https://");
-    if (!is_field_value(url, ulen) || strchr(url, ' '))
+    if (!ra_glue_is_field_value(url, ulen) || strchr(url, ' '))
         return luaL_error(L, "ron.accounting.curl: url contains a space, CR, LF or NUL");
     int url_idx = lua_gettop(L);
 
@@ -614,7 +598,7 @@ static int l_request(lua_State *L) {
         if (lua_type(L, -1) != LUA_TSTRING)
             return luaL_error(L, "ron.accounting.curl: method must be a string");
         method = lua_tolstring(L, -1, &mlen);
-        if (!is_token(method, mlen) || mlen > 16)
+        if (!ra_glue_is_token(method, mlen) || mlen > 16)
             return luaL_error(L, "ron.accounting.curl: method is not an HTTP token");
     }
     int method_idx = lua_gettop(L);
@@ -729,12 +713,8 @@ static int l_request(lua_State *L) {
         lua_pushfstring(L, "Client: %s", curl_easy_strerror(rc));
         return 2;
     }
-    lua_pushvalue(L, 2);
-    x->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    if (has_body) {
-        lua_pushvalue(L, body_idx);
-        x->body_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
+    x->cb_ref = ra_glue_ref(L, 2);
+    if (has_body) x->body_ref = ra_glue_ref(L, body_idx);
     CURLMcode mrc = curl_multi_add_handle(g.multi, e); /* starts curl's timer: async */
     if (mrc != CURLM_OK) {
         xfer_free(L, x);
@@ -774,20 +754,17 @@ static int luaopen_curl(lua_State *L) {
     return 1;
 }
 
-void ra_host_curl_preload(lua_State *L) {
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "preload");
-    lua_pushcfunction(L, luaopen_curl);
-    lua_setfield(L, -2, "ron.accounting.curl");
-    lua_pop(L, 2);
-}
-
 static void on_timer_closed(uv_handle_t *h) {
     (void)h;
     g.timer_open = 0;
 }
 
-void ra_host_curl_close_all(uv_loop_t *loop) {
+static bool closing(void *ud) {
+    (void)ud;
+    return g.n_polls || g.timer_open;
+}
+
+static void close_all(uv_loop_t *loop) {
     if (!g.multi) return;
     while (g.xfers) { /* no callback: the loop is ending */
         xfer_t *x = g.xfers;
@@ -802,11 +779,7 @@ void ra_host_curl_close_all(uv_loop_t *loop) {
         sock_free(g.socks);
     uv_timer_stop(&g.timer);
     uv_close((uv_handle_t *)&g.timer, on_timer_closed);
-    for (int i = 0; i < CLOSE_ALL_MAX_TURNS && (g.n_polls || g.timer_open); i++)
-        uv_run(loop, UV_RUN_NOWAIT);
-    if (g.n_polls || g.timer_open) {
-        fflush(stdout);
-        fprintf(stderr, RA_HOST_NAME ": curl: closing: handles did not close in time\n");
-        fflush(stderr);
-    }
+    ra_glue_drain(loop, closing, NULL, "curl", "handles");
 }
+
+const ra_host_module_t ra_host_curl = {"ron.accounting.curl", luaopen_curl, close_all};

@@ -39,8 +39,8 @@
  *
  * The request path (the log phase handler): per request, each distinct tenant and subject
  * expression is evaluated once, the tenant parsed (ra_tenant_parse), the subject hashed
- * (ra_meter_subject), both through a small per-worker cache; then one lock-free
- * ra_meter_record per directive. A one-variable
+ * (ra_meter_subject), both through a small per-worker cache; then one lock-free record
+ * per directive through a cached key handle (ra_meter_record_key). A one-variable
  * expression ("$http_x_tenant_id") is read with ngx_http_get_flushed_variable, without a
  * copy. Errors never affect the request (it has been answered) and are always counted:
  * per reason node-wide in a small shared-memory zone (ron_accounting_status), bad input
@@ -59,25 +59,33 @@
 #define RA_NGX_LOG_INTERVAL_S 10
 #define RA_NGX_ZONE_SIZE (32 * 1024)
 
-/* Error reasons: the same names as the Lua path where they mean the same. */
+/* Error reasons: ONE label set with the Lua path (lua/ron/accounting/nginx.lua's REASONS):
+ * the same names in the same order, all printed, so one dashboard serves both. The module
+ * never produces unknown_key (no API-key map) nor not_ready (it refuses to start without
+ * its plane): they stay 0. */
 enum {
     RA_NGX_NO_TENANT,
     RA_NGX_BAD_TENANT,
+    RA_NGX_UNKNOWN_KEY,
     RA_NGX_NO_SUBJECT,
     RA_NGX_BAD_VALUE,
     RA_NGX_RECORD_FAILED,
+    RA_NGX_NOT_READY,
     RA_NGX_REASONS
 };
 
 static const char *const ra_ngx_reason_names[RA_NGX_REASONS] = {
-    "no_tenant", "bad_tenant", "no_subject", "bad_value", "record_failed"};
+    "no_tenant", "bad_tenant",    "unknown_key", "no_subject",
+    "bad_value", "record_failed", "not_ready"};
 
 static const char *const ra_ngx_reason_messages[RA_NGX_REASONS] = {
     "request without a tenant (the tenant expression is empty)",
     "request with a malformed tenant (not a UUID)",
+    "request with an API key that is not in the map",
     "request without a subject (the subject expression is empty)",
     "a value is not a non-negative integer (record skipped)",
-    "the counter plane refused a record (see accounting_rejected_total)"};
+    "the counter plane refused a record (see accounting_rejected_total)",
+    "the counter plane is not open"};
 
 /* An input expression: a constant, one variable (read without a copy), or a complex
  * value (evaluated into the request pool). */
@@ -517,6 +525,37 @@ static void ngx_http_ron_subject(ra_meter_t *m, const ngx_str_t *v, ra_subject_t
     *out = e->id.subject;
 }
 
+/* Per-worker cache of key handles (ra_key_t): a worker records the same (tenant, subject,
+ * dimension) keys again and again, and a handle whose cached plane entry is still the
+ * key's makes the record one 16-byte CAS, with no key hash, probe or compare. Direct-
+ * mapped by a mix of the key's bytes; a hit is confirmed by comparing the whole key, so a
+ * collision only costs a ra_key_init. A handle is used by one thread at a time, as the
+ * core requires: a worker runs the log phase on its one thread. Reset with the other
+ * caches (a new plane: other meter, maybe another subject key). */
+#define RA_NGX_KEY_SLOTS 1024
+
+typedef struct {
+    ra_key_t k;
+    ngx_uint_t used;
+} ngx_http_ron_key_slot_t;
+
+static ngx_http_ron_key_slot_t ra_ngx_key_cache[RA_NGX_KEY_SLOTS];
+
+static ra_key_t *ngx_http_ron_key(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s,
+                                  int dim) {
+    uint64_t a, b;
+    ngx_memcpy(&a, t->b, 8);
+    ngx_memcpy(&b, s->b, 8);
+    uint64_t h = (a ^ (b * 0x9E3779B97F4A7C15ull) ^ (uint64_t)dim) * 0xBF58476D1CE4E5B9ull;
+    ngx_http_ron_key_slot_t *e = &ra_ngx_key_cache[(h >> 40) & (RA_NGX_KEY_SLOTS - 1)];
+    if (!e->used || e->k.dim != dim || ngx_memcmp(e->k.tenant.b, t->b, 16) != 0 ||
+        ngx_memcmp(e->k.subject.b, s->b, 16) != 0) {
+        if (ra_key_init(&e->k, m, t, s, dim) != 0) return NULL;
+        e->used = 1;
+    }
+    return &e->k;
+}
+
 /* The expression's value for this request; 0 or NGX_ERROR (treated as empty). */
 static ngx_int_t ngx_http_ron_eval(ngx_http_request_t *r, ngx_http_ron_expr_t *e, ngx_str_t *out) {
     if (e->var_index != NGX_ERROR) {
@@ -592,7 +631,8 @@ static ngx_int_t ngx_http_ron_log_handler(ngx_http_request_t *r) {
                 continue;
             }
         }
-        if (ra_meter_record(mcf->meter, &tenants[ts], &subjects[ss], rec->dim, inc) != 0)
+        ra_key_t *k = ngx_http_ron_key(mcf->meter, &tenants[ts], &subjects[ss], rec->dim);
+        if (k == NULL || ra_meter_record_key(mcf->meter, k, inc) != 0)
             ngx_http_ron_fail(r, mcf, RA_NGX_RECORD_FAILED, 0);
     }
     return NGX_OK;
@@ -737,6 +777,7 @@ static ngx_int_t ngx_http_ron_postconfiguration(ngx_conf_t *cf) {
     cln->data = mcf;
     ngx_memzero(ra_ngx_tenant_cache, sizeof ra_ngx_tenant_cache);
     ngx_memzero(ra_ngx_subject_cache, sizeof ra_ngx_subject_cache);
+    ngx_memzero(ra_ngx_key_cache, sizeof ra_ngx_key_cache);
 
     /* Dimension names -> ids, now that the plane's list is known. */
     ngx_array_t **levels = mcf->levels.elts;

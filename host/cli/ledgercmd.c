@@ -12,6 +12,7 @@
  * first prev_b3 all zero. Problems and breaks name the file, the record index (1-based)
  * and its offset. Exit 1 on any, 0 with "OK". */
 #include "host.h"
+#include "chain.h"
 
 #include "ron/accounting.h"
 
@@ -169,25 +170,14 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
                 w_last = id.window_start_s + id.window_len_s;
             }
             v->links++;
-            char a[65], b[65];
-            if (seq != last_seq + 1) {
+            ra_host_link_t link = ra_host_chain_link(last_seq, last_b3, seq, ra_slice_prev_b3(s));
+            if (link != RA_LINK_OK) {
+                char why[160];
+                ra_host_chain_describe(link, last_seq, last_b3, seq, ra_slice_prev_b3(s), why,
+                                       sizeof why);
                 ra_host_report(&v->vd, true,
-                       "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64 ": seq %" PRIu64
-                       " follows seq %" PRIu64 " (expected %" PRIu64 ")",
-                       path, idx, off, seq, last_seq, last_seq + 1);
-            } else if (memcmp(ra_slice_prev_b3(s), last_b3, 32) != 0) {
-                ra_hex(ra_slice_prev_b3(s), 32, a);
-                ra_hex(last_b3, 32, b);
-                if (last_seq == 0)
-                    ra_host_report(&v->vd, true,
-                           "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64
-                           ": seq 1 has prev_b3 %.16s..., not zero",
-                           path, idx, off, a);
-                else
-                    ra_host_report(&v->vd, true,
-                           "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64
-                           ": prev_b3 %.16s... is not the b3 %.16s... of seq %" PRIu64,
-                           path, idx, off, a, b, last_seq);
+                               "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64 ": %s",
+                               path, idx, off, why);
             }
             ra_slice_unref(s);
         }

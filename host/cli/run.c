@@ -24,6 +24,8 @@
  * shadows the binding. */
 #include "host.h"
 
+#include "lua/modules.h"
+
 #include <lauxlib.h>
 #include <limits.h>
 #include <lua.h>
@@ -248,9 +250,7 @@ static void unref_one(uv_handle_t *h, void *arg) {
  * every luv handle through luv's own close (uv.walk), then the loop. The Lua state is
  * still open so luv's close callbacks can run. */
 static void close_loop(host_t *host) {
-    ra_host_httpd_close_all(&host->loop); /* HTTP servers first: not luv handles (httpd.c) */
-    ra_host_pq_close_all(&host->loop);    /* PostgreSQL connections: not luv's either (pq.c) */
-    ra_host_curl_close_all(&host->loop);  /* HTTP client transfers and sockets (curl.c) */
+    ra_host_modules_close_all(&host->loop); /* not luv handles (host/lua/modules.h) */
     uv_walk(&host->loop, unref_one, NULL);
     uv_close((uv_handle_t *)&host->sigint, on_closed);
     uv_close((uv_handle_t *)&host->sigterm, on_closed);
@@ -300,9 +300,7 @@ static void open_luv(host_t *host) {
     lua_call(L, 0, 1);
     lua_setfield(L, -2, "luv");
     lua_pop(L, 1);
-    ra_host_httpd_preload(L); /* ron.accounting.httpd: on this loop (httpd.c) */
-    ra_host_pq_preload(L);    /* ron.accounting.pq: libpq on this loop (pq.c) */
-    ra_host_curl_preload(L);  /* ron.accounting.curl: libcurl multi on this loop (curl.c) */
+    ra_host_modules_preload(L); /* httpd, pq, curl on this loop (host/lua/modules.h) */
 }
 
 int ra_host_run(const char *exe, int argc, char **argv) {

@@ -16,6 +16,7 @@
  * checkpoint's seq is lower, and has the checkpoint's b3 when the seqs are equal; a gap is
  * allowed only below the checkpoint's seq (those slices were ACKed and compacted). */
 #include "host.h"
+#include "chain.h"
 
 #include "internal.h"
 #include "io.h"
@@ -82,12 +83,6 @@ static void json_str(FILE *f, const char *s) {
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
-}
-
-static bool is_zero(const uint8_t *p, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (p[i]) return false;
-    return true;
 }
 
 /* ---- what the scan found ----------------------------------------------------------- */
@@ -481,8 +476,10 @@ static void check_chain(scan_t *sc, const event_t *e) {
     uint64_t seq = e->id.seq;
     char a[17], b[17];
     sc->links_checked++;
-    if (seq == 1 && !is_zero(e->prev_b3, 32))
-        chain_break(sc, e, "seq 1 must have a zero prev_b3");
+    char why[160];
+    if (seq == 1 && ra_host_chain_link(0, NULL, 1, e->prev_b3) == RA_LINK_FIRST)
+        chain_break(sc, e, "%s",
+                    ra_host_chain_describe(RA_LINK_FIRST, 0, NULL, 1, e->prev_b3, why, sizeof why));
     if (st->has_head && seq == st->head_seq && memcmp(e->b3, st->head_b3, 32) != 0) {
         hex_prefix(e->b3, a);
         hex_prefix(st->head_b3, b);
@@ -492,12 +489,11 @@ static void check_chain(scan_t *sc, const event_t *e) {
     bool linked = false;
     if (st->has_last) {
         if (seq == st->last_seq + 1) {
-            if (memcmp(e->prev_b3, st->last_b3, 32) != 0) {
-                hex_prefix(e->prev_b3, a);
-                hex_prefix(st->last_b3, b);
-                chain_break(sc, e, "prev_b3 %s... is not the b3 %s... of seq %" PRIu64, a, b,
-                            st->last_seq);
-            }
+            ra_host_link_t link = ra_host_chain_link(st->last_seq, st->last_b3, seq, e->prev_b3);
+            if (link == RA_LINK_PREV)
+                chain_break(sc, e, "%s",
+                            ra_host_chain_describe(link, st->last_seq, st->last_b3, seq,
+                                                   e->prev_b3, why, sizeof why));
             linked = true;
         } else if (seq <= st->last_seq) {
             chain_break(sc, e,
@@ -512,14 +508,11 @@ static void check_chain(scan_t *sc, const event_t *e) {
         if (st->has_head && st->head_seq >= seq) {
             /* sealed before the checkpoint: earlier slices were ACKed and compacted */
         } else if (st->has_head && seq == st->head_seq + 1) {
-            if (memcmp(e->prev_b3, st->head_b3, 32) != 0) {
-                hex_prefix(e->prev_b3, a);
-                hex_prefix(st->head_b3, b);
-                chain_break(sc, e,
-                            "prev_b3 %s... is not the heads checkpoint's b3 %s... (seq %" PRIu64
-                            ")",
-                            a, b, st->head_seq);
-            }
+            ra_host_link_t link = ra_host_chain_link(st->head_seq, st->head_b3, seq, e->prev_b3);
+            if (link == RA_LINK_PREV)
+                chain_break(sc, e, "%s (the heads checkpoint's)",
+                            ra_host_chain_describe(link, st->head_seq, st->head_b3, seq,
+                                                   e->prev_b3, why, sizeof why));
         } else if (st->has_head) {
             uint64_t from = st->has_last && st->last_seq > st->head_seq ? st->last_seq
                                                                           : st->head_seq;
@@ -828,7 +821,8 @@ static int run_scan(scan_t *sc, ra__wal_t *w, char *err, size_t errlen) {
 
 /* ---- verify -------------------------------------------------------------------------- */
 
-int ra_host_verify(int argc, char **argv) {
+int ra_host_verify(const char *exe, int argc, char **argv) {
+    (void)exe;
     /* A PostgreSQL ledger (postgres://..., postgresql://..., dbname=...): pgverify.c. */
     for (int i = 0; i < argc; i++)
         if (argv[i][0] != '-' && ra_host_is_pg_target(argv[i])) return ra_host_pg_verify(argc, argv);
@@ -942,13 +936,13 @@ static void wal_usage(FILE *out) {
           out);
 }
 
-int ra_host_wal(int argc, char **argv) {
+int ra_host_wal(const char *exe, int argc, char **argv) {
     if (argc < 1) {
         fprintf(stderr, RA_HOST_NAME " wal: needs a subcommand\n");
         wal_usage(stderr);
         return RA_HOST_EXIT_USAGE;
     }
-    if (strcmp(argv[0], "verify") == 0) return ra_host_verify(argc - 1, argv + 1);
+    if (strcmp(argv[0], "verify") == 0) return ra_host_verify(exe, argc - 1, argv + 1);
     if (strcmp(argv[0], "help") == 0 || strcmp(argv[0], "--help") == 0) {
         wal_usage(stdout);
         return RA_HOST_EXIT_OK;

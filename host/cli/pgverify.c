@@ -16,6 +16,7 @@
  * HEAD), then a summary, then "OK" (exit 0) or "FAILED: ..." (exit 1). Exit 2: cannot
  * connect, or the schema holds no ledger. */
 #include "host.h"
+#include "chain.h"
 
 #include "ron/accounting.h"
 
@@ -295,21 +296,11 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
         nslices++;
         if (ok) v->slices++;
         v->links++;
-        char a[65], b[65];
-        if (seq != last_seq + 1) {
-            ra_host_report(&v->vd, true,
-                   "CHAIN BREAK %s: seq %" PRIu64 " follows seq %" PRIu64 " (expected %" PRIu64 ")",
-                   name, seq, last_seq, last_seq + 1);
-        } else if (memcmp(prev, last_b3, 32) != 0) {
-            ra_hex(prev, 32, a);
-            ra_hex(last_b3, 32, b);
-            if (last_seq == 0)
-                ra_host_report(&v->vd, true, "CHAIN BREAK %s: seq 1 has prev_b3 %.16s..., not zero", name, a);
-            else
-                ra_host_report(&v->vd, true,
-                       "CHAIN BREAK %s: seq %" PRIu64 ": prev_b3 %.16s... is not the "
-                       "b3 %.16s... of seq %" PRIu64,
-                       name, seq, a, b, last_seq);
+        ra_host_link_t link = ra_host_chain_link(last_seq, last_b3, seq, prev);
+        if (link != RA_LINK_OK) {
+            char why[160];
+            ra_host_chain_describe(link, last_seq, last_b3, seq, prev, why, sizeof why);
+            ra_host_report(&v->vd, true, "CHAIN BREAK %s: %s", name, why);
         }
         last_seq = seq;
         memcpy(last_b3, b3, 32);

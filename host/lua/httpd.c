@@ -21,7 +21,7 @@
  *                    response, drops the connections; idempotent. An open server is
  *                    anchored in the registry (dropping the Lua reference does not close
  *                    it); every server still open when the host closes the loop is closed
- *                    then (ra_host_httpd_close_all).
+ *                    then (close_all).
  *
  *   req.method, req.path (normalized, without the query), req.query (string or nil),
  *   req.headers (lower-case name -> value; repeated headers joined with ", "), req.body
@@ -53,13 +53,15 @@
  *     gone the h2o context is disposed. Its timers are embedded in the server struct and
  *     closed with a NULL callback, so the struct is freed two loop turns later (two
  *     chained close callbacks of our own), when libuv is done with every embedded handle.
- *   - ra_host_httpd_close_all() (run.c, before it closes the loop) closes every server
- *     still open and drives the loop until they are freed: luv's uv.walk, which the host
- *     then runs, asserts on any handle that is not luv's.
+ *   - close_all() (run.c calls it through ra_host_modules_close_all before it closes the
+ *     loop) closes every server still open and drives the loop until they are freed: luv's
+ *     uv.walk, which the host then runs, asserts on any handle that is not luv's.
  *
  * SIGPIPE is ignored from the first listen on: writing a response to a client that went
  * away must be an EPIPE error, not the end of the process. */
-#include "host.h"
+#include "cli/host.h"
+#include "lua/glue.h"
+#include "lua/modules.h"
 
 #include <h2o.h>
 
@@ -79,7 +81,7 @@
 #define REQ_MT "ron.accounting.httpd.req"
 #define MAX_CONNS 256              /* accepted connections per server; more are closed at once */
 #define MAX_BODY_LIMIT (64u << 20) /* the largest max_body a caller may ask for */
-#define CLOSE_ALL_DEADLINE_MS 2000 /* ra_host_httpd_close_all gives up (and leaks) after it */
+#define CLOSE_ALL_DEADLINE_MS 2000 /* close_all gives up (and leaks) after it */
 
 typedef struct server server_t;
 typedef struct req_ud req_ud_t;
@@ -143,9 +145,7 @@ static int traceback(lua_State *L) {
 }
 
 static void log_line(const char *what, const char *msg) {
-    fflush(stdout);
-    fprintf(stderr, "httpd: %s: %s\n", what, msg ? msg : "(no message)");
-    fflush(stderr);
+    ra_glue_log("httpd", what, msg);
 }
 
 static const char *reason_of(int status) {
@@ -180,22 +180,6 @@ static const char *reason_of(int status) {
            : status < 400 ? "Redirect"
            : status < 500 ? "Client Error"
                           : "Server Error";
-}
-
-/* RFC 9110 token characters: a header name outside them could split the header block. */
-static int is_token(const char *s, size_t n) {
-    if (n == 0) return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 32 || c >= 127 || strchr("\"(),/:;<=>?@[\\]{}", c)) return 0;
-    }
-    return 1;
-}
-
-static int is_field_value(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0') return 0;
-    return 1;
 }
 
 /* Sends a complete response; the request may be freed before this returns. */
@@ -325,10 +309,10 @@ static void check_headers_arg(lua_State *L, int idx) {
         size_t nlen, vlen;
         if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "httpd: header names must be strings");
         const char *name = lua_tolstring(L, -2, &nlen);
-        if (!is_token(name, nlen)) luaL_error(L, "httpd: bad header name %q", name);
+        if (!ra_glue_is_token(name, nlen)) luaL_error(L, "httpd: bad header name %q", name);
         if (!lua_isstring(L, -1)) luaL_error(L, "httpd: header %s: value must be a string", name);
         const char *value = lua_tolstring(L, -1, &vlen); /* numbers: converted in place */
-        if (!is_field_value(value, vlen))
+        if (!ra_glue_is_field_value(value, vlen))
             luaL_error(L, "httpd: header %s: CR, LF or NUL in value", name);
         lua_pop(L, 1);
     }
@@ -343,7 +327,7 @@ static int l_req_respond(lua_State *L) {
     const char *body = luaL_optlstring(L, 3, "", &blen);
     size_t clen;
     const char *ctype = luaL_optlstring(L, 4, "text/plain; charset=utf-8", &clen);
-    luaL_argcheck(L, is_field_value(ctype, clen), 4, "CR, LF or NUL in content type");
+    luaL_argcheck(L, ra_glue_is_field_value(ctype, clen), 4, "CR, LF or NUL in content type");
     check_headers_arg(L, 5);
     if (ud->responded) return luaL_error(L, "httpd: request already responded");
     ud->responded = 1;
@@ -553,14 +537,8 @@ static void on_accept(uv_stream_t *listener, int status) {
 static void server_close(server_t *srv) {
     if (srv->state != SRV_OPEN) return;
     srv->state = SRV_CLOSING;
-    if (srv->handler_ref != LUA_NOREF) {
-        luaL_unref(srv->L, LUA_REGISTRYINDEX, srv->handler_ref);
-        srv->handler_ref = LUA_NOREF;
-    }
-    if (srv->self_ref != LUA_NOREF) {
-        luaL_unref(srv->L, LUA_REGISTRYINDEX, srv->self_ref);
-        srv->self_ref = LUA_NOREF;
-    }
+    ra_glue_unref(srv->L, &srv->handler_ref);
+    ra_glue_unref(srv->L, &srv->self_ref);
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
     /* Requests waiting for an async answer: 503 (the write then fails on the shut-down
      * socket below, and h2o closes the connection). */
@@ -727,10 +705,8 @@ static int l_listen(lua_State *L) {
     srv->accept_ctx.ctx = &srv->ctx;
     srv->accept_ctx.hosts = srv->conf.hosts;
 
-    lua_pushvalue(L, handler_idx);
-    srv->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushvalue(L, -1); /* the userdata */
-    srv->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    srv->handler_ref = ra_glue_ref(L, handler_idx);
+    srv->self_ref = ra_glue_ref(L, -1); /* the userdata */
     srv->ud = slot;
     *slot = srv;
     srv->next = servers;
@@ -791,15 +767,7 @@ static int luaopen_httpd(lua_State *L) {
         {"close", l_server_close},
         {"early_rejects", l_server_early_rejects},
         {NULL, NULL}};
-    luaL_newmetatable(L, SERVER_MT);
-    lua_newtable(L);
-    luaL_register(L, NULL, server_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_server_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_server_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
+    ra_glue_class(L, SERVER_MT, server_methods, l_server_gc, l_server_tostring);
 
     static const luaL_Reg req_methods[] = {
         {"respond", l_req_respond}, {"alive", l_req_alive}, {NULL, NULL}};
@@ -818,19 +786,11 @@ static int luaopen_httpd(lua_State *L) {
     return 1;
 }
 
-void ra_host_httpd_preload(lua_State *L) {
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "preload");
-    lua_pushcfunction(L, luaopen_httpd);
-    lua_setfield(L, -2, "ron.accounting.httpd");
-    lua_pop(L, 2);
-}
-
 static void on_deadline(uv_timer_t *t) {
     *(int *)t->data = 1;
 }
 
-void ra_host_httpd_close_all(uv_loop_t *loop) {
+static void close_all(uv_loop_t *loop) {
     if (!servers) return;
     for (server_t *s = servers; s; s = s->next)
         server_close(s);
@@ -857,3 +817,5 @@ void ra_host_httpd_close_all(uv_loop_t *loop) {
         servers = NULL;
     }
 }
+
+const ra_host_module_t ra_host_httpd = {"ron.accounting.httpd", luaopen_httpd, close_all};

@@ -1,0 +1,67 @@
+/* The ron-accounting executable's command line (host/cli/): declarations shared by its
+ * files. One file per verb; main.c dispatches through its table of commands.
+ *
+ *   main.c      the command table: dispatch, usage, `version`
+ *   run.c       `run SCRIPT.lua [ARGS...]`: a LuaJIT state with ron.accounting on its path,
+ *               one libuv loop shared with luv and the Lua C modules of host/lua/
+ *   walcmd.c    `verify PATH` and `wal inspect PATH [--json]`: read-only WAL tools on top of
+ *               the core's recovery scan (core/wal.h)
+ *   ledgercmd.c `verify PATH` of a file ledger (docs/EXPORT.md): records, digests, chains
+ *   pgverify.c  `verify postgres://...`: digests and chains of a PostgreSQL ledger
+ *   chain.c     the one chain-link check every verify uses (seq = head + 1, prev_b3 = the
+ *               head's b3, seq 1 from zero)
+ *   verdict.c   the problem list and closing line shared by the verifies
+ *
+ * The Lua C modules the run's scripts require (httpd, pq, curl) live in host/lua/
+ * (host/lua/modules.h). The host links libronacct statically and exports its symbols
+ * (-rdynamic), so the Lua binding reaches the core through ffi.C without loading a
+ * shared library. */
+#ifndef RA_HOST_H
+#define RA_HOST_H
+
+/* Exit codes, the conventions of the luajit CLI and of sysexits-minded tools:
+ * 0 success, 1 the script failed, 2 the command line or the script file is wrong. */
+enum { RA_HOST_EXIT_OK = 0, RA_HOST_EXIT_FAILED = 1, RA_HOST_EXIT_USAGE = 2 };
+
+#define RA_HOST_NAME "ron-accounting"
+
+/* Runs argv[0] (a Lua script) with argv[1..argc-1] as its arguments; exe is the path the
+ * host was started as (arg[-1] for the script). Returns the process exit code. A script
+ * that calls os.exit() ends the process from inside. */
+int ra_host_run(const char *exe, int argc, char **argv);
+
+/* Every verb has this signature, so main.c's command table can name it: exe is the path
+ * the host was started as, argv the arguments after the verb; returns the exit code.
+ * walcmd.c: `verify [--quiet] PATH` and `wal <subcommand> ...`. */
+int ra_host_verify(const char *exe, int argc, char **argv);
+int ra_host_wal(const char *exe, int argc, char **argv);
+
+/* True when path is a file-ledger directory (it holds the LEDGER marker) or a
+ * <dimension>.ledger stream file; ra_host_ledger_verify then checks it, read-only, and
+ * returns the exit code (docs/EXPORT.md, "The file ledger"). */
+#include <stdbool.h>
+bool ra_host_is_ledger(const char *path);
+
+/* verdict.c: the problem list of a ledger verify (ledgercmd.c, pgverify.c). */
+#include <stdint.h>
+#define RA_HOST_MAX_PRINTED 1000
+typedef struct ra_host_verdict {
+    uint64_t problems, breaks, printed;
+} ra_host_verdict_t;
+/* Counts a problem (is_break: a chain break) and prints it while fewer than
+ * RA_HOST_MAX_PRINTED were printed. */
+void ra_host_report(ra_host_verdict_t *vd, bool is_break, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* "... and N more problems" when some were not printed. */
+void ra_host_report_overflow(const ra_host_verdict_t *vd);
+/* "OK" or "FAILED: ..." on stdout; the exit code. */
+int ra_host_verdict_end(const ra_host_verdict_t *vd);
+/* totals: print, per stream, the sum of its rows over all its slices (`verify --totals`). */
+int ra_host_ledger_verify(const char *path, bool totals);
+
+/* pgverify.c: `verify postgres://...` (or a conninfo with dbname=): true when target names
+ * a PostgreSQL ledger; ra_host_pg_verify takes verify's argv and returns the exit code. */
+bool ra_host_is_pg_target(const char *target);
+int ra_host_pg_verify(int argc, char **argv);
+
+#endif /* RA_HOST_H */
