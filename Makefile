@@ -54,7 +54,7 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 cdef: deps
-	sh tools/gen-cdef.sh > lua/ron/accounting/cdef.lua
+	sh tools/gen-cdef.sh > lua/ron/accounting/binding/cdef.lua
 
 # Long runs (docs/OPERATIONS.md): `soak` = the conservation stress and G-7's 1000 kill -9
 # iterations; `soak-wal` = the latter alone.

@@ -44,7 +44,7 @@ ra_host_test(host-missing-script ${_ra_expect} -O
   -e "^ron-accounting: cannot open [^ ]*no-such-script\\.lua: No such file or directory$"
   2 ${_ra_host} run ${CMAKE_BINARY_DIR}/no-such-script.lua)
 
-# ---- the event loop and tasks (libuv + luv, ron.accounting.task) ---------------------
+# ---- the event loop and tasks (libuv + luv, ron.accounting.runtime.task) ---------------------
 # The loop runs after the main chunk until nothing is left; SIGTERM/SIGINT drain the tasks.
 ra_host_test(host-tasks-ok ${_ra_expect} -o "^host-tasks-ok: main chunk done, live 2$"
   -o "^host-tasks-ok: sum 6$" -E 0 ${_ra_host} run ${_ra_host_dir}/tasks-ok.lua)
@@ -86,7 +86,7 @@ ra_host_test(host-wal-no-subcommand ${_ra_expect} -O -e "wal: needs a subcommand
 ra_host_test(host-help-wal ${_ra_expect} -o "verify \\[--quiet\\] PATH" -o "wal inspect"
   -o "ACKed but not compacted" -E 0 ${_ra_host} help)
 
-# ---- verify of a file ledger (ron.accounting.exporters.file, docs/EXPORT.md) -------------
+# ---- verify of a file ledger (ron.accounting.export.exporters.file, docs/EXPORT.md) -------------
 # tests/host/ledger.sh builds a ledger with tests/host/ledger-make.lua (a real meter and the
 # file exporter), then checks one case: ok, flip, torn, chain, file.
 foreach(_case ok flip torn chain file)
@@ -94,7 +94,7 @@ foreach(_case ok flip torn chain file)
     ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-ledger)
 endforeach()
 
-# ---- the HTTP surface (ron.accounting.http on ron.accounting.httpd) ----------------------
+# ---- the HTTP surface (ron.accounting.daemon.http on ron.accounting.net.http_server) ----------------------
 # http.sh: a real meter + runtime + file ledger behind http.serve; curl scrapes /metrics
 # (promtool check metrics must pass), /healthz, /readyz 200 then 503 after a stop, 404/405,
 # 127.0.0.1 only, and a clean exit with the server and an idle connection left open.

@@ -3,23 +3,23 @@
 #
 #   lua                 busted over spec/ with the source tree's lua/ first on the path and
 #                       RON_ACCOUNTING_LIB pointing at the libronacct just built
-#   lua-task-host       spec/ron/accounting/task_spec.lua run by busted inside
+#   lua-task-host       spec/ron/accounting/runtime/task_spec.lua run by busted inside
 #                       ron-accounting (luv on the host's loop)
-#   lua-chaos-host      spec/ron/accounting/exporters/chaos_spec.lua the same way (its
+#   lua-chaos-host      spec/ron/accounting/export/exporters/chaos_spec.lua the same way (its
 #                       latency faults sleep on the host's loop)
-#   lua-runtime-host    spec/ron/accounting/runtime_spec.lua the same way (the export
+#   lua-runtime-host    spec/ron/accounting/runtime/runtime_spec.lua the same way (the export
 #                       runtime; its pool work needs the host's exported ra_* symbols)
-#   lua-postgres-host   spec/ron/accounting/exporters/postgres_spec.lua the same way, against
+#   lua-postgres-host   spec/ron/accounting/export/exporters/postgres_spec.lua the same way, against
 #                       a PostgreSQL it starts (G-3, G-10, G-16 against PostgreSQL; under
 #                       plain busted only its no-database part runs, the rest is pending)
-#   lua-http-host       spec/ron/accounting/http_spec.lua the same way (the HTTP server is
+#   lua-http-host       spec/ron/accounting/daemon/http_spec.lua the same way (the HTTP server is
 #                       a C module of the host)
-#   lua-ingest-g6.1-host spec/ron/accounting/ingest_spec.lua the same way: G-6.1 for
+#   lua-ingest-g6.1-host spec/ron/accounting/daemon/ingest_spec.lua the same way: G-6.1 for
 #                       POST /v1/records (the DTO decoder and the server are the host's;
 #                       under plain busted only the configuration checks run)
-#   lua-httpexp-host    spec/ron/accounting/exporters/http_spec.lua the same way (the HTTP
+#   lua-httpexp-host    spec/ron/accounting/export/exporters/http_spec.lua the same way (the HTTP
 #                       exporter's client is a C module of the host; the ledger receiver)
-#   lua-cdef-current    fails when lua/ron/accounting/cdef.lua is not what
+#   lua-cdef-current    fails when lua/ron/accounting/binding/cdef.lua is not what
 #                       tools/gen-cdef.sh prints from include/ron/accounting.h (`make cdef`)
 
 find_program(RA_LUAJIT luajit)
@@ -78,31 +78,33 @@ endfunction()
 # task primitives; the chaos exporter (its latency faults sleep through task.sleep); the
 # export runtime end to end (rollover, router, workers, offload to the threadpool);
 # readiness (C-6, I-8, G-5) and the bus hooks (C-10).
-ra_host_spec(lua-task-host spec/ron/accounting/task_spec.lua)
-ra_host_spec(lua-chaos-host spec/ron/accounting/exporters/chaos_spec.lua)
-ra_host_spec(lua-runtime-host spec/ron/accounting/runtime_spec.lua)
-ra_host_spec(lua-readiness-host spec/ron/accounting/readiness_spec.lua)
+ra_host_spec(lua-task-host spec/ron/accounting/runtime/task_spec.lua)
+# the 0.1 module names, C modules included (they exist only inside the host)
+ra_host_spec(lua-compat-host spec/ron/accounting/compat_spec.lua)
+ra_host_spec(lua-chaos-host spec/ron/accounting/export/exporters/chaos_spec.lua)
+ra_host_spec(lua-runtime-host spec/ron/accounting/runtime/runtime_spec.lua)
+ra_host_spec(lua-readiness-host spec/ron/accounting/runtime/readiness_spec.lua)
 # G-22 tenant hotspot fairness: the runtime's bounded dispatch under round_robin and wfq.
-ra_host_spec(lua-g22-host spec/ron/accounting/fairness_g22_spec.lua)
+ra_host_spec(lua-g22-host spec/ron/accounting/export/fairness/g22_spec.lua)
 # the runtime's batched ACKs (interval compaction), bounded dispatch, bounded state
-ra_host_spec(lua-runtime-bounded-host spec/ron/accounting/runtime_bounded_spec.lua)
-# the HTTP surface: ron.accounting.httpd (host/lua/httpd.c, h2o) and ron.accounting.http
-ra_host_spec(lua-http-host spec/ron/accounting/http_spec.lua)
-# G-6.1 DTO hygiene of POST /v1/records: ron.accounting.ingest behind ron.accounting.http
-ra_host_spec(lua-ingest-g6.1-host spec/ron/accounting/ingest_spec.lua)
-ra_host_spec(lua-replay-horizon-host spec/ron/accounting/replay_horizon_spec.lua)
+ra_host_spec(lua-runtime-bounded-host spec/ron/accounting/runtime/bounded_spec.lua)
+# the HTTP surface: ron.accounting.net.http_server (host/lua/httpd.c, h2o) and ron.accounting.daemon.http
+ra_host_spec(lua-http-host spec/ron/accounting/daemon/http_spec.lua)
+# G-6.1 DTO hygiene of POST /v1/records: ron.accounting.daemon.ingest behind ron.accounting.daemon.http
+ra_host_spec(lua-ingest-g6.1-host spec/ron/accounting/daemon/ingest_spec.lua)
+ra_host_spec(lua-replay-horizon-host spec/ron/accounting/runtime/replay_horizon_spec.lua)
 # The PostgreSQL ledger against a real server the spec starts (tests/pg/pg-harness.sh):
 # the contract, G-16 with two processes, the runtime end to end and across an outage.
-ra_host_spec(lua-postgres-host spec/ron/accounting/exporters/postgres_spec.lua)
+ra_host_spec(lua-postgres-host spec/ron/accounting/export/exporters/postgres_spec.lua)
 set_tests_properties(lua-postgres-host PROPERTIES LABELS "lua;postgres")
-# The HTTP exporter and the ledger receiver: ron.accounting.curl (host/lua/curl.c, libcurl
+# The HTTP exporter and the ledger receiver: ron.accounting.net.http_client_c (host/lua/curl.c, libcurl
 # multi on the host's loop), exporters.http, receiver; the status mapping, the contract over
 # HTTP (G-3, G-16), the receiver's rejects, the runtime end to end through HTTP.
-ra_host_spec(lua-httpexp-host spec/ron/accounting/exporters/http_spec.lua)
+ra_host_spec(lua-httpexp-host spec/ron/accounting/export/exporters/http_spec.lua)
 
 # diff -u shows what changed; the generated copy stays in the build tree for inspection.
 add_test(NAME lua-cdef-current
-         COMMAND sh -c "sh tools/gen-cdef.sh > \"$1\" && diff -u lua/ron/accounting/cdef.lua \"$1\" || { echo 'lua/ron/accounting/cdef.lua is stale: run make cdef' >&2; exit 1; }"
+         COMMAND sh -c "sh tools/gen-cdef.sh > \"$1\" && diff -u lua/ron/accounting/binding/cdef.lua \"$1\" || { echo 'lua/ron/accounting/binding/cdef.lua is stale: run make cdef' >&2; exit 1; }"
                  sh ${CMAKE_BINARY_DIR}/cdef.fresh.lua
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(lua-cdef-current PROPERTIES

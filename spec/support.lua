@@ -1,7 +1,6 @@
 -- Shared helpers for the specs (not a spec itself: busted only runs *_spec.lua files).
--- Load with:
---   local S = dofile((debug.getinfo(1, "S").source:match("^@(.*)spec/ron/") or "")
---                    .. "spec/support.lua")
+-- Load with `local S = require "support"`: .busted puts spec/ on the module path (busted
+-- runs from the repository root, as ctest does).
 local S = {}
 
 -- Repository root, with a trailing slash ("" when the specs run from the root).
@@ -112,13 +111,12 @@ function S.by_stream(slices)
 end
 
 -- For specs run inside the host (spec/run-busted.lua): runs body(task) as a task on a
--- fresh task module, runs the loop to its end, and checks that the task ended well, that
+-- new scheduler (task.new()), runs the loop to its end, and checks that the task ended well, that
 -- no task is left live and no threadpool request is left in flight.
 S.TENANT_C = "00000000-0000-4000-8000-00000000000c"
 function S.run_task(body)
     local assert = require "luassert" -- this file runs outside busted's spec environment
-    package.loaded["ron.accounting.task"] = nil
-    local task = require "ron.accounting.task"
+    local task = require("ron.accounting.runtime.task").new()
     local uv = require "luv"
     local h = task.spawn("spec", body, task)
     uv.run("default")
@@ -126,7 +124,7 @@ function S.run_task(body)
     local ok, err = h:join()
     assert(ok, err)
     assert.equal(0, task.live())
-    assert.equal(0, require("ron.accounting.offload").in_flight())
+    assert.equal(0, require("ron.accounting.runtime.offload").in_flight())
     return task
 end
 
@@ -137,7 +135,7 @@ function S.rt_setup()
     local clock = S.clock(S.T0 + 5)
     local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = S.tmpname(".wal") } }))
     local dir = S.tmpname(".ledger")
-    local ledger = assert(require("ron.accounting.offload").file { dir = dir })
+    local ledger = assert(require("ron.accounting.runtime.offload").file { dir = dir })
     return clock, m, dir, ledger
 end
 

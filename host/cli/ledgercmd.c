@@ -1,5 +1,5 @@
 /* `verify PATH` of a file ledger (docs/EXPORT.md, "The file ledger"): the directory the
- * exporter ron.accounting.exporters.file writes, recognised by its LEDGER marker, or one
+ * exporter ron.accounting.export.exporters.file writes, recognised by its LEDGER marker, or one
  * of its <dimension>.ledger stream files.
  *
  * Layout:  <dir>/LEDGER, <dir>/<tenant uuid>/<dimension>.ledger (+ *.broken: torn tails

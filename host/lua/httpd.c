@@ -1,11 +1,11 @@
-/* ron.accounting.httpd: a small HTTP/1.1 server on the host's one libuv loop, built on
+/* ron.accounting.net.http_server: a small HTTP/1.1 server on the host's one libuv loop, built on
  * H2O's library (libh2o, libuv flavour). The daemon's HTTP surface (/metrics, /healthz,
- * /readyz: lua/ron/accounting/http.lua) sits on top of it; this file knows nothing of
+ * /readyz: lua/ron/accounting/daemon/http.lua) sits on top of it; this file knows nothing of
  * routes.
  *
- * Lua API (package.preload["ron.accounting.httpd"], registered by run.c):
+ * Lua API (package.preload["ron.accounting.net.http_server"], registered by run.c):
  *
- *   local httpd = require "ron.accounting.httpd"
+ *   local httpd = require "ron.accounting.net.http_server"
  *   local srv, err = httpd.listen {
  *       host = "127.0.0.1",   -- numeric IPv4 or IPv6 address (default 127.0.0.1)
  *       port = 9464,          -- 0 picks a free port (default 9464)
@@ -77,8 +77,8 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#define SERVER_MT "ron.accounting.httpd.server"
-#define REQ_MT "ron.accounting.httpd.req"
+#define SERVER_MT "ron.accounting.net.http_server.server"
+#define REQ_MT "ron.accounting.net.http_server.req"
 #define MAX_CONNS 256              /* accepted connections per server; more are closed at once */
 #define MAX_BODY_LIMIT (64u << 20) /* the largest max_body a caller may ask for */
 #define CLOSE_ALL_DEADLINE_MS 2000 /* close_all gives up (and leaks) after it */
@@ -818,4 +818,4 @@ static void close_all(uv_loop_t *loop) {
     }
 }
 
-const ra_host_module_t ra_host_httpd = {"ron.accounting.httpd", luaopen_httpd, close_all};
+const ra_host_module_t ra_host_httpd = {"ron.accounting.net.http_server", luaopen_httpd, close_all};

@@ -1,14 +1,14 @@
-/* ron.accounting.pq: PostgreSQL connections driven by the host's one libuv loop, through
+/* ron.accounting.net.postgres_c: PostgreSQL connections driven by the host's one libuv loop, through
  * libpq's asynchronous API. The socket of each connection is watched by a uv_poll_t; the
  * loop thread never makes a blocking libpq call (PQconnectStart/PQconnectPoll,
  * PQsendQueryParams, PQflush in nonblocking mode, PQconsumeInput/PQisBusy/PQgetResult).
- * The task-friendly wrapper with reconnects and a pool is lua/ron/accounting/pg.lua; the
- * PostgreSQL ledger on top of it is lua/ron/accounting/exporters/postgres.lua
+ * The task-friendly wrapper with reconnects and a pool is lua/ron/accounting/net/postgres.lua; the
+ * PostgreSQL ledger on top of it is lua/ron/accounting/export/exporters/postgres.lua
  * (docs/EXPORT.md, "PostgreSQL ledger").
  *
- * Lua API (package.preload["ron.accounting.pq"], registered by run.c):
+ * Lua API (package.preload["ron.accounting.net.postgres_c"], registered by run.c):
  *
- *   local pq = require "ron.accounting.pq"
+ *   local pq = require "ron.accounting.net.postgres_c"
  *   local conn = pq.connect(conninfo, cb [, { timeout_ms = 10000 }])
  *       conninfo: a libpq connection string or URI (a malformed one raises). cb(conn) once
  *       connected, or cb(nil, err, nil, class) on failure or when timeout_ms pass first.
@@ -82,7 +82,7 @@
 #include <string.h>
 #include <uv.h>
 
-#define CONN_MT "ron.accounting.pq.conn"
+#define CONN_MT "ron.accounting.net.postgres_c.conn"
 #define BYTEA_FIELD "bytea"
 #define MAX_PARAMS 65535 /* the protocol's limit (a 16-bit count) */
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
@@ -477,7 +477,7 @@ static void query_step(pqc_t *c, int events) {
         ExecStatusType rs = PQresultStatus(r);
         if (rs == PGRES_COPY_IN || rs == PGRES_COPY_OUT || rs == PGRES_COPY_BOTH) {
             PQclear(r);
-            fail_query(c, "COPY is not supported by ron.accounting.pq", "client");
+            fail_query(c, "COPY is not supported by ron.accounting.net.postgres_c", "client");
             return;
         }
         /* exec() may bring several: keep the first error, else the last result. */
@@ -615,7 +615,7 @@ static void start_timer(pqc_t *c, uint64_t ms) {
 static pqc_t *check_conn(lua_State *L, int idx, int open) {
     pqc_t **ud = luaL_checkudata(L, idx, CONN_MT);
     if (open && (!*ud || (*ud)->state == ST_CLOSED))
-        luaL_error(L, "ron.accounting.pq: the connection is closed");
+        luaL_error(L, "ron.accounting.net.postgres_c: the connection is closed");
     return *ud;
 }
 
@@ -627,7 +627,7 @@ static unsigned opt_timeout(lua_State *L, int idx, unsigned dflt) {
     if (!lua_isnil(L, -1)) {
         lua_Number n = luaL_checknumber(L, -1);
         if (!(n >= 0 && n <= MAX_TIMEOUT_MS))
-            luaL_error(L, "ron.accounting.pq: timeout_ms must be in 0..%u", MAX_TIMEOUT_MS);
+            luaL_error(L, "ron.accounting.net.postgres_c: timeout_ms must be in 0..%u", MAX_TIMEOUT_MS);
         ms = (unsigned)n;
     }
     lua_pop(L, 1);
@@ -647,14 +647,14 @@ static int l_connect(lua_State *L) {
         snprintf(msg, sizeof msg, "%s", perr ? perr : "out of memory");
         PQfreemem(perr);
         char *m = dup_msg(msg);
-        lua_pushfstring(L, "ron.accounting.pq: bad conninfo: %s", m ? m : "");
+        lua_pushfstring(L, "ron.accounting.net.postgres_c: bad conninfo: %s", m ? m : "");
         free(m);
         return lua_error(L);
     }
     PQconninfoFree(opts);
 
     pqc_t *c = calloc(1, sizeof *c);
-    if (!c) return luaL_error(L, "ron.accounting.pq: out of memory");
+    if (!c) return luaL_error(L, "ron.accounting.net.postgres_c: out of memory");
     c->loop = luv_loop(L);
     c->L = luv_state(L);
     c->cb_ref = c->self_ref = LUA_NOREF;
@@ -737,10 +737,10 @@ static void start_op(lua_State *L, pqc_t *c, int cb_idx, unsigned timeout_ms, in
  * Returns 1 when the caller may send. */
 static int ready_for_query(lua_State *L, pqc_t *c, int cb_idx) {
     if (c->deferred || c->cb_ref != LUA_NOREF)
-        luaL_error(L, "ron.accounting.pq: an operation is in flight on this connection "
+        luaL_error(L, "ron.accounting.net.postgres_c: an operation is in flight on this connection "
                       "(one at a time)");
     if (c->state == ST_CONNECTING)
-        luaL_error(L, "ron.accounting.pq: query before the connection is established");
+        luaL_error(L, "ron.accounting.net.postgres_c: query before the connection is established");
     if (c->state == ST_IDLE) return 1;
     /* ST_BAD */
     char msg[512];
@@ -764,11 +764,11 @@ static int l_query(lua_State *L) {
         n = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : (int)lua_objlen(L, 3);
         lua_pop(L, 1);
         if (n < 0 || n > MAX_PARAMS)
-            return luaL_error(L, "ron.accounting.pq: 0..%d parameters", MAX_PARAMS);
+            return luaL_error(L, "ron.accounting.net.postgres_c: 0..%d parameters", MAX_PARAMS);
     }
     /* Convert (and check) every parameter before touching the connection. The strings
      * stay on the Lua stack (so alive) until PQsendQueryParams has copied them. */
-    if (!lua_checkstack(L, n + 8)) return luaL_error(L, "ron.accounting.pq: too many parameters");
+    if (!lua_checkstack(L, n + 8)) return luaL_error(L, "ron.accounting.net.postgres_c: too many parameters");
     const char **values = n ? calloc((size_t)n, sizeof *values) : NULL;
     int *lengths = n ? calloc((size_t)n, sizeof *lengths) : NULL;
     int *formats = n ? calloc((size_t)n, sizeof *formats) : NULL;
@@ -776,7 +776,7 @@ static int l_query(lua_State *L) {
         free(values);
         free(lengths);
         free(formats);
-        return luaL_error(L, "ron.accounting.pq: out of memory");
+        return luaL_error(L, "ron.accounting.net.postgres_c: out of memory");
     }
     int base = lua_gettop(L);
     const char *bad = NULL;
@@ -827,7 +827,7 @@ static int l_query(lua_State *L) {
         free(values);
         free(lengths);
         free(formats);
-        return luaL_error(L, "ron.accounting.pq: query: parameter: %s", bad);
+        return luaL_error(L, "ron.accounting.net.postgres_c: query: parameter: %s", bad);
     }
     if (ready_for_query(L, c, 4)) {
         int sent = PQsendQueryParams(c->pg, sql, n, NULL, values, lengths, formats, 0);
@@ -988,4 +988,4 @@ static void close_all(uv_loop_t *loop) {
     ra_glue_drain(loop, closing, NULL, "pq", "connections");
 }
 
-const ra_host_module_t ra_host_pq = {"ron.accounting.pq", luaopen_pq, close_all};
+const ra_host_module_t ra_host_pq = {"ron.accounting.net.postgres_c", luaopen_pq, close_all};

@@ -48,9 +48,9 @@
 -- Slices: see ron/accounting/slice.lua (tenant, dimension, id, rows, b3, prev_b3, amnesia,
 -- host, :encode()). Configuration and defaults: ron/accounting/config.lua.
 local ffi = require "ffi"
-local config = require "ron.accounting.config"
-local libmod = require "ron.accounting.lib"
-local slice = require "ron.accounting.slice"
+local config = require "ron.accounting.binding.config"
+local libmod = require "ron.accounting.binding.lib"
+local slice = require "ron.accounting.binding.slice"
 
 local C, C_from = libmod.namespace()
 
@@ -597,7 +597,7 @@ function Meter:set_degraded(on)
     return true
 end
 
--- For code that drives the C API itself, e.g. on another thread (ron.accounting.offload):
+-- For code that drives the C API itself, e.g. on another thread (ron.accounting.runtime.offload):
 -- the meter's ra_meter_t * (nil once closed; valid until meter:close(), so the caller keeps
 -- the meter referenced while it uses the pointer), and how many slices one rollover may
 -- seal (the size of the ra_meter_rollover out-array, = pending_slices_cap).

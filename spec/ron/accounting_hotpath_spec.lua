@@ -9,8 +9,7 @@
 -- a root trace that links back to itself ("loop"), with no trace aborted or stitched
 -- while it runs: the record call, including the FFI call into the core, is inside it.
 -- (Aborts in code other than the loop and ron/accounting/*, e.g. busted's, are ignored.)
-local S = dofile((debug.getinfo(1, "S").source:match("^@(.*)spec/ron/") or "")
-                 .. "spec/support.lua")
+local S = require "support"
 local acct = require "ron.accounting"
 
 local T0, TA = S.T0, S.TENANT_A

@@ -1,8 +1,7 @@
 -- ron.accounting: the Lua contract of PRODUCT.md §5 (open, record, rollover, slices,
 -- pending/ack, metrics, shm, decode). The hot-path properties (no garbage, JIT) live in
 -- accounting_hotpath_spec.lua.
-local S = dofile((debug.getinfo(1, "S").source:match("^@(.*)spec/ron/") or "")
-                 .. "spec/support.lua")
+local S = require "support"
 local ffi = require "ffi"
 local acct = require "ron.accounting"
 

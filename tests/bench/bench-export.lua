@@ -20,7 +20,7 @@
 --             Timed: from the first record to the last ACK. Figure: slices/s; also the loop
 --             thread's and the whole process's CPU share.
 --   null      the same runtime with an exporter that answers ok at once: its own cost.
---   baseline  the same kind of slices put() by ron.accounting.exporters.file directly,
+--   baseline  the same kind of slices put() by ron.accounting.export.exporters.file directly,
 --             synchronously, in a loop (no runtime, no pool, no ACK), same fsync setting,
 --             after the same warm-up. ratio = runtime slices/s / baseline slices/s.
 -- fsync off: 1M slices (--slices); fsync on: 200k (--fsync-slices; ~0.15 ms per fsync here).
@@ -31,10 +31,10 @@
 -- --bin (or RA_BIN) names the binary.
 local uv = require "luv"
 local acct = require "ron.accounting"
-local task = require "ron.accounting.task"
+local task = require "ron.accounting.runtime.task"
 local runtime = require "ron.accounting.runtime"
-local offload = require "ron.accounting.offload"
-local file = require "ron.accounting.exporters.file"
+local offload = require "ron.accounting.runtime.offload"
+local file = require "ron.accounting.export.exporters.file"
 
 local ffi = require "ffi"
 pcall(ffi.cdef, [[

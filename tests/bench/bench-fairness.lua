@@ -4,7 +4,7 @@
 --   ron-accounting run tests/bench/bench-fairness.lua [--quick] [--out FILE] [--dir DIR]
 --       [--windows N] [--latency-ms N] [--inflight N]
 --
--- Setup (as spec/ron/accounting/fairness_g22_spec.lua, larger): a meter (injected clock,
+-- Setup (as spec/ron/accounting/export/fairness/g22_spec.lua, larger): a meter (injected clock,
 -- WAL) where the hot tenant records 10 dimensions per window and 9 cold tenants one each,
 -- --windows windows (default 50: 500 hot slices, 50 per cold tenant), one sealed every
 -- --period-ms (default 12: 1583 slices/s arrive). The runtime runs with bounded dispatch
@@ -21,10 +21,10 @@
 -- cold slice was ACKed, and the ratio of the cold p95 to fifo's (< 1: fairness helps).
 local uv = require "luv"
 local acct = require "ron.accounting"
-local task = require "ron.accounting.task"
+local task = require "ron.accounting.runtime.task"
 local runtime = require "ron.accounting.runtime"
-local offload = require "ron.accounting.offload"
-local fairness = require "ron.accounting.fairness"
+local offload = require "ron.accounting.runtime.offload"
+local fairness = require "ron.accounting.export.fairness"
 
 local opts = { quick = false, out = nil, dir = nil, windows = 50, latency_ms = 2, inflight = 2,
                period_ms = 12 }

@@ -1,7 +1,7 @@
 -- bench-http-export.lua: slices/s over HTTP into the ledger receiver (issue 5): this
--- process puts slices through ron.accounting.exporters.http (libcurl multi on its loop);
+-- process puts slices through ron.accounting.export.exporters.http (libcurl multi on its loop);
 -- a second ron-accounting process (this script with --serve) runs http.serve with the
--- receiver's routes (ron.accounting.receiver) over the file ledger (offload.file: appends
+-- receiver's routes (ron.accounting.daemon.receiver) over the file ledger (offload.file: appends
 -- and fsyncs on the libuv threadpool, waiting PUTs batched through put_many).
 --
 --   ron-accounting run tests/bench/bench-http-export.lua [--quick] [--out FILE] [--dir DIR]
@@ -15,7 +15,7 @@
 --   many_streams  --slices slices over --streams streams (tenants x "bytes"), one task per
 --                 stream putting its chain in seq order, as the runtime's workers do:
 --                 puts of different streams overlap (one connection each).
---   baseline file_direct: the same slices put() by ron.accounting.exporters.file directly
+--   baseline file_direct: the same slices put() by ron.accounting.export.exporters.file directly
 --                 in a loop on this thread (no HTTP, no pool, no second process), same
 --                 fsync setting, into a fresh directory. ratio = HTTP slices/s /
 --                 file_direct slices/s.
@@ -24,8 +24,8 @@
 -- line per result (tests/bench/README.md). Nothing here asserts a time.
 local uv = require "luv"
 local acct = require "ron.accounting"
-local task = require "ron.accounting.task"
-local file = require "ron.accounting.exporters.file"
+local task = require "ron.accounting.runtime.task"
+local file = require "ron.accounting.export.exporters.file"
 
 local SCRIPT = debug.getinfo(1, "S").source:match("^@(.*)$")
 
@@ -47,9 +47,9 @@ end
 -- the receiver process: --serve DIR on|off
 
 if arg[1] == "--serve" then
-    local http = require "ron.accounting.http"
-    local receiver = require "ron.accounting.receiver"
-    local offload = require "ron.accounting.offload"
+    local http = require "ron.accounting.daemon.http"
+    local receiver = require "ron.accounting.daemon.receiver"
+    local offload = require "ron.accounting.runtime.offload"
     local dir, fsync = arg[2], arg[3] == "on"
     local backend = assert(offload.file { dir = dir, fsync = fsync })
     local r = receiver.new { backend = backend, workers = 4, batch = 64, queue_cap = 8192,
@@ -71,7 +71,7 @@ end
 -- ---------------------------------------------------------------------------------------
 -- the client
 
-local exp_http = require "ron.accounting.exporters.http"
+local exp_http = require "ron.accounting.export.exporters.http"
 
 local opts = { quick = false, out = nil, dir = nil, slices = 20000, one_slices = 2000,
                streams = 64, fsync = { "off", "on" }, fsync_slices = 4000,
@@ -213,7 +213,7 @@ end
 task.spawn("bench", function()
     local ok, err = pcall(function()
         print(("bench-http-export: %s; loadavg %s"):format(
-            require("ron.accounting.curl").version():match("^(%S+)"), loadavg()))
+            require("ron.accounting.net.http_client_c").version():match("^(%S+)"), loadavg()))
         local fails = 0
         for _, fsync in ipairs(opts.fsync) do
             local total = fsync == "on" and opts.fsync_slices or opts.slices

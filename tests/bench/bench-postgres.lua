@@ -1,4 +1,4 @@
--- bench-postgres.lua: slices/s into PostgreSQL through ron.accounting.exporters.postgres
+-- bench-postgres.lua: slices/s into PostgreSQL through ron.accounting.export.exporters.postgres
 -- (issue 5), against a server this benchmark starts itself (tests/pg/pg-harness.sh).
 --
 --   ron-accounting run tests/bench/bench-postgres.lua [--quick] [--out FILE]
@@ -23,11 +23,11 @@
 -- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
 local uv = require "luv"
 local acct = require "ron.accounting"
-local task = require "ron.accounting.task"
-local postgres = require "ron.accounting.exporters.postgres"
-local pg = require "ron.accounting.pg"
-local pq = require "ron.accounting.pq"
-local file = require "ron.accounting.exporters.file"
+local task = require "ron.accounting.runtime.task"
+local postgres = require "ron.accounting.export.exporters.postgres"
+local pg = require "ron.accounting.net.postgres"
+local pq = require "ron.accounting.net.postgres_c"
+local file = require "ron.accounting.export.exporters.file"
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local H = dofile(here .. "../pg/harness.lua")

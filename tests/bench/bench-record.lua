@@ -425,7 +425,7 @@ print(string.format("# bench-record.lua: %s %s, %s; ops/pass %d, reps %d (median
   jit.version, jit.status() and "JIT on" or "JIT off", jit.arch, opts.ops, opts.reps, opts.seed))
 print("# ratio = LuaJIT ns/op / C ns/op of the same configuration in the same run (target <= 2.0)")
 do
-  local ok, nsmod = pcall(require, "ron.accounting.lib")
+  local ok, nsmod = pcall(require, "ron.accounting.binding.lib")
   local from = acct and ok and select(2, pcall(function() return select(2, nsmod.namespace()) end))
   print(string.format("# ffi-raw library: %s; binding: %s", opts.lib or "ronacct (dynamic linker)",
     acct and ("ron.accounting, library " .. tostring(from)) or "not available"))

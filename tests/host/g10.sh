@@ -67,7 +67,7 @@ cat >b.lua <<EOF
 return {
     listen = "127.0.0.1:0", status_interval_s = 0, window_len_s = 60,
     receiver = {
-        backend = { module = "ron.accounting.exporters.postgres", schema = "g10",
+        backend = { module = "ron.accounting.export.exporters.postgres", schema = "g10",
                     conninfo = "$conninfo", connect_timeout_ms = 2000,
                     query_timeout_ms = 5000 },
         token_hash = "$token_hash",
@@ -84,7 +84,7 @@ burl="http://127.0.0.1:$bport"
 r0=$(date +%s)
 cat >a.lua <<EOF
 local cfg = dofile("$src/tests/host/fast_clock.lua")($r0)
-cfg.exporter = { module = "ron.accounting.exporters.http", url = "$burl/v1/slices",
+cfg.exporter = { module = "ron.accounting.export.exporters.http", url = "$burl/v1/slices",
                  token = "$token", connect_timeout_ms = 1000, timeout_ms = 1000 }
 cfg.backoff = { base_ms = 20, cap_ms = 200 }
 return cfg

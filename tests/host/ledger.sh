@@ -4,7 +4,7 @@
 #   ledger.sh CASE HOST SOURCE_DIR WORK_DIR
 #
 # Every case builds its own ledger with tests/host/ledger-make.lua through `HOST run` (a
-# real meter, ron.accounting.exporters.file), in WORK_DIR/<case>:
+# real meter, ron.accounting.export.exporters.file), in WORK_DIR/<case>:
 #   ok      verify exits 0 with "OK" and changes nothing
 #   flip    one byte of a record's slice bytes flipped: exit 1, the file and record named
 #   torn    half a record appended to a stream: exit 1, "torn tail"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # A throwaway PostgreSQL for tests and benchmarks: a cluster in a temporary directory,
 # listening on 127.0.0.1 at a free port (and on a unix socket in that directory), torn
-# down at the end. Reused by specs (spec/ron/accounting/exporters/postgres_spec.lua through
+# down at the end. Reused by specs (spec/ron/accounting/export/exporters/postgres_spec.lua through
 # tests/pg/harness.lua), benchmarks (tests/bench/bench-postgres.lua) and end-to-end tests.
 #
 #   pg-harness.sh start [--owner PID] [--fsync on|off] [DIR]

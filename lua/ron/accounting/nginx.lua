@@ -46,7 +46,7 @@
 --   * logged at WARN, at most once per reason per worker every `log_interval_s`.
 local ffi = require "ffi"
 local acct = require "ron.accounting"
-local libmod = require "ron.accounting.lib"
+local libmod = require "ron.accounting.binding.lib"
 
 local C = ffi.C            -- nginx and its Lua module
 local R = libmod.namespace() -- libronacct (ffi.load'ed, or the host's ffi.C)

@@ -2,7 +2,7 @@
 -- settings file must be the daemon's own (the plane refuses a recorder whose settings
 -- differ), and init() refuses to run outside nginx. The request path runs in a real
 -- nginx: tests/nginx/ (ctest -L nginx).
-dofile((debug.getinfo(1, "S").source:match("^@(.*)spec/ron/") or "") .. "spec/support.lua")
+require "support"
 local daemon = require "ron.accounting.daemon"
 local gw = require "ron.accounting.nginx"
 

@@ -33,7 +33,7 @@ local n = tonumber(ngx.var.arg_n) or 1000000
 local keys = tonumber(ngx.var.arg_keys) or 64
 local barrier = tonumber(ngx.var.arg_barrier) or 1
 
-local R = require("ron.accounting.lib").namespace()
+local R = require("ron.accounting.binding.lib").namespace()
 local gw = require "ron.accounting.nginx"
 local acct = require "ron.accounting"
 

@@ -1,36 +1,3 @@
--- ron.accounting.fairness: cross-tenant fairness policies for the exporter router (seed
--- 000 C-11, seed 001 §11, STYLE §12). docs/CONCURRENCY.md "Fairness" is the contract.
---
---   local fairness = require "ron.accounting.fairness"
---   local p = fairness.round_robin.new { cap = 65536 }
---   local p = fairness.wfq.new { weights = { [tenant] = 1..8 }, default_weight = 1 }
---   fairness.check(p)   -- raises unless p has the policy shape; returns p
---
--- A policy: p:enqueue(tenant, item) -> true | nil, "Busy"; p:dequeue() -> item, tenant |
--- nil; p:len() -> n; p:tenants() -> { tenant, ... }. An operator's own policy is a module
--- whose new() returns a value of that shape.
-local type, error, pcall, ipairs = type, error, pcall, ipairs
-
-local _M = {
-    round_robin = require "ron.accounting.fairness.round_robin",
-    wfq = require "ron.accounting.fairness.wfq",
-    DEFAULT_CAP = require("ron.accounting.fairness.common").DEFAULT_CAP,
-    METHODS = { "enqueue", "dequeue", "len", "tenants" },
-}
-
-function _M.check(p)
-    local t = type(p)
-    if t ~= "table" and t ~= "userdata" then
-        error("ron.accounting.fairness: a policy must be a table, got " .. t, 2)
-    end
-    for _, m in ipairs(_M.METHODS) do
-        local ok, f = pcall(function() return p[m] end)
-        if not ok or type(f) ~= "function" then
-            error("ron.accounting.fairness: policy." .. m .. " must be a function, got "
-                  .. (ok and type(f) or "an error"), 2)
-        end
-    end
-    return p
-end
-
-return _M
+-- Forwarding stub for one release (0.1 -> 0.2): ron.accounting.fairness is now
+-- ron.accounting.export.fairness (lua/ron/accounting/compat.lua lists every renamed module).
+return require("ron.accounting.compat").forward(...)

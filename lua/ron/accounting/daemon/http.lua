@@ -1,0 +1,189 @@
+-- ron.accounting.daemon.http: the daemon's HTTP surface (docs/OPERATIONS.md, "HTTP surface"), on
+-- ron.accounting.net.http_server (host/lua/httpd.c: H2O on the host's libuv loop). Runs inside
+-- `ron-accounting run` only: the C module comes with the host.
+--
+--   local http = require "ron.accounting.daemon.http"
+--   local srv, err = http.serve {
+--       meter = m,              -- required: meter:metrics() is the core registry
+--       runtime = rt,           -- optional: rt:metrics_text(), rt:ready()
+--       host = "127.0.0.1",     -- default loopback; any other address is an explicit choice
+--       port = 9464,            -- 0 picks a free port: srv:port()
+--       public = false,         -- true: bind 0.0.0.0 when no host is given
+--       metrics_public = false, -- on a non-loopback bind, /metrics /healthz /readyz answer
+--                               -- loopback peers only (403 otherwise) unless true
+--       max_body = 65536,       -- request bodies above it: 413, before they are read
+--       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... } }
+--   srv:port(); srv:close()
+--
+-- routes: more endpoints (ingest, the ledger receiver) in front of the built-in ones: the
+-- first whose method equals req.method and whose Lua pattern `path` matches req.path gets
+-- the request, with the httpd contract (return status, body[, ctype[, headers]], or
+-- nothing and req:respond(...) later). A path a route matches with another method: 405.
+--
+-- Routes: GET (or HEAD) /metrics  -> 200 Prometheus text 0.0.4: the meter's families, then
+--                                    the runtime's, merged so each family appears once
+--         GET /healthz            -> 200 "ok" while the process serves
+--         GET /readyz             -> 200 "ready", or 503 with rt:ready()'s reasons, one a
+--                                    line (without a runtime: ready)
+--         a known path, another method -> 405 (Allow: GET, HEAD); anything else -> 404.
+-- A non-loopback bind logs one WARN line on stderr: /metrics tells tenant activity. There
+-- (ingest is the reason to listen publicly) the built-in routes answer only requests whose
+-- peer (req.peer) is a loopback address, 403 to others, unless metrics_public = true; the
+-- extra routes answer everyone (they do their own authentication).
+local httpd = require "ron.accounting.net.http_server"
+
+local format, concat = string.format, table.concat
+local pairs, ipairs, type, error, tostring, pcall = pairs, ipairs, type, error, tostring, pcall
+local gmatch, match = string.gmatch, string.match
+
+local _M = {}
+
+_M.DEFAULT_HOST = "127.0.0.1"
+_M.DEFAULT_PORT = 9464
+_M.DEFAULT_MAX_BODY = 65536
+_M.METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+local OPTIONS = { meter = true, runtime = true, host = true, port = true, public = true,
+                  max_body = true, routes = true, metrics_public = true }
+
+-- 127.0.0.0/8 and ::1: the addresses only this machine reaches.
+function _M.is_loopback(host)
+    return match(host, "^127%.%d+%.%d+%.%d+$") ~= nil or host == "::1"
+           or match(host, "^::ffff:127%.%d+%.%d+%.%d+$") ~= nil -- IPv4-mapped (dual stack)
+end
+
+-- Merges Prometheus text expositions into one where each metric family (HELP, TYPE and
+-- its samples) appears once, contiguous: the format forbids a family split in two or
+-- described twice (the meter and the runtime both count accounting_rejected_total, with
+-- different reasons). The first HELP/TYPE of a family wins; a sample whose name and labels
+-- were already seen is dropped (first wins: a collision is a naming bug upstream).
+function _M.merge_exposition(texts)
+    local order, fam = {}, {}
+    local seen = {}
+    local function family(name)
+        local f = fam[name]
+        if not f then
+            f = { samples = {} }
+            fam[name] = f
+            order[#order + 1] = name
+        end
+        return f
+    end
+    -- histogram/summary samples (_bucket, _sum, _count) belong to their base family.
+    local function owner(sample_name)
+        for _, suffix in ipairs { "_bucket", "_sum", "_count" } do
+            local base = match(sample_name, "^(.-)" .. suffix .. "$")
+            if base and fam[base] and (fam[base].type == "histogram" or
+                                       fam[base].type == "summary") then
+                return base
+            end
+        end
+        return sample_name
+    end
+    for _, text in ipairs(texts) do
+        for line in gmatch(text, "[^\n]+") do
+            local kind, name, rest = match(line, "^#%s+(%u+)%s+([%w_:]+)%s*(.*)$")
+            if kind == "HELP" then
+                local f = family(name)
+                f.help = f.help or rest
+            elseif kind == "TYPE" then
+                local f = family(name)
+                f.type = f.type or rest
+            elseif match(line, "^#") then -- lint-free comment: dropped
+            else
+                local sname, labels = match(line, "^([%w_:]+)(%b{})")
+                if not sname then sname = match(line, "^([%w_:]+)") end
+                if sname then
+                    local id = sname .. (labels or "")
+                    if not seen[id] then
+                        seen[id] = true
+                        local s = family(owner(sname)).samples
+                        s[#s + 1] = line
+                    end
+                end
+            end
+        end
+    end
+    local out = {}
+    for _, name in ipairs(order) do
+        local f = fam[name]
+        if f.help then out[#out + 1] = format("# HELP %s %s", name, f.help) end
+        if f.type then out[#out + 1] = format("# TYPE %s %s", name, f.type) end
+        for _, l in ipairs(f.samples) do out[#out + 1] = l end
+    end
+    return concat(out, "\n") .. "\n"
+end
+
+local ROUTES = { ["/metrics"] = true, ["/healthz"] = true, ["/readyz"] = true }
+
+local function handler(o, loopback_only)
+    local meter, rt, routes = o.meter, o.runtime, o.routes or {}
+    return function(req)
+        local path, method = req.path, req.method
+        local allowed
+        for i = 1, #routes do
+            local r = routes[i]
+            if match(path, r.path) then
+                if r.method == method then return r.handler(req) end
+                allowed = allowed and (allowed .. ", " .. r.method) or r.method
+            end
+        end
+        if allowed and not ROUTES[path] then
+            return 405, "method not allowed\n", nil, { Allow = allowed }
+        end
+        if not ROUTES[path] then return 404, "not found\n" end
+        if loopback_only and not _M.is_loopback(req.peer or "") then
+            return 403, "forbidden: loopback peers only (metrics_public = false)\n"
+        end
+        if method ~= "GET" and method ~= "HEAD" then
+            return 405, "method not allowed\n", nil, { Allow = "GET, HEAD" }
+        end
+        if path == "/healthz" then return 200, "ok\n" end
+        if path == "/readyz" then
+            if not rt then return 200, "ready\n" end
+            local ready, reasons = rt:ready()
+            if ready then return 200, "ready\n" end
+            return 503, concat(reasons or {}, "\n") .. "\n"
+        end
+        local texts = { meter:metrics() }
+        if rt then texts[2] = rt:metrics_text() end
+        return 200, _M.merge_exposition(texts), _M.METRICS_CONTENT_TYPE
+    end
+end
+
+-- -> server | nil, err (a bind failure: the port in use, an address not of this host)
+function _M.serve(o)
+    if type(o) ~= "table" then error("http.serve: options table expected", 2) end
+    for k in pairs(o) do
+        if not OPTIONS[k] then error("http.serve: unknown option '" .. tostring(k) .. "'", 2) end
+    end
+    if o.meter == nil then error("http.serve: meter is required", 2) end
+    if o.routes ~= nil then
+        if type(o.routes) ~= "table" then error("http.serve: routes must be a list", 2) end
+        for i, r in ipairs(o.routes) do
+            if type(r) ~= "table" or type(r.method) ~= "string" or type(r.path) ~= "string"
+               or type(r.handler) ~= "function" then
+                error(format("http.serve: routes[%d] needs method, path (a Lua pattern) and "
+                             .. "handler", i), 2)
+            end
+        end
+    end
+    local host = o.host
+    if host == nil then host = o.public and "0.0.0.0" or _M.DEFAULT_HOST end
+    if type(host) ~= "string" then error("http.serve: host must be a string", 2) end
+    local port = o.port
+    if port == nil then port = _M.DEFAULT_PORT end
+    local loopback_only = not _M.is_loopback(host) and not o.metrics_public
+    local ok, srv, err = pcall(httpd.listen, { host = host, port = port,
+                                               max_body = o.max_body or _M.DEFAULT_MAX_BODY,
+                                               handler = handler(o, loopback_only) })
+    if not ok then error(srv, 2) end -- misuse (a bad port) raises at the caller
+    if srv and not _M.is_loopback(host) then
+        io.stderr:write(format("http: WARN: serving /metrics on non-loopback address %s:%d%s\n",
+                               host, srv:port(), loopback_only and
+                               " (to loopback peers only: metrics_public = false)" or ""))
+    end
+    return srv, err
+end
+
+return _M

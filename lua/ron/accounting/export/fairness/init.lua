@@ -1,0 +1,36 @@
+-- ron.accounting.export.fairness: cross-tenant fairness policies for the exporter router (seed
+-- 000 C-11, seed 001 §11, STYLE §12). docs/CONCURRENCY.md "Fairness" is the contract.
+--
+--   local fairness = require "ron.accounting.export.fairness"
+--   local p = fairness.round_robin.new { cap = 65536 }
+--   local p = fairness.wfq.new { weights = { [tenant] = 1..8 }, default_weight = 1 }
+--   fairness.check(p)   -- raises unless p has the policy shape; returns p
+--
+-- A policy: p:enqueue(tenant, item) -> true | nil, "Busy"; p:dequeue() -> item, tenant |
+-- nil; p:len() -> n; p:tenants() -> { tenant, ... }. An operator's own policy is a module
+-- whose new() returns a value of that shape.
+local type, error, pcall, ipairs = type, error, pcall, ipairs
+
+local _M = {
+    round_robin = require "ron.accounting.export.fairness.round_robin",
+    wfq = require "ron.accounting.export.fairness.wfq",
+    DEFAULT_CAP = require("ron.accounting.export.fairness.common").DEFAULT_CAP,
+    METHODS = { "enqueue", "dequeue", "len", "tenants" },
+}
+
+function _M.check(p)
+    local t = type(p)
+    if t ~= "table" and t ~= "userdata" then
+        error("ron.accounting.export.fairness: a policy must be a table, got " .. t, 2)
+    end
+    for _, m in ipairs(_M.METHODS) do
+        local ok, f = pcall(function() return p[m] end)
+        if not ok or type(f) ~= "function" then
+            error("ron.accounting.export.fairness: policy." .. m .. " must be a function, got "
+                  .. (ok and type(f) or "an error"), 2)
+        end
+    end
+    return p
+end
+
+return _M

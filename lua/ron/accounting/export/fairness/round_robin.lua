@@ -1,0 +1,57 @@
+-- ron.accounting.export.fairness.round_robin: strict rotation over the tenants holding items
+-- (seed 000 C-11, seed 001 §11); FIFO within a tenant. docs/CONCURRENCY.md "Fairness".
+--
+--   local p = require("ron.accounting.export.fairness.round_robin").new { cap = 65536 }
+--   p:enqueue(tenant, item) -> true | nil, "Busy"
+--   p:dequeue([eligible])   -> item, tenant | nil
+--   p:len(), p:tenants()
+--
+-- Bound: with k tenants holding items, a tenant's next item is served within k - 1
+-- dequeues of any other tenant, whatever their backlog.
+-- eligible(tenant) -> bool (optional): serve the first tenant in rotation order for which it
+-- holds; the ones skipped keep their place (the router skips tenants at their in-flight cap).
+-- opts.tenant_cap: items one tenant may hold (default cap); beyond it enqueue is Busy.
+local C = require "ron.accounting.export.fairness.common"
+local setmetatable, error = setmetatable, error
+
+local _M = { name = "round_robin" }
+
+local P = C.methods({})
+P.__index = P
+
+local OPTS = { cap = true, tenant_cap = true }
+
+function _M.new(opts)
+    opts = C.check_opts("fairness.round_robin.new", opts, OPTS)
+    local cap, tcap = C.caps("fairness.round_robin.new", opts)
+    return setmetatable({ st = C.new_state(cap, tcap) }, P)
+end
+
+function P:enqueue(tenant, item)
+    C.check_tenant("round_robin:enqueue", tenant)
+    if item == nil then error("round_robin:enqueue: item must not be nil", 2) end
+    local st = self.st
+    if C.full(st, tenant) then return nil, "Busy" end
+    local q, fresh = C.push(st, tenant, item, 1)
+    if fresh then C.ring_push(st, q) end
+    return true
+end
+
+function P:dequeue(eligible)
+    local st = self.st
+    local q, i
+    if eligible then
+        q, i = C.ring_find(st, eligible)
+        if not q then return nil end
+        C.ring_remove(st, i)
+    else
+        q = C.ring_front(st)
+        if not q then return nil end
+        C.ring_pop(st)
+    end
+    local item, empty = C.take(st, q)
+    if not empty then C.ring_push(st, q) end -- to the back of the rotation
+    return item, q.tenant
+end
+
+return _M
