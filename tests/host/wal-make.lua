@@ -1,6 +1,6 @@
--- wal-make.lua DIR [WINDOWS [noack]]: builds a small, healthy WAL in DIR through the Lua binding, the way an
--- operator's script would (cfg.wal = { dir = DIR }), for the host tests of `verify` and
--- `wal inspect` (cmake/host-tests.cmake, tests/host/wal.sh).
+-- wal-make.lua DIR [WINDOWS [noack]]: builds a small, healthy WAL in DIR through the Lua
+-- binding, the way an operator's script would (cfg.wal = { dir = DIR }), for the host tests of
+-- `verify` and `wal inspect` (cmake/host-tests.cmake, tests/host/wal.sh).
 --
 -- Three tenants record into the built-in dimensions over WINDOWS windows of 60 s on an
 -- injected clock; every window is rolled over (one segment each, group commit), and the

@@ -22,7 +22,13 @@
 -- and are exported after the next start (wal_replay_task); counts of the open window stay
 -- in the plane file.
 --
--- Configuration: DEFAULTS below (the embedded defaults) are overridden by a Lua file
+-- Files: cli.lua (flags, the configuration file, the effective-configuration line),
+-- schema.lua (the defaults and every key's check), plugins.lua (exporter, fairness and
+-- backoff from their settings), heads.lua (stream heads from the ledger), demo.lua (demo
+-- traffic, the status line), http.lua / ingest.lua / receiver.lua (the HTTP surface),
+-- log.lua; this one starts and stops the daemon.
+--
+-- Configuration: schema.DEFAULTS (the embedded defaults) are overridden by a Lua file
 -- (`--config FILE`, a chunk returning a table with the same keys) and then by flags.
 -- Every key is checked: an unknown key or a wrong value is one clear line and exit 2.
 -- The effective configuration is logged at WARN on start (seed 000 P-6).
@@ -30,329 +36,26 @@ local acct = require "ron.accounting"
 local task = require "ron.accounting.runtime.task"
 local offload = require "ron.accounting.runtime.offload"
 local runtime = require "ron.accounting.runtime"
+local cli = require "ron.accounting.daemon.cli"
+local demo = require "ron.accounting.daemon.demo"
+local heads = require "ron.accounting.daemon.heads"
+local log = require "ron.accounting.daemon.log"
+local plugins = require "ron.accounting.daemon.plugins"
+local schema = require "ron.accounting.daemon.schema"
 local uv = require "luv"
 
-local format, concat, sort, floor = string.format, table.concat, table.sort, math.floor
-local pairs, ipairs, type, tostring, tonumber, error, pcall, setfenv, loadfile =
-      pairs, ipairs, type, tostring, tonumber, error, pcall, setfenv, loadfile
+local format = string.format
+local pairs, ipairs, type, tostring, error, pcall = pairs, ipairs, type, tostring, error, pcall
 
 local _M = {}
-local seed_heads -- defined below (stream heads from the ledger)
 
--- The embedded defaults (docs/OPERATIONS.md, "The daemon").
-_M.DEFAULTS = {
-    profile = "macronode",      -- macronode: WAL, amnesia off; micronode: RAM only (P-6)
-    var_dir = "var",            -- <var>/plane, <var>/wal, <var>/ledger
-    plane = false,              -- false: <var>/plane; or the plane file's path, e.g. on
-                                -- a memory file system for a gateway (examples/nginx/)
-    window_len_s = 300,
-    shards = 64,
-    capacity_rows = 200000,
-    pending_slices_cap = 8192,
-    dimensions = {},            -- extra dimensions after bytes, requests, cpu_units
-    wal_max_bytes = 512 * 1024 * 1024,
-    ledger_dir = false,         -- false: <var>/ledger (the file ledger)
-    ledger_fsync = true,
-    exporter = false,           -- false: the file ledger; or { module = "name", ... }
-    fairness = "round_robin",   -- "round_robin" | "wfq" | { policy = ..., weights = ... }
-                                -- | { module = "name", ... } (an operator's policy)
-    backoff = false,            -- false: backoff.exponential defaults (50 ms .. 5 s, full
-                                -- jitter); or { base_ms =, cap_ms =, jitter = } |
-                                -- { module = "name", ... }
-    ordered_buffer_cap = 1024,
-    pending_cap = 1024,
-    op_budget_ms = 10000,
-    drain_deadline_ms = 5000,
-    listen = "127.0.0.1:9464",  -- /metrics /healthz /readyz; false: no HTTP
-    metrics_public = false,     -- listen on a non-loopback address: /metrics /healthz
-                                -- /readyz answer loopback peers only unless true
-    ingest = false,             -- POST /v1/records on `listen`: { tokens = { [b3hex of a
-                                -- token] = tenant }, ... } (ron.accounting.daemon.ingest)
-    receiver = false,           -- the ledger receiver on `listen` (PUT/GET /v1/slices/...):
-                                -- { backend = "file" | { module = ..., ... }, token_hash,
-                                -- ... } (ron.accounting.daemon.receiver): this daemon is then
-                                -- the HTTP ledger of others (exporters.http)
-    status_interval_s = 60,     -- a status line on stderr; 0: none
-    demo_rate = 0,              -- records/s of built-in demo traffic (3 tenants); 0: none
-    clock = false,              -- a function returning UTC seconds (tests); false: system
-    tick_ms = false,            -- rollover every tick_ms (tests, with clock); false: at
-                                -- UTC window boundaries
-}
-
-local USAGE = [[
-usage: ron-accounting run examples/daemon.lua [--config FILE] [--var DIR] [--window S]
-           [--listen HOST:PORT|off] [--profile macronode|micronode] [--demo RATE]
-           [--status S] [--plane PATH] [--check]
-
-  --config FILE   a Lua file returning a table of settings (docs/OPERATIONS.md)
-  --var DIR       state directory: DIR/plane, DIR/wal, DIR/ledger (default ./var)
-  --plane PATH    the counter plane file, instead of DIR/plane (a gateway's, for example)
-  --window S      window length in seconds, 60..3600 (default 300)
-  --listen A      address of /metrics, /healthz, /readyz (default 127.0.0.1:9464)
-  --profile P     macronode (WAL, default) or micronode (RAM only: amnesia)
-  --demo RATE     record RATE demo records per second into the plane (default 0)
-  --status S      a status line every S seconds (default 60; 0: none)
-  --check         print the effective configuration and exit
-]]
-_M.USAGE = USAGE
-
-local function log(level, fmt, ...)
-    io.stderr:write(format("ron-accounting: %s %s\n", level, format(fmt, ...)))
-end
+-- The daemon's API in one place (examples/, tests and the sidecar use these names).
+_M.DEFAULTS = schema.DEFAULTS
+_M.USAGE = cli.USAGE
+_M.configure = cli.configure
+_M.describe = cli.describe
+_M.DEMO_TENANTS = demo.TENANTS
 _M.log = log
-
--- ---------------------------------------------------------------------------------------
--- configuration
-
-local function bad(fmt, ...) return nil, "configuration: " .. format(fmt, ...) end
-
-local function int_in(lo, hi)
-    return function(k, v)
-        if type(v) ~= "number" or v ~= floor(v) or v < lo or v > hi then
-            return bad("%s must be an integer in %d..%d, got %s", k, lo, hi, tostring(v))
-        end
-        return true
-    end
-end
-
-local function plugin(k, v, names)
-    if type(v) == "string" then
-        if names[v] then return true end
-        local known = {}
-        for n in pairs(names) do known[#known + 1] = n end
-        sort(known)
-        return bad("%s must be one of %s, or { module = \"...\" }, got %q", k,
-                   concat(known, ", "), v)
-    end
-    if type(v) == "table" then
-        if v.module ~= nil and type(v.module) ~= "string" then
-            return bad("%s.module must be a module name", k)
-        end
-        if v.module == nil and v.policy ~= nil and not names[v.policy] then
-            return bad("%s.policy %q is unknown", k, tostring(v.policy))
-        end
-        return true
-    end
-    return bad("%s must be a name or a table, got %s", k, type(v))
-end
-
-local CHECK = {
-    profile = function(k, v)
-        if v ~= "macronode" and v ~= "micronode" then
-            return bad("%s must be \"macronode\" or \"micronode\", got %s", k, tostring(v))
-        end
-        return true
-    end,
-    var_dir = function(k, v)
-        if type(v) ~= "string" or v == "" then return bad("%s must be a directory path", k) end
-        return true
-    end,
-    plane = function(k, v)
-        if v ~= false and (type(v) ~= "string" or v == "") then
-            return bad("%s must be a file path or false (<var_dir>/plane)", k)
-        end
-        return true
-    end,
-    window_len_s = int_in(60, 3600),
-    shards = int_in(1, 4096),
-    capacity_rows = int_in(1, 2 ^ 31),
-    pending_slices_cap = int_in(1, 2 ^ 31),
-    dimensions = function(k, v)
-        if type(v) ~= "table" then return bad("%s must be a list of names", k) end
-        for i, d in ipairs(v) do
-            if type(d) ~= "string" or not d:match("^[a-z][a-z0-9_]*$") or #d > 32 then
-                return bad("%s[%d] must match [a-z][a-z0-9_]* (at most 32 bytes)", k, i)
-            end
-        end
-        return true
-    end,
-    wal_max_bytes = int_in(16 * 1024 * 1024, 2 ^ 50),
-    ledger_dir = function(k, v)
-        if v ~= false and (type(v) ~= "string" or v == "") then
-            return bad("%s must be a directory path or false", k)
-        end
-        return true
-    end,
-    ledger_fsync = function(k, v)
-        if type(v) ~= "boolean" then return bad("%s must be a boolean", k) end
-        return true
-    end,
-    exporter = function(k, v)
-        if v == false then return true end
-        if type(v) ~= "table" or type(v.module) ~= "string" then
-            return bad("%s must be false (the file ledger) or { module = \"name\", ... }", k)
-        end
-        return true
-    end,
-    fairness = function(k, v) return plugin(k, v, { round_robin = true, wfq = true }) end,
-    backoff = function(k, v)
-        if v == false then return true end
-        return plugin(k, v, { exponential = true })
-    end,
-    ordered_buffer_cap = int_in(1, 1048576),
-    pending_cap = int_in(1, 1048576),
-    op_budget_ms = int_in(1, 3600000),
-    drain_deadline_ms = int_in(1, 3600000),
-    listen = function(k, v)
-        if v == false then return true end
-        if type(v) ~= "string" then return bad("%s must be \"HOST:PORT\" or false", k) end
-        local host, port = v:match("^%[?([^%]]*)%]?:(%d+)$")
-        port = tonumber(port)
-        if not host or host == "" or not port or port > 65535 then
-            return bad("%s must be \"HOST:PORT\" (port 0..65535) or false, got %q", k, v)
-        end
-        return true
-    end,
-    metrics_public = function(k, v)
-        if type(v) ~= "boolean" then return bad("%s must be a boolean", k) end
-        return true
-    end,
-    ingest = function(k, v)
-        local ok, err = require("ron.accounting.daemon.ingest").check_config(v, k)
-        if not ok then return bad("%s", err) end
-        return true
-    end,
-    receiver = function(k, v)
-        local ok, err = require("ron.accounting.daemon.receiver").check_config(v, k)
-        if not ok then return bad("%s", err) end
-        return true
-    end,
-    status_interval_s = int_in(0, 86400),
-    demo_rate = int_in(0, 10000000),
-    clock = function(k, v)
-        if v ~= false and type(v) ~= "function" then
-            return bad("%s must be a function returning UTC seconds, or false", k)
-        end
-        return true
-    end,
-    tick_ms = function(k, v)
-        if v ~= false and (type(v) ~= "number" or v ~= floor(v) or v < 1) then
-            return bad("%s must be a positive integer or false", k)
-        end
-        return true
-    end,
-}
-
-local function sorted_keys(t)
-    local ks = {}
-    for k in pairs(t) do ks[#ks + 1] = tostring(k) end
-    sort(ks)
-    return ks
-end
-
--- Loads a configuration file: a Lua chunk returning a table. It runs with the standard
--- library visible (os.getenv, arithmetic) but its globals do not leak into the daemon.
-local function load_file(path)
-    local chunk, err = loadfile(path)
-    if not chunk then return bad("cannot load %s", tostring(err)) end
-    setfenv(chunk, setmetatable({}, { __index = _G }))
-    local ok, t = pcall(chunk)
-    if not ok then return bad("%s: %s", path, tostring(t)) end
-    if type(t) ~= "table" then return bad("%s must return a table, got %s", path, type(t)) end
-    return t
-end
-
-local FLAGS = { ["--config"] = "config", ["--var"] = "var_dir", ["--window"] = "window_len_s",
-                ["--listen"] = "listen", ["--profile"] = "profile", ["--demo"] = "demo_rate",
-                ["--status"] = "status_interval_s", ["--plane"] = "plane" }
-local NUMERIC = { window_len_s = true, demo_rate = true, status_interval_s = true }
-
--- args: the script's arg table (arg[1..n]). -> cfg, positional | nil, err, exit_code
--- (err "help" for --help: print USAGE, exit 0).
-function _M.configure(args)
-    args = args or {}
-    local flags, positional, check = {}, {}, false
-    local i = 1
-    while i <= #args do
-        local a = args[i]
-        if a == "--help" or a == "-h" then return nil, "help", 0 end
-        if a == "--check" then
-            check = true
-        elseif FLAGS[a] then
-            local v = args[i + 1]
-            if v == nil then return nil, format("%s needs a value (see --help)", a), 2 end
-            local key = FLAGS[a]
-            if NUMERIC[key] then
-                local n = tonumber(v)
-                if not n then return nil, format("%s needs a number, got %q", a, v), 2 end
-                v = n
-            elseif key == "listen" and v == "off" then
-                v = false
-            end
-            flags[key] = v
-            i = i + 1
-        elseif a:sub(1, 2) == "--" then
-            return nil, format("unknown option %s (see --help)", a), 2
-        else
-            positional[#positional + 1] = a
-        end
-        i = i + 1
-    end
-
-    local cfg = {}
-    for k, v in pairs(_M.DEFAULTS) do cfg[k] = v end
-    local sources = {}
-    if flags.config then
-        local t, err = load_file(flags.config)
-        if not t then return nil, err, 2 end
-        for _, k in ipairs(sorted_keys(t)) do
-            if CHECK[k] == nil then
-                return nil, format("configuration: unknown key '%s' in %s", k, flags.config), 2
-            end
-            cfg[k] = t[k]
-            sources[k] = flags.config
-        end
-        flags.config = nil
-    end
-    for k, v in pairs(flags) do
-        cfg[k] = v
-        sources[k] = "flag"
-    end
-    for _, k in ipairs(sorted_keys(CHECK)) do
-        local ok, err = CHECK[k](k, cfg[k])
-        if not ok then return nil, err, 2 end
-    end
-    if cfg.tick_ms and not cfg.clock then
-        -- tick_ms drives rollovers off the UTC grid: only with an injected clock
-        return nil, "configuration: tick_ms needs clock (it is for tests)", 2
-    end
-    if cfg.ingest and not cfg.listen then
-        return nil, "configuration: ingest needs listen (POST /v1/records is served there)", 2
-    end
-    if cfg.receiver and not cfg.listen then
-        return nil, "configuration: receiver needs listen (PUT /v1/slices/... is served there)", 2
-    end
-    cfg.check, cfg.sources = check, sources
-    return cfg, positional
-end
-
--- "k=v k=v ..." of the effective configuration, sorted, functions and tables summarised.
-function _M.describe(cfg)
-    local out = {}
-    for _, k in ipairs(sorted_keys(_M.DEFAULTS)) do
-        local v = cfg[k]
-        local s
-        if type(v) == "function" then
-            s = "<function>"
-        elseif type(v) == "table" then
-            local parts = {}
-            if #v > 0 then
-                for _, x in ipairs(v) do parts[#parts + 1] = tostring(x) end
-            else
-                for _, kk in ipairs(sorted_keys(v)) do
-                    local x = v[kk]
-                    parts[#parts + 1] = kk .. ":" .. (type(x) == "table" and "{...}"
-                                                      or tostring(x))
-                end
-            end
-            s = "{" .. concat(parts, ",") .. "}"
-        else
-            s = tostring(v)
-        end
-        out[#out + 1] = k .. "=" .. s
-    end
-    return concat(out, " ")
-end
 
 function _M.paths(cfg)
     local var = cfg.var_dir
@@ -395,81 +98,6 @@ local function mkdir_p(path)
 end
 _M.mkdir_p = mkdir_p
 
--- A plug-in from its configuration: a built-in name, { policy = name, ... } or
--- { module = "name", ... } (module.new(opts)).
-local function plugin_new(kind, v, builtin_prefix)
-    if v == false or v == nil then return nil end
-    local name, opts
-    if type(v) == "string" then
-        name, opts = builtin_prefix .. v, nil
-    else
-        opts = {}
-        for k, x in pairs(v) do
-            if k ~= "module" and k ~= "policy" then opts[k] = x end
-        end
-        name = v.module or (builtin_prefix .. (v.policy or "exponential"))
-    end
-    local ok, mod = pcall(require, name)
-    if not ok then return nil, format("%s: cannot load %s: %s", kind, name, tostring(mod)) end
-    if type(mod) ~= "table" or type(mod.new) ~= "function" then
-        return nil, format("%s: module %s has no new(opts)", kind, name)
-    end
-    local ok2, obj, err = pcall(mod.new, opts)
-    if not ok2 or not obj then
-        return nil, format("%s: %s.new: %s", kind, name, tostring(ok2 and err or obj))
-    end
-    return obj
-end
-
--- ---------------------------------------------------------------------------------------
--- demo traffic and status
-
-local DEMO_TENANTS = { "6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21",
-                       "b2d4e6f8-1a3c-4e5f-8b7d-9c0e2f4a6b8d",
-                       "3e9a1b5c-7d2f-4a6e-b1c8-5f0d3e7a9b24" }
-_M.DEMO_TENANTS = DEMO_TENANTS
-
-local function demo_task(d, rate)
-    local m = d.meter
-    local tenants, subjects = {}, {}
-    for i, t in ipairs(DEMO_TENANTS) do
-        tenants[i] = assert(acct.tenant(t))
-        subjects[i] = m:subject("demo-user-" .. i)
-    end
-    local per_tick = rate / 10
-    local owed, n = 0, 0
-    while not d.stopping do
-        owed = owed + per_tick
-        while owed >= 1 do
-            owed = owed - 1
-            n = n + 1
-            local k = n % 3 + 1
-            local ok, err = m:record(tenants[k], subjects[k], "requests", 1)
-            if ok then ok, err = m:record(tenants[k], subjects[k], "bytes", 512 + n % 1024) end
-            if not ok then
-                d.demo_errors = d.demo_errors + 1
-                if d.demo_errors == 1 or d.demo_errors % 10000 == 0 then
-                    log("WARN", "demo record: %s (%d so far)", tostring(err), d.demo_errors)
-                end
-            end
-        end
-        if not task.sleep(100) then break end
-    end
-end
-
-local function status_line(d)
-    if not d.rt then
-        log("INFO", "status: starting (seeding stream heads from the ledger)")
-        return
-    end
-    local rm = d.rt:metrics()
-    local ready, reasons = d.rt:ready()
-    local e = rm.exports
-    log("INFO", "status: backlog=%d exported ok=%d dup=%d fail=%d retries=%d ready=%s%s",
-        rm.backlog, e.ok, e.dup, e.fail, rm.retries, ready and "yes" or "no",
-        ready and "" or (" (" .. concat(reasons, "; ") .. ")"))
-end
-
 -- The extra routes of the HTTP server (ingest, the ledger receiver) and the largest body
 -- they take (the receiver: one slice, 1 MiB).
 local function http_routes(d)
@@ -488,57 +116,6 @@ local function http_max_body(d)
         if not n or n < rn then n = rn end
     end
     return n
-end
-
-local function status_task(d, every_s)
-    while task.sleep(every_s * 1000) do status_line(d) end
-end
-
--- ---------------------------------------------------------------------------------------
--- stream heads from the ledger
-
--- Seeds the meter with every head the exporter lists. A micronode (no WAL: its heads
--- may be gone) retries until the ledger answers or the daemon stops, since sealing
--- before would fork every chain; a macronode has its heads in the plane and WAL, so the
--- ledger's are a cross-check and a failure to list them is only logged. -> true to start
--- the runtime, false when the daemon stopped meanwhile.
-function seed_heads(d, exporter)
-    local amnesia = d.cfg.profile == "micronode"
-    local hs, err
-    local delay = 100
-    while not d.stopping do
-        hs, err = exporter:list_heads()
-        if hs or not amnesia then break end
-        log("WARN", "cannot list the ledger's stream heads (%s); nothing is sealed until it "
-            .. "answers (micronode: sealing now would fork the chains); retry in %d ms",
-            tostring(err), delay)
-        if not task.sleep(delay) then return false end
-        delay = math.min(delay * 2, 5000)
-    end
-    if d.stopping then return false end
-    if not hs then
-        log("WARN", "cannot list the ledger's stream heads: %s (the WAL's are used)", tostring(err))
-        return true
-    end
-    local seeded, own, failed = 0, 0, 0
-    for _, h in ipairs(hs) do
-        local ok, serr = d.meter:seed_head(h.tenant, h.dimension, h)
-        if ok then
-            seeded = seeded + 1
-        elseif tostring(serr):match("^Incompatible") then
-            own = own + 1 -- this node's chain is ahead (slices not exported yet) or forked
-        else
-            failed = failed + 1
-            if failed <= 3 then
-                log("WARN", "stream head %s/%s: %s", h.tenant, h.dimension, tostring(serr))
-            end
-        end
-    end
-    log(own > 0 and amnesia and "WARN" or "INFO",
-        "stream heads from the ledger: %d listed, %d continued or already equal, %d where "
-        .. "this node has its own chain%s, %d refused", #hs, seeded, own,
-        amnesia and "" or " (slices not exported yet)", failed)
-    return true
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -562,7 +139,7 @@ function _M.start(cfg)
 
     local exporter
     if cfg.exporter then
-        exporter, err = plugin_new("exporter", cfg.exporter, "")
+        exporter, err = plugins.new("exporter", cfg.exporter, "")
     else
         ok, err = mkdir_p(p.ledger)
         if ok then exporter, err = offload.file { dir = p.ledger, fsync = cfg.ledger_fsync } end
@@ -572,10 +149,10 @@ function _M.start(cfg)
         return nil, "exporter: " .. tostring(err)
     end
     local fairness
-    fairness, err = plugin_new("fairness", cfg.fairness, "ron.accounting.export.fairness.")
+    fairness, err = plugins.new("fairness", cfg.fairness, "ron.accounting.export.fairness.")
     local backoff
     if fairness and cfg.backoff then
-        backoff, err = plugin_new("backoff", cfg.backoff, "ron.accounting.export.backoff.")
+        backoff, err = plugins.new("backoff", cfg.backoff, "ron.accounting.export.backoff.")
     end
     if not fairness or (cfg.backoff and not backoff) then
         meter:close()
@@ -665,7 +242,7 @@ function _M.start(cfg)
         -- stream, which the ledger would refuse as a fork (PRODUCT.md §5, head(stream)).
         -- Until that is done nothing is sealed: counts wait in the plane.
         task.spawn("seed_heads", function()
-            if seed_heads(d, exporter) then d.rt = runtime.start(rt_opts) end
+            if heads.seed(d, exporter) then d.rt = runtime.start(rt_opts) end
         end)
     else
         d.rt = runtime.start(rt_opts)
@@ -679,17 +256,17 @@ function _M.start(cfg)
         stop_ch:close()
     end)
     if cfg.demo_rate > 0 then
-        task.spawn("demo_load", demo_task, d, cfg.demo_rate)
+        task.spawn("demo_load", demo.task, d, cfg.demo_rate)
     end
     if cfg.status_interval_s > 0 then
-        task.spawn("status_task", status_task, d, cfg.status_interval_s)
+        task.spawn("status_task", demo.status_task, d, cfg.status_interval_s)
     end
     task.spawn("daemon", function()
         stop_ch:recv() -- Canceled/Closed at shutdown
         local res = d.rt and d.rt:wait() or { finished = 0, aborted = 0 }
         if d.http then d.http:close() end
         if d.receiver then d.receiver:close(true) end
-        status_line(d)
+        demo.status_line(d)
         local backlog = meter:pending_count()
         meter:close()
         log("INFO", "stopped: %d task(s) finished, %d aborted; %d slice(s) await export %s",
@@ -709,7 +286,7 @@ function _M.main(args)
     local cfg, err, code = _M.configure(args)
     if not cfg then
         if err == "help" then
-            io.stdout:write(USAGE)
+            io.stdout:write(cli.USAGE)
             os.exit(0)
         end
         io.stderr:write("ron-accounting: ", err, "\n")

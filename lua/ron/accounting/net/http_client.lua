@@ -1,7 +1,7 @@
--- ron.accounting.net.http_client: HTTP requests for tasks (ron.accounting.runtime.task) on the host's loop,
--- on top of the C module ron.accounting.net.http_client_c (host/lua/curl.c: libcurl's multi-socket
--- API, sockets polled by libuv, never a blocking call on the loop). Only inside
--- `ron-accounting run`.
+-- ron.accounting.net.http_client: HTTP requests for tasks (ron.accounting.runtime.task) on the
+-- host's loop, on top of the C module ron.accounting.net.http_client_c (host/lua/curl.c:
+-- libcurl's multi-socket API, sockets polled by libuv, never a blocking call on the loop). Only
+-- inside `ron-accounting run`.
 --
 --   local httpc = require "ron.accounting.net.http_client"
 --   local res, err, class = httpc.request {
@@ -34,8 +34,9 @@ local _M = {}
 local function curl()
     local ok, m = pcall(require, "ron.accounting.net.http_client_c")
     if not ok then
-        error("ron.accounting.net.http_client: needs the ron-accounting host (ron.accounting.net.http_client_c is "
-              .. "its C module): run the script with `ron-accounting run`", 3)
+        error("ron.accounting.net.http_client: needs the ron-accounting host "
+              .. "(ron.accounting.net.http_client_c is its C module): run the script with "
+              .. "`ron-accounting run`", 3)
     end
     return m
 end

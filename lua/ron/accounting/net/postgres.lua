@@ -1,6 +1,7 @@
--- ron.accounting.net.postgres: PostgreSQL for tasks (ron.accounting.runtime.task) on the host's loop, on top
--- of the C module ron.accounting.net.postgres_c (host/lua/pq.c: libpq's async API, the socket polled
--- by libuv, never a blocking call on the loop). Only inside `ron-accounting run`.
+-- ron.accounting.net.postgres: PostgreSQL for tasks (ron.accounting.runtime.task) on the host's
+-- loop, on top of the C module ron.accounting.net.postgres_c (host/lua/pq.c: libpq's async API,
+-- the socket polled by libuv, never a blocking call on the loop). Only inside `ron-accounting
+-- run`.
 --
 --   local pg = require "ron.accounting.net.postgres"
 --   local db = pg.new {                  -- no I/O yet: connects on first use

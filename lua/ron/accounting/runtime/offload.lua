@@ -140,8 +140,9 @@ function _M.ack(meter, s)
     return true
 end
 
--- Acks every slice of the list, then compacts once (unless compact == false): { true | "Code: message" per slice },
--- then the compaction's error if any; nil, err when the pool call itself failed.
+-- Acks every slice of the list, then compacts once (unless compact == false): { true | "Code:
+-- message" per slice }, then the compaction's error if any; nil, err when the pool call itself
+-- failed.
 function _M.ack_many(meter, slices, compact)
     local C = require("ron.accounting.binding.lib").namespace()
     local slice = require "ron.accounting.binding.slice"

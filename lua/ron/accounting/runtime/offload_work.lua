@@ -1,6 +1,6 @@
--- ron.accounting.runtime.offload_work: the bodies that ron.accounting.runtime.offload runs on the libuv
--- threadpool. Each pool thread's Lua VM (kept by luv) requires this module once and keeps
--- it, so a body's code is not shipped with every call (it was: ~21 KB of bytecode copied
+-- ron.accounting.runtime.offload_work: the bodies that ron.accounting.runtime.offload runs on
+-- the libuv threadpool. Each pool thread's Lua VM (kept by luv) requires this module once and
+-- keeps it, so a body's code is not shipped with every call (it was: ~21 KB of bytecode copied
 -- and interned per call) and its loops keep their JIT traces from one call to the next.
 --
 -- Only plain values cross between the VMs: pointers as numbers (uintptr_t), strings,

@@ -1,9 +1,9 @@
--- ron.accounting.net.http_server (host/lua/httpd.c) and ron.accounting.daemon.http (the daemon's routes),
--- on the host's loop (ctest lua-http-host: `ron-accounting run spec/run-busted.lua
--- spec/ron/accounting/daemon/http_spec.lua`). Each case runs as a task (S.run_task) and talks to
--- a server on port 0 with a small luv TCP client (raw HTTP/1.1, Connection: close): never
--- a blocking client, which would block the very loop the server runs on.
--- Under plain busted (no host) the C module does not exist: the cases are pending.
+-- ron.accounting.net.http_server (host/lua/httpd.c) and ron.accounting.daemon.http (the
+-- daemon's routes), on the host's loop (ctest lua-http-host: `ron-accounting run
+-- spec/run-busted.lua spec/ron/accounting/daemon/http_spec.lua`). Each case runs as a task
+-- (S.run_task) and talks to a server on port 0 with a small luv TCP client (raw HTTP/1.1,
+-- Connection: close): never a blocking client, which would block the very loop the server runs
+-- on. Under plain busted (no host) the C module does not exist: the cases are pending.
 local S = require "support"
 
 if not package.preload["ron.accounting.net.http_server"] then

@@ -1,11 +1,11 @@
--- G-6.1 (DTO hygiene) for POST /v1/records: ron.accounting.daemon.ingest behind ron.accounting.daemon.http
--- on the host's loop (ctest lua-ingest-g6.1-host: `ron-accounting run spec/run-busted.lua
--- spec/ron/accounting/daemon/ingest_spec.lua`). Requests go through a real server on port 0 with a
--- small luv TCP client (as in http_spec.lua), or straight to ing:handle(req) where the
--- transport adds nothing. Every case checks what the meter holds afterwards by sealing the
--- window (injected clock) and summing the slices: a refused batch records nothing.
--- The configuration checks run anywhere; the rest needs the host (the decoder and the HTTP
--- server are part of it): under plain busted those cases are pending.
+-- G-6.1 (DTO hygiene) for POST /v1/records: ron.accounting.daemon.ingest behind
+-- ron.accounting.daemon.http on the host's loop (ctest lua-ingest-g6.1-host: `ron-accounting
+-- run spec/run-busted.lua spec/ron/accounting/daemon/ingest_spec.lua`). Requests go through a
+-- real server on port 0 with a small luv TCP client (as in http_spec.lua), or straight to
+-- ing:handle(req) where the transport adds nothing. Every case checks what the meter holds
+-- afterwards by sealing the window (injected clock) and summing the slices: a refused batch
+-- records nothing. The configuration checks run anywhere; the rest needs the host (the decoder
+-- and the HTTP server are part of it): under plain busted those cases are pending.
 local S = require "support"
 
 local acct = require "ron.accounting"

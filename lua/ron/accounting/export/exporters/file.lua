@@ -235,7 +235,9 @@ function Ledger:_cut(fd, path, off, size, why)
         local bfd, e = sys_open(bpath, O_WRONLY + O_CREAT + O_EXCL + O_CLOEXEC, 384)
         if bfd then
             local ok, err = write_all(bfd, tail, bpath)
-            if ok and self.fsync and SYS.fsync(bfd) ~= 0 then ok, err = nil, errstr("fsync", bpath) end
+            if ok and self.fsync and SYS.fsync(bfd) ~= 0 then
+                ok, err = nil, errstr("fsync", bpath)
+            end
             SYS.close(bfd)
             if not ok then return nil, err end
             break
@@ -377,8 +379,8 @@ function _M.new(opts)
         heads = {},   -- "tenant/dimension" -> { seq, raw, size }: the only cache
         repairs = 0,  -- torn tails cut
         on_repair = opts.on_repair or function(i)
-            io.stderr:write(("ron.accounting.export.exporters.file: %s: cut a torn tail of %d bytes "
-                .. "at offset %d (%s), kept in %s\n"):format(i.path, i.bytes, i.offset,
+            io.stderr:write(("ron.accounting.export.exporters.file: %s: cut a torn tail of %d "
+                .. "bytes at offset %d (%s), kept in %s\n"):format(i.path, i.bytes, i.offset,
                 i.reason, i.broken))
         end,
     }, Ledger)

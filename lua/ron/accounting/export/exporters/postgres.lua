@@ -277,7 +277,8 @@ function E:put(s)
     local rows
     rows, err, st, cls = self.pool:query(self.put_sql, {
         s.tenant, s.dimension, num_text(s.id.seq), num_text(s.id.window_start_s),
-        num_text(s.id.window_len_s), s.b3, s.prev_b3, require("ron.accounting.net.postgres_c").bytea(s:encode()),
+        num_text(s.id.window_len_s), s.b3, s.prev_b3,
+        require("ron.accounting.net.postgres_c").bytea(s:encode()),
     })
     if not rows then
         local status, detail = self:classify(err, st, cls)

@@ -1,9 +1,10 @@
--- ron.accounting.net.http_client_c (host/lua/curl.c), ron.accounting.net.http_client, ron.accounting.export.exporters.http
--- and ron.accounting.daemon.receiver, on the host's loop (ctest lua-httpexp-host: `ron-accounting
--- run spec/run-busted.lua spec/ron/accounting/export/exporters/http_spec.lua`). Each case runs as
--- a task (S.run_task): the HTTP servers (ron.accounting.net.http_server) and the client share the
--- one loop. Under plain busted (ctest lua) only the pure parts run (options, the status
--- mapping); the rest is pending.
+-- ron.accounting.net.http_client_c (host/lua/curl.c), ron.accounting.net.http_client,
+-- ron.accounting.export.exporters.http and ron.accounting.daemon.receiver, on the host's loop
+-- (ctest lua-httpexp-host: `ron-accounting run spec/run-busted.lua
+-- spec/ron/accounting/export/exporters/http_spec.lua`). Each case runs as a task (S.run_task):
+-- the HTTP servers (ron.accounting.net.http_server) and the client share the one loop. Under
+-- plain busted (ctest lua) only the pure parts run (options, the status mapping); the rest is
+-- pending.
 --
 -- Cases: the curl glue (round trip, headers, refused, a server that never answers, a
 -- response over its limit, keep-alive, misuse, no leaked transfers or watchers); the

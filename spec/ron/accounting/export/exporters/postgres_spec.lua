@@ -1,9 +1,10 @@
--- ron.accounting.export.exporters.postgres, ron.accounting.net.postgres and ron.accounting.net.postgres_c against a REAL
--- PostgreSQL started by the harness (tests/pg/pg-harness.sh: initdb in a temporary
--- directory, a free loopback port, torn down at the end, also when the process dies).
--- Runs inside the host (ctest lua-postgres-host: `ron-accounting run spec/run-busted.lua
--- spec/ron/accounting/export/exporters/postgres_spec.lua`): the pq module is the host's C module
--- (host/lua/pq.c). Under plain busted (ctest lua) only the pure parts run (options,
+-- ron.accounting.export.exporters.postgres, ron.accounting.net.postgres and
+-- ron.accounting.net.postgres_c against a REAL PostgreSQL started by the harness
+-- (tests/pg/pg-harness.sh: initdb in a temporary directory, a free loopback port, torn down at
+-- the end, also when the process dies). Runs inside the host (ctest lua-postgres-host:
+-- `ron-accounting run spec/run-busted.lua
+-- spec/ron/accounting/export/exporters/postgres_spec.lua`): the pq module is the host's C
+-- module (host/lua/pq.c). Under plain busted (ctest lua) only the pure parts run (options,
 -- classification, DDL); the rest is pending.
 --
 -- Cases: the pq/pg primitives (params, classes, timeouts, reconnect, shutdown, lifetimes of

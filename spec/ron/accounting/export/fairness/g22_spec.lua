@@ -1,6 +1,6 @@
--- G-22 tenant hotspot fairness (seed 000 §4): one tenant at 10x load cannot starve the
--- others; per-tenant backlog bounded and rotating fairly. Run in the host (ctest
--- lua-g22-host: `ron-accounting run spec/run-busted.lua spec/ron/accounting/export/fairness/g22_spec.lua`).
+-- G-22 tenant hotspot fairness (seed 000 §4): one tenant at 10x load cannot starve the others;
+-- per-tenant backlog bounded and rotating fairly. Run in the host (ctest lua-g22-host:
+-- `ron-accounting run spec/run-busted.lua spec/ron/accounting/export/fairness/g22_spec.lua`).
 --
 -- The export runtime with bounded dispatch (inflight_cap, tenant_inflight_cap: the
 -- exporter is the bottleneck, so the backlog waits in the fairness policy) and an exporter

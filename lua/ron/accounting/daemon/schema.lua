@@ -1,0 +1,205 @@
+-- ron.accounting.daemon.schema: the daemon's settings: their embedded defaults and one
+-- check per key (an unknown key or a wrong value is one line, "configuration: ...").
+local format, concat, sort, floor = string.format, table.concat, table.sort, math.floor
+local pairs, ipairs, type, tostring, tonumber = pairs, ipairs, type, tostring, tonumber
+
+local _M = {}
+
+-- The embedded defaults (docs/OPERATIONS.md, "The daemon").
+_M.DEFAULTS = {
+    profile = "macronode",      -- macronode: WAL, amnesia off; micronode: RAM only (P-6)
+    var_dir = "var",            -- <var>/plane, <var>/wal, <var>/ledger
+    plane = false,              -- false: <var>/plane; or the plane file's path, e.g. on
+                                -- a memory file system for a gateway (examples/nginx/)
+    window_len_s = 300,
+    shards = 64,
+    capacity_rows = 200000,
+    pending_slices_cap = 8192,
+    dimensions = {},            -- extra dimensions after bytes, requests, cpu_units
+    wal_max_bytes = 512 * 1024 * 1024,
+    ledger_dir = false,         -- false: <var>/ledger (the file ledger)
+    ledger_fsync = true,
+    exporter = false,           -- false: the file ledger; or { module = "name", ... }
+    fairness = "round_robin",   -- "round_robin" | "wfq" | { policy = ..., weights = ... }
+                                -- | { module = "name", ... } (an operator's policy)
+    backoff = false,            -- false: backoff.exponential defaults (50 ms .. 5 s, full
+                                -- jitter); or { base_ms =, cap_ms =, jitter = } |
+                                -- { module = "name", ... }
+    ordered_buffer_cap = 1024,
+    pending_cap = 1024,
+    op_budget_ms = 10000,
+    drain_deadline_ms = 5000,
+    listen = "127.0.0.1:9464",  -- /metrics /healthz /readyz; false: no HTTP
+    metrics_public = false,     -- listen on a non-loopback address: /metrics /healthz
+                                -- /readyz answer loopback peers only unless true
+    ingest = false,             -- POST /v1/records on `listen`: { tokens = { [b3hex of a
+                                -- token] = tenant }, ... } (ron.accounting.daemon.ingest)
+    receiver = false,           -- the ledger receiver on `listen` (PUT/GET /v1/slices/...):
+                                -- { backend = "file" | { module = ..., ... }, token_hash,
+                                -- ... } (ron.accounting.daemon.receiver): this daemon is then
+                                -- the HTTP ledger of others (exporters.http)
+    status_interval_s = 60,     -- a status line on stderr; 0: none
+    demo_rate = 0,              -- records/s of built-in demo traffic (3 tenants); 0: none
+    clock = false,              -- a function returning UTC seconds (tests); false: system
+    tick_ms = false,            -- rollover every tick_ms (tests, with clock); false: at
+                                -- UTC window boundaries
+}
+
+local function bad(fmt, ...) return nil, "configuration: " .. format(fmt, ...) end
+
+local function int_in(lo, hi)
+    return function(k, v)
+        if type(v) ~= "number" or v ~= floor(v) or v < lo or v > hi then
+            return bad("%s must be an integer in %d..%d, got %s", k, lo, hi, tostring(v))
+        end
+        return true
+    end
+end
+
+local function plugin(k, v, names)
+    if type(v) == "string" then
+        if names[v] then return true end
+        local known = {}
+        for n in pairs(names) do known[#known + 1] = n end
+        sort(known)
+        return bad("%s must be one of %s, or { module = \"...\" }, got %q", k,
+                   concat(known, ", "), v)
+    end
+    if type(v) == "table" then
+        if v.module ~= nil and type(v.module) ~= "string" then
+            return bad("%s.module must be a module name", k)
+        end
+        if v.module == nil and v.policy ~= nil and not names[v.policy] then
+            return bad("%s.policy %q is unknown", k, tostring(v.policy))
+        end
+        return true
+    end
+    return bad("%s must be a name or a table, got %s", k, type(v))
+end
+
+_M.CHECK = {
+    profile = function(k, v)
+        if v ~= "macronode" and v ~= "micronode" then
+            return bad("%s must be \"macronode\" or \"micronode\", got %s", k, tostring(v))
+        end
+        return true
+    end,
+    var_dir = function(k, v)
+        if type(v) ~= "string" or v == "" then return bad("%s must be a directory path", k) end
+        return true
+    end,
+    plane = function(k, v)
+        if v ~= false and (type(v) ~= "string" or v == "") then
+            return bad("%s must be a file path or false (<var_dir>/plane)", k)
+        end
+        return true
+    end,
+    window_len_s = int_in(60, 3600),
+    shards = int_in(1, 4096),
+    capacity_rows = int_in(1, 2 ^ 31),
+    pending_slices_cap = int_in(1, 2 ^ 31),
+    dimensions = function(k, v)
+        if type(v) ~= "table" then return bad("%s must be a list of names", k) end
+        for i, d in ipairs(v) do
+            if type(d) ~= "string" or not d:match("^[a-z][a-z0-9_]*$") or #d > 32 then
+                return bad("%s[%d] must match [a-z][a-z0-9_]* (at most 32 bytes)", k, i)
+            end
+        end
+        return true
+    end,
+    wal_max_bytes = int_in(16 * 1024 * 1024, 2 ^ 50),
+    ledger_dir = function(k, v)
+        if v ~= false and (type(v) ~= "string" or v == "") then
+            return bad("%s must be a directory path or false", k)
+        end
+        return true
+    end,
+    ledger_fsync = function(k, v)
+        if type(v) ~= "boolean" then return bad("%s must be a boolean", k) end
+        return true
+    end,
+    exporter = function(k, v)
+        if v == false then return true end
+        if type(v) ~= "table" or type(v.module) ~= "string" then
+            return bad("%s must be false (the file ledger) or { module = \"name\", ... }", k)
+        end
+        return true
+    end,
+    fairness = function(k, v) return plugin(k, v, { round_robin = true, wfq = true }) end,
+    backoff = function(k, v)
+        if v == false then return true end
+        return plugin(k, v, { exponential = true })
+    end,
+    ordered_buffer_cap = int_in(1, 1048576),
+    pending_cap = int_in(1, 1048576),
+    op_budget_ms = int_in(1, 3600000),
+    drain_deadline_ms = int_in(1, 3600000),
+    listen = function(k, v)
+        if v == false then return true end
+        if type(v) ~= "string" then return bad("%s must be \"HOST:PORT\" or false", k) end
+        local host, port = v:match("^%[?([^%]]*)%]?:(%d+)$")
+        port = tonumber(port)
+        if not host or host == "" or not port or port > 65535 then
+            return bad("%s must be \"HOST:PORT\" (port 0..65535) or false, got %q", k, v)
+        end
+        return true
+    end,
+    metrics_public = function(k, v)
+        if type(v) ~= "boolean" then return bad("%s must be a boolean", k) end
+        return true
+    end,
+    ingest = function(k, v)
+        local ok, err = require("ron.accounting.daemon.ingest").check_config(v, k)
+        if not ok then return bad("%s", err) end
+        return true
+    end,
+    receiver = function(k, v)
+        local ok, err = require("ron.accounting.daemon.receiver").check_config(v, k)
+        if not ok then return bad("%s", err) end
+        return true
+    end,
+    status_interval_s = int_in(0, 86400),
+    demo_rate = int_in(0, 10000000),
+    clock = function(k, v)
+        if v ~= false and type(v) ~= "function" then
+            return bad("%s must be a function returning UTC seconds, or false", k)
+        end
+        return true
+    end,
+    tick_ms = function(k, v)
+        if v ~= false and (type(v) ~= "number" or v ~= floor(v) or v < 1) then
+            return bad("%s must be a positive integer or false", k)
+        end
+        return true
+    end,
+}
+
+-- The whole configuration: every key's check (in key order), then the rules between keys.
+-- -> true | nil, "configuration: ..."
+function _M.check(cfg)
+    for _, k in ipairs(_M.sorted_keys(_M.CHECK)) do
+        local ok, err = _M.CHECK[k](k, cfg[k])
+        if not ok then return nil, err end
+    end
+    if cfg.tick_ms and not cfg.clock then
+        -- tick_ms drives rollovers off the UTC grid: only with an injected clock
+        return bad("tick_ms needs clock (it is for tests)")
+    end
+    if cfg.ingest and not cfg.listen then
+        return bad("ingest needs listen (POST /v1/records is served there)")
+    end
+    if cfg.receiver and not cfg.listen then
+        return bad("receiver needs listen (PUT /v1/slices/... is served there)")
+    end
+    return true
+end
+
+-- The keys of a table as sorted strings.
+function _M.sorted_keys(t)
+    local ks = {}
+    for k in pairs(t) do ks[#ks + 1] = tostring(k) end
+    sort(ks)
+    return ks
+end
+
+return _M

@@ -1,0 +1,86 @@
+-- ron.accounting.runtime.feed: feeding the router: new slices from the rollover task, pending
+-- ones (WAL replay, re-offers) into pending_slices, bounded (a full channel leaves the slice
+-- pending). Methods of the runtime object (ron.accounting.runtime.rt); init.lua composes them.
+local rt = require "ron.accounting.runtime.rt"
+local offload = require "ron.accounting.runtime.offload"
+local uv = require "luv"
+
+local floor, ipairs, next =
+      math.floor, ipairs, next
+local RT, skey, slice_key, log = rt.RT, rt.skey, rt.slice_key, rt.log
+-- Offers one slice to pending_slices; false when full (counted, stays pending).
+function RT:offer(s)
+    local k = slice_key(s)
+    if self.offered[k] then return true end
+    local ok = self.pending_slices:try_send(s)
+    if not ok then
+        self.rejected.busy = self.rejected.busy + 1
+        self.need_reoffer = true
+        return false
+    end
+    self.offered[k] = true
+    if not self.offered_at[k] then self.offered_at[k] = uv.now() end
+    return true
+end
+
+-- Every pending slice of the meter not in the pipeline yet, oldest first.
+function RT:reoffer()
+    self.need_reoffer = false
+    for _, s in ipairs(self.meter:pending()) do
+        local st = self.streams[skey(s.tenant, s.dimension)]
+        if st and st.blocked_seq and s.id.seq > st.blocked_seq then
+            self.need_reoffer = true -- after the one its stream waits for (I-5)
+        elseif not (st and st.dead) and not self:offer(s) then
+            break
+        end
+    end
+end
+
+function RT:now_s()
+    if self.clock then return self.clock() end
+    local c = self.meter._clock
+    if c then return c() end
+    local s, us = uv.gettimeofday()
+    return s + us / 1e6
+end
+
+function RT:rollover_loop()
+    local task = self.task
+    local win = self.meter:window_len()
+    while not self.stopping do
+        self.last_tick_ms = uv.now()
+        local wait_ms = self.tick_ms
+        if not wait_ms then
+            local now = self:now_s()
+            local nxt = (floor(now / win) + 1) * win
+            wait_ms = floor((nxt - now) * 1000) + 1
+        end
+        local _, err = task.select({ self.stop_ch }, wait_ms)
+        if err ~= "Timeout" then break end -- stop (Closed) or shutdown (Canceled)
+        local sealed, rerr = offload.rollover(self.meter, floor(self:now_s() * 1000))
+        if rerr then log("rollover: %s", rerr) end
+        self.last_tick_ms = uv.now()
+        if sealed then
+            self.sealed_total = self.sealed_total + #sealed
+            if next(self.subs) then
+                for _, sl in ipairs(sealed) do
+                    self:publish({ type = "SliceSealed", slice_id = self.slice_id(sl),
+                                   b3 = sl.b3 })
+                end
+            end
+        end
+        if self.stopping then break end
+        -- Re-offers first (older, shed earlier), then the new ones: reoffer() walks the
+        -- whole pending ring, which holds the sealed slices as well, in order. When nothing
+        -- was shed since the last walk every older pending slice is in the pipeline: the
+        -- new ones are offered alone (no O(pending) walk per tick).
+        if self.need_reoffer then
+            self:reoffer()
+        elseif sealed then
+            for _, sl in ipairs(sealed) do
+                local st = self.streams[skey(sl.tenant, sl.dimension)]
+                if not (st and st.dead) and not self:offer(sl) then break end
+            end
+        end
+    end
+end

@@ -1,0 +1,47 @@
+-- ron.accounting.runtime.metrics: the runtime's Prometheus text: export outcomes (the
+-- contract's label set), sheds, retries, backlog, readiness, bus lag, then the scheduler's task
+-- metrics. Methods of the runtime object (ron.accounting.runtime.rt); init.lua composes them.
+local rt = require "ron.accounting.runtime.rt"
+local exporter_mod = require "ron.accounting.export.exporters"
+
+local format, concat, sort, pairs, ipairs =
+      string.format, table.concat, table.sort, pairs, ipairs
+local RT = rt.RT
+function RT:metrics()
+    return { exports = self.exports, rejected = self.rejected, retries = self.retries,
+             conflicts = #self.conflicts, backlog = self:backlog(),
+             degraded = self.is_degraded, bus_lagged = self.bus_lagged }
+end
+
+function RT:metrics_text()
+    local out = {}
+    out[#out + 1] = "# HELP accounting_exports_total Export outcomes, by status."
+    out[#out + 1] = "# TYPE accounting_exports_total counter"
+    for _, s in ipairs(exporter_mod.COUNTED) do
+        out[#out + 1] = format('accounting_exports_total{status="%s"} %d', s, self.exports[s])
+    end
+    out[#out + 1] = "# HELP accounting_rejected_total Slices shed by the runtime, by reason."
+    out[#out + 1] = "# TYPE accounting_rejected_total counter"
+    local rs = {}
+    for k in pairs(self.rejected) do rs[#rs + 1] = k end
+    sort(rs)
+    for _, k in ipairs(rs) do
+        out[#out + 1] = format('accounting_rejected_total{reason="%s"} %d', k, self.rejected[k])
+    end
+    out[#out + 1] = "# HELP backoff_retries_total Export retries after a backoff delay."
+    out[#out + 1] = "# TYPE backoff_retries_total counter"
+    out[#out + 1] = format("backoff_retries_total %d", self.retries)
+    out[#out + 1] = "# HELP busy_rejections_total Slices shed: pending_slices was full (Busy)."
+    out[#out + 1] = "# TYPE busy_rejections_total counter"
+    out[#out + 1] = format("busy_rejections_total %d", self.rejected.busy or 0)
+    out[#out + 1] = "# HELP accounting_export_backlog Sealed slices not ACKed yet."
+    out[#out + 1] = "# TYPE accounting_export_backlog gauge"
+    out[#out + 1] = format("accounting_export_backlog %d", self:backlog())
+    out[#out + 1] = "# HELP accounting_ready 1 when the runtime is ready (C-6)."
+    out[#out + 1] = "# TYPE accounting_ready gauge"
+    out[#out + 1] = format("accounting_ready %d", self:ready() and 1 or 0)
+    out[#out + 1] = "# HELP bus_lagged_total Bus events dropped (oldest first) for slow subscribers."
+    out[#out + 1] = "# TYPE bus_lagged_total counter"
+    out[#out + 1] = format("bus_lagged_total %d", self.bus_lagged)
+    return concat(out, "\n") .. "\n" .. self.task.metrics_text()
+end
