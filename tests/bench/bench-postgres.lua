@@ -22,7 +22,6 @@
 -- --fsync off. Every exporter ledger is checked with `ron-accounting verify` at the end.
 -- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
 local uv = require "luv"
-local acct = require "ron.accounting"
 local task = require "ron.accounting.runtime.task"
 local postgres = require "ron.accounting.export.exporters.postgres"
 local pg = require "ron.accounting.net.postgres"

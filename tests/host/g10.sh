@@ -184,6 +184,7 @@ b_conflict=$(metric "$burl" 'accounting_receiver_slices_total{status="conflict"}
 line=$(psql_q "SELECT tenant, dimension, seq, window_start_s, encode(b3, 'hex'),
                encode(body, 'hex') FROM g10.slices ORDER BY tenant, dimension, seq LIMIT 1" |
        tr '|' ' ')
+# shellcheck disable=SC2086 # the line, split into fields on purpose
 set -- $line
 [ $# -eq 6 ] || fail "no slice to replay: $line"
 printf '%s' "$6" | xxd -r -p >replay.bin

@@ -78,6 +78,7 @@ LD_LIBRARY_PATH="$prefix/$libdir" "$scratch/smoke-shared" || fail "smoke-shared 
 
 step "the same program against the installed static library"
 # shellcheck disable=SC2086
+# shellcheck disable=SC2046 # pkg-config's flags, one word each
 "$cc" -std=c11 -Wall -Wextra -Werror $cflags -o "$scratch/smoke-static" \
     "$src/tests/host/install-smoke.c" "$prefix/$libdir/libronacct.a" \
     $("$pkgconfig" --static --libs-only-other --libs-only-l ronacct | sed 's/-lronacct//') ||

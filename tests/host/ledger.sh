@@ -64,6 +64,7 @@ flip)
     ;;
 torn)
     size=$(wc -c <"$stream")
+    # shellcheck disable=SC2094 # appends a copy of the head on purpose (a torn record)
     head -c 100 "$stream" >>"$stream"
     run_verify 1 "$ledger"
     grep -Fq "CORRUPT $stream: record 5 at offset $size: torn tail" "$dir/verify.out" ||

@@ -8,6 +8,7 @@ set -u
 host=$1 script=$2 mode=$3 arg=${4:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ra-signal.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck disable=SC2086 # $arg is empty or one word: absent when empty
 "$host" run "$script" $arg >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 i=0

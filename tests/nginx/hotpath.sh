@@ -94,6 +94,7 @@ load() {
 load 1 # warm-up: the JIT compiles log()
 curl -s --max-time 5 "$BASE/test/alloc?reset=1" >/dev/null
 load 2
+# shellcheck disable=SC2046 # the counters, split into fields on purpose
 set -- $(curl -s --max-time 5 "$BASE/test/alloc")
 bytes=$1 n=$2
 log "log() in the log phase: $bytes bytes allocated over $n requests (after a warm-up)"

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Helpers of the real-nginx tests (sourced by tests/nginx/*.sh; POSIX sh).
 #
 # A test gets a work directory of its own and starts, for real:

@@ -180,6 +180,7 @@ start() {
     while :; do
         tries=$((tries + 1))
         PORT=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 30000))
+        # shellcheck disable=SC2086 # $1 is a word of ours (a variant name)
         conf "$1" "$2" "$PORT" >nginx-$1.conf
         rm -f run/nginx.pid
         if RA_BENCH_ATOMIC_LIB="$ATOMIC" RON_ACCOUNTING_LIB="$LIB" \
@@ -235,6 +236,7 @@ while [ $r -lt "$ROUNDS" ]; do
         start "$v" 1
         wrk_run "$WARM" >/dev/null
         c0=$(cpu_ns)
+        # shellcheck disable=SC2046 # the figures, split into fields on purpose
         set -- $(wrk_run "$SECONDS_RUN")
         c1=$(cpu_ns)
         stop
@@ -301,6 +303,7 @@ loop_once() {
     url="http://127.0.0.1:$PORT/bench/loop?variant=$1&n=$n&keys=64&barrier=$2&round=$3"
     if [ "$2" = 1 ]; then
         curl -s --max-time 120 -H "X-Tenant-Id: $T1" -H "X-Subject-Id: user-42" "$url" >loop1.out
+        # shellcheck disable=SC2046 # the figures, split into fields on purpose
         set -- $(cat loop1.out)
         [ $# -eq 6 ] || return 1
         echo "$2 1"
@@ -311,6 +314,7 @@ loop_once() {
     curl -s --max-time 120 -H "X-Tenant-Id: $T1" -H "X-Subject-Id: user-42" "$url" >loopB.out &
     b=$!
     wait $a $b
+    # shellcheck disable=SC2046 # the figures, split into fields on purpose
     set -- $(cat loopA.out) $(cat loopB.out)
     # two different workers, started together
     [ $# -eq 12 ] && [ "$1" != "$7" ] && [ "$3" = together ] && [ "$9" = together ] || return 1

@@ -89,8 +89,7 @@ function _M.merge_exposition(texts)
             elseif kind == "TYPE" then
                 local f = family(name)
                 f.type = f.type or rest
-            elseif match(line, "^#") then -- lint-free comment: dropped
-            else
+            elseif not match(line, "^#") then -- (another comment line is dropped)
                 local sname, labels = match(line, "^([%w_:]+)(%b{})")
                 if not sname then sname = match(line, "^([%w_:]+)") end
                 if sname then

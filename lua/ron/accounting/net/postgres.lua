@@ -8,8 +8,9 @@
 --       conninfo = "host=127.0.0.1 port=5432 dbname=x user=y",   -- or a postgresql:// URI
 --       connect_timeout_ms = 5000,       -- seed 001 §5: I/O deadlines of 5 s
 --       query_timeout_ms = 5000,         -- per query; 0 = none
---       backoff = policy,                -- reconnect spacing (ron.accounting.export.backoff shape),
---                                        -- default backoff.exponential (50 ms .. 5 s, full jitter)
+--       backoff = policy,                -- reconnect spacing (the shape of
+--                                        -- ron.accounting.export.backoff), default
+--                                        -- backoff.exponential (50 ms .. 5 s, full jitter)
 --       on_connect = fn(db) }            -- after each (re)connect, before anything else runs
 --                                        -- on it (db:query works inside); a failure
 --                                        -- (nil, err, ...) drops the connection
@@ -67,16 +68,17 @@ local OPTS = { conninfo = true, connect_timeout_ms = true, query_timeout_ms = tr
 local function pq()
     local ok, m = pcall(require, "ron.accounting.net.postgres_c")
     if not ok then
-        error("ron.accounting.net.postgres: needs the ron-accounting host (ron.accounting.net.postgres_c is its C "
-              .. "module): run the script with `ron-accounting run`", 3)
+        error("ron.accounting.net.postgres: needs the ron-accounting host "
+              .. "(ron.accounting.net.postgres_c is its C module): run the script with "
+              .. "`ron-accounting run`", 3)
     end
     return m
 end
 
 local function check_ms(v, what)
     if v ~= nil and (type(v) ~= "number" or v ~= v or v < 0 or v > 86400000) then
-        error(format("ron.accounting.net.postgres: %s must be a number in 0..86400000, got %s", what,
-                     tostring(v)), 4)
+        error(format("ron.accounting.net.postgres: %s must be a number in 0..86400000, got %s",
+                     what, tostring(v)), 4)
     end
 end
 

@@ -40,7 +40,8 @@ function RT:metrics_text()
     out[#out + 1] = "# HELP accounting_ready 1 when the runtime is ready (C-6)."
     out[#out + 1] = "# TYPE accounting_ready gauge"
     out[#out + 1] = format("accounting_ready %d", self:ready() and 1 or 0)
-    out[#out + 1] = "# HELP bus_lagged_total Bus events dropped (oldest first) for slow subscribers."
+    out[#out + 1] = "# HELP bus_lagged_total Bus events dropped (oldest first) for slow "
+                    .. "subscribers."
     out[#out + 1] = "# TYPE bus_lagged_total counter"
     out[#out + 1] = format("bus_lagged_total %d", self.bus_lagged)
     return concat(out, "\n") .. "\n" .. self.task.metrics_text()

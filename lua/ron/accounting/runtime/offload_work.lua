@@ -60,7 +60,8 @@ local function ledger_for(dir, fsync)
     local ledger = ledgers[key]
     if not ledger then
         local err
-        ledger, err = require("ron.accounting.export.exporters.file").new { dir = dir, fsync = fsync }
+        ledger, err = require("ron.accounting.export.exporters.file").new {
+            dir = dir, fsync = fsync }
         if not ledger then return nil, err end
         ledgers[key] = ledger
     end

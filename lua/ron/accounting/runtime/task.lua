@@ -87,7 +87,8 @@ local function new_scheduler()
     local function check_ms(v, what, fname, optional)
         if v == nil and optional then return nil end
         if type(v) ~= "number" or v ~= v or v < 0 or v == huge then
-            error(format("%s: %s must be a finite number >= 0, got %s", fname, what, tostring(v)), 3)
+            error(format("%s: %s must be a finite number >= 0, got %s", fname, what,
+                         tostring(v)), 3)
         end
         return floor(v)
     end
@@ -532,7 +533,6 @@ local function new_scheduler()
         local r = current("drain")
         local start = uv.now()
         local until_ms = start + deadline_ms
-        local finished = 0
         local function others()
             local n = n_live
             if tasks[r] then n = n - 1 end
@@ -557,7 +557,7 @@ local function new_scheduler()
             kinds[t.kind] = (kinds[t.kind] or 0) + 1
             t:abort()
         end
-        finished = before - #stragglers
+        local finished = before - #stragglers
         return { finished = finished, aborted = #stragglers, aborted_kinds = kinds,
                  elapsed_ms = uv.now() - start }
     end
@@ -634,7 +634,8 @@ local function new_scheduler()
             for k, v in pairs(t) do c[k] = v end
             return c
         end
-        return { tasks_spawned_total = copy(spawned_total), tasks_aborted_total = copy(aborted_total),
+        return { tasks_spawned_total = copy(spawned_total),
+                 tasks_aborted_total = copy(aborted_total),
                  tasks_failed_total = copy(failed_total), tasks_live = n_live,
                  queue_depth = depth, queue_dropped_total = copy(dropped_total) }
     end

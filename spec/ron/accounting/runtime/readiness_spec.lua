@@ -3,8 +3,6 @@
 -- spec/ron/accounting/runtime/readiness_spec.lua`). Same harness as runtime_spec.lua.
 local S = require "support"
 local uv = require "luv"
-local acct = require "ron.accounting"
-local offload = require "ron.accounting.runtime.offload"
 local runtime = require "ron.accounting.runtime"
 local chaos = require "ron.accounting.export.exporters.chaos"
 

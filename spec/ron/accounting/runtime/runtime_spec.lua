@@ -5,11 +5,8 @@
 -- runs as a task; the loop runs to its end; no task may be left live.
 local S = require "support"
 local uv = require "luv"
-local acct = require "ron.accounting"
-local offload = require "ron.accounting.runtime.offload"
 local runtime = require "ron.accounting.runtime"
 local chaos = require "ron.accounting.export.exporters.chaos"
-local backoff = require "ron.accounting.export.backoff"
 
 local T0 = S.T0
 local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }

@@ -22,8 +22,8 @@
 local exporter = require "ron.accounting.export.exporters"
 local rng = require "ron.accounting.runtime.rng"
 local task = require "ron.accounting.runtime.task"
-local type, error, pairs, tostring, floor, format, setmetatable, pcall, package =
-      type, error, pairs, tostring, math.floor, string.format, setmetatable, pcall, package
+local type, error, pairs, tostring, floor, format, setmetatable, pcall =
+      type, error, pairs, tostring, math.floor, string.format, setmetatable, pcall
 
 local _M = {}
 

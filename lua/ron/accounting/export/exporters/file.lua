@@ -60,7 +60,7 @@ local ZERO32 = string.rep("\0", 32)
 local band, rshift = bit.band, bit.rshift
 local byte, char, rep = string.byte, string.char, string.rep
 local ffi_string, ffi_new = ffi.string, ffi.new
-local tonumber, tostring, type = tonumber, tostring, type
+local tonumber, type = tonumber, type
 
 local _M = { MARKER = MARKER, MARKER_TEXT = MARKER_TEXT }
 
@@ -455,7 +455,7 @@ function Ledger:put(s)
     local raw = ffi_string(C.ra_slice_b3(ptr), 32)
     local status, detail
     if seq <= h.seq then
-        local stored = raw
+        local stored
         if seq < h.seq then
             local err
             stored, err = self:_b3_at(fd, path, seq)

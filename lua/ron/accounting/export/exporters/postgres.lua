@@ -362,9 +362,9 @@ function E:head(tenant, dimension)
     if type(tenant) ~= "string" or type(dimension) ~= "string" then
         error("postgres: head expects (tenant, dimension)", 2)
     end
-    local ok, err, st, cls = self:ensure_schema()
+    local ok, err = self:ensure_schema()
     if not ok then return nil, err end
-    local rows
+    local rows, st, cls
     rows, err, st, cls = self.pool:query(self.head_sql, { tenant, dimension })
     if not rows then
         local status, detail = self:classify(err, st, cls)
@@ -378,9 +378,9 @@ end
 -- Every stream's head (a node that lost its own seeds its meter with them):
 -- { { tenant =, dimension =, seq =, b3 = hex }, ... } | nil, err
 function E:list_heads()
-    local ok, err, st, cls = self:ensure_schema()
+    local ok, err = self:ensure_schema()
     if not ok then return nil, err end
-    local rows
+    local rows, st, cls
     rows, err, st, cls = self.pool:query(self.heads_sql, {})
     if not rows then
         local status, detail = self:classify(err, st, cls)

@@ -135,15 +135,6 @@ local function spawn_wait(task, argv)
     return ch:recv()
 end
 
-local function count_rows(task, schema, where)
-    local db = assert(pg.connect(cluster.conninfo))
-    local rows = assert(db:query('SELECT count(*) AS n FROM "' .. schema .. '".slices'
-                                 .. (where and (" WHERE " .. where) or "")))
-    db:close()
-    local _ = task
-    return tonumber(rows[1].n)
-end
-
 describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function()
     setup(function()
         local ok, why = H.available()
