@@ -72,8 +72,10 @@ static inline uint64_t ra__pair_stamp(ra__u128 p) {
     return (uint64_t)(p >> 64);
 }
 /* Compare-and-swap of the whole pair; on failure *expected gets the current value. Inline
- * cmpxchg16b on x86-64 (-mcx16), ldaxp/stlxp or casp on arm64: lock-free across processes. */
-static inline bool ra__pair_cas(volatile ra__u128 *p, ra__u128 *expected, ra__u128 desired) {
+ * cmpxchg16b on x86-64 (-mcx16), ldaxp/stlxp or casp on arm64: lock-free across processes.
+ * (The __sync builtin, not C11 atomics: GCC routes a 16-byte _Atomic through libatomic,
+ * which may take a lock, and a lock in a shared plane is a deadlock waiting for a kill.) */
+static inline bool ra__pair_cas(ra__u128 *p, ra__u128 *expected, ra__u128 desired) {
     ra__u128 seen = __sync_val_compare_and_swap(p, *expected, desired);
     if (seen == *expected) return true;
     *expected = seen;
@@ -81,27 +83,31 @@ static inline bool ra__pair_cas(volatile ra__u128 *p, ra__u128 *expected, ra__u1
 }
 /* An atomic read of the pair (a CAS that writes back what it finds). The sealer uses it:
  * a torn read could pair one window's count with another's stamp. */
-static inline ra__u128 ra__pair_load(volatile ra__u128 *p) {
+static inline ra__u128 ra__pair_load(ra__u128 *p) {
     return __sync_val_compare_and_swap(p, (ra__u128)0, (ra__u128)0);
 }
+/* The halves of a pair, each read atomically (relaxed unless said): every reader of a half
+ * races with the CAS of a writer by design, and says so to the compiler and to
+ * ThreadSanitizer instead of hiding behind volatile. Word 0 is the count, word 1 the
+ * stamp (little-endian __int128). */
+static inline uint64_t ra__pair_word(const ra__u128 *p, int i, int order) {
+    return __atomic_load_n((const uint64_t *)p + i, order);
+}
 /* A consistent read without a locked instruction in the common case: stamp, count, stamp
- * again; only if the stamp moved in between, the atomic read. (A stamp that changed and
- * changed back within those nanoseconds would need a restamp to an older window and a
- * drain in between; drain() re-validates the stamp anyway.) */
-static inline ra__u128 ra__pair_read(volatile ra__u128 *p) {
-    const volatile uint64_t *w = (const volatile uint64_t *)p;
-    uint64_t s1 = w[1];
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    uint64_t c = w[0];
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    uint64_t s2 = w[1];
+ * again (acquire loads keep them in that order); only if the stamp moved in between, the
+ * atomic read. (A stamp that changed and changed back within those nanoseconds would need
+ * a restamp to an older window and a drain in between; drain() re-validates the stamp.) */
+static inline ra__u128 ra__pair_read(ra__u128 *p) {
+    uint64_t s1 = ra__pair_word(p, 1, __ATOMIC_ACQUIRE);
+    uint64_t c = ra__pair_word(p, 0, __ATOMIC_ACQUIRE);
+    uint64_t s2 = ra__pair_word(p, 1, __ATOMIC_ACQUIRE);
     if (RA_LIKELY(s1 == s2)) return ((ra__u128)s1 << 64) | c;
     return ra__pair_load(p);
 }
-/* A racy read is fine where it only seeds a CAS loop, which validates it. */
-static inline ra__u128 ra__pair_peek(const volatile ra__u128 *p) {
-    const volatile uint64_t *w = (const volatile uint64_t *)p;
-    uint64_t lo = w[0], hi = w[1];
+/* A possibly torn read is fine where it only seeds a CAS loop, which validates it. */
+static inline ra__u128 ra__pair_peek(const ra__u128 *p) {
+    uint64_t lo = ra__pair_word(p, 0, __ATOMIC_RELAXED);
+    uint64_t hi = ra__pair_word(p, 1, __ATOMIC_RELAXED);
     return ((ra__u128)hi << 64) | lo;
 }
 
@@ -146,7 +152,7 @@ static inline uint32_t ra__ident_state(uint64_t i) {
 
 /* One entry, one cache line: writers on different keys never share a line (PRODUCT §7). */
 typedef struct ra__slot {
-    _Alignas(16) volatile ra__u128 pair; /* {count, stamp}: 16-byte CAS only */
+    _Alignas(16) ra__u128 pair; /* {count, stamp}: 16-byte CAS and atomic word loads only */
     uint8_t tenant[16];                  /* written while CLAIMED, immutable while LIVE */
     uint8_t subject[16];
     _Atomic uint64_t ident;              /* generation | dimension | state */
@@ -235,61 +241,8 @@ _Static_assert(offsetof(ra__plane_hdr_t, window_len_s) == 24, "plane header layo
 _Static_assert(offsetof(ra__plane_hdr_t, dims) == 56, "plane header layout");
 
 /* ---- the meter: one process's handle on a plane --------------------------------------*/
-typedef struct ra__pending {
-    ra_slice_t **ring; /* cap entries; NULL marks an ACKed hole */
-    size_t cap, head, tail, live;
-} ra__pending_t;
-
-/* Sealer scratch (seal.c), process-private, grown on demand up to entries_cap rows. */
-typedef struct ra__seal_row {
-    uint32_t slot;
-    uint32_t win;   /* the window the row is sealed into (late rows: the oldest open one) */
-    uint64_t stamp; /* the pair's stamp when scanned: drained only if unchanged */
-    uint32_t sid;   /* stream-window index */
-    uint16_t dim;
-    uint8_t late;
-    uint8_t pad_;
-    uint8_t tenant[16];
-    uint8_t subject[16];
-    uint64_t count;
-    uint64_t taken; /* with a WAL: the frozen count of this entry (merging changes count) */
-} ra__seal_row_t;
-_Static_assert(sizeof(ra__seal_row_t) == 72, "seal row layout");
-
-typedef struct ra__seal_stream { /* one (window, tenant, dimension) of a rollover */
-    uint64_t k[3];   /* sort key: window, tenant (big-endian), dimension */
-    uint32_t rows;   /* candidate rows */
-    uint32_t first;  /* its range in the order array */
-    uint32_t fill;   /* cursor while the order array is filled */
-    uint32_t rank;   /* position in (window, tenant, dimension) order */
-} ra__seal_stream_t;
-
-typedef struct ra__sort_key { /* what the sealer sorts: three words, then a payload */
-    uint64_t k[3];
-    uint32_t v;
-    uint32_t pad_;
-} ra__sort_key_t;
-
-typedef struct ra__seal_scratch {
-    ra__seal_row_t *rows;       /* candidates, in scan (slot) order */
-    size_t rows_cap, rows_max;  /* allocated, and the bound (entries_cap) */
-    ra__seal_stream_t *streams;
-    size_t streams_cap;
-    uint32_t *table;            /* stream lookup: sid + 1, 0 = empty */
-    size_t table_cap;
-    ra__sort_key_t *keys;       /* streams by rank, then each stream's rows by subject */
-    size_t keys_cap;
-    size_t n_streams;
-    ra_slice_t **pre;           /* slices allocated before the drain */
-    size_t pre_cap;
-    ra_slice_t **batch;         /* slices built by this rollover, in seal order */
-    size_t batch_cap;
-    struct ra__head_undo {      /* heads as they were, should the WAL refuse the batch */
-        struct ra__head *head;
-        struct ra__head old;
-    } *undo;
-    size_t undo_cap, n_undo;
-} ra__seal_scratch_t;
+#include "pending.h"
+#include "seal.h"
 
 struct ra_meter_s {
     ra__plane_hdr_t *hdr;      /* == mapping base */
@@ -315,8 +268,9 @@ struct ra_meter_s {
     char host[RA_HOST_MAX + 1];
     char dim_names[RA_DIM_MAX][RA_DIM_NAME_MAX + 1];
 
-    /* sealer side, process-private, under seal_mu */
-    pthread_mutex_t seal_mu;
+    /* sealer side, process-private, under the seal lock (meter.c takes it, nobody else) */
+    pthread_mutex_t *seal_mu;    /* &seal_mu_: const meters lock it too */
+    pthread_mutex_t seal_mu_;
     ra__pending_t pending;
     ra__seal_scratch_t seal;
     struct ra__wal *wal;         /* the sealer's write-ahead log, or NULL (amnesia) */
@@ -335,45 +289,6 @@ RA_INTERNAL void ra__b3_keyed(const uint8_t key[32], const void *buf, size_t len
                               uint8_t *out, size_t out_len);
 RA_INTERNAL void ra__b3_default_subject_key(uint8_t key[32]);
 
-/* window.c */
-RA_INTERNAL int64_t ra__clock_system_ms(void);
-RA_INTERNAL int ra__window_of_ms(const ra_meter_t *m, int64_t now_ms, uint32_t *win);
-RA_INTERNAL int64_t ra__meter_now_ms(const ra_meter_t *m);
-
-/* The window of a time in seconds, through a one-word cache of the last window seen: the
- * division by window_len_s only runs when a boundary is crossed. The cache is a pure
- * function's memo, so racing threads can only store correct values. Inline, with the two
- * below: they are on the record path. */
-static inline int ra__window_of_s_cached(ra_meter_t *m, uint64_t s, uint32_t *win) {
-    uint64_t c = atomic_load_explicit(&m->cached_win, memory_order_relaxed);
-    uint64_t start = c * m->window_len_s;
-    if (RA_LIKELY(s >= start && s - start < m->window_len_s)) {
-        *win = (uint32_t)c;
-        return 0;
-    }
-    c = s / m->window_len_s;
-    if (RA_UNLIKELY(c >= RA_WIN_TOMB)) return RA_EINVAL;
-    atomic_store_explicit(&m->cached_win, c, memory_order_relaxed);
-    *win = (uint32_t)c;
-    return 0;
-}
-
-static inline int ra__window_of_ms_cached(ra_meter_t *m, int64_t now_ms, uint32_t *win) {
-    if (RA_UNLIKELY(now_ms < 0)) return RA_EINVAL;
-    return ra__window_of_s_cached(m, (uint64_t)now_ms / 1000, win);
-}
-
-/* The record path's clock: time(), the UTC seconds of the last clock tick. On x86-64
- * glibc binds it straight to the vDSO (one read of the kernel's timekeeping page, no
- * clock_gettime dispatch); elsewhere it is the coarse realtime clock. Its tick resolution
- * (~4 ms) is far inside the 500 ms skew tolerance, and windows need only seconds. */
-static inline int ra__window_now(ra_meter_t *m, uint32_t *win) {
-    if (m->clock) return ra__window_of_ms(m, m->clock(m->clock_ud), win);
-    time_t now = time(NULL);
-    if (RA_UNLIKELY(now < 0)) return RA_EINVAL;
-    return ra__window_of_s_cached(m, (uint64_t)now, win);
-}
-
 /* plane.c */
 RA_INTERNAL int ra__plane_open(ra_meter_t *m, const ra_config_t *cfg,
                                const char *const *dims, uint32_t n_dims, char *err,
@@ -384,92 +299,21 @@ RA_INTERNAL int ra__plane_sealer_lock(ra_meter_t *m);
 
 /* counters.c */
 RA_INTERNAL void ra__count_reject(ra_meter_t *m, int reason);
-
-/* seal.c */
-RA_INTERNAL int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed);
-RA_INTERNAL void ra__seal_scratch_free(ra__seal_scratch_t *sc);
-RA_INTERNAL struct ra__head *ra__head_get(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim,
-                                          bool create);
-RA_INTERNAL void ra__seal_recover(ra_meter_t *m);
-
-/* meter_wal.c */
-struct ra__io;
-RA_INTERNAL void ra__wal_room_changed(ra_meter_t *m, int64_t now_ms, bool refused);
-RA_INTERNAL int ra__meter_wal_open(ra_meter_t *m, const ra_config_t *cfg, char *err,
-                                   size_t errlen);
-RA_INTERNAL void ra__meter_wal_close(ra_meter_t *m);
-RA_INTERNAL void ra__meter_wal_acked(ra_meter_t *m, uint64_t wal_seq);
-/* ra_meter_compact's work; the caller holds the seal mutex (seal.c calls it before it
- * refuses a rollover for a full WAL: ACKed frames count until compaction). */
-RA_INTERNAL int ra__meter_wal_compact_locked(ra_meter_t *m);
-/* meter.c: open with an injected I/O layer (tests: power cuts, I/O errors) */
-RA_INTERNAL int ra__meter_open_io(const ra_config_t *cfg, const struct ra__io *io,
-                                  ra_meter_t **out, char *err, size_t errlen);
-
-/* codec.c: canonical encoding v1 (docs/FORMAT.md) */
-#define RA_ENC_MAGIC "RONS"
-#define RA_ENC_VERSION 1
-#define RA_ENC_FLAG_AMNESIA 0x01
-#define RA_ENC_FIXED 83 /* 76 fixed bytes + 3 string lengths + the u32 row count */
-#define RA_ENC_ROW 24   /* subject (16) + inc (u64 LE) */
-#define RA_ENC_VERSION_STR_MAX 32
-typedef struct ra__slice_hdr_in {
-    const uint8_t *tenant;
-    const char *dimension;
-    int64_t window_start_s;
-    uint32_t window_len_s;
-    uint64_t seq;
-    const uint8_t *prev_b3;
-    int amnesia;
-    const char *host;
-    const char *version;
-    uint32_t row_count;
-} ra__slice_hdr_in_t;
-typedef struct ra__decoded {
-    int amnesia;
-    const uint8_t *tenant;
-    int64_t window_start_s;
-    uint32_t window_len_s;
-    uint64_t seq;
-    const uint8_t *prev_b3;
-    const uint8_t *dimension, *host, *version;
-    size_t dimension_len, host_len, version_len;
-    uint32_t row_count;
-    const uint8_t *rows;
-} ra__decoded_t;
-RA_INTERNAL size_t ra__encode_size(const ra__slice_hdr_in_t *h);
-RA_INTERNAL size_t ra__encode_header(const ra__slice_hdr_in_t *h, uint8_t *out);
-RA_INTERNAL void ra__encode_row(uint8_t *out, const uint8_t subject[16], uint64_t inc);
-RA_INTERNAL int ra__decode(const uint8_t *buf, size_t len, ra__decoded_t *d);
-RA_INTERNAL bool ra__dimension_name_valid(const char *s, size_t n);
-RA_INTERNAL bool ra__token_valid(const char *s, size_t n);
-
-/* slice.c */
-RA_INTERNAL ra_slice_t *ra__slice_alloc(size_t len);
-RA_INTERNAL uint8_t *ra__slice_buffer(ra_slice_t *s);
-RA_INTERNAL int ra__slice_finish(ra_slice_t *s);
-RA_INTERNAL int ra__slice_decode_trusted(const uint8_t *buf, size_t len, const uint8_t b3[32],
-                                         ra_slice_t **out);
-RA_INTERNAL void ra__slice_set_len(ra_slice_t *s, size_t len);
-RA_INTERNAL void ra__slice_set_wal_seq(ra_slice_t *s, uint64_t seq);
-RA_INTERNAL uint64_t ra__slice_wal_seq(const ra_slice_t *s);
-RA_INTERNAL void ra__slice_set_pending_pos(ra_slice_t *s, size_t pos);
-RA_INTERNAL size_t ra__slice_pending_pos(const ra_slice_t *s);
-RA_INTERNAL void ra__slice_free_unfinished(ra_slice_t *s);
-RA_INTERNAL const char *ra__slice_version(const ra_slice_t *s);
-RA_INTERNAL bool ra__slice_same(const ra_slice_t *a, const ra_slice_t *b);
-
-/* counters.c */
 RA_INTERNAL const uint64_t *ra__latency_bounds_ns(void);
 
-/* pending.c */
-RA_INTERNAL int ra__pending_init(ra__pending_t *p, size_t cap);
-RA_INTERNAL void ra__pending_free(ra__pending_t *p);
-RA_INTERNAL size_t ra__pending_room(const ra__pending_t *p);
-RA_INTERNAL void ra__pending_push(ra__pending_t *p, ra_slice_t *s);
-RA_INTERNAL int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s, uint64_t *wal_seq);
-RA_INTERNAL void ra__pending_newest(const ra__pending_t *p, size_t n, ra_slice_t **out,
-                                    size_t cap);
+/* A registered dimension's id, or RA_ENOTFOUND (the leaves' lookup; ra_meter_dimension is
+ * its public face). */
+static inline int ra__dimension_of(const ra_meter_t *m, const char *name, size_t len) {
+    for (uint32_t i = 0; i < m->n_dims; i++)
+        if (strlen(m->dim_names[i]) == len && memcmp(m->dim_names[i], name, len) == 0)
+            return (int)i;
+    return RA_ENOTFOUND;
+}
+
+/* meter.c: open with an injected I/O layer (tests: power cuts, I/O errors) */
+struct ra__io;
+RA_INTERNAL int ra__meter_open_io(const ra_config_t *cfg, const struct ra__io *io,
+                                  ra_meter_t **out, char *err, size_t errlen);
 
 static inline uint64_t ra__load64(const uint8_t *p) {
     uint64_t v;
@@ -516,5 +360,11 @@ static inline uint64_t ra__get_u64(const uint8_t *p) {
     for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
     return v;
 }
+
+/* Each concern's own declarations (one header per file of core/, or per pair). */
+#include "codec.h"
+#include "heads.h"
+#include "journal.h"
+#include "window.h"
 
 #endif /* RA_INTERNAL_H */

@@ -1,4 +1,16 @@
-/* The meter: configuration, lifecycle, keys and the sealing entry point. */
+/* The meter's facade: configuration, lifecycle, keys, and every public entry point of the
+ * sealer's side (rollover, the pending ring, ACKs, compaction, seeded heads). Each one
+ * checks its arguments, takes the seal lock -- this file is the only place that takes it
+ * -- and calls down into the leaves, none of which calls back up:
+ *
+ *   meter.c -> seal.c (the rollover's steps) -> heads.c, pending.c, journal.c, seal_sort.c
+ *           -> journal.c (the seal-to-WAL journal) -> wal.c, heads.c, pending.c
+ *           -> pending.c (a pure ring), heads.c (stream heads), plane.c (the mapping)
+ *
+ * The record path is the exception, by design: ra_meter_record* and key handles live in
+ * counters.c, lock-free and allocation-free, because a call through here would cost the
+ * hot path (P-1). The model is libuv's uv_tcp_bind (uv-common.c validates, uv__tcp_bind
+ * acts). */
 #include "internal.h"
 
 #include "io.h"
@@ -6,6 +18,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+/* The seal lock (I-async-2: one sealer at a time in this process). Reached through a
+ * pointer, so that the read-only entry points, which take a const meter, lock it too. */
+static void lock(const ra_meter_t *m) {
+    pthread_mutex_lock(m->seal_mu);
+}
+static void unlock(const ra_meter_t *m) {
+    pthread_mutex_unlock(m->seal_mu);
+}
 
 static const char *const builtin_dims[RA_DIM_BUILTIN_COUNT] = {"bytes", "requests",
                                                                  "cpu_units"};
@@ -160,20 +181,25 @@ int ra__meter_open_io(const ra_config_t *cfg, const ra__io_t *io, ra_meter_t **o
         free(m);
         return rc;
     }
-    pthread_mutex_init(&m->seal_mu, NULL);
+    m->seal_mu = &m->seal_mu_;
+    pthread_mutex_init(m->seal_mu, NULL);
     rc = ra__pending_init(&m->pending, cfg->pending_slices_cap);
     if (rc != 0) {
         ra__plane_close(m);
-        pthread_mutex_destroy(&m->seal_mu);
+        pthread_mutex_destroy(m->seal_mu);
         free(m);
         ra__errbuf(err, errlen, "out of memory for a %u-slice pending ring",
                    cfg->pending_slices_cap);
         return rc;
     }
     m->io = io;
-    if (cfg->wal_dir && (rc = ra__meter_wal_open(m, cfg, err, errlen)) != 0) {
-        ra_meter_close(m);
-        return rc;
+    if (cfg->wal_dir) {
+        if ((rc = ra__journal_open(m, cfg, err, errlen)) != 0) {
+            ra_meter_close(m);
+            return rc;
+        }
+        /* A seal a crash interrupted: the WAL just recovered decides its frozen pairs. */
+        ra__seal_recover(m);
     }
     ra__log(m, RA_LOG_INFO,
             "meter open: window_len_s=%u shards=%u capacity_rows=%u pending_slices_cap=%u "
@@ -191,11 +217,11 @@ int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *err, size_t er
 
 void ra_meter_close(ra_meter_t *m) {
     if (!m) return;
-    ra__meter_wal_close(m);
+    ra__journal_close(m);
     ra__pending_free(&m->pending);
     ra__seal_scratch_free(&m->seal);
     ra__plane_close(m);
-    pthread_mutex_destroy(&m->seal_mu);
+    pthread_mutex_destroy(m->seal_mu);
     free(m);
 }
 
@@ -254,10 +280,7 @@ int ra_meter_subject(const ra_meter_t *m, const void *id, size_t len, ra_subject
 
 int ra_meter_dimension(const ra_meter_t *m, const char *name, size_t len) {
     if (!m || !name) return RA_EINVAL;
-    for (uint32_t i = 0; i < m->n_dims; i++)
-        if (strlen(m->dim_names[i]) == len && memcmp(m->dim_names[i], name, len) == 0)
-            return (int)i;
-    return RA_ENOTFOUND;
+    return ra__dimension_of(m, name, len);
 }
 
 const char *ra_meter_dimension_name(const ra_meter_t *m, int dim) {
@@ -271,7 +294,7 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t ou
     if (!n_sealed) n_sealed = &dummy;
     *n_sealed = 0;
     if (!m || (now_ms < 0 && now_ms != RA_NOW) || (out_cap && !out)) return RA_EINVAL;
-    pthread_mutex_lock(&m->seal_mu);
+    lock(m);
     int rc = ra__plane_sealer_lock(m);
     if (rc == 0 && !m->wal && !m->hdr->amnesia) {
         ra__log(m, RA_LOG_WARN, "rollover refused: this plane keeps slices durable "
@@ -285,7 +308,7 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t ou
     /* The slices sealed now are the newest entries of the ring; taken under the mutex, so
      * no concurrent ACK can shift them. */
     if (out && *n_sealed) ra__pending_newest(&m->pending, *n_sealed, out, out_cap);
-    pthread_mutex_unlock(&m->seal_mu);
+    unlock(m);
     return rc;
 }
 
@@ -302,4 +325,58 @@ void ra_meter_set_degraded(ra_meter_t *m, int degraded) {
 
 int ra_meter_degraded(const ra_meter_t *m) {
     return atomic_load_explicit(&m->hdr->degraded, memory_order_relaxed) ? 1 : 0;
+}
+
+/* ---- the pending ring, ACKs, compaction, heads --------------------------------------- */
+
+int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out, size_t cap,
+                          size_t *n_out) {
+    if (!m || (cap && !out) || !n_out) return RA_EINVAL;
+    lock(m);
+    *n_out = ra__pending_list(&m->pending, from, out, cap);
+    unlock(m);
+    return 0;
+}
+
+/* Without the seal lock: a rollover or compaction holds it across fsyncs, and the loop
+ * thread asks for the backlog (readiness, metrics) and must never wait for a disk. */
+size_t ra_meter_pending_count(const ra_meter_t *m) {
+    return ra__pending_count(&m->pending);
+}
+
+int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out) {
+    if (!m || !out) return RA_EINVAL;
+    lock(m);
+    *out = ra__pending_get(&m->pending, idx);
+    unlock(m);
+    return *out ? 0 : RA_ENOTFOUND;
+}
+
+int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s) {
+    if (!m || !s) return RA_EINVAL;
+    lock(m);
+    uint64_t wal_seq = 0;
+    int rc = ra__pending_remove(&m->pending, s, &wal_seq);
+    if (rc == 0 && wal_seq) ra__journal_acked(m, wal_seq);
+    unlock(m);
+    return rc;
+}
+
+int ra_meter_compact(ra_meter_t *m) {
+    if (!m) return RA_EINVAL;
+    lock(m);
+    int rc = ra__journal_compact(m);
+    unlock(m);
+    return rc;
+}
+
+int ra_meter_seed_head(ra_meter_t *m, const ra_tenant_t *tenant, uint32_t dim, uint64_t seq,
+                       const uint8_t b3[32], int64_t window_start_s) {
+    if (!m || !tenant || !b3 || seq == 0 || seq >= (1ull << 62) || dim >= m->n_dims)
+        return RA_EINVAL;
+    lock(m);
+    int rc = ra__plane_sealer_lock(m); /* heads belong to the one sealer */
+    if (rc == 0) rc = ra__heads_seed(m, tenant->b, dim, seq, b3, window_start_s);
+    unlock(m);
+    return rc;
 }

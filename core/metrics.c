@@ -104,7 +104,7 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
             (unsigned long long)ld(&mt->rejected[r]));
 
     head(&s, M_PENDING);
-    put(&s, "%s %zu\n", registry[M_PENDING].name, ra_meter_pending_count(m));
+    put(&s, "%s %zu\n", registry[M_PENDING].name, ra__pending_count(&m->pending));
 
     head(&s, M_OVERFLOW);
     for (uint32_t d = 0; d < m->n_dims; d++)
@@ -112,7 +112,7 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
             (unsigned long long)ld(&mt->overflow[d]));
 
     head(&s, M_DEGRADED);
-    put(&s, "%s %u\n", registry[M_DEGRADED].name, ra_meter_degraded(m) ? 1u : 0u);
+    put(&s, "%s %u\n", registry[M_DEGRADED].name, atomic_load_explicit(&m->hdr->degraded, memory_order_relaxed) ? 1u : 0u);
     head(&s, M_AMNESIA);
     put(&s, "%s %u\n", registry[M_AMNESIA].name, h->amnesia ? 1u : 0u);
 

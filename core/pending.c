@@ -6,7 +6,10 @@
  * Each slice remembers its absolute ring index (ra__slice_pending_pos), so the ACK of the
  * very slice object the ring holds is O(1); an ACK with an equal copy (a decoded slice,
  * another reference) falls back to a scan. With thousands of slices in flight the scan
- * made every ACK O(pending). */
+ * made every ACK O(pending).
+ *
+ * A pure data structure: no meter, no lock. The meter (meter.c) owns one and calls in
+ * under its seal lock; only ra__pending_count may be read without it. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -114,62 +117,39 @@ void ra__pending_newest(const ra__pending_t *p, size_t n, ra_slice_t **out, size
     }
 }
 
-int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out, size_t cap,
-                          size_t *n_out) {
-    if (!m || (cap && !out) || !n_out) return RA_EINVAL;
-    *n_out = 0;
-    const ra__pending_t *p = &m->pending;
-    pthread_mutex_lock((pthread_mutex_t *)&m->seal_mu);
-    size_t k = 0;
-    for (size_t i = p->head; i < p->tail && *n_out < cap; i++) {
+/* References to the live entries from the from-th on (0-based, seal order), at most cap;
+ * *n_out is how many. */
+size_t ra__pending_list(const ra__pending_t *p, size_t from, ra_slice_t **out, size_t cap) {
+    size_t n = 0, k = 0;
+    for (size_t i = p->head; i < p->tail && n < cap; i++) {
         ra_slice_t *s = p->ring[i % p->cap];
         if (!s || k++ < from) continue;
         ra_slice_ref(s);
-        out[(*n_out)++] = s;
+        out[n++] = s;
     }
-    pthread_mutex_unlock((pthread_mutex_t *)&m->seal_mu);
-    return 0;
+    return n;
 }
 
-/* Without the seal mutex: a rollover or compaction holds it across fsyncs, and the loop
- * thread asks for the backlog (readiness, metrics) and must never wait for a disk. Every
- * change of `live` is an atomic RMW under the mutex, so this load is exact at some instant. */
-size_t ra_meter_pending_count(const ra_meter_t *m) {
-    return __atomic_load_n(&m->pending.live, __ATOMIC_RELAXED);
-}
-
-int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out) {
-    const ra__pending_t *p = &m->pending;
-    int rc = RA_ENOTFOUND;
-    *out = NULL;
-    pthread_mutex_lock((pthread_mutex_t *)&m->seal_mu);
-    if (idx < p->live) {
-        if (p->tail - p->head == p->live) { /* no holes: direct index */
-            *out = p->ring[(p->head + idx) % p->cap];
-        } else {
-            for (size_t i = p->head, k = 0; i < p->tail; i++) {
-                ra_slice_t *s = p->ring[i % p->cap];
-                if (s && k++ == idx) {
-                    *out = s;
-                    break;
-                }
+/* A reference to the idx-th live entry (0-based, seal order), or NULL. */
+ra_slice_t *ra__pending_get(const ra__pending_t *p, size_t idx) {
+    if (idx >= p->live) return NULL;
+    ra_slice_t *found = NULL;
+    if (p->tail - p->head == p->live) { /* no holes: direct index */
+        found = p->ring[(p->head + idx) % p->cap];
+    } else {
+        for (size_t i = p->head, k = 0; i < p->tail; i++) {
+            ra_slice_t *s = p->ring[i % p->cap];
+            if (s && k++ == idx) {
+                found = s;
+                break;
             }
         }
-        if (*out) {
-            ra_slice_ref(*out);
-            rc = 0;
-        }
     }
-    pthread_mutex_unlock((pthread_mutex_t *)&m->seal_mu);
-    return rc;
+    if (found) ra_slice_ref(found);
+    return found;
 }
 
-int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s) {
-    if (!m || !s) return RA_EINVAL;
-    pthread_mutex_lock(&m->seal_mu);
-    uint64_t wal_seq = 0;
-    int rc = ra__pending_remove(&m->pending, s, &wal_seq);
-    if (rc == 0 && wal_seq) ra__meter_wal_acked(m, wal_seq);
-    pthread_mutex_unlock(&m->seal_mu);
-    return rc;
+/* Exact at some instant without the lock: every change of `live` is an atomic RMW. */
+size_t ra__pending_count(const ra__pending_t *p) {
+    return __atomic_load_n(&p->live, __ATOMIC_RELAXED);
 }

@@ -21,10 +21,13 @@
  *      the frozen pairs are released (drained), otherwise they are unfrozen, the heads put
  *      back, and nothing is reported sealed. A sealer killed in between leaves
  *      seal_intent in the plane: the next sealer releases the frozen pairs if the segment
- *      made it to disk, and unfreezes them if not (ra__seal_recover). Then the slices go to
- *      the pending ring and the boundary counter advances.
+ *      made it to disk, and unfreezes them if not (ra__seal_recover).
+ *   7. Publish: the slices go to the pending ring and the boundary counter advances; a
+ *      plan that stopped short (step 3) is counted and answered.
  *
- * Runs under the meter's seal mutex, in the plane's one sealer process. Writers are never
+ * ra__seal below runs the steps in order, one function each. It runs under the meter's
+ * seal lock (taken by meter.c, the only place that takes it), in the plane's one sealer
+ * process, and calls down only: heads.c, pending.c, journal.c, wal.c, seal_sort.c. Writers are never
  * waited for. A row whose window was sealed already (a writer preempted across the
  * boundary) is sealed into the oldest window being sealed now and counted in
  * accounting_late_rows_total: late, never lost, never twice. */
@@ -58,86 +61,6 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
     return true;
 }
 
-/* ---- sorting: introsort on three-word keys (no indirect calls, no memcmp) ------------ */
-
-static inline bool key_less(const ra__sort_key_t *a, const ra__sort_key_t *b) {
-    if (a->k[0] != b->k[0]) return a->k[0] < b->k[0];
-    if (a->k[1] != b->k[1]) return a->k[1] < b->k[1];
-    if (a->k[2] != b->k[2]) return a->k[2] < b->k[2];
-    return a->v < b->v;
-}
-
-static inline void key_swap(ra__sort_key_t *a, ra__sort_key_t *b) {
-    ra__sort_key_t t = *a;
-    *a = *b;
-    *b = t;
-}
-
-static void sift_down(ra__sort_key_t *a, size_t i, size_t n) {
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) return;
-        if (c + 1 < n && key_less(&a[c], &a[c + 1])) c++;
-        if (!key_less(&a[i], &a[c])) return;
-        key_swap(&a[i], &a[c]);
-        i = c;
-    }
-}
-
-static void heap_sort(ra__sort_key_t *a, size_t n) {
-    for (size_t i = n / 2; i-- > 0;) sift_down(a, i, n);
-    for (size_t i = n; i-- > 1;) {
-        key_swap(&a[0], &a[i]);
-        sift_down(a, 0, i);
-    }
-}
-
-/* Quicksort with median-of-three, insertion sort below 16 elements, and a depth bound
- * after which heapsort takes over: O(n log n) whatever the keys (tenants and raw subjects
- * come from callers). */
-static void intro_sort(ra__sort_key_t *a, size_t n, int depth) {
-    while (n > 16) {
-        if (depth-- == 0) {
-            heap_sort(a, n);
-            return;
-        }
-        size_t mid = n / 2;
-        if (key_less(&a[mid], &a[0])) key_swap(&a[mid], &a[0]);
-        if (key_less(&a[n - 1], &a[0])) key_swap(&a[n - 1], &a[0]);
-        if (key_less(&a[n - 1], &a[mid])) key_swap(&a[n - 1], &a[mid]);
-        ra__sort_key_t pivot = a[mid];
-        size_t i = 0, j = n - 1;
-        for (;;) {
-            while (key_less(&a[i], &pivot)) i++;
-            while (key_less(&pivot, &a[j])) j--;
-            if (i >= j) break;
-            key_swap(&a[i++], &a[j--]);
-        }
-        /* [0, j] <= pivot <= [j + 1, n): recurse on the smaller side, loop on the other. */
-        size_t left = j + 1;
-        if (left < n - left) {
-            intro_sort(a, left, depth);
-            a += left;
-            n -= left;
-        } else {
-            intro_sort(a + left, n - left, depth);
-            n = left;
-        }
-    }
-    for (size_t i = 1; i < n; i++) {
-        ra__sort_key_t t = a[i];
-        size_t j = i;
-        for (; j > 0 && key_less(&t, &a[j - 1]); j--) a[j] = a[j - 1];
-        a[j] = t;
-    }
-}
-
-static void sort_keys(ra__sort_key_t *a, size_t n) {
-    int depth = 2;
-    for (size_t k = n; k > 1; k >>= 1) depth += 2;
-    intro_sort(a, n, depth);
-}
-
 /* Big-endian reads make unsigned word order equal byte (memcmp) order. */
 static inline uint64_t be64(const uint8_t *p) {
     uint64_t v = 0;
@@ -147,58 +70,6 @@ static inline uint64_t be64(const uint8_t *p) {
 
 static inline uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* ---- stream heads -------------------------------------------------------------------- */
-
-static uint64_t head_hash(const uint8_t tenant[16], uint32_t dim) {
-    static const uint8_t zero[16];
-    return ra__key_hash(tenant, zero, dim + 0x5eed);
-}
-
-/* The head of a stream, created empty (seq 0, prev all zero) when absent. NULL when the
- * table is at its bound (3/4 of heads_cap keeps probes short). */
-ra__head_t *ra__head_get(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim, bool create) {
-    uint32_t cap = m->hdr->heads_cap, mask = cap - 1;
-    uint32_t i = (uint32_t)head_hash(tenant, dim) & mask;
-    for (uint32_t n = 0; n < cap; n++, i = (i + 1) & mask) {
-        ra__head_t *h = &m->heads[i];
-        if (!h->used) {
-            if (!create) return NULL;
-            uint32_t used = atomic_load_explicit(&m->hdr->heads_used, memory_order_relaxed);
-            if ((uint64_t)used + 1 > (uint64_t)cap * 3 / 4) return NULL;
-            memset(h, 0, sizeof *h);
-            memcpy(h->tenant, tenant, 16);
-            h->dim = (uint16_t)dim;
-            h->used = 1;
-            atomic_store_explicit(&m->hdr->heads_used, used + 1, memory_order_relaxed);
-            return h;
-        }
-        if (h->dim == dim && memcmp(h->tenant, tenant, 16) == 0) return h;
-    }
-    return NULL;
-}
-
-int ra_meter_seed_head(ra_meter_t *m, const ra_tenant_t *tenant, uint32_t dim, uint64_t seq,
-                       const uint8_t b3[32], int64_t window_start_s) {
-    if (!m || !tenant || !b3 || seq == 0 || seq >= (1ull << 62) || dim >= m->n_dims)
-        return RA_EINVAL;
-    pthread_mutex_lock(&m->seal_mu);
-    int rc = ra__plane_sealer_lock(m); /* heads belong to the one sealer */
-    if (rc == 0) {
-        ra__head_t *h = ra__head_get(m, tenant->b, dim, true);
-        if (!h) {
-            rc = RA_ECAPACITY;
-        } else if (h->seq == 0) {
-            h->seq = seq;
-            h->last_window_start_s = window_start_s;
-            memcpy(h->b3, b3, 32);
-        } else if (h->seq != seq || memcmp(h->b3, b3, 32) != 0) {
-            rc = RA_EINCOMPAT; /* this meter already continues a chain of its own */
-        }
-    }
-    pthread_mutex_unlock(&m->seal_mu);
-    return rc;
 }
 
 /* ---- step 1: scan --------------------------------------------------------------------- */
@@ -326,7 +197,7 @@ static size_t group(ra_meter_t *m, size_t n, int *rc) {
         memcpy(by_rank[s].k, sc->streams[s].k, sizeof by_rank[s].k);
         by_rank[s].v = (uint32_t)s;
     }
-    sort_keys(by_rank, S);
+    ra__sort_keys(by_rank, S);
     uint32_t pos = 0;
     for (size_t r = 0; r < S; r++) {
         ra__seal_stream_t *st = &sc->streams[by_rank[r].v];
@@ -342,7 +213,7 @@ static size_t group(ra_meter_t *m, size_t n, int *rc) {
         o->k[2] = 0;
         o->v = (uint32_t)i;
     }
-    for (size_t s = 0; s < S; s++) sort_keys(order + sc->streams[s].first, sc->streams[s].rows);
+    for (size_t s = 0; s < S; s++) ra__sort_keys(order + sc->streams[s].first, sc->streams[s].rows);
     return S;
 }
 
@@ -521,7 +392,7 @@ static int commit_wal(ra_meter_t *m, size_t n, size_t fit, size_t built, int64_t
         thaw_all(m, n, fit, true);
         for (size_t i = 0; i < built; i++) ra__slice_set_wal_seq(sc->batch[i], first + i);
         atomic_store_explicit(&m->hdr->seal_intent, 0, memory_order_release);
-        ra__wal_room_changed(m, now_ms, false);
+        ra__journal_room_changed(m, now_ms, false);
         return 0;
     }
     undo_heads(sc);
@@ -540,7 +411,7 @@ static int commit_wal(ra_meter_t *m, size_t n, size_t fit, size_t built, int64_t
     if (rc == RA_EPERSISTFULL) {
         ra__count_reject(m, RA_REJ_WAL_FULL);
         m->wal->stats.full_refusals++;
-        ra__wal_room_changed(m, now_ms, true);
+        ra__journal_room_changed(m, now_ms, true);
         ra__log(m, RA_LOG_WARN,
                 "rollover: the WAL is full (%llu slices, %llu bytes un-ACKed); nothing is "
                 "sealed until ACKs free room, counts stay in the plane, the meter is degraded",
@@ -582,36 +453,30 @@ void ra__seal_recover(ra_meter_t *m) {
                     : "restored (their segment never reached the WAL)");
 }
 
-/* ---- the rollover ---------------------------------------------------------------------- */
+/* ---- the rollover: the steps of the header comment, in order -------------------------- */
 
-int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
-    *n_sealed = 0;
-    /* A segment in doubt: seal_intent names it and frozen pairs wait for a restart to look
-     * at the disk. Sealing anything now would overwrite that record. */
-    if (m->wal && m->wal->failed) return RA_EIO;
-    uint32_t cur;
-    int rc = ra__window_of_ms(m, now_ms, &cur);
-    if (rc != 0) return rc;
-    int64_t sealed = atomic_load_explicit(&m->hdr->sealed_through, memory_order_acquire);
-    /* I-15: the boundary counter only moves forward. A clock that drifts or jumps back
-     * finds nothing to seal; a boundary is sealed once. */
-    if ((int64_t)cur - 1 <= sealed) return 0;
-    uint32_t w_end = cur - 1;
+/* What step 3 decided: the first `fit` stream-windows (in rank order) are sealed now, as
+ * `need` slices; what stopped it (an RA_REJ_* reason, or -1: everything fits), and the last
+ * window index that is then complete. */
+typedef struct seal_plan {
+    size_t n;        /* candidate rows (step 1) */
+    size_t S;        /* stream-windows (step 2) */
+    size_t fit;      /* of those, sealed now */
+    size_t need;     /* slices they make (an upper bound: merging only shrinks rows) */
+    int stop_reason; /* RA_REJ_* or -1 */
+    int64_t w_fit;   /* every window <= w_fit is complete after this rollover */
+} seal_plan_t;
+
+/* Step 3: how many streams fit, in the pending ring and, with a WAL, under its caps? */
+static void plan(ra_meter_t *m, int64_t now_ms, uint32_t w_end, seal_plan_t *pl) {
     ra__seal_scratch_t *sc = &m->seal;
-
-    size_t n = scan(m, w_end, sealed, cur);
-    size_t S = n ? group(m, n, &rc) : 0;
-    if (rc != 0) return rc; /* nothing drained: the counts wait in the plane */
-    const ra__sort_key_t *by_rank = sc->keys;
-    ra__sort_key_t *order = sc->keys + S;
-
-    /* Step 3: how many streams fit, in the pending ring and, with a WAL, under its caps? */
+    const ra__sort_key_t *by_rank = sc->keys, *order = sc->keys + pl->S;
     size_t room = ra__pending_room(&m->pending), need = 0, fit = 0;
     uint64_t wal_frames = UINT64_MAX, wal_bytes = UINT64_MAX, need_bytes = 0;
     if (m->wal) ra__wal_room(m->wal, now_ms, &wal_frames, &wal_bytes);
     int stop_reason = -1;
     bool compacted = false;
-    for (; fit < S; fit++) {
+    for (; fit < pl->S; fit++) {
         const ra__seal_stream_t *st = &sc->streams[by_rank[fit].v];
         const ra__seal_row_t *r0 = &sc->rows[order[st->first].v];
         size_t per = max_rows_per_slice(m, r0->dim);
@@ -630,7 +495,7 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
             /* ACKed frames keep counting against the caps until a compaction drops them:
              * reclaim them before refusing (and degrading the meter) for a full WAL. */
             compacted = true;
-            if (ra__meter_wal_compact_locked(m) == 0) {
+            if (ra__journal_compact(m) == 0) {
                 ra__wal_room(m->wal, now_ms, &wal_frames, &wal_bytes);
                 wal_fits = need + slices <= wal_frames && need_bytes + bytes <= wal_bytes;
             }
@@ -646,84 +511,128 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
         }
         need += slices;
     }
+    pl->fit = fit;
+    pl->need = need;
+    pl->stop_reason = stop_reason;
     /* Every window before the first unsealed stream's is complete. */
-    int64_t w_fit = (int64_t)w_end;
-    if (stop_reason >= 0)
-        w_fit = (int64_t)(by_rank[fit].k[0] >> 32) - 1;
+    pl->w_fit = stop_reason >= 0 ? (int64_t)(by_rank[fit].k[0] >> 32) - 1 : (int64_t)w_end;
+}
 
-    sc->n_streams = S;
-    if (need && ((rc = preallocate(m, fit, need)) != 0 ||
-                 !grow((void **)&sc->batch, &sc->batch_cap, need, sizeof *sc->batch) ||
-                 !grow((void **)&sc->undo, &sc->undo_cap, fit, sizeof *sc->undo)))
-        return rc ? rc : RA_ENOMEM; /* nothing taken from the plane yet */
-
-    /* Step 4: take the chosen streams' counts, in slot order. */
+/* Step 4: take the chosen streams' counts, in slot order. Returns the late rows taken. */
+static uint64_t take(ra_meter_t *m, const seal_plan_t *pl) {
+    ra__seal_scratch_t *sc = &m->seal;
     bool wal = m->wal != NULL;
-    if (wal && fit) atomic_store_explicit(&m->hdr->seal_intent, RA_INTENT_FREEZING,
-                                          memory_order_release);
-    uint64_t late = 0, rows_sealed = 0;
-    for (size_t i = 0; i < n; i++) {
+    if (wal && pl->fit)
+        atomic_store_explicit(&m->hdr->seal_intent, RA_INTENT_FREEZING, memory_order_release);
+    uint64_t late = 0;
+    for (size_t i = 0; i < pl->n; i++) {
         ra__seal_row_t *r = &sc->rows[i];
-        if (sc->streams[r->sid].rank >= fit) continue;
+        if (sc->streams[r->sid].rank >= pl->fit) continue;
         r->count = wal ? freeze(m, r) : drain(m, r);
         late += r->late && r->count;
     }
     /* Taken counts, in slot order, before merging folds them together (thaw needs each). */
     if (wal) {
-        for (size_t i = 0; i < n; i++) sc->rows[i].taken = sc->rows[i].count;
+        for (size_t i = 0; i < pl->n; i++) sc->rows[i].taken = sc->rows[i].count;
     }
-    /* Step 5 */
+    return late;
+}
+
+/* Step 5: every chosen stream-window into slices (sc->batch[0..built)), heads advanced.
+ * Returns the rows sealed (after merging). */
+static uint64_t build(ra_meter_t *m, const seal_plan_t *pl, size_t *built) {
+    ra__seal_scratch_t *sc = &m->seal;
+    const ra__sort_key_t *by_rank = sc->keys;
+    ra__sort_key_t *order = sc->keys + pl->S;
     ra_slice_t **pre = sc->pre;
-    size_t built = 0;
+    uint64_t rows_sealed = 0;
+    *built = 0;
     sc->n_undo = 0;
-    for (size_t k = 0; k < fit; k++) {
+    for (size_t k = 0; k < pl->fit; k++) {
         const ra__seal_stream_t *st = &sc->streams[by_rank[k].v];
         const ra__seal_row_t *r0 = &sc->rows[order[st->first].v];
         size_t per = max_rows_per_slice(m, r0->dim), slots = (st->rows + per - 1) / per;
         size_t merged = merge_dups(m, order + st->first, st->rows);
-        if (merged) build_stream(m, order + st->first, merged, pre, &built);
+        if (merged) build_stream(m, order + st->first, merged, pre, built);
         for (size_t i = 0; i < slots; i++) /* buffers merging made unnecessary */
             if (pre[i]) ra__slice_free_unfinished(pre[i]);
         pre += slots;
         rows_sealed += merged;
     }
-    /* Step 6 */
-    if (wal && fit) {
-        rc = commit_wal(m, n, fit, built, now_ms);
-        if (rc != 0) return rc; /* nothing sealed; the counts are back in (or kept in) the plane */
-    }
+    return rows_sealed;
+}
+
+/* Step 7: the slices into the pending ring, the metrics, the boundary counter; a plan that
+ * stopped short is counted, logged and answered. */
+static int publish(ra_meter_t *m, int64_t now_ms, int64_t sealed, const seal_plan_t *pl,
+                   size_t built, uint64_t late, uint64_t rows_sealed) {
+    ra__seal_scratch_t *sc = &m->seal;
     for (size_t i = 0; i < built; i++) ra__pending_push(&m->pending, sc->batch[i]);
-    *n_sealed = built;
     ra__plane_metrics_t *mt = &m->hdr->metrics;
     atomic_fetch_add_explicit(&mt->late_rows, late, memory_order_relaxed);
     atomic_fetch_add_explicit(&mt->sealed_rows, rows_sealed, memory_order_relaxed);
-    atomic_fetch_add_explicit(&mt->sealed_slices, *n_sealed, memory_order_relaxed);
-    if (w_fit > sealed) {
+    atomic_fetch_add_explicit(&mt->sealed_slices, built, memory_order_relaxed);
+    if (pl->w_fit > sealed) {
         /* The first rollover counts from the first window that held counts. */
         int64_t first = sealed == RA_SEALED_NONE
-                            ? (S ? (int64_t)(by_rank[0].k[0] >> 32) : w_fit + 1)
+                            ? (pl->S ? (int64_t)(sc->keys[0].k[0] >> 32) : pl->w_fit + 1)
                             : sealed + 1;
-        if (first <= w_fit)
-            atomic_fetch_add_explicit(&mt->sealed_windows, (uint64_t)(w_fit - first + 1),
+        if (first <= pl->w_fit)
+            atomic_fetch_add_explicit(&mt->sealed_windows, (uint64_t)(pl->w_fit - first + 1),
                                       memory_order_relaxed);
-        atomic_store_explicit(&m->hdr->sealed_through, w_fit, memory_order_release);
+        atomic_store_explicit(&m->hdr->sealed_through, pl->w_fit, memory_order_release);
     }
-    if (stop_reason >= 0) {
-        ra__count_reject(m, stop_reason);
-        static const char *const why[RA_REJ_COUNT] = {
-            [RA_REJ_PENDING_FULL] = "pending ring full",
-            [RA_REJ_HEADS_FULL] = "stream head table full",
-            [RA_REJ_WAL_FULL] = "WAL full (the meter is degraded until ACKs make room)"};
-        ra__log(m, RA_LOG_WARN,
-                "rollover: %s; counts from window index %lld on stay in the plane until "
-                "there is room (pending %zu/%zu)",
-                why[stop_reason], (long long)(w_fit + 1), m->pending.live, m->pending.cap);
-        if (stop_reason == RA_REJ_WAL_FULL) {
-            m->wal->stats.full_refusals++;
-            ra__wal_room_changed(m, now_ms, true);
-            return RA_EPERSISTFULL;
-        }
-        return RA_ECAPACITY;
+    if (pl->stop_reason < 0) return 0;
+    ra__count_reject(m, pl->stop_reason);
+    static const char *const why[RA_REJ_COUNT] = {
+        [RA_REJ_PENDING_FULL] = "pending ring full",
+        [RA_REJ_HEADS_FULL] = "stream head table full",
+        [RA_REJ_WAL_FULL] = "WAL full (the meter is degraded until ACKs make room)"};
+    ra__log(m, RA_LOG_WARN,
+            "rollover: %s; counts from window index %lld on stay in the plane until "
+            "there is room (pending %zu/%zu)",
+            why[pl->stop_reason], (long long)(pl->w_fit + 1), ra__pending_count(&m->pending),
+            m->pending.cap);
+    if (pl->stop_reason == RA_REJ_WAL_FULL) {
+        m->wal->stats.full_refusals++;
+        ra__journal_room_changed(m, now_ms, true);
+        return RA_EPERSISTFULL;
     }
-    return 0;
+    return RA_ECAPACITY;
+}
+
+int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
+    *n_sealed = 0;
+    /* A segment in doubt: seal_intent names it and frozen pairs wait for a restart to look
+     * at the disk. Sealing anything now would overwrite that record. */
+    if (m->wal && m->wal->failed) return RA_EIO;
+    uint32_t cur;
+    int rc = ra__window_of_ms(m, now_ms, &cur);
+    if (rc != 0) return rc;
+    int64_t sealed = atomic_load_explicit(&m->hdr->sealed_through, memory_order_acquire);
+    /* I-15: the boundary counter only moves forward. A clock that drifts or jumps back
+     * finds nothing to seal; a boundary is sealed once. */
+    if ((int64_t)cur - 1 <= sealed) return 0;
+    uint32_t w_end = cur - 1;
+    ra__seal_scratch_t *sc = &m->seal;
+
+    seal_plan_t pl = {0};
+    pl.n = scan(m, w_end, sealed, cur);          /* step 1 */
+    pl.S = pl.n ? group(m, pl.n, &rc) : 0;       /* step 2 */
+    if (rc != 0) return rc; /* nothing drained: the counts wait in the plane */
+    plan(m, now_ms, w_end, &pl);                 /* step 3 */
+    sc->n_streams = pl.S;
+    if (pl.need && ((rc = preallocate(m, pl.fit, pl.need)) != 0 ||
+                    !grow((void **)&sc->batch, &sc->batch_cap, pl.need, sizeof *sc->batch) ||
+                    !grow((void **)&sc->undo, &sc->undo_cap, pl.fit, sizeof *sc->undo)))
+        return rc ? rc : RA_ENOMEM; /* nothing taken from the plane yet */
+    uint64_t late = take(m, &pl);                /* step 4 */
+    size_t built;
+    uint64_t rows_sealed = build(m, &pl, &built); /* step 5 */
+    if (m->wal && pl.fit) {                      /* step 6 */
+        rc = commit_wal(m, pl.n, pl.fit, built, now_ms);
+        if (rc != 0) return rc; /* nothing sealed; the counts are back in (or kept in) the plane */
+    }
+    *n_sealed = built;
+    return publish(m, now_ms, sealed, &pl, built, late, rows_sealed); /* step 7 */
 }

@@ -6,6 +6,7 @@
 #ifndef RA_TEST_H
 #define RA_TEST_H
 
+#include "fixtures.h"
 #include "ron/accounting.h"
 
 #include <errno.h>
@@ -104,24 +105,13 @@ static int ra_t_pass, ra_t_fail;
 
 /* A deterministic PRNG (splitmix64): property and stress tests print their seed. */
 static inline uint64_t ra_t_rand(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return ra_fix_splitmix64(s);
 }
 
 /* A fresh temporary directory for this test process (under RA_TEST_TMP or /tmp). */
 static inline const char *ra_t_tmpdir(void) {
     static char dir[512];
-    if (dir[0]) return dir;
-    const char *base = getenv("RA_TEST_TMP");
-    if (!base || !*base) base = "/tmp";
-    mkdir(base, 0700);
-    snprintf(dir, sizeof dir, "%s/ra-test-XXXXXX", base);
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        exit(2);
-    }
+    if (!dir[0]) ra_fix_mkdtemp(dir, sizeof dir, NULL, "ra-test-");
     return dir;
 }
 

@@ -580,20 +580,6 @@ static bool iteration(uint64_t iter, uint64_t *seed) {
     return check_after_kill(iter);
 }
 
-static int rm_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    struct dirent *e;
-    char p[1200];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    return rmdir(dir);
-}
-
 static long g_iterations = 20;
 static uint64_t g_seed = 0x6b696c6c39ull; /* "kill9" */
 
@@ -631,7 +617,7 @@ RA_TEST(G_7_kill9_mid_flush) {
            g_st.unreported_recovered);
     CHECK(g_st.reported > 0);
     for (int st = 0; st < NS; st++) free(g_s[st].e);
-    rm_dir(g_dir);
+    ra_fix_rm_rf(g_dir);
     rmdir(ra_t_tmpdir());
 }
 

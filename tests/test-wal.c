@@ -1447,15 +1447,32 @@ typedef struct {
     uint64_t seed;
 } iofix_t;
 
-static bool io_open(iofix_t *f, uint64_t seed, const char *shm) {
+/* The fixture of the I/O tests, in three steps so a test can change the configuration in
+ * between: a simulated file system and a WAL configuration (iofix_start), the meter on it
+ * (iofix_meter), then both gone (iofix_end). */
+static void iofix_start(iofix_t *f, uint64_t seed) {
     keys_init();
     memset(f, 0, sizeof *f);
     f->seed = seed;
     f->fs = simfs_new(seed);
     wal_config(&f->cfg, WAL_DIR);
-    f->cfg.shm_path = shm;
+}
+
+static bool iofix_meter(iofix_t *f) {
     f->m = open_io(&f->cfg, f->fs, NULL);
-    if (!f->m) return false;
+    return f->m != NULL;
+}
+
+static void iofix_end(iofix_t *f) {
+    ra_meter_close(f->m);
+    simfs_free(f->fs);
+}
+
+/* The common case: the meter open, one window recorded. */
+static bool io_open(iofix_t *f, uint64_t seed, const char *shm) {
+    iofix_start(f, seed);
+    f->cfg.shm_path = shm;
+    if (!iofix_meter(f)) return false;
     return record_window(f->m, 0, 300, &f->seed, &f->rec) == 0;
 }
 
@@ -1506,14 +1523,12 @@ RA_TEST(io_fsync_eio_once_rewrites_to_a_new_segment) {
     /* What was reported sealed survives a power cut right now. */
     ra_meter_close(f.m);
     CHECK_RC(simfs_crash(f.fs, SIMFS_CRASH_GARBAGE), 0);
-    f.m = open_io(&f.cfg, f.fs, NULL);
-    REQUIRE(f.m);
+    REQUIRE(iofix_meter(&f));
     CHECK_EQ_U64(ra_meter_pending_count(f.m), n);
     totals_t again = {{0}};
     sum_pending(f.m, &again);
     CHECK_EQ_U64(totals_diff(&f.rec, &again), 0);
-    ra_meter_close(f.m);
-    simfs_free(f.fs);
+    iofix_end(&f);
 }
 
 RA_TEST(io_fsync_eio_twice_nothing_sealed_nothing_lost) {
@@ -1544,8 +1559,7 @@ RA_TEST(io_enospc_on_write) {
     CHECK_RC(ra_meter_rollover(f.m, RA_T_EPOCH_MS + WIN_MS, out, 256, &n), 0);
     io_add(&f, out, n);
     CHECK_EQ_U64(totals_diff(&f.rec, &f.sealed), 0);
-    ra_meter_close(f.m);
-    simfs_free(f.fs);
+    iofix_end(&f);
     /* always: PersistenceFull, degraded, nothing sealed; room again → everything sealed */
     REQUIRE(io_open(&f, 0x10e4, NULL));
     simfs_fail(f.fs, SIMFS_WRITE, 1, -ENOSPC, 0);
@@ -1581,14 +1595,12 @@ RA_TEST(io_short_writes_are_completed) {
         CHECK(metric(f.m, "accounting_wal_write_errors_total") == (ks[i] == 0 ? 1 : 0));
         ra_meter_close(f.m);
         CHECK_RC(simfs_crash(f.fs, SIMFS_CRASH_DROP), 0);
-        f.m = open_io(&f.cfg, f.fs, NULL);
-        REQUIRE(f.m);
+        REQUIRE(iofix_meter(&f));
         totals_t again = {{0}};
         CHECK_EQ_U64(sum_pending(f.m, &again), n);
         CHECK_EQ_U64(totals_diff(&f.rec, &again), 0);
         CHECK(metric(f.m, "accounting_wal_corrupt_total") == 0);
-        ra_meter_close(f.m);
-        simfs_free(f.fs);
+        iofix_end(&f);
     }
 }
 
@@ -1624,8 +1636,7 @@ RA_TEST(io_rename_fails_after_taking_effect) {
     io_add(&f, out, n);
     CHECK_EQ_U64(totals_diff(&f.rec, &f.sealed), 0);
     ra_meter_close(f.m);
-    f.m = open_io(&f.cfg, f.fs, NULL);
-    REQUIRE(f.m);
+    REQUIRE(iofix_meter(&f));
     static ra_slice_t *p[512];
     size_t np = pending_all(f.m, p, 512);
     totals_t again = {{0}};
@@ -1643,8 +1654,7 @@ RA_TEST(io_rename_fails_after_taking_effect) {
     CHECK_EQ_U64(np, n);
     CHECK_EQ_U64(totals_sum(&again), totals_sum(&f.rec));
     unref_all(p, np);
-    ra_meter_close(f.m);
-    simfs_free(f.fs);
+    iofix_end(&f);
 }
 
 RA_TEST(io_fsync_dir_eio_rename_taken_back) {
@@ -1706,8 +1716,7 @@ RA_TEST(io_fsync_dir_eio_twice_wal_failed_restart_decides) {
         CHECK_RC(ra_meter_compact(f.m), 0);
         ra_meter_close(f.m);
         if (variant == 2) CHECK_RC(simfs_crash(f.fs, SIMFS_CRASH_DROP), 0);
-        f.m = open_io(&f.cfg, f.fs, NULL);
-        REQUIRE(f.m);
+        REQUIRE(iofix_meter(&f));
         CHECK_EQ_U64(atomic_load(&f.m->hdr->seal_intent), 0);
         CHECK_EQ_U64(frozen_pairs(f.m), 0);
         CHECK(metric(f.m, "accounting_wal_failed") == 0);
@@ -1789,34 +1798,25 @@ static void cap_full_then_recover(iofix_t *f, int64_t w_full, unsigned streams, 
 
 RA_TEST(caps_max_entries) {
     iofix_t f;
-    memset(&f, 0, sizeof f);
-    keys_init();
-    f.fs = simfs_new(0xca1);
-    wal_config(&f.cfg, WAL_DIR);
+    iofix_start(&f, 0xca1);
     f.cfg.pending_slices_cap = 64;
     f.cfg.wal_max_entries = 4;
-    f.m = open_io(&f.cfg, f.fs, NULL);
-    REQUIRE(f.m);
+    REQUIRE(iofix_meter(&f));
     size_t n;
     CHECK_RC(cap_round(&f, 0, 3, 4, &n), 0);
     CHECK_EQ_U64(n, 3);
     cap_full_then_recover(&f, 1, 3, 4, "wal_max_entries = 4");
-    ra_meter_close(f.m);
-    simfs_free(f.fs);
+    iofix_end(&f);
 }
 
 /* ACKed frames count against the caps until a compaction drops them; a rollover that hits
  * a cap compacts first, so ACKs without an explicit compaction never degrade the meter. */
 RA_TEST(caps_acked_frames_reclaimed_before_refusing) {
     iofix_t f;
-    memset(&f, 0, sizeof f);
-    keys_init();
-    f.fs = simfs_new(0xca4);
-    wal_config(&f.cfg, WAL_DIR);
+    iofix_start(&f, 0xca4);
     f.cfg.pending_slices_cap = 64;
     f.cfg.wal_max_entries = 4;
-    f.m = open_io(&f.cfg, f.fs, NULL);
-    REQUIRE(f.m);
+    REQUIRE(iofix_meter(&f));
     size_t n;
     double full0 = metric(f.m, "accounting_rejected_total{reason=\"wal_full\"}");
     for (int64_t w = 0; w < 5; w++) { /* 3 frames a round, cap 4: full without a compaction */
@@ -1831,20 +1831,15 @@ RA_TEST(caps_acked_frames_reclaimed_before_refusing) {
     CHECK_RC(cap_round(&f, 5, 3, 4, &n), 0);
     CHECK_RC(cap_round(&f, 6, 3, 4, &n), RA_EPERSISTFULL);
     CHECK_EQ_I64(ra_meter_degraded(f.m), 1);
-    ra_meter_close(f.m);
-    simfs_free(f.fs);
+    iofix_end(&f);
 }
 
 RA_TEST(caps_max_bytes) {
     iofix_t f;
-    memset(&f, 0, sizeof f);
-    keys_init();
-    f.fs = simfs_new(0xca2);
-    wal_config(&f.cfg, WAL_DIR);
+    iofix_start(&f, 0xca2);
     f.cfg.capacity_rows = 50000;
     f.cfg.wal_max_bytes = 2u << 20; /* the smallest allowed: two ~940 KiB slices fit */
-    f.m = open_io(&f.cfg, f.fs, NULL);
-    REQUIRE(f.m);
+    REQUIRE(iofix_meter(&f));
     size_t n;
     CHECK_RC(cap_round(&f, 0, 1, 40000, &n), 0);
     CHECK_EQ_U64(n, 1);
@@ -1852,20 +1847,15 @@ RA_TEST(caps_max_bytes) {
     CHECK_EQ_U64(n, 1);
     /* ACK only the first two: the third still does not fit until they are compacted */
     cap_full_then_recover(&f, 2, 1, 40000, "wal_max_bytes = 2 MiB");
-    ra_meter_close(f.m);
-    simfs_free(f.fs);
+    iofix_end(&f);
 }
 
 RA_TEST(caps_max_age) {
     iofix_t f;
-    memset(&f, 0, sizeof f);
-    keys_init();
-    f.fs = simfs_new(0xca3);
-    wal_config(&f.cfg, WAL_DIR);
+    iofix_start(&f, 0xca3);
     f.cfg.wal_max_age_s = 90;
     ra_t_now_ms = RA_T_EPOCH_MS;
-    f.m = open_io(&f.cfg, f.fs, NULL);
-    REQUIRE(f.m);
+    REQUIRE(iofix_meter(&f));
     size_t n;
     ra_t_now_ms = RA_T_EPOCH_MS + WIN_MS;
     CHECK_RC(cap_round(&f, 0, 2, 3, &n), 0); /* segment created at 60 s */
@@ -1883,14 +1873,10 @@ RA_TEST(caps_max_age) {
  * limit) instead of refusing the window forever. */
 RA_TEST(caps_boundary_larger_than_max_entries_makes_progress) {
     iofix_t f;
-    memset(&f, 0, sizeof f);
-    keys_init();
-    f.fs = simfs_new(0xca4);
-    wal_config(&f.cfg, WAL_DIR);
+    iofix_start(&f, 0xca4);
     f.cfg.pending_slices_cap = 64;
     f.cfg.wal_max_entries = 4;
-    f.m = open_io(&f.cfg, f.fs, NULL);
-    REQUIRE(f.m);
+    REQUIRE(iofix_meter(&f));
     size_t n = 0, total = 0;
     int rc = cap_round(&f, 0, 6, 2, &n);
     total += n;
@@ -1913,8 +1899,7 @@ RA_TEST(caps_boundary_larger_than_max_entries_makes_progress) {
            "ACK + compact + rollover rounds, last rc %s, degraded %d\n",
            total, ra_err_name(rc), ra_meter_degraded(f.m));
     CHECK_EQ_U64(f.sealed.v[0], f.rec.v[0]);
-    ra_meter_close(f.m);
-    simfs_free(f.fs);
+    iofix_end(&f);
 }
 
 /* A full disk: writes fail with ENOSPC. Rollovers are refused (PersistenceFull, degraded,
@@ -2008,8 +1993,7 @@ RA_TEST(restart_of_a_sealer_while_wal_full_clears_degraded) {
     f.cfg.shm_path = shm;
     f.cfg.pending_slices_cap = 64;
     f.cfg.wal_max_entries = 4;
-    f.m = open_io(&f.cfg, f.fs, NULL);
-    REQUIRE(f.m);
+    REQUIRE(iofix_meter(&f));
     size_t n;
     CHECK_RC(cap_round(&f, 0, 3, 2, &n), 0);
     CHECK_RC(cap_round(&f, 1, 3, 2, &n), RA_EPERSISTFULL);
@@ -2028,8 +2012,7 @@ RA_TEST(restart_of_a_sealer_while_wal_full_clears_degraded) {
     CHECK_RC(ra_meter_record_at(f.m, RA_T_EPOCH_MS + 2 * WIN_MS + 1, &g_tenants[0], &g_subjects[0],
                                 0, 1),
              0);
-    ra_meter_close(f.m);
-    simfs_free(f.fs);
+    iofix_end(&f);
     unlink(shm);
 }
 

@@ -7,6 +7,7 @@
 #define RA_BENCH_COMMON_H
 
 #include "ron/accounting.h"
+#include "../fixtures.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -44,12 +45,9 @@ static inline uint64_t bench_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* splitmix64: tiny, fast, and trivially reproduced in LuaJIT with uint64_t cdata. */
+/* splitmix64 (tests/fixtures.h): key sequences bench-record.lua reproduces exactly. */
 static inline uint64_t bench_splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return ra_fix_splitmix64(state);
 }
 
 /* Uniform in [0, n): multiply-shift on the high 32 bits (n < 2^32). */

@@ -115,20 +115,6 @@ static char *make_tmpdir(void) {
     return dir;
 }
 
-static void rm_rf(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[8400];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static const char *fs_name(const char *path) {
     struct statfs st;
     if (statfs(path, &st) != 0) return "unknown";
@@ -274,7 +260,7 @@ static int bench_append(size_t n, int reps) {
     bench_json_emit(&j);
 
     ra__wal_close(&w);
-    rm_rf(dir);
+    ra_fix_rm_rf(dir);
     free(dir);
     free(s);
     free(prev);
@@ -450,7 +436,7 @@ static int bench_recovery(uint32_t segs, uint32_t per_seg) {
     for (int r = 0; r < warm_reps; r++) oe[r] = timed_open(empty, 0, &ok_empty);
     double o_e = bench_median(oe, (size_t)warm_reps);
     free(oe);
-    rm_rf(empty);
+    ra_fix_rm_rf(empty);
     free(empty);
     double *bf = xmalloc(sizeof(double) * (size_t)warm_reps);
     read_and_hash(files, nf, buf, &acc, false); /* warm the cache */
@@ -508,7 +494,7 @@ static int bench_recovery(uint32_t segs, uint32_t per_seg) {
     free(bw);
     free(oc);
     free(bc);
-    rm_rf(dir);
+    ra_fix_rm_rf(dir);
     free(dir);
     return ok ? 0 : 1;
 }

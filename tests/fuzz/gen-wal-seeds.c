@@ -25,6 +25,7 @@
 #include "internal.h"
 #include "io.h"
 #include "wal.h"
+#include "../fixtures.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -99,20 +100,6 @@ static char *tmpdir(void) {
     return dir;
 }
 
-static void rm_rf(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static uint8_t *slurp(const char *path, size_t *len) {
     uint8_t *b = NULL;
     if (ra__io_read_file(ra__io_posix(), path, 1u << 30, &b, len) != 0) die(path);
@@ -163,7 +150,7 @@ static void golden(uint8_t **seg, size_t *seg_len, uint8_t **heads, size_t *head
     *heads = slurp(p, heads_len);
     ra__wal_close(&w);
     ra_slice_unref(v1);
-    rm_rf(dir);
+    ra_fix_rm_rf(dir);
 }
 
 static void print_block(const char *name, const uint8_t *b, size_t n) {
@@ -290,7 +277,7 @@ static uint8_t *meter_wal(size_t *len, int windows, int ack_first) {
         free(names[i]);
     }
     free(names);
-    rm_rf(dir);
+    ra_fix_rm_rf(dir);
     *len = n;
     return all;
 }

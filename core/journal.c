@@ -1,5 +1,8 @@
-/* The meter's side of the WAL: recovery into the pending ring and the stream heads at open,
- * ACK bookkeeping, compaction, and the degraded flag while the WAL is full. */
+/* The seal-to-WAL journal: the meter's side of its write-ahead log (wal.c is the files).
+ * At open, recovery of every un-ACKed slice into the pending ring and of every stream head;
+ * then the ACK bookkeeping, compaction with the heads checkpoint, and the degraded flag
+ * while the WAL is full. No lock here: the callers (meter.c, seal.c) hold the seal lock,
+ * and nothing here calls back up into them. */
 #include "internal.h"
 #include "wal.h"
 
@@ -14,7 +17,7 @@ typedef struct {
 } recover_t;
 
 static int dim_of(recover_t *r, const char *dimension) {
-    int d = ra_meter_dimension(r->m, dimension, strlen(dimension));
+    int d = ra__dimension_of(r->m, dimension, strlen(dimension));
     if (d < 0)
         ra__errbuf(r->err, r->errlen,
                    "the WAL holds dimension '%s', which this meter does not register: add it "
@@ -24,18 +27,11 @@ static int dim_of(recover_t *r, const char *dimension) {
 
 static int advance_head(recover_t *r, const uint8_t tenant[16], int dim, uint64_t seq,
                         int64_t last_ws, const uint8_t b3[32]) {
-    ra__head_t *h = ra__head_get(r->m, tenant, (uint32_t)dim, true);
-    if (!h) {
+    int rc = ra__heads_advance(r->m, tenant, (uint32_t)dim, seq, last_ws, b3);
+    if (rc == RA_ECAPACITY)
         ra__errbuf(r->err, r->errlen, "the WAL holds more streams than the stream-head table "
                                       "(2 x capacity_rows): raise capacity_rows");
-        return RA_ECAPACITY;
-    }
-    if (seq > h->seq) {
-        h->seq = seq;
-        h->last_window_start_s = last_ws;
-        memcpy(h->b3, b3, 32);
-    }
-    return 0;
+    return rc;
 }
 
 static int on_head(void *ud, const uint8_t tenant[16], const char *dimension, uint64_t seq,
@@ -82,7 +78,7 @@ static void on_problem(void *ud, const char *what, const char *file, uint64_t of
             off, detail[0] ? ": " : "", detail);
 }
 
-int ra__meter_wal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t errlen) {
+int ra__journal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t errlen) {
     if (m->shm_fd >= 0) {
         /* The WAL belongs to the plane's one sealer. */
         int rc = ra__plane_sealer_lock(m);
@@ -100,8 +96,7 @@ int ra__meter_wal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t 
     /* The WAL is the authority on chains: heads a crashed sealer advanced for a batch that
      * never became durable must not survive. They are rebuilt from the checkpoint and the
      * segments. */
-    memset(m->heads, 0, (size_t)m->hdr->heads_cap * sizeof *m->heads);
-    atomic_store(&m->hdr->heads_used, 0);
+    ra__heads_reset(m);
     recover_t r = {m, err, errlen};
     ra__wal_visitor_t v = {&r, on_head, on_slice, on_problem};
     uint32_t entries = cfg->wal_max_entries ? cfg->wal_max_entries : cfg->pending_slices_cap;
@@ -112,30 +107,29 @@ int ra__meter_wal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t 
         m->wal = NULL;
         return rc;
     }
-    ra__seal_recover(m);
     const ra__wal_stats_t *st = &m->wal->stats;
     ra__log(m, RA_LOG_INFO,
             "wal %s: %zu segments, %" PRIu64 " slices replayed into pending, %" PRIu64
             " corrupt frames skipped, %" PRIu64 " torn bytes cut",
             cfg->wal_dir, m->wal->nsegs, st->replayed, st->corrupt_frames, st->torn_bytes);
-    ra__wal_room_changed(m, ra__meter_now_ms(m), false);
+    ra__journal_room_changed(m, ra__meter_now_ms(m), false);
     return 0;
 }
 
-void ra__meter_wal_close(ra_meter_t *m) {
+void ra__journal_close(ra_meter_t *m) {
     if (!m->wal) return;
     ra__wal_close(m->wal);
     free(m->wal);
     m->wal = NULL;
 }
 
-void ra__meter_wal_acked(ra_meter_t *m, uint64_t wal_seq) {
+void ra__journal_acked(ra_meter_t *m, uint64_t wal_seq) {
     if (m->wal) ra__wal_acked(m->wal, wal_seq);
 }
 
 /* While the WAL refuses rollovers the meter is degraded (I-8: writes fail first, readiness
  * says so); it recovers once ACKs and compaction have made room. */
-void ra__wal_room_changed(ra_meter_t *m, int64_t now_ms, bool refused) {
+void ra__journal_room_changed(ra_meter_t *m, int64_t now_ms, bool refused) {
     if (!m->wal) return;
     _Atomic uint32_t *d = &m->hdr->degraded;
     if (refused) {
@@ -149,33 +143,12 @@ void ra__wal_room_changed(ra_meter_t *m, int64_t now_ms, bool refused) {
     }
 }
 
-static int each_head(void *ud,
-                     int (*emit)(void *, const uint8_t[16], const char *, uint64_t, int64_t,
-                                 const uint8_t[32]),
-                     void *eud) {
-    ra_meter_t *m = ud;
-    for (uint32_t i = 0; i < m->hdr->heads_cap; i++) {
-        const ra__head_t *h = &m->heads[i];
-        if (!h->used || h->seq == 0) continue;
-        int rc = emit(eud, h->tenant, m->dim_names[h->dim], h->seq, h->last_window_start_s,
-                      h->b3);
-        if (rc != 0) return rc;
-    }
-    return 0;
-}
-
-int ra__meter_wal_compact_locked(ra_meter_t *m) {
+/* ACKed frames count against the caps until compaction drops them (meter.c on request,
+ * seal.c before it refuses a rollover for a full WAL). */
+int ra__journal_compact(ra_meter_t *m) {
     if (!m->wal) return 0;
     size_t removed = 0;
-    int rc = ra__wal_compact(m->wal, each_head, m, &removed);
-    ra__wal_room_changed(m, ra__meter_now_ms(m), false);
-    return rc;
-}
-
-int ra_meter_compact(ra_meter_t *m) {
-    if (!m) return RA_EINVAL;
-    pthread_mutex_lock(&m->seal_mu);
-    int rc = ra__meter_wal_compact_locked(m);
-    pthread_mutex_unlock(&m->seal_mu);
+    int rc = ra__wal_compact(m->wal, ra__heads_each, m, &removed);
+    ra__journal_room_changed(m, ra__meter_now_ms(m), false);
     return rc;
 }

@@ -1,0 +1,55 @@
+/* Fixtures shared by the C tests, the benchmarks and the fuzz seed generator: one copy of
+ * each (a PRNG, temporary directories), header-only so every program takes only what it
+ * uses. */
+#ifndef RA_TEST_FIXTURES_H
+#define RA_TEST_FIXTURES_H
+
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* splitmix64: deterministic from a printed seed (property and stress tests print theirs),
+ * tiny, and trivially reproduced in LuaJIT with uint64_t cdata (bench-record.lua does). */
+static inline uint64_t ra_fix_splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A fresh directory <base>/<prefix>XXXXXX into out (base: $RA_TEST_TMP, else $TMPDIR,
+ * else /tmp, when NULL); exits with a message when it cannot be made. */
+static inline const char *ra_fix_mkdtemp(char *out, size_t n, const char *base,
+                                         const char *prefix) {
+    if (!base || !*base) base = getenv("RA_TEST_TMP");
+    if (!base || !*base) base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    mkdir(base, 0700); /* RA_TEST_TMP may not exist yet */
+    snprintf(out, n, "%s/%sXXXXXX", base, prefix);
+    if (!mkdtemp(out)) {
+        perror(out);
+        exit(2);
+    }
+    return out;
+}
+
+/* Removes a directory and the files in it (one level: what the tests make). */
+static inline int ra_fix_rm_rf(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *e;
+    char p[4400];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    return rmdir(dir);
+}
+
+#endif /* RA_TEST_FIXTURES_H */
