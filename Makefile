@@ -7,7 +7,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
 ARGS       ?=
 
-.PHONY: all deps configure build test test-c test-lua bench run quickstart install cdef soak soak-wal fuzz clean
+.PHONY: all deps configure build test test-c test-lua lint bench run quickstart install cdef soak soak-wal fuzz clean
 
 all: build
 
@@ -32,6 +32,10 @@ test-c: build
 
 test-lua: build
 	cd $(BUILD) && ctest --output-on-failure -L lua $(CTEST_ARGS)
+
+# luacheck, shellcheck, clang-format, cppcheck (cmake/lint.cmake); also part of `make test`.
+lint: build
+	cd $(BUILD) && ctest --output-on-failure -L lint $(CTEST_ARGS)
 
 bench: build
 	cmake --build $(BUILD) --target bench

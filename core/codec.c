@@ -97,8 +97,7 @@ int ra__decode(const uint8_t *buf, size_t len, ra__decoded_t *d) {
     if (off + 4 > len) return RA_ESCHEMA;
     uint32_t n = ra__get_u32(buf + off);
     off += 4;
-    if (n == 0 || (len - off) / RA_ENC_ROW != n || (len - off) % RA_ENC_ROW != 0)
-        return RA_ESCHEMA;
+    if (n == 0 || (len - off) / RA_ENC_ROW != n || (len - off) % RA_ENC_ROW != 0) return RA_ESCHEMA;
     d->row_count = n;
     d->rows = buf + off;
     for (uint32_t i = 0; i < n; i++) {

@@ -19,12 +19,24 @@ void ra__count_reject(ra_meter_t *m, int reason) {
     atomic_fetch_add_explicit(&m->hdr->metrics.rejected[reason], 1, memory_order_relaxed);
 }
 
+/* A slot's key words are read while a claimer may be writing them (the slot retired and
+ * reused meanwhile): the reader validates with the ident afterwards, so a torn key is only
+ * ever a retry. Relaxed atomic word accesses say so (to the compiler and ThreadSanitizer);
+ * on x86-64 and arm64 they are the same plain loads and stores. The words are 8-aligned
+ * (the slot is a cache line; tenant at 16, subject at 32). */
+static inline uint64_t key_word(const uint8_t *p) {
+    return __atomic_load_n((const uint64_t *)(const void *)p, __ATOMIC_RELAXED);
+}
+static inline void key_word_set(uint8_t *p, const uint8_t *from) {
+    __atomic_store_n((uint64_t *)(void *)p, ra__load64(from), __ATOMIC_RELAXED);
+}
+
 static inline bool key_equal(const ra__slot_t *s, const ra_tenant_t *t, const ra_subject_t *u) {
     /* Four word compares: the slot's key is 16-byte aligned, the caller's may not be. */
-    return ra__load64(s->tenant) == ra__load64(t->b) &&
-           ra__load64(s->tenant + 8) == ra__load64(t->b + 8) &&
-           ra__load64(s->subject) == ra__load64(u->b) &&
-           ra__load64(s->subject + 8) == ra__load64(u->b + 8);
+    return key_word(s->tenant) == ra__load64(t->b) &&
+           key_word(s->tenant + 8) == ra__load64(t->b + 8) &&
+           key_word(s->subject) == ra__load64(u->b) &&
+           key_word(s->subject + 8) == ra__load64(u->b + 8);
 }
 
 /* Adds inc to the entry's pair if the pair belongs to this generation and either carries
@@ -54,8 +66,7 @@ static inline int try_add(ra_meter_t *m, ra__slot_t *slot, uint32_t gen, uint32_
         }
         if (ra__pair_cas(&slot->pair, &cur, ra__pair_make(nc, st))) {
             if (RA_UNLIKELY(saturated))
-                atomic_fetch_add_explicit(&m->hdr->metrics.overflow[dim], 1,
-                                          memory_order_relaxed);
+                atomic_fetch_add_explicit(&m->hdr->metrics.overflow[dim], 1, memory_order_relaxed);
             return ADD_DONE;
         }
     }
@@ -63,28 +74,29 @@ static inline int try_add(ra_meter_t *m, ra__slot_t *slot, uint32_t gen, uint32_
 
 /* Claims a free slot for the key. Returns 0 when the record was added, 1 to restart the
  * record (a race was lost), or a negative code. */
-static int claim(ra_meter_t *m, ra__slot_t *slot, uint64_t seen, uint32_t slot_index,
-                 uint32_t win, const ra_tenant_t *t, const ra_subject_t *s, int dim,
-                 uint64_t inc, uint64_t *live_ident) {
+static int claim(ra_meter_t *m, ra__slot_t *slot, uint64_t seen, uint32_t slot_index, uint32_t win,
+                 const ra_tenant_t *t, const ra_subject_t *s, int dim, uint64_t inc,
+                 uint64_t *live_ident) {
     uint32_t gen = (ra__ident_gen(seen) + 1) & RA_GEN_MASK;
     if (gen == 0) gen = 1; /* generation 0 is the zero-filled never-used pair */
     uint64_t claimed = ra__ident(gen, (uint32_t)dim, RA_SLOT_CLAIMED);
-    if (!atomic_compare_exchange_strong_explicit(&slot->ident, &seen, claimed,
-                                                 memory_order_acq_rel, memory_order_acquire))
+    if (!atomic_compare_exchange_strong_explicit(&slot->ident, &seen, claimed, memory_order_acq_rel,
+                                                 memory_order_acquire))
         return 1;
     int64_t live = atomic_fetch_add_explicit(&m->hdr->live_entries, 1, memory_order_relaxed);
     if (RA_UNLIKELY(live >= (int64_t)m->hdr->entries_cap)) { /* I-7: bounded, shed */
         atomic_fetch_sub_explicit(&m->hdr->live_entries, 1, memory_order_relaxed);
-        atomic_store_explicit(&slot->ident, ra__ident(gen, 0, RA_SLOT_DEAD),
-                              memory_order_release);
+        atomic_store_explicit(&slot->ident, ra__ident(gen, 0, RA_SLOT_DEAD), memory_order_release);
         return RA_ECAPACITY;
     }
     /* Mark before publishing: the sealer only visits marked slots. */
     atomic_fetch_or_explicit(&m->bitmap[slot_index / 64], 1ull << (slot_index % 64),
                              memory_order_acq_rel);
     atomic_store_explicit(&slot->claim_win, win, memory_order_relaxed);
-    memcpy(slot->tenant, t->b, 16);
-    memcpy(slot->subject, s->b, 16);
+    key_word_set(slot->tenant, t->b);
+    key_word_set(slot->tenant + 8, t->b + 8);
+    key_word_set(slot->subject, s->b);
+    key_word_set(slot->subject + 8, s->b + 8);
     /* The old pair carries the old generation: stale writers' CASes fail from here on. */
     ra__u128 cur = ra__pair_peek(&slot->pair);
     while (!ra__pair_cas(&slot->pair, &cur, ra__pair_make(0, ra__stamp(win, gen)))) {
@@ -162,12 +174,11 @@ static inline bool fast_add(ra__slot_t *slot, uint64_t id, uint32_t win, uint64_
     ra__u128 cur = ra__pair_peek(&slot->pair);
     uint64_t st = ra__pair_stamp(cur), c = ra__pair_count(cur);
     return RA_LIKELY(ra__stamp_gen(st) == ra__ident_gen(id) && ra__stamp_win(st) == win &&
-                     c + inc >= c &&
-                     ra__pair_cas(&slot->pair, &cur, ra__pair_make(c + inc, st)));
+                     c + inc >= c && ra__pair_cas(&slot->pair, &cur, ra__pair_make(c + inc, st)));
 }
 
-static inline uint64_t key_hash(const ra_meter_t *m, const ra_tenant_t *t,
-                                const ra_subject_t *s, int dim) {
+static inline uint64_t key_hash(const ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s,
+                                int dim) {
     return ra__key_hash(t->b, s->b, (uint32_t)dim) ^ m->stripe_mix;
 }
 
@@ -193,8 +204,7 @@ static inline int record_in(ra_meter_t *m, uint32_t win, const ra_tenant_t *t,
 
 /* A key handle's record: the whole protocol, then the entry that took the record is
  * cached. A record refused leaves the cache empty, so the next one starts over. */
-static RA_NOINLINE int record_key_slow(ra_meter_t *m, uint32_t win, ra_key_t *k,
-                                       uint64_t inc) {
+static RA_NOINLINE int record_key_slow(ra_meter_t *m, uint32_t win, ra_key_t *k, uint64_t inc) {
     uint32_t at_slot = 0;
     uint64_t at_ident = 0;
     int rc = record_slow(m, win, &k->tenant, &k->subject, k->dim, inc,
@@ -230,18 +240,18 @@ static inline int record_key_in(ra_meter_t *m, uint32_t win, ra_key_t *k, uint64
  * model would call __tls_get_addr on every record. */
 static _Thread_local uint32_t ra__sample_tick __attribute__((tls_model("initial-exec")));
 
-static const uint64_t lat_bounds_ns[RA_LAT_BUCKETS - 1] = {
-    25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000, 1000000};
+static const uint64_t lat_bounds_ns[RA_LAT_BUCKETS - 1] = {25,   50,   100,   250,    500,    1000,
+                                                           2500, 5000, 10000, 100000, 1000000};
 
 static void observe_latency(ra_meter_t *m, uint64_t ns) {
     int b = 0;
-    while (b < RA_LAT_BUCKETS - 1 && ns > lat_bounds_ns[b]) b++;
+    while (b < RA_LAT_BUCKETS - 1 && ns > lat_bounds_ns[b])
+        b++;
     ra__plane_metrics_t *mt = &m->hdr->metrics;
     atomic_fetch_add_explicit(&mt->lat_bucket[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&mt->lat_count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&mt->lat_sum_ns, ns, memory_order_relaxed);
 }
-
 
 const uint64_t *ra__latency_bounds_ns(void) {
     return lat_bounds_ns;
@@ -249,9 +259,9 @@ const uint64_t *ra__latency_bounds_ns(void) {
 
 /* Both kinds of record: by key (k == NULL) or through a key handle (k). Inlined into each
  * public entry point, where k is a constant, so each keeps one straight path. */
-static inline __attribute__((always_inline)) int record_checked(
-    ra_meter_t *m, int has_time, int64_t now_ms, const ra_tenant_t *t, const ra_subject_t *s,
-    int dim, ra_key_t *k, uint64_t inc) {
+static inline __attribute__((always_inline)) int
+record_checked(ra_meter_t *m, int has_time, int64_t now_ms, const ra_tenant_t *t,
+               const ra_subject_t *s, int dim, ra_key_t *k, uint64_t inc) {
     if (RA_UNLIKELY(!t || !s || dim < 0 || (uint32_t)dim >= m->n_dims)) {
         ra__count_reject(m, RA_REJ_INVALID);
         return RA_EINVAL;
@@ -283,13 +293,12 @@ int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, 
     return record_checked(m, 0, 0, t, s, dim, NULL, inc);
 }
 
-int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t,
-                       const ra_subject_t *s, int dim, uint64_t inc) {
+int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t, const ra_subject_t *s,
+                       int dim, uint64_t inc) {
     return record_checked(m, 1, now_ms, t, s, dim, NULL, inc);
 }
 
-int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s,
-                int dim) {
+int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, int dim) {
     if (!m) return RA_EINVAL;
     if (!k || !t || !s || dim < 0 || (uint32_t)dim >= m->n_dims) {
         ra__count_reject(m, RA_REJ_INVALID);
@@ -305,8 +314,8 @@ int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t, const ra_subje
 /* Every record that is not the fast case below: all checks, the latency sample, then
  * record_key_in (which tries the cached entry again: a record sampled, or one whose first
  * try lost a race, still takes it when it can). */
-static RA_NOINLINE int record_key_checked(ra_meter_t *m, int has_time, int64_t now_ms,
-                                          ra_key_t *k, uint64_t inc) {
+static RA_NOINLINE int record_key_checked(ra_meter_t *m, int has_time, int64_t now_ms, ra_key_t *k,
+                                          uint64_t inc) {
     if (RA_UNLIKELY(!k)) {
         ra__count_reject(m, RA_REJ_INVALID);
         return RA_EINVAL;
@@ -337,8 +346,7 @@ int ra_meter_record_key(ra_meter_t *m, ra_key_t *k, uint64_t inc) {
 
 int ra_meter_record_key_at(ra_meter_t *m, int64_t now_ms, ra_key_t *k, uint64_t inc) {
     uint32_t win;
-    if (RA_LIKELY(ra__window_of_ms_cached(m, now_ms, &win) == 0 &&
-                  record_key_fast(m, k, win, inc)))
+    if (RA_LIKELY(ra__window_of_ms_cached(m, now_ms, &win) == 0 && record_key_fast(m, k, win, inc)))
         return 0;
     return record_key_checked(m, 1, now_ms, k, inc);
 }

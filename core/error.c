@@ -14,8 +14,8 @@ const char *ra_strerror(int code) {
     switch (code) {
     case RA_OK:
         return "success";
-#define RA__MSG(suffix, value, name, msg)                                                    \
-    case value:                                                                              \
+#define RA__MSG(suffix, value, name, msg)                                                          \
+    case value:                                                                                    \
         return msg;
         RA_ERRNO_MAP(RA__MSG)
 #undef RA__MSG
@@ -28,8 +28,8 @@ const char *ra_err_name(int code) {
     switch (code) {
     case RA_OK:
         return "OK";
-#define RA__NAME(suffix, value, name, msg)                                                   \
-    case value:                                                                              \
+#define RA__NAME(suffix, value, name, msg)                                                         \
+    case value:                                                                                    \
         return name;
         RA_ERRNO_MAP(RA__NAME)
 #undef RA__NAME

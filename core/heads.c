@@ -76,8 +76,7 @@ int ra__heads_each(void *ud,
     for (uint32_t i = 0; i < m->hdr->heads_cap; i++) {
         const ra__head_t *h = &m->heads[i];
         if (!h->used || h->seq == 0) continue;
-        int rc = emit(eud, h->tenant, m->dim_names[h->dim], h->seq, h->last_window_start_s,
-                      h->b3);
+        int rc = emit(eud, h->tenant, m->dim_names[h->dim], h->seq, h->last_window_start_s, h->b3);
         if (rc != 0) return rc;
     }
     return 0;

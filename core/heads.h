@@ -7,8 +7,8 @@
  * absent, or when the table is at its bound. */
 RA_INTERNAL struct ra__head *ra__head_get(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim,
                                           bool create);
-RA_INTERNAL int ra__heads_seed(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim,
-                               uint64_t seq, const uint8_t b3[32], int64_t window_start_s);
+RA_INTERNAL int ra__heads_seed(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim, uint64_t seq,
+                               const uint8_t b3[32], int64_t window_start_s);
 RA_INTERNAL int ra__heads_advance(ra_meter_t *m, const uint8_t tenant[16], uint32_t dim,
                                   uint64_t seq, int64_t last_ws, const uint8_t b3[32]);
 RA_INTERNAL void ra__heads_reset(ra_meter_t *m);

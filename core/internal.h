@@ -24,9 +24,9 @@
 #include "ron/accounting.h"
 
 #include <pthread.h>
-#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -46,17 +46,17 @@
 #define RA_CACHELINE 64
 
 /* Assertions that stay on in release builds: programmer errors, never operating errors. */
-#define RA_ASSERT(cond)                                                                      \
-    do {                                                                                     \
-        if (RA_UNLIKELY(!(cond))) ra__assert_fail(#cond, __FILE__, __LINE__);              \
+#define RA_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (RA_UNLIKELY(!(cond))) ra__assert_fail(#cond, __FILE__, __LINE__);                      \
     } while (0)
 RA_INTERNAL _Noreturn void ra__assert_fail(const char *expr, const char *file, int line);
 
 /* ---- limits ----------------------------------------------------------------------------*/
-#define RA_FRAME_MAX (1u << 20)        /* encoded slice limit: 1 MiB (I-11) */
-#define RA_PROBE_MAX 128u              /* open-addressing probe bound per record */
+#define RA_FRAME_MAX (1u << 20) /* encoded slice limit: 1 MiB (I-11) */
+#define RA_PROBE_MAX 128u       /* open-addressing probe bound per record */
 #define RA_SHARDS_MAX 4096u
-#define RA_CAPACITY_MAX (1u << 26)     /* 64 M rows: 8 GiB of plane, the sanity ceiling */
+#define RA_CAPACITY_MAX (1u << 26) /* 64 M rows: 8 GiB of plane, the sanity ceiling */
 #define RA_PENDING_MAX (1u << 24)
 
 /* ---- the 16-byte atomic pair --------------------------------------------------------- */
@@ -153,10 +153,10 @@ static inline uint32_t ra__ident_state(uint64_t i) {
 /* One entry, one cache line: writers on different keys never share a line (PRODUCT §7). */
 typedef struct ra__slot {
     _Alignas(16) ra__u128 pair; /* {count, stamp}: 16-byte CAS and atomic word loads only */
-    uint8_t tenant[16];                  /* written while CLAIMED, immutable while LIVE */
+    uint8_t tenant[16];         /* written while CLAIMED, immutable while LIVE */
     uint8_t subject[16];
-    _Atomic uint64_t ident;              /* generation | dimension | state */
-    _Atomic uint32_t claim_win;          /* window of the claim: stale-claim reclamation */
+    _Atomic uint64_t ident;     /* generation | dimension | state */
+    _Atomic uint32_t claim_win; /* window of the claim: stale-claim reclamation */
     uint32_t pad_;
 } ra__slot_t;
 _Static_assert(sizeof(ra__slot_t) == 64, "slot is one cache line");
@@ -173,7 +173,7 @@ enum {
     RA_REJ_WAL_FULL,     /* a rollover refused: the WAL is at a cap */
     RA_REJ_COUNT
 };
-#define RA_LAT_BUCKETS 12 /* record latency histogram, sampled */
+#define RA_LAT_BUCKETS 12      /* record latency histogram, sampled */
 #define RA_LAT_SAMPLE_SHIFT 10 /* one record in 1024 is timed */
 
 typedef struct ra__plane_metrics {
@@ -182,7 +182,7 @@ typedef struct ra__plane_metrics {
     _Atomic uint64_t lat_bucket[RA_LAT_BUCKETS]; /* non-cumulative; +Inf is the last */
     _Atomic uint64_t lat_count;
     _Atomic uint64_t lat_sum_ns;
-    _Atomic uint64_t late_rows;      /* rows sealed into a later window than their stamp */
+    _Atomic uint64_t late_rows; /* rows sealed into a later window than their stamp */
     _Atomic uint64_t sealed_slices;
     _Atomic uint64_t sealed_windows;
     _Atomic uint64_t sealed_rows;
@@ -208,15 +208,15 @@ _Static_assert(sizeof(ra__head_t) == 72, "head layout");
 
 typedef struct ra__plane_hdr {
     char magic[8];
-    uint32_t layout;        /* RA_PLANE_LAYOUT */
-    uint32_t hdr_size;      /* sizeof(ra__plane_hdr_t): catches a foreign build */
+    uint32_t layout;   /* RA_PLANE_LAYOUT */
+    uint32_t hdr_size; /* sizeof(ra__plane_hdr_t): catches a foreign build */
     uint64_t total_size;
     uint32_t window_len_s;
     uint32_t shards;
     uint32_t slots_per_shard; /* power of two */
     uint32_t capacity_rows;
-    uint32_t entries_cap;     /* live entries allowed: 2 x capacity_rows */
-    uint32_t heads_cap;       /* power of two */
+    uint32_t entries_cap; /* live entries allowed: 2 x capacity_rows */
+    uint32_t heads_cap;   /* power of two */
     uint32_t n_dims;
     uint32_t amnesia;
     char dims[RA_DIM_MAX][RA_DIM_NAME_MAX + 1];
@@ -229,8 +229,8 @@ typedef struct ra__plane_hdr {
     _Alignas(RA_CACHELINE) _Atomic uint32_t degraded; /* reasons: RA_DEGRADED_* bits */
     _Atomic int64_t sealed_through; /* monotone boundary counter: last sealed window index */
     _Atomic uint32_t heads_used;
-    _Atomic uint64_t seal_intent;   /* 0, or a seal with frozen pairs in progress: the WAL
-                                       segment id once known, RA_INTENT_FREEZING before */
+    _Atomic uint64_t seal_intent; /* 0, or a seal with frozen pairs in progress: the WAL
+                                     segment id once known, RA_INTENT_FREEZING before */
 
     _Alignas(RA_CACHELINE) _Atomic int64_t live_entries;
 
@@ -245,21 +245,21 @@ _Static_assert(offsetof(ra__plane_hdr_t, dims) == 56, "plane header layout");
 #include "seal.h"
 
 struct ra_meter_s {
-    ra__plane_hdr_t *hdr;      /* == mapping base */
+    ra__plane_hdr_t *hdr; /* == mapping base */
     ra__slot_t *slots;
-    _Atomic uint64_t *bitmap;  /* one bit per slot: entry in use (claimed or live) */
+    _Atomic uint64_t *bitmap; /* one bit per slot: entry in use (claimed or live) */
     ra__head_t *heads;
     size_t map_size;
-    int shm_fd;                /* -1: private plane */
+    int shm_fd; /* -1: private plane */
     int is_creator;
-    int is_sealer;             /* holds the plane's sealer lock */
+    int is_sealer; /* holds the plane's sealer lock */
     uint32_t shard_bits;
-    uint32_t slot_mask;        /* slots_per_shard - 1 */
-    uint32_t slots_all_mask;   /* shards * slots_per_shard - 1 (both powers of two) */
+    uint32_t slot_mask;      /* slots_per_shard - 1 */
+    uint32_t slots_all_mask; /* shards * slots_per_shard - 1 (both powers of two) */
     uint32_t window_len_s;
     uint32_t n_dims;
     _Atomic uint64_t cached_win; /* window index cache for the system clock path */
-    uint64_t stripe_mix;       /* ra_meter_set_stripe: XORed into the key hash (0: none) */
+    uint64_t stripe_mix;         /* ra_meter_set_stripe: XORed into the key hash (0: none) */
 
     ra_clock_fn clock;
     void *clock_ud;
@@ -269,11 +269,11 @@ struct ra_meter_s {
     char dim_names[RA_DIM_MAX][RA_DIM_NAME_MAX + 1];
 
     /* sealer side, process-private, under the seal lock (meter.c takes it, nobody else) */
-    pthread_mutex_t *seal_mu;    /* &seal_mu_: const meters lock it too */
+    pthread_mutex_t *seal_mu; /* &seal_mu_: const meters lock it too */
     pthread_mutex_t seal_mu_;
     ra__pending_t pending;
     ra__seal_scratch_t seal;
-    struct ra__wal *wal;         /* the sealer's write-ahead log, or NULL (amnesia) */
+    struct ra__wal *wal; /* the sealer's write-ahead log, or NULL (amnesia) */
     const struct ra__io *io;
 };
 
@@ -285,17 +285,15 @@ RA_INTERNAL void ra__errbuf(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* b3.c */
-RA_INTERNAL void ra__b3_keyed(const uint8_t key[32], const void *buf, size_t len,
-                              uint8_t *out, size_t out_len);
+RA_INTERNAL void ra__b3_keyed(const uint8_t key[32], const void *buf, size_t len, uint8_t *out,
+                              size_t out_len);
 RA_INTERNAL void ra__b3_default_subject_key(uint8_t key[32]);
 
 /* plane.c */
-RA_INTERNAL int ra__plane_open(ra_meter_t *m, const ra_config_t *cfg,
-                               const char *const *dims, uint32_t n_dims, char *err,
-                               size_t errlen);
+RA_INTERNAL int ra__plane_open(ra_meter_t *m, const ra_config_t *cfg, const char *const *dims,
+                               uint32_t n_dims, char *err, size_t errlen);
 RA_INTERNAL void ra__plane_close(ra_meter_t *m);
 RA_INTERNAL int ra__plane_sealer_lock(ra_meter_t *m);
-
 
 /* counters.c */
 RA_INTERNAL void ra__count_reject(ra_meter_t *m, int reason);
@@ -312,8 +310,8 @@ static inline int ra__dimension_of(const ra_meter_t *m, const char *name, size_t
 
 /* meter.c: open with an injected I/O layer (tests: power cuts, I/O errors) */
 struct ra__io;
-RA_INTERNAL int ra__meter_open_io(const ra_config_t *cfg, const struct ra__io *io,
-                                  ra_meter_t **out, char *err, size_t errlen);
+RA_INTERNAL int ra__meter_open_io(const ra_config_t *cfg, const struct ra__io *io, ra_meter_t **out,
+                                  char *err, size_t errlen);
 
 static inline uint64_t ra__load64(const uint8_t *p) {
     uint64_t v;
@@ -342,22 +340,26 @@ static inline void ra__put_u16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t)(v >> 8);
 }
 static inline void ra__put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline void ra__put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline uint16_t ra__get_u16(const uint8_t *p) {
     return (uint16_t)(p[0] | (p[1] << 8));
 }
 static inline uint32_t ra__get_u32(const uint8_t *p) {
     uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
     return v;
 }
 static inline uint64_t ra__get_u64(const uint8_t *p) {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
     return v;
 }
 

@@ -31,7 +31,8 @@ static int px_open_read(void *ud, const char *path) {
 static ssize_t px_write(void *ud, int fd, const void *buf, size_t n) {
     (void)ud;
     ssize_t w;
-    do w = write(fd, buf, n);
+    do
+        w = write(fd, buf, n);
     while (w < 0 && errno == EINTR);
     return w < 0 ? neg() : w;
 }
@@ -39,7 +40,8 @@ static ssize_t px_write(void *ud, int fd, const void *buf, size_t n) {
 static ssize_t px_pread(void *ud, int fd, void *buf, size_t n, uint64_t off) {
     (void)ud;
     ssize_t r;
-    do r = pread(fd, buf, n, (off_t)off);
+    do
+        r = pread(fd, buf, n, (off_t)off);
     while (r < 0 && errno == EINTR);
     return r < 0 ? neg() : r;
 }
@@ -125,11 +127,21 @@ static void px_unlock(void *ud, int handle) {
 }
 
 static const ra__io_t posix_io = {
-    .ud = NULL,           .create = px_create,     .open_read = px_open_read,
-    .write = px_write,    .pread = px_pread,       .fsync = px_fsync,
-    .close = px_close,    .fsync_dir = px_fsync_dir, .rename = px_rename,
-    .unlink = px_unlink,  .truncate = px_truncate, .size = px_size,
-    .mkdir = px_mkdir,    .list = px_list,         .lock = px_lock,
+    .ud = NULL,
+    .create = px_create,
+    .open_read = px_open_read,
+    .write = px_write,
+    .pread = px_pread,
+    .fsync = px_fsync,
+    .close = px_close,
+    .fsync_dir = px_fsync_dir,
+    .rename = px_rename,
+    .unlink = px_unlink,
+    .truncate = px_truncate,
+    .size = px_size,
+    .mkdir = px_mkdir,
+    .list = px_list,
+    .lock = px_lock,
     .unlock = px_unlock,
 };
 

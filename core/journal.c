@@ -21,7 +21,8 @@ static int dim_of(recover_t *r, const char *dimension) {
     if (d < 0)
         ra__errbuf(r->err, r->errlen,
                    "the WAL holds dimension '%s', which this meter does not register: add it "
-                   "to the dimensions", dimension);
+                   "to the dimensions",
+                   dimension);
     return d;
 }
 
@@ -29,8 +30,9 @@ static int advance_head(recover_t *r, const uint8_t tenant[16], int dim, uint64_
                         int64_t last_ws, const uint8_t b3[32]) {
     int rc = ra__heads_advance(r->m, tenant, (uint32_t)dim, seq, last_ws, b3);
     if (rc == RA_ECAPACITY)
-        ra__errbuf(r->err, r->errlen, "the WAL holds more streams than the stream-head table "
-                                      "(2 x capacity_rows): raise capacity_rows");
+        ra__errbuf(r->err, r->errlen,
+                   "the WAL holds more streams than the stream-head table "
+                   "(2 x capacity_rows): raise capacity_rows");
     return rc;
 }
 
@@ -74,8 +76,8 @@ static int on_slice(void *ud, ra_slice_t *s, uint64_t frame_seq) {
 static void on_problem(void *ud, const char *what, const char *file, uint64_t off,
                        const char *detail) {
     recover_t *r = ud;
-    ra__log(r->m, RA_LOG_WARN, "wal recovery: %s in %s at offset %" PRIu64 "%s%s", what, file,
-            off, detail[0] ? ": " : "", detail);
+    ra__log(r->m, RA_LOG_WARN, "wal recovery: %s in %s at offset %" PRIu64 "%s%s", what, file, off,
+            detail[0] ? ": " : "", detail);
 }
 
 int ra__journal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t errlen) {

@@ -3,8 +3,7 @@
 #ifndef RA_JOURNAL_H
 #define RA_JOURNAL_H
 
-RA_INTERNAL int ra__journal_open(ra_meter_t *m, const ra_config_t *cfg, char *err,
-                                 size_t errlen);
+RA_INTERNAL int ra__journal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t errlen);
 RA_INTERNAL void ra__journal_close(ra_meter_t *m);
 RA_INTERNAL void ra__journal_acked(ra_meter_t *m, uint64_t wal_seq);
 /* While the WAL refuses rollovers the meter is degraded (I-8); refused: it just did. */

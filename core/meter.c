@@ -28,8 +28,7 @@ static void unlock(const ra_meter_t *m) {
     pthread_mutex_unlock(m->seal_mu);
 }
 
-static const char *const builtin_dims[RA_DIM_BUILTIN_COUNT] = {"bytes", "requests",
-                                                                 "cpu_units"};
+static const char *const builtin_dims[RA_DIM_BUILTIN_COUNT] = {"bytes", "requests", "cpu_units"};
 
 const char *ra_version(void) {
     return RA_VERSION_STRING;
@@ -69,8 +68,8 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
         return RA_EINVAL;
     }
     if (cfg->pending_slices_cap < 1 || cfg->pending_slices_cap > RA_PENDING_MAX) {
-        ra__errbuf(err, errlen, "pending_slices_cap %u is outside 1..%u",
-                   cfg->pending_slices_cap, RA_PENDING_MAX);
+        ra__errbuf(err, errlen, "pending_slices_cap %u is outside 1..%u", cfg->pending_slices_cap,
+                   RA_PENDING_MAX);
         return RA_EINVAL;
     }
     if (cfg->n_dimensions && !cfg->dimensions) {
@@ -78,7 +77,8 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
         return RA_EINVAL;
     }
     uint32_t n = 0;
-    for (; n < RA_DIM_BUILTIN_COUNT; n++) dims[n] = builtin_dims[n];
+    for (; n < RA_DIM_BUILTIN_COUNT; n++)
+        dims[n] = builtin_dims[n];
     for (uint32_t i = 0; i < cfg->n_dimensions; i++) {
         const char *d = cfg->dimensions[i];
         if (!d || !ra__dimension_name_valid(d, strlen(d))) {
@@ -105,15 +105,16 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
         dims[n++] = d;
     }
     *n_dims = n;
-    if (cfg->host && (strlen(cfg->host) > RA_HOST_MAX ||
-                      !ra__token_valid(cfg->host, strlen(cfg->host)))) {
+    if (cfg->host &&
+        (strlen(cfg->host) > RA_HOST_MAX || !ra__token_valid(cfg->host, strlen(cfg->host)))) {
         ra__errbuf(err, errlen, "host '%s' must be 0..%d printable characters without spaces",
                    cfg->host, RA_HOST_MAX);
         return RA_EINVAL;
     }
     if (cfg->amnesia && cfg->wal_dir) {
-        ra__errbuf(err, errlen, "amnesia = true never writes a file (I-9): drop wal_dir, or "
-                                "set amnesia = false");
+        ra__errbuf(err, errlen,
+                   "amnesia = true never writes a file (I-9): drop wal_dir, or "
+                   "set amnesia = false");
         return RA_EINVAL;
     }
     if (!cfg->amnesia && !cfg->wal_dir && !cfg->shm_path) {
@@ -126,8 +127,8 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
         ra__errbuf(err, errlen, "wal_dir is empty");
         return RA_EINVAL;
     }
-    if (cfg->wal_dir && (cfg->wal_max_entries > cfg->pending_slices_cap ||
-                         cfg->wal_max_bytes < (2u << 20))) {
+    if (cfg->wal_dir &&
+        (cfg->wal_max_entries > cfg->pending_slices_cap || cfg->wal_max_bytes < (2u << 20))) {
         ra__errbuf(err, errlen,
                    "wal_max_entries (%u) must not exceed pending_slices_cap (%u), and "
                    "wal_max_bytes (%llu) must hold at least one full frame (2 MiB)",
@@ -297,8 +298,9 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t ou
     lock(m);
     int rc = ra__plane_sealer_lock(m);
     if (rc == 0 && !m->wal && !m->hdr->amnesia) {
-        ra__log(m, RA_LOG_WARN, "rollover refused: this plane keeps slices durable "
-                                "(amnesia = false) and this process has no wal_dir");
+        ra__log(m, RA_LOG_WARN,
+                "rollover refused: this plane keeps slices durable "
+                "(amnesia = false) and this process has no wal_dir");
         rc = RA_EINVAL;
     }
     /* The sealer's scratch grows in the one process that seals, as rows need it: the

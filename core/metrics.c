@@ -12,8 +12,22 @@ typedef struct ra__metric_desc {
 } ra__metric_desc_t;
 
 enum {
-    M_LATENCY, M_REJECTED, M_PENDING, M_OVERFLOW, M_DEGRADED, M_AMNESIA, M_LATE, M_SLICES,
-    M_ROWS, M_WINDOWS, M_ENTRIES, M_ENTRIES_MAX, M_RECLAIMED, M_STALE, M_HEADS, M_SEALED_THROUGH,
+    M_LATENCY,
+    M_REJECTED,
+    M_PENDING,
+    M_OVERFLOW,
+    M_DEGRADED,
+    M_AMNESIA,
+    M_LATE,
+    M_SLICES,
+    M_ROWS,
+    M_WINDOWS,
+    M_ENTRIES,
+    M_ENTRIES_MAX,
+    M_RECLAIMED,
+    M_STALE,
+    M_HEADS,
+    M_SEALED_THROUGH,
     M_COUNT
 };
 
@@ -46,11 +60,13 @@ static const ra__metric_desc_t registry[M_COUNT] = {
                           "Index of the last sealed window (monotone boundary counter)."},
 };
 
-static const char *const reject_reasons[RA_REJ_COUNT] = {
-    [RA_REJ_CAPACITY] = "capacity",         [RA_REJ_INVALID] = "invalid",
-    [RA_REJ_DEGRADED] = "degraded",         [RA_REJ_PENDING_FULL] = "pending_full",
-    [RA_REJ_HEADS_FULL] = "stream_heads_full", [RA_REJ_CONFIG] = "config_change",
-    [RA_REJ_WAL_FULL] = "wal_full"};
+static const char *const reject_reasons[RA_REJ_COUNT] = {[RA_REJ_CAPACITY] = "capacity",
+                                                         [RA_REJ_INVALID] = "invalid",
+                                                         [RA_REJ_DEGRADED] = "degraded",
+                                                         [RA_REJ_PENDING_FULL] = "pending_full",
+                                                         [RA_REJ_HEADS_FULL] = "stream_heads_full",
+                                                         [RA_REJ_CONFIG] = "config_change",
+                                                         [RA_REJ_WAL_FULL] = "wal_full"};
 
 typedef struct sink {
     char *buf;
@@ -71,8 +87,8 @@ static void put(sink_t *s, const char *fmt, ...) {
 }
 
 static void head(sink_t *s, int id) {
-    put(s, "# HELP %s %s\n# TYPE %s %s\n", registry[id].name, registry[id].help,
-        registry[id].name, registry[id].type);
+    put(s, "# HELP %s %s\n# TYPE %s %s\n", registry[id].name, registry[id].help, registry[id].name,
+        registry[id].type);
 }
 
 static uint64_t ld(const _Atomic uint64_t *v) {
@@ -90,8 +106,8 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
     uint64_t cum = 0;
     for (int b = 0; b < RA_LAT_BUCKETS - 1; b++) {
         cum += ld(&mt->lat_bucket[b]);
-        put(&s, "%s_bucket{le=\"%g\"} %llu\n", registry[M_LATENCY].name,
-            (double)bounds[b] / 1e9, (unsigned long long)cum);
+        put(&s, "%s_bucket{le=\"%g\"} %llu\n", registry[M_LATENCY].name, (double)bounds[b] / 1e9,
+            (unsigned long long)cum);
     }
     cum += ld(&mt->lat_bucket[RA_LAT_BUCKETS - 1]);
     put(&s, "%s_bucket{le=\"+Inf\"} %llu\n", registry[M_LATENCY].name, (unsigned long long)cum);
@@ -112,7 +128,8 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
             (unsigned long long)ld(&mt->overflow[d]));
 
     head(&s, M_DEGRADED);
-    put(&s, "%s %u\n", registry[M_DEGRADED].name, atomic_load_explicit(&m->hdr->degraded, memory_order_relaxed) ? 1u : 0u);
+    put(&s, "%s %u\n", registry[M_DEGRADED].name,
+        atomic_load_explicit(&m->hdr->degraded, memory_order_relaxed) ? 1u : 0u);
     head(&s, M_AMNESIA);
     put(&s, "%s %u\n", registry[M_AMNESIA].name, h->amnesia ? 1u : 0u);
 
@@ -148,7 +165,8 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
             {"accounting_wal_size_bytes", "gauge", "Bytes of WAL segments on disk.", w->bytes},
             {"accounting_wal_entries", "gauge",
              "Slices retained in WAL segments (un-ACKed, or ACKed in a segment not yet "
-             "compacted): what a restart replays, bounded by wal max_entries.", w->entries},
+             "compacted): what a restart replays, bounded by wal max_entries.",
+             w->entries},
             {"accounting_wal_unacked", "gauge", "Slices in the WAL not ACKed yet.", w->unacked},
             {"accounting_wal_segments", "gauge", "WAL segment files.", w->nsegs},
             {"accounting_wal_corrupt_total", "counter",
@@ -162,8 +180,8 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
              w->stats.fsyncs},
             {"accounting_wal_segments_written_total", "counter", "Segments committed.",
              w->stats.segments_written},
-            {"accounting_wal_segments_removed_total", "counter",
-             "Segments removed by compaction.", w->stats.segments_removed},
+            {"accounting_wal_segments_removed_total", "counter", "Segments removed by compaction.",
+             w->stats.segments_removed},
             {"accounting_wal_segments_rewritten_total", "counter",
              "Mostly-ACKed segments rewritten by compaction to keep only un-ACKed slices.",
              w->stats.segments_rewritten},
@@ -174,17 +192,19 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
              "1 when a segment is in doubt: sealing stopped until a restart.", w->failed},
         };
         for (size_t i = 0; i < sizeof wm / sizeof wm[0]; i++)
-            put(&s, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", wm[i].name, wm[i].help,
-                wm[i].name, wm[i].type, wm[i].name, (unsigned long long)wm[i].v);
+            put(&s, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", wm[i].name, wm[i].help, wm[i].name,
+                wm[i].type, wm[i].name, (unsigned long long)wm[i].v);
         /* In seconds, Prometheus' base unit (promtool lints any other): 6 decimals keep
          * the microsecond resolution it is measured in. */
-        put(&s, "# HELP accounting_wal_fsync_max_seconds The slowest WAL fsync seen.\n"
-                "# TYPE accounting_wal_fsync_max_seconds gauge\n"
-                "accounting_wal_fsync_max_seconds %llu.%06llu\n",
+        put(&s,
+            "# HELP accounting_wal_fsync_max_seconds The slowest WAL fsync seen.\n"
+            "# TYPE accounting_wal_fsync_max_seconds gauge\n"
+            "accounting_wal_fsync_max_seconds %llu.%06llu\n",
             (unsigned long long)(w->stats.fsync_max_us / 1000000),
             (unsigned long long)(w->stats.fsync_max_us % 1000000));
-        put(&s, "# HELP io_timeouts_total WAL operations over their budget (fsync: 5 s).\n"
-                "# TYPE io_timeouts_total counter\nio_timeouts_total{op=\"fsync\"} %llu\n",
+        put(&s,
+            "# HELP io_timeouts_total WAL operations over their budget (fsync: 5 s).\n"
+            "# TYPE io_timeouts_total counter\nio_timeouts_total{op=\"fsync\"} %llu\n",
             (unsigned long long)w->stats.slow_fsyncs);
     }
     if (len_out) *len_out = s.len;

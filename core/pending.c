@@ -24,7 +24,8 @@ int ra__pending_init(ra__pending_t *p, size_t cap) {
 
 void ra__pending_free(ra__pending_t *p) {
     if (!p->ring) return;
-    for (size_t i = p->head; i < p->tail; i++) ra_slice_unref(p->ring[i % p->cap]);
+    for (size_t i = p->head; i < p->tail; i++)
+        ra_slice_unref(p->ring[i % p->cap]);
     free(p->ring);
     p->ring = NULL;
 }
@@ -76,7 +77,8 @@ static void take(ra__pending_t *p, size_t i, uint64_t *wal_seq) {
     __atomic_fetch_sub(&p->live, 1, __ATOMIC_RELAXED);
     *wal_seq = ra__slice_wal_seq(e);
     ra_slice_unref(e);
-    while (p->head < p->tail && !p->ring[p->head % p->cap]) p->head++;
+    while (p->head < p->tail && !p->ring[p->head % p->cap])
+        p->head++;
     if (p->head == p->tail) p->head = p->tail = 0;
 }
 

@@ -22,8 +22,7 @@ RA_INTERNAL void ra__pending_free(ra__pending_t *p);
 RA_INTERNAL size_t ra__pending_room(const ra__pending_t *p);
 RA_INTERNAL void ra__pending_push(ra__pending_t *p, ra_slice_t *s);
 RA_INTERNAL int ra__pending_remove(ra__pending_t *p, const ra_slice_t *s, uint64_t *wal_seq);
-RA_INTERNAL void ra__pending_newest(const ra__pending_t *p, size_t n, ra_slice_t **out,
-                                    size_t cap);
+RA_INTERNAL void ra__pending_newest(const ra__pending_t *p, size_t n, ra_slice_t **out, size_t cap);
 
 RA_INTERNAL size_t ra__pending_list(const ra__pending_t *p, size_t from, ra_slice_t **out,
                                     size_t cap);

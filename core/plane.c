@@ -19,7 +19,8 @@
 
 static uint64_t next_pow2(uint64_t v) {
     uint64_t p = 1;
-    while (p < v) p <<= 1;
+    while (p < v)
+        p <<= 1;
     return p;
 }
 
@@ -42,8 +43,8 @@ static void compute_layout(uint32_t shards, uint32_t capacity_rows, layout_t *l)
     if (per < 64) per = 64;
     l->slots_per_shard = (uint32_t)per;
     l->entries_cap = (uint32_t)entries;
-    l->heads_cap = (uint32_t)next_pow2((uint64_t)capacity_rows * 2 < 64 ? 64
-                                                                        : (uint64_t)capacity_rows * 2);
+    l->heads_cap =
+        (uint32_t)next_pow2((uint64_t)capacity_rows * 2 < 64 ? 64 : (uint64_t)capacity_rows * 2);
     uint64_t nslots = per * shards;
     l->slots_off = align_up(sizeof(ra__plane_hdr_t), 4096);
     l->bitmap_off = align_up(l->slots_off + nslots * sizeof(ra__slot_t), RA_CACHELINE);
@@ -61,7 +62,8 @@ static void bind_views(ra_meter_t *m) {
     m->slot_mask = m->hdr->slots_per_shard - 1;
     m->slots_all_mask = m->hdr->shards * m->hdr->slots_per_shard - 1;
     uint32_t bits = 0;
-    while ((1u << bits) < m->hdr->shards) bits++;
+    while ((1u << bits) < m->hdr->shards)
+        bits++;
     m->shard_bits = bits;
     for (uint32_t i = 0; i < m->n_dims; i++)
         memcpy(m->dim_names[i], m->hdr->dims[i], RA_DIM_NAME_MAX + 1);
@@ -115,14 +117,14 @@ static int check_header(const ra__plane_hdr_t *h, uint64_t file_size, const ra_c
                    path, h->layout, h->hdr_size, RA_PLANE_LAYOUT, sizeof(ra__plane_hdr_t));
         return RA_EINCOMPAT;
     }
-#define RA__FIELD(field, want)                                                               \
-    if ((uint64_t)h->field != (uint64_t)(want)) {                                            \
-        ra__errbuf(err, errlen,                                                              \
-                   "%s was created with " #field "=%llu, this process asks for %llu "      \
-                   "(the plane's configuration cannot change while it lives: restart "      \
-                   "every process with one configuration)",                                 \
-                   path, (unsigned long long)h->field, (unsigned long long)(want));         \
-        return RA_EINCOMPAT;                                                                 \
+#define RA__FIELD(field, want)                                                                     \
+    if ((uint64_t)h->field != (uint64_t)(want)) {                                                  \
+        ra__errbuf(err, errlen,                                                                    \
+                   "%s was created with " #field "=%llu, this process asks for %llu "              \
+                   "(the plane's configuration cannot change while it lives: restart "             \
+                   "every process with one configuration)",                                        \
+                   path, (unsigned long long)h->field, (unsigned long long)(want));                \
+        return RA_EINCOMPAT;                                                                       \
     }
     RA__FIELD(window_len_s, cfg->window_len_s)
     RA__FIELD(shards, cfg->shards)
@@ -146,8 +148,7 @@ static int check_header(const ra__plane_hdr_t *h, uint64_t file_size, const ra_c
     if (h->total_size != file_size || l.total != h->total_size || l.slots_off != h->slots_off ||
         l.bitmap_off != h->bitmap_off || l.heads_off != h->heads_off ||
         l.slots_per_shard != h->slots_per_shard || l.heads_cap != h->heads_cap) {
-        ra__errbuf(err, errlen, "%s is damaged: its size or offsets do not match its header",
-                   path);
+        ra__errbuf(err, errlen, "%s is damaged: its size or offsets do not match its header", path);
         return RA_EINCOMPAT;
     }
     return 0;
@@ -229,8 +230,8 @@ static int attach_shm(ra_meter_t *m, const ra_config_t *cfg, const char *const *
     /* Any process that may write the file can forge counts: refuse a plane that others
      * than its owner can write, or that belongs to another (non-root) user. */
     if ((st.st_mode & 0022) != 0) {
-        ra__errbuf(err, errlen, "%s is writable by group or others (mode %04o): refusing it",
-                   path, (unsigned)(st.st_mode & 07777));
+        ra__errbuf(err, errlen, "%s is writable by group or others (mode %04o): refusing it", path,
+                   (unsigned)(st.st_mode & 07777));
         close(fd);
         return RA_EINCOMPAT;
     }
@@ -252,8 +253,8 @@ static int attach_shm(ra_meter_t *m, const ra_config_t *cfg, const char *const *
         close(fd);
         return RA_EIO;
     }
-    int rc = check_header((const ra__plane_hdr_t *)p, (uint64_t)st.st_size, cfg, dims, n_dims,
-                          path, err, errlen);
+    int rc = check_header((const ra__plane_hdr_t *)p, (uint64_t)st.st_size, cfg, dims, n_dims, path,
+                          err, errlen);
     if (rc != 0) {
         munmap(p, (size_t)st.st_size);
         close(fd);
@@ -267,8 +268,8 @@ static int attach_shm(ra_meter_t *m, const ra_config_t *cfg, const char *const *
     return 0;
 }
 
-int ra__plane_open(ra_meter_t *m, const ra_config_t *cfg, const char *const *dims,
-                   uint32_t n_dims, char *err, size_t errlen) {
+int ra__plane_open(ra_meter_t *m, const ra_config_t *cfg, const char *const *dims, uint32_t n_dims,
+                   char *err, size_t errlen) {
     m->shm_fd = -1;
     if (cfg->shm_path) {
         int rc = attach_shm(m, cfg, dims, n_dims, err, errlen);

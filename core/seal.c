@@ -27,10 +27,10 @@
  *
  * ra__seal below runs the steps in order, one function each. It runs under the meter's
  * seal lock (taken by meter.c, the only place that takes it), in the plane's one sealer
- * process, and calls down only: heads.c, pending.c, journal.c, wal.c, seal_sort.c. Writers are never
- * waited for. A row whose window was sealed already (a writer preempted across the
- * boundary) is sealed into the oldest window being sealed now and counted in
- * accounting_late_rows_total: late, never lost, never twice. */
+ * process, and calls down only: heads.c, pending.c, journal.c, wal.c, seal_sort.c. Writers are
+ * never waited for. A row whose window was sealed already (a writer preempted across the boundary)
+ * is sealed into the oldest window being sealed now and counted in accounting_late_rows_total:
+ * late, never lost, never twice. */
 #include "internal.h"
 #include "wal.h"
 
@@ -53,7 +53,8 @@ void ra__seal_scratch_free(ra__seal_scratch_t *sc) {
 static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return true;
     size_t c = *cap ? *cap : 1024;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     void *q = realloc(*p, c * elem);
     if (!q) return false;
     *p = q;
@@ -64,7 +65,8 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
 /* Big-endian reads make unsigned word order equal byte (memcmp) order. */
 static inline uint64_t be64(const uint8_t *p) {
     uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
     return v;
 }
 
@@ -120,9 +122,8 @@ static size_t scan(ra_meter_t *m, uint32_t w_end, int64_t sealed, uint32_t cur) 
                 continue;
             }
             if (w > w_end) continue; /* current (or future) window: not ended */
-            if (n == sc->rows_cap &&
-                (n == sc->rows_max ||
-                 !grow((void **)&sc->rows, &sc->rows_cap, n + 1, sizeof *sc->rows)))
+            if (n == sc->rows_cap && (n == sc->rows_max || !grow((void **)&sc->rows, &sc->rows_cap,
+                                                                 n + 1, sizeof *sc->rows)))
                 goto done; /* the rest waits for the next rollover (late, not lost) */
             ra__seal_row_t *r = &sc->rows[n++];
             r->slot = idx;
@@ -155,7 +156,8 @@ static void stream_key(const ra__seal_row_t *r, uint64_t k[3]) {
 static size_t group(ra_meter_t *m, size_t n, int *rc) {
     ra__seal_scratch_t *sc = &m->seal;
     size_t tcap = 64;
-    while (tcap < 2 * n) tcap *= 2;
+    while (tcap < 2 * n)
+        tcap *= 2;
     if (!grow((void **)&sc->table, &sc->table_cap, tcap, sizeof *sc->table) ||
         !grow((void **)&sc->streams, &sc->streams_cap, n, sizeof *sc->streams)) {
         *rc = RA_ENOMEM;
@@ -213,7 +215,8 @@ static size_t group(ra_meter_t *m, size_t n, int *rc) {
         o->k[2] = 0;
         o->v = (uint32_t)i;
     }
-    for (size_t s = 0; s < S; s++) ra__sort_keys(order + sc->streams[s].first, sc->streams[s].rows);
+    for (size_t s = 0; s < S; s++)
+        ra__sort_keys(order + sc->streams[s].first, sc->streams[s].rows);
     return S;
 }
 
@@ -255,8 +258,8 @@ static void thaw(ra_meter_t *m, uint32_t slot, uint64_t count, uint64_t stamp, b
 }
 
 static size_t max_rows_per_slice(const ra_meter_t *m, uint32_t dim) {
-    ra__slice_hdr_in_t in = {.dimension = m->dim_names[dim], .host = m->host,
-                             .version = RA_VERSION_STRING};
+    ra__slice_hdr_in_t in = {
+        .dimension = m->dim_names[dim], .host = m->host, .version = RA_VERSION_STRING};
     return (RA_FRAME_MAX - ra__encode_size(&in)) / RA_ENC_ROW;
 }
 
@@ -292,8 +295,9 @@ static void build_stream(ra_meter_t *m, const ra__sort_key_t *o, size_t n, ra_sl
     ra__seal_scratch_t *sc = &m->seal;
     const ra__seal_row_t *rows = sc->rows, *r0 = &rows[o[0].v];
     ra__head_t *h = ra__head_get(m, r0->tenant, r0->dim, true);
-    RA_ASSERT(h); /* reserved during planning */
+    RA_ASSERT(h);                  /* reserved during planning */
     sc->undo[sc->n_undo].head = h; /* to put the chain back if the WAL refuses the batch */
+    /* cppcheck-suppress nullPointerRedundantCheck ; RA_ASSERT does not return on NULL */
     sc->undo[sc->n_undo++].old = *h;
     ra__slice_hdr_in_t in = {
         .tenant = r0->tenant,
@@ -339,15 +343,16 @@ static int preallocate(ra_meter_t *m, size_t fit, size_t need) {
     for (size_t k = 0; k < fit; k++) {
         const ra__seal_stream_t *st = &sc->streams[sc->keys[k].v];
         const ra__seal_row_t *r0 = &sc->rows[order[st->first].v];
-        ra__slice_hdr_in_t in = {.dimension = m->dim_names[r0->dim], .host = m->host,
-                                 .version = RA_VERSION_STRING};
+        ra__slice_hdr_in_t in = {
+            .dimension = m->dim_names[r0->dim], .host = m->host, .version = RA_VERSION_STRING};
         size_t per = max_rows_per_slice(m, r0->dim);
         for (size_t left = st->rows; left > 0;) {
             size_t chunk = left < per ? left : per;
             in.row_count = (uint32_t)chunk;
             ra_slice_t *s = ra__slice_alloc(ra__encode_size(&in));
             if (!s) {
-                while (np > 0) ra__slice_free_unfinished(sc->pre[--np]);
+                while (np > 0)
+                    ra__slice_free_unfinished(sc->pre[--np]);
                 return RA_ENOMEM;
             }
             sc->pre[np++] = s;
@@ -390,13 +395,15 @@ static int commit_wal(ra_meter_t *m, size_t n, size_t fit, size_t built, int64_t
         rc = ra__wal_append(m->wal, sc->batch, built, now_ms, &m->hdr->seal_intent, &first);
     if (rc == 0) {
         thaw_all(m, n, fit, true);
-        for (size_t i = 0; i < built; i++) ra__slice_set_wal_seq(sc->batch[i], first + i);
+        for (size_t i = 0; i < built; i++)
+            ra__slice_set_wal_seq(sc->batch[i], first + i);
         atomic_store_explicit(&m->hdr->seal_intent, 0, memory_order_release);
         ra__journal_room_changed(m, now_ms, false);
         return 0;
     }
     undo_heads(sc);
-    for (size_t i = 0; i < built; i++) ra_slice_unref(sc->batch[i]);
+    for (size_t i = 0; i < built; i++)
+        ra_slice_unref(sc->batch[i]);
     if (rc == RA__WAL_IN_DOUBT) {
         /* The segment may or may not be on disk. The pairs stay frozen (nothing lost while
          * this process lives) and seal_intent names the segment: a restart looks at the
@@ -417,8 +424,10 @@ static int commit_wal(ra_meter_t *m, size_t n, size_t fit, size_t built, int64_t
                 "sealed until ACKs free room, counts stay in the plane, the meter is degraded",
                 (unsigned long long)m->wal->entries, (unsigned long long)m->wal->bytes);
     } else {
-        ra__log(m, RA_LOG_ERROR, "rollover: writing the WAL failed (%s); nothing is sealed, "
-                "counts stay in the plane and the next rollover retries", ra_strerror(rc));
+        ra__log(m, RA_LOG_ERROR,
+                "rollover: writing the WAL failed (%s); nothing is sealed, "
+                "counts stay in the plane and the next rollover retries",
+                ra_strerror(rc));
     }
     return rc;
 }
@@ -485,11 +494,11 @@ static void plan(ra_meter_t *m, int64_t now_ms, uint32_t w_end, seal_plan_t *pl)
             stop_reason = RA_REJ_PENDING_FULL;
             break;
         }
-        ra__slice_hdr_in_t in = {.dimension = m->dim_names[r0->dim], .host = m->host,
-                                 .version = RA_VERSION_STRING};
-        uint64_t bytes = (uint64_t)slices * (RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER +
-                                             ra__encode_size(&in)) +
-                         (uint64_t)st->rows * RA_ENC_ROW; /* an upper bound: merging shrinks */
+        ra__slice_hdr_in_t in = {
+            .dimension = m->dim_names[r0->dim], .host = m->host, .version = RA_VERSION_STRING};
+        uint64_t bytes =
+            (uint64_t)slices * (RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER + ra__encode_size(&in)) +
+            (uint64_t)st->rows * RA_ENC_ROW; /* an upper bound: merging shrinks */
         bool wal_fits = need + slices <= wal_frames && need_bytes + bytes <= wal_bytes;
         if (!wal_fits && !compacted) {
             /* ACKed frames keep counting against the caps until a compaction drops them:
@@ -533,7 +542,8 @@ static uint64_t take(ra_meter_t *m, const seal_plan_t *pl) {
     }
     /* Taken counts, in slot order, before merging folds them together (thaw needs each). */
     if (wal) {
-        for (size_t i = 0; i < pl->n; i++) sc->rows[i].taken = sc->rows[i].count;
+        for (size_t i = 0; i < pl->n; i++)
+            sc->rows[i].taken = sc->rows[i].count;
     }
     return late;
 }
@@ -567,7 +577,8 @@ static uint64_t build(ra_meter_t *m, const seal_plan_t *pl, size_t *built) {
 static int publish(ra_meter_t *m, int64_t now_ms, int64_t sealed, const seal_plan_t *pl,
                    size_t built, uint64_t late, uint64_t rows_sealed) {
     ra__seal_scratch_t *sc = &m->seal;
-    for (size_t i = 0; i < built; i++) ra__pending_push(&m->pending, sc->batch[i]);
+    for (size_t i = 0; i < built; i++)
+        ra__pending_push(&m->pending, sc->batch[i]);
     ra__plane_metrics_t *mt = &m->hdr->metrics;
     atomic_fetch_add_explicit(&mt->late_rows, late, memory_order_relaxed);
     atomic_fetch_add_explicit(&mt->sealed_rows, rows_sealed, memory_order_relaxed);
@@ -617,19 +628,19 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
     ra__seal_scratch_t *sc = &m->seal;
 
     seal_plan_t pl = {0};
-    pl.n = scan(m, w_end, sealed, cur);          /* step 1 */
-    pl.S = pl.n ? group(m, pl.n, &rc) : 0;       /* step 2 */
-    if (rc != 0) return rc; /* nothing drained: the counts wait in the plane */
-    plan(m, now_ms, w_end, &pl);                 /* step 3 */
+    pl.n = scan(m, w_end, sealed, cur);    /* step 1 */
+    pl.S = pl.n ? group(m, pl.n, &rc) : 0; /* step 2 */
+    if (rc != 0) return rc;                /* nothing drained: the counts wait in the plane */
+    plan(m, now_ms, w_end, &pl);           /* step 3 */
     sc->n_streams = pl.S;
     if (pl.need && ((rc = preallocate(m, pl.fit, pl.need)) != 0 ||
                     !grow((void **)&sc->batch, &sc->batch_cap, pl.need, sizeof *sc->batch) ||
                     !grow((void **)&sc->undo, &sc->undo_cap, pl.fit, sizeof *sc->undo)))
         return rc ? rc : RA_ENOMEM; /* nothing taken from the plane yet */
-    uint64_t late = take(m, &pl);                /* step 4 */
+    uint64_t late = take(m, &pl);   /* step 4 */
     size_t built;
     uint64_t rows_sealed = build(m, &pl, &built); /* step 5 */
-    if (m->wal && pl.fit) {                      /* step 6 */
+    if (m->wal && pl.fit) {                       /* step 6 */
         rc = commit_wal(m, pl.n, pl.fit, built, now_ms);
         if (rc != 0) return rc; /* nothing sealed; the counts are back in (or kept in) the plane */
     }

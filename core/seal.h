@@ -25,11 +25,11 @@ typedef struct ra__seal_row {
 _Static_assert(sizeof(ra__seal_row_t) == 72, "seal row layout");
 
 typedef struct ra__seal_stream { /* one (window, tenant, dimension) of a rollover */
-    uint64_t k[3];   /* sort key: window, tenant (big-endian), dimension */
-    uint32_t rows;   /* candidate rows */
-    uint32_t first;  /* its range in the order array */
-    uint32_t fill;   /* cursor while the order array is filled */
-    uint32_t rank;   /* position in (window, tenant, dimension) order */
+    uint64_t k[3];               /* sort key: window, tenant (big-endian), dimension */
+    uint32_t rows;               /* candidate rows */
+    uint32_t first;              /* its range in the order array */
+    uint32_t fill;               /* cursor while the order array is filled */
+    uint32_t rank;               /* position in (window, tenant, dimension) order */
 } ra__seal_stream_t;
 
 typedef struct ra__sort_key { /* what the sealer sorts: three words, then a payload */
@@ -39,23 +39,23 @@ typedef struct ra__sort_key { /* what the sealer sorts: three words, then a payl
 } ra__sort_key_t;
 
 typedef struct ra__seal_scratch {
-    ra__seal_row_t *rows;       /* candidates, in scan (slot) order */
-    size_t rows_cap, rows_max;  /* allocated, and the bound (entries_cap) */
+    ra__seal_row_t *rows;      /* candidates, in scan (slot) order */
+    size_t rows_cap, rows_max; /* allocated, and the bound (entries_cap) */
     ra__seal_stream_t *streams;
     size_t streams_cap;
-    uint32_t *table;            /* stream lookup: sid + 1, 0 = empty */
+    uint32_t *table; /* stream lookup: sid + 1, 0 = empty */
     size_t table_cap;
-    ra__sort_key_t *keys;       /* streams by rank, then each stream's rows by subject */
+    ra__sort_key_t *keys; /* streams by rank, then each stream's rows by subject */
     size_t keys_cap;
     size_t n_streams;
-    ra_slice_t **pre;           /* slices allocated before the drain */
+    ra_slice_t **pre; /* slices allocated before the drain */
     size_t pre_cap;
-    ra_slice_t **batch;         /* slices built by this rollover, in seal order */
+    ra_slice_t **batch; /* slices built by this rollover, in seal order */
     size_t batch_cap;
-    struct ra__head_undo {      /* heads as they were, should the WAL refuse the batch */
+    struct ra__head_undo { /* heads as they were, should the WAL refuse the batch */
         struct ra__head *head;
         struct ra__head old;
-    } *undo;
+    } * undo;
     size_t undo_cap, n_undo;
 } ra__seal_scratch_t;
 

@@ -28,7 +28,8 @@ static void sift_down(ra__sort_key_t *a, size_t i, size_t n) {
 }
 
 static void heap_sort(ra__sort_key_t *a, size_t n) {
-    for (size_t i = n / 2; i-- > 0;) sift_down(a, i, n);
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(a, i, n);
     for (size_t i = n; i-- > 1;) {
         key_swap(&a[0], &a[i]);
         sift_down(a, 0, i);
@@ -51,8 +52,10 @@ static void intro_sort(ra__sort_key_t *a, size_t n, int depth) {
         ra__sort_key_t pivot = a[mid];
         size_t i = 0, j = n - 1;
         for (;;) {
-            while (key_less(&a[i], &pivot)) i++;
-            while (key_less(&pivot, &a[j])) j--;
+            while (key_less(&a[i], &pivot))
+                i++;
+            while (key_less(&pivot, &a[j]))
+                j--;
             if (i >= j) break;
             key_swap(&a[i++], &a[j--]);
         }
@@ -70,13 +73,15 @@ static void intro_sort(ra__sort_key_t *a, size_t n, int depth) {
     for (size_t i = 1; i < n; i++) {
         ra__sort_key_t t = a[i];
         size_t j = i;
-        for (; j > 0 && key_less(&t, &a[j - 1]); j--) a[j] = a[j - 1];
+        for (; j > 0 && key_less(&t, &a[j - 1]); j--)
+            a[j] = a[j - 1];
         a[j] = t;
     }
 }
 
 void ra__sort_keys(ra__sort_key_t *a, size_t n) {
     int depth = 2;
-    for (size_t k = n; k > 1; k >>= 1) depth += 2;
+    for (size_t k = n; k > 1; k >>= 1)
+        depth += 2;
     intro_sort(a, n, depth);
 }

@@ -191,7 +191,6 @@ const uint8_t *ra_slice_bytes(const ra_slice_t *s, size_t *len_out) {
 
 /* Identity of a slice: (slice id, b3) (I-4). The stream is part of it. */
 bool ra__slice_same(const ra_slice_t *a, const ra_slice_t *b) {
-    return a == b ||
-           (a->id.seq == b->id.seq && a->id.window_start_s == b->id.window_start_s &&
-            memcmp(a->b3, b->b3, RA_B3_LEN) == 0);
+    return a == b || (a->id.seq == b->id.seq && a->id.window_start_s == b->id.window_start_s &&
+                      memcmp(a->b3, b->b3, RA_B3_LEN) == 0);
 }

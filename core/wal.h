@@ -29,17 +29,17 @@ typedef struct ra__wal_seg {
     uint32_t unacked; /* of those, not ACKed yet */
     uint64_t bytes;
     int64_t created_ms;
-    uint64_t *seqs;   /* its frames' seqs, ascending */
-    uint8_t *acked;   /* per frame: ACKed (memory only; compaction acts on it) */
+    uint64_t *seqs; /* its frames' seqs, ascending */
+    uint8_t *acked; /* per frame: ACKed (memory only; compaction acts on it) */
 } ra__wal_seg_t;
 
 typedef struct ra__wal_stats {
     uint64_t corrupt_frames, torn_bytes, fsyncs, replayed, write_errors, segments_written,
         segments_removed, full_refusals;
-    uint64_t slow_fsyncs;     /* over the 5 s per-op budget of seed 001 §5 */
-    uint64_t missing_frames;  /* declared by a segment header, not found */
+    uint64_t slow_fsyncs;        /* over the 5 s per-op budget of seed 001 §5 */
+    uint64_t missing_frames;     /* declared by a segment header, not found */
     uint64_t segments_rewritten; /* by compaction, keeping only un-ACKed frames */
-    uint64_t fsync_max_us;    /* the slowest fsync seen */
+    uint64_t fsync_max_us;       /* the slowest fsync seen */
 } ra__wal_stats_t;
 
 #define RA_WAL_FSYNC_BUDGET_US 5000000u
@@ -104,10 +104,10 @@ void ra__wal_acked(ra__wal_t *w, uint64_t frame_seq);
 
 /* Removes every fully ACKed segment, after checkpointing the heads. Heads come from the
  * callback: it is called for every head the meter knows. */
-typedef int (*ra__wal_heads_fn)(void *ud, int (*emit)(void *eud, const uint8_t tenant[16],
-                                                      const char *dimension, uint64_t seq,
-                                                      int64_t last_window_start_s,
-                                                      const uint8_t b3[32]),
+typedef int (*ra__wal_heads_fn)(void *ud,
+                                int (*emit)(void *eud, const uint8_t tenant[16],
+                                            const char *dimension, uint64_t seq,
+                                            int64_t last_window_start_s, const uint8_t b3[32]),
                                 void *eud);
 int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t *removed);
 
@@ -116,7 +116,7 @@ bool ra__wal_has_segment(const ra__wal_t *w, uint64_t id);
 
 /* Frame codec, shared with verify and the fuzz harness: parses one frame at buf (len bytes
  * available). Returns the frame's size, 0 when buf does not start a valid frame. */
-size_t ra__wal_frame_parse(const uint8_t *buf, size_t len, uint64_t *seq,
-                           const uint8_t **payload, size_t *payload_len);
+size_t ra__wal_frame_parse(const uint8_t *buf, size_t len, uint64_t *seq, const uint8_t **payload,
+                           size_t *payload_len);
 
 #endif

@@ -162,16 +162,16 @@ static ngx_http_module_t ngx_http_ron_module_ctx = {
 };
 
 ngx_module_t ngx_http_ron_accounting_module = {NGX_MODULE_V1,
-                                               &ngx_http_ron_module_ctx, /* module context */
-                                               ngx_http_ron_commands,    /* module directives */
-                                               NGX_HTTP_MODULE,          /* module type */
-                                               NULL,                     /* init master */
-                                               NULL,                     /* init module */
+                                               &ngx_http_ron_module_ctx,  /* module context */
+                                               ngx_http_ron_commands,     /* module directives */
+                                               NGX_HTTP_MODULE,           /* module type */
+                                               NULL,                      /* init master */
+                                               NULL,                      /* init module */
                                                ngx_http_ron_init_process, /* init process */
-                                               NULL,                     /* init thread */
-                                               NULL,                     /* exit thread */
-                                               NULL,                     /* exit process */
-                                               NULL,                     /* exit master */
+                                               NULL,                      /* init thread */
+                                               NULL,                      /* exit thread */
+                                               NULL,                      /* exit process */
+                                               NULL,                      /* exit master */
                                                NGX_MODULE_V1_PADDING};
 
 /* ---- configuration ------------------------------------------------------------------ */

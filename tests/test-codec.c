@@ -25,20 +25,47 @@ typedef struct {
 } vector_t;
 
 static const vector_t vectors[] = {
-    {"v1-first-slice", "123e4567-e89b-12d3-a456-426614174000", "bytes", 1699999200, 300, 1, 0,
-     "gw-1", "0.1.0", 0, 2, {0xEE, 0xFF}, {1500, UINT64_MAX}},
-    {"v1-chained-amnesia", "123e4567-e89b-12d3-a456-426614174000", "requests", 1699999500, 300,
-     2, 1, "", "0.1.0", 1, 1, {0x01}, {1}},
+    {"v1-first-slice",
+     "123e4567-e89b-12d3-a456-426614174000",
+     "bytes",
+     1699999200,
+     300,
+     1,
+     0,
+     "gw-1",
+     "0.1.0",
+     0,
+     2,
+     {0xEE, 0xFF},
+     {1500, UINT64_MAX}},
+    {"v1-chained-amnesia",
+     "123e4567-e89b-12d3-a456-426614174000",
+     "requests",
+     1699999500,
+     300,
+     2,
+     1,
+     "",
+     "0.1.0",
+     1,
+     1,
+     {0x01},
+     {1}},
 };
 #define NVEC (sizeof vectors / sizeof vectors[0])
 
 static size_t build(const vector_t *v, const uint8_t *prev, uint8_t *out) {
     ra_tenant_t t;
     if (ra_tenant_parse(v->tenant, strlen(v->tenant), &t) != 0) abort();
-    ra__slice_hdr_in_t in = {.tenant = t.b, .dimension = v->dimension,
+    ra__slice_hdr_in_t in = {.tenant = t.b,
+                             .dimension = v->dimension,
                              .window_start_s = v->window_start_s,
-                             .window_len_s = v->window_len_s, .seq = v->seq, .prev_b3 = prev,
-                             .amnesia = v->amnesia, .host = v->host, .version = v->version,
+                             .window_len_s = v->window_len_s,
+                             .seq = v->seq,
+                             .prev_b3 = prev,
+                             .amnesia = v->amnesia,
+                             .host = v->host,
+                             .version = v->version,
                              .row_count = v->rows};
     size_t off = ra__encode_header(&in, out);
     for (uint32_t i = 0; i < v->rows; i++) {
@@ -98,7 +125,8 @@ static int doc_vector(const char *name, uint8_t *out, size_t *len, char *b3hex) 
             continue;
         }
         for (char *p = line; *p;) {
-            while (*p == ' ') p++;
+            while (*p == ' ')
+                p++;
             if (!*p) break;
             unsigned b;
             if (!isxdigit((unsigned char)p[0]) || sscanf(p, "%2x", &b) != 1) {
@@ -175,12 +203,20 @@ RA_TEST(decoder_rejects_every_deviation) {
         size_t off;
         uint8_t val;
     } muts[] = {
-        {"magic", 0, 'X'},          {"version 2", 4, 2},        {"unknown flag", 5, 0x02},
-        {"reserved", 6, 1},         {"reserved", 7, 1},         {"window_len 59", 32, 59},
-        {"window_start unaligned", 24, 0x01}, {"dimension empty", 76, 0},
-        {"dimension uppercase", 77, 'B'},     {"dimension digit first", 77, '1'},
-        {"host with space", 84, ' '},         {"version empty", 87, 0},
-        {"row count 0", 93, 0},      {"row count 3", 93, 3},
+        {"magic", 0, 'X'},
+        {"version 2", 4, 2},
+        {"unknown flag", 5, 0x02},
+        {"reserved", 6, 1},
+        {"reserved", 7, 1},
+        {"window_len 59", 32, 59},
+        {"window_start unaligned", 24, 0x01},
+        {"dimension empty", 76, 0},
+        {"dimension uppercase", 77, 'B'},
+        {"dimension digit first", 77, '1'},
+        {"host with space", 84, ' '},
+        {"version empty", 87, 0},
+        {"row count 0", 93, 0},
+        {"row count 3", 93, 3},
     };
     for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
         memcpy(b, good, len);
@@ -247,7 +283,8 @@ RA_TEST(decoder_survives_random_mutations) {
     for (int i = 0; i < 200000; i++) {
         memcpy(b, bufs[0], len);
         int flips = (int)(ra_t_rand(&rng) % 4) + 1;
-        for (int k = 0; k < flips; k++) b[ra_t_rand(&rng) % len] = (uint8_t)ra_t_rand(&rng);
+        for (int k = 0; k < flips; k++)
+            b[ra_t_rand(&rng) % len] = (uint8_t)ra_t_rand(&rng);
         size_t l = ra_t_rand(&rng) % 8 == 0 ? (size_t)(ra_t_rand(&rng) % (len + 1)) : len;
         ra_slice_t *s = NULL;
         if (ra_slice_decode(b, l, &s) == 0) {

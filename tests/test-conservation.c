@@ -35,7 +35,7 @@
 #define KILLED_PROC 3 /* this process is killed with -9 mid-run */
 #define STOPPED_PROC 2
 #else
-#define PROCS 1       /* writer threads of the sealer's process: see the header */
+#define PROCS 1 /* writer threads of the sealer's process: see the header */
 #define THREADS 4
 #define KILLED_PROC (-1)
 #define STOPPED_PROC (-1)
@@ -44,7 +44,7 @@
 
 /* Shared between the sealer and the writers (MAP_SHARED before fork). */
 typedef struct {
-    _Atomic int64_t sim_ms;   /* the simulated clock the writers stamp records with */
+    _Atomic int64_t sim_ms; /* the simulated clock the writers stamp records with */
     _Atomic int stop;
     _Atomic int started[WRITERS];
     _Atomic uint64_t tally[WRITERS][KEYS]; /* accepted increments, updated after each OK */
@@ -71,8 +71,10 @@ static void *writer(void *arg) {
     if (!m && ra_meter_open(&cfg, &m, NULL, 0) != 0) return (void *)1;
     ra_tenant_t tenants[TENANTS];
     ra_subject_t subjects[SUBJECTS];
-    for (unsigned i = 0; i < TENANTS; i++) tenants[i] = ra_t_tenant(i);
-    for (unsigned i = 0; i < SUBJECTS; i++) subjects[i] = ra_t_subject(i);
+    for (unsigned i = 0; i < TENANTS; i++)
+        tenants[i] = ra_t_tenant(i);
+    for (unsigned i = 0; i < SUBJECTS; i++)
+        subjects[i] = ra_t_subject(i);
     uint64_t rng = g_seed ^ ((uint64_t)w << 40);
     ra_key_t *keys = NULL;
     if (w % THREADS == 1) {
@@ -98,8 +100,7 @@ static void *writer(void *arg) {
         int rc = keys ? ra_meter_record_key_at(m, at, &keys[key_index(t, s, d)], inc)
                       : ra_meter_record_at(m, at, &tenants[t], &subjects[s], (int)d, inc);
         if (rc == 0) {
-            atomic_fetch_add_explicit(&sh->tally[w][key_index(t, s, d)], inc,
-                                      memory_order_relaxed);
+            atomic_fetch_add_explicit(&sh->tally[w][key_index(t, s, d)], inc, memory_order_relaxed);
             atomic_fetch_add_explicit(&sh->records[w], 1, memory_order_relaxed);
         } else {
             atomic_fetch_add_explicit(&sh->refused[w], 1, memory_order_relaxed);
@@ -118,7 +119,8 @@ static void writer_process(int proc) {
         ctx[i] = (wctx_t){proc * THREADS + i, NULL};
         pthread_create(&th[i], NULL, writer, &ctx[i]);
     }
-    for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
     _exit(0);
 }
 #endif
@@ -164,8 +166,10 @@ static void collect(ra_meter_t *m) {
                 uint64_t inc;
                 ra_slice_row(sl, r, &s, &inc);
                 int si = subject_index(&s);
-                if (si < 0) unknown_rows++;
-                else sealed[key_index(tn, (unsigned)si, (unsigned)d)] += inc;
+                if (si < 0)
+                    unknown_rows++;
+                else
+                    sealed[key_index(tn, (unsigned)si, (unsigned)d)] += inc;
             }
         }
         slices_seen++;
@@ -215,7 +219,8 @@ RA_TEST(conservation_across_rollover) {
     }
 #endif
     for (int w = 0; w < WRITERS; w++)
-        while (!atomic_load(&sh->started[w])) sleep_ms(1);
+        while (!atomic_load(&sh->started[w]))
+            sleep_ms(1);
 
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -255,7 +260,8 @@ RA_TEST(conservation_across_rollover) {
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
 #else
-    for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
 #endif
     /* Flush: every window that can hold a count has ended. */
     int64_t end = atomic_load(&sh->sim_ms) + 2 * WIN_MS;
@@ -285,8 +291,8 @@ RA_TEST(conservation_across_rollover) {
         } else {
             exact_mismatch++;
             if (exact_mismatch <= 5)
-                RA_FAILF("key %d: sealed %llu, accepted %llu", k,
-                         (unsigned long long)sealed[k], (unsigned long long)want);
+                RA_FAILF("key %d: sealed %llu, accepted %llu", k, (unsigned long long)sealed[k],
+                         (unsigned long long)want);
         }
         (void)killed_part;
     }

@@ -107,9 +107,12 @@ RA_TEST(metrics_registered_once_and_well_formed) {
     CHECK_EQ_U64(len, need);
     CHECK_EQ_U64(strlen(buf), len);
     /* Each family has exactly one TYPE line; every sample line is "name[{...}] number". */
-    const char *families[] = {"accounting_record_latency_seconds", "accounting_rejected_total",
-                              "accounting_pending_slices", "accounting_overflow_total",
-                              "accounting_degraded", "accounting_amnesia"};
+    const char *families[] = {"accounting_record_latency_seconds",
+                              "accounting_rejected_total",
+                              "accounting_pending_slices",
+                              "accounting_overflow_total",
+                              "accounting_degraded",
+                              "accounting_amnesia"};
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
         char want[128];
         snprintf(want, sizeof want, "# TYPE %s ", families[i]);

@@ -177,9 +177,9 @@ RA_TEST(G_1_bad_input_rejected_and_counted) {
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(1);
     ra_subject_t s = ra_t_subject(1);
-    CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, &t, &s, 3, 1), RA_EINVAL);   /* unknown dim */
-    CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, &t, &s, -1, 1), RA_EINVAL);  /* negative id */
-    CHECK_RC(ra_meter_record_at(m, -5, &t, &s, RA_DIM_BYTES, 1), RA_EINVAL);   /* before 1970 */
+    CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, &t, &s, 3, 1), RA_EINVAL);  /* unknown dim */
+    CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, &t, &s, -1, 1), RA_EINVAL); /* negative id */
+    CHECK_RC(ra_meter_record_at(m, -5, &t, &s, RA_DIM_BYTES, 1), RA_EINVAL);  /* before 1970 */
     CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, NULL, &s, RA_DIM_BYTES, 1), RA_EINVAL);
     CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS, &t, NULL, RA_DIM_BYTES, 1), RA_EINVAL);
     CHECK(ra_t_metric(m, "accounting_rejected_total{reason=\"invalid\"}") == 5);
@@ -237,8 +237,10 @@ RA_TEST(capacity_exceeded_is_counted_and_recovers) {
     for (unsigned i = 0; i < 150; i++) {
         ra_subject_t s = ra_t_subject(i);
         int rc = ra_meter_record_at(m, w0 + 1000, &t, &s, RA_DIM_BYTES, 1);
-        if (rc == 0) ok++;
-        else if (rc == RA_ECAPACITY) refused++;
+        if (rc == 0)
+            ok++;
+        else if (rc == RA_ECAPACITY)
+            refused++;
     }
     CHECK_EQ_U64(ok, 100);
     CHECK_EQ_U64(refused, 50);
@@ -291,7 +293,8 @@ RA_TEST(record_uses_system_clock_without_injection) {
     ra_tenant_t t = ra_t_tenant(1);
     ra_subject_t s = ra_t_subject(1);
     int64_t before = ra__clock_system_ms();
-    for (int i = 0; i < 10; i++) CHECK_RC(ra_meter_record(m, &t, &s, RA_DIM_BYTES, 2), 0);
+    for (int i = 0; i < 10; i++)
+        CHECK_RC(ra_meter_record(m, &t, &s, RA_DIM_BYTES, 2), 0);
     int64_t after = ra__clock_system_ms();
     uint32_t w1 = (uint32_t)(before / 1000 / 60), w2 = (uint32_t)(after / 1000 / 60);
     uint64_t got = plane_count(m, &t, &s, RA_DIM_BYTES, w1);
@@ -310,8 +313,7 @@ RA_TEST(subject_hash_matches_b3sum_keyed) {
     CHECK_RC(ra_meter_subject(m, "user-42@example.com", 19, &s), 0);
     char cmd[2048], key[65] = {0}, want[33] = {0}, got[33];
     snprintf(cmd, sizeof cmd,
-             "%s --no-names --derive-key 'ron-accounting 2026 subject key v1' /dev/null",
-             RA_B3SUM);
+             "%s --no-names --derive-key 'ron-accounting 2026 subject key v1' /dev/null", RA_B3SUM);
     FILE *p = popen(cmd, "r");
     REQUIRE(p && fscanf(p, "%64s", key) == 1);
     pclose(p);
@@ -331,8 +333,8 @@ RA_TEST(subject_hash_matches_b3sum_keyed) {
         fputc((int)b, f);
     }
     fclose(f);
-    snprintf(cmd, sizeof cmd, "%s --no-names --keyed --length 16 '%s' < '%s'", RA_B3SUM,
-             subj_path, key_path);
+    snprintf(cmd, sizeof cmd, "%s --no-names --keyed --length 16 '%s' < '%s'", RA_B3SUM, subj_path,
+             key_path);
     p = popen(cmd, "r");
     REQUIRE(p && fscanf(p, "%32s", want) == 1);
     pclose(p);
@@ -368,7 +370,8 @@ RA_TEST(key_handles_record_like_record) {
     CHECK_RC(ra_meter_record_key_at(m, at, &k, 5), 0);
     CHECK(k.meter_ == m && k.ident_ != 0); /* cached: the next records take the fast path */
     CHECK_EQ_U64(atomic_load(&m->slots[k.slot_].ident), k.ident_);
-    for (int i = 0; i < 1000; i++) CHECK_RC(ra_meter_record_key_at(m, at, &k, 1), 0);
+    for (int i = 0; i < 1000; i++)
+        CHECK_RC(ra_meter_record_key_at(m, at, &k, 1), 0);
     CHECK_RC(ra_meter_record_at(m, at, &t, &s, RA_DIM_BYTES, 10), 0); /* same entry */
     CHECK_EQ_U64(plane_count(m, &t, &s, RA_DIM_BYTES, win), 1015);
     CHECK(ra_t_metric(m, "accounting_plane_entries") == 1);
@@ -518,7 +521,8 @@ int main(void) {
     RA_RUN(G_1_monotonicity_property, "G-1 monotonicity: counters never decrease within a window");
     RA_RUN(G_1_bad_input_rejected_and_counted, "G-1 bad input rejected and counted");
     RA_RUN(G_19_overflow_property, "G-19 overflow: saturating add and accounting_overflow_total");
-    RA_RUN(capacity_exceeded_is_counted_and_recovers, "I-7 capacity exceeded is counted and recovers");
+    RA_RUN(capacity_exceeded_is_counted_and_recovers,
+           "I-7 capacity exceeded is counted and recovers");
     RA_RUN(degraded_rejects_records, "I-8 degraded meter rejects records");
     RA_RUN(record_uses_system_clock_without_injection, "record on the system clock");
     RA_RUN(subject_hash_matches_b3sum_keyed, "subject hash equals b3sum --keyed");

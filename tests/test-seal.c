@@ -19,7 +19,8 @@ static size_t pending_all(ra_meter_t *m, ra_slice_t **out, size_t cap) {
 }
 
 static void unref_all(ra_slice_t **s, size_t n) {
-    for (size_t i = 0; i < n; i++) ra_slice_unref(s[i]);
+    for (size_t i = 0; i < n; i++)
+        ra_slice_unref(s[i]);
 }
 
 /* A deterministic event stream: (time, tenant, subject, dim, inc). */
@@ -52,8 +53,7 @@ static void *feed(void *arg) {
     for (size_t i = f->from; i < f->to; i += f->step) {
         ra_tenant_t t = ra_t_tenant(f->ev[i].tenant);
         ra_subject_t s = ra_t_subject(f->ev[i].subject);
-        if (ra_meter_record_at(f->m, f->ev[i].at, &t, &s, f->ev[i].dim, f->ev[i].inc) != 0)
-            abort();
+        if (ra_meter_record_at(f->m, f->ev[i].at, &t, &s, f->ev[i].dim, f->ev[i].inc) != 0) abort();
     }
     return NULL;
 }
@@ -237,10 +237,10 @@ RA_TEST(G_15_clock_skew_and_jumps) {
     /* Skewed: the sealer wakes up to 250 ms early (nothing to seal yet) or late, wakes twice
      * for one boundary, jumps 2 s forward across a boundary, then 2 s back across the same
      * boundary, and forward again. */
-    int64_t skew[] = {B + WIN_MS - 250,     B + WIN_MS + 250,     B + WIN_MS + 260,
-                      B + 2 * WIN_MS - 180, B + 2 * WIN_MS + 120, B + 3 * WIN_MS - 1000,
+    int64_t skew[] = {B + WIN_MS - 250,      B + WIN_MS + 250,      B + WIN_MS + 260,
+                      B + 2 * WIN_MS - 180,  B + 2 * WIN_MS + 120,  B + 3 * WIN_MS - 1000,
                       B + 3 * WIN_MS + 1000, B + 3 * WIN_MS - 1000, B + 3 * WIN_MS + 1000,
-                      B + 3 * WIN_MS + 1500, B + 4 * WIN_MS - 250, B + 4 * WIN_MS + 240};
+                      B + 3 * WIN_MS + 1500, B + 4 * WIN_MS - 250,  B + 4 * WIN_MS + 240};
     ra_meter_t *a = meter_with_events(ev, n), *b = meter_with_events(ev, n);
     REQUIRE(a && b);
     size_t na, nb;
@@ -255,7 +255,8 @@ RA_TEST(G_15_clock_skew_and_jumps) {
     static ra_slice_t *sa[512], *sb[512];
     size_t ka = pending_all(a, sa, 512), kb = pending_all(b, sb, 512);
     CHECK_EQ_U64(ka, kb);
-    for (size_t i = 0; i < ka && i < kb; i++) CHECK_MEM(ra_slice_b3(sa[i]), ra_slice_b3(sb[i]), 32);
+    for (size_t i = 0; i < ka && i < kb; i++)
+        CHECK_MEM(ra_slice_b3(sa[i]), ra_slice_b3(sb[i]), 32);
     unref_all(sa, ka);
     unref_all(sb, kb);
     ra_meter_close(a);
@@ -343,7 +344,8 @@ RA_TEST(seed_head_continues_a_downstream_chain) {
     ra_tenant_t t = ra_t_tenant(7), other = ra_t_tenant(8);
     ra_subject_t s = ra_t_subject(1);
     uint8_t b3[32], b3x[32];
-    for (int i = 0; i < 32; i++) b3[i] = (uint8_t)(0xa0 + i), b3x[i] = (uint8_t)i;
+    for (int i = 0; i < 32; i++)
+        b3[i] = (uint8_t)(0xa0 + i), b3x[i] = (uint8_t)i;
     CHECK_RC(ra_meter_seed_head(m, &t, RA_DIM_BYTES, 0, b3, 0), RA_EINVAL);
     CHECK_RC(ra_meter_seed_head(m, &t, RA_DIM_BYTES, 1ull << 62, b3, 0), RA_EINVAL);
     CHECK_RC(ra_meter_seed_head(m, &t, 99, 41, b3, 0), RA_EINVAL);
@@ -393,9 +395,8 @@ RA_TEST(pending_ring_full_is_counted_and_loses_nothing) {
     for (unsigned t = 0; t < 3; t++) { /* three streams per window, two windows */
         ra_tenant_t tt = ra_t_tenant(t);
         CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS + 1000, &tt, &s, RA_DIM_BYTES, 1 + t), 0);
-        CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS + WIN_MS + 1000, &tt, &s, RA_DIM_BYTES,
-                                    10 + t),
-                 0);
+        CHECK_RC(
+            ra_meter_record_at(m, RA_T_EPOCH_MS + WIN_MS + 1000, &tt, &s, RA_DIM_BYTES, 10 + t), 0);
     }
     size_t n, sealed_total = 0;
     uint64_t seen = 0;
@@ -403,8 +404,7 @@ RA_TEST(pending_ring_full_is_counted_and_loses_nothing) {
     CHECK_EQ_U64(n, 2);
     CHECK(ra_t_metric(m, "accounting_rejected_total{reason=\"pending_full\"}") == 1);
     /* No window is complete yet: the boundary counter stays before the first one. */
-    CHECK(ra_t_metric(m, "accounting_sealed_through_window") <
-          (double)(RA_T_EPOCH_MS / WIN_MS));
+    CHECK(ra_t_metric(m, "accounting_sealed_through_window") < (double)(RA_T_EPOCH_MS / WIN_MS));
     int64_t last_ws[3] = {0};
     for (int round = 0; round < 10 && sealed_total < 6; round++) {
         ra_slice_t *sl[2];
@@ -444,8 +444,8 @@ RA_TEST(catch_up_seals_each_missed_window_separately) {
     ra_tenant_t t = ra_t_tenant(2);
     ra_subject_t s = ra_t_subject(2);
     for (int w = 0; w < 5; w++)
-        CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS + w * WIN_MS + 30000, &t, &s,
-                                    RA_DIM_REQUESTS, (uint64_t)w + 1),
+        CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS + w * WIN_MS + 30000, &t, &s, RA_DIM_REQUESTS,
+                                    (uint64_t)w + 1),
                  0);
     size_t n;
     ra_slice_t *got[3] = {NULL, NULL, NULL};

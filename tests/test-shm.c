@@ -103,7 +103,8 @@ RA_TEST(shm_refuses_foreign_damaged_and_unsafe_files) {
     char err[512];
     static uint8_t junk[1 << 20];
     uint64_t seed = 77;
-    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)ra_t_rand(&seed);
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)ra_t_rand(&seed);
 
     cfg.shm_path = plane_path("foreign");
     write_file(cfg.shm_path, junk, sizeof junk, 0600);
@@ -213,9 +214,11 @@ RA_TEST(shm_sealer_killed_next_sealer_continues_chain) {
         ra_meter_pending_get(m, 0, &sl);
         memcpy(shared, ra_slice_b3(sl), 32);
         __atomic_store_n(&shared[100], 1, __ATOMIC_RELEASE);
-        for (;;) pause(); /* holds the lock until killed */
+        for (;;)
+            pause(); /* holds the lock until killed */
     }
-    while (!__atomic_load_n(&shared[100], __ATOMIC_ACQUIRE)) usleep(1000);
+    while (!__atomic_load_n(&shared[100], __ATOMIC_ACQUIRE))
+        usleep(1000);
     ra_meter_t *m = ra_t_open(&cfg);
     REQUIRE(m);
     size_t n;
@@ -271,7 +274,8 @@ RA_TEST(shm_striped_handles_add_up) {
     CHECK_RC(ra_meter_set_stripe(NULL, 1), RA_EINVAL);
     stripe_writer_t w[3] = {{h[0], 1}, {h[1], 10}, {h[2], 100}};
     pthread_t th[3];
-    for (int i = 0; i < 3; i++) REQUIRE(pthread_create(&th[i], NULL, stripe_writer, &w[i]) == 0);
+    for (int i = 0; i < 3; i++)
+        REQUIRE(pthread_create(&th[i], NULL, stripe_writer, &w[i]) == 0);
     for (int i = 0; i < 3; i++) {
         void *r;
         pthread_join(th[i], &r);
@@ -297,7 +301,8 @@ RA_TEST(shm_striped_handles_add_up) {
         ra_slice_unref(sl);
     }
     CHECK_EQ_U64(total, (uint64_t)STRIPE_OPS * 111);
-    for (int i = 0; i < 3; i++) ra_meter_close(h[i]);
+    for (int i = 0; i < 3; i++)
+        ra_meter_close(h[i]);
 }
 
 int main(void) {

@@ -68,7 +68,10 @@ static int stream_of(const ra_slice_t *s) {
     ra_tenant_t t;
     ra_slice_get_tenant(s, &t);
     const char *dim = ra_slice_dimension(s);
-    int d = !strcmp(dim, "bytes") ? 0 : !strcmp(dim, "requests") ? 1 : !strcmp(dim, "cpu_units") ? 2 : -1;
+    int d = !strcmp(dim, "bytes")       ? 0
+            : !strcmp(dim, "requests")  ? 1
+            : !strcmp(dim, "cpu_units") ? 2
+                                        : -1;
     for (int i = 0; i < NT && d >= 0; i++)
         if (memcmp(t.b, g_tenant[i].b, 16) == 0) return i * ND + d;
     return -1;
@@ -155,8 +158,7 @@ static _Noreturn void child(uint64_t seed, int64_t start_window) {
             }
             ra_slice_unref(pend[i]);
         }
-        if (ra_t_rand(&seed) % 3 == 0 && (rc = ra_meter_compact(m)) != 0)
-            child_fail("compact", rc);
+        if (ra_t_rand(&seed) % 3 == 0 && (rc = ra_meter_compact(m)) != 0) child_fail("compact", rc);
     }
 }
 
@@ -361,8 +363,7 @@ static bool check_after_kill(uint64_t iter) {
             /* durable, killed before reporting it: only the newest ones can be */
             if (p1[i].seq <= g_s[p1[i].st].max_reported)
                 RA_FAILF("iteration %" PRIu64 ": stream %d seq %" PRIu64
-                         " is pending but was never reported, and seq %" PRIu64
-                         " after it was",
+                         " is pending but was never reported, and seq %" PRIu64 " after it was",
                          iter, p1[i].st, p1[i].seq, g_s[p1[i].st].max_reported);
             e->known = true;
             memcpy(e->b3, p1[i].b3, 32);
@@ -455,8 +456,8 @@ static bool check_after_kill(uint64_t iter) {
         uint64_t last = s->max_known > s->head_seq ? s->max_known : s->head_seq;
         const uint8_t *last_b3 = last > s->head_seq ? entry_at(st, last)->b3 : s->head_b3;
         if (id.seq != last + 1 || memcmp(ra_slice_prev_b3(out[i]), last_b3, 32) != 0)
-            RA_FAILF("iteration %" PRIu64 ": stream %d continues at seq %" PRIu64
-                     " (want %" PRIu64 ") or with the wrong prev_b3",
+            RA_FAILF("iteration %" PRIu64 ": stream %d continues at seq %" PRIu64 " (want %" PRIu64
+                     ") or with the wrong prev_b3",
                      iter, st, id.seq, last + 1);
         new_seq[st] = id.seq;
         memcpy(new_b3[st], ra_slice_b3(out[i]), 32);
@@ -584,7 +585,8 @@ static long g_iterations = 20;
 static uint64_t g_seed = 0x6b696c6c39ull; /* "kill9" */
 
 RA_TEST(G_7_kill9_mid_flush) {
-    for (int i = 0; i < NT; i++) g_tenant[i] = ra_t_tenant(0x7000 + (unsigned)i);
+    for (int i = 0; i < NT; i++)
+        g_tenant[i] = ra_t_tenant(0x7000 + (unsigned)i);
     snprintf(g_dir, sizeof g_dir, "%s/wal", ra_t_tmpdir());
     for (int st = 0; st < NS; st++) {
         g_s[st].e = calloc(MAX_SEQ_PER_ITER, sizeof(entry_t));
@@ -595,8 +597,9 @@ RA_TEST(G_7_kill9_mid_flush) {
     uint64_t t0 = mono_us();
     for (long i = 0; i < g_iterations; i++) {
         if (!iteration((uint64_t)i, &seed)) {
-            fprintf(stderr, "G-7: stopped at iteration %ld (seed 0x%" PRIx64 "); the WAL is "
-                            "kept in %s\n",
+            fprintf(stderr,
+                    "G-7: stopped at iteration %ld (seed 0x%" PRIx64 "); the WAL is "
+                    "kept in %s\n",
                     i, g_seed, g_dir);
             return;
         }
@@ -611,12 +614,14 @@ RA_TEST(G_7_kill9_mid_flush) {
     printf("#   slices reported sealed %" PRIu64 ", ACKs started %" PRIu64
            ", pending slices checked %" PRIu64 "\n",
            g_st.reported, g_st.acked, g_st.pending_checked);
-    printf("#   kills before the meter opened %" PRIu64 ", kills that left a .tmp (mid-write) %" PRIu64
+    printf("#   kills before the meter opened %" PRIu64
+           ", kills that left a .tmp (mid-write) %" PRIu64
            ", kills between a durable rename and its report %" PRIu64 " (%" PRIu64 " slices)\n",
            g_st.kills_before_open, g_st.kills_with_tmp, g_st.kills_with_unreported,
            g_st.unreported_recovered);
     CHECK(g_st.reported > 0);
-    for (int st = 0; st < NS; st++) free(g_s[st].e);
+    for (int st = 0; st < NS; st++)
+        free(g_s[st].e);
     ra_fix_rm_rf(g_dir);
     rmdir(ra_t_tmpdir());
 }

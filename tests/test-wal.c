@@ -2239,7 +2239,8 @@ int main(void) {
            "G-6 amnesia off: restart restores pending and heads (real files)");
     RA_RUN(P_9_group_commit_constant_fsyncs,
            "P-9 group commit: 2 fsyncs per rollover for 1, 100, 1000 slices");
-    RA_RUN(G_18_truncate_newest_segment_at_every_offset, "G-18 torn write: newest segment truncated at every offset");
+    RA_RUN(G_18_truncate_newest_segment_at_every_offset,
+           "G-18 torn write: newest segment truncated at every offset");
     RA_RUN(G_18_truncate_older_segment_is_corruption,
            "G-18 older segment truncated at every offset: corruption, later segments recovered");
     RA_RUN(G_18_bit_flip_in_every_frame, "G-18 bit flip in every byte of every frame");
@@ -2259,7 +2260,8 @@ int main(void) {
     RA_RUN(io_enospc_on_write, "ENOSPC on write: PersistenceFull, degraded, nothing lost");
     RA_RUN(io_short_writes_are_completed, "short writes are completed");
     RA_RUN(io_rename_eio, "EIO on rename: IoError, nothing sealed, nothing lost");
-    RA_RUN(io_rename_fails_after_taking_effect, "EIO from a rename that took effect: nothing counted twice");
+    RA_RUN(io_rename_fails_after_taking_effect,
+           "EIO from a rename that took effect: nothing counted twice");
     RA_RUN(io_fsync_dir_eio_rename_taken_back, "EIO on the directory fsync: rename taken back");
     RA_RUN(io_fsync_dir_eio_twice_wal_failed_restart_decides,
            "EIO on the directory fsync twice: WAL failed, restart decides from disk");
@@ -2268,12 +2270,17 @@ int main(void) {
            "caps: ACKed frames are compacted away before a rollover is refused");
     RA_RUN(caps_max_bytes, "caps: wal_max_bytes → PersistenceFull, degraded, recovers");
     RA_RUN(caps_max_age, "caps: wal_max_age_s → PersistenceFull, degraded, recovers");
-    RA_RUN(caps_boundary_larger_than_max_entries_makes_progress, "caps: a boundary larger than wal_max_entries is still sealed");
+    RA_RUN(caps_boundary_larger_than_max_entries_makes_progress,
+           "caps: a boundary larger than wal_max_entries is still sealed");
     RA_RUN(disk_full_compaction_frees_space, "disk full: compaction after ACK frees space");
-    RA_RUN(restart_with_acked_slices_in_partly_acked_segments, "restart: a WAL within its caps reopens (ACKed slices of partly ACKed segments)");
-    RA_RUN(restart_of_a_sealer_while_wal_full_clears_degraded, "restart: a new sealer that makes room clears the plane's degraded flag");
-    RA_RUN(restart_with_a_transient_read_error_loses_nothing, "restart: a transient read error at open loses no segment");
-    RA_RUN(restart_with_a_transient_heads_read_error_keeps_chains, "restart: a transient read error on the heads checkpoint forks no chain");
+    RA_RUN(restart_with_acked_slices_in_partly_acked_segments,
+           "restart: a WAL within its caps reopens (ACKed slices of partly ACKed segments)");
+    RA_RUN(restart_of_a_sealer_while_wal_full_clears_degraded,
+           "restart: a new sealer that makes room clears the plane's degraded flag");
+    RA_RUN(restart_with_a_transient_read_error_loses_nothing,
+           "restart: a transient read error at open loses no segment");
+    RA_RUN(restart_with_a_transient_heads_read_error_keeps_chains,
+           "restart: a transient read error on the heads checkpoint forks no chain");
     RA_RUN(recovery_removes_leftover_tmp_files, "recovery removes leftover .tmp files");
     RA_RUN(compaction_crash_brings_segments_back_harmlessly,
            "compaction crash: segments come back, replayed harmlessly");

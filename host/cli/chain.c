@@ -38,8 +38,9 @@ const char *ra_host_chain_describe(ra_host_link_t link, uint64_t head_seq,
         break;
     case RA_LINK_PREV:
         ra_hex(head_b3, 32, b);
-        snprintf(out, n, "seq %" PRIu64 " has prev_b3 %.16s..., not the b3 %.16s... of seq %" PRIu64,
-                 seq, a, b, head_seq);
+        snprintf(out, n,
+                 "seq %" PRIu64 " has prev_b3 %.16s..., not the b3 %.16s... of seq %" PRIu64, seq,
+                 a, b, head_seq);
         break;
     }
     return out;

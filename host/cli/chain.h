@@ -11,10 +11,10 @@
 
 typedef enum ra_host_link {
     RA_LINK_OK = 0,
-    RA_LINK_GAP,       /* seq > head + 1: slices head+1 .. seq-1 are missing */
-    RA_LINK_BACK,      /* seq <= head: replayed, duplicated or reordered */
-    RA_LINK_FIRST,     /* seq 1 with a prev_b3 that is not zero */
-    RA_LINK_PREV,      /* seq = head + 1 but prev_b3 is not the head's b3 */
+    RA_LINK_GAP,   /* seq > head + 1: slices head+1 .. seq-1 are missing */
+    RA_LINK_BACK,  /* seq <= head: replayed, duplicated or reordered */
+    RA_LINK_FIRST, /* seq 1 with a prev_b3 that is not zero */
+    RA_LINK_PREV,  /* seq = head + 1 but prev_b3 is not the head's b3 */
 } ra_host_link_t;
 
 /* Checks the slice (seq, prev_b3) against the stream's head (head_seq, head_b3); a stream

@@ -11,8 +11,8 @@
  * and the stream's chain: seq 1, 2, 3, ... and prev_b3 = the previous record's b3, the
  * first prev_b3 all zero. Problems and breaks name the file, the record index (1-based)
  * and its offset. Exit 1 on any, 0 with "OK". */
-#include "host.h"
 #include "chain.h"
+#include "host.h"
 
 #include "ron/accounting.h"
 
@@ -84,9 +84,9 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
         uint8_t hdr[4];
         if (rem < 4 || !read_at(fd, hdr, 4, off)) {
             ra_host_report(&v->vd, false,
-                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": torn tail of %" PRIu64
-                   " bytes (a partial length)",
-                   path, idx, off, rem);
+                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                           ": torn tail of %" PRIu64 " bytes (a partial length)",
+                           path, idx, off, rem);
             v->torn += rem;
             break;
         }
@@ -94,24 +94,25 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
                      (uint32_t)hdr[3] << 24;
         if (n < 1 || n > MAX_SLICE) {
             ra_host_report(&v->vd, false,
-                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                   ": bad record length %" PRIu32 " (the rest of the file, %" PRIu64
-                   " bytes, is unreadable)",
-                   path, idx, off, n, rem);
+                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                           ": bad record length %" PRIu32 " (the rest of the file, %" PRIu64
+                           " bytes, is unreadable)",
+                           path, idx, off, n, rem);
             v->torn += rem;
             break;
         }
         if (4 + (uint64_t)n + 32 > rem) {
             ra_host_report(&v->vd, false,
-                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                   ": torn tail: the record needs %" PRIu64 " bytes, %" PRIu64 " remain",
-                   path, idx, off, 4 + (uint64_t)n + 32, rem);
+                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                           ": torn tail: the record needs %" PRIu64 " bytes, %" PRIu64 " remain",
+                           path, idx, off, 4 + (uint64_t)n + 32, rem);
             v->torn += rem;
             break;
         }
         if (!read_at(fd, buf, (size_t)n + 32, off + 4)) {
-            ra_host_report(&v->vd, false, "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": read error",
-                   path, idx, off);
+            ra_host_report(&v->vd, false,
+                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": read error", path,
+                           idx, off);
             break;
         }
         const uint8_t *stored = buf + n;
@@ -120,18 +121,18 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
         bool ok = true;
         if (memcmp(d, stored, 32) != 0) {
             ra_host_report(&v->vd, false,
-                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                   ": BLAKE3 of the slice bytes differs from the record's digest",
-                   path, idx, off);
+                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                           ": BLAKE3 of the slice bytes differs from the record's digest",
+                           path, idx, off);
             ok = false;
         }
         ra_slice_t *s = NULL;
         int rc = ra_slice_decode(buf, n, &s);
         if (rc != 0) {
             ra_host_report(&v->vd, false,
-                   "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                   ": the slice does not decode: %s: %s",
-                   path, idx, off, ra_err_name(rc), ra_strerror(rc));
+                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                           ": the slice does not decode: %s: %s",
+                           path, idx, off, ra_err_name(rc), ra_strerror(rc));
             ok = false;
         }
         uint64_t seq = last_seq + 1; /* assumed for an undecodable record */
@@ -146,16 +147,16 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
                 char ts[37];
                 ra_tenant_format(&t, ts);
                 ra_host_report(&v->vd, false,
-                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                       ": tenant %s is not the directory's",
-                       path, idx, off, ts);
+                               "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                               ": tenant %s is not the directory's",
+                               path, idx, off, ts);
                 ok = false;
             }
             if (dim && strcmp(dim, ra_slice_dimension(s)) != 0) {
                 ra_host_report(&v->vd, false,
-                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                       ": dimension %s is not the file's",
-                       path, idx, off, ra_slice_dimension(s));
+                               "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                               ": dimension %s is not the file's",
+                               path, idx, off, ra_slice_dimension(s));
                 ok = false;
             }
             if (v->totals) {
@@ -176,8 +177,8 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
                 ra_host_chain_describe(link, last_seq, last_b3, seq, ra_slice_prev_b3(s), why,
                                        sizeof why);
                 ra_host_report(&v->vd, true,
-                               "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64 ": %s",
-                               path, idx, off, why);
+                               "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64 ": %s", path,
+                               idx, off, why);
             }
             ra_slice_unref(s);
         }

@@ -33,49 +33,48 @@ static int cmd_help(const char *exe, int argc, char **argv);
 
 static const command_t commands[] = {
     {"run", cmd_run,
-    "  run SCRIPT.lua [ARGS...]  run a Lua script with the ron.accounting package on\n"
-    "                            its path; the script sees ARGS in arg[1..n] and in ...\n"},
+     "  run SCRIPT.lua [ARGS...]  run a Lua script with the ron.accounting package on\n"
+     "                            its path; the script sees ARGS in arg[1..n] and in ...\n"},
     {"verify", ra_host_verify,
-    "  verify [--quiet] PATH     verify a write-ahead log without modifying it: every\n"
-    "                            frame's checksums and BLAKE3 digest, the frame order,\n"
-    "                            and the hash chain of every (tenant, dimension) stream\n"
-    "                            against the heads checkpoint. PATH is a WAL directory\n"
-    "                            or one segment file (<16 hex>.seg; chains are then\n"
-    "                            checked within the file). Prints a summary, then every\n"
-    "                            problem with its file and offset; \"OK\" and exit 0, or\n"
-    "                            \"FAILED: ...\" and exit 1. Progress goes to stderr\n"
-    "                            every 1000 segments or every second (--quiet: none)\n"
-    "                            A file ledger (a directory with a LEDGER marker, or\n"
-    "                            one <dimension>.ledger file, docs/EXPORT.md): every\n"
-    "                            record's length, BLAKE3 and decoding, and each stream's\n"
-    "                            chain (seq 1, 2, ... and prev_b3); problems name the\n"
-    "                            file, the record and its offset; --totals adds one\n"
-    "                            line per stream: the sum of its rows, its slices and\n"
-    "                            the windows they cover\n"
-    "                            A PostgreSQL ledger (postgres://..., postgresql://...\n"
-    "                            or a conninfo with dbname=; --schema NAME, default\n"
-    "                            ron_accounting): every slice's BLAKE3 and decoding,\n"
-    "                            each stream's chain and head row (docs/EXPORT.md)\n"},
+     "  verify [--quiet] PATH     verify a write-ahead log without modifying it: every\n"
+     "                            frame's checksums and BLAKE3 digest, the frame order,\n"
+     "                            and the hash chain of every (tenant, dimension) stream\n"
+     "                            against the heads checkpoint. PATH is a WAL directory\n"
+     "                            or one segment file (<16 hex>.seg; chains are then\n"
+     "                            checked within the file). Prints a summary, then every\n"
+     "                            problem with its file and offset; \"OK\" and exit 0, or\n"
+     "                            \"FAILED: ...\" and exit 1. Progress goes to stderr\n"
+     "                            every 1000 segments or every second (--quiet: none)\n"
+     "                            A file ledger (a directory with a LEDGER marker, or\n"
+     "                            one <dimension>.ledger file, docs/EXPORT.md): every\n"
+     "                            record's length, BLAKE3 and decoding, and each stream's\n"
+     "                            chain (seq 1, 2, ... and prev_b3); problems name the\n"
+     "                            file, the record and its offset; --totals adds one\n"
+     "                            line per stream: the sum of its rows, its slices and\n"
+     "                            the windows they cover\n"
+     "                            A PostgreSQL ledger (postgres://..., postgresql://...\n"
+     "                            or a conninfo with dbname=; --schema NAME, default\n"
+     "                            ron_accounting): every slice's BLAKE3 and decoding,\n"
+     "                            each stream's chain and head row (docs/EXPORT.md)\n"},
     {"wal", ra_host_wal,
-    "  wal inspect [--json] PATH\n"
-    "                            list a WAL, one line each: its heads checkpoint, its\n"
-    "                            segments (id, file, bytes, frames, creation time) and\n"
-    "                            their frames (frame seq, tenant, dimension, window,\n"
-    "                            slice seq, rows, b3, state), then a summary line.\n"
-    "                            --json: one JSON object per line (JSON Lines) with a\n"
-    "                            \"type\" of head, segment, frame, problem or summary.\n"
-    "                            State: every frame on disk is \"pending\". ACKs live in\n"
-    "                            the meter's memory; a segment is removed once all its\n"
-    "                            slices are ACKed, so an ACKed frame whose segment is\n"
-    "                            still here (ACKed but not compacted) is listed as\n"
-    "                            pending: after a restart it is resent and the\n"
-    "                            downstream answers dup. Exit 0, or 1 when the listing\n"
-    "                            shows problems\n"},
+     "  wal inspect [--json] PATH\n"
+     "                            list a WAL, one line each: its heads checkpoint, its\n"
+     "                            segments (id, file, bytes, frames, creation time) and\n"
+     "                            their frames (frame seq, tenant, dimension, window,\n"
+     "                            slice seq, rows, b3, state), then a summary line.\n"
+     "                            --json: one JSON object per line (JSON Lines) with a\n"
+     "                            \"type\" of head, segment, frame, problem or summary.\n"
+     "                            State: every frame on disk is \"pending\". ACKs live in\n"
+     "                            the meter's memory; a segment is removed once all its\n"
+     "                            slices are ACKed, so an ACKed frame whose segment is\n"
+     "                            still here (ACKed but not compacted) is listed as\n"
+     "                            pending: after a restart it is resent and the\n"
+     "                            downstream answers dup. Exit 0, or 1 when the listing\n"
+     "                            shows problems\n"},
     {"version", cmd_version,
-    "  version                   print the versions of the host, libronacct, LuaJIT and\n"
-    "                            the BLAKE3 kernels built in\n"},
-    {"help", cmd_help,
-    "  help                      print this help\n"},
+     "  version                   print the versions of the host, libronacct, LuaJIT and\n"
+     "                            the BLAKE3 kernels built in\n"},
+    {"help", cmd_help, "  help                      print this help\n"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -84,11 +83,11 @@ static void usage(FILE *out) {
     for (size_t i = 0; i < N_COMMANDS; i++)
         fputs(commands[i].help, out);
     fputs("\n"
-    "Exit status: 0 on success, 1 when the script raises an error or verify/inspect find\n"
-    "a problem, 2 for a bad command line, a script that cannot be read or a PATH that\n"
-    "does not exist; a script may end with os.exit(n).\n"
-    "package.path: the ron.accounting package, the script's directory, then LUA_PATH\n"
-    "(or LuaJIT's default path); LUA_CPATH works as with luajit.\n",
+          "Exit status: 0 on success, 1 when the script raises an error or verify/inspect find\n"
+          "a problem, 2 for a bad command line, a script that cannot be read or a PATH that\n"
+          "does not exist; a script may end with os.exit(n).\n"
+          "package.path: the ron.accounting package, the script's directory, then LUA_PATH\n"
+          "(or LuaJIT's default path); LUA_CPATH works as with luajit.\n",
           out);
 }
 
@@ -140,7 +139,6 @@ int main(int argc, char **argv) {
         }
         return c->run(exe, argc - 2, argv + 2);
     }
-    fprintf(stderr, RA_HOST_NAME ": unknown command '%s' (try '" RA_HOST_NAME " help')\n",
-            argv[1]);
+    fprintf(stderr, RA_HOST_NAME ": unknown command '%s' (try '" RA_HOST_NAME " help')\n", argv[1]);
     return RA_HOST_EXIT_USAGE;
 }

@@ -15,8 +15,8 @@
  * A head row without slices must say seq 0. Problems: one line each (CORRUPT, CHAIN BREAK,
  * HEAD), then a summary, then "OK" (exit 0) or "FAILED: ..." (exit 1). Exit 2: cannot
  * connect, or the schema holds no ledger. */
-#include "host.h"
 #include "chain.h"
+#include "host.h"
 
 #include "ron/accounting.h"
 
@@ -132,8 +132,8 @@ static void end_stream(pv_t *v, const uint8_t *t, const char *dim, uint64_t last
     stream_name(t, dim, name, sizeof name);
     head_t *h = find_head(v, t, dim);
     if (!h) {
-        ra_host_report(&v->vd, false, "HEAD %s: no head row (the last slice is seq %" PRIu64 ")", name,
-               last_seq);
+        ra_host_report(&v->vd, false, "HEAD %s: no head row (the last slice is seq %" PRIu64 ")",
+                       name, last_seq);
     } else {
         h->seen = true;
         if (h->seq != last_seq || memcmp(h->b3, last_b3, 32) != 0) {
@@ -141,9 +141,9 @@ static void end_stream(pv_t *v, const uint8_t *t, const char *dim, uint64_t last
             ra_hex(h->b3, 32, a);
             ra_hex(last_b3, 32, b);
             ra_host_report(&v->vd, false,
-                   "HEAD %s: head row seq %" PRIu64 " b3 %.16s... is not the last slice "
-                   "(seq %" PRIu64 " b3 %.16s...)",
-                   name, h->seq, a, last_seq, b);
+                           "HEAD %s: head row seq %" PRIu64 " b3 %.16s... is not the last slice "
+                           "(seq %" PRIu64 " b3 %.16s...)",
+                           name, h->seq, a, last_seq, b);
         }
     }
     if (v->totals)
@@ -170,7 +170,8 @@ static int load_heads(pv_t *v, PGconn *pg, const char *schema, char *err, size_t
         char name[96];
         if (PQgetlength(r, i, 0) != 16 || PQgetlength(r, i, 2) != 8 ||
             PQgetlength(r, i, 1) > RA_DIM_NAME_MAX) {
-            ra_host_report(&v->vd, false, "HEAD row %d: malformed (tenant, dimension or seq)", i + 1);
+            ra_host_report(&v->vd, false, "HEAD row %d: malformed (tenant, dimension or seq)",
+                           i + 1);
             continue;
         }
         memcpy(h->tenant, PQgetvalue(r, i, 0), 16);
@@ -179,7 +180,7 @@ static int load_heads(pv_t *v, PGconn *pg, const char *schema, char *err, size_t
         h->seq = be64(PQgetvalue(r, i, 2));
         if (PQgetlength(r, i, 3) != 32) {
             ra_host_report(&v->vd, false, "HEAD %s: b3 is not 32 bytes",
-                   stream_name(h->tenant, h->dim, name, sizeof name));
+                           stream_name(h->tenant, h->dim, name, sizeof name));
             continue;
         }
         memcpy(h->b3, PQgetvalue(r, i, 3), 32);
@@ -257,16 +258,17 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
         ra_b3(body, blen, d);
         if (memcmp(d, b3, 32) != 0) {
             ra_host_report(&v->vd, false,
-                   "CORRUPT %s: seq %" PRIu64 ": BLAKE3 of the stored bytes is not "
-                   "the b3 column",
-                   name, seq);
+                           "CORRUPT %s: seq %" PRIu64 ": BLAKE3 of the stored bytes is not "
+                           "the b3 column",
+                           name, seq);
             ok = false;
         }
         ra_slice_t *s = NULL;
         int drc = ra_slice_decode(body, blen, &s);
         if (drc != 0) {
-            ra_host_report(&v->vd, false, "CORRUPT %s: seq %" PRIu64 ": the slice does not decode: %s: %s", name,
-                   seq, ra_err_name(drc), ra_strerror(drc));
+            ra_host_report(&v->vd, false,
+                           "CORRUPT %s: seq %" PRIu64 ": the slice does not decode: %s: %s", name,
+                           seq, ra_err_name(drc), ra_strerror(drc));
             ok = false;
         } else {
             ra_slice_id_t id;
@@ -277,9 +279,9 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
                 id.seq != seq || id.window_start_s != wstart || id.window_len_s != wlen ||
                 memcmp(ra_slice_prev_b3(s), prev, 32) != 0) {
                 ra_host_report(&v->vd, false,
-                       "CORRUPT %s: seq %" PRIu64 ": the stored bytes (seq %" PRIu64
-                       ", window %" PRId64 "+%" PRIu32 ") disagree with the row's columns",
-                       name, seq, id.seq, id.window_start_s, id.window_len_s);
+                               "CORRUPT %s: seq %" PRIu64 ": the stored bytes (seq %" PRIu64
+                               ", window %" PRId64 "+%" PRIu32 ") disagree with the row's columns",
+                               name, seq, id.seq, id.window_start_s, id.window_len_s);
                 ok = false;
             }
             if (v->totals) {
@@ -395,10 +397,10 @@ int ra_host_pg_verify(int argc, char **argv) {
         char name[96];
         if (v.heads[i].seq != 0)
             ra_host_report(&v.vd, false,
-                   "HEAD %s: head row says seq %" PRIu64 " but the stream has no "
-                   "slices",
-                   stream_name(v.heads[i].tenant, v.heads[i].dim, name, sizeof name),
-                   v.heads[i].seq);
+                           "HEAD %s: head row says seq %" PRIu64 " but the stream has no "
+                           "slices",
+                           stream_name(v.heads[i].tenant, v.heads[i].dim, name, sizeof name),
+                           v.heads[i].seq);
         else
             empty_heads++;
     }

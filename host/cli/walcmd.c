@@ -15,8 +15,8 @@
  * previous b3; a stream's first slice links to the heads checkpoint's head when the
  * checkpoint's seq is lower, and has the checkpoint's b3 when the seqs are equal; a gap is
  * allowed only below the checkpoint's seq (those slices were ACKed and compacted). */
-#include "host.h"
 #include "chain.h"
+#include "host.h"
 
 #include "internal.h"
 #include "io.h"
@@ -91,8 +91,8 @@ typedef struct seg_info {
     char *path;
     uint64_t id;
     uint64_t bytes;
-    bool readable;     /* its size could be read */
-    bool hdr_ok;       /* magic, checksum and id of its 32-byte header hold */
+    bool readable; /* its size could be read */
+    bool hdr_ok;   /* magic, checksum and id of its 32-byte header hold */
     int64_t created_ms;
     uint32_t hdr_frames; /* the frame count its header announces */
     uint32_t frames;     /* valid slice frames found in it */
@@ -126,10 +126,10 @@ typedef struct stream {
 
 typedef struct scan {
     /* set up by the command */
-    const char *cmd;   /* "verify" or "wal inspect" */
+    const char *cmd;    /* "verify" or "wal inspect" */
     const char *target; /* as given on the command line */
     char dir[PATH_MAX];
-    bool file_mode;     /* one segment file, not a directory */
+    bool file_mode; /* one segment file, not a directory */
     char real_file[PATH_MAX];
     char virt_path[PATH_MAX + 32]; /* the name the core sees for it */
     bool progress;
@@ -168,7 +168,8 @@ typedef struct scan {
 static void *grow(void *p, size_t *cap, size_t need, size_t elem, bool *oom) {
     if (need <= *cap) return p;
     size_t c = *cap ? *cap * 2 : 64;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     void *q = realloc(p, c * elem);
     if (!q) {
         *oom = true;
@@ -206,8 +207,10 @@ static char *fmt_alloc(const char *fmt, ...) {
 
 static uint64_t stream_hash(const uint8_t tenant[16], const char *dim) {
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 16; i++) h = (h ^ tenant[i]) * 1099511628211ull;
-    for (const char *p = dim; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    for (int i = 0; i < 16; i++)
+        h = (h ^ tenant[i]) * 1099511628211ull;
+    for (const char *p = dim; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
     return h ^ (h >> 29);
 }
 
@@ -223,7 +226,8 @@ static stream_t *stream_get(scan_t *sc, const uint8_t tenant[16], const char *di
             stream_t *o = &sc->streams[i];
             if (!o->used) continue;
             size_t j = stream_hash(o->tenant, o->dim) & (cap - 1);
-            while (t[j].used) j = (j + 1) & (cap - 1);
+            while (t[j].used)
+                j = (j + 1) & (cap - 1);
             t[j] = *o;
         }
         free(sc->streams);
@@ -323,10 +327,9 @@ static void progress(scan_t *sc, bool force) {
     uint64_t now = now_ms_mono();
     if (!force && now - sc->last_progress < 1000) return;
     sc->last_progress = now;
-    fprintf(stderr, RA_HOST_NAME " %s: %" PRIu64 "/%" PRIu64 " segments, %" PRIu64
-                    " frames (%.1f s)\n",
-            sc->cmd, sc->segs_scanned, sc->n_seg_files, sc->frames,
-            (double)(now - sc->t0) / 1000.0);
+    fprintf(
+        stderr, RA_HOST_NAME " %s: %" PRIu64 "/%" PRIu64 " segments, %" PRIu64 " frames (%.1f s)\n",
+        sc->cmd, sc->segs_scanned, sc->n_seg_files, sc->frames, (double)(now - sc->t0) / 1000.0);
 }
 
 static void flush_events(scan_t *sc);
@@ -405,8 +408,8 @@ static int ro_list_entry(void *ud, const char *name) {
     list_ctx_t *l = ud;
     scan_t *sc = l->sc;
     size_t len = strlen(name);
-    bool canonical_seg = len == 20 && ends_with(name, ".seg") &&
-                         strspn(name, "0123456789abcdef") == 16;
+    bool canonical_seg =
+        len == 20 && ends_with(name, ".seg") && strspn(name, "0123456789abcdef") == 16;
     if (canonical_seg)
         sc->n_seg_files++;
     else if (ends_with(name, ".tmp"))
@@ -460,8 +463,7 @@ static void chain_break(scan_t *sc, const event_t *e, const char *fmt, ...) {
     ra_tenant_format(&t, ts);
     const char *file = sc->nsegs ? sc->segs[sc->nsegs - 1].path : "?";
     add_line(sc, &sc->break_lines, &sc->nbreak_lines, &sc->break_lines_cap,
-             fmt_alloc("CHAIN BREAK %s/%s: slice seq %" PRIu64 " (frame seq %" PRIu64
-                       " in %s): %s",
+             fmt_alloc("CHAIN BREAK %s/%s: slice seq %" PRIu64 " (frame seq %" PRIu64 " in %s): %s",
                        ts, e->dim, e->id.seq, e->frame_seq, file, what));
 }
 
@@ -483,8 +485,8 @@ static void check_chain(scan_t *sc, const event_t *e) {
     if (st->has_head && seq == st->head_seq && memcmp(e->b3, st->head_b3, 32) != 0) {
         hex_prefix(e->b3, a);
         hex_prefix(st->head_b3, b);
-        chain_break(sc, e, "b3 %s... differs from the heads checkpoint's b3 %s... for this seq",
-                    a, b);
+        chain_break(sc, e, "b3 %s... differs from the heads checkpoint's b3 %s... for this seq", a,
+                    b);
     }
     bool linked = false;
     if (st->has_last) {
@@ -492,8 +494,8 @@ static void check_chain(scan_t *sc, const event_t *e) {
             ra_host_link_t link = ra_host_chain_link(st->last_seq, st->last_b3, seq, e->prev_b3);
             if (link == RA_LINK_PREV)
                 chain_break(sc, e, "%s",
-                            ra_host_chain_describe(link, st->last_seq, st->last_b3, seq,
-                                                   e->prev_b3, why, sizeof why));
+                            ra_host_chain_describe(link, st->last_seq, st->last_b3, seq, e->prev_b3,
+                                                   why, sizeof why));
             linked = true;
         } else if (seq <= st->last_seq) {
             chain_break(sc, e,
@@ -511,11 +513,11 @@ static void check_chain(scan_t *sc, const event_t *e) {
             ra_host_link_t link = ra_host_chain_link(st->head_seq, st->head_b3, seq, e->prev_b3);
             if (link == RA_LINK_PREV)
                 chain_break(sc, e, "%s (the heads checkpoint's)",
-                            ra_host_chain_describe(link, st->head_seq, st->head_b3, seq,
-                                                   e->prev_b3, why, sizeof why));
+                            ra_host_chain_describe(link, st->head_seq, st->head_b3, seq, e->prev_b3,
+                                                   why, sizeof why));
         } else if (st->has_head) {
-            uint64_t from = st->has_last && st->last_seq > st->head_seq ? st->last_seq
-                                                                          : st->head_seq;
+            uint64_t from =
+                st->has_last && st->last_seq > st->head_seq ? st->last_seq : st->head_seq;
             chain_break(sc, e, "seq %" PRIu64 "..%" PRIu64 " missing (last known seq %" PRIu64 ")",
                         from + 1, seq - 1, from);
         } else if (st->has_last) {
@@ -529,8 +531,8 @@ static void check_chain(scan_t *sc, const event_t *e) {
                         seq, seq - 1);
         }
     } else if (!linked && sc->file_mode && st->has_last) {
-        chain_break(sc, e, "seq %" PRIu64 "..%" PRIu64 " missing in this file",
-                    st->last_seq + 1, seq - 1);
+        chain_break(sc, e, "seq %" PRIu64 "..%" PRIu64 " missing in this file", st->last_seq + 1,
+                    seq - 1);
     }
     if (!st->has_last || seq > st->last_seq) {
         st->has_last = true;
@@ -645,7 +647,9 @@ static void print_segment(scan_t *sc, const seg_info_t *s) {
     } else {
         printf("segment id=%s file=%s bytes=%" PRIu64 " frames=%u created=%s%s\n", id, s->path,
                s->bytes, s->frames, created,
-               !s->readable ? " UNREADABLE" : s->hdr_ok ? "" : " BAD-HEADER");
+               !s->readable ? " UNREADABLE"
+               : s->hdr_ok  ? ""
+                            : " BAD-HEADER");
     }
 }
 
@@ -708,7 +712,8 @@ static void flush_events(scan_t *sc) {
 /* ---- running a scan ----------------------------------------------------------------- */
 
 static void scan_free(scan_t *sc) {
-    for (size_t i = 0; i < sc->nsegs; i++) free(sc->segs[i].path);
+    for (size_t i = 0; i < sc->nsegs; i++)
+        free(sc->segs[i].path);
     free(sc->segs);
     for (size_t i = 0; i < sc->nev; i++) {
         free(sc->ev[i].what);
@@ -717,9 +722,11 @@ static void scan_free(scan_t *sc) {
     }
     free(sc->ev);
     free(sc->streams);
-    for (size_t i = 0; i < sc->nbreak_lines; i++) free(sc->break_lines[i]);
+    for (size_t i = 0; i < sc->nbreak_lines; i++)
+        free(sc->break_lines[i]);
     free(sc->break_lines);
-    for (size_t i = 0; i < sc->nproblem_lines; i++) free(sc->problem_lines[i]);
+    for (size_t i = 0; i < sc->nproblem_lines; i++)
+        free(sc->problem_lines[i]);
     free(sc->problem_lines);
 }
 
@@ -825,7 +832,8 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
     (void)exe;
     /* A PostgreSQL ledger (postgres://..., postgresql://..., dbname=...): pgverify.c. */
     for (int i = 0; i < argc; i++)
-        if (argv[i][0] != '-' && ra_host_is_pg_target(argv[i])) return ra_host_pg_verify(argc, argv);
+        if (argv[i][0] != '-' && ra_host_is_pg_target(argv[i]))
+            return ra_host_pg_verify(argc, argv);
     scan_t sc;
     memset(&sc, 0, sizeof sc);
     sc.cmd = "verify";
@@ -837,13 +845,14 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
         } else if (strcmp(argv[i], "--totals") == 0) {
             totals = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME
-                            " verify [--quiet] [--totals] PATH)\n",
+            fprintf(stderr,
+                    RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME
+                                 " verify [--quiet] [--totals] PATH)\n",
                     argv[i]);
             return RA_HOST_EXIT_USAGE;
         } else if (sc.target) {
-            fprintf(stderr, RA_HOST_NAME " verify: one PATH only (got '%s' and '%s')\n",
-                    sc.target, argv[i]);
+            fprintf(stderr, RA_HOST_NAME " verify: one PATH only (got '%s' and '%s')\n", sc.target,
+                    argv[i]);
             return RA_HOST_EXIT_USAGE;
         } else {
             sc.target = argv[i];
@@ -851,7 +860,7 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
     }
     if (!sc.target) {
         fprintf(stderr, RA_HOST_NAME " verify: needs a PATH: " RA_HOST_NAME
-                        " verify [--quiet] WAL-DIR|SEGMENT-FILE\n");
+                                     " verify [--quiet] WAL-DIR|SEGMENT-FILE\n");
         return RA_HOST_EXIT_USAGE;
     }
     /* A file ledger (its LEDGER marker, or one <dimension>.ledger file): ledgercmd.c. */
@@ -870,7 +879,8 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
     int rc = run_scan(&sc, &w, err, sizeof err);
     if (rc != 0) {
         /* The scan stopped (an unreadable file: the meter would refuse to open too). */
-        for (size_t i = 0; i < sc.nproblem_lines; i++) printf("%s\n", sc.problem_lines[i]);
+        for (size_t i = 0; i < sc.nproblem_lines; i++)
+            printf("%s\n", sc.problem_lines[i]);
         printf("FAILED: %s\n", err[0] ? err : ra_strerror(rc));
         fflush(stdout);
         fprintf(stderr, RA_HOST_NAME " verify: %s: %s\n", sc.target,
@@ -909,10 +919,12 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
                "the next open removes them), %" PRIu64 " .broken, %" PRIu64
                " .empty.broken (bytes kept by an earlier recovery), %" PRIu64 " unknown\n",
                sc.n_tmp, sc.n_broken, sc.n_empty_broken, sc.n_other);
-    for (size_t i = 0; i < sc.nproblem_lines; i++) printf("%s\n", sc.problem_lines[i]);
+    for (size_t i = 0; i < sc.nproblem_lines; i++)
+        printf("%s\n", sc.problem_lines[i]);
     if (sc.problems > sc.nproblem_lines)
         printf("... and %" PRIu64 " more problems\n", sc.problems - sc.nproblem_lines);
-    for (size_t i = 0; i < sc.nbreak_lines; i++) printf("%s\n", sc.break_lines[i]);
+    for (size_t i = 0; i < sc.nbreak_lines; i++)
+        printf("%s\n", sc.break_lines[i]);
     if (sc.breaks > sc.nbreak_lines)
         printf("... and %" PRIu64 " more chain breaks\n", sc.breaks - sc.nbreak_lines);
     bool bad = sc.problems || sc.breaks || torn || corrupt || sc.oom;

@@ -2,8 +2,8 @@
  * multi-socket API. libcurl tells us which sockets to watch (CURLMOPT_SOCKETFUNCTION) and
  * when to wake it (CURLMOPT_TIMERFUNCTION); a uv_poll_t per socket and one uv_timer_t hand
  * the events back with curl_multi_socket_action. The loop thread never waits for the
- * network. The task-friendly wrapper is lua/ron/accounting/net/http_client.lua; the HTTP exporter on
- * top of it is lua/ron/accounting/export/exporters/http.lua (docs/EXPORT.md, "HTTP exporter and
+ * network. The task-friendly wrapper is lua/ron/accounting/net/http_client.lua; the HTTP exporter
+ * on top of it is lua/ron/accounting/export/exporters/http.lua (docs/EXPORT.md, "HTTP exporter and
  * ledger receiver").
  *
  * Lua API (package.preload["ron.accounting.net.http_client_c"], registered by run.c):
@@ -512,7 +512,8 @@ static unsigned opt_ms(lua_State *L, const char *name, unsigned dflt) {
             luaL_error(L, "ron.accounting.net.http_client_c: %s must be a number", name);
         lua_Number n = lua_tonumber(L, -1);
         if (!(n >= 1 && n <= MAX_TIMEOUT_MS))
-            luaL_error(L, "ron.accounting.net.http_client_c: %s must be in 1..%u", name, MAX_TIMEOUT_MS);
+            luaL_error(L, "ron.accounting.net.http_client_c: %s must be in 1..%u", name,
+                       MAX_TIMEOUT_MS);
         ms = (unsigned)n;
     }
     lua_pop(L, 1);
@@ -529,7 +530,8 @@ static struct curl_slist *build_headers(lua_State *L, int *has_ctype) {
         lua_pop(L, 1);
         return NULL;
     }
-    if (!lua_istable(L, -1)) luaL_error(L, "ron.accounting.net.http_client_c: headers must be a table");
+    if (!lua_istable(L, -1))
+        luaL_error(L, "ron.accounting.net.http_client_c: headers must be a table");
     int t = lua_gettop(L);
     const char *bad = NULL;
     lua_pushnil(L);
@@ -586,9 +588,11 @@ static int l_request(lua_State *L) {
     if (!url || lua_type(L, -1) != LUA_TSTRING)
         return luaL_error(L, "ron.accounting.net.http_client_c: url must be a string");
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
-        return luaL_error(L, "ron.accounting.net.http_client_c: url must start with http:// or https://");
+        return luaL_error(
+            L, "ron.accounting.net.http_client_c: url must start with http:// or https://");
     if (!ra_glue_is_field_value(url, ulen) || strchr(url, ' '))
-        return luaL_error(L, "ron.accounting.net.http_client_c: url contains a space, CR, LF or NUL");
+        return luaL_error(L,
+                          "ron.accounting.net.http_client_c: url contains a space, CR, LF or NUL");
     int url_idx = lua_gettop(L);
 
     lua_getfield(L, 1, "method");
@@ -611,7 +615,8 @@ static int l_request(lua_State *L) {
             return luaL_error(L, "ron.accounting.net.http_client_c: body must be a string");
         lua_tolstring(L, -1, &blen);
         if (blen > MAX_BODY_BYTES)
-            return luaL_error(L, "ron.accounting.net.http_client_c: body is over %d bytes", (int)MAX_BODY_BYTES);
+            return luaL_error(L, "ron.accounting.net.http_client_c: body is over %d bytes",
+                              (int)MAX_BODY_BYTES);
     }
     int body_idx = lua_gettop(L);
     int is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;

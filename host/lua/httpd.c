@@ -129,8 +129,8 @@ struct server {
     size_t nconns;
     h2o_linklist_t reqs;
     uint64_t early_413, early_other; /* srv:early_rejects() */
-    struct server **ud; /* the Lua userdata's slot, NULL once collected */
-    server_t *next;     /* all servers not yet freed (one loop per process) */
+    struct server **ud;              /* the Lua userdata's slot, NULL once collected */
+    server_t *next;                  /* all servers not yet freed (one loop per process) */
 };
 
 static server_t *servers;
@@ -762,11 +762,10 @@ static int l_server_tostring(lua_State *L) {
 }
 
 static int luaopen_httpd(lua_State *L) {
-    static const luaL_Reg server_methods[] = {
-        {"port", l_server_port},
-        {"close", l_server_close},
-        {"early_rejects", l_server_early_rejects},
-        {NULL, NULL}};
+    static const luaL_Reg server_methods[] = {{"port", l_server_port},
+                                              {"close", l_server_close},
+                                              {"early_rejects", l_server_early_rejects},
+                                              {NULL, NULL}};
     ra_glue_class(L, SERVER_MT, server_methods, l_server_gc, l_server_tostring);
 
     static const luaL_Reg req_methods[] = {

@@ -46,21 +46,21 @@ static int fail(parser_t *ps, const unsigned char *at, int code, const char *det
     e->code = code;
     e->detail = detail;
     if (ps->record >= 0)
-        snprintf(e->field, sizeof e->field, "records[%d]%s%s", (int)ps->record,
-                 field[0] ? "." : "", field);
+        snprintf(e->field, sizeof e->field, "records[%d]%s%s", (int)ps->record, field[0] ? "." : "",
+                 field);
     else
         snprintf(e->field, sizeof e->field, "%s", field);
     return code;
 }
 
 static int malformed(parser_t *ps, const unsigned char *at, const char *detail) {
-    if (at >= ps->end) return fail(ps, ps->end, RA_INGEST_EMALFORMED, "unexpected end of input", "");
+    if (at >= ps->end)
+        return fail(ps, ps->end, RA_INGEST_EMALFORMED, "unexpected end of input", "");
     return fail(ps, at, RA_INGEST_EMALFORMED, detail, "");
 }
 
 static void skip_ws(parser_t *ps) {
-    while (ps->p < ps->end &&
-           (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
         ps->p++;
 }
 
@@ -71,14 +71,29 @@ static int value_start(const parser_t *ps) {
     size_t left = (size_t)(ps->end - p);
     if (left == 0) return 0;
     switch (*p) {
-    case '"': case '{': case '[': case '-':
-    case '0': case '1': case '2': case '3': case '4':
-    case '5': case '6': case '7': case '8': case '9':
+    case '"':
+    case '{':
+    case '[':
+    case '-':
+    case '0':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7':
+    case '8':
+    case '9':
         return 1;
-    case 't': return left >= 4 && memcmp(p, "true", 4) == 0;
-    case 'f': return left >= 5 && memcmp(p, "false", 5) == 0;
-    case 'n': return left >= 4 && memcmp(p, "null", 4) == 0;
-    default: return 0;
+    case 't':
+        return left >= 4 && memcmp(p, "true", 4) == 0;
+    case 'f':
+        return left >= 5 && memcmp(p, "false", 5) == 0;
+    case 'n':
+        return left >= 4 && memcmp(p, "null", 4) == 0;
+    default:
+        return 0;
     }
 }
 
@@ -124,10 +139,14 @@ static int hex4(const unsigned char *p, const unsigned char *end, unsigned *out)
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
         unsigned c = p[i], d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return 0;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return 0;
         v = v << 4 | d;
     }
     *out = v;
@@ -148,7 +167,8 @@ static int string(parser_t *ps, char *out, size_t cap, size_t *len_out) {
     for (;;) {
         /* the common case: a run of printable ASCII, copied at once */
         const unsigned char *run = p;
-        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
+        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
+            p++;
         if (p > run) {
             size_t k = (size_t)(p - run);
             if (n < cap) memcpy(out + n, run, k < cap - n ? k : cap - n);
@@ -166,7 +186,8 @@ static int string(parser_t *ps, char *out, size_t cap, size_t *len_out) {
         if (c >= 0x80) {
             size_t k = utf8_seq(p, end);
             if (!k) return malformed(ps, p, "invalid UTF-8 in a string");
-            for (size_t i = 0; i < k; i++) put(out, cap, &n, p[i]);
+            for (size_t i = 0; i < k; i++)
+                put(out, cap, &n, p[i]);
             p += k;
             continue;
         }
@@ -175,14 +196,30 @@ static int string(parser_t *ps, char *out, size_t cap, size_t *len_out) {
         const unsigned char *esc = p;
         unsigned cp;
         switch (p[1]) {
-        case '"': cp = '"'; break;
-        case '\\': cp = '\\'; break;
-        case '/': cp = '/'; break;
-        case 'b': cp = '\b'; break;
-        case 'f': cp = '\f'; break;
-        case 'n': cp = '\n'; break;
-        case 'r': cp = '\r'; break;
-        case 't': cp = '\t'; break;
+        case '"':
+            cp = '"';
+            break;
+        case '\\':
+            cp = '\\';
+            break;
+        case '/':
+            cp = '/';
+            break;
+        case 'b':
+            cp = '\b';
+            break;
+        case 'f':
+            cp = '\f';
+            break;
+        case 'n':
+            cp = '\n';
+            break;
+        case 'r':
+            cp = '\r';
+            break;
+        case 't':
+            cp = '\t';
+            break;
         case 'u':
             if (!hex4(p + 2, end, &cp)) return malformed(ps, esc, "bad \\u escape");
             if (cp >= 0xDC00 && cp <= 0xDFFF) return malformed(ps, esc, "lone low surrogate");
@@ -196,7 +233,8 @@ static int string(parser_t *ps, char *out, size_t cap, size_t *len_out) {
             }
             p += 4;
             break;
-        default: return malformed(ps, esc, "bad escape in a string");
+        default:
+            return malformed(ps, esc, "bad escape in a string");
         }
         p += 2;
         if (cp < 0x80) {
@@ -232,7 +270,8 @@ static void sanitize(const char *name, size_t len, size_t stored, char *out, siz
         out[n++] = ok ? (char)c : '?';
     }
     if (len > keep)
-        for (int i = 0; i < 3 && n + 1 < cap; i++) out[n++] = '.';
+        for (int i = 0; i < 3 && n + 1 < cap; i++)
+            out[n++] = '.';
     out[n] = '\0';
 }
 
@@ -318,9 +357,10 @@ static int record(parser_t *ps, const char *const *dims, size_t n_dims, ra_inges
             rc = integer(ps, &r->value);
             if (rc) return rc;
         } else if (ps->p >= ps->end || *ps->p != '"') {
-            return wrong_type(ps, which == F_TENANT      ? "tenant must be a string"
-                                  : which == F_SUBJECT ? "subject must be a string"
-                                                       : "dimension must be a string",
+            return wrong_type(ps,
+                              which == F_TENANT    ? "tenant must be a string"
+                              : which == F_SUBJECT ? "subject must be a string"
+                                                   : "dimension must be a string",
                               fname);
         } else if (which == F_TENANT) {
             char buf[TENANT_BUF];
@@ -477,23 +517,29 @@ int ra_ingest_decode(const char *body, size_t len, const char *const *dims, size
 
 const char *ra_ingest_reason(int code) {
     switch (code) {
-#define RA__INGEST_REASON(suffix, value, reason, msg)                                          \
-    case value: return reason;
+#define RA__INGEST_REASON(suffix, value, reason, msg)                                              \
+    case value:                                                                                    \
+        return reason;
         RA_INGEST_ERR_MAP(RA__INGEST_REASON)
 #undef RA__INGEST_REASON
-    case 0: return "ok";
-    default: return "unknown";
+    case 0:
+        return "ok";
+    default:
+        return "unknown";
     }
 }
 
 const char *ra_ingest_message(int code) {
     switch (code) {
-#define RA__INGEST_MSG(suffix, value, reason, msg)                                             \
-    case value: return msg;
+#define RA__INGEST_MSG(suffix, value, reason, msg)                                                 \
+    case value:                                                                                    \
+        return msg;
         RA_INGEST_ERR_MAP(RA__INGEST_MSG)
 #undef RA__INGEST_MSG
-    case 0: return "ok";
-    default: return "unknown error code";
+    case 0:
+        return "ok";
+    default:
+        return "unknown error code";
     }
 }
 

@@ -8,8 +8,8 @@
  * Why here (core/host/) and not in libronacct: the DTO is the daemon's HTTP wire format, not
  * the metering library's API, so it makes no ABI promise in include/ron/accounting.h. It is
  * plain C (no h2o, no Lua, no allocation): the fuzz harness (tests/fuzz/fuzz-ingest-dto.c)
- * builds it with the core alone, and the daemon's Lua (ron.accounting.daemon.ingest) calls it through
- * ffi.C, because the host exports its symbols (-rdynamic). ra_ingest_dto_abi lets the Lua
+ * builds it with the core alone, and the daemon's Lua (ron.accounting.daemon.ingest) calls it
+ * through ffi.C, because the host exports its symbols (-rdynamic). ra_ingest_dto_abi lets the Lua
  * cdef check the struct sizes it was written against.
  *
  * Memory: the caller owns every buffer; the decoder writes only into `out` (max_records
@@ -36,26 +36,26 @@ enum {
 
 /* XX(suffix, value, reason, message): reason is the metric label and the response's
  * "reason"; every one of them is a 400 (SchemaViolation) except USAGE, a programmer error. */
-#define RA_INGEST_ERR_MAP(XX)                                                                  \
-    XX(EMPTY, -1, "empty_body", "the body is empty")                                           \
-    XX(MALFORMED, -2, "malformed_json", "the body is not valid JSON")                          \
-    XX(UNKNOWN_FIELD, -3, "unknown_field", "unknown field")                                    \
-    XX(DUPLICATE_FIELD, -4, "duplicate_field", "a field appears twice")                        \
-    XX(MISSING_FIELD, -5, "missing_field", "a required field is missing")                      \
-    XX(WRONG_TYPE, -6, "wrong_type", "a field has the wrong JSON type")                        \
-    XX(BAD_VALUE, -7, "bad_value", "value must be an integer in 0..2^53-1")                    \
-    XX(BAD_TENANT, -8, "bad_tenant", "tenant must be a UUID string")                           \
-    XX(UNKNOWN_DIMENSION, -9, "unknown_dimension", "dimension is not registered")              \
-    XX(BAD_SUBJECT, -10, "bad_subject", "subject must be 1..256 bytes")                        \
-    XX(NO_RECORDS, -11, "no_records", "records is empty")                                      \
-    XX(TOO_MANY, -12, "too_many_records", "more records than the batch limit")                 \
+#define RA_INGEST_ERR_MAP(XX)                                                                      \
+    XX(EMPTY, -1, "empty_body", "the body is empty")                                               \
+    XX(MALFORMED, -2, "malformed_json", "the body is not valid JSON")                              \
+    XX(UNKNOWN_FIELD, -3, "unknown_field", "unknown field")                                        \
+    XX(DUPLICATE_FIELD, -4, "duplicate_field", "a field appears twice")                            \
+    XX(MISSING_FIELD, -5, "missing_field", "a required field is missing")                          \
+    XX(WRONG_TYPE, -6, "wrong_type", "a field has the wrong JSON type")                            \
+    XX(BAD_VALUE, -7, "bad_value", "value must be an integer in 0..2^53-1")                        \
+    XX(BAD_TENANT, -8, "bad_tenant", "tenant must be a UUID string")                               \
+    XX(UNKNOWN_DIMENSION, -9, "unknown_dimension", "dimension is not registered")                  \
+    XX(BAD_SUBJECT, -10, "bad_subject", "subject must be 1..256 bytes")                            \
+    XX(NO_RECORDS, -11, "no_records", "records is empty")                                          \
+    XX(TOO_MANY, -12, "too_many_records", "more records than the batch limit")                     \
     XX(USAGE, -13, "usage", "bad arguments to ra_ingest_decode")
 
 enum {
 #define RA__INGEST_ENUM(suffix, value, reason, msg) RA_INGEST_E##suffix = value,
     RA_INGEST_ERR_MAP(RA__INGEST_ENUM)
 #undef RA__INGEST_ENUM
-    RA_INGEST_ERRNO_MIN = -13
+        RA_INGEST_ERRNO_MIN = -13
 };
 
 /* One decoded record. */

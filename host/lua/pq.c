@@ -1,5 +1,5 @@
-/* ron.accounting.net.postgres_c: PostgreSQL connections driven by the host's one libuv loop, through
- * libpq's asynchronous API. The socket of each connection is watched by a uv_poll_t; the
+/* ron.accounting.net.postgres_c: PostgreSQL connections driven by the host's one libuv loop,
+ * through libpq's asynchronous API. The socket of each connection is watched by a uv_poll_t; the
  * loop thread never makes a blocking libpq call (PQconnectStart/PQconnectPoll,
  * PQsendQueryParams, PQflush in nonblocking mode, PQconsumeInput/PQisBusy/PQgetResult).
  * The task-friendly wrapper with reconnects and a pool is lua/ron/accounting/net/postgres.lua; the
@@ -627,7 +627,8 @@ static unsigned opt_timeout(lua_State *L, int idx, unsigned dflt) {
     if (!lua_isnil(L, -1)) {
         lua_Number n = luaL_checknumber(L, -1);
         if (!(n >= 0 && n <= MAX_TIMEOUT_MS))
-            luaL_error(L, "ron.accounting.net.postgres_c: timeout_ms must be in 0..%u", MAX_TIMEOUT_MS);
+            luaL_error(L, "ron.accounting.net.postgres_c: timeout_ms must be in 0..%u",
+                       MAX_TIMEOUT_MS);
         ms = (unsigned)n;
     }
     lua_pop(L, 1);
@@ -768,7 +769,8 @@ static int l_query(lua_State *L) {
     }
     /* Convert (and check) every parameter before touching the connection. The strings
      * stay on the Lua stack (so alive) until PQsendQueryParams has copied them. */
-    if (!lua_checkstack(L, n + 8)) return luaL_error(L, "ron.accounting.net.postgres_c: too many parameters");
+    if (!lua_checkstack(L, n + 8))
+        return luaL_error(L, "ron.accounting.net.postgres_c: too many parameters");
     const char **values = n ? calloc((size_t)n, sizeof *values) : NULL;
     int *lengths = n ? calloc((size_t)n, sizeof *lengths) : NULL;
     int *formats = n ? calloc((size_t)n, sizeof *formats) : NULL;

@@ -37,33 +37,36 @@
  * The error taxonomy (seed 000 P-8, seed 001 §8, PRODUCT.md §5), one X-macro map:
  * XX(suffix, value, name, message). Values are stable ABI; never renumber.
  */
-#define RA_ERRNO_MAP(XX)                                                                       \
-    XX(CAPACITY, -1, "CapacityExceeded", "capacity exceeded")                                  \
-    XX(BUSY, -2, "Busy", "resource busy, try again")                                           \
-    XX(DEGRADED, -3, "DegradedExporter", "exporter degraded")                                  \
-    XX(OVERSIZE, -4, "OversizeFrame", "frame larger than the limit")                           \
-    XX(SCHEMA, -5, "SchemaViolation", "input violates the schema")                             \
-    XX(PERSISTFULL, -6, "PersistenceFull", "persistence full")                                 \
-    XX(DUPLICATE, -7, "DuplicateExport", "duplicate export")                                   \
-    XX(ORDEROVERFLOW, -8, "OrderOverflow", "ordered buffer overflow")                          \
-    XX(WALCORRUPT, -9, "WalCorrupt", "write-ahead log corrupt")                                \
-    XX(TIMEOUT, -10, "Timeout", "operation timed out")                                         \
-    XX(CANCELED, -11, "Canceled", "operation canceled")                                        \
-    XX(INVAL, -12, "InvalidArgument", "invalid argument")                                      \
-    XX(NOMEM, -13, "NoMemory", "out of memory")                                                \
-    XX(IO, -14, "IoError", "input/output error")                                               \
-    XX(NOTFOUND, -15, "NotFound", "no such item")                                              \
-    XX(INCOMPAT, -16, "Incompatible", "incompatible file or configuration")                    \
+#define RA_ERRNO_MAP(XX)                                                                           \
+    XX(CAPACITY, -1, "CapacityExceeded", "capacity exceeded")                                      \
+    XX(BUSY, -2, "Busy", "resource busy, try again")                                               \
+    XX(DEGRADED, -3, "DegradedExporter", "exporter degraded")                                      \
+    XX(OVERSIZE, -4, "OversizeFrame", "frame larger than the limit")                               \
+    XX(SCHEMA, -5, "SchemaViolation", "input violates the schema")                                 \
+    XX(PERSISTFULL, -6, "PersistenceFull", "persistence full")                                     \
+    XX(DUPLICATE, -7, "DuplicateExport", "duplicate export")                                       \
+    XX(ORDEROVERFLOW, -8, "OrderOverflow", "ordered buffer overflow")                              \
+    XX(WALCORRUPT, -9, "WalCorrupt", "write-ahead log corrupt")                                    \
+    XX(TIMEOUT, -10, "Timeout", "operation timed out")                                             \
+    XX(CANCELED, -11, "Canceled", "operation canceled")                                            \
+    XX(INVAL, -12, "InvalidArgument", "invalid argument")                                          \
+    XX(NOMEM, -13, "NoMemory", "out of memory")                                                    \
+    XX(IO, -14, "IoError", "input/output error")                                                   \
+    XX(NOTFOUND, -15, "NotFound", "no such item")                                                  \
+    XX(INCOMPAT, -16, "Incompatible", "incompatible file or configuration")                        \
     XX(BUFSIZE, -17, "BufferTooSmall", "caller's buffer too small")
 
 /* RA_CDEF_BEGIN */
 
 typedef enum ra_errno_e {
     RA_OK = 0,
+/* (clang-format cannot see the commas the macro expands to) */
+/* clang-format off */
 #define RA__ERR_ENUM(suffix, value, name, msg) RA_E##suffix = value,
     RA_ERRNO_MAP(RA__ERR_ENUM)
 #undef RA__ERR_ENUM
     RA_ERRNO_MIN = -17
+    /* clang-format on */
 } ra_errno_t;
 
 /* Built-in dimensions (P-7): fixed ids, always registered. Operator dimensions from
@@ -73,9 +76,9 @@ enum {
     RA_DIM_REQUESTS = 1,
     RA_DIM_CPU_UNITS = 2,
     RA_DIM_BUILTIN_COUNT = 3,
-    RA_DIM_MAX = 32,       /* dimensions per meter, built-ins included */
-    RA_DIM_NAME_MAX = 32,  /* bytes in a dimension name: [a-z0-9_], starts with a letter */
-    RA_HOST_MAX = 64,      /* bytes of the host name carried in slice meta */
+    RA_DIM_MAX = 32,      /* dimensions per meter, built-ins included */
+    RA_DIM_NAME_MAX = 32, /* bytes in a dimension name: [a-z0-9_], starts with a letter */
+    RA_HOST_MAX = 64,     /* bytes of the host name carried in slice meta */
     RA_B3_LEN = 32,
     RA_UUID_STR_LEN = 36,
     RA_WINDOW_MIN_S = 60,
@@ -104,35 +107,35 @@ typedef struct ra_subject_s {
 typedef struct ra_slice_id_s {
     int64_t window_start_s; /* UTC seconds, a multiple of window_len_s */
     uint32_t window_len_s;
-    uint64_t seq;           /* 1, 2, ... per (tenant, dimension) stream, node-wide */
+    uint64_t seq; /* 1, 2, ... per (tenant, dimension) stream, node-wide */
 } ra_slice_id_t;
 
 typedef void (*ra_log_fn)(void *ud, int level, const char *msg);
 typedef int64_t (*ra_clock_fn)(void *ud); /* UTC milliseconds */
 
 typedef struct ra_config_s {
-    uint32_t window_len_s;       /* 60..3600, default 300 (I-3) */
-    uint32_t shards;             /* power of two, default 64 */
-    uint32_t capacity_rows;      /* live (key, window) rows across shards, default 200000 */
-    uint32_t pending_slices_cap; /* sealed, un-ACKed slices held, default 8192 */
+    uint32_t window_len_s;         /* 60..3600, default 300 (I-3) */
+    uint32_t shards;               /* power of two, default 64 */
+    uint32_t capacity_rows;        /* live (key, window) rows across shards, default 200000 */
+    uint32_t pending_slices_cap;   /* sealed, un-ACKed slices held, default 8192 */
     const char *const *dimensions; /* operator dimension names, may be NULL */
     uint32_t n_dimensions;
-    int amnesia;                 /* 1 (default): RAM only, no file is ever created (I-9);
-                                    slice meta and metrics say so. 0: sealed slices are
-                                    durable in the WAL (wal_dir) until ACKed (I-10); a
-                                    process that only records into a shared plane sets
-                                    0 without wal_dir */
-    const char *shm_path;        /* NULL: private plane; else a process-shared plane file */
-    const char *host;            /* slice meta host; NULL: gethostname() */
-    const uint8_t *subject_key;  /* 32-byte key for subject hashing; NULL: built-in key */
-    ra_clock_fn clock;           /* NULL: the system UTC clock */
+    int amnesia;                /* 1 (default): RAM only, no file is ever created (I-9);
+                                   slice meta and metrics say so. 0: sealed slices are
+                                   durable in the WAL (wal_dir) until ACKed (I-10); a
+                                   process that only records into a shared plane sets
+                                   0 without wal_dir */
+    const char *shm_path;       /* NULL: private plane; else a process-shared plane file */
+    const char *host;           /* slice meta host; NULL: gethostname() */
+    const uint8_t *subject_key; /* 32-byte key for subject hashing; NULL: built-in key */
+    ra_clock_fn clock;          /* NULL: the system UTC clock */
     void *clock_ud;
-    ra_log_fn log;               /* NULL: WARN and above to stderr */
+    ra_log_fn log; /* NULL: WARN and above to stderr */
     void *log_ud;
-    const char *wal_dir;         /* the sealer's write-ahead log (created 0700, locked) */
-    uint64_t wal_max_bytes;      /* default 512 MiB */
-    uint32_t wal_max_entries;    /* un-ACKed slices; 0 (default): pending_slices_cap */
-    uint32_t wal_max_age_s;      /* oldest un-ACKed segment; default 86400; 0: no limit */
+    const char *wal_dir;      /* the sealer's write-ahead log (created 0700, locked) */
+    uint64_t wal_max_bytes;   /* default 512 MiB */
+    uint32_t wal_max_entries; /* un-ACKed slices; 0 (default): pending_slices_cap */
+    uint32_t wal_max_age_s;   /* oldest un-ACKed segment; default 86400; 0: no limit */
 } ra_config_t;
 
 typedef struct ra_meter_s ra_meter_t; /* opaque; one per process attachment */
@@ -140,8 +143,8 @@ typedef struct ra_slice_s ra_slice_t; /* opaque, immutable, reference counted */
 
 /* ---- library ---------------------------------------------------------------------- */
 RA_EXTERN const char *ra_version(void);
-RA_EXTERN const char *ra_strerror(int code);  /* never NULL */
-RA_EXTERN const char *ra_err_name(int code);  /* never NULL: "Unknown" for foreign codes */
+RA_EXTERN const char *ra_strerror(int code); /* never NULL */
+RA_EXTERN const char *ra_err_name(int code); /* never NULL: "Unknown" for foreign codes */
 
 /* ---- meter lifecycle -------------------------------------------------------------- */
 /* Fills *cfg with the documented defaults. */
@@ -166,8 +169,7 @@ RA_EXTERN int ra_tenant_parse(const char *s, size_t len, ra_tenant_t *out);
 /* Writes 36 lowercase characters and a NUL into out (37 bytes). */
 RA_EXTERN void ra_tenant_format(const ra_tenant_t *t, char *out);
 /* Keyed BLAKE3 of an opaque identifier, truncated to 128 bits. */
-RA_EXTERN int ra_meter_subject(const ra_meter_t *m, const void *id, size_t len,
-                               ra_subject_t *out);
+RA_EXTERN int ra_meter_subject(const ra_meter_t *m, const void *id, size_t len, ra_subject_t *out);
 /* Dimension id (>= 0) for a registered name, or RA_ENOTFOUND. */
 RA_EXTERN int ra_meter_dimension(const ra_meter_t *m, const char *name, size_t len);
 /* Name of a dimension id, or NULL. The string lives as long as the meter. */
@@ -178,8 +180,8 @@ RA_EXTERN const char *ra_meter_dimension_name(const ra_meter_t *m, int dim);
  * Lock-free, allocation-free, never blocks; safe from any thread and, with shm_path, from
  * any process. Saturates at UINT64_MAX (I-16). Errors: RA_EINVAL (unknown dim),
  * RA_ECAPACITY (no room for a new key; counted), RA_EDEGRADED (meter degraded). */
-RA_EXTERN int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s,
-                              int dim, uint64_t inc);
+RA_EXTERN int ra_meter_record(ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, int dim,
+                              uint64_t inc);
 /* The same with an explicit UTC time in milliseconds (injected clocks, replays). */
 RA_EXTERN int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t,
                                  const ra_subject_t *s, int dim, uint64_t inc);
@@ -198,18 +200,17 @@ typedef struct ra_key_s {
     ra_tenant_t tenant;
     ra_subject_t subject;
     int32_t dim;
-    uint32_t slot_;            /* private: entry index, valid with ident_ */
-    const ra_meter_t *meter_;  /* private: the meter (and stripe) the cache belongs to */
+    uint32_t slot_;           /* private: entry index, valid with ident_ */
+    const ra_meter_t *meter_; /* private: the meter (and stripe) the cache belongs to */
     uint64_t mix_;
-    uint64_t ident_;           /* private: the entry's identity (0: nothing cached) */
+    uint64_t ident_; /* private: the entry's identity (0: nothing cached) */
 } ra_key_t;
 /* Fills *k (nothing cached yet). RA_EINVAL: a NULL argument or a dimension id this meter
  * does not have (counted like a bad record; *k is left as it was). */
-RA_EXTERN int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t,
-                          const ra_subject_t *s, int dim);
+RA_EXTERN int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s,
+                          int dim);
 RA_EXTERN int ra_meter_record_key(ra_meter_t *m, ra_key_t *k, uint64_t inc);
-RA_EXTERN int ra_meter_record_key_at(ra_meter_t *m, int64_t now_ms, ra_key_t *k,
-                                     uint64_t inc);
+RA_EXTERN int ra_meter_record_key_at(ra_meter_t *m, int64_t now_ms, ra_key_t *k, uint64_t inc);
 
 /* Records through this handle go to the key's entry of stripe `stripe` (0, the default,
  * is the one every handle shares). Handles of different processes on one shm plane (nginx
@@ -231,8 +232,8 @@ RA_EXTERN int ra_meter_set_stripe(ra_meter_t *m, uint32_t stripe);
  * another process gets RA_EBUSY. RA_ECAPACITY: the pending ring (or the stream-head table)
  * filled up; the streams sealed before that are reported in *n_sealed and out, the others
  * stay in the plane, counted, and the next rollover seals them: nothing is lost. */
-RA_EXTERN int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out,
-                                size_t out_cap, size_t *n_sealed);
+RA_EXTERN int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t out_cap,
+                                size_t *n_sealed);
 
 /* With a WAL: removes every segment whose slices are all ACKed (after checkpointing the
  * stream heads), so the WAL shrinks and a full WAL recovers. Blocking I/O (fsync): call it
@@ -257,8 +258,8 @@ RA_EXTERN size_t ra_meter_pending_count(const ra_meter_t *m);
 RA_EXTERN int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out);
 /* New references to up to cap pending slices from the from-th on, in one pass; *n_out gets
  * how many were written. */
-RA_EXTERN int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out,
-                                    size_t cap, size_t *n_out);
+RA_EXTERN int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out, size_t cap,
+                                    size_t *n_out);
 /* The downstream has stored this slice: drop it from the pending ring (memory only; the
  * WAL segment goes at the next ra_meter_compact). RA_ENOTFOUND if no pending slice has
  * that identity (slice id and digest). */
@@ -285,8 +286,7 @@ RA_EXTERN const char *ra_slice_host(const ra_slice_t *s);      /* lives with the
 RA_EXTERN int ra_slice_amnesia(const ra_slice_t *s);
 RA_EXTERN size_t ra_slice_row_count(const ra_slice_t *s);
 /* Row idx in canonical order (ascending subject bytes). */
-RA_EXTERN int ra_slice_row(const ra_slice_t *s, size_t idx, ra_subject_t *subject,
-                           uint64_t *inc);
+RA_EXTERN int ra_slice_row(const ra_slice_t *s, size_t idx, ra_subject_t *subject, uint64_t *inc);
 RA_EXTERN const uint8_t *ra_slice_b3(const ra_slice_t *s);      /* 32 bytes */
 RA_EXTERN const uint8_t *ra_slice_prev_b3(const ra_slice_t *s); /* 32 bytes */
 /* The canonical encoding v1 (docs/FORMAT.md); the bytes live with the slice. */

@@ -6,8 +6,8 @@
 #ifndef RA_BENCH_COMMON_H
 #define RA_BENCH_COMMON_H
 
-#include "ron/accounting.h"
 #include "../fixtures.h"
+#include "ron/accounting.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -126,7 +126,7 @@ typedef struct bench_json {
 } bench_json_t;
 
 __attribute__((format(printf, 2, 3))) static inline void bench_json_add(bench_json_t *j,
-                                                                   const char *fmt, ...) {
+                                                                        const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(j->buf + j->len, sizeof j->buf - j->len, fmt, ap);
@@ -158,7 +158,8 @@ static inline void bench_machine_line(const char *bench) {
                 char *c = strchr(line, ':');
                 if (c) {
                     c++;
-                    while (*c == ' ') c++;
+                    while (*c == ' ')
+                        c++;
                     size_t n = strcspn(c, "\n");
                     if (n >= sizeof model) n = sizeof model - 1;
                     memcpy(model, c, n);

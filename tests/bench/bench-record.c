@@ -123,10 +123,12 @@ static void zipf_init(zipf_t *z, uint32_t n, uint64_t seed) {
         h += 1.0 / (double)(k + 1);
         z->cdf[k] = h;
     }
-    for (uint32_t k = 0; k < n; k++) z->cdf[k] /= h;
+    for (uint32_t k = 0; k < n; k++)
+        z->cdf[k] /= h;
     z->top_share = 1.0 / h;
     uint64_t st = seed ^ 0xA5A5A5A5A5A5A5A5ull;
-    for (uint32_t k = 0; k < n; k++) z->perm[k] = k;
+    for (uint32_t k = 0; k < n; k++)
+        z->perm[k] = k;
     for (uint32_t k = n - 1; k > 0; k--) {
         uint32_t j = bench_below(bench_splitmix64(&st), k + 1);
         uint32_t t = z->perm[k];
@@ -172,7 +174,8 @@ static void gen_seq(op_t *seq, size_t len, const keyset_t *ks, const zipf_t *z, 
 
 static uint64_t seq_sum(const op_t *seq, size_t n) {
     uint64_t s = 0;
-    for (size_t i = 0; i < n; i++) s += seq[i].inc;
+    for (size_t i = 0; i < n; i++)
+        s += seq[i].inc;
     return s;
 }
 
@@ -191,21 +194,20 @@ typedef struct job {
     ra_meter_t *m;
     const op_t *seq;
     size_t len;
-    uint64_t *counts;  /* K_PLAIN: this thread's dense array */
-    line_t *lines;     /* K_ATOMIC: shared strided array */
-    ra_key_t *keys;    /* K_KEY: this thread's key handles, one per key */
-    double *lat;       /* latency samples (ns) out */
+    uint64_t *counts; /* K_PLAIN: this thread's dense array */
+    line_t *lines;    /* K_ATOMIC: shared strided array */
+    ra_key_t *keys;   /* K_KEY: this thread's key handles, one per key */
+    double *lat;      /* latency samples (ns) out */
     size_t n_lat;
     uint64_t elapsed_ns, errors, recorded; /* recorded: sum of incs accepted by the core */
     pthread_barrier_t *bar;
 } job_t;
 
-static __attribute__((noinline)) uint64_t loop_core_at(ra_meter_t *m, const op_t *seq,
-                                                       size_t len) {
+static __attribute__((noinline)) uint64_t loop_core_at(ra_meter_t *m, const op_t *seq, size_t len) {
     uint64_t errs = 0;
     for (size_t i = 0; i < len; i++)
-        errs += ra_meter_record_at(m, FIXED_NOW_MS, seq[i].t, seq[i].s, seq[i].dim,
-                                   seq[i].inc) != 0;
+        errs +=
+            ra_meter_record_at(m, FIXED_NOW_MS, seq[i].t, seq[i].s, seq[i].dim, seq[i].inc) != 0;
     return errs;
 }
 
@@ -231,7 +233,8 @@ static __attribute__((noinline)) uint64_t loop_key(ra_meter_t *m, ra_key_t *keys
 }
 
 static __attribute__((noinline)) void loop_plain(uint64_t *counts, const op_t *seq, size_t len) {
-    for (size_t i = 0; i < len; i++) counts[seq[i].key] += seq[i].inc;
+    for (size_t i = 0; i < len; i++)
+        counts[seq[i].key] += seq[i].inc;
 }
 
 static __attribute__((noinline)) void loop_atomic(line_t *lines, const op_t *seq, size_t len) {
@@ -256,8 +259,8 @@ static void *job_run(void *arg) {
     uint64_t t0 = bench_now_ns();
     switch (j->kind) {
     case K_CORE:
-        j->errors = j->sys_clock ? loop_core_sys(j->m, j->seq, j->len)
-                                 : loop_core_at(j->m, j->seq, j->len);
+        j->errors =
+            j->sys_clock ? loop_core_sys(j->m, j->seq, j->len) : loop_core_at(j->m, j->seq, j->len);
         break;
     case K_KEY:
         j->errors = loop_key(j->m, j->keys, j->sys_clock, j->seq, j->len);
@@ -273,7 +276,8 @@ static void *job_run(void *arg) {
         for (size_t b = 0; b < nb; b++) {
             const op_t *o = j->seq + b * BATCH;
             uint64_t a = bench_tsc_begin();
-            for (unsigned i = 0; i < BATCH; i++) j->errors += rec(j, &o[i]) != 0;
+            for (unsigned i = 0; i < BATCH; i++)
+                j->errors += rec(j, &o[i]) != 0;
             uint64_t e = bench_tsc_end();
             j->lat[b] = (double)(e - a) * bench_ns_per_tick / BATCH;
         }
@@ -322,7 +326,8 @@ static void run_jobs(job_t *jobs, int n) {
             exit(1);
         }
     }
-    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
     pthread_barrier_destroy(&bar);
 }
 
@@ -354,7 +359,8 @@ static void fmt_rate(char *buf, size_t n, double ops_per_s) {
 static void lat_percentiles(job_t *jobs, int n, double scale, double minus, double *p50,
                             double *p99, double *p999, double *pmax) {
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += jobs[i].n_lat;
+    for (int i = 0; i < n; i++)
+        total += jobs[i].n_lat;
     double *all = xmalloc(sizeof(double) * (total ? total : 1));
     size_t k = 0;
     for (int i = 0; i < n; i++)
@@ -408,8 +414,8 @@ static int run_config(const cfg_t *c) {
         uint32_t ti, si, di;
         key_parts(&ks, k, &ti, &si, &di);
         rc = c->sys_clock ? ra_meter_record(m, &ks.tenants[ti], &ks.subjects[si], ks.dims[di], 1)
-                          : ra_meter_record_at(m, FIXED_NOW_MS, &ks.tenants[ti],
-                                               &ks.subjects[si], ks.dims[di], 1);
+                          : ra_meter_record_at(m, FIXED_NOW_MS, &ks.tenants[ti], &ks.subjects[si],
+                                               ks.dims[di], 1);
         if (rc) die("claim pass", rc);
         expected++;
     }
@@ -434,23 +440,23 @@ static int run_config(const cfg_t *c) {
 
     job_t jobs[MAX_THREADS];
     uint64_t errors = 0;
-#define SETUP(kind_)                                                                         \
-    for (int t = 0; t < T; t++) {                                                            \
-        memset(&jobs[t], 0, sizeof jobs[t]);                                                 \
-        jobs[t].kind = (kind_);                                                              \
-        jobs[t].tid = t;                                                                     \
-        jobs[t].m = m;                                                                       \
-        jobs[t].sys_clock = c->sys_clock;                                                    \
-        jobs[t].seq = seq[t];                                                                \
-        jobs[t].len = g_ops;                                                                 \
-        jobs[t].counts = counts[t];                                                          \
-        jobs[t].lines = lines;                                                               \
-        jobs[t].keys = keys[t];                                                              \
+#define SETUP(kind_)                                                                               \
+    for (int t = 0; t < T; t++) {                                                                  \
+        memset(&jobs[t], 0, sizeof jobs[t]);                                                       \
+        jobs[t].kind = (kind_);                                                                    \
+        jobs[t].tid = t;                                                                           \
+        jobs[t].m = m;                                                                             \
+        jobs[t].sys_clock = c->sys_clock;                                                          \
+        jobs[t].seq = seq[t];                                                                      \
+        jobs[t].len = g_ops;                                                                       \
+        jobs[t].counts = counts[t];                                                                \
+        jobs[t].lines = lines;                                                                     \
+        jobs[t].keys = keys[t];                                                                    \
     }
-#define ACCOUNT()                                                                            \
-    for (int t = 0; t < T; t++) {                                                            \
-        errors += jobs[t].errors;                                                            \
-        expected += jobs[t].len == g_ops ? seq_total[t] : seq_sum(seq[t], jobs[t].len);      \
+#define ACCOUNT()                                                                                  \
+    for (int t = 0; t < T; t++) {                                                                  \
+        errors += jobs[t].errors;                                                                  \
+        expected += jobs[t].len == g_ops ? seq_total[t] : seq_sum(seq[t], jobs[t].len);            \
     }
 
     /* Warm-up: one untimed pass of everything. */
@@ -474,7 +480,8 @@ static int run_config(const cfg_t *c) {
         ACCOUNT();
         core_ns[r] = mc.ns_per_op;
         core_rate[r] = mc.ops_per_s;
-        for (int t = 0; t < T; t++) per_thread[t][r] = mc.per_thread[t];
+        for (int t = 0; t < T; t++)
+            per_thread[t][r] = mc.per_thread[t];
         SETUP(K_KEY);
         key_ns[r] = measure(jobs, T).ns_per_op;
         ACCOUNT();
@@ -490,16 +497,19 @@ static int run_config(const cfg_t *c) {
     double atomic_med = bench_median(atomic_ns, (size_t)reps);
     double key_med = bench_median(key_ns, (size_t)reps);
     double pt_med[MAX_THREADS];
-    for (int t = 0; t < T; t++) pt_med[t] = bench_median(per_thread[t], (size_t)reps);
+    for (int t = 0; t < T; t++)
+        pt_med[t] = bench_median(per_thread[t], (size_t)reps);
 
     /* Latency: batches of 64, then single records. */
     double bp50, bp99, bp999, bmax, sp50, sp99, sp999, smax;
     SETUP(K_LAT_BATCH);
-    for (int t = 0; t < T; t++) jobs[t].lat = xmalloc(sizeof(double) * (g_ops / BATCH + 1));
+    for (int t = 0; t < T; t++)
+        jobs[t].lat = xmalloc(sizeof(double) * (g_ops / BATCH + 1));
     run_jobs(jobs, T);
     ACCOUNT();
     lat_percentiles(jobs, T, 1.0, 0.0, &bp50, &bp99, &bp999, &bmax);
-    for (int t = 0; t < T; t++) free(jobs[t].lat);
+    for (int t = 0; t < T; t++)
+        free(jobs[t].lat);
 
     SETUP(K_TSC_EMPTY);
     jobs[0].lat = xmalloc(sizeof(double) * 100000);
@@ -509,11 +519,13 @@ static int run_config(const cfg_t *c) {
     double overhead_ns = overhead_ticks * bench_ns_per_tick;
 
     SETUP(K_LAT_SINGLE);
-    for (int t = 0; t < T; t++) jobs[t].lat = xmalloc(sizeof(double) * SINGLE_MAX);
+    for (int t = 0; t < T; t++)
+        jobs[t].lat = xmalloc(sizeof(double) * SINGLE_MAX);
     run_jobs(jobs, T);
     ACCOUNT();
     lat_percentiles(jobs, T, bench_ns_per_tick, overhead_ns, &sp50, &sp99, &sp999, &smax);
-    for (int t = 0; t < T; t++) free(jobs[t].lat);
+    for (int t = 0; t < T; t++)
+        free(jobs[t].lat);
 
     /* Conservation check: seal everything and compare. */
     int64_t seal_at;
@@ -549,27 +561,28 @@ static int run_config(const cfg_t *c) {
              c->sys_clock ? "system_clock" : "fixed_time");
     char rate[32];
     fmt_rate(rate, sizeof rate, rate_med);
-    printf("\n== %s: %u keys (%u tenants x %u subjects x %u dims), %s%s, %d thread%s, %s\n",
-           name, ks.n_keys, N_TENANTS, ks.n_subjects, N_DIMS, g_dist_names[c->zipf],
+    printf("\n== %s: %u keys (%u tenants x %u subjects x %u dims), %s%s, %d thread%s, %s\n", name,
+           ks.n_keys, N_TENANTS, ks.n_subjects, N_DIMS, g_dist_names[c->zipf],
            c->zipf ? " s=1.0" : "", T, T > 1 ? "s" : "",
            c->sys_clock ? "ra_meter_record (system clock)" : "ra_meter_record_at (fixed time)");
     if (c->zipf)
-        printf("   zipf: hottest key gets %.2f%% of the records; seed %#llx\n",
-               100.0 * z.top_share, (unsigned long long)g_seed);
+        printf("   zipf: hottest key gets %.2f%% of the records; seed %#llx\n", 100.0 * z.top_share,
+               (unsigned long long)g_seed);
     else
         printf("   seed %#llx (thread i uses seed + i)\n", (unsigned long long)g_seed);
     printf("   %zu ops/thread/pass, %d reps (median; min %.1f ns/op)\n", g_ops, reps, core_min);
     printf("   core        %7.1f ns/op  %10s aggregate", core_med, rate);
     if (T > 1) {
         printf("  (per thread:");
-        for (int t = 0; t < T; t++) printf(" %.2fM/s", pt_med[t] / 1e6);
+        for (int t = 0; t < T; t++)
+            printf(" %.2fM/s", pt_med[t] / 1e6);
         printf(")");
     }
     printf("\n");
     printf("   plain_inc   %7.1f ns/op  core/plain  = %.2fx%s\n", plain_med, core_med / plain_med,
            T > 1 ? "  (private array per thread)" : "");
-    printf("   atomic64    %7.1f ns/op  core/atomic = %.2fx%s\n", atomic_med,
-           core_med / atomic_med, T > 1 ? "  (shared 64-byte-strided array)" : "");
+    printf("   atomic64    %7.1f ns/op  core/atomic = %.2fx%s\n", atomic_med, core_med / atomic_med,
+           T > 1 ? "  (shared 64-byte-strided array)" : "");
     printf("   key handle  %7.1f ns/op  key/atomic  = %.2fx  (ra_meter_record_key%s, a handle "
            "per key and thread)\n",
            key_med, key_med / atomic_med, c->sys_clock ? "" : "_at");
@@ -593,10 +606,11 @@ static int run_config(const cfg_t *c) {
                    ks.n_keys, N_TENANTS, ks.n_subjects, N_DIMS, g_dist_names[c->zipf],
                    c->zipf ? "1.0" : "null", T, c->sys_clock ? "system" : "fixed", g_ops, reps,
                    (unsigned long long)g_seed);
-    bench_json_add(&j, "\"ns_per_op\":%.3f,\"ns_per_op_min\":%.3f,\"ops_per_s\":%.0f,",
-                   core_med, core_min, rate_med);
+    bench_json_add(&j, "\"ns_per_op\":%.3f,\"ns_per_op_min\":%.3f,\"ops_per_s\":%.0f,", core_med,
+                   core_min, rate_med);
     bench_json_add(&j, "\"per_thread_ops_per_s\":[");
-    for (int t = 0; t < T; t++) bench_json_add(&j, "%s%.0f", t ? "," : "", pt_med[t]);
+    for (int t = 0; t < T; t++)
+        bench_json_add(&j, "%s%.0f", t ? "," : "", pt_med[t]);
     bench_json_add(&j, "],");
     bench_json_add(&j,
                    "\"baselines\":{\"plain_inc\":{\"ns_per_op\":%.3f},\"atomic64_add\":{"
@@ -643,17 +657,16 @@ static int parse_list(const char *s, uint32_t *out, int max) {
 }
 
 static void usage(void) {
-    fprintf(stderr,
-            "usage: bench-record [--quick] [--keys 10k,100k,1m] [--dist uniform,zipf]\n"
-            "                    [--threads 1,2] [--clock fixed|system|both] [--ops N]\n"
-            "                    [--reps N] [--seed N] [--out FILE]\n");
+    fprintf(stderr, "usage: bench-record [--quick] [--keys 10k,100k,1m] [--dist uniform,zipf]\n"
+                    "                    [--threads 1,2] [--clock fixed|system|both] [--ops N]\n"
+                    "                    [--reps N] [--seed N] [--out FILE]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     uint32_t keys[8] = {10000, 100000, 1000000}, threads[4] = {1, 2};
     int n_keys = 3, n_threads = 2, dists = 3; /* bit 0 uniform, bit 1 zipf */
-    int clock_mode = 3;                        /* bit 0 fixed, bit 1 system (100k uniform) */
+    int clock_mode = 3;                       /* bit 0 fixed, bit 1 system (100k uniform) */
     bool keys_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -665,9 +678,10 @@ int main(int argc, char **argv) {
             if (n_keys <= 0) usage();
             for (int k = 0; k < n_keys; k++)
                 if (keys[k] < N_TENANTS * N_DIMS) { /* at least one subject per tenant and dim */
-                    fprintf(stderr, "bench-record: --keys: at least %u keys (%u tenants x %u "
-                            "dims), got %llu\n", N_TENANTS * N_DIMS, N_TENANTS, N_DIMS,
-                            (unsigned long long)keys[k]);
+                    fprintf(stderr,
+                            "bench-record: --keys: at least %u keys (%u tenants x %u "
+                            "dims), got %llu\n",
+                            N_TENANTS * N_DIMS, N_TENANTS, N_DIMS, (unsigned long long)keys[k]);
                     return 2;
                 }
             keys_set = true;
@@ -683,7 +697,10 @@ int main(int argc, char **argv) {
             if (!dists) usage();
             i++;
         } else if (!strcmp(a, "--clock") && v) {
-            clock_mode = !strcmp(v, "fixed") ? 1 : !strcmp(v, "system") ? 2 : !strcmp(v, "both") ? 3 : 0;
+            clock_mode = !strcmp(v, "fixed")    ? 1
+                         : !strcmp(v, "system") ? 2
+                         : !strcmp(v, "both")   ? 3
+                                                : 0;
             if (!clock_mode) usage();
             i++;
         } else if (!strcmp(a, "--ops") && v) {
@@ -734,7 +751,9 @@ int main(int argc, char **argv) {
     }
     if (clock_mode & 2) {
         /* The system clock path once: 100k keys uniform, one thread (or --keys[0]). */
-        cfg_t c = {.keys = keys_set || g_quick ? keys[0] : 100000, .zipf = 0, .threads = 1,
+        cfg_t c = {.keys = keys_set || g_quick ? keys[0] : 100000,
+                   .zipf = 0,
+                   .threads = 1,
                    .sys_clock = 1};
         fails += run_config(&c);
     }

@@ -151,8 +151,8 @@ static int run(const scfg_t *c) {
             fprintf(stderr,
                     "bench-seal: %s rep %d: sealed %llu rows sum %llu in %zu slices; "
                     "expected %u rows sum %llu in %zu slices\n",
-                    c->name, r, (unsigned long long)got_rows, (unsigned long long)got, pend,
-                    rows, (unsigned long long)want, slices);
+                    c->name, r, (unsigned long long)got_rows, (unsigned long long)got, pend, rows,
+                    (unsigned long long)want, slices);
             ok = false;
         }
         /* ACK everything so the next round starts with an empty ring. */

@@ -66,7 +66,8 @@ static void stream_tenant(uint32_t k, uint8_t out[16]) {
     out[0] = 0x20;
     out[6] = 0x40; /* version 4 */
     out[8] = 0x80; /* variant */
-    for (int i = 0; i < 4; i++) out[12 + i] = (uint8_t)(k >> (24 - 8 * i));
+    for (int i = 0; i < 4; i++)
+        out[12 + i] = (uint8_t)(k >> (24 - 8 * i));
 }
 
 /* One row, one stream (tenant k, dimension bytes), window w, seq, prev. */
@@ -119,14 +120,22 @@ static const char *fs_name(const char *path) {
     struct statfs st;
     if (statfs(path, &st) != 0) return "unknown";
     switch ((unsigned long)st.f_type) {
-    case 0xEF53: return "ext2/3/4";
-    case 0x58465342: return "xfs";
-    case 0x9123683E: return "btrfs";
-    case 0x01021994: return "tmpfs";
-    case 0x794c7630: return "overlayfs";
-    case 0x2FC12FC1: return "zfs";
-    case 0x6969: return "nfs";
-    default: return "other";
+    case 0xEF53:
+        return "ext2/3/4";
+    case 0x58465342:
+        return "xfs";
+    case 0x9123683E:
+        return "btrfs";
+    case 0x01021994:
+        return "tmpfs";
+    case 0x794c7630:
+        return "overlayfs";
+    case 0x2FC12FC1:
+        return "zfs";
+    case 0x6969:
+        return "nfs";
+    default:
+        return "other";
     }
 }
 
@@ -162,8 +171,9 @@ static double write_fdatasync(const char *dir, const uint8_t *buf, size_t n, boo
 
 /* ---- 1. group commit ------------------------------------------------------------------ */
 
-static int no_heads(void *ud, int (*emit)(void *, const uint8_t[16], const char *, uint64_t,
-                                          int64_t, const uint8_t[32]),
+static int no_heads(void *ud,
+                    int (*emit)(void *, const uint8_t[16], const char *, uint64_t, int64_t,
+                                const uint8_t[32]),
                     void *eud) {
     (void)ud;
     (void)emit;
@@ -199,7 +209,8 @@ static int bench_append(size_t n, int reps) {
         bytes = frame_bytes(s, n);
         if (!raw) {
             raw = xmalloc(bytes);
-            for (size_t i = 0; i < bytes; i++) raw[i] = (uint8_t)(i * 131u + 7u);
+            for (size_t i = 0; i < bytes; i++)
+                raw[i] = (uint8_t)(i * 131u + 7u);
         }
         _Atomic uint64_t intent = 0;
         uint64_t first = 0, f0 = w.stats.fsyncs;
@@ -236,8 +247,10 @@ static int bench_append(size_t n, int reps) {
            a_med, a_min, sps, mbs);
     printf("   fsyncs per boundary: %" PRIu64 "%s (file + directory), whatever the slice count\n",
            fsyncs_min, fsyncs_min == fsyncs_max ? "" : " (VARIES!)");
-    printf("   write_fdatasync  median %9.3f ms   append/write_fdatasync = %.2fx\n", wf, a_med / wf);
-    printf("   durable_rename   median %9.3f ms   append/durable_rename  = %.2fx\n", dr, a_med / dr);
+    printf("   write_fdatasync  median %9.3f ms   append/write_fdatasync = %.2fx\n", wf,
+           a_med / wf);
+    printf("   durable_rename   median %9.3f ms   append/durable_rename  = %.2fx\n", dr,
+           a_med / dr);
     printf("   check: %s\n", ok && fsyncs_min == fsyncs_max ? "ok" : "FAILED");
 
     bench_json_t j = {.len = 0};
@@ -408,7 +421,8 @@ static int bench_recovery(uint32_t segs, uint32_t per_seg) {
         if ((rc = ra__wal_append(&w, s, per_seg, (W0 + g + 1) * WINDOW_LEN_S * 1000, &intent,
                                  &first)) != 0)
             die("ra__wal_append", rc);
-        for (uint32_t i = 0; i < per_seg; i++) ra_slice_unref(s[i]);
+        for (uint32_t i = 0; i < per_seg; i++)
+            ra_slice_unref(s[i]);
     }
     uint64_t wal_bytes = w.bytes;
     ra__wal_close(&w);
@@ -433,7 +447,8 @@ static int bench_recovery(uint32_t segs, uint32_t per_seg) {
     char *empty = make_tmpdir();
     double *oe = xmalloc(sizeof(double) * (size_t)warm_reps);
     bool ok_empty = true;
-    for (int r = 0; r < warm_reps; r++) oe[r] = timed_open(empty, 0, &ok_empty);
+    for (int r = 0; r < warm_reps; r++)
+        oe[r] = timed_open(empty, 0, &ok_empty);
     double o_e = bench_median(oe, (size_t)warm_reps);
     free(oe);
     ra_fix_rm_rf(empty);
@@ -457,8 +472,9 @@ static int bench_recovery(uint32_t segs, uint32_t per_seg) {
     double o_w = bench_median(ow, (size_t)warm_reps), b_w = bench_median(bw, (size_t)warm_reps);
     double o_c = bench_median(oc, (size_t)cold_reps), b_c = bench_median(bc, (size_t)cold_reps);
     double sps = (double)total / (o_w / 1e3);
-    printf("   ra_meter_open (recovery), warm cache  median %9.1f ms   %10.0f slices/s  %7.1f MB/s\n",
-           o_w, sps, (double)wal_bytes / 1e6 / (o_w / 1e3));
+    printf(
+        "   ra_meter_open (recovery), warm cache  median %9.1f ms   %10.0f slices/s  %7.1f MB/s\n",
+        o_w, sps, (double)wal_bytes / 1e6 / (o_w / 1e3));
     printf("   ra_meter_open (recovery), cold cache  median %9.1f ms\n", o_c);
     printf("   ra_meter_open, empty WAL (fixed cost)  median %9.1f ms\n", o_e);
     printf("   read + BLAKE3 per file,   warm cache  median %9.1f ms   open/baseline = %.2fx\n",

@@ -33,11 +33,11 @@ static void check_error(int rc, const ra_ingest_error_t *e, size_t size) {
 static size_t encode(const ra_ingest_record_t *r, size_t n, const char *scratch, char *out,
                      size_t cap) {
     size_t k = 0;
-#define EMIT(...)                                                                              \
-    do {                                                                                       \
-        int w = snprintf(out + k, cap - k, __VA_ARGS__);                                       \
-        if (w < 0 || (size_t)w >= cap - k) abort();                                            \
-        k += (size_t)w;                                                                        \
+#define EMIT(...)                                                                                  \
+    do {                                                                                           \
+        int w = snprintf(out + k, cap - k, __VA_ARGS__);                                           \
+        if (w < 0 || (size_t)w >= cap - k) abort();                                                \
+        k += (size_t)w;                                                                            \
     } while (0)
     EMIT("{\"records\":[");
     for (size_t i = 0; i < n; i++) {
@@ -47,9 +47,12 @@ static size_t encode(const ra_ingest_record_t *r, size_t n, const char *scratch,
         EMIT("%s{\"tenant\":\"%s\",\"subject\":\"", i ? "," : "", uuid);
         for (uint32_t j = 0; j < r[i].subject_len; j++) {
             unsigned char c = (unsigned char)scratch[r[i].subject_off + j];
-            if (c == '"' || c == '\\') EMIT("\\%c", c);
-            else if (c < 0x20) EMIT("\\u%04x", c);
-            else EMIT("%c", c);
+            if (c == '"' || c == '\\')
+                EMIT("\\%c", c);
+            else if (c < 0x20)
+                EMIT("\\u%04x", c);
+            else
+                EMIT("%c", c);
         }
         EMIT("\",\"dimension\":\"%s\",\"value\":%llu}", DIMS[r[i].dimension],
              (unsigned long long)r[i].value);
@@ -65,8 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = 0;
     char *scratch = malloc(size ? size : 1);
     if (!scratch) return 0;
-    int rc = ra_ingest_decode((const char *)data, size, DIMS, N_DIMS, out, MAX_RECORDS, &n,
-                              scratch, size, &err);
+    int rc = ra_ingest_decode((const char *)data, size, DIMS, N_DIMS, out, MAX_RECORDS, &n, scratch,
+                              size, &err);
     if (rc != 0) {
         check_error(rc, &err, size);
         free(scratch);
@@ -93,13 +96,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n2 = 0;
     char *scratch2 = malloc(clen);
     if (!scratch2) abort();
-    rc = ra_ingest_decode(canon, clen, DIMS, N_DIMS, again, MAX_RECORDS, &n2, scratch2, clen,
-                          &err);
+    rc = ra_ingest_decode(canon, clen, DIMS, N_DIMS, again, MAX_RECORDS, &n2, scratch2, clen, &err);
     if (rc != 0 || n2 != n) abort();
     for (size_t i = 0; i < n; i++) {
-        if (memcmp(out[i].tenant.b, again[i].tenant.b, 16) != 0 ||
-            out[i].value != again[i].value || out[i].dimension != again[i].dimension ||
-            out[i].subject_len != again[i].subject_len ||
+        if (memcmp(out[i].tenant.b, again[i].tenant.b, 16) != 0 || out[i].value != again[i].value ||
+            out[i].dimension != again[i].dimension || out[i].subject_len != again[i].subject_len ||
             memcmp(scratch + out[i].subject_off, scratch2 + again[i].subject_off,
                    out[i].subject_len) != 0)
             abort();

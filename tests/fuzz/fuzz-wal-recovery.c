@@ -42,12 +42,12 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A broken invariant: say which, then crash (libFuzzer keeps the input). */
-#define FAIL(...)                                                                            \
-    do {                                                                                     \
-        fprintf(stderr, "fuzz-wal-recovery: invariant broken at line %d: ", __LINE__);       \
-        fprintf(stderr, __VA_ARGS__);                                                        \
-        fprintf(stderr, "\n");                                                               \
-        abort();                                                                             \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "fuzz-wal-recovery: invariant broken at line %d: ", __LINE__);             \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+        abort();                                                                                   \
     } while (0)
 
 #define DIR "/wal"
@@ -156,7 +156,8 @@ static ssize_t m_write(void *ud, int fd, const void *buf, size_t n) {
     }
     if (f->len + n > f->cap) {
         size_t c = f->cap ? f->cap : 256;
-        while (c < f->len + n) c *= 2;
+        while (c < f->len + n)
+            c *= 2;
         uint8_t *d = realloc(f->data, c);
         if (!d) return -ENOMEM;
         f->data = d;
@@ -315,7 +316,8 @@ static const uint8_t *next_magic(const uint8_t *p, const uint8_t *end) {
 
 static void build(mfs_t *fs, const uint8_t *data, size_t size) {
     memset(fs, 0, sizeof *fs);
-    for (int i = 0; i < MAX_FDS; i++) fs->fd[i].file = -1;
+    for (int i = 0; i < MAX_FDS; i++)
+        fs->fd[i].file = -1;
     uint8_t flags = data[0];
     const uint8_t *p = data + 1, *end = data + size;
     int last_seg = -1;
@@ -358,7 +360,8 @@ static void build(mfs_t *fs, const uint8_t *data, size_t size) {
 }
 
 static void free_fs(mfs_t *fs) {
-    for (int i = 0; i < MAX_FILES; i++) free(fs->f[i].data);
+    for (int i = 0; i < MAX_FILES; i++)
+        free(fs->f[i].data);
 }
 
 /* ---- the visitor -------------------------------------------------------------------- */
@@ -387,14 +390,17 @@ static int v_head(void *ud, const uint8_t tenant[16], const char *dimension, uin
 
 static int v_slice(void *ud, ra_slice_t *s, uint64_t frame_seq) {
     got_t *g = ud;
-    if (g->n && frame_seq <= g->seq[g->n - 1]) FAIL("frame seq %llu after %llu", (unsigned long long)frame_seq, (unsigned long long)g->seq[g->n - 1]); /* strictly increasing */
+    if (g->n && frame_seq <= g->seq[g->n - 1])
+        FAIL("frame seq %llu after %llu", (unsigned long long)frame_seq,
+             (unsigned long long)g->seq[g->n - 1]); /* strictly increasing */
     size_t len;
     const uint8_t *bytes = ra_slice_bytes(s, &len);
     ra_slice_t *again = NULL;
     if (ra_slice_decode(bytes, len, &again) != 0) FAIL("a visited slice does not decode again");
     uint8_t d[32];
     ra_b3(bytes, len, d);
-    if (memcmp(d, ra_slice_b3(s), 32) != 0 || memcmp(d, ra_slice_b3(again), 32) != 0) FAIL("a visited slice's b3 is not BLAKE3 of its bytes");
+    if (memcmp(d, ra_slice_b3(s), 32) != 0 || memcmp(d, ra_slice_b3(again), 32) != 0)
+        FAIL("a visited slice's b3 is not BLAKE3 of its bytes");
     ra_slice_unref(again);
     if (g->n == g->cap) {
         size_t c = g->cap ? g->cap * 2 : 16;
@@ -417,15 +423,15 @@ static void v_problem(void *ud, const char *what, const char *file, uint64_t off
     got_t *g = ud;
     if (!what || !*what || !detail) FAIL("problem without a description");
     uint64_t size;
-    if (m_size(g->fs, file, &size) != 0) FAIL("problem in %s, not a file of the directory", file); /* a file of the directory */
+    if (m_size(g->fs, file, &size) != 0)
+        FAIL("problem in %s, not a file of the directory", file); /* a file of the directory */
     if (off > size) FAIL("problem offset %llu beyond %s", (unsigned long long)off, file);
 }
 
 /* The I/O layer over the in-memory file system (one run at a time: ud is set per run). */
-static ra__io_t g_io = {NULL,    m_create,    m_open_read, m_write,  m_pread,
-                        m_fsync, m_close,     m_fsync_dir, m_rename, m_unlink,
-                        m_truncate, m_size,   m_mkdir,     m_list,   m_lock,
-                        m_unlock};
+static ra__io_t g_io = {NULL,    m_create,    m_open_read, m_write,  m_pread,    m_fsync,
+                        m_close, m_fsync_dir, m_rename,    m_unlink, m_truncate, m_size,
+                        m_mkdir, m_list,      m_lock,      m_unlock};
 
 static void scan(mfs_t *fs, bool read_only, got_t *g, ra__wal_t *w) {
     memset(g, 0, sizeof *g);
@@ -455,14 +461,17 @@ static void debug(const char *step, mfs_t *fs, const got_t *g) {
                 fprintf(stderr, "%s%02x", k % 32 ? " " : "\n     ", f->data[k]);
         }
     fprintf(stderr, "\n   slices (frame seq):");
-    for (size_t i = 0; g && i < g->n; i++) fprintf(stderr, " %llu", (unsigned long long)g->seq[i]);
+    for (size_t i = 0; g && i < g->n; i++)
+        fprintf(stderr, " %llu", (unsigned long long)g->seq[i]);
     fprintf(stderr, "\n");
 }
 
 static void same(const got_t *a, const got_t *b, size_t n) {
     if (a->n < n || b->n < n) FAIL("%zu / %zu slices, expected %zu", a->n, b->n, n);
     for (size_t i = 0; i < n; i++)
-        if (a->seq[i] != b->seq[i] || memcmp(a->b3[i], b->b3[i], 32) != 0) FAIL("slice %zu differs: frame seq %llu vs %llu", i, (unsigned long long)a->seq[i], (unsigned long long)b->seq[i]);
+        if (a->seq[i] != b->seq[i] || memcmp(a->b3[i], b->b3[i], 32) != 0)
+            FAIL("slice %zu differs: frame seq %llu vs %llu", i, (unsigned long long)a->seq[i],
+                 (unsigned long long)b->seq[i]);
 }
 
 static void free_got(got_t *g) {
@@ -470,8 +479,9 @@ static void free_got(got_t *g) {
     free(g->b3);
 }
 
-static int no_heads(void *ud, int (*emit)(void *, const uint8_t[16], const char *, uint64_t,
-                                          int64_t, const uint8_t[32]),
+static int no_heads(void *ud,
+                    int (*emit)(void *, const uint8_t[16], const char *, uint64_t, int64_t,
+                                const uint8_t[32]),
                     void *eud) {
     (void)ud;
     (void)emit;
@@ -509,7 +519,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     scan(fs, false, &g2, &w); /* 2 */
     debug("2 repairing", fs, &g2);
     same(&g1, &g2, g1.n);
-    if (g2.n != g1.n) FAIL("the repairing open found %zu slices, the read-only scan %zu", g2.n, g1.n);
+    if (g2.n != g1.n)
+        FAIL("the repairing open found %zu slices, the read-only scan %zu", g2.n, g1.n);
     uint64_t next = w.next_seq;
     ra_slice_t *s = NULL;
     if (ra_slice_decode(v1, sizeof v1, &s) != 0) FAIL("v1 does not decode");
@@ -524,15 +535,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * (reported with the WAL issue). */
     /* Ids stay at or below 2^62 (FORMAT.md §4): a WAL whose names or checkpoint reach the
      * top of that range (crafted files only) has no id left, and the append refuses. */
-    bool room = next != 0 && next + 2 <= ((uint64_t)1 << 62) &&
-                !(g1.n && g1.seq[g1.n - 1] >= next);
+    bool room = next != 0 && next + 2 <= ((uint64_t)1 << 62) && !(g1.n && g1.seq[g1.n - 1] >= next);
     for (int i = 0; i < MAX_FILES && room; i++) {
         const mfile_t *f = &fs->f[i];
         if (!f->used || strlen(f->name) != 20 || strcmp(f->name + 16, ".seg") != 0) continue;
         if (strtoull(f->name, NULL, 16) >= next) room = false;
     }
     int rc = room ? ra__wal_append(&w, &s, 1, 1699999500000LL, &intent, &first) : -1;
-    if (room && (rc != 0 || first < next || (g1.n && first <= g1.seq[g1.n - 1]))) FAIL("append after recovery: rc %d, first %llu, next %llu", rc, (unsigned long long)first, (unsigned long long)next);
+    if (room && (rc != 0 || first < next || (g1.n && first <= g1.seq[g1.n - 1])))
+        FAIL("append after recovery: rc %d, first %llu, next %llu", rc, (unsigned long long)first,
+             (unsigned long long)next);
     ra_slice_unref(s);
     ra__wal_close(&w);
 
@@ -545,10 +557,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t torn = w.stats.torn_bytes;
     ra__wal_close(&w);
     size_t want = g1.n + (room ? 1 : 0);
-    if (g3.n != want || g4.n != want) FAIL("after the append: %zu and %zu slices, expected %zu", g3.n, g4.n, want);
+    if (g3.n != want || g4.n != want)
+        FAIL("after the append: %zu and %zu slices, expected %zu", g3.n, g4.n, want);
     same(&g1, &g3, g1.n);
     same(&g3, &g4, want);
-    if (room && (g4.seq[want - 1] != first || memcmp(g4.b3[want - 1], v1_b3, 32) != 0)) FAIL("the appended slice is not last");
+    if (room && (g4.seq[want - 1] != first || memcmp(g4.b3[want - 1], v1_b3, 32) != 0))
+        FAIL("the appended slice is not last");
     if (torn != 0) FAIL("%llu torn bytes after two repairing opens", (unsigned long long)torn);
 
     /* 5. ACK every other slice and compact (segments removed, mostly-ACKed ones rewritten);
@@ -558,7 +572,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     debug("5 repairing", fs, &g5);
     same(&g4, &g5, want);
     if (g5.n != want) FAIL("reopen before compaction: %zu slices, expected %zu", g5.n, want);
-    for (size_t i = 0; i < g5.n; i += 2) ra__wal_acked(&w, g5.seq[i]);
+    for (size_t i = 0; i < g5.n; i += 2)
+        ra__wal_acked(&w, g5.seq[i]);
     size_t removed = 0;
     rc = ra__wal_compact(&w, no_heads, NULL, &removed);
     /* WalCorrupt: a damaged segment does not hold what memory says, and is left alone */
@@ -574,10 +589,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * to be a subset of g5. */
     size_t i6 = 0;
     for (size_t j = 1; j < g5.n; j += 2) {
-        while (i6 < g6.n && g6.seq[i6] < g5.seq[j]) i6++;
+        while (i6 < g6.n && g6.seq[i6] < g5.seq[j])
+            i6++;
         if (i6 == g6.n || g6.seq[i6] != g5.seq[j] || memcmp(g6.b3[i6], g5.b3[j], 32) != 0)
-            FAIL("un-ACKed frame seq %llu is gone after compaction",
-                 (unsigned long long)g5.seq[j]);
+            FAIL("un-ACKed frame seq %llu is gone after compaction", (unsigned long long)g5.seq[j]);
     }
     free_got(&g5);
     free_got(&g6);

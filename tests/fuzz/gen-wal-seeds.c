@@ -22,10 +22,10 @@
  *                 its header id) or RONWHDS1 (the heads checkpoint). */
 #include "ron/accounting.h"
 
+#include "../fixtures.h"
 #include "internal.h"
 #include "io.h"
 #include "wal.h"
-#include "../fixtures.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -67,7 +67,8 @@ static int doc_block(const char *tag, const char *name, uint8_t *out, size_t cap
         if (strncmp(line, "```", 3) == 0) break;
         if (strncmp(line, "b3 ", 3) == 0) continue;
         for (char *p = line; *p;) {
-            while (*p == ' ') p++;
+            while (*p == ' ')
+                p++;
             if (!*p) break;
             unsigned b;
             if (!isxdigit((unsigned char)p[0]) || sscanf(p, "%2x", &b) != 1 || *len >= cap) {
@@ -114,8 +115,9 @@ typedef struct {
     const uint8_t *b3;
 } one_head_t;
 
-static int emit_one(void *ud, int (*emit)(void *, const uint8_t[16], const char *, uint64_t,
-                                          int64_t, const uint8_t[32]),
+static int emit_one(void *ud,
+                    int (*emit)(void *, const uint8_t[16], const char *, uint64_t, int64_t,
+                                const uint8_t[32]),
                     void *eud) {
     const one_head_t *h = ud;
     return emit(eud, h->tenant, h->dim, h->seq, h->ws, h->b3);
@@ -144,8 +146,7 @@ static void golden(uint8_t **seg, size_t *seg_len, uint8_t **heads, size_t *head
     ra_slice_get_tenant(v1, &t);
     one_head_t h = {t.b, ra_slice_dimension(v1), id.seq, id.window_start_s, ra_slice_b3(v1)};
     size_t removed = 0;
-    if (ra__wal_compact(&w, emit_one, &h, &removed) != 0 || removed != 1)
-        die("ra__wal_compact");
+    if (ra__wal_compact(&w, emit_one, &h, &removed) != 0 || removed != 1) die("ra__wal_compact");
     snprintf(p, sizeof p, "%s/heads", dir);
     *heads = slurp(p, heads_len);
     ra__wal_close(&w);
@@ -155,7 +156,8 @@ static void golden(uint8_t **seg, size_t *seg_len, uint8_t **heads, size_t *head
 
 static void print_block(const char *name, const uint8_t *b, size_t n) {
     printf("```golden-wal %s\n", name);
-    for (size_t k = 0; k < n; k++) printf("%02x%s", b[k], (k % 16 == 15 || k + 1 == n) ? "\n" : " ");
+    for (size_t k = 0; k < n; k++)
+        printf("%02x%s", b[k], (k % 16 == 15 || k + 1 == n) ? "\n" : " ");
     printf("```\n\n");
 }
 
@@ -173,7 +175,8 @@ static int check(void) {
         uint8_t doc[4096];
         size_t n;
         if (doc_block("golden-wal", want[i].name, doc, sizeof doc, &n) != 0) {
-            printf("not ok - docs/FORMAT.md has no readable ```golden-wal %s block\n", want[i].name);
+            printf("not ok - docs/FORMAT.md has no readable ```golden-wal %s block\n",
+                   want[i].name);
             bad = 1;
         } else if (n != want[i].n || memcmp(doc, want[i].b, n) != 0) {
             printf("not ok - docs/FORMAT.md's golden-wal %s differs from what the writer "
@@ -235,7 +238,8 @@ static uint8_t *meter_wal(size_t *len, int windows, int ack_first) {
             for (unsigned s = 0; s < 2; s++) {
                 ra_subject_t sub;
                 memset(sub.b, (int)(s + 1), 16);
-                ra_meter_record_at(m, t0 + w * 60000 + 1000, &t[k], &sub, k, 10 * (uint64_t)w + s + 1);
+                ra_meter_record_at(m, t0 + w * 60000 + 1000, &t[k], &sub, k,
+                                   10 * (uint64_t)w + s + 1);
             }
         ra_slice_t *out[8];
         size_t n = 0;

@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CHECK(cond)                                                                          \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "install-smoke.c:%d: check failed: %s\n", __LINE__, #cond);      \
-            return 1;                                                                        \
-        }                                                                                    \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "install-smoke.c:%d: check failed: %s\n", __LINE__, #cond);            \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 static int64_t fixed_clock(void *ud) {
