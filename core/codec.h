@@ -51,6 +51,8 @@ RA_INTERNAL void ra__slice_set_wal_seq(ra_slice_t *s, uint64_t seq);
 RA_INTERNAL uint64_t ra__slice_wal_seq(const ra_slice_t *s);
 RA_INTERNAL void ra__slice_set_pending_pos(ra_slice_t *s, size_t pos);
 RA_INTERNAL size_t ra__slice_pending_pos(const ra_slice_t *s);
+RA_INTERNAL void ra__slice_set_ring_seq(ra_slice_t *s, uint64_t seq);
+RA_INTERNAL uint64_t ra__slice_ring_seq(const ra_slice_t *s);
 RA_INTERNAL void ra__slice_free_unfinished(ra_slice_t *s);
 RA_INTERNAL const char *ra__slice_version(const ra_slice_t *s);
 RA_INTERNAL bool ra__slice_same(const ra_slice_t *a, const ra_slice_t *b);

@@ -244,6 +244,16 @@ _Static_assert(offsetof(ra__plane_hdr_t, dims) == 56, "plane header layout");
 #include "pending.h"
 #include "seal.h"
 
+/* The WAL as the backlog (journal.c owns it): the pending ring holds the oldest un-ACKed
+ * slices; every later one is durable in the WAL and waits there ("spilled"), read back into
+ * the ring, in WAL order, as ACKs make room. So a downstream outage is bounded by the WAL's
+ * caps, not by pending_slices_cap, and memory by the ring (I-7, I-10). */
+typedef struct ra__backlog {
+    uint64_t spill_seq; /* the oldest WAL frame seq that may be spilled; 0: none is */
+    uint64_t spilled;   /* frames on disk only (un-ACKed, not in the ring) */
+    uint64_t spilled_total, refilled_total, refill_errors;
+} ra__backlog_t;
+
 struct ra_meter_s {
     ra__plane_hdr_t *hdr; /* == mapping base */
     ra__slot_t *slots;
@@ -272,6 +282,7 @@ struct ra_meter_s {
     pthread_mutex_t *seal_mu; /* &seal_mu_: const meters lock it too */
     pthread_mutex_t seal_mu_;
     ra__pending_t pending;
+    ra__backlog_t backlog;
     ra__seal_scratch_t seal;
     struct ra__wal *wal; /* the sealer's write-ahead log, or NULL (amnesia) */
     const struct ra__io *io;

@@ -43,25 +43,40 @@ static int on_head(void *ud, const uint8_t tenant[16], const char *dimension, ui
     return d < 0 ? RA_EINCOMPAT : advance_head(r, tenant, d, seq, last_ws, b3);
 }
 
+/* A stream whose replayed chain skips seqs: the slices between were in a segment that is
+ * gone or damaged. Nothing downstream can accept the later ones (gap) until an operator
+ * accepts the loss (docs: failure modes), so it is said here, once per break, with the
+ * stream and the range, and counted (accounting_wal_chain_breaks_total). */
+static void chain_break(recover_t *r, const uint8_t tenant[16], int dim, uint64_t from, uint64_t to,
+                        uint64_t at) {
+    ra_tenant_t t;
+    char ts[RA_UUID_STR_LEN + 1];
+    memcpy(t.b, tenant, 16);
+    ra_tenant_format(&t, ts);
+    r->m->wal->stats.chain_breaks++;
+    ra__log(r->m, RA_LOG_ERROR,
+            "wal recovery: stream %s/%s misses seq %" PRIu64 "..%" PRIu64 " before seq %" PRIu64
+            " (a segment is gone or damaged): the downstream will answer gap for this "
+            "stream until the loss is accepted (ron-accounting streams accept-loss)",
+            ts, r->m->dim_names[dim], from, to, at);
+}
+
 /* Each un-ACKed slice goes to the pending ring exactly once, in WAL order (seq order per
- * stream); its stream's head follows it. */
+ * stream), until the ring is full; the rest stays on disk (the backlog) and is read back as
+ * ACKs make room. Its stream's head follows it either way. */
 static int on_slice(void *ud, ra_slice_t *s, uint64_t frame_seq) {
     recover_t *r = ud;
     ra_meter_t *m = r->m;
     int d = dim_of(r, ra_slice_dimension(s));
     int rc = d < 0 ? RA_EINCOMPAT : 0;
-    if (rc == 0 && ra__pending_room(&m->pending) == 0) {
-        ra__errbuf(r->err, r->errlen,
-                   "the WAL holds more un-ACKed slices than pending_slices_cap (%zu): raise "
-                   "pending_slices_cap",
-                   m->pending.cap);
-        rc = RA_ECAPACITY;
-    }
     if (rc == 0) {
         ra_slice_id_t id;
         ra_tenant_t t;
         ra_slice_get_id(s, &id);
         ra_slice_get_tenant(s, &t);
+        ra__head_t *h = ra__head_get(m, t.b, (uint32_t)d, false);
+        uint64_t prev = h ? h->seq : 0;
+        if (id.seq > prev + 1) chain_break(r, t.b, d, prev + 1, id.seq - 1, id.seq);
         rc = advance_head(r, t.b, d, id.seq, id.window_start_s, ra_slice_b3(s));
     }
     if (rc != 0) {
@@ -69,7 +84,7 @@ static int on_slice(void *ud, ra_slice_t *s, uint64_t frame_seq) {
         return rc;
     }
     ra__slice_set_wal_seq(s, frame_seq);
-    ra__pending_push(&m->pending, s);
+    ra__journal_publish(m, &s, 1);
     return 0;
 }
 
@@ -101,7 +116,7 @@ int ra__journal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t er
     ra__heads_reset(m);
     recover_t r = {m, err, errlen};
     ra__wal_visitor_t v = {&r, on_head, on_slice, on_problem};
-    uint32_t entries = cfg->wal_max_entries ? cfg->wal_max_entries : cfg->pending_slices_cap;
+    uint32_t entries = cfg->wal_max_entries ? cfg->wal_max_entries : RA_WAL_ENTRIES_DEFAULT;
     int rc = ra__wal_open(m->wal, m->io, cfg->wal_dir, cfg->wal_max_bytes, entries,
                           cfg->wal_max_age_s, false, &v, err, errlen);
     if (rc != 0) {
@@ -111,9 +126,11 @@ int ra__journal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t er
     }
     const ra__wal_stats_t *st = &m->wal->stats;
     ra__log(m, RA_LOG_INFO,
-            "wal %s: %zu segments, %" PRIu64 " slices replayed into pending, %" PRIu64
-            " corrupt frames skipped, %" PRIu64 " torn bytes cut",
-            cfg->wal_dir, m->wal->nsegs, st->replayed, st->corrupt_frames, st->torn_bytes);
+            "wal %s: %zu segments, %" PRIu64 " slices replayed (%" PRIu64
+            " of them wait on disk for room in pending), %" PRIu64
+            " corrupt frames skipped, %" PRIu64 " torn bytes cut, %" PRIu64 " chain breaks",
+            cfg->wal_dir, m->wal->nsegs, st->replayed, m->backlog.spilled, st->corrupt_frames,
+            st->torn_bytes, st->chain_breaks);
     ra__journal_room_changed(m, ra__meter_now_ms(m), false);
     return 0;
 }
@@ -153,4 +170,95 @@ int ra__journal_compact(ra_meter_t *m) {
     int rc = ra__wal_compact(m->wal, ra__heads_each, m, &removed);
     ra__journal_room_changed(m, ra__meter_now_ms(m), false);
     return rc;
+}
+
+/* ---- the backlog: the WAL beyond the pending ring ------------------------------------- */
+
+/* The backlog's counters change under the seal lock and are read without it (metrics,
+ * ra_meter_backlog): atomic adds. */
+static void bump(uint64_t *c, int64_t d) {
+    __atomic_fetch_add(c, (uint64_t)d, __ATOMIC_RELAXED);
+}
+
+size_t ra__journal_publish(ra_meter_t *m, ra_slice_t *const *batch, size_t n) {
+    ra__backlog_t *b = &m->backlog;
+    size_t pushed = 0;
+    for (size_t i = 0; i < n; i++) {
+        ra_slice_t *s = batch[i];
+        if (b->spill_seq == 0 && ra__pending_room(&m->pending) > 0) {
+            ra__pending_push(&m->pending, s);
+            pushed++;
+            continue;
+        }
+        /* Without a WAL the plan (seal.c step 3) never takes more than the ring holds. */
+        RA_ASSERT(m->wal && ra__slice_wal_seq(s) != 0);
+        if (b->spill_seq == 0) b->spill_seq = ra__slice_wal_seq(s);
+        bump(&b->spilled, 1);
+        bump(&b->spilled_total, 1);
+        ra_slice_unref(s); /* durable in its segment: read back when there is room */
+    }
+    return pushed;
+}
+
+/* Reads one frame of a segment into a slice; NULL when it is no longer readable. */
+static ra_slice_t *read_frame(ra__segr_t *r, uint64_t off) {
+    size_t avail;
+    int rc;
+    const uint8_t *fb = ra__segr_at(r, off, RA_WAL_FRAME_MAX_BYTES, &avail, &rc);
+    uint64_t seq;
+    const uint8_t *payload;
+    size_t plen;
+    ra_slice_t *s = NULL;
+    if (!fb || !ra__wal_frame_parse(fb, avail, &seq, &payload, &plen) ||
+        ra__slice_decode_trusted(payload, plen, payload + plen, &s) != 0)
+        return NULL;
+    return s;
+}
+
+void ra__journal_refill(ra_meter_t *m) {
+    ra__backlog_t *b = &m->backlog;
+    if (!m->wal || b->spill_seq == 0 || ra__pending_room(&m->pending) == 0) return;
+    ra__wal_t *w = m->wal;
+    for (size_t i = 0; i < w->nsegs; i++) {
+        ra__wal_seg_t *sg = &w->segs[i];
+        if (sg->frames == 0 || sg->seqs[sg->frames - 1] < b->spill_seq) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%016" PRIx64 ".seg", w->dir, sg->id);
+        ra__segr_t r;
+        if (ra__segr_open(&r, w->io, path) != 0) {
+            bump(&b->refill_errors, 1);
+            ra__log(m, RA_LOG_ERROR, "backlog: cannot read %s; its slices wait in the WAL", path);
+            return; /* retried at the next ACK or rollover */
+        }
+        for (uint32_t k = 0; k < sg->frames; k++) {
+            uint64_t seq = sg->seqs[k];
+            if (seq < b->spill_seq || sg->acked[k]) continue;
+            if (ra__pending_room(&m->pending) == 0) {
+                b->spill_seq = seq;
+                ra__segr_close(&r);
+                return;
+            }
+            ra_slice_t *s = read_frame(&r, sg->offs[k]);
+            bump(&b->spilled, -1);
+            if (!s) {
+                /* Damaged since recovery read it: lost like a corrupt frame, and its
+                 * stream will stop on a gap that the operator resolves. */
+                bump(&b->refill_errors, 1);
+                w->stats.corrupt_frames++;
+                ra__wal_acked(w, seq);
+                ra__log(m, RA_LOG_ERROR,
+                        "backlog: frame seq %" PRIu64 " in %s is no longer "
+                        "readable; its slice is lost",
+                        seq, path);
+                continue;
+            }
+            ra__slice_set_wal_seq(s, seq);
+            ra__pending_push(&m->pending, s);
+            bump(&b->refilled_total, 1);
+            b->spill_seq = seq + 1; /* the frames after it may still wait */
+        }
+        ra__segr_close(&r);
+    }
+    b->spill_seq = 0; /* everything spilled is back in the ring */
+    __atomic_store_n(&b->spilled, 0, __ATOMIC_RELAXED);
 }

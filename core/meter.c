@@ -42,7 +42,7 @@ void ra_config_init(ra_config_t *cfg) {
     cfg->pending_slices_cap = 8192;
     cfg->amnesia = 1; /* RAM only unless the caller asks for, and configures, a WAL */
     cfg->wal_max_bytes = 512ull << 20;
-    cfg->wal_max_entries = 0; /* = pending_slices_cap */
+    cfg->wal_max_entries = 0; /* = 200000 (seed 000): the backlog, beyond pending */
     cfg->wal_max_age_s = 86400;
 }
 
@@ -127,12 +127,8 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
         ra__errbuf(err, errlen, "wal_dir is empty");
         return RA_EINVAL;
     }
-    if (cfg->wal_dir &&
-        (cfg->wal_max_entries > cfg->pending_slices_cap || cfg->wal_max_bytes < (2u << 20))) {
-        ra__errbuf(err, errlen,
-                   "wal_max_entries (%u) must not exceed pending_slices_cap (%u), and "
-                   "wal_max_bytes (%llu) must hold at least one full frame (2 MiB)",
-                   cfg->wal_max_entries, cfg->pending_slices_cap,
+    if (cfg->wal_dir && cfg->wal_max_bytes < (2u << 20)) {
+        ra__errbuf(err, errlen, "wal_max_bytes (%llu) must hold at least one full frame (2 MiB)",
                    (unsigned long long)cfg->wal_max_bytes);
         return RA_EINVAL;
     }
@@ -306,10 +302,13 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t ou
     /* The sealer's scratch grows in the one process that seals, as rows need it: the
      * record path (nginx workers) never pays for it. */
     m->seal.rows_max = m->hdr->entries_cap;
-    if (rc == 0) rc = ra__seal(m, now_ms == RA_NOW ? ra__meter_now_ms(m) : now_ms, n_sealed);
-    /* The slices sealed now are the newest entries of the ring; taken under the mutex, so
-     * no concurrent ACK can shift them. */
-    if (out && *n_sealed) ra__pending_newest(&m->pending, *n_sealed, out, out_cap);
+    size_t in_ring = 0;
+    if (rc == 0) ra__journal_refill(m); /* the backlog first: it is older */
+    if (rc == 0)
+        rc = ra__seal(m, now_ms == RA_NOW ? ra__meter_now_ms(m) : now_ms, n_sealed, &in_ring);
+    /* The slices sealed now that went into the ring are its newest entries; taken under
+     * the lock, so no concurrent ACK can shift them (the others wait in the WAL). */
+    if (out && in_ring) ra__pending_newest(&m->pending, in_ring, out, out_cap);
     unlock(m);
     return rc;
 }
@@ -346,6 +345,25 @@ size_t ra_meter_pending_count(const ra_meter_t *m) {
     return ra__pending_count(&m->pending);
 }
 
+int ra_meter_pending_since(const ra_meter_t *m, uint64_t after, ra_slice_t **out, size_t cap,
+                           size_t *n_out, uint64_t *last_out) {
+    if (!m || (cap && !out) || !n_out || !last_out) return RA_EINVAL;
+    lock(m);
+    *n_out = ra__pending_since(&m->pending, after, out, cap, last_out);
+    unlock(m);
+    return 0;
+}
+
+int ra_meter_backlog(const ra_meter_t *m, ra_backlog_t *out) {
+    if (!m || !out) return RA_EINVAL;
+    const ra__backlog_t *b = &m->backlog;
+    out->spilled = __atomic_load_n(&b->spilled, __ATOMIC_RELAXED);
+    out->spilled_total = __atomic_load_n(&b->spilled_total, __ATOMIC_RELAXED);
+    out->refilled_total = __atomic_load_n(&b->refilled_total, __ATOMIC_RELAXED);
+    out->refill_errors = __atomic_load_n(&b->refill_errors, __ATOMIC_RELAXED);
+    return 0;
+}
+
 int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out) {
     if (!m || !out) return RA_EINVAL;
     lock(m);
@@ -360,6 +378,11 @@ int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s) {
     uint64_t wal_seq = 0;
     int rc = ra__pending_remove(&m->pending, s, &wal_seq);
     if (rc == 0 && wal_seq) ra__journal_acked(m, wal_seq);
+    /* The backlog comes back in batches: once an eighth of the ring is free, not per ACK
+     * (each refill opens segment files). */
+    if (rc == 0 && m->backlog.spill_seq &&
+        ra__pending_room(&m->pending) >= (m->pending.cap + 7) / 8)
+        ra__journal_refill(m);
     unlock(m);
     return rc;
 }

@@ -74,16 +74,16 @@ typedef struct sink {
 } sink_t;
 
 static void put(sink_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Formats straight into the caller's buffer and always counts the whole length, so a
+ * buffer that is too small is reported (RA_EBUFSIZE with the size needed), never a line
+ * cut short (a 256-byte staging buffer used to truncate long HELP texts silently). */
 static void put(sink_t *s, const char *fmt, ...) {
-    char tmp[256];
+    size_t room = s->len < s->cap ? s->cap - s->len : 0;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    int n = vsnprintf(room ? s->buf + s->len : NULL, room, fmt, ap);
     va_end(ap);
-    if (n <= 0) return;
-    size_t k = (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1;
-    if (s->len + k < s->cap) memcpy(s->buf + s->len, tmp, k);
-    s->len += k;
+    if (n > 0) s->len += (size_t)n;
 }
 
 static void head(sink_t *s, int id) {
@@ -190,6 +190,16 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
              w->stats.write_errors},
             {"accounting_wal_failed", "gauge",
              "1 when a segment is in doubt: sealing stopped until a restart.", w->failed},
+            {"accounting_wal_chain_breaks_total", "counter",
+             "Streams whose chain, replayed from the WAL, misses seqs (a segment gone or "
+             "damaged): the downstream answers gap until the loss is accepted.",
+             w->stats.chain_breaks},
+            {"accounting_backlog_slices", "gauge",
+             "Sealed slices waiting in the WAL for room in the pending ring (the backlog).",
+             __atomic_load_n(&m->backlog.spilled, __ATOMIC_RELAXED)},
+            {"accounting_backlog_refilled_total", "counter",
+             "Backlog slices read back from the WAL into the pending ring.",
+             __atomic_load_n(&m->backlog.refilled_total, __ATOMIC_RELAXED)},
         };
         for (size_t i = 0; i < sizeof wm / sizeof wm[0]; i++)
             put(&s, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", wm[i].name, wm[i].help, wm[i].name,

@@ -66,6 +66,7 @@ void ra__pending_push(ra__pending_t *p, ra_slice_t *s) {
     RA_ASSERT(p->live < p->cap); /* callers reserve room first */
     if (p->tail - p->head == p->cap) compact(p);
     ra__slice_set_pending_pos(s, p->tail);
+    ra__slice_set_ring_seq(s, ++p->pushed);
     p->ring[p->tail % p->cap] = s;
     p->tail++;
     __atomic_fetch_add(&p->live, 1, __ATOMIC_RELAXED); /* read without the lock: count */
@@ -154,4 +155,28 @@ ra_slice_t *ra__pending_get(const ra__pending_t *p, size_t idx) {
 /* Exact at some instant without the lock: every change of `live` is an atomic RMW. */
 size_t ra__pending_count(const ra__pending_t *p) {
     return __atomic_load_n(&p->live, __ATOMIC_RELAXED);
+}
+
+/* References to the live entries that entered the ring after push number `after`, oldest
+ * first, at most cap; *last is the newest one's push number (after, when none). Entries are
+ * in push order, so the walk goes back from the tail and stops at the first older one:
+ * O(what is new), whatever the ring holds. */
+size_t ra__pending_since(const ra__pending_t *p, uint64_t after, ra_slice_t **out, size_t cap,
+                         uint64_t *last) {
+    *last = after;
+    size_t i = p->tail;
+    while (i > p->head) {
+        ra_slice_t *s = p->ring[(i - 1) % p->cap];
+        if (s && ra__slice_ring_seq(s) <= after) break;
+        i--;
+    }
+    size_t n = 0;
+    for (; i < p->tail && n < cap; i++) {
+        ra_slice_t *s = p->ring[i % p->cap];
+        if (!s) continue;
+        ra_slice_ref(s);
+        out[n++] = s;
+        *last = ra__slice_ring_seq(s);
+    }
+    return n;
 }

@@ -15,6 +15,7 @@
 typedef struct ra__pending {
     ra_slice_t **ring; /* cap entries; NULL marks an ACKed hole */
     size_t cap, head, tail, live;
+    uint64_t pushed; /* pushes so far: each slice's ring_seq, what pending_since reads */
 } ra__pending_t;
 
 RA_INTERNAL int ra__pending_init(ra__pending_t *p, size_t cap);
@@ -28,5 +29,7 @@ RA_INTERNAL size_t ra__pending_list(const ra__pending_t *p, size_t from, ra_slic
                                     size_t cap);
 RA_INTERNAL ra_slice_t *ra__pending_get(const ra__pending_t *p, size_t idx);
 RA_INTERNAL size_t ra__pending_count(const ra__pending_t *p);
+RA_INTERNAL size_t ra__pending_since(const ra__pending_t *p, uint64_t after, ra_slice_t **out,
+                                     size_t cap, uint64_t *last);
 
 #endif /* RA_PENDING_H */

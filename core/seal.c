@@ -22,7 +22,8 @@
  *      back, and nothing is reported sealed. A sealer killed in between leaves
  *      seal_intent in the plane: the next sealer releases the frozen pairs if the segment
  *      made it to disk, and unfreezes them if not (ra__seal_recover).
- *   7. Publish: the slices go to the pending ring and the boundary counter advances; a
+ *   7. Publish: the slices go to the pending ring (with a WAL, those the ring has no room
+ *      for wait in the WAL: journal.c's backlog) and the boundary counter advances; a
  *      plan that stopped short (step 3) is counted and answered.
  *
  * ra__seal below runs the steps in order, one function each. It runs under the meter's
@@ -476,11 +477,12 @@ typedef struct seal_plan {
     int64_t w_fit;   /* every window <= w_fit is complete after this rollover */
 } seal_plan_t;
 
-/* Step 3: how many streams fit, in the pending ring and, with a WAL, under its caps? */
+/* Step 3: how many streams fit: with a WAL, under its caps (what the pending ring cannot
+ * hold waits in the WAL: journal.c, the backlog); without one, in the pending ring. */
 static void plan(ra_meter_t *m, int64_t now_ms, uint32_t w_end, seal_plan_t *pl) {
     ra__seal_scratch_t *sc = &m->seal;
     const ra__sort_key_t *by_rank = sc->keys, *order = sc->keys + pl->S;
-    size_t room = ra__pending_room(&m->pending), need = 0, fit = 0;
+    size_t room = m->wal ? SIZE_MAX : ra__pending_room(&m->pending), need = 0, fit = 0;
     uint64_t wal_frames = UINT64_MAX, wal_bytes = UINT64_MAX, need_bytes = 0;
     if (m->wal) ra__wal_room(m->wal, now_ms, &wal_frames, &wal_bytes);
     int stop_reason = -1;
@@ -575,10 +577,9 @@ static uint64_t build(ra_meter_t *m, const seal_plan_t *pl, size_t *built) {
 /* Step 7: the slices into the pending ring, the metrics, the boundary counter; a plan that
  * stopped short is counted, logged and answered. */
 static int publish(ra_meter_t *m, int64_t now_ms, int64_t sealed, const seal_plan_t *pl,
-                   size_t built, uint64_t late, uint64_t rows_sealed) {
+                   size_t built, uint64_t late, uint64_t rows_sealed, size_t *in_ring) {
     ra__seal_scratch_t *sc = &m->seal;
-    for (size_t i = 0; i < built; i++)
-        ra__pending_push(&m->pending, sc->batch[i]);
+    *in_ring = ra__journal_publish(m, sc->batch, built);
     ra__plane_metrics_t *mt = &m->hdr->metrics;
     atomic_fetch_add_explicit(&mt->late_rows, late, memory_order_relaxed);
     atomic_fetch_add_explicit(&mt->sealed_rows, rows_sealed, memory_order_relaxed);
@@ -612,8 +613,8 @@ static int publish(ra_meter_t *m, int64_t now_ms, int64_t sealed, const seal_pla
     return RA_ECAPACITY;
 }
 
-int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
-    *n_sealed = 0;
+int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed, size_t *n_in_ring) {
+    *n_sealed = *n_in_ring = 0;
     /* A segment in doubt: seal_intent names it and frozen pairs wait for a restart to look
      * at the disk. Sealing anything now would overwrite that record. */
     if (m->wal && m->wal->failed) return RA_EIO;
@@ -645,5 +646,5 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed) {
         if (rc != 0) return rc; /* nothing sealed; the counts are back in (or kept in) the plane */
     }
     *n_sealed = built;
-    return publish(m, now_ms, sealed, &pl, built, late, rows_sealed); /* step 7 */
+    return publish(m, now_ms, sealed, &pl, built, late, rows_sealed, n_in_ring); /* step 7 */
 }

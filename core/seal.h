@@ -61,7 +61,7 @@ typedef struct ra__seal_scratch {
 
 /* seal.c: the rollover (under the seal lock, in the plane's one sealer), and the recovery
  * of a seal a crash interrupted (at open, after the journal recovered the WAL). */
-RA_INTERNAL int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed);
+RA_INTERNAL int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed, size_t *n_in_ring);
 RA_INTERNAL void ra__seal_scratch_free(ra__seal_scratch_t *sc);
 RA_INTERNAL void ra__seal_recover(ra_meter_t *m);
 /* seal_sort.c */

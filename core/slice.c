@@ -22,6 +22,7 @@ struct ra_slice_s {
      * it in O(1) (pending.c). Only read and written under the meter's seal mutex; the one
      * mutable field of an otherwise immutable slice, never part of its bytes. */
     size_t pending_pos;
+    uint64_t ring_seq; /* the meter's count of pushes when it entered the ring (pending.c) */
     size_t len;
     uint8_t bytes[];
 };
@@ -49,6 +50,14 @@ void ra__slice_set_pending_pos(ra_slice_t *s, size_t pos) {
 
 size_t ra__slice_pending_pos(const ra_slice_t *s) {
     return s->pending_pos;
+}
+
+void ra__slice_set_ring_seq(ra_slice_t *s, uint64_t seq) {
+    s->ring_seq = seq;
+}
+
+uint64_t ra__slice_ring_seq(const ra_slice_t *s) {
+    return s->ring_seq;
 }
 
 /* Shrinks an unfinished slice to the bytes actually encoded (never grows it). */

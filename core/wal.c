@@ -5,7 +5,8 @@
  * increasing seq) and the slice decoder. Recovery never stops at a bad frame: a bad tail
  * of the newest segment is a torn write (truncated, its bytes kept as .broken), anything
  * else is corruption (skipped, counted, reported, and the scan resynchronises on the next
- * valid frame). No input makes it crash or loop. */
+ * valid frame). No input makes it crash or loop, and no file is read whole: segments go
+ * through a bounded window (wal_reader.c), whatever their size says. */
 #include "wal.h"
 
 #include <errno.h>
@@ -64,11 +65,14 @@ static uint64_t mono_us(void) {
 /* A blocking fsync cannot be interrupted; what the core can do is measure it. One over the
  * budget is counted (io_timeouts_total{op="fsync"}) and logged by the meter; the runtime
  * that calls rollover owns the deadline around it. */
-static void fsync_took(ra__wal_t *w, uint64_t t0) {
-    uint64_t us = mono_us() - t0;
+static void fsync_note(ra__wal_t *w, uint64_t us) {
     w->stats.fsyncs++;
     if (us > w->stats.fsync_max_us) w->stats.fsync_max_us = us;
     if (us > RA_WAL_FSYNC_BUDGET_US) w->stats.slow_fsyncs++;
+}
+
+static void fsync_took(ra__wal_t *w, uint64_t t0) {
+    fsync_note(w, mono_us() - t0);
 }
 
 static int fsync_dir(ra__wal_t *w) {
@@ -155,6 +159,8 @@ static bool release_reserve(ra__wal_t *w) {
 
 /* ---- recovery ------------------------------------------------------------------------ */
 
+#define RA_WAL_HEADS_MAX_BYTES ((uint64_t)256 << 20)
+
 typedef struct {
     uint64_t *ids;
     size_t n, cap;
@@ -205,16 +211,35 @@ static void problem(const ra__wal_visitor_t *v, const char *what, const char *fi
     if (v && v->problem) v->problem(v->ud, what, file, off, detail ? detail : "");
 }
 
-/* The next offset after `from` where a valid frame with a seq above `last` starts. */
-static size_t resync(const uint8_t *buf, size_t len, size_t from, uint64_t last) {
-    for (size_t off = from; off + RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER <= len; off++) {
-        if (buf[off] != RA_WAL_FRAME_MAGIC[0]) continue;
+/* The next offset after `from` where a valid frame with a seq above `last` starts; the end
+ * of the file when there is none (or the file cannot be read: *rc). */
+static uint64_t resync(ra__segr_t *r, uint64_t from, uint64_t last, int *rc) {
+    uint64_t off = from;
+    while (off + RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER <= r->size) {
+        size_t avail;
+        const uint8_t *b = ra__segr_at(r, off, RA_WAL_FRAME_MAX_BYTES, &avail, rc);
+        if (!b) return r->size;
+        /* Candidates are the magic's first byte, found with memchr: a long damaged stretch
+         * (a 2 GB hole of zeros) is skipped at memory speed, one window at a time. Only
+         * starts whose whole largest frame fits in the window are tried in this pass. */
+        bool at_end = r->base + r->len >= r->size;
+        size_t scan =
+            at_end ? avail : (avail > RA_WAL_FRAME_MAX_BYTES ? avail - RA_WAL_FRAME_MAX_BYTES : 1);
+        const uint8_t *m = memchr(b, RA_WAL_FRAME_MAGIC[0], scan);
+        if (!m) {
+            off += scan;
+            continue;
+        }
+        off += (uint64_t)(m - b);
+        b = ra__segr_at(r, off, RA_WAL_FRAME_MAX_BYTES, &avail, rc);
+        if (!b) return r->size;
         uint64_t seq;
         const uint8_t *p;
         size_t pl;
-        if (ra__wal_frame_parse(buf + off, len - off, &seq, &p, &pl) && seq > last) return off;
+        if (ra__wal_frame_parse(b, avail, &seq, &p, &pl) && seq > last) return off;
+        off++;
     }
-    return len;
+    return r->size;
 }
 
 /* Describes what a damaged frame at buf was, if enough of it is readable. */
@@ -250,16 +275,17 @@ static int grow_segs(ra__wal_t *w) {
     return 0;
 }
 
-/* Takes ownership of seqs (frames entries, ascending). */
+/* Takes ownership of seqs and offs (frames entries each, ascending). */
 static int add_seg(ra__wal_t *w, uint64_t id, uint32_t frames, uint64_t bytes, int64_t created,
-                   uint64_t *seqs) {
+                   uint64_t *seqs, uint64_t *offs) {
     uint8_t *acked = calloc(frames ? frames : 1, 1);
     if (!acked || grow_segs(w) != 0) {
         free(acked);
         free(seqs);
+        free(offs);
         return RA_ENOMEM;
     }
-    w->segs[w->nsegs++] = (ra__wal_seg_t){id, frames, frames, bytes, created, seqs, acked};
+    w->segs[w->nsegs++] = (ra__wal_seg_t){id, frames, frames, bytes, created, seqs, offs, acked};
     w->bytes += bytes;
     w->entries += frames;
     w->unacked += frames;
@@ -267,75 +293,121 @@ static int add_seg(ra__wal_t *w, uint64_t id, uint32_t frames, uint64_t bytes, i
     return 0;
 }
 
-static int write_durable(ra__wal_t *w, const char *path, const uint8_t *buf, size_t len);
+/* Writes `head` (may be NULL) then bytes [off, off + n) of r's file to path, and fsyncs it:
+ * a copy through the bounded buffer, never the whole range in memory. */
+static int copy_durable(ra__wal_t *w, const char *path, const uint8_t *head, size_t head_len,
+                        ra__segr_t *r, uint64_t off, uint64_t n) {
+    ra__segw_t o;
+    int rc = ra__segw_open(&o, w->io, path);
+    if (rc != 0) return rc;
+    if (head) ra__segw_write(&o, head, head_len);
+    ra__segw_copy(&o, r, off, n);
+    uint64_t us = 0;
+    rc = ra__segw_finish(&o, true, &us);
+    if (us) fsync_note(w, us);
+    return rc;
+}
 
 /* Repairs a torn newest segment: the bytes after `off` are kept next to it as .broken, and
  * the segment is rewritten (tmp, fsync, rename, directory fsync) holding the valid prefix
  * with its header's frame count set to the frames recovered, so the next open finds a
  * clean segment. On any failure the segment stays as it was (recovery is repeatable). */
-static void cut_torn_tail(ra__wal_t *w, uint64_t id, uint8_t *buf, size_t off, size_t len,
-                          uint32_t frames, bool header_ok) {
+static void cut_torn_tail(ra__wal_t *w, uint64_t id, ra__segr_t *r, uint64_t off, uint32_t frames,
+                          bool header_ok) {
     char seg[4200], broken[4200], tmp[4200], stem[64];
     seg_path(w, id, "", seg, sizeof seg);
     seg_path(w, id, ".broken", broken, sizeof broken);
     snprintf(stem, sizeof stem, "%016" PRIx64 ".seg.repair", id);
     tmp_name(w, stem, tmp, sizeof tmp);
-    if (off < len) write_durable(w, broken, buf + off, len - off);
+    if (off < r->size) copy_durable(w, broken, NULL, 0, r, off, r->size - off);
     if (!header_ok || off < RA_WAL_SEG_HDR) {
         if (w->io->truncate(w->io->ud, seg, off) == 0) fsync_dir(w);
         return;
     }
-    ra__put_u32(buf + 24, frames);
-    ra__put_u32(buf + 28, hdr_sum(buf, 28));
-    if (write_durable(w, tmp, buf, off) == 0 && w->io->rename(w->io->ud, tmp, seg) == 0)
+    size_t avail;
+    int rc;
+    const uint8_t *h = ra__segr_at(r, 0, RA_WAL_SEG_HDR, &avail, &rc);
+    if (!h || avail < RA_WAL_SEG_HDR) return;
+    uint8_t hdr[RA_WAL_SEG_HDR];
+    memcpy(hdr, h, sizeof hdr);
+    ra__put_u32(hdr + 24, frames);
+    ra__put_u32(hdr + 28, hdr_sum(hdr, 28));
+    if (copy_durable(w, tmp, hdr, sizeof hdr, r, RA_WAL_SEG_HDR, off - RA_WAL_SEG_HDR) == 0 &&
+        w->io->rename(w->io->ud, tmp, seg) == 0)
         fsync_dir(w);
     else
         w->io->unlink(w->io->ud, tmp);
+}
+
+/* Grows the per-frame arrays of a segment being scanned. */
+static bool grow_frames(uint64_t **seqs, uint64_t **offs, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap * 2 : 64;
+    uint64_t *a = realloc(*seqs, c * sizeof *a);
+    if (!a) return false;
+    *seqs = a;
+    uint64_t *b = realloc(*offs, c * sizeof *b);
+    if (!b) return false;
+    *offs = b;
+    *cap = c;
+    return true;
 }
 
 static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only, uint64_t *last_seq,
                         const ra__wal_visitor_t *v) {
     char path[4200];
     seg_path(w, id, "", path, sizeof path);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    int rc = ra__io_read_file(w->io, path, (uint64_t)1 << 40, &buf, &len);
+    ra__segr_t r;
+    int rc = ra__segr_open(&r, w->io, path);
     if (rc != 0) {
         /* An I/O error is not corruption: skipping the segment would lose reported slices
          * (and a later append could reuse its id). Refuse to open instead. */
         problem(v, "unreadable segment", path, 0, strerror(-rc));
         return RA_EIO;
     }
+    uint64_t len = r.size;
+    int io_rc = 0; /* a failed read (negative errno), apart from the visitor's codes in rc */
+    size_t avail;
+    const uint8_t *hdr = ra__segr_at(&r, 0, RA_WAL_SEG_HDR, &avail, &rc);
+    if (!hdr) {
+        ra__segr_close(&r);
+        problem(v, "unreadable segment", path, 0, strerror(-rc));
+        return RA_EIO;
+    }
     int64_t created = -1; /* unknown until the header is read: no age-cap verdict on it */
     uint32_t declared = 0;
     bool header_ok = false;
-    size_t off = RA_WAL_SEG_HDR;
-    if (len < RA_WAL_SEG_HDR || memcmp(buf, RA_WAL_SEG_MAGIC, 8) != 0 ||
-        ra__get_u32(buf + 28) != hdr_sum(buf, 28) || ra__get_u64(buf + 8) != id) {
+    uint64_t off = RA_WAL_SEG_HDR;
+    if (avail < RA_WAL_SEG_HDR || memcmp(hdr, RA_WAL_SEG_MAGIC, 8) != 0 ||
+        ra__get_u32(hdr + 28) != hdr_sum(hdr, 28) || ra__get_u64(hdr + 8) != id) {
         if (newest && len < RA_WAL_SEG_HDR) { /* torn before its header was complete */
             w->stats.torn_bytes += len;
             problem(v, "torn segment header", path, 0, "");
-            if (!read_only) cut_torn_tail(w, id, buf, 0, len, 0, false);
+            if (!read_only) cut_torn_tail(w, id, &r, 0, 0, false);
             off = len;
         } else {
+            /* Nothing of the header is trusted, its sizes least of all: the scan looks
+             * for frames, one bounded window at a time. */
             w->stats.corrupt_frames++;
             problem(v, "corrupt segment header", path, 0, "");
-            off = resync(buf, len, RA_WAL_SEG_HDR < len ? RA_WAL_SEG_HDR : len, *last_seq);
+            off = resync(&r, RA_WAL_SEG_HDR < len ? RA_WAL_SEG_HDR : len, *last_seq, &io_rc);
         }
     } else {
-        created = (int64_t)ra__get_u64(buf + 16);
-        declared = ra__get_u32(buf + 24);
+        created = (int64_t)ra__get_u64(hdr + 16);
+        declared = ra__get_u32(hdr + 24);
         header_ok = true;
     }
     uint32_t frames = 0, corrupt_here = 0;
     bool torn = false;
-    uint64_t *seqs = NULL;
-    size_t seqs_cap = 0;
-    while (off < len) {
+    uint64_t *seqs = NULL, *offs = NULL;
+    size_t frames_cap = 0;
+    while (off < len && rc == 0 && io_rc == 0) {
         uint64_t seq;
         const uint8_t *payload;
         size_t plen;
-        size_t size = ra__wal_frame_parse(buf + off, len - off, &seq, &payload, &plen);
+        const uint8_t *fb = ra__segr_at(&r, off, RA_WAL_FRAME_MAX_BYTES, &avail, &io_rc);
+        if (!fb) break;
+        size_t size = ra__wal_frame_parse(fb, avail, &seq, &payload, &plen);
         if (size && (seq <= *last_seq || seq < id)) { /* valid bytes in the wrong place */
             w->stats.corrupt_frames++;
             corrupt_here++;
@@ -358,38 +430,28 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only, 
             continue;
         }
         if (size) {
-            if (frames == seqs_cap) {
-                size_t c = seqs_cap ? seqs_cap * 2 : 64;
-                uint64_t *p = realloc(seqs, c * sizeof *p);
-                if (!p) {
-                    ra_slice_unref(s);
-                    free(seqs);
-                    free(buf);
-                    return RA_ENOMEM;
-                }
-                seqs = p;
-                seqs_cap = c;
+            if (!grow_frames(&seqs, &offs, &frames_cap, (size_t)frames + 1)) {
+                ra_slice_unref(s);
+                rc = RA_ENOMEM;
+                break;
             }
             seqs[frames] = seq;
+            offs[frames] = off;
             *last_seq = seq;
             frames++;
             w->stats.replayed++;
             rc = v && v->slice ? v->slice(v->ud, s, seq) : (ra_slice_unref(s), 0);
-            if (rc != 0) {
-                free(seqs);
-                free(buf);
-                return rc;
-            }
             off += size;
             continue;
         }
-        size_t next = resync(buf, len, off + 1, *last_seq);
         char d[300];
-        describe_damage(buf + off, len - off, d, sizeof d);
+        describe_damage(fb, avail, d, sizeof d);
+        uint64_t next = resync(&r, off + 1, *last_seq, &io_rc);
+        if (io_rc != 0) break;
         if (next == len && newest) { /* nothing valid after it: the tail was torn */
             w->stats.torn_bytes += len - off;
             problem(v, "torn tail", path, off, d);
-            if (!read_only) cut_torn_tail(w, id, buf, off, len, frames, header_ok);
+            if (!read_only) cut_torn_tail(w, id, &r, off, frames, header_ok);
             len = off;
             torn = true;
             break;
@@ -399,6 +461,16 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only, 
         problem(v, "corrupt frame", path, off, d);
         off = next;
     }
+    if (io_rc != 0) { /* a read failed mid-scan: not corruption either */
+        problem(v, "unreadable segment", path, off, strerror(-io_rc));
+        rc = RA_EIO;
+    }
+    if (rc != 0) {
+        ra__segr_close(&r);
+        free(seqs);
+        free(offs);
+        return rc;
+    }
     /* The header says how many frames the segment holds: nothing may vanish silently, not
      * even whole frames cut at a frame boundary. */
     if (header_ok && !torn && frames + corrupt_here < declared) {
@@ -407,16 +479,17 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only, 
         snprintf(d, sizeof d, "segment declares %u frames, %u recovered", declared, frames);
         if (newest) { /* a clean cut at a frame boundary: a torn tail without torn bytes */
             problem(v, "torn tail at a frame boundary", path, len, d);
-            if (!read_only) cut_torn_tail(w, id, buf, len, len, frames, true);
+            if (!read_only) cut_torn_tail(w, id, &r, len, frames, true);
         } else {
             problem(v, "missing frames", path, len, d);
             w->stats.corrupt_frames += missing;
         }
         w->stats.missing_frames += missing;
     }
-    free(buf);
+    ra__segr_close(&r);
     if (frames == 0) {
         free(seqs);
+        free(offs);
         if (!read_only) {
             /* Nothing to replay: keep the bytes for forensics, out of the way. */
             char broken[4200];
@@ -426,7 +499,7 @@ static int scan_segment(ra__wal_t *w, uint64_t id, bool newest, bool read_only, 
         }
         return 0;
     }
-    return add_seg(w, id, frames, len, created, seqs);
+    return add_seg(w, id, frames, len, created, seqs, offs);
 }
 
 static int read_heads(ra__wal_t *w, const ra__wal_visitor_t *v) {
@@ -434,7 +507,18 @@ static int read_heads(ra__wal_t *w, const ra__wal_visitor_t *v) {
     dir_path(w, "heads", path, sizeof path);
     uint8_t *buf = NULL;
     size_t len = 0;
-    int rc = ra__io_read_file(w->io, path, (uint64_t)1 << 32, &buf, &len);
+    /* The checkpoint is read whole (its checksum covers it all), so its size is checked
+     * first: one entry is at most 17 + 32 + 48 bytes, and 256 MiB hold 2.7 M streams. */
+    uint64_t size = 0;
+    int rc = w->io->size(w->io->ud, path, &size);
+    if (rc == -ENOENT) return 0;
+    if (rc == 0 && size > RA_WAL_HEADS_MAX_BYTES) {
+        w->stats.corrupt_frames++;
+        problem(v, "heads checkpoint too large", path, 0,
+                "stream heads before the oldest segment are lost");
+        return 0;
+    }
+    if (rc == 0) rc = ra__io_read_file(w->io, path, RA_WAL_HEADS_MAX_BYTES, &buf, &len);
     if (rc == -ENOENT) return 0;
     if (rc != 0) { /* not corruption: going on would restart chains at seq 1 (a fork) */
         problem(v, "unreadable heads checkpoint", path, 0, strerror(-rc));
@@ -574,6 +658,7 @@ void ra__wal_close(ra__wal_t *w) {
     w->lock_handle = -1;
     for (size_t i = 0; i < w->nsegs; i++) {
         free(w->segs[i].seqs);
+        free(w->segs[i].offs);
         free(w->segs[i].acked);
     }
     free(w->segs);
@@ -630,11 +715,12 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
         total += RA_WAL_FRAME_HDR + len + RA_WAL_FRAME_TRAILER;
     }
     /* Everything the segment record needs, first: once it is durable nothing may fail. */
-    uint64_t *seqs = malloc(n * sizeof *seqs);
+    uint64_t *seqs = malloc(n * sizeof *seqs), *offs = malloc(n * sizeof *offs);
     uint8_t *acked = calloc(n, 1);
     uint8_t *buf = malloc(total);
-    if (!seqs || !acked || !buf || grow_segs(w) != 0) {
+    if (!seqs || !offs || !acked || !buf || grow_segs(w) != 0) {
         free(seqs);
+        free(offs);
         free(acked);
         free(buf);
         return RA_ENOMEM;
@@ -649,8 +735,10 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
         w->next_seq += n; /* ids of a failed attempt are burnt, never reused */
         seg_header(buf, id, now_ms, (uint32_t)n);
         size_t off = RA_WAL_SEG_HDR;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            offs[i] = off;
             off += frame_encode(buf + off, id + i, slices[i]);
+        }
         char stem[64];
         snprintf(stem, sizeof stem, "%016" PRIx64 ".seg", id);
         tmp_name(w, stem, tmp, sizeof tmp);
@@ -662,6 +750,7 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
     free(buf);
     if (rc != 0) {
         free(seqs);
+        free(offs);
         free(acked);
         return errno_code(rc);
     }
@@ -675,6 +764,7 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
         if (w->io->size(w->io->ud, seg, &sz) != 0) {
             w->io->unlink(w->io->ud, tmp);
             free(seqs);
+            free(offs);
             free(acked);
             return errno_code(rc);
         }
@@ -685,6 +775,7 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
          * made durable, nobody knows: stop sealing until a restart decides from disk. */
         w->stats.write_errors++;
         free(seqs);
+        free(offs);
         free(acked);
         if (w->io->unlink(w->io->ud, seg) == 0 && fsync_dir(w) == 0) return errno_code(rc);
         w->failed = true;
@@ -692,7 +783,8 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
     }
     for (size_t i = 0; i < n; i++)
         seqs[i] = id + i;
-    w->segs[w->nsegs++] = (ra__wal_seg_t){id, (uint32_t)n, (uint32_t)n, total, now_ms, seqs, acked};
+    w->segs[w->nsegs++] =
+        (ra__wal_seg_t){id, (uint32_t)n, (uint32_t)n, total, now_ms, seqs, offs, acked};
     w->bytes += total;
     w->entries += n;
     w->unacked += n;
@@ -808,32 +900,40 @@ static int write_heads(ra__wal_t *w, ra__wal_heads_fn heads, void *ud) {
 
 /* Rewrites a segment keeping only its un-ACKed frames (byte for byte, same seqs), under the
  * same file name: tmp, fsync, rename over, directory fsync. A crash at any point leaves
- * either the old segment or the new one, never both. */
+ * either the old segment or the new one, never both. Streams through the bounded reader
+ * and writer; the header goes first with the count memory expects, and a file that turns
+ * out not to hold exactly those frames is left alone. */
 static int rewrite_segment(ra__wal_t *w, ra__wal_seg_t *s) {
     char path[4200], tmp[4200], stem[64];
     seg_path(w, s->id, "", path, sizeof path);
     snprintf(stem, sizeof stem, "%016" PRIx64 ".seg.compact", s->id);
     tmp_name(w, stem, tmp, sizeof tmp);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    int rc = ra__io_read_file(w->io, path, (uint64_t)1 << 40, &buf, &len);
+    ra__segr_t r;
+    int rc = ra__segr_open(&r, w->io, path);
     if (rc != 0) return errno_code(rc);
-    uint8_t *out = malloc(len);
-    if (!out) {
-        free(buf);
-        return RA_ENOMEM;
+    ra__segw_t o;
+    rc = ra__segw_open(&o, w->io, tmp);
+    if (rc != 0) {
+        ra__segr_close(&r);
+        return errno_code(rc);
     }
+    uint8_t hdr[RA_WAL_SEG_HDR];
+    seg_header(hdr, s->id, s->created_ms < 0 ? 0 : s->created_ms, s->unacked);
+    ra__segw_write(&o, hdr, sizeof hdr);
     /* Exactly the frames recovery (or the append) accepted: the same rules as scan_segment
      * — checksums, a seq above the last accepted one and not below the segment id, a valid
      * slice — so a damaged twin with the seq of a real frame can never take its place. */
-    size_t off = RA_WAL_SEG_HDR, w_off = RA_WAL_SEG_HDR, k = 0, kept = 0;
-    uint64_t last = 0;
-    while (off < len && k < s->frames) {
+    uint64_t off = RA_WAL_SEG_HDR, w_off = RA_WAL_SEG_HDR, last = 0;
+    size_t k = 0, kept = 0;
+    while (off < r.size && k < s->frames && rc == 0) {
+        size_t avail;
+        const uint8_t *fb = ra__segr_at(&r, off, RA_WAL_FRAME_MAX_BYTES, &avail, &rc);
+        if (!fb) break;
         uint64_t seq;
         const uint8_t *p;
-        size_t pl, size = ra__wal_frame_parse(buf + off, len - off, &seq, &p, &pl);
+        size_t pl, size = ra__wal_frame_parse(fb, avail, &seq, &p, &pl);
         if (!size) { /* damage recovery already skipped: skip it again */
-            off = resync(buf, len, off + 1, last);
+            off = resync(&r, off + 1, last, &rc);
             continue;
         }
         ra__decoded_t d;
@@ -846,25 +946,26 @@ static int rewrite_segment(ra__wal_t *w, ra__wal_seg_t *s) {
             k++;
         if (k < s->frames && s->seqs[k] == seq) {
             if (!s->acked[k]) {
-                memcpy(out + w_off, buf + off, size);
-                w_off += size;
+                ra__segw_write(&o, fb, size);
                 s->seqs[kept] = seq; /* the arrays shrink as the file does */
+                s->offs[kept] = w_off;
                 s->acked[kept] = 0;
+                w_off += size;
                 kept++;
             }
             k++;
         }
         off += size;
     }
-    if (kept != s->unacked) { /* the file does not hold what memory says: leave it alone */
-        free(buf);
-        free(out);
-        return RA_EWALCORRUPT;
+    ra__segr_close(&r);
+    if (rc != 0 || kept != s->unacked) { /* unreadable, or not what memory says: leave it */
+        ra__segw_abandon(&o);
+        w->io->unlink(w->io->ud, tmp);
+        return rc != 0 ? errno_code(rc) : RA_EWALCORRUPT;
     }
-    seg_header(out, s->id, s->created_ms < 0 ? 0 : s->created_ms, (uint32_t)kept);
-    free(buf);
-    rc = write_durable(w, tmp, out, w_off);
-    free(out);
+    uint64_t us = 0;
+    rc = ra__segw_finish(&o, true, &us);
+    if (us) fsync_note(w, us);
     if (rc == 0) rc = w->io->rename(w->io->ud, tmp, path);
     if (rc == 0) rc = fsync_dir(w);
     if (rc != 0) {
@@ -907,6 +1008,7 @@ int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t
             w->bytes -= s->bytes;
             w->entries -= s->frames;
             free(s->seqs);
+            free(s->offs);
             free(s->acked);
             (*removed)++;
             continue;
@@ -915,22 +1017,26 @@ int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t
             /* Work on copies: a failed rewrite must leave memory matching the old file. */
             ra__wal_seg_t copy = *s;
             copy.seqs = malloc(s->frames * sizeof *copy.seqs);
+            copy.offs = malloc(s->frames * sizeof *copy.offs);
             copy.acked = malloc(s->frames);
-            if (copy.seqs && copy.acked) {
+            if (copy.seqs && copy.offs && copy.acked) {
                 memcpy(copy.seqs, s->seqs, s->frames * sizeof *copy.seqs);
+                memcpy(copy.offs, s->offs, s->frames * sizeof *copy.offs);
                 memcpy(copy.acked, s->acked, s->frames);
                 int r = rewrite_segment(w, &copy);
                 if (r == 0) {
                     free(s->seqs);
+                    free(s->offs);
                     free(s->acked);
                     *s = copy;
-                    copy.seqs = NULL;
+                    copy.seqs = copy.offs = NULL;
                     copy.acked = NULL;
                 } else if (!rw) {
                     rw = r;
                 }
             }
             free(copy.seqs);
+            free(copy.offs);
             free(copy.acked);
         }
         w->segs[k++] = *s;

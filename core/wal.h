@@ -19,6 +19,7 @@
 #define RA_WAL_FRAME_SLICE 1
 #define RA_WAL_HEADS_MAGIC "RONWHDS1"
 #define RA_WAL_SEQ_MAX ((uint64_t)1 << 62) /* frame seqs and segment ids stay below */
+#define RA_WAL_ENTRIES_DEFAULT 200000u     /* seed 000 appendix A: wal.max_entries */
 
 /* Test knobs (never set outside tests). */
 enum { RA_WAL_TEST_SKIP_DIR_FSYNC = 1 };
@@ -30,6 +31,7 @@ typedef struct ra__wal_seg {
     uint64_t bytes;
     int64_t created_ms;
     uint64_t *seqs; /* its frames' seqs, ascending */
+    uint64_t *offs; /* its frames' byte offsets in the file (the backlog reads them back) */
     uint8_t *acked; /* per frame: ACKed (memory only; compaction acts on it) */
 } ra__wal_seg_t;
 
@@ -40,6 +42,7 @@ typedef struct ra__wal_stats {
     uint64_t missing_frames;     /* declared by a segment header, not found */
     uint64_t segments_rewritten; /* by compaction, keeping only un-ACKed frames */
     uint64_t fsync_max_us;       /* the slowest fsync seen */
+    uint64_t chain_breaks;       /* streams whose replayed chain misses seqs (recovery) */
 } ra__wal_stats_t;
 
 #define RA_WAL_FSYNC_BUDGET_US 5000000u
@@ -113,6 +116,40 @@ int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t
 
 /* Whether a segment with this id is in the WAL. */
 bool ra__wal_has_segment(const ra__wal_t *w, uint64_t id);
+
+/* Bounded file access (wal_reader.c): a window of RA_WAL_WINDOW bytes over a segment for
+ * reading, a buffer of the same size for writing. RA_WAL_WINDOW holds the largest frame
+ * (24 + 1 MiB + 32 bytes) with room to spare, so a frame is always readable in one piece. */
+#define RA_WAL_WINDOW (4u << 20)
+#define RA_WAL_FRAME_MAX_BYTES (RA_WAL_FRAME_HDR + RA_FRAME_MAX + RA_WAL_FRAME_TRAILER)
+typedef struct ra__segr {
+    const ra__io_t *io;
+    int fd;
+    uint64_t size; /* of the file, when opened */
+    uint8_t *buf;  /* bytes [base, base + len) of the file */
+    size_t cap, len;
+    uint64_t base;
+} ra__segr_t;
+/* 0 or a negative errno (a non-regular file is refused by the I/O layer's size). */
+int ra__segr_open(ra__segr_t *r, const ra__io_t *io, const char *path);
+void ra__segr_close(ra__segr_t *r);
+/* Bytes from off, at least want of them when the file has them (want <= the window);
+ * *avail is how many are readable at the pointer. NULL and *rc < 0 on an I/O error. */
+const uint8_t *ra__segr_at(ra__segr_t *r, uint64_t off, size_t want, size_t *avail, int *rc);
+
+typedef struct ra__segw {
+    const ra__io_t *io;
+    int fd, err;
+    uint8_t *buf;
+    size_t len;
+    uint64_t written;
+} ra__segw_t;
+int ra__segw_open(ra__segw_t *o, const ra__io_t *io, const char *path); /* create, 0600 */
+int ra__segw_write(ra__segw_t *o, const void *p, size_t n);
+int ra__segw_copy(ra__segw_t *o, ra__segr_t *r, uint64_t off, uint64_t n);
+/* Flushes, fsyncs (when asked; its duration in *fsync_us), closes: 0 or the first error. */
+int ra__segw_finish(ra__segw_t *o, bool do_fsync, uint64_t *fsync_us);
+void ra__segw_abandon(ra__segw_t *o);
 
 /* Frame codec, shared with verify and the fuzz harness: parses one frame at buf (len bytes
  * available). Returns the frame's size, 0 when buf does not start a valid frame. */

@@ -134,7 +134,8 @@ typedef struct ra_config_s {
     void *log_ud;
     const char *wal_dir;      /* the sealer's write-ahead log (created 0700, locked) */
     uint64_t wal_max_bytes;   /* default 512 MiB */
-    uint32_t wal_max_entries; /* un-ACKed slices; 0 (default): pending_slices_cap */
+    uint32_t wal_max_entries; /* slices retained; 0 (default): 200000 (beyond the ring */
+                              /* they wait on disk: the backlog) */
     uint32_t wal_max_age_s;   /* oldest un-ACKed segment; default 86400; 0: no limit */
 } ra_config_t;
 
@@ -260,10 +261,30 @@ RA_EXTERN int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t *
  * how many were written. */
 RA_EXTERN int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out, size_t cap,
                                     size_t *n_out);
+/* The pending slices that entered the ring after push number `after` (0: all), oldest
+ * first, at most cap, as new references; *last_out gets the newest one's push number
+ * (`after` when none). Passing it back as `after` yields only what came since: slices
+ * sealed since, and, with a WAL, slices read back from the backlog as ACKs made room.
+ * O(what is new). */
+RA_EXTERN int ra_meter_pending_since(const ra_meter_t *m, uint64_t after, ra_slice_t **out,
+                                     size_t cap, size_t *n_out, uint64_t *last_out);
 /* The downstream has stored this slice: drop it from the pending ring (memory only; the
  * WAL segment goes at the next ra_meter_compact). RA_ENOTFOUND if no pending slice has
- * that identity (slice id and digest). */
+ * that identity (slice id and digest). With a backlog, an ACK that frees an eighth of the
+ * ring reads the next waiting slices back from the WAL (a read, under the seal lock). */
 RA_EXTERN int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s);
+
+/* The WAL as the backlog: sealed slices the pending ring has no room for wait in the WAL
+ * and come back, in order, as ACKs make room, so an outage is bounded by the WAL's caps
+ * (wal_max_entries, wal_max_bytes, wal_max_age_s), not by pending_slices_cap. */
+typedef struct ra_backlog_s {
+    uint64_t spilled;        /* slices waiting in the WAL, not in the ring, now */
+    uint64_t spilled_total;  /* that went to the WAL only, since open */
+    uint64_t refilled_total; /* read back into the ring, since open */
+    uint64_t refill_errors;  /* read-backs that failed (a damaged segment: logged) */
+} ra_backlog_t;
+/* Lock-free (counters read atomically): the loop thread may call it. */
+RA_EXTERN int ra_meter_backlog(const ra_meter_t *m, ra_backlog_t *out);
 
 /* ---- observability ---------------------------------------------------------------- */
 /* Prometheus text exposition of the meter's metrics into buf, NUL-terminated; *len_out

@@ -115,7 +115,15 @@ int ra_meter_seed_head(ra_meter_t *m, const ra_tenant_t *tenant, uint32_t dim, u
 size_t ra_meter_pending_count(const ra_meter_t *m);
 int ra_meter_pending_get(const ra_meter_t *m, size_t idx, ra_slice_t **out);
 int ra_meter_pending_list(const ra_meter_t *m, size_t from, ra_slice_t **out, size_t cap, size_t *n_out);
+int ra_meter_pending_since(const ra_meter_t *m, uint64_t after, ra_slice_t **out, size_t cap, size_t *n_out, uint64_t *last_out);
 int ra_meter_ack(ra_meter_t *m, const ra_slice_t *s);
+typedef struct ra_backlog_s {
+    uint64_t spilled;
+    uint64_t spilled_total;
+    uint64_t refilled_total;
+    uint64_t refill_errors;
+} ra_backlog_t;
+int ra_meter_backlog(const ra_meter_t *m, ra_backlog_t *out);
 int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out);
 void ra_meter_count_invalid(ra_meter_t *m);
 void ra_meter_set_degraded(ra_meter_t *m, int degraded);
@@ -168,7 +176,9 @@ return {
         "ra_meter_pending_count",
         "ra_meter_pending_get",
         "ra_meter_pending_list",
+        "ra_meter_pending_since",
         "ra_meter_ack",
+        "ra_meter_backlog",
         "ra_meter_metrics",
         "ra_meter_count_invalid",
         "ra_meter_set_degraded",
