@@ -309,6 +309,8 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t ou
     /* The slices sealed now that went into the ring are its newest entries; taken under
      * the lock, so no concurrent ACK can shift them (the others wait in the WAL). */
     if (out && in_ring) ra__pending_newest(&m->pending, in_ring, out, out_cap);
+    for (size_t i = in_ring; out && i < *n_sealed && i < out_cap; i++)
+        out[i] = NULL; /* waits in the WAL (the backlog) */
     unlock(m);
     return rc;
 }

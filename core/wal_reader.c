@@ -104,8 +104,8 @@ int ra__segw_copy(ra__segw_t *o, ra__segr_t *r, uint64_t off, uint64_t n) {
     while (n > 0 && !o->err) {
         size_t avail;
         int rc;
-        const uint8_t *p = ra__segr_at(r, off, n < RA_WAL_WINDOW ? (size_t)n : RA_WAL_WINDOW,
-                                       &avail, &rc);
+        const uint8_t *p =
+            ra__segr_at(r, off, n < RA_WAL_WINDOW ? (size_t)n : RA_WAL_WINDOW, &avail, &rc);
         if (!p) return o->err = rc;
         if (avail == 0) return o->err = -EIO; /* shorter than it said */
         size_t k = avail < n ? avail : (size_t)n;

@@ -228,11 +228,13 @@ RA_EXTERN int ra_meter_set_stripe(ra_meter_t *m, uint32_t stripe);
  * been sealed yet (monotone boundary counter, I-15). Each (tenant, dimension) with activity
  * in a window becomes one slice (several for a stream over the 1 MiB frame), appended to
  * the pending ring. *n_sealed gets the number of new slices; when out is not NULL, out[i]
- * gets a new reference to the i-th of them (in seal order) for i < min(*n_sealed, out_cap):
- * the caller unrefs them. With shm_path the first caller becomes the plane's one sealer;
- * another process gets RA_EBUSY. RA_ECAPACITY: the pending ring (or the stream-head table)
- * filled up; the streams sealed before that are reported in *n_sealed and out, the others
- * stay in the plane, counted, and the next rollover seals them: nothing is lost. */
+ * gets a new reference to the i-th of them (in seal order) for i < min(*n_sealed, out_cap),
+ * or NULL for one the ring had no room for: with a WAL it waits there (the backlog) and
+ * comes back through ra_meter_pending_since as ACKs make room. The caller unrefs them. With
+ * shm_path the first caller becomes the plane's one sealer; another process gets RA_EBUSY.
+ * RA_ECAPACITY: the pending ring (or the stream-head table) filled up; the streams sealed before
+ * that are reported in *n_sealed and out, the others stay in the plane, counted, and the next
+ * rollover seals them: nothing is lost. */
 RA_EXTERN int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t out_cap,
                                 size_t *n_sealed);
 

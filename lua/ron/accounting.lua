@@ -125,6 +125,8 @@ local subject_buf = ffi_new(subject_t) -- record() with a subject string hashes 
 local n_sealed_out = ffi_new("size_t[1]")
 local slice_out = ffi_new("ra_slice_t *[1]")
 local len_out = ffi_new("size_t[1]")
+local last_out = ffi_new("uint64_t[1]")
+local backlog_out = ffi_new("ra_backlog_t")
 local b3_buf = ffi_new("uint8_t[32]")
 local ERRBUF_LEN = 512
 
@@ -439,11 +441,12 @@ local function rollover_ms(self, now_s)
     return C.RA_NOW
 end
 
--- Wraps out[0..n-1] (new references from the core) as slice objects.
+-- Wraps out[0..n-1] (new references from the core) as slice objects; a NULL entry (a
+-- sealed slice that waits in the WAL's backlog) is left out.
 local function wrap_all(out, n)
     local list = {}
     for i = 0, n - 1 do
-        list[i + 1] = slice.wrap(out[i])
+        if out[i] ~= NULL then list[#list + 1] = slice.wrap(out[i]) end
         out[i] = NULL
     end
     return list
@@ -460,7 +463,8 @@ function Meter:rollover(now_s)
         if rc ~= 0 then return nil, errmsg(rc) end
         return {}
     end
-    -- n <= cap: every sealed slice sits in the pending ring, whose capacity is cap.
+    -- The ones in the pending ring (at most cap, its capacity); with a WAL, the others wait
+    -- in the backlog and come back through pending_since().
     local sealed = wrap_all(out, n < cap and n or cap)
     if rc ~= 0 then return sealed, errmsg(rc) end
     return sealed
@@ -475,6 +479,28 @@ function Meter:pending()
     local out = ffi_new("ra_slice_t *[?]", count)
     C.ra_meter_pending_list(m, 0, out, count, len_out)
     return wrap_all(out, tonumber(len_out[0]))
+end
+
+-- The pending slices that entered the ring after push number `after` (0 or nil: all), oldest
+-- first: newly sealed ones and, with a WAL, those read back from the backlog. Returns the
+-- list and the push number to pass next time (so a caller sees each slice once).
+function Meter:pending_since(after)
+    local m = handle(self)
+    after = after or 0
+    local count = tonumber(C.ra_meter_pending_count(m))
+    if count == 0 then return {}, after end
+    local out = ffi_new("ra_slice_t *[?]", count)
+    C.ra_meter_pending_since(m, after, out, count, len_out, last_out)
+    return wrap_all(out, tonumber(len_out[0])), last_out[0]
+end
+
+-- The backlog: { spilled =, spilled_total =, refilled_total =, refill_errors = } (numbers).
+function Meter:backlog()
+    local b = backlog_out
+    C.ra_meter_backlog(handle(self), b)
+    return { spilled = tonumber(b.spilled), spilled_total = tonumber(b.spilled_total),
+             refilled_total = tonumber(b.refilled_total),
+             refill_errors = tonumber(b.refill_errors) }
 end
 
 -- How many sealed slices wait for an ACK: the core's count, without wrapping them (cheap

@@ -15,9 +15,10 @@ local RT, slice_key, log = rt.RT, rt.slice_key, rt.log
 -- The slice stays in `offered` until its ACK is done, so a re-offer cannot resend it.
 function RT:ack(s)
     if self.ack_ch and self.ack_ch:try_send(s) then return end
-    local ok, aerr = offload.ack(self.meter, s)
-    if not ok then log("ack %s: %s", slice_key(s), tostring(aerr)) end
+    local ok, aerr, fresh, last = offload.ack(self.meter, s, self.fed)
+    if not ok or aerr then log("ack %s: %s", slice_key(s), tostring(aerr)) end
     self:ack_done(s)
+    self:feed(fresh, last)
 end
 
 function RT:ack_done(s)
@@ -34,8 +35,9 @@ function RT:ack_loop()
         if not s then
             -- idle for compact_interval_ms, or the end: the compaction still owed
             if dirty then
-                local _, cerr = offload.ack_many(self.meter, {}, true)
+                local _, cerr, fresh, fed = offload.ack_many(self.meter, {}, true, self.fed)
                 if cerr then log("compaction: %s", cerr) end
+                self:feed(fresh, fed)
                 last, dirty = uv.now(), false
             end
             if err ~= "Timeout" then break end -- closed and empty (rt:wait), or shutdown
@@ -44,7 +46,7 @@ function RT:ack_loop()
         local batch = { s }
         while #batch < max and ch:depth() > 0 do batch[#batch + 1] = ch:recv() end
         local compact = uv.now() - last >= every
-        local res, cerr = offload.ack_many(self.meter, batch, compact)
+        local res, cerr, fresh, fed = offload.ack_many(self.meter, batch, compact, self.fed)
         if compact then last, dirty = uv.now(), false else dirty = true end
         if not res then
             log("ack of %d slices: %s", #batch, tostring(cerr))
@@ -55,6 +57,7 @@ function RT:ack_loop()
             end
         end
         for _, sl in ipairs(batch) do self:ack_done(sl) end
+        self:feed(fresh, fed) -- the backlog's slices, read back as the ACKs made room
         ::continue::
     end
 end

@@ -23,16 +23,34 @@ function RT:offer(s)
     return true
 end
 
--- Every pending slice of the meter not in the pipeline yet, oldest first.
-function RT:reoffer()
-    self.need_reoffer = false
-    for _, s in ipairs(self.meter:pending()) do
+-- Offers a list of pending slices, oldest first, until pending_slices is full (the rest is
+-- re-offered later: need_reoffer).
+function RT:offer_list(list)
+    for _, s in ipairs(list) do
         local st = self.streams[skey(s.tenant, s.dimension)]
         if st and st.blocked_seq and s.id.seq > st.blocked_seq then
             self.need_reoffer = true -- after the one its stream waits for (I-5)
         elseif not (st and st.dead) and not self:offer(s) then
             break
         end
+    end
+end
+
+-- Every pending slice of the meter not in the pipeline yet, oldest first.
+function RT:reoffer()
+    self.need_reoffer = false
+    self:offer_list(self.meter:pending())
+end
+
+-- What entered the pending ring since the last pool call (newly sealed slices, and slices
+-- the WAL's backlog gave back as ACKs made room): offered in order, behind any re-offer.
+function RT:feed(fresh, last)
+    if last then self.fed = last end
+    if not fresh or #fresh == 0 then return end
+    if self.need_reoffer then
+        self:reoffer() -- the ring holds these too, after the older shed ones
+    else
+        self:offer_list(fresh)
     end
 end
 
@@ -57,7 +75,8 @@ function RT:rollover_loop()
         end
         local _, err = task.select({ self.stop_ch }, wait_ms)
         if err ~= "Timeout" then break end -- stop (Closed) or shutdown (Canceled)
-        local sealed, rerr = offload.rollover(self.meter, floor(self:now_s() * 1000))
+        local sealed, rerr, fresh, last = offload.rollover(self.meter,
+                                                           floor(self:now_s() * 1000), self.fed)
         if rerr then log("rollover: %s", rerr) end
         self.last_tick_ms = uv.now()
         if sealed then
@@ -72,15 +91,14 @@ function RT:rollover_loop()
         if self.stopping then break end
         -- Re-offers first (older, shed earlier), then the new ones: reoffer() walks the
         -- whole pending ring, which holds the sealed slices as well, in order. When nothing
-        -- was shed since the last walk every older pending slice is in the pipeline: the
-        -- new ones are offered alone (no O(pending) walk per tick).
+        -- was shed since the last walk every older pending slice is in the pipeline: what
+        -- entered the ring since the last pool call is offered alone (no O(pending) walk
+        -- per tick).
         if self.need_reoffer then
             self:reoffer()
-        elseif sealed then
-            for _, sl in ipairs(sealed) do
-                local st = self.streams[skey(sl.tenant, sl.dimension)]
-                if not (st and st.dead) and not self:offer(sl) then break end
-            end
+            if last then self.fed = last end
+        else
+            self:feed(fresh, last)
         end
     end
 end

@@ -128,6 +128,7 @@ function _M.start(opts)
         backoff = opts.backoff, clock = opts.clock, tick_ms = opts.tick_ms,
         streams = {},          -- key -> { lane, worker, blocked_seq, dead, tenant, dim }
         offered = {},          -- slice key -> true while in the pipeline
+        fed = 0,               -- the meter's push number up to which slices were fed
         lru = {}, lru_q = {}, lru_head = 1, lru_tail = 0,
         exports = {}, rejected = {}, retries = 0, conflicts = {}, events = {},
         tasks = {}, workers = {},

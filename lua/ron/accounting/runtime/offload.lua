@@ -2,12 +2,18 @@
 -- threadpool (uv.new_work) so the loop thread never blocks (issue 4, docs/CONCURRENCY.md).
 -- The ONE place where the runtime does blocking I/O:
 --
---   offload.rollover(meter, now_ms) -> slices | slices, err | nil, err   (WAL fsync)
---   offload.ack(meter, slice)       -> true | true, err | nil, err       (ack + compaction)
---   offload.ack_many(meter, slices[, compact = true])
---                                   -> { true | err per slice }, compaction err | nil, err
---                                      (every ack, then ONE compaction unless compact is
---                                      false: the runtime's batched ACK)
+--   offload.rollover(meter, now_ms[, since]) -> slices, err, fresh, last | nil, err
+--                                      (WAL fsync; slices: the sealed ones now in the
+--                                      pending ring, err or nil)
+--   offload.ack(meter, slice[, since])       -> true, err, fresh, last | nil, err
+--                                      (ack + compaction)
+--   offload.ack_many(meter, slices[, compact = true[, since]])
+--                                   -> { true | err per slice }, compaction err, fresh,
+--                                      last | nil, err (every ack, then ONE compaction
+--                                      unless compact is false: the runtime's batched ACK)
+--   fresh, last: the slices that entered the pending ring after push number `since`
+--   (meter:pending_since in the pool: newly sealed ones and, with a WAL, those read back
+--   from the backlog as ACKs made room), and the number to pass next time.
 --   offload.file(opts)              -> an exporter: exporters.file whose put() runs in the
 --                                      pool (append + fsync); head() and close() too; and
 --                                      put_many(slices) (one pool call for several puts)
@@ -97,53 +103,63 @@ local function errmsg(C, rc)
     return ffi.string(C.ra_err_name(rc)) .. ": " .. ffi.string(C.ra_strerror(rc))
 end
 
-function _M.rollover(meter, now_ms)
-    local C = require("ron.accounting.binding.lib").namespace()
+-- Slice objects from the pointers' bytes a pool call returned (NULL entries left out).
+local function wrap_ptrs(bytes)
     local slice = require "ron.accounting.binding.slice"
+    local list = {}
+    if not bytes or #bytes == 0 then return list end
+    local ps = ffi.cast("ra_slice_t * const *", bytes)
+    for i = 0, #bytes / ffi.sizeof("ra_slice_t *") - 1 do
+        if ps[i] ~= nil then list[#list + 1] = slice.wrap(ps[i]) end
+    end
+    return list
+end
+
+function _M.rollover(meter, now_ms, since)
+    local C = require("ron.accounting.binding.lib").namespace()
     if type(now_ms) ~= "number" or now_ms < 0 then
         error("offload.rollover: now_ms must be a number >= 0", 2)
     end
     local m = meter:cdata()
     if m == nil then error("offload.rollover: the meter is closed", 2) end
+    since = since or 0
     local res, err = call("rollover", { meter }, ptr_num(m), math.floor(now_ms),
-                          meter:rollover_cap())
+                          meter:rollover_cap(), since)
     if not res then return nil, err end
     local rc, list = res[2], res[3]
     if rc == nil then return nil, list end -- a failed body: "Failed: ..."
-    local sealed = {}
-    if list then
-        local ps = ffi.cast("ra_slice_t * const *", list)
-        for i = 0, #list / ffi.sizeof("ra_slice_t *") - 1 do sealed[i + 1] = slice.wrap(ps[i]) end
-    end
+    local sealed, fresh, last = wrap_ptrs(list), wrap_ptrs(res[5]), res[6] or since
     if rc ~= 0 then
-        if #sealed == 0 then return nil, errmsg(C, rc) end
-        return sealed, errmsg(C, rc)
+        if #sealed == 0 and res[4] == 0 then return nil, errmsg(C, rc), fresh, last end
+        return sealed, errmsg(C, rc), fresh, last
     end
-    return sealed
+    return sealed, nil, fresh, last
 end
 
-function _M.ack(meter, s)
+function _M.ack(meter, s, since)
     local C = require("ron.accounting.binding.lib").namespace()
     local slice = require "ron.accounting.binding.slice"
     local m = meter:cdata()
     if m == nil then error("offload.ack: the meter is closed", 2) end
     local p = slice.ptr(s)
     if p == nil then error("offload.ack: expected a slice", 2) end
-    local res, err = call("ack", { meter, s }, ptr_num(m), ptr_num(p))
+    since = since or 0
+    local res, err = call("ack", { meter, s }, ptr_num(m), ptr_num(p), since)
     if not res then return nil, err end
     local rc, crc = res[2], res[3]
+    if rc == nil then return nil, crc end -- a failed body: "Failed: ..."
+    local fresh, last = wrap_ptrs(res[4]), res[5] or since
     if rc == C.RA_ENOTFOUND then
         return nil, "NotFound: the slice is not pending on this meter (ACKed already?)"
     end
     if rc ~= 0 then return nil, errmsg(C, rc) end
-    if crc ~= 0 then return true, errmsg(C, crc) end
-    return true
+    return true, crc ~= 0 and errmsg(C, crc) or nil, fresh, last
 end
 
 -- Acks every slice of the list, then compacts once (unless compact == false): { true | "Code:
 -- message" per slice }, then the compaction's error if any; nil, err when the pool call itself
 -- failed.
-function _M.ack_many(meter, slices, compact)
+function _M.ack_many(meter, slices, compact, since)
     local C = require("ron.accounting.binding.lib").namespace()
     local slice = require "ron.accounting.binding.slice"
     local m = meter:cdata()
@@ -155,8 +171,9 @@ function _M.ack_many(meter, slices, compact)
         if p == nil then error("offload.ack_many: expected a list of slices", 2) end
         ps[i - 1] = p
     end
+    since = since or 0
     local res, err = call("ack_many", { meter, slices }, ptr_num(m),
-                          ffi.string(ps, n * ffi.sizeof("ra_slice_t *")), compact ~= false)
+                          ffi.string(ps, n * ffi.sizeof("ra_slice_t *")), compact ~= false, since)
     if not res then return nil, err end
     if res[2] == nil then return nil, res[3] end -- a failed body: "Failed: ..."
     local rcs = ffi.cast("const int32_t *", res[2])
@@ -172,7 +189,7 @@ function _M.ack_many(meter, slices, compact)
         end
     end
     local crc = res[3]
-    return out, crc ~= 0 and errmsg(C, crc) or nil
+    return out, crc ~= 0 and errmsg(C, crc) or nil, wrap_ptrs(res[4]), res[5] or since
 end
 
 -- exporters.file with its blocking calls in the pool. Each pool thread keeps its own

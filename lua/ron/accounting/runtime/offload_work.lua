@@ -25,30 +25,48 @@ if not pcall(ffi.typeof, "ra_offload_head_t") then ffi.cdef(CDEF) end
 local SLICE_PTR = ffi.sizeof("ra_slice_t *")
 local PUT_REQ = ffi.sizeof("ra_offload_put_t")
 
-function _M.rollover(mnum, now_ms, cap)
+-- What entered the pending ring after push number `after` (new slices, and slices read back
+-- from the WAL's backlog): the pointers' bytes and the newest push number. Asked here, in
+-- the pool, because it takes the seal lock, which rollovers hold across fsyncs.
+local function since(m, after)
+    local cap = tonumber(C.ra_meter_pending_count(m))
+    if cap == 0 then return "", after end
+    local out = ffi.new("ra_slice_t *[?]", cap)
+    local n, last = ffi.new("size_t[1]"), ffi.new("uint64_t[1]")
+    C.ra_meter_pending_since(m, after, out, cap, n, last)
+    return ffi.string(out, tonumber(n[0]) * SLICE_PTR), tonumber(last[0])
+end
+
+function _M.rollover(mnum, now_ms, cap, after)
     local m = ffi.cast("ra_meter_t *", mnum)
     local out = ffi.new("ra_slice_t *[?]", cap)
     local n = ffi.new("size_t[1]")
     local rc = C.ra_meter_rollover(m, now_ms, out, cap, n)
-    -- the pointers' bytes: the loop reads them back as an array, no parsing
-    return rc, ffi.string(out, tonumber(n[0]) * SLICE_PTR)
+    local fresh, last = since(m, after)
+    -- the pointers' bytes: the loop reads them back as an array, no parsing (a NULL entry
+    -- is a sealed slice that waits in the backlog)
+    local k = tonumber(n[0])
+    return rc, ffi.string(out, (k < cap and k or cap) * SLICE_PTR), k, fresh, last
 end
 
-function _M.ack(mnum, snum)
+function _M.ack(mnum, snum, after)
     local m = ffi.cast("ra_meter_t *", mnum)
     local rc = C.ra_meter_ack(m, ffi.cast("const ra_slice_t *", snum))
     local crc = 0
     if rc == 0 then crc = C.ra_meter_compact(m) end
-    return rc, crc
+    local fresh, last = since(m, after)
+    return rc, crc, fresh, last
 end
 
-function _M.ack_many(mnum, list, compact)
+function _M.ack_many(mnum, list, compact, after)
     local m = ffi.cast("ra_meter_t *", mnum)
     local ps = ffi.cast("const ra_slice_t * const *", list)
     local n = #list / SLICE_PTR
     local rcs = ffi.new("int32_t[?]", n)
     for i = 0, n - 1 do rcs[i] = C.ra_meter_ack(m, ps[i]) end
-    return ffi.string(rcs, 4 * n), compact and C.ra_meter_compact(m) or 0
+    local crc = compact and C.ra_meter_compact(m) or 0
+    local fresh, last = since(m, after)
+    return ffi.string(rcs, 4 * n), crc, fresh, last
 end
 
 -- One exporters.file instance per (dir, fsync) in this VM: as many as the host configured
