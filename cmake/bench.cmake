@@ -75,6 +75,13 @@ list(APPEND _bench_cmds
   COMMAND $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-http-export.lua
     --dir ${RA_BENCH_OUT} --bin $<TARGET_FILE:ron-accounting> --out ${_bench_results})
 
+# A day-long ledger outage on a fast clock (tests/host/backlog-day.lua, also a test): RSS at
+# the end of the outage against its middle, and the drain rate once the ledger is back.
+list(APPEND _bench_cmds
+  COMMAND ${CMAKE_COMMAND} -E env RA_BENCH_RESULTS=${_bench_results}
+    $<TARGET_FILE:ron-accounting> run ${CMAKE_SOURCE_DIR}/tests/host/backlog-day.lua
+    ${RA_BENCH_OUT}/backlog-day 10000 24)
+
 # POST /v1/records under wrk (tests/bench/bench-ingest.sh): records/s and p99 through the
 # daemon, baselines GET /healthz and the handler in-process; a tiny plane answering 429
 # with flat memory. Daemon state under <build>/bench/ingest.

@@ -133,3 +133,14 @@ ra_host_test(install-tree sh ${_ra_host_dir}/install-tree.sh ${CMAKE_COMMAND} ${
   ${CMAKE_SOURCE_DIR} ${CMAKE_C_COMPILER} ${PKG_CONFIG_EXECUTABLE} ${CMAKE_INSTALL_BINDIR}
   ${CMAKE_INSTALL_LIBDIR} ${CMAKE_INSTALL_INCLUDEDIR} ${CMAKE_INSTALL_DATADIR})
 set_tests_properties(install-tree PROPERTIES TIMEOUT 180)
+
+# ---- a day-long downstream outage (issue 14 item 14) ---------------------------------
+# 10k streams seal hourly windows for a simulated day while the ledger answers
+# retry_network; 8192 slices fit the pending ring, the other 231808 wait in the WAL. RSS must
+# stay flat from the middle to the end of the outage; then the ledger comes back and every
+# slice is exported in order, totals exact (verify --totals). About 25 s.
+ra_host_test(host-backlog-day-outage ${_ra_expect}
+  -o "^backlog-day: 10000 streams x 24 hours = 240000 slices sealed"
+  -o "^backlog-day: ledger up: 240000 slices exported" -o "^backlog-day: verify OK: 10000 streams"
+  0 ${_ra_host} run ${_ra_host_dir}/backlog-day.lua ${CMAKE_BINARY_DIR}/backlog-day 10000 24)
+set_tests_properties(host-backlog-day-outage PROPERTIES TIMEOUT 600)

@@ -84,6 +84,8 @@ ra_host_spec(lua-compat-host spec/ron/accounting/compat_spec.lua)
 ra_host_spec(lua-chaos-host spec/ron/accounting/export/exporters/chaos_spec.lua)
 ra_host_spec(lua-runtime-host spec/ron/accounting/runtime/runtime_spec.lua)
 ra_host_spec(lua-readiness-host spec/ron/accounting/runtime/readiness_spec.lua)
+# issue 14 items 1, 2, 4: failures classified and logged, stuck streams, the meter in readiness
+ra_host_spec(lua-stalls-host spec/ron/accounting/runtime/stalls_spec.lua)
 # G-22 tenant hotspot fairness: the runtime's bounded dispatch under round_robin and wfq.
 ra_host_spec(lua-g22-host spec/ron/accounting/export/fairness/g22_spec.lua)
 # the runtime's batched ACKs (interval compaction), bounded dispatch, bounded state

@@ -15,10 +15,11 @@ local RT, slice_key, log = rt.RT, rt.slice_key, rt.log
 -- The slice stays in `offered` until its ACK is done, so a re-offer cannot resend it.
 function RT:ack(s)
     if self.ack_ch and self.ack_ch:try_send(s) then return end
-    local ok, aerr, fresh, last = offload.ack(self.meter, s, self.fed)
+    -- Inline ACKs run from many workers at once: they leave the feed to the batched path
+    -- (ack_loop) and the rollover task, so the same fresh slices are not listed N times.
+    local ok, aerr = offload.ack(self.meter, s)
     if not ok or aerr then log("ack %s: %s", slice_key(s), tostring(aerr)) end
     self:ack_done(s)
-    self:feed(fresh, last)
 end
 
 function RT:ack_done(s)

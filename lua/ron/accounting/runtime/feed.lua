@@ -5,8 +5,8 @@ local rt = require "ron.accounting.runtime.rt"
 local offload = require "ron.accounting.runtime.offload"
 local uv = require "luv"
 
-local floor, ipairs, next =
-      math.floor, ipairs, next
+local floor, ipairs, next, tostring =
+      math.floor, ipairs, next, tostring
 local RT, skey, slice_key, log = rt.RT, rt.skey, rt.slice_key, rt.log
 -- Offers one slice to pending_slices; false when full (counted, stays pending).
 function RT:offer(s)
@@ -43,15 +43,12 @@ function RT:reoffer()
 end
 
 -- What entered the pending ring since the last pool call (newly sealed slices, and slices
--- the WAL's backlog gave back as ACKs made room): offered in order, behind any re-offer.
+-- the WAL's backlog gave back as ACKs made room): offered in order. While older slices wait
+-- for a re-offer (need_reoffer) these wait too: the router's re-offer walks the ring in
+-- order, so a stream's later slice can never pass its earlier one (I-5).
 function RT:feed(fresh, last)
     if last then self.fed = last end
-    if not fresh or #fresh == 0 then return end
-    if self.need_reoffer then
-        self:reoffer() -- the ring holds these too, after the older shed ones
-    else
-        self:offer_list(fresh)
-    end
+    if fresh and #fresh > 0 and not self.need_reoffer then self:offer_list(fresh) end
 end
 
 function RT:now_s()
@@ -77,7 +74,14 @@ function RT:rollover_loop()
         if err ~= "Timeout" then break end -- stop (Closed) or shutdown (Canceled)
         local sealed, rerr, fresh, last = offload.rollover(self.meter,
                                                            floor(self:now_s() * 1000), self.fed)
-        if rerr then log("rollover: %s", rerr) end
+        if rerr then
+            -- logged when it starts or changes, not every tick; readiness shows it meanwhile
+            if self.seal_err ~= tostring(rerr) then log("rollover: %s", rerr) end
+            self.seal_err = tostring(rerr)
+        elseif self.seal_err then
+            log("rollover: sealing works again (was: %s)", self.seal_err)
+            self.seal_err = nil
+        end
         self.last_tick_ms = uv.now()
         if sealed then
             self.sealed_total = self.sealed_total + #sealed

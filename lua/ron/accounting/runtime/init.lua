@@ -17,6 +17,8 @@
 --       events_cap = 4096,          -- rt.events keeps at most the last events_cap events
 --       pending_cap = 1024,         -- the router's pending_slices channel
 --       op_budget_ms = 10000, drain_deadline_ms = 5000, ack_lru = 4096,
+--       log_every_ms = 60000,       -- a stream's failing puts: one log line per status
+--                                   -- change, then at most one per log_every_ms
 --       clock = fn,                 -- UTC seconds (default: the meter's / system time)
 --       tick_ms = nil }             -- rollover every tick_ms instead of at UTC boundaries
 --   rt:stop()          -- no new sealing; the router drains into the lanes, workers finish
@@ -34,7 +36,7 @@
 --
 -- Nothing is ever lost by a shed: every slice stays in the meter's pending ring (and its
 -- WAL) until an ACK. A slice that is shed (pending_slices full, lane full: OrderOverflow,
--- budget spent: fail) is simply not "offered" any more; each rollover tick re-offers, from
+-- budget spent: given up) is simply not "offered" any more; each rollover tick re-offers, from
 -- meter:pending() (per stream in seq order), every pending slice not offered yet. To keep
 -- strict seq order (I-5) a stream whose slice N was shed is "blocked at N": the router
 -- sheds its later slices too (they are re-offered after N) until N comes back.
@@ -80,7 +82,7 @@ local _M = {}
 
 _M.DEFAULTS = { ordered_buffer_cap = 1024, pending_cap = 1024, op_budget_ms = 10000,
                 drain_deadline_ms = 5000, ack_lru = 4096,
-                events_cap = 4096,
+                events_cap = 4096, log_every_ms = 60000,
                 ack_batch = 1024,                 -- slices per pooled ACK (1: one by one)
                 compact_interval_ms = 50,         -- WAL compaction at most this often
                 put_batch = 256, put_parallel = 4, -- exporters with put_many
@@ -131,6 +133,9 @@ function _M.start(opts)
         fed = 0,               -- the meter's push number up to which slices were fed
         lru = {}, lru_q = {}, lru_head = 1, lru_tail = 0,
         exports = {}, rejected = {}, retries = 0, conflicts = {}, events = {},
+        given_up = 0,          -- export ops that ended at the budget without an ACK
+        stuck_n = 0,           -- streams that cannot advance (gap, conflict): RT:set_stuck
+        seal_err = nil,        -- the last rollover's error while sealing fails
         tasks = {}, workers = {},
         stopping = false,
         started_ms = uv.now(), last_tick_ms = nil,

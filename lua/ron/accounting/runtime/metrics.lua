@@ -4,12 +4,16 @@
 local rt = require "ron.accounting.runtime.rt"
 local exporter_mod = require "ron.accounting.export.exporters"
 
-local format, concat, sort, pairs, ipairs =
-      string.format, table.concat, table.sort, pairs, ipairs
+local format, concat, sort, pairs, ipairs, tostring =
+      string.format, table.concat, table.sort, pairs, ipairs, tostring
+-- The per-stream stuck gauge lists at most this many streams (label cardinality is bounded,
+-- I-7); accounting_streams_stuck counts them all.
+local STUCK_LISTED = 100
 local RT = rt.RT
 function RT:metrics()
     return { exports = self.exports, rejected = self.rejected, retries = self.retries,
              conflicts = #self.conflicts, backlog = self:backlog(),
+             given_up = self.given_up, stuck = self.stuck_n,
              degraded = self.is_degraded, bus_lagged = self.bus_lagged }
 end
 
@@ -20,6 +24,27 @@ function RT:metrics_text()
     for _, s in ipairs(exporter_mod.COUNTED) do
         out[#out + 1] = format('accounting_exports_total{status="%s"} %d', s, self.exports[s])
     end
+    out[#out + 1] = "# HELP accounting_export_given_up_total Export operations that ended at "
+                    .. "the op budget without an ACK (the slice stays pending, retried later)."
+    out[#out + 1] = "# TYPE accounting_export_given_up_total counter"
+    out[#out + 1] = format("accounting_export_given_up_total %d", self.given_up)
+    out[#out + 1] = "# HELP accounting_streams_stuck Streams that cannot advance (gap the op "
+                    .. "budget could not fill, conflict): alert on > 0."
+    out[#out + 1] = "# TYPE accounting_streams_stuck gauge"
+    out[#out + 1] = format("accounting_streams_stuck %d", self.stuck_n)
+    out[#out + 1] = "# HELP accounting_stream_stuck 1 for each stuck stream (at most "
+                    .. STUCK_LISTED .. " listed), by reason and the seq it waits at."
+    out[#out + 1] = "# TYPE accounting_stream_stuck gauge"
+    local stuck = {}
+    for _, st in pairs(self.streams) do
+        if st.stuck and #stuck < STUCK_LISTED then
+            stuck[#stuck + 1] = format(
+                'accounting_stream_stuck{tenant="%s",dimension="%s",reason="%s",seq="%s"} 1',
+                st.tenant, st.dim, st.stuck.reason, tostring(st.stuck.seq))
+        end
+    end
+    sort(stuck)
+    for _, l in ipairs(stuck) do out[#out + 1] = l end
     out[#out + 1] = "# HELP accounting_rejected_total Slices shed by the runtime, by reason."
     out[#out + 1] = "# TYPE accounting_rejected_total counter"
     local rs = {}

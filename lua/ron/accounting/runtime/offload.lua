@@ -136,14 +136,13 @@ function _M.rollover(meter, now_ms, since)
     return sealed, nil, fresh, last
 end
 
-function _M.ack(meter, s, since)
+function _M.ack(meter, s, since) -- since nil: no fresh list (see RT:ack)
     local C = require("ron.accounting.binding.lib").namespace()
     local slice = require "ron.accounting.binding.slice"
     local m = meter:cdata()
     if m == nil then error("offload.ack: the meter is closed", 2) end
     local p = slice.ptr(s)
     if p == nil then error("offload.ack: expected a slice", 2) end
-    since = since or 0
     local res, err = call("ack", { meter, s }, ptr_num(m), ptr_num(p), since)
     if not res then return nil, err end
     local rc, crc = res[2], res[3]

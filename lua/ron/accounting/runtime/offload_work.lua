@@ -29,6 +29,7 @@ local PUT_REQ = ffi.sizeof("ra_offload_put_t")
 -- from the WAL's backlog): the pointers' bytes and the newest push number. Asked here, in
 -- the pool, because it takes the seal lock, which rollovers hold across fsyncs.
 local function since(m, after)
+    if not after then return "", nil end -- the caller does not feed from this call
     local cap = tonumber(C.ra_meter_pending_count(m))
     if cap == 0 then return "", after end
     local out = ffi.new("ra_slice_t *[?]", cap)

@@ -18,7 +18,9 @@ end
 function RT:new_stream(k, s)
     local st = { key = k, tenant = s.tenant, dim = s.dimension,
                  lane = self.task.channel(self.cfg.ordered_buffer_cap, "ordered_buffer"),
-                 reply = self.put_q and self.task.channel(1, "put_reply") }
+                 reply = self.put_q and self.task.channel(1, "put_reply"),
+                 fail_status = nil, fail_logged_ms = 0, fail_quiet = 0, -- RT:note_failure
+                 stuck = nil } -- { reason, seq, since_ms, detail } (RT:set_stuck)
     self.streams[k] = st
     st.worker = self.task.spawn(format("exporter_worker-%s-%s", s.tenant, s.dimension),
                                 function() self:worker(st) end)
@@ -105,6 +107,15 @@ function RT:router()
         -- everything already received goes through the policy before routing
         while pending:depth() > 0 do self:admit(pending:recv()) end
         self:dispatch()
+        -- Slices left out when pending_slices was full (and what the WAL's backlog gave back
+        -- meanwhile) are re-offered once the channel has drained, without waiting for the
+        -- next rollover tick; only after ACKs, which made room: without them the walk would
+        -- shed the same slices again and the router would spin.
+        if self.need_reoffer and pending:depth() == 0 and not self.stopping
+           and self.acked_total ~= self.reoffer_acked then
+            self.reoffer_acked = self.acked_total
+            self:reoffer()
+        end
     end
     -- stopping: no new slices; what fits goes on, the rest stays pending; let the
     -- workers finish their lanes

@@ -46,6 +46,9 @@ function RT:pause(ms)
 end
 
 -- Exports one slice: "acked" | "fail" | "conflict".
+-- Every answer is counted by its status (exports_total{status}); a put that raised, answered
+-- nil or something outside the contract is a local failure, "fail", with its error text
+-- (docs/EXPORT.md §1). A stream whose op ends on gap or conflict is stuck (RT:set_stuck).
 function RT:export_one(st, s, b)
     local ak = slice_key(s) .. "/" .. s.b3
     if self:lru_has(ak) then -- delivered and ACKed before: a re-offer (I-17)
@@ -58,24 +61,25 @@ function RT:export_one(st, s, b)
     local attempt = 0
     while true do
         local status, detail = self:put(st, s)
-        if status == nil then status, detail = "retry_network", detail end
+        if not exporter_mod.is_status(status) then
+            if status ~= nil then detail = "put answered " .. tostring(status) end
+            status = "fail"
+        end
+        self.exports[status] = self.exports[status] + 1
         if exporter_mod.ACKED[status] then
-            self.exports[status] = self.exports[status] + 1
             self:lru_add(ak)
             self:ack(s)
             self:event { "acked", st.key, s.id.seq }
+            if st.stuck then self:clear_stuck(st) end
             return "acked"
         end
         if status == "conflict" then
             self.conflicts[#self.conflicts + 1] = { stream = st.key, seq = s.id.seq,
                                                     detail = detail }
-            log("conflict on %s seq %s: %s; stopping that stream's worker", st.key,
-                tostring(s.id.seq), tostring(detail))
+            self:set_stuck(st, s, "conflict", detail)
             return "conflict"
         end
-        if exporter_mod.RETRYABLE[status] then
-            self.exports[status] = self.exports[status] + 1
-        end
+        self:note_failure(st, s, status, detail)
         -- retryable (gap too: the head may still move) within the op budget
         attempt = attempt + 1
         local elapsed = (uv.hrtime() - start) / 1e6
@@ -84,17 +88,59 @@ function RT:export_one(st, s, b)
             -- the budget ends before the next try could start: the op ends at the budget
             local left = self.cfg.op_budget_ms - elapsed
             if left > 0 then self:pause(floor(left)) end
-            self.exports.fail = self.exports.fail + 1
+            self.given_up = self.given_up + 1
             self:sample(self.latency_samples, (uv.hrtime() - start) / 1e6)
-            self:event { "fail", st.key, s.id.seq, (uv.hrtime() - start) / 1e6 }
+            self:event { "fail", st.key, s.id.seq, (uv.hrtime() - start) / 1e6, status }
+            -- a gap the whole budget could not fill: the earlier seqs are not coming
+            if status == "gap" then self:set_stuck(st, s, "gap", detail) end
             return "fail"
         end
         self.retries = self.retries + 1
-        if not self:pause(d) then
-            self.exports.fail = self.exports.fail + 1
-            return "fail"
-        end
+        if not self:pause(d) then return "fail" end -- stopping
     end
+end
+
+-- A failed put, logged with its reason, sampled: a stream logs when its failure status
+-- changes, then at most once per log_every_ms with the count left out (I-14: a failure is
+-- observable, not a flood).
+function RT:note_failure(st, s, status, detail)
+    local now = uv.now()
+    if st.fail_status == status and now - st.fail_logged_ms < self.cfg.log_every_ms then
+        st.fail_quiet = st.fail_quiet + 1
+        return
+    end
+    log("export %s seq %s: %s (%s)%s", st.key, tostring(s.id.seq), status, tostring(detail),
+        st.fail_quiet > 0 and (" [%d more since the last line]"):format(st.fail_quiet) or "")
+    st.fail_status, st.fail_logged_ms, st.fail_quiet = status, now, 0
+end
+
+local REMEDY = {
+    gap = "the downstream misses the seqs before it (a WAL segment lost or damaged, or a "
+          .. "restored downstream): check `ron-accounting verify` on the WAL; to give them up "
+          .. "explicitly, `ron-accounting streams accept-loss` (docs/ops/failure-modes.md)",
+    conflict = "the downstream holds another chain for this stream (two producers, or a "
+               .. "restored WAL): compare `ron-accounting verify` on both sides; the stream's "
+               .. "worker stopped (docs/ops/failure-modes.md)",
+}
+
+-- A stream that cannot advance (gap the op budget could not fill, conflict): an alert-class
+-- state, logged once per stream with the remedy, counted in readiness and metrics until a
+-- slice of the stream is ACKed again (I-14; issue 14 item 1).
+function RT:set_stuck(st, s, reason, detail)
+    local prev = st.stuck
+    if prev and prev.reason == reason and prev.seq == s.id.seq then return end
+    if not prev then self.stuck_n = self.stuck_n + 1 end
+    st.stuck = { reason = reason, seq = s.id.seq, since_ms = uv.now(), detail = detail }
+    log("STUCK: stream %s cannot advance at seq %s: %s (%s). %s", st.key, tostring(s.id.seq),
+        reason, tostring(detail), REMEDY[reason])
+    self:event { "stuck", st.key, s.id.seq, reason }
+end
+
+function RT:clear_stuck(st)
+    log("stream %s advances again (was stuck at seq %s: %s)", st.key, tostring(st.stuck.seq),
+        st.stuck.reason)
+    st.stuck = nil
+    self.stuck_n = self.stuck_n - 1
 end
 
 -- put(s) through the exporter. An exporter with put_many (offload.file) gets the puts of
@@ -103,7 +149,11 @@ end
 -- one put_many call (one threadpool round trip instead of one per slice) and hands each
 -- answer back. The queue holds at most one slice per stream (a worker waits for its own).
 function RT:put(st, s)
-    if not self.put_q then return self.exporter:put(s) end
+    if not self.put_q then
+        local ok, status, detail = pcall(self.exporter.put, self.exporter, s)
+        if not ok then return nil, "put raised: " .. tostring(status) end
+        return status, detail
+    end
     local q = self.put_q
     q.n = q.n + 1
     q[q.n] = { s, st.reply }

@@ -174,7 +174,7 @@ describe("ron.accounting.runtime", function()
             rt = runtime.start { meter = m, exporter = e, backoff = b, tick_ms = 5,
                                  op_budget_ms = BUDGET }
             window(m, clock, 1, { TENANTS[1] })
-            assert.is_true(eventually(task, function() return rt.exports.fail > 0 end, 5000))
+            assert.is_true(eventually(task, function() return rt.given_up > 0 end, 5000))
             rt:stop()
             rt:wait()
         end)

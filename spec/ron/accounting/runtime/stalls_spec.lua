@@ -1,0 +1,197 @@
+-- ron.accounting.runtime: a stream never stalls silently (issue 14 items 1, 2, 4), on the
+-- host's loop (ctest lua-stalls-host). Same harness as runtime_spec.lua: a meter with an
+-- injected clock and a WAL, the runtime, a file ledger (offloaded) behind a wrapper that
+-- misbehaves for one tenant.
+local S = require "support"
+local runtime = require "ron.accounting.runtime"
+local rt_mod = require "ron.accounting.runtime.rt"
+local offload = require "ron.accounting.runtime.offload"
+
+local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
+local run, setup, eventually, window, verify =
+      S.run_task, S.rt_setup, S.eventually, S.rt_window, S.verify
+
+local FAST = { tick_ms = 5, op_budget_ms = 40, health_interval_ms = 10,
+               degrade_after_ms = 60000 } -- the exporter-latency path stays out of the way
+
+local function opts(extra)
+    local o = {}
+    for k, v in pairs(FAST) do o[k] = v end
+    for k, v in pairs(extra) do o[k] = v end
+    return o
+end
+
+-- The runtime's log lines while f runs.
+local function logged(f)
+    local lines, write = {}, rt_mod.write
+    rt_mod.write = function(line) lines[#lines + 1] = line end
+    local ok, err = pcall(f, lines)
+    rt_mod.write = write
+    if not ok then error(err, 0) end
+    return lines
+end
+
+local function count(lines, needle)
+    local n = 0
+    for _, l in ipairs(lines) do if l:find(needle, 1, true) then n = n + 1 end end
+    return n
+end
+
+-- The ledger, except that `answer(s)` may answer first for a slice (nil: the ledger's).
+local function wrapped(ledger, answer)
+    return {
+        put = function(_, s)
+            local a, d = answer(s)
+            if a ~= false then return a, d end
+            return ledger:put(s)
+        end,
+        head = function(_, t, d) return ledger:head(t, d) end,
+        close = function() ledger:close() end,
+    }
+end
+
+describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
+    it("a local exporter failure counts as fail with its reason, not as retry_network", function()
+        print("seed: none (no randomness)")
+        local clock, m, dir, ledger = setup()
+        local raised = 0
+        local e = wrapped(ledger, function()
+            if raised < 3 then raised = raised + 1; error("disk on fire") end
+            return false
+        end)
+        local rt
+        local lines = logged(function()
+            run(function(task)
+                rt = runtime.start(opts { meter = m, exporter = e, op_budget_ms = 5000 })
+                window(m, clock, 1)
+                assert.is_true(eventually(task, function() return rt.exports.ok == 3 end, 5000))
+                rt:stop()
+                assert.equal(0, rt:wait().aborted)
+            end)
+        end)
+        assert.equal(3, rt.exports.fail)
+        assert.equal(0, rt.exports.retry_network)
+        assert.truthy(count(lines, "disk on fire") >= 1, table.concat(lines, "\n"))
+        assert.truthy(rt:metrics_text():find('accounting_exports_total{status="fail"} 3', 1,
+                                             true))
+        assert.equal(0, (verify(dir)))
+        m:close()
+    end)
+
+    it("a gap the op budget cannot fill: counted as gap, stuck (logged once with the remedy, "
+       .. "readyz reason, per-stream gauge), and cleared when the stream advances", function()
+        print("seed: none (no randomness)")
+        local clock, m, dir, ledger = setup()
+        local hole = true
+        local e = wrapped(ledger, function(s)
+            if hole and s.tenant == TENANTS[1] then return "gap", "head is 0" end
+            return false
+        end)
+        local rt
+        local lines = logged(function(lines)
+            run(function(task)
+                rt = runtime.start(opts { meter = m, exporter = e })
+                assert.is_true((rt:ready()))
+                window(m, clock, 1)
+                -- several budgets end on gap: still one STUCK line
+                assert.is_true(eventually(task, function() return rt.given_up >= 3 end, 5000))
+                assert.equal(1, rt.stuck_n)
+                assert.equal(1, count(lines, "STUCK"))
+                local ready, reasons = rt:ready()
+                assert.is_false(ready)
+                local want = ("1 stream stuck: %s/bytes at seq 1 (gap)"):format(TENANTS[1])
+                assert.truthy(table.concat(reasons, ";"):find(want, 1, true),
+                              table.concat(reasons, ";"))
+                local text = rt:metrics_text()
+                assert.truthy(text:find("accounting_streams_stuck 1\n", 1, true))
+                assert.truthy(text:find(('accounting_stream_stuck{tenant="%s",dimension="bytes",'
+                    .. 'reason="gap",seq="1"} 1'):format(TENANTS[1]), 1, true), text)
+                assert.truthy(rt.exports.gap >= 3)
+                assert.truthy(text:find('accounting_exports_total{status="gap"}', 1, true))
+                assert.equal(2, rt.exports.ok) -- the other streams went on (P-3)
+                hole = false -- the earlier seqs arrived downstream (or the loss was accepted)
+                assert.is_true(eventually(task, function()
+                    return rt.exports.ok == 3 and rt.stuck_n == 0 end, 5000))
+                assert.is_true((rt:ready()))
+                rt:stop()
+                assert.equal(0, rt:wait().aborted)
+            end)
+        end)
+        local stuck_line
+        for _, l in ipairs(lines) do if l:find("STUCK", 1, true) then stuck_line = l end end
+        assert.truthy(stuck_line:find("ron-accounting streams accept-loss", 1, true), stuck_line)
+        assert.equal(1, count(lines, "advances again"))
+        assert.truthy(rt:metrics_text():find("accounting_streams_stuck 0\n", 1, true))
+        assert.equal(0, (verify(dir)))
+        m:close()
+    end)
+
+    it("a conflict stops only that stream, as a stuck stream with its reason", function()
+        print("seed: none (no randomness)")
+        local clock, m, _, ledger = setup()
+        local e = wrapped(ledger, function(s)
+            if s.tenant == TENANTS[2] then return "conflict", "another b3 at seq 1" end
+            return false
+        end)
+        local rt
+        local lines = logged(function()
+            run(function(task)
+                rt = runtime.start(opts { meter = m, exporter = e })
+                window(m, clock, 1)
+                assert.is_true(eventually(task, function()
+                    return rt.exports.ok == 2 and rt.stuck_n == 1 end, 5000))
+                local ready, reasons = rt:ready()
+                assert.is_false(ready)
+                assert.truthy(table.concat(reasons, ";"):find(
+                    ("%s/bytes at seq 1 (conflict)"):format(TENANTS[2]), 1, true))
+                rt:stop()
+                assert.equal(0, rt:wait().aborted)
+            end)
+        end)
+        assert.equal(1, rt.exports.conflict)
+        assert.equal(1, count(lines, "STUCK"))
+        m:close()
+    end)
+
+    it("readiness includes the meter: a degraded meter and a failing rollover are reasons",
+       function()
+        print("seed: none (no randomness)")
+        local clock, m, _, ledger = setup()
+        local rt
+        local real = offload.rollover
+        local lines = logged(function()
+            run(function(task)
+                rt = runtime.start(opts { meter = m, exporter = ledger })
+                assert.is_true((rt:ready()))
+                -- the core's flag (set by the WAL when it refuses rollovers)
+                m:set_degraded(true)
+                local ready, reasons = rt:ready()
+                assert.is_false(ready)
+                assert.truthy(table.concat(reasons, ";"):find("meter degraded", 1, true))
+                assert.truthy(rt:metrics_text():find("accounting_ready 0", 1, true))
+                m:set_degraded(false)
+                assert.is_true((rt:ready()))
+                -- a rollover that fails (a read-only disk, a segment in doubt)
+                offload.rollover = function() return nil, "IoError: read-only file system" end
+                window(m, clock, 1)
+                assert.is_true(eventually(task, function() return rt.seal_err ~= nil end, 5000))
+                ready, reasons = rt:ready()
+                assert.is_false(ready)
+                assert.truthy(table.concat(reasons, ";"):find(
+                    "sealing fails: IoError: read-only file system", 1, true))
+                task.sleep(50) -- many failing ticks
+                offload.rollover = real
+                assert.is_true(eventually(task, function()
+                    return rt.seal_err == nil and rt.exports.ok == 3 end, 5000))
+                assert.is_true((rt:ready()))
+                rt:stop()
+                assert.equal(0, rt:wait().aborted)
+            end)
+        end)
+        offload.rollover = real
+        -- logged when it starts and when it ends, not on every failing tick
+        assert.equal(1, count(lines, "rollover: IoError: read-only file system"))
+        assert.equal(1, count(lines, "sealing works again"))
+        m:close()
+    end)
+end)
