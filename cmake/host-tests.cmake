@@ -144,3 +144,9 @@ ra_host_test(host-backlog-day-outage ${_ra_expect}
   -o "^backlog-day: ledger up: 240000 slices exported" -o "^backlog-day: verify OK: 10000 streams"
   0 ${_ra_host} run ${_ra_host_dir}/backlog-day.lua ${CMAKE_BINARY_DIR}/backlog-day 10000 24)
 set_tests_properties(host-backlog-day-outage PROPERTIES TIMEOUT 600)
+
+# A stream stuck on a gap (the ledger restored from an older copy) and the operator's
+# remedy, `streams accept-loss`, through a real daemon's admin route (issue 14 item 1).
+ra_host_test(host-streams-stuck-accept-loss sh ${_ra_host_dir}/streams.sh ${_ra_host}
+  ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-streams)
+set_tests_properties(host-streams-stuck-accept-loss PROPERTIES TIMEOUT 120)

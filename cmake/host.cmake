@@ -63,7 +63,7 @@ if(NOT LIBCURL_FOUND)
   message(FATAL_ERROR "libcurl not found (pkg-config libcurl): install the Debian package "
                       "libcurl4-openssl-dev (tools/deps.sh)")
 endif()
-target_sources(ron-accounting PRIVATE host/lua/curl.c)
+target_sources(ron-accounting PRIVATE host/lua/curl.c host/cli/streams.c)
 target_link_libraries(ron-accounting PRIVATE PkgConfig::LIBCURL)
 set_target_properties(ron-accounting PROPERTIES ENABLE_EXPORTS ON)
 target_link_options(ron-accounting PRIVATE -rdynamic)

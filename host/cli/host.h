@@ -57,6 +57,8 @@ void ra_host_report_overflow(const ra_host_verdict_t *vd);
 /* "OK" or "FAILED: ..." on stdout; the exit code. */
 int ra_host_verdict_end(const ra_host_verdict_t *vd);
 /* totals: print, per stream, the sum of its rows over all its slices (`verify --totals`). */
+/* streams.c: `streams stuck|accept-loss ...` through the daemon's admin routes. */
+int ra_host_streams(const char *exe, int argc, char **argv);
 int ra_host_ledger_verify(const char *path, bool totals);
 
 /* pgverify.c: `verify postgres://...` (or a conninfo with dbname=): true when target names

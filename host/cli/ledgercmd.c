@@ -10,7 +10,13 @@
  * the strict decoder (ra_slice_decode), its tenant and dimension against the file's path,
  * and the stream's chain: seq 1, 2, 3, ... and prev_b3 = the previous record's b3, the
  * first prev_b3 all zero. Problems and breaks name the file, the record index (1-based)
- * and its offset. Exit 1 on any, 0 with "OK". */
+ * and its offset. Exit 1 on any, 0 with "OK".
+ *
+ * A record may be an accepted loss (bytes starting RONL, docs/EXPORT.md §2.2): seqs the
+ * operator gave up. It is checked like a slice for its place in the chain (seq, prev_b3 =
+ * the previous trailer) and for its own form (its trailer is its link_b3, tenant and
+ * dimension are the file's); each accepted range is listed ("LOSS ACCEPTED ..."), which
+ * is not a problem: the loss is recorded, not silent. */
 #include "chain.h"
 #include "host.h"
 
@@ -34,7 +40,7 @@
 #define MAX_SLICE (1u << 20)
 
 typedef struct lv {
-    uint64_t files, records, bytes, links, torn, broken, other;
+    uint64_t files, records, bytes, links, torn, broken, other, lost;
     ra_host_verdict_t vd;
     bool totals; /* --totals: one line per stream with the sum of its rows */
 } lv_t;
@@ -53,6 +59,94 @@ static bool read_at(int fd, void *buf, size_t n, uint64_t off) {
         got += (size_t)r;
     }
     return true;
+}
+
+/* An accepted-loss record (file.lua's loss_seq is the same check), little-endian: RONL, 1,
+ * 0, 0 0, tenant[16], accepted_at_s u64, 0 u32, seq u64, prev_b3[32], link_b3[32], first
+ * u64, last u64, d u8, dimension[d], r u8, reason[r] (printable ASCII), nothing after. */
+#define LOSS_MAGIC "RONL"
+typedef struct loss {
+    uint64_t accepted_at_s, seq, first, last;
+    const uint8_t *tenant, *prev_b3, *link_b3;
+    char dim[33], reason[201];
+} loss_t;
+
+static uint64_t le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static bool loss_decode(const uint8_t *b, uint32_t n, loss_t *l) {
+    static const uint8_t head[8] = {'R', 'O', 'N', 'L', 1, 0, 0, 0};
+    static const uint8_t zero4[4] = {0};
+    if (n < 127 || memcmp(b, head, 8) != 0 || memcmp(b + 32, zero4, 4) != 0) return false;
+    uint32_t d = b[124];
+    if (d < 1 || d > 32 || 126 + d > n) return false;
+    uint32_t r = b[125 + d];
+    if (r > 200 || 126 + d + r != n) return false;
+    for (uint32_t i = 0; i < r; i++)
+        if (b[126 + d + i] < 0x20 || b[126 + d + i] > 0x7e) return false;
+    l->tenant = b + 8;
+    l->accepted_at_s = le64(b + 24);
+    l->seq = le64(b + 36);
+    l->prev_b3 = b + 44;
+    l->link_b3 = b + 76;
+    l->first = le64(b + 108);
+    l->last = le64(b + 116);
+    if (l->first < 1 || l->seq < l->first || l->seq > l->last) return false;
+    memcpy(l->dim, b + 125, d);
+    l->dim[d] = '\0';
+    memcpy(l->reason, b + 126 + d, r);
+    l->reason[r] = '\0';
+    return true;
+}
+
+/* One accepted-loss record at (idx, off): its form, then its link. Returns its seq. */
+static uint64_t verify_loss(lv_t *v, const char *path, const ra_tenant_t *tenant, const char *dim,
+                            const uint8_t *buf, uint32_t n, uint64_t idx, uint64_t off,
+                            uint64_t last_seq, const uint8_t last_b3[32]) {
+    loss_t l;
+    if (!loss_decode(buf, n, &l)) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": an accepted-loss record that does not decode",
+                       path, idx, off);
+        return last_seq + 1;
+    }
+    bool ok = true;
+    if (memcmp(l.link_b3, buf + n, 32) != 0) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": an accepted loss whose trailer is not its link_b3",
+                       path, idx, off);
+        ok = false;
+    }
+    if ((tenant && memcmp(l.tenant, tenant->b, 16) != 0) || (dim && strcmp(dim, l.dim) != 0)) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": an accepted loss of another stream",
+                       path, idx, off);
+        ok = false;
+    }
+    v->links++;
+    ra_host_link_t link = ra_host_chain_link(last_seq, last_b3, l.seq, l.prev_b3);
+    if (link != RA_LINK_OK) {
+        char why[160];
+        ra_host_chain_describe(link, last_seq, last_b3, l.seq, l.prev_b3, why, sizeof why);
+        ra_host_report(&v->vd, true, "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64 ": %s",
+                       path, idx, off, why);
+    }
+    if (ok) {
+        v->records++;
+        v->lost++;
+    }
+    if (l.seq == l.first)
+        printf("LOSS ACCEPTED %s: seqs %" PRIu64 "..%" PRIu64
+               " given up by the operator at %" PRIu64 " UTC s: %s\n",
+               path, l.first, l.last, l.accepted_at_s, l.reason[0] ? l.reason : "(no reason)");
+    return l.seq;
 }
 
 /* tenant: the expected tenant (from the directory name) or NULL; dim: expected dimension
@@ -116,6 +210,12 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
             break;
         }
         const uint8_t *stored = buf + n;
+        if (n >= 4 && memcmp(buf, LOSS_MAGIC, 4) == 0) {
+            last_seq = verify_loss(v, path, tenant, dim, buf, n, idx, off, last_seq, last_b3);
+            memcpy(last_b3, stored, 32);
+            off += 4 + (uint64_t)n + 32;
+            continue;
+        }
         uint8_t d[32];
         ra_b3(buf, n, d);
         bool ok = true;
@@ -347,6 +447,10 @@ int ra_host_ledger_verify(const char *target, bool totals) {
            v.records);
     printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v.links, v.vd.breaks);
     printf("  torn bytes      %" PRIu64 "\n", v.torn);
+    if (v.lost)
+        printf("  accepted losses %" PRIu64 " seqs given up by the operator (listed above; their "
+               "usage is unknown)\n",
+               v.lost);
     if (v.broken || v.other)
         printf("  other files     %" PRIu64 " .broken (torn tails cut by the exporter), %" PRIu64
                " unknown\n",

@@ -71,6 +71,17 @@ static const command_t commands[] = {
      "                            pending: after a restart it is resent and the\n"
      "                            downstream answers dup. Exit 0, or 1 when the listing\n"
      "                            shows problems\n"},
+    {"streams", ra_host_streams,
+     "  streams [--url URL] stuck\n"
+     "                            list the streams of the running daemon that cannot\n"
+     "                            advance (gap, conflict): its admin route, loopback\n"
+     "                            only; URL defaults to http://127.0.0.1:9464\n"
+     "  streams [--url URL] accept-loss TENANT DIMENSION [--reason TEXT]\n"
+     "                            give up, for good, the seqs a stream stuck on a gap\n"
+     "                            waits for (a lost WAL segment): the downstream records\n"
+     "                            them, the daemon logs the range, verify lists it; the\n"
+     "                            stream goes on (docs/ops/failure-modes.md). The JSON\n"
+     "                            answer on stdout; exit 0 on 2xx, else 1\n"},
     {"version", cmd_version,
      "  version                   print the versions of the host, libronacct, LuaJIT and\n"
      "                            the BLAKE3 kernels built in\n"},

@@ -98,15 +98,15 @@ local function mkdir_p(path)
 end
 _M.mkdir_p = mkdir_p
 
--- The extra routes of the HTTP server (ingest, the ledger receiver) and the largest body
--- they take (the receiver: one slice, 1 MiB).
+-- The extra routes of the HTTP server (the operator's admin routes, ingest, the ledger
+-- receiver) and the largest body they take (the receiver: one slice, 1 MiB).
 local function http_routes(d)
-    local routes = {}
+    local routes = require("ron.accounting.daemon.admin").routes(d)
     if d.ingest then routes[#routes + 1] = d.ingest:route() end
     if d.receiver then
         for _, r in ipairs(d.receiver:routes()) do routes[#routes + 1] = r end
     end
-    return #routes > 0 and routes or nil
+    return routes
 end
 
 local function http_max_body(d)

@@ -31,7 +31,8 @@
 --
 -- Files: this one makes the object (start) and ends it (stop, wait); the methods live by
 -- concern in feed.lua (rollover and re-offers into pending_slices), router.lua (policy and
--- lanes), worker.lua (per-stream export), acks.lua (meter ACKs, compaction), readiness.lua
+-- lanes), worker.lua (per-stream export), stuck.lua (streams that cannot advance, the
+-- operator's accept_loss), acks.lua (meter ACKs, compaction), readiness.lua
 -- (C-6, degraded), bus.lua (C-10 hooks), metrics.lua; rt.lua holds the class.
 --
 -- Nothing is ever lost by a shed: every slice stays in the meter's pending ring (and its
@@ -100,7 +101,8 @@ local rt = require "ron.accounting.runtime.rt"
 local RT = rt.RT
 _M._RT = RT
 -- The concerns, each a file adding methods to RT (one per task kind of seed 001 §2).
-for _, concern in ipairs { "feed", "router", "worker", "acks", "readiness", "bus", "metrics" } do
+for _, concern in ipairs { "feed", "router", "worker", "stuck", "acks", "readiness", "bus",
+                           "metrics" } do
     require("ron.accounting.runtime." .. concern)
 end
 _M.slice_id = RT.slice_id
@@ -134,7 +136,8 @@ function _M.start(opts)
         lru = {}, lru_q = {}, lru_head = 1, lru_tail = 0,
         exports = {}, rejected = {}, retries = 0, conflicts = {}, events = {},
         given_up = 0,          -- export ops that ended at the budget without an ACK
-        stuck_n = 0,           -- streams that cannot advance (gap, conflict): RT:set_stuck
+        stuck_n = 0,           -- streams that cannot advance (gap, conflict): stuck.lua
+        losses_accepted = 0, lost_slices = 0, -- RT:accept_loss
         seal_err = nil,        -- the last rollover's error while sealing fails
         tasks = {}, workers = {},
         stopping = false,

@@ -16,7 +16,8 @@
 --   from the backlog as ACKs made room), and the number to pass next time.
 --   offload.file(opts)              -> an exporter: exporters.file whose put() runs in the
 --                                      pool (append + fsync); head() and close() too; and
---                                      put_many(slices) (one pool call for several puts)
+--                                      put_many(slices) (one pool call for several puts),
+--                                      accept_loss{...} (the operator's, see file.lua)
 --
 -- Every call must come from a task (ron.accounting.runtime.task): it queues the work, then waits
 -- on a one-slot channel that the after-work callback (loop thread) fills.
@@ -313,6 +314,16 @@ function F:head(tenant, dimension)
     if not res then return nil, err end
     if res[2] == nil then return nil, res[4] end
     return { seq = res[2], b3 = res[3] }
+end
+
+-- exporters.file's accept_loss (it writes and fsyncs: in the pool) -> { from, to } | nil, err
+function F:accept_loss(o)
+    if type(o) ~= "table" then error("offload.file: accept_loss expects a table", 2) end
+    local res, err = call("file_accept_loss", nil, self.dir, self.fsync, o.tenant, o.dimension,
+                          o.through_seq, o.link_b3, o.reason, o.now_s)
+    if not res then return nil, err end
+    if res[2] == nil then return nil, res[4] end
+    return { from = res[2], to = res[3] }
 end
 
 -- Every stream's head: { { tenant =, dimension =, seq =, b3 = }, ... } | nil, err.

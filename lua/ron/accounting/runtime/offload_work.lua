@@ -137,6 +137,17 @@ function _M.file_head(dir, tenant, dimension)
     return h.seq, h.b3
 end
 
+function _M.file_accept_loss(dir, fsync, tenant, dimension, through, link, reason, now_s)
+    local ledger, err = require("ron.accounting.export.exporters.file").new {
+        dir = dir, fsync = fsync }
+    if not ledger then return nil, nil, err end
+    local r, rerr = ledger:accept_loss { tenant = tenant, dimension = dimension,
+                                         through_seq = through, link_b3 = link,
+                                         reason = reason, now_s = now_s }
+    if not r then return nil, nil, rerr end
+    return r.from, r.to
+end
+
 function _M.file_heads(dir)
     local ledger, err = require("ron.accounting.export.exporters.file").new { dir = dir }
     if not ledger then return nil, err end

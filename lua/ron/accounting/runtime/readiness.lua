@@ -4,8 +4,8 @@
 local rt = require "ron.accounting.runtime.rt"
 local uv = require "luv"
 
-local format, sort, pcall, next, pairs, tostring =
-      string.format, table.sort, pcall, next, pairs, tostring
+local format, sort, pcall, next =
+      string.format, table.sort, pcall, next
 local RT, slice_key, log = rt.RT, rt.slice_key, rt.log
 function RT.slice_id(s)
     return { tenant = s.tenant, dimension = s.dimension, window_start_s = s.id.window_start_s,
@@ -72,23 +72,6 @@ function RT:ready()
     if self.stuck_n > 0 then reasons[#reasons + 1] = self:stuck_reason() end
     return #reasons == 0, reasons, { backlog_p95 = bp, ack_latency_p95_ms = lp,
                                      stuck_streams = self.stuck_n, meter_degraded = mdeg }
-end
-
--- "N streams stuck: <stream> at seq S (gap), ..." naming at most three (the log and the
--- per-stream gauge have them all).
-function RT:stuck_reason()
-    local list = {}
-    for _, st in pairs(self.streams) do
-        if st.stuck then
-            list[#list + 1] = format("%s at seq %s (%s)", st.key, tostring(st.stuck.seq),
-                                     st.stuck.reason)
-        end
-    end
-    sort(list)
-    local more = #list > 3 and format(", and %d more", #list - 3) or ""
-    for i = #list, 4, -1 do list[i] = nil end
-    return format("%d stream%s stuck: %s%s", self.stuck_n, self.stuck_n == 1 and "" or "s",
-                  table.concat(list, ", "), more)
 end
 
 function RT:exporter_ok()

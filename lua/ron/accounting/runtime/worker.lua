@@ -114,35 +114,6 @@ function RT:note_failure(st, s, status, detail)
     st.fail_status, st.fail_logged_ms, st.fail_quiet = status, now, 0
 end
 
-local REMEDY = {
-    gap = "the downstream misses the seqs before it (a WAL segment lost or damaged, or a "
-          .. "restored downstream): check `ron-accounting verify` on the WAL; to give them up "
-          .. "explicitly, `ron-accounting streams accept-loss` (docs/ops/failure-modes.md)",
-    conflict = "the downstream holds another chain for this stream (two producers, or a "
-               .. "restored WAL): compare `ron-accounting verify` on both sides; the stream's "
-               .. "worker stopped (docs/ops/failure-modes.md)",
-}
-
--- A stream that cannot advance (gap the op budget could not fill, conflict): an alert-class
--- state, logged once per stream with the remedy, counted in readiness and metrics until a
--- slice of the stream is ACKed again (I-14; issue 14 item 1).
-function RT:set_stuck(st, s, reason, detail)
-    local prev = st.stuck
-    if prev and prev.reason == reason and prev.seq == s.id.seq then return end
-    if not prev then self.stuck_n = self.stuck_n + 1 end
-    st.stuck = { reason = reason, seq = s.id.seq, since_ms = uv.now(), detail = detail }
-    log("STUCK: stream %s cannot advance at seq %s: %s (%s). %s", st.key, tostring(s.id.seq),
-        reason, tostring(detail), REMEDY[reason])
-    self:event { "stuck", st.key, s.id.seq, reason }
-end
-
-function RT:clear_stuck(st)
-    log("stream %s advances again (was stuck at seq %s: %s)", st.key, tostring(st.stuck.seq),
-        st.stuck.reason)
-    st.stuck = nil
-    self.stuck_n = self.stuck_n - 1
-end
-
 -- put(s) through the exporter. An exporter with put_many (offload.file) gets the puts of
 -- all streams batched: a worker queues its slice and waits on its stream's reply channel;
 -- a put_flush task (at most put_parallel at once) sends up to put_batch queued slices in

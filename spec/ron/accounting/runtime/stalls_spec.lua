@@ -194,4 +194,78 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
         assert.equal(1, count(lines, "sealing works again"))
         m:close()
     end)
+
+    it("a WAL segment lost in the middle: the stream is stuck on gap until the operator "
+       .. "accepts the loss; then it goes on, and verify lists exactly the seqs given up",
+       function()
+        print("seed: none (no randomness)")
+        local acct = require "ron.accounting"
+        local clock = S.clock(S.T0 + 5)
+        local wal = S.tmpname(".wal")
+        local dir = S.tmpname(".ledger")
+        local function open() return assert(acct.open(S.cfg { clock = clock.fn,
+                                                              wal = { dir = wal } })) end
+        -- three windows sealed by three rollovers: three segments, nothing exported yet
+        local m = open()
+        for w = 1, 3 do
+            clock.now = S.T0 + 60 * (w - 1) + 5
+            assert(m:record(TENANTS[1], "alice", "bytes", w))
+            clock.now = S.T0 + 60 * w + 1
+            m:rollover()
+        end
+        assert.equal(3, m:pending_count())
+        m:close()
+        local segs = {}
+        for name in io.popen("ls " .. S.shell_quote(wal)):lines() do
+            if name:match("^%x+%.seg$") then segs[#segs + 1] = name end
+        end
+        table.sort(segs)
+        assert.equal(3, #segs)
+        assert(os.remove(wal .. "/" .. segs[2])) -- seq 2 is gone
+        m = open()
+        assert.equal(2, m:pending_count())
+        local ledger = assert(offload.file { dir = dir })
+        local rt, r, err
+        local lines = logged(function()
+            run(function(task)
+                rt = runtime.start(opts { meter = m, exporter = ledger })
+                assert.is_true(eventually(task, function() return rt.stuck_n == 1 end, 5000))
+                assert.equal(1, rt.exports.ok) -- seq 1
+                local list = rt:stuck_list()
+                assert.equal(1, #list)
+                assert.same({ TENANTS[1], "bytes", "gap", 3 },
+                            { list[1].tenant, list[1].dimension, list[1].reason, list[1].seq })
+                -- refused where it does not apply
+                r, err = rt:accept_loss(TENANTS[2], "bytes", "x")
+                assert.is_nil(r)
+                assert.truthy(err:find("^NotFound: stream "), err)
+                r, err = rt:accept_loss(TENANTS[1], "bytes", "segment 2 deleted (spec)")
+                assert.is_nil(err)
+                assert.same({ from = 2, to = 2 }, r)
+                assert.is_true(eventually(task, function()
+                    return rt.exports.ok == 2 and rt.stuck_n == 0 end, 5000))
+                assert.is_true((rt:ready()))
+                rt:stop()
+                assert.equal(0, rt:wait().aborted)
+            end)
+        end)
+        assert.equal(0, m:pending_count())
+        m:close()
+        assert.equal(1, count(lines, "STUCK"))
+        assert.equal(1, count(lines, "LOSS ACCEPTED: stream " .. TENANTS[1]
+                                     .. "/bytes: seqs 2..2 (1 slices) given up by the operator "
+                                     .. "(segment 2 deleted (spec)); their usage is unknown"))
+        assert.equal(1, rt.losses_accepted)
+        assert.equal(1, rt.lost_slices)
+        -- the ledger: seq 1, the accepted loss of seq 2, seq 3; chain unbroken; totals 1 + 3
+        local rc, out = verify(dir)
+        assert.equal(0, rc, out)
+        local bin = os.getenv("RA_BIN") or "build/ron-accounting"
+        out = S.run(bin .. " verify --totals " .. S.shell_quote(dir))
+        assert.truthy(out:find("LOSS ACCEPTED [^\n]*: seqs 2%.%.2 given up by the operator at "
+                               .. "%d+ UTC s: segment 2 deleted %(spec%)"), out)
+        assert.truthy(out:find("accepted losses 1 seqs given up", 1, true), out)
+        assert.truthy(out:find(" bytes 4 (2 slices", 1, true), out)
+        assert.truthy(out:find("\nOK", 1, true), out)
+    end)
 end)

@@ -216,6 +216,70 @@ describe("ron.accounting.export.exporters.file", function()
         l:close()
     end)
 
+    it("accept_loss records the missing seqs as given up; the next slice is then ok", function()
+        local l = ledger()
+        local c = chain(5)
+        assert.equal("ok", l:put(c[1]))
+        assert.equal("gap", (l:put(c[4]))) -- seqs 2, 3 never arrive
+        local r, err = l:accept_loss { tenant = TA, dimension = "bytes", through_seq = 3,
+                                       link_b3 = c[4].prev_b3, reason = "segment lost",
+                                       now_s = 1767225600 }
+        assert.is_nil(err)
+        assert.same({ from = 2, to = 3 }, r)
+        assert.same({ seq = 3, b3 = c[4].prev_b3 }, l:head(TA, "bytes"))
+        assert.equal("ok", l:put(c[4]))
+        assert.equal("ok", l:put(c[5]))
+        -- the loss records: RONL, seq at 36, trailer = link (zeros, then c[4]'s prev_b3)
+        local recs = records(stream_path())
+        assert.equal(5, #recs)
+        assert.equal("RONL", recs[2].bytes:sub(1, 4))
+        assert.equal(string.rep("\0", 32), recs[2].trailer)
+        assert.equal(3, file._loss_seq(recs[3].bytes, recs[3].trailer))
+        assert.is_nil(file._loss_seq(recs[3].bytes, recs[2].trailer)) -- a trailer that is not its link
+        assert.is_nil(file._loss_seq(recs[3].bytes:sub(1, -2), recs[3].trailer))
+        -- a replay of a given-up seq's real slice is a conflict (the loss stands), a fresh
+        -- instance loads the heads through loss records
+        assert.equal("conflict", (l:put(c[2])))
+        l:close()
+        local l2 = ledger()
+        assert.same({ seq = 5, b3 = c[5].b3 }, l2:head(TA, "bytes"))
+        assert.equal("dup", (l2:put(c[5])))
+        l2:close()
+        assert.equal(0, (S.verify(dir)))
+        -- verify checks a loss record like any other: a changed byte of its reason is caught
+        local data = S.read_file(stream_path())
+        local at = data:find("segment lost", 1, true)
+        S.write_file(stream_path(), data:sub(1, at - 1) .. "\1" .. data:sub(at + 1))
+        local rc, out = S.verify(dir)
+        assert.equal(1, rc)
+        assert.truthy(out:find("an accepted-loss record that does not decode", 1, true), out)
+    end)
+
+    it("accept_loss refuses bad arguments and a range with nothing missing", function()
+        local l = ledger()
+        local c = chain(2)
+        assert.equal("ok", l:put(c[1]))
+        local link = c[2].prev_b3
+        local function try(o)
+            local base = { tenant = TA, dimension = "bytes", through_seq = 2, link_b3 = link }
+            for k, v in pairs(o) do base[k] = v end
+            local r, err = l:accept_loss(base)
+            assert.is_nil(r)
+            return err
+        end
+        assert.truthy(try({ through_seq = 1 }):find("nothing is missing: the ledger's head of "
+                                                     .. TA .. "/bytes is seq 1", 1, true))
+        assert.truthy(try({ tenant = "nope" }):find("^InvalidArgument"))
+        assert.truthy(try({ dimension = "Bytes" }):find("^InvalidArgument"))
+        assert.truthy(try({ link_b3 = "00" }):find("^InvalidArgument"))
+        assert.truthy(try({ through_seq = 1.5 }):find("^InvalidArgument"))
+        assert.truthy(try({ reason = "tab\there" }):find("printable ASCII"))
+        assert.truthy(try({ reason = string.rep("x", 201) }):find("at most 200"))
+        assert.truthy(try({ through_seq = 1000002 }):find("1000001 seqs at once"))
+        assert.equal(1, #records(stream_path())) -- nothing written
+        l:close()
+    end)
+
     it("seq 1 with a non-zero prev_b3 on a new stream is a conflict", function()
         local l = ledger()
         local c = chain(1)
