@@ -107,6 +107,10 @@ ready() { [ "$(curl -s "$url/readyz")" = ready ]; }
 wait_for 20 ready || fail "/readyz never came back: $(curl -s "$url/readyz")"
 wait_for 20 test "$(ledger_total)" = 40 || fail "slice 6 never landed ($(ledger_total))"
 grep -q "advances again" d3.log || fail "no 'advances again' line"
+curl -s "$url/metrics" >metrics.out
+grep -q '^accounting_losses_accepted_total 1$' metrics.out &&
+    grep -q '^accounting_lost_slices_total 2$' metrics.out &&
+    grep -q '^accounting_streams_stuck 0$' metrics.out || fail "metrics after the accepted loss"
 stop_daemon
 "$host" verify --totals var/ledger >verify.out 2>&1 || fail "verify: $(cat verify.out)"
 grep -q "LOSS ACCEPTED .*: seqs 4..5 given up by the operator at [0-9]* UTC s: ledger restored from backup" verify.out &&

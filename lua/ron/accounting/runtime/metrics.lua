@@ -32,6 +32,14 @@ function RT:metrics_text()
                     .. "budget could not fill, conflict): alert on > 0."
     out[#out + 1] = "# TYPE accounting_streams_stuck gauge"
     out[#out + 1] = format("accounting_streams_stuck %d", self.stuck_n)
+    out[#out + 1] = "# HELP accounting_losses_accepted_total Losses the operator accepted "
+                    .. "for stuck streams (streams accept-loss)."
+    out[#out + 1] = "# TYPE accounting_losses_accepted_total counter"
+    out[#out + 1] = format("accounting_losses_accepted_total %d", self.losses_accepted)
+    out[#out + 1] = "# HELP accounting_lost_slices_total Seqs given up by accepted losses "
+                    .. "(their usage is unknown)."
+    out[#out + 1] = "# TYPE accounting_lost_slices_total counter"
+    out[#out + 1] = format("accounting_lost_slices_total %d", self.lost_slices)
     out[#out + 1] = "# HELP accounting_stream_stuck 1 for each stuck stream (at most "
                     .. STUCK_LISTED .. " listed), by reason and the seq it waits at."
     out[#out + 1] = "# TYPE accounting_stream_stuck gauge"
