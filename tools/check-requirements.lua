@@ -47,7 +47,8 @@ end
 
 local function list_files()
     local files = {}
-    local p = io.popen("git -C " .. sh_quote(root) .. " ls-files -z --cached --others --exclude-standard 2>/dev/null")
+    local p = io.popen("git -C " .. sh_quote(root)
+                       .. " ls-files -z --cached --others --exclude-standard 2>/dev/null")
     local out = p:read("*a")
     p:close()
     if out ~= "" then
@@ -156,7 +157,9 @@ for name, text in pairs(texts) do
             ln = ln + 1
             if line:match("^%s*|") then
                 local cells = {}
-                for cell in line:gsub("^%s*|", ""):gmatch("([^|]*)|") do cells[#cells + 1] = cell end
+                for cell in line:gsub("^%s*|", ""):gmatch("([^|]*)|") do
+                    cells[#cells + 1] = cell
+                end
                 local id = cells[1] and normalise_id(cells[1])
                 if id then
                     local where = name .. ":" .. ln
@@ -171,7 +174,8 @@ for name, text in pairs(texts) do
                             local path = span:match("^([^%s:]+)")
                             if path and (path:find("/") or path:match("%.%a+$")) then
                                 if not exists(root .. "/" .. path) then
-                                    finding("%s: %s cites %s, which does not exist", where, id, path)
+                                    finding("%s: %s cites %s, which does not exist", where,
+                                            id, path)
                                 end
                             end
                         end
@@ -213,6 +217,47 @@ for _, name in ipairs(names) do
         end
     end)
 end
+-- Relative links of markdown pages: [text](path#anchor) must name a file that exists and,
+-- for a markdown target, a heading whose GitHub anchor is `anchor`.
+local function slug(h)
+    return (h:lower():gsub("[^%w%s_%-]", ""):gsub("%s", "-"))
+end
+local anchors = {} -- page -> set of anchors
+local function anchors_of(page)
+    if anchors[page] then return anchors[page] end
+    local set, body = {}, texts[page] or read(root .. "/" .. page) or ""
+    for h in ("\n" .. body):gmatch("\n#+%s+([^\n]+)") do set[slug(h)] = true end
+    anchors[page] = set
+    return set
+end
+local function normpath(p)
+    local parts = {}
+    for seg in p:gmatch("[^/]+") do
+        if seg == ".." then parts[#parts] = nil elseif seg ~= "." then parts[#parts + 1] = seg end
+    end
+    return table.concat(parts, "/")
+end
+for _, name in ipairs(names) do
+    if name:match("%.md$") then
+        local text = texts[name]
+        local dir = name:match("^(.*)/[^/]*$") or ""
+        for pos, target in text:gmatch("()%]%(([^)%s]+)%)") do
+            if not target:match("^%a[%w+.-]*:") then
+                local path, anchor = target:match("^([^#]*)#?(.*)$")
+                local page = path == "" and name
+                    or normpath((dir ~= "" and dir .. "/" or "") .. path)
+                local where = name .. ":" .. line_of(text, pos)
+                ncites = ncites + 1
+                if not exists(root .. "/" .. page) then
+                    finding("%s: links to %s, which does not exist", where, page)
+                elseif anchor ~= "" and page:match("%.md$") and not anchors_of(page)[anchor] then
+                    finding("%s: links to %s#%s, which has no such heading", where, page, anchor)
+                end
+            end
+        end
+    end
+end
+
 local undefined = {}
 for id in pairs(missing) do undefined[#undefined + 1] = id end
 table.sort(undefined)

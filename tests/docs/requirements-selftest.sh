@@ -76,6 +76,19 @@ mk
 printf '/* REQ.md %s4 */\n' "$S" > "$tmp/t/src/d.c"
 expect 1 "no heading numbered 4" "a dangling page section fails"
 
+mk
+printf 'see [a](../src/a.c), [b](REQ.md#3-a-section), [c](#3-a-section), [d](https://x.y/z)\n' \
+    >> "$tmp/t/docs/REQ.md"
+expect 0 "" "links to files and headings that exist pass"
+
+mk
+printf 'see [gone](gone.md)\n' >> "$tmp/t/docs/REQ.md"
+expect 1 "links to docs/gone.md, which does not exist" "a link to a missing file fails"
+
+mk
+printf 'see [x](REQ.md#no-such-part)\n' >> "$tmp/t/docs/REQ.md"
+expect 1 "which has no such heading" "a link to a missing heading fails"
+
 if [ "$fails" -ne 0 ]; then
     echo "$fails case(s) failed" >&2
     exit 1
