@@ -12,7 +12,8 @@
 --            and documents nothing the code does not render.
 --   config   every key of the daemon's DEFAULTS table (lua/ron/accounting/daemon/schema.lua)
 --            is in a first cell of docs/reference/config.md's "Daemon settings" table, and
---            that table names no key DEFAULTS lacks.
+--            that table names no key DEFAULTS lacks; where both sides are plain values
+--            (numbers, "512 MiB", strings, booleans, {}), the documented default is the code's.
 --   cli      every verb of host/cli/main.c's command table has a row in
 --            docs/reference/cli.md's verb table (first cell `verb ...`), and the table
 --            names no verb the host lacks.
@@ -116,16 +117,39 @@ end
 
 -- ---- config --------------------------------------------------------------------------------
 
+-- A default as text, normalised so the code's literal and the page's spelling compare:
+-- numbers (and products like 512 * 1024 * 1024, and "512 MiB") as numbers, strings
+-- unquoted, true/false, {}. nil for anything else (a table with content, prose).
+local function norm_default(v)
+    v = v:gsub("`", ""):gsub("^%s+", ""):gsub("%s+$", "")
+    local mib = v:match("^(%d+) MiB$")
+    if mib then return tostring(tonumber(mib) * 1048576) end
+    if v:match("^[%d%s%*]+$") then
+        local f = loadstring("return " .. v)
+        local ok, n = pcall(f)
+        if ok and type(n) == "number" then return tostring(n) end
+    end
+    local q = v:match('^"([^"]*)"$')
+    if q then return q end
+    if v == "true" or v == "false" or v == "{}" then return v end
+    if v:match("^[%w_.:/]+$") then return v end -- a bare word: macronode, var, 127.0.0.1:9464
+    return nil
+end
+
 local schema = must("lua/ron/accounting/daemon/schema.lua")
-local defaults = {}
+local defaults, literal = {}, {}
 local block = schema:match("_M%.DEFAULTS%s*=%s*(%b{})") or ""
 -- Top-level keys only: a key at the table's first indentation level.
 local indent
 for line in block:gmatch("[^\n]+") do
-    local sp, key = line:match("^(%s+)([%a_][%w_]*)%s*=")
+    local sp, key, rest = line:match("^(%s+)([%a_][%w_]*)%s*=%s*(.*)$")
     if key then
         indent = indent or #sp
-        if #sp == indent then defaults[key] = true end
+        if #sp == indent then
+            defaults[key] = true
+            local v = rest:gsub("%s*%-%-.*$", ""):gsub(",%s*$", "")
+            literal[key] = norm_default(v)
+        end
     end
 end
 if next(defaults) == nil then finding("lua/ron/accounting/daemon/schema.lua: no DEFAULTS keys") end
@@ -135,8 +159,23 @@ local keys = {}
 for _, r in ipairs(rows(must(cpath))) do
     if r.section:lower():match("daemon settings") then
         -- The keys of the first cell; flags in parentheses after them are not keys.
+        local row = {}
         for span in (r[1] or ""):gsub("%b()", ""):gmatch("`([^`]+)`") do
-            if span:match("^[%a_][%w_]*$") then keys[span] = r.line end
+            if span:match("^[%a_][%w_]*$") then
+                keys[span] = r.line
+                row[#row + 1] = span
+            end
+        end
+        -- The default cell: one value for every key of the row, or one per key (", ").
+        local vals = {}
+        for v in ((r[2] or "") .. ","):gmatch("([^,]*),") do vals[#vals + 1] = v end
+        if #vals ~= #row then vals = { r[2] or "" } end
+        for i, k in ipairs(row) do
+            local want, got = literal[k], norm_default(vals[i] or vals[1])
+            if want and got and want ~= got then
+                finding("%s:%d: daemon key %s: the page says default %s, schema.lua says %s",
+                        cpath, r.line, k, got, want)
+            end
         end
     end
 end

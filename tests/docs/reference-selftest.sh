@@ -66,6 +66,21 @@ expect 1 "daemon key demo_rat is documented but not in schema.lua DEFAULTS" \
     "a documented key the daemon lacks fails"
 
 mk
+sed -i 's/^| `window_len_s` (`--window`) | 300 |/| `window_len_s` (`--window`) | 301 |/' "$tmp/t/docs/reference/config.md"
+expect 1 "daemon key window_len_s: the page says default 301, schema.lua says 300" \
+    "a documented default that disagrees fails"
+
+mk
+sed -i 's/^| `wal_max_bytes` | 512 MiB |/| `wal_max_bytes` | 256 MiB |/' "$tmp/t/docs/reference/config.md"
+expect 1 "daemon key wal_max_bytes: the page says default 268435456, schema.lua says 536870912" \
+    "a default in MiB that disagrees with a product in the code fails"
+
+mk
+sed -i 's/^    op_budget_ms = 10000,/    op_budget_ms = 9000,/' "$tmp/t/lua/ron/accounting/daemon/schema.lua"
+expect 1 "daemon key op_budget_ms: the page says default 10000, schema.lua says 9000" \
+    "a changed default in the code, one of a row's list, fails"
+
+mk
 sed -i 's/^    {"version", cmd_version,/    {"frobnicate", cmd_version, "x"},\n    {"version", cmd_version,/' "$tmp/t/host/cli/main.c"
 expect 1 "verb frobnicate (host/cli/main.c) is not documented" "a new CLI verb fails"
 
