@@ -60,7 +60,7 @@ install: build
 cdef: deps
 	sh tools/gen-cdef.sh > lua/ron/accounting/binding/cdef.lua
 
-# Long runs (docs/OPERATIONS.md): `soak` = the conservation stress and G-7's 1000 kill -9
+# Long runs (docs/ops/make-targets.md): `soak` = the conservation stress and G-7's 1000 kill -9
 # iterations; `soak-wal` = the latter alone.
 soak: build
 	cmake --build $(BUILD) --target soak

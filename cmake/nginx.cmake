@@ -1,4 +1,4 @@
-# The nginx gateway (issue 6; docs/OPERATIONS.md, "The nginx gateway"): the native module
+# The nginx gateway (issue 6; docs/ops/nginx.md): the native module
 # and the tests that start a real nginx. Included from CMakeLists.txt after enable_testing().
 #
 #   nginx-module (target, in ALL when nginx-dev is installed)

@@ -29,7 +29,7 @@
  *   ron_accounting_test_clock BASE_UTC_S ORIGIN_UNIX_S SPEED;                  (http)
  *       tests only: the plane's clock runs at BASE + (now - ORIGIN) * SPEED.
  *
- * Where the plane is mapped (docs/OPERATIONS.md, "The nginx gateway"): the http block's
+ * Where the plane is mapped (docs/ops/nginx.md): the http block's
  * postconfiguration runs in the master (as root) while it reads the configuration, before
  * the workers are forked and drop privileges. It opens (or creates, 0600) the plane and maps it;
  * every worker inherits the mapping and never opens the file. The meter belongs to the cycle: a

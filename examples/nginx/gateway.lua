@@ -1,7 +1,7 @@
 -- gateway.lua: the settings shared by the sidecar and nginx (examples/nginx/README.md).
 --
 -- The sidecar reads them as its configuration file (ron-accounting run sidecar.lua
--- --config /etc/ron-accounting/gateway.lua: every key of docs/OPERATIONS.md §8.1). nginx
+-- --config /etc/ron-accounting/gateway.lua: every key of docs/reference/config.md). nginx
 -- reads the plane settings from the same file (the Lua path: init { config = ... }); the
 -- native module's ron_accounting_plane directive repeats them. The plane refuses any
 -- process whose window_len_s, shards, capacity_rows, dimensions or profile differ.

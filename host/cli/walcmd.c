@@ -1,5 +1,5 @@
 /* `verify PATH` and `wal inspect PATH [--json]`: read-only tools over a WAL directory (or
- * one segment file), docs/FORMAT.md §4 and docs/OPERATIONS.md "The write-ahead log".
+ * one segment file), docs/FORMAT.md §4 and docs/ops/wal.md.
  *
  * Both run the core's own recovery scan, ra__wal_open(..., read_only = true, visitor), so
  * the tools and the meter can never disagree about what a byte means. The scan goes

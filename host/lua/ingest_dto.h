@@ -1,5 +1,4 @@
-/* The strict decoder of POST /v1/records bodies (docs/OPERATIONS.md, "Ingest: POST
- * /v1/records"): exactly
+/* The strict decoder of POST /v1/records bodies (docs/ops/ingest.md): exactly
  *
  *   {"records":[{"tenant":"<uuid>","subject":"<string>","dimension":"<name>","value":<int>},...]}
  *

@@ -30,7 +30,7 @@ T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 T2=b2d4e6f8-1a3c-4e5f-8b7d-9c0e2f4a6b8d
 TOK1=ingest-token-one.x
 TOK2=ingest-token-two.y
-# docs/OPERATIONS.md: the daemon stores a token's BLAKE3 digest, never the token
+# docs/ops/ingest.md: the daemon stores a token's BLAKE3 digest, never the token
 H1=$(printf %s "$TOK1" | b3sum --no-names) && H2=$(printf %s "$TOK2" | b3sum --no-names) ||
     fail "b3sum"
 

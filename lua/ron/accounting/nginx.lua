@@ -11,8 +11,7 @@
 --   }
 --   log_by_lua_block { require("ron.accounting.nginx").log() }
 --
--- examples/nginx/nginx.conf is a complete configuration; docs/OPERATIONS.md ("The nginx
--- gateway") the design.
+-- examples/nginx/nginx.conf is a complete configuration; docs/ops/nginx.md the design.
 --
 -- Where the plane is mapped: init() in init_by_lua* runs in the nginx master, as root,
 -- before the workers are forked and drop their privileges: the master opens (or creates,

@@ -18,9 +18,9 @@
 --                                for a process that records into a `shm` plane another
 --                                process seals
 --   wal                 nil      { dir = path, max_bytes = 512 MiB, max_entries =
---                                pending_slices_cap, max_age_s = 86400 (0: no limit) }:
---                                this process seals and keeps sealed slices in a
---                                write-ahead log
+--                                200000 (beyond pending_slices_cap: the backlog on
+--                                disk), max_age_s = 86400 (0: no limit) }: this process
+--                                seals and keeps sealed slices in a write-ahead log
 --   shm                 nil      path of a process-shared counter plane (created if absent)
 --   clock               nil      function returning UTC seconds (may be fractional); nil:
 --                                the C core reads the system clock

@@ -14,7 +14,7 @@ usage: ron-accounting run examples/daemon.lua [--config FILE] [--var DIR] [--win
            [--listen HOST:PORT|off] [--profile macronode|micronode] [--demo RATE]
            [--status S] [--plane PATH] [--check]
 
-  --config FILE   a Lua file returning a table of settings (docs/OPERATIONS.md)
+  --config FILE   a Lua file returning a table of settings (docs/reference/config.md)
   --var DIR       state directory: DIR/plane, DIR/wal, DIR/ledger (default ./var)
   --plane PATH    the counter plane file, instead of DIR/plane (a gateway's, for example)
   --window S      window length in seconds, 60..3600 (default 300)

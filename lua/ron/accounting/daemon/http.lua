@@ -1,4 +1,4 @@
--- ron.accounting.daemon.http: the daemon's HTTP surface (docs/OPERATIONS.md, "HTTP surface"), on
+-- ron.accounting.daemon.http: the daemon's HTTP surface (docs/ops/http.md), on
 -- ron.accounting.net.http_server (host/lua/httpd.c: H2O on the host's libuv loop). Runs inside
 -- `ron-accounting run` only: the C module comes with the host.
 --

@@ -1,5 +1,5 @@
--- ron.accounting.daemon.ingest: POST /v1/records, the daemon's HTTP ingest (docs/OPERATIONS.md,
--- "Ingest: POST /v1/records"; seed 000 C-8, G-6.1, I-14). Runs inside `ron-accounting run`
+-- ron.accounting.daemon.ingest: POST /v1/records, the daemon's HTTP ingest (docs/ops/ingest.md;
+-- seed 000 C-8, G-6.1, I-14). Runs inside `ron-accounting run`
 -- only: the decoder (host/lua/ingest_dto.c) is part of the host and reached through ffi.C.
 --
 --   local ingest = require "ron.accounting.daemon.ingest"
@@ -74,7 +74,7 @@ local INGEST_ABI = 1
 
 local _M = {}
 
--- The defaults of the `ingest` table (docs/OPERATIONS.md, "Ingest: POST /v1/records").
+-- The defaults of the `ingest` table (docs/ops/ingest.md).
 _M.DEFAULTS = {
     tokens = nil,              -- required: { ["<BLAKE3 hex of a token>"] = "<tenant uuid>" }
     max_body = 1048576,        -- bytes; larger bodies: 413 before they are read

@@ -160,7 +160,7 @@ function _M.start(cfg)
     end
 
     local d = { cfg = cfg, meter = meter, paths = p, stopping = false, demo_errors = 0 }
-    if cfg.ingest then -- POST /v1/records (docs/OPERATIONS.md, "Ingest: POST /v1/records")
+    if cfg.ingest then -- POST /v1/records (docs/ops/ingest.md)
         local iok, ing = pcall(function()
             local o = { meter = meter, clock = cfg.clock or nil }
             for k, v in pairs(cfg.ingest) do o[k] = v end
@@ -172,7 +172,7 @@ function _M.start(cfg)
         end
         d.ingest = ing
     end
-    if cfg.receiver then -- the ledger receiver (docs/OPERATIONS.md, "Ledger receiver")
+    if cfg.receiver then -- the ledger receiver (docs/ops/daemon.md, "Ledger receiver")
         local r, what = require("ron.accounting.daemon.receiver").from_config(cfg.receiver, {
             dir = p.ledger, fsync = cfg.ledger_fsync, mkdir = mkdir_p,
             log = function(line) log("WARN", "receiver: %s", line) end })

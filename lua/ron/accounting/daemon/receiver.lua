@@ -441,7 +441,7 @@ function R:close(close_backend)
 end
 
 -- ---------------------------------------------------------------------------------------
--- the daemon's `receiver = { ... }` (docs/OPERATIONS.md, "Ledger receiver")
+-- the daemon's `receiver = { ... }` (docs/ops/daemon.md, "Ledger receiver")
 
 local CONFIG = { backend = true, dir = true, fsync = true, token_hash = true, prefix = true,
                  workers = true, queue_cap = true, batch = true }

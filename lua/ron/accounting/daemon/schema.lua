@@ -5,7 +5,8 @@ local pairs, ipairs, type, tostring, tonumber = pairs, ipairs, type, tostring, t
 
 local _M = {}
 
--- The embedded defaults (docs/OPERATIONS.md, "The daemon").
+-- The embedded defaults (docs/reference/config.md, "Daemon settings";
+-- tools/check-reference.lua checks that page lists every key).
 _M.DEFAULTS = {
     profile = "macronode",      -- macronode: WAL, amnesia off; micronode: RAM only (P-6)
     var_dir = "var",            -- <var>/plane, <var>/wal, <var>/ledger

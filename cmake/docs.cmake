@@ -1,0 +1,32 @@
+# Documentation checked against the tree (label docs; part of `make test`):
+#   docs-requirements           every requirement id cited anywhere is defined as a table row
+#                               of some docs/*.md, and every file such a row names exists
+#                               (tools/check-requirements.lua; docs/REQUIREMENTS.md)
+#   docs-requirements-selftest  the checker fails each kind of broken tree
+#   docs-reference              docs/reference/{metrics,config,cli}.md list exactly the metric
+#                               families, daemon keys and CLI verbs of the code
+#                               (tools/check-reference.lua)
+#   docs-reference-selftest     that checker fails each kind of disagreement
+find_program(RA_DOCS_LUAJIT luajit)
+if(RA_DOCS_LUAJIT)
+  add_test(NAME docs-requirements
+           COMMAND ${RA_DOCS_LUAJIT} tools/check-requirements.lua .
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME docs-requirements-selftest
+           COMMAND sh tests/docs/requirements-selftest.sh ${RA_DOCS_LUAJIT}
+                   tools/check-requirements.lua
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME docs-reference
+           COMMAND ${RA_DOCS_LUAJIT} tools/check-reference.lua .
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME docs-reference-selftest
+           COMMAND sh tests/docs/reference-selftest.sh ${RA_DOCS_LUAJIT}
+                   tools/check-reference.lua
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(docs-requirements docs-requirements-selftest docs-reference
+                       docs-reference-selftest PROPERTIES LABELS docs TIMEOUT 60)
+else()
+  add_test(NAME docs-requirements COMMAND sh -c
+    "echo 'luajit not found: install luajit2 (tools/deps.sh)' >&2; exit 1")
+  set_tests_properties(docs-requirements PROPERTIES LABELS docs)
+endif()

@@ -1,0 +1,94 @@
+#!/bin/sh
+# The self-test of tools/check-reference.lua (ctest docs-reference-selftest): the checker
+# passes a copy of the real files, and fails each broken variant with the finding it names.
+#
+#   sh tests/docs/reference-selftest.sh LUAJIT CHECKER      (from the repository root)
+# shellcheck disable=SC2016 # the backticks are markdown
+set -eu
+luajit=$1
+checker=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+fails=0
+
+mk() {
+    rm -rf "$tmp/t"
+    mkdir -p "$tmp/t"
+    # shellcheck disable=SC2046 # one word per path, none with spaces
+    tar cf - core/metrics.c host/cli/main.c docs/reference $(find lua nginx -type f) |
+        (cd "$tmp/t" && tar xf -)
+}
+
+expect() {
+    rc=0
+    "$luajit" "$checker" "$tmp/t" > "$tmp/out" 2> "$tmp/err" || rc=$?
+    ok=1
+    [ "$rc" -eq "$1" ] || ok=0
+    if [ -n "$2" ] && ! grep -qF -- "$2" "$tmp/err"; then ok=0; fi
+    if [ "$ok" -eq 0 ]; then
+        echo "FAIL $3: exit $rc (want $1), stderr:" >&2
+        cat "$tmp/err" >&2
+        fails=$((fails + 1))
+    else
+        echo "ok   $3"
+    fi
+}
+
+mk
+expect 0 "" "the tree as committed passes"
+
+mk
+printf -- '-- "# TYPE accounting_new_thing_total counter"\n' >> "$tmp/t/lua/ron/accounting/runtime/metrics.lua"
+expect 1 "accounting_new_thing_total (rendered by lua/ron/accounting/runtime/metrics.lua) is not documented" \
+    "a metric the runtime renders but the page lacks fails"
+
+mk
+sed -i '/^| `accounting_wal_failed`/d' "$tmp/t/docs/reference/metrics.md"
+expect 1 "accounting_wal_failed (rendered by core/metrics.c) is not documented" \
+    "a core metric dropped from the page fails"
+
+mk
+grep '^| `tasks_live`' "$tmp/t/docs/reference/metrics.md" > "$tmp/row"
+cat "$tmp/row" >> "$tmp/t/docs/reference/metrics.md"
+expect 1 "tasks_live documented again" "a metric documented twice fails"
+
+mk
+printf '| `accounting_imaginary` | gauge | nothing |\n' >> "$tmp/t/docs/reference/metrics.md"
+expect 1 "accounting_imaginary is documented but no code renders it" "a metric nobody renders fails"
+
+mk
+sed -i 's/^    demo_rate = 0,/    demo_rate = 0,\n    new_key = 1,/' "$tmp/t/lua/ron/accounting/daemon/schema.lua"
+expect 1 "daemon key new_key (schema.lua DEFAULTS) is not documented" "a new daemon key fails"
+
+mk
+sed -i 's/^| `demo_rate` (`--demo`)/| `demo_rat` (`--demo`)/' "$tmp/t/docs/reference/config.md"
+expect 1 "daemon key demo_rat is documented but not in schema.lua DEFAULTS" \
+    "a documented key the daemon lacks fails"
+
+mk
+sed -i 's/^| `window_len_s` (`--window`) | 300 |/| `window_len_s` (`--window`) | 301 |/' "$tmp/t/docs/reference/config.md"
+expect 1 "daemon key window_len_s: the page says default 301, schema.lua says 300" \
+    "a documented default that disagrees fails"
+
+mk
+sed -i 's/^| `wal_max_bytes` | 512 MiB |/| `wal_max_bytes` | 256 MiB |/' "$tmp/t/docs/reference/config.md"
+expect 1 "daemon key wal_max_bytes: the page says default 268435456, schema.lua says 536870912" \
+    "a default in MiB that disagrees with a product in the code fails"
+
+mk
+sed -i 's/^    op_budget_ms = 10000,/    op_budget_ms = 9000,/' "$tmp/t/lua/ron/accounting/daemon/schema.lua"
+expect 1 "daemon key op_budget_ms: the page says default 10000, schema.lua says 9000" \
+    "a changed default in the code, one of a row's list, fails"
+
+mk
+sed -i 's/^    {"version", cmd_version,/    {"frobnicate", cmd_version, "x"},\n    {"version", cmd_version,/' "$tmp/t/host/cli/main.c"
+expect 1 "verb frobnicate (host/cli/main.c) is not documented" "a new CLI verb fails"
+
+mk
+sed -i '/^| `wal inspect`/d' "$tmp/t/docs/reference/cli.md"
+expect 1 "verb wal (host/cli/main.c) is not documented" "a verb dropped from the page fails"
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails case(s) failed" >&2
+    exit 1
+fi
