@@ -12,7 +12,7 @@
  * first prev_b3 all zero. Problems and breaks name the file, the record index (1-based)
  * and its offset. Exit 1 on any, 0 with "OK".
  *
- * A record may be an accepted loss (bytes starting RONL, docs/EXPORT.md §2.2): seqs the
+ * A record may be an accepted loss (bytes starting RONL, docs/EXPORT.md §2, "Accepted losses"): seqs the
  * operator gave up. It is checked like a slice for its place in the chain (seq, prev_b3 =
  * the previous trailer) and for its own form (its trailer is its link_b3, tenant and
  * dimension are the file's); each accepted range is listed ("LOSS ACCEPTED ..."), which

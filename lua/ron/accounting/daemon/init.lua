@@ -77,7 +77,8 @@ end
 function _M.meter_config(cfg)
     local c = _M.recorder_config(cfg)
     if cfg.profile == "macronode" then
-        c.wal = { dir = _M.paths(cfg).wal, max_bytes = cfg.wal_max_bytes }
+        c.wal = { dir = _M.paths(cfg).wal, max_bytes = cfg.wal_max_bytes,
+                  max_entries = cfg.wal_max_entries, max_age_s = cfg.wal_max_age_s }
     end
     return c
 end

@@ -18,6 +18,9 @@ _M.DEFAULTS = {
     pending_slices_cap = 8192,
     dimensions = {},            -- extra dimensions after bytes, requests, cpu_units
     wal_max_bytes = 512 * 1024 * 1024,
+    wal_max_entries = 200000,   -- slices the WAL holds (the backlog of an outage: size it for
+                                -- the longest one, docs/ops/wal.md)
+    wal_max_age_s = 86400,      -- age of the oldest un-ACKed segment
     ledger_dir = false,         -- false: <var>/ledger (the file ledger)
     ledger_fsync = true,
     exporter = false,           -- false: the file ledger; or { module = "name", ... }
@@ -109,6 +112,8 @@ _M.CHECK = {
         return true
     end,
     wal_max_bytes = int_in(16 * 1024 * 1024, 2 ^ 50),
+    wal_max_entries = int_in(1, 2 ^ 40),
+    wal_max_age_s = int_in(60, 2 ^ 40),
     ledger_dir = function(k, v)
         if v ~= false and (type(v) ~= "string" or v == "") then
             return bad("%s must be a directory path or false", k)

@@ -6,7 +6,8 @@
 -- per-stream gauge), a /readyz reason, until a slice of the stream is ACKed again.
 --
 -- The operator's remedy for a gap, accept_loss: the downstream records the missing seqs as
--- given up (exporter capability accept_loss, docs/EXPORT.md §2.2) and the stream goes on;
+-- given up (exporter capability accept_loss, docs/EXPORT.md §2, "Accepted losses") and
+-- the stream goes on;
 -- the log line says exactly which seqs were given up and that their usage is unknown.
 -- Methods of the runtime object (ron.accounting.runtime.rt); init.lua composes them.
 local rt = require "ron.accounting.runtime.rt"
@@ -101,7 +102,7 @@ function RT:accept_loss(tenant, dimension, reason)
     end
     if type(self.exporter.accept_loss) ~= "function" then
         return nil, "Unsupported: this exporter cannot record an accepted loss (the file "
-                    .. "ledger can: docs/EXPORT.md §2.2)"
+                    .. "ledger can: docs/EXPORT.md §2, Accepted losses)"
     end
     local r, err = self.exporter:accept_loss { tenant = tenant, dimension = dimension,
                                                through_seq = k.seq - 1, link_b3 = k.prev_b3,

@@ -14,7 +14,8 @@
 -- Record:  u32 little-endian n | n bytes: the slice's canonical encoding (FORMAT.md §1)
 --          | 32 bytes: BLAKE3 of those n bytes (= the slice's b3)
 -- Record k (1-based) of a stream file holds seq k: a chain starts at seq 1.
--- A record may instead be an accepted loss (ledger:accept_loss, docs/EXPORT.md §2.2): the
+-- A record may instead be an accepted loss (ledger:accept_loss; docs/EXPORT.md §2,
+-- "Accepted losses"): the
 -- operator gave up seqs the producer no longer has; its bytes start with `RONL` and its
 -- trailer is the b3 the next record links to, not a digest of the record.
 --
@@ -202,7 +203,8 @@ local function b3raw(s)
     return ffi_string(b3_out, 32)
 end
 
--- An accepted-loss record (docs/EXPORT.md §2.2), little-endian like the slice encoding:
+-- An accepted-loss record (docs/EXPORT.md §2, "Accepted losses"), little-endian like the
+-- slice encoding:
 -- RONL, version 1, flags 0, reserved 0, tenant (16), accepted_at_s (u64), reserved (u32),
 -- seq (u64), prev_b3 (32), link_b3 (32, = the record's trailer), range first and last seq
 -- (u64 each), dimension (u8 length + bytes), reason (u8 length + printable ASCII).
