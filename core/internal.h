@@ -283,6 +283,7 @@ struct ra_meter_s {
     pthread_mutex_t seal_mu_;
     ra__pending_t pending;
     ra__backlog_t backlog;
+    uint64_t sealed_rewinds; /* sealed_through set back: it was ahead of the clock (seal.c) */
     ra__seal_scratch_t seal;
     struct ra__wal *wal; /* the sealer's write-ahead log, or NULL (amnesia) */
     const struct ra__io *io;

@@ -155,6 +155,12 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
     head(&s, M_SEALED_THROUGH);
     put(&s, "%s %lld\n", registry[M_SEALED_THROUGH].name,
         (long long)atomic_load_explicit(&h->sealed_through, memory_order_relaxed));
+    put(&s,
+        "# HELP accounting_sealed_through_rewinds_total Times the sealed-through mark was "
+        "ahead of the clock and set back (a clock stepped forward, or a damaged header).\n"
+        "# TYPE accounting_sealed_through_rewinds_total counter\n"
+        "accounting_sealed_through_rewinds_total %llu\n",
+        (unsigned long long)m->sealed_rewinds);
 
     if (m->wal) {
         const ra__wal_t *w = m->wal;

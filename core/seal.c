@@ -622,6 +622,24 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed, size_t *n_in_ring)
     int rc = ra__window_of_ms(m, now_ms, &cur);
     if (rc != 0) return rc;
     int64_t sealed = atomic_load_explicit(&m->hdr->sealed_through, memory_order_acquire);
+    /* The mark is ahead of the clock: a window that has not begun counts as sealed. A
+     * sealer's clock stepped forward while it sealed, or the header is damaged; left alone,
+     * sealing would stop until real time caught up (a day for a +1 day step) while the
+     * plane fills. I-15's one exception: the mark is set back to the last window that
+     * ended, loudly (ERROR, accounting_sealed_through_rewinds_total), and sealing goes on;
+     * counts already sealed stay sealed, nothing is sealed twice (issue 14 item 3). */
+    if (sealed != RA_SEALED_NONE && sealed > (int64_t)cur) {
+        ra__log(m, RA_LOG_ERROR,
+                "rollover: the plane's sealed-through mark (window index %lld) is ahead of the "
+                "clock (window index %u): a clock stepped forward while this plane was sealed, "
+                "or its header is damaged; set back to window index %u so sealing goes on (a "
+                "stream's later slices may then carry earlier windows than the ones sealed "
+                "ahead)",
+                (long long)sealed, cur, cur - 1);
+        atomic_store_explicit(&m->hdr->sealed_through, (int64_t)cur - 1, memory_order_release);
+        m->sealed_rewinds++;
+        return 0;
+    }
     /* I-15: the boundary counter only moves forward. A clock that drifts or jumps back
      * finds nothing to seal; a boundary is sealed once. */
     if ((int64_t)cur - 1 <= sealed) return 0;

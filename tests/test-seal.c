@@ -305,6 +305,49 @@ static void capture_log(void *ud, int level, const char *msg) {
     if (level <= RA_LOG_WARN) snprintf(logged, sizeof logged, "%s", msg);
 }
 
+/* Issue 14 item 3: the sealer's clock steps a day forward for one rollover, then comes back.
+ * Before: the sealed-through mark stayed a day ahead and nothing more was sealed until real
+ * time caught up (the plane filling meanwhile). Now the mark is set back (ERROR, counted)
+ * and the next boundary seals as usual; what was sealed stays sealed, once. */
+RA_TEST(clock_step_forward_sets_the_mark_back_and_sealing_goes_on) {
+    ra_config_t cfg;
+    ra_t_config(&cfg);
+    cfg.log = capture_log;
+    ra_meter_t *m = ra_t_open(&cfg);
+    REQUIRE(m);
+    ra_tenant_t t = ra_t_tenant(1);
+    ra_subject_t s = ra_t_subject(1);
+    int64_t B = RA_T_EPOCH_MS, DAY = 86400000LL;
+    size_t n;
+    CHECK_RC(ra_meter_record_at(m, B + 1000, &t, &s, RA_DIM_BYTES, 10), 0);
+    CHECK_RC(ra_meter_rollover(m, B + DAY, NULL, 0, &n), 0); /* the step: window 0 sealed */
+    CHECK_EQ_U64(n, 1);
+    CHECK(ra_t_metric(m, "accounting_sealed_through_window") == (double)((B + DAY) / WIN_MS - 1));
+    /* the clock is back, in window 1: the mark is set back to window 0, nothing sealed */
+    CHECK_RC(ra_meter_record_at(m, B + WIN_MS + 1000, &t, &s, RA_DIM_BYTES, 7), 0);
+    logged[0] = '\0';
+    CHECK_RC(ra_meter_rollover(m, B + WIN_MS + 2000, NULL, 0, &n), 0);
+    CHECK_EQ_U64(n, 0);
+    CHECK(strstr(logged, "sealed-through mark") != NULL);
+    CHECK(ra_t_metric(m, "accounting_sealed_through_rewinds_total") == 1);
+    CHECK(ra_t_metric(m, "accounting_sealed_through_window") == (double)(B / WIN_MS));
+    /* the next boundary seals window 1 on time, not a day later */
+    CHECK_RC(ra_meter_rollover(m, B + 2 * WIN_MS + 100, NULL, 0, &n), 0);
+    CHECK_EQ_U64(n, 1);
+    ra_slice_t *sl[2];
+    REQUIRE(pending_all(m, sl, 2) == 2);
+    uint64_t inc;
+    ra_slice_row(sl[1], 0, NULL, &inc);
+    CHECK_EQ_U64(inc, 7);
+    ra_slice_id_t id;
+    ra_slice_get_id(sl[1], &id);
+    CHECK_EQ_I64(id.window_start_s, (B + WIN_MS) / 1000);
+    CHECK(ra_t_metric(m, "accounting_late_rows_total") == 0);
+    CHECK(ra_t_metric(m, "accounting_sealed_through_rewinds_total") == 1);
+    unref_all(sl, 2);
+    ra_meter_close(m);
+}
+
 RA_TEST(G_21_config_hot_flip_denial) {
     ra_config_t cfg;
     ra_t_config(&cfg);
@@ -559,6 +602,8 @@ int main(void) {
     RA_RUN(G_15_clock_skew_and_jumps, "G-15 clock skew and jumps: one rollover per boundary");
     RA_RUN(G_15_backward_jump_record_is_late_not_lost,
            "G-15 a record behind a backward jump is sealed late, not lost");
+    RA_RUN(clock_step_forward_sets_the_mark_back_and_sealing_goes_on,
+           "a clock step forward: the sealed-through mark is set back, sealing goes on");
     RA_RUN(G_21_config_hot_flip_denial, "G-21 config hot-flip denial");
     RA_RUN(seed_head_continues_a_downstream_chain,
            "seed_head: a node without heads continues the downstream's chain");

@@ -59,6 +59,50 @@ function RT:now_s()
     return s + us / 1e6
 end
 
+-- The time a rollover seals up to, guarded against a forward step of the clock (issue 14
+-- item 3): the wall clock is compared with where the monotonic clock says it should be
+-- since the last rollover. A step forward beyond clock_step_tolerance_ms is held: sealing
+-- goes on at the monotonic clock's time (no window that has not ended is sealed), logged
+-- once, counted (accounting_clock_steps_total), a /readyz reason; when the wall clock comes
+-- back, or the step has lasted clock_step_confirm_ms (a real correction, e.g. a node whose
+-- clock was slow), the wall clock is followed again. Backward steps need no guard (I-15:
+-- nothing is sealed twice). The guard is off with an injected clock unless the caller
+-- injects the monotonic clock too (the fast clocks of tests run 60x real time).
+function RT:seal_now_ms()
+    local wall = floor(self:now_s() * 1000)
+    local tol = self.cfg.clock_step_tolerance_ms
+    if not tol or (self.clock and not self.mono) then return wall end
+    local mono = self.mono and self.mono() or uv.hrtime() / 1e6
+    local g = self.step
+    if not g.wall then
+        g.wall, g.mono = wall, mono
+        return wall
+    end
+    local expect = floor(g.wall + (mono - g.mono))
+    if wall - expect > tol then
+        if not g.since then
+            g.since = mono
+            self.clock_steps = self.clock_steps + 1
+            log("the clock stepped forward by %.0f s (beyond clock_step_tolerance_ms %d): "
+                .. "sealing follows the monotonic clock until the wall clock comes back, or "
+                .. "for clock_step_confirm_ms (%d) if the step stays", (wall - expect) / 1000,
+                tol, self.cfg.clock_step_confirm_ms)
+        end
+        if mono - g.since < self.cfg.clock_step_confirm_ms then
+            self.step_ahead_ms = wall - expect
+            return expect
+        end
+        log("the clock step of %.0f s lasted %d ms: taken as the new time", (wall - expect) / 1000,
+            self.cfg.clock_step_confirm_ms)
+    elseif g.since then
+        log("the clock is back (%.0f s from the monotonic clock's time): sealing follows it",
+            (wall - expect) / 1000)
+    end
+    g.since, self.step_ahead_ms = nil, nil
+    g.wall, g.mono = wall, mono
+    return wall
+end
+
 function RT:rollover_loop()
     local task = self.task
     local win = self.meter:window_len()
@@ -72,8 +116,8 @@ function RT:rollover_loop()
         end
         local _, err = task.select({ self.stop_ch }, wait_ms)
         if err ~= "Timeout" then break end -- stop (Closed) or shutdown (Canceled)
-        local sealed, rerr, fresh, last = offload.rollover(self.meter,
-                                                           floor(self:now_s() * 1000), self.fed)
+        local sealed, rerr, fresh, last = offload.rollover(self.meter, self:seal_now_ms(),
+                                                           self.fed)
         if rerr then
             -- logged when it starts or changes, not every tick; readiness shows it meanwhile
             if self.seal_err ~= tostring(rerr) then log("rollover: %s", rerr) end

@@ -20,6 +20,12 @@
 --       log_every_ms = 60000,       -- a stream's failing puts: one log line per status
 --                                   -- change, then at most one per log_every_ms
 --       clock = fn,                 -- UTC seconds (default: the meter's / system time)
+--       mono = fn,                  -- monotonic ms (default uv.hrtime): with an injected
+--                                   -- clock, the clock-step guard runs only if given
+--       clock_step_tolerance_ms = 60000, clock_step_confirm_ms = 600000,
+--                                   -- a forward clock step beyond the tolerance is held
+--                                   -- until the clock comes back or it lasted confirm_ms
+--                                   -- (false: no guard)
 --       tick_ms = nil }             -- rollover every tick_ms instead of at UTC boundaries
 --   rt:stop()          -- no new sealing; the router drains into the lanes, workers finish
 --   rt:wait()          -- (from a task) joins every task, aborts stragglers after the
@@ -84,6 +90,9 @@ local _M = {}
 _M.DEFAULTS = { ordered_buffer_cap = 1024, pending_cap = 1024, op_budget_ms = 10000,
                 drain_deadline_ms = 5000, ack_lru = 4096,
                 events_cap = 4096, log_every_ms = 60000,
+                -- a forward step of the wall clock beyond this is held (feed.lua,
+                -- RT:seal_now_ms) until the clock comes back or it lasted confirm_ms
+                clock_step_tolerance_ms = 60000, clock_step_confirm_ms = 600000,
                 ack_batch = 1024,                 -- slices per pooled ACK (1: one by one)
                 compact_interval_ms = 50,         -- WAL compaction at most this often
                 put_batch = 256, put_parallel = 4, -- exporters with put_many
@@ -129,7 +138,8 @@ function _M.start(opts)
     local self = setmetatable({
         task = task.current(), meter = opts.meter, exporter = opts.exporter, cfg = cfg,
         fairness = opts.fairness or require("ron.accounting.export.fairness.round_robin").new(),
-        backoff = opts.backoff, clock = opts.clock, tick_ms = opts.tick_ms,
+        backoff = opts.backoff, clock = opts.clock, tick_ms = opts.tick_ms, mono = opts.mono,
+        step = {}, clock_steps = 0, step_ahead_ms = nil, -- RT:seal_now_ms
         streams = {},          -- key -> { lane, worker, blocked_seq, dead, tenant, dim }
         offered = {},          -- slice key -> true while in the pipeline
         fed = 0,               -- the meter's push number up to which slices were fed

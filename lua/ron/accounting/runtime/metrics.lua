@@ -32,6 +32,10 @@ function RT:metrics_text()
                     .. "budget could not fill, conflict): alert on > 0."
     out[#out + 1] = "# TYPE accounting_streams_stuck gauge"
     out[#out + 1] = format("accounting_streams_stuck %d", self.stuck_n)
+    out[#out + 1] = "# HELP accounting_clock_steps_total Forward steps of the wall clock "
+                    .. "beyond clock_step_tolerance_ms (sealing held at the monotonic time)."
+    out[#out + 1] = "# TYPE accounting_clock_steps_total counter"
+    out[#out + 1] = format("accounting_clock_steps_total %d", self.clock_steps)
     out[#out + 1] = "# HELP accounting_losses_accepted_total Losses the operator accepted "
                     .. "for stuck streams (streams accept-loss)."
     out[#out + 1] = "# TYPE accounting_losses_accepted_total counter"

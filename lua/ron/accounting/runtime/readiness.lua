@@ -69,6 +69,11 @@ function RT:ready()
         reasons[#reasons + 1] = "meter degraded (the WAL refuses new slices: full or at its cap)"
     end
     if self.seal_err then reasons[#reasons + 1] = "sealing fails: " .. self.seal_err end
+    if self.step_ahead_ms then
+        reasons[#reasons + 1] = format("the clock is %.0f s ahead of the monotonic clock: "
+                                       .. "sealing holds at the monotonic time",
+                                       self.step_ahead_ms / 1000)
+    end
     if self.stuck_n > 0 then reasons[#reasons + 1] = self:stuck_reason() end
     return #reasons == 0, reasons, { backlog_p95 = bp, ack_latency_p95_ms = lp,
                                      stuck_streams = self.stuck_n, meter_degraded = mdeg }

@@ -268,4 +268,59 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
         assert.truthy(out:find(" bytes 4 (2 slices", 1, true), out)
         assert.truthy(out:find("\nOK", 1, true), out)
     end)
+
+    it("a forward clock step is held at the monotonic clock's time, logged, counted, a "
+       .. "readiness reason; sealing follows the clock again when it comes back, or once the "
+       .. "step lasted clock_step_confirm_ms", function()
+        print("seed: none (no randomness)")
+        local clock, m, dir, ledger = setup()
+        local mono = 0
+        local rt
+        local function sealed_through()
+            return tonumber(m:metrics():match("accounting_sealed_through_window (%-?%d+)"))
+        end
+        local lines = logged(function()
+            run(function(task)
+                rt = runtime.start(opts { meter = m, exporter = ledger, clock = clock.fn,
+                                          mono = function() return mono end,
+                                          clock_step_confirm_ms = 600000 })
+                clock.now = S.T0 + 5
+                for _, t in ipairs(TENANTS) do assert(m:record(t, "alice", "bytes", 1)) end
+                task.sleep(30) -- a few ticks: the guard has its base
+                -- +1 day on the wall clock, one second on the monotonic clock
+                clock.now, mono = S.T0 + 86400 + 6, 1000
+                assert.is_true(eventually(task, function() return rt.clock_steps == 1 end, 5000))
+                task.sleep(30)
+                assert.equal(0, m:pending_count()) -- window 1 has not ended by monotonic time
+                assert.is_true(sealed_through() < math.floor((S.T0 + 60) / 60) + 1)
+                local ready, reasons = rt:ready()
+                assert.is_false(ready)
+                assert.truthy(table.concat(reasons, ";"):find("the clock is 86400 s ahead of "
+                    .. "the monotonic clock", 1, true), table.concat(reasons, ";"))
+                -- the clock comes back; window 1 has ended: sealed and exported on time
+                clock.now, mono = S.T0 + 61, 56000
+                assert.is_true(eventually(task, function() return rt.exports.ok == 3 end, 5000))
+                assert.is_true((rt:ready()))
+                assert.equal(math.floor((S.T0 + 61) / 60) - 1, sealed_through())
+                -- a step that stays (a slow clock corrected by an hour) is taken after
+                -- clock_step_confirm_ms of monotonic time
+                clock.now, mono = S.T0 + 3600 + 62, 57000
+                assert.is_true(eventually(task, function() return rt.clock_steps == 2 end, 5000))
+                task.sleep(30)
+                assert.equal(math.floor((S.T0 + 61) / 60) - 1, sealed_through())
+                mono = 57000 + 600000
+                assert.is_true(eventually(task, function()
+                    return sealed_through() == math.floor((S.T0 + 3600 + 62) / 60) - 1 end, 5000))
+                assert.is_true((rt:ready()))
+                rt:stop()
+                assert.equal(0, rt:wait().aborted)
+            end)
+        end)
+        assert.equal(2, count(lines, "the clock stepped forward by"))
+        assert.equal(1, count(lines, "the clock is back"))
+        assert.equal(1, count(lines, "taken as the new time"))
+        assert.truthy(rt:metrics_text():find("accounting_clock_steps_total 2\n", 1, true))
+        assert.equal(0, (verify(dir)))
+        m:close()
+    end)
 end)
