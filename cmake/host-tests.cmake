@@ -150,3 +150,8 @@ set_tests_properties(host-backlog-day-outage PROPERTIES TIMEOUT 600)
 ra_host_test(host-streams-stuck-accept-loss sh ${_ra_host_dir}/streams.sh ${_ra_host}
   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-streams)
 set_tests_properties(host-streams-stuck-accept-loss PROPERTIES TIMEOUT 120)
+
+# verify refuses what is not a WAL or a ledger: empty directory, /proc, a daemon's state
+# directory (exit 2); a FIFO or a symbolic link in a file ledger (reported, never read).
+ra_host_test(host-verify-refuses-non-wal-paths sh ${_ra_host_dir}/verify-refuses.sh ${_ra_host}
+  ${CMAKE_BINARY_DIR}/host-verify-refuses)

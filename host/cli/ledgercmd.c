@@ -12,8 +12,8 @@
  * first prev_b3 all zero. Problems and breaks name the file, the record index (1-based)
  * and its offset. Exit 1 on any, 0 with "OK".
  *
- * A record may be an accepted loss (bytes starting RONL, docs/EXPORT.md §2, "Accepted losses"): seqs the
- * operator gave up. It is checked like a slice for its place in the chain (seq, prev_b3 =
+ * A record may be an accepted loss (bytes starting RONL, docs/EXPORT.md §2, "Accepted losses"):
+ * seqs the operator gave up. It is checked like a slice for its place in the chain (seq, prev_b3 =
  * the previous trailer) and for its own form (its trailer is its link_b3, tenant and
  * dimension are the file's); each accepted range is listed ("LOSS ACCEPTED ..."), which
  * is not a problem: the loss is recorded, not silent. */
@@ -152,11 +152,21 @@ static uint64_t verify_loss(lv_t *v, const char *path, const ra_tenant_t *tenant
 /* tenant: the expected tenant (from the directory name) or NULL; dim: expected dimension
  * (from the file name) or NULL. */
 static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, const char *dim) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Never follow a link and never block on a FIFO: a ledger's stream files are regular
+     * files the exporter made; anything else is reported, not read (issue 14 item 12). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        ra_host_report(&v->vd, false, "CORRUPT %s: cannot read: %s", path, strerror(errno));
+        ra_host_report(&v->vd, false, "CORRUPT %s: cannot read: %s", path,
+                       errno == ELOOP ? "a symbolic link (refused)" : strerror(errno));
         if (fd >= 0) close(fd);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: not a regular file (a FIFO, a device or a socket): refused",
+                       path);
+        close(fd);
         return;
     }
     v->files++;

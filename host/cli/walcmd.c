@@ -22,6 +22,7 @@
 #include "io.h"
 #include "wal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -785,6 +786,31 @@ static int prepare(scan_t *sc) {
     return 0;
 }
 
+static bool has_entry(const char *dir, const char *name) {
+    char p[PATH_MAX + 8];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &st) == 0;
+}
+
+/* A WAL directory has what a meter leaves in it (FORMAT.md §4.1): its LOCK (made at the
+ * first open), its heads checkpoint, or a segment. An empty directory, /proc or a daemon's
+ * state directory is not one, and verify must not call it OK (issue 14 item 12). */
+static bool looks_like_wal(const char *dir) {
+    if (has_entry(dir, "LOCK") || has_entry(dir, "heads")) return true;
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    bool seg = false;
+    struct dirent *e;
+    while (!seg && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        seg = n >= 20 && strncmp(e->d_name + 16, ".seg", 4) == 0 &&
+              strspn(e->d_name, "0123456789abcdef") == 16;
+    }
+    closedir(d);
+    return seg;
+}
+
 /* A running meter holds LOCK (flock): the scan may then see segments come and go. */
 static bool wal_in_use(const scan_t *sc) {
     if (sc->file_mode) return false;
@@ -872,6 +898,16 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
     }
     int ec = prepare(&sc);
     if (ec) return ec;
+    if (!sc.file_mode && !looks_like_wal(sc.dir)) {
+        fprintf(stderr,
+                RA_HOST_NAME " verify: %s is neither a WAL directory (no LOCK, heads or "
+                             "<16 hex>.seg) nor a file ledger (no LEDGER marker)%s\n",
+                sc.target,
+                has_entry(sc.dir, "wal") || has_entry(sc.dir, "ledger")
+                    ? "; a daemon's state directory? verify its wal/ or ledger/"
+                    : "");
+        return RA_HOST_EXIT_USAGE;
+    }
     bool busy = wal_in_use(&sc);
 
     ra__wal_t w;
