@@ -155,3 +155,7 @@ set_tests_properties(host-streams-stuck-accept-loss PROPERTIES TIMEOUT 120)
 # directory (exit 2); a FIFO or a symbolic link in a file ledger (reported, never read).
 ra_host_test(host-verify-refuses-non-wal-paths sh ${_ra_host_dir}/verify-refuses.sh ${_ra_host}
   ${CMAKE_BINARY_DIR}/host-verify-refuses)
+
+# --check refuses what start refuses, with the same line and exit 2 (issue 14 item 11).
+ra_host_test(host-check-refuses-what-start-refuses sh ${_ra_host_dir}/check.sh ${_ra_host}
+  ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-check)

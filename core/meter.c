@@ -139,6 +139,17 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
     return 0;
 }
 
+int ra_config_check(const ra_config_t *cfg, char *err, size_t errlen) {
+    if (err && errlen) err[0] = '\0';
+    if (!cfg) {
+        ra__errbuf(err, errlen, "no configuration");
+        return RA_EINVAL;
+    }
+    const char *dims[RA_DIM_MAX];
+    uint32_t n_dims = 0;
+    return validate(cfg, dims, &n_dims, err, errlen);
+}
+
 static void set_host(ra_meter_t *m, const char *host) {
     if (host) {
         snprintf(m->host, sizeof m->host, "%s", host);

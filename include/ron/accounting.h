@@ -153,6 +153,10 @@ RA_EXTERN void ra_config_init(ra_config_t *cfg);
 
 /* Opens a meter. On failure returns a code, leaves *out NULL and, when errbuf is not NULL,
  * writes a one-line explanation (NUL-terminated, truncated to errbuf_len). */
+/* Checks cfg exactly as ra_meter_open does (the same function), without opening anything:
+ * 0, or RA_EINVAL with the reason in errbuf. A daemon's `--check` runs it, so a
+ * configuration that passes the check does not fail at start (issue 14 item 11). */
+RA_EXTERN int ra_config_check(const ra_config_t *cfg, char *errbuf, size_t errlen);
 RA_EXTERN int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *errbuf,
                             size_t errbuf_len);
 /* Releases the meter (and the sealer lock, if held). Unacked slices are dropped from this

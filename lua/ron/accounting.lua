@@ -196,10 +196,11 @@ local function hexkey(s)
     return key
 end
 
-function _M.open(cfg)
-    if cfg ~= nil and type(cfg) ~= "table" then
-        error("ron.accounting.open: cfg must be a table or nil", 2)
-    end
+-- cfg (checked by config.validate) as a ra_config_t; keep: what its pointers point into,
+-- to be kept alive until the C call returns (in ANCHOR during the call: a local the
+-- compiler sees unused may be collected). -> cc, keep | nil, err
+local ANCHOR = {} -- luacheck: ignore 241 (written, never read: that is its point)
+local function c_config(cfg)
     local c, err = config.validate(cfg)
     if not c then return nil, err end
 
@@ -238,10 +239,42 @@ function _M.open(cfg)
     if c.host then cc.host = c.host end
     local key = c.subject_key and hexkey(c.subject_key)
     if key then cc.subject_key = key end
+    return cc, { c, dims, key }
+end
+
+-- check_config(cfg) -> true | nil, err: what open(cfg) would refuse, by the same checks
+-- (config.validate, then the core's ra_config_check), without opening anything.
+function _M.check_config(cfg)
+    if cfg ~= nil and type(cfg) ~= "table" then
+        error("ron.accounting.check_config: cfg must be a table or nil", 2)
+    end
+    local cc, keep = c_config(cfg)
+    if not cc then return nil, keep end
+    local errbuf = ffi_new("char[?]", ERRBUF_LEN)
+    ANCHOR[1] = keep
+    local rc = C.ra_config_check(cc, errbuf, ERRBUF_LEN)
+    ANCHOR[1] = nil
+    if rc ~= 0 then
+        local detail = ffi_string(errbuf)
+        if detail == "" then return nil, errmsg(rc) end
+        return nil, ffi_string(C.ra_err_name(rc)) .. ": " .. detail
+    end
+    return true
+end
+
+function _M.open(cfg)
+    if cfg ~= nil and type(cfg) ~= "table" then
+        error("ron.accounting.open: cfg must be a table or nil", 2)
+    end
+    local cc, keep = c_config(cfg)
+    if not cc then return nil, keep end
+    local c = keep[1]
 
     local out = ffi_new("ra_meter_t *[1]")
     local errbuf = ffi_new("char[?]", ERRBUF_LEN)
+    ANCHOR[1] = keep
     local rc = C.ra_meter_open(cc, out, errbuf, ERRBUF_LEN)
+    ANCHOR[1] = nil
     if rc ~= 0 then
         local detail = ffi_string(errbuf)
         if detail == "" then return nil, errmsg(rc) end

@@ -85,6 +85,7 @@ const char *ra_version(void);
 const char *ra_strerror(int code);
 const char *ra_err_name(int code);
 void ra_config_init(ra_config_t *cfg);
+int ra_config_check(const ra_config_t *cfg, char *errbuf, size_t errlen);
 int ra_meter_open(const ra_config_t *cfg, ra_meter_t **out, char *errbuf, size_t errbuf_len);
 void ra_meter_close(ra_meter_t *m);
 int ra_meter_set_window_len(ra_meter_t *m, uint32_t window_len_s);
@@ -155,6 +156,7 @@ return {
         "ra_strerror",
         "ra_err_name",
         "ra_config_init",
+        "ra_config_check",
         "ra_meter_open",
         "ra_meter_close",
         "ra_meter_set_window_len",

@@ -57,31 +57,11 @@ _M.describe = cli.describe
 _M.DEMO_TENANTS = demo.TENANTS
 _M.log = log
 
-function _M.paths(cfg)
-    local var = cfg.var_dir
-    return { var = var, plane = cfg.plane or (var .. "/plane"), wal = var .. "/wal",
-             ledger = cfg.ledger_dir or (var .. "/ledger") }
-end
-
--- The acct.open() table of a process that only records into the daemon's plane: the
--- plane's settings must be the daemon's (the core refuses a mismatch).
-function _M.recorder_config(cfg)
-    local p = _M.paths(cfg)
-    return { window_len_s = cfg.window_len_s, shards = cfg.shards,
-             capacity_rows = cfg.capacity_rows, pending_slices_cap = cfg.pending_slices_cap,
-             dimensions = cfg.dimensions, shm = p.plane,
-             amnesia = cfg.profile == "micronode", clock = cfg.clock or nil }
-end
-
--- The daemon's own acct.open() table: the recorder's plus the WAL (macronode).
-function _M.meter_config(cfg)
-    local c = _M.recorder_config(cfg)
-    if cfg.profile == "macronode" then
-        c.wal = { dir = _M.paths(cfg).wal, max_bytes = cfg.wal_max_bytes,
-                  max_entries = cfg.wal_max_entries, max_age_s = cfg.wal_max_age_s }
-    end
-    return c
-end
+-- (the mapping from the settings to the meter's configuration lives with the schema, which
+-- checks it: schema.check runs the core's own checks on it)
+_M.paths = schema.paths
+_M.recorder_config = schema.recorder_config
+_M.meter_config = schema.meter_config
 
 local function mkdir_p(path)
     local acc = path:sub(1, 1) == "/" and "" or "."

@@ -112,8 +112,8 @@ _M.CHECK = {
         return true
     end,
     wal_max_bytes = int_in(16 * 1024 * 1024, 2 ^ 50),
-    wal_max_entries = int_in(1, 2 ^ 40),
-    wal_max_age_s = int_in(60, 2 ^ 40),
+    wal_max_entries = int_in(1, 4294967295),
+    wal_max_age_s = int_in(60, 4294967295),
     ledger_dir = function(k, v)
         if v ~= false and (type(v) ~= "string" or v == "") then
             return bad("%s must be a directory path or false", k)
@@ -147,6 +147,11 @@ _M.CHECK = {
         port = tonumber(port)
         if not host or host == "" or not port or port > 65535 then
             return bad("%s must be \"HOST:PORT\" (port 0..65535) or false, got %q", k, v)
+        end
+        -- the server binds an address, it does not resolve names: what start would refuse
+        if not _M.is_ip(host) then
+            return bad("%s: %q is not an IP address (a name such as localhost is not "
+                       .. "resolved: use 127.0.0.1 or [::1])", k, host)
         end
         return true
     end,
@@ -197,7 +202,50 @@ function _M.check(cfg)
     if cfg.receiver and not cfg.listen then
         return bad("receiver needs listen (PUT /v1/slices/... is served there)")
     end
+    -- The meter's own checks, the very ones ra_meter_open runs (ra_config_check): --check
+    -- and start refuse the same configurations (issue 14 item 11).
+    local ok, err = require("ron.accounting").check_config(_M.meter_config(cfg))
+    if not ok then return bad("%s", tostring(err):gsub("^InvalidArgument: ", "")) end
     return true
+end
+
+-- An IPv4 dotted quad or an IPv6 address (hex groups and colons, one ::, an optional
+-- trailing dotted quad): what uv's bind takes.
+function _M.is_ip(h)
+    local a, b, c, d = h:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+    if a then
+        return tonumber(a) < 256 and tonumber(b) < 256 and tonumber(c) < 256
+               and tonumber(d) < 256
+    end
+    return h:find(":", 1, true) ~= nil and h:match("^[%x:%.]+$") ~= nil
+           and select(2, h:gsub("::", "")) <= 1
+end
+
+-- The daemon's paths under var_dir.
+function _M.paths(cfg)
+    local var = cfg.var_dir
+    return { var = var, plane = cfg.plane or (var .. "/plane"), wal = var .. "/wal",
+             ledger = cfg.ledger_dir or (var .. "/ledger") }
+end
+
+-- The acct.open() table of a process that only records into the daemon's plane: the
+-- plane's settings must be the daemon's (the core refuses a mismatch).
+function _M.recorder_config(cfg)
+    local p = _M.paths(cfg)
+    return { window_len_s = cfg.window_len_s, shards = cfg.shards,
+             capacity_rows = cfg.capacity_rows, pending_slices_cap = cfg.pending_slices_cap,
+             dimensions = cfg.dimensions, shm = p.plane,
+             amnesia = cfg.profile == "micronode", clock = cfg.clock or nil }
+end
+
+-- The daemon's own acct.open() table: the recorder's plus the WAL (macronode).
+function _M.meter_config(cfg)
+    local c = _M.recorder_config(cfg)
+    if cfg.profile == "macronode" then
+        c.wal = { dir = _M.paths(cfg).wal, max_bytes = cfg.wal_max_bytes,
+                  max_entries = cfg.wal_max_entries, max_age_s = cfg.wal_max_age_s }
+    end
+    return c
 end
 
 -- The keys of a table as sorted strings.
