@@ -1,5 +1,6 @@
 #!/bin/sh
-# `--check` refuses exactly what start refuses (issue 14 item 11; label host):
+# `--check` refuses exactly what start refuses (issue 14 item 11), and a configuration file
+# cannot hang it (item 10; label host):
 #
 #   check.sh HOST SOURCE_DIR WORK_DIR
 #
@@ -35,4 +36,21 @@ try 'listen = "localhost:9464"' '"localhost" is not an IP address'
 echo 'return { window_len_s = 60, listen = "[::1]:0" }' >cfg.lua
 "$host" run "$src/examples/daemon.lua" --check --config cfg.lua --var var >check.out 2>&1 ||
     fail "a good configuration: $(cat check.out)"
+# issue 14 item 10: a configuration that never finishes is stopped (5 s budget), and SIGTERM
+# stops it at once (before: --check hung and only SIGKILL worked)
+echo 'local n = 0 while true do n = n + 1 end' >loop.lua
+timeout -s KILL 30 "$host" run "$src/examples/daemon.lua" --check --config loop.lua --var var \
+    >loop.out 2>loop.err
+rc=$?
+[ "$rc" = 2 ] && grep -q "loop.lua: did not finish within 5000 ms (an endless loop?)" loop.err ||
+    fail "an endless configuration: exit $rc: $(cat loop.err)"
+timeout -s KILL 30 "$host" run "$src/examples/daemon.lua" --check --config loop.lua --var var \
+    >loop.out 2>loop.err &
+pid=$!
+sleep 1
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+[ "$rc" = 2 ] && grep -q "loop.lua: interrupted by SIGTERM" loop.err ||
+    fail "SIGTERM during an endless configuration: exit $rc: $(cat loop.err)"
 echo "check.sh: OK"

@@ -28,13 +28,50 @@ usage: ron-accounting run examples/daemon.lua [--config FILE] [--var DIR] [--win
 
 local function bad(fmt, ...) return nil, "configuration: " .. format(fmt, ...) end
 
+-- Evaluating a configuration file is bounded (issue 14 item 10): a chunk that runs longer
+-- than this is stopped (an endless loop would hang even --check), and SIGTERM/SIGINT stop it
+-- too (the host's signal watchers run only on the loop, which has not started yet).
+_M.CONFIG_BUDGET_MS = 5000
+local HOOK_EVERY = 100000 -- VM instructions between two looks at the clock and the signals
+
+-- Runs chunk under the budget; the count hook sees only interpreted code, so the chunk and
+-- every function it defines run with the JIT off (a configuration is small; nothing hot).
+local function run_bounded(chunk)
+    local uv = require "luv"
+    local caught, handles = nil, {}
+    for _, name in ipairs { "sigterm", "sigint" } do
+        local h = uv.new_signal()
+        if h then
+            h:start(name, function() caught = caught or name:upper() end)
+            handles[#handles + 1] = h
+        end
+    end
+    local t0 = uv.hrtime()
+    jit.off(chunk, true)
+    debug.sethook(function()
+        uv.run("nowait") -- delivers a pending signal to the watchers above
+        if caught then error("interrupted by " .. caught, 0) end
+        if (uv.hrtime() - t0) / 1e6 > _M.CONFIG_BUDGET_MS then
+            error(format("did not finish within %d ms (an endless loop?)",
+                         _M.CONFIG_BUDGET_MS), 0)
+        end
+    end, "", HOOK_EVERY)
+    local ok, t = pcall(chunk)
+    debug.sethook()
+    for _, h in ipairs(handles) do
+        h:stop()
+        h:close()
+    end
+    return ok, t
+end
+
 -- Loads a configuration file: a Lua chunk returning a table. It runs with the standard
 -- library visible (os.getenv, arithmetic) but its globals do not leak into the daemon.
 local function load_file(path)
     local chunk, err = loadfile(path)
     if not chunk then return bad("cannot load %s", tostring(err)) end
     setfenv(chunk, setmetatable({}, { __index = _G }))
-    local ok, t = pcall(chunk)
+    local ok, t = run_bounded(chunk)
     if not ok then return bad("%s: %s", path, tostring(t)) end
     if type(t) ~= "table" then return bad("%s must return a table, got %s", path, type(t)) end
     return t
