@@ -9,6 +9,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+static void note_reserve(ra_meter_t *m);
 
 typedef struct {
     ra_meter_t *m;
@@ -131,6 +134,7 @@ int ra__journal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t er
             " corrupt frames skipped, %" PRIu64 " torn bytes cut, %" PRIu64 " chain breaks",
             cfg->wal_dir, m->wal->nsegs, st->replayed, m->backlog.spilled, st->corrupt_frames,
             st->torn_bytes, st->chain_breaks);
+    note_reserve(m);
     ra__journal_room_changed(m, ra__meter_now_ms(m), false);
     return 0;
 }
@@ -162,12 +166,29 @@ void ra__journal_room_changed(ra_meter_t *m, int64_t now_ms, bool refused) {
     }
 }
 
+/* The compaction reserve (wal.c) is best effort; when it cannot be made, compaction on a
+ * full disk may not be able to free space: said once per failure, and when it is back. */
+static void note_reserve(ra_meter_t *m) {
+    ra__wal_t *w = m->wal;
+    if (w->reserve_errno && !w->reserve_logged) {
+        ra__log(m, RA_LOG_WARN,
+                "wal %s: cannot make the compaction reserve (%s): on a full disk, compaction "
+                "may then be unable to free space",
+                w->dir, strerror(w->reserve_errno));
+        w->reserve_logged = true;
+    } else if (!w->reserve_errno && w->reserve_logged) {
+        ra__log(m, RA_LOG_WARN, "wal %s: the compaction reserve is back", w->dir);
+        w->reserve_logged = false;
+    }
+}
+
 /* ACKed frames count against the caps until compaction drops them (meter.c on request,
  * seal.c before it refuses a rollover for a full WAL). */
 int ra__journal_compact(ra_meter_t *m) {
     if (!m->wal) return 0;
     size_t removed = 0;
     int rc = ra__wal_compact(m->wal, ra__heads_each, m, &removed);
+    note_reserve(m);
     ra__journal_room_changed(m, ra__meter_now_ms(m), false);
     return rc;
 }

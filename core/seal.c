@@ -35,7 +35,9 @@
 #include "internal.h"
 #include "wal.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- scratch ------------------------------------------------------------------------ */
 
@@ -420,15 +422,18 @@ static int commit_wal(ra_meter_t *m, size_t n, size_t fit, size_t built, int64_t
         ra__count_reject(m, RA_REJ_WAL_FULL);
         m->wal->stats.full_refusals++;
         ra__journal_room_changed(m, now_ms, true);
-        ra__log(m, RA_LOG_WARN,
-                "rollover: the WAL is full (%llu slices, %llu bytes un-ACKed); nothing is "
-                "sealed until ACKs free room, counts stay in the plane, the meter is degraded",
+        /* The caps were checked by the plan (step 3): this is the file system itself. */
+        ra__log(m, RA_LOG_ERROR,
+                "rollover: the file system holding the WAL %s is full (%s; the WAL holds "
+                "%llu slices, %llu bytes, within its caps); nothing is sealed until space is "
+                "freed, counts stay in the plane, the meter is degraded",
+                m->wal->dir, strerror(m->wal->last_errno ? m->wal->last_errno : ENOSPC),
                 (unsigned long long)m->wal->entries, (unsigned long long)m->wal->bytes);
     } else {
         ra__log(m, RA_LOG_ERROR,
-                "rollover: writing the WAL failed (%s); nothing is sealed, "
+                "rollover: writing the WAL %s failed (%s); nothing is sealed, "
                 "counts stay in the plane and the next rollover retries",
-                ra_strerror(rc));
+                m->wal->dir, m->wal->last_errno ? strerror(m->wal->last_errno) : ra_strerror(rc));
     }
     return rc;
 }
@@ -599,7 +604,8 @@ static int publish(ra_meter_t *m, int64_t now_ms, int64_t sealed, const seal_pla
     static const char *const why[RA_REJ_COUNT] = {
         [RA_REJ_PENDING_FULL] = "pending ring full",
         [RA_REJ_HEADS_FULL] = "stream head table full",
-        [RA_REJ_WAL_FULL] = "WAL full (the meter is degraded until ACKs make room)"};
+        [RA_REJ_WAL_FULL] = "the WAL is at its caps (wal_max_entries, wal_max_bytes or "
+                            "wal_max_age_s; the meter is degraded until ACKs make room)"};
     ra__log(m, RA_LOG_WARN,
             "rollover: %s; counts from window index %lld on stay in the plane until "
             "there is room (pending %zu/%zu)",

@@ -17,7 +17,11 @@
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static int errno_code(int neg_errno) {
+/* The taxonomy code of a failed system call; the errno itself is kept (last_errno) so the
+ * meter's log can say what happened ("No space left on device", "Read-only file system")
+ * instead of the code's generic message (issue 14 item 13). */
+static int errno_code(ra__wal_t *w, int neg_errno) {
+    w->last_errno = -neg_errno;
     switch (-neg_errno) {
     case ENOSPC:
     case EDQUOT:
@@ -138,10 +142,16 @@ static void ensure_reserve(ra__wal_t *w) {
     char path[4200];
     snprintf(path, sizeof path, "%s/reserve", w->dir);
     uint64_t size = 0, want = w->io->reserve_bytes ? w->io->reserve_bytes : RA_WAL_RESERVE_BYTES;
-    if (w->io->size(w->io->ud, path, &size) == 0 && size >= want) return;
+    if (w->io->size(w->io->ud, path, &size) == 0 && size >= want) {
+        w->reserve_errno = 0;
+        return;
+    }
     static const uint8_t zeros[65536];
     int fd = w->io->create(w->io->ud, path);
-    if (fd < 0) return;
+    if (fd < 0) {
+        w->reserve_errno = -fd; /* the journal logs it (ra__journal_note_reserve) */
+        return;
+    }
     int rc = 0;
     for (uint64_t done = 0; rc == 0 && done < want; done += sizeof zeros)
         rc = ra__io_write_all(w->io, fd, zeros,
@@ -149,6 +159,7 @@ static void ensure_reserve(ra__wal_t *w) {
     if (rc == 0) rc = w->io->fsync(w->io->ud, fd);
     w->io->close(w->io->ud, fd);
     if (rc != 0) w->io->unlink(w->io->ud, path); /* a partial reserve only wastes space */
+    w->reserve_errno = rc != 0 ? -rc : 0;
 }
 
 static bool release_reserve(ra__wal_t *w) {
@@ -593,7 +604,7 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
         int rc = io->mkdir(io->ud, dir);
         if (rc != 0 && rc != -EEXIST) {
             ra__errbuf(err, errlen, "cannot create wal dir %s: %s", dir, strerror(-rc));
-            return errno_code(rc);
+            return errno_code(w, rc);
         }
         if (rc == 0) {
             /* A new directory is durable only once its parent's entry is. */
@@ -609,7 +620,7 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
             rc = io->fsync_dir(io->ud, parent);
             if (rc != 0) {
                 ra__errbuf(err, errlen, "cannot make wal dir %s durable: %s", dir, strerror(-rc));
-                return errno_code(rc);
+                return errno_code(w, rc);
             }
         }
         char lock[4200];
@@ -622,7 +633,7 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
                            : "cannot lock wal dir %s: %s",
                        dir, strerror(-rc));
             w->lock_handle = -1;
-            return errno_code(rc);
+            return errno_code(w, rc);
         }
     }
     listing_t l = {.w = w, .read_only = read_only};
@@ -631,7 +642,7 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
         free(l.ids);
         ra__errbuf(err, errlen, "cannot list wal dir %s: %s", dir, strerror(-rc));
         ra__wal_close(w);
-        return errno_code(rc);
+        return errno_code(w, rc);
     }
     if (l.n) qsort(l.ids, l.n, sizeof *l.ids, cmp_u64);
     if (l.n && l.ids[l.n - 1] + 1 > w->next_seq)
@@ -752,7 +763,7 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
         free(seqs);
         free(offs);
         free(acked);
-        return errno_code(rc);
+        return errno_code(w, rc);
     }
     atomic_store_explicit(intent_seg, id, memory_order_release);
     seg_path(w, id, "", seg, sizeof seg);
@@ -766,7 +777,7 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
             free(seqs);
             free(offs);
             free(acked);
-            return errno_code(rc);
+            return errno_code(w, rc);
         }
     }
     if (rc == 0) rc = fsync_dir(w);
@@ -777,7 +788,7 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
         free(seqs);
         free(offs);
         free(acked);
-        if (w->io->unlink(w->io->ud, seg) == 0 && fsync_dir(w) == 0) return errno_code(rc);
+        if (w->io->unlink(w->io->ud, seg) == 0 && fsync_dir(w) == 0) return errno_code(w, rc);
         w->failed = true;
         return RA__WAL_IN_DOUBT;
     }
@@ -892,7 +903,7 @@ static int write_heads(ra__wal_t *w, ra__wal_heads_fn heads, void *ud) {
     if (rc != 0) {
         w->stats.write_errors++;
         w->io->unlink(w->io->ud, tmp);
-        return errno_code(rc);
+        return errno_code(w, rc);
     }
     w->heads_dirty = false;
     return 0;
@@ -910,12 +921,12 @@ static int rewrite_segment(ra__wal_t *w, ra__wal_seg_t *s) {
     tmp_name(w, stem, tmp, sizeof tmp);
     ra__segr_t r;
     int rc = ra__segr_open(&r, w->io, path);
-    if (rc != 0) return errno_code(rc);
+    if (rc != 0) return errno_code(w, rc);
     ra__segw_t o;
     rc = ra__segw_open(&o, w->io, tmp);
     if (rc != 0) {
         ra__segr_close(&r);
-        return errno_code(rc);
+        return errno_code(w, rc);
     }
     uint8_t hdr[RA_WAL_SEG_HDR];
     seg_header(hdr, s->id, s->created_ms < 0 ? 0 : s->created_ms, s->unacked);
@@ -961,7 +972,7 @@ static int rewrite_segment(ra__wal_t *w, ra__wal_seg_t *s) {
     if (rc != 0 || kept != s->unacked) { /* unreadable, or not what memory says: leave it */
         ra__segw_abandon(&o);
         w->io->unlink(w->io->ud, tmp);
-        return rc != 0 ? errno_code(rc) : RA_EWALCORRUPT;
+        return rc != 0 ? errno_code(w, rc) : RA_EWALCORRUPT;
     }
     uint64_t us = 0;
     rc = ra__segw_finish(&o, true, &us);
@@ -971,7 +982,7 @@ static int rewrite_segment(ra__wal_t *w, ra__wal_seg_t *s) {
     if (rc != 0) {
         w->stats.write_errors++;
         w->io->unlink(w->io->ud, tmp);
-        return errno_code(rc); /* the arrays were only shrunk in a copy below */
+        return errno_code(w, rc); /* the arrays were only shrunk in a copy below */
     }
     w->entries -= s->frames - kept;
     w->bytes -= s->bytes - w_off;

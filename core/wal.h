@@ -62,6 +62,9 @@ typedef struct ra__wal {
     uint64_t unacked;        /* of those, not ACKed */
     bool heads_dirty;        /* heads advanced since the last checkpoint */
     bool failed;             /* in doubt after a failed directory fsync: refuse to seal */
+    int last_errno;          /* of the last failed system call (errno_code), for messages */
+    int reserve_errno;       /* 0, or why the compaction reserve could not be made */
+    bool reserve_logged;     /* the journal said so (once per failure) */
     uint64_t tmp_counter;    /* makes every temporary file name unique */
     uint32_t test_flags;
     ra__wal_stats_t stats;

@@ -1643,6 +1643,54 @@ RA_TEST(io_enospc_on_write) {
     simfs_free(f.fs);
 }
 
+/* Issue 14 item 13: the log says what happened. Before: a full disk was "the WAL is full"
+ * (its caps, which were far away), a read-only file system "input/output error", and a
+ * missing compaction reserve nothing at all. */
+RA_TEST(io_messages_say_what_happened) {
+    iofix_t f;
+    REQUIRE(io_open(&f, 0x10f1, NULL));
+    simfs_fail(f.fs, SIMFS_WRITE, 1, -ENOSPC, 0);
+    g_log_len = 0;
+    g_log[0] = '\0';
+    io_refused(&f, 1, RA_EPERSISTFULL);
+    CHECK(strstr(g_log, "the file system holding the WAL") != NULL);
+    CHECK(strstr(g_log, "No space left on device") != NULL);
+    CHECK(strstr(g_log, "within its caps") != NULL);
+    simfs_clear_faults(f.fs);
+    iofix_end(&f);
+
+    REQUIRE(io_open(&f, 0x10f2, NULL));
+    simfs_fail(f.fs, SIMFS_WRITE, 1, -EROFS, 0);
+    g_log_len = 0;
+    g_log[0] = '\0';
+    io_refused(&f, 1, RA_EIO);
+    CHECK(strstr(g_log, "Read-only file system") != NULL);
+    CHECK(strstr(g_log, "input/output error") == NULL);
+    simfs_clear_faults(f.fs);
+    iofix_end(&f);
+
+    /* the reserve cannot be made at open: said once; said again when it is back */
+    iofix_start(&f, 0x10f3);
+    simfs_fail(f.fs, SIMFS_CREATE, 1, -EROFS, 1);
+    g_log_len = 0;
+    g_log[0] = '\0';
+    REQUIRE(iofix_meter(&f));
+    CHECK(strstr(g_log, "cannot make the compaction reserve (Read-only file system)") != NULL);
+    /* a window sealed and ACKed: compaction removes its segment and makes the reserve */
+    CHECK_RC(record_window(f.m, 0, 50, &f.seed, &f.rec), 0);
+    ra_slice_t *out[256];
+    size_t n = 0;
+    CHECK_RC(ra_meter_rollover(f.m, RA_T_EPOCH_MS + WIN_MS, out, 256, &n), 0);
+    REQUIRE(n > 0);
+    for (size_t i = 0; i < n; i++) {
+        CHECK_RC(ra_meter_ack(f.m, out[i]), 0);
+        ra_slice_unref(out[i]);
+    }
+    CHECK_RC(ra_meter_compact(f.m), 0);
+    CHECK(strstr(g_log, "the compaction reserve is back") != NULL);
+    iofix_end(&f);
+}
+
 RA_TEST(io_short_writes_are_completed) {
     const size_t ks[] = {0, 1, 7, 100};
     for (size_t i = 0; i < 4; i++) {
@@ -2434,6 +2482,8 @@ int main(void) {
     RA_RUN(io_fsync_eio_twice_nothing_sealed_nothing_lost,
            "EIO on both fsyncs: IoError, nothing sealed, nothing lost");
     RA_RUN(io_enospc_on_write, "ENOSPC on write: PersistenceFull, degraded, nothing lost");
+    RA_RUN(io_messages_say_what_happened,
+           "messages: a full disk, a read-only file system, a missing reserve, as they are");
     RA_RUN(io_short_writes_are_completed, "short writes are completed");
     RA_RUN(io_rename_eio, "EIO on rename: IoError, nothing sealed, nothing lost");
     RA_RUN(io_rename_fails_after_taking_effect,

@@ -124,6 +124,10 @@ metric() { # metric URL SAMPLE -> its value (0 when absent)
 
 # ---- phase 1 ---------------------------------------------------------------------------
 start_a a1.log
+# issue 14 item 13: with an HTTP exporter there is no local ledger to point the operator at
+wait_for 20 grep -q "INFO exporter ron.accounting.export.exporters.http (slices are not kept" a1.log ||
+    fail "A does not name its exporter"
+! grep -q "INFO ledger " a1.log || fail "A names a local ledger it does not use"
 batch 1
 batch 2
 wait_for 30 totals || { diff want.txt got.txt >&2; fail "phase 1: PostgreSQL never held the records"; }

@@ -257,7 +257,13 @@ function _M.start(cfg)
     end)
     log("INFO", "plane %s (record with: ron-accounting run examples/record.lua --var %s "
         .. "TENANT SUBJECT DIMENSION VALUE)", p.plane, p.var)
-    log("INFO", "ledger %s (check with: ron-accounting verify %s)", p.ledger, p.ledger)
+    if cfg.exporter then -- the slices go elsewhere: no local ledger to point at
+        local e = cfg.exporter
+        log("INFO", "exporter %s (slices are not kept in a local ledger)",
+            type(e) == "table" and tostring(e.module) or tostring(e))
+    else
+        log("INFO", "ledger %s (check with: ron-accounting verify %s)", p.ledger, p.ledger)
+    end
     return d
 end
 
