@@ -66,12 +66,12 @@ end
 -- once, counted (accounting_clock_steps_total), a /readyz reason; when the wall clock comes
 -- back, or the step has lasted clock_step_confirm_ms (a real correction, e.g. a node whose
 -- clock was slow), the wall clock is followed again. Backward steps need no guard (I-15:
--- nothing is sealed twice). The guard is off with an injected clock unless the caller
--- injects the monotonic clock too (the fast clocks of tests run 60x real time).
+-- nothing is sealed twice). The guard is off with an injected clock (the runtime's or the
+-- meter's) unless the caller injects the monotonic clock too (tests' clocks jump).
 function RT:seal_now_ms()
     local wall = floor(self:now_s() * 1000)
     local tol = self.cfg.clock_step_tolerance_ms
-    if not tol or (self.clock and not self.mono) then return wall end
+    if not tol or ((self.clock or self.meter._clock) and not self.mono) then return wall end
     local mono = self.mono and self.mono() or uv.hrtime() / 1e6
     local g = self.step
     if not g.wall then
