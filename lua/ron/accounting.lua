@@ -242,6 +242,13 @@ local function c_config(cfg)
     return cc, { c, dims, key }
 end
 
+-- "Name: detail" from a failed call's code and its error buffer (or the code's message).
+local function c_error(rc, errbuf)
+    local detail = ffi_string(errbuf)
+    if detail == "" then return errmsg(rc) end
+    return ffi_string(C.ra_err_name(rc)) .. ": " .. detail
+end
+
 -- check_config(cfg) -> true | nil, err: what open(cfg) would refuse, by the same checks
 -- (config.validate, then the core's ra_config_check), without opening anything.
 function _M.check_config(cfg)
@@ -254,11 +261,7 @@ function _M.check_config(cfg)
     ANCHOR[1] = keep
     local rc = C.ra_config_check(cc, errbuf, ERRBUF_LEN)
     ANCHOR[1] = nil
-    if rc ~= 0 then
-        local detail = ffi_string(errbuf)
-        if detail == "" then return nil, errmsg(rc) end
-        return nil, ffi_string(C.ra_err_name(rc)) .. ": " .. detail
-    end
+    if rc ~= 0 then return nil, c_error(rc, errbuf) end
     return true
 end
 
@@ -275,11 +278,7 @@ function _M.open(cfg)
     ANCHOR[1] = keep
     local rc = C.ra_meter_open(cc, out, errbuf, ERRBUF_LEN)
     ANCHOR[1] = nil
-    if rc ~= 0 then
-        local detail = ffi_string(errbuf)
-        if detail == "" then return nil, errmsg(rc) end
-        return nil, ffi_string(C.ra_err_name(rc)) .. ": " .. detail
-    end
+    if rc ~= 0 then return nil, c_error(rc, errbuf) end
     local m = ffi_gc(out[0], C.ra_meter_close)
 
     -- Dimension ids resolved once: record() looks names up in this table, never in C.

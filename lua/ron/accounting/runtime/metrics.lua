@@ -9,6 +9,20 @@ local format, concat, sort, pairs, ipairs, tostring =
 -- The per-stream stuck gauge lists at most this many streams (label cardinality is bounded,
 -- I-7); accounting_streams_stuck counts them all.
 local STUCK_LISTED = 100
+
+-- The runtime's plain counters and gauges: name, type, help, the field of the runtime.
+local SCALARS = {
+    { "accounting_export_given_up_total", "counter", "Export operations that ended at the "
+      .. "op budget without an ACK (the slice stays pending, retried later).", "given_up" },
+    { "accounting_streams_stuck", "gauge", "Streams that cannot advance (gap the op budget "
+      .. "could not fill, conflict): alert on > 0.", "stuck_n" },
+    { "accounting_clock_steps_total", "counter", "Forward steps of the wall clock beyond "
+      .. "clock_step_tolerance_ms (sealing held at the monotonic time).", "clock_steps" },
+    { "accounting_losses_accepted_total", "counter", "Losses the operator accepted for stuck "
+      .. "streams (streams accept-loss).", "losses_accepted" },
+    { "accounting_lost_slices_total", "counter", "Seqs given up by accepted losses (their "
+      .. "usage is unknown).", "lost_slices" },
+}
 local RT = rt.RT
 function RT:metrics()
     return { exports = self.exports, rejected = self.rejected, retries = self.retries,
@@ -24,26 +38,10 @@ function RT:metrics_text()
     for _, s in ipairs(exporter_mod.COUNTED) do
         out[#out + 1] = format('accounting_exports_total{status="%s"} %d', s, self.exports[s])
     end
-    out[#out + 1] = "# HELP accounting_export_given_up_total Export operations that ended at "
-                    .. "the op budget without an ACK (the slice stays pending, retried later)."
-    out[#out + 1] = "# TYPE accounting_export_given_up_total counter"
-    out[#out + 1] = format("accounting_export_given_up_total %d", self.given_up)
-    out[#out + 1] = "# HELP accounting_streams_stuck Streams that cannot advance (gap the op "
-                    .. "budget could not fill, conflict): alert on > 0."
-    out[#out + 1] = "# TYPE accounting_streams_stuck gauge"
-    out[#out + 1] = format("accounting_streams_stuck %d", self.stuck_n)
-    out[#out + 1] = "# HELP accounting_clock_steps_total Forward steps of the wall clock "
-                    .. "beyond clock_step_tolerance_ms (sealing held at the monotonic time)."
-    out[#out + 1] = "# TYPE accounting_clock_steps_total counter"
-    out[#out + 1] = format("accounting_clock_steps_total %d", self.clock_steps)
-    out[#out + 1] = "# HELP accounting_losses_accepted_total Losses the operator accepted "
-                    .. "for stuck streams (streams accept-loss)."
-    out[#out + 1] = "# TYPE accounting_losses_accepted_total counter"
-    out[#out + 1] = format("accounting_losses_accepted_total %d", self.losses_accepted)
-    out[#out + 1] = "# HELP accounting_lost_slices_total Seqs given up by accepted losses "
-                    .. "(their usage is unknown)."
-    out[#out + 1] = "# TYPE accounting_lost_slices_total counter"
-    out[#out + 1] = format("accounting_lost_slices_total %d", self.lost_slices)
+    for _, m in ipairs(SCALARS) do
+        out[#out + 1] = format("# HELP %s %s\n# TYPE %s %s\n%s %d", m[1], m[3], m[1], m[2],
+                               m[1], self[m[4]])
+    end
     out[#out + 1] = "# HELP accounting_stream_stuck 1 for each stuck stream (at most "
                     .. STUCK_LISTED .. " listed), by reason and the seq it waits at."
     out[#out + 1] = "# TYPE accounting_stream_stuck gauge"
