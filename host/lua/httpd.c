@@ -9,14 +9,18 @@
  *   local srv, err = httpd.listen {
  *       host = "127.0.0.1",   -- numeric IPv4 or IPv6 address (default 127.0.0.1)
  *       port = 9464,          -- 0 picks a free port (default 9464)
- *       max_body = 1048576,   -- request bodies above it get 413 from h2o, never buffered
+ *       max_body = 1048576,   -- request bodies above it get 413, never buffered whole; the
+ *                             -- same limit for Content-Length and chunked bodies (a
+ *                             -- Content-Length of max_body + 1 is read, then refused)
  *       handler = function(req) ... end,
  *   }
  *   srv:port()    -> the bound port
- *   srv:early_rejects() -> { too_large = n, other = n }: responses h2o sent by itself,
- *                    before any handler saw the request: 413 for a body over max_body
- *                    (too_large), any other 4xx/5xx (a malformed request). Counted by a
- *                    logger on the host's fallback path, where h2o binds such requests.
+ *   srv:early_rejects() -> { too_large = n, other = n }: responses sent before any handler
+ *                    saw the request: 413 for a body over max_body (too_large), any other
+ *                    4xx/5xx (a malformed request: h2o's own, counted by a logger on the
+ *                    host's fallback path where h2o binds them, and this file's framing
+ *                    checks: two different Content-Length headers, or Content-Length
+ *                    with Transfer-Encoding, are a 400 that closes the connection).
  *   srv:close()   -> stops listening, answers 503 to requests still waiting for an async
  *                    response, drops the connections; idempotent. An open server is
  *                    anchored in the registry (dropping the Lua reference does not close
@@ -32,8 +36,10 @@
  *   returns nothing and later calls
  *   req:respond(status, body [, content_type [, headers]]) -> true, or false when the
  *                    client or the server went away meanwhile (a safe no-op).
- *   req:alive()   -> false once the request is gone (client disconnected, server closed).
- *                    A client that half-closes its socket counts as gone.
+ *   req:alive()   -> false once the request is gone (client reset the connection, server
+ *                    closed). A client that half-closes its socket (shutdown(SHUT_WR)
+ *                    after sending, `nc -N`) is not gone: it still reads, and gets its
+ *                    answer (issue 14 item 7).
  *   A handler error is logged on stderr and answered 500; the server keeps serving.
  *   A request the handler dropped (never answered, garbage-collected) is answered 500.
  *   Errors: misuse raises; a failed listen returns nil, "httpd: cannot listen on H:P: ..."
@@ -91,6 +97,7 @@ typedef struct lifeline {
     req_ud_t *ud; /* the Lua object, NULL once it was garbage-collected */
     server_t *srv;
     h2o_req_t *req;
+    int gone;            /* the peer reset the connection: every later answer is moot */
     h2o_linklist_t link; /* srv->reqs: requests alive */
 } lifeline_t;
 
@@ -129,8 +136,9 @@ struct server {
     size_t nconns;
     h2o_linklist_t reqs;
     uint64_t early_413, early_other; /* srv:early_rejects() */
-    struct server **ud;              /* the Lua userdata's slot, NULL once collected */
-    server_t *next;                  /* all servers not yet freed (one loop per process) */
+    size_t max_body;
+    struct server **ud; /* the Lua userdata's slot, NULL once collected */
+    server_t *next;     /* all servers not yet freed (one loop per process) */
 };
 
 static server_t *servers;
@@ -202,20 +210,27 @@ static void lifeline_dispose(void *p) {
 }
 
 /* h2o's HTTP/1 connection does not read while a request is being handled, so it cannot
- * notice a client that went away before an async answer: peek at the socket. EOF (also a
- * half-close: a client that stopped sending is treated as gone) or an error means gone;
- * EAGAIN (nothing to read) or bytes (a pipelined request) mean still there. */
-static int peer_gone(h2o_req_t *req) {
+ * notice a client that went away before an async answer: peek at the socket. An error
+ * (ECONNRESET: the peer reset) means gone. EOF does not (issue 14 item 7): a peer that
+ * half-closes after sending (shutdown(SHUT_WR), `nc -N`) still reads, and its records may
+ * be applied already: it must get its answer, or a retry without Idempotency-Key counts
+ * them twice. A peer that closed both ways looks the same from here; its answer is
+ * written and fails, and h2o cleans up. EAGAIN (nothing to read) or bytes (a pipelined
+ * request) mean still there. */
+static int peer_gone(lifeline_t *life) {
+    if (life->gone) return 1;
+    h2o_req_t *req = life->req;
     if (!req->conn->callbacks->get_socket) return 0;
     h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
     int fd = sock ? h2o_socket_get_fd(sock) : -1;
     if (fd < 0) return 0;
     char c;
     ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) return 0;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    if (n >= 0) return 0;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
     /* Shut it down so the write of the answer fails at once and h2o closes the
      * connection (and frees the request) through its own error path. */
+    life->gone = 1;
     shutdown(fd, SHUT_RDWR);
     return 1;
 }
@@ -296,6 +311,7 @@ static req_ud_t *push_req(lua_State *L, server_t *srv, h2o_req_t *req) {
     life->ud = ud;
     life->srv = srv;
     life->req = req;
+    life->gone = 0;
     h2o_linklist_insert(&srv->reqs, &life->link);
     ud->life = life;
     return ud;
@@ -336,7 +352,7 @@ static int l_req_respond(lua_State *L) {
         return 1;
     }
     h2o_req_t *req = ud->life->req;
-    if (peer_gone(req)) { /* answer anyway (it fails, h2o cleans up) and say so */
+    if (peer_gone(ud->life)) { /* answer anyway (it fails, h2o cleans up) and say so */
         send_response(req, 503, "", 0, "text/plain; charset=utf-8");
         lua_pushboolean(L, 0);
         return 1;
@@ -363,7 +379,7 @@ static int l_req_respond(lua_State *L) {
 
 static int l_req_alive(lua_State *L) {
     req_ud_t *ud = luaL_checkudata(L, 1, REQ_MT);
-    lua_pushboolean(L, ud->life != NULL && (ud->responded || !peer_gone(ud->life->req)));
+    lua_pushboolean(L, ud->life != NULL && (ud->responded || !peer_gone(ud->life)));
     return 1;
 }
 
@@ -412,10 +428,92 @@ static int dispatch(lua_State *L) {
     return 5;
 }
 
+/* The request head as it arrived, from the connection's input buffer: h2o parses it in
+ * place and consumes it only after the response (HTTP/1: the buffer starts with the
+ * request line while the request is handled; header names are lower-cased in place).
+ * Checked against the method h2o saw; 0 when the head cannot be found. */
+static int raw_head(h2o_req_t *req, const char **head, size_t *len) {
+    if (!req->conn->callbacks->get_socket) return 0;
+    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    if (!sock || !sock->input) return 0;
+    const char *b = sock->input->bytes;
+    size_t n = sock->input->size, m = req->input.method.len;
+    if (n <= m || memcmp(b, req->input.method.base, m) != 0 || b[m] != ' ') return 0;
+    for (size_t i = 0; i + 1 < n; i++) /* the empty line: "\n\n" or "\n\r\n" */
+        if (b[i] == '\n' &&
+            (b[i + 1] == '\n' || (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n'))) {
+            *head = b;
+            *len = i + 1;
+            return 1;
+        }
+    return 0;
+}
+
+/* Request smuggling (issue 14 item 8): h2o takes the first Content-Length and drops the
+ * others, and lets Transfer-Encoding win over Content-Length on a connection it keeps
+ * open. A proxy in front that reads the other length would see other requests in the
+ * same bytes. Such a head is refused: 400, and the connection is closed. Identical
+ * repeated lengths are one length (RFC 9110 8.6). Returns the reason, or NULL. */
+static const char *bad_framing(h2o_req_t *req) {
+    const char *head;
+    size_t len;
+    if (!raw_head(req, &head, &len)) return NULL;
+    const char *first = NULL;
+    size_t first_len = 0;
+    int te = 0;
+    const char *end = head + len;
+    const char *line = memchr(head, '\n', len);
+    while (line && ++line < end) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (!eol) break;
+        size_t ll = (size_t)(eol - line);
+        if (ll >= 15 && memcmp(line, "content-length:", 15) == 0) {
+            const char *v = line + 15, *ve = eol;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            if (!first) {
+                first = v;
+                first_len = (size_t)(ve - v);
+            } else if ((size_t)(ve - v) != first_len || memcmp(v, first, first_len) != 0) {
+                return "two different Content-Length headers\n";
+            }
+        } else if (ll >= 18 && memcmp(line, "transfer-encoding:", 18) == 0) {
+            te = 1;
+        }
+        line = eol;
+    }
+    if (te && first) return "Content-Length with Transfer-Encoding\n";
+    return NULL;
+}
+
+/* Answers an early refusal (before any handler) and closes the connection after it. */
+static void refuse_early(server_t *srv, h2o_req_t *req, int status, const char *body) {
+    if (status == 413)
+        srv->early_413++;
+    else
+        srv->early_other++;
+    req->http1_is_persistent = 0;
+    send_response(req, status, body, strlen(body), "text/plain; charset=utf-8");
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
     server_t *srv = ((handler_t *)self)->srv;
     if (srv->state != SRV_OPEN) {
         send_response(req, 503, "closing\n", 8, "text/plain; charset=utf-8");
+        return 0;
+    }
+    const char *framing = bad_framing(req);
+    if (framing) {
+        refuse_early(srv, req, 400, framing);
+        return 0;
+    }
+    /* h2o refuses a chunked body when it reaches its limit and a Content-Length one only
+     * above it: its limit is max_body + 1 (l_listen), so both framings are refused here
+     * alike, for a body over max_body (issue 14 item 8). */
+    if (req->entity.base && req->entity.len > srv->max_body) {
+        refuse_early(srv, req, 413, "request entity is too large\n");
         return 0;
     }
     lua_State *L = srv->L;
@@ -689,7 +787,10 @@ static int l_listen(lua_State *L) {
 
     h2o_config_init(&srv->conf);
     srv->conf.server_name = h2o_iovec_init(H2O_STRLIT(RA_HOST_NAME));
-    srv->conf.max_request_entity_size = (size_t)max_body;
+    /* +1: h2o refuses a chunked body at its limit, a Content-Length one above it; on_req
+     * applies max_body itself, the same to both. */
+    srv->max_body = (size_t)max_body;
+    srv->conf.max_request_entity_size = (size_t)max_body + 1;
     srv->conf.http1.upgrade_to_http2 = 0; /* HTTP/1.1 only: one protocol to reason about */
     h2o_hostconf_t *hostconf =
         h2o_config_register_host(&srv->conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
