@@ -17,7 +17,7 @@ local uv = require "luv"
 local httpd = require "ron.accounting.net.http_server"
 local http = require "ron.accounting.daemon.http"
 
-local run, eventually = S.run_task, S.eventually
+local run = S.run_task
 
 -- Sends raw bytes, reads until EOF (or timeout_ms): status, headers (lower-case), body.
 -- opts.close_after_send: close the socket right after the write (a client that leaves).
