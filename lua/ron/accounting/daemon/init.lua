@@ -202,6 +202,11 @@ function _M.start(cfg)
         if hok then
             srv, herr = http.serve { meter = meter, runtime = proxy, host = host,
                                      port = tonumber(port), metrics_public = cfg.metrics_public,
+                                     max_conns = cfg.http_max_conns,
+                                     max_conns_per_peer = cfg.http_max_conns_per_peer,
+                                     reserved_conns = cfg.http_reserved_conns,
+                                     header_timeout_ms = cfg.http_header_timeout_ms,
+                                     body_timeout_ms = cfg.http_body_timeout_ms,
                                      max_body = http_max_body(d), routes = http_routes(d) }
         else
             herr = http

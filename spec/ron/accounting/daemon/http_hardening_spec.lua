@@ -5,6 +5,34 @@
 -- loop the server runs on). Under plain busted (no host) the cases are pending.
 local S = require "support"
 
+describe("the daemon's HTTP limits in its configuration (issue 14 item 6)", function()
+    local schema = require "ron.accounting.daemon.schema"
+    local function cfg(over)
+        local c = {}
+        for k, v in pairs(schema.DEFAULTS) do c[k] = v end
+        for k, v in pairs(over or {}) do c[k] = v end
+        return c
+    end
+
+    it("defaults pass; each key is range-checked; the reserve must leave general slots",
+       function()
+        assert.is_true(schema.check(cfg()))
+        assert.equal(256, schema.DEFAULTS.http_max_conns)
+        assert.equal(8, schema.DEFAULTS.http_reserved_conns)
+        local ok, err = schema.check(cfg { http_max_conns = 0 })
+        assert.is_nil(ok)
+        assert.truthy(err:find("http_max_conns must be an integer", 1, true))
+        ok, err = schema.check(cfg { http_header_timeout_ms = "10s" })
+        assert.is_nil(ok)
+        assert.truthy(err:find("http_header_timeout_ms", 1, true))
+        ok, err = schema.check(cfg { http_max_conns = 8, http_reserved_conns = 8 })
+        assert.is_nil(ok)
+        assert.truthy(err:find("must be less than http_max_conns", 1, true))
+        assert.is_true(schema.check(cfg { http_max_conns = 9, http_reserved_conns = 8,
+                                          http_body_timeout_ms = 100 }))
+    end)
+end)
+
 if not package.preload["ron.accounting.net.http_server"] then
     describe("ron.accounting.net.http_server hardening", function()
         pending("runs inside the host only (ctest lua-http-hardening-host)")
@@ -195,6 +223,158 @@ describe("ron.accounting.net.http_server half-closed peers (issue 14 item 7)", f
                 "GET /next HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
             assert.equal(200, st)
             assert.equal("still serving", body)
+            srv:close()
+        end)
+    end)
+end)
+
+-- Opens n connections to host:port and keeps them: "idle" ones send nothing, "slow" ones
+-- send the start of a request line and then one more byte every 100 ms, never finishing
+-- the head. -> flood { connected = n, closed = n (by the server) }, flood:stop()
+local function flood(host, port, n, kind)
+    local f = { connected = 0, closed = 0, socks = {}, timers = {} }
+    for i = 1, n do
+        local tcp = uv.new_tcp()
+        f.socks[i] = tcp
+        tcp:connect(host, port, function(err)
+            if err then f.closed = f.closed + 1 return end
+            f.connected = f.connected + 1
+            tcp:read_start(function(rerr, data)
+                if rerr or not data then
+                    f.closed = f.closed + 1
+                    if not tcp:is_closing() then tcp:read_stop() end
+                end
+            end)
+            if kind == "slow" then
+                tcp:write("GET /healthz HTTP/1.1\r\nX-Slow: ")
+                local t = uv.new_timer()
+                f.timers[#f.timers + 1] = t
+                t:start(100, 100, function()
+                    if not tcp:is_closing() then tcp:try_write("a") end
+                end)
+            end
+        end)
+    end
+    function f.stop()
+        for _, t in ipairs(f.timers) do if not t:is_closing() then t:close() end end
+        for _, s in ipairs(f.socks) do if not s:is_closing() then s:close() end end
+    end
+    return f
+end
+
+local function non_loopback_ipv4()
+    for _, list in pairs(uv.interface_addresses()) do
+        for _, a in ipairs(list) do
+            if a.family == "inet" and not a.internal then return a.ip end
+        end
+    end
+end
+
+describe("ron.accounting.daemon.http under a connection flood (issue 14 item 6)", function()
+    local http = require "ron.accounting.daemon.http"
+    local META = "# TYPE accounting_degraded gauge\naccounting_degraded 0\n"
+
+    it("health probes from loopback still succeed while idle and slow connections flood the "
+       .. "server past its connection cap (default limits)", function()
+        run(function(task)
+            local srv = assert(http.serve { meter = { metrics = function() return META end },
+                                            host = "0.0.0.0", port = 0 })
+            local port = srv:port()
+            local ip = non_loopback_ipv4()
+            local floods = { flood("127.0.0.1", port, 150, "idle"),
+                             flood("127.0.0.1", port, 50, "slow") }
+            if ip then -- a remote-looking peer: the per-peer limit stops it
+                floods[#floods + 1] = flood(ip, port, 100, "idle")
+                floods[#floods + 1] = flood(ip, port, 20, "slow")
+            end
+            local want = ip and 320 or 200
+            assert.is_true(eventually(task, function()
+                local n = 0
+                for _, f in ipairs(floods) do n = n + f.connected + f.closed end
+                return n >= want
+            end, 5000), "the flood did not connect")
+            task.sleep(300) -- the slow ones drip, the server has accepted what it will
+            for i = 1, 12 do
+                local path = i % 3 == 0 and "/metrics" or "/healthz"
+                local st, _, body = request(task, port, "GET " .. path .. " HTTP/1.1\r\n"
+                    .. "Host: h\r\nConnection: close\r\n\r\n", { timeout_ms = 2000 })
+                assert.equal(200, st, "probe " .. i .. " " .. path .. ": " .. tostring(body))
+            end
+            local _, _, text = request(task, port, "GET /metrics HTTP/1.1\r\nHost: h\r\n"
+                                       .. "Connection: close\r\n\r\n", { timeout_ms = 2000 })
+            assert.truthy(text:find("accounting_http_connections{pool=\"general\"}", 1, true),
+                          text)
+            if ip then
+                local refused = tonumber(text:match(
+                    'accounting_http_connections_refused_total{reason="per_peer"} (%d+)'))
+                assert.is_true(refused and refused >= 120 - 32, text)
+            end
+            for _, f in ipairs(floods) do f.stop() end
+            srv:close()
+        end)
+    end)
+
+    it("an idle connection is closed after header_timeout_ms; a head that never ends too; a "
+       .. "body that trickles after header_timeout_ms + body_timeout_ms", function()
+        run(function(task)
+            local srv = assert(httpd.listen { port = 0, header_timeout_ms = 300,
+                                              body_timeout_ms = 300,
+                                              handler = function(req)
+                return 200, "got " .. #req.body
+            end })
+            local port = srv:port()
+            local idle = flood("127.0.0.1", port, 1, "idle")
+            local slow = flood("127.0.0.1", port, 1, "slow")
+            local t0 = uv.now()
+            assert.is_true(eventually(task, function()
+                return idle.closed == 1 and slow.closed == 1
+            end, 3000))
+            local dt = uv.now() - t0
+            assert.is_true(dt >= 250 and dt < 1500, "closed after " .. dt .. " ms")
+            assert.equal(2, srv:stats().header_timeouts)
+            -- the head at once, the body never completes: closed by the request deadline
+            local raw = "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc"
+            t0 = uv.now()
+            local st = request(task, port, raw, { timeout_ms = 3000 })
+            dt = uv.now() - t0
+            assert.is_nil(st)
+            assert.is_true(dt >= 500 and dt < 2500, "closed after " .. dt .. " ms")
+            -- a prompt request is served
+            st = request(task, port, "POST /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+                         .. "Content-Length: 3\r\n\r\nabc")
+            assert.equal(200, st)
+            idle.stop()
+            slow.stop()
+            srv:close()
+        end)
+    end)
+
+    it("per-peer limit and the loopback reserve are configurable; a reserved connection "
+       .. "serves the built-in routes only, one request", function()
+        run(function(task)
+            local srv = assert(http.serve {
+                meter = { metrics = function() return META end }, port = 0,
+                max_conns = 6, max_conns_per_peer = 2, reserved_conns = 2,
+                routes = { { method = "GET", path = "^/app$", handler = function()
+                    return 200, "app"
+                end } } })
+            local port = srv:port()
+            local f = flood("127.0.0.1", port, 2, "idle") -- the peer's general quota
+            assert.is_true(eventually(task, function() return f.connected == 2 end, 3000))
+            task.sleep(50)
+            -- a third loopback connection goes to the reserve: /healthz yes, /app no
+            local st, hs = request(task, port, "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n")
+            assert.equal(200, st)
+            assert.equal("close", hs.connection) -- one request per reserved connection
+            st = request(task, port, "GET /app HTTP/1.1\r\nHost: h\r\n\r\n")
+            assert.equal(503, st)
+            f.stop()
+            task.sleep(50)
+            st = request(task, port, "GET /app HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+            assert.equal(200, st)
+            assert.has_error(function()
+                http.serve { meter = {}, port = 0, max_conns = 4, reserved_conns = 4 }
+            end)
             srv:close()
         end)
     end)
