@@ -5,6 +5,21 @@
 -- loop the server runs on). Under plain busted (no host) the cases are pending.
 local S = require "support"
 
+if not package.preload["ron.accounting.net.http_server"] then
+    describe("ron.accounting.net.http_server hardening", function()
+        pending("runs inside the host only (ctest lua-http-hardening-host)")
+    end)
+    return
+end
+
+local ffi = require "ffi"
+local uv = require "luv"
+local httpd = require "ron.accounting.net.http_server"
+
+local run, eventually = S.run_task, S.eventually
+
+-- (inside the host only: schema loads the task module, which plain busted must not load
+-- twice: the chaos spec after this file then crashes LuaJIT)
 describe("the daemon's HTTP limits in its configuration (issue 14 item 6)", function()
     local schema = require "ron.accounting.daemon.schema"
     local function cfg(over)
@@ -32,19 +47,6 @@ describe("the daemon's HTTP limits in its configuration (issue 14 item 6)", func
                                           http_body_timeout_ms = 100 }))
     end)
 end)
-
-if not package.preload["ron.accounting.net.http_server"] then
-    describe("ron.accounting.net.http_server hardening", function()
-        pending("runs inside the host only (ctest lua-http-hardening-host)")
-    end)
-    return
-end
-
-local ffi = require "ffi"
-local uv = require "luv"
-local httpd = require "ron.accounting.net.http_server"
-
-local run, eventually = S.run_task, S.eventually
 
 pcall(ffi.cdef, [[
 struct ra_spec_linger { int l_onoff; int l_linger; };
