@@ -219,9 +219,13 @@ function _M.start(cfg)
         d.http = srv
         log("INFO", "listening on http://%s:%d (/metrics /healthz /readyz)", host, srv:port())
         if d.receiver then
+            local np = 0
+            for _ in pairs(cfg.receiver.producers or {}) do np = np + 1 end
             log("INFO", "receiver: PUT http://%s:%d%s/<tenant>/<dimension>/<seq> into %s%s",
                 host, srv:port(), d.receiver.prefix, d.receiver_backend,
-                d.receiver.hashes and " (bearer tokens)" or " (no authentication)")
+                d.receiver.hashes and format(" (%d producer(s), bearer tokens bound to tenants)",
+                                             np)
+                or " (NO AUTHENTICATION: allow_unauthenticated = true)")
         end
         if d.ingest then
             d.ingest:attach(srv)

@@ -44,8 +44,10 @@ _M.DEFAULTS = {
     ingest = false,             -- POST /v1/records on `listen`: { tokens = { [b3hex of a
                                 -- token] = tenant }, ... } (ron.accounting.daemon.ingest)
     receiver = false,           -- the ledger receiver on `listen` (PUT/GET /v1/slices/...):
-                                -- { backend = "file" | { module = ..., ... }, token_hash,
-                                -- ... } (ron.accounting.daemon.receiver): this daemon is then
+                                -- { backend = "file" | { module = ..., ... }, producers =
+                                -- { [name] = { token_hash =, tenants = } } (or
+                                -- allow_unauthenticated = true), ... }
+                                -- (ron.accounting.daemon.receiver): this daemon is then
                                 -- the HTTP ledger of others (exporters.http)
     status_interval_s = 60,     -- a status line on stderr; 0: none
     demo_rate = 0,              -- records/s of built-in demo traffic (3 tenants); 0: none
