@@ -119,6 +119,11 @@ set_tests_properties(host-daemon PROPERTIES TIMEOUT 180)
 ra_host_test(host-ingest-g6.1 sh ${_ra_host_dir}/ingest.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
   ${CMAKE_BINARY_DIR}/host-ingest)
 set_tests_properties(host-ingest-g6.1 PROPERTIES TIMEOUT 180)
+# The receiver's trust model at the daemon (issue 14 item 5): no producers is exit 2 unless
+# allow_unauthenticated = true, which is logged at WARN at start; the unscoped token_hash
+# is refused with a pointer to producers.
+ra_host_test(host-receiver-auth sh ${_ra_host_dir}/receiver-auth.sh ${_ra_host}
+  ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-receiver-auth)
 # G-10 end to end over HTTP into a real PostgreSQL (tests/pg/pg-harness.sh): records ->
 # daemon A (fast clock, WAL) -> exporters.http -> daemon B (receiver = { backend =
 # exporters.postgres }); B frozen and A killed -9 mid-export, replays answered dup;

@@ -92,6 +92,9 @@ ra_host_spec(lua-g22-host spec/ron/accounting/export/fairness/g22_spec.lua)
 ra_host_spec(lua-runtime-bounded-host spec/ron/accounting/runtime/bounded_spec.lua)
 # the HTTP surface: ron.accounting.net.http_server (host/lua/httpd.c, h2o) and ron.accounting.daemon.http
 ra_host_spec(lua-http-host spec/ron/accounting/daemon/http_spec.lua)
+# issue 14 items 5-8: framing (duplicate Content-Length, chunked at the limit), half-closed
+# peers, connection limits, timeouts and the loopback reserve under a flood
+ra_host_spec(lua-http-hardening-host spec/ron/accounting/daemon/http_hardening_spec.lua)
 # G-6.1 DTO hygiene of POST /v1/records: ron.accounting.daemon.ingest behind ron.accounting.daemon.http
 ra_host_spec(lua-ingest-g6.1-host spec/ron/accounting/daemon/ingest_spec.lua)
 ra_host_spec(lua-replay-horizon-host spec/ron/accounting/runtime/replay_horizon_spec.lua)

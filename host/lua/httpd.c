@@ -9,14 +9,31 @@
  *   local srv, err = httpd.listen {
  *       host = "127.0.0.1",   -- numeric IPv4 or IPv6 address (default 127.0.0.1)
  *       port = 9464,          -- 0 picks a free port (default 9464)
- *       max_body = 1048576,   -- request bodies above it get 413 from h2o, never buffered
+ *       max_body = 1048576,   -- request bodies above it get 413, never buffered whole; the
+ *                             -- same limit for Content-Length and chunked bodies (a
+ *                             -- Content-Length of max_body + 1 is read, then refused)
+ *       max_conns = 256,      -- connections at once (the reserve included), 1..16384
+ *       max_conns_per_peer = 32, -- one peer address's connections outside the reserve
+ *       reserved_conns = 8,   -- of max_conns, for loopback peers only (health probes)
+ *       header_timeout_ms = 10000, -- a head (or an idle keep-alive wait) longer: closed
+ *       body_timeout_ms = 30000,   -- the whole request within header + body timeout
  *       handler = function(req) ... end,
  *   }
+ *   Admission (issue 14 item 6): a connection gets a general slot while the general pool
+ *   (max_conns - reserved_conns) has room and its peer holds fewer than max_conns_per_peer
+ *   of them; otherwise a loopback peer gets a reserved slot (evicting, when the reserve is
+ *   full, the oldest reserved connection without a request in flight), anyone else is
+ *   closed at accept (counted, logged sampled). A reserved connection serves one request
+ *   (Connection: close) and its requests carry req.reserved = true.
+ *   srv:stats()   -> { general, reserved (open now), refused_per_peer, refused_full,
+ *                    evicted, header_timeouts, max_conns, reserved_conns }
  *   srv:port()    -> the bound port
- *   srv:early_rejects() -> { too_large = n, other = n }: responses h2o sent by itself,
- *                    before any handler saw the request: 413 for a body over max_body
- *                    (too_large), any other 4xx/5xx (a malformed request). Counted by a
- *                    logger on the host's fallback path, where h2o binds such requests.
+ *   srv:early_rejects() -> { too_large = n, other = n }: responses sent before any handler
+ *                    saw the request: 413 for a body over max_body (too_large), any other
+ *                    4xx/5xx (a malformed request: h2o's own, counted by a logger on the
+ *                    host's fallback path where h2o binds them, and this file's framing
+ *                    checks: two different Content-Length headers, or Content-Length
+ *                    with Transfer-Encoding, are a 400 that closes the connection).
  *   srv:close()   -> stops listening, answers 503 to requests still waiting for an async
  *                    response, drops the connections; idempotent. An open server is
  *                    anchored in the registry (dropping the Lua reference does not close
@@ -26,14 +43,16 @@
  *   req.method, req.path (normalized, without the query), req.query (string or nil),
  *   req.headers (lower-case name -> value; repeated headers joined with ", "), req.body
  *   (string, possibly empty), req.peer (the client's numeric address, "127.0.0.1", "::1";
- *   nil if the socket cannot tell).
+ *   nil if the socket cannot tell), req.reserved (true on a loopback-reserve connection).
  *   The handler runs synchronously on the loop thread, from a loop callback (never inside
  *   a task's coroutine), and either returns status, body [, content_type [, headers]] or
  *   returns nothing and later calls
  *   req:respond(status, body [, content_type [, headers]]) -> true, or false when the
  *                    client or the server went away meanwhile (a safe no-op).
- *   req:alive()   -> false once the request is gone (client disconnected, server closed).
- *                    A client that half-closes its socket counts as gone.
+ *   req:alive()   -> false once the request is gone (client reset the connection, server
+ *                    closed). A client that half-closes its socket (shutdown(SHUT_WR)
+ *                    after sending, `nc -N`) is not gone: it still reads, and gets its
+ *                    answer (issue 14 item 7).
  *   A handler error is logged on stderr and answered 500; the server keeps serving.
  *   A request the handler dropped (never answered, garbage-collected) is answered 500.
  *   Errors: misuse raises; a failed listen returns nil, "httpd: cannot listen on H:P: ..."
@@ -79,7 +98,14 @@
 
 #define SERVER_MT "ron.accounting.net.http_server.server"
 #define REQ_MT "ron.accounting.net.http_server.req"
-#define MAX_CONNS 256              /* accepted connections per server; more are closed at once */
+/* Connection limits and read deadlines (issue 14 item 6): defaults of httpd.listen. */
+#define DEF_MAX_CONNS 256         /* connections per server, the reserve included */
+#define DEF_MAX_CONNS_PER_PEER 32 /* a peer's connections outside the reserve */
+#define DEF_RESERVED_CONNS 8      /* of max_conns, kept for loopback peers (health probes) */
+#define DEF_HEADER_TIMEOUT_MS 10000
+#define DEF_BODY_TIMEOUT_MS 30000
+#define MAX_CONNS_LIMIT 16384 /* admission scans the connections: keep it small */
+#define REFUSAL_LOG_EVERY 1000
 #define MAX_BODY_LIMIT (64u << 20) /* the largest max_body a caller may ask for */
 #define CLOSE_ALL_DEADLINE_MS 2000 /* close_all gives up (and leaks) after it */
 
@@ -91,6 +117,7 @@ typedef struct lifeline {
     req_ud_t *ud; /* the Lua object, NULL once it was garbage-collected */
     server_t *srv;
     h2o_req_t *req;
+    int gone;            /* the peer reset the connection: every later answer is moot */
     h2o_linklist_t link; /* srv->reqs: requests alive */
 } lifeline_t;
 
@@ -99,10 +126,20 @@ struct req_ud {
     int responded;
 };
 
+/* Which pool a connection holds a slot of (issue 14 item 6). */
+enum { POOL_NONE, POOL_GENERAL, POOL_RESERVED };
+
 typedef struct conn {
     uv_tcp_t tcp; /* first: the close callback gets &tcp */
     server_t *srv;
-    h2o_linklist_t link; /* srv->conns */
+    h2o_socket_t *sock;  /* h2o's socket; NULL once h2o disposed it */
+    uv_timer_t deadline; /* the head deadline (header_timeout_ms) */
+    int timer_live;      /* deadline initialized: closed before the struct is freed */
+    int pool;            /* the slot it holds; POOL_NONE once released (closing, evicted) */
+    int loopback;
+    int inflight;           /* requests handed to on_req and not freed yet */
+    unsigned char peer[16]; /* the peer's address, IPv4 as ::ffff:a.b.c.d */
+    h2o_linklist_t link;    /* srv->conns, oldest first */
 } conn_t;
 
 typedef struct {
@@ -126,11 +163,16 @@ struct server {
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
     h2o_linklist_t conns;
-    size_t nconns;
+    size_t nconns;                /* structs alive (closing ones included) */
+    size_t n_general, n_reserved; /* slots held */
+    size_t max_conns, max_per_peer, reserved;
+    uint64_t header_timeout_ms;
+    uint64_t refused_per_peer, refused_full, evicted, header_timeouts; /* srv:stats() */
     h2o_linklist_t reqs;
     uint64_t early_413, early_other; /* srv:early_rejects() */
-    struct server **ud;              /* the Lua userdata's slot, NULL once collected */
-    server_t *next;                  /* all servers not yet freed (one loop per process) */
+    size_t max_body;
+    struct server **ud; /* the Lua userdata's slot, NULL once collected */
+    server_t *next;     /* all servers not yet freed (one loop per process) */
 };
 
 static server_t *servers;
@@ -193,6 +235,148 @@ static void send_response(h2o_req_t *req, int status, const char *body, size_t l
     h2o_send_inline(req, body, len);
 }
 
+/* ---- connections: slots, peers, the head deadline (issue 14 item 6) ------------------ */
+
+static void on_sock_disposed(void *data);
+
+/* The connection a request arrived on: h2o's socket carries it in on_close (which h2o
+ * itself uses only for client sockets of its socket pool). */
+static conn_t *conn_of(h2o_req_t *req) {
+    if (!req->conn->callbacks->get_socket) return NULL;
+    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    if (!sock || sock->on_close.cb != on_sock_disposed) return NULL;
+    return sock->on_close.data;
+}
+
+static void release_slot(conn_t *c) {
+    if (c->pool == POOL_GENERAL) c->srv->n_general--;
+    if (c->pool == POOL_RESERVED) c->srv->n_reserved--;
+    c->pool = POOL_NONE;
+}
+
+/* Ends a connection through h2o's own paths: it reads EOF and closes (as in close). */
+static void drop_conn(conn_t *c) {
+    release_slot(c);
+    if (c->timer_live) uv_timer_stop(&c->deadline);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) shutdown(fd, SHUT_RDWR);
+}
+
+/* h2o disposes its socket (the connection is closing): no more deadline, the slot is free. */
+static void on_sock_disposed(void *data) {
+    conn_t *c = data;
+    c->sock = NULL;
+    release_slot(c);
+    if (c->timer_live) uv_timer_stop(&c->deadline);
+}
+
+/* The head has arrived when the input holds an empty line (h2o consumes a request's bytes
+ * only after its response: the buffer starts with the current request). */
+static int head_complete(const h2o_socket_t *sock) {
+    const char *b = sock->input->bytes;
+    size_t n = sock->input->size;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (b[i] == '\n' &&
+            (b[i + 1] == '\n' || (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n')))
+            return 1;
+    return 0;
+}
+
+/* header_timeout_ms after the connection opened or its last request was freed: a head
+ * not complete by then (idle, or dripping) ends the connection. Once the head is there,
+ * h2o's request deadline (header + body timeouts, from the same start) bounds the body. */
+static void on_head_deadline(uv_timer_t *t) {
+    conn_t *c = t->data;
+    if (!c->sock || c->inflight > 0 || c->pool == POOL_NONE) return;
+    if (c->sock->input && head_complete(c->sock)) return;
+    c->srv->header_timeouts++;
+    drop_conn(c);
+}
+
+static void arm_head_deadline(conn_t *c) {
+    if (c->timer_live && c->sock && c->pool != POOL_NONE)
+        uv_timer_start(&c->deadline, on_head_deadline, c->srv->header_timeout_ms, 0);
+}
+
+typedef struct {
+    conn_t *c;
+} tracker_t;
+
+/* A request is freed (answered, or its connection closed): the wait for the next head
+ * starts now, as h2o's own request deadline does. */
+static void request_freed(void *p) {
+    conn_t *c = ((tracker_t *)p)->c;
+    if (--c->inflight == 0) arm_head_deadline(c);
+}
+
+static void track_request(conn_t *c, h2o_req_t *req) {
+    tracker_t *t = h2o_mem_alloc_shared(&req->pool, sizeof *t, request_freed);
+    t->c = c;
+    c->inflight++;
+    if (c->timer_live) uv_timer_stop(&c->deadline);
+}
+
+static int peer_of(uv_tcp_t *tcp, unsigned char out[16], int *loopback) {
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) != 0) return -1;
+    memset(out, 0, 16);
+    if (ss.ss_family == AF_INET) {
+        const unsigned char *a = (const unsigned char *)&((struct sockaddr_in *)&ss)->sin_addr;
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, a, 4);
+    } else if (ss.ss_family == AF_INET6) {
+        memcpy(out, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+    } else {
+        return -1;
+    }
+    static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    static const unsigned char v6loop[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    *loopback = (memcmp(out, v4mapped, 12) == 0 && out[12] == 127) || memcmp(out, v6loop, 16) == 0;
+    return 0;
+}
+
+static size_t peer_conns(server_t *srv, const unsigned char peer[16]) {
+    size_t n = 0;
+    for (h2o_linklist_t *l = srv->conns.next; l != &srv->conns; l = l->next) {
+        conn_t *o = H2O_STRUCT_FROM_MEMBER(conn_t, link, l);
+        if (o->pool == POOL_GENERAL && memcmp(o->peer, peer, 16) == 0) n++;
+    }
+    return n;
+}
+
+/* The reserve is full: the oldest reserved connection without a request in flight (idle or
+ * dripping its head) makes room, so a loopback flood cannot hold the reserve either. */
+static int evict_reserved(server_t *srv) {
+    for (h2o_linklist_t *l = srv->conns.next; l != &srv->conns; l = l->next) {
+        conn_t *o = H2O_STRUCT_FROM_MEMBER(conn_t, link, l);
+        if (o->pool == POOL_RESERVED && o->inflight == 0) {
+            srv->evicted++;
+            drop_conn(o);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Admission of a new connection -> its pool, or POOL_NONE (refused; *why set). */
+static int admit(server_t *srv, const conn_t *c, const char **why) {
+    if (srv->n_general < srv->max_conns - srv->reserved &&
+        peer_conns(srv, c->peer) < srv->max_per_peer)
+        return POOL_GENERAL;
+    if (c->loopback && srv->reserved > 0 &&
+        (srv->n_reserved < srv->reserved || evict_reserved(srv)))
+        return POOL_RESERVED;
+    if (srv->n_general < srv->max_conns - srv->reserved) {
+        srv->refused_per_peer++;
+        *why = "per_peer";
+    } else {
+        srv->refused_full++;
+        *why = "full";
+    }
+    return POOL_NONE;
+}
+
 /* ---- requests ----------------------------------------------------------------------- */
 
 static void lifeline_dispose(void *p) {
@@ -202,20 +386,27 @@ static void lifeline_dispose(void *p) {
 }
 
 /* h2o's HTTP/1 connection does not read while a request is being handled, so it cannot
- * notice a client that went away before an async answer: peek at the socket. EOF (also a
- * half-close: a client that stopped sending is treated as gone) or an error means gone;
- * EAGAIN (nothing to read) or bytes (a pipelined request) mean still there. */
-static int peer_gone(h2o_req_t *req) {
+ * notice a client that went away before an async answer: peek at the socket. An error
+ * (ECONNRESET: the peer reset) means gone. EOF does not (issue 14 item 7): a peer that
+ * half-closes after sending (shutdown(SHUT_WR), `nc -N`) still reads, and its records may
+ * be applied already: it must get its answer, or a retry without Idempotency-Key counts
+ * them twice. A peer that closed both ways looks the same from here; its answer is
+ * written and fails, and h2o cleans up. EAGAIN (nothing to read) or bytes (a pipelined
+ * request) mean still there. */
+static int peer_gone(lifeline_t *life) {
+    if (life->gone) return 1;
+    h2o_req_t *req = life->req;
     if (!req->conn->callbacks->get_socket) return 0;
     h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
     int fd = sock ? h2o_socket_get_fd(sock) : -1;
     if (fd < 0) return 0;
     char c;
     ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) return 0;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    if (n >= 0) return 0;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
     /* Shut it down so the write of the answer fails at once and h2o closes the
      * connection (and frees the request) through its own error path. */
+    life->gone = 1;
     shutdown(fd, SHUT_RDWR);
     return 1;
 }
@@ -289,6 +480,11 @@ static req_ud_t *push_req(lua_State *L, server_t *srv, h2o_req_t *req) {
     }
     lua_setfield(L, -2, "headers");
     push_peer(L, req);
+    conn_t *conn = conn_of(req);
+    if (conn && conn->pool == POOL_RESERVED) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "reserved");
+    }
     lua_setfenv(L, -2);
 
     /* Only now, with every allocation that could raise done: link the lifeline. */
@@ -296,6 +492,7 @@ static req_ud_t *push_req(lua_State *L, server_t *srv, h2o_req_t *req) {
     life->ud = ud;
     life->srv = srv;
     life->req = req;
+    life->gone = 0;
     h2o_linklist_insert(&srv->reqs, &life->link);
     ud->life = life;
     return ud;
@@ -336,7 +533,7 @@ static int l_req_respond(lua_State *L) {
         return 1;
     }
     h2o_req_t *req = ud->life->req;
-    if (peer_gone(req)) { /* answer anyway (it fails, h2o cleans up) and say so */
+    if (peer_gone(ud->life)) { /* answer anyway (it fails, h2o cleans up) and say so */
         send_response(req, 503, "", 0, "text/plain; charset=utf-8");
         lua_pushboolean(L, 0);
         return 1;
@@ -363,7 +560,7 @@ static int l_req_respond(lua_State *L) {
 
 static int l_req_alive(lua_State *L) {
     req_ud_t *ud = luaL_checkudata(L, 1, REQ_MT);
-    lua_pushboolean(L, ud->life != NULL && (ud->responded || !peer_gone(ud->life->req)));
+    lua_pushboolean(L, ud->life != NULL && (ud->responded || !peer_gone(ud->life)));
     return 1;
 }
 
@@ -412,12 +609,98 @@ static int dispatch(lua_State *L) {
     return 5;
 }
 
+/* The request head as it arrived, from the connection's input buffer: h2o parses it in
+ * place and consumes it only after the response (HTTP/1: the buffer starts with the
+ * request line while the request is handled; header names are lower-cased in place).
+ * Checked against the method h2o saw; 0 when the head cannot be found. */
+static int raw_head(h2o_req_t *req, const char **head, size_t *len) {
+    if (!req->conn->callbacks->get_socket) return 0;
+    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    if (!sock || !sock->input) return 0;
+    const char *b = sock->input->bytes;
+    size_t n = sock->input->size, m = req->input.method.len;
+    if (n <= m || memcmp(b, req->input.method.base, m) != 0 || b[m] != ' ') return 0;
+    for (size_t i = 0; i + 1 < n; i++) /* the empty line: "\n\n" or "\n\r\n" */
+        if (b[i] == '\n' &&
+            (b[i + 1] == '\n' || (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n'))) {
+            *head = b;
+            *len = i + 1;
+            return 1;
+        }
+    return 0;
+}
+
+/* Request smuggling (issue 14 item 8): h2o takes the first Content-Length and drops the
+ * others, and lets Transfer-Encoding win over Content-Length on a connection it keeps
+ * open. A proxy in front that reads the other length would see other requests in the
+ * same bytes. Such a head is refused: 400, and the connection is closed. Identical
+ * repeated lengths are one length (RFC 9110 8.6). Returns the reason, or NULL. */
+static const char *bad_framing(h2o_req_t *req) {
+    const char *head;
+    size_t len;
+    if (!raw_head(req, &head, &len)) return NULL;
+    const char *first = NULL;
+    size_t first_len = 0;
+    int te = 0;
+    const char *end = head + len;
+    const char *line = memchr(head, '\n', len);
+    while (line && ++line < end) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (!eol) break;
+        size_t ll = (size_t)(eol - line);
+        if (ll >= 15 && memcmp(line, "content-length:", 15) == 0) {
+            const char *v = line + 15, *ve = eol;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            if (!first) {
+                first = v;
+                first_len = (size_t)(ve - v);
+            } else if ((size_t)(ve - v) != first_len || memcmp(v, first, first_len) != 0) {
+                return "two different Content-Length headers\n";
+            }
+        } else if (ll >= 18 && memcmp(line, "transfer-encoding:", 18) == 0) {
+            te = 1;
+        }
+        line = eol;
+    }
+    if (te && first) return "Content-Length with Transfer-Encoding\n";
+    return NULL;
+}
+
+/* Answers an early refusal (before any handler) and closes the connection after it. */
+static void refuse_early(server_t *srv, h2o_req_t *req, int status, const char *body) {
+    if (status == 413)
+        srv->early_413++;
+    else
+        srv->early_other++;
+    req->http1_is_persistent = 0;
+    send_response(req, status, body, strlen(body), "text/plain; charset=utf-8");
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
     server_t *srv = ((handler_t *)self)->srv;
     if (srv->state != SRV_OPEN) {
         send_response(req, 503, "closing\n", 8, "text/plain; charset=utf-8");
         return 0;
     }
+    conn_t *c = conn_of(req);
+    if (c) track_request(c, req);
+    const char *framing = bad_framing(req);
+    if (framing) {
+        refuse_early(srv, req, 400, framing);
+        return 0;
+    }
+    /* h2o refuses a chunked body when it reaches its limit and a Content-Length one only
+     * above it: its limit is max_body + 1 (l_listen), so both framings are refused here
+     * alike, for a body over max_body (issue 14 item 8). */
+    if (req->entity.base && req->entity.len > srv->max_body) {
+        refuse_early(srv, req, 413, "request entity is too large\n");
+        return 0;
+    }
+    if (c && c->pool == POOL_RESERVED) /* one request per reserved slot */
+        req->http1_is_persistent = 0;
     lua_State *L = srv->L;
     int top = lua_gettop(L);
     if (!lua_checkstack(L, 16)) {
@@ -504,13 +787,20 @@ static void on_listener_closed(uv_handle_t *h) {
     maybe_dispose(srv);
 }
 
-static void on_conn_closed(uv_handle_t *h) {
-    conn_t *c = (conn_t *)h;
+static void free_conn(uv_handle_t *h) {
+    conn_t *c = h->data;
     server_t *srv = c->srv;
     h2o_linklist_unlink(&c->link);
     srv->nconns--;
     free(c);
     maybe_dispose(srv);
+}
+
+static void on_conn_closed(uv_handle_t *h) {
+    conn_t *c = (conn_t *)h;
+    release_slot(c);
+    c->sock = NULL;
+    uv_close((uv_handle_t *)&c->deadline, free_conn); /* then the struct */
 }
 
 static void free_rejected(uv_handle_t *h) {
@@ -523,15 +813,40 @@ static void on_accept(uv_stream_t *listener, int status) {
     conn_t *c = calloc(1, sizeof *c);
     if (!c) return;
     uv_tcp_init(srv->loop, &c->tcp);
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || srv->nconns >= MAX_CONNS) {
+    c->srv = srv;
+    const char *why = "full";
+    int ok = uv_accept(listener, (uv_stream_t *)&c->tcp) == 0 &&
+             peer_of(&c->tcp, c->peer, &c->loopback) == 0;
+    if (ok) c->pool = admit(srv, c, &why);
+    if (!ok || c->pool == POOL_NONE) {
+        uint64_t n = srv->refused_per_peer + srv->refused_full;
+        if (n == 1 || n % REFUSAL_LOG_EVERY == 0) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "%s (%llu so far; accounting_http_connections_refused_total)",
+                     strcmp(why, "per_peer") == 0 ? "a peer is over max_conns_per_peer"
+                                                  : "max_conns reached",
+                     (unsigned long long)n);
+            log_line("connection refused", msg);
+        }
         uv_close((uv_handle_t *)&c->tcp, free_rejected);
         return;
     }
+    if (c->pool == POOL_GENERAL)
+        srv->n_general++;
+    else
+        srv->n_reserved++;
     uv_unref((uv_handle_t *)&c->tcp); /* a connection never keeps the process alive */
-    c->srv = srv;
     h2o_linklist_insert(&srv->conns, &c->link);
     srv->nconns++;
-    h2o_accept(&srv->accept_ctx, h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_closed));
+    uv_timer_init(srv->loop, &c->deadline);
+    uv_unref((uv_handle_t *)&c->deadline);
+    c->deadline.data = c;
+    c->timer_live = 1;
+    c->sock = h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_closed);
+    c->sock->on_close.cb = on_sock_disposed;
+    c->sock->on_close.data = c;
+    arm_head_deadline(c);
+    h2o_accept(&srv->accept_ctx, c->sock);
 }
 
 static void server_close(server_t *srv) {
@@ -613,8 +928,20 @@ static int l_listen(lua_State *L) {
     lua_pushnil(L); /* unknown keys are errors (STYLE §12) */
     while (lua_next(L, 1)) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-        if (strcmp(k, "host") && strcmp(k, "port") && strcmp(k, "max_body") && strcmp(k, "handler"))
-            return luaL_error(L, "httpd.listen: unknown option '%s'", k);
+        static const char *const known[] = {"host",
+                                            "port",
+                                            "max_body",
+                                            "handler",
+                                            "max_conns",
+                                            "max_conns_per_peer",
+                                            "reserved_conns",
+                                            "header_timeout_ms",
+                                            "body_timeout_ms",
+                                            NULL};
+        int found = 0;
+        for (int i = 0; known[i]; i++)
+            if (strcmp(k, known[i]) == 0) found = 1;
+        if (!found) return luaL_error(L, "httpd.listen: unknown option '%s'", k);
         lua_pop(L, 1);
     }
     const char *host = "127.0.0.1";
@@ -626,6 +953,22 @@ static int l_listen(lua_State *L) {
     if (opt_field(L, "max_body", LUA_TNUMBER)) max_body = lua_tointeger(L, -1);
     if (max_body < 0 || (uint64_t)max_body > MAX_BODY_LIMIT)
         return luaL_error(L, "httpd.listen: max_body must be 0..%d", (int)MAX_BODY_LIMIT);
+    lua_Integer lim[5] = {DEF_MAX_CONNS, DEF_MAX_CONNS_PER_PEER, DEF_RESERVED_CONNS,
+                          DEF_HEADER_TIMEOUT_MS, DEF_BODY_TIMEOUT_MS};
+    static const char *const lim_names[5] = {"max_conns", "max_conns_per_peer", "reserved_conns",
+                                             "header_timeout_ms", "body_timeout_ms"};
+    static const lua_Integer lim_lo[5] = {1, 1, 0, 10, 10};
+    static const lua_Integer lim_hi[5] = {MAX_CONNS_LIMIT, MAX_CONNS_LIMIT, MAX_CONNS_LIMIT - 1,
+                                          86400000, 86400000};
+    for (int i = 0; i < 5; i++) {
+        if (opt_field(L, lim_names[i], LUA_TNUMBER)) lim[i] = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        if (lim[i] < lim_lo[i] || lim[i] > lim_hi[i])
+            return luaL_error(L, "httpd.listen: %s must be %d..%d", lim_names[i], (int)lim_lo[i],
+                              (int)lim_hi[i]);
+    }
+    if (lim[2] >= lim[0])
+        return luaL_error(L, "httpd.listen: reserved_conns must be less than max_conns");
     if (!opt_field(L, "handler", LUA_TFUNCTION))
         return luaL_error(L, "httpd.listen: handler (a function) is required");
     int handler_idx = lua_gettop(L);
@@ -689,7 +1032,17 @@ static int l_listen(lua_State *L) {
 
     h2o_config_init(&srv->conf);
     srv->conf.server_name = h2o_iovec_init(H2O_STRLIT(RA_HOST_NAME));
-    srv->conf.max_request_entity_size = (size_t)max_body;
+    /* +1: h2o refuses a chunked body at its limit, a Content-Length one above it; on_req
+     * applies max_body itself, the same to both. */
+    srv->max_body = (size_t)max_body;
+    srv->max_conns = (size_t)lim[0];
+    srv->max_per_peer = (size_t)lim[1];
+    srv->reserved = (size_t)lim[2];
+    srv->header_timeout_ms = (uint64_t)lim[3];
+    /* h2o's request deadline runs from the same start as the head deadline (the
+     * connection's accept, or the end of the previous response) to the end of the body. */
+    srv->conf.http1.req_timeout = (uint64_t)(lim[3] + lim[4]);
+    srv->conf.max_request_entity_size = (size_t)max_body + 1;
     srv->conf.http1.upgrade_to_http2 = 0; /* HTTP/1.1 only: one protocol to reason about */
     h2o_hostconf_t *hostconf =
         h2o_config_register_host(&srv->conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
@@ -736,6 +1089,29 @@ static int l_server_early_rejects(lua_State *L) {
     return 1;
 }
 
+/* srv:stats() -> the connection counters of issue 14 item 6 */
+static int l_server_stats(lua_State *L) {
+    server_t *srv = *check_server(L);
+    if (!srv) return luaL_error(L, "httpd: server is closed");
+    lua_createtable(L, 0, 8);
+    const struct {
+        const char *k;
+        double v;
+    } f[] = {{"general", (double)srv->n_general},
+             {"reserved", (double)srv->n_reserved},
+             {"refused_per_peer", (double)srv->refused_per_peer},
+             {"refused_full", (double)srv->refused_full},
+             {"evicted", (double)srv->evicted},
+             {"header_timeouts", (double)srv->header_timeouts},
+             {"max_conns", (double)srv->max_conns},
+             {"reserved_conns", (double)srv->reserved}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        lua_pushnumber(L, f[i].v);
+        lua_setfield(L, -2, f[i].k);
+    }
+    return 1;
+}
+
 static int l_server_close(lua_State *L) {
     server_t **slot = check_server(L);
     if (*slot) server_close(*slot);
@@ -765,6 +1141,7 @@ static int luaopen_httpd(lua_State *L) {
     static const luaL_Reg server_methods[] = {{"port", l_server_port},
                                               {"close", l_server_close},
                                               {"early_rejects", l_server_early_rejects},
+                                              {"stats", l_server_stats},
                                               {NULL, NULL}};
     ra_glue_class(L, SERVER_MT, server_methods, l_server_gc, l_server_tostring);
 

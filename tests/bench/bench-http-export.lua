@@ -52,7 +52,9 @@ if arg[1] == "--serve" then
     local offload = require "ron.accounting.runtime.offload"
     local dir, fsync = arg[2], arg[3] == "on"
     local backend = assert(offload.file { dir = dir, fsync = fsync })
+    -- loopback only, one process: no producers to bind (docs/EXPORT.md §6, "Trust model")
     local r = receiver.new { backend = backend, workers = 4, batch = 64, queue_cap = 8192,
+                             allow_unauthenticated = true,
                              log = function(line) io.stderr:write("serve: ", line, "\n") end }
     local meter = assert(acct.open { window_len_s = 60, capacity_rows = 16, shards = 1 })
     local srv = assert(http.serve { meter = meter, port = 0, routes = r:routes(),

@@ -70,7 +70,7 @@ return {
         backend = { module = "ron.accounting.export.exporters.postgres", schema = "g10",
                     conninfo = "$conninfo", connect_timeout_ms = 2000,
                     query_timeout_ms = 5000 },
-        token_hash = "$token_hash",
+        producers = { ["g10-gateway"] = { token_hash = "$token_hash", tenants = "*" } },
     },
 }
 EOF

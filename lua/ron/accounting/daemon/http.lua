@@ -12,6 +12,10 @@
 --       metrics_public = false, -- on a non-loopback bind, /metrics /healthz /readyz answer
 --                               -- loopback peers only (403 otherwise) unless true
 --       max_body = 65536,       -- request bodies above it: 413, before they are read
+--       max_conns = 256, max_conns_per_peer = 32, reserved_conns = 8,
+--       header_timeout_ms = 10000, body_timeout_ms = 30000,
+--                               -- connection limits and read deadlines (httpd.listen;
+--                               -- docs/OPERATIONS.md §9, "Connections and deadlines")
 --       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... } }
 --   srv:port(); srv:close()
 --
@@ -30,6 +34,9 @@
 -- (ingest is the reason to listen publicly) the built-in routes answer only requests whose
 -- peer (req.peer) is a loopback address, 403 to others, unless metrics_public = true; the
 -- extra routes answer everyone (they do their own authentication).
+-- A connection admitted into the loopback reserve (req.reserved: the server was full, or
+-- the peer at its limit) serves only the built-in routes: 503 for the extra ones.
+-- /metrics also carries the server's connection families (accounting_http_*).
 local httpd = require "ron.accounting.net.http_server"
 
 local format, concat = string.format, table.concat
@@ -45,6 +52,35 @@ _M.METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 local OPTIONS = { meter = true, runtime = true, host = true, port = true, public = true,
                   max_body = true, routes = true, metrics_public = true }
+-- passed through to httpd.listen as they are
+local LIMITS = { "max_conns", "max_conns_per_peer", "reserved_conns", "header_timeout_ms",
+                 "body_timeout_ms" }
+for _, k in ipairs(LIMITS) do OPTIONS[k] = true end
+
+-- The server's connection counters (srv:stats()) as Prometheus text.
+function _M.connection_metrics(st)
+    return concat({
+        "# HELP accounting_http_connections Connections open, by pool (general, or the "
+        .. "loopback reserve).",
+        "# TYPE accounting_http_connections gauge",
+        format('accounting_http_connections{pool="general"} %d', st.general),
+        format('accounting_http_connections{pool="reserved"} %d', st.reserved),
+        "# HELP accounting_http_connections_refused_total Connections closed at accept: a "
+        .. "peer over max_conns_per_peer, or the server full.",
+        "# TYPE accounting_http_connections_refused_total counter",
+        format('accounting_http_connections_refused_total{reason="per_peer"} %d',
+               st.refused_per_peer),
+        format('accounting_http_connections_refused_total{reason="full"} %d', st.refused_full),
+        "# HELP accounting_http_connections_evicted_total Idle reserved connections closed "
+        .. "to admit a new loopback one.",
+        "# TYPE accounting_http_connections_evicted_total counter",
+        format("accounting_http_connections_evicted_total %d", st.evicted),
+        "# HELP accounting_http_header_timeouts_total Connections closed because no complete "
+        .. "request head arrived within header_timeout_ms.",
+        "# TYPE accounting_http_header_timeouts_total counter",
+        format("accounting_http_header_timeouts_total %d", st.header_timeouts),
+    }, "\n") .. "\n"
+end
 
 -- 127.0.0.0/8 and ::1: the addresses only this machine reaches.
 function _M.is_loopback(host)
@@ -115,10 +151,14 @@ end
 
 local ROUTES = { ["/metrics"] = true, ["/healthz"] = true, ["/readyz"] = true }
 
-local function handler(o, loopback_only)
+local function handler(o, loopback_only, holder)
     local meter, rt, routes = o.meter, o.runtime, o.routes or {}
     return function(req)
         local path, method = req.path, req.method
+        if req.reserved and not ROUTES[path] then
+            return 503, "busy: this connection is in the loopback reserve (health probes "
+                        .. "and /metrics only)\n", nil, { ["Retry-After"] = "1" }
+        end
         local allowed
         for i = 1, #routes do
             local r = routes[i]
@@ -145,7 +185,8 @@ local function handler(o, loopback_only)
             return 503, concat(reasons or {}, "\n") .. "\n"
         end
         local texts = { meter:metrics() }
-        if rt then texts[2] = rt:metrics_text() end
+        if rt then texts[#texts + 1] = rt:metrics_text() end
+        if holder.srv then texts[#texts + 1] = _M.connection_metrics(holder.srv:stats()) end
         return 200, _M.merge_exposition(texts), _M.METRICS_CONTENT_TYPE
     end
 end
@@ -173,10 +214,13 @@ function _M.serve(o)
     local port = o.port
     if port == nil then port = _M.DEFAULT_PORT end
     local loopback_only = not _M.is_loopback(host) and not o.metrics_public
-    local ok, srv, err = pcall(httpd.listen, { host = host, port = port,
-                                               max_body = o.max_body or _M.DEFAULT_MAX_BODY,
-                                               handler = handler(o, loopback_only) })
+    local holder = {}
+    local lo = { host = host, port = port, max_body = o.max_body or _M.DEFAULT_MAX_BODY,
+                 handler = handler(o, loopback_only, holder) }
+    for _, k in ipairs(LIMITS) do lo[k] = o[k] end
+    local ok, srv, err = pcall(httpd.listen, lo)
     if not ok then error(srv, 2) end -- misuse (a bad port) raises at the caller
+    holder.srv = srv
     if srv and not _M.is_loopback(host) then
         io.stderr:write(format("http: WARN: serving /metrics on non-loopback address %s:%d%s\n",
                                host, srv:port(), loopback_only and

@@ -183,6 +183,11 @@ function _M.start(cfg)
         if hok then
             srv, herr = http.serve { meter = meter, runtime = proxy, host = host,
                                      port = tonumber(port), metrics_public = cfg.metrics_public,
+                                     max_conns = cfg.http_max_conns,
+                                     max_conns_per_peer = cfg.http_max_conns_per_peer,
+                                     reserved_conns = cfg.http_reserved_conns,
+                                     header_timeout_ms = cfg.http_header_timeout_ms,
+                                     body_timeout_ms = cfg.http_body_timeout_ms,
                                      max_body = http_max_body(d), routes = http_routes(d) }
         else
             herr = http
@@ -195,9 +200,13 @@ function _M.start(cfg)
         d.http = srv
         log("INFO", "listening on http://%s:%d (/metrics /healthz /readyz)", host, srv:port())
         if d.receiver then
+            local np = 0
+            for _ in pairs(cfg.receiver.producers or {}) do np = np + 1 end
             log("INFO", "receiver: PUT http://%s:%d%s/<tenant>/<dimension>/<seq> into %s%s",
                 host, srv:port(), d.receiver.prefix, d.receiver_backend,
-                d.receiver.hashes and " (bearer tokens)" or " (no authentication)")
+                d.receiver.hashes and format(" (%d producer(s), bearer tokens bound to tenants)",
+                                             np)
+                or " (NO AUTHENTICATION: allow_unauthenticated = true)")
         end
         if d.ingest then
             d.ingest:attach(srv)

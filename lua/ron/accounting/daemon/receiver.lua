@@ -10,8 +10,13 @@
 --       backend = exporter,          -- required: an exporter (docs/EXPORT.md §1) whose put
 --                                    -- and head may wait (called from tasks)
 --       prefix = "/v1/slices",       -- the slice collection's path
---       token_hash = nil,            -- BLAKE3 hex (64) of the accepted bearer token, or a
---                                    -- list of them; nil: no authentication
+--       producers = {                -- who may write which streams (docs/EXPORT.md §6,
+--           ["node-a"] = {           -- "Trust model"): a producer's name (logs) ->
+--               token_hash = "<64 hex>",  -- BLAKE3 of its bearer token (or a list: rotation)
+--               tenants = { "<uuid>", ... }, -- the tenants it may write, or "*": all
+--           }, ... },
+--       allow_unauthenticated = false, -- true (and no producers): anyone reaching the
+--                                    -- listener may write any stream; logged at WARN
 --       workers = 4,                 -- tasks storing into the backend at once
 --       queue_cap = 1024,            -- requests waiting for a worker; more: 503 + Retry-After
 --       batch = 64,                  -- a backend with put_many (offload.file) stores up to
@@ -40,14 +45,15 @@
 --   Rejects (counted in accounting_receiver_rejected_total{reason}, logged sampled with
 --   {tenant, dimension, reason}, never a token): 400 SchemaViolation (the body is not a
 --   slice), 400 InvalidArgument (path, digest or headers do not match the body), 401 (no
---   bearer token) / 403 (a wrong one), 404 (a path outside the layout), 415 (a body that
+--   bearer token) / 403 (a wrong one; forbidden_tenant: a token whose producer may not
+--   write the path's tenant), 404 (a path outside the layout), 415 (a body that
 --   is not application/octet-stream), 503 + Retry-After (queue full, or shutting down).
 --   A body over the server's max_body is a 413 from the HTTP server before it is read.
 local acct = require "ron.accounting"
 local task = require "ron.accounting.runtime.task"
 
-local type, error, pairs, ipairs, next, tostring, tonumber, setmetatable, pcall, format,
-      concat, floor = type, error, pairs, ipairs, next, tostring, tonumber, setmetatable, pcall,
+local type, error, pairs, ipairs, tostring, tonumber, setmetatable, pcall, format,
+      concat, floor = type, error, pairs, ipairs, tostring, tonumber, setmetatable, pcall,
                       string.format, table.concat, math.floor
 
 local _M = {}
@@ -57,8 +63,8 @@ _M.MAX_BODY = 1048576 -- a slice's canonical bytes are at most 1 MiB (I-11)
 _M.CONTENT_TYPE = "application/octet-stream"
 _M.DEFAULTS = { workers = 4, queue_cap = 1024, batch = 64 }
 
-local OPTS = { backend = true, prefix = true, token_hash = true, workers = true,
-               queue_cap = true, batch = true, log = true }
+local OPTS = { backend = true, prefix = true, producers = true, allow_unauthenticated = true,
+               workers = true, queue_cap = true, batch = true, log = true }
 
 local UUID = "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$"
 local ZERO_B3 = string.rep("0", 64)
@@ -71,7 +77,8 @@ local ANSWER = {
 }
 
 local REJECT_REASONS = { "bad_request", "schema_violation", "unauthorized", "forbidden",
-                         "not_found", "unsupported_media_type", "busy", "stopping" }
+                         "forbidden_tenant", "not_found", "unsupported_media_type", "busy",
+                         "stopping" }
 local STORE_STATUSES = { "ok", "dup", "conflict", "gap", "retry", "fail" }
 
 function _M.token_hash(token)
@@ -89,6 +96,79 @@ local function int_opt(opts, k, lo, hi)
                      tostring(v)), 3)
     end
     return v
+end
+
+-- producers (the option, or the daemon's key) -> { [token hex] = { name =, tenants = set
+-- | "*" } } | nil, "why" (one line). allow: allow_unauthenticated. Both nil/false: an error.
+function _M.parse_producers(producers, allow)
+    if allow ~= nil and type(allow) ~= "boolean" then
+        return nil, "allow_unauthenticated must be a boolean"
+    end
+    if producers == nil then
+        if allow then return false end
+        return nil, "producers is required: { [\"name\"] = { token_hash = \"<b3sum of the "
+                    .. "token>\", tenants = { \"<uuid>\", ... } | \"*\" } } (or, on a "
+                    .. "trusted network only, allow_unauthenticated = true)"
+    end
+    if allow then
+        return nil, "producers and allow_unauthenticated = true exclude each other"
+    end
+    if type(producers) ~= "table" then
+        return nil, "producers must be a table { [\"name\"] = { token_hash =, tenants = } }"
+    end
+    local by_hash, n = {}, 0
+    local names = {}
+    for name in pairs(producers) do names[#names + 1] = tostring(name) end
+    table.sort(names)
+    for _, name in ipairs(names) do
+        local p = producers[name]
+        if type(name) ~= "string" or not name:match("^[%w][%w_.:%-]*$") or #name > 64 then
+            return nil, format("producers: %q is not a producer name ([A-Za-z0-9_.:-], at "
+                               .. "most 64)", name)
+        end
+        if type(p) ~= "table" then
+            return nil, format("producers.%s must be { token_hash =, tenants = }", name)
+        end
+        for k in pairs(p) do
+            if k ~= "token_hash" and k ~= "tenants" then
+                return nil, format("producers.%s: unknown key '%s'", name, tostring(k))
+            end
+        end
+        local list = type(p.token_hash) == "table" and p.token_hash or { p.token_hash }
+        if #list == 0 then return nil, format("producers.%s.token_hash is empty", name) end
+        local tenants
+        if p.tenants == "*" then
+            tenants = "*"
+        elseif type(p.tenants) == "table" and #p.tenants > 0 then
+            tenants = {}
+            for i, t in ipairs(p.tenants) do
+                if type(t) ~= "string" or not t:match(UUID) then
+                    return nil, format("producers.%s.tenants[%d] must be a lowercase tenant "
+                                       .. "UUID", name, i)
+                end
+                tenants[t] = true
+            end
+        else
+            return nil, format("producers.%s.tenants must be a list of tenant UUIDs, or \"*\" "
+                               .. "(every tenant: a trusted aggregator)", name)
+        end
+        for i, h in ipairs(list) do
+            if type(h) ~= "string" or #h ~= 64 or not h:match("^%x+$") then
+                return nil, format("producers.%s.token_hash[%d] must be 64 hex characters "
+                                   .. "(b3sum of the token: receiver.token_hash(token))",
+                                   name, i)
+            end
+            h = h:lower()
+            if by_hash[h] then
+                return nil, format("producers.%s and producers.%s share a token: a token "
+                                   .. "names one producer", by_hash[h].name, name)
+            end
+            by_hash[h] = { name = name, tenants = tenants }
+        end
+        n = n + 1
+    end
+    if n == 0 then return nil, "producers is empty: no one could write" end
+    return by_hash
 end
 
 local function pattern_escape(s)
@@ -110,27 +190,15 @@ function _M.new(opts)
        or prefix:match("/$") then
         error("receiver.new: prefix must be a path like /v1/slices (no trailing slash)", 2)
     end
-    local hashes
-    if opts.token_hash ~= nil then
-        local list = type(opts.token_hash) == "table" and opts.token_hash or { opts.token_hash }
-        hashes = {}
-        for i, h in ipairs(list) do
-            if type(h) ~= "string" or #h ~= 64 or not h:match("^%x+$") then
-                error(format("receiver.new: token_hash[%d] must be 64 hex characters (the "
-                             .. "BLAKE3 of the token: receiver.token_hash(token), or b3sum)",
-                             i), 2)
-            end
-            hashes[h:lower()] = true
-        end
-        if not next(hashes) then error("receiver.new: token_hash is an empty list", 2) end
-    end
+    local hashes, perr = _M.parse_producers(opts.producers, opts.allow_unauthenticated)
+    if hashes == nil then error("receiver.new: " .. perr, 2) end
     if opts.log ~= nil and type(opts.log) ~= "function" then
         error("receiver.new: log must be a function", 2)
     end
     local self = setmetatable({
         backend = opts.backend,
         prefix = prefix,
-        hashes = hashes,
+        hashes = hashes or nil, -- nil: no authentication (allow_unauthenticated)
         workers_n = int_opt(opts, "workers", 1, 256),
         queue_cap = int_opt(opts, "queue_cap", 1, 1048576),
         batch = int_opt(opts, "batch", 1, 4096),
@@ -148,6 +216,11 @@ function _M.new(opts)
         self.workers[i] = task.spawn("receiver_worker-" .. i, R.work, self)
     end
     task.on_shutdown(function() self.stopping = true end)
+    if not self.hashes then
+        self.log("NO AUTHENTICATION (allow_unauthenticated = true): anyone who reaches this "
+                 .. "listener may write any tenant's stream, and a forged seq 1 pre-empts "
+                 .. "the real producer's chain (docs/EXPORT.md §6, \"Trust model\")")
+    end
     return self
 end
 
@@ -191,6 +264,7 @@ end
 -- ---------------------------------------------------------------------------------------
 -- the handlers (synchronous part: checks, then the queue)
 
+-- -> producer (or true without authentication) | false, code, reason, message
 function R:authorized(req)
     if not self.hashes then return true end
     local auth = req.headers.authorization
@@ -198,10 +272,19 @@ function R:authorized(req)
     if not token then
         return false, 401, "unauthorized", "a bearer token is required"
     end
-    if not self.hashes[acct.b3hex(token)] then
+    local p = self.hashes[acct.b3hex(token)]
+    if not p then
         return false, 403, "forbidden", "the bearer token is not accepted"
     end
-    return true
+    return p
+end
+
+-- The producer may write (or read the head of) this tenant's streams: true | the reject.
+function R:may_write(req, p, tenant, dimension)
+    if p == true or p.tenants == "*" or p.tenants[tenant] then return true end
+    return false, self:reject(req, 403, "forbidden_tenant", "Forbidden",
+                              format("producer %s may not write tenant %s", p.name, tenant),
+                              tenant, dimension)
 end
 
 local function busy_headers() return { ["Retry-After"] = "1" } end
@@ -211,8 +294,8 @@ function R:handle_put(req)
         return self:reject(req, 503, "stopping", "Unavailable", "the receiver is stopping",
                            nil, nil, busy_headers())
     end
-    local ok, code, reason, msg = self:authorized(req)
-    if not ok then
+    local producer, code, reason, msg = self:authorized(req)
+    if not producer then
         local h = code == 401 and { ["WWW-Authenticate"] = 'Bearer realm="ron-accounting"' }
         return self:reject(req, code, reason, code == 401 and "Unauthorized" or "Forbidden",
                            msg, nil, nil, h)
@@ -228,6 +311,10 @@ function R:handle_put(req)
                            "the path must be <lowercase uuid>/<dimension>/<seq >= 1>",
                            nil, nil)
     end
+    -- the token binds the tenant (issue 14 item 5); the body must then be the path's slice
+    -- (checked below), so the body's tenant is bound as well
+    local allowed, a1, a2, a3, a4 = self:may_write(req, producer, tenant, dimension)
+    if not allowed then return a1, a2, a3, a4 end
     local ctype = req.headers["content-type"]
     if not ctype or not ctype:lower():match("^application/octet%-stream%s*;?") then
         return self:reject(req, 415, "unsupported_media_type", "UnsupportedMediaType",
@@ -273,8 +360,8 @@ function R:handle_head(req)
         return self:reject(req, 503, "stopping", "Unavailable", "the receiver is stopping",
                            nil, nil, busy_headers())
     end
-    local ok, code, reason, msg = self:authorized(req)
-    if not ok then
+    local producer, code, reason, msg = self:authorized(req)
+    if not producer then
         return self:reject(req, code, reason, code == 401 and "Unauthorized" or "Forbidden", msg)
     end
     local tenant, dimension = req.path:match(self.head_path)
@@ -284,6 +371,8 @@ function R:handle_head(req)
                            "the path must be " .. self.prefix
                            .. "/<lowercase uuid>/<dimension>/head")
     end
+    local allowed, a1, a2, a3, a4 = self:may_write(req, producer, tenant, dimension)
+    if not allowed then return a1, a2, a3, a4 end
     if not self.queue:try_send({ "head", req, tenant, dimension }) then
         return self:reject(req, 503, "busy", "Busy",
                            format("%d requests are waiting for the ledger", self.queue_cap),
@@ -443,8 +532,9 @@ end
 -- ---------------------------------------------------------------------------------------
 -- the daemon's `receiver = { ... }` (docs/ops/daemon.md, "Ledger receiver")
 
-local CONFIG = { backend = true, dir = true, fsync = true, token_hash = true, prefix = true,
-                 workers = true, queue_cap = true, batch = true }
+local CONFIG = { backend = true, dir = true, fsync = true, producers = true,
+                 allow_unauthenticated = true, prefix = true, workers = true, queue_cap = true,
+                 batch = true }
 
 -- -> true | nil, err (one line). v: false, or the table of the daemon's configuration.
 function _M.check_config(v, k)
@@ -454,6 +544,11 @@ function _M.check_config(v, k)
         return nil, format("%s must be false or { backend = \"file\" | { module = ... }, ... }", k)
     end
     for key in pairs(v) do
+        if key == "token_hash" then
+            return nil, format("%s.token_hash is replaced by %s.producers = { [\"name\"] = { "
+                               .. "token_hash = ..., tenants = { ... } | \"*\" } }: a token is "
+                               .. "bound to the tenants it may write (docs/EXPORT.md §6)", k, k)
+        end
         if not CONFIG[key] then return nil, format("%s: unknown key '%s'", k, tostring(key)) end
     end
     local be = v.backend
@@ -488,17 +583,8 @@ function _M.check_config(v, k)
                 error(format("%s must be an integer in 1..%d", key, lim[key]), 0)
             end
         end
-        if probe.token_hash ~= nil then
-            local list = type(probe.token_hash) == "table" and probe.token_hash
-                         or { probe.token_hash }
-            if #list == 0 then error("token_hash is an empty list", 0) end
-            for i, h in ipairs(list) do
-                if type(h) ~= "string" or #h ~= 64 or not h:match("^%x+$") then
-                    error(format("token_hash[%d] must be 64 hex characters (b3sum of the "
-                                 .. "token)", i), 0)
-                end
-            end
-        end
+        local hashes, perr = _M.parse_producers(probe.producers, probe.allow_unauthenticated)
+        if hashes == nil then error(perr, 0) end
     end)
     if not ok then return nil, format("%s.%s", k, tostring(err)) end
     return true

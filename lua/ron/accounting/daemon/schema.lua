@@ -36,11 +36,22 @@ _M.DEFAULTS = {
     listen = "127.0.0.1:9464",  -- /metrics /healthz /readyz; false: no HTTP
     metrics_public = false,     -- listen on a non-loopback address: /metrics /healthz
                                 -- /readyz answer loopback peers only unless true
+    -- the HTTP server's connections and read deadlines (docs/OPERATIONS.md §9,
+    -- "Connections and deadlines"; issue 14 item 6)
+    http_max_conns = 256,       -- connections at once, the reserve included
+    http_max_conns_per_peer = 32, -- one peer address's connections outside the reserve
+    http_reserved_conns = 8,    -- of http_max_conns, for loopback peers only (/healthz,
+                                -- /readyz, /metrics stay reachable under a flood)
+    http_header_timeout_ms = 10000, -- a request head (or an idle keep-alive wait) longer
+                                -- than this: the connection is closed
+    http_body_timeout_ms = 30000, -- the body must be complete within header + body timeout
     ingest = false,             -- POST /v1/records on `listen`: { tokens = { [b3hex of a
                                 -- token] = tenant }, ... } (ron.accounting.daemon.ingest)
     receiver = false,           -- the ledger receiver on `listen` (PUT/GET /v1/slices/...):
-                                -- { backend = "file" | { module = ..., ... }, token_hash,
-                                -- ... } (ron.accounting.daemon.receiver): this daemon is then
+                                -- { backend = "file" | { module = ..., ... }, producers =
+                                -- { [name] = { token_hash =, tenants = } } (or
+                                -- allow_unauthenticated = true), ... }
+                                -- (ron.accounting.daemon.receiver): this daemon is then
                                 -- the HTTP ledger of others (exporters.http)
     status_interval_s = 60,     -- a status line on stderr; 0: none
     demo_rate = 0,              -- records/s of built-in demo traffic (3 tenants); 0: none
@@ -159,6 +170,11 @@ _M.CHECK = {
         if type(v) ~= "boolean" then return bad("%s must be a boolean", k) end
         return true
     end,
+    http_max_conns = int_in(1, 16384),
+    http_max_conns_per_peer = int_in(1, 16384),
+    http_reserved_conns = int_in(0, 16383),
+    http_header_timeout_ms = int_in(10, 86400000),
+    http_body_timeout_ms = int_in(10, 86400000),
     ingest = function(k, v)
         local ok, err = require("ron.accounting.daemon.ingest").check_config(v, k)
         if not ok then return bad("%s", err) end
@@ -195,6 +211,10 @@ function _M.check(cfg)
     if cfg.tick_ms and not cfg.clock then
         -- tick_ms drives rollovers off the UTC grid: only with an injected clock
         return bad("tick_ms needs clock (it is for tests)")
+    end
+    if cfg.http_reserved_conns >= cfg.http_max_conns then
+        return bad("http_reserved_conns (%d) must be less than http_max_conns (%d)",
+                   cfg.http_reserved_conns, cfg.http_max_conns)
     end
     if cfg.ingest and not cfg.listen then
         return bad("ingest needs listen (POST /v1/records is served there)")

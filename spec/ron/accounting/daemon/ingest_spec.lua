@@ -490,10 +490,12 @@ describe("POST /v1/records (G-6.1)", function()
             assert.equal(200, st)
             assert.equal("application/json", hs["content-type"])
             assert.same({ records = 1, applied = 1, skipped = 0 }, cjson.decode(b))
-            -- 1 MiB + 1 announced: h2o answers 413 from the header, the handler never runs
+            -- 1 MiB + 2 announced: h2o answers 413 from the header, the handler never runs
+            -- (1 MiB + 1 is read, then refused: httpd.c's one byte of slack that gives
+            -- chunked and Content-Length bodies one limit)
             st = request(task, port, "POST /v1/records HTTP/1.1\r\nHost: x\r\n" ..
                 "Authorization: Bearer " .. TOKEN_A .. "\r\nContent-Type: application/json\r\n" ..
-                "Content-Length: 1048577\r\n\r\n{\"records\":[")
+                "Content-Length: 1048578\r\n\r\n{\"records\":[")
             assert.equal(413, st)
             local big = batch { rec(S.TENANT_A, "alice", "bytes", 5) } .. string.rep(" ", 1048576)
             st = post(task, port, big, AUTH_A)

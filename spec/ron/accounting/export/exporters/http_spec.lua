@@ -20,6 +20,7 @@
 local S = require "support"
 local exp_http = require "ron.accounting.export.exporters.http"
 
+local T0, TA, TB = S.T0, S.TENANT_A, S.TENANT_B
 local HAS_CURL = pcall(require, "ron.accounting.net.http_client_c")
 
 local function res(status, headers, body)
@@ -86,11 +87,54 @@ describe("ron.accounting.daemon.receiver (no server)", function()
         local receiver = require "ron.accounting.daemon.receiver"
         assert.has_error(function() receiver.new {} end)
         local be = { put = function() return "ok" end, close = function() end }
-        assert.has_error(function() receiver.new { backend = be, token_hash = "abc" } end)
-        assert.has_error(function() receiver.new { backend = be, prefix = "v1" } end)
-        assert.has_error(function() receiver.new { backend = be, bogus = true } end,
-                         'receiver.new: unknown option "bogus"')
+        assert.has_error(function()
+            receiver.new { backend = be, producers = { a = { token_hash = "abc",
+                                                             tenants = "*" } } }
+        end)
+        assert.has_error(function()
+            receiver.new { backend = be, prefix = "v1", allow_unauthenticated = true }
+        end)
+        assert.has_error(function()
+            receiver.new { backend = be, bogus = true, allow_unauthenticated = true }
+        end, 'receiver.new: unknown option "bogus"')
         assert.equal(S.b3sum("secret"), receiver.token_hash("secret"))
+    end)
+
+    it("a receiver needs producers (tokens bound to tenants) or an explicit "
+       .. "allow_unauthenticated (issue 14 item 5)", function()
+        local receiver = require "ron.accounting.daemon.receiver"
+        local h1, h2 = S.b3sum("one"), S.b3sum("two")
+        -- the daemon's configuration check
+        local ok, err = receiver.check_config({ backend = "file" })
+        assert.is_nil(ok)
+        assert.matches("receiver%.producers is required", err)
+        ok, err = receiver.check_config({ token_hash = h1 })
+        assert.is_nil(ok)
+        assert.matches("token_hash is replaced by receiver%.producers", err)
+        assert.is_true(receiver.check_config({ allow_unauthenticated = true }))
+        assert.is_true(receiver.check_config({
+            producers = { ["node-a"] = { token_hash = h1, tenants = { TA } },
+                          agg = { token_hash = { h2 }, tenants = "*" } } }))
+        for i, bad in ipairs {
+            { producers = { a = { token_hash = h1 } } },                      -- no tenants
+            { producers = { a = { token_hash = h1, tenants = {} } } },         -- empty
+            { producers = { a = { token_hash = h1, tenants = { "ACME" } } } }, -- not a uuid
+            { producers = { a = { token_hash = h1, tenants = "*", x = 1 } } }, -- unknown key
+            { producers = { a = { token_hash = h1, tenants = "*" },
+                            b = { token_hash = h1, tenants = "*" } } },        -- shared token
+            { producers = {} },
+            { producers = { a = { token_hash = h1, tenants = "*" } },
+              allow_unauthenticated = true },
+            { allow_unauthenticated = "yes" },
+        } do
+            ok, err = receiver.check_config(bad)
+            assert.is_nil(ok, "case " .. i)
+            assert.matches("^receiver%.", err)
+        end
+        local map = assert(receiver.parse_producers({ a = { token_hash = h1:upper(),
+                                                             tenants = { TA } } }))
+        assert.equal("a", map[h1].name)
+        assert.is_true(map[h1].tenants[TA])
     end)
 end)
 
@@ -113,7 +157,6 @@ local file = require "ron.accounting.export.exporters.file"
 local runtime = require "ron.accounting.runtime"
 local backoff = require "ron.accounting.export.backoff"
 
-local T0, TA, TB = S.T0, S.TENANT_A, S.TENANT_B
 local run, eventually = S.run_task, S.eventually
 
 -- n chained slices of stream tenant/bytes from a fresh meter; window i counts base + i.
@@ -143,9 +186,10 @@ local function start_receiver(opts)
     opts = opts or {}
     local dir = S.tmpname(".ledger")
     local backend = opts.backend or assert(offload.file { dir = dir, fsync = false })
-    local r = receiver.new { backend = backend, token_hash = opts.token_hash,
+    local r = receiver.new { backend = backend, producers = opts.producers,
+                             allow_unauthenticated = opts.producers == nil or nil,
                              workers = opts.workers, queue_cap = opts.queue_cap,
-                             log = function() end }
+                             log = opts.log or function() end }
     local meter = assert(acct.open(S.cfg()))
     local srv = assert(http.serve { meter = meter, port = 0, routes = r:routes(),
                                     max_body = receiver.MAX_BODY })
@@ -398,7 +442,9 @@ describe("ron.accounting.export.exporters.http into ron.accounting.daemon.receiv
         local s = chain(2)
         run(function(task)
             local srv, r, url, _, meter = start_receiver {
-                token_hash = { receiver.token_hash("right"), receiver.token_hash("other") } }
+                producers = { one = { token_hash = { receiver.token_hash("right"),
+                                                     receiver.token_hash("other") },
+                                      tenants = "*" } } }
             local auth = { Authorization = "Bearer right" }
             local function with(extra)
                 local h = { Authorization = "Bearer right" }
@@ -477,6 +523,69 @@ describe("ron.accounting.export.exporters.http into ron.accounting.daemon.receiv
             assert.is_true(eventually(task, function() return (curl.live()) == 0 end, 2000))
         end)
         no_leaks()
+    end)
+
+    it("a token bound to tenant A cannot write or read tenant B's streams: 403 "
+       .. "forbidden_tenant, counted, logged, nothing stored, so a forged seq 1 cannot pre-empt "
+       .. "B's chain (issue 14 item 5)", function()
+        local a1 = chain(1, 0, TA)[1]
+        local b1 = chain(1, 100, TB)[1] -- what the holder of A's token forges for B
+        run(function(task)
+            local lines = {}
+            local srv, r, url, d, meter = start_receiver {
+                producers = { ["node-a"] = { token_hash = receiver.token_hash("token-a"),
+                                             tenants = { TA } },
+                              ["node-b"] = { token_hash = receiver.token_hash("token-b"),
+                                             tenants = { TB } },
+                              agg = { token_hash = receiver.token_hash("token-agg"),
+                                      tenants = "*" } },
+                log = function(line) lines[#lines + 1] = line end }
+            local function auth(t) return { Authorization = "Bearer " .. t } end
+            local a = assert(raw_put(url, b1, auth("token-a")))
+            assert.equal(403, a.status)
+            assert.equal("Forbidden", a.headers["x-ron-error"])
+            assert.truthy(a.body:find("producer node-a may not write tenant " .. TB, 1, true))
+            a = assert(httpc.request { method = "GET", headers = auth("token-a"),
+                                       url = ("%s/%s/bytes/head"):format(url, TB) })
+            assert.equal(403, a.status)
+            -- the exporter of node A sees a local failure (a misconfiguration), not a retry
+            local st, err = exp_http.new { url = url, token = "token-a" }:put(b1)
+            assert.is_nil(st)
+            assert.matches("^ExporterError: HTTP 403", err)
+            -- the real producers write their own streams
+            assert.equal(201, assert(raw_put(url, a1, auth("token-a"))).status)
+            local real_b1 = chain(1, 7, TB)[1]
+            assert.equal(201, assert(raw_put(url, real_b1, auth("token-b"))).status)
+            -- "*": an aggregator may write any tenant (a replay here: dup)
+            assert.equal(200, assert(raw_put(url, real_b1, auth("token-agg"))).status)
+            local stats = r:stats()
+            assert.equal(3, stats.rejected.forbidden_tenant)
+            assert.equal(2, stats.ok)
+            assert.truthy(r:metrics_text():find(
+                'accounting_receiver_rejected_total{reason="forbidden_tenant"} 3', 1, true))
+            assert.truthy(lines[1]:find("reject forbidden_tenant (1 so far): tenant=" .. TB, 1,
+                                        true), lines[1])
+            stop_receiver(srv, r, meter)
+            -- B's chain starts from B's own seq 1, not the forgery
+            local be = assert(file.new { dir = d })
+            assert.same({ seq = 1, b3 = real_b1.b3 }, be:head(TB, "bytes"))
+            be:close()
+            assert.is_true(eventually(task, function() return (curl.live()) == 0 end, 2000))
+        end)
+        no_leaks()
+    end)
+
+    it("without producers, only allow_unauthenticated = true starts a receiver, and it says "
+       .. "so on its log", function()
+        run(function()
+            local lines = {}
+            local be = { put = function() return "ok" end, close = function() end }
+            local r = receiver.new { backend = be, allow_unauthenticated = true,
+                                     log = function(line) lines[#lines + 1] = line end }
+            assert.matches("^NO AUTHENTICATION %(allow_unauthenticated = true%)", lines[1])
+            r:close()
+            assert.has_error(function() receiver.new { backend = be } end)
+        end)
     end)
 
     it("backend failures and a full queue answer 5xx: the exporter retries", function()
