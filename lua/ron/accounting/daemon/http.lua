@@ -15,7 +15,7 @@
 --       max_conns = 256, max_conns_per_peer = 32, reserved_conns = 8,
 --       header_timeout_ms = 10000, body_timeout_ms = 30000,
 --                               -- connection limits and read deadlines (httpd.listen;
---                               -- docs/OPERATIONS.md §9, "Connections and deadlines")
+--                               -- docs/ops/http.md, "Connections and deadlines")
 --       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... } }
 --   srv:port(); srv:close()
 --

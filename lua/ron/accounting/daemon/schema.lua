@@ -36,7 +36,7 @@ _M.DEFAULTS = {
     listen = "127.0.0.1:9464",  -- /metrics /healthz /readyz; false: no HTTP
     metrics_public = false,     -- listen on a non-loopback address: /metrics /healthz
                                 -- /readyz answer loopback peers only unless true
-    -- the HTTP server's connections and read deadlines (docs/OPERATIONS.md §9,
+    -- the HTTP server's connections and read deadlines (docs/ops/http.md,
     -- "Connections and deadlines"; issue 14 item 6)
     http_max_conns = 256,       -- connections at once, the reserve included
     http_max_conns_per_peer = 32, -- one peer address's connections outside the reserve
