@@ -63,6 +63,8 @@ void rau__mrange_root(const rau__mrange_t *r, uint8_t *out32);
  * enough bytes (torn); -1: bad frame. */
 int rau__frame_parse(const uint8_t *p, size_t avail, const uint8_t **payload, size_t *plen,
                      size_t *flen);
+/* The segment header's check: BLAKE3(bytes 0..20)[0..4]. */
+void rau__seg_check(const uint8_t *hdr, uint8_t *out4);
 size_t rau__frame_write(uint8_t *dst, const uint8_t *payload, size_t plen);
 
 /* Segment files of a log directory, in order. */

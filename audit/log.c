@@ -70,6 +70,7 @@ static int seg_create(rau_log_t *l, uint64_t first) {
     memcpy(h, RAU__SEG_MAGIC, 8);
     rau__be64(h + 8, first);
     rau__be32(h + 16, l->dedupe_window);
+    rau__seg_check(h, h + 20);
     if (write_all(fd, h, sizeof h) || fdatasync(fd) || fsync_dir(l->dir)) {
         close(fd);
         return RAU_EIO;
@@ -90,6 +91,12 @@ static void chain_take(rau_log_t *l, const uint8_t *canon, size_t len, const uin
     rau__dedupe_add(&l->dd, dkey, l->head_seq + 1, self);
     l->head_seq++;
     memcpy(l->head_hash, self, 32);
+}
+
+static int hdr_ok(const uint8_t *b) {
+    uint8_t c[4];
+    rau__seg_check(b, c);
+    return memcmp(c, b + 20, 4) == 0;
 }
 
 /* A bad frame in the last segment is a torn tail only if nothing valid follows it. */
@@ -128,7 +135,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
                 cut = 0; /* torn at creation: rewritten below */
             }
         } else if (memcmp(b, RAU__SEG_MAGIC, 8) != 0 || rau__rd64(b + 8) != l->head_seq + 1 ||
-                   rau__rd64(b + 8) != sl.first_seq[si] || rau__rd32(b + 20) != 0) {
+                   rau__rd64(b + 8) != sl.first_seq[si] || !hdr_ok(b)) {
             rau__errf(err, errlen, "%s+0: bad segment header (expected first seq %llu)", path,
                       (unsigned long long)(l->head_seq + 1));
             rc = RAU_ECORRUPT;

@@ -4,7 +4,8 @@
  *
  *   frame   = len u32 | payload (a canonical record) | check 8
  *   check   = BLAKE3(len u32 || payload)[0..8]
- *   segment = "RAUSEG01" | first_seq u64 | dedupe_window u32 | 0 u32 | frames... */
+ *   segment = "RAUSEG01" | first_seq u64 | dedupe_window u32 | check4 | frames...
+ *   check4  = BLAKE3(the 20 bytes before it)[0..4] */
 #include "internal.h"
 
 #include <dirent.h>
@@ -22,6 +23,13 @@ static void check8(const uint8_t *len4, const uint8_t *payload, size_t plen, uin
     blake3_hasher_update(&h, len4, 4);
     blake3_hasher_update(&h, payload, plen);
     blake3_hasher_finalize(&h, out, 8);
+}
+
+void rau__seg_check(const uint8_t *hdr, uint8_t *out4) {
+    blake3_hasher h;
+    blake3_hasher_init(&h);
+    blake3_hasher_update(&h, hdr, 20);
+    blake3_hasher_finalize(&h, out4, 4);
 }
 
 size_t rau__frame_write(uint8_t *dst, const uint8_t *payload, size_t plen) {

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct vctx_s {
     rau_report_fn report;
@@ -75,6 +76,16 @@ int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void
     char writer[RAU_ID_MAX + 1] = "", stream[RAU_ID_MAX + 1] = "";
     char where[4400];
     if (sl.n == 0) problem(&v, dir, "no segment files");
+    /* No more records than frames fit in the files: the dedupe index is sized by that
+     * rather than by the writer's window when the log is small. */
+    uint64_t total = 0;
+    for (size_t si = 0; si < sl.n; si++) {
+        char path[4200];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, sl.names[si]);
+        if (stat(path, &sb) == 0) total += (uint64_t)sb.st_size;
+    }
+    uint64_t max_records = total / (RAU__OFF_BODY + RAU__FRAME_OVERHEAD) + 1;
     for (size_t si = 0; si < sl.n && rc == 0; si++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, sl.names[si]);
@@ -86,7 +97,9 @@ int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void
             continue;
         }
         size_t off = RAU__SEG_HDR;
-        if (len < RAU__SEG_HDR || memcmp(b, RAU__SEG_MAGIC, 8) != 0 || rau__rd32(b + 20) != 0) {
+        uint8_t hc[4] = {0};
+        if (len >= RAU__SEG_HDR) rau__seg_check(b, hc);
+        if (len < RAU__SEG_HDR || memcmp(b, RAU__SEG_MAGIC, 8) != 0 || memcmp(hc, b + 20, 4)) {
             snprintf(where, sizeof where, "%s+0", path);
             problem(&v, where, "bad segment header");
             off = 0;
@@ -101,6 +114,7 @@ int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void
                         (unsigned long long)first, (unsigned long long)(head_seq + 1));
             if (!dd.cap) {
                 uint32_t w = rau__rd32(b + 16);
+                if (w > max_records) w = (uint32_t)max_records;
                 if (rau__dedupe_init(&dd, w ? w : 1)) {
                     problem(&v, where, "bad dedupe window %u", w);
                     rau__dedupe_init(&dd, 65536);
@@ -151,7 +165,7 @@ int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void
             else if (memcmp(rau_record_prev(rec), head_hash, 32) != 0)
                 problem(&v, where, "seq %llu: prev does not match the self_hash of seq %llu",
                         (unsigned long long)seq, (unsigned long long)head_seq);
-            if (!dd.cap) rau__dedupe_init(&dd, 65536);
+            if (!dd.cap) rau__dedupe_init(&dd, max_records < 65536 ? (uint32_t)max_records : 65536);
             const rau__dent_t *dup = rau__dedupe_find(&dd, rau_record_dedupe(rec));
             if (dup)
                 problem(&v, where, "seq %llu repeats the event of seq %llu (dedupe key)",

@@ -22,3 +22,28 @@ foreach(src ${_rau_tests})
     rau_c_test(${name}-asan ${src} ronaudit_san ${RA_SAN_FLAGS})
   endif()
 endforeach()
+
+# `ron-accounting audit verify` end to end: a signed log verifies (exit 0, "OK"); a flipped
+# byte in the segment and a wrong verifier key each exit 1 naming the position.
+add_executable(audit-mklog tests/audit/audit-mklog.c)
+target_link_libraries(audit-mklog PRIVATE ronaudit_static)
+target_compile_options(audit-mklog PRIVATE ${RA_WARN})
+if(RA_BUILD_HOST)
+  add_test(NAME audit-cli-verify
+    COMMAND sh -c "set -u
+      bin=\"$1\"; mk=\"$2\"; d=\"$3\"; rm -rf \"$d\"; mkdir -p \"$d\"
+      \"$bin\" audit keygen ron-audit/gw-1/rejects \"$d/skey\" \"$d/vkey\" >/dev/null || exit 1
+      \"$bin\" audit keygen other \"$d/skey2\" \"$d/vkey2\" >/dev/null || exit 1
+      \"$mk\" \"$d/log\" \"$d/skey\" 50 || exit 1
+      out=$(\"$bin\" audit verify --vkey \"$d/vkey\" \"$d/log\") || { echo \"$out\"; exit 1; }
+      echo \"$out\" | grep -q '^OK: 50 records' || { echo \"$out\"; exit 1; }
+      out=$(\"$bin\" audit verify --vkey \"$d/vkey2\" \"$d/log\") && { echo 'wrong key accepted'; exit 1; }
+      echo \"$out\" | grep -q 'cp-00000000000000000050.note: checkpoint: BadSignature' || { echo \"$out\"; exit 1; }
+      seg=\"$d/log/seg-00000000000000000001.rau\"
+      printf 'Z' | dd of=\"$seg\" bs=1 seek=200 conv=notrunc 2>/dev/null
+      out=$(\"$bin\" audit verify --vkey \"$d/vkey\" \"$d/log\") && { echo 'flip accepted'; exit 1; }
+      echo \"$out\" | grep -q 'seg-00000000000000000001.rau+' || { echo \"$out\"; exit 1; }
+      echo \"$out\"; exit 0"
+    sh $<TARGET_FILE:ron-accounting> $<TARGET_FILE:audit-mklog> ${CMAKE_BINARY_DIR}/tmp/audit-cli)
+  set_tests_properties(audit-cli-verify PROPERTIES LABELS "c;audit" TIMEOUT 60)
+endif()
