@@ -136,7 +136,9 @@ int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void
                         problem(&v, where, "bad frame (length or checksum) after record %llu",
                                 (unsigned long long)head_seq);
                 }
-                if (fr == 0) break;
+                /* While resynchronizing, a length running past the end is just more damage:
+                 * keep looking for the next valid frame so every later problem is listed. */
+                if (fr == 0 && !resync) break;
                 resync = 1;
                 off++;
                 continue;
