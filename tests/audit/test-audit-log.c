@@ -6,7 +6,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *base_dir(void);
@@ -344,6 +347,44 @@ RA_TEST(verify_catches_a_tampered_but_rehashed_record) {
     printf("# tampered log: %d problems, first: %s\n", n, rep.first);
 }
 
+/* AUD-I-14: a failed write fails the log. The fault: RLIMIT_FSIZE just above the segment's
+ * size (the write gets EFBIG, SIGXFSZ ignored), in a child process so the limit and the
+ * failed log stay there. */
+RA_TEST(a_failed_write_fails_the_log) {
+    const char *dir = fresh_dir("efbig");
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        char err[512];
+        rau_log_t *l = open_log(dir, 0, 0, err);
+        if (!l) _exit(10);
+        rau_appended_t a;
+        if (append_n(l, 0, 3, &a) || rau_log_sync(l)) _exit(11);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {4096, 4096};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(12);
+        if (append_n(l, 3, 100, &a) == 0 && rau_log_sync(l) != RAU_EIO) _exit(13);
+        if (append_n(l, 200, 1, &a) != RAU_ECLOSED) _exit(14);
+        if (rau_log_sync(l) != RAU_ECLOSED) _exit(15);
+        rau_log_close(l);
+        _exit(0);
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        RA_FAILF("child: status %d (exit %d)", st, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    /* what reached the disk is a valid prefix: a torn tail at most */
+    char err[512];
+    rau_log_t *l = open_log(dir, 0, 0, err);
+    REQUIRE(l);
+    rau_log_stats_t s;
+    rau_log_stats(l, &s);
+    CHECK(s.head_seq >= 3 && s.head_seq < 103);
+    printf("# after EFBIG: %llu records recovered, %llu torn bytes cut\n",
+           (unsigned long long)s.head_seq, (unsigned long long)s.torn_bytes);
+    CHECK_RC(rau_log_close(l), 0);
+}
+
 int main(void) {
     RA_RUN(chain_dedupe_reopen,
            "AUD-I-1 AUD-I-6 AUD-I-12 chain, dedupe across reopen, group commit");
@@ -355,6 +396,7 @@ int main(void) {
            "AUD-I-15 verify: a bit flip anywhere; AUD-I-16 open refuses damage");
     RA_RUN(verify_catches_a_tampered_but_rehashed_record,
            "AUD-I-15 verify: a rewritten record with valid frames");
+    RA_RUN(a_failed_write_fails_the_log, "AUD-I-14 a failed write fails the log (EFBIG)");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base_dir());
     if (system(cmd) != 0) return 1;
