@@ -51,7 +51,9 @@ static int leaves_set(leaves_t *lv, uint64_t seq, const uint8_t *h) {
 
 typedef struct cp_s {
     uint64_t size;
-    char name[64];
+    uint8_t root[32];
+    int ok;
+    char *path;
 } cp_t;
 
 static int cmp_cp(const void *a, const void *b) {
@@ -64,7 +66,13 @@ static int parse_body(const char *note, size_t len, uint64_t *size, uint8_t *roo
 
 int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void *ud,
                    uint64_t *records_out) {
-    if (!dir) return RAU_EINVAL;
+    return rau_verify_dir_checkpoints(dir, vkey, NULL, 0, report, ud, records_out);
+}
+
+int rau_verify_dir_checkpoints(const char *dir, const char *vkey, const char *const *extra,
+                               size_t n_extra, rau_report_fn report, void *ud,
+                               uint64_t *records_out) {
+    if (!dir || (n_extra && !extra)) return RAU_EINVAL;
     vctx_t v = {report, ud, 0};
     rau__seglist_t sl;
     int rc = rau__seglist(dir, &sl);
@@ -188,70 +196,86 @@ int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void
     }
     rau__seglist_free(&sl);
 
-    /* Checkpoints, smallest first. */
+    /* Checkpoints: the directory's, then the caller's (a witness's or an auditor's old
+     * copy: a log restored from an old backup and grown again is a fork, and the root of
+     * its first `size` records no longer matches what was signed before). */
     cp_t *cps = NULL;
     size_t ncp = 0, capcp = 0;
     DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            unsigned long long n;
-            char tail[8];
-            size_t nl = strlen(e->d_name);
-            if (nl >= sizeof cps->name || sscanf(e->d_name, "cp-%20llu.%7s", &n, tail) != 2 ||
-                strcmp(tail, "note"))
-                continue;
-            if (ncp == capcp) {
-                capcp = capcp ? 2 * capcp : 16;
-                cp_t *nc = realloc(cps, capcp * sizeof *cps);
-                if (!nc) {
-                    rc = RAU_ENOMEM;
-                    break;
-                }
-                cps = nc;
-            }
-            cps[ncp].size = n;
-            memcpy(cps[ncp].name, e->d_name, nl + 1);
-            ncp++;
-        }
-        closedir(d);
-    }
-    if (ncp) qsort(cps, ncp, sizeof *cps, cmp_cp);
-    rau__mrange_t *mr = calloc(1, sizeof *mr);
-    if (!mr) rc = RAU_ENOMEM;
-    for (size_t i = 0; i < ncp && rc == 0; i++) {
+    struct dirent *e;
+    for (size_t x = 0; rc == 0;) {
         char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, cps[i].name);
+        uint64_t named = UINT64_MAX;
+        if (d && (e = readdir(d))) {
+            unsigned long long nn;
+            char tail[8];
+            if (sscanf(e->d_name, "cp-%20llu.%7s", &nn, tail) != 2 || strcmp(tail, "note"))
+                continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            named = nn;
+        } else if (x < n_extra) {
+            snprintf(path, sizeof path, "%s", extra[x++]);
+        } else {
+            break;
+        }
+        if (ncp == capcp) {
+            capcp = capcp ? 2 * capcp : 16;
+            cp_t *nc = realloc(cps, capcp * sizeof *cps);
+            if (!nc) {
+                rc = RAU_ENOMEM;
+                break;
+            }
+            cps = nc;
+        }
+        cp_t *c = &cps[ncp];
+        c->path = strdup(path);
+        if (!c->path) {
+            rc = RAU_ENOMEM;
+            break;
+        }
+        ncp++;
         uint8_t *b;
         size_t len;
+        c->ok = 0;
         if (rau__read_file(path, &b, &len, RAU_NOTE_MAX)) {
             problem(&v, path, "cannot read checkpoint");
             continue;
         }
-        uint64_t size = 0;
-        uint8_t root[32];
-        int crc = vkey
-                      ? rau_checkpoint_verify((const char *)b, len, vkey, strlen(vkey), &size, root)
-                      : parse_body((const char *)b, len, &size, root);
+        int crc = vkey ? rau_checkpoint_verify((const char *)b, len, vkey, strlen(vkey), &c->size,
+                                               c->root)
+                       : parse_body((const char *)b, len, &c->size, c->root);
         free(b);
         if (crc) {
             problem(&v, path, "checkpoint: %s (%s)", rau_err_name(crc), rau_strerror(crc));
             continue;
         }
-        if (size != cps[i].size) problem(&v, path, "note says size %llu", (unsigned long long)size);
-        if (size > lv.n) {
-            problem(&v, path, "checkpoint covers %llu records, the log has %llu (truncated?)",
-                    (unsigned long long)size, (unsigned long long)lv.n);
+        if (named != UINT64_MAX && c->size != named)
+            problem(&v, path, "note says size %llu", (unsigned long long)c->size);
+        c->ok = 1;
+    }
+    if (d) closedir(d);
+    if (ncp) qsort(cps, ncp, sizeof *cps, cmp_cp);
+    rau__mrange_t *mr = calloc(1, sizeof *mr);
+    if (!mr) rc = RAU_ENOMEM;
+    for (size_t i = 0; i < ncp && rc == 0; i++) {
+        const cp_t *c = &cps[i];
+        if (!c->ok) continue;
+        if (c->size > lv.n) {
+            problem(&v, c->path, "checkpoint covers %llu records, the log has %llu (truncated?)",
+                    (unsigned long long)c->size, (unsigned long long)lv.n);
             continue;
         }
-        while (mr->n < size)
+        while (mr->n < c->size)
             rau__mrange_push(mr, lv.h + mr->n * 32);
         uint8_t got[32];
         rau__mrange_root(mr, got);
-        if (memcmp(got, root, 32) != 0)
-            problem(&v, path, "Merkle root of the first %llu records does not match",
-                    (unsigned long long)size);
+        if (memcmp(got, c->root, 32) != 0)
+            problem(&v, c->path,
+                    "Merkle root of the first %llu records does not match (rewritten or forked)",
+                    (unsigned long long)c->size);
     }
+    for (size_t i = 0; i < ncp; i++)
+        free(cps[i].path);
     free(mr);
     free(cps);
     free(lv.h);

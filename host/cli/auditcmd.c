@@ -1,7 +1,10 @@
 /* `ron-accounting audit ...`: the audit trail's offline tools (docs/AUDIT.md).
  *
- *   audit verify [--vkey FILE] DIR   every frame, record, chain link, dedupe key, checkpoint
- *                                    root and (with the verifier key) signature (AUD-I-15)
+ *   audit verify [--vkey FILE] [--checkpoint NOTE]... DIR
+ *                                    every frame, record, chain link, dedupe key, checkpoint
+ *                                    root and (with the verifier key) signature (AUD-I-15);
+ *                                    --checkpoint: a note kept elsewhere (a witness's copy)
+ *                                    whose root must match the log's first records (forks)
  *   audit keygen NAME SKEY VKEY      a new Ed25519 key pair in the note text forms; the
  *                                    signer key file is created 0600 and never printed
  *
@@ -34,16 +37,21 @@ static int read_small(const char *path, char *buf, size_t cap) {
 
 static int audit_verify(int argc, char **argv) {
     const char *vkey_path = NULL, *dir = NULL;
+    const char *extra[64];
+    size_t n_extra = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
             vkey_path = argv[++i];
+        else if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc && n_extra < 64)
+            extra[n_extra++] = argv[++i];
         else if (!dir && argv[i][0] != '-')
             dir = argv[i];
         else
             dir = NULL, i = argc;
     }
     if (!dir) {
-        fprintf(stderr, "usage: " RA_HOST_NAME " audit verify [--vkey FILE] DIR\n");
+        fprintf(stderr,
+                "usage: " RA_HOST_NAME " audit verify [--vkey FILE] [--checkpoint NOTE]... DIR\n");
         return RA_HOST_EXIT_USAGE;
     }
     char vkey[RAU_KEY_TEXT_MAX + 2];
@@ -52,7 +60,8 @@ static int audit_verify(int argc, char **argv) {
         return RA_HOST_EXIT_USAGE;
     }
     uint64_t records = 0;
-    int n = rau_verify_dir(dir, vkey_path ? vkey : NULL, report, NULL, &records);
+    int n = rau_verify_dir_checkpoints(dir, vkey_path ? vkey : NULL, extra, n_extra, report, NULL,
+                                       &records);
     if (n < 0) {
         printf("FAILED: %s: %s\n", dir, rau_strerror(n));
         return RA_HOST_EXIT_FAILED;
@@ -95,7 +104,8 @@ int ra_host_audit(const char *exe, int argc, char **argv) {
     (void)exe;
     if (argc >= 1 && !strcmp(argv[0], "verify")) return audit_verify(argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "keygen")) return audit_keygen(argc - 1, argv + 1);
-    fprintf(stderr, "usage: " RA_HOST_NAME " audit verify [--vkey FILE] DIR\n"
-                    "       " RA_HOST_NAME " audit keygen NAME SKEY-FILE VKEY-FILE\n");
+    fprintf(stderr,
+            "usage: " RA_HOST_NAME " audit verify [--vkey FILE] [--checkpoint NOTE]... DIR\n"
+            "       " RA_HOST_NAME " audit keygen NAME SKEY-FILE VKEY-FILE\n");
     return RA_HOST_EXIT_USAGE;
 }

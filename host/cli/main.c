@@ -58,12 +58,15 @@ static const command_t commands[] = {
      "                            each stream's chain and head row (docs/EXPORT.md)\n"},
 #ifdef RA_WITH_AUDIT
     {"audit", ra_host_audit,
-     "  audit verify [--vkey FILE] DIR\n"
+     "  audit verify [--vkey FILE] [--checkpoint NOTE]... DIR\n"
      "                            verify an audit log directory (docs/AUDIT.md): every\n"
      "                            frame, canonical record, self_hash, chain link, dedupe\n"
      "                            key, checkpoint Merkle root and, with the verifier key,\n"
      "                            signature and origin; prints every problem with its\n"
-     "                            file and offset and exits 1, or \"OK\" and exit 0\n"
+     "                            file and offset and exits 1, or \"OK\" and exit 0;\n"
+     "                            --checkpoint: a signed note kept elsewhere (a witness's)\n"
+     "                            must match the log's first records (a restored backup\n"
+     "                            that forked is caught)\n"
      "  audit keygen NAME SKEY VKEY\n"
      "                            a new Ed25519 checkpoint key pair (signer file 0600)\n"},
 #endif

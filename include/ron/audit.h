@@ -246,6 +246,12 @@ RAU_EXTERN int rau_log_close(rau_log_t *l);
 typedef void (*rau_report_fn)(void *ud, const char *where, const char *what);
 RAU_EXTERN int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void *ud,
                               uint64_t *records_out);
+/* The same, also checking n_extra checkpoint files kept elsewhere (a witness's copy): each
+ * must be signed (with vkey) and its root must equal the root of the log's first `size`
+ * records, so a log restored from an old backup and grown again (a fork) is reported. */
+RAU_EXTERN int rau_verify_dir_checkpoints(const char *dir, const char *vkey,
+                                          const char *const *extra, size_t n_extra,
+                                          rau_report_fn report, void *ud, uint64_t *records_out);
 
 /* RAU_CDEF_END */
 

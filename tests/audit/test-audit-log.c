@@ -347,6 +347,47 @@ RA_TEST(verify_catches_a_tampered_but_rehashed_record) {
     printf("# tampered log: %d problems, first: %s\n", n, rep.first);
 }
 
+/* A restored old backup, grown again (Trillian's ops warning): the forked directory is
+ * self-consistent and re-signed with the same key, so only a checkpoint kept elsewhere (a
+ * witness's copy) shows the fork: its root is not the root of the log's first records. */
+RA_TEST(a_restored_backup_fork_is_detected) {
+    char err[512], witness[800], cmd[2000];
+    const char *orig = fresh_dir("fork-orig");
+    char orig_dir[700];
+    snprintf(orig_dir, sizeof orig_dir, "%s", orig);
+    rau_log_t *l = open_log(orig_dir, 0, 0, err);
+    REQUIRE(l);
+    rau_appended_t a;
+    REQUIRE(append_n(l, 0, 5, &a) == 0 && rau_log_sync(l) == 0);
+    /* the backup is taken here, at 5 records */
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/fork-backup'", orig_dir, base_dir());
+    REQUIRE(system(cmd) == 0);
+    REQUIRE(append_n(l, 5, 3, &a) == 0 && rau_log_checkpoint(l) == 0);
+    REQUIRE(rau_log_close(l) == 0);
+    /* the witness keeps the checkpoint of 8 records */
+    snprintf(witness, sizeof witness, "%s/witness-8.note", base_dir());
+    snprintf(cmd, sizeof cmd, "cp '%s/cp-%020d.note' '%s'", orig_dir, 8, witness);
+    REQUIRE(system(cmd) == 0);
+    /* restore the backup and go on with other events */
+    char fork_dir[700];
+    snprintf(fork_dir, sizeof fork_dir, "%s/fork-backup", base_dir());
+    l = open_log(fork_dir, 0, 0, err);
+    REQUIRE(l);
+    REQUIRE(append_n(l, 50, 6, &a) == 0 && rau_log_checkpoint(l) == 0);
+    REQUIRE(rau_log_close(l) == 0);
+    uint64_t recs;
+    rep_t rep;
+    CHECK_RC(verify(fork_dir, &recs, &rep), 0); /* alone it looks fine */
+    const char *extra[1] = {witness};
+    memset(&rep, 0, sizeof rep);
+    CHECK_RC(rau_verify_dir_checkpoints(fork_dir, g_vkey, extra, 1, collect, &rep, &recs), 1);
+    CHECK(strstr(rep.first, "witness-8.note") && strstr(rep.first, "forked"));
+    printf("# fork: %s\n", rep.first);
+    /* the original passes with the witness's copy */
+    memset(&rep, 0, sizeof rep);
+    CHECK_RC(rau_verify_dir_checkpoints(orig_dir, g_vkey, extra, 1, collect, &rep, &recs), 0);
+}
+
 /* AUD-I-14: a failed write fails the log. The fault: RLIMIT_FSIZE just above the segment's
  * size (the write gets EFBIG, SIGXFSZ ignored), in a child process so the limit and the
  * failed log stay there. */
@@ -396,6 +437,8 @@ int main(void) {
            "AUD-I-15 verify: a bit flip anywhere; AUD-I-16 open refuses damage");
     RA_RUN(verify_catches_a_tampered_but_rehashed_record,
            "AUD-I-15 verify: a rewritten record with valid frames");
+    RA_RUN(a_restored_backup_fork_is_detected,
+           "AUD-I-15 a restored old backup (fork) is caught by a witness's checkpoint");
     RA_RUN(a_failed_write_fails_the_log, "AUD-I-14 a failed write fails the log (EFBIG)");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base_dir());

@@ -132,6 +132,7 @@ void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out);
 int rau_log_close(rau_log_t *l);
 typedef void (*rau_report_fn)(void *ud, const char *where, const char *what);
 int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void *ud, uint64_t *records_out);
+int rau_verify_dir_checkpoints(const char *dir, const char *vkey, const char *const *extra, size_t n_extra, rau_report_fn report, void *ud, uint64_t *records_out);
 ]]
 end
 
@@ -180,5 +181,6 @@ return {
         "rau_log_stats",
         "rau_log_close",
         "rau_verify_dir",
+        "rau_verify_dir_checkpoints",
     },
 }
