@@ -23,7 +23,7 @@ void rau__assert_fail(const char *expr, const char *file, int line);
 /* BLAKE3 (the same C library the meter uses, core/b3.c). */
 void rau__b3(const void *buf, size_t len, uint8_t *out32);
 void rau__b3_dedupe(const uint8_t *canon, size_t len, uint8_t *out32);
-/* SHA-256 (libcrypto). */
+/* SHA-256 (libsodium). */
 void rau__sha256_2(const void *a, size_t alen, const void *b, size_t blen, uint8_t *out32);
 
 /* Store big-endian. */

@@ -1,12 +1,11 @@
 # libronaudit (seed 002, issue 16): the audit trail's C core (audit/, include/ron/audit.h).
 # Included from CMakeLists.txt when RA_BUILD_AUDIT is ON (the default). Needs, beyond the
-# BLAKE3 sources the core uses (the same ra_blake3 objects): libutf8proc (NFC), libsodium
-# (Ed25519) and OpenSSL's libcrypto (SHA-256 for RFC 6962 trees); tools/deps.sh installs
-# them.
-pkg_check_modules(RAU_DEPS IMPORTED_TARGET libutf8proc libsodium libcrypto)
+# BLAKE3 sources the core uses (the same ra_blake3 objects): libutf8proc (NFC) and
+# libsodium (Ed25519, and SHA-256 for the RFC 6962 trees); tools/deps.sh installs them.
+pkg_check_modules(RAU_DEPS IMPORTED_TARGET libutf8proc libsodium)
 if(NOT RAU_DEPS_FOUND)
-  message(FATAL_ERROR "libutf8proc, libsodium or libcrypto not found (pkg-config): install "
-                      "the Debian packages libutf8proc-dev libsodium-dev libssl-dev (tools/deps.sh)")
+  message(FATAL_ERROR "libutf8proc or libsodium not found (pkg-config): install the Debian "
+                      "packages libutf8proc-dev libsodium-dev (tools/deps.sh)")
 endif()
 
 set(RAU_SRC audit/error.c audit/hash.c audit/record.c audit/merkle.c audit/note.c

@@ -142,7 +142,7 @@ RAU_EXTERN int rau_record_attr(const rau_record_t *r, size_t i, rau_attr_t *out)
 RAU_EXTERN const uint8_t *rau_record_bytes(const rau_record_t *r, size_t *len_out);
 
 /* ---- RFC 6962 Merkle trees (audit/merkle.c) --------------------------------------------- */
-/* SHA-256 (OpenSSL's libcrypto): leaf = H(0x00 || data), node = H(0x01 || l || r). The
+/* SHA-256 (libsodium): leaf = H(0x00 || data), node = H(0x01 || l || r). The
  * leaves of an audit chain are the records' canonical bytes (AUD-I-8). Proofs are arrays of
  * 32-byte hashes, caller-owned; RAU_MERKLE_PROOF_MAX hashes always suffice. */
 enum { RAU_MERKLE_PROOF_MAX = 128 };
