@@ -59,6 +59,7 @@ install: build
 
 cdef: deps
 	sh tools/gen-cdef.sh > lua/ron/accounting/binding/cdef.lua
+	sh tools/gen-cdef.sh audit > lua/ron/audit/cdef.lua
 
 # Long runs (docs/ops/make-targets.md): `soak` = the conservation stress and G-7's 1000 kill -9
 # iterations; `soak-wal` = the latter alone.

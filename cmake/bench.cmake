@@ -26,6 +26,16 @@ endforeach()
 # bench-wal times the WAL's group commit and recovery directly (core/wal.h, internal).
 target_include_directories(bench-wal PRIVATE ${CMAKE_SOURCE_DIR}/core)
 
+# bench-audit (tests/bench/bench-audit.c): audit records made durable per second with group
+# commit vs one fdatasync per record, same run (libronaudit, RA_BUILD_AUDIT).
+if(RA_BUILD_AUDIT)
+  add_executable(bench-audit ${RA_BENCH_DIR}/bench-audit.c)
+  target_link_libraries(bench-audit PRIVATE ronaudit_static)
+  target_compile_definitions(bench-audit PRIVATE _GNU_SOURCE)
+  target_compile_options(bench-audit PRIVATE ${RA_WARN})
+  set_target_properties(bench-audit PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${RA_BENCH_OUT})
+endif()
+
 find_program(RA_LUAJIT luajit)
 
 set(_bench_results ${RA_BENCH_OUT}/results.jsonl)
@@ -35,6 +45,10 @@ set(_bench_cmds
   COMMAND $<TARGET_FILE:bench-seal> --out ${_bench_results}
   # real files in <build>/bench (the build directory's file system)
   COMMAND $<TARGET_FILE:bench-wal> --dir ${RA_BENCH_OUT} --out ${_bench_results})
+if(RA_BUILD_AUDIT)
+  list(APPEND _bench_cmds
+    COMMAND $<TARGET_FILE:bench-audit> --dir ${RA_BENCH_OUT} --out ${_bench_results})
+endif()
 if(RA_LUAJIT)
   # LuaJIT through the FFI, compared with the C figures this same run just wrote.
   list(APPEND _bench_cmds
@@ -102,6 +116,9 @@ add_custom_target(bench
   USES_TERMINAL
   VERBATIM)
 add_dependencies(bench bench-record bench-seal bench-wal ronacct)
+if(RA_BUILD_AUDIT)
+  add_dependencies(bench bench-audit)
+endif()
 if(RA_BUILD_HOST)
   add_dependencies(bench ron-accounting)
 endif()
@@ -112,6 +129,9 @@ set(_smoke_args
   -DWAL=$<TARGET_FILE:bench-wal>
   -DLIB=$<TARGET_FILE:ronacct> -DLUA_SCRIPT=${RA_BENCH_DIR}/bench-record.lua
   -DLUA_DIR=${CMAKE_SOURCE_DIR}/lua -DBENCH_DIR=${RA_BENCH_DIR} -DOUT=${RA_BENCH_OUT}/smoke)
+if(RA_BUILD_AUDIT)
+  list(APPEND _smoke_args -DAUDIT=$<TARGET_FILE:bench-audit>)
+endif()
 if(RA_LUAJIT)
   list(APPEND _smoke_args -DLUAJIT=${RA_LUAJIT})
 endif()

@@ -65,6 +65,12 @@ if(NOT LIBCURL_FOUND)
 endif()
 target_sources(ron-accounting PRIVATE host/lua/curl.c host/cli/streams.c)
 target_link_libraries(ron-accounting PRIVATE PkgConfig::LIBCURL)
+# The audit verbs (host/cli/auditcmd.c) over libronaudit.
+if(RA_BUILD_AUDIT)
+  target_sources(ron-accounting PRIVATE host/cli/auditcmd.c)
+  target_compile_definitions(ron-accounting PRIVATE RA_WITH_AUDIT=1)
+  target_link_libraries(ron-accounting PRIVATE ronaudit_static)
+endif()
 set_target_properties(ron-accounting PROPERTIES ENABLE_EXPORTS ON)
 target_link_options(ron-accounting PRIVATE -rdynamic)
 

@@ -2,7 +2,7 @@
 #   lint-luacheck      luacheck over lua/ spec/ examples/ tests/ (.luacheckrc)
 #   lint-shellcheck    every tracked shell script and .ci/run (.shellcheckrc)
 #   lint-clang-format  every tracked C file agrees with .clang-format
-#   lint-cppcheck      cppcheck (warning, portability, performance) over core/ host/ nginx/
+#   lint-cppcheck      cppcheck (warning, portability, performance) over core/ host/ nginx/ audit/
 # Each tool comes from tools/deps.sh; a missing one fails its test with the package name
 # instead of skipping it silently.
 function(ra_lint name package)
@@ -30,7 +30,7 @@ ra_lint(lint-shellcheck shellcheck
 ra_lint(lint-clang-format clang-format
   "git ls-files -z '*.c' '*.h' ':!:tests/fuzz/corpus' | xargs -0 ${RA_CLANG_FORMAT} --style=file --dry-run --Werror")
 ra_lint(lint-cppcheck cppcheck
-  "${RA_CPPCHECK} --quiet --error-exitcode=1 --std=c11 --enable=warning,portability,performance --inline-suppr --suppress=missingIncludeSystem -I include -I core -I host -DRA_SOURCE_LUA_DIR='\"lua\"' -DRA_INSTALL_LUA_REL='\"share/lua/5.1\"' -DRA_INSTALL_BIN_REL='\"bin\"' core host nginx")
+  "${RA_CPPCHECK} --quiet --error-exitcode=1 --std=c11 --enable=warning,portability,performance --inline-suppr --suppress=missingIncludeSystem -I include -I core -I host -I audit -DRA_SOURCE_LUA_DIR='\"lua\"' -DRA_INSTALL_LUA_REL='\"share/lua/5.1\"' -DRA_INSTALL_BIN_REL='\"bin\"' core host nginx audit")
 
 add_custom_target(lint
   COMMAND ${CMAKE_CTEST_COMMAND} -L lint --output-on-failure

@@ -50,6 +50,10 @@ if(RA_LUAJIT AND RA_BUSTED)
     LABELS lua
     TIMEOUT 600
     ENVIRONMENT "LUA_PATH=${_ra_lua_path};RON_ACCOUNTING_LIB=$<TARGET_FILE:ronacct>;RA_BIN=$<TARGET_FILE:ron-accounting>")
+  # ron.audit (lua/ron/audit/) loads libronaudit from here (spec/ron/audit/).
+  if(RA_BUILD_AUDIT)
+    set_property(TEST lua APPEND PROPERTY ENVIRONMENT "RON_AUDIT_LIB=$<TARGET_FILE:ronaudit>")
+  endif()
 else()
   # Not fatal for a C-only build, but never a silently skipped suite either.
   add_test(NAME lua COMMAND sh -c
@@ -116,3 +120,11 @@ set_tests_properties(lua-cdef-current PROPERTIES
   LABELS lua
   TIMEOUT 60
   ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
+if(RA_BUILD_AUDIT)
+  add_test(NAME lua-audit-cdef-current
+           COMMAND sh -c "sh tools/gen-cdef.sh audit > \"$1\" && diff -u lua/ron/audit/cdef.lua \"$1\" || { echo 'lua/ron/audit/cdef.lua is stale: run make cdef' >&2; exit 1; }"
+                   sh ${CMAKE_BINARY_DIR}/audit-cdef.fresh.lua
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua-audit-cdef-current PROPERTIES LABELS lua TIMEOUT 60
+    ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
+endif()

@@ -16,6 +16,7 @@ nginx libnginx-mod-http-lua lua-resty-core nginx-dev wrk
 libh2o-dev libssl-dev prometheus curl
 libpq-dev postgresql
 libcurl4-openssl-dev
+libutf8proc-dev libsodium-dev
 lua-check shellcheck clang-format cppcheck git
 "
 

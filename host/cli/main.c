@@ -56,6 +56,20 @@ static const command_t commands[] = {
      "                            or a conninfo with dbname=; --schema NAME, default\n"
      "                            ron_accounting): every slice's BLAKE3 and decoding,\n"
      "                            each stream's chain and head row (docs/EXPORT.md)\n"},
+#ifdef RA_WITH_AUDIT
+    {"audit", ra_host_audit,
+     "  audit verify [--vkey FILE] [--checkpoint NOTE]... DIR\n"
+     "                            verify an audit log directory (docs/AUDIT.md): every\n"
+     "                            frame, canonical record, self_hash, chain link, dedupe\n"
+     "                            key, checkpoint Merkle root and, with the verifier key,\n"
+     "                            signature and origin; prints every problem with its\n"
+     "                            file and offset and exits 1, or \"OK\" and exit 0;\n"
+     "                            --checkpoint: a signed note kept elsewhere (a witness's)\n"
+     "                            must match the log's first records (a restored backup\n"
+     "                            that forked is caught)\n"
+     "  audit keygen NAME SKEY VKEY\n"
+     "                            a new Ed25519 checkpoint key pair (signer file 0600)\n"},
+#endif
     {"wal", ra_host_wal,
      "  wal inspect [--json] PATH\n"
      "                            list a WAL, one line each: its heads checkpoint, its\n"

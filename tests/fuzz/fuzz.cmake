@@ -7,6 +7,8 @@
 #   wal-frame      ra__wal_frame_parse against an independent reading of FORMAT.md §4
 #   wal-recovery   ra__wal_open over an in-memory directory built from the input:
 #                  read-only, repairing, append, reopen
+#   audit-record   rau_record_decode and rau_record_encode (audit/, RA_BUILD_AUDIT): typed
+#                  errors or canonical bytes that encode back to the input
 #   ingest-dto     ra_ingest_decode (host/lua/ingest_dto.c, the POST /v1/records DTO): typed
 #                  errors inside the input, bounds, round trip through canonical JSON
 #
@@ -50,16 +52,24 @@ set(_fuzz_flags -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
     -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/core -I${CMAKE_SOURCE_DIR}/host -I${RA_BLAKE3_DIR})
 
 set(RA_FUZZERS slice-decode wal-frame wal-recovery ingest-dto)
-# Sources a harness needs beyond the core (_fuzz_extra_<name>).
+# Sources a harness needs beyond the core (_fuzz_extra_<name>), and libraries (_fuzz_libs_).
 set(_fuzz_extra_ingest-dto ${CMAKE_SOURCE_DIR}/host/lua/ingest_dto.c)
+if(RA_BUILD_AUDIT)
+  list(APPEND RA_FUZZERS audit-record)
+  foreach(src ${RAU_SRC})
+    list(APPEND _fuzz_extra_audit-record ${CMAKE_SOURCE_DIR}/${src})
+  endforeach()
+  set(_fuzz_cflags_audit-record -I${CMAKE_SOURCE_DIR}/audit)
+  set(_fuzz_libs_audit-record ${RAU_DEPS_LDFLAGS})
+endif()
 list(LENGTH RA_FUZZERS _n_fuzzers)
 math(EXPR _fuzz_smoke_s "${RA_FUZZ_SMOKE_BUDGET} / ${_n_fuzzers}")
 set(_fuzz_bins "")
 foreach(f ${RA_FUZZERS})
   set(bin ${CMAKE_BINARY_DIR}/fuzz-${f})
   add_custom_command(OUTPUT ${bin}
-    COMMAND ${RA_CLANG} ${_fuzz_flags} ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core}
-            ${_fuzz_extra_${f}} ${_b3_src} -o ${bin} -lpthread
+    COMMAND ${RA_CLANG} ${_fuzz_flags} ${_fuzz_cflags_${f}} ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core}
+            ${_fuzz_extra_${f}} ${_b3_src} -o ${bin} -lpthread ${_fuzz_libs_${f}}
     DEPENDS ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core} ${_fuzz_extra_${f}} ${_b3_src}
             ${CMAKE_SOURCE_DIR}/include/ron/accounting.h ${CMAKE_SOURCE_DIR}/core/internal.h
             ${CMAKE_SOURCE_DIR}/core/wal.h ${CMAKE_SOURCE_DIR}/core/io.h

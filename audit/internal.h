@@ -1,0 +1,97 @@
+/* libronaudit internals: shared by the files of audit/ only. */
+#ifndef RAU_INTERNAL_H
+#define RAU_INTERNAL_H
+
+#include "ron/audit.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Assertions that stay on in release builds: programmer errors, never operating errors. */
+#define RAU_ASSERT(e) ((e) ? (void)0 : rau__assert_fail(#e, __FILE__, __LINE__))
+void rau__assert_fail(const char *expr, const char *file, int line);
+
+/* Version prefix of canonical records (docs/AUDIT-FORMAT.md §1): "rau" then version 1. */
+#define RAU__MAGIC "rau\x01"
+#define RAU__MAGIC_LEN 4
+/* Fixed offsets of the positional fields (AUD-I-2). */
+#define RAU__OFF_SEQ 4
+#define RAU__OFF_PREV 12
+#define RAU__OFF_BODY 44
+
+/* BLAKE3 (the same C library the meter uses, core/b3.c). */
+void rau__b3(const void *buf, size_t len, uint8_t *out32);
+void rau__b3_dedupe(const uint8_t *canon, size_t len, uint8_t *out32);
+/* SHA-256 (libsodium). */
+void rau__sha256_2(const void *a, size_t alen, const void *b, size_t blen, uint8_t *out32);
+
+/* Store big-endian. */
+static inline void rau__be64(uint8_t *p, uint64_t v) {
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+static inline uint64_t rau__rd64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+static inline void rau__be32(uint8_t *p, uint32_t v) {
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+static inline uint32_t rau__rd32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+void rau__errf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- compact Merkle range: the root of a growing tree in O(log n) (audit/merkle.c) ---- */
+typedef struct rau__mrange_s {
+    uint64_t n;
+    uint8_t nodes[64][32]; /* nodes[k]: root of the 2^k subtree when bit k of n is set */
+} rau__mrange_t;
+void rau__mrange_push(rau__mrange_t *r, const uint8_t *leaf_hash);
+void rau__mrange_root(const rau__mrange_t *r, uint8_t *out32);
+
+/* ---- durable sink frames (audit/sink.c; docs/AUDIT-FORMAT.md §4) ---- */
+#define RAU__SEG_MAGIC "RAUSEG01"
+#define RAU__SEG_HDR 24        /* magic 8, first seq 8, dedupe window 4, zero 4 */
+#define RAU__FRAME_OVERHEAD 12 /* len 4 + check 8 */
+/* Parses one frame at p (avail bytes). 1: frame ok (*payload, *plen, *flen set); 0: not
+ * enough bytes (torn); -1: bad frame. */
+int rau__frame_parse(const uint8_t *p, size_t avail, const uint8_t **payload, size_t *plen,
+                     size_t *flen);
+/* The segment header's check: BLAKE3(bytes 0..20)[0..4]. */
+void rau__seg_check(const uint8_t *hdr, uint8_t *out4);
+size_t rau__frame_write(uint8_t *dst, const uint8_t *payload, size_t plen);
+
+/* Segment files of a log directory, in order. */
+typedef struct rau__seglist_s {
+    size_t n;
+    char (*names)[64];
+    uint64_t *first_seq;
+} rau__seglist_t;
+int rau__seglist(const char *dir, rau__seglist_t *out);
+void rau__seglist_free(rau__seglist_t *l);
+int rau__read_file(const char *path, uint8_t **buf, size_t *len, size_t max);
+
+/* ---- the dedupe index: the last `cap` events of a chain (audit/dedupe.c, AUD-I-6) ---- */
+typedef struct rau__dent_s {
+    uint8_t key[32];
+    uint8_t hash[32];
+    uint64_t seq;
+} rau__dent_t;
+typedef struct rau__dedupe_s {
+    rau__dent_t *ents; /* ring, oldest at (head + cap - count) % cap */
+    uint32_t *slots;   /* open addressing: ring index + 1, 0 = empty */
+    uint32_t cap, count, head, mask;
+} rau__dedupe_t;
+int rau__dedupe_init(rau__dedupe_t *d, uint32_t cap);
+void rau__dedupe_free(rau__dedupe_t *d);
+const rau__dent_t *rau__dedupe_find(const rau__dedupe_t *d, const uint8_t *key);
+void rau__dedupe_add(rau__dedupe_t *d, const uint8_t *key, uint64_t seq, const uint8_t *hash);
+int rau__b64_32(const char *s, size_t n, uint8_t *out32);
+
+#endif

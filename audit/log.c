@@ -1,0 +1,413 @@
+/* The log: one chain (writer_id, stream) and its durable sink. One rau_log_t is the single
+ * writer of its chain head (AUD-I-1); the caller serializes calls on it (the Lua host runs
+ * it on one loop). Appends are buffered; rau_log_sync writes the batch and fdatasyncs once
+ * (group commit, AUD-I-12). A failed write fails the log: the head is then ahead of the
+ * disk, and going on would chain records to ones that may not exist (AUD-I-14). */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct rau_log_s {
+    char writer_id[RAU_ID_MAX + 1];
+    char stream[RAU_ID_MAX + 1];
+    char dir[4096];
+    int amnesia, failed;
+    uint64_t rotate_bytes;
+    uint32_t dedupe_window, checkpoint_every;
+    rau_signer_t *signer;
+
+    uint64_t head_seq;
+    uint8_t head_hash[32];
+    rau__mrange_t mr;
+    rau__dedupe_t dd;
+
+    int fd;             /* current segment, O_APPEND */
+    uint64_t seg_bytes; /* its size, batch excluded */
+    uint8_t *batch;
+    size_t batch_len, batch_cap;
+    uint64_t batch_first; /* first seq in the batch */
+    uint64_t last_cp;     /* size of the last checkpoint */
+    rau_log_stats_t st;
+};
+
+void rau_log_config_init(rau_log_config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->rotate_bytes = 64ull << 20;
+    cfg->batch_bytes = 1u << 20;
+    cfg->dedupe_window = 65536;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return RAU_EIO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return RAU_EIO;
+    int rc = fsync(fd) == 0 ? 0 : RAU_EIO;
+    close(fd);
+    return rc;
+}
+
+static int seg_create(rau_log_t *l, uint64_t first) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/seg-%020llu.rau", l->dir, (unsigned long long)first);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return RAU_EIO;
+    uint8_t h[RAU__SEG_HDR] = {0};
+    memcpy(h, RAU__SEG_MAGIC, 8);
+    rau__be64(h + 8, first);
+    rau__be32(h + 16, l->dedupe_window);
+    rau__seg_check(h, h + 20);
+    if (write_all(fd, h, sizeof h) || fdatasync(fd) || fsync_dir(l->dir)) {
+        close(fd);
+        return RAU_EIO;
+    }
+    if (l->fd >= 0) close(l->fd);
+    l->fd = fd;
+    l->seg_bytes = RAU__SEG_HDR;
+    l->st.segments++;
+    return 0;
+}
+
+/* Takes one decoded record into the chain state (append and recovery). */
+static void chain_take(rau_log_t *l, const uint8_t *canon, size_t len, const uint8_t *self,
+                       const uint8_t *dkey) {
+    uint8_t leaf[32];
+    rau_merkle_leaf_hash(canon, len, leaf);
+    rau__mrange_push(&l->mr, leaf);
+    rau__dedupe_add(&l->dd, dkey, l->head_seq + 1, self);
+    l->head_seq++;
+    memcpy(l->head_hash, self, 32);
+}
+
+static int hdr_ok(const uint8_t *b) {
+    uint8_t c[4];
+    rau__seg_check(b, c);
+    return memcmp(c, b + 20, 4) == 0;
+}
+
+/* A bad frame in the last segment is a torn tail only if nothing valid follows it. */
+static int valid_after(const uint8_t *b, size_t len, size_t off) {
+    for (size_t o = off + 1; o + RAU__FRAME_OVERHEAD + RAU__OFF_BODY <= len; o++) {
+        const uint8_t *pl;
+        size_t plen, flen;
+        if (rau__frame_parse(b + o, len - o, &pl, &plen, &flen) == 1) return 1;
+    }
+    return 0;
+}
+
+static int recover(rau_log_t *l, char *err, size_t errlen) {
+    rau__seglist_t sl;
+    int rc = rau__seglist(l->dir, &sl);
+    if (rc) {
+        rau__errf(err, errlen, "%s: cannot list", l->dir);
+        return rc;
+    }
+    for (size_t si = 0; si < sl.n && !rc; si++) {
+        int last = si + 1 == sl.n;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", l->dir, sl.names[si]);
+        uint8_t *b;
+        size_t len;
+        if ((rc = rau__read_file(path, &b, &len, (uint64_t)1 << 40))) {
+            rau__errf(err, errlen, "%s: cannot read", path);
+            break;
+        }
+        size_t cut = SIZE_MAX;
+        if (len < RAU__SEG_HDR) {
+            if (!last) {
+                rau__errf(err, errlen, "%s: short header", path);
+                rc = RAU_ECORRUPT;
+            } else {
+                cut = 0; /* torn at creation: rewritten below */
+            }
+        } else if (memcmp(b, RAU__SEG_MAGIC, 8) != 0 || rau__rd64(b + 8) != l->head_seq + 1 ||
+                   rau__rd64(b + 8) != sl.first_seq[si] || !hdr_ok(b)) {
+            rau__errf(err, errlen, "%s+0: bad segment header (expected first seq %llu)", path,
+                      (unsigned long long)(l->head_seq + 1));
+            rc = RAU_ECORRUPT;
+        }
+        size_t off = RAU__SEG_HDR;
+        while (!rc && cut == SIZE_MAX && off < len) {
+            const uint8_t *pl;
+            size_t plen, flen;
+            int fr = rau__frame_parse(b + off, len - off, &pl, &plen, &flen);
+            if (fr == 1) {
+                rau_record_t *rec = NULL;
+                int drc = rau_record_decode(pl, plen, &rec);
+                if (drc == 0 && (rau_record_seq(rec) != l->head_seq + 1 ||
+                                 memcmp(rau_record_prev(rec), l->head_hash, 32) != 0 ||
+                                 strcmp(rau_record_writer_id(rec), l->writer_id) != 0 ||
+                                 strcmp(rau_record_stream(rec), l->stream) != 0))
+                    drc = RAU_ETAMPER;
+                if (drc) {
+                    rau__errf(err, errlen, "%s+%zu: record %llu: %s", path, off,
+                              (unsigned long long)(l->head_seq + 1), rau_err_name(drc));
+                    rau_record_free(rec);
+                    rc = RAU_ECORRUPT;
+                    break;
+                }
+                chain_take(l, pl, plen, rau_record_self_hash(rec), rau_record_dedupe(rec));
+                rau_record_free(rec);
+                off += flen;
+            } else if (last && (fr == 0 || !valid_after(b, len, off))) {
+                cut = off; /* AUD-I-12: a torn tail is cut, once, at open */
+            } else {
+                rau__errf(err, errlen, "%s+%zu: bad frame after record %llu", path, off,
+                          (unsigned long long)l->head_seq);
+                rc = RAU_ECORRUPT;
+            }
+        }
+        free(b);
+        if (rc) break;
+        if (last) {
+            if (cut == 0) {
+                if (unlink(path) != 0) rc = RAU_EIO;
+                l->st.torn_bytes += len;
+                break;
+            }
+            if (cut != SIZE_MAX) {
+                if (truncate(path, (off_t)cut) != 0) {
+                    rc = RAU_EIO;
+                    break;
+                }
+                l->st.torn_bytes += len - cut;
+                len = cut;
+            }
+            l->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+            if (l->fd < 0 || fdatasync(l->fd) != 0) {
+                rc = RAU_EIO;
+                break;
+            }
+            l->seg_bytes = len;
+            l->st.segments = sl.n;
+        }
+    }
+    rau__seglist_free(&sl);
+    if (rc) return rc;
+    l->st.durable_seq = l->head_seq;
+    /* The last checkpoint's size, from the file names. */
+    DIR *d = opendir(l->dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            unsigned long long n;
+            char tail[8];
+            if (sscanf(e->d_name, "cp-%20llu.%7s", &n, tail) == 2 && !strcmp(tail, "note") &&
+                n > l->last_cp && n <= l->head_seq)
+                l->last_cp = n;
+        }
+        closedir(d);
+    }
+    return 0;
+}
+
+int rau_log_open(const rau_log_config_t *cfg, rau_log_t **out, char *err, size_t errlen) {
+    if (!cfg || !out) return RAU_EINVAL;
+    *out = NULL;
+    if (!cfg->writer_id || !cfg->stream) {
+        rau__errf(err, errlen, "writer_id and stream are required");
+        return RAU_EINVAL;
+    }
+    /* AUD-I-13: amnesia refuses a durable path at open, not at the first write. */
+    if (cfg->amnesia && cfg->dir) {
+        rau__errf(err, errlen, "amnesia mode forbids a log directory (dir is set)");
+        return RAU_EAMNESIA;
+    }
+    if (!cfg->amnesia && !cfg->dir) {
+        rau__errf(err, errlen, "dir is required unless amnesia = 1");
+        return RAU_EINVAL;
+    }
+    /* Validate the ids with the encoder's own rules. */
+    rau_event_t probe = {"x", 1, 0, NULL, 0};
+    size_t plen;
+    int rc = rau_record_encode(cfg->writer_id, cfg->stream, 1, NULL, &probe, NULL, 0, &plen);
+    if (rc != RAU_EBUFSIZE) {
+        rau__errf(err, errlen, "writer_id or stream: %s", rau_strerror(rc));
+        return rc ? rc : RAU_EINVAL;
+    }
+    rau_log_t *l = calloc(1, sizeof *l);
+    if (!l) return RAU_ENOMEM;
+    l->fd = -1;
+    snprintf(l->writer_id, sizeof l->writer_id, "%s", cfg->writer_id);
+    snprintf(l->stream, sizeof l->stream, "%s", cfg->stream);
+    l->amnesia = cfg->amnesia != 0;
+    l->rotate_bytes = cfg->rotate_bytes ? cfg->rotate_bytes : 64ull << 20;
+    l->dedupe_window = cfg->dedupe_window ? cfg->dedupe_window : 65536;
+    l->checkpoint_every = cfg->checkpoint_every;
+    l->batch_cap = cfg->batch_bytes ? cfg->batch_bytes : 1u << 20;
+    if (l->batch_cap < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD)
+        l->batch_cap = RAU_RECORD_MAX + RAU__FRAME_OVERHEAD;
+    if ((rc = rau__dedupe_init(&l->dd, l->dedupe_window))) goto fail;
+    l->batch = malloc(l->batch_cap);
+    if (!l->batch) {
+        rc = RAU_ENOMEM;
+        goto fail;
+    }
+    if (cfg->key_path) {
+        rc = rau_signer_load(cfg->key_path, &l->signer);
+        if (rc) {
+            /* AUD-I-11: the path and the reason, never the contents. */
+            rau__errf(err, errlen, "%s: signer key: %s", cfg->key_path, rau_strerror(rc));
+            goto fail;
+        }
+    }
+    if (!l->amnesia) {
+        if (strlen(cfg->dir) >= sizeof l->dir - 64) {
+            rc = RAU_EINVAL;
+            goto fail;
+        }
+        snprintf(l->dir, sizeof l->dir, "%s", cfg->dir);
+        if (mkdir(l->dir, 0755) != 0 && errno != EEXIST) {
+            rau__errf(err, errlen, "%s: cannot create", l->dir);
+            rc = RAU_EIO;
+            goto fail;
+        }
+        if ((rc = recover(l, err, errlen))) goto fail;
+        if (l->fd < 0 && (rc = seg_create(l, l->head_seq + 1))) {
+            rau__errf(err, errlen, "%s: cannot create a segment", l->dir);
+            goto fail;
+        }
+    }
+    *out = l;
+    return 0;
+fail:
+    rau_log_close(l);
+    return rc;
+}
+
+static int flush(rau_log_t *l) {
+    if (l->failed) return RAU_ECLOSED;
+    if (l->amnesia || l->batch_len == 0) return 0;
+    if (write_all(l->fd, l->batch, l->batch_len) || fdatasync(l->fd) != 0) {
+        l->failed = 1;
+        return RAU_EIO;
+    }
+    l->seg_bytes += l->batch_len;
+    l->batch_len = 0;
+    l->st.syncs++;
+    l->st.durable_seq = l->head_seq;
+    return 0;
+}
+
+static int write_checkpoint(rau_log_t *l) {
+    uint8_t root[32];
+    rau__mrange_root(&l->mr, root);
+    char note[RAU_NOTE_MAX];
+    size_t n = 0;
+    int rc = rau_checkpoint_sign(l->signer, l->mr.n, root, note, sizeof note, &n);
+    if (rc) return rc;
+    char tmp[4210], dst[4200];
+    snprintf(dst, sizeof dst, "%s/cp-%020llu.note", l->dir, (unsigned long long)l->mr.n);
+    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return RAU_EIO;
+    rc = write_all(fd, (const uint8_t *)note, n);
+    if (!rc && fdatasync(fd) != 0) rc = RAU_EIO;
+    close(fd);
+    if (!rc && rename(tmp, dst) != 0) rc = RAU_EIO;
+    if (!rc) rc = fsync_dir(l->dir);
+    if (rc) return rc;
+    l->last_cp = l->mr.n;
+    l->st.checkpoints++;
+    return 0;
+}
+
+int rau_log_sync(rau_log_t *l) {
+    if (!l) return RAU_EINVAL;
+    int rc = flush(l);
+    if (rc) return rc;
+    if (l->signer && !l->amnesia && l->checkpoint_every &&
+        l->head_seq - l->last_cp >= l->checkpoint_every)
+        rc = write_checkpoint(l);
+    return rc;
+}
+
+int rau_log_checkpoint(rau_log_t *l) {
+    if (!l) return RAU_EINVAL;
+    if (!l->signer || l->amnesia) return RAU_EKEY;
+    int rc = flush(l);
+    return rc ? rc : write_checkpoint(l);
+}
+
+int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out) {
+    if (!l || !ev || !out) return RAU_EINVAL;
+    if (l->failed) return RAU_ECLOSED;
+    int rc;
+    /* Room for the largest record, so the encoder never meets a short buffer. */
+    if (!l->amnesia && l->batch_cap - l->batch_len < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD &&
+        (rc = flush(l)))
+        return rc;
+    uint8_t scratch[RAU_RECORD_MAX];
+    uint8_t *dst = l->amnesia ? scratch : l->batch + l->batch_len + 4;
+    size_t len = 0;
+    rc = rau_record_encode(l->writer_id, l->stream, l->head_seq + 1, l->head_hash, ev, dst,
+                           RAU_RECORD_MAX, &len);
+    if (rc) return rc;
+    uint8_t dkey[32], self[32];
+    rau__b3_dedupe(dst, len, dkey);
+    const rau__dent_t *e = rau__dedupe_find(&l->dd, dkey);
+    if (e) {
+        out->seq = e->seq;
+        memcpy(out->self_hash, e->hash, 32);
+        out->duplicate = 1;
+        l->st.duplicates++;
+        return 0;
+    }
+    if (!l->amnesia) {
+        size_t flen = len + RAU__FRAME_OVERHEAD;
+        /* Rotation by bytes: the batch so far goes to the old segment. */
+        if (l->seg_bytes > RAU__SEG_HDR && l->seg_bytes + l->batch_len + flen > l->rotate_bytes) {
+            uint8_t keep[RAU_RECORD_MAX];
+            memcpy(keep, dst, len);
+            if ((rc = flush(l))) return rc;
+            if ((rc = seg_create(l, l->head_seq + 1))) {
+                l->failed = 1;
+                return rc;
+            }
+            dst = l->batch + 4;
+            memcpy(dst, keep, len);
+        }
+        rau__frame_write(dst - 4, dst, len);
+        l->batch_len += flen;
+    }
+    rau__b3(dst, len, self);
+    chain_take(l, dst, len, self, dkey);
+    out->seq = l->head_seq;
+    memcpy(out->self_hash, self, 32);
+    out->duplicate = 0;
+    if (l->amnesia) l->st.durable_seq = 0;
+    return 0;
+}
+
+void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out) {
+    *out = l->st;
+    out->head_seq = l->head_seq;
+    memcpy(out->head_hash, l->head_hash, 32);
+}
+
+int rau_log_close(rau_log_t *l) {
+    if (!l) return 0;
+    int rc = 0;
+    if (l->fd >= 0 || l->amnesia) rc = flush(l);
+    if (rc == RAU_ECLOSED) rc = 0;
+    if (l->fd >= 0) close(l->fd);
+    rau_signer_free(l->signer);
+    rau__dedupe_free(&l->dd);
+    free(l->batch);
+    free(l);
+    return rc;
+}

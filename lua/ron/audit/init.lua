@@ -1,0 +1,259 @@
+-- ron.audit: the audit trail from Lua (docs/AUDIT.md), an FFI binding of include/ron/audit.h.
+--
+--   local audit = require "ron.audit"
+--   local log = assert(audit.open{ writer_id = "gw-1", stream = "rejects", dir = "/var/...",
+--                                  key_path = "signer.key", checkpoint_every = 1000,
+--                                  queue_cap = 4096 })
+--   local ok, err = log:emit("reject", { tenant = t, reason = "capacity" }, ts_ms)
+--   log:drain()        -- append what is queued, then make it durable (one fdatasync)
+--
+-- emit() never blocks and never writes: it checks the event (a record that could not be
+-- encoded is refused here, to the caller, not later) and puts it in a bounded queue. A full
+-- queue sheds the event: nil, "Busy: ...", counted in audit_drop_total{reason=
+-- "audit_backpressure"} (AUD-I-17). Loss is evidence: after drain() has emptied the queue,
+-- one Gap record {dropped, from_ts_ms, to_ts_ms, reason} is appended, so the chain itself
+-- says how many events were shed and when (AUD-I-18).
+--
+-- Misuse (wrong types, floats, unknown config keys) raises; runtime failure returns
+-- nil, "Name: message".
+local ffi = require "ffi"
+local C = require "ron.audit.lib"
+
+local error = error
+local floor = math.floor
+local format = string.format
+local pairs = pairs
+local type = type
+local tostring = tostring
+
+local _M = { version = "0.1.0" }
+
+local ATTR_MAX = 32
+local attrs_buf = ffi.new("rau_attr_t[?]", ATTR_MAX)
+local ev_buf = ffi.new("rau_event_t[1]")
+local appended = ffi.new("rau_appended_t[1]")
+local stats_buf = ffi.new("rau_log_stats_t[1]")
+local scratch = ffi.new("uint8_t[?]", 4096)
+local len_out = ffi.new("size_t[1]")
+local log_out = ffi.new("rau_log_t*[1]")
+local errbuf = ffi.new("char[?]", 512)
+
+local function err_text(rc, detail)
+    local name = ffi.string(C.rau_err_name(rc))
+    return name .. ": " .. (detail or ffi.string(C.rau_strerror(rc)))
+end
+_M.err_text = err_text
+
+-- Fills ev_buf from (kind, attrs, ts_ms). The Lua strings stay referenced by the caller's
+-- table (and kind) for as long as the C call runs.
+local function fill_event(kind, attrs, ts_ms)
+    if type(kind) ~= "string" then error("ron.audit: kind must be a string", 3) end
+    if type(ts_ms) ~= "number" or ts_ms < 0 or floor(ts_ms) ~= ts_ms then
+        error("ron.audit: ts_ms must be a non-negative integer (milliseconds)", 3)
+    end
+    local n = 0
+    if attrs ~= nil then
+        if type(attrs) ~= "table" then error("ron.audit: attrs must be a table", 3) end
+        for k, v in pairs(attrs) do
+            if type(k) ~= "string" then error("ron.audit: attribute keys are strings", 3) end
+            if n == ATTR_MAX then return nil, "SizeExceeded: more than 32 attributes" end
+            local a = attrs_buf[n]
+            a.key, a.key_len = k, #k
+            a.str, a.str_len, a.num = nil, 0, 0
+            local tv = type(v)
+            if tv == "string" then
+                a.type, a.str, a.str_len = C.RAU_ATTR_STR, v, #v
+            elseif tv == "boolean" then
+                a.type, a.num = C.RAU_ATTR_BOOL, v and 1 or 0
+            elseif tv == "number" then
+                -- AUD-I-5: no floats; integers exact in a double only.
+                if floor(v) ~= v or v >= 2 ^ 53 or v <= -2 ^ 53 then
+                    error(format("ron.audit: attribute %q is not an integer (no floats)", k), 3)
+                end
+                a.type, a.num = C.RAU_ATTR_INT, v
+            elseif tv == "cdata" and ffi.istype("int64_t", v) then
+                a.type, a.num = C.RAU_ATTR_INT, v
+            else
+                error(format("ron.audit: attribute %q has type %s", k, tv), 3)
+            end
+            n = n + 1
+        end
+    end
+    local e = ev_buf[0]
+    e.kind, e.kind_len, e.ts_ms, e.attrs, e.attr_count = kind, #kind, ts_ms, attrs_buf, n
+    return ev_buf
+end
+
+-- The canonical bytes of one record (docs/AUDIT-FORMAT.md): for tests and tools.
+function _M.encode(writer_id, stream, seq, prev, kind, attrs, ts_ms)
+    local ev, err = fill_event(kind, attrs, ts_ms)
+    if not ev then return nil, err end
+    local rc = C.rau_record_encode(writer_id, stream, seq, prev, ev, scratch, 4096, len_out)
+    if rc ~= 0 then return nil, err_text(rc) end
+    return ffi.string(scratch, len_out[0])
+end
+
+local function hex(p, n)
+    local s = ffi.string(p, n)
+    return (s:gsub(".", function(c) return format("%02x", c:byte()) end))
+end
+_M.hex = hex
+
+local CONFIG = {
+    writer_id = "string", stream = "string", dir = "string", amnesia = "boolean",
+    key_path = "string", checkpoint_every = "number", rotate_bytes = "number",
+    batch_bytes = "number", dedupe_window = "number", queue_cap = "number",
+}
+
+local Log = {}
+Log.__index = Log
+
+function _M.open(cfg)
+    if type(cfg) ~= "table" then error("ron.audit.open: config table expected", 2) end
+    for k, v in pairs(cfg) do
+        if not CONFIG[k] then error("ron.audit.open: unknown key " .. tostring(k), 2) end
+        if type(v) ~= CONFIG[k] then
+            error("ron.audit.open: " .. k .. " must be a " .. CONFIG[k], 2)
+        end
+    end
+    local c = ffi.new("rau_log_config_t[1]")
+    C.rau_log_config_init(c)
+    -- keep the strings alive in the Lua table for the duration of the call
+    c[0].writer_id, c[0].stream = cfg.writer_id, cfg.stream
+    c[0].dir, c[0].key_path = cfg.dir, cfg.key_path
+    c[0].amnesia = cfg.amnesia and 1 or 0
+    if cfg.checkpoint_every then c[0].checkpoint_every = cfg.checkpoint_every end
+    if cfg.rotate_bytes then c[0].rotate_bytes = cfg.rotate_bytes end
+    if cfg.batch_bytes then c[0].batch_bytes = cfg.batch_bytes end
+    if cfg.dedupe_window then c[0].dedupe_window = cfg.dedupe_window end
+    local rc = C.rau_log_open(c, log_out, errbuf, 512)
+    if rc ~= 0 then return nil, err_text(rc, ffi.string(errbuf)) end
+    local cap = cfg.queue_cap or 4096
+    if cap < 1 or floor(cap) ~= cap then error("ron.audit.open: queue_cap must be >= 1", 2) end
+    return setmetatable({
+        h = ffi.gc(log_out[0], C.rau_log_close),
+        writer_id = cfg.writer_id, stream = cfg.stream,
+        q = {}, head = 1, tail = 0, cap = cap,  -- ring: q[head..tail]
+        drops = { audit_backpressure = 0 },
+        gap = nil,                              -- {dropped, from, to, reason} since last drain
+        appended_total = 0, duplicates_total = 0,
+    }, Log)
+end
+
+function Log:depth() return self.tail - self.head + 1 end
+
+-- AUD-I-17: bounded queue, shed on full with a typed error and a counter.
+function Log:emit(kind, attrs, ts_ms)
+    if not self.h then return nil, "Closed: log closed" end
+    local ev, err = fill_event(kind, attrs, ts_ms)
+    if not ev then return nil, err end
+    local rc = C.rau_record_encode(self.writer_id, self.stream, 1, nil, ev, scratch, 4096, len_out)
+    if rc ~= 0 then return nil, err_text(rc) end
+    if self:depth() >= self.cap then
+        local reason = "audit_backpressure"
+        self.drops[reason] = self.drops[reason] + 1
+        local g = self.gap
+        if not g then
+            self.gap = { dropped = 1, from = ts_ms, to = ts_ms, reason = reason }
+        else
+            g.dropped = g.dropped + 1
+            if ts_ms < g.from then g.from = ts_ms end
+            if ts_ms > g.to then g.to = ts_ms end
+        end
+        return nil, "Busy: audit queue full (" .. self.cap .. "), event shed"
+    end
+    self.tail = self.tail + 1
+    self.q[self.tail] = { kind, attrs, ts_ms }
+    return true
+end
+
+local function append(self, kind, attrs, ts_ms)
+    local ev = fill_event(kind, attrs, ts_ms)
+    local rc = C.rau_log_append(self.h, ev, appended)
+    if rc ~= 0 then return nil, err_text(rc) end
+    if appended[0].duplicate ~= 0 then
+        self.duplicates_total = self.duplicates_total + 1
+    else
+        self.appended_total = self.appended_total + 1
+    end
+    return true
+end
+
+-- Appends up to max queued events (all when nil), the Gap record once the queue is empty
+-- (AUD-I-18), then one group commit. Returns the number of events taken from the queue.
+function Log:drain(max)
+    if not self.h then return nil, "Closed: log closed" end
+    local n = 0
+    while self.head <= self.tail and (not max or n < max) do
+        local e = self.q[self.head]
+        self.q[self.head] = nil
+        self.head = self.head + 1
+        n = n + 1
+        local ok, err = append(self, e[1], e[2], e[3])
+        if not ok then return nil, err end
+    end
+    if self.head > self.tail and self.gap then
+        local g = self.gap
+        local ok, err = append(self, "gap", {
+            dropped = g.dropped, from_ts_ms = g.from, to_ts_ms = g.to, reason = g.reason,
+        }, g.to)
+        if not ok then return nil, err end
+        self.gap = nil
+    end
+    local rc = C.rau_log_sync(self.h)
+    if rc ~= 0 then return nil, err_text(rc) end
+    return n
+end
+
+function Log:checkpoint()
+    local rc = C.rau_log_checkpoint(self.h)
+    if rc ~= 0 then return nil, err_text(rc) end
+    return true
+end
+
+function Log:stats()
+    C.rau_log_stats(self.h, stats_buf)
+    local s = stats_buf[0]
+    return {
+        head_seq = tonumber(s.head_seq), durable_seq = tonumber(s.durable_seq),
+        syncs = tonumber(s.syncs), duplicates = tonumber(s.duplicates),
+        checkpoints = tonumber(s.checkpoints), head_hash = hex(s.head_hash, 32),
+        queue_depth = self:depth(), drops = self.drops,
+    }
+end
+
+-- Prometheus text for the host's /metrics.
+function Log:metrics()
+    local out = {}
+    for reason, v in pairs(self.drops) do
+        out[#out + 1] = format('audit_drop_total{reason="%s"} %d', reason, v)
+    end
+    out[#out + 1] = format('audit_queue_depth{queue="audit_work"} %d', self:depth())
+    return table.concat(out, "\n") .. "\n"
+end
+
+function Log:close()
+    if not self.h then return true end
+    local h = self.h
+    self.h = nil
+    ffi.gc(h, nil)
+    local rc = C.rau_log_close(h)
+    if rc ~= 0 then return nil, err_text(rc) end
+    return true
+end
+
+-- Verifies a log directory (AUD-I-15): true, records or nil, problems ({where, what}...).
+function _M.verify(dir, vkey)
+    local problems = {}
+    local cb = ffi.cast("rau_report_fn", function(_, where, what)
+        problems[#problems + 1] = { where = ffi.string(where), what = ffi.string(what) }
+    end)
+    local recs = ffi.new("uint64_t[1]")
+    local rc = C.rau_verify_dir(dir, vkey, cb, nil, recs)
+    cb:free()
+    if rc < 0 then return nil, { { where = dir, what = err_text(rc) } } end
+    if #problems > 0 then return nil, problems end
+    return true, tonumber(recs[0])
+end
+
+return _M

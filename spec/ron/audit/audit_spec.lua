@@ -1,0 +1,123 @@
+-- ron.audit from Lua (lua/ron/audit/): the same canonical bytes as the C golden vectors
+-- (docs/AUDIT-FORMAT.md, NFC vs NFD), the bounded queue with Busy and
+-- audit_drop_total{reason} (AUD-I-17), the Gap record with the exact count once the queue
+-- drains (AUD-I-18), dedupe, amnesia, and verify.
+local S = require "support"
+local ffi = require "ffi"
+local audit = require "ron.audit"
+
+local function golden(name, field)
+    local doc = S.read_file(S.root .. "docs/AUDIT-FORMAT.md")
+    return doc:match("\ngolden " .. name .. " " .. field .. " (%x+)\n")
+end
+
+local function tohex(s)
+    return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end))
+end
+
+local function unhex(h)
+    return (h:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end))
+end
+
+local function tmpdir()
+    local p = assert(io.popen("mktemp -d /tmp/rau-spec-XXXXXX"))
+    local d = p:read("*l")
+    p:close()
+    return d
+end
+
+local T = 1700000000000
+
+describe("ron.audit", function()
+    it("encodes the golden vectors of docs/AUDIT-FORMAT.md, NFD input included", function()
+        local b = assert(audit.encode("gw-1", "rejects", 1, nil, "reject", nil, T))
+        assert.equal(golden("minimal", "bytes"), tohex(b))
+        local prev = unhex(golden("reject", "self_hash"))
+        local nfc = assert(audit.encode("gw-1", "rejects", 3, prev, "export.fail",
+            { ["r\xc3\xa9gion"] = "caf\xc3\xa9" }, T + 2))
+        local nfd = assert(audit.encode("gw-1", "rejects", 3, prev, "export.fail",
+            { ["re\xcc\x81gion"] = "cafe\xcc\x81" }, T + 2))
+        assert.equal(golden("nfc", "bytes"), tohex(nfc))
+        assert.equal(nfc, nfd)
+        prev = unhex(golden("nfc", "self_hash"))
+        local ko = assert(audit.encode("gw-1", "rejects", 4, prev, "operator",
+            { b = 1, a = 2, ["\xc3\xa9"] = 3, ab = 4, B = 5 }, T + 3))
+        assert.equal(golden("keyorder", "bytes"), tohex(ko))
+    end)
+
+    it("refuses floats and wrong types, and reports SizeExceeded", function()
+        assert.has_error(function() audit.encode("w", "s", 1, nil, "x", { f = 1.5 }, T) end)
+        assert.has_error(function() audit.encode("w", "s", 1, nil, "x", { f = {} }, T) end)
+        local ok, err = audit.encode("w", "s", 1, nil, "x", { v = ("x"):rep(2000) }, T)
+        assert.is_nil(ok)
+        assert.matches("^SizeExceeded: ", err)
+    end)
+
+    it("refuses a directory in amnesia mode", function()
+        local log, err = audit.open { writer_id = "w", stream = "s", amnesia = true, dir = "/tmp/x" }
+        assert.is_nil(log)
+        assert.matches("^AmnesiaConflict: ", err)
+        assert.has_error(function() audit.open { writer_id = "w", stream = "s", bogus = 1 } end)
+    end)
+
+    it("AUD-I-17 AUD-I-18: a full queue sheds with Busy, counts, and drains into a Gap record", function()
+        local dir = tmpdir()
+        local log = assert(audit.open { writer_id = "gw-1", stream = "rejects", dir = dir .. "/log",
+                                        queue_cap = 4 })
+        for i = 1, 4 do assert.is_true(log:emit("reject", { n = i }, T + i)) end
+        for i = 5, 11 do
+            local ok, err = log:emit("reject", { n = i }, T + i)
+            assert.is_nil(ok)
+            assert.matches("^Busy: ", err)
+        end
+        assert.matches('audit_drop_total{reason="audit_backpressure"} 7\n', log:metrics(), 1, true)
+        assert.matches('audit_queue_depth{queue="audit_work"} 4\n', log:metrics(), 1, true)
+        assert.equal(4, log:drain())
+        local st = log:stats()
+        assert.equal(5, st.head_seq) -- four events and one gap
+        assert.equal(5, st.durable_seq)
+        assert.equal(1, st.syncs)    -- one group commit
+        -- the head is exactly the Gap record we expect: dropped 7, from T+5 to T+11
+        local ok, recs = audit.verify(dir .. "/log")
+        assert.is_true(ok)
+        assert.equal(5, recs)
+        -- recompute the chain from scratch in Lua and compare heads
+        local prev = nil
+        local C = require "ron.audit.lib"
+        local h = ffi.new("uint8_t[32]")
+        for i = 1, 4 do
+            local b = assert(audit.encode("gw-1", "rejects", i, prev, "reject", { n = i }, T + i))
+            C.rau_record_hash(b, #b, h)
+            prev = ffi.string(h, 32)
+        end
+        local gap = assert(audit.encode("gw-1", "rejects", 5, prev, "gap",
+            { dropped = 7, from_ts_ms = T + 5, to_ts_ms = T + 11, reason = "audit_backpressure" },
+            T + 11))
+        C.rau_record_hash(gap, #gap, h)
+        assert.equal(audit.hex(h, 32), st.head_hash)
+        -- a second drain with nothing shed appends no second gap
+        assert.is_true(log:emit("reject", { n = 12 }, T + 12))
+        assert.equal(1, log:drain())
+        assert.equal(6, log:stats().head_seq)
+        assert.is_true(log:close())
+        os.execute("rm -rf '" .. dir .. "'")
+    end)
+
+    it("AUD-I-6: a re-emitted event keeps its first position", function()
+        local log = assert(audit.open { writer_id = "w", stream = "s", amnesia = true })
+        assert.is_true(log:emit("reject", { tenant = "a" }, T))
+        assert.is_true(log:emit("reject", { tenant = "b" }, T))
+        assert.is_true(log:emit("reject", { tenant = "a" }, T))
+        assert.equal(3, log:drain())
+        local st = log:stats()
+        assert.equal(2, st.head_seq)
+        assert.equal(1, st.duplicates)
+        assert.is_true(log:close())
+    end)
+
+    it("verify reports problems with positions", function()
+        local ok, problems = audit.verify("/nonexistent/audit")
+        assert.is_nil(ok)
+        assert.equal(1, #problems)
+    end)
+end)

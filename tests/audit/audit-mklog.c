@@ -1,0 +1,38 @@
+/* Writes a small signed audit log for the CLI test (cmake/audit-tests.cmake):
+ *   audit-mklog DIR SKEY-FILE N     N records, a checkpoint at the end */
+#include "ron/audit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    if (argc != 4) return 2;
+    rau_log_config_t cfg;
+    rau_log_config_init(&cfg);
+    cfg.writer_id = "gw-1";
+    cfg.stream = "rejects";
+    cfg.dir = argv[1];
+    cfg.key_path = argv[2];
+    rau_log_t *l = NULL;
+    char err[512];
+    int rc = rau_log_open(&cfg, &l, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "open: %s: %s\n", rau_err_name(rc), err);
+        return 1;
+    }
+    int n = atoi(argv[3]);
+    for (int i = 0; i < n && rc == 0; i++) {
+        rau_attr_t a = {"n", 1, RAU_ATTR_INT, NULL, 0, i};
+        rau_event_t ev = {"reject", 6, 1700000000000LL + i, &a, 1};
+        rau_appended_t out;
+        rc = rau_log_append(l, &ev, &out);
+    }
+    if (!rc) rc = rau_log_checkpoint(l);
+    int crc = rau_log_close(l);
+    if (rc || crc) {
+        fprintf(stderr, "append: %s\n", rau_err_name(rc ? rc : crc));
+        return 1;
+    }
+    return 0;
+}

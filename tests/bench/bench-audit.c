@@ -1,0 +1,183 @@
+/* bench-audit: audit records made durable per second (issue 16), through libronaudit's log
+ * with group commit (rau_log_append x batch, then one rau_log_sync = one write + one
+ * fdatasync), against a plain baseline measured in the same run on the same file system:
+ * the same canonical record bytes, framed, one write + one fdatasync each. Also the
+ * in-memory ceiling (amnesia: encode, hash, dedupe, Merkle leaf; no I/O) and the append
+ * latency percentiles.
+ *
+ *   bench-audit [--quick] [--dir DIR] [--out results.jsonl]
+ *
+ * Prints human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md). */
+#include "../fixtures.h"
+#include "ron/audit.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static FILE *g_out;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void bench_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void bench_line(const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    printf("BENCH %s\n", buf);
+    if (g_out) fprintf(g_out, "%s\n", buf);
+}
+
+static void die(const char *what, int rc) {
+    fprintf(stderr, "bench-audit: %s: %s (%s)\n", what, rau_strerror(rc), rau_err_name(rc));
+    exit(1);
+}
+
+/* A reject as the meter would report it: tenant, dimension, reason, a counter. */
+static void event(uint64_t i, rau_event_t *ev, rau_attr_t *a, char *tenant) {
+    snprintf(tenant, 40, "%08x-0000-4000-8000-%012x", (unsigned)(i % 1000), (unsigned)i);
+    a[0] = (rau_attr_t){"tenant", 6, RAU_ATTR_STR, tenant, 36, 0};
+    a[1] = (rau_attr_t){"dimension", 9, RAU_ATTR_STR, "requests", 8, 0};
+    a[2] = (rau_attr_t){"reason", 6, RAU_ATTR_STR, "capacity", 8, 0};
+    a[3] = (rau_attr_t){"n", 1, RAU_ATTR_INT, NULL, 0, (int64_t)i};
+    *ev = (rau_event_t){"reject", 6, 1700000000000LL + (int64_t)i, a, 4};
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double run_log(const char *dir, int amnesia, uint64_t n, uint32_t batch, double *p50,
+                      double *p99) {
+    rau_log_config_t cfg;
+    rau_log_config_init(&cfg);
+    cfg.writer_id = "bench";
+    cfg.stream = "rejects";
+    cfg.amnesia = amnesia;
+    cfg.dir = amnesia ? NULL : dir;
+    cfg.batch_bytes = 4u << 20;
+    rau_log_t *l = NULL;
+    char err[512];
+    int rc = rau_log_open(&cfg, &l, err, sizeof err);
+    if (rc) die(err, rc);
+    uint64_t *lat = malloc(n * sizeof *lat);
+    rau_attr_t a[4];
+    char tenant[40];
+    rau_event_t ev;
+    rau_appended_t out;
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        event(i, &ev, a, tenant);
+        uint64_t s = now_ns();
+        if ((rc = rau_log_append(l, &ev, &out))) die("append", rc);
+        lat[i] = now_ns() - s;
+        if ((i + 1) % batch == 0 && (rc = rau_log_sync(l))) die("sync", rc);
+    }
+    if ((rc = rau_log_sync(l))) die("sync", rc);
+    double secs = (double)(now_ns() - t0) / 1e9;
+    rau_log_close(l);
+    qsort(lat, n, sizeof *lat, cmp_u64);
+    *p50 = (double)lat[n / 2];
+    *p99 = (double)lat[n * 99 / 100];
+    free(lat);
+    return (double)n / secs;
+}
+
+/* Baseline: the same bytes, one write + fdatasync per record, no chain state. */
+static double run_plain(const char *dir, uint64_t n) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/plain.log", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    if (fd < 0) die(path, RAU_EIO);
+    rau_attr_t a[4];
+    char tenant[40];
+    rau_event_t ev;
+    uint8_t buf[RAU_RECORD_MAX + 4], prev[32] = {0};
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        event(i, &ev, a, tenant);
+        size_t len = 0;
+        int rc =
+            rau_record_encode("bench", "rejects", i + 1, prev, &ev, buf + 4, RAU_RECORD_MAX, &len);
+        if (rc) die("encode", rc);
+        rau_record_hash(buf + 4, len, prev);
+        buf[0] = (uint8_t)(len >> 24), buf[1] = (uint8_t)(len >> 16);
+        buf[2] = (uint8_t)(len >> 8), buf[3] = (uint8_t)len;
+        if (write(fd, buf, len + 4) != (ssize_t)(len + 4) || fdatasync(fd) != 0)
+            die("write", RAU_EIO);
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    close(fd);
+    unlink(path);
+    return (double)n / secs;
+}
+
+int main(int argc, char **argv) {
+    int quick = 0;
+    const char *base = NULL, *outp = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            base = argv[++i];
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            outp = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench-audit [--quick] [--dir DIR] [--out FILE]\n");
+            return 2;
+        }
+    }
+    if (outp && !(g_out = fopen(outp, "a"))) {
+        perror(outp);
+        return 1;
+    }
+    char dir[600];
+    ra_fix_mkdtemp(dir, sizeof dir, base, "bench-audit-");
+    uint64_t n_mem = quick ? 20000 : 1000000, n_group = quick ? 20000 : 500000;
+    uint64_t n_plain = quick ? 50 : 1000;
+    double p50, p99, r;
+
+    r = run_log(NULL, 1, n_mem, 1u << 30, &p50, &p99);
+    printf("amnesia (no I/O)        %10.0f records/s   append p50 %.0f ns p99 %.0f ns\n", r, p50,
+           p99);
+    bench_line("{\"bench\":\"audit\",\"mode\":\"amnesia\",\"records\":%llu,\"records_per_s\":%.0f,"
+               "\"append_p50_ns\":%.0f,\"append_p99_ns\":%.0f}",
+               (unsigned long long)n_mem, r, p50, p99);
+    double plain = run_plain(dir, n_plain);
+    printf("plain append+fdatasync  %10.0f records/s   (baseline, %llu records)\n", plain,
+           (unsigned long long)n_plain);
+    bench_line("{\"bench\":\"audit\",\"mode\":\"plain_fdatasync\",\"records\":%llu,"
+               "\"records_per_s\":%.0f}",
+               (unsigned long long)n_plain, plain);
+    static const uint32_t batches[] = {1, 64, 1024, 8192};
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+        char sub[700];
+        snprintf(sub, sizeof sub, "%s/log-%u", dir, batches[b]);
+        uint64_t n = batches[b] == 1 ? n_plain : n_group;
+        r = run_log(sub, 0, n, batches[b], &p50, &p99);
+        printf("group commit batch %5u %10.0f records/s   x%.1f baseline, append p99 %.0f ns\n",
+               batches[b], r, r / plain, p99);
+        bench_line("{\"bench\":\"audit\",\"mode\":\"group_commit\",\"batch\":%u,\"records\":%llu,"
+                   "\"records_per_s\":%.0f,\"vs_plain\":%.2f,\"append_p50_ns\":%.0f,"
+                   "\"append_p99_ns\":%.0f}",
+                   batches[b], (unsigned long long)n, r, r / plain, p50, p99);
+        char cmd[800];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", sub);
+        if (system(cmd) != 0) return 1;
+    }
+    rmdir(dir);
+    if (g_out) fclose(g_out);
+    return 0;
+}
