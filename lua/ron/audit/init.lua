@@ -224,10 +224,13 @@ end
 
 -- Prometheus text for the host's /metrics.
 function Log:metrics()
-    local out = {}
+    local out = { "# HELP audit_drop_total Audit events shed by the bounded queue (a gap "
+                  .. "record with the count follows).", "# TYPE audit_drop_total counter" }
     for reason, v in pairs(self.drops) do
         out[#out + 1] = format('audit_drop_total{reason="%s"} %d', reason, v)
     end
+    out[#out + 1] = "# HELP audit_queue_depth Audit events waiting in the queue."
+    out[#out + 1] = "# TYPE audit_queue_depth gauge"
     out[#out + 1] = format('audit_queue_depth{queue="audit_work"} %d', self:depth())
     return table.concat(out, "\n") .. "\n"
 end
