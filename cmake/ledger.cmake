@@ -1,0 +1,91 @@
+# ron-ledger's pure core (docs/LEDGER.md): libronledger, its C tests, its fuzz harness and
+# its lint. Included from the top-level CMakeLists.txt when RA_BUILD_LEDGER is ON. The core
+# needs libc and OpenSSL's libcrypto (SHA-256) and nothing of the metering core.
+#
+#   libronledger (shared + static)   ledger/*.c, include/ron/ledger.h
+#   tests/ledger/test-*.c            one executable each, run as built and under ASan+UBSan
+#                                    (label c; ledger)
+#   fuzz-ledger-decode-smoke         tests/fuzz/fuzz-ledger-decode.c, briefly (label fuzz)
+#   lint-cppcheck-ledger             cppcheck over ledger/ (label lint)
+#   lua-ledger-cdef-current          lua/ron/ledger/cdef.lua is what tools/gen-ledger-cdef.sh
+#                                    prints from include/ron/ledger.h (`make cdef-ledger`)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+
+set(RL_CORE_SRC ledger/error.c ledger/amount.c ledger/codec.c ledger/select.c ledger/validate.c)
+
+function(rl_core_library name kind)
+  add_library(${name} ${kind} ${RL_CORE_SRC})
+  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/include
+                                      PRIVATE ${CMAKE_SOURCE_DIR}/ledger)
+  target_compile_options(${name} PRIVATE ${RA_WARN} -fvisibility=hidden)
+  target_link_libraries(${name} PUBLIC OpenSSL::Crypto)
+endfunction()
+
+rl_core_library(ronledger SHARED)
+set_target_properties(ronledger PROPERTIES VERSION 0.1.0 SOVERSION 0)
+rl_core_library(ronledger_static STATIC)
+set_target_properties(ronledger_static PROPERTIES OUTPUT_NAME ronledger)
+if(RA_SANITIZE_TESTS)
+  rl_core_library(ronledger_san STATIC)
+  target_compile_options(ronledger_san PRIVATE ${RA_SAN_FLAGS})
+  target_link_options(ronledger_san PUBLIC ${RA_SAN_FLAGS})
+endif()
+
+install(TARGETS ronledger ronledger_static
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES include/ron/ledger.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ron)
+
+# ---- C tests ----
+find_program(RL_OPENSSL openssl)
+if(NOT RL_OPENSSL)
+  message(FATAL_ERROR "openssl not found: install the Debian package openssl (tools/deps.sh)")
+endif()
+file(GLOB _rl_tests RELATIVE ${CMAKE_SOURCE_DIR}/tests/ledger ${CMAKE_SOURCE_DIR}/tests/ledger/test-*.c)
+foreach(src ${_rl_tests})
+  get_filename_component(name ${src} NAME_WE)
+  set(_variants ${name})
+  if(RA_SANITIZE_TESTS)
+    list(APPEND _variants ${name}-asan)
+  endif()
+  foreach(v ${_variants})
+    add_executable(${v} ${CMAKE_SOURCE_DIR}/tests/ledger/${src})
+    target_include_directories(${v} PRIVATE ${CMAKE_SOURCE_DIR}/tests/ledger)
+    target_compile_definitions(${v} PRIVATE _GNU_SOURCE RL_OPENSSL="${RL_OPENSSL}"
+                                            RA_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+    if(v MATCHES "-asan$")
+      target_link_libraries(${v} PRIVATE ronledger_san)
+      target_compile_options(${v} PRIVATE ${RA_WARN} ${RA_SAN_FLAGS})
+      add_test(NAME ${v} COMMAND ${v})
+      set_tests_properties(${v} PROPERTIES LABELS "c;asan;ledger" TIMEOUT 300
+        ENVIRONMENT "RA_TEST_TMP=${CMAKE_BINARY_DIR}/tmp;ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+    else()
+      target_link_libraries(${v} PRIVATE ronledger_static)
+      target_compile_options(${v} PRIVATE ${RA_WARN})
+      add_test(NAME ${v} COMMAND ${v})
+      set_tests_properties(${v} PROPERTIES LABELS "c;ledger" TIMEOUT 300
+        ENVIRONMENT "RA_TEST_TMP=${CMAKE_BINARY_DIR}/tmp")
+    endif()
+  endforeach()
+endforeach()
+
+# ---- lint: cppcheck over the ledger's C (clang-format already covers every C file) ----
+find_program(RL_CPPCHECK cppcheck)
+if(RL_CPPCHECK)
+  add_test(NAME lint-cppcheck-ledger
+    COMMAND ${RL_CPPCHECK} --quiet --error-exitcode=1 --std=c11
+            --enable=warning,portability,performance --inline-suppr
+            --suppress=missingIncludeSystem -I include -I ledger ledger
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+else()
+  add_test(NAME lint-cppcheck-ledger COMMAND sh -c
+    "echo 'cppcheck not found: install the Debian package cppcheck (tools/deps.sh)' >&2; exit 1")
+endif()
+set_tests_properties(lint-cppcheck-ledger PROPERTIES LABELS lint TIMEOUT 300)
+
+# LED-11: the core allocates nothing and does no I/O. The static library's undefined
+# symbols must not name an allocator or a file/socket call.
+add_test(NAME ledger-pure-symbols
+  COMMAND sh -c "nm -u \"$1\" | awk '{print $NF}' | grep -E '^(malloc|calloc|realloc|free|strdup|open|openat|fopen|read|write|pread|pwrite|socket|mmap|EVP_MD_CTX_new|OPENSSL_malloc|CRYPTO_malloc)(@.*)?$' && { echo 'libronledger calls the above (LED-11)'; exit 1; } || exit 0"
+          sh $<TARGET_FILE:ronledger_static>)
+set_tests_properties(ledger-pure-symbols PROPERTIES LABELS "c;ledger" TIMEOUT 60)
