@@ -89,3 +89,39 @@ add_test(NAME ledger-pure-symbols
   COMMAND sh -c "nm -u \"$1\" | awk '{print $NF}' | grep -E '^(malloc|calloc|realloc|free|strdup|open|openat|fopen|read|write|pread|pwrite|socket|mmap|EVP_MD_CTX_new|OPENSSL_malloc|CRYPTO_malloc)(@.*)?$' && { echo 'libronledger calls the above (LED-11)'; exit 1; } || exit 0"
           sh $<TARGET_FILE:ronledger_static>)
 set_tests_properties(ledger-pure-symbols PROPERTIES LABELS "c;ledger" TIMEOUT 60)
+
+# ---- libFuzzer harness (clang, ASan + UBSan), in the style of tests/fuzz/fuzz.cmake ----
+#   ledger-decode   rl_{asset,account,posting,transfer}_decode: typed errors or exact
+#                   re-encoding; decoded transfers through rl_validate_and_plan
+# `make test` runs it for RL_FUZZ_SMOKE_SECONDS over a copy of its seed corpus (the golden
+# and negative vectors of docs/LEDGER-FORMAT.md); `make fuzz` (fuzz-long) runs it for
+# RA_FUZZ_SECONDS. A crashing input lands in <build>/fuzz-work/ledger-decode-crash-*.
+set(RL_FUZZ_SMOKE_SECONDS 10 CACHE STRING "Seconds of ledger decoder fuzzing in `make test`")
+if(RA_CLANG)
+  set(_rl_fuzz_src "")
+  foreach(src ${RL_CORE_SRC})
+    list(APPEND _rl_fuzz_src ${CMAKE_SOURCE_DIR}/${src})
+  endforeach()
+  set(_rl_fuzz_bin ${CMAKE_BINARY_DIR}/fuzz-ledger-decode)
+  set(_rl_fuzz_c ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz-ledger-decode.c)
+  add_custom_command(OUTPUT ${_rl_fuzz_bin}
+    COMMAND ${RA_CLANG} -g -O1 -fsanitize=fuzzer,address,undefined
+            -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+            -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/ledger
+            ${_rl_fuzz_c} ${_rl_fuzz_src} -o ${_rl_fuzz_bin} -lcrypto
+    DEPENDS ${_rl_fuzz_c} ${_rl_fuzz_src} ${CMAKE_SOURCE_DIR}/include/ron/ledger.h
+            ${CMAKE_SOURCE_DIR}/ledger/internal.h
+    COMMENT "Building libFuzzer harness fuzz-ledger-decode with clang" VERBATIM)
+  add_custom_target(fuzzer-ledger ALL DEPENDS ${_rl_fuzz_bin})
+  set(_rl_corpus ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/ledger-decode)
+  set(_rl_work ${CMAKE_BINARY_DIR}/fuzz-work/ledger-decode)
+  add_test(NAME fuzz-ledger-decode-smoke
+    COMMAND sh -c "rm -rf '${_rl_work}' && mkdir -p '${_rl_work}' && cp '${_rl_corpus}'/* '${_rl_work}'/ && exec '${_rl_fuzz_bin}' -seed=1 -max_total_time=${RL_FUZZ_SMOKE_SECONDS} -print_final_stats=1 -artifact_prefix='${_rl_work}-' '${_rl_work}'")
+  set_tests_properties(fuzz-ledger-decode-smoke PROPERTIES LABELS fuzz TIMEOUT 300)
+  add_custom_target(fuzz-long-ledger
+    COMMAND sh -c "mkdir -p '${_rl_work}' && cp -n '${_rl_corpus}'/* '${_rl_work}'/ ; exec '${_rl_fuzz_bin}' -max_total_time=${RA_FUZZ_SECONDS} -print_final_stats=1 -artifact_prefix='${_rl_work}-' '${_rl_work}'"
+    DEPENDS fuzzer-ledger USES_TERMINAL)
+  if(TARGET fuzz-long)
+    add_dependencies(fuzz-long fuzz-long-ledger)
+  endif()
+endif()
