@@ -5,6 +5,7 @@ codes = true
 exclude_files = {
     "build/**",
     "lua/ron/accounting/binding/cdef.lua", -- generated from the C header (tools/gen-cdef.sh)
+    "lua/ron/ledger/cdef.lua", -- generated from include/ron/ledger.h (tools/gen-ledger-cdef.sh)
 }
 -- Unused arguments are part of fixed signatures (exporter/policy methods, callbacks).
 unused_args = false

@@ -125,3 +125,16 @@ if(RA_CLANG)
     add_dependencies(fuzz-long fuzz-long-ledger)
   endif()
 endif()
+
+# ---- Lua binding (lua/ron/ledger/, spec/ron/ledger/) ----
+# The busted run (ctest `lua`, cmake/lua.cmake) also runs spec/ron/ledger/: point it at the
+# libronledger just built.
+if(TEST lua)
+  set_property(TEST lua APPEND PROPERTY ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+endif()
+add_test(NAME lua-ledger-cdef-current
+         COMMAND sh -c "sh tools/gen-ledger-cdef.sh > \"$1\" && diff -u lua/ron/ledger/cdef.lua \"$1\" || { echo 'lua/ron/ledger/cdef.lua is stale: run make cdef-ledger' >&2; exit 1; }"
+                 sh ${CMAKE_BINARY_DIR}/ledger-cdef.fresh.lua
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(lua-ledger-cdef-current PROPERTIES LABELS lua TIMEOUT 60
+  ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
