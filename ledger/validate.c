@@ -97,13 +97,20 @@ int rl_validate_and_plan(const rl_transfer_t *t, const rl_account_t *accounts, s
     for (size_t i = 0; i < n_accounts; i++)
         if (!account_ok(&accounts[i]) || find_account(accounts, i, accounts[i].id) != NULL)
             return RL_EINVAL;
+    /* State given twice would make the answer depend on which copy is read first. */
     for (size_t i = 0; i < n_consumed; i++)
         if (rl_asset_check(&consumed[i].asset) != 0 || !rl__amount_ok(consumed[i].amount) ||
-            consumed[i].status > RL_POSTING_INACTIVE)
+            consumed[i].status > RL_POSTING_INACTIVE ||
+            find_posting(consumed, i, &consumed[i].id) != NULL)
             return RL_EINVAL;
-    for (size_t i = 0; i < n_balances; i++)
+    for (size_t i = 0; i < n_balances; i++) {
         if (rl_asset_check(&balances[i].asset) != 0 || balances[i].amount == INT64_MIN)
             return RL_EINVAL;
+        for (size_t j = 0; j < i; j++)
+            if (memcmp(balances[j].account, balances[i].account, 16) == 0 &&
+                rl_asset_equal(&balances[j].asset, &balances[i].asset))
+                return RL_EINVAL;
+    }
 
     /* 2. consumed postings (LED-6): supplied, and not already consumed. A PendingInactive
      * posting is the normal state at finalize (this commit's reservation); whose

@@ -129,6 +129,12 @@ RL_TEST(accounts_and_pins) {
     world_init(&w);
     w.acct[3] = w.acct[0]; /* the same id twice */
     CHECK_RC(run(&w), RL_EINVAL);
+    world_init(&w);
+    w.post[3] = w.post[0]; /* the same posting twice */
+    CHECK_RC(run(&w), RL_EINVAL);
+    world_init(&w);
+    w.bal[2] = w.bal[0]; /* the same pair's balance twice */
+    CHECK_RC(run(&w), RL_EINVAL);
 }
 
 RL_TEST(frozen_and_closed) {
