@@ -67,12 +67,16 @@
 
 /* RL_CDEF_BEGIN */
 
-#ifdef RL_CDEF
-#define RL__ERR_ENUM(s, v, n, m) RL_E##s = v,
-#else
-#define RL__ERR_ENUM(s, v, n, m) RL_E##s = (v),
-#endif
-typedef enum rl_errno_e { RL_OK = 0, RL_ERRNO_MAP(RL__ERR_ENUM) RL_ERRNO_MIN = -20 } rl_errno_t;
+typedef enum rl_errno_e {
+    RL_OK = 0,
+/* (clang-format cannot see the commas the macro expands to) */
+/* clang-format off */
+#define RL__ERR_ENUM(suffix, value, name, msg) RL_E##suffix = value,
+    RL_ERRNO_MAP(RL__ERR_ENUM)
+#undef RL__ERR_ENUM
+    RL_ERRNO_MIN = -20
+    /* clang-format on */
+} rl_errno_t;
 
 /* Limits (LED-13): every count and length in an encoding and every loop is bounded by one. */
 enum {
