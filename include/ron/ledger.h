@@ -91,12 +91,14 @@ enum {
     RL_METADATA_MAX = 4096,
     RL_INTENT_MAX = 255,
     RL_SELECT_MAX = 1048576, /* postings rl_select_postings scans in one call */
-    /* bytes of the encodings (docs/LEDGER-FORMAT.md) */
-    RL_ASSET_BODY_MAX = 18,                      /* len u8, code, scale u8 */
-    RL_ACCOUNT_ENC_LEN = 2 + 16 + 8 + 1 + 1 + 8, /* 36 */
-    RL_POSTING_ENC_MAX = 2 + 32 + 4 + 16 + 18 + 8 + 1,
-    RL_TRANSFER_ENC_MAX =
-        2 + 2 + 256 * 36 + 2 + 256 * (16 + 18 + 8) + 2 + 512 * 24 + 2 + 4096 + 1 + 255
+    /* bytes of the encodings (docs/LEDGER-FORMAT.md); the transfer's bound is what the
+     * limits above allow, for a caller that sizes one buffer for every transfer */
+    RL_ASSET_BODY_MAX = 1 + 15 + 1, /* len u8, code, scale u8 */
+    RL_ACCOUNT_ENC_LEN = 2 + 16 + 8 + 8 + 1 + 1,
+    RL_POSTING_ENC_MAX = 2 + 32 + 4 + 16 + RL_ASSET_BODY_MAX + 8 + 1,
+    RL_TRANSFER_ENC_MAX = 2 + 2 + RL_MAX_INPUTS * (32 + 4) + 2 +
+                          RL_MAX_OUTPUTS * (16 + RL_ASSET_BODY_MAX + 8) + 2 +
+                          RL_MAX_PINS * (16 + 8) + 2 + RL_METADATA_MAX + 1 + RL_INTENT_MAX
 };
 
 /* Type tags: the second byte of every top-level encoding, so that the bytes of one type

@@ -260,6 +260,53 @@ RL_TEST(transfer_id_and_outputs) {
     CHECK_RC(rl_transfer_output_posting(&t, id, 3, &p), RL_EINVAL);
 }
 
+/* LED-13: the largest transfer the limits allow encodes to exactly RL_TRANSFER_ENC_MAX, and
+ * one more of anything is refused. */
+RL_TEST(largest_transfer) {
+    static rl_posting_ref_t in[RL_MAX_INPUTS + 1];
+    static rl_output_t out[RL_MAX_OUTPUTS];
+    static rl_pin_t pin[RL_MAX_PINS];
+    static uint8_t meta[RL_METADATA_MAX + 1], intent[RL_INTENT_MAX], buf[RL_TRANSFER_ENC_MAX + 64];
+    memset(in, 0, sizeof in);
+    for (uint32_t i = 0; i <= RL_MAX_INPUTS; i++)
+        in[i].index = i;
+    for (uint32_t i = 0; i < RL_MAX_OUTPUTS; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].asset = rl_t_asset("ABCDEFGHIJKLMNO", 18);
+        out[i].amount = INT64_MAX;
+    }
+    for (uint32_t i = 0; i < RL_MAX_PINS; i++) {
+        memset(&pin[i], 0, sizeof pin[i]);
+        pin[i].account[14] = (uint8_t)(i >> 8);
+        pin[i].account[15] = (uint8_t)i;
+        pin[i].version = UINT64_MAX;
+    }
+    memset(intent, 'k', sizeof intent);
+    rl_transfer_t t = {in,
+                       out,
+                       pin,
+                       meta,
+                       intent,
+                       RL_MAX_INPUTS,
+                       RL_MAX_OUTPUTS,
+                       RL_MAX_PINS,
+                       RL_METADATA_MAX,
+                       RL_INTENT_MAX};
+    size_t len = 0;
+    CHECK_RC(rl_transfer_encode(&t, buf, sizeof buf, &len), 0);
+    CHECK(len == RL_TRANSFER_ENC_MAX);
+    CHECK_RC(rl_transfer_encode(&t, buf, RL_TRANSFER_ENC_MAX - 1, &len), RL_EBUFSIZE);
+    rl_transfer_t back;
+    CHECK_RC(rl_transfer_decode(buf, RL_TRANSFER_ENC_MAX, &back, t_in, RL_MAX_INPUTS, t_out,
+                                RL_MAX_OUTPUTS, t_pin, RL_MAX_PINS),
+             0);
+    t.n_inputs++;
+    CHECK_RC(rl_transfer_encode(&t, buf, sizeof buf, &len), RL_ELIMIT);
+    t.n_inputs--;
+    t.metadata_len++;
+    CHECK_RC(rl_transfer_encode(&t, buf, sizeof buf, &len), RL_ELIMIT);
+}
+
 RL_TEST(error_names) {
     CHECK(strcmp(rl_err_name(RL_EINSUFFICIENT), "InsufficientFunds") == 0);
     CHECK(strcmp(rl_err_name(RL_OK), "OK") == 0);
@@ -276,6 +323,7 @@ int main(void) {
     RL_RUN(posting_codec, "LED-1 LED-4 posting round trip and strict decoder");
     RL_RUN(transfer_codec, "LED-1 LED-6 LED-13 LED-14 transfer round trip and strict decoder");
     RL_RUN(transfer_id_and_outputs, "LED-2 LED-3 transfer id covers every field; output ids");
+    RL_RUN(largest_transfer, "LED-13 the largest transfer is RL_TRANSFER_ENC_MAX bytes");
     RL_RUN(error_names, "every RL_E* code has a name and a message");
     RL_DONE();
 }

@@ -43,11 +43,12 @@ enum {
     RL_METADATA_MAX = 4096,
     RL_INTENT_MAX = 255,
     RL_SELECT_MAX = 1048576,
-    RL_ASSET_BODY_MAX = 18,
-    RL_ACCOUNT_ENC_LEN = 2 + 16 + 8 + 1 + 1 + 8,
-    RL_POSTING_ENC_MAX = 2 + 32 + 4 + 16 + 18 + 8 + 1,
-    RL_TRANSFER_ENC_MAX =
-    2 + 2 + 256 * 36 + 2 + 256 * (16 + 18 + 8) + 2 + 512 * 24 + 2 + 4096 + 1 + 255
+    RL_ASSET_BODY_MAX = 1 + 15 + 1,
+    RL_ACCOUNT_ENC_LEN = 2 + 16 + 8 + 8 + 1 + 1,
+    RL_POSTING_ENC_MAX = 2 + 32 + 4 + 16 + RL_ASSET_BODY_MAX + 8 + 1,
+    RL_TRANSFER_ENC_MAX = 2 + 2 + RL_MAX_INPUTS * (32 + 4) + 2 +
+    RL_MAX_OUTPUTS * (16 + RL_ASSET_BODY_MAX + 8) + 2 +
+    RL_MAX_PINS * (16 + 8) + 2 + RL_METADATA_MAX + 1 + RL_INTENT_MAX
 };
 enum { RL_TAG_ASSET = 0x41, RL_TAG_ACCOUNT = 0x43, RL_TAG_POSTING = 0x50, RL_TAG_TRANSFER = 0x54 };
 typedef enum rl_policy_e {
