@@ -138,3 +138,22 @@ add_test(NAME lua-ledger-cdef-current
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(lua-ledger-cdef-current PROPERTIES LABELS lua TIMEOUT 60
   ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
+
+# ---- benchmark (tests/bench/bench-ledger.c): `make bench` runs it first, with the others'
+# results file; ctest bench-ledger-smoke runs it with --quick (label bench-smoke). ----
+add_executable(bench-ledger ${CMAKE_SOURCE_DIR}/tests/bench/bench-ledger.c)
+target_link_libraries(bench-ledger PRIVATE ronledger_static)
+target_compile_definitions(bench-ledger PRIVATE _GNU_SOURCE)
+target_compile_options(bench-ledger PRIVATE ${RA_WARN})
+set_target_properties(bench-ledger PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+add_custom_target(bench-ledger-run
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
+  COMMAND $<TARGET_FILE:bench-ledger> --out ${CMAKE_BINARY_DIR}/bench/ledger-results.jsonl
+  DEPENDS bench-ledger USES_TERMINAL VERBATIM)
+if(TARGET bench)
+  add_dependencies(bench bench-ledger-run)
+endif()
+add_test(NAME bench-ledger-smoke
+  COMMAND sh -c "out=$(\"$1\" --quick) || { echo \"$out\"; exit 1; }; echo \"$out\"; echo \"$out\" | grep -q '^BENCH {\"bench\":\"ledger\"'"
+          sh $<TARGET_FILE:bench-ledger>)
+set_tests_properties(bench-ledger-smoke PROPERTIES LABELS bench-smoke TIMEOUT 120)

@@ -1,7 +1,16 @@
-/* Posting selection (LED-10): greedy largest-first over the caller's postings, with no
- * scratch memory. Each round picks the best posting ordered strictly after the previous
- * pick in the total order (amount descending, posting id ascending), so the picks are the
- * same as sorting first, and nothing is picked twice even when amounts tie. */
+/* Posting selection (LED-10): greedy largest-first over the caller's postings in one pass,
+ * with no scratch memory beyond the caller's idx_out.
+ *
+ * The picks are the shortest prefix of the eligible postings in selection order (amount
+ * descending, then posting id ascending) whose sum reaches the target: what sorting and
+ * accumulating would give. Instead of sorting, idx_out holds that prefix for the postings
+ * seen so far, in order; each new posting is inserted at its place, and the tail that the
+ * postings before it already cover is dropped (a later posting can only push it further
+ * back, never into the answer). So idx_out stays short (about as long as the answer) and
+ * the pass is linear in n in practice, O(n * idx_cap) at worst.
+ *
+ * Invariant (no overflow, LED-4): when idx_out is not empty, the sum of all but its last
+ * pick is below the target, so sum < target + last < 2^64 in a uint64_t. */
 #include "internal.h"
 
 static int eligible(const rl_posting_t *p, const uint8_t account[16], const rl_asset_t *asset) {
@@ -26,41 +35,48 @@ int rl_select_postings(const rl_posting_t *postings, size_t n, const uint8_t acc
     *sum_out = 0;
     *change_out = 0;
 
-    /* Enough at all? The total decides between InsufficientFunds and a selection, and
-     * saturating keeps a huge total from overflowing (it is enough either way). */
-    int64_t total = 0;
+    const uint64_t want = (uint64_t)target;
+    uint64_t sum = 0; /* of idx_out[0..len) */
+    uint32_t len = 0;
+    int64_t total = 0; /* of every eligible posting, saturating: only compared to target */
     for (size_t i = 0; i < n; i++) {
-        if (!eligible(&postings[i], account, asset)) continue;
-        if (rl_amount_add(total, postings[i].amount, &total) != 0) {
-            total = INT64_MAX;
-            break;
+        const rl_posting_t *p = &postings[i];
+        if (!eligible(p, account, asset)) continue;
+        if (rl_amount_add(total, p->amount, &total) != 0) total = INT64_MAX;
+        /* The common case once the picks cover the target: smaller than the last pick. */
+        if (len > 0 && sum >= want && before(&postings[idx_out[len - 1]], p)) continue;
+        /* its place among the picks so far (binary search on selection order) */
+        uint32_t lo = 0, hi = len;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (before(&postings[idx_out[mid]], p))
+                lo = mid + 1;
+            else
+                hi = mid;
         }
+        if (lo == len && (sum >= want || len == idx_cap)) continue; /* never a pick */
+        const uint64_t x = (uint64_t)p->amount;
+        /* Drop the tail after its place that the picks before it, with it, cover; and the
+         * last pick when there is no room (it would be pick idx_cap + 1). */
+        while (len > lo &&
+               (sum - (uint64_t)postings[idx_out[len - 1]].amount + x >= want || len == idx_cap)) {
+            sum -= (uint64_t)postings[idx_out[len - 1]].amount;
+            len--;
+        }
+        memmove(&idx_out[lo + 1], &idx_out[lo], (size_t)(len - lo) * sizeof idx_out[0]);
+        idx_out[lo] = (uint32_t)i;
+        len++;
+        sum += x;
     }
-    if (total < target) {
+    if (sum < want) {
+        if (total >= target) return RL_ELIMIT; /* reachable, but in more than idx_cap picks */
         *sum_out = total;
         return RL_EINSUFFICIENT;
     }
-
-    int64_t sum = 0;
-    uint32_t picked = 0;
-    const rl_posting_t *prev = NULL;
-    while (sum < target) {
-        size_t best = n;
-        for (size_t i = 0; i < n; i++) {
-            const rl_posting_t *p = &postings[i];
-            if (!eligible(p, account, asset) || (prev != NULL && !before(prev, p))) continue;
-            if (best == n || before(p, &postings[best])) best = i;
-        }
-        if (best == n) return RL_EINSUFFICIENT; /* unreachable: total >= target */
-        if (picked == idx_cap) return RL_ELIMIT;
-        /* Picks shrink, so sum + pick < 2 * target: only a target above INT64_MAX / 2 can
-         * overflow here, and that is reported, never wrapped (LED-4). */
-        if (rl_amount_add(sum, postings[best].amount, &sum) != 0) return RL_EOVERFLOW;
-        idx_out[picked++] = (uint32_t)best;
-        prev = &postings[best];
-    }
-    *n_out = picked;
-    *sum_out = sum;
-    *change_out = sum - target;
+    /* sum < target + last <= 2 * INT64_MAX: the sum itself may not fit an amount. */
+    if (sum > (uint64_t)INT64_MAX) return RL_EOVERFLOW;
+    *n_out = len;
+    *sum_out = (int64_t)sum;
+    *change_out = (int64_t)(sum - want);
     return 0;
 }

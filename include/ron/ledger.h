@@ -262,7 +262,8 @@ RL_EXTERN int rl_posting_ref_cmp(const rl_posting_ref_t *a, const rl_posting_ref
  * order), their count, their sum and the change (sum - target, what the resolver returns
  * to the account as a change posting). RL_EINSUFFICIENT when all eligible postings sum to
  * less than target (*sum_out then holds that sum, *n_out 0); RL_ELIMIT when more than
- * idx_cap postings would be needed. */
+ * idx_cap postings would be needed; RL_EOVERFLOW when the picks sum beyond INT64_MAX.
+ * One pass over postings; idx_out is also its working space. */
 RL_EXTERN int rl_select_postings(const rl_posting_t *postings, size_t n, const uint8_t account[16],
                                  const rl_asset_t *asset, int64_t target, uint32_t *idx_out,
                                  uint32_t idx_cap, uint32_t *n_out, int64_t *sum_out,

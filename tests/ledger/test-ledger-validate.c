@@ -286,6 +286,89 @@ RL_TEST(select_largest_first) {
     CHECK_EQ_I64(sum, 1100);
 }
 
+/* The reference: sort every eligible posting (amount descending, id ascending), take the
+ * shortest prefix that reaches the target. rl_select_postings must agree with it on the
+ * picks, their order, the sum, the change and the error code. */
+static const rl_posting_t *ref_base;
+static int ref_cmp(const void *a, const void *b) {
+    const rl_posting_t *x = &ref_base[*(const uint32_t *)a], *y = &ref_base[*(const uint32_t *)b];
+    if (x->amount != y->amount) return x->amount > y->amount ? -1 : 1;
+    return rl_posting_ref_cmp(&x->id, &y->id);
+}
+
+RL_TEST(select_equals_sorting) {
+    enum { N = 300 };
+    static rl_posting_t p[N];
+    static uint32_t all[N], idx[N];
+    uint64_t x = 0x5e1ec7;
+    rl_asset_t usd = rl_t_asset("USD", 2);
+    uint8_t alice[16];
+    rl_t_id(alice, ALICE);
+    int cases = 0, ok = 0, insufficient = 0, limit = 0;
+    for (int round = 0; round < 400; round++) {
+        size_t n = 1 + (size_t)(x % N);
+        for (size_t i = 0; i < n; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint32_t r = (uint32_t)(x >> 33);
+            /* few distinct amounts (ties), some other owners, assets, states, signs */
+            p[i] = rl_t_posting((uint8_t)(r & 7), (uint32_t)i, (r >> 3) % 5 ? ALICE : BOB,
+                                (r >> 6) % 7 ? "USD" : "EUR", 1 + (int64_t)((r >> 9) % 40) * 25);
+            if ((r >> 16) % 9 == 0) p[i].status = RL_POSTING_INACTIVE;
+            if ((r >> 20) % 11 == 0) p[i].amount = -p[i].amount;
+        }
+        if (round % 50 == 0) /* huge amounts: sums beyond INT64_MAX */
+            for (size_t i = 0; i < n; i++)
+                if (p[i].amount > 0) p[i].amount = INT64_MAX - (int64_t)i;
+        size_t m = 0;
+        int64_t total = 0;
+        for (size_t i = 0; i < n; i++)
+            if (p[i].status == RL_POSTING_ACTIVE && p[i].amount > 0 &&
+                memcmp(p[i].account, alice, 16) == 0 && rl_asset_equal(&p[i].asset, &usd)) {
+                all[m++] = (uint32_t)i;
+                if (rl_amount_add(total, p[i].amount, &total) != 0) total = INT64_MAX;
+            }
+        ref_base = p;
+        qsort(all, m, sizeof all[0], ref_cmp);
+        for (int k = 0; k < 4; k++, cases++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            int64_t target = round % 50 == 0 ? INT64_MAX - (int64_t)(x >> 40)
+                             : k == 3        ? total + 1 + (int64_t)((x >> 20) % 50)
+                                      : 1 + (int64_t)((x >> 20) % (uint64_t)(total / 4 + 60));
+            uint32_t cap = (uint32_t)((x >> 8) % 40);
+            /* the reference */
+            size_t take = 0;
+            __int128 acc = 0;
+            while (take < m && acc < target)
+                acc += ref_base[all[take++]].amount;
+            int want = acc < target      ? RL_EINSUFFICIENT
+                       : take > cap      ? RL_ELIMIT
+                       : acc > INT64_MAX ? RL_EOVERFLOW
+                                         : 0;
+            uint32_t n_sel = 0;
+            int64_t sum = 0, change = 0;
+            int rc = rl_select_postings(p, n, alice, &usd, target, idx, cap, &n_sel, &sum, &change);
+            if (rc != want) {
+                RL_FAILF("round %d: got %s, want %s", round, rl_err_name(rc), rl_err_name(want));
+                return;
+            }
+            if (rc == 0) {
+                ok++;
+                if (n_sel != take || memcmp(idx, all, take * sizeof idx[0]) != 0 ||
+                    sum != (int64_t)acc || change != (int64_t)acc - target)
+                    RL_FAILF("round %d: picks differ from sorting", round);
+            } else if (rc == RL_EINSUFFICIENT) {
+                insufficient++;
+                CHECK_EQ_I64(sum, total);
+            } else if (rc == RL_ELIMIT) {
+                limit++;
+            }
+        }
+    }
+    printf("# select vs sorting: %d cases, %d selections, %d insufficient, %d over the cap\n",
+           cases, ok, insufficient, limit);
+    CHECK(ok > 100 && insufficient > 10 && limit > 10);
+}
+
 /* ---- the property test ---- */
 
 enum { P_ACCTS = 8, P_MAX_POSTINGS = 200000 };
@@ -598,6 +681,7 @@ int main(int argc, char **argv) {
     RL_RUN(policies_and_floors, "LED-7 no negative postings, floors, credits always land");
     RL_RUN(order_of_checks, "LED-12 the first failing check in the documented order");
     RL_RUN(select_largest_first, "LED-10 greedy largest-first selection, ties by id, change");
+    RL_RUN(select_equals_sorting, "LED-10 one-pass selection equals sorting, over random sets");
     RL_RUN(property_random_histories,
            "LED-5 LED-7 property: conservation, plans match postings, no floor overdrawn");
     RL_DONE();
