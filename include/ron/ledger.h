@@ -172,7 +172,8 @@ typedef struct rl_pin_s {
 /* A transfer: spends inputs (strictly ascending by transfer id, then index), creates
  * outputs, pins the versions of the accounts it touches (strictly ascending by id), and
  * carries opaque metadata and the intent key (1..255 bytes, LED-14). Every pointer is the
- * caller's; a decoded transfer's point into the caller's arrays and the decoded bytes. */
+ * caller's; a decoded transfer's pointers lead into the caller's arrays and the decoded
+ * bytes. */
 typedef struct rl_transfer_s {
     const rl_posting_ref_t *inputs;
     const rl_output_t *outputs;

@@ -331,6 +331,7 @@ local select_arr
 function _M.select_postings(postings, account, asset, target, max_picks)
     if type(postings) ~= "table" then misuse("select_postings: postings must be an array") end
     local n = #postings
+    if n > C.RL_SELECT_MAX then return fail(C.RL_ELIMIT) end
     if n > select_cap then -- grows, never shrinks: bounded by RL_SELECT_MAX in the core
         select_cap = n
         select_arr = ffi_new("rl_posting_t[?]", n)
