@@ -7,7 +7,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
 ARGS       ?=
 
-.PHONY: all deps configure build test test-c test-lua lint bench run quickstart install cdef soak soak-wal fuzz clean
+.PHONY: all deps configure build test test-c test-lua lint bench run quickstart install cdef cdef-ledger soak soak-wal fuzz clean
 
 all: build
 
@@ -60,6 +60,10 @@ install: build
 cdef: deps
 	sh tools/gen-cdef.sh > lua/ron/accounting/binding/cdef.lua
 	sh tools/gen-cdef.sh audit > lua/ron/audit/cdef.lua
+
+# The ledger's binding from include/ron/ledger.h (docs/LEDGER.md).
+cdef-ledger: deps
+	sh tools/gen-ledger-cdef.sh > lua/ron/ledger/cdef.lua
 
 # Long runs (docs/ops/make-targets.md): `soak` = the conservation stress and G-7's 1000 kill -9
 # iterations; `soak-wal` = the latter alone.

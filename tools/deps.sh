@@ -13,7 +13,7 @@ luajit2 libluajit2-5.1-dev
 libuv1-dev lua-luv lua-luv-dev lua-cjson lua-busted
 librust-blake3-dev b3sum
 nginx libnginx-mod-http-lua lua-resty-core nginx-dev wrk
-libh2o-dev libssl-dev prometheus curl
+libh2o-dev libssl-dev openssl prometheus curl
 libpq-dev postgresql
 libcurl4-openssl-dev
 libutf8proc-dev libsodium-dev

@@ -1,0 +1,159 @@
+# ron-ledger's pure core (docs/LEDGER.md): libronledger, its C tests, its fuzz harness and
+# its lint. Included from the top-level CMakeLists.txt when RA_BUILD_LEDGER is ON. The core
+# needs libc and OpenSSL's libcrypto (SHA-256) and nothing of the metering core.
+#
+#   libronledger (shared + static)   ledger/*.c, include/ron/ledger.h
+#   tests/ledger/test-*.c            one executable each, run as built and under ASan+UBSan
+#                                    (label c; ledger)
+#   fuzz-ledger-decode-smoke         tests/fuzz/fuzz-ledger-decode.c, briefly (label fuzz)
+#   lint-cppcheck-ledger             cppcheck over ledger/ (label lint)
+#   lua-ledger-cdef-current          lua/ron/ledger/cdef.lua is what tools/gen-ledger-cdef.sh
+#                                    prints from include/ron/ledger.h (`make cdef-ledger`)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+
+set(RL_CORE_SRC ledger/error.c ledger/amount.c ledger/codec.c ledger/select.c ledger/validate.c)
+
+function(rl_core_library name kind)
+  add_library(${name} ${kind} ${RL_CORE_SRC})
+  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/include
+                                      PRIVATE ${CMAKE_SOURCE_DIR}/ledger)
+  target_compile_options(${name} PRIVATE ${RA_WARN} -fvisibility=hidden)
+  target_link_libraries(${name} PUBLIC OpenSSL::Crypto)
+endfunction()
+
+rl_core_library(ronledger SHARED)
+set_target_properties(ronledger PROPERTIES VERSION 0.1.0 SOVERSION 0)
+rl_core_library(ronledger_static STATIC)
+set_target_properties(ronledger_static PROPERTIES OUTPUT_NAME ronledger)
+if(RA_SANITIZE_TESTS)
+  rl_core_library(ronledger_san STATIC)
+  target_compile_options(ronledger_san PRIVATE ${RA_SAN_FLAGS})
+  target_link_options(ronledger_san PUBLIC ${RA_SAN_FLAGS})
+endif()
+
+install(TARGETS ronledger ronledger_static
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES include/ron/ledger.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ron)
+
+# ---- C tests ----
+find_program(RL_OPENSSL openssl)
+if(NOT RL_OPENSSL)
+  message(FATAL_ERROR "openssl not found: install the Debian package openssl (tools/deps.sh)")
+endif()
+file(GLOB _rl_tests RELATIVE ${CMAKE_SOURCE_DIR}/tests/ledger ${CMAKE_SOURCE_DIR}/tests/ledger/test-*.c)
+foreach(src ${_rl_tests})
+  get_filename_component(name ${src} NAME_WE)
+  set(_variants ${name})
+  if(RA_SANITIZE_TESTS)
+    list(APPEND _variants ${name}-asan)
+  endif()
+  foreach(v ${_variants})
+    add_executable(${v} ${CMAKE_SOURCE_DIR}/tests/ledger/${src})
+    target_include_directories(${v} PRIVATE ${CMAKE_SOURCE_DIR}/tests/ledger)
+    target_compile_definitions(${v} PRIVATE _GNU_SOURCE RL_OPENSSL="${RL_OPENSSL}"
+                                            RA_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+    if(v MATCHES "-asan$")
+      target_link_libraries(${v} PRIVATE ronledger_san)
+      target_compile_options(${v} PRIVATE ${RA_WARN} ${RA_SAN_FLAGS})
+      add_test(NAME ${v} COMMAND ${v})
+      set_tests_properties(${v} PROPERTIES LABELS "c;asan;ledger" TIMEOUT 300
+        ENVIRONMENT "RA_TEST_TMP=${CMAKE_BINARY_DIR}/tmp;ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+    else()
+      target_link_libraries(${v} PRIVATE ronledger_static)
+      target_compile_options(${v} PRIVATE ${RA_WARN})
+      add_test(NAME ${v} COMMAND ${v})
+      set_tests_properties(${v} PROPERTIES LABELS "c;ledger" TIMEOUT 300
+        ENVIRONMENT "RA_TEST_TMP=${CMAKE_BINARY_DIR}/tmp")
+    endif()
+  endforeach()
+endforeach()
+
+# ---- lint: cppcheck over the ledger's C (clang-format already covers every C file) ----
+find_program(RL_CPPCHECK cppcheck)
+if(RL_CPPCHECK)
+  add_test(NAME lint-cppcheck-ledger
+    COMMAND ${RL_CPPCHECK} --quiet --error-exitcode=1 --std=c11
+            --enable=warning,portability,performance --inline-suppr
+            --suppress=missingIncludeSystem -I include -I ledger ledger
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+else()
+  add_test(NAME lint-cppcheck-ledger COMMAND sh -c
+    "echo 'cppcheck not found: install the Debian package cppcheck (tools/deps.sh)' >&2; exit 1")
+endif()
+set_tests_properties(lint-cppcheck-ledger PROPERTIES LABELS lint TIMEOUT 300)
+
+# LED-11: the core allocates nothing and does no I/O. The static library's undefined
+# symbols must not name an allocator or a file/socket call.
+add_test(NAME ledger-pure-symbols
+  COMMAND sh -c "nm -u \"$1\" | awk '{print $NF}' | grep -E '^(malloc|calloc|realloc|free|strdup|open|openat|fopen|read|write|pread|pwrite|socket|mmap|EVP_MD_CTX_new|OPENSSL_malloc|CRYPTO_malloc)(@.*)?$' && { echo 'libronledger calls the above (LED-11)'; exit 1; } || exit 0"
+          sh $<TARGET_FILE:ronledger_static>)
+set_tests_properties(ledger-pure-symbols PROPERTIES LABELS "c;ledger" TIMEOUT 60)
+
+# ---- libFuzzer harness (clang, ASan + UBSan), in the style of tests/fuzz/fuzz.cmake ----
+#   ledger-decode   rl_{asset,account,posting,transfer}_decode: typed errors or exact
+#                   re-encoding; decoded transfers through rl_validate_and_plan
+# `make test` runs it for RL_FUZZ_SMOKE_SECONDS over a copy of its seed corpus (the golden
+# and negative vectors of docs/LEDGER-FORMAT.md); `make fuzz` (fuzz-long) runs it for
+# RA_FUZZ_SECONDS. A crashing input lands in <build>/fuzz-work/ledger-decode-crash-*.
+set(RL_FUZZ_SMOKE_SECONDS 10 CACHE STRING "Seconds of ledger decoder fuzzing in `make test`")
+if(RA_CLANG)
+  set(_rl_fuzz_src "")
+  foreach(src ${RL_CORE_SRC})
+    list(APPEND _rl_fuzz_src ${CMAKE_SOURCE_DIR}/${src})
+  endforeach()
+  set(_rl_fuzz_bin ${CMAKE_BINARY_DIR}/fuzz-ledger-decode)
+  set(_rl_fuzz_c ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz-ledger-decode.c)
+  add_custom_command(OUTPUT ${_rl_fuzz_bin}
+    COMMAND ${RA_CLANG} -g -O1 -fsanitize=fuzzer,address,undefined
+            -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+            -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/ledger
+            ${_rl_fuzz_c} ${_rl_fuzz_src} -o ${_rl_fuzz_bin} -lcrypto
+    DEPENDS ${_rl_fuzz_c} ${_rl_fuzz_src} ${CMAKE_SOURCE_DIR}/include/ron/ledger.h
+            ${CMAKE_SOURCE_DIR}/ledger/internal.h
+    COMMENT "Building libFuzzer harness fuzz-ledger-decode with clang" VERBATIM)
+  add_custom_target(fuzzer-ledger ALL DEPENDS ${_rl_fuzz_bin})
+  set(_rl_corpus ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/ledger-decode)
+  set(_rl_work ${CMAKE_BINARY_DIR}/fuzz-work/ledger-decode)
+  add_test(NAME fuzz-ledger-decode-smoke
+    COMMAND sh -c "rm -rf '${_rl_work}' && mkdir -p '${_rl_work}' && cp '${_rl_corpus}'/* '${_rl_work}'/ && exec '${_rl_fuzz_bin}' -seed=1 -max_total_time=${RL_FUZZ_SMOKE_SECONDS} -print_final_stats=1 -artifact_prefix='${_rl_work}-' '${_rl_work}'")
+  set_tests_properties(fuzz-ledger-decode-smoke PROPERTIES LABELS fuzz TIMEOUT 300)
+  add_custom_target(fuzz-long-ledger
+    COMMAND sh -c "mkdir -p '${_rl_work}' && cp -n '${_rl_corpus}'/* '${_rl_work}'/ ; exec '${_rl_fuzz_bin}' -max_total_time=${RA_FUZZ_SECONDS} -print_final_stats=1 -artifact_prefix='${_rl_work}-' '${_rl_work}'"
+    DEPENDS fuzzer-ledger USES_TERMINAL)
+  if(TARGET fuzz-long)
+    add_dependencies(fuzz-long fuzz-long-ledger)
+  endif()
+endif()
+
+# ---- Lua binding (lua/ron/ledger/, spec/ron/ledger/) ----
+# The busted run (ctest `lua`, cmake/lua.cmake) also runs spec/ron/ledger/: point it at the
+# libronledger just built.
+if(TEST lua)
+  set_property(TEST lua APPEND PROPERTY ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+endif()
+add_test(NAME lua-ledger-cdef-current
+         COMMAND sh -c "sh tools/gen-ledger-cdef.sh > \"$1\" && diff -u lua/ron/ledger/cdef.lua \"$1\" || { echo 'lua/ron/ledger/cdef.lua is stale: run make cdef-ledger' >&2; exit 1; }"
+                 sh ${CMAKE_BINARY_DIR}/ledger-cdef.fresh.lua
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(lua-ledger-cdef-current PROPERTIES LABELS lua TIMEOUT 60
+  ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
+
+# ---- benchmark (tests/bench/bench-ledger.c): `make bench` runs it first, with the others'
+# results file; ctest bench-ledger-smoke runs it with --quick (label bench-smoke). ----
+add_executable(bench-ledger ${CMAKE_SOURCE_DIR}/tests/bench/bench-ledger.c)
+target_link_libraries(bench-ledger PRIVATE ronledger_static)
+target_compile_definitions(bench-ledger PRIVATE _GNU_SOURCE)
+target_compile_options(bench-ledger PRIVATE ${RA_WARN})
+set_target_properties(bench-ledger PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+add_custom_target(bench-ledger-run
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
+  COMMAND $<TARGET_FILE:bench-ledger> --out ${CMAKE_BINARY_DIR}/bench/ledger-results.jsonl
+  DEPENDS bench-ledger USES_TERMINAL VERBATIM)
+if(TARGET bench)
+  add_dependencies(bench bench-ledger-run)
+endif()
+add_test(NAME bench-ledger-smoke
+  COMMAND sh -c "out=$(\"$1\" --quick) || { echo \"$out\"; exit 1; }; echo \"$out\"; echo \"$out\" | grep -q '^BENCH {\"bench\":\"ledger\"'"
+          sh $<TARGET_FILE:bench-ledger>)
+set_tests_properties(bench-ledger-smoke PROPERTIES LABELS bench-smoke TIMEOUT 120)

@@ -1,0 +1,285 @@
+/*
+ * ron-ledger — public C API of libronledger, the ledger's pure core (docs/LEDGER.md).
+ *
+ * What lives here: the domain types (asset, amount, account, posting, transfer), their
+ * canonical encoding (docs/LEDGER-FORMAT.md), the content-addressed transfer id, posting
+ * selection and the validation that turns a transfer into a plan. What does not: any I/O,
+ * any store, any clock. Nothing here allocates (LED-11): every array and buffer belongs to
+ * the caller, and every loop is bounded by the limits below (LED-13).
+ *
+ * FFI-clean like include/ron/accounting.h: the region between the RL_CDEF markers is what
+ * lua/ron/ledger/cdef.lua is generated from (tools/gen-ledger-cdef.sh; a test fails when
+ * the two disagree).
+ *
+ * Conventions (libuv style, the same as libronacct):
+ *   - every fallible call returns 0 or a negative RL_E* code; rl_strerror(code) explains it
+ *     and rl_err_name(code) gives its name ("InsufficientFunds", ...);
+ *   - value types are plain structs the caller owns; the core keeps no state between calls,
+ *     so there is no handle to open or close;
+ *   - a decoded transfer points into the caller's arrays and into the decoded bytes: it
+ *     lives as long as both do.
+ */
+#ifndef RON_LEDGER_H
+#define RON_LEDGER_H
+
+#ifndef RL_CDEF
+#include <stddef.h>
+#include <stdint.h>
+#endif
+
+#define RL_VERSION_MAJOR 0
+#define RL_VERSION_MINOR 1
+#define RL_VERSION_PATCH 0
+#define RL_VERSION_STRING "0.1.0"
+
+#if defined(__GNUC__) && !defined(RL_CDEF)
+#define RL_EXTERN __attribute__((visibility("default")))
+#else
+#define RL_EXTERN
+#endif
+
+/*
+ * Error codes, one X-macro map: XX(suffix, value, name, message). Values are stable ABI;
+ * never renumber. rl_validate_and_plan reports the first failing check in the order of
+ * docs/LEDGER.md "Validation order" (LED-12), so a retried intent gets the same code.
+ */
+#define RL_ERRNO_MAP(XX)                                                                           \
+    XX(INVAL, -1, "InvalidArgument", "invalid argument")                                           \
+    XX(BUFSIZE, -2, "BufferTooSmall", "caller's buffer too small")                                 \
+    XX(TRUNCATED, -3, "Truncated", "encoding ends early")                                          \
+    XX(TRAILING, -4, "TrailingBytes", "bytes after the end of the encoding")                       \
+    XX(VERSION, -5, "UnknownVersion", "unknown canonical version")                                 \
+    XX(NONCANONICAL, -6, "NonCanonical", "not the canonical encoding of a value")                  \
+    XX(LIMIT, -7, "LimitExceeded", "count or length over its limit")                               \
+    XX(OVERFLOW, -8, "AmountOverflow", "amount arithmetic overflows")                              \
+    XX(ASSET, -9, "AssetConflict", "one asset code with two scales")                               \
+    XX(CONSERVATION, -10, "ConservationViolated", "consumed and created sums differ")              \
+    XX(UNKNOWNACCOUNT, -11, "UnknownAccount", "account not supplied")                              \
+    XX(UNKNOWNPOSTING, -12, "UnknownPosting", "consumed posting not supplied")                     \
+    XX(SPENT, -13, "PostingSpent", "consumed posting is inactive")                                 \
+    XX(UNPINNED, -14, "Unpinned", "involved account without a pin, or pin of an uninvolved one")   \
+    XX(VERSIONMISMATCH, -15, "AccountVersionMismatch", "account changed since it was pinned")      \
+    XX(FROZEN, -16, "AccountFrozen", "account is frozen")                                          \
+    XX(CLOSED, -17, "AccountClosed", "account is closed")                                          \
+    XX(NEGATIVE, -18, "NegativePosting", "negative posting on a no-overdraft account")             \
+    XX(INSUFFICIENT, -19, "InsufficientFunds", "balance would go below the account's floor")       \
+    XX(NOBALANCE, -20, "BalanceMissing", "balance of an involved account and asset not supplied")
+
+/* RL_CDEF_BEGIN */
+
+typedef enum rl_errno_e {
+    RL_OK = 0,
+/* (clang-format cannot see the commas the macro expands to) */
+/* clang-format off */
+#define RL__ERR_ENUM(suffix, value, name, msg) RL_E##suffix = value,
+    RL_ERRNO_MAP(RL__ERR_ENUM)
+#undef RL__ERR_ENUM
+    RL_ERRNO_MIN = -20
+    /* clang-format on */
+} rl_errno_t;
+
+/* Limits (LED-13): every count and length in an encoding and every loop is bounded by one. */
+enum {
+    RL_CANONICAL_VERSION = 1, /* first byte of every top-level encoding (LED-1) */
+    RL_ID_LEN = 16,           /* account id */
+    RL_HASH_LEN = 32,         /* transfer id: SHA-256(SHA-256(bytes)) (LED-2) */
+    RL_ASSET_CODE_MAX = 15,   /* code bytes; the 16th byte of rl_asset_t.code is NUL */
+    RL_ASSET_SCALE_MAX = 18,  /* decimal places: 10^18 still fits an int64 */
+    RL_MAX_INPUTS = 256,
+    RL_MAX_OUTPUTS = 256,
+    RL_MAX_PINS = 512, /* at most one per involved account: inputs' owners + outputs' */
+    RL_METADATA_MAX = 4096,
+    RL_INTENT_MAX = 255,
+    RL_SELECT_MAX = 1048576, /* postings rl_select_postings scans in one call */
+    /* bytes of the encodings (docs/LEDGER-FORMAT.md); the transfer's bound is what the
+     * limits above allow, for a caller that sizes one buffer for every transfer */
+    RL_ASSET_BODY_MAX = 1 + 15 + 1, /* len u8, code, scale u8 */
+    RL_ACCOUNT_ENC_LEN = 2 + 16 + 8 + 8 + 1 + 1,
+    RL_POSTING_ENC_MAX = 2 + 32 + 4 + 16 + RL_ASSET_BODY_MAX + 8 + 1,
+    RL_TRANSFER_ENC_MAX = 2 + 2 + RL_MAX_INPUTS * (32 + 4) + 2 +
+                          RL_MAX_OUTPUTS * (16 + RL_ASSET_BODY_MAX + 8) + 2 +
+                          RL_MAX_PINS * (16 + 8) + 2 + RL_METADATA_MAX + 1 + RL_INTENT_MAX
+};
+
+/* Type tags: the second byte of every top-level encoding, so that the bytes of one type
+ * can never be read as another's. */
+enum { RL_TAG_ASSET = 0x41, RL_TAG_ACCOUNT = 0x43, RL_TAG_POSTING = 0x50, RL_TAG_TRANSFER = 0x54 };
+
+typedef enum rl_policy_e {
+    RL_POLICY_NO_OVERDRAFT = 0, /* floor 0, no negative postings (LED-7) */
+    RL_POLICY_CAPPED = 1,       /* balance may go down to floor (<= 0) */
+    RL_POLICY_UNCAPPED = 2      /* no floor: system, external, issuance accounts */
+} rl_policy_t;
+
+typedef enum rl_status_e {
+    RL_ACCOUNT_OPEN = 0,
+    RL_ACCOUNT_FROZEN = 1, /* takes part in no transfer until unfrozen (LED-8) */
+    RL_ACCOUNT_CLOSED = 2  /* takes part in no transfer, ever */
+} rl_account_status_t;
+
+typedef enum rl_posting_status_e {
+    RL_POSTING_ACTIVE = 0,           /* spendable, counts in the balance */
+    RL_POSTING_PENDING_INACTIVE = 1, /* reserved by a commit in flight, counts in the balance */
+    RL_POSTING_INACTIVE = 2          /* consumed; kept for the audit trail, not in the balance */
+} rl_posting_status_t;
+
+/* An asset: a code of 1..15 bytes from [A-Za-z0-9_.:-], NUL-padded to 16 bytes (so two
+ * assets are equal when their 16 bytes and scale are), and the number of decimal places
+ * its amounts carry. Amounts are integers in units of 10^-scale. */
+typedef struct rl_asset_s {
+    char code[16];
+    uint8_t scale;
+} rl_asset_t;
+
+/* An account snapshot. Accounts are append-only: every change (freeze, close, policy)
+ * is a new version, starting at 1; transfers never bump it. floor is 0 unless policy is
+ * RL_POLICY_CAPPED, where it is the lowest balance allowed (<= 0), for every asset. */
+typedef struct rl_account_s {
+    uint8_t id[16];
+    uint64_t version;
+    int64_t floor;
+    uint8_t policy; /* rl_policy_t */
+    uint8_t status; /* rl_account_status_t */
+} rl_account_t;
+
+/* A posting is named by the transfer that created it and its output index (LED-3). */
+typedef struct rl_posting_ref_s {
+    uint8_t transfer_id[32];
+    uint32_t index;
+} rl_posting_ref_t;
+
+typedef struct rl_posting_s {
+    rl_posting_ref_t id;
+    uint8_t account[16];
+    rl_asset_t asset;
+    int64_t amount; /* != 0; negative = an offset position (overdraft, issuance) */
+    uint8_t status; /* rl_posting_status_t */
+} rl_posting_t;
+
+/* A posting a transfer creates: its id is (transfer id, position in outputs). */
+typedef struct rl_output_s {
+    uint8_t account[16];
+    rl_asset_t asset;
+    int64_t amount;
+} rl_output_t;
+
+/* The account version a transfer was resolved against (LED-9). */
+typedef struct rl_pin_s {
+    uint8_t account[16];
+    uint64_t version;
+} rl_pin_t;
+
+/* A transfer: spends inputs (strictly ascending by transfer id, then index), creates
+ * outputs, pins the versions of the accounts it touches (strictly ascending by id), and
+ * carries opaque metadata and the intent key (1..255 bytes, LED-14). Every pointer is the
+ * caller's; a decoded transfer's pointers lead into the caller's arrays and the decoded
+ * bytes. */
+typedef struct rl_transfer_s {
+    const rl_posting_ref_t *inputs;
+    const rl_output_t *outputs;
+    const rl_pin_t *pins;
+    const uint8_t *metadata;
+    const uint8_t *intent;
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    uint32_t n_pins;
+    uint32_t metadata_len;
+    uint32_t intent_len;
+} rl_transfer_t;
+
+/* The current balance (sum of Active and PendingInactive postings) of an (account, asset)
+ * pair, as the store reads it before validation. */
+typedef struct rl_balance_s {
+    uint8_t account[16];
+    rl_asset_t asset;
+    int64_t amount;
+} rl_balance_t;
+
+/* One line of a plan: what the transfer does to an (account, asset) pair. */
+typedef struct rl_delta_s {
+    uint8_t account[16];
+    rl_asset_t asset;
+    int64_t before;
+    int64_t debit;  /* sum of the pair's consumed postings */
+    int64_t credit; /* sum of the pair's created postings */
+    int64_t after;  /* before - debit + credit */
+} rl_delta_t;
+
+/* The plan rl_validate_and_plan fills: the transfer id and one delta per (account, asset)
+ * pair the transfer touches, in order of first appearance (inputs, then outputs). deltas
+ * is the caller's array of deltas_cap entries (RL_MAX_INPUTS + RL_MAX_OUTPUTS always
+ * suffice). */
+typedef struct rl_plan_s {
+    uint8_t transfer_id[32];
+    rl_delta_t *deltas;
+    uint32_t deltas_cap;
+    uint32_t n_deltas;
+} rl_plan_t;
+
+RL_EXTERN const char *rl_version(void);
+RL_EXTERN const char *rl_strerror(int code); /* never NULL */
+RL_EXTERN const char *rl_err_name(int code); /* never NULL: "Unknown" for foreign codes */
+
+/* Amounts (LED-4): exact int64 in minor units; INT64_MIN is never a valid amount, so that
+ * every amount can be negated. Both return RL_EOVERFLOW instead of wrapping. */
+RL_EXTERN int rl_amount_add(int64_t a, int64_t b, int64_t *out);
+RL_EXTERN int rl_amount_sub(int64_t a, int64_t b, int64_t *out);
+
+/* Builds an asset from a code of len bytes; RL_EINVAL when code or scale is not legal. */
+RL_EXTERN int rl_asset_init(rl_asset_t *out, const char *code, size_t len, uint8_t scale);
+RL_EXTERN int rl_asset_check(const rl_asset_t *a); /* 0 or RL_EINVAL */
+RL_EXTERN int rl_asset_equal(const rl_asset_t *a, const rl_asset_t *b);
+
+/* Canonical encodings (LED-1, docs/LEDGER-FORMAT.md). Encoders write *len_out bytes into
+ * buf (cap bytes); when cap is too small they write nothing, set *len_out to the size
+ * needed and return RL_EBUFSIZE. They refuse values that have no canonical encoding
+ * (RL_EINVAL, RL_ELIMIT, RL_ENONCANONICAL). Decoders accept exactly the bytes an encoder
+ * writes and nothing else. */
+RL_EXTERN int rl_asset_encode(const rl_asset_t *a, uint8_t *buf, size_t cap, size_t *len_out);
+RL_EXTERN int rl_asset_decode(const uint8_t *buf, size_t len, rl_asset_t *out);
+RL_EXTERN int rl_account_encode(const rl_account_t *a, uint8_t *buf, size_t cap, size_t *len_out);
+RL_EXTERN int rl_account_decode(const uint8_t *buf, size_t len, rl_account_t *out);
+RL_EXTERN int rl_posting_encode(const rl_posting_t *p, uint8_t *buf, size_t cap, size_t *len_out);
+RL_EXTERN int rl_posting_decode(const uint8_t *buf, size_t len, rl_posting_t *out);
+RL_EXTERN int rl_transfer_encode(const rl_transfer_t *t, uint8_t *buf, size_t cap, size_t *len_out);
+/* Fills *out with pointers into inputs/outputs/pins (the caller's arrays, of the given
+ * capacities: RL_ELIMIT when the encoding holds more) and into buf (metadata, intent). */
+RL_EXTERN int rl_transfer_decode(const uint8_t *buf, size_t len, rl_transfer_t *out,
+                                 rl_posting_ref_t *inputs, uint32_t inputs_cap,
+                                 rl_output_t *outputs, uint32_t outputs_cap, rl_pin_t *pins,
+                                 uint32_t pins_cap);
+
+/* The content id (LED-2): SHA-256(SHA-256(canonical bytes)), computed without a buffer. */
+RL_EXTERN int rl_transfer_id(const rl_transfer_t *t, uint8_t id_out[32]);
+/* The posting that output i of a transfer with id transfer_id creates (LED-3). */
+RL_EXTERN int rl_transfer_output_posting(const rl_transfer_t *t, const uint8_t transfer_id[32],
+                                         uint32_t i, rl_posting_t *out);
+/* Compares posting ids in canonical order (transfer id bytes, then index): <0, 0, >0. */
+RL_EXTERN int rl_posting_ref_cmp(const rl_posting_ref_t *a, const rl_posting_ref_t *b);
+
+/* Greedy largest-first selection (LED-10): among postings[0..n) that are Active, positive,
+ * of the account and asset, picks the largest first (ties: smaller posting id first)
+ * until the sum reaches target (> 0). Writes the picked positions into idx_out (in pick
+ * order), their count, their sum and the change (sum - target, what the resolver returns
+ * to the account as a change posting). RL_EINSUFFICIENT when all eligible postings sum to
+ * less than target (*sum_out then holds that sum, *n_out 0); RL_ELIMIT when more than
+ * idx_cap postings would be needed; RL_EOVERFLOW when the picks sum beyond INT64_MAX.
+ * One pass over postings; idx_out is also its working space. */
+RL_EXTERN int rl_select_postings(const rl_posting_t *postings, size_t n, const uint8_t account[16],
+                                 const rl_asset_t *asset, int64_t target, uint32_t *idx_out,
+                                 uint32_t idx_cap, uint32_t *n_out, int64_t *sum_out,
+                                 int64_t *change_out);
+
+/* Validates a transfer against the state the store read and plans its effect (LED-5..9,
+ * LED-12): accounts holds every involved account's current snapshot, consumed the records
+ * of the transfer's inputs (any order), balances the current balance of every involved
+ * (account, asset) pair. Fills plan (see rl_plan_t) and returns 0, or returns the first
+ * failing check's code; plan->n_deltas is then meaningless. */
+RL_EXTERN int rl_validate_and_plan(const rl_transfer_t *t, const rl_account_t *accounts,
+                                   size_t n_accounts, const rl_posting_t *consumed,
+                                   size_t n_consumed, const rl_balance_t *balances,
+                                   size_t n_balances, rl_plan_t *plan);
+
+/* RL_CDEF_END */
+
+#endif /* RON_LEDGER_H */
