@@ -6,6 +6,7 @@
 #ifndef RA_HOST_CHAIN_H
 #define RA_HOST_CHAIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,5 +30,18 @@ ra_host_link_t ra_host_chain_link(uint64_t head_seq, const uint8_t head_b3[32], 
 const char *ra_host_chain_describe(ra_host_link_t link, uint64_t head_seq,
                                    const uint8_t head_b3[32], uint64_t seq,
                                    const uint8_t prev_b3[32], char *out, size_t n);
+
+/* An operator's accepted loss (docs/EXPORT.md §2, "Accepted losses"): a ledger record whose
+ * bytes start with RA_HOST_LOSS_MAGIC stands for a given-up seq; its trailer (the file
+ * ledger) or b3 column (PostgreSQL) is its link_b3, not a digest. */
+#define RA_HOST_LOSS_MAGIC "RONL"
+typedef struct ra_host_loss {
+    uint64_t accepted_at_s, seq, first, last;
+    const uint8_t *tenant, *prev_b3, *link_b3; /* into the record's bytes */
+    char dim[33], reason[201];
+} ra_host_loss_t;
+
+/* Decodes a loss record (every field checked, nothing after it); false when it is not one. */
+bool ra_host_loss_decode(const uint8_t *b, uint32_t n, ra_host_loss_t *l);
 
 #endif /* RA_HOST_CHAIN_H */

@@ -61,54 +61,12 @@ static bool read_at(int fd, void *buf, size_t n, uint64_t off) {
     return true;
 }
 
-/* An accepted-loss record (file.lua's loss_seq is the same check), little-endian: RONL, 1,
- * 0, 0 0, tenant[16], accepted_at_s u64, 0 u32, seq u64, prev_b3[32], link_b3[32], first
- * u64, last u64, d u8, dimension[d], r u8, reason[r] (printable ASCII), nothing after. */
-#define LOSS_MAGIC "RONL"
-typedef struct loss {
-    uint64_t accepted_at_s, seq, first, last;
-    const uint8_t *tenant, *prev_b3, *link_b3;
-    char dim[33], reason[201];
-} loss_t;
-
-static uint64_t le64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static bool loss_decode(const uint8_t *b, uint32_t n, loss_t *l) {
-    static const uint8_t head[8] = {'R', 'O', 'N', 'L', 1, 0, 0, 0};
-    static const uint8_t zero4[4] = {0};
-    if (n < 127 || memcmp(b, head, 8) != 0 || memcmp(b + 32, zero4, 4) != 0) return false;
-    uint32_t d = b[124];
-    if (d < 1 || d > 32 || 126 + d > n) return false;
-    uint32_t r = b[125 + d];
-    if (r > 200 || 126 + d + r != n) return false;
-    for (uint32_t i = 0; i < r; i++)
-        if (b[126 + d + i] < 0x20 || b[126 + d + i] > 0x7e) return false;
-    l->tenant = b + 8;
-    l->accepted_at_s = le64(b + 24);
-    l->seq = le64(b + 36);
-    l->prev_b3 = b + 44;
-    l->link_b3 = b + 76;
-    l->first = le64(b + 108);
-    l->last = le64(b + 116);
-    if (l->first < 1 || l->seq < l->first || l->seq > l->last) return false;
-    memcpy(l->dim, b + 125, d);
-    l->dim[d] = '\0';
-    memcpy(l->reason, b + 126 + d, r);
-    l->reason[r] = '\0';
-    return true;
-}
-
 /* One accepted-loss record at (idx, off): its form, then its link. Returns its seq. */
 static uint64_t verify_loss(lv_t *v, const char *path, const ra_tenant_t *tenant, const char *dim,
                             const uint8_t *buf, uint32_t n, uint64_t idx, uint64_t off,
                             uint64_t last_seq, const uint8_t last_b3[32]) {
-    loss_t l;
-    if (!loss_decode(buf, n, &l)) {
+    ra_host_loss_t l;
+    if (!ra_host_loss_decode(buf, n, &l)) {
         ra_host_report(&v->vd, false,
                        "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
                        ": an accepted-loss record that does not decode",
@@ -220,7 +178,7 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
             break;
         }
         const uint8_t *stored = buf + n;
-        if (n >= 4 && memcmp(buf, LOSS_MAGIC, 4) == 0) {
+        if (n >= 4 && memcmp(buf, RA_HOST_LOSS_MAGIC, 4) == 0) {
             last_seq = verify_loss(v, path, tenant, dim, buf, n, idx, off, last_seq, last_b3);
             memcpy(last_b3, stored, 32);
             off += 4 + (uint64_t)n + 32;

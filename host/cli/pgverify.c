@@ -58,7 +58,7 @@ typedef struct {
 } head_t;
 
 typedef struct {
-    uint64_t streams, slices, bytes, links;
+    uint64_t streams, slices, bytes, links, lost;
     ra_host_verdict_t vd;
     bool totals;
     head_t *heads;
@@ -254,6 +254,37 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
         }
         v->bytes += blen;
         bool ok = true;
+        ra_host_loss_t loss;
+        if (blen >= 4 && memcmp(body, RA_HOST_LOSS_MAGIC, 4) == 0) {
+            /* An accepted loss (docs/EXPORT.md §2): its form, its place, listed. */
+            if (!ra_host_loss_decode(body, (uint32_t)blen, &loss) || loss.seq != seq ||
+                memcmp(loss.link_b3, b3, 32) != 0 || memcmp(loss.prev_b3, prev, 32) != 0 ||
+                memcmp(loss.tenant, t, 16) != 0 || strcmp(loss.dim, dim) != 0) {
+                ra_host_report(&v->vd, false,
+                               "CORRUPT %s: seq %" PRIu64 ": an accepted-loss row that does not "
+                               "decode or disagrees with its columns",
+                               name, seq);
+            } else {
+                v->slices++;
+                v->lost++;
+                if (loss.seq == loss.first)
+                    printf("LOSS ACCEPTED %s: seqs %" PRIu64 "..%" PRIu64
+                           " given up by the operator at %" PRIu64 " UTC s: %s\n",
+                           name, loss.first, loss.last, loss.accepted_at_s,
+                           loss.reason[0] ? loss.reason : "(no reason)");
+            }
+            v->links++; /* (not in nslices: --totals counts slices, like the file ledger) */
+            ra_host_link_t llink = ra_host_chain_link(last_seq, last_b3, seq, prev);
+            if (llink != RA_LINK_OK) {
+                char why[160];
+                ra_host_chain_describe(llink, last_seq, last_b3, seq, prev, why, sizeof why);
+                ra_host_report(&v->vd, true, "CHAIN BREAK %s: %s", name, why);
+            }
+            last_seq = seq;
+            memcpy(last_b3, b3, 32);
+            PQclear(r);
+            continue;
+        }
         uint8_t d[32];
         ra_b3(body, blen, d);
         if (memcmp(d, b3, 32) != 0) {
@@ -412,6 +443,10 @@ int ra_host_pg_verify(int argc, char **argv) {
            "BLAKE3 of the stored bytes, strict decode, columns = decoded fields)\n",
            v.slices, v.links, v.bytes);
     printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v.links, v.vd.breaks);
+    if (v.lost)
+        printf("  accepted losses %" PRIu64 " seqs given up by the operator (listed above; their "
+               "usage is unknown)\n",
+               v.lost);
     if (ra_host_verdict_end(&v.vd) != RA_HOST_EXIT_OK) ec = RA_HOST_EXIT_FAILED;
     free(v.heads);
     PQfinish(pg);

@@ -102,7 +102,7 @@ function RT:accept_loss(tenant, dimension, reason)
     end
     if type(self.exporter.accept_loss) ~= "function" then
         return nil, "Unsupported: this exporter cannot record an accepted loss (the file "
-                    .. "ledger can: docs/EXPORT.md §2, Accepted losses)"
+                    .. "and PostgreSQL ledgers can: docs/EXPORT.md §2, Accepted losses)"
     end
     local r, err = self.exporter:accept_loss { tenant = tenant, dimension = dimension,
                                                through_seq = k.seq - 1, link_b3 = k.prev_b3,

@@ -203,47 +203,9 @@ local function b3raw(s)
     return ffi_string(b3_out, 32)
 end
 
--- An accepted-loss record (docs/EXPORT.md §2, "Accepted losses"), little-endian like the
--- slice encoding:
--- RONL, version 1, flags 0, reserved 0, tenant (16), accepted_at_s (u64), reserved (u32),
--- seq (u64), prev_b3 (32), link_b3 (32, = the record's trailer), range first and last seq
--- (u64 each), dimension (u8 length + bytes), reason (u8 length + printable ASCII).
-local LOSS_MAGIC = "RONL"
-local LOSS_MAX_RANGE = 1000000 -- seqs one accept_loss may give up (1 record each)
-local LOSS_MAX_REASON = 200
-local UUID_PATTERN = "^" .. rep("%x", 8) .. "%-" .. rep("%x", 4) .. "%-" .. rep("%x", 4) .. "%-"
-                     .. rep("%x", 4) .. "%-" .. rep("%x", 12) .. "$"
-
-local function u64le(n)
-    local lo = n % 4294967296
-    return u32le(lo) .. u32le((n - lo) / 4294967296)
-end
-
-local function tenant_raw(t)
-    local hex = t:gsub("-", "")
-    return (hex:gsub("%x%x", function(h) return char(tonumber(h, 16)) end))
-end
-
-local function fromhex(h)
-    return (h:gsub("%x%x", function(x) return char(tonumber(x, 16)) end))
-end
-
--- nil, or the seq of a well-formed loss record whose trailer is its link_b3.
-local function loss_seq(bytes, trailer)
-    local n = #bytes
-    if n < 127 or bytes:sub(1, 8) ~= "RONL\1\0\0\0" or bytes:sub(33, 36) ~= "\0\0\0\0" then
-        return nil
-    end
-    local d = byte(bytes, 125)
-    if d < 1 or d > 32 or 126 + d > n then return nil end
-    local r = byte(bytes, 126 + d)
-    if r > LOSS_MAX_REASON or 126 + d + r ~= n then return nil end
-    if not bytes:sub(127 + d):match("^[\32-\126]*$") then return nil end
-    local seq, first, last = get_u64(bytes, 37), get_u64(bytes, 109), get_u64(bytes, 117)
-    if seq < first or seq > last or first < 1 then return nil end
-    if bytes:sub(77, 108) ~= trailer then return nil end
-    return seq
-end
+-- Accepted-loss records (docs/EXPORT.md §2, "Accepted losses"): ron.accounting.export.loss.
+local loss = require "ron.accounting.export.loss"
+local loss_seq = loss.seq
 _M._loss_seq = loss_seq -- for specs
 
 local slice_out = ffi_new("ra_slice_t *[1]")
@@ -349,7 +311,7 @@ function Ledger:_load(fd, path, size, old)
     local rec = pread_str(fd, last_len + TRAILER, last_off + 4)
     local bytes, trailer = rec:sub(1, last_len), rec:sub(last_len + 1)
     local seq
-    if bytes:sub(1, 4) == LOSS_MAGIC then
+    if bytes:sub(1, 4) == loss.MAGIC then
         seq = loss_seq(bytes, trailer)
     else
         seq = b3raw(bytes) == trailer and decoded_seq(bytes)
@@ -555,47 +517,20 @@ end
 -- accepted range. Refused when through_seq is not beyond the head (nothing is missing).
 function Ledger:accept_loss(o)
     check_open(self, "accept_loss")
-    if type(o) ~= "table" or type(o.tenant) ~= "string"
-       or not o.tenant:match(UUID_PATTERN)
-       or type(o.dimension) ~= "string" or not o.dimension:match("^[a-z][a-z0-9_]*$")
-       or #o.dimension > 32 or type(o.through_seq) ~= "number" or o.through_seq < 1
-       or o.through_seq ~= math.floor(o.through_seq) or o.through_seq >= 2 ^ 53
-       or type(o.link_b3) ~= "string" or not o.link_b3:match("^" .. rep("%x", 64) .. "$") then
-        return nil, "InvalidArgument: accept_loss expects { tenant = uuid, dimension = name, "
-                    .. "through_seq = n >= 1, link_b3 = 64 hex digits, reason = text }"
-    end
-    local reason = o.reason or ""
-    if type(reason) ~= "string" or #reason > LOSS_MAX_REASON
-       or not reason:match("^[\32-\126]*$") then
-        return nil, ("InvalidArgument: accept_loss: the reason must be printable ASCII, at most "
-                     .. "%d bytes"):format(LOSS_MAX_REASON)
-    end
+    local ok, err = loss.check(o)
+    if not ok then return nil, err end
     local fd, h, path = self:_open_stream(o.tenant, o.dimension, true)
     if not fd then return nil, h end
-    local first, last = h.seq + 1, o.through_seq
-    if last < first then
+    local recs
+    recs, err = loss.records(o, h.seq, h.raw)
+    if not recs then
         release(fd)
-        return nil, ("InvalidArgument: accept_loss: nothing is missing: the ledger's head of "
-                     .. "%s/%s is seq %d"):format(o.tenant, o.dimension, h.seq)
+        return nil, err
     end
-    if last - first + 1 > LOSS_MAX_RANGE then
-        release(fd)
-        return nil, ("InvalidArgument: accept_loss: %d seqs at once (at most %d)"):format(
-            last - first + 1, LOSS_MAX_RANGE)
-    end
-    local fixed = LOSS_MAGIC .. "\1\0\0\0" .. tenant_raw(o.tenant)
-        .. u64le(math.floor(o.now_s or os.time())) .. "\0\0\0\0"
-    local tail = u64le(first) .. u64le(last) .. char(#o.dimension) .. o.dimension
-        .. char(#reason) .. reason
-    local recs, prev, link = {}, h.raw, ZERO32
-    for seq = first, last do
-        link = seq == last and fromhex(o.link_b3) or ZERO32
-        local bytes = fixed .. u64le(seq) .. prev .. link .. tail
-        recs[#recs + 1] = u32le(#bytes) .. bytes .. link
-        prev = link
-    end
-    local rec = table.concat(recs)
-    local ok, err = write_all(fd, rec, path)
+    local parts = {}
+    for i, r in ipairs(recs) do parts[i] = u32le(#r.bytes) .. r.bytes .. r.link end
+    local rec = table.concat(parts)
+    ok, err = write_all(fd, rec, path)
     if ok and self.fsync and SYS.fsync(fd) ~= 0 then ok, err = nil, errstr("fsync", path) end
     if not ok then
         SYS.ftruncate(fd, h.size)
@@ -603,9 +538,11 @@ function Ledger:accept_loss(o)
         release(fd)
         return nil, err
     end
-    self.heads[o.tenant .. "/" .. o.dimension] = { seq = last, raw = link, size = h.size + #rec }
+    local last = recs[#recs]
+    self.heads[o.tenant .. "/" .. o.dimension] = { seq = last.seq, raw = last.link,
+                                                   size = h.size + #rec }
     release(fd)
-    return { from = first, to = last }
+    return { from = recs[1].seq, to = last.seq }
 end
 
 -- head(tenant, dimension) -> { seq = n, b3 = hex } | nil (no slice stored) | nil, err

@@ -161,6 +161,37 @@ BEGIN
     RETURN answers;
 END
 $ron_put_many$;
+-- An operator's accepted loss (docs/EXPORT.md §2, "Accepted losses"): one row per given-up
+-- seq, its body a loss record (ron.accounting.export.loss, built by the caller), its b3 the
+-- record's link_b3 (not a digest: verify checks the record's own form), window 0+1. The
+-- caller read the head; if it moved meanwhile the rows no longer follow it: 'moved'.
+CREATE OR REPLACE FUNCTION @S@.ron_accept_loss(p_tenant uuid, p_dimension text,
+        p_first bigint, p_b3 text[], p_prev_b3 text[], p_body text[])
+    RETURNS text LANGUAGE plpgsql VOLATILE AS $ron_accept_loss$
+DECLARE
+    h_seq bigint;
+    h_b3  bytea;
+    n     integer := coalesce(array_length(p_body, 1), 0);
+BEGIN
+    INSERT INTO @S@.heads (tenant, dimension, seq, b3)
+    VALUES (p_tenant, p_dimension, 0, '\x@ZERO@'::bytea)
+    ON CONFLICT (tenant, dimension) DO NOTHING;
+    SELECT seq, b3 INTO h_seq, h_b3 FROM @S@.heads
+     WHERE tenant = p_tenant AND dimension = p_dimension FOR UPDATE;
+    IF n = 0 OR h_seq + 1 <> p_first OR decode(p_prev_b3[1], 'hex') <> h_b3 THEN
+        RETURN 'moved';
+    END IF;
+    FOR i IN 1 .. n LOOP
+        INSERT INTO @S@.slices (tenant, dimension, seq, window_start_s, window_len_s, b3,
+                                prev_b3, body)
+        VALUES (p_tenant, p_dimension, p_first + i - 1, 0, 1, decode(p_b3[i], 'hex'),
+                decode(p_prev_b3[i], 'hex'), decode(p_body[i], 'hex'));
+    END LOOP;
+    UPDATE @S@.heads SET seq = p_first + n - 1, b3 = decode(p_b3[n], 'hex'), updated_at = now()
+     WHERE tenant = p_tenant AND dimension = p_dimension;
+    RETURN 'ok';
+END
+$ron_accept_loss$;
 COMMIT;
 ]]):gsub("@(%u+)@", { S = S, ZERO = ZERO32_HEX, KEY = SCHEMA_LOCK_KEY }))
 end
@@ -198,6 +229,8 @@ function _M.new(opts)
         put_many_sql = "SELECT " .. S .. ".ron_put_many($1::uuid[], $2::text[], $3::bigint[], "
                        .. "$4::bigint[], $5::integer[], $6::text[], $7::text[], $8::text[])"
                        .. "::text AS statuses",
+        loss_sql = "SELECT " .. S .. ".ron_accept_loss($1::uuid, $2::text, $3::bigint, "
+                   .. "$4::text[], $5::text[], $6::text[]) AS status",
         head_sql = "SELECT seq, encode(b3, 'hex') AS b3 FROM " .. S .. ".heads "
                    .. "WHERE tenant = $1::uuid AND dimension = $2::text",
         heads_sql = "SELECT tenant::text AS tenant, dimension, seq, encode(b3, 'hex') AS b3 "
@@ -356,6 +389,39 @@ function E:put_many(slices)
         end
     end
     return out
+end
+
+-- accept_loss{ tenant, dimension, through_seq, link_b3, reason, now_s } -> { from, to } |
+-- nil, err: the file ledger's capability (exporters/file.lua), the same records as rows.
+function E:accept_loss(o)
+    local loss = require "ron.accounting.export.loss"
+    local ok, err = loss.check(o)
+    if not ok then return nil, err end
+    local h
+    h, err = self:head(o.tenant, o.dimension)
+    if err then return nil, err end
+    local recs
+    recs, err = loss.records(o, h and h.seq or 0,
+                             h and (h.b3:gsub("%x%x", function(x)
+                                 return string.char(tonumber(x, 16)) end))
+                               or string.rep("\0", 32))
+    if not recs then return nil, err end
+    local b3s, prevs, bodies = {}, {}, {}
+    for i, r in ipairs(recs) do
+        b3s[i], prevs[i], bodies[i] = hex(r.link), hex(r.prev), hex(r.bytes)
+    end
+    local rows, st, cls
+    rows, err, st, cls = self.pool:query(self.loss_sql, {
+        o.tenant, o.dimension, num_text(recs[1].seq), "{" .. table.concat(b3s, ",") .. "}",
+        "{" .. table.concat(prevs, ",") .. "}", "{" .. table.concat(bodies, ",") .. "}" })
+    if not rows then
+        local status, detail = self:classify(err, st, cls)
+        return nil, status and (status .. ": " .. tostring(detail)) or detail
+    end
+    if not rows[1] or rows[1].status ~= "ok" then
+        return nil, "Busy: the stream's head moved while the loss was being accepted: try again"
+    end
+    return { from = recs[1].seq, to = recs[#recs].seq }
 end
 
 function E:head(tenant, dimension)

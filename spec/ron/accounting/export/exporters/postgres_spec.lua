@@ -387,6 +387,46 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
             assert.equal(0, rc, out)
         end)
 
+        it("accept_loss (issue 14 item 1): the missing seqs recorded as given up, the next "
+           .. "slice ok; verify lists the range and checks the rows", function()
+            local schema = fresh_schema()
+            local a = chain(5)
+            local r1, r2, r3
+            run(function()
+                local e = postgres.new { conninfo = cluster.conninfo, schema = schema }
+                assert.equal("ok", e:put(a[1]))
+                assert.equal("gap", (e:put(a[4])))              -- seqs 2, 3 never arrive
+                r1 = { e:accept_loss { tenant = TA, dimension = "bytes", through_seq = 1,
+                                       link_b3 = a[2].prev_b3 } }
+                r2 = { e:accept_loss { tenant = TA, dimension = "bytes", through_seq = 3,
+                                       link_b3 = a[4].prev_b3, reason = "segment lost",
+                                       now_s = 1767225600 } }
+                assert.same({ seq = 3, b3 = a[4].prev_b3 }, e:head(TA, "bytes"))
+                assert.equal("ok", e:put(a[4]))
+                assert.equal("ok", e:put(a[5]))
+                assert.equal("conflict", (e:put(a[2])))         -- the loss stands
+                r3 = { e:accept_loss { tenant = TA, dimension = "bytes", through_seq = 2,
+                                       link_b3 = a[3].prev_b3 } }
+                e:close()
+            end)
+            assert.is_nil(r1[1])
+            assert.truthy(r1[2]:find("nothing is missing", 1, true), r1[2])
+            assert.same({ from = 2, to = 3 }, r2[1])
+            assert.is_nil(r3[1])
+            local rc, out = verify(schema)
+            assert.equal(0, rc, out)
+            assert.truthy(out:find("LOSS ACCEPTED [^\n]*: seqs 2%.%.3 given up by the operator "
+                                   .. "at 1767225600 UTC s: segment lost"), out)
+            assert.truthy(out:find("accepted losses 2 seqs", 1, true), out)
+            -- a loss row whose bytes were changed is caught
+            local out2, prc = cluster:psql('UPDATE "' .. schema .. '".slices SET body = '
+                .. "set_byte(body, 130, 0) WHERE seq = 3")
+            assert.equal(0, prc, out2)
+            local vrc, vout = verify(schema)
+            assert.equal(1, vrc, vout)
+            assert.truthy(vout:find("an accepted-loss row that does not decode", 1, true), vout)
+        end)
+
         it("verify finds a tampered slice and a broken chain", function()
             local schema = fresh_schema()
             local a = chain(3)
