@@ -210,6 +210,7 @@ function _M.new(opts)
     for _, k in ipairs(REJECT_REASONS) do self.rejected[k] = 0 end
     self.put_path = "^" .. pattern_escape(prefix) .. "/([^/]+)/([^/]+)/([^/]+)$"
     self.head_path = "^" .. pattern_escape(prefix) .. "/([^/]+)/([^/]+)/head$"
+    self.loss_path = "^" .. pattern_escape(prefix) .. "/([^/]+)/([^/]+)/accept%-loss$"
     self.queue = task.channel(self.queue_cap, "receiver_queue")
     self.workers = {}
     for i = 1, self.workers_n do
@@ -381,6 +382,59 @@ function R:handle_head(req)
     -- answered by a worker (req:respond)
 end
 
+-- POST <prefix>/<tenant>/<dimension>/accept-loss {"through_seq":n,"link_b3":hex,
+-- "reason":text,"now_s":n}: a producer's operator accepts a loss (docs/EXPORT.md §2,
+-- "Accepted losses") on the stream it may write; the backend records it (accept_loss).
+function R:handle_loss(req)
+    if self.stopping then
+        return self:reject(req, 503, "stopping", "Unavailable", "the receiver is stopping",
+                           nil, nil, busy_headers())
+    end
+    local producer, code, reason, msg = self:authorized(req)
+    if not producer then
+        return self:reject(req, code, reason, code == 401 and "Unauthorized" or "Forbidden", msg)
+    end
+    local tenant, dimension = req.path:match(self.loss_path)
+    local o = require("cjson.safe").decode(req.body or "")
+    if not tenant or not tenant:match(UUID) or not dimension:match("^[a-z][a-z0-9_]*$")
+       or #dimension > 32 or type(o) ~= "table" then
+        return self:reject(req, 400, "bad_request", "InvalidArgument",
+                           "POST " .. self.prefix .. "/<lowercase uuid>/<dimension>/accept-loss"
+                           .. " with {\"through_seq\":n,\"link_b3\":hex,\"reason\":text}")
+    end
+    local allowed, a1, a2, a3, a4 = self:may_write(req, producer, tenant, dimension)
+    if not allowed then return a1, a2, a3, a4 end
+    if not self.queue:try_send({ "loss", req, tenant, dimension, o, producer }) then
+        return self:reject(req, 503, "busy", "Busy",
+                           format("%d requests are waiting for the ledger", self.queue_cap),
+                           tenant, dimension, busy_headers())
+    end
+    -- answered by a worker (req:respond)
+end
+
+function R:answer_loss(req, tenant, dimension, o, producer)
+    local be = self.backend
+    if type(be.accept_loss) ~= "function" then
+        return respond(req, 501, '{"error":"Unsupported","message":"this ledger cannot record '
+                       .. 'an accepted loss"}\n', { ["X-Ron-Error"] = "Unsupported" })
+    end
+    local ok, r, err = pcall(be.accept_loss, be, {
+        tenant = tenant, dimension = dimension, through_seq = o.through_seq,
+        link_b3 = o.link_b3, reason = o.reason, now_s = o.now_s })
+    if not ok or not r then
+        local e = tostring(ok and err or r)
+        local name = e:match("^(%a+):") or "Unavailable"
+        local code = name == "InvalidArgument" and 409 or 503
+        return respond(req, code, format('{"error":"%s","message":"%s"}\n', name,
+                                         json_escape(e)), { ["X-Ron-Error"] = name })
+    end
+    local who = type(producer) == "table" and producer.name or "(no authentication)"
+    self.log(format("LOSS ACCEPTED by producer %s: %s/%s seqs %.0f..%.0f (%s)", tostring(who),
+                    tenant, dimension, r.from, r.to, tostring(o.reason or "")))
+    return respond(req, 200, format('{"tenant":"%s","dimension":"%s","from":%.0f,"to":%.0f}\n',
+                                    tenant, dimension, r.from, r.to))
+end
+
 -- ---------------------------------------------------------------------------------------
 -- workers
 
@@ -462,14 +516,20 @@ function R.work(self)
     while true do
         local it = q:recv()
         if not it then break end -- closed (r:close) or shut down with nothing queued
-        local puts, heads = { it }, {}
-        if it[1] == "head" then puts, heads = {}, { it } end
-        while #puts + #heads < self.batch and q:depth() > 0 do
+        local puts, others = { it }, {}
+        if it[1] ~= "put" then puts, others = {}, { it } end
+        while #puts + #others < self.batch and q:depth() > 0 do
             local more = q:recv()
-            if more[1] == "head" then heads[#heads + 1] = more else puts[#puts + 1] = more end
+            if more[1] ~= "put" then others[#others + 1] = more else puts[#puts + 1] = more end
         end
         if #puts > 0 then self:store(puts) end
-        for _, h in ipairs(heads) do self:answer_head(h[2], h[3], h[4]) end
+        for _, h in ipairs(others) do
+            if h[1] == "head" then
+                self:answer_head(h[2], h[3], h[4])
+            else
+                self:answer_loss(h[2], h[3], h[4], h[5], h[6])
+            end
+        end
     end
 end
 
@@ -482,6 +542,9 @@ function R:routes()
         end },
         { method = "PUT", path = "^" .. pattern_escape(self.prefix) .. "/", handler = function(req)
             return self:handle_put(req)
+        end },
+        { method = "POST", path = self.loss_path, handler = function(req)
+            return self:handle_loss(req)
         end },
     }
 end

@@ -101,8 +101,8 @@ function RT:accept_loss(tenant, dimension, reason)
                            tenant, dimension, k.reason)
     end
     if type(self.exporter.accept_loss) ~= "function" then
-        return nil, "Unsupported: this exporter cannot record an accepted loss (the file "
-                    .. "and PostgreSQL ledgers can: docs/EXPORT.md §2, Accepted losses)"
+        return nil, "Unsupported: this exporter cannot record an accepted loss (the file, "
+                    .. "PostgreSQL and HTTP ledgers can: docs/EXPORT.md §2, Accepted losses)"
     end
     local r, err = self.exporter:accept_loss { tenant = tenant, dimension = dimension,
                                                through_seq = k.seq - 1, link_b3 = k.prev_b3,

@@ -215,6 +215,33 @@ function E:head(tenant, dimension)
     return { seq = seq, b3 = b3:lower() }
 end
 
+-- accept_loss{ tenant, dimension, through_seq, link_b3, reason, now_s } -> { from, to } |
+-- nil, err: the receiver's backend records the accepted loss (docs/EXPORT.md §2, "Accepted
+-- losses"; POST <url>/<tenant>/<dimension>/accept-loss, with this exporter's token).
+function E:accept_loss(o)
+    if self.closed then return nil, "Closed: the exporter was closed" end
+    local loss = require "ron.accounting.export.loss"
+    local ok, err = loss.check(o)
+    if not ok then return nil, err end
+    local cjson = require "cjson.safe"
+    local res, rerr = request(self, "POST",
+        format("%s/%s/%s/accept-loss", self.url, o.tenant, o.dimension),
+        { ["Content-Type"] = "application/json" },
+        cjson.encode { through_seq = o.through_seq, link_b3 = o.link_b3, reason = o.reason,
+                       now_s = o.now_s })
+    if not res then return nil, "ExporterError: accept-loss: " .. tostring(rerr) end
+    local body = cjson.decode(res.body or "")
+    if res.status == 200 and type(body) == "table" and tonumber(body.from)
+       and tonumber(body.to) then
+        return { from = tonumber(body.from), to = tonumber(body.to) }
+    end
+    local name = type(body) == "table" and body.error or "ExporterError"
+    local message = type(body) == "table" and body.message or ("HTTP " .. res.status)
+    if res.status == 501 then name = "Unsupported" end
+    return nil, format("%s: accept-loss: HTTP %d: %s", tostring(name), res.status,
+                       tostring(message):gsub("^%a+: ", ""))
+end
+
 function E:close()
     self.closed = true
 end

@@ -575,6 +575,48 @@ describe("ron.accounting.export.exporters.http into ron.accounting.daemon.receiv
         no_leaks()
     end)
 
+    it("accept_loss over HTTP (issue 14 item 1): the producer's exporter asks, the receiver's "
+       .. "backend records the given-up seqs, only for a tenant the token may write", function()
+        local c = chain(4)
+        local dir
+        run(function(task)
+            local lines = {}
+            local srv, r, url, d, meter = start_receiver {
+                producers = { ["node-a"] = { token_hash = receiver.token_hash("token-a"),
+                                             tenants = { TA } } },
+                log = function(line) lines[#lines + 1] = line end }
+            dir = d
+            local e = exp_http.new { url = url, token = "token-a" }
+            assert.equal("ok", (e:put(c[1])))
+            assert.equal("gap", (e:put(c[4])))
+            -- another tenant's stream: refused (403, not a loss of A's)
+            local x, xerr = e:accept_loss { tenant = TB, dimension = "bytes", through_seq = 3,
+                                            link_b3 = c[4].prev_b3 }
+            assert.is_nil(x)
+            assert.truthy(xerr:find("HTTP 403", 1, true), xerr)
+            -- nothing missing: 409 InvalidArgument (the runtime's admin route answers 409)
+            x, xerr = e:accept_loss { tenant = TA, dimension = "bytes", through_seq = 1,
+                                      link_b3 = c[2].prev_b3 }
+            assert.is_nil(x)
+            assert.truthy(xerr:find("^InvalidArgument: accept%-loss: HTTP 409"), xerr)
+            local got = assert(e:accept_loss { tenant = TA, dimension = "bytes", through_seq = 3,
+                                                link_b3 = c[4].prev_b3, reason = "wal lost" })
+            assert.same({ from = 2, to = 3 }, got)
+            assert.equal("ok", (e:put(c[4])))
+            local logged = false
+            for _, l in ipairs(lines) do
+                logged = logged or l:find("LOSS ACCEPTED by producer node-a: " .. TA
+                                          .. "/bytes seqs 2..3 (wal lost)", 1, true) ~= nil
+            end
+            assert.is_true(logged, table.concat(lines, "\n"))
+            stop_receiver(srv, r, meter)
+            assert.is_true(eventually(task, function() return (curl.live()) == 0 end, 2000))
+        end)
+        no_leaks()
+        local rc, out = S.verify(dir)
+        assert.equal(0, rc, out)
+    end)
+
     it("without producers, only allow_unauthenticated = true starts a receiver, and it says "
        .. "so on its log", function()
         run(function()
