@@ -126,6 +126,18 @@ static PGresult *exec_ok(PGconn *pg, const char *sql, ExecStatusType want, char 
 }
 
 /* The stream that just ended (last seq, last b3) against its head row. */
+/* One link of a stream's chain: counted, and reported when it breaks. */
+static void check_link(pv_t *v, const char *name, uint64_t last_seq, const uint8_t last_b3[32],
+                       uint64_t seq, const uint8_t prev[32]) {
+    v->links++;
+    ra_host_link_t link = ra_host_chain_link(last_seq, last_b3, seq, prev);
+    if (link != RA_LINK_OK) {
+        char why[160];
+        ra_host_chain_describe(link, last_seq, last_b3, seq, prev, why, sizeof why);
+        ra_host_report(&v->vd, true, "CHAIN BREAK %s: %s", name, why);
+    }
+}
+
 static void end_stream(pv_t *v, const uint8_t *t, const char *dim, uint64_t last_seq,
                        const uint8_t *last_b3, uint64_t sum, bool sum_overflow, uint64_t nslices) {
     char name[96];
@@ -273,13 +285,8 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
                            name, loss.first, loss.last, loss.accepted_at_s,
                            loss.reason[0] ? loss.reason : "(no reason)");
             }
-            v->links++; /* (not in nslices: --totals counts slices, like the file ledger) */
-            ra_host_link_t llink = ra_host_chain_link(last_seq, last_b3, seq, prev);
-            if (llink != RA_LINK_OK) {
-                char why[160];
-                ra_host_chain_describe(llink, last_seq, last_b3, seq, prev, why, sizeof why);
-                ra_host_report(&v->vd, true, "CHAIN BREAK %s: %s", name, why);
-            }
+            /* (not in nslices: --totals counts slices, like the file ledger) */
+            check_link(v, name, last_seq, last_b3, seq, prev);
             last_seq = seq;
             memcpy(last_b3, b3, 32);
             PQclear(r);
@@ -328,13 +335,7 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
         }
         nslices++;
         if (ok) v->slices++;
-        v->links++;
-        ra_host_link_t link = ra_host_chain_link(last_seq, last_b3, seq, prev);
-        if (link != RA_LINK_OK) {
-            char why[160];
-            ra_host_chain_describe(link, last_seq, last_b3, seq, prev, why, sizeof why);
-            ra_host_report(&v->vd, true, "CHAIN BREAK %s: %s", name, why);
-        }
+        check_link(v, name, last_seq, last_b3, seq, prev);
         last_seq = seq;
         memcpy(last_b3, b3, 32);
         PQclear(r);

@@ -356,7 +356,10 @@ function R:handle_put(req)
     -- answered by a worker (req:respond)
 end
 
-function R:handle_head(req)
+-- A stream request (head, accept-loss): the receiver running, the token, the path, the
+-- producer's right to the tenant, a place in the queue. item(tenant, dimension) -> the
+-- queue item, or nil and the usage line of a bad request.
+function R:queue_stream_request(req, path_pat, item)
     if self.stopping then
         return self:reject(req, 503, "stopping", "Unavailable", "the receiver is stopping",
                            nil, nil, busy_headers())
@@ -365,16 +368,18 @@ function R:handle_head(req)
     if not producer then
         return self:reject(req, code, reason, code == 401 and "Unauthorized" or "Forbidden", msg)
     end
-    local tenant, dimension = req.path:match(self.head_path)
-    if not tenant or not tenant:match(UUID) or not dimension:match("^[a-z][a-z0-9_]*$")
-       or #dimension > 32 then
-        return self:reject(req, 400, "bad_request", "InvalidArgument",
-                           "the path must be " .. self.prefix
-                           .. "/<lowercase uuid>/<dimension>/head")
+    local tenant, dimension = req.path:match(path_pat)
+    local it, usage
+    if tenant and tenant:match(UUID) and dimension:match("^[a-z][a-z0-9_]*$")
+       and #dimension <= 32 then
+        it, usage = item(tenant, dimension, producer)
+    else
+        usage = select(2, item())
     end
+    if not it then return self:reject(req, 400, "bad_request", "InvalidArgument", usage) end
     local allowed, a1, a2, a3, a4 = self:may_write(req, producer, tenant, dimension)
     if not allowed then return a1, a2, a3, a4 end
-    if not self.queue:try_send({ "head", req, tenant, dimension }) then
+    if not self.queue:try_send(it) then
         return self:reject(req, 503, "busy", "Busy",
                            format("%d requests are waiting for the ledger", self.queue_cap),
                            tenant, dimension, busy_headers())
@@ -382,34 +387,27 @@ function R:handle_head(req)
     -- answered by a worker (req:respond)
 end
 
+function R:handle_head(req)
+    return self:queue_stream_request(req, self.head_path, function(tenant, dimension)
+        if not tenant then
+            return nil, "the path must be " .. self.prefix .. "/<lowercase uuid>/<dimension>/head"
+        end
+        return { "head", req, tenant, dimension }
+    end)
+end
+
 -- POST <prefix>/<tenant>/<dimension>/accept-loss {"through_seq":n,"link_b3":hex,
 -- "reason":text,"now_s":n}: a producer's operator accepts a loss (docs/EXPORT.md §2,
 -- "Accepted losses") on the stream it may write; the backend records it (accept_loss).
 function R:handle_loss(req)
-    if self.stopping then
-        return self:reject(req, 503, "stopping", "Unavailable", "the receiver is stopping",
-                           nil, nil, busy_headers())
-    end
-    local producer, code, reason, msg = self:authorized(req)
-    if not producer then
-        return self:reject(req, code, reason, code == 401 and "Unauthorized" or "Forbidden", msg)
-    end
-    local tenant, dimension = req.path:match(self.loss_path)
-    local o = require("cjson.safe").decode(req.body or "")
-    if not tenant or not tenant:match(UUID) or not dimension:match("^[a-z][a-z0-9_]*$")
-       or #dimension > 32 or type(o) ~= "table" then
-        return self:reject(req, 400, "bad_request", "InvalidArgument",
-                           "POST " .. self.prefix .. "/<lowercase uuid>/<dimension>/accept-loss"
-                           .. " with {\"through_seq\":n,\"link_b3\":hex,\"reason\":text}")
-    end
-    local allowed, a1, a2, a3, a4 = self:may_write(req, producer, tenant, dimension)
-    if not allowed then return a1, a2, a3, a4 end
-    if not self.queue:try_send({ "loss", req, tenant, dimension, o, producer }) then
-        return self:reject(req, 503, "busy", "Busy",
-                           format("%d requests are waiting for the ledger", self.queue_cap),
-                           tenant, dimension, busy_headers())
-    end
-    -- answered by a worker (req:respond)
+    return self:queue_stream_request(req, self.loss_path, function(tenant, dimension, producer)
+        local o = tenant and require("cjson.safe").decode(req.body or "")
+        if type(o) ~= "table" then
+            return nil, "POST " .. self.prefix .. "/<lowercase uuid>/<dimension>/accept-loss"
+                        .. ' with {"through_seq":n,"link_b3":hex,"reason":text}'
+        end
+        return { "loss", req, tenant, dimension, o, producer }
+    end)
 end
 
 function R:answer_loss(req, tenant, dimension, o, producer)
