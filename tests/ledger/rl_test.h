@@ -1,5 +1,5 @@
-/* Assertions for the ledger's C tests: the shape of tests/ra_test.h (RL_TEST, RL_RUN,
- * RL_DONE; "N passed, N failed") with return codes named by rl_err_name. */
+/* The ledger's C tests' header: tests/check.h's assertions with return codes named by
+ * rl_err_name, and the ledger fixtures. */
 #ifndef RL_TEST_H
 #define RL_TEST_H
 
@@ -11,57 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rl_t_failed_checks;
-static int rl_t_pass, rl_t_fail;
+#define RA_T_ERR_NAME(code) rl_err_name(code)
+#include "../check.h"
 
-#define RL_TEST(name) static void name(void)
-
-#define RL_RUN(name, label)                                                                        \
-    do {                                                                                           \
-        int before_ = rl_t_failed_checks;                                                          \
-        name();                                                                                    \
-        if (rl_t_failed_checks == before_) {                                                       \
-            rl_t_pass++;                                                                           \
-            printf("ok - %s\n", label);                                                            \
-        } else {                                                                                   \
-            rl_t_fail++;                                                                           \
-            printf("not ok - %s\n", label);                                                        \
-        }                                                                                          \
-        fflush(stdout);                                                                            \
-    } while (0)
-
-#define RL_DONE()                                                                                  \
-    do {                                                                                           \
-        printf("%d passed, %d failed\n", rl_t_pass, rl_t_fail);                                    \
-        return rl_t_fail ? 1 : 0;                                                                  \
-    } while (0)
-
-#define RL_FAILF(...)                                                                              \
-    do {                                                                                           \
-        rl_t_failed_checks++;                                                                      \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                            \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, "\n");                                                                     \
-    } while (0)
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) RL_FAILF("check failed: %s", #cond);                                          \
-    } while (0)
-
-#define CHECK_EQ_I64(a, b)                                                                         \
-    do {                                                                                           \
-        int64_t a_ = (int64_t)(a), b_ = (int64_t)(b);                                              \
-        if (a_ != b_) RL_FAILF("%s == %s: %" PRId64 " != %" PRId64, #a, #b, a_, b_);               \
-    } while (0)
-
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        int rc_ = (expr), want_ = (want);                                                          \
-        if (rc_ != want_)                                                                          \
-            RL_FAILF("%s: got %d (%s), want %d (%s)", #expr, rc_, rl_err_name(rc_), want_,         \
-                     rl_err_name(want_));                                                          \
-    } while (0)
+/* The ledger's tests spell the harness RL_*. */
+#define RL_TEST RA_TEST
+#define RL_RUN RA_RUN
+#define RL_DONE RA_DONE
+#define RL_FAILF RA_FAILF
+#define rl_t_failed_checks ra_t_failed_checks
 
 /* Fixtures: account ids and transfer ids made from one byte, assets from a string. */
 static inline void rl_t_id(uint8_t id[16], uint8_t b) {
