@@ -46,11 +46,13 @@ function RT:metrics_text()
                     .. STUCK_LISTED .. " listed), by reason and the seq it waits at."
     out[#out + 1] = "# TYPE accounting_stream_stuck gauge"
     local stuck = {}
-    for _, st in pairs(self.streams) do
-        if st.stuck and #stuck < STUCK_LISTED then
-            stuck[#stuck + 1] = format(
-                'accounting_stream_stuck{tenant="%s",dimension="%s",reason="%s",seq="%s"} 1',
-                st.tenant, st.dim, st.stuck.reason, tostring(st.stuck.seq))
+    if self.stuck_n > 0 then -- (a scrape walks the streams only when some are stuck)
+        for _, st in pairs(self.streams) do
+            if st.stuck and #stuck < STUCK_LISTED then
+                stuck[#stuck + 1] = format(
+                    'accounting_stream_stuck{tenant="%s",dimension="%s",reason="%s",seq="%s"} 1',
+                    st.tenant, st.dim, st.stuck.reason, tostring(st.stuck.seq))
+            end
         end
     end
     sort(stuck)
