@@ -9,6 +9,9 @@
 #   lint-cppcheck-ledger             cppcheck over ledger/ (label lint)
 #   lua-ledger-cdef-current          lua/ron/ledger/cdef.lua is what tools/gen-ledger-cdef.sh
 #                                    prints from include/ron/ledger.h (`make cdef-ledger`)
+#   lua-ledger-store-host            the Store's conformance suite on PostgreSQL and on
+#                                    offloaded SQLite, inside the host (labels lua, postgres)
+#   bench-ledger-store               (`make bench`) tests/bench/bench-ledger-store.lua
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 set(RL_CORE_SRC ledger/error.c ledger/amount.c ledger/codec.c ledger/select.c ledger/validate.c)
@@ -138,6 +141,19 @@ add_test(NAME lua-ledger-cdef-current
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(lua-ledger-cdef-current PROPERTIES LABELS lua TIMEOUT 60
   ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
+
+# The Store (lua/ron/ledger/store/, docs/LEDGER.md "Store"): the conformance suite
+# (spec/ron/ledger/store_conformance.lua) runs under plain busted on SQLite (ctest `lua`,
+# spec/ron/ledger/store_spec.lua) and here inside the host, in tasks, on PostgreSQL (a real
+# server started by tests/pg/pg-harness.sh) and on SQLite offloaded to the threadpool.
+if(COMMAND ra_host_spec)
+  ra_host_spec(lua-ledger-store-host spec/ron/ledger/store_host_spec.lua)
+  if(TEST lua-ledger-store-host)
+    set_tests_properties(lua-ledger-store-host PROPERTIES LABELS "lua;postgres")
+    set_property(TEST lua-ledger-store-host APPEND PROPERTY ENVIRONMENT
+      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+  endif()
+endif()
 
 # ---- benchmark (tests/bench/bench-ledger.c): `make bench` runs it first, with the others'
 # results file; ctest bench-ledger-smoke runs it with --quick (label bench-smoke). ----

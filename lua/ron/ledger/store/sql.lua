@@ -328,7 +328,7 @@ local function transfer_row(r)
     return { n = amount(r[1]), id = r[2], bytes = r[3], intent = r[4], book = r[5],
              created_at_ms = amount(r[6]), metadata = r[7] }
 end
-local TRANSFER_T = "bbbbbib"
+local TRANSFER_T = "ibbbbib"
 
 local function event_row(r)
     return { book = r[1], seq = amount(r[2]), transfer_id = r[3], kind = r[4], data = r[5] }
