@@ -169,6 +169,19 @@ add_custom_target(bench-ledger-run
 if(TARGET bench)
   add_dependencies(bench bench-ledger-run)
 endif()
+# The Store's benchmark (tests/bench/bench-ledger-store.lua, inside the host: PostgreSQL
+# needs its loop): lifecycle rows/s against a plain INSERT loop, balance reads at 1k, 100k
+# and 1M postings. Minutes; only in `make bench`.
+if(TARGET ron-accounting)
+  add_custom_target(bench-ledger-store-run
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
+    COMMAND $<TARGET_FILE:ron-accounting> run ${CMAKE_SOURCE_DIR}/tests/bench/bench-ledger-store.lua
+      --dir ${CMAKE_BINARY_DIR}/bench --out ${CMAKE_BINARY_DIR}/bench/ledger-results.jsonl
+    DEPENDS ron-accounting ronledger USES_TERMINAL VERBATIM)
+  if(TARGET bench)
+    add_dependencies(bench bench-ledger-store-run)
+  endif()
+endif()
 add_test(NAME bench-ledger-smoke
   COMMAND sh -c "out=$(\"$1\" --quick) || { echo \"$out\"; exit 1; }; echo \"$out\"; echo \"$out\" | grep -q '^BENCH {\"bench\":\"ledger\"'"
           sh $<TARGET_FILE:bench-ledger>)

@@ -44,8 +44,6 @@ local function concurrent(fns)
     end
 end
 
-local opts = { wrap = in_task, concurrent = concurrent }
-
 -- offloaded SQLite ------------------------------------------------------------------------
 
 local function fresh_path()
@@ -112,7 +110,8 @@ describe("store on a real PostgreSQL", function()
     local function make()
         n = n + 1
         return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                   schema = "store_" .. n, connections = 4 })
+                                   schema = "store_" .. n, connections = 4,
+                                   connect_timeout_ms = 20000, query_timeout_ms = 20000 })
     end
 
     -- describe blocks inside: setup runs first
@@ -120,7 +119,8 @@ describe("store on a real PostgreSQL", function()
         wrap = in_task, concurrent = concurrent,
         reopen = function(s)
             return store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                schema = s.schema, connections = 1 }
+                                schema = s.schema, connections = 1,
+                                connect_timeout_ms = 20000 }
         end,
     })
 

@@ -48,7 +48,8 @@
 --             get_postings(ids) -> list (any status, by id); get_postings_by_account(account,
 --             asset?, status?, limit?, order?) order "largest" = amount descending then id
 --             ascending (selection's order, LED-10), "id" (default) = id ascending.
---             At most 1024 ids or postings per call (sql.MAX_BATCH).
+--             At most 512 postings (sql.MAX_POSTINGS) or 1024 ids or pairs (sql.MAX_BATCH)
+--             per call.
 -- Balances    get_balances(pairs) -> { amount per pair in order } (pairs { account, asset });
 --   (LED-19)  get_balance(account, asset). Sum of the pair's Active + PendingInactive
 --             postings, read from the projection table `balances` (16 shards per pair,

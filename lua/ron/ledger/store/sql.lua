@@ -21,7 +21,9 @@ local type, error, tostring, tonumber, ipairs, setmetatable, format, concat, rep
 
 local _M = {}
 
-_M.MAX_BATCH = 1024       -- ids or postings per call (one statement, bounded parameters)
+-- Per call (one statement, its parameters bounded: the host's libpq binding takes ~8000).
+_M.MAX_BATCH = 1024       -- ids or pairs
+_M.MAX_POSTINGS = 512     -- postings to insert (11 parameters each)
 _M.SHARDS = schema.SHARDS
 
 local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
@@ -58,11 +60,10 @@ local function asset_arg(fname, a)
     return a
 end
 
-local function list_arg(fname, l, what)
+local function list_arg(fname, l, what, max)
     if type(l) ~= "table" then misuse(fname, what .. " must be a list") end
-    if #l > _M.MAX_BATCH then
-        misuse(fname, format("at most %d %s per call", _M.MAX_BATCH, what))
-    end
+    max = max or _M.MAX_BATCH
+    if #l > max then misuse(fname, format("at most %d %s per call", max, what)) end
     return l
 end
 
@@ -464,7 +465,7 @@ local function id_binds(fname, ids, binds, k)
 end
 
 function Store:insert_postings(ps)
-    list_arg("insert_postings", ps, "postings")
+    list_arg("insert_postings", ps, "postings", _M.MAX_POSTINGS)
     local n = #ps
     if n == 0 then return 0 end
     local binds, k = { n = n * 11 }, 0
