@@ -490,6 +490,7 @@ function Store:insert_postings(ps)
     return write(self, "insert_postings", n, binds)
 end
 
+-- LED-18: each transition is one UPDATE guarded by the status (and the reservation id).
 function Store:reserve_postings(ids, rid)
     if #ids == 0 then return 0 end
     local binds = { bytes_arg("reserve_postings", rid, "rid") }
@@ -756,6 +757,7 @@ function Store:get_stream(tenant, dimension)
                     function(r) return { seq = amount(r[1]), b3 = r[2] } end)
 end
 
+-- LED-25: the head moves only from exactly (prev_seq, prev_b3); the first slice inserts once.
 function Store:advance_stream(tenant, dimension, seq, b3, prev_seq, prev_b3)
     bytes_arg("advance_stream", tenant, "tenant")
     bytes_arg("advance_stream", dimension, "dimension")
