@@ -353,7 +353,9 @@ end)
 
 Store.get_heads = prim("get_heads", function(self, _, list)
     local r = {}
-    for i, pr in ipairs(list) do r[i] = copy(self.heads[head_key(pr.account, pr.asset)]) or false end
+    for i, pr in ipairs(list) do
+        r[i] = copy(self.heads[head_key(pr.account, pr.asset)]) or false
+    end
     return r
 end)
 
