@@ -92,7 +92,8 @@ function _M.open(opts)
     end
     local o = {}
     for k, v in pairs(opts) do if k ~= "backend" then o[k] = v end end
-    return require(mod).open(o)
+    local m = require(mod)
+    return (m.open or m.new)(o) -- the memory store (wip/commit) is made by new()
 end
 
 return _M

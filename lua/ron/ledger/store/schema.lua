@@ -85,7 +85,9 @@ local TABLES = {
     transfer_id B,
     code I,
     message B,
-    body_hash B
+    body_hash B,
+    saga B,
+    node B
 )]],
 [[CREATE TABLE IF NOT EXISTS @sagas (
     id B PRIMARY KEY,

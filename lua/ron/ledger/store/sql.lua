@@ -226,12 +226,12 @@ local BUILD = {
     end,
 
     put_intent = function()
-        return "INSERT INTO @intents (key, status, transfer_id, code, message, body_hash) "
-               .. "VALUES (?b, ?b, ?b, ?i, ?b, ?b) ON CONFLICT DO NOTHING"
+        return "INSERT INTO @intents (key, status, transfer_id, code, message, body_hash, "
+               .. "saga, node) VALUES (?b, ?b, ?b, ?i, ?b, ?b, ?b, ?b) ON CONFLICT DO NOTHING"
     end,
     get_intent = function()
-        return "SELECT key, status, transfer_id, code, message, body_hash FROM @intents "
-               .. "WHERE key = ?b"
+        return "SELECT key, status, transfer_id, code, message, body_hash, saga, node "
+               .. "FROM @intents WHERE key = ?b"
     end,
 
     save_saga = function()
@@ -538,7 +538,7 @@ function Store:get_postings_by_account(account, asset, status, limit, order)
         binds[#binds + 1] = int_arg("get_postings_by_account", limit, "limit")
         k = k + 4
     end
-    if order == "largest" then
+    if order == "largest" or order == "amount_desc" then -- amount_desc: the memory store's
         k = k + 8
     elseif order ~= nil and order ~= "id" then
         misuse("get_postings_by_account", "order is \"largest\" or \"id\"")
@@ -680,19 +680,22 @@ end
 
 function Store:put_intent(key, o)
     bytes_arg("put_intent", key, "key")
-    if type(o) ~= "table" or (o.status ~= "committed" and o.status ~= "rejected") then
-        misuse("put_intent", "outcome.status is \"committed\" or \"rejected\"")
+    -- "claimed": the engine's claim of an intent by a saga (saga, node), under a key no
+    -- caller can send (ron.ledger.ledger _claim).
+    if type(o) ~= "table" or (o.status ~= "committed" and o.status ~= "rejected"
+                              and o.status ~= "claimed") then
+        misuse("put_intent", "outcome.status is \"committed\", \"rejected\" or \"claimed\"")
     end
     return write(self, "put_intent", nil,
-                 { n = 6, key, o.status, o.transfer_id, o.code ~= nil and int_arg("put_intent",
-                   o.code, "code") or nil, o.message, o.body_hash })
+                 { n = 8, key, o.status, o.transfer_id, o.code ~= nil and int_arg("put_intent",
+                   o.code, "code") or nil, o.message, o.body_hash, o.saga, o.node })
 end
 
 function Store:get_intent(key)
     return read_one(self, "get_intent", nil, { n = 1, bytes_arg("get_intent", key, "key") },
-                    "bbbibb", function(r)
+                    "bbbibbbb", function(r)
         return { key = r[1], status = r[2], transfer_id = r[3], code = amount(r[4]),
-                 message = r[5], body_hash = r[6] }
+                 message = r[5], body_hash = r[6], saga = r[7], node = r[8] }
     end)
 end
 

@@ -107,7 +107,7 @@ function E:ready()
     local ok, err = self.led:recover()
     if ok == nil and err then return nil, err end
     local n
-    n, err = self.store:create_book(self.book, { created_by = "exporters.ledger" })
+    n, err = self.store:create_book(self.book, "created by exporters.ledger")
     if not n then return nil, err end
     for _, kind in ipairs { "revenue", "usage_source" } do
         ok, err = self:ensure_account(self.accounts(kind), "uncapped")
