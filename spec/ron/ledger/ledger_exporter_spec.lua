@@ -10,6 +10,7 @@ local exporter = require "ron.accounting.export.exporters"
 local lexp = require "ron.accounting.export.exporters.ledger"
 local rate = require "ron.ledger.rate"
 local usage = require "ron.ledger.usage"
+local verify = require "ron.ledger.verify"
 -- The engine (wip/commit) may not be in this tree yet: then every case is pending.
 local has_engine, L = pcall(require, "ron.ledger.ledger")
 
@@ -32,7 +33,10 @@ local function stores()
     local ok, sqlite = pcall(require, "ron.ledger.store.sqlite")
     if ok then
         list[#list + 1] = { "sqlite", function()
-            return assert(sqlite.open { path = S.tmpname(".db"), synchronous = "normal" })
+            local path = S.tmpname(".db")
+            local st = assert(sqlite.open { path = path, synchronous = "normal" })
+            st.spec_path = path
+            return st
         end }
     end
     return list
@@ -218,6 +222,37 @@ for _, backend in ipairs(stores()) do
             assert.matches("^Frozen: ", err)
             assert(led:unfreeze(usage.account("wallet", TA)))
             assert.equal("ok", (e:put(slices[1])))
+        end)
+
+        it("verify recomputes everything and names a flipped byte's transfer", function()
+            local slices = sealed(3, function(i) return 700 * i end, { TA, TB })
+            for _, sl in ipairs(slices) do assert.equal("ok", (e:put(sl))) end
+            local problems = {}
+            local function report(where, what) problems[#problems + 1] = where .. ": " .. what end
+            local sum = verify.run(store, { book = "main", report = report })
+            assert.same({}, problems)
+            assert.equal(6, sum.transfers)
+            assert.equal(6, sum.usage)
+            assert.equal(2, sum.streams)
+            assert.is_true(sum.balances >= 6)
+            -- flip one byte of the second transfer's stored canonical bytes
+            local recs = store:list_transfers(nil, 10)
+            local victim = recs[2]
+            local b = victim.bytes
+            local at = #b - 40
+            local flipped = b:sub(1, at - 1) .. string.char((b:byte(at) + 1) % 256) .. b:sub(at + 1)
+            if store.spec_path then
+                store:close()
+                assert(os.execute(("sqlite3 %s \"UPDATE transfers SET bytes = X'%s' WHERE id = X'%s'\"")
+                    :format(store.spec_path, usage.hex(flipped), usage.hex(victim.id))) == 0)
+                store = assert(require("ron.ledger.store.sqlite").open { path = store.spec_path })
+            else
+                store.transfers[victim.id].bytes = flipped
+            end
+            problems = {}
+            sum = verify.run(store, { book = "main", report = report })
+            assert.is_true(sum.problems >= 1)
+            assert.matches("^transfer #2 " .. usage.hex(victim.id) .. ": ", problems[1])
         end)
 
         it("refuses a dimension the card does not price (a local failure)", function()
