@@ -107,10 +107,10 @@ end
 _M.b3 = b3
 
 _M.TENANT_KINDS = { wallet = true, receivable = true, usage = true }
-_M.SYSTEM_KINDS = { revenue = true, usage_source = true }
+_M.SYSTEM_KINDS = { revenue = true, usage_source = true, external = true }
 
 -- The id of a tenant's account (kind wallet | receivable | usage) or of a system account
--- of the book (revenue | usage_source, no tenant): the first 16 bytes of
+-- of the book (revenue | usage_source | external, no tenant): the first 16 bytes of
 -- BLAKE3("ron-ledger usage account v1" 00 kind 00 tenant16), tenant16 = 16 zero bytes for
 -- a system account.
 function _M.account(kind, tenant)
