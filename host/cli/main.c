@@ -82,7 +82,8 @@ static const command_t commands[] = {
      "                            every transfer id from its canonical bytes, every\n"
      "                            balance from postings and against the projection,\n"
      "                            conservation per asset, each usage slice consumed by\n"
-     "                            exactly one transfer; problems named by position, exit 1\n"},
+     "                            exactly one transfer; problems named by position, exit 1;\n"
+     "                            recover [--node NAME]: finish interrupted commits\n"},
 #endif
     {"wal", ra_host_wal,
      "  wal inspect [--json] PATH\n"

@@ -10,6 +10,7 @@
 --   ledger --db PATH reverse TRANSFER_ID --intent KEY
 --   ledger --db PATH history ACCOUNT [--limit N]
 --   ledger --db PATH verify [--file-ledger DIR]
+--   ledger --db PATH recover [--node NAME]
 --
 -- ACCOUNT: 32 hex digits, or a name: revenue, usage_source, external (the book's system
 -- accounts), or <tenant uuid>:wallet | :receivable | :usage (docs/LEDGER-RATING.md §6).
@@ -31,6 +32,8 @@ usage: ron-accounting ledger --db PATH [--book NAME] VERB ...
   history ACCOUNT [--limit N]           the account's transfers, newest first
   verify [--file-ledger DIR]            recompute ids, postings, balances, conservation and
                                         usage chains; exit 1 naming every problem
+  recover [--node NAME]                 finish (roll forward) or abandon interrupted commits
+                                        (of every node, or NAME's), while those nodes are down
 ACCOUNT: 32 hex digits, revenue, usage_source, external, or TENANT-UUID:wallet|receivable|usage
 ]]
 
@@ -256,6 +259,21 @@ function verbs.history(s, led, o, pos)
     return 0
 end
 
+-- Every node's pending sagas (or --node NAME's): only while that node is stopped.
+function verbs.recover(s, led, o)
+    local pending = s:list_pending_sagas(o.node) or {}
+    local before, nodes = #pending, {}
+    for _, sg in ipairs(pending) do nodes[sg.node or ""] = true end
+    for node in pairs(nodes) do
+        local L = require "ron.ledger.ledger"
+        local r, err = L.new { store = s, book = o.book or "main", node = node }:recover()
+        if r == nil and err then return nil, err end
+    end
+    local after = #(s:list_pending_sagas(o.node) or {})
+    out:write(format("%d pending sagas, %d finished, %d left\n", before, before - after, after))
+    return after == 0 and 0 or 1
+end
+
 function verbs.verify(s, led, o)
     local verify = require "ron.ledger.verify"
     local sum = verify.run(s, { book = o.book or "main", file_ledger = o["file-ledger"],
@@ -279,9 +297,13 @@ function _M.main(args)
     local o, pos = parse(args, 1)
     if not o then return usage_error(pos) end
     local verb = table.remove(pos, 1)
-    if verb == nil or verb == "help" then
+    if verb == "help" then
         out:write(USAGE)
-        return verb and 0 or 2
+        return 0
+    end
+    if verb == nil then -- like the host without a command: the usage on stderr, exit 2
+        err_out:write(USAGE)
+        return 2
     end
     local fn = verbs[verb]
     if not fn then return usage_error("unknown verb " .. verb) end

@@ -339,6 +339,16 @@ function _M.run(store, opts)
         end
     end
 
+    -- A saga still pending: a commit interrupted (a crash, a shutdown mid-commit). Its
+    -- postings may already be in the projection without their transfer: say why.
+    local sagas = store:list_pending_sagas() or {}
+    for _, sg in ipairs(sagas) do
+        problem("saga " .. tostring(sg.id), "pending in phase %s: a commit was interrupted; "
+                .. "`ron-accounting ledger recover` (or the exporter's next start) finishes it",
+                tostring(sg.phase))
+    end
+    sum.sagas = #sagas
+
     -- 8: a file ledger's slices ----------------------------------------------------------------
     if opts.file_ledger then
         _M.file_ledger(opts.file_ledger, slices, problem, sum)
