@@ -287,6 +287,17 @@ local function body_of(req)
                           overdraft = req.overdraft, target = req.target }
 end
 
+-- The body hash the engine stores for a request without one (kind "commit" or "reverse").
+function _M.body_hash(kind, req)
+    if req.body_hash then return req.body_hash end
+    if kind == "reverse" then
+        return codec.sha256(body_of { kind = "reverse", metadata = req.metadata or "",
+                                      target = req.target })
+    end
+    return codec.sha256(body_of { kind = "commit", movements = req.movements,
+                                  metadata = req.metadata or "", overdraft = req.overdraft })
+end
+
 function Ledger:commit(req)
     local bad = check_request(req)
     if bad then return fail(ERR.InvalidRequest, bad) end
@@ -545,11 +556,42 @@ function Ledger:_save(ctx, phase)
 end
 
 -- Releases what ctx holds before the point of no return (compensation; LED-16).
+-- Each release is read back: a count short of the full one (a lost reply, a partial batch)
+-- must not leave a posting PendingInactive or a head held by a saga that gave up.
 function Ledger:_compensate(ctx)
-    if ctx.t and #ctx.t.inputs > 0 then self:_p("release_postings", ctx.t.inputs, ctx.sid) end
-    for i = #(ctx.heads or {}), 1, -1 do
-        local h = ctx.heads[i]
-        self:_p("release_head", h.account, h.asset, ctx.sid)
+    local ids = ctx.t and ctx.t.inputs or {}
+    for round = 1, self.max_attempts + 1 do
+        if #ids == 0 then break end
+        if self:_p("release_postings", ids, ctx.sid) ~= #ids then
+            local left = {}
+            for _, p in ipairs(self:_p("get_postings", ids)) do
+                if p.status == "pending_inactive" and p.reservation == ctx.sid then
+                    left[#left + 1] = p.id
+                end
+            end
+            ids = left
+        else
+            ids = {}
+        end
+        if round > self.max_attempts and #ids > 0 then
+            error({ ledger_store_failure = true, name = "release_postings",
+                    err = "postings stay reserved", class = "io" }, 0)
+        end
+    end
+    local heads = ctx.heads or {}
+    for i = #heads, 1, -1 do
+        local h = heads[i]
+        if self:_p("release_head", h.account, h.asset, ctx.sid) ~= 1 then
+            local cur = self:_p("get_heads", { h })[1]
+            if cur and cur.holder == ctx.sid then
+                self:_p("release_head", h.account, h.asset, ctx.sid)
+                cur = self:_p("get_heads", { h })[1]
+                if cur and cur.holder == ctx.sid then
+                    error({ ledger_store_failure = true, name = "release_head",
+                            err = "head stays held", class = "io" }, 0)
+                end
+            end
+        end
     end
     ctx.t, ctx.tbytes, ctx.tid, ctx.heads = nil, nil, nil, nil
 end
@@ -571,9 +613,14 @@ function Ledger:_claim(ctx)
     end
     if cur and cur.node == self.node and not self.inflight[cur.saga] then
         -- A saga of this node that nobody drives (it failed with Unavailable): adopt it.
+        -- Marked before the next store call (a scheduling point) so no one adopts it twice.
+        self.inflight[cur.saga] = true
+        local found
         for _, s in ipairs(self:_p("list_pending_sagas", self.node)) do
-            if s.id == cur.saga then return false, { self:_resume(s) } end
+            if s.id == cur.saga then found = s end
         end
+        self.inflight[cur.saga] = nil
+        if found then return false, { self:_resume(found) } end
     end
     return false, { fail(ERR.Unavailable, "intent in flight in saga " .. tostring(cur and
                                                                             cur.saga)) }
@@ -756,13 +803,15 @@ function Ledger:_finalize(ctx)
     local outs = {}
     for i = 1, #t.outputs do outs[i] = ledger.output_posting(t, tid, i) end
     if #outs > 0 and self:_p("insert_postings", outs) ~= #outs then
+        -- Short count: some exist already (a replay) or the batch was cut; read back.
         local ids = {}
         for i, o in ipairs(outs) do ids[i] = o.id end
-        if #self:_p("get_postings", ids) ~= #outs then
-            self:_p("insert_postings", outs)
-            if #self:_p("get_postings", ids) ~= #outs then
+        for round = 1, self.max_attempts + 1 do
+            if #self:_p("get_postings", ids) == #outs then break end
+            if round > self.max_attempts then
                 error("ron.ledger: outputs of " .. hex(tid) .. " missing after insert")
             end
+            self:_p("insert_postings", outs)
         end
     end
     -- 3. the transfer record.
