@@ -57,4 +57,19 @@ describe("ledger simulator", function()
         assert.is_true(sum.crashes > 0)
         assert.is_true(sum.rejections > 0)
     end)
+
+    it("many sagas racing the capped floors never breach them (LED-18)", function()
+        local first = tonumber(os.getenv("RON_SIM_SEED") or "") or 7001
+        local seeds = tonumber(os.getenv("RON_SIM_SEEDS") or "") or 8
+        local transfers, waits = 0, 0
+        for k = 0, seeds - 1 do
+            local st = sim.random { seed = first + k, ops = 100, conc = 8, p_capped = 0.9,
+                                    p_crash = 0.001, p_err = 0.01, p_partial = 0.02 }
+            transfers = transfers + st.transfers
+            waits = waits + (st.head_waits or 0)
+        end
+        print(string.format("sim floor race: seeds %d..%d: %d transfers", first,
+                            first + seeds - 1, transfers))
+        assert.is_true(transfers > seeds * 25)
+    end)
 end)
