@@ -57,7 +57,7 @@ local RACE = {
 }
 
 local MAX_INPUTS = 256
-local SELECT_LIMIT = 4096
+local SELECT_LIMIT = 1024 -- a store's batch bound (sql.MAX_BATCH)
 local CLAIM_PREFIX = rep("\255", 256)
 local EVENT_KIND = "transfer"
 
@@ -395,7 +395,7 @@ function Ledger:_resolve_commit(req)
         if p.net < 0 then
             local need = -p.net
             local list = self:_p("get_postings_by_account", p.account, p.asset, "active",
-                                 SELECT_LIMIT, "amount_desc")
+                                 SELECT_LIMIT, "largest")
             local cap = MAX_INPUTS - #inputs
             local picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                      need, cap)

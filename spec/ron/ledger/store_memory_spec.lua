@@ -54,7 +54,7 @@ describe("ron.ledger.store.memory", function()
         assert.equal("inactive", got[1].status); assert.equal("y", got[1].consumed_by)
         assert.equal("x", got[2].consumed_by)
         s:insert_postings { p(3, A, 5), p(4, A, 9), p(5, A, 9) }
-        local l = s:get_postings_by_account(A, USD, "active", nil, "amount_desc")
+        local l = s:get_postings_by_account(A, USD, "active", nil, "largest")
         assert.same({ 4, 5, 3 }, { l[1].id.index, l[2].id.index, l[3].id.index })
         assert.equal(2, #s:get_postings_by_account(A, USD, "active", 2))
     end)
