@@ -129,7 +129,7 @@ local function stored_account(acct)
 end
 
 Store.create_account = prim("create_account", function(self, _, acct)
-    if acct.version ~= 1 then return bug("create_account: version must be 1") end
+    if acct.version ~= 1 then error("create_account: version must be 1", 3) end
     if self.accounts[acct.id] then return 0 end
     self.accounts[acct.id] = { stored_account(acct) }
     self.account_order[#self.account_order + 1] = acct.id
@@ -290,12 +290,15 @@ Store.deactivate_postings = prim("deactivate_postings", function(self, limit, id
     return n
 end)
 
+-- Ascending by id (the SQL stores' ORDER BY), whatever the order asked in.
 Store.get_postings = prim("get_postings", function(self, _, ids)
     local r = {}
     for _, id in ipairs(ids) do
         local p = self.postings[pkey(id)]
-        if p then r[#r + 1] = copy(p) end
+        if p then r[#r + 1] = p end
     end
+    sort(r, function(a, b) return ref_less(a.id, b.id) end)
+    for i, p in ipairs(r) do r[i] = copy(p) end
     return r
 end)
 
@@ -360,7 +363,6 @@ Store.release_head = prim("release_head", function(self, _, account, asset, saga
 end)
 
 Store.get_heads = prim("get_heads", function(self, _, list)
-    local r = {}
     local r = { n = #list }
     for i, pr in ipairs(list) do
         local h = self.heads[head_key(pr.account, pr.asset)]
