@@ -599,11 +599,10 @@ end
 -- Claims the intent for ctx.sid: true, or false + a result to return.
 function Ledger:_claim(ctx)
     local key = CLAIM_PREFIX .. ctx.req.intent
-    local claim = { status = "claimed", saga = ctx.sid, node = self.node,
-                    body_hash = ctx.req.body_hash }
+    local claim = { status = "claimed", message = ctx.sid, body_hash = ctx.req.body_hash }
     if self:_p("put_intent", key, claim) == 1 then return true end
     local cur = self:_read("get_intent", key)
-    if cur and cur.saga == ctx.sid then return true end
+    if cur and cur.message == ctx.sid then return true end
     -- Another saga holds the intent: ours never reserved anything, drop it.
     self:_p("delete_saga", ctx.sid)
     local final = self:_read("get_intent", ctx.req.intent)
@@ -611,19 +610,19 @@ function Ledger:_claim(ctx)
     if cur and cur.body_hash ~= ctx.req.body_hash then
         return false, { fail(ERR.Conflict, "intent in flight with another body") }
     end
-    if cur and cur.node == self.node and not self.inflight[cur.saga] then
+    local holder = cur and cur.message
+    if holder and not self.inflight[holder] then
         -- A saga of this node that nobody drives (it failed with Unavailable): adopt it.
         -- Marked before the next store call (a scheduling point) so no one adopts it twice.
-        self.inflight[cur.saga] = true
+        self.inflight[holder] = true
         local found
         for _, s in ipairs(self:_p("list_pending_sagas", self.node)) do
-            if s.id == cur.saga then found = s end
+            if s.id == holder then found = s end
         end
-        self.inflight[cur.saga] = nil
+        self.inflight[holder] = nil
         if found then return false, { self:_resume(found) } end
     end
-    return false, { fail(ERR.Unavailable, "intent in flight in saga " .. tostring(cur and
-                                                                            cur.saga)) }
+    return false, { fail(ERR.Unavailable, "intent in flight in saga " .. tostring(holder)) }
 end
 
 -- Stores a deterministic rejection under the intent (LED-17), after compensation.
@@ -875,10 +874,10 @@ function Ledger:_resume(s)
             self:_compensate(ctx)
             local prior = self:_read("get_intent", ctx.req.intent)
             local claim = self:_read("get_intent", CLAIM_PREFIX .. ctx.req.intent)
-            if prior or (claim and claim.saga ~= s.id) then
+            if prior or (claim and claim.message ~= s.id) then
                 self:_p("delete_saga", s.id)
                 if prior then return self:_outcome(ctx.req, prior) end
-                return fail(ERR.Unavailable, "intent taken by saga " .. claim.saga)
+                return fail(ERR.Unavailable, "intent taken by saga " .. claim.message)
             end
             return true
         end) }

@@ -65,7 +65,7 @@
 --             transaction). get_transfer(id) -> { n, id, bytes, intent, book, created_at_ms,
 --             metadata }; get_transfers_for_account(account, limit, before_n?) newest first;
 --             list_transfers(after_n?, limit) oldest first (n: the row's insertion number).
--- Intents     put_intent(key, { status = "committed"|"rejected", transfer_id?, code?,
+-- Intents     put_intent(key, { status = "committed"|"rejected"|"claimed", transfer_id?, code?,
 --   (LED-21)  message?, body_hash? }) -> n (the first outcome stays: a second put counts 0);
 --             get_intent(key) -> outcome + key
 -- Sagas       save_saga(id, phase, data, node) -> 1 (upsert; phase "reserving" |

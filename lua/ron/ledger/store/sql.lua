@@ -681,8 +681,11 @@ end
 
 function Store:put_intent(key, o)
     bytes_arg("put_intent", key, "key")
-    if type(o) ~= "table" or (o.status ~= "committed" and o.status ~= "rejected") then
-        misuse("put_intent", "outcome.status is \"committed\" or \"rejected\"")
+    -- "claimed": the engine's claim row of an intent (message = the saga id), under a key no
+    -- caller can send (docs/LEDGER.md "Intents").
+    if type(o) ~= "table" or (o.status ~= "committed" and o.status ~= "rejected" and
+                              o.status ~= "claimed") then
+        misuse("put_intent", "outcome.status is \"committed\", \"rejected\" or \"claimed\"")
     end
     return write(self, "put_intent", nil,
                  { n = 6, key, o.status, o.transfer_id, o.code ~= nil and int_arg("put_intent",
