@@ -412,6 +412,12 @@ function Ledger:_resolve_commit(req)
                 -- sum (4th value) is what the account has; the shortfall goes to the
                 -- receivable the caller named, or onto the account itself when its policy
                 -- lets it hold a negative posting (the floor is checked by validation).
+                -- Postings other sagas hold are value in flight, not value missing: a short
+                -- account with reservations on the pair is a race (retry), never a stored
+                -- InsufficientFunds or an overdraft (LED-32).
+                local held = self:_p("get_postings_by_account", p.account, p.asset,
+                                     "pending_inactive", 1)
+                if #held > 0 then return false, "reservations in flight", ERR.Unavailable end
                 local recv = req.overdraft and req.overdraft[p.account]
                 if not recv and accts[p.account].policy == "no_overdraft" then
                     return fail(ERR.InsufficientFunds, format(
