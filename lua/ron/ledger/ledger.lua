@@ -57,7 +57,7 @@ local RACE = {
 }
 
 local MAX_INPUTS = 256
-local SELECT_LIMIT = 4096
+local SELECT_LIMIT = 1024 -- a store's batch bound (sql.MAX_BATCH)
 local CLAIM_PREFIX = rep("\255", 256)
 local EVENT_KIND = "transfer"
 
@@ -287,6 +287,17 @@ local function body_of(req)
                           overdraft = req.overdraft, target = req.target }
 end
 
+-- The body hash the engine stores for a request without one (kind "commit" or "reverse").
+function _M.body_hash(kind, req)
+    if req.body_hash then return req.body_hash end
+    if kind == "reverse" then
+        return codec.sha256(body_of { kind = "reverse", metadata = req.metadata or "",
+                                      target = req.target })
+    end
+    return codec.sha256(body_of { kind = "commit", movements = req.movements,
+                                  metadata = req.metadata or "", overdraft = req.overdraft })
+end
+
 function Ledger:commit(req)
     local bad = check_request(req)
     if bad then return fail(ERR.InvalidRequest, bad) end
@@ -384,7 +395,7 @@ function Ledger:_resolve_commit(req)
         if p.net < 0 then
             local need = -p.net
             local list = self:_p("get_postings_by_account", p.account, p.asset, "active",
-                                 SELECT_LIMIT, "amount_desc")
+                                 SELECT_LIMIT, "largest")
             local cap = MAX_INPUTS - #inputs
             local picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                      need, cap)
@@ -401,6 +412,12 @@ function Ledger:_resolve_commit(req)
                 -- sum (4th value) is what the account has; the shortfall goes to the
                 -- receivable the caller named, or onto the account itself when its policy
                 -- lets it hold a negative posting (the floor is checked by validation).
+                -- Postings other sagas hold are value in flight, not value missing: a short
+                -- account with reservations on the pair is a race (retry), never a stored
+                -- InsufficientFunds or an overdraft (LED-32).
+                local held = self:_p("get_postings_by_account", p.account, p.asset,
+                                     "pending_inactive", 1)
+                if #held > 0 then return false, "reservations in flight", ERR.Unavailable end
                 local recv = req.overdraft and req.overdraft[p.account]
                 if not recv and accts[p.account].policy == "no_overdraft" then
                     return fail(ERR.InsufficientFunds, format(
@@ -545,11 +562,42 @@ function Ledger:_save(ctx, phase)
 end
 
 -- Releases what ctx holds before the point of no return (compensation; LED-16).
+-- Each release is read back: a count short of the full one (a lost reply, a partial batch)
+-- must not leave a posting PendingInactive or a head held by a saga that gave up.
 function Ledger:_compensate(ctx)
-    if ctx.t and #ctx.t.inputs > 0 then self:_p("release_postings", ctx.t.inputs, ctx.sid) end
-    for i = #(ctx.heads or {}), 1, -1 do
-        local h = ctx.heads[i]
-        self:_p("release_head", h.account, h.asset, ctx.sid)
+    local ids = ctx.t and ctx.t.inputs or {}
+    for round = 1, self.max_attempts + 1 do
+        if #ids == 0 then break end
+        if self:_p("release_postings", ids, ctx.sid) ~= #ids then
+            local left = {}
+            for _, p in ipairs(self:_p("get_postings", ids)) do
+                if p.status == "pending_inactive" and p.reservation == ctx.sid then
+                    left[#left + 1] = p.id
+                end
+            end
+            ids = left
+        else
+            ids = {}
+        end
+        if round > self.max_attempts and #ids > 0 then
+            error({ ledger_store_failure = true, name = "release_postings",
+                    err = "postings stay reserved", class = "io" }, 0)
+        end
+    end
+    local heads = ctx.heads or {}
+    for i = #heads, 1, -1 do
+        local h = heads[i]
+        if self:_p("release_head", h.account, h.asset, ctx.sid) ~= 1 then
+            local cur = self:_p("get_heads", { h })[1]
+            if cur and cur.holder == ctx.sid then
+                self:_p("release_head", h.account, h.asset, ctx.sid)
+                cur = self:_p("get_heads", { h })[1]
+                if cur and cur.holder == ctx.sid then
+                    error({ ledger_store_failure = true, name = "release_head",
+                            err = "head stays held", class = "io" }, 0)
+                end
+            end
+        end
     end
     ctx.t, ctx.tbytes, ctx.tid, ctx.heads = nil, nil, nil, nil
 end
@@ -557,11 +605,10 @@ end
 -- Claims the intent for ctx.sid: true, or false + a result to return.
 function Ledger:_claim(ctx)
     local key = CLAIM_PREFIX .. ctx.req.intent
-    local claim = { status = "claimed", saga = ctx.sid, node = self.node,
-                    body_hash = ctx.req.body_hash }
+    local claim = { status = "claimed", message = ctx.sid, body_hash = ctx.req.body_hash }
     if self:_p("put_intent", key, claim) == 1 then return true end
     local cur = self:_read("get_intent", key)
-    if cur and cur.saga == ctx.sid then return true end
+    if cur and cur.message == ctx.sid then return true end
     -- Another saga holds the intent: ours never reserved anything, drop it.
     self:_p("delete_saga", ctx.sid)
     local final = self:_read("get_intent", ctx.req.intent)
@@ -569,14 +616,19 @@ function Ledger:_claim(ctx)
     if cur and cur.body_hash ~= ctx.req.body_hash then
         return false, { fail(ERR.Conflict, "intent in flight with another body") }
     end
-    if cur and cur.node == self.node and not self.inflight[cur.saga] then
+    local holder = cur and cur.message
+    if holder and not self.inflight[holder] then
         -- A saga of this node that nobody drives (it failed with Unavailable): adopt it.
+        -- Marked before the next store call (a scheduling point) so no one adopts it twice.
+        self.inflight[holder] = true
+        local found
         for _, s in ipairs(self:_p("list_pending_sagas", self.node)) do
-            if s.id == cur.saga then return false, { self:_resume(s) } end
+            if s.id == holder then found = s end
         end
+        self.inflight[holder] = nil
+        if found then return false, { self:_resume(found) } end
     end
-    return false, { fail(ERR.Unavailable, "intent in flight in saga " .. tostring(cur and
-                                                                            cur.saga)) }
+    return false, { fail(ERR.Unavailable, "intent in flight in saga " .. tostring(holder)) }
 end
 
 -- Stores a deterministic rejection under the intent (LED-17), after compensation.
@@ -756,13 +808,15 @@ function Ledger:_finalize(ctx)
     local outs = {}
     for i = 1, #t.outputs do outs[i] = ledger.output_posting(t, tid, i) end
     if #outs > 0 and self:_p("insert_postings", outs) ~= #outs then
+        -- Short count: some exist already (a replay) or the batch was cut; read back.
         local ids = {}
         for i, o in ipairs(outs) do ids[i] = o.id end
-        if #self:_p("get_postings", ids) ~= #outs then
-            self:_p("insert_postings", outs)
-            if #self:_p("get_postings", ids) ~= #outs then
+        for round = 1, self.max_attempts + 1 do
+            if #self:_p("get_postings", ids) == #outs then break end
+            if round > self.max_attempts then
                 error("ron.ledger: outputs of " .. hex(tid) .. " missing after insert")
             end
+            self:_p("insert_postings", outs)
         end
     end
     -- 3. the transfer record.
@@ -826,10 +880,10 @@ function Ledger:_resume(s)
             self:_compensate(ctx)
             local prior = self:_read("get_intent", ctx.req.intent)
             local claim = self:_read("get_intent", CLAIM_PREFIX .. ctx.req.intent)
-            if prior or (claim and claim.saga ~= s.id) then
+            if prior or (claim and claim.message ~= s.id) then
                 self:_p("delete_saga", s.id)
                 if prior then return self:_outcome(ctx.req, prior) end
-                return fail(ERR.Unavailable, "intent taken by saga " .. claim.saga)
+                return fail(ERR.Unavailable, "intent taken by saga " .. claim.message)
             end
             return true
         end) }

@@ -1,8 +1,9 @@
 -- The engine (lua/ron/ledger/ledger.lua) over the in-memory store: the commit path's
 -- behaviour, one case per rule of docs/LEDGER.md "The commit path" (LED-16..LED-23).
 -- The crash/interleaving search is sim_spec.lua.
-require "support"
+local S = require "support"
 local L = require "ron.ledger.ledger"
+local store = require "ron.ledger.store"
 local ledger = require "ron.ledger"
 local memory = require "ron.ledger.store.memory"
 
@@ -10,9 +11,17 @@ local USD = { code = "USD", scale = 2 }
 local EUR = { code = "EUR", scale = 2 }
 local EXT, A, B, C, R = ("e"):rep(16), ("a"):rep(16), ("b"):rep(16), ("c"):rep(16), ("r"):rep(16)
 
+local BACKEND = "memory"
+
 local function setup(opts)
     opts = opts or {}
-    local s = memory.new { fault = opts.fault }
+    local s
+    if BACKEND == "sqlite" then
+        s = assert(store.open { backend = "sqlite", path = S.tmpname(".sqlite"),
+                                synchronous = "normal" })
+    else
+        s = memory.new { fault = opts.fault }
+    end
     local led = L.new { store = s, book = "main", node = opts.node or "n1", nonce = "t",
                         clock = function() return 1000 end }
     assert(led:create_account { id = EXT, policy = "uncapped" })
@@ -33,7 +42,12 @@ end
 
 local function bal(led, id, asset) return led:balance(id, asset or USD) end
 
-describe("ledger engine", function()
+-- The behaviour cases run on the in-memory store and on SQLite (the same engine, the same
+-- answers); the fault cases need the memory store's hook.
+for _, backend in ipairs { "memory", "sqlite" } do
+describe("ledger engine on " .. backend, function()
+    before_each(function() BACKEND = backend end)
+    after_each(function() BACKEND = "memory" end)
     it("commits: balances from postings, change back to the payer, gapless events", function()
         local led, s = setup()
         local r = assert(pay(led, "dep", mv(EXT, A, 100)))
@@ -171,6 +185,10 @@ describe("ledger engine", function()
         assert.equal(L.ERR.UnknownAccount, code)
     end)
 
+end)
+end
+
+describe("ledger engine: faults (memory store)", function()
     it("a store that keeps failing is Unavailable, never a rejection (LED-23)", function()
         local failing = true
         local led, s = setup { fault = function(phase, name)

@@ -24,14 +24,11 @@ end, {
     end,
 })
 
--- wip/rate merged wip/commit's memory store and wip/store's SQL stores: they disagree on 7
--- conformance cases (get_balance, the order's name, error shapes, paging cursors); left for
--- the two owners to reconcile (RA_MEMORY_CONFORMANCE=1 runs it).
-if pcall(require, "ron.ledger.store.memory") and os.getenv("RA_MEMORY_CONFORMANCE") == "1" then
+if pcall(require, "ron.ledger.store.memory") then
     conformance.run("memory", function() return assert(store.open { backend = "memory" }) end)
 else
     describe("store conformance: memory", function()
-        pending("memory store: not on this branch, or not yet reconciled with the SQL stores")
+        pending("lua/ron/ledger/store/memory.lua is not on this branch")
     end)
 end
 

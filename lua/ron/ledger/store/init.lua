@@ -48,7 +48,8 @@
 --             get_postings(ids) -> list (any status, by id); get_postings_by_account(account,
 --             asset?, status?, limit?, order?) order "largest" = amount descending then id
 --             ascending (selection's order, LED-10), "id" (default) = id ascending.
---             At most 1024 ids or postings per call (sql.MAX_BATCH).
+--             At most 512 postings (sql.MAX_POSTINGS) or 1024 ids or pairs (sql.MAX_BATCH)
+--             per call.
 -- Balances    get_balances(pairs) -> { amount per pair in order } (pairs { account, asset });
 --   (LED-19)  get_balance(account, asset). Sum of the pair's Active + PendingInactive
 --             postings, read from the projection table `balances` (16 shards per pair,
@@ -64,7 +65,7 @@
 --             transaction). get_transfer(id) -> { n, id, bytes, intent, book, created_at_ms,
 --             metadata }; get_transfers_for_account(account, limit, before_n?) newest first;
 --             list_transfers(after_n?, limit) oldest first (n: the row's insertion number).
--- Intents     put_intent(key, { status = "committed"|"rejected", transfer_id?, code?,
+-- Intents     put_intent(key, { status = "committed"|"rejected"|"claimed", transfer_id?, code?,
 --   (LED-21)  message?, body_hash? }) -> n (the first outcome stays: a second put counts 0);
 --             get_intent(key) -> outcome + key
 -- Sagas       save_saga(id, phase, data, node) -> 1 (upsert; phase "reserving" |
@@ -78,6 +79,10 @@
 --             dimension, seq, b3, prev_seq, prev_b3) -> n (prev_seq nil: the first slice,
 --             insert; else only from exactly (prev_seq, prev_b3)).
 -- Meta        get_meta(key), put_meta(key, value) (insert once); close().
+-- Batches     many({ { "name", args... }, ... }) -> { { results... }, ... }: the primitives in
+--             order, each its own statement, stopping after the first failure (the SQL
+--             stores; the offloaded SQLite store runs the list in one pool call). Optional:
+--             a backend without it is driven one primitive at a time.
 local _M = {}
 
 _M.BACKENDS = { sqlite = "ron.ledger.store.sqlite", postgres = "ron.ledger.store.postgres",
@@ -92,8 +97,7 @@ function _M.open(opts)
     end
     local o = {}
     for k, v in pairs(opts) do if k ~= "backend" then o[k] = v end end
-    local m = require(mod)
-    return (m.open or m.new)(o) -- the memory store (wip/commit) is made by new()
+    return require(mod).open(o)
 end
 
 return _M

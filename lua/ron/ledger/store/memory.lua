@@ -61,7 +61,7 @@ Store.__index = Store
 
 function _M.new(opts)
     opts = opts or {}
-    return setmetatable({
+    local self = setmetatable({
         fault = opts.fault,
         books = {}, book_order = {},
         accounts = {}, account_order = {},
@@ -73,10 +73,12 @@ function _M.new(opts)
         sagas = {}, saga_seq = 0,
         events = {}, event_index = {},
         streams = {},
-        meta = { schema_version = 1 },
+        meta = {},
         calls = 0,
     }, Store)
+    return self
 end
+_M.open = _M.new
 
 -- Runs primitive `name` through the fault hook (LED-24).
 local function prim(name, impl)
@@ -127,7 +129,7 @@ local function stored_account(acct)
 end
 
 Store.create_account = prim("create_account", function(self, _, acct)
-    if acct.version ~= 1 then return bug("create_account: version must be 1") end
+    if acct.version ~= 1 then error("create_account: version must be 1", 3) end
     if self.accounts[acct.id] then return 0 end
     self.accounts[acct.id] = { stored_account(acct) }
     self.account_order[#self.account_order + 1] = acct.id
@@ -191,15 +193,21 @@ local function project(self, p, sign)
     else b.shards[s] = b.shards[s] - p.amount end
 end
 
+local function balance_of(self, account, asset)
+    local per = self.balances[account]
+    local b = per and per[asset_key(asset)]
+    local sum = 0
+    if b then for s = 0, SHARDS - 1 do sum = sum + b.shards[s] end end
+    return ledger.from_amount(sum)
+end
+
+Store.get_balance = prim("get_balance", function(self, _, account, asset)
+    return balance_of(self, account, asset)
+end)
+
 Store.get_balances = prim("get_balances", function(self, _, list)
     local r = {}
-    for i, pr in ipairs(list) do
-        local per = self.balances[pr.account]
-        local b = per and per[asset_key(pr.asset)]
-        local sum = 0
-        if b then for s = 0, SHARDS - 1 do sum = sum + b.shards[s] end end
-        r[i] = ledger.from_amount(sum)
-    end
+    for i, pr in ipairs(list) do r[i] = balance_of(self, pr.account, pr.asset) end
     return r
 end)
 
@@ -282,17 +290,20 @@ Store.deactivate_postings = prim("deactivate_postings", function(self, limit, id
     return n
 end)
 
+-- Ascending by id (the SQL stores' ORDER BY), whatever the order asked in.
 Store.get_postings = prim("get_postings", function(self, _, ids)
     local r = {}
     for _, id in ipairs(ids) do
         local p = self.postings[pkey(id)]
-        if p then r[#r + 1] = copy(p) end
+        if p then r[#r + 1] = p end
     end
+    sort(r, function(a, b) return ref_less(a.id, b.id) end)
+    for i, p in ipairs(r) do r[i] = copy(p) end
     return r
 end)
 
--- order: "amount_desc" (largest first, ties by ascending id: what selection wants) or nil
--- (ascending id).
+-- order: "largest" (amount descending, ties by ascending id: what selection wants, LED-10)
+-- or "id" / nil (ascending id).
 Store.get_postings_by_account = prim("get_postings_by_account", function(self, _, account,
                                                                           asset, status, limit,
                                                                           order)
@@ -304,7 +315,7 @@ Store.get_postings_by_account = prim("get_postings_by_account", function(self, _
             r[#r + 1] = p
         end
     end
-    if order == "amount_desc" then
+    if order == "largest" or order == "amount_desc" then
         sort(r, function(a, b)
             if a.amount ~= b.amount then return a.amount > b.amount end
             return ref_less(a.id, b.id)
@@ -352,9 +363,10 @@ Store.release_head = prim("release_head", function(self, _, account, asset, saga
 end)
 
 Store.get_heads = prim("get_heads", function(self, _, list)
-    local r = {}
+    local r = { n = #list }
     for i, pr in ipairs(list) do
-        r[i] = copy(self.heads[head_key(pr.account, pr.asset)]) or false
+        local h = self.heads[head_key(pr.account, pr.asset)]
+        if h then r[i] = { version = h.version, holder = h.holder } end
     end
     return r
 end)
@@ -373,7 +385,7 @@ Store.store_transfer = prim("store_transfer", function(self, _, rec, involved)
     if self.transfers[rec.id] then return 0 end
     self.tseq = self.tseq + 1
     local r = copy(rec)
-    r.seq = self.tseq
+    r.n = self.tseq
     self.transfers[rec.id] = r
     self.transfer_order[#self.transfer_order + 1] = rec.id
     local seen = {}
@@ -391,44 +403,30 @@ Store.store_transfer = prim("store_transfer", function(self, _, rec, involved)
     return 1
 end)
 
+-- A transfer's n is its insertion number (the paging cursor of both listings).
 Store.get_transfer = prim("get_transfer", function(self, _, id)
-    local r = copy(self.transfers[id])
-    if r then r.seq = nil end
-    return r
+    return copy(self.transfers[id])
 end)
 
-local function strip(r)
-    r = copy(r)
-    r.seq = nil
-    return r
-end
-
--- Newest first; before = a transfer id (exclusive cursor).
+-- Newest first; before_n = exclusive cursor.
 Store.get_transfers_for_account = prim("get_transfers_for_account", function(self, _, account,
-                                                                              limit, before)
+                                                                              limit, before_n)
     local l = self.transfers_by_account[account] or {}
-    local r, i = {}, #l
-    if before then
-        while i >= 1 and l[i] ~= before do i = i - 1 end
-        i = i - 1
-    end
-    while i >= 1 and (not limit or #r < limit) do
-        r[#r + 1] = strip(self.transfers[l[i]])
-        i = i - 1
+    local r = {}
+    for i = #l, 1, -1 do
+        if limit and #r >= limit then break end
+        local t = self.transfers[l[i]]
+        if not before_n or t.n < before_n then r[#r + 1] = copy(t) end
     end
     return r
 end)
 
--- Oldest first; after = a transfer id (exclusive cursor).
-Store.list_transfers = prim("list_transfers", function(self, _, after, limit)
-    local l, r, i = self.transfer_order, {}, 1
-    if after then
-        while i <= #l and l[i] ~= after do i = i + 1 end
-        i = i + 1
-    end
-    while i <= #l and (not limit or #r < limit) do
-        r[#r + 1] = strip(self.transfers[l[i]])
-        i = i + 1
+-- Oldest first; after_n = exclusive cursor.
+Store.list_transfers = prim("list_transfers", function(self, _, after_n, limit)
+    local l, r = self.transfer_order, {}
+    for i = (after_n or 0) + 1, #l do
+        if limit and #r >= limit then break end
+        r[#r + 1] = copy(self.transfers[l[i]])
     end
     return r
 end)
@@ -441,7 +439,11 @@ Store.put_intent = prim("put_intent", function(self, _, key, outcome)
     return 1
 end)
 
-Store.get_intent = prim("get_intent", function(self, _, key) return copy(self.intents[key]) end)
+Store.get_intent = prim("get_intent", function(self, _, key)
+    local o = copy(self.intents[key])
+    if o then o.key = key end
+    return o
+end)
 
 -- ---- sagas ----
 
@@ -540,7 +542,14 @@ Store.advance_stream = prim("advance_stream", function(self, _, tenant, dim, seq
     return 1
 end)
 
-function Store:schema_version() return self.meta.schema_version end
+Store.get_meta = prim("get_meta", function(self, _, key) return self.meta[key] end)
+
+Store.put_meta = prim("put_meta", function(self, _, key, value)
+    if self.meta[key] ~= nil then return 0 end
+    self.meta[key] = value
+    return 1
+end)
+
 function Store:close() end
 
 return _M

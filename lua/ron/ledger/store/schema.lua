@@ -85,9 +85,7 @@ local TABLES = {
     transfer_id B,
     code I,
     message B,
-    body_hash B,
-    saga B,
-    node B
+    body_hash B
 )]],
 [[CREATE TABLE IF NOT EXISTS @sagas (
     id B PRIMARY KEY,

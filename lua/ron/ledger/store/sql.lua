@@ -21,7 +21,9 @@ local type, error, tostring, tonumber, ipairs, setmetatable, format, concat, rep
 
 local _M = {}
 
-_M.MAX_BATCH = 1024       -- ids or postings per call (one statement, bounded parameters)
+-- Per call (one statement, its parameters bounded: the host's libpq binding takes ~8000).
+_M.MAX_BATCH = 1024       -- ids or pairs
+_M.MAX_POSTINGS = 512     -- postings to insert (11 parameters each)
 _M.SHARDS = schema.SHARDS
 
 local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
@@ -58,11 +60,10 @@ local function asset_arg(fname, a)
     return a
 end
 
-local function list_arg(fname, l, what)
+local function list_arg(fname, l, what, max)
     if type(l) ~= "table" then misuse(fname, what .. " must be a list") end
-    if #l > _M.MAX_BATCH then
-        misuse(fname, format("at most %d %s per call", _M.MAX_BATCH, what))
-    end
+    max = max or _M.MAX_BATCH
+    if #l > max then misuse(fname, format("at most %d %s per call", max, what)) end
     return l
 end
 
@@ -226,12 +227,12 @@ local BUILD = {
     end,
 
     put_intent = function()
-        return "INSERT INTO @intents (key, status, transfer_id, code, message, body_hash, "
-               .. "saga, node) VALUES (?b, ?b, ?b, ?i, ?b, ?b, ?b, ?b) ON CONFLICT DO NOTHING"
+        return "INSERT INTO @intents (key, status, transfer_id, code, message, body_hash) "
+               .. "VALUES (?b, ?b, ?b, ?i, ?b, ?b) ON CONFLICT DO NOTHING"
     end,
     get_intent = function()
-        return "SELECT key, status, transfer_id, code, message, body_hash, saga, node "
-               .. "FROM @intents WHERE key = ?b"
+        return "SELECT key, status, transfer_id, code, message, body_hash FROM @intents "
+               .. "WHERE key = ?b"
     end,
 
     save_saga = function()
@@ -328,7 +329,7 @@ local function transfer_row(r)
     return { n = amount(r[1]), id = r[2], bytes = r[3], intent = r[4], book = r[5],
              created_at_ms = amount(r[6]), metadata = r[7] }
 end
-local TRANSFER_T = "bbbbbib"
+local TRANSFER_T = "ibbbbib"
 
 local function event_row(r)
     return { book = r[1], seq = amount(r[2]), transfer_id = r[3], kind = r[4], data = r[5] }
@@ -464,7 +465,7 @@ local function id_binds(fname, ids, binds, k)
 end
 
 function Store:insert_postings(ps)
-    list_arg("insert_postings", ps, "postings")
+    list_arg("insert_postings", ps, "postings", _M.MAX_POSTINGS)
     local n = #ps
     if n == 0 then return 0 end
     local binds, k = { n = n * 11 }, 0
@@ -489,6 +490,7 @@ function Store:insert_postings(ps)
     return write(self, "insert_postings", n, binds)
 end
 
+-- LED-18: each transition is one UPDATE guarded by the status (and the reservation id).
 function Store:reserve_postings(ids, rid)
     if #ids == 0 then return 0 end
     local binds = { bytes_arg("reserve_postings", rid, "rid") }
@@ -538,7 +540,7 @@ function Store:get_postings_by_account(account, asset, status, limit, order)
         binds[#binds + 1] = int_arg("get_postings_by_account", limit, "limit")
         k = k + 4
     end
-    if order == "largest" or order == "amount_desc" then -- amount_desc: the memory store's
+    if order == "largest" then
         k = k + 8
     elseif order ~= nil and order ~= "id" then
         misuse("get_postings_by_account", "order is \"largest\" or \"id\"")
@@ -680,22 +682,22 @@ end
 
 function Store:put_intent(key, o)
     bytes_arg("put_intent", key, "key")
-    -- "claimed": the engine's claim of an intent by a saga (saga, node), under a key no
-    -- caller can send (ron.ledger.ledger _claim).
-    if type(o) ~= "table" or (o.status ~= "committed" and o.status ~= "rejected"
-                              and o.status ~= "claimed") then
+    -- "claimed": the engine's claim row of an intent (message = the saga id), under a key no
+    -- caller can send (docs/LEDGER.md "Intents").
+    if type(o) ~= "table" or (o.status ~= "committed" and o.status ~= "rejected" and
+                              o.status ~= "claimed") then
         misuse("put_intent", "outcome.status is \"committed\", \"rejected\" or \"claimed\"")
     end
     return write(self, "put_intent", nil,
-                 { n = 8, key, o.status, o.transfer_id, o.code ~= nil and int_arg("put_intent",
-                   o.code, "code") or nil, o.message, o.body_hash, o.saga, o.node })
+                 { n = 6, key, o.status, o.transfer_id, o.code ~= nil and int_arg("put_intent",
+                   o.code, "code") or nil, o.message, o.body_hash })
 end
 
 function Store:get_intent(key)
     return read_one(self, "get_intent", nil, { n = 1, bytes_arg("get_intent", key, "key") },
-                    "bbbibbbb", function(r)
+                    "bbbibb", function(r)
         return { key = r[1], status = r[2], transfer_id = r[3], code = amount(r[4]),
-                 message = r[5], body_hash = r[6], saga = r[7], node = r[8] }
+                 message = r[5], body_hash = r[6] }
     end)
 end
 
@@ -758,6 +760,7 @@ function Store:get_stream(tenant, dimension)
                     function(r) return { seq = amount(r[1]), b3 = r[2] } end)
 end
 
+-- LED-25: the head moves only from exactly (prev_seq, prev_b3); the first slice inserts once.
 function Store:advance_stream(tenant, dimension, seq, b3, prev_seq, prev_b3)
     bytes_arg("advance_stream", tenant, "tenant")
     bytes_arg("advance_stream", dimension, "dimension")
@@ -784,6 +787,26 @@ function Store:put_meta(key, value)
     return write(self, "put_meta", nil, { n = 2, key, value })
 end
 
+local function pack(...) return { n = select("#", ...), ... } end
+
+-- Several primitives in one call: { { "name", args... }, ... } -> { { results... }, ... },
+-- each its own statement, in order; it stops after the first that fails (nil, err, class),
+-- whose results end the list. The offloaded SQLite driver runs the whole list in one pool
+-- call (one hop off the loop instead of one per primitive).
+function Store:many(calls)
+    if type(calls) ~= "table" then misuse("many", "expects a list of { name, args... }") end
+    local out = {}
+    for i, c in ipairs(calls) do
+        local name = type(c) == "table" and c[1]
+        local f = name ~= "many" and Store[name]
+        if not f then misuse("many", "unknown primitive " .. tostring(name)) end
+        local r = pack(f(self, unpack(c, 2, table.maxn(c))))
+        out[i] = r
+        if r[1] == nil and r[2] ~= nil then break end
+    end
+    return out
+end
+
 -- The names every backend offers (the offloaded driver proxies exactly these).
 _M.METHODS = {
     "create_book", "get_book", "list_books",
@@ -798,7 +821,7 @@ _M.METHODS = {
     "save_saga", "list_pending_sagas", "delete_saga",
     "append_event", "get_event", "get_events_since", "head_seq",
     "get_stream", "advance_stream",
-    "get_meta", "put_meta",
+    "get_meta", "put_meta", "many",
 }
 
 -- Refuses a database written by a newer layout (LED-24): the version row, checked before

@@ -470,7 +470,8 @@ function Off:call(method, ...)
         nxt:try_send(true)
     end
     if not res then return nil, err, "io" end
-    if res[1] == nil then return nil, "StoreError: " .. tostring(res[2]), "bug" end
+    -- a body that raised: misuse (as the synchronous driver raises it) or a bug
+    if res[1] == nil then error(tostring(res[2]), 2) end
     return _M.unpack_(res[1])
 end
 
