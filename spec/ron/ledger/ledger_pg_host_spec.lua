@@ -1,6 +1,6 @@
 -- The engine (lua/ron/ledger/ledger.lua) on a real PostgreSQL, inside the host (ctest
 -- lua-ledger-engine-pg-host: `ron-accounting run spec/run-busted.lua
--- spec/ron/ledger/ledger_pg_host_spec.lua`), kuatia's concurrency tests made ours (LED-34):
+-- spec/ron/ledger/ledger_pg_host_spec.lua`), kuatia's concurrency tests made ours (LED-36):
 --   - two commits racing for the same postings: exactly one wins;
 --   - many commits racing a capped floor: the floor holds, exactly as many as fit commit;
 --   - replays, identical (the first outcome) and altered (Conflict), also concurrently;

@@ -1,4 +1,4 @@
--- The ledger's deterministic simulator (LED-24; research §2e item 9, TigerBeetle's VOPR in
+-- The ledger's deterministic simulator (LED-35; research §2e item 9, TigerBeetle's VOPR in
 -- miniature): the engine (lua/ron/ledger/ledger.lua) over the in-memory store, whose fault
 -- hook is the simulator's hand on every primitive.
 --
