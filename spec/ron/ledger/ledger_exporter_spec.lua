@@ -255,6 +255,30 @@ for _, backend in ipairs(stores()) do
             assert.matches("^transfer #2 " .. usage.hex(victim.id) .. ": ", problems[1])
         end)
 
+        it("verify cross-checks a file ledger holding the same slices", function()
+            local slices = sealed(3, function(i) return 40 * i end, { TA, TB })
+            local dir = S.tmpname(".fledger")
+            local fl = assert(require("ron.accounting.export.exporters.file").new {
+                dir = dir, fsync = false })
+            for _, sl in ipairs(slices) do
+                assert.equal("ok", (e:put(sl)))
+                assert.equal("ok", (fl:put(sl)))
+            end
+            local problems = {}
+            local function report(where, what) problems[#problems + 1] = where .. ": " .. what end
+            local sum = verify.run(store, { book = "main", report = report, file_ledger = dir })
+            assert.same({}, problems)
+            assert.equal(6, sum.slices_checked)
+            -- a slice the ledger never consumed: the file ledger holds one more
+            local more = sealed(4, function(i) return 40 * i end, { TA, TB })
+            assert.equal("ok", (fl:put(more[7])))
+            fl:close()
+            sum = verify.run(store, { book = "main", report = report, file_ledger = dir })
+            assert.equal(1, sum.problems)
+            assert.matches("record 4: seq 4 is consumed by no transfer", problems[1])
+            os.execute("rm -rf " .. S.shell_quote(dir))
+        end)
+
         it("refuses a dimension the card does not price (a local failure)", function()
             local slices = sealed(1, function() return 5 end, { TA }, "cpu_units")
             local st, err = e:put(slices[1])
