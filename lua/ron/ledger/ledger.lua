@@ -893,7 +893,9 @@ function Ledger:_resume(s)
             if prior or (claim and claim.message ~= s.id) then
                 self:_p("delete_saga", s.id)
                 if prior then return self:_outcome(ctx.req, prior) end
-                return fail(ERR.Unavailable, "intent taken by saga " .. claim.message)
+                -- Another saga claimed the intent first (this one died before its claim):
+                -- that one decides the outcome; this record was never more than a draft.
+                return { status = "abandoned", saga = s.id, holder = claim.message }
             end
             return true
         end) }
