@@ -893,7 +893,9 @@ function Ledger:_resume(s)
             if prior or (claim and claim.message ~= s.id) then
                 self:_p("delete_saga", s.id)
                 if prior then return self:_outcome(ctx.req, prior) end
-                return fail(ERR.Unavailable, "intent taken by saga " .. claim.message)
+                -- Another saga claimed the intent first (this one died before its claim):
+                -- that one decides the outcome; this record was never more than a draft.
+                return { status = "abandoned", saga = s.id, holder = claim.message }
             end
             return true
         end) }
@@ -910,16 +912,38 @@ end
 -- On start (and whenever wanted): every saga of this node that nobody drives is finished:
 -- finalizing ones rolled forward, reserving ones released and driven again (LED-31).
 -- Returns a list of { id, phase, ok, err, code }.
+--
+-- Order matters: a dead process leaves several sagas, and a reserving one driven again must
+-- not find its siblings' reservations or heads (nobody would ever release them: it would
+-- wait for itself). So finalizing sagas are rolled forward first (they release their
+-- heads), then every reserving saga gives back what it holds, then each is driven again.
 function Ledger:recover()
     local report = {}
     local list, err = guard(nil, function() return self:_p("list_pending_sagas", self.node) end)
     if not list then return nil, err end
+    local function add(s, r, e, code)
+        report[#report + 1] = { id = s.id, phase = s.phase, ok = r ~= nil, err = e, code = code }
+    end
+    local reserving = {}
     for _, s in ipairs(list) do
         if not self.inflight[s.id] then
-            local r, e, code = self:_resume(s)
-            report[#report + 1] = { id = s.id, phase = s.phase, ok = r ~= nil, err = e,
-                                    code = code }
+            if s.phase == "finalizing" then add(s, self:_resume(s))
+            else reserving[#reserving + 1] = s end
         end
+    end
+    local ready = {}
+    for _, s in ipairs(reserving) do
+        local d = codec.decode(s.data)
+        local ctx = { sid = s.id, heads = d.heads,
+                      t = d.t and ledger.decode_transfer(d.t) or nil }
+        local ok, e, code = guard(nil, function()
+            self:_compensate(ctx)
+            return true
+        end)
+        if ok then ready[#ready + 1] = s else add(s, nil, e, code) end
+    end
+    for _, s in ipairs(ready) do
+        if not self.inflight[s.id] then add(s, self:_resume(s)) end
     end
     return report
 end
