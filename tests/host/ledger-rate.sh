@@ -31,6 +31,11 @@ cat "$work/verify.out"
 [ "$rc" -eq 0 ] || fail "verify exit $rc on an untouched ledger"
 grep -q '^19 transfers (18 usage)' "$work/verify.out" || fail "verify did not see 19 transfers"
 grep -qx 'OK' "$work/verify.out" || fail "no OK"
+# ... and against the metering WAL the slices came from (its heads: the producer's).
+"$host" ledger --db "$db" verify --wal "$work/wal" >"$work/verify-wal.out" 2>&1 ||
+    { cat "$work/verify-wal.out"; fail "verify --wal"; }
+grep -q ', 3 WAL heads and frames$' "$work/verify-wal.out" ||
+    { cat "$work/verify-wal.out"; fail "verify --wal did not read the 3 heads"; }
 
 # Flip one byte (the 60th) of the 5th transfer's stored canonical bytes.
 row=$(sqlite3 "$db" "SELECT hex(id), hex(bytes) FROM transfers ORDER BY n LIMIT 1 OFFSET 4") ||

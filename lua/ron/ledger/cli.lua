@@ -9,7 +9,7 @@
 --                             --intent KEY [--metadata TEXT]
 --   ledger --db PATH reverse TRANSFER_ID --intent KEY
 --   ledger --db PATH history ACCOUNT [--limit N]
---   ledger --db PATH verify [--file-ledger DIR]
+--   ledger --db PATH verify [--file-ledger DIR] [--wal DIR]
 --   ledger --db PATH recover [--node NAME]
 --
 -- ACCOUNT: 32 hex digits, or a name: revenue, usage_source, external (the book's system
@@ -30,8 +30,10 @@ usage: ron-accounting ledger --db PATH [--book NAME] VERB ...
                                         commit a transfer (e.g. a top-up from external)
   reverse TRANSFER_ID --intent KEY      commit the reversal of a transfer
   history ACCOUNT [--limit N]           the account's transfers, newest first
-  verify [--file-ledger DIR]            recompute ids, postings, balances, conservation and
-                                        usage chains; exit 1 naming every problem
+  verify [--file-ledger DIR] [--wal DIR]
+                                        recompute ids, postings, balances, conservation and
+                                        usage chains (and against a file ledger, a WAL);
+                                        exit 1 naming every problem
   recover [--node NAME]                 finish (roll forward) or abandon interrupted commits
                                         (of every node, or NAME's), while those nodes are down
 ACCOUNT: 32 hex digits, revenue, usage_source, external, or TENANT-UUID:wallet|receivable|usage
@@ -276,15 +278,19 @@ end
 
 function verbs.verify(s, led, o)
     local verify = require "ron.ledger.verify"
+    local host = os.getenv("RA_BIN") or (arg and arg[-1]) or "ron-accounting"
     local sum = verify.run(s, { book = o.book or "main", file_ledger = o["file-ledger"],
+                                wal = o.wal, host = host,
                                 report = function(where, what)
                                     out:write(where, ": ", what, "\n")
                                 end })
     out:write(format("%d transfers (%d usage), %d postings, %d balances, %d assets, "
                      .. "%d streams, %d accepted losses, %d events%s\n", sum.transfers,
                      sum.usage, sum.postings, sum.balances, sum.assets, sum.streams,
-                     sum.losses, sum.events, o["file-ledger"]
-                         and format(", %d file-ledger slices", sum.slices_checked) or ""))
+                     sum.losses, sum.events, (o["file-ledger"]
+                         and format(", %d file-ledger slices", sum.slices_checked) or "")
+                         .. (o.wal and format(", %d WAL heads and frames",
+                                                 sum.wal_checked or 0) or "")))
     if sum.problems > 0 then
         out:write(format("FAILED: %d problems\n", sum.problems))
         return 1

@@ -27,7 +27,10 @@
 --  7. the event feed's seqs are 1..head without a gap;
 --  8. with file_ledger (a file ledger directory, docs/EXPORT.md §2): every slice stored
 --     there re-hashes to its b3 and is consumed by exactly one usage transfer citing the
---     same b3 and quantity, and every usage transfer's slice of such a stream is there.
+--     same b3 and quantity, and every usage transfer's slice of such a stream is there;
+--     with wal (a metering WAL directory, and host = the ron-accounting executable): the
+--     ledger is not ahead of any producer head and cites the b3 of every pending frame and
+--     head it consumed.
 -- Every problem is reported with its position: "transfer #n <id hex>", "posting <id>:<i>",
 -- "balance <account> <asset>", "stream <tenant>/<dimension> seq n".
 local ledger = require "ron.ledger"
@@ -353,7 +356,58 @@ function _M.run(store, opts)
     if opts.file_ledger then
         _M.file_ledger(opts.file_ledger, slices, problem, sum)
     end
+    if opts.wal then
+        _M.wal(opts.wal, opts.host or "ron-accounting", slices, problem, sum)
+    end
     return sum
+end
+
+-- Cross-check against the metering WAL (docs/FORMAT.md §4) through `HOST wal inspect
+-- --json DIR`: each stream head of the WAL's checkpoint is the producer's last sealed slice,
+-- so the ledger is never ahead of it and a slice of that seq it consumed has the same b3;
+-- each frame still pending (not ACKed) that the ledger consumed has the same b3.
+function _M.wal(dir, host, slices, problem, sum)
+    local function q(x) return "'" .. x:gsub("'", "'\\''") .. "'" end
+    local p = io.popen(q(host) .. " wal inspect --json " .. q(dir) .. " 2>&1")
+    local function field(line, k)
+        return line:match('"' .. k .. '":"([^"]*)"') or line:match('"' .. k .. '":(%d+)')
+    end
+    local heads, tops = 0, {} -- the producer's last seq per stream: heads and frames
+    for line in p:lines() do
+        local ty = field(line, "type")
+        local t, d = field(line, "tenant"), field(line, "dimension")
+        if (ty == "head" or ty == "frame") and t and d then
+            local ok, t16 = pcall(usage.tenant_raw, t)
+            local k = ok and (t16 .. " " .. d)
+            local s = k and slices[k]
+            local seq = tonumber(ty == "head" and field(line, "seq") or field(line, "slice_seq"))
+            local b3 = usage.unhex(field(line, "b3") or "")
+            if ty == "head" then heads = heads + 1 end
+            if k and seq and (not tops[k] or tops[k].seq < seq) then
+                tops[k] = { seq = seq, name = t .. "/" .. d }
+            end
+            local mine = s and seq and s.seqs[seq]
+            if mine and mine.b3 ~= b3 then
+                problem(format("wal %s %s/%s seq %d", ty, t, d, seq),
+                        "%s consumed another slice of this seq (b3 differs)", mine.where)
+            end
+            sum.wal_checked = (sum.wal_checked or 0) + 1
+        elseif ty == "problem" then
+            problem("wal " .. dir, "wal inspect: %s", line)
+        end
+    end
+    for k, top in pairs(tops) do
+        local last = 0
+        for sq in pairs(slices[k] and slices[k].seqs or {}) do if sq > last then last = sq end end
+        if last > top.seq then
+            problem(format("wal stream %s", top.name), "the ledger consumed seq %d, beyond the "
+                    .. "producer's last seq %d", last, top.seq)
+        end
+    end
+    local okc, _, code = p:close()
+    if heads == 0 and not (okc == true or code == 0) then
+        problem("wal " .. dir, "`%s wal inspect --json` failed", host)
+    end
 end
 
 -- Cross-check against a file ledger directory: <dir>/<tenant>/<dimension>.ledger records

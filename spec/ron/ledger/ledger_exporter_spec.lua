@@ -44,9 +44,9 @@ end
 
 -- n chained slices per stream of a fresh meter; each window records `amount(i)` bytes for
 -- each tenant.
-local function sealed(n, amount, tenants, dim)
+local function sealed(n, amount, tenants, dim, wal)
     local clock = S.clock(T0 + 5)
-    local m = assert(acct.open(S.cfg { clock = clock.fn }))
+    local m = assert(acct.open(S.cfg { clock = clock.fn, wal = wal and { dir = wal } or nil }))
     local out = {}
     for i = 1, n do
         clock.now = T0 + 60 * (i - 1) + 5
@@ -277,6 +277,29 @@ for _, backend in ipairs(stores()) do
             assert.equal(1, sum.problems)
             assert.matches("record 4: seq 4 is consumed by no transfer", problems[1])
             os.execute("rm -rf " .. S.shell_quote(dir))
+        end)
+
+        it("verify cross-checks the metering WAL's heads", function()
+            local bin = os.getenv("RA_BIN") or "build/ron-accounting"
+            if not io.open(bin) then return pending("no ron-accounting binary at " .. bin) end
+            local wal = S.tmpname(".wal")
+            local slices = sealed(3, function(i) return 9 * i end, { TA }, "bytes", wal)
+            for _, sl in ipairs(slices) do assert.equal("ok", (e:put(sl))) end
+            local problems = {}
+            local function report(where, what) problems[#problems + 1] = where .. ": " .. what end
+            local sum = verify.run(store, { report = report, wal = wal, host = bin })
+            assert.same({}, problems)
+            assert.is_true(sum.wal_checked >= 1)
+            -- another producer's WAL for the same stream: other bytes, other b3
+            local other = S.tmpname(".wal")
+            sealed(2, function(i) return 11 * i end, { TA }, "bytes", other)
+            sum = verify.run(store, { report = report, wal = other, host = bin })
+            assert.is_true(sum.problems >= 2)
+            local text = table.concat(problems, "\n")
+            assert.matches("wal stream " .. TA .. "/bytes: the ledger consumed seq 3, "
+                           .. "beyond the producer's last seq 2", text, 1, true)
+            assert.matches("consumed another slice of this seq", text, 1, true)
+            os.execute("rm -rf " .. S.shell_quote(wal) .. " " .. S.shell_quote(other))
         end)
 
         it("refuses a dimension the card does not price (a local failure)", function()
