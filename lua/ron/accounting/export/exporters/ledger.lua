@@ -95,6 +95,18 @@ end
 -- The store, the engine, the book and its system accounts: once.
 function E:ready()
     if self.is_ready then return true end
+    -- One starter: the runtime's workers (one task per stream) all put at once, and two
+    -- recover() runs of one engine must not drive the same saga. The others fail locally
+    -- (retried with backoff) until the first is done.
+    if self.readying then return nil, "LedgerError: the ledger is starting (recovering)" end
+    self.readying = true
+    local done, ok, err = pcall(self._start, self)
+    self.readying = nil
+    if not done then return nil, "LedgerError: " .. tostring(ok) end
+    return ok, err
+end
+
+function E:_start()
     if not self.store then
         local s, err = require("ron.ledger.store").open(self.store_opts)
         if not s then return nil, "LedgerError: " .. tostring(err) end
