@@ -9,6 +9,9 @@
 #   lint-cppcheck-ledger             cppcheck over ledger/ (label lint)
 #   lua-ledger-cdef-current          lua/ron/ledger/cdef.lua is what tools/gen-ledger-cdef.sh
 #                                    prints from include/ron/ledger.h (`make cdef-ledger`)
+#   lua-ledger-store-host            the Store's conformance suite on PostgreSQL and on
+#                                    offloaded SQLite, inside the host (labels lua, postgres)
+#   bench-ledger-store               (`make bench`) tests/bench/bench-ledger-store.lua
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 set(RL_CORE_SRC ledger/error.c ledger/amount.c ledger/codec.c ledger/select.c ledger/validate.c)
@@ -139,6 +142,19 @@ add_test(NAME lua-ledger-cdef-current
 set_tests_properties(lua-ledger-cdef-current PROPERTIES LABELS lua TIMEOUT 60
   ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
 
+# The Store (lua/ron/ledger/store/, docs/LEDGER.md "Store"): the conformance suite
+# (spec/ron/ledger/store_conformance.lua) runs under plain busted on SQLite (ctest `lua`,
+# spec/ron/ledger/store_spec.lua) and here inside the host, in tasks, on PostgreSQL (a real
+# server started by tests/pg/pg-harness.sh) and on SQLite offloaded to the threadpool.
+if(COMMAND ra_host_spec)
+  ra_host_spec(lua-ledger-store-host spec/ron/ledger/store_host_spec.lua)
+  if(TEST lua-ledger-store-host)
+    set_tests_properties(lua-ledger-store-host PROPERTIES LABELS "lua;postgres")
+    set_property(TEST lua-ledger-store-host APPEND PROPERTY ENVIRONMENT
+      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+  endif()
+endif()
+
 # ---- benchmark (tests/bench/bench-ledger.c): `make bench` runs it first, with the others'
 # results file; ctest bench-ledger-smoke runs it with --quick (label bench-smoke). ----
 add_executable(bench-ledger ${CMAKE_SOURCE_DIR}/tests/bench/bench-ledger.c)
@@ -152,6 +168,19 @@ add_custom_target(bench-ledger-run
   DEPENDS bench-ledger USES_TERMINAL VERBATIM)
 if(TARGET bench)
   add_dependencies(bench bench-ledger-run)
+endif()
+# The Store's benchmark (tests/bench/bench-ledger-store.lua, inside the host: PostgreSQL
+# needs its loop): lifecycle rows/s against a plain INSERT loop, balance reads at 1k, 100k
+# and 1M postings. Minutes; only in `make bench`.
+if(TARGET ron-accounting)
+  add_custom_target(bench-ledger-store-run
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
+    COMMAND $<TARGET_FILE:ron-accounting> run ${CMAKE_SOURCE_DIR}/tests/bench/bench-ledger-store.lua
+      --dir ${CMAKE_BINARY_DIR}/bench --out ${CMAKE_BINARY_DIR}/bench/ledger-results.jsonl
+    DEPENDS ron-accounting ronledger USES_TERMINAL VERBATIM)
+  if(TARGET bench)
+    add_dependencies(bench bench-ledger-store-run)
+  endif()
 endif()
 add_test(NAME bench-ledger-smoke
   COMMAND sh -c "out=$(\"$1\" --quick) || { echo \"$out\"; exit 1; }; echo \"$out\"; echo \"$out\" | grep -q '^BENCH {\"bench\":\"ledger\"'"

@@ -1,0 +1,99 @@
+-- ron.ledger.store: where the ledger's state lives, as a Store of dumb primitives (issue 15,
+-- docs/LEDGER.md "Store", requirement ids LED-16..LED-24). The engine
+-- (ron.ledger.ledger) makes every decision; a store only answers conditional statements.
+--
+--   local store = require "ron.ledger.store"
+--   local s, err, class = store.open { backend = "sqlite", path = "ledger.db" [, ...] }
+--   local s, err, class = store.open { backend = "postgres", conninfo = "...", schema = "..." }
+--   local s = store.open { backend = "memory" }     -- ron.ledger.store.memory, when present
+--
+-- Options per backend: ron.ledger.store.sqlite (path, synchronous, busy_timeout_ms, offload,
+-- max_queue) and ron.ledger.store.postgres (conninfo or db, schema, connections). open()
+-- creates the tables idempotently and refuses a newer schema version (LED-24).
+--
+-- THE CONTRACT (every backend, same semantics; spec/ron/ledger/store_conformance.lua checks
+-- it on each of them):
+--
+-- Values are plain Lua tables. Ids are raw byte strings: account 16 B, transfer 32 B, a
+-- posting id { transfer_id = 32 B, index = n }. Amounts, versions, seqs are integers: Lua
+-- numbers when |x| <= 2^53, int64_t cdata beyond (what ron.ledger returns; both are
+-- accepted). Assets { code = bytes, scale = n }. Statuses are the names of ron.ledger
+-- ("active" | "pending_inactive" | "inactive"; "open" | "frozen" | "closed";
+-- "no_overdraft" | "capped" | "uncapped").
+--
+-- Write primitives are ONE conditional statement each (LED-16) and return the affected
+-- count, or nil, "Code: message", class with class "retry" (serialization failure 40001,
+-- deadlock 40P01, SQLITE_BUSY / SQLITE_LOCKED, an offloaded store's full queue), "io"
+-- (connection, disk, timeout) or "bug" (anything else: a constraint, bad SQL, misuse
+-- reported by the database). Misuse found before any I/O (a wrong type, an id of the wrong
+-- length) raises. Reads return tables, or nil when absent, or nil, err, class.
+--
+-- Books       create_book(id, meta) -> n; get_book(id) -> { id, meta }; list_books()
+-- Accounts    create_account(acct) -> n        (acct.version must be 1; a second create: 0)
+--   (LED-17)  append_account_version(acct) -> n (only when the current max version is
+--             acct.version - 1: a gap, an overwrite or the loser of a race counts 0)
+--             get_account(id) -> latest { id, version, policy, floor, status, bytes };
+--             get_accounts(ids) -> { [id] = latest }; get_account_history(id) -> list by
+--             version; list_accounts() -> latest of each. bytes = ron.ledger.encode_account
+--             (computed when the caller gives none).
+-- Postings    insert_postings(list) -> n inserted (present ids count 0); a posting is
+--   (LED-18)  { id, account, asset, amount, status = "active"?, reservation?, created_by =
+--             id.transfer_id?, consumed_by? }
+--             reserve_postings(ids, rid) -> n     (active -> pending_inactive, stamped rid)
+--             release_postings(ids, rid) -> n     (pending_inactive with reservation rid ->
+--                                                  active, reservation cleared)
+--             deactivate_postings(ids, rid, consumed_by) -> n  (rid: pending_inactive with
+--                                                  that rid -> inactive; rid nil: active ->
+--                                                  inactive; consumed_by recorded)
+--             get_postings(ids) -> list (any status, by id); get_postings_by_account(account,
+--             asset?, status?, limit?, order?) order "largest" = amount descending then id
+--             ascending (selection's order, LED-10), "id" (default) = id ascending.
+--             At most 512 postings (sql.MAX_POSTINGS) or 1024 ids or pairs (sql.MAX_BATCH)
+--             per call.
+-- Balances    get_balances(pairs) -> { amount per pair in order } (pairs { account, asset });
+--   (LED-19)  get_balance(account, asset). Sum of the pair's Active + PendingInactive
+--             postings, read from the projection table `balances` (16 shards per pair,
+--             shard = (index + first byte of the transfer id) % 16) that triggers on
+--             `postings` maintain in the posting's own statement: O(1) in the history.
+-- Heads       ensure_head(account, asset) -> n (creates the lease row, version 0);
+--   (LED-20)  acquire_head(account, asset, saga) -> n (1: held by saga, version + 1; 0: held
+--             by someone, or no row); release_head(account, asset, saga) -> n (only its
+--             holder); get_heads(pairs) -> { [i] = { version, holder } | nil, n = #pairs }
+-- Transfers   store_transfer({ id, bytes, intent, book, created_at_ms, metadata },
+--             involved_accounts) -> n (1 first time, 0 after); the transfer row and its
+--             transfer_accounts rows are atomic (PostgreSQL: one statement; SQLite: one
+--             transaction). get_transfer(id) -> { n, id, bytes, intent, book, created_at_ms,
+--             metadata }; get_transfers_for_account(account, limit, before_n?) newest first;
+--             list_transfers(after_n?, limit) oldest first (n: the row's insertion number).
+-- Intents     put_intent(key, { status = "committed"|"rejected"|"claimed", transfer_id?, code?,
+--   (LED-21)  message?, body_hash? }) -> n (the first outcome stays: a second put counts 0);
+--             get_intent(key) -> outcome + key
+-- Sagas       save_saga(id, phase, data, node) -> 1 (upsert; phase "reserving" |
+--             "finalizing"); list_pending_sagas(node?) -> list; delete_saga(id) -> n
+-- Events      append_event(book, transfer_id, kind, data) -> n: seq = max + 1 of the book in
+--   (LED-22)  the same statement, gapless; 0 when (book, transfer_id, kind) exists OR a racing
+--             insert took the seq (get_event(book, transfer_id, kind) tells which; the
+--             caller retries the latter). get_events_since(book, after_seq, limit) by seq;
+--             head_seq(book) (0 when empty).
+-- Streams     get_stream(tenant, dimension) -> { seq, b3 } | nil; advance_stream(tenant,
+--             dimension, seq, b3, prev_seq, prev_b3) -> n (prev_seq nil: the first slice,
+--             insert; else only from exactly (prev_seq, prev_b3)).
+-- Meta        get_meta(key), put_meta(key, value) (insert once); close().
+local _M = {}
+
+_M.BACKENDS = { sqlite = "ron.ledger.store.sqlite", postgres = "ron.ledger.store.postgres",
+                memory = "ron.ledger.store.memory" }
+
+function _M.open(opts)
+    if type(opts) ~= "table" then error("store.open: expects an options table", 2) end
+    local mod = _M.BACKENDS[opts.backend]
+    if not mod then
+        error("store.open: backend must be \"sqlite\", \"postgres\" or \"memory\", got "
+              .. tostring(opts.backend), 2)
+    end
+    local o = {}
+    for k, v in pairs(opts) do if k ~= "backend" then o[k] = v end end
+    return require(mod).open(o)
+end
+
+return _M

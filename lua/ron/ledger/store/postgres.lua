@@ -1,0 +1,181 @@
+-- ron.ledger.store.postgres: the Store (ron.ledger.store) on PostgreSQL through
+-- ron.accounting.net.postgres (async libpq on the host's loop). Only inside `ron-accounting
+-- run`, and every call from a task (ron.accounting.runtime.task).
+--
+--   local s, err, class = require("ron.ledger.store.postgres").open {
+--       conninfo = "host=... dbname=...",  -- or db = an existing pg.new/pg.pool object
+--       schema = "ron_ledger",             -- the tables' schema, [a-z_][a-z0-9_]* (<= 63 B)
+--       connections = 4,                   -- pool size when conninfo is given (1..64)
+--       query_timeout_ms = 5000 }
+--
+-- Same SQL as SQLite (ron.ledger.store.sql) with "$n::type" parameters; bytes travel as
+-- binary bytea parameters and come back as bytea hex text. The statements run under READ
+-- COMMITTED, one statement each (autocommit): the conditional WHERE / ON CONFLICT does the
+-- arbitration, a racing writer blocks on the row or the unique index and then counts 0.
+-- Migrations: open() takes an advisory transaction lock, creates what is missing and
+-- records the schema version (LED-24).
+--
+-- Errors: class "retry" for SQLSTATE 40001 (serialization failure) and 40P01 (deadlock);
+-- "io" for the connection (network, closed, timeout, canceled, SQLSTATE classes 08, 53, 57,
+-- 58); "bug" for the rest.
+local sql = require "ron.ledger.store.sql"
+local schema = require "ron.ledger.store.schema"
+local pg = require "ron.accounting.net.postgres"
+
+local type, error, tostring, tonumber, format, ipairs, pairs, byte, sub =
+      type, error, tostring, tonumber, string.format, ipairs, pairs, string.byte, string.sub
+
+local _M = { DEFAULT_SCHEMA = "ron_ledger" }
+
+local pq_mod
+local function pq()
+    if not pq_mod then pq_mod = require "ron.accounting.net.postgres_c" end
+    return pq_mod
+end
+
+local RETRY_STATES = { ["40001"] = true, ["40P01"] = true }
+local IO_CLASSES = { ["08"] = true, ["53"] = true, ["57"] = true, ["58"] = true }
+
+function _M.classify(sqlstate, class)
+    if class == "server" then
+        if sqlstate and RETRY_STATES[sqlstate] then return "retry" end
+        if sqlstate and IO_CLASSES[sub(sqlstate, 1, 2)] then return "io" end
+        return "bug"
+    end
+    if class == "client" then return "bug" end
+    return "io" -- network, timeout, closed, canceled
+end
+
+local function fail(err, sqlstate, class)
+    local cls = _M.classify(sqlstate, class)
+    if cls == "retry" then
+        err = "Busy: " .. tostring(err)
+    end
+    return nil, err, cls
+end
+
+local ffi = require "ffi"
+local int64_t = ffi.typeof("int64_t")
+
+-- A decimal string -> Lua number (<= 2^53) or int64_t.
+local function int_of(s)
+    if s == nil then return nil end
+    if #s <= 15 then return tonumber(s) end
+    local neg, i, v = false, 1, int64_t(0)
+    if byte(s, 1) == 45 then neg, i = true, 2 end
+    for k = i, #s do v = v * 10 + (byte(s, k) - 48) end
+    if neg then v = -v end
+    return sql.amount(v)
+end
+
+local unhex = pg.unhex
+
+local Drv = {}
+Drv.__index = Drv
+
+local function params(binds)
+    local p = { n = binds.n or #binds }
+    local bytea = pq().bytea
+    for i = 1, p.n do
+        local v = binds[i]
+        local t = type(v)
+        if t == "string" then
+            p[i] = bytea(v)
+        elseif t == "cdata" then
+            p[i] = (tostring(int64_t(v)):gsub("LL$", ""))
+        else
+            p[i] = v
+        end
+    end
+    return p
+end
+
+function Drv:write(text, binds)
+    local rows, err, st, cls = self.db:query(text, params(binds))
+    if not rows then return fail(err, st, cls) end
+    return rows.affected or 0
+end
+
+function Drv:read(text, binds, rtypes)
+    local rows, err, st, cls = self.db:query(text, params(binds))
+    if not rows then return fail(err, st, cls) end
+    local out = {}
+    local nt = #rtypes
+    for i = 1, rows.n or #rows do
+        local r, o = rows[i], {}
+        for j = 1, nt do
+            local v = r[j]
+            if v ~= nil then
+                if byte(rtypes, j) == 98 then v = unhex(v) else v = int_of(v) end
+            end
+            o[j] = v
+        end
+        out[i] = o
+    end
+    return out
+end
+
+function Drv:atomic(fn) return fn() end -- every primitive here is one statement
+
+local OPTS = { conninfo = true, db = true, schema = true, connections = true,
+               query_timeout_ms = true, connect_timeout_ms = true }
+
+-- The DDL in one transaction (a multi-statement simple query is one implicit transaction:
+-- a failure leaves nothing half-made and no transaction open) under an advisory lock (two
+-- processes opening at once would otherwise race on CREATE ... IF NOT EXISTS); the version
+-- row checked first.
+local LOCK_KEY = 0x726f6e6c -- "ronl"
+
+local function migrate(db, prefix, s)
+    local q = "SELECT pg_advisory_xact_lock(" .. LOCK_KEY .. "); CREATE SCHEMA IF NOT EXISTS "
+              .. prefix:sub(1, -2) .. "; " .. schema.META("postgres", prefix)
+    local ok, err, st, cls = db:exec(q)
+    if not ok then return fail(err, st, cls) end
+    local v, e2, c2 = s:get_meta("schema_version")
+    if e2 then return nil, e2, c2 end
+    local vok, verr = sql.check_version(v)
+    if not vok then return nil, verr, "bug" end
+    local parts = { "SELECT pg_advisory_xact_lock(" .. LOCK_KEY .. ")" }
+    for _, stmt in ipairs(schema.ddl("postgres", prefix)) do parts[#parts + 1] = stmt end
+    ok, err, st, cls = db:exec(table.concat(parts, ";\n"))
+    if not ok then return fail(err, st, cls) end
+    local n, e3, c3 = s:put_meta("schema_version", tostring(schema.VERSION))
+    if not n then return nil, e3, c3 end
+    return true
+end
+
+function _M.open(o)
+    if type(o) ~= "table" then error("postgres.open: expects an options table", 2) end
+    for k in pairs(o) do
+        if not OPTS[k] then error(format("postgres.open: unknown option %q", tostring(k)), 2) end
+    end
+    local name = o.schema or _M.DEFAULT_SCHEMA
+    if not pg.valid_ident(name) then
+        error("postgres.open: schema must match [a-z_][a-z0-9_]* (at most 63 bytes)", 2)
+    end
+    local db, own = o.db, false
+    if db == nil then
+        if type(o.conninfo) ~= "string" or o.conninfo == "" then
+            error("postgres.open: conninfo (or db) is required", 2)
+        end
+        db = pg.pool { conninfo = o.conninfo, size = o.connections or 4,
+                       query_timeout_ms = o.query_timeout_ms,
+                       connect_timeout_ms = o.connect_timeout_ms }
+        own = true
+    end
+    local prefix = '"' .. name .. '".'
+    local s = sql.new(setmetatable({ db = db }, Drv), "postgres", prefix)
+    s.backend, s.schema = "postgres", name
+    local ok, err, cls = migrate(db, prefix, s)
+    if not ok then
+        if own then db:close() end
+        return nil, err, cls
+    end
+    s.close = function(self)
+        if own then self.drv.db:close() end
+        return true
+    end
+    return s
+end
+
+return _M

@@ -1,0 +1,821 @@
+-- ron.ledger.store.sql: the Store primitives as SQL, shared by the SQLite and PostgreSQL
+-- drivers (docs/LEDGER.md "Store"; the contract is in ron.ledger.store). Each write
+-- primitive is ONE conditional statement whose affected-row count is the answer (LED-16);
+-- there is no read-then-write anywhere. The one exception is store_transfer on SQLite,
+-- whose involved-account rows follow in the same transaction (SQLite triggers cannot
+-- expand a list), documented in the contract.
+--
+-- A driver gives the store three calls (the SQL's parameters are written "?b" for bytes
+-- and "?i" for int64; the driver numbers and types them):
+--   drv:write(sql, binds)            -> affected count | nil, "Code: message", class
+--   drv:read(sql, binds, rtypes)     -> { row = { values by position }, ... } | nil, err, class
+--                                       (rtypes: one letter per column, "b" or "i")
+--   drv:atomic(fn)                   -> fn's results, inside one transaction (SQLite only)
+-- and binds = { n = count, ... } whose values are strings (bytes), Lua integers or int64_t
+-- cdata (amounts, LED-4), nil (NULL).
+local schema = require "ron.ledger.store.schema"
+
+local type, error, tostring, tonumber, ipairs, setmetatable, format, concat, rep, byte =
+      type, error, tostring, tonumber, ipairs, setmetatable, string.format, table.concat,
+      string.rep, string.byte
+
+local _M = {}
+
+-- Per call (one statement, its parameters bounded: the host's libpq binding takes ~8000).
+_M.MAX_BATCH = 1024       -- ids or pairs
+_M.MAX_POSTINGS = 512     -- postings to insert (11 parameters each)
+_M.SHARDS = schema.SHARDS
+
+local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
+local PSTATUS_NAME = { [0] = "active", "pending_inactive", "inactive" }
+local POLICY = { no_overdraft = 0, capped = 1, uncapped = 2 }
+local POLICY_NAME = { [0] = "no_overdraft", "capped", "uncapped" }
+local ASTATUS = { open = 0, frozen = 1, closed = 2 }
+local ASTATUS_NAME = { [0] = "open", "frozen", "closed" }
+_M.PSTATUS, _M.PSTATUS_NAME = PSTATUS, PSTATUS_NAME
+
+local function misuse(fname, msg) error("ron.ledger.store: " .. fname .. ": " .. msg, 3) end
+
+local function bytes_arg(fname, v, what, len)
+    if type(v) ~= "string" or (len and #v ~= len) then
+        misuse(fname, format("%s must be %s", what, len and (len .. " bytes") or "a string"))
+    end
+    return v
+end
+
+local TWO53 = 2 ^ 53
+local function int_arg(fname, v, what)
+    if type(v) == "number" then
+        if v % 1 == 0 and v <= TWO53 and v >= -TWO53 then return v end
+    elseif type(v) == "cdata" then
+        return v
+    end
+    misuse(fname, what .. " must be an integer (number or int64_t)")
+end
+
+local function asset_arg(fname, a)
+    if type(a) ~= "table" or type(a.code) ~= "string" or type(a.scale) ~= "number" then
+        misuse(fname, "asset must be { code = string, scale = integer }")
+    end
+    return a
+end
+
+local function list_arg(fname, l, what, max)
+    if type(l) ~= "table" then misuse(fname, what .. " must be a list") end
+    max = max or _M.MAX_BATCH
+    if #l > max then misuse(fname, format("at most %d %s per call", max, what)) end
+    return l
+end
+
+-- Amounts read back: numbers up to 2^53, int64_t beyond (as ron.ledger returns them).
+local function amount(v)
+    if type(v) == "cdata" then
+        if v <= TWO53 and v >= -TWO53 then return tonumber(v) end
+        return v
+    end
+    return v
+end
+_M.amount = amount
+
+-- The shard of a posting in the balance projection (LED-19).
+function _M.shard(transfer_id, index)
+    return (index + byte(transfer_id, 1)) % _M.SHARDS
+end
+
+-- ---------------------------------------------------------------------------------------
+-- statements: built once per (store, name, list length) and cached on the store
+
+local function values_list(n, tuple)
+    local one = "(" .. tuple .. ")"
+    return rep(one, n, ",")
+end
+
+local POSTING_COLS = "transfer_id, idx, account, asset_code, scale, amount, status, reservation, "
+                     .. "created_by, consumed_by"
+local POSTING_TUPLE = "?b,?i,?b,?b,?i,?i,?i,?b,?b,?b,?i"
+local ACCOUNT_COLS = "id, version, policy, floor, status, bytes"
+local TRANSFER_COLS = "n, id, bytes, intent, book, created_at_ms, metadata"
+
+local BUILD = {
+    create_book = function()
+        return "INSERT INTO @books (id, meta) VALUES (?b, ?b) ON CONFLICT DO NOTHING"
+    end,
+    get_book = function() return "SELECT id, meta FROM @books WHERE id = ?b" end,
+    list_books = function() return "SELECT id, meta FROM @books ORDER BY id" end,
+
+    create_account = function()
+        return "INSERT INTO @accounts (" .. ACCOUNT_COLS .. ") VALUES (?b, 1, ?i, ?i, ?i, ?b) "
+               .. "ON CONFLICT DO NOTHING"
+    end,
+    -- LED-17: only version max+1 goes in; a gap, an overwrite or a race counts 0.
+    append_account_version = function()
+        return "INSERT INTO @accounts (" .. ACCOUNT_COLS .. ") SELECT ?b, ?i, ?i, ?i, ?i, ?b "
+               .. "WHERE (SELECT max(version) FROM @accounts WHERE id = ?b) = ?i "
+               .. "ON CONFLICT DO NOTHING"
+    end,
+    get_account = function()
+        return "SELECT " .. ACCOUNT_COLS .. " FROM @accounts WHERE id = ?b "
+               .. "ORDER BY version DESC LIMIT 1"
+    end,
+    get_accounts = function(n)
+        return "SELECT " .. ACCOUNT_COLS .. " FROM @accounts a WHERE id IN (VALUES "
+               .. values_list(n, "?b") .. ") AND version = "
+               .. "(SELECT max(version) FROM @accounts b WHERE b.id = a.id)"
+    end,
+    get_account_history = function()
+        return "SELECT " .. ACCOUNT_COLS .. " FROM @accounts WHERE id = ?b ORDER BY version"
+    end,
+    list_accounts = function()
+        return "SELECT " .. ACCOUNT_COLS .. " FROM @accounts a WHERE version = "
+               .. "(SELECT max(version) FROM @accounts b WHERE b.id = a.id) ORDER BY id"
+    end,
+
+    insert_postings = function(n)
+        return "INSERT INTO @postings (" .. POSTING_COLS .. ", shard) VALUES "
+               .. values_list(n, POSTING_TUPLE) .. " ON CONFLICT DO NOTHING"
+    end,
+    reserve_postings = function(n)
+        return "UPDATE @postings SET status = 1, reservation = ?b WHERE status = 0 AND "
+               .. "(transfer_id, idx) IN (VALUES " .. values_list(n, "?b,?i") .. ")"
+    end,
+    release_postings = function(n)
+        return "UPDATE @postings SET status = 0, reservation = NULL WHERE status = 1 AND "
+               .. "reservation = ?b AND (transfer_id, idx) IN (VALUES "
+               .. values_list(n, "?b,?i") .. ")"
+    end,
+    deactivate_reserved = function(n)
+        return "UPDATE @postings SET status = 2, consumed_by = ?b WHERE status = 1 AND "
+               .. "reservation = ?b AND (transfer_id, idx) IN (VALUES "
+               .. values_list(n, "?b,?i") .. ")"
+    end,
+    deactivate_active = function(n)
+        return "UPDATE @postings SET status = 2, consumed_by = ?b WHERE status = 0 AND "
+               .. "(transfer_id, idx) IN (VALUES " .. values_list(n, "?b,?i") .. ")"
+    end,
+    get_postings = function(n)
+        return "SELECT " .. POSTING_COLS .. " FROM @postings WHERE (transfer_id, idx) IN "
+               .. "(VALUES " .. values_list(n, "?b,?i") .. ") ORDER BY transfer_id, idx"
+    end,
+    -- key: bit 1 asset, bit 2 status, bit 4 limit, bit 8 largest first
+    get_postings_by_account = function(k)
+        local s = { "SELECT " .. POSTING_COLS .. " FROM @postings WHERE account = ?b" }
+        if k % 2 == 1 then s[#s + 1] = " AND asset_code = ?b AND scale = ?i" end
+        if math.floor(k / 2) % 2 == 1 then s[#s + 1] = " AND status = ?i" end
+        if math.floor(k / 8) % 2 == 1 then
+            s[#s + 1] = " ORDER BY amount DESC, transfer_id, idx"
+        else
+            s[#s + 1] = " ORDER BY transfer_id, idx"
+        end
+        if math.floor(k / 4) % 2 == 1 then s[#s + 1] = " LIMIT ?i" end
+        return concat(s)
+    end,
+
+    get_balances = function(n)
+        return "SELECT account, asset_code, scale, CAST(sum(amount) AS BIGINT) FROM @balances "
+               .. "WHERE (account, asset_code, scale) IN (VALUES " .. values_list(n, "?b,?b,?i")
+               .. ") GROUP BY account, asset_code, scale"
+    end,
+
+    ensure_head = function()
+        return "INSERT INTO @heads (account, asset_code, scale, version, holder) "
+               .. "VALUES (?b, ?b, ?i, 0, NULL) ON CONFLICT DO NOTHING"
+    end,
+    acquire_head = function()
+        return "UPDATE @heads SET holder = ?b, version = version + 1 WHERE account = ?b AND "
+               .. "asset_code = ?b AND scale = ?i AND holder IS NULL"
+    end,
+    release_head = function()
+        return "UPDATE @heads SET holder = NULL WHERE account = ?b AND asset_code = ?b AND "
+               .. "scale = ?i AND holder = ?b"
+    end,
+    get_heads = function(n)
+        return "SELECT account, asset_code, scale, version, holder FROM @heads WHERE "
+               .. "(account, asset_code, scale) IN (VALUES " .. values_list(n, "?b,?b,?i") .. ")"
+    end,
+
+    -- PostgreSQL: the transfer row and its involved-account rows in one statement.
+    store_transfer_pg = function(n)
+        local s = "WITH ins AS (INSERT INTO @transfers (id, bytes, intent, book, created_at_ms, "
+                  .. "metadata) VALUES (?b, ?b, ?b, ?b, ?i, ?b) ON CONFLICT DO NOTHING "
+                  .. "RETURNING n)"
+        if n > 0 then
+            s = s .. ", acc AS (INSERT INTO @transfer_accounts (account, n) SELECT v.a, ins.n "
+                .. "FROM ins, (VALUES " .. values_list(n, "?b") .. ") AS v (a) "
+                .. "ON CONFLICT DO NOTHING RETURNING 1)"
+        end
+        return s .. " SELECT count(*) FROM ins"
+    end,
+    store_transfer = function()
+        return "INSERT INTO @transfers (id, bytes, intent, book, created_at_ms, metadata) "
+               .. "VALUES (?b, ?b, ?b, ?b, ?i, ?b) ON CONFLICT DO NOTHING"
+    end,
+    store_transfer_accounts = function(n)
+        return "INSERT INTO @transfer_accounts (account, n) SELECT v.column1, t.n FROM (VALUES "
+               .. values_list(n, "?b") .. ") AS v, @transfers t WHERE t.id = ?b "
+               .. "ON CONFLICT DO NOTHING"
+    end,
+    get_transfer = function()
+        return "SELECT " .. TRANSFER_COLS .. " FROM @transfers WHERE id = ?b"
+    end,
+    get_transfers_for_account = function(before)
+        return "SELECT t.n, t.id, t.bytes, t.intent, t.book, t.created_at_ms, t.metadata "
+               .. "FROM @transfer_accounts a JOIN @transfers t ON t.n = a.n WHERE a.account = ?b"
+               .. (before == 1 and " AND a.n < ?i" or "") .. " ORDER BY a.n DESC LIMIT ?i"
+    end,
+    list_transfers = function()
+        return "SELECT " .. TRANSFER_COLS .. " FROM @transfers WHERE n > ?i ORDER BY n LIMIT ?i"
+    end,
+
+    put_intent = function()
+        return "INSERT INTO @intents (key, status, transfer_id, code, message, body_hash) "
+               .. "VALUES (?b, ?b, ?b, ?i, ?b, ?b) ON CONFLICT DO NOTHING"
+    end,
+    get_intent = function()
+        return "SELECT key, status, transfer_id, code, message, body_hash FROM @intents "
+               .. "WHERE key = ?b"
+    end,
+
+    save_saga = function()
+        return "INSERT INTO @sagas (id, phase, data, node) VALUES (?b, ?b, ?b, ?b) "
+               .. "ON CONFLICT (id) DO UPDATE SET phase = excluded.phase, data = excluded.data, "
+               .. "node = excluded.node"
+    end,
+    list_pending_sagas = function(by_node)
+        return "SELECT id, phase, data, node FROM @sagas"
+               .. (by_node == 1 and " WHERE node = ?b" or "") .. " ORDER BY id"
+    end,
+    delete_saga = function() return "DELETE FROM @sagas WHERE id = ?b" end,
+
+    -- LED-22: the next seq of the book in the same statement; a racing insert that took
+    -- the seq, or the same (book, transfer, kind) already there, makes it count 0.
+    append_event = function()
+        return "INSERT INTO @events (book, seq, transfer_id, kind, data) "
+               .. "SELECT ?b, coalesce(max(seq), 0) + 1, ?b, ?b, ?b FROM @events WHERE book = ?b "
+               .. "ON CONFLICT DO NOTHING"
+    end,
+    get_event = function()
+        return "SELECT book, seq, transfer_id, kind, data FROM @events WHERE book = ?b AND "
+               .. "transfer_id = ?b AND kind = ?b"
+    end,
+    get_events_since = function()
+        return "SELECT book, seq, transfer_id, kind, data FROM @events WHERE book = ?b AND "
+               .. "seq > ?i ORDER BY seq LIMIT ?i"
+    end,
+    head_seq = function()
+        return "SELECT CAST(coalesce(max(seq), 0) AS BIGINT) FROM @events WHERE book = ?b"
+    end,
+
+    get_stream = function()
+        return "SELECT seq, b3 FROM @usage_streams WHERE tenant = ?b AND dimension = ?b"
+    end,
+    insert_stream = function()
+        return "INSERT INTO @usage_streams (tenant, dimension, seq, b3) VALUES (?b, ?b, ?i, ?b) "
+               .. "ON CONFLICT DO NOTHING"
+    end,
+    advance_stream = function()
+        return "UPDATE @usage_streams SET seq = ?i, b3 = ?b WHERE tenant = ?b AND dimension = ?b "
+               .. "AND seq = ?i AND b3 = ?b"
+    end,
+
+    get_meta = function() return "SELECT value FROM @ledger_meta WHERE key = ?b" end,
+    put_meta = function()
+        return "INSERT INTO @ledger_meta (key, value) VALUES (?b, ?b) ON CONFLICT DO NOTHING"
+    end,
+}
+
+local PG_TYPE = { b = "bytea", i = "bigint" }
+
+-- "?b"/"?i" -> the dialect's placeholders; "@name" -> the table's (prefixed) name.
+function _M.render(dialect, prefix, text)
+    text = schema.expand(text, prefix)
+    if dialect == "postgres" then
+        local k = 0
+        return (text:gsub("%?([bi])", function(t)
+            k = k + 1
+            return "$" .. k .. "::" .. PG_TYPE[t]
+        end))
+    end
+    return (text:gsub("%?[bi]", "?"))
+end
+
+local function stmt(self, name, n)
+    local key = n and (name .. "#" .. n) or name
+    local s = self.sql_cache[key]
+    if not s then
+        s = _M.render(self.dialect, self.prefix, BUILD[name](n))
+        self.sql_cache[key] = s
+    end
+    return s
+end
+
+-- ---------------------------------------------------------------------------------------
+-- row decoding
+
+local function account_row(r)
+    return { id = r[1], version = amount(r[2]), policy = POLICY_NAME[amount(r[3])],
+             floor = amount(r[4]), status = ASTATUS_NAME[amount(r[5])], bytes = r[6] }
+end
+local ACCOUNT_T = "biiiib"
+
+local function posting_row(r)
+    return { id = { transfer_id = r[1], index = amount(r[2]) }, account = r[3],
+             asset = { code = r[4], scale = amount(r[5]) }, amount = amount(r[6]),
+             status = PSTATUS_NAME[amount(r[7])], reservation = r[8], created_by = r[9],
+             consumed_by = r[10] }
+end
+local POSTING_T = "bibbiiibbb"
+
+local function transfer_row(r)
+    return { n = amount(r[1]), id = r[2], bytes = r[3], intent = r[4], book = r[5],
+             created_at_ms = amount(r[6]), metadata = r[7] }
+end
+local TRANSFER_T = "ibbbbib"
+
+local function event_row(r)
+    return { book = r[1], seq = amount(r[2]), transfer_id = r[3], kind = r[4], data = r[5] }
+end
+local EVENT_T = "bibbb"
+
+local function map_rows(rows, f)
+    local out = {}
+    for i = 1, #rows do out[i] = f(rows[i]) end
+    return out
+end
+
+-- ---------------------------------------------------------------------------------------
+-- the Store methods (self.drv, self.dialect, self.prefix, self.sql_cache)
+
+local Store = {}
+Store.__index = Store
+_M.Store = Store
+
+function _M.new(drv, dialect, prefix)
+    return setmetatable({ drv = drv, dialect = dialect, prefix = prefix or "", sql_cache = {} },
+                        Store)
+end
+
+local function write(self, name, n, binds)
+    return self.drv:write(stmt(self, name, n), binds)
+end
+
+local function read(self, name, n, binds, rtypes)
+    return self.drv:read(stmt(self, name, n), binds, rtypes)
+end
+
+local function read_one(self, name, n, binds, rtypes, f)
+    local rows, err, class = read(self, name, n, binds, rtypes)
+    if not rows then return nil, err, class end
+    if rows[1] == nil then return nil end
+    return f(rows[1])
+end
+
+local function read_all(self, name, n, binds, rtypes, f)
+    local rows, err, class = read(self, name, n, binds, rtypes)
+    if not rows then return nil, err, class end
+    return map_rows(rows, f)
+end
+
+-- books ------------------------------------------------------------------------------------
+
+function Store:create_book(id, meta)
+    bytes_arg("create_book", id, "book_id")
+    return write(self, "create_book", nil, { n = 2, id, meta })
+end
+
+local function book_row(r) return { id = r[1], meta = r[2] } end
+
+function Store:get_book(id)
+    return read_one(self, "get_book", nil, { n = 1, bytes_arg("get_book", id, "book_id") }, "bb",
+                    book_row)
+end
+
+function Store:list_books()
+    return read_all(self, "list_books", nil, { n = 0 }, "bb", book_row)
+end
+
+-- accounts ---------------------------------------------------------------------------------
+
+local function account_binds(fname, a)
+    if type(a) ~= "table" then misuse(fname, "expects an account table") end
+    bytes_arg(fname, a.id, "account id", 16)
+    local policy, status = POLICY[a.policy or "no_overdraft"], ASTATUS[a.status or "open"]
+    if not policy then misuse(fname, "unknown policy " .. tostring(a.policy)) end
+    if not status then misuse(fname, "unknown status " .. tostring(a.status)) end
+    local bytes = a.bytes
+    if bytes == nil then -- the canonical snapshot (LED-1), stored beside the columns
+        local err
+        bytes, err = require("ron.ledger").encode_account(a)
+        if not bytes then misuse(fname, tostring(err)) end
+    end
+    return policy, int_arg(fname, a.floor or 0, "floor"), status, bytes
+end
+
+function Store:create_account(a)
+    local policy, floor, status, bytes = account_binds("create_account", a)
+    if a.version ~= 1 then misuse("create_account", "version must be 1") end
+    return write(self, "create_account", nil, { n = 5, a.id, policy, floor, status, bytes })
+end
+
+function Store:append_account_version(a)
+    local policy, floor, status, bytes = account_binds("append_account_version", a)
+    local v = int_arg("append_account_version", a.version, "version")
+    return write(self, "append_account_version", nil,
+                 { n = 8, a.id, v, policy, floor, status, bytes, a.id, v - 1 })
+end
+
+function Store:get_account(id)
+    return read_one(self, "get_account", nil, { n = 1, bytes_arg("get_account", id, "id", 16) },
+                    ACCOUNT_T, account_row)
+end
+
+function Store:get_accounts(ids)
+    list_arg("get_accounts", ids, "ids")
+    local out = {}
+    if #ids == 0 then return out end
+    local binds = { n = #ids }
+    for i, id in ipairs(ids) do binds[i] = bytes_arg("get_accounts", id, "id", 16) end
+    local rows, err, class = read(self, "get_accounts", #ids, binds, ACCOUNT_T)
+    if not rows then return nil, err, class end
+    for _, r in ipairs(rows) do out[r[1]] = account_row(r) end
+    return out
+end
+
+function Store:get_account_history(id)
+    return read_all(self, "get_account_history", nil,
+                    { n = 1, bytes_arg("get_account_history", id, "id", 16) }, ACCOUNT_T,
+                    account_row)
+end
+
+function Store:list_accounts()
+    return read_all(self, "list_accounts", nil, { n = 0 }, ACCOUNT_T, account_row)
+end
+
+-- postings ---------------------------------------------------------------------------------
+
+local function id_binds(fname, ids, binds, k)
+    list_arg(fname, ids, "ids")
+    for _, id in ipairs(ids) do
+        if type(id) ~= "table" then misuse(fname, "a posting id is { transfer_id =, index = }") end
+        binds[k + 1] = bytes_arg(fname, id.transfer_id, "transfer_id", 32)
+        binds[k + 2] = int_arg(fname, id.index, "index")
+        k = k + 2
+    end
+    binds.n = k
+    return binds
+end
+
+function Store:insert_postings(ps)
+    list_arg("insert_postings", ps, "postings", _M.MAX_POSTINGS)
+    local n = #ps
+    if n == 0 then return 0 end
+    local binds, k = { n = n * 11 }, 0
+    for _, p in ipairs(ps) do
+        if type(p) ~= "table" or type(p.id) ~= "table" then
+            misuse("insert_postings", "a posting is { id = { transfer_id =, index = }, ... }")
+        end
+        local tid = bytes_arg("insert_postings", p.id.transfer_id, "transfer_id", 32)
+        local idx = int_arg("insert_postings", p.id.index, "index")
+        local st = PSTATUS[p.status or "active"]
+        if not st then misuse("insert_postings", "unknown status " .. tostring(p.status)) end
+        asset_arg("insert_postings", p.asset)
+        binds[k + 1], binds[k + 2] = tid, idx
+        binds[k + 3] = bytes_arg("insert_postings", p.account, "account", 16)
+        binds[k + 4], binds[k + 5] = p.asset.code, p.asset.scale
+        binds[k + 6] = int_arg("insert_postings", p.amount, "amount")
+        binds[k + 7], binds[k + 8] = st, p.reservation
+        binds[k + 9], binds[k + 10] = p.created_by or tid, p.consumed_by
+        binds[k + 11] = _M.shard(tid, idx)
+        k = k + 11
+    end
+    return write(self, "insert_postings", n, binds)
+end
+
+function Store:reserve_postings(ids, rid)
+    if #ids == 0 then return 0 end
+    local binds = { bytes_arg("reserve_postings", rid, "rid") }
+    return write(self, "reserve_postings", #ids, id_binds("reserve_postings", ids, binds, 1))
+end
+
+function Store:release_postings(ids, rid)
+    if #ids == 0 then return 0 end
+    local binds = { bytes_arg("release_postings", rid, "rid") }
+    return write(self, "release_postings", #ids, id_binds("release_postings", ids, binds, 1))
+end
+
+function Store:deactivate_postings(ids, rid, consumed_by)
+    if #ids == 0 then return 0 end
+    bytes_arg("deactivate_postings", consumed_by, "consumed_by")
+    if rid == nil then
+        return write(self, "deactivate_active", #ids,
+                     id_binds("deactivate_postings", ids, { consumed_by }, 1))
+    end
+    local binds = { consumed_by, bytes_arg("deactivate_postings", rid, "rid") }
+    return write(self, "deactivate_reserved", #ids, id_binds("deactivate_postings", ids, binds, 2))
+end
+
+function Store:get_postings(ids)
+    if #ids == 0 then return {} end
+    return read_all(self, "get_postings", #ids, id_binds("get_postings", ids, {}, 0), POSTING_T,
+                    posting_row)
+end
+
+-- (account, asset?, status?, limit?, order?) order: "largest" (amount descending, then
+-- ascending id: what selection wants, LED-10) or "id" (the default).
+function Store:get_postings_by_account(account, asset, status, limit, order)
+    local binds = { bytes_arg("get_postings_by_account", account, "account", 16) }
+    local k = 0
+    if asset ~= nil then
+        asset_arg("get_postings_by_account", asset)
+        binds[#binds + 1], binds[#binds + 2] = asset.code, asset.scale
+        k = k + 1
+    end
+    if status ~= nil then
+        local st = PSTATUS[status]
+        if not st then misuse("get_postings_by_account", "unknown status " .. tostring(status)) end
+        binds[#binds + 1] = st
+        k = k + 2
+    end
+    if limit ~= nil then
+        binds[#binds + 1] = int_arg("get_postings_by_account", limit, "limit")
+        k = k + 4
+    end
+    if order == "largest" then
+        k = k + 8
+    elseif order ~= nil and order ~= "id" then
+        misuse("get_postings_by_account", "order is \"largest\" or \"id\"")
+    end
+    binds.n = #binds
+    return read_all(self, "get_postings_by_account", k, binds, POSTING_T, posting_row)
+end
+
+-- balances (LED-19) --------------------------------------------------------------------
+
+local function pair_binds(fname, pairs_)
+    list_arg(fname, pairs_, "pairs")
+    local binds, k = { n = #pairs_ * 3 }, 0
+    for _, p in ipairs(pairs_) do
+        if type(p) ~= "table" then misuse(fname, "a pair is { account =, asset = }") end
+        binds[k + 1] = bytes_arg(fname, p.account, "account", 16)
+        asset_arg(fname, p.asset)
+        binds[k + 2], binds[k + 3] = p.asset.code, p.asset.scale
+        k = k + 3
+    end
+    return binds
+end
+
+local function pair_key(account, code, scale) return account .. "\0" .. scale .. "\0" .. code end
+
+-- -> { amount per pair, in the pairs' order } (0 for a pair without postings)
+function Store:get_balances(pairs_)
+    if #pairs_ == 0 then return {} end
+    local rows, err, class = read(self, "get_balances", #pairs_,
+                                  pair_binds("get_balances", pairs_), "bbii")
+    if not rows then return nil, err, class end
+    local by = {}
+    for _, r in ipairs(rows) do by[pair_key(r[1], r[2], amount(r[3]))] = amount(r[4]) end
+    local out = {}
+    for i, p in ipairs(pairs_) do
+        out[i] = by[pair_key(p.account, p.asset.code, p.asset.scale)] or 0
+    end
+    return out
+end
+
+function Store:get_balance(account, asset)
+    local r, err, class = self:get_balances({ { account = account, asset = asset } })
+    if not r then return nil, err, class end
+    return r[1]
+end
+
+-- floor heads (LED-20) -------------------------------------------------------------------
+
+function Store:ensure_head(account, asset)
+    asset_arg("ensure_head", asset)
+    return write(self, "ensure_head", nil,
+                 { n = 3, bytes_arg("ensure_head", account, "account", 16), asset.code,
+                   asset.scale })
+end
+
+function Store:acquire_head(account, asset, saga_id)
+    asset_arg("acquire_head", asset)
+    return write(self, "acquire_head", nil,
+                 { n = 4, bytes_arg("acquire_head", saga_id, "saga_id"),
+                   bytes_arg("acquire_head", account, "account", 16), asset.code, asset.scale })
+end
+
+function Store:release_head(account, asset, saga_id)
+    asset_arg("release_head", asset)
+    return write(self, "release_head", nil,
+                 { n = 4, bytes_arg("release_head", account, "account", 16), asset.code,
+                   asset.scale, bytes_arg("release_head", saga_id, "saga_id") })
+end
+
+-- -> { [i] = { version =, holder = } | nil (no row yet), n = #pairs }
+function Store:get_heads(pairs_)
+    local out = { n = #pairs_ }
+    if #pairs_ == 0 then return out end
+    local rows, err, class = read(self, "get_heads", #pairs_, pair_binds("get_heads", pairs_),
+                                  "bbiib")
+    if not rows then return nil, err, class end
+    local by = {}
+    for _, r in ipairs(rows) do
+        by[pair_key(r[1], r[2], amount(r[3]))] = { version = amount(r[4]), holder = r[5] }
+    end
+    for i, p in ipairs(pairs_) do out[i] = by[pair_key(p.account, p.asset.code, p.asset.scale)] end
+    return out
+end
+
+-- transfers ----------------------------------------------------------------------------
+
+function Store:store_transfer(rec, involved)
+    if type(rec) ~= "table" then misuse("store_transfer", "expects a transfer record") end
+    local id = bytes_arg("store_transfer", rec.id, "id", 32)
+    involved = list_arg("store_transfer", involved or {}, "involved accounts")
+    local tb = { n = 6, id, bytes_arg("store_transfer", rec.bytes, "bytes"),
+                 bytes_arg("store_transfer", rec.intent, "intent"),
+                 bytes_arg("store_transfer", rec.book, "book"),
+                 int_arg("store_transfer", rec.created_at_ms or 0, "created_at_ms"), rec.metadata }
+    for _, a in ipairs(involved) do bytes_arg("store_transfer", a, "involved account", 16) end
+    if self.dialect == "postgres" then
+        local n = #involved
+        for i = 1, n do tb[6 + i] = involved[i] end
+        tb.n = 6 + n
+        local rows, err, class = read(self, "store_transfer_pg", n, tb, "i")
+        if not rows then return nil, err, class end
+        return amount(rows[1][1])
+    end
+    return self.drv:atomic(function()
+        local n, err, class = write(self, "store_transfer", nil, tb)
+        if not n or n == 0 or #involved == 0 then return n, err, class end
+        local ab = { n = #involved + 1 }
+        for i, a in ipairs(involved) do ab[i] = a end
+        ab[#involved + 1] = id
+        local m, err2, class2 = write(self, "store_transfer_accounts", #involved, ab)
+        if not m then return nil, err2, class2 end
+        return n
+    end)
+end
+
+function Store:get_transfer(id)
+    return read_one(self, "get_transfer", nil, { n = 1, bytes_arg("get_transfer", id, "id", 32) },
+                    TRANSFER_T, transfer_row)
+end
+
+-- Newest first; before = a record's n (the page's last) for the next page.
+function Store:get_transfers_for_account(account, limit, before)
+    local binds = { bytes_arg("get_transfers_for_account", account, "account", 16) }
+    if before ~= nil then binds[2] = int_arg("get_transfers_for_account", before, "before") end
+    binds[#binds + 1] = int_arg("get_transfers_for_account", limit or 100, "limit")
+    binds.n = #binds
+    return read_all(self, "get_transfers_for_account", before ~= nil and 1 or 0, binds,
+                    TRANSFER_T, transfer_row)
+end
+
+-- Oldest first; after = a record's n (0: from the start).
+function Store:list_transfers(after, limit)
+    return read_all(self, "list_transfers", nil,
+                    { n = 2, int_arg("list_transfers", after or 0, "after"),
+                      int_arg("list_transfers", limit or 100, "limit") }, TRANSFER_T, transfer_row)
+end
+
+-- intents (LED-21) -----------------------------------------------------------------------
+
+function Store:put_intent(key, o)
+    bytes_arg("put_intent", key, "key")
+    -- "claimed": the engine's claim row of an intent (message = the saga id), under a key no
+    -- caller can send (docs/LEDGER.md "Intents").
+    if type(o) ~= "table" or (o.status ~= "committed" and o.status ~= "rejected" and
+                              o.status ~= "claimed") then
+        misuse("put_intent", "outcome.status is \"committed\", \"rejected\" or \"claimed\"")
+    end
+    return write(self, "put_intent", nil,
+                 { n = 6, key, o.status, o.transfer_id, o.code ~= nil and int_arg("put_intent",
+                   o.code, "code") or nil, o.message, o.body_hash })
+end
+
+function Store:get_intent(key)
+    return read_one(self, "get_intent", nil, { n = 1, bytes_arg("get_intent", key, "key") },
+                    "bbbibb", function(r)
+        return { key = r[1], status = r[2], transfer_id = r[3], code = amount(r[4]),
+                 message = r[5], body_hash = r[6] }
+    end)
+end
+
+-- sagas ------------------------------------------------------------------------------------
+
+function Store:save_saga(id, phase, data, node)
+    bytes_arg("save_saga", id, "id")
+    if phase ~= "reserving" and phase ~= "finalizing" then
+        misuse("save_saga", "phase is \"reserving\" or \"finalizing\"")
+    end
+    return write(self, "save_saga", nil, { n = 4, id, phase, data, node })
+end
+
+function Store:list_pending_sagas(node)
+    local binds = { n = node ~= nil and 1 or 0, node }
+    return read_all(self, "list_pending_sagas", node ~= nil and 1 or 0, binds, "bbbb",
+                    function(r) return { id = r[1], phase = r[2], data = r[3], node = r[4] } end)
+end
+
+function Store:delete_saga(id)
+    return write(self, "delete_saga", nil, { n = 1, bytes_arg("delete_saga", id, "id") })
+end
+
+-- events (LED-22) ------------------------------------------------------------------------
+
+function Store:append_event(book, transfer_id, kind, data)
+    bytes_arg("append_event", book, "book")
+    return write(self, "append_event", nil,
+                 { n = 5, book, bytes_arg("append_event", transfer_id, "transfer_id"),
+                   bytes_arg("append_event", kind, "kind"), data, book })
+end
+
+-- The event of (book, transfer, kind) or nil: what the engine reads after a 0 from
+-- append_event to tell "already there" from "a racing insert took the seq".
+function Store:get_event(book, transfer_id, kind)
+    return read_one(self, "get_event", nil, { n = 3, book, transfer_id, kind }, EVENT_T,
+                    event_row)
+end
+
+function Store:get_events_since(book, after_seq, limit)
+    return read_all(self, "get_events_since", nil,
+                    { n = 3, bytes_arg("get_events_since", book, "book"),
+                      int_arg("get_events_since", after_seq or 0, "after_seq"),
+                      int_arg("get_events_since", limit or 100, "limit") }, EVENT_T, event_row)
+end
+
+function Store:head_seq(book)
+    local rows, err, class = read(self, "head_seq", nil,
+                                  { n = 1, bytes_arg("head_seq", book, "book") }, "i")
+    if not rows then return nil, err, class end
+    return amount(rows[1][1])
+end
+
+-- usage streams ----------------------------------------------------------------------------
+
+function Store:get_stream(tenant, dimension)
+    return read_one(self, "get_stream", nil,
+                    { n = 2, bytes_arg("get_stream", tenant, "tenant"),
+                      bytes_arg("get_stream", dimension, "dimension") }, "ib",
+                    function(r) return { seq = amount(r[1]), b3 = r[2] } end)
+end
+
+function Store:advance_stream(tenant, dimension, seq, b3, prev_seq, prev_b3)
+    bytes_arg("advance_stream", tenant, "tenant")
+    bytes_arg("advance_stream", dimension, "dimension")
+    int_arg("advance_stream", seq, "seq")
+    bytes_arg("advance_stream", b3, "b3")
+    if prev_seq == nil then
+        return write(self, "insert_stream", nil, { n = 4, tenant, dimension, seq, b3 })
+    end
+    return write(self, "advance_stream", nil,
+                 { n = 6, seq, b3, tenant, dimension,
+                   int_arg("advance_stream", prev_seq, "prev_seq"),
+                   bytes_arg("advance_stream", prev_b3, "prev_b3") })
+end
+
+-- meta --------------------------------------------------------------------------------------
+
+function Store:get_meta(key)
+    local rows, err, class = read(self, "get_meta", nil, { n = 1, key }, "b")
+    if not rows then return nil, err, class end
+    return rows[1] and rows[1][1]
+end
+
+function Store:put_meta(key, value)
+    return write(self, "put_meta", nil, { n = 2, key, value })
+end
+
+-- The names every backend offers (the offloaded driver proxies exactly these).
+_M.METHODS = {
+    "create_book", "get_book", "list_books",
+    "create_account", "append_account_version", "get_account", "get_accounts",
+    "get_account_history", "list_accounts",
+    "insert_postings", "reserve_postings", "release_postings", "deactivate_postings",
+    "get_postings", "get_postings_by_account",
+    "get_balances", "get_balance",
+    "ensure_head", "acquire_head", "release_head", "get_heads",
+    "store_transfer", "get_transfer", "get_transfers_for_account", "list_transfers",
+    "put_intent", "get_intent",
+    "save_saga", "list_pending_sagas", "delete_saga",
+    "append_event", "get_event", "get_events_since", "head_seq",
+    "get_stream", "advance_stream",
+    "get_meta", "put_meta",
+}
+
+-- Refuses a database written by a newer layout (LED-24): the version row, checked before
+-- the DDL runs.
+function _M.check_version(v)
+    if v == nil then return true end
+    local n = tonumber(v)
+    if not n then
+        return nil, "SchemaError: ledger_meta schema_version is not a number: " .. tostring(v)
+    end
+    if n > schema.VERSION then
+        return nil, format("SchemaError: the store holds schema version %d, newer than this "
+                           .. "code's %d: refusing to open it (upgrade ron-accounting)", n,
+                           schema.VERSION)
+    end
+    return true
+end
+
+return _M

@@ -1,0 +1,508 @@
+-- ron.ledger.store.sqlite: the Store (ron.ledger.store) on SQLite through the LuaJIT FFI
+-- (libsqlite3.so.0, Debian libsqlite3-0; tools/deps.sh installs libsqlite3-dev).
+--
+--   local sqlite = require "ron.ledger.store.sqlite"
+--   local s = sqlite.open { path = "ledger.db",            -- required
+--                           synchronous = "full",          -- "full" (default) | "normal"
+--                           busy_timeout_ms = 5000,
+--                           offload = false,               -- true: primitives in the pool
+--                           max_queue = 1024 }             -- offloaded calls waiting, per store
+--   s:create_book(...) ... s:close()
+--
+-- Durability (LED-23): WAL journal mode; synchronous = FULL fsyncs the WAL at every commit,
+-- so a primitive that returned is on disk. "normal" fsyncs only at checkpoints: a crash of
+-- the process loses nothing, a power loss may lose the last commits (the database stays
+-- consistent). Each primitive is one statement in its own implicit transaction (store_transfer:
+-- two statements in one BEGIN IMMEDIATE transaction).
+--
+-- Two drivers, the same SQL (ron.ledger.store.sql):
+--   sync (default): each call runs on the caller's thread (busted, the CLI, benchmarks).
+--   offload = true: inside `ron-accounting run`, each call runs in the libuv threadpool
+--     (uv.new_work, like ron.accounting.runtime.offload) and the calling task waits; ONE call
+--     in flight per store (its connection), the others queue FIFO up to max_queue, beyond
+--     that a call fails at once with class "retry" (Busy). Arguments and results cross to the
+--     pool's Lua VM serialized (plain values: strings, numbers, booleans, int64_t, tables).
+--     The pool VM attaches to the connection opened here (the sqlite3 * as a number) and
+--     keeps its own prepared statements per connection token; close() finalizes every
+--     statement of the connection (sqlite3_next_stmt) before closing it.
+--
+-- Errors: nil, "Code: message", class; class "retry" for SQLITE_BUSY / SQLITE_LOCKED,
+-- "io" for I/O, full disk, cannot open, corrupt, read-only, "bug" for the rest
+-- (constraint, misuse, SQL errors).
+local ffi = require "ffi"
+local sql = require "ron.ledger.store.sql"
+local schema = require "ron.ledger.store.schema"
+
+local type, error, tostring, tonumber, setmetatable, pcall, format, bit_band =
+      type, error, tostring, tonumber, setmetatable, pcall, string.format, require("bit").band
+
+local _M = {}
+
+if not pcall(ffi.typeof, "sqlite3") then
+    ffi.cdef [[
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
+int sqlite3_open_v2(const char *filename, sqlite3 **ppDb, int flags, const char *zVfs);
+int sqlite3_close_v2(sqlite3 *);
+int sqlite3_exec(sqlite3 *, const char *sql, void *cb, void *arg, char **errmsg);
+int sqlite3_prepare_v2(sqlite3 *db, const char *zSql, int nByte, sqlite3_stmt **ppStmt,
+                       const char **pzTail);
+int sqlite3_step(sqlite3_stmt *);
+int sqlite3_reset(sqlite3_stmt *);
+int sqlite3_clear_bindings(sqlite3_stmt *);
+int sqlite3_finalize(sqlite3_stmt *);
+sqlite3_stmt *sqlite3_next_stmt(sqlite3 *pDb, sqlite3_stmt *pStmt);
+int sqlite3_bind_blob(sqlite3_stmt *, int, const void *, int n, void *destructor);
+int sqlite3_bind_int64(sqlite3_stmt *, int, int64_t);
+int sqlite3_bind_null(sqlite3_stmt *, int);
+int sqlite3_column_count(sqlite3_stmt *);
+int sqlite3_column_type(sqlite3_stmt *, int iCol);
+int64_t sqlite3_column_int64(sqlite3_stmt *, int iCol);
+const void *sqlite3_column_blob(sqlite3_stmt *, int iCol);
+int sqlite3_column_bytes(sqlite3_stmt *, int iCol);
+int sqlite3_changes(sqlite3 *);
+const char *sqlite3_errmsg(sqlite3 *);
+const char *sqlite3_errstr(int);
+int sqlite3_extended_result_codes(sqlite3 *, int onoff);
+int sqlite3_busy_timeout(sqlite3 *, int ms);
+int sqlite3_get_autocommit(sqlite3 *);
+const char *sqlite3_libversion(void);
+int sqlite3_threadsafe(void);
+]]
+end
+
+local lib
+local function L()
+    if not lib then
+        local ok, l = pcall(ffi.load, "sqlite3")
+        if not ok then ok, l = pcall(ffi.load, "libsqlite3.so.0") end
+        if not ok then
+            error("ron.ledger.store.sqlite: libsqlite3 not found (Debian: libsqlite3-0; "
+                  .. "tools/deps.sh)", 3)
+        end
+        lib = l
+    end
+    return lib
+end
+_M.lib = L
+
+local OK, ROW, DONE = 0, 100, 101
+local RETRY = { [5] = true, [6] = true }                      -- BUSY, LOCKED
+local IO = { [10] = true, [13] = true, [14] = true, [11] = true, [8] = true, [26] = true,
+             [15] = true, [7] = true }                         -- IOERR FULL CANTOPEN CORRUPT
+                                                               -- READONLY NOTADB PROTOCOL NOMEM
+local T_INT, T_FLOAT, T_NULL = 1, 2, 5
+local OPEN_RW_CREATE_FULLMUTEX = 0x00000002 + 0x00000004 + 0x00010000
+
+local function classify(rc)
+    local p = bit_band(rc, 0xff)
+    if RETRY[p] then return "retry" end
+    if IO[p] then return "io" end
+    return "bug"
+end
+_M.classify = classify
+
+-- ---------------------------------------------------------------------------------------
+-- a connection (usable in any Lua VM of the process: the pool's attach to the same one)
+
+local Conn = {}
+Conn.__index = Conn
+
+local function fail(self, rc, what)
+    local msg = ffi.string(L().sqlite3_errmsg(self.db))
+    local cls = classify(rc)
+    local code = cls == "retry" and "Busy" or cls == "io" and "IoError" or "StoreError"
+    return nil, format("%s: SQLite %s: %s (%d)", code, what, msg, rc), cls
+end
+
+local pp_stmt = ffi.new("sqlite3_stmt *[1]")
+local pp_db = ffi.new("sqlite3 *[1]")
+
+function Conn:prepare(text)
+    local st = self.stmts[text]
+    if st then return st end
+    local rc = L().sqlite3_prepare_v2(self.db, text, #text, pp_stmt, nil)
+    if rc ~= OK then return fail(self, rc, "prepare") end
+    st = pp_stmt[0]
+    self.stmts[text] = st
+    return st
+end
+
+local function bind(st, binds)
+    local C = L()
+    for i = 1, binds.n or #binds do
+        local v = binds[i]
+        local rc
+        if v == nil then
+            rc = C.sqlite3_bind_null(st, i)
+        elseif type(v) == "string" then
+            rc = C.sqlite3_bind_blob(st, i, v, #v, nil) -- static: v outlives the step
+        elseif type(v) == "boolean" then
+            rc = C.sqlite3_bind_int64(st, i, v and 1 or 0)
+        else
+            rc = C.sqlite3_bind_int64(st, i, v)
+        end
+        if rc ~= OK then return rc end
+    end
+    return OK
+end
+
+local function column(C, st, j)
+    local t = C.sqlite3_column_type(st, j)
+    if t == T_NULL then return nil end
+    if t == T_INT or t == T_FLOAT then return sql.amount(C.sqlite3_column_int64(st, j)) end
+    local n = C.sqlite3_column_bytes(st, j)
+    if n == 0 then return "" end
+    return ffi.string(C.sqlite3_column_blob(st, j), n)
+end
+
+-- Runs text with binds; rows when want_rows, else the changes count.
+function Conn:run(text, binds, want_rows)
+    if not self.db then return nil, "Closed: the store was closed", "bug" end
+    local st, err, cls = self:prepare(text)
+    if not st then return nil, err, cls end
+    local C = L()
+    local rc = bind(st, binds)
+    if rc ~= OK then
+        C.sqlite3_reset(st)
+        C.sqlite3_clear_bindings(st)
+        return fail(self, rc, "bind")
+    end
+    local rows
+    if want_rows then rows = {} end
+    while true do
+        rc = C.sqlite3_step(st)
+        if rc == ROW then
+            if rows then
+                local ncol, r = C.sqlite3_column_count(st), {}
+                for j = 0, ncol - 1 do r[j + 1] = column(C, st, j) end
+                rows[#rows + 1] = r
+            end
+        else
+            break
+        end
+    end
+    local out
+    if rc == DONE then
+        out = rows or C.sqlite3_changes(self.db)
+    else
+        -- the step's error: reset returns the same code; errmsg is set
+        local _, e, c = fail(self, rc, "step")
+        C.sqlite3_reset(st)
+        C.sqlite3_clear_bindings(st)
+        return nil, e, c
+    end
+    C.sqlite3_reset(st)
+    C.sqlite3_clear_bindings(st)
+    return out
+end
+
+function Conn:write(text, binds) return self:run(text, binds, false) end
+function Conn:read(text, binds) return self:run(text, binds, true) end
+
+function Conn:exec(text)
+    if not self.db then return nil, "Closed: the store was closed", "bug" end
+    local rc = L().sqlite3_exec(self.db, text, nil, nil, nil)
+    if rc ~= OK then return fail(self, rc, "exec") end
+    return true
+end
+
+-- fn's results inside one BEGIN IMMEDIATE transaction (rolled back when fn fails).
+function Conn:atomic(fn)
+    local ok, err, cls = self:exec("BEGIN IMMEDIATE")
+    if not ok then return nil, err, cls end
+    local r = { pcall(fn) }
+    if not r[1] or r[2] == nil then
+        self:exec("ROLLBACK")
+        if not r[1] then error(r[2], 0) end
+        return nil, r[3], r[4]
+    end
+    ok, err, cls = self:exec("COMMIT")
+    if not ok then
+        self:exec("ROLLBACK")
+        return nil, err, cls
+    end
+    return unpack(r, 2, table.maxn(r))
+end
+
+function Conn:close()
+    if not self.db then return true end
+    local C = L()
+    -- every statement of this connection, whichever VM prepared it
+    local st = C.sqlite3_next_stmt(self.db, nil)
+    while st ~= nil do
+        C.sqlite3_finalize(st)
+        st = C.sqlite3_next_stmt(self.db, nil)
+    end
+    self.stmts = {}
+    C.sqlite3_close_v2(self.db)
+    self.db = nil
+    return true
+end
+
+local function new_conn(db) return setmetatable({ db = db, stmts = {} }, Conn) end
+
+-- ---------------------------------------------------------------------------------------
+-- open: connection, pragmas, migrations
+
+local SYNC = { full = "FULL", normal = "NORMAL" }
+local OPTS = { path = true, synchronous = true, busy_timeout_ms = true, offload = true,
+               max_queue = true }
+
+local function check_opts(o)
+    if type(o) ~= "table" then error("sqlite.open: expects an options table", 3) end
+    for k in pairs(o) do
+        if not OPTS[k] then error(format("sqlite.open: unknown option %q", tostring(k)), 3) end
+    end
+    if type(o.path) ~= "string" or o.path == "" then
+        error("sqlite.open: path must be a non-empty string", 3)
+    end
+    if o.synchronous ~= nil and not SYNC[o.synchronous] then
+        error("sqlite.open: synchronous is \"full\" or \"normal\"", 3)
+    end
+    local bt = o.busy_timeout_ms
+    if bt ~= nil and (type(bt) ~= "number" or bt < 0 or bt > 600000 or bt % 1 ~= 0) then
+        error("sqlite.open: busy_timeout_ms must be an integer in 0..600000", 3)
+    end
+    local mq = o.max_queue
+    if mq ~= nil and (type(mq) ~= "number" or mq < 1 or mq > 65536 or mq % 1 ~= 0) then
+        error("sqlite.open: max_queue must be an integer in 1..65536", 3)
+    end
+end
+
+local function migrate(conn)
+    local ok, err, cls = conn:exec(schema.META("sqlite", ""))
+    if not ok then return nil, err, cls end
+    local st = sql.new(conn, "sqlite", "")
+    local v
+    v, err, cls = st:get_meta("schema_version")
+    if err then return nil, err, cls end
+    ok, err = sql.check_version(v)
+    if not ok then return nil, err, "bug" end
+    local stmts = schema.ddl("sqlite", "")
+    ok, err, cls = conn:atomic(function()
+        for _, s in ipairs(stmts) do
+            local ok2, e2, c2 = conn:exec(s)
+            if not ok2 then return nil, e2, c2 end
+        end
+        return st:put_meta("schema_version", tostring(schema.VERSION))
+    end)
+    if not ok then return nil, err, cls end
+    return true
+end
+
+local function open_conn(o)
+    local C = L()
+    local rc = C.sqlite3_open_v2(o.path, pp_db, OPEN_RW_CREATE_FULLMUTEX, nil)
+    local db = pp_db[0]
+    if rc ~= OK then
+        local msg = db ~= nil and ffi.string(C.sqlite3_errmsg(db))
+                    or ffi.string(C.sqlite3_errstr(rc))
+        if db ~= nil then C.sqlite3_close_v2(db) end
+        return nil, format("IoError: SQLite open %s: %s", o.path, msg), "io"
+    end
+    C.sqlite3_extended_result_codes(db, 1)
+    C.sqlite3_busy_timeout(db, o.busy_timeout_ms or 5000)
+    local conn = new_conn(db)
+    local ok, err, cls = conn:exec("PRAGMA journal_mode = WAL")
+    if ok then
+        ok, err, cls = conn:exec("PRAGMA synchronous = " .. SYNC[o.synchronous or "full"])
+    end
+    if ok then ok, err, cls = migrate(conn) end
+    if not ok then
+        conn:close()
+        return nil, err, cls
+    end
+    return conn
+end
+
+-- ---------------------------------------------------------------------------------------
+-- the offloaded driver
+
+-- A serializer for the plain values that cross between VMs (Lua source, loaded back).
+local function ser(v, out)
+    local t = type(v)
+    if t == "string" then
+        out[#out + 1] = format("%q", v)
+    elseif t == "number" then
+        if v % 1 == 0 and v >= -2 ^ 53 and v <= 2 ^ 53 then
+            out[#out + 1] = format("%d", v)
+        else
+            out[#out + 1] = format("%.17g", v)
+        end
+    elseif t == "boolean" or t == "nil" then
+        out[#out + 1] = tostring(v)
+    elseif t == "cdata" then
+        out[#out + 1] = tostring(ffi.cast("int64_t", v)) -- "123LL": an int64_t literal
+    elseif t == "table" then
+        out[#out + 1] = "{"
+        local n = v.n or #v
+        for i = 1, n do
+            ser(v[i], out)
+            out[#out + 1] = ","
+        end
+        for k, x in pairs(v) do
+            if not (type(k) == "number" and k >= 1 and k <= n and k % 1 == 0) then
+                out[#out + 1] = "["
+                ser(k, out)
+                out[#out + 1] = "]="
+                ser(x, out)
+                out[#out + 1] = ","
+            end
+        end
+        out[#out + 1] = "}"
+    else
+        error("ron.ledger.store.sqlite: cannot pass a " .. t .. " to the pool", 0)
+    end
+end
+
+function _M.pack(...)
+    local out = { "return " }
+    ser({ n = select("#", ...), ... }, out)
+    return table.concat(out)
+end
+
+function _M.unpack_(s)
+    local f = assert(loadstring(s, "=store-args"))
+    local t = f()
+    return unpack(t, 1, t.n)
+end
+
+-- In a pool VM: the attached connections by token, and the store objects over them.
+local attached = {}
+
+-- The pool's entry point (run by the work function, under pcall): one primitive.
+function _M.pool_call(dbnum, token, method, packed)
+    local s = attached[token]
+    if not s then
+        local conn = new_conn(ffi.cast("sqlite3 *", dbnum))
+        s = sql.new(conn, "sqlite", "")
+        attached[token] = s
+    end
+    if method == "__forget" then
+        attached[token] = nil
+        return _M.pack(true)
+    end
+    return _M.pack(s[method](s, _M.unpack_(packed)))
+end
+
+local function WORK(path, dbnum, token, method, packed, id)
+    _G.package.path = path
+    local ok, m = _G.pcall(_G.require, "ron.ledger.store.sqlite")
+    if not ok then return id, nil, _G.tostring(m) end
+    local ok2, r = _G.pcall(m.pool_call, dbnum, token, method, packed)
+    if not ok2 then return id, nil, _G.tostring(r) end
+    return id, r
+end
+
+local work_handle
+local inflight, next_id = {}, 0
+
+local function after(id, packed, err)
+    local req = inflight[id]
+    inflight[id] = nil
+    if req and not req.ch:is_closed() then req.ch:try_send({ packed, err }) end
+end
+
+function _M.in_flight()
+    local n = 0
+    for _ in pairs(inflight) do n = n + 1 end
+    return n
+end
+
+local tokens = 0
+
+local Off = {}
+Off.__index = function(self, k)
+    local v = Off[k]
+    if v then return v end
+    local proxy = function(s, ...) return s:call(k, ...) end
+    Off[k] = proxy
+    return proxy
+end
+
+function Off:call(method, ...)
+    local task = require "ron.accounting.runtime.task"
+    local uv = require "luv"
+    if self.closed then return nil, "Closed: the store was closed", "bug" end
+    -- one call in flight per connection; the rest wait FIFO, bounded
+    if self.busy then
+        if #self.waiters >= self.max_queue then
+            self.stats.rejected = self.stats.rejected + 1
+            return nil, format("Busy: %d calls already wait for this SQLite store", #self.waiters),
+                   "retry"
+        end
+        local ch = task.channel(1, "sqlite_store_turn")
+        self.waiters[#self.waiters + 1] = ch
+        local ok, err = ch:recv()
+        if not ok then
+            for i, w in ipairs(self.waiters) do
+                if w == ch then table.remove(self.waiters, i) break end
+            end
+            return nil, "Canceled: " .. tostring(err), "io"
+        end
+    end
+    self.busy = true
+    if not work_handle then work_handle = uv.new_work(WORK, after) end
+    next_id = next_id + 1
+    local id = next_id
+    local ch = task.channel(1, "sqlite_store")
+    inflight[id] = { ch = ch, keep = self }
+    local ok, qerr = work_handle:queue(package.path, self.dbnum, self.token, method,
+                                       _M.pack(...), id)
+    local res, err
+    if not ok then
+        inflight[id] = nil
+        err = "IoError: uv work queue failed: " .. tostring(qerr)
+    else
+        while true do
+            res, err = ch:recv()
+            if res or err ~= "Canceled" then break end
+            -- shut down: the answer in flight still comes (one statement)
+        end
+    end
+    self.stats.calls = self.stats.calls + 1
+    -- hand the connection to the next waiter
+    self.busy = false
+    local nxt = table.remove(self.waiters, 1)
+    if nxt then
+        self.busy = true
+        nxt:try_send(true)
+    end
+    if not res then return nil, err, "io" end
+    -- a body that raised: misuse (as the synchronous driver raises it) or a bug
+    if res[1] == nil then error(tostring(res[2]), 2) end
+    return _M.unpack_(res[1])
+end
+
+function Off:close()
+    if self.closed then return true end
+    self.closed = true
+    self.conn:close()
+    return true
+end
+
+-- ---------------------------------------------------------------------------------------
+
+function _M.open(o)
+    check_opts(o)
+    local conn, err, cls = open_conn(o)
+    if not conn then return nil, err, cls end
+    if o.offload then
+        tokens = tokens + 1
+        local dbnum = tonumber(ffi.cast("uintptr_t", conn.db))
+        return setmetatable({ conn = conn, dbnum = dbnum,
+                              token = format("%d:%d:%x", tokens, os.time(), dbnum),
+                              busy = false, waiters = {}, max_queue = o.max_queue or 1024,
+                              stats = { calls = 0, rejected = 0 }, closed = false,
+                              backend = "sqlite", offloaded = true, path = o.path }, Off)
+    end
+    local s = sql.new(conn, "sqlite", "")
+    s.backend, s.path = "sqlite", o.path
+    s.close = function(self) return self.drv:close() end
+    return s
+end
+
+function _M.version() return ffi.string(L().sqlite3_libversion()) end
+
+return _M

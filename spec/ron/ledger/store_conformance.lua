@@ -1,0 +1,501 @@
+-- The Store contract (lua/ron/ledger/store/init.lua, docs/LEDGER.md "Store", LED-16..LED-24)
+-- as ONE suite that every backend runs:
+--
+--   require("ron.ledger.store_conformance").run(name, make_store, opts)
+--
+-- make_store() -> a fresh, empty store. opts (all optional):
+--   wrap(fn)         runs one case's body (inside a task for the PostgreSQL and offloaded
+--                    SQLite stores; plainly otherwise)
+--   concurrent(fns)  runs the functions at once (tasks) and returns when all ended; default:
+--                    one after the other (a synchronous store cannot race itself)
+--   reopen(s)        -> a second store on the same data (migrations run again)
+--   seed             the projection's random seed (printed; default 20261125)
+--
+-- Called from spec/ron/ledger/store_spec.lua (SQLite, and memory when it exists, under
+-- busted) and spec/ron/ledger/store_host_spec.lua (PostgreSQL and offloaded SQLite inside
+-- the host: ctest lua-ledger-store-host).
+local M = {}
+
+local ffi = require "ffi"
+local assert = require "luassert" -- this file is required, outside busted's spec environment
+
+local function id16(s) return (s .. ("\0"):rep(16)):sub(1, 16) end
+local function id32(s) return (s .. ("\0"):rep(32)):sub(1, 32) end
+
+local USD = { code = "USD", scale = 2 }
+local EUR = { code = "EUR", scale = 2 }
+local A, B, C = id16("acct-a"), id16("acct-b"), id16("acct-c")
+
+local function pid(t, i) return { transfer_id = t, index = i } end
+
+local function posting(t, i, account, asset, amount, extra)
+    local p = { id = pid(t, i), account = account, asset = asset, amount = amount }
+    for k, v in pairs(extra or {}) do p[k] = v end
+    return p
+end
+
+-- a tiny deterministic PRNG (the same sequence on every backend and machine)
+local function prng(seed)
+    local s = seed % 2147483647
+    if s <= 0 then s = s + 2147483646 end
+    return function(n)
+        s = (s * 16807) % 2147483647
+        return s % n
+    end
+end
+
+function M.run(name, make_store, opts)
+    local env = getfenv(2) -- the calling spec's: busted's describe and it live there
+    local describe, it = env.describe, env.it
+    opts = opts or {}
+    local wrap = opts.wrap or function(fn) fn() end
+    local concurrent = opts.concurrent or function(fns) for _, f in ipairs(fns) do f() end end
+    local seed = opts.seed or 20261125
+
+    local function case(title, body)
+        it(title, function()
+            wrap(function()
+                local s = make_store()
+                local ok, err = pcall(body, s)
+                s:close()
+                if not ok then error(err, 0) end
+            end)
+        end)
+    end
+
+    describe("store conformance: " .. name, function()
+        case("books: create once, read back", function(s)
+            assert.equal(1, s:create_book("main", "meta-1"))
+            assert.equal(0, s:create_book("main", "meta-2"))
+            assert.equal(1, s:create_book("other", nil))
+            assert.same({ id = "main", meta = "meta-1" }, s:get_book("main"))
+            assert.is_nil(s:get_book("nope"))
+            local l = s:list_books()
+            assert.equal(2, #l)
+            assert.equal("main", l[1].id)
+            assert.equal("other", l[2].id)
+        end)
+
+        case("accounts: append-only versions, a gap or an overwrite counts 0 (LED-17)", function(s)
+            local v1 = { id = A, version = 1, policy = "capped", floor = -500, status = "open" }
+            assert.equal(1, s:create_account(v1))
+            assert.equal(0, s:create_account(v1))                          -- create twice
+            assert.has_error(function() s:create_account { id = B, version = 2 } end)
+            local v3 = { id = A, version = 3, policy = "capped", floor = -500, status = "frozen" }
+            assert.equal(0, s:append_account_version(v3))                  -- version gap
+            local v2 = { id = A, version = 2, policy = "capped", floor = -500, status = "frozen" }
+            assert.equal(1, s:append_account_version(v2))
+            assert.equal(0, s:append_account_version(v2))                  -- overwrite
+            assert.equal(0, s:append_account_version { id = B, version = 2 }) -- no v1
+            assert.equal(1, s:append_account_version(v3))
+            local cur = s:get_account(A)
+            assert.equal(3, cur.version)
+            assert.equal("frozen", cur.status)
+            assert.equal("capped", cur.policy)
+            assert.equal(-500, cur.floor)
+            assert.equal(require("ron.ledger").encode_account(v3), cur.bytes)
+            local h = s:get_account_history(A)
+            assert.equal(3, #h)
+            for i = 1, 3 do assert.equal(i, h[i].version) end
+            assert.equal(1, s:create_account { id = B, version = 1, policy = "uncapped" })
+            local m = s:get_accounts { A, B, C }
+            assert.equal(3, m[A].version)
+            assert.equal(1, m[B].version)
+            assert.is_nil(m[C])
+            local l = s:list_accounts()
+            assert.equal(2, #l)
+            assert.equal(A, l[1].id)
+            assert.equal(3, l[1].version)
+            assert.is_nil(s:get_account(C))
+        end)
+
+        case("postings: insert idempotent, reserve/release/deactivate conditional (LED-18)",
+             function(s)
+            local T1, T2 = id32("t1"), id32("t2")
+            local ps = { posting(T1, 0, A, USD, 100), posting(T1, 1, A, USD, 40),
+                         posting(T1, 2, B, USD, -140) }
+            assert.equal(3, s:insert_postings(ps))
+            assert.equal(0, s:insert_postings(ps))                          -- replay
+            assert.equal(1, s:insert_postings { ps[1], posting(T2, 0, A, EUR, 7) })
+            local ids = { pid(T1, 0), pid(T1, 1) }
+            assert.equal(2, s:reserve_postings(ids, "saga-1"))
+            assert.equal(0, s:reserve_postings(ids, "saga-1"))              -- reserve twice
+            assert.equal(0, s:reserve_postings(ids, "saga-2"))
+            assert.equal(0, s:release_postings(ids, "saga-2"))              -- foreign rid
+            assert.equal(0, s:deactivate_postings(ids, "saga-2", T2))       -- foreign rid
+            assert.equal(0, s:deactivate_postings(ids, nil, T2))            -- not active
+            assert.equal(1, s:release_postings({ pid(T1, 1) }, "saga-1"))
+            assert.equal(0, s:release_postings({ pid(T1, 1) }, "saga-1"))   -- release twice
+            assert.equal(1, s:deactivate_postings(ids, "saga-1", T2))       -- only T1:0
+            assert.equal(0, s:deactivate_postings(ids, "saga-1", T2))       -- deactivate twice
+            assert.equal(1, s:deactivate_postings({ pid(T1, 1) }, nil, T2)) -- active -> inactive
+            assert.equal(0, s:deactivate_postings({ pid(T1, 1) }, nil, T2))
+            assert.equal(0, s:reserve_postings({ pid(T1, 0) }, "saga-3"))   -- inactive stays
+            local got = s:get_postings { pid(T1, 2), pid(T1, 0), pid(T1, 1), pid(id32("x"), 0) }
+            assert.equal(3, #got)
+            assert.same({ transfer_id = T1, index = 0 }, got[1].id)
+            assert.equal("inactive", got[1].status)
+            assert.equal("saga-1", got[1].reservation)
+            assert.equal(T2, got[1].consumed_by)
+            assert.equal(T1, got[1].created_by)
+            assert.equal("inactive", got[2].status)
+            assert.is_nil(got[2].reservation)
+            assert.equal("active", got[3].status)
+            assert.equal(-140, got[3].amount)
+            assert.same(USD, got[3].asset)
+            assert.equal(B, got[3].account)
+            assert.same({}, s:get_postings {})
+        end)
+
+        case("postings by account: filters, largest first, limit (LED-10)", function(s)
+            local T = id32("by-acct")
+            local amounts = { 5, 50, 20, 50, -3, 8 }
+            local ps = {}
+            for i, a in ipairs(amounts) do ps[i] = posting(T, i - 1, A, USD, a) end
+            ps[#ps + 1] = posting(T, 6, A, EUR, 1000)
+            ps[#ps + 1] = posting(T, 7, B, USD, 1)
+            assert.equal(8, s:insert_postings(ps))
+            assert.equal(1, s:reserve_postings({ pid(T, 2) }, "r"))
+            local all = s:get_postings_by_account(A)
+            assert.equal(7, #all)
+            local usd = s:get_postings_by_account(A, USD, "active", nil, "largest")
+            local seen = {}
+            for i, p in ipairs(usd) do seen[i] = p.amount .. "@" .. p.id.index end
+            assert.same({ "50@1", "50@3", "8@5", "5@0", "-3@4" }, seen)
+            local top = s:get_postings_by_account(A, USD, "active", 2, "largest")
+            assert.equal(2, #top)
+            assert.equal(1, top[1].id.index)
+            local pend = s:get_postings_by_account(A, nil, "pending_inactive")
+            assert.equal(1, #pend)
+            assert.equal(20, pend[1].amount)
+            local byid = s:get_postings_by_account(A, USD, nil, 3, "id")
+            assert.equal(0, byid[1].id.index)
+            assert.equal(2, byid[3].id.index)
+        end)
+
+        case("balances: the projection, sharded, exact beyond 2^53 (LED-19)", function(s)
+            local T = id32("big")
+            local big = ffi.new("int64_t", 2) ^ 60 -- 1152921504606846976
+            assert.equal(4, s:insert_postings {
+                posting(T, 0, A, USD, big), posting(T, 1, A, USD, 1), posting(T, 2, A, EUR, -9),
+                posting(T, 3, A, USD, 5, { status = "inactive" }) })
+            local b = s:get_balances { { account = A, asset = USD }, { account = A, asset = EUR },
+                                       { account = B, asset = USD } }
+            assert.is_true(b[1] == big + 1)
+            assert.equal("cdata", type(b[1]))
+            assert.equal(-9, b[2])
+            assert.equal(0, b[3])
+            assert.equal(1, s:reserve_postings({ pid(T, 1) }, "r"))  -- still in the balance
+            assert.is_true(s:get_balance(A, USD) == big + 1)
+            assert.equal(1, s:deactivate_postings({ pid(T, 0) }, nil, id32("spend")))
+            assert.equal(1, s:get_balance(A, USD))
+            assert.equal(1, s:deactivate_postings({ pid(T, 1) }, "r", id32("spend")))
+            assert.equal(0, s:get_balance(A, USD))
+        end)
+
+        case("balances: projection = sum of active + pending after random primitives", function(s)
+            local rnd = prng(seed)
+            print(("store conformance (%s): projection seed %d"):format(name, seed))
+            local accts, assets = { A, B, C }, { USD, EUR }
+            local model = {}    -- key -> { p = posting, status =, rid = }
+            local keys = {}
+            local function key(id) return id.transfer_id .. ":" .. id.index end
+            local rids = { "r1", "r2", "r3" }
+            for step = 1, 150 do
+                local op = rnd(4)
+                if op == 0 or #keys < 4 then
+                    local T = id32(("rt%d"):format(step))
+                    local ps = {}
+                    for i = 0, rnd(3) do
+                        local amt = rnd(2001) - 1000
+                        if amt == 0 then amt = 1 end
+                        ps[#ps + 1] = posting(T, i, accts[rnd(3) + 1], assets[rnd(2) + 1], amt)
+                    end
+                    if #keys > 0 and rnd(3) == 0 then -- a replay of an existing posting
+                        ps[#ps + 1] = model[keys[rnd(#keys) + 1]].p
+                    end
+                    local want = 0
+                    for _, p in ipairs(ps) do if not model[key(p.id)] then want = want + 1 end end
+                    assert.equal(want, s:insert_postings(ps), "step " .. step)
+                    for _, p in ipairs(ps) do
+                        if not model[key(p.id)] then
+                            model[key(p.id)] = { p = p, status = "active" }
+                            keys[#keys + 1] = key(p.id)
+                        end
+                    end
+                else
+                    local ids, picked, seenk = {}, {}, {}
+                    for _ = 0, rnd(3) do
+                        local k = keys[rnd(#keys) + 1]
+                        if not seenk[k] then
+                            seenk[k] = true
+                            ids[#ids + 1] = model[k].p.id
+                            picked[#picked + 1] = model[k]
+                        end
+                    end
+                    local rid = rids[rnd(3) + 1]
+                    local want, from, to, need_rid = 0, nil, nil, nil
+                    if op == 1 then
+                        from, to = "active", "pending_inactive"
+                        assert.equal(#picked, #ids)
+                    elseif op == 2 then
+                        from, to, need_rid = "pending_inactive", "active", rid
+                    else
+                        if rnd(2) == 0 then from, to = "active", "inactive"; rid = nil
+                        else from, to, need_rid = "pending_inactive", "inactive", rid end
+                    end
+                    for _, m in ipairs(picked) do
+                        if m.status == from and (not need_rid or m.rid == need_rid) then
+                            want = want + 1
+                        end
+                    end
+                    local got
+                    if op == 1 then got = s:reserve_postings(ids, rid)
+                    elseif op == 2 then got = s:release_postings(ids, rid)
+                    else got = s:deactivate_postings(ids, rid, id32("c" .. step)) end
+                    assert.equal(want, got, "step " .. step .. " op " .. op)
+                    for _, m in ipairs(picked) do
+                        if m.status == from and (not need_rid or m.rid == need_rid) then
+                            m.status = to
+                            if to == "pending_inactive" then m.rid = rid
+                            elseif to == "active" then m.rid = nil end
+                        end
+                    end
+                end
+            end
+            local sums, pairs_ = {}, {}
+            for _, a in ipairs(accts) do
+                for _, as in ipairs(assets) do
+                    pairs_[#pairs_ + 1] = { account = a, asset = as }
+                    sums[#pairs_] = 0
+                end
+            end
+            for _, k in ipairs(keys) do
+                local m = model[k]
+                if m.status ~= "inactive" then
+                    for i, pr in ipairs(pairs_) do
+                        if pr.account == m.p.account and pr.asset.code == m.p.asset.code then
+                            sums[i] = sums[i] + m.p.amount
+                        end
+                    end
+                end
+            end
+            assert.same(sums, s:get_balances(pairs_))
+            -- and the store's own postings agree with the model, status by status
+            for i, pr in ipairs(pairs_) do
+                local t = 0
+                for _, p in ipairs(s:get_postings_by_account(pr.account, pr.asset)) do
+                    assert.equal(model[key(p.id)].status, p.status)
+                    if p.status ~= "inactive" then t = t + p.amount end
+                end
+                assert.equal(sums[i], t)
+            end
+        end)
+
+        case("heads: a lease per (account, asset), only its holder releases (LED-20)",
+             function(s)
+            assert.equal(0, s:acquire_head(A, USD, "s1"))                  -- no row yet
+            assert.equal(1, s:ensure_head(A, USD))
+            assert.equal(0, s:ensure_head(A, USD))
+            assert.equal(1, s:acquire_head(A, USD, "s1"))
+            assert.equal(0, s:acquire_head(A, USD, "s2"))                  -- held
+            assert.equal(0, s:acquire_head(A, USD, "s1"))                  -- not re-entrant
+            assert.equal(0, s:release_head(A, USD, "s2"))                  -- not the holder
+            local h = s:get_heads { { account = A, asset = USD }, { account = A, asset = EUR } }
+            assert.equal(2, h.n)
+            assert.same({ version = 1, holder = "s1" }, h[1])
+            assert.is_nil(h[2])
+            assert.equal(1, s:release_head(A, USD, "s1"))
+            assert.equal(0, s:release_head(A, USD, "s1"))
+            assert.equal(1, s:acquire_head(A, USD, "s2"))
+            h = s:get_heads { { account = A, asset = USD } }
+            assert.same({ version = 2, holder = "s2" }, h[1])
+        end)
+
+        case("heads: racing acquirers, exactly one wins", function(s)
+            assert.equal(1, s:ensure_head(B, USD))
+            local wins, fns = {}, {}
+            for i = 1, 6 do
+                fns[i] = function() wins[i] = assert(s:acquire_head(B, USD, "saga-" .. i)) end
+            end
+            concurrent(fns)
+            local total = 0
+            for i = 1, 6 do total = total + wins[i] end
+            assert.equal(1, total)
+        end)
+
+        case("postings: racing reservations, exactly one rid holds each posting", function(s)
+            local T = id32("race")
+            local ps, ids = {}, {}
+            for i = 0, 9 do
+                ps[#ps + 1] = posting(T, i, A, USD, 10)
+                ids[#ids + 1] = pid(T, i)
+            end
+            assert.equal(10, s:insert_postings(ps))
+            local got, fns = {}, {}
+            for i = 1, 5 do
+                fns[i] = function() got[i] = assert(s:reserve_postings(ids, "r" .. i)) end
+            end
+            concurrent(fns)
+            local total = 0
+            for i = 1, 5 do total = total + got[i] end
+            assert.equal(10, total)
+            for _, p in ipairs(s:get_postings(ids)) do assert.equal("pending_inactive", p.status) end
+            assert.equal(100, s:get_balance(A, USD))
+        end)
+
+        case("transfers: stored once with their accounts, paged", function(s)
+            local recs = {}
+            for i = 1, 5 do
+                recs[i] = { id = id32("tr" .. i), bytes = "bytes" .. i, intent = "intent" .. i,
+                            book = "main", created_at_ms = 1000 + i, metadata = "m" .. i }
+                local inv = (i % 2 == 1) and { A, B } or { A }
+                assert.equal(1, s:store_transfer(recs[i], inv))
+                assert.equal(0, s:store_transfer(recs[i], inv))
+            end
+            local t = s:get_transfer(recs[3].id)
+            assert.equal("bytes3", t.bytes)
+            assert.equal("intent3", t.intent)
+            assert.equal(1003, t.created_at_ms)
+            assert.equal("m3", t.metadata)
+            assert.is_nil(s:get_transfer(id32("none")))
+            local pa = s:get_transfers_for_account(A, 2)
+            assert.equal(2, #pa)
+            assert.equal(recs[5].id, pa[1].id)
+            assert.equal(recs[4].id, pa[2].id)
+            local pa2 = s:get_transfers_for_account(A, 10, pa[2].n)
+            assert.equal(3, #pa2)
+            assert.equal(recs[1].id, pa2[3].id)
+            local pb = s:get_transfers_for_account(B, 10)
+            assert.equal(3, #pb)
+            assert.equal(0, #s:get_transfers_for_account(C, 10))
+            local l = s:list_transfers(0, 3)
+            assert.equal(3, #l)
+            assert.equal(recs[1].id, l[1].id)
+            local l2 = s:list_transfers(l[3].n, 10)
+            assert.equal(2, #l2)
+            assert.equal(recs[5].id, l2[2].id)
+        end)
+
+        case("intents: the first outcome stays (LED-21)", function(s)
+            local T = id32("tx")
+            assert.equal(1, s:put_intent("k1", { status = "committed", transfer_id = T,
+                                                  body_hash = id32("h") }))
+            assert.equal(0, s:put_intent("k1", { status = "rejected", code = -19,
+                                                  message = "InsufficientFunds: x" }))
+            local o = s:get_intent("k1")
+            assert.equal("committed", o.status)
+            assert.equal(T, o.transfer_id)
+            assert.equal(id32("h"), o.body_hash)
+            assert.is_nil(o.code)
+            assert.equal(1, s:put_intent("k2", { status = "rejected", code = -19,
+                                                  message = "InsufficientFunds: x" }))
+            o = s:get_intent("k2")
+            assert.equal("rejected", o.status)
+            assert.equal(-19, o.code)
+            assert.equal("InsufficientFunds: x", o.message)
+            assert.is_nil(s:get_intent("k3"))
+            -- racing first outcomes: exactly one insert counts
+            local got, fns = {}, {}
+            for i = 1, 4 do
+                fns[i] = function()
+                    got[i] = assert(s:put_intent("k4", { status = "rejected", code = -i }))
+                end
+            end
+            concurrent(fns)
+            assert.equal(1, got[1] + got[2] + got[3] + got[4])
+        end)
+
+        case("sagas: upsert, pending by node, delete", function(s)
+            assert.equal(1, s:save_saga("s1", "reserving", "d1", "n1"))
+            assert.equal(1, s:save_saga("s2", "reserving", "d2", "n2"))
+            assert.is_truthy(s:save_saga("s1", "finalizing", "d1b", "n1") >= 1)
+            local l = s:list_pending_sagas()
+            assert.equal(2, #l)
+            assert.same({ id = "s1", phase = "finalizing", data = "d1b", node = "n1" }, l[1])
+            l = s:list_pending_sagas("n2")
+            assert.equal(1, #l)
+            assert.equal("s2", l[1].id)
+            assert.equal(1, s:delete_saga("s1"))
+            assert.equal(0, s:delete_saga("s1"))
+            assert.equal(1, #s:list_pending_sagas())
+        end)
+
+        case("events: gapless per book, idempotent (LED-22)", function(s)
+            local T1, T2 = id32("e1"), id32("e2")
+            assert.equal(0, s:head_seq("main"))
+            assert.equal(1, s:append_event("main", T1, "committed", "d1"))
+            assert.equal(0, s:append_event("main", T1, "committed", "d1"))  -- exists
+            assert.equal(1, s:append_event("main", T1, "reversed", "d1r"))
+            assert.equal(1, s:append_event("main", T2, "committed", nil))
+            assert.equal(1, s:append_event("other", T1, "committed", "o"))
+            assert.equal(3, s:head_seq("main"))
+            assert.equal(1, s:head_seq("other"))
+            local e = s:get_event("main", T1, "reversed")
+            assert.equal(2, e.seq)
+            assert.is_nil(s:get_event("main", T2, "reversed"))
+            local l = s:get_events_since("main", 0, 10)
+            assert.equal(3, #l)
+            for i = 1, 3 do assert.equal(i, l[i].seq) end
+            assert.equal("d1", l[1].data)
+            assert.is_nil(l[3].data)
+            l = s:get_events_since("main", 1, 1)
+            assert.equal(1, #l)
+            assert.equal(2, l[1].seq)
+            assert.equal("reversed", l[1].kind)
+        end)
+
+        case("events: racing appends stay gapless, each event once", function(s)
+            local writers, per = 4, 8
+            local fns = {}
+            for w = 1, writers do
+                fns[w] = function()
+                    for k = 1, per do
+                        local T = id32(("w%d-%d"):format(w, k))
+                        for _ = 1, 100 do
+                            local n = assert(s:append_event("main", T, "committed", "x"))
+                            if n == 1 or s:get_event("main", T, "committed") then break end
+                            -- 0 and absent: a racer took the seq, retry
+                        end
+                    end
+                end
+            end
+            concurrent(fns)
+            local l = s:get_events_since("main", 0, 1000)
+            assert.equal(writers * per, #l)
+            local seen = {}
+            for i, e in ipairs(l) do
+                assert.equal(i, e.seq)
+                assert.is_nil(seen[e.transfer_id])
+                seen[e.transfer_id] = true
+            end
+            assert.equal(writers * per, s:head_seq("main"))
+        end)
+
+        case("usage streams: advance only from the head", function(s)
+            local b1, b2, b3 = id32("b1"), id32("b2"), id32("b3")
+            assert.is_nil(s:get_stream("ten", "bytes"))
+            assert.equal(1, s:advance_stream("ten", "bytes", 1, b1, nil, nil))
+            assert.equal(0, s:advance_stream("ten", "bytes", 1, b1, nil, nil))   -- already there
+            assert.same({ seq = 1, b3 = b1 }, s:get_stream("ten", "bytes"))
+            assert.equal(0, s:advance_stream("ten", "bytes", 2, b2, 1, b3))      -- wrong link
+            assert.equal(1, s:advance_stream("ten", "bytes", 2, b2, 1, b1))
+            assert.equal(0, s:advance_stream("ten", "bytes", 2, b2, 1, b1))      -- moved on
+            assert.same({ seq = 2, b3 = b2 }, s:get_stream("ten", "bytes"))
+            assert.is_nil(s:get_stream("ten", "requests"))
+        end)
+
+        if opts.reopen then
+            case("migrations: a second open of the same data is idempotent (LED-24)", function(s)
+                assert.equal(1, s:create_book("main", "m"))
+                local s2 = assert(opts.reopen(s))
+                assert.same({ id = "main", meta = "m" }, s2:get_book("main"))
+                assert.equal(tostring(require("ron.ledger.store.schema").VERSION),
+                             s2:get_meta("schema_version"))
+                s2:close()
+            end)
+        end
+    end)
+end
+
+return M

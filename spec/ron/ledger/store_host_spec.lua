@@ -1,0 +1,155 @@
+-- The Store conformance suite (spec/ron/ledger/store_conformance.lua) inside the host
+-- (ctest lua-ledger-store-host: `ron-accounting run spec/run-busted.lua
+-- spec/ron/ledger/store_host_spec.lua`), where each case runs in a task on the host's loop:
+--   - PostgreSQL (ron.ledger.store.postgres over ron.accounting.net.postgres) against a real
+--     server the spec starts (tests/pg/pg-harness.sh), a fresh schema per case, a pool of 4
+--     connections so the racing cases really race;
+--   - SQLite offloaded to the libuv threadpool (sqlite.open { offload = true }): one call in
+--     flight per store, the others queued, the racing cases as concurrent tasks.
+-- Under plain busted (no host) it is pending.
+local S = require "support"
+local conformance = require "ron.ledger.store_conformance"
+
+local HAS_HOST = pcall(require, "ron.accounting.net.postgres_c")
+if not HAS_HOST then
+    describe("store conformance inside the host", function()
+        pending("needs the ron-accounting host: ctest -R lua-ledger-store-host")
+    end)
+    return
+end
+
+local uv = require "luv"
+local task = require "ron.accounting.runtime.task"
+local store = require "ron.ledger.store"
+local sqlite = require "ron.ledger.store.sqlite"
+local H = dofile(S.root .. "tests/pg/harness.lua")
+
+-- Runs body in a task on a fresh scheduler and drives the loop until it ends.
+local function in_task(body)
+    local sched = task.new()
+    local h = sched.spawn("store-spec", body)
+    uv.run("default")
+    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
+    local ok, err = h:join()
+    assert(ok, err)
+    assert.equal(0, sqlite.in_flight())
+end
+
+local function concurrent(fns)
+    local hs = {}
+    for i, f in ipairs(fns) do hs[i] = task.spawn("store-racer-" .. i, f) end
+    for _, h in ipairs(hs) do
+        local ok, err = h:join()
+        assert(ok, err)
+    end
+end
+
+-- offloaded SQLite ------------------------------------------------------------------------
+
+local function fresh_path()
+    local p = S.tmpname(".sqlite")
+    os.remove(p)
+    return p
+end
+
+conformance.run("sqlite offloaded", function()
+    return assert(store.open { backend = "sqlite", path = fresh_path(), synchronous = "normal",
+                               offload = true })
+end, {
+    wrap = in_task, concurrent = concurrent,
+    reopen = function(s)
+        return store.open { backend = "sqlite", path = s.path, offload = true }
+    end,
+})
+
+describe("ron.ledger.store.sqlite offloaded", function()
+    it("runs one call per store at a time and bounds the queue", function()
+        in_task(function()
+            local s = assert(sqlite.open { path = fresh_path(), synchronous = "normal",
+                                           offload = true, max_queue = 2 })
+            local got, fns = {}, {}
+            for i = 1, 4 do
+                fns[i] = function()
+                    got[i] = { s:create_book("b" .. i, nil) }
+                end
+            end
+            concurrent(fns)
+            -- the first runs, two wait, the fourth finds the queue full
+            local ok, busy = 0, 0
+            for i = 1, 4 do
+                if got[i][1] == 1 then ok = ok + 1 end
+                if got[i][3] == "retry" then
+                    busy = busy + 1
+                    assert.matches("^Busy: 2 calls already wait", got[i][2])
+                end
+            end
+            assert.equal(3, ok)
+            assert.equal(1, busy)
+            assert.equal(1, s.stats.rejected)
+            assert.equal(3, #s:list_books())
+            s:close()
+        end)
+    end)
+end)
+
+-- PostgreSQL ------------------------------------------------------------------------------
+
+local available, why = H.available()
+if not available then
+    describe("store conformance: postgres", function() pending(why) end)
+    return
+end
+
+describe("store on a real PostgreSQL", function()
+    local cluster
+    local n = 0
+
+    setup(function() cluster = assert(H.start()) end)
+    teardown(function() if cluster then cluster:stop() end end)
+
+    local function make()
+        n = n + 1
+        return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
+                                   schema = "store_" .. n, connections = 4,
+                                   connect_timeout_ms = 20000, query_timeout_ms = 20000 })
+    end
+
+    -- describe blocks inside: setup runs first
+    conformance.run("postgres", make, {
+        wrap = in_task, concurrent = concurrent,
+        reopen = function(s)
+            return store.open { backend = "postgres", conninfo = cluster.conninfo,
+                                schema = s.schema, connections = 1,
+                                connect_timeout_ms = 20000 }
+        end,
+    })
+
+    it("refuses a newer schema version and classifies failures (LED-24)", function()
+        in_task(function()
+            local s = make()
+            local out, rc = cluster:psql("UPDATE " .. s.schema .. ".ledger_meta SET value = "
+                                         .. "convert_to('2', 'UTF8')")
+            assert.equal(0, rc, out)
+            local s2, err, class = store.open { backend = "postgres", conninfo = cluster.conninfo,
+                                                schema = s.schema, connections = 1 }
+            assert.is_nil(s2)
+            assert.equal("bug", class)
+            assert.matches("SchemaError: the store holds schema version 2", err, 1, true)
+            s:close()
+            local pgs = require "ron.ledger.store.postgres"
+            assert.equal("retry", pgs.classify("40001", "server"))
+            assert.equal("retry", pgs.classify("40P01", "server"))
+            assert.equal("io", pgs.classify("57P01", "server"))
+            assert.equal("io", pgs.classify(nil, "network"))
+            assert.equal("io", pgs.classify(nil, "timeout"))
+            assert.equal("bug", pgs.classify("23505", "server"))
+            -- a server that is gone: io
+            local s3, err3, class3 = store.open {
+                backend = "postgres", schema = "nope", connections = 1,
+                conninfo = "host=127.0.0.1 port=1 dbname=x user=y", connect_timeout_ms = 500 }
+            assert.is_nil(s3)
+            assert.equal("io", class3)
+            assert.matches("^Network", err3)
+        end)
+    end)
+end)

@@ -1,0 +1,119 @@
+-- The Store conformance suite (spec/ron/ledger/store_conformance.lua) under plain busted: on
+-- SQLite (the synchronous driver, a fresh database file per case) and on the in-memory store
+-- when lua/ron/ledger/store/memory.lua exists. PostgreSQL and the offloaded SQLite driver run
+-- the same suite inside the host: spec/ron/ledger/store_host_spec.lua.
+local S = require "support"
+local conformance = require "ron.ledger.store_conformance"
+local store = require "ron.ledger.store"
+local sqlite = require "ron.ledger.store.sqlite"
+local schema = require "ron.ledger.store.schema"
+
+local function fresh_path()
+    local p = S.tmpname(".sqlite")
+    os.remove(p)
+    return p
+end
+
+conformance.run("sqlite", function()
+    -- synchronous = "normal": no fsync per statement keeps the suite fast (FULL, the
+    -- default, is checked below)
+    return assert(store.open { backend = "sqlite", path = fresh_path(), synchronous = "normal" })
+end, {
+    reopen = function(s)
+        return store.open { backend = "sqlite", path = s.path }
+    end,
+})
+
+if pcall(require, "ron.ledger.store.memory") then
+    conformance.run("memory", function() return assert(store.open { backend = "memory" }) end)
+else
+    describe("store conformance: memory", function()
+        pending("lua/ron/ledger/store/memory.lua is not on this branch")
+    end)
+end
+
+describe("ron.ledger.store.sqlite", function()
+    it("validates its options", function()
+        assert.has_error(function() sqlite.open { path = "x", bogus = 1 } end,
+                         'sqlite.open: unknown option "bogus"')
+        assert.has_error(function() sqlite.open {} end,
+                         "sqlite.open: path must be a non-empty string")
+        assert.has_error(function() sqlite.open { path = "x", synchronous = "off" } end)
+        assert.has_error(function() store.open { backend = "nope" } end)
+    end)
+
+    it("opens in WAL mode with synchronous FULL by default, NORMAL on request (LED-23)",
+       function()
+        local p = fresh_path()
+        local s = assert(sqlite.open { path = p })
+        local rows = assert(s.drv:read("PRAGMA journal_mode", { n = 0 }))
+        assert.equal("wal", rows[1][1])
+        rows = assert(s.drv:read("PRAGMA synchronous", { n = 0 }))
+        assert.equal(2, rows[1][1]) -- FULL
+        s:close()
+        s = assert(sqlite.open { path = p, synchronous = "normal" })
+        rows = assert(s.drv:read("PRAGMA synchronous", { n = 0 }))
+        assert.equal(1, rows[1][1]) -- NORMAL
+        s:close()
+    end)
+
+    it("refuses a database with a newer schema version (LED-24)", function()
+        local p = fresh_path()
+        local s = assert(sqlite.open { path = p })
+        assert.equal(1, s.drv:write("UPDATE ledger_meta SET value = ? WHERE key = ?",
+                                    { n = 2, tostring(schema.VERSION + 1), "schema_version" }))
+        s:close()
+        local s2, err, class = sqlite.open { path = p }
+        assert.is_nil(s2)
+        assert.equal("bug", class)
+        assert.matches("SchemaError: the store holds schema version 2, newer than this code's 1",
+                       err, 1, true)
+    end)
+
+    it("classifies errors: busy is retry, a bad statement is bug, a bad path is io", function()
+        assert.equal("retry", sqlite.classify(5))
+        assert.equal("retry", sqlite.classify(6))
+        assert.equal("retry", sqlite.classify(5 + 256)) -- SQLITE_BUSY_RECOVERY
+        assert.equal("io", sqlite.classify(10 + 3 * 256)) -- SQLITE_IOERR_WRITE
+        assert.equal("io", sqlite.classify(13))
+        assert.equal("bug", sqlite.classify(19))
+        local s = assert(sqlite.open { path = fresh_path() })
+        local n, err, class = s.drv:write("INSERT INTO nope VALUES (1)", { n = 0 })
+        assert.is_nil(n)
+        assert.equal("bug", class)
+        assert.matches("^StoreError: SQLite prepare: no such table", err)
+        s:close()
+        local s2, err2, class2 = sqlite.open { path = "/nonexistent-dir/x.sqlite" }
+        assert.is_nil(s2)
+        assert.equal("io", class2)
+        assert.matches("^IoError: SQLite open", err2)
+    end)
+
+    it("answers retry while another connection holds the write lock", function()
+        local p = fresh_path()
+        local s1 = assert(sqlite.open { path = p })
+        local s2 = assert(sqlite.open { path = p, busy_timeout_ms = 0 })
+        assert(s1.drv:exec("BEGIN IMMEDIATE"))
+        local n, err, class = s2:create_book("b", nil)
+        assert.is_nil(n)
+        assert.equal("retry", class)
+        assert.matches("^Busy: ", err)
+        assert(s1.drv:exec("ROLLBACK"))
+        assert.equal(1, s2:create_book("b", nil))
+        s1:close()
+        s2:close()
+    end)
+
+    it("serializes the values that cross to the pool, int64 included", function()
+        local ffi = require "ffi"
+        local big = ffi.new("int64_t", -2) ^ 61
+        local a, b, c, d = sqlite.unpack_(sqlite.pack(
+            "a\0\n\r\"\\\255", { 1, nil, 3, n = 3, k = { x = true } }, big, nil))
+        assert.equal("a\0\n\r\"\\\255", a)
+        assert.equal(3, b.n)
+        assert.equal(3, b[3])
+        assert.is_true(b.k.x)
+        assert.is_true(c == big)
+        assert.is_nil(d)
+    end)
+end)

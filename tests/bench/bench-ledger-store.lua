@@ -1,0 +1,231 @@
+-- bench-ledger-store.lua: the ledger Store's primitives (lua/ron/ledger/store/, docs/LEDGER.md
+-- "Store") on SQLite and PostgreSQL, each against a plain baseline measured in the same run.
+--
+--   ron-accounting run tests/bench/bench-ledger-store.lua [--quick] [--out FILE] [--dir DIR]
+--       [--transfers N] [--pg-transfers N] [--sizes 1000,100000,1000000] [--no-pg]
+--
+-- 1. lifecycle: N single-posting transfers, each insert_postings({p}) + reserve_postings({id})
+--    + deactivate_postings({id}) (three statements, three commits), rows/s; baseline: a plain
+--    INSERT loop of the same rows (same columns, a primary key, no trigger, no index) on the
+--    same connection, one commit per row. ratio = baseline rows/s / store rows/s. SQLite with
+--    synchronous FULL (the default: every commit fsynced) and NORMAL; PostgreSQL (a server
+--    this benchmark starts, fsync on) through one connection (round trips in series).
+-- 2. balance: one account holding 1k, 100k, 1M Active postings (bulk-loaded through
+--    insert_postings, 500 per call): get_balance latency (median and p99 over reads) from
+--    the projection, against SELECT sum(amount) over the account's postings (what a store
+--    without the projection would do). The projection's figure must not grow with history.
+-- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
+local uv = require "luv"
+local task = require "ron.accounting.runtime.task"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
+               .. package.path
+local B = require "bench_common"
+local H = dofile(here .. "../pg/harness.lua")
+local store = require "ron.ledger.store"
+
+local opts = { quick = false, out = nil, dir = os.getenv("TMPDIR") or "/tmp", transfers = 5000,
+               pg_transfers = 3000, sizes = { 1000, 100000, 1000000 }, pg = true }
+do
+    local i = 1
+    while i <= #arg do
+        local a, v = arg[i], arg[i + 1]
+        if a == "--quick" then opts.quick = true; i = i + 1
+        elseif a == "--out" then opts.out = v; i = i + 2
+        elseif a == "--dir" then opts.dir = v; i = i + 2
+        elseif a == "--transfers" then opts.transfers = assert(tonumber(v)); i = i + 2
+        elseif a == "--pg-transfers" then opts.pg_transfers = assert(tonumber(v)); i = i + 2
+        elseif a == "--no-pg" then opts.pg = false; i = i + 1
+        elseif a == "--sizes" then
+            opts.sizes = {}
+            for n in v:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = tonumber(n) end
+            i = i + 2
+        else
+            io.stderr:write("usage: ron-accounting run bench-ledger-store.lua [--quick] "
+                            .. "[--out FILE] [--dir DIR] [--transfers N] [--pg-transfers N] "
+                            .. "[--sizes a,b,c] [--no-pg]\n")
+            os.exit(2)
+        end
+    end
+end
+if opts.quick then
+    opts.transfers, opts.pg_transfers, opts.sizes = 300, 200, { 1000, 10000 }
+end
+
+local emit = B.emitter(opts.out)
+local function now() return uv.hrtime() / 1e9 end
+
+local USD = { code = "USD", scale = 2 }
+local ACCT = ("\1"):rep(16)
+
+local function tid(k) -- a 32-byte transfer id (first byte varies: spreads the shards)
+    return string.char(k % 256) .. string.format("%031d", k)
+end
+
+local function posting(k, i)
+    return { id = { transfer_id = tid(k), index = i or 0 }, account = ACCT, asset = USD,
+             amount = 100 + k % 7 }
+end
+
+local PLAIN = [[CREATE TABLE IF NOT EXISTS @plain_postings (
+    transfer_id B NOT NULL, idx I NOT NULL, account B NOT NULL, asset_code B NOT NULL,
+    scale I NOT NULL, amount I NOT NULL, status I NOT NULL, reservation B, created_by B NOT NULL,
+    consumed_by B, shard I NOT NULL, PRIMARY KEY (transfer_id, idx))]]
+
+local function plain_ddl(s)
+    local t = s.dialect == "postgres" and { B = "bytea", I = "bigint" }
+              or { B = "BLOB", I = "INTEGER" }
+    local ddl = PLAIN:gsub(" B([ ,\n)])", " " .. t.B .. "%1"):gsub(" I([ ,\n)])", " " .. t.I .. "%1")
+    return (ddl:gsub("@", s.prefix))
+end
+
+local function plain_insert_sql(s)
+    local sql = require "ron.ledger.store.sql"
+    return sql.render(s.dialect, s.prefix, "INSERT INTO @plain_postings (transfer_id, idx, "
+        .. "account, asset_code, scale, amount, status, reservation, created_by, consumed_by, "
+        .. "shard) VALUES (?b, ?i, ?b, ?b, ?i, ?i, ?i, ?b, ?b, ?b, ?i)")
+end
+
+-- One lifecycle figure and its baseline on store s (exec_ddl runs the baseline's DDL).
+local function lifecycle(label, s, n, exec_ddl, params)
+    local base = 10000000 * (params.round or 1)
+    -- warm-up (statements prepared, tables touched)
+    for k = 1, 20 do
+        local p = posting(base - k)
+        assert(s:insert_postings { p } == 1)
+        assert(s:reserve_postings({ p.id }, "w") == 1)
+        assert(s:deactivate_postings({ p.id }, "w", tid(1)) == 1)
+    end
+    local t0 = now()
+    for k = base, base + n - 1 do
+        local p = posting(k)
+        local a = assert(s:insert_postings { p })
+        local b = assert(s:reserve_postings({ p.id }, "saga"))
+        local c = assert(s:deactivate_postings({ p.id }, "saga", tid(k + 1)))
+        assert(a == 1 and b == 1 and c == 1, "a primitive counted 0")
+    end
+    local store_s = now() - t0
+    assert(exec_ddl(plain_ddl(s)))
+    local ins = plain_insert_sql(s)
+    local sql = require "ron.ledger.store.sql"
+    t0 = now()
+    for k = base, base + n - 1 do
+        local p = posting(k)
+        local binds = { n = 11, p.id.transfer_id, 0, ACCT, "USD", 2, p.amount, 0, nil,
+                        p.id.transfer_id, nil, sql.shard(p.id.transfer_id, 0) }
+        assert(assert(s.drv:write(ins, binds)) == 1)
+    end
+    local plain_s = now() - t0
+    local rps, prps = n / store_s, n / plain_s
+    print(("%-28s %7d transfers: store %8.0f rows/s (3 statements each), plain INSERT %8.0f "
+           .. "rows/s, ratio %.2f"):format(label, n, rps, prps, prps / rps))
+    emit(('{"bench":"ledger-store","name":"lifecycle_%s","params":{"transfers":%d},'
+          .. '"rows_per_s":%.1f,"baseline_insert_rows_per_s":%.1f,"ratio":%.3f,"loadavg":"%s"}')
+         :format(params.name, n, rps, prps, prps / rps, B.loadavg()))
+end
+
+local function percentile(xs, q)
+    table.sort(xs)
+    return xs[math.max(1, math.ceil(#xs * q))]
+end
+
+-- Balance reads at growing history on store s; sum_sql: the naive read for comparison.
+local function balances(label, s, sizes, name)
+    local sql = require "ron.ledger.store.sql"
+    local naive = sql.render(s.dialect, s.prefix, "SELECT CAST(sum(amount) AS BIGINT) FROM "
+                             .. "@postings WHERE account = ?b AND asset_code = ?b AND scale = ?i "
+                             .. "AND status <> 2")
+    local have, k, want_sum = 0, 20000000, 0
+    for _, size in ipairs(sizes) do
+        local t0 = now()
+        while have < size do
+            local batch = {}
+            local m = math.min(500, size - have)
+            for i = 0, m - 1 do
+                local p = posting(k, i)
+                batch[#batch + 1] = p
+                want_sum = want_sum + p.amount
+            end
+            k = k + 1
+            assert(assert(s:insert_postings(batch)) == m)
+            have = have + m
+        end
+        local load_s = now() - t0
+        local lat = {}
+        local reads = 300
+        for r = 1, reads do
+            local t1 = now()
+            local bal = assert(s:get_balance(ACCT, USD))
+            lat[r] = (now() - t1) * 1e6
+            if r == 1 then assert(bal == want_sum, "projection " .. tostring(bal)) end
+        end
+        local nlat = {}
+        for r = 1, 5 do
+            local t1 = now()
+            local rows = assert(s.drv:read(naive, { n = 3, ACCT, "USD", 2 }, "i"))
+            nlat[r] = (now() - t1) * 1e6
+            assert(rows[1][1] == want_sum, "naive sum")
+        end
+        local med, p99, nmed = percentile(lat, 0.5), percentile(lat, 0.99), percentile(nlat, 0.5)
+        print(("%-28s %8d postings (loaded in %.1f s): get_balance median %7.1f us, p99 %7.1f "
+               .. "us; sum over postings median %10.1f us"):format(label, size, load_s, med, p99,
+                                                                   nmed))
+        emit(('{"bench":"ledger-store","name":"balance_%s","params":{"postings":%d},'
+              .. '"get_balance_median_us":%.1f,"get_balance_p99_us":%.1f,'
+              .. '"sum_over_postings_median_us":%.1f,"loadavg":"%s"}')
+             :format(name, size, med, p99, nmed, B.loadavg()))
+    end
+end
+
+local function sqlite_path(name)
+    local p = opts.dir .. "/bench-ledger-store-" .. name .. ".sqlite"
+    for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
+    return p
+end
+
+local function run()
+    print(("bench-ledger-store: SQLite %s, load %s"):format(
+        require("ron.ledger.store.sqlite").version(), B.loadavg()))
+    for _, sync in ipairs { "full", "normal" } do
+        local s = assert(store.open { backend = "sqlite", path = sqlite_path(sync),
+                                      synchronous = sync })
+        lifecycle("sqlite synchronous=" .. sync, s, opts.transfers,
+                  function(ddl) return s.drv:exec(ddl) end, { name = "sqlite_" .. sync })
+        s:close()
+    end
+    do
+        local s = assert(store.open { backend = "sqlite", path = sqlite_path("balance"),
+                                      synchronous = "normal" })
+        balances("sqlite", s, opts.sizes, "sqlite")
+        s:close()
+        sqlite_path("balance")
+    end
+    for _, sync in ipairs { "full", "normal" } do sqlite_path(sync) end
+    if not opts.pg then return end
+    local ok, why = H.available()
+    if not ok then
+        print("bench-ledger-store: PostgreSQL skipped: " .. why)
+        return
+    end
+    local cluster = assert(H.start { fsync = true })
+    local okr, err = pcall(function()
+        local s = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
+                                      schema = "bench", connections = 1,
+                                      connect_timeout_ms = 30000, query_timeout_ms = 120000 })
+        lifecycle("postgres fsync=on", s, opts.pg_transfers,
+                  function(ddl) return s.drv.db:exec(ddl) end, { name = "postgres" })
+        balances("postgres", s, opts.sizes, "postgres")
+        s:close()
+    end)
+    cluster:stop()
+    if not okr then error(err, 0) end
+end
+
+local h = task.spawn("bench", run)
+uv.run("default")
+local ok, err = h:join()
+if not ok then
+    io.stderr:write("bench-ledger-store: ", tostring(err), "\n")
+    os.exit(1)
+end
