@@ -21,7 +21,8 @@ local pairs, setmetatable, type, error = pairs, setmetatable, type, error
 
 local _M = {}
 
--- Buckets of wallet_invalidation_lag_ms (commit -> its entries dropped).
+-- Buckets of wallet_invalidation_lag_ms (a commit's acknowledgement -> its entries dropped
+-- by the feed: how stale a cached balance can be, measured).
 _M.LAG_BUCKETS = { 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000 }
 
 local Cache = {}
@@ -37,7 +38,7 @@ function _M.new(o)
         reading = {}, -- account -> true (reading) | "spoiled"
         seq = 0, ok_ms = nil, started = false,
         lagged_total = 0, invalidations_total = 0, events_total = 0, polls_failed_total = 0,
-        lag_hist = {}, lag_sum = 0, lag_count = 0, lag_max = 0,
+        lag_hist = {}, lag_sum = 0, lag_count = 0, lag_max = 0, noted = {}, n_noted = 0,
     }, Cache)
     for i = 1, #_M.LAG_BUCKETS + 1 do self.lag_hist[i] = 0 end
     return self
@@ -105,6 +106,16 @@ end
 
 function Cache:size() return self.n_young + self.n_old end
 
+-- The wallet's own commit tid was acknowledged at ms: when the feed applies its event, the
+-- time in between is observed (wallet_invalidation_lag_ms). Bounded: at most 4096 noted.
+function Cache:note_commit(tid, ms)
+    if self.n_noted >= 4096 then self.noted, self.n_noted = {}, 0 end
+    if not self.noted[tid] then
+        self.noted[tid] = ms
+        self.n_noted = self.n_noted + 1
+    end
+end
+
 function Cache:staleness_ms()
     if not self.ok_ms then return nil end
     return self.clock() - self.ok_ms
@@ -156,7 +167,12 @@ function Cache:poll()
             local rec = led:transfer(ev.transfer_id)
             if rec and rec.transfer then
                 for _, p in ipairs(rec.transfer.pins) do self:invalidate(p.account) end
-                if rec.created_at_ms then observe_lag(self, self.clock() - rec.created_at_ms) end
+                local t = self.noted[ev.transfer_id]
+                if t then
+                    self.noted[ev.transfer_id] = nil
+                    self.n_noted = self.n_noted - 1
+                    observe_lag(self, self.clock() - t)
+                end
             else
                 self:clear() -- cannot tell whom it involves: drop everything
             end

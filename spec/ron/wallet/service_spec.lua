@@ -244,7 +244,10 @@ describe("ron.wallet.service (inside the host)", function()
             assert.truthy(body:find("wallet_invalidation_lag_ms_count", 1, true))
             print(string.format("wallet: invalidation lag max %d ms over %d events",
                                 ctx.w.cache.lag_max, ctx.w.cache.lag_count))
-            -- (the SLO, <= 250 ms, is measured by the feed; printed here)
+            -- measured and printed (the SLO is 250 ms); the bound here only catches a feed
+            -- that stopped invalidating (timing is a benchmark's business, not a test's)
+            assert.is_true(ctx.w.cache.lag_count >= 1)
+            assert.is_true(ctx.w.cache.lag_max <= 2000)
             ctx.close()
         end)
     end)
@@ -381,8 +384,10 @@ describe("ron.wallet.service (inside the host)", function()
                                                        breaker_open_ms = 1000 }, gate)
             local port = ctx.port
             setup_accounts(task, port)
-            assert.equal(201, (post(task, port, "/v1/issue", OP, issue(A, 1000, 1), "i1")))
-            local st, body
+            local st, _, body = post(task, port, "/v1/issue", OP, issue(A, 1000, 1), "i1")
+            assert.equal(201, st)
+            local seq = cjson.decode(body).event_seq
+            assert(S.eventually(task, function() return ctx.w.cache.seq >= seq end, 5000))
             -- until A's balance is in the cache (a read racing the feed's invalidation of
             -- the issue is not stored)
             assert(S.eventually(task, function()
