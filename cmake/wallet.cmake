@@ -11,3 +11,12 @@ if(COMMAND ra_host_spec AND RA_BUILD_LEDGER)
       "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
   endif()
 endif()
+# host-wallet-kill9: a real daemon with `wallet` on SQLite, SIGKILLed with 40 transfers in
+# flight; after the restart every request sent again answers byte-identical bytes (WLT-4),
+# balances are exact, a used nonce is remembered (WLT-5). tests/host/wallet.sh.
+if(COMMAND ra_host_test AND RA_BUILD_LEDGER)
+  ra_host_test(host-wallet-kill9 sh ${CMAKE_SOURCE_DIR}/tests/host/wallet.sh
+    $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-wallet)
+  set_tests_properties(host-wallet-kill9 PROPERTIES TIMEOUT 120
+    ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+endif()

@@ -267,8 +267,9 @@ function _M.start(cfg)
     if d.wallet then
         task.spawn("wallet_run", require("ron.wallet.daemon").run, d.wallet)
         if d.http then
-            log("INFO", "wallet: POST http://%s /v1/issue /v1/transfer /v1/burn /v1/accounts, " ..
-                "GET /v1/accounts/<id>/balance|statement (ledger: %s)", cfg.listen,
+            log("INFO", "wallet: POST http://%s:%d/v1/issue|transfer|burn|accounts, GET " ..
+                "/v1/accounts/<id>/balance|statement (ledger: %s)",
+                cfg.listen:match("^%[?([^%]]*)%]?:%d+$"), d.http:port(),
                 d.wallet.store_opts.backend == "sqlite" and d.wallet.store_opts.path
                 or "postgres")
         end
