@@ -9,13 +9,13 @@
 --   local r, err, code = led:commit { intent =, body_hash =?, movements =, metadata =?,
 --                                     overdraft = { [from] = receivable }? }
 --
--- The commit path is one linear function driven by a persisted phase (LED-16): nothing is
+-- The commit path is one linear function driven by a persisted phase (LED-26): nothing is
 -- written before the saga's write-ahead record, nothing is decided from a count alone (a
--- count that is not the full one is read back), every end-state is verified (LED-19), and a
--- saga past its point of no return is only ever rolled forward (LED-20). A store error that
--- outlives the retries is "Unavailable" (a retry class, LED-23), never a rejection.
+-- count that is not the full one is read back, LED-28), every end-state is verified, and a
+-- saga past its point of no return is only ever rolled forward (LED-31). A store error that
+-- outlives the retries is "Unavailable" (a retry class, LED-32), never a rejection.
 --
--- The intent key is the commit's second identity (LED-17): its outcome, success or
+-- The intent key is the commit's second identity (LED-27): its outcome, success or
 -- deterministic rejection, is stored once and returned to every replay; a replay with
 -- another body is a Conflict. An intent is claimed (a row under a key no caller can send:
 -- 256 bytes of 0xff then the intent) before anything is reserved, so two sagas for one
@@ -46,7 +46,7 @@ local NAME = {}
 for name, code in pairs(ERR) do NAME[code] = name end
 _M.NAME = NAME
 
--- Codes a caller retries: never stored under an intent, never InsufficientFunds (LED-23).
+-- Codes a caller retries: never stored under an intent, never InsufficientFunds (LED-32).
 _M.RETRY = { [ERR.Unavailable] = true }
 
 -- Validation codes that mean "the state moved under us": re-resolve, do not store.
@@ -58,6 +58,7 @@ local RACE = {
 
 local MAX_INPUTS = 256
 local SELECT_LIMIT = 1024 -- a store's batch bound (sql.MAX_BATCH)
+local FIRST_PAGE = 32
 local CLAIM_PREFIX = rep("\255", 256)
 local EVENT_KIND = "transfer"
 
@@ -105,7 +106,7 @@ end
 
 -- One primitive, retried while the store says "retry" or "io" (each primitive is idempotent
 -- or its effect is read back by the caller). A failure that outlives the retries aborts the
--- drive with a table error that _guard turns into Unavailable (LED-23).
+-- drive with a table error that _guard turns into Unavailable (LED-32).
 function Ledger:_p(name, ...)
     local s = self.store
     local err, class
@@ -308,7 +309,7 @@ function Ledger:commit(req)
 end
 
 -- A reversal: a new transfer that consumes what transfer_id created and recreates what it
--- consumed, through the same path (LED-21).
+-- consumed, through the same path (LED-34).
 function Ledger:reverse(transfer_id, intent, opts)
     opts = opts or {}
     if type(transfer_id) ~= "string" or #transfer_id ~= 32 then
@@ -394,11 +395,20 @@ function Ledger:_resolve_commit(req)
     for _, p in ipairs(pairs_) do
         if p.net < 0 then
             local need = -p.net
+            -- The largest few first: when they cover the need, greedy largest-first over
+            -- all postings picks exactly these (the store orders as selection does, LED-10);
+            -- only a short page is read again in full.
             local list = self:_p("get_postings_by_account", p.account, p.asset, "active",
-                                 SELECT_LIMIT, "largest")
+                                 FIRST_PAGE, "largest")
             local cap = MAX_INPUTS - #inputs
             local picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                      need, cap)
+            if not picks and #list == FIRST_PAGE then
+                list = self:_p("get_postings_by_account", p.account, p.asset, "active",
+                               SELECT_LIMIT, "largest")
+                picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
+                                                                   need, cap)
+            end
             if picks then
                 for _, i in ipairs(picks) do
                     inputs[#inputs + 1] = list[i].id
@@ -522,7 +532,7 @@ local function pairs_of(t, consumed)
     return r
 end
 
--- The heads to take (LED-18): every capped pair the transfer debits (consumes a posting of,
+-- The heads to take (LED-29): every capped pair the transfer debits (consumes a posting of,
 -- or gives a negative output), in sorted order (no deadlock between two sagas).
 local function heads_of(t, consumed, accts)
     local r, seen = {}, {}
@@ -561,7 +571,7 @@ function Ledger:_save(ctx, phase)
     self:_p("save_saga", ctx.sid, phase, saga_data(ctx), self.node)
 end
 
--- Releases what ctx holds before the point of no return (compensation; LED-16).
+-- Releases what ctx holds before the point of no return (compensation; LED-28).
 -- Each release is read back: a count short of the full one (a lost reply, a partial batch)
 -- must not leave a posting PendingInactive or a head held by a saga that gave up.
 function Ledger:_compensate(ctx)
@@ -631,7 +641,7 @@ function Ledger:_claim(ctx)
     return false, { fail(ERR.Unavailable, "intent in flight in saga " .. tostring(holder)) }
 end
 
--- Stores a deterministic rejection under the intent (LED-17), after compensation.
+-- Stores a deterministic rejection under the intent (LED-27), after compensation.
 function Ledger:_reject(ctx, err, code)
     self:_compensate(ctx)
     local stored = { status = "rejected", code = code, message = err,
@@ -647,7 +657,7 @@ function Ledger:_reject(ctx, err, code)
     return nil, stored.message, stored.code
 end
 
--- Reserves t's inputs for sid: "full" or "partial" (count interpretation, LED-16).
+-- Reserves t's inputs for sid: "full" or "partial" (count interpretation, LED-28).
 function Ledger:_reserve(ctx)
     local ids = ctx.t.inputs
     if #ids == 0 then return "full" end
@@ -688,7 +698,7 @@ function Ledger:_take_heads(ctx)
     return true
 end
 
--- The last step before the point of no return (LED-19): re-read accounts, consumed
+-- The last step before the point of no return (LED-30): re-read accounts, consumed
 -- postings and balances, and validate against them.
 function Ledger:_revalidate(ctx)
     local t = ctx.t
@@ -778,8 +788,8 @@ function Ledger:_drive_body(ctx)
     return fail(ERR.Unavailable, "postings or heads kept changing; retry")
 end
 
--- The point of no return and after: every step verified, every step idempotent (LED-19,
--- LED-20). Also what recover() runs for a saga found in phase finalizing.
+-- The point of no return and after: every step verified, every step idempotent
+-- (LED-31). Also what recover() runs for a saga found in phase finalizing.
 function Ledger:_finalize(ctx)
     local t, tid, sid = ctx.t, ctx.tid, ctx.sid
     if ctx.phase ~= "finalizing" then self:_save(ctx, "finalizing") end
@@ -838,7 +848,7 @@ function Ledger:_finalize(ctx)
             error("ron.ledger: intent of " .. hex(tid) .. " holds another outcome")
         end
     end
-    -- 5. the event, gapless (LED-22): 0 = it exists, or a racing insert took the seq.
+    -- 5. the event, gapless (LED-33): 0 = it exists, or a racing insert took the seq.
     local ev
     for _ = 1, self.max_attempts * 4 do
         local data = codec.encode { intent = t.intent, kind = ctx.req.kind,
@@ -883,7 +893,9 @@ function Ledger:_resume(s)
             if prior or (claim and claim.message ~= s.id) then
                 self:_p("delete_saga", s.id)
                 if prior then return self:_outcome(ctx.req, prior) end
-                return fail(ERR.Unavailable, "intent taken by saga " .. claim.message)
+                -- Another saga claimed the intent first (this one died before its claim):
+                -- that one decides the outcome; this record was never more than a draft.
+                return { status = "abandoned", saga = s.id, holder = claim.message }
             end
             return true
         end) }
@@ -898,18 +910,40 @@ function Ledger:_resume(s)
 end
 
 -- On start (and whenever wanted): every saga of this node that nobody drives is finished:
--- finalizing ones rolled forward, reserving ones released and driven again (LED-20).
+-- finalizing ones rolled forward, reserving ones released and driven again (LED-31).
 -- Returns a list of { id, phase, ok, err, code }.
+--
+-- Order matters: a dead process leaves several sagas, and a reserving one driven again must
+-- not find its siblings' reservations or heads (nobody would ever release them: it would
+-- wait for itself). So finalizing sagas are rolled forward first (they release their
+-- heads), then every reserving saga gives back what it holds, then each is driven again.
 function Ledger:recover()
     local report = {}
     local list, err = guard(nil, function() return self:_p("list_pending_sagas", self.node) end)
     if not list then return nil, err end
+    local function add(s, r, e, code)
+        report[#report + 1] = { id = s.id, phase = s.phase, ok = r ~= nil, err = e, code = code }
+    end
+    local reserving = {}
     for _, s in ipairs(list) do
         if not self.inflight[s.id] then
-            local r, e, code = self:_resume(s)
-            report[#report + 1] = { id = s.id, phase = s.phase, ok = r ~= nil, err = e,
-                                    code = code }
+            if s.phase == "finalizing" then add(s, self:_resume(s))
+            else reserving[#reserving + 1] = s end
         end
+    end
+    local ready = {}
+    for _, s in ipairs(reserving) do
+        local d = codec.decode(s.data)
+        local ctx = { sid = s.id, heads = d.heads,
+                      t = d.t and ledger.decode_transfer(d.t) or nil }
+        local ok, e, code = guard(nil, function()
+            self:_compensate(ctx)
+            return true
+        end)
+        if ok then ready[#ready + 1] = s else add(s, nil, e, code) end
+    end
+    for _, s in ipairs(ready) do
+        if not self.inflight[s.id] then add(s, self:_resume(s)) end
     end
     return report
 end

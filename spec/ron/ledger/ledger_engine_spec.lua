@@ -1,5 +1,5 @@
 -- The engine (lua/ron/ledger/ledger.lua) over the in-memory store: the commit path's
--- behaviour, one case per rule of docs/LEDGER.md "The commit path" (LED-16..LED-23).
+-- behaviour, one case per rule of docs/LEDGER.md "The commit path" (LED-26..LED-34).
 -- The crash/interleaving search is sim_spec.lua.
 local S = require "support"
 local L = require "ron.ledger.ledger"
@@ -75,7 +75,7 @@ describe("ledger engine on " .. backend, function()
         assert.equal(45, bal(led, A, EUR)); assert.equal(5, bal(led, B, EUR))
     end)
 
-    it("a deterministic rejection is stored: the replay gets it again (LED-17)", function()
+    it("a deterministic rejection is stored: the replay gets it again (LED-27)", function()
         local led = setup()
         assert(pay(led, "dep", mv(EXT, A, 10)))
         local n, err, code = pay(led, "big", mv(A, B, 11))
@@ -115,7 +115,7 @@ describe("ledger engine on " .. backend, function()
         assert.equal(L.ERR.InsufficientFunds, code)
     end)
 
-    it("capped: down to the floor and not below; credits always pass (LED-7, LED-18)", function()
+    it("capped: down to the floor and not below; credits always pass (LED-7, LED-29)", function()
         local led, s = setup()
         assert(pay(led, "c1", mv(C, B, 50)))
         assert.equal(-50, bal(led, C))
@@ -129,7 +129,7 @@ describe("ledger engine on " .. backend, function()
         assert.is_nil(h.holder); assert.equal(2, h.version)
     end)
 
-    it("reverse: through the same path, once (LED-21)", function()
+    it("reverse: through the same path, once (LED-34)", function()
         local led = setup()
         assert(pay(led, "dep", mv(EXT, A, 100)))
         local r = assert(pay(led, "pay", mv(A, B, 30)))
@@ -189,7 +189,7 @@ end)
 end
 
 describe("ledger engine: faults (memory store)", function()
-    it("a store that keeps failing is Unavailable, never a rejection (LED-23)", function()
+    it("a store that keeps failing is Unavailable, never a rejection (LED-32)", function()
         local failing = true
         local led, s = setup { fault = function(phase, name)
             if failing and phase == "before" and name == "reserve_postings" then
@@ -228,7 +228,7 @@ describe("ledger engine: faults (memory store)", function()
         assert.equal(2, led.stats.resolves - 2)
     end)
 
-    it("a crash after the point of no return is rolled forward by recover() (LED-20)", function()
+    it("a crash after the point of no return is rolled forward by recover() (LED-31)", function()
         local crash_at
         local s = memory.new { fault = function(phase, name)
             if phase == "after" and name == crash_at then error("crash", 0) end

@@ -1,4 +1,4 @@
--- The deterministic simulator (spec/ron/ledger/sim.lua, LED-24) as part of `make test`:
+-- The deterministic simulator (spec/ron/ledger/sim.lua, LED-35) as part of `make test`:
 -- every scenario under every (primitive, fault), and a few seeded random runs of concurrent
 -- sagas with crashes. `make sim-ledger` runs many more seeds (RON_SIM_SEEDS, RON_SIM_OPS;
 -- RON_SIM_SEED to replay one seed).
@@ -58,7 +58,7 @@ describe("ledger simulator", function()
         assert.is_true(sum.rejections > 0)
     end)
 
-    it("many sagas racing the capped floors never breach them (LED-18)", function()
+    it("many sagas racing the capped floors never breach them (LED-29)", function()
         local first = tonumber(os.getenv("RON_SIM_SEED") or "") or 7001
         local seeds = tonumber(os.getenv("RON_SIM_SEEDS") or "") or 8
         local transfers, waits = 0, 0

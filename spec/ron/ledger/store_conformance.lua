@@ -485,6 +485,21 @@ function M.run(name, make_store, opts)
             assert.is_nil(s:get_stream("ten", "requests"))
         end)
 
+        case("many: several primitives in one call, stopping at a failure", function(s)
+            if not s.many then return end -- optional (the contract): this backend has none
+            local T = id32("many")
+            local r = s:many {
+                { "insert_postings", { posting(T, 0, A, USD, 10) } },
+                { "reserve_postings", { pid(T, 0) }, "r" },
+                { "deactivate_postings", { pid(T, 0) }, nil, id32("c") },  -- reserved: 0
+                { "deactivate_postings", { pid(T, 0) }, "r", id32("c") },
+                { "get_balance", A, USD },
+            }
+            assert.equal(5, #r)
+            assert.same({ 1, 1, 0, 1, 0 }, { r[1][1], r[2][1], r[3][1], r[4][1], r[5][1] })
+            assert.has_error(function() s:many { { "nope" } } end)
+        end)
+
         if opts.reopen then
             case("migrations: a second open of the same data is idempotent (LED-24)", function(s)
                 assert.equal(1, s:create_book("main", "m"))

@@ -79,6 +79,10 @@
 --             dimension, seq, b3, prev_seq, prev_b3) -> n (prev_seq nil: the first slice,
 --             insert; else only from exactly (prev_seq, prev_b3)).
 -- Meta        get_meta(key), put_meta(key, value) (insert once); close().
+-- Batches     many({ { "name", args... }, ... }) -> { { results... }, ... }: the primitives in
+--             order, each its own statement, stopping after the first failure (the SQL
+--             stores; the offloaded SQLite store runs the list in one pool call). Optional:
+--             a backend without it is driven one primitive at a time.
 local _M = {}
 
 _M.BACKENDS = { sqlite = "ron.ledger.store.sqlite", postgres = "ron.ledger.store.postgres",

@@ -13,7 +13,7 @@
 -- the store's state the way it cannot reach into a database's. Amounts are kept as given
 -- (Lua integers below 2^53, or int64_t cdata); sums use `+`.
 --
--- The fault hook (LED-24) is called around every primitive, reads included:
+-- The fault hook (LED-35) is called around every primitive, reads included:
 --   fault("before", name, ...args)          -> nil | action
 --   fault("after",  name, result, ...args)  -> nil | action
 -- It may raise (a simulated crash: nothing after the raise happens, like a killed process)
@@ -65,7 +65,7 @@ function _M.new(opts)
         fault = opts.fault,
         books = {}, book_order = {},
         accounts = {}, account_order = {},
-        postings = {}, by_account = {},
+        postings = {}, by_account = {}, -- by_account[account][asset key][status] = { key }
         balances = {},
         heads = {},
         transfers = {}, transfer_order = {}, transfers_by_account = {}, tseq = 0,
@@ -80,7 +80,7 @@ function _M.new(opts)
 end
 _M.open = _M.new
 
--- Runs primitive `name` through the fault hook (LED-24).
+-- Runs primitive `name` through the fault hook (LED-35).
 local function prim(name, impl)
     return function(self, ...)
         self.calls = self.calls + 1
@@ -215,6 +215,31 @@ end)
 
 local PSTATUS = { active = true, pending_inactive = true, inactive = true }
 
+-- The index of postings by (account, asset, status): selection reads a pair's Active
+-- postings without walking its history.
+local function move(self, p, from, to)
+    local per = self.by_account[p.account]
+    if not per then
+        per = {}
+        self.by_account[p.account] = per
+    end
+    local sts = per[p._ak]
+    if not sts then
+        sts = { active = {}, pending_inactive = {}, inactive = {} }
+        per[p._ak] = sts
+    end
+    if from then sts[from][p._k] = nil end
+    sts[to][p._k] = true
+end
+
+-- A posting as callers see it (without the index's fields).
+local function out(p)
+    return { id = { transfer_id = p.id.transfer_id, index = p.id.index }, account = p.account,
+             asset = { code = p.asset.code, scale = p.asset.scale }, amount = p.amount,
+             status = p.status, reservation = p.reservation, created_by = p.created_by,
+             consumed_by = p.consumed_by }
+end
+
 Store.insert_postings = prim("insert_postings", function(self, limit, list)
     local n = 0
     for i, p in ipairs(list) do
@@ -228,13 +253,9 @@ Store.insert_postings = prim("insert_postings", function(self, limit, list)
                 status = st, reservation = p.reservation, created_by = p.id.transfer_id,
                 consumed_by = p.consumed_by,
             }
+            row._k, row._ak = k, asset_key(p.asset)
             self.postings[k] = row
-            local per = self.by_account[p.account]
-            if not per then
-                per = {}
-                self.by_account[p.account] = per
-            end
-            per[#per + 1] = k
+            move(self, row, nil, st)
             if st ~= "inactive" then project(self, row, 1) end
             n = n + 1
         end
@@ -249,6 +270,7 @@ Store.reserve_postings = prim("reserve_postings", function(self, limit, ids, rid
         if limit and i > limit then break end
         local p = self.postings[pkey(id)]
         if p and p.status == "active" then
+            move(self, p, "active", "pending_inactive")
             p.status, p.reservation = "pending_inactive", rid
             n = n + 1
         end
@@ -263,6 +285,7 @@ Store.release_postings = prim("release_postings", function(self, limit, ids, rid
         if limit and i > limit then break end
         local p = self.postings[pkey(id)]
         if p and p.status == "pending_inactive" and p.reservation == rid then
+            move(self, p, "pending_inactive", "active")
             p.status, p.reservation = "active", nil
             n = n + 1
         end
@@ -282,6 +305,7 @@ Store.deactivate_postings = prim("deactivate_postings", function(self, limit, id
         if rid ~= nil then ok = p and p.status == "pending_inactive" and p.reservation == rid
         else ok = p and p.status == "active" end
         if ok then
+            move(self, p, p.status, "inactive")
             p.status, p.consumed_by = "inactive", consumed_by
             project(self, p, -1)
             n = n + 1
@@ -298,7 +322,7 @@ Store.get_postings = prim("get_postings", function(self, _, ids)
         if p then r[#r + 1] = p end
     end
     sort(r, function(a, b) return ref_less(a.id, b.id) end)
-    for i, p in ipairs(r) do r[i] = copy(p) end
+    for i, p in ipairs(r) do r[i] = out(p) end
     return r
 end)
 
@@ -309,10 +333,13 @@ Store.get_postings_by_account = prim("get_postings_by_account", function(self, _
                                                                           order)
     local r = {}
     local ak = asset and asset_key(asset)
-    for _, k in ipairs(self.by_account[account] or {}) do
-        local p = self.postings[k]
-        if (not ak or asset_key(p.asset) == ak) and (not status or p.status == status) then
-            r[#r + 1] = p
+    for a, per in pairs(self.by_account[account] or {}) do
+        if not ak or a == ak then
+            for st, set in pairs(per) do
+                if not status or st == status then
+                    for k in pairs(set) do r[#r + 1] = self.postings[k] end
+                end
+            end
         end
     end
     if order == "largest" or order == "amount_desc" then
@@ -323,16 +350,16 @@ Store.get_postings_by_account = prim("get_postings_by_account", function(self, _
     else
         sort(r, function(a, b) return ref_less(a.id, b.id) end)
     end
-    local out = {}
-    for i = 1, (limit and limit < #r) and limit or #r do out[i] = copy(r[i]) end
-    return out
+    local res = {}
+    for i = 1, (limit and limit < #r) and limit or #r do res[i] = out(r[i]) end
+    return res
 end)
 
 -- Every posting, ascending by id (verification: recompute balances from postings). Not a
 -- hot-path primitive; the SQL stores page it.
 Store.scan_postings = prim("scan_postings", function(self)
     local r = {}
-    for _, p in pairs(self.postings) do r[#r + 1] = copy(p) end
+    for _, p in pairs(self.postings) do r[#r + 1] = out(p) end
     sort(r, function(a, b) return ref_less(a.id, b.id) end)
     return r
 end)

@@ -490,6 +490,7 @@ function Store:insert_postings(ps)
     return write(self, "insert_postings", n, binds)
 end
 
+-- LED-18: each transition is one UPDATE guarded by the status (and the reservation id).
 function Store:reserve_postings(ids, rid)
     if #ids == 0 then return 0 end
     local binds = { bytes_arg("reserve_postings", rid, "rid") }
@@ -759,6 +760,7 @@ function Store:get_stream(tenant, dimension)
                     function(r) return { seq = amount(r[1]), b3 = r[2] } end)
 end
 
+-- LED-25: the head moves only from exactly (prev_seq, prev_b3); the first slice inserts once.
 function Store:advance_stream(tenant, dimension, seq, b3, prev_seq, prev_b3)
     bytes_arg("advance_stream", tenant, "tenant")
     bytes_arg("advance_stream", dimension, "dimension")
@@ -785,6 +787,26 @@ function Store:put_meta(key, value)
     return write(self, "put_meta", nil, { n = 2, key, value })
 end
 
+local function pack(...) return { n = select("#", ...), ... } end
+
+-- Several primitives in one call: { { "name", args... }, ... } -> { { results... }, ... },
+-- each its own statement, in order; it stops after the first that fails (nil, err, class),
+-- whose results end the list. The offloaded SQLite driver runs the whole list in one pool
+-- call (one hop off the loop instead of one per primitive).
+function Store:many(calls)
+    if type(calls) ~= "table" then misuse("many", "expects a list of { name, args... }") end
+    local out = {}
+    for i, c in ipairs(calls) do
+        local name = type(c) == "table" and c[1]
+        local f = name ~= "many" and Store[name]
+        if not f then misuse("many", "unknown primitive " .. tostring(name)) end
+        local r = pack(f(self, unpack(c, 2, table.maxn(c))))
+        out[i] = r
+        if r[1] == nil and r[2] ~= nil then break end
+    end
+    return out
+end
+
 -- The names every backend offers (the offloaded driver proxies exactly these).
 _M.METHODS = {
     "create_book", "get_book", "list_books",
@@ -799,7 +821,7 @@ _M.METHODS = {
     "save_saga", "list_pending_sagas", "delete_saga",
     "append_event", "get_event", "get_events_since", "head_seq",
     "get_stream", "advance_stream",
-    "get_meta", "put_meta",
+    "get_meta", "put_meta", "many",
 }
 
 -- Refuses a database written by a newer layout (LED-24): the version row, checked before
