@@ -11,6 +11,8 @@
 --    same connection, one commit per row. ratio = baseline rows/s / store rows/s. SQLite with
 --    synchronous FULL (the default: every commit fsynced) and NORMAL; PostgreSQL (a server
 --    this benchmark starts, fsync on) through one connection (round trips in series).
+--    The offloaded SQLite driver (NORMAL) with three pool calls per transfer and with one
+--    many() call per transfer, against the synchronous driver's figure.
 -- 2. balance: one account holding 1k, 100k, 1M Active postings (bulk-loaded through
 --    insert_postings, 500 per call): get_balance latency (median and p99 over reads) from
 --    the projection, against SELECT sum(amount) over the account's postings (what a store
@@ -90,6 +92,12 @@ local function plain_insert_sql(s)
         .. "shard) VALUES (?b, ?i, ?b, ?b, ?i, ?i, ?i, ?b, ?b, ?b, ?i)")
 end
 
+local function sqlite_path(name)
+    local p = opts.dir .. "/bench-ledger-store-" .. name .. ".sqlite"
+    for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
+    return p
+end
+
 -- One lifecycle figure and its baseline on store s (exec_ddl runs the baseline's DDL).
 local function lifecycle(label, s, n, exec_ddl, params)
     local base = 10000000 * (params.round or 1)
@@ -126,6 +134,40 @@ local function lifecycle(label, s, n, exec_ddl, params)
     emit(('{"bench":"ledger-store","name":"lifecycle_%s","params":{"transfers":%d},'
           .. '"rows_per_s":%.1f,"baseline_insert_rows_per_s":%.1f,"ratio":%.3f,"loadavg":"%s"}')
          :format(params.name, n, rps, prps, prps / rps, B.loadavg()))
+    return rps
+end
+
+-- The offloaded SQLite driver (inside the host: each call a threadpool hop): the same
+-- lifecycle as three calls per transfer and as one many() call per transfer, against the
+-- synchronous driver on the same settings in the same run.
+local function lifecycle_offloaded(n, sync_rps)
+    for _, mode in ipairs { "calls", "many" } do
+        local s = assert(store.open { backend = "sqlite", path = sqlite_path("off"),
+                                      synchronous = "normal", offload = true })
+        local t0 = now()
+        for k = 1, n do
+            local p = posting(k)
+            if mode == "calls" then
+                assert(assert(s:insert_postings { p }) == 1)
+                assert(assert(s:reserve_postings({ p.id }, "saga")) == 1)
+                assert(assert(s:deactivate_postings({ p.id }, "saga", tid(k + 1))) == 1)
+            else
+                local r = assert(s:many {
+                    { "insert_postings", { p } }, { "reserve_postings", { p.id }, "saga" },
+                    { "deactivate_postings", { p.id }, "saga", tid(k + 1) } })
+                assert(r[1][1] == 1 and r[2][1] == 1 and r[3][1] == 1)
+            end
+        end
+        local rps = n / (now() - t0)
+        s:close()
+        print(("%-28s %7d transfers: store %8.0f rows/s (%s), synchronous driver %8.0f rows/s")
+              :format("sqlite offloaded normal", n, rps,
+                      mode == "calls" and "3 pool calls each" or "1 many() call each", sync_rps))
+        emit(('{"bench":"ledger-store","name":"lifecycle_sqlite_normal_offloaded_%s",'
+              .. '"params":{"transfers":%d},"rows_per_s":%.1f,"sync_rows_per_s":%.1f,'
+              .. '"loadavg":"%s"}'):format(mode, n, rps, sync_rps, B.loadavg()))
+    end
+    sqlite_path("off")
 end
 
 local function percentile(xs, q)
@@ -181,22 +223,18 @@ local function balances(label, s, sizes, name)
     end
 end
 
-local function sqlite_path(name)
-    local p = opts.dir .. "/bench-ledger-store-" .. name .. ".sqlite"
-    for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
-    return p
-end
-
 local function run()
     print(("bench-ledger-store: SQLite %s, load %s"):format(
         require("ron.ledger.store.sqlite").version(), B.loadavg()))
+    local sync_rps
     for _, sync in ipairs(opts.sqlite and { "full", "normal" } or {}) do
         local s = assert(store.open { backend = "sqlite", path = sqlite_path(sync),
                                       synchronous = sync })
-        lifecycle("sqlite synchronous=" .. sync, s, opts.transfers,
-                  function(ddl) return s.drv:exec(ddl) end, { name = "sqlite_" .. sync })
+        sync_rps = lifecycle("sqlite synchronous=" .. sync, s, opts.transfers,
+                             function(ddl) return s.drv:exec(ddl) end, { name = "sqlite_" .. sync })
         s:close()
     end
+    if opts.sqlite then lifecycle_offloaded(opts.transfers, sync_rps) end
     if opts.sqlite then
         local s = assert(store.open { backend = "sqlite", path = sqlite_path("balance"),
                                       synchronous = "normal" })

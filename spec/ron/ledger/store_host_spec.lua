@@ -92,6 +92,41 @@ describe("ron.ledger.store.sqlite offloaded", function()
     end)
 end)
 
+describe("ron.ledger.store.sqlite offloaded, off the loop thread (LED-23)", function()
+    it("keeps the loop turning while a call waits on the disk's lock, then answers retry",
+       function()
+        in_task(function()
+            local path = fresh_path()
+            local s = assert(sqlite.open { path = path, synchronous = "normal", offload = true,
+                                           busy_timeout_ms = 300 })
+            local holder = assert(sqlite.open { path = path }) -- synchronous, this thread
+            assert(holder.drv:exec("BEGIN IMMEDIATE"))
+            local ticks, done = 0, false
+            local ticker = task.spawn("store-ticker", function()
+                while not done do
+                    task.sleep(10)
+                    ticks = ticks + 1
+                end
+            end)
+            local t0 = uv.now()
+            local n, err, class = s:create_book("b", nil) -- waits busy_timeout_ms in the pool
+            local waited = uv.now() - t0
+            done = true
+            assert(ticker:join())
+            assert(holder.drv:exec("ROLLBACK"))
+            assert.is_nil(n)
+            assert.equal("retry", class)
+            assert.matches("^Busy: ", err)
+            assert.is_true(waited >= 250, "waited " .. waited .. " ms")
+            -- the loop ran meanwhile: a blocked loop would have ticked once at most
+            assert.is_true(ticks >= 5, "the loop ticked " .. ticks .. " times")
+            assert.equal(1, s:create_book("b", nil))
+            holder:close()
+            s:close()
+        end)
+    end)
+end)
+
 -- PostgreSQL ------------------------------------------------------------------------------
 
 local available, why = H.available()
