@@ -743,12 +743,35 @@ end
 
 -- ---- statement ----
 
+-- The rater's usage metadata (ron.ledger.usage, LED-R-6), when that module is present.
+local usage_ok, usage = pcall(require, "ron.ledger.usage")
+if not usage_ok then usage = nil end
+
 local function kind_of(rec)
     local m = rec and rec.metadata or ""
     local k = match(m, '^{"wallet":"[%w_]+","kind":"([%w_]+)"')
     if k then return k end
-    if match(m, "slice") or match(m, "stream") then return "usage" end
+    if usage and usage.decode_metadata(m) then return "usage" end
     return "other"
+end
+
+-- A transfer's metadata as a JSON value: the wallet's own (JSON text) as it is, the rater's
+-- as the slice it cites (stream, seq, window, digest, rate card, amount), anything else as
+-- hex (metadata are bytes: never raw in JSON).
+local function metadata_json(m)
+    m = m or ""
+    if match(m, '^{"wallet":"[%w_]+","kind":"[%w_]+","principal":"[%w]+","nonce":%d+') then
+        return m
+    end
+    local u = usage and usage.decode_metadata(m)
+    if u then
+        return format('{"slice":{"tenant":"%s","dimension":"%s","seq":%s,"window_start_s":%s,' ..
+                      '"window_len_s":%s,"b3":"%s","rate_card":"%s","quantity":%s,' ..
+                      '"amount":%s}}', dto.uuid_text(u.tenant), jstr(u.dimension),
+                      tostring(u.seq), tostring(u.window_start_s), tostring(u.window_len_s),
+                      hex(u.b3), jstr(u.version), u.quantity, u.amount)
+    end
+    return format('{"hex":"%s"}', hex(m))
 end
 
 function W:_statement(job)
@@ -792,8 +815,8 @@ function W:_statement(job)
             if delta ~= 0 or #consumed > 0 then
                 entries[#entries + 1] = format(
                     '{"transfer_id":"%s","created_at_ms":%d,"kind":"%s","delta":%d,' ..
-                    '"metadata":"%s","consumed":[%s]}', hex(rec.id), rec.created_at_ms or 0,
-                    kind_of(rec), delta, jstr(rec.metadata or ""), concat(consumed, ","))
+                    '"metadata":%s,"consumed":[%s]}', hex(rec.id), rec.created_at_ms or 0,
+                    kind_of(rec), delta, metadata_json(rec.metadata), concat(consumed, ","))
             end
         end
     end

@@ -252,6 +252,52 @@ describe("ron.wallet.service (inside the host)", function()
         end)
     end)
 
+    it("the statement says which top-up or grant paid which usage slice", function()
+        run(function(task)
+            local usage = require "ron.ledger.usage"
+            local ctx = open(task, S.tmpname(".db"))
+            local port = ctx.port
+            -- the tenant's usage wallet (the account the rater charges), as a wallet UUID
+            local tenant = S.TENANT_A
+            local wid = usage.account("wallet", tenant)
+            local wtext = require("ron.wallet.dto").uuid_text(wid)
+            local st, _, body = post(task, port, "/v1/accounts", OP, '{"account":"' .. wtext .. '"}')
+            assert.equal(200, st, body)
+            st, _, body = post(task, port, "/v1/issue", OP, issue(wtext, 100, 1), "u1")
+            assert.equal(201, st, body)
+            local top = cjson.decode(body).transfer_id
+            st, _, body = post(task, port, "/v1/issue", OP, issue(wtext, 30, 2, "grant"), "u2")
+            local grant = cjson.decode(body).transfer_id
+            -- a slice's charge as the rater commits it: wallet -> revenue, metadata citing it
+            local revenue = usage.account("revenue")
+            assert(ctx.led:create_account { id = revenue, policy = "uncapped" })
+            local meta = usage.encode_metadata {
+                tenant = tenant, dimension = "requests", seq = 7, window_start_s = 1700000000,
+                window_len_s = 300, b3 = string.rep("\171", 32), prev_b3 = string.rep("\0", 32),
+                version = "acme-1", period = "month", quantity = 5000, used = 0,
+                used_after = 5000, amount = 110 }
+            assert(ctx.led:commit { intent = "slice-7", metadata = meta,
+                                    movements = { { from = wid, to = revenue, amount = 110,
+                                                    asset = { code = "USD", scale = 2 } } } })
+            st, _, body = get(task, port, "/v1/accounts/" .. wtext .. "/statement?asset=USD", OP)
+            assert.equal(200, st, body)
+            local stm = assert(cjson.decode(body), body)
+            local e = stm.entries[1] -- newest first: the usage charge
+            assert.equal("usage", e.kind)
+            assert.equal(-110, e.delta)
+            assert.equal(7, e.metadata.slice.seq)
+            assert.equal("requests", e.metadata.slice.dimension)
+            assert.equal(string.rep("ab", 32), e.metadata.slice.b3)
+            assert.equal("acme-1", e.metadata.slice.rate_card)
+            local paid = {}
+            for _, c in ipairs(e.consumed) do paid[c.funded_by] = c.funded_by_kind end
+            assert.equal("top_up", paid[top])
+            assert.equal("grant", paid[grant])
+            assert.equal(2, #e.consumed)
+            ctx.close()
+        end)
+    end)
+
     it("WLT-4/WLT-5: nonces and keys survive a restart; a rejection consumes its nonce", function()
         local path = S.tmpname(".db")
         local saved = {}
