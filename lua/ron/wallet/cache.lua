@@ -17,7 +17,7 @@
 -- dropped and the feed jumps to the head (bus_lagged_total). Entries are bounded: two
 -- generations of at most `entries` each (the most recently used survive).
 local floor = math.floor
-local pairs, setmetatable, type, error = pairs, setmetatable, type, error
+local pairs, setmetatable, type, error, pcall = pairs, setmetatable, type, error, pcall
 
 local _M = {}
 
@@ -34,6 +34,7 @@ function _M.new(o)
         led = o.ledger, entries = o.entries or 100000, batch = o.batch or 256,
         lag_events = o.lag_events or 4096,
         clock = o.clock or function() return floor(os.time() * 1000) end,
+        on_shortfall = o.on_shortfall, -- fn(event) for each usage.shortfall event
         young = {}, old = {}, n_young = 0, n_old = 0,
         reading = {}, -- account -> true (reading) | "spoiled"
         seq = 0, ok_ms = nil, started = false,
@@ -164,6 +165,10 @@ function Cache:poll()
             end
         end
         for _, ev in ipairs(evs) do
+            if ev.kind == "usage.shortfall" and self.on_shortfall then
+                -- the rater charged more than a wallet held: the wallet ran dry (WLT-9)
+                pcall(self.on_shortfall, ev)
+            end
             local rec = led:transfer(ev.transfer_id)
             if rec and rec.transfer then
                 for _, p in ipairs(rec.transfer.pins) do self:invalidate(p.account) end

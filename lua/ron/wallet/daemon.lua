@@ -30,7 +30,10 @@ function _M.check_config(v, key)
     if type(v) ~= "table" then return nil, key .. " must be false or a table" end
     local rest = {}
     for k, x in pairs(v) do
-        if k ~= "store" and k ~= "book" and k ~= "node" then rest[k] = x end
+        if k ~= "store" and k ~= "book" and k ~= "node" and k ~= "on_dry" then rest[k] = x end
+    end
+    if v.on_dry ~= nil and type(v.on_dry) ~= "function" then
+        return nil, key .. ".on_dry must be a function(tenant, amount, asset)"
     end
     local ok, err = service.check_config(rest, key)
     if not ok then return nil, err end
@@ -66,9 +69,9 @@ end })
 function _M.new(v, o)
     local led = L.new { store = starting, book = v.book or "main", node = v.node or "wallet",
                         pause = function(n) task.sleep(10 * n) end }
-    local cfg = { ledger = led, log = o.log }
+    local cfg = { ledger = led, log = o.log, on_dry = v.on_dry }
     for k, x in pairs(v) do
-        if k ~= "store" and k ~= "book" and k ~= "node" then cfg[k] = x end
+        if k ~= "store" and k ~= "book" and k ~= "node" and k ~= "on_dry" then cfg[k] = x end
     end
     local w = service.new(cfg)
     local s = v.store or { backend = "sqlite" }

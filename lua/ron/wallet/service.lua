@@ -180,7 +180,10 @@ function _M.new(o)
     end
     local cfg = {}
     for k, v in pairs(o) do
-        if k ~= "ledger" and k ~= "clock" and k ~= "log" then cfg[k] = v end
+        if k ~= "ledger" and k ~= "clock" and k ~= "log" and k ~= "on_dry" then cfg[k] = v end
+    end
+    if o.on_dry ~= nil and type(o.on_dry) ~= "function" then
+        error("wallet.new: on_dry must be a function(tenant, amount, asset)", 2)
     end
     local ok, err = _M.check_config(cfg)
     if not ok then error("wallet.new: " .. err, 2) end
@@ -208,8 +211,11 @@ function _M.new(o)
                                  window_ms = self.breaker_window_ms,
                                  open_ms = self.breaker_open_ms, probes = self.breaker_probes,
                                  clock = self.clock }
+    self.on_dry = o.on_dry
+    self.dry = { total = 0, by_asset = {}, last = {}, n_last = 0 }
     self.cache = cache.new { ledger = self.led, entries = self.cache_entries,
-                             clock = self.clock }
+                             clock = self.clock,
+                             on_shortfall = function(ev) self:_shortfall(ev) end }
     self.answers = lru_new(self.idempotency_cache)
     self.inflight = {}       -- intent or key -> true while a commit for it runs
     self.calls = {}          -- ledger calls running: handle -> start ms
@@ -952,6 +958,29 @@ function W:ready()
     return #reasons == 0, reasons
 end
 
+-- A usage.shortfall event (the rater, ron.accounting.export.exporters.ledger): a tenant's
+-- wallet did not cover a slice's charge; the rest went to its receivable. The wallet
+-- publishes it: a counter, a log line, the operator's hook (a gateway throttles the tenant;
+-- the metering keeps recording: usage is a fact). WLT-9.
+function W:_shortfall(ev)
+    local data = ev.data or ""
+    local tenant = match(data, "tenant=(%S+)")
+    local amount = tonumber(match(data, "amount=(%d+)"))
+    local asset = match(data, "asset=(%S+)") or "?"
+    local d = self.dry
+    d.total = d.total + 1
+    if d.by_asset[asset] ~= nil or d.n_last < 64 then -- a bounded label set
+        if d.by_asset[asset] == nil then d.n_last = d.n_last + 1 end
+        d.by_asset[asset] = (d.by_asset[asset] or 0) + 1
+    end
+    self.log(format("wallet ran dry: tenant=%s shortfall=%s %s (the receivable holds it)",
+                    tostring(tenant), tostring(amount), asset))
+    if self.on_dry then
+        local ok, err = pcall(self.on_dry, tenant, amount, asset)
+        if not ok then self.log("on_dry hook: " .. tostring(err)) end
+    end
+end
+
 -- ---- metrics (docs/reference/metrics.md) ----
 
 local function family(out, name, typ, help)
@@ -1004,6 +1033,14 @@ function W:metrics_text()
     out[#out + 1] = format("wallet_staleness_ms %d", self.cache:staleness_ms() or -1)
     family(out, "wallet_cache_entries", "gauge", "Balances cached.")
     out[#out + 1] = format("wallet_cache_entries %d", self.cache:size())
+    family(out, "wallet_dry_total", "counter",
+           "usage.shortfall events seen: a tenant's wallet did not cover a charge, by asset.")
+    local assets = {}
+    for a in pairs(self.dry.by_asset) do assets[#assets + 1] = a end
+    table.sort(assets)
+    for _, a in ipairs(assets) do
+        out[#out + 1] = format('wallet_dry_total{asset="%s"} %d', a, self.dry.by_asset[a])
+    end
     family(out, "wallet_invalidation_lag_ms", "histogram",
            "From a commit's acknowledgement to its cache entries dropped by the event " ..
            "feed (the staleness SLO, measured).")

@@ -255,7 +255,10 @@ describe("ron.wallet.service (inside the host)", function()
     it("the statement says which top-up or grant paid which usage slice", function()
         run(function(task)
             local usage = require "ron.ledger.usage"
-            local ctx = open(task, S.tmpname(".db"))
+            local dry = {}
+            local ctx = open(task, S.tmpname(".db"), { on_dry = function(t, amount, asset)
+                dry[#dry + 1] = { t, amount, asset }
+            end })
             local port = ctx.port
             -- the tenant's usage wallet (the account the rater charges), as a wallet UUID
             local tenant = S.TENANT_A
@@ -276,9 +279,16 @@ describe("ron.wallet.service (inside the host)", function()
                 window_len_s = 300, b3 = string.rep("\171", 32), prev_b3 = string.rep("\0", 32),
                 version = "acme-1", period = "month", quantity = 5000, used = 0,
                 used_after = 5000, amount = 110 }
-            assert(ctx.led:commit { intent = "slice-7", metadata = meta,
-                                    movements = { { from = wid, to = revenue, amount = 110,
-                                                    asset = { code = "USD", scale = 2 } } } })
+            local r = assert(ctx.led:commit { intent = "slice-7", metadata = meta,
+                movements = { { from = wid, to = revenue, amount = 110,
+                                asset = { code = "USD", scale = 2 } } } })
+            -- the rater's shortfall event: the wallet publishes that the tenant ran dry (WLT-9)
+            assert.equal(1, ctx.store:append_event("wallet", r.transfer_id, "usage.shortfall",
+                                                   "tenant=" .. tenant .. " amount=25 asset=USD"))
+            assert(S.eventually(task, function() return #dry == 1 end, 5000))
+            assert.same({ tenant, 25, "USD" }, dry[1])
+            local _, _, m = get(task, port, "/metrics")
+            assert.truthy(m:find('wallet_dry_total{asset="USD"} 1', 1, true))
             st, _, body = get(task, port, "/v1/accounts/" .. wtext .. "/statement?asset=USD", OP)
             assert.equal(200, st, body)
             local stm = assert(cjson.decode(body), body)
