@@ -4,8 +4,9 @@
 -- wallet's balances and statements.
 --
 --   build/ron-accounting run examples/daemon.lua --config examples/wallet.conf.lua --demo 50
---   curl -s -X POST -H 'Authorization: Bearer demo-operator' -H 'Content-Type: application/json' \
---        -H 'Idempotency-Key: top-up-1' -d '{"to":"<uuid>","asset":"USD","amount":5000,"nonce":1}' \
+--   curl -s -X POST -H 'Authorization: Bearer demo-operator' \
+--        -H 'Content-Type: application/json' -H 'Idempotency-Key: top-up-1' \
+--        -d '{"to":"<uuid>","asset":"USD","amount":5000,"nonce":1}' \
 --        http://127.0.0.1:9464/v1/issue
 --   curl -s -H 'Authorization: Bearer demo-operator' \
 --        'http://127.0.0.1:9464/v1/accounts/<uuid>/balance?asset=USD'
