@@ -22,7 +22,8 @@ local pairs, type, tostring = pairs, type, tostring
 local _M = {}
 
 local STORE_KEYS = { backend = true, path = true, synchronous = true, busy_timeout_ms = true,
-                     conninfo = true, schema = true, connections = true }
+                     conninfo = true, schema = true, connections = true,
+                     connect_timeout_ms = true, query_timeout_ms = true }
 
 function _M.check_config(v, key)
     key = key or "wallet"

@@ -98,7 +98,9 @@ end
 -- The fixture: store (SQLite offloaded, path reused across "restarts"), engine, wallet,
 -- daemon HTTP server. Returns ctx with port, w, close().
 local function open(task, path, wcfg, gate)
-    local s = assert(store_mod.open { backend = "sqlite", path = path, offload = true })
+    local s
+    if type(path) == "function" then s = assert(path()) -- a store factory (PostgreSQL)
+    else s = assert(store_mod.open { backend = "sqlite", path = path, offload = true }) end
     local st = gate and gated(s, task, gate) or s
     local led = L.new { store = st, book = "wallet", node = "spec",
                         pause = function(n) task.sleep(n) end }
@@ -150,6 +152,55 @@ local function setup_accounts(task, port)
     for _, id in ipairs { A, B } do
         local st, _, body = post(task, port, "/v1/accounts", OP, '{"account":"' .. id .. '"}')
         assert.equal(200, st, body)
+    end
+end
+
+local function restart_case(path)
+    return function()
+        local saved = {}
+        run(function(task)
+            local ctx = open(task, path)
+            local port = ctx.port
+            setup_accounts(task, port)
+            local st, _, body = post(task, port, "/v1/issue", OP, issue(A, 100, 1), "i1")
+            assert.equal(201, st, body)
+            saved.i1 = body
+            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 500, 7), "big")
+            assert.equal(422, st, body)
+            assert.truthy(body:find('"code":"insufficient_funds"', 1, true))
+            saved.big = body
+            -- the rejected nonce is consumed: another body with nonce 7 is nonce_used
+            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 1, 7), "small")
+            assert.equal(409, st, body)
+            assert.truthy(body:find('"code":"nonce_used"', 1, true))
+            assert.truthy(body:find('"original":{"status":"rejected","code":"insufficient_funds"',
+                                    1, true), body)
+            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 40, 8), "ok8")
+            assert.equal(201, st, body)
+            saved.ok8 = body
+            ctx.close()
+        end)
+        run(function(task)
+            -- a new wallet over the same file: nothing in RAM survived
+            local ctx = open(task, path)
+            local port = ctx.port
+            local st, h, body = post(task, port, "/v1/issue", OP, issue(A, 100, 1), "i1")
+            assert.equal(201, st)
+            assert.equal(saved.i1, body)
+            assert.equal("true", h["idempotent-replayed"])
+            st, h, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 500, 7), "big")
+            assert.equal(422, st)
+            assert.equal(saved.big, body)
+            assert.equal("true", h["idempotent-replayed"])
+            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 40, 8), "ok8")
+            assert.equal(saved.ok8, body)
+            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 41, 8), "other8")
+            assert.equal(409, st)
+            assert.truthy(body:find('"original":{"status":"committed"', 1, true), body)
+            st, _, body = get(task, port, "/v1/accounts/" .. A .. "/balance?asset=USD", TA)
+            assert.equal(60, cjson.decode(body).balance)
+            ctx.close()
+        end)
     end
 end
 
@@ -308,53 +359,8 @@ describe("ron.wallet.service (inside the host)", function()
         end)
     end)
 
-    it("WLT-4/WLT-5: nonces and keys survive a restart; a rejection consumes its nonce", function()
-        local path = S.tmpname(".db")
-        local saved = {}
-        run(function(task)
-            local ctx = open(task, path)
-            local port = ctx.port
-            setup_accounts(task, port)
-            local st, _, body = post(task, port, "/v1/issue", OP, issue(A, 100, 1), "i1")
-            assert.equal(201, st, body)
-            saved.i1 = body
-            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 500, 7), "big")
-            assert.equal(422, st, body)
-            assert.truthy(body:find('"code":"insufficient_funds"', 1, true))
-            saved.big = body
-            -- the rejected nonce is consumed: another body with nonce 7 is nonce_used
-            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 1, 7), "small")
-            assert.equal(409, st, body)
-            assert.truthy(body:find('"code":"nonce_used"', 1, true))
-            assert.truthy(body:find('"original":{"status":"rejected","code":"insufficient_funds"',
-                                    1, true), body)
-            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 40, 8), "ok8")
-            assert.equal(201, st, body)
-            saved.ok8 = body
-            ctx.close()
-        end)
-        run(function(task)
-            -- a new wallet over the same file: nothing in RAM survived
-            local ctx = open(task, path)
-            local port = ctx.port
-            local st, h, body = post(task, port, "/v1/issue", OP, issue(A, 100, 1), "i1")
-            assert.equal(201, st)
-            assert.equal(saved.i1, body)
-            assert.equal("true", h["idempotent-replayed"])
-            st, h, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 500, 7), "big")
-            assert.equal(422, st)
-            assert.equal(saved.big, body)
-            assert.equal("true", h["idempotent-replayed"])
-            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 40, 8), "ok8")
-            assert.equal(saved.ok8, body)
-            st, _, body = post(task, port, "/v1/transfer", TA, transfer(A, B, 41, 8), "other8")
-            assert.equal(409, st)
-            assert.truthy(body:find('"original":{"status":"committed"', 1, true), body)
-            st, _, body = get(task, port, "/v1/accounts/" .. A .. "/balance?asset=USD", TA)
-            assert.equal(60, cjson.decode(body).balance)
-            ctx.close()
-        end)
-    end)
+    it("WLT-4/WLT-5: nonces and keys survive a restart; a rejection consumes its nonce",
+       restart_case(S.tmpname(".db")))
 
     it("WLT-5: concurrent requests with one nonce: exactly one commits", function()
         run(function(task)
@@ -495,5 +501,25 @@ describe("ron.wallet.service (inside the host)", function()
             assert.equal(990, cjson.decode(body).balance)
             ctx.close()
         end)
+    end)
+end)
+
+-- The same restart case on a real PostgreSQL (tests/pg/pg-harness.sh), when the host has it.
+local H = dofile(S.root .. "tests/pg/harness.lua")
+local available, why = H.available()
+describe("ron.wallet.service on PostgreSQL", function()
+    if not available then
+        pending(why)
+        return
+    end
+    local cluster
+    setup(function() cluster = assert(H.start()) end)
+    teardown(function() if cluster then cluster:stop() end end)
+    it("WLT-4/WLT-5: keys and nonces survive a reopen on PostgreSQL", function()
+        restart_case(function()
+            return store_mod.open { backend = "postgres", conninfo = cluster.conninfo,
+                                    schema = "wallet_spec", connections = 4,
+                                    connect_timeout_ms = 20000, query_timeout_ms = 20000 }
+        end)()
     end)
 end)
