@@ -12,7 +12,8 @@
 #    before the kill (when it got one) and to a third send, the replays marked
 #    Idempotent-Replayed: true; A's balance is 1000 - 7 x commits, B's 7 x commits, so
 #    nothing committed twice and nothing lost. A used nonce with another body is 409
-#    nonce_used (the ledger, not RAM, remembered it).
+#    nonce_used (the ledger, not RAM, remembered it). `ledger verify` passes on the wallet's
+#    ledger: N + 1 transfers (the issue and every transfer once).
 set -u
 host=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" || exit 1
@@ -97,4 +98,8 @@ st=$(post /v1/transfer a-token.2 other "$(printf '{"from":"%s","to":"%s","asset"
 [ "$st" = 409 ] && grep -q '"code":"nonce_used"' used.b || fail "a used nonce: $st $(cat used.b)"
 kill -TERM "$pid"
 wait "$pid" || fail "the daemon did not exit 0 on SIGTERM"
+# the ledger the wallet wrote, across the kill: ids, postings, balances, conservation
+"$host" ledger --db "$work/var/wallet-ledger.db" verify >verify.log 2>&1 ||
+    fail "ledger verify: $(cat verify.log)"
+grep -q "^$((N + 1)) transfers" verify.log || fail "ledger verify: $(cat verify.log)"
 echo "wallet.sh: OK: $N transfers, $before answered before SIGKILL, every replay byte-identical; balances exact"
