@@ -87,11 +87,15 @@ local function http_routes(d)
     if d.receiver then
         for _, r in ipairs(d.receiver:routes()) do routes[#routes + 1] = r end
     end
+    if d.wallet then
+        for _, r in ipairs(d.wallet:routes()) do routes[#routes + 1] = r end
+    end
     return routes
 end
 
 local function http_max_body(d)
     local n = d.ingest and d.ingest.max_body or nil
+    if d.wallet and (not n or n < 1048576) then n = 1048576 end -- the wallet's 1 MiB
     if d.receiver then
         local rn = require("ron.accounting.daemon.receiver").MAX_BODY
         if not n or n < rn then n = rn end
@@ -163,19 +167,41 @@ function _M.start(cfg)
         end
         d.receiver, d.receiver_backend = r, what
     end
+    if cfg.wallet then -- ron-wallet (docs/WALLET.md): its store opens in a task below
+        local wok, w = pcall(function()
+            return require("ron.wallet.daemon").new(cfg.wallet, {
+                var = p.var, log = function(line) log("WARN", "wallet: %s", line) end })
+        end)
+        if not wok then
+            if d.receiver then d.receiver:close(true) end
+            meter:close()
+            return nil, "wallet: " .. tostring(w)
+        end
+        d.wallet = w
+    end
     -- HTTP first: a bind failure (the port in use) then ends the start before any task
     -- runs. Until the runtime exists the endpoints answer through this proxy.
     if cfg.listen then
         local host, port = cfg.listen:match("^%[?([^%]]*)%]?:(%d+)$")
         local proxy = {
             ready = function()
-                if d.rt then return d.rt:ready() end
-                return false, { "starting" }
+                local ready, reasons = false, { "starting" }
+                if d.rt then ready, reasons = d.rt:ready() end
+                if d.wallet then
+                    local wr, wreasons = d.wallet:ready()
+                    if not wr then
+                        reasons = ready and {} or reasons or {}
+                        for _, r in ipairs(wreasons) do reasons[#reasons + 1] = r end
+                        ready = false
+                    end
+                end
+                return ready, reasons
             end,
             metrics_text = function()
                 return (d.rt and d.rt:metrics_text() or "") ..
                        (d.ingest and d.ingest:metrics_text() or "") ..
-                       (d.receiver and d.receiver:metrics_text() or "")
+                       (d.receiver and d.receiver:metrics_text() or "") ..
+                       (d.wallet and d.wallet:metrics_text() or "")
             end,
         }
         local hok, http = pcall(require, "ron.accounting.daemon.http")
@@ -238,9 +264,20 @@ function _M.start(cfg)
         d.rt = runtime.start(rt_opts)
     end
 
+    if d.wallet then
+        task.spawn("wallet_run", require("ron.wallet.daemon").run, d.wallet)
+        if d.http then
+            log("INFO", "wallet: POST http://%s:%d/v1/issue|transfer|burn|accounts, GET " ..
+                "/v1/accounts/<id>/balance|statement (ledger: %s)",
+                cfg.listen:match("^%[?([^%]]*)%]?:%d+$"), d.http:port(),
+                d.wallet.store_opts.backend == "sqlite" and d.wallet.store_opts.path
+                or "postgres")
+        end
+    end
     local stop_ch = task.channel(1, "daemon_stop")
     task.on_shutdown(function(reason)
         d.stopping = true
+        if d.wallet then d.wallet:stop() end
         log("INFO", "%s: shutting down (drain deadline %d ms)", tostring(reason),
             cfg.drain_deadline_ms)
         stop_ch:close()
@@ -254,8 +291,10 @@ function _M.start(cfg)
     task.spawn("daemon", function()
         stop_ch:recv() -- Canceled/Closed at shutdown
         local res = d.rt and d.rt:wait() or { finished = 0, aborted = 0 }
+        if d.wallet then d.wallet:wait(cfg.drain_deadline_ms) end
         if d.http then d.http:close() end
         if d.receiver then d.receiver:close(true) end
+        if d.wallet and d.wallet.store then d.wallet.store:close() end
         demo.status_line(d)
         local backlog = meter:pending_count()
         meter:close()

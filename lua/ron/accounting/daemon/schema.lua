@@ -53,6 +53,10 @@ _M.DEFAULTS = {
                                 -- allow_unauthenticated = true), ... }
                                 -- (ron.accounting.daemon.receiver): this daemon is then
                                 -- the HTTP ledger of others (exporters.http)
+    wallet = false,             -- ron-wallet on `listen` (docs/WALLET.md): { tokens = { [b3hex
+                                -- of a token] = "operator" | account uuid }, assets = { USD =
+                                -- 2 }, store = { backend = "sqlite" | "postgres", ... }, ... }
+                                -- (ron.wallet.daemon; SQLite default <var>/wallet-ledger.db)
     status_interval_s = 60,     -- a status line on stderr; 0: none
     demo_rate = 0,              -- records/s of built-in demo traffic (3 tenants); 0: none
     clock = false,              -- a function returning UTC seconds (tests); false: system
@@ -185,6 +189,11 @@ _M.CHECK = {
         if not ok then return bad("%s", err) end
         return true
     end,
+    wallet = function(k, v)
+        local ok, err = require("ron.wallet.daemon").check_config(v, k)
+        if not ok then return bad("%s", err) end
+        return true
+    end,
     status_interval_s = int_in(0, 86400),
     demo_rate = int_in(0, 10000000),
     clock = function(k, v)
@@ -218,6 +227,9 @@ function _M.check(cfg)
     end
     if cfg.ingest and not cfg.listen then
         return bad("ingest needs listen (POST /v1/records is served there)")
+    end
+    if cfg.wallet and not cfg.listen then
+        return bad("wallet needs listen (its routes are served there)")
     end
     if cfg.receiver and not cfg.listen then
         return bad("receiver needs listen (PUT /v1/slices/... is served there)")
