@@ -72,6 +72,11 @@ int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void
 int rau_verify_dir_checkpoints(const char *dir, const char *vkey, const char *const *extra,
                                size_t n_extra, rau_report_fn report, void *ud,
                                uint64_t *records_out) {
+    return rau_verify_dir_list(dir, vkey, extra, n_extra, report, NULL, ud, records_out);
+}
+
+int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *extra, size_t n_extra,
+                        rau_report_fn report, rau_record_fn each, void *ud, uint64_t *records_out) {
     if (!dir || (n_extra && !extra)) return RAU_EINVAL;
     vctx_t v = {report, ud, 0};
     rau__seglist_t sl;
@@ -160,6 +165,7 @@ int rau_verify_dir_checkpoints(const char *dir, const char *vkey, const char *co
                 continue;
             }
             records++;
+            if (each) each(ud, rec);
             uint64_t seq = rau_record_seq(rec);
             if (!writer[0]) {
                 snprintf(writer, sizeof writer, "%s", rau_record_writer_id(rec));
