@@ -174,11 +174,8 @@ function H:run()
 end
 
 -- From a task: stop intake, join the sink worker (it ends its round), then append what is
-            if not n then
-                ok = false
-                break
-            end
--- much), sync on this thread (the loop is ending) and close. -> true | nil, err
+-- queued until deadline_ms (what is left is shed as shutdown_deadline, so the last Gap
+-- record says how much), sync on this thread (the loop is ending) and close. -> true | nil, err
 function H:close(deadline_ms)
     if self.closed then return true end
     self.closed = true
@@ -195,7 +192,10 @@ function H:close(deadline_ms)
         while lg:depth() > 0 and uv.hrtime() < t_end do
             local n
             n, err = lg:append_queued(self.batch)
-            if not n then ok = false; break end
+            if not n then
+                ok = false
+                break
+            end
         end
         while lg:depth() > 0 do -- out of time: the rest is evidence of loss
             local e = lg.q[lg.head]
