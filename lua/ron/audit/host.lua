@@ -10,7 +10,7 @@
 --   h:latest_checkpoint()                 -- { origin, size, root, note } | nil
 --   h:close(deadline_ms)                  -- from a task: stop intake, drain, join, close
 --
--- Threads and tasks. emit() runs on the caller (the ingest handler, the export runtime):
+-- Threads and tasks (AUD-I-19, AUD-I-20). emit() runs on the caller (the ingest handler, the export runtime):
 -- it checks the event, stamps it (ts_ms from the wall clock, n: an event number, so two
 -- equal rejects in one millisecond stay two records and are not taken for a re-emit,
 -- AUD-I-6) and puts it in the log's bounded queue; it never writes (AUD-I-17). The sink
@@ -22,7 +22,7 @@
 -- events keep queueing: that is the batching. A sync that is not back within
 -- io_deadline_ms opens the breaker: emit() sheds at once with reason io_backpressure
 -- (counted, and a Gap record later) instead of filling the queue behind a stalled disk,
--- and io_timeouts_total{op="wal"} counts it; the breaker closes when the sync returns.
+-- and audit_io_timeouts_total{op="wal"} counts it; the breaker closes when the sync returns.
 -- A failed sync fails the log (AUD-I-14): later events are shed as audit_closed.
 --
 -- Shed reasons (audit_drop_total{reason}): audit_backpressure (queue full),
@@ -52,6 +52,60 @@ end
 
 local H = {}
 H.__index = H
+
+-- A text for an attribute: printable ASCII only (a detail from an exporter or a peer may
+-- hold anything; the record's strings must be valid NFC UTF-8), at most max bytes.
+function _M.text(s, max)
+    s = tostring(s):gsub("[^\32-\126]", "?")
+    max = max or 200
+    if #s > max then s = s:sub(1, max - 3) .. "..." end
+    return s
+end
+
+-- The daemon's `audit = { ... }` block (docs/reference/config.md, "audit keys"):
+-- the defaults, and the check (-> true | nil, "audit...: why").
+_M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
+                       checkpoint_every = 1000, queue_cap = 65536, writer_id = "ron-accounting",
+                       stream = "daemon", batch = 200, interval_ms = 50,
+                       io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024 }
+local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 24 },
+                        batch = { 1, 240 }, interval_ms = { 1, 60000 },
+                        io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 } }
+
+function _M.check_config(v, key)
+    key = key or "audit"
+    if v == false then return true end
+    if type(v) ~= "table" then
+        return nil, format("%s must be false or a table { dir = ..., key_path = ..., ... }", key)
+    end
+    for k, x in pairs(v) do
+        local d = _M.CONFIG_DEFAULTS[k]
+        if d == nil then return nil, format("unknown key '%s.%s'", key, tostring(k)) end
+        local r = CONFIG_RANGES[k]
+        if r then
+            if type(x) ~= "number" or x ~= floor(x) or x < r[1] or x > r[2] then
+                return nil, format("%s.%s must be an integer in %d..%d, got %s", key, k, r[1],
+                                   r[2], tostring(x))
+            end
+        elseif k == "amnesia" then
+            if type(x) ~= "boolean" then return nil, format("%s.amnesia must be a boolean", key) end
+        elseif k == "writer_id" or k == "stream" then
+            if type(x) ~= "string" or not x:match("^[A-Za-z0-9._-]+$") or #x > 64 then
+                return nil, format("%s.%s must be 1..64 of [A-Za-z0-9._-]", key, k)
+            end
+        elseif x ~= false and (type(x) ~= "string" or x == "") then
+            return nil, format("%s.%s must be a path or false", key, k)
+        end
+    end
+    -- AUD-I-13: amnesia forbids a log directory (refused here, as at open)
+    if v.amnesia and v.dir then
+        return nil, format("%s: amnesia = true forbids dir (a RAM-only trail has no log)", key)
+    end
+    if v.amnesia and v.key_path then
+        return nil, format("%s: amnesia = true has no checkpoints (key_path needs a log)", key)
+    end
+    return true
+end
 
 -- o: the ron.audit.open config (writer_id, stream, dir | amnesia, key_path,
 -- checkpoint_every, queue_cap, ...) and batch, interval_ms, io_deadline_ms,
@@ -113,7 +167,7 @@ function H:emit(kind, attrs, ts_ms)
     return true
 end
 
--- The enqueue deadline (seed 002 §5), from a task: waits up to deadline_ms for room in a
+-- The enqueue deadline (seed 002, timeouts), from a task: waits up to deadline_ms for room in a
 -- full queue; then the event is shed as audit_deadline.
 function H:emit_wait(kind, attrs, deadline_ms)
     local ts = self.now_ms()
@@ -246,9 +300,9 @@ function H:metrics_text()
         "# HELP audit_checkpoints_total Signed audit checkpoints written.\n" ..
         "# TYPE audit_checkpoints_total counter\n" ..
         format("audit_checkpoints_total %d\n", s.checkpoints) ..
-        "# HELP io_timeouts_total Audit WAL syncs not back within io_deadline_ms.\n" ..
-        "# TYPE io_timeouts_total counter\n" ..
-        format('io_timeouts_total{op="wal"} %d\n', self.io_timeouts) ..
+        "# HELP audit_io_timeouts_total Audit WAL syncs not back within io_deadline_ms.\n" ..
+        "# TYPE audit_io_timeouts_total counter\n" ..
+        format('audit_io_timeouts_total{op="wal"} %d\n', self.io_timeouts) ..
         "# HELP audit_failed 1 when the audit log failed (a write error): events are shed.\n" ..
         "# TYPE audit_failed gauge\n" ..
         format("audit_failed %d\n", self.failed and 1 or 0)

@@ -1,4 +1,4 @@
--- ron.audit.host: the host pattern of seed 002 (docs/AUDIT.md, "In the daemon"): the
+-- ron.audit.host (AUD-I-17..20): the host pattern of seed 002 (docs/AUDIT.md, "In the daemon"): the
 -- bounded queue and its Gap records under the sink worker, the enqueue and WAL-I/O
 -- deadlines, the drain on shutdown, several emitters on one chain, latest_checkpoint.
 -- Each case runs as a task on its own scheduler (S.run_task checks that no task is left
