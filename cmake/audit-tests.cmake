@@ -46,4 +46,13 @@ if(RA_BUILD_HOST)
       echo \"$out\"; exit 0"
     sh $<TARGET_FILE:ron-accounting> $<TARGET_FILE:audit-mklog> ${CMAKE_BINARY_DIR}/tmp/audit-cli)
   set_tests_properties(audit-cli-verify PROPERTIES LABELS "c;audit" TIMEOUT 60)
+  # `audit proof inclusion|consistency`: every proof of a 13-record log checked by an
+  # independent RFC 9162 checker (tests/audit/rfc9162.lua), a witness's checkpoint, a fork.
+  if(RA_LUAJIT)
+    add_test(NAME audit-cli-proof
+      COMMAND sh ${CMAKE_SOURCE_DIR}/tests/audit/proof.sh $<TARGET_FILE:ron-accounting>
+              $<TARGET_FILE:audit-mklog> ${RA_LUAJIT} ${CMAKE_SOURCE_DIR}
+              ${CMAKE_BINARY_DIR}/tmp/audit-proof)
+    set_tests_properties(audit-cli-proof PROPERTIES LABELS "c;audit" TIMEOUT 120)
+  endif()
 endif()

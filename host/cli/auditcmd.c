@@ -6,6 +6,7 @@
  *                                    root and (with the verifier key) signature (AUD-I-15);
  *                                    --checkpoint: a note kept elsewhere (a witness's copy)
  *                                    whose root must match the log's first records (forks)
+ *   audit proof ...                  RFC 6962 inclusion and consistency proofs (auditproof.c)
  *   audit keygen NAME SKEY VKEY      a new Ed25519 key pair in the note text forms; the
  *                                    signer key file is created 0600 and never printed
  *
@@ -136,8 +137,10 @@ int ra_host_audit(const char *exe, int argc, char **argv) {
     (void)exe;
     if (argc >= 1 && !strcmp(argv[0], "verify")) return audit_verify(argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "keygen")) return audit_keygen(argc - 1, argv + 1);
+    if (argc >= 1 && !strcmp(argv[0], "proof")) return ra_host_audit_proof(argc - 1, argv + 1);
     fprintf(stderr, "usage: " RA_HOST_NAME
                     " audit verify [--list] [--vkey FILE] [--checkpoint NOTE]... DIR\n"
-                    "       " RA_HOST_NAME " audit keygen NAME SKEY-FILE VKEY-FILE\n");
+                    "       " RA_HOST_NAME " audit keygen NAME SKEY-FILE VKEY-FILE\n"
+                    "       " RA_HOST_NAME " audit proof inclusion|consistency ... DIR ...\n");
     return RA_HOST_EXIT_USAGE;
 }
