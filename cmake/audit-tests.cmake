@@ -23,6 +23,13 @@ foreach(src ${_rau_tests})
   endif()
 endforeach()
 
+# The audit log's crash soak (`make soak-audit`): test-audit-log with 1000 kill -9s.
+set(RAU_SOAK_KILLS 1000 CACHE STRING "Kills in the audit log's crash soak (make soak-audit)")
+add_custom_target(soak-audit
+  COMMAND ${CMAKE_COMMAND} -E env RAU_KILL9_ITERS=${RAU_SOAK_KILLS}
+          RA_TEST_TMP=${CMAKE_BINARY_DIR}/tmp $<TARGET_FILE:test-audit-log>
+  DEPENDS test-audit-log USES_TERMINAL VERBATIM)
+
 # `ron-accounting audit verify` end to end: a signed log verifies (exit 0, "OK"); a flipped
 # byte in the segment and a wrong verifier key each exit 1 naming the position.
 add_executable(audit-mklog tests/audit/audit-mklog.c)
