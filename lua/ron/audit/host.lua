@@ -10,19 +10,19 @@
 --   h:latest_checkpoint()                 -- { origin, size, root, note } | nil
 --   h:close(deadline_ms)                  -- from a task: stop intake, drain, join, close
 --
--- Threads and tasks (AUD-I-19, AUD-I-20). emit() runs on the caller (the ingest handler, the export runtime):
--- it checks the event, stamps it (ts_ms from the wall clock, n: an event number, so two
--- equal rejects in one millisecond stay two records and are not taken for a re-emit,
--- AUD-I-6) and puts it in the log's bounded queue; it never writes (AUD-I-17). The sink
--- worker, one task per chain (seed 002 I-2: the only writer of its head), wakes on the
--- first event after an idle period or every interval_ms, appends up to `batch` queued
--- events (the chain's hashes, on the loop: ~6 us each) and then makes them durable with
--- ONE rau_log_sync (write + fdatasync) on the libuv threadpool, so the loop never waits
--- for the disk (seed 002 I-6). While that sync is out the worker does not touch the log;
--- events keep queueing: that is the batching. A sync that is not back within
--- io_deadline_ms opens the breaker: emit() sheds at once with reason io_backpressure
--- (counted, and a Gap record later) instead of filling the queue behind a stalled disk,
--- and audit_io_timeouts_total{op="wal"} counts it; the breaker closes when the sync returns.
+-- Threads and tasks (AUD-I-19, AUD-I-20). emit() runs on the caller (the ingest handler, the
+-- export runtime): it checks the event, stamps it (ts_ms from the wall clock, n: an event number,
+-- so two equal rejects in one millisecond stay two records and are not taken for a re-emit,
+-- AUD-I-6) and puts it in the log's bounded queue; it never writes (AUD-I-17). The sink worker,
+-- one task per chain (seed 002 I-2: the only writer of its head), wakes on the first event after
+-- an idle period or every interval_ms, appends up to `batch` queued events (the chain's hashes, on
+-- the loop: ~6 us each, in slices of `slice` events with a yield between, so the loop serves
+-- requests meanwhile) and then makes them durable with ONE rau_log_sync (write + fdatasync) on the
+-- libuv threadpool, so the loop never waits for the disk (seed 002 I-6). While that sync is out
+-- the worker does not touch the log; events keep queueing: that is the batching. A sync that is
+-- not back within io_deadline_ms opens the breaker: emit() sheds at once with reason
+-- io_backpressure (counted, and a Gap record later) instead of filling the queue behind a stalled
+-- disk, and audit_io_timeouts_total{op="wal"} counts it; the breaker closes when the sync returns.
 -- A failed sync fails the log (AUD-I-14): later events are shed as audit_closed.
 --
 -- Shed reasons (audit_drop_total{reason}): audit_backpressure (queue full),
@@ -34,15 +34,15 @@ local task = require "ron.accounting.runtime.task"
 local offload = require "ron.accounting.runtime.offload"
 local uv = require "luv"
 
-local floor, format, pairs, type, tostring, setmetatable, error =
-      math.floor, string.format, pairs, type, tostring, setmetatable, error
+local floor, max, min, format, pairs, type, tostring, setmetatable, error =
+      math.floor, math.max, math.min, string.format, pairs, type, tostring, setmetatable, error
 
 local _M = {}
 
-_M.DEFAULTS = { queue_cap = 65536, batch = 200, interval_ms = 50, io_deadline_ms = 1000,
-                close_deadline_ms = 2000 }
+_M.DEFAULTS = { queue_cap = 65536, batch = 1024, slice = 128, interval_ms = 50,
+                io_deadline_ms = 1000, close_deadline_ms = 2000 }
 
-local HOST_KEYS = { batch = true, interval_ms = true, io_deadline_ms = true,
+local HOST_KEYS = { batch = true, slice = true, interval_ms = true, io_deadline_ms = true,
                     close_deadline_ms = true, now_ms = true, log = true, sync = true }
 
 local function wall_ms()
@@ -55,10 +55,10 @@ H.__index = H
 
 -- A text for an attribute: printable ASCII only (a detail from an exporter or a peer may
 -- hold anything; the record's strings must be valid NFC UTF-8), at most max bytes.
-function _M.text(s, max)
+function _M.text(s, cap)
     s = tostring(s):gsub("[^\32-\126]", "?")
-    max = max or 200
-    if #s > max then s = s:sub(1, max - 3) .. "..." end
+    cap = cap or 200
+    if #s > cap then s = s:sub(1, cap - 3) .. "..." end
     return s
 end
 
@@ -66,10 +66,10 @@ end
 -- the defaults, and the check (-> true | nil, "audit...: why").
 _M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
                        checkpoint_every = 1000, queue_cap = 65536, writer_id = "ron-accounting",
-                       stream = "daemon", batch = 200, interval_ms = 50,
+                       stream = "daemon", batch = 1024, interval_ms = 50,
                        io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024 }
 local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 24 },
-                        batch = { 1, 240 }, interval_ms = { 1, 60000 },
+                        batch = { 1, 8192 }, interval_ms = { 1, 60000 },
                         io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 } }
 
 function _M.check_config(v, key)
@@ -123,6 +123,7 @@ function _M.start(o)
     if lcfg.batch_bytes and self.batch * 4200 > lcfg.batch_bytes then
         error("ron.audit.host.start: batch * 4200 must fit batch_bytes", 2)
     end
+    lcfg.batch_bytes = lcfg.batch_bytes or max(1048576, self.batch * 4200)
     lcfg.queue_cap = lcfg.queue_cap or self.queue_cap
     local lg, err = audit.open(lcfg)
     if not lg then return nil, err end
@@ -186,10 +187,24 @@ function H:emit_wait(kind, attrs, deadline_ms)
     return self:emit(kind, attrs, ts)
 end
 
--- One round of the sink worker: append a batch, sync it in the pool (with the deadline).
+-- One round of the sink worker: append a batch, in slices of `slice` events with a yield
+-- between them (the hashing runs on the loop: a slice is ~1 ms, so requests are served
+-- between slices instead of waiting for the whole batch), then sync it in the pool (with
+-- the deadline).
 function H:round()
     local lg = self.lg
-    local n, err = lg:append_queued(self.batch)
+    local n, err = 0, nil
+    while n < self.batch do
+        local k
+        k, err = lg:append_queued(min(self.slice, self.batch - n))
+        if not k then
+            n = nil
+            break
+        end
+        n = n + k
+        if k == 0 or lg:depth() == 0 or n >= self.batch then break end
+        task.sleep(0)
+    end
     if n and n > 0 then self.room:try_send(true) end
     if n then
         local timed_out = false
