@@ -254,7 +254,7 @@ local function early_413(self)
 end
 
 -- I-14: one line per reject, sampled per reason: the first, then every log_every-th. The
--- audit trail, when configured, gets every one, unsampled (AUD-I-21, issue 16: the durable evidence;
+-- audit trail, when configured, gets every one, unsampled (AUD-I-21: the durable evidence;
 -- its emit never blocks: a full queue is counted and ends as a Gap record).
 local function log_reject(self, reason, status, tenant, dim)
     local audit = self.audit
