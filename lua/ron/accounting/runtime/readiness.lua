@@ -89,9 +89,11 @@ function RT:set_degraded(on)
     if on == self.is_degraded then return end
     self.is_degraded = on
     pcall(self.meter.set_degraded, self.meter, on)
-    self:audit_emit("readiness", { event = on and "degraded" or "recovered",
-                                   backlog_p95 = p95(self.backlog_samples),
-                                   ack_latency_p95_ms = p95(self.latency_samples) })
+    if self.audit then
+        self:audit_emit("readiness", { event = on and "degraded" or "recovered",
+                                       backlog_p95 = p95(self.backlog_samples),
+                                       ack_latency_p95_ms = p95(self.latency_samples) })
+    end
     log("%s: backlog p95 %d, ack latency p95 %d ms", on and "degraded (exporter)" or
         "recovered", p95(self.backlog_samples), p95(self.latency_samples))
 end
