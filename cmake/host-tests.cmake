@@ -137,6 +137,15 @@ set_tests_properties(host-daemon PROPERTIES TIMEOUT 180)
 ra_host_test(host-ingest-g6.1 sh ${_ra_host_dir}/ingest.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
   ${CMAKE_BINARY_DIR}/host-ingest)
 set_tests_properties(host-ingest-g6.1 PROPERTIES TIMEOUT 180)
+# Issue 16 phase 2 end to end: a daemon with `audit` configured; refused ingest requests,
+# a refused operator action, start and stop are audit records; `audit verify --list
+# --vkey` passes and lists them with {tenant, dimension, reason}; a restart continues the
+# chain; --check refuses amnesia with a dir.
+if(RA_BUILD_AUDIT)
+  ra_host_test(host-audit sh ${_ra_host_dir}/audit.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
+    ${CMAKE_BINARY_DIR}/host-audit)
+  set_tests_properties(host-audit PROPERTIES TIMEOUT 120)
+endif()
 # The receiver's trust model at the daemon (issue 14 item 5): no producers is exit 2 unless
 # allow_unauthenticated = true, which is logged at WARN at start; the unscoped token_hash
 # is refused with a pointer to producers.

@@ -68,7 +68,7 @@ target_sources(ron-accounting PRIVATE host/lua/curl.c host/cli/streams.c)
 target_link_libraries(ron-accounting PRIVATE PkgConfig::LIBCURL)
 # The audit verbs (host/cli/auditcmd.c) over libronaudit.
 if(RA_BUILD_AUDIT)
-  target_sources(ron-accounting PRIVATE host/cli/auditcmd.c)
+  target_sources(ron-accounting PRIVATE host/cli/auditcmd.c host/cli/auditproof.c)
   target_compile_definitions(ron-accounting PRIVATE RA_WITH_AUDIT=1)
   target_link_libraries(ron-accounting PRIVATE ronaudit_static)
 endif()

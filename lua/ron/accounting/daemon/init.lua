@@ -103,6 +103,36 @@ local function http_max_body(d)
     return n
 end
 
+-- The audit trail's host (ron.audit.host) from the `audit` block; its log directory is
+-- <var>/audit unless audit.dir names one (none with amnesia).
+local function start_audit(cfg, p)
+    local host = require "ron.audit.host"
+    local a = cfg.audit
+    local o = { writer_id = a.writer_id or host.CONFIG_DEFAULTS.writer_id,
+                stream = a.stream or host.CONFIG_DEFAULTS.stream,
+                close_deadline_ms = cfg.drain_deadline_ms,
+                log = function(line) log("WARN", "audit: %s", line) end }
+    for _, k in ipairs { "checkpoint_every", "queue_cap", "batch", "interval_ms",
+                         "io_deadline_ms", "rotate_bytes" } do
+        o[k] = a[k] or host.CONFIG_DEFAULTS[k]
+    end
+    if a.amnesia then
+        o.amnesia = true
+    else
+        local ok, err = mkdir_p(p.audit)
+        if not ok then return nil, format("%s: %s", p.audit, tostring(err)) end
+        o.dir = p.audit
+        o.key_path = a.key_path or nil
+    end
+    local h, err = host.start(o)
+    if not h then return nil, err end
+    log("INFO", "audit trail %s (%s/%s%s; check with: ron-accounting audit verify %s)",
+        o.dir or "in RAM (amnesia)", o.writer_id, o.stream,
+        o.key_path and format(", checkpoints every %d records", o.checkpoint_every)
+        or ", no checkpoint key", o.dir or "-")
+    return h
+end
+
 -- ---------------------------------------------------------------------------------------
 -- start
 
@@ -145,9 +175,20 @@ function _M.start(cfg)
     end
 
     local d = { cfg = cfg, meter = meter, paths = p, stopping = false, demo_errors = 0 }
+    -- The audit trail first (docs/AUDIT.md, "In the daemon"): everything after it may emit.
+    if cfg.audit then
+        local a, aerr = start_audit(cfg, p)
+        if not a then
+            meter:close()
+            return nil, "audit: " .. tostring(aerr)
+        end
+        d.audit = a
+        d.audit_emit = function(kind, attrs) return a:emit(kind, attrs) end
+        a:emit("daemon", { event = "start", pid = uv.os_getpid() })
+    end
     if cfg.ingest then -- POST /v1/records (docs/ops/ingest.md)
         local iok, ing = pcall(function()
-            local o = { meter = meter, clock = cfg.clock or nil }
+            local o = { meter = meter, clock = cfg.clock or nil, audit = d.audit_emit }
             for k, v in pairs(cfg.ingest) do o[k] = v end
             return require("ron.accounting.daemon.ingest").new(o)
         end)
@@ -199,6 +240,7 @@ function _M.start(cfg)
             end,
             metrics_text = function()
                 return (d.rt and d.rt:metrics_text() or "") ..
+                       (d.audit and d.audit:metrics_text() or "") ..
                        (d.ingest and d.ingest:metrics_text() or "") ..
                        (d.receiver and d.receiver:metrics_text() or "") ..
                        (d.wallet and d.wallet:metrics_text() or "")
@@ -250,7 +292,7 @@ function _M.start(cfg)
         meter = meter, exporter = exporter, fairness = fairness, backoff = backoff,
         ordered_buffer_cap = cfg.ordered_buffer_cap, pending_cap = cfg.pending_cap,
         op_budget_ms = cfg.op_budget_ms, drain_deadline_ms = cfg.drain_deadline_ms,
-        clock = cfg.clock or nil, tick_ms = cfg.tick_ms or nil,
+        clock = cfg.clock or nil, tick_ms = cfg.tick_ms or nil, audit = d.audit_emit,
     }
     if type(exporter.list_heads) == "function" then
         -- The ledger's heads first: a node that lost its own (micronode, a new plane)
@@ -297,6 +339,12 @@ function _M.start(cfg)
         if d.wallet and d.wallet.store then d.wallet.store:close() end
         demo.status_line(d)
         local backlog = meter:pending_count()
+        if d.audit then -- after the runtime: its last records are in the queue
+            d.audit:emit("daemon", { event = "stop", pid = uv.os_getpid(),
+                                     finished = res.finished, aborted = res.aborted })
+            local aok, aerr = d.audit:close(cfg.drain_deadline_ms)
+            if not aok then log("ERROR", "audit: closing the trail: %s", tostring(aerr)) end
+        end
         meter:close()
         log("INFO", "stopped: %d task(s) finished, %d aborted; %d slice(s) await export %s",
             res.finished, res.aborted, backlog,
