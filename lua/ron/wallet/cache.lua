@@ -16,6 +16,8 @@
 -- the read). A feed more than lag_events behind the ledger's head is lag: everything is
 -- dropped and the feed jumps to the head (bus_lagged_total). Entries are bounded: two
 -- generations of at most `entries` each (the most recently used survive).
+local lru = require "ron.accounting.runtime.lru"
+
 local floor = math.floor
 local pairs, setmetatable, type, error, pcall = pairs, setmetatable, type, error, pcall
 
@@ -35,7 +37,8 @@ function _M.new(o)
         lag_events = o.lag_events or 4096,
         clock = o.clock or function() return floor(os.time() * 1000) end,
         on_shortfall = o.on_shortfall, -- fn(event) for each usage.shortfall event
-        young = {}, old = {}, n_young = 0, n_old = 0,
+        entries_lru = lru.new(o.entries or 100000),
+        codes = {}, -- the asset codes ever cached (few: the wallet's configured assets)
         reading = {}, -- account -> true (reading) | "spoiled"
         seq = 0, ok_ms = nil, started = false,
         lagged_total = 0, invalidations_total = 0, events_total = 0, polls_failed_total = 0,
@@ -48,29 +51,9 @@ end
 local function key(account, asset) return account .. "\0" .. asset end
 
 function Cache:get(account, asset)
-    local k = key(account, asset)
-    local e = self.young[k]
-    if not e then
-        e = self.old[k]
-        if e then
-            self.old[k] = nil
-            self.n_old = self.n_old - 1
-            self:_store(k, e)
-        end
-    end
+    local e = self.entries_lru:get(key(account, asset))
     if e then return e.amount, e.read_ms end
     return nil
-end
-
-function Cache:_store(k, e)
-    if self.young[k] == nil then
-        if self.n_young >= self.entries then
-            self.old, self.n_old = self.young, self.n_young
-            self.young, self.n_young = {}, 0
-        end
-        self.n_young = self.n_young + 1
-    end
-    self.young[k] = e
 end
 
 function Cache:begin_read(account)
@@ -82,30 +65,25 @@ function Cache:put(account, asset, amount)
     local r = self.reading[account]
     self.reading[account] = nil
     if r ~= true then return false end
-    self:_store(key(account, asset), { amount = amount, read_ms = self.clock(), account = account })
+    self.codes[asset] = true
+    self.entries_lru:put(key(account, asset),
+                         { amount = amount, read_ms = self.clock(), account = account })
     return true
 end
 
+-- O(assets), not O(entries): a key is the account and an asset code, and the codes are few.
 function Cache:invalidate(account)
     self.invalidations_total = self.invalidations_total + 1
     if self.reading[account] then self.reading[account] = "spoiled" end
-    for _, gen in pairs { self.young, self.old } do
-        for k, e in pairs(gen) do
-            if e.account == account then
-                gen[k] = nil
-                if gen == self.young then self.n_young = self.n_young - 1
-                else self.n_old = self.n_old - 1 end
-            end
-        end
-    end
+    for code in pairs(self.codes) do self.entries_lru:delete(key(account, code)) end
 end
 
 function Cache:clear()
-    self.young, self.old, self.n_young, self.n_old = {}, {}, 0, 0
+    self.entries_lru:clear()
     for a in pairs(self.reading) do self.reading[a] = "spoiled" end
 end
 
-function Cache:size() return self.n_young + self.n_old end
+function Cache:size() return self.entries_lru:count() end
 
 -- The wallet's own commit tid was acknowledged at ms: when the feed applies its event, the
 -- time in between is observed (wallet_invalidation_lag_ms). Bounded: at most 4096 noted.

@@ -26,6 +26,7 @@ local acct = require "ron.accounting"
 local breaker = require "ron.wallet.breaker"
 local cache = require "ron.wallet.cache"
 local codec = require "ron.ledger.codec"
+local lru = require "ron.accounting.runtime.lru"
 local dto = require "ron.wallet.dto"
 local ledger_engine = require "ron.ledger.ledger"
 local task = require "ron.accounting.runtime.task"
@@ -154,25 +155,6 @@ local REJECTION = {
 local W = {}
 W.__index = W
 
-local function lru_new(cap) return { cap = cap, young = {}, old = {}, n = 0 } end
-local function lru_put(l, k, e)
-    if l.cap == 0 then return end
-    if l.young[k] == nil then
-        if l.n >= l.cap then l.old, l.young, l.n = l.young, {}, 0 end
-        l.n = l.n + 1
-    end
-    l.young[k] = e
-end
-local function lru_get(l, k)
-    local e = l.young[k]
-    if e then return e end
-    e = l.old[k]
-    if e then
-        l.old[k] = nil
-        lru_put(l, k, e)
-    end
-    return e
-end
 
 function _M.new(o)
     if type(o) ~= "table" or type(o.ledger) ~= "table" then
@@ -216,7 +198,7 @@ function _M.new(o)
     self.cache = cache.new { ledger = self.led, entries = self.cache_entries,
                              clock = self.clock,
                              on_shortfall = function(ev) self:_shortfall(ev) end }
-    self.answers = lru_new(self.idempotency_cache)
+    self.answers = lru.new(self.idempotency_cache)
     self.inflight = {}       -- intent or key -> true while a commit for it runs
     self.calls = {}          -- ledger calls running: handle -> start ms
     self.n_reads = 0
@@ -485,7 +467,7 @@ function W:_job(job)
     local in_time = self:_call("commit", fn, job, function(timed_out, a, healthy, replayed)
         if not timed_out then self.breaker:record(healthy) end
         if a.status < 500 and job.kkey then
-            lru_put(self.answers, job.kkey, { h = job.h, a = a })
+            self.answers:put(job.kkey, { h = job.h, a = a })
         end
         self:_clear(job)
         if not timed_out then
@@ -570,7 +552,7 @@ function W:_post_money(req, route)
     local kkey = "wlt:k:" .. who.principal .. ":" .. key
     local nkey = "wlt:n:" .. who.principal .. ":" .. r.nonce
     local h = codec.sha256(r.canon)
-    local hit = lru_get(self.answers, kkey)
+    local hit = self.answers:get(kkey)
     if hit then
         if hit.h ~= h then
             return ret(self, prob("idempotency_mismatch",

@@ -37,6 +37,7 @@
 -- digest and the answer, not per record.
 local ffi = require "ffi"
 local acct = require "ron.accounting"
+local lru = require "ron.accounting.runtime.lru"
 
 local C = ffi.C
 local format, concat, match, lower = string.format, table.concat, string.match, string.lower
@@ -142,33 +143,6 @@ function _M.check_config(v, key)
     return true
 end
 
--- Idempotency keys: two generations (young, old). A hit in old moves the entry to young;
--- when young holds cap entries it becomes old and the previous old is dropped. So the cap
--- most recently used keys are always remembered, and at most 2 * cap are held.
-local function lru_new(cap)
-    return { cap = cap, young = {}, old = {}, n_young = 0, n_old = 0 }
-end
-
-local function lru_put(l, k, e)
-    if l.n_young >= l.cap then
-        l.old, l.n_old = l.young, l.n_young
-        l.young, l.n_young = {}, 0
-    end
-    l.young[k] = e
-    l.n_young = l.n_young + 1
-end
-
-local function lru_get(l, k)
-    local e = l.young[k]
-    if e then return e end
-    e = l.old[k]
-    if e then
-        l.old[k] = nil
-        l.n_old = l.n_old - 1
-        lru_put(l, k, e)
-    end
-    return e
-end
 
 -- JSON string contents (the decoder's details are ASCII; a backslash or quote may occur).
 local function jstr(s)
@@ -229,7 +203,8 @@ function _M.new(o)
     self.n_out = ffi.new("size_t[1]")
     self.subject = ffi.new("ra_subject_t")
 
-    self.lru = lru_new(self.idempotency_keys)
+    -- Idempotency keys: the cap most recently used are remembered, at most 2 * cap held.
+    self.lru = lru.new(self.idempotency_keys)
     self.rejected = {}
     for _, r in ipairs(_M.REASONS) do self.rejected[r] = 0 end
     self.codes = {}
@@ -378,7 +353,7 @@ function I:handle(req)
     if key and self.idempotency_keys > 0 then
         local k = tenant .. " " .. key
         local digest = acct.b3hex(body)
-        entry = lru_get(self.lru, k)
+        entry = self.lru:get(k)
         if entry then
             if entry.digest ~= digest then
                 return reject(self, 409, "idempotency_conflict", "InvalidArgument",
@@ -387,7 +362,7 @@ function I:handle(req)
             start = entry.applied
         else
             entry = { digest = digest, applied = 0 }
-            lru_put(self.lru, k, entry)
+            self.lru:put(k, entry)
         end
     end
     if start == n then -- a completed batch sent again: answered, not recorded again
@@ -474,7 +449,7 @@ function I:metrics_text()
     out[#out + 1] = "# HELP accounting_ingest_idempotency_keys Idempotency-Keys remembered."
     out[#out + 1] = "# TYPE accounting_ingest_idempotency_keys gauge"
     out[#out + 1] = format("accounting_ingest_idempotency_keys %d",
-                           self.lru.n_young + self.lru.n_old)
+                           self.lru:count())
     return concat(out, "\n") .. "\n"
 end
 
@@ -486,7 +461,7 @@ function I:stats()
     local c = {}
     for k, v in pairs(self.codes) do c[k] = v end
     return { records = self.records_total, skipped = self.skipped_total, rejected = r,
-             codes = c, keys = self.lru.n_young + self.lru.n_old }
+             codes = c, keys = self.lru:count() }
 end
 
 return _M
