@@ -6,7 +6,7 @@ exclude_files = {
     "build/**",
     "lua/ron/accounting/binding/cdef.lua", -- generated from the C header (tools/gen-cdef.sh)
     "lua/ron/audit/cdef.lua", -- generated from include/ron/audit.h (tools/gen-cdef.sh audit)
-    "lua/ron/ledger/cdef.lua", -- generated from include/ron/ledger.h (tools/gen-ledger-cdef.sh)
+    "lua/ron/ledger/cdef.lua", -- generated from include/ron/ledger.h (tools/gen-cdef.sh ledger)
 }
 -- Unused arguments are part of fixed signatures (exporter/policy methods, callbacks).
 unused_args = false

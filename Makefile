@@ -63,7 +63,7 @@ cdef: deps
 
 # The ledger's binding from include/ron/ledger.h (docs/LEDGER.md).
 cdef-ledger: deps
-	sh tools/gen-ledger-cdef.sh > lua/ron/ledger/cdef.lua
+	sh tools/gen-cdef.sh ledger > lua/ron/ledger/cdef.lua
 
 # Long runs (docs/ops/make-targets.md): `soak` = the conservation stress and G-7's 1000 kill -9
 # iterations; `soak-wal` = the latter alone.

@@ -7,7 +7,7 @@
 #                                    (label c; ledger)
 #   fuzz-ledger-decode-smoke         tests/fuzz/fuzz-ledger-decode.c, briefly (label fuzz)
 #   lint-cppcheck-ledger             cppcheck over ledger/ (label lint)
-#   lua-ledger-cdef-current          lua/ron/ledger/cdef.lua is what tools/gen-ledger-cdef.sh
+#   lua-ledger-cdef-current          lua/ron/ledger/cdef.lua is what tools/gen-cdef.sh ledger
 #                                    prints from include/ron/ledger.h (`make cdef-ledger`)
 #   lua-ledger-store-host            the Store's conformance suite on PostgreSQL and on
 #                                    offloaded SQLite, inside the host (labels lua, postgres)
@@ -136,7 +136,7 @@ if(TEST lua)
   set_property(TEST lua APPEND PROPERTY ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
 endif()
 add_test(NAME lua-ledger-cdef-current
-         COMMAND sh -c "sh tools/gen-ledger-cdef.sh > \"$1\" && diff -u lua/ron/ledger/cdef.lua \"$1\" || { echo 'lua/ron/ledger/cdef.lua is stale: run make cdef-ledger' >&2; exit 1; }"
+         COMMAND sh -c "sh tools/gen-cdef.sh ledger > \"$1\" && diff -u lua/ron/ledger/cdef.lua \"$1\" || { echo 'lua/ron/ledger/cdef.lua is stale: run make cdef-ledger' >&2; exit 1; }"
                  sh ${CMAKE_BINARY_DIR}/ledger-cdef.fresh.lua
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(lua-ledger-cdef-current PROPERTIES LABELS lua TIMEOUT 60

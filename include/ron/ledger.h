@@ -8,7 +8,7 @@
  * the caller, and every loop is bounded by the limits below (LED-13).
  *
  * FFI-clean like include/ron/accounting.h: the region between the RL_CDEF markers is what
- * lua/ron/ledger/cdef.lua is generated from (tools/gen-ledger-cdef.sh; a test fails when
+ * lua/ron/ledger/cdef.lua is generated from (tools/gen-cdef.sh ledger; a test fails when
  * the two disagree).
  *
  * Conventions (libuv style, the same as libronacct):
