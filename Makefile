@@ -73,6 +73,16 @@ soak: build
 soak-wal: build
 	cmake --build $(BUILD) --target soak-wal
 
+# The ledger's long runs (docs/LEDGER.md "Testing the commit path"): `sim-ledger` = the
+# deterministic simulator over 400 seeds; `soak-ledger` = 500 kill -9 of a committing process
+# against a real PostgreSQL, each followed by recover() and the invariants.
+.PHONY: sim-ledger soak-ledger
+sim-ledger: build
+	cmake --build $(BUILD) --target sim-ledger
+
+soak-ledger: build
+	cmake --build $(BUILD) --target soak-ledger
+
 fuzz: build
 	cmake --build $(BUILD) --target fuzz-long
 

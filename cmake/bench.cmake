@@ -97,6 +97,14 @@ list(APPEND _bench_cmds
     $<TARGET_FILE:ron-accounting> run ${CMAKE_SOURCE_DIR}/tests/host/backlog-day.lua
     ${RA_BENCH_OUT}/backlog-day 10000 24)
 
+# Rating (docs/LEDGER-RATING.md §9): card:rate, usage.request, exporters.ledger:put into the
+# memory store and SQLite (NORMAL, FULL).
+if(RA_BUILD_LEDGER)
+  list(APPEND _bench_cmds
+    COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+      $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-rate.lua)
+endif()
+
 # POST /v1/records under wrk (tests/bench/bench-ingest.sh): records/s and p99 through the
 # daemon, baselines GET /healthz and the handler in-process; a tiny plane answering 429
 # with flat memory. Daemon state under <build>/bench/ingest.

@@ -71,6 +71,11 @@ if(RA_BUILD_AUDIT)
   target_compile_definitions(ron-accounting PRIVATE RA_WITH_AUDIT=1)
   target_link_libraries(ron-accounting PRIVATE ronaudit_static)
 endif()
+# The ledger's operator verbs (host/cli/ledgerops.c runs lua/ron/ledger/cli.lua).
+if(RA_BUILD_LEDGER)
+  target_sources(ron-accounting PRIVATE host/cli/ledgerops.c)
+  target_compile_definitions(ron-accounting PRIVATE RA_WITH_LEDGER=1)
+endif()
 set_target_properties(ron-accounting PROPERTIES ENABLE_EXPORTS ON)
 target_link_options(ron-accounting PRIVATE -rdynamic)
 

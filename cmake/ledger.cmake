@@ -155,6 +155,36 @@ if(COMMAND ra_host_spec)
   endif()
 endif()
 
+# The engine (lua/ron/ledger/ledger.lua, docs/LEDGER.md "The commit path") on a real
+# PostgreSQL inside the host: racing commits, a racing capped floor, replays, and a kill -9
+# loop of a committing process (RON_LEDGER_KILLS, 20 here) with recover() and the
+# simulator's invariants after each kill. `make soak-ledger` runs 500 kills; `make sim-ledger`
+# runs the deterministic simulator (spec/ron/ledger/sim_spec.lua) over many more seeds.
+if(COMMAND ra_host_spec)
+  ra_host_spec(lua-ledger-engine-pg-host spec/ron/ledger/ledger_pg_host_spec.lua)
+  if(TEST lua-ledger-engine-pg-host)
+    set_tests_properties(lua-ledger-engine-pg-host PROPERTIES LABELS "lua;postgres" TIMEOUT 300)
+    set_property(TEST lua-ledger-engine-pg-host APPEND PROPERTY ENVIRONMENT
+      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+  endif()
+endif()
+if(TARGET ron-accounting AND RA_BUSTED)
+  add_custom_target(soak-ledger
+    COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_KILLS=500 RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+            RA_BIN=$<TARGET_FILE:ron-accounting>
+            "LUA_PATH=${CMAKE_SOURCE_DIR}/lua/?.lua\;${CMAKE_SOURCE_DIR}/lua/?/init.lua\;\;"
+            $<TARGET_FILE:ron-accounting> run spec/run-busted.lua --output=plainTerminal
+            spec/ron/ledger/ledger_pg_host_spec.lua
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} DEPENDS ron-accounting ronledger USES_TERMINAL)
+endif()
+if(RA_LUAJIT AND RA_BUSTED)
+  add_custom_target(sim-ledger
+    COMMAND ${CMAKE_COMMAND} -E env RON_SIM_SEEDS=400 RON_SIM_OPS=300
+            RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+            ${_ra_busted_cmd} --output=plainTerminal spec/ron/ledger/sim_spec.lua
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} DEPENDS ronledger USES_TERMINAL)
+endif()
+
 # ---- benchmark (tests/bench/bench-ledger.c): `make bench` runs it first, with the others'
 # results file; ctest bench-ledger-smoke runs it with --quick (label bench-smoke). ----
 add_executable(bench-ledger ${CMAKE_SOURCE_DIR}/tests/bench/bench-ledger.c)

@@ -15,7 +15,7 @@ librust-blake3-dev b3sum
 nginx libnginx-mod-http-lua lua-resty-core nginx-dev wrk
 libh2o-dev libssl-dev openssl prometheus curl
 libpq-dev postgresql
-libsqlite3-dev
+libsqlite3-dev sqlite3
 libcurl4-openssl-dev
 libutf8proc-dev libsodium-dev
 lua-check shellcheck clang-format cppcheck git

@@ -31,6 +31,15 @@ enum { RA_HOST_EXIT_OK = 0, RA_HOST_EXIT_FAILED = 1, RA_HOST_EXIT_USAGE = 2 };
  * that calls os.exit() ends the process from inside. */
 int ra_host_run(const char *exe, int argc, char **argv);
 
+/* The directory of the ron Lua packages this host uses: the installed one next to the
+ * executable, else the source tree's (run.c). out holds cap bytes. */
+#include <stddef.h>
+void ra_host_lua_dir(char *out, size_t cap);
+
+/* ledgerops.c (RA_BUILD_LEDGER): `ledger --db PATH VERB ...`, the ledger's operator verbs,
+ * in Lua (lua/ron/ledger/cli.lua) run by ra_host_run. */
+int ra_host_ledger(const char *exe, int argc, char **argv);
+
 /* Every verb has this signature, so main.c's command table can name it: exe is the path
  * the host was started as, argv the arguments after the verb; returns the exit code.
  * walcmd.c: `verify [--quiet] PATH` and `wal <subcommand> ...`. */

@@ -70,6 +70,22 @@ static const command_t commands[] = {
      "  audit keygen NAME SKEY VKEY\n"
      "                            a new Ed25519 checkpoint key pair (signer file 0600)\n"},
 #endif
+#ifdef RA_WITH_LEDGER
+    {"ledger", ra_host_ledger,
+     "  ledger --db PATH [--book NAME] VERB ...\n"
+     "                            the ledger's operator verbs over a SQLite ledger store\n"
+     "                            (docs/LEDGER-RATING.md): init (the book and its system\n"
+     "                            accounts), accounts [--tenant UUID], balance ACCOUNT\n"
+     "                            [CODE/SCALE], transfer --from A --to B --asset CODE/SCALE\n"
+     "                            --amount N --intent KEY, reverse TRANSFER_ID --intent KEY,\n"
+     "                            history ACCOUNT [--limit N], verify [--file-ledger DIR]\n"
+     "                            [--wal DIR]:\n"
+     "                            every transfer id from its canonical bytes, every\n"
+     "                            balance from postings and against the projection,\n"
+     "                            conservation per asset, each usage slice consumed by\n"
+     "                            exactly one transfer; problems named by position, exit 1;\n"
+     "                            recover [--node NAME]: finish interrupted commits\n"},
+#endif
     {"wal", ra_host_wal,
      "  wal inspect [--json] PATH\n"
      "                            list a WAL, one line each: its heads checkpoint, its\n"

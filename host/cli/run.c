@@ -96,6 +96,12 @@ static int installed_lua_dir(char *out) {
     return access(probe, R_OK) == 0;
 }
 
+void ra_host_lua_dir(char *out, size_t cap) {
+    char dir[PATH_MAX];
+    if (!installed_lua_dir(dir)) snprintf(dir, sizeof dir, "%s", RA_SOURCE_LUA_DIR);
+    snprintf(out, cap, "%s", dir);
+}
+
 /* package.path = <binding>;<script dir>;<what LuaJIT derived from LUA_PATH or defaults>. */
 static void set_package_path(lua_State *L, const char *script) {
     char lua_dir[PATH_MAX];

@@ -1,0 +1,358 @@
+-- ron.accounting.export.exporters.ledger: the metering runtime's exporter into ron-ledger
+-- (docs/LEDGER-RATING.md §7, docs/EXPORT.md §1; PRODUCT.md §9). Each slice is rated with the
+-- operator's rate card (ron.ledger.rate), mapped to one commit of the engine
+-- (ron.ledger.usage, ron.ledger.ledger) and consumed exactly once: the stream's chain is
+-- enforced here, per stream, on the store's usage_streams (ok | dup | conflict | gap).
+--
+--   local ledger = require "ron.accounting.export.exporters.ledger"
+--   local e = assert(ledger.new {
+--       store = { backend = "sqlite", path = "var/ledger.db" },   -- or an open store
+--       card = "cards/acme.lua",        -- or a card from ron.ledger.rate
+--       book = "main", node = "n1",     -- the engine's book and node name
+--   })
+--   e:put(slice)            -> ok | dup | conflict | gap [, detail] | nil, err
+--   e:head(tenant, dim)     -> { seq, b3 = hex } | nil | nil, err
+--   e:accept_loss{ tenant, dimension, through_seq, link_b3, reason, now_s } -> { from, to }
+--   e:close()
+--
+-- A put, in order (LED-R-8):
+--  1. the stream's head h (get_stream; none: seq 0, 32 zero bytes) decides as the export
+--     contract says: seq <= h.seq: dup when a committed transfer holds this slice's intent
+--     (tenant|dimension|seq|b3), else conflict; seq > h.seq + 1: gap; prev_b3 ~= h.b3:
+--     conflict;
+--  2. the period's usage so far: the used_after of the previous slice's transfer (its
+--     intent is tenant|dimension|seq-1|prev_b3) when it is of the same period, else 0;
+--  3. the tenant's accounts exist (created on first use: wallet no_overdraft, receivable
+--     and usage uncapped); a frozen or closed wallet answers nil, err before the commit
+--     (a refusal stored under the slice's intent would stop the stream for good);
+--  4. led:commit(usage.request(...)); a stored outcome is returned for a replay;
+--  5. a usage.shortfall event when the wallet did not cover the charge;
+--  6. advance_stream(seq, b3 from h): 1 -> ok; 0 -> re-read: already there -> dup, else
+--     nil, err (another writer moved it: the runtime retries and then sees dup or conflict).
+-- A crash between 4 and 6 leaves the transfer committed and the head behind: the re-sent
+-- slice finds its committed intent (the engine returns the first outcome) and the head
+-- moves then. Nothing is ever charged twice: the intent is unique.
+--
+-- Accepted losses (docs/EXPORT.md §2): one `usage.loss` event holding the loss record of the
+-- range (ron.accounting.export.loss, the record of its last seq), then the head moves to
+-- through_seq with link_b3. `ron-accounting ledger verify` lists them.
+--
+-- Capability: `blocking` is the store's (a synchronous SQLite store blocks the calling
+-- thread: the runtime then refuses it on the loop; open it with offload = true there).
+local usage = require "ron.ledger.usage"
+local rate = require "ron.ledger.rate"
+local loss = require "ron.accounting.export.loss"
+
+local type, error, tostring, setmetatable, pcall, format =
+      type, error, tostring, setmetatable, pcall, string.format
+
+local _M = { LOSS_EVENT = "usage.loss", SHORTFALL_EVENT = "usage.shortfall" }
+
+local ZERO32 = usage.ZERO32
+local MAX_CACHE = 100000 -- streams and tenants remembered (then forgotten all at once)
+
+local E = {}
+E.__index = E
+
+local OPTS = { store = true, card = true, book = true, node = true, engine = true,
+               clock = true, accounts = true }
+
+-- new(opts) -> exporter | nil, err. No I/O: the store is opened and the book, the system
+-- accounts and pending sagas are dealt with on the first put/head (a task, when the store
+-- is offloaded).
+function _M.new(opts)
+    if type(opts) ~= "table" then error("exporters.ledger.new: expects an options table", 2) end
+    for k in pairs(opts) do
+        if not OPTS[k] and k ~= "module" then
+            return nil, format("exporters.ledger.new: unknown option %q", tostring(k))
+        end
+    end
+    local card = opts.card
+    if type(card) == "string" then
+        local err
+        card, err = rate.load(card)
+        if not card then return nil, err end
+    elseif type(card) ~= "table" or type(card.rate) ~= "function" then
+        return nil, "exporters.ledger.new: card must be a rate card file or a card"
+    end
+    if type(opts.store) ~= "table" then
+        return nil, "exporters.ledger.new: store must be { backend = ..., ... } or a store"
+    end
+    local self = setmetatable({
+        store_opts = opts.store, card = card, book = opts.book or "main",
+        node = opts.node or "node1", clock = opts.clock, led = opts.engine,
+        accounts = opts.accounts or usage.account,
+        streams = {}, nstreams = 0, tenants = {}, ntenants = 0,
+        counts = { puts = 0, ok = 0, dup = 0, conflict = 0, gap = 0, fail = 0, shortfalls = 0 },
+    }, E)
+    if type(opts.store.get_stream) == "function" then self.store = opts.store end
+    local so = self.store or opts.store
+    self.blocking = so.blocking == true
+        or (not self.store and so.backend == "sqlite" and not so.offload) or nil
+    return self
+end
+
+-- The store, the engine, the book and its system accounts: once.
+function E:ready()
+    if self.is_ready then return true end
+    -- One starter: the runtime's workers (one task per stream) all put at once, and two
+    -- recover() runs of one engine must not drive the same saga. The others fail locally
+    -- (retried with backoff) until the first is done.
+    if self.readying then return nil, "LedgerError: the ledger is starting (recovering)" end
+    self.readying = true
+    local done, ok, err = pcall(self._start, self)
+    self.readying = nil
+    if not done then return nil, "LedgerError: " .. tostring(ok) end
+    return ok, err
+end
+
+function E:_start()
+    if not self.store then
+        local s, err = require("ron.ledger.store").open(self.store_opts)
+        if not s then return nil, "LedgerError: " .. tostring(err) end
+        self.store = s
+    end
+    if not self.led then
+        self.led = require("ron.ledger.ledger").new { store = self.store, book = self.book,
+                                                      node = self.node, clock = self.clock }
+    end
+    local ok, err = self.led:recover()
+    if ok == nil and err then return nil, err end
+    local n
+    n, err = self.store:create_book(self.book, "created by exporters.ledger")
+    if not n then return nil, err end
+    for _, kind in ipairs { "revenue", "usage_source" } do
+        ok, err = self:ensure_account(self.accounts(kind), "uncapped")
+        if not ok then return nil, err end
+    end
+    self.is_ready = true
+    return true
+end
+
+function E:ensure_account(id, policy)
+    local a, err = self.store:get_account(id)
+    if a then return a end
+    if err then return nil, err end
+    local r, cerr = self.led:create_account { id = id, policy = policy }
+    if r == nil and cerr then
+        a = self.store:get_account(id) -- a racing creator: fine
+        if a then return a end
+        return nil, cerr
+    end
+    return self.store:get_account(id) or { id = id, policy = policy, status = "open" }
+end
+
+-- The tenant's wallet (checked open), receivable and usage accounts.
+function E:tenant_accounts(tenant16)
+    local t = self.tenants[tenant16]
+    if not t then
+        t = {}
+        for _, k in ipairs { { "wallet", "no_overdraft" }, { "receivable", "uncapped" },
+                             { "usage", "uncapped" } } do
+            local a, err = self:ensure_account(self.accounts(k[1], tenant16), k[2])
+            if not a then return nil, err end
+        end
+        if self.ntenants >= MAX_CACHE then self.tenants, self.ntenants = {}, 0 end
+        self.tenants[tenant16] = t
+        self.ntenants = self.ntenants + 1
+    end
+    -- The wallet's status may change (freeze): read it each time, it is one row.
+    local w, err = self.store:get_account(self.accounts("wallet", tenant16))
+    if not w then return nil, err or "LedgerError: the wallet account vanished" end
+    if w.status ~= "open" then
+        return nil, format("Frozen: the wallet of tenant %s is %s: its usage waits",
+                           usage.tenant_text(tenant16), tostring(w.status))
+    end
+    return t
+end
+
+local function key(tenant16, dim) return tenant16 .. dim end
+
+-- The units of the slice's period rated before it (decimal string).
+function E:period_used(info, tenant16)
+    if info.seq <= 1 then return "0" end
+    local period = self.card:period_of(info.window_start_s)
+    local c = self.streams[key(tenant16, info.dimension)]
+    if c and c.seq == info.seq - 1 and c.b3 == info.prev_b3 then
+        return c.period == period and c.used_after or "0"
+    end
+    local o, err = self.store:get_intent(usage.intent(tenant16, info.dimension, info.seq - 1,
+                                                      info.prev_b3))
+    if err then return nil, err end
+    if not o or o.status ~= "committed" then return "0" end -- an accepted loss: restart
+    local rec
+    rec, err = self.store:get_transfer(o.transfer_id)
+    if not rec then return nil, err or "LedgerError: a committed intent without its transfer" end
+    local m = usage.decode_metadata(rec.metadata)
+    if not m or m.period ~= period or m.dimension ~= info.dimension then return "0" end
+    return m.used_after
+end
+
+local function remember(self, tenant16, info, period, used_after)
+    if self.nstreams >= MAX_CACHE then self.streams, self.nstreams = {}, 0 end
+    local k = key(tenant16, info.dimension)
+    if not self.streams[k] then self.nstreams = self.nstreams + 1 end
+    self.streams[k] = { seq = info.seq, b3 = info.b3, period = period, used_after = used_after }
+end
+
+-- The part of the charge the wallet did not cover: the receivable's outputs in the
+-- transfer (negative amounts), from the stored canonical bytes.
+function E:shortfall(transfer_id, req)
+    if not req.movements[2] then return 0 end
+    local rec = self.store:get_transfer(transfer_id)
+    if not rec or not rec.bytes then return 0 end
+    local t = require("ron.ledger").decode_transfer(rec.bytes)
+    if not t then return 0 end
+    local recv, cur, short = next(req.overdraft) and req.overdraft[req.movements[2].from],
+                             req.movements[2].asset, 0
+    for _, o in ipairs(t.outputs) do
+        if o.account == recv and o.asset.code == cur.code and o.amount < 0 then
+            short = short - o.amount
+        end
+    end
+    return short
+end
+
+local function count(self, status)
+    self.counts[status] = (self.counts[status] or 0) + 1
+end
+
+local function fail(self, err)
+    count(self, "fail")
+    return nil, err
+end
+
+function E:put(s)
+    if type(s) ~= "table" or type(s.id) ~= "table" then
+        error("exporters.ledger: put expects a slice", 2)
+    end
+    self.counts.puts = self.counts.puts + 1
+    local ok, err = self:ready()
+    if not ok then return fail(self, err) end
+    local store = self.store
+    local info = usage.from_slice(s)
+    local tenant16 = usage.tenant_raw(s.tenant)
+    local h
+    h, err = store:get_stream(tenant16, s.dimension)
+    if err then return fail(self, err) end
+    local hseq, hb3 = h and h.seq or 0, h and h.b3 or ZERO32
+    local seq = info.seq
+    if type(seq) ~= "number" then
+        count(self, "gap")
+        return "gap", "seq beyond 2^53"
+    end
+    if seq <= hseq then
+        local same = seq == hseq and hb3 == info.b3
+        if not same then
+            local o
+            o, err = store:get_intent(usage.intent(tenant16, s.dimension, seq, info.b3))
+            if err then return fail(self, err) end
+            same = o and o.status == "committed"
+        end
+        if same then
+            count(self, "dup")
+            return "dup"
+        end
+        count(self, "conflict")
+        return "conflict", format("%s/%s seq %d: another slice holds this seq (head %d)",
+                                  s.tenant, s.dimension, seq, hseq)
+    end
+    if seq > hseq + 1 then
+        count(self, "gap")
+        return "gap", format("head is seq %d", hseq)
+    end
+    if info.prev_b3 ~= hb3 then
+        count(self, "conflict")
+        return "conflict", hseq == 0 and "seq 1 must have a zero prev_b3"
+            or format("prev_b3 is not the b3 %s of seq %d", usage.hex(hb3), hseq)
+    end
+    local used
+    used, err = self:period_used(info, tenant16)
+    if not used then return fail(self, err) end
+    ok, err = self:tenant_accounts(tenant16)
+    if not ok then return fail(self, err) end
+    local req, rated = usage.request(info, self.card, used, self.accounts)
+    if not req then return fail(self, rated) end
+    local r, cerr = self.led:commit(req)
+    if not r then return fail(self, "LedgerError: " .. tostring(cerr)) end
+    local short = self:shortfall(r.transfer_id, req)
+    if short ~= 0 then
+        local n, eerr = store:append_event(self.book, r.transfer_id, _M.SHORTFALL_EVENT,
+            format("tenant=%s amount=%s asset=%s", usage.tenant_text(tenant16), tostring(short),
+                   rated.asset.code))
+        if not n then return fail(self, eerr) end
+        if n == 1 then self.counts.shortfalls = self.counts.shortfalls + 1 end
+    end
+    local n, aerr = store:advance_stream(tenant16, s.dimension, seq, info.b3,
+                                         hseq > 0 and hseq or nil, hseq > 0 and hb3 or nil)
+    if not n then return fail(self, aerr) end
+    remember(self, tenant16, info, rated.period, rated.used_after)
+    if n == 1 then
+        local status = r.replayed and "dup" or "ok"
+        count(self, status)
+        return status
+    end
+    local h2
+    h2, err = store:get_stream(tenant16, s.dimension)
+    if h2 and h2.seq == seq and h2.b3 == info.b3 then
+        count(self, "dup")
+        return "dup"
+    end
+    return fail(self, err or "LedgerError: the stream's head moved meanwhile")
+end
+
+function E:head(tenant, dimension)
+    local ok, err = self:ready()
+    if not ok then return nil, err end
+    local h
+    h, err = self.store:get_stream(usage.tenant_raw(tenant), dimension)
+    if not h then return nil, err end
+    if h.seq == 0 then return nil end
+    return { seq = h.seq, b3 = usage.hex(h.b3) }
+end
+
+function E:accept_loss(o)
+    local reason, err = loss.check(o)
+    if not reason then return nil, err end
+    local ok
+    ok, err = self:ready()
+    if not ok then return nil, err end
+    local tenant16 = usage.tenant_raw(o.tenant)
+    local h
+    h, err = self.store:get_stream(tenant16, o.dimension)
+    if err then return nil, err end
+    local hseq, hb3 = h and h.seq or 0, h and h.b3 or ZERO32
+    local recs
+    recs, err = loss.records(o, hseq, hb3)
+    if not recs then return nil, err end
+    local last = recs[#recs]
+    local id = usage.b3(last.bytes)
+    local n
+    for _ = 1, 8 do -- 0: the event exists, or a racing insert took the seq
+        n, err = self.store:append_event(self.book, id, _M.LOSS_EVENT, last.bytes)
+        if not n then return nil, err end
+        if n == 1 or self.store:get_event(self.book, id, _M.LOSS_EVENT) then break end
+    end
+    n, err = self.store:advance_stream(tenant16, o.dimension, last.seq, last.link,
+                                       hseq > 0 and hseq or nil, hseq > 0 and hb3 or nil)
+    if not n then return nil, err end
+    if n == 0 then return nil, "LedgerError: the stream's head moved meanwhile: try again" end
+    self.streams[key(tenant16, o.dimension)] = nil
+    return { from = recs[1].seq, to = last.seq }
+end
+
+function E:stats()
+    local c = {}
+    for k, v in pairs(self.counts) do c[k] = v end
+    return c
+end
+
+function E:close()
+    if self.store and not self.closed and type(self.store.close) == "function"
+       and self.store_opts ~= self.store then
+        pcall(self.store.close, self.store)
+    end
+    self.closed = true
+end
+
+return _M

@@ -1,0 +1,194 @@
+-- ron.ledger.bigint: exact non-negative integers of any size for rating (docs/LEDGER-RATING.md
+-- §3). Usage quantities are sums of u64 counters and a price times a quantity overflows
+-- every machine integer; rating must never round through a float (LED-R-2), so quantities
+-- and charges are computed here, in base 10^6 limbs (little-endian), and only the final
+-- amount is turned into an int64 (which it must fit).
+--
+--   local B = require "ron.ledger.bigint"
+--   B.from(v)            v: a non-negative integer Lua number (<= 2^53), a uint64_t/int64_t
+--                        cdata, or a decimal string; raises on anything else
+--   B.tostring(a)        decimal digits
+--   B.cmp(a, b)          -1 | 0 | 1
+--   B.add(a, b), B.sub(a, b) (a >= b), B.min(a, b), B.max(a, b)
+--   B.mul_small(a, k)    k an integer 0 .. 2^31 - 1
+--   B.div_small(a, k)    floor(a / k), k an integer 1 .. 2^31 - 1; returns quotient, remainder
+--   B.to_u64(a)          uint64_t cdata | nil when a >= 2^64
+--   B.to_amount(a)       a Lua number (< 2^53) or int64_t cdata | nil when a >= 2^63
+--   B.is_zero(a)
+local ffi = require "ffi"
+
+local floor, type, tonumber, tostring, error = math.floor, type, tonumber, tostring, error
+local format, concat = string.format, table.concat
+
+local BASE = 1000000
+local SMALL_MAX = 2147483647
+
+local _M = { SMALL_MAX = SMALL_MAX }
+
+local function norm(a)
+    local n = #a
+    while n > 1 and a[n] == 0 do
+        a[n] = nil
+        n = n - 1
+    end
+    return a
+end
+
+local function from_string(s)
+    if not s:match("^%d+$") then
+        error("ron.ledger.bigint: not a non-negative decimal integer: " .. s, 3)
+    end
+    s = s:gsub("^0+", "")
+    if s == "" then return { 0 } end
+    local a, i = {}, #s
+    while i >= 1 do
+        local j = i - 5
+        if j < 1 then j = 1 end
+        a[#a + 1] = tonumber(s:sub(j, i))
+        i = j - 1
+    end
+    return norm(a)
+end
+
+local u64 = ffi.typeof("uint64_t")
+local i64 = ffi.typeof("int64_t")
+
+function _M.from(v)
+    local t = type(v)
+    if t == "number" then
+        if v ~= v or v < 0 or v % 1 ~= 0 or v > 2 ^ 53 then
+            error("ron.ledger.bigint: not an exact non-negative integer: " .. tostring(v), 2)
+        end
+        local a = {}
+        repeat
+            local r = v % BASE
+            a[#a + 1] = r
+            v = (v - r) / BASE
+        until v == 0
+        return a
+    elseif t == "string" then
+        return from_string(v)
+    elseif t == "cdata" and (ffi.istype(u64, v) or ffi.istype(i64, v)) then
+        if ffi.istype(i64, v) and v < 0 then
+            error("ron.ledger.bigint: negative: " .. tostring(v), 2)
+        end
+        return from_string((tostring(u64(v)):gsub("ULL$", "")))
+    elseif t == "table" then
+        return v
+    end
+    error("ron.ledger.bigint: expects an integer, got " .. t, 2)
+end
+
+function _M.tostring(a)
+    local parts = { tostring(a[#a]) }
+    for i = #a - 1, 1, -1 do parts[#parts + 1] = format("%06d", a[i]) end
+    return concat(parts)
+end
+
+function _M.is_zero(a)
+    return #a == 1 and a[1] == 0
+end
+
+function _M.cmp(a, b)
+    if #a ~= #b then return #a < #b and -1 or 1 end
+    for i = #a, 1, -1 do
+        if a[i] ~= b[i] then return a[i] < b[i] and -1 or 1 end
+    end
+    return 0
+end
+
+function _M.min(a, b) return _M.cmp(a, b) <= 0 and a or b end
+function _M.max(a, b) return _M.cmp(a, b) >= 0 and a or b end
+
+function _M.add(a, b)
+    local r, carry = {}, 0
+    for i = 1, (#a > #b and #a or #b) do
+        local s = (a[i] or 0) + (b[i] or 0) + carry
+        if s >= BASE then
+            r[i], carry = s - BASE, 1
+        else
+            r[i], carry = s, 0
+        end
+    end
+    if carry > 0 then r[#r + 1] = carry end
+    return r
+end
+
+-- a - b for a >= b (raises otherwise: a bug of the caller).
+function _M.sub(a, b)
+    local r, borrow = {}, 0
+    for i = 1, #a do
+        local s = a[i] - (b[i] or 0) - borrow
+        if s < 0 then
+            r[i], borrow = s + BASE, 1
+        else
+            r[i], borrow = s, 0
+        end
+    end
+    if borrow ~= 0 or #b > #a then error("ron.ledger.bigint: sub would go negative", 2) end
+    return norm(r)
+end
+
+local function small(k, lo)
+    if type(k) ~= "number" or k % 1 ~= 0 or k < lo or k > SMALL_MAX then
+        error("ron.ledger.bigint: small operand out of range: " .. tostring(k), 3)
+    end
+end
+
+-- Limbs < 10^6 times k < 2^31 plus a carry stay below 2^53: exact in a double.
+function _M.mul_small(a, k)
+    small(k, 0)
+    if k == 0 then return { 0 } end
+    local r, carry = {}, 0
+    for i = 1, #a do
+        local p = a[i] * k + carry
+        local lo = p % BASE
+        r[i] = lo
+        carry = (p - lo) / BASE
+    end
+    while carry > 0 do
+        local lo = carry % BASE
+        r[#r + 1] = lo
+        carry = (carry - lo) / BASE
+    end
+    return norm(r)
+end
+
+function _M.div_small(a, k)
+    small(k, 1)
+    local q, rem = {}, 0
+    for i = #a, 1, -1 do
+        local cur = rem * BASE + a[i] -- < 2^31 * 10^6: exact
+        local d = floor(cur / k)
+        -- floor() of a double quotient can be off by one near an integer: correct it.
+        local m = cur - d * k
+        if m < 0 then d, m = d - 1, m + k elseif m >= k then d, m = d + 1, m - k end
+        q[i], rem = d, m
+    end
+    return norm(q), rem
+end
+
+local U64_MAX = from_string("18446744073709551615")
+local I64_MAX = from_string("9223372036854775807")
+_M.U64_MAX, _M.I64_MAX = U64_MAX, I64_MAX
+
+function _M.to_u64(a)
+    if _M.cmp(a, U64_MAX) > 0 then return nil end
+    local v = u64(0)
+    for i = #a, 1, -1 do v = v * BASE + a[i] end
+    return v
+end
+
+function _M.to_amount(a)
+    if _M.cmp(a, I64_MAX) > 0 then return nil end
+    if #a <= 2 or (#a == 3 and a[3] < 9007) then -- < 9.007e15 < 2^53
+        local v = 0
+        for i = #a, 1, -1 do v = v * BASE + a[i] end
+        return v
+    end
+    local v = i64(0)
+    for i = #a, 1, -1 do v = v * BASE + a[i] end
+    return v
+end
+
+return _M

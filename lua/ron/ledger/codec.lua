@@ -1,0 +1,121 @@
+-- ron.ledger.codec: a small deterministic serializer for the engine's own records (the
+-- saga's write-ahead data, event data) and SHA-256 for request body hashes. The ledger's
+-- domain values have their canonical encodings in the C core (docs/LEDGER-FORMAT.md); this
+-- is only for the engine's bookkeeping, which a store keeps as opaque bytes.
+--
+-- Values: nil, booleans, numbers (exact integers or not), int64_t cdata, strings, and tables
+-- of those keyed by strings or numbers. Keys are written sorted, so equal tables give equal
+-- bytes (the body hash of a request depends on its content, not on table order).
+local ffi = require "ffi"
+
+local concat = table.concat
+local format = string.format
+local sort = table.sort
+local sub = string.sub
+local tonumber = tonumber
+local tostring = tostring
+local type = type
+
+local _M = {}
+
+local int64_t = ffi.typeof("int64_t")
+
+local function key_less(a, b)
+    local ta, tb = type(a), type(b)
+    if ta ~= tb then return ta < tb end
+    return a < b
+end
+
+local function put(v, out)
+    local t = type(v)
+    if v == nil then out[#out + 1] = "n"
+    elseif t == "boolean" then out[#out + 1] = v and "t" or "f"
+    elseif t == "number" then out[#out + 1] = format("d%.17g;", v)
+    elseif t == "cdata" and ffi.istype(int64_t, v) then
+        out[#out + 1] = "i" .. tostring(v):gsub("LL$", "") .. ";"
+    elseif t == "string" then out[#out + 1] = "s" .. #v .. ":" .. v
+    elseif t == "table" then
+        local keys = {}
+        for k in pairs(v) do
+            if type(k) ~= "string" and type(k) ~= "number" then
+                error("ron.ledger.codec: table key of type " .. type(k), 3)
+            end
+            keys[#keys + 1] = k
+        end
+        sort(keys, key_less)
+        out[#out + 1] = "T" .. #keys .. ":"
+        for _, k in ipairs(keys) do
+            put(k, out)
+            put(v[k], out)
+        end
+    else
+        error("ron.ledger.codec: cannot encode a " .. t, 3)
+    end
+end
+
+function _M.encode(v)
+    local out = {}
+    put(v, out)
+    return concat(out)
+end
+
+local function get(s, i)
+    local c = sub(s, i, i)
+    if c == "n" then return nil, i + 1
+    elseif c == "t" then return true, i + 1
+    elseif c == "f" then return false, i + 1
+    elseif c == "d" then
+        local e = s:find(";", i, true)
+        return tonumber(sub(s, i + 1, e - 1)), e + 1
+    elseif c == "i" then
+        local e = s:find(";", i, true)
+        local digits = sub(s, i + 1, e - 1)
+        local neg = digits:sub(1, 1) == "-"
+        local v = int64_t(0)
+        for k = neg and 2 or 1, #digits do v = v * 10 + (digits:byte(k) - 48) end
+        return neg and -v or v, e + 1
+    elseif c == "s" then
+        local e = s:find(":", i, true)
+        local n = tonumber(sub(s, i + 1, e - 1))
+        return sub(s, e + 1, e + n), e + n + 1
+    elseif c == "T" then
+        local e = s:find(":", i, true)
+        local n = tonumber(sub(s, i + 1, e - 1))
+        local r = {}
+        i = e + 1
+        for _ = 1, n do
+            local k, v
+            k, i = get(s, i)
+            v, i = get(s, i)
+            r[k] = v
+        end
+        return r, i
+    end
+    error(format("ron.ledger.codec: bad tag %q at %d", c, i), 2)
+end
+
+function _M.decode(s)
+    local v, i = get(s, 1)
+    if i ~= #s + 1 then error("ron.ledger.codec: trailing bytes", 2) end
+    return v
+end
+
+-- SHA-256 from libcrypto (the core links it already; LED-2's hash).
+ffi.cdef [[ unsigned char *SHA256(const unsigned char *d, size_t n, unsigned char *md); ]]
+local crypto
+for _, name in ipairs { "crypto", "libcrypto.so.3", "libcrypto.so.1.1" } do
+    local ok, lib = pcall(ffi.load, name)
+    if ok then
+        crypto = lib
+        break
+    end
+end
+local md = ffi.new("unsigned char[32]")
+
+function _M.sha256(s)
+    if not crypto then error("ron.ledger.codec: libcrypto not found", 2) end
+    crypto.SHA256(s, #s, md)
+    return ffi.string(md, 32)
+end
+
+return _M

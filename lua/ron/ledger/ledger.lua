@@ -1,0 +1,951 @@
+-- ron.ledger.ledger: the engine (issue 15, docs/LEDGER.md "The commit path"). Accounts,
+-- commit, reverse, recover, balances, history and the event feed over any Store
+-- (lua/ron/ledger/store/*: the same primitives with the same counts on every backend).
+--
+--   local L = require "ron.ledger.ledger"
+--   local led = L.new { store = s, book = "main", node = "n1", clock = fn_ms?, audit = fn? }
+--   led:recover()
+--   led:create_account { id = 16B, policy = "no_overdraft"|"capped"|"uncapped", floor = n }
+--   local r, err, code = led:commit { intent =, body_hash =?, movements =, metadata =?,
+--                                     overdraft = { [from] = receivable }? }
+--
+-- The commit path is one linear function driven by a persisted phase (LED-26): nothing is
+-- written before the saga's write-ahead record, nothing is decided from a count alone (a
+-- count that is not the full one is read back, LED-28), every end-state is verified, and a
+-- saga past its point of no return is only ever rolled forward (LED-31). A store error that
+-- outlives the retries is "Unavailable" (a retry class, LED-32), never a rejection.
+--
+-- The intent key is the commit's second identity (LED-27): its outcome, success or
+-- deterministic rejection, is stored once and returned to every replay; a replay with
+-- another body is a Conflict. An intent is claimed (a row under a key no caller can send:
+-- 256 bytes of 0xff then the intent) before anything is reserved, so two sagas for one
+-- intent can never both pass their point of no return.
+local codec = require "ron.ledger.codec"
+local ledger = require "ron.ledger"
+
+local error = error
+local format = string.format
+local pcall = pcall
+local rep = string.rep
+local sort = table.sort
+local type = type
+
+local _M = {}
+
+-- The engine's own codes (the core's are ledger.ERR, -1..-20).
+local ERR = {
+    Conflict = -101,       -- the intent was used with another body
+    Unavailable = -102,    -- retry class: the store failed or stayed busy; nothing is decided
+    InvalidRequest = -103, -- the request is malformed (never stored: not an outcome)
+    NotFound = -104,       -- reverse: no such transfer
+    Bug = -105,            -- an end-state that cannot happen did (double spend, lost row)
+}
+for name, code in pairs(ledger.ERR) do ERR[name] = code end
+_M.ERR = ERR
+local NAME = {}
+for name, code in pairs(ERR) do NAME[code] = name end
+_M.NAME = NAME
+
+-- Codes a caller retries: never stored under an intent, never InsufficientFunds (LED-32).
+_M.RETRY = { [ERR.Unavailable] = true }
+
+-- Validation codes that mean "the state moved under us": re-resolve, do not store.
+local RACE = {
+    [ERR.AccountVersionMismatch] = true,
+    [ERR.UnknownPosting] = true,
+    [ERR.PostingSpent] = true,
+}
+
+local MAX_INPUTS = 256
+local SELECT_LIMIT = 1024 -- a store's batch bound (sql.MAX_BATCH)
+local FIRST_PAGE = 32
+local CLAIM_PREFIX = rep("\255", 256)
+local EVENT_KIND = "transfer"
+
+local Ledger = {}
+Ledger.__index = Ledger
+
+local function fail(code, msg)
+    return nil, NAME[code] .. ": " .. msg, code
+end
+
+local function hex(s) return ledger.hex(s) end
+
+local function asset_key(a) return a.code .. "\0" .. a.scale end
+
+local function random_nonce()
+    local f = io.open("/dev/urandom", "rb")
+    local s = f and f:read(8) or tostring(os.time()) .. tostring({})
+    if f then f:close() end
+    return hex(s)
+end
+
+function _M.new(opts)
+    assert(type(opts) == "table" and opts.store, "ron.ledger.ledger: opts.store required")
+    local self = setmetatable({
+        store = opts.store,
+        book = opts.book or "main",
+        node = opts.node or "n1",
+        clock = opts.clock or function() return math.floor(os.time() * 1000) end,
+        audit = opts.audit,
+        check = opts.check, -- test hook: called with every last-step validation's inputs
+        pause = opts.pause or function() end, -- between waits (a head held by another saga)
+        nonce = opts.nonce or random_nonce(),
+        max_attempts = opts.max_attempts or 8,
+        head_waits = opts.head_waits or 64,
+        prim_retries = opts.prim_retries or 3,
+        seq = 0,
+        inflight = {},
+        stats = { commits = 0, rejections = 0, replays = 0, resolves = 0, head_waits = 0,
+                  recovered = 0 },
+    }, Ledger)
+    return self
+end
+
+-- ---- store calls ----
+
+-- One primitive, retried while the store says "retry" or "io" (each primitive is idempotent
+-- or its effect is read back by the caller). A failure that outlives the retries aborts the
+-- drive with a table error that _guard turns into Unavailable (LED-32).
+function Ledger:_p(name, ...)
+    local s = self.store
+    local err, class
+    for attempt = 1, self.prim_retries + 1 do
+        local a, b, c = s[name](s, ...)
+        if a ~= nil then return a, b, c end
+        err, class = b, c
+        if class == "bug" then break end
+        if attempt <= self.prim_retries then self.pause(attempt) end
+    end
+    error({ ledger_store_failure = true, name = name, err = err, class = class }, 0)
+end
+
+local function store_failure(e)
+    return type(e) == "table" and e.ledger_store_failure
+end
+
+-- Reads may legitimately return nil (no row): they do not go through _p's nil check.
+function Ledger:_read(name, ...)
+    local s = self.store
+    local err, class
+    for attempt = 1, self.prim_retries + 1 do
+        local a, b, c = s[name](s, ...)
+        if a ~= nil or b == nil then return a end
+        err, class = b, c
+        if class == "bug" then break end
+        if attempt <= self.prim_retries then self.pause(attempt) end
+    end
+    error({ ledger_store_failure = true, name = name, err = err, class = class }, 0)
+end
+
+-- Runs fn; a store failure becomes Unavailable (or Bug); anything else (a simulated crash,
+-- a programming error) propagates untouched.
+local function guard(on_failure, fn, ...)
+    local r = { pcall(fn, ...) }
+    if r[1] then return unpack(r, 2, table.maxn(r)) end
+    local e = r[2]
+    if store_failure(e) then
+        if on_failure then on_failure() end
+        local code = e.class == "bug" and ERR.Bug or ERR.Unavailable
+        return fail(code, format("store %s failed: %s", e.name, tostring(e.err)))
+    end
+    error(e, 0)
+end
+
+-- ---- accounts (LED-8, LED-9: append-only versions) ----
+
+function Ledger:create_account(a)
+    if type(a) ~= "table" or type(a.id) ~= "string" or #a.id ~= 16 then
+        return fail(ERR.InvalidRequest, "account id must be 16 bytes")
+    end
+    local policy = a.policy or "no_overdraft"
+    if policy ~= "no_overdraft" and policy ~= "capped" and policy ~= "uncapped" then
+        return fail(ERR.InvalidRequest, "unknown policy " .. tostring(policy))
+    end
+    local floor = policy == "capped" and (a.floor or 0) or 0
+    if floor > 0 then return fail(ERR.InvalidRequest, "a floor is <= 0") end
+    local acct = { id = a.id, version = 1, policy = policy, floor = floor,
+                   status = a.status or "open", book = self.book }
+    acct.bytes = ledger.encode_account(acct)
+    return guard(nil, function()
+        if self:_p("create_account", acct) == 1 then return acct end
+        local cur = self:_read("get_account", a.id)
+        if cur and cur.version == 1 and cur.policy == policy and cur.floor == floor then
+            return cur
+        end
+        if cur and (cur.policy ~= policy or cur.floor ~= floor) then
+            return fail(ERR.Conflict, "account " .. hex(a.id) .. " exists with other settings")
+        end
+        return cur
+    end)
+end
+
+function Ledger:_set_status(id, status)
+    return guard(nil, function()
+        for _ = 1, self.max_attempts do
+            local cur = self:_read("get_account", id)
+            if not cur then return fail(ERR.NotFound, "no account " .. hex(id)) end
+            if cur.status == status then return cur end
+            if cur.status == "closed" then
+                return fail(ERR.AccountClosed, "account " .. hex(id) .. " is closed for good")
+            end
+            local nxt = { id = id, version = cur.version + 1, policy = cur.policy,
+                          floor = cur.floor, status = status, book = cur.book }
+            nxt.bytes = ledger.encode_account(nxt)
+            if self:_p("append_account_version", nxt) == 1 then return nxt end
+            -- 0: another version landed first (or ours, reply lost): read and decide again.
+        end
+        return fail(ERR.Unavailable, "account " .. hex(id) .. " keeps changing")
+    end)
+end
+
+function Ledger:freeze(id) return self:_set_status(id, "frozen") end
+function Ledger:unfreeze(id) return self:_set_status(id, "open") end
+function Ledger:close(id) return self:_set_status(id, "closed") end
+
+function Ledger:account(id)
+    return guard(nil, function() return self:_read("get_account", id) end)
+end
+
+-- ---- reads ----
+
+function Ledger:balance(account, asset)
+    return guard(nil, function()
+        return self:_p("get_balances", { { account = account, asset = asset } })[1]
+    end)
+end
+
+function Ledger:history(account, opts)
+    opts = opts or {}
+    return guard(nil, function()
+        return self:_p("get_transfers_for_account", account, opts.limit or 100, opts.before)
+    end)
+end
+
+function Ledger:events_since(after_seq, limit)
+    return guard(nil, function()
+        return self:_p("get_events_since", self.book, after_seq or 0, limit or 100)
+    end)
+end
+
+function Ledger:transfer(id)
+    return guard(nil, function()
+        local rec = self:_read("get_transfer", id)
+        if not rec then return nil end
+        rec.transfer = ledger.decode_transfer(rec.bytes)
+        return rec
+    end)
+end
+
+-- ---- requests ----
+
+local function check_asset(a)
+    return type(a) == "table" and type(a.code) == "string" and type(a.scale) == "number"
+end
+
+local function check_amount(v)
+    if type(v) == "number" then return v > 0 and v % 1 == 0 and v <= 2 ^ 53 end
+    return type(v) == "cdata" and v > 0
+end
+
+local function check_request(req)
+    if type(req) ~= "table" then return "request must be a table" end
+    local k = req.intent
+    if type(k) ~= "string" or #k < 1 or #k > 255 then return "intent must be 1..255 bytes" end
+    if req.body_hash ~= nil and (type(req.body_hash) ~= "string" or #req.body_hash ~= 32) then
+        return "body_hash must be 32 bytes"
+    end
+    if req.metadata ~= nil and type(req.metadata) ~= "string" then
+        return "metadata must be a string"
+    end
+    if req.kind == "reverse" then return nil end
+    if type(req.movements) ~= "table" or #req.movements == 0 then
+        return "movements must be a non-empty array"
+    end
+    for i, m in ipairs(req.movements) do
+        if type(m) ~= "table" or type(m.from) ~= "string" or #m.from ~= 16 or
+            type(m.to) ~= "string" or #m.to ~= 16 then
+            return format("movements[%d]: from and to must be 16-byte account ids", i)
+        end
+        if not check_asset(m.asset) then return format("movements[%d]: bad asset", i) end
+        if not check_amount(m.amount) then
+            return format("movements[%d]: amount must be a positive integer", i)
+        end
+    end
+    if req.overdraft ~= nil then
+        if type(req.overdraft) ~= "table" then return "overdraft must be a table" end
+        for from, to in pairs(req.overdraft) do
+            if type(from) ~= "string" or #from ~= 16 or type(to) ~= "string" or #to ~= 16 then
+                return "overdraft maps 16-byte account ids to 16-byte account ids"
+            end
+        end
+    end
+end
+
+-- The part of a request its body hash covers (when the caller gives none).
+local function body_of(req)
+    return codec.encode { kind = req.kind, movements = req.movements, metadata = req.metadata,
+                          overdraft = req.overdraft, target = req.target }
+end
+
+-- The body hash the engine stores for a request without one (kind "commit" or "reverse").
+function _M.body_hash(kind, req)
+    if req.body_hash then return req.body_hash end
+    if kind == "reverse" then
+        return codec.sha256(body_of { kind = "reverse", metadata = req.metadata or "",
+                                      target = req.target })
+    end
+    return codec.sha256(body_of { kind = "commit", movements = req.movements,
+                                  metadata = req.metadata or "", overdraft = req.overdraft })
+end
+
+function Ledger:commit(req)
+    local bad = check_request(req)
+    if bad then return fail(ERR.InvalidRequest, bad) end
+    local r = { kind = "commit", intent = req.intent, movements = req.movements,
+                metadata = req.metadata or "", overdraft = req.overdraft }
+    r.body_hash = req.body_hash or codec.sha256(body_of(r))
+    return self:_run(r)
+end
+
+-- A reversal: a new transfer that consumes what transfer_id created and recreates what it
+-- consumed, through the same path (LED-34).
+function Ledger:reverse(transfer_id, intent, opts)
+    opts = opts or {}
+    if type(transfer_id) ~= "string" or #transfer_id ~= 32 then
+        return fail(ERR.InvalidRequest, "transfer id must be 32 bytes")
+    end
+    local r = { kind = "reverse", intent = intent, target = transfer_id,
+                metadata = opts.metadata or "", body_hash = opts.body_hash }
+    local bad = check_request(r)
+    if bad then return fail(ERR.InvalidRequest, bad) end
+    r.body_hash = r.body_hash or codec.sha256(body_of(r))
+    return self:_run(r)
+end
+
+-- ---- outcomes ----
+
+function Ledger:_outcome(req, stored)
+    if stored.body_hash and req.body_hash and stored.body_hash ~= req.body_hash then
+        return fail(ERR.Conflict, "intent already used with another body")
+    end
+    self.stats.replays = self.stats.replays + 1
+    if stored.status == "committed" then
+        local ev = self:_read("get_event", self.book, stored.transfer_id, EVENT_KIND)
+        return { transfer_id = stored.transfer_id, status = "committed",
+                 event_seq = ev and ev.seq, replayed = true }
+    end
+    return nil, stored.message, stored.code
+end
+
+function Ledger:_new_sid()
+    self.seq = self.seq + 1
+    return format("%s:%s:%d", self.node, self.nonce, self.seq)
+end
+
+function Ledger:_run(req)
+    return guard(nil, function()
+        local prior = self:_read("get_intent", req.intent)
+        if prior then return self:_outcome(req, prior) end
+        return self:_drive(self:_new_sid(), req)
+    end)
+end
+
+-- ---- resolve (read only): request -> transfer, or a deterministic rejection ----
+
+-- Returns t, info or nil, err, code (a rejection to store) or false, err, code (a race:
+-- try again).
+function Ledger:_resolve_commit(req)
+    local pairs_, by_key = {}, {}
+    local function pair(account, asset)
+        local k = account .. asset_key(asset)
+        local p = by_key[k]
+        if not p then
+            p = { account = account, asset = asset, net = 0 }
+            by_key[k] = p
+            pairs_[#pairs_ + 1] = p
+        end
+        return p
+    end
+    for _, m in ipairs(req.movements) do
+        local a = ledger.amount_sub(pair(m.from, m.asset).net, m.amount)
+        if not a then return fail(ERR.AmountOverflow, "movement sums overflow") end
+        pair(m.from, m.asset).net = a
+        local c = ledger.amount_add(pair(m.to, m.asset).net, m.amount)
+        if not c then return fail(ERR.AmountOverflow, "movement sums overflow") end
+        pair(m.to, m.asset).net = c
+    end
+    local ids, seen = {}, {}
+    local function want(id)
+        if not seen[id] then
+            seen[id] = true
+            ids[#ids + 1] = id
+        end
+    end
+    for _, p in ipairs(pairs_) do want(p.account) end
+    for from, to in pairs(req.overdraft or {}) do
+        want(from)
+        want(to)
+    end
+    local accts = self:_p("get_accounts", ids)
+    for _, id in ipairs(ids) do
+        if not accts[id] then return fail(ERR.UnknownAccount, "no account " .. hex(id)) end
+    end
+    local inputs, outputs, consumed = {}, {}, {}
+    for _, p in ipairs(pairs_) do
+        if p.net < 0 then
+            local need = -p.net
+            -- The largest few first: when they cover the need, greedy largest-first over
+            -- all postings picks exactly these (the store orders as selection does, LED-10);
+            -- only a short page is read again in full.
+            local list = self:_p("get_postings_by_account", p.account, p.asset, "active",
+                                 FIRST_PAGE, "largest")
+            local cap = MAX_INPUTS - #inputs
+            local picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
+                                                                     need, cap)
+            if not picks and #list == FIRST_PAGE then
+                list = self:_p("get_postings_by_account", p.account, p.asset, "active",
+                               SELECT_LIMIT, "largest")
+                picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
+                                                                   need, cap)
+            end
+            if picks then
+                for _, i in ipairs(picks) do
+                    inputs[#inputs + 1] = list[i].id
+                    consumed[#consumed + 1] = list[i]
+                end
+                if change ~= 0 then
+                    outputs[#outputs + 1] = { account = p.account, asset = p.asset,
+                                              amount = change }
+                end
+            elseif change == ERR.InsufficientFunds then
+                -- sum (4th value) is what the account has; the shortfall goes to the
+                -- receivable the caller named, or onto the account itself when its policy
+                -- lets it hold a negative posting (the floor is checked by validation).
+                -- Postings other sagas hold are value in flight, not value missing: a short
+                -- account with reservations on the pair is a race (retry), never a stored
+                -- InsufficientFunds or an overdraft (LED-32).
+                local held = self:_p("get_postings_by_account", p.account, p.asset,
+                                     "pending_inactive", 1)
+                if #held > 0 then return false, "reservations in flight", ERR.Unavailable end
+                local recv = req.overdraft and req.overdraft[p.account]
+                if not recv and accts[p.account].policy == "no_overdraft" then
+                    return fail(ERR.InsufficientFunds, format(
+                        "account %s has %s of %s %s, needs %s", hex(p.account),
+                        tostring(avail), p.asset.code, tostring(p.asset.scale), tostring(need)))
+                end
+                if avail > 0 then
+                    local all, s2 = ledger.select_postings(list, p.account, p.asset, avail, cap)
+                    if not all then
+                        return fail(ERR.LimitExceeded, "too many postings to drain " ..
+                                    hex(p.account))
+                    end
+                    assert(s2 == avail)
+                    for _, i in ipairs(all) do
+                        inputs[#inputs + 1] = list[i].id
+                        consumed[#consumed + 1] = list[i]
+                    end
+                end
+                outputs[#outputs + 1] = { account = recv or p.account, asset = p.asset,
+                                          amount = -(need - avail) }
+            else
+                return nil, sum, change -- LimitExceeded, AmountOverflow: deterministic
+            end
+        elseif p.net > 0 then
+            outputs[#outputs + 1] = { account = p.account, asset = p.asset, amount = p.net }
+        end
+    end
+    sort(inputs, function(a, b)
+        if a.transfer_id ~= b.transfer_id then return a.transfer_id < b.transfer_id end
+        return a.index < b.index
+    end)
+    return { inputs = inputs, outputs = outputs, metadata = req.metadata, intent = req.intent },
+        consumed, accts
+end
+
+function Ledger:_resolve_reverse(req)
+    local rec = self:_read("get_transfer", req.target)
+    if not rec then return fail(ERR.NotFound, "no transfer " .. hex(req.target)) end
+    local orig = ledger.decode_transfer(rec.bytes)
+    local outs = {}
+    for i = 1, #orig.outputs do outs[i] = { transfer_id = req.target, index = i - 1 } end
+    local created = self:_p("get_postings", outs)
+    local was = self:_p("get_postings", orig.inputs)
+    if #created ~= #outs or #was ~= #orig.inputs then
+        return fail(ERR.Bug, "transfer " .. hex(req.target) .. " has lost postings")
+    end
+    for _, p in ipairs(created) do
+        if p.status == "inactive" then
+            return fail(ERR.PostingSpent, "transfer " .. hex(req.target) ..
+                        " created postings that are already spent")
+        end
+        if p.status ~= "active" then return false, "reserved by another saga", ERR.Unavailable end
+    end
+    local outputs, ids, seen = {}, {}, {}
+    for i, p in ipairs(was) do
+        outputs[i] = { account = p.account, asset = p.asset, amount = p.amount }
+    end
+    for _, p in ipairs(created) do
+        if not seen[p.account] then seen[p.account] = true ids[#ids + 1] = p.account end
+    end
+    for _, o in ipairs(outputs) do
+        if not seen[o.account] then seen[o.account] = true ids[#ids + 1] = o.account end
+    end
+    local accts = self:_p("get_accounts", ids)
+    for _, id in ipairs(ids) do
+        if not accts[id] then return fail(ERR.UnknownAccount, "no account " .. hex(id)) end
+    end
+    return { inputs = outs, outputs = outputs, intent = req.intent,
+             metadata = req.metadata ~= "" and req.metadata or "reverses " .. hex(req.target) },
+        created, accts
+end
+
+-- Pins (every involved account at the version just read) and the pairs to validate.
+local function complete(t, consumed, accts)
+    local seen, ids = {}, {}
+    for _, p in ipairs(consumed) do
+        if not seen[p.account] then seen[p.account] = true ids[#ids + 1] = p.account end
+    end
+    for _, o in ipairs(t.outputs) do
+        if not seen[o.account] then seen[o.account] = true ids[#ids + 1] = o.account end
+    end
+    local sorted = {}
+    for i, id in ipairs(ids) do sorted[i] = id end
+    sort(sorted)
+    t.pins = {}
+    for i, id in ipairs(sorted) do t.pins[i] = { account = id, version = accts[id].version } end
+    return ids
+end
+
+-- The (account, asset) pairs of t, in order of first appearance.
+local function pairs_of(t, consumed)
+    local r, seen = {}, {}
+    local function add(account, asset)
+        local k = account .. asset_key(asset)
+        if not seen[k] then
+            seen[k] = true
+            r[#r + 1] = { account = account, asset = asset }
+        end
+    end
+    for _, p in ipairs(consumed) do add(p.account, p.asset) end
+    for _, o in ipairs(t.outputs) do add(o.account, o.asset) end
+    return r
+end
+
+-- The heads to take (LED-29): every capped pair the transfer debits (consumes a posting of,
+-- or gives a negative output), in sorted order (no deadlock between two sagas).
+local function heads_of(t, consumed, accts)
+    local r, seen = {}, {}
+    local function add(account, asset)
+        local a = accts[account]
+        if a and a.policy == "capped" then
+            local k = account .. asset_key(asset)
+            if not seen[k] then
+                seen[k] = true
+                r[#r + 1] = { account = account, asset = asset, key = k }
+            end
+        end
+    end
+    for _, p in ipairs(consumed) do add(p.account, p.asset) end
+    for _, o in ipairs(t.outputs) do if o.amount < 0 then add(o.account, o.asset) end end
+    sort(r, function(a, b) return a.key < b.key end)
+    for _, h in ipairs(r) do h.key = nil end
+    return r
+end
+
+local function list_accounts(ids, accts)
+    local r = {}
+    for i, id in ipairs(ids) do r[i] = accts[id] end
+    return r
+end
+
+-- ---- the saga ----
+
+local function saga_data(ctx)
+    return codec.encode { req = ctx.req, t = ctx.tbytes, tid = ctx.tid, heads = ctx.heads,
+                          created_at_ms = ctx.created_at_ms }
+end
+
+function Ledger:_save(ctx, phase)
+    ctx.phase = phase
+    self:_p("save_saga", ctx.sid, phase, saga_data(ctx), self.node)
+end
+
+-- Releases what ctx holds before the point of no return (compensation; LED-28).
+-- Each release is read back: a count short of the full one (a lost reply, a partial batch)
+-- must not leave a posting PendingInactive or a head held by a saga that gave up.
+function Ledger:_compensate(ctx)
+    local ids = ctx.t and ctx.t.inputs or {}
+    for round = 1, self.max_attempts + 1 do
+        if #ids == 0 then break end
+        if self:_p("release_postings", ids, ctx.sid) ~= #ids then
+            local left = {}
+            for _, p in ipairs(self:_p("get_postings", ids)) do
+                if p.status == "pending_inactive" and p.reservation == ctx.sid then
+                    left[#left + 1] = p.id
+                end
+            end
+            ids = left
+        else
+            ids = {}
+        end
+        if round > self.max_attempts and #ids > 0 then
+            error({ ledger_store_failure = true, name = "release_postings",
+                    err = "postings stay reserved", class = "io" }, 0)
+        end
+    end
+    local heads = ctx.heads or {}
+    for i = #heads, 1, -1 do
+        local h = heads[i]
+        if self:_p("release_head", h.account, h.asset, ctx.sid) ~= 1 then
+            local cur = self:_p("get_heads", { h })[1]
+            if cur and cur.holder == ctx.sid then
+                self:_p("release_head", h.account, h.asset, ctx.sid)
+                cur = self:_p("get_heads", { h })[1]
+                if cur and cur.holder == ctx.sid then
+                    error({ ledger_store_failure = true, name = "release_head",
+                            err = "head stays held", class = "io" }, 0)
+                end
+            end
+        end
+    end
+    ctx.t, ctx.tbytes, ctx.tid, ctx.heads = nil, nil, nil, nil
+end
+
+-- Claims the intent for ctx.sid: true, or false + a result to return.
+function Ledger:_claim(ctx)
+    local key = CLAIM_PREFIX .. ctx.req.intent
+    local claim = { status = "claimed", message = ctx.sid, body_hash = ctx.req.body_hash }
+    if self:_p("put_intent", key, claim) == 1 then return true end
+    local cur = self:_read("get_intent", key)
+    if cur and cur.message == ctx.sid then return true end
+    -- Another saga holds the intent: ours never reserved anything, drop it.
+    self:_p("delete_saga", ctx.sid)
+    local final = self:_read("get_intent", ctx.req.intent)
+    if final then return false, { self:_outcome(ctx.req, final) } end
+    if cur and cur.body_hash ~= ctx.req.body_hash then
+        return false, { fail(ERR.Conflict, "intent in flight with another body") }
+    end
+    local holder = cur and cur.message
+    if holder and not self.inflight[holder] then
+        -- A saga of this node that nobody drives (it failed with Unavailable): adopt it.
+        -- Marked before the next store call (a scheduling point) so no one adopts it twice.
+        self.inflight[holder] = true
+        local found
+        for _, s in ipairs(self:_p("list_pending_sagas", self.node)) do
+            if s.id == holder then found = s end
+        end
+        self.inflight[holder] = nil
+        if found then return false, { self:_resume(found) } end
+    end
+    return false, { fail(ERR.Unavailable, "intent in flight in saga " .. tostring(holder)) }
+end
+
+-- Stores a deterministic rejection under the intent (LED-27), after compensation.
+function Ledger:_reject(ctx, err, code)
+    self:_compensate(ctx)
+    local stored = { status = "rejected", code = code, message = err,
+                     body_hash = ctx.req.body_hash }
+    if self:_p("put_intent", ctx.req.intent, stored) ~= 1 then
+        local cur = self:_read("get_intent", ctx.req.intent)
+        if not cur then return fail(ERR.Bug, "intent neither stored nor present") end
+        stored = cur
+    end
+    self:_p("delete_saga", ctx.sid)
+    self.stats.rejections = self.stats.rejections + 1
+    if stored.status == "committed" then return self:_outcome(ctx.req, stored) end
+    return nil, stored.message, stored.code
+end
+
+-- Reserves t's inputs for sid: "full" or "partial" (count interpretation, LED-28).
+function Ledger:_reserve(ctx)
+    local ids = ctx.t.inputs
+    if #ids == 0 then return "full" end
+    local n = self:_p("reserve_postings", ids, ctx.sid)
+    if n == #ids then return "full" end
+    -- Partial or zero: the count alone does not say whether the rows are ours (a replay
+    -- after a lost reply counts 0). Read them.
+    local ours = 0
+    for _, p in ipairs(self:_p("get_postings", ids)) do
+        if p.status == "pending_inactive" and p.reservation == ctx.sid then ours = ours + 1 end
+    end
+    if ours == #ids then return "full" end
+    return "partial"
+end
+
+-- Takes the heads in sorted order; true, or false after waiting too long.
+function Ledger:_take_heads(ctx)
+    ctx.held = 0
+    for i, h in ipairs(ctx.heads) do
+        self:_p("ensure_head", h.account, h.asset)
+        local got = false
+        for w = 1, self.head_waits do
+            if self:_p("acquire_head", h.account, h.asset, ctx.sid) == 1 then
+                got = true
+                break
+            end
+            local cur = self:_p("get_heads", { h })[1]
+            if cur and cur.holder == ctx.sid then
+                got = true
+                break
+            end
+            self.stats.head_waits = self.stats.head_waits + 1
+            self.pause(w)
+        end
+        if not got then return false end
+        ctx.held = i
+    end
+    return true
+end
+
+-- The last step before the point of no return (LED-30): re-read accounts, consumed
+-- postings and balances, and validate against them.
+function Ledger:_revalidate(ctx)
+    local t = ctx.t
+    local accts = self:_p("get_accounts", ctx.ids)
+    local consumed = #t.inputs > 0 and self:_p("get_postings", t.inputs) or {}
+    for _, p in ipairs(consumed) do
+        if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then
+            return false, "a reserved posting is not ours any more", ERR.Bug
+        end
+    end
+    local prs = pairs_of(t, consumed)
+    local bals = self:_p("get_balances", prs)
+    local balances = {}
+    for i, pr in ipairs(prs) do
+        balances[i] = { account = pr.account, asset = pr.asset, amount = bals[i] }
+    end
+    local alist = {}
+    for _, id in ipairs(ctx.ids) do if accts[id] then alist[#alist + 1] = accts[id] end end
+    local plan, err, code = ledger.validate_and_plan(t, alist, consumed, balances)
+    if self.check then self.check(t, alist, consumed, balances, plan, err, code) end
+    if plan then return plan end
+    return nil, err, code
+end
+
+-- One drive of a saga to an outcome.
+function Ledger:_drive(sid, req)
+    local ctx = { sid = sid, req = req, created_at_ms = self.clock() }
+    self.inflight[sid] = true
+    local r = { pcall(guard, function()
+        -- Before the point of no return a failure releases what it holds, best effort (the
+        -- saga record stays: recover() or the caller's retry finishes it).
+        if ctx.phase ~= "finalizing" then
+            local ok, e = pcall(self._compensate, self, ctx)
+            if not ok and not store_failure(e) then error(e, 0) end
+        end
+    end, self._drive_body, self, ctx) }
+    self.inflight[sid] = nil
+    if not r[1] then error(r[2], 0) end
+    return unpack(r, 2, table.maxn(r))
+end
+
+function Ledger:_drive_body(ctx)
+    local req = ctx.req
+    local prior = self:_read("get_intent", req.intent)
+    if prior then
+        self:_p("delete_saga", ctx.sid)
+        return self:_outcome(req, prior)
+    end
+    self:_save(ctx, "reserving")
+    local ok, res = self:_claim(ctx)
+    if not ok then return unpack(res, 1, table.maxn(res)) end
+    for _ = 1, self.max_attempts do
+        self.stats.resolves = self.stats.resolves + 1
+        local resolve = req.kind == "reverse" and self._resolve_reverse or self._resolve_commit
+        local t, consumed, accts = resolve(self, req)
+        if t == nil then return self:_reject(ctx, consumed, accts) end
+        if t then
+            ctx.ids = complete(t, consumed, accts)
+            -- An early look: a transfer the current state refuses is refused before
+            -- anything is reserved (the same check runs again as the last step).
+            local prs = pairs_of(t, consumed)
+            local bals = self:_p("get_balances", prs)
+            local balances = {}
+            for i, pr in ipairs(prs) do
+                balances[i] = { account = pr.account, asset = pr.asset, amount = bals[i] }
+            end
+            local plan, err, code = ledger.validate_and_plan(t, list_accounts(ctx.ids, accts),
+                                                             consumed, balances)
+            if not plan and not RACE[code] then return self:_reject(ctx, err, code) end
+            if plan then
+                ctx.t, ctx.tid = t, plan.transfer_id
+                ctx.tbytes = assert(ledger.encode_transfer(t))
+                ctx.heads = heads_of(t, consumed, accts)
+                self:_save(ctx, "reserving")
+                if self:_reserve(ctx) == "full" and self:_take_heads(ctx) then
+                    local plan2, err2, code2 = self:_revalidate(ctx)
+                    if plan2 then return self:_finalize(ctx) end
+                    if code2 == ERR.Bug then error(err2) end
+                    if not RACE[code2] then return self:_reject(ctx, err2, code2) end
+                end
+                self:_compensate(ctx)
+            end
+        end
+        self.pause(1)
+    end
+    -- Still racing: the saga stays (reserving, holding nothing) for the retry or recover().
+    return fail(ERR.Unavailable, "postings or heads kept changing; retry")
+end
+
+-- The point of no return and after: every step verified, every step idempotent
+-- (LED-31). Also what recover() runs for a saga found in phase finalizing.
+function Ledger:_finalize(ctx)
+    local t, tid, sid = ctx.t, ctx.tid, ctx.sid
+    if ctx.phase ~= "finalizing" then self:_save(ctx, "finalizing") end
+    -- 1. consume: every input Inactive, consumed by this transfer (the double-spend guard).
+    if #t.inputs > 0 then
+        for round = 1, self.max_attempts + 1 do
+            self:_p("deactivate_postings", t.inputs, sid, tid)
+            local done, left = 0, 0
+            for _, p in ipairs(self:_p("get_postings", t.inputs)) do
+                if p.status == "inactive" and p.consumed_by == tid then done = done + 1
+                elseif p.status == "pending_inactive" and p.reservation == sid then
+                    left = left + 1
+                else
+                    error(format("ron.ledger: double spend refused: posting %s:%d of saga %s "
+                                 .. "is %s (consumed by %s)", hex(p.id.transfer_id), p.id.index,
+                                 sid, p.status, p.consumed_by and hex(p.consumed_by) or "-"))
+                end
+            end
+            if done == #t.inputs then break end
+            if round > self.max_attempts or left + done ~= #t.inputs then
+                error("ron.ledger: inputs of saga " .. sid .. " lost")
+            end
+        end
+    end
+    -- 2. create: every output exists.
+    local outs = {}
+    for i = 1, #t.outputs do outs[i] = ledger.output_posting(t, tid, i) end
+    if #outs > 0 and self:_p("insert_postings", outs) ~= #outs then
+        -- Short count: some exist already (a replay) or the batch was cut; read back.
+        local ids = {}
+        for i, o in ipairs(outs) do ids[i] = o.id end
+        for round = 1, self.max_attempts + 1 do
+            if #self:_p("get_postings", ids) == #outs then break end
+            if round > self.max_attempts then
+                error("ron.ledger: outputs of " .. hex(tid) .. " missing after insert")
+            end
+            self:_p("insert_postings", outs)
+        end
+    end
+    -- 3. the transfer record.
+    local involved = {}
+    for _, p in ipairs(t.pins) do involved[#involved + 1] = p.account end
+    local rec = { id = tid, bytes = ctx.tbytes, intent = t.intent, book = self.book,
+                  created_at_ms = ctx.created_at_ms, metadata = t.metadata }
+    if self:_p("store_transfer", rec, involved) ~= 1 then
+        local got = self:_read("get_transfer", tid)
+        if not got or got.bytes ~= ctx.tbytes then
+            error("ron.ledger: transfer " .. hex(tid) .. " not stored")
+        end
+    end
+    -- 4. the intent's outcome.
+    local outcome = { status = "committed", transfer_id = tid, body_hash = ctx.req.body_hash }
+    if self:_p("put_intent", t.intent, outcome) ~= 1 then
+        local cur = self:_read("get_intent", t.intent)
+        if not cur or cur.status ~= "committed" or cur.transfer_id ~= tid then
+            error("ron.ledger: intent of " .. hex(tid) .. " holds another outcome")
+        end
+    end
+    -- 5. the event, gapless (LED-33): 0 = it exists, or a racing insert took the seq.
+    local ev
+    for _ = 1, self.max_attempts * 4 do
+        local data = codec.encode { intent = t.intent, kind = ctx.req.kind,
+                                    target = ctx.req.target }
+        self:_p("append_event", self.book, tid, EVENT_KIND, data)
+        ev = self:_read("get_event", self.book, tid, EVENT_KIND)
+        if ev then break end
+        self.pause(1)
+    end
+    if not ev then return fail(ERR.Unavailable, "event of " .. hex(tid) .. " not appended") end
+    -- 6. heads back, record gone.
+    for i = #(ctx.heads or {}), 1, -1 do
+        local h = ctx.heads[i]
+        self:_p("release_head", h.account, h.asset, sid)
+    end
+    self:_p("delete_saga", sid)
+    self.stats.commits = self.stats.commits + 1
+    if self.audit then
+        self.audit { kind = "transfer", transfer_id = tid, intent = t.intent,
+                     event_seq = ev.seq, book = self.book }
+    end
+    return { transfer_id = tid, status = "committed", event_seq = ev.seq, replayed = false }
+end
+
+-- Resumes a saga found in the store (recover(), or adoption by a caller's retry).
+function Ledger:_resume(s)
+    local d = codec.decode(s.data)
+    local ctx = { sid = s.id, req = d.req, phase = s.phase, tbytes = d.t, tid = d.tid,
+                  heads = d.heads, created_at_ms = d.created_at_ms }
+    if ctx.tbytes then ctx.t = ledger.decode_transfer(ctx.tbytes) end
+    self.inflight[s.id] = true
+    local r
+    if s.phase == "finalizing" then
+        r = { guard(nil, self._finalize, self, ctx) }
+    else
+        -- Not past the point of no return: give back what it may hold, then drive it again
+        -- from the start (it re-resolves and re-validates against the current state).
+        r = { guard(nil, function()
+            self:_compensate(ctx)
+            local prior = self:_read("get_intent", ctx.req.intent)
+            local claim = self:_read("get_intent", CLAIM_PREFIX .. ctx.req.intent)
+            if prior or (claim and claim.message ~= s.id) then
+                self:_p("delete_saga", s.id)
+                if prior then return self:_outcome(ctx.req, prior) end
+                -- Another saga claimed the intent first (this one died before its claim):
+                -- that one decides the outcome; this record was never more than a draft.
+                return { status = "abandoned", saga = s.id, holder = claim.message }
+            end
+            return true
+        end) }
+        if r[1] == true then
+            self.inflight[s.id] = nil
+            return self:_drive(s.id, ctx.req)
+        end
+    end
+    self.inflight[s.id] = nil
+    self.stats.recovered = self.stats.recovered + 1
+    return unpack(r, 1, table.maxn(r))
+end
+
+-- On start (and whenever wanted): every saga of this node that nobody drives is finished:
+-- finalizing ones rolled forward, reserving ones released and driven again (LED-31).
+-- Returns a list of { id, phase, ok, err, code }.
+--
+-- Order matters: a dead process leaves several sagas, and a reserving one driven again must
+-- not find its siblings' reservations or heads (nobody would ever release them: it would
+-- wait for itself). So finalizing sagas are rolled forward first (they release their
+-- heads), then every reserving saga gives back what it holds, then each is driven again.
+function Ledger:recover()
+    local report = {}
+    local list, err = guard(nil, function() return self:_p("list_pending_sagas", self.node) end)
+    if not list then return nil, err end
+    local function add(s, r, e, code)
+        report[#report + 1] = { id = s.id, phase = s.phase, ok = r ~= nil, err = e, code = code }
+    end
+    local reserving = {}
+    for _, s in ipairs(list) do
+        if not self.inflight[s.id] then
+            if s.phase == "finalizing" then add(s, self:_resume(s))
+            else reserving[#reserving + 1] = s end
+        end
+    end
+    local ready = {}
+    for _, s in ipairs(reserving) do
+        local d = codec.decode(s.data)
+        local ctx = { sid = s.id, heads = d.heads,
+                      t = d.t and ledger.decode_transfer(d.t) or nil }
+        local ok, e, code = guard(nil, function()
+            self:_compensate(ctx)
+            return true
+        end)
+        if ok then ready[#ready + 1] = s else add(s, nil, e, code) end
+    end
+    for _, s in ipairs(ready) do
+        if not self.inflight[s.id] then add(s, self:_resume(s)) end
+    end
+    return report
+end
+
+return _M

@@ -1,0 +1,582 @@
+-- ron.ledger.store.memory: the in-memory Store, with exactly the semantics of the store
+-- contract (/work/notes/ledger-design.md "Store contract", docs/LEDGER.md "The store"):
+-- the substrate of the deterministic simulator (spec/ron/ledger/sim_spec.lua) and one of
+-- the backends of the conformance suite.
+--
+--   local memory = require "ron.ledger.store.memory"
+--   local s = memory.new { fault = fn? }
+--   s:insert_postings(list) -> n | nil, err, class
+--
+-- Every primitive is one atomic step (no yield inside it), as one conditional statement is
+-- in SQL: a write returns the number of rows it changed and never decides anything (the
+-- engine interprets the count). Values in and out are copies, so a caller cannot reach into
+-- the store's state the way it cannot reach into a database's. Amounts are kept as given
+-- (Lua integers below 2^53, or int64_t cdata); sums use `+`.
+--
+-- The fault hook (LED-35) is called around every primitive, reads included:
+--   fault("before", name, ...args)          -> nil | action
+--   fault("after",  name, result, ...args)  -> nil | action
+-- It may raise (a simulated crash: nothing after the raise happens, like a killed process)
+-- or yield (the simulator interleaves sagas there: every primitive is a scheduling point).
+-- An action is a table:
+--   { err = "message", class = "retry"|"io"|"bug" }  before: fail without applying;
+--                                                    after: applied, but the reply is lost
+--   { limit = k }                                     before a batch write: only the first k
+--                                                    ids are applied (a partial count, as when
+--                                                    another writer holds the other rows)
+local ledger = require "ron.ledger"
+
+local format = string.format
+local pairs = pairs
+local sort = table.sort
+local type = type
+
+local _M = {}
+
+local SHARDS = 16
+
+local function copy(v)
+    if type(v) ~= "table" then return v end
+    local r = {}
+    for k, x in pairs(v) do r[k] = copy(x) end
+    return r
+end
+_M.copy = copy
+
+local function asset_key(a) return a.code .. "\0" .. a.scale end
+
+local function pkey(id)
+    local i = id.index
+    return id.transfer_id .. format("%08x", i)
+end
+_M.posting_key = pkey
+
+local function ref_less(a, b)
+    if a.transfer_id ~= b.transfer_id then return a.transfer_id < b.transfer_id end
+    return a.index < b.index
+end
+
+local Store = {}
+Store.__index = Store
+
+function _M.new(opts)
+    opts = opts or {}
+    local self = setmetatable({
+        fault = opts.fault,
+        books = {}, book_order = {},
+        accounts = {}, account_order = {},
+        postings = {}, by_account = {}, -- by_account[account][asset key][status] = { key }
+        balances = {},
+        heads = {},
+        transfers = {}, transfer_order = {}, transfers_by_account = {}, tseq = 0,
+        intents = {},
+        sagas = {}, saga_seq = 0,
+        events = {}, event_index = {},
+        streams = {},
+        meta = {},
+        calls = 0,
+    }, Store)
+    return self
+end
+_M.open = _M.new
+
+-- Runs primitive `name` through the fault hook (LED-35).
+local function prim(name, impl)
+    return function(self, ...)
+        self.calls = self.calls + 1
+        local f, limit = self.fault, nil
+        if f then
+            local act = f("before", name, ...)
+            if act then
+                if act.err then return nil, act.err, act.class or "io" end
+                limit = act.limit
+            end
+        end
+        local a, b, c = impl(self, limit, ...)
+        if f then
+            local act = f("after", name, a, ...)
+            if act and act.err then return nil, act.err, act.class or "io" end
+        end
+        return a, b, c
+    end
+end
+
+local function bug(msg) return nil, "bug: " .. msg, "bug" end
+
+-- ---- books ----
+
+Store.create_book = prim("create_book", function(self, _, id, meta)
+    if self.books[id] then return 0 end
+    self.books[id] = { id = id, meta = copy(meta) }
+    self.book_order[#self.book_order + 1] = id
+    return 1
+end)
+
+Store.get_book = prim("get_book", function(self, _, id) return copy(self.books[id]) end)
+
+Store.list_books = prim("list_books", function(self)
+    local r = {}
+    for i, id in ipairs(self.book_order) do r[i] = copy(self.books[id]) end
+    return r
+end)
+
+-- ---- accounts: append-only versions ----
+
+local function stored_account(acct)
+    local a = copy(acct)
+    a.bytes = a.bytes or ledger.encode_account(a)
+    return a
+end
+
+Store.create_account = prim("create_account", function(self, _, acct)
+    if acct.version ~= 1 then error("create_account: version must be 1", 3) end
+    if self.accounts[acct.id] then return 0 end
+    self.accounts[acct.id] = { stored_account(acct) }
+    self.account_order[#self.account_order + 1] = acct.id
+    return 1
+end)
+
+-- INSERT … SELECT … WHERE max(version) = acct.version - 1: a gap or an overwrite counts 0.
+Store.append_account_version = prim("append_account_version", function(self, _, acct)
+    local h = self.accounts[acct.id]
+    if not h or h[#h].version ~= acct.version - 1 then return 0 end
+    h[#h + 1] = stored_account(acct)
+    return 1
+end)
+
+Store.get_account = prim("get_account", function(self, _, id)
+    local h = self.accounts[id]
+    return h and copy(h[#h]) or nil
+end)
+
+Store.get_accounts = prim("get_accounts", function(self, _, ids)
+    local r = {}
+    for _, id in ipairs(ids) do
+        local h = self.accounts[id]
+        if h then r[id] = copy(h[#h]) end
+    end
+    return r
+end)
+
+Store.get_account_history = prim("get_account_history", function(self, _, id)
+    return copy(self.accounts[id] or {})
+end)
+
+Store.list_accounts = prim("list_accounts", function(self)
+    local r = {}
+    for i, id in ipairs(self.account_order) do
+        local h = self.accounts[id]
+        r[i] = copy(h[#h])
+    end
+    return r
+end)
+
+-- ---- balance projection (the triggers of the SQL backends) ----
+
+local function shard_of(id) return (id.index + id.transfer_id:byte(1)) % SHARDS end
+
+local function project(self, p, sign)
+    local per = self.balances[p.account]
+    if not per then
+        per = {}
+        self.balances[p.account] = per
+    end
+    local k = asset_key(p.asset)
+    local b = per[k]
+    if not b then
+        b = { asset = copy(p.asset), shards = {} }
+        for i = 0, SHARDS - 1 do b.shards[i] = 0 end
+        per[k] = b
+    end
+    local s = shard_of(p.id)
+    if sign > 0 then b.shards[s] = b.shards[s] + p.amount
+    else b.shards[s] = b.shards[s] - p.amount end
+end
+
+local function balance_of(self, account, asset)
+    local per = self.balances[account]
+    local b = per and per[asset_key(asset)]
+    local sum = 0
+    if b then for s = 0, SHARDS - 1 do sum = sum + b.shards[s] end end
+    return ledger.from_amount(sum)
+end
+
+Store.get_balance = prim("get_balance", function(self, _, account, asset)
+    return balance_of(self, account, asset)
+end)
+
+Store.get_balances = prim("get_balances", function(self, _, list)
+    local r = {}
+    for i, pr in ipairs(list) do r[i] = balance_of(self, pr.account, pr.asset) end
+    return r
+end)
+
+-- ---- postings ----
+
+local PSTATUS = { active = true, pending_inactive = true, inactive = true }
+
+-- The index of postings by (account, asset, status): selection reads a pair's Active
+-- postings without walking its history.
+local function move(self, p, from, to)
+    local per = self.by_account[p.account]
+    if not per then
+        per = {}
+        self.by_account[p.account] = per
+    end
+    local sts = per[p._ak]
+    if not sts then
+        sts = { active = {}, pending_inactive = {}, inactive = {} }
+        per[p._ak] = sts
+    end
+    if from then sts[from][p._k] = nil end
+    sts[to][p._k] = true
+end
+
+-- A posting as callers see it (without the index's fields).
+local function out(p)
+    return { id = { transfer_id = p.id.transfer_id, index = p.id.index }, account = p.account,
+             asset = { code = p.asset.code, scale = p.asset.scale }, amount = p.amount,
+             status = p.status, reservation = p.reservation, created_by = p.created_by,
+             consumed_by = p.consumed_by }
+end
+
+Store.insert_postings = prim("insert_postings", function(self, limit, list)
+    local n = 0
+    for i, p in ipairs(list) do
+        if limit and i > limit then break end
+        local st = p.status or "active"
+        if not PSTATUS[st] then return bug("insert_postings: unknown status " .. tostring(st)) end
+        local k = pkey(p.id)
+        if not self.postings[k] then
+            local row = {
+                id = copy(p.id), account = p.account, asset = copy(p.asset), amount = p.amount,
+                status = st, reservation = p.reservation, created_by = p.id.transfer_id,
+                consumed_by = p.consumed_by,
+            }
+            row._k, row._ak = k, asset_key(p.asset)
+            self.postings[k] = row
+            move(self, row, nil, st)
+            if st ~= "inactive" then project(self, row, 1) end
+            n = n + 1
+        end
+    end
+    return n
+end)
+
+-- Active -> PendingInactive stamped rid.
+Store.reserve_postings = prim("reserve_postings", function(self, limit, ids, rid)
+    local n = 0
+    for i, id in ipairs(ids) do
+        if limit and i > limit then break end
+        local p = self.postings[pkey(id)]
+        if p and p.status == "active" then
+            move(self, p, "active", "pending_inactive")
+            p.status, p.reservation = "pending_inactive", rid
+            n = n + 1
+        end
+    end
+    return n
+end)
+
+-- PendingInactive AND reservation = rid -> Active, reservation NULL.
+Store.release_postings = prim("release_postings", function(self, limit, ids, rid)
+    local n = 0
+    for i, id in ipairs(ids) do
+        if limit and i > limit then break end
+        local p = self.postings[pkey(id)]
+        if p and p.status == "pending_inactive" and p.reservation == rid then
+            move(self, p, "pending_inactive", "active")
+            p.status, p.reservation = "active", nil
+            n = n + 1
+        end
+    end
+    return n
+end)
+
+-- rid: PendingInactive with that rid -> Inactive; nil: Active -> Inactive. The projection
+-- loses the amount (a row that does not match fires nothing).
+Store.deactivate_postings = prim("deactivate_postings", function(self, limit, ids, rid,
+                                                                  consumed_by)
+    local n = 0
+    for i, id in ipairs(ids) do
+        if limit and i > limit then break end
+        local p = self.postings[pkey(id)]
+        local ok
+        if rid ~= nil then ok = p and p.status == "pending_inactive" and p.reservation == rid
+        else ok = p and p.status == "active" end
+        if ok then
+            move(self, p, p.status, "inactive")
+            p.status, p.consumed_by = "inactive", consumed_by
+            project(self, p, -1)
+            n = n + 1
+        end
+    end
+    return n
+end)
+
+-- Ascending by id (the SQL stores' ORDER BY), whatever the order asked in.
+Store.get_postings = prim("get_postings", function(self, _, ids)
+    local r = {}
+    for _, id in ipairs(ids) do
+        local p = self.postings[pkey(id)]
+        if p then r[#r + 1] = p end
+    end
+    sort(r, function(a, b) return ref_less(a.id, b.id) end)
+    for i, p in ipairs(r) do r[i] = out(p) end
+    return r
+end)
+
+-- order: "largest" (amount descending, ties by ascending id: what selection wants, LED-10)
+-- or "id" / nil (ascending id).
+Store.get_postings_by_account = prim("get_postings_by_account", function(self, _, account,
+                                                                          asset, status, limit,
+                                                                          order)
+    local r = {}
+    local ak = asset and asset_key(asset)
+    for a, per in pairs(self.by_account[account] or {}) do
+        if not ak or a == ak then
+            for st, set in pairs(per) do
+                if not status or st == status then
+                    for k in pairs(set) do r[#r + 1] = self.postings[k] end
+                end
+            end
+        end
+    end
+    if order == "largest" or order == "amount_desc" then
+        sort(r, function(a, b)
+            if a.amount ~= b.amount then return a.amount > b.amount end
+            return ref_less(a.id, b.id)
+        end)
+    else
+        sort(r, function(a, b) return ref_less(a.id, b.id) end)
+    end
+    local res = {}
+    for i = 1, (limit and limit < #r) and limit or #r do res[i] = out(r[i]) end
+    return res
+end)
+
+-- Every posting, ascending by id (verification: recompute balances from postings). Not a
+-- hot-path primitive; the SQL stores page it.
+Store.scan_postings = prim("scan_postings", function(self)
+    local r = {}
+    for _, p in pairs(self.postings) do r[#r + 1] = out(p) end
+    sort(r, function(a, b) return ref_less(a.id, b.id) end)
+    return r
+end)
+
+-- ---- floor heads ----
+
+local function head_key(account, asset) return account .. asset_key(asset) end
+
+Store.ensure_head = prim("ensure_head", function(self, _, account, asset)
+    local k = head_key(account, asset)
+    if self.heads[k] then return 0 end
+    self.heads[k] = { account = account, asset = copy(asset), version = 0, holder = nil }
+    return 1
+end)
+
+Store.acquire_head = prim("acquire_head", function(self, _, account, asset, saga_id)
+    local h = self.heads[head_key(account, asset)]
+    if not h or h.holder ~= nil then return 0 end
+    h.holder, h.version = saga_id, h.version + 1
+    return 1
+end)
+
+Store.release_head = prim("release_head", function(self, _, account, asset, saga_id)
+    local h = self.heads[head_key(account, asset)]
+    if not h or h.holder ~= saga_id then return 0 end
+    h.holder = nil
+    return 1
+end)
+
+Store.get_heads = prim("get_heads", function(self, _, list)
+    local r = { n = #list }
+    for i, pr in ipairs(list) do
+        local h = self.heads[head_key(pr.account, pr.asset)]
+        if h then r[i] = { version = h.version, holder = h.holder } end
+    end
+    return r
+end)
+
+-- Every head (verification: no head stays held once recovery is done).
+Store.list_heads = prim("list_heads", function(self)
+    local r = {}
+    for _, h in pairs(self.heads) do r[#r + 1] = copy(h) end
+    sort(r, function(a, b) return head_key(a.account, a.asset) < head_key(b.account, b.asset) end)
+    return r
+end)
+
+-- ---- transfers ----
+
+Store.store_transfer = prim("store_transfer", function(self, _, rec, involved)
+    if self.transfers[rec.id] then return 0 end
+    self.tseq = self.tseq + 1
+    local r = copy(rec)
+    r.n = self.tseq
+    self.transfers[rec.id] = r
+    self.transfer_order[#self.transfer_order + 1] = rec.id
+    local seen = {}
+    for _, a in ipairs(involved or {}) do
+        if not seen[a] then
+            seen[a] = true
+            local l = self.transfers_by_account[a]
+            if not l then
+                l = {}
+                self.transfers_by_account[a] = l
+            end
+            l[#l + 1] = rec.id
+        end
+    end
+    return 1
+end)
+
+-- A transfer's n is its insertion number (the paging cursor of both listings).
+Store.get_transfer = prim("get_transfer", function(self, _, id)
+    return copy(self.transfers[id])
+end)
+
+-- Newest first; before_n = exclusive cursor.
+Store.get_transfers_for_account = prim("get_transfers_for_account", function(self, _, account,
+                                                                              limit, before_n)
+    local l = self.transfers_by_account[account] or {}
+    local r = {}
+    for i = #l, 1, -1 do
+        if limit and #r >= limit then break end
+        local t = self.transfers[l[i]]
+        if not before_n or t.n < before_n then r[#r + 1] = copy(t) end
+    end
+    return r
+end)
+
+-- Oldest first; after_n = exclusive cursor.
+Store.list_transfers = prim("list_transfers", function(self, _, after_n, limit)
+    local l, r = self.transfer_order, {}
+    for i = (after_n or 0) + 1, #l do
+        if limit and #r >= limit then break end
+        r[#r + 1] = copy(self.transfers[l[i]])
+    end
+    return r
+end)
+
+-- ---- intents ----
+
+Store.put_intent = prim("put_intent", function(self, _, key, outcome)
+    if self.intents[key] then return 0 end
+    self.intents[key] = copy(outcome)
+    return 1
+end)
+
+Store.get_intent = prim("get_intent", function(self, _, key)
+    local o = copy(self.intents[key])
+    if o then o.key = key end
+    return o
+end)
+
+-- ---- sagas ----
+
+Store.save_saga = prim("save_saga", function(self, _, id, phase, data, node)
+    if phase ~= "reserving" and phase ~= "finalizing" then
+        return bug("save_saga: unknown phase " .. tostring(phase))
+    end
+    local s = self.sagas[id]
+    if not s then
+        self.saga_seq = self.saga_seq + 1
+        s = { id = id, seq = self.saga_seq }
+        self.sagas[id] = s
+    end
+    s.phase, s.data, s.node = phase, data, node
+    return 1
+end)
+
+Store.list_pending_sagas = prim("list_pending_sagas", function(self, _, node)
+    local r = {}
+    for _, s in pairs(self.sagas) do
+        if node == nil or s.node == node then r[#r + 1] = s end
+    end
+    sort(r, function(a, b) return a.seq < b.seq end)
+    for i, s in ipairs(r) do
+        r[i] = { id = s.id, phase = s.phase, data = s.data, node = s.node }
+    end
+    return r
+end)
+
+Store.delete_saga = prim("delete_saga", function(self, _, id)
+    if not self.sagas[id] then return 0 end
+    self.sagas[id] = nil
+    return 1
+end)
+
+-- ---- events: gapless seq per book ----
+
+-- INSERT … SELECT coalesce(max(seq), 0) + 1 … ON CONFLICT DO NOTHING: 0 when the event
+-- exists (one event per (book, transfer, kind)).
+Store.append_event = prim("append_event", function(self, _, book, transfer_id, kind, data)
+    local idx = self.event_index[book]
+    if not idx then
+        idx = {}
+        self.event_index[book] = idx
+        self.events[book] = {}
+    end
+    local k = transfer_id .. "\0" .. kind
+    if idx[k] then return 0 end
+    local l = self.events[book]
+    local seq = #l + 1
+    l[seq] = { book = book, seq = seq, transfer_id = transfer_id, kind = kind, data = data }
+    idx[k] = seq
+    return 1
+end)
+
+-- The event of (book, transfer, kind), or nil (the engine's check after a 0 from
+-- append_event: exists, or a racing insert took the seq).
+Store.get_event = prim("get_event", function(self, _, book, transfer_id, kind)
+    local idx = self.event_index[book]
+    local seq = idx and idx[transfer_id .. "\0" .. kind]
+    return seq and copy(self.events[book][seq]) or nil
+end)
+
+Store.get_events_since = prim("get_events_since", function(self, _, book, after, limit)
+    local l, r = self.events[book] or {}, {}
+    for i = (after or 0) + 1, #l do
+        if limit and #r >= limit then break end
+        r[#r + 1] = copy(l[i])
+    end
+    return r
+end)
+
+Store.head_seq = prim("head_seq", function(self, _, book) return #(self.events[book] or {}) end)
+
+-- ---- usage streams (the rater's chain contract) ----
+
+local function stream_key(tenant, dim) return tenant .. "\0" .. dim end
+
+Store.get_stream = prim("get_stream", function(self, _, tenant, dim)
+    return copy(self.streams[stream_key(tenant, dim)])
+end)
+
+-- prev_seq == nil: INSERT … ON CONFLICT DO NOTHING (the stream's first slice); else UPDATE
+-- … WHERE seq = prev_seq AND b3 = prev_b3.
+Store.advance_stream = prim("advance_stream", function(self, _, tenant, dim, seq, b3, prev_seq,
+                                                        prev_b3)
+    local k = stream_key(tenant, dim)
+    local s = self.streams[k]
+    if prev_seq == nil then
+        if s then return 0 end
+        self.streams[k] = { seq = seq, b3 = b3 }
+        return 1
+    end
+    if not s or s.seq ~= prev_seq or s.b3 ~= prev_b3 then return 0 end
+    s.seq, s.b3 = seq, b3
+    return 1
+end)
+
+Store.get_meta = prim("get_meta", function(self, _, key) return self.meta[key] end)
+
+Store.put_meta = prim("put_meta", function(self, _, key, value)
+    if self.meta[key] ~= nil then return 0 end
+    self.meta[key] = value
+    return 1
+end)
+
+function Store:close() end
+
+return _M

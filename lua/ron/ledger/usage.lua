@@ -1,0 +1,259 @@
+-- ron.ledger.usage: a sealed usage slice -> a commit request of the ledger engine
+-- (docs/LEDGER-RATING.md §4-§6; ledger-design "Engine contract"; research ledger.md §2e
+-- item 5 and §5). Pure: the same slice, card and period usage give the same bytes.
+--
+--   local usage = require "ron.ledger.usage"
+--   local info = usage.from_slice(slice)          -- { tenant, dimension, seq, window_start_s,
+--                                                 --   window_len_s, b3, prev_b3 (raw 32 B),
+--                                                 --   quantity (decimal string) }
+--   local req, rated = usage.request(info, card, used)   -- or nil, "RatingError: ..."
+--   -- req = { intent, body_hash, movements, metadata, overdraft } for led:commit(req)
+--   usage.intent(tenant, dimension, seq, b3)      -- the intent key (LED-R-5)
+--   usage.encode_metadata(m) / usage.decode_metadata(bytes)   -- LED-R-6
+--   usage.account(kind, tenant?)                  -- 16-byte account ids (LED-R-7)
+--
+-- Movements (LED-R-8): the slice's units of the dimension's unit asset from the book's
+-- usage_source account (uncapped: it issues them) to the tenant's usage account, always
+-- (so every slice, even a free one, is consumed by exactly one transfer), and, when the
+-- charge is not zero, the charge from the tenant's wallet (no_overdraft, prepaid) to the
+-- book's revenue account, with overdraft = { [wallet] = receivable }: what the wallet
+-- lacks is taken from the tenant's receivable account (uncapped: the tenant's debt).
+local bit = require "bit"
+local ffi = require "ffi"
+local B = require "ron.ledger.bigint"
+local C = require("ron.accounting.binding.lib").namespace()
+
+local band, rshift = bit.band, bit.rshift
+local byte, char, sub, format = string.byte, string.char, string.sub, string.format
+local type, tonumber, error = type, tonumber, error
+
+local _M = {}
+
+_M.INTENT_TAG = "U\1"     -- intent keys of usage transfers: 'U', version 1
+_M.META_MAGIC = "UM\1"    -- usage metadata: 'U' 'M', version 1
+_M.ZERO16 = string.rep("\0", 16)
+_M.ZERO32 = string.rep("\0", 32)
+
+-- ---- bytes ----
+
+local function u8(n) return char(n) end
+local function u32be(n)
+    return char(band(rshift(n, 24), 255), band(rshift(n, 16), 255), band(rshift(n, 8), 255),
+                band(n, 255))
+end
+-- n: a non-negative Lua number (< 2^53) or a uint64_t/int64_t cdata
+local function u64be(n)
+    local v = ffi.new("uint64_t", n)
+    local out = {}
+    for i = 8, 1, -1 do
+        out[i] = char(tonumber(band(v, 255)))
+        v = rshift(v, 8)
+    end
+    return table.concat(out)
+end
+local function get_u64(s, i) -- uint64_t cdata
+    local v = ffi.new("uint64_t", 0)
+    for k = 0, 7 do v = v * 256 + byte(s, i + k) end
+    return v
+end
+local function num(v) -- a u64 cdata as a Lua number when exact, else the cdata
+    if v < 2 ^ 53 then return tonumber(v) end
+    return v
+end
+
+local function unhex(h)
+    return (h:gsub("%x%x", function(x) return char(tonumber(x, 16)) end))
+end
+local function hex(s)
+    return (s:gsub(".", function(c) return format("%02x", byte(c)) end))
+end
+_M.hex, _M.unhex = hex, unhex
+
+-- A tenant as 16 raw bytes (from its lowercase/uppercase UUID text, or already raw).
+local function tenant_raw(t)
+    if type(t) == "string" and #t == 16 then return t end
+    if type(t) == "string" and #t == 36 and t:match("^%x+%-%x+%-%x+%-%x+%-%x+$") then
+        return unhex((t:gsub("-", "")))
+    end
+    error("ron.ledger.usage: a tenant is a UUID string or 16 bytes, got " .. tostring(t), 3)
+end
+_M.tenant_raw = tenant_raw
+
+function _M.tenant_text(raw)
+    local h = hex(raw)
+    return format("%s-%s-%s-%s-%s", h:sub(1, 8), h:sub(9, 12), h:sub(13, 16), h:sub(17, 20),
+                  h:sub(21, 32))
+end
+
+local function raw32(v, what)
+    if type(v) == "string" and #v == 32 then return v end
+    if type(v) == "string" and #v == 64 and v:match("^%x+$") then return unhex(v) end
+    error("ron.ledger.usage: " .. what .. " must be 32 bytes or 64 hex digits", 3)
+end
+
+local function check_dim(d)
+    if type(d) ~= "string" or #d < 1 or #d > 32 or not d:match("^[a-z][a-z0-9_]*$") then
+        error("ron.ledger.usage: bad dimension " .. tostring(d), 3)
+    end
+end
+
+-- ---- account ids (LED-R-7) ----
+
+local b3_out = ffi.new("uint8_t[32]")
+local function b3(s)
+    C.ra_b3(s, #s, b3_out)
+    return ffi.string(b3_out, 32)
+end
+_M.b3 = b3
+
+_M.TENANT_KINDS = { wallet = true, receivable = true, usage = true }
+_M.SYSTEM_KINDS = { revenue = true, usage_source = true, external = true }
+
+-- The id of a tenant's account (kind wallet | receivable | usage) or of a system account
+-- of the book (revenue | usage_source | external, no tenant): the first 16 bytes of
+-- BLAKE3("ron-ledger usage account v1" 00 kind 00 tenant16), tenant16 = 16 zero bytes for
+-- a system account.
+function _M.account(kind, tenant)
+    if _M.TENANT_KINDS[kind] then
+        tenant = tenant_raw(tenant)
+    elseif _M.SYSTEM_KINDS[kind] then
+        tenant = _M.ZERO16
+    else
+        error("ron.ledger.usage: unknown account kind " .. tostring(kind), 2)
+    end
+    return sub(b3("ron-ledger usage account v1\0" .. kind .. "\0" .. tenant), 1, 16)
+end
+
+-- ---- intent key (LED-R-5) ----
+
+-- 'U' 01 | tenant (16) | d (u8) | dimension (d) | seq (u64 BE) | b3 (32): at most 91 bytes.
+-- Length-prefixed and fixed-width fields: binary-safe and unambiguous.
+function _M.intent(tenant, dimension, seq, slice_b3)
+    check_dim(dimension)
+    return _M.INTENT_TAG .. tenant_raw(tenant) .. u8(#dimension) .. dimension .. u64be(seq)
+           .. raw32(slice_b3, "b3")
+end
+
+function _M.decode_intent(k)
+    if type(k) ~= "string" or sub(k, 1, 2) ~= _M.INTENT_TAG or #k < 2 + 16 + 1 + 1 + 8 + 32 then
+        return nil
+    end
+    local d = byte(k, 19)
+    if #k ~= 19 + d + 8 + 32 then return nil end
+    return { tenant = sub(k, 3, 18), dimension = sub(k, 20, 19 + d),
+             seq = num(get_u64(k, 20 + d)), b3 = sub(k, 28 + d) }
+end
+
+-- ---- metadata (LED-R-6) ----
+
+-- Big-endian like the ledger's canonical format (docs/LEDGER-FORMAT.md §0):
+--   'U' 'M' 01 | tenant 16 | d u8 | dimension d | seq u64 | window_start_s u64 |
+--   window_len_s u32 | b3 32 | prev_b3 32 | v u8 | card version v | p u8 | period p |
+--   quantity u64 | used u64 | used_after u64 | amount u64
+function _M.encode_metadata(m)
+    check_dim(m.dimension)
+    local function q(v, what)
+        local x = B.to_u64(B.from(v))
+        if not x then error("ron.ledger.usage: " .. what .. " exceeds 2^64 - 1", 3) end
+        return u64be(x)
+    end
+    return table.concat {
+        _M.META_MAGIC, tenant_raw(m.tenant), u8(#m.dimension), m.dimension, u64be(m.seq),
+        u64be(m.window_start_s), u32be(m.window_len_s), raw32(m.b3, "b3"),
+        raw32(m.prev_b3, "prev_b3"), u8(#m.version), m.version, u8(#m.period), m.period,
+        q(m.quantity, "quantity"), q(m.used, "used"), q(m.used_after, "used_after"),
+        q(m.amount, "amount"),
+    }
+end
+
+-- -> table (quantity, used, used_after, amount as decimal strings) | nil
+function _M.decode_metadata(s)
+    if type(s) ~= "string" or sub(s, 1, 3) ~= _M.META_MAGIC or #s < 20 then return nil end
+    local i = 4
+    local m = { tenant = sub(s, i, i + 15) }
+    i = i + 16
+    local d = byte(s, i)
+    m.dimension = sub(s, i + 1, i + d)
+    i = i + 1 + d
+    if #s < i + 8 + 8 + 4 + 64 + 1 then return nil end
+    m.seq = num(get_u64(s, i))
+    m.window_start_s = num(get_u64(s, i + 8))
+    local a, b, c, e = byte(s, i + 16, i + 19)
+    m.window_len_s = ((a * 256 + b) * 256 + c) * 256 + e
+    i = i + 20
+    m.b3, m.prev_b3 = sub(s, i, i + 31), sub(s, i + 32, i + 63)
+    i = i + 64
+    local v = byte(s, i)
+    m.version = sub(s, i + 1, i + v)
+    i = i + 1 + v
+    local p = byte(s, i)
+    if not p then return nil end
+    m.period = sub(s, i + 1, i + p)
+    i = i + 1 + p
+    if #s ~= i + 31 then return nil end
+    local function dec(k) return (tostring(get_u64(s, k)):gsub("ULL$", "")) end
+    m.quantity, m.used, m.used_after, m.amount = dec(i), dec(i + 8), dec(i + 16), dec(i + 24)
+    -- canonical: re-encoding gives the same bytes
+    local ok, again = pcall(_M.encode_metadata, m)
+    if not ok or again ~= s then return nil end
+    return m
+end
+
+-- ---- slices ----
+
+-- The usage of a slice: the sum of its rows' counters (exact, as a decimal string).
+function _M.quantity(slice)
+    local sum = B.from(0)
+    for _, row in ipairs(slice.rows) do sum = B.add(sum, B.from(row.inc)) end
+    return B.tostring(sum)
+end
+
+function _M.from_slice(s)
+    return {
+        tenant = s.tenant, dimension = s.dimension, seq = s.id.seq,
+        window_start_s = s.id.window_start_s, window_len_s = s.id.window_len_s,
+        b3 = unhex(s.b3), prev_b3 = unhex(s.prev_b3), quantity = _M.quantity(s),
+    }
+end
+
+-- request(info, card, used[, accounts]) -> request, rated | nil, "RatingError: ..."
+-- used: the units of the same period rated before this slice (decimal string or integer).
+-- accounts(kind, tenant) -> 16 bytes overrides usage.account.
+function _M.request(info, card, used, accounts)
+    accounts = accounts or _M.account
+    local rated, err = card:rate { dimension = info.dimension,
+                                   window_start_s = info.window_start_s,
+                                   quantity = info.quantity, used = used or 0 }
+    if not rated then return nil, err end
+    local units = B.to_amount(B.from(rated.quantity))
+    if not units then
+        return nil, format("RatingError: %s units in one slice exceed 2^63 - 1", rated.quantity)
+    end
+    local tenant = tenant_raw(info.tenant)
+    local b3raw = raw32(info.b3, "b3")
+    local wallet = accounts("wallet", tenant)
+    local movements = {
+        { from = accounts("usage_source"), to = accounts("usage", tenant),
+          asset = rated.unit_asset, amount = units },
+    }
+    if rated.amount_text ~= "0" then
+        movements[2] = { from = wallet, to = accounts("revenue"), asset = rated.asset,
+                         amount = rated.amount }
+    end
+    local req = {
+        intent = _M.intent(tenant, info.dimension, info.seq, b3raw),
+        body_hash = b3raw,
+        movements = movements,
+        metadata = _M.encode_metadata {
+            tenant = tenant, dimension = info.dimension, seq = info.seq,
+            window_start_s = info.window_start_s, window_len_s = info.window_len_s,
+            b3 = b3raw, prev_b3 = info.prev_b3, version = rated.version,
+            period = rated.period, quantity = rated.quantity, used = rated.used,
+            used_after = rated.used_after, amount = rated.amount_text,
+        },
+        overdraft = { [wallet] = accounts("receivable", tenant) },
+    }
+    return req, rated
+end
+
+return _M

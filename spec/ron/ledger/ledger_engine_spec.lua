@@ -1,0 +1,296 @@
+-- The engine (lua/ron/ledger/ledger.lua) over the in-memory store: the commit path's
+-- behaviour, one case per rule of docs/LEDGER.md "The commit path" (LED-26..LED-34).
+-- The crash/interleaving search is sim_spec.lua.
+local S = require "support"
+local L = require "ron.ledger.ledger"
+local store = require "ron.ledger.store"
+local ledger = require "ron.ledger"
+local memory = require "ron.ledger.store.memory"
+
+local USD = { code = "USD", scale = 2 }
+local EUR = { code = "EUR", scale = 2 }
+local EXT, A, B, C, R = ("e"):rep(16), ("a"):rep(16), ("b"):rep(16), ("c"):rep(16), ("r"):rep(16)
+
+local BACKEND = "memory"
+
+local function setup(opts)
+    opts = opts or {}
+    local s
+    if BACKEND == "sqlite" then
+        s = assert(store.open { backend = "sqlite", path = S.tmpname(".sqlite"),
+                                synchronous = "normal" })
+    else
+        s = memory.new { fault = opts.fault }
+    end
+    local led = L.new { store = s, book = "main", node = opts.node or "n1", nonce = "t",
+                        clock = function() return 1000 end }
+    assert(led:create_account { id = EXT, policy = "uncapped" })
+    assert(led:create_account { id = A })
+    assert(led:create_account { id = B })
+    assert(led:create_account { id = C, policy = "capped", floor = -50 })
+    assert(led:create_account { id = R, policy = "uncapped" })
+    return led, s
+end
+
+local function mv(from, to, amount, asset)
+    return { from = from, to = to, amount = amount, asset = asset or USD }
+end
+
+local function pay(led, intent, ...)
+    return led:commit { intent = intent, movements = { ... } }
+end
+
+local function bal(led, id, asset) return led:balance(id, asset or USD) end
+
+-- The behaviour cases run on the in-memory store and on SQLite (the same engine, the same
+-- answers); the fault cases need the memory store's hook.
+for _, backend in ipairs { "memory", "sqlite" } do
+describe("ledger engine on " .. backend, function()
+    before_each(function() BACKEND = backend end)
+    after_each(function() BACKEND = "memory" end)
+    it("commits: balances from postings, change back to the payer, gapless events", function()
+        local led, s = setup()
+        local r = assert(pay(led, "dep", mv(EXT, A, 100)))
+        assert.equal(32, #r.transfer_id); assert.equal(1, r.event_seq)
+        assert.is_false(r.replayed)
+        local r2 = assert(pay(led, "pay", mv(A, B, 30)))
+        assert.equal(2, r2.event_seq)
+        assert.equal(70, bal(led, A)); assert.equal(30, bal(led, B))
+        assert.equal(-100, bal(led, EXT))
+        -- the 100 posting was consumed whole; B got 30 and A 70 change
+        local t = led:transfer(r2.transfer_id).transfer
+        assert.equal(1, #t.inputs); assert.equal(2, #t.outputs)
+        assert.same({ 70, 30 }, { t.outputs[1].amount, t.outputs[2].amount }) -- change, credit
+        local ev = led:events_since(0, 10)
+        assert.same({ 1, 2 }, { ev[1].seq, ev[2].seq })
+        assert.equal(0, #s:list_pending_sagas())
+        assert.equal(2, #led:history(A))
+    end)
+
+    it("aggregates movements per (account, asset) and keeps assets apart", function()
+        local led = setup()
+        assert(pay(led, "d1", mv(EXT, A, 100), mv(EXT, A, 50, EUR)))
+        assert(pay(led, "p", mv(A, B, 10), mv(A, C, 20), mv(A, B, 5, EUR), mv(B, A, 1)))
+        assert.equal(71, bal(led, A)); assert.equal(9, bal(led, B)); assert.equal(20, bal(led, C))
+        assert.equal(45, bal(led, A, EUR)); assert.equal(5, bal(led, B, EUR))
+    end)
+
+    it("a deterministic rejection is stored: the replay gets it again (LED-27)", function()
+        local led = setup()
+        assert(pay(led, "dep", mv(EXT, A, 10)))
+        local n, err, code = pay(led, "big", mv(A, B, 11))
+        assert.is_nil(n); assert.equal(L.ERR.InsufficientFunds, code)
+        assert.matches("^InsufficientFunds: ", err)
+        assert(pay(led, "dep2", mv(EXT, A, 10))) -- now A could pay: the outcome stays
+        local n2, err2, code2 = pay(led, "big", mv(A, B, 11))
+        assert.is_nil(n2); assert.equal(err, err2); assert.equal(code, code2)
+        local _, err3, code3 = pay(led, "big", mv(A, B, 12))
+        assert.equal(L.ERR.Conflict, code3); assert.matches("^Conflict", err3)
+    end)
+
+    it("a committed intent replays its outcome; another body is a Conflict", function()
+        local led = setup()
+        local r = assert(led:commit { intent = "k", body_hash = ("h"):rep(32),
+                                      movements = { mv(EXT, A, 5) } })
+        local again = assert(led:commit { intent = "k", body_hash = ("h"):rep(32),
+                                          movements = { mv(EXT, A, 5) } })
+        assert.is_true(again.replayed); assert.equal(r.transfer_id, again.transfer_id)
+        assert.equal(r.event_seq, again.event_seq)
+        assert.equal(5, bal(led, A))
+        local _, _, code = led:commit { intent = "k", body_hash = ("x"):rep(32),
+                                        movements = { mv(EXT, A, 5) } }
+        assert.equal(L.ERR.Conflict, code)
+        assert.equal(5, bal(led, A))
+    end)
+
+    it("overdraft: the payer is drained and the shortfall goes to the receivable", function()
+        local led = setup()
+        assert(pay(led, "dep", mv(EXT, A, 20)))
+        local r = assert(led:commit { intent = "u", movements = { mv(A, B, 50) },
+                                      overdraft = { [A] = R } })
+        assert.equal(0, bal(led, A)); assert.equal(50, bal(led, B)); assert.equal(-30, bal(led, R))
+        assert.truthy(r.transfer_id)
+        -- without the policy a no-overdraft payer is refused
+        local _, _, code = pay(led, "u2", mv(A, B, 1))
+        assert.equal(L.ERR.InsufficientFunds, code)
+    end)
+
+    it("capped: down to the floor and not below; credits always pass (LED-7, LED-29)", function()
+        local led, s = setup()
+        assert(pay(led, "c1", mv(C, B, 50)))
+        assert.equal(-50, bal(led, C))
+        local _, _, code = pay(led, "c2", mv(C, B, 1))
+        assert.equal(L.ERR.InsufficientFunds, code)
+        assert(pay(led, "c3", mv(EXT, C, 20)))
+        assert(pay(led, "c4", mv(C, B, 20)))
+        assert.equal(-50, bal(led, C))
+        -- the head was taken and given back each time
+        local h = s:get_heads({ { account = C, asset = USD } })[1]
+        assert.is_nil(h.holder); assert.equal(2, h.version)
+    end)
+
+    it("reverse: through the same path, once (LED-34)", function()
+        local led = setup()
+        assert(pay(led, "dep", mv(EXT, A, 100)))
+        local r = assert(pay(led, "pay", mv(A, B, 30)))
+        local rv = assert(led:reverse(r.transfer_id, "rev"))
+        assert.equal(100, bal(led, A)); assert.equal(0, bal(led, B))
+        local again = assert(led:reverse(r.transfer_id, "rev"))
+        assert.is_true(again.replayed); assert.equal(rv.transfer_id, again.transfer_id)
+        local _, _, code = led:reverse(r.transfer_id, "rev2")
+        assert.equal(L.ERR.PostingSpent, code)
+        local _, _, code2 = led:reverse(("z"):rep(32), "rev3")
+        assert.equal(L.ERR.NotFound, code2)
+        -- reversing the reversal re-applies the payment
+        assert(led:reverse(rv.transfer_id, "rev4"))
+        assert.equal(70, bal(led, A)); assert.equal(30, bal(led, B))
+    end)
+
+    it("freeze, unfreeze, close: versions appended; frozen and closed take no part", function()
+        local led, s = setup()
+        assert(pay(led, "dep", mv(EXT, A, 10)))
+        assert.equal(2, assert(led:freeze(A)).version)
+        assert.equal(2, assert(led:freeze(A)).version) -- already frozen: no new version
+        local _, _, code = pay(led, "x", mv(A, B, 1))
+        assert.equal(L.ERR.AccountFrozen, code)
+        local _, _, code2 = pay(led, "y", mv(EXT, A, 1))
+        assert.equal(L.ERR.AccountFrozen, code2)
+        assert(led:unfreeze(A))
+        assert(pay(led, "z", mv(A, B, 1)))
+        assert(led:close(B))
+        local _, _, code3 = led:unfreeze(B)
+        assert.equal(L.ERR.AccountClosed, code3)
+        local _, _, code4 = pay(led, "w", mv(A, B, 1))
+        assert.equal(L.ERR.AccountClosed, code4)
+        assert.equal(2, #s:get_account_history(B)) -- 1 open, 2 closed
+        assert.equal(3, #s:get_account_history(A))
+    end)
+
+    it("refuses malformed requests without storing anything", function()
+        local led, s = setup()
+        for _, req in ipairs {
+            { intent = "", movements = { mv(EXT, A, 1) } },
+            { intent = ("k"):rep(256), movements = { mv(EXT, A, 1) } },
+            { intent = "k", movements = {} },
+            { intent = "k", movements = { mv(EXT, A, 0) } },
+            { intent = "k", movements = { mv(EXT, A, 1.5) } },
+            { intent = "k", movements = { mv(EXT, "short", 1) } },
+            { intent = "k", body_hash = "x", movements = { mv(EXT, A, 1) } },
+        } do
+            local n, _, code = led:commit(req)
+            assert.is_nil(n); assert.equal(L.ERR.InvalidRequest, code)
+        end
+        assert.is_nil(s:get_intent("k"))
+        local _, _, code = pay(led, "unknown", mv(EXT, ("q"):rep(16), 1))
+        assert.equal(L.ERR.UnknownAccount, code)
+    end)
+
+end)
+end
+
+describe("ledger engine: faults (memory store)", function()
+    it("a store that keeps failing is Unavailable, never a rejection (LED-32)", function()
+        local failing = true
+        local led, s = setup { fault = function(phase, name)
+            if failing and phase == "before" and name == "reserve_postings" then
+                return { err = "could not serialize access", class = "retry" }
+            end
+        end }
+        failing = false
+        assert(pay(led, "dep", mv(EXT, A, 10)))
+        failing = true
+        local n, err, code = pay(led, "p", mv(A, B, 5))
+        assert.is_nil(n); assert.equal(L.ERR.Unavailable, code); assert.matches("^Unavailable", err)
+        assert.is_true(L.RETRY[code])
+        assert.is_nil(s:get_intent("p"))
+        assert.equal(10, bal(led, A))
+        assert.equal(1, #s:list_pending_sagas()) -- kept: the retry (or recover) finishes it
+        failing = false
+        local r = assert(pay(led, "p", mv(A, B, 5))) -- adopts the saga
+        assert.truthy(r.transfer_id)
+        assert.equal(5, bal(led, A)); assert.equal(0, #s:list_pending_sagas())
+    end)
+
+    it("a partial reservation is released and resolved again", function()
+        local limit
+        local led = setup { fault = function(phase, name)
+            if limit and phase == "before" and name == "reserve_postings" then
+                local l = limit
+                limit = nil
+                return { limit = l }
+            end
+        end }
+        assert(pay(led, "d1", mv(EXT, A, 10)))
+        assert(pay(led, "d2", mv(EXT, A, 10)))
+        limit = 1
+        assert(pay(led, "p", mv(A, B, 15)))
+        assert.equal(5, bal(led, A)); assert.equal(15, bal(led, B))
+        assert.equal(2, led.stats.resolves - 2)
+    end)
+
+    it("a crash after the point of no return is rolled forward by recover() (LED-31)", function()
+        local crash_at
+        local s = memory.new { fault = function(phase, name)
+            if phase == "after" and name == crash_at then error("crash", 0) end
+        end }
+        local led = L.new { store = s, node = "n1", nonce = "a" }
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        assert(led:create_account { id = A })
+        assert(led:create_account { id = B })
+        assert(pay(led, "dep", mv(EXT, A, 1000)))
+        for _, point in ipairs { "deactivate_postings", "insert_postings", "store_transfer",
+                                 "put_intent", "append_event", "delete_saga" } do
+            crash_at = point
+            local ok = pcall(led.commit, led, { intent = "x-" .. point,
+                                                movements = { mv(A, B, 7) } })
+            assert.is_false(ok)
+            crash_at = nil
+            led = L.new { store = s, node = "n1", nonce = "b" .. point }
+            local rep = assert(led:recover())
+            -- after delete_saga the commit was complete: nothing left to recover
+            assert.equal(point == "delete_saga" and 0 or 1, #rep)
+            if rep[1] then assert.is_true(rep[1].ok) end
+            assert.equal("committed", s:get_intent("x-" .. point).status)
+            assert.equal(0, #s:list_pending_sagas())
+        end
+        assert.equal(6 * 7, bal(led, B)); assert.equal(1000 - 6 * 7, bal(led, A))
+        assert.equal(7, s:head_seq("main"))
+    end)
+
+    it("an intent in flight elsewhere is Unavailable; with another body a Conflict", function()
+        local s = memory.new()
+        local other = L.new { store = s, node = "n2", nonce = "o" }
+        assert(other:create_account { id = EXT, policy = "uncapped" })
+        assert(other:create_account { id = A })
+        -- n2 claims the intent and dies before reserving
+        s.fault = function(phase, name)
+            if phase == "after" and name == "put_intent" then error("crash", 0) end
+        end
+        assert.is_false(pcall(other.commit, other, { intent = "k", movements = { mv(EXT, A, 1) } }))
+        s.fault = nil
+        local led = L.new { store = s, node = "n1", nonce = "m" }
+        local _, _, code = pay(led, "k", mv(EXT, A, 1))
+        assert.equal(L.ERR.Unavailable, code)
+        local _, _, code2 = pay(led, "k", mv(EXT, A, 2))
+        assert.equal(L.ERR.Conflict, code2)
+        -- n2's recover finishes it; then everyone sees the outcome
+        other = L.new { store = s, node = "n2", nonce = "o2" }
+        assert(other:recover())
+        local r = assert(pay(led, "k", mv(EXT, A, 1)))
+        assert.is_true(r.replayed); assert.equal(1, bal(led, A))
+    end)
+
+    it("the last-step validation sees what the core sees (check hook)", function()
+        local seen = 0
+        local s = memory.new()
+        local led = L.new { store = s, check = function(t, accts, consumed, bals, plan)
+            seen = seen + 1
+            assert.truthy(plan)
+            assert.same(plan, ledger.validate_and_plan(t, accts, consumed, bals))
+        end }
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        assert(led:create_account { id = A })
+        assert(pay(led, "a", mv(EXT, A, 3)))
+        assert.equal(1, seen)
+    end)
+end)

@@ -1,0 +1,262 @@
+-- The engine (lua/ron/ledger/ledger.lua) on a real PostgreSQL, inside the host (ctest
+-- lua-ledger-engine-pg-host: `ron-accounting run spec/run-busted.lua
+-- spec/ron/ledger/ledger_pg_host_spec.lua`), kuatia's concurrency tests made ours (LED-36):
+--   - two commits racing for the same postings: exactly one wins;
+--   - many commits racing a capped floor: the floor holds, exactly as many as fit commit;
+--   - replays, identical (the first outcome) and altered (Conflict), also concurrently;
+--   - kill -9 of a committing process (tests/ledger/ledger-kill-child.lua, three sagas in
+--     flight) at a random moment, RON_LEDGER_KILLS times (20 here; `make soak-ledger`: 500),
+--     each followed by recover() and every invariant of spec/ron/ledger/sim.lua (balances
+--     recomputed from the postings, floors, no posting consumed twice, nothing held).
+-- Under plain busted (no host) it is pending.
+local S = require "support"
+
+local HAS_HOST = pcall(require, "ron.accounting.net.postgres_c")
+if not HAS_HOST then
+    describe("ledger engine on PostgreSQL", function()
+        pending("needs the ron-accounting host: ctest -R lua-ledger-engine-pg-host")
+    end)
+    return
+end
+
+local uv = require "luv"
+local task = require "ron.accounting.runtime.task"
+local store = require "ron.ledger.store"
+local L = require "ron.ledger.ledger"
+local sim = require "ron.ledger.sim"
+local H = dofile(S.root .. "tests/pg/harness.lua")
+
+local KILLS = tonumber(os.getenv("RON_LEDGER_KILLS") or "") or 20
+local SEED = tonumber(os.getenv("RON_LEDGER_SEED") or "") or 20261125
+
+local USD = { code = "USD", scale = 2 }
+local EXT, A, B, C, K = ("E"):rep(16), ("A"):rep(16), ("B"):rep(16), ("C"):rep(16), ("K"):rep(16)
+
+local function in_task(body)
+    local sched = task.new()
+    local h = sched.spawn("engine-spec", body)
+    uv.run("default")
+    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
+    local ok, err = h:join()
+    assert(ok, err)
+end
+
+local function concurrent(fns)
+    local hs, out = {}, {}
+    for i, f in ipairs(fns) do
+        hs[i] = task.spawn("racer-" .. i, function() out[i] = { f() } end)
+    end
+    for _, h in ipairs(hs) do
+        local ok, err = h:join()
+        assert(ok, err)
+    end
+    return out
+end
+
+local available, why = H.available()
+if not available then
+    describe("ledger engine on PostgreSQL", function() pending(why) end)
+    return
+end
+
+describe("ledger engine on a real PostgreSQL", function()
+    local cluster
+    local n = 0
+
+    setup(function()
+        cluster = assert(H.start())
+        print(string.format("ledger pg: %s, seed %d, %d kills", cluster.conninfo, SEED, KILLS))
+    end)
+    teardown(function() if cluster then cluster:stop() end end)
+
+    local function open_store(schema, conns)
+        return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
+                                   schema = schema, connections = conns or 4,
+                                   connect_timeout_ms = 20000, query_timeout_ms = 20000 })
+    end
+    local function fresh()
+        n = n + 1
+        local schema = "engine_" .. n
+        return open_store(schema), schema
+    end
+    local function ledger_on(s, node)
+        return L.new { store = s, node = node, nonce = node .. n,
+                       pause = function(i) task.sleep(math.min(1 + i, 10)) end }
+    end
+    local function accounts(led)
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        for _, id in ipairs { A, B, C } do assert(led:create_account { id = id }) end
+        assert(led:create_account { id = K, policy = "capped", floor = -100 })
+    end
+    local function mv(from, to, amount) return { from = from, to = to, asset = USD, amount = amount } end
+    local function verified(s)
+        local ok, err = sim.verify(s, "main")
+        assert(ok, err)
+    end
+    -- Drives an answer to its final outcome: retries while it is Unavailable.
+    local function settle(led, req)
+        for _ = 1, 200 do
+            local r, err, code = led:commit(req)
+            if r or not L.RETRY[code] then return r, err, code end
+            task.sleep(5)
+        end
+        error("never settled: " .. req.intent)
+    end
+
+    it("two commits racing for the same postings: exactly one wins", function()
+        in_task(function()
+            local s, schema = fresh()
+            local led = ledger_on(s, "setup")
+            accounts(led)
+            local s2, s3 = open_store(schema, 2), open_store(schema, 2)
+            local wins = { 0, 0 }
+            for round = 1, 10 do
+                assert(led:commit { intent = "d" .. round, movements = { mv(EXT, A, 100) } })
+                local lx, ly = ledger_on(s2, "x" .. round), ledger_on(s3, "y" .. round)
+                local out = concurrent {
+                    function() return lx:commit { intent = "x" .. round,
+                                                  movements = { mv(A, B, 100) } } end,
+                    function() return ly:commit { intent = "y" .. round,
+                                                  movements = { mv(A, C, 100) } } end,
+                }
+                local ok = (out[1][1] and 1 or 0) + (out[2][1] and 1 or 0)
+                assert.is_true(ok <= 1, "both won round " .. round)
+                -- the loser (or both, Unavailable while the other was in flight) settles
+                local rx = settle(lx, { intent = "x" .. round, movements = { mv(A, B, 100) } })
+                local ry = settle(ly, { intent = "y" .. round, movements = { mv(A, C, 100) } })
+                assert.is_true((rx and 1 or 0) + (ry and 1 or 0) == 1, "round " .. round)
+                wins[rx and 1 or 2] = wins[rx and 1 or 2] + 1
+                assert.equal(0, led:balance(A, USD))
+            end
+            assert.equal(100 * wins[1], led:balance(B, USD))
+            assert.equal(100 * wins[2], led:balance(C, USD))
+            verified(s)
+            print(string.format("ledger pg race: B won %d, C won %d of 10", wins[1], wins[2]))
+            s2:close(); s3:close(); s:close()
+        end)
+    end)
+
+    it("many commits racing a capped floor: the floor holds (LED-29)", function()
+        in_task(function()
+            local s, schema = fresh()
+            local led = ledger_on(s, "setup")
+            accounts(led)
+            local stores = { s, open_store(schema, 4), open_store(schema, 4) }
+            local fns = {}
+            for i = 1, 12 do
+                local l = ledger_on(stores[i % 3 + 1], "k" .. i)
+                fns[i] = function()
+                    return settle(l, { intent = "k" .. i, movements = { mv(K, B, 30) } })
+                end
+            end
+            local out = concurrent(fns)
+            local committed, refused = 0, 0
+            for i = 1, 12 do
+                if out[i][1] then committed = committed + 1
+                else
+                    assert.equal(L.ERR.InsufficientFunds, out[i][3], out[i][2])
+                    refused = refused + 1
+                end
+            end
+            assert.equal(3, committed) -- -90 fits the floor of -100, -120 does not
+            assert.equal(-90, led:balance(K, USD))
+            verified(s)
+            stores[2]:close(); stores[3]:close(); s:close()
+        end)
+    end)
+
+    it("replays: identical -> the first outcome, altered -> Conflict, concurrent -> once",
+       function()
+        in_task(function()
+            local s, schema = fresh()
+            local led = ledger_on(s, "setup")
+            accounts(led)
+            local r1 = assert(led:commit { intent = "dep", movements = { mv(EXT, A, 50) } })
+            local r2 = assert(led:commit { intent = "dep", movements = { mv(EXT, A, 50) } })
+            assert.is_true(r2.replayed); assert.equal(r1.transfer_id, r2.transfer_id)
+            local _, _, code = led:commit { intent = "dep", movements = { mv(EXT, A, 51) } }
+            assert.equal(L.ERR.Conflict, code)
+            local _, e1, c1 = led:commit { intent = "big", movements = { mv(A, B, 500) } }
+            local _, e2, c2 = led:commit { intent = "big", movements = { mv(A, B, 500) } }
+            assert.equal(L.ERR.InsufficientFunds, c1); assert.equal(c1, c2); assert.equal(e1, e2)
+            -- eight processes' worth of ledgers replaying one intent at once
+            local s2 = open_store(schema, 4)
+            local fns = {}
+            for i = 1, 8 do
+                local l = ledger_on(i % 2 == 0 and s or s2, "r" .. i)
+                fns[i] = function()
+                    return settle(l, { intent = "same", movements = { mv(A, C, 20) } })
+                end
+            end
+            local out = concurrent(fns)
+            local tid = out[1][1].transfer_id
+            for i = 1, 8 do assert.equal(tid, out[i][1].transfer_id) end
+            assert.equal(30, led:balance(A, USD)); assert.equal(20, led:balance(C, USD))
+            verified(s)
+            s2:close(); s:close()
+        end)
+    end)
+
+    it(string.format("kill -9 mid-commit, %d times: recover() and every invariant", KILLS),
+       function()
+        in_task(function()
+            local s, schema = fresh()
+            local led = ledger_on(s, "setup")
+            accounts(led)
+            local bin = assert(os.getenv("RA_BIN"), "RA_BIN")
+            local child = S.abs_root() .. "tests/ledger/ledger-kill-child.lua"
+            local x = SEED
+            local function rnd(k)
+                x = (x * 16807) % 2147483647
+                return x % k
+            end
+            local t0, before = uv.hrtime(), 0
+            local mid = 0
+            for i = 1, KILLS do
+                local out = uv.new_pipe(false)
+                local ready = task.channel(1, "ready")
+                local exited = task.channel(1, "exited")
+                local handle
+                handle = uv.spawn(bin, {
+                    args = { "run", child, "--conninfo", cluster.conninfo, "--schema", schema,
+                             "--node", "victim", "--seed", tostring(SEED + i) },
+                    stdio = { nil, out, 2 },
+                }, function(code, signal)
+                    handle:close()
+                    exited:try_send({ code, signal })
+                end)
+                assert(handle, "spawn " .. bin)
+                out:read_start(function(err, data)
+                    if data and data:find("ready", 1, true) then ready:try_send(true) end
+                    if err or not data then out:close() end
+                end)
+                assert(ready:recv(30000), "the child never committed (iteration " .. i .. ")")
+                task.sleep(rnd(120))
+                uv.process_kill(handle, "sigkill")
+                local st = exited:recv(30000)
+                assert(st and st[2] == 9, "the child was not killed by SIGKILL: " ..
+                       tostring(st and st[1]) .. "/" .. tostring(st and st[2]))
+                if not out:is_closing() then out:close() end
+                -- a new process of the same node finishes what the dead one left
+                local pending = #s:list_pending_sagas("victim")
+                if pending > 0 then mid = mid + 1 end
+                local heir = ledger_on(s, "victim")
+                local rep = assert(heir:recover())
+                for _, r in ipairs(rep) do
+                    assert(r.ok or not L.RETRY[r.code], "recover: " .. tostring(r.err))
+                end
+                assert.equal(0, #s:list_pending_sagas())
+                local ok, err = sim.verify(s, "main")
+                assert(ok, string.format("seed %d, kill %d: %s", SEED + i, i, tostring(err)))
+                local now = s:head_seq("main")
+                assert.is_true(now >= before)
+                before = now
+            end
+            local dt = (uv.hrtime() - t0) / 1e9
+            print(string.format("ledger pg kill -9: %d kills (%d mid-saga) in %.1f s, %d "
+                                .. "transfers committed and verified", KILLS, mid, dt, before))
+            assert.is_true(mid > 0, "no kill landed mid-saga")
+            s:close()
+        end)
+    end)
+end)

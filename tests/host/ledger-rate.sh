@@ -1,0 +1,57 @@
+#!/bin/sh
+# End to end: records -> seal -> WAL -> export runtime -> exporters.ledger (SQLite) ->
+# balances equal to the rated usage; `ledger verify` passes; a flipped byte in a stored
+# transfer is caught (exit 1, the transfer named). cmake/host-tests.cmake, label host.
+#
+#   ledger-rate.sh HOST SOURCE_DIR WORK_DIR
+set -u
+host=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" || exit 1
+db=$work/l.db
+fail() { echo "ledger-rate.sh: FAILED: $*" >&2; exit 1; }
+
+cat >"$work/card.lua" <<'CARD'
+return { version = "e2e.1", currency = { code = "USD", scale = 2 }, period = "month",
+         dimensions = { bytes = { per = 1000, free = 10, price = 3 } } }
+CARD
+
+"$host" ledger --db "$db" init >"$work/init.out" 2>&1 || { cat "$work/init.out"; fail "init"; }
+"$host" ledger --db "$db" transfer --from external \
+    --to 00000000-0000-4000-8000-00000000000a:wallet --asset USD/2 --amount 300 \
+    --intent topup-a-1 >"$work/topup.out" 2>&1 || { cat "$work/topup.out"; fail "top-up"; }
+
+"$host" run "$src/tests/host/ledger-rate.lua" "$work" 6 >"$work/run.out" 2>"$work/run.err" ||
+    { cat "$work/run.out" "$work/run.err" >&2; fail "ledger-rate.lua"; }
+cat "$work/run.out"
+grep -q '^ledger-rate: ok 18 ' "$work/run.out" || fail "not 18 usage transfers"
+
+"$host" ledger --db "$db" verify >"$work/verify.out" 2>&1
+rc=$?
+cat "$work/verify.out"
+[ "$rc" -eq 0 ] || fail "verify exit $rc on an untouched ledger"
+grep -q '^19 transfers (18 usage)' "$work/verify.out" || fail "verify did not see 19 transfers"
+grep -qx 'OK' "$work/verify.out" || fail "no OK"
+# ... and against the metering WAL the slices came from (its heads: the producer's).
+"$host" ledger --db "$db" verify --wal "$work/wal" >"$work/verify-wal.out" 2>&1 ||
+    { cat "$work/verify-wal.out"; fail "verify --wal"; }
+grep -q ', 3 WAL heads and frames$' "$work/verify-wal.out" ||
+    { cat "$work/verify-wal.out"; fail "verify --wal did not read the 3 heads"; }
+
+# Flip one byte (the 60th) of the 5th transfer's stored canonical bytes.
+row=$(sqlite3 "$db" "SELECT hex(id), hex(bytes) FROM transfers ORDER BY n LIMIT 1 OFFSET 4") ||
+    fail "sqlite3"
+id=${row%%|*} bytes=${row#*|}
+pre=$(printf '%s' "$bytes" | cut -c1-118)
+digit=$(printf '%s' "$bytes" | cut -c119)
+post=$(printf '%s' "$bytes" | cut -c120-)
+case $digit in 0) new=1 ;; *) new=0 ;; esac
+sqlite3 "$db" "UPDATE transfers SET bytes = X'$pre$new$post' WHERE id = X'$id'" ||
+    fail "sqlite3 update"
+"$host" ledger --db "$db" verify >"$work/verify2.out" 2>&1
+rc=$?
+cat "$work/verify2.out"
+[ "$rc" -eq 1 ] || fail "verify exit $rc on a flipped byte, expected 1"
+lower=$(printf '%s' "$id" | tr 'A-F' 'a-f')
+grep -q "^transfer #5 $lower: " "$work/verify2.out" || fail "the flipped transfer is not named"
+grep -q '^FAILED: ' "$work/verify2.out" || fail "no FAILED line"
+echo "ledger-rate.sh: ok"

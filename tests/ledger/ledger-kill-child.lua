@@ -1,0 +1,57 @@
+-- The victim of the kill -9 loop (spec/ron/ledger/ledger_pg_host_spec.lua): commits forever
+-- against PostgreSQL from a few concurrent tasks, one ledger node, until SIGKILL ends it
+-- mid-commit. Prints "ready" once its first commit is answered.
+--
+--   ron-accounting run tests/ledger/ledger-kill-child.lua --conninfo C --schema S
+--       --node N --seed K [--tasks 3]
+local task = require "ron.accounting.runtime.task"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+package.path = here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;" .. package.path
+local store = require "ron.ledger.store"
+local L = require "ron.ledger.ledger"
+
+local o = { tasks = 3 }
+for i = 1, #arg, 2 do o[arg[i]:gsub("^%-%-", "")] = arg[i + 1] end
+local seed = assert(tonumber(o.seed), "--seed")
+
+local USD = { code = "USD", scale = 2 }
+local EXT = ("E"):rep(16)
+local PAYERS = { ("A"):rep(16), ("B"):rep(16), ("C"):rep(16), ("K"):rep(16) }
+
+task.spawn("victim", function()
+    local s = assert(store.open { backend = "postgres", conninfo = o.conninfo, schema = o.schema,
+                                  connections = 3, connect_timeout_ms = 20000,
+                                  query_timeout_ms = 20000 })
+    local led = L.new { store = s, node = o.node, nonce = "s" .. seed,
+                        pause = function(i) task.sleep(math.min(1 + i, 10)) end }
+    local x = seed % 2147483646 + 1
+    local function rnd(n)
+        x = (x * 16807) % 2147483647
+        return x % n + 1
+    end
+    local said = false
+    local hs = {}
+    for t = 1, tonumber(o.tasks) do
+        hs[t] = task.spawn("saga-" .. t, function()
+            for i = 1, 1e9 do
+                local from = rnd(3) == 1 and EXT or PAYERS[rnd(#PAYERS)]
+                local to = PAYERS[rnd(#PAYERS)]
+                if to == from then to = EXT end
+                local r, err, code = led:commit {
+                    intent = string.format("c%d-%d-%d", seed, t, i),
+                    movements = { { from = from, to = to, asset = USD, amount = rnd(60) } } }
+                if not said and (r or code) then
+                    said = true
+                    io.stdout:write("ready\n")
+                    io.stdout:flush()
+                end
+                if not r and code == L.ERR.Bug then
+                    io.stderr:write("ledger-kill-child: " .. tostring(err) .. "\n")
+                    os.exit(3)
+                end
+            end
+        end)
+    end
+    for _, h in ipairs(hs) do h:join() end
+end)
