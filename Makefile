@@ -7,7 +7,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
 ARGS       ?=
 
-.PHONY: all deps configure build test test-c test-lua lint bench run quickstart install cdef cdef-ledger soak soak-wal fuzz clean
+.PHONY: all deps configure build test test-c test-lua lint bench run quickstart install cdef cdef-ledger soak soak-wal soak-audit fuzz clean
 
 all: build
 
@@ -82,6 +82,10 @@ sim-ledger: build
 
 soak-ledger: build
 	cmake --build $(BUILD) --target soak-ledger
+
+# The audit log's kill -9 loop with 1000 kills (make test runs 20).
+soak-audit: build
+	cmake --build $(BUILD) --target soak-audit
 
 fuzz: build
 	cmake --build $(BUILD) --target fuzz-long

@@ -32,6 +32,11 @@ struct rau_log_s {
     size_t batch_len, batch_cap;
     uint64_t batch_first; /* first seq in the batch */
     uint64_t last_cp;     /* size of the last checkpoint */
+    /* The last checkpoint (written, or found at open): what the ledger carries so usage,
+     * money and audit attest to each other (rau_log_latest_checkpoint). */
+    uint8_t cp_root[32];
+    char cp_note[RAU_NOTE_MAX];
+    size_t cp_note_len; /* 0: none */
     rau_log_stats_t st;
 };
 
@@ -107,6 +112,29 @@ static int valid_after(const uint8_t *b, size_t len, size_t off) {
         if (rau__frame_parse(b + o, len - o, &pl, &plen, &flen) == 1) return 1;
     }
     return 0;
+}
+
+/* The note of the last checkpoint found at open: its root is line 3 of the body
+ * (origin, size, base64 root). A note that cannot be read or parsed leaves "none";
+ * `audit verify` is where a damaged note is reported. */
+static void load_latest(rau_log_t *l) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/cp-%020llu.note", l->dir, (unsigned long long)l->last_cp);
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (rau__read_file(p, &buf, &n, RAU_NOTE_MAX) || n == 0 || n > RAU_NOTE_MAX) {
+        free(buf);
+        return;
+    }
+    const char *s = (const char *)buf, *end = s + n;
+    const char *l1 = memchr(s, '\n', n);
+    const char *l2 = l1 ? memchr(l1 + 1, '\n', (size_t)(end - l1 - 1)) : NULL;
+    const char *l3 = l2 ? memchr(l2 + 1, '\n', (size_t)(end - l2 - 1)) : NULL;
+    if (l3 && rau__b64_32(l2 + 1, (size_t)(l3 - l2 - 1), l->cp_root) == 0) {
+        memcpy(l->cp_note, buf, n);
+        l->cp_note_len = n;
+    }
+    free(buf);
 }
 
 static int recover(rau_log_t *l, char *err, size_t errlen) {
@@ -212,6 +240,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
         }
         closedir(d);
     }
+    if (l->last_cp) load_latest(l);
     return 0;
 }
 
@@ -322,7 +351,24 @@ static int write_checkpoint(rau_log_t *l) {
     if (!rc) rc = fsync_dir(l->dir);
     if (rc) return rc;
     l->last_cp = l->mr.n;
+    memcpy(l->cp_root, root, 32);
+    memcpy(l->cp_note, note, n);
+    l->cp_note_len = n;
     l->st.checkpoints++;
+    return 0;
+}
+
+int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *root_out, char *note,
+                              size_t cap, size_t *len_out) {
+    if (!l) return RAU_EINVAL;
+    if (l->cp_note_len == 0) return RAU_ENOTFOUND;
+    if (size_out) *size_out = l->last_cp;
+    if (root_out) memcpy(root_out, l->cp_root, 32);
+    if (len_out) *len_out = l->cp_note_len;
+    if (note) {
+        if (cap < l->cp_note_len) return RAU_EBUFSIZE;
+        memcpy(note, l->cp_note, l->cp_note_len);
+    }
     return 0;
 }
 

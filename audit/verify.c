@@ -2,13 +2,24 @@
  * every problem with its position: frames and checksums, canonical bytes, self hashes, chain
  * links and seq continuity, dedupe keys, and for every checkpoint the Merkle root over the
  * records it claims and its signature and origin. It never repairs and never stops at the
- * first problem: after a bad frame it resynchronizes on the next valid one. */
+ * first problem: after a bad frame it resynchronizes on the next valid one.
+ *
+ * Memory does not grow with the log: segments are read through one fixed window (1 MiB,
+ * refilled when less than the largest frame is left), the Merkle tree is a compact range
+ * (O(log n) hashes) whose root is compared with each checkpoint as the records reach its
+ * size (the checkpoints are read first and sorted), and the dedupe index is bounded by the
+ * writer's window. What grows is the list of checkpoint files (one per checkpoint_every
+ * records). */
 #include "internal.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct vctx_s {
     rau_report_fn report;
@@ -28,24 +39,28 @@ static void problem(vctx_t *v, const char *where, const char *fmt, ...) {
     if (v->report) v->report(v->ud, where, msg);
 }
 
-typedef struct leaves_s {
-    uint8_t *h; /* 32 bytes per record, in seq order; index = seq - 1 */
-    uint64_t n, cap;
-} leaves_t;
+/* A segment read through a fixed window: b[0..have) holds the file's bytes from base. */
+enum { WIN = 1 << 20 };
+typedef struct win_s {
+    int fd, eof;
+    uint8_t *b;
+    size_t have;
+    uint64_t base;
+} win_t;
 
-static int leaves_set(leaves_t *lv, uint64_t seq, const uint8_t *h) {
-    if (seq > lv->cap) {
-        uint64_t c = lv->cap ? lv->cap : 1024;
-        while (c < seq)
-            c *= 2;
-        uint8_t *nh = realloc(lv->h, c * 32);
-        if (!nh) return RAU_ENOMEM;
-        memset(nh + lv->cap * 32, 0, (c - lv->cap) * 32);
-        lv->h = nh;
-        lv->cap = c;
+/* Keeps b[off..have), reads more behind it; *off becomes 0. */
+static int win_refill(win_t *w, size_t *off) {
+    memmove(w->b, w->b + *off, w->have - *off);
+    w->base += *off;
+    w->have -= *off;
+    *off = 0;
+    while (!w->eof && w->have < WIN) {
+        ssize_t r = read(w->fd, w->b + w->have, WIN - w->have);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return RAU_EIO;
+        if (r == 0) w->eof = 1;
+        w->have += (size_t)r;
     }
-    memcpy(lv->h + (seq - 1) * 32, h, 32);
-    if (seq > lv->n) lv->n = seq;
     return 0;
 }
 
@@ -72,133 +87,25 @@ int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void
 int rau_verify_dir_checkpoints(const char *dir, const char *vkey, const char *const *extra,
                                size_t n_extra, rau_report_fn report, void *ud,
                                uint64_t *records_out) {
+    return rau_verify_dir_list(dir, vkey, extra, n_extra, report, NULL, ud, records_out);
+}
+
+int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *extra, size_t n_extra,
+                        rau_report_fn report, rau_record_fn each, void *ud, uint64_t *records_out) {
     if (!dir || (n_extra && !extra)) return RAU_EINVAL;
     vctx_t v = {report, ud, 0};
     rau__seglist_t sl;
     int rc = rau__seglist(dir, &sl);
     if (rc) return rc;
-    leaves_t lv = {0};
     rau__dedupe_t dd = {0};
     uint64_t head_seq = 0, records = 0;
     uint8_t head_hash[32] = {0};
     char writer[RAU_ID_MAX + 1] = "", stream[RAU_ID_MAX + 1] = "";
     char where[4400];
-    if (sl.n == 0) problem(&v, dir, "no segment files");
-    /* No more records than frames fit in the files: the dedupe index is sized by that
-     * rather than by the writer's window when the log is small. */
-    uint64_t total = 0;
-    for (size_t si = 0; si < sl.n; si++) {
-        char path[4200];
-        struct stat sb;
-        snprintf(path, sizeof path, "%s/%s", dir, sl.names[si]);
-        if (stat(path, &sb) == 0) total += (uint64_t)sb.st_size;
-    }
-    uint64_t max_records = total / (RAU__OFF_BODY + RAU__FRAME_OVERHEAD) + 1;
-    for (size_t si = 0; si < sl.n && rc == 0; si++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, sl.names[si]);
-        uint8_t *b;
-        size_t len;
-        if ((rc = rau__read_file(path, &b, &len, (uint64_t)1 << 40))) {
-            problem(&v, path, "cannot read (%s)", rau_strerror(rc));
-            rc = 0;
-            continue;
-        }
-        size_t off = RAU__SEG_HDR;
-        uint8_t hc[4] = {0};
-        if (len >= RAU__SEG_HDR) rau__seg_check(b, hc);
-        if (len < RAU__SEG_HDR || memcmp(b, RAU__SEG_MAGIC, 8) != 0 || memcmp(hc, b + 20, 4)) {
-            snprintf(where, sizeof where, "%s+0", path);
-            problem(&v, where, "bad segment header");
-            off = 0;
-        } else {
-            uint64_t first = rau__rd64(b + 8);
-            snprintf(where, sizeof where, "%s+0", path);
-            if (first != sl.first_seq[si])
-                problem(&v, where, "header first seq %llu, name says %llu",
-                        (unsigned long long)first, (unsigned long long)sl.first_seq[si]);
-            if (first != head_seq + 1)
-                problem(&v, where, "segment starts at seq %llu, expected %llu",
-                        (unsigned long long)first, (unsigned long long)(head_seq + 1));
-            if (!dd.cap) {
-                uint32_t w = rau__rd32(b + 16);
-                if (w > max_records) w = (uint32_t)max_records;
-                if (rau__dedupe_init(&dd, w ? w : 1)) {
-                    problem(&v, where, "bad dedupe window %u", w);
-                    rau__dedupe_init(&dd, 65536);
-                }
-            }
-        }
-        int resync = 0;
-        while (off < len) {
-            const uint8_t *pl;
-            size_t plen, flen;
-            int fr = rau__frame_parse(b + off, len - off, &pl, &plen, &flen);
-            snprintf(where, sizeof where, "%s+%zu", path, off);
-            if (fr != 1) {
-                if (!resync) {
-                    if (fr == 0)
-                        problem(&v, where, "torn tail: %zu bytes after record %llu", len - off,
-                                (unsigned long long)head_seq);
-                    else
-                        problem(&v, where, "bad frame (length or checksum) after record %llu",
-                                (unsigned long long)head_seq);
-                }
-                /* While resynchronizing, a length running past the end is just more damage:
-                 * keep looking for the next valid frame so every later problem is listed. */
-                if (fr == 0 && !resync) break;
-                resync = 1;
-                off++;
-                continue;
-            }
-            resync = 0;
-            rau_record_t *rec = NULL;
-            int drc = rau_record_decode(pl, plen, &rec);
-            if (drc) {
-                problem(&v, where, "record: %s", rau_err_name(drc));
-                off += flen;
-                continue;
-            }
-            records++;
-            uint64_t seq = rau_record_seq(rec);
-            if (!writer[0]) {
-                snprintf(writer, sizeof writer, "%s", rau_record_writer_id(rec));
-                snprintf(stream, sizeof stream, "%s", rau_record_stream(rec));
-            } else if (strcmp(writer, rau_record_writer_id(rec)) ||
-                       strcmp(stream, rau_record_stream(rec))) {
-                problem(&v, where, "seq %llu belongs to another chain (%s/%s)",
-                        (unsigned long long)seq, rau_record_writer_id(rec), rau_record_stream(rec));
-            }
-            if (seq != head_seq + 1)
-                problem(&v, where, "seq %llu, expected %llu", (unsigned long long)seq,
-                        (unsigned long long)(head_seq + 1));
-            else if (memcmp(rau_record_prev(rec), head_hash, 32) != 0)
-                problem(&v, where, "seq %llu: prev does not match the self_hash of seq %llu",
-                        (unsigned long long)seq, (unsigned long long)head_seq);
-            if (!dd.cap) rau__dedupe_init(&dd, max_records < 65536 ? (uint32_t)max_records : 65536);
-            const rau__dent_t *dup = rau__dedupe_find(&dd, rau_record_dedupe(rec));
-            if (dup)
-                problem(&v, where, "seq %llu repeats the event of seq %llu (dedupe key)",
-                        (unsigned long long)seq, (unsigned long long)dup->seq);
-            else
-                rau__dedupe_add(&dd, rau_record_dedupe(rec), seq, rau_record_self_hash(rec));
-            if (seq > head_seq && seq < ((uint64_t)1 << 40)) {
-                uint8_t leaf[32];
-                rau_merkle_leaf_hash(pl, plen, leaf);
-                if (leaves_set(&lv, seq, leaf)) rc = RAU_ENOMEM;
-                head_seq = seq;
-                memcpy(head_hash, rau_record_self_hash(rec), 32);
-            }
-            rau_record_free(rec);
-            off += flen;
-        }
-        free(b);
-    }
-    rau__seglist_free(&sl);
-
-    /* Checkpoints: the directory's, then the caller's (a witness's or an auditor's old
-     * copy: a log restored from an old backup and grown again is a fork, and the root of
-     * its first `size` records no longer matches what was signed before). */
+    /* The checkpoints first (the directory's, then the caller's: a witness's or an
+     * auditor's old copy, where a log restored from an old backup and grown again is a
+     * fork: the root of its first `size` records no longer matches what was signed before),
+     * sorted by size: each root is compared when the records reach its size. */
     cp_t *cps = NULL;
     size_t ncp = 0, capcp = 0;
     DIR *d = opendir(dir);
@@ -255,30 +162,180 @@ int rau_verify_dir_checkpoints(const char *dir, const char *vkey, const char *co
     }
     if (d) closedir(d);
     if (ncp) qsort(cps, ncp, sizeof *cps, cmp_cp);
+    size_t ci = 0;
+    int tree_broken = 0; /* a seq gap too large to stand in for: later roots unchecked */
     rau__mrange_t *mr = calloc(1, sizeof *mr);
-    if (!mr) rc = RAU_ENOMEM;
-    for (size_t i = 0; i < ncp && rc == 0; i++) {
-        const cp_t *c = &cps[i];
-        if (!c->ok) continue;
-        if (c->size > lv.n) {
-            problem(&v, c->path, "checkpoint covers %llu records, the log has %llu (truncated?)",
-                    (unsigned long long)c->size, (unsigned long long)lv.n);
+    win_t w = {-1, 0, malloc(WIN), 0, 0};
+    if (!mr || !w.b) rc = RAU_ENOMEM;
+#define CHECK_ROOTS()                                                                              \
+    for (; ci < ncp && cps[ci].size <= mr->n; ci++) {                                              \
+        if (!cps[ci].ok || cps[ci].size != mr->n) continue;                                        \
+        uint8_t got_[32];                                                                          \
+        rau__mrange_root(mr, got_);                                                                \
+        if (memcmp(got_, cps[ci].root, 32) != 0)                                                   \
+            problem(&v, cps[ci].path,                                                              \
+                    "Merkle root of the first %llu records does not match (rewritten or forked)",  \
+                    (unsigned long long)cps[ci].size);                                             \
+    }
+    if (rc == 0) CHECK_ROOTS() /* size 0 */
+    if (sl.n == 0) problem(&v, dir, "no segment files");
+    /* No more records than frames fit in the files: the dedupe index is sized by that
+     * rather than by the writer's window when the log is small. */
+    uint64_t total = 0;
+    for (size_t si = 0; si < sl.n; si++) {
+        char path[4200];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, sl.names[si]);
+        if (stat(path, &sb) == 0) total += (uint64_t)sb.st_size;
+    }
+    uint64_t max_records = total / (RAU__OFF_BODY + RAU__FRAME_OVERHEAD) + 1;
+    for (size_t si = 0; si < sl.n && rc == 0; si++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, sl.names[si]);
+        struct stat sb;
+        w.fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (w.fd < 0 || fstat(w.fd, &sb) != 0) {
+            problem(&v, path, "cannot read (%s)", rau_strerror(RAU_EIO));
+            if (w.fd >= 0) close(w.fd);
             continue;
         }
-        while (mr->n < c->size)
-            rau__mrange_push(mr, lv.h + mr->n * 32);
-        uint8_t got[32];
-        rau__mrange_root(mr, got);
-        if (memcmp(got, c->root, 32) != 0)
-            problem(&v, c->path,
-                    "Merkle root of the first %llu records does not match (rewritten or forked)",
+        uint64_t flen = (uint64_t)sb.st_size;
+        w.eof = 0, w.have = 0, w.base = 0;
+        size_t off = 0;
+        if (win_refill(&w, &off)) {
+            problem(&v, path, "cannot read (%s)", rau_strerror(RAU_EIO));
+            close(w.fd);
+            continue;
+        }
+        const uint8_t *b = w.b;
+        off = RAU__SEG_HDR;
+        uint8_t hc[4] = {0};
+        if (w.have >= RAU__SEG_HDR) rau__seg_check(b, hc);
+        if (w.have < RAU__SEG_HDR || memcmp(b, RAU__SEG_MAGIC, 8) != 0 || memcmp(hc, b + 20, 4)) {
+            snprintf(where, sizeof where, "%s+0", path);
+            problem(&v, where, "bad segment header");
+            off = 0;
+        } else {
+            uint64_t first = rau__rd64(b + 8);
+            snprintf(where, sizeof where, "%s+0", path);
+            if (first != sl.first_seq[si])
+                problem(&v, where, "header first seq %llu, name says %llu",
+                        (unsigned long long)first, (unsigned long long)sl.first_seq[si]);
+            if (first != head_seq + 1)
+                problem(&v, where, "segment starts at seq %llu, expected %llu",
+                        (unsigned long long)first, (unsigned long long)(head_seq + 1));
+            if (!dd.cap) {
+                uint32_t wd = rau__rd32(b + 16);
+                if (wd > max_records) wd = (uint32_t)max_records;
+                if (rau__dedupe_init(&dd, wd ? wd : 1)) {
+                    problem(&v, where, "bad dedupe window %u", wd);
+                    rau__dedupe_init(&dd, 65536);
+                }
+            }
+        }
+        int resync = 0;
+        for (;;) {
+            /* Less than the largest frame left in the window: slide it and read on. */
+            if (!w.eof && w.have - off < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD &&
+                win_refill(&w, &off)) {
+                problem(&v, path, "cannot read (%s)", rau_strerror(RAU_EIO));
+                break;
+            }
+            if (off >= w.have) break;
+            const uint8_t *pl;
+            size_t plen, fsz;
+            int fr = rau__frame_parse(b + off, w.have - off, &pl, &plen, &fsz);
+            snprintf(where, sizeof where, "%s+%llu", path, (unsigned long long)(w.base + off));
+            if (fr != 1) {
+                if (!resync) {
+                    if (fr == 0)
+                        problem(&v, where, "torn tail: %llu bytes after record %llu",
+                                (unsigned long long)(flen - (w.base + off)),
+                                (unsigned long long)head_seq);
+                    else
+                        problem(&v, where, "bad frame (length or checksum) after record %llu",
+                                (unsigned long long)head_seq);
+                }
+                /* While resynchronizing, a length running past the end is just more damage:
+                 * keep looking for the next valid frame so every later problem is listed. */
+                if (fr == 0 && !resync) break;
+                resync = 1;
+                off++;
+                continue;
+            }
+            resync = 0;
+            rau_record_t *rec = NULL;
+            int drc = rau_record_decode(pl, plen, &rec);
+            if (drc) {
+                problem(&v, where, "record: %s", rau_err_name(drc));
+                off += fsz;
+                continue;
+            }
+            records++;
+            if (each) each(ud, rec);
+            uint64_t seq = rau_record_seq(rec);
+            if (!writer[0]) {
+                snprintf(writer, sizeof writer, "%s", rau_record_writer_id(rec));
+                snprintf(stream, sizeof stream, "%s", rau_record_stream(rec));
+            } else if (strcmp(writer, rau_record_writer_id(rec)) ||
+                       strcmp(stream, rau_record_stream(rec))) {
+                problem(&v, where, "seq %llu belongs to another chain (%s/%s)",
+                        (unsigned long long)seq, rau_record_writer_id(rec), rau_record_stream(rec));
+            }
+            if (seq != head_seq + 1)
+                problem(&v, where, "seq %llu, expected %llu", (unsigned long long)seq,
+                        (unsigned long long)(head_seq + 1));
+            else if (memcmp(rau_record_prev(rec), head_hash, 32) != 0)
+                problem(&v, where, "seq %llu: prev does not match the self_hash of seq %llu",
+                        (unsigned long long)seq, (unsigned long long)head_seq);
+            if (!dd.cap) rau__dedupe_init(&dd, max_records < 65536 ? (uint32_t)max_records : 65536);
+            const rau__dent_t *dup = rau__dedupe_find(&dd, rau_record_dedupe(rec));
+            if (dup)
+                problem(&v, where, "seq %llu repeats the event of seq %llu (dedupe key)",
+                        (unsigned long long)seq, (unsigned long long)dup->seq);
+            else
+                rau__dedupe_add(&dd, rau_record_dedupe(rec), seq, rau_record_self_hash(rec));
+            if (seq > head_seq && seq < ((uint64_t)1 << 40)) {
+                /* The leaf at index seq - 1; missing seqs before it stand as zero leaves
+                 * (the roots then differ: the problem is reported above anyway). */
+                static const uint8_t zero[32];
+                if (!tree_broken && seq - 1 - mr->n > ((uint64_t)1 << 20)) tree_broken = 1;
+                while (!tree_broken && mr->n < seq - 1) {
+                    rau__mrange_push(mr, zero);
+                    CHECK_ROOTS()
+                }
+                if (!tree_broken && mr->n == seq - 1) {
+                    uint8_t leaf[32];
+                    rau_merkle_leaf_hash(pl, plen, leaf);
+                    rau__mrange_push(mr, leaf);
+                    CHECK_ROOTS()
+                }
+                head_seq = seq;
+                memcpy(head_hash, rau_record_self_hash(rec), 32);
+            }
+            rau_record_free(rec);
+            off += fsz;
+        }
+        close(w.fd);
+        w.fd = -1;
+    }
+#undef CHECK_ROOTS
+    rau__seglist_free(&sl);
+    for (; ci < ncp && rc == 0; ci++) {
+        const cp_t *c = &cps[ci];
+        if (!c->ok) continue;
+        if (tree_broken)
+            problem(&v, c->path, "checkpoint of %llu records not checked: the chain has a gap",
                     (unsigned long long)c->size);
+        else
+            problem(&v, c->path, "checkpoint covers %llu records, the log has %llu (truncated?)",
+                    (unsigned long long)c->size, (unsigned long long)mr->n);
     }
     for (size_t i = 0; i < ncp; i++)
         free(cps[i].path);
+    free(w.b);
     free(mr);
     free(cps);
-    free(lv.h);
     rau__dedupe_free(&dd);
     if (records_out) *records_out = records;
     return rc ? rc : v.problems;

@@ -23,6 +23,13 @@ foreach(src ${_rau_tests})
   endif()
 endforeach()
 
+# The audit log's crash soak (`make soak-audit`): test-audit-log with 1000 kill -9s.
+set(RAU_SOAK_KILLS 1000 CACHE STRING "Kills in the audit log's crash soak (make soak-audit)")
+add_custom_target(soak-audit
+  COMMAND ${CMAKE_COMMAND} -E env RAU_KILL9_ITERS=${RAU_SOAK_KILLS}
+          RA_TEST_TMP=${CMAKE_BINARY_DIR}/tmp $<TARGET_FILE:test-audit-log>
+  DEPENDS test-audit-log USES_TERMINAL VERBATIM)
+
 # `ron-accounting audit verify` end to end: a signed log verifies (exit 0, "OK"); a flipped
 # byte in the segment and a wrong verifier key each exit 1 naming the position.
 add_executable(audit-mklog tests/audit/audit-mklog.c)
@@ -46,4 +53,13 @@ if(RA_BUILD_HOST)
       echo \"$out\"; exit 0"
     sh $<TARGET_FILE:ron-accounting> $<TARGET_FILE:audit-mklog> ${CMAKE_BINARY_DIR}/tmp/audit-cli)
   set_tests_properties(audit-cli-verify PROPERTIES LABELS "c;audit" TIMEOUT 60)
+  # `audit proof inclusion|consistency`: every proof of a 13-record log checked by an
+  # independent RFC 9162 checker (tests/audit/rfc9162.lua), a witness's checkpoint, a fork.
+  if(RA_LUAJIT)
+    add_test(NAME audit-cli-proof
+      COMMAND sh ${CMAKE_SOURCE_DIR}/tests/audit/proof.sh $<TARGET_FILE:ron-accounting>
+              $<TARGET_FILE:audit-mklog> ${RA_LUAJIT} ${CMAKE_SOURCE_DIR}
+              ${CMAKE_BINARY_DIR}/tmp/audit-proof)
+    set_tests_properties(audit-cli-proof PROPERTIES LABELS "c;audit" TIMEOUT 120)
+  endif()
 endif()

@@ -137,6 +137,15 @@ set_tests_properties(host-daemon PROPERTIES TIMEOUT 180)
 ra_host_test(host-ingest-g6.1 sh ${_ra_host_dir}/ingest.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
   ${CMAKE_BINARY_DIR}/host-ingest)
 set_tests_properties(host-ingest-g6.1 PROPERTIES TIMEOUT 180)
+# Issue 16 phase 2 end to end: a daemon with `audit` configured; refused ingest requests,
+# a refused operator action, start and stop are audit records; `audit verify --list
+# --vkey` passes and lists them with {tenant, dimension, reason}; a restart continues the
+# chain; --check refuses amnesia with a dir.
+if(RA_BUILD_AUDIT)
+  ra_host_test(host-audit sh ${_ra_host_dir}/audit.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
+    ${CMAKE_BINARY_DIR}/host-audit)
+  set_tests_properties(host-audit PROPERTIES TIMEOUT 120)
+endif()
 # The receiver's trust model at the daemon (issue 14 item 5): no producers is exit 2 unless
 # allow_unauthenticated = true, which is logged at WARN at start; the unscoped token_hash
 # is refused with a pointer to producers.
@@ -182,3 +191,23 @@ ra_host_test(host-verify-refuses-non-wal-paths sh ${_ra_host_dir}/verify-refuses
 # --check refuses what start refuses, with the same line and exit 2 (issue 14 item 11).
 ra_host_test(host-check-refuses-what-start-refuses sh ${_ra_host_dir}/check.sh ${_ra_host}
   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-check)
+
+# ---- the wallet's request decoder (host/lua/wallet_dto.c over json_scan.c) -------------
+# A plain C test of the decoder alone, as built and under ASan+UBSan (label c, like the
+# core's tests); tests/fuzz/fuzz-wallet-dto.c fuzzes the same files.
+set(_ra_wdto_src ${CMAKE_SOURCE_DIR}/tests/wallet/test-wallet-dto.c
+    ${CMAKE_SOURCE_DIR}/host/lua/wallet_dto.c ${CMAKE_SOURCE_DIR}/host/lua/json_scan.c)
+add_executable(test-wallet-dto ${_ra_wdto_src})
+target_include_directories(test-wallet-dto PRIVATE ${CMAKE_SOURCE_DIR}/host ${CMAKE_SOURCE_DIR}/tests)
+target_compile_options(test-wallet-dto PRIVATE ${RA_WARN})
+add_test(NAME test-wallet-dto COMMAND test-wallet-dto)
+set_tests_properties(test-wallet-dto PROPERTIES LABELS c TIMEOUT 60)
+if(RA_SANITIZE_TESTS)
+  add_executable(test-wallet-dto-asan ${_ra_wdto_src})
+  target_include_directories(test-wallet-dto-asan PRIVATE ${CMAKE_SOURCE_DIR}/host ${CMAKE_SOURCE_DIR}/tests)
+  target_compile_options(test-wallet-dto-asan PRIVATE ${RA_WARN} ${RA_SAN_FLAGS})
+  target_link_options(test-wallet-dto-asan PRIVATE ${RA_SAN_FLAGS})
+  add_test(NAME test-wallet-dto-asan COMMAND test-wallet-dto-asan)
+  set_tests_properties(test-wallet-dto-asan PROPERTIES LABELS "c;asan" TIMEOUT 60
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+endif()

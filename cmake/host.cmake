@@ -33,7 +33,8 @@ target_include_directories(ron-accounting SYSTEM PRIVATE ${LIBH2O_INCLUDE_DIRS})
 set_source_files_properties(host/lua/httpd.c PROPERTIES COMPILE_DEFINITIONS H2O_USE_LIBUV=1)
 # The POST /v1/records decoder (host/lua/ingest_dto.h): plain C, no h2o, no Lua; the
 # daemon's ron.accounting.daemon.ingest calls it through ffi.C (the host exports its symbols).
-target_sources(ron-accounting PRIVATE host/lua/ingest_dto.c)
+target_sources(ron-accounting PRIVATE host/lua/ingest_dto.c host/lua/json_scan.c
+                                      host/lua/wallet_dto.c)
 target_include_directories(ron-accounting SYSTEM PRIVATE ${RA_LUV_INCLUDE_DIR})
 target_compile_definitions(ron-accounting PRIVATE _GNU_SOURCE
   RA_SOURCE_LUA_DIR="${CMAKE_SOURCE_DIR}/lua"
@@ -67,7 +68,7 @@ target_sources(ron-accounting PRIVATE host/lua/curl.c host/cli/streams.c)
 target_link_libraries(ron-accounting PRIVATE PkgConfig::LIBCURL)
 # The audit verbs (host/cli/auditcmd.c) over libronaudit.
 if(RA_BUILD_AUDIT)
-  target_sources(ron-accounting PRIVATE host/cli/auditcmd.c)
+  target_sources(ron-accounting PRIVATE host/cli/auditcmd.c host/cli/auditproof.c)
   target_compile_definitions(ron-accounting PRIVATE RA_WITH_AUDIT=1)
   target_link_libraries(ron-accounting PRIVATE ronaudit_static)
 endif()

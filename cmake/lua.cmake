@@ -100,6 +100,12 @@ ra_host_spec(lua-runtime-host spec/ron/accounting/runtime/runtime_spec.lua)
 ra_host_spec(lua-readiness-host spec/ron/accounting/runtime/readiness_spec.lua)
 # issue 14 items 1, 2, 4: failures classified and logged, stuck streams, the meter in readiness
 ra_host_spec(lua-stalls-host spec/ron/accounting/runtime/stalls_spec.lua)
+# issue 16 phase 2: the runtime's audit hooks (export outcomes, stuck streams, sheds, readiness)
+ra_host_spec(lua-audit-hooks-host spec/ron/accounting/runtime/audit_hooks_spec.lua)
+# issue 16 phase 2: the audit trail's host pattern (sink worker, deadlines, drain) on the loop
+if(RA_BUILD_AUDIT)
+  ra_host_spec(lua-audit-host spec/ron/audit/host_spec.lua)
+endif()
 # G-22 tenant hotspot fairness: the runtime's bounded dispatch under round_robin and wfq.
 ra_host_spec(lua-g22-host spec/ron/accounting/export/fairness/g22_spec.lua)
 # the runtime's batched ACKs (interval compaction), bounded dispatch, bounded state

@@ -1,10 +1,12 @@
 /* `ron-accounting audit ...`: the audit trail's offline tools (docs/AUDIT.md).
  *
- *   audit verify [--vkey FILE] [--checkpoint NOTE]... DIR
+ *   audit verify [--list] [--vkey FILE] [--checkpoint NOTE]... DIR
+ *                                    --list: one line per record (seq, kind, ts_ms, attributes)
  *                                    every frame, record, chain link, dedupe key, checkpoint
  *                                    root and (with the verifier key) signature (AUD-I-15);
  *                                    --checkpoint: a note kept elsewhere (a witness's copy)
  *                                    whose root must match the log's first records (forks)
+ *   audit proof ...                  RFC 6962 inclusion and consistency proofs (auditproof.c)
  *   audit keygen NAME SKEY VKEY      a new Ed25519 key pair in the note text forms; the
  *                                    signer key file is created 0600 and never printed
  *
@@ -24,6 +26,34 @@ static void report(void *ud, const char *where, const char *what) {
     printf("%s: %s\n", where, what);
 }
 
+/* One line per record: "record <seq> <kind> ts_ms=<t> key=value ...", string values quoted
+ * with control characters, quotes and backslashes as \xHH (the line stays one line). */
+static void list_record(void *ud, const rau_record_t *r) {
+    (void)ud;
+    printf("record %" PRIu64 " %s ts_ms=%" PRId64, rau_record_seq(r), rau_record_kind(r),
+           rau_record_ts_ms(r));
+    rau_attr_t a;
+    for (size_t i = 0; rau_record_attr(r, i, &a) == 0; i++) {
+        printf(" %.*s=", (int)a.key_len, a.key);
+        if (a.type == RAU_ATTR_STR) {
+            putchar('"');
+            for (size_t k = 0; k < a.str_len; k++) {
+                unsigned char c = (unsigned char)a.str[k];
+                if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
+                    printf("\\x%02x", c);
+                else
+                    putchar(c);
+            }
+            putchar('"');
+        } else if (a.type == RAU_ATTR_BOOL) {
+            printf("%s", a.num ? "true" : "false");
+        } else {
+            printf("%" PRId64, a.num);
+        }
+    }
+    putchar('\n');
+}
+
 static int read_small(const char *path, char *buf, size_t cap) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
@@ -39,8 +69,11 @@ static int audit_verify(int argc, char **argv) {
     const char *vkey_path = NULL, *dir = NULL;
     const char *extra[64];
     size_t n_extra = 0;
+    int list = 0;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
+        if (!strcmp(argv[i], "--list"))
+            list = 1;
+        else if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
             vkey_path = argv[++i];
         else if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc && n_extra < 64)
             extra[n_extra++] = argv[++i];
@@ -50,8 +83,8 @@ static int audit_verify(int argc, char **argv) {
             dir = NULL, i = argc;
     }
     if (!dir) {
-        fprintf(stderr,
-                "usage: " RA_HOST_NAME " audit verify [--vkey FILE] [--checkpoint NOTE]... DIR\n");
+        fprintf(stderr, "usage: " RA_HOST_NAME
+                        " audit verify [--list] [--vkey FILE] [--checkpoint NOTE]... DIR\n");
         return RA_HOST_EXIT_USAGE;
     }
     char vkey[RAU_KEY_TEXT_MAX + 2];
@@ -60,8 +93,8 @@ static int audit_verify(int argc, char **argv) {
         return RA_HOST_EXIT_USAGE;
     }
     uint64_t records = 0;
-    int n = rau_verify_dir_checkpoints(dir, vkey_path ? vkey : NULL, extra, n_extra, report, NULL,
-                                       &records);
+    int n = rau_verify_dir_list(dir, vkey_path ? vkey : NULL, extra, n_extra, report,
+                                list ? list_record : NULL, NULL, &records);
     if (n < 0) {
         printf("FAILED: %s: %s\n", dir, rau_strerror(n));
         return RA_HOST_EXIT_FAILED;
@@ -104,8 +137,10 @@ int ra_host_audit(const char *exe, int argc, char **argv) {
     (void)exe;
     if (argc >= 1 && !strcmp(argv[0], "verify")) return audit_verify(argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "keygen")) return audit_keygen(argc - 1, argv + 1);
-    fprintf(stderr,
-            "usage: " RA_HOST_NAME " audit verify [--vkey FILE] [--checkpoint NOTE]... DIR\n"
-            "       " RA_HOST_NAME " audit keygen NAME SKEY-FILE VKEY-FILE\n");
+    if (argc >= 1 && !strcmp(argv[0], "proof")) return ra_host_audit_proof(argc - 1, argv + 1);
+    fprintf(stderr, "usage: " RA_HOST_NAME
+                    " audit verify [--list] [--vkey FILE] [--checkpoint NOTE]... DIR\n"
+                    "       " RA_HOST_NAME " audit keygen NAME SKEY-FILE VKEY-FILE\n"
+                    "       " RA_HOST_NAME " audit proof inclusion|consistency ... DIR ...\n");
     return RA_HOST_EXIT_USAGE;
 }

@@ -11,6 +11,7 @@
  *   chain.c     the one chain-link check every verify uses (seq = head + 1, prev_b3 = the
  *               head's b3, seq 1 from zero)
  *   auditcmd.c  `audit verify DIR` and `audit keygen` (libronaudit, docs/AUDIT.md)
+ *   auditproof.c `audit proof inclusion|consistency` (RFC 6962 proofs from a log)
  *   verdict.c   the problem list and closing line shared by the verifies
  *
  * The Lua C modules the run's scripts require (httpd, pq, curl) live in host/lua/
@@ -47,6 +48,8 @@ int ra_host_verify(const char *exe, int argc, char **argv);
 int ra_host_wal(const char *exe, int argc, char **argv);
 /* auditcmd.c (RA_BUILD_AUDIT): `audit verify [--vkey FILE] DIR`, `audit keygen ...`. */
 int ra_host_audit(const char *exe, int argc, char **argv);
+/* auditproof.c: `audit proof inclusion|consistency ...` (RFC 6962 proofs from a log). */
+int ra_host_audit_proof(int argc, char **argv);
 
 /* True when path is a file-ledger directory (it holds the LEDGER marker) or a
  * <dimension>.ledger stream file; ra_host_ledger_verify then checks it, read-only, and

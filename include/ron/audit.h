@@ -235,6 +235,13 @@ RAU_EXTERN int rau_log_sync(rau_log_t *l);
 /* Signs a checkpoint of the current head now (needs key_path); syncs first. */
 RAU_EXTERN int rau_log_checkpoint(rau_log_t *l);
 RAU_EXTERN void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out);
+/* The last checkpoint of this chain (written by this handle, or the newest found at open):
+ * its size, its RFC 6962 root (32 bytes) and the signed note itself (its first line is the
+ * origin). The ledger carries it in its events, so usage, money and audit attest to each
+ * other. Any out pointer may be NULL. RAU_ENOTFOUND: no checkpoint yet; RAU_EBUFSIZE: cap
+ * is below *len_out. */
+RAU_EXTERN int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *root_out,
+                                         char *note, size_t cap, size_t *len_out);
 /* Syncs, then frees. */
 RAU_EXTERN int rau_log_close(rau_log_t *l);
 
@@ -252,6 +259,12 @@ RAU_EXTERN int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn r
 RAU_EXTERN int rau_verify_dir_checkpoints(const char *dir, const char *vkey,
                                           const char *const *extra, size_t n_extra,
                                           rau_report_fn report, void *ud, uint64_t *records_out);
+/* The same, also passing every record that decodes to each(ud, record), in file order (the
+ * record lives for the call only): `audit verify --list`. */
+typedef void (*rau_record_fn)(void *ud, const rau_record_t *r);
+RAU_EXTERN int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *extra,
+                                   size_t n_extra, rau_report_fn report, rau_record_fn each,
+                                   void *ud, uint64_t *records_out);
 
 /* RAU_CDEF_END */
 

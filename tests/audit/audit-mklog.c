@@ -1,5 +1,7 @@
 /* Writes a small signed audit log for the CLI test (cmake/audit-tests.cmake):
- *   audit-mklog DIR SKEY-FILE N     N records, a checkpoint at the end */
+ *   audit-mklog DIR SKEY-FILE N [BASE]   N records (events BASE.., default 0: an existing
+ *                                        log with the same BASE deduplicates them), a
+ *                                        checkpoint at the end */
 #include "ron/audit.h"
 
 #include <stdio.h>
@@ -7,7 +9,8 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
-    if (argc != 4) return 2;
+    if (argc != 4 && argc != 5) return 2;
+    long long base = argc == 5 ? atoll(argv[4]) : 0;
     rau_log_config_t cfg;
     rau_log_config_init(&cfg);
     cfg.writer_id = "gw-1";
@@ -23,7 +26,7 @@ int main(int argc, char **argv) {
     }
     int n = atoi(argv[3]);
     for (int i = 0; i < n && rc == 0; i++) {
-        rau_attr_t a = {"n", 1, RAU_ATTR_INT, NULL, 0, i};
+        rau_attr_t a = {"n", 1, RAU_ATTR_INT, NULL, 0, base + i};
         rau_event_t ev = {"reject", 6, 1700000000000LL + i, &a, 1};
         rau_appended_t out;
         rc = rau_log_append(l, &ev, &out);

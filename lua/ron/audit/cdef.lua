@@ -129,10 +129,13 @@ int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out);
 int rau_log_sync(rau_log_t *l);
 int rau_log_checkpoint(rau_log_t *l);
 void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out);
+int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *root_out, char *note, size_t cap, size_t *len_out);
 int rau_log_close(rau_log_t *l);
 typedef void (*rau_report_fn)(void *ud, const char *where, const char *what);
 int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void *ud, uint64_t *records_out);
 int rau_verify_dir_checkpoints(const char *dir, const char *vkey, const char *const *extra, size_t n_extra, rau_report_fn report, void *ud, uint64_t *records_out);
+typedef void (*rau_record_fn)(void *ud, const rau_record_t *r);
+int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *extra, size_t n_extra, rau_report_fn report, rau_record_fn each, void *ud, uint64_t *records_out);
 ]]
 end
 
@@ -179,8 +182,10 @@ return {
         "rau_log_sync",
         "rau_log_checkpoint",
         "rau_log_stats",
+        "rau_log_latest_checkpoint",
         "rau_log_close",
         "rau_verify_dir",
         "rau_verify_dir_checkpoints",
+        "rau_verify_dir_list",
     },
 }

@@ -23,6 +23,8 @@ local error = error
 local floor = math.floor
 local format = string.format
 local pairs = pairs
+local ipairs = ipairs
+local tonumber = tonumber
 local type = type
 local tostring = tostring
 
@@ -135,31 +137,44 @@ function _M.open(cfg)
         writer_id = cfg.writer_id, stream = cfg.stream,
         q = {}, head = 1, tail = 0, cap = cap,  -- ring: q[head..tail]
         drops = { audit_backpressure = 0 },
-        gap = nil,                              -- {dropped, from, to, reason} since last drain
+        gaps = {}, n_gaps = 0,                  -- reason -> {dropped, from, to, reason}
         appended_total = 0, duplicates_total = 0,
     }, Log)
 end
 
 function Log:depth() return self.tail - self.head + 1 end
 
--- AUD-I-17: bounded queue, shed on full with a typed error and a counter.
-function Log:emit(kind, attrs, ts_ms)
-    if not self.h then return nil, "Closed: log closed" end
+-- Counts one shed event under reason and folds it into that reason's pending Gap record
+-- (AUD-I-18). The host uses it for its own shed reasons (a stalled disk, a deadline).
+function Log:shed(reason, ts_ms)
+    self.drops[reason] = (self.drops[reason] or 0) + 1
+    local g = self.gaps[reason]
+    if not g then
+        self.gaps[reason] = { dropped = 1, from = ts_ms, to = ts_ms, reason = reason }
+        self.n_gaps = self.n_gaps + 1
+    else
+        g.dropped = g.dropped + 1
+        if ts_ms < g.from then g.from = ts_ms end
+        if ts_ms > g.to then g.to = ts_ms end
+    end
+end
+
+-- Checks an event (nil, err when it could not be encoded) without queueing it.
+function Log:check(kind, attrs, ts_ms)
     local ev, err = fill_event(kind, attrs, ts_ms)
     if not ev then return nil, err end
     local rc = C.rau_record_encode(self.writer_id, self.stream, 1, nil, ev, scratch, 4096, len_out)
     if rc ~= 0 then return nil, err_text(rc) end
+    return true
+end
+
+-- AUD-I-17: bounded queue, shed on full with a typed error and a counter.
+function Log:emit(kind, attrs, ts_ms)
+    if not self.h then return nil, "Closed: log closed" end
+    local ok, err = self:check(kind, attrs, ts_ms)
+    if not ok then return nil, err end
     if self:depth() >= self.cap then
-        local reason = "audit_backpressure"
-        self.drops[reason] = self.drops[reason] + 1
-        local g = self.gap
-        if not g then
-            self.gap = { dropped = 1, from = ts_ms, to = ts_ms, reason = reason }
-        else
-            g.dropped = g.dropped + 1
-            if ts_ms < g.from then g.from = ts_ms end
-            if ts_ms > g.to then g.to = ts_ms end
-        end
+        self:shed("audit_backpressure", ts_ms)
         return nil, "Busy: audit queue full (" .. self.cap .. "), event shed"
     end
     self.tail = self.tail + 1
@@ -179,9 +194,11 @@ local function append(self, kind, attrs, ts_ms)
     return true
 end
 
--- Appends up to max queued events (all when nil), the Gap record once the queue is empty
--- (AUD-I-18), then one group commit. Returns the number of events taken from the queue.
-function Log:drain(max)
+-- Appends up to max queued events (all when nil) at the chain head, buffered, and the Gap
+-- records (one per shed reason, in reason order) once the queue is empty (AUD-I-18). No I/O
+-- unless the group-commit buffer fills: keep max * RAU_RECORD_MAX under batch_bytes for
+-- that. Returns the number of events taken from the queue.
+function Log:append_queued(max)
     if not self.h then return nil, "Closed: log closed" end
     local n = 0
     while self.head <= self.tail and (not max or n < max) do
@@ -192,17 +209,59 @@ function Log:drain(max)
         local ok, err = append(self, e[1], e[2], e[3])
         if not ok then return nil, err end
     end
-    if self.head > self.tail and self.gap then
-        local g = self.gap
-        local ok, err = append(self, "gap", {
-            dropped = g.dropped, from_ts_ms = g.from, to_ts_ms = g.to, reason = g.reason,
-        }, g.to)
-        if not ok then return nil, err end
-        self.gap = nil
+    if self.head > self.tail and self.n_gaps > 0 then
+        local reasons = {}
+        for r in pairs(self.gaps) do reasons[#reasons + 1] = r end
+        table.sort(reasons)
+        for _, r in ipairs(reasons) do
+            local g = self.gaps[r]
+            local ok, err = append(self, "gap", {
+                dropped = g.dropped, from_ts_ms = g.from, to_ts_ms = g.to, reason = g.reason,
+            }, g.to)
+            if not ok then return nil, err end
+            self.gaps[r] = nil
+            self.n_gaps = self.n_gaps - 1
+        end
     end
+    return n
+end
+
+-- Group commit of what was appended: one write, one fdatasync (AUD-I-12).
+function Log:sync()
+    if not self.h then return nil, "Closed: log closed" end
     local rc = C.rau_log_sync(self.h)
     if rc ~= 0 then return nil, err_text(rc) end
+    return true
+end
+
+-- append_queued(max), then sync(): the whole drain on the caller's thread.
+function Log:drain(max)
+    local n, err = self:append_queued(max)
+    if not n then return nil, err end
+    local ok
+    ok, err = self:sync()
+    if not ok then return nil, err end
     return n
+end
+
+-- The handle as a number (uintptr_t), for a sync on the libuv threadpool
+-- (ron.accounting.runtime.offload.audit_sync); the log must stay open meanwhile.
+function Log:ptr()
+    return self.h and tonumber(ffi.cast("uintptr_t", self.h)) or nil
+end
+
+-- The last signed checkpoint of the chain: { origin, size, root (64 hex digits), note } or
+-- nil when there is none yet. The ledger carries it in its events (docs/AUDIT.md).
+local cp_size, cp_root = ffi.new("uint64_t[1]"), ffi.new("uint8_t[32]")
+local cp_note = ffi.new("char[?]", 1024)
+function Log:latest_checkpoint()
+    if not self.h then return nil, "Closed: log closed" end
+    local rc = C.rau_log_latest_checkpoint(self.h, cp_size, cp_root, cp_note, 1024, len_out)
+    if rc == C.RAU_ENOTFOUND then return nil end
+    if rc ~= 0 then return nil, err_text(rc) end
+    local note = ffi.string(cp_note, len_out[0])
+    return { origin = note:match("^([^\n]*)"), size = tonumber(cp_size[0]),
+             root = hex(cp_root, 32), note = note }
 end
 
 function Log:checkpoint()
@@ -226,8 +285,11 @@ end
 function Log:metrics()
     local out = { "# HELP audit_drop_total Audit events shed by the bounded queue (a gap "
                   .. "record with the count follows).", "# TYPE audit_drop_total counter" }
-    for reason, v in pairs(self.drops) do
-        out[#out + 1] = format('audit_drop_total{reason="%s"} %d', reason, v)
+    local reasons = {}
+    for reason in pairs(self.drops) do reasons[#reasons + 1] = reason end
+    table.sort(reasons)
+    for _, reason in ipairs(reasons) do
+        out[#out + 1] = format('audit_drop_total{reason="%s"} %d', reason, self.drops[reason])
     end
     out[#out + 1] = "# HELP audit_queue_depth Audit events waiting in the queue."
     out[#out + 1] = "# TYPE audit_queue_depth gauge"

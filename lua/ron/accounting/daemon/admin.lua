@@ -11,7 +11,8 @@
 --
 -- Accepting a loss gives up, for good, the seqs a stuck-on-gap stream waits for (issue 14
 -- item 1; docs/ops/failure-modes.md): the downstream records them as given up and the
--- stream goes on. The runtime logs exactly which seqs (RT:accept_loss).
+-- stream goes on. The runtime logs exactly which seqs (RT:accept_loss); with the audit
+-- trail configured every attempt (granted or refused, with the peer) is an audit record.
 local cjson = require("cjson.safe").new()
 local http = require "ron.accounting.daemon.http"
 local task = require "ron.accounting.runtime.task"
@@ -69,6 +70,15 @@ function _M.routes(d)
         -- the exporter's accept_loss may go through the threadpool: answered from a task
         task.spawn("admin_accept_loss", function()
             local r, err = d.rt:accept_loss(o.tenant, o.dimension, o.reason)
+            if d.audit_emit then -- an operator action, granted or refused (AUD-I-21)
+                local text = require("ron.accounting.runtime.rt").audit_text
+                d.audit_emit("operator", {
+                    action = "accept_loss", tenant = text(o.tenant),
+                    dimension = text(o.dimension), reason = text(o.reason or ""),
+                    peer = text(req.peer or "-"),
+                    outcome = r and "ok" or (tostring(err):match("^(%a+):") or "Error"),
+                    from = r and r.from or nil, to = r and r.to or nil })
+            end
             if not r then
                 local name = tostring(err):match("^(%a+):")
                 return problem(req, STATUS[name] or 500, err)

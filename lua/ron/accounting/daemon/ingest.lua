@@ -181,14 +181,15 @@ local I = {}
 I.__index = I
 
 -- o: meter (required), tokens (required), the optional keys of DEFAULTS, and
---    clock (UTC seconds, the meter's: Retry-After of a capacity refusal is the time to the
+--    audit (function(kind, attrs): every reject also goes to the audit trail), clock
+--    (UTC seconds, the meter's: Retry-After of a capacity refusal is the time to the
 --    next window boundary on it), log (function(line); default: stderr).
 function _M.new(o)
     if type(o) ~= "table" then error("ingest.new: options table expected", 2) end
     if o.meter == nil then error("ingest.new: meter is required", 2) end
     local cfg = {}
     for k, v in pairs(o) do
-        if k ~= "meter" and k ~= "clock" and k ~= "log" then cfg[k] = v end
+        if k ~= "meter" and k ~= "clock" and k ~= "log" and k ~= "audit" then cfg[k] = v end
     end
     local ok, err = _M.check_config(cfg, "ingest")
     if not ok then error("ingest.new: " .. err, 2) end
@@ -207,6 +208,7 @@ function _M.new(o)
     for k, v in pairs(cfg) do self[k] = v end
     self.meter = o.meter
     self.clock = o.clock
+    self.audit = o.audit -- function(kind, attrs): the audit trail (ron.audit.host:emit)
     self.log = o.log or function(line) io.stderr:write(line, "\n") end
 
     self.tokens = {}
@@ -251,8 +253,15 @@ local function early_413(self)
     return self.last_early or 0
 end
 
--- I-14: one line per reject, sampled per reason: the first, then every log_every-th.
+-- I-14: one line per reject, sampled per reason: the first, then every log_every-th. The
+-- audit trail, when configured, gets every one, unsampled (AUD-I-21: the durable evidence;
+-- its emit never blocks: a full queue is counted and ends as a Gap record).
 local function log_reject(self, reason, status, tenant, dim)
+    local audit = self.audit
+    if audit then
+        audit("reject", { source = "ingest", reason = reason, status = status,
+                          tenant = tenant or "-", dimension = dim or "-" })
+    end
     local n = self.rejected[reason]
     if n == 1 or n % self.log_every == 0 then
         self.log(format("ron-accounting: WARN ingest: reject reason=%s status=%d tenant=%s " ..

@@ -87,16 +87,50 @@ local function http_routes(d)
     if d.receiver then
         for _, r in ipairs(d.receiver:routes()) do routes[#routes + 1] = r end
     end
+    if d.wallet then
+        for _, r in ipairs(d.wallet:routes()) do routes[#routes + 1] = r end
+    end
     return routes
 end
 
 local function http_max_body(d)
     local n = d.ingest and d.ingest.max_body or nil
+    if d.wallet and (not n or n < 1048576) then n = 1048576 end -- the wallet's 1 MiB
     if d.receiver then
         local rn = require("ron.accounting.daemon.receiver").MAX_BODY
         if not n or n < rn then n = rn end
     end
     return n
+end
+
+-- The audit trail's host (ron.audit.host) from the `audit` block; its log directory is
+-- <var>/audit unless audit.dir names one (none with amnesia).
+local function start_audit(cfg, p)
+    local host = require "ron.audit.host"
+    local a = cfg.audit
+    local o = { writer_id = a.writer_id or host.CONFIG_DEFAULTS.writer_id,
+                stream = a.stream or host.CONFIG_DEFAULTS.stream,
+                close_deadline_ms = cfg.drain_deadline_ms,
+                log = function(line) log("WARN", "audit: %s", line) end }
+    for _, k in ipairs { "checkpoint_every", "queue_cap", "batch", "interval_ms",
+                         "io_deadline_ms", "rotate_bytes" } do
+        o[k] = a[k] or host.CONFIG_DEFAULTS[k]
+    end
+    if a.amnesia then
+        o.amnesia = true
+    else
+        local ok, err = mkdir_p(p.audit)
+        if not ok then return nil, format("%s: %s", p.audit, tostring(err)) end
+        o.dir = p.audit
+        o.key_path = a.key_path or nil
+    end
+    local h, err = host.start(o)
+    if not h then return nil, err end
+    log("INFO", "audit trail %s (%s/%s%s; check with: ron-accounting audit verify %s)",
+        o.dir or "in RAM (amnesia)", o.writer_id, o.stream,
+        o.key_path and format(", checkpoints every %d records", o.checkpoint_every)
+        or ", no checkpoint key", o.dir or "-")
+    return h
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -141,9 +175,20 @@ function _M.start(cfg)
     end
 
     local d = { cfg = cfg, meter = meter, paths = p, stopping = false, demo_errors = 0 }
+    -- The audit trail first (docs/AUDIT.md, "In the daemon"): everything after it may emit.
+    if cfg.audit then
+        local a, aerr = start_audit(cfg, p)
+        if not a then
+            meter:close()
+            return nil, "audit: " .. tostring(aerr)
+        end
+        d.audit = a
+        d.audit_emit = function(kind, attrs) return a:emit(kind, attrs) end
+        a:emit("daemon", { event = "start", pid = uv.os_getpid() })
+    end
     if cfg.ingest then -- POST /v1/records (docs/ops/ingest.md)
         local iok, ing = pcall(function()
-            local o = { meter = meter, clock = cfg.clock or nil }
+            local o = { meter = meter, clock = cfg.clock or nil, audit = d.audit_emit }
             for k, v in pairs(cfg.ingest) do o[k] = v end
             return require("ron.accounting.daemon.ingest").new(o)
         end)
@@ -163,19 +208,42 @@ function _M.start(cfg)
         end
         d.receiver, d.receiver_backend = r, what
     end
+    if cfg.wallet then -- ron-wallet (docs/WALLET.md): its store opens in a task below
+        local wok, w = pcall(function()
+            return require("ron.wallet.daemon").new(cfg.wallet, {
+                var = p.var, log = function(line) log("WARN", "wallet: %s", line) end })
+        end)
+        if not wok then
+            if d.receiver then d.receiver:close(true) end
+            meter:close()
+            return nil, "wallet: " .. tostring(w)
+        end
+        d.wallet = w
+    end
     -- HTTP first: a bind failure (the port in use) then ends the start before any task
     -- runs. Until the runtime exists the endpoints answer through this proxy.
     if cfg.listen then
         local host, port = cfg.listen:match("^%[?([^%]]*)%]?:(%d+)$")
         local proxy = {
             ready = function()
-                if d.rt then return d.rt:ready() end
-                return false, { "starting" }
+                local ready, reasons = false, { "starting" }
+                if d.rt then ready, reasons = d.rt:ready() end
+                if d.wallet then
+                    local wr, wreasons = d.wallet:ready()
+                    if not wr then
+                        reasons = ready and {} or reasons or {}
+                        for _, r in ipairs(wreasons) do reasons[#reasons + 1] = r end
+                        ready = false
+                    end
+                end
+                return ready, reasons
             end,
             metrics_text = function()
                 return (d.rt and d.rt:metrics_text() or "") ..
+                       (d.audit and d.audit:metrics_text() or "") ..
                        (d.ingest and d.ingest:metrics_text() or "") ..
-                       (d.receiver and d.receiver:metrics_text() or "")
+                       (d.receiver and d.receiver:metrics_text() or "") ..
+                       (d.wallet and d.wallet:metrics_text() or "")
             end,
         }
         local hok, http = pcall(require, "ron.accounting.daemon.http")
@@ -224,7 +292,7 @@ function _M.start(cfg)
         meter = meter, exporter = exporter, fairness = fairness, backoff = backoff,
         ordered_buffer_cap = cfg.ordered_buffer_cap, pending_cap = cfg.pending_cap,
         op_budget_ms = cfg.op_budget_ms, drain_deadline_ms = cfg.drain_deadline_ms,
-        clock = cfg.clock or nil, tick_ms = cfg.tick_ms or nil,
+        clock = cfg.clock or nil, tick_ms = cfg.tick_ms or nil, audit = d.audit_emit,
     }
     if type(exporter.list_heads) == "function" then
         -- The ledger's heads first: a node that lost its own (micronode, a new plane)
@@ -238,9 +306,20 @@ function _M.start(cfg)
         d.rt = runtime.start(rt_opts)
     end
 
+    if d.wallet then
+        task.spawn("wallet_run", require("ron.wallet.daemon").run, d.wallet)
+        if d.http then
+            log("INFO", "wallet: POST http://%s:%d/v1/issue|transfer|burn|accounts, GET " ..
+                "/v1/accounts/<id>/balance|statement (ledger: %s)",
+                cfg.listen:match("^%[?([^%]]*)%]?:%d+$"), d.http:port(),
+                d.wallet.store_opts.backend == "sqlite" and d.wallet.store_opts.path
+                or "postgres")
+        end
+    end
     local stop_ch = task.channel(1, "daemon_stop")
     task.on_shutdown(function(reason)
         d.stopping = true
+        if d.wallet then d.wallet:stop() end
         log("INFO", "%s: shutting down (drain deadline %d ms)", tostring(reason),
             cfg.drain_deadline_ms)
         stop_ch:close()
@@ -254,10 +333,18 @@ function _M.start(cfg)
     task.spawn("daemon", function()
         stop_ch:recv() -- Canceled/Closed at shutdown
         local res = d.rt and d.rt:wait() or { finished = 0, aborted = 0 }
+        if d.wallet then d.wallet:wait(cfg.drain_deadline_ms) end
         if d.http then d.http:close() end
         if d.receiver then d.receiver:close(true) end
+        if d.wallet and d.wallet.store then d.wallet.store:close() end
         demo.status_line(d)
         local backlog = meter:pending_count()
+        if d.audit then -- after the runtime: its last records are in the queue
+            d.audit:emit("daemon", { event = "stop", pid = uv.os_getpid(),
+                                     finished = res.finished, aborted = res.aborted })
+            local aok, aerr = d.audit:close(cfg.drain_deadline_ms)
+            if not aok then log("ERROR", "audit: closing the trail: %s", tostring(aerr)) end
+        end
         meter:close()
         log("INFO", "stopped: %d task(s) finished, %d aborted; %d slice(s) await export %s",
             res.finished, res.aborted, backlog,

@@ -1,7 +1,8 @@
 -- ron.accounting.daemon.schema: the daemon's settings: their embedded defaults and one
 -- check per key (an unknown key or a wrong value is one line, "configuration: ...").
 local format, concat, sort, floor = string.format, table.concat, table.sort, math.floor
-local pairs, ipairs, type, tostring, tonumber = pairs, ipairs, type, tostring, tonumber
+local pairs, ipairs, type, tostring, tonumber, pcall =
+      pairs, ipairs, type, tostring, tonumber, pcall
 
 local _M = {}
 
@@ -53,6 +54,14 @@ _M.DEFAULTS = {
                                 -- allow_unauthenticated = true), ... }
                                 -- (ron.accounting.daemon.receiver): this daemon is then
                                 -- the HTTP ledger of others (exporters.http)
+    wallet = false,             -- ron-wallet on `listen` (docs/WALLET.md): { tokens = { [b3hex
+                                -- of a token] = "operator" | account uuid }, assets = { USD =
+                                -- 2 }, store = { backend = "sqlite" | "postgres", ... }, ... }
+                                -- (ron.wallet.daemon; SQLite default <var>/wallet-ledger.db)
+    audit = false,              -- the audit trail (docs/AUDIT.md): { dir =, key_path =,
+                                -- checkpoint_every =, queue_cap =, amnesia =, ... }
+                                -- (ron.audit.host): every reject, shed, non-ok export,
+                                -- operator action and readiness flip as a signed record
     status_interval_s = 60,     -- a status line on stderr; 0: none
     demo_rate = 0,              -- records/s of built-in demo traffic (3 tenants); 0: none
     clock = false,              -- a function returning UTC seconds (tests); false: system
@@ -185,6 +194,22 @@ _M.CHECK = {
         if not ok then return bad("%s", err) end
         return true
     end,
+    wallet = function(k, v)
+        local ok, err = require("ron.wallet.daemon").check_config(v, k)
+        if not ok then return bad("%s", err) end
+        return true
+    end,
+    audit = function(k, v)
+        if v == false then return true end
+        local hok, host = pcall(require, "ron.audit.host")
+        if not hok then
+            return bad("%s needs libronaudit (a build with RA_BUILD_AUDIT): %s", k,
+                       tostring(host))
+        end
+        local ok, err = host.check_config(v, k)
+        if not ok then return bad("%s", err) end
+        return true
+    end,
     status_interval_s = int_in(0, 86400),
     demo_rate = int_in(0, 10000000),
     clock = function(k, v)
@@ -219,6 +244,9 @@ function _M.check(cfg)
     if cfg.ingest and not cfg.listen then
         return bad("ingest needs listen (POST /v1/records is served there)")
     end
+    if cfg.wallet and not cfg.listen then
+        return bad("wallet needs listen (its routes are served there)")
+    end
     if cfg.receiver and not cfg.listen then
         return bad("receiver needs listen (PUT /v1/slices/... is served there)")
     end
@@ -244,8 +272,10 @@ end
 -- The daemon's paths under var_dir.
 function _M.paths(cfg)
     local var = cfg.var_dir
+    local a = cfg.audit
     return { var = var, plane = cfg.plane or (var .. "/plane"), wal = var .. "/wal",
-             ledger = cfg.ledger_dir or (var .. "/ledger") }
+             ledger = cfg.ledger_dir or (var .. "/ledger"),
+             audit = a and not a.amnesia and (a.dir or (var .. "/audit")) or nil }
 end
 
 -- The acct.open() table of a process that only records into the daemon's plane: the

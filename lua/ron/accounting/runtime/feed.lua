@@ -5,8 +5,8 @@ local rt = require "ron.accounting.runtime.rt"
 local offload = require "ron.accounting.runtime.offload"
 local uv = require "luv"
 
-local floor, ipairs, next, tostring =
-      math.floor, ipairs, next, tostring
+local floor, ipairs, next, tostring, tonumber =
+      math.floor, ipairs, next, tostring, tonumber
 local RT, skey, slice_key, log = rt.RT, rt.skey, rt.slice_key, rt.log
 -- Offers one slice to pending_slices; false when full (counted, stays pending).
 function RT:offer(s)
@@ -15,6 +15,10 @@ function RT:offer(s)
     local ok = self.pending_slices:try_send(s)
     if not ok then
         self.rejected.busy = self.rejected.busy + 1
+        if self.audit then
+            self:audit_emit("shed", { source = "runtime", reason = "busy", tenant = s.tenant,
+                                      dimension = s.dimension, seq = tonumber(s.id.seq) })
+        end
         self.need_reoffer = true
         return false
     end

@@ -26,7 +26,10 @@
 --                                   -- a forward clock step beyond the tolerance is held
 --                                   -- until the clock comes back or it lasted confirm_ms
 --                                   -- (false: no guard)
---       tick_ms = nil }             -- rollover every tick_ms instead of at UTC boundaries
+--       tick_ms = nil,              -- rollover every tick_ms instead of at UTC boundaries
+--       audit = nil }               -- function(kind, attrs): every shed, non-ok export,
+--                                   -- stuck stream and readiness flip as an audit record
+--                                   -- (the daemon's ron.audit.host emit; issue 16)
 --   rt:stop()          -- no new sealing; the router drains into the lanes, workers finish
 --   rt:wait()          -- (from a task) joins every task, aborts stragglers after the
 --                         drain deadline; -> { finished =, aborted = }
@@ -138,7 +141,9 @@ function _M.start(opts)
     local self = setmetatable({
         task = task.current(), meter = opts.meter, exporter = opts.exporter, cfg = cfg,
         fairness = opts.fairness or require("ron.accounting.export.fairness.round_robin").new(),
-        backoff = opts.backoff, clock = opts.clock, tick_ms = opts.tick_ms, mono = opts.mono,
+        backoff = opts.backoff, clock = opts.clock,
+        tick_ms = opts.tick_ms, mono = opts.mono,
+        audit = opts.audit,    -- function(kind, attrs): the audit trail (RT:audit_emit)
         step = {}, clock_steps = 0, step_ahead_ms = nil, -- RT:seal_now_ms
         streams = {},          -- key -> { lane, worker, blocked_seq, dead, tenant, dim }
         offered = {},          -- slice key -> true while in the pipeline

@@ -76,8 +76,10 @@ local function PROTECTED(kind, id, path, ...)
     return id, _G.unpack(r, 2, _G.table.maxn(r))
 end
 
--- Queues kind(...) in the pool and waits (inside a task) for its results.
-local function call(kind, keep, ...)
+-- Queues kind(...) in the pool and waits (inside a task) for its results. With deadline_ms,
+-- on_late() is called once when the answer is not there by then (an I/O deadline: the wait
+-- goes on, since the call cannot be taken back).
+local function call_late(kind, keep, deadline_ms, on_late, ...)
     local w = works.protected
     if not w then
         w = uv.new_work(PROTECTED, after)
@@ -93,11 +95,20 @@ local function call(kind, keep, ...)
         return nil, "IoError: uv work queue failed: " .. tostring(err)
     end
     while true do
-        local res, rerr = ch:recv()
+        local res, rerr = ch:recv(deadline_ms)
         if res then return res end
-        if rerr ~= "Canceled" then return nil, rerr end
+        if rerr == "Timeout" then
+            deadline_ms = nil
+            on_late()
+        elseif rerr ~= "Canceled" then
+            return nil, rerr
+        end
         -- shut down: keep polling for the answer in flight (see the header)
     end
+end
+
+local function call(kind, keep, ...)
+    return call_late(kind, keep, nil, nil, ...)
 end
 
 local function errmsg(C, rc)
@@ -339,6 +350,18 @@ function F:list_heads()
 end
 
 function F:close() return true end
+
+-- The audit trail's group commit in the pool (ron.audit.host): log is a ron.audit log whose
+-- one writer waits here. -> rc (0 or a RAU_E* code) | nil, err. on_late() runs once when
+-- the answer is not there after deadline_ms (seed 002 I-4: the WAL I/O deadline).
+function _M.audit_sync(log, deadline_ms, on_late)
+    local p = log:ptr()
+    if not p then return nil, "Closed: log closed" end
+    local res, err = call_late("audit_sync", { log }, deadline_ms, on_late, p)
+    if not res then return nil, err end
+    if res[2] == nil then return nil, res[3] end
+    return res[2]
+end
 
 -- Requests still in flight (0 once every answer came back).
 function _M.in_flight()

@@ -160,4 +160,11 @@ function _M.file_heads(dir)
     return concat(parts, "\n")
 end
 
+-- The audit trail's group commit (ron.audit.host): rau_log_sync on a log handle the loop
+-- thread does not touch until this answers (its sink worker is the chain's one writer).
+function _M.audit_sync(lnum)
+    local A = require "ron.audit.lib"
+    return A.rau_log_sync(ffi.cast("rau_log_t *", lnum))
+end
+
 return _M

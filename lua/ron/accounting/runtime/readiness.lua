@@ -4,8 +4,8 @@
 local rt = require "ron.accounting.runtime.rt"
 local uv = require "luv"
 
-local format, sort, pcall, next =
-      string.format, table.sort, pcall, next
+local format, sort, concat, pcall, next =
+      string.format, table.sort, table.concat, pcall, next
 local RT, slice_key, log = rt.RT, rt.slice_key, rt.log
 function RT.slice_id(s)
     return { tenant = s.tenant, dimension = s.dimension, window_start_s = s.id.window_start_s,
@@ -89,6 +89,11 @@ function RT:set_degraded(on)
     if on == self.is_degraded then return end
     self.is_degraded = on
     pcall(self.meter.set_degraded, self.meter, on)
+    if self.audit then
+        self:audit_emit("readiness", { event = on and "degraded" or "recovered",
+                                       backlog_p95 = p95(self.backlog_samples),
+                                       ack_latency_p95_ms = p95(self.latency_samples) })
+    end
     log("%s: backlog p95 %d, ack latency p95 %d ms", on and "degraded (exporter)" or
         "recovered", p95(self.backlog_samples), p95(self.latency_samples))
 end
@@ -98,9 +103,19 @@ function RT:backlog()
     return self.meter:pending_count()
 end
 
+-- /readyz flips (issue 16): one audit record when readiness changes, with its reasons.
+function RT:audit_ready()
+    local ready, reasons = self:ready()
+    if ready == self.was_ready then return end
+    self.was_ready = ready
+    self:audit_emit("readiness", { event = ready and "ready" or "not_ready",
+                                   reasons = rt.audit_text(concat(reasons, "; ")) })
+end
+
 function RT:health_step()
     local now = uv.now()
     self:sample(self.backlog_samples, self:backlog())
+    if self.audit then self:audit_ready() end
     if self:exporter_ok() then
         self.breach_since = nil
         self.healthy_since = self.healthy_since or now

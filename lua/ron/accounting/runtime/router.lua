@@ -4,11 +4,15 @@
 -- them.
 local rt = require "ron.accounting.runtime.rt"
 
-local format, pairs =
-      string.format, pairs
+local format, pairs, tonumber =
+      string.format, pairs, tonumber
 local RT, skey, slice_key = rt.RT, rt.skey, rt.slice_key
 function RT:shed(s, reason)
     self.rejected[reason] = (self.rejected[reason] or 0) + 1
+    if self.audit then
+        self:audit_emit("shed", { source = "runtime", reason = reason, tenant = s.tenant,
+                                  dimension = s.dimension, seq = tonumber(s.id.seq) })
+    end
     self.offered[slice_key(s)] = nil
     self.need_reoffer = true
 end

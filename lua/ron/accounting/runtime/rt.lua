@@ -32,4 +32,19 @@ function _M.log(fmt, ...)
     _M.write(format(fmt, ...))
 end
 
+-- One audit record (AUD-I-21) when the runtime was started with opts.audit (the daemon's
+-- audit trail: ron.audit.host emit, which never blocks); a no-op otherwise.
+function RT:audit_emit(kind, attrs)
+    local a = self.audit
+    if a then a(kind, attrs) end
+end
+
+-- An attribute text: printable ASCII, at most 200 bytes (an exporter's detail may hold
+-- anything; audit records hold NFC UTF-8 within 1 KiB of attributes).
+function _M.audit_text(s)
+    s = tostring(s):gsub("[^\32-\126]", "?")
+    if #s > 200 then s = s:sub(1, 197) .. "..." end
+    return s
+end
+
 return _M

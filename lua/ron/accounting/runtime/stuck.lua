@@ -37,12 +37,21 @@ function RT:set_stuck(st, s, reason, detail)
                  prev_b3 = s.prev_b3 }
     log("STUCK: stream %s cannot advance at seq %s: %s (%s). %s", st.key, tostring(s.id.seq),
         reason, tostring(detail), REMEDY[reason])
+    if self.audit then
+        self:audit_emit("stream", { event = "stuck", reason = reason, tenant = st.tenant,
+                                    dimension = st.dim, seq = tonumber(s.id.seq) })
+    end
     self:event { "stuck", st.key, s.id.seq, reason }
 end
 
 function RT:clear_stuck(st)
     log("stream %s advances again (was stuck at seq %s: %s)", st.key, tostring(st.stuck.seq),
         st.stuck.reason)
+    if self.audit then
+        self:audit_emit("stream", { event = "unstuck", reason = st.stuck.reason,
+                                    tenant = st.tenant, dimension = st.dim,
+                                    seq = tonumber(st.stuck.seq) })
+    end
     st.stuck = nil
     self.stuck_n = self.stuck_n - 1
 end

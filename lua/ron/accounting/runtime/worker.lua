@@ -7,8 +7,8 @@ local exporter_mod = require "ron.accounting.export.exporters"
 local backoff_mod = require "ron.accounting.export.backoff"
 local uv = require "luv"
 
-local floor, ipairs, tostring, pcall =
-      math.floor, ipairs, tostring, pcall
+local floor, ipairs, tostring, tonumber, pcall =
+      math.floor, ipairs, tostring, tonumber, pcall
 local RT, slice_key, log = rt.RT, rt.slice_key, rt.log
 -- rt.events: the last export events, for tests and debugging; bounded by events_cap (when
 -- full, the older half is dropped: amortised O(1), still a plain list).
@@ -73,6 +73,12 @@ function RT:export_one(st, s, b)
             if st.stuck then self:clear_stuck(st) end
             return "acked"
         end
+        if self.audit then -- every outcome other than ok/dup (issue 16)
+            self:audit_emit("export", { outcome = status, tenant = st.tenant,
+                                        dimension = st.dim, seq = tonumber(s.id.seq),
+                                        attempt = attempt + 1,
+                                        detail = rt.audit_text(detail) })
+        end
         if status == "conflict" then
             self.conflicts[#self.conflicts + 1] = { stream = st.key, seq = s.id.seq,
                                                     detail = detail }
@@ -89,6 +95,11 @@ function RT:export_one(st, s, b)
             local left = self.cfg.op_budget_ms - elapsed
             if left > 0 then self:pause(floor(left)) end
             self.given_up = self.given_up + 1
+            if self.audit then
+                self:audit_emit("export", { outcome = "given_up", tenant = st.tenant,
+                                            dimension = st.dim, seq = tonumber(s.id.seq),
+                                            attempt = attempt, last = status })
+            end
             self:sample(self.latency_samples, (uv.hrtime() - start) / 1e6)
             self:event { "fail", st.key, s.id.seq, (uv.hrtime() - start) / 1e6, status }
             -- a gap the whole budget could not fill: the earlier seqs are not coming

@@ -1,0 +1,22 @@
+# ron-wallet (docs/WALLET.md, issue 17): Lua over the ledger engine and the host's request
+# decoder (host/lua/wallet_dto.c, its C test and fuzz harness are in host-tests.cmake).
+#   lua-wallet-host  spec/ron/wallet/ inside the host: the DTO layer over ra_wdto_decode, the
+#                    breaker, and the service through the daemon's HTTP server on an
+#                    offloaded SQLite ledger (idempotency and nonces across a reopen, nonce
+#                    atomicity, backpressure counters, a stalled ledger, staleness).
+if(COMMAND ra_host_spec AND RA_BUILD_LEDGER)
+  ra_host_spec(lua-wallet-host spec/ron/wallet)
+  if(TEST lua-wallet-host)
+    set_property(TEST lua-wallet-host APPEND PROPERTY ENVIRONMENT
+      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+  endif()
+endif()
+# host-wallet-kill9: a real daemon with `wallet` on SQLite, SIGKILLed with 40 transfers in
+# flight; after the restart every request sent again answers byte-identical bytes (WLT-4),
+# balances are exact, a used nonce is remembered (WLT-5). tests/host/wallet.sh.
+if(COMMAND ra_host_test AND RA_BUILD_LEDGER)
+  ra_host_test(host-wallet-kill9 sh ${CMAKE_SOURCE_DIR}/tests/host/wallet.sh
+    $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-wallet)
+  set_tests_properties(host-wallet-kill9 PROPERTIES TIMEOUT 120
+    ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+endif()

@@ -1,0 +1,326 @@
+-- ron.audit.host: the host pattern of seed 002 (its §§2-6) on the daemon's loop: a bounded
+-- queue, one sink worker per chain head, deadlines on enqueue and on WAL I/O, a drain on
+-- shutdown, no task leaks (docs/AUDIT.md, "In the daemon").
+--
+--   local host = require "ron.audit.host"
+--   local h = assert(host.start { writer_id = "node-1", stream = "daemon", dir = DIR,
+--                                 key_path = KEY, checkpoint_every = 1000, queue_cap = 65536 })
+--   h:emit("reject", { tenant = t, dimension = d, reason = r })  -- never blocks
+--   h:emit_wait("operator", attrs, 25)    -- from a task: waits <= 25 ms for room
+--   h:latest_checkpoint()                 -- { origin, size, root, note } | nil
+--   h:close(deadline_ms)                  -- from a task: stop intake, drain, join, close
+--
+-- Threads and tasks (AUD-I-19, AUD-I-20). emit() runs on the caller (the ingest handler, the
+-- export runtime): it checks the event, stamps it (ts_ms from the wall clock, n: an event number,
+-- so two equal rejects in one millisecond stay two records and are not taken for a re-emit,
+-- AUD-I-6) and puts it in the log's bounded queue; it never writes (AUD-I-17). The sink worker,
+-- one task per chain (seed 002 I-2: the only writer of its head), wakes on the first event after
+-- an idle period or every interval_ms, appends up to `batch` queued events (the chain's hashes, on
+-- the loop: ~6 us each, in slices of `slice` events with a yield between, so the loop serves
+-- requests meanwhile) and then makes them durable with ONE rau_log_sync (write + fdatasync) on the
+-- libuv threadpool, so the loop never waits for the disk (seed 002 I-6). While that sync is out
+-- the worker does not touch the log; events keep queueing: that is the batching. A sync that is
+-- not back within io_deadline_ms opens the breaker: emit() sheds at once with reason
+-- io_backpressure (counted, and a Gap record later) instead of filling the queue behind a stalled
+-- disk, and audit_io_timeouts_total{op="wal"} counts it; the breaker closes when the sync returns.
+-- A failed sync fails the log (AUD-I-14): later events are shed as audit_closed.
+--
+-- Shed reasons (audit_drop_total{reason}): audit_backpressure (queue full),
+-- io_backpressure (the breaker), audit_deadline (emit_wait ran out), shutdown_deadline
+-- (close ran out before the queue was empty), audit_closed (after close or a failure).
+-- All but audit_closed end as a Gap record with the exact count (AUD-I-18).
+local audit = require "ron.audit"
+local task = require "ron.accounting.runtime.task"
+local offload = require "ron.accounting.runtime.offload"
+local uv = require "luv"
+
+local floor, max, min, format, pairs, type, tostring, setmetatable, error =
+      math.floor, math.max, math.min, string.format, pairs, type, tostring, setmetatable, error
+
+local _M = {}
+
+_M.DEFAULTS = { queue_cap = 65536, batch = 1024, slice = 128, interval_ms = 50,
+                io_deadline_ms = 1000, close_deadline_ms = 2000 }
+
+local HOST_KEYS = { batch = true, slice = true, interval_ms = true, io_deadline_ms = true,
+                    close_deadline_ms = true, now_ms = true, log = true, sync = true }
+
+local function wall_ms()
+    local s, us = uv.gettimeofday()
+    return s * 1000 + floor(us / 1000)
+end
+
+local H = {}
+H.__index = H
+
+-- A text for an attribute: printable ASCII only (a detail from an exporter or a peer may
+-- hold anything; the record's strings must be valid NFC UTF-8), at most max bytes.
+function _M.text(s, cap)
+    s = tostring(s):gsub("[^\32-\126]", "?")
+    cap = cap or 200
+    if #s > cap then s = s:sub(1, cap - 3) .. "..." end
+    return s
+end
+
+-- The daemon's `audit = { ... }` block (docs/reference/config.md, "audit keys"):
+-- the defaults, and the check (-> true | nil, "audit...: why").
+_M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
+                       checkpoint_every = 1000, queue_cap = 65536, writer_id = "ron-accounting",
+                       stream = "daemon", batch = 1024, interval_ms = 50,
+                       io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024 }
+local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 24 },
+                        batch = { 1, 8192 }, interval_ms = { 1, 60000 },
+                        io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 } }
+
+function _M.check_config(v, key)
+    key = key or "audit"
+    if v == false then return true end
+    if type(v) ~= "table" then
+        return nil, format("%s must be false or a table { dir = ..., key_path = ..., ... }", key)
+    end
+    for k, x in pairs(v) do
+        local d = _M.CONFIG_DEFAULTS[k]
+        if d == nil then return nil, format("unknown key '%s.%s'", key, tostring(k)) end
+        local r = CONFIG_RANGES[k]
+        if r then
+            if type(x) ~= "number" or x ~= floor(x) or x < r[1] or x > r[2] then
+                return nil, format("%s.%s must be an integer in %d..%d, got %s", key, k, r[1],
+                                   r[2], tostring(x))
+            end
+        elseif k == "amnesia" then
+            if type(x) ~= "boolean" then return nil, format("%s.amnesia must be a boolean", key) end
+        elseif k == "writer_id" or k == "stream" then
+            if type(x) ~= "string" or not x:match("^[A-Za-z0-9._-]+$") or #x > 64 then
+                return nil, format("%s.%s must be 1..64 of [A-Za-z0-9._-]", key, k)
+            end
+        elseif x ~= false and (type(x) ~= "string" or x == "") then
+            return nil, format("%s.%s must be a path or false", key, k)
+        end
+    end
+    -- AUD-I-13: amnesia forbids a log directory (refused here, as at open)
+    if v.amnesia and v.dir then
+        return nil, format("%s: amnesia = true forbids dir (a RAM-only trail has no log)", key)
+    end
+    if v.amnesia and v.key_path then
+        return nil, format("%s: amnesia = true has no checkpoints (key_path needs a log)", key)
+    end
+    return true
+end
+
+-- o: the ron.audit.open config (writer_id, stream, dir | amnesia, key_path,
+-- checkpoint_every, queue_cap, ...) and batch, interval_ms, io_deadline_ms,
+-- close_deadline_ms, now_ms (wall ms), log (function(line)), sync (a test's replacement of
+-- offload.audit_sync). From a task or the main chunk; -> host | nil, err.
+function _M.start(o)
+    if type(o) ~= "table" then error("ron.audit.host.start: options table expected", 2) end
+    local lcfg, self = {}, setmetatable({}, H)
+    for k, v in pairs(_M.DEFAULTS) do self[k] = v end
+    for k, v in pairs(o) do
+        if HOST_KEYS[k] then self[k] = v else lcfg[k] = v end
+    end
+    -- (batch records of at most 4 KiB each must fit the group-commit buffer: no I/O on the
+    -- loop thread from append)
+    if lcfg.batch_bytes and self.batch * 4200 > lcfg.batch_bytes then
+        error("ron.audit.host.start: batch * 4200 must fit batch_bytes", 2)
+    end
+    lcfg.batch_bytes = lcfg.batch_bytes or max(1048576, self.batch * 4200)
+    lcfg.queue_cap = lcfg.queue_cap or self.queue_cap
+    local lg, err = audit.open(lcfg)
+    if not lg then return nil, err end
+    self.lg = lg
+    self.now_ms = self.now_ms or wall_ms
+    self.log = self.log or function(line) io.stderr:write("ron-audit: ", line, "\n") end
+    self.sync = self.sync or offload.audit_sync
+    self.n = lg:stats().head_seq   -- event numbers continue past the chain's head
+    self.stalled = false           -- the I/O breaker (a sync past its deadline)
+    self.failed = nil              -- the error that failed the log
+    self.closing = false
+    self.io_timeouts, self.syncs, self.emitted = 0, 0, 0
+    self.wake = task.channel(1, "audit_wake")
+    self.room = task.channel(1, "audit_room")
+    self.stop = task.channel(1, "audit_stop")
+    self.worker = task.spawn("audit_sink-" .. lcfg.writer_id .. "-" .. lcfg.stream,
+                             function() self:run() end)
+    return self
+end
+
+local function shed(self, reason, ts)
+    self.lg:shed(reason, ts)
+    return nil, format("Busy: audit event shed (%s)", reason)
+end
+
+-- Never blocks, never writes. -> true | nil, "Busy: ..." (shed, counted) | nil, err (an
+-- event that cannot be encoded: a bug of the caller, not counted).
+function H:emit(kind, attrs, ts_ms)
+    local ts = ts_ms or self.now_ms()
+    self.n = self.n + 1
+    attrs = attrs or {}
+    attrs.n = self.n
+    if self.closing or self.failed then
+        self.lg.drops.audit_closed = (self.lg.drops.audit_closed or 0) + 1
+        return nil, "Closed: audit trail closed" .. (self.failed and (": " .. self.failed) or "")
+    end
+    if self.stalled then return shed(self, "io_backpressure", ts) end
+    local ok, err = self.lg:emit(kind, attrs, ts)
+    if not ok then return nil, err end
+    self.emitted = self.emitted + 1
+    if self.lg:depth() == 1 then self.wake:try_send(true) end
+    return true
+end
+
+-- The enqueue deadline (seed 002, timeouts), from a task: waits up to deadline_ms for room in a
+-- full queue; then the event is shed as audit_deadline.
+function H:emit_wait(kind, attrs, deadline_ms)
+    local ts = self.now_ms()
+    local t_end = uv.now() + deadline_ms
+    while not self.closing and not self.failed and not self.stalled
+          and self.lg:depth() >= self.lg.cap do
+        local left = t_end - uv.now()
+        if left <= 0 then
+            self.n = self.n + 1
+            return shed(self, "audit_deadline", ts)
+        end
+        self.wake:try_send(true)
+        local _, err = self.room:recv(left)
+        if err == "Canceled" or err == "Closed" then break end
+    end
+    return self:emit(kind, attrs, ts)
+end
+
+-- One round of the sink worker: append a batch, in slices of `slice` events with a yield
+-- between them (the hashing runs on the loop: a slice is ~1 ms, so requests are served
+-- between slices instead of waiting for the whole batch), then sync it in the pool (with
+-- the deadline).
+function H:round()
+    local lg = self.lg
+    local n, err = 0, nil
+    while n < self.batch do
+        local k
+        k, err = lg:append_queued(min(self.slice, self.batch - n))
+        if not k then
+            n = nil
+            break
+        end
+        n = n + k
+        if k == 0 or lg:depth() == 0 or n >= self.batch then break end
+        task.sleep(0)
+    end
+    if n and n > 0 then self.room:try_send(true) end
+    if n then
+        local timed_out = false
+        local rc
+        rc, err = self.sync(lg, self.io_deadline_ms, function()
+            timed_out = true
+            self.io_timeouts = self.io_timeouts + 1
+            self.stalled = true
+            self.log(format("WARN: the audit log's sync is not back after %d ms: new events "
+                            .. "are shed (io_backpressure) until it is", self.io_deadline_ms))
+        end)
+        if timed_out then
+            self.stalled = false
+            self.log("the audit log's sync is back: events are taken again")
+        end
+        if rc == 0 then
+            self.syncs = self.syncs + 1
+            return n
+        end
+        err = rc and audit.err_text(rc) or err
+    end
+    self.failed = tostring(err)
+    self.log("ERROR: the audit log failed (" .. self.failed .. "): events are shed from now on")
+    return nil, err
+end
+
+function H:run()
+    while not self.failed and not self.closing do
+        if self.lg:depth() == 0 and self.lg.n_gaps == 0 then
+            local _, err = task.select({ self.wake, self.stop }, self.interval_ms)
+            if err == "Canceled" or err == "Closed" or self.closing then break end
+        end
+        if (self.lg:depth() > 0 or self.lg.n_gaps > 0) and not self:round() then break end
+        if self.closing then break end
+    end
+end
+
+-- From a task: stop intake, join the sink worker (it ends its round), then append what is
+-- queued until deadline_ms (what is left is shed as shutdown_deadline, so the last Gap
+-- record says how much), sync on this thread (the loop is ending) and close. -> true | nil, err
+function H:close(deadline_ms)
+    if self.closed then return true end
+    self.closed = true
+    deadline_ms = deadline_ms or self.close_deadline_ms
+    self.closing = true
+    self.stop:close()
+    -- the worker ends its round: a sync out cannot be taken back (its own deadline)
+    local joined = self.worker:join(deadline_ms + self.io_deadline_ms + 1)
+    if not joined then self.worker:abort() end
+    local t_end = uv.hrtime() + deadline_ms * 1e6
+    local lg = self.lg
+    local ok, err = true, self.failed
+    if not self.failed and joined then
+        while lg:depth() > 0 and uv.hrtime() < t_end do
+            local n
+            n, err = lg:append_queued(self.batch)
+            if not n then
+                ok = false
+                break
+            end
+        end
+        while lg:depth() > 0 do -- out of time: the rest is evidence of loss
+            local e = lg.q[lg.head]
+            lg.q[lg.head] = nil
+            lg.head = lg.head + 1
+            lg:shed("shutdown_deadline", e[3])
+        end
+        if ok then
+            local n
+            n, err = lg:append_queued(0) -- the Gap records
+            ok = n ~= nil
+        end
+        if ok then ok, err = lg:sync() end
+    else
+        ok = false
+        err = err or "the sink worker did not stop in time (its sync is still out)"
+    end
+    if joined then
+        local cok, cerr = lg:close()
+        if ok and not cok then ok, err = false, cerr end
+    end
+    if not ok then return nil, err end
+    return true
+end
+
+-- { origin, size, root (hex), note } of the chain's last checkpoint, or nil.
+function H:latest_checkpoint()
+    return self.lg:latest_checkpoint()
+end
+
+function H:stats()
+    local s = self.lg:stats()
+    s.io_timeouts, s.host_syncs, s.emitted = self.io_timeouts, self.syncs, self.emitted
+    s.stalled, s.failed = self.stalled, self.failed
+    return s
+end
+
+-- The audit_* families for /metrics (docs/reference/metrics.md).
+function H:metrics_text()
+    local s = self.lg:stats()
+    return self.lg:metrics() ..
+        "# HELP audit_records_total Audit records in the chain (its head seq).\n" ..
+        "# TYPE audit_records_total counter\n" ..
+        format("audit_records_total %d\n", s.head_seq) ..
+        "# HELP audit_durable_seq Audit records known durable (fdatasync'ed).\n" ..
+        "# TYPE audit_durable_seq gauge\n" ..
+        format("audit_durable_seq %d\n", s.durable_seq) ..
+        "# HELP audit_checkpoints_total Signed audit checkpoints written.\n" ..
+        "# TYPE audit_checkpoints_total counter\n" ..
+        format("audit_checkpoints_total %d\n", s.checkpoints) ..
+        "# HELP audit_io_timeouts_total Audit WAL syncs not back within io_deadline_ms.\n" ..
+        "# TYPE audit_io_timeouts_total counter\n" ..
+        format('audit_io_timeouts_total{op="wal"} %d\n', self.io_timeouts) ..
+        "# HELP audit_failed 1 when the audit log failed (a write error): events are shed.\n" ..
+        "# TYPE audit_failed gauge\n" ..
+        format("audit_failed %d\n", self.failed and 1 or 0)
+end
+
+return _M

@@ -1,0 +1,195 @@
+-- ron.wallet.cache: the wallet's balance cache, kept coherent from the ledger's event feed
+-- (seed 004 §2 "Cache Invalidator", docs/WALLET.md §5, WLT-6).
+--
+--   local cache = require "ron.wallet.cache"
+--   local c = cache.new { ledger = led, entries = 100000, batch = 256, lag_events = 4096,
+--                         clock = fn_ms }
+--   c:get(account, asset_code)            -> amount, read_ms | nil
+--   c:begin_read(account) ... c:put(account, asset_code, amount)   (a miss read through)
+--   c:poll()                              -> true | nil, err  (one catch-up; from a task)
+--   c.seq                                 every event up to it is applied
+--   c:staleness_ms()                      since the cache last saw the ledger's head
+--
+-- Coherence: an entry is dropped when an event names its account (the event's transfer's
+-- pins: every account a transfer involves is pinned). A read that raced an invalidation of
+-- its account is not stored (begin_read marks the account; an invalidation meanwhile spoils
+-- the read). A feed more than lag_events behind the ledger's head is lag: everything is
+-- dropped and the feed jumps to the head (bus_lagged_total). Entries are bounded: two
+-- generations of at most `entries` each (the most recently used survive).
+local floor = math.floor
+local pairs, setmetatable, type, error, pcall = pairs, setmetatable, type, error, pcall
+
+local _M = {}
+
+-- Buckets of wallet_invalidation_lag_ms (a commit's acknowledgement -> its entries dropped
+-- by the feed: how stale a cached balance can be, measured).
+_M.LAG_BUCKETS = { 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000 }
+
+local Cache = {}
+Cache.__index = Cache
+
+function _M.new(o)
+    if type(o) ~= "table" or not o.ledger then error("cache.new: ledger required", 2) end
+    local self = setmetatable({
+        led = o.ledger, entries = o.entries or 100000, batch = o.batch or 256,
+        lag_events = o.lag_events or 4096,
+        clock = o.clock or function() return floor(os.time() * 1000) end,
+        on_shortfall = o.on_shortfall, -- fn(event) for each usage.shortfall event
+        young = {}, old = {}, n_young = 0, n_old = 0,
+        reading = {}, -- account -> true (reading) | "spoiled"
+        seq = 0, ok_ms = nil, started = false,
+        lagged_total = 0, invalidations_total = 0, events_total = 0, polls_failed_total = 0,
+        lag_hist = {}, lag_sum = 0, lag_count = 0, lag_max = 0, noted = {}, n_noted = 0,
+    }, Cache)
+    for i = 1, #_M.LAG_BUCKETS + 1 do self.lag_hist[i] = 0 end
+    return self
+end
+
+local function key(account, asset) return account .. "\0" .. asset end
+
+function Cache:get(account, asset)
+    local k = key(account, asset)
+    local e = self.young[k]
+    if not e then
+        e = self.old[k]
+        if e then
+            self.old[k] = nil
+            self.n_old = self.n_old - 1
+            self:_store(k, e)
+        end
+    end
+    if e then return e.amount, e.read_ms end
+    return nil
+end
+
+function Cache:_store(k, e)
+    if self.young[k] == nil then
+        if self.n_young >= self.entries then
+            self.old, self.n_old = self.young, self.n_young
+            self.young, self.n_young = {}, 0
+        end
+        self.n_young = self.n_young + 1
+    end
+    self.young[k] = e
+end
+
+function Cache:begin_read(account)
+    if not self.reading[account] then self.reading[account] = true end
+end
+
+-- Stores a balance read after begin_read(account), unless an invalidation spoiled it.
+function Cache:put(account, asset, amount)
+    local r = self.reading[account]
+    self.reading[account] = nil
+    if r ~= true then return false end
+    self:_store(key(account, asset), { amount = amount, read_ms = self.clock(), account = account })
+    return true
+end
+
+function Cache:invalidate(account)
+    self.invalidations_total = self.invalidations_total + 1
+    if self.reading[account] then self.reading[account] = "spoiled" end
+    for _, gen in pairs { self.young, self.old } do
+        for k, e in pairs(gen) do
+            if e.account == account then
+                gen[k] = nil
+                if gen == self.young then self.n_young = self.n_young - 1
+                else self.n_old = self.n_old - 1 end
+            end
+        end
+    end
+end
+
+function Cache:clear()
+    self.young, self.old, self.n_young, self.n_old = {}, {}, 0, 0
+    for a in pairs(self.reading) do self.reading[a] = "spoiled" end
+end
+
+function Cache:size() return self.n_young + self.n_old end
+
+-- The wallet's own commit tid was acknowledged at ms: when the feed applies its event, the
+-- time in between is observed (wallet_invalidation_lag_ms). Bounded: at most 4096 noted.
+function Cache:note_commit(tid, ms)
+    if self.n_noted >= 4096 then self.noted, self.n_noted = {}, 0 end
+    if not self.noted[tid] then
+        self.noted[tid] = ms
+        self.n_noted = self.n_noted + 1
+    end
+end
+
+function Cache:staleness_ms()
+    if not self.ok_ms then return nil end
+    return self.clock() - self.ok_ms
+end
+
+local function observe_lag(self, ms)
+    if ms < 0 then ms = 0 end
+    local b = #_M.LAG_BUCKETS + 1
+    for i, le in ipairs(_M.LAG_BUCKETS) do
+        if ms <= le then b = i break end
+    end
+    self.lag_hist[b] = self.lag_hist[b] + 1
+    self.lag_sum, self.lag_count = self.lag_sum + ms, self.lag_count + 1
+    if ms > self.lag_max then self.lag_max = ms end
+end
+
+-- One catch-up: reads events after seq until the head (at most 64 batches), dropping the
+-- entries of every account they involve. From a task (store calls may yield).
+function Cache:poll()
+    local led = self.led
+    local now = self.clock()
+    if not self.started then
+        -- the first poll starts at the head: nothing is cached yet
+        local head, err = led.store:head_seq(led.book)
+        if head == nil then
+            self.polls_failed_total = self.polls_failed_total + 1
+            return nil, err
+        end
+        self.seq, self.started, self.ok_ms = head, true, now
+        return true
+    end
+    for _ = 1, 64 do
+        local evs, err = led:events_since(self.seq, self.batch)
+        if not evs then
+            self.polls_failed_total = self.polls_failed_total + 1
+            return nil, err
+        end
+        if #evs == self.batch then
+            local head = led.store:head_seq(led.book)
+            if head and head - self.seq > self.lag_events then
+                self.lagged_total = self.lagged_total + 1
+                self:clear()
+                self.seq = head
+                self.ok_ms = self.clock()
+                return true
+            end
+        end
+        for _, ev in ipairs(evs) do
+            if ev.kind == "usage.shortfall" and self.on_shortfall then
+                -- the rater charged more than a wallet held: the wallet ran dry (WLT-9)
+                pcall(self.on_shortfall, ev)
+            end
+            local rec = led:transfer(ev.transfer_id)
+            if rec and rec.transfer then
+                for _, p in ipairs(rec.transfer.pins) do self:invalidate(p.account) end
+                local t = self.noted[ev.transfer_id]
+                if t then
+                    self.noted[ev.transfer_id] = nil
+                    self.n_noted = self.n_noted - 1
+                    observe_lag(self, self.clock() - t)
+                end
+            else
+                self:clear() -- cannot tell whom it involves: drop everything
+            end
+            self.seq = ev.seq
+            self.events_total = self.events_total + 1
+        end
+        if #evs < self.batch then
+            self.ok_ms = now
+            return true
+        end
+    end
+    return true
+end
+
+return _M

@@ -1,0 +1,236 @@
+-- ron.audit.host (AUD-I-17..20): the host pattern of seed 002 (docs/AUDIT.md, "In the daemon"): the
+-- bounded queue and its Gap records under the sink worker, the enqueue and WAL-I/O
+-- deadlines, the drain on shutdown, several emitters on one chain, latest_checkpoint.
+-- Each case runs as a task on its own scheduler (S.run_task checks that no task is left
+-- live and no threadpool request in flight: no task leaks). `audit verify --list` with
+-- this build's binary reads the logs back.
+local S = require "support"
+local host = require "ron.audit.host"
+local audit = require "ron.audit"
+local offload = require "ron.accounting.runtime.offload"
+
+local BIN = os.getenv("RA_BIN") or "build/ron-accounting"
+
+local function verify_list(dir, vkey)
+    local out, rc = S.run(BIN .. " audit verify --list " ..
+                          (vkey and ("--vkey " .. S.shell_quote(vkey) .. " ") or "") ..
+                          S.shell_quote(dir))
+    local recs = {}
+    for line in out:gmatch("[^\n]+") do
+        local seq, kind, rest = line:match("^record (%d+) (%S+) (.*)$")
+        if seq then recs[#recs + 1] = { seq = tonumber(seq), kind = kind, rest = rest } end
+    end
+    return rc, recs, out
+end
+
+local function count_kind(recs, kind)
+    local n = 0
+    for _, r in ipairs(recs) do if r.kind == kind then n = n + 1 end end
+    return n
+end
+
+local function open(dir, extra)
+    local o = { writer_id = "node-1", stream = "daemon", dir = dir, interval_ms = 5,
+                log = function() end }
+    for k, v in pairs(extra or {}) do o[k] = v end
+    return assert(host.start(o))
+end
+
+-- A sync whose first call waits at a gate (a channel) before the real one: a stalled disk.
+local function gated_sync(task)
+    local gate = task.channel(1, "gate")
+    local held = false
+    return gate, function(lg, deadline_ms, on_late)
+        if held then return offload.audit_sync(lg, deadline_ms, on_late) end
+        held = true
+        local _, err = gate:recv(deadline_ms)
+        if err == "Timeout" then
+            on_late()
+            gate:recv()
+        end
+        return offload.audit_sync(lg, nil, nil)
+    end
+end
+
+describe("ron.audit.host (seed 002 host pattern)", function()
+    it("AUD-I-17 AUD-I-18: a full queue answers Busy, counts, and the sink worker appends a Gap with the exact count", function()
+        print("seed: none (no randomness)")
+        local dir = S.tmpname(".audit")
+        S.run_task(function(task)
+            local h = open(dir, { queue_cap = 4 })
+            local busy = 0
+            for i = 1, 10 do -- no yield: the worker cannot take any meanwhile
+                local ok, err = h:emit("reject", { tenant = "t", reason = "r" .. i }, 1000 + i)
+                if not ok then
+                    assert.matches("^Busy", err)
+                    busy = busy + 1
+                end
+            end
+            assert.equal(6, busy)
+            assert.equal(6, h:stats().drops.audit_backpressure)
+            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 5 end,
+                                        5000))
+            assert.matches('audit_drop_total{reason="audit_backpressure"} 6', h:metrics_text(),
+                           1, true)
+            assert(h:close())
+        end)
+        local rc, recs, out = verify_list(dir)
+        assert.equal(0, rc, out)
+        assert.equal(5, #recs)
+        assert.equal(4, count_kind(recs, "reject"))
+        assert.equal("gap", recs[5].kind)
+        assert.matches("dropped=6 from_ts_ms=1005 reason=\"audit_backpressure\" to_ts_ms=1010",
+                       recs[5].rest, 1, true)
+    end)
+
+    it("drain on shutdown: close() appends every queued event, joins the worker, leaves no task", function()
+        local dir = S.tmpname(".audit")
+        S.run_task(function()
+            local h = open(dir, { queue_cap = 1000, interval_ms = 1000 })
+            for i = 1, 300 do assert(h:emit("reject", { reason = "x", i = i }, 5000)) end
+            assert(h:close(5000))
+            assert.matches("^Closed", select(2, h:emit("reject", {}, 1)))
+        end)
+        local rc, recs, out = verify_list(dir)
+        assert.equal(0, rc, out)
+        assert.equal(300, #recs)
+        assert.equal(0, count_kind(recs, "gap"))
+    end)
+
+    it("close deadline: what close() could not append is shed as shutdown_deadline, with its Gap", function()
+        local dir = S.tmpname(".audit")
+        S.run_task(function()
+            local h = open(dir, { queue_cap = 100, interval_ms = 1000 })
+            for i = 1, 20 do assert(h:emit("reject", { i = i }, 7000 + i)) end
+            assert(h:close(0))
+            assert.equal(20, h.lg.drops.shutdown_deadline)
+        end)
+        local rc, recs, out = verify_list(dir)
+        assert.equal(0, rc, out)
+        assert.equal(1, #recs)
+        assert.matches('dropped=20 from_ts_ms=7001 reason="shutdown_deadline" to_ts_ms=7020',
+                       recs[1].rest, 1, true)
+    end)
+
+    it("WAL I/O deadline: a sync past io_deadline_ms opens the breaker (io_backpressure, counted, Gap)", function()
+        local dir = S.tmpname(".audit")
+        S.run_task(function(task)
+            local gate, sync = gated_sync(task)
+            local h = open(dir, { io_deadline_ms = 30, sync = sync })
+            assert(h:emit("reject", { i = 1 }, 100))
+            -- the worker takes it and waits on the stalled disk past the deadline
+            assert.is_true(S.eventually(task, function() return h:stats().stalled end, 5000))
+            assert.equal(1, h.io_timeouts)
+            for i = 2, 8 do
+                local ok, err = h:emit("reject", { i = i }, 100 + i)
+                assert.is_nil(ok)
+                assert.matches("io_backpressure", err)
+            end
+            assert.matches('io_timeouts_total{op="wal"} 1', h:metrics_text(), 1, true)
+            gate:try_send(true) -- the disk answers
+            assert.is_true(S.eventually(task, function() return not h:stats().stalled end, 5000))
+            assert(h:emit("reject", { i = 9 }, 109))
+            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 3 end,
+                                        5000))
+            assert(h:close())
+        end)
+        local rc, recs, out = verify_list(dir)
+        assert.equal(0, rc, out)
+        assert.equal(3, #recs) -- 1, 9 and the gap (9 before or after it: when it came)
+        assert.equal(1, count_kind(recs, "gap"))
+        local gap = recs[2].kind == "gap" and recs[2] or recs[3]
+        assert.matches('dropped=7 from_ts_ms=102 reason="io_backpressure" to_ts_ms=108',
+                       gap.rest, 1, true)
+    end)
+
+    it("enqueue deadline: emit_wait waits for room up to its deadline, then sheds as audit_deadline", function()
+        local dir = S.tmpname(".audit")
+        S.run_task(function(task)
+            local gate, sync = gated_sync(task)
+            local h = open(dir, { queue_cap = 2, io_deadline_ms = 60000, sync = sync })
+            assert(h:emit("reject", { i = 1 }, 1))
+            -- the worker holds event 1 in its (stalled) sync; fill the queue behind it
+            assert.is_true(S.eventually(task, function() return h.lg:depth() == 0 end, 5000))
+            assert(h:emit("reject", { i = 2 }, 2))
+            assert(h:emit("reject", { i = 3 }, 3))
+            local uv = require "luv"
+            local t0 = uv.now()
+            local ok, err = h:emit_wait("reject", { i = 4 }, 40)
+            local waited = uv.now() - t0
+            assert.is_nil(ok)
+            assert.matches("audit_deadline", err)
+            assert.is_true(waited >= 35 and waited < 2000, "waited " .. waited .. " ms")
+            assert.equal(1, h.lg.drops.audit_deadline)
+            -- with room the same call goes through at once
+            gate:try_send(true)
+            assert.is_true(S.eventually(task, function() return h.lg:depth() == 0 end, 5000))
+            assert(h:emit_wait("reject", { i = 5 }, 40))
+            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 5 end,
+                                        5000))
+            assert(h:close())
+        end)
+        local rc, recs, out = verify_list(dir)
+        assert.equal(0, rc, out)
+        assert.equal(5, #recs) -- 1, 2, 3, 5 and the gap of event 4
+        assert.equal(1, count_kind(recs, "gap"))
+    end)
+
+    it("several emitters on one stream make one chain (one writer of the head)", function()
+        local seed = os.time()
+        print("seed: " .. seed)
+        math.randomseed(seed)
+        local dir = S.tmpname(".audit")
+        S.run_task(function(task)
+            local h = open(dir, { queue_cap = 100000, batch = 64 })
+            local emitters = {}
+            for e = 1, 4 do
+                emitters[e] = task.spawn("emitter-" .. e, function()
+                    for i = 1, 250 do
+                        assert(h:emit("reject", { emitter = e, i = i }))
+                        if math.random(10) == 1 then task.sleep(math.random(0, 2)) end
+                    end
+                end)
+            end
+            for _, t in ipairs(emitters) do assert(t:join()) end
+            assert(h:close())
+        end)
+        local rc, recs, out = verify_list(dir)
+        assert.equal(0, rc, out)
+        assert.equal(1000, #recs)
+        for i, r in ipairs(recs) do assert.equal(i, r.seq) end
+    end)
+
+    it("latest_checkpoint: origin, size and root of the last signed checkpoint, also after reopen", function()
+        local dir = S.tmpname(".audit")
+        local kdir = S.tmpname(".keys")
+        os.execute("mkdir -p " .. S.shell_quote(kdir))
+        local sk, vk = kdir .. "/signer.key", kdir .. "/verifier.pub"
+        local _, krc = S.run(BIN .. " audit keygen ron-audit/node-1/daemon " ..
+                             S.shell_quote(sk) .. " " .. S.shell_quote(vk))
+        assert.equal(0, krc)
+        local cp
+        S.run_task(function(task)
+            local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5 })
+            assert.is_nil(h:latest_checkpoint())
+            for i = 1, 25 do assert(h:emit("reject", { i = i }, i)) end
+            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 25 end,
+                                        5000))
+            cp = assert(h:latest_checkpoint())
+            assert(h:close())
+        end)
+        assert.equal("ron-audit/node-1/daemon", cp.origin)
+        assert.is_true(cp.size >= 20 and cp.size <= 25, tostring(cp.size))
+        assert.matches("^%x+$", cp.root)
+        assert.equal(64, #cp.root)
+        local f = assert(io.open(string.format("%s/cp-%020d.note", dir, cp.size)))
+        assert.equal(cp.note, f:read("*a"))
+        f:close()
+        local lg = assert(audit.open { writer_id = "node-1", stream = "daemon", dir = dir })
+        local again = assert(lg:latest_checkpoint())
+        assert.same(cp, again)
+        lg:close()
+        local rc, recs, out = verify_list(dir, vk)
+        assert.equal(0, rc, out)
+        assert.equal(25, #recs)
+    end)
+end)

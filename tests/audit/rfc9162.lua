@@ -1,0 +1,89 @@
+-- An independent RFC 9162 §2.1.3.2 / §2.1.4.2 proof checker (SHA-256 through libsodium by
+-- FFI, not libronaudit) for `audit proof` output (tests/audit/proof.sh, AUD-I-8):
+--
+--   luajit tests/audit/rfc9162.lua < proof-output      exit 0: the proof verifies
+--
+-- It reads the verb's lines (inclusion: seq, size, leaf, root; consistency: sizes, root1,
+-- root2; proof[i]) and checks them with its own arithmetic.
+local ffi = require "ffi"
+ffi.cdef [[
+int crypto_hash_sha256(unsigned char *out, const unsigned char *in, unsigned long long inlen);
+]]
+local na = ffi.load("sodium")
+local out = ffi.new("unsigned char[32]")
+
+local function sha(s)
+    na.crypto_hash_sha256(out, s, #s)
+    return ffi.string(out, 32)
+end
+local function node(l, r) return sha("\1" .. l .. r) end
+local function unhex(h) return (h:gsub("..", function(x) return string.char(tonumber(x, 16)) end)) end
+
+local text = io.read("*a")
+local proof = {}
+for i, h in text:gmatch("proof%[(%d+)%] (%x+)") do proof[tonumber(i) + 1] = unhex(h) end
+
+local function bit_and(a, b) return require("bit").band(a, b) end
+local function rshift(a, n) return require("bit").rshift(a, n) end
+
+local function inclusion(index, size, leaf, root)
+    if index >= size then return false end
+    local fn, sn, r = index, size - 1, leaf
+    for _, p in ipairs(proof) do
+        if sn == 0 then return false end
+        if bit_and(fn, 1) == 1 or fn == sn then
+            r = node(p, r)
+            if bit_and(fn, 1) == 0 then
+                while bit_and(fn, 1) == 0 and fn ~= 0 do fn, sn = rshift(fn, 1), rshift(sn, 1) end
+            end
+        else
+            r = node(r, p)
+        end
+        fn, sn = rshift(fn, 1), rshift(sn, 1)
+    end
+    return sn == 0 and r == root
+end
+
+local function consistency(s1, s2, root1, root2)
+    if s1 == s2 then return #proof == 0 and root1 == root2 end
+    if s1 == 0 then return #proof == 0 end
+    if #proof == 0 then return false end
+    local p = {}
+    for i, h in ipairs(proof) do p[i] = h end
+    -- a power of two: root1 is the first node of the path
+    local x = s1
+    while bit_and(x, 1) == 0 do x = rshift(x, 1) end
+    if x == 1 then table.insert(p, 1, root1) end
+    local fn, sn = s1 - 1, s2 - 1
+    while bit_and(fn, 1) == 1 do fn, sn = rshift(fn, 1), rshift(sn, 1) end
+    local fr, sr = p[1], p[1]
+    for i = 2, #p do
+        local c = p[i]
+        if sn == 0 then return false end
+        if bit_and(fn, 1) == 1 or fn == sn then
+            fr, sr = node(c, fr), node(c, sr)
+            if bit_and(fn, 1) == 0 then
+                while bit_and(fn, 1) == 0 and fn ~= 0 do fn, sn = rshift(fn, 1), rshift(sn, 1) end
+            end
+        else
+            sr = node(sr, c)
+        end
+        fn, sn = rshift(fn, 1), rshift(sn, 1)
+    end
+    return sn == 0 and fr == root1 and sr == root2
+end
+
+local ok
+local seq, size = text:match("inclusion: seq (%d+) %(leaf index %d+%) in the tree of (%d+)")
+if seq then
+    ok = inclusion(tonumber(seq) - 1, tonumber(size), unhex(text:match("\nleaf (%x+)")),
+                   unhex(text:match("\nroot (%x+)")))
+else
+    local s1, s2 = text:match("consistency: the tree of (%d+) records %-> the tree of (%d+)")
+    ok = s1 and consistency(tonumber(s1), tonumber(s2), unhex(text:match("\nroot1 (%x+)")),
+                            unhex(text:match("\nroot2 (%x+)")))
+end
+if not ok then
+    io.stderr:write("rfc9162.lua: the proof does NOT verify\n", text)
+    os.exit(1)
+end
