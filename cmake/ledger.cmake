@@ -212,6 +212,20 @@ if(TARGET ron-accounting)
     add_dependencies(bench bench-ledger-store-run)
   endif()
 endif()
+# Rating throughput into the ledger (tests/bench/bench-ledger-rating-pg.lua, wip/perf, LED-50):
+# slices/s through exporters.ledger into PostgreSQL (fsync on) and SQLite, durability ack and
+# statement, 1 and N streams, against plain INSERT baselines of the same rows in the same
+# run. Minutes; only in `make bench`.
+if(TARGET ron-accounting)
+  add_custom_target(bench-ledger-rating-run
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
+    COMMAND $<TARGET_FILE:ron-accounting> run ${CMAKE_SOURCE_DIR}/tests/bench/bench-ledger-rating-pg.lua
+      --dir ${CMAKE_BINARY_DIR}/bench --out ${CMAKE_BINARY_DIR}/bench/ledger-results.jsonl
+    DEPENDS ron-accounting ronledger USES_TERMINAL VERBATIM)
+  if(TARGET bench)
+    add_dependencies(bench bench-ledger-rating-run)
+  endif()
+endif()
 add_test(NAME bench-ledger-smoke
   COMMAND sh -c "out=$(\"$1\" --quick) || { echo \"$out\"; exit 1; }; echo \"$out\"; echo \"$out\" | grep -q '^BENCH {\"bench\":\"ledger\"'"
           sh $<TARGET_FILE:bench-ledger>)

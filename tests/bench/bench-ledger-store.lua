@@ -256,6 +256,7 @@ local function run()
     local okr, err = pcall(function()
         local s = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
                                       schema = "bench", connections = 1,
+                                      durability = "statement",
                                       connect_timeout_ms = 30000, query_timeout_ms = 120000 })
         lifecycle("postgres fsync=on", s, opts.pg_transfers,
                   function(ddl) return s.drv.db:exec(ddl) end, { name = "postgres" })

@@ -3,7 +3,8 @@
 -- (lua/ron/ledger/store/*: the same primitives with the same counts on every backend).
 --
 --   local L = require "ron.ledger.ledger"
---   local led = L.new { store = s, book = "main", node = "n1", clock = fn_ms?, audit = fn? }
+--   local led = L.new { store = s, book = "main", node = "n1", clock = fn_ms?, audit = fn?,
+--                       flush = false? }   -- false: the caller calls led:flush() (LED-50)
 --   led:recover()
 --   led:create_account { id = 16B, policy = "no_overdraft"|"capped"|"uncapped", floor = n }
 --   local r, err, code = led:commit { intent =, body_hash =?, movements =, metadata =?,
@@ -94,6 +95,8 @@ function _M.new(opts)
         max_attempts = opts.max_attempts or 8,
         head_waits = opts.head_waits or 64,
         prim_retries = opts.prim_retries or 3,
+        -- wip/perf (LED-50): flush = false when the caller flushes (group commit)
+        flush_on_ack = opts.flush ~= false,
         seq = 0,
         inflight = {},
         stats = { commits = 0, rejections = 0, replays = 0, resolves = 0, head_waits = 0,
@@ -305,7 +308,7 @@ function Ledger:commit(req)
     local r = { kind = "commit", intent = req.intent, movements = req.movements,
                 metadata = req.metadata or "", overdraft = req.overdraft }
     r.body_hash = req.body_hash or codec.sha256(body_of(r))
-    return self:_run(r)
+    return self:_acked(self:_run(r))
 end
 
 -- A reversal: a new transfer that consumes what transfer_id created and recreates what it
@@ -320,10 +323,31 @@ function Ledger:reverse(transfer_id, intent, opts)
     local bad = check_request(r)
     if bad then return fail(ERR.InvalidRequest, bad) end
     r.body_hash = r.body_hash or codec.sha256(body_of(r))
-    return self:_run(r)
+    return self:_acked(self:_run(r))
 end
 
 -- ---- outcomes ----
+
+-- wip/perf (LED-50): an outcome is durable before it is returned. With the store's
+-- durability "ack" its primitives commit without a sync; one flush() here makes all of them
+-- (and a replayed outcome read back) durable. A stored rejection is flushed too; a request
+-- refused before any write (InvalidRequest) and Unavailable (nothing acknowledged) are not.
+-- A failed flush answers Unavailable: the caller's retry finds the intent and flushes again.
+-- new { flush = false }: the caller flushes (the exporter's group commit).
+function Ledger:flush()
+    if not self.store.flush then return 0 end
+    return guard(nil, function() return self:_p("flush") end)
+end
+
+function Ledger:_acked(r, err, code)
+    if not self.flush_on_ack or (r == nil and (code == ERR.InvalidRequest
+                                               or code == ERR.Unavailable)) then
+        return r, err, code
+    end
+    local n, ferr = self:flush()
+    if not n then return fail(ERR.Unavailable, "not durable: " .. tostring(ferr)) end
+    return r, err, code
+end
 
 function Ledger:_outcome(req, stored)
     if stored.body_hash and req.body_hash and stored.body_hash ~= req.body_hash then
@@ -403,7 +427,11 @@ function Ledger:_resolve_commit(req)
             local cap = MAX_INPUTS - #inputs
             local picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                      need, cap)
-            if not picks and #list == FIRST_PAGE then
+            -- wip/perf: selection takes only positive postings; a full page ending in one
+            -- <= 0 (largest first) means there are no more (an uncapped source or a
+            -- receivable holds only negatives: re-reading 1024 of them per commit grew the
+            -- cost with history, bench-ledger-rating-pg)
+            if not picks and #list == FIRST_PAGE and list[FIRST_PAGE].amount > 0 then
                 list = self:_p("get_postings_by_account", p.account, p.asset, "active",
                                SELECT_LIMIT, "largest")
                 picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,

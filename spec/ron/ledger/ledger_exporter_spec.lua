@@ -122,6 +122,39 @@ for _, backend in ipairs(stores()) do
             assert.equal(4, e:stats().dup)
         end)
 
+        it("put_many: the batch's slices, then ONE flush before any answer (LED-50)", function()
+            local slices = sealed(3, function(i) return 500 * i end, { TA, TB })
+            local flushes, real, fail_flush = 0, store.flush, false
+            store.flush = function(st)
+                flushes = flushes + 1
+                if fail_flush then return nil, "Busy: flush refused (spec)", "retry" end
+                return real(st)
+            end
+            -- the first window's two streams (two tenants) in one call
+            local r = e:put_many { slices[1], slices[2] }
+            assert.same({ { "ok" }, { "ok" } }, { { r[1][1] }, { r[2][1] } })
+            assert.equal(1, flushes)
+            -- a flush that fails: nothing of the call is acknowledged ...
+            fail_flush = true
+            r = e:put_many { slices[3], slices[4] }
+            assert.is_nil(r[1][1])
+            assert.is_nil(r[2][1])
+            assert.matches("not durable", r[1][2])
+            assert.equal(2, flushes)
+            -- ... the re-sent batch finds its committed intents: dup, flushed again
+            fail_flush = false
+            r = e:put_many { slices[3], slices[4], slices[5], slices[6] }
+            assert.same({ "dup", "dup", "ok", "ok" }, { r[1][1], r[2][1], r[3][1], r[4][1] })
+            assert.equal(3, flushes)
+            -- put flushes once per slice; an answer that acknowledges nothing does not flush
+            assert.equal("dup", (e:put(slices[1])))
+            assert.equal(4, flushes)
+            assert.equal("gap", (e:put(sealed(5, function() return 1 end, { TA })[5])))
+            assert.equal(4, flushes)
+            assert.same({ seq = 3, b3 = slices[5].b3 }, e:head(slices[5].tenant, "bytes"))
+            store.flush = nil
+        end)
+
         it("drains the prepaid wallet first, then the receivable takes the rest", function()
             local slices = sealed(3, function() return 2000 end)
             assert(e:ready())

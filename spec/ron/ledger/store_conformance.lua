@@ -500,6 +500,26 @@ function M.run(name, make_store, opts)
             assert.has_error(function() s:many { { "nope" } } end)
         end)
 
+        case("flush: durable up to here, 1 with durability ack, 0 otherwise, idempotent (LED-50)",
+             function(s)
+            assert.is_function(s.flush)
+            local want = s.durability == "ack" and 1 or 0
+            assert.equal(want, s:flush()) -- nothing written yet: still fine
+            assert.equal(1, s:create_book("main", "m"))
+            assert.equal(1, s:insert_postings { posting(id32("fl"), 0, A, USD, 7) })
+            assert.equal(want, s:flush())
+            assert.equal(want, s:flush())
+            -- a flush changes nothing the contract shows
+            assert.same({ id = "main", meta = "m" }, s:get_book("main"))
+            assert.equal(1, #s:list_books())
+            assert.equal(7, s:get_balance(A, USD))
+            -- and a batch may end with one
+            if s.many then
+                local r = s:many { { "create_book", "b2", nil }, { "flush" } }
+                assert.same({ 1, want }, { r[1][1], r[2][1] })
+            end
+        end)
+
         if opts.reopen then
             case("migrations: a second open of the same data is idempotent (LED-24)", function(s)
                 assert.equal(1, s:create_book("main", "m"))

@@ -159,6 +159,48 @@ describe("store on a real PostgreSQL", function()
         end,
     })
 
+    it("durability ack: commits without waiting, flush() waits for the WAL up to it (LED-50)",
+       function()
+        in_task(function()
+            local s = make()
+            assert.equal("ack", s.durability)
+            -- every connection of the pool commits asynchronously
+            local ok_all = {}
+            for i = 1, 4 do
+                ok_all[i] = function()
+                    local rows = assert(s.drv.db:query("SHOW synchronous_commit"))
+                    assert.equal("off", rows[1][1])
+                    assert.equal(1, s:create_book("b" .. i, nil))
+                end
+            end
+            concurrent(ok_all)
+            for _ = 1, 3 do
+                local rows = assert(s.drv.db:query("SELECT pg_current_wal_insert_lsn()::text"))
+                local before = rows[1][1]
+                assert.equal(1, s:flush())
+                -- the WAL is flushed at least up to where it was inserted before the flush:
+                -- every commit any connection made before is durable
+                rows = assert(s.drv.db:query("SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn",
+                                             { before }))
+                assert.equal("t", rows[1][1], "flush lsn behind " .. before)
+                assert.equal(1, s:create_book("c" .. _, nil))
+            end
+            s:close()
+            local st = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
+                                           schema = "store_stmt", connections = 1,
+                                           durability = "statement" })
+            assert.equal("statement", st.durability)
+            local rows = assert(st.drv.db:query("SHOW synchronous_commit"))
+            assert.equal("on", rows[1][1])
+            assert.equal(0, st:flush())
+            st:close()
+            assert.has_error(function()
+                store.open { backend = "postgres", conninfo = cluster.conninfo,
+                             durability = "later" }
+            end)
+        end)
+    end)
+
     it("refuses a newer schema version and classifies failures (LED-24)", function()
         in_task(function()
             local s = make()

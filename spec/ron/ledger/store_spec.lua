@@ -42,19 +42,40 @@ describe("ron.ledger.store.sqlite", function()
         assert.has_error(function() store.open { backend = "nope" } end)
     end)
 
-    it("opens in WAL mode with synchronous FULL by default, NORMAL on request (LED-23)",
-       function()
+    it("opens in WAL mode; durability ack (default): NORMAL and flush() under FULL; "
+       .. "statement: FULL (LED-23, LED-50)", function()
         local p = fresh_path()
         local s = assert(sqlite.open { path = p })
         local rows = assert(s.drv:read("PRAGMA journal_mode", { n = 0 }))
         assert.equal("wal", rows[1][1])
-        rows = assert(s.drv:read("PRAGMA synchronous", { n = 0 }))
-        assert.equal(2, rows[1][1]) -- FULL
-        s:close()
-        s = assert(sqlite.open { path = p, synchronous = "normal" })
+        assert.equal("ack", s.durability)
         rows = assert(s.drv:read("PRAGMA synchronous", { n = 0 }))
         assert.equal(1, rows[1][1]) -- NORMAL
+        -- flush writes a changed row (an unchanged page would commit no frame, sync nothing)
+        assert.equal(1, s:flush())
+        local v1 = s:get_meta("flush")
+        assert.equal(1, s:flush())
+        assert.are_not.equal(v1, s:get_meta("flush"))
+        rows = assert(s.drv:read("PRAGMA synchronous", { n = 0 }))
+        assert.equal(1, rows[1][1]) -- back to NORMAL after the flush
         s:close()
+        for _, o in ipairs { { durability = "statement" }, { synchronous = "full" },
+                             { durability = "statement", synchronous = "full" } } do
+            o.path = p
+            s = assert(sqlite.open(o))
+            assert.equal("statement", s.durability)
+            rows = assert(s.drv:read("PRAGMA synchronous", { n = 0 }))
+            assert.equal(2, rows[1][1]) -- FULL
+            assert.equal(0, s:flush())
+            s:close()
+        end
+        s = assert(sqlite.open { path = p, synchronous = "normal" })
+        assert.equal("ack", s.durability)
+        s:close()
+        assert.has_error(function() sqlite.open { path = p, durability = "never" } end)
+        assert.has_error(function()
+            sqlite.open { path = p, durability = "ack", synchronous = "full" }
+        end)
     end)
 
     it("refuses a database with a newer schema version (LED-24)", function()

@@ -6,7 +6,15 @@
 --       conninfo = "host=... dbname=...",  -- or db = an existing pg.new/pg.pool object
 --       schema = "ron_ledger",             -- the tables' schema, [a-z_][a-z0-9_]* (<= 63 B)
 --       connections = 4,                   -- pool size when conninfo is given (1..64)
---       query_timeout_ms = 5000 }
+--       query_timeout_ms = 5000,
+--       durability = "ack" }               -- "ack" (default) | "statement" (LED-50)
+--
+-- Durability (LED-50): "ack" runs the statements with synchronous_commit = off (set on each
+-- connection of the pool this store makes) and flush() commits one WAL record synchronously,
+-- which flushes the WAL up to it: every statement any connection finished before. With
+-- "statement" the server's synchronous_commit applies (default on: each statement waits for
+-- its WAL flush) and flush() counts 0. With db = (the caller's connections) their own
+-- setting applies; flush() still makes everything before it durable.
 --
 -- Same SQL as SQLite (ron.ledger.store.sql) with "$n::type" parameters; bytes travel as
 -- binary bytea parameters and come back as bytea hex text. The statements run under READ
@@ -117,8 +125,14 @@ end
 
 function Drv:atomic(fn) return fn() end -- every primitive here is one statement
 
+function Drv:flush(text)
+    local rows, err, st, cls = self.db:query(text)
+    if not rows then return fail(err, st, cls) end
+    return 1
+end
+
 local OPTS = { conninfo = true, db = true, schema = true, connections = true,
-               query_timeout_ms = true, connect_timeout_ms = true }
+               query_timeout_ms = true, connect_timeout_ms = true, durability = true }
 
 -- The DDL in one transaction (a multi-statement simple query is one implicit transaction:
 -- a failure leaves nothing half-made and no transaction open) under an advisory lock (two
@@ -144,6 +158,13 @@ local function migrate(db, prefix, s)
     return true
 end
 
+-- LED-50, durability "ack": each connection commits without waiting for the WAL flush; the
+-- WAL is one ordered log, so a crash keeps a prefix of the commits, and flush() (a
+-- synchronous commit) makes all of them durable at once.
+local function ASYNC_COMMIT(db)
+    return db:exec("SET synchronous_commit = off")
+end
+
 function _M.open(o)
     if type(o) ~= "table" then error("postgres.open: expects an options table", 2) end
     for k in pairs(o) do
@@ -153,6 +174,10 @@ function _M.open(o)
     if not pg.valid_ident(name) then
         error("postgres.open: schema must match [a-z_][a-z0-9_]* (at most 63 bytes)", 2)
     end
+    local durability = o.durability or "ack"
+    if durability ~= "ack" and durability ~= "statement" then
+        error("postgres.open: durability is \"ack\" or \"statement\"", 2)
+    end
     local db, own = o.db, false
     if db == nil then
         if type(o.conninfo) ~= "string" or o.conninfo == "" then
@@ -160,12 +185,13 @@ function _M.open(o)
         end
         db = pg.pool { conninfo = o.conninfo, size = o.connections or 4,
                        query_timeout_ms = o.query_timeout_ms,
-                       connect_timeout_ms = o.connect_timeout_ms }
+                       connect_timeout_ms = o.connect_timeout_ms,
+                       on_connect = durability == "ack" and ASYNC_COMMIT or nil }
         own = true
     end
     local prefix = '"' .. name .. '".'
     local s = sql.new(setmetatable({ db = db }, Drv), "postgres", prefix)
-    s.backend, s.schema = "postgres", name
+    s.backend, s.schema, s.durability = "postgres", name, durability
     local ok, err, cls = migrate(db, prefix, s)
     if not ok then
         if own then db:close() end

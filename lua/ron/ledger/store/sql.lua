@@ -787,6 +787,43 @@ function Store:put_meta(key, value)
     return write(self, "put_meta", nil, { n = 2, key, value })
 end
 
+-- durability ----------------------------------------------------------------------------------
+
+-- LED-50: with durability "ack" the primitives commit without waiting for the disk (the
+-- log keeps them in order); flush() makes everything this store's connections wrote before
+-- it durable with ONE sync, and the caller calls it before it acknowledges. With
+-- "statement" every primitive was already durable: flush() does nothing and counts 0.
+-- -> 1 | 0 | nil, err, class. Idempotent; nothing to flush is not an error.
+_M.FLUSH = {
+    -- PostgreSQL: a commit waits for the WAL flush only when its transaction wrote WAL
+    -- (RecordTransactionCommit: wrote_xlog AND an xid AND synchronous_commit > off); a
+    -- transactional logical message is a WAL record with an xid, and set_config(..., true)
+    -- turns synchronous_commit on for this one transaction. XLogFlush(its end) flushes the
+    -- whole WAL up to there: every earlier asynchronous commit of every connection.
+    -- (SELECT set_config(...), txid_current() does NOT: an xid without a WAL record commits
+    -- asynchronously; the host spec checks pg_current_wal_flush_lsn() after a flush.)
+    postgres = "SELECT set_config('synchronous_commit', 'on', true), "
+               .. "pg_logical_emit_message(true, 'ron.ledger.flush', '')",
+    -- SQLite: the one row changes (randomblob: an identical value would leave the page
+    -- clean, and a transaction with no frame syncs nothing); the driver commits it under
+    -- synchronous = FULL, whose WAL fsync covers every earlier frame of the file.
+    sqlite = "INSERT INTO @ledger_meta (key, value) "
+             .. "VALUES (CAST('flush' AS BLOB), randomblob(8)) "
+             .. "ON CONFLICT (key) DO UPDATE SET value = randomblob(8)",
+}
+
+function Store:flush()
+    if self.durability ~= "ack" then return 0 end
+    local text = self.flush_sql
+    if not text then
+        text = schema.expand(_M.FLUSH[self.dialect], self.prefix)
+        self.flush_sql = text
+    end
+    local n, err, class = self.drv:flush(text)
+    if not n then return nil, err, class end
+    return 1
+end
+
 local function pack(...) return { n = select("#", ...), ... } end
 
 -- Several primitives in one call: { { "name", args... }, ... } -> { { results... }, ... },
@@ -821,7 +858,7 @@ _M.METHODS = {
     "save_saga", "list_pending_sagas", "delete_saga",
     "append_event", "get_event", "get_events_since", "head_seq",
     "get_stream", "advance_stream",
-    "get_meta", "put_meta", "many",
+    "get_meta", "put_meta", "flush", "many",
 }
 
 -- Refuses a database written by a newer layout (LED-24): the version row, checked before

@@ -3,17 +3,21 @@
 --
 --   local sqlite = require "ron.ledger.store.sqlite"
 --   local s = sqlite.open { path = "ledger.db",            -- required
---                           synchronous = "full",          -- "full" (default) | "normal"
+--                           durability = "ack",            -- "ack" (default) | "statement"
 --                           busy_timeout_ms = 5000,
 --                           offload = false,               -- true: primitives in the pool
 --                           max_queue = 1024 }             -- offloaded calls waiting, per store
 --   s:create_book(...) ... s:close()
 --
--- Durability (LED-23): WAL journal mode; synchronous = FULL fsyncs the WAL at every commit,
--- so a primitive that returned is on disk. "normal" fsyncs only at checkpoints: a crash of
--- the process loses nothing, a power loss may lose the last commits (the database stays
--- consistent). Each primitive is one statement in its own implicit transaction (store_transfer:
--- two statements in one BEGIN IMMEDIATE transaction).
+-- Durability (LED-23, LED-50): WAL journal mode. durability = "statement" runs synchronous =
+-- FULL, which fsyncs the WAL at every commit: a primitive that returned is on disk.
+-- "ack" (the default) runs synchronous = NORMAL (no fsync per commit; the WAL's frames are
+-- appended in order and checksummed, so after a power loss the database is a prefix of the
+-- commits) and flush() commits one meta row under FULL: one fsync that makes every earlier
+-- commit durable; the caller flushes before it acknowledges. A crash of the process loses
+-- nothing either way (the OS has the writes). The older option synchronous = "full" |
+-- "normal" still means "statement" | "ack". Each primitive is one statement in its own
+-- implicit transaction (store_transfer: two statements in one BEGIN IMMEDIATE transaction).
 --
 -- Two drivers, the same SQL (ron.ledger.store.sql):
 --   sync (default): each call runs on the caller's thread (busted, the CLI, benchmarks).
@@ -225,6 +229,19 @@ function Conn:atomic(fn)
     return unpack(r, 2, table.maxn(r))
 end
 
+-- LED-50: text (sql.FLUSH.sqlite) committed under synchronous = FULL: its commit fsyncs the
+-- WAL file, every earlier frame with it; then back to NORMAL. A PRAGMA failure after the
+-- write still leaves the flush done (the write's own commit synced).
+function Conn:flush(text)
+    local ok, err, cls = self:exec("PRAGMA synchronous = FULL")
+    if not ok then return nil, err, cls end
+    local n, e2, c2 = self:write(text, { n = 0 })
+    local ok2, e3, c3 = self:exec("PRAGMA synchronous = NORMAL")
+    if not n then return nil, e2, c2 end
+    if not ok2 then return nil, e3, c3 end
+    return n
+end
+
 function Conn:close()
     if not self.db then return true end
     local C = L()
@@ -247,7 +264,19 @@ local function new_conn(db) return setmetatable({ db = db, stmts = {} }, Conn) e
 
 local SYNC = { full = "FULL", normal = "NORMAL" }
 local OPTS = { path = true, synchronous = true, busy_timeout_ms = true, offload = true,
-               max_queue = true }
+               max_queue = true, durability = true }
+local DURABILITY = { ack = "normal", statement = "full" } -- -> the per-statement synchronous
+
+-- durability (LED-50) from the options: "ack" (default) or "statement"; the older option
+-- synchronous ("normal" | "full") names the same two, and both given must agree.
+local function durability_of(o)
+    local d = o.durability
+    if d == nil then
+        if o.synchronous == "full" then return "statement" end
+        return "ack"
+    end
+    return d
+end
 
 local function check_opts(o)
     if type(o) ~= "table" then error("sqlite.open: expects an options table", 3) end
@@ -259,6 +288,14 @@ local function check_opts(o)
     end
     if o.synchronous ~= nil and not SYNC[o.synchronous] then
         error("sqlite.open: synchronous is \"full\" or \"normal\"", 3)
+    end
+    if o.durability ~= nil and not DURABILITY[o.durability] then
+        error("sqlite.open: durability is \"ack\" or \"statement\"", 3)
+    end
+    if o.durability ~= nil and o.synchronous ~= nil
+       and DURABILITY[o.durability] ~= o.synchronous then
+        error("sqlite.open: durability \"ack\" goes with synchronous \"normal\", "
+              .. "\"statement\" with \"full\"", 3)
     end
     local bt = o.busy_timeout_ms
     if bt ~= nil and (type(bt) ~= "number" or bt < 0 or bt > 600000 or bt % 1 ~= 0) then
@@ -306,7 +343,7 @@ local function open_conn(o)
     local conn = new_conn(db)
     local ok, err, cls = conn:exec("PRAGMA journal_mode = WAL")
     if ok then
-        ok, err, cls = conn:exec("PRAGMA synchronous = " .. SYNC[o.synchronous or "full"])
+        ok, err, cls = conn:exec("PRAGMA synchronous = " .. SYNC[DURABILITY[durability_of(o)]])
     end
     if ok then ok, err, cls = migrate(conn) end
     if not ok then
@@ -372,11 +409,12 @@ end
 local attached = {}
 
 -- The pool's entry point (run by the work function, under pcall): one primitive.
-function _M.pool_call(dbnum, token, method, packed)
+function _M.pool_call(dbnum, token, method, packed, durability)
     local s = attached[token]
     if not s then
         local conn = new_conn(ffi.cast("sqlite3 *", dbnum))
         s = sql.new(conn, "sqlite", "")
+        s.durability = durability
         attached[token] = s
     end
     if method == "__forget" then
@@ -386,11 +424,11 @@ function _M.pool_call(dbnum, token, method, packed)
     return _M.pack(s[method](s, _M.unpack_(packed)))
 end
 
-local function WORK(path, dbnum, token, method, packed, id)
+local function WORK(path, dbnum, token, method, packed, id, durability)
     _G.package.path = path
     local ok, m = _G.pcall(_G.require, "ron.ledger.store.sqlite")
     if not ok then return id, nil, _G.tostring(m) end
-    local ok2, r = _G.pcall(m.pool_call, dbnum, token, method, packed)
+    local ok2, r = _G.pcall(m.pool_call, dbnum, token, method, packed, durability)
     if not ok2 then return id, nil, _G.tostring(r) end
     return id, r
 end
@@ -449,7 +487,7 @@ function Off:call(method, ...)
     local ch = task.channel(1, "sqlite_store")
     inflight[id] = { ch = ch, keep = self }
     local ok, qerr = work_handle:queue(package.path, self.dbnum, self.token, method,
-                                       _M.pack(...), id)
+                                       _M.pack(...), id, self.durability)
     local res, err
     if not ok then
         inflight[id] = nil
@@ -495,10 +533,11 @@ function _M.open(o)
                               token = format("%d:%d:%x", tokens, os.time(), dbnum),
                               busy = false, waiters = {}, max_queue = o.max_queue or 1024,
                               stats = { calls = 0, rejected = 0 }, closed = false,
-                              backend = "sqlite", offloaded = true, path = o.path }, Off)
+                              backend = "sqlite", offloaded = true, path = o.path,
+                              durability = durability_of(o) }, Off)
     end
     local s = sql.new(conn, "sqlite", "")
-    s.backend, s.path = "sqlite", o.path
+    s.backend, s.path, s.durability = "sqlite", o.path, durability_of(o)
     s.close = function(self) return self.drv:close() end
     return s
 end

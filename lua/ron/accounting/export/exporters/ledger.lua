@@ -11,6 +11,8 @@
 --       book = "main", node = "n1",     -- the engine's book and node name
 --   })
 --   e:put(slice)            -> ok | dup | conflict | gap [, detail] | nil, err
+--   e:put_many(slices)      -> { { status, detail } | { nil, err } per slice } (group commit:
+--                              tenants at once, one flush; wip/perf, LED-50)
 --   e:head(tenant, dim)     -> { seq, b3 = hex } | nil | nil, err
 --   e:accept_loss{ tenant, dimension, through_seq, link_b3, reason, now_s } -> { from, to }
 --   e:close()
@@ -55,7 +57,7 @@ local E = {}
 E.__index = E
 
 local OPTS = { store = true, card = true, book = true, node = true, engine = true,
-               clock = true, accounts = true }
+               clock = true, accounts = true, parallel = true }
 
 -- new(opts) -> exporter | nil, err. No I/O: the store is opened and the book, the system
 -- accounts and pending sagas are dealt with on the first put/head (a task, when the store
@@ -81,6 +83,7 @@ function _M.new(opts)
     local self = setmetatable({
         store_opts = opts.store, card = card, book = opts.book or "main",
         node = opts.node or "node1", clock = opts.clock, led = opts.engine,
+        parallel = opts.parallel, -- put_many's lanes at once on PostgreSQL (default 4)
         accounts = opts.accounts or usage.account,
         streams = {}, nstreams = 0, tenants = {}, ntenants = 0,
         counts = { puts = 0, ok = 0, dup = 0, conflict = 0, gap = 0, fail = 0, shortfalls = 0 },
@@ -113,8 +116,10 @@ function E:_start()
         self.store = s
     end
     if not self.led then
+        -- flush = false: put/put_many flush once before they answer (wip/perf, LED-50)
         self.led = require("ron.ledger.ledger").new { store = self.store, book = self.book,
-                                                      node = self.node, clock = self.clock }
+                                                      node = self.node, clock = self.clock,
+                                                      flush = false }
     end
     local ok, err = self.led:recover()
     if ok == nil and err then return nil, err end
@@ -222,10 +227,101 @@ local function fail(self, err)
     return nil, err
 end
 
+-- ---- wip/perf (LED-50): durable before acknowledged, one flush per call ----------------
+-- With the store's durability "ack" the primitives of a put commit without a sync; the
+-- answer ok or dup is given only after store:flush() (one sync for all of them: the log is
+-- ordered). put_many is group commit: the slices of different tenants are put at once
+-- (tasks over the PostgreSQL pool; one tenant's slices in order, they share its wallet),
+-- then ONE flush covers the batch. A failed flush turns every ok/dup of the call into a
+-- failure: the runtime re-sends, and the re-sent slice finds its committed intent (dup).
+
+local ACKED = { ok = true, dup = true }
+
+function E:_durable(results)
+    local store = self.store
+    if not store or type(store.flush) ~= "function" then return results end
+    local any = false
+    for _, r in ipairs(results) do
+        if ACKED[r[1]] then any = true break end
+    end
+    if not any then return results end
+    local n, err = store:flush()
+    if n then return results end
+    for i, r in ipairs(results) do
+        if ACKED[r[1]] then
+            count(self, "fail")
+            results[i] = { nil, "LedgerError: not durable: " .. tostring(err) }
+        end
+    end
+    return results
+end
+
 function E:put(s)
     if type(s) ~= "table" or type(s.id) ~= "table" then
         error("exporters.ledger: put expects a slice", 2)
     end
+    local r = self:_durable { { self:_put(s) } }
+    return r[1][1], r[1][2]
+end
+
+function E:put_many(slices)
+    if type(slices) ~= "table" then error("exporters.ledger: put_many expects a list", 2) end
+    for _, s in ipairs(slices) do
+        if type(s) ~= "table" or type(s.id) ~= "table" then
+            error("exporters.ledger: put_many expects slices", 2)
+        end
+    end
+    local results = {}
+    local ok, err = self:ready()
+    if not ok then
+        for i = 1, #slices do results[i] = { fail(self, err) } end
+        return results
+    end
+    -- one lane per tenant, in the batch's order
+    local lanes, order = {}, {}
+    for i, s in ipairs(slices) do
+        local t = tostring(s.tenant)
+        local lane = lanes[t]
+        if not lane then
+            lane = {}
+            lanes[t] = lane
+            order[#order + 1] = lane
+        end
+        lane[#lane + 1] = i
+    end
+    local function run_lane(lane)
+        for _, i in ipairs(lane) do results[i] = { self:_put(slices[i]) } end
+    end
+    local width = self.store.backend == "postgres" and (self.parallel or 4) or 1
+    if width <= 1 or #order == 1 then
+        for _, lane in ipairs(order) do run_lane(lane) end
+    else
+        -- at most `width` lanes at once (the pool's connections); each task takes the next
+        local task = require "ron.accounting.runtime.task"
+        local next_lane = 0
+        local function worker()
+            while next_lane < #order do
+                next_lane = next_lane + 1
+                run_lane(order[next_lane])
+            end
+        end
+        local hs = {}
+        for w = 1, math.min(width, #order) do hs[w] = task.spawn("ledger_put_many", worker) end
+        for _, h in ipairs(hs) do
+            local jok, jerr = h:join()
+            if not jok then
+                error("exporters.ledger: put_many lane failed: " .. tostring(jerr), 0)
+            end
+        end
+    end
+    for i = 1, #slices do
+        if not results[i] then results[i] = { fail(self, "LedgerError: not put") } end
+    end
+    return self:_durable(results)
+end
+
+-- One slice, without the flush (put and put_many flush once).
+function E:_put(s)
     self.counts.puts = self.counts.puts + 1
     local ok, err = self:ready()
     if not ok then return fail(self, err) end

@@ -1,0 +1,276 @@
+-- bench-ledger-rating-pg.lua: rating throughput into the ledger (issue 15's target: "rating
+-- keeps up with the metering export, >= 5k slices/s on PostgreSQL on this machine, >= 0.5 of
+-- a plain INSERT baseline in the same run"), docs/LEDGER.md "Durability at the
+-- acknowledgement" (LED-50).
+--
+--   ron-accounting run tests/bench/bench-ledger-rating-pg.lua [--quick] [--out FILE]
+--       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
+--
+-- Slices of a real meter (one stream per tenant) rated through exporters.ledger (rate card,
+-- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
+-- benchmark starts, fsync on, through a pool of 4 connections) and SQLite (WAL, the
+-- synchronous driver), for durability "ack" (flush at the acknowledgement) and "statement"
+-- (every statement durable):
+--   1 stream   put per slice (each answer flushed: one sync per slice)
+--   N streams  put_many of N slices, one per stream (tenants at once over the pool, ONE
+--              flush per batch: group commit)
+-- Baselines, same store, same connection(s), same durability, same run, the same rows
+-- (tenant, dimension, seq, b3, quantity) into a plain table with a primary key:
+--   row        one INSERT per slice, durable per row (ack: the INSERT + flush(); statement:
+--              the INSERT's own commit)
+--   batch      one INSERT of N rows per batch, durable per batch
+-- ratio = rating slices/s / baseline rows/s (1 stream against row, N streams against batch).
+-- statements/slice: the store calls a rated slice costs (reads included).
+-- Output: human-readable lines and one `BENCH {json}` line per case.
+local uv = require "luv"
+local task = require "ron.accounting.runtime.task"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
+               .. package.path
+local B = require "bench_common"
+local H = dofile(here .. "../pg/harness.lua")
+local acct = require "ron.accounting"
+local rate = require "ron.ledger.rate"
+local store = require "ron.ledger.store"
+local sql = require "ron.ledger.store.sql"
+local usage = require "ron.ledger.usage"
+local lexp = require "ron.accounting.export.exporters.ledger"
+
+local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600,
+               statement_slices = 160, streams = 8, pg = true, sqlite = true }
+do
+    local i = 1
+    while i <= #arg do
+        local a, v = arg[i], arg[i + 1]
+        if a == "--quick" then opts.quick = true; i = i + 1
+        elseif a == "--out" then opts.out = v; i = i + 2
+        elseif a == "--dir" then opts.dir = v; i = i + 2
+        elseif a == "--slices" then opts.slices = assert(tonumber(v)); i = i + 2
+        elseif a == "--statement-slices" then opts.statement_slices = assert(tonumber(v)); i = i + 2
+        elseif a == "--streams" then opts.streams = assert(tonumber(v)); i = i + 2
+        elseif a == "--no-pg" then opts.pg = false; i = i + 1
+        elseif a == "--no-sqlite" then opts.sqlite = false; i = i + 1
+        else
+            io.stderr:write("usage: ron-accounting run bench-ledger-rating-pg.lua [--quick] "
+                            .. "[--out FILE] [--dir DIR] [--slices N] [--statement-slices N] "
+                            .. "[--streams N] [--no-pg] [--no-sqlite]\n")
+            os.exit(2)
+        end
+    end
+end
+if opts.quick then opts.slices, opts.statement_slices = 160, 32 end
+
+local emit = B.emitter(opts.out)
+local function now() return uv.hrtime() / 1e9 end
+
+local card = assert(rate.new({
+    version = "bench.1", currency = { code = "USD", scale = 2 }, period = "month",
+    dimensions = { bytes = { per = 1000000, free = 1000000000,
+                             tiers = { { upto = 1000000000000, price = 10 }, { price = 5 } } } },
+}, "bench"))
+
+-- Slices of a real meter: W windows x T tenants (one stream each), in window order.
+local function make_slices(T, W)
+    local T0 = 1700000000 - 1700000000 % 3600
+    local t_now = T0 + 5
+    local m = assert(acct.open { capacity_rows = 4096, shards = 4, window_len_s = 60,
+                                 host = "bench", clock = function() return t_now end })
+    local windows = {}
+    for w = 1, W do
+        t_now = T0 + 60 * (w - 1) + 5
+        for t = 1, T do
+            assert(m:record(("00000000-0000-4000-8000-%012x"):format(t), "s", "bytes", 1000 * w))
+        end
+        windows[w] = assert(m:rollover(T0 + 60 * w))
+        assert(#windows[w] == T)
+    end
+    m:close()
+    return windows
+end
+
+-- Counts the store's calls (every primitive and read) on the instance.
+local function counting(s)
+    local c = { n = 0, by = {} }
+    for _, name in ipairs(sql.METHODS) do
+        local f = s[name]
+        if name ~= "many" and f then
+            c.by[name] = 0
+            s[name] = function(self, ...)
+                c.n = c.n + 1
+                c.by[name] = c.by[name] + 1
+                return f(self, ...)
+            end
+        end
+    end
+    return c
+end
+
+local PLAIN = [[CREATE TABLE IF NOT EXISTS @plain_slices (tenant B NOT NULL, dimension B NOT NULL,
+    seq I NOT NULL, b3 B NOT NULL, quantity I NOT NULL, PRIMARY KEY (tenant, dimension, seq))]]
+
+local function plain_ddl(s)
+    local t = s.dialect == "postgres" and { B = "bytea", I = "bigint" }
+              or { B = "BLOB", I = "INTEGER" }
+    local ddl = PLAIN:gsub(" B([ ,\n)])", " " .. t.B .. "%1"):gsub(" I([ ,\n)])", " " .. t.I .. "%1")
+    return (ddl:gsub("@", s.prefix))
+end
+
+local insert_cache = {}
+local function plain_insert(s, n)
+    local key = s.prefix .. s.dialect .. n
+    if not insert_cache[key] then
+        local one = "(?b, ?b, ?i, ?b, ?i)"
+        insert_cache[key] = sql.render(s.dialect, s.prefix, "INSERT INTO @plain_slices (tenant, "
+            .. "dimension, seq, b3, quantity) VALUES " .. string.rep(one, n, ","))
+    end
+    return insert_cache[key]
+end
+
+local function row_binds(list)
+    local b = { n = 5 * #list }
+    for i, s in ipairs(list) do
+        local info = usage.from_slice(s)
+        local k = 5 * (i - 1)
+        b[k + 1], b[k + 2], b[k + 3], b[k + 4], b[k + 5] =
+            usage.tenant_raw(s.tenant), s.dimension, info.seq, info.b3, 1000
+    end
+    return b
+end
+
+-- The baseline: the rows of `windows` (batch = true: one INSERT per window; else one per
+-- slice), each INSERT made durable before the next (flush() under durability ack).
+local function baseline(s, windows, batch, exec_ddl)
+    assert(exec_ddl(plain_ddl(s)))
+    local t0, rows = now(), 0
+    for _, w in ipairs(windows) do
+        local groups = batch and { w } or {}
+        if not batch then for i, sl in ipairs(w) do groups[i] = { sl } end end
+        for _, g in ipairs(groups) do
+            assert(assert(s.drv:write(plain_insert(s, #g), row_binds(g))) == #g)
+            if s.durability == "ack" then assert(s:flush() == 1) end
+            rows = rows + #g
+        end
+    end
+    return rows / (now() - t0)
+end
+
+local function sqlite_path(name)
+    local p = opts.dir .. "/bench-ledger-rating-" .. name .. ".sqlite"
+    for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
+    return p
+end
+
+local results = {}
+
+-- One case: a fresh store from open(), rated slices/s, its baseline, the ratio.
+local function case(backend, durability, streams, n, open, exec_ddl_of)
+    local W = math.max(1, math.floor(n / streams))
+    local windows = make_slices(streams, W)
+    local s = open()
+    local calls = counting(s)
+    local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
+    assert(e:ready())
+    -- warm-up: the tenants' accounts and the statements (not timed)
+    local warm = make_slices(streams, 1)
+    for _, sl in ipairs(warm[1]) do
+        sl.tenant = sl.tenant:gsub("^00000000", "11111111")
+        assert(e:put(sl) == "ok")
+    end
+    local c0 = calls.n
+    local by0 = {}
+    for k, v in pairs(calls.by) do by0[k] = v end
+    local t0 = now()
+    local total = 0
+    for _, w in ipairs(windows) do
+        if streams == 1 then
+            local st, d = e:put(w[1])
+            assert(st == "ok", tostring(st) .. " " .. tostring(d))
+        else
+            local r = e:put_many(w)
+            for i = 1, #w do assert(r[i][1] == "ok", tostring(r[i][1]) .. " " .. tostring(r[i][2])) end
+        end
+        total = total + #w
+    end
+    local dt = now() - t0
+    local sps = total / dt
+    local per = (calls.n - c0) / total
+    local parts = {}
+    for k, v in pairs(calls.by) do
+        if v > by0[k] then parts[#parts + 1] = { k, (v - by0[k]) / total } end
+    end
+    table.sort(parts, function(a, b) return a[2] > b[2] end)
+    for i, p in ipairs(parts) do parts[i] = ("%s %.2f"):format(p[1], p[2]) end
+    local base = baseline(s, windows, streams > 1, exec_ddl_of(s))
+    local ratio = sps / base
+    local label = ("%s %-9s %d stream%s"):format(backend, durability, streams,
+                                                  streams == 1 and " " or "s")
+    print(("%-32s %6d slices: rated %8.0f slices/s (%4.1f store calls/slice), plain INSERT "
+           .. "(%s) %8.0f rows/s, ratio %.2f"):format(label, total, sps, per,
+                                                     streams > 1 and ("batch of " .. streams)
+                                                     or "row", base, ratio))
+    emit(('{"bench":"ledger-rating","name":"rating_%s_%s_%d","params":{"slices":%d,'
+          .. '"streams":%d,"durability":"%s"},"slices_per_s":%.1f,"store_calls_per_slice":%.2f,'
+          .. '"baseline":"%s","baseline_rows_per_s":%.1f,"ratio":%.3f,"loadavg":"%s"}')
+         :format(backend, durability, streams, total, streams, durability, sps, per,
+                 streams > 1 and "insert_batch" or "insert_row", base, ratio, B.loadavg()))
+    print("    store calls per slice: " .. table.concat(parts, ", "))
+    results[#results + 1] = { label = label, sps = sps, base = base, ratio = ratio }
+    e:close()
+    s:close()
+end
+
+local function run()
+    print(("bench-ledger-rating: %d streams, load %s"):format(opts.streams, B.loadavg()))
+    local shapes = { 1, opts.streams }
+    if opts.sqlite then
+        for _, d in ipairs { "ack", "statement" } do
+            for _, k in ipairs(shapes) do
+                local p = sqlite_path(d .. k)
+                case("sqlite  ", d, k, d == "ack" and opts.slices or opts.statement_slices,
+                     function()
+                         return assert(store.open { backend = "sqlite", path = p,
+                                                    durability = d })
+                     end,
+                     function(s) return function(ddl) return s.drv:exec(ddl) end end)
+                sqlite_path(d .. k)
+            end
+        end
+    end
+    if not opts.pg then return end
+    uv.update_time()
+    local ok, why = H.available()
+    if not ok then
+        print("bench-ledger-rating: PostgreSQL skipped: " .. why)
+        return
+    end
+    local cluster = assert(H.start { fsync = true })
+    local okr, err = pcall(function()
+        local n = 0
+        for _, d in ipairs { "ack", "statement" } do
+            for _, k in ipairs(shapes) do
+                n = n + 1
+                case("postgres", d, k, d == "ack" and opts.slices or opts.statement_slices,
+                     function()
+                         return assert(store.open { backend = "postgres",
+                                                    conninfo = cluster.conninfo,
+                                                    schema = "rating_" .. n, connections = 4,
+                                                    durability = d,
+                                                    connect_timeout_ms = 30000,
+                                                    query_timeout_ms = 120000 })
+                     end,
+                     function(s) return function(ddl) return s.drv.db:exec(ddl) end end)
+            end
+        end
+    end)
+    cluster:stop()
+    if not okr then error(err, 0) end
+end
+
+local h = task.spawn("bench", run)
+uv.run("default")
+local ok, err = h:join()
+if not ok then
+    io.stderr:write("bench-ledger-rating: ", tostring(err), "\n")
+    os.exit(1)
+end
