@@ -21,7 +21,8 @@ local pairs, type, tostring = pairs, type, tostring
 
 local _M = {}
 
-local STORE_KEYS = { backend = true, path = true, synchronous = true, busy_timeout_ms = true,
+local STORE_KEYS = { backend = true, path = true, durability = true, synchronous = true,
+                     busy_timeout_ms = true,
                      conninfo = true, schema = true, connections = true,
                      connect_timeout_ms = true, query_timeout_ms = true }
 
