@@ -145,6 +145,13 @@ if(RA_BUILD_AUDIT)
   ra_host_test(host-audit sh ${_ra_host_dir}/audit.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
     ${CMAKE_BINARY_DIR}/host-audit)
   set_tests_properties(host-audit PROPERTIES TIMEOUT 120)
+  # Usage, money and audit attest to each other: the ledger exporter and the audit trail in
+  # one daemon; every committed transfer is exactly one "ledger" record (event seqs 1..n).
+  if(RA_BUILD_LEDGER)
+    ra_host_test(host-audit-ledger sh ${_ra_host_dir}/audit-ledger.sh ${_ra_host}
+      ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-ledger)
+    set_tests_properties(host-audit-ledger PROPERTIES TIMEOUT 120)
+  endif()
 endif()
 # The receiver's trust model at the daemon (issue 14 item 5): no producers is exit 2 unless
 # allow_unauthenticated = true, which is logged at WARN at start; the unscoped token_hash

@@ -901,6 +901,17 @@ function Ledger:_finalize(ctx)
     return { transfer_id = tid, status = "committed", event_seq = ev.seq, replayed = false }
 end
 
+-- The engine's audit hook for a trail that takes (kind, attrs) of printable values
+-- (ron.audit.host:emit, the daemon's audit_emit; AUD-I-*): one "ledger" record per committed
+-- transfer, its id and intent in hex. emit may be nil (no trail).
+function _M.audit_hook(emit)
+    if not emit then return nil end
+    return function(r)
+        return emit("ledger", { event = r.kind, transfer = hex(r.transfer_id),
+                                intent = hex(r.intent), event_seq = r.event_seq, book = r.book })
+    end
+end
+
 -- Resumes a saga found in the store (recover(), or adoption by a caller's retry).
 function Ledger:_resume(s)
     local d = codec.decode(s.data)

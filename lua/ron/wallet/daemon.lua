@@ -70,7 +70,8 @@ end })
 
 function _M.new(v, o)
     local led = L.new { store = starting, book = v.book or "main", node = v.node or "wallet",
-                        pause = function(n) task.sleep(10 * n) end }
+                        pause = function(n) task.sleep(10 * n) end,
+                        audit = L.audit_hook(o.audit) } -- a record per committed transfer
     local cfg = { ledger = led, log = o.log, on_dry = v.on_dry }
     for k, x in pairs(v) do
         if k ~= "store" and k ~= "book" and k ~= "node" and k ~= "on_dry" then cfg[k] = x end

@@ -122,6 +122,32 @@ for _, backend in ipairs(stores()) do
             assert.equal(4, e:stats().dup)
         end)
 
+        it("hands the audit trail one ledger record per committed transfer (issue 16)",
+           function()
+            local records = {}
+            e:set_audit(function(kind, attrs)
+                records[#records + 1] = { kind = kind, attrs = attrs }
+                return true
+            end)
+            local slices = sealed(3, function(i) return 700 * i end)
+            for _, s in ipairs(slices) do assert.equal("ok", (e:put(s))) end
+            for _, s in ipairs(slices) do assert.equal("dup", (e:put(s))) end -- no new record
+            assert.equal(3, #records)
+            local committed, hex = {}, require("ron.ledger").hex
+            for _, ev in ipairs(assert(led:events_since(0, 1000))) do
+                if ev.kind == "transfer" then committed[hex(ev.transfer_id)] = ev.seq end
+            end
+            for _, r in ipairs(records) do
+                assert.equal("ledger", r.kind)
+                assert.equal("transfer", r.attrs.event)
+                assert.matches("^%x+$", r.attrs.transfer)
+                assert.equal(64, #r.attrs.transfer)
+                assert.equal(committed[r.attrs.transfer], r.attrs.event_seq)
+                assert.equal("main", r.attrs.book)
+                committed[r.attrs.transfer] = nil -- each transfer once
+            end
+        end)
+
         it("put_many: the batch's slices, then ONE flush before any answer (LED-50)", function()
             local slices = sealed(3, function(i) return 500 * i end, { TA, TB })
             local flushes, real, fail_flush = 0, store.flush, false

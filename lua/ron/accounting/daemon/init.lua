@@ -185,6 +185,9 @@ function _M.start(cfg)
         d.audit = a
         d.audit_emit = function(kind, attrs) return a:emit(kind, attrs) end
         a:emit("daemon", { event = "start", pid = uv.os_getpid() })
+        -- An exporter that keeps its own trail of decisions (exporters.ledger: a record per
+        -- committed transfer) gets the daemon's.
+        if type(exporter.set_audit) == "function" then exporter:set_audit(d.audit_emit) end
     end
     if cfg.ingest then -- POST /v1/records (docs/ops/ingest.md)
         local iok, ing = pcall(function()
@@ -211,7 +214,8 @@ function _M.start(cfg)
     if cfg.wallet then -- ron-wallet (docs/WALLET.md): its store opens in a task below
         local wok, w = pcall(function()
             return require("ron.wallet.daemon").new(cfg.wallet, {
-                var = p.var, log = function(line) log("WARN", "wallet: %s", line) end })
+                var = p.var, log = function(line) log("WARN", "wallet: %s", line) end,
+                audit = d.audit_emit })
         end)
         if not wok then
             if d.receiver then d.receiver:close(true) end

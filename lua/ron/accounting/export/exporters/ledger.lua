@@ -9,7 +9,8 @@
 --       store = { backend = "sqlite", path = "var/ledger.db" },   -- or an open store
 --       card = "cards/acme.lua",        -- or a card from ron.ledger.rate
 --       book = "main", node = "n1",     -- the engine's book and node name
---   })
+--       audit = fn(kind, attrs),        -- optional: a "ledger" record per committed
+--   })                                  -- transfer (the daemon calls e:set_audit(fn))
 --   e:put(slice)            -> ok | dup | conflict | gap [, detail] | nil, err
 --   e:put_many(slices)      -> { { status, detail } | { nil, err } per slice } (group commit:
 --                              tenants at once, one flush; wip/perf, LED-50)
@@ -57,7 +58,7 @@ local E = {}
 E.__index = E
 
 local OPTS = { store = true, card = true, book = true, node = true, engine = true,
-               clock = true, accounts = true, parallel = true }
+               clock = true, accounts = true, parallel = true, audit = true }
 
 -- new(opts) -> exporter | nil, err. No I/O: the store is opened and the book, the system
 -- accounts and pending sagas are dealt with on the first put/head (a task, when the store
@@ -84,6 +85,7 @@ function _M.new(opts)
         store_opts = opts.store, card = card, book = opts.book or "main",
         node = opts.node or "node1", clock = opts.clock, led = opts.engine,
         parallel = opts.parallel, -- put_many's lanes at once on PostgreSQL (default 4)
+        audit = opts.audit, -- fn(kind, attrs): a "ledger" record per committed transfer
         accounts = opts.accounts or usage.account,
         streams = {}, nstreams = 0, tenants = {}, ntenants = 0,
         counts = { puts = 0, ok = 0, dup = 0, conflict = 0, gap = 0, fail = 0, shortfalls = 0 },
@@ -93,6 +95,11 @@ function _M.new(opts)
     self.blocking = so.blocking == true
         or (not self.store and so.backend == "sqlite" and not so.offload) or nil
     return self
+end
+
+-- The daemon hands its audit trail over once it runs (daemon/init.lua): fn(kind, attrs).
+function E:set_audit(fn)
+    self.audit = fn
 end
 
 -- The store, the engine, the book and its system accounts: once.
@@ -117,9 +124,14 @@ function E:_start()
     end
     if not self.led then
         -- flush = false: put/put_many flush once before they answer (wip/perf, LED-50)
-        self.led = require("ron.ledger.ledger").new { store = self.store, book = self.book,
-                                                      node = self.node, clock = self.clock,
-                                                      flush = false }
+        local L = require "ron.ledger.ledger"
+        self.led = L.new { store = self.store, book = self.book, node = self.node,
+                           clock = self.clock, flush = false,
+                           -- the trail is looked up at each commit: set_audit may come later
+                           audit = function(r)
+                               local hook = L.audit_hook(self.audit)
+                               if hook then hook(r) end
+                           end }
     end
     local ok, err = self.led:recover()
     if ok == nil and err then return nil, err end
