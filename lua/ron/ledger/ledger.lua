@@ -50,6 +50,15 @@ _M.NAME = NAME
 -- Codes a caller retries: never stored under an intent, never InsufficientFunds (LED-32).
 _M.RETRY = { [ERR.Unavailable] = true }
 
+-- An Unavailable whose intent another saga is committing right now (a caller that answers
+-- "in flight, retry later", like the wallet's 409, asks is_in_flight instead of reading
+-- the message itself).
+local IN_FLIGHT = "intent in flight"
+function _M.is_in_flight(err, code)
+    return code == ERR.Unavailable and type(err) == "string"
+        and err:find(IN_FLIGHT, 1, true) ~= nil
+end
+
 -- Validation codes that mean "the state moved under us": re-resolve, do not store.
 local RACE = {
     [ERR.AccountVersionMismatch] = true,
@@ -666,7 +675,7 @@ function Ledger:_claim(ctx)
         self.inflight[holder] = nil
         if found then return false, { self:_resume(found) } end
     end
-    return false, { fail(ERR.Unavailable, "intent in flight in saga " .. tostring(holder)) }
+    return false, { fail(ERR.Unavailable, IN_FLIGHT .. " in saga " .. tostring(holder)) }
 end
 
 -- Stores a deterministic rejection under the intent (LED-27), after compensation.

@@ -375,7 +375,7 @@ function W:_money_once(job)
         return self:_receipt(r, res), nil, res.replayed
     end
     if code == ERR.Unavailable then
-        if match(tostring(cerr), "in flight") then
+        if ledger_engine.is_in_flight(cerr, code) then
             return prob("in_flight", "this nonce is being committed", { ["Retry-After"] = "1" })
         end
         return prob("ledger_unavailable", tostring(cerr)), "retry"

@@ -85,7 +85,8 @@ function _M.new(opts)
         store_opts = opts.store, card = card, book = opts.book or "main",
         node = opts.node or "node1", clock = opts.clock, led = opts.engine,
         parallel = opts.parallel, -- put_many's lanes at once on PostgreSQL (default 4)
-        audit = opts.audit, -- fn(kind, attrs): a "ledger" record per committed transfer
+        -- fn(kind, attrs): a "ledger" record per committed transfer, adapted once
+        audit_hook = opts.audit and require("ron.ledger.ledger").audit_hook(opts.audit),
         accounts = opts.accounts or usage.account,
         streams = {}, nstreams = 0, tenants = {}, ntenants = 0,
         counts = { puts = 0, ok = 0, dup = 0, conflict = 0, gap = 0, fail = 0, shortfalls = 0 },
@@ -99,7 +100,7 @@ end
 
 -- The daemon hands its audit trail over once it runs (daemon/init.lua): fn(kind, attrs).
 function E:set_audit(fn)
-    self.audit = fn
+    self.audit_hook = require("ron.ledger.ledger").audit_hook(fn)
 end
 
 -- The store, the engine, the book and its system accounts: once.
@@ -127,10 +128,9 @@ function E:_start()
         local L = require "ron.ledger.ledger"
         self.led = L.new { store = self.store, book = self.book, node = self.node,
                            clock = self.clock, flush = false,
-                           -- the trail is looked up at each commit: set_audit may come later
+                           -- set_audit may come later: the hook reads self.audit_hook
                            audit = function(r)
-                               local hook = L.audit_hook(self.audit)
-                               if hook then hook(r) end
+                               if self.audit_hook then self.audit_hook(r) end
                            end }
     end
     local ok, err = self.led:recover()
