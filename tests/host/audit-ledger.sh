@@ -2,8 +2,8 @@
 # Usage, money and audit attest to each other (PRODUCT.md §9, issue 16 phase 2): a real
 # daemon (examples/daemon.lua) on a fast injected clock with demo traffic, the ledger
 # exporter (usage rated into SQLite) and the audit trail. After SIGTERM (exit 0):
-# `audit verify --list` passes and every slice the daemon exported ok is exactly one
-# "ledger" record (each transfer once, its event seq within the ledger's 1..n); `ledger
+# `audit verify --list` passes and every slice the daemon exported ok has a "ledger"
+# record (each transfer once, its event seq within the ledger's 1..n); `ledger
 # verify` passes after `recover`.
 #
 #   audit-ledger.sh HOST SOURCE_DIR WORK_DIR
@@ -50,13 +50,14 @@ n=$(sed -n 's/^\([0-9][0-9]*\) transfers .*/\1/p' verify.txt)
 [ -n "$n" ] && [ "$n" -gt 0 ] || fail "no transfers rated"
 grep ' ledger ' list.txt | sed -n 's/.* transfer="\([0-9a-f]*\)".*/\1/p' | sort >audited.txt
 a=$(wc -l <audited.txt)
-# The hook runs when the daemon sees its commit complete: one record per slice exported ok.
+# The hook runs when the daemon sees its commit complete: at least one record per slice
+# exported ok (a commit done before the shutdown canceled its put's last flush has one too).
 # A commit whose last store call was still in the threadpool when the shutdown canceled
 # the wait is in the ledger (a dup on the next start) but has no record: known gap, the
 # feed-driven trail (one record per ledger event seq) is the next step.
 ok=$(sed -n 's/.*status: backlog=[0-9]* exported ok=\([0-9]*\) .*/\1/p' daemon.log | tail -1)
 [ -n "$ok" ] || fail "no status line with the exported count"
-[ "$a" -eq "$ok" ] && [ "$a" -le "$n" ] && [ "$a" -ge 1 ] ||
+[ "$a" -ge "$ok" ] && [ "$a" -le "$n" ] && [ "$a" -ge 1 ] ||
     fail "$n transfers ($f finished by recover), $ok exported ok, $a ledger records"
 [ "$(sort -u audited.txt | wc -l)" -eq "$a" ] || fail "a transfer audited twice"
 # each record names its transfer's event: distinct seqs of the ledger's gapless 1..n
