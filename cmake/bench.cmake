@@ -5,7 +5,7 @@
 #                                             (`make bench` does that on ./build)
 #
 # They are not part of ctest's default run as benchmarks: the only ctest entry is
-# `G-11-performance-smoke` (label bench-smoke; gate G-11: the benchmarks run and print their
+# `G-11 performance smoke` (label bench-smoke; gate G-11: the benchmarks run and print their
 # figures with a same-run baseline), which runs each one with --quick (a tiny workload, a
 # few seconds in all) and checks that it exits 0 and prints its BENCH lines. It asserts
 # nothing about time. Exclude it with `ctest -LE bench-smoke`.
@@ -147,9 +147,9 @@ endif()
 if(RA_BUILD_HOST)
   list(APPEND _smoke_args -DHOST=$<TARGET_FILE:ron-accounting>)
 endif()
-add_test(NAME G-11-performance-smoke
+add_test(NAME "G-11 performance smoke"
   COMMAND ${CMAKE_COMMAND} ${_smoke_args} -P ${RA_BENCH_DIR}/smoke.cmake)
-set_tests_properties(G-11-performance-smoke PROPERTIES LABELS bench-smoke TIMEOUT 120)
+set_tests_properties("G-11 performance smoke" PROPERTIES LABELS bench-smoke TIMEOUT 120)
 
 if(RA_BUILD_HOST)
 # bench-postgres.lua --quick against a server it starts: exit 0 and BENCH lines (no timing).
