@@ -98,18 +98,24 @@ endforeach()
 # ledger-rate.sh: `ledger init` and a top-up, then records -> seal -> WAL -> the export
 # runtime -> exporters.ledger over SQLite (offloaded) on the host's loop; balances equal the
 # usage rated by hand; `ledger verify` OK; a flipped byte of a stored transfer: exit 1 naming
-# the transfer. The CLI's refusals: no verb, an unknown verb, a ledger that does not exist.
+# the transfer. The same on a real PostgreSQL the script starts (-pg: exporters.ledger over the
+# async pool, the CLI verbs on a postgresql:// URI). The CLI's refusals: no verb, an unknown
+# verb, a ledger that does not exist, a server that does not answer.
 if(RA_BUILD_LEDGER)
   ra_host_test(host-ledger-rate-e2e sh ${_ra_host_dir}/ledger-rate.sh ${_ra_host}
     ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-ledger-rate)
+  ra_host_test(host-ledger-rate-e2e-pg sh ${_ra_host_dir}/ledger-rate.sh ${_ra_host}
+    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-ledger-rate-pg postgres)
+  ra_host_test(host-ledger-cli-pg-down ${_ra_expect} -O -e "Connection refused" 2
+    ${_ra_host} ledger --db postgresql://ron@127.0.0.1:1/none verify)
   ra_host_test(host-ledger-cli-usage ${_ra_expect} -O -e "^usage: ron-accounting ledger" 2
     ${_ra_host} ledger)
   ra_host_test(host-ledger-cli-unknown ${_ra_expect} -O -e "unknown verb frob" 2
     ${_ra_host} ledger --db ${CMAKE_BINARY_DIR}/host-ledger-none.db frob)
   ra_host_test(host-ledger-cli-no-ledger ${_ra_expect} -O -e "no such ledger" 2
     ${_ra_host} ledger --db ${CMAKE_BINARY_DIR}/host-ledger-none.db verify)
-  set_tests_properties(host-ledger-rate-e2e host-ledger-cli-usage host-ledger-cli-unknown
-    host-ledger-cli-no-ledger PROPERTIES ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+  set_tests_properties(host-ledger-rate-e2e host-ledger-rate-e2e-pg host-ledger-cli-usage
+    host-ledger-cli-unknown host-ledger-cli-no-ledger host-ledger-cli-pg-down PROPERTIES ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
 endif()
 
 # ---- the HTTP surface (ron.accounting.daemon.http on ron.accounting.net.http_server) ----------------------

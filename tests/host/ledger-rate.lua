@@ -1,7 +1,7 @@
--- ledger-rate.lua WORK_DIR WINDOWS: the end-to-end half of tests/host/ledger-rate.sh, run by
--- `ron-accounting run`. Records for three tenants are sealed by a real meter with a WAL,
+-- ledger-rate.lua WORK_DIR WINDOWS [DB]: the end-to-end half of tests/host/ledger-rate.sh, run
+-- by `ron-accounting run`. Records for three tenants are sealed by a real meter with a WAL,
 -- exported by the runtime on the host's loop into exporters.ledger over SQLite (offloaded to
--- the threadpool), then the balances are read back and compared with the rated usage
+-- the threadpool; DB = WORK_DIR/l.db) or PostgreSQL (DB = a postgresql:// URI), then the balances are read back and compared with the rated usage
 -- computed here by hand (the card of WORK_DIR/card.lua: per 1000 units, 3 minor units, 10
 -- units free a month, one period: C(total) = floor(max(0, total - 10) * 3 / 1000)).
 -- Tenant A had a prepaid top-up of 300 (done by the shell through `ledger transfer`).
@@ -13,7 +13,10 @@ local lexp = require "ron.accounting.export.exporters.ledger"
 local usage = require "ron.ledger.usage"
 local uv = require "luv"
 
-local work, windows = arg[1], tonumber(arg[2] or "6")
+local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]
+local PG = db and db:match("^postgres") and true or false
+local STORE = PG and { backend = "postgres", conninfo = db, connections = 4 }
+    or { backend = "sqlite", path = work .. "/l.db", offload = true }
 local T0 = 1700000000 - 1700000000 % 3600 -- 2023-11-14T22:00:00Z: every window in November
 local TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
                   "00000000-0000-4000-8000-00000000000c" }
@@ -24,8 +27,7 @@ local clock = { now = T0 + 5 }
 local m = assert(acct.open { capacity_rows = 1024, shards = 4, window_len_s = 60,
                              host = "e2e", clock = function() return clock.now end,
                              wal = { dir = work .. "/wal" } })
-local e = assert(lexp.new { store = { backend = "sqlite", path = work .. "/l.db",
-                                       offload = true },
+local e = assert(lexp.new { store = STORE,
                             card = work .. "/card.lua", book = "main", node = "e2e" })
 
 local totals = {}
@@ -58,28 +60,36 @@ assert(h:join())
 e:close()
 m:close()
 
--- Read back through the synchronous store and the engine.
-local s = assert(require("ron.ledger.store").open { backend = "sqlite", path = work .. "/l.db" })
-local led = require("ron.ledger.ledger").new { store = s, book = "main", node = "check" }
-local revenue = 0
-for i, t in ipairs(TENANTS) do
-    local total = totals[t]
-    local charge = math.floor(math.max(0, total - 10) * 3 / 1000)
-    revenue = revenue + charge
-    local units = led:balance(usage.account("usage", t), UNITS)
-    assert(units == total, ("tenant %d: %s units in the ledger, %d recorded"):format(i, units,
-                                                                                    total))
-    local wallet = led:balance(usage.account("wallet", t), USD) or 0
-    local recv = led:balance(usage.account("receivable", t), USD) or 0
-    local prepaid = i == 1 and 300 or 0
-    local want_wallet = math.max(0, prepaid - charge)
-    local want_recv = -math.max(0, charge - prepaid)
-    assert(wallet == want_wallet and recv == want_recv,
-           ("tenant %d: wallet %s receivable %s, expected %d and %d (charge %d)"):format(
-               i, wallet, recv, want_wallet, want_recv, charge))
+-- Read back through a store of its own and the engine (in a task: PostgreSQL's calls yield).
+local function check()
+    local s = assert(require("ron.ledger.store").open(
+        PG and { backend = "postgres", conninfo = db, connections = 1 }
+        or { backend = "sqlite", path = work .. "/l.db" }))
+    local led = require("ron.ledger.ledger").new { store = s, book = "main", node = "check" }
+    local revenue = 0
+    for i, t in ipairs(TENANTS) do
+        local total = totals[t]
+        local charge = math.floor(math.max(0, total - 10) * 3 / 1000)
+        revenue = revenue + charge
+        local units = led:balance(usage.account("usage", t), UNITS)
+        assert(units == total, ("tenant %d: %s units in the ledger, %d recorded"):format(i, units,
+                                                                                        total))
+        local wallet = led:balance(usage.account("wallet", t), USD) or 0
+        local recv = led:balance(usage.account("receivable", t), USD) or 0
+        local prepaid = i == 1 and 300 or 0
+        local want_wallet = math.max(0, prepaid - charge)
+        local want_recv = -math.max(0, charge - prepaid)
+        assert(wallet == want_wallet and recv == want_recv,
+               ("tenant %d: wallet %s receivable %s, expected %d and %d (charge %d)"):format(
+                   i, wallet, recv, want_wallet, want_recv, charge))
+    end
+    local got = led:balance(usage.account("revenue"), USD)
+    assert(got == revenue, ("revenue %s, expected %d"):format(got, revenue))
+    local n = #assert(s:list_transfers(nil, 10000))
+    s:close()
+    return n - 1, revenue
 end
-local got = led:balance(usage.account("revenue"), USD)
-assert(got == revenue, ("revenue %s, expected %d"):format(got, revenue))
-local n = #assert(s:list_transfers(nil, 10000))
-s:close()
-print(("ledger-rate: ok %d %d"):format(n - 1, revenue))
+local c = sched.spawn("check", check)
+uv.run("default")
+local _, n, revenue = assert(c:join())
+print(("ledger-rate: ok %d %d"):format(n, revenue))

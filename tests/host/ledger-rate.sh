@@ -1,14 +1,36 @@
 #!/bin/sh
-# End to end: records -> seal -> WAL -> export runtime -> exporters.ledger (SQLite) ->
-# balances equal to the rated usage; `ledger verify` passes; a flipped byte in a stored
-# transfer is caught (exit 1, the transfer named). cmake/host-tests.cmake, label host.
+# End to end: records -> seal -> WAL -> export runtime -> exporters.ledger (SQLite, or a
+# real PostgreSQL started here) -> balances equal to the rated usage; `ledger verify`
+# passes; a flipped byte in a stored transfer is caught (exit 1, the transfer named).
+# cmake/host-tests.cmake, label host.
 #
-#   ledger-rate.sh HOST SOURCE_DIR WORK_DIR
+#   ledger-rate.sh HOST SOURCE_DIR WORK_DIR [sqlite|postgres]
 set -u
-host=$1 src=$2 work=$3
+host=$1 src=$2 work=$3 backend=${4:-sqlite}
 rm -rf "$work" && mkdir -p "$work" || exit 1
-db=$work/l.db
 fail() { echo "ledger-rate.sh: FAILED: $*" >&2; exit 1; }
+pgh="$src/tests/pg/pg-harness.sh"
+if [ "$backend" = postgres ]; then
+    line=$(sh "$pgh" start --owner $$) || fail "PostgreSQL did not start"
+    pgdir=$(printf '%s' "$line" | cut -f1)
+    trap 'sh "$pgh" stop "$pgdir" >/dev/null 2>&1' EXIT
+    db=$(sh "$pgh" url "$pgdir") || fail "no URI"
+    # The stored canonical bytes of the Nth transfer (hex), and an update of them.
+    transfer_row() {
+        sh "$pgh" psql "$pgdir" -At -F'|' -c "SELECT upper(encode(id, 'hex')),
+            upper(encode(bytes, 'hex')) FROM ron_ledger.transfers ORDER BY n LIMIT 1 OFFSET $1"
+    }
+    set_bytes() {
+        sh "$pgh" psql "$pgdir" -c "UPDATE ron_ledger.transfers SET bytes =
+            decode('$2', 'hex') WHERE id = decode('$1', 'hex')"
+    }
+else
+    db=$work/l.db
+    transfer_row() {
+        sqlite3 "$db" "SELECT hex(id), hex(bytes) FROM transfers ORDER BY n LIMIT 1 OFFSET $1"
+    }
+    set_bytes() { sqlite3 "$db" "UPDATE transfers SET bytes = X'$2' WHERE id = X'$1'"; }
+fi
 
 cat >"$work/card.lua" <<'CARD'
 return { version = "e2e.1", currency = { code = "USD", scale = 2 }, period = "month",
@@ -20,7 +42,7 @@ CARD
     --to 00000000-0000-4000-8000-00000000000a:wallet --asset USD/2 --amount 300 \
     --intent topup-a-1 >"$work/topup.out" 2>&1 || { cat "$work/topup.out"; fail "top-up"; }
 
-"$host" run "$src/tests/host/ledger-rate.lua" "$work" 6 >"$work/run.out" 2>"$work/run.err" ||
+"$host" run "$src/tests/host/ledger-rate.lua" "$work" 6 "$db" >"$work/run.out" 2>"$work/run.err" ||
     { cat "$work/run.out" "$work/run.err" >&2; fail "ledger-rate.lua"; }
 cat "$work/run.out"
 grep -q '^ledger-rate: ok 18 ' "$work/run.out" || fail "not 18 usage transfers"
@@ -38,15 +60,13 @@ grep -q ', 3 WAL heads and frames$' "$work/verify-wal.out" ||
     { cat "$work/verify-wal.out"; fail "verify --wal did not read the 3 heads"; }
 
 # Flip one byte (the 60th) of the 5th transfer's stored canonical bytes.
-row=$(sqlite3 "$db" "SELECT hex(id), hex(bytes) FROM transfers ORDER BY n LIMIT 1 OFFSET 4") ||
-    fail "sqlite3"
+row=$(transfer_row 4) || fail "reading the 5th transfer"
 id=${row%%|*} bytes=${row#*|}
 pre=$(printf '%s' "$bytes" | cut -c1-118)
 digit=$(printf '%s' "$bytes" | cut -c119)
 post=$(printf '%s' "$bytes" | cut -c120-)
 case $digit in 0) new=1 ;; *) new=0 ;; esac
-sqlite3 "$db" "UPDATE transfers SET bytes = X'$pre$new$post' WHERE id = X'$id'" ||
-    fail "sqlite3 update"
+set_bytes "$id" "$pre$new$post" || fail "updating the 5th transfer"
 "$host" ledger --db "$db" verify >"$work/verify2.out" 2>&1
 rc=$?
 cat "$work/verify2.out"

@@ -12,6 +12,8 @@
 --   ledger --db PATH verify [--file-ledger DIR] [--wal DIR]
 --   ledger --db PATH recover [--node NAME]
 --
+-- PATH is a SQLite file, or a PostgreSQL URI (postgresql://user@host:port/db; --schema NAME
+-- picks the tables' schema, default ron_ledger): the same verbs on either store.
 -- ACCOUNT: 32 hex digits, or a name: revenue, usage_source, external (the book's system
 -- accounts), or <tenant uuid>:wallet | :receivable | :usage (docs/LEDGER-RATING.md §6).
 -- Amounts are integers in minor units of the asset.
@@ -22,7 +24,7 @@ local format, hex = string.format, usage.hex
 local _M = {}
 
 local USAGE = [[
-usage: ron-accounting ledger --db PATH [--book NAME] VERB ...
+usage: ron-accounting ledger --db PATH|postgresql://URI [--schema NAME] [--book NAME] VERB ...
   init                                  create the store, the book and its system accounts
   accounts [--tenant UUID]              list accounts (a tenant's three, with balances)
   balance ACCOUNT [CODE/SCALE]          an account's balance in each asset (or one)
@@ -102,11 +104,24 @@ local function namer(tenants)
     return function(id) return names[id] or "" end
 end
 
+-- A PostgreSQL URI (libpq's postgresql:// or postgres://) names a server; anything else is
+-- a SQLite file.
+local function is_pg(path)
+    return type(path) == "string" and (path:match("^postgresql://") or path:match("^postgres://"))
+        and true or false
+end
+
 local function open(o)
     local path = o.db or os.getenv("RON_LEDGER_DB")
     if not path then return nil, "--db PATH is required (or RON_LEDGER_DB)" end
     local store = require "ron.ledger.store"
-    local s, err = store.open { backend = "sqlite", path = path }
+    local s, err
+    if is_pg(path) then
+        s, err = store.open { backend = "postgres", conninfo = path, connections = 1,
+                              schema = o.schema }
+    else
+        s, err = store.open { backend = "sqlite", path = path }
+    end
     if not s then return nil, tostring(err) end
     local L = require "ron.ledger.ledger"
     local led = L.new { store = s, book = o.book or "main", node = o.node or "cli" }
@@ -314,7 +329,7 @@ function _M.main(args)
     local fn = verbs[verb]
     if not fn then return usage_error("unknown verb " .. verb) end
     local path = o.db or os.getenv("RON_LEDGER_DB")
-    if verb ~= "init" and path then
+    if verb ~= "init" and path and not is_pg(path) then
         local f = io.open(path, "rb")
         if not f then
             err_out:write("ron-accounting ledger: ", path, ": no such ledger (run init first)\n")
@@ -322,13 +337,31 @@ function _M.main(args)
         end
         f:close()
     end
-    local s, led = open(o)
-    if not s then
-        err_out:write("ron-accounting ledger: ", tostring(led), "\n")
-        return 2
+    local function body()
+        local s, led = open(o)
+        if not s then
+            err_out:write("ron-accounting ledger: ", tostring(led), "\n")
+            return false, 2
+        end
+        local ok, rc, err = pcall(fn, s, led, o, pos)
+        if s.close then s:close() end
+        return ok, rc, err
     end
-    local ok, rc, err = pcall(fn, s, led, o, pos)
-    if s.close then s:close() end
+    local ok, rc, err
+    if is_pg(path) then
+        -- The PostgreSQL store talks async libpq on the host's loop: every call from a task.
+        local task = require "ron.accounting.runtime.task"
+        local sched = task.new()
+        local h = sched.spawn("ledger-cli", function() ok, rc, err = body() end)
+        require("luv").run("default")
+        if h.status ~= "ok" then
+            local _, e = h:join() -- observed: the host does not report it a second time
+            ok, rc = false, "the command did not finish: " .. tostring(e or h.status)
+        end
+    else
+        ok, rc, err = body()
+    end
+    if ok == false and rc == 2 then return 2 end
     if not ok then
         err_out:write("ron-accounting ledger: ", tostring(rc), "\n")
         return 1
