@@ -124,6 +124,19 @@ local function new_scheduler()
         if ready_head > ready_tail then
             ready_head, ready_tail = 1, 0
             pump:stop()
+        elseif ready_head > 1 then
+            -- I-7: wakes queued during this turn move down to 1, so a loop that never goes
+            -- idle (thousands of workers retrying through an outage) reuses the same slots
+            -- instead of growing the arrays by one per wake (host-backlog-day-outage caught
+            -- ~17 B of Lua heap per slice before this).
+            local k = 0
+            for i = ready_head, ready_tail do
+                k = k + 1
+                ready_r[k], ready_n[k], ready_a[k], ready_b[k] =
+                    ready_r[i], ready_n[i], ready_a[i], ready_b[i]
+                ready_r[i], ready_a[i], ready_b[i] = nil, nil, nil
+            end
+            ready_head, ready_tail = 1, k
         end
     end
 
