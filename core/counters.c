@@ -19,6 +19,14 @@ void ra__count_reject(ra_meter_t *m, int reason) {
     atomic_fetch_add_explicit(&m->hdr->metrics.rejected[reason], 1, memory_order_relaxed);
 }
 
+/* A refused record: counted, and an event for the audit trail (I-14). Cold: never inlined
+ * into the record path. */
+static RA_NOINLINE void refuse(ra_meter_t *m, int reason, const ra_tenant_t *t,
+                               const ra_subject_t *s, int dim) {
+    ra__count_reject(m, reason);
+    ra__note_refusal(m, reason, t, s, dim);
+}
+
 /* A slot's key words are read while a claimer may be writing them (the slot retired and
  * reused meanwhile): the reader validates with the ident afterwards, so a torn key is only
  * ever a retry. Relaxed atomic word accesses say so (to the compiler and ThreadSanitizer);
@@ -158,13 +166,13 @@ static RA_NOINLINE int record_slow(ra_meter_t *m, uint32_t win, const ra_tenant_
         if (!free_slot) break;
         int rc = claim(m, free_slot, free_ident, free_index, win, t, s, dim, inc, at_ident);
         if (rc <= 0) {
-            if (rc == RA_ECAPACITY) ra__count_reject(m, RA_REJ_CAPACITY);
+            if (rc == RA_ECAPACITY) refuse(m, RA_REJ_CAPACITY, t, s, dim);
             *at_slot = free_index;
             return rc;
         }
     }
     /* No free slot within the probe bound, or too many lost races. */
-    ra__count_reject(m, RA_REJ_CAPACITY);
+    refuse(m, RA_REJ_CAPACITY, t, s, dim);
     return RA_ECAPACITY;
 }
 
@@ -263,17 +271,17 @@ static inline __attribute__((always_inline)) int
 record_checked(ra_meter_t *m, int has_time, int64_t now_ms, const ra_tenant_t *t,
                const ra_subject_t *s, int dim, ra_key_t *k, uint64_t inc) {
     if (RA_UNLIKELY(!t || !s || dim < 0 || (uint32_t)dim >= m->n_dims)) {
-        ra__count_reject(m, RA_REJ_INVALID);
+        refuse(m, RA_REJ_INVALID, t, s, dim >= 0 && (uint32_t)dim < m->n_dims ? dim : -1);
         return RA_EINVAL;
     }
     if (RA_UNLIKELY(atomic_load_explicit(&m->hdr->degraded, memory_order_relaxed))) {
-        ra__count_reject(m, RA_REJ_DEGRADED); /* I-8: writes fail first */
+        refuse(m, RA_REJ_DEGRADED, t, s, dim); /* I-8: writes fail first */
         return RA_EDEGRADED;
     }
     uint32_t win;
     int rc = has_time ? ra__window_of_ms_cached(m, now_ms, &win) : ra__window_now(m, &win);
     if (RA_UNLIKELY(rc != 0)) {
-        ra__count_reject(m, RA_REJ_INVALID);
+        refuse(m, RA_REJ_INVALID, t, s, dim);
         return rc;
     }
     if (RA_UNLIKELY(inc == 0)) return 0;
@@ -301,7 +309,7 @@ int ra_meter_record_at(ra_meter_t *m, int64_t now_ms, const ra_tenant_t *t, cons
 int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t, const ra_subject_t *s, int dim) {
     if (!m) return RA_EINVAL;
     if (!k || !t || !s || dim < 0 || (uint32_t)dim >= m->n_dims) {
-        ra__count_reject(m, RA_REJ_INVALID);
+        refuse(m, RA_REJ_INVALID, t, s, dim >= 0 && (uint32_t)dim < m->n_dims ? dim : -1);
         return RA_EINVAL;
     }
     memset(k, 0, sizeof *k);
@@ -317,7 +325,7 @@ int ra_key_init(ra_key_t *k, ra_meter_t *m, const ra_tenant_t *t, const ra_subje
 static RA_NOINLINE int record_key_checked(ra_meter_t *m, int has_time, int64_t now_ms, ra_key_t *k,
                                           uint64_t inc) {
     if (RA_UNLIKELY(!k)) {
-        ra__count_reject(m, RA_REJ_INVALID);
+        refuse(m, RA_REJ_INVALID, NULL, NULL, -1);
         return RA_EINVAL;
     }
     return record_checked(m, has_time, now_ms, &k->tenant, &k->subject, k->dim, k, inc);

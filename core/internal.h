@@ -202,9 +202,22 @@ typedef struct ra__head {
 } ra__head_t;
 _Static_assert(sizeof(ra__head_t) == 72, "head layout");
 
+/* ---- refusals: the record path's rejects as events, for the audit trail (I-14) -------
+ * A ring in the plane that every writer process appends to and the daemon drains (the one
+ * place with an audit trail; nginx workers have none). Lossy by design, never blocking:
+ * a writer overwrites the oldest entry, and the reader counts what it missed exactly, so
+ * the trail records the loss (AUD-I-35). Payload words are relaxed atomics: two writers a
+ * lap apart may write one entry at once, and the reader validates with seq (a seqlock). */
+#define RA_REFUSALS 1024u /* power of two */
+typedef struct ra__refusal {
+    _Atomic uint64_t seq;  /* n + 1 of the append that filled it; 0 while being written */
+    _Atomic uint64_t w[7]; /* at_ms; tenant (2); subject (2); pid:32 | dim:16 | reason:8 */
+} ra__refusal_t;
+_Static_assert(sizeof(ra__refusal_t) == 64, "refusal is one cache line");
+
 /* ---- the plane header: the first bytes of the mapping (and of a shm file) ------------ */
 #define RA_PLANE_MAGIC "RONACCT\0"
-#define RA_PLANE_LAYOUT 2u
+#define RA_PLANE_LAYOUT 3u
 
 typedef struct ra__plane_hdr {
     char magic[8];
@@ -235,6 +248,10 @@ typedef struct ra__plane_hdr {
     _Alignas(RA_CACHELINE) _Atomic int64_t live_entries;
 
     _Alignas(RA_CACHELINE) ra__plane_metrics_t metrics;
+
+    _Alignas(RA_CACHELINE) _Atomic uint64_t refusals_next; /* appends so far */
+    _Atomic uint64_t refusals_read; /* the plane's reader: the next append to read */
+    uint64_t refusals_off;          /* RA_REFUSALS entries */
 } ra__plane_hdr_t;
 /* docs/FORMAT.md §3 documents these offsets. */
 _Static_assert(offsetof(ra__plane_hdr_t, window_len_s) == 24, "plane header layout");
@@ -259,6 +276,8 @@ struct ra_meter_s {
     ra__slot_t *slots;
     _Atomic uint64_t *bitmap; /* one bit per slot: entry in use (claimed or live) */
     ra__head_t *heads;
+    ra__refusal_t *refusals;
+    uint64_t refusals_stall; /* an entry this handle found half-written last time, + 1 */
     size_t map_size;
     int shm_fd; /* -1: private plane */
     int is_creator;
@@ -310,6 +329,11 @@ RA_INTERNAL int ra__plane_sealer_lock(ra_meter_t *m);
 /* counters.c */
 RA_INTERNAL void ra__count_reject(ra_meter_t *m, int reason);
 RA_INTERNAL const uint64_t *ra__latency_bounds_ns(void);
+
+/* refusals.c: a record-path reject as an event (t, s may be NULL; dim < 0: none) */
+RA_INTERNAL const char *ra__reject_reason(int reason);
+RA_INTERNAL void ra__note_refusal(ra_meter_t *m, int reason, const ra_tenant_t *t,
+                                  const ra_subject_t *s, int dim);
 
 /* A registered dimension's id, or RA_ENOTFOUND (the leaves' lookup; ra_meter_dimension is
  * its public face). */

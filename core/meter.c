@@ -327,7 +327,9 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t ou
 }
 
 void ra_meter_count_invalid(ra_meter_t *m) {
-    if (m) ra__count_reject(m, RA_REJ_INVALID);
+    if (!m) return;
+    ra__count_reject(m, RA_REJ_INVALID);
+    ra__note_refusal(m, RA_REJ_INVALID, NULL, NULL, -1);
 }
 
 void ra_meter_set_degraded(ra_meter_t *m, int degraded) {

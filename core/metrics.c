@@ -60,14 +60,6 @@ static const ra__metric_desc_t registry[M_COUNT] = {
                           "Index of the last sealed window (monotone boundary counter)."},
 };
 
-static const char *const reject_reasons[RA_REJ_COUNT] = {[RA_REJ_CAPACITY] = "capacity",
-                                                         [RA_REJ_INVALID] = "invalid",
-                                                         [RA_REJ_DEGRADED] = "degraded",
-                                                         [RA_REJ_PENDING_FULL] = "pending_full",
-                                                         [RA_REJ_HEADS_FULL] = "stream_heads_full",
-                                                         [RA_REJ_CONFIG] = "config_change",
-                                                         [RA_REJ_WAL_FULL] = "wal_full"};
-
 typedef struct sink {
     char *buf;
     size_t cap, len;
@@ -116,7 +108,7 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
 
     head(&s, M_REJECTED);
     for (int r = 0; r < RA_REJ_COUNT; r++)
-        put(&s, "%s{reason=\"%s\"} %llu\n", registry[M_REJECTED].name, reject_reasons[r],
+        put(&s, "%s{reason=\"%s\"} %llu\n", registry[M_REJECTED].name, ra__reject_reason(r),
             (unsigned long long)ld(&mt->rejected[r]));
 
     head(&s, M_PENDING);

@@ -30,7 +30,7 @@ static uint64_t align_up(uint64_t v, uint64_t a) {
 
 typedef struct layout {
     uint32_t slots_per_shard, entries_cap, heads_cap;
-    uint64_t slots_off, bitmap_off, heads_off, total;
+    uint64_t slots_off, bitmap_off, heads_off, refusals_off, total;
 } layout_t;
 
 /* Entries allowed = 2 x capacity_rows: every live key may briefly hold an entry in the
@@ -49,7 +49,9 @@ static void compute_layout(uint32_t shards, uint32_t capacity_rows, layout_t *l)
     l->slots_off = align_up(sizeof(ra__plane_hdr_t), 4096);
     l->bitmap_off = align_up(l->slots_off + nslots * sizeof(ra__slot_t), RA_CACHELINE);
     l->heads_off = align_up(l->bitmap_off + (nslots / 64 + 1) * 8, RA_CACHELINE);
-    l->total = align_up(l->heads_off + (uint64_t)l->heads_cap * sizeof(ra__head_t), 4096);
+    l->refusals_off =
+        align_up(l->heads_off + (uint64_t)l->heads_cap * sizeof(ra__head_t), RA_CACHELINE);
+    l->total = align_up(l->refusals_off + (uint64_t)RA_REFUSALS * sizeof(ra__refusal_t), 4096);
 }
 
 static void bind_views(ra_meter_t *m) {
@@ -57,6 +59,7 @@ static void bind_views(ra_meter_t *m) {
     m->slots = (ra__slot_t *)(base + m->hdr->slots_off);
     m->bitmap = (_Atomic uint64_t *)(base + m->hdr->bitmap_off);
     m->heads = (ra__head_t *)(base + m->hdr->heads_off);
+    m->refusals = (ra__refusal_t *)(base + m->hdr->refusals_off);
     m->window_len_s = m->hdr->window_len_s;
     m->n_dims = m->hdr->n_dims;
     m->slot_mask = m->hdr->slots_per_shard - 1;
@@ -94,6 +97,7 @@ static void init_header(ra__plane_hdr_t *h, const ra_config_t *cfg, const char *
     h->slots_off = l->slots_off;
     h->bitmap_off = l->bitmap_off;
     h->heads_off = l->heads_off;
+    h->refusals_off = l->refusals_off;
     h->created_ms = (uint64_t)now_ms;
     /* No window sealed yet: the first rollover seals every ended window that holds
      * counts, whatever clock the writers used. */
@@ -147,7 +151,8 @@ static int check_header(const ra__plane_hdr_t *h, uint64_t file_size, const ra_c
     compute_layout(h->shards, h->capacity_rows, &l);
     if (h->total_size != file_size || l.total != h->total_size || l.slots_off != h->slots_off ||
         l.bitmap_off != h->bitmap_off || l.heads_off != h->heads_off ||
-        l.slots_per_shard != h->slots_per_shard || l.heads_cap != h->heads_cap) {
+        l.refusals_off != h->refusals_off || l.slots_per_shard != h->slots_per_shard ||
+        l.heads_cap != h->heads_cap) {
         ra__errbuf(err, errlen, "%s is damaged: its size or offsets do not match its header", path);
         return RA_EINCOMPAT;
     }

@@ -299,6 +299,28 @@ RA_EXTERN int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_
 /* Counts one record refused before it reached the meter (a binding's argument checks) in
  * accounting_rejected_total{reason="invalid"}. */
 RA_EXTERN void ra_meter_count_invalid(ra_meter_t *m);
+
+/* ---- refusals as events (I-14: the audit trail's rejects) ------------------------------ */
+/* Every record the meter refuses (and every ra_meter_count_invalid) is also appended to a
+ * bounded ring in the plane, from whichever process refused it; a reader (the daemon, for
+ * its audit trail) drains it. Writers never wait: past 1024 unread entries the oldest is
+ * overwritten, and the reader is told exactly how many it missed. */
+typedef struct ra_refusal_s {
+    uint64_t n;           /* the append's number on this plane (0, 1, ...) */
+    int64_t at_ms;        /* wall clock when it was refused, ms */
+    ra_tenant_t tenant;   /* all zero when the record had none */
+    ra_subject_t subject; /* all zero when the record had none */
+    uint32_t pid;         /* the refusing process */
+    int dim;              /* dimension id, or -1 */
+    const char *reason;   /* the accounting_rejected_total reason: "invalid", "degraded", ... */
+} ra_refusal_t;
+/* Up to cap refusals not yet read, oldest first, into out; *n_out gets their number,
+ * *lost_out how many were overwritten (or torn by a writer that died) before they were
+ * read. The read position is the plane's: each refusal is read once per plane, and a
+ * reader that restarts goes on where the last one stopped. One reader at a time (the
+ * daemon): a read that raced another returns RA_EBUSY and moves nothing. */
+RA_EXTERN int ra_meter_refusals(ra_meter_t *m, ra_refusal_t *out, size_t cap, size_t *n_out,
+                                uint64_t *lost_out);
 /* Degraded mode (I-8): write-like operations fail first with RA_EDEGRADED. */
 RA_EXTERN void ra_meter_set_degraded(ra_meter_t *m, int degraded);
 RA_EXTERN int ra_meter_degraded(const ra_meter_t *m);

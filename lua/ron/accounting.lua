@@ -127,6 +127,10 @@ local slice_out = ffi_new("ra_slice_t *[1]")
 local len_out = ffi_new("size_t[1]")
 local last_out = ffi_new("uint64_t[1]")
 local backlog_out = ffi_new("ra_backlog_t")
+local REFUSALS_MAX = 256
+local refusals_out = ffi_new("ra_refusal_t[?]", REFUSALS_MAX)
+local refusals_n, refusals_lost = ffi_new("size_t[1]"), ffi_new("uint64_t[1]")
+local ZERO16 = string.rep("\0", 16)
 local b3_buf = ffi_new("uint8_t[32]")
 local ERRBUF_LEN = 512
 
@@ -533,6 +537,33 @@ function Meter:backlog()
     return { spilled = tonumber(b.spilled), spilled_total = tonumber(b.spilled_total),
              refilled_total = tonumber(b.refilled_total),
              refill_errors = tonumber(b.refill_errors) }
+end
+
+-- Refused records not yet read through this meter, from every process of the plane (I-14;
+-- ra_meter_refusals): a list of { n =, at_ms =, tenant = uuid or nil, subject = 32 hex
+-- digits or nil, pid =, dimension = name or nil, reason = } oldest first (at most `max`,
+-- default and at most 256), and how many were lost before this meter read them.
+function Meter:refusals(max)
+    local m = handle(self)
+    max = math.min(tonumber(max) or REFUSALS_MAX, REFUSALS_MAX)
+    local rc = C.ra_meter_refusals(m, refusals_out, max, refusals_n, refusals_lost)
+    if rc ~= 0 then return nil, errmsg(rc) end
+    local list = {}
+    for i = 0, tonumber(refusals_n[0]) - 1 do
+        local r = refusals_out[i]
+        local t = ffi.string(r.tenant.b, 16)
+        local sub = ffi.string(r.subject.b, 16)
+        list[#list + 1] = {
+            n = tonumber(r.n), at_ms = tonumber(r.at_ms), pid = tonumber(r.pid),
+            tenant = t ~= ZERO16 and slice.tenant_string(r.tenant) or nil,
+            subject = sub ~= ZERO16 and (sub:gsub(".", function(c)
+                return string.format("%02x", c:byte())
+            end)) or nil,
+            dimension = r.dim >= 0 and self._dim_names[r.dim + 1] or nil,
+            reason = ffi.string(r.reason),
+        }
+    end
+    return list, tonumber(refusals_lost[0])
 end
 
 -- How many sealed slices wait for an ACK: the core's count, without wrapping them (cheap

@@ -20,7 +20,9 @@
 #   bad-input   requests without a tenant, with a malformed tenant: each counted (the
 #               gateway's error counters and the plane's accounting_rejected_total
 #               {reason="invalid"}), each answered exactly like a good request; the good
-#               requests' totals stay exact.
+#               requests' totals stay exact; with the sidecar's audit trail on, each of the
+#               workers' refusals is one `reject` record (source "plane", the worker's
+#               pid), and `audit verify` passes (AUD-I-35).
 set -u
 KIND=$1 CASE=$2 NGX=$3 HOST=$4 SRC=$5 WORK=$6 LIB=$7 MODULE=${8:-}
 NAME="nginx-$KIND-$CASE"
@@ -50,6 +52,9 @@ if [ "$CASE" = restarts ]; then
     else
         CONF_SED="s|capacity_rows=10000;|capacity_rows=10000 stripes=on;|"
     fi
+fi
+if [ "$CASE" = bad-input ]; then # the sidecar keeps an audit trail (var/audit)
+    sed -i 's|^    listen = false,|    audit = {}, listen = false,|' gateway.lua
 fi
 start_sidecar sidecar1.log
 start_nginx
@@ -124,7 +129,20 @@ bad-input)
     [ "$reasons" = "no_tenant bad_tenant unknown_key no_subject bad_value record_failed not_ready " ] ||
         fail "the error counter's reasons differ from the one label set: $reasons"
     log "bad input counted: no_tenant=$nt bad_tenant=$bt plane invalid=$inv; answers identical"
+    # Each refusal of a worker is a record in the sidecar's audit trail, exactly once.
+    plane_rejects() {
+        "$HOST" audit verify --list var/audit >audit.txt 2>&1
+        pr=$(grep -c '^record [0-9]* reject .*reason="invalid" source="plane"' audit.txt)
+        [ "$pr" = 13 ]
+    }
+    wait_for 5 plane_rejects || { tail -5 audit.txt >&2; fail "$pr plane reject records, expected 13"; }
+    ngx_pids=$(grep -o '^record [0-9]* reject .* pid=[0-9]* .*source="plane"' audit.txt |
+               grep -o 'pid=[0-9]*' | sort -u | tr '\n' ' ')
+    case " $ngx_pids " in *" pid=$SIDECAR_PID "*) fail "a plane record of the sidecar's own pid" ;; esac
+    log "audit: 13 plane reject records (workers: $ngx_pids)"
     finish
+    "$HOST" audit verify var/audit >audit-verify.txt 2>&1 ||
+        { cat audit-verify.txt >&2; fail "audit verify"; }
     ;;
 api-keys)
     i=0

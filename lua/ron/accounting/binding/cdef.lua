@@ -127,6 +127,16 @@ typedef struct ra_backlog_s {
 int ra_meter_backlog(const ra_meter_t *m, ra_backlog_t *out);
 int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out);
 void ra_meter_count_invalid(ra_meter_t *m);
+typedef struct ra_refusal_s {
+    uint64_t n;
+    int64_t at_ms;
+    ra_tenant_t tenant;
+    ra_subject_t subject;
+    uint32_t pid;
+    int dim;
+    const char *reason;
+} ra_refusal_t;
+int ra_meter_refusals(ra_meter_t *m, ra_refusal_t *out, size_t cap, size_t *n_out, uint64_t *lost_out);
 void ra_meter_set_degraded(ra_meter_t *m, int degraded);
 int ra_meter_degraded(const ra_meter_t *m);
 void ra_slice_ref(const ra_slice_t *s);
@@ -183,6 +193,7 @@ return {
         "ra_meter_backlog",
         "ra_meter_metrics",
         "ra_meter_count_invalid",
+        "ra_meter_refusals",
         "ra_meter_set_degraded",
         "ra_meter_degraded",
         "ra_slice_ref",

@@ -188,6 +188,11 @@ function _M.start(cfg)
         -- An exporter that keeps its own trail of decisions (exporters.ledger: a record per
         -- committed transfer) gets the daemon's.
         if type(exporter.set_audit) == "function" then exporter:set_audit(d.audit_emit) end
+        -- Records other processes on the plane refused (nginx workers): AUD-I-35.
+        d.refusals = require("ron.accounting.daemon.refusals").new {
+            meter = meter, emit = d.audit_emit, pid = uv.os_getpid(),
+            interval_ms = cfg.audit.interval_ms or nil }
+        task.spawn("audit_refusals", d.refusals.run, d.refusals)
     end
     if cfg.ingest then -- POST /v1/records (docs/ops/ingest.md)
         local iok, ing = pcall(function()
@@ -344,6 +349,7 @@ function _M.start(cfg)
         demo.status_line(d)
         local backlog = meter:pending_count()
         if d.audit then -- after the runtime: its last records are in the queue
+            d.refusals:drain()
             d.audit:emit("daemon", { event = "stop", pid = uv.os_getpid(),
                                      finished = res.finished, aborted = res.aborted })
             local aok, aerr = d.audit:close(cfg.drain_deadline_ms)
