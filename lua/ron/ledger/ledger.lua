@@ -1160,7 +1160,7 @@ function Ledger:_batch(live, results, later)
     self:_replays(replays, results)
     if #todo == 0 then return true end
     local sid = self:_new_sid()
-    for k, e in ipairs(todo) do e.sid = sid .. "/" .. k end
+    for k, e in ipairs(todo) do e.k, e.sid = k, sid .. "/" .. k end
     local ctx = { sid = sid, batch = todo, created_at_ms = self.clock() }
     self.inflight[sid] = true
     for _, e in ipairs(todo) do self.inflight[e.sid] = true end
@@ -1176,31 +1176,40 @@ function Ledger:_batch(live, results, later)
     return unpack(r, 2, table.maxn(r))
 end
 
-local function batch_data(ctx)
-    local members, items, rejects, handover = {}, nil, nil, nil
-    for k, e in ipairs(ctx.batch) do members[k] = { req = e.req, sid = e.sid } end
-    if ctx.items then
-        items = {}
-        for k, it in ipairs(ctx.items) do items[k] = { m = it.k, t = it.tbytes } end
-    end
-    if ctx.rejects then
-        rejects = {}
-        for k, x in ipairs(ctx.rejects) do
-            rejects[k] = { m = x.k, code = x.code, message = x.err }
+-- The batch's record (LED-53). Reserving: the members' requests (encoded once per batch),
+-- the store postings it reserves and the heads it takes: what give-back and a drive of
+-- each member through the single path need. Finalizing: what the finalize needs and no
+-- more: each transfer's canonical bytes (its intent and metadata inside) with its body
+-- hash, the rejections to store, the members handed over (their requests), the heads.
+local function batch_data(ctx, phase)
+    if phase == "finalizing" then
+        local items, rejects, handover = {}, {}, {}
+        for i, it in ipairs(ctx.items) do
+            items[i] = { k = it.e.k, t = it.tbytes, h = it.e.req.body_hash }
         end
+        for i, x in ipairs(ctx.rejects or {}) do
+            rejects[i] = { k = x.e.k, intent = x.e.req.intent, h = x.e.req.body_hash,
+                           code = x.code, message = x.err }
+        end
+        for i, x in ipairs(ctx.handover or {}) do handover[i] = { k = x.e.k, req = x.e.req } end
+        return codec.encode { kind = "batch", fin = true, items = items, rejects = rejects,
+                              handover = handover, heads = ctx.heads,
+                              created_at_ms = ctx.created_at_ms }
     end
-    if ctx.handover then
-        handover = {}
-        for k, x in ipairs(ctx.handover) do handover[k] = x.k end
+    if not ctx.members_enc then
+        local members = {}
+        for i, e in ipairs(ctx.batch) do members[i] = { k = e.k, req = e.req } end
+        ctx.members_enc = codec.encode(members)
     end
-    return codec.encode { batch = members, items = items, rejects = rejects,
-                          handover = handover, heads = ctx.heads,
-                          created_at_ms = ctx.created_at_ms }
+    local ins = {}
+    for i, x in ipairs(ctx.ins or {}) do ins[i] = x.id end
+    return codec.encode { kind = "batch", members = ctx.members_enc, ins = ins,
+                          heads = ctx.heads, created_at_ms = ctx.created_at_ms }
 end
 
 function Ledger:_save_batch(ctx, phase)
     ctx.phase = phase
-    self:_p("save_saga", ctx.sid, phase, batch_data(ctx), self.node)
+    self:_p("save_saga", ctx.sid, phase, batch_data(ctx, phase), self.node)
 end
 
 -- The postings of the store a planned batch consumes (not the ones it creates itself).
@@ -1218,65 +1227,79 @@ end
 -- Compensation of a batch: its reservations and heads back (each chunk read back as the
 -- single path's _compensate does).
 function Ledger:_give_back_batch(ctx)
-    local ins = store_inputs(ctx.items)
+    local ins = ctx.ins or store_inputs(ctx.items)
     local ids = {}
     for i, x in ipairs(ins) do ids[i] = x.id end
     for _, c in ipairs(slices(ids, BATCH_IDS)) do
         self:_compensate { sid = ctx.sid, t = { inputs = c } }
     end
     self:_compensate { sid = ctx.sid, heads = ctx.heads }
-    ctx.items, ctx.heads, ctx.rejects, ctx.handover = nil, nil, nil, nil
+    ctx.items, ctx.ins, ctx.heads, ctx.rejects, ctx.handover = nil, nil, nil, nil, nil
 end
 
-function Ledger:_batch_body(ctx, results, later)
-    self:_save_batch(ctx, "reserving")
-    -- the claims, at once; a short count is read back (a lost reply, a partial batch, or
-    -- another saga's claim: that member goes to the single path after the batch)
+-- The claims, at once; a short count is read back (a lost reply, a partial batch, or
+-- another saga's claim). -> the members another saga holds (the single path takes them).
+function Ledger:_claim_batch(ctx)
     local function claim_of(e)
         return { key = CLAIM_PREFIX .. e.req.intent,
                  outcome = { status = "claimed", message = e.sid, body_hash = e.req.body_hash } }
     end
     local claims = {}
     for i, e in ipairs(ctx.batch) do claims[i] = claim_of(e) end
-    if self:_pw("put_intents", claims, BATCH_IDS) ~= #claims then
-        local lost = {}
-        for round = 1, self.max_attempts + 1 do
-            local ks = {}
-            for i, c in ipairs(claims) do ks[i] = c.key end
-            local cur = self:_intents_of(ks)
-            local missing = {}
-            for _, e in ipairs(ctx.batch) do
-                local c = cur[CLAIM_PREFIX .. e.req.intent]
-                if not c then missing[#missing + 1] = claim_of(e)
-                elseif c.message ~= e.sid then lost[e] = true end
-            end
-            if #missing == 0 then break end
-            if round > self.max_attempts then
-                error({ ledger_store_failure = true, name = "put_intents",
-                        err = "claims not stored", class = "io" }, 0)
-            end
-            self:_pw("put_intents", missing, BATCH_IDS)
-        end
-        local keep = {}
+    local lost = {}
+    if self:_pw("put_intents", claims, BATCH_IDS) == #claims then return lost end
+    local ks = {}
+    for i, c in ipairs(claims) do ks[i] = c.key end
+    for round = 1, self.max_attempts + 1 do
+        local cur = self:_intents_of(ks)
+        local missing = {}
+        lost = {}
         for _, e in ipairs(ctx.batch) do
-            if lost[e] then
-                e.sid = nil -- not ours: the single path from the start
-                later[#later + 1] = e
-            else keep[#keep + 1] = e end
+            local c = cur[CLAIM_PREFIX .. e.req.intent]
+            if not c then missing[#missing + 1] = claim_of(e)
+            elseif c.message ~= e.sid then lost[#lost + 1] = e end
         end
-        ctx.batch = keep
-        if #keep == 0 then
-            self:_p("delete_saga", ctx.sid)
-            return true
+        if #missing == 0 then break end
+        if round > self.max_attempts then
+            error({ ledger_store_failure = true, name = "put_intents",
+                    err = "claims not stored", class = "io" }, 0)
         end
+        self:_pw("put_intents", missing, BATCH_IDS)
     end
+    return lost
+end
+
+function Ledger:_batch_body(ctx, results, later)
+    local claimed = false
     for _ = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1
+        -- plan (reads only), the record, then the claims: a claim never exists without a
+        -- record that names its member
         self:_plan_batch(ctx)
         self:_save_batch(ctx, "reserving")
-        local ins = store_inputs(ctx.items)
+        if not claimed then
+            claimed = true
+            local lost = self:_claim_batch(ctx)
+            if #lost > 0 then
+                local gone, keep = {}, {}
+                for _, e in ipairs(lost) do gone[e] = true end
+                for _, e in ipairs(ctx.batch) do
+                    if gone[e] then
+                        e.sid = nil -- not ours: the single path from the start
+                        later[#later + 1] = e
+                    else keep[#keep + 1] = e end
+                end
+                ctx.batch, ctx.members_enc = keep, nil
+                if #keep == 0 then
+                    self:_p("delete_saga", ctx.sid)
+                    return true
+                end
+                self:_plan_batch(ctx)
+                self:_save_batch(ctx, "reserving")
+            end
+        end
         local ids = {}
-        for i, x in ipairs(ins) do ids[i] = x.id end
+        for i, x in ipairs(ctx.ins) do ids[i] = x.id end
         local reserved = true
         if #ids > 0 and self:_pw("reserve_postings", ids, BATCH_IDS, ctx.sid) ~= #ids then
             local ours = 0
@@ -1367,7 +1390,8 @@ function Ledger:_plan_batch(ctx)
     for i, pr in ipairs(bpairs) do bal[pr.account .. asset_key(pr.asset)] = got[i] end
     local src = setmetatable({ accts = accts, pools = pidx }, MemSource)
     local items, rejects, handover, heads, hseen = {}, {}, {}, {}, {}
-    for k, e in ipairs(ctx.batch) do
+    for _, e in ipairs(ctx.batch) do
+        local k = e.k
         local t, consumed, a3 = self:_resolve_commit(e.req, src)
         if t == nil then
             rejects[#rejects + 1] = { k = k, e = e, err = consumed, code = a3 }
@@ -1435,6 +1459,7 @@ function Ledger:_plan_batch(ctx)
     sort(heads, function(a, b) return a.key < b.key end)
     for _, h in ipairs(heads) do h.key = nil end
     ctx.items, ctx.rejects, ctx.handover, ctx.heads = items, rejects, handover, heads
+    ctx.ins = store_inputs(items)
 end
 
 -- The last step before the point of no return (LED-30, for the whole chain): accounts, the
@@ -1558,6 +1583,21 @@ function Ledger:_finalize_batch(ctx, results, later)
             oids[#oids + 1] = o.id
         end
     end
+    -- in the order of the balance rows their insert trigger updates (account, asset, shard):
+    -- two batches inserting at once lock the hot rows (revenue, a shared source) in the same
+    -- order, so they wait for each other instead of deadlocking (PostgreSQL detects a
+    -- deadlock only after deadlock_timeout, 1 s by default)
+    local function row_key(o)
+        return o.account .. o.asset.code .. "\0" .. o.asset.scale .. "\0"
+               .. format("%02d", (o.id.index + o.id.transfer_id:byte(1)) % 16)
+               .. o.id.transfer_id .. format("%08x", o.id.index)
+    end
+    for _, o in ipairs(outs) do o.sort_key = row_key(o) end
+    sort(outs, function(x, y) return x.sort_key < y.sort_key end)
+    for i, o in ipairs(outs) do
+        o.sort_key = nil
+        oids[i] = o.id
+    end
     if #outs > 0 and self:_pw("insert_postings", outs, BATCH_POSTINGS) ~= #outs then
         for round = 1, self.max_attempts + 1 do
             local have = {}
@@ -1659,9 +1699,18 @@ function Ledger:_finalize_batch(ctx, results, later)
     local pending = evlist
     for _ = 1, self.max_attempts * 4 do
         if #pending == 0 then break end
-        for _, c in ipairs(slices(pending, BATCH_IDS)) do self:_p("append_events", self.book, c) end
+        local unknown = {}
+        for _, c in ipairs(slices(pending, BATCH_IDS)) do
+            local n, first = self:_p("append_events", self.book, c)
+            if n == #c and first then
+                -- all of the chunk, consecutive from first: no read back
+                for j, x in ipairs(c) do evs[x.transfer_id] = { seq = first + j - 1 } end
+            else
+                for _, x in ipairs(c) do unknown[#unknown + 1] = x end
+            end
+        end
         local ptids = {}
-        for i, x in ipairs(pending) do ptids[i] = x.transfer_id end
+        for i, x in ipairs(unknown) do ptids[i] = x.transfer_id end
         for _, c in ipairs(slices(ptids, BATCH_IDS)) do
             for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do evs[k] = v end
         end
@@ -1720,25 +1769,34 @@ end
 local function batch_ctx(s, d)
     local ctx = { sid = s.id, phase = s.phase, heads = d.heads, created_at_ms = d.created_at_ms,
                   batch = {} }
-    for k, m in ipairs(d.batch) do ctx.batch[k] = { req = m.req, sid = m.sid, k = k } end
-    if d.items then
-        ctx.items = {}
+    local by = {}
+    local function member(k, req)
+        local e = by[k]
+        if not e then
+            e = { k = k, req = req, sid = s.id .. "/" .. k }
+            by[k] = e
+            ctx.batch[#ctx.batch + 1] = e
+        end
+        return e
+    end
+    if d.fin then
+        ctx.items, ctx.rejects, ctx.handover = {}, {}, {}
         for i, x in ipairs(d.items) do
             local t = ledger.decode_transfer(x.t)
-            ctx.items[i] = { k = x.m, e = ctx.batch[x.m], t = t, tbytes = x.t,
-                             tid = ledger.transfer_id(t) }
+            ctx.items[i] = { k = x.k, t = t, tbytes = x.t, tid = ledger.transfer_id(t),
+                             e = member(x.k, { intent = t.intent, body_hash = x.h }) }
         end
-    end
-    if d.rejects then
-        ctx.rejects = {}
         for i, x in ipairs(d.rejects) do
-            ctx.rejects[i] = { k = x.m, e = ctx.batch[x.m], code = x.code, err = x.message }
+            ctx.rejects[i] = { k = x.k, code = x.code, err = x.message,
+                               e = member(x.k, { intent = x.intent, body_hash = x.h }) }
         end
+        for i, x in ipairs(d.handover) do ctx.handover[i] = { k = x.k, e = member(x.k, x.req) } end
+    else
+        for _, m in ipairs(codec.decode(d.members)) do member(m.k, m.req) end
+        ctx.ins = {}
+        for i, id in ipairs(d.ins or {}) do ctx.ins[i] = { id = id } end
     end
-    if d.handover then
-        ctx.handover = {}
-        for i, k in ipairs(d.handover) do ctx.handover[i] = { k = k, e = ctx.batch[k] } end
-    end
+    sort(ctx.batch, function(a, b) return a.k < b.k end)
     return ctx
 end
 _M._batch_ctx = batch_ctx
@@ -1803,7 +1861,7 @@ end
 -- Resumes a saga found in the store (recover(), or adoption by a caller's retry).
 function Ledger:_resume(s)
     local d = codec.decode(s.data)
-    if d.batch then return self:_resume_batch(s, d) end
+    if d.kind == "batch" then return self:_resume_batch(s, d) end
     local ctx = { sid = s.id, req = d.req, phase = s.phase, tbytes = d.t, tid = d.tid,
                   heads = d.heads, created_at_ms = d.created_at_ms }
     if ctx.tbytes then ctx.t = ledger.decode_transfer(ctx.tbytes) end
@@ -1863,7 +1921,7 @@ function Ledger:recover()
     for _, s in ipairs(reserving) do
         local d = codec.decode(s.data)
         local ok, e, code
-        if d.batch then
+        if d.kind == "batch" then
             local ctx = _M._batch_ctx(s, d)
             ok, e, code = guard(nil, function()
                 self:_give_back_batch(ctx)

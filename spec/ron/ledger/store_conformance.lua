@@ -612,8 +612,12 @@ function M.run(name, make_store, opts)
             assert.equal(1, s:append_event("main", T[2], "transfer", "x"))
             local list = {}
             for i = 1, 5 do list[i] = { transfer_id = T[i], kind = "transfer", data = "d" .. i } end
-            assert.equal(4, s:append_events("main", list))      -- T2 is there: not numbered
-            assert.equal(0, s:append_events("main", list))
+            local n, first = s:append_events("main", list)     -- T2 is there: not numbered
+            assert.equal(4, n)
+            assert.equal(2, first)                              -- T1 .. T5 at 2 .. 5
+            n, first = s:append_events("main", list)
+            assert.equal(0, n)
+            assert.is_nil(first)
             assert.equal(5, s:head_seq("main"))
             local l = s:get_events_since("main", 0, 10)
             for i, e in ipairs(l) do assert.equal(i, e.seq) end
@@ -626,7 +630,8 @@ function M.run(name, make_store, opts)
             assert.equal(5, m[T[5]].seq)
             assert.is_nil(m[id32("none")])
             assert.same({}, s:get_events_for("main", { T[1] }, "other"))
-            assert.equal(1, s:append_events("other", { { transfer_id = T[1], kind = "k" } }))
+            assert.same({ 1, 1 }, { s:append_events("other", { { transfer_id = T[1],
+                                                                 kind = "k" } }) })
             assert.equal(1, s:head_seq("other"))
         end)
 

@@ -661,7 +661,7 @@ Store.append_events = prim("append_events", function(self, limit, book, list)
             n = n + 1
         end
     end
-    return n
+    return n, n > 0 and base + 1 or nil
 end)
 
 Store.get_events_for = prim("get_events_for", function(self, _, book, tids, kind)

@@ -326,6 +326,14 @@ local BUILD = {
                .. "ON CONFLICT DO NOTHING"
     end,
     -- LED-22 in batch: consecutive seqs after the book's max, in the list's order.
+    -- PostgreSQL: the same INSERT, its count and first seq (RETURNING) in one statement
+    append_events_pg = function(n)
+        return "WITH ins AS (" .. _M.BUILD.append_events(n) .. " RETURNING seq) "
+               .. "SELECT count(*), coalesce(min(seq), 0) FROM ins"
+    end,
+    append_events_max = function()
+        return "SELECT coalesce(max(seq), 0) FROM @events WHERE book = ?b"
+    end,
     append_events = function(n)
         return "INSERT INTO @events (book, seq, transfer_id, kind, data) "
                .. "SELECT ?b, m.s + row_number() OVER (ORDER BY v.column1), v.column2, v.column3, "
@@ -360,6 +368,8 @@ local BUILD = {
         return "INSERT INTO @ledger_meta (key, value) VALUES (?b, ?b) ON CONFLICT DO NOTHING"
     end,
 }
+
+_M.BUILD = BUILD
 
 local PG_TYPE = { b = "bytea", i = "bigint" }
 
@@ -998,11 +1008,13 @@ function Store:store_transfers(list)
     end)
 end
 
--- list = { { transfer_id =, kind =, data = }, ... } -> n: the rows whose (book, transfer,
--- kind) is not there yet take seqs max+1, max+2, ... of the book in the list's order, in
--- one statement (gapless: the numbering skips the present ones). A row whose seq a racing
--- insert took is skipped (counts short): get_events_for tells which, the caller appends
--- those again.
+-- list = { { transfer_id =, kind =, data = }, ... } -> n, first_seq: the rows whose (book,
+-- transfer, kind) is not there yet take seqs max+1, max+2, ... of the book in the list's
+-- order, in one statement (gapless: the numbering skips the present ones); first_seq is
+-- the first inserted row's seq (n > 0), so with n = #list the seqs are first_seq ..
+-- first_seq + n - 1 without a read. A row whose seq a racing insert took is skipped
+-- (counts short): get_events_for tells which, the caller appends those again. (SQLite:
+-- the INSERT and a read of the book's max in one transaction.)
 function Store:append_events(book, list)
     bytes_arg("append_events", book, "book")
     list_arg("append_events", list, "events")
@@ -1018,7 +1030,20 @@ function Store:append_events(book, list)
     end
     binds[k + 1], binds[k + 2] = book, book
     binds.n = k + 2
-    return write(self, "append_events", #list, binds)
+    if self.dialect == "postgres" then
+        local rows, err, class = read(self, "append_events_pg", #list, binds, "ii")
+        if not rows then return nil, err, class end
+        local n = amount(rows[1][1])
+        return n, n > 0 and amount(rows[1][2]) or nil
+    end
+    -- SQLite: the book's max read in the same (exclusive) transaction gives the first seq
+    return self.drv:atomic(function()
+        local n, err, class = write(self, "append_events", #list, binds)
+        if not n or n == 0 then return n, err, class end
+        local rows, err2, class2 = read(self, "append_events_max", nil, { n = 1, book }, "i")
+        if not rows then return nil, err2, class2 end
+        return n, amount(rows[1][1]) - n + 1
+    end)
 end
 
 -- -> { [transfer_id] = event } of one kind
