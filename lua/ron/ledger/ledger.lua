@@ -9,6 +9,9 @@
 --   led:create_account { id = 16B, policy = "no_overdraft"|"capped"|"uncapped", floor = n }
 --   local r, err, code = led:commit { intent =, body_hash =?, movements =, metadata =?,
 --                                     overdraft = { [from] = receivable }? }
+--   local results = led:commit_many { req, req, ... }  -- { { r, err, code } per request }:
+--                   the answers of committing them one by one, round trips per batch
+--                   (the batch path below, LED-51..LED-56)
 --
 -- The commit path is one linear function driven by a persisted phase (LED-26): nothing is
 -- written before the saga's write-ahead record, nothing is decided from a count alone (a

@@ -341,6 +341,37 @@ for _, backend in ipairs(stores()) do
             assert.equal("ok", (e:put(slices[1])))
         end)
 
+        it("put_many: a stream whose slice fails answers as one put at a time after it "
+           .. "(gap), the other streams go on, a repeated slice follows its first copy",
+           function()
+            local all = sealed(3, function(i) return 40 * i end, { TA, TB })
+            local a_, b_ = {}, {}
+            for _, sl in ipairs(all) do
+                local l = sl.tenant == TA and a_ or b_
+                l[#l + 1] = sl
+            end
+            local slices = { a_[1], b_[1], a_[2], b_[2], a_[3], b_[3] }
+            assert(e:ready())
+            assert(e:tenant_accounts(usage.tenant_raw(TA)))
+            assert(led:freeze(usage.account("wallet", TA)))
+            -- TA1 TB1 TA2 TB2 TA3 TB3, then TA1 again
+            local r = e:put_many { slices[1], slices[2], slices[3], slices[4], slices[5],
+                                   slices[6], slices[1] }
+            assert.is_nil(r[1][1])
+            assert.matches("^Frozen: ", r[1][2])
+            assert.same({ "ok", "gap", "ok", "gap", "ok" },
+                        { r[2][1], r[3][1], r[4][1], r[5][1], r[6][1] })
+            assert.is_nil(r[7][1])                 -- the repeat: the same failure
+            assert.matches("^Frozen: ", r[7][2])
+            assert.is_nil(e:head(TA, "bytes"))
+            local st = e:stats()
+            assert.equal(2, st.fail)
+            assert.equal(2, st.gap)
+            assert(led:unfreeze(usage.account("wallet", TA)))
+            r = e:put_many { slices[1], slices[3], slices[5], slices[1] }
+            assert.same({ "ok", "ok", "ok", "dup" }, { r[1][1], r[2][1], r[3][1], r[4][1] })
+        end)
+
         it("verify recomputes everything and names a flipped byte's transfer", function()
             local slices = sealed(3, function(i) return 700 * i end, { TA, TB })
             for _, sl in ipairs(slices) do assert.equal("ok", (e:put(sl))) end

@@ -12,8 +12,9 @@
 --       audit = fn(kind, attrs),        -- optional: a "ledger" record per committed
 --   })                                  -- transfer (the daemon calls e:set_audit(fn))
 --   e:put(slice)            -> ok | dup | conflict | gap [, detail] | nil, err
---   e:put_many(slices)      -> { { status, detail } | { nil, err } per slice } (group commit:
---                              tenants at once, one flush; wip/perf, LED-50)
+--   e:put_many(slices)      -> { { status, detail } | { nil, err } per slice } (the batch
+--                              path: one led:commit_many per lane, heads moved once, one
+--                              flush; LED-55, docs/LEDGER-RATING.md §7)
 --   e:head(tenant, dim)     -> { seq, b3 = hex } | nil | nil, err
 --   e:accept_loss{ tenant, dimension, through_seq, link_b3, reason, now_s } -> { from, to }
 --   e:close()
@@ -350,11 +351,11 @@ function E:_put_batch(slices, idx, results)
     local store = self.store
     local n0 = #idx
     self.counts.puts = self.counts.puts + n0
-    local function answer(i, status, detail)
-        count(self, status)
-        results[i] = { status, detail }
-    end
-    local function failed(i, err) results[i] = { fail(self, err) } end
+    -- answers are counted once, at the end (a later pass may still change some)
+    local function answer(i, status, detail) results[i] = { status, detail } end
+    local function failed(i, err) results[i] = { nil, err } end
+    local pos = {}
+    for p, i in ipairs(idx) do pos[i] = p end
     local infos, keys, seen = {}, {}, {}
     for _, i in ipairs(idx) do
         local s = slices[i]
@@ -374,7 +375,7 @@ function E:_put_batch(slices, idx, results)
         local got, err = store:get_streams(part)
         if not got then
             for _, i in ipairs(idx) do failed(i, err) end
-            return
+            return self:_settle_batch(idx, infos, results, {}, {}, pos)
         end
         for _, p in ipairs(part) do
             local h = got[store_key(p.tenant, p.dimension)]
@@ -383,8 +384,8 @@ function E:_put_batch(slices, idx, results)
         end
     end
     -- the chain contract, in order, against the heads moved in memory
-    local vhead, dup_q, cand = {}, {}, {}
-    for k, h in pairs(heads) do vhead[k] = { seq = h.seq, b3 = h.b3, batch = {} } end
+    local vhead, dup_q, cand, dup_of = {}, {}, {}, {}
+    for k, h in pairs(heads) do vhead[k] = { seq = h.seq, b3 = h.b3, batch = {}, at = {} } end
     for _, i in ipairs(idx) do
         local x = infos[i]
         local info, k = x.info, key(x.t16, x.dim)
@@ -393,7 +394,9 @@ function E:_put_batch(slices, idx, results)
         if type(seq) ~= "number" then
             answer(i, "gap", "seq beyond 2^53")
         elseif seq <= v.seq then
-            if (seq == v.seq and v.b3 == info.b3) or v.batch[seq] == info.b3 then
+            if v.batch[seq] == info.b3 then
+                dup_of[i] = v.at[seq] -- the batch's own slice: answered as that one ends
+            elseif seq == v.seq and v.b3 == info.b3 then
                 answer(i, "dup")
             elseif seq <= heads[k].seq then
                 dup_q[#dup_q + 1] = i -- a committed intent below the stored head: dup
@@ -409,7 +412,7 @@ function E:_put_batch(slices, idx, results)
         else
             cand[#cand + 1] = i
             v.seq, v.b3 = seq, info.b3
-            v.batch[seq] = info.b3
+            v.batch[seq], v.at[seq] = info.b3, i
         end
     end
     if #dup_q > 0 then
@@ -430,7 +433,7 @@ function E:_put_batch(slices, idx, results)
             end
         end
     end
-    if #cand == 0 then return end
+    if #cand == 0 then return self:_settle_batch(idx, infos, results, dup_of, {}, pos) end
     -- the tenants' accounts (created once) and their wallets' statuses, read at once
     local tenants, tlist = {}, {}
     for _, i in ipairs(cand) do
@@ -473,17 +476,17 @@ function E:_put_batch(slices, idx, results)
         local x = infos[i]
         local k = key(x.t16, x.dim)
         if stopped[k] then
-            answer(i, "gap", format("head is seq %d", stopped[k]))
+            answer(i, "gap", format("head is seq %d", stopped[k].seq - 1))
         elseif bad[x.t16] then
             failed(i, bad[x.t16])
-            stopped[k] = x.info.seq - 1
+            stopped[k] = { seq = x.info.seq, pos = pos[i] }
         else
             local used, err = self:period_used(x.info, x.t16)
             local req, rated
             if used then req, rated = usage.request(x.info, self.card, used, self.accounts) end
             if not req then
                 failed(i, err or rated)
-                stopped[k] = x.info.seq - 1
+                stopped[k] = { seq = x.info.seq, pos = pos[i] }
             else
                 reqs[#reqs + 1] = req
                 order[#order + 1] = i
@@ -494,7 +497,7 @@ function E:_put_batch(slices, idx, results)
             end
         end
     end
-    if #reqs == 0 then return end
+    if #reqs == 0 then return self:_settle_batch(idx, infos, results, dup_of, stopped, pos) end
     local res = self.led:commit_many(reqs)
     -- outcomes in order; a stream stops at its first failed commit
     local last, shorts = {}, {}
@@ -503,10 +506,10 @@ function E:_put_batch(slices, idx, results)
         local k = key(x.t16, x.dim)
         local r, cerr = res[j][1], res[j][2]
         if stopped[k] then
-            answer(i, "gap", format("head is seq %d", stopped[k]))
+            answer(i, "gap", format("head is seq %d", stopped[k].seq - 1))
         elseif not r then
             failed(i, "LedgerError: " .. tostring(cerr))
-            stopped[k] = x.info.seq - 1
+            stopped[k] = { seq = x.info.seq, pos = pos[i] }
             self.streams[k] = nil -- its used_after was never committed
         else
             x.r = r
@@ -523,7 +526,7 @@ function E:_put_batch(slices, idx, results)
         local n, eerr = store:append_events(self.book, shorts)
         if not n then
             for _, i in ipairs(order) do if infos[i].r then failed(i, eerr) infos[i].r = nil end end
-            return
+            return self:_settle_batch(idx, infos, results, dup_of, stopped, pos)
         end
         self.counts.shortfalls = self.counts.shortfalls + n
     end
@@ -570,6 +573,34 @@ function E:_put_batch(slices, idx, results)
                 self.streams[key(x.t16, x.dim)] = nil
             end
         end
+    end
+    return self:_settle_batch(idx, infos, results, dup_of, stopped, pos)
+end
+
+-- The last pass, in the batch's order: a slice repeated in the batch is answered as its
+-- first copy ended (dup when that one was acknowledged, else the same failure); a stream
+-- whose slice failed answers what one put at a time would have after it (the head stays
+-- before the failed slice: the same seq fails alike, later seqs are gaps). Then counted.
+function E:_settle_batch(idx, infos, results, dup_of, stopped, pos)
+    for _, i in ipairs(idx) do
+        local x = infos[i]
+        local st = stopped[key(x.t16, x.dim)]
+        local j = dup_of[i]
+        if j then
+            local r = results[j]
+            if r and ACKED[r[1]] then results[i] = { "dup" }
+            else results[i] = { r and r[1], r and r[2] } end
+        elseif st and pos[i] > st.pos and type(x.info.seq) == "number"
+               and x.info.seq >= st.seq then
+            if x.info.seq > st.seq then
+                results[i] = { "gap", format("head is seq %d", st.seq - 1) }
+            end
+        end
+    end
+    for _, i in ipairs(idx) do
+        local r = results[i]
+        if r and r[1] then count(self, r[1])
+        elseif r then count(self, "fail") end
     end
 end
 
