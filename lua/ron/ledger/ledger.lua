@@ -1158,6 +1158,7 @@ function Ledger:_batch(live, results, later)
         if prior then replays[#replays + 1] = { e = e, stored = prior }
         elseif got[CLAIM_PREFIX .. e.req.intent] then
             later[#later + 1] = e -- another saga holds it: the single path waits or adopts
+            self.stats.claims_lost = (self.stats.claims_lost or 0) + 1
         else todo[#todo + 1] = e end
     end
     self:_replays(replays, results)
@@ -1165,16 +1166,16 @@ function Ledger:_batch(live, results, later)
     local sid = self:_new_sid()
     for k, e in ipairs(todo) do e.k, e.sid = k, sid .. "/" .. k end
     local ctx = { sid = sid, batch = todo, created_at_ms = self.clock() }
-    self.inflight[sid] = true
-    for _, e in ipairs(todo) do self.inflight[e.sid] = true end
+    local sids = { sid }
+    for _, e in ipairs(todo) do sids[#sids + 1] = e.sid end
+    for _, x in ipairs(sids) do self.inflight[x] = true end
     local r = { pcall(guard, function()
         if ctx.phase ~= "finalizing" then
             local ok, e = pcall(self._give_back_batch, self, ctx)
             if not ok and not store_failure(e) then error(e, 0) end
         end
     end, self._batch_body, self, ctx, results, later) }
-    self.inflight[sid] = nil
-    for _, e in ipairs(todo) do self.inflight[e.sid] = nil end
+    for _, x in ipairs(sids) do self.inflight[x] = nil end
     if not r[1] then error(r[2], 0) end
     return unpack(r, 2, table.maxn(r))
 end
@@ -1286,6 +1287,7 @@ function Ledger:_batch_body(ctx, results, later)
             if #lost > 0 then
                 local gone, keep = {}, {}
                 for _, e in ipairs(lost) do gone[e] = true end
+                self.stats.claims_lost = (self.stats.claims_lost or 0) + #lost
                 for _, e in ipairs(ctx.batch) do
                     if gone[e] then
                         e.sid = nil -- not ours: the single path from the start
@@ -1728,6 +1730,7 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- 6. members handed over to the single path: their own saga records before this one
     -- goes (a crash then leaves each recoverable on its own)
     for _, x in ipairs(ctx.handover or {}) do
+        self.stats.handovers = (self.stats.handovers or 0) + 1
         self:_p("save_saga", x.e.sid, "reserving",
                 codec.encode { req = x.e.req, created_at_ms = ctx.created_at_ms }, self.node)
     end

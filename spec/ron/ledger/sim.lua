@@ -523,9 +523,11 @@ function M.random(opts)
         end
     end }
     local nonce = 0
+    local engines = {}
     local function open()
         nonce = nonce + 1
         local l = open_ledger(store, "r" .. nonce, stats)
+        engines[#engines + 1] = l
         l.pause = function()
             local co = coroutine.running()
             if co and mine[co] then coroutine.yield() end
@@ -556,6 +558,11 @@ function M.random(opts)
                 list[j] = { intent = intent .. "." .. j,
                             movements = { mv(from, to, R(60), R() < 0.8 and USD or EUR) } }
                 if R() < 0.2 then list[j].overdraft = { [from] = M.RECV } end
+                -- a request sent before (maybe still in flight: its claim is another saga's)
+                if #sent > 0 and R() < 0.15 then
+                    local prev = sent[#sent - R(math.min(#sent, 4)) + 1]
+                    if prev.kind == "commit" then list[j] = prev.req end
+                end
             end
             return "batch", list
         end
@@ -721,6 +728,12 @@ function M.random(opts)
     stats.verifies = stats.verifies + 1
     stats.transfers = #all_transfers(store)
     stats.events = store:head_seq("main")
+    -- the batch path's detours (LED-54): members handed to the single path, lost claims
+    for _, l in ipairs(engines) do
+        stats.handovers = (stats.handovers or 0) + (l.stats.handovers or 0)
+        stats.claims_lost = (stats.claims_lost or 0) + (l.stats.claims_lost or 0)
+        stats.chained = (stats.chained or 0) + (l.stats.chained or 0)
+    end
     return stats
 end
 
