@@ -5,6 +5,7 @@
 --
 --   ron-accounting run tests/bench/bench-ledger-rating-pg.lua [--quick] [--out FILE]
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
+--       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
 --
 -- Slices of a real meter (one stream per tenant) rated through exporters.ledger (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -20,6 +21,13 @@
 --              the INSERT's own commit)
 --   batch      one INSERT of N rows per batch, durable per batch
 -- ratio = rating slices/s / baseline rows/s (1 stream against row, N streams against batch).
+-- The batch path (LED-51..LED-56, durability ack): put_many of B slices (B = 64, 256, 1024)
+-- through the engine's commit_many, ONE flush per batch:
+--   chain      1 stream: B consecutive slices of one tenant per put_many
+--   streams    M streams (--batch-streams, 64): B slices of M tenants per put_many (B/M
+--              windows each; the exporter's lanes run at once over the PostgreSQL pool)
+-- against the same rows as plain multi-row INSERTs of B rows (chunked at 1024), flushed per
+-- batch, on the same store in the same run.
 -- statements/slice: the store calls a rated slice costs (reads included).
 -- Output: human-readable lines and one `BENCH {json}` line per case.
 local uv = require "luv"
@@ -38,7 +46,9 @@ local usage = require "ron.ledger.usage"
 local lexp = require "ron.accounting.export.exporters.ledger"
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600,
-               statement_slices = 160, streams = 8, pg = true, sqlite = true }
+               statement_slices = 160, streams = 8, pg = true, sqlite = true,
+               batches = { 64, 256, 1024 }, batch_slices = 4096, batch_streams = 64,
+               single = true }
 do
     local i = 1
     while i <= #arg do
@@ -51,15 +61,26 @@ do
         elseif a == "--streams" then opts.streams = assert(tonumber(v)); i = i + 2
         elseif a == "--no-pg" then opts.pg = false; i = i + 1
         elseif a == "--no-sqlite" then opts.sqlite = false; i = i + 1
+        elseif a == "--no-single" then opts.single = false; i = i + 1
+        elseif a == "--batch-slices" then opts.batch_slices = assert(tonumber(v)); i = i + 2
+        elseif a == "--batch-streams" then opts.batch_streams = assert(tonumber(v)); i = i + 2
+        elseif a == "--batches" then
+            opts.batches = {}
+            for x in v:gmatch("%d+") do opts.batches[#opts.batches + 1] = tonumber(x) end
+            i = i + 2
         else
             io.stderr:write("usage: ron-accounting run bench-ledger-rating-pg.lua [--quick] "
                             .. "[--out FILE] [--dir DIR] [--slices N] [--statement-slices N] "
-                            .. "[--streams N] [--no-pg] [--no-sqlite]\n")
+                            .. "[--streams N] [--no-pg] [--no-sqlite] [--batches B,B,..] "
+                            .. "[--batch-slices N] [--batch-streams N] [--no-single]\n")
             os.exit(2)
         end
     end
 end
-if opts.quick then opts.slices, opts.statement_slices = 160, 32 end
+if opts.quick then
+    opts.slices, opts.statement_slices, opts.batch_slices = 160, 32, 1024
+    opts.batches = { 64, 256 }
+end
 
 local emit = B.emitter(opts.out)
 local function now() return uv.hrtime() / 1e9 end
@@ -90,16 +111,22 @@ local function make_slices(T, W)
 end
 
 -- Counts the store's calls (every primitive and read) on the instance.
+-- Also the wall time spent inside them (c.t: seconds, per name c.tby): what the rest of a
+-- case's time is, is the engine's and the exporter's own work (Lua CPU).
 local function counting(s)
-    local c = { n = 0, by = {} }
+    local c = { n = 0, by = {}, t = 0, tby = {} }
     for _, name in ipairs(sql.METHODS) do
         local f = s[name]
         if name ~= "many" and f then
-            c.by[name] = 0
+            c.by[name], c.tby[name] = 0, 0
             s[name] = function(self, ...)
                 c.n = c.n + 1
                 c.by[name] = c.by[name] + 1
-                return f(self, ...)
+                local t0 = uv.hrtime()
+                local r = { f(self, ...) }
+                local dt = (uv.hrtime() - t0) / 1e9
+                c.t, c.tby[name] = c.t + dt, c.tby[name] + dt
+                return unpack(r, 1, table.maxn(r))
             end
         end
     end
@@ -220,10 +247,113 @@ local function case(backend, durability, streams, n, open, exec_ddl_of)
     s:close()
 end
 
+-- The batch path: put_many of `bsize` slices through commit_many, `streams` streams, n
+-- slices in all; the baseline is the same rows in multi-row INSERTs of bsize rows (chunked
+-- at 1024), flushed per batch.
+local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
+    local W = math.max(1, math.floor(n / streams))
+    local windows = make_slices(streams, W)
+    local all = {}
+    for _, w in ipairs(windows) do for _, sl in ipairs(w) do all[#all + 1] = sl end end
+    local batches = {}
+    for i = 1, #all, bsize do
+        local b = {}
+        for j = i, math.min(#all, i + bsize - 1) do b[#b + 1] = all[j] end
+        batches[#batches + 1] = b
+    end
+    local s = open()
+    local calls = counting(s)
+    local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
+    assert(e:ready())
+    -- warm-up: the tenants' accounts and the statements (not timed)
+    local warm = make_slices(streams, 1)
+    for _, sl in ipairs(warm[1]) do sl.tenant = sl.tenant:gsub("^00000000", "11111111") end
+    for _, r in ipairs(e:put_many(warm[1])) do assert(r[1] == "ok", tostring(r[2])) end
+    for t = 1, streams do -- the timed tenants' accounts too (created once, not timed)
+        assert(e:tenant_accounts(usage.tenant_raw(("00000000-0000-4000-8000-%012x"):format(t))))
+    end
+    local c0, ct0 = calls.n, calls.t
+    local by0, tby0 = {}, {}
+    for k, v in pairs(calls.by) do by0[k], tby0[k] = v, calls.tby[k] end
+    local t0 = now()
+    for _, b in ipairs(batches) do
+        local r = e:put_many(b)
+        for i = 1, #b do assert(r[i][1] == "ok", tostring(r[i][1]) .. " " .. tostring(r[i][2])) end
+    end
+    local dt = now() - t0
+    local total = #all
+    local sps = total / dt
+    local per = (calls.n - c0) / total
+    local parts = {}
+    for k, v in pairs(calls.by) do
+        if v > by0[k] then parts[#parts + 1] = { k, (v - by0[k]) / #batches } end
+    end
+    table.sort(parts, function(a, b) return a[2] > b[2] end)
+    for i, p in ipairs(parts) do parts[i] = ("%s %.1f"):format(p[1], p[2]) end
+    local tparts = {}
+    for k, v in pairs(calls.tby) do
+        if v > tby0[k] then tparts[#tparts + 1] = { k, (v - tby0[k]) / total * 1e6 } end
+    end
+    table.sort(tparts, function(a, b) return a[2] > b[2] end)
+    for i = 1, math.min(6, #tparts) do
+        tparts[i] = ("%s %.0f"):format(tparts[i][1], tparts[i][2])
+    end
+    for i = #tparts, 7, -1 do tparts[i] = nil end
+    local in_store = calls.t - ct0
+    -- the baseline: the same rows, the same batching, the same durability
+    assert(exec_ddl_of(s)(plain_ddl(s)))
+    local tb0 = now()
+    for _, b in ipairs(batches) do
+        for i = 1, #b, 1024 do
+            local g = {}
+            for j = i, math.min(#b, i + 1023) do g[#g + 1] = b[j] end
+            assert(assert(s.drv:write(plain_insert(s, #g), row_binds(g))) == #g)
+        end
+        if s.durability == "ack" then assert(s:flush() == 1) end
+    end
+    local base = total / (now() - tb0)
+    local ratio = sps / base
+    local label = ("%s ack batch %4d, %3d stream%s"):format(backend, bsize, streams,
+                                                            streams == 1 and " " or "s")
+    print(("%-36s %6d slices: rated %8.0f slices/s (%5.2f store calls/slice), plain INSERT "
+           .. "(batch of %d) %8.0f rows/s, ratio %.2f"):format(label, total, sps, per, bsize,
+                                                              base, ratio))
+    print("    store calls per batch: " .. table.concat(parts, ", "))
+    print(("    time per slice: %.0f us, in store calls %.0f us (%.0f%%), engine + exporter "
+           .. "(Lua) %.0f us; top calls (us/slice): %s"):format(dt / total * 1e6,
+           in_store / total * 1e6, 100 * in_store / dt, (dt - in_store) / total * 1e6,
+           table.concat(tparts, ", ")))
+    emit(('{"bench":"ledger-rating","name":"rating_batch_%s_%d_%d","params":{"slices":%d,'
+          .. '"streams":%d,"batch":%d,"durability":"ack"},"slices_per_s":%.1f,'
+          .. '"store_calls_per_slice":%.3f,"store_time_share":%.3f,"baseline":"insert_batch_%d",'
+          .. '"baseline_rows_per_s":%.1f,"ratio":%.3f,"loadavg":"%s"}')
+         :format(backend:gsub(" ", ""), bsize, streams, total, streams, bsize, sps, per,
+                 in_store / dt, bsize, base, ratio, B.loadavg()))
+    results[#results + 1] = { label = label, sps = sps, base = base, ratio = ratio }
+    e:close()
+    s:close()
+end
+
+local function batch_cases(backend, open, exec_ddl_of)
+    for _, bsize in ipairs(opts.batches) do
+        for _, streams in ipairs { 1, opts.batch_streams } do
+            case_batch(backend, streams, bsize, opts.batch_slices, open, exec_ddl_of)
+        end
+    end
+end
+
 local function run()
     print(("bench-ledger-rating: %d streams, load %s"):format(opts.streams, B.loadavg()))
     local shapes = { 1, opts.streams }
-    if opts.sqlite then
+    if opts.sqlite and #opts.batches > 0 then
+        local p
+        batch_cases("sqlite  ", function()
+            p = sqlite_path("batch")
+            return assert(store.open { backend = "sqlite", path = p, durability = "ack" })
+        end, function(s) return function(ddl) return s.drv:exec(ddl) end end)
+        sqlite_path("batch")
+    end
+    if opts.sqlite and opts.single then
         for _, d in ipairs { "ack", "statement" } do
             for _, k in ipairs(shapes) do
                 local p = sqlite_path(d .. k)
@@ -247,6 +377,16 @@ local function run()
     local cluster = assert(H.start { fsync = true })
     local okr, err = pcall(function()
         local n = 0
+        if #opts.batches > 0 then
+            batch_cases("postgres", function()
+                n = n + 1
+                return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
+                                           schema = "rating_" .. n, connections = 4,
+                                           durability = "ack", connect_timeout_ms = 30000,
+                                           query_timeout_ms = 120000 })
+            end, function(s) return function(ddl) return s.drv.db:exec(ddl) end end)
+        end
+        if not opts.single then return end
         for _, d in ipairs { "ack", "statement" } do
             for _, k in ipairs(shapes) do
                 n = n + 1

@@ -9,6 +9,9 @@
 --   led:create_account { id = 16B, policy = "no_overdraft"|"capped"|"uncapped", floor = n }
 --   local r, err, code = led:commit { intent =, body_hash =?, movements =, metadata =?,
 --                                     overdraft = { [from] = receivable }? }
+--   local results = led:commit_many { req, req, ... }  -- { { r, err, code } per request }:
+--                   the answers of committing them one by one, round trips per batch
+--                   (the batch path below, LED-51..LED-56)
 --
 -- The commit path is one linear function driven by a persisted phase (LED-26): nothing is
 -- written before the saga's write-ahead record, nothing is decided from a count alone (a
@@ -388,7 +391,21 @@ end
 
 -- Returns t, info or nil, err, code (a rejection to store) or false, err, code (a race:
 -- try again).
-function Ledger:_resolve_commit(req)
+-- Where resolution reads from: the store (one primitive per read, the single path) or a
+-- batch's in-memory view (ron.ledger.ledger commit_many, LED-52). The same resolution code
+-- runs over both, so a batch picks exactly the postings one-by-one commits would.
+local StoreSource = {}
+StoreSource.__index = StoreSource
+function StoreSource:accounts(ids) return self.led:_p("get_accounts", ids) end
+function StoreSource:page(account, asset, limit)
+    return self.led:_p("get_postings_by_account", account, asset, "active", limit, "largest")
+end
+function StoreSource:held(account, asset)
+    return #self.led:_p("get_postings_by_account", account, asset, "pending_inactive", 1) > 0
+end
+
+function Ledger:_resolve_commit(req, src)
+    src = src or setmetatable({ led = self }, StoreSource)
     local pairs_, by_key = {}, {}
     local function pair(account, asset)
         local k = account .. asset_key(asset)
@@ -420,7 +437,7 @@ function Ledger:_resolve_commit(req)
         want(from)
         want(to)
     end
-    local accts = self:_p("get_accounts", ids)
+    local accts = src:accounts(ids)
     for _, id in ipairs(ids) do
         if not accts[id] then return fail(ERR.UnknownAccount, "no account " .. hex(id)) end
     end
@@ -431,8 +448,7 @@ function Ledger:_resolve_commit(req)
             -- The largest few first: when they cover the need, greedy largest-first over
             -- all postings picks exactly these (the store orders as selection does, LED-10);
             -- only a short page is read again in full.
-            local list = self:_p("get_postings_by_account", p.account, p.asset, "active",
-                                 FIRST_PAGE, "largest")
+            local list = src:page(p.account, p.asset, FIRST_PAGE)
             local cap = MAX_INPUTS - #inputs
             local picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                      need, cap)
@@ -441,8 +457,7 @@ function Ledger:_resolve_commit(req)
             -- receivable holds only negatives: re-reading 1024 of them per commit grew the
             -- cost with history, bench-ledger-rating-pg)
             if not picks and #list == FIRST_PAGE and list[FIRST_PAGE].amount > 0 then
-                list = self:_p("get_postings_by_account", p.account, p.asset, "active",
-                               SELECT_LIMIT, "largest")
+                list = src:page(p.account, p.asset, SELECT_LIMIT)
                 picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                    need, cap)
             end
@@ -462,9 +477,9 @@ function Ledger:_resolve_commit(req)
                 -- Postings other sagas hold are value in flight, not value missing: a short
                 -- account with reservations on the pair is a race (retry), never a stored
                 -- InsufficientFunds or an overdraft (LED-32).
-                local held = self:_p("get_postings_by_account", p.account, p.asset,
-                                     "pending_inactive", 1)
-                if #held > 0 then return false, "reservations in flight", ERR.Unavailable end
+                if src:held(p.account, p.asset) then
+                    return false, "reservations in flight", ERR.Unavailable
+                end
                 local recv = req.overdraft and req.overdraft[p.account]
                 if not recv and accts[p.account].policy == "no_overdraft" then
                     return fail(ERR.InsufficientFunds, format(
@@ -668,12 +683,20 @@ function Ledger:_claim(ctx)
         -- A saga of this node that nobody drives (it failed with Unavailable): adopt it.
         -- Marked before the next store call (a scheduling point) so no one adopts it twice.
         self.inflight[holder] = true
-        local found
+        local found, batch
+        -- a member of a batch ("<batch sid>/<k>") whose batch record is still there
+        local bsid = holder:match("^(.+)/%d+$")
         for _, s in ipairs(self:_p("list_pending_sagas", self.node)) do
             if s.id == holder then found = s end
+            if bsid and s.id == bsid and not self.inflight[bsid] then batch = s end
         end
         self.inflight[holder] = nil
         if found then return false, { self:_resume(found) } end
+        if batch then
+            self:_resume(batch)
+            local now = self:_read("get_intent", ctx.req.intent)
+            if now then return false, { self:_outcome(ctx.req, now) } end
+        end
     end
     return false, { fail(ERR.Unavailable, IN_FLIGHT .. " in saga " .. tostring(holder)) }
 end
@@ -910,6 +933,926 @@ function Ledger:_finalize(ctx)
     return { transfer_id = tid, status = "committed", event_seq = ev.seq, replayed = false }
 end
 
+-- ---- the batch path (LED-51..LED-56) ----
+--
+-- commit_many(reqs) -> { { r, err, code } per request }: the outcomes of committing reqs
+-- one after another, in order, with the store's round trips per batch instead of per
+-- request. Each request is still its own transfer with its own content id, intent, stored
+-- outcome and event; ONE saga record (id = the batch's sid) carries the batch:
+--   reserving   data = the requests (each with its member sid "<sid>/<k>", the owner of its
+--               intent's claim); once planned, every transfer's canonical bytes and the heads
+--   finalizing  the same, plus the deterministic rejections to store and the members handed
+--               over to the single path (see below); recover() rolls it forward
+-- A batch given back before its point of no return (recover(), a retry adopting it) drives
+-- its members one by one through the single path, each under its member sid: the claim is
+-- theirs, so the outcome is exactly the single path's.
+--
+-- Planning is in memory: one read of the intents (outcomes and claims), one save, one put of
+-- the claims, one read of the accounts, one of the payers' largest postings (with a probe
+-- for reservations in flight), one of the balances; then the requests in order, resolved
+-- by the single path's own code over the in-memory view, where a later transfer of a payer
+-- may spend an earlier one's change. Such an intermediate posting is INSERTED ALREADY
+-- CONSUMED (status inactive, consumed_by the later transfer) in the finalize: it never is
+-- Active in the store, so no other saga can select it, and the projection never counts it
+-- (verify: it is consumed by exactly one transfer, like any other input). A request that
+-- is rejected deterministically gets its stored rejection and leaves the view unchanged; a
+-- request that meets reservations in flight on a short pair (a race) is handed over: after
+-- the batch it is driven by the single path (which retries, or answers Unavailable).
+local BATCH_IDS = 1024    -- ids, keys, pairs per call (sql.MAX_BATCH)
+local BATCH_POSTINGS = 512 -- postings per insert (sql.MAX_POSTINGS)
+local BATCH_QUERIES = 128 -- get_postings_by_pairs queries per call
+local BATCH_PARAMS = 6000 -- store_transfers parameters per call
+
+local function slices(list, n)
+    local out = {}
+    for i = 1, #list, n do
+        local c = {}
+        for j = i, math.min(#list, i + n - 1) do c[#c + 1] = list[j] end
+        out[#out + 1] = c
+    end
+    return out
+end
+
+-- A write primitive over a list, chunked: the sum of the counts.
+function Ledger:_pw(name, list, n, ...)
+    local total = 0
+    for _, c in ipairs(slices(list, n)) do total = total + self:_p(name, c, ...) end
+    return total
+end
+
+function Ledger:_intents_of(keys)
+    local out = {}
+    for _, c in ipairs(slices(keys, BATCH_IDS)) do
+        for k, v in pairs(self:_p("get_intents", c)) do out[k] = v end
+    end
+    return out
+end
+
+function Ledger:_accounts_of(ids)
+    local out = {}
+    for _, c in ipairs(slices(ids, BATCH_IDS)) do
+        for k, v in pairs(self:_p("get_accounts", c)) do out[k] = v end
+    end
+    return out
+end
+
+function Ledger:_list_read(name, list, n, ...)
+    local out = {}
+    for _, c in ipairs(slices(list, n)) do
+        for _, v in ipairs(self:_p(name, c, ...)) do out[#out + 1] = v end
+    end
+    return out
+end
+
+local function pkey(id) return id.transfer_id .. format("%08x", id.index) end
+
+local function largest_less(a, b)
+    if a.amount ~= b.amount then return a.amount > b.amount end
+    if a.id.transfer_id ~= b.id.transfer_id then return a.id.transfer_id < b.id.transfer_id end
+    return a.id.index < b.id.index
+end
+
+-- The in-memory view a batch resolves against (the StoreSource's three reads).
+local MemSource = {}
+MemSource.__index = MemSource
+function MemSource:accounts(ids)
+    local r = {}
+    for _, id in ipairs(ids) do r[id] = self.accts[id] end
+    return r
+end
+function MemSource:page(account, asset, limit)
+    local pool = self.pools[account .. asset_key(asset)]
+    local r = {}
+    if not pool then return r end
+    for i = 1, math.min(limit, #pool.list) do r[i] = pool.list[i] end
+    return r
+end
+function MemSource:held(account, asset)
+    local pool = self.pools[account .. asset_key(asset)]
+    return pool ~= nil and pool.held
+end
+
+-- The (account, asset) pairs a request's movements net, as _resolve_commit computes them
+-- (nil on an overflow: resolution rejects it the same way).
+local function nets_of(req)
+    local r, by = {}, {}
+    for _, m in ipairs(req.movements) do
+        for _, side in ipairs { { m.from, -1 }, { m.to, 1 } } do
+            local k = side[1] .. asset_key(m.asset)
+            if not by[k] then
+                by[k] = { account = side[1], asset = m.asset, net = 0 }
+                r[#r + 1] = by[k]
+            end
+            local v = side[2] < 0 and ledger.amount_sub(by[k].net, m.amount)
+                      or ledger.amount_add(by[k].net, m.amount)
+            if not v then return nil end
+            by[k].net = v
+        end
+    end
+    return r
+end
+
+function Ledger:commit_many(reqs)
+    if type(reqs) ~= "table" then error("ron.ledger: commit_many expects a list", 2) end
+    local results, live, later, seen = {}, {}, {}, {}
+    for i, req in ipairs(reqs) do
+        local bad = check_request(req)
+        if not bad and req.kind ~= nil and req.kind ~= "commit" then
+            bad = "commit_many takes commit requests"
+        end
+        if bad then
+            results[i] = { fail(ERR.InvalidRequest, bad) }
+        else
+            local r = { kind = "commit", intent = req.intent, movements = req.movements,
+                        metadata = req.metadata or "", overdraft = req.overdraft }
+            r.body_hash = req.body_hash or codec.sha256(body_of(r))
+            -- the same intent twice: the later one is a replay of the earlier's outcome
+            if seen[r.intent] then later[#later + 1] = { i = i, req = r }
+            else
+                seen[r.intent] = true
+                live[#live + 1] = { i = i, req = r }
+            end
+        end
+    end
+    local ok, err, code = guard(nil, self._batch, self, live, results, later)
+    if ok == nil then
+        for _, e in ipairs(live) do
+            if not results[e.i] then results[e.i] = { nil, err, code } end
+        end
+    end
+    -- what the batch handed over, and replays of an intent seen earlier in it: one by one
+    sort(later, function(a, b) return a.i < b.i end)
+    for _, e in ipairs(later) do
+        if e.sid then
+            results[e.i] = { guard(nil, self._drive, self, e.sid, e.req) }
+        else
+            results[e.i] = { self:_run(e.req) }
+        end
+    end
+    if self.flush_on_ack then
+        local any = false
+        for i = 1, #reqs do
+            local r = results[i]
+            if r[1] ~= nil or (r[3] ~= ERR.InvalidRequest and r[3] ~= ERR.Unavailable) then
+                any = true
+            end
+        end
+        if any then
+            local n, ferr = self:flush()
+            if not n then
+                for i = 1, #reqs do
+                    local r = results[i]
+                    if r[1] ~= nil or (r[3] ~= ERR.InvalidRequest and r[3] ~= ERR.Unavailable) then
+                        results[i] = { fail(ERR.Unavailable, "not durable: " .. tostring(ferr)) }
+                    end
+                end
+            end
+        end
+    end
+    self.stats.batches = (self.stats.batches or 0) + 1
+    return results
+end
+
+-- Replays found by the batch's first read: their stored outcomes, events read at once.
+function Ledger:_replays(list, results)
+    local tids = {}
+    for _, x in ipairs(list) do
+        local st = x.stored
+        if st.status == "committed" and not (st.body_hash and x.e.req.body_hash
+                                             and st.body_hash ~= x.e.req.body_hash) then
+            tids[#tids + 1] = st.transfer_id
+        end
+    end
+    local evs = {}
+    for _, c in ipairs(slices(tids, BATCH_IDS)) do
+        for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do evs[k] = v end
+    end
+    for _, x in ipairs(list) do
+        local req, st = x.e.req, x.stored
+        if st.body_hash and req.body_hash and st.body_hash ~= req.body_hash then
+            results[x.e.i] = { fail(ERR.Conflict, "intent already used with another body") }
+        else
+            self.stats.replays = self.stats.replays + 1
+            if st.status == "committed" then
+                local ev = evs[st.transfer_id]
+                results[x.e.i] = { { transfer_id = st.transfer_id, status = "committed",
+                                     event_seq = ev and ev.seq, replayed = true } }
+            else
+                results[x.e.i] = { nil, st.message, st.code }
+            end
+        end
+    end
+end
+
+function Ledger:_batch(live, results, later)
+    if #live == 0 then return true end
+    local keys = {}
+    for _, e in ipairs(live) do
+        keys[#keys + 1] = e.req.intent
+        keys[#keys + 1] = CLAIM_PREFIX .. e.req.intent
+    end
+    local got = self:_intents_of(keys)
+    local todo, replays = {}, {}
+    for _, e in ipairs(live) do
+        local prior = got[e.req.intent]
+        if prior then replays[#replays + 1] = { e = e, stored = prior }
+        elseif got[CLAIM_PREFIX .. e.req.intent] then
+            later[#later + 1] = e -- another saga holds it: the single path waits or adopts
+            self.stats.claims_lost = (self.stats.claims_lost or 0) + 1
+        else todo[#todo + 1] = e end
+    end
+    self:_replays(replays, results)
+    if #todo == 0 then return true end
+    local sid = self:_new_sid()
+    for k, e in ipairs(todo) do e.k, e.sid = k, sid .. "/" .. k end
+    local ctx = { sid = sid, batch = todo, created_at_ms = self.clock() }
+    local sids = { sid }
+    for _, e in ipairs(todo) do sids[#sids + 1] = e.sid end
+    for _, x in ipairs(sids) do self.inflight[x] = true end
+    local r = { pcall(guard, function()
+        if ctx.phase ~= "finalizing" then
+            local ok, e = pcall(self._give_back_batch, self, ctx)
+            if not ok and not store_failure(e) then error(e, 0) end
+        end
+    end, self._batch_body, self, ctx, results, later) }
+    for _, x in ipairs(sids) do self.inflight[x] = nil end
+    if not r[1] then error(r[2], 0) end
+    return unpack(r, 2, table.maxn(r))
+end
+
+-- The batch's record (LED-53). Reserving: the members' requests (encoded once per batch),
+-- the store postings it reserves and the heads it takes: what give-back and a drive of
+-- each member through the single path need. Finalizing: what the finalize needs and no
+-- more: each transfer's canonical bytes (its intent and metadata inside) with its body
+-- hash, the rejections to store, the members handed over (their requests), the heads.
+local function batch_data(ctx, phase)
+    if phase == "finalizing" then
+        local items, rejects, handover = {}, {}, {}
+        for i, it in ipairs(ctx.items) do
+            items[i] = { k = it.e.k, t = it.tbytes, h = it.e.req.body_hash }
+        end
+        for i, x in ipairs(ctx.rejects or {}) do
+            rejects[i] = { k = x.e.k, intent = x.e.req.intent, h = x.e.req.body_hash,
+                           code = x.code, message = x.err }
+        end
+        for i, x in ipairs(ctx.handover or {}) do handover[i] = { k = x.e.k, req = x.e.req } end
+        return codec.encode { kind = "batch", fin = true, items = items, rejects = rejects,
+                              handover = handover, heads = ctx.heads,
+                              created_at_ms = ctx.created_at_ms }
+    end
+    if not ctx.members_enc then
+        local members = {}
+        for i, e in ipairs(ctx.batch) do members[i] = { k = e.k, req = e.req } end
+        ctx.members_enc = codec.encode(members)
+    end
+    local ins = {}
+    for i, x in ipairs(ctx.ins or {}) do ins[i] = x.id end
+    return codec.encode { kind = "batch", members = ctx.members_enc, ins = ins,
+                          heads = ctx.heads, created_at_ms = ctx.created_at_ms }
+end
+
+function Ledger:_save_batch(ctx, phase)
+    ctx.phase = phase
+    self:_p("save_saga", ctx.sid, phase, batch_data(ctx, phase), self.node)
+end
+
+-- The postings of the store a planned batch consumes (not the ones it creates itself).
+local function store_inputs(items)
+    local mine, ids = {}, {}
+    for _, it in ipairs(items or {}) do mine[it.tid] = true end
+    for _, it in ipairs(items or {}) do
+        for _, ref in ipairs(it.t.inputs) do
+            if not mine[ref.transfer_id] then ids[#ids + 1] = { id = ref, consumed_by = it.tid } end
+        end
+    end
+    return ids
+end
+
+-- Compensation of a batch: its reservations and heads back (each chunk read back as the
+-- single path's _compensate does).
+function Ledger:_give_back_batch(ctx)
+    local ins = ctx.ins or store_inputs(ctx.items)
+    local ids = {}
+    for i, x in ipairs(ins) do ids[i] = x.id end
+    for _, c in ipairs(slices(ids, BATCH_IDS)) do
+        self:_compensate { sid = ctx.sid, t = { inputs = c } }
+    end
+    self:_compensate { sid = ctx.sid, heads = ctx.heads }
+    ctx.items, ctx.ins, ctx.heads, ctx.rejects, ctx.handover = nil, nil, nil, nil, nil
+end
+
+-- The claims, at once; a short count is read back (a lost reply, a partial batch, or
+-- another saga's claim). -> the members another saga holds (the single path takes them).
+function Ledger:_claim_batch(ctx)
+    local function claim_of(e)
+        return { key = CLAIM_PREFIX .. e.req.intent,
+                 outcome = { status = "claimed", message = e.sid, body_hash = e.req.body_hash } }
+    end
+    local claims = {}
+    for i, e in ipairs(ctx.batch) do claims[i] = claim_of(e) end
+    local lost = {}
+    if self:_pw("put_intents", claims, BATCH_IDS) == #claims then return lost end
+    local ks = {}
+    for i, c in ipairs(claims) do ks[i] = c.key end
+    for round = 1, self.max_attempts + 1 do
+        local cur = self:_intents_of(ks)
+        local missing = {}
+        lost = {}
+        for _, e in ipairs(ctx.batch) do
+            local c = cur[CLAIM_PREFIX .. e.req.intent]
+            if not c then missing[#missing + 1] = claim_of(e)
+            elseif c.message ~= e.sid then lost[#lost + 1] = e end
+        end
+        if #missing == 0 then break end
+        if round > self.max_attempts then
+            error({ ledger_store_failure = true, name = "put_intents",
+                    err = "claims not stored", class = "io" }, 0)
+        end
+        self:_pw("put_intents", missing, BATCH_IDS)
+    end
+    return lost
+end
+
+function Ledger:_batch_body(ctx, results, later)
+    local claimed = false
+    for _ = 1, self.max_attempts do
+        self.stats.resolves = self.stats.resolves + 1
+        -- plan (reads only), the record, then the claims: a claim never exists without a
+        -- record that names its member
+        self:_plan_batch(ctx)
+        self:_save_batch(ctx, "reserving")
+        if not claimed then
+            claimed = true
+            local lost = self:_claim_batch(ctx)
+            if #lost > 0 then
+                local gone, keep = {}, {}
+                for _, e in ipairs(lost) do gone[e] = true end
+                self.stats.claims_lost = (self.stats.claims_lost or 0) + #lost
+                for _, e in ipairs(ctx.batch) do
+                    if gone[e] then
+                        e.sid = nil -- not ours: the single path from the start
+                        later[#later + 1] = e
+                    else keep[#keep + 1] = e end
+                end
+                ctx.batch, ctx.members_enc = keep, nil
+                if #keep == 0 then
+                    self:_p("delete_saga", ctx.sid)
+                    return true
+                end
+                self:_plan_batch(ctx)
+                self:_save_batch(ctx, "reserving")
+            end
+        end
+        local ids = {}
+        for i, x in ipairs(ctx.ins) do ids[i] = x.id end
+        local reserved = true
+        if #ids > 0 and self:_pw("reserve_postings", ids, BATCH_IDS, ctx.sid) ~= #ids then
+            local ours = 0
+            for _, p in ipairs(self:_list_read("get_postings", ids, BATCH_IDS)) do
+                if p.status == "pending_inactive" and p.reservation == ctx.sid then
+                    ours = ours + 1
+                end
+            end
+            reserved = ours == #ids
+        end
+        if reserved and self:_take_heads(ctx) then
+            local ok, err = self:_revalidate_batch(ctx)
+            if ok then return self:_finalize_batch(ctx, results, later) end
+            if err then error(err) end
+        end
+        self:_give_back_batch(ctx)
+        self.pause(1)
+    end
+    -- Still racing: the saga stays (reserving, holding nothing) for a retry or recover().
+    return fail(ERR.Unavailable, "postings or heads kept changing; retry")
+end
+
+-- Reads once, then resolves and validates the members in order over the in-memory view.
+-- Sets ctx.items (the transfers, in order), ctx.rejects, ctx.handover, ctx.heads.
+function Ledger:_plan_batch(ctx)
+    local ids, seen = {}, {}
+    local function want(id)
+        if not seen[id] then
+            seen[id] = true
+            ids[#ids + 1] = id
+        end
+    end
+    local bpairs, bidx, payers, pidx = {}, {}, {}, {}
+    local function bpair(account, asset)
+        local k = account .. asset_key(asset)
+        if not bidx[k] then
+            bpairs[#bpairs + 1] = { account = account, asset = asset }
+            bidx[k] = #bpairs
+        end
+    end
+    for _, e in ipairs(ctx.batch) do
+        for _, p in ipairs(nets_of(e.req) or {}) do
+            want(p.account)
+            bpair(p.account, p.asset)
+            local recv = e.req.overdraft and e.req.overdraft[p.account]
+            if recv then bpair(recv, p.asset) end
+            local k = p.account .. asset_key(p.asset)
+            if p.net < 0 and not pidx[k] then
+                payers[#payers + 1] = { account = p.account, asset = p.asset, key = k }
+                pidx[k] = payers[#payers]
+            end
+        end
+        for from, to in pairs(e.req.overdraft or {}) do
+            want(from)
+            want(to)
+        end
+    end
+    local accts = self:_accounts_of(ids)
+    -- the payers' largest postings, and whether another saga holds some (one statement)
+    local qs = {}
+    for _, p in ipairs(payers) do
+        qs[#qs + 1] = { account = p.account, asset = p.asset, status = "active",
+                        limit = FIRST_PAGE }
+        qs[#qs + 1] = { account = p.account, asset = p.asset, status = "pending_inactive",
+                        limit = 1 }
+    end
+    local res = self:_list_read("get_postings_by_pairs", qs, BATCH_QUERIES)
+    local more = {}
+    for k, p in ipairs(payers) do
+        p.list, p.held = res[2 * k - 1], #res[2 * k] > 0
+        -- the single path's second page, read up front for a pair whose first page may not
+        -- hold all its positive postings
+        if #p.list == FIRST_PAGE and p.list[FIRST_PAGE].amount > 0 then
+            more[#more + 1] = p
+        end
+    end
+    if #more > 0 then
+        local q2 = {}
+        for i, p in ipairs(more) do
+            q2[i] = { account = p.account, asset = p.asset, status = "active",
+                      limit = SELECT_LIMIT }
+        end
+        local r2 = self:_list_read("get_postings_by_pairs", q2, BATCH_QUERIES)
+        for i, p in ipairs(more) do p.list = r2[i] end
+    end
+    local bal = {}
+    local got = self:_list_read("get_balances", bpairs, BATCH_IDS)
+    for i, pr in ipairs(bpairs) do bal[pr.account .. asset_key(pr.asset)] = got[i] end
+    local src = setmetatable({ accts = accts, pools = pidx }, MemSource)
+    local items, rejects, handover, heads, hseen = {}, {}, {}, {}, {}
+    for _, e in ipairs(ctx.batch) do
+        local k = e.k
+        local t, consumed, a3 = self:_resolve_commit(e.req, src)
+        if t == nil then
+            rejects[#rejects + 1] = { k = k, e = e, err = consumed, code = a3 }
+        elseif t == false then
+            handover[#handover + 1] = { k = k, e = e }
+        else
+            local cids = complete(t, consumed, a3)
+            local prs = pairs_of(t, consumed)
+            local balances = {}
+            for i, pr in ipairs(prs) do
+                balances[i] = { account = pr.account, asset = pr.asset,
+                                amount = bal[pr.account .. asset_key(pr.asset)] or 0 }
+            end
+            local plan, err, code = ledger.validate_and_plan(t, list_accounts(cids, a3),
+                                                             consumed, balances)
+            if not plan and RACE[code] then
+                handover[#handover + 1] = { k = k, e = e }
+            elseif not plan then
+                rejects[#rejects + 1] = { k = k, e = e, err = err, code = code }
+            else
+                -- the view moves on: balances, the payers' postings
+                for _, d in ipairs(plan.deltas) do
+                    bal[d.account .. asset_key(d.asset)] = d.after
+                end
+                local gone, touched = {}, {}
+                for _, p in ipairs(consumed) do
+                    gone[pkey(p.id)] = true
+                    touched[p.account .. asset_key(p.asset)] = true
+                end
+                for pk in pairs(touched) do
+                    local pool = pidx[pk]
+                    local kept = {}
+                    for _, p in ipairs(pool.list) do
+                        if not gone[pkey(p.id)] then kept[#kept + 1] = p end
+                    end
+                    pool.list = kept
+                end
+                local tid = plan.transfer_id
+                for i = 1, #t.outputs do
+                    local o = ledger.output_posting(t, tid, i)
+                    local pool = pidx[o.account .. asset_key(o.asset)]
+                    if pool then
+                        local l = pool.list
+                        local j = #l + 1
+                        while j > 1 and largest_less(o, l[j - 1]) do
+                            l[j] = l[j - 1]
+                            j = j - 1
+                        end
+                        l[j] = o
+                    end
+                end
+                items[#items + 1] = { k = k, e = e, t = t, tid = tid, cids = cids,
+                                      tbytes = assert(ledger.encode_transfer(t)) }
+                for _, h in ipairs(heads_of(t, consumed, a3)) do
+                    local hk = h.account .. asset_key(h.asset)
+                    if not hseen[hk] then
+                        hseen[hk] = true
+                        h.key = hk
+                        heads[#heads + 1] = h
+                    end
+                end
+            end
+        end
+    end
+    sort(heads, function(a, b) return a.key < b.key end)
+    for _, h in ipairs(heads) do h.key = nil end
+    ctx.items, ctx.rejects, ctx.handover, ctx.heads = items, rejects, handover, heads
+    ctx.ins = store_inputs(items)
+end
+
+-- The last step before the point of no return (LED-30, for the whole chain): accounts, the
+-- reserved store postings and balances read again; each transfer validated in order
+-- against them, a later one seeing the earlier ones' effects. true, or false (re-plan: the
+-- state moved), or false, err (a reserved posting is not ours: a bug).
+function Ledger:_revalidate_batch(ctx)
+    local items = ctx.items
+    if #items == 0 then return true end
+    local ids, seen, prs, pseen = {}, {}, {}, {}
+    for _, it in ipairs(items) do
+        for _, p in ipairs(it.t.pins) do
+            if not seen[p.account] then
+                seen[p.account] = true
+                ids[#ids + 1] = p.account
+            end
+        end
+    end
+    local accts = self:_accounts_of(ids)
+    local ins = store_inputs(items)
+    local rids = {}
+    for i, x in ipairs(ins) do rids[i] = x.id end
+    local rows = {}
+    for _, p in ipairs(self:_list_read("get_postings", rids, BATCH_IDS)) do
+        if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then
+            return false, "a reserved posting is not ours any more"
+        end
+        rows[pkey(p.id)] = p
+    end
+    local made = {}
+    local chain = {}
+    for _, it in ipairs(items) do
+        local consumed = {}
+        for i, ref in ipairs(it.t.inputs) do
+            local p = rows[pkey(ref)] or made[pkey(ref)]
+            if not p then return false end -- lost: re-plan (never happens with ours held)
+            consumed[i] = p
+        end
+        it.consumed = consumed
+        for _, pr in ipairs(pairs_of(it.t, consumed)) do
+            local k = pr.account .. asset_key(pr.asset)
+            if not pseen[k] then
+                pseen[k] = true
+                prs[#prs + 1] = pr
+            end
+        end
+        for i = 1, #it.t.outputs do
+            local o = ledger.output_posting(it.t, it.tid, i)
+            made[pkey(o.id)] = o
+        end
+    end
+    local got = self:_list_read("get_balances", prs, BATCH_IDS)
+    for i, pr in ipairs(prs) do chain[pr.account .. asset_key(pr.asset)] = got[i] end
+    for _, it in ipairs(items) do
+        local balances = {}
+        for i, pr in ipairs(pairs_of(it.t, it.consumed)) do
+            balances[i] = { account = pr.account, asset = pr.asset,
+                            amount = chain[pr.account .. asset_key(pr.asset)] }
+        end
+        local alist = {}
+        for _, id in ipairs(it.cids) do if accts[id] then alist[#alist + 1] = accts[id] end end
+        local plan, err, code = ledger.validate_and_plan(it.t, alist, it.consumed, balances)
+        if self.check then self.check(it.t, alist, it.consumed, balances, plan, err, code) end
+        if not plan then return false end
+        if plan.transfer_id ~= it.tid then return false, "a planned transfer changed its id" end
+        for _, d in ipairs(plan.deltas) do chain[d.account .. asset_key(d.asset)] = d.after end
+    end
+    return true
+end
+
+-- The point of no return and after, for a batch (LED-31): every step one batched statement
+-- (chunked at the stores' bounds), every end-state verified by counts or read back, every
+-- step idempotent. Also what recover() runs for a batch found in phase finalizing.
+function Ledger:_finalize_batch(ctx, results, later)
+    local sid, items = ctx.sid, ctx.items
+    if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
+    local mine = {}
+    for _, it in ipairs(items) do mine[it.tid] = it end
+    -- 1. consume the store's postings, each by its own transfer (the double-spend guard)
+    local ins = store_inputs(items)
+    if #ins > 0 then
+        local ids = {}
+        for i, x in ipairs(ins) do ids[i] = x.id end
+        for round = 1, self.max_attempts + 1 do
+            self:_pw("deactivate_many", ins, BATCH_IDS, sid)
+            local want = {}
+            for _, x in ipairs(ins) do want[pkey(x.id)] = x.consumed_by end
+            local done, left = 0, 0
+            for _, p in ipairs(self:_list_read("get_postings", ids, BATCH_IDS)) do
+                local by = want[pkey(p.id)]
+                if p.status == "inactive" and p.consumed_by == by then done = done + 1
+                elseif p.status == "pending_inactive" and p.reservation == sid then
+                    left = left + 1
+                else
+                    error(format("ron.ledger: double spend refused: posting %s:%d of batch %s "
+                                 .. "is %s (consumed by %s)", hex(p.id.transfer_id), p.id.index,
+                                 sid, p.status, p.consumed_by and hex(p.consumed_by) or "-"))
+                end
+            end
+            if done == #ins then break end
+            if round > self.max_attempts or left + done ~= #ins then
+                error("ron.ledger: inputs of batch " .. sid .. " lost")
+            end
+        end
+    end
+    -- 2. every output; one a later transfer of the batch spends is inserted consumed
+    local chained = {}
+    for _, it in ipairs(items) do
+        for _, ref in ipairs(it.t.inputs) do
+            if mine[ref.transfer_id] then chained[pkey(ref)] = it.tid end
+        end
+    end
+    for _ in pairs(chained) do self.stats.chained = (self.stats.chained or 0) + 1 end
+    local outs, oids = {}, {}
+    for _, it in ipairs(items) do
+        for i = 1, #it.t.outputs do
+            local o = ledger.output_posting(it.t, it.tid, i)
+            local by = chained[pkey(o.id)]
+            if by then o.status, o.consumed_by = "inactive", by end
+            outs[#outs + 1] = o
+            oids[#oids + 1] = o.id
+        end
+    end
+    -- in the order of the balance rows their insert trigger updates (account, asset, shard):
+    -- two batches inserting at once lock the hot rows (revenue, a shared source) in the same
+    -- order, so they wait for each other instead of deadlocking (PostgreSQL detects a
+    -- deadlock only after deadlock_timeout, 1 s by default)
+    local function row_key(o)
+        return o.account .. o.asset.code .. "\0" .. o.asset.scale .. "\0"
+               .. format("%02d", (o.id.index + o.id.transfer_id:byte(1)) % 16)
+               .. o.id.transfer_id .. format("%08x", o.id.index)
+    end
+    for _, o in ipairs(outs) do o.sort_key = row_key(o) end
+    sort(outs, function(x, y) return x.sort_key < y.sort_key end)
+    for i, o in ipairs(outs) do
+        o.sort_key = nil
+        oids[i] = o.id
+    end
+    if #outs > 0 and self:_pw("insert_postings", outs, BATCH_POSTINGS) ~= #outs then
+        for round = 1, self.max_attempts + 1 do
+            local have = {}
+            for _, p in ipairs(self:_list_read("get_postings", oids, BATCH_IDS)) do
+                have[pkey(p.id)] = true
+            end
+            local missing = {}
+            for _, o in ipairs(outs) do
+                if not have[pkey(o.id)] then missing[#missing + 1] = o end
+            end
+            if #missing == 0 then break end
+            if round > self.max_attempts then
+                error("ron.ledger: outputs of batch " .. sid .. " missing after insert")
+            end
+            self:_pw("insert_postings", missing, BATCH_POSTINGS)
+        end
+    end
+    -- 3. the transfer records (chunked by the parameter budget)
+    local recs = {}
+    for i, it in ipairs(items) do
+        local involved = {}
+        for _, p in ipairs(it.t.pins) do involved[#involved + 1] = p.account end
+        recs[i] = { rec = { id = it.tid, bytes = it.tbytes, intent = it.t.intent, book = self.book,
+                            created_at_ms = ctx.created_at_ms, metadata = it.t.metadata },
+                    involved = involved }
+    end
+    local function store_recs(list)
+        local n, chunk, params = 0, {}, 0
+        for _, r in ipairs(list) do
+            local cost = 6 + 2 * #r.involved
+            if #chunk > 0 and params + cost > BATCH_PARAMS then
+                n = n + self:_p("store_transfers", chunk)
+                chunk, params = {}, 0
+            end
+            chunk[#chunk + 1] = r
+            params = params + cost
+        end
+        if #chunk > 0 then n = n + self:_p("store_transfers", chunk) end
+        return n
+    end
+    if #recs > 0 and store_recs(recs) ~= #recs then
+        for round = 1, self.max_attempts + 1 do
+            local missing = {}
+            for _, r in ipairs(recs) do
+                local got = self:_read("get_transfer", r.rec.id)
+                if not got then missing[#missing + 1] = r
+                elseif got.bytes ~= r.rec.bytes then
+                    error("ron.ledger: transfer " .. hex(r.rec.id) .. " stored with other bytes")
+                end
+            end
+            if #missing == 0 then break end
+            if round > self.max_attempts then
+                error("ron.ledger: transfers of batch " .. sid .. " not stored")
+            end
+            store_recs(missing)
+        end
+    end
+    -- 4. the intents' outcomes: committed, and the deterministic rejections
+    local outs_i, expect = {}, {}
+    for _, it in ipairs(items) do
+        outs_i[#outs_i + 1] = { key = it.t.intent, outcome = { status = "committed",
+                                transfer_id = it.tid, body_hash = it.e.req.body_hash } }
+        expect[it.t.intent] = it.tid
+    end
+    for _, x in ipairs(ctx.rejects or {}) do
+        outs_i[#outs_i + 1] = { key = x.e.req.intent, outcome = { status = "rejected",
+                                code = x.code, message = x.err, body_hash = x.e.req.body_hash } }
+    end
+    local stored = {}
+    if #outs_i > 0 and self:_pw("put_intents", outs_i, BATCH_IDS) ~= #outs_i then
+        local ks = {}
+        for i, o in ipairs(outs_i) do ks[i] = o.key end
+        for round = 1, self.max_attempts + 1 do
+            stored = self:_intents_of(ks)
+            local missing = {}
+            for _, o in ipairs(outs_i) do
+                local cur = stored[o.key]
+                if not cur then missing[#missing + 1] = o
+                elseif expect[o.key] and (cur.status ~= "committed"
+                                          or cur.transfer_id ~= expect[o.key]) then
+                    error("ron.ledger: intent of " .. hex(expect[o.key])
+                          .. " holds another outcome")
+                end
+            end
+            if #missing == 0 then break end
+            if round > self.max_attempts then
+                error("ron.ledger: outcomes of batch " .. sid .. " not stored")
+            end
+            self:_pw("put_intents", missing, BATCH_IDS)
+        end
+    end
+    -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33)
+    local evlist = {}
+    for i, it in ipairs(items) do
+        evlist[i] = { transfer_id = it.tid, kind = EVENT_KIND,
+                      data = codec.encode { intent = it.t.intent, kind = "commit" } }
+    end
+    local evs = {}
+    local pending = evlist
+    for _ = 1, self.max_attempts * 4 do
+        if #pending == 0 then break end
+        local unknown = {}
+        for _, c in ipairs(slices(pending, BATCH_IDS)) do
+            local n, first = self:_p("append_events", self.book, c)
+            if n == #c and first then
+                -- all of the chunk, consecutive from first: no read back
+                for j, x in ipairs(c) do evs[x.transfer_id] = { seq = first + j - 1 } end
+            else
+                for _, x in ipairs(c) do unknown[#unknown + 1] = x end
+            end
+        end
+        local ptids = {}
+        for i, x in ipairs(unknown) do ptids[i] = x.transfer_id end
+        for _, c in ipairs(slices(ptids, BATCH_IDS)) do
+            for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do evs[k] = v end
+        end
+        local left = {}
+        for _, x in ipairs(pending) do if not evs[x.transfer_id] then left[#left + 1] = x end end
+        pending = left
+        if #pending > 0 then self.pause(1) end
+    end
+    if #pending > 0 then
+        return fail(ERR.Unavailable, "events of batch " .. sid .. " not appended")
+    end
+    -- 6. members handed over to the single path: their own saga records before this one
+    -- goes (a crash then leaves each recoverable on its own)
+    for _, x in ipairs(ctx.handover or {}) do
+        self.stats.handovers = (self.stats.handovers or 0) + 1
+        self:_p("save_saga", x.e.sid, "reserving",
+                codec.encode { req = x.e.req, created_at_ms = ctx.created_at_ms }, self.node)
+    end
+    -- 7. heads back, record gone
+    for i = #(ctx.heads or {}), 1, -1 do
+        local h = ctx.heads[i]
+        self:_p("release_head", h.account, h.asset, sid)
+    end
+    self:_p("delete_saga", sid)
+    self.stats.commits = self.stats.commits + #items
+    self.stats.rejections = self.stats.rejections + #(ctx.rejects or {})
+    for _, it in ipairs(items) do
+        local ev = evs[it.tid]
+        if self.audit then
+            self.audit { kind = "transfer", transfer_id = it.tid, intent = it.t.intent,
+                         event_seq = ev.seq, book = self.book }
+        end
+        if results then
+            results[it.e.i or it.k] = { { transfer_id = it.tid, status = "committed",
+                                          event_seq = ev.seq, replayed = false,
+                                          transfer = it.t } }
+        end
+    end
+    if results then
+        for _, x in ipairs(ctx.rejects or {}) do
+            local cur = stored[x.e.req.intent]
+            if cur and cur.status == "committed" then
+                results[x.e.i] = { self:_outcome(x.e.req, cur) }
+            elseif cur then
+                results[x.e.i] = { nil, cur.message, cur.code }
+            else
+                results[x.e.i] = { nil, x.err, x.code }
+            end
+        end
+        for _, x in ipairs(ctx.handover or {}) do later[#later + 1] = x.e end
+    end
+    return true
+end
+
+-- A batch found in the store (recover(), or a member's retry adopting it): finalizing ->
+-- rolled forward; reserving -> given back, then each member driven by the single path.
+local function batch_ctx(s, d)
+    local ctx = { sid = s.id, phase = s.phase, heads = d.heads, created_at_ms = d.created_at_ms,
+                  batch = {} }
+    local by = {}
+    local function member(k, req)
+        local e = by[k]
+        if not e then
+            e = { k = k, req = req, sid = s.id .. "/" .. k }
+            by[k] = e
+            ctx.batch[#ctx.batch + 1] = e
+        end
+        return e
+    end
+    if d.fin then
+        ctx.items, ctx.rejects, ctx.handover = {}, {}, {}
+        for i, x in ipairs(d.items) do
+            local t = ledger.decode_transfer(x.t)
+            ctx.items[i] = { k = x.k, t = t, tbytes = x.t, tid = ledger.transfer_id(t),
+                             e = member(x.k, { intent = t.intent, body_hash = x.h }) }
+        end
+        for i, x in ipairs(d.rejects) do
+            ctx.rejects[i] = { k = x.k, code = x.code, err = x.message,
+                               e = member(x.k, { intent = x.intent, body_hash = x.h }) }
+        end
+        for i, x in ipairs(d.handover) do ctx.handover[i] = { k = x.k, e = member(x.k, x.req) } end
+    else
+        for _, m in ipairs(codec.decode(d.members)) do member(m.k, m.req) end
+        ctx.ins = {}
+        for i, id in ipairs(d.ins or {}) do ctx.ins[i] = { id = id } end
+    end
+    sort(ctx.batch, function(a, b) return a.k < b.k end)
+    return ctx
+end
+_M._batch_ctx = batch_ctx
+
+function Ledger:_resume_batch(s, d)
+    local ctx = batch_ctx(s, d)
+    self.inflight[s.id] = true
+    for _, e in ipairs(ctx.batch) do self.inflight[e.sid] = true end
+    local r
+    if s.phase == "finalizing" then
+        r = { guard(nil, self._finalize_batch, self, ctx) }
+        if r[1] then
+            -- the members it handed over: their saga records exist now; drive them
+            self.inflight[s.id] = nil
+            for _, e in ipairs(ctx.batch) do self.inflight[e.sid] = nil end
+            for _, x in ipairs(ctx.handover or {}) do
+                self:_resume { id = x.e.sid, phase = "reserving",
+                               data = codec.encode { req = x.e.req,
+                                                     created_at_ms = ctx.created_at_ms } }
+            end
+        end
+    else
+        r = { guard(nil, function()
+            self:_give_back_batch(ctx)
+            -- each member saga first, then this record goes: a crash in between leaves the
+            -- members recoverable on their own
+            for _, e in ipairs(ctx.batch) do
+                self:_p("save_saga", e.sid, "reserving",
+                        codec.encode { req = e.req, created_at_ms = ctx.created_at_ms },
+                        self.node)
+            end
+            self:_p("delete_saga", s.id)
+            return true
+        end) }
+    end
+    self.inflight[s.id] = nil
+    for _, e in ipairs(ctx.batch) do self.inflight[e.sid] = nil end
+    if r[1] and s.phase ~= "finalizing" then
+        for _, e in ipairs(ctx.batch) do
+            local rr = { guard(nil, self._resume, self,
+                               { id = e.sid, phase = "reserving",
+                                 data = codec.encode { req = e.req,
+                                                       created_at_ms = ctx.created_at_ms } }) }
+            if rr[1] == nil and rr[3] == ERR.Unavailable then r = rr end
+        end
+    end
+    self.stats.recovered = self.stats.recovered + 1
+    return unpack(r, 1, table.maxn(r))
+end
+
 -- The engine's audit hook for a trail that takes (kind, attrs) of printable values
 -- (ron.audit.host:emit, the daemon's audit_emit; AUD-I-*): one "ledger" record per committed
 -- transfer, its id and intent in hex. emit may be nil (no trail).
@@ -924,6 +1867,7 @@ end
 -- Resumes a saga found in the store (recover(), or adoption by a caller's retry).
 function Ledger:_resume(s)
     local d = codec.decode(s.data)
+    if d.kind == "batch" then return self:_resume_batch(s, d) end
     local ctx = { sid = s.id, req = d.req, phase = s.phase, tbytes = d.t, tid = d.tid,
                   heads = d.heads, created_at_ms = d.created_at_ms }
     if ctx.tbytes then ctx.t = ledger.decode_transfer(ctx.tbytes) end
@@ -982,12 +1926,21 @@ function Ledger:recover()
     local ready = {}
     for _, s in ipairs(reserving) do
         local d = codec.decode(s.data)
-        local ctx = { sid = s.id, heads = d.heads,
-                      t = d.t and ledger.decode_transfer(d.t) or nil }
-        local ok, e, code = guard(nil, function()
-            self:_compensate(ctx)
-            return true
-        end)
+        local ok, e, code
+        if d.kind == "batch" then
+            local ctx = _M._batch_ctx(s, d)
+            ok, e, code = guard(nil, function()
+                self:_give_back_batch(ctx)
+                return true
+            end)
+        else
+            local ctx = { sid = s.id, heads = d.heads,
+                          t = d.t and ledger.decode_transfer(d.t) or nil }
+            ok, e, code = guard(nil, function()
+                self:_compensate(ctx)
+                return true
+            end)
+        end
         if ok then ready[#ready + 1] = s else add(s, nil, e, code) end
     end
     for _, s in ipairs(ready) do

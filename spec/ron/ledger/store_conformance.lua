@@ -485,6 +485,207 @@ function M.run(name, make_store, opts)
             assert.is_nil(s:get_stream("ten", "requests"))
         end)
 
+        -- ---- batch primitives (LED-51): one statement each, the count is the answer ----
+
+        case("batch: intents put and read many at once, the first outcome stays", function(s)
+            local T = id32("bt")
+            assert.equal(1, s:put_intent("k2", { status = "rejected", code = -3, message = "m" }))
+            local list = {}
+            for i = 1, 4 do
+                list[i] = { key = "k" .. i, outcome = { status = "committed", transfer_id = T,
+                                                        body_hash = id32("h" .. i) } }
+            end
+            assert.equal(3, s:put_intents(list))           -- k2 holds its first outcome
+            assert.equal(0, s:put_intents(list))           -- replay
+            assert.equal(0, s:put_intents {})
+            local got = s:get_intents { "k1", "k2", "k4", "nope" }
+            assert.equal("committed", got.k1.status)
+            assert.equal(T, got.k1.transfer_id)
+            assert.equal(id32("h1"), got.k1.body_hash)
+            assert.equal("k1", got.k1.key)
+            assert.equal("rejected", got.k2.status)
+            assert.equal(-3, got.k2.code)
+            assert.equal("m", got.k2.message)
+            assert.equal("committed", got.k4.status)
+            assert.is_nil(got.nope)
+            -- the parameter bound: 1024 intents (6 parameters each) in one statement
+            local big, keys = {}, {}
+            for i = 1, 1024 do
+                keys[i] = "big" .. i
+                big[i] = { key = keys[i], outcome = { status = "claimed", message = "s" } }
+            end
+            assert.equal(1024, s:put_intents(big))
+            local all, n = s:get_intents(keys), 0
+            for _ in pairs(all) do n = n + 1 end
+            assert.equal(1024, n)
+        end)
+
+        case("batch: several pairs' postings, each largest first with its own limit", function(s)
+            local T = id32("pp")
+            assert.equal(7, s:insert_postings {
+                posting(T, 0, A, USD, 5), posting(T, 1, A, USD, 50), posting(T, 2, A, USD, 50),
+                posting(T, 3, A, EUR, 9), posting(T, 4, B, USD, -7), posting(T, 5, B, USD, 3),
+                posting(T, 6, A, USD, 20) })
+            assert.equal(1, s:reserve_postings({ pid(T, 6) }, "r"))
+            local r = s:get_postings_by_pairs {
+                { account = A, asset = USD, status = "active", limit = 2 },
+                { account = B, asset = USD, status = "active", limit = 10 },
+                { account = A, asset = USD, status = "pending_inactive", limit = 1 },
+                { account = C, asset = USD, status = "active", limit = 5 },
+                { account = A, asset = EUR, status = "active", limit = 5 },
+            }
+            assert.equal(5, #r)
+            assert.equal(2, #r[1])
+            assert.same(pid(T, 1), r[1][1].id) -- 50 (lower id first on a tie)
+            assert.same(pid(T, 2), r[1][2].id)
+            assert.equal(2, #r[2])
+            assert.equal(3, r[2][1].amount)
+            assert.equal(-7, r[2][2].amount)
+            assert.equal(1, #r[3])
+            assert.equal("r", r[3][1].reservation)
+            assert.equal(0, #r[4])
+            assert.equal(9, r[5][1].amount)
+            -- the same as get_postings_by_account, query by query
+            local one = s:get_postings_by_account(A, USD, "active", 2, "largest")
+            assert.same(one, r[1])
+            assert.same({}, s:get_postings_by_pairs {})
+        end)
+
+        case("batch: deactivate many, each consumed by its own transfer, only reserved by rid",
+             function(s)
+            local T, C1, C2 = id32("dm"), id32("c1"), id32("c2")
+            assert.equal(4, s:insert_postings { posting(T, 0, A, USD, 10),
+                posting(T, 1, A, USD, 20), posting(T, 2, A, USD, 30), posting(T, 3, B, USD, 1) })
+            assert.equal(3, s:reserve_postings({ pid(T, 0), pid(T, 1), pid(T, 2) }, "r1"))
+            assert.equal(60, s:get_balance(A, USD))
+            local list = { { id = pid(T, 0), consumed_by = C1 }, { id = pid(T, 1), consumed_by = C2 },
+                           { id = pid(T, 3), consumed_by = C2 } } -- T:3 is active: not touched
+            assert.equal(0, s:deactivate_many(list, "r2"))     -- foreign rid
+            assert.equal(2, s:deactivate_many(list, "r1"))
+            assert.equal(0, s:deactivate_many(list, "r1"))     -- replay
+            local got = s:get_postings { pid(T, 0), pid(T, 1), pid(T, 2), pid(T, 3) }
+            assert.equal("inactive", got[1].status)
+            assert.equal(C1, got[1].consumed_by)
+            assert.equal(C2, got[2].consumed_by)
+            assert.equal("pending_inactive", got[3].status)
+            assert.equal("active", got[4].status)
+            assert.equal(30, s:get_balance(A, USD))             -- the projection follows
+            assert.equal(0, s:deactivate_many({}, "r1"))
+        end)
+
+        case("batch: postings inserted already consumed do not count in balances", function(s)
+            local T = id32("ic")
+            assert.equal(2, s:insert_postings { posting(T, 0, A, USD, 10),
+                posting(T, 1, A, USD, 25, { status = "inactive", consumed_by = id32("nx") }) })
+            assert.equal(10, s:get_balance(A, USD))
+            local got = s:get_postings { pid(T, 1) }
+            assert.equal("inactive", got[1].status)
+            assert.equal(id32("nx"), got[1].consumed_by)
+            assert.equal(T, got[1].created_by)
+        end)
+
+        case("batch: transfers stored many at once with their accounts", function(s)
+            local list = {}
+            for i = 1, 3 do
+                list[i] = { rec = { id = id32("bt" .. i), bytes = "b" .. i, intent = "i" .. i,
+                                    book = "main", created_at_ms = i, metadata = "m" .. i },
+                            involved = i == 2 and { A } or { A, B } }
+            end
+            assert.equal(1, s:store_transfer(list[2].rec, list[2].involved))
+            assert.equal(2, s:store_transfers(list))
+            assert.equal(0, s:store_transfers(list))
+            assert.equal(0, s:store_transfers {})
+            assert.equal("b3", s:get_transfer(id32("bt3")).bytes)
+            assert.equal("m1", s:get_transfer(id32("bt1")).metadata)
+            assert.equal(3, #s:get_transfers_for_account(A, 10))
+            local pb = s:get_transfers_for_account(B, 10)
+            assert.equal(2, #pb)
+            assert.equal(id32("bt3"), pb[1].id)
+            local l = s:list_transfers(0, 10)
+            assert.equal(3, #l)
+            assert.equal(id32("bt2"), l[1].id) -- stored first
+        end)
+
+        case("batch: events appended many at once, consecutive and gapless", function(s)
+            local T = {}
+            for i = 1, 5 do T[i] = id32("ev" .. i) end
+            assert.equal(1, s:append_event("main", T[2], "transfer", "x"))
+            local list = {}
+            for i = 1, 5 do list[i] = { transfer_id = T[i], kind = "transfer", data = "d" .. i } end
+            local n, first = s:append_events("main", list)     -- T2 is there: not numbered
+            assert.equal(4, n)
+            assert.equal(2, first)                              -- T1 .. T5 at 2 .. 5
+            n, first = s:append_events("main", list)
+            assert.equal(0, n)
+            assert.is_nil(first)
+            assert.equal(5, s:head_seq("main"))
+            local l = s:get_events_since("main", 0, 10)
+            for i, e in ipairs(l) do assert.equal(i, e.seq) end
+            assert.equal(T[2], l[1].transfer_id)
+            assert.equal(T[1], l[2].transfer_id)
+            assert.equal(T[5], l[5].transfer_id)
+            assert.equal("d3", l[3].data)
+            local m = s:get_events_for("main", { T[1], T[5], id32("none") }, "transfer")
+            assert.equal(2, m[T[1]].seq)
+            assert.equal(5, m[T[5]].seq)
+            assert.is_nil(m[id32("none")])
+            assert.same({}, s:get_events_for("main", { T[1] }, "other"))
+            assert.same({ 1, 1 }, { s:append_events("other", { { transfer_id = T[1],
+                                                                 kind = "k" } }) })
+            assert.equal(1, s:head_seq("other"))
+        end)
+
+        case("batch: racing batch appends stay gapless, each event once", function(s)
+            local writers, per = 4, 6
+            local fns = {}
+            for w = 1, writers do
+                fns[w] = function()
+                    local list, ids = {}, {}
+                    for k = 1, per do
+                        ids[k] = id32(("bw%d-%d"):format(w, k))
+                        list[k] = { transfer_id = ids[k], kind = "transfer" }
+                    end
+                    for _ = 1, 100 do
+                        assert(s:append_events("main", list))
+                        local have, left = s:get_events_for("main", ids, "transfer"), {}
+                        for _, e in ipairs(list) do
+                            if not have[e.transfer_id] then left[#left + 1] = e end
+                        end
+                        list = left
+                        if #list == 0 then break end
+                    end
+                    assert.equal(0, #list)
+                end
+            end
+            concurrent(fns)
+            local l = s:get_events_since("main", 0, 1000)
+            assert.equal(writers * per, #l)
+            for i, e in ipairs(l) do assert.equal(i, e.seq) end
+        end)
+
+        case("batch: usage streams read, inserted and advanced many at once", function(s)
+            local b1, b2, b3 = id32("b1"), id32("b2"), id32("b3")
+            local key = require("ron.ledger.store.sql").stream_key
+            assert.same({}, s:get_streams { { tenant = "t1", dimension = "d" } })
+            assert.equal(1, s:advance_stream("t1", "d", 1, b1, nil, nil))
+            assert.equal(1, s:insert_streams { { tenant = "t1", dimension = "d", seq = 1, b3 = b2 },
+                                               { tenant = "t2", dimension = "d", seq = 3, b3 = b3 } })
+            local g = s:get_streams { { tenant = "t1", dimension = "d" },
+                                      { tenant = "t2", dimension = "d" },
+                                      { tenant = "t3", dimension = "d" } }
+            assert.same({ seq = 1, b3 = b1 }, g[key("t1", "d")])
+            assert.same({ seq = 3, b3 = b3 }, g[key("t2", "d")])
+            assert.is_nil(g[key("t3", "d")])
+            assert.equal(1, s:advance_streams {
+                { tenant = "t1", dimension = "d", seq = 5, b3 = b2, prev_seq = 1, prev_b3 = b1 },
+                { tenant = "t2", dimension = "d", seq = 4, b3 = b1, prev_seq = 3, prev_b3 = b1 },
+                { tenant = "t3", dimension = "d", seq = 2, b3 = b1, prev_seq = 1, prev_b3 = b1 } })
+            assert.same({ seq = 5, b3 = b2 }, s:get_stream("t1", "d"))
+            assert.same({ seq = 3, b3 = b3 }, s:get_stream("t2", "d"))
+            assert.equal(0, s:advance_streams {
+                { tenant = "t1", dimension = "d", seq = 5, b3 = b2, prev_seq = 1, prev_b3 = b1 } })
+        end)
+
         case("many: several primitives in one call, stopping at a failure", function(s)
             if not s.many then return end -- optional (the contract): this backend has none
             local T = id32("many")

@@ -204,14 +204,15 @@ describe("store on a real PostgreSQL", function()
     it("refuses a newer schema version and classifies failures (LED-24)", function()
         in_task(function()
             local s = make()
+            local newer = require("ron.ledger.store.schema").VERSION + 1
             local out, rc = cluster:psql("UPDATE " .. s.schema .. ".ledger_meta SET value = "
-                                         .. "convert_to('2', 'UTF8')")
+                                         .. "convert_to('" .. newer .. "', 'UTF8')")
             assert.equal(0, rc, out)
             local s2, err, class = store.open { backend = "postgres", conninfo = cluster.conninfo,
                                                 schema = s.schema, connections = 1 }
             assert.is_nil(s2)
             assert.equal("bug", class)
-            assert.matches("SchemaError: the store holds schema version 2", err, 1, true)
+            assert.matches("SchemaError: the store holds schema version " .. newer, err, 1, true)
             s:close()
             local pgs = require "ron.ledger.store.postgres"
             assert.equal("retry", pgs.classify("40001", "server"))

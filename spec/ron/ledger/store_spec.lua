@@ -87,8 +87,8 @@ describe("ron.ledger.store.sqlite", function()
         local s2, err, class = sqlite.open { path = p }
         assert.is_nil(s2)
         assert.equal("bug", class)
-        assert.matches("SchemaError: the store holds schema version 2, newer than this code's 1",
-                       err, 1, true)
+        assert.matches(("SchemaError: the store holds schema version %d, newer than this "
+                        .. "code's %d"):format(schema.VERSION + 1, schema.VERSION), err, 1, true)
     end)
 
     it("classifies errors: busy is retry, a bad statement is bug, a bad path is io", function()

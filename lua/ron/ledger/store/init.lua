@@ -79,6 +79,28 @@
 --             dimension, seq, b3, prev_seq, prev_b3) -> n (prev_seq nil: the first slice,
 --             insert; else only from exactly (prev_seq, prev_b3)).
 -- Meta        get_meta(key), put_meta(key, value) (insert once); close().
+-- Batch primitives (LED-51): what the engine's commit_many and the exporter's put_many use
+--   so that the round trips are per batch. Each is still ONE statement (store_transfers on
+--   SQLite: two in one transaction, as store_transfer; append_events on SQLite: the INSERT
+--   and a read of the book's max in one transaction), bounded per call like the others:
+--             get_intents(keys) -> { [key] = outcome + key }
+--             put_intents({ { key =, outcome = } }) -> n (present keys keep theirs: 0)
+--             get_postings_by_pairs({ { account, asset, status, limit } }) -> { [i] = that
+--             query's postings, largest first } (at most 128 queries: UNION ALL of index
+--             range scans, each with its own LIMIT)
+--             deactivate_many({ { id =, consumed_by = } }, rid) -> n (PendingInactive with
+--             reservation rid -> Inactive, each consumed by its own transfer)
+--             store_transfers({ { rec =, involved = } }) -> n (as store_transfer, at most
+--             6000 parameters: 6 per transfer + 2 per involved account)
+--             append_events(book, { { transfer_id =, kind =, data = } }) -> n, first_seq
+--             (the rows not there yet take max+1, max+2, ... in the list's order; n =
+--             #list: their seqs are first_seq .. first_seq + n - 1; a row whose seq a
+--             racing insert took is skipped: the caller reads back and appends it again)
+--             get_events_for(book, transfer_ids, kind) -> { [transfer_id] = event }
+--             get_streams({ { tenant, dimension } }) -> { [tenant .. "\0" .. dimension] =
+--             { seq, b3 } }; insert_streams({ { tenant, dimension, seq, b3 } }) -> n (first
+--             heads, once); advance_streams({ { tenant, dimension, seq, b3, prev_seq,
+--             prev_b3 } }) -> n (each only from exactly its prev; one entry per stream)
 -- Batches     many({ { "name", args... }, ... }) -> { { results... }, ... }: the primitives in
 --             order, each its own statement, stopping after the first failure (the SQL
 --             stores; the offloaded SQLite store runs the list in one pool call). Optional:

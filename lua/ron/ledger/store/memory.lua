@@ -314,6 +314,51 @@ Store.deactivate_postings = prim("deactivate_postings", function(self, limit, id
     return n
 end)
 
+local function largest_less(a, b)
+    if a.amount ~= b.amount then return a.amount > b.amount end
+    return ref_less(a.id, b.id)
+end
+
+-- The first `limit` of r in less's order without sorting all of r (selection reads the
+-- few largest of a pair that may hold a long history: an uncapped source's negatives).
+local function top_k(r, limit, less)
+    if not limit or limit >= #r or limit > 64 then
+        sort(r, less)
+        if limit and limit < #r then for i = #r, limit + 1, -1 do r[i] = nil end end
+        return r
+    end
+    local best = {}
+    for _, p in ipairs(r) do
+        local n = #best
+        if n < limit or less(p, best[n]) then
+            local j = n < limit and n + 1 or n
+            while j > 1 and less(p, best[j - 1]) do
+                best[j] = best[j - 1]
+                j = j - 1
+            end
+            best[j] = p
+        end
+    end
+    return best
+end
+
+-- LED-51: each PendingInactive posting with reservation rid -> Inactive, consumed by its
+-- own transfer.
+Store.deactivate_many = prim("deactivate_many", function(self, limit, list, rid)
+    local n = 0
+    for i, e in ipairs(list) do
+        if limit and i > limit then break end
+        local p = self.postings[pkey(e.id)]
+        if p and p.status == "pending_inactive" and p.reservation == rid then
+            move(self, p, p.status, "inactive")
+            p.status, p.consumed_by = "inactive", e.consumed_by
+            project(self, p, -1)
+            n = n + 1
+        end
+    end
+    return n
+end)
+
 -- Ascending by id (the SQL stores' ORDER BY), whatever the order asked in.
 Store.get_postings = prim("get_postings", function(self, _, ids)
     local r = {}
@@ -342,16 +387,30 @@ Store.get_postings_by_account = prim("get_postings_by_account", function(self, _
             end
         end
     end
+    local less
     if order == "largest" or order == "amount_desc" then
-        sort(r, function(a, b)
-            if a.amount ~= b.amount then return a.amount > b.amount end
-            return ref_less(a.id, b.id)
-        end)
+        less = largest_less
     else
-        sort(r, function(a, b) return ref_less(a.id, b.id) end)
+        less = function(a, b) return ref_less(a.id, b.id) end
     end
+    r = top_k(r, limit, less)
+    for i = 1, #r do r[i] = out(r[i]) end
+    return r
+end)
+
+-- LED-51: several pairs' postings of one status, largest first, each query its own limit.
+Store.get_postings_by_pairs = prim("get_postings_by_pairs", function(self, _, queries)
     local res = {}
-    for i = 1, (limit and limit < #r) and limit or #r do res[i] = out(r[i]) end
+    for i, q in ipairs(queries) do
+        local per = self.by_account[q.account]
+        local sts = per and per[asset_key(q.asset)]
+        local set = sts and sts[q.status or "active"] or {}
+        local r = {}
+        for k in pairs(set) do r[#r + 1] = self.postings[k] end
+        r = top_k(r, q.limit, largest_less)
+        for j = 1, #r do r[j] = out(r[j]) end
+        res[i] = r
+    end
     return res
 end)
 
@@ -430,6 +489,35 @@ Store.store_transfer = prim("store_transfer", function(self, _, rec, involved)
     return 1
 end)
 
+-- LED-51: several transfers at once (each as store_transfer; present ones count 0).
+Store.store_transfers = prim("store_transfers", function(self, limit, list)
+    local n = 0
+    for i, e in ipairs(list) do
+        if limit and i > limit then break end
+        if not self.transfers[e.rec.id] then
+            self.tseq = self.tseq + 1
+            local r = copy(e.rec)
+            r.n = self.tseq
+            self.transfers[r.id] = r
+            self.transfer_order[#self.transfer_order + 1] = r.id
+            local seen = {}
+            for _, a in ipairs(e.involved or {}) do
+                if not seen[a] then
+                    seen[a] = true
+                    local l = self.transfers_by_account[a]
+                    if not l then
+                        l = {}
+                        self.transfers_by_account[a] = l
+                    end
+                    l[#l + 1] = r.id
+                end
+            end
+            n = n + 1
+        end
+    end
+    return n
+end)
+
 -- A transfer's n is its insertion number (the paging cursor of both listings).
 Store.get_transfer = prim("get_transfer", function(self, _, id)
     return copy(self.transfers[id])
@@ -470,6 +558,30 @@ Store.get_intent = prim("get_intent", function(self, _, key)
     local o = copy(self.intents[key])
     if o then o.key = key end
     return o
+end)
+
+Store.get_intents = prim("get_intents", function(self, _, keys)
+    local r = {}
+    for _, k in ipairs(keys) do
+        local o = copy(self.intents[k])
+        if o then
+            o.key = k
+            r[k] = o
+        end
+    end
+    return r
+end)
+
+Store.put_intents = prim("put_intents", function(self, limit, list)
+    local n = 0
+    for i, e in ipairs(list) do
+        if limit and i > limit then break end
+        if not self.intents[e.key] then
+            self.intents[e.key] = copy(e.outcome)
+            n = n + 1
+        end
+    end
+    return n
 end)
 
 -- ---- sagas ----
@@ -526,6 +638,42 @@ Store.append_event = prim("append_event", function(self, _, book, transfer_id, k
     return 1
 end)
 
+-- LED-51: the events not there yet take consecutive seqs after the book's max, in the
+-- list's order (one that exists is skipped and not numbered: gapless).
+Store.append_events = prim("append_events", function(self, limit, book, list)
+    local idx = self.event_index[book]
+    if not idx then
+        idx = {}
+        self.event_index[book] = idx
+        self.events[book] = {}
+    end
+    local l = self.events[book]
+    local base, n, j = #l, 0, 0
+    for i, e in ipairs(list) do
+        if limit and i > limit then break end
+        local k = e.transfer_id .. "\0" .. e.kind
+        if not idx[k] then j = j + 1 end
+        local seq = base + j
+        if not idx[k] then
+            l[seq] = { book = book, seq = seq, transfer_id = e.transfer_id, kind = e.kind,
+                       data = e.data }
+            idx[k] = seq
+            n = n + 1
+        end
+    end
+    return n, n > 0 and base + 1 or nil
+end)
+
+Store.get_events_for = prim("get_events_for", function(self, _, book, tids, kind)
+    local idx, r = self.event_index[book], {}
+    if not idx then return r end
+    for _, t in ipairs(tids) do
+        local seq = idx[t .. "\0" .. kind]
+        if seq then r[t] = copy(self.events[book][seq]) end
+    end
+    return r
+end)
+
 -- The event of (book, transfer, kind), or nil (the engine's check after a 0 from
 -- append_event: exists, or a racing insert took the seq).
 Store.get_event = prim("get_event", function(self, _, book, transfer_id, kind)
@@ -567,6 +715,41 @@ Store.advance_stream = prim("advance_stream", function(self, _, tenant, dim, seq
     if not s or s.seq ~= prev_seq or s.b3 ~= prev_b3 then return 0 end
     s.seq, s.b3 = seq, b3
     return 1
+end)
+
+Store.get_streams = prim("get_streams", function(self, _, list)
+    local r = {}
+    for _, p in ipairs(list) do
+        local k = stream_key(p.tenant, p.dimension)
+        if self.streams[k] then r[k] = copy(self.streams[k]) end
+    end
+    return r
+end)
+
+Store.insert_streams = prim("insert_streams", function(self, limit, list)
+    local n = 0
+    for i, e in ipairs(list) do
+        if limit and i > limit then break end
+        local k = stream_key(e.tenant, e.dimension)
+        if not self.streams[k] then
+            self.streams[k] = { seq = e.seq, b3 = e.b3 }
+            n = n + 1
+        end
+    end
+    return n
+end)
+
+Store.advance_streams = prim("advance_streams", function(self, limit, list)
+    local n = 0
+    for i, e in ipairs(list) do
+        if limit and i > limit then break end
+        local s = self.streams[stream_key(e.tenant, e.dimension)]
+        if s and s.seq == e.prev_seq and s.b3 == e.prev_b3 then
+            s.seq, s.b3 = e.seq, e.b3
+            n = n + 1
+        end
+    end
+    return n
 end)
 
 Store.get_meta = prim("get_meta", function(self, _, key) return self.meta[key] end)

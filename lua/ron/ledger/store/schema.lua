@@ -12,7 +12,10 @@
 -- and counters INTEGER / bigint (int64), posting status 0 active, 1 pending_inactive,
 -- 2 inactive (the core's rl_posting_status_t). `shard` is computed by the store when a
 -- posting is inserted: (index + first byte of the transfer id) % 16 (LED-19).
-local _M = { VERSION = 1, SHARDS = 16 }
+-- VERSION 2 (LED-56): PostgreSQL's balance projection by statement-level triggers (the
+-- same projection; a version-1 binary would add its row triggers back beside them and count
+-- twice, so it must refuse the store: LED-24). SQLite's layout is the same as in 1.
+local _M = { VERSION = 2, SHARDS = 16 }
 
 local gsub = string.gsub
 
@@ -130,27 +133,50 @@ WHEN OLD.status <> 2 AND NEW.status = 2 BEGIN
 END]],
 }
 
+-- PostgreSQL (LED-56): statement-level triggers over the statement's transition tables, so
+-- a batch statement (a multi-row INSERT of 512 postings, an UPDATE ... FROM of 1024) costs
+-- ONE aggregated upsert of the balance rows it touches instead of one PL/pgSQL call per
+-- row. The rows are touched in (account, asset, shard) order: two statements at once lock
+-- the hot rows (revenue, a shared source) in the same order and wait instead of deadlocking.
+-- The UPDATE trigger fires on every UPDATE of postings (a transition table forbids a column
+-- list) and counts only the rows that became Inactive.
 local PG_TRIGGERS = {
-[[CREATE OR REPLACE FUNCTION @postings_balance() RETURNS trigger LANGUAGE plpgsql AS $$
+[[DROP TRIGGER IF EXISTS postings_balance_ins ON @postings]],
+[[DROP TRIGGER IF EXISTS postings_balance_upd ON @postings]],
+[[CREATE OR REPLACE FUNCTION @postings_balance_ins() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        IF NEW.status <> 2 THEN
-            INSERT INTO @balances AS b (account, asset_code, scale, shard, amount)
-            VALUES (NEW.account, NEW.asset_code, NEW.scale, NEW.shard, NEW.amount)
-            ON CONFLICT (account, asset_code, scale, shard)
-            DO UPDATE SET amount = b.amount + excluded.amount;
-        END IF;
-    ELSIF OLD.status <> 2 AND NEW.status = 2 THEN
-        UPDATE @balances SET amount = amount - OLD.amount
-        WHERE account = OLD.account AND asset_code = OLD.asset_code AND scale = OLD.scale
-          AND shard = OLD.shard;
-    END IF;
+    INSERT INTO @balances AS b (account, asset_code, scale, shard, amount)
+    SELECT account, asset_code, scale, shard, sum(amount) FROM new_rows WHERE status <> 2
+    GROUP BY account, asset_code, scale, shard ORDER BY account, asset_code, scale, shard
+    ON CONFLICT (account, asset_code, scale, shard)
+    DO UPDATE SET amount = b.amount + excluded.amount;
     RETURN NULL;
 END $$]],
-[[CREATE OR REPLACE TRIGGER @postings_balance_ins AFTER INSERT ON @postings
-    FOR EACH ROW EXECUTE FUNCTION @postings_balance()]],
-[[CREATE OR REPLACE TRIGGER @postings_balance_upd AFTER UPDATE OF status ON @postings
-    FOR EACH ROW EXECUTE FUNCTION @postings_balance()]],
+[[CREATE OR REPLACE FUNCTION @postings_balance_upd() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- the rows locked in key order first (an UPDATE ... FROM has no order of its own)
+    PERFORM 1 FROM @balances AS b,
+        (SELECT DISTINCT o.account, o.asset_code, o.scale, o.shard
+         FROM old_rows o JOIN new_rows n ON n.transfer_id = o.transfer_id AND n.idx = o.idx
+         WHERE o.status <> 2 AND n.status = 2) AS d
+    WHERE b.account = d.account AND b.asset_code = d.asset_code AND b.scale = d.scale
+      AND b.shard = d.shard
+    ORDER BY b.account, b.asset_code, b.scale, b.shard FOR UPDATE OF b;
+    UPDATE @balances AS b SET amount = b.amount - d.amount
+    FROM (SELECT o.account, o.asset_code, o.scale, o.shard, sum(o.amount) AS amount
+          FROM old_rows o JOIN new_rows n ON n.transfer_id = o.transfer_id AND n.idx = o.idx
+          WHERE o.status <> 2 AND n.status = 2
+          GROUP BY o.account, o.asset_code, o.scale, o.shard) AS d
+    WHERE b.account = d.account AND b.asset_code = d.asset_code AND b.scale = d.scale
+      AND b.shard = d.shard;
+    RETURN NULL;
+END $$]],
+[[CREATE OR REPLACE TRIGGER @postings_balance_ins_s AFTER INSERT ON @postings
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION @postings_balance_ins()]],
+[[CREATE OR REPLACE TRIGGER @postings_balance_upd_s AFTER UPDATE ON @postings
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION @postings_balance_upd()]],
 }
 
 local TYPES = {
@@ -196,6 +222,12 @@ function _M.ddl(dialect, prefix)
     for _, s in ipairs(dialect == "sqlite" and SQLITE_TRIGGERS or PG_TRIGGERS) do
         if dialect == "postgres" then s = s:gsub("TRIGGER @", "TRIGGER ") end
         out[#out + 1] = _M.expand(s, prefix)
+    end
+    if dialect == "postgres" then
+        -- an older layout's version row moves up with the triggers (same transaction)
+        out[#out + 1] = _M.expand("UPDATE @ledger_meta SET value = convert_to('"
+            .. _M.VERSION .. "', 'UTF8') WHERE key = convert_to('schema_version', 'UTF8') "
+            .. "AND convert_from(value, 'UTF8')::int < " .. _M.VERSION, prefix)
     end
     return out
 end

@@ -12,8 +12,9 @@
 --       audit = fn(kind, attrs),        -- optional: a "ledger" record per committed
 --   })                                  -- transfer (the daemon calls e:set_audit(fn))
 --   e:put(slice)            -> ok | dup | conflict | gap [, detail] | nil, err
---   e:put_many(slices)      -> { { status, detail } | { nil, err } per slice } (group commit:
---                              tenants at once, one flush; wip/perf, LED-50)
+--   e:put_many(slices)      -> { { status, detail } | { nil, err } per slice } (the batch
+--                              path: one led:commit_many per lane, heads moved once, one
+--                              flush; LED-55, docs/LEDGER-RATING.md §7)
 --   e:head(tenant, dim)     -> { seq, b3 = hex } | nil | nil, err
 --   e:accept_loss{ tenant, dimension, through_seq, link_b3, reason, now_s } -> { from, to }
 --   e:close()
@@ -184,6 +185,8 @@ function E:tenant_accounts(tenant16)
 end
 
 local function key(tenant16, dim) return tenant16 .. dim end
+-- the store's key of get_streams' answer
+local function store_key(tenant16, dim) return tenant16 .. "\0" .. dim end
 
 -- The units of the slice's period rated before it (decimal string).
 function E:period_used(info, tenant16)
@@ -214,12 +217,14 @@ end
 
 -- The part of the charge the wallet did not cover: the receivable's outputs in the
 -- transfer (negative amounts), from the stored canonical bytes.
-function E:shortfall(transfer_id, req)
+function E:shortfall(transfer_id, req, t)
     if not req.movements[2] then return 0 end
-    local rec = self.store:get_transfer(transfer_id)
-    if not rec or not rec.bytes then return 0 end
-    local t = require("ron.ledger").decode_transfer(rec.bytes)
-    if not t then return 0 end
+    if not t then -- a replay: the stored transfer (a new commit hands its own over)
+        local rec = self.store:get_transfer(transfer_id)
+        if not rec or not rec.bytes then return 0 end
+        t = require("ron.ledger").decode_transfer(rec.bytes)
+        if not t then return 0 end
+    end
     local recv, cur, short = next(req.overdraft) and req.overdraft[req.movements[2].from],
                              req.movements[2].asset, 0
     for _, o in ipairs(t.outputs) do
@@ -289,36 +294,33 @@ function E:put_many(slices)
         for i = 1, #slices do results[i] = { fail(self, err) } end
         return results
     end
-    -- one lane per tenant, in the batch's order
-    local lanes, order = {}, {}
+    -- lanes: tenants spread over at most `width` lanes, each tenant's slices in one lane in
+    -- the batch's order (a tenant's slices share its wallet); each lane is ONE batch through
+    -- the engine's commit_many (LED-55), the lanes at once over the PostgreSQL pool
+    local width = self.store.backend == "postgres" and (self.parallel or 4) or 1
+    local lanes, lane_of, rr = {}, {}, 0
     for i, s in ipairs(slices) do
         local t = tostring(s.tenant)
-        local lane = lanes[t]
+        local lane = lane_of[t]
         if not lane then
-            lane = {}
-            lanes[t] = lane
-            order[#order + 1] = lane
+            rr = rr + 1
+            local w = (rr - 1) % width + 1
+            lanes[w] = lanes[w] or {}
+            lane = lanes[w]
+            lane_of[t] = lane
         end
         lane[#lane + 1] = i
     end
-    local function run_lane(lane)
-        for _, i in ipairs(lane) do results[i] = { self:_put(slices[i]) } end
-    end
-    local width = self.store.backend == "postgres" and (self.parallel or 4) or 1
-    if width <= 1 or #order == 1 then
-        for _, lane in ipairs(order) do run_lane(lane) end
+    if #lanes <= 1 then
+        if lanes[1] then self:_put_batch(slices, lanes[1], results) end
     else
-        -- at most `width` lanes at once (the pool's connections); each task takes the next
         local task = require "ron.accounting.runtime.task"
-        local next_lane = 0
-        local function worker()
-            while next_lane < #order do
-                next_lane = next_lane + 1
-                run_lane(order[next_lane])
-            end
-        end
         local hs = {}
-        for w = 1, math.min(width, #order) do hs[w] = task.spawn("ledger_put_many", worker) end
+        for w, lane in ipairs(lanes) do
+            hs[w] = task.spawn("ledger_put_many", function()
+                self:_put_batch(slices, lane, results)
+            end)
+        end
         for _, h in ipairs(hs) do
             local jok, jerr = h:join()
             if not jok then
@@ -330,6 +332,276 @@ function E:put_many(slices)
         if not results[i] then results[i] = { fail(self, "LedgerError: not put") } end
     end
     return self:_durable(results)
+end
+
+-- ---- the batch (LED-55): one commit_many per lane; the store's round trips per batch ----
+-- The chain contract decides each slice exactly as _put does, against the stream's head
+-- read once per batch (get_streams) and moved in memory by the batch's earlier slices of
+-- the same stream; dups below the stored head are told by their committed intents read at
+-- once (get_intents); the wallets' statuses are read at once (get_accounts); the accepted
+-- slices are rated in order (a stream's next slice rated on its predecessor's used_after)
+-- and committed by ONE led:commit_many; the shortfall events are appended at once
+-- (append_events) and every stream's head moves once, from its stored head to its last
+-- slice committed in order (advance_streams / insert_streams: one statement each).
+-- One deviation from one-by-one puts, documented in docs/LEDGER-RATING.md: a slice whose
+-- predecessor in the same batch failed is answered as one by one would (gap), but its
+-- transfer may already be committed (its intent holds it; the re-sent slice then finds it:
+-- dup). The daemon's runtime never sends two slices of one stream in one put_many.
+function E:_put_batch(slices, idx, results)
+    local store = self.store
+    local n0 = #idx
+    self.counts.puts = self.counts.puts + n0
+    -- answers are counted once, at the end (a later pass may still change some)
+    local function answer(i, status, detail) results[i] = { status, detail } end
+    local function failed(i, err) results[i] = { nil, err } end
+    local pos = {}
+    for p, i in ipairs(idx) do pos[i] = p end
+    local infos, keys, seen = {}, {}, {}
+    for _, i in ipairs(idx) do
+        local s = slices[i]
+        local info = usage.from_slice(s)
+        local t16 = usage.tenant_raw(s.tenant)
+        infos[i] = { info = info, t16 = t16, dim = s.dimension, s = s }
+        local k = key(t16, s.dimension)
+        if not seen[k] then
+            seen[k] = true
+            keys[#keys + 1] = { tenant = t16, dimension = s.dimension }
+        end
+    end
+    local heads = {}
+    for c = 1, #keys, 1024 do
+        local part = {}
+        for j = c, math.min(#keys, c + 1023) do part[#part + 1] = keys[j] end
+        local got, err = store:get_streams(part)
+        if not got then
+            for _, i in ipairs(idx) do failed(i, err) end
+            return self:_settle_batch(idx, infos, results, {}, {}, pos)
+        end
+        for _, p in ipairs(part) do
+            local h = got[store_key(p.tenant, p.dimension)]
+            heads[key(p.tenant, p.dimension)] = { seq = h and h.seq or 0, b3 = h and h.b3 or ZERO32,
+                                                  stored = h ~= nil }
+        end
+    end
+    -- the chain contract, in order, against the heads moved in memory
+    local vhead, dup_q, cand, dup_of = {}, {}, {}, {}
+    for k, h in pairs(heads) do vhead[k] = { seq = h.seq, b3 = h.b3, batch = {}, at = {} } end
+    for _, i in ipairs(idx) do
+        local x = infos[i]
+        local info, k = x.info, key(x.t16, x.dim)
+        local v = vhead[k]
+        local seq = info.seq
+        if type(seq) ~= "number" then
+            answer(i, "gap", "seq beyond 2^53")
+        elseif seq <= v.seq then
+            if v.batch[seq] == info.b3 then
+                dup_of[i] = v.at[seq] -- the batch's own slice: answered as that one ends
+            elseif seq == v.seq and v.b3 == info.b3 then
+                answer(i, "dup")
+            elseif seq <= heads[k].seq then
+                dup_q[#dup_q + 1] = i -- a committed intent below the stored head: dup
+            else
+                answer(i, "conflict", format("%s/%s seq %d: another slice holds this seq "
+                                             .. "(head %d)", x.s.tenant, x.dim, seq, v.seq))
+            end
+        elseif seq > v.seq + 1 then
+            answer(i, "gap", format("head is seq %d", v.seq))
+        elseif info.prev_b3 ~= v.b3 then
+            answer(i, "conflict", v.seq == 0 and "seq 1 must have a zero prev_b3"
+                or format("prev_b3 is not the b3 %s of seq %d", usage.hex(v.b3), v.seq))
+        else
+            cand[#cand + 1] = i
+            v.seq, v.b3 = seq, info.b3
+            v.batch[seq], v.at[seq] = info.b3, i
+        end
+    end
+    if #dup_q > 0 then
+        local ks = {}
+        for j, i in ipairs(dup_q) do
+            local x = infos[i]
+            ks[j] = usage.intent(x.t16, x.dim, x.info.seq, x.info.b3)
+        end
+        local got, err = store:get_intents(ks)
+        for j, i in ipairs(dup_q) do
+            local x = infos[i]
+            if not got then failed(i, err)
+            elseif got[ks[j]] and got[ks[j]].status == "committed" then answer(i, "dup")
+            else
+                answer(i, "conflict", format("%s/%s seq %d: another slice holds this seq "
+                                             .. "(head %d)", x.s.tenant, x.dim, x.info.seq,
+                                             heads[key(x.t16, x.dim)].seq))
+            end
+        end
+    end
+    if #cand == 0 then return self:_settle_batch(idx, infos, results, dup_of, {}, pos) end
+    -- the tenants' accounts (created once) and their wallets' statuses, read at once
+    local tenants, tlist = {}, {}
+    for _, i in ipairs(cand) do
+        local t16 = infos[i].t16
+        if not tenants[t16] then
+            tenants[t16] = true
+            tlist[#tlist + 1] = t16
+        end
+    end
+    local bad = {}
+    local wallets = {}
+    for _, t16 in ipairs(tlist) do
+        if not self.tenants[t16] then
+            local ok, err = self:tenant_accounts(t16)
+            if not ok then bad[t16] = err end
+        end
+        wallets[#wallets + 1] = self.accounts("wallet", t16)
+    end
+    local wst, werr = {}, nil
+    for c = 1, #wallets, 1024 do
+        local part = {}
+        for j = c, math.min(#wallets, c + 1023) do part[#part + 1] = wallets[j] end
+        local got, err = store:get_accounts(part)
+        if not got then werr = err break end
+        for id, a in pairs(got) do wst[id] = a end
+    end
+    for _, t16 in ipairs(tlist) do
+        local w = wst[self.accounts("wallet", t16)]
+        if werr then bad[t16] = werr
+        elseif not bad[t16] and not w then bad[t16] = "LedgerError: the wallet account vanished"
+        elseif not bad[t16] and w.status ~= "open" then
+            bad[t16] = format("Frozen: the wallet of tenant %s is %s: its usage waits",
+                              usage.tenant_text(t16), tostring(w.status))
+        end
+    end
+    -- rate in order; a stream's slice after a refused one is not committed (gap, as one by
+    -- one: the head stays before the refused slice)
+    local reqs, rated_of, order, stopped = {}, {}, {}, {}
+    for _, i in ipairs(cand) do
+        local x = infos[i]
+        local k = key(x.t16, x.dim)
+        if stopped[k] then
+            answer(i, "gap", format("head is seq %d", stopped[k].seq - 1))
+        elseif bad[x.t16] then
+            failed(i, bad[x.t16])
+            stopped[k] = { seq = x.info.seq, pos = pos[i] }
+        else
+            local used, err = self:period_used(x.info, x.t16)
+            local req, rated
+            if used then req, rated = usage.request(x.info, self.card, used, self.accounts) end
+            if not req then
+                failed(i, err or rated)
+                stopped[k] = { seq = x.info.seq, pos = pos[i] }
+            else
+                reqs[#reqs + 1] = req
+                order[#order + 1] = i
+                rated_of[i] = rated
+                x.req = req
+                -- the next slice of this stream rates on this one's used_after
+                remember(self, x.t16, x.info, rated.period, rated.used_after)
+            end
+        end
+    end
+    if #reqs == 0 then return self:_settle_batch(idx, infos, results, dup_of, stopped, pos) end
+    local res = self.led:commit_many(reqs)
+    -- outcomes in order; a stream stops at its first failed commit
+    local last, shorts = {}, {}
+    for j, i in ipairs(order) do
+        local x = infos[i]
+        local k = key(x.t16, x.dim)
+        local r, cerr = res[j][1], res[j][2]
+        if stopped[k] then
+            answer(i, "gap", format("head is seq %d", stopped[k].seq - 1))
+        elseif not r then
+            failed(i, "LedgerError: " .. tostring(cerr))
+            stopped[k] = { seq = x.info.seq, pos = pos[i] }
+            self.streams[k] = nil -- its used_after was never committed
+        else
+            x.r = r
+            last[k] = i
+            local short = self:shortfall(r.transfer_id, x.req, r.transfer)
+            if short ~= 0 then
+                shorts[#shorts + 1] = { transfer_id = r.transfer_id, kind = _M.SHORTFALL_EVENT,
+                    data = format("tenant=%s amount=%s asset=%s", usage.tenant_text(x.t16),
+                                  tostring(short), rated_of[i].asset.code) }
+            end
+        end
+    end
+    if #shorts > 0 then
+        local n, eerr = store:append_events(self.book, shorts)
+        if not n then
+            for _, i in ipairs(order) do if infos[i].r then failed(i, eerr) infos[i].r = nil end end
+            return self:_settle_batch(idx, infos, results, dup_of, stopped, pos)
+        end
+        self.counts.shortfalls = self.counts.shortfalls + n
+    end
+    -- every stream's head once: from its stored head to its last slice committed in order
+    local ins, adv, moves = {}, {}, {}
+    for k, i in pairs(last) do
+        local x, h = infos[i], heads[k]
+        local m = { tenant = x.t16, dimension = x.dim, seq = x.info.seq, b3 = x.info.b3,
+                    prev_seq = h.seq, prev_b3 = h.b3 }
+        moves[#moves + 1] = { k = k, m = m }
+        if h.stored then adv[#adv + 1] = m else ins[#ins + 1] = m end
+    end
+    local n1, err1 = 0, nil
+    if #ins > 0 then n1, err1 = store:insert_streams(ins) end
+    local n2, err2 = 0, nil
+    if n1 and #adv > 0 then n2, err2 = store:advance_streams(adv) end
+    local moved_all = n1 and n2 and n1 + n2 == #moves
+    local now = {}
+    if not moved_all and n1 and n2 then
+        local ps = {}
+        for j, mv in ipairs(moves) do
+            ps[j] = { tenant = mv.m.tenant, dimension = mv.m.dimension }
+        end
+        now = store:get_streams(ps) or {}
+    end
+    local outcome = {}
+    for _, mv in ipairs(moves) do
+        if moved_all then outcome[mv.k] = "ok"
+        elseif not (n1 and n2) then outcome[mv.k] = err1 or err2
+        else
+            local h = now[store_key(mv.m.tenant, mv.m.dimension)]
+            if h and h.seq == mv.m.seq and h.b3 == mv.m.b3 then outcome[mv.k] = "moved"
+            else outcome[mv.k] = "LedgerError: the stream's head moved meanwhile" end
+        end
+    end
+    for _, i in ipairs(order) do
+        local x = infos[i]
+        if x.r then
+            local o = outcome[key(x.t16, x.dim)]
+            if o == "ok" then answer(i, x.r.replayed and "dup" or "ok")
+            elseif o == "moved" then answer(i, "dup") -- another writer moved it there
+            else
+                failed(i, o)
+                self.streams[key(x.t16, x.dim)] = nil
+            end
+        end
+    end
+    return self:_settle_batch(idx, infos, results, dup_of, stopped, pos)
+end
+
+-- The last pass, in the batch's order: a slice repeated in the batch is answered as its
+-- first copy ended (dup when that one was acknowledged, else the same failure); a stream
+-- whose slice failed answers what one put at a time would have after it (the head stays
+-- before the failed slice: the same seq fails alike, later seqs are gaps). Then counted.
+function E:_settle_batch(idx, infos, results, dup_of, stopped, pos)
+    for _, i in ipairs(idx) do
+        local x = infos[i]
+        local st = stopped[key(x.t16, x.dim)]
+        local j = dup_of[i]
+        if j then
+            local r = results[j]
+            if r and ACKED[r[1]] then results[i] = { "dup" }
+            else results[i] = { r and r[1], r and r[2] } end
+        elseif st and pos[i] > st.pos and type(x.info.seq) == "number"
+               and x.info.seq >= st.seq then
+            if x.info.seq > st.seq then
+                results[i] = { "gap", format("head is seq %d", st.seq - 1) }
+            end
+        end
+    end
+    for _, i in ipairs(idx) do
+        local r = results[i]
+        if r and r[1] then count(self, r[1])
+        elseif r then count(self, "fail") end
+    end
 end
 
 -- One slice, without the flush (put and put_many flush once).

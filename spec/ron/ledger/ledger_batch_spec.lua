@@ -1,0 +1,196 @@
+-- The batch path (ron.ledger.ledger commit_many, docs/LEDGER.md "The batch path",
+-- LED-51..LED-56) over the in-memory store: a seeded property test (commit_many(reqs) leaves
+-- the same balances, outcomes, transfer ids and error codes as committing the requests one
+-- by one), chaining within a batch, rejections that do not block the rest, and recovery of
+-- a batch record. The (primitive, fault) enumeration lives in the simulator (sim_spec).
+require "support"
+local L = require "ron.ledger.ledger"
+local memory = require "ron.ledger.store.memory"
+local sim = require "ron.ledger.sim"
+
+local mv, USD, EUR = sim.mv, sim.USD, sim.EUR
+local function id16(c) return string.rep(c, 16) end
+
+local function world()
+    local store = memory.new()
+    local led = L.new { store = store, book = "main", node = "n1", nonce = "p",
+                        clock = function() return 1700000000000 end }
+    for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
+    return store, led
+end
+
+-- A random history: deposits, payments (some short, some over a floor, some with an
+-- overdraft to a receivable), replays with the same and with another body, a bad request.
+local function history(seed, n)
+    local R = sim.rng(seed)
+    local ids = {}
+    for _, a in ipairs(sim.ACCOUNTS) do ids[#ids + 1] = a.id end
+    local reqs = {}
+    for k = 1, n do
+        local x = R()
+        local intent = "i" .. k
+        if x < 0.3 then
+            reqs[k] = { intent = intent, movements = { mv(sim.EXT, ids[R(#ids - 1) + 1], R(200) + 9,
+                                                          R() < 0.8 and USD or EUR) } }
+        elseif x < 0.85 then
+            local mvs = {}
+            for j = 1, R(3) do
+                local from = ids[R(#ids - 1) + 1]
+                if R() < 0.3 then from = ids[R(2) + 2] end
+                local to = ids[R(#ids)]
+                if to == from then to = sim.EXT end
+                mvs[j] = mv(from, to, R(80), R() < 0.8 and USD or EUR)
+            end
+            local od
+            if R() < 0.25 then od = { [mvs[1].from] = R() < 0.5 and sim.RECV or ids[4] } end
+            reqs[k] = { intent = intent, movements = mvs, overdraft = od }
+        elseif x < 0.95 and k > 1 then
+            local prev = reqs[R(k - 1)]
+            if R() < 0.5 then reqs[k] = prev
+            else reqs[k] = { intent = prev.intent, movements = { mv(sim.EXT, ids[5], 1) } } end
+        else
+            reqs[k] = { intent = intent, movements = {} } -- InvalidRequest
+        end
+    end
+    return reqs
+end
+
+local function balances(store)
+    local prs = {}
+    for _, a in ipairs(sim.ACCOUNTS) do
+        for _, asset in ipairs { USD, EUR } do prs[#prs + 1] = { account = a.id, asset = asset } end
+    end
+    return store:get_balances(prs)
+end
+
+describe("ledger commit_many (LED-51..LED-56)", function()
+    it("leaves the same balances, outcomes, transfer ids and codes as one by one "
+       .. "(seeded property)", function()
+        local first = tonumber(os.getenv("RON_BATCH_SEED") or "") or 20261127
+        local seeds = tonumber(os.getenv("RON_BATCH_SEEDS") or "") or 12
+        local total, chained, rejected = 0, 0, 0
+        for k = 0, seeds - 1 do
+            local seed = first + k
+            local reqs = history(seed, 160)
+            local s1, l1 = world()
+            local one = {}
+            for i, r in ipairs(reqs) do one[i] = { l1:commit(r) } end
+            local s2, l2 = world()
+            local many, i, R = {}, 1, sim.rng(seed * 7 + 1)
+            while i <= #reqs do
+                local n = R(40)
+                local chunk = {}
+                for j = i, math.min(#reqs, i + n - 1) do chunk[#chunk + 1] = reqs[j] end
+                local res = l2:commit_many(chunk)
+                for j = 1, #chunk do many[i + j - 1] = res[j] end
+                i = i + #chunk
+            end
+            for j = 1, #reqs do
+                local a, b = one[j], many[j]
+                local where = string.format("seed %d request %d (%s)", seed, j, reqs[j].intent)
+                assert.are.equal((a[1] == nil), (b[1] == nil), where .. ": " .. tostring(a[2])
+                                 .. " vs " .. tostring(b[2]))
+                if a[1] then
+                    assert.are.equal(a[1].transfer_id, b[1].transfer_id, where)
+                    assert.are.equal(a[1].replayed, b[1].replayed, where)
+                else
+                    assert.are.equal(a[3], b[3], where .. ": " .. tostring(a[2]) .. " vs "
+                                     .. tostring(b[2]))
+                end
+            end
+            assert.same(balances(s1), balances(s2), "seed " .. seed)
+            assert(sim.verify(s1, "main"))
+            local ok, err = sim.verify(s2, "main")
+            assert(ok, "seed " .. seed .. ": " .. tostring(err))
+            total = total + #reqs
+            chained = chained + (l2.stats.chained or 0)
+            rejected = rejected + (l2.stats.rejections or 0)
+        end
+        print(string.format("commit_many property: seeds %d..%d, %d requests in batches of "
+                            .. "1..40 (%d change postings spent within their batch, %d "
+                            .. "rejections): identical to one by one", first, first + seeds - 1,
+                            total, chained, rejected))
+        assert.is_true(chained > 0)
+        assert.is_true(rejected > 0)
+    end)
+
+    it("chains within a batch: a payer spends its own change, the intermediate posting is "
+       .. "inserted consumed", function()
+        local store, led = world()
+        local A, B = id16("A"), id16("B")
+        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local calls0 = store.calls
+        local res = led:commit_many {
+            { intent = "p1", movements = { mv(A, B, 10) } },
+            { intent = "p2", movements = { mv(A, B, 20) } },
+            { intent = "p3", movements = { mv(A, B, 500) } },  -- InsufficientFunds: stored
+            { intent = "p4", movements = { mv(A, B, 30) } },   -- still spends p2's change
+        }
+        local calls = store.calls - calls0
+        assert.truthy(res[1][1])
+        assert.truthy(res[2][1])
+        assert.is_nil(res[3][1])
+        assert.equal(L.ERR.InsufficientFunds, res[3][3])
+        assert.truthy(res[4][1])
+        assert.equal(40, store:get_balance(A, USD))
+        assert.equal(60, store:get_balance(B, USD))
+        local o = store:get_intent("p3")
+        assert.equal("rejected", o.status)
+        -- p1's and p2's change postings exist, inactive, consumed by p2 and p4
+        local t2 = led:transfer(res[2][1].transfer_id).transfer
+        assert.equal(res[1][1].transfer_id, t2.inputs[1].transfer_id)
+        local ch = store:get_postings { t2.inputs[1] }[1]
+        assert.equal("inactive", ch.status)
+        assert.equal(res[2][1].transfer_id, ch.consumed_by)
+        -- consecutive events in the batch's order
+        assert.equal(res[1][1].event_seq + 1, res[2][1].event_seq)
+        assert.equal(res[2][1].event_seq + 1, res[4][1].event_seq)
+        assert(sim.verify(store, "main"))
+        -- replays: the stored outcomes, nothing new
+        local again = led:commit_many {
+            { intent = "p2", movements = { mv(A, B, 20) } },
+            { intent = "p3", movements = { mv(A, B, 500) } },
+            { intent = "p4", movements = { mv(A, B, 31) } },   -- another body: Conflict
+        }
+        assert.equal(res[2][1].transfer_id, again[1][1].transfer_id)
+        assert.is_true(again[1][1].replayed)
+        assert.equal(L.ERR.InsufficientFunds, again[2][3])
+        assert.equal(L.ERR.Conflict, again[3][3])
+        print(string.format("commit_many: 4 requests in %d store calls", calls))
+        assert.is_true(calls < 4 * 12)
+    end)
+
+    it("recover() rolls a batch record forward or gives it back", function()
+        for _, phase in ipairs { "reserving", "finalizing" } do
+            local store, led = world()
+            local A, B = id16("A"), id16("B")
+            assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+            local dead = false
+            store.fault = function(when, name)
+                if dead then return end
+                if when == "after" and name == "reserve_postings" and phase == "reserving" then
+                    dead = true
+                    error(sim.CRASH, 0)
+                end
+                if when == "after" and name == "save_saga" and phase == "finalizing" then
+                    for _, s in pairs(store.sagas) do
+                        if s.phase == "finalizing" then dead = true error(sim.CRASH, 0) end
+                    end
+                end
+            end
+            local ok, e = pcall(led.commit_many, led, {
+                { intent = "p1", movements = { mv(A, B, 10) } },
+                { intent = "p2", movements = { mv(A, B, 20) } } })
+            assert.is_false(ok)
+            assert.equal(sim.CRASH, e)
+            store.fault = nil
+            local l2 = L.new { store = store, book = "main", node = "n1", nonce = "q",
+                               clock = function() return 1700000000000 end }
+            assert(l2:recover())
+            local ok2, err = sim.verify(store, "main")
+            assert(ok2, phase .. ": " .. tostring(err))
+            assert.equal(70, store:get_balance(A, USD))
+            assert.equal("committed", store:get_intent("p2").status)
+        end
+    end)
+end)
