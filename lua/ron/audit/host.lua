@@ -67,10 +67,13 @@ end
 _M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
                        checkpoint_every = 1000, queue_cap = 65536, writer_id = "ron-accounting",
                        stream = "daemon", batch = 1024, interval_ms = 50,
-                       io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024 }
+                       io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024,
+                       -- the daemon's audit_attest task (ron.accounting.daemon.attest); 0: off
+                       attest_interval_ms = 1000 }
 local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 24 },
                         batch = { 1, 8192 }, interval_ms = { 1, 60000 },
-                        io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 } }
+                        io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 },
+                        attest_interval_ms = { 0, 3600000 } }
 
 function _M.check_config(v, key)
     key = key or "audit"
