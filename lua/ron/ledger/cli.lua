@@ -293,7 +293,9 @@ function verbs.verify(s, led, o)
                          and format(", %d file-ledger slices", sum.slices_checked) or "")
                          .. (o.wal and format(", %d WAL heads and frames",
                                                  sum.wal_checked or 0) or "")
-                         .. format(", %d audit checkpoints carried", sum.attested or 0)
+                         .. (((sum.attested or 0) > 0 or o.audit or o["audit-vkey"])
+                             and format(", %d audit checkpoints carried", sum.attested or 0)
+                             or "")
                          .. (o.audit and format(", %d audit records (%d of this ledger's "
                                                 .. "transfers)", sum.audit_records or 0,
                                                 sum.audit_ledger_records or 0) or "")))
