@@ -157,6 +157,11 @@ if(RA_BUILD_AUDIT)
     ra_host_test(host-audit-attest sh ${_ra_host_dir}/audit-attest.sh ${_ra_host}
       ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-attest)
     set_tests_properties(host-audit-attest PROPERTIES TIMEOUT 180)
+    # The ledger's feed in the trail, exactly once (AUD-I-32): a kill -9 and a cursor
+    # rewound to 0; every event seq is one record.
+    ra_host_test(host-audit-feed sh ${_ra_host_dir}/audit-feed.sh ${_ra_host}
+      ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-feed)
+    set_tests_properties(host-audit-feed PROPERTIES TIMEOUT 180)
   endif()
 endif()
 # The receiver's trust model at the daemon (issue 14 item 5): no producers is exit 2 unless

@@ -20,7 +20,7 @@ local codec = require "ron.ledger.codec"
 
 local byte, char, concat, format = string.byte, string.char, table.concat, string.format
 local floor, tonumber, tostring, type = math.floor, tonumber, tostring, type
-local ipairs = ipairs
+local ipairs, pairs = ipairs, pairs
 
 local _M = { KIND = "audit.checkpoint" }
 
@@ -138,7 +138,9 @@ function _M.check(events, opts, problem, sum)
         C = require "ron.audit.lib"
     end
     local carried, transfer_seq = {}, {} -- transfer_seq: hex id -> its event's seq
+    local by_seq, fed = {}, {}           -- the feed's records (AUD-I-32): seq -> count
     for _, ev in ipairs(events) do
+        by_seq[tonumber(ev.seq)] = ev
         if ev.kind == "transfer" then transfer_seq[ledger.hex(ev.transfer_id)] = ev.seq end
         if ev.kind == _M.KIND then
             sum.attested = sum.attested + 1
@@ -203,7 +205,8 @@ function _M.check(events, opts, problem, sum)
     local attr = ffi.new("rau_attr_t[1]")
     local each = ffi.cast("rau_record_fn", function(_, r)
         records = records + 1
-        if ffi.string(C.rau_record_kind(r)) ~= "ledger" then return end
+        local kind = ffi.string(C.rau_record_kind(r))
+        if kind ~= "ledger" and kind ~= "ledger.event" then return end
         local a = {}
         for i = 0, tonumber(C.rau_record_attr_count(r)) - 1 do
             if C.rau_record_attr(r, i, attr) == 0 then
@@ -215,7 +218,17 @@ function _M.check(events, opts, problem, sum)
                 end
             end
         end
-        if a.book ~= (opts.book or "main") or type(a.transfer) ~= "string" then return end
+        if a.book ~= (opts.book or "main") then return end
+        if kind == "ledger.event" then
+            -- this ledger's when the event at that seq is the one it names (another store
+            -- may use the same book name)
+            local ev = by_seq[a.event_seq]
+            if ev and ev.kind == a.event and ledger.hex(ev.transfer_id) == a.id then
+                fed[a.event_seq] = (fed[a.event_seq] or 0) + 1
+            end
+            return
+        end
+        if type(a.transfer) ~= "string" then return end
         -- Only transfers of this ledger: a daemon's trail may hold another store's (the
         -- wallet's ledger and the rater's can share a book name).
         local seq = transfer_seq[a.transfer]
@@ -237,6 +250,21 @@ function _M.check(events, opts, problem, sum)
         problem("audit " .. dir, "%s", ffi.string(C.rau_err_name(rc)))
     end
     sum.audit_records, sum.audit_ledger_records = records, ledger_recs
+    -- The feed's records: every event up to the last one recorded, each exactly once.
+    local through, nfed = 0, 0
+    for seq, k in pairs(fed) do
+        nfed = nfed + k
+        if seq > through then through = seq end
+    end
+    for seq = 1, through do
+        if not fed[seq] then
+            problem(format("event seq %d", seq), "not in the audit trail (its feed records "
+                    .. "reach seq %d)", through)
+        elseif fed[seq] > 1 then
+            problem(format("event seq %d", seq), "in the audit trail %d times", fed[seq])
+        end
+    end
+    sum.audit_feed_records, sum.audit_feed_through = nfed, through
 end
 
 return _M

@@ -297,8 +297,11 @@ function verbs.verify(s, led, o)
                              and format(", %d audit checkpoints carried", sum.attested or 0)
                              or "")
                          .. (o.audit and format(", %d audit records (%d of this ledger's "
-                                                .. "transfers)", sum.audit_records or 0,
-                                                sum.audit_ledger_records or 0) or "")))
+                                                .. "transfers, %d of its feed through seq %d)",
+                                                sum.audit_records or 0,
+                                                sum.audit_ledger_records or 0,
+                                                sum.audit_feed_records or 0,
+                                                sum.audit_feed_through or 0) or "")))
     if sum.problems > 0 then
         out:write(format("FAILED: %d problems\n", sum.problems))
         return 1

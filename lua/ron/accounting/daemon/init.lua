@@ -333,6 +333,29 @@ function _M.start(cfg)
             task.spawn("audit_attest", d.attest.run, d.attest)
         end
     end
+    -- Each ledger's event feed into the trail, exactly once (docs/AUDIT.md "The ledger's
+    -- feed in the trail").
+    local feed_every = cfg.audit and cfg.audit.feed_interval_ms
+    if feed_every == nil then
+        feed_every = require("ron.audit.host").CONFIG_DEFAULTS.feed_interval_ms
+    end
+    if d.audit and d.audit_dir and feed_every > 0 then
+        local feed = require "ron.accounting.daemon.feed"
+        d.feeds = {}
+        if type(exporter.engine) == "function" then
+            d.feeds[#d.feeds + 1] = feed.new {
+                audit = d.audit, dir = d.audit_dir, name = "exporter", every_ms = feed_every,
+                book = exporter.book, log = log,
+                engine = function() return exporter:engine() end }
+        end
+        if d.wallet then
+            d.feeds[#d.feeds + 1] = feed.new {
+                audit = d.audit, dir = d.audit_dir, name = "wallet", every_ms = feed_every,
+                book = d.wallet.led.book, log = log,
+                engine = function() return d.wallet.led end }
+        end
+        for _, f in ipairs(d.feeds) do task.spawn("audit_feed_" .. f.name, f.run, f) end
+    end
     if d.wallet then
         task.spawn("wallet_run", require("ron.wallet.daemon").run, d.wallet)
         if d.http then

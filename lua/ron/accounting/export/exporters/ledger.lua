@@ -107,9 +107,16 @@ end
 -- (ron.ledger.ledger:attest; the daemon's audit_attest task, docs/AUDIT.md
 -- "Cross-attestation") -> { event_seq, replayed } | nil, err, code.
 function E:attest(cp)
+    local led, err = self:engine()
+    if not led then return nil, err end
+    return led:attest(cp)
+end
+
+-- The engine once the exporter is ready (the daemon's ledger feed task reads its events).
+function E:engine()
     local ok, err = self:ready()
     if not ok then return nil, err end
-    return self.led:attest(cp)
+    return self.led
 end
 
 -- The store, the engine, the book and its system accounts: once.
