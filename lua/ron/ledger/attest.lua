@@ -138,7 +138,9 @@ function _M.check(events, opts, problem, sum)
         C = require "ron.audit.lib"
     end
     local carried, transfer_seq = {}, {} -- transfer_seq: hex id -> its event's seq
-    local by_seq, fed = {}, {}           -- the feed's records (AUD-I-32): seq -> count
+    -- the feed's records (AUD-I-32): per feeding task (the record's `ledger`: a wallet and
+    -- a rater on one store and book feed the same events twice, once each), seq -> count
+    local by_seq, fed = {}, {}
     for _, ev in ipairs(events) do
         by_seq[tonumber(ev.seq)] = ev
         if ev.kind == "transfer" then transfer_seq[ledger.hex(ev.transfer_id)] = ev.seq end
@@ -224,7 +226,9 @@ function _M.check(events, opts, problem, sum)
             -- may use the same book name)
             local ev = by_seq[a.event_seq]
             if ev and ev.kind == a.event and ledger.hex(ev.transfer_id) == a.id then
-                fed[a.event_seq] = (fed[a.event_seq] or 0) + 1
+                local f = fed[tostring(a.ledger)] or {}
+                fed[tostring(a.ledger)] = f
+                f[a.event_seq] = (f[a.event_seq] or 0) + 1
             end
             return
         end
@@ -252,17 +256,22 @@ function _M.check(events, opts, problem, sum)
     sum.audit_records, sum.audit_ledger_records = records, ledger_recs
     -- The feed's records: every event up to the last one recorded, each exactly once.
     local through, nfed = 0, 0
-    for seq, k in pairs(fed) do
-        nfed = nfed + k
-        if seq > through then through = seq end
-    end
-    for seq = 1, through do
-        if not fed[seq] then
-            problem(format("event seq %d", seq), "not in the audit trail (its feed records "
-                    .. "reach seq %d)", through)
-        elseif fed[seq] > 1 then
-            problem(format("event seq %d", seq), "in the audit trail %d times", fed[seq])
+    for name, f in pairs(fed) do
+        local top = 0
+        for seq, k in pairs(f) do
+            nfed = nfed + k
+            if seq > top then top = seq end
         end
+        for seq = 1, top do
+            if not f[seq] then
+                problem(format("event seq %d", seq), "not in the audit trail (the %s feed's "
+                        .. "records reach seq %d)", name, top)
+            elseif f[seq] > 1 then
+                problem(format("event seq %d", seq), "in the audit trail %d times (the %s feed)",
+                        f[seq], name)
+            end
+        end
+        if top > through then through = top end
     end
     sum.audit_feed_records, sum.audit_feed_through = nfed, through
 end

@@ -15,6 +15,7 @@ local audit = require "ron.audit"
 local C = require "ron.audit.lib"
 local A = require "ron.ledger.attest"
 local L = require "ron.ledger.ledger"
+local ledger = require "ron.ledger"
 local memory = require "ron.ledger.store.memory"
 local verify = require "ron.ledger.verify"
 
@@ -151,5 +152,44 @@ describe("audit checkpoints in the ledger's feed", function()
         sum, problems = run_verify(s, {})
         assert.same({}, problems)
         assert.equal(3, sum.attested)
+    end)
+    it("ledger verify: the feed's ledger.event records, each event seq exactly once",
+       function()
+        local led, s = engine()
+        local EXT, ACC = ("e"):rep(16), ("a"):rep(16)
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        assert(led:create_account { id = ACC })
+        for i = 1, 3 do -- three transfers, three events
+            assert(led:commit { intent = "top-up " .. i, movements = {
+                { from = EXT, to = ACC, amount = i, asset = { code = "USD", scale = 2 } } } })
+        end
+        local evs = s:get_events_since("main", 0, 10)
+        assert.equal(3, #evs)
+        local k = 0
+        local function trail(seqs) -- a log with one ledger.event record per seq listed
+            k = k + 1
+            local dir = tmp .. "/trail" .. k
+            os.execute("mkdir -p '" .. dir .. "'")
+            local lg = assert(audit.open { writer_id = "gw-1", stream = "daemon", dir = dir })
+            for i, q in ipairs(seqs) do
+                assert(lg:emit("ledger.event", { book = "main", ledger = "exporter",
+                                                 event_seq = q, event = evs[q].kind,
+                                                 id = ledger.hex(evs[q].transfer_id) }, i))
+            end
+            assert(lg:drain())
+            assert(lg:close())
+            return dir
+        end
+        local sum, problems = run_verify(s, { audit = trail { 1, 2, 3 } })
+        assert.same({}, problems)
+        assert.same({ 3, 3 }, { sum.audit_feed_records, sum.audit_feed_through })
+        sum, problems = run_verify(s, { audit = trail { 1, 3 } }) -- a hole
+        assert.equal(1, #problems, table.concat(problems, "\n"))
+        assert.matches("event seq 2: not in the audit trail", problems[1], 1, true)
+        -- twice (another ts: not folded by the log, so two records)
+        sum, problems = run_verify(s, { audit = trail { 1, 2, 2, 3 } })
+        assert.equal(1, #problems, table.concat(problems, "\n"))
+        assert.matches("event seq 2: in the audit trail 2 times", problems[1], 1, true)
+        assert.same({ 4, 3 }, { sum.audit_feed_records, sum.audit_feed_through })
     end)
 end)
