@@ -157,6 +157,17 @@ if(RA_BUILD_AUDIT)
     ra_host_test(host-audit-ledger sh ${_ra_host_dir}/audit-ledger.sh ${_ra_host}
       ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-ledger)
     set_tests_properties(host-audit-ledger PROPERTIES TIMEOUT 120)
+    # Audit checkpoints carried in the ledger's event feed (AUD-I-30, AUD-I-31, LED-60,
+    # LED-61): both verifies pass, re-attesting after restarts appends nothing, a rewritten trail is a
+    # fork that `ledger verify --audit` names.
+    ra_host_test(host-audit-attest sh ${_ra_host_dir}/audit-attest.sh ${_ra_host}
+      ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-attest)
+    set_tests_properties(host-audit-attest PROPERTIES TIMEOUT 180)
+    # The ledger's feed in the trail, exactly once (AUD-I-32): a kill -9 and a cursor
+    # rewound to 0; every event seq is one record.
+    ra_host_test(host-audit-feed sh ${_ra_host_dir}/audit-feed.sh ${_ra_host}
+      ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-feed)
+    set_tests_properties(host-audit-feed PROPERTIES TIMEOUT 180)
   endif()
 endif()
 # The receiver's trust model at the daemon (issue 14 item 5): no producers is exit 2 unless

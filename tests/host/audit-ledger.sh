@@ -53,8 +53,8 @@ a=$(wc -l <audited.txt)
 # The hook runs when the daemon sees its commit complete: at least one record per slice
 # exported ok (a commit done before the shutdown canceled its put's last flush has one too).
 # A commit whose last store call was still in the threadpool when the shutdown canceled
-# the wait is in the ledger (a dup on the next start) but has no record: known gap, the
-# feed-driven trail (one record per ledger event seq) is the next step.
+# the wait is in the ledger (a dup on the next start) but has no record: the feed-driven
+# trail (one ledger.event record per event seq, AUD-I-32, host-audit-feed) covers it.
 ok=$(sed -n 's/.*status: backlog=[0-9]* exported ok=\([0-9]*\) .*/\1/p' daemon.log | tail -1)
 [ -n "$ok" ] || fail "no status line with the exported count"
 [ "$a" -ge "$ok" ] && [ "$a" -le "$n" ] && [ "$a" -ge 1 ] ||

@@ -67,10 +67,16 @@ end
 _M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
                        checkpoint_every = 1000, queue_cap = 65536, writer_id = "ron-accounting",
                        stream = "daemon", batch = 1024, interval_ms = 50,
-                       io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024 }
+                       io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024,
+                       -- the daemon's audit_attest task (ron.accounting.daemon.attest); 0: off
+                       attest_interval_ms = 1000,
+                       -- the daemon's ledger feed tasks (ron.accounting.daemon.feed); 0: off
+                       feed_interval_ms = 1000 }
 local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 24 },
                         batch = { 1, 8192 }, interval_ms = { 1, 60000 },
-                        io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 } }
+                        io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 },
+                        attest_interval_ms = { 0, 3600000 },
+                        feed_interval_ms = { 0, 3600000 } }
 
 function _M.check_config(v, key)
     key = key or "audit"
@@ -185,6 +191,37 @@ function H:emit_wait(kind, attrs, deadline_ms)
         if err == "Canceled" or err == "Closed" then break end
     end
     return self:emit(kind, attrs, ts)
+end
+
+-- An event that is its own identity: no event number `n` is added, so emitting it again
+-- with the same kind, attrs and ts_ms folds into its first record (the log's dedupe key,
+-- AUD-I-6) instead of a second one. That is what makes a replayed range exactly once (the
+-- ledger feed, ron.accounting.daemon.feed, AUD-I-32). Otherwise as emit().
+function H:emit_keyed(kind, attrs, ts_ms)
+    if self.closing or self.failed then
+        self.lg.drops.audit_closed = (self.lg.drops.audit_closed or 0) + 1
+        return nil, "Closed: audit trail closed" .. (self.failed and (": " .. self.failed) or "")
+    end
+    if self.stalled then return shed(self, "io_backpressure", ts_ms) end
+    local ok, err = self.lg:emit(kind, attrs, ts_ms)
+    if not ok then return nil, err end
+    self.emitted = self.emitted + 1
+    if self.lg:depth() == 1 then self.wake:try_send(true) end
+    return true
+end
+
+-- From a task: waits until every event queued before the call is in the chain and synced
+-- (durable). -> true | nil, "Closed: ..." (the trail closed or failed meanwhile: what was
+-- still queued may be shed) | nil, "Canceled".
+function H:wait_durable()
+    local lg = self.lg
+    local mark, target = lg.tail, nil
+    while true do
+        if self.failed or self.closed then return nil, "Closed: audit trail closed" end
+        if not target and lg.head > mark then target = lg:stats().head_seq end
+        if target and lg:stats().durable_seq >= target then return true end
+        if not task.sleep(self.interval_ms) then return nil, "Canceled" end
+    end
 end
 
 -- One round of the sink worker: append a batch, in slices of `slice` events with a yield

@@ -9,7 +9,7 @@
 --                             --intent KEY [--metadata TEXT]
 --   ledger --db PATH reverse TRANSFER_ID --intent KEY
 --   ledger --db PATH history ACCOUNT [--limit N]
---   ledger --db PATH verify [--file-ledger DIR] [--wal DIR]
+--   ledger --db PATH verify [--file-ledger DIR] [--wal DIR] [--audit DIR] [--audit-vkey FILE]
 --   ledger --db PATH recover [--node NAME]
 --
 -- PATH is a SQLite file, or a PostgreSQL URI (postgresql://user@host:port/db; --schema NAME
@@ -32,10 +32,11 @@ usage: ron-accounting ledger --db PATH|postgresql://URI [--schema NAME] [--book 
                                         commit a transfer (e.g. a top-up from external)
   reverse TRANSFER_ID --intent KEY      commit the reversal of a transfer
   history ACCOUNT [--limit N]           the account's transfers, newest first
-  verify [--file-ledger DIR] [--wal DIR]
+  verify [--file-ledger DIR] [--wal DIR] [--audit DIR] [--audit-vkey FILE]
                                         recompute ids, postings, balances, conservation and
-                                        usage chains (and against a file ledger, a WAL);
-                                        exit 1 naming every problem
+                                        usage chains (and against a file ledger, a WAL, an
+                                        audit log and its verifier key: the carried audit
+                                        checkpoints); exit 1 naming every problem
   recover [--node NAME]                 finish (roll forward) or abandon interrupted commits
                                         (of every node, or NAME's), while those nodes are down
 ACCOUNT: 32 hex digits, revenue, usage_source, external, or TENANT-UUID:wallet|receivable|usage
@@ -295,7 +296,8 @@ function verbs.verify(s, led, o)
     local verify = require "ron.ledger.verify"
     local host = os.getenv("RA_BIN") or (arg and arg[-1]) or "ron-accounting"
     local sum = verify.run(s, { book = o.book or "main", file_ledger = o["file-ledger"],
-                                wal = o.wal, host = host,
+                                wal = o.wal, host = host, audit = o.audit,
+                                audit_vkey = o["audit-vkey"],
                                 report = function(where, what)
                                     out:write(where, ": ", what, "\n")
                                 end })
@@ -305,7 +307,16 @@ function verbs.verify(s, led, o)
                      sum.losses, sum.events, (o["file-ledger"]
                          and format(", %d file-ledger slices", sum.slices_checked) or "")
                          .. (o.wal and format(", %d WAL heads and frames",
-                                                 sum.wal_checked or 0) or "")))
+                                                 sum.wal_checked or 0) or "")
+                         .. (((sum.attested or 0) > 0 or o.audit or o["audit-vkey"])
+                             and format(", %d audit checkpoints carried", sum.attested or 0)
+                             or "")
+                         .. (o.audit and format(", %d audit records (%d of this ledger's "
+                                                .. "transfers, %d of its feed through seq %d)",
+                                                sum.audit_records or 0,
+                                                sum.audit_ledger_records or 0,
+                                                sum.audit_feed_records or 0,
+                                                sum.audit_feed_through or 0) or "")))
     if sum.problems > 0 then
         out:write(format("FAILED: %d problems\n", sum.problems))
         return 1

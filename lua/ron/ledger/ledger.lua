@@ -1949,4 +1949,32 @@ function Ledger:recover()
     return report
 end
 
+-- Carries an audit checkpoint { origin, size, root (hex), note } in the book's event feed
+-- (issue 16, LED-60, ron.ledger.attest): one "audit.checkpoint" event whose data is the
+-- signed note, appended like a transfer's event (gapless; 0 = it exists or a racing insert
+-- took the seq). Idempotent per (origin, size): -> { event_seq, replayed }; another root
+-- for a carried (origin, size) is a Conflict (the audit log was rewritten).
+function Ledger:attest(cp)
+    local A = require "ron.ledger.attest"
+    local parsed, perr = A.parse(type(cp) == "table" and cp.note or nil)
+    if not parsed then return fail(ERR.InvalidRequest, "attest: " .. tostring(perr)) end
+    if (cp.size and cp.size ~= parsed.size) or (cp.root and cp.root ~= parsed.root) then
+        return fail(ERR.InvalidRequest, "attest: the note is not the checkpoint given")
+    end
+    local id = A.id(parsed.origin, parsed.size)
+    return guard(nil, function()
+        for _ = 1, self.max_attempts * 4 do
+            local n = self:_p("append_event", self.book, id, A.KIND, parsed.note)
+            local ev = self:_read("get_event", self.book, id, A.KIND)
+            if ev then
+                local why = A.same(ev, parsed)
+                if why then return fail(ERR.Conflict, why) end
+                return { event_seq = ev.seq, replayed = n ~= 1 }
+            end
+            self.pause(1)
+        end
+        return fail(ERR.Unavailable, "attest: the event was not appended")
+    end)
+end
+
 return _M

@@ -3,7 +3,7 @@
 --
 --   local verify = require "ron.ledger.verify"
 --   local summary = verify.run(store, { book = "main", report = fn(where, what),
---                                       file_ledger = dir? })
+--                                       file_ledger = dir?, audit = dir?, audit_vkey = f? })
 --   -- summary = { transfers, postings, balances, assets, usage, streams, losses, events,
 --   --             slices_checked, problems }
 --
@@ -30,7 +30,12 @@
 --     same b3 and quantity, and every usage transfer's slice of such a stream is there;
 --     with wal (a metering WAL directory, and host = the ron-accounting executable): the
 --     ledger is not ahead of any producer head and cites the b3 of every pending frame and
---     head it consumed.
+--     head it consumed;
+--  9. every `audit.checkpoint` event (ron.ledger.attest) holds the signed note of its id's
+--     (origin, size); with audit_vkey its signature verifies; with audit (an audit log
+--     directory) each carried root is the root of the log's first `size` records (a
+--     rewritten or rolled-back log is reported) and each `ledger` record of the log that
+--     names a transfer of this ledger names its event seq.
 -- Every problem is reported with its position: "transfer #n <id hex>", "posting <id>:<i>",
 -- "balance <account> <asset>", "stream <tenant>/<dimension> seq n".
 local ledger = require "ron.ledger"
@@ -359,6 +364,11 @@ function _M.run(store, opts)
     if opts.wal then
         _M.wal(opts.wal, opts.host or "ron-accounting", slices, problem, sum)
     end
+    -- 9: carried audit checkpoints (ron.ledger.attest, LED-61): each parses and has its
+    -- id; with audit_vkey its signature; with audit (a log directory) each is a root of that
+    -- log, and the log's ledger records name this ledger's transfers at their event seqs.
+    require("ron.ledger.attest").check(events, { audit = opts.audit, book = book,
+                                                 audit_vkey = opts.audit_vkey }, problem, sum)
     return sum
 end
 

@@ -147,7 +147,8 @@ function Cache:poll()
                 -- the rater charged more than a wallet held: the wallet ran dry (WLT-9)
                 pcall(self.on_shortfall, ev)
             end
-            local rec = led:transfer(ev.transfer_id)
+            -- an audit checkpoint carried in the feed (ron.ledger.attest) moves no money
+            local rec = ev.kind ~= "audit.checkpoint" and led:transfer(ev.transfer_id)
             if rec and rec.transfer then
                 for _, p in ipairs(rec.transfer.pins) do self:invalidate(p.account) end
                 local t = self.noted[ev.transfer_id]
@@ -156,7 +157,7 @@ function Cache:poll()
                     self.n_noted = self.n_noted - 1
                     observe_lag(self, self.clock() - t)
                 end
-            else
+            elseif ev.kind ~= "audit.checkpoint" then
                 self:clear() -- cannot tell whom it involves: drop everything
             end
             self.seq = ev.seq

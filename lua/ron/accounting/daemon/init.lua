@@ -182,7 +182,7 @@ function _M.start(cfg)
             meter:close()
             return nil, "audit: " .. tostring(aerr)
         end
-        d.audit = a
+        d.audit, d.audit_dir = a, not cfg.audit.amnesia and p.audit or nil
         d.audit_emit = function(kind, attrs) return a:emit(kind, attrs) end
         a:emit("daemon", { event = "start", pid = uv.os_getpid() })
         -- An exporter that keeps its own trail of decisions (exporters.ledger: a record per
@@ -250,6 +250,7 @@ function _M.start(cfg)
             metrics_text = function()
                 return (d.rt and d.rt:metrics_text() or "") ..
                        (d.audit and d.audit:metrics_text() or "") ..
+                       (d.attest and d.attest:metrics_text() or "") ..
                        (d.ingest and d.ingest:metrics_text() or "") ..
                        (d.receiver and d.receiver:metrics_text() or "") ..
                        (d.wallet and d.wallet:metrics_text() or "")
@@ -315,6 +316,51 @@ function _M.start(cfg)
         d.rt = runtime.start(rt_opts)
     end
 
+    -- Audit checkpoints into the ledgers' event feeds (docs/AUDIT.md "Cross-attestation").
+    local every = cfg.audit and cfg.audit.attest_interval_ms
+    if every == nil then every = require("ron.audit.host").CONFIG_DEFAULTS.attest_interval_ms end
+    if d.audit and d.audit_dir and cfg.audit.key_path and every > 0 then
+        local targets = {}
+        if type(exporter.attest) == "function" then
+            targets[#targets + 1] = { name = "exporter", attest = function(cp)
+                return exporter:attest(cp)
+            end }
+        end
+        if d.wallet then
+            targets[#targets + 1] = { name = "wallet", attest = function(cp)
+                return d.wallet.led:attest(cp)
+            end }
+        end
+        if #targets > 0 then
+            d.attest = require("ron.accounting.daemon.attest").new {
+                audit = d.audit, dir = d.audit_dir, every_ms = every, targets = targets,
+                log = log }
+            task.spawn("audit_attest", d.attest.run, d.attest)
+        end
+    end
+    -- Each ledger's event feed into the trail, exactly once (docs/AUDIT.md "The ledger's
+    -- feed in the trail").
+    local feed_every = cfg.audit and cfg.audit.feed_interval_ms
+    if feed_every == nil then
+        feed_every = require("ron.audit.host").CONFIG_DEFAULTS.feed_interval_ms
+    end
+    if d.audit and d.audit_dir and feed_every > 0 then
+        local feed = require "ron.accounting.daemon.feed"
+        d.feeds = {}
+        if type(exporter.engine) == "function" then
+            d.feeds[#d.feeds + 1] = feed.new {
+                audit = d.audit, dir = d.audit_dir, name = "exporter", every_ms = feed_every,
+                book = exporter.book, log = log,
+                engine = function() return exporter:engine() end }
+        end
+        if d.wallet then
+            d.feeds[#d.feeds + 1] = feed.new {
+                audit = d.audit, dir = d.audit_dir, name = "wallet", every_ms = feed_every,
+                book = d.wallet.led.book, log = log,
+                engine = function() return d.wallet.led end }
+        end
+        for _, f in ipairs(d.feeds) do task.spawn("audit_feed_" .. f.name, f.run, f) end
+    end
     if d.wallet then
         task.spawn("wallet_run", require("ron.wallet.daemon").run, d.wallet)
         if d.http then

@@ -104,6 +104,22 @@ function E:set_audit(fn)
     self.audit_hook = require("ron.ledger.ledger").audit_hook(fn)
 end
 
+-- Carries an audit checkpoint { origin, size, root, note } in the book's event feed
+-- (ron.ledger.ledger:attest; the daemon's audit_attest task, docs/AUDIT.md
+-- "Cross-attestation") -> { event_seq, replayed } | nil, err, code.
+function E:attest(cp)
+    local led, err = self:engine()
+    if not led then return nil, err end
+    return led:attest(cp)
+end
+
+-- The engine once the exporter is ready (the daemon's ledger feed task reads its events).
+function E:engine()
+    local ok, err = self:ready()
+    if not ok then return nil, err end
+    return self.led
+end
+
 -- The store, the engine, the book and its system accounts: once.
 function E:ready()
     if self.is_ready then return true end

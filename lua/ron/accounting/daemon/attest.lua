@@ -1,0 +1,103 @@
+-- ron.accounting.daemon.attest: the daemon's `audit_attest` task (issue 16, PRODUCT.md §9,
+-- docs/AUDIT.md "Cross-attestation", AUD-I-30): each new signed checkpoint of the daemon's
+-- audit trail is carried into the event feed of every ledger the daemon commits to (the
+-- ledger exporter's book, the wallet's), so usage, money and audit attest to each other.
+--
+-- Every `audit.attest_interval_ms` (and once right at start: the last checkpoint of the
+-- previous run, written while the daemon stopped, is carried then), the task reads the
+-- size of the trail's latest checkpoint and, for each ledger that has not carried that
+-- size yet, reads the note from <audit dir>/cp-<size>.note (renamed into place whole, so
+-- never half a note) and calls the ledger's attest(cp) (ron.ledger.ledger:attest, one
+-- "audit.checkpoint" event, idempotent per (origin, size)). A ledger that fails (starting,
+-- a store error) is tried again next round. A ledger that already carries ANOTHER root for
+-- that (origin, size) answers Conflict: the audit log was rewritten or restored from an old
+-- backup; that is logged as an ERROR, counted (audit_attest_conflicts_total) and recorded
+-- in the trail itself (kind "attest", event "conflict"), and not retried for that size.
+local attest = require "ron.ledger.attest"
+local L = require "ron.ledger.ledger"
+local task = require "ron.accounting.runtime.task"
+
+local format, ipairs, tostring = string.format, ipairs, tostring
+
+local _M = {}
+
+local A = {}
+A.__index = A
+
+-- o = { audit = host (ron.audit.host), dir = its log directory, every_ms,
+--       targets = { { name = "exporter", attest = fn(cp) -> r | nil, err, code }, ... },
+--       log = fn(level, fmt, ...) }
+function _M.new(o)
+    local self = setmetatable({ audit = o.audit, dir = o.dir, every_ms = o.every_ms,
+                                targets = {}, log = o.log, carried = 0, conflicts = 0,
+                                failures = 0 }, A)
+    for i, t in ipairs(o.targets) do
+        self.targets[i] = { name = t.name, attest = t.attest, size = nil }
+    end
+    return self
+end
+
+-- One round; -> the number of ledgers that carried a new checkpoint.
+function A:round()
+    local latest = self.audit:latest_checkpoint()
+    if not latest then return 0 end
+    local size, cp, n = latest.size, nil, 0
+    for _, t in ipairs(self.targets) do
+        if t.size ~= size then
+            if not cp then
+                local err
+                cp, err = attest.latest(self.dir, size)
+                if not cp then
+                    self.failures = self.failures + 1
+                    self.log("WARN", "audit attest: checkpoint %d: %s", size, tostring(err))
+                    return n
+                end
+            end
+            local r, err, code = t.attest(cp)
+            if r then
+                if not t.size then -- once per ledger and run: where the carrying starts
+                    self.log("INFO", "audit attest: the %s ledger carries checkpoint %s size "
+                             .. "%d at event seq %s%s", t.name, cp.origin, size,
+                             tostring(r.event_seq), r.replayed and " (already there)" or "")
+                end
+                t.size = size
+                if not r.replayed then
+                    n = n + 1
+                    self.carried = self.carried + 1
+                end
+            elseif code == L.ERR.Conflict then
+                t.size = size
+                self.conflicts = self.conflicts + 1
+                self.log("ERROR", "audit attest: the %s ledger: %s", t.name, tostring(err))
+                self.audit:emit("attest", { event = "conflict", ledger = t.name,
+                                            origin = cp.origin, size = cp.size,
+                                            root = cp.root })
+            else
+                self.failures = self.failures + 1
+                if not t.warned then -- a ledger still starting: quiet until it answers
+                    t.warned = true
+                    self.log("WARN", "audit attest: the %s ledger: %s (retrying)", t.name,
+                             tostring(err))
+                end
+            end
+        end
+    end
+    return n
+end
+
+function A:run()
+    repeat self:round() until not task.sleep(self.every_ms)
+end
+
+-- The audit_attest_* families for /metrics (docs/reference/metrics.md).
+function A:metrics_text()
+    return "# HELP audit_attested_total Audit checkpoints carried into a ledger's event feed.\n"
+        .. "# TYPE audit_attested_total counter\n"
+        .. format("audit_attested_total %d\n", self.carried)
+        .. "# HELP audit_attest_conflicts_total Carried checkpoints whose root the audit log "
+        .. "no longer has (a rewritten log).\n"
+        .. "# TYPE audit_attest_conflicts_total counter\n"
+        .. format("audit_attest_conflicts_total %d\n", self.conflicts)
+end
+
+return _M

@@ -1,0 +1,279 @@
+-- ron.ledger.attest: audit checkpoints carried in the ledger's event feed (issue 16,
+-- PRODUCT.md §9, docs/AUDIT.md "Cross-attestation", LED-60, LED-61, AUD-I-30, AUD-I-31).
+--
+-- The slice encoding has no metadata field (docs/FORMAT.md §1), so the ledger's gapless
+-- event feed carries the audit trail's checkpoints: one event of kind "audit.checkpoint"
+-- per carried (origin, size), its data the signed note byte for byte (C2SP: anyone with
+-- the verifier key checks it without us). The event's id (the feed's transfer_id column)
+-- is derived from (origin, size), so carrying one checkpoint twice (a restart, two tasks)
+-- appends nothing, and carrying ANOTHER root for the same (origin, size) is refused: the
+-- audit log was rewritten (a fork or a rollback).
+--
+--   local attest = require "ron.ledger.attest"
+--   local cp = attest.from_file(dir .. "/cp-00000000000000001000.note")  -- or nil, err
+--   local cp = attest.parse(note)        -- { origin, size, root (hex), note } or nil, err
+--   led:attest(cp)                       -- ron.ledger.ledger: { event_seq, replayed }
+--   attest.latest(dir, size)             -- the cp of <dir>/cp-<size>.note (the daemon)
+--   attest.check(events, opts, problem, sum)   -- `ledger verify [--audit DIR]`
+local ledger = require "ron.ledger"
+local codec = require "ron.ledger.codec"
+
+local byte, char, concat, format = string.byte, string.char, table.concat, string.format
+local floor, tonumber, tostring, type = math.floor, tonumber, tostring, type
+local ipairs, pairs = ipairs, pairs
+
+local _M = { KIND = "audit.checkpoint" }
+
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+local B64_VAL = {}
+for i = 1, 64 do B64_VAL[byte(B64, i)] = i - 1 end
+
+-- Standard base64 with padding (the checkpoint's root line); nil when malformed.
+local function unbase64(s)
+    if #s % 4 ~= 0 then return nil end
+    local out, acc, bits = {}, 0, 0
+    local pad = s:match("(=*)$")
+    if #pad > 2 then return nil end
+    for i = 1, #s - #pad do
+        local v = B64_VAL[byte(s, i)]
+        if not v then return nil end
+        acc, bits = acc * 64 + v, bits + 6
+        if bits >= 8 then
+            bits = bits - 8
+            local d = 2 ^ bits
+            out[#out + 1] = char(floor(acc / d))
+            acc = acc % d
+        end
+    end
+    return concat(out)
+end
+
+-- The event id: SHA-256 of a domain tag, the origin and the size. Deterministic, so a
+-- second carry of the same checkpoint finds the first one (the feed's unique (book, id,
+-- kind)); never a transfer id (those are double SHA-256 of a transfer's bytes).
+function _M.id(origin, size)
+    return codec.sha256(format("ron-ledger audit.checkpoint v1\n%s\n%d", origin, size))
+end
+
+-- Parses a C2SP signed note holding a tlog checkpoint: { origin, size, root (64 hex),
+-- note } or nil, why. The signature is not checked here (attest.check does, with a key).
+function _M.parse(note)
+    if type(note) ~= "string" or #note > 4096 then return nil, "not a note" end
+    local origin, size, root64, rest = note:match("^([^\n]+)\n(%d+)\n([A-Za-z0-9+/=]+)\n(.*)$")
+    if not origin then return nil, "not a checkpoint note (origin, size, root lines)" end
+    if not rest:match("^\n\226\128\148 ") then -- a blank line, then "— name sig"
+        return nil, "the checkpoint has no signature line"
+    end
+    local n = tonumber(size)
+    if not n or n < 1 or n >= 2 ^ 53 or (#size > 1 and size:sub(1, 1) == "0") then
+        return nil, "bad tree size " .. size
+    end
+    local raw = unbase64(root64)
+    if not raw or #raw ~= 32 then return nil, "the root is not 32 bytes of base64" end
+    return { origin = origin, size = n, root = ledger.hex(raw), note = note }
+end
+
+-- The checkpoint of <dir>/cp-<size 20 digits>.note (audit/log.c writes it to a temporary
+-- file and renames it: reading it never sees half a note, unlike the log's in-memory copy
+-- that a sync on the threadpool may be rewriting).
+function _M.latest(dir, size)
+    local path = format("%s/cp-%020d.note", dir, size)
+    return _M.from_file(path)
+end
+
+function _M.from_file(path)
+    local f, err = io.open(path, "rb")
+    if not f then return nil, err end
+    local note = f:read("*a")
+    f:close()
+    local cp, perr = _M.parse(note)
+    if not cp then return nil, path .. ": " .. perr end
+    return cp
+end
+
+-- The event's data is the note; an existing event for (origin, size) must hold the same
+-- root (else the trail forked). -> nil | "why" (a Conflict).
+function _M.same(ev, cp)
+    local had = _M.parse(ev.data or "")
+    if not had then return "the carried event's data is not a checkpoint" end
+    if had.origin ~= cp.origin or had.size ~= cp.size then
+        return "the carried event names another checkpoint"
+    end
+    if had.root ~= cp.root then
+        return format("checkpoint %s size %d is carried with root %s (event seq %s), the audit "
+                      .. "log now has root %s: the audit log was rewritten (a fork or a "
+                      .. "rollback)", cp.origin, cp.size, had.root, tostring(ev.seq), cp.root)
+    end
+end
+
+-- ---- verification (`ron-accounting ledger verify --audit DIR [--audit-vkey FILE]`) ----
+
+local function read_file(path)
+    local f = io.open(path, "rb")
+    if not f then return nil end
+    local s = f:read("*a")
+    f:close()
+    return s
+end
+
+-- events: the book's feed (every event, by seq); opts.audit = an audit log directory,
+-- opts.audit_vkey = a verifier key file; problem(where, fmt, ...) as ron.ledger.verify's.
+-- Fills sum.attested (audit.checkpoint events) and, with a directory, sum.audit_records
+-- and sum.audit_ledger_records (the trail's `ledger` records that name this ledger's
+-- transfers, each checked against its event).
+function _M.check(events, opts, problem, sum)
+    sum.attested = 0
+    local vkey
+    if opts.audit_vkey then
+        vkey = read_file(opts.audit_vkey)
+        if not vkey then
+            problem("audit", "cannot read the verifier key %s", opts.audit_vkey)
+            return
+        end
+        vkey = vkey:gsub("%s+$", "")
+    end
+    local ffi, C
+    if vkey or opts.audit then
+        ffi = require "ffi"
+        C = require "ron.audit.lib"
+    end
+    local carried, transfer_seq = {}, {} -- transfer_seq: hex id -> its event's seq
+    -- the feed's records (AUD-I-32): per feeding task (the record's `ledger`: a wallet and
+    -- a rater on one store and book feed the same events twice, once each), seq -> count
+    local by_seq, fed = {}, {}
+    for _, ev in ipairs(events) do
+        by_seq[tonumber(ev.seq)] = ev
+        if ev.kind == "transfer" then transfer_seq[ledger.hex(ev.transfer_id)] = ev.seq end
+        if ev.kind == _M.KIND then
+            sum.attested = sum.attested + 1
+            local where = format("event seq %d (audit.checkpoint)", ev.seq)
+            local cp, err = _M.parse(ev.data or "")
+            if not cp then
+                problem(where, "%s", err)
+            elseif _M.id(cp.origin, cp.size) ~= ev.transfer_id then
+                problem(where, "its id is not the id of (%s, %d)", cp.origin, cp.size)
+            else
+                cp.where = where
+                carried[#carried + 1] = cp
+                if vkey then
+                    local sz, root = ffi.new("uint64_t[1]"), ffi.new("uint8_t[32]")
+                    local rc = C.rau_checkpoint_verify(cp.note, #cp.note, vkey, #vkey, sz, root)
+                    if rc ~= 0 then
+                        problem(where, "the carried note does not verify with %s: %s",
+                                opts.audit_vkey, ffi.string(C.rau_err_name(rc)))
+                    end
+                end
+            end
+        end
+    end
+    if not opts.audit then return end
+    -- The log itself, with every carried note as a checkpoint kept elsewhere: the verifier
+    -- recomputes the root of the log's first `size` records for each (a rewritten log, or
+    -- one restored from an old backup, has other roots: a fork; a shorter one: a rollback).
+    local dir = opts.audit
+    local log_origin
+    do
+        local p = io.popen("ls '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+        for name in (p and p:lines() or function() end) do
+            if name:match("^cp%-%d+%.note$") then
+                local cp = _M.from_file(dir .. "/" .. name)
+                if cp then log_origin = cp.origin end
+                break
+            end
+        end
+        if p then p:close() end
+    end
+    local files, paths = {}, {}
+    for i, cp in ipairs(carried) do
+        if log_origin and cp.origin ~= log_origin and not vkey then
+            problem(cp.where, "origin %s is not the audit log's (%s)", cp.origin, log_origin)
+        end
+        local path = os.tmpname()
+        local f = io.open(path, "wb")
+        f:write(cp.note)
+        f:close()
+        files[i], paths[path] = path, cp
+    end
+    local extra = ffi.new("const char *[?]", #files + 1)
+    for i, path in ipairs(files) do extra[i - 1] = path end
+    local records, ledger_recs = 0, 0
+    local report = ffi.cast("rau_report_fn", function(_, where, what)
+        local w = ffi.string(where)
+        local cp = paths[w]
+        problem(cp and cp.where or ("audit " .. w), "%s%s", ffi.string(what),
+                cp and format(" (carried checkpoint %s size %d root %s)", cp.origin, cp.size,
+                              cp.root) or "")
+    end)
+    local attr = ffi.new("rau_attr_t[1]")
+    local each = ffi.cast("rau_record_fn", function(_, r)
+        records = records + 1
+        local kind = ffi.string(C.rau_record_kind(r))
+        if kind ~= "ledger" and kind ~= "ledger.event" then return end
+        local a = {}
+        for i = 0, tonumber(C.rau_record_attr_count(r)) - 1 do
+            if C.rau_record_attr(r, i, attr) == 0 then
+                local k = ffi.string(attr[0].key, attr[0].key_len)
+                if attr[0].type == C.RAU_ATTR_STR then
+                    a[k] = ffi.string(attr[0].str, attr[0].str_len)
+                else
+                    a[k] = tonumber(attr[0].num)
+                end
+            end
+        end
+        if a.book ~= (opts.book or "main") then return end
+        if kind == "ledger.event" then
+            -- this ledger's when the event at that seq is the one it names (another store
+            -- may use the same book name)
+            local ev = by_seq[a.event_seq]
+            if ev and ev.kind == a.event and ledger.hex(ev.transfer_id) == a.id then
+                local f = fed[tostring(a.ledger)] or {}
+                fed[tostring(a.ledger)] = f
+                f[a.event_seq] = (f[a.event_seq] or 0) + 1
+            end
+            return
+        end
+        if type(a.transfer) ~= "string" then return end
+        -- Only transfers of this ledger: a daemon's trail may hold another store's (the
+        -- wallet's ledger and the rater's can share a book name).
+        local seq = transfer_seq[a.transfer]
+        if seq then
+            ledger_recs = ledger_recs + 1
+            if seq ~= a.event_seq then
+                problem(format("audit record %d", tonumber(C.rau_record_seq(r))),
+                        "names transfer %s at event seq %s, the ledger has it at %d",
+                        a.transfer, tostring(a.event_seq), seq)
+            end
+        end
+    end)
+    local n = ffi.new("uint64_t[1]")
+    local rc = C.rau_verify_dir_list(dir, vkey, extra, #files, report, each, nil, n)
+    report:free()
+    each:free()
+    for _, path in ipairs(files) do os.remove(path) end
+    if rc < 0 then
+        problem("audit " .. dir, "%s", ffi.string(C.rau_err_name(rc)))
+    end
+    sum.audit_records, sum.audit_ledger_records = records, ledger_recs
+    -- The feed's records: every event up to the last one recorded, each exactly once.
+    local through, nfed = 0, 0
+    for name, f in pairs(fed) do
+        local top = 0
+        for seq, k in pairs(f) do
+            nfed = nfed + k
+            if seq > top then top = seq end
+        end
+        for seq = 1, top do
+            if not f[seq] then
+                problem(format("event seq %d", seq), "not in the audit trail (the %s feed's "
+                        .. "records reach seq %d)", name, top)
+            elseif f[seq] > 1 then
+                problem(format("event seq %d", seq), "in the audit trail %d times (the %s feed)",
+                        f[seq], name)
+            end
+        end
+        if top > through then through = top end
+    end
+    sum.audit_feed_records, sum.audit_feed_through = nfed, through
+end
+
+return _M
