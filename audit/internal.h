@@ -85,7 +85,7 @@ typedef struct rau__dent_s {
 } rau__dent_t;
 typedef struct rau__dedupe_s {
     rau__dent_t *ents; /* ring, oldest at (head + cap - count) % cap */
-    uint32_t *slots;   /* open addressing: ring index + 1, 0 = empty */
+    uint64_t *slots;   /* open addressing: key's first 4 bytes << 32 | ring index + 1; 0 = empty */
     uint32_t cap, count, head, mask;
 } rau__dedupe_t;
 int rau__dedupe_init(rau__dedupe_t *d, uint32_t cap);

@@ -2,12 +2,18 @@
  * writer of its chain head (AUD-I-1); the caller serializes calls on it (the Lua host runs
  * it on one loop). Appends are buffered; rau_log_sync writes the batch and fdatasyncs once
  * (group commit, AUD-I-12). A failed write fails the log: the head is then ahead of the
- * disk, and going on would chain records to ones that may not exist (AUD-I-14). */
+ * disk, and going on would chain records to ones that may not exist (AUD-I-14).
+ *
+ * The host runs the writer's calls on the libuv threadpool (rau_log_append_packed, then
+ * rau_log_sync: one pool call per batch) while the loop thread asks for rau_log_stats and
+ * rau_log_latest_checkpoint (metrics, the ledger's checkpoint). Those two read a copy the
+ * writer publishes under a mutex at the end of each call, never the writer's live state. */
 #include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,7 +44,29 @@ struct rau_log_s {
     char cp_note[RAU_NOTE_MAX];
     size_t cp_note_len; /* 0: none */
     rau_log_stats_t st;
+    /* What other threads read (rau_log_stats, rau_log_latest_checkpoint), under mu. */
+    pthread_mutex_t mu;
+    rau_log_stats_t pub;
+    uint64_t pub_cp_size;
+    uint8_t pub_cp_root[32];
+    char pub_cp_note[RAU_NOTE_MAX];
+    size_t pub_cp_note_len;
 };
+
+/* Publishes the writer's state for the readers of other threads (see the header comment). */
+static void publish(rau_log_t *l) {
+    pthread_mutex_lock(&l->mu);
+    l->pub = l->st;
+    l->pub.head_seq = l->head_seq;
+    memcpy(l->pub.head_hash, l->head_hash, 32);
+    if (l->cp_note_len != l->pub_cp_note_len || l->last_cp != l->pub_cp_size) {
+        l->pub_cp_size = l->last_cp;
+        memcpy(l->pub_cp_root, l->cp_root, 32);
+        memcpy(l->pub_cp_note, l->cp_note, l->cp_note_len);
+        l->pub_cp_note_len = l->cp_note_len;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
 
 void rau_log_config_init(rau_log_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -270,6 +298,10 @@ int rau_log_open(const rau_log_config_t *cfg, rau_log_t **out, char *err, size_t
     }
     rau_log_t *l = calloc(1, sizeof *l);
     if (!l) return RAU_ENOMEM;
+    if (pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l);
+        return RAU_ENOMEM;
+    }
     l->fd = -1;
     snprintf(l->writer_id, sizeof l->writer_id, "%s", cfg->writer_id);
     snprintf(l->stream, sizeof l->stream, "%s", cfg->stream);
@@ -311,6 +343,7 @@ int rau_log_open(const rau_log_config_t *cfg, rau_log_t **out, char *err, size_t
             goto fail;
         }
     }
+    publish(l);
     *out = l;
     return 0;
 fail:
@@ -361,24 +394,33 @@ static int write_checkpoint(rau_log_t *l) {
 int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *root_out, char *note,
                               size_t cap, size_t *len_out) {
     if (!l) return RAU_EINVAL;
-    if (l->cp_note_len == 0) return RAU_ENOTFOUND;
-    if (size_out) *size_out = l->last_cp;
-    if (root_out) memcpy(root_out, l->cp_root, 32);
-    if (len_out) *len_out = l->cp_note_len;
-    if (note) {
-        if (cap < l->cp_note_len) return RAU_EBUFSIZE;
-        memcpy(note, l->cp_note, l->cp_note_len);
+    rau_log_t *w = (rau_log_t *)l; /* the mutex only: the published copy is read */
+    int rc = 0;
+    pthread_mutex_lock(&w->mu);
+    if (l->pub_cp_note_len == 0) {
+        rc = RAU_ENOTFOUND;
+    } else {
+        if (size_out) *size_out = l->pub_cp_size;
+        if (root_out) memcpy(root_out, l->pub_cp_root, 32);
+        if (len_out) *len_out = l->pub_cp_note_len;
+        if (note) {
+            if (cap < l->pub_cp_note_len)
+                rc = RAU_EBUFSIZE;
+            else
+                memcpy(note, l->pub_cp_note, l->pub_cp_note_len);
+        }
     }
-    return 0;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
 }
 
 int rau_log_sync(rau_log_t *l) {
     if (!l) return RAU_EINVAL;
     int rc = flush(l);
-    if (rc) return rc;
-    if (l->signer && !l->amnesia && l->checkpoint_every &&
+    if (!rc && l->signer && !l->amnesia && l->checkpoint_every &&
         l->head_seq - l->last_cp >= l->checkpoint_every)
         rc = write_checkpoint(l);
+    publish(l);
     return rc;
 }
 
@@ -386,23 +428,16 @@ int rau_log_checkpoint(rau_log_t *l) {
     if (!l) return RAU_EINVAL;
     if (!l->signer || l->amnesia) return RAU_EKEY;
     int rc = flush(l);
-    return rc ? rc : write_checkpoint(l);
+    if (!rc) rc = write_checkpoint(l);
+    publish(l);
+    return rc;
 }
 
-int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out) {
-    if (!l || !ev || !out) return RAU_EINVAL;
-    if (l->failed) return RAU_ECLOSED;
+/* Takes canonical bytes at dst (seq and prev set: the chain head's next) into the chain:
+ * dedupe, frame (dst is l->batch + l->batch_len + 4, or a scratch buffer with amnesia),
+ * self_hash, Merkle leaf. The tail of rau_log_append and of rau_log_append_packed. */
+static int take(rau_log_t *l, uint8_t *dst, size_t len, rau_appended_t *out) {
     int rc;
-    /* Room for the largest record, so the encoder never meets a short buffer. */
-    if (!l->amnesia && l->batch_cap - l->batch_len < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD &&
-        (rc = flush(l)))
-        return rc;
-    uint8_t scratch[RAU_RECORD_MAX];
-    uint8_t *dst = l->amnesia ? scratch : l->batch + l->batch_len + 4;
-    size_t len = 0;
-    rc = rau_record_encode(l->writer_id, l->stream, l->head_seq + 1, l->head_hash, ev, dst,
-                           RAU_RECORD_MAX, &len);
-    if (rc) return rc;
     uint8_t dkey[32], self[32];
     rau__b3_dedupe(dst, len, dkey);
     const rau__dent_t *e = rau__dedupe_find(&l->dd, dkey);
@@ -439,10 +474,79 @@ int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out) {
     return 0;
 }
 
+/* Room for the largest record, so the encoder never meets a short buffer. */
+static int room(rau_log_t *l) {
+    if (!l->amnesia && l->batch_cap - l->batch_len < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD)
+        return flush(l);
+    return 0;
+}
+
+int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out) {
+    if (!l || !ev || !out) return RAU_EINVAL;
+    if (l->failed) return RAU_ECLOSED;
+    int rc;
+    if ((rc = room(l))) return rc;
+    uint8_t scratch[RAU_RECORD_MAX];
+    uint8_t *dst = l->amnesia ? scratch : l->batch + l->batch_len + 4;
+    size_t len = 0;
+    rc = rau_record_encode(l->writer_id, l->stream, l->head_seq + 1, l->head_hash, ev, dst,
+                           RAU_RECORD_MAX, &len);
+    if (!rc) rc = take(l, dst, len, out);
+    publish(l);
+    return rc;
+}
+
+/* The identity of a packed record: the canonical prefix, a body no shorter than the fixed
+ * fields, and this log's writer_id and stream (so a batch cannot land on another chain). */
+static int packed_ok(const rau_log_t *l, const uint8_t *p, size_t n) {
+    size_t wl = strlen(l->writer_id), sl = strlen(l->stream);
+    size_t need = RAU__OFF_BODY + 8 + 1 + wl + 1 + sl + 2;
+    if (n < need || n > RAU_RECORD_MAX || memcmp(p, RAU__MAGIC, RAU__MAGIC_LEN) != 0) return 0;
+    const uint8_t *w = p + RAU__OFF_BODY + 8;
+    return w[0] == wl && memcmp(w + 1, l->writer_id, wl) == 0 && w[1 + wl] == sl &&
+           memcmp(w + 2 + wl, l->stream, sl) == 0;
+}
+
+int rau_log_append_packed(rau_log_t *l, const uint8_t *buf, size_t len, rau_batch_result_t *out) {
+    if (!l || (!buf && len) || !out) return RAU_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (l->failed) return RAU_ECLOSED;
+    int rc = 0;
+    size_t off = 0;
+    uint8_t scratch[RAU_RECORD_MAX];
+    while (off < len) {
+        if (len - off < 4) {
+            rc = RAU_ENONCANON;
+            break;
+        }
+        size_t n = rau__rd32(buf + off);
+        if (n > len - off - 4 || !packed_ok(l, buf + off + 4, n)) {
+            rc = RAU_ENONCANON;
+            break;
+        }
+        if ((rc = room(l))) break;
+        uint8_t *dst = l->amnesia ? scratch : l->batch + l->batch_len + 4;
+        memcpy(dst, buf + off + 4, n);
+        rau__be64(dst + RAU__OFF_SEQ, l->head_seq + 1);
+        memcpy(dst + RAU__OFF_PREV, l->head_hash, 32);
+        rau_appended_t a;
+        if ((rc = take(l, dst, n, &a))) break;
+        if (a.duplicate)
+            out->duplicates++;
+        else
+            out->appended++;
+        off += 4 + n;
+    }
+    out->done = off;
+    publish(l);
+    return rc;
+}
+
 void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out) {
-    *out = l->st;
-    out->head_seq = l->head_seq;
-    memcpy(out->head_hash, l->head_hash, 32);
+    rau_log_t *w = (rau_log_t *)l; /* the mutex only: the published copy is read */
+    pthread_mutex_lock(&w->mu);
+    *out = l->pub;
+    pthread_mutex_unlock(&w->mu);
 }
 
 int rau_log_close(rau_log_t *l) {
@@ -454,6 +558,7 @@ int rau_log_close(rau_log_t *l) {
     rau_signer_free(l->signer);
     rau__dedupe_free(&l->dd);
     free(l->batch);
+    pthread_mutex_destroy(&l->mu);
     free(l);
     return rc;
 }
