@@ -77,6 +77,18 @@ int rau__seglist(const char *dir, rau__seglist_t *out);
 void rau__seglist_free(rau__seglist_t *l);
 int rau__read_file(const char *path, uint8_t **buf, size_t *len, size_t max);
 
+/* A segment read through a fixed window (the log's recovery and verify: memory does not
+ * grow with the segment): b[0..have) holds the file's bytes from offset base. */
+enum { RAU__WIN = 1 << 20 };
+typedef struct rau__win_s {
+    int fd, eof;
+    uint8_t *b; /* RAU__WIN bytes */
+    size_t have;
+    uint64_t base;
+} rau__win_t;
+/* Keeps b[*off..have), reads more behind it; *off becomes 0. RAU_EIO. */
+int rau__win_refill(rau__win_t *w, size_t *off);
+
 /* ---- the dedupe index: the last `cap` events of a chain (audit/dedupe.c, AUD-I-6) ---- */
 typedef struct rau__dent_s {
     uint8_t key[32];

@@ -142,6 +142,26 @@ static int valid_after(const uint8_t *b, size_t len, size_t off) {
     return 0;
 }
 
+/* valid_after over the file from pos to its end (read whole: only after a bad frame in the
+ * last segment, the rare path). An unreadable rest counts as "something follows" (so the
+ * damage is refused, never cut). */
+static int valid_after_file(int fd, size_t pos, size_t len) {
+    if (len <= pos) return 0;
+    size_t n = len - pos;
+    uint8_t *b = malloc(n);
+    if (!b) return 1;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, b + got, n - got, (off_t)(pos + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    int v = got == n ? valid_after(b, n, 0) : 1;
+    free(b);
+    return v;
+}
+
 /* The note of the last checkpoint found at open: its root is line 3 of the body
  * (origin, size, base64 root). A note that cannot be read or parsed leaves "none";
  * `audit verify` is where a damaged note is reported. */
@@ -172,35 +192,56 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
         rau__errf(err, errlen, "%s: cannot list", l->dir);
         return rc;
     }
+    rau__win_t w = {-1, 0, malloc(RAU__WIN), 0, 0};
+    if (!w.b) {
+        rau__seglist_free(&sl);
+        return RAU_ENOMEM;
+    }
     for (size_t si = 0; si < sl.n && !rc; si++) {
         int last = si + 1 == sl.n;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", l->dir, sl.names[si]);
-        uint8_t *b;
-        size_t len;
-        if ((rc = rau__read_file(path, &b, &len, (uint64_t)1 << 40))) {
+        /* Through a fixed window (not the whole segment in memory: up to rotate_bytes). */
+        struct stat sb;
+        w.fd = open(path, O_RDONLY | O_CLOEXEC);
+        w.eof = 0, w.have = 0, w.base = 0;
+        size_t off = 0;
+        if (w.fd < 0 || fstat(w.fd, &sb) != 0 || rau__win_refill(&w, &off)) {
+            if (w.fd >= 0) close(w.fd);
             rau__errf(err, errlen, "%s: cannot read", path);
+            rc = RAU_EIO;
             break;
         }
+        size_t len = (size_t)sb.st_size;
         size_t cut = SIZE_MAX;
-        if (len < RAU__SEG_HDR) {
+        if (w.have < RAU__SEG_HDR) {
             if (!last) {
                 rau__errf(err, errlen, "%s: short header", path);
                 rc = RAU_ECORRUPT;
             } else {
                 cut = 0; /* torn at creation: rewritten below */
             }
-        } else if (memcmp(b, RAU__SEG_MAGIC, 8) != 0 || rau__rd64(b + 8) != l->head_seq + 1 ||
-                   rau__rd64(b + 8) != sl.first_seq[si] || !hdr_ok(b)) {
+        } else if (memcmp(w.b, RAU__SEG_MAGIC, 8) != 0 || rau__rd64(w.b + 8) != l->head_seq + 1 ||
+                   rau__rd64(w.b + 8) != sl.first_seq[si] || !hdr_ok(w.b)) {
             rau__errf(err, errlen, "%s+0: bad segment header (expected first seq %llu)", path,
                       (unsigned long long)(l->head_seq + 1));
             rc = RAU_ECORRUPT;
         }
-        size_t off = RAU__SEG_HDR;
-        while (!rc && cut == SIZE_MAX && off < len) {
+        off = RAU__SEG_HDR;
+        while (!rc && cut == SIZE_MAX) {
+            /* Less than the largest frame left in the window: slide it and read on. */
+            if (!w.eof && w.have - off < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD &&
+                rau__win_refill(&w, &off)) {
+                rau__errf(err, errlen, "%s: cannot read", path);
+                rc = RAU_EIO;
+                break;
+            }
+            if (off >= w.have) break;
+            const uint8_t *b = w.b;
+            size_t pos = (size_t)w.base + off; /* in the file */
             const uint8_t *pl;
             size_t plen, flen;
-            int fr = rau__frame_parse(b + off, len - off, &pl, &plen, &flen);
+            int fr = rau__frame_parse(b + off, w.have - off, &pl, &plen, &flen);
             if (fr == 1) {
                 rau_record_t *rec = NULL;
                 int drc = rau_record_decode(pl, plen, &rec);
@@ -210,7 +251,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
                                  strcmp(rau_record_stream(rec), l->stream) != 0))
                     drc = RAU_ETAMPER;
                 if (drc) {
-                    rau__errf(err, errlen, "%s+%zu: record %llu: %s", path, off,
+                    rau__errf(err, errlen, "%s+%zu: record %llu: %s", path, pos,
                               (unsigned long long)(l->head_seq + 1), rau_err_name(drc));
                     rau_record_free(rec);
                     rc = RAU_ECORRUPT;
@@ -219,15 +260,16 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
                 chain_take(l, pl, plen, rau_record_self_hash(rec), rau_record_dedupe(rec));
                 rau_record_free(rec);
                 off += flen;
-            } else if (last && (fr == 0 || !valid_after(b, len, off))) {
-                cut = off; /* AUD-I-12: a torn tail is cut, once, at open */
+            } else if (last && (fr == 0 || !valid_after_file(w.fd, pos, len))) {
+                cut = pos; /* AUD-I-12: a torn tail is cut, once, at open */
             } else {
-                rau__errf(err, errlen, "%s+%zu: bad frame after record %llu", path, off,
+                rau__errf(err, errlen, "%s+%zu: bad frame after record %llu", path, pos,
                           (unsigned long long)l->head_seq);
                 rc = RAU_ECORRUPT;
             }
         }
-        free(b);
+        close(w.fd);
+        w.fd = -1;
         if (rc) break;
         if (last) {
             if (cut == 0) {
@@ -253,6 +295,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
         }
     }
     rau__seglist_free(&sl);
+    free(w.b);
     if (rc) return rc;
     l->st.durable_seq = l->head_seq;
     /* The last checkpoint's size, from the file names. */

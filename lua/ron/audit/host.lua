@@ -42,7 +42,7 @@ local floor, max, format, pairs, type, tostring, setmetatable, error =
 
 local _M = {}
 
-_M.DEFAULTS = { queue_cap = 65536, batch = 1024, interval_ms = 50,
+_M.DEFAULTS = { queue_cap = 65536, batch = 4096, interval_ms = 50,
                 io_deadline_ms = 1000, close_deadline_ms = 2000 }
 
 -- (slice: accepted and ignored; it was the number of events hashed on the loop between
@@ -71,7 +71,7 @@ end
 -- the defaults, and the check (-> true | nil, "audit...: why").
 _M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
                        checkpoint_every = 1000, queue_cap = 65536, writer_id = "ron-accounting",
-                       stream = "daemon", batch = 1024, interval_ms = 50,
+                       stream = "daemon", batch = 4096, interval_ms = 50,
                        io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024 }
 local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 24 },
                         batch = { 1, 8192 }, interval_ms = { 1, 60000 },
