@@ -556,7 +556,6 @@ int rau_log_append_packed(rau_log_t *l, const uint8_t *buf, size_t len, rau_batc
     if (l->failed) return RAU_ECLOSED;
     int rc = 0;
     size_t off = 0;
-    uint8_t scratch[RAU_RECORD_MAX];
     while (off < len) {
         if (len - off < 4) {
             rc = RAU_ENONCANON;
@@ -568,7 +567,8 @@ int rau_log_append_packed(rau_log_t *l, const uint8_t *buf, size_t len, rau_batc
             break;
         }
         if ((rc = room(l))) break;
-        uint8_t *dst = l->amnesia ? scratch : l->batch + l->batch_len + 4;
+        /* (amnesia: batch_len stays 0, the group-commit buffer is the scratch space) */
+        uint8_t *dst = l->batch + l->batch_len + 4;
         memcpy(dst, buf + off + 4, n);
         rau__be64(dst + RAU__OFF_SEQ, l->head_seq + 1);
         memcpy(dst + RAU__OFF_PREV, l->head_hash, 32);
