@@ -77,6 +77,18 @@ int rau__seglist(const char *dir, rau__seglist_t *out);
 void rau__seglist_free(rau__seglist_t *l);
 int rau__read_file(const char *path, uint8_t **buf, size_t *len, size_t max);
 
+/* A segment read through a fixed window (the log's recovery and verify: memory does not
+ * grow with the segment): b[0..have) holds the file's bytes from offset base. */
+enum { RAU__WIN = 1 << 20 };
+typedef struct rau__win_s {
+    int fd, eof;
+    uint8_t *b; /* RAU__WIN bytes */
+    size_t have;
+    uint64_t base;
+} rau__win_t;
+/* Keeps b[*off..have), reads more behind it; *off becomes 0. RAU_EIO. */
+int rau__win_refill(rau__win_t *w, size_t *off);
+
 /* ---- the dedupe index: the last `cap` events of a chain (audit/dedupe.c, AUD-I-6) ---- */
 typedef struct rau__dent_s {
     uint8_t key[32];
@@ -85,7 +97,7 @@ typedef struct rau__dent_s {
 } rau__dent_t;
 typedef struct rau__dedupe_s {
     rau__dent_t *ents; /* ring, oldest at (head + cap - count) % cap */
-    uint32_t *slots;   /* open addressing: ring index + 1, 0 = empty */
+    uint64_t *slots;   /* open addressing: key's first 4 bytes << 32 | ring index + 1; 0 = empty */
     uint32_t cap, count, head, mask;
 } rau__dedupe_t;
 int rau__dedupe_init(rau__dedupe_t *d, uint32_t cap);

@@ -2,12 +2,18 @@
  * writer of its chain head (AUD-I-1); the caller serializes calls on it (the Lua host runs
  * it on one loop). Appends are buffered; rau_log_sync writes the batch and fdatasyncs once
  * (group commit, AUD-I-12). A failed write fails the log: the head is then ahead of the
- * disk, and going on would chain records to ones that may not exist (AUD-I-14). */
+ * disk, and going on would chain records to ones that may not exist (AUD-I-14).
+ *
+ * The host runs the writer's calls on the libuv threadpool (rau_log_append_packed, then
+ * rau_log_sync: one pool call per batch) while the loop thread asks for rau_log_stats and
+ * rau_log_latest_checkpoint (metrics, the ledger's checkpoint). Those two read a copy the
+ * writer publishes under a mutex at the end of each call, never the writer's live state. */
 #include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,7 +44,29 @@ struct rau_log_s {
     char cp_note[RAU_NOTE_MAX];
     size_t cp_note_len; /* 0: none */
     rau_log_stats_t st;
+    /* What other threads read (rau_log_stats, rau_log_latest_checkpoint), under mu. */
+    pthread_mutex_t mu;
+    rau_log_stats_t pub;
+    uint64_t pub_cp_size;
+    uint8_t pub_cp_root[32];
+    char pub_cp_note[RAU_NOTE_MAX];
+    size_t pub_cp_note_len;
 };
+
+/* Publishes the writer's state for the readers of other threads (see the header comment). */
+static void publish(rau_log_t *l) {
+    pthread_mutex_lock(&l->mu);
+    l->pub = l->st;
+    l->pub.head_seq = l->head_seq;
+    memcpy(l->pub.head_hash, l->head_hash, 32);
+    if (l->cp_note_len != l->pub_cp_note_len || l->last_cp != l->pub_cp_size) {
+        l->pub_cp_size = l->last_cp;
+        memcpy(l->pub_cp_root, l->cp_root, 32);
+        memcpy(l->pub_cp_note, l->cp_note, l->cp_note_len);
+        l->pub_cp_note_len = l->cp_note_len;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
 
 void rau_log_config_init(rau_log_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -114,6 +142,26 @@ static int valid_after(const uint8_t *b, size_t len, size_t off) {
     return 0;
 }
 
+/* valid_after over the file from pos to its end (read whole: only after a bad frame in the
+ * last segment, the rare path). An unreadable rest counts as "something follows" (so the
+ * damage is refused, never cut). */
+static int valid_after_file(int fd, size_t pos, size_t len) {
+    if (len <= pos) return 0;
+    size_t n = len - pos;
+    uint8_t *b = malloc(n);
+    if (!b) return 1;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, b + got, n - got, (off_t)(pos + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    int v = got == n ? valid_after(b, n, 0) : 1;
+    free(b);
+    return v;
+}
+
 /* The note of the last checkpoint found at open: its root is line 3 of the body
  * (origin, size, base64 root). A note that cannot be read or parsed leaves "none";
  * `audit verify` is where a damaged note is reported. */
@@ -144,35 +192,56 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
         rau__errf(err, errlen, "%s: cannot list", l->dir);
         return rc;
     }
+    rau__win_t w = {-1, 0, malloc(RAU__WIN), 0, 0};
+    if (!w.b) {
+        rau__seglist_free(&sl);
+        return RAU_ENOMEM;
+    }
     for (size_t si = 0; si < sl.n && !rc; si++) {
         int last = si + 1 == sl.n;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", l->dir, sl.names[si]);
-        uint8_t *b;
-        size_t len;
-        if ((rc = rau__read_file(path, &b, &len, (uint64_t)1 << 40))) {
+        /* Through a fixed window (not the whole segment in memory: up to rotate_bytes). */
+        struct stat sb;
+        w.fd = open(path, O_RDONLY | O_CLOEXEC);
+        w.eof = 0, w.have = 0, w.base = 0;
+        size_t off = 0;
+        if (w.fd < 0 || fstat(w.fd, &sb) != 0 || rau__win_refill(&w, &off)) {
+            if (w.fd >= 0) close(w.fd);
             rau__errf(err, errlen, "%s: cannot read", path);
+            rc = RAU_EIO;
             break;
         }
+        size_t len = (size_t)sb.st_size;
         size_t cut = SIZE_MAX;
-        if (len < RAU__SEG_HDR) {
+        if (w.have < RAU__SEG_HDR) {
             if (!last) {
                 rau__errf(err, errlen, "%s: short header", path);
                 rc = RAU_ECORRUPT;
             } else {
                 cut = 0; /* torn at creation: rewritten below */
             }
-        } else if (memcmp(b, RAU__SEG_MAGIC, 8) != 0 || rau__rd64(b + 8) != l->head_seq + 1 ||
-                   rau__rd64(b + 8) != sl.first_seq[si] || !hdr_ok(b)) {
+        } else if (memcmp(w.b, RAU__SEG_MAGIC, 8) != 0 || rau__rd64(w.b + 8) != l->head_seq + 1 ||
+                   rau__rd64(w.b + 8) != sl.first_seq[si] || !hdr_ok(w.b)) {
             rau__errf(err, errlen, "%s+0: bad segment header (expected first seq %llu)", path,
                       (unsigned long long)(l->head_seq + 1));
             rc = RAU_ECORRUPT;
         }
-        size_t off = RAU__SEG_HDR;
-        while (!rc && cut == SIZE_MAX && off < len) {
+        off = RAU__SEG_HDR;
+        while (!rc && cut == SIZE_MAX) {
+            /* Less than the largest frame left in the window: slide it and read on. */
+            if (!w.eof && w.have - off < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD &&
+                rau__win_refill(&w, &off)) {
+                rau__errf(err, errlen, "%s: cannot read", path);
+                rc = RAU_EIO;
+                break;
+            }
+            if (off >= w.have) break;
+            const uint8_t *b = w.b;
+            size_t pos = (size_t)w.base + off; /* in the file */
             const uint8_t *pl;
             size_t plen, flen;
-            int fr = rau__frame_parse(b + off, len - off, &pl, &plen, &flen);
+            int fr = rau__frame_parse(b + off, w.have - off, &pl, &plen, &flen);
             if (fr == 1) {
                 rau_record_t *rec = NULL;
                 int drc = rau_record_decode(pl, plen, &rec);
@@ -182,7 +251,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
                                  strcmp(rau_record_stream(rec), l->stream) != 0))
                     drc = RAU_ETAMPER;
                 if (drc) {
-                    rau__errf(err, errlen, "%s+%zu: record %llu: %s", path, off,
+                    rau__errf(err, errlen, "%s+%zu: record %llu: %s", path, pos,
                               (unsigned long long)(l->head_seq + 1), rau_err_name(drc));
                     rau_record_free(rec);
                     rc = RAU_ECORRUPT;
@@ -191,15 +260,16 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
                 chain_take(l, pl, plen, rau_record_self_hash(rec), rau_record_dedupe(rec));
                 rau_record_free(rec);
                 off += flen;
-            } else if (last && (fr == 0 || !valid_after(b, len, off))) {
-                cut = off; /* AUD-I-12: a torn tail is cut, once, at open */
+            } else if (last && (fr == 0 || !valid_after_file(w.fd, pos, len))) {
+                cut = pos; /* AUD-I-12: a torn tail is cut, once, at open */
             } else {
-                rau__errf(err, errlen, "%s+%zu: bad frame after record %llu", path, off,
+                rau__errf(err, errlen, "%s+%zu: bad frame after record %llu", path, pos,
                           (unsigned long long)l->head_seq);
                 rc = RAU_ECORRUPT;
             }
         }
-        free(b);
+        close(w.fd);
+        w.fd = -1;
         if (rc) break;
         if (last) {
             if (cut == 0) {
@@ -225,6 +295,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
         }
     }
     rau__seglist_free(&sl);
+    free(w.b);
     if (rc) return rc;
     l->st.durable_seq = l->head_seq;
     /* The last checkpoint's size, from the file names. */
@@ -270,6 +341,10 @@ int rau_log_open(const rau_log_config_t *cfg, rau_log_t **out, char *err, size_t
     }
     rau_log_t *l = calloc(1, sizeof *l);
     if (!l) return RAU_ENOMEM;
+    if (pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l);
+        return RAU_ENOMEM;
+    }
     l->fd = -1;
     snprintf(l->writer_id, sizeof l->writer_id, "%s", cfg->writer_id);
     snprintf(l->stream, sizeof l->stream, "%s", cfg->stream);
@@ -311,6 +386,7 @@ int rau_log_open(const rau_log_config_t *cfg, rau_log_t **out, char *err, size_t
             goto fail;
         }
     }
+    publish(l);
     *out = l;
     return 0;
 fail:
@@ -361,24 +437,33 @@ static int write_checkpoint(rau_log_t *l) {
 int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *root_out, char *note,
                               size_t cap, size_t *len_out) {
     if (!l) return RAU_EINVAL;
-    if (l->cp_note_len == 0) return RAU_ENOTFOUND;
-    if (size_out) *size_out = l->last_cp;
-    if (root_out) memcpy(root_out, l->cp_root, 32);
-    if (len_out) *len_out = l->cp_note_len;
-    if (note) {
-        if (cap < l->cp_note_len) return RAU_EBUFSIZE;
-        memcpy(note, l->cp_note, l->cp_note_len);
+    rau_log_t *w = (rau_log_t *)l; /* the mutex only: the published copy is read */
+    int rc = 0;
+    pthread_mutex_lock(&w->mu);
+    if (l->pub_cp_note_len == 0) {
+        rc = RAU_ENOTFOUND;
+    } else {
+        if (size_out) *size_out = l->pub_cp_size;
+        if (root_out) memcpy(root_out, l->pub_cp_root, 32);
+        if (len_out) *len_out = l->pub_cp_note_len;
+        if (note) {
+            if (cap < l->pub_cp_note_len)
+                rc = RAU_EBUFSIZE;
+            else
+                memcpy(note, l->pub_cp_note, l->pub_cp_note_len);
+        }
     }
-    return 0;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
 }
 
 int rau_log_sync(rau_log_t *l) {
     if (!l) return RAU_EINVAL;
     int rc = flush(l);
-    if (rc) return rc;
-    if (l->signer && !l->amnesia && l->checkpoint_every &&
+    if (!rc && l->signer && !l->amnesia && l->checkpoint_every &&
         l->head_seq - l->last_cp >= l->checkpoint_every)
         rc = write_checkpoint(l);
+    publish(l);
     return rc;
 }
 
@@ -386,23 +471,16 @@ int rau_log_checkpoint(rau_log_t *l) {
     if (!l) return RAU_EINVAL;
     if (!l->signer || l->amnesia) return RAU_EKEY;
     int rc = flush(l);
-    return rc ? rc : write_checkpoint(l);
+    if (!rc) rc = write_checkpoint(l);
+    publish(l);
+    return rc;
 }
 
-int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out) {
-    if (!l || !ev || !out) return RAU_EINVAL;
-    if (l->failed) return RAU_ECLOSED;
+/* Takes canonical bytes at dst (seq and prev set: the chain head's next) into the chain:
+ * dedupe, frame (dst is l->batch + l->batch_len + 4, or a scratch buffer with amnesia),
+ * self_hash, Merkle leaf. The tail of rau_log_append and of rau_log_append_packed. */
+static int take(rau_log_t *l, uint8_t *dst, size_t len, rau_appended_t *out) {
     int rc;
-    /* Room for the largest record, so the encoder never meets a short buffer. */
-    if (!l->amnesia && l->batch_cap - l->batch_len < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD &&
-        (rc = flush(l)))
-        return rc;
-    uint8_t scratch[RAU_RECORD_MAX];
-    uint8_t *dst = l->amnesia ? scratch : l->batch + l->batch_len + 4;
-    size_t len = 0;
-    rc = rau_record_encode(l->writer_id, l->stream, l->head_seq + 1, l->head_hash, ev, dst,
-                           RAU_RECORD_MAX, &len);
-    if (rc) return rc;
     uint8_t dkey[32], self[32];
     rau__b3_dedupe(dst, len, dkey);
     const rau__dent_t *e = rau__dedupe_find(&l->dd, dkey);
@@ -439,10 +517,79 @@ int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out) {
     return 0;
 }
 
+/* Room for the largest record, so the encoder never meets a short buffer. */
+static int room(rau_log_t *l) {
+    if (!l->amnesia && l->batch_cap - l->batch_len < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD)
+        return flush(l);
+    return 0;
+}
+
+int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out) {
+    if (!l || !ev || !out) return RAU_EINVAL;
+    if (l->failed) return RAU_ECLOSED;
+    int rc;
+    if ((rc = room(l))) return rc;
+    uint8_t scratch[RAU_RECORD_MAX];
+    uint8_t *dst = l->amnesia ? scratch : l->batch + l->batch_len + 4;
+    size_t len = 0;
+    rc = rau_record_encode(l->writer_id, l->stream, l->head_seq + 1, l->head_hash, ev, dst,
+                           RAU_RECORD_MAX, &len);
+    if (!rc) rc = take(l, dst, len, out);
+    publish(l);
+    return rc;
+}
+
+/* The identity of a packed record: the canonical prefix, a body no shorter than the fixed
+ * fields, and this log's writer_id and stream (so a batch cannot land on another chain). */
+static int packed_ok(const rau_log_t *l, const uint8_t *p, size_t n) {
+    size_t wl = strlen(l->writer_id), sl = strlen(l->stream);
+    size_t need = RAU__OFF_BODY + 8 + 1 + wl + 1 + sl + 2;
+    if (n < need || n > RAU_RECORD_MAX || memcmp(p, RAU__MAGIC, RAU__MAGIC_LEN) != 0) return 0;
+    const uint8_t *w = p + RAU__OFF_BODY + 8;
+    return w[0] == wl && memcmp(w + 1, l->writer_id, wl) == 0 && w[1 + wl] == sl &&
+           memcmp(w + 2 + wl, l->stream, sl) == 0;
+}
+
+int rau_log_append_packed(rau_log_t *l, const uint8_t *buf, size_t len, rau_batch_result_t *out) {
+    if (!l || (!buf && len) || !out) return RAU_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (l->failed) return RAU_ECLOSED;
+    int rc = 0;
+    size_t off = 0;
+    while (off < len) {
+        if (len - off < 4) {
+            rc = RAU_ENONCANON;
+            break;
+        }
+        size_t n = rau__rd32(buf + off);
+        if (n > len - off - 4 || !packed_ok(l, buf + off + 4, n)) {
+            rc = RAU_ENONCANON;
+            break;
+        }
+        if ((rc = room(l))) break;
+        /* (amnesia: batch_len stays 0, the group-commit buffer is the scratch space) */
+        uint8_t *dst = l->batch + l->batch_len + 4;
+        memcpy(dst, buf + off + 4, n);
+        rau__be64(dst + RAU__OFF_SEQ, l->head_seq + 1);
+        memcpy(dst + RAU__OFF_PREV, l->head_hash, 32);
+        rau_appended_t a;
+        if ((rc = take(l, dst, n, &a))) break;
+        if (a.duplicate)
+            out->duplicates++;
+        else
+            out->appended++;
+        off += 4 + n;
+    }
+    out->done = off;
+    publish(l);
+    return rc;
+}
+
 void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out) {
-    *out = l->st;
-    out->head_seq = l->head_seq;
-    memcpy(out->head_hash, l->head_hash, 32);
+    rau_log_t *w = (rau_log_t *)l; /* the mutex only: the published copy is read */
+    pthread_mutex_lock(&w->mu);
+    *out = l->pub;
+    pthread_mutex_unlock(&w->mu);
 }
 
 int rau_log_close(rau_log_t *l) {
@@ -454,6 +601,7 @@ int rau_log_close(rau_log_t *l) {
     rau_signer_free(l->signer);
     rau__dedupe_free(&l->dd);
     free(l->batch);
+    pthread_mutex_destroy(&l->mu);
     free(l);
     return rc;
 }

@@ -114,6 +114,21 @@ void rau__seglist_free(rau__seglist_t *l) {
     memset(l, 0, sizeof *l);
 }
 
+int rau__win_refill(rau__win_t *w, size_t *off) {
+    memmove(w->b, w->b + *off, w->have - *off);
+    w->base += *off;
+    w->have -= *off;
+    *off = 0;
+    while (!w->eof && w->have < RAU__WIN) {
+        ssize_t r = read(w->fd, w->b + w->have, RAU__WIN - w->have);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return RAU_EIO;
+        if (r == 0) w->eof = 1;
+        w->have += (size_t)r;
+    }
+    return 0;
+}
+
 int rau__read_file(const char *path, uint8_t **buf, size_t *len, size_t max) {
     *buf = NULL;
     *len = 0;

@@ -39,30 +39,10 @@ static void problem(vctx_t *v, const char *where, const char *fmt, ...) {
     if (v->report) v->report(v->ud, where, msg);
 }
 
-/* A segment read through a fixed window: b[0..have) holds the file's bytes from base. */
-enum { WIN = 1 << 20 };
-typedef struct win_s {
-    int fd, eof;
-    uint8_t *b;
-    size_t have;
-    uint64_t base;
-} win_t;
-
-/* Keeps b[off..have), reads more behind it; *off becomes 0. */
-static int win_refill(win_t *w, size_t *off) {
-    memmove(w->b, w->b + *off, w->have - *off);
-    w->base += *off;
-    w->have -= *off;
-    *off = 0;
-    while (!w->eof && w->have < WIN) {
-        ssize_t r = read(w->fd, w->b + w->have, WIN - w->have);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return RAU_EIO;
-        if (r == 0) w->eof = 1;
-        w->have += (size_t)r;
-    }
-    return 0;
-}
+/* Segments are read through rau__win_t (audit/sink.c). */
+enum { WIN = RAU__WIN };
+typedef rau__win_t win_t;
+#define win_refill rau__win_refill
 
 typedef struct cp_s {
     uint64_t size;

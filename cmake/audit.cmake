@@ -1,12 +1,15 @@
 # libronaudit (seed 002, issue 16): the audit trail's C core (audit/, include/ron/audit.h).
 # Included from CMakeLists.txt when RA_BUILD_AUDIT is ON (the default). Needs, beyond the
 # BLAKE3 sources the core uses (the same ra_blake3 objects): libutf8proc (NFC) and
-# libsodium (Ed25519, and SHA-256 for the RFC 6962 trees); tools/deps.sh installs them.
+# libsodium (Ed25519); tools/deps.sh installs them.
 pkg_check_modules(RAU_DEPS IMPORTED_TARGET libutf8proc libsodium)
 if(NOT RAU_DEPS_FOUND)
   message(FATAL_ERROR "libutf8proc or libsodium not found (pkg-config): install the Debian "
                       "packages libutf8proc-dev libsodium-dev (tools/deps.sh)")
 endif()
+# OpenSSL's libcrypto: SHA-256 with its SHA-NI / AVX2 kernels for the Merkle tree (audit/hash.c;
+# the ledger links it too). Threads: the log's published stats (audit/log.c).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 set(RAU_SRC audit/error.c audit/hash.c audit/record.c audit/merkle.c audit/note.c
             audit/dedupe.c audit/sink.c audit/log.c audit/verify.c)
@@ -17,7 +20,7 @@ function(rau_library name kind)
                                       PRIVATE ${CMAKE_SOURCE_DIR}/audit ${RA_BLAKE3_DIR})
   target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
   target_compile_options(${name} PRIVATE ${RA_WARN} -fvisibility=hidden)
-  target_link_libraries(${name} PUBLIC PkgConfig::RAU_DEPS)
+  target_link_libraries(${name} PUBLIC PkgConfig::RAU_DEPS OpenSSL::Crypto Threads::Threads)
 endfunction()
 
 rau_library(ronaudit SHARED)

@@ -142,7 +142,7 @@ RAU_EXTERN int rau_record_attr(const rau_record_t *r, size_t i, rau_attr_t *out)
 RAU_EXTERN const uint8_t *rau_record_bytes(const rau_record_t *r, size_t *len_out);
 
 /* ---- RFC 6962 Merkle trees (audit/merkle.c) --------------------------------------------- */
-/* SHA-256 (libsodium): leaf = H(0x00 || data), node = H(0x01 || l || r). The
+/* SHA-256 (OpenSSL's libcrypto): leaf = H(0x00 || data), node = H(0x01 || l || r). The
  * leaves of an audit chain are the records' canonical bytes (AUD-I-8). Proofs are arrays of
  * 32-byte hashes, caller-owned; RAU_MERKLE_PROOF_MAX hashes always suffice. */
 enum { RAU_MERKLE_PROOF_MAX = 128 };
@@ -230,10 +230,31 @@ RAU_EXTERN int rau_log_open(const rau_log_config_t *cfg, rau_log_t **out, char *
                             size_t errbuf_len);
 /* Appends one event at the chain head (buffered; durable after rau_log_sync). */
 RAU_EXTERN int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out);
+/* A batch in one call (the host's sink worker runs it on the libuv threadpool, then
+ * rau_log_sync: docs/AUDIT.md, "How batching works"). buf holds packed events, each
+ *   len u32 big-endian | the canonical bytes rau_record_encode made for this log's
+ *                        writer_id and stream, with any seq and prev (1 and NULL will do)
+ * so the caller encodes an event once, when it arrives (which refuses a bad event to its
+ * emitter), and keeps only bytes. Each is appended in order exactly as rau_log_append would
+ * append that event (seq and prev set to the head's, dedupe, self_hash, frame, Merkle leaf):
+ * the chain and the files are the same. Buffered like rau_log_append (I/O only when the
+ * group-commit buffer fills). The bytes are trusted to be canonical (audit verify re-checks
+ * them); a record of another writer_id or stream, a bad prefix or a length past buf stops
+ * the batch with RAU_ENONCANON. out->done: the bytes of buf taken (all of them on
+ * success; on an error, the records before the failing one are in the chain). */
+typedef struct rau_batch_result_s {
+    uint64_t appended;   /* records added to the chain */
+    uint64_t duplicates; /* events answered from the dedupe index (AUD-I-6) */
+    uint64_t done;       /* bytes of buf taken */
+} rau_batch_result_t;
+RAU_EXTERN int rau_log_append_packed(rau_log_t *l, const uint8_t *buf, size_t len,
+                                     rau_batch_result_t *out);
 /* Group commit: writes the buffered batch and fdatasyncs once (AUD-I-12). */
 RAU_EXTERN int rau_log_sync(rau_log_t *l);
 /* Signs a checkpoint of the current head now (needs key_path); syncs first. */
 RAU_EXTERN int rau_log_checkpoint(rau_log_t *l);
+/* rau_log_stats and rau_log_latest_checkpoint may be called from another thread than the
+ * writer's, at any time: they read a copy the writer's calls publish when they return. */
 RAU_EXTERN void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out);
 /* The last checkpoint of this chain (written by this handle, or the newest found at open):
  * its size, its RFC 6962 root (32 bytes) and the signed note itself (its first line is the

@@ -198,6 +198,118 @@ RA_TEST(rotation_and_checkpoints) {
     CHECK_RC(verify(dir, &recs, &rep), 0);
 }
 
+/* Packs event i as the host's emit() does: len u32 BE | canonical bytes with seq 1, no prev. */
+static size_t pack_n(uint8_t *buf, int from, int n, const char *stream) {
+    size_t off = 0;
+    for (int i = from; i < from + n; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "t-%d", i);
+        rau_attr_t a[2] = {{"tenant", 6, RAU_ATTR_STR, v, strlen(v), 0},
+                           {"n", 1, RAU_ATTR_INT, NULL, 0, i}};
+        rau_event_t ev = {"reject", 6, 1700000000000LL + i, a, 2};
+        size_t len = 0;
+        if (rau_record_encode("gw-1", stream, 1, NULL, &ev, buf + off + 4, RAU_RECORD_MAX, &len))
+            return 0;
+        buf[off] = (uint8_t)(len >> 24), buf[off + 1] = (uint8_t)(len >> 16);
+        buf[off + 2] = (uint8_t)(len >> 8), buf[off + 3] = (uint8_t)len;
+        off += 4 + len;
+    }
+    return off;
+}
+
+static int same_file(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) same = 0;
+        if (ca == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+/* rau_log_append_packed (the host's batch path) makes exactly the chain and the files that
+ * rau_log_append makes for the same events: the same segments byte for byte (rotation
+ * inside a batch included), the same dedupe answers, checkpoints and head. */
+RA_TEST(packed_batches_make_the_same_log) {
+    char err[512], da[700], db[700];
+    snprintf(da, sizeof da, "%s", fresh_dir("one-by-one"));
+    snprintf(db, sizeof db, "%s", fresh_dir("packed"));
+    rau_log_t *la = open_log(da, 4096, 40, err), *lb = open_log(db, 4096, 40, err);
+    REQUIRE(la && lb);
+    uint8_t *buf = malloc(200 * (RAU_RECORD_MAX + 4));
+    REQUIRE(buf);
+    rau_appended_t a;
+    for (int i = 0; i < 300; i += 100) {
+        /* events i..i+99, then event 7 again (a re-emit: its first position) */
+        REQUIRE(append_n(la, i, 100, &a) == 0);
+        REQUIRE(append_n(la, 7, 1, &a) == 0);
+        CHECK(a.duplicate == 1 && a.seq == 8);
+        REQUIRE(rau_log_sync(la) == 0);
+        size_t len = pack_n(buf, i, 100, "rejects");
+        len += pack_n(buf + len, 7, 1, "rejects");
+        rau_batch_result_t br;
+        CHECK_RC(rau_log_append_packed(lb, buf, len, &br), 0);
+        CHECK_EQ_U64(br.appended, 100);
+        CHECK_EQ_U64(br.duplicates, 1);
+        CHECK_EQ_U64(br.done, len);
+        REQUIRE(rau_log_sync(lb) == 0);
+    }
+    rau_log_stats_t sa, sb;
+    rau_log_stats(la, &sa);
+    rau_log_stats(lb, &sb);
+    CHECK_EQ_U64(sb.head_seq, 300);
+    CHECK(memcmp(sa.head_hash, sb.head_hash, 32) == 0);
+    CHECK_EQ_U64(sb.duplicates, sa.duplicates);
+    CHECK_EQ_U64(sb.checkpoints, sa.checkpoints);
+    CHECK_EQ_U64(sb.segments, sa.segments);
+    /* a segment takes at least one batch: each batch after the first rotated inside the call */
+    CHECK_EQ_U64(sb.segments, 3);
+    uint64_t size_a = 0, size_b = 0;
+    uint8_t root_a[32], root_b[32];
+    CHECK_RC(rau_log_latest_checkpoint(la, &size_a, root_a, NULL, 0, NULL), 0);
+    CHECK_RC(rau_log_latest_checkpoint(lb, &size_b, root_b, NULL, 0, NULL), 0);
+    CHECK_EQ_U64(size_b, size_a);
+    CHECK(memcmp(root_a, root_b, 32) == 0);
+
+    /* a record of another stream stops the batch at it; the ones before are in the chain */
+    size_t len = pack_n(buf, 300, 2, "rejects");
+    size_t bad = len;
+    len += pack_n(buf + len, 302, 1, "other");
+    len += pack_n(buf + len, 303, 1, "rejects");
+    rau_batch_result_t br;
+    CHECK_RC(rau_log_append_packed(lb, buf, len, &br), RAU_ENONCANON);
+    CHECK_EQ_U64(br.appended, 2);
+    CHECK_EQ_U64(br.done, bad);
+    /* a length past the end, and a cut length prefix */
+    len = pack_n(buf, 304, 1, "rejects");
+    CHECK_RC(rau_log_append_packed(lb, buf, len - 1, &br), RAU_ENONCANON);
+    CHECK_EQ_U64(br.done, 0);
+    CHECK_RC(rau_log_append_packed(lb, buf, 3, &br), RAU_ENONCANON);
+    /* the same events one by one on the other log: still the same chain */
+    REQUIRE(append_n(la, 300, 2, &a) == 0);
+    CHECK_RC(rau_log_close(la), 0);
+    CHECK_RC(rau_log_close(lb), 0);
+    free(buf);
+
+    char na[64][64], nb[64][64];
+    size_t n = list_segments(da, na, 64);
+    CHECK_EQ_U64(list_segments(db, nb, 64), n);
+    for (size_t i = 0; i < n; i++) {
+        char pa[800], pb[800];
+        snprintf(pa, sizeof pa, "%s/%s", da, na[i]);
+        snprintf(pb, sizeof pb, "%s/%s", db, na[i]);
+        CHECK(same_file(pa, pb));
+    }
+    uint64_t recs = 0;
+    rep_t rep;
+    CHECK_RC(verify(db, &recs, &rep), 0);
+    CHECK_EQ_U64(recs, 302);
+    if (rep.n) fprintf(stderr, "# %s\n", rep.first);
+}
+
 static int copy_file(const char *src, const char *dst, size_t keep) {
     uint8_t buf[65536];
     FILE *a = fopen(src, "rb"), *b = fopen(dst, "wb");
@@ -353,10 +465,30 @@ RA_TEST(verify_reads_a_large_segment_through_its_window) {
     long pos = plus ? atol(plus + 1) : -1;
     printf("# first problem: %s\n", rep.first);
     CHECK(pos <= at && pos > at - (RAU_RECORD_MAX + 12));
+    /* open reads it through its window too: the same damage is refused with its position */
+    char oerr[512];
+    CHECK(open_log(dir, 0, 5000, oerr) == NULL);
+    plus = strrchr(oerr, '+');
+    pos = plus ? atol(plus + 1) : -1;
+    printf("# open: %s\n", oerr);
+    CHECK(pos <= at && pos > at - (RAU_RECORD_MAX + 12));
     b ^= 0x20;
     REQUIRE(pwrite(fd, &b, 1, at) == 1);
     close(fd);
     CHECK(verify(dir, &recs, &rep) == 0);
+    /* and recovers all of it, and a torn tail past the first window is cut */
+    REQUIRE(truncate(seg, (off_t)sb.st_size - 7) == 0);
+    l = open_log(dir, 0, 5000, err);
+    REQUIRE(l);
+    rau_log_stats_t st;
+    rau_log_stats(l, &st);
+    CHECK_EQ_U64(st.head_seq, 39999);
+    CHECK(st.torn_bytes > 7 && st.torn_bytes < 200);
+    CHECK_RC(rau_log_close(l), 0);
+    /* (the checkpoint of 40000 records now says the log lost one: verify's only problem) */
+    CHECK(verify(dir, &recs, &rep) == 1);
+    CHECK(strstr(rep.first, "cp-00000000000000040000.note") != NULL);
+    CHECK_EQ_U64(recs, 39999);
 }
 
 RA_TEST(verify_catches_a_tampered_but_rehashed_record) {
@@ -543,12 +675,14 @@ int main(void) {
            "AUD-I-1 AUD-I-6 AUD-I-12 chain, dedupe across reopen, group commit");
     RA_RUN(amnesia_refuses_a_dir, "AUD-I-13 amnesia refuses a directory at open");
     RA_RUN(rotation_and_checkpoints, "AUD-I-12 rotation by bytes, checkpoints every N, reopen");
+    RA_RUN(packed_batches_make_the_same_log,
+           "AUD-I-12 a packed batch (the host's path) makes the same chain and files");
     RA_RUN(verify_catches_truncation_at_every_byte,
            "AUD-I-15 verify: truncation at every byte; AUD-I-12 torn tail cut at open");
     RA_RUN(verify_catches_a_bit_flip_in_every_record,
            "AUD-I-15 verify: a bit flip anywhere; AUD-I-16 open refuses damage");
     RA_RUN(verify_reads_a_large_segment_through_its_window,
-           "AUD-I-15 verify reads a 4 MiB segment through its 1 MiB window");
+           "AUD-I-15 AUD-I-12 verify and open read a 4 MiB segment through a 1 MiB window");
     RA_RUN(verify_catches_a_tampered_but_rehashed_record,
            "AUD-I-15 verify: a rewritten record with valid frames");
     RA_RUN(a_restored_backup_fork_is_detected,

@@ -3,7 +3,10 @@
  * fdatasync), against a plain baseline measured in the same run on the same file system:
  * the same canonical record bytes, framed, one write + one fdatasync each. Also the
  * in-memory ceiling (amnesia: encode, hash, dedupe, Merkle leaf; no I/O) and the append
- * latency percentiles.
+ * latency percentiles. The packed batch path (rau_log_append_packed: what the host's sink
+ * worker runs on the threadpool) is measured the same way, with the caller's encoding
+ * (the emit side) timed apart from the append + sync (the pool side). Last, verify speed:
+ * rau_verify_dir over the largest log written.
  *
  *   bench-audit [--quick] [--dir DIR] [--out results.jsonl]
  *
@@ -95,6 +98,69 @@ static double run_log(const char *dir, int amnesia, uint64_t n, uint32_t batch, 
     return (double)n / secs;
 }
 
+/* The packed path: the caller encodes each event once into a packed batch (len u32 BE |
+ * canonical bytes with seq 1 and no prev: what ron.audit's emit() does), the writer takes a
+ * whole batch with rau_log_append_packed, then syncs. *emit_ns: encoding per record (the
+ * caller's side, the loop thread in the daemon); *pool_ns: append + sync per record (the
+ * threadpool's side). Returns records/s over both. */
+static double run_packed(const char *dir, int amnesia, uint64_t n, uint32_t batch, double *emit_ns,
+                         double *pool_ns) {
+    rau_log_config_t cfg;
+    rau_log_config_init(&cfg);
+    cfg.writer_id = "bench";
+    cfg.stream = "rejects";
+    cfg.amnesia = amnesia;
+    cfg.dir = amnesia ? NULL : dir;
+    cfg.batch_bytes = 64u << 20;
+    rau_log_t *l = NULL;
+    char err[512];
+    int rc = rau_log_open(&cfg, &l, err, sizeof err);
+    if (rc) die(err, rc);
+    size_t cap = (size_t)batch * (RAU_RECORD_MAX + 4);
+    if (cap > (size_t)48 << 20) cap = (size_t)48 << 20;
+    uint8_t *buf = malloc(cap);
+    if (!buf) die("malloc", RAU_ENOMEM);
+    rau_attr_t a[4];
+    char tenant[40];
+    rau_event_t ev;
+    uint64_t t_emit = 0, t_pool = 0, t0 = now_ns();
+    for (uint64_t i = 0; i < n;) {
+        uint64_t s = now_ns();
+        size_t len = 0;
+        uint32_t k = 0;
+        for (; k < batch && i < n && cap - len >= RAU_RECORD_MAX + 4; k++, i++) {
+            event(i, &ev, a, tenant);
+            size_t rl = 0;
+            if ((rc = rau_record_encode("bench", "rejects", 1, NULL, &ev, buf + len + 4,
+                                        RAU_RECORD_MAX, &rl)))
+                die("encode", rc);
+            buf[len] = (uint8_t)(rl >> 24), buf[len + 1] = (uint8_t)(rl >> 16);
+            buf[len + 2] = (uint8_t)(rl >> 8), buf[len + 3] = (uint8_t)rl;
+            len += 4 + rl;
+        }
+        uint64_t m = now_ns();
+        rau_batch_result_t br;
+        if ((rc = rau_log_append_packed(l, buf, len, &br))) die("append_packed", rc);
+        if (br.appended != k) die("append_packed: count", RAU_EINVAL);
+        if ((rc = rau_log_sync(l))) die("sync", rc);
+        uint64_t e = now_ns();
+        t_emit += m - s;
+        t_pool += e - m;
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    rau_log_close(l);
+    free(buf);
+    *emit_ns = (double)t_emit / (double)n;
+    *pool_ns = (double)t_pool / (double)n;
+    return (double)n / secs;
+}
+
+static void count_problem(void *ud, const char *where, const char *what) {
+    (void)where;
+    (void)what;
+    ++*(int *)ud;
+}
+
 /* Baseline: the same bytes, one write + fdatasync per record, no chain state. */
 static double run_plain(const char *dir, uint64_t n) {
     char path[700];
@@ -175,6 +241,81 @@ int main(int argc, char **argv) {
                    batches[b], (unsigned long long)n, r, r / plain, p50, p99);
         char cmd[800];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", sub);
+        if (system(cmd) != 0) return 1;
+    }
+    double emit_ns, pool_ns;
+    r = run_packed(NULL, 1, n_mem, 8192, &emit_ns, &pool_ns);
+    printf("packed, amnesia         %10.0f records/s   caller encode %.0f ns + append %.0f ns "
+           "per record\n",
+           r, emit_ns, pool_ns);
+    bench_line("{\"bench\":\"audit\",\"mode\":\"packed_amnesia\",\"records\":%llu,"
+               "\"records_per_s\":%.0f,\"encode_ns\":%.0f,\"append_ns\":%.0f}",
+               (unsigned long long)n_mem, r, emit_ns, pool_ns);
+    static const uint32_t pbatches[] = {1024, 8192};
+    char vdir[700] = "";
+    uint64_t vn = 0;
+    for (size_t b = 0; b < sizeof pbatches / sizeof pbatches[0]; b++) {
+        char sub[700];
+        snprintf(sub, sizeof sub, "%s/packed-%u", dir, pbatches[b]);
+        r = run_packed(sub, 0, n_group, pbatches[b], &emit_ns, &pool_ns);
+        printf("packed batch %5u       %10.0f records/s   x%.1f baseline; caller encode %.0f ns, "
+               "append + sync %.0f ns per record (pool side alone: %.0f records/s)\n",
+               pbatches[b], r, r / plain, emit_ns, pool_ns, 1e9 / pool_ns);
+        bench_line("{\"bench\":\"audit\",\"mode\":\"packed_group_commit\",\"batch\":%u,"
+                   "\"records\":%llu,\"records_per_s\":%.0f,\"vs_plain\":%.2f,\"encode_ns\":%.0f,"
+                   "\"append_sync_ns\":%.0f,\"pool_records_per_s\":%.0f}",
+                   pbatches[b], (unsigned long long)n_group, r, r / plain, emit_ns, pool_ns,
+                   1e9 / pool_ns);
+        if (vdir[0]) {
+            char cmd[800];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", vdir);
+            if (system(cmd) != 0) return 1;
+        }
+        snprintf(vdir, sizeof vdir, "%s", sub);
+        vn = n_group;
+    }
+    /* Open (recovery) of that log: the startup cost of a big segment. */
+    {
+        rau_log_config_t cfg;
+        rau_log_config_init(&cfg);
+        cfg.writer_id = "bench";
+        cfg.stream = "rejects";
+        cfg.dir = vdir;
+        rau_log_t *l = NULL;
+        char err[512];
+        uint64_t t0 = now_ns();
+        int rc = rau_log_open(&cfg, &l, err, sizeof err);
+        double os_ = (double)(now_ns() - t0) / 1e9;
+        if (rc) die(err, rc);
+        rau_log_stats_t st;
+        rau_log_stats(l, &st);
+        rau_log_close(l);
+        if (st.head_seq != vn) die("open: head", RAU_ECORRUPT);
+        printf("open (recovery)         %10.0f records/s   (%llu records, %.2f s)\n",
+               (double)vn / os_, (unsigned long long)vn, os_);
+        bench_line("{\"bench\":\"audit\",\"mode\":\"open\",\"records\":%llu,"
+                   "\"records_per_s\":%.0f,\"seconds\":%.3f}",
+                   (unsigned long long)vn, (double)vn / os_, os_);
+    }
+    /* Verify speed: every frame, canonical re-encoding, hash, link, dedupe key and the
+     * Merkle root of the last log written (no checkpoints: no signatures). */
+    int problems = 0;
+    uint64_t got = 0, t0 = now_ns();
+    int vrc = rau_verify_dir(vdir, NULL, count_problem, &problems, &got);
+    double vs = (double)(now_ns() - t0) / 1e9;
+    if (vrc != 0 || problems || got != vn) {
+        fprintf(stderr, "bench-audit: verify: rc %d, %d problems, %llu records\n", vrc, problems,
+                (unsigned long long)got);
+        return 1;
+    }
+    printf("verify                  %10.0f records/s   (%llu records, %.2f s)\n", (double)got / vs,
+           (unsigned long long)got, vs);
+    bench_line("{\"bench\":\"audit\",\"mode\":\"verify\",\"records\":%llu,"
+               "\"records_per_s\":%.0f}",
+               (unsigned long long)got, (double)got / vs);
+    {
+        char cmd[800];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", vdir);
         if (system(cmd) != 0) return 1;
     }
     rmdir(dir);

@@ -126,6 +126,12 @@ typedef struct rau_log_stats_s {
 void rau_log_config_init(rau_log_config_t *cfg);
 int rau_log_open(const rau_log_config_t *cfg, rau_log_t **out, char *errbuf, size_t errbuf_len);
 int rau_log_append(rau_log_t *l, const rau_event_t *ev, rau_appended_t *out);
+typedef struct rau_batch_result_s {
+    uint64_t appended;
+    uint64_t duplicates;
+    uint64_t done;
+} rau_batch_result_t;
+int rau_log_append_packed(rau_log_t *l, const uint8_t *buf, size_t len, rau_batch_result_t *out);
 int rau_log_sync(rau_log_t *l);
 int rau_log_checkpoint(rau_log_t *l);
 void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out);
@@ -179,6 +185,7 @@ return {
         "rau_log_config_init",
         "rau_log_open",
         "rau_log_append",
+        "rau_log_append_packed",
         "rau_log_sync",
         "rau_log_checkpoint",
         "rau_log_stats",

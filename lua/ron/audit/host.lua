@@ -11,19 +11,22 @@
 --   h:close(deadline_ms)                  -- from a task: stop intake, drain, join, close
 --
 -- Threads and tasks (AUD-I-19, AUD-I-20). emit() runs on the caller (the ingest handler, the
--- export runtime): it checks the event, stamps it (ts_ms from the wall clock, n: an event number,
--- so two equal rejects in one millisecond stay two records and are not taken for a re-emit,
--- AUD-I-6) and puts it in the log's bounded queue; it never writes (AUD-I-17). The sink worker,
--- one task per chain (seed 002 I-2: the only writer of its head), wakes on the first event after
--- an idle period or every interval_ms, appends up to `batch` queued events (the chain's hashes, on
--- the loop: ~6 us each, in slices of `slice` events with a yield between, so the loop serves
--- requests meanwhile) and then makes them durable with ONE rau_log_sync (write + fdatasync) on the
--- libuv threadpool, so the loop never waits for the disk (seed 002 I-6). While that sync is out
--- the worker does not touch the log; events keep queueing: that is the batching. A sync that is
--- not back within io_deadline_ms opens the breaker: emit() sheds at once with reason
--- io_backpressure (counted, and a Gap record later) instead of filling the queue behind a stalled
--- disk, and audit_io_timeouts_total{op="wal"} counts it; the breaker closes when the sync returns.
--- A failed sync fails the log (AUD-I-14): later events are shed as audit_closed.
+-- export runtime): it stamps the event (ts_ms from the wall clock, n: an event number, so two
+-- equal rejects in one millisecond stay two records and are not taken for a re-emit,
+-- AUD-I-6), encodes it once (a bad event is refused to its caller) and puts the bytes in the
+-- log's bounded queue, packed in chunks of at most `batch` events; it never hashes the chain
+-- and never writes (AUD-I-17). The sink worker, one task per chain (seed 002 I-2: the only
+-- writer of its head), wakes on the first event after an idle period or every interval_ms,
+-- takes the queue's first chunk and hands it to the libuv threadpool in ONE call that appends
+-- the whole chunk (seq, prev, BLAKE3 self_hash and dedupe key, frames, Merkle leaves:
+-- rau_log_append_packed) and makes it durable (rau_log_sync: one write + one fdatasync), so
+-- the loop never hashes nor waits for the disk (seed 002 I-6). While that call is out the
+-- worker does not touch the log; events keep queueing into the next chunks: that is the
+-- batching. A call that is not back within io_deadline_ms opens the breaker: emit() sheds at
+-- once with reason io_backpressure (counted, and a Gap record later) instead of filling the
+-- queue behind a stalled disk, and audit_io_timeouts_total{op="wal"} counts it; the breaker
+-- closes when the call returns. A failed append or sync fails the log (AUD-I-14): later
+-- events are shed as audit_closed.
 --
 -- Shed reasons (audit_drop_total{reason}): audit_backpressure (queue full),
 -- io_backpressure (the breaker), audit_deadline (emit_wait ran out), shutdown_deadline
@@ -34,14 +37,16 @@ local task = require "ron.accounting.runtime.task"
 local offload = require "ron.accounting.runtime.offload"
 local uv = require "luv"
 
-local floor, max, min, format, pairs, type, tostring, setmetatable, error =
-      math.floor, math.max, math.min, string.format, pairs, type, tostring, setmetatable, error
+local floor, max, format, pairs, type, tostring, setmetatable, error =
+      math.floor, math.max, string.format, pairs, type, tostring, setmetatable, error
 
 local _M = {}
 
-_M.DEFAULTS = { queue_cap = 65536, batch = 1024, slice = 128, interval_ms = 50,
+_M.DEFAULTS = { queue_cap = 65536, batch = 4096, interval_ms = 50,
                 io_deadline_ms = 1000, close_deadline_ms = 2000 }
 
+-- (slice: accepted and ignored; it was the number of events hashed on the loop between
+-- yields, before the hashing moved to the threadpool)
 local HOST_KEYS = { batch = true, slice = true, interval_ms = true, io_deadline_ms = true,
                     close_deadline_ms = true, now_ms = true, log = true, sync = true }
 
@@ -66,7 +71,7 @@ end
 -- the defaults, and the check (-> true | nil, "audit...: why").
 _M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
                        checkpoint_every = 1000, queue_cap = 65536, writer_id = "ron-accounting",
-                       stream = "daemon", batch = 1024, interval_ms = 50,
+                       stream = "daemon", batch = 4096, interval_ms = 50,
                        io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024,
                        -- the daemon's audit_attest task (ron.accounting.daemon.attest); 0: off
                        attest_interval_ms = 1000,
@@ -124,16 +129,15 @@ function _M.start(o)
     for k, v in pairs(o) do
         if HOST_KEYS[k] then self[k] = v else lcfg[k] = v end
     end
-    -- (batch records of at most 4 KiB each must fit the group-commit buffer: no I/O on the
-    -- loop thread from append)
-    if lcfg.batch_bytes and self.batch * 4200 > lcfg.batch_bytes then
-        error("ron.audit.host.start: batch * 4200 must fit batch_bytes", 2)
-    end
-    lcfg.batch_bytes = lcfg.batch_bytes or max(1048576, self.batch * 4200)
+    -- The group-commit buffer holds a batch of typical records (~200 bytes); a batch of
+    -- larger ones fills it and the append writes it out (one more fdatasync) on the
+    -- threadpool, where the whole append runs: never on the loop thread.
+    lcfg.batch_bytes = lcfg.batch_bytes or max(1048576, self.batch * 512)
     lcfg.queue_cap = lcfg.queue_cap or self.queue_cap
     local lg, err = audit.open(lcfg)
     if not lg then return nil, err end
     self.lg = lg
+    lg:set_chunk(self.batch)
     self.now_ms = self.now_ms or wall_ms
     self.log = self.log or function(line) io.stderr:write("ron-audit: ", line, "\n") end
     self.sync = self.sync or offload.audit_sync
@@ -141,7 +145,7 @@ function _M.start(o)
     self.stalled = false           -- the I/O breaker (a sync past its deadline)
     self.failed = nil              -- the error that failed the log
     self.closing = false
-    self.io_timeouts, self.syncs, self.emitted = 0, 0, 0
+    self.io_timeouts, self.syncs, self.emitted, self.in_flight = 0, 0, 0, 0
     self.wake = task.channel(1, "audit_wake")
     self.room = task.channel(1, "audit_room")
     self.stop = task.channel(1, "audit_stop")
@@ -215,53 +219,49 @@ end
 -- still queued may be shed) | nil, "Canceled".
 function H:wait_durable()
     local lg = self.lg
-    local mark, target = lg.tail, nil
+    local mark, target = lg.enqueued_total, nil
     while true do
         if self.failed or self.closed then return nil, "Closed: audit trail closed" end
-        if not target and lg.head > mark then target = lg:stats().head_seq end
+        if not target and lg.taken_total >= mark then target = lg:stats().head_seq end
         if target and lg:stats().durable_seq >= target then return true end
         if not task.sleep(self.interval_ms) then return nil, "Canceled" end
     end
 end
 
--- One round of the sink worker: append a batch, in slices of `slice` events with a yield
--- between them (the hashing runs on the loop: a slice is ~1 ms, so requests are served
--- between slices instead of waiting for the whole batch), then sync it in the pool (with
--- the deadline).
+-- One round of the sink worker: take the queue's first chunk (at most `batch` events, and
+-- the Gap records when the queue is empty after it), then append and sync it in the pool
+-- with one call (with the WAL I/O deadline).
 function H:round()
     local lg = self.lg
-    local n, err = 0, nil
-    while n < self.batch do
-        local k
-        k, err = lg:append_queued(min(self.slice, self.batch - n))
-        if not k then
-            n = nil
-            break
-        end
-        n = n + k
-        if k == 0 or lg:depth() == 0 or n >= self.batch then break end
-        task.sleep(0)
+    local c = lg:take()
+    if not c then return 0 end
+    self.room:try_send(true)
+    self.in_flight = c.n -- out of the queue, not yet in the chain: stats().in_flight
+    local timed_out = false
+    local rc, appended, dups = self.sync(lg, self.io_deadline_ms, function()
+        timed_out = true
+        self.io_timeouts = self.io_timeouts + 1
+        self.stalled = true
+        self.log(format("WARN: the audit log's sync is not back after %d ms: new events "
+                        .. "are shed (io_backpressure) until it is", self.io_deadline_ms))
+    end, c)
+    self.in_flight = 0
+    if timed_out then
+        self.stalled = false
+        self.log("the audit log's sync is back: events are taken again")
     end
-    if n and n > 0 then self.room:try_send(true) end
-    if n then
-        local timed_out = false
-        local rc
-        rc, err = self.sync(lg, self.io_deadline_ms, function()
-            timed_out = true
-            self.io_timeouts = self.io_timeouts + 1
-            self.stalled = true
-            self.log(format("WARN: the audit log's sync is not back after %d ms: new events "
-                            .. "are shed (io_backpressure) until it is", self.io_deadline_ms))
-        end)
-        if timed_out then
-            self.stalled = false
-            self.log("the audit log's sync is back: events are taken again")
-        end
+    local err
+    if rc then
+        -- the pool is done with the chunk's bytes (an error answer may leave them in use)
+        lg:release(c)
+        lg:count(appended or 0, dups or 0)
         if rc == 0 then
             self.syncs = self.syncs + 1
-            return n
+            return c.n
         end
-        err = rc and audit.err_text(rc) or err
+        err = audit.err_text(rc)
+    else
+        err = appended
     end
     self.failed = tostring(err)
     self.log("ERROR: the audit log failed (" .. self.failed .. "): events are shed from now on")
@@ -303,12 +303,8 @@ function H:close(deadline_ms)
                 break
             end
         end
-        while lg:depth() > 0 do -- out of time: the rest is evidence of loss
-            local e = lg.q[lg.head]
-            lg.q[lg.head] = nil
-            lg.head = lg.head + 1
-            lg:shed("shutdown_deadline", e[3])
-        end
+        -- out of time: the rest is evidence of loss
+        if lg:depth() > 0 then lg:shed_queued("shutdown_deadline") end
         if ok then
             local n
             n, err = lg:append_queued(0) -- the Gap records
@@ -335,7 +331,7 @@ end
 function H:stats()
     local s = self.lg:stats()
     s.io_timeouts, s.host_syncs, s.emitted = self.io_timeouts, self.syncs, self.emitted
-    s.stalled, s.failed = self.stalled, self.failed
+    s.stalled, s.failed, s.in_flight = self.stalled, self.failed, self.in_flight
     return s
 end
 

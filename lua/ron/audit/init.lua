@@ -7,8 +7,10 @@
 --   local ok, err = log:emit("reject", { tenant = t, reason = "capacity" }, ts_ms)
 --   log:drain()        -- append what is queued, then make it durable (one fdatasync)
 --
--- emit() never blocks and never writes: it checks the event (a record that could not be
--- encoded is refused here, to the caller, not later) and puts it in a bounded queue. A full
+-- emit() never blocks and never writes: it encodes the event once (a record that could not
+-- be encoded is refused here, to the caller, not later) and puts its canonical bytes in a
+-- bounded queue of packed chunks (len u32 | bytes, rau_log_append_packed's input: the
+-- writer sets seq and prev when it appends, one C call per chunk). A full
 -- queue sheds the event: nil, "Busy: ...", counted in audit_drop_total{reason=
 -- "audit_backpressure"} (AUD-I-17). Loss is evidence: after drain() has emptied the queue,
 -- one Gap record {dropped, from_ts_ms, to_ts_ms, reason} is appended, so the chain itself
@@ -17,7 +19,10 @@
 -- Misuse (wrong types, floats, unknown config keys) raises; runtime failure returns
 -- nil, "Name: message".
 local ffi = require "ffi"
+local bit = require "bit"
 local C = require "ron.audit.lib"
+
+local band, rshift = bit.band, bit.rshift
 
 local error = error
 local floor = math.floor
@@ -33,11 +38,11 @@ local _M = { version = "0.1.0" }
 local ATTR_MAX = 32
 local attrs_buf = ffi.new("rau_attr_t[?]", ATTR_MAX)
 local ev_buf = ffi.new("rau_event_t[1]")
-local appended = ffi.new("rau_appended_t[1]")
 local stats_buf = ffi.new("rau_log_stats_t[1]")
 local scratch = ffi.new("uint8_t[?]", 4096)
 local len_out = ffi.new("size_t[1]")
 local log_out = ffi.new("rau_log_t*[1]")
+local batch_out = ffi.new("rau_batch_result_t[1]")
 local errbuf = ffi.new("char[?]", 512)
 
 local function err_text(rc, detail)
@@ -110,6 +115,11 @@ local CONFIG = {
 local Log = {}
 Log.__index = Log
 
+-- A chunk: packed events (len u32 big-endian | canonical bytes made with seq 1 and no prev),
+-- at most chunk_max events and chunk_bytes bytes. RESERVE: room for the largest record.
+-- SPARE chunks are kept for reuse (no garbage per batch).
+local CHUNK_BYTES, RESERVE, CHUNK_MAX, SPARE = 256 * 1024, 4096 + 4, 2 ^ 31, 4
+
 function _M.open(cfg)
     if type(cfg) ~= "table" then error("ron.audit.open: config table expected", 2) end
     for k, v in pairs(cfg) do
@@ -135,14 +145,61 @@ function _M.open(cfg)
     return setmetatable({
         h = ffi.gc(log_out[0], C.rau_log_close),
         writer_id = cfg.writer_id, stream = cfg.stream,
-        q = {}, head = 1, tail = 0, cap = cap,  -- ring: q[head..tail]
+        -- the queue: packed chunks chunks[c_head..c_tail], queued events in all
+        chunks = {}, c_head = 1, c_tail = 0, queued = 0, cap = cap, spare = {},
+        chunk_max = CHUNK_MAX, chunk_bytes = CHUNK_BYTES, -- set_chunk
         drops = { audit_backpressure = 0 },
         gaps = {}, n_gaps = 0,                  -- reason -> {dropped, from, to, reason}
         appended_total = 0, duplicates_total = 0,
+        -- events queued and taken out of the queue (appended or shed), ever: the host's
+        -- wait_durable waits until what was queued before it is taken, then synced
+        enqueued_total = 0, taken_total = 0,
     }, Log)
 end
 
-function Log:depth() return self.tail - self.head + 1 end
+function Log:depth() return self.queued end
+
+-- At most max events per chunk (the host's batch: events per group commit); the chunk's
+-- bytes follow (256 bytes an event: a reject is ~200; a chunk of larger ones closes when
+-- full, with fewer events).
+function Log:set_chunk(max)
+    if type(max) ~= "number" or max < 1 or floor(max) ~= max then
+        error("ron.audit: set_chunk expects an integer >= 1", 2)
+    end
+    self.chunk_max = max
+    self.chunk_bytes = math.min(math.max(max * 256 + RESERVE, 65536), 4 * 1024 * 1024)
+    self.spare = {}
+end
+
+-- The chunk the next event goes into (a new one when the tail is full).
+local function tail_chunk(self)
+    local c = self.chunks[self.c_tail]
+    if c and c.n < self.chunk_max and c.cap - c.len >= RESERVE then return c end
+    c = self.spare[#self.spare]
+    if c then
+        self.spare[#self.spare] = nil
+        c.len, c.n, c.ts, c.gaps = 0, 0, {}, nil
+    else
+        c = { buf = ffi.new("uint8_t[?]", self.chunk_bytes), len = 0, n = 0, ts = {},
+              cap = self.chunk_bytes }
+    end
+    self.c_tail = self.c_tail + 1
+    self.chunks[self.c_tail] = c
+    return c
+end
+
+-- Encodes ev into chunk c (packed: len u32 BE | bytes). -> true | nil, err
+local function pack(self, c, ev)
+    local rc = C.rau_record_encode(self.writer_id, self.stream, 1, nil, ev, c.buf + c.len + 4,
+                                   4096, len_out)
+    if rc ~= 0 then return nil, err_text(rc) end
+    local n, p = tonumber(len_out[0]), c.buf + c.len
+    p[0], p[1], p[2], p[3] = rshift(n, 24), band(rshift(n, 16), 255), band(rshift(n, 8), 255),
+                             band(n, 255)
+    c.len = c.len + 4 + n
+    c.n = c.n + 1
+    return true
+end
 
 -- Counts one shed event under reason and folds it into that reason's pending Gap record
 -- (AUD-I-18). The host uses it for its own shed reasons (a stalled disk, a deadline).
@@ -171,57 +228,110 @@ end
 -- AUD-I-17: bounded queue, shed on full with a typed error and a counter.
 function Log:emit(kind, attrs, ts_ms)
     if not self.h then return nil, "Closed: log closed" end
-    local ok, err = self:check(kind, attrs, ts_ms)
-    if not ok then return nil, err end
-    if self:depth() >= self.cap then
+    if self.queued >= self.cap then
+        local ok, err = self:check(kind, attrs, ts_ms)
+        if not ok then return nil, err end
         self:shed("audit_backpressure", ts_ms)
         return nil, "Busy: audit queue full (" .. self.cap .. "), event shed"
     end
-    self.tail = self.tail + 1
-    self.q[self.tail] = { kind, attrs, ts_ms }
+    local ev, err = fill_event(kind, attrs, ts_ms)
+    if not ev then return nil, err end
+    local c = tail_chunk(self)
+    local ok
+    ok, err = pack(self, c, ev)
+    if not ok then return nil, err end
+    c.ts[c.n] = ts_ms
+    self.queued = self.queued + 1
+    self.enqueued_total = self.enqueued_total + 1
     return true
 end
 
-local function append(self, kind, attrs, ts_ms)
-    local ev = fill_event(kind, attrs, ts_ms)
-    local rc = C.rau_log_append(self.h, ev, appended)
-    if rc ~= 0 then return nil, err_text(rc) end
-    if appended[0].duplicate ~= 0 then
-        self.duplicates_total = self.duplicates_total + 1
-    else
-        self.appended_total = self.appended_total + 1
+-- The queue's first chunk, taken out of the queue (nil when the queue is empty and no Gap
+-- record waits). When the queue is empty after it, the pending Gap records (one per shed
+-- reason, in reason order) are packed at its end (AUD-I-18). The caller appends it with
+-- apply() (here, or on the threadpool: offload.audit_sync) and then gives it back with
+-- release().
+function Log:take()
+    local c
+    if self.c_head <= self.c_tail then
+        c = self.chunks[self.c_head]
+        self.chunks[self.c_head] = nil
+        self.c_head = self.c_head + 1
+        self.queued = self.queued - c.n
+        self.taken_total = self.taken_total + c.n
     end
-    return true
-end
-
--- Appends up to max queued events (all when nil) at the chain head, buffered, and the Gap
--- records (one per shed reason, in reason order) once the queue is empty (AUD-I-18). No I/O
--- unless the group-commit buffer fills: keep max * RAU_RECORD_MAX under batch_bytes for
--- that. Returns the number of events taken from the queue.
-function Log:append_queued(max)
-    if not self.h then return nil, "Closed: log closed" end
-    local n = 0
-    while self.head <= self.tail and (not max or n < max) do
-        local e = self.q[self.head]
-        self.q[self.head] = nil
-        self.head = self.head + 1
-        n = n + 1
-        local ok, err = append(self, e[1], e[2], e[3])
-        if not ok then return nil, err end
-    end
-    if self.head > self.tail and self.n_gaps > 0 then
+    if self.queued == 0 and self.n_gaps > 0 then
+        if not c then
+            c = tail_chunk(self)
+            self.chunks[self.c_tail] = nil
+            self.c_tail = self.c_tail - 1
+        end
         local reasons = {}
         for r in pairs(self.gaps) do reasons[#reasons + 1] = r end
         table.sort(reasons)
         for _, r in ipairs(reasons) do
+            if c.cap - c.len < RESERVE then break end -- the rest: with the next chunk
             local g = self.gaps[r]
-            local ok, err = append(self, "gap", {
-                dropped = g.dropped, from_ts_ms = g.from, to_ts_ms = g.to, reason = g.reason,
-            }, g.to)
-            if not ok then return nil, err end
+            local ev = fill_event("gap", { dropped = g.dropped, from_ts_ms = g.from,
+                                           to_ts_ms = g.to, reason = g.reason }, g.to)
+            assert(pack(self, c, ev))
+            c.gaps = (c.gaps or 0) + 1
             self.gaps[r] = nil
             self.n_gaps = self.n_gaps - 1
         end
+    end
+    return c
+end
+
+-- Appends a taken chunk at the chain head on this thread (one rau_log_append_packed call).
+-- -> true | nil, err
+function Log:apply(c)
+    if not self.h then return nil, "Closed: log closed" end
+    local rc = C.rau_log_append_packed(self.h, c.buf, c.len, batch_out)
+    self:count(tonumber(batch_out[0].appended), tonumber(batch_out[0].duplicates))
+    if rc ~= 0 then return nil, err_text(rc) end
+    return true
+end
+
+-- Counts a batch's outcome (appended records, duplicates): apply() and the threadpool's.
+function Log:count(appended, duplicates)
+    self.appended_total = self.appended_total + appended
+    self.duplicates_total = self.duplicates_total + duplicates
+end
+
+-- Gives a chunk back for reuse once nothing reads it any more.
+function Log:release(c)
+    if c and c.cap == self.chunk_bytes and #self.spare < SPARE then
+        self.spare[#self.spare + 1] = c
+    end
+end
+
+-- Sheds every queued event as reason (counted, folded into that reason's Gap record).
+function Log:shed_queued(reason)
+    while self.c_head <= self.c_tail do
+        local c = self.chunks[self.c_head]
+        self.chunks[self.c_head] = nil
+        self.c_head = self.c_head + 1
+        for i = 1, c.n do self:shed(reason, c.ts[i]) end
+        self.queued = self.queued - c.n
+        self.taken_total = self.taken_total + c.n
+    end
+end
+
+-- Appends the queued events (chunk by chunk; max: stop once at least max events were taken)
+-- at the chain head, buffered, and the Gap records once the queue is empty (AUD-I-18). No
+-- I/O unless the group-commit buffer fills. Returns the number of events taken from the
+-- queue.
+function Log:append_queued(max)
+    if not self.h then return nil, "Closed: log closed" end
+    local n = 0
+    while (self.queued > 0 or self.n_gaps > 0) and (not max or n < max or self.queued == 0) do
+        local c = self:take()
+        if not c then break end
+        n = n + c.n - (c.gaps or 0)
+        local ok, err = self:apply(c)
+        self:release(c)
+        if not ok then return nil, err end
     end
     return n
 end

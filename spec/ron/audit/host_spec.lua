@@ -40,15 +40,15 @@ end
 local function gated_sync(task)
     local gate = task.channel(1, "gate")
     local held = false
-    return gate, function(lg, deadline_ms, on_late)
-        if held then return offload.audit_sync(lg, deadline_ms, on_late) end
+    return gate, function(lg, deadline_ms, on_late, chunk)
+        if held then return offload.audit_sync(lg, deadline_ms, on_late, chunk) end
         held = true
         local _, err = gate:recv(deadline_ms)
         if err == "Timeout" then
             on_late()
             gate:recv()
         end
-        return offload.audit_sync(lg, nil, nil)
+        return offload.audit_sync(lg, nil, nil, chunk)
     end
 end
 

@@ -352,15 +352,24 @@ end
 function F:close() return true end
 
 -- The audit trail's group commit in the pool (ron.audit.host): log is a ron.audit log whose
--- one writer waits here. -> rc (0 or a RAU_E* code) | nil, err. on_late() runs once when
--- the answer is not there after deadline_ms (seed 002 I-4: the WAL I/O deadline).
-function _M.audit_sync(log, deadline_ms, on_late)
+-- one writer waits here; chunk (optional) a chunk taken from its queue (log:take()), appended
+-- in the same pool call before the sync (rau_log_append_packed: the hashing, off the loop).
+-- -> rc (0 or a RAU_E* code), appended, duplicates | nil, err. on_late() runs once when the
+-- answer is not there after deadline_ms (seed 002 I-4: the WAL I/O deadline). The chunk's
+-- bytes are read by the pool until the answer: the caller reuses them only after an rc.
+function _M.audit_sync(log, deadline_ms, on_late, chunk)
     local p = log:ptr()
     if not p then return nil, "Closed: log closed" end
-    local res, err = call_late("audit_sync", { log }, deadline_ms, on_late, p)
+    local res, err
+    if chunk then
+        res, err = call_late("audit_sync", { log, chunk }, deadline_ms, on_late, p,
+                             ptr_num(chunk.buf), chunk.len)
+    else
+        res, err = call_late("audit_sync", { log }, deadline_ms, on_late, p)
+    end
     if not res then return nil, err end
     if res[2] == nil then return nil, res[3] end
-    return res[2]
+    return res[2], res[3], res[4]
 end
 
 -- Requests still in flight (0 once every answer came back).

@@ -160,11 +160,22 @@ function _M.file_heads(dir)
     return concat(parts, "\n")
 end
 
--- The audit trail's group commit (ron.audit.host): rau_log_sync on a log handle the loop
--- thread does not touch until this answers (its sink worker is the chain's one writer).
-function _M.audit_sync(lnum)
+-- The audit trail's group commit (ron.audit.host): the chunk of packed events (when given:
+-- its address and length) appended with rau_log_append_packed, then rau_log_sync, on a log
+-- handle the loop thread does not touch until this answers (its sink worker is the chain's
+-- one writer). -> rc, appended, duplicates
+local batch_res
+function _M.audit_sync(lnum, bnum, blen)
     local A = require "ron.audit.lib"
-    return A.rau_log_sync(ffi.cast("rau_log_t *", lnum))
+    local l = ffi.cast("rau_log_t *", lnum)
+    local appended, dups = 0, 0
+    if bnum then
+        batch_res = batch_res or ffi.new("rau_batch_result_t[1]")
+        local rc = A.rau_log_append_packed(l, ffi.cast("const uint8_t *", bnum), blen, batch_res)
+        appended, dups = tonumber(batch_res[0].appended), tonumber(batch_res[0].duplicates)
+        if rc ~= 0 then return rc, appended, dups end
+    end
+    return A.rau_log_sync(l), appended, dups
 end
 
 return _M
