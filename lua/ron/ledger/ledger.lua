@@ -465,6 +465,12 @@ function Ledger:_resolve_commit(req)
                 local held = self:_p("get_postings_by_account", p.account, p.asset,
                                      "pending_inactive", 1)
                 if #held > 0 then return false, "reservations in flight", ERR.Unavailable end
+                -- So are the outputs of a saga past the point of no return: between its
+                -- inputs' deactivation and its outputs' insertion (a window a store stall
+                -- holds open) the account shows neither the spent posting nor its change.
+                if self:_finalizing_to(p.account, p.asset) then
+                    return false, "a finalizing transfer credits the account", ERR.Unavailable
+                end
                 local recv = req.overdraft and req.overdraft[p.account]
                 if not recv and accts[p.account].policy == "no_overdraft" then
                     return fail(ERR.InsufficientFunds, format(
@@ -498,6 +504,25 @@ function Ledger:_resolve_commit(req)
     end)
     return { inputs = inputs, outputs = outputs, metadata = req.metadata, intent = req.intent },
         consumed, accts
+end
+
+-- True when a saga in phase finalizing (any node) has an output to (account, asset): value
+-- in flight that a debit must wait for, not a stored InsufficientFunds (LED-32). Only on
+-- the short-account path; the saga table holds the sagas running or left to recover().
+function Ledger:_finalizing_to(account, asset)
+    for _, s in ipairs(self:_p("list_pending_sagas")) do
+        if s.phase == "finalizing" then
+            local d = codec.decode(s.data)
+            local t = d and d.t and ledger.decode_transfer(d.t)
+            for _, o in ipairs(t and t.outputs or {}) do
+                if o.account == account and o.asset.code == asset.code and
+                    o.asset.scale == asset.scale then
+                    return true
+                end
+            end
+        end
+    end
+    return false
 end
 
 function Ledger:_resolve_reverse(req)
