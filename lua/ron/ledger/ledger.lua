@@ -431,8 +431,9 @@ function Ledger:_resolve_commit(req)
             -- The largest few first: when they cover the need, greedy largest-first over
             -- all postings picks exactly these (the store orders as selection does, LED-10);
             -- only a short page is read again in full.
+            local lim = FIRST_PAGE
             local list = self:_p("get_postings_by_account", p.account, p.asset, "active",
-                                 FIRST_PAGE, "largest")
+                                 lim, "largest")
             local cap = MAX_INPUTS - #inputs
             local picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                      need, cap)
@@ -441,8 +442,9 @@ function Ledger:_resolve_commit(req)
             -- receivable holds only negatives: re-reading 1024 of them per commit grew the
             -- cost with history, bench-ledger-rating-pg)
             if not picks and #list == FIRST_PAGE and list[FIRST_PAGE].amount > 0 then
+                lim = SELECT_LIMIT
                 list = self:_p("get_postings_by_account", p.account, p.asset, "active",
-                               SELECT_LIMIT, "largest")
+                               lim, "largest")
                 picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                    need, cap)
             end
@@ -470,6 +472,17 @@ function Ledger:_resolve_commit(req)
                 -- holds open) the account shows neither the spent posting nor its change.
                 if self:_finalizing_to(p.account, p.asset) then
                     return false, "a finalizing transfer credits the account", ERR.Unavailable
+                end
+                -- The reads above are not one snapshot: a saga that finished (or gave its
+                -- reservation back) between the first read and these checks left Active
+                -- postings the first read could not see. Read them again last: value that
+                -- was reserved, then finalizing, then Active is seen by one of the reads.
+                local again = self:_p("get_postings_by_account", p.account, p.asset, "active",
+                                      lim, "largest")
+                local _, _, _, avail2 = ledger.select_postings(again, p.account, p.asset,
+                                                               need, cap)
+                if avail2 ~= avail then -- nil when they now cover the need
+                    return false, "the account's postings changed meanwhile", ERR.Unavailable
                 end
                 local recv = req.overdraft and req.overdraft[p.account]
                 if not recv and accts[p.account].policy == "no_overdraft" then
@@ -504,6 +517,20 @@ function Ledger:_resolve_commit(req)
     end)
     return { inputs = inputs, outputs = outputs, metadata = req.metadata, intent = req.intent },
         consumed, accts
+end
+
+-- After the early look refused a transfer: true when a posting it picked is no longer
+-- Active. The balances it read are then not the postings' snapshot (another saga consumed a
+-- pick and its change is not inserted yet: the projection shows the debit without the
+-- change), so the refusal is a race to resolve again, not a rejection to store (LED-32).
+function Ledger:_picks_moved(consumed)
+    if #consumed == 0 then return false end
+    local ids = {}
+    for i, p in ipairs(consumed) do ids[i] = p.id end
+    local now = self:_p("get_postings", ids)
+    if #now ~= #ids then return true end
+    for _, p in ipairs(now) do if p.status ~= "active" then return true end end
+    return false
 end
 
 -- True when a saga in phase finalizing (any node) has an output to (account, asset): value
@@ -829,7 +856,9 @@ function Ledger:_drive_body(ctx)
             end
             local plan, err, code = ledger.validate_and_plan(t, list_accounts(ctx.ids, accts),
                                                              consumed, balances)
-            if not plan and not RACE[code] then return self:_reject(ctx, err, code) end
+            if not plan and not RACE[code] and not self:_picks_moved(consumed) then
+                return self:_reject(ctx, err, code)
+            end
             if plan then
                 ctx.t, ctx.tid = t, plan.transfer_id
                 ctx.tbytes = assert(ledger.encode_transfer(t))
