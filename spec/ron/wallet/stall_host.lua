@@ -11,6 +11,9 @@
 --
 -- SQLite: the same with another connection holding BEGIN EXCLUSIVE on the wallet's file
 -- (the sqlite3 shell, its stdin a pipe: the lock is released when the test says so).
+--
+-- And the two engine races these found (LED-32), deterministic: a saga held between its
+-- inputs' deactivation and its outputs' insertion while another debit resolves.
 local S = require "support"
 
 if not package.preload["ron.accounting.net.http_server"] then
@@ -307,6 +310,109 @@ describe("ron.wallet.service: SQLite locked by another connection (WLT-8)", func
             end
             ctx.close()
             if not ok2 then error(err2, 0) end
+        end)
+    end)
+end)
+
+-- The engine races the stall and bench-wallet found (LED-32), made deterministic: a saga
+-- held between its inputs' deactivation and its outputs' insertion (insert_postings gated)
+-- while another debit of the same account resolves. Before the fixes the second debit was
+-- stored as InsufficientFunds (its nonce burnt, the client told "no money") although the
+-- money was only in flight.
+describe("ron.ledger engine: a debit racing a finalizing saga (LED-32)", function()
+    local USD = { code = "USD", scale = 2 }
+    local EXT, PA, PB = string.rep("\1", 16), string.rep("\2", 16), string.rep("\3", 16)
+
+    -- store calls wait while gate[name] is set; gate.at[name] counts the calls that waited
+    local function gated(real, T, gate)
+        gate.at = {}
+        return setmetatable({}, { __index = function(_, k)
+            local f = real[k]
+            if type(f) ~= "function" then return f end
+            return function(_, ...)
+                if gate[k] then
+                    gate.at[k] = (gate.at[k] or 0) + 1
+                    if gate[k] == "once" then gate[k] = false end
+                    local hold = k .. "_held"
+                    gate[hold] = true
+                    while gate[hold] do T.sleep(2) end
+                end
+                return f(real, ...)
+            end
+        end })
+    end
+
+    local function fixture(T)
+        local s = assert(store_mod.open { backend = "sqlite", path = S.tmpname(".db"),
+                                          offload = true })
+        local gate = {}
+        local led = L.new { store = gated(s, T, gate), book = "race", node = "race",
+                            pause = function(n) T.sleep(n) end }
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        assert(led:create_account { id = PA, policy = "no_overdraft" })
+        assert(led:create_account { id = PB, policy = "no_overdraft" })
+        assert(led:commit { intent = "fund", movements = {
+            { from = EXT, to = PA, asset = USD, amount = 1000 } } })
+        return s, led, gate
+    end
+    -- body(T, s, led, gate) in a task; whatever happens every gate opens (a failed case
+    -- must not leave a saga waiting: the loop would never end)
+    local function race(body)
+        S.run_task(function(T)
+            local s, led, gate = fixture(T)
+            local ok, err = pcall(body, T, s, led, gate)
+            for k in pairs(gate) do if k ~= "at" then gate[k] = false end end
+            T.sleep(50)
+            for _ = 1, 200 do
+                if next(led.inflight) == nil then break end
+                T.sleep(10)
+            end
+            s:close()
+            if not ok then error(err, 0) end
+        end)
+    end
+    local function debit(led, intent)
+        return led:commit { intent = intent, movements = {
+            { from = PA, to = PB, asset = USD, amount = 10 } } }
+    end
+
+    it("the short-account path: Unavailable while the saga's change is not inserted", function()
+        race(function(T, s, led, gate)
+            gate.insert_postings = "once"
+            local hx = T.spawn("saga_x", function() return debit(led, "x") end)
+            assert(S.eventually(T, function() return gate.insert_postings_held end, 10000))
+            -- x: its input Inactive, its change (990) not yet there
+            local r, err, code = debit(led, "y")
+            assert.is_nil(r)
+            assert.equal(L.ERR.Unavailable, code, tostring(err))
+            assert.is_nil(s:get_intent("y"), "a race stored as an outcome")
+            gate.insert_postings_held = false
+            assert.truthy(hx:join(10000))
+            assert.truthy(debit(led, "y"))
+            assert.equal(980, tonumber(led:balance(PA, USD)))
+        end)
+    end)
+
+    it("the early look: a refusal on a balance without the change is a race", function()
+        race(function(T, s, led, gate)
+            -- y picks the 1000 posting, then waits before reading the balances
+            gate.get_balances = "once"
+            local hy = T.spawn("saga_y", function() return { debit(led, "y") } end)
+            assert(S.eventually(T, function() return gate.get_balances_held end, 10000))
+            -- x spends that posting and stops before inserting its change
+            gate.insert_postings = "once"
+            local hx = T.spawn("saga_x", function() return debit(led, "x") end)
+            assert(S.eventually(T, function() return gate.insert_postings_held end, 10000))
+            gate.get_balances_held = false -- y reads a balance of 0 for a pick of 1000
+            local ok, ry = hy:join(10000)
+            assert.truthy(ok)
+            assert.is_nil(ry[1])
+            assert.equal(L.ERR.Unavailable, ry[3], tostring(ry[2]))
+            assert.is_nil(s:get_intent("y"), "a race stored as an outcome")
+            gate.insert_postings_held = false
+            assert.truthy(hx:join(10000))
+            assert.truthy(debit(led, "y"))
+            assert.equal(980, tonumber(led:balance(PA, USD)))
         end)
     end)
 end)
