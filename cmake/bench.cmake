@@ -116,6 +116,16 @@ if(RA_WRK)
 else()
   message(STATUS "wrk not found: the bench target skips bench-ingest.sh (Debian: wrk)")
 endif()
+
+# ron-wallet (tests/bench/bench-wallet.lua, docs/WALLET.md §8): transfers/s and p50/p99
+# through HTTP under wrk on SQLite and PostgreSQL (when installed), against Ledger:commit
+# on the same store in the same run; balance reads/s from the cache against GET /healthz.
+if(RA_WRK AND RA_BUILD_LEDGER)
+  list(APPEND _bench_cmds
+    COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+      $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-wallet.lua
+      --dir ${RA_BENCH_OUT} --out ${_bench_results})
+endif()
 endif()
 
 add_custom_target(bench

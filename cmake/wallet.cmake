@@ -20,3 +20,26 @@ if(COMMAND ra_host_test AND RA_BUILD_LEDGER)
   set_tests_properties(host-wallet-kill9 PROPERTIES TIMEOUT 120
     ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
 endif()
+# lua-wallet-pg-stall-host: ledger stall chaos (WLT-8) on real stores: the PostgreSQL
+# server's processes SIGSTOPped (tests/pg/pg-harness.sh freeze; pending without PostgreSQL),
+# and SQLite write-locked by a sqlite3 shell: readyz flips, POST 503 with Retry-After, GET
+# balance 200 from the cache with a growing staleness, then SIGCONT / unlock: every request
+# sent again commits exactly once. spec/ron/wallet/stall_host.lua.
+if(COMMAND ra_host_spec AND RA_BUILD_LEDGER)
+  ra_host_spec(lua-wallet-pg-stall-host spec/ron/wallet/stall_host.lua)
+  if(TEST lua-wallet-pg-stall-host)
+    set_property(TEST lua-wallet-pg-stall-host APPEND PROPERTY ENVIRONMENT
+      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+    set_tests_properties(lua-wallet-pg-stall-host PROPERTIES TIMEOUT 180)
+  endif()
+endif()
+# host-wallet-e2e: gateway records -> seal -> WAL -> export -> exporters.ledger (rate card)
+# -> ron-wallet (SQLite): balances down window by window, statements citing the slices, dry
+# wallets published; `ledger verify --wal` across the chain; a flipped byte caught.
+# tests/host/wallet-e2e.sh (+ wallet-e2e.lua).
+if(COMMAND ra_host_test AND RA_BUILD_LEDGER)
+  ra_host_test(host-wallet-e2e sh ${CMAKE_SOURCE_DIR}/tests/host/wallet-e2e.sh
+    $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-wallet-e2e)
+  set_tests_properties(host-wallet-e2e PROPERTIES TIMEOUT 120
+    ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+endif()

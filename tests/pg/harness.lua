@@ -7,6 +7,8 @@
 --   pg.conninfo, pg.url, pg.dir, pg.port
 --   pg:psql(sql) -> output, rc          -- blocking (setup, checks)
 --   pg:stop_server() / pg:start_server() -- blocking: an outage, same port and data
+--   pg:freeze() / pg:thaw()             -- SIGSTOP / SIGCONT the server's processes (a stall:
+--                                          connections stay open, nothing answers)
 --   pg:argv("stop-server")              -- {"sh", script, "stop-server", dir}: for uv.spawn
 --                                          inside a task (never block the loop mid-run)
 --   pg:stop()                           -- teardown (idempotent)
@@ -87,6 +89,16 @@ end
 function Cluster:start_server()
     local out, rc = run("sh " .. q(H.script) .. " start-server " .. q(self.dir))
     assert(rc == 0, "pg-harness start-server: " .. out)
+end
+
+function Cluster:freeze()
+    local out, rc = run("sh " .. q(H.script) .. " freeze " .. q(self.dir))
+    assert(rc == 0, "pg-harness freeze: " .. out)
+end
+
+function Cluster:thaw()
+    local out, rc = run("sh " .. q(H.script) .. " thaw " .. q(self.dir))
+    assert(rc == 0, "pg-harness thaw: " .. out)
 end
 
 function Cluster:stop()

@@ -17,6 +17,10 @@
 #   pg-harness.sh stop DIR                   stop (fast, then immediate) and remove DIR;
 #                                            idempotent
 #   pg-harness.sh psql DIR [ARGS...]         psql on the cluster (-X -q -v ON_ERROR_STOP=1)
+#   pg-harness.sh freeze DIR                 SIGSTOP the postmaster, then its children (the
+#                                            backends, the WAL writer, ...): a stalled server,
+#                                            connections open, nothing answered
+#   pg-harness.sh thaw DIR                   SIGCONT them (children first)
 #
 # initdb and postgres refuse to run as root: as root, they run as the user `postgres`
 # (created by Debian's postgresql package) through runuser, and DIR is handed to it.
@@ -78,9 +82,18 @@ start_server() {
     die "the server did not start (log: $dir/log)"
 }
 
+# thaw DIR: SIGCONT the server's processes (children first; quiet when there is none).
+thaw() {
+    pm=$(sed -n 1p "$1/data/postmaster.pid" 2>/dev/null || true)
+    case "$pm" in ''|*[!0-9]*) return 0 ;; esac
+    for c in $(ps -o pid= --ppid "$pm" 2>/dev/null); do kill -CONT "$c" 2>/dev/null || true; done
+    kill -CONT "$pm" 2>/dev/null || true
+}
+
 stop_server() {
     dir=$1
     [ -f "$dir/data/postmaster.pid" ] || return 0
+    thaw "$dir" # a frozen server (freeze) would not stop
     as_pg "$BIN/pg_ctl" -D "$dir/data" -m fast -w -t 20 -s stop >/dev/null 2>&1 ||
         as_pg "$BIN/pg_ctl" -D "$dir/data" -m immediate -w -t 10 -s stop >/dev/null 2>&1 || true
 }
@@ -158,6 +171,20 @@ stop)
     stop_server "$dir"
     rm -rf "$dir"
     ;;
+freeze|thaw)
+    # Only this cluster's processes: the pid in its postmaster.pid and that pid's children.
+    # The postmaster is stopped first so it forks no child we would miss.
+    dir=${1:-}
+    [ -f "$dir/data/postmaster.pid" ] || die "$cmd: no running server in '$dir'"
+    pm=$(sed -n 1p "$dir/data/postmaster.pid")
+    case "$pm" in ''|*[!0-9]*) die "$cmd: bad postmaster.pid" ;; esac
+    if [ "$cmd" = freeze ]; then
+        kill -STOP "$pm" || die "freeze: kill -STOP $pm"
+        for c in $(ps -o pid= --ppid "$pm"); do kill -STOP "$c" 2>/dev/null || true; done
+    else
+        thaw "$dir"
+    fi
+    ;;
 psql)
     dir=${1:-}
     [ -f "$dir/port" ] || die "psql: no cluster in '$dir'"
@@ -166,7 +193,8 @@ psql)
     ;;
 *)
     echo "usage: pg-harness.sh start [--owner PID] [--fsync on|off] [DIR] | conninfo DIR |" \
-         "url DIR | stop-server DIR | start-server DIR | stop DIR | psql DIR [ARGS...]" >&2
+         "url DIR | stop-server DIR | start-server DIR | stop DIR | freeze DIR | thaw DIR |" \
+         "psql DIR [ARGS...]" >&2
     exit 2
     ;;
 esac

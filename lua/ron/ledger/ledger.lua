@@ -403,6 +403,9 @@ end
 function StoreSource:held(account, asset)
     return #self.led:_p("get_postings_by_account", account, asset, "pending_inactive", 1) > 0
 end
+function StoreSource:finalizing_to(account, asset)
+    return self.led:_finalizing_to(account, asset)
+end
 
 function Ledger:_resolve_commit(req, src)
     src = src or setmetatable({ led = self }, StoreSource)
@@ -448,7 +451,8 @@ function Ledger:_resolve_commit(req, src)
             -- The largest few first: when they cover the need, greedy largest-first over
             -- all postings picks exactly these (the store orders as selection does, LED-10);
             -- only a short page is read again in full.
-            local list = src:page(p.account, p.asset, FIRST_PAGE)
+            local lim = FIRST_PAGE
+            local list = src:page(p.account, p.asset, lim)
             local cap = MAX_INPUTS - #inputs
             local picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                      need, cap)
@@ -457,7 +461,8 @@ function Ledger:_resolve_commit(req, src)
             -- receivable holds only negatives: re-reading 1024 of them per commit grew the
             -- cost with history, bench-ledger-rating-pg)
             if not picks and #list == FIRST_PAGE and list[FIRST_PAGE].amount > 0 then
-                list = src:page(p.account, p.asset, SELECT_LIMIT)
+                lim = SELECT_LIMIT
+                list = src:page(p.account, p.asset, lim)
                 picks, sum, change, avail = ledger.select_postings(list, p.account, p.asset,
                                                                    need, cap)
             end
@@ -479,6 +484,23 @@ function Ledger:_resolve_commit(req, src)
                 -- InsufficientFunds or an overdraft (LED-32).
                 if src:held(p.account, p.asset) then
                     return false, "reservations in flight", ERR.Unavailable
+                end
+                -- So are the outputs of a saga past the point of no return: between its
+                -- inputs' deactivation and its outputs' insertion (a window a store stall
+                -- holds open) the account shows neither the spent posting nor its change.
+                if src:finalizing_to(p.account, p.asset) then
+                    return false, "a finalizing transfer credits the account", ERR.Unavailable
+                end
+                -- The reads above are not one snapshot: a saga that finished (or gave its
+                -- reservation back) between the first read and these checks left Active
+                -- postings the first read could not see. Read them again last: value that
+                -- was reserved, then finalizing, then Active is seen by one of the reads.
+                -- (A batch's view is one read per batch: the same list, nothing to compare.)
+                local again = src:page(p.account, p.asset, lim)
+                local _, _, _, avail2 = ledger.select_postings(again, p.account, p.asset,
+                                                               need, cap)
+                if avail2 ~= avail then -- nil when they now cover the need
+                    return false, "the account's postings changed meanwhile", ERR.Unavailable
                 end
                 local recv = req.overdraft and req.overdraft[p.account]
                 if not recv and accts[p.account].policy == "no_overdraft" then
@@ -513,6 +535,49 @@ function Ledger:_resolve_commit(req, src)
     end)
     return { inputs = inputs, outputs = outputs, metadata = req.metadata, intent = req.intent },
         consumed, accts
+end
+
+-- After the early look refused a transfer: true when a posting it picked is no longer
+-- Active. The balances it read are then not the postings' snapshot (another saga consumed a
+-- pick and its change is not inserted yet: the projection shows the debit without the
+-- change), so the refusal is a race to resolve again, not a rejection to store (LED-32).
+function Ledger:_picks_moved(consumed)
+    if #consumed == 0 then return false end
+    local ids = {}
+    for i, p in ipairs(consumed) do ids[i] = p.id end
+    local now = self:_p("get_postings", ids)
+    if #now ~= #ids then return true end
+    for _, p in ipairs(now) do if p.status ~= "active" then return true end end
+    return false
+end
+
+-- The (account, asset) keys every saga in phase finalizing (any node) has an output to:
+-- value in flight that a debit must wait for, not a stored InsufficientFunds (LED-32). A
+-- single saga's record holds its transfer (t), a batch's its transfers (items[i].t). Only
+-- on the short-account path; the saga table holds the sagas running or left to recover().
+function Ledger:_finalizing_outputs()
+    local keys = {}
+    for _, s in ipairs(self:_p("list_pending_sagas")) do
+        if s.phase == "finalizing" then
+            local d = codec.decode(s.data)
+            local bytes = {}
+            if d and d.t then
+                bytes[1] = d.t
+            elseif d and d.kind == "batch" then
+                for _, it in ipairs(d.items or {}) do bytes[#bytes + 1] = it.t end
+            end
+            for _, b in ipairs(bytes) do
+                for _, o in ipairs(ledger.decode_transfer(b).outputs) do
+                    keys[o.account .. asset_key(o.asset)] = true
+                end
+            end
+        end
+    end
+    return keys
+end
+
+function Ledger:_finalizing_to(account, asset)
+    return self:_finalizing_outputs()[account .. asset_key(asset)] == true
 end
 
 function Ledger:_resolve_reverse(req)
@@ -827,7 +892,9 @@ function Ledger:_drive_body(ctx)
             end
             local plan, err, code = ledger.validate_and_plan(t, list_accounts(ctx.ids, accts),
                                                              consumed, balances)
-            if not plan and not RACE[code] then return self:_reject(ctx, err, code) end
+            if not plan and not RACE[code] and not self:_picks_moved(consumed) then
+                return self:_reject(ctx, err, code)
+            end
             if plan then
                 ctx.t, ctx.tid = t, plan.transfer_id
                 ctx.tbytes = assert(ledger.encode_transfer(t))
@@ -1030,6 +1097,11 @@ end
 function MemSource:held(account, asset)
     local pool = self.pools[account .. asset_key(asset)]
     return pool ~= nil and pool.held
+end
+-- The sagas are read once per batch view, on the first short payer (LED-32).
+function MemSource:finalizing_to(account, asset)
+    if not self.finalizing then self.finalizing = self.led:_finalizing_outputs() end
+    return self.finalizing[account .. asset_key(asset)] == true
 end
 
 -- The (account, asset) pairs a request's movements net, as _resolve_commit computes them
@@ -1393,7 +1465,7 @@ function Ledger:_plan_batch(ctx)
     local bal = {}
     local got = self:_list_read("get_balances", bpairs, BATCH_IDS)
     for i, pr in ipairs(bpairs) do bal[pr.account .. asset_key(pr.asset)] = got[i] end
-    local src = setmetatable({ accts = accts, pools = pidx }, MemSource)
+    local src = setmetatable({ led = self, accts = accts, pools = pidx }, MemSource)
     local items, rejects, handover, heads, hseen = {}, {}, {}, {}, {}
     for _, e in ipairs(ctx.batch) do
         local k = e.k

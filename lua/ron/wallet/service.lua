@@ -77,6 +77,10 @@ local INTEGER_KEYS = {
 -- The endpoints (labels of busy_rejections_total and requests).
 _M.ENDPOINTS = { "issue", "transfer", "burn", "account", "balance", "statement" }
 
+-- The kinds of the wallet's tasks (labels of wallet_tasks_*): committer workers, the event
+-- feed, a ledger call of a job (commit), a read's answerer and its ledger call.
+_M.TASK_KINDS = { "worker", "feed", "call", "read", "read_call" }
+
 -- -> true | nil, "wallet...: why"
 function _M.check_config(v, keyname)
     keyname = keyname or "wallet"
@@ -207,7 +211,30 @@ function _M.new(o)
                backoff_retries = 0, worker_inflight = 0, commits = 0, rejections = 0,
                replays = 0 }
     for _, e in ipairs(_M.ENDPOINTS) do self.m.busy[e] = 0 end
+    -- the wallet's own tasks by kind (seed 004 §6, §9): spawned, finished, aborted at the
+    -- drain deadline; live = the handles not yet ended (what wait() aborts)
+    self.tasks = { spawned = {}, finished = {}, aborted = {}, live = {} }
+    for _, k in ipairs(_M.TASK_KINDS) do
+        self.tasks.spawned[k], self.tasks.finished[k], self.tasks.aborted[k] = 0, 0, 0
+    end
     return self
+end
+
+-- A task of the wallet, counted by kind; its scheduler name is "wallet_<kind>" (the
+-- scheduler's own tasks_* families keep their labels).
+function W:_spawn(kind, fn)
+    local tk = self.tasks
+    tk.spawned[kind] = tk.spawned[kind] + 1
+    local h
+    h = self.T.spawn("wallet_" .. kind, function()
+        local ok, a, b = pcall(fn)
+        tk.live[h] = nil
+        tk.finished[kind] = tk.finished[kind] + 1
+        if not ok then error(a, 0) end
+        return a, b
+    end)
+    tk.live[h] = kind
+    return h
 end
 
 -- ---- answers ----
@@ -434,7 +461,7 @@ function W:_call(op, fn, job, done)
     local t0 = self.clock()
     local finished, timed_out = false, false
     local holder = {}
-    local child = self.T.spawn("wallet_call", function()
+    local child = self:_spawn("call", function()
         local ok, a, b, c = pcall(fn, self, job)
         self.calls[holder] = nil
         finished = true
@@ -684,9 +711,9 @@ function W:_spawn_read(req, fn, job, endpoint)
     self.n_reads = self.n_reads + 1
     -- The read runs in a child joined with commit_timeout_ms: a stalled ledger answers 503
     -- ledger_timeout in time; the child ends on its own (its answer is then dropped).
-    self.T.spawn("wallet_read", function()
+    self:_spawn("read", function()
         local result, done = nil, false
-        local child = self.T.spawn("wallet_read_call", function()
+        local child = self:_spawn("read_call", function()
             local ok, a = pcall(fn, self, job)
             if not ok then
                 self.log("read error: " .. tostring(a))
@@ -874,9 +901,9 @@ function W:start()
     self.queue = self.T.channel(self.queue_capacity, "wallet_commit")
     self.workers_h = {}
     for i = 1, self.workers do
-        self.workers_h[i] = self.T.spawn("wallet_worker", function() self:_worker() return true end)
+        self.workers_h[i] = self:_spawn("worker", function() self:_worker() return true end)
     end
-    self.feed_h = self.T.spawn("wallet_feed", function()
+    self.feed_h = self:_spawn("feed", function()
         local led = self.led
         for _, s in ipairs {
             { _M.SYSTEM.top_up, "uncapped" }, { _M.SYSTEM.grant, "uncapped" },
@@ -906,17 +933,33 @@ function W:stop()
 end
 
 -- From a task, after stop(): waits (at most deadline_ms) for the workers to empty the queue,
--- the feed to end and every ledger call and read to finish. -> true | false (deadline)
+-- the feed to end and every ledger call and read to finish; then aborts what is still
+-- running (seed 004 §6: Draining -> Aborting -> Stopped), counted in
+-- wallet_tasks_aborted_total{kind}. An aborted commit leaves its saga in the store: the
+-- next start's recover() finishes or releases it, and a client's retry of the same request
+-- (same key and nonce) gets its one outcome. -> true | false, n aborted (deadline)
 function W:wait(deadline_ms)
     local t_end = self.clock() + (deadline_ms or 5000)
     for _, h in ipairs(self.workers_h or {}) do
         h:join(math.max(1, t_end - self.clock()))
     end
     if self.feed_h then self.feed_h:join(math.max(1, t_end - self.clock())) end
-    while (next(self.calls) ~= nil or self.n_reads > 0) and self.clock() < t_end do
+    while next(self.tasks.live) ~= nil and self.clock() < t_end do
         self.T.sleep(10)
     end
-    return next(self.calls) == nil and self.n_reads == 0
+    if next(self.tasks.live) == nil then return true end
+    local n = 0
+    for h, kind in pairs(self.tasks.live) do
+        if h:abort() then
+            n = n + 1
+            self.tasks.aborted[kind] = self.tasks.aborted[kind] + 1
+        end
+    end
+    self.tasks.live = {}
+    self.calls, self.n_reads = {}, 0 -- their tasks are gone
+    self.m.worker_inflight = 0
+    self.log(format("drain deadline (%d ms): %d task(s) aborted", deadline_ms or 5000, n))
+    return false, n
 end
 
 function W:ready()
@@ -992,6 +1035,24 @@ function W:metrics_text()
     out[#out + 1] = format('wallet_bus_lagged_total{bus="ledger"} %d', self.cache.lagged_total)
     family(out, "wallet_worker_inflight", "gauge", "Workers busy with a job.")
     out[#out + 1] = format("wallet_worker_inflight %d", m.worker_inflight)
+    local tk = self.tasks
+    local live = {}
+    for _, k in ipairs(_M.TASK_KINDS) do live[k] = 0 end
+    for _, k in pairs(tk.live) do live[k] = live[k] + 1 end
+    for _, f in ipairs { { "wallet_tasks_spawned_total", "counter",
+                           "The wallet's tasks spawned, by kind.", tk.spawned },
+                         { "wallet_tasks_finished_total", "counter",
+                           "The wallet's tasks that ended on their own, by kind.", tk.finished },
+                         { "wallet_tasks_aborted_total", "counter",
+                           "The wallet's tasks aborted at the drain deadline, by kind.",
+                           tk.aborted },
+                         { "wallet_tasks_inflight", "gauge",
+                           "The wallet's tasks running, by kind.", live } } do
+        family(out, f[1], f[2], f[3])
+        for _, k in ipairs(_M.TASK_KINDS) do
+            out[#out + 1] = format('%s{kind="%s"} %d', f[1], k, f[4][k])
+        end
+    end
     family(out, "wallet_requests_total", "counter", "Wallet answers, by status code.")
     local codes = {}
     for c in pairs(m.requests) do codes[#codes + 1] = c end

@@ -1,0 +1,291 @@
+-- bench-wallet.lua: ron-wallet through HTTP on loopback against the ledger's own commit rate,
+-- same process, same store, same run (issue 17 "Benchmarks", docs/WALLET.md §8).
+--
+--   ron-accounting run tests/bench/bench-wallet.lua [--quick] [--out FILE] [--dir DIR]
+--       [--seconds S] [--conns N] [--workers N] [--accounts K] [--no-pg] [--no-sqlite]
+--
+-- Per store (SQLite in DIR, offloaded, durability ack; PostgreSQL: a server this benchmark
+-- starts, fsync on, a pool of 8 connections), one wallet service (--workers committers) on
+-- the daemon's HTTP server in this process, wrk (-t1, --conns keep-alive connections, a
+-- separate process: tests/bench/wrk-wallet.lua) on loopback. Transfers of 1 minor unit to
+-- one sink account, every request a new Idempotency-Key and nonce, from one source account
+-- (hot: every commit races for that account's one posting) or from K accounts in turn:
+--   direct_hot, direct   baseline: Ledger:commit in this process on the same store from
+--                        --workers tasks at once for S seconds (other accounts, no HTTP,
+--                        no Idempotency-Key row, no queue), a commit that lost the race for
+--                        a posting tried again: commits/s, p50/p99 per commit
+--   transfer_hot,        POST /v1/transfer under wrk for S seconds: transfers/s (201s),
+--   transfer             p50/p99 (wrk's), ratio = transfers/s / the direct rate
+--   balance_http         GET balance of one account for S seconds (the cache), against
+--                        GET /healthz (the HTTP stack's floor): reads/s, p50/p99, ratio
+-- After each transfer run the ledger's balances are checked (the sources lost at least one
+-- unit per 201 and no more than one per request). One `BENCH {json}` line per case. Needs
+-- wrk (tools/deps.sh).
+local uv = require "luv"
+local task = require "ron.accounting.runtime.task"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
+               .. package.path
+local B = require "bench_common"
+local H = dofile(here .. "../pg/harness.lua")
+local acct = require "ron.accounting"
+local http = require "ron.accounting.daemon.http"
+local store_mod = require "ron.ledger.store"
+local L = require "ron.ledger.ledger"
+local service = require "ron.wallet.service"
+local dto = require "ron.wallet.dto"
+
+local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 16,
+               workers = 4, accounts = 16, pg = true, sqlite = true }
+do
+    local i = 1
+    while i <= #arg do
+        local a, v = arg[i], arg[i + 1]
+        if a == "--quick" then opts.quick = true; i = i + 1
+        elseif a == "--out" then opts.out = v; i = i + 2
+        elseif a == "--dir" then opts.dir = v; i = i + 2
+        elseif a == "--seconds" then opts.seconds = assert(tonumber(v)); i = i + 2
+        elseif a == "--conns" then opts.conns = assert(tonumber(v)); i = i + 2
+        elseif a == "--workers" then opts.workers = assert(tonumber(v)); i = i + 2
+        elseif a == "--accounts" then opts.accounts = assert(tonumber(v)); i = i + 2
+        elseif a == "--no-pg" then opts.pg = false; i = i + 1
+        elseif a == "--no-sqlite" then opts.sqlite = false; i = i + 1
+        else error("bench-wallet.lua: unknown argument " .. tostring(a)) end
+    end
+end
+if opts.quick then opts.seconds, opts.conns = 1, 4 end
+local emit = B.emitter(opts.out)
+local format = string.format
+
+local USD = { code = "USD", scale = 2 }
+local FUND = 1000000000000
+
+print(format("bench-wallet: %d s per case, %d connections, %d workers, %d source accounts, " ..
+             "loadavg %s", opts.seconds, opts.conns, opts.workers, opts.accounts, B.loadavg()))
+
+local function pct(sorted, p)
+    if #sorted == 0 then return 0 end
+    return sorted[math.max(1, math.ceil(#sorted * p / 100))]
+end
+
+-- wrk in its own process (the loop keeps serving meanwhile) -> the WRK line's fields
+local function run_wrk(T, port, mode, base, from, to)
+    local out = {}
+    local pipe = uv.new_pipe(false)
+    local ch = T.channel(2, "bench_wallet_wrk")
+    local env = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "WALLET_FROM=" .. from,
+                  "WALLET_TO=" .. to, "WALLET_MODE=" .. mode, "WALLET_BASE=" .. base }
+    local h, err = uv.spawn("wrk", {
+        args = { "-t1", "-c" .. opts.conns, "-d" .. opts.seconds .. "s", "--timeout", "10s",
+                 "-s", here .. "wrk-wallet.lua", "http://127.0.0.1:" .. port .. "/" },
+        env = env, stdio = { nil, pipe, 2 } }, function(code) ch:try_send({ code = code }) end)
+    assert(h, "wrk: " .. tostring(err) .. " (Debian: wrk, tools/deps.sh)")
+    pipe:read_start(function(_, data)
+        if data then out[#out + 1] = data else ch:try_send({ eof = true }) end
+    end)
+    local code
+    for _ = 1, 2 do
+        local v = assert(ch:recv(opts.seconds * 1000 + 60000), "wrk did not end")
+        if v.code then code = v.code end
+    end
+    h:close()
+    pipe:close()
+    local text = table.concat(out)
+    assert(code == 0, "wrk exit " .. tostring(code) .. ": " .. text)
+    local line = assert(text:match("WRK (%b{})"), "no WRK line: " .. text)
+    local r = {}
+    for k, v in line:gmatch('"([%w_]+)":(%d+)') do r[k] = tonumber(v) end
+    r.status = {}
+    for k, v in (line:match('"status":(%b{})') or ""):gmatch('"(%d+)":(%d+)') do
+        r.status[tonumber(k)] = tonumber(v)
+    end
+    r.line = line
+    local e1 = text:match("WRK first error: ([^\n]*)")
+    if e1 then print("bench-wallet: " .. mode .. ": first error answer: " .. e1) end
+    return r
+end
+
+local function uuid(i, k) return format("00000000-0000-4000-%04x-%012x", 0x8000 + k, i) end
+
+local function case(T, name, open_store)
+    local s = assert(open_store())
+    local led = L.new { store = s, book = "bench", node = "bench",
+                        pause = function(n) T.sleep(10 * n) end }
+    led:recover()
+    -- wallet sources S_i (a token each), a wallet sink; direct sources D_i and their sink
+    local S, Dsrc, tokens, from = {}, {}, {}, {}
+    for i = 1, opts.accounts do
+        S[i], Dsrc[i] = uuid(i, 1), uuid(i, 2)
+        local tok = "bench-wallet-token-" .. i
+        tokens[acct.b3hex(tok)] = S[i]
+        from[i] = S[i] .. "=" .. tok
+    end
+    local SINK, DSINK = uuid(0, 1), uuid(0, 2)
+    local w = service.new { ledger = led, tokens = tokens, assets = { USD = 2 },
+                            workers = opts.workers,
+                            log = function(line) print("wallet: " .. line) end }
+    w:start()
+    local m = assert(acct.open { capacity_rows = 1024, shards = 1, window_len_s = 60,
+                                 host = "bench" })
+    local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
+                                    max_body = 1048576,
+                                    runtime = { ready = function() return w:ready() end,
+                                                metrics_text = function()
+                                                    return w:metrics_text()
+                                                end } })
+    local t_end = uv.now() + 30000
+    while not w.system_ready do
+        assert(uv.now() < t_end, "the wallet did not start")
+        T.sleep(10)
+    end
+    local all = { SINK, DSINK }
+    for i = 1, opts.accounts do all[#all + 1] = S[i]; all[#all + 1] = Dsrc[i] end
+    for _, id in ipairs(all) do
+        assert(led:create_account { id = dto.uuid_bytes(id), policy = "no_overdraft" })
+    end
+    for i = 1, opts.accounts do
+        for _, id in ipairs { S[i], Dsrc[i] } do
+            assert(led:commit { intent = "bench-fund-" .. id, movements = {
+                { from = service.SYSTEM.top_up, to = dto.uuid_bytes(id), asset = USD,
+                  amount = FUND } } })
+        end
+    end
+    local function moved(ids)
+        local n = 0
+        for _, id in ipairs(ids) do n = n + (FUND - tonumber(led:balance(dto.uuid_bytes(id),
+                                                                          USD))) end
+        return n
+    end
+
+    -- the baseline: the engine's commits from nsrc sources, --workers tasks at once
+    local function direct(label, nsrc)
+        local lat, n_direct, n_retry = {}, 0, 0
+        local d16 = dto.uuid_bytes(DSINK)
+        local srcs = {}
+        for i = 1, nsrc do srcs[i] = dto.uuid_bytes(Dsrc[i]) end
+        local stop_at = uv.now() + opts.seconds * 1000
+        local t0 = uv.hrtime()
+        local hs = {}
+        for k = 1, opts.workers do
+            hs[k] = T.spawn("bench_direct", function()
+                local j = 0
+                while uv.now() < stop_at do
+                    j = j + 1
+                    local src = srcs[(j * opts.workers + k) % nsrc + 1]
+                    local a = uv.hrtime()
+                    -- sources shared between workers race for their postings and are
+                    -- tried again (the wallet's workers do the same)
+                    while true do
+                        local r, err, code = led:commit { intent = format("%s-%d-%d", label, k,
+                                                                          j),
+                            movements = { { from = src, to = d16, asset = USD, amount = 1 } } }
+                        if r then break end
+                        assert(code == L.ERR.Unavailable, tostring(err))
+                        n_retry = n_retry + 1
+                        T.sleep(1)
+                    end
+                    lat[#lat + 1] = (uv.hrtime() - a) / 1000
+                    n_direct = n_direct + 1
+                end
+                return true
+            end)
+        end
+        for k = 1, opts.workers do assert(hs[k]:join(opts.seconds * 1000 + 60000)) end
+        local rate = n_direct / ((uv.hrtime() - t0) / 1e9)
+        table.sort(lat)
+        print(format("%-8s %-15s %8.0f commits/s    p50 %7.0f us  p99 %7.0f us  (%d commits, " ..
+                     "%d retried)", name, label, rate, pct(lat, 50), pct(lat, 99), n_direct,
+                     n_retry))
+        emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"workers":%d,' ..
+                    '"commits":%d,"retries":%d,"per_s":%.1f,"p50_us":%.0f,"p99_us":%.0f,' ..
+                    '"loadavg":"%s"}', name, label, nsrc, opts.workers, n_direct, n_retry, rate,
+                    pct(lat, 50), pct(lat, 99), B.loadavg()))
+        return rate
+    end
+
+    -- transfers through HTTP from nsrc sources, against the direct rate
+    local function transfers(label, nsrc, base, direct_rate)
+        local before = moved(S)
+        local r = run_wrk(T, srv:port(), "transfer", base,
+                          table.concat(from, ";", 1, nsrc), SINK)
+        local ok = r.status[201] or 0
+        local rate = ok / (r.duration_us / 1e6)
+        print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f",
+                     name, label, rate, r.p50_us, r.p99_us, rate / direct_rate))
+        emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"conns":%d,' ..
+                    '"workers":%d,"transfers":%d,"requests":%d,"per_s":%.1f,"p50_us":%d,' ..
+                    '"p99_us":%d,"status":%s,"baseline":"direct","baseline_per_s":%.1f,' ..
+                    '"ratio":%.3f,"loadavg":"%s"}', name, label, nsrc, opts.conns,
+                    opts.workers, ok, r.requests, rate, r.p50_us, r.p99_us,
+                    r.line:match('"status":(%b{})'), direct_rate, rate / direct_rate,
+                    B.loadavg()))
+        -- wrk stops mid-request: let the last commits end, then check the money
+        local t_q = uv.now() + 30000
+        while (next(w.calls) ~= nil or w.queue:depth() > 0) and uv.now() < t_q do
+            T.sleep(10)
+        end
+        local n = moved(S) - before
+        assert(n >= ok, format("%d answered 201 but only %d moved", ok, n))
+        -- a request whose answer wrk dropped at its deadline may have committed: never more
+        assert(n <= r.requests + opts.conns, format("%d moved for %d requests", n, r.requests))
+    end
+
+    local hot = direct("direct_hot", 1)
+    transfers("transfer_hot", 1, 0, hot)
+    local spread = direct("direct", opts.accounts)
+    transfers("transfer", opts.accounts, 500000000, spread)
+
+    -- reads from the cache, against the HTTP floor
+    local rb = run_wrk(T, srv:port(), "balance", 0, from[1], SINK)
+    local rh = run_wrk(T, srv:port(), "healthz", 0, from[1], SINK)
+    local brate = (rb.status[200] or 0) / (rb.duration_us / 1e6)
+    local hrate = (rh.status[200] or 0) / (rh.duration_us / 1e6)
+    print(format("%-8s %-15s %8.0f reads/s      p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
+                 "of healthz %.0f/s", name, "balance", brate, rb.p50_us, rb.p99_us,
+                 brate / hrate, hrate))
+    emit(format('{"bench":"wallet","store":"%s","case":"balance_http","conns":%d,' ..
+                '"reads":%d,"per_s":%.1f,"p50_us":%d,"p99_us":%d,"baseline":"healthz",' ..
+                '"baseline_per_s":%.1f,"ratio":%.3f,"cache_entries":%d,"loadavg":"%s"}', name,
+                opts.conns, rb.status[200] or 0, brate, rb.p50_us, rb.p99_us, hrate,
+                brate / hrate, w.cache:size(), B.loadavg()))
+    assert((rb.status[200] or 0) > 0, "no balance read answered 200: " .. rb.line)
+
+    w:stop()
+    assert(w:wait(30000), "the wallet did not drain")
+    srv:close()
+    m:close()
+    s:close()
+end
+
+local T = task.new()
+local h = T.spawn("bench_wallet", function()
+    if opts.sqlite then
+        local path = format("%s/bench-wallet-%d.db", opts.dir, uv.os_getpid())
+        os.remove(path)
+        case(T, "sqlite", function()
+            return store_mod.open { backend = "sqlite", path = path, offload = true }
+        end)
+        os.remove(path)
+        os.remove(path .. "-wal")
+        os.remove(path .. "-shm")
+    end
+    if opts.pg then
+        local available, why = H.available()
+        if not available then
+            print("bench-wallet: PostgreSQL skipped: " .. tostring(why))
+        else
+            local cluster = assert(H.start { fsync = true })
+            local ok, err = pcall(case, T, "postgres", function()
+                return store_mod.open { backend = "postgres", conninfo = cluster.conninfo,
+                                        schema = "bench_wallet", connections = 8 }
+            end)
+            cluster:stop()
+            assert(ok, err)
+        end
+    end
+    return true
+end)
+uv.run("default")
+assert(h.status == "ok", "bench-wallet: the task did not end: " .. tostring(h.status))
+assert(h:join())

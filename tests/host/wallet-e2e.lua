@@ -1,0 +1,237 @@
+-- wallet-e2e.lua WORK_DIR WINDOWS: the in-process half of tests/host/wallet-e2e.sh, run by
+-- `ron-accounting run` (ctest host-wallet-e2e; issue 17 "end to end"). One loop holds:
+--
+--   gateway records -> a real meter (WAL in WORK_DIR/wal, a clock moved by hand) -> seal ->
+--   the export runtime -> exporters.ledger (rate card WORK_DIR/card.lua, SQLite WORK_DIR/l.db)
+--   -> ron-wallet on the same ledger file and book, on the daemon's HTTP server (port 0).
+--
+-- Tenant A is topped up (POST /v1/issue, 300) and tenant B granted 20 through the wallet's
+-- HTTP API before any usage; tenant C has no money. Window by window the prepaid balances
+-- read through GET balance go down by exactly the rated charge (the card's price over the
+-- period's cumulative usage, computed here by hand); B runs dry in window 4 and C in
+-- window 1: the wallet publishes it (the usage.shortfall event in the ledger's feed,
+-- wallet_dry_total, the on_dry hook); the metering keeps recording. GET statement for A
+-- cites every slice (digest, window, rate card) and the posting that paid it: the top-up,
+-- or the change of the previous charge, which leads back to the top-up.
+--
+-- Prints "wallet-e2e: ok <usage transfers> <wallet transfers> <top-up transfer id>" (the
+-- shell flips a byte of that transfer) or raises.
+local acct = require "ron.accounting"
+local runtime = require "ron.accounting.runtime"
+local task = require "ron.accounting.runtime.task"
+local lexp = require "ron.accounting.export.exporters.ledger"
+local http = require "ron.accounting.daemon.http"
+local usage = require "ron.ledger.usage"
+local L = require "ron.ledger.ledger"
+local store_mod = require "ron.ledger.store"
+local service = require "ron.wallet.service"
+local dto = require "ron.wallet.dto"
+local cjson = require "cjson.safe"
+local uv = require "luv"
+
+local work, windows = arg[1], tonumber(arg[2] or "6")
+local T0 = 1700000000 - 1700000000 % 3600 -- every window in November 2023: one period
+local TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
+                  "00000000-0000-4000-8000-00000000000c" }
+local PREPAID = { 300, 20, 0 }
+local OP = "e2e-operator"
+
+local function charge(total) return math.floor(math.max(0, total - 10) * 3 / 1000) end
+local function amount(t, w) return 1000 * w + 37 * t end -- bytes per window per tenant
+
+local clock = { now = T0 + 5 }
+local m = assert(acct.open { capacity_rows = 1024, shards = 4, window_len_s = 60,
+                             host = "e2e", clock = function() return clock.now end,
+                             wal = { dir = work .. "/wal" } })
+local e = assert(lexp.new { store = { backend = "sqlite", path = work .. "/l.db",
+                                       offload = true },
+                            card = work .. "/card.lua", book = "main", node = "e2e" })
+
+local sched = task.new()
+
+-- ---- a tiny HTTP/1.1 client (one request per connection) ----
+local function request(raw)
+    local ch = sched.channel(64, "e2e_client")
+    local tcp = uv.new_tcp()
+    local chunks = {}
+    tcp:connect("127.0.0.1", sched.port, function(err)
+        if err then ch:try_send({ err = err }) return end
+        tcp:write(raw)
+        tcp:read_start(function(rerr, data)
+            if rerr then ch:try_send({ err = rerr })
+            elseif data then chunks[#chunks + 1] = data
+            else ch:try_send({ eof = true }) end
+        end)
+    end)
+    local v = assert(ch:recv(15000), "no answer")
+    if not tcp:is_closing() then tcp:close() end
+    ch:close()
+    assert(not v.err, v.err)
+    local head, body = table.concat(chunks):match("^(.-)\r\n\r\n(.*)$")
+    local headers = {}
+    for name, value in head:gmatch("\r\n([^:\r\n]+):%s*([^\r\n]*)") do
+        headers[name:lower()] = value
+    end
+    return tonumber(head:match("^HTTP/1%.%d (%d%d%d)")), body, headers
+end
+local function post(path, body, key)
+    return request(table.concat({ "POST " .. path .. " HTTP/1.1", "Host: x",
+        "Connection: close", "Content-Type: application/json",
+        "Content-Length: " .. #body, "Authorization: Bearer " .. OP,
+        key and ("Idempotency-Key: " .. key) or nil }, "\r\n") .. "\r\n\r\n" .. body)
+end
+local function get(path)
+    return request("GET " .. path .. " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" ..
+                   "Authorization: Bearer " .. OP .. "\r\n\r\n")
+end
+
+local function eventually(pred, ms, what)
+    local t = uv.now() + ms
+    while not pred() do
+        assert(uv.now() < t, what)
+        sched.sleep(5)
+    end
+end
+
+local dry = {}
+local result = {}
+local h = sched.spawn("e2e", function()
+    -- the wallet: its own engine over a second connection to the rater's ledger file
+    local ws = assert(store_mod.open { backend = "sqlite", path = work .. "/l.db",
+                                       offload = true })
+    local wled = L.new { store = ws, book = "main", node = "wallet-e2e",
+                         pause = function(n) sched.sleep(10 * n) end }
+    local w = service.new { ledger = wled, tokens = { [acct.b3hex(OP)] = "operator" },
+                            assets = { USD = 2 }, poll_ms = 10, log = print,
+                            on_dry = function(t, a, asset) dry[#dry + 1] = { t, a, asset } end }
+    w:start()
+    local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
+                                    max_body = 1048576,
+                                    runtime = { ready = function() return w:ready() end,
+                                                metrics_text = function()
+                                                    return w:metrics_text()
+                                                end } })
+    sched.port = srv:port()
+    eventually(function() return w.system_ready end, 10000, "the wallet did not start")
+
+    -- money first: the tenants' usage wallets (the accounts the rater charges)
+    local wid, paid_by = {}, {}
+    for i, t in ipairs(TENANTS) do
+        wid[i] = dto.uuid_text(usage.account("wallet", t))
+        local st, body = post("/v1/accounts", '{"account":"' .. wid[i] .. '"}')
+        assert(st == 201 or st == 200, body)
+        if PREPAID[i] > 0 then
+            st, body = post("/v1/issue", string.format(
+                '{"to":"%s","asset":"USD","amount":%d,"nonce":%d,"kind":"%s"}', wid[i],
+                PREPAID[i], i, i == 1 and "top_up" or "grant"), "prepaid-" .. i)
+            assert(st == 201, body)
+            paid_by[i] = cjson.decode(body).transfer_id
+        end
+    end
+
+    local rt = runtime.start { meter = m, exporter = e, tick_ms = 5 }
+    local totals = { 0, 0, 0 }
+    local seen = {}
+    for w_ = 1, windows do
+        clock.now = T0 + 60 * (w_ - 1) + 5
+        for i, t in ipairs(TENANTS) do
+            assert(m:record(t, "alice", "bytes", amount(i, w_)))
+            assert(m:record(t, "bob", "bytes", 1))
+            totals[i] = totals[i] + amount(i, w_) + 1
+        end
+        clock.now = T0 + 60 * w_ + 1
+        eventually(function() return rt.exports.ok == #TENANTS * w_ and #m:pending() == 0 end,
+                   15000, "window " .. w_ .. ": the slices were not exported")
+        -- the wallet's balance follows the rating window by window (through its feed)
+        local line = {}
+        for i = 1, #TENANTS do
+            local want = math.max(0, PREPAID[i] - charge(totals[i]))
+            local got, hd
+            eventually(function()
+                local st, body, hh = get("/v1/accounts/" .. wid[i] .. "/balance?asset=USD")
+                assert(st == 200, body)
+                got, hd = cjson.decode(body).balance, hh
+                return got == want
+            end, 10000, string.format("window %d tenant %d: balance %s, want %d", w_, i,
+                                      tostring(got), want))
+            line[#line + 1] = string.format("%s=%d (seq %s)", TENANTS[i]:sub(-1), got,
+                                            hd["x-ledger-seq"])
+            if want == 0 and PREPAID[i] - charge(totals[i]) < 0 and not seen[i] then
+                seen[i] = w_
+            end
+        end
+        print(string.format("wallet-e2e: window %d balances %s", w_, table.concat(line, " ")))
+    end
+    rt:stop()
+    assert(rt:wait().aborted == 0)
+
+    -- dry wallets published: the hook (B and C, once each per shortfall), the metric
+    eventually(function() return #dry == e.counts.shortfalls end, 10000,
+               "the feed did not publish every shortfall")
+    assert(e.counts.shortfalls >= 2, "expected B and C to run dry")
+    local dry_tenants = {}
+    for _, d in ipairs(dry) do
+        assert(d[3] == "USD" and d[2] > 0)
+        dry_tenants[d[1]] = true
+    end
+    assert(dry_tenants[TENANTS[2]] and dry_tenants[TENANTS[3]] and not dry_tenants[TENANTS[1]],
+           "on_dry named the wrong tenants")
+    assert(seen[2] == 4, "B should run dry in window 4, not " .. tostring(seen[2]))
+    local st, metrics = get("/metrics")
+    assert(st == 200)
+    assert(metrics:find(string.format('wallet_dry_total{asset="USD"} %d', #dry), 1, true),
+           "wallet_dry_total")
+    local nshort = 0
+    for _, ev in ipairs(assert(ws:get_events_since("main", 0, 10000))) do
+        if ev.kind == "usage.shortfall" then nshort = nshort + 1 end
+    end
+    assert(nshort == #dry, "usage.shortfall events " .. nshort .. ", published " .. #dry)
+
+    -- A's statement: every slice rated, citing it, paid by the top-up (directly or through
+    -- the change of the charge before)
+    local body
+    st, body = get("/v1/accounts/" .. wid[1] .. "/statement?asset=USD&limit=200")
+    assert(st == 200, body)
+    local stm = assert(cjson.decode(body), body)
+    local charges, kinds, windows_seen = 0, {}, {}
+    for _, en in ipairs(stm.entries) do kinds[en.transfer_id] = en.kind end
+    for _, en in ipairs(stm.entries) do
+        if en.kind == "usage" then
+            local sl = en.metadata.slice
+            assert(sl.tenant == TENANTS[1] and sl.rate_card == "e2e.1" and #sl.b3 == 64 and
+                   sl.window_len_s == 60, body)
+            assert((sl.window_start_s - T0) % 60 == 0)
+            windows_seen[sl.window_start_s] = (windows_seen[sl.window_start_s] or 0) + 1
+            assert(en.delta == -sl.amount, "the delta is not the slice's charge")
+            charges = charges - en.delta
+            for _, c in ipairs(en.consumed) do
+                assert(c.funded_by == paid_by[1] or kinds[c.funded_by] == "usage",
+                       "a charge paid by something else than the top-up: " .. body)
+                if c.funded_by == paid_by[1] then
+                    assert(c.funded_by_kind == "top_up")
+                end
+            end
+        end
+    end
+    local nw = 0
+    for _, n in pairs(windows_seen) do
+        nw = nw + 1
+        assert(n == 1, "a window charged twice")
+    end
+    assert(charges == charge(totals[1]), "A's statement sums to " .. charges)
+    print(string.format("wallet-e2e: A's statement: %d charges over %d windows, %d in all, " ..
+                        "paid by top-up %s", #stm.entries - 1, nw, charges, paid_by[1]))
+    result.topup = paid_by[1]
+    result.usage = e.counts.ok
+
+    w:stop()
+    assert(w:wait(10000))
+    srv:close()
+    ws:close()
+end)
+uv.run("default")
+assert(h.status == "ok", "the e2e task did not end: " .. tostring(h.status))
+assert(h:join())
+e:close()
+m:close()
+print(string.format("wallet-e2e: ok %d %d %s", result.usage, 2, result.topup))

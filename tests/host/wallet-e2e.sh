@@ -1,0 +1,56 @@
+#!/bin/sh
+# End to end, gateway records to a wallet statement (issue 17; docs/WALLET.md §5, WLT-9):
+# records -> seal -> WAL -> export runtime -> exporters.ledger (rate card) -> ron-wallet on
+# the same SQLite ledger (tests/host/wallet-e2e.lua: prepaid balances down window by window,
+# statements citing the slices, dry wallets published), then `ledger verify --wal` across
+# the whole chain (slice digests in the WAL -> usage transfers -> the wallet's transfers ->
+# balances), and a flipped byte of the wallet's top-up caught. cmake/wallet.cmake, label host.
+#
+#   wallet-e2e.sh HOST SOURCE_DIR WORK_DIR
+set -u
+host=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" || exit 1
+db=$work/l.db
+fail() { echo "wallet-e2e.sh: FAILED: $*" >&2; exit 1; }
+
+cat >"$work/card.lua" <<'CARD'
+return { version = "e2e.1", currency = { code = "USD", scale = 2 }, period = "month",
+         dimensions = { bytes = { per = 1000, free = 10, price = 3 } } }
+CARD
+
+"$host" run "$src/tests/host/wallet-e2e.lua" "$work" 6 >"$work/run.out" 2>"$work/run.err" ||
+    { cat "$work/run.out" "$work/run.err" >&2; fail "wallet-e2e.lua"; }
+cat "$work/run.out"
+line=$(grep '^wallet-e2e: ok ' "$work/run.out") || fail "no ok line"
+nusage=$(printf '%s\n' "$line" | cut -d' ' -f3) topup=$(printf '%s\n' "$line" | cut -d' ' -f5)
+[ "$nusage" = 18 ] || fail "$nusage usage transfers, expected 18 (3 tenants x 6 windows)"
+
+# The whole chain: every transfer re-hashed (the wallet's issues and the rater's charges),
+# postings and balances recomputed, conservation, the usage streams' digest chains, and the
+# WAL's heads and frames cited by the ledger.
+"$host" ledger --db "$db" verify --wal "$work/wal" >"$work/verify.out" 2>&1
+rc=$?
+cat "$work/verify.out"
+[ "$rc" -eq 0 ] || fail "verify --wal exit $rc on an untouched ledger"
+grep -q '^20 transfers (18 usage)' "$work/verify.out" ||
+    fail "verify did not see 20 transfers (2 wallet issues + 18 usage)"
+grep -q ', 3 WAL heads and frames$' "$work/verify.out" || fail "verify did not read the 3 heads"
+grep -qx 'OK' "$work/verify.out" || fail "no OK"
+
+# Flip one byte (the 60th) of the wallet's top-up as stored: verify names that transfer.
+bytes=$(sqlite3 "$db" "SELECT hex(bytes) FROM transfers WHERE lower(hex(id)) = '$topup'") ||
+    fail "sqlite3"
+[ -n "$bytes" ] || fail "the top-up $topup is not in the ledger"
+pre=$(printf '%s' "$bytes" | cut -c1-118)
+digit=$(printf '%s' "$bytes" | cut -c119)
+post=$(printf '%s' "$bytes" | cut -c120-)
+case $digit in 0) new=1 ;; *) new=0 ;; esac
+sqlite3 "$db" "UPDATE transfers SET bytes = X'$pre$new$post' WHERE lower(hex(id)) = '$topup'" ||
+    fail "sqlite3 update"
+"$host" ledger --db "$db" verify --wal "$work/wal" >"$work/verify2.out" 2>&1
+rc=$?
+cat "$work/verify2.out"
+[ "$rc" -eq 1 ] || fail "verify exit $rc on a flipped byte, expected 1"
+grep -q "^transfer #[0-9]* $topup: " "$work/verify2.out" || fail "the flipped top-up is not named"
+grep -q '^FAILED: ' "$work/verify2.out" || fail "no FAILED line"
+echo "wallet-e2e.sh: ok"
