@@ -181,4 +181,50 @@ function S.in_seq_order(rt)
     return true
 end
 
+-- A one-shot HTTP/1.1 exchange with a server on the loopback, from a task: raw request
+-- bytes in, (status, headers with lower-case names, body) or (nil, err) out. The wallet's
+-- specs and host tests talk to ron-wallet this way (Connection: close, no client library).
+function S.http_request(task, port, raw, timeout_ms)
+    local uv = require "luv"
+    local ch = task.channel(64, "spec_http_client")
+    local tcp = uv.new_tcp()
+    local chunks = {}
+    tcp:connect("127.0.0.1", port, function(err)
+        if err then ch:try_send({ err = err }) return end
+        tcp:write(raw)
+        tcp:read_start(function(rerr, data)
+            if rerr then ch:try_send({ err = rerr })
+            elseif data then chunks[#chunks + 1] = data
+            else ch:try_send({ eof = true }) end
+        end)
+    end)
+    local v, e = ch:recv(timeout_ms or 30000)
+    if not tcp:is_closing() then tcp:close() end
+    ch:close()
+    if not v then return nil, e end
+    if v.err then return nil, v.err end
+    local text = table.concat(chunks)
+    local head, body = text:match("^(.-)\r\n\r\n(.*)$")
+    local headers = {}
+    for name, value in head:gmatch("\r\n([^:\r\n]+):%s*([^\r\n]*)") do
+        headers[name:lower()] = value
+    end
+    return tonumber(head:match("^HTTP/1%.%d (%d%d%d)")), headers, body
+end
+
+-- POST a JSON body (with a bearer token and an Idempotency-Key when given).
+function S.http_post(task, port, path, token, body, key)
+    local h = { "POST " .. path .. " HTTP/1.1", "Host: x", "Connection: close",
+                "Content-Type: application/json", "Content-Length: " .. #body }
+    if token then h[#h + 1] = "Authorization: Bearer " .. token end
+    if key then h[#h + 1] = "Idempotency-Key: " .. key end
+    return S.http_request(task, port, table.concat(h, "\r\n") .. "\r\n\r\n" .. body)
+end
+
+function S.http_get(task, port, path, token)
+    local h = { "GET " .. path .. " HTTP/1.1", "Host: x", "Connection: close" }
+    if token then h[#h + 1] = "Authorization: Bearer " .. token end
+    return S.http_request(task, port, table.concat(h, "\r\n") .. "\r\n\r\n")
+end
+
 return S

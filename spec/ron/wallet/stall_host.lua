@@ -39,46 +39,7 @@ local TOKENS = { [acct.b3hex(OP)] = "operator", [acct.b3hex(TA)] = A }
 print("wallet stall_host: math.randomseed(17)")
 math.randomseed(17)
 
-local function request(task, port, raw)
-    local ch = task.channel(64, "wallet_stall_client")
-    local tcp = uv.new_tcp()
-    local chunks = {}
-    tcp:connect("127.0.0.1", port, function(err)
-        if err then ch:try_send({ err = err }) return end
-        tcp:write(raw)
-        tcp:read_start(function(rerr, data)
-            if rerr then ch:try_send({ err = rerr })
-            elseif data then chunks[#chunks + 1] = data
-            else ch:try_send({ eof = true }) end
-        end)
-    end)
-    local v, e = ch:recv(30000)
-    if not tcp:is_closing() then tcp:close() end
-    ch:close()
-    if not v then return nil, e end
-    if v.err then return nil, v.err end
-    local text = table.concat(chunks)
-    local head, body = text:match("^(.-)\r\n\r\n(.*)$")
-    local headers = {}
-    for name, value in head:gmatch("\r\n([^:\r\n]+):%s*([^\r\n]*)") do
-        headers[name:lower()] = value
-    end
-    return tonumber(head:match("^HTTP/1%.%d (%d%d%d)")), headers, body
-end
-
-local function post(task, port, path, token, body, key)
-    local h = { "POST " .. path .. " HTTP/1.1", "Host: x", "Connection: close",
-                "Content-Type: application/json", "Content-Length: " .. #body }
-    if token then h[#h + 1] = "Authorization: Bearer " .. token end
-    if key then h[#h + 1] = "Idempotency-Key: " .. key end
-    return request(task, port, table.concat(h, "\r\n") .. "\r\n\r\n" .. body)
-end
-
-local function get(task, port, path, token)
-    local h = { "GET " .. path .. " HTTP/1.1", "Host: x", "Connection: close" }
-    if token then h[#h + 1] = "Authorization: Bearer " .. token end
-    return request(task, port, table.concat(h, "\r\n") .. "\r\n\r\n")
-end
+local post, get = S.http_post, S.http_get
 
 local function transfer(amount, nonce)
     return string.format('{"from":"%s","to":"%s","asset":"USD","amount":%d,"nonce":%d}', A, B,
