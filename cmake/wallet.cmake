@@ -36,10 +36,14 @@ endif()
 # host-wallet-e2e: gateway records -> seal -> WAL -> export -> exporters.ledger (rate card)
 # -> ron-wallet (SQLite): balances down window by window, statements citing the slices, dry
 # wallets published; `ledger verify --wal` across the chain; a flipped byte caught.
+# host-wallet-e2e-pg: the same on a real PostgreSQL the script starts.
 # tests/host/wallet-e2e.sh (+ wallet-e2e.lua).
 if(COMMAND ra_host_test AND RA_BUILD_LEDGER)
   ra_host_test(host-wallet-e2e sh ${CMAKE_SOURCE_DIR}/tests/host/wallet-e2e.sh
     $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-wallet-e2e)
-  set_tests_properties(host-wallet-e2e PROPERTIES TIMEOUT 120
+  ra_host_test(host-wallet-e2e-pg sh ${CMAKE_SOURCE_DIR}/tests/host/wallet-e2e.sh
+    $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-wallet-e2e-pg
+    postgres)
+  set_tests_properties(host-wallet-e2e host-wallet-e2e-pg PROPERTIES TIMEOUT 120
     ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
 endif()

@@ -1,9 +1,10 @@
--- wallet-e2e.lua WORK_DIR WINDOWS: the in-process half of tests/host/wallet-e2e.sh, run by
+-- wallet-e2e.lua WORK_DIR WINDOWS [DB]: the in-process half of tests/host/wallet-e2e.sh, run by
 -- `ron-accounting run` (ctest host-wallet-e2e; issue 17 "end to end"). One loop holds:
 --
 --   gateway records -> a real meter (WAL in WORK_DIR/wal, a clock moved by hand) -> seal ->
---   the export runtime -> exporters.ledger (rate card WORK_DIR/card.lua, SQLite WORK_DIR/l.db)
---   -> ron-wallet on the same ledger file and book, on the daemon's HTTP server (port 0).
+--   the export runtime -> exporters.ledger (rate card WORK_DIR/card.lua, SQLite WORK_DIR/l.db,
+--   or PostgreSQL when DB is a postgresql:// URI) -> ron-wallet on the same ledger and book,
+--   on the daemon's HTTP server (port 0).
 --
 -- Tenant A is topped up (POST /v1/issue, 300) and tenant B granted 20 through the wallet's
 -- HTTP API before any usage; tenant C has no money. Window by window the prepaid balances
@@ -29,7 +30,14 @@ local dto = require "ron.wallet.dto"
 local cjson = require "cjson.safe"
 local uv = require "luv"
 
-local work, windows = arg[1], tonumber(arg[2] or "6")
+local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]
+-- The ledger both sides use: a SQLite file (offloaded to the threadpool) or a PostgreSQL pool.
+local function store_spec()
+    if db and db:match("^postgres") then
+        return { backend = "postgres", conninfo = db, connections = 4 }
+    end
+    return { backend = "sqlite", path = work .. "/l.db", offload = true }
+end
 local T0 = 1700000000 - 1700000000 % 3600 -- every window in November 2023: one period
 local TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
                   "00000000-0000-4000-8000-00000000000c" }
@@ -43,8 +51,7 @@ local clock = { now = T0 + 5 }
 local m = assert(acct.open { capacity_rows = 1024, shards = 4, window_len_s = 60,
                              host = "e2e", clock = function() return clock.now end,
                              wal = { dir = work .. "/wal" } })
-local e = assert(lexp.new { store = { backend = "sqlite", path = work .. "/l.db",
-                                       offload = true },
+local e = assert(lexp.new { store = store_spec(),
                             card = work .. "/card.lua", book = "main", node = "e2e" })
 
 local sched = task.new()
@@ -96,9 +103,8 @@ end
 local dry = {}
 local result = {}
 local h = sched.spawn("e2e", function()
-    -- the wallet: its own engine over a second connection to the rater's ledger file
-    local ws = assert(store_mod.open { backend = "sqlite", path = work .. "/l.db",
-                                       offload = true })
+    -- the wallet: its own engine over other connections to the rater's ledger
+    local ws = assert(store_mod.open(store_spec()))
     local wled = L.new { store = ws, book = "main", node = "wallet-e2e",
                          pause = function(n) sched.sleep(10 * n) end }
     local w = service.new { ledger = wled, tokens = { [acct.b3hex(OP)] = "operator" },

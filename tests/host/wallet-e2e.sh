@@ -6,19 +6,40 @@
 # the whole chain (slice digests in the WAL -> usage transfers -> the wallet's transfers ->
 # balances), and a flipped byte of the wallet's top-up caught. cmake/wallet.cmake, label host.
 #
-#   wallet-e2e.sh HOST SOURCE_DIR WORK_DIR
+#   wallet-e2e.sh HOST SOURCE_DIR WORK_DIR [sqlite|postgres]
+# (postgres: a real PostgreSQL started here holds the ledger; the CLI verifies it by URI.)
 set -u
-host=$1 src=$2 work=$3
+host=$1 src=$2 work=$3 backend=${4:-sqlite}
 rm -rf "$work" && mkdir -p "$work" || exit 1
-db=$work/l.db
 fail() { echo "wallet-e2e.sh: FAILED: $*" >&2; exit 1; }
+pgh="$src/tests/pg/pg-harness.sh"
+if [ "$backend" = postgres ]; then
+    line=$(sh "$pgh" start --owner $$) || fail "PostgreSQL did not start"
+    pgdir=$(printf '%s' "$line" | cut -f1)
+    trap 'sh "$pgh" stop "$pgdir" >/dev/null 2>&1' EXIT
+    db=$(sh "$pgh" url "$pgdir") || fail "no URI"
+    transfer_bytes() { # the stored canonical bytes of transfer $1 (hex id), in hex
+        sh "$pgh" psql "$pgdir" -At -c "SELECT upper(encode(bytes, 'hex'))
+            FROM ron_ledger.transfers WHERE encode(id, 'hex') = '$1'"
+    }
+    set_bytes() {
+        sh "$pgh" psql "$pgdir" -c "UPDATE ron_ledger.transfers SET bytes =
+            decode('$2', 'hex') WHERE encode(id, 'hex') = '$1'"
+    }
+else
+    db=$work/l.db
+    transfer_bytes() {
+        sqlite3 "$db" "SELECT hex(bytes) FROM transfers WHERE lower(hex(id)) = '$1'"
+    }
+    set_bytes() { sqlite3 "$db" "UPDATE transfers SET bytes = X'$2' WHERE lower(hex(id)) = '$1'"; }
+fi
 
 cat >"$work/card.lua" <<'CARD'
 return { version = "e2e.1", currency = { code = "USD", scale = 2 }, period = "month",
          dimensions = { bytes = { per = 1000, free = 10, price = 3 } } }
 CARD
 
-"$host" run "$src/tests/host/wallet-e2e.lua" "$work" 6 >"$work/run.out" 2>"$work/run.err" ||
+"$host" run "$src/tests/host/wallet-e2e.lua" "$work" 6 "$db" >"$work/run.out" 2>"$work/run.err" ||
     { cat "$work/run.out" "$work/run.err" >&2; fail "wallet-e2e.lua"; }
 cat "$work/run.out"
 line=$(grep '^wallet-e2e: ok ' "$work/run.out") || fail "no ok line"
@@ -38,15 +59,13 @@ grep -q ', 3 WAL heads and frames$' "$work/verify.out" || fail "verify did not r
 grep -qx 'OK' "$work/verify.out" || fail "no OK"
 
 # Flip one byte (the 60th) of the wallet's top-up as stored: verify names that transfer.
-bytes=$(sqlite3 "$db" "SELECT hex(bytes) FROM transfers WHERE lower(hex(id)) = '$topup'") ||
-    fail "sqlite3"
+bytes=$(transfer_bytes "$topup") || fail "reading the top-up"
 [ -n "$bytes" ] || fail "the top-up $topup is not in the ledger"
 pre=$(printf '%s' "$bytes" | cut -c1-118)
 digit=$(printf '%s' "$bytes" | cut -c119)
 post=$(printf '%s' "$bytes" | cut -c120-)
 case $digit in 0) new=1 ;; *) new=0 ;; esac
-sqlite3 "$db" "UPDATE transfers SET bytes = X'$pre$new$post' WHERE lower(hex(id)) = '$topup'" ||
-    fail "sqlite3 update"
+set_bytes "$topup" "$pre$new$post" || fail "updating the top-up"
 "$host" ledger --db "$db" verify --wal "$work/wal" >"$work/verify2.out" 2>&1
 rc=$?
 cat "$work/verify2.out"
