@@ -556,9 +556,7 @@ function Meter:refusals(max)
         list[#list + 1] = {
             n = tonumber(r.n), at_ms = tonumber(r.at_ms), pid = tonumber(r.pid),
             tenant = t ~= ZERO16 and slice.tenant_string(r.tenant) or nil,
-            subject = sub ~= ZERO16 and (sub:gsub(".", function(c)
-                return string.format("%02x", c:byte())
-            end)) or nil,
+            subject = sub ~= ZERO16 and slice.hex(r.subject.b, 16) or nil,
             dimension = r.dim >= 0 and self._dim_names[r.dim + 1] or nil,
             reason = ffi.string(r.reason),
         }
