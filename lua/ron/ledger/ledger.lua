@@ -1610,6 +1610,20 @@ end
 -- The point of no return and after, for a batch (LED-31): every step one batched statement
 -- (chunked at the stores' bounds), every end-state verified by counts or read back, every
 -- step idempotent. Also what recover() runs for a batch found in phase finalizing.
+-- Writes a batch's rows and reads them back until every one is present (LED-31): a short
+-- count (a replay, a batch cut short) is not a failure; only what is still missing is sent
+-- again. write(list) -> count; missing(list) -> the rows of list not present yet (it raises
+-- on one present with other content: never overwritten).
+function Ledger:_write_all(list, write, missing, what)
+    if #list == 0 or write(list) == #list then return end
+    for round = 1, self.max_attempts + 1 do
+        local left = missing(list)
+        if #left == 0 then return end
+        if round > self.max_attempts then error("ron.ledger: " .. what) end
+        write(left)
+    end
+end
+
 function Ledger:_finalize_batch(ctx, results, later)
     local sid, items = ctx.sid, ctx.items
     if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
@@ -1675,23 +1689,19 @@ function Ledger:_finalize_batch(ctx, results, later)
         o.sort_key = nil
         oids[i] = o.id
     end
-    if #outs > 0 and self:_pw("insert_postings", outs, BATCH_POSTINGS) ~= #outs then
-        for round = 1, self.max_attempts + 1 do
+    self:_write_all(outs,
+        function(list) return self:_pw("insert_postings", list, BATCH_POSTINGS) end,
+        function(list)
             local have = {}
             for _, p in ipairs(self:_list_read("get_postings", oids, BATCH_IDS)) do
                 have[pkey(p.id)] = true
             end
             local missing = {}
-            for _, o in ipairs(outs) do
+            for _, o in ipairs(list) do
                 if not have[pkey(o.id)] then missing[#missing + 1] = o end
             end
-            if #missing == 0 then break end
-            if round > self.max_attempts then
-                error("ron.ledger: outputs of batch " .. sid .. " missing after insert")
-            end
-            self:_pw("insert_postings", missing, BATCH_POSTINGS)
-        end
-    end
+            return missing
+        end, "outputs of batch " .. sid .. " missing after insert")
     -- 3. the transfer records (chunked by the parameter budget)
     local recs = {}
     for i, it in ipairs(items) do
@@ -1715,23 +1725,17 @@ function Ledger:_finalize_batch(ctx, results, later)
         if #chunk > 0 then n = n + self:_p("store_transfers", chunk) end
         return n
     end
-    if #recs > 0 and store_recs(recs) ~= #recs then
-        for round = 1, self.max_attempts + 1 do
-            local missing = {}
-            for _, r in ipairs(recs) do
-                local got = self:_read("get_transfer", r.rec.id)
-                if not got then missing[#missing + 1] = r
-                elseif got.bytes ~= r.rec.bytes then
-                    error("ron.ledger: transfer " .. hex(r.rec.id) .. " stored with other bytes")
-                end
+    self:_write_all(recs, store_recs, function(list)
+        local missing = {}
+        for _, r in ipairs(list) do
+            local got = self:_read("get_transfer", r.rec.id)
+            if not got then missing[#missing + 1] = r
+            elseif got.bytes ~= r.rec.bytes then
+                error("ron.ledger: transfer " .. hex(r.rec.id) .. " stored with other bytes")
             end
-            if #missing == 0 then break end
-            if round > self.max_attempts then
-                error("ron.ledger: transfers of batch " .. sid .. " not stored")
-            end
-            store_recs(missing)
         end
-    end
+        return missing
+    end, "transfers of batch " .. sid .. " not stored")
     -- 4. the intents' outcomes: committed, and the deterministic rejections
     local outs_i, expect = {}, {}
     for _, it in ipairs(items) do
@@ -1743,14 +1747,16 @@ function Ledger:_finalize_batch(ctx, results, later)
         outs_i[#outs_i + 1] = { key = x.e.req.intent, outcome = { status = "rejected",
                                 code = x.code, message = x.err, body_hash = x.e.req.body_hash } }
     end
+    -- what the store holds for the batch's intents after a short count (a rejection replayed
+    -- over an earlier outcome answers that outcome, below)
     local stored = {}
-    if #outs_i > 0 and self:_pw("put_intents", outs_i, BATCH_IDS) ~= #outs_i then
-        local ks = {}
-        for i, o in ipairs(outs_i) do ks[i] = o.key end
-        for round = 1, self.max_attempts + 1 do
+    self:_write_all(outs_i, function(list) return self:_pw("put_intents", list, BATCH_IDS) end,
+        function(list)
+            local ks = {}
+            for i, o in ipairs(list) do ks[i] = o.key end
             stored = self:_intents_of(ks)
             local missing = {}
-            for _, o in ipairs(outs_i) do
+            for _, o in ipairs(list) do
                 local cur = stored[o.key]
                 if not cur then missing[#missing + 1] = o
                 elseif expect[o.key] and (cur.status ~= "committed"
@@ -1759,13 +1765,8 @@ function Ledger:_finalize_batch(ctx, results, later)
                           .. " holds another outcome")
                 end
             end
-            if #missing == 0 then break end
-            if round > self.max_attempts then
-                error("ron.ledger: outcomes of batch " .. sid .. " not stored")
-            end
-            self:_pw("put_intents", missing, BATCH_IDS)
-        end
-    end
+            return missing
+        end, "outcomes of batch " .. sid .. " not stored")
     -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33)
     local evlist = {}
     for i, it in ipairs(items) do
