@@ -467,7 +467,8 @@ end)
 
 -- ---- transfers ----
 
-Store.store_transfer = prim("store_transfer", function(self, _, rec, involved)
+-- One transfer record and its accounts' listings: 1, or 0 when the id is present.
+local function put_transfer(self, rec, involved)
     if self.transfers[rec.id] then return 0 end
     self.tseq = self.tseq + 1
     local r = copy(rec)
@@ -487,6 +488,10 @@ Store.store_transfer = prim("store_transfer", function(self, _, rec, involved)
         end
     end
     return 1
+end
+
+Store.store_transfer = prim("store_transfer", function(self, _, rec, involved)
+    return put_transfer(self, rec, involved)
 end)
 
 -- LED-51: several transfers at once (each as store_transfer; present ones count 0).
@@ -494,26 +499,7 @@ Store.store_transfers = prim("store_transfers", function(self, limit, list)
     local n = 0
     for i, e in ipairs(list) do
         if limit and i > limit then break end
-        if not self.transfers[e.rec.id] then
-            self.tseq = self.tseq + 1
-            local r = copy(e.rec)
-            r.n = self.tseq
-            self.transfers[r.id] = r
-            self.transfer_order[#self.transfer_order + 1] = r.id
-            local seen = {}
-            for _, a in ipairs(e.involved or {}) do
-                if not seen[a] then
-                    seen[a] = true
-                    local l = self.transfers_by_account[a]
-                    if not l then
-                        l = {}
-                        self.transfers_by_account[a] = l
-                    end
-                    l[#l + 1] = r.id
-                end
-            end
-            n = n + 1
-        end
+        n = n + put_transfer(self, e.rec, e.involved)
     end
     return n
 end)
