@@ -56,41 +56,17 @@ local e = assert(lexp.new { store = store_spec(),
 
 local sched = task.new()
 
--- ---- a tiny HTTP/1.1 client (one request per connection) ----
-local function request(raw)
-    local ch = sched.channel(64, "e2e_client")
-    local tcp = uv.new_tcp()
-    local chunks = {}
-    tcp:connect("127.0.0.1", sched.port, function(err)
-        if err then ch:try_send({ err = err }) return end
-        tcp:write(raw)
-        tcp:read_start(function(rerr, data)
-            if rerr then ch:try_send({ err = rerr })
-            elseif data then chunks[#chunks + 1] = data
-            else ch:try_send({ eof = true }) end
-        end)
-    end)
-    local v = assert(ch:recv(15000), "no answer")
-    if not tcp:is_closing() then tcp:close() end
-    ch:close()
-    assert(not v.err, v.err)
-    local head, body = table.concat(chunks):match("^(.-)\r\n\r\n(.*)$")
-    local headers = {}
-    for name, value in head:gmatch("\r\n([^:\r\n]+):%s*([^\r\n]*)") do
-        headers[name:lower()] = value
-    end
-    return tonumber(head:match("^HTTP/1%.%d (%d%d%d)")), body, headers
+-- HTTP through the specs' one-shot client (spec/support.lua), as the operator.
+local S = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+                 .. "../../spec/support.lua")
+local function answer(status, headers, body)
+    assert(status, headers) -- nil, err: no answer
+    return status, body, headers
 end
 local function post(path, body, key)
-    return request(table.concat({ "POST " .. path .. " HTTP/1.1", "Host: x",
-        "Connection: close", "Content-Type: application/json",
-        "Content-Length: " .. #body, "Authorization: Bearer " .. OP,
-        key and ("Idempotency-Key: " .. key) or nil }, "\r\n") .. "\r\n\r\n" .. body)
+    return answer(S.http_post(sched, sched.port, path, OP, body, key))
 end
-local function get(path)
-    return request("GET " .. path .. " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" ..
-                   "Authorization: Bearer " .. OP .. "\r\n\r\n")
-end
+local function get(path) return answer(S.http_get(sched, sched.port, path, OP)) end
 
 local function eventually(pred, ms, what)
     local t = uv.now() + ms
