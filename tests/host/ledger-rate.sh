@@ -9,28 +9,8 @@ set -u
 host=$1 src=$2 work=$3 backend=${4:-sqlite}
 rm -rf "$work" && mkdir -p "$work" || exit 1
 fail() { echo "ledger-rate.sh: FAILED: $*" >&2; exit 1; }
-pgh="$src/tests/pg/pg-harness.sh"
-if [ "$backend" = postgres ]; then
-    line=$(sh "$pgh" start --owner $$) || fail "PostgreSQL did not start"
-    pgdir=$(printf '%s' "$line" | cut -f1)
-    trap 'sh "$pgh" stop "$pgdir" >/dev/null 2>&1' EXIT
-    db=$(sh "$pgh" url "$pgdir") || fail "no URI"
-    # The stored canonical bytes of the Nth transfer (hex), and an update of them.
-    transfer_row() {
-        sh "$pgh" psql "$pgdir" -At -F'|' -c "SELECT upper(encode(id, 'hex')),
-            upper(encode(bytes, 'hex')) FROM ron_ledger.transfers ORDER BY n LIMIT 1 OFFSET $1"
-    }
-    set_bytes() {
-        sh "$pgh" psql "$pgdir" -c "UPDATE ron_ledger.transfers SET bytes =
-            decode('$2', 'hex') WHERE id = decode('$1', 'hex')"
-    }
-else
-    db=$work/l.db
-    transfer_row() {
-        sqlite3 "$db" "SELECT hex(id), hex(bytes) FROM transfers ORDER BY n LIMIT 1 OFFSET $1"
-    }
-    set_bytes() { sqlite3 "$db" "UPDATE transfers SET bytes = X'$2' WHERE id = X'$1'"; }
-fi
+. "$src/tests/host/ledger-db.sh"
+ledger_db "$backend"
 
 cat >"$work/card.lua" <<'CARD'
 return { version = "e2e.1", currency = { code = "USD", scale = 2 }, period = "month",
@@ -60,18 +40,12 @@ grep -q ', 3 WAL heads and frames$' "$work/verify-wal.out" ||
     { cat "$work/verify-wal.out"; fail "verify --wal did not read the 3 heads"; }
 
 # Flip one byte (the 60th) of the 5th transfer's stored canonical bytes.
-row=$(transfer_row 4) || fail "reading the 5th transfer"
-id=${row%%|*} bytes=${row#*|}
-pre=$(printf '%s' "$bytes" | cut -c1-118)
-digit=$(printf '%s' "$bytes" | cut -c119)
-post=$(printf '%s' "$bytes" | cut -c120-)
-case $digit in 0) new=1 ;; *) new=0 ;; esac
-set_bytes "$id" "$pre$new$post" || fail "updating the 5th transfer"
+id=$(transfer_id_at 4) || fail "reading the 5th transfer"
+flip_transfer_byte "$id" || fail "updating the 5th transfer"
 "$host" ledger --db "$db" verify >"$work/verify2.out" 2>&1
 rc=$?
 cat "$work/verify2.out"
 [ "$rc" -eq 1 ] || fail "verify exit $rc on a flipped byte, expected 1"
-lower=$(printf '%s' "$id" | tr 'A-F' 'a-f')
-grep -q "^transfer #5 $lower: " "$work/verify2.out" || fail "the flipped transfer is not named"
+grep -q "^transfer #5 $id: " "$work/verify2.out" || fail "the flipped transfer is not named"
 grep -q '^FAILED: ' "$work/verify2.out" || fail "no FAILED line"
 echo "ledger-rate.sh: ok"

@@ -12,27 +12,8 @@ set -u
 host=$1 src=$2 work=$3 backend=${4:-sqlite}
 rm -rf "$work" && mkdir -p "$work" || exit 1
 fail() { echo "wallet-e2e.sh: FAILED: $*" >&2; exit 1; }
-pgh="$src/tests/pg/pg-harness.sh"
-if [ "$backend" = postgres ]; then
-    line=$(sh "$pgh" start --owner $$) || fail "PostgreSQL did not start"
-    pgdir=$(printf '%s' "$line" | cut -f1)
-    trap 'sh "$pgh" stop "$pgdir" >/dev/null 2>&1' EXIT
-    db=$(sh "$pgh" url "$pgdir") || fail "no URI"
-    transfer_bytes() { # the stored canonical bytes of transfer $1 (hex id), in hex
-        sh "$pgh" psql "$pgdir" -At -c "SELECT upper(encode(bytes, 'hex'))
-            FROM ron_ledger.transfers WHERE encode(id, 'hex') = '$1'"
-    }
-    set_bytes() {
-        sh "$pgh" psql "$pgdir" -c "UPDATE ron_ledger.transfers SET bytes =
-            decode('$2', 'hex') WHERE encode(id, 'hex') = '$1'"
-    }
-else
-    db=$work/l.db
-    transfer_bytes() {
-        sqlite3 "$db" "SELECT hex(bytes) FROM transfers WHERE lower(hex(id)) = '$1'"
-    }
-    set_bytes() { sqlite3 "$db" "UPDATE transfers SET bytes = X'$2' WHERE lower(hex(id)) = '$1'"; }
-fi
+. "$src/tests/host/ledger-db.sh"
+ledger_db "$backend"
 
 cat >"$work/card.lua" <<'CARD'
 return { version = "e2e.1", currency = { code = "USD", scale = 2 }, period = "month",
@@ -59,13 +40,7 @@ grep -q ', 3 WAL heads and frames$' "$work/verify.out" || fail "verify did not r
 grep -qx 'OK' "$work/verify.out" || fail "no OK"
 
 # Flip one byte (the 60th) of the wallet's top-up as stored: verify names that transfer.
-bytes=$(transfer_bytes "$topup") || fail "reading the top-up"
-[ -n "$bytes" ] || fail "the top-up $topup is not in the ledger"
-pre=$(printf '%s' "$bytes" | cut -c1-118)
-digit=$(printf '%s' "$bytes" | cut -c119)
-post=$(printf '%s' "$bytes" | cut -c120-)
-case $digit in 0) new=1 ;; *) new=0 ;; esac
-set_bytes "$topup" "$pre$new$post" || fail "updating the top-up"
+flip_transfer_byte "$topup" || fail "updating the top-up $topup"
 "$host" ledger --db "$db" verify --wal "$work/wal" >"$work/verify2.out" 2>&1
 rc=$?
 cat "$work/verify2.out"
