@@ -190,8 +190,7 @@ function _M.start(cfg)
         if type(exporter.set_audit) == "function" then exporter:set_audit(d.audit_emit) end
         -- Records other processes on the plane refused (nginx workers): AUD-I-35.
         d.refusals = require("ron.accounting.daemon.refusals").new {
-            meter = meter, emit = d.audit_emit, pid = uv.os_getpid(),
-            interval_ms = cfg.audit.interval_ms or nil }
+            meter = meter, emit = d.audit_emit, pid = uv.os_getpid() }
         task.spawn("audit_refusals", d.refusals.run, d.refusals)
     end
     if cfg.ingest then -- POST /v1/records (docs/ops/ingest.md)

@@ -7,8 +7,15 @@
 -- here, so no refusal is recorded twice.
 --
 --   local r = refusals.new { meter = m, emit = function(kind, attrs) end,
---                            pid = uv.os_getpid(), interval_ms = 50 }  -- audit.interval_ms
+--                            pid = uv.os_getpid() }
 --   task.spawn("audit_refusals", r.run, r)   -- until shutdown; r:drain() once more after
+--
+-- How often it reads: the plane's ring holds RING refusals (core/refusals.c); what arrives
+-- faster than it is read laps the ring and is recorded as counted loss. An idle plane is
+-- read every `interval_ms` (10: one FFI call, a ring of 1024 covers ~100k refusals/s); a
+-- drain that found BUSY_SEEN or more is followed by reads every BUSY_MS for the next
+-- BUSY_TURNS drains (a flood of refusals is read one by one up to ~1M/s, as long as the
+-- trail keeps up with it: past that the audit queue sheds, counted and recorded as a gap).
 local task = require "ron.accounting.runtime.task"
 
 local _M = {}
@@ -16,17 +23,19 @@ local R = {}
 R.__index = R
 
 local ROUNDS = 16 -- reads of up to 256 per turn: 4096 refusals per interval at most
+local BUSY_SEEN, BUSY_MS, BUSY_TURNS = 64, 1, 50
 
 function _M.new(o)
     assert(o.meter and o.emit, "refusals.new: meter and emit are required")
     return setmetatable({ meter = o.meter, emit = o.emit, pid = o.pid or -1,
-                          interval_ms = o.interval_ms or 50, read = 0, own = 0, lost = 0,
-                          errors = 0 }, R)
+                          interval_ms = o.interval_ms or 10, read = 0, own = 0, lost = 0,
+                          errors = 0, busy = 0, busy_turns = 0 }, R)
 end
 
--- Reads what is there now (bounded); returns how many records it emitted.
+-- Reads what is there now (bounded); returns how many records it emitted and how many
+-- entries it read (the daemon's own included).
 function R:drain()
-    local emitted = 0
+    local emitted, seen = 0, 0
     for _ = 1, ROUNDS do
         local list, lost = self.meter:refusals()
         if not list then -- another reader of the plane (RA_EBUSY): next turn
@@ -38,6 +47,7 @@ function R:drain()
             self.emit("reject", { source = "plane", reason = "lost", count = lost })
             emitted = emitted + 1
         end
+        seen = seen + #list
         for _, r in ipairs(list) do
             self.read = self.read + 1
             if r.pid == self.pid then
@@ -51,13 +61,24 @@ function R:drain()
         end
         if #list < 256 then break end
     end
-    return emitted
+    return emitted, seen
+end
+
+-- How long to sleep after a drain that read `seen` entries (see the header).
+function R:pause_after(seen)
+    if seen >= BUSY_SEEN then self.busy = BUSY_TURNS end
+    if self.busy > 0 then
+        self.busy = self.busy - 1
+        self.busy_turns = self.busy_turns + 1
+        return BUSY_MS
+    end
+    return self.interval_ms
 end
 
 function R:run()
     while true do
-        self:drain()
-        if not task.sleep(self.interval_ms) then return end -- Canceled: shutdown
+        local _, seen = self:drain()
+        if not task.sleep(self:pause_after(seen)) then return end -- Canceled: shutdown
     end
 end
 

@@ -41,4 +41,50 @@ describe("ron.accounting.daemon.refusals", function()
         assert.equal(1024, own.own)
         m:close()
     end)
+
+    it("reads every BUSY_MS while refusals flood in, and every interval_ms when idle", function()
+        local m = meter()
+        local r = refusals.new { meter = m, pid = -1, interval_ms = 10, emit = function() end }
+        assert.equal(10, r:pause_after(0))
+        assert.equal(10, r:pause_after(63))
+        assert.equal(1, r:pause_after(64)) -- a flood: 50 quick turns follow
+        for _ = 1, 49 do assert.equal(1, r:pause_after(0)) end
+        assert.equal(10, r:pause_after(0))
+        assert.equal(50, r.busy_turns)
+        m:close()
+    end)
+
+    it("records a flood of 100 bursts of 600 one by one (a fixed interval of 10 ms would lap)",
+       function()
+        -- Logical, not wall-clock: the writer and the reader are tasks on one loop; once busy,
+        -- the reader wakes every 1 ms and the writer every 2 ms, so the reader drains each
+        -- burst of 600 before the next (a ring of 1024 never laps), whatever the machine's load.
+        local m = meter()
+        local got = 0
+        local r = refusals.new { meter = m, pid = -1, interval_ms = 10,
+                                 emit = function() got = got + 1 end }
+        require("support").run_task(function(task)
+            local done = false
+            -- the first burst meets an idle reader (a real flood: its first idle interval)
+            for _ = 1, 600 do m:record(T, "alice", "no-such-dimension", 1) end
+            task.spawn("writer", function()
+                for _ = 2, 100 do
+                    task.sleep(2)
+                    for _ = 1, 600 do m:record(T, "alice", "no-such-dimension", 1) end
+                end
+                done = true
+            end)
+            while not done do
+                local _, seen = r:drain()
+                task.sleep(r:pause_after(seen))
+            end
+            r:drain()
+        end)
+        print(("refusals flood: %d read, %d lost, %d quick turns"):format(r.read, r.lost,
+                                                                            r.busy_turns))
+        assert.equal(60000, r.read)
+        assert.equal(0, r.lost)
+        assert.equal(60000, got)
+        m:close()
+    end)
 end)
