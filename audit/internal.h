@@ -106,4 +106,10 @@ const rau__dent_t *rau__dedupe_find(const rau__dedupe_t *d, const uint8_t *key);
 void rau__dedupe_add(rau__dedupe_t *d, const uint8_t *key, uint64_t seq, const uint8_t *hash);
 int rau__b64_32(const char *s, size_t n, uint8_t *out32);
 
+/* rau_log_open with the I/O interface given (audit/io.h): the tests' fault and power-cut
+ * simulator (tests/audit/powerfs.c). io must outlive the log. */
+struct rau__io_s;
+int rau__log_open_io(const rau_log_config_t *cfg, const struct rau__io_s *io, rau_log_t **out,
+                     char *err, size_t errlen);
+
 #endif
