@@ -1,4 +1,4 @@
-/* The head file (docs/AUDIT-FORMAT.md §5, AUD-I-37): what an open needs to skip decoding
+/* The head file (docs/AUDIT-FORMAT.md §4.1, AUD-I-37): what an open needs to skip decoding
  * the records it covers. Two 4096-byte slots written in place in turn, each checksummed and
  * numbered (the newest valid one wins), so a write torn by a power cut leaves the other
  * slot whole: the file is replaced atomically without a rename. Every field is big-endian.

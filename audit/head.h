@@ -1,4 +1,4 @@
-/* The head file's slot (audit/head.c, docs/AUDIT-FORMAT.md §5). */
+/* The head file's slot (audit/head.c, docs/AUDIT-FORMAT.md §4.1). */
 #ifndef RAU_HEAD_H
 #define RAU_HEAD_H
 

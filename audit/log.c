@@ -639,7 +639,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
             rc = rau__dedupe_init(&l->dd, l->dedupe_window);
         }
     }
-    if (trust && h.end_seg > 1 && !find_seg(&ns, h.end_seg, &(size_t){0})) {
+    if (trust && !find_seg(&ns, h.end_seg, &(size_t){0})) {
         rau__errf(err, errlen, "%s: segment %llu is missing (the head file saw it synced)", l->dir,
                   (unsigned long long)h.end_seg);
         rc = RAU_ECORRUPT;
