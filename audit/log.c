@@ -12,13 +12,9 @@
 #include "internal.h"
 #include "io.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 struct rau_log_s {
     char writer_id[RAU_ID_MAX + 1];

@@ -17,7 +17,8 @@
  *     bytes plus, for the unsynced dirty bytes, by mode: DROP (all lost), TORN (a prefix cut
  *     at any byte reached the disk), REORDER (each 512-byte sector of the unsynced tail
  *     reached the disk or not, independently: later sectors without earlier ones; holes
- *     read as zeros, the file as long as its last sector that arrived).
+ *     read as zeros, or random bytes in REORDER_GARBAGE; the file as long as its last
+ *     sector that arrived).
  * Faults: fail the nth call of an operation with an errno (once or from then on), a short
  * write, a full disk (capacity: ENOSPC, after writing what fits), and "power off at call
  * n": that call and every later one fail with EIO without effect, as if the machine had
@@ -48,10 +49,19 @@ typedef enum pfs_op {
     PFS_NOPS
 } pfs_op_t;
 
-typedef enum pfs_mode { PFS_DROP, PFS_TORN, PFS_REORDER, PFS_NMODES } pfs_mode_t;
+typedef enum pfs_mode {
+    PFS_DROP,
+    PFS_TORN,
+    PFS_REORDER,         /* holes read as zeros */
+    PFS_REORDER_GARBAGE, /* holes read as random bytes (a sector the drive never wrote) */
+    PFS_NMODES
+} pfs_mode_t;
 
 static const char *pfs_mode_name(int m) {
-    return m == PFS_DROP ? "drop" : m == PFS_TORN ? "torn" : "reorder";
+    return m == PFS_DROP      ? "drop"
+           : m == PFS_TORN    ? "torn"
+           : m == PFS_REORDER ? "reorder"
+                              : "reorder-garbage";
 }
 
 typedef struct pfs_ino {
@@ -429,7 +439,7 @@ static void pfs_crash(pfs_t *fs, pfs_mode_t mode) {
         size_t newlen = f->dlen;
         if (mode == PFS_TORN && f->len > f->dlen) {
             newlen = f->dlen + (size_t)(pfs_rand(fs) % (f->len - f->dlen + 1));
-        } else if (mode == PFS_REORDER && f->len > f->dlen) {
+        } else if ((mode == PFS_REORDER || mode == PFS_REORDER_GARBAGE) && f->len > f->dlen) {
             for (size_t s = f->dlen / PFS_SECTOR * PFS_SECTOR; s < f->len; s += PFS_SECTOR)
                 if (pfs_rand(fs) & 1) {
                     size_t e = s + PFS_SECTOR < f->len ? s + PFS_SECTOR : f->len;
@@ -440,6 +450,9 @@ static void pfs_crash(pfs_t *fs, pfs_mode_t mode) {
         }
         if (pfs_grow(&f->dur, &f->dcap, newlen)) abort();
         if (newlen > f->dlen) memset(f->dur + f->dlen, 0, newlen - f->dlen);
+        if (mode == PFS_REORDER_GARBAGE)
+            for (size_t b = f->dlen; b < newlen; b++)
+                f->dur[b] = (uint8_t)pfs_rand(fs);
         for (size_t b = f->dlen; b < newlen && b < f->len; b++) {
             int arrived = mode == PFS_TORN ? (f->dirty[b] & 1) : (f->dirty[b] & 3) == 3;
             if (arrived) f->dur[b] = f->live[b];

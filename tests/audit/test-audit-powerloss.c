@@ -656,7 +656,7 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
 
 int main(void) {
     RA_RUN(power_loss_at_random_calls_keeps_every_acknowledged_record,
-           "AUD-I-36 power loss at random calls (drop, torn, reordered sectors)");
+           "AUD-I-36 power loss at random calls (drop, torn, sectors reordered)");
     RA_RUN(fsync_eio_fails_the_log_and_a_reopen_rewrites_the_tail,
            "AUD-I-14 fdatasync EIO fails the log; reopen rewrites the unsynced tail");
     RA_RUN(enospc_fails_the_sync_and_the_torn_part_is_cut, "AUD-I-14 ENOSPC");
