@@ -654,6 +654,52 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
     free(m.hash);
 }
 
+/* `audit verify` checks the head file: an open takes the Merkle frontier from it without
+ * reading the records, so a forged one (checksummed again) would make later checkpoints
+ * sign a wrong root; verify names it, as it does a head of another chain. */
+RA_TEST(verify_checks_the_head_file) {
+    uint64_t seed = 23;
+    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
+    model_t m = {0};
+    pfs_t *fs = build_log(seed, &m);
+    uint64_t recs;
+    CHECK(verify_copy(fs, &recs) == 0 && recs == 100);
+    char hp[700];
+    snprintf(hp, sizeof hp, "%s/head.rau", DIR_);
+    size_t hlen;
+    uint8_t cur[8192], bad[8192];
+    REQUIRE(pfs_data(fs, hp, &hlen) && hlen == sizeof cur);
+    memcpy(cur, pfs_data(fs, hp, &hlen), sizeof cur);
+    rau__head_t h0, h1;
+    int ok0 = rau__head_decode(cur, &h0) == 0, ok1 = rau__head_decode(cur + 4096, &h1) == 0;
+    REQUIRE(ok0 || ok1);
+    size_t newest = !ok0 || (ok1 && h1.gen > h0.gen) ? 4096 : 0;
+    for (int k = 0; k < 2; k++) {
+        rau__head_t h;
+        memcpy(bad, cur, sizeof bad);
+        REQUIRE(rau__head_decode(bad + newest, &h) == 0);
+        if (k == 0)
+            h.mr.nodes[6][0] ^= 1; /* 100 = 64 + 32 + 4: the root of the first 64 */
+        else
+            memcpy(h.stream, "other", 6);
+        h.gen += 10;
+        rau__head_encode(&h, bad + newest);
+        pfs_set(fs, hp, bad, sizeof bad);
+        char to[700];
+        snprintf(to, sizeof to, "%s/head-verify-%d", rau_t_tmpdir(), k);
+        REQUIRE(mkdir(to, 0700) == 0);
+        copy_t c = {fs, to};
+        fs->io.list(fs, DIR_, cb_copy, &c);
+        where_t w = {{0}, 0};
+        CHECK(rau_verify_dir(to, g_vkey, report_where, &w, &recs) == 1);
+        fprintf(stderr, "# verify: %s\n", w.first);
+        CHECK(strstr(w.first, "head.rau") != NULL);
+        CHECK(strstr(w.first, k == 0 ? "Merkle frontier" : "another chain") != NULL);
+    }
+    pfs_free(fs);
+    free(m.hash);
+}
+
 int main(void) {
     RA_RUN(power_loss_at_random_calls_keeps_every_acknowledged_record,
            "AUD-I-36 power loss at random calls (drop, torn, sectors reordered)");
@@ -667,5 +713,6 @@ int main(void) {
            "AUD-I-37 open with and without the head file: the same state");
     RA_RUN(a_stale_or_corrupt_head_file_falls_back,
            "AUD-I-37 a stale head is used, a corrupt one falls back to the full scan");
+    RA_RUN(verify_checks_the_head_file, "AUD-I-15 AUD-I-37 verify checks the head file");
     RA_DONE();
 }
