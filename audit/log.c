@@ -319,7 +319,9 @@ static int recover_seg(rau_log_t *l, rwin_t *w, const char *path, uint64_t first
                   (unsigned long long)(l->head_seq + 1));
         rc = RAU_ECORRUPT;
     }
-    if (!rc && last && durable_end > len) {
+    /* (a segment begun after the head was written is only known durable up to its header,
+     * and a crash during its creation may leave less: that is cut below, not damage) */
+    if (!rc && last && durable_end > RAU__SEG_HDR && durable_end > len) {
         rau__errf(err, errlen, "%s: %llu bytes, but %llu were acknowledged durable (head file)",
                   path, (unsigned long long)len, (unsigned long long)durable_end);
         rc = RAU_ECORRUPT;
