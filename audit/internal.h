@@ -106,4 +106,24 @@ const rau__dent_t *rau__dedupe_find(const rau__dedupe_t *d, const uint8_t *key);
 void rau__dedupe_add(rau__dedupe_t *d, const uint8_t *key, uint64_t seq, const uint8_t *hash);
 int rau__b64_32(const char *s, size_t n, uint8_t *out32);
 
+/* A record's frame: the first seq of its segment (the file's name) and its offset. */
+typedef struct rau__pos_s {
+    uint64_t seg, off;
+} rau__pos_t;
+
+/* How the last open went (tests, bench): the head file used or why not, records decoded
+ * with full checks, records only hashed to rebuild the dedupe window. */
+typedef struct rau__open_info_s {
+    int head_used;
+    uint64_t decoded, hashed;
+    char why[96];
+} rau__open_info_t;
+void rau__log_open_info(const rau_log_t *l, rau__open_info_t *out);
+
+/* rau_log_open with the I/O interface given (audit/io.h): the tests' fault and power-cut
+ * simulator (tests/audit/powerfs.c). io must outlive the log. */
+struct rau__io_s;
+int rau__log_open_io(const rau_log_config_t *cfg, const struct rau__io_s *io, rau_log_t **out,
+                     char *err, size_t errlen);
+
 #endif

@@ -9,7 +9,13 @@
  * (O(log n) hashes) whose root is compared with each checkpoint as the records reach its
  * size (the checkpoints are read first and sorted), and the dedupe index is bounded by the
  * writer's window. What grows is the list of checkpoint files (one per checkpoint_every
- * records). */
+ * records).
+ *
+ * The head file (head.rau, AUD-I-37) is not evidence, but an open takes the chain's Merkle
+ * frontier from it: its newest whole slot must name this chain and describe the log (its
+ * last record's seq, position and self_hash, and the root of that many records), or it is
+ * reported. */
+#include "head.h"
 #include "internal.h"
 
 #include <dirent.h>
@@ -158,6 +164,27 @@ int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *ex
                     (unsigned long long)cps[ci].size);                                             \
     }
     if (rc == 0) CHECK_ROOTS() /* size 0 */
+    char head_p[4200];
+    rau__head_t hd;
+    int have_head = 0, head_seen = 0;
+    snprintf(head_p, sizeof head_p, "%s/" RAU__HEAD_NAME, dir);
+    struct stat hsb;
+    if (rc == 0 && stat(head_p, &hsb) == 0) {
+        uint8_t *hb = NULL;
+        size_t hn = 0;
+        if (rau__read_file(head_p, &hb, &hn, RAU__HEAD_FILE) != 0) {
+            problem(&v, head_p, "head file: cannot read or too large");
+        } else {
+            for (size_t i = 0; i < 2 && (i + 1) * RAU__HEAD_SLOT <= hn; i++) {
+                rau__head_t t;
+                if (rau__head_decode(hb + i * RAU__HEAD_SLOT, &t) == 0 &&
+                    (!have_head || t.gen > hd.gen))
+                    hd = t, have_head = 1;
+            }
+            if (!have_head) problem(&v, head_p, "head file: no whole slot");
+        }
+        free(hb);
+    }
     if (sl.n == 0) problem(&v, dir, "no segment files");
     /* No more records than frames fit in the files: the dedupe index is sized by that
      * rather than by the writer's window when the log is small. */
@@ -290,6 +317,21 @@ int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *ex
                     rau__mrange_push(mr, leaf);
                     CHECK_ROOTS()
                 }
+                if (have_head && seq == hd.last_seq) {
+                    uint8_t got_root[32], head_root[32];
+                    rau__mrange_root(mr, got_root);
+                    rau__mrange_root(&hd.mr, head_root);
+                    head_seen = 1;
+                    if (memcmp(rau_record_self_hash(rec), hd.last_hash, 32) != 0 ||
+                        sl.first_seq[si] != hd.rec_seg || w.base + off != hd.rec_off)
+                        problem(&v, head_p, "head file: record %llu is not the one it names (%s)",
+                                (unsigned long long)seq, where);
+                    else if (tree_broken || mr->n != seq || memcmp(got_root, head_root, 32) != 0)
+                        problem(&v, head_p,
+                                "head file: its Merkle frontier is not the tree of the first "
+                                "%llu records",
+                                (unsigned long long)seq);
+                }
                 head_seq = seq;
                 memcpy(head_hash, rau_record_self_hash(rec), 32);
             }
@@ -301,6 +343,12 @@ int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *ex
     }
 #undef CHECK_ROOTS
     rau__seglist_free(&sl);
+    if (rc == 0 && have_head && writer[0] &&
+        (strcmp(hd.writer_id, writer) || strcmp(hd.stream, stream)))
+        problem(&v, head_p, "head file of another chain (%s/%s)", hd.writer_id, hd.stream);
+    else if (rc == 0 && have_head && hd.last_seq > 0 && !head_seen)
+        problem(&v, head_p, "head file covers %llu records, the log has %llu",
+                (unsigned long long)hd.last_seq, (unsigned long long)head_seq);
     for (; ci < ncp && rc == 0; ci++) {
         const cp_t *c = &cps[ci];
         if (!c->ok) continue;
