@@ -51,9 +51,19 @@ local HOST_KEYS = { shards = true, batch = true, slice = true, interval_ms = tru
                     io_deadline_ms = true, close_deadline_ms = true, now_ms = true, log = true,
                     sync = true }
 
+-- The wall clock in ms, read through the FFI (the vDSO's clock_gettime, compiled into the
+-- emitting trace) rather than luv's gettimeofday (a Lua C function: a trace exit per event;
+-- ~120 ns against ~50 ns an emit).
+local ffi = require "ffi"
+pcall(ffi.cdef, [[
+struct rau_host_timespec { long tv_sec; long tv_nsec; };
+int clock_gettime(int clk, struct rau_host_timespec *ts);
+]])
+local ts_buf = ffi.new("struct rau_host_timespec")
+local CLOCK_REALTIME = 0
 local function wall_ms()
-    local s, us = uv.gettimeofday()
-    return s * 1000 + floor(us / 1000)
+    ffi.C.clock_gettime(CLOCK_REALTIME, ts_buf)
+    return tonumber(ts_buf.tv_sec) * 1000 + floor(tonumber(ts_buf.tv_nsec) / 1000000)
 end
 
 local H = {}
@@ -295,7 +305,7 @@ function H:put(kind, attrs, ts)
     local ok, err = self.lg:emit(kind, attrs, ts)
     if not ok then return nil, err end
     self.emitted = self.emitted + 1
-    if self.lg:depth() == 1 then self.wake:try_send(true) end
+    if self.lg.queued == 1 then self.wake:try_send(true) end
     return true
 end
 

@@ -66,7 +66,8 @@ local function fill_event(kind, attrs, ts_ms)
             if n == ATTR_MAX then return nil, "SizeExceeded: more than 32 attributes" end
             local a = attrs_buf[n]
             a.key, a.key_len = k, #k
-            a.str, a.str_len, a.num = nil, 0, 0
+            -- (only the fields of the attribute's type are set: rau_record_encode reads str
+            -- and str_len for a string, num for an int or a bool, nothing else)
             local tv = type(v)
             if tv == "string" then
                 a.type, a.str, a.str_len = C.RAU_ATTR_STR, v, #v
