@@ -245,14 +245,17 @@ function Set:wait_durable()
     return true
 end
 
--- Stops intake on every chain first, then closes them one by one (each drains within
--- deadline_ms; the others' workers keep appending meanwhile). -> true | nil, err (the first)
+-- Stops intake on every chain first, then closes them one by one within ONE deadline: each
+-- drains in what is left of deadline_ms (a chain reached with none left sheds its queue as
+-- shutdown_deadline, with its Gap record). -> true | nil, err (the first)
 function Set:close(deadline_ms)
+    deadline_ms = deadline_ms or self.chains[1].close_deadline_ms
     self.closing = true
     for _, h in ipairs(self.chains) do h.closing = true end
+    local t_end = uv.hrtime() + deadline_ms * 1e6
     local ok, err = true, nil
     for _, h in ipairs(self.chains) do
-        local cok, cerr = h:close(deadline_ms)
+        local cok, cerr = h:close(max(0, floor((t_end - uv.hrtime()) / 1e6)))
         if not cok and ok then ok, err = false, cerr end
     end
     if not ok then return nil, err end

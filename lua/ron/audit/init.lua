@@ -382,7 +382,12 @@ function Log:checkpoint()
 end
 
 function Log:stats()
-    C.rau_log_stats(self.h, stats_buf)
+    -- after close: the figures the log had when it closed (the handle is gone)
+    if self.h then
+        C.rau_log_stats(self.h, stats_buf)
+    else
+        stats_buf[0] = self.final
+    end
     local s = stats_buf[0]
     return {
         head_seq = tonumber(s.head_seq), durable_seq = tonumber(s.durable_seq),
@@ -411,6 +416,9 @@ end
 function Log:close()
     if not self.h then return true end
     local h = self.h
+    local final = ffi.new("rau_log_stats_t")
+    C.rau_log_stats(h, final) -- (what stats() answers once closed)
+    self.final = final
     self.h = nil
     ffi.gc(h, nil)
     local rc = C.rau_log_close(h)

@@ -281,6 +281,26 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         end
     end)
 
+    it("AUD-I-36 AUD-I-20: a sharded close keeps ONE deadline: each chain's rest is its own Gap", function()
+        local dir = S.tmpname(".audit")
+        S.run_task(function()
+            local h = open(dir, { queue_cap = 100, interval_ms = 1000, shards = 2 })
+            for i = 1, 21 do assert(h:emit("reject", { i = i }, 7000 + i)) end
+            assert(h:close(0))
+            assert.equal(21, h:stats().drops.shutdown_deadline)
+            assert.matches("^Closed", select(2, h:emit("reject", {}, 1)))
+        end)
+        for sub, want in pairs { [dir] = 'dropped=11 from_ts_ms=7001 reason="shutdown_deadline" '
+                                          .. 'to_ts_ms=7021',
+                                 [dir .. "/daemon.1"] = 'dropped=10 from_ts_ms=7002 '
+                                          .. 'reason="shutdown_deadline" to_ts_ms=7020' } do
+            local rc, recs, out = verify_list(sub)
+            assert.equal(0, rc, out)
+            assert.equal(1, #recs)
+            assert.matches(want, recs[1].rest, 1, true)
+        end
+    end)
+
     it("AUD-I-36: a sharded host signs each chain with its own key (key_path.<i>)", function()
         local dir = S.tmpname(".audit")
         local kdir = S.tmpname(".keys")
