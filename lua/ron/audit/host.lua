@@ -88,12 +88,14 @@ _M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
                        -- the daemon's audit_attest task (ron.accounting.daemon.attest); 0: off
                        attest_interval_ms = 1000,
                        -- the daemon's ledger feed tasks (ron.accounting.daemon.feed); 0: off
-                       feed_interval_ms = 1000 }
+                       feed_interval_ms = 1000,
+                       -- chains side by side (AUD-I-36: dir/<stream>.<i>, key_path.<i>)
+                       shards = 1 }
 local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 24 },
                         batch = { 1, 8192 }, interval_ms = { 1, 60000 },
                         io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 },
                         attest_interval_ms = { 0, 3600000 },
-                        feed_interval_ms = { 0, 3600000 } }
+                        feed_interval_ms = { 0, 3600000 }, shards = { 1, 64 } }
 
 function _M.check_config(v, key)
     key = key or "audit"
