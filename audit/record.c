@@ -66,11 +66,30 @@ static int nfc(const char *s, size_t n, nstr_t *out) {
     out->p = (const uint8_t *)s;
     out->n = n;
     out->owned = NULL;
+    /* The common case, ASCII without NUL, 8 bytes at a time (this scan was a quarter of an
+     * emit's encode): a word has a byte >= 0x80 when its high bits are set, a zero byte
+     * when (w - 0x01..) & ~w has one (the classic haszero). */
+    const uint64_t lo = 0x0101010101010101ull, hi = 0x8080808080808080ull;
+    uint64_t any_hi = 0, any_zero = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        any_hi |= w & hi;
+        any_zero |= (w - lo) & ~w & hi;
+    }
     int ascii = 1;
-    for (size_t i = 0; i < n; i++) {
+    for (; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == 0) return RAU_ESCHEMA;
         if (c >= 0x80) ascii = 0;
+    }
+    if (any_hi || any_zero) { /* the slow path decides: a NUL, or non-ASCII */
+        for (i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            if (c == 0) return RAU_ESCHEMA;
+            if (c >= 0x80) ascii = 0;
+        }
     }
     if (ascii) return 0;
     if (n > (size_t)1 << 20) return RAU_ESIZE; /* utf8proc takes ssize_t; stay far below */
@@ -98,6 +117,8 @@ static int key_ok(const nstr_t *k) {
 /* Key order (AUD-I-2): bytewise on the NFC key, a prefix first. */
 static int key_cmp(const nstr_t *a, const nstr_t *b) {
     size_t n = a->n < b->n ? a->n : b->n;
+    /* keys are short and mostly differ in their first byte: no memcmp call for those */
+    if (n && a->p[0] != b->p[0]) return a->p[0] < b->p[0] ? -1 : 1;
     int c = memcmp(a->p, b->p, n);
     if (c) return c;
     return a->n < b->n ? -1 : a->n > b->n;
@@ -110,9 +131,9 @@ typedef struct nattr_s {
 } nattr_t;
 
 static void nattr_free(nattr_t *v, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].key.owned);
-        free(v[i].str.owned);
+    for (size_t i = 0; i < n; i++) { /* (ASCII owns nothing: no call) */
+        if (v[i].key.owned) free(v[i].key.owned);
+        if (v[i].str.owned) free(v[i].str.owned);
     }
 }
 

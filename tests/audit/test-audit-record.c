@@ -286,6 +286,39 @@ RA_TEST(decoder_refuses_non_canonical_bytes) {
            g_len[1] * 8);
 }
 
+/* AUD-I-3: nfc() scans 8 bytes at a time for the ASCII fast path: a NUL or a non-ASCII
+ * byte at any position of a string (in the words and in the tail) still takes the slow
+ * path: NUL refused, an NFD sequence composed (the same bytes as its NFC input). */
+RA_TEST(nul_and_non_ascii_at_every_position) {
+    uint8_t b[RAU_RECORD_MAX], want[RAU_RECORD_MAX];
+    size_t n = 0, wn = 0;
+    for (size_t len = 1; len <= 40; len++) {
+        for (size_t at = 0; at < len; at++) {
+            char s[64];
+            memset(s, 'a', len);
+            s[at] = '\0';
+            rau_attr_t a = {"k", 1, RAU_ATTR_STR, s, len, 0};
+            rau_event_t ev = {"reject", 6, TS, &a, 1};
+            CHECK_RC(rau_record_encode(WRITER, STREAM, 1, NULL, &ev, b, sizeof b, &n), RAU_ESCHEMA);
+            /* "e" + U+0301 at `at` (NFD) encodes as U+00E9 (NFC) */
+            char d[64], c[64];
+            memset(d, 'a', len);
+            memcpy(d + at, "e\xcc\x81", 3);
+            memset(d + at + 3, 'a', len - at);
+            memset(c, 'a', len);
+            memcpy(c + at, "\xc3\xa9", 2);
+            memset(c + at + 2, 'a', len - at);
+            rau_attr_t ad = {"k", 1, RAU_ATTR_STR, d, len + 3, 0};
+            rau_attr_t ac = {"k", 1, RAU_ATTR_STR, c, len + 2, 0};
+            ev.attrs = &ad;
+            CHECK_RC(rau_record_encode(WRITER, STREAM, 1, NULL, &ev, b, sizeof b, &n), 0);
+            ev.attrs = &ac;
+            CHECK_RC(rau_record_encode(WRITER, STREAM, 1, NULL, &ev, want, sizeof want, &wn), 0);
+            CHECK(n == wn && memcmp(b, want, n) == 0);
+        }
+    }
+}
+
 RA_TEST(limits_and_schema) {
     uint8_t b[RAU_RECORD_MAX];
     size_t n;
@@ -443,6 +476,7 @@ int main(int argc, char **argv) {
     RA_RUN(nfd_input_gives_the_nfc_bytes, "AUD-I-3 NFD input encodes to the NFC bytes");
     RA_RUN(decode_round_trip_and_accessors, "decode round trip and accessors");
     RA_RUN(decoder_refuses_non_canonical_bytes, "AUD-I-7 decoder refuses non-canonical bytes");
+    RA_RUN(nul_and_non_ascii_at_every_position, "AUD-I-3 NUL and NFD at every position");
     RA_RUN(limits_and_schema, "AUD-I-4 limits: SizeExceeded; AUD-I-5 schema");
     RA_RUN(dedupe_key_ignores_position, "AUD-I-6 dedupe key without seq and prev");
     RA_RUN(random_events_round_trip, "random events: encode, decode, encode again");

@@ -12,7 +12,10 @@
 #  3. the audit log rewritten (moved away, a new trail grown by run 4 under the same key):
 #     `audit verify` of the new log alone passes, `ledger verify --audit` of it fails
 #     naming the carried checkpoints it does not contain (a fork), and so does the old
-#     log's cross-check now that the ledger also carries the new log's roots.
+#     log's cross-check now that the ledger also carries the new log's roots;
+#  4. a sharded trail (audit.shards = 2, AUD-I-38; a fresh var): each chain verifies with
+#     its own key, both chains' checkpoints are carried, and `ledger verify --audit`
+#     checks both (a rewritten second chain is named).
 #
 #   audit-attest.sh HOST SOURCE_DIR WORK_DIR
 set -u
@@ -27,7 +30,7 @@ fail() { echo "audit-attest.sh: FAILED: $*" >&2; for f in "$work"/*.log "$work"/
     fail "keygen"
 
 r0=$(date +%s)
-config() { # config EVERY -> fast.lua
+config() { # config EVERY [SHARDS] -> fast.lua
     cat >fast.lua <<EOF2
 local uv = require "luv"
 local R0, SPEED = $r0, 60
@@ -37,7 +40,8 @@ return {
     exporter = { module = "ron.accounting.export.exporters.ledger",
                  store = { backend = "sqlite", path = "var/ledger.db", offload = true },
                  card = "$src/examples/cards/acme.lua", book = "main", node = "gw-1" },
-    audit = { key_path = "$work/signer.key", checkpoint_every = $1, attest_interval_ms = 100 },
+    audit = { key_path = "$work/signer.key", checkpoint_every = $1, attest_interval_ms = 100,
+              shards = ${2:-1} },
     clock = function()
         local s, us = uv.gettimeofday()
         return 1735689600 + (s + us / 1e6 - R0) * SPEED
@@ -108,5 +112,28 @@ if "$host" ledger --db var/ledger.db verify --audit audit.orig --audit-vkey veri
     >cross5.txt 2>&1; then fail "the old log's cross-check missed the new log's roots"; fi
 n4=$(grep -c '(audit.checkpoint)' cross4.txt)
 c4=$(grep -c 'audit attest: the exporter ledger: .*rewritten' run4.log)
+
+# 4. two chains: var/audit (daemon) and var/audit/daemon.1, each with its own key
+mv var var.unsharded || fail "mv var"
+"$host" audit keygen ron-audit/ron-accounting/daemon.1 signer.key.1 verifier.pub.1 >/dev/null ||
+    fail "keygen daemon.1"
+config 5 2
+run run6.log 30 8
+grep -q 'audit attest: the exporter ledger carries checkpoint ron-audit/ron-accounting/daemon.1 ' \
+    run6.log || fail "run 6: chain 2's checkpoints not carried"
+"$host" ledger --db var/ledger.db recover >recover6.txt 2>&1 || fail "ledger recover (6)"
+"$host" audit verify --vkey verifier.pub var/audit >audit6.txt 2>&1 || fail "audit verify (6)"
+"$host" audit verify --vkey verifier.pub.1 var/audit/daemon.1 >audit6b.txt 2>&1 ||
+    fail "audit verify of chain 2"
+"$host" ledger --db var/ledger.db verify --audit var/audit --audit-vkey verifier.pub \
+    >cross6.txt 2>&1 || fail "ledger verify --audit of two chains"
+mv var/audit/daemon.1 chain2.orig || fail "mv chain 2"
+config 5 2
+run run7.log 30 4
+if "$host" ledger --db var/ledger.db verify --audit var/audit --audit-vkey verifier.pub \
+    >cross7.txt 2>&1; then fail "the cross-check missed the rewritten second chain"; fi
+grep -q 'carried checkpoint ron-audit/ron-accounting/daemon.1 ' cross7.txt ||
+    fail "the cross-check does not name chain 2's carried checkpoint"
 echo "ok: $a1 checkpoints carried in run 1 (both verifies pass), restarts idempotent ($a2, $a3)," \
-     "rewritten log: $n4 problems named by the cross-check, $c4 conflicts seen by the daemon"
+     "rewritten log: $n4 problems named by the cross-check, $c4 conflicts seen by the daemon;" \
+     "two chains: both carried and cross-checked, a rewritten second chain named"

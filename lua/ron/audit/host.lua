@@ -47,16 +47,28 @@ _M.DEFAULTS = { queue_cap = 65536, batch = 4096, interval_ms = 50,
 
 -- (slice: accepted and ignored; it was the number of events hashed on the loop between
 -- yields, before the hashing moved to the threadpool)
-local HOST_KEYS = { batch = true, slice = true, interval_ms = true, io_deadline_ms = true,
-                    close_deadline_ms = true, now_ms = true, log = true, sync = true }
+local HOST_KEYS = { shards = true, batch = true, slice = true, interval_ms = true,
+                    io_deadline_ms = true, close_deadline_ms = true, now_ms = true, log = true,
+                    sync = true }
 
+-- The wall clock in ms, read through the FFI (the vDSO's clock_gettime, compiled into the
+-- emitting trace) rather than luv's gettimeofday (a Lua C function: a trace exit per event;
+-- ~120 ns against ~50 ns an emit).
+local ffi = require "ffi"
+pcall(ffi.cdef, [[
+struct rau_host_timespec { long tv_sec; long tv_nsec; };
+int clock_gettime(int clk, struct rau_host_timespec *ts);
+]])
+local ts_buf = ffi.new("struct rau_host_timespec")
+local CLOCK_REALTIME = 0
 local function wall_ms()
-    local s, us = uv.gettimeofday()
-    return s * 1000 + floor(us / 1000)
+    ffi.C.clock_gettime(CLOCK_REALTIME, ts_buf)
+    return tonumber(ts_buf.tv_sec) * 1000 + floor(tonumber(ts_buf.tv_nsec) / 1000000)
 end
 
 local H = {}
 H.__index = H
+local metrics_text -- below
 
 -- A text for an attribute: printable ASCII only (a detail from an exporter or a peer may
 -- hold anything; the record's strings must be valid NFC UTF-8), at most max bytes.
@@ -76,12 +88,14 @@ _M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
                        -- the daemon's audit_attest task (ron.accounting.daemon.attest); 0: off
                        attest_interval_ms = 1000,
                        -- the daemon's ledger feed tasks (ron.accounting.daemon.feed); 0: off
-                       feed_interval_ms = 1000 }
+                       feed_interval_ms = 1000,
+                       -- chains side by side (AUD-I-38: dir/<stream>.<i>, key_path.<i>)
+                       shards = 1 }
 local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 24 },
                         batch = { 1, 8192 }, interval_ms = { 1, 60000 },
                         io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 },
                         attest_interval_ms = { 0, 3600000 },
-                        feed_interval_ms = { 0, 3600000 } }
+                        feed_interval_ms = { 0, 3600000 }, shards = { 1, 64 } }
 
 function _M.check_config(v, key)
     key = key or "audit"
@@ -122,8 +136,7 @@ end
 -- checkpoint_every, queue_cap, ...) and batch, interval_ms, io_deadline_ms,
 -- close_deadline_ms, now_ms (wall ms), log (function(line)), sync (a test's replacement of
 -- offload.audit_sync). From a task or the main chunk; -> host | nil, err.
-function _M.start(o)
-    if type(o) ~= "table" then error("ron.audit.host.start: options table expected", 2) end
+local function start_one(o, ctr)
     local lcfg, self = {}, setmetatable({}, H)
     for k, v in pairs(_M.DEFAULTS) do self[k] = v end
     for k, v in pairs(o) do
@@ -141,7 +154,10 @@ function _M.start(o)
     self.now_ms = self.now_ms or wall_ms
     self.log = self.log or function(line) io.stderr:write("ron-audit: ", line, "\n") end
     self.sync = self.sync or offload.audit_sync
-    self.n = lg:stats().head_seq   -- event numbers continue past the chain's head
+    -- event numbers continue past the chain's head (past the sum of the heads when sharded)
+    self.ctr = ctr or { n = 0 }
+    self.ctr.n = self.ctr.n + lg:stats().head_seq
+    self.dir, self.writer_id, self.stream = lcfg.dir, lcfg.writer_id, lcfg.stream
     self.stalled = false           -- the I/O breaker (a sync past its deadline)
     self.failed = nil              -- the error that failed the log
     self.closing = false
@@ -154,18 +170,138 @@ function _M.start(o)
     return self
 end
 
+-- A sharded host (AUD-I-38, docs/AUDIT.md "More than one chain"): `shards` = N chains of one
+-- writer, each with its own queue, sink worker, log and pool call, so N chunks are hashed
+-- and synced at once on N threadpool threads. Chain 1 is (writer_id, stream) in dir, as
+-- without shards; chain i > 1 is (writer_id, stream.<i-1>) in dir/<stream.<i-1>>, signed
+-- with key_path.<i-1> (a checkpoint's origin is its signer's name, AUD-I-10: one key per
+-- chain). emit() deals events round-robin over the chains (a chain whose queue is full is
+-- skipped while another has room) and numbers them with one counter `n` over all chains, so
+-- merging the chains by n gives the emit order; emit_keyed() always goes to chain 1 (a
+-- re-emit must meet its first record's dedupe key).
+local Set = {}
+Set.__index = Set
+
+function _M.start(o)
+    if type(o) ~= "table" then error("ron.audit.host.start: options table expected", 2) end
+    local n = o.shards or 1
+    if type(n) ~= "number" or n < 1 or n > 64 or floor(n) ~= n then
+        error("ron.audit.host.start: shards must be an integer in 1..64", 2)
+    end
+    if n == 1 then return start_one(o) end
+    local ctr = { n = 0 }
+    local set = setmetatable({ chains = {}, rr = 0, ctr = ctr, closing = false }, Set)
+    for i = 1, n do
+        local oi = {}
+        for k, v in pairs(o) do oi[k] = v end
+        oi.shards = nil
+        if i > 1 then
+            local sfx = "." .. (i - 1)
+            oi.stream = (o.stream or "") .. sfx
+            oi.dir = o.dir and (o.dir .. "/" .. oi.stream) or nil
+            oi.key_path = o.key_path and (o.key_path .. sfx) or nil
+        end
+        local h, err = start_one(oi, ctr)
+        if not h then
+            for _, c in ipairs(set.chains) do -- nothing was emitted: no round is out
+                c.closing, c.closed = true, true
+                c.stop:close()
+                c.worker:abort()
+                c.lg:close()
+            end
+            return nil, err
+        end
+        set.chains[i] = h
+    end
+    set.n_chains = n
+    return set
+end
+
+-- The chain the next event goes to: the next in turn, or after it the first with room.
+local function pick(self)
+    local chains, n = self.chains, self.n_chains
+    local i = self.rr % n + 1
+    self.rr = i
+    local h = chains[i]
+    local lg = h.lg
+    if lg.queued < lg.cap then return h end
+    for j = 1, n - 1 do
+        local c = chains[(i + j - 1) % n + 1]
+        if c.lg.queued < c.lg.cap and not c.stalled then return c end
+    end
+    return h
+end
+
+function Set:emit(kind, attrs, ts_ms) return pick(self):emit(kind, attrs, ts_ms) end
+function Set:emit_wait(kind, attrs, deadline_ms)
+    return pick(self):emit_wait(kind, attrs, deadline_ms)
+end
+function Set:emit_keyed(kind, attrs, ts_ms) return self.chains[1]:emit_keyed(kind, attrs, ts_ms) end
+
+-- Every event queued on any chain before the call is durable (chain by chain).
+function Set:wait_durable()
+    for _, h in ipairs(self.chains) do
+        local ok, err = h:wait_durable()
+        if not ok then return nil, err end
+    end
+    return true
+end
+
+-- Stops intake on every chain first, then closes them one by one within ONE deadline: each
+-- drains in what is left of deadline_ms (a chain reached with none left sheds its queue as
+-- shutdown_deadline, with its Gap record). -> true | nil, err (the first)
+function Set:close(deadline_ms)
+    deadline_ms = deadline_ms or self.chains[1].close_deadline_ms
+    self.closing = true
+    for _, h in ipairs(self.chains) do h.closing = true end
+    local t_end = uv.hrtime() + deadline_ms * 1e6
+    local ok, err = true, nil
+    for _, h in ipairs(self.chains) do
+        local cok, cerr = h:close(max(0, floor((t_end - uv.hrtime()) / 1e6)))
+        if not cok and ok then ok, err = false, cerr end
+    end
+    if not ok then return nil, err end
+    return true
+end
+
+-- Chain 1's last checkpoint (the one the ledger carries); every chain's: checkpoints().
+function Set:latest_checkpoint() return self.chains[1]:latest_checkpoint() end
+function Set:checkpoints()
+    local out = {}
+    for i, h in ipairs(self.chains) do out[i] = h:latest_checkpoint() or false end
+    return out
+end
+
+local SUMS = { "head_seq", "durable_seq", "syncs", "duplicates", "checkpoints", "queue_depth",
+               "io_timeouts", "host_syncs", "emitted", "in_flight", "pending_gaps" }
+
+-- The chains' stats summed (head_seq: records in all chains), with `chains` = each one's.
+function Set:stats()
+    local t = { drops = {}, chains = {}, stalled = false, failed = nil }
+    for _, k in ipairs(SUMS) do t[k] = 0 end
+    for i, h in ipairs(self.chains) do
+        local s = h:stats()
+        t.chains[i] = s
+        for _, k in ipairs(SUMS) do t[k] = t[k] + (s[k] or 0) end
+        for r, v in pairs(s.drops) do t.drops[r] = (t.drops[r] or 0) + v end
+        t.stalled = t.stalled or s.stalled
+        t.failed = t.failed or s.failed
+    end
+    return t
+end
+
+function Set:metrics_text()
+    local s = self:stats()
+    return metrics_text(s, s.drops, s.queue_depth)
+end
+
 local function shed(self, reason, ts)
     self.lg:shed(reason, ts)
     return nil, format("Busy: audit event shed (%s)", reason)
 end
 
--- Never blocks, never writes. -> true | nil, "Busy: ..." (shed, counted) | nil, err (an
--- event that cannot be encoded: a bug of the caller, not counted).
-function H:emit(kind, attrs, ts_ms)
-    local ts = ts_ms or self.now_ms()
-    self.n = self.n + 1
-    attrs = attrs or {}
-    attrs.n = self.n
+-- Puts a stamped event into this chain's queue: emit() and emit_keyed() after their stamps.
+function H:put(kind, attrs, ts)
     if self.closing or self.failed then
         self.lg.drops.audit_closed = (self.lg.drops.audit_closed or 0) + 1
         return nil, "Closed: audit trail closed" .. (self.failed and (": " .. self.failed) or "")
@@ -174,8 +310,19 @@ function H:emit(kind, attrs, ts_ms)
     local ok, err = self.lg:emit(kind, attrs, ts)
     if not ok then return nil, err end
     self.emitted = self.emitted + 1
-    if self.lg:depth() == 1 then self.wake:try_send(true) end
+    if self.lg.queued == 1 then self.wake:try_send(true) end
     return true
+end
+
+-- Never blocks, never writes. -> true | nil, "Busy: ..." (shed, counted) | nil, err (an
+-- event that cannot be encoded: a bug of the caller, not counted). The event number comes
+-- from self.ctr, shared by the chains of a sharded host (one numbering over all of them).
+function H:emit(kind, attrs, ts_ms)
+    local ctr = self.ctr
+    ctr.n = ctr.n + 1
+    attrs = attrs or {}
+    attrs.n = ctr.n
+    return self:put(kind, attrs, ts_ms or self.now_ms())
 end
 
 -- The enqueue deadline (seed 002, timeouts), from a task: waits up to deadline_ms for room in a
@@ -187,7 +334,7 @@ function H:emit_wait(kind, attrs, deadline_ms)
           and self.lg:depth() >= self.lg.cap do
         local left = t_end - uv.now()
         if left <= 0 then
-            self.n = self.n + 1
+            self.ctr.n = self.ctr.n + 1
             return shed(self, "audit_deadline", ts)
         end
         self.wake:try_send(true)
@@ -202,16 +349,7 @@ end
 -- AUD-I-6) instead of a second one. That is what makes a replayed range exactly once (the
 -- ledger feed, ron.accounting.daemon.feed, AUD-I-32). Otherwise as emit().
 function H:emit_keyed(kind, attrs, ts_ms)
-    if self.closing or self.failed then
-        self.lg.drops.audit_closed = (self.lg.drops.audit_closed or 0) + 1
-        return nil, "Closed: audit trail closed" .. (self.failed and (": " .. self.failed) or "")
-    end
-    if self.stalled then return shed(self, "io_backpressure", ts_ms) end
-    local ok, err = self.lg:emit(kind, attrs, ts_ms)
-    if not ok then return nil, err end
-    self.emitted = self.emitted + 1
-    if self.lg:depth() == 1 then self.wake:try_send(true) end
-    return true
+    return self:put(kind, attrs, ts_ms)
 end
 
 -- From a task: waits until every event queued before the call is in the chain and synced
@@ -332,13 +470,25 @@ function H:stats()
     local s = self.lg:stats()
     s.io_timeouts, s.host_syncs, s.emitted = self.io_timeouts, self.syncs, self.emitted
     s.stalled, s.failed, s.in_flight = self.stalled, self.failed, self.in_flight
+    s.pending_gaps = self.lg.n_gaps
     return s
 end
 
--- The audit_* families for /metrics (docs/reference/metrics.md).
-function H:metrics_text()
-    local s = self.lg:stats()
-    return self.lg:metrics() ..
+-- The audit_* families for /metrics (docs/reference/metrics.md): s a stats() table, drops
+-- the shed counts by reason, depth the events queued (a sharded host: the chains' sums).
+metrics_text = function(s, drops, depth)
+    local out = { "# HELP audit_drop_total Audit events shed by the bounded queue (a gap "
+                  .. "record with the count follows).", "# TYPE audit_drop_total counter" }
+    local reasons = {}
+    for reason in pairs(drops) do reasons[#reasons + 1] = reason end
+    table.sort(reasons)
+    for _, reason in ipairs(reasons) do
+        out[#out + 1] = format('audit_drop_total{reason="%s"} %d', reason, drops[reason])
+    end
+    out[#out + 1] = "# HELP audit_queue_depth Audit events waiting in the queue."
+    out[#out + 1] = "# TYPE audit_queue_depth gauge"
+    out[#out + 1] = format('audit_queue_depth{queue="audit_work"} %d', depth)
+    return table.concat(out, "\n") .. "\n" ..
         "# HELP audit_records_total Audit records in the chain (its head seq).\n" ..
         "# TYPE audit_records_total counter\n" ..
         format("audit_records_total %d\n", s.head_seq) ..
@@ -350,10 +500,14 @@ function H:metrics_text()
         format("audit_checkpoints_total %d\n", s.checkpoints) ..
         "# HELP audit_io_timeouts_total Audit WAL syncs not back within io_deadline_ms.\n" ..
         "# TYPE audit_io_timeouts_total counter\n" ..
-        format('audit_io_timeouts_total{op="wal"} %d\n', self.io_timeouts) ..
+        format('audit_io_timeouts_total{op="wal"} %d\n', s.io_timeouts) ..
         "# HELP audit_failed 1 when the audit log failed (a write error): events are shed.\n" ..
         "# TYPE audit_failed gauge\n" ..
-        format("audit_failed %d\n", self.failed and 1 or 0)
+        format("audit_failed %d\n", s.failed and 1 or 0)
+end
+
+function H:metrics_text()
+    return metrics_text(self:stats(), self.lg.drops, self.lg:depth())
 end
 
 return _M

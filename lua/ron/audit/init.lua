@@ -66,7 +66,8 @@ local function fill_event(kind, attrs, ts_ms)
             if n == ATTR_MAX then return nil, "SizeExceeded: more than 32 attributes" end
             local a = attrs_buf[n]
             a.key, a.key_len = k, #k
-            a.str, a.str_len, a.num = nil, 0, 0
+            -- (only the fields of the attribute's type are set: rau_record_encode reads str
+            -- and str_len for a string, num for an int or a bool, nothing else)
             local tv = type(v)
             if tv == "string" then
                 a.type, a.str, a.str_len = C.RAU_ATTR_STR, v, #v
@@ -381,7 +382,12 @@ function Log:checkpoint()
 end
 
 function Log:stats()
-    C.rau_log_stats(self.h, stats_buf)
+    -- after close: the figures the log had when it closed (the handle is gone)
+    if self.h then
+        C.rau_log_stats(self.h, stats_buf)
+    else
+        stats_buf[0] = self.final
+    end
     local s = stats_buf[0]
     return {
         head_seq = tonumber(s.head_seq), durable_seq = tonumber(s.durable_seq),
@@ -410,6 +416,9 @@ end
 function Log:close()
     if not self.h then return true end
     local h = self.h
+    local final = ffi.new("rau_log_stats_t")
+    C.rau_log_stats(h, final) -- (what stats() answers once closed)
+    self.final = final
     self.h = nil
     ffi.gc(h, nil)
     local rc = C.rau_log_close(h)

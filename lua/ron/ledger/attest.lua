@@ -132,6 +132,20 @@ function _M.check(events, opts, problem, sum)
         end
         vkey = vkey:gsub("%s+$", "")
     end
+    -- A sharded trail (AUD-I-38): chain i > 1's checkpoints are signed by the key named
+    -- <name>.<i-1>, whose verifier key is <audit_vkey>.<i-1> (a note verifies only with the
+    -- key of its origin, AUD-I-10).
+    local vname = vkey and vkey:match("^([^+]+)%+")
+    local vkeys = {}
+    local function vkey_for(origin)
+        local sfx = vname and origin:sub(1, #vname) == vname and origin:sub(#vname + 1)
+        if not sfx or not sfx:match("^%.%d+$") then return vkey, opts.audit_vkey end
+        if vkeys[sfx] == nil then
+            local k = read_file(opts.audit_vkey .. sfx)
+            vkeys[sfx] = k and k:gsub("%s+$", "") or false
+        end
+        return vkeys[sfx] or vkey, vkeys[sfx] and (opts.audit_vkey .. sfx) or opts.audit_vkey
+    end
     local ffi, C
     if vkey or opts.audit then
         ffi = require "ffi"
@@ -156,11 +170,12 @@ function _M.check(events, opts, problem, sum)
                 cp.where = where
                 carried[#carried + 1] = cp
                 if vkey then
+                    local k, kpath = vkey_for(cp.origin)
                     local sz, root = ffi.new("uint64_t[1]"), ffi.new("uint8_t[32]")
-                    local rc = C.rau_checkpoint_verify(cp.note, #cp.note, vkey, #vkey, sz, root)
+                    local rc = C.rau_checkpoint_verify(cp.note, #cp.note, k, #k, sz, root)
                     if rc ~= 0 then
                         problem(where, "the carried note does not verify with %s: %s",
-                                opts.audit_vkey, ffi.string(C.rau_err_name(rc)))
+                                kpath, ffi.string(C.rau_err_name(rc)))
                     end
                 end
             end
@@ -170,33 +185,39 @@ function _M.check(events, opts, problem, sum)
     -- The log itself, with every carried note as a checkpoint kept elsewhere: the verifier
     -- recomputes the root of the log's first `size` records for each (a rewritten log, or
     -- one restored from an old backup, has other roots: a fork; a shorter one: a rollback).
-    local dir = opts.audit
-    local log_origin
-    do
-        local p = io.popen("ls '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+    -- The chains: DIR, and for a sharded trail its subdirectories <stream>.<i> (AUD-I-38),
+    -- each a log of its own with its own origin (from its checkpoint files).
+    local function ls(d, pat)
+        local out = {}
+        local p = io.popen("ls -p '" .. d:gsub("'", "'\\''") .. "' 2>/dev/null")
         for name in (p and p:lines() or function() end) do
-            if name:match("^cp%-%d+%.note$") then
-                local cp = _M.from_file(dir .. "/" .. name)
-                if cp then log_origin = cp.origin end
-                break
-            end
+            if name:match(pat) then out[#out + 1] = name end
         end
         if p then p:close() end
+        table.sort(out)
+        return out
     end
-    local files, paths = {}, {}
-    for i, cp in ipairs(carried) do
-        if log_origin and cp.origin ~= log_origin and not vkey then
-            problem(cp.where, "origin %s is not the audit log's (%s)", cp.origin, log_origin)
+    local function origin_of(d)
+        local cps = ls(d, "^cp%-%d+%.note$")
+        local cp = cps[1] and _M.from_file(d .. "/" .. cps[1])
+        return cp and cp.origin
+    end
+    local dir = opts.audit
+    local chains = { { dir = dir, origin = origin_of(dir), cps = {} } }
+    local log_origin = chains[1].origin
+    for _, name in ipairs(ls(dir, "^[A-Za-z0-9._-]+%.%d+/$")) do
+        local d = dir .. "/" .. name:sub(1, -2)
+        chains[#chains + 1] = { dir = d, origin = origin_of(d), cps = {} }
+    end
+    for _, cp in ipairs(carried) do
+        local into = chains[1]
+        for _, ch in ipairs(chains) do
+            if ch.origin == cp.origin then into = ch end
         end
-        local path = os.tmpname()
-        local f = io.open(path, "wb")
-        f:write(cp.note)
-        f:close()
-        files[i], paths[path] = path, cp
+        into.cps[#into.cps + 1] = cp
     end
-    local extra = ffi.new("const char *[?]", #files + 1)
-    for i, path in ipairs(files) do extra[i - 1] = path end
     local records, ledger_recs = 0, 0
+    local paths = {}
     local report = ffi.cast("rau_report_fn", function(_, where, what)
         local w = ffi.string(where)
         local cp = paths[w]
@@ -245,14 +266,35 @@ function _M.check(events, opts, problem, sum)
             end
         end
     end)
-    local n = ffi.new("uint64_t[1]")
-    local rc = C.rau_verify_dir_list(dir, vkey, extra, #files, report, each, nil, n)
+    -- Each chain with every note carried for its origin as a checkpoint kept elsewhere: the
+    -- verifier recomputes the root of the log's first `size` records for each (a rewritten
+    -- log, or one restored from an old backup, has other roots: a fork; a shorter one: a
+    -- rollback).
+    for ci, ch in ipairs(chains) do
+        local files = {}
+        for i, cp in ipairs(ch.cps) do
+            if ci == 1 and log_origin and cp.origin ~= log_origin and not vkey then
+                problem(cp.where, "origin %s is not the audit log's (%s)", cp.origin, log_origin)
+            end
+            local path = os.tmpname()
+            local f = io.open(path, "wb")
+            f:write(cp.note)
+            f:close()
+            files[i], paths[path] = path, cp
+        end
+        local extra = ffi.new("const char *[?]", #files + 1)
+        for i, path in ipairs(files) do extra[i - 1] = path end
+        local k = vkey
+        if vkey and ch.origin then k = vkey_for(ch.origin) end
+        local n = ffi.new("uint64_t[1]")
+        local rc = C.rau_verify_dir_list(ch.dir, k, extra, #files, report, each, nil, n)
+        for _, path in ipairs(files) do os.remove(path) end
+        if rc < 0 then
+            problem("audit " .. ch.dir, "%s", ffi.string(C.rau_err_name(rc)))
+        end
+    end
     report:free()
     each:free()
-    for _, path in ipairs(files) do os.remove(path) end
-    if rc < 0 then
-        problem("audit " .. dir, "%s", ffi.string(C.rau_err_name(rc)))
-    end
     sum.audit_records, sum.audit_ledger_records = records, ledger_recs
     -- The feed's records: every event up to the last one recorded, each exactly once.
     local through, nfed = 0, 0

@@ -21,10 +21,11 @@ local verify = require "ron.ledger.verify"
 
 local ORIGIN = "ron-audit/gw-1/daemon"
 
-local function keygen(dir)
+local function keygen(dir, origin, sfx)
     local sk, vk = ffi.new("char[256]"), ffi.new("char[256]")
-    assert(C.rau_note_keygen(ORIGIN, sk, 256, vk, 256) == 0)
-    local skp, vkp = dir .. "/signer.key", dir .. "/verifier.pub"
+    assert(C.rau_note_keygen(origin or ORIGIN, sk, 256, vk, 256) == 0)
+    local skp = dir .. "/signer.key" .. (sfx or "")
+    local vkp = dir .. "/verifier.pub" .. (sfx or "")
     local f = assert(io.open(skp, "wb"))
     f:write(ffi.string(sk), "\n")
     f:close()
@@ -35,9 +36,9 @@ local function keygen(dir)
 end
 
 -- n records in a fresh log with a checkpoint every `every`; its directory.
-local function make_log(dir, skp, n, every, salt)
+local function make_log(dir, skp, n, every, salt, stream)
     os.execute("mkdir -p '" .. dir .. "'")
-    local lg = assert(audit.open { writer_id = "gw-1", stream = "daemon", dir = dir,
+    local lg = assert(audit.open { writer_id = "gw-1", stream = stream or "daemon", dir = dir,
                                    key_path = skp, checkpoint_every = every })
     for i = 1, n do
         assert(lg:emit("reject", { reason = "no_token", n = i, salt = salt or "a" },
@@ -153,6 +154,34 @@ describe("audit checkpoints in the ledger's feed", function()
         assert.same({}, problems)
         assert.equal(3, sum.attested)
     end)
+    it("AUD-I-38: ledger verify checks every chain of a sharded trail with its own key",
+       function()
+        local led, s = engine()
+        keygen(tmp, ORIGIN .. ".1", ".1") -- signer.key.1, verifier.pub.1
+        local log = tmp .. "/log"
+        make_log(log, skp, 10, 5)
+        make_log(log .. "/daemon.1", skp .. ".1", 15, 5, "c2", "daemon.1")
+        for _, n in ipairs { 5, 10 } do assert(led:attest(assert(A.latest(log, n)))) end
+        for _, n in ipairs { 5, 15 } do
+            assert(led:attest(assert(A.latest(log .. "/daemon.1", n))))
+        end
+        local sum, problems = run_verify(s, { audit = log, audit_vkey = vkp })
+        assert.same({}, problems)
+        assert.equal(4, sum.attested)
+        assert.equal(25, sum.audit_records) -- both chains read
+        -- chain 2 rewritten: its carried roots are reported, chain 1's are not
+        os.execute("rm -rf '" .. log .. "/daemon.1'")
+        make_log(log .. "/daemon.1", skp .. ".1", 15, 5, "forged", "daemon.1")
+        sum, problems = run_verify(s, { audit = log, audit_vkey = vkp })
+        assert.equal(2, #problems, table.concat(problems, "\n"))
+        for _, p in ipairs(problems) do assert.matches("daemon.1", p, 1, true) end
+        -- without chain 2's verifier key its notes do not verify with chain 1's
+        os.remove(vkp .. ".1")
+        os.execute("rm -rf '" .. log .. "/daemon.1'")
+        sum, problems = run_verify(s, { audit_vkey = vkp })
+        assert.equal(2, #problems, table.concat(problems, "\n"))
+    end)
+
     it("ledger verify: the feed's ledger.event records, each event seq exactly once",
        function()
         local led, s = engine()

@@ -200,6 +200,141 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         for i, r in ipairs(recs) do assert.equal(i, r.seq) end
     end)
 
+    it("AUD-I-38: several emitters over 3 chains: each chain gapless and verified, every event once", function()
+        local seed = os.time()
+        print("seed: " .. seed)
+        math.randomseed(seed)
+        local dir = S.tmpname(".audit")
+        S.run_task(function(task)
+            local h = open(dir, { queue_cap = 100000, batch = 64, shards = 3 })
+            local emitters = {}
+            for e = 1, 4 do
+                emitters[e] = task.spawn("emitter-" .. e, function()
+                    for i = 1, 250 do
+                        assert(h:emit("reject", { emitter = e, i = i }))
+                        if math.random(10) == 1 then task.sleep(math.random(0, 2)) end
+                    end
+                end)
+            end
+            for _, t in ipairs(emitters) do assert(t:join()) end
+            assert(h:emit_keyed("ledger.event", { event_seq = 1 }, 7))
+            assert(h:wait_durable())
+            local st = h:stats()
+            assert.equal(1001, st.durable_seq)
+            assert.equal(3, #st.chains)
+            assert(h:close())
+        end)
+        local seen, total = {}, 0
+        for i, sub in ipairs { dir, dir .. "/daemon.1", dir .. "/daemon.2" } do
+            local rc, recs, out = verify_list(sub)
+            assert.equal(0, rc, out)
+            assert.is_true(#recs >= 300, "chain " .. i .. ": " .. #recs) -- dealt round-robin
+            for j, r in ipairs(recs) do
+                assert.equal(j, r.seq) -- gapless
+                if r.kind == "reject" then
+                    local n = tonumber(r.rest:match("n=(%d+)"))
+                    assert.is_nil(seen[n], "event number " .. tostring(n) .. " twice")
+                    seen[n] = true
+                else
+                    assert.equal(1, i) -- emit_keyed: always chain 1
+                    assert.equal("ledger.event", r.kind)
+                end
+            end
+            total = total + #recs
+        end
+        assert.equal(1001, total)
+        for n = 1, 1000 do assert.is_true(seen[n], "event number " .. n) end
+    end)
+
+    it("AUD-I-38 AUD-I-18: sharded backpressure: each chain's Gap has its exact count", function()
+        print("seed: none (no randomness)")
+        local dir = S.tmpname(".audit")
+        local drops
+        S.run_task(function(task)
+            local h = open(dir, { queue_cap = 4, shards = 2 })
+            local busy = 0
+            for i = 1, 20 do -- no yield: the workers cannot take any meanwhile
+                local ok, err = h:emit("reject", { tenant = "t", reason = "r" .. i }, 1000 + i)
+                if not ok then
+                    assert.matches("^Busy", err)
+                    busy = busy + 1
+                end
+            end
+            assert.equal(12, busy) -- 2 chains x 4 queued
+            local st = h:stats()
+            assert.equal(12, st.drops.audit_backpressure)
+            drops = { st.chains[1].drops.audit_backpressure, st.chains[2].drops.audit_backpressure }
+            assert.equal(12, drops[1] + drops[2])
+            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 10 end,
+                                        5000))
+            assert.matches('audit_drop_total{reason="audit_backpressure"} 12', h:metrics_text(),
+                           1, true)
+            assert(h:close())
+        end)
+        for i, sub in ipairs { dir, dir .. "/daemon.1" } do
+            local rc, recs, out = verify_list(sub)
+            assert.equal(0, rc, out)
+            assert.equal(5, #recs)
+            assert.equal(4, count_kind(recs, "reject"))
+            assert.equal("gap", recs[5].kind)
+            assert.matches("dropped=" .. drops[i] .. " ", recs[5].rest, 1, true)
+        end
+    end)
+
+    it("AUD-I-38 AUD-I-20: a sharded close keeps ONE deadline: each chain's rest is its own Gap", function()
+        local dir = S.tmpname(".audit")
+        S.run_task(function()
+            local h = open(dir, { queue_cap = 100, interval_ms = 1000, shards = 2 })
+            for i = 1, 21 do assert(h:emit("reject", { i = i }, 7000 + i)) end
+            assert(h:close(0))
+            assert.equal(21, h:stats().drops.shutdown_deadline)
+            assert.matches("^Closed", select(2, h:emit("reject", {}, 1)))
+        end)
+        for sub, want in pairs { [dir] = 'dropped=11 from_ts_ms=7001 reason="shutdown_deadline" '
+                                          .. 'to_ts_ms=7021',
+                                 [dir .. "/daemon.1"] = 'dropped=10 from_ts_ms=7002 '
+                                          .. 'reason="shutdown_deadline" to_ts_ms=7020' } do
+            local rc, recs, out = verify_list(sub)
+            assert.equal(0, rc, out)
+            assert.equal(1, #recs)
+            assert.matches(want, recs[1].rest, 1, true)
+        end
+    end)
+
+    it("AUD-I-38: a sharded host signs each chain with its own key (key_path.<i>)", function()
+        local dir = S.tmpname(".audit")
+        local kdir = S.tmpname(".keys")
+        os.execute("mkdir -p " .. S.shell_quote(kdir))
+        local sk = kdir .. "/signer.key"
+        for i, name in ipairs { "daemon", "daemon.1" } do
+            local sfx = i == 1 and "" or ".1"
+            local _, krc = S.run(BIN .. " audit keygen ron-audit/node-1/" .. name .. " " ..
+                                 S.shell_quote(sk .. sfx) .. " " ..
+                                 S.shell_quote(kdir .. "/verifier.pub" .. sfx))
+            assert.equal(0, krc)
+        end
+        local cps
+        S.run_task(function(task)
+            local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5, shards = 2 })
+            for i = 1, 40 do assert(h:emit("reject", { i = i }, i)) end
+            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 40 end,
+                                        5000))
+            cps = h:checkpoints()
+            assert(h:close())
+        end)
+        assert.equal("ron-audit/node-1/daemon", cps[1].origin)
+        assert.equal("ron-audit/node-1/daemon.1", cps[2].origin)
+        local rc, recs, out = verify_list(dir, kdir .. "/verifier.pub")
+        assert.equal(0, rc, out)
+        assert.equal(20, #recs)
+        rc, recs, out = verify_list(dir .. "/daemon.1", kdir .. "/verifier.pub.1")
+        assert.equal(0, rc, out)
+        assert.equal(20, #recs)
+        -- chain 2's checkpoints do not verify with chain 1's key (AUD-I-10)
+        rc = verify_list(dir .. "/daemon.1", kdir .. "/verifier.pub")
+        assert.are_not.equal(0, rc)
+    end)
+
     it("latest_checkpoint: origin, size and root of the last signed checkpoint, also after reopen", function()
         local dir = S.tmpname(".audit")
         local kdir = S.tmpname(".keys")

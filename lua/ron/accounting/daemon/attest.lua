@@ -89,6 +89,29 @@ function A:run()
     repeat self:round() until not task.sleep(self.every_ms)
 end
 
+-- Several (one per chain of a sharded trail, AUD-I-38) as one: one task, one round each,
+-- the metrics summed.
+local G = {}
+G.__index = G
+function _M.group(parts)
+    if #parts == 1 then return parts[1] end
+    return setmetatable({ parts = parts, every_ms = parts[1].every_ms }, G)
+end
+function G:round()
+    local n = 0
+    for _, p in ipairs(self.parts) do n = n + p:round() end
+    return n
+end
+G.run = A.run
+function G:metrics_text()
+    local sum = setmetatable({ carried = 0, conflicts = 0, failures = 0 }, A)
+    for _, p in ipairs(self.parts) do
+        sum.carried, sum.conflicts = sum.carried + p.carried, sum.conflicts + p.conflicts
+        sum.failures = sum.failures + p.failures
+    end
+    return sum:metrics_text()
+end
+
 -- The audit_attest_* families for /metrics (docs/reference/metrics.md).
 function A:metrics_text()
     return "# HELP audit_attested_total Audit checkpoints carried into a ledger's event feed.\n"

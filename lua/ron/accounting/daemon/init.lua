@@ -113,7 +113,7 @@ local function start_audit(cfg, p)
                 close_deadline_ms = cfg.drain_deadline_ms,
                 log = function(line) log("WARN", "audit: %s", line) end }
     for _, k in ipairs { "checkpoint_every", "queue_cap", "batch", "interval_ms",
-                         "io_deadline_ms", "rotate_bytes" } do
+                         "io_deadline_ms", "rotate_bytes", "shards" } do
         o[k] = a[k] or host.CONFIG_DEFAULTS[k]
     end
     if a.amnesia then
@@ -331,9 +331,13 @@ function _M.start(cfg)
             end }
         end
         if #targets > 0 then
-            d.attest = require("ron.accounting.daemon.attest").new {
-                audit = d.audit, dir = d.audit_dir, every_ms = every, targets = targets,
-                log = log }
+            -- one per chain (a sharded trail, AUD-I-38: each chain's own checkpoints)
+            local A, parts = require "ron.accounting.daemon.attest", {}
+            for i, c in ipairs(d.audit.chains or { d.audit }) do
+                parts[i] = A.new { audit = c, dir = c.dir or d.audit_dir, every_ms = every,
+                                   targets = targets, log = log }
+            end
+            d.attest = A.group(parts)
             task.spawn("audit_attest", d.attest.run, d.attest)
         end
     end
