@@ -42,6 +42,7 @@ local acct = require "ron.accounting"
 local rate = require "ron.ledger.rate"
 local store = require "ron.ledger.store"
 local sql = require "ron.ledger.store.sql"
+local schema = require "ron.ledger.store.schema"
 local usage = require "ron.ledger.usage"
 local lexp = require "ron.accounting.export.exporters.ledger"
 
@@ -182,6 +183,155 @@ local function baseline(s, windows, batch, exec_ddl)
     return rows / (now() - t0)
 end
 
+-- The "same rows" baseline (issue 15: "a plain INSERT loop of the same rows"): the rows a
+-- rated batch wrote, recorded from the primitives' arguments while it ran (postings,
+-- transfers, their transfer_accounts rows, intents: claims and outcomes, events), INSERTed
+-- again into a scratch copy of the store's tables (schema.ddl: the same columns, keys and
+-- indexes, no triggers: a plain INSERT maintains no projection) with plain multi-row INSERTs
+-- (no ON CONFLICT, no reads, no saga record, the transfer's n and the event's seq given by
+-- the loop), the same batching (one batch's rows, flushed once per batch) on the same store
+-- connection(s) in the same run. Not written: the balance projection's upserts, the saga
+-- record, the stream heads (one UPDATE per stream per batch).
+local ROWS = {
+    postings = { cols = { "transfer_id", "idx", "account", "asset_code", "scale", "amount",
+                          "status", "reservation", "created_by", "consumed_by", "shard" },
+                 types = "bibbiiibbbi" },
+    transfers = { cols = { "n", "id", "bytes", "intent", "book", "created_at_ms", "metadata" },
+                  types = "ibbbbib", overriding = true },
+    transfer_accounts = { cols = { "account", "n" }, types = "bi" },
+    intents = { cols = { "key", "status", "transfer_id", "code", "message", "body_hash" },
+                types = "bbbibb" },
+    events = { cols = { "book", "seq", "transfer_id", "kind", "data" }, types = "bibbb" },
+}
+local ROW_ORDER = { "postings", "transfers", "transfer_accounts", "intents", "events" }
+local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
+
+-- Wraps the write primitives of s to keep their arguments (only while rec.on, per batch
+-- rec.cur; the lists, converted to rows after the timed loop: the recording costs the rated
+-- path a copy of each list, ~1 us per slice).
+local function recording(s)
+    local rec = { on = false, cur = 0, calls = {} }
+    for _, name in ipairs { "insert_postings", "store_transfers", "put_intents",
+                            "append_events" } do
+        local orig = s[name]
+        s[name] = function(self, a, b)
+            if rec.on then
+                local l = rec.calls[rec.cur]
+                if not l then l = {}; rec.calls[rec.cur] = l end
+                -- the list copied (a caller may reuse its table), not its rows
+                local list = name == "append_events" and b or a
+                local copy = {}
+                for i = 1, #list do copy[i] = list[i] end
+                if name == "append_events" then l[#l + 1] = { name, a, copy }
+                else l[#l + 1] = { name, copy } end
+            end
+            return orig(self, a, b)
+        end
+    end
+    return rec
+end
+
+-- A batch's recorded calls -> { [table] = rows }; ctr = { n =, seq =, seen = {} } runs over
+-- the batches (the transfer's n and the event's seq a plain INSERT loop would give; a row
+-- written again after a short count, e.g. an event whose seq a racing lane took, once).
+local function rows_of(calls, ctr)
+    local rows = {}
+    for _, t in ipairs(ROW_ORDER) do rows[t] = {} end
+    local seen = ctr.seen
+    local function add(t, row, key)
+        key = t .. "\0" .. key
+        if seen[key] then return false end
+        seen[key] = true
+        local l = rows[t]
+        l[#l + 1] = row
+        return true
+    end
+    for _, c in ipairs(calls or {}) do
+        local name, a, b = c[1], c[2], c[3]
+        if name == "insert_postings" then
+            for _, p in ipairs(a) do
+                add("postings", { p.id.transfer_id, p.id.index, p.account, p.asset.code,
+                                  p.asset.scale, p.amount, PSTATUS[p.status or "active"],
+                                  p.reservation, p.created_by or p.id.transfer_id,
+                                  p.consumed_by, sql.shard(p.id.transfer_id, p.id.index) },
+                    p.id.transfer_id .. p.id.index)
+            end
+        elseif name == "store_transfers" then
+            for _, e in ipairs(a) do
+                local r = e.rec
+                if add("transfers", { ctr.n + 1, r.id, r.bytes, r.intent, r.book,
+                                      r.created_at_ms or 0, r.metadata }, r.id) then
+                    ctr.n = ctr.n + 1
+                    for _, acc in ipairs(e.involved or {}) do
+                        add("transfer_accounts", { acc, ctr.n }, acc .. ctr.n)
+                    end
+                end
+            end
+        elseif name == "put_intents" then
+            for _, e in ipairs(a) do
+                local o = e.outcome
+                add("intents", { e.key, o.status, o.transfer_id, o.code, o.message,
+                                 o.body_hash }, e.key)
+            end
+        else -- append_events(book, list)
+            for _, e in ipairs(b) do
+                if add("events", { a, ctr.seq + 1, e.transfer_id, e.kind, e.data },
+                       a .. "\0" .. e.transfer_id .. "\0" .. e.kind) then
+                    ctr.seq = ctr.seq + 1
+                end
+            end
+        end
+    end
+    return rows
+end
+
+-- The scratch tables: the store's own DDL under another prefix, without the triggers.
+local function same_rows_ddl(s, prefix)
+    local out = {}
+    for _, stmt in ipairs(schema.ddl(s.dialect, prefix)) do
+        if not stmt:find("TRIGGER", 1, true) and not stmt:find("FUNCTION", 1, true)
+           and not stmt:find("^UPDATE") then
+            out[#out + 1] = stmt
+        end
+    end
+    return out
+end
+
+local same_cache = {}
+local function same_insert(s, prefix, t, n)
+    local key = s.dialect .. prefix .. t .. "#" .. n
+    if not same_cache[key] then
+        local d = ROWS[t]
+        local one = "(" .. d.types:gsub(".", "?%0,"):sub(1, -2) .. ")"
+        same_cache[key] = sql.render(s.dialect, prefix, "INSERT INTO @" .. t .. " ("
+            .. table.concat(d.cols, ", ") .. ")"
+            .. ((d.overriding and s.dialect == "postgres") and " OVERRIDING SYSTEM VALUE" or "")
+            .. " VALUES " .. string.rep(one, n, ","))
+    end
+    return same_cache[key]
+end
+
+-- One batch's recorded rows, table by table, in multi-row INSERTs of at most 1024 rows and
+-- 5632 parameters (postings: 512, the store's own bound). -> rows written
+local function same_rows_write(s, prefix, rows)
+    local total = 0
+    for _, t in ipairs(ROW_ORDER) do
+        local list, w = rows[t], #ROWS[t].types
+        local chunk = math.min(1024, math.floor(5632 / w))
+        for i = 1, #list, chunk do
+            local n = math.min(chunk, #list - i + 1)
+            local b = { n = n * w }
+            for j = 0, n - 1 do
+                local r = list[i + j]
+                for c = 1, w do b[j * w + c] = r[c] end
+            end
+            assert(assert(s.drv:write(same_insert(s, prefix, t, n), b)) == n)
+        end
+        total = total + #list
+    end
+    return total
+end
+
 local function sqlite_path(name)
     local p = opts.dir .. "/bench-ledger-rating-" .. name .. ".sqlite"
     for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
@@ -263,6 +413,7 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     end
     local s = open()
     local calls = counting(s)
+    local rec = recording(s)
     local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
     assert(e:ready())
     -- warm-up: the tenants' accounts and the statements (not timed)
@@ -276,10 +427,13 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     local by0, tby0 = {}, {}
     for k, v in pairs(calls.by) do by0[k], tby0[k] = v, calls.tby[k] end
     local t0 = now()
-    for _, b in ipairs(batches) do
+    rec.on = true
+    for bi, b in ipairs(batches) do
+        rec.cur = bi
         local r = e:put_many(b)
         for i = 1, #b do assert(r[i][1] == "ok", tostring(r[i][1]) .. " " .. tostring(r[i][2])) end
     end
+    rec.on = false
     local dt = now() - t0
     local total = #all
     local sps = total / dt
@@ -313,11 +467,27 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     end
     local base = total / (now() - tb0)
     local ratio = sps / base
+    -- the same rows, plain (see ROWS): converted before the clock starts
+    local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows".') or "rows_"
+    for _, stmt in ipairs(same_rows_ddl(s, prefix)) do assert(exec_ddl_of(s)(stmt)) end
+    local ctr, conv = { n = 0, seq = 0, seen = {} }, {}
+    for bi = 1, #batches do conv[bi] = rows_of(rec.calls[bi], ctr) end
+    local ts0, nrows = now(), 0
+    for bi = 1, #batches do
+        nrows = nrows + same_rows_write(s, prefix, conv[bi])
+        if s.durability == "ack" then assert(s:flush() == 1) end
+    end
+    local same_dt = now() - ts0
+    local same = total / same_dt
+    local ratio_same = sps / same
     local label = ("%s ack batch %4d, %3d stream%s"):format(backend, bsize, streams,
                                                             streams == 1 and " " or "s")
     print(("%-36s %6d slices: rated %8.0f slices/s (%5.2f store calls/slice), plain INSERT "
            .. "(batch of %d) %8.0f rows/s, ratio %.2f"):format(label, total, sps, per, bsize,
                                                               base, ratio))
+    print(("    the same rows plain (%.1f rows/slice, batch of %d slices, %d rows/s): %.0f "
+           .. "slices/s, ratio %.2f"):format(nrows / total, bsize, nrows / same_dt, same,
+                                             ratio_same))
     print("    store calls per batch: " .. table.concat(parts, ", "))
     print(("    time per slice: %.0f us, in store calls %.0f us (%.0f%%), engine + exporter "
            .. "(Lua) %.0f us; top calls (us/slice): %s"):format(dt / total * 1e6,
@@ -326,9 +496,11 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     emit(('{"bench":"ledger-rating","name":"rating_batch_%s_%d_%d","params":{"slices":%d,'
           .. '"streams":%d,"batch":%d,"durability":"ack"},"slices_per_s":%.1f,'
           .. '"store_calls_per_slice":%.3f,"store_time_share":%.3f,"baseline":"insert_batch_%d",'
-          .. '"baseline_rows_per_s":%.1f,"ratio":%.3f,"loadavg":"%s"}')
+          .. '"baseline_rows_per_s":%.1f,"ratio":%.3f,"same_rows_per_slice":%.2f,'
+          .. '"same_rows_slices_per_s":%.1f,"ratio_same_rows":%.3f,"loadavg":"%s"}')
          :format(backend:gsub(" ", ""), bsize, streams, total, streams, bsize, sps, per,
-                 in_store / dt, bsize, base, ratio, B.loadavg()))
+                 in_store / dt, bsize, base, ratio, nrows / total, same, ratio_same,
+                 B.loadavg()))
     results[#results + 1] = { label = label, sps = sps, base = base, ratio = ratio }
     e:close()
     s:close()

@@ -201,6 +201,42 @@ describe("store on a real PostgreSQL", function()
         end)
     end)
 
+    -- the list primitives' columns (ron.ledger.store.sql PG_ARRAY): one binary array each
+    it("pq.array: bytea[] and bigint[] parameters, NULLs, empty, misuse; pq.unhex", function()
+        in_task(function()
+            local pq = require "ron.accounting.net.postgres_c"
+            local s = make()
+            local q = "SELECT coalesce(array_length($1::bytea[], 1), 0), "
+                      .. "array_to_string(array(SELECT coalesce(encode(x, 'hex'), 'N') "
+                      .. "FROM unnest($1::bytea[]) AS x), ','), "
+                      .. "array_to_string(array(SELECT coalesce(x::text, 'N') "
+                      .. "FROM unnest($2::bigint[]) AS x), ',')"
+            local rows = assert(s.drv.db:query(q, { pq.array("bytea", { "\0a", nil, "", "\\x" }, 4),
+                pq.array("int8", { -1, nil, 2 ^ 53, "-9223372036854775808", "9223372036854775807" },
+                         5) }))
+            assert.same({ "4", "0061,N,,5c78",
+                          "-1,N,9007199254740992,-9223372036854775808,9223372036854775807" },
+                        { rows[1][1], rows[1][2], rows[1][3] })
+            rows = assert(s.drv.db:query(q, { pq.array("bytea", {}), pq.array("int8", {}, 0) }))
+            assert.same({ "0", "", "" }, { rows[1][1], rows[1][2], rows[1][3] })
+            assert.has_error(function() pq.array("text", {}) end)
+            assert.has_error(function() pq.array("bytea", { 1 }) end)
+            assert.has_error(function() pq.array("int8", { 1.5 }) end)
+            assert.has_error(function() pq.array("int8", { "12x" }) end)
+            assert.has_error(function() pq.array("int8", { true }) end)
+            assert.equal("\0a\255", pq.unhex("\\x0061fF"))
+            assert.equal("", pq.unhex("\\x"))
+            assert.is_nil(pq.unhex("\\x0"))
+            assert.is_nil(pq.unhex("\\xzz"))
+            assert.is_nil(pq.unhex("0061"))
+            assert.is_nil(pq.unhex(nil))
+            local long = string.rep("\1\2\3", 300)
+            rows = assert(s.drv.db:query("SELECT $1::bytea", { pq.bytea(long) }))
+            assert.equal(long, pq.unhex(rows[1][1]))
+            s:close()
+        end)
+    end)
+
     it("refuses a newer schema version and classifies failures (LED-24)", function()
         in_task(function()
             local s = make()

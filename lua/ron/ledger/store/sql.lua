@@ -371,14 +371,102 @@ local BUILD = {
 
 _M.BUILD = BUILD
 
-local PG_TYPE = { b = "bytea", i = "bigint" }
+-- PostgreSQL: the list primitives with one ARRAY parameter per column ("?B" bytea[], "?I"
+-- bigint[]) instead of a VALUES list of n tuples: `unnest(...)`, `= ANY(...)`. The text is
+-- the same whatever the list's length, so the server parses and plans a few hundred bytes
+-- instead of thousands of parameters (a 512-posting insert was 5632 of them), and the
+-- driver sends one binary array per column instead of one parameter per value (the semantics
+-- are the VALUES forms' above, statement for statement; the conformance suite runs both).
+-- The Store methods build their binds once, as for SQLite: `at` leading scalars, then the
+-- list's tuples (one group per entry of `groups`, each tuple's column types; n tuples, and
+-- n2 for the second group), then trailing scalars; pg_binds turns the tuples into columns.
+local PG_ARRAY = {
+    insert_postings = { at = 0, groups = { "bibbiiibbbi" }, sql =
+        "INSERT INTO @postings (" .. POSTING_COLS .. ", shard) SELECT * FROM unnest(?B, ?I, ?B, "
+        .. "?B, ?I, ?I, ?I, ?B, ?B, ?B, ?I) ON CONFLICT DO NOTHING" },
+    reserve_postings = { at = 1, groups = { "bi" }, sql =
+        "UPDATE @postings SET status = 1, reservation = ?b WHERE status = 0 AND "
+        .. "(transfer_id, idx) IN (SELECT * FROM unnest(?B, ?I))" },
+    release_postings = { at = 1, groups = { "bi" }, sql =
+        "UPDATE @postings SET status = 0, reservation = NULL WHERE status = 1 AND "
+        .. "reservation = ?b AND (transfer_id, idx) IN (SELECT * FROM unnest(?B, ?I))" },
+    deactivate_reserved = { at = 2, groups = { "bi" }, sql =
+        "UPDATE @postings SET status = 2, consumed_by = ?b WHERE status = 1 AND "
+        .. "reservation = ?b AND (transfer_id, idx) IN (SELECT * FROM unnest(?B, ?I))" },
+    deactivate_active = { at = 1, groups = { "bi" }, sql =
+        "UPDATE @postings SET status = 2, consumed_by = ?b WHERE status = 0 AND "
+        .. "(transfer_id, idx) IN (SELECT * FROM unnest(?B, ?I))" },
+    get_postings = { at = 0, groups = { "bi" }, sql =
+        "SELECT " .. POSTING_COLS .. " FROM @postings WHERE (transfer_id, idx) IN "
+        .. "(SELECT * FROM unnest(?B, ?I)) ORDER BY transfer_id, idx" },
+    get_accounts = { at = 0, groups = { "b" }, sql =
+        "SELECT " .. ACCOUNT_COLS .. " FROM @accounts a WHERE id = ANY(?B) AND version = "
+        .. "(SELECT max(version) FROM @accounts b WHERE b.id = a.id)" },
+    get_balances = { at = 0, groups = { "bbi" }, sql =
+        "SELECT account, asset_code, scale, CAST(sum(amount) AS BIGINT) FROM @balances "
+        .. "WHERE (account, asset_code, scale) IN (SELECT * FROM unnest(?B, ?B, ?I)) "
+        .. "GROUP BY account, asset_code, scale" },
+    get_heads = { at = 0, groups = { "bbi" }, sql =
+        "SELECT account, asset_code, scale, version, holder FROM @heads WHERE "
+        .. "(account, asset_code, scale) IN (SELECT * FROM unnest(?B, ?B, ?I))" },
+    get_intents = { at = 0, groups = { "b" }, sql =
+        "SELECT key, status, transfer_id, code, message, body_hash FROM @intents "
+        .. "WHERE key = ANY(?B)" },
+    put_intents = { at = 0, groups = { "bbbibb" }, sql =
+        "INSERT INTO @intents (key, status, transfer_id, code, message, body_hash) "
+        .. "SELECT * FROM unnest(?B, ?B, ?B, ?I, ?B, ?B) ON CONFLICT DO NOTHING" },
+    -- each query its own index range scan with its own LIMIT (LATERAL), numbered by its
+    -- position like the UNION ALL form
+    get_postings_by_pairs = { at = 0, groups = { "bbiii" }, sql =
+        "SELECT q.o, p.* FROM unnest(?B, ?B, ?I, ?I, ?I) WITH ORDINALITY AS q (a, c, s, st, l, o) "
+        .. "CROSS JOIN LATERAL (SELECT " .. POSTING_COLS .. " FROM @postings WHERE account = q.a "
+        .. "AND asset_code = q.c AND scale = q.s AND status = q.st "
+        .. "ORDER BY amount DESC, transfer_id, idx LIMIT q.l) AS p" },
+    deactivate_many = { at = 0, groups = { "bib" }, sql =
+        "UPDATE @postings SET status = 2, consumed_by = v.c FROM unnest(?B, ?I, ?B) AS v (t, i, c) "
+        .. "WHERE @postings.transfer_id = v.t AND @postings.idx = v.i "
+        .. "AND @postings.status = 1 AND @postings.reservation = ?b" },
+    store_transfers_pg = { at = 0, groups = { "bbbbib", "bb" }, sql =
+        "WITH ins AS (INSERT INTO @transfers (id, bytes, intent, book, created_at_ms, metadata) "
+        .. "SELECT * FROM unnest(?B, ?B, ?B, ?B, ?I, ?B) ON CONFLICT DO NOTHING RETURNING id, n), "
+        .. "acc AS (INSERT INTO @transfer_accounts (account, n) SELECT v.a, ins.n FROM ins "
+        .. "JOIN unnest(?B, ?B) AS v (t, a) ON v.t = ins.id ON CONFLICT DO NOTHING RETURNING 1) "
+        .. "SELECT count(*) FROM ins" },
+    append_events_pg = { at = 1, groups = { "ibbb" }, sql =
+        "WITH ins AS (INSERT INTO @events (book, seq, transfer_id, kind, data) "
+        .. "SELECT ?b, m.s + row_number() OVER (ORDER BY v.o), v.t, v.k, v.d "
+        .. "FROM unnest(?I, ?B, ?B, ?B) AS v (o, t, k, d), "
+        .. "(SELECT coalesce(max(seq), 0) AS s FROM @events WHERE book = ?b) AS m "
+        .. "WHERE NOT EXISTS (SELECT 1 FROM @events e WHERE e.book = ?b AND "
+        .. "e.transfer_id = v.t AND e.kind = v.k) ON CONFLICT DO NOTHING RETURNING seq) "
+        .. "SELECT count(*), coalesce(min(seq), 0) FROM ins" },
+    get_events_for = { at = 2, groups = { "b" }, sql =
+        "SELECT book, seq, transfer_id, kind, data FROM @events WHERE book = ?b AND "
+        .. "kind = ?b AND transfer_id = ANY(?B) ORDER BY seq" },
+    get_streams = { at = 0, groups = { "bb" }, sql =
+        "SELECT tenant, dimension, seq, b3 FROM @usage_streams WHERE (tenant, dimension) "
+        .. "IN (SELECT * FROM unnest(?B, ?B))" },
+    insert_streams = { at = 0, groups = { "bbib" }, sql =
+        "INSERT INTO @usage_streams (tenant, dimension, seq, b3) SELECT * FROM "
+        .. "unnest(?B, ?B, ?I, ?B) ON CONFLICT DO NOTHING" },
+    advance_streams = { at = 0, groups = { "bbibib" }, sql =
+        "UPDATE @usage_streams SET seq = v.s, b3 = v.b FROM unnest(?B, ?B, ?I, ?B, ?I, ?B) "
+        .. "AS v (t, d, s, b, ps, pb) WHERE @usage_streams.tenant = v.t AND "
+        .. "@usage_streams.dimension = v.d AND @usage_streams.seq = v.ps AND "
+        .. "@usage_streams.b3 = v.pb" },
+}
+_M.PG_ARRAY = PG_ARRAY
 
--- "?b"/"?i" -> the dialect's placeholders; "@name" -> the table's (prefixed) name.
+local PG_TYPE = { b = "bytea", i = "bigint", B = "bytea[]", I = "bigint[]" }
+local ARRAY_KIND = { b = "bytea", i = "int8" }
+
+-- "?b"/"?i" (and "?B"/"?I": arrays, PostgreSQL only) -> the dialect's placeholders;
+-- "@name" -> the table's (prefixed) name.
 function _M.render(dialect, prefix, text)
     text = schema.expand(text, prefix)
     if dialect == "postgres" then
         local k = 0
-        return (text:gsub("%?([bi])", function(t)
+        return (text:gsub("%?([biBI])", function(t)
             k = k + 1
             return "$" .. k .. "::" .. PG_TYPE[t]
         end))
@@ -386,14 +474,55 @@ function _M.render(dialect, prefix, text)
     return (text:gsub("%?[bi]", "?"))
 end
 
-local function stmt(self, name, n, n2)
+-- binds (at scalars, the groups' tuples, trailing scalars) -> the same with each group's
+-- tuples as one array per column: { array = "bytea" | "int8", n = rows, ... } (the driver
+-- encodes it).
+local function pg_binds(spec, binds, n, n2)
+    local out, at = {}, spec.at
+    for i = 1, at do out[i] = binds[i] end
+    local k, src = at, at
+    for g, types in ipairs(spec.groups) do
+        local rows = g == 1 and n or (n2 or 0)
+        local w = #types
+        for c = 1, w do
+            local col = { array = ARRAY_KIND[types:sub(c, c)], n = rows }
+            local j = src + c
+            for r = 1, rows do
+                col[r] = binds[j]
+                j = j + w
+            end
+            out[k + c] = col
+        end
+        k, src = k + w, src + rows * w
+    end
+    local last = binds.n or #binds
+    for i = src + 1, last do
+        k = k + 1
+        out[k] = binds[i]
+    end
+    out.n = k
+    return out
+end
+
+-- The statement text and its binds for (name, list length n[, n2]).
+local function stmt(self, name, n, n2, binds)
+    local spec = self.dialect == "postgres" and PG_ARRAY[name]
+    if spec then
+        local key = name .. "[]"
+        local s = self.sql_cache[key]
+        if not s then
+            s = _M.render(self.dialect, self.prefix, spec.sql)
+            self.sql_cache[key] = s
+        end
+        return s, pg_binds(spec, binds, n, n2)
+    end
     local key = n and (name .. "#" .. n .. (n2 and ("#" .. n2) or "")) or name
     local s = self.sql_cache[key]
     if not s then
         s = _M.render(self.dialect, self.prefix, BUILD[name](n, n2))
         self.sql_cache[key] = s
     end
-    return s
+    return s, binds
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -443,11 +572,13 @@ function _M.new(drv, dialect, prefix)
 end
 
 local function write(self, name, n, binds, n2)
-    return self.drv:write(stmt(self, name, n, n2), binds)
+    local text, b = stmt(self, name, n, n2, binds)
+    return self.drv:write(text, b)
 end
 
 local function read(self, name, n, binds, rtypes, n2)
-    return self.drv:read(stmt(self, name, n, n2), binds, rtypes)
+    local text, b = stmt(self, name, n, n2, binds)
+    return self.drv:read(text, b, rtypes)
 end
 
 local function read_one(self, name, n, binds, rtypes, f)
