@@ -49,7 +49,7 @@ local lexp = require "ron.accounting.export.exporters.ledger"
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600,
                statement_slices = 160, streams = 8, pg = true, sqlite = true,
                batches = { 64, 256, 1024 }, batch_slices = 4096, batch_streams = 64,
-               single = true }
+               single = true, pg_stats = false }
 do
     local i = 1
     while i <= #arg do
@@ -63,6 +63,7 @@ do
         elseif a == "--no-pg" then opts.pg = false; i = i + 1
         elseif a == "--no-sqlite" then opts.sqlite = false; i = i + 1
         elseif a == "--no-single" then opts.single = false; i = i + 1
+        elseif a == "--pg-stats" then opts.pg_stats = true; i = i + 1
         elseif a == "--batch-slices" then opts.batch_slices = assert(tonumber(v)); i = i + 2
         elseif a == "--batch-streams" then opts.batch_streams = assert(tonumber(v)); i = i + 2
         elseif a == "--batches" then
@@ -73,7 +74,8 @@ do
             io.stderr:write("usage: ron-accounting run bench-ledger-rating-pg.lua [--quick] "
                             .. "[--out FILE] [--dir DIR] [--slices N] [--statement-slices N] "
                             .. "[--streams N] [--no-pg] [--no-sqlite] [--batches B,B,..] "
-                            .. "[--batch-slices N] [--batch-streams N] [--no-single]\n")
+                            .. "[--batch-slices N] [--batch-streams N] [--no-single] "
+                            .. "[--pg-stats]\n")
             os.exit(2)
         end
     end
@@ -332,6 +334,66 @@ local function same_rows_write(s, prefix, rows)
     return total
 end
 
+-- CPU seconds (user + system) of a process, and of this one and of the PostgreSQL server
+-- the bench started (its postmaster and the postmaster's children: the pool's backends, the
+-- WAL writer...): on 2 shared cores the server's CPU per slice competes with the engine's.
+local CLK_TCK = 100
+local function proc_cpu(pid)
+    local f = io.open("/proc/" .. pid .. "/stat")
+    if not f then return 0 end
+    local st = f:read("*l")
+    f:close()
+    local rest = st and st:match("%) (.*)$")
+    if not rest then return 0 end
+    local fields = {}
+    for x in rest:gmatch("%S+") do fields[#fields + 1] = x end
+    -- fields from the state on: utime and stime are the stat file's 14th and 15th
+    return ((tonumber(fields[12]) or 0) + (tonumber(fields[13]) or 0)) / CLK_TCK
+end
+
+local server_dir -- the PostgreSQL cluster's directory while it runs
+local function server_cpu()
+    if not server_dir then return 0 end
+    local f = io.open(server_dir .. "/data/postmaster.pid")
+    local pm = f and f:read("*l")
+    if f then f:close() end
+    if not pm or not pm:match("^%d+$") then return 0 end
+    local total = proc_cpu(pm)
+    local p = io.popen("ps -o pid= --ppid " .. pm)
+    for pid in p:read("*a"):gmatch("%d+") do total = total + proc_cpu(pid) end
+    p:close()
+    return total
+end
+
+-- --pg-stats: the server's own time per statement (pg_stat_statements, loaded at start):
+-- reset before a timed case, the top statements printed after it (us per slice of
+-- execution inside the server, calls per batch, rows per call).
+local stats_cluster
+local function pg_stats_reset()
+    if stats_cluster then assert(stats_cluster:psql("SELECT pg_stat_statements_reset()")) end
+end
+
+local function pg_stats_read(slices)
+    if not stats_cluster then return nil end
+    return assert(stats_cluster:psql(
+        "SELECT round((total_exec_time * 1000 / " .. slices .. ")::numeric, 1), calls, rows, "
+        .. "regexp_replace(left(query, 90), '\\s+', ' ', 'g') FROM pg_stat_statements "
+        .. "WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 12"))
+end
+
+local function pg_stats_print(out, batches)
+    if not out then return end
+    print("    server execution (pg_stat_statements; us/slice, calls/batch, rows/call, statement):")
+    for line in out:gmatch("[^\n]+") do
+        local us, calls, rows, q = line:match("^([^|]*)|([^|]*)|([^|]*)|(.*)$")
+        if us then
+            print(("      %7s  %5.1f  %7.1f  %s"):format(us, tonumber(calls) / batches,
+                                                    tonumber(rows) / math.max(1, tonumber(calls)),
+                                                    q))
+        end
+    end
+end
+
 local function sqlite_path(name)
     local p = opts.dir .. "/bench-ledger-rating-" .. name .. ".sqlite"
     for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
@@ -426,6 +488,8 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     local c0, ct0 = calls.n, calls.t
     local by0, tby0 = {}, {}
     for k, v in pairs(calls.by) do by0[k], tby0[k] = v, calls.tby[k] end
+    pg_stats_reset()
+    local cpu0, srv0 = proc_cpu("self"), server_cpu()
     local t0 = now()
     rec.on = true
     for bi, b in ipairs(batches) do
@@ -435,6 +499,8 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     end
     rec.on = false
     local dt = now() - t0
+    local cpu_self, cpu_srv = proc_cpu("self") - cpu0, server_cpu() - srv0
+    local stats = pg_stats_read(#all)
     local total = #all
     local sps = total / dt
     local per = (calls.n - c0) / total
@@ -493,14 +559,18 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
            .. "(Lua) %.0f us; top calls (us/slice): %s"):format(dt / total * 1e6,
            in_store / total * 1e6, 100 * in_store / dt, (dt - in_store) / total * 1e6,
            table.concat(tparts, ", ")))
+    print(("    CPU per slice: this process %.0f us, the PostgreSQL server %.0f us (load %s)")
+          :format(cpu_self / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
+    pg_stats_print(stats, #batches)
     emit(('{"bench":"ledger-rating","name":"rating_batch_%s_%d_%d","params":{"slices":%d,'
           .. '"streams":%d,"batch":%d,"durability":"ack"},"slices_per_s":%.1f,'
           .. '"store_calls_per_slice":%.3f,"store_time_share":%.3f,"baseline":"insert_batch_%d",'
           .. '"baseline_rows_per_s":%.1f,"ratio":%.3f,"same_rows_per_slice":%.2f,'
-          .. '"same_rows_slices_per_s":%.1f,"ratio_same_rows":%.3f,"loadavg":"%s"}')
+          .. '"same_rows_slices_per_s":%.1f,"ratio_same_rows":%.3f,"cpu_us_per_slice":%.1f,'
+          .. '"server_cpu_us_per_slice":%.1f,"loadavg":"%s"}')
          :format(backend:gsub(" ", ""), bsize, streams, total, streams, bsize, sps, per,
                  in_store / dt, bsize, base, ratio, nrows / total, same, ratio_same,
-                 B.loadavg()))
+                 cpu_self / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
     results[#results + 1] = { label = label, sps = sps, base = base, ratio = ratio }
     e:close()
     s:close()
@@ -547,6 +617,15 @@ local function run()
         return
     end
     local cluster = assert(H.start { fsync = true })
+    server_dir = cluster.dir
+    if opts.pg_stats then
+        assert(cluster:psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"))
+        cluster:stop_server()
+        cluster:start_server()
+        local out, rc = cluster:psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        assert(rc == 0, out)
+        stats_cluster = cluster
+    end
     local okr, err = pcall(function()
         local n = 0
         if #opts.batches > 0 then
@@ -575,6 +654,7 @@ local function run()
             end
         end
     end)
+    server_dir, stats_cluster = nil, nil
     cluster:stop()
     if not okr then error(err, 0) end
 end

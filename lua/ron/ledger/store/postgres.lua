@@ -118,6 +118,8 @@ local function params(binds)
     return p
 end
 
+_M.params = params -- (specs: a statement explained with the parameters the driver sends)
+
 function Drv:write(text, binds)
     local rows, err, st, cls = self.db:query(text, params(binds))
     if not rows then return fail(err, st, cls) end
