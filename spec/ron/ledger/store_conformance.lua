@@ -604,6 +604,13 @@ function M.run(name, make_store, opts)
             local l = s:list_transfers(0, 10)
             assert.equal(3, #l)
             assert.equal(id32("bt2"), l[1].id) -- stored first
+            -- an account listed twice is one row of the transfer's accounts
+            assert.equal(1, s:store_transfers { { rec = { id = id32("bt4"), bytes = "b4",
+                intent = "i4", book = "main", created_at_ms = 4 }, involved = { C, B, C } } })
+            local pc = s:get_transfers_for_account(C, 10)
+            assert.equal(1, #pc)
+            assert.equal(id32("bt4"), pc[1].id)
+            assert.equal(3, #s:get_transfers_for_account(B, 10))
         end)
 
         case("batch: events appended many at once, consecutive and gapless", function(s)
