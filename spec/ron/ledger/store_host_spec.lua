@@ -275,6 +275,24 @@ describe("store on a real PostgreSQL", function()
         end)
     end)
 
+    it("stores the saga records lz4-compressed (the server has lz4), idempotently", function()
+        in_task(function()
+            local s = make()
+            local q = "SELECT attcompression FROM pg_attribute WHERE attrelid = '"
+                      .. s.schema .. ".sagas'::regclass AND attname = 'data'"
+            local rows = assert(s.drv.db:query(q))
+            assert.equal("l", rows[1][1])
+            local s2 = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
+                                           schema = s.schema, connections = 1 })
+            rows = assert(s.drv.db:query(q))
+            assert.equal("l", rows[1][1])
+            assert.equal(1, s2:save_saga("x", "reserving", ("record "):rep(100000), "n"))
+            assert.equal(700000, #s2:list_pending_sagas("n")[1].data)
+            s2:close()
+            s:close()
+        end)
+    end)
+
     it("refuses a newer schema version and classifies failures (LED-24)", function()
         in_task(function()
             local s = make()
