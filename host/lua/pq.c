@@ -945,7 +945,7 @@ static int l_bytea(lua_State *L) {
     return 1;
 }
 
-/* pq.array(kind, list [, n]): a one-dimensional bytea[] ("bytea") or bigint[] ("int8")
+/* pq.array(kind, list [, n]) (LED-51): a one-dimensional bytea[] ("bytea") or bigint[] ("int8")
  * parameter in PostgreSQL's binary array format (array_recv: ndim, has-null flag, element
  * type oid, then per dimension its length and lower bound 1, then per element a 32-bit
  * length, -1 for NULL, and its bytes), marked binary like pq.bytea. One parameter carries a

@@ -6,6 +6,7 @@
 --   ron-accounting run tests/bench/bench-ledger-rating-pg.lua [--quick] [--out FILE]
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
+--       [--pg-stats]
 --
 -- Slices of a real meter (one stream per tenant) rated through exporters.ledger (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -26,9 +27,18 @@
 --   chain      1 stream: B consecutive slices of one tenant per put_many
 --   streams    M streams (--batch-streams, 64): B slices of M tenants per put_many (B/M
 --              windows each; the exporter's lanes run at once over the PostgreSQL pool)
--- against the same rows as plain multi-row INSERTs of B rows (chunked at 1024), flushed per
--- batch, on the same store in the same run.
--- statements/slice: the store calls a rated slice costs (reads included).
+-- against two baselines, each flushed per batch, on the same store in the same run:
+--   row of the slice   one row per slice (tenant, dimension, seq, b3, quantity) in plain
+--                      multi-row INSERTs of B rows (chunked at 1024)
+--   the same rows      every row the rated batch wrote (postings, transfers, their accounts,
+--                      intents, events: recorded from the primitives' arguments) INSERTed
+--                      plainly into a scratch copy of the store's tables (same columns, keys
+--                      and indexes, no triggers, no ON CONFLICT, no reads, no saga record),
+--                      the same batching: issue 15's "a plain INSERT loop of the same rows"
+-- statements/slice: the store calls a rated slice costs (reads included). Per case also the
+-- wall time inside store calls per primitive, and the CPU per slice of this process and of
+-- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
+-- execution time per statement.
 -- Output: human-readable lines and one `BENCH {json}` line per case.
 local uv = require "luv"
 local task = require "ron.accounting.runtime.task"

@@ -201,7 +201,7 @@ describe("store on a real PostgreSQL", function()
         end)
     end)
 
-    -- the list primitives' columns (ron.ledger.store.sql PG_ARRAY): one binary array each
+    -- the list primitives' columns (ron.ledger.store.sql PG_ARRAY, LED-51): one binary array each
     it("pq.array: bytea[] and bigint[] parameters, NULLs, empty, misuse; pq.unhex", function()
         in_task(function()
             local pq = require "ron.accounting.net.postgres_c"
