@@ -293,6 +293,51 @@ describe("store on a real PostgreSQL", function()
         end)
     end)
 
+    it("inserts plainly first, and conditionally only after a duplicate key (LED-16)", function()
+        in_task(function()
+            local s = make()
+            local seen = {}
+            for _, m in ipairs { "write", "read" } do
+                local f = s.drv[m]
+                s.drv[m] = function(self, text, ...)
+                    seen[#seen + 1] = text:find("ON CONFLICT", 1, true) and "conditional"
+                                      or "plain"
+                    return f(self, text, ...)
+                end
+            end
+            local function pid(t, i) return { transfer_id = t, index = i } end
+            local T = ("t"):rep(32)
+            local function p(i)
+                return { id = pid(T, i), account = ("a"):rep(16),
+                         asset = { code = "USD", scale = 2 }, amount = 10 + i }
+            end
+            assert.equal(2, s:insert_postings { p(0), p(1) })
+            assert.same({ "plain" }, seen)
+            seen = {}
+            assert.equal(1, s:insert_postings { p(1), p(2) })     -- T:1 is there
+            assert.same({ "plain", "conditional" }, seen)
+            assert.equal(10 + 11 + 12, s:get_balance(("a"):rep(16), { code = "USD", scale = 2 }))
+            seen = {}
+            local ks = { { key = "k1", outcome = { status = "claimed", message = "s" } } }
+            assert.equal(1, s:put_intents(ks))
+            assert.equal(0, s:put_intents(ks))
+            assert.same({ "plain", "plain", "conditional" }, seen)
+            seen = {}
+            local ev = { { transfer_id = T, kind = "k" } }
+            assert.same({ 1, 1 }, { s:append_events("main", ev) })
+            assert.equal(0, s:append_events("main", ev))        -- probed: no duplicate key
+            assert.same({ "plain", "plain" }, seen)
+            seen = {}
+            local tl = { { rec = { id = T, bytes = "b", intent = "i", book = "main" },
+                           involved = { ("a"):rep(16) } } }
+            assert.equal(1, s:store_transfers(tl))
+            assert.equal(0, s:store_transfers(tl))
+            assert.same({ "plain", "plain", "conditional" }, seen)
+            assert.equal(1, #s:get_transfers_for_account(("a"):rep(16), 10))
+            s:close()
+        end)
+    end)
+
     it("refuses a newer schema version and classifies failures (LED-24)", function()
         in_task(function()
             local s = make()

@@ -54,12 +54,14 @@ function _M.classify(sqlstate, class)
     return "io" -- network, timeout, closed, canceled
 end
 
+-- -> nil, err, class, sqlstate (the 4th value: ron.ledger.store.sql tells a duplicate key,
+-- 23505, from the rest)
 local function fail(err, sqlstate, class)
     local cls = _M.classify(sqlstate, class)
     if cls == "retry" then
         err = "Busy: " .. tostring(err)
     end
-    return nil, err, cls
+    return nil, err, cls, sqlstate
 end
 
 local ffi = require "ffi"
