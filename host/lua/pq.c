@@ -28,6 +28,8 @@
  *   conn:error()        libpq's last error message for this connection, or nil
  *   conn:backend_pid(), conn:server_version()    numbers (0 when not connected)
  *   pq.bytea(s)         marks s as a binary (bytea) parameter
+ *   pq.array(kind, list [, n])   a bytea[] ("bytea") or bigint[] ("int8") parameter, binary
+ *   pq.unhex(s)         bytea text output ("\\x0a1b") -> bytes, or nil
  *   pq.live()           connections not yet freed (specs check for leaks)
  *   pq.libpq_version()  e.g. 150018
  *
@@ -943,6 +945,164 @@ static int l_bytea(lua_State *L) {
     return 1;
 }
 
+/* pq.array(kind, list [, n]) (LED-51): a one-dimensional bytea[] ("bytea") or bigint[] ("int8")
+ * parameter in PostgreSQL's binary array format (array_recv: ndim, has-null flag, element
+ * type oid, then per dimension its length and lower bound 1, then per element a 32-bit
+ * length, -1 for NULL, and its bytes), marked binary like pq.bytea. One parameter carries a
+ * whole column, so a batch statement is `... FROM unnest($1::bytea[], $2::bigint[], ...)`:
+ * a short text parsed and planned in the same time whatever the row count, instead of a
+ * VALUES list of thousands of parameters. list[1..n]: nil -> NULL; bytea: strings; int8:
+ * integral numbers (|v| < 2^63) or decimal strings (what an int64_t cdata prints). */
+static char *put_be32(char *p, uint32_t v) {
+    p[0] = (char)(v >> 24);
+    p[1] = (char)(v >> 16);
+    p[2] = (char)(v >> 8);
+    p[3] = (char)v;
+    return p + 4;
+}
+
+/* The element at list[i] as an int64, or an error message. */
+static const char *array_int8(lua_State *L, int i, long long *v) {
+    lua_rawgeti(L, 2, i);
+    int t = lua_type(L, -1);
+    const char *bad = NULL;
+    if (t == LUA_TNUMBER) {
+        lua_Number d = lua_tonumber(L, -1);
+        if (d != floor(d) || !(fabs(d) < 9.2e18))
+            bad = "is not an int64";
+        else
+            *v = (long long)d;
+    } else if (t == LUA_TSTRING) {
+        const char *s = lua_tostring(L, -1);
+        char *end = NULL;
+        *v = strtoll(s, &end, 10);
+        if (end == s || *end != '\0') bad = "is not a decimal integer";
+    } else {
+        bad = "is not an integer";
+    }
+    lua_pop(L, 1);
+    return bad;
+}
+
+static int l_array(lua_State *L) {
+    const char *kind = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int is_bytea = strcmp(kind, "bytea") == 0;
+    if (!is_bytea && strcmp(kind, "int8") != 0)
+        return luaL_error(L, "ron.accounting.net.postgres_c: array kind is \"bytea\" or \"int8\"");
+    lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)lua_objlen(L, 2));
+    if (n < 0 || n > 0x3fffffff) return luaL_error(L, "ron.accounting.net.postgres_c: bad length");
+    /* first pass: the size and the NULLs (strings checked here, integers in the second pass,
+     * which frees the buffer before it raises) */
+    size_t size = 12 + (n > 0 ? 8 : 0);
+    int has_null = 0;
+    for (int i = 1; i <= (int)n; i++) {
+        lua_rawgeti(L, 2, i);
+        int t = lua_type(L, -1);
+        size_t len = 0;
+        if (t == LUA_TNIL) {
+            has_null = 1;
+        } else if (is_bytea) {
+            if (t != LUA_TSTRING) {
+                lua_pop(L, 1);
+                return luaL_error(L,
+                                  "ron.accounting.net.postgres_c: array: element %d is not "
+                                  "a string",
+                                  i);
+            }
+            lua_tolstring(L, -1, &len);
+            if (len > 0x3fffffff) {
+                lua_pop(L, 1);
+                return luaL_error(L, "ron.accounting.net.postgres_c: array: element too long");
+            }
+        } else {
+            len = 8;
+        }
+        lua_pop(L, 1);
+        size += 4 + len;
+        if (size > 0x7fffffff)
+            return luaL_error(L, "ron.accounting.net.postgres_c: array over 2 GiB");
+    }
+    char *buf = malloc(size);
+    if (!buf) return luaL_error(L, "ron.accounting.net.postgres_c: out of memory");
+    char *p = put_be32(buf, n > 0 ? 1 : 0);
+    p = put_be32(p, (uint32_t)has_null);
+    p = put_be32(p, is_bytea ? 17u : 20u); /* BYTEAOID, INT8OID */
+    if (n > 0) {
+        p = put_be32(p, (uint32_t)n);
+        p = put_be32(p, 1);
+    }
+    for (int i = 1; i <= (int)n; i++) {
+        lua_rawgeti(L, 2, i);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            p = put_be32(p, 0xffffffffu);
+            continue;
+        }
+        if (is_bytea) {
+            size_t len;
+            const char *s = lua_tolstring(L, -1, &len);
+            p = put_be32(p, (uint32_t)len);
+            memcpy(p, s, len);
+            p += len;
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_pop(L, 1);
+        long long v = 0;
+        const char *bad = array_int8(L, i, &v);
+        if (bad) {
+            free(buf);
+            return luaL_error(L, "ron.accounting.net.postgres_c: array: element %d %s", i, bad);
+        }
+        uint64_t u = (uint64_t)v;
+        p = put_be32(p, 8);
+        p = put_be32(p, (uint32_t)(u >> 32));
+        p = put_be32(p, (uint32_t)u);
+    }
+    lua_pushlstring(L, buf, (size_t)(p - buf));
+    free(buf);
+    lua_createtable(L, 0, 1);
+    lua_insert(L, -2);
+    lua_setfield(L, -2, BYTEA_FIELD);
+    return 1;
+}
+
+/* pq.unhex(s): bytea's text output "\\x0a1b..." -> the raw bytes; nil for anything else
+ * (what ron.accounting.net.postgres's unhex does in Lua, one call per value instead of one
+ * per byte: a batch read returns thousands of ids). */
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int l_unhex(lua_State *L) {
+    size_t len;
+    const char *s = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &len) : NULL;
+    if (!s || len < 2 || s[0] != '\\' || s[1] != 'x' || len % 2 != 0) {
+        lua_pushnil(L);
+        return 1;
+    }
+    size_t n = (len - 2) / 2;
+    char small[256];
+    char *out = n <= sizeof small ? small : malloc(n ? n : 1);
+    if (!out) return luaL_error(L, "ron.accounting.net.postgres_c: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        int hi = hexval((unsigned char)s[2 + 2 * i]), lo = hexval((unsigned char)s[3 + 2 * i]);
+        if (hi < 0 || lo < 0) {
+            if (out != small) free(out);
+            lua_pushnil(L);
+            return 1;
+        }
+        out[i] = (char)(hi << 4 | lo);
+    }
+    lua_pushlstring(L, out, n);
+    if (out != small) free(out);
+    return 1;
+}
+
 static int l_live(lua_State *L) {
     lua_pushinteger(L, n_structs);
     return 1;
@@ -966,8 +1126,8 @@ static int luaopen_pq(lua_State *L) {
     };
     ra_glue_class(L, CONN_MT, conn_methods, l_gc, l_tostring);
     static const luaL_Reg funcs[] = {
-        {"connect", l_connect}, {"bytea", l_bytea},
-        {"live", l_live},       {"libpq_version", l_libpq_version},
+        {"connect", l_connect}, {"bytea", l_bytea}, {"array", l_array},
+        {"unhex", l_unhex},     {"live", l_live},   {"libpq_version", l_libpq_version},
         {NULL, NULL},
     };
     lua_createtable(L, 0, 4);

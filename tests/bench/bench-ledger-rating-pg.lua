@@ -6,6 +6,7 @@
 --   ron-accounting run tests/bench/bench-ledger-rating-pg.lua [--quick] [--out FILE]
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
+--       [--pg-stats]
 --
 -- Slices of a real meter (one stream per tenant) rated through exporters.ledger (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -26,9 +27,18 @@
 --   chain      1 stream: B consecutive slices of one tenant per put_many
 --   streams    M streams (--batch-streams, 64): B slices of M tenants per put_many (B/M
 --              windows each; the exporter's lanes run at once over the PostgreSQL pool)
--- against the same rows as plain multi-row INSERTs of B rows (chunked at 1024), flushed per
--- batch, on the same store in the same run.
--- statements/slice: the store calls a rated slice costs (reads included).
+-- against two baselines, each flushed per batch, on the same store in the same run:
+--   row of the slice   one row per slice (tenant, dimension, seq, b3, quantity) in plain
+--                      multi-row INSERTs of B rows (chunked at 1024)
+--   the same rows      every row the rated batch wrote (postings, transfers, their accounts,
+--                      intents, events: recorded from the primitives' arguments) INSERTed
+--                      plainly into a scratch copy of the store's tables (same columns, keys
+--                      and indexes, no triggers, no ON CONFLICT, no reads, no saga record),
+--                      the same batching: issue 15's "a plain INSERT loop of the same rows"
+-- statements/slice: the store calls a rated slice costs (reads included). Per case also the
+-- wall time inside store calls per primitive, and the CPU per slice of this process and of
+-- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
+-- execution time per statement.
 -- Output: human-readable lines and one `BENCH {json}` line per case.
 local uv = require "luv"
 local task = require "ron.accounting.runtime.task"
@@ -42,13 +52,14 @@ local acct = require "ron.accounting"
 local rate = require "ron.ledger.rate"
 local store = require "ron.ledger.store"
 local sql = require "ron.ledger.store.sql"
+local schema = require "ron.ledger.store.schema"
 local usage = require "ron.ledger.usage"
 local lexp = require "ron.accounting.export.exporters.ledger"
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600,
                statement_slices = 160, streams = 8, pg = true, sqlite = true,
                batches = { 64, 256, 1024 }, batch_slices = 4096, batch_streams = 64,
-               single = true }
+               single = true, pg_stats = false }
 do
     local i = 1
     while i <= #arg do
@@ -62,6 +73,7 @@ do
         elseif a == "--no-pg" then opts.pg = false; i = i + 1
         elseif a == "--no-sqlite" then opts.sqlite = false; i = i + 1
         elseif a == "--no-single" then opts.single = false; i = i + 1
+        elseif a == "--pg-stats" then opts.pg_stats = true; i = i + 1
         elseif a == "--batch-slices" then opts.batch_slices = assert(tonumber(v)); i = i + 2
         elseif a == "--batch-streams" then opts.batch_streams = assert(tonumber(v)); i = i + 2
         elseif a == "--batches" then
@@ -72,7 +84,8 @@ do
             io.stderr:write("usage: ron-accounting run bench-ledger-rating-pg.lua [--quick] "
                             .. "[--out FILE] [--dir DIR] [--slices N] [--statement-slices N] "
                             .. "[--streams N] [--no-pg] [--no-sqlite] [--batches B,B,..] "
-                            .. "[--batch-slices N] [--batch-streams N] [--no-single]\n")
+                            .. "[--batch-slices N] [--batch-streams N] [--no-single] "
+                            .. "[--pg-stats]\n")
             os.exit(2)
         end
     end
@@ -182,6 +195,215 @@ local function baseline(s, windows, batch, exec_ddl)
     return rows / (now() - t0)
 end
 
+-- The "same rows" baseline (issue 15: "a plain INSERT loop of the same rows"): the rows a
+-- rated batch wrote, recorded from the primitives' arguments while it ran (postings,
+-- transfers, their transfer_accounts rows, intents: claims and outcomes, events), INSERTed
+-- again into a scratch copy of the store's tables (schema.ddl: the same columns, keys and
+-- indexes, no triggers: a plain INSERT maintains no projection) with plain multi-row INSERTs
+-- (no ON CONFLICT, no reads, no saga record, the transfer's n and the event's seq given by
+-- the loop), the same batching (one batch's rows, flushed once per batch) on the same store
+-- connection(s) in the same run. Not written: the balance projection's upserts, the saga
+-- record, the stream heads (one UPDATE per stream per batch).
+local ROWS = {
+    postings = { cols = { "transfer_id", "idx", "account", "asset_code", "scale", "amount",
+                          "status", "reservation", "created_by", "consumed_by", "shard" },
+                 types = "bibbiiibbbi" },
+    transfers = { cols = { "n", "id", "bytes", "intent", "book", "created_at_ms", "metadata" },
+                  types = "ibbbbib", overriding = true },
+    transfer_accounts = { cols = { "account", "n" }, types = "bi" },
+    intents = { cols = { "key", "status", "transfer_id", "code", "message", "body_hash" },
+                types = "bbbibb" },
+    events = { cols = { "book", "seq", "transfer_id", "kind", "data" }, types = "bibbb" },
+}
+local ROW_ORDER = { "postings", "transfers", "transfer_accounts", "intents", "events" }
+local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
+
+-- Wraps the write primitives of s to keep their arguments (only while rec.on, per batch
+-- rec.cur; the lists, converted to rows after the timed loop: the recording costs the rated
+-- path a copy of each list, ~1 us per slice).
+local function recording(s)
+    local rec = { on = false, cur = 0, calls = {} }
+    for _, name in ipairs { "insert_postings", "store_transfers", "put_intents",
+                            "append_events" } do
+        local orig = s[name]
+        s[name] = function(self, a, b)
+            if rec.on then
+                local l = rec.calls[rec.cur]
+                if not l then l = {}; rec.calls[rec.cur] = l end
+                -- the list copied (a caller may reuse its table), not its rows
+                local list = name == "append_events" and b or a
+                local copy = {}
+                for i = 1, #list do copy[i] = list[i] end
+                if name == "append_events" then l[#l + 1] = { name, a, copy }
+                else l[#l + 1] = { name, copy } end
+            end
+            return orig(self, a, b)
+        end
+    end
+    return rec
+end
+
+-- A batch's recorded calls -> { [table] = rows }; ctr = { n =, seq =, seen = {} } runs over
+-- the batches (the transfer's n and the event's seq a plain INSERT loop would give; a row
+-- written again after a short count, e.g. an event whose seq a racing lane took, once).
+local function rows_of(calls, ctr)
+    local rows = {}
+    for _, t in ipairs(ROW_ORDER) do rows[t] = {} end
+    local seen = ctr.seen
+    local function add(t, row, key)
+        key = t .. "\0" .. key
+        if seen[key] then return false end
+        seen[key] = true
+        local l = rows[t]
+        l[#l + 1] = row
+        return true
+    end
+    for _, c in ipairs(calls or {}) do
+        local name, a, b = c[1], c[2], c[3]
+        if name == "insert_postings" then
+            for _, p in ipairs(a) do
+                add("postings", { p.id.transfer_id, p.id.index, p.account, p.asset.code,
+                                  p.asset.scale, p.amount, PSTATUS[p.status or "active"],
+                                  p.reservation, p.created_by or p.id.transfer_id,
+                                  p.consumed_by, sql.shard(p.id.transfer_id, p.id.index) },
+                    p.id.transfer_id .. p.id.index)
+            end
+        elseif name == "store_transfers" then
+            for _, e in ipairs(a) do
+                local r = e.rec
+                if add("transfers", { ctr.n + 1, r.id, r.bytes, r.intent, r.book,
+                                      r.created_at_ms or 0, r.metadata }, r.id) then
+                    ctr.n = ctr.n + 1
+                    for _, acc in ipairs(e.involved or {}) do
+                        add("transfer_accounts", { acc, ctr.n }, acc .. ctr.n)
+                    end
+                end
+            end
+        elseif name == "put_intents" then
+            for _, e in ipairs(a) do
+                local o = e.outcome
+                add("intents", { e.key, o.status, o.transfer_id, o.code, o.message,
+                                 o.body_hash }, e.key)
+            end
+        else -- append_events(book, list)
+            for _, e in ipairs(b) do
+                if add("events", { a, ctr.seq + 1, e.transfer_id, e.kind, e.data },
+                       a .. "\0" .. e.transfer_id .. "\0" .. e.kind) then
+                    ctr.seq = ctr.seq + 1
+                end
+            end
+        end
+    end
+    return rows
+end
+
+-- The scratch tables: the store's own DDL under another prefix, without the triggers.
+local function same_rows_ddl(s, prefix)
+    local out = {}
+    for _, stmt in ipairs(schema.ddl(s.dialect, prefix)) do
+        if not stmt:find("TRIGGER", 1, true) and not stmt:find("FUNCTION", 1, true)
+           and not stmt:find("^UPDATE") then
+            out[#out + 1] = stmt
+        end
+    end
+    return out
+end
+
+local same_cache = {}
+local function same_insert(s, prefix, t, n)
+    local key = s.dialect .. prefix .. t .. "#" .. n
+    if not same_cache[key] then
+        local d = ROWS[t]
+        local one = "(" .. d.types:gsub(".", "?%0,"):sub(1, -2) .. ")"
+        same_cache[key] = sql.render(s.dialect, prefix, "INSERT INTO @" .. t .. " ("
+            .. table.concat(d.cols, ", ") .. ")"
+            .. ((d.overriding and s.dialect == "postgres") and " OVERRIDING SYSTEM VALUE" or "")
+            .. " VALUES " .. string.rep(one, n, ","))
+    end
+    return same_cache[key]
+end
+
+-- One batch's recorded rows, table by table, in multi-row INSERTs of at most 1024 rows and
+-- 5632 parameters (postings: 512, the store's own bound). -> rows written
+local function same_rows_write(s, prefix, rows)
+    local total = 0
+    for _, t in ipairs(ROW_ORDER) do
+        local list, w = rows[t], #ROWS[t].types
+        local chunk = math.min(1024, math.floor(5632 / w))
+        for i = 1, #list, chunk do
+            local n = math.min(chunk, #list - i + 1)
+            local b = { n = n * w }
+            for j = 0, n - 1 do
+                local r = list[i + j]
+                for c = 1, w do b[j * w + c] = r[c] end
+            end
+            assert(assert(s.drv:write(same_insert(s, prefix, t, n), b)) == n)
+        end
+        total = total + #list
+    end
+    return total
+end
+
+-- CPU seconds (user + system) of a process, and of this one and of the PostgreSQL server
+-- the bench started (its postmaster and the postmaster's children: the pool's backends, the
+-- WAL writer...): on 2 shared cores the server's CPU per slice competes with the engine's.
+local CLK_TCK = 100
+local function proc_cpu(pid)
+    local f = io.open("/proc/" .. pid .. "/stat")
+    if not f then return 0 end
+    local st = f:read("*l")
+    f:close()
+    local rest = st and st:match("%) (.*)$")
+    if not rest then return 0 end
+    local fields = {}
+    for x in rest:gmatch("%S+") do fields[#fields + 1] = x end
+    -- fields from the state on: utime and stime are the stat file's 14th and 15th
+    return ((tonumber(fields[12]) or 0) + (tonumber(fields[13]) or 0)) / CLK_TCK
+end
+
+local server_dir -- the PostgreSQL cluster's directory while it runs
+local function server_cpu()
+    if not server_dir then return 0 end
+    local f = io.open(server_dir .. "/data/postmaster.pid")
+    local pm = f and f:read("*l")
+    if f then f:close() end
+    if not pm or not pm:match("^%d+$") then return 0 end
+    local total = proc_cpu(pm)
+    local p = io.popen("ps -o pid= --ppid " .. pm)
+    for pid in p:read("*a"):gmatch("%d+") do total = total + proc_cpu(pid) end
+    p:close()
+    return total
+end
+
+-- --pg-stats: the server's own time per statement (pg_stat_statements, loaded at start):
+-- reset before a timed case, the top statements printed after it (us per slice of
+-- execution inside the server, calls per batch, rows per call).
+local stats_cluster
+local function pg_stats_reset()
+    if stats_cluster then assert(stats_cluster:psql("SELECT pg_stat_statements_reset()")) end
+end
+
+local function pg_stats_read(slices)
+    if not stats_cluster then return nil end
+    return assert(stats_cluster:psql(
+        "SELECT round((total_exec_time * 1000 / " .. slices .. ")::numeric, 1), calls, rows, "
+        .. "regexp_replace(left(query, 90), '\\s+', ' ', 'g') FROM pg_stat_statements "
+        .. "WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 12"))
+end
+
+local function pg_stats_print(out, batches)
+    if not out then return end
+    print("    server execution (pg_stat_statements; us/slice, calls/batch, rows/call, statement):")
+    for line in out:gmatch("[^\n]+") do
+        local us, calls, rows, q = line:match("^([^|]*)|([^|]*)|([^|]*)|(.*)$")
+        if us then
+            print(("      %7s  %5.1f  %7.1f  %s"):format(us, tonumber(calls) / batches,
+                                                    tonumber(rows) / math.max(1, tonumber(calls)),
+                                                    q))
+        end
+    end
+end
+
 local function sqlite_path(name)
     local p = opts.dir .. "/bench-ledger-rating-" .. name .. ".sqlite"
     for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
@@ -263,6 +485,7 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     end
     local s = open()
     local calls = counting(s)
+    local rec = recording(s)
     local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
     assert(e:ready())
     -- warm-up: the tenants' accounts and the statements (not timed)
@@ -275,12 +498,19 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     local c0, ct0 = calls.n, calls.t
     local by0, tby0 = {}, {}
     for k, v in pairs(calls.by) do by0[k], tby0[k] = v, calls.tby[k] end
+    pg_stats_reset()
+    local cpu0, srv0 = proc_cpu("self"), server_cpu()
     local t0 = now()
-    for _, b in ipairs(batches) do
+    rec.on = true
+    for bi, b in ipairs(batches) do
+        rec.cur = bi
         local r = e:put_many(b)
         for i = 1, #b do assert(r[i][1] == "ok", tostring(r[i][1]) .. " " .. tostring(r[i][2])) end
     end
+    rec.on = false
     local dt = now() - t0
+    local cpu_self, cpu_srv = proc_cpu("self") - cpu0, server_cpu() - srv0
+    local stats = pg_stats_read(#all)
     local total = #all
     local sps = total / dt
     local per = (calls.n - c0) / total
@@ -313,22 +543,44 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     end
     local base = total / (now() - tb0)
     local ratio = sps / base
+    -- the same rows, plain (see ROWS): converted before the clock starts
+    local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows".') or "rows_"
+    for _, stmt in ipairs(same_rows_ddl(s, prefix)) do assert(exec_ddl_of(s)(stmt)) end
+    local ctr, conv = { n = 0, seq = 0, seen = {} }, {}
+    for bi = 1, #batches do conv[bi] = rows_of(rec.calls[bi], ctr) end
+    local ts0, nrows = now(), 0
+    for bi = 1, #batches do
+        nrows = nrows + same_rows_write(s, prefix, conv[bi])
+        if s.durability == "ack" then assert(s:flush() == 1) end
+    end
+    local same_dt = now() - ts0
+    local same = total / same_dt
+    local ratio_same = sps / same
     local label = ("%s ack batch %4d, %3d stream%s"):format(backend, bsize, streams,
                                                             streams == 1 and " " or "s")
     print(("%-36s %6d slices: rated %8.0f slices/s (%5.2f store calls/slice), plain INSERT "
            .. "(batch of %d) %8.0f rows/s, ratio %.2f"):format(label, total, sps, per, bsize,
                                                               base, ratio))
+    print(("    the same rows plain (%.1f rows/slice, batch of %d slices, %d rows/s): %.0f "
+           .. "slices/s, ratio %.2f"):format(nrows / total, bsize, nrows / same_dt, same,
+                                             ratio_same))
     print("    store calls per batch: " .. table.concat(parts, ", "))
     print(("    time per slice: %.0f us, in store calls %.0f us (%.0f%%), engine + exporter "
            .. "(Lua) %.0f us; top calls (us/slice): %s"):format(dt / total * 1e6,
            in_store / total * 1e6, 100 * in_store / dt, (dt - in_store) / total * 1e6,
            table.concat(tparts, ", ")))
+    print(("    CPU per slice: this process %.0f us, the PostgreSQL server %.0f us (load %s)")
+          :format(cpu_self / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
+    pg_stats_print(stats, #batches)
     emit(('{"bench":"ledger-rating","name":"rating_batch_%s_%d_%d","params":{"slices":%d,'
           .. '"streams":%d,"batch":%d,"durability":"ack"},"slices_per_s":%.1f,'
           .. '"store_calls_per_slice":%.3f,"store_time_share":%.3f,"baseline":"insert_batch_%d",'
-          .. '"baseline_rows_per_s":%.1f,"ratio":%.3f,"loadavg":"%s"}')
+          .. '"baseline_rows_per_s":%.1f,"ratio":%.3f,"same_rows_per_slice":%.2f,'
+          .. '"same_rows_slices_per_s":%.1f,"ratio_same_rows":%.3f,"cpu_us_per_slice":%.1f,'
+          .. '"server_cpu_us_per_slice":%.1f,"loadavg":"%s"}')
          :format(backend:gsub(" ", ""), bsize, streams, total, streams, bsize, sps, per,
-                 in_store / dt, bsize, base, ratio, B.loadavg()))
+                 in_store / dt, bsize, base, ratio, nrows / total, same, ratio_same,
+                 cpu_self / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
     results[#results + 1] = { label = label, sps = sps, base = base, ratio = ratio }
     e:close()
     s:close()
@@ -375,6 +627,15 @@ local function run()
         return
     end
     local cluster = assert(H.start { fsync = true })
+    server_dir = cluster.dir
+    if opts.pg_stats then
+        assert(cluster:psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"))
+        cluster:stop_server()
+        cluster:start_server()
+        local out, rc = cluster:psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        assert(rc == 0, out)
+        stats_cluster = cluster
+    end
     local okr, err = pcall(function()
         local n = 0
         if #opts.batches > 0 then
@@ -403,6 +664,7 @@ local function run()
             end
         end
     end)
+    server_dir, stats_cluster = nil, nil
     cluster:stop()
     if not okr then error(err, 0) end
 end

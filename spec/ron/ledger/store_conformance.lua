@@ -604,6 +604,13 @@ function M.run(name, make_store, opts)
             local l = s:list_transfers(0, 10)
             assert.equal(3, #l)
             assert.equal(id32("bt2"), l[1].id) -- stored first
+            -- an account listed twice is one row of the transfer's accounts
+            assert.equal(1, s:store_transfers { { rec = { id = id32("bt4"), bytes = "b4",
+                intent = "i4", book = "main", created_at_ms = 4 }, involved = { C, B, C } } })
+            local pc = s:get_transfers_for_account(C, 10)
+            assert.equal(1, #pc)
+            assert.equal(id32("bt4"), pc[1].id)
+            assert.equal(3, #s:get_transfers_for_account(B, 10))
         end)
 
         case("batch: events appended many at once, consecutive and gapless", function(s)
@@ -684,6 +691,107 @@ function M.run(name, make_store, opts)
             assert.same({ seq = 3, b3 = b3 }, s:get_stream("t2", "d"))
             assert.equal(0, s:advance_streams {
                 { tenant = "t1", dimension = "d", seq = 5, b3 = b2, prev_seq = 1, prev_b3 = b1 } })
+        end)
+
+        -- The list primitives at their bounds, with what a column of a list can hold: NULLs
+        -- anywhere (first, middle, last), bytes of every value (0, backslashes, "\\x"), int64
+        -- beyond 2^53 and negative (PostgreSQL sends each column as ONE array parameter:
+        -- ron.ledger.store.sql's PG_ARRAY; SQLite a VALUES list).
+        case("batch: list columns hold NULLs, any bytes and int64 at the bounds", function(s)
+            local big = ffi.new("int64_t", 2) ^ 54 + 3 -- not a double; 51 of them fit int64
+            local odd = {}
+            for b = 0, 255 do odd[#odd + 1] = string.char(b) end
+            odd = table.concat(odd) -- every byte value, "\\x" and "\0" included
+            local T = ("\\x00" .. odd):sub(1, 32)
+            local ps, ids, want = {}, {}, 0
+            for i = 1, 512 do
+                local amt = (i % 3 == 0) and -(i * 7) or ((i % 5 == 0) and big or i)
+                ps[i] = posting(T, i - 1, i % 2 == 0 and A or B, USD, amt,
+                                (i % 4 == 1) and { reservation = "r" .. i,
+                                                   status = "pending_inactive" } or nil)
+                ids[i] = pid(T, i - 1)
+                if i % 2 == 0 then want = want + ffi.new("int64_t", amt) end
+            end
+            assert.equal(512, s:insert_postings(ps))
+            assert.equal(0, s:insert_postings(ps))
+            local got = s:get_postings(ids)
+            assert.equal(512, #got)
+            for i, p in ipairs(got) do
+                local w = ps[p.id.index + 1]
+                assert.equal(T, p.id.transfer_id)
+                assert.equal(i - 1, p.id.index)
+                assert.equal(w.account, p.account)
+                assert.is_true(w.amount == p.amount, "amount of " .. i)
+                assert.equal(w.reservation, p.reservation)
+                assert.equal(T, p.created_by)
+                assert.is_nil(p.consumed_by)
+            end
+            assert.is_true(s:get_balance(A, USD) == want)
+            -- a query per pair and status, 128 of them (the bound), each with its own limit
+            local qs = {}
+            for i = 1, 128 do
+                qs[i] = { account = i % 2 == 0 and A or B, asset = i % 3 == 0 and EUR or USD,
+                          status = i % 4 == 0 and "pending_inactive" or "active", limit = i }
+            end
+            local r = s:get_postings_by_pairs(qs)
+            assert.equal(128, #r)
+            for i, q in ipairs(qs) do
+                assert.same(s:get_postings_by_account(q.account, q.asset, q.status, q.limit,
+                                                      "largest"), r[i], "query " .. i)
+            end
+            -- intents: NULL codes, messages and hashes in every position, odd keys
+            local list, keys = {}, {}
+            for i = 1, 1024 do
+                keys[i] = odd:sub(i % 200 + 1, i % 200 + 20) .. i
+                list[i] = { key = keys[i], outcome = {
+                    status = i % 3 == 0 and "rejected" or "committed",
+                    transfer_id = i % 3 ~= 0 and T or nil,
+                    code = i % 3 == 0 and -i or nil,
+                    message = i % 7 == 0 and odd or nil,
+                    body_hash = i % 2 == 0 and id32("h" .. i) or nil } }
+            end
+            list[1024].outcome.code = big -- an int64 beyond 2^53 in a code column
+            assert.equal(1024, s:put_intents(list))
+            local gi = s:get_intents(keys)
+            for i, k in ipairs(keys) do
+                local o, g = list[i].outcome, gi[k]
+                assert.equal(o.status, g.status)
+                assert.equal(o.transfer_id, g.transfer_id)
+                assert.is_true(o.code == g.code, "code of " .. i)
+                assert.equal(o.message, g.message)
+                assert.equal(o.body_hash, g.body_hash)
+            end
+            -- transfers: NULL metadata, odd bytes, the involved accounts of each
+            local tl = {}
+            for i = 1, 40 do
+                tl[i] = { rec = { id = id32(odd:sub(i, i + 5) .. i), bytes = odd, intent = "i" .. i,
+                                  book = "main", created_at_ms = i == 40 and big or i,
+                                  metadata = i % 2 == 0 and odd or nil },
+                          involved = i % 3 == 0 and {} or { A, C } }
+            end
+            assert.equal(40, s:store_transfers(tl))
+            for i, e in ipairs(tl) do
+                local t = s:get_transfer(e.rec.id)
+                assert.equal(odd, t.bytes)
+                assert.equal(e.rec.metadata, t.metadata)
+                assert.is_true(e.rec.created_at_ms == t.created_at_ms, "created_at of " .. i)
+            end
+            assert.equal(27, #s:get_transfers_for_account(C, 100))
+            -- events: NULL data in every position
+            local ev = {}
+            for i = 1, 1024 do
+                ev[i] = { transfer_id = id32(odd:sub(i % 250 + 1, i % 250 + 4) .. i),
+                          kind = "transfer", data = i % 2 == 0 and odd or nil }
+            end
+            local n, first = s:append_events("main", ev)
+            assert.equal(1024, n)
+            assert.equal(1, first)
+            local l = s:get_events_since("main", 0, 2000)
+            for i, e in ipairs(l) do
+                assert.equal(i, e.seq)
+                assert.equal(ev[i].transfer_id, e.transfer_id)
+                assert.equal(ev[i].data, e.data)
+            end
         end)
 
         case("many: several primitives in one call, stopping at a failure", function(s)

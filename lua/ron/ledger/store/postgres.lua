@@ -54,12 +54,14 @@ function _M.classify(sqlstate, class)
     return "io" -- network, timeout, closed, canceled
 end
 
+-- -> nil, err, class, sqlstate (the 4th value: ron.ledger.store.sql tells a duplicate key,
+-- 23505, from the rest)
 local function fail(err, sqlstate, class)
     local cls = _M.classify(sqlstate, class)
     if cls == "retry" then
         err = "Busy: " .. tostring(err)
     end
-    return nil, err, cls
+    return nil, err, cls, sqlstate
 end
 
 local ffi = require "ffi"
@@ -76,27 +78,49 @@ local function int_of(s)
     return sql.amount(v)
 end
 
-local unhex = pg.unhex
+-- bytea's hex text -> bytes: in C (pq.unhex) inside the host, one call per value (a batch
+-- read returns thousands); pg.unhex's Lua loop elsewhere.
+local unhex
+unhex = function(v)
+    local f = pcall(pq) and pq().unhex or pg.unhex
+    unhex = f
+    return f(v)
+end
 
 local Drv = {}
 Drv.__index = Drv
 
+local function int64_text(v) return (tostring(int64_t(v)):gsub("LL$", "")) end
+
+-- binds -> libpq parameters: bytes as binary bytea, int64_t as decimal text, a column of a
+-- list primitive ({ array = "bytea" | "int8", n = rows, ... }, ron.ledger.store.sql's
+-- PG_ARRAY) as one binary array (pq.array; an int64_t element as its decimal text).
 local function params(binds)
     local p = { n = binds.n or #binds }
-    local bytea = pq().bytea
+    local m = pq()
+    local bytea = m.bytea
     for i = 1, p.n do
         local v = binds[i]
         local t = type(v)
         if t == "string" then
             p[i] = bytea(v)
         elseif t == "cdata" then
-            p[i] = (tostring(int64_t(v)):gsub("LL$", ""))
+            p[i] = int64_text(v)
+        elseif t == "table" then
+            if v.array == "int8" then
+                for j = 1, v.n do
+                    if type(v[j]) == "cdata" then v[j] = int64_text(v[j]) end
+                end
+            end
+            p[i] = m.array(v.array, v, v.n)
         else
             p[i] = v
         end
     end
     return p
 end
+
+_M.params = params -- (specs: a statement explained with the parameters the driver sends)
 
 function Drv:write(text, binds)
     local rows, err, st, cls = self.db:query(text, params(binds))

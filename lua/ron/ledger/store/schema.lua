@@ -179,6 +179,22 @@ END $$]],
     FOR EACH STATEMENT EXECUTE FUNCTION @postings_balance_upd()]],
 }
 
+-- PostgreSQL: a batch's saga record is large (the engine's record of 1024 usage slices is
+-- ~0.4-0.6 MB, written twice per batch) and TOASTed; lz4 compresses it in about 40 % of
+-- pglz's time (a 430 KB record: 2.0 against 4.7 ms per save, the same size within 10 %).
+-- Storage only: a binary of any version reads and writes the column the same, so the
+-- schema version stays. A server built without lz4 keeps pglz (the error is caught); a
+-- column already lz4 is not altered again (ALTER TABLE locks the table at every open).
+local PG_STORAGE = {
+[[DO $$ BEGIN
+    IF (SELECT attcompression FROM pg_attribute WHERE attrelid = '@sagas'::regclass
+        AND attname = 'data') IS DISTINCT FROM 'l' THEN
+        EXECUTE 'ALTER TABLE @sagas ALTER COLUMN data SET COMPRESSION lz4';
+    END IF;
+EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN NULL;
+END $$]],
+}
+
 local TYPES = {
     sqlite = { B = "BLOB", I = "INTEGER", IPK = "INTEGER PRIMARY KEY AUTOINCREMENT" },
     postgres = { B = "bytea", I = "bigint",
@@ -222,6 +238,9 @@ function _M.ddl(dialect, prefix)
     for _, s in ipairs(dialect == "sqlite" and SQLITE_TRIGGERS or PG_TRIGGERS) do
         if dialect == "postgres" then s = s:gsub("TRIGGER @", "TRIGGER ") end
         out[#out + 1] = _M.expand(s, prefix)
+    end
+    if dialect == "postgres" then
+        for _, s in ipairs(PG_STORAGE) do out[#out + 1] = _M.expand(s, prefix) end
     end
     if dialect == "postgres" then
         -- an older layout's version row moves up with the triggers (same transaction)
