@@ -407,38 +407,47 @@ function StoreSource:finalizing_to(account, asset)
     return self.led:_finalizing_to(account, asset)
 end
 
+-- (module-level helpers of _resolve_commit: no closure per request, see pairs_of)
+local NONE = {}
+local function net_pair(list, by_k, account, asset)
+    local k = account .. asset_key(asset)
+    local p = by_k[k]
+    if not p then
+        p = { account = account, asset = asset, net = 0 }
+        by_k[k] = p
+        list[#list + 1] = p
+    end
+    return p
+end
+local function want_id(ids, seen, id)
+    if not seen[id] then
+        seen[id] = true
+        ids[#ids + 1] = id
+    end
+end
+local function ref_less(a, b)
+    if a.transfer_id ~= b.transfer_id then return a.transfer_id < b.transfer_id end
+    return a.index < b.index
+end
+
 function Ledger:_resolve_commit(req, src)
     src = src or setmetatable({ led = self }, StoreSource)
-    local pairs_, by_key = {}, {}
-    local function pair(account, asset)
-        local k = account .. asset_key(asset)
-        local p = by_key[k]
-        if not p then
-            p = { account = account, asset = asset, net = 0 }
-            by_key[k] = p
-            pairs_[#pairs_ + 1] = p
-        end
-        return p
-    end
+    local pairs_, by_k = {}, {}
     for _, m in ipairs(req.movements) do
-        local a = ledger.amount_sub(pair(m.from, m.asset).net, m.amount)
+        local pf = net_pair(pairs_, by_k, m.from, m.asset)
+        local a = ledger.amount_sub(pf.net, m.amount)
         if not a then return fail(ERR.AmountOverflow, "movement sums overflow") end
-        pair(m.from, m.asset).net = a
-        local c = ledger.amount_add(pair(m.to, m.asset).net, m.amount)
+        pf.net = a
+        local pt = net_pair(pairs_, by_k, m.to, m.asset)
+        local c = ledger.amount_add(pt.net, m.amount)
         if not c then return fail(ERR.AmountOverflow, "movement sums overflow") end
-        pair(m.to, m.asset).net = c
+        pt.net = c
     end
     local ids, seen = {}, {}
-    local function want(id)
-        if not seen[id] then
-            seen[id] = true
-            ids[#ids + 1] = id
-        end
-    end
-    for _, p in ipairs(pairs_) do want(p.account) end
-    for from, to in pairs(req.overdraft or {}) do
-        want(from)
-        want(to)
+    for _, p in ipairs(pairs_) do want_id(ids, seen, p.account) end
+    for from, to in pairs(req.overdraft or NONE) do
+        want_id(ids, seen, from)
+        want_id(ids, seen, to)
     end
     local accts = src:accounts(ids)
     for _, id in ipairs(ids) do
@@ -529,10 +538,7 @@ function Ledger:_resolve_commit(req, src)
             outputs[#outputs + 1] = { account = p.account, asset = p.asset, amount = p.net }
         end
     end
-    sort(inputs, function(a, b)
-        if a.transfer_id ~= b.transfer_id then return a.transfer_id < b.transfer_id end
-        return a.index < b.index
-    end)
+    if #inputs > 1 then sort(inputs, ref_less) end
     return { inputs = inputs, outputs = outputs, metadata = req.metadata, intent = req.intent },
         consumed, accts
 end
@@ -635,37 +641,43 @@ local function complete(t, consumed, accts)
 end
 
 -- The (account, asset) pairs of t, in order of first appearance.
+-- (No local closures in these helpers: creating one (FNEW) is not compiled by LuaJIT and
+-- aborts every trace through them, several times per transfer.)
+local function add_pair(r, seen, account, asset)
+    local k = account .. asset_key(asset)
+    if not seen[k] then
+        seen[k] = true
+        r[#r + 1] = { account = account, asset = asset }
+    end
+end
 local function pairs_of(t, consumed)
     local r, seen = {}, {}
-    local function add(account, asset)
-        local k = account .. asset_key(asset)
-        if not seen[k] then
-            seen[k] = true
-            r[#r + 1] = { account = account, asset = asset }
-        end
-    end
-    for _, p in ipairs(consumed) do add(p.account, p.asset) end
-    for _, o in ipairs(t.outputs) do add(o.account, o.asset) end
+    for _, p in ipairs(consumed) do add_pair(r, seen, p.account, p.asset) end
+    for _, o in ipairs(t.outputs) do add_pair(r, seen, o.account, o.asset) end
     return r
 end
 
 -- The heads to take (LED-29): every capped pair the transfer debits (consumes a posting of,
 -- or gives a negative output), in sorted order (no deadlock between two sagas).
-local function heads_of(t, consumed, accts)
-    local r, seen = {}, {}
-    local function add(account, asset)
-        local a = accts[account]
-        if a and a.policy == "capped" then
-            local k = account .. asset_key(asset)
-            if not seen[k] then
-                seen[k] = true
-                r[#r + 1] = { account = account, asset = asset, key = k }
-            end
+local function add_head(r, seen, accts, account, asset)
+    local a = accts[account]
+    if a and a.policy == "capped" then
+        local k = account .. asset_key(asset)
+        if not seen[k] then
+            seen[k] = true
+            r[#r + 1] = { account = account, asset = asset, key = k }
         end
     end
-    for _, p in ipairs(consumed) do add(p.account, p.asset) end
-    for _, o in ipairs(t.outputs) do if o.amount < 0 then add(o.account, o.asset) end end
-    sort(r, function(a, b) return a.key < b.key end)
+end
+local function by_key(a, b) return a.key < b.key end
+local function heads_of(t, consumed, accts)
+    local r, seen = {}, {}
+    for _, p in ipairs(consumed) do add_head(r, seen, accts, p.account, p.asset) end
+    for _, o in ipairs(t.outputs) do
+        if o.amount < 0 then add_head(r, seen, accts, o.account, o.asset) end
+    end
+    if #r == 0 then return r end
+    sort(r, by_key)
     for _, h in ipairs(r) do h.key = nil end
     return r
 end
@@ -891,13 +903,13 @@ function Ledger:_drive_body(ctx)
                 balances[i] = { account = pr.account, asset = pr.asset, amount = bals[i] }
             end
             local plan, err, code = ledger.validate_and_plan(t, list_accounts(ctx.ids, accts),
-                                                             consumed, balances)
+                                                             consumed, balances, true)
             if not plan and not RACE[code] and not self:_picks_moved(consumed) then
                 return self:_reject(ctx, err, code)
             end
             if plan then
                 ctx.t, ctx.tid = t, plan.transfer_id
-                ctx.tbytes = assert(ledger.encode_transfer(t))
+                ctx.tbytes = plan.bytes
                 ctx.heads = heads_of(t, consumed, accts)
                 self:_save(ctx, "reserving")
                 if self:_reserve(ctx) == "full" and self:_take_heads(ctx) then
@@ -1483,7 +1495,7 @@ function Ledger:_plan_batch(ctx)
                                 amount = bal[pr.account .. asset_key(pr.asset)] or 0 }
             end
             local plan, err, code = ledger.validate_and_plan(t, list_accounts(cids, a3),
-                                                             consumed, balances)
+                                                             consumed, balances, true)
             if not plan and RACE[code] then
                 handover[#handover + 1] = { k = k, e = e }
             elseif not plan then
@@ -1521,7 +1533,7 @@ function Ledger:_plan_batch(ctx)
                     end
                 end
                 items[#items + 1] = { k = k, e = e, t = t, tid = tid, cids = cids,
-                                      tbytes = assert(ledger.encode_transfer(t)) }
+                                      tbytes = plan.bytes }
                 for _, h in ipairs(heads_of(t, consumed, a3)) do
                     local hk = h.account .. asset_key(h.asset)
                     if not hseen[hk] then
