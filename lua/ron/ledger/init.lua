@@ -152,6 +152,20 @@ local function get_asset(a)
     return { code = ffi_string(a.code, n), scale = a.scale }
 end
 
+-- The deltas' assets: one table per distinct asset, shared by every plan (a plan's assets
+-- are read, never changed; building one per delta was ~5 % of a rated slice's CPU).
+local ASSET_SIZE = ffi.sizeof("rl_asset_t")
+local assets_seen, n_assets_seen = {}, 0
+local function shared_asset(a)
+    local k = ffi_string(a, ASSET_SIZE)
+    local r = assets_seen[k]
+    if r then return r end
+    if n_assets_seen >= 1024 then assets_seen, n_assets_seen = {}, 0 end
+    r = get_asset(a)
+    assets_seen[k], n_assets_seen = r, n_assets_seen + 1
+    return r
+end
+
 local function enum(map, v, what)
     local n = map[v]
     if n == nil then misuse(format("%s: unknown value %s", what, tostring(v))) end
@@ -414,7 +428,7 @@ function _M.validate_and_plan(t, accts, postings, bals, with_bytes)
         local d = deltas[i]
         plan.deltas[i + 1] = {
             account = ffi_string(d.account, 16),
-            asset = get_asset(d.asset),
+            asset = shared_asset(d.asset),
             before = from_amount(d.before),
             debit = from_amount(d.debit),
             credit = from_amount(d.credit),

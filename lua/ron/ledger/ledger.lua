@@ -1083,7 +1083,11 @@ function Ledger:_list_read(name, list, n, ...)
     return out
 end
 
-local function pkey(id) return id.transfer_id .. format("%08x", id.index) end
+-- A posting's key in the batch's maps (an index's hex digits precomputed: several per
+-- posting per batch, the format was visible in the profile).
+local IDX8 = {}
+for i = 0, 255 do IDX8[i] = format("%08x", i) end
+local function pkey(id) return id.transfer_id .. (IDX8[id.index] or format("%08x", id.index)) end
 
 local function largest_less(a, b)
     if a.amount ~= b.amount then return a.amount > b.amount end
@@ -1636,6 +1640,15 @@ function Ledger:_write_all(list, write, missing, what)
     end
 end
 
+local SHARD2 = {}
+for i = 0, 15 do SHARD2[i] = format("%02d", i) end
+local function row_key(o)
+    return o.account .. o.asset.code .. "\0" .. o.asset.scale .. "\0"
+           .. SHARD2[(o.id.index + o.id.transfer_id:byte(1)) % 16]
+           .. pkey(o.id)
+end
+local function by_sort_key(x, y) return x.sort_key < y.sort_key end
+
 function Ledger:_finalize_batch(ctx, results, later)
     local sid, items = ctx.sid, ctx.items
     if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
@@ -1690,13 +1703,8 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- two batches inserting at once lock the hot rows (revenue, a shared source) in the same
     -- order, so they wait for each other instead of deadlocking (PostgreSQL detects a
     -- deadlock only after deadlock_timeout, 1 s by default)
-    local function row_key(o)
-        return o.account .. o.asset.code .. "\0" .. o.asset.scale .. "\0"
-               .. format("%02d", (o.id.index + o.id.transfer_id:byte(1)) % 16)
-               .. o.id.transfer_id .. format("%08x", o.id.index)
-    end
     for _, o in ipairs(outs) do o.sort_key = row_key(o) end
-    sort(outs, function(x, y) return x.sort_key < y.sort_key end)
+    sort(outs, by_sort_key)
     for i, o in ipairs(outs) do
         o.sort_key = nil
         oids[i] = o.id

@@ -77,7 +77,25 @@ for i = 0, 255 do
     UNHEX[lo], UNHEX[up] = char(i), char(i)
     UNHEX[lo:sub(1, 1) .. up:sub(2, 2)], UNHEX[up:sub(1, 1) .. lo:sub(2, 2)] = char(i), char(i)
 end
+-- Up to 64 bytes (a b3, a tenant) through a byte loop the JIT compiles; anything else, or
+-- a character that is not hex, by gsub (which leaves a non-hex pair as it is).
+local unhex_buf = ffi.new("uint8_t[64]")
+local function nibble(c)
+    if c >= 48 and c <= 57 then return c - 48 end
+    if c >= 97 and c <= 102 then return c - 87 end
+    if c >= 65 and c <= 70 then return c - 55 end
+    return nil
+end
 local function unhex(h)
+    local n = #h
+    if n % 2 == 0 and n <= 128 then
+        for i = 0, n / 2 - 1 do
+            local a, b = nibble(byte(h, 2 * i + 1)), nibble(byte(h, 2 * i + 2))
+            if not a or not b then return (h:gsub("%x%x", UNHEX)) end
+            unhex_buf[i] = a * 16 + b
+        end
+        return ffi.string(unhex_buf, n / 2)
+    end
     return (h:gsub("%x%x", UNHEX))
 end
 local function hex(s)
