@@ -109,6 +109,8 @@ function _M.new(opts)
         prim_retries = opts.prim_retries or 3,
         -- wip/perf (LED-50): flush = false when the caller flushes (group commit)
         flush_on_ack = opts.flush ~= false,
+        -- LED-57: a batch's independent writes at once (_together); needs the host's tasks
+        overlap = opts.overlap == nil and opts.store.backend == "postgres" or opts.overlap == true,
         seq = 0,
         inflight = {},
         stats = { commits = 0, rejections = 0, replays = 0, resolves = 0, head_waits = 0,
@@ -1649,6 +1651,31 @@ local function row_key(o)
 end
 local function by_sort_key(x, y) return x.sort_key < y.sort_key end
 
+-- Two of the batch's writes at once (LED-57): after the point of no return, with a store
+-- that serves statements at once (PostgreSQL's pool: overlap, default on for it), f runs in
+-- a task while g runs here, so the server works on both while the loop is free; else one
+-- after the other, f first (the order the steps are listed in). Only writes that depend on
+-- neither are paired: outputs with transfer records (different tables), then outcomes with
+-- events (both after the records and the outputs: a committed intent always finds its
+-- transfer, an event its transfer and its postings). Every step is idempotent and verified,
+-- so a crash may leave any subset of a pair: recover() rolls the batch forward as before.
+-- Both are joined before an error of either is raised (nothing of the batch runs on after).
+function Ledger:_together(f, g)
+    if not self.overlap then
+        f()
+        g()
+        return
+    end
+    local task = require "ron.accounting.runtime.task"
+    local h = task.spawn("ledger_write", pcall, f)
+    local ok2, e2 = pcall(g)
+    local jok, ok1, e1 = h:join()
+    self.stats.overlapped = (self.stats.overlapped or 0) + 1
+    if not jok then error(ok1, 0) end
+    if not ok1 then error(e1, 0) end
+    if not ok2 then error(e2, 0) end
+end
+
 function Ledger:_finalize_batch(ctx, results, later)
     local sid, items = ctx.sid, ctx.items
     if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
@@ -1709,19 +1736,21 @@ function Ledger:_finalize_batch(ctx, results, later)
         o.sort_key = nil
         oids[i] = o.id
     end
-    self:_write_all(outs,
-        function(list) return self:_pw("insert_postings", list, BATCH_POSTINGS) end,
-        function(list)
-            local have = {}
-            for _, p in ipairs(self:_list_read("get_postings", oids, BATCH_IDS)) do
-                have[pkey(p.id)] = true
-            end
-            local missing = {}
-            for _, o in ipairs(list) do
-                if not have[pkey(o.id)] then missing[#missing + 1] = o end
-            end
-            return missing
-        end, "outputs of batch " .. sid .. " missing after insert")
+    local function write_outputs()
+        self:_write_all(outs,
+            function(list) return self:_pw("insert_postings", list, BATCH_POSTINGS) end,
+            function(list)
+                local have = {}
+                for _, p in ipairs(self:_list_read("get_postings", oids, BATCH_IDS)) do
+                    have[pkey(p.id)] = true
+                end
+                local missing = {}
+                for _, o in ipairs(list) do
+                    if not have[pkey(o.id)] then missing[#missing + 1] = o end
+                end
+                return missing
+            end, "outputs of batch " .. sid .. " missing after insert")
+    end
     -- 3. the transfer records (chunked by the parameter budget)
     local recs = {}
     for i, it in ipairs(items) do
@@ -1745,17 +1774,23 @@ function Ledger:_finalize_batch(ctx, results, later)
         if #chunk > 0 then n = n + self:_p("store_transfers", chunk) end
         return n
     end
-    self:_write_all(recs, store_recs, function(list)
-        local missing = {}
-        for _, r in ipairs(list) do
-            local got = self:_read("get_transfer", r.rec.id)
-            if not got then missing[#missing + 1] = r
-            elseif got.bytes ~= r.rec.bytes then
-                error("ron.ledger: transfer " .. hex(r.rec.id) .. " stored with other bytes")
+    local function write_recs()
+        self:_write_all(recs, store_recs, function(list)
+            local missing = {}
+            for _, r in ipairs(list) do
+                local got = self:_read("get_transfer", r.rec.id)
+                if not got then missing[#missing + 1] = r
+                elseif got.bytes ~= r.rec.bytes then
+                    error("ron.ledger: transfer " .. hex(r.rec.id)
+                          .. " stored with other bytes")
+                end
             end
-        end
-        return missing
-    end, "transfers of batch " .. sid .. " not stored")
+            return missing
+        end, "transfers of batch " .. sid .. " not stored")
+    end
+    -- (LED-57) the outputs and the transfer records at once, then the outcomes and the
+    -- events at once: see _together
+    self:_together(write_outputs, write_recs)
     -- 4. the intents' outcomes: committed, and the deterministic rejections
     local outs_i, expect = {}, {}
     for _, it in ipairs(items) do
@@ -1770,23 +1805,26 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- what the store holds for the batch's intents after a short count (a rejection replayed
     -- over an earlier outcome answers that outcome, below)
     local stored = {}
-    self:_write_all(outs_i, function(list) return self:_pw("put_intents", list, BATCH_IDS) end,
-        function(list)
-            local ks = {}
-            for i, o in ipairs(list) do ks[i] = o.key end
-            stored = self:_intents_of(ks)
-            local missing = {}
-            for _, o in ipairs(list) do
-                local cur = stored[o.key]
-                if not cur then missing[#missing + 1] = o
-                elseif expect[o.key] and (cur.status ~= "committed"
-                                          or cur.transfer_id ~= expect[o.key]) then
-                    error("ron.ledger: intent of " .. hex(expect[o.key])
-                          .. " holds another outcome")
+    local function write_outcomes()
+        self:_write_all(outs_i,
+            function(list) return self:_pw("put_intents", list, BATCH_IDS) end,
+            function(list)
+                local ks = {}
+                for i, o in ipairs(list) do ks[i] = o.key end
+                stored = self:_intents_of(ks)
+                local missing = {}
+                for _, o in ipairs(list) do
+                    local cur = stored[o.key]
+                    if not cur then missing[#missing + 1] = o
+                    elseif expect[o.key] and (cur.status ~= "committed"
+                                              or cur.transfer_id ~= expect[o.key]) then
+                        error("ron.ledger: intent of " .. hex(expect[o.key])
+                              .. " holds another outcome")
+                    end
                 end
-            end
-            return missing
-        end, "outcomes of batch " .. sid .. " not stored")
+                return missing
+            end, "outcomes of batch " .. sid .. " not stored")
+    end
     -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33)
     local evlist = {}
     for i, it in ipairs(items) do
@@ -1795,28 +1833,35 @@ function Ledger:_finalize_batch(ctx, results, later)
     end
     local evs = {}
     local pending = evlist
-    for _ = 1, self.max_attempts * 4 do
-        if #pending == 0 then break end
-        local unknown = {}
-        for _, c in ipairs(slices(pending, BATCH_IDS)) do
-            local n, first = self:_p("append_events", self.book, c)
-            if n == #c and first then
-                -- all of the chunk, consecutive from first: no read back
-                for j, x in ipairs(c) do evs[x.transfer_id] = { seq = first + j - 1 } end
-            else
-                for _, x in ipairs(c) do unknown[#unknown + 1] = x end
+    local function write_events()
+        for _ = 1, self.max_attempts * 4 do
+            if #pending == 0 then break end
+            local unknown = {}
+            for _, c in ipairs(slices(pending, BATCH_IDS)) do
+                local n, first = self:_p("append_events", self.book, c)
+                if n == #c and first then
+                    -- all of the chunk, consecutive from first: no read back
+                    for j, x in ipairs(c) do evs[x.transfer_id] = { seq = first + j - 1 } end
+                else
+                    for _, x in ipairs(c) do unknown[#unknown + 1] = x end
+                end
             end
+            local ptids = {}
+            for i, x in ipairs(unknown) do ptids[i] = x.transfer_id end
+            for _, c in ipairs(slices(ptids, BATCH_IDS)) do
+                for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do
+                    evs[k] = v
+                end
+            end
+            local left = {}
+            for _, x in ipairs(pending) do
+                if not evs[x.transfer_id] then left[#left + 1] = x end
+            end
+            pending = left
+            if #pending > 0 then self.pause(1) end
         end
-        local ptids = {}
-        for i, x in ipairs(unknown) do ptids[i] = x.transfer_id end
-        for _, c in ipairs(slices(ptids, BATCH_IDS)) do
-            for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do evs[k] = v end
-        end
-        local left = {}
-        for _, x in ipairs(pending) do if not evs[x.transfer_id] then left[#left + 1] = x end end
-        pending = left
-        if #pending > 0 then self.pause(1) end
     end
+    self:_together(write_outcomes, write_events)
     if #pending > 0 then
         return fail(ERR.Unavailable, "events of batch " .. sid .. " not appended")
     end
