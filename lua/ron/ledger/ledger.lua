@@ -109,6 +109,9 @@ function _M.new(opts)
         prim_retries = opts.prim_retries or 3,
         -- wip/perf (LED-50): flush = false when the caller flushes (group commit)
         flush_on_ack = opts.flush ~= false,
+        -- LED-58: accounts whose history does not list transfers ({ [id16] = true }: a
+        -- book's system accounts that every rated slice touches; the feed lists them all)
+        unindexed = opts.unindexed or {},
         -- LED-57: a batch's independent writes at once (_together); needs the host's tasks
         overlap = opts.overlap == nil and opts.store.backend == "postgres" or opts.overlap == true,
         seq = 0,
@@ -625,6 +628,16 @@ function Ledger:_resolve_reverse(req)
         created, accts
 end
 
+-- The accounts whose history lists t (one transfer_accounts row each): every pinned
+-- account but the engine's unindexed ones (LED-58).
+function Ledger:_involved(t)
+    local involved, skip = {}, self.unindexed
+    for _, p in ipairs(t.pins) do
+        if not skip[p.account] then involved[#involved + 1] = p.account end
+    end
+    return involved
+end
+
 -- Pins (every involved account at the version just read) and the pairs to validate.
 local function complete(t, consumed, accts)
     local seen, ids = {}, {}
@@ -971,8 +984,7 @@ function Ledger:_finalize(ctx)
         end
     end
     -- 3. the transfer record.
-    local involved = {}
-    for _, p in ipairs(t.pins) do involved[#involved + 1] = p.account end
+    local involved = self:_involved(t)
     local rec = { id = tid, bytes = ctx.tbytes, intent = t.intent, book = self.book,
                   created_at_ms = ctx.created_at_ms, metadata = t.metadata }
     if self:_p("store_transfer", rec, involved) ~= 1 then
@@ -1754,8 +1766,7 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- 3. the transfer records (chunked by the parameter budget)
     local recs = {}
     for i, it in ipairs(items) do
-        local involved = {}
-        for _, p in ipairs(it.t.pins) do involved[#involved + 1] = p.account end
+        local involved = self:_involved(it.t)
         recs[i] = { rec = { id = it.tid, bytes = it.tbytes, intent = it.t.intent, book = self.book,
                             created_at_ms = ctx.created_at_ms, metadata = it.t.metadata },
                     involved = involved }
