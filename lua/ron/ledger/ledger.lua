@@ -562,8 +562,8 @@ function Ledger:_picks_moved(consumed)
     return false
 end
 
--- The (account, asset) keys every saga in phase finalizing (any node) has an output to:
--- value in flight that a debit must wait for, not a stored InsufficientFunds (LED-32). A
+-- The (account, asset) keys every saga in phase finalizing (any node) has a credit (a
+-- positive output) to: value in flight that a debit must wait for, not a stored InsufficientFunds (LED-32). A
 -- single saga's record holds its transfer (t), a batch's its transfers (items[i].t). Only
 -- on the short-account path; the saga table holds the sagas running or left to recover().
 function Ledger:_finalizing_outputs()
@@ -579,7 +579,12 @@ function Ledger:_finalizing_outputs()
             end
             for _, b in ipairs(bytes) do
                 for _, o in ipairs(ledger.decode_transfer(b).outputs) do
-                    keys[o.account .. asset_key(o.asset)] = true
+                    -- only a credit can be the value a short payer waits for: a negative
+                    -- output (an uncapped source's issue, a receivable's debt) never covers
+                    -- a need (every rated slice gives the usage source one: with lanes, each
+                    -- batch that met another lane's finalizing record handed all its
+                    -- members to the single path)
+                    if o.amount > 0 then keys[o.account .. asset_key(o.asset)] = true end
                 end
             end
         end
