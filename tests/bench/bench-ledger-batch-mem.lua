@@ -7,9 +7,10 @@
 --
 -- Cases: chain (1 stream, B consecutive slices of one tenant per put_many) and streams (M
 -- tenants, B/M windows of each per put_many). Prints CPU microseconds per slice (os.clock)
--- of the engine and the exporter (the memory store's primitives timed apart) and slices/s, and as the baseline measured in the same run, the rating alone
--- (usage.request per slice: the exporter's rate card and request building), so the ratio
--- says how many times a slice's whole batch path costs its rating. Each case runs R times
+-- of the engine and the exporter (the memory store's primitives timed apart) and slices/s,
+-- and as the baseline measured in the same run, the rating alone (usage.request per slice:
+-- the exporter's rate card and request building), so the ratio says how many times a
+-- slice's whole batch path costs its rating. Each case runs R times
 -- (default 3) on a fresh store, and the best round is reported (the machine is shared: the
 -- best round is the one least disturbed).
 -- --profile FILE: LuaJIT's sampling profiler (jit.p, mode "Fl", 1 ms) over the cases into

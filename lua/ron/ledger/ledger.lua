@@ -563,9 +563,10 @@ function Ledger:_picks_moved(consumed)
 end
 
 -- The (account, asset) keys every saga in phase finalizing (any node) has a credit (a
--- positive output) to: value in flight that a debit must wait for, not a stored InsufficientFunds (LED-32). A
--- single saga's record holds its transfer (t), a batch's its transfers (items[i].t). Only
--- on the short-account path; the saga table holds the sagas running or left to recover().
+-- positive output) to: value in flight that a debit must wait for, not a stored
+-- InsufficientFunds (LED-32). A single saga's record holds its transfer (t), a batch's its
+-- transfers (items[i].t). Only on the short-account path; the saga table holds the sagas
+-- running or left to recover().
 function Ledger:_finalizing_outputs()
     local keys = {}
     for _, s in ipairs(self:_p("list_pending_sagas")) do
