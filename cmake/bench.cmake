@@ -103,6 +103,12 @@ if(RA_BUILD_LEDGER)
   list(APPEND _bench_cmds
     COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
       $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-rate.lua)
+  # The batch path's own CPU per rated slice (docs/LEDGER.md "Where the time goes"):
+  # put_many of 256 through commit_many into the memory store, against the rating alone.
+  list(APPEND _bench_cmds
+    COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+      $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-ledger-batch-mem.lua
+      --out ${_bench_results})
 endif()
 
 # POST /v1/records under wrk (tests/bench/bench-ingest.sh): records/s and p99 through the

@@ -56,6 +56,8 @@ local i64_out = ffi_new("int64_t[3]")
 local u32_out = ffi_new("uint32_t[1]")
 local acct_id = ffi_new("uint8_t[16]")
 local idx_arr = ffi_new("uint32_t[?]", MAX_INPUTS)
+local OUTPUT_SIZE, BALANCE_SIZE = ffi.sizeof("rl_output_t"), ffi.sizeof("rl_balance_t")
+local POSTING_SIZE, ACCOUNT_SIZE = ffi.sizeof("rl_posting_t"), ffi.sizeof("rl_account_t")
 
 local POLICY = { no_overdraft = 0, capped = 1, uncapped = 2 }
 local POLICY_NAME = { [0] = "no_overdraft", "capped", "uncapped" }
@@ -89,15 +91,24 @@ end
 local TWO53 = 2 ^ 53
 local int64_t = ffi.typeof("int64_t")
 
-local function to_amount(v, what)
+-- The names in misuse messages: what is a format (its %d the index i) plus a suffix, built
+-- only when the message is (building them eagerly cost a few strings per field per call:
+-- ~40 per rated slice).
+local function label(what, i, suffix)
+    return format(what, i) .. (suffix or "")
+end
+
+local function to_amount(v, what, i, suffix)
     if type(v) == "number" then
         if v ~= v or v % 1 ~= 0 or v > TWO53 or v < -TWO53 then
-            misuse(format("%s: %s is not an exact integer amount", what, tostring(v)))
+            misuse(format("%s: %s is not an exact integer amount", label(what, i, suffix),
+                          tostring(v)))
         end
         return v
     end
     if type(v) == "cdata" and ffi.istype(int64_t, v) then return v end
-    misuse(format("%s: amount must be an integer number or int64_t, got %s", what, type(v)))
+    misuse(format("%s: amount must be an integer number or int64_t, got %s",
+                  label(what, i, suffix), type(v)))
 end
 
 local function from_amount(v)
@@ -120,16 +131,16 @@ end
 
 -- ---- table ↔ cdata ----
 
-local function bytes(dst, s, n, what)
+local function bytes(dst, s, n, what, i, suffix)
     if type(s) ~= "string" or #s ~= n then
-        misuse(format("%s must be a string of %d bytes", what, n))
+        misuse(format("%s must be a string of %d bytes", label(what, i, suffix), n))
     end
     ffi_copy(dst, s, n)
 end
 
-local function put_asset(dst, a, what)
+local function put_asset(dst, a, what, i)
     if type(a) ~= "table" or type(a.code) ~= "string" or type(a.scale) ~= "number" then
-        misuse(what .. ": asset must be { code = string, scale = number }")
+        misuse(label(what, i) .. ": asset must be { code = string, scale = number }")
     end
     -- An illegal code or scale leaves a zero asset, which the core refuses with a code.
     if C.rl_asset_init(dst, a.code, #a.code, a.scale) ~= 0 then ffi_fill(dst, ffi.sizeof(dst)) end
@@ -141,6 +152,20 @@ local function get_asset(a)
     return { code = ffi_string(a.code, n), scale = a.scale }
 end
 
+-- The deltas' assets: one table per distinct asset, shared by every plan (a plan's assets
+-- are read, never changed; building one per delta was ~5 % of a rated slice's CPU).
+local ASSET_SIZE = ffi.sizeof("rl_asset_t")
+local assets_seen, n_assets_seen = {}, 0
+local function shared_asset(a)
+    local k = ffi_string(a, ASSET_SIZE)
+    local r = assets_seen[k]
+    if r then return r end
+    if n_assets_seen >= 1024 then assets_seen, n_assets_seen = {}, 0 end
+    r = get_asset(a)
+    assets_seen[k], n_assets_seen = r, n_assets_seen + 1
+    return r
+end
+
 local function enum(map, v, what)
     local n = map[v]
     if n == nil then misuse(format("%s: unknown value %s", what, tostring(v))) end
@@ -149,7 +174,7 @@ end
 
 local function put_account(dst, a)
     if type(a) ~= "table" then misuse("account must be a table") end
-    ffi_fill(dst, ffi.sizeof("rl_account_t"))
+    ffi_fill(dst, ACCOUNT_SIZE)
     bytes(dst.id, a.id, 16, "account.id")
     dst.version = a.version or 1
     dst.floor = to_amount(a.floor or 0, "account.floor")
@@ -167,9 +192,9 @@ local function get_account(a)
     }
 end
 
-local function put_ref(dst, r, what)
-    if type(r) ~= "table" then misuse(what .. " must be a table") end
-    bytes(dst.transfer_id, r.transfer_id, 32, what .. ".transfer_id")
+local function put_ref(dst, r, what, i)
+    if type(r) ~= "table" then misuse(label(what, i) .. " must be a table") end
+    bytes(dst.transfer_id, r.transfer_id, 32, what, i, ".transfer_id")
     dst.index = r.index
 end
 
@@ -179,7 +204,7 @@ end
 
 local function put_posting(dst, p)
     if type(p) ~= "table" then misuse("posting must be a table") end
-    ffi_fill(dst, ffi.sizeof("rl_posting_t"))
+    ffi_fill(dst, POSTING_SIZE)
     put_ref(dst.id, p.id, "posting.id")
     bytes(dst.account, p.account, 16, "posting.account")
     put_asset(dst.asset, p.asset, "posting.asset")
@@ -213,19 +238,19 @@ local function put_transfer(t)
     if n_in > MAX_INPUTS or n_out > MAX_OUTPUTS or n_pin > MAX_PINS then
         return C.RL_ELIMIT
     end
-    for i = 1, n_in do put_ref(inputs[i - 1], ins[i], "transfer.inputs[" .. i .. "]") end
+    for i = 1, n_in do put_ref(inputs[i - 1], ins[i], "transfer.inputs[%d]", i) end
     for i = 1, n_out do
         local o, d = outs[i], outputs[i - 1]
         if type(o) ~= "table" then misuse("transfer.outputs[" .. i .. "] must be a table") end
-        ffi_fill(d, ffi.sizeof("rl_output_t"))
-        bytes(d.account, o.account, 16, "transfer.outputs[" .. i .. "].account")
-        put_asset(d.asset, o.asset, "transfer.outputs[" .. i .. "]")
-        d.amount = to_amount(o.amount, "transfer.outputs[" .. i .. "].amount")
+        ffi_fill(d, OUTPUT_SIZE)
+        bytes(d.account, o.account, 16, "transfer.outputs[%d]", i, ".account")
+        put_asset(d.asset, o.asset, "transfer.outputs[%d]", i)
+        d.amount = to_amount(o.amount, "transfer.outputs[%d]", i, ".amount")
     end
     for i = 1, n_pin do
         local p, d = ps[i], pins[i - 1]
         if type(p) ~= "table" then misuse("transfer.pins[" .. i .. "] must be a table") end
-        bytes(d.account, p.account, 16, "transfer.pins[" .. i .. "].account")
+        bytes(d.account, p.account, 16, "transfer.pins[%d]", i, ".account")
         d.version = p.version
     end
     local metadata, intent = t.metadata or "", t.intent
@@ -325,6 +350,7 @@ end
 
 local select_cap = 0
 local select_arr
+local select_pos = {}
 
 -- Returns { 1-based positions in pick order }, sum, change; or nil, err, code, sum (the
 -- sum available when the code is InsufficientFunds).
@@ -336,19 +362,30 @@ function _M.select_postings(postings, account, asset, target, max_picks)
         select_cap = n
         select_arr = ffi_new("rl_posting_t[?]", n)
     end
-    for i = 1, n do put_posting(select_arr[i - 1], postings[i]) end
+    -- Only what the core could pick crosses the FFI: a posting of a number amount <= 0 is
+    -- never eligible (an uncapped source or a receivable holds pages of them: 32 postings
+    -- marshalled per payer per transfer for nothing). pos maps back to 1-based positions.
+    local m = 0
+    for i = 1, n do
+        local p = postings[i]
+        if not (type(p) == "table" and type(p.amount) == "number" and p.amount <= 0) then
+            put_posting(select_arr[m], p)
+            select_pos[m] = i
+            m = m + 1
+        end
+    end
     bytes(acct_id, account, 16, "select_postings: account")
     put_asset(asset_s, asset, "select_postings")
     local cap = max_picks or MAX_INPUTS
     if cap > MAX_INPUTS then misuse("select_postings: max_picks over RL_MAX_INPUTS") end
-    local rc = C.rl_select_postings(select_arr, n, acct_id, asset_s, to_amount(target, "target"),
+    local rc = C.rl_select_postings(select_arr, m, acct_id, asset_s, to_amount(target, "target"),
                                     idx_arr, cap, u32_out, i64_out, i64_out + 1)
     if rc ~= 0 then
         local a, b, c = fail(rc)
         return a, b, c, from_amount(i64_out[0])
     end
     local picks = {}
-    for i = 0, u32_out[0] - 1 do picks[i + 1] = idx_arr[i] + 1 end
+    for i = 0, u32_out[0] - 1 do picks[i + 1] = select_pos[idx_arr[i]] end
     return picks, from_amount(i64_out[0]), from_amount(i64_out[1])
 end
 
@@ -356,7 +393,9 @@ end
 
 -- Returns { transfer_id = <32 bytes>, deltas = { {account, asset, before, debit, credit,
 -- after}, ... } } or nil, err, code.
-function _M.validate_and_plan(t, accts, postings, bals)
+-- with_bytes: also plan.bytes, t's canonical encoding (the transfer the core just read: one
+-- marshalling instead of a second one through encode_transfer).
+function _M.validate_and_plan(t, accts, postings, bals, with_bytes)
     local rc = put_transfer(t)
     if rc ~= 0 then return fail(rc) end
     local _, n_acct = count(accts, MAX_INVOLVED, "accounts")
@@ -370,21 +409,26 @@ function _M.validate_and_plan(t, accts, postings, bals)
     for i = 1, n_bal do
         local b, d = bals[i], balances[i - 1]
         if type(b) ~= "table" then misuse("balances[" .. i .. "] must be a table") end
-        ffi_fill(d, ffi.sizeof("rl_balance_t"))
-        bytes(d.account, b.account, 16, "balances[" .. i .. "].account")
-        put_asset(d.asset, b.asset, "balances[" .. i .. "]")
-        d.amount = to_amount(b.amount, "balances[" .. i .. "].amount")
+        ffi_fill(d, BALANCE_SIZE)
+        bytes(d.account, b.account, 16, "balances[%d]", i, ".account")
+        put_asset(d.asset, b.asset, "balances[%d]", i)
+        d.amount = to_amount(b.amount, "balances[%d]", i, ".amount")
     end
     plan_s.deltas, plan_s.deltas_cap, plan_s.n_deltas = deltas, MAX_INVOLVED, 0
     rc = C.rl_validate_and_plan(transfer_s, accounts, n_acct, consumed, n_post, balances, n_bal,
                                 plan_s)
     if rc ~= 0 then return fail(rc) end
     local plan = { transfer_id = ffi_string(plan_s.transfer_id, 32), deltas = {} }
+    if with_bytes then
+        rc = C.rl_transfer_encode(transfer_s, buf, buf_cap, len_out)
+        if rc ~= 0 then return fail(rc) end
+        plan.bytes = ffi_string(buf, len_out[0])
+    end
     for i = 0, plan_s.n_deltas - 1 do
         local d = deltas[i]
         plan.deltas[i + 1] = {
             account = ffi_string(d.account, 16),
-            asset = get_asset(d.asset),
+            asset = shared_asset(d.asset),
             before = from_amount(d.before),
             debit = from_amount(d.debit),
             credit = from_amount(d.credit),

@@ -109,6 +109,11 @@ function _M.new(opts)
         prim_retries = opts.prim_retries or 3,
         -- wip/perf (LED-50): flush = false when the caller flushes (group commit)
         flush_on_ack = opts.flush ~= false,
+        -- LED-58: accounts whose history does not list transfers ({ [id16] = true }: a
+        -- book's system accounts that every rated slice touches; the feed lists them all)
+        unindexed = opts.unindexed or {},
+        -- LED-57: a batch's independent writes at once (_together); needs the host's tasks
+        overlap = opts.overlap == nil and opts.store.backend == "postgres" or opts.overlap == true,
         seq = 0,
         inflight = {},
         stats = { commits = 0, rejections = 0, replays = 0, resolves = 0, head_waits = 0,
@@ -407,38 +412,47 @@ function StoreSource:finalizing_to(account, asset)
     return self.led:_finalizing_to(account, asset)
 end
 
+-- (module-level helpers of _resolve_commit: no closure per request, see pairs_of)
+local NONE = {}
+local function net_pair(list, by_k, account, asset)
+    local k = account .. asset_key(asset)
+    local p = by_k[k]
+    if not p then
+        p = { account = account, asset = asset, net = 0 }
+        by_k[k] = p
+        list[#list + 1] = p
+    end
+    return p
+end
+local function want_id(ids, seen, id)
+    if not seen[id] then
+        seen[id] = true
+        ids[#ids + 1] = id
+    end
+end
+local function ref_less(a, b)
+    if a.transfer_id ~= b.transfer_id then return a.transfer_id < b.transfer_id end
+    return a.index < b.index
+end
+
 function Ledger:_resolve_commit(req, src)
     src = src or setmetatable({ led = self }, StoreSource)
-    local pairs_, by_key = {}, {}
-    local function pair(account, asset)
-        local k = account .. asset_key(asset)
-        local p = by_key[k]
-        if not p then
-            p = { account = account, asset = asset, net = 0 }
-            by_key[k] = p
-            pairs_[#pairs_ + 1] = p
-        end
-        return p
-    end
+    local pairs_, by_k = {}, {}
     for _, m in ipairs(req.movements) do
-        local a = ledger.amount_sub(pair(m.from, m.asset).net, m.amount)
+        local pf = net_pair(pairs_, by_k, m.from, m.asset)
+        local a = ledger.amount_sub(pf.net, m.amount)
         if not a then return fail(ERR.AmountOverflow, "movement sums overflow") end
-        pair(m.from, m.asset).net = a
-        local c = ledger.amount_add(pair(m.to, m.asset).net, m.amount)
+        pf.net = a
+        local pt = net_pair(pairs_, by_k, m.to, m.asset)
+        local c = ledger.amount_add(pt.net, m.amount)
         if not c then return fail(ERR.AmountOverflow, "movement sums overflow") end
-        pair(m.to, m.asset).net = c
+        pt.net = c
     end
     local ids, seen = {}, {}
-    local function want(id)
-        if not seen[id] then
-            seen[id] = true
-            ids[#ids + 1] = id
-        end
-    end
-    for _, p in ipairs(pairs_) do want(p.account) end
-    for from, to in pairs(req.overdraft or {}) do
-        want(from)
-        want(to)
+    for _, p in ipairs(pairs_) do want_id(ids, seen, p.account) end
+    for from, to in pairs(req.overdraft or NONE) do
+        want_id(ids, seen, from)
+        want_id(ids, seen, to)
     end
     local accts = src:accounts(ids)
     for _, id in ipairs(ids) do
@@ -529,10 +543,7 @@ function Ledger:_resolve_commit(req, src)
             outputs[#outputs + 1] = { account = p.account, asset = p.asset, amount = p.net }
         end
     end
-    sort(inputs, function(a, b)
-        if a.transfer_id ~= b.transfer_id then return a.transfer_id < b.transfer_id end
-        return a.index < b.index
-    end)
+    if #inputs > 1 then sort(inputs, ref_less) end
     return { inputs = inputs, outputs = outputs, metadata = req.metadata, intent = req.intent },
         consumed, accts
 end
@@ -551,10 +562,11 @@ function Ledger:_picks_moved(consumed)
     return false
 end
 
--- The (account, asset) keys every saga in phase finalizing (any node) has an output to:
--- value in flight that a debit must wait for, not a stored InsufficientFunds (LED-32). A
--- single saga's record holds its transfer (t), a batch's its transfers (items[i].t). Only
--- on the short-account path; the saga table holds the sagas running or left to recover().
+-- The (account, asset) keys every saga in phase finalizing (any node) has a credit (a
+-- positive output) to: value in flight that a debit must wait for, not a stored
+-- InsufficientFunds (LED-32). A single saga's record holds its transfer (t), a batch's its
+-- transfers (items[i].t). Only on the short-account path; the saga table holds the sagas
+-- running or left to recover().
 function Ledger:_finalizing_outputs()
     local keys = {}
     for _, s in ipairs(self:_p("list_pending_sagas")) do
@@ -568,7 +580,12 @@ function Ledger:_finalizing_outputs()
             end
             for _, b in ipairs(bytes) do
                 for _, o in ipairs(ledger.decode_transfer(b).outputs) do
-                    keys[o.account .. asset_key(o.asset)] = true
+                    -- only a credit can be the value a short payer waits for: a negative
+                    -- output (an uncapped source's issue, a receivable's debt) never covers
+                    -- a need (every rated slice gives the usage source one: with lanes, each
+                    -- batch that met another lane's finalizing record handed all its
+                    -- members to the single path)
+                    if o.amount > 0 then keys[o.account .. asset_key(o.asset)] = true end
                 end
             end
         end
@@ -617,6 +634,16 @@ function Ledger:_resolve_reverse(req)
         created, accts
 end
 
+-- The accounts whose history lists t (one transfer_accounts row each): every pinned
+-- account but the engine's unindexed ones (LED-58).
+function Ledger:_involved(t)
+    local involved, skip = {}, self.unindexed
+    for _, p in ipairs(t.pins) do
+        if not skip[p.account] then involved[#involved + 1] = p.account end
+    end
+    return involved
+end
+
 -- Pins (every involved account at the version just read) and the pairs to validate.
 local function complete(t, consumed, accts)
     local seen, ids = {}, {}
@@ -635,37 +662,43 @@ local function complete(t, consumed, accts)
 end
 
 -- The (account, asset) pairs of t, in order of first appearance.
+-- (No local closures in these helpers: creating one (FNEW) is not compiled by LuaJIT and
+-- aborts every trace through them, several times per transfer.)
+local function add_pair(r, seen, account, asset)
+    local k = account .. asset_key(asset)
+    if not seen[k] then
+        seen[k] = true
+        r[#r + 1] = { account = account, asset = asset }
+    end
+end
 local function pairs_of(t, consumed)
     local r, seen = {}, {}
-    local function add(account, asset)
-        local k = account .. asset_key(asset)
-        if not seen[k] then
-            seen[k] = true
-            r[#r + 1] = { account = account, asset = asset }
-        end
-    end
-    for _, p in ipairs(consumed) do add(p.account, p.asset) end
-    for _, o in ipairs(t.outputs) do add(o.account, o.asset) end
+    for _, p in ipairs(consumed) do add_pair(r, seen, p.account, p.asset) end
+    for _, o in ipairs(t.outputs) do add_pair(r, seen, o.account, o.asset) end
     return r
 end
 
 -- The heads to take (LED-29): every capped pair the transfer debits (consumes a posting of,
 -- or gives a negative output), in sorted order (no deadlock between two sagas).
-local function heads_of(t, consumed, accts)
-    local r, seen = {}, {}
-    local function add(account, asset)
-        local a = accts[account]
-        if a and a.policy == "capped" then
-            local k = account .. asset_key(asset)
-            if not seen[k] then
-                seen[k] = true
-                r[#r + 1] = { account = account, asset = asset, key = k }
-            end
+local function add_head(r, seen, accts, account, asset)
+    local a = accts[account]
+    if a and a.policy == "capped" then
+        local k = account .. asset_key(asset)
+        if not seen[k] then
+            seen[k] = true
+            r[#r + 1] = { account = account, asset = asset, key = k }
         end
     end
-    for _, p in ipairs(consumed) do add(p.account, p.asset) end
-    for _, o in ipairs(t.outputs) do if o.amount < 0 then add(o.account, o.asset) end end
-    sort(r, function(a, b) return a.key < b.key end)
+end
+local function by_key(a, b) return a.key < b.key end
+local function heads_of(t, consumed, accts)
+    local r, seen = {}, {}
+    for _, p in ipairs(consumed) do add_head(r, seen, accts, p.account, p.asset) end
+    for _, o in ipairs(t.outputs) do
+        if o.amount < 0 then add_head(r, seen, accts, o.account, o.asset) end
+    end
+    if #r == 0 then return r end
+    sort(r, by_key)
     for _, h in ipairs(r) do h.key = nil end
     return r
 end
@@ -891,13 +924,13 @@ function Ledger:_drive_body(ctx)
                 balances[i] = { account = pr.account, asset = pr.asset, amount = bals[i] }
             end
             local plan, err, code = ledger.validate_and_plan(t, list_accounts(ctx.ids, accts),
-                                                             consumed, balances)
+                                                             consumed, balances, true)
             if not plan and not RACE[code] and not self:_picks_moved(consumed) then
                 return self:_reject(ctx, err, code)
             end
             if plan then
                 ctx.t, ctx.tid = t, plan.transfer_id
-                ctx.tbytes = assert(ledger.encode_transfer(t))
+                ctx.tbytes = plan.bytes
                 ctx.heads = heads_of(t, consumed, accts)
                 self:_save(ctx, "reserving")
                 if self:_reserve(ctx) == "full" and self:_take_heads(ctx) then
@@ -957,8 +990,7 @@ function Ledger:_finalize(ctx)
         end
     end
     -- 3. the transfer record.
-    local involved = {}
-    for _, p in ipairs(t.pins) do involved[#involved + 1] = p.account end
+    local involved = self:_involved(t)
     local rec = { id = tid, bytes = ctx.tbytes, intent = t.intent, book = self.book,
                   created_at_ms = ctx.created_at_ms, metadata = t.metadata }
     if self:_p("store_transfer", rec, involved) ~= 1 then
@@ -1071,7 +1103,11 @@ function Ledger:_list_read(name, list, n, ...)
     return out
 end
 
-local function pkey(id) return id.transfer_id .. format("%08x", id.index) end
+-- A posting's key in the batch's maps (an index's hex digits precomputed: several per
+-- posting per batch, the format was visible in the profile).
+local IDX8 = {}
+for i = 0, 255 do IDX8[i] = format("%08x", i) end
+local function pkey(id) return id.transfer_id .. (IDX8[id.index] or format("%08x", id.index)) end
 
 local function largest_less(a, b)
     if a.amount ~= b.amount then return a.amount > b.amount end
@@ -1483,7 +1519,7 @@ function Ledger:_plan_batch(ctx)
                                 amount = bal[pr.account .. asset_key(pr.asset)] or 0 }
             end
             local plan, err, code = ledger.validate_and_plan(t, list_accounts(cids, a3),
-                                                             consumed, balances)
+                                                             consumed, balances, true)
             if not plan and RACE[code] then
                 handover[#handover + 1] = { k = k, e = e }
             elseif not plan then
@@ -1521,7 +1557,7 @@ function Ledger:_plan_batch(ctx)
                     end
                 end
                 items[#items + 1] = { k = k, e = e, t = t, tid = tid, cids = cids,
-                                      tbytes = assert(ledger.encode_transfer(t)) }
+                                      tbytes = plan.bytes }
                 for _, h in ipairs(heads_of(t, consumed, a3)) do
                     local hk = h.account .. asset_key(h.asset)
                     if not hseen[hk] then
@@ -1624,6 +1660,40 @@ function Ledger:_write_all(list, write, missing, what)
     end
 end
 
+local SHARD2 = {}
+for i = 0, 15 do SHARD2[i] = format("%02d", i) end
+local function row_key(o)
+    return o.account .. o.asset.code .. "\0" .. o.asset.scale .. "\0"
+           .. SHARD2[(o.id.index + o.id.transfer_id:byte(1)) % 16]
+           .. pkey(o.id)
+end
+local function by_sort_key(x, y) return x.sort_key < y.sort_key end
+
+-- Two of the batch's writes at once (LED-57): after the point of no return, with a store
+-- that serves statements at once (PostgreSQL's pool: overlap, default on for it), f runs in
+-- a task while g runs here, so the server works on both while the loop is free; else one
+-- after the other, f first (the order the steps are listed in). Only writes that depend on
+-- neither are paired: outputs with transfer records (different tables), then outcomes with
+-- events (both after the records and the outputs: a committed intent always finds its
+-- transfer, an event its transfer and its postings). Every step is idempotent and verified,
+-- so a crash may leave any subset of a pair: recover() rolls the batch forward as before.
+-- Both are joined before an error of either is raised (nothing of the batch runs on after).
+function Ledger:_together(f, g)
+    if not self.overlap then
+        f()
+        g()
+        return
+    end
+    local task = require "ron.accounting.runtime.task"
+    local h = task.spawn("ledger_write", pcall, f)
+    local ok2, e2 = pcall(g)
+    local jok, ok1, e1 = h:join()
+    self.stats.overlapped = (self.stats.overlapped or 0) + 1
+    if not jok then error(ok1, 0) end
+    if not ok1 then error(e1, 0) end
+    if not ok2 then error(e2, 0) end
+end
+
 function Ledger:_finalize_batch(ctx, results, later)
     local sid, items = ctx.sid, ctx.items
     if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
@@ -1678,35 +1748,31 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- two batches inserting at once lock the hot rows (revenue, a shared source) in the same
     -- order, so they wait for each other instead of deadlocking (PostgreSQL detects a
     -- deadlock only after deadlock_timeout, 1 s by default)
-    local function row_key(o)
-        return o.account .. o.asset.code .. "\0" .. o.asset.scale .. "\0"
-               .. format("%02d", (o.id.index + o.id.transfer_id:byte(1)) % 16)
-               .. o.id.transfer_id .. format("%08x", o.id.index)
-    end
     for _, o in ipairs(outs) do o.sort_key = row_key(o) end
-    sort(outs, function(x, y) return x.sort_key < y.sort_key end)
+    sort(outs, by_sort_key)
     for i, o in ipairs(outs) do
         o.sort_key = nil
         oids[i] = o.id
     end
-    self:_write_all(outs,
-        function(list) return self:_pw("insert_postings", list, BATCH_POSTINGS) end,
-        function(list)
-            local have = {}
-            for _, p in ipairs(self:_list_read("get_postings", oids, BATCH_IDS)) do
-                have[pkey(p.id)] = true
-            end
-            local missing = {}
-            for _, o in ipairs(list) do
-                if not have[pkey(o.id)] then missing[#missing + 1] = o end
-            end
-            return missing
-        end, "outputs of batch " .. sid .. " missing after insert")
+    local function write_outputs()
+        self:_write_all(outs,
+            function(list) return self:_pw("insert_postings", list, BATCH_POSTINGS) end,
+            function(list)
+                local have = {}
+                for _, p in ipairs(self:_list_read("get_postings", oids, BATCH_IDS)) do
+                    have[pkey(p.id)] = true
+                end
+                local missing = {}
+                for _, o in ipairs(list) do
+                    if not have[pkey(o.id)] then missing[#missing + 1] = o end
+                end
+                return missing
+            end, "outputs of batch " .. sid .. " missing after insert")
+    end
     -- 3. the transfer records (chunked by the parameter budget)
     local recs = {}
     for i, it in ipairs(items) do
-        local involved = {}
-        for _, p in ipairs(it.t.pins) do involved[#involved + 1] = p.account end
+        local involved = self:_involved(it.t)
         recs[i] = { rec = { id = it.tid, bytes = it.tbytes, intent = it.t.intent, book = self.book,
                             created_at_ms = ctx.created_at_ms, metadata = it.t.metadata },
                     involved = involved }
@@ -1725,17 +1791,23 @@ function Ledger:_finalize_batch(ctx, results, later)
         if #chunk > 0 then n = n + self:_p("store_transfers", chunk) end
         return n
     end
-    self:_write_all(recs, store_recs, function(list)
-        local missing = {}
-        for _, r in ipairs(list) do
-            local got = self:_read("get_transfer", r.rec.id)
-            if not got then missing[#missing + 1] = r
-            elseif got.bytes ~= r.rec.bytes then
-                error("ron.ledger: transfer " .. hex(r.rec.id) .. " stored with other bytes")
+    local function write_recs()
+        self:_write_all(recs, store_recs, function(list)
+            local missing = {}
+            for _, r in ipairs(list) do
+                local got = self:_read("get_transfer", r.rec.id)
+                if not got then missing[#missing + 1] = r
+                elseif got.bytes ~= r.rec.bytes then
+                    error("ron.ledger: transfer " .. hex(r.rec.id)
+                          .. " stored with other bytes")
+                end
             end
-        end
-        return missing
-    end, "transfers of batch " .. sid .. " not stored")
+            return missing
+        end, "transfers of batch " .. sid .. " not stored")
+    end
+    -- (LED-57) the outputs and the transfer records at once, then the outcomes and the
+    -- events at once: see _together
+    self:_together(write_outputs, write_recs)
     -- 4. the intents' outcomes: committed, and the deterministic rejections
     local outs_i, expect = {}, {}
     for _, it in ipairs(items) do
@@ -1750,23 +1822,26 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- what the store holds for the batch's intents after a short count (a rejection replayed
     -- over an earlier outcome answers that outcome, below)
     local stored = {}
-    self:_write_all(outs_i, function(list) return self:_pw("put_intents", list, BATCH_IDS) end,
-        function(list)
-            local ks = {}
-            for i, o in ipairs(list) do ks[i] = o.key end
-            stored = self:_intents_of(ks)
-            local missing = {}
-            for _, o in ipairs(list) do
-                local cur = stored[o.key]
-                if not cur then missing[#missing + 1] = o
-                elseif expect[o.key] and (cur.status ~= "committed"
-                                          or cur.transfer_id ~= expect[o.key]) then
-                    error("ron.ledger: intent of " .. hex(expect[o.key])
-                          .. " holds another outcome")
+    local function write_outcomes()
+        self:_write_all(outs_i,
+            function(list) return self:_pw("put_intents", list, BATCH_IDS) end,
+            function(list)
+                local ks = {}
+                for i, o in ipairs(list) do ks[i] = o.key end
+                stored = self:_intents_of(ks)
+                local missing = {}
+                for _, o in ipairs(list) do
+                    local cur = stored[o.key]
+                    if not cur then missing[#missing + 1] = o
+                    elseif expect[o.key] and (cur.status ~= "committed"
+                                              or cur.transfer_id ~= expect[o.key]) then
+                        error("ron.ledger: intent of " .. hex(expect[o.key])
+                              .. " holds another outcome")
+                    end
                 end
-            end
-            return missing
-        end, "outcomes of batch " .. sid .. " not stored")
+                return missing
+            end, "outcomes of batch " .. sid .. " not stored")
+    end
     -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33)
     local evlist = {}
     for i, it in ipairs(items) do
@@ -1775,28 +1850,35 @@ function Ledger:_finalize_batch(ctx, results, later)
     end
     local evs = {}
     local pending = evlist
-    for _ = 1, self.max_attempts * 4 do
-        if #pending == 0 then break end
-        local unknown = {}
-        for _, c in ipairs(slices(pending, BATCH_IDS)) do
-            local n, first = self:_p("append_events", self.book, c)
-            if n == #c and first then
-                -- all of the chunk, consecutive from first: no read back
-                for j, x in ipairs(c) do evs[x.transfer_id] = { seq = first + j - 1 } end
-            else
-                for _, x in ipairs(c) do unknown[#unknown + 1] = x end
+    local function write_events()
+        for _ = 1, self.max_attempts * 4 do
+            if #pending == 0 then break end
+            local unknown = {}
+            for _, c in ipairs(slices(pending, BATCH_IDS)) do
+                local n, first = self:_p("append_events", self.book, c)
+                if n == #c and first then
+                    -- all of the chunk, consecutive from first: no read back
+                    for j, x in ipairs(c) do evs[x.transfer_id] = { seq = first + j - 1 } end
+                else
+                    for _, x in ipairs(c) do unknown[#unknown + 1] = x end
+                end
             end
+            local ptids = {}
+            for i, x in ipairs(unknown) do ptids[i] = x.transfer_id end
+            for _, c in ipairs(slices(ptids, BATCH_IDS)) do
+                for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do
+                    evs[k] = v
+                end
+            end
+            local left = {}
+            for _, x in ipairs(pending) do
+                if not evs[x.transfer_id] then left[#left + 1] = x end
+            end
+            pending = left
+            if #pending > 0 then self.pause(1) end
         end
-        local ptids = {}
-        for i, x in ipairs(unknown) do ptids[i] = x.transfer_id end
-        for _, c in ipairs(slices(ptids, BATCH_IDS)) do
-            for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do evs[k] = v end
-        end
-        local left = {}
-        for _, x in ipairs(pending) do if not evs[x.transfer_id] then left[#left + 1] = x end end
-        pending = left
-        if #pending > 0 then self.pause(1) end
     end
+    self:_together(write_outcomes, write_events)
     if #pending > 0 then
         return fail(ERR.Unavailable, "events of batch " .. sid .. " not appended")
     end

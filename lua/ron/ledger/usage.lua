@@ -42,7 +42,14 @@ local function u32be(n)
                 band(n, 255))
 end
 -- n: a non-negative Lua number (< 2^53) or a uint64_t/int64_t cdata
+local TWO32, TWO53 = 2 ^ 32, 2 ^ 53
 local function u64be(n)
+    -- an exact Lua number: two u32 halves in plain arithmetic (a cdata per call, and a
+    -- loop over it, cost ~1 us per key and metadata field: several per rated slice)
+    if type(n) == "number" and n >= 0 and n < TWO53 and n % 1 == 0 then
+        local lo = n % TWO32
+        return u32be((n - lo) / TWO32) .. u32be(lo)
+    end
     local v = ffi.new("uint64_t", n)
     local out = {}
     for i = 8, 1, -1 do
@@ -61,19 +68,62 @@ local function num(v) -- a u64 cdata as a Lua number when exact, else the cdata
     return v
 end
 
+-- Table-driven (gsub with a table): a closure per call (FNEW) aborts every trace through
+-- here, and each slice's b3 and prev_b3 come in hex.
+local UNHEX, HEX = {}, {}
+for i = 0, 255 do
+    local lo, up = format("%02x", i), format("%02X", i)
+    HEX[char(i)] = lo
+    UNHEX[lo], UNHEX[up] = char(i), char(i)
+    UNHEX[lo:sub(1, 1) .. up:sub(2, 2)], UNHEX[up:sub(1, 1) .. lo:sub(2, 2)] = char(i), char(i)
+end
+-- Up to 64 bytes (a b3, a tenant) through a byte loop the JIT compiles; anything else, or
+-- a character that is not hex, by gsub (which leaves a non-hex pair as it is).
+local unhex_buf = ffi.new("uint8_t[64]")
+local function nibble(c)
+    if c >= 48 and c <= 57 then return c - 48 end
+    if c >= 97 and c <= 102 then return c - 87 end
+    if c >= 65 and c <= 70 then return c - 55 end
+    return nil
+end
 local function unhex(h)
-    return (h:gsub("%x%x", function(x) return char(tonumber(x, 16)) end))
+    local n = #h
+    if n % 2 == 0 and n <= 128 then
+        for i = 0, n / 2 - 1 do
+            local a, b = nibble(byte(h, 2 * i + 1)), nibble(byte(h, 2 * i + 2))
+            if not a or not b then return (h:gsub("%x%x", UNHEX)) end
+            unhex_buf[i] = a * 16 + b
+        end
+        return ffi.string(unhex_buf, n / 2)
+    end
+    return (h:gsub("%x%x", UNHEX))
 end
 local function hex(s)
-    return (s:gsub(".", function(c) return format("%02x", byte(c)) end))
+    return (s:gsub(".", HEX))
 end
 _M.hex, _M.unhex = hex, unhex
+
+-- Pure functions of a few tenants, asked several times per rated slice (a UUID's parse, an
+-- account id's BLAKE3): memoized, each cache dropped whole when it reaches MEMO_MAX.
+local MEMO_MAX = 4096
+local function memo()
+    return { n = 0, v = {} }
+end
+local function memo_put(m, k, v)
+    if m.n >= MEMO_MAX then m.n, m.v = 0, {} end
+    m.n = m.n + 1
+    m.v[k] = v
+    return v
+end
+local raw_memo = memo()
 
 -- A tenant as 16 raw bytes (from its lowercase/uppercase UUID text, or already raw).
 local function tenant_raw(t)
     if type(t) == "string" and #t == 16 then return t end
+    local hit = raw_memo.v[t]
+    if hit then return hit end
     if type(t) == "string" and #t == 36 and t:match("^%x+%-%x+%-%x+%-%x+%-%x+$") then
-        return unhex((t:gsub("-", "")))
+        return memo_put(raw_memo, t, unhex((t:gsub("-", ""))))
     end
     error("ron.ledger.usage: a tenant is a UUID string or 16 bytes, got " .. tostring(t), 3)
 end
@@ -113,6 +163,7 @@ _M.SYSTEM_KINDS = { revenue = true, usage_source = true, external = true }
 -- of the book (revenue | usage_source | external, no tenant): the first 16 bytes of
 -- BLAKE3("ron-ledger usage account v1" 00 kind 00 tenant16), tenant16 = 16 zero bytes for
 -- a system account.
+local account_memo = memo()
 function _M.account(kind, tenant)
     if _M.TENANT_KINDS[kind] then
         tenant = tenant_raw(tenant)
@@ -121,7 +172,9 @@ function _M.account(kind, tenant)
     else
         error("ron.ledger.usage: unknown account kind " .. tostring(kind), 2)
     end
-    return sub(b3("ron-ledger usage account v1\0" .. kind .. "\0" .. tenant), 1, 16)
+    local k = kind .. "\0" .. tenant
+    return account_memo.v[k]
+        or memo_put(account_memo, k, sub(b3("ron-ledger usage account v1\0" .. k), 1, 16))
 end
 
 -- ---- intent key (LED-R-5) ----
@@ -146,17 +199,24 @@ end
 
 -- ---- metadata (LED-R-6) ----
 
+-- A quantity field: a decimal string (or an integer) as u64. Up to 15 digits it is an exact
+-- Lua number (< 2^53): no bigint on the way (the common case, four per rated slice).
+local function meta_u64(v, what)
+    if type(v) == "string" and #v <= 15 and not v:find("%D") and #v > 0 then
+        return u64be(tonumber(v))
+    end
+    local x = B.to_u64(B.from(v))
+    if not x then error("ron.ledger.usage: " .. what .. " exceeds 2^64 - 1", 3) end
+    return u64be(x)
+end
+
 -- Big-endian like the ledger's canonical format (docs/LEDGER-FORMAT.md §0):
 --   'U' 'M' 01 | tenant 16 | d u8 | dimension d | seq u64 | window_start_s u64 |
 --   window_len_s u32 | b3 32 | prev_b3 32 | v u8 | card version v | p u8 | period p |
 --   quantity u64 | used u64 | used_after u64 | amount u64
 function _M.encode_metadata(m)
     check_dim(m.dimension)
-    local function q(v, what)
-        local x = B.to_u64(B.from(v))
-        if not x then error("ron.ledger.usage: " .. what .. " exceeds 2^64 - 1", 3) end
-        return u64be(x)
-    end
+    local q = meta_u64
     return table.concat {
         _M.META_MAGIC, tenant_raw(m.tenant), u8(#m.dimension), m.dimension, u64be(m.seq),
         u64be(m.window_start_s), u32be(m.window_len_s), raw32(m.b3, "b3"),
@@ -202,7 +262,20 @@ end
 -- ---- slices ----
 
 -- The usage of a slice: the sum of its rows' counters (exact, as a decimal string).
+local uint64_t = ffi.typeof("uint64_t")
 function _M.quantity(slice)
+    -- exact in a Lua number while the sum stays below 2^53 (every real slice): no bigint
+    local n = 0
+    for _, row in ipairs(slice.rows) do
+        local v = row.inc
+        if type(v) == "cdata" and ffi.istype(uint64_t, v) and v < TWO53 then v = tonumber(v) end
+        if type(v) ~= "number" or v < 0 or v % 1 ~= 0 or n + v >= TWO53 then
+            n = nil
+            break
+        end
+        n = n + v
+    end
+    if n then return format("%d", n) end
     local sum = B.from(0)
     for _, row in ipairs(slice.rows) do sum = B.add(sum, B.from(row.inc)) end
     return B.tostring(sum)

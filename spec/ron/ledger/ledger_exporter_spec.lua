@@ -230,6 +230,14 @@ for _, backend in ipairs(stores()) do
             end })
             assert.same({}, problems)
             assert.equal(#slices, sum.usage)
+            -- LED-58: the tenants' accounts list their transfers, the book's revenue and
+            -- usage source do not (every slice touches them: the feed lists them all)
+            local ta_usage = usage.account("usage", TA)
+            assert.is_true(#assert(led:history(ta_usage, { limit = 1000 })) > 0)
+            assert.equal(#assert(led2:history(ta_usage, { limit = 1000 })),
+                         #assert(led:history(ta_usage, { limit = 1000 })))
+            assert.same({}, assert(led:history(usage.account("revenue"))))
+            assert.same({}, assert(led:history(usage.account("usage_source"))))
             if store.calls then
                 print(string.format("exporters.ledger put_many: %d slices in %d store calls",
                                     #batch, calls))

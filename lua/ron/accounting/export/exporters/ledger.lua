@@ -143,8 +143,14 @@ function E:_start()
     if not self.led then
         -- flush = false: put/put_many flush once before they answer (wip/perf, LED-50)
         local L = require "ron.ledger.ledger"
+        -- LED-58: the book's revenue and usage source are credited / debited by every
+        -- rated slice; their history would be the whole feed again (2 of a slice's ~13
+        -- rows), so the engine does not list transfers under them (the tenants' accounts
+        -- keep theirs)
         self.led = L.new { store = self.store, book = self.book, node = self.node,
                            clock = self.clock, flush = false,
+                           unindexed = { [self.accounts("revenue")] = true,
+                                         [self.accounts("usage_source")] = true },
                            -- set_audit may come later: the hook reads self.audit_hook
                            audit = function(r)
                                if self.audit_hook then self.audit_hook(r) end

@@ -1,0 +1,174 @@
+-- bench-ledger-batch-mem.lua: the engine's and the exporter's own CPU per rated slice on the
+-- batch path (LED-51..LED-56), without a database: exporters.ledger:put_many of B slices
+-- through commit_many into the memory store (docs/LEDGER.md "Where the time goes").
+--
+--   ron-accounting run tests/bench/bench-ledger-batch-mem.lua [--quick] [--out FILE]
+--       [--batch B] [--slices N] [--streams M] [--rounds R] [--profile FILE] [--jv FILE]
+--
+-- Cases: chain (1 stream, B consecutive slices of one tenant per put_many) and streams (M
+-- tenants, B/M windows of each per put_many). Prints CPU microseconds per slice (os.clock)
+-- of the engine and the exporter (the memory store's primitives timed apart) and slices/s,
+-- and as the baseline measured in the same run, the rating alone (usage.request per slice:
+-- the exporter's rate card and request building), so the ratio says how many times a
+-- slice's whole batch path costs its rating. Each case runs R times
+-- (default 3) on a fresh store, and the best round is reported (the machine is shared: the
+-- best round is the one least disturbed).
+-- --profile FILE: LuaJIT's sampling profiler (jit.p, mode "Fl", 1 ms) over the cases into
+-- FILE.<case>; --jv FILE: jit.v (trace aborts, NYI) into FILE.<case>.
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
+               .. package.path
+local B = require "bench_common"
+local acct = require "ron.accounting"
+local rate = require "ron.ledger.rate"
+local usage = require "ron.ledger.usage"
+local memory = require "ron.ledger.store.memory"
+local sql = require "ron.ledger.store.sql"
+local lexp = require "ron.accounting.export.exporters.ledger"
+
+local opts = { batch = 256, slices = 4096, streams = 64, rounds = 3 }
+do
+    local i = 1
+    while i <= #arg do
+        local a, v = arg[i], arg[i + 1]
+        if a == "--quick" then opts.slices = 1024; i = i + 1
+        elseif a == "--out" then opts.out = v; i = i + 2
+        elseif a == "--batch" then opts.batch = assert(tonumber(v)); i = i + 2
+        elseif a == "--slices" then opts.slices = assert(tonumber(v)); i = i + 2
+        elseif a == "--streams" then opts.streams = assert(tonumber(v)); i = i + 2
+        elseif a == "--rounds" then opts.rounds = assert(tonumber(v)); i = i + 2
+        elseif a == "--profile" then opts.profile = v; i = i + 2
+        elseif a == "--jv" then opts.jv = v; i = i + 2
+        else
+            io.stderr:write("usage: ron-accounting run bench-ledger-batch-mem.lua [--quick] "
+                            .. "[--out FILE] [--batch B] [--slices N] [--streams M] [--rounds R] "
+                            .. "[--profile FILE] [--jv FILE]\n")
+            os.exit(2)
+        end
+    end
+end
+local emit = B.emitter(opts.out)
+
+local card = assert(rate.new({
+    version = "bench.1", currency = { code = "USD", scale = 2 }, period = "month",
+    dimensions = { bytes = { per = 1000000, free = 1000000000,
+                             tiers = { { upto = 1000000000000, price = 10 }, { price = 5 } } } },
+}, "bench"))
+
+-- Slices of a real meter: W windows x T tenants (one stream each), in window order.
+local function make_slices(T, W)
+    local T0 = 1700000000 - 1700000000 % 3600
+    local t_now = T0 + 5
+    local m = assert(acct.open { capacity_rows = 4096, shards = 4, window_len_s = 60,
+                                 host = "bench", clock = function() return t_now end })
+    local all = {}
+    for w = 1, W do
+        t_now = T0 + 60 * (w - 1) + 5
+        for t = 1, T do
+            assert(m:record(("00000000-0000-4000-8000-%012x"):format(t), "s", "bytes", 1000 * w))
+        end
+        for _, s in ipairs(assert(m:rollover(T0 + 60 * w))) do all[#all + 1] = s end
+    end
+    m:close()
+    return all
+end
+
+local function batches_of(all, b)
+    local out = {}
+    for i = 1, #all, b do
+        local x = {}
+        for j = i, math.min(#all, i + b - 1) do x[#x + 1] = all[j] end
+        out[#out + 1] = x
+    end
+    return out
+end
+
+
+-- the baseline: the rating alone (card + usage.request) over the same slices
+local function rating_us(all)
+    local accounts = function(kind, t16) return usage.account(kind, t16) end
+    local infos = {}
+    for i, s in ipairs(all) do infos[i] = usage.from_slice(s) end
+    local c0 = os.clock()
+    local used = "0"
+    for _, info in ipairs(infos) do
+        local req, rated = usage.request(info, card, used, accounts)
+        assert(req, rated)
+    end
+    return (os.clock() - c0) * 1e6 / #all
+end
+
+-- The memory store's own CPU is not what a database-backed store costs the loop: every
+-- primitive is timed (os.clock) and reported apart, so "engine" is the engine's and the
+-- exporter's own work, what a slice costs in Lua whatever the store.
+local function timed(s)
+    local c = { t = 0 }
+    for _, name in ipairs(sql.METHODS) do
+        local f = s[name]
+        if name ~= "many" and type(f) == "function" then
+            s[name] = function(self, ...)
+                local t0 = os.clock()
+                local r = { f(self, ...) }
+                c.t = c.t + (os.clock() - t0)
+                return unpack(r, 1, table.maxn(r))
+            end
+        end
+    end
+    return c
+end
+
+-- One round: a fresh exporter over a fresh memory store -> CPU us per slice, of which in
+-- the store, heap kB.
+local function round(name, all)
+    local s = memory.new()
+    local st = timed(s)
+    local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
+    assert(e:ready())
+    local bs = batches_of(all, opts.batch)
+    collectgarbage()
+    local k0 = collectgarbage("count")
+    -- the profilers see the put_many calls only (not the meter, nor the baseline)
+    if opts.jv then require("jit.v").on(opts.jv .. "." .. name) end
+    if opts.profile then
+        require("jit.p").start(os.getenv("RA_PROFILE_MODE") or "Fi1",
+                               opts.profile .. "." .. name)
+    end
+    local c0 = os.clock()
+    for _, b in ipairs(bs) do
+        local r = e:put_many(b)
+        for i = 1, #b do assert(r[i][1] == "ok", tostring(r[i][1]) .. " " .. tostring(r[i][2])) end
+    end
+    local cpu = os.clock() - c0
+    local in_store = st.t
+    if opts.profile then require("jit.p").stop() end
+    if opts.jv then require("jit.v").off() end
+    local kb = collectgarbage("count") - k0
+    e:close()
+    return cpu * 1e6 / #all, in_store * 1e6 / #all, kb
+end
+
+local function case(name, streams)
+    local W = math.max(1, math.floor(opts.slices / streams))
+    local all = make_slices(streams, W)
+    local us, sus, kb = round(name, all)
+    for _ = 2, opts.profile and 1 or opts.rounds do
+        local u2, s2, k2 = round(name, all)
+        if u2 - s2 < us - sus then us, sus, kb = u2, s2, k2 end
+    end
+    local eng = us - sus
+    local base = rating_us(all)
+    for _ = 2, opts.rounds do base = math.min(base, rating_us(all)) end
+    print(("%-8s batch %4d, %2d stream%s, %5d slices: engine + exporter %6.1f us CPU/slice "
+           .. "(%6.0f slices/s; memory store %5.1f us more), rating alone %5.1f us/slice, "
+           .. "ratio %.1f, heap +%.0f kB")
+          :format(name, opts.batch, streams, streams == 1 and " " or "s", #all, eng, 1e6 / eng,
+                  sus, base, eng / base, kb))
+    emit(('{"bench":"ledger-batch-mem","name":"%s_%d","params":{"batch":%d,"streams":%d,'
+          .. '"slices":%d},"us_per_slice":%.2f,"store_us_per_slice":%.2f,"slices_per_s":%.1f,'
+          .. '"baseline":"rating","baseline_us_per_slice":%.2f,"ratio":%.3f,"loadavg":"%s"}')
+         :format(name, opts.batch, opts.batch, streams, #all, eng, sus, 1e6 / eng, base,
+                 eng / base, B.loadavg()))
+end
+
+case("chain", 1)
+case("streams", opts.streams)
