@@ -74,6 +74,8 @@ typedef struct rau__seglist_s {
     uint64_t *first_seq;
 } rau__seglist_t;
 int rau__seglist(const char *dir, rau__seglist_t *out);
+/* "seg-<20 digits>.rau" -> 1 and its first seq, else 0. */
+int rau__seg_name(const char *s, uint64_t *first);
 void rau__seglist_free(rau__seglist_t *l);
 int rau__read_file(const char *path, uint8_t **buf, size_t *len, size_t max);
 

@@ -194,18 +194,6 @@ static int list_dir(rau_log_t *l, names_t *ns) {
     return 0;
 }
 
-static int seg_name(const char *s, uint64_t *first) {
-    /* seg-<20 digits>.rau */
-    if (strlen(s) != 28 || memcmp(s, "seg-", 4) != 0 || strcmp(s + 24, ".rau") != 0) return 0;
-    uint64_t v = 0;
-    for (int i = 4; i < 24; i++) {
-        if (s[i] < '0' || s[i] > '9') return 0;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *first = v;
-    return 1;
-}
-
 /* The recovery's window over a segment (as rau__win_t, through the I/O interface). */
 typedef struct rwin_s {
     const rau__io_t *io;
@@ -514,7 +502,7 @@ static int head_write(rau_log_t *l) {
 static int find_seg(const names_t *ns, uint64_t first, size_t *idx) {
     for (size_t i = 0; i < ns->n; i++) {
         uint64_t f;
-        if (seg_name(ns->v[i], &f) && f == first) {
+        if (rau__seg_name(ns->v[i], &f) && f == first) {
             *idx = i;
             return 1;
         }
@@ -537,7 +525,7 @@ static int rebuild_window(rau_log_t *l, const names_t *ns, const rau__head_t *h,
     int ok = 0, bad = 0;
     for (; i < ns->n && !ok && !bad; i++) {
         uint64_t first;
-        if (!seg_name(ns->v[i], &first)) continue;
+        if (!rau__seg_name(ns->v[i], &first)) continue;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", l->dir, ns->v[i]);
         w->fd = l->io->open(l->io->ud, path, RAU__IO_READ);
@@ -608,7 +596,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
     uint64_t nseg = 0;
     for (size_t i = 0; i < ns.n; i++) {
         uint64_t f;
-        if (seg_name(ns.v[i], &f)) nseg++;
+        if (rau__seg_name(ns.v[i], &f)) nseg++;
     }
     rwin_t w = {l->io, -1, 0, malloc(RAU__WIN), 0, 0, 0};
     if (!w.b) rc = RAU_ENOMEM;
@@ -645,7 +633,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
     uint64_t seen = 0;
     for (size_t i = 0; i < ns.n && !rc; i++) {
         uint64_t first;
-        if (!seg_name(ns.v[i], &first)) continue;
+        if (!rau__seg_name(ns.v[i], &first)) continue;
         int last = ++seen == nseg;
         if (i < start) continue;
         char path[4200];

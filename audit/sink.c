@@ -54,7 +54,7 @@ int rau__frame_parse(const uint8_t *p, size_t avail, const uint8_t **payload, si
     return 1;
 }
 
-static int seg_name(const char *s, uint64_t *first) {
+int rau__seg_name(const char *s, uint64_t *first) {
     /* seg-<20 digits>.rau */
     if (strlen(s) != 28 || memcmp(s, "seg-", 4) != 0 || strcmp(s + 24, ".rau") != 0) return 0;
     uint64_t v = 0;
@@ -79,7 +79,7 @@ int rau__seglist(const char *dir, rau__seglist_t *out) {
     int rc = 0;
     while ((e = readdir(d))) {
         uint64_t first;
-        if (!seg_name(e->d_name, &first)) continue;
+        if (!rau__seg_name(e->d_name, &first)) continue;
         if (out->n == cap) {
             cap = cap ? cap * 2 : 16;
             void *nn = realloc(out->names, cap * sizeof *out->names);
@@ -104,7 +104,7 @@ int rau__seglist(const char *dir, rau__seglist_t *out) {
         return RAU_ENOMEM;
     }
     for (size_t i = 0; i < out->n; i++)
-        seg_name(out->names[i], &out->first_seq[i]);
+        rau__seg_name(out->names[i], &out->first_seq[i]);
     return 0;
 }
 
