@@ -5,10 +5,13 @@
 #
 #   sh tests/bench/bench-ingest-audit.sh HOST SOURCE_DIR WORK_DIR [--quick] [--out FILE]
 #       [--seconds S] [--batch N] [--conns N] [--cases "forbidden bad_dimension capacity"]
+#       [--audits "off chain1 chains2"] [--rounds R]
 #
 # HOST is the ron-accounting binary; WORK_DIR gets the daemons' state (wiped first). For
-# each case, three fresh daemons (examples/daemon.lua, real clock, listen 127.0.0.1, one
-# token): audit = false, audit = {} (one chain), audit = { shards = 2 }; wrk -t1 (2 vCPUs:
+# each case, fresh daemons (examples/daemon.lua, real clock, listen 127.0.0.1, one token):
+# audit = false (off: the baseline), audit = {} (chain1), audit = { shards = 2 } (chains2),
+# interleaved over --rounds rounds (3; --quick: 1) since the machine is shared: a figure is
+# the median over the rounds; wrk -t1 (2 vCPUs:
 # one for wrk, one for the daemon's loop; the audit sink's appends and fdatasyncs run on
 # the libuv threadpool and share those two cores) sends --batch records per request:
 #   forbidden      every record names another tenant: 403 forbidden_tenant (decoded first)
@@ -20,20 +23,24 @@
 # drained and closed) `audit verify --list` of every chain: it must pass, and the `reject`
 # records of source ingest plus the `dropped` of the gap records must equal the refusals
 # the endpoint counted (accounting_ingest_rejected_total, summed over reasons); the shed
-# count (audit_drop_total) is printed. Ratios: refusals/s with audit vs without, same run.
-# One BENCH {json} line per run on stdout (and appended to --out).
+# count (audit_drop_total) is printed. One BENCH {json} line per run, then per case and
+# configuration one "summary" line: the medians of refusals/s and p99 over the rounds and
+# the ratio of the median refusals/s to audit off's (stdout, and appended to --out).
 set -eu
 host=$1 src=$2 work=$3
 shift 3
 out="" seconds=5 batch=1 conns=16 cases="forbidden bad_dimension capacity"
+audits="off chain1 chains2" rounds=3
 while [ $# -gt 0 ]; do
     case $1 in
-    --quick) seconds=2 ;;
+    --quick) seconds=2 rounds=1 ;;
     --out) out=$2; shift ;;
     --seconds) seconds=$2; shift ;;
     --batch) batch=$2; shift ;;
     --conns) conns=$2; shift ;;
     --cases) cases=$2; shift ;;
+    --audits) audits=$2; shift ;;
+    --rounds) rounds=$2; shift ;;
     *) echo "bench-ingest-audit.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -58,7 +65,8 @@ wrkfield() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$2"; }
 metric_sum() { # metric_sum PREFIX FILE: the sum of the samples of one family
     awk -v p="$1" 'index($0, p) == 1 { s += $NF } END { printf "%d", s }' "$2"; }
 
-start_daemon() { # start_daemon NAME CAPACITY_ROWS AUDIT
+start_daemon() { # start_daemon NAME CAPACITY_ROWS AUDIT (a repeated NAME starts anew)
+    rm -rf "$1" "$1".*
     cat >"$1.lua" <<EOF
 return { listen = "127.0.0.1:0", status_interval_s = 0, capacity_rows = $2,
          drain_deadline_ms = 30000,
@@ -136,11 +144,35 @@ run() { # run CASE AUDIT_LABEL AUDIT_CFG
     ratio=1.000
     if [ "$2" = off ]; then base_rps=$rps; else
         ratio=$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { printf "%.3f", a / b }'); fi
+    echo "$1 $2 $rps $(wrkfield p99_us "$name.json") $load" >>results.txt
     bench "{\"bench\":\"ingest_audit\",\"case\":\"$1\",\"audit\":\"$2\",\"batch\":$batch,\"conns\":$conns,\"seconds\":$seconds,\"requests\":$req,\"refusals_per_s\":$rps,\"refused_records_per_s\":$recs,\"p50_us\":$(wrkfield p50_us "$name.json"),\"p99_us\":$(wrkfield p99_us "$name.json"),\"max_us\":$(wrkfield max_us "$name.json"),\"status\":$(sed -n 's/.*"status":\({[^}]*}\).*/\1/p' "$name.json"),\"refused_counted\":$refused,\"trail_rejects\":${trail:-0},\"gap_dropped\":$gaps,\"stop_s\":$stop_s,\"verify_s\":$verify_s,\"load1\":$load,\"ratios\":{\"refusals_per_s_vs_audit_off\":$ratio}}"
 }
 
+r=0
+while [ $r -lt "$rounds" ]; do
+r=$((r + 1))
 for c in $cases; do
-    run "$c" off false
-    run "$c" chain1 "{}"
-    run "$c" chains2 "{ shards = 2 }"
+    for a in $audits; do
+        case $a in
+        off) run "$c" off false ;;
+        chain1) run "$c" chain1 "{}" ;;
+        chains2) run "$c" chains2 "{ shards = 2 }" ;;
+        *) die "unknown audit configuration $a" ;;
+        esac
+    done
+done
+done
+
+# medians over the rounds (the lower middle for an even count)
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+for c in $cases; do
+    base_med=$(awk -v c="$c" '$1 == c && $2 == "off" { print $3 }' results.txt | median)
+    for a in $audits; do
+        m=$(awk -v c="$c" -v a="$a" '$1 == c && $2 == a { print $3 }' results.txt | median)
+        p=$(awk -v c="$c" -v a="$a" '$1 == c && $2 == a { print $4 }' results.txt | median)
+        l=$(awk -v c="$c" -v a="$a" '$1 == c && $2 == a { print $5 }' results.txt | sort -n |
+            tr '\n' ',' | sed 's/,$//')
+        ratio=$(awk -v a="$m" -v b="$base_med" 'BEGIN { printf "%.3f", a / b }')
+        bench "{\"bench\":\"ingest_audit\",\"summary\":true,\"case\":\"$c\",\"audit\":\"$a\",\"batch\":$batch,\"rounds\":$rounds,\"refusals_per_s_median\":$m,\"p99_us_median\":$p,\"load1\":[$l],\"ratios\":{\"refusals_per_s_median_vs_audit_off\":$ratio}}"
+    done
 done
