@@ -119,6 +119,13 @@ if(RA_WRK)
   list(APPEND _bench_cmds
     COMMAND sh ${RA_BENCH_DIR}/bench-ingest.sh $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR}
       ${RA_BENCH_OUT}/ingest --out ${_bench_results})
+  # Issue 16's target end to end: refusals/s at POST /v1/records with the audit trail off,
+  # one chain, two chains (same run), p99, and the trail's count == the refusals counted.
+  if(RA_BUILD_AUDIT)
+    list(APPEND _bench_cmds
+      COMMAND sh ${RA_BENCH_DIR}/bench-ingest-audit.sh $<TARGET_FILE:ron-accounting>
+        ${CMAKE_SOURCE_DIR} ${RA_BENCH_OUT}/ingest-audit --out ${_bench_results})
+  endif()
 else()
   message(STATUS "wrk not found: the bench target skips bench-ingest.sh (Debian: wrk)")
 endif()

@@ -151,6 +151,12 @@ if(RA_BUILD_AUDIT)
   ra_host_test(host-audit sh ${_ra_host_dir}/audit.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
     ${CMAKE_BINARY_DIR}/host-audit)
   set_tests_properties(host-audit PROPERTIES TIMEOUT 120)
+  # Issue 16's target as a test: every refused POST /v1/records (seeded plan of 401, 403,
+  # 400, 415, 429) is exactly one reject record over two chains, per reason equal to the
+  # metric; with a queue of one, reject records + the gap records' dropped == refusals.
+  ra_host_test(host-ingest-audit sh ${_ra_host_dir}/ingest-audit.sh ${_ra_host}
+    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-ingest-audit)
+  set_tests_properties(host-ingest-audit PROPERTIES TIMEOUT 180)
   # Usage, money and audit attest to each other: the ledger exporter and the audit trail in
   # one daemon; every committed transfer is exactly one "ledger" record (event seqs 1..n).
   if(RA_BUILD_LEDGER)

@@ -105,6 +105,11 @@ if(RA_NGINX AND EXISTS ${RA_NGINX_LUA_MODULE} AND RA_WRK)
     COMMAND ${CMAKE_COMMAND} -E rm -f ${CMAKE_BINARY_DIR}/bench/nginx-results.jsonl
     COMMAND sh ${CMAKE_SOURCE_DIR}/tests/bench/nginx/bench-nginx.sh ${_ra_bench_nginx_args}
       --work ${CMAKE_BINARY_DIR}/bench/nginx --out ${CMAKE_BINARY_DIR}/bench/nginx-results.jsonl
+    # issue 16 on the nginx path: workers' refusals -> the plane's ring -> the sidecar's
+    # trail, audit off vs on (tests/bench/nginx/bench-nginx-refusals.sh)
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/bench/nginx/bench-nginx-refusals.sh ${RA_NGINX}
+      $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/bench/nginx-refusals
+      $<TARGET_FILE:ronacct> --out ${CMAKE_BINARY_DIR}/bench/nginx-results.jsonl
     USES_TERMINAL
     VERBATIM)
   add_dependencies(bench-nginx ra_bench_atomic ronacct ron-accounting)

@@ -105,7 +105,7 @@ cnt() { grep -c "$1" list.txt; }
 [ "$(cnt 'reason="bad_token"')" = 2 ] || fail "2 bad_token rejects"
 [ "$(cnt "dimension=\"-\" n=[0-9]* reason=\"content_type\" source=\"ingest\" status=415 tenant=\"$T1\"")" = 1 ] ||
     fail "the content_type reject with its tenant"
-[ "$(cnt "dimension=\"requests\" n=[0-9]* reason=\"forbidden_tenant\" source=\"ingest\" status=403 tenant=\"$T1\"")" = 1 ] ||
+[ "$(cnt "dimension=\"requests\" n=[0-9]* reason=\"forbidden_tenant\" records=1 source=\"ingest\" status=403 tenant=\"$T1\"")" = 1 ] ||
     fail "the forbidden_tenant reject with tenant and dimension"
 [ "$(cnt "^record [0-9]* operator .*action=\"accept_loss\".*outcome=\"NotFound\".*peer=\"127.0.0.1\".*tenant=\"$T1\"")" = 1 ] ||
     fail "the refused accept-loss as an operator record"

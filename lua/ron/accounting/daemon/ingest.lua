@@ -230,12 +230,15 @@ end
 
 -- I-14: one line per reject, sampled per reason: the first, then every log_every-th. The
 -- audit trail, when configured, gets every one, unsampled (AUD-I-21: the durable evidence;
--- its emit never blocks: a full queue is counted and ends as a Gap record).
-local function log_reject(self, reason, status, tenant, dim)
+-- its emit never blocks: a full queue is counted and ends as a Gap record). A request is
+-- refused whole or cut short, never record by record: ONE record per refused request,
+-- whatever its size, with `records`, the count of its records not recorded, where the
+-- decoder read them (a 10,000-record batch of another tenant is one emit, not 10,000).
+local function log_reject(self, reason, status, tenant, dim, records)
     local audit = self.audit
     if audit then
         audit("reject", { source = "ingest", reason = reason, status = status,
-                          tenant = tenant or "-", dimension = dim or "-" })
+                          tenant = tenant or "-", dimension = dim or "-", records = records })
     end
     local n = self.rejected[reason]
     if n == 1 or n % self.log_every == 0 then
@@ -256,11 +259,12 @@ local function note_early(self)
     end
 end
 
--- A refusal: counted, logged, answered as JSON. extra: more "k":v pairs (already encoded).
-local function reject(self, status, reason, name, detail, tenant, dim, extra, headers)
+-- A refusal: counted, logged, answered as JSON. extra: more "k":v pairs (already encoded);
+-- records: how many of the request's decoded records were not recorded (nil: not decoded).
+local function reject(self, status, reason, name, detail, tenant, dim, extra, headers, records)
     self.rejected[reason] = self.rejected[reason] + 1
     self.codes[status] = (self.codes[status] or 0) + 1
-    log_reject(self, reason, status, tenant, dim)
+    log_reject(self, reason, status, tenant, dim, records)
     local body = format('{"error":"%s","reason":"%s","detail":"%s"%s}\n', name, reason,
                         jstr(detail), extra or "")
     return status, body, JSON, headers
@@ -345,7 +349,7 @@ function I:handle(req)
                           "a record's tenant is not the token's tenant", tenant,
                           dim_name(self, out[i].dimension),
                           format(',"field":"records[%d].tenant","pos":%d', i,
-                                 tonumber(out[i].pos)))
+                                 tonumber(out[i].pos)), nil, n)
         end
     end
     -- 5. idempotency
@@ -357,7 +361,8 @@ function I:handle(req)
         if entry then
             if entry.digest ~= digest then
                 return reject(self, 409, "idempotency_conflict", "InvalidArgument",
-                              "this Idempotency-Key was used with another body", tenant)
+                              "this Idempotency-Key was used with another body", tenant, nil,
+                              nil, nil, n)
             end
             start = entry.applied
         else
@@ -378,7 +383,7 @@ function I:handle(req)
                       tenant, dim_name(self, out[start].dimension),
                       format(',"records":%d,"applied":%d,"retry_after_s":%d', n, start,
                              self.retry_after_s),
-                      { ["Retry-After"] = tostring(self.retry_after_s) })
+                      { ["Retry-After"] = tostring(self.retry_after_s) }, n - start)
     end
     local mc, subject, scratch = m:cdata(), self.subject, self.scratch
     local applied, failure = n, nil
@@ -413,7 +418,7 @@ function I:handle(req)
                   format("%s; records[0..%d) are recorded, resend from records[%d] (or the same " ..
                          "body with the same Idempotency-Key)", failure, applied, applied),
                   tenant, dim_name(self, out[applied].dimension), extra,
-                  retry and { ["Retry-After"] = tostring(retry) } or nil)
+                  retry and { ["Retry-After"] = tostring(retry) } or nil, n - applied)
 end
 
 function I:route()
