@@ -173,6 +173,8 @@ describe("ledger engine on a real PostgreSQL", function()
                 assert.equal(0, led:balance(A, USD))
                 -- on PostgreSQL a batch's independent writes go at once (LED-57)
                 assert.is_true((lx.stats.overlapped or 0) >= 2, "round " .. round)
+                -- and the plan's and the last step's reads (LED-62)
+                assert.is_true((lx.stats.reads_at_once or 0) >= 2, "round " .. round)
             end
             assert.equal(100 * wins[1] + 10, led:balance(B, USD))
             assert.equal(100 * wins[2] + 50, led:balance(C, USD))
