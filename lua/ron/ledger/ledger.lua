@@ -114,8 +114,9 @@ function _M.new(opts)
         unindexed = opts.unindexed or {},
         -- LED-57: a batch's independent writes at once (_together); needs the host's tasks
         overlap = opts.overlap == nil and opts.store.backend == "postgres" or opts.overlap == true,
-        -- LED-63: the batch plan's accounts from a bounded cache (0: none)
-        account_cache = opts.account_cache or 4096,
+        -- LED-63: the batch plan's accounts from a bounded cache (0: none); 16384: a
+        -- tenant has 3 accounts, 4096 thrashed at 2048 tenants
+        account_cache = opts.account_cache or 16384,
         acache = {}, acache_n = 0,
         seq = 0,
         inflight = {},
