@@ -359,7 +359,20 @@ describe("ledger engine on a real PostgreSQL", function()
                 for _, r in ipairs(rep) do
                     assert(r.ok or not L.RETRY[r.code], "recover: " .. tostring(r.err))
                 end
-                assert.equal(0, #s:list_pending_sagas())
+                local left = s:list_pending_sagas()
+                if #left > 0 then -- say what was left and what recover() answered
+                    local why = {}
+                    for _, sg in ipairs(left) do
+                        why[#why + 1] = string.format("saga %s node %s phase %s", tostring(sg.id),
+                                                      tostring(sg.node), tostring(sg.phase))
+                    end
+                    for _, r in ipairs(rep) do
+                        why[#why + 1] = string.format("recovered %s %s ok=%s %s %s", tostring(r.id),
+                            tostring(r.phase), tostring(r.ok), tostring(r.code), tostring(r.err))
+                    end
+                    print("kill " .. i .. ": " .. table.concat(why, "; "))
+                end
+                assert.equal(0, #left)
                 local ok, err = sim.verify(s, "main")
                 assert(ok, string.format("seed %d, kill %d: %s", SEED + i, i, tostring(err)))
                 local now = s:head_seq("main")
