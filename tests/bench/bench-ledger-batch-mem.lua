@@ -19,8 +19,6 @@ local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
                .. package.path
 local B = require "bench_common"
-local acct = require "ron.accounting"
-local rate = require "ron.ledger.rate"
 local usage = require "ron.ledger.usage"
 local memory = require "ron.ledger.store.memory"
 local sql = require "ron.ledger.store.sql"
@@ -49,27 +47,14 @@ do
 end
 local emit = B.emitter(opts.out)
 
-local card = assert(rate.new({
-    version = "bench.1", currency = { code = "USD", scale = 2 }, period = "month",
-    dimensions = { bytes = { per = 1000000, free = 1000000000,
-                             tiers = { { upto = 1000000000000, price = 10 }, { price = 5 } } } },
-}, "bench"))
+local card = B.rate_card()
 
 -- Slices of a real meter: W windows x T tenants (one stream each), in window order.
 local function make_slices(T, W)
-    local T0 = 1700000000 - 1700000000 % 3600
-    local t_now = T0 + 5
-    local m = assert(acct.open { capacity_rows = 4096, shards = 4, window_len_s = 60,
-                                 host = "bench", clock = function() return t_now end })
     local all = {}
-    for w = 1, W do
-        t_now = T0 + 60 * (w - 1) + 5
-        for t = 1, T do
-            assert(m:record(("00000000-0000-4000-8000-%012x"):format(t), "s", "bytes", 1000 * w))
-        end
-        for _, s in ipairs(assert(m:rollover(T0 + 60 * w))) do all[#all + 1] = s end
+    for _, win in ipairs(B.meter_windows(T, W)) do
+        for _, sl in ipairs(win) do all[#all + 1] = sl end
     end
-    m:close()
     return all
 end
 

@@ -48,8 +48,6 @@ package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../
                .. package.path
 local B = require "bench_common"
 local H = dofile(here .. "../pg/harness.lua")
-local acct = require "ron.accounting"
-local rate = require "ron.ledger.rate"
 local store = require "ron.ledger.store"
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
@@ -98,30 +96,8 @@ end
 local emit = B.emitter(opts.out)
 local function now() return uv.hrtime() / 1e9 end
 
-local card = assert(rate.new({
-    version = "bench.1", currency = { code = "USD", scale = 2 }, period = "month",
-    dimensions = { bytes = { per = 1000000, free = 1000000000,
-                             tiers = { { upto = 1000000000000, price = 10 }, { price = 5 } } } },
-}, "bench"))
-
--- Slices of a real meter: W windows x T tenants (one stream each), in window order.
-local function make_slices(T, W)
-    local T0 = 1700000000 - 1700000000 % 3600
-    local t_now = T0 + 5
-    local m = assert(acct.open { capacity_rows = 4096, shards = 4, window_len_s = 60,
-                                 host = "bench", clock = function() return t_now end })
-    local windows = {}
-    for w = 1, W do
-        t_now = T0 + 60 * (w - 1) + 5
-        for t = 1, T do
-            assert(m:record(("00000000-0000-4000-8000-%012x"):format(t), "s", "bytes", 1000 * w))
-        end
-        windows[w] = assert(m:rollover(T0 + 60 * w))
-        assert(#windows[w] == T)
-    end
-    m:close()
-    return windows
-end
+local card = B.rate_card()
+local make_slices = B.meter_windows
 
 -- Counts the store's calls (every primitive and read) on the instance.
 -- Also the wall time spent inside them (c.t: seconds, per name c.tby): what the rest of a

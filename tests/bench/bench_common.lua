@@ -7,6 +7,9 @@
 --   B.loadavg()                           -- "0.12 0.30 0.41" (or "?")
 --   B.status_kb("VmRSS")                  -- a /proc/self/status field, kB (0 if absent)
 --   B.make_chains(n_streams, per)         -- [stream][seq] sealed slices, one row each
+--   B.rate_card()                         -- the rating benchmarks' card (bytes, tiered)
+--   B.meter_windows(T, W)                 -- [w] the slices of window w: T tenants, one
+--                                         -- stream each, one row each, from a real meter
 --   B.drive(chains, put)                  -- put(slice, stream) for all, one task per stream
 --                                         -- in seq order -> seconds, answers counted
 local _M = {}
@@ -67,6 +70,36 @@ function _M.make_chains(n_streams, per)
     end
     m:close()
     return chains
+end
+
+-- The rate card of the rating benchmarks (bench-ledger-rating-pg, bench-ledger-batch-mem).
+function _M.rate_card()
+    local rate = require "ron.ledger.rate"
+    return assert(rate.new({
+        version = "bench.1", currency = { code = "USD", scale = 2 }, period = "month",
+        dimensions = { bytes = { per = 1000000, free = 1000000000,
+                                 tiers = { { upto = 1000000000000, price = 10 },
+                                           { price = 5 } } } },
+    }, "bench"))
+end
+
+-- Slices of a real meter: W windows x T tenants (one stream each); [w] = window w's T slices.
+function _M.meter_windows(T, W)
+    local acct = require "ron.accounting"
+    local t_now = T0 + 5
+    local m = assert(acct.open { capacity_rows = 4096, shards = 4, window_len_s = 60,
+                                 host = "bench", clock = function() return t_now end })
+    local windows = {}
+    for w = 1, W do
+        t_now = T0 + 60 * (w - 1) + 5
+        for t = 1, T do
+            assert(m:record(("00000000-0000-4000-8000-%012x"):format(t), "s", "bytes", 1000 * w))
+        end
+        windows[w] = assert(m:rollover(T0 + 60 * w))
+        assert(#windows[w] == T)
+    end
+    m:close()
+    return windows
 end
 
 -- Runs put(slice, stream) for every slice, one task per stream in seq order (from a task);
