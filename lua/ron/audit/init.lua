@@ -270,11 +270,18 @@ function Log:take()
         local reasons = {}
         for r in pairs(self.gaps) do reasons[#reasons + 1] = r end
         table.sort(reasons)
+        -- head_seq: the chain's head when the gap is packed. Nothing of this log is being
+        -- appended now (a chunk is taken after the previous one is in), so it grows between
+        -- two gaps of one reason, across reopens too: two gaps with the same counts in the
+        -- same milliseconds stay two records instead of folding into one (AUD-I-6 dedupe;
+        -- a queue of one under 8 connections lost 5 shed events that way, AUD-I-18).
+        local head = self.h and self:stats().head_seq or 0
         for _, r in ipairs(reasons) do
             if c.cap - c.len < RESERVE then break end -- the rest: with the next chunk
             local g = self.gaps[r]
             local ev = fill_event("gap", { dropped = g.dropped, from_ts_ms = g.from,
-                                           to_ts_ms = g.to, reason = g.reason }, g.to)
+                                           to_ts_ms = g.to, reason = g.reason,
+                                           head_seq = head }, g.to)
             assert(pack(self, c, ev))
             c.gaps = (c.gaps or 0) + 1
             self.gaps[r] = nil

@@ -91,7 +91,8 @@ describe("ron.audit", function()
             prev = ffi.string(h, 32)
         end
         local gap = assert(audit.encode("gw-1", "rejects", 5, prev, "gap",
-            { dropped = 7, from_ts_ms = T + 5, to_ts_ms = T + 11, reason = "audit_backpressure" },
+            { dropped = 7, from_ts_ms = T + 5, to_ts_ms = T + 11, reason = "audit_backpressure",
+              head_seq = 0 },
             T + 11))
         C.rau_record_hash(gap, #gap, h)
         assert.equal(audit.hex(h, 32), st.head_hash)
@@ -101,6 +102,22 @@ describe("ron.audit", function()
         assert.equal(6, log:stats().head_seq)
         assert.is_true(log:close())
         os.execute("rm -rf '" .. dir .. "'")
+    end)
+
+    it("AUD-I-18 AUD-I-6: two gaps with the same counts in the same millisecond stay two records",
+       function()
+        -- (a queue of one under 8 connections: the daemon's gaps of 5 in one ms folded into
+        -- one record, 5 shed events in no record; the gap's head_seq keeps them apart)
+        local log = assert(audit.open { writer_id = "w", stream = "s", amnesia = true,
+                                        queue_cap = 1 })
+        for round = 1, 2 do
+            assert.is_true(log:emit("reject", { round = round }, T))
+            assert.matches("^Busy: ", select(2, log:emit("reject", { round = round, x = 1 }, T)))
+            assert.equal(1, log:drain())
+            assert.equal(2 * round, log:stats().head_seq)
+        end
+        assert.equal(0, log:stats().duplicates)
+        assert.is_true(log:close())
     end)
 
     it("AUD-I-6: a re-emitted event keeps its first position", function()

@@ -79,7 +79,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         assert.equal(5, #recs)
         assert.equal(4, count_kind(recs, "reject"))
         assert.equal("gap", recs[5].kind)
-        assert.matches("dropped=6 from_ts_ms=1005 reason=\"audit_backpressure\" to_ts_ms=1010",
+        assert.matches("dropped=6 from_ts_ms=1005 head_seq=0 reason=\"audit_backpressure\" to_ts_ms=1010",
                        recs[5].rest, 1, true)
     end)
 
@@ -108,7 +108,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local rc, recs, out = verify_list(dir)
         assert.equal(0, rc, out)
         assert.equal(1, #recs)
-        assert.matches('dropped=20 from_ts_ms=7001 reason="shutdown_deadline" to_ts_ms=7020',
+        assert.matches('dropped=20 from_ts_ms=7001 head_seq=0 reason="shutdown_deadline" to_ts_ms=7020',
                        recs[1].rest, 1, true)
     end)
 
@@ -139,7 +139,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         assert.equal(3, #recs) -- 1, 9 and the gap (9 before or after it: when it came)
         assert.equal(1, count_kind(recs, "gap"))
         local gap = recs[2].kind == "gap" and recs[2] or recs[3]
-        assert.matches('dropped=7 from_ts_ms=102 reason="io_backpressure" to_ts_ms=108',
+        assert.matches('dropped=7 from_ts_ms=102 head_seq=1 reason="io_backpressure" to_ts_ms=108',
                        gap.rest, 1, true)
     end)
 
@@ -290,10 +290,10 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             assert.equal(21, h:stats().drops.shutdown_deadline)
             assert.matches("^Closed", select(2, h:emit("reject", {}, 1)))
         end)
-        for sub, want in pairs { [dir] = 'dropped=11 from_ts_ms=7001 reason="shutdown_deadline" '
+        for sub, want in pairs { [dir] = 'dropped=11 from_ts_ms=7001 head_seq=0 reason="shutdown_deadline" '
                                           .. 'to_ts_ms=7021',
                                  [dir .. "/daemon.1"] = 'dropped=10 from_ts_ms=7002 '
-                                          .. 'reason="shutdown_deadline" to_ts_ms=7020' } do
+                                          .. 'head_seq=0 reason="shutdown_deadline" to_ts_ms=7020' } do
             local rc, recs, out = verify_list(sub)
             assert.equal(0, rc, out)
             assert.equal(1, #recs)
