@@ -1962,7 +1962,9 @@ local function batch_ctx(s, d)
 end
 _M._batch_ctx = batch_ctx
 
-function Ledger:_resume_batch(s, d)
+-- deferred (recover()): a list that gets the members a finalizing batch handed over, as
+-- saga records to drive later, instead of driving them here.
+function Ledger:_resume_batch(s, d, deferred)
     local ctx = batch_ctx(s, d)
     self.inflight[s.id] = true
     for _, e in ipairs(ctx.batch) do self.inflight[e.sid] = true end
@@ -1970,13 +1972,20 @@ function Ledger:_resume_batch(s, d)
     if s.phase == "finalizing" then
         r = { guard(nil, self._finalize_batch, self, ctx) }
         if r[1] then
-            -- the members it handed over: their saga records exist now; drive them
+            -- the members it handed over: their saga records exist now; drive them (a
+            -- member that is still racing answers Unavailable: its record stays, and so
+            -- does this answer)
             self.inflight[s.id] = nil
             for _, e in ipairs(ctx.batch) do self.inflight[e.sid] = nil end
             for _, x in ipairs(ctx.handover or {}) do
-                self:_resume { id = x.e.sid, phase = "reserving",
-                               data = codec.encode { req = x.e.req,
-                                                     created_at_ms = ctx.created_at_ms } }
+                local m = { id = x.e.sid, phase = "reserving", node = self.node,
+                            data = codec.encode { req = x.e.req,
+                                                  created_at_ms = ctx.created_at_ms } }
+                if deferred then deferred[#deferred + 1] = m
+                else
+                    local rr = { guard(nil, self._resume, self, m) }
+                    if rr[1] == nil and rr[3] == ERR.Unavailable then r = rr end
+                end
             end
         end
     else
@@ -2020,9 +2029,10 @@ function _M.audit_hook(emit)
 end
 
 -- Resumes a saga found in the store (recover(), or adoption by a caller's retry).
-function Ledger:_resume(s)
+-- deferred: see _resume_batch.
+function Ledger:_resume(s, deferred)
     local d = codec.decode(s.data)
-    if d.kind == "batch" then return self:_resume_batch(s, d) end
+    if d.kind == "batch" then return self:_resume_batch(s, d, deferred) end
     local ctx = { sid = s.id, req = d.req, phase = s.phase, tbytes = d.t, tid = d.tid,
                   heads = d.heads, created_at_ms = d.created_at_ms }
     if ctx.tbytes then ctx.t = ledger.decode_transfer(ctx.tbytes) end
@@ -2064,6 +2074,9 @@ end
 -- not find its siblings' reservations or heads (nobody would ever release them: it would
 -- wait for itself). So finalizing sagas are rolled forward first (they release their
 -- heads), then every reserving saga gives back what it holds, then each is driven again.
+-- The members a finalizing batch handed over to the single path are driven with the
+-- reserving ones, after the give-back: driven at once they waited for a posting a dead
+-- sibling still held, gave up (Unavailable) and their records stayed (LED-31).
 function Ledger:recover()
     local report = {}
     local list, err = guard(nil, function() return self:_p("list_pending_sagas", self.node) end)
@@ -2071,11 +2084,20 @@ function Ledger:recover()
     local function add(s, r, e, code)
         report[#report + 1] = { id = s.id, phase = s.phase, ok = r ~= nil, err = e, code = code }
     end
-    local reserving = {}
+    local reserving, handed, seen = {}, {}, {}
     for _, s in ipairs(list) do
         if not self.inflight[s.id] then
-            if s.phase == "finalizing" then add(s, self:_resume(s))
-            else reserving[#reserving + 1] = s end
+            if s.phase == "finalizing" then add(s, self:_resume(s, handed))
+            else
+                reserving[#reserving + 1] = s
+                seen[s.id] = true
+            end
+        end
+    end
+    for _, m in ipairs(handed) do -- (a member's record the dead process had written: listed)
+        if not seen[m.id] then
+            reserving[#reserving + 1] = m
+            seen[m.id] = true
         end
     end
     local ready = {}

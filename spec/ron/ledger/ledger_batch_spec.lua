@@ -193,4 +193,52 @@ describe("ledger commit_many (LED-51..LED-56)", function()
             assert.equal("committed", store:get_intent("p2").status)
         end
     end)
+
+    it("recover() drives a finalizing batch's handed-over member after the dead siblings "
+       .. "gave back what they hold (LED-31)", function()
+        -- (kill -9 on PostgreSQL, seed 20276963: the member waited for a posting a reserving
+        -- saga of the same dead process held, gave up Unavailable, and its record stayed)
+        local store, led = world()
+        local A, B, C = id16("A"), id16("B"), id16("C")
+        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local crash_at
+        store.fault = function(when, name)
+            if when == "after" and name == crash_at then
+                if name ~= "save_saga" then error(sim.CRASH, 0) end
+                for _, s in pairs(store.sagas) do
+                    if s.phase == "finalizing" then error(sim.CRASH, 0) end
+                end
+            end
+        end
+        -- a sibling dies holding A's only posting (reserving)
+        crash_at = "reserve_postings"
+        local ok, e = pcall(led.commit, led, { intent = "x", movements = { mv(A, B, 10) } })
+        assert.is_false(ok)
+        assert.equal(sim.CRASH, e)
+        -- a batch of the same process: p1 pays from A, whose posting x holds: handed over
+        -- to the single path; the process dies at the batch's point of no return
+        local led2 = L.new { store = store, book = "main", node = "n1", nonce = "r",
+                             clock = function() return 1700000000000 end, max_attempts = 2 }
+        crash_at = "save_saga"
+        ok, e = pcall(led2.commit_many, led2, {
+            { intent = "p0", movements = { mv(sim.EXT, C, 5) } },
+            { intent = "p1", movements = { mv(A, B, 20) } } })
+        assert.is_false(ok)
+        assert.equal(sim.CRASH, e)
+        store.fault = nil
+        local phases = {}
+        for _, s in pairs(store.sagas) do phases[#phases + 1] = s.phase end
+        table.sort(phases)
+        assert.same({ "finalizing", "reserving" }, phases)
+        local heir = L.new { store = store, book = "main", node = "n1", nonce = "q",
+                             clock = function() return 1700000000000 end, max_attempts = 2 }
+        local rep = assert(heir:recover())
+        for _, r in ipairs(rep) do assert.is_true(r.ok, tostring(r.err)) end
+        assert.same({}, store:list_pending_sagas())
+        for _, k in ipairs { "x", "p0", "p1" } do
+            assert.equal("committed", store:get_intent(k).status, k)
+        end
+        assert.equal(70, store:get_balance(A, USD))
+        assert(sim.verify(store, "main"))
+    end)
 end)

@@ -289,7 +289,7 @@ describe("ledger engine on a real PostgreSQL", function()
                 -- The dead process's statements still run to their end on the server (a
                 -- backend notices its client is gone only after the statement): recovery
                 -- runs once they ended (docs/LEDGER.md "Recovery"), else a late save_saga
-                -- of the dead process lands after it (seen once in a full run under load).
+                -- of the dead process could land after it.
                 local gone
                 for _ = 1, 1000 do
                     local rows = assert(s.drv.db:query("SELECT count(*) AS n FROM pg_stat_activity " ..
