@@ -6,7 +6,7 @@
 --   ron-accounting run tests/bench/bench-ledger-rating-pg.lua [--quick] [--out FILE]
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
---       [--pg-stats]
+--       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N]
 --
 -- Slices of a real meter (one stream per tenant) rated through exporters.ledger (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -35,6 +35,19 @@
 --                      plainly into a scratch copy of the store's tables (same columns, keys
 --                      and indexes, no triggers, no ON CONFLICT, no reads, no saga record),
 --                      the same batching: issue 15's "a plain INSERT loop of the same rows"
+-- The daemon's shape (--daemon S,S,..; issue 15 "keeps up with the metering export"): what
+-- `ron-accounting run examples/daemon.lua` sends to exporters.ledger, driven by the
+-- runtime's own put path (RT.put / RT.put_flush of lua/ron/accounting/runtime/worker.lua):
+-- S streams, one worker task each with its next slice (a stream's slice N+1 is put only
+-- after N's answer), the workers' puts queued (at most one per stream) and sent by at most
+-- put_parallel (4) put_flush tasks in put_many calls of at most put_batch (1024) slices:
+-- every put_many holds ONE slice per stream. S streams x W windows all sealed = a backlog
+-- replay (the WAL's slices re-offered after an outage); the live steady state is one such
+-- burst of S slices per window (rollover). --put-batch / --put-parallel: the runtime's
+-- put_batch / put_parallel for these cases. Baseline: the row of the slice, one INSERT per
+-- put_many the case made (its slices), flushed per batch; the same rows as above (the
+-- recorded rows in put_many-sized groups: with put_many calls at once their grouping is
+-- approximate).
 -- statements/slice: the store calls a rated slice costs (reads included). Per case also the
 -- wall time inside store calls per primitive, and the CPU per slice of this process and of
 -- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
@@ -57,7 +70,10 @@ local lexp = require "ron.accounting.export.exporters.ledger"
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600,
                statement_slices = 160, streams = 8, pg = true, sqlite = true,
                batches = { 64, 256, 1024 }, batch_slices = 4096, batch_streams = 64,
-               single = true, pg_stats = false }
+               single = true, pg_stats = false, daemon = {},
+               -- the runtime's own defaults (what the daemon sends)
+               put_batch = require("ron.accounting.runtime").DEFAULTS.put_batch,
+               put_parallel = require("ron.accounting.runtime").DEFAULTS.put_parallel }
 do
     local i = 1
     while i <= #arg do
@@ -74,6 +90,12 @@ do
         elseif a == "--pg-stats" then opts.pg_stats = true; i = i + 1
         elseif a == "--batch-slices" then opts.batch_slices = assert(tonumber(v)); i = i + 2
         elseif a == "--batch-streams" then opts.batch_streams = assert(tonumber(v)); i = i + 2
+        elseif a == "--put-batch" then opts.put_batch = assert(tonumber(v)); i = i + 2
+        elseif a == "--put-parallel" then opts.put_parallel = assert(tonumber(v)); i = i + 2
+        elseif a == "--daemon" then
+            opts.daemon = {}
+            for x in v:gmatch("%d+") do opts.daemon[#opts.daemon + 1] = tonumber(x) end
+            i = i + 2
         elseif a == "--batches" then
             opts.batches = {}
             for x in v:gmatch("%d+") do opts.batches[#opts.batches + 1] = tonumber(x) end
@@ -83,7 +105,8 @@ do
                             .. "[--out FILE] [--dir DIR] [--slices N] [--statement-slices N] "
                             .. "[--streams N] [--no-pg] [--no-sqlite] [--batches B,B,..] "
                             .. "[--batch-slices N] [--batch-streams N] [--no-single] "
-                            .. "[--pg-stats]\n")
+                            .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] "
+                            .. "[--put-parallel N]\n")
             os.exit(2)
         end
     end
@@ -562,18 +585,146 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     s:close()
 end
 
+-- The daemon's shape (see the header): S streams x W windows through the runtime's put
+-- path (RT.put, RT.put_flush: the daemon's own batching code, on a minimal runtime object).
+local RT = require("ron.accounting.runtime")._RT
+local function case_daemon(backend, streams, n, open, exec_ddl_of)
+    local W = math.max(1, math.floor(n / streams))
+    local windows = make_slices(streams, W)
+    local s = open()
+    local calls = counting(s)
+    local rec = recording(s)
+    local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
+    assert(e:ready())
+    local warm = make_slices(streams, 1)
+    for _, sl in ipairs(warm[1]) do sl.tenant = sl.tenant:gsub("^00000000", "11111111") end
+    for _, r in ipairs(e:put_many(warm[1])) do assert(r[1] == "ok", tostring(r[2])) end
+    for t = 1, streams do
+        assert(e:tenant_accounts(usage.tenant_raw(("00000000-0000-4000-8000-%012x"):format(t))))
+    end
+    -- the exporter as the runtime sees it: every put_many's slices kept (its size, the
+    -- baseline's batching), how many ran at once
+    local sent, at_once, max_at_once, nb = {}, 0, 0, 0
+    local wrapped = { put_many = function(_, list)
+        nb = nb + 1
+        rec.cur = nb
+        sent[nb] = list
+        at_once = at_once + 1
+        if at_once > max_at_once then max_at_once = at_once end
+        local ok, r, err = pcall(e.put_many, e, list)
+        at_once = at_once - 1
+        if not ok then error(r, 0) end
+        return r, err
+    end }
+    local rt = setmetatable({ put_q = { n = 0 }, put_flushing = 0, task = task,
+                              exporter = wrapped,
+                              cfg = { put_batch = opts.put_batch,
+                                      put_parallel = opts.put_parallel } }, { __index = RT })
+    local c0, ct0 = calls.n, calls.t
+    local by0 = {}
+    for k, v in pairs(calls.by) do by0[k] = v end
+    pg_stats_reset()
+    local cpu0, srv0 = proc_cpu("self"), server_cpu()
+    local t0 = now()
+    rec.on = true
+    local workers, failed = {}, {}
+    for t = 1, streams do
+        local st = { reply = task.channel(1, "put_reply") }
+        workers[t] = task.spawn("bench_worker", function()
+            for w = 1, W do
+                local status, detail = rt:put(st, windows[w][t])
+                if status ~= "ok" then
+                    failed[#failed + 1] = tostring(status) .. " " .. tostring(detail)
+                    return
+                end
+            end
+        end)
+    end
+    for _, h in ipairs(workers) do assert(h:join()) end
+    rec.on = false
+    local dt = now() - t0
+    assert(#failed == 0, failed[1])
+    local cpu_self, cpu_srv = proc_cpu("self") - cpu0, server_cpu() - srv0
+    local total = streams * W
+    local stats = pg_stats_read(total)
+    local sps = total / dt
+    local per = (calls.n - c0) / total
+    local sizes, smin, smax = 0, math.huge, 0
+    for _, l in ipairs(sent) do
+        sizes = sizes + #l
+        smin, smax = math.min(smin, #l), math.max(smax, #l)
+    end
+    local parts = {}
+    for k, v in pairs(calls.by) do
+        if v > by0[k] then parts[#parts + 1] = { k, (v - by0[k]) / nb } end
+    end
+    table.sort(parts, function(a, b) return a[2] > b[2] end)
+    for i = 1, math.min(8, #parts) do parts[i] = ("%s %.1f"):format(parts[i][1], parts[i][2]) end
+    for i = #parts, 9, -1 do parts[i] = nil end
+    -- baselines, the batching the case had
+    assert(exec_ddl_of(s)(plain_ddl(s)))
+    local tb0 = now()
+    for _, b in ipairs(sent) do
+        assert(assert(s.drv:write(plain_insert(s, #b), row_binds(b))) == #b)
+        if s.durability == "ack" then assert(s:flush() == 1) end
+    end
+    local base = total / (now() - tb0)
+    local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows".') or "rows_"
+    for _, stmt in ipairs(same_rows_ddl(s, prefix)) do assert(exec_ddl_of(s)(stmt)) end
+    local ctr, conv = { n = 0, seq = 0, seen = {} }, {}
+    for bi = 1, nb do conv[bi] = rows_of(rec.calls[bi], ctr) end
+    local ts0, nrows = now(), 0
+    for bi = 1, nb do
+        nrows = nrows + same_rows_write(s, prefix, conv[bi])
+        if s.durability == "ack" then assert(s:flush() == 1) end
+    end
+    local same_dt = now() - ts0
+    local same = total / same_dt
+    local label = ("%s daemon %4d streams x %d"):format(backend, streams, W)
+    print(("%-36s %6d slices: rated %8.0f slices/s (%5.2f store calls/slice), put_many %d "
+           .. "calls of %d..%d (mean %.0f) slices, %d at once (put_batch %d, put_parallel %d)")
+          :format(label, total, sps, per, nb, smin, smax, sizes / nb, max_at_once,
+                  opts.put_batch, opts.put_parallel))
+    print(("    plain INSERT of the row of the slice, the same batches: %.0f rows/s, ratio %.2f;"
+           .. " the same rows (%.1f/slice): %.0f slices/s, ratio %.2f"):format(base, sps / base,
+           nrows / total, same, sps / same))
+    print("    store calls per put_many: " .. table.concat(parts, ", "))
+    print(("    time per slice %.0f us (store calls, overlapping: %.0f us); CPU per slice: this "
+           .. "process %.0f us, the PostgreSQL server %.0f us (load %s)"):format(dt / total * 1e6,
+           (calls.t - ct0) / total * 1e6, cpu_self / total * 1e6, cpu_srv / total * 1e6,
+           B.loadavg()))
+    pg_stats_print(stats, nb)
+    emit(('{"bench":"ledger-rating","name":"rating_daemon_%s_%d","params":{"slices":%d,'
+          .. '"streams":%d,"windows":%d,"put_batch":%d,"put_parallel":%d},"slices_per_s":%.1f,'
+          .. '"put_many_calls":%d,"put_many_mean":%.1f,"put_many_at_once":%d,'
+          .. '"store_calls_per_slice":%.3f,"baseline":"insert_batch","baseline_rows_per_s":%.1f,'
+          .. '"ratio":%.3f,"same_rows_per_slice":%.2f,"same_rows_slices_per_s":%.1f,'
+          .. '"ratio_same_rows":%.3f,"cpu_us_per_slice":%.1f,"server_cpu_us_per_slice":%.1f,'
+          .. '"loadavg":"%s"}')
+         :format(backend:gsub(" ", ""), streams, total, streams, W, opts.put_batch,
+                 opts.put_parallel, sps, nb, sizes / nb, max_at_once, per, base, sps / base,
+                 nrows / total, same, sps / same, cpu_self / total * 1e6,
+                 cpu_srv / total * 1e6, B.loadavg()))
+    results[#results + 1] = { label = label, sps = sps, base = base, ratio = sps / base }
+    e:close()
+    s:close()
+end
+
 local function batch_cases(backend, open, exec_ddl_of)
     for _, bsize in ipairs(opts.batches) do
         for _, streams in ipairs { 1, opts.batch_streams } do
             case_batch(backend, streams, bsize, opts.batch_slices, open, exec_ddl_of)
         end
     end
+    for _, streams in ipairs(opts.daemon) do
+        case_daemon(backend, streams, opts.batch_slices, open, exec_ddl_of)
+    end
 end
 
 local function run()
     print(("bench-ledger-rating: %d streams, load %s"):format(opts.streams, B.loadavg()))
     local shapes = { 1, opts.streams }
-    if opts.sqlite and #opts.batches > 0 then
+    if opts.sqlite and #opts.batches + #opts.daemon > 0 then
         local p
         batch_cases("sqlite  ", function()
             p = sqlite_path("batch")
@@ -614,7 +765,7 @@ local function run()
     end
     local okr, err = pcall(function()
         local n = 0
-        if #opts.batches > 0 then
+        if #opts.batches + #opts.daemon > 0 then
             batch_cases("postgres", function()
                 n = n + 1
                 return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,

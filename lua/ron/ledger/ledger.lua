@@ -114,6 +114,10 @@ function _M.new(opts)
         unindexed = opts.unindexed or {},
         -- LED-57: a batch's independent writes at once (_together); needs the host's tasks
         overlap = opts.overlap == nil and opts.store.backend == "postgres" or opts.overlap == true,
+        -- LED-63: the batch plan's accounts from a bounded cache (0: none); 16384: a
+        -- tenant has 3 accounts, 4096 thrashed at 2048 tenants
+        account_cache = opts.account_cache or 16384,
+        acache = {}, acache_n = 0,
         seq = 0,
         inflight = {},
         stats = { commits = 0, rejections = 0, replays = 0, resolves = 0, head_waits = 0,
@@ -201,6 +205,7 @@ function Ledger:create_account(a)
 end
 
 function Ledger:_set_status(id, status)
+    self:_forget_account(id)
     return guard(nil, function()
         for _ = 1, self.max_attempts do
             local cur = self:_read("get_account", id)
@@ -1087,12 +1092,55 @@ function Ledger:_intents_of(keys)
     return out
 end
 
-function Ledger:_accounts_of(ids)
-    local out = {}
-    for _, c in ipairs(slices(ids, BATCH_IDS)) do
-        for k, v in pairs(self:_p("get_accounts", c)) do out[k] = v end
+-- The accounts of ids from the store; every one read is remembered (LED-63). With cached,
+-- the ones remembered are answered from memory and only the others read; the second
+-- result is then true when some answer came from memory.
+--
+-- The cache (LED-63) serves the batch PLAN only, which decides nothing final on its own:
+-- an account is append-only versions, every transfer pins the versions it was planned with
+-- (LED-9), and the last step before the point of no return reads every account again from
+-- the store (_revalidate_batch, uncached, LED-30): a version that moved since (frozen,
+-- closed, another floor, by any process) refuses the pin, the batch is planned again, and
+-- that read has refreshed the cache. A deterministic rejection is stored without a last
+-- step, so a plan that rejects anything after using the cache is made again from the store
+-- (_plan_batch). Bounded: account_cache entries, then emptied and refilled.
+function Ledger:_accounts_of(ids, cached)
+    local out, hit = {}, false
+    local want, cache = ids, self.acache
+    if cached and self.account_cache > 0 then
+        want = {}
+        for _, id in ipairs(ids) do
+            local a = cache[id]
+            if a then out[id], hit = a, true else want[#want + 1] = id end
+        end
     end
-    return out
+    for _, c in ipairs(slices(want, BATCH_IDS)) do
+        for k, v in pairs(self:_p("get_accounts", c)) do
+            out[k] = v
+            self:_remember_account(k, v)
+        end
+    end
+    return out, hit
+end
+
+function Ledger:_remember_account(id, a)
+    if self.account_cache <= 0 then return end
+    local cache = self.acache
+    if not cache[id] then
+        if self.acache_n >= self.account_cache then
+            cache = {}
+            self.acache, self.acache_n = cache, 0
+        end
+        self.acache_n = self.acache_n + 1
+    end
+    cache[id] = a
+end
+
+function Ledger:_forget_account(id)
+    if self.acache[id] then
+        self.acache[id] = nil
+        self.acache_n = self.acache_n - 1
+    end
 end
 
 function Ledger:_list_read(name, list, n, ...)
@@ -1470,7 +1518,6 @@ function Ledger:_plan_batch(ctx)
             want(to)
         end
     end
-    local accts = self:_accounts_of(ids)
     -- the payers' largest postings, and whether another saga holds some (one statement)
     local qs = {}
     for _, p in ipairs(payers) do
@@ -1479,7 +1526,12 @@ function Ledger:_plan_batch(ctx)
         qs[#qs + 1] = { account = p.account, asset = p.asset, status = "pending_inactive",
                         limit = 1 }
     end
-    local res = self:_list_read("get_postings_by_pairs", qs, BATCH_QUERIES)
+    -- the plan's three reads at once (reads only, none needs another's answer: LED-62)
+    local accts, res, got, cached
+    self:_read_at_once(function() accts, cached = self:_accounts_of(ids, not ctx.fresh) end,
+                       function() res = self:_list_read("get_postings_by_pairs", qs,
+                                                        BATCH_QUERIES) end,
+                       function() got = self:_list_read("get_balances", bpairs, BATCH_IDS) end)
     local more = {}
     for k, p in ipairs(payers) do
         p.list, p.held = res[2 * k - 1], #res[2 * k] > 0
@@ -1499,7 +1551,6 @@ function Ledger:_plan_batch(ctx)
         for i, p in ipairs(more) do p.list = r2[i] end
     end
     local bal = {}
-    local got = self:_list_read("get_balances", bpairs, BATCH_IDS)
     for i, pr in ipairs(bpairs) do bal[pr.account .. asset_key(pr.asset)] = got[i] end
     local src = setmetatable({ led = self, accts = accts, pools = pidx }, MemSource)
     local items, rejects, handover, heads, hseen = {}, {}, {}, {}, {}
@@ -1569,6 +1620,13 @@ function Ledger:_plan_batch(ctx)
             end
         end
     end
+    if cached and #rejects > 0 then
+        -- a rejection is stored as it is (no last step): decided on the store's accounts,
+        -- never on remembered ones (LED-63)
+        self.stats.plans_uncached = (self.stats.plans_uncached or 0) + 1
+        ctx.fresh = true
+        return self:_plan_batch(ctx)
+    end
     sort(heads, function(a, b) return a.key < b.key end)
     for _, h in ipairs(heads) do h.key = nil end
     ctx.items, ctx.rejects, ctx.handover, ctx.heads = items, rejects, handover, heads
@@ -1591,12 +1649,15 @@ function Ledger:_revalidate_batch(ctx)
             end
         end
     end
-    local accts = self:_accounts_of(ids)
     local ins = store_inputs(items)
     local rids = {}
     for i, x in ipairs(ins) do rids[i] = x.id end
-    local rows = {}
-    for _, p in ipairs(self:_list_read("get_postings", rids, BATCH_IDS)) do
+    local rows, accts, got = {}, nil, nil
+    -- the accounts and the reserved postings at once (LED-62); the balances need the
+    -- postings' pairs
+    self:_read_at_once(function() accts = self:_accounts_of(ids) end,
+                       function() got = self:_list_read("get_postings", rids, BATCH_IDS) end)
+    for _, p in ipairs(got) do
         if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then
             return false, "a reserved posting is not ours any more"
         end
@@ -1624,7 +1685,7 @@ function Ledger:_revalidate_batch(ctx)
             made[pkey(o.id)] = o
         end
     end
-    local got = self:_list_read("get_balances", prs, BATCH_IDS)
+    got = self:_list_read("get_balances", prs, BATCH_IDS)
     for i, pr in ipairs(prs) do chain[pr.account .. asset_key(pr.asset)] = got[i] end
     for _, it in ipairs(items) do
         local balances = {}
@@ -1678,6 +1739,34 @@ local function by_sort_key(x, y) return x.sort_key < y.sort_key end
 -- transfer, an event its transfer and its postings). Every step is idempotent and verified,
 -- so a crash may leave any subset of a pair: recover() rolls the batch forward as before.
 -- Both are joined before an error of either is raised (nothing of the batch runs on after).
+-- Reads at once (LED-62): the batch plan's reads (accounts, the payers' postings, the
+-- balances) need no answer of one another, so on a store that serves statements at once
+-- (overlap) all but the last run in tasks while the last runs here: one round trip's wait
+-- instead of three. They are reads of the plan, which the last step before the point of no
+-- return validates again (LED-30): nothing decided from them needs them to be one snapshot,
+-- any more than one after the other. Without overlap: one after the other, in order. Every
+-- one is joined before an error of any is raised.
+function Ledger:_read_at_once(...)
+    local fs = { ... }
+    if not self.overlap then
+        for _, f in ipairs(fs) do f() end
+        return
+    end
+    local task = require "ron.accounting.runtime.task"
+    local hs = {}
+    for i = 1, #fs - 1 do hs[i] = task.spawn("ledger_read", pcall, fs[i]) end
+    local okl, el = pcall(fs[#fs])
+    local first
+    for _, h in ipairs(hs) do
+        local jok, ok1, e1 = h:join()
+        if not jok then first = first or ok1
+        elseif not ok1 then first = first or e1 end
+    end
+    self.stats.reads_at_once = (self.stats.reads_at_once or 0) + 1
+    if first ~= nil then error(first, 0) end
+    if not okl then error(el, 0) end
+end
+
 function Ledger:_together(f, g)
     if not self.overlap then
         f()

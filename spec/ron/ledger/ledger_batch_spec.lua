@@ -160,6 +160,55 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.is_true(calls < 4 * 12)
     end)
 
+    it("plans from the account cache but never commits past a frozen or closed account, "
+       .. "nor stores a rejection from a stale one (LED-63)", function()
+        local store, led = world()
+        -- another process's engine on the same store: its account changes are not seen by
+        -- led's cache, only by led's reads of the store
+        local other = L.new { store = store, book = "main", node = "n2", nonce = "q",
+                              clock = function() return 1700000000000 end }
+        local A, B = id16("A"), id16("B")
+        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local r = led:commit_many { { intent = "c1", movements = { mv(A, B, 10) } } }
+        assert.truthy(r[1][1])
+        assert.equal("open", led.acache[A].status) -- remembered by the plan
+        assert(other:freeze(A))
+        -- the plan sees A open (cached); the last step reads A frozen: never committed
+        r = led:commit_many { { intent = "c2", movements = { mv(A, B, 10) } },
+                              { intent = "c3", movements = { mv(B, id16("C"), 5) } } }
+        assert.is_nil(r[1][1])
+        assert.equal(L.ERR.AccountFrozen, r[1][3])
+        assert.truthy(r[2][1])
+        assert.equal(90, store:get_balance(A, USD))
+        assert.equal("rejected", store:get_intent("c2").status)
+        assert.equal("frozen", led.acache[A].status) -- refreshed by the store's read
+        -- the cache now says frozen; another engine unfreezes: the plan's rejection is not
+        -- stored from the remembered account, the plan is made again from the store
+        assert(other:unfreeze(A))
+        local uncached0 = led.stats.plans_uncached or 0
+        r = led:commit_many { { intent = "c4", movements = { mv(A, B, 10) } } }
+        assert.truthy(r[1][1], tostring(r[1][2]))
+        assert.equal(80, store:get_balance(A, USD))
+        assert.equal(uncached0 + 1, led.stats.plans_uncached)
+        -- closed for good by the other engine while cached open
+        assert.equal("open", led.acache[A].status)
+        assert(other:close(A))
+        r = led:commit_many { { intent = "c5", movements = { mv(A, B, 10) } } }
+        assert.equal(L.ERR.AccountClosed, r[1][3])
+        assert.equal(80, store:get_balance(A, USD))
+        -- this engine's own changes forget the entry at once
+        assert(led:freeze(B))
+        assert.is_nil(led.acache[B])
+        -- bounded: never more entries than account_cache
+        local small = L.new { store = store, book = "main", node = "n3", nonce = "s",
+                              account_cache = 2, clock = function() return 1700000000000 end }
+        for k, id in ipairs { id16("C"), id16("D"), id16("K") } do
+            small:commit_many { { intent = "b" .. k, movements = { mv(sim.EXT, id, 1) } } }
+            assert.is_true(small.acache_n <= 2)
+        end
+        assert(sim.verify(store, "main"))
+    end)
+
     it("recover() rolls a batch record forward or gives it back", function()
         for _, phase in ipairs { "reserving", "finalizing" } do
             local store, led = world()

@@ -300,6 +300,7 @@ function _M.start(cfg)
     local rt_opts = {
         meter = meter, exporter = exporter, fairness = fairness, backoff = backoff,
         ordered_buffer_cap = cfg.ordered_buffer_cap, pending_cap = cfg.pending_cap,
+        put_batch = cfg.put_batch, put_parallel = cfg.put_parallel,
         op_budget_ms = cfg.op_budget_ms, drain_deadline_ms = cfg.drain_deadline_ms,
         clock = cfg.clock or nil, tick_ms = cfg.tick_ms or nil, audit = d.audit_emit,
     }

@@ -32,6 +32,11 @@ _M.DEFAULTS = {
                                 -- { module = "name", ... }
     ordered_buffer_cap = 1024,
     pending_cap = 1024,
+    -- an exporter with put_many (the file ledger, exporters.ledger, exporters.postgres):
+    -- the queued puts of all streams (one per stream) in calls of up to put_batch slices,
+    -- at most put_parallel calls at once (docs/CONCURRENCY.md put_flush)
+    put_batch = 1024,
+    put_parallel = 4,
     op_budget_ms = 10000,
     drain_deadline_ms = 5000,
     listen = "127.0.0.1:9464",  -- /metrics /healthz /readyz; false: no HTTP
@@ -158,6 +163,8 @@ _M.CHECK = {
     end,
     ordered_buffer_cap = int_in(1, 1048576),
     pending_cap = int_in(1, 1048576),
+    put_batch = int_in(1, 16384),
+    put_parallel = int_in(1, 64),
     op_budget_ms = int_in(1, 3600000),
     drain_deadline_ms = int_in(1, 3600000),
     listen = function(k, v)

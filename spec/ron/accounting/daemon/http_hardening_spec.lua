@@ -46,6 +46,23 @@ describe("the daemon's HTTP limits in its configuration (issue 14 item 6)", func
         assert.is_true(schema.check(cfg { http_max_conns = 9, http_reserved_conns = 8,
                                           http_body_timeout_ms = 100 }))
     end)
+
+    it("put_batch and put_parallel (the put_many calls to the exporter) are range-checked",
+       function()
+        assert.equal(1024, schema.DEFAULTS.put_batch)
+        assert.equal(4, schema.DEFAULTS.put_parallel)
+        assert.equal(schema.DEFAULTS.put_batch, require("ron.accounting.runtime").DEFAULTS.put_batch)
+        for _, bad in ipairs { { put_batch = 0 }, { put_batch = 16385 }, { put_batch = 2.5 },
+                               { put_batch = "1024" }, { put_parallel = 0 },
+                               { put_parallel = 65 } } do
+            local k = next(bad)
+            local ok, err = schema.check(cfg(bad))
+            assert.is_nil(ok)
+            assert.truthy(err:find(k .. " must be an integer in", 1, true), err)
+        end
+        assert.is_true(schema.check(cfg { put_batch = 1, put_parallel = 1 }))
+        assert.is_true(schema.check(cfg { put_batch = 16384, put_parallel = 64 }))
+    end)
 end)
 
 pcall(ffi.cdef, [[
