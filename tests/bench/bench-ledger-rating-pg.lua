@@ -6,7 +6,7 @@
 --   ron-accounting run tests/bench/bench-ledger-rating-pg.lua [--quick] [--out FILE]
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
---       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N]
+--       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N] [--gc-pause N]
 --
 -- Slices of a real meter (one stream per tenant) rated through exporters.ledger (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -67,13 +67,25 @@ local schema = require "ron.ledger.store.schema"
 local usage = require "ron.ledger.usage"
 local lexp = require "ron.accounting.export.exporters.ledger"
 
+-- RON_BENCH_PROFILE=MODE:FILE (e.g. "v:/tmp/v.txt", "Fl2:/tmp/f.txt"): LuaJIT's sampling
+-- profiler (jit.p) over the rated part of the batch and daemon cases only, not the baselines.
+local PROFILE = os.getenv("RON_BENCH_PROFILE")
+local function prof(on)
+    if not PROFILE then return end
+    package.path = package.path .. ";/usr/share/luajit-2.1.0-beta3/?.lua"
+    local p = require "jit.p"
+    if on then p.start(PROFILE:match("^([^:]*):(.*)$")) else p.stop() end
+end
+
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600,
                statement_slices = 160, streams = 8, pg = true, sqlite = true,
                batches = { 64, 256, 1024 }, batch_slices = 4096, batch_streams = 64,
                single = true, pg_stats = false, daemon = {},
                -- the runtime's own defaults (what the daemon sends)
                put_batch = require("ron.accounting.runtime").DEFAULTS.put_batch,
-               put_parallel = require("ron.accounting.runtime").DEFAULTS.put_parallel }
+               put_parallel = require("ron.accounting.runtime").DEFAULTS.put_parallel,
+               -- the daemon's (it sets it at start): 0 = LuaJIT's own (200)
+               gc_pause = require("ron.accounting.daemon.schema").DEFAULTS.gc_pause }
 do
     local i = 1
     while i <= #arg do
@@ -92,6 +104,7 @@ do
         elseif a == "--batch-streams" then opts.batch_streams = assert(tonumber(v)); i = i + 2
         elseif a == "--put-batch" then opts.put_batch = assert(tonumber(v)); i = i + 2
         elseif a == "--put-parallel" then opts.put_parallel = assert(tonumber(v)); i = i + 2
+        elseif a == "--gc-pause" then opts.gc_pause = assert(tonumber(v)); i = i + 2
         elseif a == "--daemon" then
             opts.daemon = {}
             for x in v:gmatch("%d+") do opts.daemon[#opts.daemon + 1] = tonumber(x) end
@@ -106,11 +119,12 @@ do
                             .. "[--streams N] [--no-pg] [--no-sqlite] [--batches B,B,..] "
                             .. "[--batch-slices N] [--batch-streams N] [--no-single] "
                             .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] "
-                            .. "[--put-parallel N]\n")
+                            .. "[--put-parallel N] [--gc-pause N]\n")
             os.exit(2)
         end
     end
 end
+if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
 if opts.quick then
     opts.slices, opts.statement_slices, opts.batch_slices = 160, 32, 1024
     opts.batches = { 64, 256 }
@@ -501,11 +515,13 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     local cpu0, srv0 = proc_cpu("self"), server_cpu()
     local t0 = now()
     rec.on = true
+    prof(true)
     for bi, b in ipairs(batches) do
         rec.cur = bi
         local r = e:put_many(b)
         for i = 1, #b do assert(r[i][1] == "ok", tostring(r[i][1]) .. " " .. tostring(r[i][2])) end
     end
+    prof(false)
     rec.on = false
     local dt = now() - t0
     local cpu_self, cpu_srv = proc_cpu("self") - cpu0, server_cpu() - srv0
@@ -627,6 +643,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     local cpu0, srv0 = proc_cpu("self"), server_cpu()
     local t0 = now()
     rec.on = true
+    prof(true)
     local workers, failed = {}, {}
     for t = 1, streams do
         local st = { reply = task.channel(1, "put_reply") }
@@ -641,6 +658,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         end)
     end
     for _, h in ipairs(workers) do assert(h:join()) end
+    prof(false)
     rec.on = false
     local dt = now() - t0
     assert(#failed == 0, failed[1])
@@ -722,7 +740,8 @@ local function batch_cases(backend, open, exec_ddl_of)
 end
 
 local function run()
-    print(("bench-ledger-rating: %d streams, load %s"):format(opts.streams, B.loadavg()))
+    print(("bench-ledger-rating: %d streams, load %s, gc_pause %s"):format(opts.streams,
+          B.loadavg(), opts.gc_pause > 0 and opts.gc_pause or "200 (LuaJIT's)"))
     local shapes = { 1, opts.streams }
     if opts.sqlite and #opts.batches + #opts.daemon > 0 then
         local p

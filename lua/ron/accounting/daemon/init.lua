@@ -144,6 +144,7 @@ function _M.start(cfg)
         return { checked = true }
     end
     log("WARN", "effective configuration: %s", _M.describe(cfg)) -- P-6
+    collectgarbage("setpause", cfg.gc_pause)
     local p = _M.paths(cfg)
     local ok, err = mkdir_p(p.var)
     if not ok then return nil, format("state directory %s: %s", p.var, tostring(err)) end

@@ -665,6 +665,10 @@ local function new_scheduler()
         out[#out + 1] = "# HELP tasks_live Tasks spawned and not yet ended."
         out[#out + 1] = "# TYPE tasks_live gauge"
         out[#out + 1] = format("tasks_live %d", m.tasks_live)
+        -- the process's Lua heap (the daemon's gc_pause: how far it grows between collections)
+        out[#out + 1] = "# HELP lua_heap_bytes Bytes of the Lua heap in use."
+        out[#out + 1] = "# TYPE lua_heap_bytes gauge"
+        out[#out + 1] = format("lua_heap_bytes %d", floor(collectgarbage("count") * 1024))
         family(out, "queue_depth", "gauge", "Values buffered in a bounded task channel.", "queue",
                m.queue_depth)
         out[#out + 1] = "# HELP queue_dropped_total Sends rejected because the channel was full."

@@ -63,6 +63,17 @@ describe("the daemon's HTTP limits in its configuration (issue 14 item 6)", func
         assert.is_true(schema.check(cfg { put_batch = 1, put_parallel = 1 }))
         assert.is_true(schema.check(cfg { put_batch = 16384, put_parallel = 64 }))
     end)
+
+    it("gc_pause (the Lua heap's growth between collections) is range-checked", function()
+        assert.equal(400, schema.DEFAULTS.gc_pause)
+        for _, bad in ipairs { 99, 1001, 250.5, "400" } do
+            local ok, err = schema.check(cfg { gc_pause = bad })
+            assert.is_nil(ok)
+            assert.truthy(err:find("gc_pause must be an integer in", 1, true), err)
+        end
+        assert.is_true(schema.check(cfg { gc_pause = 100 }))
+        assert.is_true(schema.check(cfg { gc_pause = 1000 }))
+    end)
 end)
 
 pcall(ffi.cdef, [[

@@ -45,6 +45,8 @@ describe("ron.accounting.runtime.task", function()
         assert.is_true(metric(task, 'tasks_spawned_total{kind="adder"} 2'))
         assert.is_true(metric(task, 'tasks_spawned_total{kind="spec"} 1'))
         assert.is_true(metric(task, "tasks_live 0"))
+        local heap = tonumber(task.metrics_text():match("\nlua_heap_bytes (%d+)\n"))
+        assert.is_true(heap > 0 and heap <= collectgarbage("count") * 1024 + 1e6)
     end)
 
     it("a loop that never goes idle reuses the ready queue's slots (I-7)", function()
