@@ -22,9 +22,10 @@ local EXT = ("E"):rep(16)
 local PAYERS = { ("A"):rep(16), ("B"):rep(16), ("C"):rep(16), ("K"):rep(16) }
 
 task.spawn("victim", function()
+    -- node: the connections carry it, so the heir's recover() fences them (LED-65)
     local s = assert(store.open { backend = "postgres", conninfo = o.conninfo, schema = o.schema,
                                   connections = 3, connect_timeout_ms = 20000,
-                                  query_timeout_ms = 20000 })
+                                  query_timeout_ms = 20000, node = o.node })
     local led = L.new { store = s, node = o.node, nonce = "s" .. seed,
                         pause = function(i) task.sleep(math.min(1 + i, 10)) end }
     local x = seed % 2147483646 + 1

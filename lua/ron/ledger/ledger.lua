@@ -2168,6 +2168,14 @@ end
 -- sibling still held, gave up (Unavailable) and their records stayed (LED-31).
 function Ledger:recover()
     local report = {}
+    -- LED-65: a dead process of this node may still have statements running on the server;
+    -- they end (or are ended) before anything is read (a store opened with this node)
+    local store = self.store
+    if type(store.fence) == "function" and store.node == self.node then
+        local n, ferr, fcls = store:fence()
+        if not n then return nil, ferr, fcls == "io" and ERR.Unavailable or ERR.Bug end
+        self.stats.fenced = (self.stats.fenced or 0) + n
+    end
     local list, err = guard(nil, function() return self:_p("list_pending_sagas", self.node) end)
     if not list then return nil, err end
     local function add(s, r, e, code)

@@ -83,6 +83,8 @@ function _M.new(v, o)
     if so.backend == "sqlite" then
         so.path = so.path or (o.var .. "/wallet-ledger.db")
         so.offload = true -- the loop thread never waits on SQLite
+    elseif so.backend == "postgres" and so.node == nil and so.db == nil then
+        so.node = led.node -- LED-65: recover() fences a dead process of this node
     end
     w.store_opts = so
     return w

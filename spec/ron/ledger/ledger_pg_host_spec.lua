@@ -69,10 +69,11 @@ describe("ledger engine on a real PostgreSQL", function()
     end)
     teardown(function() if cluster then cluster:stop() end end)
 
-    local function open_store(schema, conns)
+    local function open_store(schema, conns, node)
         return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
                                    schema = schema, connections = conns or 4,
-                                   connect_timeout_ms = 20000, query_timeout_ms = 20000 })
+                                   connect_timeout_ms = 20000, query_timeout_ms = 20000,
+                                   node = node })
     end
     local function fresh()
         n = n + 1
@@ -290,6 +291,57 @@ describe("ledger engine on a real PostgreSQL", function()
         end)
     end)
 
+    it("LED-65: recover() ends what another process of its node still runs on the server, "
+       .. "and nothing of another node", function()
+        in_task(function()
+            local s, schema = fresh()
+            -- "the dead process": a statement of node v still running on the server
+            local dead = open_store(schema, 1, "v")
+            local other = open_store(schema, 1, "w")
+            local function running(st)
+                local rows = assert(s.drv.db:query("SELECT count(*) AS n FROM pg_stat_activity "
+                    .. "WHERE application_name = '" .. st.fence_me .. "' AND state = 'active'"))
+                return tonumber(rows[1].n) == 1
+            end
+            local out = concurrent {
+                function() return dead.drv.db:query("SELECT pg_sleep(60)") end,
+                function() return other.drv.db:query("SELECT pg_sleep(1)") end,
+                function()
+                    for _ = 1, 500 do
+                        if running(dead) and running(other) then break end
+                        task.sleep(10)
+                    end
+                    assert.is_true(running(dead) and running(other))
+                    local t0 = uv.now()
+                    local heir_store = open_store(schema, 2, "v")
+                    local heir = ledger_on(heir_store, "v")
+                    assert.same({}, assert(heir:recover()))
+                    assert.equal(1, heir.stats.fenced)
+                    assert.is_false(running(dead))
+                    assert.is_true(uv.now() - t0 < 30000)
+                    -- again: nothing of v left to end; an engine of another node on this
+                    -- store fences nothing (the store is v's)
+                    assert.equal(0, assert(heir_store:fence()))
+                    local led_w = ledger_on(heir_store, "w")
+                    assert(led_w:recover())
+                    assert.is_nil(led_w.stats.fenced)
+                    heir_store:close()
+                    return true
+                end,
+            }
+            -- the dead one's statement was ended, not answered; w's was not touched
+            assert.is_nil(out[1][1])
+            assert.truthy(out[2][1], tostring(out[2][2]))
+            assert.is_true(out[3][1])
+            -- a store without a node has no fence; node and db together are misuse
+            assert.is_nil(s.fence)
+            assert.has_error(function()
+                store.open { backend = "postgres", db = s.drv.db, node = "v" }
+            end)
+            dead:close(); other:close(); s:close()
+        end)
+    end)
+
     it(string.format("kill -9 mid-commit, %d times: recover() and every invariant", KILLS),
        function()
         in_task(function()
@@ -304,15 +356,14 @@ describe("ledger engine on a real PostgreSQL", function()
                 return x % k
             end
             local t0, before = uv.hrtime(), 0
-            local mid, mid_batch = 0, 0
+            local mid, mid_batch, fenced = 0, 0, 0
             for i = 1, KILLS do
                 local out = uv.new_pipe(false)
                 local ready = task.channel(1, "ready")
                 local exited = task.channel(1, "exited")
                 local handle
                 handle = uv.spawn(bin, {
-                    args = { "run", child, "--conninfo",
-                             cluster.conninfo .. " application_name=ron-kill-victim",
+                    args = { "run", child, "--conninfo", cluster.conninfo,
                              "--schema", schema,
                              "--node", "victim", "--seed", tostring(SEED + i) },
                     stdio = { nil, out, 2 },
@@ -332,19 +383,11 @@ describe("ledger engine on a real PostgreSQL", function()
                 assert(st and st[2] == 9, "the child was not killed by SIGKILL: " ..
                        tostring(st and st[1]) .. "/" .. tostring(st and st[2]))
                 if not out:is_closing() then out:close() end
-                -- The dead process's statements still run to their end on the server (a
-                -- backend notices its client is gone only after the statement): recovery
-                -- runs once they ended (docs/LEDGER.md "Recovery"), else a late save_saga
-                -- of the dead process could land after it.
-                local gone
-                for _ = 1, 1000 do
-                    local rows = assert(s.drv.db:query("SELECT count(*) AS n FROM pg_stat_activity " ..
-                        "WHERE application_name = 'ron-kill-victim'"))
-                    if tonumber(rows[1].n) == 0 then gone = true break end
-                    task.sleep(10)
-                end
-                assert(gone, "the killed child's backends did not end within 10 s")
-                -- a new process of the same node finishes what the dead one left
+                -- a new process of the same node finishes what the dead one left: its
+                -- store carries the node, so recover() first ends the dead process's
+                -- statements still running on the server (LED-65: fencing; without it a
+                -- late save_saga of the dead one could land after recover())
+                local hs = open_store(schema, 2, "victim")
                 local pending = s:list_pending_sagas("victim")
                 if #pending > 0 then mid = mid + 1 end
                 for _, sg in ipairs(pending) do
@@ -354,8 +397,13 @@ describe("ledger engine on a real PostgreSQL", function()
                         break
                     end
                 end
-                local heir = ledger_on(s, "victim")
+                local heir = ledger_on(hs, "victim")
                 local rep = assert(heir:recover())
+                local others = assert(s.drv.db:query("SELECT count(*) AS n FROM "
+                    .. "pg_stat_activity WHERE application_name LIKE '" .. hs.fence_tag
+                    .. "%' AND application_name <> '" .. hs.fence_me .. "'"))
+                assert.equal(0, tonumber(others[1].n)) -- fenced
+                fenced = fenced + (heir.stats.fenced or 0)
                 for _, r in ipairs(rep) do
                     assert(r.ok or not L.RETRY[r.code], "recover: " .. tostring(r.err))
                 end
@@ -378,11 +426,13 @@ describe("ledger engine on a real PostgreSQL", function()
                 local now = s:head_seq("main")
                 assert.is_true(now >= before)
                 before = now
+                hs:close()
             end
             local dt = (uv.hrtime() - t0) / 1e9
             print(string.format("ledger pg kill -9: %d kills (%d mid-saga, %d with a batch's "
-                                .. "record) in %.1f s, %d transfers committed and verified",
-                                KILLS, mid, mid_batch, dt, before))
+                                .. "record; %d backends of the dead child ended by recover()) "
+                                .. "in %.1f s, %d transfers committed and verified",
+                                KILLS, mid, mid_batch, fenced, dt, before))
             assert.is_true(mid > 0, "no kill landed mid-saga")
             s:close()
         end)

@@ -7,7 +7,16 @@
 --       schema = "ron_ledger",             -- the tables' schema, [a-z_][a-z0-9_]* (<= 63 B)
 --       connections = 4,                   -- pool size when conninfo is given (1..64)
 --       query_timeout_ms = 5000,
---       durability = "ack" }               -- "ack" (default) | "statement" (LED-50)
+--       durability = "ack",                -- "ack" (default) | "statement" (LED-50)
+--       node = "n1" }                      -- the engine node this process serves: fencing
+--
+-- Fencing (LED-65): with node, every connection of the pool this store makes names itself
+-- (application_name "rl:<16 hex of the schema and node>:<16 hex of this open>"), and
+-- s:fence() ends every other backend with this node's name and waits until they are gone.
+-- A process killed mid-commit leaves its statements running on the server (a backend
+-- notices its client is gone only after the statement); recover() fences first, so a
+-- save_saga or a reserve of the dead process cannot land after it. The node must be unique
+-- per running process (a live process with the same node loses its connections).
 --
 -- Durability (LED-50): "ack" runs the statements with synchronous_commit = off (set on each
 -- connection of the pool this store makes) and flush() commits one WAL record synchronously,
@@ -156,7 +165,8 @@ function Drv:flush(text)
 end
 
 local OPTS = { conninfo = true, db = true, schema = true, connections = true,
-               query_timeout_ms = true, connect_timeout_ms = true, durability = true }
+               query_timeout_ms = true, connect_timeout_ms = true, durability = true,
+               node = true, fence_timeout_ms = true }
 
 -- The DDL in one transaction (a multi-statement simple query is one implicit transaction:
 -- a failure leaves nothing half-made and no transaction open) under an advisory lock (two
@@ -189,6 +199,43 @@ local function ASYNC_COMMIT(db)
     return db:exec("SET synchronous_commit = off")
 end
 
+local function hex16(s)
+    return (s:sub(1, 8):gsub(".", function(c) return format("%02x", byte(c)) end))
+end
+
+-- LED-65: ends the other backends named for this store's node (another process of the same
+-- node: a dead one's statements still running) and waits until none is left. -> the number
+-- ended | nil, "Unavailable: ...", "io". Only hex and ':' in the names: no LIKE wildcard.
+local function fence(self, timeout_ms)
+    local db = self.drv.db
+    local others = "FROM pg_stat_activity WHERE application_name LIKE '" .. self.fence_tag
+                   .. "%' AND application_name <> '" .. self.fence_me .. "'"
+    local rows, err = db:query("SELECT pg_terminate_backend(pid) AS t " .. others)
+    local ended = 0
+    if rows then
+        for i = 1, rows.n or #rows do
+            if rows[i][1] == "t" or rows[i].t == "t" then ended = ended + 1 end
+        end
+    end
+    -- (not allowed to signal them, or they ended meanwhile: wait for them to end anyway)
+    local task = require "ron.accounting.runtime.task"
+    local uv = require "luv"
+    local t_end = uv.now() + (timeout_ms or self.fence_timeout_ms)
+    while true do
+        local n = db:query("SELECT count(*) AS n " .. others)
+        if n and tonumber(n[1].n or n[1][1]) == 0 then break end
+        if uv.now() >= t_end then
+            return nil, format("Unavailable: backends of node %s still running after %d ms%s",
+                               self.node, timeout_ms or self.fence_timeout_ms,
+                               rows and "" or " (ending them failed: " .. tostring(err) .. ")"),
+                   "io"
+        end
+        task.sleep(10)
+    end
+    self.fenced = (self.fenced or 0) + ended
+    return ended
+end
+
 function _M.open(o)
     if type(o) ~= "table" then error("postgres.open: expects an options table", 2) end
     for k in pairs(o) do
@@ -202,20 +249,49 @@ function _M.open(o)
     if durability ~= "ack" and durability ~= "statement" then
         error("postgres.open: durability is \"ack\" or \"statement\"", 2)
     end
+    if o.node ~= nil and (type(o.node) ~= "string" or o.node == "") then
+        error("postgres.open: node must be a non-empty string", 2)
+    end
+    if o.node ~= nil and o.db ~= nil then
+        error("postgres.open: node (fencing) needs the store's own connections (conninfo)", 2)
+    end
+    local tag, me
+    if o.node then
+        tag = "rl:" .. hex16(require("ron.ledger.codec").sha256(name .. "\0" .. o.node)) .. ":"
+        local f = io.open("/dev/urandom", "rb")
+        local r = f and f:read(8)
+        if f then f:close() end
+        me = tag .. hex16(r or require("ron.ledger.codec").sha256(tostring({}) .. os.time()))
+    end
     local db, own = o.db, false
     if db == nil then
         if type(o.conninfo) ~= "string" or o.conninfo == "" then
             error("postgres.open: conninfo (or db) is required", 2)
         end
+        local on_connect = durability == "ack" and ASYNC_COMMIT or nil
+        if me then
+            on_connect = function(c)
+                if durability == "ack" then
+                    local ok, err, st, cls = ASYNC_COMMIT(c)
+                    if not ok then return ok, err, st, cls end
+                end
+                return c:exec("SET application_name = '" .. me .. "'")
+            end
+        end
         db = pg.pool { conninfo = o.conninfo, size = o.connections or 4,
                        query_timeout_ms = o.query_timeout_ms,
                        connect_timeout_ms = o.connect_timeout_ms,
-                       on_connect = durability == "ack" and ASYNC_COMMIT or nil }
+                       on_connect = on_connect }
         own = true
     end
     local prefix = '"' .. name .. '".'
     local s = sql.new(setmetatable({ db = db }, Drv), "postgres", prefix)
     s.backend, s.schema, s.durability = "postgres", name, durability
+    if me then
+        s.node, s.fence_tag, s.fence_me = o.node, tag, me
+        s.fence_timeout_ms = o.fence_timeout_ms or 10000
+        s.fence = fence
+    end
     local ok, err, cls = migrate(db, prefix, s)
     if not ok then
         if own then db:close() end

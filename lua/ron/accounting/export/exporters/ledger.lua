@@ -136,7 +136,16 @@ end
 
 function E:_start()
     if not self.store then
-        local s, err = require("ron.ledger.store").open(self.store_opts)
+        local so = self.store_opts
+        if so.backend == "postgres" and so.node == nil and so.db == nil then
+            -- LED-65: the store's connections carry the engine's node, so recover() can
+            -- fence what a dead process of this node still runs on the server
+            local c = {}
+            for k, v in pairs(so) do c[k] = v end
+            c.node = self.node
+            so = c
+        end
+        local s, err = require("ron.ledger.store").open(so)
         if not s then return nil, "LedgerError: " .. tostring(err) end
         self.store = s
     end
