@@ -485,6 +485,23 @@ end
 -- The batch path: put_many of `bsize` slices through commit_many, `streams` streams, n
 -- slices in all; the baseline is the same rows in multi-row INSERTs of bsize rows (chunked
 -- at 1024), flushed per batch.
+-- The store and exporters.ledger of a batch or daemon case, warmed up (not timed): the
+-- statements on another tenant set, and the timed tenants' accounts created once.
+local function warmed_exporter(open, streams)
+    local s = open()
+    local calls = counting(s)
+    local rec = recording(s)
+    local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
+    assert(e:ready())
+    local warm = make_slices(streams, 1)
+    for _, sl in ipairs(warm[1]) do sl.tenant = sl.tenant:gsub("^00000000", "11111111") end
+    for _, r in ipairs(e:put_many(warm[1])) do assert(r[1] == "ok", tostring(r[2])) end
+    for t = 1, streams do
+        assert(e:tenant_accounts(usage.tenant_raw(("00000000-0000-4000-8000-%012x"):format(t))))
+    end
+    return s, e, calls, rec
+end
+
 local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     local W = math.max(1, math.floor(n / streams))
     local windows = make_slices(streams, W)
@@ -496,18 +513,7 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
         for j = i, math.min(#all, i + bsize - 1) do b[#b + 1] = all[j] end
         batches[#batches + 1] = b
     end
-    local s = open()
-    local calls = counting(s)
-    local rec = recording(s)
-    local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
-    assert(e:ready())
-    -- warm-up: the tenants' accounts and the statements (not timed)
-    local warm = make_slices(streams, 1)
-    for _, sl in ipairs(warm[1]) do sl.tenant = sl.tenant:gsub("^00000000", "11111111") end
-    for _, r in ipairs(e:put_many(warm[1])) do assert(r[1] == "ok", tostring(r[2])) end
-    for t = 1, streams do -- the timed tenants' accounts too (created once, not timed)
-        assert(e:tenant_accounts(usage.tenant_raw(("00000000-0000-4000-8000-%012x"):format(t))))
-    end
+    local s, e, calls, rec = warmed_exporter(open, streams)
     local c0, ct0 = calls.n, calls.t
     local by0, tby0 = {}, {}
     for k, v in pairs(calls.by) do by0[k], tby0[k] = v, calls.tby[k] end
@@ -607,17 +613,7 @@ local RT = require("ron.accounting.runtime")._RT
 local function case_daemon(backend, streams, n, open, exec_ddl_of)
     local W = math.max(1, math.floor(n / streams))
     local windows = make_slices(streams, W)
-    local s = open()
-    local calls = counting(s)
-    local rec = recording(s)
-    local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
-    assert(e:ready())
-    local warm = make_slices(streams, 1)
-    for _, sl in ipairs(warm[1]) do sl.tenant = sl.tenant:gsub("^00000000", "11111111") end
-    for _, r in ipairs(e:put_many(warm[1])) do assert(r[1] == "ok", tostring(r[2])) end
-    for t = 1, streams do
-        assert(e:tenant_accounts(usage.tenant_raw(("00000000-0000-4000-8000-%012x"):format(t))))
-    end
+    local s, e, calls, rec = warmed_exporter(open, streams)
     -- the exporter as the runtime sees it: every put_many's slices kept (its size, the
     -- baseline's batching), how many ran at once
     local sent, at_once, max_at_once, nb = {}, 0, 0, 0
