@@ -113,13 +113,8 @@ typedef struct rau__pos_s {
     uint64_t seg, off;
 } rau__pos_t;
 
-/* How the last open went (tests, bench): the head file used or why not, records decoded
- * with full checks, records only hashed to rebuild the dedupe window. */
-typedef struct rau__open_info_s {
-    int head_used;
-    uint64_t decoded, hashed;
-    char why[96];
-} rau__open_info_t;
+/* How the last open went: the public rau_log_open_info_t (include/ron/audit.h). */
+typedef rau_log_open_info_t rau__open_info_t;
 void rau__log_open_info(const rau_log_t *l, rau__open_info_t *out);
 
 /* rau_log_open with the I/O interface given (audit/io.h): the tests' fault and power-cut

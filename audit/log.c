@@ -969,3 +969,7 @@ int rau_log_close(rau_log_t *l) {
 void rau__log_open_info(const rau_log_t *l, rau__open_info_t *out) {
     *out = l->info;
 }
+
+void rau_log_open_info(const rau_log_t *l, rau_log_open_info_t *out) {
+    rau__log_open_info(l, out);
+}

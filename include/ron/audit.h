@@ -253,6 +253,17 @@ RAU_EXTERN int rau_log_append_packed(rau_log_t *l, const uint8_t *buf, size_t le
 RAU_EXTERN int rau_log_sync(rau_log_t *l);
 /* Signs a checkpoint of the current head now (needs key_path); syncs first. */
 RAU_EXTERN int rau_log_checkpoint(rau_log_t *l);
+/* How the open went (AUD-I-37): head_used 1 when the head file let it skip decoding what
+ * the file covers; 0 when it decoded the whole log, why says why (no head file yet, a stale
+ * or damaged one, another chain's). decoded: records decoded with every check; hashed:
+ * records only hashed to rebuild the dedupe window. An operator's open time follows these. */
+typedef struct rau_log_open_info_s {
+    int32_t head_used;
+    uint64_t decoded;
+    uint64_t hashed;
+    char why[96];
+} rau_log_open_info_t;
+RAU_EXTERN void rau_log_open_info(const rau_log_t *l, rau_log_open_info_t *out);
 /* rau_log_stats and rau_log_latest_checkpoint may be called from another thread than the
  * writer's, at any time: they read a copy the writer's calls publish when they return. */
 RAU_EXTERN void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out);

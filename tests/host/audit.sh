@@ -72,6 +72,7 @@ rec() { printf '{"records":[{"tenant":"%s","subject":"u","dimension":"%s","value
 start_daemon d1.log
 grep -q "INFO audit trail var/audit (node-7/daemon, checkpoints every 4 records" d1.log ||
     fail "no audit line in the log"
+grep -q "INFO audit trail opened empty" d1.log || fail "run 1: how the open went"
 for i in 1 2 3; do
     [ "$(post "" application/json "$(rec $T1 bytes 1)")" = 401 ] || fail "no token $i"
 done
@@ -115,8 +116,10 @@ cnt() { grep -c "$1" list.txt; }
 n1=$(grep -c '^record ' list.txt)
 ls var/audit/cp-*.note >/dev/null 2>&1 || fail "no checkpoint note"
 
-# a second run continues the chain
+# a second run continues the chain, from the head file (AUD-I-37); the log says so
 start_daemon d2.log
+grep -q "INFO audit trail opened from its head file ([0-9]* records hashed, [0-9]* decoded)" d2.log ||
+    fail "run 2: the open did not say it used the head file: $(grep 'audit trail' d2.log)"
 [ "$(post "" application/json "$(rec $T1 bytes 1)")" = 401 ] || fail "no token (run 2)"
 stop_daemon
 "$host" audit verify --list --vkey verifier.pub var/audit >list.txt 2>&1 || fail "verify 2"

@@ -134,6 +134,13 @@ typedef struct rau_batch_result_s {
 int rau_log_append_packed(rau_log_t *l, const uint8_t *buf, size_t len, rau_batch_result_t *out);
 int rau_log_sync(rau_log_t *l);
 int rau_log_checkpoint(rau_log_t *l);
+typedef struct rau_log_open_info_s {
+    int32_t head_used;
+    uint64_t decoded;
+    uint64_t hashed;
+    char why[96];
+} rau_log_open_info_t;
+void rau_log_open_info(const rau_log_t *l, rau_log_open_info_t *out);
 void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out);
 int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *root_out, char *note, size_t cap, size_t *len_out);
 int rau_log_close(rau_log_t *l);
@@ -188,6 +195,7 @@ return {
         "rau_log_append_packed",
         "rau_log_sync",
         "rau_log_checkpoint",
+        "rau_log_open_info",
         "rau_log_stats",
         "rau_log_latest_checkpoint",
         "rau_log_close",

@@ -264,6 +264,13 @@ function Set:close(deadline_ms)
     return true
 end
 
+-- Every chain's open (a list, chain 1 first).
+function Set:open_info()
+    local out = {}
+    for i, h in ipairs(self.chains) do out[i] = h:open_info() end
+    return out
+end
+
 -- Chain 1's last checkpoint (the one the ledger carries); every chain's: checkpoints().
 function Set:latest_checkpoint() return self.chains[1]:latest_checkpoint() end
 function Set:checkpoints()
@@ -459,6 +466,20 @@ function H:close(deadline_ms)
     end
     if not ok then return nil, err end
     return true
+end
+
+-- How the chain's open went (ron.audit Log:open_info), and as a line for an operator.
+function H:open_info() return self.lg:open_info() end
+
+function _M.open_text(o)
+    if not o then return "closed" end
+    if o.head_used then
+        return format("opened from its head file (%d records hashed, %d decoded)", o.hashed,
+                      o.decoded)
+    end
+    if o.decoded == 0 then return "opened empty" end
+    return format("opened by decoding all %d records (%s)", o.decoded,
+                  o.why ~= "" and o.why or "no head file")
 end
 
 -- { origin, size, root (hex), note } of the chain's last checkpoint, or nil.

@@ -39,6 +39,7 @@ local ATTR_MAX = 32
 local attrs_buf = ffi.new("rau_attr_t[?]", ATTR_MAX)
 local ev_buf = ffi.new("rau_event_t[1]")
 local stats_buf = ffi.new("rau_log_stats_t[1]")
+local open_info_buf = ffi.new("rau_log_open_info_t[1]")
 local scratch = ffi.new("uint8_t[?]", 4096)
 local len_out = ffi.new("size_t[1]")
 local log_out = ffi.new("rau_log_t*[1]")
@@ -372,6 +373,17 @@ end
 -- nil when there is none yet. The ledger carries it in its events (docs/AUDIT.md).
 local cp_size, cp_root = ffi.new("uint64_t[1]"), ffi.new("uint8_t[32]")
 local cp_note = ffi.new("char[?]", 1024)
+-- How the open went (AUD-I-37): { head_used = true | false, decoded = records decoded with
+-- every check, hashed = records only hashed (the dedupe window), why = why the head file was
+-- not used ("" when it was, or when the log was empty) }; nil after close.
+function Log:open_info()
+    if not self.h then return nil end
+    C.rau_log_open_info(self.h, open_info_buf)
+    local o = open_info_buf[0]
+    return { head_used = o.head_used ~= 0, decoded = tonumber(o.decoded),
+             hashed = tonumber(o.hashed), why = ffi.string(o.why) }
+end
+
 function Log:latest_checkpoint()
     if not self.h then return nil, "Closed: log closed" end
     local rc = C.rau_log_latest_checkpoint(self.h, cp_size, cp_root, cp_note, 1024, len_out)

@@ -120,6 +120,35 @@ describe("ron.audit", function()
         assert.is_true(log:close())
     end)
 
+    it("AUD-I-37: open_info says whether the open used the head file, and why not", function()
+        local host = require "ron.audit.host"
+        local dir = tmpdir()
+        local cfg = { writer_id = "w", stream = "s", dir = dir .. "/log" }
+        local log = assert(audit.open(cfg))
+        assert.same({ head_used = false, decoded = 0, hashed = 0, why = "no head file" },
+                    log:open_info())
+        assert.equal("opened empty", host.open_text(log:open_info()))
+        for i = 1, 5 do assert.is_true(log:emit("reject", { n = i }, T + i)) end
+        assert.equal(5, log:drain())
+        assert.is_true(log:close())
+        assert.is_nil(log:open_info())
+        log = assert(audit.open(cfg))
+        local o = log:open_info()
+        assert.is_true(o.head_used)
+        assert.equal(5, o.hashed)
+        assert.equal(0, o.decoded)
+        assert.equal("opened from its head file (5 records hashed, 0 decoded)", host.open_text(o))
+        assert.is_true(log:close())
+        -- without its head file: every record decoded, and why
+        assert.is_true(os.remove(dir .. "/log/head.rau"))
+        log = assert(audit.open(cfg))
+        o = log:open_info()
+        assert.same({ head_used = false, decoded = 5, hashed = 0, why = "no head file" }, o)
+        assert.equal("opened by decoding all 5 records (no head file)", host.open_text(o))
+        assert.is_true(log:close())
+        os.execute("rm -rf '" .. dir .. "'")
+    end)
+
     it("AUD-I-6: a re-emitted event keeps its first position", function()
         local log = assert(audit.open { writer_id = "w", stream = "s", amnesia = true })
         assert.is_true(log:emit("reject", { tenant = "a" }, T))

@@ -130,6 +130,14 @@ local function start_audit(cfg, p)
         o.dir or "in RAM (amnesia)", o.writer_id, o.stream,
         o.key_path and format(", checkpoints every %d records", o.checkpoint_every)
         or ", no checkpoint key", o.dir or "-")
+    -- AUD-I-37: whether the open used the head file or decoded everything (a slow start
+    -- after a crash says why here)
+    local infos = h.chains and h:open_info() or { h:open_info() }
+    local parts = {}
+    for i, oi in ipairs(infos) do
+        parts[i] = (#infos > 1 and format("chain %d ", i) or "") .. host.open_text(oi)
+    end
+    log("INFO", "audit trail %s", table.concat(parts, "; "))
     return h
 end
 
