@@ -208,8 +208,9 @@ end
 -- ended | nil, "Unavailable: ...", "io". Only hex and ':' in the names: no LIKE wildcard.
 local function fence(self, timeout_ms)
     local db = self.drv.db
-    local others = "FROM pg_stat_activity WHERE application_name LIKE '" .. self.fence_tag
-                   .. "%' AND application_name <> '" .. self.fence_me .. "'"
+    local others = "FROM pg_stat_activity WHERE datname = current_database() AND "
+                   .. "application_name LIKE '" .. self.fence_tag .. "%' AND application_name <> '"
+                   .. self.fence_me .. "'"
     local rows, err = db:query("SELECT pg_terminate_backend(pid) AS t " .. others)
     local ended = 0
     if rows then
