@@ -7,6 +7,7 @@
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
 --       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N] [--gc-pause N]
+--       [--lane-min N]
 --
 -- Slices of a real meter (one stream per tenant) rated through exporters.ledger (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -105,6 +106,7 @@ do
         elseif a == "--put-batch" then opts.put_batch = assert(tonumber(v)); i = i + 2
         elseif a == "--put-parallel" then opts.put_parallel = assert(tonumber(v)); i = i + 2
         elseif a == "--gc-pause" then opts.gc_pause = assert(tonumber(v)); i = i + 2
+        elseif a == "--lane-min" then opts.lane_min = assert(tonumber(v)); i = i + 2
         elseif a == "--daemon" then
             opts.daemon = {}
             for x in v:gmatch("%d+") do opts.daemon[#opts.daemon + 1] = tonumber(x) end
@@ -119,7 +121,7 @@ do
                             .. "[--streams N] [--no-pg] [--no-sqlite] [--batches B,B,..] "
                             .. "[--batch-slices N] [--batch-streams N] [--no-single] "
                             .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] "
-                            .. "[--put-parallel N] [--gc-pause N]\n")
+                            .. "[--put-parallel N] [--gc-pause N] [--lane-min N]\n")
             os.exit(2)
         end
     end
@@ -491,7 +493,8 @@ local function warmed_exporter(open, streams)
     local s = open()
     local calls = counting(s)
     local rec = recording(s)
-    local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main" })
+    local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main",
+                                 lane_min = opts.lane_min })
     assert(e:ready())
     local warm = make_slices(streams, 1)
     for _, sl in ipairs(warm[1]) do sl.tenant = sl.tenant:gsub("^00000000", "11111111") end

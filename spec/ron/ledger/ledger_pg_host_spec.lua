@@ -138,9 +138,20 @@ describe("ledger engine on a real PostgreSQL", function()
             end
             -- the second call found the first running and waited for it
             assert.equal(1, e.put_many_waited)
+            assert.equal(1, e.last_lanes) -- 4 slices: one lane (LED-66: lanes of >= 128)
             -- answered again: every slice a dup, one call at a time as well
             out = concurrent { function() return e:put_many(b) end }
             for _, r in ipairs(out[1][1]) do assert.equal("dup", r[1], tostring(r[2])) end
+            -- lanes of at least lane_min slices, at most parallel of them (LED-66)
+            local e2 = assert(lexp.new { store = s, card = card, node = "spec", book = "main",
+                                         lane_min = 2, parallel = 3 })
+            assert(e2:ready())
+            out = concurrent { function() return e2:put_many(w) end }
+            for _, r in ipairs(out[1][1]) do assert.equal("dup", r[1], tostring(r[2])) end
+            assert.equal(3, e2.last_lanes) -- 8 slices of 8 tenants: min(3, 8 / 2)
+            out = concurrent { function() return e2:put_many(a) end }
+            assert.equal(2, e2.last_lanes) -- 4 slices: 4 / 2
+            e2:close()
             -- (sim.verify knows transfer events only; the rated feed also has shortfalls:
             -- the exporter spec runs ron.ledger.verify on put_many's histories)
             e:close()
