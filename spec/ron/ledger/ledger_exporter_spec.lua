@@ -89,6 +89,18 @@ for _, backend in ipairs(stores()) do
             return led:balance(usage.account(kind, tenant), asset)
         end
 
+        it("refuses a bad parallel or lane_min (LED-66)", function()
+            for _, bad in ipairs { { parallel = 0 }, { lane_min = 0 }, { lane_min = 1.5 },
+                                   { parallel = "4" }, { lane_min = 65537 } } do
+                local o = { store = store, card = CARD, book = "main", node = "spec" }
+                local k, v = next(bad)
+                o[k] = v
+                local x, err = lexp.new(o)
+                assert.is_nil(x)
+                assert.truthy(err:find(k .. " must be an integer in 1..65536", 1, true), err)
+            end
+        end)
+
         it("is an exporter (the interface check)", function()
             assert.equal(e, exporter.check(e))
         end)

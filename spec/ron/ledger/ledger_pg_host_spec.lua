@@ -349,6 +349,10 @@ describe("ledger engine on a real PostgreSQL", function()
             assert.has_error(function()
                 store.open { backend = "postgres", db = s.drv.db, node = "v" }
             end)
+            assert.has_error(function()
+                store.open { backend = "postgres", conninfo = cluster.conninfo, node = "v",
+                             fence_timeout_ms = -1 }
+            end)
             dead:close(); other:close(); s:close()
         end)
     end)

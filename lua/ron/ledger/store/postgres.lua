@@ -253,6 +253,10 @@ function _M.open(o)
     if o.node ~= nil and (type(o.node) ~= "string" or o.node == "") then
         error("postgres.open: node must be a non-empty string", 2)
     end
+    local ft = o.fence_timeout_ms
+    if ft ~= nil and (type(ft) ~= "number" or ft ~= ft or ft < 0 or ft > 3600000) then
+        error("postgres.open: fence_timeout_ms must be a number in 0..3600000", 2)
+    end
     if o.node ~= nil and o.db ~= nil then
         error("postgres.open: node (fencing) needs the store's own connections (conninfo)", 2)
     end

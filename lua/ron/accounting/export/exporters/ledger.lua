@@ -82,6 +82,13 @@ function _M.new(opts)
     if type(opts.store) ~= "table" then
         return nil, "exporters.ledger.new: store must be { backend = ..., ... } or a store"
     end
+    for _, k in ipairs { "parallel", "lane_min" } do
+        local v = opts[k]
+        if v ~= nil and (type(v) ~= "number" or v % 1 ~= 0 or v < 1 or v > 65536) then
+            return nil, format("exporters.ledger.new: %s must be an integer in 1..65536, got %s",
+                               k, tostring(v))
+        end
+    end
     local self = setmetatable({
         store_opts = opts.store, card = card, book = opts.book or "main",
         node = opts.node or "node1", clock = opts.clock, led = opts.engine,
