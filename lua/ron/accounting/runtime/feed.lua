@@ -28,11 +28,18 @@ function RT:offer(s)
 end
 
 -- Offers a list of pending slices, oldest first, until pending_slices is full (the rest is
--- re-offered later: need_reoffer).
-function RT:offer_list(list)
+-- re-offered later: need_reoffer). fresh (RT:feed's lists): a slice its stream has already
+-- delivered (seq <= the last one answered ok or dup) is not offered again. The rollover's
+-- and the ACK batch's pool calls both list "since push number fed" and may overlap: a late
+-- list can hold a slice the other one fed, that was exported and ACKed meanwhile. Offered
+-- again, it went to the ledger past the ACK LRU: a dup, but after its stream's later seqs
+-- (G-17's order check caught it, "63 -> 1").
+function RT:offer_list(list, fresh)
     for _, s in ipairs(list) do
         local st = self.streams[skey(s.tenant, s.dimension)]
-        if st and st.blocked_seq and s.id.seq > st.blocked_seq then
+        if fresh and st and st.acked_seq and s.id.seq <= st.acked_seq then
+            self.stale_listed = (self.stale_listed or 0) + 1 -- (specs read it)
+        elseif st and st.blocked_seq and s.id.seq > st.blocked_seq then
             self.need_reoffer = true -- after the one its stream waits for (I-5)
         elseif not (st and st.dead) and not self:offer(s) then
             break
@@ -52,7 +59,7 @@ end
 -- order, so a stream's later slice can never pass its earlier one (I-5).
 function RT:feed(fresh, last)
     if last then self.fed = last end
-    if fresh and #fresh > 0 and not self.need_reoffer then self:offer_list(fresh) end
+    if fresh and #fresh > 0 and not self.need_reoffer then self:offer_list(fresh, true) end
 end
 
 function RT:now_s()

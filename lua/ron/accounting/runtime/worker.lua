@@ -68,6 +68,8 @@ function RT:export_one(st, s, b)
         self.exports[status] = self.exports[status] + 1
         if exporter_mod.ACKED[status] then
             self:lru_add(ak)
+            -- (a stream exports in seq order: everything up to here is delivered; RT:feed)
+            if not st.acked_seq or s.id.seq > st.acked_seq then st.acked_seq = s.id.seq end
             self:ack(s)
             self:event { "acked", st.key, s.id.seq }
             if st.stuck then self:clear_stuck(st) end
