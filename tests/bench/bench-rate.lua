@@ -6,8 +6,6 @@
 --            tenant, 8 tenants
 -- Prints one BENCH line per case: slices/s.
 --   LUA_PATH="lua/?.lua;lua/?/init.lua;;" luajit tests/bench/bench-rate.lua
-local acct = require "ron.accounting"
-local rate = require "ron.ledger.rate"
 local usage = require "ron.ledger.usage"
 local lexp = require "ron.accounting.export.exporters.ledger"
 
@@ -22,11 +20,10 @@ end
 
 local quick = arg[1] == "--quick"
 
-local card = assert(rate.new({
-    version = "bench.1", currency = { code = "USD", scale = 2 }, period = "month",
-    dimensions = { bytes = { per = 1000000, free = 1000000000,
-                             tiers = { { upto = 1000000000000, price = 10 }, { price = 5 } } } },
-}, "bench"))
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+package.path = here .. "?.lua;" .. package.path
+local B = require "bench_common"
+local card = B.rate_card()
 
 local function bench(name, n, fn)
     local t0 = clock()
@@ -57,19 +54,10 @@ end)
 
 -- Slices from a real meter: W windows x T tenants, one row each.
 local T, W = 8, quick and 25 or 125
-local T0 = 1700000000 - 1700000000 % 3600
-local now = T0 + 5
-local m = assert(acct.open { capacity_rows = 4096, shards = 4, window_len_s = 60,
-                             host = "bench", clock = function() return now end })
 local slices = {}
-for w = 1, W do
-    now = T0 + 60 * (w - 1) + 5
-    for t = 1, T do
-        assert(m:record(("00000000-0000-4000-8000-%012x"):format(t), "s", "bytes", 1000 * w))
-    end
-    for _, s in ipairs(assert(m:rollover(T0 + 60 * w))) do slices[#slices + 1] = s end
+for _, win in ipairs(B.meter_windows(T, W)) do
+    for _, s in ipairs(win) do slices[#slices + 1] = s end
 end
-m:close()
 
 -- FULL fsyncs every statement: its case takes the first 200 slices only.
 local function put_all(store, n)
