@@ -71,9 +71,9 @@ local lexp = require "ron.accounting.export.exporters.ledger"
 -- RON_BENCH_PROFILE=MODE:FILE (e.g. "v:/tmp/v.txt", "Fl2:/tmp/f.txt"): LuaJIT's sampling
 -- profiler (jit.p) over the rated part of the batch and daemon cases only, not the baselines.
 local PROFILE = os.getenv("RON_BENCH_PROFILE")
+if PROFILE then package.path = package.path .. ";/usr/share/luajit-2.1.0-beta3/?.lua" end
 local function prof(on)
     if not PROFILE then return end
-    package.path = package.path .. ";/usr/share/luajit-2.1.0-beta3/?.lua"
     local p = require "jit.p"
     if on then p.start(PROFILE:match("^([^:]*):(.*)$")) else p.stop() end
 end

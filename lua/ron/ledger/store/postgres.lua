@@ -199,9 +199,8 @@ local function ASYNC_COMMIT(db)
     return db:exec("SET synchronous_commit = off")
 end
 
-local function hex16(s)
-    return (s:sub(1, 8):gsub(".", function(c) return format("%02x", byte(c)) end))
-end
+-- 16 hex digits of the first 8 bytes (an application_name is at most 63 bytes)
+local function hex16(s) return require("ron.ledger").hex(s:sub(1, 8)) end
 
 -- LED-65: ends the other backends named for this store's node (another process of the same
 -- node: a dead one's statements still running) and waits until none is left. -> the number
