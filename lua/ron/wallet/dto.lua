@@ -18,6 +18,7 @@
 -- the same meaning is recognised whatever its whitespace or field order, and a replay with
 -- another meaning is a conflict (WLT-4).
 local ffi = require "ffi"
+local B = require "ron.ledger.bigint"
 
 local C = ffi.C
 local format, match, concat, byte = string.format, string.match, table.concat, string.byte
@@ -154,6 +155,15 @@ function _M.asset_ok(s)
     return type(s) == "string" and #s >= 1 and #s <= 16 and match(s, "^%u[%u%d_]*$") ~= nil
 end
 
+-- A query parameter's integer: decimal digits only (no sign, no "0x", no exponent, no
+-- space), at most 16 of them, in lo..hi (hi <= MAX_INT) -> the number, or nil.
+function _M.query_uint(s, lo, hi)
+    if type(s) ~= "string" or #s > 16 or not match(s, "^%d+$") then return nil end
+    local n = tonumber(s, 10)
+    if n < lo or n > hi then return nil end
+    return n
+end
+
 -- An Idempotency-Key: 1..128 visible ASCII characters (as ingest's).
 function _M.key_ok(k)
     return type(k) == "string" and #k >= 1 and #k <= 128 and match(k, "^[!-~]+$") ~= nil
@@ -211,7 +221,7 @@ function _M.check(route, r, assets)
         elseif (name == "amount" or name == "nonce") and v ~= nil then
             if type(v) ~= "number" or v < 1 or v > _M.MAX_INT or v % 1 ~= 0 then
                 return nil, problem("bad_number", name .. " must be an integer in 1.." ..
-                                    _M.MAX_INT, name)
+                                    B.dec(_M.MAX_INT), name)
             end
         elseif name == "kind" and v ~= nil and not _M.KINDS[v] then
             return nil, problem("bad_kind", 'kind must be "top_up" or "grant"', name)
@@ -221,11 +231,12 @@ function _M.check(route, r, assets)
     if route == "transfer" and r.from == r.to then
         return nil, problem("same_account", "from and to are the same account", "to")
     end
-    -- canonical form: route, then every field in schema order (absent: empty)
+    -- canonical form: route, then every field in schema order (absent: empty); integers
+    -- exact (B.dec: two amounts near 2^53 are two bodies)
     local c = { route }
     for _, f in ipairs(schema) do
         local v = r[f[1] .. "_text"] or r[f[1]]
-        c[#c + 1] = f[1] .. "=" .. (v == nil and "" or tostring(v))
+        c[#c + 1] = f[1] .. "=" .. (v == nil and "" or type(v) == "number" and B.dec(v) or v)
     end
     r.canon = concat(c, "\n")
     r.route = route
