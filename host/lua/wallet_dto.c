@@ -145,7 +145,8 @@ int ra_wdto_decode(const char *body, size_t len, const ra_wdto_field_t *fields, 
         char name[RA_WDTO_NAME_MAX + 1];
         size_t nlen;
         int nrc = ra_json_string(&ps.s, name, sizeof name, &nlen);
-        if (nrc == RA_JSON_BAD_TEXT) return fail(&ps, ps.s.fault_at, RA_WDTO_EBAD_STRING, ps.s.fault, "");
+        if (nrc == RA_JSON_BAD_TEXT)
+            return fail(&ps, ps.s.fault_at, RA_WDTO_EBAD_STRING, ps.s.fault, "");
         if (nrc) return malformed(&ps, ps.s.fault_at, ps.s.fault);
         size_t which = n_fields;
         for (size_t i = 0; nlen < sizeof name && i < n_fields; i++)

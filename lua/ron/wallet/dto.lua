@@ -114,12 +114,15 @@ _M.PROBLEMS = {
     content_encoding = 415, idempotency_mismatch = 422, insufficient_funds = 422,
     busy = 429, internal = 500, ledger_unavailable = 503, ledger_timeout = 503,
     not_caught_up = 503, draining = 503, starting = 503,
+    -- the HTTP server's answers on the wallet's paths (server_problem)
+    bad_request = 400, headers_too_large = 431, connection_limit = 503,
 }
 _M.TITLES = {
     [400] = "Bad Request", [401] = "Unauthorized", [403] = "Forbidden", [404] = "Not Found",
     [405] = "Method Not Allowed", [409] = "Conflict", [413] = "Content Too Large",
     [415] = "Unsupported Media Type", [422] = "Unprocessable Content",
-    [429] = "Too Many Requests", [500] = "Internal Server Error", [503] = "Service Unavailable",
+    [429] = "Too Many Requests", [431] = "Request Header Fields Too Large",
+    [500] = "Internal Server Error", [503] = "Service Unavailable",
 }
 _M.PROBLEM_TYPE = "application/problem+json"
 
@@ -184,6 +187,25 @@ function _M.problem_body(p)
     if p.extra then parts[#parts + 1] = p.extra end
     parts[#parts + 1] = "}\n"
     return concat(parts)
+end
+
+-- The HTTP server's own answers on the wallet's paths (ron.accounting.daemon.http's errors:
+-- no route, another method, the loopback reserve's 503, and the refusals before any
+-- handler) as problems: status, detail, headers (Allow, Retry-After) and the header at
+-- fault (a control byte in Authorization: 401 bad_token, as an unknown token) -> the
+-- answer { status, body, ctype, headers } (docs/WALLET.md §4).
+local SERVER_CODE = { [400] = "bad_request", [404] = "not_found", [405] = "method_not_allowed",
+                      [413] = "oversize", [431] = "headers_too_large", [503] = "connection_limit" }
+function _M.server_problem(status, detail, headers, header)
+    local code = SERVER_CODE[status] or (status < 500 and "bad_request" or "internal")
+    if status == 400 and header == "authorization" then
+        code, detail = "bad_token", "the Authorization header is not a bearer token (" ..
+                       tostring(detail) .. ")"
+        headers = { ["WWW-Authenticate"] = 'Bearer realm="ron-wallet", error="invalid_token"' }
+    end
+    local p = _M.problem(code, detail)
+    return { status = p.status, body = _M.problem_body(p), ctype = _M.PROBLEM_TYPE,
+             headers = headers }
 end
 
 function _M.problem(code, detail, field, pos, extra)

@@ -874,6 +874,9 @@ end
 -- ---- routes ----
 
 local UUIDP = "([%x%-]+)"
+-- The wallet's paths: one that no route takes is the wallet's 404 (problem+json); others
+-- (/v1/records, /metrics, ...) are the daemon's.
+local NAMESPACES = { "^/v1/accounts/", "^/v1/issue/", "^/v1/transfer/", "^/v1/burn/" }
 
 function W:routes()
     local list = {}
@@ -897,16 +900,21 @@ function W:routes()
     list[#list + 1] = { method = "GET", path = st, fn = function(req)
         return self:_get_statement(req, match(req.path, st))
     end }
+    -- the HTTP server's answers on the wallet's paths are problems too (issue 24 §3)
+    local function errors(status, detail, headers, header)
+        return ret(self, dto.server_problem(status, detail, headers, header))
+    end
     local out = {}
     for _, r in ipairs(list) do
         local fn = r.fn
-        out[#out + 1] = { method = r.method, path = r.path, handler = function(req)
+        out[#out + 1] = { method = r.method, path = r.path, errors = errors, handler = function(req)
             local ok, s, b, c, hd = pcall(fn, req)
             if ok then return s, b, c, hd end
             self.log("handler error: " .. tostring(s))
             return ret(self, prob("internal", "wallet error"))
         end }
     end
+    for _, ns in ipairs(NAMESPACES) do out[#out + 1] = { path = ns, errors = errors } end
     return out
 end
 

@@ -6,7 +6,8 @@
 --
 --   local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 --   F.run(function(task)
---       local ctx = F.open(task, path_or_store_factory, wcfg?, gate?, { node = "n2" }?)
+--       local ctx = F.open(task, path_or_store_factory, wcfg?, gate?,
+--                          { node = "n2", http = { more http.serve options } }?)
 --       ctx.port, ctx.w (the service), ctx.led, ctx.store; ctx.close()
 --   end)
 --
@@ -76,12 +77,11 @@ function F.open(task, path, wcfg, gate, o)
     local w = service.new(cfg)
     w:start()
     local m = assert(acct.open(S.cfg {}))
-    local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
-                                    max_body = 1048576,
-                                    runtime = { ready = function() return w:ready() end,
-                                                metrics_text = function()
-                                                    return w:metrics_text()
-                                                end } })
+    local ho = { meter = m, port = 0, routes = w:routes(), max_body = 1048576,
+                 runtime = { ready = function() return w:ready() end,
+                             metrics_text = function() return w:metrics_text() end } }
+    for k, v in pairs(o.http or {}) do ho[k] = v end -- (connection limits)
+    local srv = assert(http.serve(ho))
     assert(S.eventually(task, function() return w.system_ready and w:ready() end, 5000))
     local ctx = { port = srv:port(), w = w, led = led, store = s, gate = gate, srv = srv }
     opened[#opened + 1] = ctx
