@@ -45,9 +45,10 @@
  *   srv:early_rejects() -> { too_large = n, other = n }: responses sent before any handler
  *                    saw the request: 413 for a body over max_body (too_large), any other
  *                    4xx/5xx (a malformed request: h2o's own, counted by a logger on the
- *                    host's fallback path where h2o binds them, and this file's framing
+ *                    host's fallback path where h2o binds them, this file's framing
  *                    checks: two different Content-Length headers, or Content-Length
- *                    with Transfer-Encoding, are a 400 that closes the connection).
+ *                    with Transfer-Encoding, are a 400 that closes the connection, and
+ *                    the first look's refusals: 400, 413, 431).
  *   srv:close()   -> stops listening, answers 503 to requests still waiting for an async
  *                    response, drops the connections; idempotent. An open server is
  *                    anchored in the registry (dropping the Lua reference does not close

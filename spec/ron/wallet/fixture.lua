@@ -113,6 +113,19 @@ function F.run(body)
     end)
 end
 
+-- A case on a fresh SQLite wallet with accounts A and B: it("...", F.fresh(function(task,
+-- ctx, port) ... end, wcfg?, o?)); the wallet is closed after fn.
+function F.fresh(fn, wcfg, o)
+    return function()
+        F.run(function(task)
+            local ctx = F.open(task, S.tmpname(".db"), wcfg, nil, o)
+            F.setup_accounts(task, ctx.port)
+            fn(task, ctx, ctx.port)
+            ctx.close()
+        end)
+    end
+end
+
 function F.setup_accounts(task, port, ids)
     for _, id in ipairs(ids or { F.A, F.B }) do
         local st, _, body = S.http_post(task, port, "/v1/accounts", F.OP,

@@ -45,101 +45,87 @@ end
 
 describe("ron.wallet HTTP answers (issue 24 §3)", function()
     it("404, 405 with Allow, 413 (declared and sent) are problems on the wallet's paths",
-       function()
-        F.run(function(task)
-            local ctx = F.open(task, S.tmpname(".db"))
-            local port = ctx.port
-            for _, path in ipairs { "/v1/accounts/" .. A .. "/nothing", "/v1/issue/x",
-                                    "/v1/accounts/not-a-uuid/balance?asset=USD",
-                                    "/v1/transfer/" } do
-                local st, h, body = S.http_get(task, port, path, TA)
-                problem(st, h, body, 404, "not_found")
-            end
-            local st, h, body = S.http_get(task, port, "/v1/transfer", TA)
-            problem(st, h, body, 405, "method_not_allowed")
-            assert.equal("POST", h["allow"])
-            st, h, body = raw(task, port, "DELETE /v1/accounts/" .. A ..
-                              "/balance HTTP/1.1\r\nHost: x\r\nConnection: close\r\n")
-            problem(st, h, body, 405, "method_not_allowed")
-            assert.equal("GET", h["allow"])
-            -- declared over 1 MiB: refused from the head, before the body
-            st, h, body = raw(task, port, transfer_head(nil, 2000000))
-            problem(st, h, body, 413, "oversize")
-            -- sent: 1 MiB + 1 bytes (the server's own check after reading)
-            st, h, body = raw(task, port, transfer_head(nil, 1048577), string.rep(" ", 1048577))
-            problem(st, h, body, 413, "oversize")
-            -- not the wallet's paths: the daemon's plain answers
-            st, h = S.http_get(task, port, "/nothing")
-            assert.equal(404, st)
-            assert.truthy(h["content-type"]:find("text/plain", 1, true))
-            local m = ctx.w:metrics_text()
-            assert.truthy(m:find('wallet_requests_total{code="404"} 4', 1, true), m)
-            ctx.close()
-        end)
-    end)
+       F.fresh(function(task, ctx, port)
+        for _, path in ipairs { "/v1/accounts/" .. A .. "/nothing", "/v1/issue/x",
+                                "/v1/accounts/not-a-uuid/balance?asset=USD",
+                                "/v1/transfer/" } do
+            local st, h, body = S.http_get(task, port, path, TA)
+            problem(st, h, body, 404, "not_found")
+        end
+        local st, h, body = S.http_get(task, port, "/v1/transfer", TA)
+        problem(st, h, body, 405, "method_not_allowed")
+        assert.equal("POST", h["allow"])
+        st, h, body = raw(task, port, "DELETE /v1/accounts/" .. A ..
+                          "/balance HTTP/1.1\r\nHost: x\r\nConnection: close\r\n")
+        problem(st, h, body, 405, "method_not_allowed")
+        assert.equal("GET", h["allow"])
+        -- declared over 1 MiB: refused from the head, before the body
+        st, h, body = raw(task, port, transfer_head(nil, 2000000))
+        problem(st, h, body, 413, "oversize")
+        -- sent: 1 MiB + 1 bytes (the server's own check after reading)
+        st, h, body = raw(task, port, transfer_head(nil, 1048577), string.rep(" ", 1048577))
+        problem(st, h, body, 413, "oversize")
+        -- not the wallet's paths: the daemon's plain answers
+        st, h = S.http_get(task, port, "/nothing")
+        assert.equal(404, st)
+        assert.truthy(h["content-type"]:find("text/plain", 1, true))
+        local m = ctx.w:metrics_text()
+        assert.truthy(m:find('wallet_requests_total{code="404"} 4', 1, true), m)
+    end))
 
-    it("a garbled Authorization is 401; a head over 16 KiB or 100 lines is 431", function()
-        F.run(function(task)
-            local ctx = F.open(task, S.tmpname(".db"))
-            local port = ctx.port
-            F.setup_accounts(task, port)
-            local body = F.transfer(A, B, 1, 1)
-            for _, auth in ipairs { "Bearer \1abc", "Bearer a\rb", "Bearer \127", "\0" } do
-                local st, h, b = raw(task, port,
-                    "POST /v1/transfer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" ..
-                    "Content-Type: application/json\r\nAuthorization: " .. auth .. "\r\n" ..
-                    "Idempotency-Key: g1\r\nContent-Length: " .. #body .. "\r\n", body)
-                problem(st, h, b, 401, "bad_token")
-                assert.truthy(h["www-authenticate"]:find("invalid_token", 1, true))
-            end
-            -- the same on a read (and a bearer token with bytes H2O takes: our own 401)
-            local st, h, b = raw(task, port, "GET /v1/accounts/" .. A .. "/balance?asset=USD " ..
-                                 "HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" ..
-                                 "Authorization: Bearer \255\254\r\n")
+    it("a garbled Authorization is 401; a head over 16 KiB or 100 lines is 431",
+       F.fresh(function(task, ctx, port)
+        local body = F.transfer(A, B, 1, 1)
+        for _, auth in ipairs { "Bearer \1abc", "Bearer a\rb", "Bearer \127", "\0" } do
+            local st, h, b = raw(task, port,
+                "POST /v1/transfer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" ..
+                "Content-Type: application/json\r\nAuthorization: " .. auth .. "\r\n" ..
+                "Idempotency-Key: g1\r\nContent-Length: " .. #body .. "\r\n", body)
             problem(st, h, b, 401, "bad_token")
-            -- 200 KiB of one header (H2O alone took it), 20 KiB, 101 header lines: 431
-            for _, extra in ipairs { "X-Big: " .. string.rep("a", 200 * 1024) .. "\r\n",
-                                     "X-Big: " .. string.rep("a", 20 * 1024) .. "\r\n" } do
-                st, h, b = raw(task, port, transfer_head(extra, #body), body)
-                problem(st, h, b, 431, "headers_too_large")
-            end
-            local lines = {}
-            for i = 1, 101 do lines[i] = "X-" .. i .. ": v\r\n" end
-            st, h, b = raw(task, port, transfer_head(table.concat(lines), #body), body)
+            assert.truthy(h["www-authenticate"]:find("invalid_token", 1, true))
+        end
+        -- the same on a read (and a bearer token with bytes H2O takes: our own 401)
+        local st, h, b = raw(task, port, "GET /v1/accounts/" .. A .. "/balance?asset=USD " ..
+                             "HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" ..
+                             "Authorization: Bearer \255\254\r\n")
+        problem(st, h, b, 401, "bad_token")
+        -- 200 KiB of one header (H2O alone took it), 20 KiB, 101 header lines: 431
+        for _, extra in ipairs { "X-Big: " .. string.rep("a", 200 * 1024) .. "\r\n",
+                                 "X-Big: " .. string.rep("a", 20 * 1024) .. "\r\n" } do
+            st, h, b = raw(task, port, transfer_head(extra, #body), body)
             problem(st, h, b, 431, "headers_too_large")
-            -- not a wallet path: the same limit, the server's plain text
-            st, h = raw(task, port, "GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" ..
-                        "X-Big: " .. string.rep("a", 20 * 1024) .. "\r\n")
-            assert.equal(431, st)
-            assert.truthy(h["content-type"]:find("text/plain", 1, true))
-            -- a header line H2O cannot parse: 400 bad_request, a problem too
-            st, h, b = raw(task, port, transfer_head("Bad Name: x\r\n", #body), body)
-            problem(st, h, b, 400, "bad_request")
-            -- nothing of these reached the ledger; a good request still commits
-            assert.equal(0, ctx.w.m.commits)
-            assert.equal(201, (S.http_post(task, port, "/v1/issue", OP, F.issue(A, 5, 1), "i")))
-            -- a head just under the limit is served
-            st, _, b = raw(task, port, transfer_head("X-Big: " .. string.rep("a", 15 * 1024) ..
-                                                     "\r\n", #body), body)
-            assert.equal(201, st, b)
-            ctx.close()
-        end)
-    end)
+        end
+        local lines = {}
+        for i = 1, 101 do lines[i] = "X-" .. i .. ": v\r\n" end
+        st, h, b = raw(task, port, transfer_head(table.concat(lines), #body), body)
+        problem(st, h, b, 431, "headers_too_large")
+        -- not a wallet path: the same limit, the server's plain text
+        st, h = raw(task, port, "GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" ..
+                    "X-Big: " .. string.rep("a", 20 * 1024) .. "\r\n")
+        assert.equal(431, st)
+        assert.truthy(h["content-type"]:find("text/plain", 1, true))
+        -- a header line H2O cannot parse: 400 bad_request, a problem too
+        st, h, b = raw(task, port, transfer_head("Bad Name: x\r\n", #body), body)
+        problem(st, h, b, 400, "bad_request")
+        -- nothing of these reached the ledger; a good request still commits
+        assert.equal(0, ctx.w.m.commits)
+        assert.equal(201, (S.http_post(task, port, "/v1/issue", OP, F.issue(A, 5, 1), "i")))
+        -- a head just under the limit is served
+        st, _, b = raw(task, port, transfer_head("X-Big: " .. string.rep("a", 15 * 1024) ..
+                                                 "\r\n", #body), body)
+        assert.equal(201, st, b)
+    end))
 
-    it("a string that is not Unicode text is bad_string, not malformed_json", function()
-        F.run(function(task)
-            local ctx = F.open(task, S.tmpname(".db"))
-            local port = ctx.port
-            for _, memo in ipairs { "\\ud800", "x\\udc00", "\255", "\237\160\128" } do
-                local body = '{"from":"' .. A .. '","to":"' .. B .. '","asset":"USD",' ..
-                             '"amount":1,"nonce":1,"memo":"' .. memo .. '"}'
-                local st, h, b = S.http_post(task, port, "/v1/transfer", TA, body, "u1")
-                problem(st, h, b, 400, "bad_string")
-                assert.equal("memo", cjson.decode(b).field)
-            end
-            ctx.close()
-        end)
-    end)
+    it("a string that is not Unicode text is bad_string, not malformed_json",
+       F.fresh(function(task, ctx, port)
+        for _, memo in ipairs { "\\ud800", "x\\udc00", "\255", "\237\160\128" } do
+            local body = '{"from":"' .. A .. '","to":"' .. B .. '","asset":"USD",' ..
+                         '"amount":1,"nonce":1,"memo":"' .. memo .. '"}'
+            local st, h, b = S.http_post(task, port, "/v1/transfer", TA, body, "u1")
+            problem(st, h, b, 400, "bad_string")
+            assert.equal("memo", cjson.decode(b).field)
+        end
+    end))
 
     it("a wallet request on a connection of the loopback reserve: 503 connection_limit",
        function()

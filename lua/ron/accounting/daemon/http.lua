@@ -16,6 +16,8 @@
 --       header_timeout_ms = 10000, body_timeout_ms = 30000,
 --                               -- connection limits and read deadlines (httpd.listen;
 --                               -- docs/ops/http.md, "Connections and deadlines")
+--       max_header_bytes = 16384, -- a larger request head: 431 (docs/ops/http.md, "The
+--                               -- first look")
 --       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... } }
 --   srv:port(); srv:close()
 --
