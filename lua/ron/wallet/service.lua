@@ -405,6 +405,13 @@ function W:_money_once(job)
     local res, cerr, code = led:commit { intent = job.nkey, body_hash = job.h,
                                          movements = movements(r),
                                          metadata = metadata(r, job.principal) }
+    if res and res.event_seq == nil then
+        -- The intent's outcome is stored, its event not yet: the saga that commits it (on
+        -- another node, maybe) is between the two writes. A receipt needs the event's seq
+        -- (event_seq 0 would be cached and replayed for ever): in flight until it is there.
+        return prob("in_flight", "this request is committed; its ledger event is being " ..
+                    "written", { ["Retry-After"] = "1" })
+    end
     if res then
         if res.replayed then self.m.replays = self.m.replays + 1
         else

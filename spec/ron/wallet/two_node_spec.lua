@@ -51,10 +51,10 @@ local function two_nodes(task, open_store)
     return n1, n2, gate
 end
 
--- Node 1 takes `body` under `key` and stops right after claiming the nonce; returns a
--- join() that gives node 1's answer once the gate opens.
-local function hold_on_node1(task, n1, gate, body, key)
-    gate.trip = function(name, k) return name == "put_intent" and k:sub(1, 8) == CLAIM end
+-- Node 1 takes `body` under `key` and stops right after claiming the nonce (or after the
+-- store call trip names); returns a join() that gives node 1's answer once the gate opens.
+local function hold_on_node1(task, n1, gate, body, key, trip)
+    gate.trip = trip or function(name, k) return name == "put_intent" and k:sub(1, 8) == CLAIM end
     local res = {}
     local h = task.spawn("node1_client", function()
         res.st, res.h, res.body = post(task, n1.port, "/v1/transfer", TA, body, key)
@@ -116,6 +116,29 @@ local function cases(open_store)
             local b1 = select(3, post(task, n1.port, "/v1/transfer", TA, other, "K5"))
             assert.equal(b, b1)
             assert.equal(b, (select(3, post(task, n2.port, "/v1/transfer", TA, other, "K5"))))
+        end)
+    end)
+
+    -- The engine stores a transfer's outcome under its intent, then appends its event: a
+    -- replay between the two has no event_seq. It was a 201 with "event_seq":0, cached.
+    it("a committed intent whose event is not there yet: 409 in_flight, then the receipt",
+       function()
+        F.run(function(task)
+            local n1, n2, gate = two_nodes(task, open_store)
+            local body = transfer(A, B, 3, 32)
+            local join = hold_on_node1(task, n1, gate, body, "K6", function(name, k, o)
+                return name == "put_intent" and k:sub(1, 6) == "wlt:n:" and type(o) == "table"
+                       and o.status == "committed"
+            end)
+            local st, _, b = post(task, n2.port, "/v1/transfer", TA, body, "K6")
+            assert.equal(409, st, b)
+            assert.truthy(find(b, '"code":"in_flight"'), b)
+            local r1 = join()
+            assert.equal(201, r1.st, r1.body)
+            assert.is_true(cjson.decode(r1.body).event_seq > 0)
+            st, _, b = settle(task, n2.port, TA, body, "K6")
+            assert.equal(r1.body, b)
+            assert.equal(r1.body, (select(3, post(task, n2.port, "/v1/transfer", TA, body, "K6"))))
         end)
     end)
 
