@@ -66,6 +66,38 @@ describe("ron.wallet: integers of 15+ digits are exact (issue 24)", function()
         assert.equal(5, #cjson.decode(sb).entries)
     end))
 
+    -- The same through HTTP for random neighbours v, v + 1 in 10^13..2^53-1 (issues: the
+    -- issuance account is uncapped): two intents, two transfers, each receipt naming its own
+    -- nonce and amount exactly, and the balance their exact sum (int64 in the ledger).
+    it("random neighbours in 10^13..2^53-1 are two transfers (property)",
+       F.fresh(function(task, _, port)
+        local seed = 4711
+        print("wallet money_spec: neighbours property, math.randomseed(" .. seed .. ")")
+        math.randomseed(seed)
+        local ffi = require "ffi"
+        local sum, ids, seq = ffi.new("int64_t", 0), {}, 0
+        for i = 1, 8 do
+            local v = math.floor(1e13 + math.random() * (MAX - 1 - 1e13))
+            for j, n in ipairs { v, v + 1 } do
+                local st, h, body = post(task, port, "/v1/issue", OP, issue(A, n, n),
+                                         "p" .. i .. "." .. j)
+                assert.equal(201, st, body)
+                assert.is_nil(h["idempotent-replayed"], body)
+                local want = string.format("%d", n)
+                assert.truthy(find(body, '"amount":' .. want .. ',"nonce":' .. want .. ","),
+                              want .. " " .. body)
+                local r = cjson.decode(body)
+                assert.is_nil(ids[r.transfer_id], body)
+                ids[r.transfer_id] = true
+                sum, seq = sum + n, math.max(seq, r.event_seq)
+            end
+        end
+        local st, _, body = get(task, port, "/v1/accounts/" .. A ..
+                                "/balance?asset=USD&min_seq=" .. seq, TA)
+        assert.equal(200, st, body)
+        assert.truthy(find(body, '"balance":' .. tostring(sum):gsub("LL$", "") .. ","), body)
+    end))
+
     it("two amounts near 2^53 under one Idempotency-Key are 422; balances beyond 2^53 exact",
        F.fresh(function(task, ctx, port)
         local st, _, body = post(task, port, "/v1/issue", OP, issue(A, MAX, 1), "i1")
