@@ -222,22 +222,32 @@ ra_host_test(host-verify-refuses-non-wal-paths sh ${_ra_host_dir}/verify-refuses
 ra_host_test(host-check-refuses-what-start-refuses sh ${_ra_host_dir}/check.sh ${_ra_host}
   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-check)
 
-# ---- the wallet's request decoder (host/lua/wallet_dto.c over json_scan.c) -------------
-# A plain C test of the decoder alone, as built and under ASan+UBSan (label c, like the
-# core's tests); tests/fuzz/fuzz-wallet-dto.c fuzzes the same files.
-set(_ra_wdto_src ${CMAKE_SOURCE_DIR}/tests/wallet/test-wallet-dto.c
-    ${CMAKE_SOURCE_DIR}/host/lua/wallet_dto.c ${CMAKE_SOURCE_DIR}/host/lua/json_scan.c)
-add_executable(test-wallet-dto ${_ra_wdto_src})
-target_include_directories(test-wallet-dto PRIVATE ${CMAKE_SOURCE_DIR}/host ${CMAKE_SOURCE_DIR}/tests)
-target_compile_options(test-wallet-dto PRIVATE ${RA_WARN})
-add_test(NAME test-wallet-dto COMMAND test-wallet-dto)
-set_tests_properties(test-wallet-dto PROPERTIES LABELS c TIMEOUT 60)
-if(RA_SANITIZE_TESTS)
-  add_executable(test-wallet-dto-asan ${_ra_wdto_src})
-  target_include_directories(test-wallet-dto-asan PRIVATE ${CMAKE_SOURCE_DIR}/host ${CMAKE_SOURCE_DIR}/tests)
-  target_compile_options(test-wallet-dto-asan PRIVATE ${RA_WARN} ${RA_SAN_FLAGS})
-  target_link_options(test-wallet-dto-asan PRIVATE ${RA_SAN_FLAGS})
-  add_test(NAME test-wallet-dto-asan COMMAND test-wallet-dto-asan)
-  set_tests_properties(test-wallet-dto-asan PROPERTIES LABELS "c;asan" TIMEOUT 60
-    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
-endif()
+# A plain C test of host sources (no h2o, no Lua: label c, like the core's tests), as built
+# and, with RA_SANITIZE_TESTS, under ASan+UBSan (<name>-asan).
+function(ra_host_c_test name)
+  add_executable(${name} ${ARGN})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/host ${CMAKE_SOURCE_DIR}/tests)
+  target_compile_options(${name} PRIVATE ${RA_WARN})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS c TIMEOUT 60)
+  if(RA_SANITIZE_TESTS)
+    add_executable(${name}-asan ${ARGN})
+    target_include_directories(${name}-asan PRIVATE ${CMAKE_SOURCE_DIR}/host ${CMAKE_SOURCE_DIR}/tests)
+    target_compile_options(${name}-asan PRIVATE ${RA_WARN} ${RA_SAN_FLAGS})
+    target_link_options(${name}-asan PRIVATE ${RA_SAN_FLAGS})
+    add_test(NAME ${name}-asan COMMAND ${name}-asan)
+    set_tests_properties(${name}-asan PROPERTIES LABELS "c;asan" TIMEOUT 60
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+  endif()
+endfunction()
+
+# The HTTP server's first look at a request head (host/lua/http_head.c): H2O's refusals
+# found first with where and why, the 431 limits, heads in pieces (issue 24 §3); what the
+# host answers on the wire is spec/ron/wallet/http_spec.lua's.
+ra_host_c_test(test-http-head ${CMAKE_SOURCE_DIR}/tests/host/test-http-head.c
+  ${CMAKE_SOURCE_DIR}/host/lua/http_head.c)
+
+# The wallet's request decoder (host/lua/wallet_dto.c over json_scan.c);
+# tests/fuzz/fuzz-wallet-dto.c fuzzes the same files.
+ra_host_c_test(test-wallet-dto ${CMAKE_SOURCE_DIR}/tests/wallet/test-wallet-dto.c
+  ${CMAKE_SOURCE_DIR}/host/lua/wallet_dto.c ${CMAKE_SOURCE_DIR}/host/lua/json_scan.c)

@@ -26,7 +26,7 @@ endif()
 # (core/wal.h, internal), so the host also sees core/.
 add_executable(ron-accounting host/cli/main.c host/cli/run.c host/cli/walcmd.c
   host/cli/ledgercmd.c host/cli/verdict.c host/cli/chain.c
-  host/lua/modules.c host/lua/glue.c host/lua/httpd.c)
+  host/lua/modules.c host/lua/glue.c host/lua/httpd.c host/lua/http_head.c)
 target_include_directories(ron-accounting PRIVATE ${CMAKE_SOURCE_DIR}/core ${CMAKE_SOURCE_DIR}/host)
 # SYSTEM: h2o's headers are not -Wextra clean; our code is.
 target_include_directories(ron-accounting SYSTEM PRIVATE ${LIBH2O_INCLUDE_DIRS})

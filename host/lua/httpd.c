@@ -17,8 +17,22 @@
  *       reserved_conns = 8,   -- of max_conns, for loopback peers only (health probes)
  *       header_timeout_ms = 10000, -- a head (or an idle keep-alive wait) longer: closed
  *       body_timeout_ms = 30000,   -- the whole request within header + body timeout
+ *       max_header_bytes = 16384,  -- a request head (request line and headers) above it:
+ *                                  -- 431, before H2O buffers it (1024..262144)
+ *       refusal = function(path, status, detail, header) ... end, -- optional, below
  *       handler = function(req) ... end,
  *   }
+ *   The first look (issue 24 §3): before H2O parses a head, the server checks it by H2O's
+ *   own rules (host/lua/http_head.h): a head H2O would refuse is refused here, 400, naming
+ *   the header whose value holds a control byte; a head over max_header_bytes or with more
+ *   than 100 header lines is 431; a Content-Length over max_body is 413 (before the body).
+ *   Then, as for every answer the server makes before a handler (the 413 of a body over
+ *   max_body, the framing 400 below), refusal(path, status, detail, header) shapes it: path
+ *   is the request's path (without the query; "" when the request line is not readable),
+ *   header the lower-case name of the header at fault or nil; it returns status (400..599),
+ *   body [, content_type [, headers]] (a route's problem+json), or nothing for the default
+ *   text/plain. The connection is closed after such an answer. A request sent before the
+ *   previous answer (pipelined) is parsed by H2O alone: its refusals stay H2O's text.
  *   Admission (issue 14 item 6): a connection gets a general slot while the general pool
  *   (max_conns - reserved_conns) has room and its peer holds fewer than max_conns_per_peer
  *   of them; otherwise a loopback peer gets a reserved slot (evicting, when the reserve is
@@ -31,9 +45,10 @@
  *   srv:early_rejects() -> { too_large = n, other = n }: responses sent before any handler
  *                    saw the request: 413 for a body over max_body (too_large), any other
  *                    4xx/5xx (a malformed request: h2o's own, counted by a logger on the
- *                    host's fallback path where h2o binds them, and this file's framing
+ *                    host's fallback path where h2o binds them, this file's framing
  *                    checks: two different Content-Length headers, or Content-Length
- *                    with Transfer-Encoding, are a 400 that closes the connection).
+ *                    with Transfer-Encoding, are a 400 that closes the connection, and
+ *                    the first look's refusals: 400, 413, 431).
  *   srv:close()   -> stops listening, answers 503 to requests still waiting for an async
  *                    response, drops the connections; idempotent. An open server is
  *                    anchored in the registry (dropping the Lua reference does not close
@@ -80,6 +95,7 @@
  * away must be an EPIPE error, not the end of the process. */
 #include "cli/host.h"
 #include "lua/glue.h"
+#include "lua/http_head.h"
 #include "lua/modules.h"
 
 #include <h2o.h>
@@ -108,6 +124,10 @@
 #define REFUSAL_LOG_EVERY 1000
 #define MAX_BODY_LIMIT (64u << 20) /* the largest max_body a caller may ask for */
 #define CLOSE_ALL_DEADLINE_MS 2000 /* close_all gives up (and leaks) after it */
+#define DEF_MAX_HEADER_BYTES 16384 /* a request head (issue 24 §3): above it, 431 */
+#define MAX_HEADERS 100            /* header lines: H2O's H2O_MAX_HEADERS (more: its 400) */
+#define REFUSED_LINGER_MS 2000     /* a refused connection is read (and dropped) this long */
+#define REFUSAL_MAX 8192           /* bytes of a first-look refusal (else the default text) */
 
 typedef struct server server_t;
 typedef struct req_ud req_ud_t;
@@ -138,6 +158,8 @@ typedef struct conn {
     int pool;            /* the slot it holds; POOL_NONE once released (closing, evicted) */
     int loopback;
     int inflight;           /* requests handed to on_req and not freed yet */
+    int refused;            /* answered by the first look: what it sends is read and dropped */
+    uv_read_cb h2o_read;    /* H2O's read callback, behind the first look's (on_read_first) */
     unsigned char peer[16]; /* the peer's address, IPv4 as ::ffff:a.b.c.d */
     h2o_linklist_t link;    /* srv->conns, oldest first */
 } conn_t;
@@ -171,6 +193,8 @@ struct server {
     h2o_linklist_t reqs;
     uint64_t early_413, early_other; /* srv:early_rejects() */
     size_t max_body;
+    size_t max_header_bytes;
+    int refusal_ref;    /* refusal(path, status, detail, header), or LUA_NOREF */
     struct server **ud; /* the Lua userdata's slot, NULL once collected */
     server_t *next;     /* all servers not yet freed (one loop per process) */
 };
@@ -209,8 +233,10 @@ static const char *reason_of(int status) {
         {405, "Method Not Allowed"},
         {409, "Conflict"},
         {413, "Payload Too Large"},
+        {415, "Unsupported Media Type"},
         {422, "Unprocessable Entity"},
         {429, "Too Many Requests"},
+        {431, "Request Header Fields Too Large"},
         {500, "Internal Server Error"},
         {502, "Bad Gateway"},
         {503, "Service Unavailable"},
@@ -287,6 +313,10 @@ static int head_complete(const h2o_socket_t *sock) {
  * h2o's request deadline (header + body timeouts, from the same start) bounds the body. */
 static void on_head_deadline(uv_timer_t *t) {
     conn_t *c = t->data;
+    if (c->refused && c->pool != POOL_NONE) { /* its linger is over */
+        drop_conn(c);
+        return;
+    }
     if (!c->sock || c->inflight > 0 || c->pool == POOL_NONE) return;
     if (c->sock->input && head_complete(c->sock)) return;
     c->srv->header_timeouts++;
@@ -515,6 +545,23 @@ static void check_headers_arg(lua_State *L, int idx) {
     }
 }
 
+/* Adds the headers table at idx (checked: check_headers_arg, headers_ok) to req's answer. */
+static void add_headers(lua_State *L, int idx, h2o_req_t *req) {
+    if (lua_isnoneornil(L, idx)) return;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        size_t nlen, vlen;
+        const char *name = lua_tolstring(L, -2, &nlen);
+        const char *value = lua_tolstring(L, -1, &vlen);
+        h2o_iovec_t n = h2o_strdup(&req->pool, name, nlen);
+        for (size_t i = 0; i < n.len; i++) /* h2o's token lookup wants lower case */
+            if (n.base[i] >= 'A' && n.base[i] <= 'Z') n.base[i] = (char)(n.base[i] + 32);
+        h2o_iovec_t v = h2o_strdup(&req->pool, value, vlen);
+        h2o_add_header_by_str(&req->pool, &req->res.headers, n.base, n.len, 1, NULL, v.base, v.len);
+        lua_pop(L, 1);
+    }
+}
+
 /* req:respond(status, body [, content_type [, headers]]) -> true | false */
 static int l_req_respond(lua_State *L) {
     req_ud_t *ud = luaL_checkudata(L, 1, REQ_MT);
@@ -538,21 +585,7 @@ static int l_req_respond(lua_State *L) {
         lua_pushboolean(L, 0);
         return 1;
     }
-    if (!lua_isnoneornil(L, 5)) {
-        lua_pushnil(L);
-        while (lua_next(L, 5)) {
-            size_t nlen, vlen;
-            const char *name = lua_tolstring(L, -2, &nlen);
-            const char *value = lua_tolstring(L, -1, &vlen);
-            h2o_iovec_t n = h2o_strdup(&req->pool, name, nlen);
-            for (size_t i = 0; i < n.len; i++) /* h2o's token lookup wants lower case */
-                if (n.base[i] >= 'A' && n.base[i] <= 'Z') n.base[i] = (char)(n.base[i] + 32);
-            h2o_iovec_t v = h2o_strdup(&req->pool, value, vlen);
-            h2o_add_header_by_str(&req->pool, &req->res.headers, n.base, n.len, 1, NULL, v.base,
-                                  v.len);
-            lua_pop(L, 1);
-        }
-    }
+    add_headers(L, 5, req);
     send_response(req, (int)status, body, blen, ctype);
     lua_pushboolean(L, 1);
     return 1;
@@ -669,6 +702,69 @@ static const char *bad_framing(h2o_req_t *req) {
     return NULL;
 }
 
+/* ---- refusals: the answers the server makes before any handler (issue 24 §3) ---------- */
+
+/* A headers table a refusal returned: string names (tokens) and values, or nil. */
+static int headers_ok(lua_State *L, int idx) {
+    if (lua_isnil(L, idx)) return 1;
+    if (!lua_istable(L, idx)) return 0;
+    int ok = 1;
+    lua_pushnil(L);
+    while (ok && lua_next(L, idx)) {
+        size_t nlen, vlen;
+        ok = lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING;
+        if (ok) {
+            const char *n = lua_tolstring(L, -2, &nlen), *v = lua_tolstring(L, -1, &vlen);
+            ok = ra_glue_is_token(n, nlen) && ra_glue_is_field_value(v, vlen);
+        }
+        lua_pop(L, ok ? 1 : 2);
+    }
+    return ok;
+}
+
+/* Calls the listener's refusal(path, status, detail, header) under a pcall. 1: its answer
+ * is on L's stack at top+2 .. top+5 (status, body, content type, headers; the caller
+ * restores the stack with lua_settop(L, top)); 0: the default text (no refusal function,
+ * nothing returned, an error or a bad value: logged). */
+static int ask_refusal(server_t *srv, int top, const char *path, size_t plen, int status,
+                       const char *detail, const char *header, size_t hlen) {
+    lua_State *L = srv->L;
+    if (srv->refusal_ref == LUA_NOREF || !lua_checkstack(L, 16)) return 0;
+    lua_pushcfunction(L, traceback);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, srv->refusal_ref);
+    lua_pushlstring(L, path, plen);
+    lua_pushinteger(L, status);
+    lua_pushstring(L, detail);
+    if (header)
+        lua_pushlstring(L, header, hlen);
+    else
+        lua_pushnil(L);
+    if (lua_pcall(L, 4, 4, top + 1) != 0) {
+        log_line("refusal error", lua_tostring(L, -1));
+        lua_settop(L, top);
+        return 0;
+    }
+    if (lua_isnil(L, top + 2)) {
+        lua_settop(L, top);
+        return 0;
+    }
+    lua_Integer st = lua_tointeger(L, top + 2);
+    size_t clen = 0;
+    const char *ctype = lua_isnil(L, top + 4) ? NULL : lua_tolstring(L, top + 4, &clen);
+    if (lua_type(L, top + 2) != LUA_TNUMBER || st < 400 || st > 599 ||
+        lua_type(L, top + 3) != LUA_TSTRING || (ctype && !ra_glue_is_field_value(ctype, clen)) ||
+        !headers_ok(L, top + 5)) {
+        log_line("refusal error", "bad answer (status 400..599, body, content type, headers)");
+        lua_settop(L, top);
+        return 0;
+    }
+    if (!ctype) {
+        lua_pushliteral(L, "text/plain; charset=utf-8");
+        lua_replace(L, top + 4);
+    }
+    return 1;
+}
+
 /* Answers an early refusal (before any handler) and closes the connection after it. */
 static void refuse_early(server_t *srv, h2o_req_t *req, int status, const char *body) {
     if (status == 413)
@@ -676,7 +772,149 @@ static void refuse_early(server_t *srv, h2o_req_t *req, int status, const char *
     else
         srv->early_other++;
     req->http1_is_persistent = 0;
-    send_response(req, status, body, strlen(body), "text/plain; charset=utf-8");
+    lua_State *L = srv->L;
+    int top = lua_gettop(L);
+    size_t dlen = strlen(body);
+    char detail[128];
+    snprintf(detail, sizeof detail, "%.*s", (int)(dlen && body[dlen - 1] == '\n' ? dlen - 1 : dlen),
+             body);
+    if (ask_refusal(srv, top, req->path_normalized.base, req->path_normalized.len, status, detail,
+                    NULL, 0)) {
+        size_t blen;
+        const char *b = lua_tolstring(L, top + 3, &blen);
+        add_headers(L, top + 5, req);
+        send_response(req, (int)lua_tointeger(L, top + 2), b, blen, lua_tostring(L, top + 4));
+        lua_settop(L, top);
+        return;
+    }
+    send_response(req, status, body, dlen, "text/plain; charset=utf-8");
+}
+
+/* ---- the first look at a head, before H2O parses it (issue 24 §3) --------------------- */
+
+/* A refusal written on the socket itself (H2O has not parsed the head: there is no h2o
+ * request to answer). Then the connection is half-closed, what the peer still sends is read
+ * and dropped (closing with unread bytes would reset it, losing the answer), and it is
+ * closed after REFUSED_LINGER_MS or when the peer closes (H2O sees the EOF). */
+static void refuse_raw(conn_t *c, int status, const char *why, const char *path, size_t plen,
+                       const char *header, size_t hlen) {
+    server_t *srv = c->srv;
+    if (status == 413)
+        srv->early_413++;
+    else
+        srv->early_other++;
+    lua_State *L = srv->L;
+    int top = lua_gettop(L);
+    char out[REFUSAL_MAX];
+    int n = -1;
+    if (ask_refusal(srv, top, path, plen, status, why, header, hlen)) {
+        size_t blen;
+        const char *body = lua_tolstring(L, top + 3, &blen);
+        int st = (int)lua_tointeger(L, top + 2);
+        n = snprintf(out, sizeof out,
+                     "HTTP/1.1 %d %s\r\nServer: " RA_HOST_NAME "\r\nConnection: close\r\n"
+                     "Content-Type: %s\r\nContent-Length: %zu\r\n",
+                     st, reason_of(st), lua_tostring(L, top + 4), blen);
+        if (!lua_isnil(L, top + 5)) {
+            lua_pushnil(L);
+            while (n >= 0 && lua_next(L, top + 5)) {
+                int k = snprintf(out + n, sizeof out - (size_t)n, "%s: %s\r\n", lua_tostring(L, -2),
+                                 lua_tostring(L, -1));
+                n = k < 0 || (size_t)k >= sizeof out - (size_t)n ? -1 : n + k;
+                lua_pop(L, 1);
+            }
+        }
+        if (n >= 0 && (size_t)n + 2 + blen <= sizeof out) {
+            memcpy(out + n, "\r\n", 2);
+            memcpy(out + n + 2, body, blen);
+            n += 2 + (int)blen;
+        } else {
+            n = -1; /* too large for a refusal: the default */
+        }
+        lua_settop(L, top);
+    }
+    if (n < 0)
+        n = snprintf(out, sizeof out,
+                     "HTTP/1.1 %d %s\r\nServer: " RA_HOST_NAME "\r\nConnection: close\r\n"
+                     "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n\r\n%s\n",
+                     status, reason_of(status), strlen(why) + 1, why);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+        ssize_t w;
+        do /* a small answer on a connection that sent only a head: it fits the buffer */
+            w = send(fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (w < 0 && errno == EINTR);
+        shutdown(fd, SHUT_WR);
+    }
+    c->refused = 1;
+    if (c->timer_live) {
+        uint64_t linger =
+            srv->header_timeout_ms < REFUSED_LINGER_MS ? srv->header_timeout_ms : REFUSED_LINGER_MS;
+        uv_timer_start(&c->deadline, on_head_deadline, linger, 0);
+    }
+}
+
+/* The bytes H2O's buffer holds for the request being read, the nread just read included:
+ * 1 when they were refused (H2O must not see them), 0 to let H2O parse. */
+static int first_look(conn_t *c, size_t nread) {
+    server_t *srv = c->srv;
+    const char *b = c->sock->input->bytes;
+    ra_http_head_t h;
+    int rc =
+        ra_http_head_check(b, c->sock->input->size + nread, srv->max_header_bytes, MAX_HEADERS, &h);
+    if (rc == RA_HEAD_INCOMPLETE) return 0;
+    if (rc == RA_HEAD_COMPLETE) {
+        if (h.content_length < 0 || (uint64_t)h.content_length <= srv->max_body) return 0;
+        refuse_raw(c, 413, "request entity is too large", b + h.path_off, h.path_len, NULL, 0);
+        return 1;
+    }
+    char name[64];
+    size_t nlen = h.name_len < sizeof name ? h.name_len : sizeof name;
+    for (size_t i = 0; i < nlen; i++) { /* lower case, as req.headers names them */
+        char ch = b[h.name_off + i];
+        name[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    }
+    int status = rc == RA_HEAD_TOO_LARGE || rc == RA_HEAD_TOO_MANY ? 431 : 400;
+    refuse_raw(c, status, h.why, b + h.path_off, h.path_len, rc == RA_HEAD_BAD_VALUE ? name : NULL,
+               nlen);
+    return 1;
+}
+
+/* libuv calls it with what it read into H2O's buffer, before H2O's own callback (on_io put
+ * it in front). A refused connection's bytes are dropped; EOF and errors go to H2O, which
+ * closes through its own paths. */
+static void on_read_first(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+    conn_t *c = (conn_t *)s;
+    uv_read_cb h2o_read = c->h2o_read;
+    if (c->refused && nread >= 0) return;
+    if (nread > 0 && !c->refused && c->inflight == 0 && c->sock && c->pool != POOL_NONE &&
+        c->sock->input && buf->base == c->sock->input->bytes + c->sock->input->size &&
+        first_look(c, (size_t)nread))
+        return;
+    h2o_read(s, nread, buf);
+    /* (libuv reads again at once with the callback the stream holds: keep this one in front
+     * unless H2O stopped or restarted reading meanwhile) */
+    if (c->tcp.read_cb == h2o_read) c->tcp.read_cb = on_read_first;
+}
+
+/* libuv's I/O callback of the connection's stream (its io_watcher, the private fields of a
+ * unix uv_stream_t): H2O sets the stream's read callback whenever it starts reading, so the
+ * first look is put in front of it here, at every I/O event, before libuv reads. */
+static void (*stream_io)(uv_loop_t *, uv__io_t *, unsigned int);
+
+static void on_io(uv_loop_t *loop, uv__io_t *w, unsigned int events) {
+    conn_t *c = H2O_STRUCT_FROM_MEMBER(conn_t, tcp.io_watcher, w);
+    if (c->tcp.read_cb && c->tcp.read_cb != on_read_first) {
+        c->h2o_read = c->tcp.read_cb;
+        c->tcp.read_cb = on_read_first;
+    }
+    stream_io(loop, w, events);
+}
+
+static void hook_reads(conn_t *c) {
+    uv__io_t *w = &c->tcp.io_watcher;
+    if (!stream_io) stream_io = w->cb;
+    if (w->cb == stream_io) w->cb = on_io; /* (another callback: no first look, H2O's rules) */
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
@@ -847,12 +1085,14 @@ static void on_accept(uv_stream_t *listener, int status) {
     c->sock->on_close.data = c;
     arm_head_deadline(c);
     h2o_accept(&srv->accept_ctx, c->sock);
+    hook_reads(c);
 }
 
 static void server_close(server_t *srv) {
     if (srv->state != SRV_OPEN) return;
     srv->state = SRV_CLOSING;
     ra_glue_unref(srv->L, &srv->handler_ref);
+    ra_glue_unref(srv->L, &srv->refusal_ref);
     ra_glue_unref(srv->L, &srv->self_ref);
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
     /* Requests waiting for an async answer: 503 (the write then fails on the shut-down
@@ -937,6 +1177,8 @@ static int l_listen(lua_State *L) {
                                             "reserved_conns",
                                             "header_timeout_ms",
                                             "body_timeout_ms",
+                                            "max_header_bytes",
+                                            "refusal",
                                             NULL};
         int found = 0;
         for (int i = 0; known[i]; i++)
@@ -969,6 +1211,16 @@ static int l_listen(lua_State *L) {
     }
     if (lim[2] >= lim[0])
         return luaL_error(L, "httpd.listen: reserved_conns must be less than max_conns");
+    lua_Integer max_header = DEF_MAX_HEADER_BYTES;
+    if (opt_field(L, "max_header_bytes", LUA_TNUMBER)) max_header = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (max_header < 1024 || max_header > 262144)
+        return luaL_error(L, "httpd.listen: max_header_bytes must be 1024..262144");
+    int refusal_idx = 0;
+    if (opt_field(L, "refusal", LUA_TFUNCTION))
+        refusal_idx = lua_gettop(L);
+    else
+        lua_pop(L, 1);
     if (!opt_field(L, "handler", LUA_TFUNCTION))
         return luaL_error(L, "httpd.listen: handler (a function) is required");
     int handler_idx = lua_gettop(L);
@@ -997,7 +1249,7 @@ static int l_listen(lua_State *L) {
     if (!srv) return luaL_error(L, "httpd.listen: out of memory");
     srv->loop = luv_loop(L);
     srv->L = luv_state(L);
-    srv->handler_ref = srv->self_ref = LUA_NOREF;
+    srv->handler_ref = srv->self_ref = srv->refusal_ref = LUA_NOREF;
     srv->state = SRV_OPEN;
     h2o_linklist_init_anchor(&srv->conns);
     h2o_linklist_init_anchor(&srv->reqs);
@@ -1035,6 +1287,7 @@ static int l_listen(lua_State *L) {
     /* +1: h2o refuses a chunked body at its limit, a Content-Length one above it; on_req
      * applies max_body itself, the same to both. */
     srv->max_body = (size_t)max_body;
+    srv->max_header_bytes = (size_t)max_header;
     srv->max_conns = (size_t)lim[0];
     srv->max_per_peer = (size_t)lim[1];
     srv->reserved = (size_t)lim[2];
@@ -1059,6 +1312,7 @@ static int l_listen(lua_State *L) {
     srv->accept_ctx.hosts = srv->conf.hosts;
 
     srv->handler_ref = ra_glue_ref(L, handler_idx);
+    if (refusal_idx) srv->refusal_ref = ra_glue_ref(L, refusal_idx);
     srv->self_ref = ra_glue_ref(L, -1); /* the userdata */
     srv->ud = slot;
     *slot = srv;

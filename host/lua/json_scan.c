@@ -16,6 +16,12 @@ static int malformed(ra_json_scan_t *s, const unsigned char *at, const char *det
     return RA_JSON_MALFORMED;
 }
 
+static int bad_text(ra_json_scan_t *s, const unsigned char *at, const char *detail) {
+    s->fault_at = at;
+    s->fault = detail;
+    return RA_JSON_BAD_TEXT;
+}
+
 void ra_json_skip_ws(ra_json_scan_t *s) {
     while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
         s->p++;
@@ -132,7 +138,7 @@ int ra_json_string(ra_json_scan_t *s, char *out, size_t cap, size_t *len_out) {
         }
         if (c >= 0x80) {
             size_t k = utf8_seq(p, end);
-            if (!k) return malformed(s, p, "invalid UTF-8 in a string");
+            if (!k) return bad_text(s, p, "invalid UTF-8 in a string");
             for (size_t i = 0; i < k; i++)
                 put(out, cap, &n, p[i]);
             p += k;
@@ -169,12 +175,12 @@ int ra_json_string(ra_json_scan_t *s, char *out, size_t cap, size_t *len_out) {
             break;
         case 'u':
             if (!hex4(p + 2, end, &cp)) return malformed(s, esc, "bad \\u escape");
-            if (cp >= 0xDC00 && cp <= 0xDFFF) return malformed(s, esc, "lone low surrogate");
+            if (cp >= 0xDC00 && cp <= 0xDFFF) return bad_text(s, esc, "lone low surrogate");
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 unsigned lo;
                 if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || !hex4(p + 8, end, &lo) ||
                     lo < 0xDC00 || lo > 0xDFFF)
-                    return malformed(s, esc, "lone high surrogate");
+                    return bad_text(s, esc, "lone high surrogate");
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 p += 6;
             }

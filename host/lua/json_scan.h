@@ -26,7 +26,9 @@ enum {
     RA_JSON_LEADING_ZERO = -4,
     RA_JSON_TOO_BIG = -5, /* above the caller's maximum */
     RA_JSON_FRACTION = -6,
-    RA_JSON_EXPONENT = -7
+    RA_JSON_EXPONENT = -7,
+    RA_JSON_BAD_TEXT = -8 /* well-formed JSON, but a string is not Unicode text: invalid
+                             UTF-8, or a \u escape of a lone surrogate (RFC 8259 §8.2) */
 };
 
 void ra_json_init(ra_json_scan_t *s, const void *buf, size_t len);
@@ -35,8 +37,9 @@ void ra_json_skip_ws(ra_json_scan_t *s);
  * Literals are checked whole; strings, numbers and containers by their first byte. */
 int ra_json_value_start(const ra_json_scan_t *s);
 /* The string at p (which must be '"'), unescaped into out[0..cap); *len_out gets its full
- * unescaped length, which may exceed cap (then only cap bytes were stored). 0 or
- * RA_JSON_MALFORMED. */
+ * unescaped length, which may exceed cap (then only cap bytes were stored). 0,
+ * RA_JSON_MALFORMED (not JSON: a control byte, a bad escape, no end) or RA_JSON_BAD_TEXT
+ * (JSON, but not text: a decoder names it apart, e.g. the wallet's bad_string). */
 int ra_json_string(ra_json_scan_t *s, char *out, size_t cap, size_t *len_out);
 /* A plain integer 0..max at p: no sign, no leading zero, no fraction, no exponent. 0 or
  * one of the negative codes above (fault_at = the number's first byte). */

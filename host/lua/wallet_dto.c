@@ -102,8 +102,10 @@ static int value(parser_t *ps, const ra_wdto_field_t *f, ra_wdto_value_t *v, cha
         return wrong_type(ps, "field must be a string", f->name);
     const unsigned char *at = ps->s.p;
     size_t len, room = scratch_cap - *used;
-    if (ra_json_string(&ps->s, scratch + *used, room, &len))
-        return malformed(ps, ps->s.fault_at, ps->s.fault);
+    int rc = ra_json_string(&ps->s, scratch + *used, room, &len);
+    if (rc == RA_JSON_BAD_TEXT) /* JSON, but not text: the string's fault, not the body's */
+        return fail(ps, ps->s.fault_at, RA_WDTO_EBAD_STRING, ps->s.fault, f->name);
+    if (rc) return malformed(ps, ps->s.fault_at, ps->s.fault);
     if (len < f->min) return fail(ps, at, RA_WDTO_EBAD_STRING, "string is too short", f->name);
     if (len > f->max) return fail(ps, at, RA_WDTO_EBAD_STRING, "string is too long", f->name);
     v->off = (uint32_t)*used; /* len <= room: scratch_cap >= body length >= unescaped length */
@@ -142,8 +144,10 @@ int ra_wdto_decode(const char *body, size_t len, const ra_wdto_field_t *fields, 
         const unsigned char *key_at = ps.s.p;
         char name[RA_WDTO_NAME_MAX + 1];
         size_t nlen;
-        if (ra_json_string(&ps.s, name, sizeof name, &nlen))
-            return malformed(&ps, ps.s.fault_at, ps.s.fault);
+        int nrc = ra_json_string(&ps.s, name, sizeof name, &nlen);
+        if (nrc == RA_JSON_BAD_TEXT)
+            return fail(&ps, ps.s.fault_at, RA_WDTO_EBAD_STRING, ps.s.fault, "");
+        if (nrc) return malformed(&ps, ps.s.fault_at, ps.s.fault);
         size_t which = n_fields;
         for (size_t i = 0; nlen < sizeof name && i < n_fields; i++)
             if (strlen(fields[i].name) == nlen && memcmp(fields[i].name, name, nlen) == 0) {

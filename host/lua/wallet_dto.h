@@ -38,7 +38,7 @@ enum {
     XX(MISSING_FIELD, -6, "missing_field", "a required field is missing")                          \
     XX(WRONG_TYPE, -7, "wrong_type", "a field has the wrong JSON type")                            \
     XX(BAD_NUMBER, -8, "bad_number", "a number is out of range or not a plain integer")            \
-    XX(BAD_STRING, -9, "bad_string", "a string is too short or too long")                          \
+    XX(BAD_STRING, -9, "bad_string", "a string is too short, too long or not Unicode text")        \
     XX(USAGE, -10, "usage", "bad arguments to ra_wdto_decode")
 
 enum {

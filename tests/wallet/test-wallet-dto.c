@@ -108,12 +108,21 @@ RA_TEST(number_grammar) {
 RA_TEST(strings_are_checked_as_json) {
     refuse("{\"memo\":\"a\x01\"}", RA_WDTO_EMALFORMED, 10, "");
     refuse("{\"memo\":\"\\x\"}", RA_WDTO_EMALFORMED, 9, "");
-    refuse("{\"memo\":\"\\udc00\"}", RA_WDTO_EMALFORMED, 9, "");
-    refuse("{\"memo\":\"\\ud800x\"}", RA_WDTO_EMALFORMED, 9, "");
-    refuse("{\"memo\":\"\xc0\xaf\"}", RA_WDTO_EMALFORMED, 9, "");         /* overlong */
-    refuse("{\"memo\":\"\xed\xa0\x80\"}", RA_WDTO_EMALFORMED, 9, "");     /* surrogate */
-    refuse("{\"memo\":\"\xf4\x90\x80\x80\"}", RA_WDTO_EMALFORMED, 9, ""); /* > U+10FFFF */
     refuse("{\"memo\":\"abc", RA_WDTO_EMALFORMED, 12, "");
+    refuse("{\"memo\":\"\\ud800\\u0041\"}", RA_WDTO_EBAD_STRING, 9, "memo");
+}
+
+/* JSON that is not text (issue 24 §3): bad_string naming the field, at the bad sequence. */
+RA_TEST(strings_that_are_not_text_are_bad_string) {
+    refuse("{\"memo\":\"\\udc00\"}", RA_WDTO_EBAD_STRING, 9, "memo");          /* lone low */
+    refuse("{\"memo\":\"\\ud800x\"}", RA_WDTO_EBAD_STRING, 9, "memo");         /* lone high */
+    refuse("{\"memo\":\"ab\\ud800\"}", RA_WDTO_EBAD_STRING, 11, "memo");       /* at the end */
+    refuse("{\"memo\":\"\xc0\xaf\"}", RA_WDTO_EBAD_STRING, 9, "memo");         /* overlong */
+    refuse("{\"memo\":\"\xed\xa0\x80\"}", RA_WDTO_EBAD_STRING, 9, "memo");     /* surrogate */
+    refuse("{\"memo\":\"\xf4\x90\x80\x80\"}", RA_WDTO_EBAD_STRING, 9, "memo"); /* > U+10FFFF */
+    refuse("{\"memo\":\"a\xff\"}", RA_WDTO_EBAD_STRING, 10, "memo");           /* not UTF-8 */
+    refuse("{\"asset\":\"\xe2\x82\"}", RA_WDTO_EBAD_STRING, 10, "asset");      /* truncated */
+    refuse("{\"me\xffmo\":1}", RA_WDTO_EBAD_STRING, 4, "");                    /* a name */
     REQUIRE(dec("{" ACC ",\"asset\":\"A\",\"amount\":1,\"memo\":\"\\ud83d\\ude00\\\"\"}") == 0);
     CHECK(v[4].len == 5 && memcmp(scratch + v[4].off, "\xf0\x9f\x98\x80\"", 5) == 0);
 }
@@ -146,6 +155,8 @@ int main(void) {
     RA_RUN(field_errors, "field errors: missing, unknown, duplicate, wrong type, string bounds");
     RA_RUN(number_grammar, "numbers: plain integers within the field's bounds");
     RA_RUN(strings_are_checked_as_json, "strings: escapes, surrogates, UTF-8, termination");
+    RA_RUN(strings_that_are_not_text_are_bad_string,
+           "invalid UTF-8 and lone surrogates are bad_string, naming the field");
     RA_RUN(bad_schemas_and_arguments_are_usage, "bad schemas and arguments are USAGE");
     RA_DONE();
 }

@@ -16,6 +16,7 @@
 --   attest.latest(dir, size)             -- the cp of <dir>/cp-<size>.note (the daemon)
 --   attest.check(events, opts, problem, sum)   -- `ledger verify [--audit DIR]`
 local ledger = require "ron.ledger"
+local B = require "ron.ledger.bigint"
 local codec = require "ron.ledger.codec"
 
 local byte, char, concat, format = string.byte, string.char, table.concat, string.format
@@ -102,7 +103,7 @@ function _M.same(ev, cp)
     if had.root ~= cp.root then
         return format("checkpoint %s size %d is carried with root %s (event seq %s), the audit "
                       .. "log now has root %s: the audit log was rewritten (a fork or a "
-                      .. "rollback)", cp.origin, cp.size, had.root, tostring(ev.seq), cp.root)
+                      .. "rollback)", cp.origin, cp.size, had.root, B.dec(ev.seq), cp.root)
     end
 end
 
@@ -262,7 +263,7 @@ function _M.check(events, opts, problem, sum)
             if seq ~= a.event_seq then
                 problem(format("audit record %d", tonumber(C.rau_record_seq(r))),
                         "names transfer %s at event seq %s, the ledger has it at %d",
-                        a.transfer, tostring(a.event_seq), seq)
+                        a.transfer, a.event_seq and B.dec(a.event_seq) or "none", seq)
             end
         end
     end)

@@ -15,10 +15,12 @@
 --   B.to_u64(a)          uint64_t cdata | nil when a >= 2^64
 --   B.to_amount(a)       a Lua number (< 2^53) or int64_t cdata | nil when a >= 2^63
 --   B.is_zero(a)
+--   B.dec(v)             the exact decimal text of an integer (below): the one rendering of
+--                        a value that names money or order anywhere in ron.ledger/ron.wallet
 local ffi = require "ffi"
 
 local floor, type, tonumber, tostring, error = math.floor, type, tonumber, tostring, error
-local format, concat = string.format, table.concat
+local format, concat, match, gsub = string.format, table.concat, string.match, string.gsub
 
 local BASE = 1000000
 local SMALL_MAX = 2147483647
@@ -83,6 +85,32 @@ function _M.tostring(a)
     local parts = { tostring(a[#a]) }
     for i = #a - 1, 1, -1 do parts[#parts + 1] = format("%06d", a[i]) end
     return concat(parts)
+end
+
+-- The decimal text of an exact integer: a Lua number (integral, |v| <= 2^53), an int64_t or
+-- uint64_t cdata, a bigint of this module, or a string of decimal digits (as it is). An
+-- integer that names money or order (amount, nonce, seq, version, ledger seq, event seq)
+-- is rendered through here and never through a Lua number's own conversion (tostring,
+-- `..`, %s, %g keep 14 significant digits: 100000000000002 becomes "1e+14"). A number
+-- beyond 2^53 is rendered as the integer it holds (which may not be the one meant: the
+-- edges refuse such inputs before they become numbers); a fraction, NaN or inf raises.
+function _M.dec(v)
+    local t = type(v)
+    if t == "number" then
+        if v % 1 ~= 0 then -- (NaN and inf: v % 1 is NaN)
+            error("ron.ledger.bigint.dec: not an integer: " .. format("%.17g", v), 2)
+        end
+        -- %d converts through int64_t: exact below 2^63; %.0f prints a double's exact value
+        if v < 2 ^ 63 and v >= -2 ^ 63 then return format("%d", v) end
+        return format("%.0f", v)
+    elseif t == "cdata" and (ffi.istype(u64, v) or ffi.istype(i64, v)) then
+        return (gsub(tostring(v), "U?LL$", ""))
+    elseif t == "string" and match(v, "^%-?%d+$") then
+        return v
+    elseif t == "table" then
+        return _M.tostring(v)
+    end
+    error("ron.ledger.bigint.dec: not an integer: " .. t, 2)
 end
 
 function _M.is_zero(a)

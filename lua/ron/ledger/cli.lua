@@ -17,6 +17,7 @@
 -- ACCOUNT: 32 hex digits, or a name: revenue, usage_source, external (the book's system
 -- accounts), or <tenant uuid>:wallet | :receivable | :usage (docs/LEDGER-RATING.md §6).
 -- Amounts are integers in minor units of the asset.
+local B = require "ron.ledger.bigint"
 local usage = require "ron.ledger.usage"
 
 local format, hex = string.format, usage.hex
@@ -86,14 +87,14 @@ end
 local function integer(s)
     if type(s) ~= "string" or not s:match("^%-?%d+$") then return nil end
     if #s < 16 then return tonumber(s) end
-    local B = require "ron.ledger.bigint"
     local neg = s:sub(1, 1) == "-"
     local v = B.to_amount(B.from(neg and s:sub(2) or s))
     if not v then return nil end
     return neg and -v or v
 end
 
-local function amt(v) return (tostring(v):gsub("LL$", "")) end
+-- exact (a Lua number's own conversion keeps 14 digits); nil (a failed read) as "?"
+local function amt(v) return v == nil and "?" or B.dec(v) end
 
 -- Names of the accounts the CLI knows (system accounts; tenants' when given).
 local function namer(tenants)

@@ -24,6 +24,7 @@
 -- another body is a Conflict. An intent is claimed (a row under a key no caller can send:
 -- 256 bytes of 0xff then the intent) before anything is reserved, so two sagas for one
 -- intent can never both pass their point of no return.
+local B = require "ron.ledger.bigint"
 local codec = require "ron.ledger.codec"
 local ledger = require "ron.ledger"
 
@@ -86,6 +87,18 @@ local function hex(s) return ledger.hex(s) end
 
 local function asset_key(a) return a.code .. "\0" .. a.scale end
 
+-- The wall clock in ms, a transfer's created_at_ms: luv's gettimeofday (inside the host);
+-- os.time()'s whole seconds only where luv is absent (plain LuaJIT). os.time() alone gave
+-- every transfer of a second the same time, a multiple of 1000 (issue 24).
+local luv_ok, luv = pcall(require, "luv")
+local function now_ms()
+    if luv_ok then
+        local s, us = luv.gettimeofday()
+        return s * 1000 + math.floor(us / 1000)
+    end
+    return os.time() * 1000
+end
+
 local function random_nonce()
     local f = io.open("/dev/urandom", "rb")
     local s = f and f:read(8) or tostring(os.time()) .. tostring({})
@@ -99,7 +112,7 @@ function _M.new(opts)
         store = opts.store,
         book = opts.book or "main",
         node = opts.node or "n1",
-        clock = opts.clock or function() return math.floor(os.time() * 1000) end,
+        clock = opts.clock or now_ms,
         audit = opts.audit,
         check = opts.check, -- test hook: called with every last-step validation's inputs
         pause = opts.pause or function() end, -- between waits (a head held by another saga)
@@ -525,7 +538,7 @@ function Ledger:_resolve_commit(req, src)
                 if not recv and accts[p.account].policy == "no_overdraft" then
                     return fail(ERR.InsufficientFunds, format(
                         "account %s has %s of %s %s, needs %s", hex(p.account),
-                        tostring(avail), p.asset.code, tostring(p.asset.scale), tostring(need)))
+                        B.dec(avail), p.asset.code, tostring(p.asset.scale), B.dec(need)))
                 end
                 if avail > 0 then
                     local all, s2 = ledger.select_postings(list, p.account, p.asset, avail, cap)

@@ -51,7 +51,7 @@ local PAGE = 500
 
 local function akey(a) return a.code .. "/" .. a.scale end
 local function pkey(tid, i) return tid .. format("%08x", i) end
-local function amt(v) return (tostring(v):gsub("LL$", "")) end
+local amt = B.dec -- exact: a Lua number's own conversion keeps 14 digits
 
 local function add(a, b)
     local r = ledger.amount_add(a, b)
@@ -86,7 +86,7 @@ function _M.run(store, opts)
             for _, ev in ipairs(page) do
                 if ev.seq ~= last + 1 then
                     problem(format("event seq %d", last + 1), "missing (next is %s)",
-                            tostring(ev.seq))
+                            amt(ev.seq))
                 end
                 last = ev.seq
                 events[#events + 1] = ev
@@ -97,7 +97,7 @@ function _M.run(store, opts)
         sum.events = #events
         local head = store:head_seq(book)
         if head and head ~= last then
-            problem("events", "the head seq is %s but the feed ends at %d", tostring(head), last)
+            problem("events", "the head seq is %s but the feed ends at %d", amt(head), last)
         end
     end
     while true do
@@ -343,7 +343,7 @@ function _M.run(store, opts)
         local h = store:get_stream(tenant, dim)
         if top > 0 and (not h or h.seq ~= top or h.b3 ~= prev) then
             problem("stream " .. name, "the stored head is %s, the transfers end at seq %d",
-                    h and tostring(h.seq) or "missing", top)
+                    h and amt(h.seq) or "missing", top)
         end
     end
 

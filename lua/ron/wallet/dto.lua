@@ -18,6 +18,7 @@
 -- the same meaning is recognised whatever its whitespace or field order, and a replay with
 -- another meaning is a conflict (WLT-4).
 local ffi = require "ffi"
+local B = require "ron.ledger.bigint"
 
 local C = ffi.C
 local format, match, concat, byte = string.format, string.match, table.concat, string.byte
@@ -113,12 +114,15 @@ _M.PROBLEMS = {
     content_encoding = 415, idempotency_mismatch = 422, insufficient_funds = 422,
     busy = 429, internal = 500, ledger_unavailable = 503, ledger_timeout = 503,
     not_caught_up = 503, draining = 503, starting = 503,
+    -- the HTTP server's answers on the wallet's paths (server_problem)
+    bad_request = 400, headers_too_large = 431, connection_limit = 503,
 }
 _M.TITLES = {
     [400] = "Bad Request", [401] = "Unauthorized", [403] = "Forbidden", [404] = "Not Found",
     [405] = "Method Not Allowed", [409] = "Conflict", [413] = "Content Too Large",
     [415] = "Unsupported Media Type", [422] = "Unprocessable Content",
-    [429] = "Too Many Requests", [500] = "Internal Server Error", [503] = "Service Unavailable",
+    [429] = "Too Many Requests", [431] = "Request Header Fields Too Large",
+    [500] = "Internal Server Error", [503] = "Service Unavailable",
 }
 _M.PROBLEM_TYPE = "application/problem+json"
 
@@ -154,6 +158,15 @@ function _M.asset_ok(s)
     return type(s) == "string" and #s >= 1 and #s <= 16 and match(s, "^%u[%u%d_]*$") ~= nil
 end
 
+-- A query parameter's integer: decimal digits only (no sign, no "0x", no exponent, no
+-- space), at most 16 of them, in lo..hi (hi <= MAX_INT) -> the number, or nil.
+function _M.query_uint(s, lo, hi)
+    if type(s) ~= "string" or #s > 16 or not match(s, "^%d+$") then return nil end
+    local n = tonumber(s, 10)
+    if n < lo or n > hi then return nil end
+    return n
+end
+
 -- An Idempotency-Key: 1..128 visible ASCII characters (as ingest's).
 function _M.key_ok(k)
     return type(k) == "string" and #k >= 1 and #k <= 128 and match(k, "^[!-~]+$") ~= nil
@@ -174,6 +187,25 @@ function _M.problem_body(p)
     if p.extra then parts[#parts + 1] = p.extra end
     parts[#parts + 1] = "}\n"
     return concat(parts)
+end
+
+-- The HTTP server's own answers on the wallet's paths (ron.accounting.daemon.http's errors:
+-- no route, another method, the loopback reserve's 503, and the refusals before any
+-- handler) as problems: status, detail, headers (Allow, Retry-After) and the header at
+-- fault (a control byte in Authorization: 401 bad_token, as an unknown token) -> the
+-- answer { status, body, ctype, headers } (docs/WALLET.md §4).
+local SERVER_CODE = { [400] = "bad_request", [404] = "not_found", [405] = "method_not_allowed",
+                      [413] = "oversize", [431] = "headers_too_large", [503] = "connection_limit" }
+function _M.server_problem(status, detail, headers, header)
+    local code = SERVER_CODE[status] or (status < 500 and "bad_request" or "internal")
+    if status == 400 and header == "authorization" then
+        code, detail = "bad_token", "the Authorization header is not a bearer token (" ..
+                       tostring(detail) .. ")"
+        headers = { ["WWW-Authenticate"] = 'Bearer realm="ron-wallet", error="invalid_token"' }
+    end
+    local p = _M.problem(code, detail)
+    return { status = p.status, body = _M.problem_body(p), ctype = _M.PROBLEM_TYPE,
+             headers = headers }
 end
 
 function _M.problem(code, detail, field, pos, extra)
@@ -211,7 +243,7 @@ function _M.check(route, r, assets)
         elseif (name == "amount" or name == "nonce") and v ~= nil then
             if type(v) ~= "number" or v < 1 or v > _M.MAX_INT or v % 1 ~= 0 then
                 return nil, problem("bad_number", name .. " must be an integer in 1.." ..
-                                    _M.MAX_INT, name)
+                                    B.dec(_M.MAX_INT), name)
             end
         elseif name == "kind" and v ~= nil and not _M.KINDS[v] then
             return nil, problem("bad_kind", 'kind must be "top_up" or "grant"', name)
@@ -221,11 +253,12 @@ function _M.check(route, r, assets)
     if route == "transfer" and r.from == r.to then
         return nil, problem("same_account", "from and to are the same account", "to")
     end
-    -- canonical form: route, then every field in schema order (absent: empty)
+    -- canonical form: route, then every field in schema order (absent: empty); integers
+    -- exact (B.dec: two amounts near 2^53 are two bodies)
     local c = { route }
     for _, f in ipairs(schema) do
         local v = r[f[1] .. "_text"] or r[f[1]]
-        c[#c + 1] = f[1] .. "=" .. (v == nil and "" or tostring(v))
+        c[#c + 1] = f[1] .. "=" .. (v == nil and "" or type(v) == "number" and B.dec(v) or v)
     end
     r.canon = concat(c, "\n")
     r.route = route

@@ -23,6 +23,7 @@
 -- Every map is bounded: in-flight keys by the queue and the commits running, the answer LRU
 -- and the balance cache by their capacities.
 local acct = require "ron.accounting"
+local B = require "ron.ledger.bigint"
 local breaker = require "ron.wallet.breaker"
 local cache = require "ron.wallet.cache"
 local codec = require "ron.ledger.codec"
@@ -38,6 +39,10 @@ local pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable =
       pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable
 
 local ERR = ledger_engine.ERR
+-- Every integer that names money or order (amount, nonce, seq, version, event seq) is
+-- rendered through dec, never through a Lua number's 14-digit conversion (issue 24).
+local dec = B.dec
+local I64 = require("ffi").typeof("int64_t")
 
 local _M = {}
 
@@ -316,11 +321,11 @@ local RECEIPT_FIELDS = { "from", "to", "asset", "amount", "nonce", "kind" }
 
 function W:_receipt(r, res)
     local parts = { format('{"transfer_id":"%s","status":"committed","event_seq":%s,"route":"%s"',
-                           hex(res.transfer_id), tostring(res.event_seq or 0), r.route) }
+                           hex(res.transfer_id), dec(res.event_seq or 0), r.route) }
     for _, f in ipairs(RECEIPT_FIELDS) do
         local v = r[f .. "_text"] or r[f]
         if v ~= nil then
-            if type(v) == "number" then parts[#parts + 1] = format(',"%s":%d', f, v)
+            if type(v) == "number" then parts[#parts + 1] = format(',"%s":%s', f, dec(v))
             else parts[#parts + 1] = format(',"%s":"%s"', f, jstr(v)) end
         end
     end
@@ -328,11 +333,21 @@ function W:_receipt(r, res)
     return answer(201, concat(parts))
 end
 
+-- An answer that is the ledger's stored outcome for the request's Idempotency-Key and body
+-- (a receipt, a stored rejection, nonce_used): the only kind the answer cache may keep, as
+-- every later send of the same key and body gets it from the ledger too. Never a 409
+-- in_flight (it passes), a 422 idempotency_mismatch (the key's outcome is the other body's)
+-- or a 5xx (issue 24, issue 29 item 4).
+local function stored(a)
+    a.stored = true
+    return a
+end
+
 -- A stored rejection (message, code) -> the problem answer.
 local function rejection(msg, code)
     local name = REJECTION[code]
     if not name then return nil end
-    return prob(name, msg)
+    return stored(prob(name, msg))
 end
 
 -- The stored outcome of an intent, as a JSON member value (for nonce_used's "original").
@@ -347,8 +362,8 @@ end
 
 -- The transfer's metadata: what the statement shows; deterministic bytes.
 local function metadata(r, principal)
-    return format('{"wallet":"%s","kind":"%s","principal":"%s","nonce":%d%s}', r.route,
-                  r.route == "issue" and r.kind or r.route, principal, r.nonce,
+    return format('{"wallet":"%s","kind":"%s","principal":"%s","nonce":%s%s}', r.route,
+                  r.route == "issue" and r.kind or r.route, principal, dec(r.nonce),
                   r.memo and format(',"memo":"%s"', jstr(r.memo)) or "")
 end
 
@@ -368,7 +383,7 @@ end
 function W:_money_once(job)
     local led, store = self.led, self.led.store
     local r = job.r
-    local n, err = store:put_intent(job.kkey, { status = "claimed", message = tostring(r.nonce),
+    local n, err = store:put_intent(job.kkey, { status = "claimed", message = dec(r.nonce),
                                                 body_hash = job.h })
     if n == nil then return prob("ledger_unavailable", tostring(err)), "retry" end
     if n == 0 then
@@ -383,12 +398,20 @@ function W:_money_once(job)
         return prob("ledger_unavailable", tostring(perr)), "retry"
     end
     if prior and prior.body_hash ~= job.h then
-        return prob("nonce_used", format("nonce %d was used by another request", r.nonce), nil,
-                    ',"original":' .. outcome_json(prior))
+        return stored(prob("nonce_used", format("nonce %s was used by another request",
+                                                dec(r.nonce)), nil,
+                           ',"original":' .. outcome_json(prior)))
     end
     local res, cerr, code = led:commit { intent = job.nkey, body_hash = job.h,
                                          movements = movements(r),
                                          metadata = metadata(r, job.principal) }
+    if res and res.event_seq == nil then
+        -- The intent's outcome is stored, its event not yet: the saga that commits it (on
+        -- another node, maybe) is between the two writes. A receipt needs the event's seq
+        -- (event_seq 0 would be cached and replayed for ever): in flight until it is there.
+        return prob("in_flight", "this request is committed; its ledger event is being " ..
+                    "written", { ["Retry-After"] = "1" })
+    end
     if res then
         if res.replayed then self.m.replays = self.m.replays + 1
         else
@@ -399,7 +422,7 @@ function W:_money_once(job)
             self.cache:invalidate(m.from)
             self.cache:invalidate(m.to)
         end
-        return self:_receipt(r, res), nil, res.replayed
+        return stored(self:_receipt(r, res)), nil, res.replayed
     end
     if code == ERR.Unavailable then
         if ledger_engine.is_in_flight(cerr, code) then
@@ -410,8 +433,9 @@ function W:_money_once(job)
     if code == ERR.Conflict then
         local o = store:get_intent(job.nkey)
         if o then
-            return prob("nonce_used", format("nonce %d was used by another request", r.nonce),
-                        nil, ',"original":' .. outcome_json(o))
+            return stored(prob("nonce_used", format("nonce %s was used by another request",
+                                                    dec(r.nonce)), nil,
+                               ',"original":' .. outcome_json(o)))
         end
         return prob("in_flight", "this nonce is being committed", { ["Retry-After"] = "1" })
     end
@@ -493,9 +517,7 @@ function W:_job(job)
     local answered = false
     local in_time = self:_call("commit", fn, job, function(timed_out, a, healthy, replayed)
         if not timed_out then self.breaker:record(healthy) end
-        if a.status < 500 and job.kkey then
-            self.answers:put(job.kkey, { h = job.h, a = a })
-        end
+        if a.stored and job.kkey then self.answers:put(job.kkey, { h = job.h, a = a }) end
         self:_clear(job)
         if not timed_out then
             answered = true
@@ -577,7 +599,7 @@ function W:_post_money(req, route)
         return ret(self, prob("forbidden", "an account burns only its own money"))
     end
     local kkey = "wlt:k:" .. who.principal .. ":" .. key
-    local nkey = "wlt:n:" .. who.principal .. ":" .. r.nonce
+    local nkey = "wlt:n:" .. who.principal .. ":" .. dec(r.nonce)
     local h = codec.sha256(r.canon)
     local hit = self.answers:get(kkey)
     if hit then
@@ -610,8 +632,8 @@ function W:_account(job)
     else res, err, code = led:close(id) end
     if res then
         self.cache:invalidate(id)
-        return answer(200, format('{"account":"%s","status":"%s","version":%d}\n',
-                                  dto.uuid_text(id), res.status, res.version)), true
+        return answer(200, format('{"account":"%s","status":"%s","version":%s}\n',
+                                  dto.uuid_text(id), res.status, dec(res.version))), true
     end
     if code == ERR.Unavailable then return prob("ledger_unavailable", tostring(err)), false end
     if code == ERR.NotFound then return prob("unknown_account", tostring(err)), true end
@@ -665,10 +687,10 @@ end
 
 function W:_balance_answer(id, asset, amount, staleness)
     local seq = self.cache.seq
-    return answer(200, format('{"account":"%s","asset":"%s","balance":%s,"ledger_seq":%d,' ..
+    return answer(200, format('{"account":"%s","asset":"%s","balance":%s,"ledger_seq":%s,' ..
                               '"staleness_ms":%d}\n', dto.uuid_text(id), asset,
-                              tostring(amount), seq, staleness),
-                  { ["X-Ledger-Seq"] = tostring(seq), ["X-Staleness-Ms"] = tostring(staleness),
+                              dec(amount), dec(seq), staleness),
+                  { ["X-Ledger-Seq"] = dec(seq), ["X-Staleness-Ms"] = tostring(staleness),
                     ["Cache-Control"] = "no-store" })
 end
 
@@ -680,8 +702,9 @@ function W:_read_balance(job)
             self.T.sleep(self.poll_ms)
         end
         if self.cache.seq < job.min_seq then
-            return prob("not_caught_up", format("the cache has applied ledger events up to %d, " ..
-                        "not yet %d", self.cache.seq, job.min_seq), { ["Retry-After"] = "1" })
+            return prob("not_caught_up", format("the cache has applied ledger events up to %s, " ..
+                        "not yet %s", dec(self.cache.seq), dec(job.min_seq)),
+                        { ["Retry-After"] = "1" })
         end
         local amount = self.cache:get(job.id, job.asset)
         if amount then
@@ -695,7 +718,7 @@ function W:_read_balance(job)
         self.cache.reading[job.id] = nil
         return prob("ledger_unavailable", tostring(err), { ["Retry-After"] = "1" })
     end
-    amount = tonumber(amount) or amount
+    -- (as the store gives it: a number up to 2^53, an int64_t beyond; never tonumber'd)
     self.cache:put(job.id, job.asset, amount)
     return self:_balance_answer(job.id, job.asset, amount, 0)
 end
@@ -740,9 +763,10 @@ function W:_get_balance(req, id_text)
     if not id then return ret(self, q) end
     local min_seq
     if q.min_seq then
-        min_seq = tonumber(q.min_seq)
-        if not min_seq or min_seq < 0 or min_seq % 1 ~= 0 then
-            return ret(self, prob("bad_query", "min_seq must be a non-negative integer"))
+        min_seq = dto.query_uint(q.min_seq, 0, dto.MAX_INT)
+        if not min_seq then
+            return ret(self, prob("bad_query", "min_seq must be an integer in 0.." ..
+                                  dec(dto.MAX_INT) .. " (decimal digits)"))
         end
     end
     if not min_seq or self.cache.seq >= min_seq then
@@ -783,8 +807,8 @@ local function metadata_json(m)
         return format('{"slice":{"tenant":"%s","dimension":"%s","seq":%s,"window_start_s":%s,' ..
                       '"window_len_s":%s,"b3":"%s","rate_card":"%s","quantity":%s,' ..
                       '"amount":%s}}', dto.uuid_text(u.tenant), jstr(u.dimension),
-                      tostring(u.seq), tostring(u.window_start_s), tostring(u.window_len_s),
-                      hex(u.b3), jstr(u.version), u.quantity, u.amount)
+                      dec(u.seq), dec(u.window_start_s), dec(u.window_len_s),
+                      hex(u.b3), jstr(u.version), dec(u.quantity), dec(u.amount))
     end
     return format('{"hex":"%s"}', hex(m))
 end
@@ -807,31 +831,30 @@ function W:_statement(job)
     for _, rec in ipairs(hist) do
         local t = rec.transfer or (led:transfer(rec.id) or {}).transfer
         if t then
-            local delta = 0
+            local delta = I64(0) -- exact whatever the amounts (int64_t: as the ledger's)
             local consumed = {}
             local ids = {}
             for _, inp in ipairs(t.inputs) do ids[#ids + 1] = inp end
             local ps = #ids > 0 and store:get_postings(ids) or {}
             for _, p in ipairs(ps or {}) do
                 if p.account == job.id and p.asset.code == job.asset then
-                    local amt = tonumber(p.amount)
-                    delta = delta - amt
+                    delta = delta - p.amount
                     local by = p.id.transfer_id
                     consumed[#consumed + 1] = format(
-                        '{"posting":"%s:%d","amount":%d,"funded_by":"%s","funded_by_kind":"%s"}',
-                        hex(by), p.id.index, amt, hex(by), origin(by).kind)
+                        '{"posting":"%s:%s","amount":%s,"funded_by":"%s","funded_by_kind":"%s"}',
+                        hex(by), dec(p.id.index), dec(p.amount), hex(by), origin(by).kind)
                 end
             end
             for _, out in ipairs(t.outputs) do
                 if out.account == job.id and out.asset.code == job.asset then
-                    delta = delta + tonumber(out.amount)
+                    delta = delta + out.amount
                 end
             end
             if delta ~= 0 or #consumed > 0 then
                 entries[#entries + 1] = format(
-                    '{"transfer_id":"%s","created_at_ms":%d,"kind":"%s","delta":%d,' ..
-                    '"metadata":%s,"consumed":[%s]}', hex(rec.id), rec.created_at_ms or 0,
-                    kind_of(rec), delta, metadata_json(rec.metadata), concat(consumed, ","))
+                    '{"transfer_id":"%s","created_at_ms":%s,"kind":"%s","delta":%s,' ..
+                    '"metadata":%s,"consumed":[%s]}', hex(rec.id), dec(rec.created_at_ms or 0),
+                    kind_of(rec), dec(delta), metadata_json(rec.metadata), concat(consumed, ","))
             end
         end
     end
@@ -844,9 +867,10 @@ function W:_get_statement(req, id_text)
     if not id then return ret(self, q) end
     local limit = self.statement_limit
     if q.limit then
-        limit = tonumber(q.limit)
-        if not limit or limit < 1 or limit % 1 ~= 0 or limit > 4 * self.statement_limit then
-            return ret(self, prob("bad_query", format("limit must be an integer in 1..%d",
+        limit = dto.query_uint(q.limit, 1, 4 * self.statement_limit)
+        if not limit then
+            return ret(self, prob("bad_query", format("limit must be an integer in 1..%d " ..
+                                                      "(decimal digits)",
                                                       4 * self.statement_limit)))
         end
     end
@@ -857,6 +881,9 @@ end
 -- ---- routes ----
 
 local UUIDP = "([%x%-]+)"
+-- The wallet's paths: one that no route takes is the wallet's 404 (problem+json); others
+-- (/v1/records, /metrics, ...) are the daemon's.
+local NAMESPACES = { "^/v1/accounts/", "^/v1/issue/", "^/v1/transfer/", "^/v1/burn/" }
 
 function W:routes()
     local list = {}
@@ -880,16 +907,21 @@ function W:routes()
     list[#list + 1] = { method = "GET", path = st, fn = function(req)
         return self:_get_statement(req, match(req.path, st))
     end }
+    -- the HTTP server's answers on the wallet's paths are problems too (issue 24 §3)
+    local function errors(status, detail, headers, header)
+        return ret(self, dto.server_problem(status, detail, headers, header))
+    end
     local out = {}
     for _, r in ipairs(list) do
         local fn = r.fn
-        out[#out + 1] = { method = r.method, path = r.path, handler = function(req)
+        out[#out + 1] = { method = r.method, path = r.path, errors = errors, handler = function(req)
             local ok, s, b, c, hd = pcall(fn, req)
             if ok then return s, b, c, hd end
             self.log("handler error: " .. tostring(s))
             return ret(self, prob("internal", "wallet error"))
         end }
     end
+    for _, ns in ipairs(NAMESPACES) do out[#out + 1] = { path = ns, errors = errors } end
     return out
 end
 
@@ -990,7 +1022,8 @@ end
 function W:_shortfall(ev)
     local data = ev.data or ""
     local tenant = match(data, "tenant=(%S+)")
-    local amount = tonumber(match(data, "amount=(%d+)"))
+    local amount_text = match(data, "amount=(%d+)")
+    local amount = tonumber(amount_text)
     local asset = match(data, "asset=(%S+)") or "?"
     local d = self.dry
     d.total = d.total + 1
@@ -999,7 +1032,7 @@ function W:_shortfall(ev)
         d.by_asset[asset] = (d.by_asset[asset] or 0) + 1
     end
     self.log(format("wallet ran dry: tenant=%s shortfall=%s %s (the receivable holds it)",
-                    tostring(tenant), tostring(amount), asset))
+                    tostring(tenant), amount_text or "?", asset))
     if self.on_dry then
         local ok, err = pcall(self.on_dry, tenant, amount, asset)
         if not ok then self.log("on_dry hook: " .. tostring(err)) end
@@ -1070,7 +1103,7 @@ function W:metrics_text()
     family(out, "wallet_breaker_opens_total", "counter", "Times the breaker opened.")
     out[#out + 1] = format("wallet_breaker_opens_total %d", self.breaker.opens_total)
     family(out, "wallet_ledger_seq", "gauge", "The last ledger event the balance cache applied.")
-    out[#out + 1] = format("wallet_ledger_seq %d", self.cache.seq)
+    out[#out + 1] = "wallet_ledger_seq " .. dec(self.cache.seq)
     family(out, "wallet_staleness_ms", "gauge",
            "Milliseconds since the balance cache last reached the ledger's head.")
     out[#out + 1] = format("wallet_staleness_ms %d", self.cache:staleness_ms() or -1)

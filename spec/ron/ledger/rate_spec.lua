@@ -263,6 +263,36 @@ describe("bigint", function()
         assert.has_error(function() B.from(1.5) end)
         assert.has_error(function() B.from("12a") end)
     end)
+
+    -- B.dec: the one rendering of an integer that names money or order (issue 24). Checked
+    -- against int64_t's own decimal (a conversion that never goes through a double).
+    it("dec is exact for numbers in 10^13..2^53 and for int64_t/uint64_t (property)", function()
+        local seed = 5309
+        print("bigint dec property: math.randomseed(" .. seed .. ")")
+        math.randomseed(seed)
+        local i64 = ffi.typeof("int64_t")
+        local function want(v) return (tostring(i64(v)):gsub("LL$", "")) end
+        local vals = { 1e13, 1e14, 1e14 + 1, 100000000000002, 2 ^ 53 - 1, 2 ^ 53, 0, 1 }
+        for _ = 1, 5000 do
+            local v = math.floor(1e13 + math.random() * (2 ^ 53 - 1e13))
+            vals[#vals + 1] = v
+            vals[#vals + 1] = -v
+        end
+        for _, v in ipairs(vals) do
+            assert.equal(want(v), B.dec(v))
+            assert.equal(want(v), B.dec(i64(v)))
+        end
+        assert.are_not.equal(tostring(1e14 + 1), B.dec(1e14 + 1)) -- (why dec exists)
+        assert.equal("18446744073709551615", B.dec(ffi.new("uint64_t", 0) - 1))
+        assert.equal("-9223372036854775808", B.dec(-2 ^ 63))
+        assert.equal("12", B.dec("12"))
+        assert.equal("123456789012345678901234", B.dec(B.from("123456789012345678901234")))
+        assert.has_error(function() B.dec(1.5) end)
+        assert.has_error(function() B.dec(0 / 0) end)
+        assert.has_error(function() B.dec(1 / 0) end)
+        assert.has_error(function() B.dec("1e5") end)
+        assert.has_error(function() B.dec(nil) end)
+    end)
 end)
 
 describe("usage metadata and intent (LED-R-5, LED-R-6)", function()

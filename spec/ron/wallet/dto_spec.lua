@@ -69,6 +69,67 @@ describe("ron.wallet.dto text helpers", function()
         r = assert(dto.check("issue", { to = A, asset = "USD", amount = 5, nonce = 1 }))
         assert.equal("top_up", r.kind)
     end)
+
+    -- issue 24: a Lua number's own conversion keeps 14 significant digits, so nonces and
+    -- amounts of 15+ digits collapsed (v and v + 1 had one canonical form, one body hash).
+    -- A reference decimal written here (digit by digit, no string.format) for each value.
+    local function ref_dec(v)
+        local digits = {}
+        repeat
+            local d = v % 10
+            digits[#digits + 1] = string.char(48 + d)
+            v = (v - d) / 10
+        until v == 0
+        return string.reverse(table.concat(digits))
+    end
+    it("canonical forms are exact for every integer in 10^13..2^53-1 (property)", function()
+        local seed = 2403
+        print("wallet dto_spec: exact canon property, math.randomseed(" .. seed .. ")")
+        math.randomseed(seed)
+        local lo, hi = 1e13, dto.MAX_INT
+        local vals = { lo, 1e14, 1e14 + 1, 100000000000002, 1e15 - 1, 1e15, hi - 1, hi }
+        for _ = 1, 2000 do
+            -- uniform in the decade, then in the range: every digit count is exercised
+            local e = 13 + math.random(0, 2)
+            local v = math.floor(10 ^ e * (1 + 9 * math.random()))
+            vals[#vals + 1] = math.min(hi, math.max(lo, v))
+        end
+        for _, v in ipairs(vals) do
+            for _, w in ipairs { v, v == hi and v - 1 or v + 1 } do
+                local r = assert(dto.check("transfer", { from = A, to = B, asset = "USD",
+                                                          amount = w, nonce = w }))
+                local want = ref_dec(w)
+                assert.equal(want, (r.canon:match("\namount=(%d+)\n")), w)
+                assert.equal(want, (r.canon:match("\nnonce=(%d+)\n")), w)
+            end
+            local r1 = dto.check("transfer", { from = A, to = B, asset = "USD", amount = 1,
+                                               nonce = v })
+            local other = v == hi and v - 1 or v + 1
+            local r2 = dto.check("transfer", { from = A, to = B, asset = "USD", amount = 1,
+                                               nonce = other })
+            assert.are_not.equal(r1.canon, r2.canon, v)
+        end
+        -- the bound itself: 2^53 is refused (not exactly a JSON client's integer), with a
+        -- typed problem that names the exact bound
+        local _, p = dto.check("transfer", { from = A, to = B, asset = "USD", amount = 2 ^ 53,
+                                             nonce = 1 })
+        assert.equal("bad_number", p.code)
+        assert.equal("amount must be an integer in 1..9007199254740991", p.detail)
+    end)
+
+    it("query integers are decimal digits only, bounded", function()
+        assert.equal(16, dto.query_uint("16", 0, 100))
+        assert.equal(0, dto.query_uint("0", 0, 100))
+        assert.equal(dto.MAX_INT, dto.query_uint("9007199254740991", 0, dto.MAX_INT))
+        for _, bad in ipairs { "0x10", "1e2", "-1", "+1", " 1", "1 ", "", "1.0", "inf", "nan",
+                               "0X10", "101", "%31" } do
+            assert.is_nil(dto.query_uint(bad, 0, 100), bad)
+        end
+        for _, big in ipairs { "9007199254740992", "9007199254740993", "99999999999999999" } do
+            assert.is_nil(dto.query_uint(big, 0, dto.MAX_INT), big)
+        end
+        assert.is_nil(dto.query_uint("0", 1, 100))
+    end)
 end)
 
 describe("ron.wallet.dto decoder (inside the host)", function()
@@ -119,6 +180,13 @@ describe("ron.wallet.dto decoder (inside the host)", function()
             { '{"from":"' .. A .. '","asset":"USD","amount":9007199254740992,"nonce":2}', "bad_number", "amount" },
             { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":null}', "wrong_type", "memo" },
             { '{"from":"abc","asset":"USD","amount":1,"nonce":2}', "bad_string", "from" },
+            -- JSON, but not text (issue 24 §3): bad_string, not malformed_json
+            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":"\\ud800"}', "bad_string", "memo" },
+            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":"a\\udc00b"}', "bad_string", "memo" },
+            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":"\255\254"}', "bad_string", "memo" },
+            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":"\237\160\128"}', "bad_string", "memo" },
+            { '{"from":"' .. A .. '","asset":"USD","amount":9007199254740993,"nonce":2}', "bad_number", "amount" },
+            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":9007199254740992}', "bad_number", "nonce" },
             { '{"from":"' .. A:upper() .. '","asset":"USD","amount":1,"nonce":2}', "bad_uuid", "from" },
             { '{"from":"' .. A .. '","asset":"usd","amount":1,"nonce":2}', "bad_asset", "asset" },
             { '{"from":"' .. A .. '","asset":"EUR","amount":1,"nonce":2}', "unknown_asset", "asset" },

@@ -17,104 +17,19 @@ end
 local uv = require "luv"
 local cjson = require "cjson.safe"
 local acct = require "ron.accounting"
-local http = require "ron.accounting.daemon.http"
 local store_mod = require "ron.ledger.store"
-local L = require "ron.ledger.ledger"
 local service = require "ron.wallet.service"
+local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 local _ -- results a case does not read
 
-local OP, TA, TB = "operator-token.1", "account-a-token.2", "account-b-token.3"
-local A = "6f1e3c52-7d0b-4b8e-9a51-0c2f4e8d9a10"
-local B = "0a0b0c0d-0e0f-4101-8203-040506070809"
-local TOKENS = { [acct.b3hex(OP)] = "operator", [acct.b3hex(TA)] = A, [acct.b3hex(TB)] = B }
+local OP, TA, TB, A, B = F.OP, F.TA, F.TB, F.A, F.B
 
 print("wallet service_spec: math.randomseed(17)")
 math.randomseed(17)
 
 local post, get = S.http_post, S.http_get
-
-local function transfer(from, to, amount, nonce, asset)
-    return string.format('{"from":"%s","to":"%s","asset":"%s","amount":%d,"nonce":%d}', from, to,
-                         asset or "USD", amount, nonce)
-end
-local function issue(to, amount, nonce, kind)
-    return string.format('{"to":"%s","asset":"USD","amount":%d,"nonce":%d%s}', to, amount, nonce,
-                         kind and (',"kind":"' .. kind .. '"') or "")
-end
-
-local opened = {} -- the fixtures open in the running case
-
--- A store whose every call waits while gate.closed (a stalled ledger).
-local function gated(real, T, gate)
-    return setmetatable({}, { __index = function(_, k)
-        local f = real[k]
-        if type(f) ~= "function" then return f end
-        return function(_, ...)
-            while gate.closed do T.sleep(5) end
-            return f(real, ...)
-        end
-    end })
-end
-
--- The fixture: store (SQLite offloaded, path reused across "restarts"), engine, wallet,
--- daemon HTTP server. Returns ctx with port, w, close().
-local function open(task, path, wcfg, gate)
-    local s
-    if type(path) == "function" then s = assert(path()) -- a store factory (PostgreSQL)
-    else s = assert(store_mod.open { backend = "sqlite", path = path, offload = true }) end
-    local st = gate and gated(s, task, gate) or s
-    local led = L.new { store = st, book = "wallet", node = "spec",
-                        pause = function(n) task.sleep(n) end }
-    led:recover()
-    local o = { ledger = led, tokens = TOKENS, assets = { USD = 2 }, poll_ms = 10,
-                log = function() end }
-    for k, v in pairs(wcfg or {}) do o[k] = v end
-    local w = service.new(o)
-    w:start()
-    local m = assert(acct.open(S.cfg {}))
-    local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
-                                    max_body = 1048576,
-                                    runtime = { ready = function() return w:ready() end,
-                                                metrics_text = function()
-                                                    return w:metrics_text()
-                                                end } })
-    assert(S.eventually(task, function() return w.system_ready and w:ready() end, 5000))
-    local ctx = { port = srv:port(), w = w, led = led, store = s, gate = gate }
-    opened[#opened + 1] = ctx
-    function ctx.close()
-        ctx.closed = true
-        w:stop()
-        for _, h in ipairs(w.workers_h) do h:join(5000) end
-        w.feed_h:join(5000)
-        assert(S.eventually(task, function() return next(w.calls) == nil and w.n_reads == 0 end,
-                            5000))
-        srv:close()
-        m:close()
-        s:close()
-    end
-    return ctx
-end
-
--- Runs body(task) in S.run_task; whatever happens, the wallets it opened are closed (a
--- failed case must not leave the feed task running: the loop would never end).
-local function run(body)
-    S.run_task(function(task)
-        local ok, err = pcall(body, task)
-        for _, ctx in ipairs(opened) do
-            if ctx.gate then ctx.gate.closed = false end
-            if not ctx.closed then pcall(ctx.close) end
-        end
-        opened = {}
-        if not ok then error(err, 0) end
-    end)
-end
-
-local function setup_accounts(task, port)
-    for _, id in ipairs { A, B } do
-        local st, _, body = post(task, port, "/v1/accounts", OP, '{"account":"' .. id .. '"}')
-        assert.equal(200, st, body)
-    end
-end
+local transfer, issue, open, run, setup_accounts = F.transfer, F.issue, F.open, F.run,
+                                                   F.setup_accounts
 
 local function restart_case(path)
     return function()

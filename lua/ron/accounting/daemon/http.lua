@@ -16,6 +16,8 @@
 --       header_timeout_ms = 10000, body_timeout_ms = 30000,
 --                               -- connection limits and read deadlines (httpd.listen;
 --                               -- docs/ops/http.md, "Connections and deadlines")
+--       max_header_bytes = 16384, -- a larger request head: 431 (docs/ops/http.md, "The
+--                               -- first look")
 --       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... } }
 --   srv:port(); srv:close()
 --
@@ -23,6 +25,12 @@
 -- first whose method equals req.method and whose Lua pattern `path` matches req.path gets
 -- the request, with the httpd contract (return status, body[, ctype[, headers]], or
 -- nothing and req:respond(...) later). A path a route matches with another method: 405.
+-- An entry may carry errors = function(status, detail, headers, header) -> status, body,
+-- ctype, headers: the answers the server gives on its paths (404, 405 with Allow, the
+-- loopback reserve's 503, and httpd's refusals before any handler: 400, 413, 431 — header
+-- names the header at fault), so a service answers in its own format (the wallet's
+-- problem+json, issue 24 §3). An entry { path = pattern, errors = fn } without method and
+-- handler claims a namespace: its paths that no route takes are its 404s.
 --
 -- Routes: GET (or HEAD) /metrics  -> 200 Prometheus text 0.0.4: the meter's families, then
 --                                    the runtime's, merged so each family appears once
@@ -54,7 +62,7 @@ local OPTIONS = { meter = true, runtime = true, host = true, port = true, public
                   max_body = true, routes = true, metrics_public = true }
 -- passed through to httpd.listen as they are
 local LIMITS = { "max_conns", "max_conns_per_peer", "reserved_conns", "header_timeout_ms",
-                 "body_timeout_ms" }
+                 "body_timeout_ms", "max_header_bytes" }
 for _, k in ipairs(LIMITS) do OPTIONS[k] = true end
 
 -- The server's connection counters (srv:stats()) as Prometheus text.
@@ -151,26 +159,42 @@ end
 
 local ROUTES = { ["/metrics"] = true, ["/healthz"] = true, ["/readyz"] = true }
 
+-- The errors function of the first entry that matches path and has one, or nil.
+local function errors_of(routes, path)
+    for i = 1, #routes do
+        local r = routes[i]
+        if r.errors and match(path, r.path) then return r.errors end
+    end
+end
+
+-- An answer of the server itself on path: the path's owner shapes it, or plain text.
+local function server_answer(routes, path, status, text, headers)
+    local e = errors_of(routes, path)
+    if e then return e(status, text, headers) end
+    return status, text .. "\n", nil, headers
+end
+
 local function handler(o, loopback_only, holder)
     local meter, rt, routes = o.meter, o.runtime, o.routes or {}
     return function(req)
         local path, method = req.path, req.method
         if req.reserved and not ROUTES[path] then
-            return 503, "busy: this connection is in the loopback reserve (health probes "
-                        .. "and /metrics only)\n", nil, { ["Retry-After"] = "1" }
+            return server_answer(routes, path, 503, "busy: this connection is in the loopback "
+                                 .. "reserve (health probes and /metrics only)",
+                                 { ["Retry-After"] = "1" })
         end
         local allowed
         for i = 1, #routes do
             local r = routes[i]
-            if match(path, r.path) then
+            if r.method and match(path, r.path) then
                 if r.method == method then return r.handler(req) end
                 allowed = allowed and (allowed .. ", " .. r.method) or r.method
             end
         end
         if allowed and not ROUTES[path] then
-            return 405, "method not allowed\n", nil, { Allow = allowed }
+            return server_answer(routes, path, 405, "method not allowed", { Allow = allowed })
         end
-        if not ROUTES[path] then return 404, "not found\n" end
+        if not ROUTES[path] then return server_answer(routes, path, 404, "not found") end
         if loopback_only and not _M.is_loopback(req.peer or "") then
             return 403, "forbidden: loopback peers only (metrics_public = false)\n"
         end
@@ -201,10 +225,14 @@ function _M.serve(o)
     if o.routes ~= nil then
         if type(o.routes) ~= "table" then error("http.serve: routes must be a list", 2) end
         for i, r in ipairs(o.routes) do
-            if type(r) ~= "table" or type(r.method) ~= "string" or type(r.path) ~= "string"
-               or type(r.handler) ~= "function" then
+            local route = type(r) == "table" and type(r.method) == "string"
+                          and type(r.handler) == "function"
+            local namespace = type(r) == "table" and r.method == nil and r.handler == nil
+                              and type(r.errors) == "function"
+            if not (route or namespace) or type(r.path) ~= "string"
+               or (r.errors ~= nil and type(r.errors) ~= "function") then
                 error(format("http.serve: routes[%d] needs method, path (a Lua pattern) and "
-                             .. "handler", i), 2)
+                             .. "handler", i), 2) -- (or, a namespace: path and errors)
             end
         end
     end
@@ -217,6 +245,16 @@ function _M.serve(o)
     local holder = {}
     local lo = { host = host, port = port, max_body = o.max_body or _M.DEFAULT_MAX_BODY,
                  handler = handler(o, loopback_only, holder) }
+    local routes = o.routes or {}
+    for _, r in ipairs(routes) do
+        if r.errors then -- httpd's refusals before any handler, shaped by the path's owner
+            lo.refusal = function(path, status, detail, header)
+                local e = errors_of(routes, path)
+                if e then return e(status, detail, nil, header) end
+            end
+            break
+        end
+    end
     for _, k in ipairs(LIMITS) do lo[k] = o[k] end
     local ok, srv, err = pcall(httpd.listen, lo)
     if not ok then error(srv, 2) end -- misuse (a bad port) raises at the caller

@@ -274,6 +274,7 @@ function _M.start(cfg)
                                      reserved_conns = cfg.http_reserved_conns,
                                      header_timeout_ms = cfg.http_header_timeout_ms,
                                      body_timeout_ms = cfg.http_body_timeout_ms,
+                                     max_header_bytes = cfg.http_max_header_bytes,
                                      max_body = http_max_body(d), routes = http_routes(d) }
         else
             herr = http

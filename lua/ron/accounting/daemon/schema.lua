@@ -56,6 +56,7 @@ _M.DEFAULTS = {
     http_header_timeout_ms = 10000, -- a request head (or an idle keep-alive wait) longer
                                 -- than this: the connection is closed
     http_body_timeout_ms = 30000, -- the body must be complete within header + body timeout
+    http_max_header_bytes = 16384, -- a request head (request line and headers) larger: 431
     ingest = false,             -- POST /v1/records on `listen`: { tokens = { [b3hex of a
                                 -- token] = tenant }, ... } (ron.accounting.daemon.ingest)
     receiver = false,           -- the ledger receiver on `listen` (PUT/GET /v1/slices/...):
@@ -197,6 +198,7 @@ _M.CHECK = {
     http_reserved_conns = int_in(0, 16383),
     http_header_timeout_ms = int_in(10, 86400000),
     http_body_timeout_ms = int_in(10, 86400000),
+    http_max_header_bytes = int_in(1024, 262144),
     ingest = function(k, v)
         local ok, err = require("ron.accounting.daemon.ingest").check_config(v, k)
         if not ok then return bad("%s", err) end

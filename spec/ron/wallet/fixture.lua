@@ -1,0 +1,137 @@
+-- The wallet specs' fixture (not a spec: loaded with dofile by the *_spec.lua files of this
+-- directory, inside the host): a wallet service over the ledger engine on a real store, on
+-- the daemon's HTTP server (real sockets, port 0). Several wallets may share one store
+-- file or server (two nodes: one open per node, each with its own store handle, engine and
+-- node name).
+--
+--   local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
+--   F.run(function(task)
+--       local ctx = F.open(task, path_or_store_factory, wcfg?, gate?,
+--                          { node = "n2", http = { more http.serve options } }?)
+--       ctx.port, ctx.w (the service), ctx.led, ctx.store; ctx.close()
+--   end)
+--
+-- gate (optional): every store call waits while gate.closed (a stalled ledger); when
+-- gate.trip(name, ...) returns true after a call, the gate closes behind it (a saga held
+-- at a chosen step).
+local S = require "support"
+local acct = require "ron.accounting"
+local http = require "ron.accounting.daemon.http"
+local store_mod = require "ron.ledger.store"
+local L = require "ron.ledger.ledger"
+local service = require "ron.wallet.service"
+
+local F = {}
+
+F.OP, F.TA, F.TB = "operator-token.1", "account-a-token.2", "account-b-token.3"
+F.A = "6f1e3c52-7d0b-4b8e-9a51-0c2f4e8d9a10"
+F.B = "0a0b0c0d-0e0f-4101-8203-040506070809"
+F.TOKENS = { [acct.b3hex(F.OP)] = "operator", [acct.b3hex(F.TA)] = F.A,
+             [acct.b3hex(F.TB)] = F.B }
+
+-- Bodies (%d is exact for the integers of these specs: string.format converts through
+-- int64_t, not through the 14-digit number-to-string conversion).
+function F.transfer(from, to, amount, nonce, asset)
+    return string.format('{"from":"%s","to":"%s","asset":"%s","amount":%d,"nonce":%d}', from, to,
+                         asset or "USD", amount, nonce)
+end
+function F.issue(to, amount, nonce, kind)
+    return string.format('{"to":"%s","asset":"USD","amount":%d,"nonce":%d%s}', to, amount, nonce,
+                         kind and (',"kind":"' .. kind .. '"') or "")
+end
+
+local opened = {} -- the fixtures open in the running case
+
+function F.gated(real, T, gate)
+    return setmetatable({}, { __index = function(_, k)
+        local f = real[k]
+        if type(f) ~= "function" then return f end
+        return function(_, ...)
+            while gate.closed do T.sleep(5) end
+            local r = { f(real, ...) }
+            if gate.trip and gate.trip(k, ...) then
+                gate.trip = nil
+                gate.closed = true
+            end
+            return unpack(r, 1, table.maxn(r))
+        end
+    end })
+end
+
+-- The store of path (a SQLite file, offloaded) or of a factory (PostgreSQL).
+local function open_store(path)
+    if type(path) == "function" then return assert(path()) end
+    return assert(store_mod.open { backend = "sqlite", path = path, offload = true })
+end
+
+function F.open(task, path, wcfg, gate, o)
+    o = o or {}
+    local s = open_store(path)
+    local st = gate and F.gated(s, task, gate) or s
+    local led = L.new { store = st, book = "wallet", node = o.node or "spec",
+                        pause = function(n) task.sleep(n) end }
+    led:recover()
+    local cfg = { ledger = led, tokens = F.TOKENS, assets = { USD = 2 }, poll_ms = 10,
+                  log = function() end }
+    for k, v in pairs(wcfg or {}) do cfg[k] = v end
+    local w = service.new(cfg)
+    w:start()
+    local m = assert(acct.open(S.cfg {}))
+    local ho = { meter = m, port = 0, routes = w:routes(), max_body = 1048576,
+                 runtime = { ready = function() return w:ready() end,
+                             metrics_text = function() return w:metrics_text() end } }
+    for k, v in pairs(o.http or {}) do ho[k] = v end -- (connection limits)
+    local srv = assert(http.serve(ho))
+    assert(S.eventually(task, function() return w.system_ready and w:ready() end, 5000))
+    local ctx = { port = srv:port(), w = w, led = led, store = s, gate = gate, srv = srv }
+    opened[#opened + 1] = ctx
+    function ctx.close()
+        ctx.closed = true
+        w:stop()
+        for _, h in ipairs(w.workers_h) do h:join(5000) end
+        w.feed_h:join(5000)
+        assert(S.eventually(task, function() return next(w.calls) == nil and w.n_reads == 0 end,
+                            5000))
+        srv:close()
+        m:close()
+        s:close()
+    end
+    return ctx
+end
+
+-- Runs body(task) in S.run_task; whatever happens, the wallets it opened are closed (a
+-- failed case must not leave the feed task running: the loop would never end).
+function F.run(body)
+    S.run_task(function(task)
+        local ok, err = pcall(body, task)
+        for _, ctx in ipairs(opened) do
+            if ctx.gate then ctx.gate.closed = false end
+            if not ctx.closed then pcall(ctx.close) end
+        end
+        opened = {}
+        if not ok then error(err, 0) end
+    end)
+end
+
+-- A case on a fresh SQLite wallet with accounts A and B: it("...", F.fresh(function(task,
+-- ctx, port) ... end, wcfg?, o?)); the wallet is closed after fn.
+function F.fresh(fn, wcfg, o)
+    return function()
+        F.run(function(task)
+            local ctx = F.open(task, S.tmpname(".db"), wcfg, nil, o)
+            F.setup_accounts(task, ctx.port)
+            fn(task, ctx, ctx.port)
+            ctx.close()
+        end)
+    end
+end
+
+function F.setup_accounts(task, port, ids)
+    for _, id in ipairs(ids or { F.A, F.B }) do
+        local st, _, body = S.http_post(task, port, "/v1/accounts", F.OP,
+                                        '{"account":"' .. id .. '"}')
+        assert(st == 200, body)
+    end
+end
+
+return F
