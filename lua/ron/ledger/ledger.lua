@@ -26,6 +26,7 @@
 -- intent can never both pass their point of no return.
 local codec = require "ron.ledger.codec"
 local ledger = require "ron.ledger"
+local phases = require "ron.ledger.phases"
 
 local error = error
 local format = string.format
@@ -72,8 +73,8 @@ local RACE = {
 local MAX_INPUTS = 256
 local SELECT_LIMIT = 1024 -- a store's batch bound (sql.MAX_BATCH)
 local FIRST_PAGE = 32
-local CLAIM_PREFIX = rep("\255", 256)
-local EVENT_KIND = "transfer"
+local CLAIM_PREFIX = phases.CLAIM_PREFIX
+local EVENT_KIND = phases.EVENT_KIND
 
 local Ledger = {}
 Ledger.__index = Ledger
@@ -362,6 +363,10 @@ function Ledger:flush()
 end
 
 function Ledger:_acked(r, err, code)
+    if r and r._durable then -- its finalize flushed in the same call (LED-67)
+        r._durable = nil
+        return r, err, code
+    end
     if not self.flush_on_ack or (r == nil and (code == ERR.InvalidRequest
                                                or code == ERR.Unavailable)) then
         return r, err, code
@@ -767,14 +772,10 @@ function Ledger:_compensate(ctx)
     ctx.t, ctx.tbytes, ctx.tid, ctx.heads = nil, nil, nil, nil
 end
 
--- Claims the intent for ctx.sid: true, or false + a result to return.
-function Ledger:_claim(ctx)
-    local key = CLAIM_PREFIX .. ctx.req.intent
-    local claim = { status = "claimed", message = ctx.sid, body_hash = ctx.req.body_hash }
-    if self:_p("put_intent", key, claim) == 1 then return true end
-    local cur = self:_read("get_intent", key)
-    if cur and cur.message == ctx.sid then return true end
-    -- Another saga holds the intent: ours never reserved anything, drop it.
+-- Another saga holds the intent's claim (cur; the open phase, ron.ledger.phases): false + a
+-- result to return (its outcome, Conflict, Unavailable, or the answer of adopting it).
+function Ledger:_claim_lost(ctx, cur)
+    -- ours never reserved anything: drop its record (a saga driven again may have one)
     self:_p("delete_saga", ctx.sid)
     local final = self:_read("get_intent", ctx.req.intent)
     if final then return false, { self:_outcome(ctx.req, final) } end
@@ -818,22 +819,6 @@ function Ledger:_reject(ctx, err, code)
     self.stats.rejections = self.stats.rejections + 1
     if stored.status == "committed" then return self:_outcome(ctx.req, stored) end
     return nil, stored.message, stored.code
-end
-
--- Reserves t's inputs for sid: "full" or "partial" (count interpretation, LED-28).
-function Ledger:_reserve(ctx)
-    local ids = ctx.t.inputs
-    if #ids == 0 then return "full" end
-    local n = self:_p("reserve_postings", ids, ctx.sid)
-    if n == #ids then return "full" end
-    -- Partial or zero: the count alone does not say whether the rows are ours (a replay
-    -- after a lost reply counts 0). Read them.
-    local ours = 0
-    for _, p in ipairs(self:_p("get_postings", ids)) do
-        if p.status == "pending_inactive" and p.reservation == ctx.sid then ours = ours + 1 end
-    end
-    if ours == #ids then return "full" end
-    return "partial"
 end
 
 -- Takes the heads in sorted order; true, or false after waiting too long.
@@ -905,13 +890,8 @@ end
 
 function Ledger:_drive_body(ctx)
     local req = ctx.req
-    local prior = self:_read("get_intent", req.intent)
-    if prior then
-        self:_p("delete_saga", ctx.sid)
-        return self:_outcome(req, prior)
-    end
-    self:_save(ctx, "reserving")
-    local ok, res = self:_claim(ctx)
+    -- the prior outcome, the record and the claim: one phase (LED-67)
+    local ok, res = phases.open(self, ctx, saga_data(ctx))
     if not ok then return unpack(res, 1, table.maxn(res)) end
     for _ = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1
@@ -937,14 +917,15 @@ function Ledger:_drive_body(ctx)
                 ctx.t, ctx.tid = t, plan.transfer_id
                 ctx.tbytes = plan.bytes
                 ctx.heads = heads_of(t, consumed, accts)
-                self:_save(ctx, "reserving")
-                if self:_reserve(ctx) == "full" and self:_take_heads(ctx) then
+                -- the record, the inputs and the heads: one phase, all or none (LED-67)
+                if phases.reserve(self, ctx, saga_data(ctx)) == "full" then
                     local plan2, err2, code2 = self:_revalidate(ctx)
                     if plan2 then return self:_finalize(ctx) end
                     if code2 == ERR.Bug then error(err2) end
                     if not RACE[code2] then return self:_reject(ctx, err2, code2) end
+                    self:_compensate(ctx)
                 end
-                self:_compensate(ctx)
+                ctx.t, ctx.tbytes, ctx.tid, ctx.heads = nil, nil, nil, nil
             end
         end
         self.pause(1)
@@ -953,9 +934,14 @@ function Ledger:_drive_body(ctx)
     return fail(ERR.Unavailable, "postings or heads kept changing; retry")
 end
 
--- The point of no return and after: every step verified, every step idempotent
--- (LED-31). Also what recover() runs for a saga found in phase finalizing.
-function Ledger:_finalize(ctx)
+-- The finalize: one phase (ron.ledger.phases, LED-67); also what recover() runs for a saga
+-- found in phase finalizing.
+function Ledger:_finalize(ctx) return phases.finalize(self, ctx) end
+
+-- The finalize step by step, for a state that holds part of one (an older binary's record
+-- in phase finalizing): past the point of no return, every step verified, every step
+-- idempotent (LED-31).
+function Ledger:_finalize_steps(ctx)
     local t, tid, sid = ctx.t, ctx.tid, ctx.sid
     if ctx.phase ~= "finalizing" then self:_save(ctx, "finalizing") end
     -- 1. consume: every input Inactive, consumed by this transfer (the double-spend guard).
@@ -1029,12 +1015,18 @@ function Ledger:_finalize(ctx)
         self:_p("release_head", h.account, h.asset, sid)
     end
     self:_p("delete_saga", sid)
+    return self:_committed(ctx, ev)
+end
+
+-- The receipt of a committed transfer (its event ev); durable: its finalize flushed.
+function Ledger:_committed(ctx, ev, durable)
     self.stats.commits = self.stats.commits + 1
     if self.audit then
-        self.audit { kind = "transfer", transfer_id = tid, intent = t.intent,
+        self.audit { kind = "transfer", transfer_id = ctx.tid, intent = ctx.t.intent,
                      event_seq = ev.seq, book = self.book }
     end
-    return { transfer_id = tid, status = "committed", event_seq = ev.seq, replayed = false }
+    return { transfer_id = ctx.tid, status = "committed", event_seq = ev.seq, replayed = false,
+             _durable = durable or nil }
 end
 
 -- ---- the batch path (LED-51..LED-56) ----

@@ -516,7 +516,8 @@ function M.random(opts)
             if BATCH[name] and type(arg) == "table" and R() < opts.p_partial then
                 return { limit = R(#arg + 1) - 1 }
             end
-            if co and mine[co] then coroutine.yield() end
+            -- a phase is one transaction: no other saga runs inside it (LED-67)
+            if co and mine[co] and not store.in_apply then coroutine.yield() end
         else
             if R() < opts.p_crash then error(CRASH, 0) end
             if R() < opts.p_err then return { err = "reply lost", class = "io" } end
