@@ -821,31 +821,6 @@ function Ledger:_reject(ctx, err, code)
     return nil, stored.message, stored.code
 end
 
--- Takes the heads in sorted order; true, or false after waiting too long.
-function Ledger:_take_heads(ctx)
-    ctx.held = 0
-    for i, h in ipairs(ctx.heads) do
-        self:_p("ensure_head", h.account, h.asset)
-        local got = false
-        for w = 1, self.head_waits do
-            if self:_p("acquire_head", h.account, h.asset, ctx.sid) == 1 then
-                got = true
-                break
-            end
-            local cur = self:_p("get_heads", { h })[1]
-            if cur and cur.holder == ctx.sid then
-                got = true
-                break
-            end
-            self.stats.head_waits = self.stats.head_waits + 1
-            self.pause(w)
-        end
-        if not got then return false end
-        ctx.held = i
-    end
-    return true
-end
-
 -- The last step before the point of no return (LED-30): re-read accounts, consumed
 -- postings and balances, and validate against them.
 function Ledger:_revalidate(ctx)
@@ -918,7 +893,7 @@ function Ledger:_drive_body(ctx)
                 ctx.tbytes = plan.bytes
                 ctx.heads = heads_of(t, consumed, accts)
                 -- the record, the inputs and the heads: one phase, all or none (LED-67)
-                if phases.reserve(self, ctx, saga_data(ctx)) == "full" then
+                if phases.reserve(self, ctx, saga_data(ctx), t.inputs) == "full" then
                     local plan2, err2, code2 = self:_revalidate(ctx)
                     if plan2 then return self:_finalize(ctx) end
                     if code2 == ERR.Bug then error(err2) end
@@ -1054,20 +1029,10 @@ end
 -- is rejected deterministically gets its stored rejection and leaves the view unchanged; a
 -- request that meets reservations in flight on a short pair (a race) is handed over: after
 -- the batch it is driven by the single path (which retries, or answers Unavailable).
-local BATCH_IDS = 1024    -- ids, keys, pairs per call (sql.MAX_BATCH)
-local BATCH_POSTINGS = 512 -- postings per insert (sql.MAX_POSTINGS)
+local BATCH_IDS = phases.BATCH_IDS           -- ids, keys, pairs per call (sql.MAX_BATCH)
+local BATCH_POSTINGS = phases.BATCH_POSTINGS -- postings per insert (sql.MAX_POSTINGS)
 local BATCH_QUERIES = 128 -- get_postings_by_pairs queries per call
-local BATCH_PARAMS = 6000 -- store_transfers parameters per call
-
-local function slices(list, n)
-    local out = {}
-    for i = 1, #list, n do
-        local c = {}
-        for j = i, math.min(#list, i + n - 1) do c[#c + 1] = list[j] end
-        out[#out + 1] = c
-    end
-    return out
-end
+local slices, rec_chunks = phases.slices, phases.rec_chunks
 
 -- A write primitive over a list, chunked: the sum of the counts.
 function Ledger:_pw(name, list, n, ...)
@@ -1391,7 +1356,7 @@ end
 
 -- The claims, at once; a short count is read back (a lost reply, a partial batch, or
 -- another saga's claim). -> the members another saga holds (the single path takes them).
-function Ledger:_claim_batch(ctx)
+function Ledger:_claim_batch(ctx, record)
     local function claim_of(e)
         return { key = CLAIM_PREFIX .. e.req.intent,
                  outcome = { status = "claimed", message = e.sid, body_hash = e.req.body_hash } }
@@ -1399,7 +1364,14 @@ function Ledger:_claim_batch(ctx)
     local claims = {}
     for i, e in ipairs(ctx.batch) do claims[i] = claim_of(e) end
     local lost = {}
-    if self:_pw("put_intents", claims, BATCH_IDS) == #claims then return lost end
+    -- the record and the claims: one phase (a claim never exists without a record that
+    -- names its member, LED-67)
+    ctx.phase = "reserving"
+    local ops = { { "save_saga", ctx.sid, "reserving", record, self.node } }
+    for _, c in ipairs(slices(claims, BATCH_IDS)) do ops[#ops + 1] = { "put_intents", c } end
+    local res, n = phases.apply(self, ops), 0
+    for k = 2, #ops do n = n + res[k][1] end
+    if n == #claims then return lost end
     local ks = {}
     for i, c in ipairs(claims) do ks[i] = c.key end
     for round = 1, self.max_attempts + 1 do
@@ -1425,13 +1397,11 @@ function Ledger:_batch_body(ctx, results, later)
     local claimed = false
     for _ = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1
-        -- plan (reads only), the record, then the claims: a claim never exists without a
-        -- record that names its member
+        -- plan (reads only), then the record and the claims
         self:_plan_batch(ctx)
-        self:_save_batch(ctx, "reserving")
         if not claimed then
             claimed = true
-            local lost = self:_claim_batch(ctx)
+            local lost = self:_claim_batch(ctx, batch_data(ctx, "reserving"))
             if #lost > 0 then
                 local gone, keep = {}, {}
                 for _, e in ipairs(lost) do gone[e] = true end
@@ -1448,27 +1418,18 @@ function Ledger:_batch_body(ctx, results, later)
                     return true
                 end
                 self:_plan_batch(ctx)
-                self:_save_batch(ctx, "reserving")
             end
         end
+        -- the record with the plan, the store's postings it consumes and the heads: one
+        -- phase, all or none (LED-67)
         local ids = {}
         for i, x in ipairs(ctx.ins) do ids[i] = x.id end
-        local reserved = true
-        if #ids > 0 and self:_pw("reserve_postings", ids, BATCH_IDS, ctx.sid) ~= #ids then
-            local ours = 0
-            for _, p in ipairs(self:_list_read("get_postings", ids, BATCH_IDS)) do
-                if p.status == "pending_inactive" and p.reservation == ctx.sid then
-                    ours = ours + 1
-                end
-            end
-            reserved = ours == #ids
-        end
-        if reserved and self:_take_heads(ctx) then
+        if phases.reserve(self, ctx, batch_data(ctx, "reserving"), ids) == "full" then
             local ok, err = self:_revalidate_batch(ctx)
             if ok then return self:_finalize_batch(ctx, results, later) end
             if err then error(err) end
+            self:_give_back_batch(ctx)
         end
-        self:_give_back_batch(ctx)
         self.pause(1)
     end
     -- Still racing: the saga stays (reserving, holding nothing) for a retry or recover().
@@ -1776,12 +1737,72 @@ function Ledger:_together(f, g)
 end
 
 function Ledger:_finalize_batch(ctx, results, later)
-    local sid, items = ctx.sid, ctx.items
-    if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
+    return phases.finalize_batch(self, ctx, results, later)
+end
+
+-- The rows a batch's finalize writes: the store's postings it consumes (each by its own
+-- transfer), every output (one a later transfer of the batch spends inserted consumed, in
+-- the order of the balance rows, LED-56), the transfer records, the intents' outcomes
+-- (committed, and the deterministic rejections) and the events, gapless and consecutive in
+-- the batch's order (LED-22, LED-33).
+function Ledger:_batch_rows(ctx)
+    local items = ctx.items
     local mine = {}
     for _, it in ipairs(items) do mine[it.tid] = it end
+    local chained = {}
+    for _, it in ipairs(items) do
+        for _, ref in ipairs(it.t.inputs) do
+            if mine[ref.transfer_id] then chained[pkey(ref)] = it.tid end
+        end
+    end
+    local outs, oids = {}, {}
+    for _, it in ipairs(items) do
+        for i = 1, #it.t.outputs do
+            local o = ledger.output_posting(it.t, it.tid, i)
+            local by = chained[pkey(o.id)]
+            if by then o.status, o.consumed_by = "inactive", by end
+            outs[#outs + 1] = o
+        end
+    end
+    -- in the order of the balance rows their insert trigger updates (account, asset, shard):
+    -- two batches inserting at once lock the hot rows (revenue, a shared source) in the same
+    -- order, so they wait for each other instead of deadlocking (PostgreSQL detects a
+    -- deadlock only after deadlock_timeout, 1 s by default)
+    for _, o in ipairs(outs) do o.sort_key = row_key(o) end
+    sort(outs, by_sort_key)
+    for i, o in ipairs(outs) do
+        o.sort_key = nil
+        oids[i] = o.id
+    end
+    local recs, outcomes, expect, events = {}, {}, {}, {}
+    for i, it in ipairs(items) do
+        recs[i] = { rec = { id = it.tid, bytes = it.tbytes, intent = it.t.intent, book = self.book,
+                            created_at_ms = ctx.created_at_ms, metadata = it.t.metadata },
+                    involved = self:_involved(it.t) }
+        outcomes[i] = { key = it.t.intent, outcome = { status = "committed",
+                        transfer_id = it.tid, body_hash = it.e.req.body_hash } }
+        expect[it.t.intent] = it.tid
+        events[i] = { transfer_id = it.tid, kind = EVENT_KIND,
+                      data = codec.encode { intent = it.t.intent, kind = "commit" } }
+    end
+    for _, x in ipairs(ctx.rejects or {}) do
+        outcomes[#outcomes + 1] = { key = x.e.req.intent, outcome = { status = "rejected",
+                                    code = x.code, message = x.err,
+                                    body_hash = x.e.req.body_hash } }
+    end
+    return { ins = store_inputs(items), outs = outs, oids = oids, recs = recs,
+             outcomes = outcomes, expect = expect, events = events, chained = chained }
+end
+
+-- The finalize of a batch step by step (a state that holds part of one: an older binary's
+-- record in phase finalizing, or a store that cut a batch's statement short): past the
+-- point of no return, every step one batched statement (chunked at the stores' bounds),
+-- every end-state verified by counts or read back, every step idempotent (LED-31).
+function Ledger:_finalize_batch_steps(ctx, results, later, rows)
+    local sid = ctx.sid
+    if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
     -- 1. consume the store's postings, each by its own transfer (the double-spend guard)
-    local ins = store_inputs(items)
+    local ins = rows.ins
     if #ins > 0 then
         local ids = {}
         for i, x in ipairs(ins) do ids[i] = x.id end
@@ -1807,34 +1828,8 @@ function Ledger:_finalize_batch(ctx, results, later)
             end
         end
     end
-    -- 2. every output; one a later transfer of the batch spends is inserted consumed
-    local chained = {}
-    for _, it in ipairs(items) do
-        for _, ref in ipairs(it.t.inputs) do
-            if mine[ref.transfer_id] then chained[pkey(ref)] = it.tid end
-        end
-    end
-    for _ in pairs(chained) do self.stats.chained = (self.stats.chained or 0) + 1 end
-    local outs, oids = {}, {}
-    for _, it in ipairs(items) do
-        for i = 1, #it.t.outputs do
-            local o = ledger.output_posting(it.t, it.tid, i)
-            local by = chained[pkey(o.id)]
-            if by then o.status, o.consumed_by = "inactive", by end
-            outs[#outs + 1] = o
-            oids[#oids + 1] = o.id
-        end
-    end
-    -- in the order of the balance rows their insert trigger updates (account, asset, shard):
-    -- two batches inserting at once lock the hot rows (revenue, a shared source) in the same
-    -- order, so they wait for each other instead of deadlocking (PostgreSQL detects a
-    -- deadlock only after deadlock_timeout, 1 s by default)
-    for _, o in ipairs(outs) do o.sort_key = row_key(o) end
-    sort(outs, by_sort_key)
-    for i, o in ipairs(outs) do
-        o.sort_key = nil
-        oids[i] = o.id
-    end
+    -- 2. every output; 3. the transfer records
+    local outs, oids, recs = rows.outs, rows.oids, rows.recs
     local function write_outputs()
         self:_write_all(outs,
             function(list) return self:_pw("insert_postings", list, BATCH_POSTINGS) end,
@@ -1850,26 +1845,9 @@ function Ledger:_finalize_batch(ctx, results, later)
                 return missing
             end, "outputs of batch " .. sid .. " missing after insert")
     end
-    -- 3. the transfer records (chunked by the parameter budget)
-    local recs = {}
-    for i, it in ipairs(items) do
-        local involved = self:_involved(it.t)
-        recs[i] = { rec = { id = it.tid, bytes = it.tbytes, intent = it.t.intent, book = self.book,
-                            created_at_ms = ctx.created_at_ms, metadata = it.t.metadata },
-                    involved = involved }
-    end
     local function store_recs(list)
-        local n, chunk, params = 0, {}, 0
-        for _, r in ipairs(list) do
-            local cost = 6 + 2 * #r.involved
-            if #chunk > 0 and params + cost > BATCH_PARAMS then
-                n = n + self:_p("store_transfers", chunk)
-                chunk, params = {}, 0
-            end
-            chunk[#chunk + 1] = r
-            params = params + cost
-        end
-        if #chunk > 0 then n = n + self:_p("store_transfers", chunk) end
+        local n = 0
+        for _, chunk in ipairs(rec_chunks(list)) do n = n + self:_p("store_transfers", chunk) end
         return n
     end
     local function write_recs()
@@ -1890,16 +1868,7 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- events at once: see _together
     self:_together(write_outputs, write_recs)
     -- 4. the intents' outcomes: committed, and the deterministic rejections
-    local outs_i, expect = {}, {}
-    for _, it in ipairs(items) do
-        outs_i[#outs_i + 1] = { key = it.t.intent, outcome = { status = "committed",
-                                transfer_id = it.tid, body_hash = it.e.req.body_hash } }
-        expect[it.t.intent] = it.tid
-    end
-    for _, x in ipairs(ctx.rejects or {}) do
-        outs_i[#outs_i + 1] = { key = x.e.req.intent, outcome = { status = "rejected",
-                                code = x.code, message = x.err, body_hash = x.e.req.body_hash } }
-    end
+    local outs_i, expect = rows.outcomes, rows.expect
     -- what the store holds for the batch's intents after a short count (a rejection replayed
     -- over an earlier outcome answers that outcome, below)
     local stored = {}
@@ -1924,13 +1893,8 @@ function Ledger:_finalize_batch(ctx, results, later)
             end, "outcomes of batch " .. sid .. " not stored")
     end
     -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33)
-    local evlist = {}
-    for i, it in ipairs(items) do
-        evlist[i] = { transfer_id = it.tid, kind = EVENT_KIND,
-                      data = codec.encode { intent = it.t.intent, kind = "commit" } }
-    end
     local evs = {}
-    local pending = evlist
+    local pending = rows.events
     local function write_events()
         for _ = 1, self.max_attempts * 4 do
             if #pending == 0 then break end
@@ -1966,9 +1930,7 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- 6. members handed over to the single path: their own saga records before this one
     -- goes (a crash then leaves each recoverable on its own)
     for _, x in ipairs(ctx.handover or {}) do
-        self.stats.handovers = (self.stats.handovers or 0) + 1
-        self:_p("save_saga", x.e.sid, "reserving",
-                codec.encode { req = x.e.req, created_at_ms = ctx.created_at_ms }, self.node)
+        self:_p("save_saga", x.e.sid, "reserving", self:_member_record(ctx, x.e), self.node)
     end
     -- 7. heads back, record gone
     for i = #(ctx.heads or {}), 1, -1 do
@@ -1976,6 +1938,21 @@ function Ledger:_finalize_batch(ctx, results, later)
         self:_p("release_head", h.account, h.asset, sid)
     end
     self:_p("delete_saga", sid)
+    return self:_batch_done(ctx, results, later, evs, stored, rows)
+end
+
+-- A member's own saga record (phase reserving: its request; the single path drives it).
+function Ledger:_member_record(ctx, e)
+    return codec.encode { req = e.req, created_at_ms = ctx.created_at_ms }
+end
+
+-- The answers of a finalized batch (evs: its events by transfer id; stored: the outcomes
+-- read back after a short count, a rejection replayed over an earlier outcome answers that;
+-- rows: _batch_rows').
+function Ledger:_batch_done(ctx, results, later, evs, stored, rows)
+    local items = ctx.items
+    for _ in pairs(rows.chained) do self.stats.chained = (self.stats.chained or 0) + 1 end
+    self.stats.handovers = (self.stats.handovers or 0) + #(ctx.handover or {})
     self.stats.commits = self.stats.commits + #items
     self.stats.rejections = self.stats.rejections + #(ctx.rejects or {})
     for _, it in ipairs(items) do

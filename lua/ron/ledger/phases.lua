@@ -28,6 +28,39 @@ local _M = {}
 _M.CLAIM_PREFIX = string.rep("\255", 256)
 local EVENT_KIND = "transfer"
 
+-- The stores' bounds per primitive call (ron.ledger.store.sql): a batch's lists are chunked.
+local BATCH_IDS = 1024       -- ids, keys, pairs per call (sql.MAX_BATCH)
+local BATCH_POSTINGS = 512   -- postings per insert (sql.MAX_POSTINGS)
+local BATCH_PARAMS = 6000    -- store_transfers parameters per call
+_M.BATCH_IDS, _M.BATCH_POSTINGS = BATCH_IDS, BATCH_POSTINGS
+
+local function slices(list, n)
+    local out = {}
+    for i = 1, #list, n do
+        local c = {}
+        for j = i, math.min(#list, i + n - 1) do c[#c + 1] = list[j] end
+        out[#out + 1] = c
+    end
+    return out
+end
+_M.slices = slices
+
+-- The transfer records in chunks of the parameter budget (store_transfers' bound).
+function _M.rec_chunks(list)
+    local out, chunk, params = {}, {}, 0
+    for _, r in ipairs(list) do
+        local cost = 6 + 2 * #r.involved
+        if #chunk > 0 and params + cost > BATCH_PARAMS then
+            out[#out + 1] = chunk
+            chunk, params = {}, 0
+        end
+        chunk[#chunk + 1] = r
+        params = params + cost
+    end
+    if #chunk > 0 then out[#out + 1] = chunk end
+    return out
+end
+
 -- One phase, retried while the store answers "retry" (nothing applied) or "io" (maybe
 -- applied, the reply lost). -> res, maybe: maybe is true when an earlier attempt may have
 -- committed, so a missed guard may be the phase's own effect (the caller reads back). A
@@ -70,10 +103,11 @@ end
 
 -- ---- reserve: inputs and heads, all or none (LED-28, LED-29) ----
 
-local function reserve_ops(led, ctx, record)
+local function reserve_ops(led, ctx, record, ids)
     local ops = { { "save_saga", ctx.sid, "reserving", record, led.node } }
-    local ids = ctx.t.inputs
-    if #ids > 0 then ops[2] = { "reserve_postings", ids, ctx.sid, expect = #ids } end
+    for _, c in ipairs(slices(ids, BATCH_IDS)) do
+        ops[#ops + 1] = { "reserve_postings", c, ctx.sid, expect = #c }
+    end
     for _, h in ipairs(ctx.heads) do
         ops[#ops + 1] = { "ensure_head", h.account, h.asset }
         ops[#ops + 1] = { "acquire_head", h.account, h.asset, ctx.sid, expect = 1, head = true }
@@ -81,16 +115,21 @@ local function reserve_ops(led, ctx, record)
     return ops
 end
 
--- Everything the phase takes is ctx's: its earlier attempt committed (the reply was lost).
-local function all_ours(led, ctx)
-    local ids = ctx.t.inputs
-    if #ids > 0 then
-        local got = led:_p("get_postings", ids)
-        if #got ~= #ids then return false end
+-- Every posting of ids is PendingInactive and reserved by sid.
+local function reserved_by(led, sid, ids)
+    for _, c in ipairs(slices(ids, BATCH_IDS)) do
+        local got = led:_p("get_postings", c)
+        if #got ~= #c then return false end
         for _, p in ipairs(got) do
-            if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then return false end
+            if p.status ~= "pending_inactive" or p.reservation ~= sid then return false end
         end
     end
+    return true
+end
+
+-- Everything the phase takes is ctx's: its earlier attempt committed (the reply was lost).
+local function all_ours(led, ctx, ids)
+    if not reserved_by(led, ctx.sid, ids) then return false end
     if #ctx.heads > 0 then
         local hs = led:_p("get_heads", ctx.heads)
         for i = 1, #ctx.heads do
@@ -100,18 +139,23 @@ local function all_ours(led, ctx)
     return true
 end
 
--- -> "full" (ctx.sid holds every input and head), "taken" (an input is not Active: resolve
--- again) or "held" (another saga holds a head, still after waiting: resolve again). Nothing
--- is held unless "full". A head held by another saga is waited for (pause), the phase
--- tried again: meanwhile this saga holds nothing.
-function _M.reserve(led, ctx, record)
-    local ops = reserve_ops(led, ctx, record)
+-- The record, the reservation of ids (the inputs of ctx's transfer, or a batch's store
+-- postings) and ctx.heads, in sorted order: -> "full" (ctx.sid holds every one), "taken"
+-- (an input is not Active: plan again) or "held" (another saga holds a head, still after
+-- waiting: plan again). Nothing is held unless "full": a head held by another saga is
+-- waited for (pause) holding nothing, and the phase tried again.
+function _M.reserve(led, ctx, record, ids)
+    ctx.phase = "reserving"
+    local ops = reserve_ops(led, ctx, record, ids)
     for w = 1, led.head_waits + 1 do
         local res, maybe = _M.apply(led, ops)
         if res.ok then return "full" end
         if maybe then
-            if all_ours(led, ctx) then return "full" end
-            led:_compensate { sid = ctx.sid, t = ctx.t, heads = ctx.heads }
+            if all_ours(led, ctx, ids) then return "full" end
+            for _, c in ipairs(slices(ids, BATCH_IDS)) do
+                led:_compensate { sid = ctx.sid, t = { inputs = c } }
+            end
+            led:_compensate { sid = ctx.sid, heads = ctx.heads }
         end
         if not ops[res.at].head then return "taken" end
         if w > led.head_waits then break end
@@ -140,9 +184,9 @@ local function finalize_ops(led, ctx)
                                                 body_hash = ctx.req.body_hash }, expect = 1 }
     for i = #(ctx.heads or {}), 1, -1 do
         local h = ctx.heads[i]
-        ops[#ops + 1] = { "release_head", h.account, h.asset, sid }
+        ops[#ops + 1] = { "release_head", h.account, h.asset, sid, tail = true }
     end
-    ops[#ops + 1] = { "delete_saga", sid }
+    ops[#ops + 1] = { "delete_saga", sid, tail = true }
     -- last: the book's seq is the one hot row every commit takes (PostgreSQL locks it
     -- here, for the shortest time, ron.ledger.store.pg_phase)
     ops[#ops + 1] = { "append_event", led.book, tid, EVENT_KIND,
@@ -152,25 +196,27 @@ local function finalize_ops(led, ctx)
     return ops
 end
 
-local function inputs_ours(led, ctx)
-    local ids = ctx.t.inputs
-    if #ids == 0 then return true end
-    local got = led:_p("get_postings", ids)
-    if #got ~= #ids then return false end
-    for _, p in ipairs(got) do
-        if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then return false end
+
+-- Nothing of a finalize is in the store yet: its inputs (the store's, ids) are all still
+-- reserved by sid, or, without inputs, none of its outputs (oids) exists. (A finalize that
+-- went step by step consumes every input before it inserts an output.)
+local function untouched(led, sid, ids, oids)
+    if #ids > 0 then return reserved_by(led, sid, ids) end
+    for _, c in ipairs(slices(oids, BATCH_IDS)) do
+        if #led:_p("get_postings", c) > 0 then return false end
     end
     return true
 end
 
 -- -> the receipt. A missed guard means nothing of this call applied: the transfer was
 -- committed before (a lost reply: its intent says so), or the event's seq was taken by a
--- racing append (tried again), or the inputs are all still ours (tried again), or the state
--- holds part of a finalize that went step by step (an older binary's record, or a store
--- that cut a batch short): rolled forward step by step, every step verified.
+-- racing append, or nothing of it is in the store yet (tried again), or the state holds
+-- part of a finalize that went step by step (an older binary's record in phase
+-- finalizing): rolled forward step by step, every step verified.
 function _M.finalize(led, ctx)
     local ops = finalize_ops(led, ctx)
     local flush = led.flush_on_ack
+    local oids
     for _ = 1, led.max_attempts * 4 do
         local res = _M.apply(led, ops, { flush = flush })
         if res.ok then
@@ -181,13 +227,85 @@ function _M.finalize(led, ctx)
             local cur = led:_read("get_intent", ctx.t.intent)
             if cur and cur.status == "committed" and cur.transfer_id == ctx.tid then
                 local ev = led:_read("get_event", led.book, ctx.tid, EVENT_KIND)
-                if ev then return led:_committed(ctx, ev, false) end
+                if ev then
+                    -- the heads and the record went with it, unless a step-by-step
+                    -- finalize stopped after its event
+                    local tail = {}
+                    for _, op in ipairs(ops) do if op.tail then tail[#tail + 1] = op end end
+                    _M.apply(led, tail)
+                    return led:_committed(ctx, ev, false)
+                end
             end
-            if not inputs_ours(led, ctx) then return led:_finalize_steps(ctx) end
+            if not oids then
+                oids = {}
+                for i = 1, #ctx.t.outputs do oids[i] = { transfer_id = ctx.tid, index = i - 1 } end
+            end
+            if not untouched(led, ctx.sid, ctx.t.inputs, oids) then
+                return led:_finalize_steps(ctx)
+            end
         end
         led.pause(1)
     end
     return led:_finalize_steps(ctx)
+end
+
+-- ---- a batch's finalize (LED-53, LED-67) ----
+
+local function batch_finalize_ops(led, ctx, rows)
+    local sid, ops = ctx.sid, {}
+    for _, c in ipairs(slices(rows.ins, BATCH_IDS)) do
+        ops[#ops + 1] = { "deactivate_many", c, sid, expect = #c }
+    end
+    for _, c in ipairs(slices(rows.outs, BATCH_POSTINGS)) do
+        ops[#ops + 1] = { "insert_postings", c, expect = #c }
+    end
+    for _, c in ipairs(_M.rec_chunks(rows.recs)) do
+        ops[#ops + 1] = { "store_transfers", c, expect = #c }
+    end
+    for _, c in ipairs(slices(rows.outcomes, BATCH_IDS)) do
+        ops[#ops + 1] = { "put_intents", c, expect = #c }
+    end
+    -- the members handed over to the single path get their own records
+    for _, x in ipairs(ctx.handover or {}) do
+        ops[#ops + 1] = { "save_saga", x.e.sid, "reserving", led:_member_record(ctx, x.e),
+                          led.node }
+    end
+    for i = #(ctx.heads or {}), 1, -1 do
+        local h = ctx.heads[i]
+        ops[#ops + 1] = { "release_head", h.account, h.asset, sid }
+    end
+    ops[#ops + 1] = { "delete_saga", sid }
+    for _, c in ipairs(slices(rows.events, BATCH_IDS)) do
+        ops[#ops + 1] = { "append_events", led.book, c, expect = #c, event = c }
+    end
+    return ops
+end
+
+-- -> the batch's answers (Ledger:_batch_done). One phase: what the batch consumes, creates,
+-- stores and appends, its members' records and its own record's deletion; a missed guard
+-- is handled as the single finalize's (a racing event seq, or its store postings still
+-- ours: again; else step by step).
+function _M.finalize_batch(led, ctx, results, later)
+    local rows = led:_batch_rows(ctx)
+    local ops = batch_finalize_ops(led, ctx, rows)
+    local ids = {}
+    for i, x in ipairs(rows.ins) do ids[i] = x.id end
+    for _ = 1, led.max_attempts * 4 do
+        local res = _M.apply(led, ops)
+        if res.ok then
+            local evs = {}
+            for k, op in ipairs(ops) do
+                if op.event then
+                    local first = res[k][2]
+                    for j, x in ipairs(op.event) do evs[x.transfer_id] = { seq = first + j - 1 } end
+                end
+            end
+            return led:_batch_done(ctx, results, later, evs, {}, rows)
+        end
+        if not ops[res.at].event and not untouched(led, ctx.sid, ids, rows.oids) then break end
+        led.pause(1)
+    end
+    return led:_finalize_batch_steps(ctx, results, later, rows)
 end
 
 _M.EVENT_KIND = EVENT_KIND

@@ -628,7 +628,18 @@ function M.random(opts)
             elseif not ok and rep ~= CRASH then
                 error(format("seed %d: recover raised %s", seed, tostring(rep)))
             end
-            if attempt == 50 then error(format("seed %d: recovery never converged", seed)) end
+            if attempt == 50 then
+                local why = {}
+                for _, sg in ipairs(store:list_pending_sagas()) do
+                    why[#why + 1] = sg.id .. " " .. sg.phase
+                end
+                for _, x in ipairs(ok and rep or {}) do
+                    why[#why + 1] = format("recovered %s %s ok=%s %s", tostring(x.id),
+                                           tostring(x.phase), tostring(x.ok), tostring(x.err))
+                end
+                error(format("seed %d: recovery never converged: %s", seed,
+                             table.concat(why, "; ")))
+            end
         end
         stats.verifies = stats.verifies + 1
         local vok, verr = M.verify(store, "main", answers)
