@@ -27,6 +27,7 @@
 local codec = require "ron.ledger.codec"
 local ledger = require "ron.ledger"
 local phases = require "ron.ledger.phases"
+local view = require "ron.ledger.view"
 
 local error = error
 local format = string.format
@@ -71,8 +72,7 @@ local RACE = {
 }
 
 local MAX_INPUTS = 256
-local SELECT_LIMIT = 1024 -- a store's batch bound (sql.MAX_BATCH)
-local FIRST_PAGE = 32
+local SELECT_LIMIT, FIRST_PAGE = view.SELECT_LIMIT, view.FIRST_PAGE
 local CLAIM_PREFIX = phases.CLAIM_PREFIX
 local EVENT_KIND = phases.EVENT_KIND
 
@@ -395,33 +395,17 @@ function Ledger:_new_sid()
 end
 
 function Ledger:_run(req)
-    return guard(nil, function()
-        local prior = self:_read("get_intent", req.intent)
-        if prior then return self:_outcome(req, prior) end
-        return self:_drive(self:_new_sid(), req)
-    end)
+    -- (the prior outcome is read by the saga's open phase, with its claim: LED-67)
+    return guard(nil, self._drive, self, self:_new_sid(), req)
 end
 
 -- ---- resolve (read only): request -> transfer, or a deterministic rejection ----
 
 -- Returns t, info or nil, err, code (a rejection to store) or false, err, code (a race:
 -- try again).
--- Where resolution reads from: the store (one primitive per read, the single path) or a
--- batch's in-memory view (ron.ledger.ledger commit_many, LED-52). The same resolution code
--- runs over both, so a batch picks exactly the postings one-by-one commits would.
-local StoreSource = {}
-StoreSource.__index = StoreSource
-function StoreSource:accounts(ids) return self.led:_p("get_accounts", ids) end
-function StoreSource:page(account, asset, limit)
-    return self.led:_p("get_postings_by_account", account, asset, "active", limit, "largest")
-end
-function StoreSource:held(account, asset)
-    return #self.led:_p("get_postings_by_account", account, asset, "pending_inactive", 1) > 0
-end
-function StoreSource:finalizing_to(account, asset)
-    return self.led:_finalizing_to(account, asset)
-end
-
+-- Where resolution reads from: a view (ron.ledger.view) of one read of the accounts, the
+-- payers' postings and the balances, for the single path and a batch alike (LED-52), so a
+-- batch picks exactly the postings one-by-one commits would.
 -- (module-level helpers of _resolve_commit: no closure per request, see pairs_of)
 local NONE = {}
 local function net_pair(list, by_k, account, asset)
@@ -446,7 +430,6 @@ local function ref_less(a, b)
 end
 
 function Ledger:_resolve_commit(req, src)
-    src = src or setmetatable({ led = self }, StoreSource)
     local pairs_, by_k = {}, {}
     for _, m in ipairs(req.movements) do
         local pf = net_pair(pairs_, by_k, m.from, m.asset)
@@ -823,17 +806,26 @@ end
 
 -- The last step before the point of no return (LED-30): re-read accounts, consumed
 -- postings and balances, and validate against them.
-function Ledger:_revalidate(ctx)
+-- reads: what the reserve phase read after taking the inputs and heads ({ accts,
+-- consumed, prs, bals }, the same transaction), else (its reply was lost) read now.
+function Ledger:_revalidate(ctx, reads)
     local t = ctx.t
-    local accts = self:_p("get_accounts", ctx.ids)
-    local consumed = #t.inputs > 0 and self:_p("get_postings", t.inputs) or {}
+    local accts, consumed, prs, bals
+    if reads then
+        accts, consumed, prs, bals = reads.accts, reads.consumed, reads.prs, reads.bals
+    else
+        accts = self:_p("get_accounts", ctx.ids)
+        consumed = #t.inputs > 0 and self:_p("get_postings", t.inputs) or {}
+    end
     for _, p in ipairs(consumed) do
         if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then
             return false, "a reserved posting is not ours any more", ERR.Bug
         end
     end
-    local prs = pairs_of(t, consumed)
-    local bals = self:_p("get_balances", prs)
+    if not reads then
+        prs = pairs_of(t, consumed)
+        bals = self:_p("get_balances", prs)
+    end
     local balances = {}
     for i, pr in ipairs(prs) do
         balances[i] = { account = pr.account, asset = pr.asset, amount = bals[i] }
@@ -865,26 +857,28 @@ end
 
 function Ledger:_drive_body(ctx)
     local req = ctx.req
-    -- the prior outcome, the record and the claim: one phase (LED-67)
-    local ok, res = phases.open(self, ctx, saga_data(ctx))
+    -- the prior outcome, the record, the claim and the plan's reads: one phase (LED-67)
+    local r = req.kind ~= "reverse" and view.wants({ req }) or nil
+    local ok, res = phases.open(self, ctx, saga_data(ctx), r)
     if not ok then return unpack(res, 1, table.maxn(res)) end
+    local src = res -- (the view of the open phase's reads, or nil)
     for _ = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1
-        local resolve = req.kind == "reverse" and self._resolve_reverse or self._resolve_commit
-        local t, consumed, accts = resolve(self, req)
+        local t, consumed, accts
+        if r then
+            src = src or phases.reads(self, r)
+            t, consumed, accts = self:_resolve_commit(req, src)
+        else
+            t, consumed, accts = self:_resolve_reverse(req)
+        end
         if t == nil then return self:_reject(ctx, consumed, accts) end
         if t then
             ctx.ids = complete(t, consumed, accts)
             -- An early look: a transfer the current state refuses is refused before
             -- anything is reserved (the same check runs again as the last step).
             local prs = pairs_of(t, consumed)
-            local bals = self:_p("get_balances", prs)
-            local balances = {}
-            for i, pr in ipairs(prs) do
-                balances[i] = { account = pr.account, asset = pr.asset, amount = bals[i] }
-            end
             local plan, err, code = ledger.validate_and_plan(t, list_accounts(ctx.ids, accts),
-                                                             consumed, balances, true)
+                consumed, self:_balances(prs, src), true)
             if not plan and not RACE[code] and not self:_picks_moved(consumed) then
                 return self:_reject(ctx, err, code)
             end
@@ -892,9 +886,11 @@ function Ledger:_drive_body(ctx)
                 ctx.t, ctx.tid = t, plan.transfer_id
                 ctx.tbytes = plan.bytes
                 ctx.heads = heads_of(t, consumed, accts)
-                -- the record, the inputs and the heads: one phase, all or none (LED-67)
-                if phases.reserve(self, ctx, saga_data(ctx), t.inputs) == "full" then
-                    local plan2, err2, code2 = self:_revalidate(ctx)
+                -- the record, the inputs and the heads (all or none) and the last step's
+                -- reads: one phase (LED-67)
+                local got, reads = phases.reserve(self, ctx, saga_data(ctx), t.inputs, prs)
+                if got == "full" then
+                    local plan2, err2, code2 = self:_revalidate(ctx, reads)
                     if plan2 then return self:_finalize(ctx) end
                     if code2 == ERR.Bug then error(err2) end
                     if not RACE[code2] then return self:_reject(ctx, err2, code2) end
@@ -903,10 +899,26 @@ function Ledger:_drive_body(ctx)
                 ctx.t, ctx.tbytes, ctx.tid, ctx.heads = nil, nil, nil, nil
             end
         end
+        src = nil
         self.pause(1)
     end
     -- Still racing: the saga stays (reserving, holding nothing) for the retry or recover().
     return fail(ERR.Unavailable, "postings or heads kept changing; retry")
+end
+
+-- The balances of prs as validation takes them: from the view src (its one read), else
+-- read now.
+function Ledger:_balances(prs, src)
+    local out, bals = {}, nil
+    for i, pr in ipairs(prs) do
+        local v = src and src.bal[pr.account .. asset_key(pr.asset)]
+        if v == nil then
+            bals = bals or self:_p("get_balances", prs)
+            v = bals[i]
+        end
+        out[i] = { account = pr.account, asset = pr.asset, amount = v }
+    end
+    return out
 end
 
 -- The finalize: one phase (ron.ledger.phases, LED-67); also what recover() runs for a saga
@@ -1113,57 +1125,6 @@ end
 local IDX8 = {}
 for i = 0, 255 do IDX8[i] = format("%08x", i) end
 local function pkey(id) return id.transfer_id .. (IDX8[id.index] or format("%08x", id.index)) end
-
-local function largest_less(a, b)
-    if a.amount ~= b.amount then return a.amount > b.amount end
-    if a.id.transfer_id ~= b.id.transfer_id then return a.id.transfer_id < b.id.transfer_id end
-    return a.id.index < b.id.index
-end
-
--- The in-memory view a batch resolves against (the StoreSource's three reads).
-local MemSource = {}
-MemSource.__index = MemSource
-function MemSource:accounts(ids)
-    local r = {}
-    for _, id in ipairs(ids) do r[id] = self.accts[id] end
-    return r
-end
-function MemSource:page(account, asset, limit)
-    local pool = self.pools[account .. asset_key(asset)]
-    local r = {}
-    if not pool then return r end
-    for i = 1, math.min(limit, #pool.list) do r[i] = pool.list[i] end
-    return r
-end
-function MemSource:held(account, asset)
-    local pool = self.pools[account .. asset_key(asset)]
-    return pool ~= nil and pool.held
-end
--- The sagas are read once per batch view, on the first short payer (LED-32).
-function MemSource:finalizing_to(account, asset)
-    if not self.finalizing then self.finalizing = self.led:_finalizing_outputs() end
-    return self.finalizing[account .. asset_key(asset)] == true
-end
-
--- The (account, asset) pairs a request's movements net, as _resolve_commit computes them
--- (nil on an overflow: resolution rejects it the same way).
-local function nets_of(req)
-    local r, by = {}, {}
-    for _, m in ipairs(req.movements) do
-        for _, side in ipairs { { m.from, -1 }, { m.to, 1 } } do
-            local k = side[1] .. asset_key(m.asset)
-            if not by[k] then
-                by[k] = { account = side[1], asset = m.asset, net = 0 }
-                r[#r + 1] = by[k]
-            end
-            local v = side[2] < 0 and ledger.amount_sub(by[k].net, m.amount)
-                      or ledger.amount_add(by[k].net, m.amount)
-            if not v then return nil end
-            by[k].net = v
-        end
-    end
-    return r
-end
 
 function Ledger:commit_many(reqs)
     if type(reqs) ~= "table" then error("ron.ledger: commit_many expects a list", 2) end
@@ -1439,57 +1400,21 @@ end
 -- Reads once, then resolves and validates the members in order over the in-memory view.
 -- Sets ctx.items (the transfers, in order), ctx.rejects, ctx.handover, ctx.heads.
 function Ledger:_plan_batch(ctx)
-    local ids, seen = {}, {}
-    local function want(id)
-        if not seen[id] then
-            seen[id] = true
-            ids[#ids + 1] = id
-        end
-    end
-    local bpairs, bidx, payers, pidx = {}, {}, {}, {}
-    local function bpair(account, asset)
-        local k = account .. asset_key(asset)
-        if not bidx[k] then
-            bpairs[#bpairs + 1] = { account = account, asset = asset }
-            bidx[k] = #bpairs
-        end
-    end
-    for _, e in ipairs(ctx.batch) do
-        for _, p in ipairs(nets_of(e.req) or {}) do
-            want(p.account)
-            bpair(p.account, p.asset)
-            local recv = e.req.overdraft and e.req.overdraft[p.account]
-            if recv then bpair(recv, p.asset) end
-            local k = p.account .. asset_key(p.asset)
-            if p.net < 0 and not pidx[k] then
-                payers[#payers + 1] = { account = p.account, asset = p.asset, key = k }
-                pidx[k] = payers[#payers]
-            end
-        end
-        for from, to in pairs(e.req.overdraft or {}) do
-            want(from)
-            want(to)
-        end
-    end
-    -- the payers' largest postings, and whether another saga holds some (one statement)
-    local qs = {}
-    for _, p in ipairs(payers) do
-        qs[#qs + 1] = { account = p.account, asset = p.asset, status = "active",
-                        limit = FIRST_PAGE }
-        qs[#qs + 1] = { account = p.account, asset = p.asset, status = "pending_inactive",
-                        limit = 1 }
-    end
+    local reqs = {}
+    for i, e in ipairs(ctx.batch) do reqs[i] = e.req end
+    local r = view.wants(reqs)
+    local ids, qs, payers = r.ids, r.qs, r.payers
     -- the plan's three reads at once (reads only, none needs another's answer: LED-62)
     local accts, res, got, cached
     self:_read_at_once(function() accts, cached = self:_accounts_of(ids, not ctx.fresh) end,
                        function() res = self:_list_read("get_postings_by_pairs", qs,
                                                         BATCH_QUERIES) end,
-                       function() got = self:_list_read("get_balances", bpairs, BATCH_IDS) end)
+                       function() got = self:_list_read("get_balances", r.bpairs, BATCH_IDS) end)
+    local src = view.source(self, r, accts, res, got, true)
     local more = {}
-    for k, p in ipairs(payers) do
-        p.list, p.held = res[2 * k - 1], #res[2 * k] > 0
+    for _, p in ipairs(payers) do
         -- the single path's second page, read up front for a pair whose first page may not
-        -- hold all its positive postings
+        -- hold all its positive postings (the plan moves the lists as it goes)
         if #p.list == FIRST_PAGE and p.list[FIRST_PAGE].amount > 0 then
             more[#more + 1] = p
         end
@@ -1503,9 +1428,7 @@ function Ledger:_plan_batch(ctx)
         local r2 = self:_list_read("get_postings_by_pairs", q2, BATCH_QUERIES)
         for i, p in ipairs(more) do p.list = r2[i] end
     end
-    local bal = {}
-    for i, pr in ipairs(bpairs) do bal[pr.account .. asset_key(pr.asset)] = got[i] end
-    local src = setmetatable({ led = self, accts = accts, pools = pidx }, MemSource)
+    local bal, pidx = src.bal, r.pidx
     local items, rejects, handover, heads, hseen = {}, {}, {}, {}, {}
     for _, e in ipairs(ctx.batch) do
         local k = e.k
@@ -1553,7 +1476,7 @@ function Ledger:_plan_batch(ctx)
                     if pool then
                         local l = pool.list
                         local j = #l + 1
-                        while j > 1 and largest_less(o, l[j - 1]) do
+                        while j > 1 and view.largest_less(o, l[j - 1]) do
                             l[j] = l[j - 1]
                             j = j - 1
                         end

@@ -20,6 +20,7 @@
 -- the same call, step by step when the state shows only part of it (Ledger:_finalize_steps).
 local codec = require "ron.ledger.codec"
 local ledger = require "ron.ledger"
+local view = require "ron.ledger.view"
 
 local error, ipairs = error, ipairs
 
@@ -70,7 +71,10 @@ function _M.apply(led, ops, opts)
     local err, class, maybe = nil, nil, false
     for attempt = 1, led.prim_retries + 1 do
         local res, e, c = s:apply(ops, opts)
-        if res then return res, maybe end
+        if res then
+            led.stats.phases = (led.stats.phases or 0) + 1
+            return res, maybe
+        end
         err, class = e, c
         if class == "bug" then break end
         if class ~= "retry" then maybe = true end
@@ -81,18 +85,27 @@ end
 
 -- ---- open: the claim (LED-27) ----
 
--- -> true (ctx.sid holds the intent's claim and the record exists), or false, { answer }.
-function _M.open(led, ctx, record)
+-- -> true, src (ctx.sid holds the intent's claim and the record exists; src: the view of
+-- r's reads, ron.ledger.view, made in the same transaction when r is given), or false,
+-- { answer }.
+function _M.open(led, ctx, record, r)
     local req = ctx.req
     local key = _M.CLAIM_PREFIX .. req.intent
     ctx.phase = "reserving"
-    local res = _M.apply(led, {
+    local ops = {
         { "get_intent", req.intent },
         { "save_saga", ctx.sid, "reserving", record, led.node },
         { "put_intent", key, { status = "claimed", message = ctx.sid,
                                body_hash = req.body_hash }, expect = 1 },
-    })
-    if res.ok then return true end
+    }
+    if r then
+        for _, op in ipairs(view.read_ops(r)) do ops[#ops + 1] = op end
+    end
+    local res = _M.apply(led, ops)
+    if res.ok then
+        if not r then return true end
+        return true, view.source(led, r, view.answers(r, ops, res, 4))
+    end
     -- the claim is there already: an outcome, our own earlier attempt, or another saga's
     local prior = res[1][1]
     if prior then return false, { led:_outcome(req, prior) } end
@@ -101,9 +114,15 @@ function _M.open(led, ctx, record)
     return led:_claim_lost(ctx, cur)
 end
 
+-- The view of r's reads (ron.ledger.view) in one call: one read-only phase.
+function _M.reads(led, r)
+    local ops = view.read_ops(r)
+    return view.source(led, r, view.answers(r, ops, _M.apply(led, ops), 1))
+end
+
 -- ---- reserve: inputs and heads, all or none (LED-28, LED-29) ----
 
-local function reserve_ops(led, ctx, record, ids)
+local function reserve_ops(led, ctx, record, ids, prs)
     local ops = { { "save_saga", ctx.sid, "reserving", record, led.node } }
     for _, c in ipairs(slices(ids, BATCH_IDS)) do
         ops[#ops + 1] = { "reserve_postings", c, ctx.sid, expect = #c }
@@ -111,6 +130,12 @@ local function reserve_ops(led, ctx, record, ids)
     for _, h in ipairs(ctx.heads) do
         ops[#ops + 1] = { "ensure_head", h.account, h.asset }
         ops[#ops + 1] = { "acquire_head", h.account, h.asset, ctx.sid, expect = 1, head = true }
+    end
+    if prs then
+        -- the last step's reads (LED-30), after the inputs and heads are ours
+        ops[#ops + 1] = { "get_accounts", ctx.ids }
+        ops[#ops + 1] = { "get_postings", ids }
+        ops[#ops + 1] = { "get_balances", prs }
     end
     return ops
 end
@@ -143,13 +168,20 @@ end
 -- postings) and ctx.heads, in sorted order: -> "full" (ctx.sid holds every one), "taken"
 -- (an input is not Active: plan again) or "held" (another saga holds a head, still after
 -- waiting: plan again). Nothing is held unless "full": a head held by another saga is
--- waited for (pause) holding nothing, and the phase tried again.
-function _M.reserve(led, ctx, record, ids)
+-- waited for (pause) holding nothing, and the phase tried again. prs (the single path):
+-- the last step's reads go in the same transaction, after the reservation and the heads:
+-- "full", { accts, consumed, prs, bals } (nil when its reply was lost: read them then).
+function _M.reserve(led, ctx, record, ids, prs)
     ctx.phase = "reserving"
-    local ops = reserve_ops(led, ctx, record, ids)
+    local ops = reserve_ops(led, ctx, record, ids, prs)
     for w = 1, led.head_waits + 1 do
         local res, maybe = _M.apply(led, ops)
-        if res.ok then return "full" end
+        if res.ok then
+            if not prs then return "full" end
+            local n = #ops
+            return "full", { accts = res[n - 2][1], consumed = res[n - 1][1], prs = prs,
+                             bals = res[n][1] }
+        end
         if maybe then
             if all_ours(led, ctx, ids) then return "full" end
             for _, c in ipairs(slices(ids, BATCH_IDS)) do

@@ -253,7 +253,7 @@ describe("ledger engine: faults (memory store)", function()
             crash_at, applies = point, 0
             local ok = pcall(led.commit, led, { intent = "x-" .. point,
                                                 movements = { mv(A, B, 7) } })
-            assert.is_false(ok)
+            assert.is_false(ok, point)
             crash_at = nil
             -- inside the phase: nothing of it applied (the saga is still reserving)
             local inside = point ~= "apply"
@@ -271,6 +271,46 @@ describe("ledger engine: faults (memory store)", function()
         end
         assert.equal(#points * 7, bal(led, B)); assert.equal(1000 - #points * 7, bal(led, A))
         assert.equal(#points + 1, s:head_seq("main"))
+    end)
+
+    it("a reader between any two store calls sees balances that existed at an event seq and "
+       .. "no posting before its transfer (issue 29, LED-67)", function()
+        -- the reader looks at every point another connection could: between two calls to
+        -- the store, never inside one (a phase is a transaction)
+        local s, seen, bad = nil, {}, {}
+        local looking = false
+        s = memory.new { fault = function()
+            if looking or s.in_apply then return end
+            looking = true
+            local b = s:get_balances { { account = A, asset = USD }, { account = B, asset = USD } }
+            seen[#seen + 1] = b[1] .. "/" .. b[2]
+            for _, p in ipairs(s:get_postings_by_account(A, USD, "active")) do
+                if not s:get_transfer(p.id.transfer_id) then
+                    bad[#bad + 1] = "posting of " .. ledger.hex(p.id.transfer_id):sub(1, 8)
+                                    .. " before its transfer"
+                end
+            end
+            looking = false
+        end }
+        local led = L.new { store = s, node = "n1", nonce = "a" }
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        assert(led:create_account { id = A })
+        assert(led:create_account { id = B })
+        assert(pay(led, "dep", mv(EXT, A, 100)))
+        assert(pay(led, "p1", mv(A, B, 10)))
+        assert(pay(led, "p2", mv(A, B, 10)))
+        for _, r in ipairs(led:commit_many { { intent = "b1", movements = { mv(A, B, 10) } },
+                                             { intent = "b2", movements = { mv(A, B, 10) } } }) do
+            assert.truthy(r[1], tostring(r[2]))
+        end
+        -- the states the event feed names: before the deposit, then after each transfer
+        local existed = { ["0/0"] = true, ["100/0"] = true, ["90/10"] = true, ["80/20"] = true,
+                          ["60/40"] = true }
+        for i, v in ipairs(seen) do
+            if not existed[v] then bad[#bad + 1] = "read " .. i .. ": A/B " .. v end
+        end
+        assert.same({}, bad)
+        assert.is_true(#seen > 10)
     end)
 
     it("recover() rolls forward a transfer an older binary left half-finalized, step by step "

@@ -607,6 +607,10 @@ end
 -- before anything is inserted again).
 local function run(self, method, name, n, binds, rtypes, n2)
     local text, b, plain = stmt(self, name, n, n2, binds)
+    local drv = self.drv
+    -- inside a PostgreSQL phase (ron.ledger.store.pg_phase): the statement is collected, the
+    -- phase picks its form
+    if drv.phase then return drv[method](drv, text, b, rtypes, plain) end
     if plain then
         local r, err, class, sqlstate = self.drv[method](self.drv, plain, b, rtypes)
         if r or sqlstate ~= "23505" then return r, err, class end
