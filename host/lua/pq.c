@@ -118,6 +118,7 @@ struct pqc {
     PGresult *res;       /* query: the result kept so far */
     PGresult **pipe_res; /* pipeline: one result per entry (NULL: none yet) */
     int pipe_n, pipe_i;  /* pipeline: entries (0: not a pipeline), the one being read */
+    int pipe_ans;        /* pipeline: entries answered (the list's: not an added sync) */
     char *err;           /* a failure waiting to be delivered by the timer (malloc) */
     char sqlstate[6];
     const char *err_class;
@@ -500,8 +501,8 @@ static void pipeline_done(pqc_t *c) {
         return;
     }
     lua_State *L = c->L;
-    lua_createtable(L, c->pipe_n, 0);
-    for (int i = 0; i < c->pipe_n; i++) {
+    lua_createtable(L, c->pipe_ans, 0);
+    for (int i = 0; i < c->pipe_ans; i++) {
         PGresult *r = c->pipe_res[i];
         ExecStatusType rs = r ? PQresultStatus(r) : PGRES_PIPELINE_ABORTED;
         if (rs == PGRES_PIPELINE_SYNC) {
@@ -1007,8 +1008,10 @@ static int l_pipeline(lua_State *L) {
         }
         lua_pop(L, 1);
         if (!ok)
-            return luaL_error(L, "ron.accounting.net.postgres_c: pipeline: entry %d is not "
-                                 "{ sql, params } or \"sync\"", i);
+            return luaL_error(L,
+                              "ron.accounting.net.postgres_c: pipeline: entry %d is not "
+                              "{ sql, params } or \"sync\"",
+                              i);
     }
     int total = n + (last_sync ? 0 : 1);
     if (!ready_for_query(L, c, 3)) {
@@ -1058,6 +1061,7 @@ static int l_pipeline(lua_State *L) {
         return 1;
     }
     c->pipe_n = total;
+    c->pipe_ans = n;
     c->pipe_i = 0;
     start_op(L, c, 3, timeout_ms, 1);
     lua_pushboolean(L, 1);

@@ -32,7 +32,6 @@ local view = require "ron.ledger.view"
 local error = error
 local format = string.format
 local pcall = pcall
-local rep = string.rep
 local sort = table.sort
 local type = type
 

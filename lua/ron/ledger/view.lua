@@ -116,7 +116,9 @@ end
 -- accounts, postings, balances); r.n_ops their count.
 function _M.read_ops(r)
     local ops = {}
-    for _, c in ipairs(chunks(r.ids, BATCH_IDS)) do ops[#ops + 1] = { "get_accounts", c, acc = true } end
+    for _, c in ipairs(chunks(r.ids, BATCH_IDS)) do
+        ops[#ops + 1] = { "get_accounts", c, acc = true }
+    end
     for _, c in ipairs(chunks(r.qs, BATCH_QUERIES)) do
         ops[#ops + 1] = { "get_postings_by_pairs", c, posts = true }
     end

@@ -25,7 +25,7 @@
 --                                                    ids are applied (a partial count, as when
 --                                                    another writer holds the other rows)
 local ledger = require "ron.ledger"
-local phase = require "ron.ledger.store.phase"
+local phases = require "ron.ledger.store.phase"
 
 local format = string.format
 local pairs = pairs
@@ -104,10 +104,10 @@ end
 
 local function bug(msg) return nil, "bug: " .. msg, "bug" end
 
--- Every change of the store's state goes through set: inside apply() (a phase, below) the
+-- Every change of the store's state goes through jset: inside apply() (a phase, below) the
 -- old value is journaled, so a phase that misses a guard, fails or crashes is undone whole,
 -- as a rolled-back transaction is.
-local function set(self, t, k, v)
+local function jset(self, t, k, v)
     local j = self.journal
     if j then
         local n = j.n + 1
@@ -123,8 +123,8 @@ end
 
 Store.create_book = prim("create_book", function(self, _, id, meta)
     if self.books[id] then return 0 end
-    set(self, self.books, id, { id = id, meta = copy(meta) })
-    set(self, self.book_order, #self.book_order + 1, id)
+    jset(self, self.books, id, { id = id, meta = copy(meta) })
+    jset(self, self.book_order, #self.book_order + 1, id)
     return 1
 end)
 
@@ -147,8 +147,8 @@ end
 Store.create_account = prim("create_account", function(self, _, acct)
     if acct.version ~= 1 then error("create_account: version must be 1", 3) end
     if self.accounts[acct.id] then return 0 end
-    set(self, self.accounts, acct.id, { stored_account(acct) })
-    set(self, self.account_order, #self.account_order + 1, acct.id)
+    jset(self, self.accounts, acct.id, { stored_account(acct) })
+    jset(self, self.account_order, #self.account_order + 1, acct.id)
     return 1
 end)
 
@@ -156,7 +156,7 @@ end)
 Store.append_account_version = prim("append_account_version", function(self, _, acct)
     local h = self.accounts[acct.id]
     if not h or h[#h].version ~= acct.version - 1 then return 0 end
-    set(self, h, #h + 1, stored_account(acct))
+    jset(self, h, #h + 1, stored_account(acct))
     return 1
 end)
 
@@ -195,18 +195,18 @@ local function project(self, p, sign)
     local per = self.balances[p.account]
     if not per then
         per = {}
-        set(self, self.balances, p.account, per)
+        jset(self, self.balances, p.account, per)
     end
     local k = asset_key(p.asset)
     local b = per[k]
     if not b then
         b = { asset = copy(p.asset), shards = {} }
         for i = 0, SHARDS - 1 do b.shards[i] = 0 end
-        set(self, per, k, b)
+        jset(self, per, k, b)
     end
     local s = shard_of(p.id)
-    if sign > 0 then set(self, b.shards, s, b.shards[s] + p.amount)
-    else set(self, b.shards, s, b.shards[s] - p.amount) end
+    if sign > 0 then jset(self, b.shards, s, b.shards[s] + p.amount)
+    else jset(self, b.shards, s, b.shards[s] - p.amount) end
 end
 
 local function balance_of(self, account, asset)
@@ -237,15 +237,15 @@ local function move(self, p, from, to)
     local per = self.by_account[p.account]
     if not per then
         per = {}
-        set(self, self.by_account, p.account, per)
+        jset(self, self.by_account, p.account, per)
     end
     local sts = per[p._ak]
     if not sts then
         sts = { active = {}, pending_inactive = {}, inactive = {} }
-        set(self, per, p._ak, sts)
+        jset(self, per, p._ak, sts)
     end
-    if from then set(self, sts[from], p._k, nil) end
-    set(self, sts[to], p._k, true)
+    if from then jset(self, sts[from], p._k, nil) end
+    jset(self, sts[to], p._k, true)
 end
 
 -- A posting as callers see it (without the index's fields).
@@ -270,7 +270,7 @@ Store.insert_postings = prim("insert_postings", function(self, limit, list)
                 consumed_by = p.consumed_by,
             }
             row._k, row._ak = k, asset_key(p.asset)
-            set(self, self.postings, k, row)
+            jset(self, self.postings, k, row)
             move(self, row, nil, st)
             if st ~= "inactive" then project(self, row, 1) end
             n = n + 1
@@ -287,8 +287,8 @@ Store.reserve_postings = prim("reserve_postings", function(self, limit, ids, rid
         local p = self.postings[pkey(id)]
         if p and p.status == "active" then
             move(self, p, "active", "pending_inactive")
-            set(self, p, "status", "pending_inactive")
-            set(self, p, "reservation", rid)
+            jset(self, p, "status", "pending_inactive")
+            jset(self, p, "reservation", rid)
             n = n + 1
         end
     end
@@ -303,8 +303,8 @@ Store.release_postings = prim("release_postings", function(self, limit, ids, rid
         local p = self.postings[pkey(id)]
         if p and p.status == "pending_inactive" and p.reservation == rid then
             move(self, p, "pending_inactive", "active")
-            set(self, p, "status", "active")
-            set(self, p, "reservation", nil)
+            jset(self, p, "status", "active")
+            jset(self, p, "reservation", nil)
             n = n + 1
         end
     end
@@ -324,8 +324,8 @@ Store.deactivate_postings = prim("deactivate_postings", function(self, limit, id
         else ok = p and p.status == "active" end
         if ok then
             move(self, p, p.status, "inactive")
-            set(self, p, "status", "inactive")
-            set(self, p, "consumed_by", consumed_by)
+            jset(self, p, "status", "inactive")
+            jset(self, p, "consumed_by", consumed_by)
             project(self, p, -1)
             n = n + 1
         end
@@ -370,8 +370,8 @@ Store.deactivate_many = prim("deactivate_many", function(self, limit, list, rid)
         local p = self.postings[pkey(e.id)]
         if p and p.status == "pending_inactive" and p.reservation == rid then
             move(self, p, p.status, "inactive")
-            set(self, p, "status", "inactive")
-            set(self, p, "consumed_by", e.consumed_by)
+            jset(self, p, "status", "inactive")
+            jset(self, p, "consumed_by", e.consumed_by)
             project(self, p, -1)
             n = n + 1
         end
@@ -450,22 +450,22 @@ local function head_key(account, asset) return account .. asset_key(asset) end
 Store.ensure_head = prim("ensure_head", function(self, _, account, asset)
     local k = head_key(account, asset)
     if self.heads[k] then return 0 end
-    set(self, self.heads, k, { account = account, asset = copy(asset), version = 0, holder = nil })
+    jset(self, self.heads, k, { account = account, asset = copy(asset), version = 0, holder = nil })
     return 1
 end)
 
 Store.acquire_head = prim("acquire_head", function(self, _, account, asset, saga_id)
     local h = self.heads[head_key(account, asset)]
     if not h or h.holder ~= nil then return 0 end
-    set(self, h, "holder", saga_id)
-    set(self, h, "version", h.version + 1)
+    jset(self, h, "holder", saga_id)
+    jset(self, h, "version", h.version + 1)
     return 1
 end)
 
 Store.release_head = prim("release_head", function(self, _, account, asset, saga_id)
     local h = self.heads[head_key(account, asset)]
     if not h or h.holder ~= saga_id then return 0 end
-    set(self, h, "holder", nil)
+    jset(self, h, "holder", nil)
     return 1
 end)
 
@@ -491,11 +491,11 @@ end)
 -- One transfer record and its accounts' listings: 1, or 0 when the id is present.
 local function put_transfer(self, rec, involved)
     if self.transfers[rec.id] then return 0 end
-    set(self, self, "tseq", self.tseq + 1)
+    jset(self, self, "tseq", self.tseq + 1)
     local r = copy(rec)
     r.n = self.tseq
-    set(self, self.transfers, rec.id, r)
-    set(self, self.transfer_order, #self.transfer_order + 1, rec.id)
+    jset(self, self.transfers, rec.id, r)
+    jset(self, self.transfer_order, #self.transfer_order + 1, rec.id)
     local seen = {}
     for _, a in ipairs(involved or {}) do
         if not seen[a] then
@@ -503,9 +503,9 @@ local function put_transfer(self, rec, involved)
             local l = self.transfers_by_account[a]
             if not l then
                 l = {}
-                set(self, self.transfers_by_account, a, l)
+                jset(self, self.transfers_by_account, a, l)
             end
-            set(self, l, #l + 1, rec.id)
+            jset(self, l, #l + 1, rec.id)
         end
     end
     return 1
@@ -557,7 +557,7 @@ end)
 
 Store.put_intent = prim("put_intent", function(self, _, key, outcome)
     if self.intents[key] then return 0 end
-    set(self, self.intents, key, copy(outcome))
+    jset(self, self.intents, key, copy(outcome))
     return 1
 end)
 
@@ -584,7 +584,7 @@ Store.put_intents = prim("put_intents", function(self, limit, list)
     for i, e in ipairs(list) do
         if limit and i > limit then break end
         if not self.intents[e.key] then
-            set(self, self.intents, e.key, copy(e.outcome))
+            jset(self, self.intents, e.key, copy(e.outcome))
             n = n + 1
         end
     end
@@ -599,13 +599,13 @@ Store.save_saga = prim("save_saga", function(self, _, id, phase, data, node)
     end
     local s = self.sagas[id]
     if not s then
-        set(self, self, "saga_seq", self.saga_seq + 1)
+        jset(self, self, "saga_seq", self.saga_seq + 1)
         s = { id = id, seq = self.saga_seq }
-        set(self, self.sagas, id, s)
+        jset(self, self.sagas, id, s)
     end
-    set(self, s, "phase", phase)
-    set(self, s, "data", data)
-    set(self, s, "node", node)
+    jset(self, s, "phase", phase)
+    jset(self, s, "data", data)
+    jset(self, s, "node", node)
     return 1
 end)
 
@@ -623,7 +623,7 @@ end)
 
 Store.delete_saga = prim("delete_saga", function(self, _, id)
     if not self.sagas[id] then return 0 end
-    set(self, self.sagas, id, nil)
+    jset(self, self.sagas, id, nil)
     return 1
 end)
 
@@ -635,16 +635,16 @@ Store.append_event = prim("append_event", function(self, _, book, transfer_id, k
     local idx = self.event_index[book]
     if not idx then
         idx = {}
-        set(self, self.event_index, book, idx)
-        set(self, self.events, book, {})
+        jset(self, self.event_index, book, idx)
+        jset(self, self.events, book, {})
     end
     local k = transfer_id .. "\0" .. kind
     if idx[k] then return 0 end
     local l = self.events[book]
     local seq = #l + 1
-    set(self, l, seq, { book = book, seq = seq, transfer_id = transfer_id, kind = kind,
+    jset(self, l, seq, { book = book, seq = seq, transfer_id = transfer_id, kind = kind,
                         data = data })
-    set(self, idx, k, seq)
+    jset(self, idx, k, seq)
     return 1
 end)
 
@@ -654,8 +654,8 @@ Store.append_events = prim("append_events", function(self, limit, book, list)
     local idx = self.event_index[book]
     if not idx then
         idx = {}
-        set(self, self.event_index, book, idx)
-        set(self, self.events, book, {})
+        jset(self, self.event_index, book, idx)
+        jset(self, self.events, book, {})
     end
     local l = self.events[book]
     local base, n, j = #l, 0, 0
@@ -665,9 +665,9 @@ Store.append_events = prim("append_events", function(self, limit, book, list)
         if not idx[k] then j = j + 1 end
         local seq = base + j
         if not idx[k] then
-            set(self, l, seq, { book = book, seq = seq, transfer_id = e.transfer_id,
+            jset(self, l, seq, { book = book, seq = seq, transfer_id = e.transfer_id,
                                 kind = e.kind, data = e.data })
-            set(self, idx, k, seq)
+            jset(self, idx, k, seq)
             n = n + 1
         end
     end
@@ -719,12 +719,12 @@ Store.advance_stream = prim("advance_stream", function(self, _, tenant, dim, seq
     local s = self.streams[k]
     if prev_seq == nil then
         if s then return 0 end
-        set(self, self.streams, k, { seq = seq, b3 = b3 })
+        jset(self, self.streams, k, { seq = seq, b3 = b3 })
         return 1
     end
     if not s or s.seq ~= prev_seq or s.b3 ~= prev_b3 then return 0 end
-    set(self, s, "seq", seq)
-    set(self, s, "b3", b3)
+    jset(self, s, "seq", seq)
+    jset(self, s, "b3", b3)
     return 1
 end)
 
@@ -743,7 +743,7 @@ Store.insert_streams = prim("insert_streams", function(self, limit, list)
         if limit and i > limit then break end
         local k = stream_key(e.tenant, e.dimension)
         if not self.streams[k] then
-            set(self, self.streams, k, { seq = e.seq, b3 = e.b3 })
+            jset(self, self.streams, k, { seq = e.seq, b3 = e.b3 })
             n = n + 1
         end
     end
@@ -756,8 +756,8 @@ Store.advance_streams = prim("advance_streams", function(self, limit, list)
         if limit and i > limit then break end
         local s = self.streams[stream_key(e.tenant, e.dimension)]
         if s and s.seq == e.prev_seq and s.b3 == e.prev_b3 then
-            set(self, s, "seq", e.seq)
-            set(self, s, "b3", e.b3)
+            jset(self, s, "seq", e.seq)
+            jset(self, s, "b3", e.b3)
             n = n + 1
         end
     end
@@ -768,7 +768,7 @@ Store.get_meta = prim("get_meta", function(self, _, key) return self.meta[key] e
 
 Store.put_meta = prim("put_meta", function(self, _, key, value)
     if self.meta[key] ~= nil then return 0 end
-    set(self, self.meta, key, value)
+    jset(self, self.meta, key, value)
     return 1
 end)
 
@@ -785,7 +785,7 @@ end
 -- the simulator does not switch sagas inside a phase (store.in_apply), as no reader sees a
 -- transaction half-done.
 function Store:apply(ops, opts)
-    phase.check(ops, opts)
+    phases.check(ops, opts)
     self.calls = self.calls + 1
     local f = self.fault
     if f then
@@ -795,7 +795,7 @@ function Store:apply(ops, opts)
     if self.journal then error("ron.ledger.store.memory: apply inside apply", 2) end
     local j = { n = 0 }
     self.journal, self.in_apply = j, true
-    local ok, res, err, class = pcall(phase.run, self, ops)
+    local ok, res, err, class = pcall(phases.run, self, ops)
     self.journal, self.in_apply = nil, nil
     if not ok or res == nil or not res.ok then undo(self, j) end
     if not ok then error(res, 0) end

@@ -14,7 +14,7 @@
 -- and binds = { n = count, ... } whose values are strings (bytes), Lua integers or int64_t
 -- cdata (amounts, LED-4), nil (NULL).
 local schema = require "ron.ledger.store.schema"
-local phase = require "ron.ledger.store.phase"
+local phases = require "ron.ledger.store.phase"
 
 local type, error, tostring, tonumber, ipairs, setmetatable, format, concat, rep, byte =
       type, error, tostring, tonumber, ipairs, setmetatable, string.format, table.concat,
@@ -1365,10 +1365,10 @@ end
 -- call in one pool hop); PostgreSQL: one pipeline on one connection of the pool
 -- (ron.ledger.store.pg_phase). opts.flush: flush() after the commit, in the same call.
 function Store:apply(ops, opts)
-    phase.check(ops, opts)
+    phases.check(ops, opts)
     if self.dialect == "postgres" then return require("ron.ledger.store.pg_phase").apply(self, ops,
                                                                                           opts) end
-    local res, err, class = self.drv:phase(function() return phase.run(self, ops) end)
+    local res, err, class = self.drv:phase(function() return phases.run(self, ops) end)
     if res and res.ok and opts and opts.flush then
         res.flushed = self:flush() ~= nil
     end
