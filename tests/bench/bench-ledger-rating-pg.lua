@@ -528,12 +528,7 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     local windows = make_slices(streams, W)
     local all = {}
     for _, w in ipairs(windows) do for _, sl in ipairs(w) do all[#all + 1] = sl end end
-    local batches = {}
-    for i = 1, #all, bsize do
-        local b = {}
-        for j = i, math.min(#all, i + bsize - 1) do b[#b + 1] = all[j] end
-        batches[#batches + 1] = b
-    end
+    local batches = require("ron.ledger.view").chunks(all, bsize)
     local s, e, calls, rec = warmed_exporter(open, streams)
     local c0, ct0 = calls.n, calls.t
     local by0, tby0 = {}, {}

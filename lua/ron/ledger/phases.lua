@@ -35,15 +35,7 @@ local BATCH_POSTINGS = 512   -- postings per insert (sql.MAX_POSTINGS)
 local BATCH_PARAMS = 6000    -- store_transfers parameters per call
 _M.BATCH_IDS, _M.BATCH_POSTINGS = BATCH_IDS, BATCH_POSTINGS
 
-local function slices(list, n)
-    local out = {}
-    for i = 1, #list, n do
-        local c = {}
-        for j = i, math.min(#list, i + n - 1) do c[#c + 1] = list[j] end
-        out[#out + 1] = c
-    end
-    return out
-end
+local slices = view.chunks
 _M.slices = slices
 
 -- The transfer records in chunks of the parameter budget (store_transfers' bound).

@@ -102,6 +102,7 @@ function _M.wants(reqs)
     return { ids = ids, bpairs = bpairs, payers = payers, pidx = pidx, qs = qs }
 end
 
+-- list in chunks of at most n (a store's bound per call)
 local function chunks(list, n)
     local out = {}
     for i = 1, #list, n do
@@ -111,6 +112,7 @@ local function chunks(list, n)
     end
     return out
 end
+_M.chunks = chunks
 
 -- r's reads as a phase's ops (each kind chunked at the stores' bounds, in the order
 -- accounts, postings, balances); r.n_ops their count.

@@ -38,15 +38,6 @@ local EXT, PAYER = ("E"):rep(16), ("P"):rep(16)
 local PAYEES = { ("a"):rep(16), ("b"):rep(16), ("c"):rep(16), ("d"):rep(16) }
 local FUND = 1000000000
 
-local function in_task(body)
-    local sched = task.new()
-    local h = sched.spawn("hot-spec", body)
-    uv.run("default")
-    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
-    local ok, err = h:join()
-    assert(ok, err)
-end
-
 -- The world: how to open a store connection on it, and how to tear it down.
 local function world()
     if BACKEND == "postgres" then
@@ -87,7 +78,7 @@ describe("hot account on " .. BACKEND, function()
     it(string.format("%d transfers spending one payer's change from 6 committers on 2 nodes: "
                      .. "its balance never goes up, no posting before its transfer, verify "
                      .. "exact (issue 29)", TRANSFERS), function()
-        in_task(function()
+        S.run_task(function()
             local x = SEED
             local function rnd(k)
                 x = (x * 16807) % 2147483647
