@@ -361,11 +361,10 @@ function Ledger:flush()
     return guard(nil, function() return self:_p("flush") end)
 end
 
-function Ledger:_acked(r, err, code)
-    if r and r._durable then -- its finalize flushed in the same call (LED-67)
-        r._durable = nil
-        return r, err, code
-    end
+-- durable (an internal 4th value): the outcome's last phase flushed in the same call
+-- (LED-67), nothing left to flush.
+function Ledger:_acked(r, err, code, durable)
+    if durable then return r, err, code end
     if not self.flush_on_ack or (r == nil and (code == ERR.InvalidRequest
                                                or code == ERR.Unavailable)) then
         return r, err, code
@@ -787,20 +786,23 @@ function Ledger:_claim_lost(ctx, cur)
     return false, { fail(ERR.Unavailable, IN_FLIGHT .. " in saga " .. tostring(holder)) }
 end
 
--- Stores a deterministic rejection under the intent (LED-27), after compensation.
+-- Stores a deterministic rejection under the intent (LED-27), after compensation: the
+-- outcome and the record's deletion in one phase, flushed in the same call (LED-67).
 function Ledger:_reject(ctx, err, code)
     self:_compensate(ctx)
     local stored = { status = "rejected", code = code, message = err,
                      body_hash = ctx.req.body_hash }
-    if self:_p("put_intent", ctx.req.intent, stored) ~= 1 then
+    local flush = self.flush_on_ack
+    local res = phases.apply(self, { { "put_intent", ctx.req.intent, stored },
+                                     { "delete_saga", ctx.sid } }, { flush = flush })
+    if res[1][1] ~= 1 then
         local cur = self:_read("get_intent", ctx.req.intent)
         if not cur then return fail(ERR.Bug, "intent neither stored nor present") end
         stored = cur
     end
-    self:_p("delete_saga", ctx.sid)
     self.stats.rejections = self.stats.rejections + 1
     if stored.status == "committed" then return self:_outcome(ctx.req, stored) end
-    return nil, stored.message, stored.code
+    return nil, stored.message, stored.code, flush and res.flushed
 end
 
 -- The last step before the point of no return (LED-30): re-read accounts, consumed
@@ -1011,8 +1013,8 @@ function Ledger:_committed(ctx, ev, durable)
         self.audit { kind = "transfer", transfer_id = ctx.tid, intent = ctx.t.intent,
                      event_seq = ev.seq, book = self.book }
     end
-    return { transfer_id = ctx.tid, status = "committed", event_seq = ev.seq, replayed = false,
-             _durable = durable or nil }
+    return { transfer_id = ctx.tid, status = "committed", event_seq = ev.seq, replayed = false },
+        nil, nil, durable
 end
 
 -- ---- the batch path (LED-51..LED-56) ----
