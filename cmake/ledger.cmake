@@ -168,6 +168,26 @@ if(COMMAND ra_host_spec)
       "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
   endif()
 endif()
+# A hot account (issue 29 items 1 and 2, LED-67): 3000 transfers spending one payer's change
+# from 6 committers on 2 nodes while a reader polls its balance (never up) and its spendable
+# postings (never before their transfer), then `ledger verify` exact; on SQLite (offloaded)
+# and on a real PostgreSQL (spec/ron/ledger/ledger_hot_host_spec.lua, RON_HOT_BACKEND).
+if(COMMAND ra_host_spec)
+  foreach(_hot sqlite postgres)
+    set(_hot_name ledger-hot-account-${_hot})
+    set(_hot_labels lua)
+    if(_hot STREQUAL "postgres")
+      set(_hot_name ledger-hot-account-pg)
+      set(_hot_labels "lua;postgres")
+    endif()
+    ra_host_spec(${_hot_name} spec/ron/ledger/ledger_hot_host_spec.lua)
+    if(TEST ${_hot_name})
+      set_tests_properties(${_hot_name} PROPERTIES LABELS "${_hot_labels}" TIMEOUT 900)
+      set_property(TEST ${_hot_name} APPEND PROPERTY ENVIRONMENT
+        "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>" "RON_HOT_BACKEND=${_hot}")
+    endif()
+  endforeach()
+endif()
 if(TARGET ron-accounting AND RA_BUSTED)
   add_custom_target(soak-ledger
     COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_KILLS=500 RON_LEDGER_LIB=$<TARGET_FILE:ronledger>

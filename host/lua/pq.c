@@ -21,6 +21,15 @@
  *       rows.command ("INSERT 0 1"...), rows.affected (a number, or nil).
  *   conn:exec(sql, cb [, opts])  -> true     several statements in one string (the simple
  *       protocol, no parameters): the last statement's rows, or the first error.
+ *   conn:pipeline(list, cb [, opts])  -> true     libpq's pipeline mode (PostgreSQL 14+): every
+ *       entry of list sent at once, one round trip for all. An entry is { sql, params } (as
+ *       query's) or the string "sync" (PQpipelineSync: the statements since the previous
+ *       sync run as ONE implicit transaction, committed there; a statement that fails
+ *       aborts its transaction and the rest of it); the list ends with a sync (added when
+ *       missing, not answered). cb(results): results[i] for list[i] is rows (as query's),
+ *       { error = message, sqlstate = s } (the statement failed), { aborted = true } (an
+ *       earlier statement of its transaction failed: not run) or { sync = true }. A
+ *       connection failure answers cb(nil, err, sqlstate, class) as query does.
  *   conn:close()        idempotent. An operation in flight is answered
  *                       cb(nil, "Closed: ...", nil, "closed") on a later loop turn.
  *   conn:status()       "connecting" | "idle" | "busy" | "bad" (the connection broke) |
@@ -107,6 +116,9 @@ struct pqc {
     int want_write;      /* query: PQflush has not sent everything yet */
     unsigned timeout_ms; /* of the operation in flight, 0: none */
     PGresult *res;       /* query: the result kept so far */
+    PGresult **pipe_res; /* pipeline: one result per entry (NULL: none yet) */
+    int pipe_n, pipe_i;  /* pipeline: entries (0: not a pipeline), the one being read */
+    int pipe_ans;        /* pipeline: entries answered (the list's: not an added sync) */
     char *err;           /* a failure waiting to be delivered by the timer (malloc) */
     char sqlstate[6];
     const char *err_class;
@@ -235,6 +247,15 @@ static void drop_refs(pqc_t *c) {
     ra_glue_unref(c->L, &c->self_ref);
 }
 
+/* Drops a pipeline's results (answered, failed or abandoned). */
+static void pipe_clear(pqc_t *c) {
+    for (int i = 0; i < c->pipe_n; i++)
+        PQclear(c->pipe_res[i]);
+    free(c->pipe_res);
+    c->pipe_res = NULL;
+    c->pipe_n = c->pipe_i = 0;
+}
+
 /* The struct goes (on a later loop turn): the Lua object is detached first. */
 static void release(pqc_t *c) {
     if (c->freeing) return;
@@ -248,6 +269,7 @@ static void release(pqc_t *c) {
     }
     PQclear(c->res);
     c->res = NULL;
+    pipe_clear(c);
     drop_refs(c);
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, on_timer_closed);
@@ -450,9 +472,102 @@ static void fail_query(pqc_t *c, const char *msg, const char *cls) {
     uv_timer_stop(&c->timer);
     PQclear(c->res);
     c->res = NULL;
+    pipe_clear(c);
     set_err(c, msg, NULL, cls);
     mark_bad(c);
     answer_error(c);
+}
+
+/* The pipeline's last sync came: back to normal mode, the results to Lua. */
+static void pipeline_done(pqc_t *c) {
+    uv_timer_stop(&c->timer);
+    if (!PQexitPipelineMode(c->pg) && !PQisBusy(c->pg)) {
+        PGresult *r = PQgetResult(c->pg); /* the end of the last sync's results */
+        PQclear(r);
+    }
+    if (PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF && !PQexitPipelineMode(c->pg)) {
+        fail_query(c, PQerrorMessage(c->pg), "client");
+        return;
+    }
+    if (PQstatus(c->pg) != CONNECTION_OK) {
+        fail_query(c, PQerrorMessage(c->pg), "network");
+        return;
+    }
+    c->state = ST_IDLE;
+    if (poll_watch(c, UV_READABLE, 0) != 0) mark_bad(c);
+    if (!begin_answer(c)) {
+        pipe_clear(c);
+        drop_refs(c);
+        return;
+    }
+    lua_State *L = c->L;
+    lua_createtable(L, c->pipe_ans, 0);
+    for (int i = 0; i < c->pipe_ans; i++) {
+        PGresult *r = c->pipe_res[i];
+        ExecStatusType rs = r ? PQresultStatus(r) : PGRES_PIPELINE_ABORTED;
+        if (rs == PGRES_PIPELINE_SYNC) {
+            lua_createtable(L, 0, 1);
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "sync");
+        } else if (rs == PGRES_PIPELINE_ABORTED) {
+            lua_createtable(L, 0, 1);
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "aborted");
+        } else if (result_ok(r)) {
+            push_rows(L, r);
+        } else {
+            const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+            const char *prim = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+            char *m = dup_msg(prim ? prim : PQresultErrorMessage(r));
+            lua_createtable(L, 0, 2);
+            lua_pushstring(L, m ? m : "out of memory");
+            lua_setfield(L, -2, "error");
+            free(m);
+            if (st) {
+                lua_pushstring(L, st);
+                lua_setfield(L, -2, "sqlstate");
+            }
+        }
+        lua_rawseti(L, -2, i + 1);
+    }
+    pipe_clear(c);
+    end_answer(c, 1);
+}
+
+/* A pipeline's results as they come: each statement's (the first error, else the last)
+ * until PQgetResult says NULL, which moves to the next entry; a sync's is its own. */
+static void pipeline_collect(pqc_t *c) {
+    while (!PQisBusy(c->pg)) {
+        PGresult *r = PQgetResult(c->pg);
+        if (!r) {
+            if (c->pipe_i >= c->pipe_n || !c->pipe_res[c->pipe_i]) break; /* nothing yet */
+            if (++c->pipe_i >= c->pipe_n) {
+                pipeline_done(c);
+                return;
+            }
+            continue;
+        }
+        if (c->pipe_i >= c->pipe_n) { /* more than was sent: a protocol surprise */
+            PQclear(r);
+            fail_query(c, "unexpected result after the pipeline's end", "client");
+            return;
+        }
+        ExecStatusType rs = PQresultStatus(r);
+        PGresult **slot = &c->pipe_res[c->pipe_i];
+        if (rs == PGRES_PIPELINE_SYNC) {
+            PQclear(*slot);
+            *slot = r;
+            if (++c->pipe_i >= c->pipe_n) {
+                pipeline_done(c);
+                return;
+            }
+        } else if (*slot && !result_ok(*slot)) {
+            PQclear(r);
+        } else {
+            PQclear(*slot);
+            *slot = r;
+        }
+    }
 }
 
 /* Socket events while a query is in flight: send what is left, read what came, collect
@@ -470,7 +585,11 @@ static void query_step(pqc_t *c, int events) {
         }
         c->want_write = f == 1;
     }
-    while (!PQisBusy(c->pg)) {
+    if (c->pipe_n) {
+        pipeline_collect(c);
+        if (c->state != ST_BUSY || !c->pipe_n) return; /* answered, or failed */
+    }
+    while (!c->pipe_n && !PQisBusy(c->pg)) {
         PGresult *r = PQgetResult(c->pg);
         if (!r) {
             query_done(c);
@@ -600,6 +719,7 @@ static void on_timer(uv_timer_t *t) {
         cancel_in_pool(c);
         PQclear(c->res);
         c->res = NULL;
+        pipe_clear(c);
         set_err(c, msg, NULL, "timeout");
         mark_bad(c);
         PQfinish(c->pg); /* after poll_close (mark_bad): the socket goes now */
@@ -755,43 +875,52 @@ static int ready_for_query(lua_State *L, pqc_t *c, int cb_idx) {
     return 0;
 }
 
-static int l_query(lua_State *L) {
-    pqc_t *c = check_conn(L, 1, 1);
-    const char *sql = luaL_checkstring(L, 2);
-    if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
-    luaL_checktype(L, 4, LUA_TFUNCTION);
-    unsigned timeout_ms = opt_timeout(L, 5, 0);
-    int n = 0;
-    if (lua_istable(L, 3)) {
-        lua_getfield(L, 3, "n");
-        n = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : (int)lua_objlen(L, 3);
+/* Converts the parameters of the table at tidx (a list, or nil: none) for
+ * PQsendQueryParams into values/lengths/formats (allocated; the caller frees them) and
+ * their count; the converted strings stay on the Lua stack until the caller pops them.
+ * NULL, or a misuse message (nothing allocated then). */
+typedef struct {
+    int n;
+    const char **values;
+    int *lengths, *formats;
+} params_t;
+
+static void params_free(params_t *p) {
+    free(p->values);
+    free(p->lengths);
+    free(p->formats);
+    p->values = NULL;
+    p->lengths = p->formats = NULL;
+}
+
+static const char *params_from(lua_State *L, int tidx, params_t *p) {
+    p->n = 0;
+    p->values = NULL;
+    p->lengths = p->formats = NULL;
+    if (lua_istable(L, tidx)) {
+        lua_getfield(L, tidx, "n");
+        p->n = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : (int)lua_objlen(L, tidx);
         lua_pop(L, 1);
-        if (n < 0 || n > MAX_PARAMS)
-            return luaL_error(L, "ron.accounting.net.postgres_c: 0..%d parameters", MAX_PARAMS);
+        if (p->n < 0 || p->n > MAX_PARAMS) return "too many parameters (0..65535)";
     }
-    /* Convert (and check) every parameter before touching the connection. The strings
-     * stay on the Lua stack (so alive) until PQsendQueryParams has copied them. */
-    if (!lua_checkstack(L, n + 8))
-        return luaL_error(L, "ron.accounting.net.postgres_c: too many parameters");
-    const char **values = n ? calloc((size_t)n, sizeof *values) : NULL;
-    int *lengths = n ? calloc((size_t)n, sizeof *lengths) : NULL;
-    int *formats = n ? calloc((size_t)n, sizeof *formats) : NULL;
-    if (n && (!values || !lengths || !formats)) {
-        free(values);
-        free(lengths);
-        free(formats);
-        return luaL_error(L, "ron.accounting.net.postgres_c: out of memory");
+    int n = p->n;
+    if (!lua_checkstack(L, n + 8)) return "too many parameters";
+    p->values = n ? calloc((size_t)n, sizeof *p->values) : NULL;
+    p->lengths = n ? calloc((size_t)n, sizeof *p->lengths) : NULL;
+    p->formats = n ? calloc((size_t)n, sizeof *p->formats) : NULL;
+    if (n && (!p->values || !p->lengths || !p->formats)) {
+        params_free(p);
+        return "out of memory";
     }
-    int base = lua_gettop(L);
     const char *bad = NULL;
     for (int i = 0; i < n && !bad; i++) {
-        lua_rawgeti(L, 3, i + 1);
+        lua_rawgeti(L, tidx, i + 1);
         int t = lua_type(L, -1);
         size_t len = 0;
         if (t == LUA_TNIL) {
-            values[i] = NULL;
+            p->values[i] = NULL;
         } else if (t == LUA_TSTRING) {
-            values[i] = lua_tolstring(L, -1, &len);
+            p->values[i] = lua_tolstring(L, -1, &len);
         } else if (t == LUA_TNUMBER) {
             lua_Number v = lua_tonumber(L, -1);
             if (v != v || isinf(v)) {
@@ -807,40 +936,134 @@ static int l_query(lua_State *L) {
                 lua_pushstring(L, buf);
                 lua_replace(L, -2);
             }
-            if (!bad) values[i] = lua_tolstring(L, -1, &len);
+            if (!bad) p->values[i] = lua_tolstring(L, -1, &len);
         } else if (t == LUA_TBOOLEAN) {
             lua_pushstring(L, lua_toboolean(L, -1) ? "t" : "f");
             lua_replace(L, -2);
-            values[i] = lua_tolstring(L, -1, &len);
+            p->values[i] = lua_tolstring(L, -1, &len);
         } else if (t == LUA_TTABLE) {
             lua_getfield(L, -1, BYTEA_FIELD);
             if (lua_type(L, -1) != LUA_TSTRING) {
                 bad = "a table parameter must be pq.bytea(string)";
             } else {
                 lua_replace(L, -2);
-                values[i] = lua_tolstring(L, -1, &len);
-                formats[i] = 1;
+                p->values[i] = lua_tolstring(L, -1, &len);
+                p->formats[i] = 1;
             }
         } else {
             bad = "a parameter must be nil, a string, a number, a boolean or pq.bytea(s)";
         }
         if (len > 0x7fffffff) bad = "a parameter is over 2 GiB";
-        lengths[i] = (int)len;
+        p->lengths[i] = (int)len;
     }
-    if (bad) {
-        free(values);
-        free(lengths);
-        free(formats);
-        return luaL_error(L, "ron.accounting.net.postgres_c: query: parameter: %s", bad);
-    }
+    if (bad) params_free(p);
+    return bad;
+}
+
+static int l_query(lua_State *L) {
+    pqc_t *c = check_conn(L, 1, 1);
+    const char *sql = luaL_checkstring(L, 2);
+    if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
+    luaL_checktype(L, 4, LUA_TFUNCTION);
+    unsigned timeout_ms = opt_timeout(L, 5, 0);
+    /* Convert (and check) every parameter before touching the connection. The strings
+     * stay on the Lua stack (so alive) until PQsendQueryParams has copied them. */
+    int base = lua_gettop(L);
+    params_t p;
+    const char *bad = params_from(L, 3, &p);
+    if (bad) return luaL_error(L, "ron.accounting.net.postgres_c: query: parameter: %s", bad);
     if (ready_for_query(L, c, 4)) {
-        int sent = PQsendQueryParams(c->pg, sql, n, NULL, values, lengths, formats, 0);
+        int sent = PQsendQueryParams(c->pg, sql, p.n, NULL, p.values, p.lengths, p.formats, 0);
         start_op(L, c, 4, timeout_ms, sent);
     }
-    free(values);
-    free(lengths);
-    free(formats);
+    params_free(&p);
     lua_settop(L, base);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* conn:pipeline(list, cb [, opts]): see the header. Every entry is checked before anything
+ * is sent; then pipeline mode, each statement sent (its parameters copied by libpq before
+ * the next is converted), a sync where asked and at the end, one flush. */
+static int l_pipeline(lua_State *L) {
+    pqc_t *c = check_conn(L, 1, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    unsigned timeout_ms = opt_timeout(L, 4, 0);
+    int n = (int)lua_objlen(L, 2);
+    if (n < 1 || n > MAX_PARAMS)
+        return luaL_error(L, "ron.accounting.net.postgres_c: pipeline: 1..%d entries", MAX_PARAMS);
+    int last_sync = 0;
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        int ok = 0;
+        last_sync = 0;
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            ok = last_sync = strcmp(lua_tostring(L, -1), "sync") == 0;
+        } else if (lua_istable(L, -1)) {
+            lua_rawgeti(L, -1, 1);
+            lua_rawgeti(L, -2, 2);
+            ok = lua_type(L, -2) == LUA_TSTRING && (lua_isnil(L, -1) || lua_istable(L, -1));
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 1);
+        if (!ok)
+            return luaL_error(L,
+                              "ron.accounting.net.postgres_c: pipeline: entry %d is not "
+                              "{ sql, params } or \"sync\"",
+                              i);
+    }
+    int total = n + (last_sync ? 0 : 1);
+    if (!ready_for_query(L, c, 3)) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    int sent = PQenterPipelineMode(c->pg);
+    int base = lua_gettop(L);
+    const char *bad = NULL;
+    for (int i = 1; i <= n && sent && !bad; i++) {
+        lua_rawgeti(L, 2, i);
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            sent = PQpipelineSync(c->pg);
+        } else {
+            lua_rawgeti(L, -1, 1);
+            lua_rawgeti(L, -2, 2);
+            params_t p;
+            bad = params_from(L, lua_gettop(L), &p);
+            if (!bad) {
+                sent = PQsendQueryParams(c->pg, lua_tostring(L, base + 2), p.n, NULL, p.values,
+                                         p.lengths, p.formats, 0);
+                params_free(&p);
+            }
+        }
+        lua_settop(L, base);
+    }
+    if (sent && !bad && !last_sync) sent = PQpipelineSync(c->pg);
+    if (bad || !sent) {
+        /* a half-sent pipeline leaves the connection in no known state: drop it */
+        if (!bad) bad = PQerrorMessage(c->pg);
+        char msg[512];
+        snprintf(msg, sizeof msg, "pipeline: %s", bad);
+        mark_bad(c);
+        c->cb_ref = ra_glue_ref(L, 3);
+        c->self_ref = ra_glue_ref(L, 1);
+        defer_error(c, msg, NULL, "client");
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    c->pipe_res = calloc((size_t)total, sizeof *c->pipe_res);
+    if (!c->pipe_res) {
+        mark_bad(c);
+        c->cb_ref = ra_glue_ref(L, 3);
+        c->self_ref = ra_glue_ref(L, 1);
+        defer_error(c, "out of memory", NULL, "client");
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    c->pipe_n = total;
+    c->pipe_ans = n;
+    c->pipe_i = 0;
+    start_op(L, c, 3, timeout_ms, 1);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -867,6 +1090,7 @@ static int l_close(lua_State *L) {
     }
     PQclear(c->res);
     c->res = NULL;
+    pipe_clear(c);
     c->state = ST_CLOSED;
     if (c->ud) *c->ud = NULL; /* the object is closed from now on */
     c->ud = NULL;
@@ -1117,6 +1341,7 @@ static int luaopen_pq(lua_State *L) {
     static const luaL_Reg conn_methods[] = {
         {"query", l_query},
         {"exec", l_exec},
+        {"pipeline", l_pipeline},
         {"close", l_close},
         {"status", l_status},
         {"error", l_error},

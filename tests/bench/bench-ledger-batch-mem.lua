@@ -58,15 +58,7 @@ local function make_slices(T, W)
     return all
 end
 
-local function batches_of(all, b)
-    local out = {}
-    for i = 1, #all, b do
-        local x = {}
-        for j = i, math.min(#all, i + b - 1) do x[#x + 1] = all[j] end
-        out[#out + 1] = x
-    end
-    return out
-end
+local batches_of = require("ron.ledger.view").chunks
 
 
 -- the baseline: the rating alone (card + usage.request) over the same slices

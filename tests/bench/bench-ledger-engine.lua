@@ -1,10 +1,16 @@
--- bench-ledger-engine.lua: commits/s of the engine (lua/ron/ledger/ledger.lua) on the
--- in-memory store and on SQLite (synchronous NORMAL and FULL), one saga at a time: each
--- commit is a deposit or a payment with change (about 20 primitives: intent, claim, saga
--- record, resolve reads, reserve, last-step reads, deactivate, insert, transfer, intent,
--- event, delete).
+-- bench-ledger-engine.lua: the engine (lua/ron/ledger/ledger.lua), one saga at a time.
 --
+-- Plain LuaJIT: commits/s on the in-memory store and on SQLite (synchronous NORMAL and FULL,
+-- the synchronous driver), each commit a deposit or a payment with change.
 --   RON_LEDGER_LIB=build/libronledger.so luajit tests/bench/bench-ledger-engine.lua [N]
+--
+-- Inside the host (issue 25's "one Ledger:commit with no contention"): the latency of one
+-- Ledger:commit at a time, p50 and p99, on offloaded SQLite (durability ack: the commit
+-- flushes before it answers) and on PostgreSQL (a server the bench starts, fsync on, a pool
+-- of 4), each commit a payment of 1 unit from one of 16 funded payers (a posting and its
+-- change) to a sink; the store calls per commit; the load average beside every figure.
+--   build/ron-accounting run tests/bench/bench-ledger-engine.lua [--commits N] [--no-pg]
+--       [--no-sqlite] [--out FILE]
 -- Prints one `BENCH {json}` line per store (tests/bench/README.md).
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;" .. package.path
@@ -12,7 +18,8 @@ local L = require "ron.ledger.ledger"
 local store = require "ron.ledger.store"
 local memory = require "ron.ledger.store.memory"
 
-local N = tonumber(arg and arg[1]) or 2000
+local HOST = pcall(require, "ron.accounting.net.postgres_c")
+local N = not HOST and tonumber(arg and arg[1]) or 2000
 local USD = { code = "USD", scale = 2 }
 local EXT = ("E"):rep(16)
 local ACCTS = { ("A"):rep(16), ("B"):rep(16), ("C"):rep(16), ("D"):rep(16) }
@@ -46,6 +53,114 @@ local function run(name, s, n)
                         '"committed":%d,"seconds":%.3f,"commits_per_s":%.1f}', name, n, ok, dt,
                         n / dt))
 end
+
+
+-- ---- inside the host: the latency of one commit at a time ----
+
+local function host_main()
+    local uv = require "luv"
+    local task = require "ron.accounting.runtime.task"
+    package.path = here .. "?.lua;" .. package.path
+    local B = require "bench_common"
+    local H = dofile(here .. "../pg/harness.lua")
+    local o = { commits = 2000, pg = true, sqlite = true, dir = os.getenv("TMPDIR") or "/tmp" }
+    local i = 1
+    while i <= #arg do
+        local a, v = arg[i], arg[i + 1]
+        if a == "--commits" then o.commits = assert(tonumber(v)); i = i + 2
+        elseif a == "--out" then o.out = v; i = i + 2
+        elseif a == "--no-pg" then o.pg = false; i = i + 1
+        elseif a == "--no-sqlite" then o.sqlite = false; i = i + 1
+        else error("bench-ledger-engine.lua: unknown argument " .. tostring(a)) end
+    end
+    local emit = B.emitter(o.out)
+    local PAYERS, SINK = {}, ("S"):rep(16)
+    for k = 1, 16 do PAYERS[k] = string.format("P%015d", k) end
+    local function pct(sorted, p) return sorted[math.max(1, math.ceil(#sorted * p / 100))] end
+    -- store calls counted by wrapping the store's methods (the offloaded SQLite store and
+    -- the PostgreSQL one are tables of methods)
+    local function counted(s)
+        local n = { calls = 0 }
+        local proxy = setmetatable({}, { __index = function(_, k)
+            local v = s[k]
+            if type(v) ~= "function" then return v end
+            return function(_, ...)
+                n.calls = n.calls + 1
+                return v(s, ...)
+            end
+        end })
+        return proxy, n
+    end
+    local function case(name, s)
+        local cs, cnt = counted(s)
+        local led = L.new { store = cs, book = "bench", node = "bench-" .. name,
+                            pause = function(k) task.sleep(k) end }
+        assert(led:recover())
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        assert(led:create_account { id = SINK })
+        for k, p in ipairs(PAYERS) do
+            assert(led:create_account { id = p })
+            assert(led:commit { intent = "fund-" .. k, movements = {
+                { from = EXT, to = p, asset = USD, amount = 1000000000 } } })
+        end
+        local lat = {}
+        local c0, calls0 = os.clock(), cnt.calls
+        local t0 = uv.hrtime()
+        for k = 1, o.commits do
+            local a = uv.hrtime()
+            assert(led:commit { intent = "pay-" .. k, movements = {
+                { from = PAYERS[k % 16 + 1], to = SINK, asset = USD, amount = 1 } } })
+            lat[k] = (uv.hrtime() - a) / 1000
+        end
+        local wall = (uv.hrtime() - t0) / 1e9
+        local cpu = os.clock() - c0
+        table.sort(lat)
+        local calls = (cnt.calls - calls0) / o.commits
+        print(string.format("%-9s %6d commits, one at a time: p50 %6.0f us  p99 %6.0f us  "
+                            .. "%6.0f commits/s  %.1f store calls/commit  %.0f us cpu/commit  "
+                            .. "loadavg %s", name, o.commits, pct(lat, 50), pct(lat, 99),
+                            o.commits / wall, calls, cpu / o.commits * 1e6, B.loadavg()))
+        emit(string.format('{"bench":"ledger-engine-latency","store":"%s","commits":%d,'
+                           .. '"p50_us":%.0f,"p99_us":%.0f,"per_s":%.1f,"calls_per_commit":%.1f,'
+                           .. '"cpu_us":%.0f,"loadavg":"%s"}', name, o.commits, pct(lat, 50),
+                           pct(lat, 99), o.commits / wall, calls, cpu / o.commits * 1e6,
+                           B.loadavg()))
+    end
+    local T = task.new()
+    local h = T.spawn("bench_ledger_engine", function()
+        case("memory", memory.new())
+        if o.sqlite then
+            local path = string.format("%s/bench-ledger-engine-%d.db", o.dir, uv.os_getpid())
+            os.remove(path)
+            local s = assert(store.open { backend = "sqlite", path = path, offload = true })
+            case("sqlite", s)
+            s:close()
+            for _, x in ipairs { "", "-wal", "-shm" } do os.remove(path .. x) end
+        end
+        if o.pg then
+            local ok, why = H.available()
+            if not ok then
+                print("bench-ledger-engine: PostgreSQL skipped: " .. tostring(why))
+            else
+                local cluster = assert(H.start { fsync = true })
+                local s = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
+                                              schema = "bench_engine", connections = 4,
+                                              connect_timeout_ms = 20000,
+                                              query_timeout_ms = 20000 })
+                local ok2, err = pcall(case, "postgres", s)
+                s:close()
+                cluster:stop()
+                assert(ok2, err)
+            end
+        end
+        return true
+    end)
+    uv.run("default")
+    assert(h.status == "ok", "bench-ledger-engine: the task did not end: " .. tostring(h.status))
+    assert(h:join())
+end
+
+if HOST then return host_main() end
 
 run("memory", memory.new(), N)
 for _, sync in ipairs { "normal", "full" } do

@@ -236,24 +236,42 @@ local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
 -- Wraps the write primitives of s to keep their arguments (only while rec.on, per batch
 -- rec.cur; the lists, converted to rows after the timed loop: the recording costs the rated
 -- path a copy of each list, ~1 us per slice).
+local RECORDED = { insert_postings = true, store_transfers = true, put_intents = true,
+                   append_events = true }
 local function recording(s)
     local rec = { on = false, cur = 0, calls = {} }
-    for _, name in ipairs { "insert_postings", "store_transfers", "put_intents",
-                            "append_events" } do
+    local function keep(name, a, b)
+        local l = rec.calls[rec.cur]
+        if not l then l = {}; rec.calls[rec.cur] = l end
+        -- the list copied (a caller may reuse its table), not its rows
+        local list = name == "append_events" and b or a
+        local copy = {}
+        for i = 1, #list do copy[i] = list[i] end
+        if name == "append_events" then l[#l + 1] = { name, a, copy }
+        else l[#l + 1] = { name, copy } end
+    end
+    for name in pairs(RECORDED) do
         local orig = s[name]
         s[name] = function(self, a, b)
-            if rec.on then
-                local l = rec.calls[rec.cur]
-                if not l then l = {}; rec.calls[rec.cur] = l end
-                -- the list copied (a caller may reuse its table), not its rows
-                local list = name == "append_events" and b or a
-                local copy = {}
-                for i = 1, #list do copy[i] = list[i] end
-                if name == "append_events" then l[#l + 1] = { name, a, copy }
-                else l[#l + 1] = { name, copy } end
-            end
+            if rec.on and not rec.in_phase then keep(name, a, b) end
             return orig(self, a, b)
         end
+    end
+    -- a phase (LED-67): its primitives, once it committed (PostgreSQL and the offloaded
+    -- SQLite store run them outside this instance's methods; the synchronous one through
+    -- them, which then record nothing themselves)
+    local apply = s.apply
+    local nested = not (s.offloaded or s.backend == "postgres")
+    s.apply = function(self, ops, o)
+        rec.in_phase = nested
+        local res, err, cls = apply(self, ops, o)
+        rec.in_phase = false
+        if rec.on and res and res.ok then
+            for _, op in ipairs(ops) do
+                if RECORDED[op[1]] then keep(op[1], op[2], op[3]) end
+            end
+        end
+        return res, err, cls
     end
     return rec
 end
@@ -510,12 +528,7 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     local windows = make_slices(streams, W)
     local all = {}
     for _, w in ipairs(windows) do for _, sl in ipairs(w) do all[#all + 1] = sl end end
-    local batches = {}
-    for i = 1, #all, bsize do
-        local b = {}
-        for j = i, math.min(#all, i + bsize - 1) do b[#b + 1] = all[j] end
-        batches[#batches + 1] = b
-    end
+    local batches = require("ron.ledger.view").chunks(all, bsize)
     local s, e, calls, rec = warmed_exporter(open, streams)
     local c0, ct0 = calls.n, calls.t
     local by0, tby0 = {}, {}

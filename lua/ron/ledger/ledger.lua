@@ -27,11 +27,12 @@
 local B = require "ron.ledger.bigint"
 local codec = require "ron.ledger.codec"
 local ledger = require "ron.ledger"
+local phases = require "ron.ledger.phases"
+local view = require "ron.ledger.view"
 
 local error = error
 local format = string.format
 local pcall = pcall
-local rep = string.rep
 local sort = table.sort
 local type = type
 
@@ -71,10 +72,9 @@ local RACE = {
 }
 
 local MAX_INPUTS = 256
-local SELECT_LIMIT = 1024 -- a store's batch bound (sql.MAX_BATCH)
-local FIRST_PAGE = 32
-local CLAIM_PREFIX = rep("\255", 256)
-local EVENT_KIND = "transfer"
+local SELECT_LIMIT, FIRST_PAGE = view.SELECT_LIMIT, view.FIRST_PAGE
+local CLAIM_PREFIX = phases.CLAIM_PREFIX
+local EVENT_KIND = phases.EVENT_KIND
 
 local Ledger = {}
 Ledger.__index = Ledger
@@ -374,7 +374,10 @@ function Ledger:flush()
     return guard(nil, function() return self:_p("flush") end)
 end
 
-function Ledger:_acked(r, err, code)
+-- durable (an internal 4th value): the outcome's last phase flushed in the same call
+-- (LED-67), nothing left to flush.
+function Ledger:_acked(r, err, code, durable)
+    if durable then return r, err, code end
     if not self.flush_on_ack or (r == nil and (code == ERR.InvalidRequest
                                                or code == ERR.Unavailable)) then
         return r, err, code
@@ -403,33 +406,17 @@ function Ledger:_new_sid()
 end
 
 function Ledger:_run(req)
-    return guard(nil, function()
-        local prior = self:_read("get_intent", req.intent)
-        if prior then return self:_outcome(req, prior) end
-        return self:_drive(self:_new_sid(), req)
-    end)
+    -- (the prior outcome is read by the saga's open phase, with its claim: LED-67)
+    return guard(nil, self._drive, self, self:_new_sid(), req)
 end
 
 -- ---- resolve (read only): request -> transfer, or a deterministic rejection ----
 
 -- Returns t, info or nil, err, code (a rejection to store) or false, err, code (a race:
 -- try again).
--- Where resolution reads from: the store (one primitive per read, the single path) or a
--- batch's in-memory view (ron.ledger.ledger commit_many, LED-52). The same resolution code
--- runs over both, so a batch picks exactly the postings one-by-one commits would.
-local StoreSource = {}
-StoreSource.__index = StoreSource
-function StoreSource:accounts(ids) return self.led:_p("get_accounts", ids) end
-function StoreSource:page(account, asset, limit)
-    return self.led:_p("get_postings_by_account", account, asset, "active", limit, "largest")
-end
-function StoreSource:held(account, asset)
-    return #self.led:_p("get_postings_by_account", account, asset, "pending_inactive", 1) > 0
-end
-function StoreSource:finalizing_to(account, asset)
-    return self.led:_finalizing_to(account, asset)
-end
-
+-- Where resolution reads from: a view (ron.ledger.view) of one read of the accounts, the
+-- payers' postings and the balances, for the single path and a batch alike (LED-52), so a
+-- batch picks exactly the postings one-by-one commits would.
 -- (module-level helpers of _resolve_commit: no closure per request, see pairs_of)
 local NONE = {}
 local function net_pair(list, by_k, account, asset)
@@ -454,7 +441,6 @@ local function ref_less(a, b)
 end
 
 function Ledger:_resolve_commit(req, src)
-    src = src or setmetatable({ led = self }, StoreSource)
     local pairs_, by_k = {}, {}
     for _, m in ipairs(req.movements) do
         local pf = net_pair(pairs_, by_k, m.from, m.asset)
@@ -780,14 +766,10 @@ function Ledger:_compensate(ctx)
     ctx.t, ctx.tbytes, ctx.tid, ctx.heads = nil, nil, nil, nil
 end
 
--- Claims the intent for ctx.sid: true, or false + a result to return.
-function Ledger:_claim(ctx)
-    local key = CLAIM_PREFIX .. ctx.req.intent
-    local claim = { status = "claimed", message = ctx.sid, body_hash = ctx.req.body_hash }
-    if self:_p("put_intent", key, claim) == 1 then return true end
-    local cur = self:_read("get_intent", key)
-    if cur and cur.message == ctx.sid then return true end
-    -- Another saga holds the intent: ours never reserved anything, drop it.
+-- Another saga holds the intent's claim (cur; the open phase, ron.ledger.phases): false + a
+-- result to return (its outcome, Conflict, Unavailable, or the answer of adopting it).
+function Ledger:_claim_lost(ctx, cur)
+    -- ours never reserved anything: drop its record (a saga driven again may have one)
     self:_p("delete_saga", ctx.sid)
     local final = self:_read("get_intent", ctx.req.intent)
     if final then return false, { self:_outcome(ctx.req, final) } end
@@ -817,76 +799,47 @@ function Ledger:_claim(ctx)
     return false, { fail(ERR.Unavailable, IN_FLIGHT .. " in saga " .. tostring(holder)) }
 end
 
--- Stores a deterministic rejection under the intent (LED-27), after compensation.
+-- Stores a deterministic rejection under the intent (LED-27), after compensation: the
+-- outcome and the record's deletion in one phase, flushed in the same call (LED-67).
 function Ledger:_reject(ctx, err, code)
     self:_compensate(ctx)
     local stored = { status = "rejected", code = code, message = err,
                      body_hash = ctx.req.body_hash }
-    if self:_p("put_intent", ctx.req.intent, stored) ~= 1 then
+    local flush = self.flush_on_ack
+    local res = phases.apply(self, { { "put_intent", ctx.req.intent, stored },
+                                     { "delete_saga", ctx.sid } }, { flush = flush })
+    if res[1][1] ~= 1 then
         local cur = self:_read("get_intent", ctx.req.intent)
         if not cur then return fail(ERR.Bug, "intent neither stored nor present") end
         stored = cur
     end
-    self:_p("delete_saga", ctx.sid)
     self.stats.rejections = self.stats.rejections + 1
     if stored.status == "committed" then return self:_outcome(ctx.req, stored) end
-    return nil, stored.message, stored.code
-end
-
--- Reserves t's inputs for sid: "full" or "partial" (count interpretation, LED-28).
-function Ledger:_reserve(ctx)
-    local ids = ctx.t.inputs
-    if #ids == 0 then return "full" end
-    local n = self:_p("reserve_postings", ids, ctx.sid)
-    if n == #ids then return "full" end
-    -- Partial or zero: the count alone does not say whether the rows are ours (a replay
-    -- after a lost reply counts 0). Read them.
-    local ours = 0
-    for _, p in ipairs(self:_p("get_postings", ids)) do
-        if p.status == "pending_inactive" and p.reservation == ctx.sid then ours = ours + 1 end
-    end
-    if ours == #ids then return "full" end
-    return "partial"
-end
-
--- Takes the heads in sorted order; true, or false after waiting too long.
-function Ledger:_take_heads(ctx)
-    ctx.held = 0
-    for i, h in ipairs(ctx.heads) do
-        self:_p("ensure_head", h.account, h.asset)
-        local got = false
-        for w = 1, self.head_waits do
-            if self:_p("acquire_head", h.account, h.asset, ctx.sid) == 1 then
-                got = true
-                break
-            end
-            local cur = self:_p("get_heads", { h })[1]
-            if cur and cur.holder == ctx.sid then
-                got = true
-                break
-            end
-            self.stats.head_waits = self.stats.head_waits + 1
-            self.pause(w)
-        end
-        if not got then return false end
-        ctx.held = i
-    end
-    return true
+    return nil, stored.message, stored.code, flush and res.flushed
 end
 
 -- The last step before the point of no return (LED-30): re-read accounts, consumed
 -- postings and balances, and validate against them.
-function Ledger:_revalidate(ctx)
+-- reads: what the reserve phase read after taking the inputs and heads ({ accts,
+-- consumed, prs, bals }, the same transaction), else (its reply was lost) read now.
+function Ledger:_revalidate(ctx, reads)
     local t = ctx.t
-    local accts = self:_p("get_accounts", ctx.ids)
-    local consumed = #t.inputs > 0 and self:_p("get_postings", t.inputs) or {}
+    local accts, consumed, prs, bals
+    if reads then
+        accts, consumed, prs, bals = reads.accts, reads.consumed, reads.prs, reads.bals
+    else
+        accts = self:_p("get_accounts", ctx.ids)
+        consumed = #t.inputs > 0 and self:_p("get_postings", t.inputs) or {}
+    end
     for _, p in ipairs(consumed) do
         if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then
             return false, "a reserved posting is not ours any more", ERR.Bug
         end
     end
-    local prs = pairs_of(t, consumed)
-    local bals = self:_p("get_balances", prs)
+    if not reads then
+        prs = pairs_of(t, consumed)
+        bals = self:_p("get_balances", prs)
+    end
     local balances = {}
     for i, pr in ipairs(prs) do
         balances[i] = { account = pr.account, asset = pr.asset, amount = bals[i] }
@@ -918,31 +871,28 @@ end
 
 function Ledger:_drive_body(ctx)
     local req = ctx.req
-    local prior = self:_read("get_intent", req.intent)
-    if prior then
-        self:_p("delete_saga", ctx.sid)
-        return self:_outcome(req, prior)
-    end
-    self:_save(ctx, "reserving")
-    local ok, res = self:_claim(ctx)
+    -- the prior outcome, the record, the claim and the plan's reads: one phase (LED-67)
+    local r = req.kind ~= "reverse" and view.wants({ req }) or nil
+    local ok, res = phases.open(self, ctx, saga_data(ctx), r)
     if not ok then return unpack(res, 1, table.maxn(res)) end
+    local src = res -- (the view of the open phase's reads, or nil)
     for _ = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1
-        local resolve = req.kind == "reverse" and self._resolve_reverse or self._resolve_commit
-        local t, consumed, accts = resolve(self, req)
+        local t, consumed, accts
+        if r then
+            src = src or phases.reads(self, r)
+            t, consumed, accts = self:_resolve_commit(req, src)
+        else
+            t, consumed, accts = self:_resolve_reverse(req)
+        end
         if t == nil then return self:_reject(ctx, consumed, accts) end
         if t then
             ctx.ids = complete(t, consumed, accts)
             -- An early look: a transfer the current state refuses is refused before
             -- anything is reserved (the same check runs again as the last step).
             local prs = pairs_of(t, consumed)
-            local bals = self:_p("get_balances", prs)
-            local balances = {}
-            for i, pr in ipairs(prs) do
-                balances[i] = { account = pr.account, asset = pr.asset, amount = bals[i] }
-            end
             local plan, err, code = ledger.validate_and_plan(t, list_accounts(ctx.ids, accts),
-                                                             consumed, balances, true)
+                consumed, self:_balances(prs, src), true)
             if not plan and not RACE[code] and not self:_picks_moved(consumed) then
                 return self:_reject(ctx, err, code)
             end
@@ -950,25 +900,49 @@ function Ledger:_drive_body(ctx)
                 ctx.t, ctx.tid = t, plan.transfer_id
                 ctx.tbytes = plan.bytes
                 ctx.heads = heads_of(t, consumed, accts)
-                self:_save(ctx, "reserving")
-                if self:_reserve(ctx) == "full" and self:_take_heads(ctx) then
-                    local plan2, err2, code2 = self:_revalidate(ctx)
+                -- the record, the inputs and the heads (all or none) and the last step's
+                -- reads: one phase (LED-67)
+                local got, reads = phases.reserve(self, ctx, saga_data(ctx), t.inputs, prs)
+                if got == "full" then
+                    local plan2, err2, code2 = self:_revalidate(ctx, reads)
                     if plan2 then return self:_finalize(ctx) end
                     if code2 == ERR.Bug then error(err2) end
                     if not RACE[code2] then return self:_reject(ctx, err2, code2) end
+                    self:_compensate(ctx)
                 end
-                self:_compensate(ctx)
+                ctx.t, ctx.tbytes, ctx.tid, ctx.heads = nil, nil, nil, nil
             end
         end
+        src = nil
         self.pause(1)
     end
     -- Still racing: the saga stays (reserving, holding nothing) for the retry or recover().
     return fail(ERR.Unavailable, "postings or heads kept changing; retry")
 end
 
--- The point of no return and after: every step verified, every step idempotent
--- (LED-31). Also what recover() runs for a saga found in phase finalizing.
-function Ledger:_finalize(ctx)
+-- The balances of prs as validation takes them: from the view src (its one read), else
+-- read now.
+function Ledger:_balances(prs, src)
+    local out, bals = {}, nil
+    for i, pr in ipairs(prs) do
+        local v = src and src.bal[pr.account .. asset_key(pr.asset)]
+        if v == nil then
+            bals = bals or self:_p("get_balances", prs)
+            v = bals[i]
+        end
+        out[i] = { account = pr.account, asset = pr.asset, amount = v }
+    end
+    return out
+end
+
+-- The finalize: one phase (ron.ledger.phases, LED-67); also what recover() runs for a saga
+-- found in phase finalizing.
+function Ledger:_finalize(ctx) return phases.finalize(self, ctx) end
+
+-- The finalize step by step, for a state that holds part of one (an older binary's record
+-- in phase finalizing): past the point of no return, every step verified, every step
+-- idempotent (LED-31).
+function Ledger:_finalize_steps(ctx)
     local t, tid, sid = ctx.t, ctx.tid, ctx.sid
     if ctx.phase ~= "finalizing" then self:_save(ctx, "finalizing") end
     -- 1. consume: every input Inactive, consumed by this transfer (the double-spend guard).
@@ -1042,12 +1016,18 @@ function Ledger:_finalize(ctx)
         self:_p("release_head", h.account, h.asset, sid)
     end
     self:_p("delete_saga", sid)
+    return self:_committed(ctx, ev)
+end
+
+-- The receipt of a committed transfer (its event ev); durable: its finalize flushed.
+function Ledger:_committed(ctx, ev, durable)
     self.stats.commits = self.stats.commits + 1
     if self.audit then
-        self.audit { kind = "transfer", transfer_id = tid, intent = t.intent,
+        self.audit { kind = "transfer", transfer_id = ctx.tid, intent = ctx.t.intent,
                      event_seq = ev.seq, book = self.book }
     end
-    return { transfer_id = tid, status = "committed", event_seq = ev.seq, replayed = false }
+    return { transfer_id = ctx.tid, status = "committed", event_seq = ev.seq, replayed = false },
+        nil, nil, durable
 end
 
 -- ---- the batch path (LED-51..LED-56) ----
@@ -1075,20 +1055,10 @@ end
 -- is rejected deterministically gets its stored rejection and leaves the view unchanged; a
 -- request that meets reservations in flight on a short pair (a race) is handed over: after
 -- the batch it is driven by the single path (which retries, or answers Unavailable).
-local BATCH_IDS = 1024    -- ids, keys, pairs per call (sql.MAX_BATCH)
-local BATCH_POSTINGS = 512 -- postings per insert (sql.MAX_POSTINGS)
+local BATCH_IDS = phases.BATCH_IDS           -- ids, keys, pairs per call (sql.MAX_BATCH)
+local BATCH_POSTINGS = phases.BATCH_POSTINGS -- postings per insert (sql.MAX_POSTINGS)
 local BATCH_QUERIES = 128 -- get_postings_by_pairs queries per call
-local BATCH_PARAMS = 6000 -- store_transfers parameters per call
-
-local function slices(list, n)
-    local out = {}
-    for i = 1, #list, n do
-        local c = {}
-        for j = i, math.min(#list, i + n - 1) do c[#c + 1] = list[j] end
-        out[#out + 1] = c
-    end
-    return out
-end
+local slices, rec_chunks = phases.slices, phases.rec_chunks
 
 -- A write primitive over a list, chunked: the sum of the counts.
 function Ledger:_pw(name, list, n, ...)
@@ -1169,57 +1139,6 @@ end
 local IDX8 = {}
 for i = 0, 255 do IDX8[i] = format("%08x", i) end
 local function pkey(id) return id.transfer_id .. (IDX8[id.index] or format("%08x", id.index)) end
-
-local function largest_less(a, b)
-    if a.amount ~= b.amount then return a.amount > b.amount end
-    if a.id.transfer_id ~= b.id.transfer_id then return a.id.transfer_id < b.id.transfer_id end
-    return a.id.index < b.id.index
-end
-
--- The in-memory view a batch resolves against (the StoreSource's three reads).
-local MemSource = {}
-MemSource.__index = MemSource
-function MemSource:accounts(ids)
-    local r = {}
-    for _, id in ipairs(ids) do r[id] = self.accts[id] end
-    return r
-end
-function MemSource:page(account, asset, limit)
-    local pool = self.pools[account .. asset_key(asset)]
-    local r = {}
-    if not pool then return r end
-    for i = 1, math.min(limit, #pool.list) do r[i] = pool.list[i] end
-    return r
-end
-function MemSource:held(account, asset)
-    local pool = self.pools[account .. asset_key(asset)]
-    return pool ~= nil and pool.held
-end
--- The sagas are read once per batch view, on the first short payer (LED-32).
-function MemSource:finalizing_to(account, asset)
-    if not self.finalizing then self.finalizing = self.led:_finalizing_outputs() end
-    return self.finalizing[account .. asset_key(asset)] == true
-end
-
--- The (account, asset) pairs a request's movements net, as _resolve_commit computes them
--- (nil on an overflow: resolution rejects it the same way).
-local function nets_of(req)
-    local r, by = {}, {}
-    for _, m in ipairs(req.movements) do
-        for _, side in ipairs { { m.from, -1 }, { m.to, 1 } } do
-            local k = side[1] .. asset_key(m.asset)
-            if not by[k] then
-                by[k] = { account = side[1], asset = m.asset, net = 0 }
-                r[#r + 1] = by[k]
-            end
-            local v = side[2] < 0 and ledger.amount_sub(by[k].net, m.amount)
-                      or ledger.amount_add(by[k].net, m.amount)
-            if not v then return nil end
-            by[k].net = v
-        end
-    end
-    return r
-end
 
 function Ledger:commit_many(reqs)
     if type(reqs) ~= "table" then error("ron.ledger: commit_many expects a list", 2) end
@@ -1412,7 +1331,7 @@ end
 
 -- The claims, at once; a short count is read back (a lost reply, a partial batch, or
 -- another saga's claim). -> the members another saga holds (the single path takes them).
-function Ledger:_claim_batch(ctx)
+function Ledger:_claim_batch(ctx, record)
     local function claim_of(e)
         return { key = CLAIM_PREFIX .. e.req.intent,
                  outcome = { status = "claimed", message = e.sid, body_hash = e.req.body_hash } }
@@ -1420,7 +1339,14 @@ function Ledger:_claim_batch(ctx)
     local claims = {}
     for i, e in ipairs(ctx.batch) do claims[i] = claim_of(e) end
     local lost = {}
-    if self:_pw("put_intents", claims, BATCH_IDS) == #claims then return lost end
+    -- the record and the claims: one phase (a claim never exists without a record that
+    -- names its member, LED-67)
+    ctx.phase = "reserving"
+    local ops = { { "save_saga", ctx.sid, "reserving", record, self.node } }
+    for _, c in ipairs(slices(claims, BATCH_IDS)) do ops[#ops + 1] = { "put_intents", c } end
+    local res, n = phases.apply(self, ops), 0
+    for k = 2, #ops do n = n + res[k][1] end
+    if n == #claims then return lost end
     local ks = {}
     for i, c in ipairs(claims) do ks[i] = c.key end
     for round = 1, self.max_attempts + 1 do
@@ -1446,13 +1372,11 @@ function Ledger:_batch_body(ctx, results, later)
     local claimed = false
     for _ = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1
-        -- plan (reads only), the record, then the claims: a claim never exists without a
-        -- record that names its member
+        -- plan (reads only), then the record and the claims
         self:_plan_batch(ctx)
-        self:_save_batch(ctx, "reserving")
         if not claimed then
             claimed = true
-            local lost = self:_claim_batch(ctx)
+            local lost = self:_claim_batch(ctx, batch_data(ctx, "reserving"))
             if #lost > 0 then
                 local gone, keep = {}, {}
                 for _, e in ipairs(lost) do gone[e] = true end
@@ -1469,27 +1393,18 @@ function Ledger:_batch_body(ctx, results, later)
                     return true
                 end
                 self:_plan_batch(ctx)
-                self:_save_batch(ctx, "reserving")
             end
         end
+        -- the record with the plan, the store's postings it consumes and the heads: one
+        -- phase, all or none (LED-67)
         local ids = {}
         for i, x in ipairs(ctx.ins) do ids[i] = x.id end
-        local reserved = true
-        if #ids > 0 and self:_pw("reserve_postings", ids, BATCH_IDS, ctx.sid) ~= #ids then
-            local ours = 0
-            for _, p in ipairs(self:_list_read("get_postings", ids, BATCH_IDS)) do
-                if p.status == "pending_inactive" and p.reservation == ctx.sid then
-                    ours = ours + 1
-                end
-            end
-            reserved = ours == #ids
-        end
-        if reserved and self:_take_heads(ctx) then
+        if phases.reserve(self, ctx, batch_data(ctx, "reserving"), ids) == "full" then
             local ok, err = self:_revalidate_batch(ctx)
             if ok then return self:_finalize_batch(ctx, results, later) end
             if err then error(err) end
+            self:_give_back_batch(ctx)
         end
-        self:_give_back_batch(ctx)
         self.pause(1)
     end
     -- Still racing: the saga stays (reserving, holding nothing) for a retry or recover().
@@ -1499,57 +1414,21 @@ end
 -- Reads once, then resolves and validates the members in order over the in-memory view.
 -- Sets ctx.items (the transfers, in order), ctx.rejects, ctx.handover, ctx.heads.
 function Ledger:_plan_batch(ctx)
-    local ids, seen = {}, {}
-    local function want(id)
-        if not seen[id] then
-            seen[id] = true
-            ids[#ids + 1] = id
-        end
-    end
-    local bpairs, bidx, payers, pidx = {}, {}, {}, {}
-    local function bpair(account, asset)
-        local k = account .. asset_key(asset)
-        if not bidx[k] then
-            bpairs[#bpairs + 1] = { account = account, asset = asset }
-            bidx[k] = #bpairs
-        end
-    end
-    for _, e in ipairs(ctx.batch) do
-        for _, p in ipairs(nets_of(e.req) or {}) do
-            want(p.account)
-            bpair(p.account, p.asset)
-            local recv = e.req.overdraft and e.req.overdraft[p.account]
-            if recv then bpair(recv, p.asset) end
-            local k = p.account .. asset_key(p.asset)
-            if p.net < 0 and not pidx[k] then
-                payers[#payers + 1] = { account = p.account, asset = p.asset, key = k }
-                pidx[k] = payers[#payers]
-            end
-        end
-        for from, to in pairs(e.req.overdraft or {}) do
-            want(from)
-            want(to)
-        end
-    end
-    -- the payers' largest postings, and whether another saga holds some (one statement)
-    local qs = {}
-    for _, p in ipairs(payers) do
-        qs[#qs + 1] = { account = p.account, asset = p.asset, status = "active",
-                        limit = FIRST_PAGE }
-        qs[#qs + 1] = { account = p.account, asset = p.asset, status = "pending_inactive",
-                        limit = 1 }
-    end
+    local reqs = {}
+    for i, e in ipairs(ctx.batch) do reqs[i] = e.req end
+    local r = view.wants(reqs)
+    local ids, qs, payers = r.ids, r.qs, r.payers
     -- the plan's three reads at once (reads only, none needs another's answer: LED-62)
     local accts, res, got, cached
     self:_read_at_once(function() accts, cached = self:_accounts_of(ids, not ctx.fresh) end,
                        function() res = self:_list_read("get_postings_by_pairs", qs,
                                                         BATCH_QUERIES) end,
-                       function() got = self:_list_read("get_balances", bpairs, BATCH_IDS) end)
+                       function() got = self:_list_read("get_balances", r.bpairs, BATCH_IDS) end)
+    local src = view.source(self, r, accts, res, got, true)
     local more = {}
-    for k, p in ipairs(payers) do
-        p.list, p.held = res[2 * k - 1], #res[2 * k] > 0
+    for _, p in ipairs(payers) do
         -- the single path's second page, read up front for a pair whose first page may not
-        -- hold all its positive postings
+        -- hold all its positive postings (the plan moves the lists as it goes)
         if #p.list == FIRST_PAGE and p.list[FIRST_PAGE].amount > 0 then
             more[#more + 1] = p
         end
@@ -1563,9 +1442,7 @@ function Ledger:_plan_batch(ctx)
         local r2 = self:_list_read("get_postings_by_pairs", q2, BATCH_QUERIES)
         for i, p in ipairs(more) do p.list = r2[i] end
     end
-    local bal = {}
-    for i, pr in ipairs(bpairs) do bal[pr.account .. asset_key(pr.asset)] = got[i] end
-    local src = setmetatable({ led = self, accts = accts, pools = pidx }, MemSource)
+    local bal, pidx = src.bal, r.pidx
     local items, rejects, handover, heads, hseen = {}, {}, {}, {}, {}
     for _, e in ipairs(ctx.batch) do
         local k = e.k
@@ -1613,7 +1490,7 @@ function Ledger:_plan_batch(ctx)
                     if pool then
                         local l = pool.list
                         local j = #l + 1
-                        while j > 1 and largest_less(o, l[j - 1]) do
+                        while j > 1 and view.largest_less(o, l[j - 1]) do
                             l[j] = l[j - 1]
                             j = j - 1
                         end
@@ -1797,12 +1674,72 @@ function Ledger:_together(f, g)
 end
 
 function Ledger:_finalize_batch(ctx, results, later)
-    local sid, items = ctx.sid, ctx.items
-    if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
+    return phases.finalize_batch(self, ctx, results, later)
+end
+
+-- The rows a batch's finalize writes: the store's postings it consumes (each by its own
+-- transfer), every output (one a later transfer of the batch spends inserted consumed, in
+-- the order of the balance rows, LED-56), the transfer records, the intents' outcomes
+-- (committed, and the deterministic rejections) and the events, gapless and consecutive in
+-- the batch's order (LED-22, LED-33).
+function Ledger:_batch_rows(ctx)
+    local items = ctx.items
     local mine = {}
     for _, it in ipairs(items) do mine[it.tid] = it end
+    local chained = {}
+    for _, it in ipairs(items) do
+        for _, ref in ipairs(it.t.inputs) do
+            if mine[ref.transfer_id] then chained[pkey(ref)] = it.tid end
+        end
+    end
+    local outs, oids = {}, {}
+    for _, it in ipairs(items) do
+        for i = 1, #it.t.outputs do
+            local o = ledger.output_posting(it.t, it.tid, i)
+            local by = chained[pkey(o.id)]
+            if by then o.status, o.consumed_by = "inactive", by end
+            outs[#outs + 1] = o
+        end
+    end
+    -- in the order of the balance rows their insert trigger updates (account, asset, shard):
+    -- two batches inserting at once lock the hot rows (revenue, a shared source) in the same
+    -- order, so they wait for each other instead of deadlocking (PostgreSQL detects a
+    -- deadlock only after deadlock_timeout, 1 s by default)
+    for _, o in ipairs(outs) do o.sort_key = row_key(o) end
+    sort(outs, by_sort_key)
+    for i, o in ipairs(outs) do
+        o.sort_key = nil
+        oids[i] = o.id
+    end
+    local recs, outcomes, expect, events = {}, {}, {}, {}
+    for i, it in ipairs(items) do
+        recs[i] = { rec = { id = it.tid, bytes = it.tbytes, intent = it.t.intent, book = self.book,
+                            created_at_ms = ctx.created_at_ms, metadata = it.t.metadata },
+                    involved = self:_involved(it.t) }
+        outcomes[i] = { key = it.t.intent, outcome = { status = "committed",
+                        transfer_id = it.tid, body_hash = it.e.req.body_hash } }
+        expect[it.t.intent] = it.tid
+        events[i] = { transfer_id = it.tid, kind = EVENT_KIND,
+                      data = codec.encode { intent = it.t.intent, kind = "commit" } }
+    end
+    for _, x in ipairs(ctx.rejects or {}) do
+        outcomes[#outcomes + 1] = { key = x.e.req.intent, outcome = { status = "rejected",
+                                    code = x.code, message = x.err,
+                                    body_hash = x.e.req.body_hash } }
+    end
+    return { ins = store_inputs(items), outs = outs, oids = oids, recs = recs,
+             outcomes = outcomes, expect = expect, events = events, chained = chained }
+end
+
+-- The finalize of a batch step by step (a state that holds part of one: an older binary's
+-- record in phase finalizing, or a store that cut a batch's statement short): past the
+-- point of no return, every step one batched statement (chunked at the stores' bounds),
+-- every end-state verified by counts or read back, every step idempotent (LED-31).
+function Ledger:_finalize_batch_steps(ctx, results, later, rows)
+    local sid = ctx.sid
+    if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
     -- 1. consume the store's postings, each by its own transfer (the double-spend guard)
-    local ins = store_inputs(items)
+    local ins = rows.ins
     if #ins > 0 then
         local ids = {}
         for i, x in ipairs(ins) do ids[i] = x.id end
@@ -1828,34 +1765,8 @@ function Ledger:_finalize_batch(ctx, results, later)
             end
         end
     end
-    -- 2. every output; one a later transfer of the batch spends is inserted consumed
-    local chained = {}
-    for _, it in ipairs(items) do
-        for _, ref in ipairs(it.t.inputs) do
-            if mine[ref.transfer_id] then chained[pkey(ref)] = it.tid end
-        end
-    end
-    for _ in pairs(chained) do self.stats.chained = (self.stats.chained or 0) + 1 end
-    local outs, oids = {}, {}
-    for _, it in ipairs(items) do
-        for i = 1, #it.t.outputs do
-            local o = ledger.output_posting(it.t, it.tid, i)
-            local by = chained[pkey(o.id)]
-            if by then o.status, o.consumed_by = "inactive", by end
-            outs[#outs + 1] = o
-            oids[#oids + 1] = o.id
-        end
-    end
-    -- in the order of the balance rows their insert trigger updates (account, asset, shard):
-    -- two batches inserting at once lock the hot rows (revenue, a shared source) in the same
-    -- order, so they wait for each other instead of deadlocking (PostgreSQL detects a
-    -- deadlock only after deadlock_timeout, 1 s by default)
-    for _, o in ipairs(outs) do o.sort_key = row_key(o) end
-    sort(outs, by_sort_key)
-    for i, o in ipairs(outs) do
-        o.sort_key = nil
-        oids[i] = o.id
-    end
+    -- 2. every output; 3. the transfer records
+    local outs, oids, recs = rows.outs, rows.oids, rows.recs
     local function write_outputs()
         self:_write_all(outs,
             function(list) return self:_pw("insert_postings", list, BATCH_POSTINGS) end,
@@ -1871,26 +1782,9 @@ function Ledger:_finalize_batch(ctx, results, later)
                 return missing
             end, "outputs of batch " .. sid .. " missing after insert")
     end
-    -- 3. the transfer records (chunked by the parameter budget)
-    local recs = {}
-    for i, it in ipairs(items) do
-        local involved = self:_involved(it.t)
-        recs[i] = { rec = { id = it.tid, bytes = it.tbytes, intent = it.t.intent, book = self.book,
-                            created_at_ms = ctx.created_at_ms, metadata = it.t.metadata },
-                    involved = involved }
-    end
     local function store_recs(list)
-        local n, chunk, params = 0, {}, 0
-        for _, r in ipairs(list) do
-            local cost = 6 + 2 * #r.involved
-            if #chunk > 0 and params + cost > BATCH_PARAMS then
-                n = n + self:_p("store_transfers", chunk)
-                chunk, params = {}, 0
-            end
-            chunk[#chunk + 1] = r
-            params = params + cost
-        end
-        if #chunk > 0 then n = n + self:_p("store_transfers", chunk) end
+        local n = 0
+        for _, chunk in ipairs(rec_chunks(list)) do n = n + self:_p("store_transfers", chunk) end
         return n
     end
     local function write_recs()
@@ -1911,16 +1805,7 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- events at once: see _together
     self:_together(write_outputs, write_recs)
     -- 4. the intents' outcomes: committed, and the deterministic rejections
-    local outs_i, expect = {}, {}
-    for _, it in ipairs(items) do
-        outs_i[#outs_i + 1] = { key = it.t.intent, outcome = { status = "committed",
-                                transfer_id = it.tid, body_hash = it.e.req.body_hash } }
-        expect[it.t.intent] = it.tid
-    end
-    for _, x in ipairs(ctx.rejects or {}) do
-        outs_i[#outs_i + 1] = { key = x.e.req.intent, outcome = { status = "rejected",
-                                code = x.code, message = x.err, body_hash = x.e.req.body_hash } }
-    end
+    local outs_i, expect = rows.outcomes, rows.expect
     -- what the store holds for the batch's intents after a short count (a rejection replayed
     -- over an earlier outcome answers that outcome, below)
     local stored = {}
@@ -1945,13 +1830,8 @@ function Ledger:_finalize_batch(ctx, results, later)
             end, "outcomes of batch " .. sid .. " not stored")
     end
     -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33)
-    local evlist = {}
-    for i, it in ipairs(items) do
-        evlist[i] = { transfer_id = it.tid, kind = EVENT_KIND,
-                      data = codec.encode { intent = it.t.intent, kind = "commit" } }
-    end
     local evs = {}
-    local pending = evlist
+    local pending = rows.events
     local function write_events()
         for _ = 1, self.max_attempts * 4 do
             if #pending == 0 then break end
@@ -1987,9 +1867,7 @@ function Ledger:_finalize_batch(ctx, results, later)
     -- 6. members handed over to the single path: their own saga records before this one
     -- goes (a crash then leaves each recoverable on its own)
     for _, x in ipairs(ctx.handover or {}) do
-        self.stats.handovers = (self.stats.handovers or 0) + 1
-        self:_p("save_saga", x.e.sid, "reserving",
-                codec.encode { req = x.e.req, created_at_ms = ctx.created_at_ms }, self.node)
+        self:_p("save_saga", x.e.sid, "reserving", self:_member_record(ctx, x.e), self.node)
     end
     -- 7. heads back, record gone
     for i = #(ctx.heads or {}), 1, -1 do
@@ -1997,6 +1875,21 @@ function Ledger:_finalize_batch(ctx, results, later)
         self:_p("release_head", h.account, h.asset, sid)
     end
     self:_p("delete_saga", sid)
+    return self:_batch_done(ctx, results, later, evs, stored, rows)
+end
+
+-- A member's own saga record (phase reserving: its request; the single path drives it).
+function Ledger:_member_record(ctx, e)
+    return codec.encode { req = e.req, created_at_ms = ctx.created_at_ms }
+end
+
+-- The answers of a finalized batch (evs: its events by transfer id; stored: the outcomes
+-- read back after a short count, a rejection replayed over an earlier outcome answers that;
+-- rows: _batch_rows').
+function Ledger:_batch_done(ctx, results, later, evs, stored, rows)
+    local items = ctx.items
+    for _ in pairs(rows.chained) do self.stats.chained = (self.stats.chained or 0) + 1 end
+    self.stats.handovers = (self.stats.handovers or 0) + #(ctx.handover or {})
     self.stats.commits = self.stats.commits + #items
     self.stats.rejections = self.stats.rejections + #(ctx.rejects or {})
     for _, it in ipairs(items) do

@@ -6,6 +6,7 @@ local L = require "ron.ledger.ledger"
 local store = require "ron.ledger.store"
 local ledger = require "ron.ledger"
 local memory = require "ron.ledger.store.memory"
+local sim = require "ron.ledger.sim"
 
 local USD = { code = "USD", scale = 2 }
 local EUR = { code = "EUR", scale = 2 }
@@ -228,33 +229,122 @@ describe("ledger engine: faults (memory store)", function()
         assert.equal(2, led.stats.resolves - 2)
     end)
 
-    it("a crash after the point of no return is rolled forward by recover() (LED-31)", function()
-        local crash_at
+    it("a crash inside the finalize phase leaves none of it, after it all of it; recover() "
+       .. "ends committed either way (LED-31, LED-67)", function()
+        local crash_at, applies = nil, 0
         local s = memory.new { fault = function(phase, name)
-            if phase == "after" and name == crash_at then error("crash", 0) end
+            if phase == "after" and name == "apply" then applies = applies + 1 end
+            -- inside the third phase of the commit, or right after it
+            if phase == "after" and name == crash_at
+               and applies == (name == "apply" and 3 or 2) then
+                error("crash", 0)
+            end
         end }
         local led = L.new { store = s, node = "n1", nonce = "a" }
         assert(led:create_account { id = EXT, policy = "uncapped" })
         assert(led:create_account { id = A })
         assert(led:create_account { id = B })
         assert(pay(led, "dep", mv(EXT, A, 1000)))
-        for _, point in ipairs { "deactivate_postings", "insert_postings", "store_transfer",
-                                 "put_intent", "append_event", "delete_saga" } do
-            crash_at = point
+        -- the primitives of the finalize phase, then the phase's call itself (the third
+        -- apply of a commit: open, reserve, finalize)
+        local points = { "deactivate_postings", "insert_postings", "store_transfer",
+                         "put_intent", "delete_saga", "append_event", "get_event", "apply" }
+        for _, point in ipairs(points) do
+            crash_at, applies = point, 0
             local ok = pcall(led.commit, led, { intent = "x-" .. point,
                                                 movements = { mv(A, B, 7) } })
-            assert.is_false(ok)
+            assert.is_false(ok, point)
             crash_at = nil
+            -- inside the phase: nothing of it applied (the saga is still reserving)
+            local inside = point ~= "apply"
+            assert.equal(inside and 1 or 0, #s:list_pending_sagas())
+            if inside then assert.is_nil(s:get_intent("x-" .. point)) end
             led = L.new { store = s, node = "n1", nonce = "b" .. point }
             local rep = assert(led:recover())
-            -- after delete_saga the commit was complete: nothing left to recover
-            assert.equal(point == "delete_saga" and 0 or 1, #rep)
+            -- after the phase the commit was complete: nothing left to recover
+            assert.equal(inside and 1 or 0, #rep)
             if rep[1] then assert.is_true(rep[1].ok) end
             assert.equal("committed", s:get_intent("x-" .. point).status)
             assert.equal(0, #s:list_pending_sagas())
+            local ok2, err = sim.verify(s, "main")
+            assert(ok2, err)
         end
-        assert.equal(6 * 7, bal(led, B)); assert.equal(1000 - 6 * 7, bal(led, A))
-        assert.equal(7, s:head_seq("main"))
+        assert.equal(#points * 7, bal(led, B)); assert.equal(1000 - #points * 7, bal(led, A))
+        assert.equal(#points + 1, s:head_seq("main"))
+    end)
+
+    it("a reader between any two store calls sees balances that existed at an event seq and "
+       .. "no posting before its transfer (issue 29, LED-67)", function()
+        -- the reader looks at every point another connection could: between two calls to
+        -- the store, never inside one (a phase is a transaction)
+        local s, seen, bad = nil, {}, {}
+        local looking = false
+        s = memory.new { fault = function()
+            if looking or s.in_apply then return end
+            looking = true
+            local b = s:get_balances { { account = A, asset = USD }, { account = B, asset = USD } }
+            seen[#seen + 1] = b[1] .. "/" .. b[2]
+            for _, p in ipairs(s:get_postings_by_account(A, USD, "active")) do
+                if not s:get_transfer(p.id.transfer_id) then
+                    bad[#bad + 1] = "posting of " .. ledger.hex(p.id.transfer_id):sub(1, 8)
+                                    .. " before its transfer"
+                end
+            end
+            looking = false
+        end }
+        local led = L.new { store = s, node = "n1", nonce = "a" }
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        assert(led:create_account { id = A })
+        assert(led:create_account { id = B })
+        assert(pay(led, "dep", mv(EXT, A, 100)))
+        assert(pay(led, "p1", mv(A, B, 10)))
+        assert(pay(led, "p2", mv(A, B, 10)))
+        for _, r in ipairs(led:commit_many { { intent = "b1", movements = { mv(A, B, 10) } },
+                                             { intent = "b2", movements = { mv(A, B, 10) } } }) do
+            assert.truthy(r[1], tostring(r[2]))
+        end
+        -- the states the event feed names: before the deposit, then after each transfer
+        local existed = { ["0/0"] = true, ["100/0"] = true, ["90/10"] = true, ["80/20"] = true,
+                          ["60/40"] = true }
+        for i, v in ipairs(seen) do
+            if not existed[v] then bad[#bad + 1] = "read " .. i .. ": A/B " .. v end
+        end
+        assert.same({}, bad)
+        assert.is_true(#seen > 10)
+    end)
+
+    it("recover() rolls forward a transfer an older binary left half-finalized, step by step "
+       .. "(LED-31)", function()
+        local s = memory.new()
+        local led = L.new { store = s, node = "n1", nonce = "a" }
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        assert(led:create_account { id = A })
+        assert(led:create_account { id = B })
+        assert(pay(led, "dep", mv(EXT, A, 1000)))
+        -- the phase's first guard misses every time (its inputs stay ours): the engine
+        -- finalizes step by step, as a binary before phases did, and dies half-way
+        s.fault = function(when, name)
+            if when == "before" and name == "deactivate_postings" and s.in_apply then
+                return { limit = 0 }
+            end
+            if when == "after" and name == "insert_postings" and not s.in_apply then
+                error("crash", 0)
+            end
+        end
+        assert.is_false(pcall(led.commit, led, { intent = "x", movements = { mv(A, B, 7) } }))
+        s.fault = nil
+        local pend = s:list_pending_sagas()
+        assert.equal(1, #pend)
+        assert.equal("finalizing", pend[1].phase)
+        assert.is_nil(s:get_intent("x"))
+        assert.equal(993 + 7, bal(led, A) + bal(led, B)) -- consumed, outputs in
+        led = L.new { store = s, node = "n1", nonce = "b" }
+        local rep = assert(led:recover())
+        assert.is_true(rep[1].ok)
+        assert.equal("committed", s:get_intent("x").status)
+        assert.equal(993, bal(led, A)); assert.equal(7, bal(led, B))
+        local ok, err = sim.verify(s, "main")
+        assert(ok, err)
     end)
 
     it("an intent in flight elsewhere is Unavailable; with another body a Conflict", function()
@@ -262,9 +352,9 @@ describe("ledger engine: faults (memory store)", function()
         local other = L.new { store = s, node = "n2", nonce = "o" }
         assert(other:create_account { id = EXT, policy = "uncapped" })
         assert(other:create_account { id = A })
-        -- n2 claims the intent and dies before reserving
+        -- n2 claims the intent (the open phase) and dies before reserving
         s.fault = function(phase, name)
-            if phase == "after" and name == "put_intent" then error("crash", 0) end
+            if phase == "after" and name == "apply" then error("crash", 0) end
         end
         assert.is_false(pcall(other.commit, other, { intent = "k", movements = { mv(EXT, A, 1) } }))
         s.fault = nil

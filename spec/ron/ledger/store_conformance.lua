@@ -809,6 +809,137 @@ function M.run(name, make_store, opts)
             assert.has_error(function() s:many { { "nope" } } end)
         end)
 
+        case("apply: a phase's primitives in one transaction, each count answered; a missed "
+             .. "guard or a failure rolls all of it back (LED-67)", function(s)
+            local T1, T2, T3 = id32("ph-1"), id32("ph-2"), id32("ph-3")
+            local r = assert(s:apply {
+                { "create_book", "main", "m" },
+                { "insert_postings", { posting(T1, 0, A, USD, 100), posting(T1, 1, A, USD, 5) },
+                  expect = 2 },
+                { "reserve_postings", { pid(T1, 0) }, "r1", expect = 1 },
+                { "get_balances", { { account = A, asset = USD } } },
+                { "get_postings", {} },       -- a primitive with nothing to send
+                { "get_intent", "none" },     -- a read answering nil
+            })
+            assert.is_true(r.ok)
+            assert.equal(1, r[1][1]); assert.equal(2, r[2][1]); assert.equal(1, r[3][1])
+            assert.same({ 105 }, r[4][1]); assert.same({}, r[5][1])
+            assert.is_nil(r[6][1])
+            local before = { s:get_postings { pid(T1, 0), pid(T1, 1) }, s:get_balance(A, USD),
+                             s:head_seq("main") }
+            -- a missed guard in the middle: nothing of the phase stays, the ops before it
+            -- are answered
+            local function unchanged(what)
+                assert.same(before[1], s:get_postings { pid(T1, 0), pid(T1, 1) }, what)
+                assert.equal(before[2], s:get_balance(A, USD), what)
+                assert.equal(before[3], s:head_seq("main"), what)
+                assert.same({}, s:get_postings { pid(T2, 0) }, what)
+                assert.is_nil(s:get_transfer(T2), what)
+                assert.is_nil(s:get_intent("i2"), what)
+            end
+            local function phase(last)
+                local ops = {
+                    { "deactivate_postings", { pid(T1, 0) }, "r1", T2, expect = 1 },
+                    { "insert_postings", { posting(T2, 0, B, USD, 100) }, expect = 1 },
+                    { "store_transfer", { id = T2, bytes = "b2", intent = "i2", book = "main",
+                                          created_at_ms = 1 }, { A, B }, expect = 1 },
+                    { "put_intent", "i2", { status = "committed", transfer_id = T2 },
+                      expect = 1 },
+                    { "append_event", "main", T2, "transfer", "d", expect = 1 },
+                }
+                ops[#ops + 1] = last
+                return ops
+            end
+            for k, last in ipairs {
+                { "reserve_postings", { pid(T1, 0) }, "r9", expect = 1 },        -- an UPDATE
+                { "insert_postings", { posting(T1, 1, A, USD, 5) }, expect = 1 }, -- a duplicate
+                { "put_intent", "i2", { status = "rejected", code = 1 }, expect = 1 },
+                { "acquire_head", A, USD, "h", expect = 1 },                      -- no row
+                { "store_transfers", { { rec = { id = T2, bytes = "x", intent = "i",
+                                                 book = "main" }, involved = {} } }, expect = 1 },
+                { "append_events", "main", { { transfer_id = T2, kind = "transfer" } },
+                  expect = 1 },
+            } do
+                local res = assert(s:apply(phase(last)))
+                assert.is_false(res.ok, "case " .. k)
+                assert.equal(6, res.at, "case " .. k)
+                assert.equal(1, res[1][1]); assert.equal(1, res[5][1])
+                unchanged("case " .. k)
+            end
+            -- a guard missed first: nothing sent after it, nothing applied
+            local res = assert(s:apply {
+                { "insert_postings", { posting(T3, 0, C, USD, 9) }, expect = 1 },
+                { "deactivate_postings", { pid(T1, 1) }, "nobody", T3, expect = 1 },
+                { "insert_postings", { posting(T3, 1, C, USD, 9) }, expect = 1 },
+            })
+            assert.is_false(res.ok); assert.equal(2, res.at)
+            assert.same({}, s:get_postings { pid(T3, 0), pid(T3, 1) })
+            -- the whole phase once more, every guard met: all of it
+            local ok = assert(s:apply(phase({ "release_postings", { pid(T1, 1) }, "r1" })))
+            assert.is_true(ok.ok)
+            assert.equal(0, ok[6][1])
+            assert.equal(105, s:get_balance(A, USD) + s:get_balance(B, USD))
+            assert.equal(100, s:get_balance(B, USD))
+            assert.equal("committed", s:get_intent("i2").status)
+            assert.equal(1, s:head_seq("main"))
+            assert.same({ "inactive" }, { s:get_postings({ pid(T1, 0) })[1].status })
+            -- misuse raises before anything runs
+            assert.has_error(function() s:apply { { "flush" } } end)
+            assert.has_error(function() s:apply { { "insert_postings", "not a list" } } end)
+            assert.has_error(function() s:apply { { "get_balance", A, USD, expect = -1 } } end)
+            assert.equal(100, s:get_balance(B, USD))
+            -- opts.flush: the phase made durable in the same call (LED-50)
+            local f = assert(s:apply({ { "create_book", "b2", nil } }, { flush = true }))
+            assert.is_true(f.ok)
+            assert.equal(s.durability == "ack", f.flushed == true)
+        end)
+
+        case("apply: a reader never sees a phase half done (LED-67)", function(s)
+            -- a payer's one posting spent again and again into its change and a payment: the
+            -- balances a reader sees always sum to the total and the payer's never goes up
+            local reader = opts.reopen and assert(opts.reopen(s)) or s
+            local T0 = id32("rd-0")
+            assert.equal(1, s:insert_postings { posting(T0, 0, A, USD, 1000000) })
+            local rounds, reads, bad = 60, 0, nil
+            local done = false
+            concurrent {
+                function()
+                    local cur = pid(T0, 0)
+                    for k = 1, rounds do
+                        local t = id32(string.format("rd-%d", k))
+                        local res = assert(s:apply {
+                            { "deactivate_postings", { cur }, nil, t, expect = 1 },
+                            { "insert_postings", { posting(t, 0, A, USD, 1000000 - k),
+                                                   posting(t, 1, B, USD, k) }, expect = 2 },
+                            { "deactivate_postings", { pid(id32(string.format("rd-%d", k - 1)), 1) },
+                              nil, t },
+                        })
+                        assert.is_true(res.ok)
+                        cur = pid(t, 0)
+                    end
+                    done = true
+                end,
+                function()
+                    local last = 1000000
+                    while not done and reads < 2000 do
+                        local b = assert(reader:get_balances { { account = A, asset = USD },
+                                                               { account = B, asset = USD } })
+                        reads = reads + 1
+                        if b[1] + b[2] ~= 1000000 or b[1] > last then
+                            bad = bad or string.format("read %d: A %s B %s (A before %s)",
+                                                       reads, tostring(b[1]), tostring(b[2]),
+                                                       tostring(last))
+                        end
+                        last = b[1]
+                    end
+                end,
+            }
+            if reader ~= s then reader:close() end
+            assert.is_nil(bad)
+            assert.equal(1000000 - rounds, s:get_balance(A, USD))
+            assert.equal(rounds, s:get_balance(B, USD))
+        end)
+
         case("flush: durable up to here, 1 with durability ack, 0 otherwise, idempotent (LED-50)",
              function(s)
             assert.is_function(s.flush)

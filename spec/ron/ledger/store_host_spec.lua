@@ -237,6 +237,50 @@ describe("store on a real PostgreSQL", function()
         end)
     end)
 
+    it("pq pipeline: statements and syncs in one round trip, each sync one transaction, a "
+       .. "failure aborts the rest of its transaction only (LED-67)", function()
+        in_task(function()
+            local pq = require "ron.accounting.net.postgres_c"
+            local s = make()
+            local db = s.drv.db
+            assert(db:exec("CREATE TABLE pipe_t (k int PRIMARY KEY, v bytea)"))
+            local before = db:stats().queries
+            local out = assert(db:pipeline {
+                { "INSERT INTO pipe_t VALUES (1, $1::bytea)", { pq.bytea("\0one") } },
+                { "INSERT INTO pipe_t VALUES ($1::int, NULL)", { n = 1, 2 } },
+                { "SELECT count(*) FROM pipe_t" },
+                "sync",
+                { "INSERT INTO pipe_t VALUES (3, NULL)" },
+                { "INSERT INTO pipe_t VALUES (1, NULL)" },   -- duplicate: the second tx fails
+                { "INSERT INTO pipe_t VALUES (4, NULL)" },   -- not run
+                "sync",
+                { "SELECT k, v FROM pipe_t ORDER BY k" },  -- a third, after the failure
+            })
+            assert.equal(1, db:stats().queries - before) -- one operation, one round trip
+            assert.equal(9, #out)
+            assert.equal(1, out[1].affected); assert.equal(1, out[2].affected)
+            assert.equal("2", out[3][1][1])
+            assert.is_true(out[4].sync)
+            assert.equal(1, out[5].affected)
+            assert.equal("23505", out[6].sqlstate)
+            assert.truthy(out[6].error)
+            assert.is_true(out[7].aborted)
+            assert.is_true(out[8].sync)
+            -- the first transaction committed, the second rolled back whole (3 is not there)
+            assert.equal(2, out[9].n)
+            assert.equal("1", out[9][1][1]); assert.equal("\0one", pq.unhex(out[9][1][2]))
+            assert.equal("2", out[9][2][1])
+            -- the connection is usable afterwards, in the normal mode
+            assert.equal("2", assert(db:query("SELECT count(*) FROM pipe_t"))[1][1])
+            -- misuse raises before anything is sent
+            assert.has_error(function() db:pipeline {} end)
+            assert.has_error(function() db:pipeline { "flush" } end)
+            assert.has_error(function() db:pipeline { { 42 } } end)
+            assert.has_error(function() db:pipeline "SELECT 1" end)
+            s:close()
+        end)
+    end)
+
     -- The plan, not the clock: a batch append must cost the same whatever the book holds.
     -- Its "not there yet" check as a NOT EXISTS became a hash anti join over every event of
     -- the book (20 of 32 ms per 1024 events after 30k, growing with history).

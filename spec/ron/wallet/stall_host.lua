@@ -281,24 +281,28 @@ describe("ron.wallet.service: SQLite locked by another connection (WLT-8)", func
 end)
 
 -- The engine races the stall and bench-wallet found (LED-32), made deterministic: a saga
--- held between its inputs' deactivation and its outputs' insertion (insert_postings gated)
--- while another debit of the same account resolves. Before the fixes the second debit was
--- stored as InsufficientFunds (its nonce burnt, the client told "no money") although the
--- money was only in flight.
-describe("ron.ledger engine: a debit racing a finalizing saga (LED-32)", function()
+-- holding the payer's posting while another debit of the same account resolves. Before the
+-- fixes the second debit was stored as InsufficientFunds (its nonce burnt, the client told
+-- "no money") although the money was only in flight. (Before phases, LED-67, the saga was
+-- held between its inputs' deactivation and its outputs' insertion; that state no longer
+-- exists: the saga is held before its finalize, or a debit's view is held before its
+-- reservation while the other saga commits.)
+describe("ron.ledger engine: a debit racing a saga in flight (LED-32)", function()
     local USD = { code = "USD", scale = 2 }
     local EXT, PA, PB = string.rep("\1", 16), string.rep("\2", 16), string.rep("\3", 16)
 
-    -- store calls wait while gate[name] is set; gate.at[name] counts the calls that waited
+    -- store calls wait while gate[name] is set (once; a function: for the call whose
+    -- arguments it accepts); gate.at[name] counts the calls that waited
     local function gated(real, T, gate)
         gate.at = {}
         return setmetatable({}, { __index = function(_, k)
             local f = real[k]
             if type(f) ~= "function" then return f end
             return function(_, ...)
-                if gate[k] then
+                local g = gate[k]
+                if g and (type(g) ~= "function" or g(...)) then
                     gate.at[k] = (gate.at[k] or 0) + 1
-                    if gate[k] == "once" then gate[k] = false end
+                    gate[k] = false
                     local hold = k .. "_held"
                     gate[hold] = true
                     while gate[hold] do T.sleep(2) end
@@ -307,7 +311,13 @@ describe("ron.ledger engine: a debit racing a finalizing saga (LED-32)", functio
             end
         end })
     end
-
+    -- a phase holding op name
+    local function phase_with(name)
+        return function(ops)
+            for _, op in ipairs(ops) do if op[1] == name then return true end end
+            return false
+        end
+    end
     local function fixture(T)
         local s = assert(store_mod.open { backend = "sqlite", path = S.tmpname(".db"),
                                           offload = true })
@@ -342,42 +352,39 @@ describe("ron.ledger engine: a debit racing a finalizing saga (LED-32)", functio
             { from = PA, to = PB, asset = USD, amount = 10 } } }
     end
 
-    it("the short-account path: Unavailable while the saga's change is not inserted", function()
+    it("the short-account path: Unavailable while another saga holds the payer's posting",
+       function()
         race(function(T, s, led, gate)
-            gate.insert_postings = "once"
+            gate.apply = phase_with("deactivate_postings")
             local hx = T.spawn("saga_x", function() return debit(led, "x") end)
-            assert(S.eventually(T, function() return gate.insert_postings_held end, 10000))
-            -- x: its input Inactive, its change (990) not yet there
+            assert(S.eventually(T, function() return gate.apply_held end, 10000))
+            -- x holds the 1000 posting (reserved), its finalize not sent
             local r, err, code = debit(led, "y")
             assert.is_nil(r)
             assert.equal(L.ERR.Unavailable, code, tostring(err))
             assert.is_nil(s:get_intent("y"), "a race stored as an outcome")
-            gate.insert_postings_held = false
+            assert.equal(1000, tonumber(led:balance(PA, USD))) -- nothing half done
+            gate.apply_held = false
             assert.truthy(hx:join(10000))
             assert.truthy(debit(led, "y"))
             assert.equal(980, tonumber(led:balance(PA, USD)))
         end)
     end)
 
-    it("the early look: a refusal on a balance without the change is a race", function()
+    it("the early look: a view read before another saga's commit is a race, never a stored "
+       .. "refusal", function()
         race(function(T, s, led, gate)
-            -- y picks the 1000 posting, then waits before reading the balances
-            gate.get_balances = "once"
+            -- y read its view (the 1000 posting Active) and waits before reserving it
+            gate.apply = phase_with("reserve_postings")
             local hy = T.spawn("saga_y", function() return { debit(led, "y") } end)
-            assert(S.eventually(T, function() return gate.get_balances_held end, 10000))
-            -- x spends that posting and stops before inserting its change
-            gate.insert_postings = "once"
-            local hx = T.spawn("saga_x", function() return debit(led, "x") end)
-            assert(S.eventually(T, function() return gate.insert_postings_held end, 10000))
-            gate.get_balances_held = false -- y reads a balance of 0 for a pick of 1000
+            assert(S.eventually(T, function() return gate.apply_held end, 10000))
+            -- x spends that posting and commits its change meanwhile
+            assert.truthy(debit(led, "x"))
+            gate.apply_held = false -- y's reservation finds the posting taken: again
             local ok, ry = hy:join(10000)
             assert.truthy(ok)
-            assert.is_nil(ry[1])
-            assert.equal(L.ERR.Unavailable, ry[3], tostring(ry[2]))
-            assert.is_nil(s:get_intent("y"), "a race stored as an outcome")
-            gate.insert_postings_held = false
-            assert.truthy(hx:join(10000))
-            assert.truthy(debit(led, "y"))
+            assert.truthy(ry[1], tostring(ry[2]))
+            assert.is_nil(s:get_intent("y").code, "a race stored as an outcome")
             assert.equal(980, tonumber(led:balance(PA, USD)))
         end)
     end)

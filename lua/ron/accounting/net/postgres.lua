@@ -17,12 +17,17 @@
 --   local db, err, sqlstate, class = pg.connect(conninfo_or_opts)   -- new + connect now
 --   local rows, err, sqlstate, class = db:query(sql, params [, { timeout_ms = n }])
 --   local rows, err, sqlstate, class = db:exec(sql [, opts])  -- several statements, no params
+--   local res, err, sqlstate, class = db:pipeline(list [, opts]) -- libpq's pipeline mode: list
+--                                    -- of { sql, params } and "sync" (each sync commits the
+--                                    -- statements before it as one transaction), one round
+--                                    -- trip; res[i]: rows | { error =, sqlstate = } |
+--                                    -- { aborted = true } | { sync = true } (pq.c)
 --   db:connected()  -> true while the connection is up
 --   db:close()
 --   db.stats        -- { connects, connect_failures, queries, failures = { class = n } }
 --
 --   local pool = pg.pool { conninfo = ..., size = 4, ... }    -- size connections (1..64),
---   pool:query(...), pool:exec(...), pool:close()             -- same options as pg.new
+--   pool:query(...), pool:exec(...), pool:pipeline(...), pool:close()  -- as pg.new's
 --   pool:stats()    -- the members' stats summed
 --
 -- Calls that wait (connect, query, exec, a pool's query) must come from a task; misuse
@@ -215,7 +220,11 @@ function DB:ensure()
 end
 
 local function run(self, method, sql, params, opts, fname)
-    if type(sql) ~= "string" then error(fname .. ": sql must be a string", 3) end
+    if method == "pipeline" then
+        if type(sql) ~= "table" then error(fname .. ": list must be a table", 3) end
+    elseif type(sql) ~= "string" then
+        error(fname .. ": sql must be a string", 3)
+    end
     if opts ~= nil and type(opts) ~= "table" then error(fname .. ": opts must be a table", 3) end
     local timeout_ms = opts and opts.timeout_ms or self.query_timeout_ms
     check_ms(timeout_ms, "timeout_ms")
@@ -243,6 +252,8 @@ local function run(self, method, sql, params, opts, fname)
             rows, err, st, cls = await(function(cb)
                 if method == "query" then
                     return raw:query(sql, params, cb, { timeout_ms = timeout_ms })
+                elseif method == "pipeline" then
+                    return raw:pipeline(sql, cb, { timeout_ms = timeout_ms })
                 end
                 return raw:exec(sql, cb, { timeout_ms = timeout_ms })
             end)
@@ -264,6 +275,7 @@ end
 
 function DB:query(sql, params, opts) return run(self, "query", sql, params, opts, "db:query") end
 function DB:exec(sql, opts) return run(self, "exec", sql, nil, opts, "db:exec") end
+function DB:pipeline(list, opts) return run(self, "pipeline", list, nil, opts, "db:pipeline") end
 
 function DB:close()
     self.closed = true
@@ -327,6 +339,7 @@ end
 
 function Pool:query(sql, params, opts) return pool_run(self, "query", sql, params, opts) end
 function Pool:exec(sql, opts) return pool_run(self, "exec", sql, opts) end
+function Pool:pipeline(list, opts) return pool_run(self, "pipeline", list, opts) end
 
 function Pool:close()
     self.closed = true

@@ -105,6 +105,21 @@
 --             order, each its own statement, stopping after the first failure (the SQL
 --             stores; the offloaded SQLite store runs the list in one pool call). Optional:
 --             a backend without it is driven one primitive at a time.
+-- Phases      apply(ops [, { flush = true }]) (LED-67; every backend): the primitives of one
+--   (LED-67)  saga phase in ONE transaction and ONE call. ops = { { "name", args...,
+--             expect = n? }, ... } (the primitives above, reads included; not flush, close,
+--             many, apply). -> { ok = true, [i] = { n =, results of op i... } } when every op
+--             ran and every expect met (committed); { ok = false, at = i, [1..i-1] = results }
+--             when op i's count was not its expect (a guard: nothing of the phase applied);
+--             nil, err, class on a failure (nothing applied; class "io": maybe all of it, the
+--             reply lost). Every op is the primitive's own statement with its own count; no
+--             reader sees a state between them. opts.flush: flush() after the commit, in the
+--             same call (res.flushed). Memory: an undo journal, the fault hook around the call
+--             and each op (store.in_apply inside); SQLite: one BEGIN IMMEDIATE transaction
+--             (the offloaded driver: one pool hop), a primitive's own two statements in a
+--             savepoint; PostgreSQL: one pipeline on one connection, one round trip
+--             (ron.ledger.store.pg_phase: guards checked by the server, balance rows locked
+--             in key order, the book's lock before its events).
 local _M = {}
 
 _M.BACKENDS = { sqlite = "ron.ledger.store.sqlite", postgres = "ron.ledger.store.postgres",

@@ -25,6 +25,7 @@
 --                                                    ids are applied (a partial count, as when
 --                                                    another writer holds the other rows)
 local ledger = require "ron.ledger"
+local phases = require "ron.ledger.store.phase"
 
 local format = string.format
 local pairs = pairs
@@ -103,12 +104,27 @@ end
 
 local function bug(msg) return nil, "bug: " .. msg, "bug" end
 
+-- Every change of the store's state goes through jset: inside apply() (a phase, below) the
+-- old value is journaled, so a phase that misses a guard, fails or crashes is undone whole,
+-- as a rolled-back transaction is.
+local function jset(self, t, k, v)
+    local j = self.journal
+    if j then
+        local n = j.n + 1
+        j[n] = t
+        j[n + 1] = k
+        j[n + 2] = t[k]
+        j.n = n + 2
+    end
+    t[k] = v
+end
+
 -- ---- books ----
 
 Store.create_book = prim("create_book", function(self, _, id, meta)
     if self.books[id] then return 0 end
-    self.books[id] = { id = id, meta = copy(meta) }
-    self.book_order[#self.book_order + 1] = id
+    jset(self, self.books, id, { id = id, meta = copy(meta) })
+    jset(self, self.book_order, #self.book_order + 1, id)
     return 1
 end)
 
@@ -131,8 +147,8 @@ end
 Store.create_account = prim("create_account", function(self, _, acct)
     if acct.version ~= 1 then error("create_account: version must be 1", 3) end
     if self.accounts[acct.id] then return 0 end
-    self.accounts[acct.id] = { stored_account(acct) }
-    self.account_order[#self.account_order + 1] = acct.id
+    jset(self, self.accounts, acct.id, { stored_account(acct) })
+    jset(self, self.account_order, #self.account_order + 1, acct.id)
     return 1
 end)
 
@@ -140,7 +156,7 @@ end)
 Store.append_account_version = prim("append_account_version", function(self, _, acct)
     local h = self.accounts[acct.id]
     if not h or h[#h].version ~= acct.version - 1 then return 0 end
-    h[#h + 1] = stored_account(acct)
+    jset(self, h, #h + 1, stored_account(acct))
     return 1
 end)
 
@@ -179,18 +195,18 @@ local function project(self, p, sign)
     local per = self.balances[p.account]
     if not per then
         per = {}
-        self.balances[p.account] = per
+        jset(self, self.balances, p.account, per)
     end
     local k = asset_key(p.asset)
     local b = per[k]
     if not b then
         b = { asset = copy(p.asset), shards = {} }
         for i = 0, SHARDS - 1 do b.shards[i] = 0 end
-        per[k] = b
+        jset(self, per, k, b)
     end
     local s = shard_of(p.id)
-    if sign > 0 then b.shards[s] = b.shards[s] + p.amount
-    else b.shards[s] = b.shards[s] - p.amount end
+    if sign > 0 then jset(self, b.shards, s, b.shards[s] + p.amount)
+    else jset(self, b.shards, s, b.shards[s] - p.amount) end
 end
 
 local function balance_of(self, account, asset)
@@ -221,15 +237,15 @@ local function move(self, p, from, to)
     local per = self.by_account[p.account]
     if not per then
         per = {}
-        self.by_account[p.account] = per
+        jset(self, self.by_account, p.account, per)
     end
     local sts = per[p._ak]
     if not sts then
         sts = { active = {}, pending_inactive = {}, inactive = {} }
-        per[p._ak] = sts
+        jset(self, per, p._ak, sts)
     end
-    if from then sts[from][p._k] = nil end
-    sts[to][p._k] = true
+    if from then jset(self, sts[from], p._k, nil) end
+    jset(self, sts[to], p._k, true)
 end
 
 -- A posting as callers see it (without the index's fields).
@@ -254,7 +270,7 @@ Store.insert_postings = prim("insert_postings", function(self, limit, list)
                 consumed_by = p.consumed_by,
             }
             row._k, row._ak = k, asset_key(p.asset)
-            self.postings[k] = row
+            jset(self, self.postings, k, row)
             move(self, row, nil, st)
             if st ~= "inactive" then project(self, row, 1) end
             n = n + 1
@@ -271,7 +287,8 @@ Store.reserve_postings = prim("reserve_postings", function(self, limit, ids, rid
         local p = self.postings[pkey(id)]
         if p and p.status == "active" then
             move(self, p, "active", "pending_inactive")
-            p.status, p.reservation = "pending_inactive", rid
+            jset(self, p, "status", "pending_inactive")
+            jset(self, p, "reservation", rid)
             n = n + 1
         end
     end
@@ -286,7 +303,8 @@ Store.release_postings = prim("release_postings", function(self, limit, ids, rid
         local p = self.postings[pkey(id)]
         if p and p.status == "pending_inactive" and p.reservation == rid then
             move(self, p, "pending_inactive", "active")
-            p.status, p.reservation = "active", nil
+            jset(self, p, "status", "active")
+            jset(self, p, "reservation", nil)
             n = n + 1
         end
     end
@@ -306,7 +324,8 @@ Store.deactivate_postings = prim("deactivate_postings", function(self, limit, id
         else ok = p and p.status == "active" end
         if ok then
             move(self, p, p.status, "inactive")
-            p.status, p.consumed_by = "inactive", consumed_by
+            jset(self, p, "status", "inactive")
+            jset(self, p, "consumed_by", consumed_by)
             project(self, p, -1)
             n = n + 1
         end
@@ -351,7 +370,8 @@ Store.deactivate_many = prim("deactivate_many", function(self, limit, list, rid)
         local p = self.postings[pkey(e.id)]
         if p and p.status == "pending_inactive" and p.reservation == rid then
             move(self, p, p.status, "inactive")
-            p.status, p.consumed_by = "inactive", e.consumed_by
+            jset(self, p, "status", "inactive")
+            jset(self, p, "consumed_by", e.consumed_by)
             project(self, p, -1)
             n = n + 1
         end
@@ -430,21 +450,22 @@ local function head_key(account, asset) return account .. asset_key(asset) end
 Store.ensure_head = prim("ensure_head", function(self, _, account, asset)
     local k = head_key(account, asset)
     if self.heads[k] then return 0 end
-    self.heads[k] = { account = account, asset = copy(asset), version = 0, holder = nil }
+    jset(self, self.heads, k, { account = account, asset = copy(asset), version = 0, holder = nil })
     return 1
 end)
 
 Store.acquire_head = prim("acquire_head", function(self, _, account, asset, saga_id)
     local h = self.heads[head_key(account, asset)]
     if not h or h.holder ~= nil then return 0 end
-    h.holder, h.version = saga_id, h.version + 1
+    jset(self, h, "holder", saga_id)
+    jset(self, h, "version", h.version + 1)
     return 1
 end)
 
 Store.release_head = prim("release_head", function(self, _, account, asset, saga_id)
     local h = self.heads[head_key(account, asset)]
     if not h or h.holder ~= saga_id then return 0 end
-    h.holder = nil
+    jset(self, h, "holder", nil)
     return 1
 end)
 
@@ -470,11 +491,11 @@ end)
 -- One transfer record and its accounts' listings: 1, or 0 when the id is present.
 local function put_transfer(self, rec, involved)
     if self.transfers[rec.id] then return 0 end
-    self.tseq = self.tseq + 1
+    jset(self, self, "tseq", self.tseq + 1)
     local r = copy(rec)
     r.n = self.tseq
-    self.transfers[rec.id] = r
-    self.transfer_order[#self.transfer_order + 1] = rec.id
+    jset(self, self.transfers, rec.id, r)
+    jset(self, self.transfer_order, #self.transfer_order + 1, rec.id)
     local seen = {}
     for _, a in ipairs(involved or {}) do
         if not seen[a] then
@@ -482,9 +503,9 @@ local function put_transfer(self, rec, involved)
             local l = self.transfers_by_account[a]
             if not l then
                 l = {}
-                self.transfers_by_account[a] = l
+                jset(self, self.transfers_by_account, a, l)
             end
-            l[#l + 1] = rec.id
+            jset(self, l, #l + 1, rec.id)
         end
     end
     return 1
@@ -536,7 +557,7 @@ end)
 
 Store.put_intent = prim("put_intent", function(self, _, key, outcome)
     if self.intents[key] then return 0 end
-    self.intents[key] = copy(outcome)
+    jset(self, self.intents, key, copy(outcome))
     return 1
 end)
 
@@ -563,7 +584,7 @@ Store.put_intents = prim("put_intents", function(self, limit, list)
     for i, e in ipairs(list) do
         if limit and i > limit then break end
         if not self.intents[e.key] then
-            self.intents[e.key] = copy(e.outcome)
+            jset(self, self.intents, e.key, copy(e.outcome))
             n = n + 1
         end
     end
@@ -578,11 +599,13 @@ Store.save_saga = prim("save_saga", function(self, _, id, phase, data, node)
     end
     local s = self.sagas[id]
     if not s then
-        self.saga_seq = self.saga_seq + 1
+        jset(self, self, "saga_seq", self.saga_seq + 1)
         s = { id = id, seq = self.saga_seq }
-        self.sagas[id] = s
+        jset(self, self.sagas, id, s)
     end
-    s.phase, s.data, s.node = phase, data, node
+    jset(self, s, "phase", phase)
+    jset(self, s, "data", data)
+    jset(self, s, "node", node)
     return 1
 end)
 
@@ -600,7 +623,7 @@ end)
 
 Store.delete_saga = prim("delete_saga", function(self, _, id)
     if not self.sagas[id] then return 0 end
-    self.sagas[id] = nil
+    jset(self, self.sagas, id, nil)
     return 1
 end)
 
@@ -612,15 +635,16 @@ Store.append_event = prim("append_event", function(self, _, book, transfer_id, k
     local idx = self.event_index[book]
     if not idx then
         idx = {}
-        self.event_index[book] = idx
-        self.events[book] = {}
+        jset(self, self.event_index, book, idx)
+        jset(self, self.events, book, {})
     end
     local k = transfer_id .. "\0" .. kind
     if idx[k] then return 0 end
     local l = self.events[book]
     local seq = #l + 1
-    l[seq] = { book = book, seq = seq, transfer_id = transfer_id, kind = kind, data = data }
-    idx[k] = seq
+    jset(self, l, seq, { book = book, seq = seq, transfer_id = transfer_id, kind = kind,
+                        data = data })
+    jset(self, idx, k, seq)
     return 1
 end)
 
@@ -630,8 +654,8 @@ Store.append_events = prim("append_events", function(self, limit, book, list)
     local idx = self.event_index[book]
     if not idx then
         idx = {}
-        self.event_index[book] = idx
-        self.events[book] = {}
+        jset(self, self.event_index, book, idx)
+        jset(self, self.events, book, {})
     end
     local l = self.events[book]
     local base, n, j = #l, 0, 0
@@ -641,9 +665,9 @@ Store.append_events = prim("append_events", function(self, limit, book, list)
         if not idx[k] then j = j + 1 end
         local seq = base + j
         if not idx[k] then
-            l[seq] = { book = book, seq = seq, transfer_id = e.transfer_id, kind = e.kind,
-                       data = e.data }
-            idx[k] = seq
+            jset(self, l, seq, { book = book, seq = seq, transfer_id = e.transfer_id,
+                                kind = e.kind, data = e.data })
+            jset(self, idx, k, seq)
             n = n + 1
         end
     end
@@ -695,11 +719,12 @@ Store.advance_stream = prim("advance_stream", function(self, _, tenant, dim, seq
     local s = self.streams[k]
     if prev_seq == nil then
         if s then return 0 end
-        self.streams[k] = { seq = seq, b3 = b3 }
+        jset(self, self.streams, k, { seq = seq, b3 = b3 })
         return 1
     end
     if not s or s.seq ~= prev_seq or s.b3 ~= prev_b3 then return 0 end
-    s.seq, s.b3 = seq, b3
+    jset(self, s, "seq", seq)
+    jset(self, s, "b3", b3)
     return 1
 end)
 
@@ -718,7 +743,7 @@ Store.insert_streams = prim("insert_streams", function(self, limit, list)
         if limit and i > limit then break end
         local k = stream_key(e.tenant, e.dimension)
         if not self.streams[k] then
-            self.streams[k] = { seq = e.seq, b3 = e.b3 }
+            jset(self, self.streams, k, { seq = e.seq, b3 = e.b3 })
             n = n + 1
         end
     end
@@ -731,7 +756,8 @@ Store.advance_streams = prim("advance_streams", function(self, limit, list)
         if limit and i > limit then break end
         local s = self.streams[stream_key(e.tenant, e.dimension)]
         if s and s.seq == e.prev_seq and s.b3 == e.prev_b3 then
-            s.seq, s.b3 = e.seq, e.b3
+            jset(self, s, "seq", e.seq)
+            jset(self, s, "b3", e.b3)
             n = n + 1
         end
     end
@@ -742,9 +768,44 @@ Store.get_meta = prim("get_meta", function(self, _, key) return self.meta[key] e
 
 Store.put_meta = prim("put_meta", function(self, _, key, value)
     if self.meta[key] ~= nil then return 0 end
-    self.meta[key] = value
+    jset(self, self.meta, key, value)
     return 1
 end)
+
+-- ---- phases (LED-67): several primitives as one transaction ----
+
+local function undo(self, j)
+    for i = j.n, 1, -3 do j[i - 2][j[i - 1]] = j[i] end
+end
+
+-- The contract is ron.ledger.store's "Phases"; the shared rules (the ops' shape, the
+-- answer) are ron.ledger.store.phase's. The fault hook sees the call ("apply": before =
+-- nothing applied, after = all of it, an error after = applied and the reply lost) and each
+-- primitive inside it (a crash, an error or a missed guard there undoes the whole phase);
+-- the simulator does not switch sagas inside a phase (store.in_apply), as no reader sees a
+-- transaction half-done.
+function Store:apply(ops, opts)
+    phases.check(ops, opts)
+    self.calls = self.calls + 1
+    local f = self.fault
+    if f then
+        local act = f("before", "apply", ops)
+        if act and act.err then return nil, act.err, act.class or "io" end
+    end
+    if self.journal then error("ron.ledger.store.memory: apply inside apply", 2) end
+    local j = { n = 0 }
+    self.journal, self.in_apply = j, true
+    local ok, res, err, class = pcall(phases.run, self, ops)
+    self.journal, self.in_apply = nil, nil
+    if not ok or res == nil or not res.ok then undo(self, j) end
+    if not ok then error(res, 0) end
+    if res == nil then return nil, err, class end
+    if f then
+        local act = f("after", "apply", res, ops)
+        if act and act.err then return nil, act.err, act.class or "io" end
+    end
+    return res
+end
 
 -- wip/perf (LED-50): nothing here is durable, so nothing to flush; outside the fault hook
 -- (the simulator's enumeration of primitives stays as it is).

@@ -137,9 +137,9 @@ function Drv:write(text, binds)
     return rows.affected or 0
 end
 
-function Drv:read(text, binds, rtypes)
-    local rows, err, st, cls = self.db:query(text, params(binds))
-    if not rows then return fail(err, st, cls) end
+-- rows as libpq's text -> values by position: rtypes one letter per column, "b" bytes
+-- (bytea's hex text unhexed), "i" an integer.
+local function decode(rows, rtypes)
     local out = {}
     local nt = #rtypes
     for i = 1, rows.n or #rows do
@@ -154,6 +154,13 @@ function Drv:read(text, binds, rtypes)
         out[i] = o
     end
     return out
+end
+_M.decode, _M.fail = decode, fail
+
+function Drv:read(text, binds, rtypes)
+    local rows, err, st, cls = self.db:query(text, params(binds))
+    if not rows then return fail(err, st, cls) end
+    return decode(rows, rtypes)
 end
 
 function Drv:atomic(fn) return fn() end -- every primitive here is one statement

@@ -195,6 +195,22 @@ EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN NULL;
 END $$]],
 }
 
+-- PostgreSQL: the guard of a phase's statement (LED-67, ron.ledger.store.pg_phase): its
+-- count, or SQLSTATE RL001 when it is not the one the engine planned, which aborts the
+-- phase's transaction. A function a binary without phases never calls: the schema version
+-- stays.
+local PG_FUNCTIONS = {
+[[CREATE OR REPLACE FUNCTION @rl_expect(got bigint, want bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF got IS DISTINCT FROM want THEN
+        RAISE EXCEPTION 'ron.ledger: a phase''s statement counted %, not %', got, want
+            USING ERRCODE = 'RL001';
+    END IF;
+    RETURN got;
+END $$]],
+}
+
 local TYPES = {
     sqlite = { B = "BLOB", I = "INTEGER", IPK = "INTEGER PRIMARY KEY AUTOINCREMENT" },
     postgres = { B = "bytea", I = "bigint",
@@ -241,6 +257,7 @@ function _M.ddl(dialect, prefix)
     end
     if dialect == "postgres" then
         for _, s in ipairs(PG_STORAGE) do out[#out + 1] = _M.expand(s, prefix) end
+        for _, s in ipairs(PG_FUNCTIONS) do out[#out + 1] = _M.expand(s, prefix) end
     end
     if dialect == "postgres" then
         -- an older layout's version row moves up with the triggers (same transaction)

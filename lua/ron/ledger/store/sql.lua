@@ -14,6 +14,7 @@
 -- and binds = { n = count, ... } whose values are strings (bytes), Lua integers or int64_t
 -- cdata (amounts, LED-4), nil (NULL).
 local schema = require "ron.ledger.store.schema"
+local phases = require "ron.ledger.store.phase"
 
 local type, error, tostring, tonumber, ipairs, setmetatable, format, concat, rep, byte =
       type, error, tostring, tonumber, ipairs, setmetatable, string.format, table.concat,
@@ -606,6 +607,10 @@ end
 -- before anything is inserted again).
 local function run(self, method, name, n, binds, rtypes, n2)
     local text, b, plain = stmt(self, name, n, n2, binds)
+    local drv = self.drv
+    -- inside a PostgreSQL phase (ron.ledger.store.pg_phase): the statement is collected, the
+    -- phase picks its form
+    if drv.phase then return drv[method](drv, text, b, rtypes, plain) end
     if plain then
         local r, err, class, sqlstate = self.drv[method](self.drv, plain, b, rtypes)
         if r or sqlstate ~= "23505" then return r, err, class end
@@ -1355,6 +1360,21 @@ function Store:many(calls)
     return out
 end
 
+-- A phase (LED-67, ron.ledger.store.phase): the ops in ONE transaction, in one call. SQLite:
+-- one BEGIN IMMEDIATE transaction on the connection (the offloaded driver runs the whole
+-- call in one pool hop); PostgreSQL: one pipeline on one connection of the pool
+-- (ron.ledger.store.pg_phase). opts.flush: flush() after the commit, in the same call.
+function Store:apply(ops, opts)
+    phases.check(ops, opts)
+    if self.dialect == "postgres" then return require("ron.ledger.store.pg_phase").apply(self, ops,
+                                                                                          opts) end
+    local res, err, class = self.drv:phase(function() return phases.run(self, ops) end)
+    if res and res.ok and opts and opts.flush then
+        res.flushed = self:flush() ~= nil
+    end
+    return res, err, class
+end
+
 -- The names every backend offers (the offloaded driver proxies exactly these).
 _M.METHODS = {
     "create_book", "get_book", "list_books",
@@ -1369,7 +1389,7 @@ _M.METHODS = {
     "save_saga", "list_pending_sagas", "delete_saga",
     "append_event", "get_event", "get_events_since", "head_seq",
     "get_stream", "advance_stream",
-    "get_meta", "put_meta", "flush", "many",
+    "get_meta", "put_meta", "flush", "many", "apply",
     -- batch primitives (LED-51)
     "get_intents", "put_intents", "get_postings_by_pairs", "deactivate_many",
     "store_transfers", "append_events", "get_events_for", "get_streams", "insert_streams",

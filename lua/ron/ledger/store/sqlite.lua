@@ -211,23 +211,36 @@ function Conn:exec(text)
     return true
 end
 
--- fn's results inside one BEGIN IMMEDIATE transaction (rolled back when fn fails).
-function Conn:atomic(fn)
-    local ok, err, cls = self:exec("BEGIN IMMEDIATE")
+-- fn's results inside one BEGIN IMMEDIATE transaction (rolled back when fn fails; keep(r)
+-- false: rolled back too, r returned: a phase whose guard missed). Inside a transaction
+-- already (a primitive of a phase, LED-67): a savepoint, so a primitive's own two
+-- statements (store_transfer, append_events) stay all or nothing within the phase.
+function Conn:atomic(fn, keep)
+    local nested = self.depth > 0
+    local ok, err, cls = self:exec(nested and "SAVEPOINT rl" or "BEGIN IMMEDIATE")
     if not ok then return nil, err, cls end
+    self.depth = self.depth + 1
     local r = { pcall(fn) }
-    if not r[1] or r[2] == nil then
-        self:exec("ROLLBACK")
+    self.depth = self.depth - 1
+    if not r[1] or r[2] == nil or (keep and not keep(r[2])) then
+        self:exec(nested and "ROLLBACK TO rl; RELEASE rl" or "ROLLBACK")
         if not r[1] then error(r[2], 0) end
+        if r[2] ~= nil then return r[2] end
         return nil, r[3], r[4]
     end
-    ok, err, cls = self:exec("COMMIT")
+    ok, err, cls = self:exec(nested and "RELEASE rl" or "COMMIT")
     if not ok then
-        self:exec("ROLLBACK")
+        self:exec(nested and "ROLLBACK TO rl; RELEASE rl" or "ROLLBACK")
         return nil, err, cls
     end
     return unpack(r, 2, table.maxn(r))
 end
+
+-- A phase (LED-67): the ops in ONE BEGIN IMMEDIATE transaction (SQLite's one writer: no
+-- other connection writes meanwhile, and a reader on another connection sees the state
+-- before or after it, never between); a missed guard or a failure rolls all of it back.
+local function phase_ok(res) return res.ok end
+function Conn:phase(fn) return self:atomic(fn, phase_ok) end
 
 -- LED-50: text (sql.FLUSH.sqlite) committed under synchronous = FULL: its commit fsyncs the
 -- WAL file, every earlier frame with it; then back to NORMAL. A PRAGMA failure after the
@@ -257,7 +270,7 @@ function Conn:close()
     return true
 end
 
-local function new_conn(db) return setmetatable({ db = db, stmts = {} }, Conn) end
+local function new_conn(db) return setmetatable({ db = db, stmts = {}, depth = 0 }, Conn) end
 
 -- ---------------------------------------------------------------------------------------
 -- open: connection, pragmas, migrations

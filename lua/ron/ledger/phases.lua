@@ -1,0 +1,337 @@
+-- ron.ledger.phases: the commit path's phases as store transactions (PRODUCT.md §9,
+-- issue 29 items 1 and 2, docs/LEDGER.md "The path, step by step", LED-67).
+--
+-- The saga keeps the seed's dumb primitives and its write-ahead record, but each phase's
+-- primitives go to the store in ONE call, run in ONE transaction (store:apply,
+-- ron.ledger.store.phase):
+--   open      the prior outcome read, the record (phase reserving) and the intent's claim
+--   reserve   the record with the transfer, the reservation of its inputs and the capped
+--             pairs' heads: all of them or none (a guard on each count)
+--   finalize  the inputs consumed, the outputs inserted, the transfer stored, the intent's
+--             outcome, the heads released, the record deleted and the event appended, with
+--             the event read back: a reader sees the balances before the transfer or after
+--             it, never between (issue 29: "a balance that never existed"), and no output
+--             is spendable before the transfer that creates it is stored (a posting and its
+--             transfer row commit together)
+-- Across phases the record carries recovery as before (LED-31): a crash leaves the state
+-- of the last phase that committed, never part of one. A finalize is atomic, so it needs no
+-- point-of-no-return record of its own: a record in phase finalizing is only ever left by
+-- an older binary (its finalize went step by step), and recover() rolls it forward through
+-- the same call, step by step when the state shows only part of it (Ledger:_finalize_steps).
+local codec = require "ron.ledger.codec"
+local ledger = require "ron.ledger"
+local view = require "ron.ledger.view"
+
+local error, ipairs = error, ipairs
+
+local _M = {}
+
+_M.CLAIM_PREFIX = string.rep("\255", 256)
+local EVENT_KIND = "transfer"
+
+-- The stores' bounds per primitive call (ron.ledger.store.sql): a batch's lists are chunked.
+local BATCH_IDS = 1024       -- ids, keys, pairs per call (sql.MAX_BATCH)
+local BATCH_POSTINGS = 512   -- postings per insert (sql.MAX_POSTINGS)
+local BATCH_PARAMS = 6000    -- store_transfers parameters per call
+_M.BATCH_IDS, _M.BATCH_POSTINGS = BATCH_IDS, BATCH_POSTINGS
+
+local slices = view.chunks
+_M.slices = slices
+
+-- The transfer records in chunks of the parameter budget (store_transfers' bound).
+function _M.rec_chunks(list)
+    local out, chunk, params = {}, {}, 0
+    for _, r in ipairs(list) do
+        local cost = 6 + 2 * #r.involved
+        if #chunk > 0 and params + cost > BATCH_PARAMS then
+            out[#out + 1] = chunk
+            chunk, params = {}, 0
+        end
+        chunk[#chunk + 1] = r
+        params = params + cost
+    end
+    if #chunk > 0 then out[#out + 1] = chunk end
+    return out
+end
+
+-- One phase, retried while the store answers "retry" (nothing applied) or "io" (maybe
+-- applied, the reply lost). -> res, maybe: maybe is true when an earlier attempt may have
+-- committed, so a missed guard may be the phase's own effect (the caller reads back). A
+-- failure that outlives the retries aborts the drive like a primitive's (LED-32).
+function _M.apply(led, ops, opts)
+    local s = led.store
+    local err, class, maybe = nil, nil, false
+    for attempt = 1, led.prim_retries + 1 do
+        local res, e, c = s:apply(ops, opts)
+        if res then
+            led.stats.phases = (led.stats.phases or 0) + 1
+            return res, maybe
+        end
+        err, class = e, c
+        if class == "bug" then break end
+        if class ~= "retry" then maybe = true end
+        if attempt <= led.prim_retries then led.pause(attempt) end
+    end
+    error({ ledger_store_failure = true, name = "apply", err = err, class = class }, 0)
+end
+
+-- ---- open: the claim (LED-27) ----
+
+-- -> true, src (ctx.sid holds the intent's claim and the record exists; src: the view of
+-- r's reads, ron.ledger.view, made in the same transaction when r is given), or false,
+-- { answer }.
+function _M.open(led, ctx, record, r)
+    local req = ctx.req
+    local key = _M.CLAIM_PREFIX .. req.intent
+    ctx.phase = "reserving"
+    local ops = {
+        { "get_intent", req.intent },
+        { "save_saga", ctx.sid, "reserving", record, led.node },
+        { "put_intent", key, { status = "claimed", message = ctx.sid,
+                               body_hash = req.body_hash }, expect = 1 },
+    }
+    if r then
+        for _, op in ipairs(view.read_ops(r)) do ops[#ops + 1] = op end
+    end
+    local res = _M.apply(led, ops)
+    if res.ok then
+        if not r then return true end
+        return true, view.source(led, r, view.answers(r, ops, res, 4))
+    end
+    -- the claim is there already: an outcome, our own earlier attempt, or another saga's
+    local prior = res[1][1]
+    if prior then return false, { led:_outcome(req, prior) } end
+    local cur = led:_read("get_intent", key)
+    if cur and cur.message == ctx.sid then return true end
+    return led:_claim_lost(ctx, cur)
+end
+
+-- The view of r's reads (ron.ledger.view) in one call: one read-only phase.
+function _M.reads(led, r)
+    local ops = view.read_ops(r)
+    return view.source(led, r, view.answers(r, ops, _M.apply(led, ops), 1))
+end
+
+-- ---- reserve: inputs and heads, all or none (LED-28, LED-29) ----
+
+local function reserve_ops(led, ctx, record, ids, prs)
+    local ops = { { "save_saga", ctx.sid, "reserving", record, led.node } }
+    for _, c in ipairs(slices(ids, BATCH_IDS)) do
+        ops[#ops + 1] = { "reserve_postings", c, ctx.sid, expect = #c }
+    end
+    for _, h in ipairs(ctx.heads) do
+        ops[#ops + 1] = { "ensure_head", h.account, h.asset }
+        ops[#ops + 1] = { "acquire_head", h.account, h.asset, ctx.sid, expect = 1, head = true }
+    end
+    if prs then
+        -- the last step's reads (LED-30), after the inputs and heads are ours
+        ops[#ops + 1] = { "get_accounts", ctx.ids }
+        ops[#ops + 1] = { "get_postings", ids }
+        ops[#ops + 1] = { "get_balances", prs }
+    end
+    return ops
+end
+
+-- Every posting of ids is PendingInactive and reserved by sid.
+local function reserved_by(led, sid, ids)
+    for _, c in ipairs(slices(ids, BATCH_IDS)) do
+        local got = led:_p("get_postings", c)
+        if #got ~= #c then return false end
+        for _, p in ipairs(got) do
+            if p.status ~= "pending_inactive" or p.reservation ~= sid then return false end
+        end
+    end
+    return true
+end
+
+-- Everything the phase takes is ctx's: its earlier attempt committed (the reply was lost).
+local function all_ours(led, ctx, ids)
+    if not reserved_by(led, ctx.sid, ids) then return false end
+    if #ctx.heads > 0 then
+        local hs = led:_p("get_heads", ctx.heads)
+        for i = 1, #ctx.heads do
+            if not hs[i] or hs[i].holder ~= ctx.sid then return false end
+        end
+    end
+    return true
+end
+
+-- The record, the reservation of ids (the inputs of ctx's transfer, or a batch's store
+-- postings) and ctx.heads, in sorted order: -> "full" (ctx.sid holds every one), "taken"
+-- (an input is not Active: plan again) or "held" (another saga holds a head, still after
+-- waiting: plan again). Nothing is held unless "full": a head held by another saga is
+-- waited for (pause) holding nothing, and the phase tried again. prs (the single path):
+-- the last step's reads go in the same transaction, after the reservation and the heads:
+-- "full", { accts, consumed, prs, bals } (nil when its reply was lost: read them then).
+function _M.reserve(led, ctx, record, ids, prs)
+    ctx.phase = "reserving"
+    local ops = reserve_ops(led, ctx, record, ids, prs)
+    for w = 1, led.head_waits + 1 do
+        local res, maybe = _M.apply(led, ops)
+        if res.ok then
+            if not prs then return "full" end
+            local n = #ops
+            return "full", { accts = res[n - 2][1], consumed = res[n - 1][1], prs = prs,
+                             bals = res[n][1] }
+        end
+        if maybe then
+            if all_ours(led, ctx, ids) then return "full" end
+            for _, c in ipairs(slices(ids, BATCH_IDS)) do
+                led:_compensate { sid = ctx.sid, t = { inputs = c } }
+            end
+            led:_compensate { sid = ctx.sid, heads = ctx.heads }
+        end
+        if not ops[res.at].head then return "taken" end
+        if w > led.head_waits then break end
+        led.stats.head_waits = led.stats.head_waits + 1
+        led.pause(w)
+    end
+    return "held"
+end
+
+-- ---- finalize (LED-31, LED-33) ----
+
+local function finalize_ops(led, ctx)
+    local t, tid, sid = ctx.t, ctx.tid, ctx.sid
+    local ops = {}
+    if #t.inputs > 0 then
+        ops[1] = { "deactivate_postings", t.inputs, sid, tid, expect = #t.inputs }
+    end
+    local outs = {}
+    for i = 1, #t.outputs do outs[i] = ledger.output_posting(t, tid, i) end
+    if #outs > 0 then ops[#ops + 1] = { "insert_postings", outs, expect = #outs } end
+    ops[#ops + 1] = { "store_transfer", { id = tid, bytes = ctx.tbytes, intent = t.intent,
+                                          book = led.book, created_at_ms = ctx.created_at_ms,
+                                          metadata = t.metadata },
+                      led:_involved(t), expect = 1 }
+    ops[#ops + 1] = { "put_intent", t.intent, { status = "committed", transfer_id = tid,
+                                                body_hash = ctx.req.body_hash }, expect = 1 }
+    for i = #(ctx.heads or {}), 1, -1 do
+        local h = ctx.heads[i]
+        ops[#ops + 1] = { "release_head", h.account, h.asset, sid, tail = true }
+    end
+    ops[#ops + 1] = { "delete_saga", sid, tail = true }
+    -- last: the book's seq is the one hot row every commit takes (PostgreSQL locks it
+    -- here, for the shortest time, ron.ledger.store.pg_phase)
+    ops[#ops + 1] = { "append_event", led.book, tid, EVENT_KIND,
+                      codec.encode { intent = t.intent, kind = ctx.req.kind,
+                                     target = ctx.req.target }, expect = 1, event = true }
+    ops[#ops + 1] = { "get_event", led.book, tid, EVENT_KIND }
+    return ops
+end
+
+
+-- Nothing of a finalize is in the store yet: its inputs (the store's, ids) are all still
+-- reserved by sid, or, without inputs, none of its outputs (oids) exists. (A finalize that
+-- went step by step consumes every input before it inserts an output.)
+local function untouched(led, sid, ids, oids)
+    if #ids > 0 then return reserved_by(led, sid, ids) end
+    for _, c in ipairs(slices(oids, BATCH_IDS)) do
+        if #led:_p("get_postings", c) > 0 then return false end
+    end
+    return true
+end
+
+-- -> the receipt. A missed guard means nothing of this call applied: the transfer was
+-- committed before (a lost reply: its intent says so), or the event's seq was taken by a
+-- racing append, or nothing of it is in the store yet (tried again), or the state holds
+-- part of a finalize that went step by step (an older binary's record in phase
+-- finalizing): rolled forward step by step, every step verified.
+function _M.finalize(led, ctx)
+    local ops = finalize_ops(led, ctx)
+    local flush = led.flush_on_ack
+    local oids
+    for _ = 1, led.max_attempts * 4 do
+        local res = _M.apply(led, ops, { flush = flush })
+        if res.ok then
+            local ev = res[#ops][1]
+            return led:_committed(ctx, ev, flush and res.flushed)
+        end
+        if not ops[res.at].event then
+            local cur = led:_read("get_intent", ctx.t.intent)
+            if cur and cur.status == "committed" and cur.transfer_id == ctx.tid then
+                local ev = led:_read("get_event", led.book, ctx.tid, EVENT_KIND)
+                if ev then
+                    -- the heads and the record went with it, unless a step-by-step
+                    -- finalize stopped after its event
+                    local tail = {}
+                    for _, op in ipairs(ops) do if op.tail then tail[#tail + 1] = op end end
+                    _M.apply(led, tail)
+                    return led:_committed(ctx, ev, false)
+                end
+            end
+            if not oids then
+                oids = {}
+                for i = 1, #ctx.t.outputs do oids[i] = { transfer_id = ctx.tid, index = i - 1 } end
+            end
+            if not untouched(led, ctx.sid, ctx.t.inputs, oids) then
+                return led:_finalize_steps(ctx)
+            end
+        end
+        led.pause(1)
+    end
+    return led:_finalize_steps(ctx)
+end
+
+-- ---- a batch's finalize (LED-53, LED-67) ----
+
+local function batch_finalize_ops(led, ctx, rows)
+    local sid, ops = ctx.sid, {}
+    for _, c in ipairs(slices(rows.ins, BATCH_IDS)) do
+        ops[#ops + 1] = { "deactivate_many", c, sid, expect = #c }
+    end
+    for _, c in ipairs(slices(rows.outs, BATCH_POSTINGS)) do
+        ops[#ops + 1] = { "insert_postings", c, expect = #c }
+    end
+    for _, c in ipairs(_M.rec_chunks(rows.recs)) do
+        ops[#ops + 1] = { "store_transfers", c, expect = #c }
+    end
+    for _, c in ipairs(slices(rows.outcomes, BATCH_IDS)) do
+        ops[#ops + 1] = { "put_intents", c, expect = #c }
+    end
+    -- the members handed over to the single path get their own records
+    for _, x in ipairs(ctx.handover or {}) do
+        ops[#ops + 1] = { "save_saga", x.e.sid, "reserving", led:_member_record(ctx, x.e),
+                          led.node }
+    end
+    for i = #(ctx.heads or {}), 1, -1 do
+        local h = ctx.heads[i]
+        ops[#ops + 1] = { "release_head", h.account, h.asset, sid }
+    end
+    ops[#ops + 1] = { "delete_saga", sid }
+    for _, c in ipairs(slices(rows.events, BATCH_IDS)) do
+        ops[#ops + 1] = { "append_events", led.book, c, expect = #c, event = c }
+    end
+    return ops
+end
+
+-- -> the batch's answers (Ledger:_batch_done). One phase: what the batch consumes, creates,
+-- stores and appends, its members' records and its own record's deletion; a missed guard
+-- is handled as the single finalize's (a racing event seq, or its store postings still
+-- ours: again; else step by step).
+function _M.finalize_batch(led, ctx, results, later)
+    local rows = led:_batch_rows(ctx)
+    local ops = batch_finalize_ops(led, ctx, rows)
+    local ids = {}
+    for i, x in ipairs(rows.ins) do ids[i] = x.id end
+    for _ = 1, led.max_attempts * 4 do
+        local res = _M.apply(led, ops)
+        if res.ok then
+            local evs = {}
+            for k, op in ipairs(ops) do
+                if op.event then
+                    local first = res[k][2]
+                    for j, x in ipairs(op.event) do evs[x.transfer_id] = { seq = first + j - 1 } end
+                end
+            end
+            return led:_batch_done(ctx, results, later, evs, {}, rows)
+        end
+        if not ops[res.at].event and not untouched(led, ctx.sid, ids, rows.oids) then break end
+        led.pause(1)
+    end
+    return led:_finalize_batch_steps(ctx, results, later, rows)
+end
+
+_M.EVENT_KIND = EVENT_KIND
+
+return _M

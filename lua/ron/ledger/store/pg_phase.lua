@@ -1,0 +1,222 @@
+-- ron.ledger.store.pg_phase: store:apply on PostgreSQL (LED-67; the contract is
+-- ron.ledger.store's "Phases", the shared rules ron.ledger.store.phase's).
+--
+-- A phase is ONE round trip: its primitives' statements go to one connection of the pool in
+-- libpq's pipeline mode (pq.c conn:pipeline), followed by a sync, so the server runs them
+-- as one implicit transaction and commits at the sync; a statement that fails aborts the
+-- rest and the whole transaction. The statements are the primitives' own (ron.ledger.store.sql,
+-- collected by running each primitive against a driver that hands its statement over
+-- instead of running it), with three differences:
+--   - a guard is checked by the server: an op with `expect` has its statement wrapped so
+--     that its count goes through @rl_expect(count, expect), which raises SQLSTATE RL001
+--     when they differ; an insert with a guard runs in its plain form (no ON CONFLICT DO
+--     NOTHING: a duplicate key, 23505, is the same miss). Either aborts the transaction:
+--     nothing of the phase applied, and the answer names the op;
+--   - when the phase consumes or inserts postings, it first locks the balance rows they
+--     touch in key order (the projection's triggers touch them statement by statement, and
+--     two phases in opposite directions would otherwise wait for each other in a cycle:
+--     PostgreSQL finds a deadlock only after deadlock_timeout, 1 s);
+--   - before its first event it takes the book's transaction lock (pg_advisory_xact_lock):
+--     every phase numbers the book's next seq after the one before it committed, instead of
+--     colliding on it and starting over. The event is the phase's last write, so the lock
+--     is held for the shortest time.
+-- opts.flush (durability "ack"): the flush statement (LED-50) follows in the same pipeline,
+-- after the sync, as its own transaction: one round trip for the phase and its durability.
+local pg = require "ron.ledger.store.postgres"
+local sql = require "ron.ledger.store.sql"
+local schema = require "ron.ledger.store.schema"
+
+local coroutine, error, ipairs, pairs, select, setmetatable, tonumber, tostring, format =
+      coroutine, error, ipairs, pairs, select, setmetatable, tonumber, tostring, string.format
+
+local _M = {}
+
+-- A driver that hands each statement to the phase (a coroutine yield) instead of running
+-- it; the phase resumes the primitive with the statement's result.
+local Collect = { phase = true }
+Collect.__index = Collect
+function Collect.write(_, text, binds, _, plain)
+    return coroutine.yield("write", text, binds, nil, plain)
+end
+function Collect.read(_, text, binds, rtypes, plain)
+    return coroutine.yield("read", text, binds, rtypes, plain)
+end
+function Collect.atomic(_, fn) return fn() end
+
+local function pack(...) return { n = select("#", ...), ... } end
+
+local POSTING_WRITES = { deactivate_postings = true, deactivate_many = true,
+                         insert_postings = true }
+local APPENDS = { append_event = true, append_events = true }
+
+local function bytea_col(n) return { array = "bytea", n = n } end
+local function int_col(n) return { array = "int8", n = n } end
+
+-- The balance rows the phase's posting writes touch, locked in key order: the rows of the
+-- postings it consumes (read from postings) and of those it inserts (not Inactive).
+local LOCK_BALANCES = [[SELECT 1 FROM @balances b JOIN (
+    SELECT p.account, p.asset_code, p.scale, p.shard FROM @postings p
+    JOIN unnest(?B, ?I) AS q (t, i) ON p.transfer_id = q.t AND p.idx = q.i
+    UNION SELECT * FROM unnest(?B, ?B, ?I, ?I) AS o (account, asset_code, scale, shard)
+) AS k ON b.account = k.account AND b.asset_code = k.asset_code AND b.scale = k.scale
+    AND b.shard = k.shard
+ORDER BY b.account, b.asset_code, b.scale, b.shard FOR UPDATE OF b]]
+
+local function lock_balances(st, ops)
+    local ti, ii, oa, oc, os_, osh = bytea_col(0), int_col(0), bytea_col(0), bytea_col(0),
+                                     int_col(0), int_col(0)
+    local any = false
+    for _, op in ipairs(ops) do
+        local name = op[1]
+        if name == "deactivate_postings" then
+            for _, id in ipairs(op[2]) do
+                ti.n, ii.n = ti.n + 1, ii.n + 1
+                ti[ti.n], ii[ii.n] = id.transfer_id, id.index
+            end
+        elseif name == "deactivate_many" then
+            for _, e in ipairs(op[2]) do
+                ti.n, ii.n = ti.n + 1, ii.n + 1
+                ti[ti.n], ii[ii.n] = e.id.transfer_id, e.id.index
+            end
+        elseif name == "insert_postings" then
+            for _, p in ipairs(op[2]) do
+                if (p.status or "active") ~= "inactive" then
+                    oa.n = oa.n + 1
+                    oa[oa.n], oc[oa.n] = p.account, p.asset.code
+                    os_[oa.n], osh[oa.n] = p.asset.scale, sql.shard(p.id.transfer_id, p.id.index)
+                end
+            end
+        end
+        any = any or (POSTING_WRITES[name] and #op[2] > 0)
+    end
+    if not any then return nil end
+    oc.n, os_.n, osh.n = oa.n, oa.n, oa.n
+    local text = st.sql_cache.lock_balances
+    if not text then
+        text = sql.render("postgres", st.prefix, LOCK_BALANCES)
+        st.sql_cache.lock_balances = text
+    end
+    return { text, pg.params { n = 6, ti, ii, oa, oc, os_, osh } }
+end
+
+local function event_lock(st, book)
+    return { "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+             { n = 1, "ron.ledger events\0" .. tostring(st.schema) .. "\0" .. book } }
+end
+
+-- The statement of an op with a guard: its count through @rl_expect (RL001 when it is not
+-- the expected one). A write (INSERT / UPDATE) gets RETURNING 1 and is counted; a
+-- primitive that already answers its count as a row (store_transfer, store_transfers,
+-- append_events) gets its count(*) wrapped.
+local function guarded(st, kind, text, nbinds)
+    local fn = st.prefix .. "rl_expect"
+    local k = "$" .. (nbinds + 1) .. "::bigint"
+    if kind == "write" then
+        return "WITH w AS (" .. text .. " RETURNING 1) SELECT " .. fn .. "(count(*), " .. k
+               .. ") FROM w"
+    end
+    local out, m = text:gsub("SELECT count%(%*%)", "SELECT " .. fn .. "(count(*), " .. k .. ")")
+    if m ~= 1 then error("ron.ledger.store.pg_phase: no count to guard in: " .. text, 0) end
+    return out
+end
+
+-- Runs each op's primitive up to its statement. -> list of { i, kind, text, binds, rtypes,
+-- co } (an op that needs no statement answers at once: done[i]).
+local function collect(st, ops)
+    local view = setmetatable({ drv = setmetatable({}, Collect), dialect = "postgres",
+                                prefix = st.prefix, sql_cache = st.sql_cache,
+                                durability = st.durability, schema = st.schema }, sql.Store)
+    local stmts, done = {}, {}
+    for i, op in ipairs(ops) do
+        local co = coroutine.create(function()
+            return pack(view[op[1]](view, unpack(op, 2, table.maxn(op))))
+        end)
+        local r = pack(coroutine.resume(co))
+        if not r[1] then error(r[2], 0) end -- misuse: as the primitive raises it
+        if coroutine.status(co) == "dead" then
+            done[i] = r[2]
+        else
+            local kind, text, binds, rtypes, plain = r[2], r[3], r[4], r[5], r[6]
+            local nb = binds.n or #binds
+            local b = binds
+            if op.expect ~= nil then
+                text = guarded(st, kind, plain or text, nb)
+                b = {}
+                for j = 1, nb do b[j] = binds[j] end
+                b[nb + 1], b.n = op.expect, nb + 1
+            end
+            stmts[#stmts + 1] = { i = i, kind = kind, text = text, binds = b, rtypes = rtypes,
+                                  co = co }
+        end
+    end
+    return stmts, done
+end
+
+local MISS = { RL001 = true, ["23505"] = true }
+
+-- The op's own answer from its statement's result (the primitive resumed with it: a
+-- guarded write's count is its row, a read's rows are decoded as the driver's).
+local function answer(s, op, r)
+    local v
+    if s.kind == "read" then v = pg.decode(r, s.rtypes)
+    elseif op.expect ~= nil then v = tonumber(r[1] and r[1][1]) or 0
+    else v = r.affected or 0 end
+    local ok, res = coroutine.resume(s.co, v)
+    if not ok then error(res, 0) end
+    if coroutine.status(s.co) ~= "dead" then
+        error(format("ron.ledger.store.pg_phase: %s made a second statement", op[1]), 0)
+    end
+    return res
+end
+
+function _M.apply(st, ops, opts)
+    local stmts, done = collect(st, ops)
+    local res = { ok = true }
+    for i in pairs(done) do res[i] = done[i] end
+    -- an op that needed no statement and missed its guard: nothing sent, nothing applied
+    for i, op in ipairs(ops) do
+        if done[i] and op.expect ~= nil and done[i][1] ~= op.expect then
+            res.ok, res.at = false, i
+            return res
+        end
+    end
+    if #stmts == 0 then return res end
+    local list, of = {}, {}
+    local lock = lock_balances(st, ops)
+    if lock then list[1] = lock end
+    local locked = false
+    for _, s in ipairs(stmts) do
+        if APPENDS[ops[s.i][1]] and not locked then
+            locked = true
+            list[#list + 1] = event_lock(st, ops[s.i][2])
+        end
+        list[#list + 1] = { s.text, pg.params(s.binds) }
+        of[#list] = s
+    end
+    local n_phase = #list
+    list[#list + 1] = "sync"
+    local flush = opts and opts.flush and st.durability == "ack"
+    if flush then
+        list[#list + 1] = { schema.expand(sql.FLUSH.postgres, st.prefix) }
+        list[#list + 1] = "sync"
+    end
+    local out, err, sqlstate, cls = st.drv.db:pipeline(list)
+    if not out then return pg.fail(err, sqlstate, cls) end
+    -- in order: the first failure aborted the rest, and the whole transaction with it
+    for k = 1, n_phase do
+        local r, s = out[k], of[k]
+        if r.error then
+            if s and ops[s.i].expect ~= nil and MISS[r.sqlstate] then
+                res.ok, res.at = false, s.i
+                return res
+            end
+            return pg.fail(r.error, r.sqlstate, "server")
+        end
+        if r.aborted then return pg.fail("aborted without an error", nil, "client") end
+        if s then res[s.i] = answer(s, ops[s.i], r) end
+    end
+    if flush then res.flushed = out[n_phase + 2] ~= nil and not out[n_phase + 2].error end
+    return res
+end
+
+return _M

@@ -1,0 +1,203 @@
+-- ron.ledger.view: what a commit's plan is resolved against (docs/LEDGER.md "Resolve", the
+-- batch path, LED-32, LED-52, LED-67): the accounts, each payer pair's largest Active
+-- postings with a probe for PendingInactive ones (reservations of sagas in flight), and the
+-- balances, read once, then answered from memory by the engine's resolution
+-- (Ledger:_resolve_commit: accounts, page, held, finalizing_to).
+--
+-- A payer's postings and its probe come from ONE statement (get_postings_by_pairs), so the
+-- decision "short of funds" is made on one snapshot of the pair: a posting another saga has
+-- reserved is either still there (held: a race, retried) or consumed together with the
+-- insertion of its change (a phase, LED-67), never neither. (Three reads a moment apart, as
+-- the single path made them before, could see a hot payer's posting reserved, then nothing
+-- held, then its change reserved again, and answer InsufficientFunds for a race.)
+--
+--   local r = view.wants(reqs)            the reads reqs' plan needs
+--   local ops = view.read_ops(r)          them as a phase's ops (store:apply)
+--   local src = view.source(led, r, accts, lists, balances)
+--   src:accounts(ids), src:page(account, asset, limit), src:held(account, asset),
+--   src:finalizing_to(account, asset), src.bal[account .. asset_key], src.pools[key]
+local ledger = require "ron.ledger"
+
+local ipairs, pairs, setmetatable, min = ipairs, pairs, setmetatable, math.min
+
+local _M = {}
+
+_M.FIRST_PAGE = 32     -- the largest postings read first (LED-10 picks the same)
+_M.SELECT_LIMIT = 1024 -- a store's batch bound (sql.MAX_BATCH)
+local FIRST_PAGE, SELECT_LIMIT = _M.FIRST_PAGE, _M.SELECT_LIMIT
+local BATCH_IDS, BATCH_QUERIES = 1024, 128
+
+local function asset_key(a) return a.code .. "\0" .. a.scale end
+_M.asset_key = asset_key
+
+function _M.largest_less(a, b)
+    if a.amount ~= b.amount then return a.amount > b.amount end
+    if a.id.transfer_id ~= b.id.transfer_id then return a.id.transfer_id < b.id.transfer_id end
+    return a.id.index < b.id.index
+end
+
+-- The (account, asset) pairs a request's movements net, as _resolve_commit computes them
+-- (nil on an overflow: resolution rejects it the same way).
+function _M.nets_of(req)
+    local r, by = {}, {}
+    for _, m in ipairs(req.movements) do
+        for _, side in ipairs { { m.from, -1 }, { m.to, 1 } } do
+            local k = side[1] .. asset_key(m.asset)
+            if not by[k] then
+                by[k] = { account = side[1], asset = m.asset, net = 0 }
+                r[#r + 1] = by[k]
+            end
+            local v = side[2] < 0 and ledger.amount_sub(by[k].net, m.amount)
+                      or ledger.amount_add(by[k].net, m.amount)
+            if not v then return nil end
+            by[k].net = v
+        end
+    end
+    return r
+end
+
+-- The reads reqs' plan needs: -> { ids (accounts), bpairs (balances: every pair netted,
+-- every receivable), payers (pairs netting a debit, each { account, asset, key }), pidx
+-- (payer by key), qs (their queries: the largest Active, then one PendingInactive) }.
+function _M.wants(reqs)
+    local ids, seen = {}, {}
+    local function want(id)
+        if not seen[id] then
+            seen[id] = true
+            ids[#ids + 1] = id
+        end
+    end
+    local bpairs, bidx, payers, pidx = {}, {}, {}, {}
+    local function bpair(account, asset)
+        local k = account .. asset_key(asset)
+        if not bidx[k] then
+            bpairs[#bpairs + 1] = { account = account, asset = asset }
+            bidx[k] = #bpairs
+        end
+    end
+    for _, req in ipairs(reqs) do
+        for _, p in ipairs(_M.nets_of(req) or {}) do
+            want(p.account)
+            bpair(p.account, p.asset)
+            local recv = req.overdraft and req.overdraft[p.account]
+            if recv then bpair(recv, p.asset) end
+            local k = p.account .. asset_key(p.asset)
+            if p.net < 0 and not pidx[k] then
+                payers[#payers + 1] = { account = p.account, asset = p.asset, key = k }
+                pidx[k] = payers[#payers]
+            end
+        end
+        for from, to in pairs(req.overdraft or {}) do
+            want(from)
+            want(to)
+        end
+    end
+    local qs = {}
+    for _, p in ipairs(payers) do
+        qs[#qs + 1] = { account = p.account, asset = p.asset, status = "active",
+                        limit = FIRST_PAGE }
+        qs[#qs + 1] = { account = p.account, asset = p.asset, status = "pending_inactive",
+                        limit = 1 }
+    end
+    return { ids = ids, bpairs = bpairs, payers = payers, pidx = pidx, qs = qs }
+end
+
+-- list in chunks of at most n (a store's bound per call)
+local function chunks(list, n)
+    local out = {}
+    for i = 1, #list, n do
+        local c = {}
+        for j = i, min(#list, i + n - 1) do c[#c + 1] = list[j] end
+        out[#out + 1] = c
+    end
+    return out
+end
+_M.chunks = chunks
+
+-- r's reads as a phase's ops (each kind chunked at the stores' bounds, in the order
+-- accounts, postings, balances); r.n_ops their count.
+function _M.read_ops(r)
+    local ops = {}
+    for _, c in ipairs(chunks(r.ids, BATCH_IDS)) do
+        ops[#ops + 1] = { "get_accounts", c, acc = true }
+    end
+    for _, c in ipairs(chunks(r.qs, BATCH_QUERIES)) do
+        ops[#ops + 1] = { "get_postings_by_pairs", c, posts = true }
+    end
+    for _, c in ipairs(chunks(r.bpairs, BATCH_IDS)) do
+        ops[#ops + 1] = { "get_balances", c, bals = true }
+    end
+    r.n_ops = #ops
+    return ops
+end
+
+-- The answers of read_ops(r) (res[from .. from + r.n_ops - 1] of the phase's answer) ->
+-- accts, lists, balances.
+function _M.answers(r, ops, res, from)
+    local accts, lists, bals = {}, {}, {}
+    for k = from, from + r.n_ops - 1 do
+        local op, v = ops[k], res[k][1]
+        if op.acc then
+            for id, a in pairs(v) do accts[id] = a end
+        elseif op.posts then
+            for _, l in ipairs(v) do lists[#lists + 1] = l end
+        else
+            for _, b in ipairs(v) do bals[#bals + 1] = b end
+        end
+    end
+    return accts, lists, bals
+end
+
+local Source = {}
+Source.__index = Source
+
+-- The source over one read: accts by id, lists (r.qs' answers, in order) and balances
+-- (r.bpairs'). deep: the lists already hold a second page where the first was full of
+-- positive postings (the batch plan reads it up front); else it is read when asked for.
+function _M.source(led, r, accts, lists, balances, deep)
+    for k, p in ipairs(r.payers) do
+        p.list, p.held = lists[2 * k - 1], #lists[2 * k] > 0
+    end
+    local bal = {}
+    for i, pr in ipairs(r.bpairs) do bal[pr.account .. asset_key(pr.asset)] = balances[i] end
+    return setmetatable({ led = led, accts = accts, pools = r.pidx, bal = bal, deep = deep },
+                        Source)
+end
+
+function Source:accounts(ids)
+    local r = {}
+    for _, id in ipairs(ids) do r[id] = self.accts[id] end
+    return r
+end
+
+function Source:page(account, asset, limit)
+    local pool = self.pools[account .. asset_key(asset)]
+    local r = {}
+    if not pool then return r end
+    local l = pool.list
+    if limit > FIRST_PAGE and not self.deep and not pool.deep and #l == FIRST_PAGE
+       and l[FIRST_PAGE].amount > 0 then
+        -- a first page full of positive postings: the pair's longer page and its probe,
+        -- again one statement
+        local got = self.led:_p("get_postings_by_pairs", {
+            { account = account, asset = asset, status = "active", limit = SELECT_LIMIT },
+            { account = account, asset = asset, status = "pending_inactive", limit = 1 } })
+        pool.list, pool.held, pool.deep = got[1], #got[2] > 0, true
+        l = pool.list
+    end
+    for i = 1, min(limit, #l) do r[i] = l[i] end
+    return r
+end
+
+function Source:held(account, asset)
+    local pool = self.pools[account .. asset_key(asset)]
+    return pool ~= nil and pool.held
+end
+
+-- The sagas are read once per view, on the first short payer (LED-32).
+function Source:finalizing_to(account, asset)
+    if not self.finalizing then self.finalizing = self.led:_finalizing_outputs() end
+    return self.finalizing[account .. asset_key(asset)] == true
+end
+
+return _M
