@@ -81,7 +81,8 @@
 -- through ron.accounting.runtime.offload (the libuv threadpool); pass offload.file{...} as the
 -- exporter for the file ledger.
 local exporter_mod = require "ron.accounting.export.exporters"
-local task = require "ron.accounting.runtime.task"
+local round_robin = require "ron.accounting.export.fairness.round_robin"
+local task = require "ron.base.task"
 local uv = require "luv"
 
 local floor = math.floor
@@ -98,7 +99,7 @@ _M.DEFAULTS = { ordered_buffer_cap = 1024, pending_cap = 1024, op_budget_ms = 10
                 clock_step_tolerance_ms = 60000, clock_step_confirm_ms = 600000,
                 ack_batch = 1024,                 -- slices per pooled ACK (1: one by one)
                 compact_interval_ms = 50,         -- WAL compaction at most this often
-                -- exporters with put_many; 1024: exporters.ledger rates a daemon's 1024
+                -- exporters with put_many; 1024: ron.ledger.exporter rates a daemon's 1024
                 -- streams at ~1.7x the rate of 4 calls of 256 at once (docs/LEDGER.md)
                 put_batch = 1024, put_parallel = 4,
                 -- bounded dispatch (G-22); false = no bound
@@ -142,7 +143,7 @@ function _M.start(opts)
     end
     local self = setmetatable({
         task = task.current(), meter = opts.meter, exporter = opts.exporter, cfg = cfg,
-        fairness = opts.fairness or require("ron.accounting.export.fairness.round_robin").new(),
+        fairness = opts.fairness or round_robin.new(),
         backoff = opts.backoff, clock = opts.clock,
         tick_ms = opts.tick_ms, mono = opts.mono,
         audit = opts.audit,    -- function(kind, attrs): the audit trail (RT:audit_emit)

@@ -4,7 +4,7 @@
 -- Methods of the runtime object (ron.accounting.runtime.rt); init.lua composes them.
 local rt = require "ron.accounting.runtime.rt"
 local exporter_mod = require "ron.accounting.export.exporters"
-local backoff_mod = require "ron.accounting.export.backoff"
+local backoff_mod = require "ron.base.backoff"
 local uv = require "luv"
 
 local floor, ipairs, tostring, tonumber, pcall =
@@ -180,7 +180,7 @@ end
 
 -- One per stream (I-async-2): the lane's slices in seq order, N+1 only after N's ACK.
 function RT:worker(st)
-    local b = self.backoff or require("ron.accounting.export.backoff.exponential").new()
+    local b = self.backoff or backoff_mod.exponential.new()
     while true do
         local s = st.lane:recv()
         if not s then break end -- Closed (stopped) or Canceled (shutdown, lane empty)

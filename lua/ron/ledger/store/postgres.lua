@@ -1,6 +1,6 @@
 -- ron.ledger.store.postgres: the Store (ron.ledger.store) on PostgreSQL through
--- ron.accounting.net.postgres (async libpq on the host's loop). Only inside `ron-accounting
--- run`, and every call from a task (ron.accounting.runtime.task).
+-- ron.base.net.postgres (async libpq on the host's loop). Only inside `ron-accounting
+-- run`, and every call from a task (ron.base.task).
 --
 --   local s, err, class = require("ron.ledger.store.postgres").open {
 --       conninfo = "host=... dbname=...",  -- or db = an existing pg.new/pg.pool object
@@ -35,9 +35,13 @@
 -- Errors: class "retry" for SQLSTATE 40001 (serialization failure) and 40P01 (deadlock);
 -- "io" for the connection (network, closed, timeout, canceled, SQLSTATE classes 08, 53, 57,
 -- 58); "bug" for the rest.
+local codec = require "ron.ledger.codec"
+local ledger = require "ron.ledger"
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
-local pg = require "ron.accounting.net.postgres"
+local pg = require "ron.base.net.postgres"
+local task = require "ron.base.task"
+local uv = require "luv"
 
 local type, error, tostring, tonumber, format, ipairs, pairs, byte, sub =
       type, error, tostring, tonumber, string.format, ipairs, pairs, string.byte, string.sub
@@ -46,7 +50,7 @@ local _M = { DEFAULT_SCHEMA = "ron_ledger" }
 
 local pq_mod
 local function pq()
-    if not pq_mod then pq_mod = require "ron.accounting.net.postgres_c" end
+    if not pq_mod then pq_mod = pg.pq() end
     return pq_mod
 end
 
@@ -200,7 +204,7 @@ local function ASYNC_COMMIT(db)
 end
 
 -- 16 hex digits of the first 8 bytes (an application_name is at most 63 bytes)
-local function hex16(s) return require("ron.ledger").hex(s:sub(1, 8)) end
+local function hex16(s) return ledger.hex(s:sub(1, 8)) end
 
 -- LED-65: ends the other backends named for this store's node (another process of the same
 -- node: a dead one's statements still running) and waits until none is left. -> the number
@@ -218,8 +222,6 @@ local function fence(self, timeout_ms)
         end
     end
     -- (not allowed to signal them, or they ended meanwhile: wait for them to end anyway)
-    local task = require "ron.accounting.runtime.task"
-    local uv = require "luv"
     local t_end = uv.now() + (timeout_ms or self.fence_timeout_ms)
     while true do
         local n = db:query("SELECT count(*) AS n " .. others)
@@ -261,11 +263,11 @@ function _M.open(o)
     end
     local tag, me
     if o.node then
-        tag = "rl:" .. hex16(require("ron.ledger.codec").sha256(name .. "\0" .. o.node)) .. ":"
+        tag = "rl:" .. hex16(codec.sha256(name .. "\0" .. o.node)) .. ":"
         local f = io.open("/dev/urandom", "rb")
         local r = f and f:read(8)
         if f then f:close() end
-        me = tag .. hex16(r or require("ron.ledger.codec").sha256(tostring({}) .. os.time()))
+        me = tag .. hex16(r or codec.sha256(tostring({}) .. os.time()))
     end
     local db, own = o.db, false
     if db == nil then

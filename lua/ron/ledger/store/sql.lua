@@ -13,6 +13,7 @@
 --   drv:atomic(fn)                   -> fn's results, inside one transaction (SQLite only)
 -- and binds = { n = count, ... } whose values are strings (bytes), Lua integers or int64_t
 -- cdata (amounts, LED-4), nil (NULL).
+local ledger = require "ron.ledger"
 local schema = require "ron.ledger.store.schema"
 
 local type, error, tostring, tonumber, ipairs, setmetatable, format, concat, rep, byte =
@@ -663,7 +664,7 @@ local function account_binds(fname, a)
     local bytes = a.bytes
     if bytes == nil then -- the canonical snapshot (LED-1), stored beside the columns
         local err
-        bytes, err = require("ron.ledger").encode_account(a)
+        bytes, err = ledger.encode_account(a)
         if not bytes then misuse(fname, tostring(err)) end
     end
     return policy, int_arg(fname, a.floor or 0, "floor"), status, bytes

@@ -37,7 +37,7 @@ describe("ron.accounting.runtime readiness (C-6)", function()
         print("seed: 11")
         local clock, m, dir, ledger = setup()
         local e = chaos.wrap(ledger, { seed = 11, failure_rate = 1, failure = "retry_remote_5xx" })
-        local b = require("ron.accounting.export.backoff.exponential").new { base_ms = 2, cap_ms = 10,
+        local b = require("ron.base.backoff.exponential").new { base_ms = 2, cap_ms = 10,
                                                                      seed = 11 }
         local rt
         run(function(task)

@@ -70,7 +70,7 @@ describe("ron.accounting.runtime", function()
         local log = {}
         local slow = {
             put = function(_, sl)
-                local task = require "ron.accounting.runtime.task"
+                local task = require "ron.base.task"
                 log[#log + 1] = { "start", sl.id.seq }
                 if sl.id.seq == 1 then task.sleep(100) end
                 local st, d = ledger:put(sl)
@@ -132,7 +132,7 @@ describe("ron.accounting.runtime", function()
         local clock, m, dir, ledger = setup()
         local e = chaos.wrap(ledger, { seed = seed, failure_rate = 0.2, latency_ms = { 1, 5 },
                                        lost_ack_rate = 0.05 })
-        local b = require("ron.accounting.export.backoff.exponential").new {
+        local b = require("ron.base.backoff.exponential").new {
             base_ms = 2, cap_ms = 20, seed = seed }
         local rt
         run(function(task)
@@ -166,7 +166,7 @@ describe("ron.accounting.runtime", function()
         print("seed: " .. seed)
         local clock, m, _, ledger = setup()
         local e = chaos.wrap(ledger, { seed = seed, failure_rate = 1, failure = "retry_remote_5xx" })
-        local b = require("ron.accounting.export.backoff.exponential").new {
+        local b = require("ron.base.backoff.exponential").new {
             base_ms = 5, cap_ms = 40, seed = seed }
         local rt
         local BUDGET = 400

@@ -26,6 +26,7 @@
 -- per stream ({seq, b3, file size}), never a slice. Linux only (flock, the O_* values).
 local ffi = require "ffi"
 local bit = require "bit"
+local b3raw = require("ron.base.b3").raw
 local slice_mod = require "ron.accounting.binding.slice"
 local C = require("ron.accounting.binding.lib").namespace()
 local SYS = ffi.C
@@ -195,12 +196,6 @@ end
 
 local function tohex(s)
     return (s:gsub(".", function(c) return ("%02x"):format(byte(c)) end))
-end
-
-local b3_out = ffi_new("uint8_t[32]")
-local function b3raw(s)
-    C.ra_b3(s, #s, b3_out)
-    return ffi_string(b3_out, 32)
 end
 
 -- Accepted-loss records (docs/EXPORT.md §2, "Accepted losses"): ron.accounting.export.loss.
@@ -580,7 +575,7 @@ local function list_dir(path)
 end
 
 -- list_heads() -> { { tenant =, dimension =, seq =, b3 = hex }, ... } | nil, err: every stream's
--- head, for a node that lost its own (ron.accounting.daemon seeds its meter with them).
+-- head, for a node that lost its own (ron.node seeds its meter with them).
 function Ledger:list_heads()
     check_open(self, "list_heads")
     local tenants, err = list_dir(self.dir)

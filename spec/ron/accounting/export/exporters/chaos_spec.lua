@@ -209,7 +209,7 @@ describe("ron.accounting.export.exporters.chaos", function()
 
     it("latency: inside a task each put sleeps within latency_ms; outside, not at all",
        function()
-        local task = require("ron.accounting.runtime.task").new()
+        local task = require("ron.base.task").new()
         local l = ledger()
         local e = chaos.wrap(l, { seed = 11, latency_ms = { 20, 40 } })
         local waits = {}
