@@ -46,6 +46,7 @@
 -- Capability: `blocking` is the store's (a synchronous SQLite store blocks the calling
 -- thread: the runtime then refuses it on the loop; open it with offload = true there).
 local L = require "ron.ledger.ledger"
+local chain = require "ron.accounting.export.chain"
 local ledger = require "ron.ledger"
 local loss = require "ron.accounting.export.loss"
 local rate = require "ron.ledger.rate"
@@ -422,96 +423,118 @@ end
 -- transfer may already be committed (its intent holds it; the re-sent slice then finds it:
 -- dup). The daemon's runtime never sends two slices of one stream in one put_many.
 function E:_put_batch(slices, idx, results)
-    local store = self.store
-    local n0 = #idx
-    self.counts.puts = self.counts.puts + n0
-    -- answers are counted once, at the end (a later pass may still change some)
-    local function answer(i, status, detail) results[i] = { status, detail } end
-    local function failed(i, err) results[i] = { nil, err } end
-    local pos = {}
-    for p, i in ipairs(idx) do pos[i] = p end
-    local infos, keys, seen = {}, {}, {}
-    for _, i in ipairs(idx) do
+    -- b: the batch's state, passed through its phases; answers are counted once, at the end
+    -- (a later phase may still change some)
+    local b = { idx = idx, results = results, infos = {}, pos = {}, dup_of = {}, stopped = {} }
+    self.counts.puts = self.counts.puts + #idx
+    for p, i in ipairs(idx) do b.pos[i] = p end
+    if not self:_batch_heads(b, slices) then return self:_settle_batch(b) end
+    local cand, dup_q = self:_batch_admit(b)
+    self:_batch_dups(b, dup_q)
+    if #cand == 0 then return self:_settle_batch(b) end
+    local order, reqs, rated_of = self:_batch_rate(b, cand, self:_batch_wallets(b, cand))
+    if #reqs == 0 then return self:_settle_batch(b) end
+    local last = self:_batch_commit(b, order, reqs, rated_of)
+    if last then self:_batch_move_heads(b, order, last) end
+    return self:_settle_batch(b)
+end
+
+local function answer(b, i, status, detail) b.results[i] = { status, detail } end
+local function failed(b, i, err) b.results[i] = { nil, err } end
+
+-- The slices' infos and their streams' heads (read at once): false when the store failed.
+function E:_batch_heads(b, slices)
+    local keys, seen = {}, {}
+    for _, i in ipairs(b.idx) do
         local s = slices[i]
-        local info = usage.from_slice(s)
         local t16 = usage.tenant_raw(s.tenant)
-        infos[i] = { info = info, t16 = t16, dim = s.dimension, s = s }
+        b.infos[i] = { info = usage.from_slice(s), t16 = t16, dim = s.dimension, s = s }
         local k = key(t16, s.dimension)
         if not seen[k] then
             seen[k] = true
             keys[#keys + 1] = { tenant = t16, dimension = s.dimension }
         end
     end
-    local heads = {}
+    b.heads = {}
     for c = 1, #keys, 1024 do
         local part = {}
         for j = c, math.min(#keys, c + 1023) do part[#part + 1] = keys[j] end
-        local got, err = store:get_streams(part)
+        local got, err = self.store:get_streams(part)
         if not got then
-            for _, i in ipairs(idx) do failed(i, err) end
-            return self:_settle_batch(idx, infos, results, {}, {}, pos)
+            for _, i in ipairs(b.idx) do failed(b, i, err) end
+            return false
         end
         for _, p in ipairs(part) do
             local h = got[store_key(p.tenant, p.dimension)]
-            heads[key(p.tenant, p.dimension)] = { seq = h and h.seq or 0, b3 = h and h.b3 or ZERO32,
-                                                  stored = h ~= nil }
+            b.heads[key(p.tenant, p.dimension)] = { seq = h and h.seq or 0,
+                                                    b3 = h and h.b3 or ZERO32,
+                                                    stored = h ~= nil }
         end
     end
-    -- the chain contract, in order, against the heads moved in memory
-    local vhead, dup_q, cand, dup_of = {}, {}, {}, {}
-    for k, h in pairs(heads) do vhead[k] = { seq = h.seq, b3 = h.b3, batch = {}, at = {} } end
-    for _, i in ipairs(idx) do
-        local x = infos[i]
+    return true
+end
+
+-- The chain contract (ron.accounting.export.chain), in order, against the heads moved in
+-- memory by the batch's earlier slices. -> the slices to commit, those below the stored
+-- head whose intents tell dup from conflict
+function E:_batch_admit(b)
+    local vhead, dup_q, cand = {}, {}, {}
+    for k, h in pairs(b.heads) do vhead[k] = { seq = h.seq, b3 = h.b3, batch = {}, at = {} } end
+    for _, i in ipairs(b.idx) do
+        local x = b.infos[i]
         local info, k = x.info, key(x.t16, x.dim)
         local v = vhead[k]
         local seq = info.seq
-        if type(seq) ~= "number" then
-            answer(i, "gap", "seq beyond 2^53")
-        elseif seq <= v.seq then
-            if v.batch[seq] == info.b3 then
-                dup_of[i] = v.at[seq] -- the batch's own slice: answered as that one ends
-            elseif seq == v.seq and v.b3 == info.b3 then
-                answer(i, "dup")
-            elseif seq <= heads[k].seq then
-                dup_q[#dup_q + 1] = i -- a committed intent below the stored head: dup
-            else
-                answer(i, "conflict", format("%s/%s seq %d: another slice holds this seq "
-                                             .. "(head %d)", x.s.tenant, x.dim, seq, v.seq))
-            end
-        elseif seq > v.seq + 1 then
-            answer(i, "gap", format("head is seq %d", v.seq))
-        elseif info.prev_b3 ~= v.b3 then
-            answer(i, "conflict", v.seq == 0 and "seq 1 must have a zero prev_b3"
-                or format("prev_b3 is not the b3 %s of seq %d", usage.hex(v.b3), v.seq))
+        if type(seq) == "number" and seq <= v.seq and v.batch[seq] == info.b3 then
+            b.dup_of[i] = v.at[seq] -- the batch's own slice: answered as that one ends
         else
-            cand[#cand + 1] = i
-            v.seq, v.b3 = seq, info.b3
-            v.batch[seq], v.at[seq] = info.b3, i
-        end
-    end
-    if #dup_q > 0 then
-        local ks = {}
-        for j, i in ipairs(dup_q) do
-            local x = infos[i]
-            ks[j] = usage.intent(x.t16, x.dim, x.info.seq, x.info.b3)
-        end
-        local got, err = store:get_intents(ks)
-        for j, i in ipairs(dup_q) do
-            local x = infos[i]
-            if not got then failed(i, err)
-            elseif got[ks[j]] and got[ks[j]].status == "committed" then answer(i, "dup")
+            local verdict, detail = chain.admit(v.seq, v.b3, seq, info.prev_b3, info.b3)
+            if verdict == "ok" then
+                cand[#cand + 1] = i
+                v.seq, v.b3 = seq, info.b3
+                v.batch[seq], v.at[seq] = info.b3, i
+            elseif verdict == "dup" then
+                answer(b, i, "dup")
+            elseif verdict == "below" and seq <= b.heads[k].seq then
+                dup_q[#dup_q + 1] = i -- a committed intent below the stored head: dup
+            elseif verdict == "below" then
+                answer(b, i, "conflict", format("%s/%s seq %d: another slice holds this seq "
+                                                .. "(head %d)", x.s.tenant, x.dim, seq, v.seq))
             else
-                answer(i, "conflict", format("%s/%s seq %d: another slice holds this seq "
-                                             .. "(head %d)", x.s.tenant, x.dim, x.info.seq,
-                                             heads[key(x.t16, x.dim)].seq))
+                answer(b, i, verdict, detail)
             end
         end
     end
-    if #cand == 0 then return self:_settle_batch(idx, infos, results, dup_of, {}, pos) end
-    -- the tenants' accounts (created once) and their wallets' statuses, read at once
+    return cand, dup_q
+end
+
+-- Below the stored head: dup when a committed transfer holds the slice's intent.
+function E:_batch_dups(b, dup_q)
+    if #dup_q == 0 then return end
+    local ks = {}
+    for j, i in ipairs(dup_q) do
+        local x = b.infos[i]
+        ks[j] = usage.intent(x.t16, x.dim, x.info.seq, x.info.b3)
+    end
+    local got, err = self.store:get_intents(ks)
+    for j, i in ipairs(dup_q) do
+        local x = b.infos[i]
+        if not got then failed(b, i, err)
+        elseif got[ks[j]] and got[ks[j]].status == "committed" then answer(b, i, "dup")
+        else
+            answer(b, i, "conflict", format("%s/%s seq %d: another slice holds this seq "
+                                            .. "(head %d)", x.s.tenant, x.dim, x.info.seq,
+                                            b.heads[key(x.t16, x.dim)].seq))
+        end
+    end
+end
+
+-- The tenants' accounts (created once) and their wallets' statuses, read at once.
+-- -> { [tenant16] = the error that stops its slices }
+function E:_batch_wallets(b, cand)
     local tenants, tlist = {}, {}
     for _, i in ipairs(cand) do
-        local t16 = infos[i].t16
+        local t16 = b.infos[i].t16
         if not tenants[t16] then
             tenants[t16] = true
             tlist[#tlist + 1] = t16
@@ -530,7 +553,7 @@ function E:_put_batch(slices, idx, results)
     for c = 1, #wallets, 1024 do
         local part = {}
         for j = c, math.min(#wallets, c + 1023) do part[#part + 1] = wallets[j] end
-        local got, err = store:get_accounts(part)
+        local got, err = self.store:get_accounts(part)
         if not got then werr = err break end
         for id, a in pairs(got) do wst[id] = a end
     end
@@ -543,24 +566,29 @@ function E:_put_batch(slices, idx, results)
                               usage.tenant_text(t16), tostring(w.status))
         end
     end
-    -- rate in order; a stream's slice after a refused one is not committed (gap, as one by
-    -- one: the head stays before the refused slice)
-    local reqs, rated_of, order, stopped = {}, {}, {}, {}
+    return bad
+end
+
+-- Rated in order; a stream's slice after a refused one is not committed (gap, as one by
+-- one: the head stays before the refused slice). -> the slices rated in order, their
+-- requests, their ratings
+function E:_batch_rate(b, cand, bad)
+    local reqs, rated_of, order, stopped = {}, {}, {}, b.stopped
     for _, i in ipairs(cand) do
-        local x = infos[i]
+        local x = b.infos[i]
         local k = key(x.t16, x.dim)
         if stopped[k] then
-            answer(i, "gap", format("head is seq %d", stopped[k].seq - 1))
+            answer(b, i, "gap", format("head is seq %d", stopped[k].seq - 1))
         elseif bad[x.t16] then
-            failed(i, bad[x.t16])
-            stopped[k] = { seq = x.info.seq, pos = pos[i] }
+            failed(b, i, bad[x.t16])
+            stopped[k] = { seq = x.info.seq, pos = b.pos[i] }
         else
             local used, err = self:period_used(x.info, x.t16)
             local req, rated
             if used then req, rated = usage.request(x.info, self.card, used, self.accounts) end
             if not req then
-                failed(i, err or rated)
-                stopped[k] = { seq = x.info.seq, pos = pos[i] }
+                failed(b, i, err or rated)
+                stopped[k] = { seq = x.info.seq, pos = b.pos[i] }
             else
                 reqs[#reqs + 1] = req
                 order[#order + 1] = i
@@ -571,19 +599,24 @@ function E:_put_batch(slices, idx, results)
             end
         end
     end
-    if #reqs == 0 then return self:_settle_batch(idx, infos, results, dup_of, stopped, pos) end
+    return order, reqs, rated_of
+end
+
+-- ONE led:commit_many; outcomes in order (a stream stops at its first failed commit), the
+-- shortfall events appended at once. -> each stream's last slice committed | nil (the
+-- events could not be appended: nothing is answered ok)
+function E:_batch_commit(b, order, reqs, rated_of)
     local res = self.led:commit_many(reqs)
-    -- outcomes in order; a stream stops at its first failed commit
-    local last, shorts = {}, {}
+    local last, shorts, stopped = {}, {}, b.stopped
     for j, i in ipairs(order) do
-        local x = infos[i]
+        local x = b.infos[i]
         local k = key(x.t16, x.dim)
         local r, cerr = res[j][1], res[j][2]
         if stopped[k] then
-            answer(i, "gap", format("head is seq %d", stopped[k].seq - 1))
+            answer(b, i, "gap", format("head is seq %d", stopped[k].seq - 1))
         elseif not r then
-            failed(i, "LedgerError: " .. tostring(cerr))
-            stopped[k] = { seq = x.info.seq, pos = pos[i] }
+            failed(b, i, "LedgerError: " .. tostring(cerr))
+            stopped[k] = { seq = x.info.seq, pos = b.pos[i] }
             self.streams[k] = nil -- its used_after was never committed
         else
             x.r = r
@@ -597,17 +630,28 @@ function E:_put_batch(slices, idx, results)
         end
     end
     if #shorts > 0 then
-        local n, eerr = store:append_events(self.book, shorts)
+        local n, eerr = self.store:append_events(self.book, shorts)
         if not n then
-            for _, i in ipairs(order) do if infos[i].r then failed(i, eerr) infos[i].r = nil end end
-            return self:_settle_batch(idx, infos, results, dup_of, stopped, pos)
+            for _, i in ipairs(order) do
+                if b.infos[i].r then
+                    failed(b, i, eerr)
+                    b.infos[i].r = nil
+                end
+            end
+            return nil
         end
         self.counts.shortfalls = self.counts.shortfalls + n
     end
-    -- every stream's head once: from its stored head to its last slice committed in order
+    return last
+end
+
+-- Every stream's head once: from its stored head to its last slice committed in order
+-- (insert_streams / advance_streams: one statement each); then the answers.
+function E:_batch_move_heads(b, order, last)
+    local store, heads = self.store, b.heads
     local ins, adv, moves = {}, {}, {}
     for k, i in pairs(last) do
-        local x, h = infos[i], heads[k]
+        local x, h = b.infos[i], heads[k]
         local m = { tenant = x.t16, dimension = x.dim, seq = x.info.seq, b3 = x.info.b3,
                     prev_seq = h.seq, prev_b3 = h.b3 }
         moves[#moves + 1] = { k = k, m = m }
@@ -637,41 +681,41 @@ function E:_put_batch(slices, idx, results)
         end
     end
     for _, i in ipairs(order) do
-        local x = infos[i]
+        local x = b.infos[i]
         if x.r then
             local o = outcome[key(x.t16, x.dim)]
-            if o == "ok" then answer(i, x.r.replayed and "dup" or "ok")
-            elseif o == "moved" then answer(i, "dup") -- another writer moved it there
+            if o == "ok" then answer(b, i, x.r.replayed and "dup" or "ok")
+            elseif o == "moved" then answer(b, i, "dup") -- another writer moved it there
             else
-                failed(i, o)
+                failed(b, i, o)
                 self.streams[key(x.t16, x.dim)] = nil
             end
         end
     end
-    return self:_settle_batch(idx, infos, results, dup_of, stopped, pos)
 end
 
 -- The last pass, in the batch's order: a slice repeated in the batch is answered as its
 -- first copy ended (dup when that one was acknowledged, else the same failure); a stream
 -- whose slice failed answers what one put at a time would have after it (the head stays
 -- before the failed slice: the same seq fails alike, later seqs are gaps). Then counted.
-function E:_settle_batch(idx, infos, results, dup_of, stopped, pos)
-    for _, i in ipairs(idx) do
-        local x = infos[i]
-        local st = stopped[key(x.t16, x.dim)]
-        local j = dup_of[i]
+function E:_settle_batch(b)
+    local results = b.results
+    for _, i in ipairs(b.idx) do
+        local x = b.infos[i]
+        local st = b.stopped[key(x.t16, x.dim)]
+        local j = b.dup_of[i]
         if j then
             local r = results[j]
             if r and ACKED[r[1]] then results[i] = { "dup" }
             else results[i] = { r and r[1], r and r[2] } end
-        elseif st and pos[i] > st.pos and type(x.info.seq) == "number"
+        elseif st and b.pos[i] > st.pos and type(x.info.seq) == "number"
                and x.info.seq >= st.seq then
             if x.info.seq > st.seq then
                 results[i] = { "gap", format("head is seq %d", st.seq - 1) }
             end
         end
     end
-    for _, i in ipairs(idx) do
+    for _, i in ipairs(b.idx) do
         local r = results[i]
         if r and r[1] then count(self, r[1])
         elseif r then count(self, "fail") end
@@ -691,34 +735,21 @@ function E:_put(s)
     if err then return fail(self, err) end
     local hseq, hb3 = h and h.seq or 0, h and h.b3 or ZERO32
     local seq = info.seq
-    if type(seq) ~= "number" then
-        count(self, "gap")
-        return "gap", "seq beyond 2^53"
+    local verdict, detail = chain.admit(hseq, hb3, seq, info.prev_b3, info.b3)
+    if verdict == "below" then -- dup when a committed transfer holds the slice's intent
+        local o
+        o, err = store:get_intent(usage.intent(tenant16, s.dimension, seq, info.b3))
+        if err then return fail(self, err) end
+        verdict = o and o.status == "committed" and "dup" or "conflict"
+        detail = format("%s/%s seq %d: another slice holds this seq (head %d)", s.tenant,
+                        s.dimension, seq, hseq)
     end
-    if seq <= hseq then
-        local same = seq == hseq and hb3 == info.b3
-        if not same then
-            local o
-            o, err = store:get_intent(usage.intent(tenant16, s.dimension, seq, info.b3))
-            if err then return fail(self, err) end
-            same = o and o.status == "committed"
-        end
-        if same then
-            count(self, "dup")
-            return "dup"
-        end
-        count(self, "conflict")
-        return "conflict", format("%s/%s seq %d: another slice holds this seq (head %d)",
-                                  s.tenant, s.dimension, seq, hseq)
-    end
-    if seq > hseq + 1 then
-        count(self, "gap")
-        return "gap", format("head is seq %d", hseq)
-    end
-    if info.prev_b3 ~= hb3 then
-        count(self, "conflict")
-        return "conflict", hseq == 0 and "seq 1 must have a zero prev_b3"
-            or format("prev_b3 is not the b3 %s of seq %d", usage.hex(hb3), hseq)
+    if verdict == "dup" then
+        count(self, "dup")
+        return "dup"
+    elseif verdict ~= "ok" then
+        count(self, verdict)
+        return verdict, detail
     end
     local used
     used, err = self:period_used(info, tenant16)
