@@ -611,8 +611,8 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
 end
 
 -- The daemon's shape (see the header): S streams x W windows through the runtime's put
--- path (RT.put, RT.put_flush: the daemon's own batching code, on a minimal runtime object).
-local RT = require("ron.accounting.runtime")._RT
+-- path (the runtime's put batcher, ron.accounting.runtime.puts: the daemon's own code).
+local puts_mod = require("ron.accounting.runtime").puts
 local function case_daemon(backend, streams, n, open, exec_ddl_of)
     local W = math.max(1, math.floor(n / streams))
     local windows = make_slices(streams, W)
@@ -631,10 +631,8 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         if not ok then error(r, 0) end
         return r, err
     end }
-    local rt = setmetatable({ put_q = { n = 0 }, put_flushing = 0, task = task,
-                              exporter = wrapped,
-                              cfg = { put_batch = opts.put_batch,
-                                      put_parallel = opts.put_parallel } }, { __index = RT })
+    local puts = puts_mod.new { task = task, exporter = wrapped, put_batch = opts.put_batch,
+                                put_parallel = opts.put_parallel }
     local c0, ct0 = calls.n, calls.t
     local by0 = {}
     for k, v in pairs(calls.by) do by0[k] = v end
@@ -648,7 +646,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         local st = { reply = task.channel(1, "put_reply") }
         workers[t] = task.spawn("bench_worker", function()
             for w = 1, W do
-                local status, detail = rt:put(st, windows[w][t])
+                local status, detail = puts:put(st.reply, windows[w][t])
                 if status ~= "ok" then
                     failed[#failed + 1] = tostring(status) .. " " .. tostring(detail)
                     return

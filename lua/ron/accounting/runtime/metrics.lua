@@ -1,29 +1,30 @@
--- ron.accounting.runtime.metrics: the runtime's Prometheus text: export outcomes (the
--- contract's label set), sheds, retries, backlog, readiness, bus lag, then the scheduler's task
--- metrics, through the one registry (the families: ron.accounting.families). Methods of the
--- runtime object (ron.accounting.runtime.rt); init.lua composes them.
-local rt = require "ron.accounting.runtime.rt"
-local exporter_mod = require "ron.accounting.export.exporters"
-
+-- ron.accounting.runtime.metrics: the runtime's Prometheus text, through the one registry
+-- (the families: ron.accounting.families): export outcomes (the contract's label set), sheds,
+-- retries, backlog, readiness, bus lag, then the scheduler's task metrics. Reads the
+-- concerns' state; writes none.
 local FAM = require "ron.accounting.families"
+local exporter_mod = require "ron.accounting.export.exporters"
 local metrics = require "ron.base.metrics"
 
 local format, sort, pairs, tostring = string.format, table.sort, pairs, tostring
 
-local RT = rt.RT
-function RT:metrics()
-    return { exports = self.exports, rejected = self.rejected, retries = self.retries,
-             conflicts = #self.conflicts, backlog = self:backlog(),
-             given_up = self.given_up, stuck = self.stuck_n,
-             degraded = self.is_degraded, bus_lagged = self.bus_lagged }
+local _M = {}
+
+-- rt:metrics(): the counters as a table (status lines, tests).
+function _M.table(rt)
+    local w = rt.workers
+    return { exports = w.exports, rejected = rt.offers.rejected, retries = w.retries,
+             conflicts = #w.conflicts, backlog = rt.readiness:backlog(),
+             given_up = w.given_up, stuck = rt.stuck.stuck_n,
+             degraded = rt.readiness.is_degraded, bus_lagged = rt.bus.bus_lagged }
 end
 
 -- The stuck streams' gauge rows, at most FAM.STUCK_LISTED (a scrape walks the streams only
 -- when some are stuck).
-local function stuck_rows(self)
+local function stuck_rows(stuck, streams)
     local rows = {}
-    if self.stuck_n == 0 then return rows end
-    for _, st in pairs(self.streams) do
+    if stuck.stuck_n == 0 then return rows end
+    for _, st in pairs(streams) do
         if st.stuck and #rows < FAM.STUCK_LISTED then
             rows[#rows + 1] = { st.tenant, st.dim, st.stuck.reason, tostring(st.stuck.seq), 1 }
         end
@@ -33,20 +34,23 @@ local function stuck_rows(self)
     return rows
 end
 
-function RT:metrics_text()
+function _M.text(rt)
+    local w, f, stuck, rejected = rt.workers, rt.feeder, rt.stuck, rt.offers.rejected
     local out = {}
-    FAM.exports:render_map(out, self.exports, exporter_mod.COUNTED)
-    FAM.given_up:render(out, self.given_up)
-    FAM.streams_stuck:render(out, self.stuck_n)
-    FAM.clock_steps:render(out, self.clock_steps)
-    FAM.losses_accepted:render(out, self.losses_accepted)
-    FAM.lost_slices:render(out, self.lost_slices)
-    FAM.stream_stuck:render(out, stuck_rows(self))
-    FAM.rejected:render_map(out, self.rejected)
-    FAM.retries:render(out, self.retries)
-    FAM.busy:render(out, self.rejected.busy or 0)
-    FAM.backlog:render(out, self:backlog())
-    FAM.ready:render(out, self:ready() and 1 or 0)
-    FAM.bus_lagged:render(out, self.bus_lagged)
-    return metrics.text(out) .. self.task.metrics_text()
+    FAM.exports:render_map(out, w.exports, exporter_mod.COUNTED)
+    FAM.given_up:render(out, w.given_up)
+    FAM.streams_stuck:render(out, stuck.stuck_n)
+    FAM.clock_steps:render(out, f.clock_steps)
+    FAM.losses_accepted:render(out, stuck.losses_accepted)
+    FAM.lost_slices:render(out, stuck.lost_slices)
+    FAM.stream_stuck:render(out, stuck_rows(stuck, rt.router.streams))
+    FAM.rejected:render_map(out, rejected)
+    FAM.retries:render(out, w.retries)
+    FAM.busy:render(out, rejected.busy or 0)
+    FAM.backlog:render(out, rt.readiness:backlog())
+    FAM.ready:render(out, rt.readiness:ready() and 1 or 0)
+    FAM.bus_lagged:render(out, rt.bus.bus_lagged)
+    return metrics.text(out) .. rt.task.metrics_text()
 end
+
+return _M

@@ -256,14 +256,18 @@ describe("ron.accounting.runtime", function()
             end
         end
         run(function(task)
-            local RT, ch = runtime._RT, task.channel(1)
+            local C, ch = runtime._classes, task.channel(1)
             local Channel = getmetatable(ch)
             local hand_over = upvalue(Channel.try_send, "hand_over")
             local wake = upvalue(hand_over, "wake")
             for name, fn in pairs {
-                ["RT:stream"] = RT.stream, ["RT:route"] = RT.route, ["RT:admit"] = RT.admit,
-                ["RT:dispatch"] = RT.dispatch, ["RT:put"] = RT.put, ["RT:done"] = RT.done,
-                ["RT:export_one"] = RT.export_one, ["ch:recv"] = Channel.recv,
+                ["Router:stream"] = C.Router.stream, ["Router:route"] = C.Router.route,
+                ["Router:admit"] = C.Router.admit, ["Router:dispatch"] = C.Router.dispatch,
+                ["Workers:put"] = C.Workers.put, ["Puts:put"] = C.Puts.put,
+                ["Router:done"] = C.Router.done, ["Workers:export_one"] = C.Workers.export_one,
+                ["Offers:offer"] = C.Offers.offer, ["Offers:route_check"] = C.Offers.route_check,
+                ["Offers:delivered"] = C.Offers.delivered, ["Offers:acked"] = C.Offers.acked,
+                ["ch:recv"] = Channel.recv,
                 ["ch:try_send"] = Channel.try_send, hand_over = hand_over, wake = wake,
                 unwait = upvalue(wake, "unwait"), schedule = upvalue(wake, "schedule"),
                 select_recv = upvalue(task.select, "select_recv"),
