@@ -295,33 +295,32 @@ end
 
 local OK_FMT = '{"records":%d,"applied":%d,"skipped":%d}\n'
 
-function I:handle(req)
-    note_early(self)
-    local h = req.headers
-    local www = { ["WWW-Authenticate"] = 'Bearer realm="ron-accounting"' }
-    -- 1. who
+-- 1. who: the bearer token's tenant. -> who | nil, the rejection
+local function authenticate(self, h)
     local auth = h.authorization
     if not auth then
-        return reject(self, 401, "no_token", "Unauthorized",
-                      "Authorization: Bearer <token> is required", nil, nil, nil, www)
+        return nil, reject(self, 401, "no_token", "Unauthorized",
+                           "Authorization: Bearer <token> is required", nil, nil, nil,
+                           { ["WWW-Authenticate"] = 'Bearer realm="ron-accounting"' })
     end
     local token = match(auth, "^[Bb][Ee][Aa][Rr][Ee][Rr] +([%w%-%._~%+/]+=*) *$")
     local who = token and #token <= 4096 and self.tokens[acct.b3hex(token)]
     if not who then
-        return reject(self, 401, "bad_token", "Unauthorized", "unknown bearer token", nil, nil,
-                      nil, { ["WWW-Authenticate"] =
-                                 'Bearer realm="ron-accounting", error="invalid_token"' })
+        return nil, reject(self, 401, "bad_token", "Unauthorized", "unknown bearer token", nil,
+                           nil, nil, { ["WWW-Authenticate"] =
+                                           'Bearer realm="ron-accounting", error="invalid_token"' })
     end
-    local tenant = who.uuid
-    -- 2. what
+    return who
+end
+
+-- 2. what: the request's form, before its body is decoded. -> nothing | the rejection
+local function check_form(self, h, body, tenant)
     local ct = h["content-type"]
     if not ct or not is_json(ct) then
         return reject(self, 415, "content_type", "SchemaViolation",
                       "Content-Type must be application/json", tenant)
     end
-    local body = req.body
-    local len = #body
-    if len > self.max_body then
+    if #body > self.max_body then
         return reject(self, 413, "oversize", "OversizeFrame",
                       format("the body is over %d bytes: split the batch", self.max_body), tenant)
     end
@@ -330,55 +329,79 @@ function I:handle(req)
         return reject(self, 400, "bad_idempotency_key", "SchemaViolation",
                       "Idempotency-Key must be 1..128 visible ASCII characters", tenant)
     end
-    -- 3. decode, all or nothing
-    local out, err = self.out, self.err
-    local rc = C.ra_ingest_decode(body, len, self.dims, self.n_dims, out, self.max_records,
+end
+
+-- 3. decode, all or nothing; 4. one tenant per token. -> n | nil, the rejection
+local function decode(self, body, who)
+    local out, err, tenant = self.out, self.err, who.uuid
+    local rc = C.ra_ingest_decode(body, #body, self.dims, self.n_dims, out, self.max_records,
                                   self.n_out, self.scratch, self.max_body, err)
     if rc ~= 0 then
         local reason = ffi_string(C.ra_ingest_reason(rc))
         if self.rejected[reason] == nil then reason = "internal" end -- usage: a bug here
-        return reject(self, reason == "internal" and 500 or 400, reason, "SchemaViolation",
-                      ffi_string(err.detail), tenant, dim_name(self, err.dimension),
-                      format(',"field":"%s","pos":%d', jstr(ffi_string(err.field)),
-                             tonumber(err.pos)))
+        return nil, reject(self, reason == "internal" and 500 or 400, reason, "SchemaViolation",
+                           ffi_string(err.detail), tenant, dim_name(self, err.dimension),
+                           format(',"field":"%s","pos":%d', jstr(ffi_string(err.field)),
+                                  tonumber(err.pos)))
     end
     local n = tonumber(self.n_out[0])
-    -- 4. one tenant per token
     local t = who.tenant
     for i = 0, n - 1 do
         if C.memcmp(out[i].tenant.b, t.b, 16) ~= 0 then
-            return reject(self, 403, "forbidden_tenant", "Forbidden",
-                          "a record's tenant is not the token's tenant", tenant,
-                          dim_name(self, out[i].dimension),
-                          format(',"field":"records[%d].tenant","pos":%d', i,
-                                 tonumber(out[i].pos)), nil, n)
+            return nil, reject(self, 403, "forbidden_tenant", "Forbidden",
+                               "a record's tenant is not the token's tenant", tenant,
+                               dim_name(self, out[i].dimension),
+                               format(',"field":"records[%d].tenant","pos":%d', i,
+                                      tonumber(out[i].pos)), nil, n)
         end
     end
-    -- 5. idempotency
-    local start, entry = 0, nil
-    if key and self.idempotency_keys > 0 then
-        local k = tenant .. " " .. key
-        local digest = acct.b3hex(body)
-        entry = self.lru:get(k)
-        if entry then
-            if entry.digest ~= digest then
-                return reject(self, 409, "idempotency_conflict", "InvalidArgument",
-                              "this Idempotency-Key was used with another body", tenant, nil,
-                              nil, nil, n)
-            end
-            start = entry.applied
-        else
-            entry = { digest = digest, applied = 0 }
-            self.lru:put(k, entry)
-        end
+    return n
+end
+
+-- 5. idempotency: where a batch sent again with its key resumes. -> start, entry | nil, the
+-- rejection (another body under the key)
+local function resume(self, key, tenant, body, n)
+    if not key or self.idempotency_keys == 0 then return 0, nil end
+    local k = tenant .. " " .. key
+    local digest = acct.b3hex(body)
+    local entry = self.lru:get(k)
+    if not entry then
+        entry = { digest = digest, applied = 0 }
+        self.lru:put(k, entry)
+        return 0, entry
     end
-    if start == n then -- a completed batch sent again: answered, not recorded again
-        self.skipped_total = self.skipped_total + n
-        self.codes[200] = self.codes[200] + 1
-        return 200, format(OK_FMT, n, n, n), JSON
+    if entry.digest ~= digest then
+        return nil, reject(self, 409, "idempotency_conflict", "InvalidArgument",
+                           "this Idempotency-Key was used with another body", tenant, nil, nil,
+                           nil, n)
     end
-    -- 6. apply
-    local m = self.meter
+    return entry.applied, entry
+end
+
+-- A record the meter refused: what was recorded before it stays, the answer says where to
+-- resume.
+local function refused(self, failure, n, start, applied, tenant)
+    local name = match(failure, "^(%a+)") or "Unknown"
+    local status, reason, retry = 500, "internal", nil
+    if name == "CapacityExceeded" then
+        status, reason, retry = 429, "capacity", capacity_retry_s(self)
+    elseif name == "Busy" then
+        status, reason, retry = 429, "busy", 1
+    elseif name == "DegradedExporter" then
+        status, reason, retry = 503, "degraded", self.retry_after_s
+    end
+    local extra = format(',"records":%d,"applied":%d,"skipped":%d%s', n, applied, start,
+                         retry and format(',"retry_after_s":%d', retry) or "")
+    return reject(self, status, reason, name,
+                  format("%s; records[0..%d) are recorded, resend from records[%d] (or the same " ..
+                         "body with the same Idempotency-Key)", failure, applied, applied),
+                  tenant, dim_name(self, self.out[applied].dimension), extra,
+                  retry and { ["Retry-After"] = tostring(retry) } or nil, n - applied)
+end
+
+-- 6. apply records start .. n-1 into the meter.
+local function apply(self, n, start, entry, tenant)
+    local m, out = self.meter, self.out
     if m:degraded() then
         return reject(self, 503, "degraded", "DegradedExporter",
                       "the meter is degraded (the export backlog is over its limit): retry later",
@@ -401,26 +424,31 @@ function I:handle(req)
     if entry then entry.applied = applied end
     self.records_total = self.records_total + (applied - start)
     self.skipped_total = self.skipped_total + start
-    if not failure then
+    if failure then return refused(self, failure, n, start, applied, tenant) end
+    self.codes[200] = self.codes[200] + 1
+    return 200, format(OK_FMT, n, n, start), JSON
+end
+
+function I:handle(req)
+    note_early(self)
+    local h, body = req.headers, req.body
+    local who, a, b, c, d = authenticate(self, h)
+    if not who then return a, b, c, d end
+    local tenant = who.uuid
+    a, b, c, d = check_form(self, h, body, tenant)
+    if a then return a, b, c, d end
+    local n
+    n, a, b, c, d = decode(self, body, who)
+    if not n then return a, b, c, d end
+    local start, entry
+    start, entry, b, c, d = resume(self, h["idempotency-key"], tenant, body, n)
+    if not start then return entry, b, c, d end
+    if start == n then -- a completed batch sent again: answered, not recorded again
+        self.skipped_total = self.skipped_total + n
         self.codes[200] = self.codes[200] + 1
-        return 200, format(OK_FMT, n, n, start), JSON
+        return 200, format(OK_FMT, n, n, n), JSON
     end
-    local name = match(failure, "^(%a+)") or "Unknown"
-    local status, reason, retry = 500, "internal", nil
-    if name == "CapacityExceeded" then
-        status, reason, retry = 429, "capacity", capacity_retry_s(self)
-    elseif name == "Busy" then
-        status, reason, retry = 429, "busy", 1
-    elseif name == "DegradedExporter" then
-        status, reason, retry = 503, "degraded", self.retry_after_s
-    end
-    local extra = format(',"records":%d,"applied":%d,"skipped":%d%s', n, applied, start,
-                         retry and format(',"retry_after_s":%d', retry) or "")
-    return reject(self, status, reason, name,
-                  format("%s; records[0..%d) are recorded, resend from records[%d] (or the same " ..
-                         "body with the same Idempotency-Key)", failure, applied, applied),
-                  tenant, dim_name(self, out[applied].dimension), extra,
-                  retry and { ["Retry-After"] = tostring(retry) } or nil, n - applied)
+    return apply(self, n, start, entry, tenant)
 end
 
 function I:route()
