@@ -9,6 +9,8 @@ checker=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fails=0
+# shellcheck source=tests/selftest-lib.sh
+. "$(dirname "$0")/../selftest-lib.sh"
 
 mk() {
     rm -rf "$tmp/t"
@@ -16,20 +18,6 @@ mk() {
     tar cf - lua | (cd "$tmp/t" && tar xf -)
 }
 
-expect() {
-    rc=0
-    "$luajit" "$checker" "$tmp/t" > "$tmp/out" 2> "$tmp/err" || rc=$?
-    ok=1
-    [ "$rc" -eq "$1" ] || ok=0
-    if [ -n "$2" ] && ! grep -qF -- "$2" "$tmp/err"; then ok=0; fi
-    if [ "$ok" -eq 0 ]; then
-        echo "FAIL $3: exit $rc (want $1), stderr:" >&2
-        cat "$tmp/err" >&2
-        fails=$((fails + 1))
-    else
-        echo "ok   $3"
-    fi
-}
 
 mk
 expect 0 "" "the tree as committed passes"
@@ -59,7 +47,4 @@ printf 'for i = 1, 2 do\n    local x = require "ron.base.lru"\nend\nlocal s = [[
     >> "$tmp/t/lua/ron/accounting/runtime/rt.lua"
 expect 0 "" "a require in a top-level block, after strings and comments saying end, passes"
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails case(s) failed" >&2
-    exit 1
-fi
+finish
