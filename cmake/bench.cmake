@@ -97,7 +97,7 @@ list(APPEND _bench_cmds
     $<TARGET_FILE:ron-accounting> run ${CMAKE_SOURCE_DIR}/tests/host/backlog-day.lua
     ${RA_BENCH_OUT}/backlog-day 10000 24)
 
-# Rating (docs/LEDGER-RATING.md §9): card:rate, usage.request, exporters.ledger:put into the
+# Rating (docs/LEDGER-RATING.md §9): card:rate, usage.request, ron.ledger.exporter:put into the
 # memory store and SQLite (NORMAL, FULL).
 if(RA_BUILD_LEDGER)
   list(APPEND _bench_cmds

@@ -44,7 +44,7 @@ ra_host_test(host-missing-script ${_ra_expect} -O
   -e "^ron-accounting: cannot open [^ ]*no-such-script\\.lua: No such file or directory$"
   2 ${_ra_host} run ${CMAKE_BINARY_DIR}/no-such-script.lua)
 
-# ---- the event loop and tasks (libuv + luv, ron.accounting.runtime.task) ---------------------
+# ---- the event loop and tasks (libuv + luv, ron.base.task) ---------------------
 # The loop runs after the main chunk until nothing is left; SIGTERM/SIGINT drain the tasks.
 ra_host_test(host-tasks-ok ${_ra_expect} -o "^host-tasks-ok: main chunk done, live 2$"
   -o "^host-tasks-ok: sum 6$" -E 0 ${_ra_host} run ${_ra_host_dir}/tasks-ok.lua)
@@ -96,9 +96,9 @@ endforeach()
 
 # ---- usage rated into ron-ledger (docs/LEDGER-RATING.md) -----------------------------------
 # ledger-rate.sh: `ledger init` and a top-up, then records -> seal -> WAL -> the export
-# runtime -> exporters.ledger over SQLite (offloaded) on the host's loop; balances equal the
+# runtime -> ron.ledger.exporter over SQLite (offloaded) on the host's loop; balances equal the
 # usage rated by hand; `ledger verify` OK; a flipped byte of a stored transfer: exit 1 naming
-# the transfer. The same on a real PostgreSQL the script starts (-pg: exporters.ledger over the
+# the transfer. The same on a real PostgreSQL the script starts (-pg: ron.ledger.exporter over the
 # async pool, the CLI verbs on a postgresql:// URI). The CLI's refusals: no verb, an unknown
 # verb, a ledger that does not exist, a server that does not answer.
 if(RA_BUILD_LEDGER)
@@ -118,7 +118,7 @@ if(RA_BUILD_LEDGER)
     host-ledger-cli-unknown host-ledger-cli-no-ledger host-ledger-cli-pg-down PROPERTIES ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
 endif()
 
-# ---- the HTTP surface (ron.accounting.daemon.http on ron.accounting.net.http_server) ----------------------
+# ---- the HTTP surface (ron.node.http on ron.base.net.http_server) ----------------------
 # http.sh: a real meter + runtime + file ledger behind http.serve; curl scrapes /metrics
 # (promtool check metrics must pass), /healthz, /readyz 200 then 503 after a stop, 404/405,
 # 127.0.0.1 only, and a clean exit with the server and an idle connection left open.

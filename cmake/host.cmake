@@ -32,7 +32,7 @@ target_include_directories(ron-accounting PRIVATE ${CMAKE_SOURCE_DIR}/core ${CMA
 target_include_directories(ron-accounting SYSTEM PRIVATE ${LIBH2O_INCLUDE_DIRS})
 set_source_files_properties(host/lua/httpd.c PROPERTIES COMPILE_DEFINITIONS H2O_USE_LIBUV=1)
 # The POST /v1/records decoder (host/lua/ingest_dto.h): plain C, no h2o, no Lua; the
-# daemon's ron.accounting.daemon.ingest calls it through ffi.C (the host exports its symbols).
+# daemon's ron.node.ingest calls it through ffi.C (the host exports its symbols).
 target_sources(ron-accounting PRIVATE host/lua/ingest_dto.c host/lua/json_scan.c
                                       host/lua/wallet_dto.c)
 target_include_directories(ron-accounting SYSTEM PRIVATE ${RA_LUV_INCLUDE_DIR})

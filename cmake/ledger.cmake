@@ -233,7 +233,7 @@ if(TARGET ron-accounting)
   endif()
 endif()
 # Rating throughput into the ledger (tests/bench/bench-ledger-rating-pg.lua, wip/perf, LED-50):
-# slices/s through exporters.ledger into PostgreSQL (fsync on) and SQLite, durability ack and
+# slices/s through ron.ledger.exporter into PostgreSQL (fsync on) and SQLite, durability ack and
 # statement, 1 and N streams, against plain INSERT baselines of the same rows in the same
 # run. Minutes; only in `make bench`.
 if(TARGET ron-accounting)

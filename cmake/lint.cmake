@@ -3,6 +3,9 @@
 #   lint-shellcheck    every tracked shell script and .ci/run (.shellcheckrc)
 #   lint-clang-format  every tracked C file agrees with .clang-format
 #   lint-cppcheck      cppcheck (warning, portability, performance) over core/ host/ nginx/ audit/
+#   lint-requires      the Lua packages depend one way, requires at the top of their files
+#                      (tools/check-requires.lua: the layering of docs/ARCHITECTURE.md), and its
+#                      self-test lint-requires-selftest
 # Each tool comes from tools/deps.sh; a missing one fails its test with the package name
 # instead of skipping it silently.
 function(ra_lint name package)
@@ -23,6 +26,7 @@ ra_need(luacheck lua-check RA_LUACHECK)
 ra_need(shellcheck shellcheck RA_SHELLCHECK)
 ra_need(clang-format clang-format RA_CLANG_FORMAT)
 ra_need(cppcheck cppcheck RA_CPPCHECK)
+ra_need(luajit luajit2 RA_LINT_LUAJIT)
 
 ra_lint(lint-luacheck lua-check "${RA_LUACHECK} --no-color --formatter plain -q .")
 ra_lint(lint-shellcheck shellcheck
@@ -31,6 +35,10 @@ ra_lint(lint-clang-format clang-format
   "git ls-files -z '*.c' '*.h' ':!:tests/fuzz/corpus' | xargs -0 ${RA_CLANG_FORMAT} --style=file --dry-run --Werror")
 ra_lint(lint-cppcheck cppcheck
   "${RA_CPPCHECK} --quiet --error-exitcode=1 --std=c11 --enable=warning,portability,performance --inline-suppr --suppress=missingIncludeSystem -I include -I core -I host -I audit -DRA_SOURCE_LUA_DIR='\"lua\"' -DRA_INSTALL_LUA_REL='\"share/lua/5.1\"' -DRA_INSTALL_BIN_REL='\"bin\"' core host nginx audit")
+
+ra_lint(lint-requires luajit2 "${RA_LINT_LUAJIT} tools/check-requires.lua .")
+ra_lint(lint-requires-selftest luajit2
+  "sh tests/lint/requires-selftest.sh ${RA_LINT_LUAJIT} tools/check-requires.lua")
 
 add_custom_target(lint
   COMMAND ${CMAKE_CTEST_COMMAND} -L lint --output-on-failure

@@ -3,7 +3,7 @@
 #
 #   lua                 busted over spec/ with the source tree's lua/ first on the path and
 #                       RON_ACCOUNTING_LIB pointing at the libronacct just built
-#   lua-task-host       spec/ron/accounting/runtime/task_spec.lua run by busted inside
+#   lua-task-host       spec/ron/base/task_spec.lua run by busted inside
 #                       ron-accounting (luv on the host's loop)
 #   lua-chaos-host      spec/ron/accounting/export/exporters/chaos_spec.lua the same way (its
 #                       latency faults sleep on the host's loop)
@@ -12,9 +12,9 @@
 #   lua-postgres-host   spec/ron/accounting/export/exporters/postgres_spec.lua the same way, against
 #                       a PostgreSQL it starts (G-3, G-10, G-16 against PostgreSQL; under
 #                       plain busted only its no-database part runs, the rest is pending)
-#   lua-http-host       spec/ron/accounting/daemon/http_spec.lua the same way (the HTTP server is
+#   lua-http-host       spec/ron/node/http_spec.lua the same way (the HTTP server is
 #                       a C module of the host)
-#   lua-ingest-g6.1-host spec/ron/accounting/daemon/ingest_spec.lua the same way: G-6.1 for
+#   lua-ingest-g6.1-host spec/ron/node/ingest_spec.lua the same way: G-6.1 for
 #                       POST /v1/records (the DTO decoder and the server are the host's;
 #                       under plain busted only the configuration checks run)
 #   lua-httpexp-host    spec/ron/accounting/export/exporters/http_spec.lua the same way (the HTTP
@@ -45,8 +45,8 @@ if(RA_LUAJIT AND RA_BUSTED)
   # exits non-zero on any failure or error.
   # The specs of the systems this build has: a build without the audit trail or the
   # ledger (RA_BUILD_AUDIT / RA_BUILD_LEDGER OFF) has no library for their bindings.
-  set(_ra_spec_roots spec/ron/accounting_spec.lua spec/ron/accounting_hotpath_spec.lua
-      spec/ron/accounting)
+  set(_ra_spec_roots spec/ron/base spec/ron/accounting_spec.lua
+      spec/ron/accounting_hotpath_spec.lua spec/ron/accounting spec/ron/node)
   if(RA_BUILD_AUDIT)
     list(APPEND _ra_spec_roots spec/ron/audit)
   endif()
@@ -92,7 +92,7 @@ endfunction()
 # task primitives; the chaos exporter (its latency faults sleep through task.sleep); the
 # export runtime end to end (rollover, router, workers, offload to the threadpool);
 # readiness (C-6, I-8, G-5) and the bus hooks (C-10).
-ra_host_spec(lua-task-host spec/ron/accounting/runtime/task_spec.lua)
+ra_host_spec(lua-task-host spec/ron/base/task_spec.lua)
 # the 0.1 module names, C modules included (they exist only inside the host)
 ra_host_spec(lua-compat-host spec/ron/accounting/compat_spec.lua)
 ra_host_spec(lua-chaos-host spec/ron/accounting/export/exporters/chaos_spec.lua)
@@ -110,19 +110,19 @@ endif()
 ra_host_spec(lua-g22-host spec/ron/accounting/export/fairness/g22_spec.lua)
 # the runtime's batched ACKs (interval compaction), bounded dispatch, bounded state
 ra_host_spec(lua-runtime-bounded-host spec/ron/accounting/runtime/bounded_spec.lua)
-# the HTTP surface: ron.accounting.net.http_server (host/lua/httpd.c, h2o) and ron.accounting.daemon.http
-ra_host_spec(lua-http-host spec/ron/accounting/daemon/http_spec.lua)
+# the HTTP surface: ron.base.net.http_server (host/lua/httpd.c, h2o) and ron.node.http
+ra_host_spec(lua-http-host spec/ron/node/http_spec.lua)
 # issue 14 items 5-8: framing (duplicate Content-Length, chunked at the limit), half-closed
 # peers, connection limits, timeouts and the loopback reserve under a flood
-ra_host_spec(lua-http-hardening-host spec/ron/accounting/daemon/http_hardening_spec.lua)
-# G-6.1 DTO hygiene of POST /v1/records: ron.accounting.daemon.ingest behind ron.accounting.daemon.http
-ra_host_spec(lua-ingest-g6.1-host spec/ron/accounting/daemon/ingest_spec.lua)
+ra_host_spec(lua-http-hardening-host spec/ron/node/http_hardening_spec.lua)
+# G-6.1 DTO hygiene of POST /v1/records: ron.node.ingest behind ron.node.http
+ra_host_spec(lua-ingest-g6.1-host spec/ron/node/ingest_spec.lua)
 ra_host_spec(lua-replay-horizon-host spec/ron/accounting/runtime/replay_horizon_spec.lua)
 # The PostgreSQL ledger against a real server the spec starts (tests/pg/pg-harness.sh):
 # the contract, G-16 with two processes, the runtime end to end and across an outage.
 ra_host_spec(lua-postgres-host spec/ron/accounting/export/exporters/postgres_spec.lua)
 set_tests_properties(lua-postgres-host PROPERTIES LABELS "lua;postgres")
-# The HTTP exporter and the ledger receiver: ron.accounting.net.http_client_c (host/lua/curl.c, libcurl
+# The HTTP exporter and the ledger receiver: ron.base.net.http_client_c (host/lua/curl.c, libcurl
 # multi on the host's loop), exporters.http, receiver; the status mapping, the contract over
 # HTTP (G-3, G-16), the receiver's rejects, the runtime end to end through HTTP.
 ra_host_spec(lua-httpexp-host spec/ron/accounting/export/exporters/http_spec.lua)

@@ -33,7 +33,7 @@ if(COMMAND ra_host_spec AND RA_BUILD_LEDGER)
     set_tests_properties(lua-wallet-pg-stall-host PROPERTIES TIMEOUT 180)
   endif()
 endif()
-# host-wallet-e2e: gateway records -> seal -> WAL -> export -> exporters.ledger (rate card)
+# host-wallet-e2e: gateway records -> seal -> WAL -> export -> ron.ledger.exporter (rate card)
 # -> ron-wallet (SQLite): balances down window by window, statements citing the slices, dry
 # wallets published; `ledger verify --wal` across the chain; a flipped byte caught.
 # host-wallet-e2e-pg: the same on a real PostgreSQL the script starts.

@@ -7,5 +7,5 @@
 -- ./var/ledger, and serves /metrics, /healthz and /readyz on 127.0.0.1:9464. Ctrl-C (or
 -- SIGTERM) drains and exits 0. Feed it with examples/record.lua (or --demo RATE); see the
 -- slices land with `ron-accounting verify ./var/ledger`. docs/ops/daemon.md and
--- docs/reference/config.md have every setting; ron.accounting.daemon is the code.
-require("ron.accounting.daemon").main(arg)
+-- docs/reference/config.md have every setting; ron.node is the code.
+require("ron.node").main(arg)

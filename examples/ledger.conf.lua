@@ -13,7 +13,7 @@
 return {
     var_dir = "var",
     exporter = {
-        module = "ron.accounting.export.exporters.ledger",
+        module = "ron.ledger.exporter",
         store = { backend = "sqlite", path = "var/ledger.db", offload = true },
         card = "examples/cards/acme.lua",
         book = "main",

@@ -11,7 +11,7 @@
 -- plane file outlives this process: the daemon seals what it counted at the end of the
 -- window, whether or not it was running while the records were made.
 local acct = require "ron.accounting"
-local daemon = require "ron.accounting.daemon"
+local daemon = require "ron.node"
 
 local cfg, pos, code = daemon.configure(arg)
 if not cfg then

@@ -21,7 +21,7 @@ return {
     var_dir = "var",
     listen = "127.0.0.1:9464",
     exporter = {
-        module = "ron.accounting.export.exporters.ledger",
+        module = "ron.ledger.exporter",
         store = { backend = "sqlite", path = "var/ledger.db", offload = true },
         card = "examples/cards/acme.lua",
         book = "main",

@@ -224,7 +224,7 @@ static char *ngx_http_ron_plane(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) 
         return NGX_CONF_ERROR;
     }
     mcf->plane = args[1]; /* NUL-terminated by the configuration parser */
-    /* The sidecar's defaults (ron.accounting.daemon): window 300 s, 64 shards, 200000
+    /* The sidecar's defaults (ron.node): window 300 s, 64 shards, 200000
      * rows, macronode (durable: amnesia off). */
     mcf->window_len_s = 300;
     mcf->shards = 64;

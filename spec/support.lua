@@ -116,7 +116,7 @@ end
 S.TENANT_C = "00000000-0000-4000-8000-00000000000c"
 function S.run_task(body)
     local assert = require "luassert" -- this file runs outside busted's spec environment
-    local task = require("ron.accounting.runtime.task").new()
+    local task = require("ron.base.task").new()
     local uv = require "luv"
     local h = task.spawn("spec", body, task)
     uv.run("default")
@@ -124,7 +124,7 @@ function S.run_task(body)
     local ok, err = h:join()
     assert(ok, err)
     assert.equal(0, task.live())
-    assert.equal(0, require("ron.accounting.runtime.offload").in_flight())
+    assert.equal(0, require("ron.base.offload").in_flight())
     return task
 end
 

@@ -5,12 +5,14 @@
 -- Three lists are read from the code and compared with the reference pages' tables:
 --
 --   metrics  every metric family the code renders: core/metrics.c (its registry rows
---            {"name", "type", ...} and hand-written "# TYPE name" lines), every Lua module
---            under lua/ (runtime, daemon, nginx: "# TYPE name" literals and
---            family(out, "name", ...) calls) and nginx/*.c. docs/reference/metrics.md
---            documents each in exactly one table row (first cell `name` or `name{labels}`),
---            and documents nothing the code does not render.
---   config   every key of the daemon's DEFAULTS table (lua/ron/accounting/daemon/schema.lua)
+--            {"name", "type", ...} and hand-written "# TYPE name" lines), the Lua side's one
+--            registry (ron.base.metrics: every lua/ron/<package>/families.lua is loaded and
+--            the families they declare are read back, the old names of a rename included)
+--            and nginx/*.c. docs/reference/metrics.md documents each in exactly one table
+--            row (first cell `name` or `name{labels}`), and documents nothing the code does
+--            not render. A Lua file that writes a "# TYPE"/"# HELP" line itself (a family
+--            rendered by hand, past the registry) is a finding too.
+--   config   every key of the daemon's DEFAULTS table (lua/ron/node/schema.lua)
 --            is in a first cell of docs/reference/config.md's "Daemon settings" table, and
 --            that table names no key DEFAULTS lacks; where both sides are plain values
 --            (numbers, "512 MiB", strings, booleans, {}), the documented default is the code's.
@@ -78,6 +80,31 @@ end
 
 -- ---- metrics -------------------------------------------------------------------------------
 
+-- The families the Lua packages declare (ron.base.metrics' registry), with the file of each.
+local function lua_families()
+    local saved = package.path
+    package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
+    for k in pairs(package.loaded) do
+        if k:match("^ron%.") then package.loaded[k] = nil end
+    end
+    local out = {}
+    local ok, err = pcall(function()
+        local metrics = require "ron.base.metrics"
+        for _, f in ipairs(files_under("lua/ron", "families.lua")) do
+            require(f:gsub("^lua/", ""):gsub("%.lua$", ""):gsub("/", "."))
+        end
+        for _, fam in ipairs(metrics.families()) do
+            local where = fam.where:gsub("^.-/?(lua/ron/)", "%1")
+            for _, name in ipairs(fam.names) do out[name] = where end
+        end
+    end)
+    package.path = saved
+    if not ok then
+        finding("lua/ron/*/families.lua: cannot load the registry: %s", tostring(err))
+    end
+    return out
+end
+
 local emitted = {} -- name -> file that renders it
 local function emits(file, text)
     local function add(name) emitted[name] = emitted[name] or file end
@@ -88,8 +115,18 @@ local function emits(file, text)
     for name in text:gmatch('family%(out,%s*"([%l_][%w_:]*)"') do add(name) end
 end
 emits("core/metrics.c", must("core/metrics.c"))
-for _, f in ipairs(files_under("lua", ".lua")) do emits(f, read(f) or "") end
 for _, f in ipairs(files_under("nginx", ".c")) do emits(f, read(f) or "") end
+for name, file in pairs(lua_families()) do emitted[name] = emitted[name] or file end
+-- Rendered once: no Lua file but the registry writes the exposition's comment lines.
+for _, f in ipairs(files_under("lua", ".lua")) do
+    if f ~= "lua/ron/base/metrics.lua" then
+        local line = (read(f) or ""):match("[\"']# (%u%u%u%u) ")
+        if line == "TYPE" or line == "HELP" then
+            finding("%s: renders a metric family by hand (a \"# %s\" line): declare it in its "
+                    .. "package's families.lua and render it through ron.base.metrics", f, line)
+        end
+    end
+end
 
 local documented = {} -- name -> line
 local mpath = "docs/reference/metrics.md"
@@ -136,7 +173,7 @@ local function norm_default(v)
     return nil
 end
 
-local schema = must("lua/ron/accounting/daemon/schema.lua")
+local schema = must("lua/ron/node/schema.lua")
 local defaults, literal = {}, {}
 local block = schema:match("_M%.DEFAULTS%s*=%s*(%b{})") or ""
 -- Top-level keys only: a key at the table's first indentation level.
@@ -152,7 +189,7 @@ for line in block:gmatch("[^\n]+") do
         end
     end
 end
-if next(defaults) == nil then finding("lua/ron/accounting/daemon/schema.lua: no DEFAULTS keys") end
+if next(defaults) == nil then finding("lua/ron/node/schema.lua: no DEFAULTS keys") end
 
 local cpath = "docs/reference/config.md"
 local keys = {}

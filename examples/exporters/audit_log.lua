@@ -15,7 +15,7 @@
 --   return { exporter = { module = "exporters.audit_log", dir = "var/ledger",
 --                         log = "var/audit.jsonl" } }
 local offload = require "ron.accounting.runtime.offload"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local uv = require "luv"
 
 local format = string.format

@@ -2,7 +2,7 @@
 --
 --   ron-accounting run examples/nginx/sidecar.lua [--config FILE] [daemon OPTIONS]
 --
--- It is the daemon (ron.accounting.daemon, docs/ops/daemon.md) with the gateway's
+-- It is the daemon (ron.node, docs/ops/daemon.md) with the gateway's
 -- settings file as its default configuration (/etc/ron-accounting/gateway.lua), and one
 -- check before it starts: the plane's directory exists (created 0700 when missing) and no
 -- one but its owner (root) can write it, since whoever can replace the plane file can
@@ -13,7 +13,7 @@
 -- nginx keeps counting into the plane while it is away, and windows that ended meanwhile
 -- are sealed, each on its own, when it returns. docs/ops/nginx.md
 -- has the details.
-local daemon = require "ron.accounting.daemon"
+local daemon = require "ron.node"
 local uv = require "luv"
 
 local DEFAULT_CONFIG = "/etc/ron-accounting/gateway.lua"

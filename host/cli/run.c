@@ -3,11 +3,11 @@
  * sets it, and the script run under a traceback handler.
  *
  * The event loop: the host owns ONE libuv loop and binds luv to it (luv_set_loop before
- * luaopen_luv; require "luv" answers that instance), so Lua tasks (ron.accounting.runtime.task) and
+ * luaopen_luv; require "luv" answers that instance), so Lua tasks (ron.base.task) and
  * the C side share it. After the script's main chunk returns, the host runs the loop until
  * no active handle is left, then closes every handle and the loop (docs/CONCURRENCY.md).
  *   - SIGINT/SIGTERM are watched on the loop (unreferenced: they never keep it alive). The
- *     first calls ron.accounting.runtime.task's _host_signal(name) when the script loaded that
+ *     first calls ron.base.task's _host_signal(name) when the script loaded that
  *     module (shutdown token, then a drain to its deadline), else stops the loop. A second
  *     signal exits at once with status 1.
  *   - An error in a luv callback (luv_set_callback) is reported like a script error; the
@@ -166,7 +166,7 @@ typedef struct {
     int cb_failed; /* a luv callback raised */
 } host_t;
 
-#define TASK_MODULE "ron.accounting.runtime.task"
+#define TASK_MODULE "ron.base.task"
 
 /* luv's callback runner (luv_set_callback): the default prints "Uncaught Error" and calls
  * exit(-1) from inside the loop; ours reports with a traceback, stops the loop and lets

@@ -1,5 +1,5 @@
 /* `streams`: the operator's view of streams that cannot advance, through the running
- * daemon's admin routes (lua/ron/accounting/daemon/admin.lua; loopback only):
+ * daemon's admin routes (lua/ron/node/admin.lua; loopback only):
  *
  *   streams [--url URL] stuck
  *   streams [--url URL] accept-loss TENANT DIMENSION [--reason TEXT]

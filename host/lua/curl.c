@@ -1,14 +1,14 @@
-/* ron.accounting.net.http_client_c: HTTP requests on the host's one libuv loop, through libcurl's
+/* ron.base.net.http_client_c: HTTP requests on the host's one libuv loop, through libcurl's
  * multi-socket API. libcurl tells us which sockets to watch (CURLMOPT_SOCKETFUNCTION) and
  * when to wake it (CURLMOPT_TIMERFUNCTION); a uv_poll_t per socket and one uv_timer_t hand
  * the events back with curl_multi_socket_action. The loop thread never waits for the
- * network. The task-friendly wrapper is lua/ron/accounting/net/http_client.lua; the HTTP exporter
+ * network. The task-friendly wrapper is lua/ron/base/net/http_client.lua; the HTTP exporter
  * on top of it is lua/ron/accounting/export/exporters/http.lua (docs/EXPORT.md, "HTTP exporter and
  * ledger receiver").
  *
- * Lua API (package.preload["ron.accounting.net.http_client_c"], registered by run.c):
+ * Lua API (package.preload["ron.base.net.http_client_c"], registered by run.c):
  *
- *   local curl = require "ron.accounting.net.http_client_c"
+ *   local curl = require "ron.base.net.http_client_c"
  *   local ok, err = curl.request({
  *       method = "PUT",              -- an HTTP token (default GET); HEAD sends no body back
  *       url = "http://127.0.0.1:9464/v1/slices/...",   -- http:// or https:// only
@@ -509,11 +509,10 @@ static unsigned opt_ms(lua_State *L, const char *name, unsigned dflt) {
     unsigned ms = dflt;
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TNUMBER)
-            luaL_error(L, "ron.accounting.net.http_client_c: %s must be a number", name);
+            luaL_error(L, "ron.base.net.http_client_c: %s must be a number", name);
         lua_Number n = lua_tonumber(L, -1);
         if (!(n >= 1 && n <= MAX_TIMEOUT_MS))
-            luaL_error(L, "ron.accounting.net.http_client_c: %s must be in 1..%u", name,
-                       MAX_TIMEOUT_MS);
+            luaL_error(L, "ron.base.net.http_client_c: %s must be in 1..%u", name, MAX_TIMEOUT_MS);
         ms = (unsigned)n;
     }
     lua_pop(L, 1);
@@ -530,8 +529,7 @@ static struct curl_slist *build_headers(lua_State *L, int *has_ctype) {
         lua_pop(L, 1);
         return NULL;
     }
-    if (!lua_istable(L, -1))
-        luaL_error(L, "ron.accounting.net.http_client_c: headers must be a table");
+    if (!lua_istable(L, -1)) luaL_error(L, "ron.base.net.http_client_c: headers must be a table");
     int t = lua_gettop(L);
     const char *bad = NULL;
     lua_pushnil(L);
@@ -561,7 +559,7 @@ static struct curl_slist *build_headers(lua_State *L, int *has_ctype) {
     }
     if (bad) {
         curl_slist_free_all(list);
-        luaL_error(L, "ron.accounting.net.http_client_c: %s", bad);
+        luaL_error(L, "ron.base.net.http_client_c: %s", bad);
     }
     lua_pop(L, 1);
     return list;
@@ -586,13 +584,11 @@ static int l_request(lua_State *L) {
     size_t ulen;
     const char *url = lua_tolstring(L, -1, &ulen);
     if (!url || lua_type(L, -1) != LUA_TSTRING)
-        return luaL_error(L, "ron.accounting.net.http_client_c: url must be a string");
+        return luaL_error(L, "ron.base.net.http_client_c: url must be a string");
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
-        return luaL_error(
-            L, "ron.accounting.net.http_client_c: url must start with http:// or https://");
+        return luaL_error(L, "ron.base.net.http_client_c: url must start with http:// or https://");
     if (!ra_glue_is_field_value(url, ulen) || strchr(url, ' '))
-        return luaL_error(L,
-                          "ron.accounting.net.http_client_c: url contains a space, CR, LF or NUL");
+        return luaL_error(L, "ron.base.net.http_client_c: url contains a space, CR, LF or NUL");
     int url_idx = lua_gettop(L);
 
     lua_getfield(L, 1, "method");
@@ -600,10 +596,10 @@ static int l_request(lua_State *L) {
     if (!lua_isnil(L, -1)) {
         size_t mlen;
         if (lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "ron.accounting.net.http_client_c: method must be a string");
+            return luaL_error(L, "ron.base.net.http_client_c: method must be a string");
         method = lua_tolstring(L, -1, &mlen);
         if (!ra_glue_is_token(method, mlen) || mlen > 16)
-            return luaL_error(L, "ron.accounting.net.http_client_c: method is not an HTTP token");
+            return luaL_error(L, "ron.base.net.http_client_c: method is not an HTTP token");
     }
     int method_idx = lua_gettop(L);
 
@@ -612,16 +608,16 @@ static int l_request(lua_State *L) {
     int has_body = !lua_isnil(L, -1);
     if (has_body) {
         if (lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "ron.accounting.net.http_client_c: body must be a string");
+            return luaL_error(L, "ron.base.net.http_client_c: body must be a string");
         lua_tolstring(L, -1, &blen);
         if (blen > MAX_BODY_BYTES)
-            return luaL_error(L, "ron.accounting.net.http_client_c: body is over %d bytes",
+            return luaL_error(L, "ron.base.net.http_client_c: body is over %d bytes",
                               (int)MAX_BODY_BYTES);
     }
     int body_idx = lua_gettop(L);
     int is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
     if (has_body && (is_get || is_head))
-        return luaL_error(L, "ron.accounting.net.http_client_c: a %s request has no body", method);
+        return luaL_error(L, "ron.base.net.http_client_c: a %s request has no body", method);
 
     unsigned connect_ms = opt_ms(L, "connect_timeout_ms", DEFAULT_CONNECT_TIMEOUT_MS);
     unsigned total_ms = opt_ms(L, "timeout_ms", DEFAULT_TIMEOUT_MS);
@@ -632,7 +628,7 @@ static int l_request(lua_State *L) {
     if (!lua_isnil(L, -1)) {
         lua_Number n = lua_tonumber(L, -1);
         if (lua_type(L, -1) != LUA_TNUMBER || !(n >= 0 && n <= MAX_RESPONSE_LIMIT))
-            return luaL_error(L, "ron.accounting.net.http_client_c: max_response must be in 0..%d",
+            return luaL_error(L, "ron.base.net.http_client_c: max_response must be in 0..%d",
                               (int)MAX_RESPONSE_LIMIT);
         max_response = (size_t)n;
     }
@@ -640,7 +636,7 @@ static int l_request(lua_State *L) {
 
     lua_getfield(L, 1, "proxy");
     if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-        return luaL_error(L, "ron.accounting.net.http_client_c: proxy must be a string");
+        return luaL_error(L, "ron.base.net.http_client_c: proxy must be a string");
     int proxy_idx = lua_gettop(L);
 
     int has_ctype;
@@ -787,4 +783,4 @@ static void close_all(uv_loop_t *loop) {
     ra_glue_drain(loop, closing, NULL, "curl", "handles");
 }
 
-const ra_host_module_t ra_host_curl = {"ron.accounting.net.http_client_c", luaopen_curl, close_all};
+const ra_host_module_t ra_host_curl = {"ron.base.net.http_client_c", luaopen_curl, close_all};

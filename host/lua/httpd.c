@@ -1,11 +1,11 @@
-/* ron.accounting.net.http_server: a small HTTP/1.1 server on the host's one libuv loop, built on
+/* ron.base.net.http_server: a small HTTP/1.1 server on the host's one libuv loop, built on
  * H2O's library (libh2o, libuv flavour). The daemon's HTTP surface (/metrics, /healthz,
- * /readyz: lua/ron/accounting/daemon/http.lua) sits on top of it; this file knows nothing of
+ * /readyz: lua/ron/node/http.lua) sits on top of it; this file knows nothing of
  * routes.
  *
- * Lua API (package.preload["ron.accounting.net.http_server"], registered by run.c):
+ * Lua API (package.preload["ron.base.net.http_server"], registered by run.c):
  *
- *   local httpd = require "ron.accounting.net.http_server"
+ *   local httpd = require "ron.base.net.http_server"
  *   local srv, err = httpd.listen {
  *       host = "127.0.0.1",   -- numeric IPv4 or IPv6 address (default 127.0.0.1)
  *       port = 9464,          -- 0 picks a free port (default 9464)
@@ -112,8 +112,8 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#define SERVER_MT "ron.accounting.net.http_server.server"
-#define REQ_MT "ron.accounting.net.http_server.req"
+#define SERVER_MT "ron.base.net.http_server.server"
+#define REQ_MT "ron.base.net.http_server.req"
 /* Connection limits and read deadlines (issue 14 item 6): defaults of httpd.listen. */
 #define DEF_MAX_CONNS 256         /* connections per server, the reserve included */
 #define DEF_MAX_CONNS_PER_PEER 32 /* a peer's connections outside the reserve */
@@ -1448,4 +1448,4 @@ static void close_all(uv_loop_t *loop) {
     }
 }
 
-const ra_host_module_t ra_host_httpd = {"ron.accounting.net.http_server", luaopen_httpd, close_all};
+const ra_host_module_t ra_host_httpd = {"ron.base.net.http_server", luaopen_httpd, close_all};

@@ -7,7 +7,7 @@
  * Why here (core/host/) and not in libronacct: the DTO is the daemon's HTTP wire format, not
  * the metering library's API, so it makes no ABI promise in include/ron/accounting.h. It is
  * plain C (no h2o, no Lua, no allocation): the fuzz harness (tests/fuzz/fuzz-ingest-dto.c)
- * builds it with the core alone, and the daemon's Lua (ron.accounting.daemon.ingest) calls it
+ * builds it with the core alone, and the daemon's Lua (ron.node.ingest) calls it
  * through ffi.C, because the host exports its symbols (-rdynamic). ra_ingest_dto_abi lets the Lua
  * cdef check the struct sizes it was written against.
  *

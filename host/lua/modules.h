@@ -9,7 +9,7 @@
 #include <uv.h>
 
 typedef struct ra_host_module {
-    const char *name;   /* require name, e.g. "ron.accounting.net.http_server" */
+    const char *name;   /* require name, e.g. "ron.base.net.http_server" */
     lua_CFunction open; /* the luaopen function, put in package.preload[name] */
     /* Closes whatever the module still has open, without calling back into Lua, and runs
      * the loop (bounded) until its handles are freed. */

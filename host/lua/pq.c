@@ -1,4 +1,4 @@
-/* ron.accounting.net.postgres_c: PostgreSQL connections driven by the host's one libuv loop,
+/* ron.base.net.postgres_c: PostgreSQL connections driven by the host's one libuv loop,
  * through libpq's asynchronous API. The socket of each connection is watched by a uv_poll_t; the
  * loop thread never makes a blocking libpq call (PQconnectStart/PQconnectPoll,
  * PQsendQueryParams, PQflush in nonblocking mode, PQconsumeInput/PQisBusy/PQgetResult).
@@ -6,9 +6,9 @@
  * PostgreSQL ledger on top of it is lua/ron/accounting/export/exporters/postgres.lua
  * (docs/EXPORT.md, "PostgreSQL ledger").
  *
- * Lua API (package.preload["ron.accounting.net.postgres_c"], registered by run.c):
+ * Lua API (package.preload["ron.base.net.postgres_c"], registered by run.c):
  *
- *   local pq = require "ron.accounting.net.postgres_c"
+ *   local pq = require "ron.base.net.postgres_c"
  *   local conn = pq.connect(conninfo, cb [, { timeout_ms = 10000 }])
  *       conninfo: a libpq connection string or URI (a malformed one raises). cb(conn) once
  *       connected, or cb(nil, err, nil, class) on failure or when timeout_ms pass first.
@@ -93,7 +93,7 @@
 #include <string.h>
 #include <uv.h>
 
-#define CONN_MT "ron.accounting.net.postgres_c.conn"
+#define CONN_MT "ron.base.net.postgres_c.conn"
 #define BYTEA_FIELD "bytea"
 #define MAX_PARAMS 65535 /* the protocol's limit (a 16-bit count) */
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
@@ -598,7 +598,7 @@ static void query_step(pqc_t *c, int events) {
         ExecStatusType rs = PQresultStatus(r);
         if (rs == PGRES_COPY_IN || rs == PGRES_COPY_OUT || rs == PGRES_COPY_BOTH) {
             PQclear(r);
-            fail_query(c, "COPY is not supported by ron.accounting.net.postgres_c", "client");
+            fail_query(c, "COPY is not supported by ron.base.net.postgres_c", "client");
             return;
         }
         /* exec() may bring several: keep the first error, else the last result. */
@@ -737,7 +737,7 @@ static void start_timer(pqc_t *c, uint64_t ms) {
 static pqc_t *check_conn(lua_State *L, int idx, int open) {
     pqc_t **ud = luaL_checkudata(L, idx, CONN_MT);
     if (open && (!*ud || (*ud)->state == ST_CLOSED))
-        luaL_error(L, "ron.accounting.net.postgres_c: the connection is closed");
+        luaL_error(L, "ron.base.net.postgres_c: the connection is closed");
     return *ud;
 }
 
@@ -749,8 +749,7 @@ static unsigned opt_timeout(lua_State *L, int idx, unsigned dflt) {
     if (!lua_isnil(L, -1)) {
         lua_Number n = luaL_checknumber(L, -1);
         if (!(n >= 0 && n <= MAX_TIMEOUT_MS))
-            luaL_error(L, "ron.accounting.net.postgres_c: timeout_ms must be in 0..%u",
-                       MAX_TIMEOUT_MS);
+            luaL_error(L, "ron.base.net.postgres_c: timeout_ms must be in 0..%u", MAX_TIMEOUT_MS);
         ms = (unsigned)n;
     }
     lua_pop(L, 1);
@@ -770,14 +769,14 @@ static int l_connect(lua_State *L) {
         snprintf(msg, sizeof msg, "%s", perr ? perr : "out of memory");
         PQfreemem(perr);
         char *m = dup_msg(msg);
-        lua_pushfstring(L, "ron.accounting.net.postgres_c: bad conninfo: %s", m ? m : "");
+        lua_pushfstring(L, "ron.base.net.postgres_c: bad conninfo: %s", m ? m : "");
         free(m);
         return lua_error(L);
     }
     PQconninfoFree(opts);
 
     pqc_t *c = calloc(1, sizeof *c);
-    if (!c) return luaL_error(L, "ron.accounting.net.postgres_c: out of memory");
+    if (!c) return luaL_error(L, "ron.base.net.postgres_c: out of memory");
     c->loop = luv_loop(L);
     c->L = luv_state(L);
     c->cb_ref = c->self_ref = LUA_NOREF;
@@ -860,10 +859,10 @@ static void start_op(lua_State *L, pqc_t *c, int cb_idx, unsigned timeout_ms, in
  * Returns 1 when the caller may send. */
 static int ready_for_query(lua_State *L, pqc_t *c, int cb_idx) {
     if (c->deferred || c->cb_ref != LUA_NOREF)
-        luaL_error(L, "ron.accounting.net.postgres_c: an operation is in flight on this connection "
+        luaL_error(L, "ron.base.net.postgres_c: an operation is in flight on this connection "
                       "(one at a time)");
     if (c->state == ST_CONNECTING)
-        luaL_error(L, "ron.accounting.net.postgres_c: query before the connection is established");
+        luaL_error(L, "ron.base.net.postgres_c: query before the connection is established");
     if (c->state == ST_IDLE) return 1;
     /* ST_BAD */
     char msg[512];
@@ -971,7 +970,7 @@ static int l_query(lua_State *L) {
     int base = lua_gettop(L);
     params_t p;
     const char *bad = params_from(L, 3, &p);
-    if (bad) return luaL_error(L, "ron.accounting.net.postgres_c: query: parameter: %s", bad);
+    if (bad) return luaL_error(L, "ron.base.net.postgres_c: query: parameter: %s", bad);
     if (ready_for_query(L, c, 4)) {
         int sent = PQsendQueryParams(c->pg, sql, p.n, NULL, p.values, p.lengths, p.formats, 0);
         start_op(L, c, 4, timeout_ms, sent);
@@ -992,7 +991,7 @@ static int l_pipeline(lua_State *L) {
     unsigned timeout_ms = opt_timeout(L, 4, 0);
     int n = (int)lua_objlen(L, 2);
     if (n < 1 || n > MAX_PARAMS)
-        return luaL_error(L, "ron.accounting.net.postgres_c: pipeline: 1..%d entries", MAX_PARAMS);
+        return luaL_error(L, "ron.base.net.postgres_c: pipeline: 1..%d entries", MAX_PARAMS);
     int last_sync = 0;
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(L, 2, i);
@@ -1009,7 +1008,7 @@ static int l_pipeline(lua_State *L) {
         lua_pop(L, 1);
         if (!ok)
             return luaL_error(L,
-                              "ron.accounting.net.postgres_c: pipeline: entry %d is not "
+                              "ron.base.net.postgres_c: pipeline: entry %d is not "
                               "{ sql, params } or \"sync\"",
                               i);
     }
@@ -1213,9 +1212,9 @@ static int l_array(lua_State *L) {
     luaL_checktype(L, 2, LUA_TTABLE);
     int is_bytea = strcmp(kind, "bytea") == 0;
     if (!is_bytea && strcmp(kind, "int8") != 0)
-        return luaL_error(L, "ron.accounting.net.postgres_c: array kind is \"bytea\" or \"int8\"");
+        return luaL_error(L, "ron.base.net.postgres_c: array kind is \"bytea\" or \"int8\"");
     lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)lua_objlen(L, 2));
-    if (n < 0 || n > 0x3fffffff) return luaL_error(L, "ron.accounting.net.postgres_c: bad length");
+    if (n < 0 || n > 0x3fffffff) return luaL_error(L, "ron.base.net.postgres_c: bad length");
     /* first pass: the size and the NULLs (strings checked here, integers in the second pass,
      * which frees the buffer before it raises) */
     size_t size = 12 + (n > 0 ? 8 : 0);
@@ -1230,25 +1229,24 @@ static int l_array(lua_State *L) {
             if (t != LUA_TSTRING) {
                 lua_pop(L, 1);
                 return luaL_error(L,
-                                  "ron.accounting.net.postgres_c: array: element %d is not "
+                                  "ron.base.net.postgres_c: array: element %d is not "
                                   "a string",
                                   i);
             }
             lua_tolstring(L, -1, &len);
             if (len > 0x3fffffff) {
                 lua_pop(L, 1);
-                return luaL_error(L, "ron.accounting.net.postgres_c: array: element too long");
+                return luaL_error(L, "ron.base.net.postgres_c: array: element too long");
             }
         } else {
             len = 8;
         }
         lua_pop(L, 1);
         size += 4 + len;
-        if (size > 0x7fffffff)
-            return luaL_error(L, "ron.accounting.net.postgres_c: array over 2 GiB");
+        if (size > 0x7fffffff) return luaL_error(L, "ron.base.net.postgres_c: array over 2 GiB");
     }
     char *buf = malloc(size);
-    if (!buf) return luaL_error(L, "ron.accounting.net.postgres_c: out of memory");
+    if (!buf) return luaL_error(L, "ron.base.net.postgres_c: out of memory");
     char *p = put_be32(buf, n > 0 ? 1 : 0);
     p = put_be32(p, (uint32_t)has_null);
     p = put_be32(p, is_bytea ? 17u : 20u); /* BYTEAOID, INT8OID */
@@ -1277,7 +1275,7 @@ static int l_array(lua_State *L) {
         const char *bad = array_int8(L, i, &v);
         if (bad) {
             free(buf);
-            return luaL_error(L, "ron.accounting.net.postgres_c: array: element %d %s", i, bad);
+            return luaL_error(L, "ron.base.net.postgres_c: array: element %d %s", i, bad);
         }
         uint64_t u = (uint64_t)v;
         p = put_be32(p, 8);
@@ -1312,7 +1310,7 @@ static int l_unhex(lua_State *L) {
     size_t n = (len - 2) / 2;
     char small[256];
     char *out = n <= sizeof small ? small : malloc(n ? n : 1);
-    if (!out) return luaL_error(L, "ron.accounting.net.postgres_c: out of memory");
+    if (!out) return luaL_error(L, "ron.base.net.postgres_c: out of memory");
     for (size_t i = 0; i < n; i++) {
         int hi = hexval((unsigned char)s[2 + 2 * i]), lo = hexval((unsigned char)s[3 + 2 * i]);
         if (hi < 0 || lo < 0) {
@@ -1375,4 +1373,4 @@ static void close_all(uv_loop_t *loop) {
     ra_glue_drain(loop, closing, NULL, "pq", "connections");
 }
 
-const ra_host_module_t ra_host_pq = {"ron.accounting.net.postgres_c", luaopen_pq, close_all};
+const ra_host_module_t ra_host_pq = {"ron.base.net.postgres_c", luaopen_pq, close_all};

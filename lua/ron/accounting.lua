@@ -48,6 +48,7 @@
 -- Slices: see ron/accounting/slice.lua (tenant, dimension, id, rows, b3, prev_b3, amnesia,
 -- host, :encode()). Configuration and defaults: ron/accounting/config.lua.
 local ffi = require "ffi"
+local b3 = require "ron.base.b3"
 local config = require "ron.accounting.binding.config"
 local libmod = require "ron.accounting.binding.lib"
 local slice = require "ron.accounting.binding.slice"
@@ -131,7 +132,6 @@ local REFUSALS_MAX = 256
 local refusals_out = ffi_new("ra_refusal_t[?]", REFUSALS_MAX)
 local refusals_n, refusals_lost = ffi_new("size_t[1]"), ffi_new("uint64_t[1]")
 local ZERO16 = string.rep("\0", 16)
-local b3_buf = ffi_new("uint8_t[32]")
 local ERRBUF_LEN = 512
 
 local metrics_cap = 4096 -- grows to what the core asks for (RA_EBUFSIZE)
@@ -161,11 +161,7 @@ function _M.tenant(s)
 end
 
 -- BLAKE3 of a Lua string as 64 lowercase hex characters (what b3sum prints).
-function _M.b3hex(s)
-    if type(s) ~= "string" then error("ron.accounting.b3hex: expected a string", 2) end
-    C.ra_b3(s, #s, b3_buf)
-    return slice.hex(b3_buf, 32)
-end
+_M.b3hex = b3.hex
 
 -- Strict decode of canonical slice bytes (encoding v1).
 function _M.decode(bytes)
@@ -606,7 +602,7 @@ end
 -- amnesia, a new plane), before this meter sealed anything of the stream:
 --   meter:seed_head(tenant, dimension, { seq = n, b3 = "<64 hex>", window_start_s = s })
 --   -> true | nil, "Incompatible: ..." (the meter has a chain of its own) | nil, err
--- ron.accounting.daemon does it at start for every head the exporter lists (list_heads()).
+-- ron.node does it at start for every head the exporter lists (list_heads()).
 function Meter:seed_head(tenant, dimension, head)
     local m = handle(self)
     local t, terr = tenant, nil

@@ -20,7 +20,7 @@
 local uv = require "luv"
 local ffi = require "ffi"
 local audit = require "ron.audit"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local host = require "ron.audit.host"
 
 local N = tonumber(arg[1]) or 200000

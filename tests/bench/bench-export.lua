@@ -31,7 +31,7 @@
 -- --bin (or RA_BIN) names the binary.
 local uv = require "luv"
 local acct = require "ron.accounting"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local runtime = require "ron.accounting.runtime"
 local offload = require "ron.accounting.runtime.offload"
 local file = require "ron.accounting.export.exporters.file"

@@ -21,7 +21,7 @@
 -- cold slice was ACKed, and the ratio of the cold p95 to fifo's (< 1: fairness helps).
 local uv = require "luv"
 local acct = require "ron.accounting"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local runtime = require "ron.accounting.runtime"
 local offload = require "ron.accounting.runtime.offload"
 local fairness = require "ron.accounting.export.fairness"

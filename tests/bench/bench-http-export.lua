@@ -1,7 +1,7 @@
 -- bench-http-export.lua: slices/s over HTTP into the ledger receiver (issue 5): this
 -- process puts slices through ron.accounting.export.exporters.http (libcurl multi on its loop);
 -- a second ron-accounting process (this script with --serve) runs http.serve with the
--- receiver's routes (ron.accounting.daemon.receiver) over the file ledger (offload.file: appends
+-- receiver's routes (ron.node.receiver) over the file ledger (offload.file: appends
 -- and fsyncs on the libuv threadpool, waiting PUTs batched through put_many).
 --
 --   ron-accounting run tests/bench/bench-http-export.lua [--quick] [--out FILE] [--dir DIR]
@@ -24,7 +24,7 @@
 -- line per result (tests/bench/README.md). Nothing here asserts a time.
 local uv = require "luv"
 local acct = require "ron.accounting"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local file = require "ron.accounting.export.exporters.file"
 
 local SCRIPT = debug.getinfo(1, "S").source:match("^@(.*)$")
@@ -47,8 +47,8 @@ end
 -- the receiver process: --serve DIR on|off
 
 if arg[1] == "--serve" then
-    local http = require "ron.accounting.daemon.http"
-    local receiver = require "ron.accounting.daemon.receiver"
+    local http = require "ron.node.http"
+    local receiver = require "ron.node.receiver"
     local offload = require "ron.accounting.runtime.offload"
     local dir, fsync = arg[2], arg[3] == "on"
     local backend = assert(offload.file { dir = dir, fsync = fsync })
@@ -215,7 +215,7 @@ end
 task.spawn("bench", function()
     local ok, err = pcall(function()
         print(("bench-http-export: %s; loadavg %s"):format(
-            require("ron.accounting.net.http_client_c").version():match("^(%S+)"), loadavg()))
+            require("ron.base.net.http_client_c").version():match("^(%S+)"), loadavg()))
         local fails = 0
         for _, fsync in ipairs(opts.fsync) do
             local total = fsync == "on" and opts.fsync_slices or opts.slices

@@ -1,5 +1,5 @@
 -- bench-ingest-handler.lua: the in-process baseline of tests/bench/bench-ingest.sh: the
--- POST /v1/records handler (ron.accounting.daemon.ingest: decode + tenant check + meter:record)
+-- POST /v1/records handler (ron.node.ingest: decode + tenant check + meter:record)
 -- called in a loop on the same kind of batch the wrk run sends, without HTTP.
 --
 --   ron-accounting run tests/bench/bench-ingest-handler.lua BATCH SECONDS
@@ -9,7 +9,7 @@
 local ffi = require "ffi"
 local uv = require "luv"
 local acct = require "ron.accounting"
-local ingest = require "ron.accounting.daemon.ingest"
+local ingest = require "ron.node.ingest"
 
 local batch = tonumber(arg[1] or 100)
 local seconds = tonumber(arg[2] or 2)

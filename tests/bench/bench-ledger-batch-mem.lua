@@ -1,5 +1,5 @@
 -- bench-ledger-batch-mem.lua: the engine's and the exporter's own CPU per rated slice on the
--- batch path (LED-51..LED-56), without a database: exporters.ledger:put_many of B slices
+-- batch path (LED-51..LED-56), without a database: ron.ledger.exporter:put_many of B slices
 -- through commit_many into the memory store (docs/LEDGER.md "Where the time goes").
 --
 --   ron-accounting run tests/bench/bench-ledger-batch-mem.lua [--quick] [--out FILE]
@@ -22,7 +22,7 @@ local B = require "bench_common"
 local usage = require "ron.ledger.usage"
 local memory = require "ron.ledger.store.memory"
 local sql = require "ron.ledger.store.sql"
-local lexp = require "ron.accounting.export.exporters.ledger"
+local lexp = require "ron.ledger.exporter"
 
 local opts = { batch = 256, slices = 4096, streams = 64, rounds = 3 }
 do

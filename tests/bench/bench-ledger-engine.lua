@@ -18,7 +18,7 @@ local L = require "ron.ledger.ledger"
 local store = require "ron.ledger.store"
 local memory = require "ron.ledger.store.memory"
 
-local HOST = pcall(require, "ron.accounting.net.postgres_c")
+local HOST = pcall(require, "ron.base.net.postgres_c")
 local N = not HOST and tonumber(arg and arg[1]) or 2000
 local USD = { code = "USD", scale = 2 }
 local EXT = ("E"):rep(16)
@@ -59,7 +59,7 @@ end
 
 local function host_main()
     local uv = require "luv"
-    local task = require "ron.accounting.runtime.task"
+    local task = require "ron.base.task"
     package.path = here .. "?.lua;" .. package.path
     local B = require "bench_common"
     local H = dofile(here .. "../pg/harness.lua")

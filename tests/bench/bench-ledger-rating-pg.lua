@@ -9,7 +9,7 @@
 --       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N] [--gc-pause N]
 --       [--lane-min N]
 --
--- Slices of a real meter (one stream per tenant) rated through exporters.ledger (rate card,
+-- Slices of a real meter (one stream per tenant) rated through ron.ledger.exporter (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
 -- benchmark starts, fsync on, through a pool of 4 connections) and SQLite (WAL, the
 -- synchronous driver), for durability "ack" (flush at the acknowledgement) and "statement"
@@ -37,7 +37,7 @@
 --                      and indexes, no triggers, no ON CONFLICT, no reads, no saga record),
 --                      the same batching: issue 15's "a plain INSERT loop of the same rows"
 -- The daemon's shape (--daemon S,S,..; issue 15 "keeps up with the metering export"): what
--- `ron-accounting run examples/daemon.lua` sends to exporters.ledger, driven by the
+-- `ron-accounting run examples/daemon.lua` sends to ron.ledger.exporter, driven by the
 -- runtime's own put path (RT.put / RT.put_flush of lua/ron/accounting/runtime/worker.lua):
 -- S streams, one worker task each with its next slice (a stream's slice N+1 is put only
 -- after N's answer), the workers' puts queued (at most one per stream) and sent by at most
@@ -55,7 +55,7 @@
 -- execution time per statement.
 -- Output: human-readable lines and one `BENCH {json}` line per case.
 local uv = require "luv"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
@@ -66,7 +66,7 @@ local store = require "ron.ledger.store"
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
 local usage = require "ron.ledger.usage"
-local lexp = require "ron.accounting.export.exporters.ledger"
+local lexp = require "ron.ledger.exporter"
 
 -- RON_BENCH_PROFILE=MODE:FILE (e.g. "v:/tmp/v.txt", "Fl2:/tmp/f.txt"): LuaJIT's sampling
 -- profiler (jit.p) over the rated part of the batch and daemon cases only, not the baselines.
@@ -86,7 +86,7 @@ local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600
                put_batch = require("ron.accounting.runtime").DEFAULTS.put_batch,
                put_parallel = require("ron.accounting.runtime").DEFAULTS.put_parallel,
                -- the daemon's (it sets it at start): 0 = LuaJIT's own (200)
-               gc_pause = require("ron.accounting.daemon.schema").DEFAULTS.gc_pause }
+               gc_pause = require("ron.node.schema").DEFAULTS.gc_pause }
 do
     local i = 1
     while i <= #arg do
@@ -505,7 +505,7 @@ end
 -- The batch path: put_many of `bsize` slices through commit_many, `streams` streams, n
 -- slices in all; the baseline is the same rows in multi-row INSERTs of bsize rows (chunked
 -- at 1024), flushed per batch.
--- The store and exporters.ledger of a batch or daemon case, warmed up (not timed): the
+-- The store and ron.ledger.exporter of a batch or daemon case, warmed up (not timed): the
 -- statements on another tenant set, and the timed tenants' accounts created once.
 local function warmed_exporter(open, streams)
     local s = open()
@@ -624,8 +624,8 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
 end
 
 -- The daemon's shape (see the header): S streams x W windows through the runtime's put
--- path (RT.put, RT.put_flush: the daemon's own batching code, on a minimal runtime object).
-local RT = require("ron.accounting.runtime")._RT
+-- path (the runtime's put batcher, ron.accounting.runtime.puts: the daemon's own code).
+local puts_mod = require("ron.accounting.runtime").puts
 local function case_daemon(backend, streams, n, open, exec_ddl_of)
     local W = math.max(1, math.floor(n / streams))
     local windows = make_slices(streams, W)
@@ -644,10 +644,8 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         if not ok then error(r, 0) end
         return r, err
     end }
-    local rt = setmetatable({ put_q = { n = 0 }, put_flushing = 0, task = task,
-                              exporter = wrapped,
-                              cfg = { put_batch = opts.put_batch,
-                                      put_parallel = opts.put_parallel } }, { __index = RT })
+    local puts = puts_mod.new { task = task, exporter = wrapped, put_batch = opts.put_batch,
+                                put_parallel = opts.put_parallel }
     local c0, ct0 = calls.n, calls.t
     local by0 = {}
     for k, v in pairs(calls.by) do by0[k] = v end
@@ -661,7 +659,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         local st = { reply = task.channel(1, "put_reply") }
         workers[t] = task.spawn("bench_worker", function()
             for w = 1, W do
-                local status, detail = rt:put(st, windows[w][t])
+                local status, detail = puts:put(st.reply, windows[w][t])
                 if status ~= "ok" then
                     failed[#failed + 1] = tostring(status) .. " " .. tostring(detail)
                     return

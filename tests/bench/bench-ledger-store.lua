@@ -19,7 +19,7 @@
 --    without the projection would do). The projection's figure must not grow with history.
 -- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
 local uv = require "luv"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"

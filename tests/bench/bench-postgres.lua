@@ -22,10 +22,10 @@
 -- --fsync off. Every exporter ledger is checked with `ron-accounting verify` at the end.
 -- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
 local uv = require "luv"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local postgres = require "ron.accounting.export.exporters.postgres"
-local pg = require "ron.accounting.net.postgres"
-local pq = require "ron.accounting.net.postgres_c"
+local pg = require "ron.base.net.postgres"
+local pq = require "ron.base.net.postgres_c"
 local file = require "ron.accounting.export.exporters.file"
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"

@@ -1,13 +1,13 @@
 -- bench-rate.lua [--quick]: rating throughput (docs/LEDGER-RATING.md).
 --   rate     card:rate per slice (the pure function: bigint tiers, one floor)
 --   request  usage.request per slice (rate + intent + metadata + movements)
---   put      exporters.ledger:put per slice, a real meter's slices, through the engine into
+--   put      ron.ledger.exporter:put per slice, a real meter's slices, through the engine into
 --            the memory store and into SQLite (synchronous NORMAL and FULL), one stream per
 --            tenant, 8 tenants
 -- Prints one BENCH line per case: slices/s.
 --   LUA_PATH="lua/?.lua;lua/?/init.lua;;" luajit tests/bench/bench-rate.lua
 local usage = require "ron.ledger.usage"
-local lexp = require "ron.accounting.export.exporters.ledger"
+local lexp = require "ron.ledger.exporter"
 
 local ffi = require "ffi"
 pcall(ffi.cdef, "struct ra_bench_ts { long s; long ns; }; "

@@ -22,7 +22,7 @@
 -- unit per 201 and no more than one per request). One `BENCH {json}` line per case. Needs
 -- wrk (tools/deps.sh).
 local uv = require "luv"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
@@ -30,7 +30,7 @@ package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../
 local B = require "bench_common"
 local H = dofile(here .. "../pg/harness.lua")
 local acct = require "ron.accounting"
-local http = require "ron.accounting.daemon.http"
+local http = require "ron.node.http"
 local store_mod = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local service = require "ron.wallet.service"

@@ -105,7 +105,7 @@ end
 -- Runs put(slice, stream) for every slice, one task per stream in seq order (from a task);
 -- anything but "ok" fails the run. -> seconds, { status = count }
 function _M.drive(chains, put)
-    local task = require "ron.accounting.runtime.task"
+    local task = require "ron.base.task"
     local uv = require "luv"
     local counts = {}
     local t0 = uv.hrtime()

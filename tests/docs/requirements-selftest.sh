@@ -14,6 +14,8 @@ I="I-"
 G="G-"
 S="§"
 fails=0
+# shellcheck source=tests/selftest-lib.sh
+. "$(dirname "$0")/../selftest-lib.sh"
 
 # A consistent tree: one page defines two ids and a section; code cites them.
 mk() {
@@ -28,21 +30,6 @@ mk() {
     printf 'int t;\n' > "$tmp/t/tests/t.c"
 }
 
-# expect RC PATTERN NAME: run the checker on the tree; its exit code and stderr must match.
-expect() {
-    rc=0
-    "$luajit" "$checker" "$tmp/t" > "$tmp/out" 2> "$tmp/err" || rc=$?
-    ok=1
-    [ "$rc" -eq "$1" ] || ok=0
-    if [ -n "$2" ] && ! grep -qF -- "$2" "$tmp/err"; then ok=0; fi
-    if [ "$ok" -eq 0 ]; then
-        echo "FAIL $3: exit $rc (want $1), stderr:" >&2
-        cat "$tmp/err" >&2
-        fails=$((fails + 1))
-    else
-        echo "ok   $3"
-    fi
-}
 
 mk
 expect 0 "" "a consistent tree passes"
@@ -89,7 +76,4 @@ mk
 printf 'see [x](REQ.md#no-such-part)\n' >> "$tmp/t/docs/REQ.md"
 expect 1 "which has no such heading" "a link to a missing heading fails"
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails case(s) failed" >&2
-    exit 1
-fi
+finish

@@ -27,7 +27,7 @@ local R0, SPEED = $r0, 60
 return {
     window_len_s = 60, listen = "127.0.0.1:0", status_interval_s = 0, tick_ms = 200,
     drain_deadline_ms = 3000, capacity_rows = 10000, shards = 4,
-    exporter = { module = "ron.accounting.export.exporters.ledger",
+    exporter = { module = "ron.ledger.exporter",
                  store = { backend = "sqlite", path = "var/ledger.db", offload = true },
                  card = "$src/examples/cards/acme.lua", book = "main", node = "gw-1" },
     audit = { key_path = "$work/signer.key", checkpoint_every = 50, attest_interval_ms = 100,

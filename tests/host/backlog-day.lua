@@ -9,10 +9,10 @@
 -- the outage, drain
 -- rate) and exits non-zero on any failure.
 local acct = require "ron.accounting"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local runtime = require "ron.accounting.runtime"
 local offload = require "ron.accounting.runtime.offload"
-local exponential = require "ron.accounting.export.backoff.exponential"
+local exponential = require "ron.base.backoff.exponential"
 local uv = require "luv"
 
 if os.getenv("RA_PROFILE") then require("jit.p").start("F", os.getenv("RA_PROFILE")) end

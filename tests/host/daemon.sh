@@ -1,5 +1,5 @@
 #!/bin/sh
-# The daemon end to end (examples/daemon.lua, ron.accounting.daemon; label host):
+# The daemon end to end (examples/daemon.lua, ron.node; label host):
 #
 #   daemon.sh HOST SOURCE_DIR WORK_DIR
 #

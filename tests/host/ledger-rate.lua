@@ -1,6 +1,6 @@
 -- ledger-rate.lua WORK_DIR WINDOWS [DB]: the end-to-end half of tests/host/ledger-rate.sh, run
 -- by `ron-accounting run`. Records for three tenants are sealed by a real meter with a WAL,
--- exported by the runtime on the host's loop into exporters.ledger over SQLite (offloaded to
+-- exported by the runtime on the host's loop into ron.ledger.exporter over SQLite (offloaded to
 -- the threadpool; DB = WORK_DIR/l.db) or PostgreSQL (DB = a postgresql:// URI), then the balances are read back and compared with the rated usage
 -- computed here by hand (the card of WORK_DIR/card.lua: per 1000 units, 3 minor units, 10
 -- units free a month, one period: C(total) = floor(max(0, total - 10) * 3 / 1000)).
@@ -8,8 +8,8 @@
 -- Prints "ledger-rate: ok <slices> <revenue>" or raises.
 local acct = require "ron.accounting"
 local runtime = require "ron.accounting.runtime"
-local task = require "ron.accounting.runtime.task"
-local lexp = require "ron.accounting.export.exporters.ledger"
+local task = require "ron.base.task"
+local lexp = require "ron.ledger.exporter"
 local usage = require "ron.ledger.usage"
 local uv = require "luv"
 

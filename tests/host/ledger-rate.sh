@@ -1,5 +1,5 @@
 #!/bin/sh
-# End to end: records -> seal -> WAL -> export runtime -> exporters.ledger (SQLite, or a
+# End to end: records -> seal -> WAL -> export runtime -> ron.ledger.exporter (SQLite, or a
 # real PostgreSQL started here) -> balances equal to the rated usage; `ledger verify`
 # passes; a flipped byte in a stored transfer is caught (exit 1, the transfer named).
 # cmake/host-tests.cmake, label host.

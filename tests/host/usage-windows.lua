@@ -2,7 +2,7 @@
 -- in-process half of tests/host/usage-windows.sh, run by `ron-accounting run`.
 --
 --   gateway records -> a real meter (WAL in WORK_DIR/wal, a clock moved by hand) -> seal ->
---   the export runtime -> exporters.ledger (the card below: tiers, a free allowance, a daily
+--   the export runtime -> ron.ledger.exporter (the card below: tiers, a free allowance, a daily
 --   period) -> ron-wallet on the same ledger (GET balance over HTTP)
 --
 -- WINDOWS (>= 10) windows of 60 s straddle a UTC midnight, so the card's day period restarts
@@ -17,9 +17,9 @@
 -- Prints "usage-windows: ok <usage transfers> <charges>" or raises.
 local acct = require "ron.accounting"
 local runtime = require "ron.accounting.runtime"
-local task = require "ron.accounting.runtime.task"
-local lexp = require "ron.accounting.export.exporters.ledger"
-local http = require "ron.accounting.daemon.http"
+local task = require "ron.base.task"
+local lexp = require "ron.ledger.exporter"
+local http = require "ron.node.http"
 local ledger = require "ron.ledger"
 local usage = require "ron.ledger.usage"
 local L = require "ron.ledger.ledger"

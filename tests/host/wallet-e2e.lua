@@ -2,7 +2,7 @@
 -- `ron-accounting run` (ctest host-wallet-e2e; issue 17 "end to end"). One loop holds:
 --
 --   gateway records -> a real meter (WAL in WORK_DIR/wal, a clock moved by hand) -> seal ->
---   the export runtime -> exporters.ledger (rate card WORK_DIR/card.lua, SQLite WORK_DIR/l.db,
+--   the export runtime -> ron.ledger.exporter (rate card WORK_DIR/card.lua, SQLite WORK_DIR/l.db,
 --   or PostgreSQL when DB is a postgresql:// URI) -> ron-wallet on the same ledger and book,
 --   on the daemon's HTTP server (port 0).
 --
@@ -19,9 +19,9 @@
 -- shell flips a byte of that transfer) or raises.
 local acct = require "ron.accounting"
 local runtime = require "ron.accounting.runtime"
-local task = require "ron.accounting.runtime.task"
-local lexp = require "ron.accounting.export.exporters.ledger"
-local http = require "ron.accounting.daemon.http"
+local task = require "ron.base.task"
+local lexp = require "ron.ledger.exporter"
+local http = require "ron.node.http"
 local usage = require "ron.ledger.usage"
 local L = require "ron.ledger.ledger"
 local store_mod = require "ron.ledger.store"

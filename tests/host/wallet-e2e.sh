@@ -1,6 +1,6 @@
 #!/bin/sh
 # End to end, gateway records to a wallet statement (issue 17; docs/WALLET.md §5, WLT-9):
-# records -> seal -> WAL -> export runtime -> exporters.ledger (rate card) -> ron-wallet on
+# records -> seal -> WAL -> export runtime -> ron.ledger.exporter (rate card) -> ron-wallet on
 # the same SQLite ledger (tests/host/wallet-e2e.lua: prepaid balances down window by window,
 # statements citing the slices, dry wallets published), then `ledger verify --wal` across
 # the whole chain (slice digests in the WAL -> usage transfers -> the wallet's transfers ->

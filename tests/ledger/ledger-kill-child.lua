@@ -6,7 +6,7 @@
 --
 --   ron-accounting run tests/ledger/ledger-kill-child.lua --conninfo C --schema S
 --       --node N --seed K [--tasks 3]
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;" .. package.path

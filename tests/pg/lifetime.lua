@@ -1,4 +1,4 @@
--- ron.accounting.net.postgres_c lifetimes: a script that ends with a connection in some state must
+-- ron.base.net.postgres_c lifetimes: a script that ends with a connection in some state must
 -- neither hang nor crash. `ron-accounting run tests/pg/lifetime.lua CONNINFO CASE`; each
 -- case prints what it saw on stdout and ends with a line "END <case>" from the last
 -- callback (or just before os.exit). The spec (postgres_spec.lua) checks the exit status
@@ -11,7 +11,7 @@
 --   closed     conn:close() mid-query: the callback gets "closed"; pq.live() drops to 0
 --   connecting a server that accepts and never answers: the connect times out (timeout_ms)
 --   refused    nothing listens: the connect fails with class "network"
-local pq = require "ron.accounting.net.postgres_c"
+local pq = require "ron.base.net.postgres_c"
 local uv = require "luv"
 local conninfo, case = ...
 

@@ -46,6 +46,8 @@
 local ffi = require "ffi"
 local acct = require "ron.accounting"
 local libmod = require "ron.accounting.binding.lib"
+local FAM = require "ron.accounting.families"
+local metrics = require "ron.base.metrics"
 
 local C = ffi.C            -- nginx and its Lua module
 local R = libmod.namespace() -- libronacct (ffi.load'ed, or the host's ffi.C)
@@ -67,14 +69,14 @@ local function bind_nginx()
 end
 local ffi_new, ffi_string, ffi_copy = ffi.new, ffi.string, ffi.copy
 local floor = math.floor
-local format, concat = string.format, table.concat
+local format = string.format
 local pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable, setfenv, loadfile =
       pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable, setfenv, loadfile
 
 local _M = { _VERSION = "0.1.0" }
 
 -- The plane settings a recorder must share with the sidecar, with the sidecar's defaults
--- (ron.accounting.daemon DEFAULTS; spec/ron/accounting/nginx_spec.lua checks they agree).
+-- (ron.node DEFAULTS; spec/ron/accounting/nginx_spec.lua checks they agree).
 -- The plane refuses a process whose settings differ, with a message naming the field.
 _M.PLANE_DEFAULTS = {
     var_dir = "var", plane = false, window_len_s = 300, shards = 64,
@@ -193,7 +195,7 @@ local function load_file(path)
 end
 
 -- The acct.open() table of a recorder from the sidecar's settings (a table with the keys
--- of ron.accounting.daemon's configuration; the keys a recorder does not need are
+-- of ron.node's configuration; the keys a recorder does not need are
 -- ignored here and checked by the sidecar). Same result as daemon.recorder_config().
 function _M.recorder_config(file_cfg)
     local c = {}
@@ -496,24 +498,11 @@ function _M.meter() return S.meter end
 -- Prometheus text: the error counts (node-wide with errors_dict, else this worker's,
 -- labelled with its pid) and the plane's metrics (node-wide: they live in the plane).
 function _M.metrics()
-    local lines = {
-        "# HELP ron_accounting_nginx_errors_total requests not metered (or partly), per reason",
-        "# TYPE ron_accounting_nginx_errors_total counter",
-    }
     local node = _M.errors_node()
     local mine = _M.errors()
-    for _, name in ipairs(REASONS) do
-        if node then
-            lines[#lines + 1] = format('ron_accounting_nginx_errors_total{reason="%s"} %d',
-                                       name, node[name])
-        else
-            lines[#lines + 1] = format(
-                'ron_accounting_nginx_errors_total{reason="%s",worker_pid="%d"} %d',
-                name, ngx.worker.pid(), mine[name])
-        end
-    end
-    lines[#lines + 1] = ""
-    local text = concat(lines, "\n")
+    local rows, pid = {}, not node and ngx.worker.pid() or nil
+    for i, name in ipairs(REASONS) do rows[i] = { name, pid, (node or mine)[name] } end
+    local text = metrics.text(FAM.nginx_errors:render({}, rows))
     if S.meter then
         local mt, err = S.meter:metrics()
         text = text .. (mt or ("# metrics unavailable: " .. tostring(err) .. "\n"))

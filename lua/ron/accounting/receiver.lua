@@ -1,3 +1,3 @@
 -- Forwarding stub for one release (0.1 -> 0.2): ron.accounting.receiver is now
--- ron.accounting.daemon.receiver (lua/ron/accounting/compat.lua lists every renamed module).
+-- ron.node.receiver (lua/ron/accounting/compat.lua lists every renamed module).
 return require("ron.accounting.compat").forward(...)

@@ -33,8 +33,10 @@
 -- (close ran out before the queue was empty), audit_closed (after close or a failure).
 -- All but audit_closed end as a Gap record with the exact count (AUD-I-18).
 local audit = require "ron.audit"
-local task = require "ron.accounting.runtime.task"
-local offload = require "ron.accounting.runtime.offload"
+local FAM = require "ron.audit.families"
+local metrics = require "ron.base.metrics"
+local task = require "ron.base.task"
+local offload = require "ron.audit.offload"
 local uv = require "luv"
 
 local floor, max, format, pairs, type, tostring, setmetatable, error =
@@ -85,9 +87,9 @@ _M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
                        checkpoint_every = 1000, queue_cap = 65536, writer_id = "ron-accounting",
                        stream = "daemon", batch = 4096, interval_ms = 50,
                        io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024,
-                       -- the daemon's audit_attest task (ron.accounting.daemon.attest); 0: off
+                       -- the daemon's audit_attest task (ron.node.attest); 0: off
                        attest_interval_ms = 1000,
-                       -- the daemon's ledger feed tasks (ron.accounting.daemon.feed); 0: off
+                       -- the daemon's ledger feed tasks (ron.node.feed); 0: off
                        feed_interval_ms = 1000,
                        -- chains side by side (AUD-I-38: dir/<stream>.<i>, key_path.<i>)
                        shards = 1 }
@@ -354,7 +356,7 @@ end
 -- An event that is its own identity: no event number `n` is added, so emitting it again
 -- with the same kind, attrs and ts_ms folds into its first record (the log's dedupe key,
 -- AUD-I-6) instead of a second one. That is what makes a replayed range exactly once (the
--- ledger feed, ron.accounting.daemon.feed, AUD-I-32). Otherwise as emit().
+-- ledger feed, ron.node.feed, AUD-I-32). Otherwise as emit().
 function H:emit_keyed(kind, attrs, ts_ms)
     return self:put(kind, attrs, ts_ms)
 end
@@ -498,33 +500,13 @@ end
 -- The audit_* families for /metrics (docs/reference/metrics.md): s a stats() table, drops
 -- the shed counts by reason, depth the events queued (a sharded host: the chains' sums).
 metrics_text = function(s, drops, depth)
-    local out = { "# HELP audit_drop_total Audit events shed by the bounded queue (a gap "
-                  .. "record with the count follows).", "# TYPE audit_drop_total counter" }
-    local reasons = {}
-    for reason in pairs(drops) do reasons[#reasons + 1] = reason end
-    table.sort(reasons)
-    for _, reason in ipairs(reasons) do
-        out[#out + 1] = format('audit_drop_total{reason="%s"} %d', reason, drops[reason])
-    end
-    out[#out + 1] = "# HELP audit_queue_depth Audit events waiting in the queue."
-    out[#out + 1] = "# TYPE audit_queue_depth gauge"
-    out[#out + 1] = format('audit_queue_depth{queue="audit_work"} %d', depth)
-    return table.concat(out, "\n") .. "\n" ..
-        "# HELP audit_records_total Audit records in the chain (its head seq).\n" ..
-        "# TYPE audit_records_total counter\n" ..
-        format("audit_records_total %d\n", s.head_seq) ..
-        "# HELP audit_durable_seq Audit records known durable (fdatasync'ed).\n" ..
-        "# TYPE audit_durable_seq gauge\n" ..
-        format("audit_durable_seq %d\n", s.durable_seq) ..
-        "# HELP audit_checkpoints_total Signed audit checkpoints written.\n" ..
-        "# TYPE audit_checkpoints_total counter\n" ..
-        format("audit_checkpoints_total %d\n", s.checkpoints) ..
-        "# HELP audit_io_timeouts_total Audit WAL syncs not back within io_deadline_ms.\n" ..
-        "# TYPE audit_io_timeouts_total counter\n" ..
-        format('audit_io_timeouts_total{op="wal"} %d\n', s.io_timeouts) ..
-        "# HELP audit_failed 1 when the audit log failed (a write error): events are shed.\n" ..
-        "# TYPE audit_failed gauge\n" ..
-        format("audit_failed %d\n", s.failed and 1 or 0)
+    local out = audit.render_queue({}, drops, depth)
+    FAM.records:render(out, s.head_seq)
+    FAM.durable_seq:render(out, s.durable_seq)
+    FAM.checkpoints:render(out, s.checkpoints)
+    FAM.io_timeouts:render(out, { { "wal", s.io_timeouts } })
+    FAM.failed:render(out, s.failed and 1 or 0)
+    return metrics.text(out)
 end
 
 function H:metrics_text()

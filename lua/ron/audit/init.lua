@@ -21,6 +21,8 @@
 local ffi = require "ffi"
 local bit = require "bit"
 local C = require "ron.audit.lib"
+local FAM = require "ron.audit.families"
+local metrics = require "ron.base.metrics"
 
 local band, rshift = bit.band, bit.rshift
 
@@ -364,7 +366,7 @@ function Log:drain(max)
 end
 
 -- The handle as a number (uintptr_t), for a sync on the libuv threadpool
--- (ron.accounting.runtime.offload.audit_sync); the log must stay open meanwhile.
+-- (ron.audit.offload.audit_sync); the log must stay open meanwhile.
 function Log:ptr()
     return self.h and tonumber(ffi.cast("uintptr_t", self.h)) or nil
 end
@@ -416,20 +418,17 @@ function Log:stats()
     }
 end
 
+-- The queue's families (the shed counts by reason, the events queued), into out: this log's
+-- /metrics, and ron.audit.host's (a sharded host: the chains' sums).
+function _M.render_queue(out, drops, depth)
+    FAM.drops:render_map(out, drops)
+    FAM.queue_depth:render(out, { { "audit_work", depth } })
+    return out
+end
+
 -- Prometheus text for the host's /metrics.
 function Log:metrics()
-    local out = { "# HELP audit_drop_total Audit events shed by the bounded queue (a gap "
-                  .. "record with the count follows).", "# TYPE audit_drop_total counter" }
-    local reasons = {}
-    for reason in pairs(self.drops) do reasons[#reasons + 1] = reason end
-    table.sort(reasons)
-    for _, reason in ipairs(reasons) do
-        out[#out + 1] = format('audit_drop_total{reason="%s"} %d', reason, self.drops[reason])
-    end
-    out[#out + 1] = "# HELP audit_queue_depth Audit events waiting in the queue."
-    out[#out + 1] = "# TYPE audit_queue_depth gauge"
-    out[#out + 1] = format('audit_queue_depth{queue="audit_work"} %d', self:depth())
-    return table.concat(out, "\n") .. "\n"
+    return metrics.text(_M.render_queue({}, self.drops, self:depth()))
 end
 
 function Log:close()

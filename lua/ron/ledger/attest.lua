@@ -15,9 +15,13 @@
 --   led:attest(cp)                       -- ron.ledger.ledger: { event_seq, replayed }
 --   attest.latest(dir, size)             -- the cp of <dir>/cp-<size>.note (the daemon)
 --   attest.check(events, opts, problem, sum)   -- `ledger verify [--audit DIR]`
+local ffi = require "ffi"
 local ledger = require "ron.ledger"
 local B = require "ron.ledger.bigint"
 local codec = require "ron.ledger.codec"
+-- libronaudit checks the notes' signatures (a build without RA_BUILD_AUDIT has none: an
+-- error only when a check needs it)
+local has_audit, audit_lib = pcall(require, "ron.audit.lib")
 
 local byte, char, concat, format = string.byte, string.char, table.concat, string.format
 local floor, tonumber, tostring, type = math.floor, tonumber, tostring, type
@@ -147,10 +151,10 @@ function _M.check(events, opts, problem, sum)
         end
         return vkeys[sfx] or vkey, vkeys[sfx] and (opts.audit_vkey .. sfx) or opts.audit_vkey
     end
-    local ffi, C
+    local C
     if vkey or opts.audit then
-        ffi = require "ffi"
-        C = require "ron.audit.lib"
+        if not has_audit then error(audit_lib, 0) end
+        C = audit_lib
     end
     local carried, transfer_seq = {}, {} -- transfer_seq: hex id -> its event's seq
     -- the feed's records (AUD-I-32): per feeding task (the record's `ledger`: a wallet and

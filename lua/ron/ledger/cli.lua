@@ -18,7 +18,12 @@
 -- accounts), or <tenant uuid>:wallet | :receivable | :usage (docs/LEDGER-RATING.md §6).
 -- Amounts are integers in minor units of the asset.
 local B = require "ron.ledger.bigint"
+local L = require "ron.ledger.ledger"
+local ledger = require "ron.ledger"
+local store = require "ron.ledger.store"
+local task = require "ron.base.task"
 local usage = require "ron.ledger.usage"
+local verify = require "ron.ledger.verify"
 
 local format, hex = string.format, usage.hex
 
@@ -116,7 +121,6 @@ end
 local function open(o)
     local path = o.db or os.getenv("RON_LEDGER_DB")
     if not path then return nil, "--db PATH is required (or RON_LEDGER_DB)" end
-    local store = require "ron.ledger.store"
     local s, err
     if is_pg(path) then
         s, err = store.open { backend = "postgres", conninfo = path, connections = 1,
@@ -125,7 +129,6 @@ local function open(o)
         s, err = store.open { backend = "sqlite", path = path }
     end
     if not s then return nil, tostring(err) end
-    local L = require "ron.ledger.ledger"
     local led = L.new { store = s, book = o.book or "main", node = o.node or "cli" }
     return s, led
 end
@@ -257,7 +260,6 @@ function verbs.history(s, led, o, pos)
     local limit = tonumber(o.limit or "20")
     local list, err = led:history(id, { limit = limit })
     if not list then return nil, err end
-    local ledger = require "ron.ledger"
     for _, rec in ipairs(list) do
         local t = ledger.decode_transfer(rec.bytes)
         local parts = {}
@@ -284,7 +286,6 @@ function verbs.recover(s, led, o)
     local before, nodes = #pending, {}
     for _, sg in ipairs(pending) do nodes[sg.node or ""] = true end
     for node in pairs(nodes) do
-        local L = require "ron.ledger.ledger"
         local r, err = L.new { store = s, book = o.book or "main", node = node }:recover()
         if r == nil and err then return nil, err end
     end
@@ -294,7 +295,6 @@ function verbs.recover(s, led, o)
 end
 
 function verbs.verify(s, led, o)
-    local verify = require "ron.ledger.verify"
     local host = os.getenv("RA_BIN") or (arg and arg[-1]) or "ron-accounting"
     local sum = verify.run(s, { book = o.book or "main", file_ledger = o["file-ledger"],
                                 wal = o.wal, host = host, audit = o.audit,
@@ -362,7 +362,6 @@ function _M.main(args)
     local ok, rc, err
     if is_pg(path) then
         -- The PostgreSQL store talks async libpq on the host's loop: every call from a task.
-        local task = require "ron.accounting.runtime.task"
         local sched = task.new()
         local h = sched.spawn("ledger-cli", function() ok, rc, err = body() end)
         require("luv").run("default")

@@ -24,10 +24,12 @@
 -- another body is a Conflict. An intent is claimed (a row under a key no caller can send:
 -- 256 bytes of 0xff then the intent) before anything is reserved, so two sagas for one
 -- intent can never both pass their point of no return.
+local A = require "ron.ledger.attest"
 local B = require "ron.ledger.bigint"
 local codec = require "ron.ledger.codec"
 local ledger = require "ron.ledger"
 local phases = require "ron.ledger.phases"
+local task = require "ron.base.task"
 local view = require "ron.ledger.view"
 
 local error = error
@@ -1642,7 +1644,6 @@ function Ledger:_read_at_once(...)
         for _, f in ipairs(fs) do f() end
         return
     end
-    local task = require "ron.accounting.runtime.task"
     local hs = {}
     for i = 1, #fs - 1 do hs[i] = task.spawn("ledger_read", pcall, fs[i]) end
     local okl, el = pcall(fs[#fs])
@@ -1663,7 +1664,6 @@ function Ledger:_together(f, g)
         g()
         return
     end
-    local task = require "ron.accounting.runtime.task"
     local h = task.spawn("ledger_write", pcall, f)
     local ok2, e2 = pcall(g)
     local jok, ok1, e1 = h:join()
@@ -2135,7 +2135,6 @@ end
 -- took the seq). Idempotent per (origin, size): -> { event_seq, replayed }; another root
 -- for a carried (origin, size) is a Conflict (the audit log was rewritten).
 function Ledger:attest(cp)
-    local A = require "ron.ledger.attest"
     local parsed, perr = A.parse(type(cp) == "table" and cp.note or nil)
     if not parsed then return fail(ERR.InvalidRequest, "attest: " .. tostring(perr)) end
     if (cp.size and cp.size ~= parsed.size) or (cp.root and cp.root ~= parsed.root) then

@@ -21,7 +21,7 @@
 local bit = require "bit"
 local ffi = require "ffi"
 local B = require "ron.ledger.bigint"
-local C = require("ron.accounting.binding.lib").namespace()
+local b3 = require "ron.base.b3"
 
 local band, rshift = bit.band, bit.rshift
 local byte, char, sub, format = string.byte, string.char, string.sub, string.format
@@ -149,12 +149,7 @@ end
 
 -- ---- account ids (LED-R-7) ----
 
-local b3_out = ffi.new("uint8_t[32]")
-local function b3(s)
-    C.ra_b3(s, #s, b3_out)
-    return ffi.string(b3_out, 32)
-end
-_M.b3 = b3
+_M.b3 = b3.raw
 
 _M.TENANT_KINDS = { wallet = true, receivable = true, usage = true }
 _M.SYSTEM_KINDS = { revenue = true, usage_source = true, external = true }
@@ -174,7 +169,7 @@ function _M.account(kind, tenant)
     end
     local k = kind .. "\0" .. tenant
     return account_memo.v[k]
-        or memo_put(account_memo, k, sub(b3("ron-ledger usage account v1\0" .. k), 1, 16))
+        or memo_put(account_memo, k, sub(b3.raw("ron-ledger usage account v1\0" .. k), 1, 16))
 end
 
 -- ---- intent key (LED-R-5) ----

@@ -38,7 +38,10 @@
 --     names a transfer of this ledger names its event seq.
 -- Every problem is reported with its position: "transfer #n <id hex>", "posting <id>:<i>",
 -- "balance <account> <asset>", "stream <tenant>/<dimension> seq n".
+local acct = require "ron.accounting"
+local attest = require "ron.ledger.attest"
 local ledger = require "ron.ledger"
+local lo = require "ron.accounting.export.loss"
 local usage = require "ron.ledger.usage"
 local B = require "ron.ledger.bigint"
 
@@ -284,7 +287,6 @@ function _M.run(store, opts)
     for _, ev in ipairs(events) do
         if ev.kind == "usage.loss" then
             local rec = ev.data or ""
-            local lo = require "ron.accounting.export.loss"
             local link = rec:sub(77, 108)
             if not lo.seq(rec, link) then
                 problem(format("event seq %d", ev.seq), "a usage.loss event without a loss record")
@@ -367,7 +369,7 @@ function _M.run(store, opts)
     -- 9: carried audit checkpoints (ron.ledger.attest, LED-61): each parses and has its
     -- id; with audit_vkey its signature; with audit (a log directory) each is a root of that
     -- log, and the log's ledger records name this ledger's transfers at their event seqs.
-    require("ron.ledger.attest").check(events, { audit = opts.audit, book = book,
+    attest.check(events, { audit = opts.audit, book = book,
                                                  audit_vkey = opts.audit_vkey }, problem, sum)
     return sum
 end
@@ -423,7 +425,6 @@ end
 -- Cross-check against a file ledger directory: <dir>/<tenant>/<dimension>.ledger records
 -- (u32 LE n | n bytes | 32-byte trailer).
 function _M.file_ledger(dir, slices, problem, sum)
-    local acct = require "ron.accounting"
     local p = io.popen("cd '" .. dir:gsub("'", "'\\''") .. "' && ls */*.ledger 2>/dev/null")
     local files = {}
     for line in p:lines() do files[#files + 1] = line end

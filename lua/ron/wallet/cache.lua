@@ -16,7 +16,7 @@
 -- the read). A feed more than lag_events behind the ledger's head is lag: everything is
 -- dropped and the feed jumps to the head (bus_lagged_total). Entries are bounded: two
 -- generations of at most `entries` each (the most recently used survive).
-local lru = require "ron.accounting.runtime.lru"
+local lru = require "ron.base.lru"
 
 local floor = math.floor
 local pairs, setmetatable, type, error, pcall = pairs, setmetatable, type, error, pcall

@@ -1,6 +1,6 @@
 -- ron.wallet.daemon: the `wallet` block of the daemon's configuration (docs/WALLET.md,
 -- docs/reference/config.md "wallet keys"): the ledger store it runs on, the engine, the
--- service. ron.accounting.daemon calls it; nothing here is needed outside the daemon.
+-- service. ron.node calls it; nothing here is needed outside the daemon.
 --
 --   local wd = require "ron.wallet.daemon"
 --   local ok, err = wd.check_config(v, "wallet")
@@ -14,7 +14,8 @@
 -- rater writes, so usage shows in the wallet).
 local service = require "ron.wallet.service"
 local L = require "ron.ledger.ledger"
-local task = require "ron.accounting.runtime.task"
+local store = require "ron.ledger.store"
+local task = require "ron.base.task"
 
 local format = string.format
 local pairs, type, tostring = pairs, type, tostring
@@ -93,7 +94,6 @@ end
 -- In a task: opens the store (retrying every second until it opens or the wallet stops),
 -- finishes the sagas a crash left (recover), starts the workers and the feed.
 function _M.run(w)
-    local store = require "ron.ledger.store"
     while not w.stopping do
         local s, err = store.open(w.store_opts)
         if s then

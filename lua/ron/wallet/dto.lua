@@ -189,7 +189,7 @@ function _M.problem_body(p)
     return concat(parts)
 end
 
--- The HTTP server's own answers on the wallet's paths (ron.accounting.daemon.http's errors:
+-- The HTTP server's own answers on the wallet's paths (ron.node.http's errors:
 -- no route, another method, the loopback reserve's 503, and the refusals before any
 -- handler) as problems: status, detail, headers (Allow, Retry-After) and the header at
 -- fault (a control byte in Authorization: 401 bad_token, as an unknown token) -> the

@@ -22,15 +22,17 @@
 -- State is only touched between yields (the loop is single-threaded, no locks; seed 004 §4).
 -- Every map is bounded: in-flight keys by the queue and the commits running, the answer LRU
 -- and the balance cache by their capacities.
-local acct = require "ron.accounting"
 local B = require "ron.ledger.bigint"
+local b3 = require "ron.base.b3"
 local breaker = require "ron.wallet.breaker"
 local cache = require "ron.wallet.cache"
 local codec = require "ron.ledger.codec"
-local lru = require "ron.accounting.runtime.lru"
+local lru = require "ron.base.lru"
 local dto = require "ron.wallet.dto"
+local FAM = require "ron.wallet.families"
+local metrics = require "ron.base.metrics"
 local ledger_engine = require "ron.ledger.ledger"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 
 local format, concat, match, lower, byte, sub =
       string.format, table.concat, string.match, string.lower, string.byte, string.sub
@@ -287,7 +289,7 @@ function W:_auth(req)
                          { ["WWW-Authenticate"] = 'Bearer realm="ron-wallet"' })
     end
     local token = match(auth, "^[Bb][Ee][Aa][Rr][Ee][Rr] +([%w%-%._~%+/]+=*) *$")
-    local who = token and #token <= 4096 and self.tokens[acct.b3hex(token)]
+    local who = token and #token <= 4096 and self.tokens[b3.hex(token)]
     if not who then
         return nil, prob("bad_token", "unknown bearer token",
                          { ["WWW-Authenticate"] =
@@ -1015,7 +1017,7 @@ function W:ready()
     return #reasons == 0, reasons
 end
 
--- A usage.shortfall event (the rater, ron.accounting.export.exporters.ledger): a tenant's
+-- A usage.shortfall event (the rater, ron.ledger.exporter): a tenant's
 -- wallet did not cover a slice's charge; the rest went to its receivable. The wallet
 -- publishes it: a counter, a log line, the operator's hook (a gateway throttles the tenant;
 -- the metering keeps recording: usage is a fact). WLT-9.
@@ -1041,96 +1043,38 @@ end
 
 -- ---- metrics (docs/reference/metrics.md) ----
 
-local function family(out, name, typ, help)
-    out[#out + 1] = "# HELP " .. name .. " " .. help
-    out[#out + 1] = "# TYPE " .. name .. " " .. typ
-end
-
 function W:metrics_text()
-    local out, m = {}, self.m
-    family(out, "wallet_queue_depth", "gauge", "Jobs waiting in the commit queue.")
-    out[#out + 1] = format('wallet_queue_depth{queue="commit"} %d',
-                           self.queue and self.queue:depth() or 0)
-    family(out, "wallet_busy_rejections_total", "counter",
-           "Requests refused with 429 busy (commit queue or reads full), by endpoint.")
-    for _, e in ipairs(_M.ENDPOINTS) do
-        out[#out + 1] = format('wallet_busy_rejections_total{endpoint="%s"} %d', e, m.busy[e])
-    end
-    family(out, "wallet_io_timeouts_total", "counter", "Ledger calls over their timeout, by op.")
-    for _, op in ipairs { "commit", "read", "feed" } do
-        out[#out + 1] = format('wallet_io_timeouts_total{op="%s"} %d', op, m.io_timeouts[op] or 0)
-    end
-    family(out, "wallet_backoff_retries_total", "counter",
-           "Commits tried again after a retry-class failure.")
-    out[#out + 1] = format("wallet_backoff_retries_total %d", m.backoff_retries)
-    family(out, "wallet_bus_lagged_total", "counter",
-           "Times the event feed fell too far behind and the whole cache was dropped.")
-    out[#out + 1] = format('wallet_bus_lagged_total{bus="ledger"} %d', self.cache.lagged_total)
-    family(out, "wallet_worker_inflight", "gauge", "Workers busy with a job.")
-    out[#out + 1] = format("wallet_worker_inflight %d", m.worker_inflight)
+    local out, m, c = {}, self.m, self.cache
+    FAM.queue_depth:render(out, { { "commit", self.queue and self.queue:depth() or 0 } })
+    FAM.busy:render_map(out, m.busy, _M.ENDPOINTS)
+    FAM.io_timeouts:render_map(out, m.io_timeouts, { "commit", "read", "feed" })
+    FAM.retries:render(out, m.backoff_retries)
+    FAM.bus_lagged:render(out, { { "ledger", c.lagged_total } })
+    FAM.worker_inflight:render(out, m.worker_inflight)
     local tk = self.tasks
     local live = {}
     for _, k in ipairs(_M.TASK_KINDS) do live[k] = 0 end
     for _, k in pairs(tk.live) do live[k] = live[k] + 1 end
-    for _, f in ipairs { { "wallet_tasks_spawned_total", "counter",
-                           "The wallet's tasks spawned, by kind.", tk.spawned },
-                         { "wallet_tasks_finished_total", "counter",
-                           "The wallet's tasks that ended on their own, by kind.", tk.finished },
-                         { "wallet_tasks_aborted_total", "counter",
-                           "The wallet's tasks aborted at the drain deadline, by kind.",
-                           tk.aborted },
-                         { "wallet_tasks_inflight", "gauge",
-                           "The wallet's tasks running, by kind.", live } } do
-        family(out, f[1], f[2], f[3])
-        for _, k in ipairs(_M.TASK_KINDS) do
-            out[#out + 1] = format('%s{kind="%s"} %d', f[1], k, f[4][k])
-        end
-    end
-    family(out, "wallet_requests_total", "counter", "Wallet answers, by status code.")
-    local codes = {}
-    for c in pairs(m.requests) do codes[#codes + 1] = c end
-    table.sort(codes)
-    for _, c in ipairs(codes) do
-        out[#out + 1] = format('wallet_requests_total{code="%d"} %d', c, m.requests[c])
-    end
-    family(out, "wallet_commits_total", "counter",
-           "Money requests by outcome: committed, rejected (stored), replayed.")
-    out[#out + 1] = format('wallet_commits_total{outcome="committed"} %d', m.commits)
-    out[#out + 1] = format('wallet_commits_total{outcome="rejected"} %d', m.rejections)
-    out[#out + 1] = format('wallet_commits_total{outcome="replayed"} %d', m.replays)
-    family(out, "wallet_breaker_open", "gauge", "1 while the ledger's circuit breaker is open.")
-    out[#out + 1] = format("wallet_breaker_open %d", self.breaker:state() == "open" and 1 or 0)
-    family(out, "wallet_breaker_opens_total", "counter", "Times the breaker opened.")
-    out[#out + 1] = format("wallet_breaker_opens_total %d", self.breaker.opens_total)
-    family(out, "wallet_ledger_seq", "gauge", "The last ledger event the balance cache applied.")
-    out[#out + 1] = "wallet_ledger_seq " .. dec(self.cache.seq)
-    family(out, "wallet_staleness_ms", "gauge",
-           "Milliseconds since the balance cache last reached the ledger's head.")
-    out[#out + 1] = format("wallet_staleness_ms %d", self.cache:staleness_ms() or -1)
-    family(out, "wallet_cache_entries", "gauge", "Balances cached.")
-    out[#out + 1] = format("wallet_cache_entries %d", self.cache:size())
-    family(out, "wallet_dry_total", "counter",
-           "usage.shortfall events seen: a tenant's wallet did not cover a charge, by asset.")
-    local assets = {}
-    for a in pairs(self.dry.by_asset) do assets[#assets + 1] = a end
-    table.sort(assets)
-    for _, a in ipairs(assets) do
-        out[#out + 1] = format('wallet_dry_total{asset="%s"} %d', a, self.dry.by_asset[a])
-    end
-    family(out, "wallet_invalidation_lag_ms", "histogram",
-           "From a commit's acknowledgement to its cache entries dropped by the event " ..
-           "feed (the staleness SLO, measured).")
-    local c = self.cache
-    local acc = 0
-    for i, le in ipairs(cache.LAG_BUCKETS) do
+    FAM.tasks_spawned:render_map(out, tk.spawned, _M.TASK_KINDS)
+    FAM.tasks_finished:render_map(out, tk.finished, _M.TASK_KINDS)
+    FAM.tasks_aborted:render_map(out, tk.aborted, _M.TASK_KINDS)
+    FAM.tasks_inflight:render_map(out, live, _M.TASK_KINDS)
+    FAM.requests:render_map(out, m.requests)
+    FAM.commits:render(out, { { "committed", m.commits }, { "rejected", m.rejections },
+                              { "replayed", m.replays } })
+    FAM.breaker_open:render(out, self.breaker:state() == "open" and 1 or 0)
+    FAM.breaker_opens:render(out, self.breaker.opens_total)
+    FAM.ledger_seq:render(out, c.seq)
+    FAM.staleness:render(out, c:staleness_ms() or -1)
+    FAM.cache_entries:render(out, c:size())
+    FAM.dry:render_map(out, self.dry.by_asset)
+    local cum, acc = {}, 0
+    for i = 1, #cache.LAG_BUCKETS + 1 do
         acc = acc + c.lag_hist[i]
-        out[#out + 1] = format('wallet_invalidation_lag_ms_bucket{le="%d"} %d', le, acc)
+        cum[i] = acc
     end
-    acc = acc + c.lag_hist[#cache.LAG_BUCKETS + 1]
-    out[#out + 1] = format('wallet_invalidation_lag_ms_bucket{le="+Inf"} %d', acc)
-    out[#out + 1] = format("wallet_invalidation_lag_ms_sum %d", c.lag_sum)
-    out[#out + 1] = format("wallet_invalidation_lag_ms_count %d", c.lag_count)
-    return concat(out, "\n") .. "\n"
+    FAM.invalidation_lag:render_histogram(out, cache.LAG_BUCKETS, cum, c.lag_sum, c.lag_count)
+    return metrics.text(out)
 end
 
 function W:stats()

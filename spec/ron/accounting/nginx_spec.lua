@@ -3,7 +3,7 @@
 -- differ), and init() refuses to run outside nginx. The request path runs in a real
 -- nginx: tests/nginx/ (ctest -L nginx).
 require "support"
-local daemon = require "ron.accounting.daemon"
+local daemon = require "ron.node"
 local gw = require "ron.accounting.nginx"
 
 local function write_config(text)

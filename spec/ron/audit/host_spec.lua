@@ -7,7 +7,7 @@
 local S = require "support"
 local host = require "ron.audit.host"
 local audit = require "ron.audit"
-local offload = require "ron.accounting.runtime.offload"
+local offload = require "ron.audit.offload"
 
 local BIN = os.getenv("RA_BIN") or "build/ron-accounting"
 

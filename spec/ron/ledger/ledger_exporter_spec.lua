@@ -1,4 +1,4 @@
--- ron.accounting.export.exporters.ledger (docs/LEDGER-RATING.md §7, LED-R-8): slices sealed by
+-- ron.ledger.exporter (docs/LEDGER-RATING.md §7, LED-R-8): slices sealed by
 -- a real meter, rated and committed through the real engine (ron.ledger.ledger) into a
 -- store: the export contract (ok, dup, conflict, gap, head, accept_loss), balances equal to
 -- the rated usage exactly, the prepaid wallet drained first and the shortfall on the
@@ -7,7 +7,7 @@
 local S = require "support"
 local acct = require "ron.accounting"
 local exporter = require "ron.accounting.export.exporters"
-local lexp = require "ron.accounting.export.exporters.ledger"
+local lexp = require "ron.ledger.exporter"
 local rate = require "ron.ledger.rate"
 local usage = require "ron.ledger.usage"
 local verify = require "ron.ledger.verify"
@@ -67,13 +67,13 @@ local function charge_of(total)
 end
 
 if not has_engine then
-    pending("exporters.ledger: ron.ledger.ledger (the engine) is not in this tree")
+    pending("ron.ledger.exporter: ron.ledger.ledger (the engine) is not in this tree")
     return
 end
 
 for _, backend in ipairs(stores()) do
     local name, make = backend[1], backend[2]
-    describe("exporters.ledger on the " .. name .. " store", function()
+    describe("ron.ledger.exporter on the " .. name .. " store", function()
         local store, e, led
         before_each(function()
             store = make()
@@ -251,7 +251,7 @@ for _, backend in ipairs(stores()) do
             assert.same({}, assert(led:history(usage.account("revenue"))))
             assert.same({}, assert(led:history(usage.account("usage_source"))))
             if store.calls then
-                print(string.format("exporters.ledger put_many: %d slices in %d store calls",
+                print(string.format("ron.ledger.exporter put_many: %d slices in %d store calls",
                                     #batch, calls))
                 assert.is_true(calls < #batch * 3)
             end

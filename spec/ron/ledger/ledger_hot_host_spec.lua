@@ -15,7 +15,7 @@
 -- host) it is pending.
 local S = require "support"
 
-local HAS_HOST = pcall(require, "ron.accounting.net.postgres_c")
+local HAS_HOST = pcall(require, "ron.base.net.postgres_c")
 if not HAS_HOST then
     describe("hot account", function()
         pending("needs the ron-accounting host: ctest -R ledger-hot-account")
@@ -24,7 +24,7 @@ if not HAS_HOST then
 end
 
 local uv = require "luv"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local store = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local verify = require "ron.ledger.verify"

@@ -11,7 +11,7 @@
 -- Under plain busted (no host) it is pending.
 local S = require "support"
 
-local HAS_HOST = pcall(require, "ron.accounting.net.postgres_c")
+local HAS_HOST = pcall(require, "ron.base.net.postgres_c")
 if not HAS_HOST then
     describe("ledger engine on PostgreSQL", function()
         pending("needs the ron-accounting host: ctest -R lua-ledger-engine-pg-host")
@@ -20,7 +20,7 @@ if not HAS_HOST then
 end
 
 local uv = require "luv"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local store = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local sim = require "ron.ledger.sim"
@@ -104,12 +104,12 @@ describe("ledger engine on a real PostgreSQL", function()
         error("never settled: " .. req.intent)
     end
 
-    it("exporters.ledger: two put_many calls at once take turns, both answered (LED-64)",
+    it("ron.ledger.exporter: two put_many calls at once take turns, both answered (LED-64)",
        function()
         in_task(function()
             local s = fresh()
             local acct = require "ron.accounting"
-            local lexp = require "ron.accounting.export.exporters.ledger"
+            local lexp = require "ron.ledger.exporter"
             local card = assert(require("ron.ledger.rate").new({
                 version = "spec.1", currency = USD, period = "month",
                 dimensions = { bytes = { price = 1 } } }, "spec card"))

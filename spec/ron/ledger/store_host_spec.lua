@@ -1,7 +1,7 @@
 -- The Store conformance suite (spec/ron/ledger/store_conformance.lua) inside the host
 -- (ctest lua-ledger-store-host: `ron-accounting run spec/run-busted.lua
 -- spec/ron/ledger/store_host_spec.lua`), where each case runs in a task on the host's loop:
---   - PostgreSQL (ron.ledger.store.postgres over ron.accounting.net.postgres) against a real
+--   - PostgreSQL (ron.ledger.store.postgres over ron.base.net.postgres) against a real
 --     server the spec starts (tests/pg/pg-harness.sh), a fresh schema per case, a pool of 4
 --     connections so the racing cases really race;
 --   - SQLite offloaded to the libuv threadpool (sqlite.open { offload = true }): one call in
@@ -10,7 +10,7 @@
 local S = require "support"
 local conformance = require "ron.ledger.store_conformance"
 
-local HAS_HOST = pcall(require, "ron.accounting.net.postgres_c")
+local HAS_HOST = pcall(require, "ron.base.net.postgres_c")
 if not HAS_HOST then
     describe("store conformance inside the host", function()
         pending("needs the ron-accounting host: ctest -R lua-ledger-store-host")
@@ -19,7 +19,7 @@ if not HAS_HOST then
 end
 
 local uv = require "luv"
-local task = require "ron.accounting.runtime.task"
+local task = require "ron.base.task"
 local store = require "ron.ledger.store"
 local sqlite = require "ron.ledger.store.sqlite"
 local H = dofile(S.root .. "tests/pg/harness.lua")
@@ -204,7 +204,7 @@ describe("store on a real PostgreSQL", function()
     -- the list primitives' columns (ron.ledger.store.sql PG_ARRAY, LED-51): one binary array each
     it("pq.array: bytea[] and bigint[] parameters, NULLs, empty, misuse; pq.unhex", function()
         in_task(function()
-            local pq = require "ron.accounting.net.postgres_c"
+            local pq = require "ron.base.net.postgres_c"
             local s = make()
             local q = "SELECT coalesce(array_length($1::bytea[], 1), 0), "
                       .. "array_to_string(array(SELECT coalesce(encode(x, 'hex'), 'N') "
@@ -240,7 +240,7 @@ describe("store on a real PostgreSQL", function()
     it("pq pipeline: statements and syncs in one round trip, each sync one transaction, a "
        .. "failure aborts the rest of its transaction only (LED-67)", function()
         in_task(function()
-            local pq = require "ron.accounting.net.postgres_c"
+            local pq = require "ron.base.net.postgres_c"
             local s = make()
             local db = s.drv.db
             assert(db:exec("CREATE TABLE pipe_t (k int PRIMARY KEY, v bytea)"))

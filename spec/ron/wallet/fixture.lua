@@ -16,7 +16,7 @@
 -- at a chosen step).
 local S = require "support"
 local acct = require "ron.accounting"
-local http = require "ron.accounting.daemon.http"
+local http = require "ron.node.http"
 local store_mod = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local service = require "ron.wallet.service"

@@ -8,7 +8,7 @@
 -- daemon's plain answers.
 local S = require "support"
 
-if not package.preload["ron.accounting.net.http_server"] then
+if not package.preload["ron.base.net.http_server"] then
     describe("ron.wallet HTTP answers", function()
         pending("runs inside the host only (ctest lua-wallet-host)")
     end)

@@ -8,7 +8,7 @@
 --   - a transfer's created_at_ms is its commit's real time in milliseconds.
 local S = require "support"
 
-if not package.preload["ron.accounting.net.http_server"] then
+if not package.preload["ron.base.net.http_server"] then
     describe("ron.wallet money holes", function()
         pending("runs inside the host only (ctest lua-wallet-host)")
     end)

@@ -7,7 +7,7 @@
 -- cache, drain after; read-your-writes with min_seq and the measured invalidation lag.
 local S = require "support"
 
-if not package.preload["ron.accounting.net.http_server"] then
+if not package.preload["ron.base.net.http_server"] then
     describe("ron.wallet.service", function()
         pending("runs inside the host only (ctest lua-wallet-host)")
     end)

@@ -16,7 +16,7 @@
 -- inputs' deactivation and its outputs' insertion while another debit resolves.
 local S = require "support"
 
-if not package.preload["ron.accounting.net.http_server"] then
+if not package.preload["ron.base.net.http_server"] then
     describe("ron.wallet.service stalls", function()
         pending("runs inside the host only (ctest lua-wallet-pg-stall-host)")
     end)
@@ -26,7 +26,7 @@ end
 local uv = require "luv"
 local cjson = require "cjson.safe"
 local acct = require "ron.accounting"
-local http = require "ron.accounting.daemon.http"
+local http = require "ron.node.http"
 local store_mod = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local service = require "ron.wallet.service"

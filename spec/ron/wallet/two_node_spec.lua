@@ -11,7 +11,7 @@
 -- once: after settling, each key has one transfer and one answer on both nodes.
 local S = require "support"
 
-if not package.preload["ron.accounting.net.http_server"] then
+if not package.preload["ron.base.net.http_server"] then
     describe("ron.wallet two nodes", function()
         pending("runs inside the host only (ctest lua-wallet-host)")
     end)

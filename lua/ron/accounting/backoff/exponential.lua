@@ -1,4 +1,4 @@
 -- Forwarding stub for one release (0.1 -> 0.2): ron.accounting.backoff.exponential is now
--- ron.accounting.export.backoff.exponential (lua/ron/accounting/compat.lua lists every renamed
+-- ron.base.backoff.exponential (lua/ron/accounting/compat.lua lists every renamed
 -- module).
 return require("ron.accounting.compat").forward(...)

@@ -1,3 +1,3 @@
 -- Forwarding stub for one release (0.1 -> 0.2): ron.accounting.backoff is now
--- ron.accounting.export.backoff (lua/ron/accounting/compat.lua lists every renamed module).
+-- ron.base.backoff (lua/ron/accounting/compat.lua lists every renamed module).
 return require("ron.accounting.compat").forward(...)

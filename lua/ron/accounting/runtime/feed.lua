@@ -1,68 +1,47 @@
--- ron.accounting.runtime.feed: feeding the router: new slices from the rollover task, pending
--- ones (WAL replay, re-offers) into pending_slices, bounded (a full channel leaves the slice
--- pending). Methods of the runtime object (ron.accounting.runtime.rt); init.lua composes them.
+-- ron.accounting.runtime.feed: the rollover task and the WAL replay: seals on the threadpool
+-- (offload.rollover), then hands what entered the pending ring to the offers (re-offers
+-- first when something was shed). Owns the clock guard, the push number fed, the sealing
+-- error and the sealed count.
 local rt = require "ron.accounting.runtime.rt"
 local offload = require "ron.accounting.runtime.offload"
 local uv = require "luv"
 
-local floor, ipairs, next, tostring, tonumber =
-      math.floor, ipairs, next, tostring, tonumber
-local RT, skey, slice_key, log = rt.RT, rt.skey, rt.slice_key, rt.log
--- Offers one slice to pending_slices; false when full (counted, stays pending).
-function RT:offer(s)
-    local k = slice_key(s)
-    if self.offered[k] then return true end
-    local ok = self.pending_slices:try_send(s)
-    if not ok then
-        self.rejected.busy = self.rejected.busy + 1
-        if self.audit then
-            self:audit_emit("shed", { source = "runtime", reason = "busy", tenant = s.tenant,
-                                      dimension = s.dimension, seq = tonumber(s.id.seq) })
-        end
-        self.need_reoffer = true
-        return false
-    end
-    self.offered[k] = true
-    if not self.offered_at[k] then self.offered_at[k] = uv.now() end
-    return true
+local floor, ipairs, next, tostring, setmetatable = math.floor, ipairs, next, tostring,
+                                                     setmetatable
+local log = rt.log
+
+local _M = {}
+
+local F = {}
+F.__index = F
+_M.Feed = F
+
+-- o = { task, cfg, meter, offers, bus, life, stop_ch, clock, mono, tick_ms }
+function _M.new(o)
+    return setmetatable({
+        task = o.task, cfg = o.cfg, meter = o.meter, offers = o.offers, bus = o.bus,
+        life = o.life, stop_ch = o.stop_ch, clock = o.clock, mono = o.mono, tick_ms = o.tick_ms,
+        step = {}, clock_steps = 0, step_ahead_ms = nil, -- seal_now_ms's guard
+        fed = 0,              -- the meter's push number up to which slices were fed
+        seal_err = nil,       -- the last rollover's error while sealing fails
+        sealed_total = 0,     -- slices sealed by this runtime
+        last_tick_ms = nil, replayed = false,
+    }, F)
 end
 
--- Offers a list of pending slices, oldest first, until pending_slices is full (the rest is
--- re-offered later: need_reoffer). fresh (RT:feed's lists): a slice its stream has already
--- delivered (seq <= the last one answered ok or dup) is not offered again. The rollover's
--- and the ACK batch's pool calls both list "since push number fed" and may overlap: a late
--- list can hold a slice the other one fed, that was exported and ACKed meanwhile. Offered
--- again, it went to the ledger past the ACK LRU: a dup, but after its stream's later seqs
--- (G-17's order check caught it, "63 -> 1").
-function RT:offer_list(list, fresh)
-    for _, s in ipairs(list) do
-        local st = self.streams[skey(s.tenant, s.dimension)]
-        if fresh and st and st.acked_seq and s.id.seq <= st.acked_seq then
-            self.stale_listed = (self.stale_listed or 0) + 1 -- (specs read it)
-        elseif st and st.blocked_seq and s.id.seq > st.blocked_seq then
-            self.need_reoffer = true -- after the one its stream waits for (I-5)
-        elseif not (st and st.dead) and not self:offer(s) then
-            break
-        end
-    end
+-- The WAL replay at start: every pending slice, oldest first.
+function F:replay()
+    self.offers:reoffer()
+    self.replayed = true
 end
 
--- Every pending slice of the meter not in the pipeline yet, oldest first.
-function RT:reoffer()
-    self.need_reoffer = false
-    self:offer_list(self.meter:pending())
-end
-
--- What entered the pending ring since the last pool call (newly sealed slices, and slices
--- the WAL's backlog gave back as ACKs made room): offered in order. While older slices wait
--- for a re-offer (need_reoffer) these wait too: the router's re-offer walks the ring in
--- order, so a stream's later slice can never pass its earlier one (I-5).
-function RT:feed(fresh, last)
+-- What a pool call listed since push number fed (fresh) and the number to pass next time.
+function F:feed(fresh, last)
     if last then self.fed = last end
-    if fresh and #fresh > 0 and not self.need_reoffer then self:offer_list(fresh, true) end
+    self.offers:feed(fresh)
 end
 
-function RT:now_s()
+function F:now_s()
     if self.clock then return self.clock() end
     local c = self.meter._clock
     if c then return c() end
@@ -79,7 +58,7 @@ end
 -- clock was slow), the wall clock is followed again. Backward steps need no guard (I-15:
 -- nothing is sealed twice). The guard is off with an injected clock (the runtime's or the
 -- meter's) unless the caller injects the monotonic clock too (tests' clocks jump).
-function RT:seal_now_ms()
+function F:seal_now_ms()
     local wall = floor(self:now_s() * 1000)
     local tol = self.cfg.clock_step_tolerance_ms
     if not tol or ((self.clock or self.meter._clock) and not self.mono) then return wall end
@@ -114,50 +93,59 @@ function RT:seal_now_ms()
     return wall
 end
 
-function RT:rollover_loop()
-    local task = self.task
+-- How long until the next rollover: tick_ms, or to the next UTC window boundary.
+function F:wait_ms()
+    if self.tick_ms then return self.tick_ms end
     local win = self.meter:window_len()
-    while not self.stopping do
-        self.last_tick_ms = uv.now()
-        local wait_ms = self.tick_ms
-        if not wait_ms then
-            local now = self:now_s()
-            local nxt = (floor(now / win) + 1) * win
-            wait_ms = floor((nxt - now) * 1000) + 1
-        end
-        local _, err = task.select({ self.stop_ch }, wait_ms)
-        if err ~= "Timeout" then break end -- stop (Closed) or shutdown (Canceled)
-        local sealed, rerr, fresh, last = offload.rollover(self.meter, self:seal_now_ms(),
-                                                           self.fed)
-        if rerr then
-            -- logged when it starts or changes, not every tick; readiness shows it meanwhile
-            if self.seal_err ~= tostring(rerr) then log("rollover: %s", rerr) end
-            self.seal_err = tostring(rerr)
-        elseif self.seal_err then
-            log("rollover: sealing works again (was: %s)", self.seal_err)
-            self.seal_err = nil
-        end
-        self.last_tick_ms = uv.now()
-        if sealed then
-            self.sealed_total = self.sealed_total + #sealed
-            if next(self.subs) then
-                for _, sl in ipairs(sealed) do
-                    self:publish({ type = "SliceSealed", slice_id = self.slice_id(sl),
-                                   b3 = sl.b3 })
-                end
+    local now = self:now_s()
+    local nxt = (floor(now / win) + 1) * win
+    return floor((nxt - now) * 1000) + 1
+end
+
+-- One rollover in the pool; the error logged when it starts or changes (readiness shows it
+-- meanwhile). -> the pool call's fresh list and push number
+function F:rollover()
+    local sealed, rerr, fresh, last = offload.rollover(self.meter, self:seal_now_ms(), self.fed)
+    if rerr then
+        if self.seal_err ~= tostring(rerr) then log("rollover: %s", rerr) end
+        self.seal_err = tostring(rerr)
+    elseif self.seal_err then
+        log("rollover: sealing works again (was: %s)", self.seal_err)
+        self.seal_err = nil
+    end
+    self.last_tick_ms = uv.now()
+    if sealed then
+        self.sealed_total = self.sealed_total + #sealed
+        local bus = self.bus
+        if next(bus.subs) then
+            for _, sl in ipairs(sealed) do
+                bus:publish({ type = "SliceSealed", slice_id = rt.slice_id(sl), b3 = sl.b3 })
             end
         end
-        if self.stopping then break end
+    end
+    return fresh, last
+end
+
+function F:rollover_loop()
+    local task = self.task
+    while not self.life.stopping do
+        self.last_tick_ms = uv.now()
+        local _, err = task.select({ self.stop_ch }, self:wait_ms())
+        if err ~= "Timeout" then break end -- stop (Closed) or shutdown (Canceled)
+        local fresh, last = self:rollover()
+        if self.life.stopping then break end
         -- Re-offers first (older, shed earlier), then the new ones: reoffer() walks the
         -- whole pending ring, which holds the sealed slices as well, in order. When nothing
         -- was shed since the last walk every older pending slice is in the pipeline: what
         -- entered the ring since the last pool call is offered alone (no O(pending) walk
         -- per tick).
-        if self.need_reoffer then
-            self:reoffer()
+        if self.offers.need then
+            self.offers:reoffer()
             if last then self.fed = last end
         else
             self:feed(fresh, last)
         end
     end
 end
+
+return _M

@@ -38,11 +38,14 @@
 -- Tasks: wal_replay_task, rollover_task, exporter_router, exporter_worker-<tenant>-<dim>,
 -- health_task, ack_task (batched meter ACKs + one compaction per batch).
 --
--- Files: this one makes the object (start) and ends it (stop, wait); the methods live by
--- concern in feed.lua (rollover and re-offers into pending_slices), router.lua (policy and
--- lanes), worker.lua (per-stream export), stuck.lua (streams that cannot advance, the
--- operator's accept_loss), acks.lua (meter ACKs, compaction), readiness.lua
--- (C-6, degraded), bus.lua (C-10 hooks), metrics.lua; rt.lua holds the class.
+-- Files: one per concern, each an object that owns its state and is handed the others it
+-- calls (STYLE.md 9b; the C core's meter.c facade is the model): offers.lua (the ONE writer
+-- of what is offered, delivered and must be re-offered), feed.lua (rollover, WAL replay),
+-- router.lua (policy, lanes, streams), worker.lua (per-stream export), puts.lua (put_many
+-- batching), stuck.lua (streams that cannot advance, the operator's accept_loss), acks.lua
+-- (meter ACKs, compaction), readiness.lua (C-6, degraded), bus.lua (C-10 hooks),
+-- metrics.lua (the Prometheus text); rt.lua holds what they share (keys, the log). This one
+-- composes them (start) and is the runtime's facade (stop, wait, ready, metrics, ...).
 --
 -- Nothing is ever lost by a shed: every slice stays in the meter's pending ring (and its
 -- WAL) until an ACK. A slice that is shed (pending_slices full, lane full: OrderOverflow,
@@ -52,7 +55,7 @@
 -- sheds its later slices too (they are re-offered after N) until N comes back.
 --
 -- Offers are incremental: a tick offers the slices it sealed; the full walk of
--- meter:pending() (O(pending)) runs only on a tick after something was shed (need_reoffer),
+-- meter:pending() (O(pending)) runs only on a tick after something was shed (offers.need),
 -- i.e. only when some pending slice is not in the pipeline.
 --
 -- Bounded dispatch (G-22, docs/CONCURRENCY.md §7): with inflight_cap and/or
@@ -70,8 +73,8 @@
 -- the downstream's: N answered ok/dup). ack_task ACKs a batch (up to ack_batch) in one pool
 -- call; the WAL is compacted with a batch at most every compact_interval_ms, and once the
 -- ACKs stop for that long (the core rewrites a segment that is half ACKed on every
--- compaction: per-ACK compaction cost ~0.4 ms per ACK). N stays in `offered` until its
--- ACK is done.
+-- compaction: per-ACK compaction cost ~0.4 ms per ACK). N stays offered until its ACK is
+-- done.
 --
 -- Per-slice state is bounded: offered/offered_at by the slices in the pipeline, the ACK
 -- LRU by ack_lru, rt.events by events_cap. Bus events: SliceSealed { slice_id, b3 },
@@ -80,13 +83,25 @@
 -- Blocking calls (rollover's WAL fsync, ack's compaction, the file ledger's fsync) go
 -- through ron.accounting.runtime.offload (the libuv threadpool); pass offload.file{...} as the
 -- exporter for the file ledger.
+local acks_mod = require "ron.accounting.runtime.acks"
+local bus_mod = require "ron.accounting.runtime.bus"
 local exporter_mod = require "ron.accounting.export.exporters"
-local task = require "ron.accounting.runtime.task"
+local feed_mod = require "ron.accounting.runtime.feed"
+local metrics = require "ron.accounting.runtime.metrics"
+local offers_mod = require "ron.accounting.runtime.offers"
+local puts_mod = require "ron.accounting.runtime.puts"
+local readiness_mod = require "ron.accounting.runtime.readiness"
+local round_robin = require "ron.accounting.export.fairness.round_robin"
+local router_mod = require "ron.accounting.runtime.router"
+local rt = require "ron.accounting.runtime.rt"
+local stuck_mod = require "ron.accounting.runtime.stuck"
+local task = require "ron.base.task"
+local worker_mod = require "ron.accounting.runtime.worker"
 local uv = require "luv"
 
 local floor = math.floor
-local pairs, ipairs, type, error, setmetatable =
-      pairs, ipairs, type, error, setmetatable
+local pairs, ipairs, type, error, setmetatable, rawget =
+      pairs, ipairs, type, error, setmetatable, rawget
 
 local _M = {}
 
@@ -94,11 +109,11 @@ _M.DEFAULTS = { ordered_buffer_cap = 1024, pending_cap = 1024, op_budget_ms = 10
                 drain_deadline_ms = 5000, ack_lru = 4096,
                 events_cap = 4096, log_every_ms = 60000,
                 -- a forward step of the wall clock beyond this is held (feed.lua,
-                -- RT:seal_now_ms) until the clock comes back or it lasted confirm_ms
+                -- seal_now_ms) until the clock comes back or it lasted confirm_ms
                 clock_step_tolerance_ms = 60000, clock_step_confirm_ms = 600000,
                 ack_batch = 1024,                 -- slices per pooled ACK (1: one by one)
                 compact_interval_ms = 50,         -- WAL compaction at most this often
-                -- exporters with put_many; 1024: exporters.ledger rates a daemon's 1024
+                -- exporters with put_many; 1024: ron.ledger.exporter rates a daemon's 1024
                 -- streams at ~1.7x the rate of 4 calls of 256 at once (docs/LEDGER.md)
                 put_batch = 1024, put_parallel = 4,
                 -- bounded dispatch (G-22); false = no bound
@@ -111,16 +126,87 @@ _M.DEFAULTS = { ordered_buffer_cap = 1024, pending_cap = 1024, op_budget_ms = 10
                 ready_samples = 128,              -- sliding window of samples (bounded)
                 bus_cap = 1024 }                  -- per-subscriber queue (C-10)
 
-local rt = require "ron.accounting.runtime.rt"
-local RT = rt.RT
-_M._RT = RT
--- The concerns, each a file adding methods to RT (one per task kind of seed 001 §2).
-for _, concern in ipairs { "feed", "router", "worker", "stuck", "acks", "readiness", "bus",
-                           "metrics" } do
-    require("ron.accounting.runtime." .. concern)
+_M.slice_id = rt.slice_id
+_M._p95 = rt.p95 -- for specs
+-- The concerns' classes (specs guard their hot methods' traces; benchmarks drive one).
+_M._classes = { Offers = offers_mod.Offers, Router = router_mod.Router,
+                Workers = worker_mod.Workers, Puts = puts_mod.Puts,
+                Readiness = readiness_mod.Readiness }
+_M.puts = puts_mod
+
+-- The runtime object: the facade. Its methods are the runtime's API; its fields are the
+-- concerns (rt.offers, rt.feeder, rt.router, rt.workers, rt.acks, rt.stuck, rt.readiness,
+-- rt.bus); the counters and tables tests read are views of their owners' (VIEWS).
+local RT = {}
+local VIEWS = {
+    exports = "workers", retries = "workers", given_up = "workers", conflicts = "workers",
+    events = "workers",
+    rejected = "offers", offered = "offers", offered_at = "offers", lru = "offers",
+    lru_head = "offers", lru_tail = "offers", stale_listed = "offers",
+    stuck_n = "stuck", losses_accepted = "stuck", lost_slices = "stuck",
+    acked_total = "acks",
+    sealed_total = "feeder", seal_err = "feeder", clock_steps = "feeder", fed = "feeder",
+    streams = "router", inflight = "router", tenant_inflight = "router", fairness = "router",
+    bus_lagged = "bus", is_degraded = "readiness",
+}
+RT.__index = function(t, k)
+    local m = RT[k]
+    if m ~= nil then return m end
+    local owner = VIEWS[k]
+    if owner then return rawget(t, owner)[k] end
+    return nil
 end
-_M.slice_id = RT.slice_id
-_M._p95 = rt.p95 -- (readiness.lua) for specs
+
+local function config(opts)
+    local cfg = {}
+    for k, v in pairs(_M.DEFAULTS) do cfg[k] = opts[k] == nil and v or opts[k] end
+    for _, k in ipairs { "inflight_cap", "tenant_inflight_cap" } do
+        local v = cfg[k]
+        if v and (type(v) ~= "number" or v < 1 or v ~= floor(v)) then
+            error("runtime.start: " .. k .. " must be an integer >= 1 or nil", 3)
+        end
+    end
+    return cfg
+end
+
+-- The concerns, each with its own state, handed the others it calls.
+local function compose(self, opts)
+    local cfg, sched, meter, exporter = self.cfg, self.task, opts.meter, opts.exporter
+    local life, stop_ch, audit = self.life, self.stop_ch, opts.audit
+    local batched = cfg.put_batch > 1 and type(exporter.put_many) == "function"
+    self.bus = bus_mod.new { task = sched, cfg = cfg, tasks = self.tasks }
+    self.offers = offers_mod.new { pending = self.pending_slices, ack_lru = cfg.ack_lru,
+                                   list_pending = function() return meter:pending() end,
+                                   audit = audit }
+    self.feeder = feed_mod.new { task = sched, cfg = cfg, meter = meter, offers = self.offers,
+                                 bus = self.bus, life = life, stop_ch = stop_ch,
+                                 clock = opts.clock, mono = opts.mono, tick_ms = opts.tick_ms }
+    self.router = router_mod.new { task = sched, cfg = cfg, pending = self.pending_slices,
+                                   fairness = opts.fairness or round_robin.new(),
+                                   offers = self.offers, life = life, batched = batched }
+    self.stuck = stuck_mod.new { streams = self.router.streams, exporter = exporter,
+                                 feeder = self.feeder, audit = audit }
+    self.readiness = readiness_mod.new { task = sched, cfg = cfg, meter = meter,
+                                         feeder = self.feeder, stuck = self.stuck, life = life,
+                                         stop_ch = stop_ch, tick_ms = opts.tick_ms,
+                                         audit = audit }
+    self.acks = acks_mod.new { task = sched, cfg = cfg, meter = meter, offers = self.offers,
+                               feeder = self.feeder, readiness = self.readiness, bus = self.bus }
+    self.workers = worker_mod.new {
+        task = sched, cfg = cfg, exporter = exporter, backoff = opts.backoff,
+        offers = self.offers, stop_ch = stop_ch, audit = audit,
+        puts = batched and puts_mod.new { task = sched, exporter = exporter,
+                                          put_batch = cfg.put_batch,
+                                          put_parallel = cfg.put_parallel } or nil }
+    local w = self.workers
+    w.router, w.acks, w.stuck, w.readiness = self.router, self.acks, self.stuck, self.readiness
+    self.router.acks, self.router.workers = self.acks, w
+    self.stuck.workers = w
+end
+
+local function spawn(self, name, fn, obj)
+    self.tasks[#self.tasks + 1] = task.spawn(name, fn, obj)
+end
 
 function _M.start(opts)
     if type(opts) ~= "table" or not opts.meter or not opts.exporter then
@@ -132,68 +218,18 @@ function _M.start(opts)
         error("runtime.start: the exporter blocks the loop (blocking = true); run it on the "
               .. "libuv threadpool (for exporters.file: offload.file { dir = ... })", 2)
     end
-    local cfg = {}
-    for k, v in pairs(_M.DEFAULTS) do cfg[k] = opts[k] == nil and v or opts[k] end
-    for _, k in ipairs { "inflight_cap", "tenant_inflight_cap" } do
-        local v = cfg[k]
-        if v and (type(v) ~= "number" or v < 1 or v ~= floor(v)) then
-            error("runtime.start: " .. k .. " must be an integer >= 1 or nil", 2)
-        end
-    end
-    local self = setmetatable({
-        task = task.current(), meter = opts.meter, exporter = opts.exporter, cfg = cfg,
-        fairness = opts.fairness or require("ron.accounting.export.fairness.round_robin").new(),
-        backoff = opts.backoff, clock = opts.clock,
-        tick_ms = opts.tick_ms, mono = opts.mono,
-        audit = opts.audit,    -- function(kind, attrs): the audit trail (RT:audit_emit)
-        step = {}, clock_steps = 0, step_ahead_ms = nil, -- RT:seal_now_ms
-        streams = {},          -- key -> { lane, worker, blocked_seq, dead, tenant, dim }
-        offered = {},          -- slice key -> true while in the pipeline
-        fed = 0,               -- the meter's push number up to which slices were fed
-        lru = {}, lru_q = {}, lru_head = 1, lru_tail = 0,
-        exports = {}, rejected = {}, retries = 0, conflicts = {}, events = {},
-        given_up = 0,          -- export ops that ended at the budget without an ACK
-        stuck_n = 0,           -- streams that cannot advance (gap, conflict): stuck.lua
-        losses_accepted = 0, lost_slices = 0, -- RT:accept_loss
-        seal_err = nil,        -- the last rollover's error while sealing fails
-        tasks = {}, workers = {},
-        stopping = false,
-        started_ms = uv.now(), last_tick_ms = nil,
-        backlog_samples = { n = 0, i = 0 }, latency_samples = { n = 0, i = 0 },
-        offered_at = {},       -- slice key -> uv.now() when offered
-        need_reoffer = true,   -- some pending slice may not be in the pipeline
-        sealed_total = 0, acked_total = 0, -- slices sealed by this runtime; meter ACKs done
-        inflight = 0, tenant_inflight = {}, -- bounded dispatch: slices in lanes/exporting
-        breach_since = nil, healthy_since = nil, is_degraded = false,
-        subs = {}, bus_lagged = 0, next_sub = 0,
-    }, RT)
-    for _, s in ipairs(exporter_mod.COUNTED) do self.exports[s] = 0 end
-    self.rejected.order_overflow, self.rejected.busy = 0, 0
-    self.rejected.blocked = 0
-    self.stop_ch = task.channel(1, "runtime_stop")
-    self.pending_slices = task.channel(cfg.pending_cap, "pending_slices")
-    if cfg.put_batch > 1 and type(self.exporter.put_many) == "function" then
-        self.put_q, self.put_flushing = { n = 0 }, 0
-    end
-    self.bounded = cfg.inflight_cap or cfg.tenant_inflight_cap
-    if self.bounded then
-        self.room = task.channel(1, "router_room") -- a worker finished a slice
-        local tin, tcap = self.tenant_inflight, cfg.tenant_inflight_cap
-        self.eligible = tcap and function(tenant) return (tin[tenant] or 0) < tcap end
-    end
+    local self = setmetatable({ task = task.current(), meter = opts.meter,
+                                exporter = opts.exporter, cfg = config(opts), tasks = {},
+                                stop_ch = task.channel(1, "runtime_stop") }, RT)
+    self.life = { stopping = false, stop = function() self:stop() end }
+    self.pending_slices = task.channel(self.cfg.pending_cap, "pending_slices")
+    compose(self, opts)
     task.on_shutdown(function() self:stop() end)
-
-    self.tasks[#self.tasks + 1] = task.spawn("wal_replay_task", function()
-        self:reoffer()
-        self.replayed = true
-    end)
-    self.tasks[#self.tasks + 1] = task.spawn("rollover_task", function() self:rollover_loop() end)
-    self.tasks[#self.tasks + 1] = task.spawn("exporter_router", function() self:router() end)
-    self.tasks[#self.tasks + 1] = task.spawn("health_task", function() self:health_loop() end)
-    if cfg.ack_batch > 1 then
-        self.ack_ch = task.channel(cfg.pending_cap, "ack_queue")
-        self.ack_task = task.spawn("ack_task", function() self:ack_loop() end)
-    end
+    spawn(self, "wal_replay_task", self.feeder.replay, self.feeder)
+    spawn(self, "rollover_task", self.feeder.rollover_loop, self.feeder)
+    spawn(self, "exporter_router", self.router.run, self.router)
+    spawn(self, "health_task", self.readiness.loop, self.readiness)
+    if self.acks.ch then self.ack_task = task.spawn("ack_task", self.acks.loop, self.acks) end
     return self
 end
 
@@ -201,12 +237,13 @@ end
 -- control
 
 function RT:stop()
-    if self.stopping then return false end
-    self.stopping = true
+    local life = self.life
+    if life.stopping then return false end
+    life.stopping = true
     self.stop_ch:close()
     self.pending_slices:close()
-    if self.room then self.room:close() end
-    for _, sub in pairs(self.subs) do sub.wake:close() end -- deliver what is queued, end
+    if self.router.room then self.router.room:close() end
+    self.bus:close() -- deliver what is queued, end
     return true
 end
 
@@ -229,12 +266,23 @@ function RT:wait()
         end
     end
     join_all(self.tasks)
-    join_all(self.workers)
+    join_all(self.router.worker_tasks)
     if self.ack_task then -- the workers are done: the last ACKs, then the ack task ends
-        self.ack_ch:close()
+        self.acks.ch:close()
         join_all({ self.ack_task })
     end
     return { finished = finished, aborted = aborted }
 end
+
+function RT:ready() return self.readiness:ready() end
+function RT:backlog() return self.readiness:backlog() end
+function RT:metrics() return metrics.table(self) end
+function RT:metrics_text() return metrics.text(self) end
+function RT:subscribe(fn, opts) return self.bus:subscribe(fn, opts) end
+function RT:accept_loss(tenant, dimension, reason)
+    return self.stuck:accept_loss(tenant, dimension, reason)
+end
+function RT:stuck_list() return self.stuck:list() end
+function RT:now_s() return self.feeder:now_s() end
 
 return _M

@@ -1,6 +1,7 @@
--- ron.accounting.runtime.offload: the blocking calls of the export path, run on the libuv
--- threadpool (uv.new_work) so the loop thread never blocks (issue 4, docs/CONCURRENCY.md).
--- The ONE place where the runtime does blocking I/O:
+-- ron.accounting.runtime.offload: the meter's blocking calls and the file ledger, run on the
+-- libuv threadpool through ron.base.offload (its bodies: ron.accounting.runtime.offload_work)
+-- so the loop thread never blocks (issue 4, docs/CONCURRENCY.md). The ONE place where the
+-- export runtime does blocking I/O:
 --
 --   offload.rollover(meter, now_ms[, since]) -> slices, err, fresh, last | nil, err
 --                                      (WAL fsync; slices: the sealed ones now in the
@@ -18,28 +19,21 @@
 --                                      pool (append + fsync); head() and close() too; and
 --                                      put_many(slices) (one pool call for several puts),
 --                                      accept_loss{...} (the operator's, see file.lua)
+--   offload.in_flight()             -> pool requests not answered yet (ron.base.offload's)
 --
--- Every call must come from a task (ron.accounting.runtime.task): it queues the work, then waits
--- on a one-slot channel that the after-work callback (loop thread) fills.
---
--- The work function runs in another Lua VM (one per pool thread, kept by luv), so only
--- plain values cross: the meter's ra_meter_t * and a slice's ra_slice_t * as numbers
--- (uintptr_t), package.path, integers. The worker VM calls the C API through the host's
--- exported ra_* symbols (ron.accounting.binding.lib finds ffi.C there). The objects behind the
--- pointers stay alive because the caller's side keeps them referenced (`keep`) until the
--- after-work callback ran, even when the waiting task was aborted meanwhile. The meter's
--- C calls are thread-safe (rollover and ack take its seal mutex); a meter must not be
--- closed while offloaded calls on it are in flight (runtime:wait() ends them first).
---
--- After task.shutdown() every wait returns "Canceled" at once; the wait for a result in
--- flight then polls (one loop turn per try) until the pool answers: a few milliseconds
--- at most (one fsync), never a lost result.
-local uv = require "luv"
+-- Every call must come from a task (ron.base.task). The pool VMs get the meter's
+-- ra_meter_t * and a slice's ra_slice_t * as numbers (uintptr_t) and call the C API through
+-- the host's exported ra_* symbols (ron.accounting.binding.lib finds ffi.C there). The
+-- meter's C calls are thread-safe (rollover and ack take its seal mutex); a meter must not
+-- be closed while offloaded calls on it are in flight (runtime:wait() ends them first).
 local ffi = require "ffi"
-local task = require "ron.accounting.runtime.task"
+local offload = require "ron.base.offload"
+local slice = require "ron.accounting.binding.slice"
+local file = require "ron.accounting.export.exporters.file"
+require "ron.accounting.runtime.offload_work" -- defines ra_offload_head_t, ra_offload_put_t
+local C = require("ron.accounting.binding.lib").namespace()
 
-local tonumber, tostring, type, error, setmetatable, pairs, ipairs =
-      tonumber, tostring, type, error, setmetatable, pairs, ipairs
+local tonumber, type, error, setmetatable, ipairs = tonumber, type, error, setmetatable, ipairs
 
 local _M = {}
 
@@ -47,77 +41,16 @@ local function ptr_num(p)
     return tonumber(ffi.cast("uintptr_t", p))
 end
 
--- Requests in flight: id -> { ch = channel, keep = objects kept alive }.
-local inflight, next_id = {}, 0
-local works = {}
+local pool = offload.pool("ron.accounting.runtime.offload_work")
+local call = pool.call
+_M.in_flight = offload.in_flight
 
-local function after(id, ...)
-    if id == nil then return end -- cannot happen: every work body is protected
-    local req = inflight[id]
-    inflight[id] = nil
-    if req and not req.ch:is_closed() then req.ch:try_send({ id, ... }) end
-end
-
--- The one work function (dumped once, run by every pool VM): requires the bodies
--- (ron.accounting.runtime.offload_work) once per VM and runs one under pcall, so the answer always
--- carries the request id (a raising body would otherwise leave its caller waiting). It has
--- no upvalues: luv ships it to the pool's VMs as bytecode.
-local function PROTECTED(kind, id, path, ...)
-    local work = _G.RA_OFFLOAD_WORK
-    if not work then
-        _G.package.path = path
-        local ok, w = _G.pcall(_G.require, "ron.accounting.runtime.offload_work")
-        if not ok then return id, nil, "Failed: " .. _G.tostring(w) end
-        work = w
-        _G.RA_OFFLOAD_WORK = w
-    end
-    local r = { _G.pcall(work[kind], ...) }
-    if not r[1] then return id, nil, "Failed: " .. _G.tostring(r[2]) end
-    return id, _G.unpack(r, 2, _G.table.maxn(r))
-end
-
--- Queues kind(...) in the pool and waits (inside a task) for its results. With deadline_ms,
--- on_late() is called once when the answer is not there by then (an I/O deadline: the wait
--- goes on, since the call cannot be taken back).
-local function call_late(kind, keep, deadline_ms, on_late, ...)
-    local w = works.protected
-    if not w then
-        w = uv.new_work(PROTECTED, after)
-        works.protected = w
-    end
-    next_id = next_id + 1
-    local id = next_id
-    local ch = task.channel(1, "offload")
-    inflight[id] = { ch = ch, keep = keep }
-    local ok, err = w:queue(kind, id, package.path, ...)
-    if not ok then
-        inflight[id] = nil
-        return nil, "IoError: uv work queue failed: " .. tostring(err)
-    end
-    while true do
-        local res, rerr = ch:recv(deadline_ms)
-        if res then return res end
-        if rerr == "Timeout" then
-            deadline_ms = nil
-            on_late()
-        elseif rerr ~= "Canceled" then
-            return nil, rerr
-        end
-        -- shut down: keep polling for the answer in flight (see the header)
-    end
-end
-
-local function call(kind, keep, ...)
-    return call_late(kind, keep, nil, nil, ...)
-end
-
-local function errmsg(C, rc)
+local function errmsg(rc)
     return ffi.string(C.ra_err_name(rc)) .. ": " .. ffi.string(C.ra_strerror(rc))
 end
 
 -- Slice objects from the pointers' bytes a pool call returned (NULL entries left out).
 local function wrap_ptrs(bytes)
-    local slice = require "ron.accounting.binding.slice"
     local list = {}
     if not bytes or #bytes == 0 then return list end
     local ps = ffi.cast("ra_slice_t * const *", bytes)
@@ -128,7 +61,6 @@ local function wrap_ptrs(bytes)
 end
 
 function _M.rollover(meter, now_ms, since)
-    local C = require("ron.accounting.binding.lib").namespace()
     if type(now_ms) ~= "number" or now_ms < 0 then
         error("offload.rollover: now_ms must be a number >= 0", 2)
     end
@@ -142,15 +74,13 @@ function _M.rollover(meter, now_ms, since)
     if rc == nil then return nil, list end -- a failed body: "Failed: ..."
     local sealed, fresh, last = wrap_ptrs(list), wrap_ptrs(res[5]), res[6] or since
     if rc ~= 0 then
-        if #sealed == 0 and res[4] == 0 then return nil, errmsg(C, rc), fresh, last end
-        return sealed, errmsg(C, rc), fresh, last
+        if #sealed == 0 and res[4] == 0 then return nil, errmsg(rc), fresh, last end
+        return sealed, errmsg(rc), fresh, last
     end
     return sealed, nil, fresh, last
 end
 
 function _M.ack(meter, s, since) -- since nil: no fresh list (see RT:ack)
-    local C = require("ron.accounting.binding.lib").namespace()
-    local slice = require "ron.accounting.binding.slice"
     local m = meter:cdata()
     if m == nil then error("offload.ack: the meter is closed", 2) end
     local p = slice.ptr(s)
@@ -163,16 +93,14 @@ function _M.ack(meter, s, since) -- since nil: no fresh list (see RT:ack)
     if rc == C.RA_ENOTFOUND then
         return nil, "NotFound: the slice is not pending on this meter (ACKed already?)"
     end
-    if rc ~= 0 then return nil, errmsg(C, rc) end
-    return true, crc ~= 0 and errmsg(C, crc) or nil, fresh, last
+    if rc ~= 0 then return nil, errmsg(rc) end
+    return true, crc ~= 0 and errmsg(crc) or nil, fresh, last
 end
 
 -- Acks every slice of the list, then compacts once (unless compact == false): { true | "Code:
 -- message" per slice }, then the compaction's error if any; nil, err when the pool call itself
 -- failed.
 function _M.ack_many(meter, slices, compact, since)
-    local C = require("ron.accounting.binding.lib").namespace()
-    local slice = require "ron.accounting.binding.slice"
     local m = meter:cdata()
     if m == nil then error("offload.ack_many: the meter is closed", 2) end
     local n = #slices
@@ -196,11 +124,11 @@ function _M.ack_many(meter, slices, compact, since)
         elseif rc == C.RA_ENOTFOUND then
             out[i] = "NotFound: the slice is not pending on this meter (ACKed already?)"
         else
-            out[i] = errmsg(C, rc)
+            out[i] = errmsg(rc)
         end
     end
     local crc = res[3]
-    return out, crc ~= 0 and errmsg(C, crc) or nil, wrap_ptrs(res[4]), res[5] or since
+    return out, crc ~= 0 and errmsg(crc) or nil, wrap_ptrs(res[4]), res[5] or since
 end
 
 -- exporters.file with its blocking calls in the pool. Each pool thread keeps its own
@@ -218,7 +146,7 @@ function _M.file(opts)
     end
     -- Create the directory and marker now (once, at configuration time, before the
     -- runtime runs) so a bad dir fails here.
-    local ledger, err = require("ron.accounting.export.exporters.file").new(opts)
+    local ledger, err = file.new(opts)
     if not ledger then return nil, err end
     ledger:close()
     return setmetatable({ dir = opts.dir, fsync = opts.fsync ~= false, puts = 0, calls = 0,
@@ -226,7 +154,6 @@ function _M.file(opts)
 end
 
 function F:put(s)
-    local slice = require "ron.accounting.binding.slice"
     if slice.ptr(s) == nil then error("offload.file: put expects a slice", 2) end
     -- one put is a batch of one: a single work body keeps the pool's ledger cache
     local res, err = self:put_many({ s })
@@ -244,7 +171,6 @@ end
 -- put of the stream while one is in flight, which the runtime never sends, goes without
 -- the table); the ledger still checks the size under the stream's lock before trusting
 -- it, as it does its own cache.
-require "ron.accounting.runtime.offload_work" -- defines ra_offload_head_t, ra_offload_put_t
 local CODES = { [string.byte("o")] = "ok", [string.byte("d")] = "dup",
                 [string.byte("c")] = "conflict", [string.byte("g")] = "gap",
                 [string.byte("!")] = "!", [string.byte("?")] = "?" }
@@ -255,7 +181,6 @@ local put_buf, put_cap = nil, 0
 -- Several puts (of different streams: the runtime's batcher) in one pool call, in order.
 -- -> { { status, detail } | { nil, err } per slice } | nil, err (the call itself failed)
 function F:put_many(slices)
-    local slice = require "ron.accounting.binding.slice"
     local n = #slices
     if n > put_cap then
         put_cap = math.max(n, 256)
@@ -330,8 +255,10 @@ end
 -- exporters.file's accept_loss (it writes and fsyncs: in the pool) -> { from, to } | nil, err
 function F:accept_loss(o)
     if type(o) ~= "table" then error("offload.file: accept_loss expects a table", 2) end
-    local res, err = call("file_accept_loss", nil, self.dir, self.fsync, o.tenant, o.dimension,
-                          o.through_seq, o.link_b3, o.reason, o.now_s)
+    -- (the stream as one argument: a pool body takes at most offload.MAX_ARGS)
+    local res, err = call("file_accept_loss", nil, self.dir, self.fsync,
+                          tostring(o.tenant) .. "/" .. tostring(o.dimension), o.through_seq,
+                          o.link_b3, o.reason, o.now_s)
     if not res then return nil, err end
     if res[2] == nil then return nil, res[4] end
     return { from = res[2], to = res[3] }
@@ -350,33 +277,5 @@ function F:list_heads()
 end
 
 function F:close() return true end
-
--- The audit trail's group commit in the pool (ron.audit.host): log is a ron.audit log whose
--- one writer waits here; chunk (optional) a chunk taken from its queue (log:take()), appended
--- in the same pool call before the sync (rau_log_append_packed: the hashing, off the loop).
--- -> rc (0 or a RAU_E* code), appended, duplicates | nil, err. on_late() runs once when the
--- answer is not there after deadline_ms (seed 002 I-4: the WAL I/O deadline). The chunk's
--- bytes are read by the pool until the answer: the caller reuses them only after an rc.
-function _M.audit_sync(log, deadline_ms, on_late, chunk)
-    local p = log:ptr()
-    if not p then return nil, "Closed: log closed" end
-    local res, err
-    if chunk then
-        res, err = call_late("audit_sync", { log, chunk }, deadline_ms, on_late, p,
-                             ptr_num(chunk.buf), chunk.len)
-    else
-        res, err = call_late("audit_sync", { log }, deadline_ms, on_late, p)
-    end
-    if not res then return nil, err end
-    if res[2] == nil then return nil, res[3] end
-    return res[2], res[3], res[4]
-end
-
--- Requests still in flight (0 once every answer came back).
-function _M.in_flight()
-    local n = 0
-    for _ in pairs(inflight) do n = n + 1 end
-    return n
-end
 
 return _M

@@ -1,12 +1,15 @@
 -- ron.accounting.runtime.offload_work: the bodies that ron.accounting.runtime.offload runs on
--- the libuv threadpool. Each pool thread's Lua VM (kept by luv) requires this module once and
--- keeps it, so a body's code is not shipped with every call (it was: ~21 KB of bytecode copied
--- and interned per call) and its loops keep their JIT traces from one call to the next.
+-- the libuv threadpool (through ron.base.offload, the one gateway). Each pool thread's Lua VM
+-- (kept by luv) requires this module once and keeps it, so a body's code is not shipped with
+-- every call (it was: ~21 KB of bytecode copied and interned per call) and its loops keep
+-- their JIT traces from one call to the next.
 --
 -- Only plain values cross between the VMs: pointers as numbers (uintptr_t), strings,
--- integers, booleans. A body returns plain values too; offload.lua's PROTECTED wrapper
+-- integers, booleans. A body returns plain values too; ron.base.offload's PROTECTED wrapper
 -- runs it under pcall, so an error still answers its request.
 local ffi = require "ffi"
+local file = require "ron.accounting.export.exporters.file"
+local slice = require "ron.accounting.binding.slice"
 local C = require("ron.accounting.binding.lib").namespace()
 
 local tonumber, tostring, pcall, ipairs, format, concat =
@@ -79,7 +82,7 @@ local function ledger_for(dir, fsync)
     local ledger = ledgers[key]
     if not ledger then
         local err
-        ledger, err = require("ron.accounting.export.exporters.file").new {
+        ledger, err = file.new {
             dir = dir, fsync = fsync }
         if not ledger then return nil, err end
         ledgers[key] = ledger
@@ -91,7 +94,6 @@ end
 local LETTER = { ok = "o", dup = "d", conflict = "c", gap = "g", ["!"] = "!" }
 
 function _M.file_put_many(dir, fsync, list, hnum)
-    local slice = require "ron.accounting.binding.slice"
     local ledger, err = ledger_for(dir, fsync)
     if not ledger then return nil, err end
     local heads = ffi.cast("ra_offload_head_t *", hnum)
@@ -130,15 +132,16 @@ function _M.file_put_many(dir, fsync, list, hnum)
 end
 
 function _M.file_head(dir, tenant, dimension)
-    local ledger, err = require("ron.accounting.export.exporters.file").new { dir = dir }
+    local ledger, err = file.new { dir = dir }
     if not ledger then return nil, nil, err end
     local h, herr = ledger:head(tenant, dimension)
     if not h then return nil, nil, herr end
     return h.seq, h.b3
 end
 
-function _M.file_accept_loss(dir, fsync, tenant, dimension, through, link, reason, now_s)
-    local ledger, err = require("ron.accounting.export.exporters.file").new {
+function _M.file_accept_loss(dir, fsync, stream, through, link, reason, now_s)
+    local tenant, dimension = stream:match("^([^/]*)/(.*)$")
+    local ledger, err = file.new {
         dir = dir, fsync = fsync }
     if not ledger then return nil, nil, err end
     local r, rerr = ledger:accept_loss { tenant = tenant, dimension = dimension,
@@ -149,7 +152,7 @@ function _M.file_accept_loss(dir, fsync, tenant, dimension, through, link, reaso
 end
 
 function _M.file_heads(dir)
-    local ledger, err = require("ron.accounting.export.exporters.file").new { dir = dir }
+    local ledger, err = file.new { dir = dir }
     if not ledger then return nil, err end
     local hs, herr = ledger:list_heads()
     if not hs then return nil, herr end
@@ -158,24 +161,6 @@ function _M.file_heads(dir)
         parts[i] = h.tenant .. " " .. h.dimension .. " " .. format("%.0f", h.seq) .. " " .. h.b3
     end
     return concat(parts, "\n")
-end
-
--- The audit trail's group commit (ron.audit.host): the chunk of packed events (when given:
--- its address and length) appended with rau_log_append_packed, then rau_log_sync, on a log
--- handle the loop thread does not touch until this answers (its sink worker is the chain's
--- one writer). -> rc, appended, duplicates
-local batch_res
-function _M.audit_sync(lnum, bnum, blen)
-    local A = require "ron.audit.lib"
-    local l = ffi.cast("rau_log_t *", lnum)
-    local appended, dups = 0, 0
-    if bnum then
-        batch_res = batch_res or ffi.new("rau_batch_result_t[1]")
-        local rc = A.rau_log_append_packed(l, ffi.cast("const uint8_t *", bnum), blen, batch_res)
-        appended, dups = tonumber(batch_res[0].appended), tonumber(batch_res[0].duplicates)
-        if rc ~= 0 then return rc, appended, dups end
-    end
-    return A.rau_log_sync(l), appended, dups
 end
 
 return _M

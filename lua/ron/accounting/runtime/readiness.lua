@@ -1,53 +1,72 @@
 -- ron.accounting.runtime.readiness: readiness (C-6): rollover running and the exporter ok; a
--- sustained breach sets degraded (I-8); backlog and ACK-latency samples in bounded rings.
--- Methods of the runtime object (ron.accounting.runtime.rt); init.lua composes them.
+-- sustained breach sets degraded (I-8). Owns the backlog and ACK-latency samples (bounded
+-- rings), the breach/health timers and the degraded flag.
 local rt = require "ron.accounting.runtime.rt"
 local uv = require "luv"
 
-local format, sort, concat, pcall, next =
-      string.format, table.sort, table.concat, pcall, next
-local RT, slice_key, log = rt.RT, rt.slice_key, rt.log
-function RT.slice_id(s)
-    return { tenant = s.tenant, dimension = s.dimension, window_start_s = s.id.window_start_s,
-             window_len_s = s.id.window_len_s, seq = s.id.seq }
+local format, concat, pcall, setmetatable = string.format, table.concat, pcall, setmetatable
+local p95, log = rt.p95, rt.log
+
+local _M = {}
+
+local R = {}
+R.__index = R
+_M.Readiness = R
+
+-- o = { task, cfg, meter, feeder, stuck, life, stop_ch, tick_ms, audit }
+function _M.new(o)
+    return setmetatable({
+        task = o.task, cfg = o.cfg, meter = o.meter, feeder = o.feeder, stuck = o.stuck,
+        life = o.life, stop_ch = o.stop_ch, tick_ms = o.tick_ms, audit = o.audit,
+        started_ms = uv.now(),
+        backlog_samples = { n = 0, i = 0 }, latency_samples = { n = 0, i = 0 },
+        breach_since = nil, healthy_since = nil, is_degraded = false, was_ready = nil,
+    }, R)
 end
 
 -- A bounded ring of the last cfg.ready_samples values.
-function RT:sample(ring, v)
+function R:sample(ring, v)
     local cap = self.cfg.ready_samples
     ring.i = ring.i % cap + 1
     ring[ring.i] = v
     if ring.n < cap then ring.n = ring.n + 1 end
 end
 
-local function p95(ring)
-    if ring.n == 0 then return 0 end
-    local a = {}
-    for i = 1, ring.n do a[i] = ring[i] end
-    sort(a)
-    local k = math.ceil(0.95 * ring.n)
-    return a[k]
+-- An export's latency (offer -> ACK, or an op given up at its budget).
+function R:sample_latency(ms)
+    self:sample(self.latency_samples, ms)
 end
-rt.p95 = p95 -- for specs
 
-function RT:acked(s)
-    local k = slice_key(s)
-    local t0 = self.offered_at[k]
-    self.offered_at[k] = nil
-    local lat = t0 and uv.now() - t0
-    if lat then self:sample(self.latency_samples, lat) end
-    if next(self.subs) then
-        self:publish({ type = "SliceExported", slice_id = self.slice_id(s), latency_ms = lat })
+-- Sealed, un-ACKed slices: the core's count (no wrapping of every pending slice).
+function R:backlog()
+    return self.meter:pending_count()
+end
+
+-- The meter's and the feed's reasons (issue 14 items 2, 3): the WAL refusing rollovers
+-- (full, its cap) sets the core's degraded flag; a failing rollover (read-only disk, a
+-- segment in doubt) is the last rollover's error; a held clock step.
+function R:meter_reasons(reasons)
+    local f = self.feeder
+    local mdeg = self.meter:degraded()
+    if mdeg and not self.is_degraded then
+        reasons[#reasons + 1] = "meter degraded (the WAL refuses new slices: full or at its cap)"
     end
+    if f.seal_err then reasons[#reasons + 1] = "sealing fails: " .. f.seal_err end
+    if f.step_ahead_ms then
+        reasons[#reasons + 1] = format("the clock is %.0f s ahead of the monotonic clock: "
+                                       .. "sealing holds at the monotonic time",
+                                       f.step_ahead_ms / 1000)
+    end
+    return mdeg
 end
 
 -- -> ready, reasons (a list of strings; empty when ready), details
-function RT:ready()
+function R:ready()
     local cfg, reasons = self.cfg, {}
     local now = uv.now()
     local period = self.tick_ms or self.meter:window_len() * 1000
-    local last = self.last_tick_ms or self.started_ms
-    if self.stopping then
+    local last = self.feeder.last_tick_ms or self.started_ms
+    if self.life.stopping then
         reasons[#reasons + 1] = "stopping"
     elseif now - last > 2 * period + 1000 then
         reasons[#reasons + 1] = format("rollover_task stalled for %d ms", now - last)
@@ -61,58 +80,42 @@ function RT:ready()
                                        cfg.ready_ack_latency_p95_ms)
     end
     if self.is_degraded then reasons[#reasons + 1] = "degraded (exporter)" end
-    -- the meter's own state (issue 14 item 2): the WAL refusing rollovers (full, its cap)
-    -- sets the core's degraded flag; a failing rollover (read-only disk, a segment in doubt)
-    -- is the last rollover's error
-    local mdeg = self.meter:degraded()
-    if mdeg and not self.is_degraded then
-        reasons[#reasons + 1] = "meter degraded (the WAL refuses new slices: full or at its cap)"
-    end
-    if self.seal_err then reasons[#reasons + 1] = "sealing fails: " .. self.seal_err end
-    if self.step_ahead_ms then
-        reasons[#reasons + 1] = format("the clock is %.0f s ahead of the monotonic clock: "
-                                       .. "sealing holds at the monotonic time",
-                                       self.step_ahead_ms / 1000)
-    end
-    if self.stuck_n > 0 then reasons[#reasons + 1] = self:stuck_reason() end
+    local mdeg = self:meter_reasons(reasons)
+    local stuck_n = self.stuck.stuck_n
+    if stuck_n > 0 then reasons[#reasons + 1] = self.stuck:reason() end
     return #reasons == 0, reasons, { backlog_p95 = bp, ack_latency_p95_ms = lp,
-                                     stuck_streams = self.stuck_n, meter_degraded = mdeg }
+                                     stuck_streams = stuck_n, meter_degraded = mdeg }
 end
 
-function RT:exporter_ok()
+function R:exporter_ok()
     local cfg = self.cfg
     return p95(self.backlog_samples) <= cfg.ready_backlog_p95
        and p95(self.latency_samples) <= cfg.ready_ack_latency_p95_ms
 end
 
-function RT:set_degraded(on)
+function R:set_degraded(on)
     if on == self.is_degraded then return end
     self.is_degraded = on
     pcall(self.meter.set_degraded, self.meter, on)
     if self.audit then
-        self:audit_emit("readiness", { event = on and "degraded" or "recovered",
-                                       backlog_p95 = p95(self.backlog_samples),
-                                       ack_latency_p95_ms = p95(self.latency_samples) })
+        self.audit("readiness", { event = on and "degraded" or "recovered",
+                                  backlog_p95 = p95(self.backlog_samples),
+                                  ack_latency_p95_ms = p95(self.latency_samples) })
     end
     log("%s: backlog p95 %d, ack latency p95 %d ms", on and "degraded (exporter)" or
         "recovered", p95(self.backlog_samples), p95(self.latency_samples))
 end
 
--- Sealed, un-ACKed slices: the core's count (no wrapping of every pending slice).
-function RT:backlog()
-    return self.meter:pending_count()
-end
-
 -- /readyz flips (issue 16): one audit record when readiness changes, with its reasons.
-function RT:audit_ready()
+function R:audit_ready()
     local ready, reasons = self:ready()
     if ready == self.was_ready then return end
     self.was_ready = ready
-    self:audit_emit("readiness", { event = ready and "ready" or "not_ready",
-                                   reasons = rt.audit_text(concat(reasons, "; ")) })
+    self.audit("readiness", { event = ready and "ready" or "not_ready",
+                              reasons = rt.audit_text(concat(reasons, "; ")) })
 end
 
-function RT:health_step()
+function R:step()
     local now = uv.now()
     self:sample(self.backlog_samples, self:backlog())
     if self.audit then self:audit_ready() end
@@ -131,9 +134,11 @@ function RT:health_step()
     end
 end
 
-function RT:health_loop()
-    while not self.stopping do
-        self:health_step()
-        if not self:pause(self.cfg.health_interval_ms) then break end
+function R:loop()
+    while not self.life.stopping do
+        self:step()
+        if not rt.pause(self.task, self.stop_ch, self.cfg.health_interval_ms) then break end
     end
 end
+
+return _M

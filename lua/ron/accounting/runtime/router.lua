@@ -1,59 +1,68 @@
--- ron.accounting.runtime.router: the router: pending_slices -> the fairness policy ->
--- per-stream lanes, order kept per stream (I-5), bounded dispatch (G-22), a worker per stream
--- (I-async-2). Methods of the runtime object (ron.accounting.runtime.rt); init.lua composes
--- them.
+-- ron.accounting.runtime.router: pending_slices -> the fairness policy -> per-stream lanes,
+-- order kept per stream (I-5, with the offers' block marks), bounded dispatch (G-22), a
+-- worker per stream (I-async-2). Owns the streams (their lanes and workers) and the
+-- in-flight counts.
 local rt = require "ron.accounting.runtime.rt"
 
-local format, pairs, tonumber =
-      string.format, pairs, tonumber
-local RT, skey, slice_key = rt.RT, rt.skey, rt.slice_key
-function RT:shed(s, reason)
-    self.rejected[reason] = (self.rejected[reason] or 0) + 1
-    if self.audit then
-        self:audit_emit("shed", { source = "runtime", reason = reason, tenant = s.tenant,
-                                  dimension = s.dimension, seq = tonumber(s.id.seq) })
+local format, pairs, setmetatable = string.format, pairs, setmetatable
+local skey = rt.skey
+
+local _M = {}
+
+local R = {}
+R.__index = R
+_M.Router = R
+
+-- o = { task, cfg, fairness, pending (channel), offers, acks, life, batched (puts batched:
+--       a reply channel per stream) }; workers (ron.accounting.runtime.worker) wired after
+function _M.new(o)
+    local self = setmetatable({
+        task = o.task, cfg = o.cfg, fairness = o.fairness, pending = o.pending,
+        offers = o.offers, acks = o.acks, life = o.life, batched = o.batched,
+        streams = {},          -- key -> { key, tenant, dim, lane, reply, worker, stuck, ... }
+        worker_tasks = {},     -- every worker spawned (joined by rt:wait)
+        inflight = 0, tenant_inflight = {}, -- bounded dispatch: slices in lanes/exporting
+        reoffer_acked = nil,
+    }, R)
+    local cfg = o.cfg
+    self.bounded = cfg.inflight_cap or cfg.tenant_inflight_cap
+    if self.bounded then
+        self.room = o.task.channel(1, "router_room") -- a worker finished a slice
+        local tin, tcap = self.tenant_inflight, cfg.tenant_inflight_cap
+        self.eligible = tcap and function(tenant) return (tin[tenant] or 0) < tcap end
     end
-    self.offered[slice_key(s)] = nil
-    self.need_reoffer = true
+    return self
 end
 
--- A new stream and its worker. Apart from RT:stream: a function that makes a closure
--- cannot be JIT-compiled through its returns (LuaJIT's UCLO), and RT:stream runs per slice.
-function RT:new_stream(k, s)
+-- A new stream and its worker. Apart from R:stream: a function that makes a closure
+-- cannot be JIT-compiled through its returns (LuaJIT's UCLO), and R:stream runs per slice.
+function R:new_stream(k, s)
     local st = { key = k, tenant = s.tenant, dim = s.dimension,
                  lane = self.task.channel(self.cfg.ordered_buffer_cap, "ordered_buffer"),
-                 reply = self.put_q and self.task.channel(1, "put_reply"),
-                 fail_status = nil, fail_logged_ms = 0, fail_quiet = 0, -- RT:note_failure
-                 stuck = nil } -- { reason, seq, since_ms, detail } (RT:set_stuck)
+                 reply = self.batched and self.task.channel(1, "put_reply"),
+                 fail_status = nil, fail_logged_ms = 0, fail_quiet = 0, -- worker.note_failure
+                 stuck = nil } -- { reason, seq, since_ms, detail } (stuck.lua)
     self.streams[k] = st
+    local workers = self.workers
     st.worker = self.task.spawn(format("exporter_worker-%s-%s", s.tenant, s.dimension),
-                                function() self:worker(st) end)
-    self.workers[#self.workers + 1] = st.worker
+                                function() workers:run(st) end)
+    self.worker_tasks[#self.worker_tasks + 1] = st.worker
     return st
 end
 
-function RT:stream(s)
+function R:stream(s)
     local k = skey(s.tenant, s.dimension)
     return self.streams[k] or self:new_stream(k, s)
 end
 
--- Blocks st at seq (I-5): its later slices are shed until seq comes back.
-local function block(st, seq)
-    if not st.blocked_seq or seq < st.blocked_seq then st.blocked_seq = seq end
-end
-
-function RT:route(s)
+function R:route(s)
     local st = self:stream(s)
-    if st.dead then return self:shed(s, "conflict") end
     local seq = s.id.seq
-    if st.blocked_seq then
-        -- earlier slices (still in the policy when seq was shed) go on; later ones wait
-        if seq > st.blocked_seq then return self:shed(s, "blocked") end
-        if seq == st.blocked_seq then st.blocked_seq = nil end
-    end
+    local why = self.offers:route_check(st.key, seq)
+    if why then return self.offers:shed(s, why) end
     if not st.lane:try_send(s) then
-        block(st, seq)
-        self:shed(s, "order_overflow") -- OrderOverflow: re-offered from meter:pending()
+        self.offers:block(st.key, seq)
+        self.offers:shed(s, "order_overflow") -- OrderOverflow: re-offered from meter:pending()
         return
     end
     if self.bounded then
@@ -64,7 +73,7 @@ function RT:route(s)
 end
 
 -- A lane's slice is finished (exported, failed, or dropped behind a failure).
-function RT:done(s)
+function R:done(s)
     if not self.bounded then return end
     self.inflight = self.inflight - 1
     local t = s.tenant
@@ -75,19 +84,20 @@ end
 
 -- Into the policy; when it is full the slice is shed (it stays pending) and its stream
 -- is blocked there, so that a later slice of it cannot overtake it (I-5).
-function RT:admit(s)
-    local st = self.streams[skey(s.tenant, s.dimension)]
-    if st and st.blocked_seq and s.id.seq > st.blocked_seq then
-        return self:shed(s, "blocked") -- waits for the blocked one: no policy slot taken
+function R:admit(s)
+    local k = skey(s.tenant, s.dimension)
+    if self.offers:waits(k, s.id.seq) then
+        return self.offers:shed(s, "blocked") -- waits for the blocked one: no policy slot taken
     end
     if not self.fairness:enqueue(s.tenant, s) then
-        block(self:stream(s), s.id.seq)
-        self:shed(s, "busy")
+        self:stream(s)
+        self.offers:block(k, s.id.seq)
+        self.offers:shed(s, "busy")
     end
 end
 
 -- From the policy into the lanes: everything, or (bounded) as long as there is room.
-function RT:dispatch()
+function R:dispatch()
     local p, cap, eligible = self.fairness, self.cfg.inflight_cap, self.eligible
     while not cap or self.inflight < cap do
         local item
@@ -97,14 +107,14 @@ function RT:dispatch()
     end
 end
 
-function RT:router()
-    local task, pending = self.task, self.pending_slices
+function R:run()
+    local task, pending, offers = self.task, self.pending, self.offers
     local chs = self.bounded and { pending, self.room }
     while true do
         local s, err
         if chs then s, err = task.select(chs) else s, err = pending:recv() end
         if not s then
-            if err == "Canceled" and not self.stopping then self:stop() end
+            if err == "Canceled" and not self.life.stopping then self.life.stop() end
             break
         end
         if s ~= true then self:admit(s) end -- true: a wake from self.room
@@ -115,10 +125,11 @@ function RT:router()
         -- meanwhile) are re-offered once the channel has drained, without waiting for the
         -- next rollover tick; only after ACKs, which made room: without them the walk would
         -- shed the same slices again and the router would spin.
-        if self.need_reoffer and pending:depth() == 0 and not self.stopping
-           and self.acked_total ~= self.reoffer_acked then
-            self.reoffer_acked = self.acked_total
-            self:reoffer()
+        local acked = self.acks.acked_total
+        if offers.need and pending:depth() == 0 and not self.life.stopping
+           and acked ~= self.reoffer_acked then
+            self.reoffer_acked = acked
+            offers:reoffer()
         end
     end
     -- stopping: no new slices; what fits goes on, the rest stays pending; let the
@@ -126,3 +137,5 @@ function RT:router()
     self:dispatch()
     for _, st in pairs(self.streams) do st.lane:close() end
 end
+
+return _M

@@ -1,13 +1,9 @@
--- ron.accounting.runtime.rt: the runtime object's class and the helpers its concern files
--- share (feed, router, worker, acks, readiness, bus, metrics each add methods to RT; init.lua
--- makes the object).
-local format, tostring = string.format, tostring
+-- ron.accounting.runtime.rt: what the runtime's concern files share: stream and slice keys,
+-- the log line, audit attribute text, a slice's id, p95, a pause that ends at stop. No
+-- object: each concern owns its state (init.lua composes them).
+local format, tostring, sort, ceil = string.format, tostring, table.sort, math.ceil
 
 local _M = {}
-
-local RT = {}
-RT.__index = RT
-_M.RT = RT
 
 function _M.skey(tenant, dim) return tenant .. "/" .. dim end
 local skey = _M.skey
@@ -32,19 +28,32 @@ function _M.log(fmt, ...)
     _M.write(format(fmt, ...))
 end
 
--- One audit record (AUD-I-21) when the runtime was started with opts.audit (the daemon's
--- audit trail: ron.audit.host emit, which never blocks); a no-op otherwise.
-function RT:audit_emit(kind, attrs)
-    local a = self.audit
-    if a then a(kind, attrs) end
-end
-
 -- An attribute text: printable ASCII, at most 200 bytes (an exporter's detail may hold
 -- anything; audit records hold NFC UTF-8 within 1 KiB of attributes).
 function _M.audit_text(s)
     s = tostring(s):gsub("[^\32-\126]", "?")
     if #s > 200 then s = s:sub(1, 197) .. "..." end
     return s
+end
+
+function _M.slice_id(s)
+    return { tenant = s.tenant, dimension = s.dimension, window_start_s = s.id.window_start_s,
+             window_len_s = s.id.window_len_s, seq = s.id.seq }
+end
+
+-- The 95th percentile of a bounded sample ring { n =, i =, values... }.
+function _M.p95(ring)
+    if ring.n == 0 then return 0 end
+    local a = {}
+    for i = 1, ring.n do a[i] = ring[i] end
+    sort(a)
+    return a[ceil(0.95 * ring.n)]
+end
+
+-- Sleeps ms on the runtime's scheduler unless the runtime stops; false when stopped.
+function _M.pause(task, stop_ch, ms)
+    local _, err = task.select({ stop_ch }, ms)
+    return err == "Timeout"
 end
 
 return _M

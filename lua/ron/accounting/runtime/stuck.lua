@@ -7,15 +7,21 @@
 --
 -- The operator's remedy for a gap, accept_loss: the downstream records the missing seqs as
 -- given up (exporter capability accept_loss, docs/EXPORT.md §2, "Accepted losses") and
--- the stream goes on;
--- the log line says exactly which seqs were given up and that their usage is unknown.
--- Methods of the runtime object (ron.accounting.runtime.rt); init.lua composes them.
+-- the stream goes on; the log line says exactly which seqs were given up and that their
+-- usage is unknown. Owns the streams' stuck marks (st.stuck), their count and the accepted
+-- losses' counts.
 local rt = require "ron.accounting.runtime.rt"
 local uv = require "luv"
 
-local format, pairs, sort, concat, tostring, type =
-      string.format, pairs, table.sort, table.concat, tostring, type
-local RT, skey, log = rt.RT, rt.skey, rt.log
+local format, pairs, sort, concat, tostring, tonumber, type, setmetatable =
+      string.format, pairs, table.sort, table.concat, tostring, tonumber, type, setmetatable
+local skey, log = rt.skey, rt.log
+
+local _M = {}
+
+local K = {}
+K.__index = K
+_M.Stuck = K
 
 local REMEDY = {
     gap = "the downstream misses the seqs before it (a WAL segment lost or damaged, or a "
@@ -26,10 +32,18 @@ local REMEDY = {
                .. "worker stopped (docs/ops/failure-modes.md)",
 }
 
+-- o = { streams (the router's), exporter, feeder (its clock), audit }; workers wired after
+-- (their events log)
+function _M.new(o)
+    return setmetatable({ streams = o.streams, exporter = o.exporter, feeder = o.feeder,
+                          audit = o.audit, stuck_n = 0, losses_accepted = 0,
+                          lost_slices = 0 }, K)
+end
+
 -- A stream that cannot advance (gap the op budget could not fill, conflict): an alert-class
 -- state, logged once per stream with the remedy, counted in readiness and metrics until a
 -- slice of the stream is ACKed again (I-14; issue 14 item 1).
-function RT:set_stuck(st, s, reason, detail)
+function K:set(st, s, reason, detail)
     local prev = st.stuck
     if prev and prev.reason == reason and prev.seq == s.id.seq then return end
     if not prev then self.stuck_n = self.stuck_n + 1 end
@@ -38,19 +52,18 @@ function RT:set_stuck(st, s, reason, detail)
     log("STUCK: stream %s cannot advance at seq %s: %s (%s). %s", st.key, tostring(s.id.seq),
         reason, tostring(detail), REMEDY[reason])
     if self.audit then
-        self:audit_emit("stream", { event = "stuck", reason = reason, tenant = st.tenant,
-                                    dimension = st.dim, seq = tonumber(s.id.seq) })
+        self.audit("stream", { event = "stuck", reason = reason, tenant = st.tenant,
+                               dimension = st.dim, seq = tonumber(s.id.seq) })
     end
-    self:event { "stuck", st.key, s.id.seq, reason }
+    self.workers:event { "stuck", st.key, s.id.seq, reason }
 end
 
-function RT:clear_stuck(st)
+function K:clear(st)
     log("stream %s advances again (was stuck at seq %s: %s)", st.key, tostring(st.stuck.seq),
         st.stuck.reason)
     if self.audit then
-        self:audit_emit("stream", { event = "unstuck", reason = st.stuck.reason,
-                                    tenant = st.tenant, dimension = st.dim,
-                                    seq = tonumber(st.stuck.seq) })
+        self.audit("stream", { event = "unstuck", reason = st.stuck.reason, tenant = st.tenant,
+                               dimension = st.dim, seq = tonumber(st.stuck.seq) })
     end
     st.stuck = nil
     self.stuck_n = self.stuck_n - 1
@@ -58,7 +71,7 @@ end
 
 -- "N streams stuck: <stream> at seq S (gap), ..." naming at most three (the log and the
 -- per-stream gauge have them all).
-function RT:stuck_reason()
+function K:reason()
     local list = {}
     for _, st in pairs(self.streams) do
         if st.stuck then
@@ -75,7 +88,7 @@ end
 
 -- The stuck streams, for the admin route: { { tenant, dimension, reason, seq, since_ms,
 -- detail }, ... } sorted by stream.
-function RT:stuck_list()
+function K:list()
     local out = {}
     for _, st in pairs(self.streams) do
         local k = st.stuck
@@ -90,32 +103,37 @@ function RT:stuck_list()
     return out
 end
 
+-- Why a stream's loss cannot be accepted (nil: it can). -> err
+local function refuse(self, st, tenant, dimension)
+    local k = st and st.stuck
+    if not k then return format("NotFound: stream %s/%s is not stuck", tenant, dimension) end
+    if k.reason ~= "gap" then
+        return format("InvalidArgument: stream %s/%s is stuck on %s, not on a gap: an "
+                      .. "accepted loss resolves a gap only (see the remedy in the log)",
+                      tenant, dimension, k.reason)
+    end
+    if type(self.exporter.accept_loss) ~= "function" then
+        return "Unsupported: this exporter cannot record an accepted loss (the file, "
+               .. "PostgreSQL and HTTP ledgers can: docs/EXPORT.md §2, Accepted losses)"
+    end
+end
+
 -- From a task: gives up the seqs a stuck-on-gap stream waits for. -> { from, to } | nil, err
 -- The seqs head+1 .. S-1 (S: the slice the stream waits at) are recorded downstream as an
 -- accepted loss; the slice S links to what the producer sealed before it, so the loss
 -- record of S-1 carries S's prev_b3. The worker's next try of S is then accepted. Usage
 -- of the given-up seqs is unknown (their slices are gone): the log line says so.
-function RT:accept_loss(tenant, dimension, reason)
+function K:accept_loss(tenant, dimension, reason)
     if type(tenant) ~= "string" or type(dimension) ~= "string" then
         return nil, "InvalidArgument: accept_loss(tenant, dimension, reason)"
     end
     local st = self.streams[skey(tenant, dimension)]
-    local k = st and st.stuck
-    if not k then
-        return nil, format("NotFound: stream %s/%s is not stuck", tenant, dimension)
-    end
-    if k.reason ~= "gap" then
-        return nil, format("InvalidArgument: stream %s/%s is stuck on %s, not on a gap: an "
-                           .. "accepted loss resolves a gap only (see the remedy in the log)",
-                           tenant, dimension, k.reason)
-    end
-    if type(self.exporter.accept_loss) ~= "function" then
-        return nil, "Unsupported: this exporter cannot record an accepted loss (the file, "
-                    .. "PostgreSQL and HTTP ledgers can: docs/EXPORT.md §2, Accepted losses)"
-    end
+    local why = refuse(self, st, tenant, dimension)
+    if why then return nil, why end
+    local k = st.stuck
     local r, err = self.exporter:accept_loss { tenant = tenant, dimension = dimension,
                                                through_seq = k.seq - 1, link_b3 = k.prev_b3,
-                                               reason = reason, now_s = self:now_s() }
+                                               reason = reason, now_s = self.feeder:now_s() }
     if not r then return nil, err end
     self.losses_accepted = self.losses_accepted + 1
     self.lost_slices = self.lost_slices + (r.to - r.from + 1)
@@ -123,6 +141,8 @@ function RT:accept_loss(tenant, dimension, reason)
         .. "their usage is unknown (the slices are gone); the stream goes on at seq %d",
         tenant, dimension, r.from, r.to, r.to - r.from + 1, reason or "no reason given",
         k.seq)
-    self:event { "loss_accepted", st.key, r.from, r.to }
+    self.workers:event { "loss_accepted", st.key, r.from, r.to }
     return r
 end
+
+return _M

@@ -1,6 +1,6 @@
 -- ron.ledger.store.postgres: the Store (ron.ledger.store) on PostgreSQL through
--- ron.accounting.net.postgres (async libpq on the host's loop). Only inside `ron-accounting
--- run`, and every call from a task (ron.accounting.runtime.task).
+-- ron.base.net.postgres (async libpq on the host's loop). Only inside `ron-accounting
+-- run`, and every call from a task (ron.base.task).
 --
 --   local s, err, class = require("ron.ledger.store.postgres").open {
 --       conninfo = "host=... dbname=...",  -- or db = an existing pg.new/pg.pool object
@@ -35,127 +35,36 @@
 -- Errors: class "retry" for SQLSTATE 40001 (serialization failure) and 40P01 (deadlock);
 -- "io" for the connection (network, closed, timeout, canceled, SQLSTATE classes 08, 53, 57,
 -- 58); "bug" for the rest.
+local codec = require "ron.ledger.codec"
+local ledger = require "ron.ledger"
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
-local pg = require "ron.accounting.net.postgres"
+local pg = require "ron.base.net.postgres"
+local pg_phase = require "ron.ledger.store.pg_phase"
+local wire = require "ron.ledger.store.pg_wire"
+local task = require "ron.base.task"
+local uv = require "luv"
 
-local type, error, tostring, tonumber, format, ipairs, pairs, byte, sub =
-      type, error, tostring, tonumber, string.format, ipairs, pairs, string.byte, string.sub
+local type, error, tostring, tonumber, format, ipairs, pairs =
+      type, error, tostring, tonumber, string.format, ipairs, pairs
 
 local _M = { DEFAULT_SCHEMA = "ron_ledger" }
 
-local pq_mod
-local function pq()
-    if not pq_mod then pq_mod = require "ron.accounting.net.postgres_c" end
-    return pq_mod
-end
-
-local RETRY_STATES = { ["40001"] = true, ["40P01"] = true }
-local IO_CLASSES = { ["08"] = true, ["53"] = true, ["57"] = true, ["58"] = true }
-
-function _M.classify(sqlstate, class)
-    if class == "server" then
-        if sqlstate and RETRY_STATES[sqlstate] then return "retry" end
-        if sqlstate and IO_CLASSES[sub(sqlstate, 1, 2)] then return "io" end
-        return "bug"
-    end
-    if class == "client" then return "bug" end
-    return "io" -- network, timeout, closed, canceled
-end
-
--- -> nil, err, class, sqlstate (the 4th value: ron.ledger.store.sql tells a duplicate key,
--- 23505, from the rest)
-local function fail(err, sqlstate, class)
-    local cls = _M.classify(sqlstate, class)
-    if cls == "retry" then
-        err = "Busy: " .. tostring(err)
-    end
-    return nil, err, cls, sqlstate
-end
-
-local ffi = require "ffi"
-local int64_t = ffi.typeof("int64_t")
-
--- A decimal string -> Lua number (<= 2^53) or int64_t.
-local function int_of(s)
-    if s == nil then return nil end
-    if #s <= 15 then return tonumber(s) end
-    local neg, i, v = false, 1, int64_t(0)
-    if byte(s, 1) == 45 then neg, i = true, 2 end
-    for k = i, #s do v = v * 10 + (byte(s, k) - 48) end
-    if neg then v = -v end
-    return sql.amount(v)
-end
-
--- bytea's hex text -> bytes: in C (pq.unhex) inside the host, one call per value (a batch
--- read returns thousands); pg.unhex's Lua loop elsewhere.
-local unhex
-unhex = function(v)
-    local f = pcall(pq) and pq().unhex or pg.unhex
-    unhex = f
-    return f(v)
-end
+local fail, params, decode = wire.fail, wire.params, wire.decode
+_M.classify, _M.params, _M.decode, _M.fail = wire.classify, params, decode, fail
 
 local Drv = {}
 Drv.__index = Drv
 
-local function int64_text(v) return (tostring(int64_t(v)):gsub("LL$", "")) end
-
--- binds -> libpq parameters: bytes as binary bytea, int64_t as decimal text, a column of a
--- list primitive ({ array = "bytea" | "int8", n = rows, ... }, ron.ledger.store.sql's
--- PG_ARRAY) as one binary array (pq.array; an int64_t element as its decimal text).
-local function params(binds)
-    local p = { n = binds.n or #binds }
-    local m = pq()
-    local bytea = m.bytea
-    for i = 1, p.n do
-        local v = binds[i]
-        local t = type(v)
-        if t == "string" then
-            p[i] = bytea(v)
-        elseif t == "cdata" then
-            p[i] = int64_text(v)
-        elseif t == "table" then
-            if v.array == "int8" then
-                for j = 1, v.n do
-                    if type(v[j]) == "cdata" then v[j] = int64_text(v[j]) end
-                end
-            end
-            p[i] = m.array(v.array, v, v.n)
-        else
-            p[i] = v
-        end
-    end
-    return p
-end
-
-_M.params = params -- (specs: a statement explained with the parameters the driver sends)
+-- A phase is one pipeline on one connection (ron.ledger.store.pg_phase); Store:apply asks
+-- the driver for it, so the dialect-neutral store needs no PostgreSQL module.
+Drv.apply_phase = pg_phase.apply
 
 function Drv:write(text, binds)
     local rows, err, st, cls = self.db:query(text, params(binds))
     if not rows then return fail(err, st, cls) end
     return rows.affected or 0
 end
-
--- rows as libpq's text -> values by position: rtypes one letter per column, "b" bytes
--- (bytea's hex text unhexed), "i" an integer.
-local function decode(rows, rtypes)
-    local out = {}
-    local nt = #rtypes
-    for i = 1, rows.n or #rows do
-        local r, o = rows[i], {}
-        for j = 1, nt do
-            local v = r[j]
-            if v ~= nil then
-                if byte(rtypes, j) == 98 then v = unhex(v) else v = int_of(v) end
-            end
-            o[j] = v
-        end
-        out[i] = o
-    end
-    return out
-end
-_M.decode, _M.fail = decode, fail
 
 function Drv:read(text, binds, rtypes)
     local rows, err, st, cls = self.db:query(text, params(binds))
@@ -207,7 +116,7 @@ local function ASYNC_COMMIT(db)
 end
 
 -- 16 hex digits of the first 8 bytes (an application_name is at most 63 bytes)
-local function hex16(s) return require("ron.ledger").hex(s:sub(1, 8)) end
+local function hex16(s) return ledger.hex(s:sub(1, 8)) end
 
 -- LED-65: ends the other backends named for this store's node (another process of the same
 -- node: a dead one's statements still running) and waits until none is left. -> the number
@@ -225,8 +134,6 @@ local function fence(self, timeout_ms)
         end
     end
     -- (not allowed to signal them, or they ended meanwhile: wait for them to end anyway)
-    local task = require "ron.accounting.runtime.task"
-    local uv = require "luv"
     local t_end = uv.now() + (timeout_ms or self.fence_timeout_ms)
     while true do
         local n = db:query("SELECT count(*) AS n " .. others)
@@ -268,11 +175,11 @@ function _M.open(o)
     end
     local tag, me
     if o.node then
-        tag = "rl:" .. hex16(require("ron.ledger.codec").sha256(name .. "\0" .. o.node)) .. ":"
+        tag = "rl:" .. hex16(codec.sha256(name .. "\0" .. o.node)) .. ":"
         local f = io.open("/dev/urandom", "rb")
         local r = f and f:read(8)
         if f then f:close() end
-        me = tag .. hex16(r or require("ron.ledger.codec").sha256(tostring({}) .. os.time()))
+        me = tag .. hex16(r or codec.sha256(tostring({}) .. os.time()))
     end
     local db, own = o.db, false
     if db == nil then

@@ -13,6 +13,7 @@
 --   drv:atomic(fn)                   -> fn's results, inside one transaction (SQLite only)
 -- and binds = { n = count, ... } whose values are strings (bytes), Lua integers or int64_t
 -- cdata (amounts, LED-4), nil (NULL).
+local ledger = require "ron.ledger"
 local schema = require "ron.ledger.store.schema"
 local phases = require "ron.ledger.store.phase"
 
@@ -668,7 +669,7 @@ local function account_binds(fname, a)
     local bytes = a.bytes
     if bytes == nil then -- the canonical snapshot (LED-1), stored beside the columns
         local err
-        bytes, err = require("ron.ledger").encode_account(a)
+        bytes, err = ledger.encode_account(a)
         if not bytes then misuse(fname, tostring(err)) end
     end
     return policy, int_arg(fname, a.floor or 0, "floor"), status, bytes
@@ -1366,8 +1367,7 @@ end
 -- (ron.ledger.store.pg_phase). opts.flush: flush() after the commit, in the same call.
 function Store:apply(ops, opts)
     phases.check(ops, opts)
-    if self.dialect == "postgres" then return require("ron.ledger.store.pg_phase").apply(self, ops,
-                                                                                          opts) end
+    if self.drv.apply_phase then return self.drv.apply_phase(self, ops, opts) end
     local res, err, class = self.drv:phase(function() return phases.run(self, ops) end)
     if res and res.ok and opts and opts.flush then
         res.flushed = self:flush() ~= nil

@@ -473,7 +473,9 @@ Off.__index = function(self, k)
 end
 
 function Off:call(method, ...)
-    local task = require "ron.accounting.runtime.task"
+    -- (here, not at the top: the threadpool's VMs load this module for its driver, and
+    -- they must not load luv or the scheduler: a second scheduler's handles on the loop)
+    local task = require "ron.base.task"
     local uv = require "luv"
     if self.closed then return nil, "Closed: the store was closed", "bug" end
     -- one call in flight per connection; the rest wait FIFO, bounded

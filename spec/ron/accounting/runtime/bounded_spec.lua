@@ -89,7 +89,7 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
                 per[s.tenant] = (per[s.tenant] or 0) + 1
                 if now > max_all then max_all = now end
                 if per[s.tenant] > max_per then max_per = per[s.tenant] end
-                require("ron.accounting.runtime.task").sleep(3)
+                require("ron.base.task").sleep(3)
                 local st, d = ledger:put(s)
                 now = now - 1
                 per[s.tenant] = per[s.tenant] - 1
@@ -129,7 +129,7 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
         local clock, m, _, ledger = setup()
         local e = {
             put = function(_, s)
-                require("ron.accounting.runtime.task").sleep(20)
+                require("ron.base.task").sleep(20)
                 return ledger:put(s)
             end,
             close = function() end,
@@ -211,7 +211,7 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
             -- many rounds, some with two puts of the stream in flight at once (the second
             -- goes without the shared head): the stream's puts land on any pool thread
             for _ = 1, 10 do
-                local task = require "ron.accounting.runtime.task"
+                local task = require "ron.base.task"
                 local a = task.spawn("twin", function() return ledger:put_many { sealed[4] } end)
                 r = assert(ledger:put_many { sealed[4] })
                 local ok, ra = a:join()

@@ -26,9 +26,8 @@ end
 describe("ron.accounting.runtime readiness (C-6)", function()
     it("p95 of a bounded sample ring", function()
         local r = { n = 0, i = 0 }
-        local rt = setmetatable({ cfg = { ready_samples = 20 } }, { __index = function(_, k)
-            return runtime._RT[k] end })
-        for v = 1, 100 do rt:sample(r, v) end
+        local rd = setmetatable({ cfg = { ready_samples = 20 } }, runtime._classes.Readiness)
+        for v = 1, 100 do rd:sample(r, v) end
         assert.equal(20, r.n)
         assert.equal(99, runtime._p95(r)) -- samples 81..100: the ceil(0.95*20) = 19th
     end)
@@ -37,7 +36,7 @@ describe("ron.accounting.runtime readiness (C-6)", function()
         print("seed: 11")
         local clock, m, dir, ledger = setup()
         local e = chaos.wrap(ledger, { seed = 11, failure_rate = 1, failure = "retry_remote_5xx" })
-        local b = require("ron.accounting.export.backoff.exponential").new { base_ms = 2, cap_ms = 10,
+        local b = require("ron.base.backoff.exponential").new { base_ms = 2, cap_ms = 10,
                                                                      seed = 11 }
         local rt
         run(function(task)

@@ -126,7 +126,7 @@ describe("G-17 replay horizon", function()
             local offered, shed = 0, 0
             for round = 1, 10 do
                 for _, s in ipairs(old) do
-                    if rt:offer(s) then offered = offered + 1 else shed = shed + 1 end
+                    if rt.offers:offer(s) then offered = offered + 1 else shed = shed + 1 end
                 end
                 task.sleep(1)
                 local _ = round

@@ -70,7 +70,7 @@ describe("ron.accounting.runtime", function()
         local log = {}
         local slow = {
             put = function(_, sl)
-                local task = require "ron.accounting.runtime.task"
+                local task = require "ron.base.task"
                 log[#log + 1] = { "start", sl.id.seq }
                 if sl.id.seq == 1 then task.sleep(100) end
                 local st, d = ledger:put(sl)
@@ -132,7 +132,7 @@ describe("ron.accounting.runtime", function()
         local clock, m, dir, ledger = setup()
         local e = chaos.wrap(ledger, { seed = seed, failure_rate = 0.2, latency_ms = { 1, 5 },
                                        lost_ack_rate = 0.05 })
-        local b = require("ron.accounting.export.backoff.exponential").new {
+        local b = require("ron.base.backoff.exponential").new {
             base_ms = 2, cap_ms = 20, seed = seed }
         local rt
         run(function(task)
@@ -166,7 +166,7 @@ describe("ron.accounting.runtime", function()
         print("seed: " .. seed)
         local clock, m, _, ledger = setup()
         local e = chaos.wrap(ledger, { seed = seed, failure_rate = 1, failure = "retry_remote_5xx" })
-        local b = require("ron.accounting.export.backoff.exponential").new {
+        local b = require("ron.base.backoff.exponential").new {
             base_ms = 5, cap_ms = 40, seed = seed }
         local rt
         local BUDGET = 400
@@ -256,14 +256,18 @@ describe("ron.accounting.runtime", function()
             end
         end
         run(function(task)
-            local RT, ch = runtime._RT, task.channel(1)
+            local C, ch = runtime._classes, task.channel(1)
             local Channel = getmetatable(ch)
             local hand_over = upvalue(Channel.try_send, "hand_over")
             local wake = upvalue(hand_over, "wake")
             for name, fn in pairs {
-                ["RT:stream"] = RT.stream, ["RT:route"] = RT.route, ["RT:admit"] = RT.admit,
-                ["RT:dispatch"] = RT.dispatch, ["RT:put"] = RT.put, ["RT:done"] = RT.done,
-                ["RT:export_one"] = RT.export_one, ["ch:recv"] = Channel.recv,
+                ["Router:stream"] = C.Router.stream, ["Router:route"] = C.Router.route,
+                ["Router:admit"] = C.Router.admit, ["Router:dispatch"] = C.Router.dispatch,
+                ["Workers:put"] = C.Workers.put, ["Puts:put"] = C.Puts.put,
+                ["Router:done"] = C.Router.done, ["Workers:export_one"] = C.Workers.export_one,
+                ["Offers:offer"] = C.Offers.offer, ["Offers:route_check"] = C.Offers.route_check,
+                ["Offers:delivered"] = C.Offers.delivered, ["Offers:acked"] = C.Offers.acked,
+                ["ch:recv"] = Channel.recv,
                 ["ch:try_send"] = Channel.try_send, hand_over = hand_over, wake = wake,
                 unwait = upvalue(wake, "unwait"), schedule = upvalue(wake, "schedule"),
                 select_recv = upvalue(task.select, "select_recv"),

@@ -16,12 +16,12 @@
 --   timeout       sleep timeout_ms, call inner when timeout_stores, answer retry_timeout
 --   lost ACK      call inner; when it answered ok (stored), answer retry_network instead
 --   duplicate     call inner twice and answer the second result (dup after an ok)
--- Sleeps use ron.accounting.runtime.task.sleep when the task module is loaded and the put runs
+-- Sleeps use ron.base.task.sleep when the task module is loaded and the put runs
 -- inside one of its tasks; anywhere else (plain Lua, lite mode) a sleep is skipped and
 -- not counted, so wrapping a synchronous caller never blocks the loop thread.
 local exporter = require "ron.accounting.export.exporters"
-local rng = require "ron.accounting.runtime.rng"
-local task = require "ron.accounting.runtime.task"
+local rng = require "ron.base.rng"
+local task = require "ron.base.task"
 local type, error, pairs, tostring, floor, format, setmetatable, pcall =
       type, error, pairs, tostring, math.floor, string.format, setmetatable, pcall
 

@@ -26,6 +26,8 @@
 -- per stream ({seq, b3, file size}), never a slice. Linux only (flock, the O_* values).
 local ffi = require "ffi"
 local bit = require "bit"
+local b3raw = require("ron.base.b3").raw
+local chain = require "ron.accounting.export.chain"
 local slice_mod = require "ron.accounting.binding.slice"
 local C = require("ron.accounting.binding.lib").namespace()
 local SYS = ffi.C
@@ -195,12 +197,6 @@ end
 
 local function tohex(s)
     return (s:gsub(".", function(c) return ("%02x"):format(byte(c)) end))
-end
-
-local b3_out = ffi_new("uint8_t[32]")
-local function b3raw(s)
-    C.ra_b3(s, #s, b3_out)
-    return ffi_string(b3_out, 32)
 end
 
 -- Accepted-loss records (docs/EXPORT.md §2, "Accepted losses"): ron.accounting.export.loss.
@@ -467,28 +463,16 @@ function Ledger:put(s)
     local fd, h, path = self:_open_stream(s.tenant, s.dimension, true)
     if not fd then return nil, h end
     local raw = ffi_string(C.ra_slice_b3(ptr), 32)
-    local status, detail
-    if seq <= h.seq then
-        local stored
+    local prev = ffi_string(C.ra_slice_prev_b3(ptr), 32)
+    local status, detail = chain.admit(h.seq, h.raw, seq, prev, raw)
+    if status == "below" then
+        local stored, err = h.raw
         if seq < h.seq then
-            local err
             stored, err = self:_b3_at(fd, path, seq)
             if not stored then release(fd) return nil, err end
-        else
-            stored = h.raw
         end
-        if stored == raw then
-            status, detail = "dup", ("seq %d already stored"):format(seq)
-        else
-            status, detail = "conflict", ("seq %d is stored with b3 %s"):format(seq, tohex(stored))
-        end
-    elseif seq > h.seq + 1 then
-        status, detail = "gap", ("head is seq %d"):format(h.seq)
-    elseif ffi_string(C.ra_slice_prev_b3(ptr), 32) ~= h.raw then
-        status = "conflict"
-        detail = h.seq == 0 and "seq 1 must have a zero prev_b3"
-            or ("prev_b3 is not the b3 %s of seq %d"):format(tohex(h.raw), h.seq)
-    else
+        status, detail = chain.stored(seq, stored, raw)
+    elseif status == "ok" then
         local bytes = s:encode()
         local rec = u32le(#bytes) .. bytes .. raw
         local ok, err = write_all(fd, rec, path)
@@ -502,7 +486,6 @@ function Ledger:put(s)
         end
         self.heads[s.tenant .. "/" .. s.dimension] =
             { seq = seq, raw = raw, size = h.size + #rec }
-        status = "ok"
     end
     release(fd)
     return status, detail
@@ -580,7 +563,7 @@ local function list_dir(path)
 end
 
 -- list_heads() -> { { tenant =, dimension =, seq =, b3 = hex }, ... } | nil, err: every stream's
--- head, for a node that lost its own (ron.accounting.daemon seeds its meter with them).
+-- head, for a node that lost its own (ron.node seeds its meter with them).
 function Ledger:list_heads()
     check_open(self, "list_heads")
     local tenants, err = list_dir(self.dir)

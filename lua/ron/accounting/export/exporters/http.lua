@@ -1,7 +1,7 @@
 -- ron.accounting.export.exporters.http: export slices to a ledger over HTTP (docs/EXPORT.md, "HTTP
 -- exporter and ledger receiver"): one PUT per slice with its canonical bytes, the slice's
 -- identity in headers as the idempotency key, the answer mapped onto the export contract.
--- The other end is any ledger speaking this protocol; ron.accounting.daemon.receiver is one (a
+-- The other end is any ledger speaking this protocol; ron.node.receiver is one (a
 -- daemon with `receiver = {...}` is the HTTP ledger of other daemons).
 --
 --   local http = require "ron.accounting.export.exporters.http"
@@ -36,7 +36,8 @@
 --
 -- put() and head() wait for the network: call them from a task (the runtime's workers do).
 -- new() does no I/O (it may run in the main chunk: the daemon's configuration).
-local httpc = require "ron.accounting.net.http_client"
+local loss = require "ron.accounting.export.loss"
+local httpc = require "ron.base.net.http_client"
 
 local type, error, pairs, ipairs, tostring, tonumber, setmetatable, format, floor =
       type, error, pairs, ipairs, tostring, tonumber, setmetatable, string.format, math.floor
@@ -118,7 +119,7 @@ local function excerpt(body)
     return ": " .. s
 end
 
--- The failure classes of ron.accounting.net.http_client onto the contract.
+-- The failure classes of ron.base.net.http_client onto the contract.
 local RETRY = { network = "retry_network", timeout = "retry_timeout",
                 protocol = "retry_network", busy = "retry_network" }
 
@@ -220,7 +221,6 @@ end
 -- losses"; POST <url>/<tenant>/<dimension>/accept-loss, with this exporter's token).
 function E:accept_loss(o)
     if self.closed then return nil, "Closed: the exporter was closed" end
-    local loss = require "ron.accounting.export.loss"
     local ok, err = loss.check(o)
     if not ok then return nil, err end
     local cjson = require "cjson.safe"

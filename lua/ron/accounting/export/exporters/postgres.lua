@@ -27,7 +27,7 @@
 -- (idempotently, under an advisory lock: concurrent CREATE OR REPLACE FUNCTION in two
 -- sessions would fail) the first time a put or head reaches the database.
 --
--- Classification (the class of ron.accounting.net.postgres): network -> retry_network; timeout, and
+-- Classification (the class of ron.base.net.postgres): network -> retry_network; timeout, and
 -- SQLSTATE 57014 (statement_timeout, canceled) or 55P03 (lock_timeout) -> retry_timeout;
 -- a server error of class 08 (connection), 40 (serialization, deadlock), 53 (resources),
 -- 57 (operator intervention: shutdown, restart), 58 (system), XX (internal), or a server
@@ -35,8 +35,9 @@
 -- SQLSTATE (a bug, missing privileges) -> nil, "ExporterError: ..." (a local failure, which
 -- the runtime retries as well). A missing schema object (3F000, 42P01, 42883) re-runs the
 -- schema creation on the next put.
-local pg = require "ron.accounting.net.postgres"
-local task = require "ron.accounting.runtime.task"
+local loss = require "ron.accounting.export.loss"
+local pg = require "ron.base.net.postgres"
+local task = require "ron.base.task"
 
 local type, error, pairs, tostring, tonumber, setmetatable, format =
       type, error, pairs, tostring, tonumber, setmetatable, string.format
@@ -248,7 +249,7 @@ local RETRY_5XX = { ["08"] = true, ["40"] = true, ["53"] = true, ["57"] = true, 
                     XX = true }
 local MISSING = { ["3F000"] = true, ["42P01"] = true, ["42883"] = true }
 
--- A failure of ron.accounting.net.postgres onto the export contract.
+-- A failure of ron.base.net.postgres onto the export contract.
 function E:classify(err, sqlstate, class)
     if class == "network" then return "retry_network", err end
     if class == "timeout" then return "retry_timeout", err end
@@ -311,7 +312,7 @@ function E:put(s)
     rows, err, st, cls = self.pool:query(self.put_sql, {
         s.tenant, s.dimension, num_text(s.id.seq), num_text(s.id.window_start_s),
         num_text(s.id.window_len_s), s.b3, s.prev_b3,
-        require("ron.accounting.net.postgres_c").bytea(s:encode()),
+        pg.bytea(s:encode()),
     })
     if not rows then
         local status, detail = self:classify(err, st, cls)
@@ -394,7 +395,6 @@ end
 -- accept_loss{ tenant, dimension, through_seq, link_b3, reason, now_s } -> { from, to } |
 -- nil, err: the file ledger's capability (exporters/file.lua), the same records as rows.
 function E:accept_loss(o)
-    local loss = require "ron.accounting.export.loss"
     local ok, err = loss.check(o)
     if not ok then return nil, err end
     local h

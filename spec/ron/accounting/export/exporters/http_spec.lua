@@ -1,8 +1,8 @@
--- ron.accounting.net.http_client_c (host/lua/curl.c), ron.accounting.net.http_client,
--- ron.accounting.export.exporters.http and ron.accounting.daemon.receiver, on the host's loop
+-- ron.base.net.http_client_c (host/lua/curl.c), ron.base.net.http_client,
+-- ron.accounting.export.exporters.http and ron.node.receiver, on the host's loop
 -- (ctest lua-httpexp-host: `ron-accounting run spec/run-busted.lua
 -- spec/ron/accounting/export/exporters/http_spec.lua`). Each case runs as a task (S.run_task):
--- the HTTP servers (ron.accounting.net.http_server) and the client share the one loop. Under
+-- the HTTP servers (ron.base.net.http_server) and the client share the one loop. Under
 -- plain busted (ctest lua) only the pure parts run (options, the status mapping); the rest is
 -- pending.
 --
@@ -21,7 +21,7 @@ local S = require "support"
 local exp_http = require "ron.accounting.export.exporters.http"
 
 local T0, TA, TB = S.T0, S.TENANT_A, S.TENANT_B
-local HAS_CURL = pcall(require, "ron.accounting.net.http_client_c")
+local HAS_CURL = pcall(require, "ron.base.net.http_client_c")
 
 local function res(status, headers, body)
     return { status = status, headers = headers or {}, body = body or "" }
@@ -82,9 +82,9 @@ describe("ron.accounting.export.exporters.http (no server)", function()
     end)
 end)
 
-describe("ron.accounting.daemon.receiver (no server)", function()
+describe("ron.node.receiver (no server)", function()
     it("validates its options", function()
-        local receiver = require "ron.accounting.daemon.receiver"
+        local receiver = require "ron.node.receiver"
         assert.has_error(function() receiver.new {} end)
         local be = { put = function() return "ok" end, close = function() end }
         assert.has_error(function()
@@ -102,7 +102,7 @@ describe("ron.accounting.daemon.receiver (no server)", function()
 
     it("a receiver needs producers (tokens bound to tenants) or an explicit "
        .. "allow_unauthenticated (issue 14 item 5)", function()
-        local receiver = require "ron.accounting.daemon.receiver"
+        local receiver = require "ron.node.receiver"
         local h1, h2 = S.b3sum("one"), S.b3sum("two")
         -- the daemon's configuration check
         local ok, err = receiver.check_config({ backend = "file" })
@@ -139,23 +139,23 @@ describe("ron.accounting.daemon.receiver (no server)", function()
 end)
 
 if not HAS_CURL then
-    describe("ron.accounting.net.http_client_c / exporters.http / receiver (HTTP)", function()
-        pending("needs the ron-accounting host (ron.accounting.net.http_client_c): ctest -R lua-httpexp-host")
+    describe("ron.base.net.http_client_c / exporters.http / receiver (HTTP)", function()
+        pending("needs the ron-accounting host (ron.base.net.http_client_c): ctest -R lua-httpexp-host")
     end)
     return
 end
 
 local uv = require "luv"
 local acct = require "ron.accounting"
-local curl = require "ron.accounting.net.http_client_c"
-local httpc = require "ron.accounting.net.http_client"
-local httpd = require "ron.accounting.net.http_server"
-local http = require "ron.accounting.daemon.http"
-local receiver = require "ron.accounting.daemon.receiver"
+local curl = require "ron.base.net.http_client_c"
+local httpc = require "ron.base.net.http_client"
+local httpd = require "ron.base.net.http_server"
+local http = require "ron.node.http"
+local receiver = require "ron.node.receiver"
 local offload = require "ron.accounting.runtime.offload"
 local file = require "ron.accounting.export.exporters.file"
 local runtime = require "ron.accounting.runtime"
-local backoff = require "ron.accounting.export.backoff"
+local backoff = require "ron.base.backoff"
 
 local run, eventually = S.run_task, S.eventually
 
@@ -211,7 +211,7 @@ local function raw_put(url, s, headers, body)
                            timeout_ms = 5000 }
 end
 
-describe("ron.accounting.net.http_client_c", function()
+describe("ron.base.net.http_client_c", function()
     it("round trip: method, headers, body both ways; lower-case response headers", function()
         run(function(task)
             local seen
@@ -386,7 +386,7 @@ describe("ron.accounting.export.exporters.http: status mapping", function()
     end)
 end)
 
-describe("ron.accounting.export.exporters.http into ron.accounting.daemon.receiver (file ledger)", function()
+describe("ron.accounting.export.exporters.http into ron.node.receiver (file ledger)", function()
     it("ok, G-3 replays -> dup, a fork -> conflict, gap, head; bytes stored as sent", function()
         local c1 = chain(4)
         local fork = chain(3, 100) -- same stream, other counts: another chain

@@ -1,5 +1,5 @@
--- ron.accounting.export.exporters.postgres, ron.accounting.net.postgres and
--- ron.accounting.net.postgres_c against a REAL PostgreSQL started by the harness
+-- ron.accounting.export.exporters.postgres, ron.base.net.postgres and
+-- ron.base.net.postgres_c against a REAL PostgreSQL started by the harness
 -- (tests/pg/pg-harness.sh: initdb in a temporary directory, a free loopback port, torn down at
 -- the end, also when the process dies). Runs inside the host (ctest lua-postgres-host:
 -- `ron-accounting run spec/run-busted.lua
@@ -18,7 +18,7 @@
 local S = require "support"
 local postgres = require "ron.accounting.export.exporters.postgres"
 
-local HAS_PQ = pcall(require, "ron.accounting.net.postgres_c")
+local HAS_PQ = pcall(require, "ron.base.net.postgres_c")
 
 describe("ron.accounting.export.exporters.postgres (no database)", function()
     it("validates its options", function()
@@ -72,17 +72,17 @@ end)
 
 if not HAS_PQ then
     describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function()
-        pending("needs the ron-accounting host (ron.accounting.net.postgres_c): ctest -R lua-postgres-host")
+        pending("needs the ron-accounting host (ron.base.net.postgres_c): ctest -R lua-postgres-host")
     end)
     return
 end
 
 local acct = require "ron.accounting"
 local uv = require "luv"
-local pq = require "ron.accounting.net.postgres_c"
-local pg = require "ron.accounting.net.postgres"
+local pq = require "ron.base.net.postgres_c"
+local pg = require "ron.base.net.postgres"
 local runtime = require "ron.accounting.runtime"
-local backoff = require "ron.accounting.export.backoff"
+local backoff = require "ron.base.backoff"
 local H = dofile(S.root .. "tests/pg/harness.lua")
 
 local T0, TA, TB = S.T0, S.TENANT_A, S.TENANT_B
@@ -146,7 +146,7 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
         if cluster then cluster:stop() end
     end)
 
-    describe("ron.accounting.net.postgres_c / ron.accounting.net.postgres", function()
+    describe("ron.base.net.postgres_c / ron.base.net.postgres", function()
         it("runs parameterised queries: text, numbers, booleans, NULL, bytea", function()
             run(function()
                 local db = assert(pg.connect(cluster.conninfo))

@@ -2,7 +2,7 @@
 -- §11), their bounds (cap -> Busy), option validation and the G-22-style starvation bound.
 require "support"
 local fairness = require "ron.accounting.export.fairness"
-local rng = require "ron.accounting.runtime.rng"
+local rng = require "ron.base.rng"
 
 local A, B, C, D = "tenant-a", "tenant-b", "tenant-c", "tenant-d"
 

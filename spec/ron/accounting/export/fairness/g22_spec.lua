@@ -30,7 +30,7 @@ local INFLIGHT, TENANT_INFLIGHT, TENANT_CAP, LATENCY_MS = 2, 1, 32, 3
 local function slow(inner, ms)
     return {
         put = function(_, s)
-            require("ron.accounting.runtime.task").sleep(ms)
+            require("ron.base.task").sleep(ms)
             return inner:put(s)
         end,
         close = function() end,

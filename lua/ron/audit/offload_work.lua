@@ -1,0 +1,27 @@
+-- ron.audit.offload_work: the audit trail's body on the libuv threadpool (required by each
+-- pool thread's Lua VM through ron.base.offload; ron.audit.offload is its loop side).
+local ffi = require "ffi"
+local A = require "ron.audit.lib"
+
+local tonumber = tonumber
+
+local _M = {}
+
+-- The group commit (ron.audit.host): the chunk of packed events (when given: its address
+-- and length) appended with rau_log_append_packed, then rau_log_sync, on a log handle the
+-- loop thread does not touch until this answers (its sink worker is the chain's one
+-- writer). -> rc, appended, duplicates
+local batch_res
+function _M.audit_sync(lnum, bnum, blen)
+    local l = ffi.cast("rau_log_t *", lnum)
+    local appended, dups = 0, 0
+    if bnum then
+        batch_res = batch_res or ffi.new("rau_batch_result_t[1]")
+        local rc = A.rau_log_append_packed(l, ffi.cast("const uint8_t *", bnum), blen, batch_res)
+        appended, dups = tonumber(batch_res[0].appended), tonumber(batch_res[0].duplicates)
+        if rc ~= 0 then return rc, appended, dups end
+    end
+    return A.rau_log_sync(l), appended, dups
+end
+
+return _M
