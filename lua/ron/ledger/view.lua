@@ -38,19 +38,26 @@ end
 
 -- The (account, asset) pairs a request's movements net, as _resolve_commit computes them
 -- (nil on an overflow: resolution rejects it the same way).
+local function add_net(r, by, account, asset, amount, debit)
+    local k = account .. asset_key(asset)
+    local p = by[k]
+    if not p then
+        p = { account = account, asset = asset, net = 0 }
+        by[k] = p
+        r[#r + 1] = p
+    end
+    local v = debit and ledger.amount_sub(p.net, amount) or ledger.amount_add(p.net, amount)
+    if not v then return false end
+    p.net = v
+    return true
+end
+
 function _M.nets_of(req)
     local r, by = {}, {}
     for _, m in ipairs(req.movements) do
-        for _, side in ipairs { { m.from, -1 }, { m.to, 1 } } do
-            local k = side[1] .. asset_key(m.asset)
-            if not by[k] then
-                by[k] = { account = side[1], asset = m.asset, net = 0 }
-                r[#r + 1] = by[k]
-            end
-            local v = side[2] < 0 and ledger.amount_sub(by[k].net, m.amount)
-                      or ledger.amount_add(by[k].net, m.amount)
-            if not v then return nil end
-            by[k].net = v
+        if not add_net(r, by, m.from, m.asset, m.amount, true)
+           or not add_net(r, by, m.to, m.asset, m.amount, false) then
+            return nil
         end
     end
     return r
