@@ -121,6 +121,9 @@ static inline ra__u128 ra__pair_peek(const ra__u128 *p) {
 #define RA_WIN_TOMB 0xFFFFFFFFu
 #define RA_SEALED_NONE INT64_MIN /* sealed_through before the first rollover */
 #define RA_INTENT_FREEZING UINT64_MAX
+/* An internal result, never returned by the API: a write that may or may not have reached
+ * the disk (a segment's directory entry neither made durable nor undone). */
+#define RA__EINDOUBT (-1000)
 /* Why a plane is degraded. Kept in the plane, so a new sealer can clear a reason the old
  * one set. */
 #define RA_DEGRADED_HOST 1u /* ra_meter_set_degraded (readiness, the runtime) */

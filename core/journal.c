@@ -6,12 +6,14 @@
 #include "internal.h"
 #include "wal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void note_reserve(ra_meter_t *m);
+static void room_again(ra_meter_t *m, int64_t now_ms);
 
 typedef struct {
     ra_meter_t *m;
@@ -135,7 +137,7 @@ int ra__journal_open(ra_meter_t *m, const ra_config_t *cfg, char *err, size_t er
             cfg->wal_dir, m->wal->nsegs, st->replayed, m->backlog.spilled, st->corrupt_frames,
             st->torn_bytes, st->chain_breaks);
     note_reserve(m);
-    ra__journal_room_changed(m, ra__meter_now_ms(m), false);
+    room_again(m, ra__meter_now_ms(m));
     return 0;
 }
 
@@ -152,13 +154,15 @@ void ra__journal_acked(ra_meter_t *m, uint64_t wal_seq) {
 
 /* While the WAL refuses rollovers the meter is degraded (I-8: writes fail first, readiness
  * says so); it recovers once ACKs and compaction have made room. */
-void ra__journal_room_changed(ra_meter_t *m, int64_t now_ms, bool refused) {
+void ra__journal_refused(ra_meter_t *m) {
+    if (!m->wal) return;
+    m->wal->stats.full_refusals++;
+    atomic_fetch_or_explicit(&m->hdr->degraded, RA_DEGRADED_WAL, memory_order_relaxed);
+}
+
+static void room_again(ra_meter_t *m, int64_t now_ms) {
     if (!m->wal) return;
     _Atomic uint32_t *d = &m->hdr->degraded;
-    if (refused) {
-        atomic_fetch_or_explicit(d, RA_DEGRADED_WAL, memory_order_relaxed);
-        return;
-    }
     if ((atomic_load_explicit(d, memory_order_relaxed) & RA_DEGRADED_WAL) &&
         ra__wal_check_room(m->wal, 1, RA_FRAME_MAX, now_ms) == 0) {
         atomic_fetch_and_explicit(d, ~RA_DEGRADED_WAL, memory_order_relaxed);
@@ -189,8 +193,89 @@ int ra__journal_compact(ra_meter_t *m) {
     size_t removed = 0;
     int rc = ra__wal_compact(m->wal, ra__heads_each, m, &removed);
     note_reserve(m);
-    ra__journal_room_changed(m, ra__meter_now_ms(m), false);
+    room_again(m, ra__meter_now_ms(m));
     return rc;
+}
+
+bool ra__journal_in_doubt(const ra_meter_t *m) {
+    return m->wal && m->wal->failed;
+}
+
+bool ra__journal_has_segment(const ra_meter_t *m, uint64_t id) {
+    return m->wal && ra__wal_has_segment(m->wal, id);
+}
+
+/* ---- a rollover's side: room for its plan, its group commit ---------------------------- */
+
+void ra__journal_room_init(ra_meter_t *m, int64_t now_ms, ra__journal_room_t *r) {
+    memset(r, 0, sizeof *r);
+    r->frames = r->bytes = UINT64_MAX;
+    r->now_ms = now_ms;
+    if (m->wal) ra__wal_room(m->wal, now_ms, &r->frames, &r->bytes);
+}
+
+bool ra__journal_fits(ra_meter_t *m, ra__journal_room_t *r, uint64_t n, uint64_t payload_bytes) {
+    uint64_t bytes = payload_bytes + n * (RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER);
+    bool fits = r->frames_used + n <= r->frames && r->bytes_used + bytes <= r->bytes;
+    if (!fits && !r->reclaimed && m->wal) {
+        r->reclaimed = true;
+        if (ra__journal_compact(m) == 0) {
+            ra__wal_room(m->wal, r->now_ms, &r->frames, &r->bytes);
+            fits = r->frames_used + n <= r->frames && r->bytes_used + bytes <= r->bytes;
+        }
+    }
+    if (fits) {
+        r->frames_used += n;
+        r->bytes_used += bytes;
+    }
+    return fits;
+}
+
+/* Why a group commit failed, said once: a full file system (the caps were checked by the
+ * plan, so it is the disk itself), or another write error. */
+static void commit_failed(ra_meter_t *m, int rc) {
+    ra__wal_t *w = m->wal;
+    if (rc == RA__EINDOUBT) {
+        /* The pairs stay frozen (nothing lost while this process lives) and seal_intent
+         * names the segment: a restart looks at the disk and releases or unfreezes them. */
+        ra__log(m, RA_LOG_ERROR,
+                "wal: a segment's directory entry could not be made durable or undone; "
+                "sealing stops until a restart (counts are kept in the plane)");
+    } else if (rc == RA_EPERSISTFULL) {
+        ra__count_reject(m, RA_REJ_WAL_FULL);
+        ra__journal_refused(m);
+        ra__log(m, RA_LOG_ERROR,
+                "rollover: the file system holding the WAL %s is full (%s; the WAL holds "
+                "%llu slices, %llu bytes, within its caps); nothing is sealed until space is "
+                "freed, counts stay in the plane, the meter is degraded",
+                w->dir, strerror(w->last_errno ? w->last_errno : ENOSPC),
+                (unsigned long long)w->entries, (unsigned long long)w->bytes);
+    } else {
+        ra__log(m, RA_LOG_ERROR,
+                "rollover: writing the WAL %s failed (%s); nothing is sealed, "
+                "counts stay in the plane and the next rollover retries",
+                w->dir, w->last_errno ? strerror(w->last_errno) : ra_strerror(rc));
+    }
+}
+
+int ra__journal_commit(ra_meter_t *m, ra_slice_t *const *batch, size_t n, int64_t now_ms) {
+    if (!m->wal) return 0;
+    uint64_t bytes = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        ra_slice_bytes(batch[i], &len);
+        bytes += RA_WAL_FRAME_HDR + len + RA_WAL_FRAME_TRAILER;
+    }
+    int rc = n ? ra__wal_check_room(m->wal, n, bytes + RA_WAL_SEG_HDR, now_ms) : 0;
+    if (rc == 0 && n) rc = ra__wal_append(m->wal, batch, n, now_ms, &m->hdr->seal_intent, &first);
+    if (rc != 0) {
+        commit_failed(m, rc);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        ra__slice_set_wal_seq(batch[i], first + i);
+    room_again(m, now_ms);
+    return 0;
 }
 
 /* ---- the backlog: the WAL beyond the pending ring ------------------------------------- */

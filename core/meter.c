@@ -4,7 +4,8 @@
  * -- and calls down into the leaves, none of which calls back up:
  *
  *   meter.c -> seal.c (the rollover's steps) -> heads.c, pending.c, journal.c, seal_sort.c
- *           -> journal.c (the seal-to-WAL journal) -> wal.c, heads.c, pending.c
+ *           -> journal.c (the seal-to-WAL journal: the rollover's group commit) -> wal.c,
+ *              heads.c, pending.c
  *           -> pending.c (a pure ring), heads.c (stream heads), plane.c (the mapping)
  *
  * The record path is the exception, by design: ra_meter_record* and key handles live in
@@ -284,9 +285,11 @@ int ra_meter_rollover(ra_meter_t *m, int64_t now_ms, ra_slice_t **out, size_t ou
      * record path (nginx workers) never pays for it. */
     m->seal.rows_max = m->hdr->entries_cap;
     size_t in_ring = 0;
+    ra__seal_batch_t b = {0};
     if (rc == 0) ra__journal_refill(m); /* the backlog first: it is older */
-    if (rc == 0)
-        rc = ra__seal(m, now_ms == RA_NOW ? ra__meter_now_ms(m) : now_ms, n_sealed, &in_ring);
+    if (rc == 0) rc = ra__seal_begin(m, now_ms == RA_NOW ? ra__meter_now_ms(m) : now_ms, &b);
+    if (rc == 0 && b.taken) rc = ra__journal_commit(m, b.slices, b.n, b.now_ms); /* step 6 */
+    if (b.open) rc = ra__seal_end(m, &b, rc, n_sealed, &in_ring);
     /* The slices sealed now that went into the ring are its newest entries; taken under
      * the lock, so no concurrent ACK can shift them (the others wait in the WAL). */
     if (out && in_ring) ra__pending_newest(&m->pending, in_ring, out, out_cap);

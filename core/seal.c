@@ -17,25 +17,25 @@
  *      one): exactly once (PRODUCT.md §6).
  *   5. Build: per stream, merge duplicate subjects, encode v1, BLAKE3, link prev_b3, assign
  *      seq = head + 1, advance the head.
- *   6. Commit. With a WAL: the batch is one segment (group commit, P-9); once it is durable
- *      the frozen pairs are released (drained), otherwise they are unfrozen, the heads put
- *      back, and nothing is reported sealed. A sealer killed in between leaves
- *      seal_intent in the plane: the next sealer releases the frozen pairs if the segment
- *      made it to disk, and unfreezes them if not (ra__seal_recover).
+ *   6. Commit (journal.c, not here). With a WAL the batch is one segment (group commit,
+ *      P-9); once it is durable the frozen pairs are released (drained), otherwise they are
+ *      unfrozen, the heads put back, and nothing is reported sealed. A sealer killed in
+ *      between leaves seal_intent in the plane: the next sealer releases the frozen pairs if
+ *      the segment made it to disk, and unfreezes them if not (ra__seal_recover).
  *   7. Publish: the slices go to the pending ring (with a WAL, those the ring has no room
  *      for wait in the WAL: journal.c's backlog) and the boundary counter advances; a
  *      plan that stopped short (step 3) is counted and answered.
  *
- * ra__seal below runs the steps in order, one function each. It runs under the meter's
- * seal lock (taken by meter.c, the only place that takes it), in the plane's one sealer
- * process, and calls down only: heads.c, pending.c, journal.c, wal.c, seal_sort.c. Writers are
+ * ra__seal_begin runs steps 1-5 and hands the batch back; meter.c gives it to the journal
+ * (step 6, ra__journal_commit), then ra__seal_end settles the taken counts by the outcome
+ * and runs step 7. Both run under the meter's seal lock (taken by meter.c, the only place
+ * that takes it), in the plane's one sealer process, and call down only: heads.c,
+ * pending.c, journal.c (room, publish; never the WAL's files), seal_sort.c. Writers are
  * never waited for. A row whose window was sealed already (a writer preempted across the boundary)
  * is sealed into the oldest window being sealed now and counted in accounting_late_rows_total:
  * late, never lost, never twice. */
 #include "internal.h"
-#include "wal.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -383,59 +383,27 @@ static void undo_heads(ra__seal_scratch_t *sc) {
     }
 }
 
-/* Group commit of the batch; on any failure nothing is reported sealed and nothing lost. */
-static int commit_wal(ra_meter_t *m, size_t n, size_t fit, size_t built, int64_t now_ms) {
+/* Step 6's outcome (the journal's group commit): durable → the frozen pairs are released;
+ * refused or failed → the heads go back, the slices are dropped and the pairs unfrozen, so
+ * nothing is reported sealed and nothing is lost; in doubt → the pairs stay frozen and
+ * seal_intent names the segment, for a restart to decide from the disk. */
+static int settle(ra_meter_t *m, const ra__seal_batch_t *b, int commit_rc) {
     ra__seal_scratch_t *sc = &m->seal;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < built; i++) {
-        size_t len;
-        ra_slice_bytes(sc->batch[i], &len);
-        bytes += RA_WAL_FRAME_HDR + len + RA_WAL_FRAME_TRAILER;
-    }
-    uint64_t first = 0;
-    int rc = built ? ra__wal_check_room(m->wal, built, bytes + RA_WAL_SEG_HDR, now_ms) : 0;
-    if (rc == 0 && built)
-        rc = ra__wal_append(m->wal, sc->batch, built, now_ms, &m->hdr->seal_intent, &first);
-    if (rc == 0) {
-        thaw_all(m, n, fit, true);
-        for (size_t i = 0; i < built; i++)
-            ra__slice_set_wal_seq(sc->batch[i], first + i);
-        atomic_store_explicit(&m->hdr->seal_intent, 0, memory_order_release);
-        ra__journal_room_changed(m, now_ms, false);
+    bool wal = ra__journal_on(m);
+    if (commit_rc == 0) {
+        if (wal && b->taken) {
+            thaw_all(m, b->plan.n, b->plan.fit, true);
+            atomic_store_explicit(&m->hdr->seal_intent, 0, memory_order_release);
+        }
         return 0;
     }
     undo_heads(sc);
-    for (size_t i = 0; i < built; i++)
+    for (size_t i = 0; i < b->n; i++)
         ra_slice_unref(sc->batch[i]);
-    if (rc == RA__WAL_IN_DOUBT) {
-        /* The segment may or may not be on disk. The pairs stay frozen (nothing lost while
-         * this process lives) and seal_intent names the segment: a restart looks at the
-         * disk and releases or unfreezes them. */
-        ra__log(m, RA_LOG_ERROR,
-                "wal: a segment's directory entry could not be made durable or undone; "
-                "sealing stops until a restart (counts are kept in the plane)");
-        return RA_EIO;
-    }
-    thaw_all(m, n, fit, false);
+    if (commit_rc == RA__EINDOUBT) return RA_EIO;
+    thaw_all(m, b->plan.n, b->plan.fit, false);
     atomic_store_explicit(&m->hdr->seal_intent, 0, memory_order_release);
-    if (rc == RA_EPERSISTFULL) {
-        ra__count_reject(m, RA_REJ_WAL_FULL);
-        m->wal->stats.full_refusals++;
-        ra__journal_room_changed(m, now_ms, true);
-        /* The caps were checked by the plan (step 3): this is the file system itself. */
-        ra__log(m, RA_LOG_ERROR,
-                "rollover: the file system holding the WAL %s is full (%s; the WAL holds "
-                "%llu slices, %llu bytes, within its caps); nothing is sealed until space is "
-                "freed, counts stay in the plane, the meter is degraded",
-                m->wal->dir, strerror(m->wal->last_errno ? m->wal->last_errno : ENOSPC),
-                (unsigned long long)m->wal->entries, (unsigned long long)m->wal->bytes);
-    } else {
-        ra__log(m, RA_LOG_ERROR,
-                "rollover: writing the WAL %s failed (%s); nothing is sealed, "
-                "counts stay in the plane and the next rollover retries",
-                m->wal->dir, m->wal->last_errno ? strerror(m->wal->last_errno) : ra_strerror(rc));
-    }
-    return rc;
+    return commit_rc;
 }
 
 /* A sealer killed between freezing pairs and finishing its commit left seal_intent set.
@@ -444,7 +412,7 @@ static int commit_wal(ra_meter_t *m, size_t n, size_t fit, size_t built, int64_t
 void ra__seal_recover(ra_meter_t *m) {
     uint64_t intent = atomic_load_explicit(&m->hdr->seal_intent, memory_order_acquire);
     if (intent == 0) return;
-    bool durable = intent != RA_INTENT_FREEZING && m->wal && ra__wal_has_segment(m->wal, intent);
+    bool durable = intent != RA_INTENT_FREEZING && ra__journal_has_segment(m, intent);
     size_t nslots = (size_t)m->hdr->shards * m->hdr->slots_per_shard, n = 0;
     for (size_t wi = 0; wi < (nslots + 63) / 64; wi++) {
         uint64_t bits = atomic_load_explicit(&m->bitmap[wi], memory_order_acquire);
@@ -470,28 +438,15 @@ void ra__seal_recover(ra_meter_t *m) {
 
 /* ---- the rollover: the steps of the header comment, in order -------------------------- */
 
-/* What step 3 decided: the first `fit` stream-windows (in rank order) are sealed now, as
- * `need` slices; what stopped it (an RA_REJ_* reason, or -1: everything fits), and the last
- * window index that is then complete. */
-typedef struct seal_plan {
-    size_t n;        /* candidate rows (step 1) */
-    size_t S;        /* stream-windows (step 2) */
-    size_t fit;      /* of those, sealed now */
-    size_t need;     /* slices they make (an upper bound: merging only shrinks rows) */
-    int stop_reason; /* RA_REJ_* or -1 */
-    int64_t w_fit;   /* every window <= w_fit is complete after this rollover */
-} seal_plan_t;
-
 /* Step 3: how many streams fit: with a WAL, under its caps (what the pending ring cannot
  * hold waits in the WAL: journal.c, the backlog); without one, in the pending ring. */
-static void plan(ra_meter_t *m, int64_t now_ms, uint32_t w_end, seal_plan_t *pl) {
+static void plan(ra_meter_t *m, int64_t now_ms, uint32_t w_end, ra__seal_plan_t *pl) {
     ra__seal_scratch_t *sc = &m->seal;
     const ra__sort_key_t *by_rank = sc->keys, *order = sc->keys + pl->S;
-    size_t room = m->wal ? SIZE_MAX : ra__pending_room(&m->pending), need = 0, fit = 0;
-    uint64_t wal_frames = UINT64_MAX, wal_bytes = UINT64_MAX, need_bytes = 0;
-    if (m->wal) ra__wal_room(m->wal, now_ms, &wal_frames, &wal_bytes);
+    size_t room = ra__journal_on(m) ? SIZE_MAX : ra__pending_room(&m->pending), need = 0, fit = 0;
+    ra__journal_room_t wal_room;
+    ra__journal_room_init(m, now_ms, &wal_room);
     int stop_reason = -1;
-    bool compacted = false;
     for (; fit < pl->S; fit++) {
         const ra__seal_stream_t *st = &sc->streams[by_rank[fit].v];
         const ra__seal_row_t *r0 = &sc->rows[order[st->first].v];
@@ -503,24 +458,12 @@ static void plan(ra_meter_t *m, int64_t now_ms, uint32_t w_end, seal_plan_t *pl)
         }
         ra__slice_hdr_in_t in = {
             .dimension = m->dim_names[r0->dim], .host = m->host, .version = RA_VERSION_STRING};
-        uint64_t bytes =
-            (uint64_t)slices * (RA_WAL_FRAME_HDR + RA_WAL_FRAME_TRAILER + ra__encode_size(&in)) +
-            (uint64_t)st->rows * RA_ENC_ROW; /* an upper bound: merging shrinks */
-        bool wal_fits = need + slices <= wal_frames && need_bytes + bytes <= wal_bytes;
-        if (!wal_fits && !compacted) {
-            /* ACKed frames keep counting against the caps until a compaction drops them:
-             * reclaim them before refusing (and degrading the meter) for a full WAL. */
-            compacted = true;
-            if (ra__journal_compact(m) == 0) {
-                ra__wal_room(m->wal, now_ms, &wal_frames, &wal_bytes);
-                wal_fits = need + slices <= wal_frames && need_bytes + bytes <= wal_bytes;
-            }
-        }
-        if (!wal_fits) {
+        uint64_t bytes = (uint64_t)slices * ra__encode_size(&in) +
+                         (uint64_t)st->rows * RA_ENC_ROW; /* an upper bound: merging shrinks */
+        if (!ra__journal_fits(m, &wal_room, slices, bytes)) {
             stop_reason = RA_REJ_WAL_FULL;
             break;
         }
-        need_bytes += bytes;
         if (!ra__head_get(m, r0->tenant, r0->dim, true)) {
             stop_reason = RA_REJ_HEADS_FULL;
             break;
@@ -535,9 +478,9 @@ static void plan(ra_meter_t *m, int64_t now_ms, uint32_t w_end, seal_plan_t *pl)
 }
 
 /* Step 4: take the chosen streams' counts, in slot order. Returns the late rows taken. */
-static uint64_t take(ra_meter_t *m, const seal_plan_t *pl) {
+static uint64_t take(ra_meter_t *m, const ra__seal_plan_t *pl) {
     ra__seal_scratch_t *sc = &m->seal;
-    bool wal = m->wal != NULL;
+    bool wal = ra__journal_on(m);
     if (wal && pl->fit)
         atomic_store_explicit(&m->hdr->seal_intent, RA_INTENT_FREEZING, memory_order_release);
     uint64_t late = 0;
@@ -557,7 +500,7 @@ static uint64_t take(ra_meter_t *m, const seal_plan_t *pl) {
 
 /* Step 5: every chosen stream-window into slices (sc->batch[0..built)), heads advanced.
  * Returns the rows sealed (after merging). */
-static uint64_t build(ra_meter_t *m, const seal_plan_t *pl, size_t *built) {
+static uint64_t build(ra_meter_t *m, const ra__seal_plan_t *pl, size_t *built) {
     ra__seal_scratch_t *sc = &m->seal;
     const ra__sort_key_t *by_rank = sc->keys;
     ra__sort_key_t *order = sc->keys + pl->S;
@@ -581,14 +524,15 @@ static uint64_t build(ra_meter_t *m, const seal_plan_t *pl, size_t *built) {
 
 /* Step 7: the slices into the pending ring, the metrics, the boundary counter; a plan that
  * stopped short is counted, logged and answered. */
-static int publish(ra_meter_t *m, int64_t now_ms, int64_t sealed, const seal_plan_t *pl,
-                   size_t built, uint64_t late, uint64_t rows_sealed, size_t *in_ring) {
+static int publish(ra_meter_t *m, const ra__seal_batch_t *b, size_t *in_ring) {
     ra__seal_scratch_t *sc = &m->seal;
-    *in_ring = ra__journal_publish(m, sc->batch, built);
+    const ra__seal_plan_t *pl = &b->plan;
+    int64_t sealed = b->sealed;
+    *in_ring = ra__journal_publish(m, sc->batch, b->n);
     ra__plane_metrics_t *mt = &m->hdr->metrics;
-    atomic_fetch_add_explicit(&mt->late_rows, late, memory_order_relaxed);
-    atomic_fetch_add_explicit(&mt->sealed_rows, rows_sealed, memory_order_relaxed);
-    atomic_fetch_add_explicit(&mt->sealed_slices, built, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->late_rows, b->late, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->sealed_rows, b->rows_sealed, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->sealed_slices, b->n, memory_order_relaxed);
     if (pl->w_fit > sealed) {
         /* The first rollover counts from the first window that held counts. */
         int64_t first = sealed == RA_SEALED_NONE
@@ -612,18 +556,17 @@ static int publish(ra_meter_t *m, int64_t now_ms, int64_t sealed, const seal_pla
             why[pl->stop_reason], (long long)(pl->w_fit + 1), ra__pending_count(&m->pending),
             m->pending.cap);
     if (pl->stop_reason == RA_REJ_WAL_FULL) {
-        m->wal->stats.full_refusals++;
-        ra__journal_room_changed(m, now_ms, true);
+        ra__journal_refused(m);
         return RA_EPERSISTFULL;
     }
     return RA_ECAPACITY;
 }
 
-int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed, size_t *n_in_ring) {
-    *n_sealed = *n_in_ring = 0;
+int ra__seal_begin(ra_meter_t *m, int64_t now_ms, ra__seal_batch_t *b) {
+    memset(b, 0, sizeof *b);
     /* A segment in doubt: seal_intent names it and frozen pairs wait for a restart to look
      * at the disk. Sealing anything now would overwrite that record. */
-    if (m->wal && m->wal->failed) return RA_EIO;
+    if (ra__journal_in_doubt(m)) return RA_EIO;
     uint32_t cur;
     int rc = ra__window_of_ms(m, now_ms, &cur);
     if (rc != 0) return rc;
@@ -652,23 +595,32 @@ int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed, size_t *n_in_ring)
     uint32_t w_end = cur - 1;
     ra__seal_scratch_t *sc = &m->seal;
 
-    seal_plan_t pl = {0};
-    pl.n = scan(m, w_end, sealed, cur);    /* step 1 */
-    pl.S = pl.n ? group(m, pl.n, &rc) : 0; /* step 2 */
-    if (rc != 0) return rc;                /* nothing drained: the counts wait in the plane */
-    plan(m, now_ms, w_end, &pl);           /* step 3 */
-    sc->n_streams = pl.S;
-    if (pl.need && ((rc = preallocate(m, pl.fit, pl.need)) != 0 ||
-                    !grow((void **)&sc->batch, &sc->batch_cap, pl.need, sizeof *sc->batch) ||
-                    !grow((void **)&sc->undo, &sc->undo_cap, pl.fit, sizeof *sc->undo)))
+    ra__seal_plan_t *pl = &b->plan;
+    pl->n = scan(m, w_end, sealed, cur);      /* step 1 */
+    pl->S = pl->n ? group(m, pl->n, &rc) : 0; /* step 2 */
+    if (rc != 0) return rc;                   /* nothing drained: the counts wait in the plane */
+    plan(m, now_ms, w_end, pl);               /* step 3 */
+    sc->n_streams = pl->S;
+    if (pl->need && ((rc = preallocate(m, pl->fit, pl->need)) != 0 ||
+                     !grow((void **)&sc->batch, &sc->batch_cap, pl->need, sizeof *sc->batch) ||
+                     !grow((void **)&sc->undo, &sc->undo_cap, pl->fit, sizeof *sc->undo)))
         return rc ? rc : RA_ENOMEM; /* nothing taken from the plane yet */
-    uint64_t late = take(m, &pl);   /* step 4 */
-    size_t built;
-    uint64_t rows_sealed = build(m, &pl, &built); /* step 5 */
-    if (m->wal && pl.fit) {                       /* step 6 */
-        rc = commit_wal(m, pl.n, pl.fit, built, now_ms);
-        if (rc != 0) return rc; /* nothing sealed; the counts are back in (or kept in) the plane */
-    }
-    *n_sealed = built;
-    return publish(m, now_ms, sealed, &pl, built, late, rows_sealed, n_in_ring); /* step 7 */
+    b->now_ms = now_ms;
+    b->sealed = sealed;
+    b->open = true;
+    b->taken = pl->fit > 0;
+    b->late = take(m, pl);                /* step 4 */
+    b->rows_sealed = build(m, pl, &b->n); /* step 5 */
+    b->slices = sc->batch;
+    return 0;
+}
+
+int ra__seal_end(ra_meter_t *m, ra__seal_batch_t *b, int commit_rc, size_t *n_sealed,
+                 size_t *n_in_ring) {
+    *n_sealed = *n_in_ring = 0;
+    int rc = settle(m, b, commit_rc); /* step 6's outcome */
+    b->open = false;
+    if (rc != 0) return rc; /* nothing sealed; the counts are back in (or kept in) the plane */
+    *n_sealed = b->n;
+    return publish(m, b, n_in_ring); /* step 7 */
 }

@@ -59,9 +59,43 @@ typedef struct ra__seal_scratch {
     size_t undo_cap, n_undo;
 } ra__seal_scratch_t;
 
-/* seal.c: the rollover (under the seal lock, in the plane's one sealer), and the recovery
- * of a seal a crash interrupted (at open, after the journal recovered the WAL). */
-RA_INTERNAL int ra__seal(ra_meter_t *m, int64_t now_ms, size_t *n_sealed, size_t *n_in_ring);
+/* What step 3 decided: the first `fit` stream-windows (in rank order) are sealed now, as
+ * `need` slices; what stopped it (an RA_REJ_* reason, or -1: everything fits), and the last
+ * window index that is then complete. */
+typedef struct ra__seal_plan {
+    size_t n;        /* candidate rows (step 1) */
+    size_t S;        /* stream-windows (step 2) */
+    size_t fit;      /* of those, sealed now */
+    size_t need;     /* slices they make (an upper bound: merging only shrinks rows) */
+    int stop_reason; /* RA_REJ_* or -1 */
+    int64_t w_fit;   /* every window <= w_fit is complete after this rollover */
+} ra__seal_plan_t;
+
+/* A rollover's batch, between its two halves. */
+typedef struct ra__seal_batch {
+    ra_slice_t *const *slices; /* built by steps 1-5, in seal order (the scratch's array) */
+    size_t n;
+    bool open;  /* ra__seal_end must finish it */
+    bool taken; /* counts were taken from the plane (frozen, with a WAL) for these slices */
+    int64_t now_ms, sealed;
+    uint64_t late, rows_sealed;
+    ra__seal_plan_t plan;
+} ra__seal_batch_t;
+
+/* seal.c: the rollover in two halves (under the seal lock, in the plane's one sealer), and
+ * the recovery of a seal a crash interrupted (at open, after the journal recovered the WAL).
+ * meter.c runs them:
+ *
+ *   ra__seal_begin(m, now, &b);                          steps 1-5: the batch, counts taken
+ *   commit_rc = b.taken ? ra__journal_commit(m, b.slices, b.n, now) : 0;     step 6
+ *   if (b.open) ra__seal_end(m, &b, commit_rc, ...);     step 6's outcome, step 7
+ *
+ * so sealing never names the WAL: the journal owns the commit and its room. begin returns 0
+ * or a negative RA_E* code (then nothing was taken and b.open is false); end returns what
+ * the rollover answers. */
+RA_INTERNAL int ra__seal_begin(ra_meter_t *m, int64_t now_ms, ra__seal_batch_t *b);
+RA_INTERNAL int ra__seal_end(ra_meter_t *m, ra__seal_batch_t *b, int commit_rc, size_t *n_sealed,
+                             size_t *n_in_ring);
 RA_INTERNAL void ra__seal_scratch_free(ra__seal_scratch_t *sc);
 RA_INTERNAL void ra__seal_recover(ra_meter_t *m);
 /* seal_sort.c */

@@ -790,7 +790,7 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
         free(acked);
         if (w->io->unlink(w->io->ud, seg) == 0 && fsync_dir(w) == 0) return errno_code(w, rc);
         w->failed = true;
-        return RA__WAL_IN_DOUBT;
+        return RA__EINDOUBT;
     }
     for (size_t i = 0; i < n; i++)
         seqs[i] = id + i;

@@ -99,9 +99,8 @@ void ra__wal_room(const ra__wal_t *w, int64_t now_ms, uint64_t *frames, uint64_t
 
 /* Group commit of n slices as one new segment. *intent_seg (in the counter plane) gets the
  * segment id before the segment can become visible. Returns 0 (durable), a negative
- * RA_E* code when the segment is certainly not in the WAL, or RA__WAL_IN_DOUBT when it may
+ * RA_E* code when the segment is certainly not in the WAL, or RA__EINDOUBT when it may
  * or may not be (the WAL is then failed: nothing more is sealed until a restart). */
-#define RA__WAL_IN_DOUBT (-1000)
 int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t now_ms,
                    _Atomic uint64_t *intent_seg, uint64_t *first_seq);
 
