@@ -25,7 +25,7 @@
  * 0 success, 1 the script failed, 2 the command line or the script file is wrong. */
 enum { RA_HOST_EXIT_OK = 0, RA_HOST_EXIT_FAILED = 1, RA_HOST_EXIT_USAGE = 2 };
 
-#define RA_HOST_NAME "ron-accounting"
+#include "host_name.h" /* RA_HOST_NAME */
 
 /* Runs argv[0] (a Lua script) with argv[1..argc-1] as its arguments; exe is the path the
  * host was started as (arg[-1] for the script). Returns the process exit code. A script

@@ -64,7 +64,7 @@
  *
  * Name resolution: Debian's libcurl resolves host names on a thread of its own (never on
  * the loop); numeric addresses and "localhost" need no resolver at all. */
-#include "cli/host.h"
+#include "host_name.h"
 #include "lua/glue.h"
 #include "lua/modules.h"
 

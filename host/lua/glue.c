@@ -1,7 +1,7 @@
 /* Glue shared by the host's Lua C modules: glue.h says what and why. */
 #include "lua/glue.h"
 
-#include "cli/host.h"
+#include "host_name.h"
 
 #include <luv/luv.h>
 #include <stdio.h>

@@ -93,7 +93,7 @@
  *
  * SIGPIPE is ignored from the first listen on: writing a response to a client that went
  * away must be an EPIPE error, not the end of the process. */
-#include "cli/host.h"
+#include "host_name.h"
 #include "lua/glue.h"
 #include "lua/http_head.h"
 #include "lua/modules.h"

@@ -78,7 +78,7 @@
  *
  * Not covered: PQconnectStart resolves a host NAME with a blocking getaddrinfo (libpq
  * documents it); give hostaddr= or a numeric host (or a socket directory) on the loop. */
-#include "cli/host.h"
+#include "host_name.h"
 #include "lua/glue.h"
 #include "lua/modules.h"
 
