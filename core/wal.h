@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "io.h"
+#include "wal_reader.h"
 
 #define RA_WAL_SEG_MAGIC "RONWSEG1"
 #define RA_WAL_SEG_HDR 32
@@ -70,17 +71,12 @@ typedef struct ra__wal {
     ra__wal_stats_t stats;
 } ra__wal_t;
 
-/* What recovery hands back, through callbacks, in order. */
+/* What recovery hands back, through callbacks, in order (wal_reader.h says what each is). */
 typedef struct ra__wal_visitor {
     void *ud;
-    /* a checkpointed head (from <dir>/heads) */
-    int (*head)(void *ud, const uint8_t tenant[16], const char *dimension, uint64_t seq,
-                int64_t last_window_start_s, const uint8_t b3[32]);
-    /* a valid slice frame (the visitor takes the reference) */
-    int (*slice)(void *ud, ra_slice_t *s, uint64_t frame_seq);
-    /* a problem found while scanning: what, file, offset, and the slice id if readable */
-    void (*problem)(void *ud, const char *what, const char *file, uint64_t offset,
-                    const char *detail);
+    ra__wal_head_fn head;
+    ra__wal_slice_fn slice;
+    ra__wal_problem_fn problem;
 } ra__wal_visitor_t;
 
 /* Opens (creating it 0700 if absent) and locks the WAL directory, removes leftover .tmp
@@ -109,11 +105,7 @@ void ra__wal_acked(ra__wal_t *w, uint64_t frame_seq);
 
 /* Removes every fully ACKed segment, after checkpointing the heads. Heads come from the
  * callback: it is called for every head the meter knows. */
-typedef int (*ra__wal_heads_fn)(void *ud,
-                                int (*emit)(void *eud, const uint8_t tenant[16],
-                                            const char *dimension, uint64_t seq,
-                                            int64_t last_window_start_s, const uint8_t b3[32]),
-                                void *eud);
+typedef int (*ra__wal_heads_fn)(void *ud, ra__wal_head_fn emit, void *eud);
 int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t *removed);
 
 /* Whether a segment with this id is in the WAL. */

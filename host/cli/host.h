@@ -5,7 +5,8 @@
  *   run.c       `run SCRIPT.lua [ARGS...]`: a LuaJIT state with ron.accounting on its path,
  *               one libuv loop shared with luv and the Lua C modules of host/lua/
  *   walcmd.c    `verify PATH` and `wal inspect PATH [--json]`: read-only WAL tools on top of
- *               the core's recovery scan (core/wal.h)
+ *               the core's recovery scan (core/wal_reader.h); walscan.c, walchain.c and
+ *               walprint.c are its scan, chain checks and listing (walscan.h)
  *   ledgercmd.c `verify PATH` of a file ledger (docs/EXPORT.md): records, digests, chains
  *   pgverify.c  `verify postgres://...`: digests and chains of a PostgreSQL ledger
  *   chain.c     the one chain-link check every verify uses (seq = head + 1, prev_b3 = the
