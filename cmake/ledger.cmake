@@ -6,7 +6,6 @@
 #   tests/ledger/test-*.c            one executable each, run as built and under ASan+UBSan
 #                                    (label c; ledger)
 #   fuzz-ledger-decode-smoke         tests/fuzz/fuzz-ledger-decode.c, briefly (label fuzz)
-#   lint-cppcheck-ledger             cppcheck over ledger/ (label lint)
 #   lua-ledger-cdef-current          lua/ron/ledger/cdef.lua is what tools/gen-cdef.sh ledger
 #                                    prints from include/ron/ledger.h (`make cdef-ledger`)
 #   lua-ledger-store-host            the Store's conformance suite on PostgreSQL and on
@@ -71,20 +70,6 @@ foreach(src ${_rl_tests})
     endif()
   endforeach()
 endforeach()
-
-# ---- lint: cppcheck over the ledger's C (clang-format already covers every C file) ----
-find_program(RL_CPPCHECK cppcheck)
-if(RL_CPPCHECK)
-  add_test(NAME lint-cppcheck-ledger
-    COMMAND ${RL_CPPCHECK} --quiet --error-exitcode=1 --std=c11
-            --enable=warning,portability,performance --inline-suppr
-            --suppress=missingIncludeSystem -I include -I ledger ledger
-    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-else()
-  add_test(NAME lint-cppcheck-ledger COMMAND sh -c
-    "echo 'cppcheck not found: install the Debian package cppcheck (tools/deps.sh)' >&2; exit 1")
-endif()
-set_tests_properties(lint-cppcheck-ledger PROPERTIES LABELS lint TIMEOUT 300)
 
 # LED-11: the core allocates nothing and does no I/O. The static library's undefined
 # symbols must not name an allocator or a file/socket call.

@@ -3,9 +3,16 @@
 #   lint-shellcheck    every tracked shell script and .ci/run (.shellcheckrc)
 #   lint-clang-format  every tracked C file agrees with .clang-format
 #   lint-cppcheck      cppcheck (warning, portability, performance) over core/ host/ nginx/ audit/
+#                      ledger/
 #   lint-requires      the Lua packages depend one way, requires at the top of their files
 #                      (tools/check-requires.lua: the layering of docs/ARCHITECTURE.md), and its
 #                      self-test lint-requires-selftest
+#   lint-function-length  no function over 150 lines unless tools/function-length-allow.txt
+#                      lists it (a list that only shrinks); those over 70 are printed
+#                      (tools/check-function-length.lua, C and Lua)
+#   lint-layers        the C walls: no upward include or call (tools/check-layers.lua over
+#                      the sources and the static core library)
+#   lint-selftest      both checks above fail each kind of broken tree (tests/lint/)
 # Each tool comes from tools/deps.sh; a missing one fails its test with the package name
 # instead of skipping it silently.
 function(ra_lint name package)
@@ -34,11 +41,15 @@ ra_lint(lint-shellcheck shellcheck
 ra_lint(lint-clang-format clang-format
   "git ls-files -z '*.c' '*.h' ':!:tests/fuzz/corpus' | xargs -0 ${RA_CLANG_FORMAT} --style=file --dry-run --Werror")
 ra_lint(lint-cppcheck cppcheck
-  "${RA_CPPCHECK} --quiet --error-exitcode=1 --std=c11 --enable=warning,portability,performance --inline-suppr --suppress=missingIncludeSystem -I include -I core -I host -I audit -DRA_SOURCE_LUA_DIR='\"lua\"' -DRA_INSTALL_LUA_REL='\"share/lua/5.1\"' -DRA_INSTALL_BIN_REL='\"bin\"' core host nginx audit")
+  "${RA_CPPCHECK} --quiet --error-exitcode=1 --std=c11 --enable=warning,portability,performance --inline-suppr --suppress=missingIncludeSystem -I include -I core -I host -I audit -I ledger -DRA_SOURCE_LUA_DIR='\"lua\"' -DRA_INSTALL_LUA_REL='\"share/lua/5.1\"' -DRA_INSTALL_BIN_REL='\"bin\"' core host nginx audit ledger")
 
 ra_lint(lint-requires luajit2 "${RA_LINT_LUAJIT} tools/check-requires.lua .")
 ra_lint(lint-requires-selftest luajit2
   "sh tests/lint/requires-selftest.sh ${RA_LINT_LUAJIT} tools/check-requires.lua")
+ra_lint(lint-function-length luajit2 "${RA_LINT_LUAJIT} tools/check-function-length.lua .")
+ra_lint(lint-layers luajit2
+  "${RA_LINT_LUAJIT} tools/check-layers.lua . $<TARGET_FILE:ronacct_static>")
+ra_lint(lint-selftest luajit2 "sh tests/lint/lint-selftest.sh ${RA_LINT_LUAJIT}")
 
 add_custom_target(lint
   COMMAND ${CMAKE_CTEST_COMMAND} -L lint --output-on-failure

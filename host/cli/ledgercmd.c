@@ -107,32 +107,189 @@ static uint64_t verify_loss(lv_t *v, const char *path, const ra_tenant_t *tenant
     return l.seq;
 }
 
-/* tenant: the expected tenant (from the directory name) or NULL; dim: expected dimension
- * (from the file name) or NULL. */
-static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, const char *dim) {
-    /* Never follow a link and never block on a FIFO: a ledger's stream files are regular
-     * files the exporter made; anything else is reported, not read (issue 14 item 12). */
+/* One stream file being verified: where the walk is, the chain so far, and --totals. */
+typedef struct {
+    const char *path;
+    const ra_tenant_t *tenant; /* the expected tenant (the directory's) or NULL */
+    const char *dim;           /* the expected dimension (the file's) or NULL */
+    uint64_t idx, off, last_seq;
+    uint8_t last_b3[32];
+    /* --totals: what an operator reconciles against (the daemon's "see slices land") */
+    uint64_t sum, nslices, w_first, w_last;
+    bool sum_overflow;
+} stream_walk_t;
+
+/* Never follow a link and never block on a FIFO: a ledger's stream files are regular files
+ * the exporter made; anything else is reported, not read (issue 14 item 12). Returns the
+ * descriptor (its size in *size), or -1. */
+static int open_stream(lv_t *v, const char *path, uint64_t *size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         ra_host_report(&v->vd, false, "CORRUPT %s: cannot read: %s", path,
                        errno == ELOOP ? "a symbolic link (refused)" : strerror(errno));
         if (fd >= 0) close(fd);
-        return;
+        return -1;
     }
     if (!S_ISREG(st.st_mode)) {
         ra_host_report(&v->vd, false,
                        "CORRUPT %s: not a regular file (a FIFO, a device or a socket): refused",
                        path);
         close(fd);
-        return;
+        return -1;
     }
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+/* The record at w->off into buf (its n slice bytes, then the 32-byte digest); false when
+ * the walk must stop (a torn tail, a bad length, a read error: reported). */
+static bool read_record(lv_t *v, stream_walk_t *w, int fd, uint64_t size, uint8_t *buf,
+                        uint32_t *n_out) {
+    uint64_t rem = size - w->off;
+    uint8_t hdr[4];
+    const char *path = w->path;
+    if (rem < 4 || !read_at(fd, hdr, 4, w->off)) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": torn tail of %" PRIu64
+                       " bytes (a partial length)",
+                       path, w->idx, w->off, rem);
+        v->torn += rem;
+        return false;
+    }
+    uint32_t n =
+        (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
+    if (n < 1 || n > MAX_SLICE) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": bad record length %" PRIu32 " (the rest of the file, %" PRIu64
+                       " bytes, is unreadable)",
+                       path, w->idx, w->off, n, rem);
+        v->torn += rem;
+        return false;
+    }
+    if (4 + (uint64_t)n + 32 > rem) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": torn tail: the record needs %" PRIu64 " bytes, %" PRIu64 " remain",
+                       path, w->idx, w->off, 4 + (uint64_t)n + 32, rem);
+        v->torn += rem;
+        return false;
+    }
+    if (!read_at(fd, buf, (size_t)n + 32, w->off + 4)) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": read error", path,
+                       w->idx, w->off);
+        return false;
+    }
+    *n_out = n;
+    return true;
+}
+
+/* A decoded slice's stream, --totals and chain link; false when it is another stream's. */
+static bool check_decoded(lv_t *v, stream_walk_t *w, const ra_slice_t *s, uint64_t seq) {
+    bool ok = true;
+    ra_slice_id_t id;
+    ra_slice_get_id(s, &id);
+    ra_tenant_t t;
+    ra_slice_get_tenant(s, &t);
+    if (w->tenant && memcmp(t.b, w->tenant->b, 16) != 0) {
+        char ts[37];
+        ra_tenant_format(&t, ts);
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": tenant %s is not the directory's",
+                       w->path, w->idx, w->off, ts);
+        ok = false;
+    }
+    if (w->dim && strcmp(w->dim, ra_slice_dimension(s)) != 0) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": dimension %s is not the file's",
+                       w->path, w->idx, w->off, ra_slice_dimension(s));
+        ok = false;
+    }
+    if (v->totals) {
+        for (size_t r = 0, nr = ra_slice_row_count(s); r < nr; r++) {
+            uint64_t inc = 0;
+            if (ra_slice_row(s, r, NULL, &inc) == 0) {
+                if (w->sum > UINT64_MAX - inc) w->sum_overflow = true;
+                w->sum += inc;
+            }
+        }
+        if (w->nslices++ == 0) w->w_first = id.window_start_s;
+        w->w_last = id.window_start_s + id.window_len_s;
+    }
+    v->links++;
+    ra_host_link_t link = ra_host_chain_link(w->last_seq, w->last_b3, seq, ra_slice_prev_b3(s));
+    if (link != RA_LINK_OK) {
+        char why[160];
+        ra_host_chain_describe(link, w->last_seq, w->last_b3, seq, ra_slice_prev_b3(s), why,
+                               sizeof why);
+        ra_host_report(&v->vd, true, "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64 ": %s",
+                       w->path, w->idx, w->off, why);
+    }
+    return ok;
+}
+
+/* A slice record: its digest, its decoding, then (decoded) its stream and link. */
+static void check_slice(lv_t *v, stream_walk_t *w, const uint8_t *buf, uint32_t n) {
+    const uint8_t *stored = buf + n;
+    uint8_t d[32];
+    ra_b3(buf, n, d);
+    bool ok = true;
+    if (memcmp(d, stored, 32) != 0) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": BLAKE3 of the slice bytes differs from the record's digest",
+                       w->path, w->idx, w->off);
+        ok = false;
+    }
+    ra_slice_t *s = NULL;
+    int rc = ra_slice_decode(buf, n, &s);
+    if (rc != 0) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
+                       ": the slice does not decode: %s: %s",
+                       w->path, w->idx, w->off, ra_err_name(rc), ra_strerror(rc));
+        ok = false;
+    }
+    uint64_t seq = w->last_seq + 1; /* assumed for an undecodable record */
+    if (s) {
+        ra_slice_id_t id;
+        ra_slice_get_id(s, &id);
+        seq = id.seq;
+        ok = check_decoded(v, w, s, seq) && ok;
+        ra_slice_unref(s);
+    }
+    if (ok) v->records++;
+    w->last_seq = seq;
+    memcpy(w->last_b3, stored, 32);
+}
+
+static void print_total(const stream_walk_t *w) {
+    char name[PATH_MAX];
+    if (w->tenant && w->dim) {
+        char ts[37];
+        ra_tenant_format(w->tenant, ts);
+        snprintf(name, sizeof name, "%s %s", ts, w->dim);
+    } else {
+        snprintf(name, sizeof name, "%s", w->path);
+    }
+    printf("  total %s %" PRIu64 "%s (%" PRIu64 " slices, windows %" PRIu64 "..%" PRIu64
+           " UTC s)\n",
+           name, w->sum, w->sum_overflow ? " (overflowed 2^64)" : "", w->nslices, w->w_first,
+           w->w_last);
+}
+
+/* tenant: the expected tenant (from the directory name) or NULL; dim: expected dimension
+ * (from the file name) or NULL. */
+static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, const char *dim) {
+    uint64_t size = 0;
+    int fd = open_stream(v, path, &size);
+    if (fd < 0) return;
     v->files++;
-    uint64_t size = (uint64_t)st.st_size, off = 0, idx = 0, last_seq = 0;
-    uint8_t last_b3[32] = {0};
-    /* --totals: what an operator reconciles against (the daemon's "see slices land") */
-    uint64_t sum = 0, nslices = 0, w_first = 0, w_last = 0;
-    bool sum_overflow = false;
+    stream_walk_t w = {.path = path, .tenant = tenant, .dim = dim};
     uint8_t *buf = malloc(MAX_SLICE + 32);
     if (!buf) {
         ra_host_report(&v->vd, false, "CORRUPT %s: out of memory", path);
@@ -140,135 +297,21 @@ static void verify_stream(lv_t *v, const char *path, const ra_tenant_t *tenant, 
         return;
     }
     v->bytes += size;
-    while (off < size) {
-        idx++;
-        uint64_t rem = size - off;
-        uint8_t hdr[4];
-        if (rem < 4 || !read_at(fd, hdr, 4, off)) {
-            ra_host_report(&v->vd, false,
-                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                           ": torn tail of %" PRIu64 " bytes (a partial length)",
-                           path, idx, off, rem);
-            v->torn += rem;
-            break;
-        }
-        uint32_t n = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
-                     (uint32_t)hdr[3] << 24;
-        if (n < 1 || n > MAX_SLICE) {
-            ra_host_report(&v->vd, false,
-                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                           ": bad record length %" PRIu32 " (the rest of the file, %" PRIu64
-                           " bytes, is unreadable)",
-                           path, idx, off, n, rem);
-            v->torn += rem;
-            break;
-        }
-        if (4 + (uint64_t)n + 32 > rem) {
-            ra_host_report(&v->vd, false,
-                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                           ": torn tail: the record needs %" PRIu64 " bytes, %" PRIu64 " remain",
-                           path, idx, off, 4 + (uint64_t)n + 32, rem);
-            v->torn += rem;
-            break;
-        }
-        if (!read_at(fd, buf, (size_t)n + 32, off + 4)) {
-            ra_host_report(&v->vd, false,
-                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64 ": read error", path,
-                           idx, off);
-            break;
-        }
-        const uint8_t *stored = buf + n;
+    uint32_t n;
+    while (w.off < size) {
+        w.idx++;
+        if (!read_record(v, &w, fd, size, buf, &n)) break;
         if (n >= 4 && memcmp(buf, RA_HOST_LOSS_MAGIC, 4) == 0) {
-            last_seq = verify_loss(v, path, tenant, dim, buf, n, idx, off, last_seq, last_b3);
-            memcpy(last_b3, stored, 32);
-            off += 4 + (uint64_t)n + 32;
-            continue;
+            w.last_seq =
+                verify_loss(v, path, tenant, dim, buf, n, w.idx, w.off, w.last_seq, w.last_b3);
+            memcpy(w.last_b3, buf + n, 32);
+        } else {
+            check_slice(v, &w, buf, n);
         }
-        uint8_t d[32];
-        ra_b3(buf, n, d);
-        bool ok = true;
-        if (memcmp(d, stored, 32) != 0) {
-            ra_host_report(&v->vd, false,
-                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                           ": BLAKE3 of the slice bytes differs from the record's digest",
-                           path, idx, off);
-            ok = false;
-        }
-        ra_slice_t *s = NULL;
-        int rc = ra_slice_decode(buf, n, &s);
-        if (rc != 0) {
-            ra_host_report(&v->vd, false,
-                           "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                           ": the slice does not decode: %s: %s",
-                           path, idx, off, ra_err_name(rc), ra_strerror(rc));
-            ok = false;
-        }
-        uint64_t seq = last_seq + 1; /* assumed for an undecodable record */
-        const uint8_t *b3 = stored;
-        if (s) {
-            ra_slice_id_t id;
-            ra_slice_get_id(s, &id);
-            seq = id.seq;
-            ra_tenant_t t;
-            ra_slice_get_tenant(s, &t);
-            if (tenant && memcmp(t.b, tenant->b, 16) != 0) {
-                char ts[37];
-                ra_tenant_format(&t, ts);
-                ra_host_report(&v->vd, false,
-                               "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                               ": tenant %s is not the directory's",
-                               path, idx, off, ts);
-                ok = false;
-            }
-            if (dim && strcmp(dim, ra_slice_dimension(s)) != 0) {
-                ra_host_report(&v->vd, false,
-                               "CORRUPT %s: record %" PRIu64 " at offset %" PRIu64
-                               ": dimension %s is not the file's",
-                               path, idx, off, ra_slice_dimension(s));
-                ok = false;
-            }
-            if (v->totals) {
-                for (size_t r = 0, nr = ra_slice_row_count(s); r < nr; r++) {
-                    uint64_t inc = 0;
-                    if (ra_slice_row(s, r, NULL, &inc) == 0) {
-                        if (sum > UINT64_MAX - inc) sum_overflow = true;
-                        sum += inc;
-                    }
-                }
-                if (nslices++ == 0) w_first = id.window_start_s;
-                w_last = id.window_start_s + id.window_len_s;
-            }
-            v->links++;
-            ra_host_link_t link = ra_host_chain_link(last_seq, last_b3, seq, ra_slice_prev_b3(s));
-            if (link != RA_LINK_OK) {
-                char why[160];
-                ra_host_chain_describe(link, last_seq, last_b3, seq, ra_slice_prev_b3(s), why,
-                                       sizeof why);
-                ra_host_report(&v->vd, true,
-                               "CHAIN BREAK %s: record %" PRIu64 " at offset %" PRIu64 ": %s", path,
-                               idx, off, why);
-            }
-            ra_slice_unref(s);
-        }
-        if (ok) v->records++;
-        last_seq = seq;
-        memcpy(last_b3, b3, 32);
-        off += 4 + (uint64_t)n + 32;
+        w.off += 4 + (uint64_t)n + 32;
     }
     free(buf);
-    if (v->totals) {
-        char name[PATH_MAX];
-        if (tenant && dim) {
-            char ts[37];
-            ra_tenant_format(tenant, ts);
-            snprintf(name, sizeof name, "%s %s", ts, dim);
-        } else {
-            snprintf(name, sizeof name, "%s", path);
-        }
-        printf("  total %s %" PRIu64 "%s (%" PRIu64 " slices, windows %" PRIu64 "..%" PRIu64
-               " UTC s)\n",
-               name, sum, sum_overflow ? " (overflowed 2^64)" : "", nslices, w_first, w_last);
-    }
+    if (v->totals) print_total(&w);
     close(fd);
 }
 

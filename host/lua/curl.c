@@ -574,71 +574,137 @@ static struct curl_slist *slist_add(struct curl_slist *list, const char *s, int 
     return n;
 }
 
+/* The checked options of one request: stack indexes into l_request's frame, which keeps
+ * the strings alive until libcurl has copied them (the body: until the transfer ends). */
+typedef struct {
+    int url_idx, method_idx, body_idx, proxy_idx;
+    const char *method;
+    size_t blen, max_response;
+    int has_body, is_get, is_head;
+    unsigned connect_ms, total_ms, read_ms;
+} req_opts_t;
+
+static void check_url(lua_State *L, req_opts_t *r) {
+    lua_getfield(L, 1, "url");
+    size_t ulen;
+    const char *url = lua_tolstring(L, -1, &ulen);
+    if (!url || lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "ron.base.net.http_client_c: url must be a string");
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        luaL_error(L, "ron.base.net.http_client_c: url must start with http:// or https://");
+    if (!ra_glue_is_field_value(url, ulen) || strchr(url, ' '))
+        luaL_error(L, "ron.base.net.http_client_c: url contains a space, CR, LF or NUL");
+    r->url_idx = lua_gettop(L);
+}
+
+static void check_method_body(lua_State *L, req_opts_t *r) {
+    lua_getfield(L, 1, "method");
+    r->method = "GET";
+    if (!lua_isnil(L, -1)) {
+        size_t mlen;
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "ron.base.net.http_client_c: method must be a string");
+        r->method = lua_tolstring(L, -1, &mlen);
+        if (!ra_glue_is_token(r->method, mlen) || mlen > 16)
+            luaL_error(L, "ron.base.net.http_client_c: method is not an HTTP token");
+    }
+    r->method_idx = lua_gettop(L);
+    lua_getfield(L, 1, "body");
+    r->blen = 0;
+    r->has_body = !lua_isnil(L, -1);
+    if (r->has_body) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "ron.base.net.http_client_c: body must be a string");
+        lua_tolstring(L, -1, &r->blen);
+        if (r->blen > MAX_BODY_BYTES)
+            luaL_error(L, "ron.base.net.http_client_c: body is over %d bytes", (int)MAX_BODY_BYTES);
+    }
+    r->body_idx = lua_gettop(L);
+    r->is_get = strcmp(r->method, "GET") == 0;
+    r->is_head = strcmp(r->method, "HEAD") == 0;
+    if (r->has_body && (r->is_get || r->is_head))
+        luaL_error(L, "ron.base.net.http_client_c: a %s request has no body", r->method);
+}
+
+/* Everything of opts but the headers; raises on misuse (luaL_error does not return). */
+static void check_request(lua_State *L, req_opts_t *r) {
+    check_url(L, r);
+    check_method_body(L, r);
+    r->connect_ms = opt_ms(L, "connect_timeout_ms", DEFAULT_CONNECT_TIMEOUT_MS);
+    r->total_ms = opt_ms(L, "timeout_ms", DEFAULT_TIMEOUT_MS);
+    r->read_ms = opt_ms(L, "read_timeout_ms", 0);
+    r->max_response = DEFAULT_MAX_RESPONSE;
+    lua_getfield(L, 1, "max_response");
+    if (!lua_isnil(L, -1)) {
+        lua_Number n = lua_tonumber(L, -1);
+        if (lua_type(L, -1) != LUA_TNUMBER || !(n >= 0 && n <= MAX_RESPONSE_LIMIT))
+            luaL_error(L, "ron.base.net.http_client_c: max_response must be in 0..%d",
+                       (int)MAX_RESPONSE_LIMIT);
+        r->max_response = (size_t)n;
+    }
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "proxy");
+    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "ron.base.net.http_client_c: proxy must be a string");
+    r->proxy_idx = lua_gettop(L);
+}
+
+static CURLcode set_options(lua_State *L, xfer_t *x, const req_opts_t *r) {
+    CURL *e = x->easy;
+    CURLcode rc = CURLE_OK;
+#define SET(opt, val)                                                                              \
+    do {                                                                                           \
+        if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val);                                    \
+    } while (0)
+    SET(CURLOPT_URL, lua_tostring(L, r->url_idx)); /* libcurl copies strings */
+    SET(CURLOPT_PROTOCOLS_STR, "http,https");
+    SET(CURLOPT_NOSIGNAL, 1L);
+    SET(CURLOPT_PRIVATE, (void *)x);
+    SET(CURLOPT_ERRORBUFFER, x->errbuf);
+    SET(CURLOPT_HEADERFUNCTION, on_header);
+    SET(CURLOPT_HEADERDATA, (void *)x);
+    SET(CURLOPT_WRITEFUNCTION, on_write);
+    SET(CURLOPT_WRITEDATA, (void *)x);
+    SET(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    SET(CURLOPT_CLOSESOCKETDATA, (void *)NULL);
+    SET(CURLOPT_CONNECTTIMEOUT_MS, (long)r->connect_ms);
+    SET(CURLOPT_TIMEOUT_MS, (long)r->total_ms);
+    if (r->read_ms) {
+        SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+        SET(CURLOPT_LOW_SPEED_TIME, (long)((r->read_ms + 999) / 1000));
+    }
+    SET(CURLOPT_PROXY, lua_isnil(L, r->proxy_idx) ? "" : lua_tostring(L, r->proxy_idx));
+    SET(CURLOPT_HTTPHEADER, x->hdrs);
+    if (r->is_get) {
+        SET(CURLOPT_HTTPGET, 1L);
+    } else if (r->is_head) {
+        SET(CURLOPT_NOBODY, 1L);
+    } else {
+        /* The body is read from the Lua string in place (kept by body_ref). */
+        const char *body = r->has_body ? lua_tostring(L, r->body_idx) : "";
+        SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->blen);
+        SET(CURLOPT_POSTFIELDS, body);
+        SET(CURLOPT_CUSTOMREQUEST, lua_tostring(L, r->method_idx));
+    }
+#undef SET
+    return rc;
+}
+
+/* A refusal past the checks: nil, message (the transfer, if any, freed). */
+static int refuse(lua_State *L, xfer_t *x, const char *fmt, const char *what) {
+    if (x) xfer_free(L, x);
+    lua_pushnil(L);
+    lua_pushfstring(L, fmt, what);
+    return 2;
+}
+
 /* curl.request(opts, cb) -> true | nil, err */
 static int l_request(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 2, LUA_TFUNCTION);
     lua_settop(L, 2);
-
-    lua_getfield(L, 1, "url");
-    size_t ulen;
-    const char *url = lua_tolstring(L, -1, &ulen);
-    if (!url || lua_type(L, -1) != LUA_TSTRING)
-        return luaL_error(L, "ron.base.net.http_client_c: url must be a string");
-    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
-        return luaL_error(L, "ron.base.net.http_client_c: url must start with http:// or https://");
-    if (!ra_glue_is_field_value(url, ulen) || strchr(url, ' '))
-        return luaL_error(L, "ron.base.net.http_client_c: url contains a space, CR, LF or NUL");
-    int url_idx = lua_gettop(L);
-
-    lua_getfield(L, 1, "method");
-    const char *method = "GET";
-    if (!lua_isnil(L, -1)) {
-        size_t mlen;
-        if (lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "ron.base.net.http_client_c: method must be a string");
-        method = lua_tolstring(L, -1, &mlen);
-        if (!ra_glue_is_token(method, mlen) || mlen > 16)
-            return luaL_error(L, "ron.base.net.http_client_c: method is not an HTTP token");
-    }
-    int method_idx = lua_gettop(L);
-
-    lua_getfield(L, 1, "body");
-    size_t blen = 0;
-    int has_body = !lua_isnil(L, -1);
-    if (has_body) {
-        if (lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "ron.base.net.http_client_c: body must be a string");
-        lua_tolstring(L, -1, &blen);
-        if (blen > MAX_BODY_BYTES)
-            return luaL_error(L, "ron.base.net.http_client_c: body is over %d bytes",
-                              (int)MAX_BODY_BYTES);
-    }
-    int body_idx = lua_gettop(L);
-    int is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
-    if (has_body && (is_get || is_head))
-        return luaL_error(L, "ron.base.net.http_client_c: a %s request has no body", method);
-
-    unsigned connect_ms = opt_ms(L, "connect_timeout_ms", DEFAULT_CONNECT_TIMEOUT_MS);
-    unsigned total_ms = opt_ms(L, "timeout_ms", DEFAULT_TIMEOUT_MS);
-    unsigned read_ms = opt_ms(L, "read_timeout_ms", 0);
-
-    size_t max_response = DEFAULT_MAX_RESPONSE;
-    lua_getfield(L, 1, "max_response");
-    if (!lua_isnil(L, -1)) {
-        lua_Number n = lua_tonumber(L, -1);
-        if (lua_type(L, -1) != LUA_TNUMBER || !(n >= 0 && n <= MAX_RESPONSE_LIMIT))
-            return luaL_error(L, "ron.base.net.http_client_c: max_response must be in 0..%d",
-                              (int)MAX_RESPONSE_LIMIT);
-        max_response = (size_t)n;
-    }
-    lua_pop(L, 1);
-
-    lua_getfield(L, 1, "proxy");
-    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-        return luaL_error(L, "ron.base.net.http_client_c: proxy must be a string");
-    int proxy_idx = lua_gettop(L);
-
+    req_opts_t r;
+    check_request(L, &r);
     int has_ctype;
     struct curl_slist *hdrs = build_headers(L, &has_ctype); /* raises on misuse */
 
@@ -651,78 +717,25 @@ static int l_request(lua_State *L) {
     }
     int oom = 0;
     hdrs = slist_add(hdrs, "Expect:", &oom); /* no 100-continue round trip */
-    if (has_body && !has_ctype)
+    if (r.has_body && !has_ctype)
         hdrs = slist_add(hdrs, "Content-Type: application/octet-stream", &oom);
     xfer_t *x = oom ? NULL : calloc(1, sizeof *x);
     if (!x || !ensure_multi(L)) {
         curl_slist_free_all(hdrs);
         free(x);
-        lua_pushnil(L);
-        lua_pushstring(L, "Client: out of memory (or libcurl failed to initialise)");
-        return 2;
+        return refuse(L, NULL, "%s", "Client: out of memory (or libcurl failed to initialise)");
     }
     x->hdrs = hdrs;
     x->cb_ref = x->body_ref = LUA_NOREF;
-    x->max_response = max_response;
+    x->max_response = r.max_response;
     x->easy = curl_easy_init();
-    if (!x->easy) {
-        xfer_free(L, x);
-        lua_pushnil(L);
-        lua_pushstring(L, "Client: out of memory (curl_easy_init)");
-        return 2;
-    }
-    CURL *e = x->easy;
-    CURLcode rc = CURLE_OK;
-#define SET(opt, val)                                                                              \
-    do {                                                                                           \
-        if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val);                                    \
-    } while (0)
-    SET(CURLOPT_URL, lua_tostring(L, url_idx)); /* libcurl copies strings */
-    SET(CURLOPT_PROTOCOLS_STR, "http,https");
-    SET(CURLOPT_NOSIGNAL, 1L);
-    SET(CURLOPT_PRIVATE, (void *)x);
-    SET(CURLOPT_ERRORBUFFER, x->errbuf);
-    SET(CURLOPT_HEADERFUNCTION, on_header);
-    SET(CURLOPT_HEADERDATA, (void *)x);
-    SET(CURLOPT_WRITEFUNCTION, on_write);
-    SET(CURLOPT_WRITEDATA, (void *)x);
-    SET(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
-    SET(CURLOPT_CLOSESOCKETDATA, (void *)NULL);
-    SET(CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
-    SET(CURLOPT_TIMEOUT_MS, (long)total_ms);
-    if (read_ms) {
-        SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
-        SET(CURLOPT_LOW_SPEED_TIME, (long)((read_ms + 999) / 1000));
-    }
-    SET(CURLOPT_PROXY, lua_isnil(L, proxy_idx) ? "" : lua_tostring(L, proxy_idx));
-    SET(CURLOPT_HTTPHEADER, hdrs);
-    if (is_get) {
-        SET(CURLOPT_HTTPGET, 1L);
-    } else if (is_head) {
-        SET(CURLOPT_NOBODY, 1L);
-    } else {
-        /* The body is read from the Lua string in place (kept by body_ref below). */
-        const char *body = has_body ? lua_tostring(L, body_idx) : "";
-        SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
-        SET(CURLOPT_POSTFIELDS, body);
-        SET(CURLOPT_CUSTOMREQUEST, lua_tostring(L, method_idx));
-    }
-#undef SET
-    if (rc != CURLE_OK) {
-        xfer_free(L, x);
-        lua_pushnil(L);
-        lua_pushfstring(L, "Client: %s", curl_easy_strerror(rc));
-        return 2;
-    }
+    if (!x->easy) return refuse(L, x, "%s", "Client: out of memory (curl_easy_init)");
+    CURLcode rc = set_options(L, x, &r);
+    if (rc != CURLE_OK) return refuse(L, x, "Client: %s", curl_easy_strerror(rc));
     x->cb_ref = ra_glue_ref(L, 2);
-    if (has_body) x->body_ref = ra_glue_ref(L, body_idx);
-    CURLMcode mrc = curl_multi_add_handle(g.multi, e); /* starts curl's timer: async */
-    if (mrc != CURLM_OK) {
-        xfer_free(L, x);
-        lua_pushnil(L);
-        lua_pushfstring(L, "Client: %s", curl_multi_strerror(mrc));
-        return 2;
-    }
+    if (r.has_body) x->body_ref = ra_glue_ref(L, r.body_idx);
+    CURLMcode mrc = curl_multi_add_handle(g.multi, x->easy); /* starts curl's timer: async */
+    if (mrc != CURLM_OK) return refuse(L, x, "Client: %s", curl_multi_strerror(mrc));
     x->next = g.xfers;
     if (g.xfers) g.xfers->prev = x;
     g.xfers = x;
