@@ -7,6 +7,8 @@ exclude_files = {
     "lua/ron/accounting/binding/cdef.lua", -- generated from the C header (tools/gen-cdef.sh)
     "lua/ron/audit/cdef.lua", -- generated from include/ron/audit.h (tools/gen-cdef.sh audit)
     "lua/ron/ledger/cdef.lua", -- generated from include/ron/ledger.h (tools/gen-cdef.sh ledger)
+    "lua/ron/accounting/binding/ingest_cdef.lua", -- from host/lua/ingest_dto.h (gen-cdef.sh)
+    "lua/ron/wallet/dto_cdef.lua", -- from host/lua/wallet_dto.h (tools/gen-cdef.sh)
 }
 -- Unused arguments are part of fixed signatures (exporter/policy methods, callbacks).
 unused_args = false

@@ -60,6 +60,8 @@ install: build
 cdef: deps
 	sh tools/gen-cdef.sh > lua/ron/accounting/binding/cdef.lua
 	sh tools/gen-cdef.sh audit > lua/ron/audit/cdef.lua
+	sh tools/gen-cdef.sh ingest-dto > lua/ron/accounting/binding/ingest_cdef.lua
+	sh tools/gen-cdef.sh wallet-dto > lua/ron/wallet/dto_cdef.lua
 
 # The ledger's binding from include/ron/ledger.h (docs/LEDGER.md).
 cdef-ledger: deps

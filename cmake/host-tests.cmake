@@ -250,4 +250,5 @@ ra_host_c_test(test-http-head ${CMAKE_SOURCE_DIR}/tests/host/test-http-head.c
 # The wallet's request decoder (host/lua/wallet_dto.c over json_scan.c);
 # tests/fuzz/fuzz-wallet-dto.c fuzzes the same files.
 ra_host_c_test(test-wallet-dto ${CMAKE_SOURCE_DIR}/tests/wallet/test-wallet-dto.c
-  ${CMAKE_SOURCE_DIR}/host/lua/wallet_dto.c ${CMAKE_SOURCE_DIR}/host/lua/json_scan.c)
+  ${CMAKE_SOURCE_DIR}/host/lua/wallet_dto.c ${CMAKE_SOURCE_DIR}/host/lua/json_scan.c
+  ${CMAKE_SOURCE_DIR}/host/lua/dto.c)

@@ -36,7 +36,7 @@ set_source_files_properties(host/lua/httpd.c PROPERTIES COMPILE_DEFINITIONS H2O_
 # The POST /v1/records decoder (host/lua/ingest_dto.h): plain C, no h2o, no Lua; the
 # daemon's ron.node.ingest calls it through ffi.C (the host exports its symbols).
 target_sources(ron-accounting PRIVATE host/lua/ingest_dto.c host/lua/json_scan.c
-                                      host/lua/wallet_dto.c)
+                                      host/lua/wallet_dto.c host/lua/dto.c)
 target_include_directories(ron-accounting SYSTEM PRIVATE ${RA_LUV_INCLUDE_DIR})
 target_compile_definitions(ron-accounting PRIVATE _GNU_SOURCE
   RA_SOURCE_LUA_DIR="${CMAKE_SOURCE_DIR}/lua"

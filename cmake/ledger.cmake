@@ -120,12 +120,9 @@ endif()
 if(TEST lua)
   set_property(TEST lua APPEND PROPERTY ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
 endif()
-add_test(NAME lua-ledger-cdef-current
-         COMMAND sh -c "sh tools/gen-cdef.sh ledger > \"$1\" && diff -u lua/ron/ledger/cdef.lua \"$1\" || { echo 'lua/ron/ledger/cdef.lua is stale: run make cdef-ledger' >&2; exit 1; }"
-                 sh ${CMAKE_BINARY_DIR}/ledger-cdef.fresh.lua
-         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(lua-ledger-cdef-current PROPERTIES LABELS lua TIMEOUT 60
-  ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
+if(COMMAND ra_cdef_test) # cmake/lua.cmake
+  ra_cdef_test(lua-ledger-cdef-current ledger lua/ron/ledger/cdef.lua "make cdef-ledger")
+endif()
 
 # The Store (lua/ron/ledger/store/, docs/LEDGER.md "Store"): the conformance suite
 # (spec/ron/ledger/store_conformance.lua) runs under plain busted on SQLite (ctest `lua`,

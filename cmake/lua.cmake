@@ -20,7 +20,10 @@
 #   lua-httpexp-host    spec/ron/accounting/export/exporters/http_spec.lua the same way (the HTTP
 #                       exporter's client is a C module of the host; the ledger receiver)
 #   lua-cdef-current    fails when lua/ron/accounting/binding/cdef.lua is not what
-#                       tools/gen-cdef.sh prints from include/ron/accounting.h (`make cdef`)
+#                       tools/gen-cdef.sh prints from include/ron/accounting.h (`make cdef`);
+#                       lua-audit-cdef-current, lua-ingest-dto-cdef-current and
+#                       lua-wallet-dto-cdef-current the same for audit.h and the host's
+#                       request decoders (host/lua/ingest_dto.h, wallet_dto.h)
 
 find_program(RA_LUAJIT luajit)
 find_program(RA_BUSTED busted)
@@ -127,20 +130,21 @@ set_tests_properties(lua-postgres-host PROPERTIES LABELS "lua;postgres")
 # HTTP (G-3, G-16), the receiver's rejects, the runtime end to end through HTTP.
 ra_host_spec(lua-httpexp-host spec/ron/accounting/export/exporters/http_spec.lua)
 
-# diff -u shows what changed; the generated copy stays in the build tree for inspection.
-add_test(NAME lua-cdef-current
-         COMMAND sh -c "sh tools/gen-cdef.sh > \"$1\" && diff -u lua/ron/accounting/binding/cdef.lua \"$1\" || { echo 'lua/ron/accounting/binding/cdef.lua is stale: run make cdef' >&2; exit 1; }"
-                 sh ${CMAKE_BINARY_DIR}/cdef.fresh.lua
-         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(lua-cdef-current PROPERTIES
-  LABELS lua
-  TIMEOUT 60
-  ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
-if(RA_BUILD_AUDIT)
-  add_test(NAME lua-audit-cdef-current
-           COMMAND sh -c "sh tools/gen-cdef.sh audit > \"$1\" && diff -u lua/ron/audit/cdef.lua \"$1\" || { echo 'lua/ron/audit/cdef.lua is stale: run make cdef' >&2; exit 1; }"
-                   sh ${CMAKE_BINARY_DIR}/audit-cdef.fresh.lua
+# A generated cdef is what tools/gen-cdef.sh prints now (diff -u shows what changed; the
+# fresh copy stays in the build tree for inspection): ra_cdef_test(NAME WHICH FILE MAKE).
+function(ra_cdef_test name which file make)
+  add_test(NAME ${name}
+           COMMAND sh -c "sh tools/gen-cdef.sh ${which} > \"$1\" && diff -u ${file} \"$1\" || { echo '${file} is stale: run ${make}' >&2; exit 1; }"
+                   sh ${CMAKE_BINARY_DIR}/${name}.fresh.lua
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(lua-audit-cdef-current PROPERTIES LABELS lua TIMEOUT 60
+  set_tests_properties(${name} PROPERTIES LABELS lua TIMEOUT 60
     ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
+endfunction()
+ra_cdef_test(lua-cdef-current accounting lua/ron/accounting/binding/cdef.lua "make cdef")
+if(RA_BUILD_AUDIT)
+  ra_cdef_test(lua-audit-cdef-current audit lua/ron/audit/cdef.lua "make cdef")
 endif()
+# The host's request decoders (host/lua/ingest_dto.h, wallet_dto.h).
+ra_cdef_test(lua-ingest-dto-cdef-current ingest-dto lua/ron/accounting/binding/ingest_cdef.lua
+             "make cdef")
+ra_cdef_test(lua-wallet-dto-cdef-current wallet-dto lua/ron/wallet/dto_cdef.lua "make cdef")

@@ -8,6 +8,10 @@
 #   sh tools/gen-cdef.sh ledger > lua/ron/ledger/cdef.lua           (libronledger: ledger.h,
 #                                                                   RL_CDEF_*, rl_; what
 #                                                                   `make cdef-ledger` runs)
+#   sh tools/gen-cdef.sh ingest-dto > lua/ron/accounting/binding/ingest_cdef.lua
+#   sh tools/gen-cdef.sh wallet-dto > lua/ron/wallet/dto_cdef.lua
+#                                     (the host's request decoders, host/lua/*_dto.h: their
+#                                     ABI number instead of a version; `make cdef`)
 #
 # How: the whole header goes through the C preprocessor with -DRA_CDEF (the X-macro enum
 # expands, RA_EXTERN and the system includes vanish; the macros defined above the region
@@ -22,6 +26,7 @@ set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cc=${CC:-cc}
+abi='' needs=''
 # Which header: accounting (the default), audit or ledger. checks: what fails when the
 # generated file and the header disagree.
 case "${1:-accounting}" in
@@ -36,9 +41,18 @@ audit)
 ledger)
     header="$root/include/ron/ledger.h" mark=RL fn=rl out=lua/ron/ledger/cdef.lua
     guard=rl_transfer_t make="make cdef-ledger" checks="ctest lua-ledger-cdef-current fails" ;;
+ingest-dto)
+    header="$root/host/lua/ingest_dto.h" mark=RA_INGEST fn=ra_ingest
+    out=lua/ron/accounting/binding/ingest_cdef.lua guard=ra_ingest_record_t make="make cdef"
+    checks="ctest lua-ingest-dto-cdef-current fails" abi=1
+    needs='require "ron.accounting.binding.cdef" -- ra_tenant_t' ;;
+wallet-dto)
+    header="$root/host/lua/wallet_dto.h" mark=RA_WDTO fn=ra_wdto out=lua/ron/wallet/dto_cdef.lua
+    guard=ra_wdto_field_t make="make cdef" checks="ctest lua-wallet-dto-cdef-current fails"
+    abi=1 ;;
 *) echo "gen-cdef: unknown header ${1}" >&2; exit 2 ;;
 esac
-hname=include/ron/$(basename "$header")
+hname=${header#"$root"/}
 
 [ -r "$header" ] || { echo "gen-cdef: cannot read $header" >&2; exit 1; }
 grep -q "^/\\* ${mark}_CDEF_BEGIN \\*/\$" "$header" && grep -q "^/\\* ${mark}_CDEF_END \\*/\$" "$header" || {
@@ -46,8 +60,18 @@ grep -q "^/\\* ${mark}_CDEF_BEGIN \\*/\$" "$header" && grep -q "^/\\* ${mark}_CD
     exit 1
 }
 
-version=$(sed -n "s/^#define ${mark}_VERSION_STRING \"\(.*\)\"\$/\1/p" "$header")
-[ -n "$version" ] || { echo "gen-cdef: no ${mark}_VERSION_STRING in $header" >&2; exit 1; }
+# A library's version string, or a host decoder's ABI number (an enumerator).
+if [ -n "${abi:-}" ]; then
+    version=$(sed -n "s/^ *${mark}_ABI = \([0-9][0-9]*\).*/\1/p" "$header")
+    [ -n "$version" ] || { echo "gen-cdef: no ${mark}_ABI = N in $header" >&2; exit 1; }
+    vline="    -- ${mark}_ABI of the header this was generated from (its ABI check compares it).
+    abi = $version,"
+else
+    version=$(sed -n "s/^#define ${mark}_VERSION_STRING \"\(.*\)\"\$/\1/p" "$header")
+    [ -n "$version" ] || { echo "gen-cdef: no ${mark}_VERSION_STRING in $header" >&2; exit 1; }
+    vline="    -- ${mark}_VERSION_STRING of the header this was generated from.
+    version = \"$version\","
+fi
 
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT INT TERM
@@ -102,7 +126,8 @@ cat <<EOF
 -- \`$make\`. $checks when
 -- this file and the header disagree.
 local ffi = require "ffi"
-
+${needs:+$needs
+}
 -- Declared once per Lua state: a second load (package.loaded cleared, nginx with
 -- lua_code_cache off) would otherwise fail on "attempt to redefine" (lua-resty-core
 -- guards its shared types the same way).
@@ -113,8 +138,7 @@ $body
 end
 
 return {
-    -- ${mark}_VERSION_STRING of the header this was generated from.
-    version = "$version",
+$vline
     -- Every function declared above: the loader checks that the library exports them all.
     functions = {
 EOF

@@ -9,6 +9,7 @@
  * document. The first fault in document order is reported, with its byte offset and the
  * JSON path of the field. */
 #include "ingest_dto.h"
+#include "dto.h"
 #include "json_scan.h"
 
 #include <stdio.h>
@@ -79,22 +80,23 @@ static int wrong_type(parser_t *ps, const char *detail, const char *field) {
 static int key(parser_t *ps, const char *const *names, const size_t *lens, const unsigned *bits,
                size_t n_names, unsigned *which, const unsigned char **key_at, char *name_out,
                size_t name_cap) {
-    if (ps->s.p >= ps->s.end || *ps->s.p != '"')
-        return malformed(ps, ps->s.p, "expected a field name (a string)");
-    *key_at = ps->s.p;
     char buf[KEY_BUF];
     size_t len;
-    int rc = string(ps, buf, sizeof buf, &len);
-    if (rc) return rc;
+    if (ra_json_name(&ps->s, buf, sizeof buf, &len, key_at))
+        return malformed(ps, ps->s.fault_at, ps->s.fault);
     *which = 0;
     for (size_t i = 0; i < n_names; i++)
         if (len == lens[i] && memcmp(buf, names[i], len) == 0) *which = bits[i];
     if (!*which) ra_json_sanitize(buf, len, sizeof buf, name_out, name_cap);
-    skip_ws(ps);
-    if (ps->s.p >= ps->s.end || *ps->s.p != ':') return malformed(ps, ps->s.p, "expected ':'");
-    ps->s.p++;
-    skip_ws(ps);
+    if (ra_json_colon(&ps->s)) return malformed(ps, ps->s.fault_at, ps->s.fault);
     return 0;
+}
+
+/* After a value: 1 when another follows (',' taken), 0 at `close`, or the error. */
+static int next(parser_t *ps, char close, const char *fault, int *rc) {
+    int more = ra_json_next(&ps->s, close, fault);
+    *rc = more < 0 ? malformed(ps, ps->s.fault_at, ps->s.fault) : 0;
+    return more > 0;
 }
 
 /* value: an integer 0..2^53-1 in plain JSON notation, nothing else. */
@@ -203,14 +205,9 @@ static int record(parser_t *ps, const char *const *dims, size_t n_dims, ra_inges
                             fname);
             ps->dim = r->dimension;
         }
-        skip_ws(ps);
-        if (ps->s.p < ps->s.end && *ps->s.p == ',') {
-            ps->s.p++;
-            skip_ws(ps);
-            continue;
-        }
-        if (ps->s.p < ps->s.end && *ps->s.p == '}') break;
-        return malformed(ps, ps->s.p, "expected ',' or '}' in a record");
+        if (next(ps, '}', "expected ',' or '}' in a record", &rc)) continue;
+        if (rc) return rc;
+        break;
     }
 close:
     if (seen != F_ALL) {
@@ -285,24 +282,14 @@ int ra_ingest_decode(const char *body, size_t len, const char *const *dims, size
             n++;
             ps.record = -1;
             ps.dim = -1;
-            skip_ws(&ps);
-            if (ps.s.p < ps.s.end && *ps.s.p == ',') {
-                ps.s.p++;
-                skip_ws(&ps);
-                continue;
-            }
-            if (ps.s.p < ps.s.end && *ps.s.p == ']') break;
-            return malformed(&ps, ps.s.p, "expected ',' or ']' after a record");
+            if (next(&ps, ']', "expected ',' or ']' after a record", &rc)) continue;
+            if (rc) return rc;
+            break;
         }
         ps.s.p++; /* ']' */
-        skip_ws(&ps);
-        if (ps.s.p < ps.s.end && *ps.s.p == ',') {
-            ps.s.p++;
-            skip_ws(&ps);
-            continue;
-        }
-        if (ps.s.p < ps.s.end && *ps.s.p == '}') break;
-        return malformed(&ps, ps.s.p, "expected ',' or '}'");
+        if (next(&ps, '}', "expected ',' or '}'", &rc)) continue;
+        if (rc) return rc;
+        break;
     }
     ps.s.p++; /* '}' */
     skip_ws(&ps);
@@ -313,32 +300,15 @@ int ra_ingest_decode(const char *body, size_t len, const char *const *dims, size
     return 0;
 }
 
+static const ra_dto_code_t CODES[] = {RA_INGEST_ERR_MAP(RA_DTO_CODE_ROW)};
+enum { N_CODES = sizeof CODES / sizeof CODES[0] };
+
 const char *ra_ingest_reason(int code) {
-    switch (code) {
-#define RA__INGEST_REASON(suffix, value, reason, msg)                                              \
-    case value:                                                                                    \
-        return reason;
-        RA_INGEST_ERR_MAP(RA__INGEST_REASON)
-#undef RA__INGEST_REASON
-    case 0:
-        return "ok";
-    default:
-        return "unknown";
-    }
+    return ra_dto_reason(CODES, N_CODES, code);
 }
 
 const char *ra_ingest_message(int code) {
-    switch (code) {
-#define RA__INGEST_MSG(suffix, value, reason, msg)                                                 \
-    case value:                                                                                    \
-        return msg;
-        RA_INGEST_ERR_MAP(RA__INGEST_MSG)
-#undef RA__INGEST_MSG
-    case 0:
-        return "ok";
-    default:
-        return "unknown error code";
-    }
+    return ra_dto_message(CODES, N_CODES, code);
 }
 
 int ra_ingest_dto_abi(size_t *record_size, size_t *error_size) {

@@ -18,17 +18,21 @@
 #ifndef RA_HOST_INGEST_DTO_H
 #define RA_HOST_INGEST_DTO_H
 
+#ifndef RA_INGEST_CDEF /* tools/gen-cdef.sh: the region below, preprocessed alone */
 #include "ron/accounting.h"
 
 #include <stddef.h>
 #include <stdint.h>
+#endif
 
+/* RA_INGEST_CDEF_BEGIN */
 /* Limits of the schema (FFI-clean enums; the value bound 2^53-1 is RA_INGEST_VALUE_MAX). */
 enum {
     RA_INGEST_SUBJECT_MAX = 256, /* bytes of an unescaped subject; at least 1 */
     RA_INGEST_FIELD_LEN = 64,    /* ra_ingest_error_t.field, NUL included */
     RA_INGEST_ABI = 1            /* bump when a struct below changes */
 };
+/* RA_INGEST_CDEF_END */
 /* I-JSON (RFC 7493 §2.2): integers beyond 2^53-1 do not survive every JSON implementation,
  * so a client could not be sure what it sent. The meter itself takes any uint64. */
 #define RA_INGEST_VALUE_MAX ((uint64_t)9007199254740991u)
@@ -56,6 +60,8 @@ enum {
 #undef RA__INGEST_ENUM
         RA_INGEST_ERRNO_MIN = -13
 };
+/* The codes stay out of the Lua cdef: the Lua side reads ra_*_reason(). */
+/* RA_INGEST_CDEF_BEGIN */
 
 /* One decoded record. */
 typedef struct ra_ingest_record {
@@ -95,5 +101,6 @@ const char *ra_ingest_reason(int code);
 const char *ra_ingest_message(int code);
 /* RA_INGEST_ABI; *record_size and *error_size get the sizes of the two structs. */
 int ra_ingest_dto_abi(size_t *record_size, size_t *error_size);
+/* RA_INGEST_CDEF_END */
 
 #endif

@@ -266,3 +266,30 @@ int ra_json_bool(ra_json_scan_t *s, int *out) {
     s->fault_at = s->p;
     return RA_JSON_NOT_NUMBER;
 }
+
+int ra_json_name(ra_json_scan_t *s, char *name, size_t cap, size_t *len_out,
+                 const unsigned char **at) {
+    if (s->p >= s->end || *s->p != '"')
+        return malformed(s, s->p, "expected a field name (a string)");
+    *at = s->p;
+    return ra_json_string(s, name, cap, len_out);
+}
+
+int ra_json_colon(ra_json_scan_t *s) {
+    ra_json_skip_ws(s);
+    if (s->p >= s->end || *s->p != ':') return malformed(s, s->p, "expected ':'");
+    s->p++;
+    ra_json_skip_ws(s);
+    return 0;
+}
+
+int ra_json_next(ra_json_scan_t *s, char close, const char *fault) {
+    ra_json_skip_ws(s);
+    if (s->p < s->end && *s->p == ',') {
+        s->p++;
+        ra_json_skip_ws(s);
+        return 1;
+    }
+    if (s->p < s->end && *s->p == (unsigned char)close) return 0;
+    return malformed(s, s->p, fault);
+}

@@ -47,6 +47,17 @@ int ra_json_uint(ra_json_scan_t *s, uint64_t max, uint64_t *out);
 /* The literal true/false at p: 0 with *out set, or RA_JSON_NOT_NUMBER when p holds another
  * value (the caller's "wrong type"), RA_JSON_MALFORMED for garbage. */
 int ra_json_bool(ra_json_scan_t *s, int *out);
+/* An object member's name at p: '"' (else "expected a field name (a string)"), the string
+ * unescaped into name[0..cap) as ra_json_string does, *at where it starts. 0 or
+ * RA_JSON_MALFORMED. */
+int ra_json_name(ra_json_scan_t *s, char *name, size_t cap, size_t *len_out,
+                 const unsigned char **at);
+/* The ':' after a member's name, with the whitespace around it. 0 or RA_JSON_MALFORMED. */
+int ra_json_colon(ra_json_scan_t *s);
+/* After a value in an object or array: whitespace, then ',' (taken with the whitespace
+ * after it: 1, another one follows) or `close` (left at p: 0). Anything else is
+ * RA_JSON_MALFORMED with `fault` as its text. */
+int ra_json_next(ra_json_scan_t *s, char close, const char *fault);
 /* A name made safe for a response and a log: [A-Za-z0-9_-] kept, any other byte '?', at
  * most 24 bytes then "...". len is the name's full length, stored how much of it is in
  * name. */

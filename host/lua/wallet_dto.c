@@ -1,5 +1,6 @@
 /* The strict decoder of the wallet's request bodies: see wallet_dto.h for the contract. */
 #include "wallet_dto.h"
+#include "dto.h"
 #include "json_scan.h"
 
 #include <stdio.h>
@@ -139,12 +140,10 @@ int ra_wdto_decode(const char *body, size_t len, const ra_wdto_field_t *fields, 
     ra_json_skip_ws(&ps.s);
     if (ps.s.p < ps.s.end && *ps.s.p == '}') goto close;
     for (;;) {
-        if (ps.s.p >= ps.s.end || *ps.s.p != '"')
-            return malformed(&ps, ps.s.p, "expected a field name (a string)");
-        const unsigned char *key_at = ps.s.p;
+        const unsigned char *key_at;
         char name[RA_WDTO_NAME_MAX + 1];
         size_t nlen;
-        int nrc = ra_json_string(&ps.s, name, sizeof name, &nlen);
+        int nrc = ra_json_name(&ps.s, name, sizeof name, &nlen, &key_at);
         if (nrc == RA_JSON_BAD_TEXT)
             return fail(&ps, ps.s.fault_at, RA_WDTO_EBAD_STRING, ps.s.fault, "");
         if (nrc) return malformed(&ps, ps.s.fault_at, ps.s.fault);
@@ -162,21 +161,13 @@ int ra_wdto_decode(const char *body, size_t len, const ra_wdto_field_t *fields, 
         if (out[which].present)
             return fail(&ps, key_at, RA_WDTO_EDUPLICATE_FIELD, "field given twice",
                         fields[which].name);
-        ra_json_skip_ws(&ps.s);
-        if (ps.s.p >= ps.s.end || *ps.s.p != ':') return malformed(&ps, ps.s.p, "expected ':'");
-        ps.s.p++;
-        ra_json_skip_ws(&ps.s);
+        if (ra_json_colon(&ps.s)) return malformed(&ps, ps.s.fault_at, ps.s.fault);
         int rc = value(&ps, &fields[which], &out[which], scratch, scratch_cap, &used);
         if (rc) return rc;
         out[which].present = 1;
-        ra_json_skip_ws(&ps.s);
-        if (ps.s.p < ps.s.end && *ps.s.p == ',') {
-            ps.s.p++;
-            ra_json_skip_ws(&ps.s);
-            continue;
-        }
-        if (ps.s.p < ps.s.end && *ps.s.p == '}') break;
-        return malformed(&ps, ps.s.p, "expected ',' or '}'");
+        int more = ra_json_next(&ps.s, '}', "expected ',' or '}'");
+        if (more < 0) return malformed(&ps, ps.s.fault_at, ps.s.fault);
+        if (!more) break;
     }
 close:
     for (size_t i = 0; i < n_fields; i++)
@@ -190,32 +181,15 @@ close:
     return 0;
 }
 
+static const ra_dto_code_t CODES[] = {RA_WDTO_ERR_MAP(RA_DTO_CODE_ROW)};
+enum { N_CODES = sizeof CODES / sizeof CODES[0] };
+
 const char *ra_wdto_reason(int code) {
-    switch (code) {
-#define RA__WDTO_REASON(suffix, value, reason, msg)                                                \
-    case value:                                                                                    \
-        return reason;
-        RA_WDTO_ERR_MAP(RA__WDTO_REASON)
-#undef RA__WDTO_REASON
-    case 0:
-        return "ok";
-    default:
-        return "unknown";
-    }
+    return ra_dto_reason(CODES, N_CODES, code);
 }
 
 const char *ra_wdto_message(int code) {
-    switch (code) {
-#define RA__WDTO_MSG(suffix, value, reason, msg)                                                   \
-    case value:                                                                                    \
-        return msg;
-        RA_WDTO_ERR_MAP(RA__WDTO_MSG)
-#undef RA__WDTO_MSG
-    case 0:
-        return "ok";
-    default:
-        return "unknown error code";
-    }
+    return ra_dto_message(CODES, N_CODES, code);
 }
 
 int ra_wdto_abi(size_t *field_size, size_t *value_size, size_t *error_size) {

@@ -13,9 +13,12 @@
 #ifndef RA_HOST_WALLET_DTO_H
 #define RA_HOST_WALLET_DTO_H
 
+#ifndef RA_WDTO_CDEF /* tools/gen-cdef.sh: the region below, preprocessed alone */
 #include <stddef.h>
 #include <stdint.h>
+#endif
 
+/* RA_WDTO_CDEF_BEGIN */
 enum {
     RA_WDTO_MAX_FIELDS = 16, /* fields of one schema */
     RA_WDTO_NAME_MAX = 31,   /* bytes of a field name */
@@ -25,6 +28,7 @@ enum {
     RA_WDTO_BOOL = 3,
     RA_WDTO_ABI = 1 /* bump when a struct below changes */
 };
+/* RA_WDTO_CDEF_END */
 /* I-JSON (RFC 7493): integers above 2^53-1 do not survive every client. */
 #define RA_WDTO_UINT_MAX ((uint64_t)9007199254740991u)
 
@@ -47,6 +51,8 @@ enum {
 #undef RA__WDTO_ENUM
         RA_WDTO_ERRNO_MIN = -10
 };
+/* The codes stay out of the Lua cdef: the Lua side reads ra_*_reason(). */
+/* RA_WDTO_CDEF_BEGIN */
 
 /* One field of a schema. For a string, min..max bound its unescaped length in bytes
  * (max <= UINT32_MAX); for an integer, its value (max <= RA_WDTO_UINT_MAX); ignored for a
@@ -91,5 +97,6 @@ const char *ra_wdto_reason(int code);
 const char *ra_wdto_message(int code);
 /* RA_WDTO_ABI; the sizes of the three structs, for the Lua cdef's check. */
 int ra_wdto_abi(size_t *field_size, size_t *value_size, size_t *error_size);
+/* RA_WDTO_CDEF_END */
 
 #endif

@@ -53,10 +53,9 @@ set(_fuzz_flags -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
 
 set(RA_FUZZERS slice-decode wal-frame wal-recovery ingest-dto wallet-dto http-head)
 # Sources a harness needs beyond the core (_fuzz_extra_<name>), and libraries (_fuzz_libs_).
-set(_fuzz_extra_ingest-dto ${CMAKE_SOURCE_DIR}/host/lua/ingest_dto.c
-                           ${CMAKE_SOURCE_DIR}/host/lua/json_scan.c)
-set(_fuzz_extra_wallet-dto ${CMAKE_SOURCE_DIR}/host/lua/wallet_dto.c
-                           ${CMAKE_SOURCE_DIR}/host/lua/json_scan.c)
+set(_fuzz_dto_common ${CMAKE_SOURCE_DIR}/host/lua/json_scan.c ${CMAKE_SOURCE_DIR}/host/lua/dto.c)
+set(_fuzz_extra_ingest-dto ${CMAKE_SOURCE_DIR}/host/lua/ingest_dto.c ${_fuzz_dto_common})
+set(_fuzz_extra_wallet-dto ${CMAKE_SOURCE_DIR}/host/lua/wallet_dto.c ${_fuzz_dto_common})
 set(_fuzz_extra_http-head ${CMAKE_SOURCE_DIR}/host/lua/http_head.c)
 if(RA_BUILD_AUDIT)
   list(APPEND RA_FUZZERS audit-record)

@@ -40,6 +40,7 @@ local acct = require "ron.accounting"
 local lru = require "ron.base.lru"
 local FAM = require "ron.node.families"
 local metrics = require "ron.base.metrics"
+local cdef = require "ron.accounting.binding.ingest_cdef" -- host/lua/ingest_dto.h
 
 local C = ffi.C
 local format, match, lower = string.format, string.match, string.lower
@@ -48,32 +49,9 @@ local pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable =
       pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable
 local ffi_string = ffi.string
 
-pcall(ffi.cdef, [[
-typedef struct ra_ingest_record {
-    ra_tenant_t tenant;
-    uint64_t value;
-    uint32_t subject_off;
-    uint32_t subject_len;
-    int32_t dimension;
-    uint32_t pos;
-} ra_ingest_record_t;
-typedef struct ra_ingest_error {
-    uint32_t pos;
-    int32_t record;
-    int32_t dimension;
-    int32_t code;
-    const char *detail;
-    char field[64];
-} ra_ingest_error_t;
-int ra_ingest_decode(const char *body, size_t len, const char *const *dims, size_t n_dims,
-                     ra_ingest_record_t *out, size_t max_records, size_t *n_out, char *scratch,
-                     size_t scratch_cap, ra_ingest_error_t *err);
-const char *ra_ingest_reason(int code);
-int ra_ingest_dto_abi(size_t *record_size, size_t *error_size);
-]])
 pcall(ffi.cdef, "int memcmp(const void *s1, const void *s2, size_t n);")
 
-local INGEST_ABI = 1
+local INGEST_ABI = cdef.abi
 
 local _M = {}
 

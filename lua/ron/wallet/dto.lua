@@ -19,6 +19,7 @@
 -- another meaning is a conflict (WLT-4).
 local ffi = require "ffi"
 local B = require "ron.ledger.bigint"
+local cdef = require "ron.wallet.dto_cdef" -- host/lua/wallet_dto.h (tools/gen-cdef.sh)
 
 local C = ffi.C
 local format, match, concat, byte = string.format, string.match, table.concat, string.byte
@@ -26,36 +27,8 @@ local pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable =
       pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable
 local ffi_string = ffi.string
 
-pcall(ffi.cdef, [[
-typedef struct ra_wdto_field {
-    const char *name;
-    uint32_t type;
-    uint32_t required;
-    uint64_t min, max;
-} ra_wdto_field_t;
-typedef struct ra_wdto_value {
-    uint32_t present;
-    uint32_t pos;
-    uint64_t u;
-    uint32_t off;
-    uint32_t len;
-} ra_wdto_value_t;
-typedef struct ra_wdto_error {
-    uint32_t pos;
-    int32_t code;
-    const char *detail;
-    char field[40];
-} ra_wdto_error_t;
-int ra_wdto_decode(const char *body, size_t len, const ra_wdto_field_t *fields, size_t n_fields,
-                   ra_wdto_value_t *out, char *scratch, size_t scratch_cap,
-                   ra_wdto_error_t *err);
-const char *ra_wdto_reason(int code);
-const char *ra_wdto_message(int code);
-int ra_wdto_abi(size_t *field_size, size_t *value_size, size_t *error_size);
-]])
-
-local WDTO_ABI = 1
-local STRING, UINT = 1, 2 -- (3: a boolean; no route has one yet)
+local WDTO_ABI = cdef.abi
+local STRING, UINT = C.RA_WDTO_STRING, C.RA_WDTO_UINT -- (RA_WDTO_BOOL: no route has one yet)
 
 local _M = {}
 
