@@ -13,34 +13,11 @@
  * rollovers, with a writer recording concurrently (late records into the windows being
  * sealed included), so kills land in the scan, the freeze, the build, the write and the
  * release of frozen pairs. */
-#include "internal.h"
-#include "io.h"
-#include "ra_test.h"
-#include "wal.h"
+#include "wal_fixture.h"
 
-#include "sim-fs.c"
-
-#include <dirent.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
 
-#define WIN_MS 60000LL
 enum { NT = 4, ND = 3 };
-
-static int quick(void) {
-    /* RA_TEST_QUICK=1 cuts the iteration counts (the sanitizer build runs them in full: a few
-     * seconds) */
-    const char *q = getenv("RA_TEST_QUICK");
-    return q && *q && strcmp(q, "0") != 0;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void quiet_log(void *ud, int level, const char *msg) {
     (void)ud;
@@ -65,21 +42,21 @@ static uint64_t inc_of(unsigned t, unsigned s, unsigned d, unsigned w, unsigned 
 typedef struct {
     unsigned ns; /* subjects */
     uint64_t *v; /* NT * ns * ND */
-} totals_t;
+} cp_totals_t;
 
-static void totals_init(totals_t *t, unsigned ns) {
+static void totals_init(cp_totals_t *t, unsigned ns) {
     t->ns = ns;
     t->v = calloc((size_t)NT * ns * ND, sizeof *t->v);
     if (!t->v) abort();
 }
 
-static uint64_t *cell(totals_t *t, unsigned ti, unsigned si, unsigned d) {
+static uint64_t *cell(cp_totals_t *t, unsigned ti, unsigned si, unsigned d) {
     return &t->v[((size_t)ti * t->ns + si) * ND + d];
 }
 
 /* Records window w (at time offset `at_ms` into it) for every key; adds to tot if given. */
 static int record_all(ra_meter_t *m, unsigned ns, unsigned w, unsigned pass, int64_t at_ms,
-                      totals_t *tot) {
+                      cp_totals_t *tot) {
     for (unsigned t = 0; t < NT; t++) {
         ra_tenant_t ten = ra_t_tenant(100 + t);
         for (unsigned s = 0; s < ns; s++) {
@@ -96,7 +73,7 @@ static int record_all(ra_meter_t *m, unsigned ns, unsigned w, unsigned pass, int
     return 0;
 }
 
-static bool add_slice(totals_t *tot, const ra_slice_t *sl) {
+static bool cp_add_slice(cp_totals_t *tot, const ra_slice_t *sl) {
     ra_tenant_t t;
     ra_slice_get_tenant(sl, &t);
     unsigned n = (unsigned)t.b[0] << 24 | (unsigned)t.b[1] << 16 | (unsigned)t.b[2] << 8 | t.b[3];
@@ -118,21 +95,8 @@ static bool add_slice(totals_t *tot, const ra_slice_t *sl) {
     return true;
 }
 
-static uint64_t seq_of(const ra_slice_t *s) {
-    ra_slice_id_t id;
-    ra_slice_get_id(s, &id);
-    return id.seq;
-}
-
-static bool same_stream(const ra_slice_t *a, const ra_slice_t *b) {
-    ra_tenant_t x, y;
-    ra_slice_get_tenant(a, &x);
-    ra_slice_get_tenant(b, &y);
-    return memcmp(x.b, y.b, 16) == 0 && strcmp(ra_slice_dimension(a), ra_slice_dimension(b)) == 0;
-}
-
 /* Nothing was ACKed: per stream, pending must be seq 1, 2, 3, ... with every link. */
-static int chain_breaks(ra_slice_t *const *s, size_t n) {
+static int chain_breaks_from_1(ra_slice_t *const *s, size_t n) {
     int breaks = 0;
     static const uint8_t zero[32];
     for (size_t i = 0; i < n; i++) {
@@ -144,16 +108,6 @@ static int chain_breaks(ra_slice_t *const *s, size_t n) {
         if (memcmp(ra_slice_prev_b3(s[i]), prev ? ra_slice_b3(prev) : zero, 32) != 0) breaks++;
     }
     return breaks;
-}
-
-static int frozen_pairs(const ra_meter_t *m) {
-    size_t nslots = (size_t)m->hdr->shards * m->hdr->slots_per_shard;
-    int n = 0;
-    for (size_t i = 0; i < nslots; i++) {
-        ra__u128 p = ra__pair_load(&m->slots[i].pair);
-        if (ra__pair_stamp(p) & RA_STAMP_FROZEN) n++;
-    }
-    return n;
 }
 
 typedef struct {
@@ -197,7 +151,7 @@ typedef struct {
 } shared_t;
 
 static int recover_and_check(const paths_t *p, unsigned ns, unsigned capacity, unsigned w_end,
-                             const totals_t *want, const char *what, const shared_t *rep) {
+                             const cp_totals_t *want, const char *what, const shared_t *rep) {
     int bad = 0;
     ra_config_t cfg;
     cfg_make(&cfg, p, capacity, true);
@@ -222,10 +176,10 @@ static int recover_and_check(const paths_t *p, unsigned ns, unsigned capacity, u
     ra_slice_t **pend = calloc(np ? np : 1, sizeof *pend);
     size_t got = 0;
     ra_meter_pending_list(m, 0, pend, np, &got);
-    totals_t sum;
+    cp_totals_t sum;
     totals_init(&sum, ns);
     for (size_t i = 0; i < got; i++)
-        if (!add_slice(&sum, pend[i])) bad++;
+        if (!cp_add_slice(&sum, pend[i])) bad++;
     size_t diff = 0;
     uint64_t sw = 0, sg = 0;
     for (size_t i = 0; i < (size_t)NT * ns * ND; i++) {
@@ -238,7 +192,7 @@ static int recover_and_check(const paths_t *p, unsigned ns, unsigned capacity, u
                 (unsigned long long)sg, (unsigned long long)sw);
         bad++;
     }
-    int br = chain_breaks(pend, got);
+    int br = chain_breaks_from_1(pend, got);
     if (br) {
         fprintf(stderr, "%s: %d chain breaks over %zu pending slices\n", what, br, got);
         bad++;
@@ -360,7 +314,7 @@ static int crash_point(unsigned ns, unsigned capacity, uint64_t k, int phase, co
                        bool sabotage) {
     paths_t p;
     paths_make(&p, "crash-point");
-    totals_t want;
+    cp_totals_t want;
     totals_init(&want, ns);
     ra_config_t wcfg;
     cfg_make(&wcfg, &p, capacity, false);
@@ -482,7 +436,7 @@ RA_TEST(sealer_sigkill_at_random_moments) {
     for (int it = 0; it < iters; it++) {
         paths_t p;
         paths_make(&p, "crash-random");
-        totals_t want;
+        cp_totals_t want;
         totals_init(&want, ns);
         ra_config_t wcfg;
         cfg_make(&wcfg, &p, capacity, false);
