@@ -54,34 +54,14 @@ local function pending_count(m) return m:pending_count() end
 local opts = { quick = false, out = nil, dir = nil, streams = 1000, slices = 1000000,
                fsync_slices = nil, base_slices = nil, fsync = { "off", "on" },
                bin = os.getenv("RA_BIN") }
-do
-    local i = 1
-    while i <= #arg do
-        local a, v = arg[i], arg[i + 1]
-        if a == "--quick" then opts.quick = true; i = i + 1
-        elseif a == "--out" then opts.out = v; i = i + 2
-        elseif a == "--dir" then opts.dir = v; i = i + 2
-        elseif a == "--no-null" then opts.no_null = true; i = i + 1
-        elseif a == "--put-batch" then opts.put_batch = assert(tonumber(v)); i = i + 2
-        elseif a == "--bin" then opts.bin = v; i = i + 2
-        elseif a == "--streams" then opts.streams = assert(tonumber(v), "--streams N"); i = i + 2
-        elseif a == "--slices" then opts.slices = assert(tonumber(v), "--slices N"); i = i + 2
-        elseif a == "--fsync-slices" then
-            opts.fsync_slices = assert(tonumber(v), "--fsync-slices N"); i = i + 2
-        elseif a == "--base-slices" then
-            opts.base_slices = assert(tonumber(v), "--base-slices N"); i = i + 2
-        elseif a == "--fsync" then
-            opts.fsync = {}
-            for f in v:gmatch("[^,]+") do opts.fsync[#opts.fsync + 1] = f end
-            i = i + 2
-        else
-            io.stderr:write("usage: ron-accounting run bench-export.lua [--quick] [--out FILE] ",
-                "[--dir DIR] [--streams N] [--slices N] [--fsync-slices N] [--base-slices N] ",
-                "[--fsync on,off] [--no-null] [--put-batch N] [--bin ron-accounting]\n")
-            os.exit(2)
-        end
-    end
-end
+local B = require "bench_common"
+B.args(arg, opts, { { "--no-null", "no_null", "on" }, { "--put-batch", "put_batch", "num" },
+             { "--bin", "bin", "str" }, { "--streams", "streams", "num" },
+             { "--slices", "slices", "num" }, { "--fsync-slices", "fsync_slices", "num" },
+             { "--base-slices", "base_slices", "num" }, { "--fsync", "fsync", "strs" } },
+       "ron-accounting run bench-export.lua [--quick] [--out FILE] [--dir DIR] [--streams N] "
+           .. "[--slices N] [--fsync-slices N] [--base-slices N] [--fsync on,off] [--no-null] "
+           .. "[--put-batch N] [--bin ron-accounting]")
 if opts.quick then
     opts.streams, opts.slices = 50, 2000
     opts.fsync_slices = opts.fsync_slices or 500
@@ -96,7 +76,6 @@ local T0 = 1700000000 - 1700000000 % 3600
 local RING = 16384
 local UNSEALED = tonumber(os.getenv("BENCH_UNSEALED") or 4) -- windows recorded, not sealed yet
 
-local B = require "bench_common"
 local emit = B.emitter(opts.out)
 
 local status_kb = B.status_kb

@@ -28,24 +28,11 @@ local fairness = require "ron.accounting.export.fairness"
 
 local opts = { quick = false, out = nil, dir = nil, windows = 50, latency_ms = 2, inflight = 2,
                period_ms = 12 }
-do
-    local i = 1
-    while i <= #arg do
-        local a, v = arg[i], arg[i + 1]
-        if a == "--quick" then opts.quick = true; i = i + 1
-        elseif a == "--out" then opts.out = v; i = i + 2
-        elseif a == "--dir" then opts.dir = v; i = i + 2
-        elseif a == "--windows" then opts.windows = assert(tonumber(v)); i = i + 2
-        elseif a == "--latency-ms" then opts.latency_ms = assert(tonumber(v)); i = i + 2
-        elseif a == "--inflight" then opts.inflight = assert(tonumber(v)); i = i + 2
-        elseif a == "--period-ms" then opts.period_ms = assert(tonumber(v)); i = i + 2
-        else
-            io.stderr:write("usage: ron-accounting run bench-fairness.lua [--quick] [--out FILE] ",
-                "[--dir DIR] [--windows N] [--latency-ms N] [--inflight N] [--period-ms N]\n")
-            os.exit(2)
-        end
-    end
-end
+local B = require "bench_common"
+B.args(arg, opts, { { "--windows", "windows", "num" }, { "--latency-ms", "latency_ms", "num" },
+             { "--inflight", "inflight", "num" }, { "--period-ms", "period_ms", "num" } },
+       "ron-accounting run bench-fairness.lua [--quick] [--out FILE] [--dir DIR] [--windows N] "
+           .. "[--latency-ms N] [--inflight N] [--period-ms N]")
 if opts.quick then opts.windows = 8 end
 
 local T0 = 1700000000 - 1700000000 % 3600
@@ -56,7 +43,6 @@ local DIMS = {}
 for d = 1, 10 do DIMS[d] = "d" .. d end
 local TENANT_CAP = 64
 
-local B = require "bench_common"
 local emit = B.emitter(opts.out)
 
 local base_dir = opts.dir or ((os.getenv("TMPDIR") or "/tmp") .. "/ra-bench-fairness-"

@@ -78,40 +78,18 @@ local exp_http = require "ron.accounting.export.exporters.http"
 local opts = { quick = false, out = nil, dir = nil, slices = 20000, one_slices = 2000,
                streams = 64, fsync = { "off", "on" }, fsync_slices = 4000,
                bin = os.getenv("RA_BIN") or arg[-1] }
-do
-    local i = 1
-    while i <= #arg do
-        local a, v = arg[i], arg[i + 1]
-        if a == "--quick" then opts.quick = true; i = i + 1
-        elseif a == "--out" then opts.out = v; i = i + 2
-        elseif a == "--dir" then opts.dir = v; i = i + 2
-        elseif a == "--bin" then opts.bin = v; i = i + 2
-        elseif a == "--slices" then opts.slices = assert(tonumber(v), "--slices N"); i = i + 2
-        elseif a == "--fsync-slices" then
-            opts.fsync_slices = assert(tonumber(v), "--fsync-slices N"); i = i + 2
-        elseif a == "--one-slices" then
-            opts.one_slices = assert(tonumber(v), "--one-slices N"); i = i + 2
-        elseif a == "--streams" then opts.streams = assert(tonumber(v), "--streams N"); i = i + 2
-        elseif a == "--fsync" then
-            opts.fsync = {}
-            for f in v:gmatch("[^,]+") do
-                assert(f == "on" or f == "off", "--fsync off,on")
-                opts.fsync[#opts.fsync + 1] = f
-            end
-            i = i + 2
-        else
-            io.stderr:write("usage: ron-accounting run bench-http-export.lua [--quick] ",
-                "[--out FILE] [--dir DIR] [--slices N] [--fsync-slices N] [--one-slices N] ",
-                "[--streams N] [--fsync off,on] [--bin ron-accounting]\n")
-            os.exit(2)
-        end
-    end
-end
+local B = require "bench_common"
+B.args(arg, opts, { { "--bin", "bin", "str" }, { "--slices", "slices", "num" },
+             { "--fsync-slices", "fsync_slices", "num" }, { "--one-slices", "one_slices", "num" },
+             { "--streams", "streams", "num" }, { "--fsync", "fsync", "strs" } },
+       "ron-accounting run bench-http-export.lua [--quick] [--out FILE] [--dir DIR] "
+           .. "[--slices N] [--fsync-slices N] [--one-slices N] [--streams N] [--fsync off,on] "
+           .. "[--bin ron-accounting]")
+for _, f in ipairs(opts.fsync) do assert(f == "on" or f == "off", "--fsync off,on") end
 if opts.quick then
     opts.slices, opts.fsync_slices, opts.one_slices, opts.streams = 320, 160, 50, 16
 end
 
-local B = require "bench_common"
 local emit = B.emitter(opts.out)
 
 local loadavg = B.loadavg

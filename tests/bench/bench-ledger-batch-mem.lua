@@ -25,26 +25,12 @@ local sql = require "ron.ledger.store.sql"
 local lexp = require "ron.ledger.exporter"
 
 local opts = { batch = 256, slices = 4096, streams = 64, rounds = 3 }
-do
-    local i = 1
-    while i <= #arg do
-        local a, v = arg[i], arg[i + 1]
-        if a == "--quick" then opts.slices = 1024; i = i + 1
-        elseif a == "--out" then opts.out = v; i = i + 2
-        elseif a == "--batch" then opts.batch = assert(tonumber(v)); i = i + 2
-        elseif a == "--slices" then opts.slices = assert(tonumber(v)); i = i + 2
-        elseif a == "--streams" then opts.streams = assert(tonumber(v)); i = i + 2
-        elseif a == "--rounds" then opts.rounds = assert(tonumber(v)); i = i + 2
-        elseif a == "--profile" then opts.profile = v; i = i + 2
-        elseif a == "--jv" then opts.jv = v; i = i + 2
-        else
-            io.stderr:write("usage: ron-accounting run bench-ledger-batch-mem.lua [--quick] "
-                            .. "[--out FILE] [--batch B] [--slices N] [--streams M] [--rounds R] "
-                            .. "[--profile FILE] [--jv FILE]\n")
-            os.exit(2)
-        end
-    end
-end
+B.args(arg, opts, { { "--batch", "batch", "num" }, { "--slices", "slices", "num" },
+             { "--streams", "streams", "num" }, { "--rounds", "rounds", "num" },
+             { "--profile", "profile", "str" }, { "--jv", "jv", "str" } },
+       "ron-accounting run bench-ledger-batch-mem.lua [--quick] [--out FILE] [--batch B] "
+           .. "[--slices N] [--streams M] [--rounds R] [--profile FILE] [--jv FILE]")
+if opts.quick then opts.slices = 1024 end
 local emit = B.emitter(opts.out)
 
 local card = B.rate_card()

@@ -87,45 +87,19 @@ local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600
                put_parallel = require("ron.accounting.runtime").DEFAULTS.put_parallel,
                -- the daemon's (it sets it at start): 0 = LuaJIT's own (200)
                gc_pause = require("ron.node.schema").DEFAULTS.gc_pause }
-do
-    local i = 1
-    while i <= #arg do
-        local a, v = arg[i], arg[i + 1]
-        if a == "--quick" then opts.quick = true; i = i + 1
-        elseif a == "--out" then opts.out = v; i = i + 2
-        elseif a == "--dir" then opts.dir = v; i = i + 2
-        elseif a == "--slices" then opts.slices = assert(tonumber(v)); i = i + 2
-        elseif a == "--statement-slices" then opts.statement_slices = assert(tonumber(v)); i = i + 2
-        elseif a == "--streams" then opts.streams = assert(tonumber(v)); i = i + 2
-        elseif a == "--no-pg" then opts.pg = false; i = i + 1
-        elseif a == "--no-sqlite" then opts.sqlite = false; i = i + 1
-        elseif a == "--no-single" then opts.single = false; i = i + 1
-        elseif a == "--pg-stats" then opts.pg_stats = true; i = i + 1
-        elseif a == "--batch-slices" then opts.batch_slices = assert(tonumber(v)); i = i + 2
-        elseif a == "--batch-streams" then opts.batch_streams = assert(tonumber(v)); i = i + 2
-        elseif a == "--put-batch" then opts.put_batch = assert(tonumber(v)); i = i + 2
-        elseif a == "--put-parallel" then opts.put_parallel = assert(tonumber(v)); i = i + 2
-        elseif a == "--gc-pause" then opts.gc_pause = assert(tonumber(v)); i = i + 2
-        elseif a == "--lane-min" then opts.lane_min = assert(tonumber(v)); i = i + 2
-        elseif a == "--daemon" then
-            opts.daemon = {}
-            for x in v:gmatch("%d+") do opts.daemon[#opts.daemon + 1] = tonumber(x) end
-            i = i + 2
-        elseif a == "--batches" then
-            opts.batches = {}
-            for x in v:gmatch("%d+") do opts.batches[#opts.batches + 1] = tonumber(x) end
-            i = i + 2
-        else
-            io.stderr:write("usage: ron-accounting run bench-ledger-rating-pg.lua [--quick] "
-                            .. "[--out FILE] [--dir DIR] [--slices N] [--statement-slices N] "
-                            .. "[--streams N] [--no-pg] [--no-sqlite] [--batches B,B,..] "
-                            .. "[--batch-slices N] [--batch-streams N] [--no-single] "
-                            .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] "
-                            .. "[--put-parallel N] [--gc-pause N] [--lane-min N]\n")
-            os.exit(2)
-        end
-    end
-end
+B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "statement_slices", "num" },
+             { "--streams", "streams", "num" }, { "--no-pg", "pg", "off" },
+             { "--no-sqlite", "sqlite", "off" }, { "--no-single", "single", "off" },
+             { "--pg-stats", "pg_stats", "on" }, { "--batch-slices", "batch_slices", "num" },
+             { "--batch-streams", "batch_streams", "num" }, { "--put-batch", "put_batch", "num" },
+             { "--put-parallel", "put_parallel", "num" }, { "--gc-pause", "gc_pause", "num" },
+             { "--lane-min", "lane_min", "num" }, { "--daemon", "daemon", "nums" },
+             { "--batches", "batches", "nums" } },
+       "ron-accounting run bench-ledger-rating-pg.lua [--quick] [--out FILE] [--dir DIR] "
+           .. "[--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite] "
+           .. "[--batches B,B,..] [--batch-slices N] [--batch-streams N] [--no-single] "
+           .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] [--put-parallel N] [--gc-pause N] "
+           .. "[--lane-min N]")
 if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
 if opts.quick then
     opts.slices, opts.statement_slices, opts.batch_slices = 160, 32, 1024

@@ -31,29 +31,11 @@ local store = require "ron.ledger.store"
 local opts = { quick = false, out = nil, dir = os.getenv("TMPDIR") or "/tmp", transfers = 5000,
                pg_transfers = 3000, sizes = { 1000, 100000, 1000000 }, pg = true,
                sqlite = true }
-do
-    local i = 1
-    while i <= #arg do
-        local a, v = arg[i], arg[i + 1]
-        if a == "--quick" then opts.quick = true; i = i + 1
-        elseif a == "--out" then opts.out = v; i = i + 2
-        elseif a == "--dir" then opts.dir = v; i = i + 2
-        elseif a == "--transfers" then opts.transfers = assert(tonumber(v)); i = i + 2
-        elseif a == "--pg-transfers" then opts.pg_transfers = assert(tonumber(v)); i = i + 2
-        elseif a == "--no-pg" then opts.pg = false; i = i + 1
-        elseif a == "--no-sqlite" then opts.sqlite = false; i = i + 1
-        elseif a == "--sizes" then
-            opts.sizes = {}
-            for n in v:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = tonumber(n) end
-            i = i + 2
-        else
-            io.stderr:write("usage: ron-accounting run bench-ledger-store.lua [--quick] "
-                            .. "[--out FILE] [--dir DIR] [--transfers N] [--pg-transfers N] "
-                            .. "[--sizes a,b,c] [--no-pg] [--no-sqlite]\n")
-            os.exit(2)
-        end
-    end
-end
+B.args(arg, opts, { { "--transfers", "transfers", "num" }, { "--pg-transfers", "pg_transfers", "num" },
+             { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
+             { "--sizes", "sizes", "nums" } },
+       "ron-accounting run bench-ledger-store.lua [--quick] [--out FILE] [--dir DIR] "
+           .. "[--transfers N] [--pg-transfers N] [--sizes a,b,c] [--no-pg] [--no-sqlite]")
 if opts.quick then
     opts.transfers, opts.pg_transfers, opts.sizes = 300, 200, { 1000, 10000 }
 end

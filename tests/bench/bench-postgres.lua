@@ -33,27 +33,12 @@ local H = dofile(here .. "../pg/harness.lua")
 
 local opts = { quick = false, out = nil, slices = 20000, one_slices = 4000, streams = 64,
                connections = 8, fsync = "on", bin = os.getenv("RA_BIN") or arg[-1] }
-do
-    local i = 1
-    while i <= #arg do
-        local a, v = arg[i], arg[i + 1]
-        if a == "--quick" then opts.quick = true; i = i + 1
-        elseif a == "--out" then opts.out = v; i = i + 2
-        elseif a == "--slices" then opts.slices = assert(tonumber(v), "--slices N"); i = i + 2
-        elseif a == "--one-slices" then
-            opts.one_slices = assert(tonumber(v), "--one-slices N"); i = i + 2
-        elseif a == "--streams" then opts.streams = assert(tonumber(v), "--streams N"); i = i + 2
-        elseif a == "--connections" then
-            opts.connections = assert(tonumber(v), "--connections N"); i = i + 2
-        elseif a == "--fsync" then opts.fsync = v; i = i + 2
-        else
-            io.stderr:write("usage: ron-accounting run bench-postgres.lua [--quick] [--out FILE] "
-                .. "[--slices N] [--one-slices N] [--streams N] [--connections N] "
-                .. "[--fsync on|off]\n")
-            os.exit(2)
-        end
-    end
-end
+local B = require "bench_common"
+B.args(arg, opts, { { "--slices", "slices", "num" }, { "--one-slices", "one_slices", "num" },
+             { "--streams", "streams", "num" }, { "--connections", "connections", "num" },
+             { "--fsync", "fsync", "str" } },
+       "ron-accounting run bench-postgres.lua [--quick] [--out FILE] [--slices N] "
+           .. "[--one-slices N] [--streams N] [--connections N] [--fsync on|off]")
 if opts.quick then opts.slices, opts.one_slices, opts.streams = 400, 200, 16 end
 assert(opts.fsync == "on" or opts.fsync == "off", "--fsync on|off")
 
@@ -63,7 +48,6 @@ if not ok_pg then
     os.exit(3)
 end
 
-local B = require "bench_common"
 local emit = B.emitter(opts.out)
 
 local loadavg = B.loadavg

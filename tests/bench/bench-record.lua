@@ -29,32 +29,16 @@ local opts = {
   keys = { 10000, 100000, 1000000 }, ops = 4194304, reps = 5, seed = 0x5eed2026,
   variants = "ffi-raw,binding",
 }
-do
-  local i = 1
-  while i <= #arg do
-    local a, v = arg[i], arg[i + 1]
-    if a == "--quick" then opts.quick = true; i = i + 1
-    elseif a == "--lib" then opts.lib = v; i = i + 2
-    elseif a == "--c-results" then opts.c_results = v; i = i + 2
-    elseif a == "--c-bench" then opts.c_bench = v; i = i + 2
-    elseif a == "--out" then opts.out = v; i = i + 2
-    elseif a == "--keys" then
-      opts.keys = {}
-      for k in v:gmatch("[^,]+") do opts.keys[#opts.keys + 1] = assert(tonumber(k), "bad --keys") end
-      opts.keys_set = true
-      i = i + 2
-    elseif a == "--ops" then opts.ops = assert(tonumber(v)); i = i + 2
-    elseif a == "--reps" then opts.reps = assert(tonumber(v)); i = i + 2
-    elseif a == "--seed" then opts.seed = assert(tonumber(v)); i = i + 2
-    elseif a == "--variants" then opts.variants = v; i = i + 2
-    else
-      io.stderr:write("usage: luajit bench-record.lua --lib libronacct.so [--c-results FILE] ",
-        "[--c-bench PATH] [--out FILE] [--quick] [--keys LIST] [--ops N] [--reps N] ",
-        "[--seed N] [--variants ffi-raw,binding]\n")
-      os.exit(2)
-    end
-  end
-end
+local B = require "bench_common" -- tests/bench/ is on LUA_PATH (cmake/bench.cmake)
+local default_keys = opts.keys
+B.args(arg, opts, { { "--lib", "lib", "str" }, { "--c-results", "c_results", "str" },
+                    { "--c-bench", "c_bench", "str" }, { "--keys", "keys", "nums" },
+                    { "--ops", "ops", "num" }, { "--reps", "reps", "num" },
+                    { "--seed", "seed", "num" }, { "--variants", "variants", "str" } },
+       "luajit bench-record.lua --lib libronacct.so [--c-results FILE] [--c-bench PATH] "
+         .. "[--out FILE] [--quick] [--keys LIST] [--ops N] [--reps N] [--seed N] "
+         .. "[--variants ffi-raw,binding]")
+opts.keys_set = opts.keys ~= default_keys
 -- A bare file name would make dlopen search the library path instead of the directory.
 if opts.lib and not opts.lib:find("/") then opts.lib = "./" .. opts.lib end
 if opts.quick then

@@ -38,22 +38,11 @@ local dto = require "ron.wallet.dto"
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 16,
                workers = 4, accounts = 16, pg = true, sqlite = true }
-do
-    local i = 1
-    while i <= #arg do
-        local a, v = arg[i], arg[i + 1]
-        if a == "--quick" then opts.quick = true; i = i + 1
-        elseif a == "--out" then opts.out = v; i = i + 2
-        elseif a == "--dir" then opts.dir = v; i = i + 2
-        elseif a == "--seconds" then opts.seconds = assert(tonumber(v)); i = i + 2
-        elseif a == "--conns" then opts.conns = assert(tonumber(v)); i = i + 2
-        elseif a == "--workers" then opts.workers = assert(tonumber(v)); i = i + 2
-        elseif a == "--accounts" then opts.accounts = assert(tonumber(v)); i = i + 2
-        elseif a == "--no-pg" then opts.pg = false; i = i + 1
-        elseif a == "--no-sqlite" then opts.sqlite = false; i = i + 1
-        else error("bench-wallet.lua: unknown argument " .. tostring(a)) end
-    end
-end
+B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "num" },
+             { "--workers", "workers", "num" }, { "--accounts", "accounts", "num" },
+             { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" } },
+       "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
+           .. "[--conns N] [--workers N] [--accounts N] [--no-pg] [--no-sqlite]")
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
 local emit = B.emitter(opts.out)
 local format = string.format

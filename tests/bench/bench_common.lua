@@ -2,6 +2,7 @@
 -- the BENCH line writer and the machine readings printed next to every figure.
 --
 --   local B = require "bench_common"      -- the script's directory is on package.path
+--   B.args(arg, opts, spec, usage)        -- the command line into opts (defaults in it)
 --   local emit = B.emitter(opts.out)      -- emit(json): "BENCH <json>" on stdout, and
 --                                         -- appended to the --out file when given
 --   B.loadavg()                           -- "0.12 0.30 0.41" (or "?")
@@ -27,6 +28,45 @@ function _M.emitter(path)
         end
         io.stdout:flush()
     end
+end
+
+-- What each kind of option does with its value (nil: it takes none).
+local KINDS = {
+    on = function() return true end,
+    off = function() return false end,
+    num = function(v, flag) return assert(tonumber(v), flag .. " N") end,
+    str = function(v) return v end,
+    nums = function(v, flag)
+        local t = {}
+        for x in v:gmatch("[^,]+") do t[#t + 1] = assert(tonumber(x), flag .. " N,N,..") end
+        return t
+    end,
+    strs = function(v)
+        local t = {}
+        for x in v:gmatch("[^,]+") do t[#t + 1] = x end
+        return t
+    end,
+}
+local TAKES = { num = true, str = true, nums = true, strs = true }
+
+-- The command line of a benchmark: spec lists { "--flag", key, kind } (kinds above);
+-- --quick, --out FILE and --dir DIR are always known. Anything else prints usage and
+-- exits 2. Returns opts.
+function _M.args(argv, opts, spec, usage)
+    local flags = { ["--quick"] = { "quick", "on" }, ["--out"] = { "out", "str" },
+                    ["--dir"] = { "dir", "str" } }
+    for _, s in ipairs(spec) do flags[s[1]] = { s[2], s[3] } end
+    local i = 1
+    while i <= #argv do
+        local f = flags[argv[i]]
+        if not f or (TAKES[f[2]] and argv[i + 1] == nil) then
+            io.stderr:write("usage: ", usage, "\n")
+            os.exit(2)
+        end
+        opts[f[1]] = KINDS[f[2]](argv[i + 1], argv[i])
+        i = i + (TAKES[f[2]] and 2 or 1)
+    end
+    return opts
 end
 
 local function read(path, how)
