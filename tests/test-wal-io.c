@@ -5,7 +5,7 @@
 
 RA_TEST(io_fsync_eio_once_rewrites_to_a_new_segment) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10e1, NULL));
+    REQUIRE(walfix_open(&f, 0x10e1, NULL, 300));
     uint64_t creates0 = simfs_count(f.fs, SIMFS_CREATE); /* (the space reserve, at open) */
     simfs_fail(f.fs, SIMFS_FSYNC, 1, -EIO, 1);
     ra_slice_t *out[256];
@@ -30,12 +30,10 @@ RA_TEST(io_fsync_eio_once_rewrites_to_a_new_segment) {
 
 RA_TEST(io_fsync_eio_twice_nothing_sealed_nothing_lost) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10e2, NULL));
+    REQUIRE(walfix_open(&f, 0x10e2, NULL, 300));
     simfs_fail(f.fs, SIMFS_FSYNC, 1, -EIO, 2);
     walfix_refused(&f, 1, RA_EIO);
-    CHECK_EQ_U64(seg_files(f.fs), 0);
-    CHECK_EQ_U64(tmp_files(f.fs), 0);
-    CHECK_EQ_U64(frozen_pairs(f.m), 0);
+    walfix_nothing_written(&f);
     CHECK_EQ_U64(atomic_load(&f.m->hdr->seal_intent), 0);
     CHECK(metric(f.m, "accounting_wal_write_errors_total") == 2);
     CHECK(metric(f.m, "accounting_wal_failed") == 0);
@@ -43,13 +41,12 @@ RA_TEST(io_fsync_eio_twice_nothing_sealed_nothing_lost) {
     CHECK_RC(record_window(f.m, 1, 100, &f.seed, &f.rec), 0);
     CHECK_RC(record_window(f.m, 0, 50, &f.seed, &f.rec), 0);
     walfix_finish(&f, 2);
-    simfs_free(f.fs);
 }
 
 RA_TEST(io_enospc_on_write) {
     walfix_t f;
     /* once: the second attempt succeeds */
-    REQUIRE(walfix_open(&f, 0x10e3, NULL));
+    REQUIRE(walfix_open(&f, 0x10e3, NULL, 300));
     simfs_fail(f.fs, SIMFS_WRITE, 1, -ENOSPC, 1);
     ra_slice_t *out[256];
     size_t n = 0;
@@ -58,7 +55,7 @@ RA_TEST(io_enospc_on_write) {
     CHECK_EQ_U64(totals_diff(&f.rec, &f.sealed), 0);
     walfix_end(&f);
     /* always: PersistenceFull, degraded, nothing sealed; room again → everything sealed */
-    REQUIRE(walfix_open(&f, 0x10e4, NULL));
+    REQUIRE(walfix_open(&f, 0x10e4, NULL, 300));
     simfs_fail(f.fs, SIMFS_WRITE, 1, -ENOSPC, 0);
     walfix_refused(&f, 1, RA_EPERSISTFULL);
     CHECK(metric(f.m, "accounting_rejected_total{reason=\"wal_full\"}") == 1);
@@ -66,14 +63,11 @@ RA_TEST(io_enospc_on_write) {
     CHECK_RC(
         ra_meter_record_at(f.m, RA_T_EPOCH_MS + WIN_MS + 5, &g_tenants[0], &g_subjects[0], 0, 1),
         RA_EDEGRADED);
-    CHECK_EQ_U64(seg_files(f.fs), 0);
-    CHECK_EQ_U64(tmp_files(f.fs), 0);
-    CHECK_EQ_U64(frozen_pairs(f.m), 0);
+    walfix_nothing_written(&f);
     simfs_clear_faults(f.fs);
     CHECK_RC(ra_meter_compact(f.m), 0);
     CHECK_EQ_I64(ra_meter_degraded(f.m), 0);
     walfix_finish(&f, 1);
-    simfs_free(f.fs);
 }
 
 /* Issue 14 item 13: the log says what happened. Before: a full disk was "the WAL is full"
@@ -81,7 +75,7 @@ RA_TEST(io_enospc_on_write) {
  * missing compaction reserve nothing at all. */
 RA_TEST(io_messages_say_what_happened) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10f1, NULL));
+    REQUIRE(walfix_open(&f, 0x10f1, NULL, 300));
     simfs_fail(f.fs, SIMFS_WRITE, 1, -ENOSPC, 0);
     g_log_len = 0;
     g_log[0] = '\0';
@@ -92,7 +86,7 @@ RA_TEST(io_messages_say_what_happened) {
     simfs_clear_faults(f.fs);
     walfix_end(&f);
 
-    REQUIRE(walfix_open(&f, 0x10f2, NULL));
+    REQUIRE(walfix_open(&f, 0x10f2, NULL, 300));
     simfs_fail(f.fs, SIMFS_WRITE, 1, -EROFS, 0);
     g_log_len = 0;
     g_log[0] = '\0';
@@ -128,7 +122,7 @@ RA_TEST(io_short_writes_are_completed) {
     const size_t ks[] = {0, 1, 7, 100};
     for (size_t i = 0; i < 4; i++) {
         walfix_t f;
-        REQUIRE(walfix_open(&f, 0x10e5 + i, NULL));
+        REQUIRE(walfix_open(&f, 0x10e5 + i, NULL, 300));
         simfs_short_write(f.fs, 1, ks[i]);
         ra_slice_t *out[256];
         size_t n = 0;
@@ -151,15 +145,12 @@ RA_TEST(io_short_writes_are_completed) {
 
 RA_TEST(io_rename_eio) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10e9, NULL));
+    REQUIRE(walfix_open(&f, 0x10e9, NULL, 300));
     simfs_fail(f.fs, SIMFS_RENAME, 1, -EIO, 1);
     walfix_refused(&f, 1, RA_EIO);
-    CHECK_EQ_U64(seg_files(f.fs), 0);
-    CHECK_EQ_U64(tmp_files(f.fs), 0);
-    CHECK_EQ_U64(frozen_pairs(f.m), 0);
+    walfix_nothing_written(&f);
     CHECK(metric(f.m, "accounting_wal_failed") == 0);
     walfix_finish(&f, 1);
-    simfs_free(f.fs);
 }
 
 /* A rename that took effect although it reported an error (NFS when a reply is lost; any
@@ -168,7 +159,7 @@ RA_TEST(io_rename_eio) {
  * counted twice, and no seq may appear twice after a restart. */
 RA_TEST(io_rename_fails_after_taking_effect) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10ec, NULL));
+    REQUIRE(walfix_open(&f, 0x10ec, NULL, 300));
     simfs_fail_after(f.fs, SIMFS_RENAME, 1, -EIO);
     walfix_refused(&f, 1, RA_EIO);
     printf("# rename failed after taking effect: %zu .seg files in the directory\n",
@@ -204,7 +195,7 @@ RA_TEST(io_rename_fails_after_taking_effect) {
 
 RA_TEST(io_fsync_dir_eio_rename_taken_back) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10ea, NULL));
+    REQUIRE(walfix_open(&f, 0x10ea, NULL, 300));
     simfs_fail(f.fs, SIMFS_FSYNC_DIR, 1, -EIO, 1);
     walfix_refused(&f, 1, RA_EIO);
     CHECK_EQ_U64(seg_files(f.fs), 0);
@@ -223,11 +214,10 @@ RA_TEST(io_fsync_dir_eio_rename_taken_back) {
     simfs_free(f.fs);
 
     /* and without the cut the meter carries on: everything sealed by the next rollover */
-    REQUIRE(walfix_open(&f, 0x10eb, NULL));
+    REQUIRE(walfix_open(&f, 0x10eb, NULL, 300));
     simfs_fail(f.fs, SIMFS_FSYNC_DIR, 1, -EIO, 1);
     walfix_refused(&f, 1, RA_EIO);
     walfix_finish(&f, 1);
-    simfs_free(f.fs);
 }
 
 /* The directory fsync fails and so does taking the rename back: the segment is in doubt. The
@@ -241,7 +231,7 @@ RA_TEST(io_fsync_dir_eio_twice_wal_failed_restart_decides) {
         snprintf(shm, sizeof shm, "%s/plane-doubt-%d", ra_t_tmpdir(), variant);
         unlink(shm);
         walfix_t f;
-        REQUIRE(walfix_open(&f, 0x10f0 + (uint64_t)variant, shm));
+        REQUIRE(walfix_open(&f, 0x10f0 + (uint64_t)variant, shm, 300));
         simfs_fail(f.fs, SIMFS_FSYNC_DIR, 1, -EIO, 2);
         if (variant) simfs_fail(f.fs, SIMFS_UNLINK, 1, -EIO, 1);
         walfix_refused(&f, 1, RA_EIO);
@@ -271,7 +261,6 @@ RA_TEST(io_fsync_dir_eio_twice_wal_failed_restart_decides) {
                variant, replayed);
         CHECK(variant == 1 ? replayed > 0 : replayed == 0);
         walfix_finish(&f, 2);
-        simfs_free(f.fs);
         unlink(shm);
     }
 }
@@ -298,17 +287,8 @@ static void cap_full_then_recover(walfix_t *f, int64_t w_full, unsigned streams,
     ack_all(f->m);
     CHECK_RC(ra_meter_compact(f->m), 0);
     CHECK_EQ_I64(ra_meter_degraded(f->m), 0);
-    ra_slice_t *out[512];
-    CHECK_RC(ra_meter_rollover(f->m, RA_T_EPOCH_MS + (w_full + 1) * WIN_MS, out, 512, &n), 0);
+    CHECK_RC(cap_seal(f, w_full, &n), 0); /* at the start of window w_full + 1 */
     CHECK(n > 0);
-    for (size_t i = 0; i < n; i++) {
-        for (size_t r = 0; r < ra_slice_row_count(out[i]); r++) {
-            uint64_t inc;
-            ra_slice_row(out[i], r, NULL, &inc);
-            f->sealed.v[0] += inc;
-        }
-        ra_slice_unref(out[i]);
-    }
     CHECK_EQ_U64(f->sealed.v[0], f->rec.v[0]);
     printf("# caps (%s): refused with PersistenceFull, degraded, recovered after ACK + "
            "compaction, totals equal (%llu)\n",
@@ -317,10 +297,7 @@ static void cap_full_then_recover(walfix_t *f, int64_t w_full, unsigned streams,
 
 RA_TEST(caps_max_entries) {
     walfix_t f;
-    walfix_start(&f, 0xca1);
-    f.cfg.pending_slices_cap = 64;
-    f.cfg.wal_max_entries = 4;
-    REQUIRE(walfix_meter(&f));
+    REQUIRE(walfix_open_capped(&f, 0xca1, 4, NULL));
     size_t n;
     CHECK_RC(cap_round(&f, 0, 3, 4, &n), 0);
     CHECK_EQ_U64(n, 3);
@@ -332,10 +309,7 @@ RA_TEST(caps_max_entries) {
  * a cap compacts first, so ACKs without an explicit compaction never degrade the meter. */
 RA_TEST(caps_acked_frames_reclaimed_before_refusing) {
     walfix_t f;
-    walfix_start(&f, 0xca4);
-    f.cfg.pending_slices_cap = 64;
-    f.cfg.wal_max_entries = 4;
-    REQUIRE(walfix_meter(&f));
+    REQUIRE(walfix_open_capped(&f, 0xca4, 4, NULL));
     size_t n;
     double full0 = metric(f.m, "accounting_rejected_total{reason=\"wal_full\"}");
     for (int64_t w = 0; w < 5; w++) { /* 3 frames a round, cap 4: full without a compaction */
@@ -392,10 +366,7 @@ RA_TEST(caps_max_age) {
  * limit) instead of refusing the window forever. */
 RA_TEST(caps_boundary_larger_than_max_entries_makes_progress) {
     walfix_t f;
-    walfix_start(&f, 0xca4);
-    f.cfg.pending_slices_cap = 64;
-    f.cfg.wal_max_entries = 4;
-    REQUIRE(walfix_meter(&f));
+    REQUIRE(walfix_open_capped(&f, 0xca4, 4, NULL));
     size_t n = 0, total = 0;
     int rc = cap_round(&f, 0, 6, 2, &n);
     total += n;
@@ -426,7 +397,7 @@ RA_TEST(caps_boundary_larger_than_max_entries_makes_progress) {
  * space — which must not itself need new space. */
 RA_TEST(disk_full_compaction_frees_space) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0xd15c, NULL));
+    REQUIRE(walfix_open(&f, 0xd15c, NULL, 300));
     ra_slice_t *out[256];
     size_t n = 0;
     CHECK_RC(ra_meter_rollover(f.m, RA_T_EPOCH_MS + WIN_MS, out, 256, &n), 0);
@@ -453,7 +424,6 @@ RA_TEST(disk_full_compaction_frees_space) {
     simfs_set_capacity(f.fs, 0);
     CHECK_RC(ra_meter_compact(f.m), 0);
     walfix_finish(&f, 2);
-    simfs_free(f.fs);
 }
 
 int main(void) {

@@ -9,65 +9,44 @@
  * replays the ACKed slices of every segment that still holds an un-ACKed one. The WAL's
  * entry cap counts un-ACKed slices only: a WAL within its caps must still reopen. */
 RA_TEST(restart_with_acked_slices_in_partly_acked_segments) {
-    keys_init();
-    uint64_t seed = 0x2e01;
-    simfs_t *fs = simfs_new(seed);
-    ra_config_t cfg;
-    wal_config(&cfg, WAL_DIR);
-    cfg.pending_slices_cap = 16; /* wal_max_entries defaults to it */
-    ra_meter_t *m = open_io(&cfg, fs, NULL);
-    REQUIRE(m);
+    walfix_t f;
+    walfix_start(&f, 0x2e01);
+    f.cfg.pending_slices_cap = 16; /* wal_max_entries defaults to it */
+    REQUIRE(walfix_meter(&f));
     for (int w = 0; w < 6; w++) {
-        record_grid(m, w, 2, 2, 3, 300, &seed);
         ra_slice_t *out[8];
         size_t n = 0;
-        CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, out, 8, &n), 0);
+        CHECK_RC(walfix_seal_grid(&f, w, 2, 2, 3, out, 8, &n), 0);
         CHECK_EQ_U64(n, 4);
         for (size_t i = 0; i + 1 < n; i++)
-            CHECK_RC(ra_meter_ack(m, out[i]), 0); /* 3 of 4 */
+            CHECK_RC(ra_meter_ack(f.m, out[i]), 0); /* 3 of 4 */
         unref_all(out, n);
-        CHECK_RC(ra_meter_compact(m), 0);
+        CHECK_RC(ra_meter_compact(f.m), 0);
     }
     printf("# restart: %.0f un-ACKed slices (cap %u) in %.0f segments holding %d frames\n",
-           metric(m, "accounting_wal_entries"), cfg.pending_slices_cap,
-           metric(m, "accounting_wal_segments"), 6 * 4);
-    CHECK(metric(m, "accounting_wal_entries") == 6);
-    ra_meter_close(m);
+           metric(f.m, "accounting_wal_entries"), f.cfg.pending_slices_cap,
+           metric(f.m, "accounting_wal_segments"), 6 * 4);
+    CHECK(metric(f.m, "accounting_wal_entries") == 6);
     int rc = 0;
-    char err[512] = "";
-    m = NULL;
-    rc = ra__meter_open_io(&cfg, simfs_io(fs), &m, err, sizeof err);
-    if (rc != 0) RA_FAILF("the reopen fails: %s: %s", ra_err_name(rc), err);
-    if (m) {
-        CHECK(ra_meter_pending_count(m) >= 6);
-        ra_meter_close(m);
-    }
-    simfs_free(fs);
+    if (!walfix_reopen(&f, &rc)) RA_FAILF("the reopen fails: %s", ra_err_name(rc));
+    if (f.m) CHECK(ra_meter_pending_count(f.m) >= 6);
+    walfix_end(&f);
 }
 
 /* A sealer that set the shared plane degraded because the WAL was full is replaced (restart,
  * kill -9); the new sealer makes room: the plane must not stay degraded. */
 RA_TEST(restart_of_a_sealer_while_wal_full_clears_degraded) {
-    keys_init();
     char shm[700];
     snprintf(shm, sizeof shm, "%s/plane-full-restart", ra_t_tmpdir());
     unlink(shm);
     walfix_t f;
-    memset(&f, 0, sizeof f);
-    f.fs = simfs_new(0x2e02);
-    wal_config(&f.cfg, WAL_DIR);
-    f.cfg.shm_path = shm;
-    f.cfg.pending_slices_cap = 64;
-    f.cfg.wal_max_entries = 4;
-    REQUIRE(walfix_meter(&f));
+    REQUIRE(walfix_open_capped(&f, 0x2e02, 4, shm));
     size_t n;
     CHECK_RC(cap_round(&f, 0, 3, 2, &n), 0);
     CHECK_RC(cap_round(&f, 1, 3, 2, &n), RA_EPERSISTFULL);
     CHECK_EQ_U64(n, 1); /* the one stream that fit the last free entry; two wait */
     CHECK_EQ_I64(ra_meter_degraded(f.m), 1);
-    ra_meter_close(f.m);
-    f.m = open_io(&f.cfg, f.fs, NULL); /* the next sealer */
-    REQUIRE(f.m);
+    REQUIRE(walfix_reopen(&f, NULL)); /* the next sealer */
     ack_all(f.m);
     CHECK_RC(ra_meter_compact(f.m), 0);
     ra_slice_t *out[16];
@@ -86,45 +65,33 @@ RA_TEST(restart_of_a_sealer_while_wal_full_clears_degraded) {
  * must not be silently left out, and its file must never be overwritten by a new segment
  * that reuses its id. */
 RA_TEST(restart_with_a_transient_read_error_loses_nothing) {
-    keys_init();
-    uint64_t seed = 0x2e03;
-    simfs_t *fs = simfs_new(seed);
-    ra_config_t cfg;
-    wal_config(&cfg, WAL_DIR);
-    ra_meter_t *m = open_io(&cfg, fs, NULL);
-    REQUIRE(m);
+    walfix_t f;
+    REQUIRE(walfix_open(&f, 0x2e03, NULL, 0));
     static ra_slice_t *sealed[64];
     size_t ns = 0;
     for (int w = 0; w < 3; w++) {
-        record_grid(m, w, 2, 2, 3, 300, &seed);
         size_t n = 0;
-        CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, sealed + ns, 64 - ns, &n),
-                 0);
+        CHECK_RC(walfix_seal_grid(&f, w, 2, 2, 3, sealed + ns, 64 - ns, &n), 0);
         ns += n;
     }
-    ra_meter_close(m);
     /* open: size(heads) is the 1st size call, the three segments the 2nd..4th */
-    simfs_fail(fs, SIMFS_SIZE, 4, -EIO, 1);
+    simfs_fail(f.fs, SIMFS_SIZE, 4, -EIO, 1);
     int rc = 0;
-    m = open_io(&cfg, fs, &rc);
-    size_t np = m ? ra_meter_pending_count(m) : 0;
+    walfix_reopen(&f, &rc);
+    size_t np = f.m ? ra_meter_pending_count(f.m) : 0;
     printf("# transient EIO reading the newest segment at open: open %s, %zu of %zu slices "
            "pending\n",
            ra_err_name(rc), np, ns);
-    if (m) {
-        /* seal more, then reopen without the fault */
-        record_grid(m, 5, 2, 2, 3, 300, &seed);
+    if (f.m) { /* seal more, then reopen without the fault */
         size_t n = 0;
         ra_slice_t *out[8];
-        CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 6 * WIN_MS, out, 8, &n), 0);
+        CHECK_RC(walfix_seal_grid(&f, 5, 2, 2, 3, out, 8, &n), 0);
         for (size_t i = 0; i < n && ns < 64; i++)
             sealed[ns++] = out[i];
-        ra_meter_close(m);
     }
-    m = open_io(&cfg, fs, NULL);
-    REQUIRE(m);
+    REQUIRE(walfix_reopen(&f, NULL));
     static ra_slice_t *p[64];
-    np = pending_all(m, p, 64);
+    np = pending_all(f.m, p, 64);
     size_t missing = 0;
     for (size_t i = 0; i < ns; i++) {
         bool found = false;
@@ -138,84 +105,62 @@ RA_TEST(restart_with_a_transient_read_error_loses_nothing) {
     CHECK_EQ_I64(chain_breaks(p, np), 0);
     unref_all(p, np);
     unref_all(sealed, ns);
-    ra_meter_close(m);
-    simfs_free(fs);
+    walfix_end(&f);
 }
 
 /* The same for the heads checkpoint: once every segment is compacted it is the only record
  * of the chains. A transient EIO reading it must not restart the chains at seq 1 (a fork
  * the downstream answers "conflict"), let alone get the forked heads checkpointed. */
 RA_TEST(restart_with_a_transient_heads_read_error_keeps_chains) {
-    keys_init();
-    uint64_t seed = 0x2e04;
-    simfs_t *fs = simfs_new(seed);
-    ra_config_t cfg;
-    wal_config(&cfg, WAL_DIR);
-    ra_meter_t *m = open_io(&cfg, fs, NULL);
-    REQUIRE(m);
-    for (int w = 0; w < 2; w++) {
-        record_grid(m, w, 1, 1, 3, 300, &seed);
-        size_t n = 0;
-        CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, NULL, 0, &n), 0);
-    }
-    ack_all(m);
-    CHECK_RC(ra_meter_compact(m), 0);
-    CHECK_EQ_U64(seg_files(fs), 0);
-    ra_meter_close(m);
-    simfs_fail(fs, SIMFS_SIZE, 1, -EIO, 1); /* the first size call at open is the heads' */
+    walfix_t f;
+    REQUIRE(walfix_open(&f, 0x2e04, NULL, 0));
+    size_t n = 0;
+    for (int w = 0; w < 2; w++)
+        CHECK_RC(walfix_seal_grid(&f, w, 1, 1, 3, NULL, 0, &n), 0);
+    ack_all(f.m);
+    CHECK_RC(ra_meter_compact(f.m), 0);
+    CHECK_EQ_U64(seg_files(f.fs), 0);
+    simfs_fail(f.fs, SIMFS_SIZE, 1, -EIO, 1); /* the first size call at open is the heads' */
     int rc = 0;
-    m = open_io(&cfg, fs, &rc);
     uint64_t seq = 0;
-    if (m) {
-        record_grid(m, 3, 1, 1, 3, 300, &seed);
+    if (walfix_reopen(&f, &rc)) {
         ra_slice_t *out = NULL;
-        size_t n = 0;
-        CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 4 * WIN_MS, &out, 1, &n), 0);
+        CHECK_RC(walfix_seal_grid(&f, 3, 1, 1, 3, &out, 1, &n), 0);
         if (n) seq = seq_of(out);
         ra_slice_unref(out);
-        ack_all(m);
-        CHECK_RC(ra_meter_compact(m), 0);
-        ra_meter_close(m);
+        ack_all(f.m);
+        CHECK_RC(ra_meter_compact(f.m), 0);
     }
     printf("# transient EIO reading the heads checkpoint at open: open %s, next slice seq %llu "
            "(want 3)\n",
            ra_err_name(rc), (unsigned long long)seq);
-    CHECK(m == NULL || seq == 3);
-    simfs_free(fs);
+    CHECK(f.m == NULL || seq == 3);
+    walfix_end(&f);
 }
 
 /* Leftover .tmp files (a segment or a heads checkpoint never renamed into place) are removed
  * at open and never replayed; foreign names are left alone. */
 RA_TEST(recovery_removes_leftover_tmp_files) {
-    keys_init();
-    uint64_t seed = 0x2e05;
-    simfs_t *fs = simfs_new(seed);
-    ra_config_t cfg;
-    wal_config(&cfg, WAL_DIR);
-    ra_meter_t *m = open_io(&cfg, fs, NULL);
-    REQUIRE(m);
-    record_grid(m, 0, 2, 1, 3, 300, &seed);
+    walfix_t f;
+    REQUIRE(walfix_open(&f, 0x2e05, NULL, 0));
     size_t n = 0;
-    CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + WIN_MS, NULL, 0, &n), 0);
-    ra_meter_close(m);
-    wal_fix_t fix = {.fs = fs};
+    CHECK_RC(walfix_seal_grid(&f, 0, 2, 1, 3, NULL, 0, &n), 0);
+    wal_fix_t fix = {.fs = f.fs};
     fix_scan(&fix);
     REQUIRE(fix.nseg == 1);
     size_t len;
-    uint8_t *b = copy_of(fs, fix.seg[0].path, &len, 0);
-    set_bytes(fs, WAL_DIR "/0000000000000100.seg.tmp", b, len); /* a valid segment, as .tmp */
-    set_bytes(fs, WAL_DIR "/heads.tmp", b, 10);
-    set_bytes(fs, WAL_DIR "/README", b, 3);
-    set_bytes(fs, WAL_DIR "/00000000000001.seg", b, len); /* not 16 hex digits */
+    uint8_t *b = copy_of(f.fs, fix.seg[0].path, &len, 0);
+    set_bytes(f.fs, WAL_DIR "/0000000000000100.seg.tmp", b, len); /* a valid segment, as .tmp */
+    set_bytes(f.fs, WAL_DIR "/heads.tmp", b, 10);
+    set_bytes(f.fs, WAL_DIR "/README", b, 3);
+    set_bytes(f.fs, WAL_DIR "/00000000000001.seg", b, len); /* not 16 hex digits */
     free(b);
-    m = open_io(&cfg, fs, NULL);
-    REQUIRE(m);
-    CHECK_EQ_U64(ra_meter_pending_count(m), n);
-    CHECK_EQ_U64(tmp_files(fs), 0);
-    CHECK(simfs_data(fs, WAL_DIR "/README", &len) != NULL);
-    CHECK(metric(m, "accounting_wal_corrupt_total") == 0);
-    ra_meter_close(m);
-    simfs_free(fs);
+    REQUIRE(walfix_reopen(&f, NULL));
+    CHECK_EQ_U64(ra_meter_pending_count(f.m), n);
+    CHECK_EQ_U64(tmp_files(f.fs), 0);
+    CHECK(simfs_data(f.fs, WAL_DIR "/README", &len) != NULL);
+    CHECK(metric(f.m, "accounting_wal_corrupt_total") == 0);
+    walfix_end(&f);
 }
 
 /* ---- a crash in the middle of compaction ---------------------------------------------------- */
@@ -232,37 +177,34 @@ RA_TEST(compaction_crash_brings_segments_back_harmlessly) {
      * (1: the heads checkpoint's, 2: the one after the unlinks); unlink_crash: the power
      * cut comes after the first unlink instead. */
     for (int variant = 0; variant < 3; variant++) {
-        keys_init();
-        uint64_t seed = 0xc0a0 + (uint64_t)variant;
-        simfs_t *fs = simfs_new(seed);
-        ra_config_t cfg;
-        wal_config(&cfg, WAL_DIR);
-        ra_meter_t *m = open_io(&cfg, fs, NULL);
-        REQUIRE(m);
+        walfix_t f;
+        REQUIRE(walfix_open(&f, 0xc0a0 + (uint64_t)variant, NULL, 0));
+        simfs_t *fs = f.fs;
         static ra_slice_t *sealed[256];
         size_t ns = 0;
         for (int w = 0; w < 2; w++) {
-            CHECK_RC(record_window(m, w, 100, &seed, NULL), 0);
+            CHECK_RC(record_window(f.m, w, 100, &f.seed, NULL), 0);
             size_t n = 0;
             CHECK_RC(
-                ra_meter_rollover(m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, sealed + ns, 256 - ns, &n),
+                ra_meter_rollover(f.m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, sealed + ns, 256 - ns, &n),
                 0);
             ns += n;
         }
         REQUIRE(seg_files(fs) == 2);
-        ack_all(m);
+        ack_all(f.m);
         if (variant < 2)
             simfs_fail(fs, SIMFS_FSYNC_DIR, (uint64_t)variant + 1, -EIO, 0);
         else
             simfs_set_hook(fs, crash_at_second_unlink, fs);
         g_unlinks = 0;
-        CHECK(ra_meter_compact(m) != 0);
+        CHECK(ra_meter_compact(f.m) != 0);
         simfs_set_hook(fs, NULL, NULL);
-        ra_meter_close(m);
+        ra_meter_close(f.m);
+        f.m = NULL;
         CHECK_RC(simfs_crash(fs, SIMFS_CRASH_DROP), 0);
         CHECK_EQ_U64(seg_files(fs), 2); /* the unlinks were never durable */
-        m = open_io(&cfg, fs, NULL);
-        REQUIRE(m);
+        REQUIRE(walfix_meter(&f));
+        ra_meter_t *m = f.m;
         static ra_slice_t *p[256];
         size_t np = pending_all(m, p, 256);
         CHECK_EQ_U64(np, ns); /* replayed: resent, the downstream answers dup */
@@ -273,7 +215,7 @@ RA_TEST(compaction_crash_brings_segments_back_harmlessly) {
         CHECK(metric(m, "accounting_wal_corrupt_total") == 0);
         unref_all(p, np);
         /* Heads continue; a second compaction finishes the job. */
-        CHECK_RC(record_window(m, 3, 100, &seed, NULL), 0);
+        CHECK_RC(record_window(m, 3, 100, &f.seed, NULL), 0);
         ra_slice_t *out[64];
         size_t n = 0;
         CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 4 * WIN_MS, out, 64, &n), 0);
@@ -288,9 +230,8 @@ RA_TEST(compaction_crash_brings_segments_back_harmlessly) {
         ack_all(m);
         CHECK_RC(ra_meter_compact(m), 0);
         CHECK_EQ_U64(seg_files(fs), 0);
-        ra_meter_close(m);
         unref_all(sealed, ns);
-        simfs_free(fs);
+        walfix_end(&f);
     }
 }
 

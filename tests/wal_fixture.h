@@ -343,12 +343,31 @@ static inline void walfix_end(walfix_t *f) {
     simfs_free(f->fs);
 }
 
-/* The common case: the meter open, one window recorded. */
-static inline bool walfix_open(walfix_t *f, uint64_t seed, const char *shm) {
+/* The meter closed and opened again on the same files (a restart, or the next sealer);
+ * rc_out as open_io's. False when it does not open. */
+static inline bool walfix_reopen(walfix_t *f, int *rc_out) {
+    ra_meter_close(f->m);
+    f->m = open_io(&f->cfg, f->fs, rc_out);
+    return f->m != NULL;
+}
+
+/* Records window w of a record_grid (tenants from 300) and seals it at the start of window
+ * w + 1: the rollover's code, the slices reported sealed in out[0..*n) (new references; out
+ * may be NULL). */
+static inline int walfix_seal_grid(walfix_t *f, int64_t w, unsigned tenants, unsigned dims,
+                                   unsigned subjects, ra_slice_t **out, size_t cap, size_t *n) {
+    record_grid(f->m, w, tenants, dims, subjects, 300, &f->seed);
+    *n = 0;
+    return ra_meter_rollover(f->m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, out, cap, n);
+}
+
+/* The common case: the meter open (on a shared plane with shm), `records` random events
+ * recorded into window 0 (0: none). */
+static inline bool walfix_open(walfix_t *f, uint64_t seed, const char *shm, int records) {
     walfix_start(f, seed);
     f->cfg.shm_path = shm;
     if (!walfix_meter(f)) return false;
-    return record_window(f->m, 0, 300, &f->seed, &f->rec) == 0;
+    return record_window(f->m, 0, records, &f->seed, &f->rec) == 0;
 }
 
 static inline void walfix_add(walfix_t *f, ra_slice_t **out, size_t n) {
@@ -358,7 +377,7 @@ static inline void walfix_add(walfix_t *f, ra_slice_t **out, size_t n) {
     }
 }
 
-/* Seals whatever is left and compares every total with what was recorded. */
+/* Seals whatever is left, compares every total with what was recorded, ends the fixture. */
 static inline void walfix_finish(walfix_t *f, int64_t w) {
     ra_slice_t *out[256];
     size_t n = 0;
@@ -367,8 +386,14 @@ static inline void walfix_finish(walfix_t *f, int64_t w) {
     CHECK_EQ_U64(frozen_pairs(f->m), 0);
     CHECK_EQ_U64(totals_diff(&f->rec, &f->sealed), 0);
     CHECK_EQ_U64(totals_sum(&f->rec), totals_sum(&f->sealed));
-    ra_meter_close(f->m);
-    f->m = NULL;
+    walfix_end(f);
+}
+
+/* After a refused rollover: no segment, no .tmp file, no frozen pair (nothing written). */
+static inline void walfix_nothing_written(walfix_t *f) {
+    CHECK_EQ_U64(seg_files(f->fs), 0);
+    CHECK_EQ_U64(tmp_files(f->fs), 0);
+    CHECK_EQ_U64(frozen_pairs(f->m), 0);
 }
 
 /* A rollover that must fail with `want`, report nothing and leave the counts in the plane. */
@@ -381,18 +406,9 @@ static inline void walfix_refused(walfix_t *f, int64_t w, int want) {
     CHECK_EQ_U64(ra_meter_pending_count(f->m), 0);
 }
 
-/* Seals window w of a grid of `streams` tenants (one dimension) into f. */
-static inline int cap_round(walfix_t *f, int64_t w, unsigned streams, unsigned subjects,
-                            size_t *n_out) {
-    for (unsigned t = 0; t < streams; t++)
-        for (unsigned s = 0; s < subjects; s++) {
-            ra_subject_t sub = ra_t_subject(s);
-            ra_tenant_t ten = ra_t_tenant(900 + t);
-            int rc = ra_meter_record_at(f->m, RA_T_EPOCH_MS + w * WIN_MS + 3, &ten, &sub,
-                                        RA_DIM_REQUESTS, 1 + s % 7);
-            if (rc != 0) return rc;
-            f->rec.v[0] += 1 + s % 7; /* one grand total is enough here */
-        }
+/* Seals window w (at the start of window w + 1) and adds every sealed row to the one grand
+ * total f->sealed.v[0]: the rollover's code, how many slices in *n_out. */
+static inline int cap_seal(walfix_t *f, int64_t w, size_t *n_out) {
     ra_slice_t *out[512];
     size_t n = 0;
     int rc = ra_meter_rollover(f->m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, out, 512, &n);
@@ -406,6 +422,32 @@ static inline int cap_round(walfix_t *f, int64_t w, unsigned streams, unsigned s
     }
     *n_out = n;
     return rc;
+}
+
+/* Records window w of a grid of `streams` tenants (one dimension) into f, then seals it. */
+static inline int cap_round(walfix_t *f, int64_t w, unsigned streams, unsigned subjects,
+                            size_t *n_out) {
+    for (unsigned t = 0; t < streams; t++)
+        for (unsigned s = 0; s < subjects; s++) {
+            ra_subject_t sub = ra_t_subject(s);
+            ra_tenant_t ten = ra_t_tenant(900 + t);
+            int rc = ra_meter_record_at(f->m, RA_T_EPOCH_MS + w * WIN_MS + 3, &ten, &sub,
+                                        RA_DIM_REQUESTS, 1 + s % 7);
+            if (rc != 0) return rc;
+            f->rec.v[0] += 1 + s % 7; /* one grand total is enough here */
+        }
+    return cap_seal(f, w, n_out);
+}
+
+/* A meter whose WAL holds at most max_entries slices (a pending ring of 64), on a shared
+ * plane with shm (NULL: private). */
+static inline bool walfix_open_capped(walfix_t *f, uint64_t seed, uint32_t max_entries,
+                                      const char *shm) {
+    walfix_start(f, seed);
+    f->cfg.shm_path = shm;
+    f->cfg.pending_slices_cap = 64;
+    f->cfg.wal_max_entries = max_entries;
+    return walfix_meter(f);
 }
 
 #endif /* RA_TEST_WAL_FIXTURE_H */
