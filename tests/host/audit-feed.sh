@@ -10,33 +10,17 @@
 #     with T at least the feed's head before run 3, and `audit verify` passes.
 #
 #   audit-feed.sh HOST SOURCE_DIR WORK_DIR
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-fail() { echo "audit-feed.sh: FAILED: $*" >&2; for f in "$work"/*.log "$work"/*.txt; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -30 "$f" >&2; }; done; exit 1; }
+. "$2/tests/host/lib.sh" && host_test audit-feed.sh "$@" || exit 1
+HOST_TEST_LOGS="*.txt"
 
 "$host" audit keygen ron-audit/ron-accounting/daemon signer.key verifier.pub >/dev/null ||
     fail "keygen"
 r0=$(date +%s)
 cat >fast.lua <<EOF2
-local uv = require "luv"
-local R0, SPEED = $r0, 60
-return {
-    window_len_s = 60, listen = "127.0.0.1:0", status_interval_s = 0, tick_ms = 200,
-    drain_deadline_ms = 3000, capacity_rows = 10000, shards = 4,
-    exporter = { module = "ron.ledger.exporter",
-                 store = { backend = "sqlite", path = "var/ledger.db", offload = true },
-                 card = "$src/examples/cards/acme.lua", book = "main", node = "gw-1" },
-    audit = { key_path = "$work/signer.key", checkpoint_every = 50, attest_interval_ms = 100,
-              feed_interval_ms = 100 },
-    clock = function()
-        local s, us = uv.gettimeofday()
-        return 1735689600 + (s + us / 1e6 - R0) * SPEED
-    end,
-}
+local cfg = dofile("$src/tests/host/fast_ledger.lua")($r0, "$src")
+cfg.audit = { key_path = "$work/signer.key", checkpoint_every = 50, attest_interval_ms = 100,
+            feed_interval_ms = 100 }
+return cfg
 EOF2
 
 start() { # start LOG DEMO

@@ -13,13 +13,8 @@
 # with {tenant, dimension, reason}, the operator record and the daemon's start and stop,
 # every checkpoint signed. A second start continues the same chain (seq goes on, verify
 # passes again). --check refuses amnesia with a dir (exit 2).
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-fail() { echo "audit.sh: FAILED: $*" >&2; for f in "$work"/*.log "$work"/list.txt; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -30 "$f" >&2; }; done; exit 1; }
+. "$2/tests/host/lib.sh" && host_test audit.sh "$@" || exit 1
+HOST_TEST_LOGS="list.txt"
 
 T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 T2=b2d4e6f8-1a3c-4e5f-8b7d-9c0e2f4a6b8d
@@ -47,14 +42,7 @@ EOF
 start_daemon() { # start_daemon LOG
     "$host" run "$src/examples/daemon.lua" --config fast.lua --var var >"$1" 2>&1 &
     pid=$!
-    n=100
-    port=""
-    while [ $n -gt 0 ] && [ -z "$port" ]; do
-        sleep 0.1
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$1")
-        n=$((n - 1))
-    done
-    [ -n "$port" ] || fail "the daemon did not start listening"
+    listening "$1" 10 || fail "the daemon did not start listening"
     url="http://127.0.0.1:$port/v1/records"
 }
 stop_daemon() {

@@ -8,11 +8,7 @@
 # with the same one line: the daemon's schema runs the core's own checks
 # (ra_config_check, the function ra_meter_open uses) and refuses a listen address that
 # is a name.
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-fail() { echo "check.sh: FAILED: $*" >&2; exit 1; }
+. "$2/tests/host/lib.sh" && host_test check.sh "$@" || exit 1
 
 try() { # try 'LUA CONFIG' 'EXPECTED MESSAGE'
     echo "return { $1 }" >cfg.lua

@@ -14,13 +14,7 @@
 #      exit 0; `verify` exits 0 and every (tenant, dimension) total is exact.
 # Plus configuration errors: one line, exit 2; and G-21: a start with another window
 # length on the live plane is refused (exit 1, one line), nothing changes.
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-fail() { echo "daemon.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
+. "$2/tests/host/lib.sh" && host_test daemon.sh "$@" || exit 1
 
 r0=$(date +%s)
 cat >fast.lua <<EOF
@@ -49,11 +43,6 @@ batch() {
     }' >batch.txt
     cat batch.txt >>expected.txt
     record <batch.txt >>record.log 2>&1 || fail "record.lua batch $1"
-}
-wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.2 s
-    n=$(($1 * 5)); shift
-    while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.2; n=$((n - 1)); done
-    return 1
 }
 alive() { kill -0 "$1" 2>/dev/null; }
 

@@ -25,10 +25,7 @@
 # exactly one `ok` per row stored and dup >= 1; a replayed body (curl, from PostgreSQL's
 # copy) is answered 200 dup, and b3sum of it is its b3; without the token: 401; both
 # daemons exit 0 on SIGTERM. No wall-clock assertion: every wait is a bounded poll.
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
+. "$2/tests/host/lib.sh" && host_test g10.sh "$@" || exit 1
 
 pgdir="" apid="" bpid=""
 cleanup() {
@@ -43,11 +40,6 @@ fail() {
     echo "g10.sh: FAILED: $*" >&2
     for f in "$work"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -25 "$f" >&2; }; done
     exit 1
-}
-wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.2 s
-    n=$(($1 * 5)); shift
-    while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.2; n=$((n - 1)); done
-    return 1
 }
 
 # ---- PostgreSQL ------------------------------------------------------------------------

@@ -15,13 +15,7 @@
 # and no gap. Daemon 2 (audit = { queue_cap = 1, batch = 1 }), the plan sent by 8 parallel
 # connections: the queue sheds or not, but reject records + the `dropped` of its gap
 # records equals the refusals counted, and verify passes.
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-fail() { echo "ingest-audit.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
+. "$2/tests/host/lib.sh" && host_test ingest-audit.sh "$@" || exit 1
 
 SEED=${SEED:-16}
 N=${N:-400}
@@ -72,14 +66,7 @@ return { listen = "127.0.0.1:0", status_interval_s = 0, capacity_rows = 4,
 EOF
     "$host" run "$src/examples/daemon.lua" --config "$1.lua" --var "$1" >"$1.log" 2>&1 &
     pid=$!
-    n=100
-    port=""
-    while [ $n -gt 0 ] && [ -z "$port" ]; do
-        sleep 0.1
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$1.log")
-        n=$((n - 1))
-    done
-    [ -n "$port" ] || fail "$1: the daemon did not start listening"
+    listening "$1.log" 10 || fail "$1: the daemon did not start listening"
     sed "s|URL|http://127.0.0.1:$port/v1/records|" curl.cfg >"$1.cfg"
 }
 stop_daemon() {

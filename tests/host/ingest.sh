@@ -18,13 +18,7 @@
 #   2. a plane with capacity_rows = 50: a batch of 300 new keys is cut short with 429,
 #      Retry-After and "applied" (only that prefix is expected); a keyed batch is resent
 #      until it completes (each record exactly once); totals exact again.
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-fail() { echo "ingest.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
+. "$2/tests/host/lib.sh" && host_test ingest.sh "$@" || exit 1
 
 T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 T2=b2d4e6f8-1a3c-4e5f-8b7d-9c0e2f4a6b8d
@@ -63,11 +57,6 @@ start_daemon() { # start_daemon CONFIG VAR LOG
     done
     [ -n "$port" ] || fail "the daemon did not start listening"
     url="http://127.0.0.1:$port/v1/records"
-}
-wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.2 s
-    n=$(($1 * 5)); shift
-    while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.2; n=$((n - 1)); done
-    return 1
 }
 
 # gen TENANT FIRST COUNT DIM TAG: a batch body on stdout, one record per line on fd 3

@@ -5,6 +5,7 @@
 #
 #   ledger_db sqlite|postgres     sets db: WORK/l.db, or the postgresql:// URI of a
 #                                 throwaway cluster (pg-harness.sh, torn down at exit)
+#   e2e_card FILE                 the rate card both scripts rate with (bytes, tiered)
 #   transfer_id_at N              the id (lower-case hex) of the ledger's Nth transfer (0-based)
 #   flip_transfer_byte ID         flips one hex digit (the 60th byte) of the stored canonical
 #                                 bytes of transfer ID: what verify must catch
@@ -19,6 +20,13 @@ ledger_db() {
     else
         db=$work/l.db
     fi
+}
+
+e2e_card() {
+    cat >"$1" <<'CARD'
+return { version = "e2e.1", currency = { code = "USD", scale = 2 }, period = "month",
+         dimensions = { bytes = { per = 1000, free = 10, price = 3 } } }
+CARD
 }
 
 ledger_sql() { # one statement, rows unaligned

@@ -5,17 +5,11 @@
 # cmake/host-tests.cmake, label host.
 #
 #   ledger-rate.sh HOST SOURCE_DIR WORK_DIR [sqlite|postgres]
-set -u
-host=$1 src=$2 work=$3 backend=${4:-sqlite}
-rm -rf "$work" && mkdir -p "$work" || exit 1
-fail() { echo "ledger-rate.sh: FAILED: $*" >&2; exit 1; }
+. "$2/tests/host/lib.sh" && host_test ledger-rate.sh "$@" || exit 1
+backend=${4:-sqlite}
 . "$src/tests/host/ledger-db.sh"
 ledger_db "$backend"
-
-cat >"$work/card.lua" <<'CARD'
-return { version = "e2e.1", currency = { code = "USD", scale = 2 }, period = "month",
-         dimensions = { bytes = { per = 1000, free = 10, price = 3 } } }
-CARD
+e2e_card "$work/card.lua"
 
 "$host" ledger --db "$db" init >"$work/init.out" 2>&1 || { cat "$work/init.out"; fail "init"; }
 "$host" ledger --db "$db" transfer --from external \

@@ -8,10 +8,7 @@
 # 2. the old unscoped receiver.token_hash: exit 2, the line points at producers.
 # 3. receiver = { allow_unauthenticated = true }: starts, and says so at WARN before it
 #    serves; SIGTERM: exit 0.
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
+. "$2/tests/host/lib.sh" && host_test receiver-auth.sh "$@" || exit 1
 pid=""
 fail() {
     echo "receiver-auth.sh: FAILED: $*" >&2

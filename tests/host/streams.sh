@@ -11,18 +11,8 @@
 # the stream goes on, /readyz is 200 again; `verify --totals` lists the accepted range and
 # passes, and the ledger's total is what was recorded minus the usage of the lost seqs.
 # Also: a stream that is not stuck (404, exit 1), a bad command line (exit 2).
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-fail() { echo "streams.sh: FAILED: $*" >&2; for f in "$work"/*.log "$work"/*.out; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
-wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.2 s
-    n=$(($1 * 5)); shift
-    while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.2; n=$((n - 1)); done
-    return 1
-}
+. "$2/tests/host/lib.sh" && host_test streams.sh "$@" || exit 1
+HOST_TEST_LOGS="*.out"
 
 r0=$(date +%s)
 cat >fast.lua <<EOF
@@ -35,9 +25,7 @@ T=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 start_daemon() {
     "$host" run "$src/examples/daemon.lua" --config fast.lua --var var >"$1" 2>&1 &
     pid=$!
-    wait_for 20 grep -q "listening on http://127.0.0.1:" "$1" || fail "no 'listening on' in $1"
-    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$1")
-    url="http://127.0.0.1:$port"
+    listening "$1" || fail "no 'listening on' in $1"
 }
 stop_daemon() {
     kill -TERM "$pid"

@@ -8,17 +8,11 @@
 #
 #   wallet-e2e.sh HOST SOURCE_DIR WORK_DIR [sqlite|postgres]
 # (postgres: a real PostgreSQL started here holds the ledger; the CLI verifies it by URI.)
-set -u
-host=$1 src=$2 work=$3 backend=${4:-sqlite}
-rm -rf "$work" && mkdir -p "$work" || exit 1
-fail() { echo "wallet-e2e.sh: FAILED: $*" >&2; exit 1; }
+. "$2/tests/host/lib.sh" && host_test wallet-e2e.sh "$@" || exit 1
+backend=${4:-sqlite}
 . "$src/tests/host/ledger-db.sh"
 ledger_db "$backend"
-
-cat >"$work/card.lua" <<'CARD'
-return { version = "e2e.1", currency = { code = "USD", scale = 2 }, period = "month",
-         dimensions = { bytes = { per = 1000, free = 10, price = 3 } } }
-CARD
+e2e_card "$work/card.lua"
 
 "$host" run "$src/tests/host/wallet-e2e.lua" "$work" 6 "$db" >"$work/run.out" 2>"$work/run.err" ||
     { cat "$work/run.out" "$work/run.err" >&2; fail "wallet-e2e.lua"; }

@@ -14,13 +14,7 @@
 #    nothing committed twice and nothing lost. A used nonce with another body is 409
 #    nonce_used (the ledger, not RAM, remembered it). `ledger verify` passes on the wallet's
 #    ledger: N + 1 transfers (the issue and every transfer once).
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-fail() { echo "wallet.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
+. "$2/tests/host/lib.sh" && host_test wallet.sh "$@" || exit 1
 
 A=6f1e3c52-7d0b-4b8e-9a51-0c2f4e8d9a10
 B=0a0b0c0d-0e0f-4101-8203-040506070809
@@ -34,13 +28,7 @@ EOC
 start_daemon() { # start_daemon LOG
     "$host" run "$src/examples/daemon.lua" --config conf.lua --var "$work/var" >"$1" 2>&1 &
     pid=$!
-    n=100 port=""
-    while [ $n -gt 0 ] && [ -z "$port" ]; do
-        sleep 0.1
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$1")
-        n=$((n - 1))
-    done
-    [ -n "$port" ] || fail "the daemon did not start listening"
+    listening "$1" 10 || fail "the daemon did not start listening"
     n=100
     until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ]; do
         n=$((n - 1)); [ $n -gt 0 ] || fail "the wallet did not become ready"; sleep 0.1
