@@ -62,19 +62,26 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static double run_log(const char *dir, int amnesia, uint64_t n, uint32_t batch, double *p50,
-                      double *p99) {
+/* The benchmark's log: writer "bench", stream "rejects", in dir unless amnesia. */
+static rau_log_t *open_log(const char *dir, int amnesia, size_t batch_bytes) {
     rau_log_config_t cfg;
     rau_log_config_init(&cfg);
     cfg.writer_id = "bench";
     cfg.stream = "rejects";
     cfg.amnesia = amnesia;
     cfg.dir = amnesia ? NULL : dir;
-    cfg.batch_bytes = 4u << 20;
+    cfg.batch_bytes = batch_bytes;
     rau_log_t *l = NULL;
     char err[512];
     int rc = rau_log_open(&cfg, &l, err, sizeof err);
     if (rc) die(err, rc);
+    return l;
+}
+
+static double run_log(const char *dir, int amnesia, uint64_t n, uint32_t batch, double *p50,
+                      double *p99) {
+    rau_log_t *l = open_log(dir, amnesia, 4u << 20);
+    int rc;
     uint64_t *lat = malloc(n * sizeof *lat);
     rau_attr_t a[4];
     char tenant[40];
@@ -105,17 +112,8 @@ static double run_log(const char *dir, int amnesia, uint64_t n, uint32_t batch, 
  * threadpool's side). Returns records/s over both. */
 static double run_packed(const char *dir, int amnesia, uint64_t n, uint32_t batch, double *emit_ns,
                          double *pool_ns) {
-    rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "bench";
-    cfg.stream = "rejects";
-    cfg.amnesia = amnesia;
-    cfg.dir = amnesia ? NULL : dir;
-    cfg.batch_bytes = 64u << 20;
-    rau_log_t *l = NULL;
-    char err[512];
-    int rc = rau_log_open(&cfg, &l, err, sizeof err);
-    if (rc) die(err, rc);
+    rau_log_t *l = open_log(dir, amnesia, 64u << 20);
+    int rc;
     size_t cap = (size_t)batch * (RAU_RECORD_MAX + 4);
     if (cap > (size_t)48 << 20) cap = (size_t)48 << 20;
     uint8_t *buf = malloc(cap);

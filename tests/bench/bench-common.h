@@ -10,6 +10,7 @@
 #include "ron/accounting.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,7 +138,41 @@ __attribute__((format(printf, 2, 3))) static inline void bench_json_add(bench_js
     }
 }
 
+/* An amnesia meter with `rows` rows and window_len_s windows, for a benchmark; NULL after a
+ * message on stderr when it does not open. */
+static inline ra_meter_t *bench_meter_open(const char *prog, uint32_t window_len_s, uint32_t rows,
+                                           const char *host) {
+    ra_config_t cfg;
+    ra_config_init(&cfg);
+    cfg.window_len_s = window_len_s;
+    cfg.capacity_rows = rows;
+    cfg.amnesia = 1;
+    cfg.host = host;
+    ra_meter_t *m = NULL;
+    char err[256];
+    if (ra_meter_open(&cfg, &m, err, sizeof err) != 0)
+        fprintf(stderr, "%s: ra_meter_open: %s\n", prog, err);
+    return m;
+}
+
 static FILE *bench_out_file = NULL; /* --out FILE: BENCH lines are appended there too */
+
+/* The options every benchmark takes: --quick (sets *quick) and --out FILE (bench_out_file;
+ * a file that cannot be opened ends the run, exit 2). True when argv[*i] was one of them
+ * (*i then at its last word). */
+static inline bool bench_common_opt(int argc, char **argv, int *i, int *quick) {
+    if (!strcmp(argv[*i], "--quick")) {
+        *quick = 1;
+        return true;
+    }
+    if (strcmp(argv[*i], "--out") != 0 || *i + 1 >= argc) return false;
+    bench_out_file = fopen(argv[++*i], "a");
+    if (!bench_out_file) {
+        perror(argv[*i]);
+        exit(2);
+    }
+    return true;
+}
 
 static inline void bench_json_emit(const bench_json_t *j) {
     printf("BENCH %s\n", j->buf);

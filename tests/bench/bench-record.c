@@ -378,19 +378,9 @@ static void lat_percentiles(job_t *jobs, int n, double scale, double minus, doub
 
 /* ---- one configuration ----------------------------------------------------------------*/
 static int run_config(const cfg_t *c) {
-    ra_config_t rc_cfg;
-    ra_config_init(&rc_cfg);
-    rc_cfg.window_len_s = WINDOW_LEN_S;
-    rc_cfg.capacity_rows = c->keys;
-    rc_cfg.amnesia = 1;
-    rc_cfg.host = "bench";
-    ra_meter_t *m = NULL;
-    char err[256];
-    int rc = ra_meter_open(&rc_cfg, &m, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "bench-record: ra_meter_open: %s\n", err);
-        return 1;
-    }
+    ra_meter_t *m = bench_meter_open("bench-record", WINDOW_LEN_S, c->keys, "bench");
+    if (!m) return 1;
+    int rc;
     keyset_t ks;
     keyset_init(&ks, m, c->keys);
     int T = c->threads;
@@ -669,11 +659,9 @@ int main(int argc, char **argv) {
     int clock_mode = 3;                       /* bit 0 fixed, bit 1 system (100k uniform) */
     bool keys_set = false;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--quick")) {
-            g_quick = 1;
-        } else if (!strcmp(a, "--keys") && v) {
+        if (bench_common_opt(argc, argv, &i, &g_quick)) continue;
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--keys") && v) {
             n_keys = parse_list(v, keys, 8);
             if (n_keys <= 0) usage();
             for (int k = 0; k < n_keys; k++)
@@ -711,13 +699,6 @@ int main(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--seed") && v) {
             g_seed = strtoull(v, NULL, 0);
-            i++;
-        } else if (!strcmp(a, "--out") && v) {
-            bench_out_file = fopen(v, "a");
-            if (!bench_out_file) {
-                perror(v);
-                return 2;
-            }
             i++;
         } else {
             usage();

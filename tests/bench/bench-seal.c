@@ -51,19 +51,9 @@ static int run(const scfg_t *c) {
     int reps = g_reps ? g_reps : c->reps;
     if (reps < 2) reps = 2;
 
-    ra_config_t cfg;
-    ra_config_init(&cfg);
-    cfg.window_len_s = WINDOW_LEN_S;
-    cfg.capacity_rows = rows;
-    cfg.amnesia = 1;
-    cfg.host = "bench-host";
-    ra_meter_t *m = NULL;
-    char err[256];
-    int rc = ra_meter_open(&cfg, &m, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "bench-seal: ra_meter_open: %s\n", err);
-        return 1;
-    }
+    ra_meter_t *m = bench_meter_open("bench-seal", WINDOW_LEN_S, rows, "bench-host");
+    if (!m) return 1;
+    int rc;
     ra_tenant_t *tenants = xmalloc(sizeof(ra_tenant_t) * c->tenants);
     ra_subject_t *subjects = xmalloc(sizeof(ra_subject_t) * c->subjects);
     for (uint32_t t = 0; t < c->tenants; t++) {
@@ -242,21 +232,13 @@ static int run(const scfg_t *c) {
 int main(int argc, char **argv) {
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
+        if (bench_common_opt(argc, argv, &i, &g_quick)) continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--quick")) {
-            g_quick = 1;
-        } else if (!strcmp(a, "--reps") && v) {
+        if (!strcmp(a, "--reps") && v) {
             g_reps = atoi(v);
             i++;
         } else if (!strcmp(a, "--only") && v) {
             only = v;
-            i++;
-        } else if (!strcmp(a, "--out") && v) {
-            bench_out_file = fopen(v, "a");
-            if (!bench_out_file) {
-                perror(v);
-                return 2;
-            }
             i++;
         } else {
             fprintf(stderr, "usage: bench-seal [--quick] [--reps N] [--only NAME] [--out FILE]\n");

@@ -181,16 +181,20 @@ static int no_heads(void *ud,
     return 0;
 }
 
+/* A WAL in dir without caps, for writing; a message on stderr when it does not open. */
+static int wal_open(ra__wal_t *w, const char *dir) {
+    char err[256];
+    int rc = ra__wal_open(w, ra__io_posix(), dir, UINT64_MAX, UINT32_MAX, 0, false, NULL, err,
+                          sizeof err);
+    if (rc != 0) fprintf(stderr, BENCH_NAME ": ra__wal_open: %s\n", err);
+    return rc;
+}
+
 static int bench_append(size_t n, int reps) {
     char *dir = make_tmpdir();
     ra__wal_t w;
-    char err[256];
-    int rc = ra__wal_open(&w, ra__io_posix(), dir, UINT64_MAX, UINT32_MAX, 0, false, NULL, err,
-                          sizeof err);
-    if (rc != 0) {
-        fprintf(stderr, BENCH_NAME ": ra__wal_open: %s\n", err);
-        return 1;
-    }
+    int rc = wal_open(&w, dir);
+    if (rc != 0) return 1;
     ra_slice_t **s = xmalloc(sizeof *s * n);
     uint8_t(*prev)[32] = xmalloc(32 * n);
     memset(prev, 0, 32 * n);
@@ -401,13 +405,8 @@ static int bench_recovery(uint32_t segs, uint32_t per_seg) {
     fflush(stdout);
     uint64_t tb = bench_now_ns();
     ra__wal_t w;
-    char err[256];
-    int rc = ra__wal_open(&w, ra__io_posix(), dir, UINT64_MAX, UINT32_MAX, 0, false, NULL, err,
-                          sizeof err);
-    if (rc != 0) {
-        fprintf(stderr, BENCH_NAME ": ra__wal_open: %s\n", err);
-        return 1;
-    }
+    int rc = wal_open(&w, dir);
+    if (rc != 0) return 1;
     ra_slice_t **s = xmalloc(sizeof *s * per_seg);
     uint8_t(*prev)[32] = xmalloc(32 * (size_t)per_seg);
     memset(prev, 0, 32 * (size_t)per_seg);
@@ -518,21 +517,13 @@ static int bench_recovery(uint32_t segs, uint32_t per_seg) {
 int main(int argc, char **argv) {
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
+        if (bench_common_opt(argc, argv, &i, &g_quick)) continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--quick")) {
-            g_quick = 1;
-        } else if (!strcmp(a, "--dir") && v) {
+        if (!strcmp(a, "--dir") && v) {
             snprintf(g_base, sizeof g_base, "%s", v);
             i++;
         } else if (!strcmp(a, "--only") && v) {
             only = v;
-            i++;
-        } else if (!strcmp(a, "--out") && v) {
-            bench_out_file = fopen(v, "a");
-            if (!bench_out_file) {
-                perror(v);
-                return 2;
-            }
             i++;
         } else {
             fprintf(stderr, "usage: bench-wal [--quick] [--dir DIR] [--out FILE] "
