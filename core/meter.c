@@ -51,8 +51,8 @@ static bool is_pow2(uint32_t v) {
     return v && !(v & (v - 1));
 }
 
-static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims, char *err,
-                    size_t errlen) {
+/* The sizes: window length, shards, capacity, the pending ring. */
+static int validate_sizes(const ra_config_t *cfg, char *err, size_t errlen) {
     if (cfg->window_len_s < RA_WINDOW_MIN_S || cfg->window_len_s > RA_WINDOW_MAX_S) {
         ra__errbuf(err, errlen, "window_len_s %u is outside %u..%u", cfg->window_len_s,
                    RA_WINDOW_MIN_S, RA_WINDOW_MAX_S);
@@ -73,6 +73,12 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
                    RA_PENDING_MAX);
         return RA_EINVAL;
     }
+    return 0;
+}
+
+/* The built-in dimensions, then the configured ones into dims[0..*n_dims). */
+static int validate_dims(const ra_config_t *cfg, const char **dims, uint32_t *n_dims, char *err,
+                         size_t errlen) {
     if (cfg->n_dimensions && !cfg->dimensions) {
         ra__errbuf(err, errlen, "n_dimensions is %u but dimensions is NULL", cfg->n_dimensions);
         return RA_EINVAL;
@@ -106,6 +112,11 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
         dims[n++] = d;
     }
     *n_dims = n;
+    return 0;
+}
+
+/* The host name, amnesia and the files: WAL and shared plane. */
+static int validate_storage(const ra_config_t *cfg, char *err, size_t errlen) {
     if (cfg->host &&
         (strlen(cfg->host) > RA_HOST_MAX || !ra__token_valid(cfg->host, strlen(cfg->host)))) {
         ra__errbuf(err, errlen, "host '%s' must be 0..%d printable characters without spaces",
@@ -138,6 +149,14 @@ static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims,
         return RA_EINVAL;
     }
     return 0;
+}
+
+static int validate(const ra_config_t *cfg, const char **dims, uint32_t *n_dims, char *err,
+                    size_t errlen) {
+    int rc = validate_sizes(cfg, err, errlen);
+    if (rc == 0) rc = validate_dims(cfg, dims, n_dims, err, errlen);
+    if (rc == 0) rc = validate_storage(cfg, err, errlen);
+    return rc;
 }
 
 int ra_config_check(const ra_config_t *cfg, char *err, size_t errlen) {

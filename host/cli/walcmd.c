@@ -83,6 +83,91 @@ static bool wal_in_use(const ra_host_wscan_t *sc) {
 
 /* ---- verify -------------------------------------------------------------------------- */
 
+/* verify's arguments into sc (and *totals): 0, or the usage exit status after one line. */
+static int verify_args(ra_host_wscan_t *sc, bool *totals, int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) {
+            sc->progress = false;
+        } else if (strcmp(argv[i], "--totals") == 0) {
+            *totals = true;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr,
+                    RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME
+                                 " verify [--quiet] [--totals] PATH)\n",
+                    argv[i]);
+            return RA_HOST_EXIT_USAGE;
+        } else if (sc->target) {
+            fprintf(stderr, RA_HOST_NAME " verify: one PATH only (got '%s' and '%s')\n", sc->target,
+                    argv[i]);
+            return RA_HOST_EXIT_USAGE;
+        } else {
+            sc->target = argv[i];
+        }
+    }
+    if (!sc->target) {
+        fprintf(stderr, RA_HOST_NAME " verify: needs a PATH: " RA_HOST_NAME
+                                     " verify [--quiet] WAL-DIR|SEGMENT-FILE\n");
+        return RA_HOST_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The summary lines of a finished verify (before the problems and breaks). */
+static void verify_summary(const ra_host_wscan_t *sc, bool busy) {
+    printf("verify %s (%s)\n", sc->target, sc->file_mode ? "one segment file" : "WAL directory");
+    if (busy)
+        printf("  note: a running meter holds this WAL's LOCK: segments may be written or "
+               "removed during the scan\n");
+    printf("  segments        %zu (%" PRIu64 " bytes)\n", sc->nsegs, sc->bytes);
+    printf("  frames          %" PRIu64 " valid\n", sc->frames);
+    printf("  pending slices  %" PRIu64 " (every frame on disk; ACKed ones go with their "
+           "segment)\n",
+           sc->frames);
+    printf("  digests         %" PRIu64 " verified (each payload's BLAKE3 = its frame trailer "
+           "= the slice b3)\n",
+           sc->frames);
+    if (sc->file_mode)
+        printf("  chain links     %" PRIu64 " checked within this file, %" PRIu64
+               " breaks (%zu streams)\n",
+               sc->links_checked, sc->breaks, sc->nstreams);
+    else
+        printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks (%zu streams, %" PRIu64
+               " heads in the checkpoint%s)\n",
+               sc->links_checked, sc->breaks, sc->nstreams, sc->heads,
+               sc->found.has_heads ? "" : ": no heads file");
+    printf("  corrupt frames  %" PRIu64 "\n", sc->found.corrupt_frames);
+    printf("  torn bytes      %" PRIu64 "\n", sc->found.torn_bytes);
+    const ra__walscan_result_t *f = &sc->found;
+    if (!sc->file_mode && (f->tmp || f->broken || f->empty_broken || f->other))
+        printf("  other files     %" PRIu64 " .tmp (unfinished writes, never reported sealed; "
+               "the next open removes them), %" PRIu64 " .broken, %" PRIu64
+               " .empty.broken (bytes kept by an earlier recovery), %" PRIu64 " unknown\n",
+               f->tmp, f->broken, f->empty_broken, f->other);
+}
+
+/* The problems and chain breaks, then OK or FAILED: the exit status. */
+static int verify_verdict(const ra_host_wscan_t *sc) {
+    uint64_t torn = sc->found.torn_bytes, corrupt = sc->found.corrupt_frames;
+    for (size_t i = 0; i < sc->nproblem_lines; i++)
+        printf("%s\n", sc->problem_lines[i]);
+    if (sc->problems > sc->nproblem_lines)
+        printf("... and %" PRIu64 " more problems\n", sc->problems - sc->nproblem_lines);
+    for (size_t i = 0; i < sc->nbreak_lines; i++)
+        printf("%s\n", sc->break_lines[i]);
+    if (sc->breaks > sc->nbreak_lines)
+        printf("... and %" PRIu64 " more chain breaks\n", sc->breaks - sc->nbreak_lines);
+    bool bad = sc->problems || sc->breaks || torn || corrupt || sc->oom;
+    if (sc->oom) printf("out of memory: the report is incomplete\n");
+    if (bad)
+        printf("FAILED: %" PRIu64 " problems (%" PRIu64 " corrupt frames, %" PRIu64
+               " torn bytes), %" PRIu64 " chain breaks\n",
+               sc->problems, corrupt, torn, sc->breaks);
+    else
+        printf("OK\n");
+    fflush(stdout);
+    return bad ? RA_HOST_EXIT_FAILED : RA_HOST_EXIT_OK;
+}
+
 int ra_host_verify(const char *exe, int argc, char **argv) {
     (void)exe;
     /* A PostgreSQL ledger (postgres://..., postgresql://..., dbname=...): pgverify.c. */
@@ -94,30 +179,8 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
     sc.cmd = "verify";
     sc.progress = true;
     bool totals = false;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) {
-            sc.progress = false;
-        } else if (strcmp(argv[i], "--totals") == 0) {
-            totals = true;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr,
-                    RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME
-                                 " verify [--quiet] [--totals] PATH)\n",
-                    argv[i]);
-            return RA_HOST_EXIT_USAGE;
-        } else if (sc.target) {
-            fprintf(stderr, RA_HOST_NAME " verify: one PATH only (got '%s' and '%s')\n", sc.target,
-                    argv[i]);
-            return RA_HOST_EXIT_USAGE;
-        } else {
-            sc.target = argv[i];
-        }
-    }
-    if (!sc.target) {
-        fprintf(stderr, RA_HOST_NAME " verify: needs a PATH: " RA_HOST_NAME
-                                     " verify [--quiet] WAL-DIR|SEGMENT-FILE\n");
-        return RA_HOST_EXIT_USAGE;
-    }
+    int ec = verify_args(&sc, &totals, argc, argv);
+    if (ec) return ec;
     /* A file ledger (its LEDGER marker, or one <dimension>.ledger file): ledgercmd.c. */
     if (ra_host_is_ledger(sc.target)) return ra_host_ledger_verify(sc.target, totals);
     if (totals) {
@@ -125,8 +188,7 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
                 sc.target);
         return RA_HOST_EXIT_USAGE;
     }
-    int ec = prepare(&sc);
-    if (ec) return ec;
+    if ((ec = prepare(&sc)) != 0) return ec;
     if (!sc.file_mode && !looks_like_wal(sc.target)) {
         fprintf(stderr,
                 RA_HOST_NAME " verify: %s is neither a WAL directory (no LOCK, heads or "
@@ -138,7 +200,6 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
         return RA_HOST_EXIT_USAGE;
     }
     bool busy = wal_in_use(&sc);
-
     char err[512];
     int rc = ra_host_wscan_run(&sc, err, sizeof err);
     if (rc != 0) {
@@ -152,56 +213,10 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
         ra_host_wscan_free(&sc);
         return rc == RA_ENOTFOUND ? RA_HOST_EXIT_USAGE : RA_HOST_EXIT_FAILED;
     }
-    uint64_t torn = sc.found.torn_bytes, corrupt = sc.found.corrupt_frames;
-
-    printf("verify %s (%s)\n", sc.target, sc.file_mode ? "one segment file" : "WAL directory");
-    if (busy)
-        printf("  note: a running meter holds this WAL's LOCK: segments may be written or "
-               "removed during the scan\n");
-    printf("  segments        %zu (%" PRIu64 " bytes)\n", sc.nsegs, sc.bytes);
-    printf("  frames          %" PRIu64 " valid\n", sc.frames);
-    printf("  pending slices  %" PRIu64 " (every frame on disk; ACKed ones go with their "
-           "segment)\n",
-           sc.frames);
-    printf("  digests         %" PRIu64 " verified (each payload's BLAKE3 = its frame trailer "
-           "= the slice b3)\n",
-           sc.frames);
-    if (sc.file_mode)
-        printf("  chain links     %" PRIu64 " checked within this file, %" PRIu64
-               " breaks (%zu streams)\n",
-               sc.links_checked, sc.breaks, sc.nstreams);
-    else
-        printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks (%zu streams, %" PRIu64
-               " heads in the checkpoint%s)\n",
-               sc.links_checked, sc.breaks, sc.nstreams, sc.heads,
-               sc.found.has_heads ? "" : ": no heads file");
-    printf("  corrupt frames  %" PRIu64 "\n", corrupt);
-    printf("  torn bytes      %" PRIu64 "\n", torn);
-    if (!sc.file_mode &&
-        (sc.found.tmp || sc.found.broken || sc.found.empty_broken || sc.found.other))
-        printf("  other files     %" PRIu64 " .tmp (unfinished writes, never reported sealed; "
-               "the next open removes them), %" PRIu64 " .broken, %" PRIu64
-               " .empty.broken (bytes kept by an earlier recovery), %" PRIu64 " unknown\n",
-               sc.found.tmp, sc.found.broken, sc.found.empty_broken, sc.found.other);
-    for (size_t i = 0; i < sc.nproblem_lines; i++)
-        printf("%s\n", sc.problem_lines[i]);
-    if (sc.problems > sc.nproblem_lines)
-        printf("... and %" PRIu64 " more problems\n", sc.problems - sc.nproblem_lines);
-    for (size_t i = 0; i < sc.nbreak_lines; i++)
-        printf("%s\n", sc.break_lines[i]);
-    if (sc.breaks > sc.nbreak_lines)
-        printf("... and %" PRIu64 " more chain breaks\n", sc.breaks - sc.nbreak_lines);
-    bool bad = sc.problems || sc.breaks || torn || corrupt || sc.oom;
-    if (sc.oom) printf("out of memory: the report is incomplete\n");
-    if (bad)
-        printf("FAILED: %" PRIu64 " problems (%" PRIu64 " corrupt frames, %" PRIu64
-               " torn bytes), %" PRIu64 " chain breaks\n",
-               sc.problems, corrupt, torn, sc.breaks);
-    else
-        printf("OK\n");
-    fflush(stdout);
+    verify_summary(&sc, busy);
+    ec = verify_verdict(&sc);
     ra_host_wscan_free(&sc);
-    return bad ? RA_HOST_EXIT_FAILED : RA_HOST_EXIT_OK;
+    return ec;
 }
 
 /* ---- wal inspect ---------------------------------------------------------------------- */

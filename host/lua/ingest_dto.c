@@ -125,6 +125,65 @@ static int integer(parser_t *ps, uint64_t *out) {
     }
 }
 
+/* tenant: a UUID; a batch usually names one tenant over and over, so the last one parsed
+ * is kept and an identical text is not parsed again. */
+static int tenant(parser_t *ps, ra_ingest_record_t *r) {
+    const unsigned char *at = ps->s.p;
+    char buf[TENANT_BUF];
+    size_t len;
+    int rc = string(ps, buf, sizeof buf, &len);
+    if (rc) return rc;
+    if (len == RA_UUID_STR_LEN && ps->have_last_tenant &&
+        memcmp(buf, ps->last_tenant, RA_UUID_STR_LEN) == 0) {
+        r->tenant = ps->last_tenant_id;
+        return 0;
+    }
+    if (len != RA_UUID_STR_LEN || ra_tenant_parse(buf, len, &r->tenant) != 0)
+        return fail(ps, at, RA_INGEST_EBAD_TENANT, "tenant must be a UUID (8-4-4-4-12 hex digits)",
+                    "tenant");
+    memcpy(ps->last_tenant, buf, RA_UUID_STR_LEN);
+    ps->last_tenant_id = r->tenant;
+    ps->have_last_tenant = 1;
+    return 0;
+}
+
+/* subject: 1..256 bytes, unescaped into scratch. */
+static int subject(parser_t *ps, ra_ingest_record_t *r, char *scratch, size_t scratch_cap,
+                   size_t *scratch_used) {
+    const unsigned char *at = ps->s.p;
+    size_t len, room = scratch_cap - *scratch_used;
+    int rc = string(ps, scratch + *scratch_used,
+                    room < RA_INGEST_SUBJECT_MAX ? room : RA_INGEST_SUBJECT_MAX, &len);
+    if (rc) return rc;
+    if (len == 0) return fail(ps, at, RA_INGEST_EBAD_SUBJECT, "subject is empty", "subject");
+    if (len > RA_INGEST_SUBJECT_MAX)
+        return fail(ps, at, RA_INGEST_EBAD_SUBJECT, "subject is longer than 256 bytes", "subject");
+    r->subject_off = (uint32_t)*scratch_used;
+    r->subject_len = (uint32_t)len;
+    *scratch_used += len;
+    return 0;
+}
+
+/* dimension: one of the registered names (its index is the meter's dimension id). */
+static int dimension(parser_t *ps, const char *const *dims, size_t n_dims, ra_ingest_record_t *r) {
+    const unsigned char *at = ps->s.p;
+    char buf[DIM_BUF];
+    size_t len;
+    int rc = string(ps, buf, sizeof buf, &len);
+    if (rc) return rc;
+    r->dimension = -1;
+    for (size_t i = 0; len <= sizeof buf && i < n_dims; i++)
+        if (ps->dim_len[i] == len && memcmp(dims[i], buf, len) == 0) {
+            r->dimension = (int32_t)i;
+            break;
+        }
+    if (r->dimension < 0)
+        return fail(ps, at, RA_INGEST_EUNKNOWN_DIMENSION, "dimension is not registered",
+                    "dimension");
+    ps->dim = r->dimension;
+    return 0;
+}
+
 static const char *const REC_NAMES[] = {"tenant", "subject", "dimension", "value"};
 static const size_t REC_LENS[] = {6, 7, 9, 5};
 static const unsigned REC_BITS[] = {F_TENANT, F_SUBJECT, F_DIMENSION, F_VALUE};
@@ -152,11 +211,8 @@ static int record(parser_t *ps, const char *const *dims, size_t n_dims, ra_inges
         if (seen & which)
             return fail(ps, key_at, RA_INGEST_EDUPLICATE_FIELD, "field given twice", fname);
         seen |= which;
-        const unsigned char *at = ps->s.p;
-        size_t len;
         if (which == F_VALUE) {
             rc = integer(ps, &r->value);
-            if (rc) return rc;
         } else if (ps->s.p >= ps->s.end || *ps->s.p != '"') {
             return wrong_type(ps,
                               which == F_TENANT    ? "tenant must be a string"
@@ -164,47 +220,13 @@ static int record(parser_t *ps, const char *const *dims, size_t n_dims, ra_inges
                                                    : "dimension must be a string",
                               fname);
         } else if (which == F_TENANT) {
-            char buf[TENANT_BUF];
-            rc = string(ps, buf, sizeof buf, &len);
-            if (rc) return rc;
-            if (len == RA_UUID_STR_LEN && ps->have_last_tenant &&
-                memcmp(buf, ps->last_tenant, RA_UUID_STR_LEN) == 0) {
-                r->tenant = ps->last_tenant_id;
-            } else {
-                if (len != RA_UUID_STR_LEN || ra_tenant_parse(buf, len, &r->tenant) != 0)
-                    return fail(ps, at, RA_INGEST_EBAD_TENANT,
-                                "tenant must be a UUID (8-4-4-4-12 hex digits)", fname);
-                memcpy(ps->last_tenant, buf, RA_UUID_STR_LEN);
-                ps->last_tenant_id = r->tenant;
-                ps->have_last_tenant = 1;
-            }
+            rc = tenant(ps, r);
         } else if (which == F_SUBJECT) {
-            size_t room = scratch_cap - *scratch_used;
-            rc = string(ps, scratch + *scratch_used,
-                        room < RA_INGEST_SUBJECT_MAX ? room : RA_INGEST_SUBJECT_MAX, &len);
-            if (rc) return rc;
-            if (len == 0) return fail(ps, at, RA_INGEST_EBAD_SUBJECT, "subject is empty", fname);
-            if (len > RA_INGEST_SUBJECT_MAX)
-                return fail(ps, at, RA_INGEST_EBAD_SUBJECT, "subject is longer than 256 bytes",
-                            fname);
-            r->subject_off = (uint32_t)*scratch_used;
-            r->subject_len = (uint32_t)len;
-            *scratch_used += len;
+            rc = subject(ps, r, scratch, scratch_cap, scratch_used);
         } else {
-            char buf[DIM_BUF];
-            rc = string(ps, buf, sizeof buf, &len);
-            if (rc) return rc;
-            r->dimension = -1;
-            for (size_t i = 0; len <= sizeof buf && i < n_dims; i++)
-                if (ps->dim_len[i] == len && memcmp(dims[i], buf, len) == 0) {
-                    r->dimension = (int32_t)i;
-                    break;
-                }
-            if (r->dimension < 0)
-                return fail(ps, at, RA_INGEST_EUNKNOWN_DIMENSION, "dimension is not registered",
-                            fname);
-            ps->dim = r->dimension;
+            rc = dimension(ps, dims, n_dims, r);
         }
+        if (rc) return rc;
         if (next(ps, '}', "expected ',' or '}' in a record", &rc)) continue;
         if (rc) return rc;
         break;
@@ -218,6 +240,31 @@ close:
     }
     ps->s.p++; /* '}' */
     return 0;
+}
+
+/* records: a non-empty array of at most max_records records, into out[*n..). */
+static int records(parser_t *ps, const char *const *dims, size_t n_dims, ra_ingest_record_t *out,
+                   size_t max_records, size_t *n, char *scratch, size_t scratch_cap, size_t *used) {
+    const unsigned char *open = ps->s.p;
+    ps->s.p++;
+    skip_ws(ps);
+    if (ps->s.p < ps->s.end && *ps->s.p == ']')
+        return fail(ps, open, RA_INGEST_ENO_RECORDS, "records is empty", "records");
+    for (;;) {
+        ps->record = (int32_t)*n;
+        if (*n == max_records)
+            return fail(ps, ps->s.p, RA_INGEST_ETOO_MANY, "more records than the batch limit", "");
+        ps->dim = -1;
+        int rc = record(ps, dims, n_dims, &out[*n], scratch, scratch_cap, used);
+        if (rc) return rc;
+        (*n)++;
+        ps->record = -1;
+        ps->dim = -1;
+        if (next(ps, ']', "expected ',' or ']' after a record", &rc)) continue;
+        if (rc) return rc;
+        ps->s.p++; /* ']' */
+        return 0;
+    }
 }
 
 static const char *const DOC_NAMES[] = {"records"};
@@ -264,29 +311,8 @@ int ra_ingest_decode(const char *body, size_t len, const char *const *dims, size
         have = 1;
         if (ps.s.p >= ps.s.end || *ps.s.p != '[')
             return wrong_type(&ps, "records must be a JSON array", "records");
-        const unsigned char *open = ps.s.p;
-        ps.s.p++;
-        skip_ws(&ps);
-        if (ps.s.p < ps.s.end && *ps.s.p == ']')
-            return fail(&ps, open, RA_INGEST_ENO_RECORDS, "records is empty", "records");
-        for (;;) {
-            if (n == max_records) {
-                ps.record = (int32_t)n;
-                return fail(&ps, ps.s.p, RA_INGEST_ETOO_MANY, "more records than the batch limit",
-                            "");
-            }
-            ps.record = (int32_t)n;
-            ps.dim = -1;
-            rc = record(&ps, dims, n_dims, &out[n], scratch, scratch_cap, &used);
-            if (rc) return rc;
-            n++;
-            ps.record = -1;
-            ps.dim = -1;
-            if (next(&ps, ']', "expected ',' or ']' after a record", &rc)) continue;
-            if (rc) return rc;
-            break;
-        }
-        ps.s.p++; /* ']' */
+        rc = records(&ps, dims, n_dims, out, max_records, &n, scratch, scratch_cap, &used);
+        if (rc) return rc;
         if (next(&ps, '}', "expected ',' or '}'", &rc)) continue;
         if (rc) return rc;
         break;
