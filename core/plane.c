@@ -200,6 +200,39 @@ static int create_shm(const char *path, const ra_config_t *cfg, const char *cons
     return rc;
 }
 
+/* The plane's file before it is mapped: a regular file, written by its owner only, of at
+ * least a header's size. 0, or a typed error with err set (the caller closes fd). */
+static int check_file(int fd, const char *path, struct stat *st_out, char *err, size_t errlen) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        ra__errbuf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+        return RA_EIO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ra__errbuf(err, errlen, "%s is not a regular file", path);
+        return RA_EINCOMPAT;
+    }
+    /* Any process that may write the file can forge counts: refuse a plane that others
+     * than its owner can write, or that belongs to another (non-root) user. */
+    if ((st.st_mode & 0022) != 0) {
+        ra__errbuf(err, errlen, "%s is writable by group or others (mode %04o): refusing it", path,
+                   (unsigned)(st.st_mode & 07777));
+        return RA_EINCOMPAT;
+    }
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        ra__errbuf(err, errlen, "%s belongs to uid %u, not to this process (uid %u)", path,
+                   (unsigned)st.st_uid, (unsigned)geteuid());
+        return RA_EINCOMPAT;
+    }
+    if ((uint64_t)st.st_size < sizeof(ra__plane_hdr_t)) {
+        ra__errbuf(err, errlen, "%s is not a ron-accounting counter plane (%lld bytes)", path,
+                   (long long)st.st_size);
+        return RA_EINCOMPAT;
+    }
+    *st_out = st;
+    return 0;
+}
+
 static int attach_shm(ra_meter_t *m, const ra_config_t *cfg, const char *const *dims,
                       uint32_t n_dims, char *err, size_t errlen) {
     const char *path = cfg->shm_path;
@@ -222,35 +255,10 @@ static int attach_shm(ra_meter_t *m, const ra_config_t *cfg, const char *const *
         return RA_EIO;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        ra__errbuf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+    int rc = check_file(fd, path, &st, err, errlen);
+    if (rc != 0) {
         close(fd);
-        return RA_EIO;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ra__errbuf(err, errlen, "%s is not a regular file", path);
-        close(fd);
-        return RA_EINCOMPAT;
-    }
-    /* Any process that may write the file can forge counts: refuse a plane that others
-     * than its owner can write, or that belongs to another (non-root) user. */
-    if ((st.st_mode & 0022) != 0) {
-        ra__errbuf(err, errlen, "%s is writable by group or others (mode %04o): refusing it", path,
-                   (unsigned)(st.st_mode & 07777));
-        close(fd);
-        return RA_EINCOMPAT;
-    }
-    if (st.st_uid != geteuid() && st.st_uid != 0) {
-        ra__errbuf(err, errlen, "%s belongs to uid %u, not to this process (uid %u)", path,
-                   (unsigned)st.st_uid, (unsigned)geteuid());
-        close(fd);
-        return RA_EINCOMPAT;
-    }
-    if ((uint64_t)st.st_size < sizeof(ra__plane_hdr_t)) {
-        ra__errbuf(err, errlen, "%s is not a ron-accounting counter plane (%lld bytes)", path,
-                   (long long)st.st_size);
-        close(fd);
-        return RA_EINCOMPAT;
+        return rc;
     }
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -258,8 +266,8 @@ static int attach_shm(ra_meter_t *m, const ra_config_t *cfg, const char *const *
         close(fd);
         return RA_EIO;
     }
-    int rc = check_header((const ra__plane_hdr_t *)p, (uint64_t)st.st_size, cfg, dims, n_dims, path,
-                          err, errlen);
+    rc = check_header((const ra__plane_hdr_t *)p, (uint64_t)st.st_size, cfg, dims, n_dims, path,
+                      err, errlen);
     if (rc != 0) {
         munmap(p, (size_t)st.st_size);
         close(fd);

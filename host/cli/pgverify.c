@@ -204,6 +204,142 @@ static int load_heads(pv_t *v, PGconn *pg, const char *schema, char *err, size_t
     return 0;
 }
 
+/* One slice row's columns, as stored (the pointers into the result). */
+typedef struct {
+    const uint8_t *tenant, *b3, *prev, *body;
+    char dim[RA_DIM_NAME_MAX + 1];
+    uint64_t seq;
+    int64_t wstart;
+    uint32_t wlen;
+    size_t blen;
+    char name[96]; /* tenant/dimension, for the report */
+} slice_row_t;
+
+/* The stream the pass is in: its chain so far and --totals. */
+typedef struct {
+    uint8_t t[16], last_b3[32];
+    char d[RA_DIM_NAME_MAX + 1];
+    bool have, sum_overflow;
+    uint64_t last_seq, sum, nslices;
+} pg_stream_t;
+
+static bool parse_row(PGresult *r, slice_row_t *row) {
+    int dl = PQgetlength(r, 0, 1);
+    if (PQgetlength(r, 0, 0) != 16 || dl > RA_DIM_NAME_MAX || PQgetlength(r, 0, 2) != 8 ||
+        PQgetlength(r, 0, 3) != 8 || PQgetlength(r, 0, 4) != 4 || PQgetlength(r, 0, 5) != 32 ||
+        PQgetlength(r, 0, 6) != 32)
+        return false;
+    row->tenant = (const uint8_t *)PQgetvalue(r, 0, 0);
+    memcpy(row->dim, PQgetvalue(r, 0, 1), (size_t)dl);
+    row->dim[dl] = '\0';
+    row->seq = be64(PQgetvalue(r, 0, 2));
+    row->wstart = (int64_t)be64(PQgetvalue(r, 0, 3));
+    row->wlen = be32(PQgetvalue(r, 0, 4));
+    row->b3 = (const uint8_t *)PQgetvalue(r, 0, 5);
+    row->prev = (const uint8_t *)PQgetvalue(r, 0, 6);
+    row->body = (const uint8_t *)PQgetvalue(r, 0, 7);
+    row->blen = (size_t)PQgetlength(r, 0, 7);
+    stream_name(row->tenant, row->dim, row->name, sizeof row->name);
+    return true;
+}
+
+/* An accepted loss (docs/EXPORT.md §2): its form, its place, listed. */
+static void check_loss_row(pv_t *v, const slice_row_t *row) {
+    ra_host_loss_t loss;
+    if (!ra_host_loss_decode(row->body, (uint32_t)row->blen, &loss) || loss.seq != row->seq ||
+        memcmp(loss.link_b3, row->b3, 32) != 0 || memcmp(loss.prev_b3, row->prev, 32) != 0 ||
+        memcmp(loss.tenant, row->tenant, 16) != 0 || strcmp(loss.dim, row->dim) != 0) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: seq %" PRIu64 ": an accepted-loss row that does not "
+                       "decode or disagrees with its columns",
+                       row->name, row->seq);
+        return;
+    }
+    v->slices++;
+    v->lost++;
+    if (loss.seq == loss.first)
+        printf("LOSS ACCEPTED %s: seqs %" PRIu64 "..%" PRIu64
+               " given up by the operator at %" PRIu64 " UTC s: %s\n",
+               row->name, loss.first, loss.last, loss.accepted_at_s,
+               loss.reason[0] ? loss.reason : "(no reason)");
+}
+
+/* A decoded slice against its row's columns; its rows into the stream's --totals. */
+static bool check_decoded(pv_t *v, const slice_row_t *row, const ra_slice_t *s, pg_stream_t *cs) {
+    bool ok = true;
+    ra_slice_id_t id;
+    ra_slice_get_id(s, &id);
+    ra_tenant_t st2;
+    ra_slice_get_tenant(s, &st2);
+    if (memcmp(st2.b, row->tenant, 16) != 0 || strcmp(ra_slice_dimension(s), row->dim) != 0 ||
+        id.seq != row->seq || id.window_start_s != row->wstart || id.window_len_s != row->wlen ||
+        memcmp(ra_slice_prev_b3(s), row->prev, 32) != 0) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: seq %" PRIu64 ": the stored bytes (seq %" PRIu64
+                       ", window %" PRId64 "+%" PRIu32 ") disagree with the row's columns",
+                       row->name, row->seq, id.seq, id.window_start_s, id.window_len_s);
+        ok = false;
+    }
+    if (v->totals) {
+        for (size_t i = 0, nr = ra_slice_row_count(s); i < nr; i++) {
+            uint64_t inc = 0;
+            if (ra_slice_row(s, i, NULL, &inc) == 0) {
+                if (cs->sum > UINT64_MAX - inc) cs->sum_overflow = true;
+                cs->sum += inc;
+            }
+        }
+    }
+    return ok;
+}
+
+/* A slice row: its digest, its decoding, its columns. */
+static void check_slice_row(pv_t *v, const slice_row_t *row, pg_stream_t *cs) {
+    bool ok = true;
+    uint8_t d[32];
+    ra_b3(row->body, row->blen, d);
+    if (memcmp(d, row->b3, 32) != 0) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: seq %" PRIu64 ": BLAKE3 of the stored bytes is not "
+                       "the b3 column",
+                       row->name, row->seq);
+        ok = false;
+    }
+    ra_slice_t *s = NULL;
+    int drc = ra_slice_decode(row->body, row->blen, &s);
+    if (drc != 0) {
+        ra_host_report(&v->vd, false,
+                       "CORRUPT %s: seq %" PRIu64 ": the slice does not decode: %s: %s", row->name,
+                       row->seq, ra_err_name(drc), ra_strerror(drc));
+        ok = false;
+    } else {
+        ok = check_decoded(v, row, s, cs) && ok;
+        ra_slice_unref(s);
+    }
+    cs->nslices++;
+    if (ok) v->slices++;
+}
+
+static void next_row(pv_t *v, const slice_row_t *row, pg_stream_t *cs) {
+    if (!cs->have || cmp_stream(cs->t, cs->d, row->tenant, row->dim) != 0) {
+        if (cs->have)
+            end_stream(v, cs->t, cs->d, cs->last_seq, cs->last_b3, cs->sum, cs->sum_overflow,
+                       cs->nslices);
+        memset(cs, 0, sizeof *cs);
+        memcpy(cs->t, row->tenant, 16);
+        snprintf(cs->d, sizeof cs->d, "%s", row->dim);
+        cs->have = true;
+        v->streams++;
+    }
+    v->bytes += row->blen;
+    if (row->blen >= 4 && memcmp(row->body, RA_HOST_LOSS_MAGIC, 4) == 0)
+        check_loss_row(v, row); /* (not in nslices: --totals counts slices, like the file ledger) */
+    else
+        check_slice_row(v, row, cs);
+    check_link(v, row->name, cs->last_seq, cs->last_b3, row->seq, row->prev);
+    cs->last_seq = row->seq;
+    memcpy(cs->last_b3, row->b3, 32);
+}
+
 /* One pass over the slices (single-row mode). 0, or -1 with err set. */
 static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_t n) {
     char sql[512];
@@ -215,11 +351,8 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
         snprintf(err, n, "%s", PQerrorMessage(pg));
         return -1;
     }
-    uint8_t cur_t[16] = {0}, last_b3[32] = {0};
-    char cur_d[RA_DIM_NAME_MAX + 1] = "";
-    bool have = false;
-    uint64_t last_seq = 0, sum = 0, nslices = 0;
-    bool sum_overflow = false;
+    pg_stream_t cs;
+    memset(&cs, 0, sizeof cs);
     int rc = 0;
     for (PGresult *r; (r = PQgetResult(pg));) {
         ExecStatusType st = PQresultStatus(r);
@@ -227,161 +360,60 @@ static int scan_slices(pv_t *v, PGconn *pg, const char *schema, char *err, size_
             snprintf(err, n, "%s", PQresultErrorMessage(r));
             rc = -1;
         }
-        if (st != PGRES_SINGLE_TUPLE) {
-            PQclear(r);
-            continue;
-        }
-        char name[96];
-        int dl = PQgetlength(r, 0, 1);
-        if (PQgetlength(r, 0, 0) != 16 || dl > RA_DIM_NAME_MAX || PQgetlength(r, 0, 2) != 8 ||
-            PQgetlength(r, 0, 3) != 8 || PQgetlength(r, 0, 4) != 4 || PQgetlength(r, 0, 5) != 32 ||
-            PQgetlength(r, 0, 6) != 32) {
+        slice_row_t row;
+        if (st == PGRES_SINGLE_TUPLE && !parse_row(r, &row))
             ra_host_report(&v->vd, false, "CORRUPT slice row: malformed columns");
-            PQclear(r);
-            continue;
-        }
-        const uint8_t *t = (const uint8_t *)PQgetvalue(r, 0, 0);
-        char dim[RA_DIM_NAME_MAX + 1];
-        memcpy(dim, PQgetvalue(r, 0, 1), (size_t)dl);
-        dim[dl] = '\0';
-        uint64_t seq = be64(PQgetvalue(r, 0, 2));
-        int64_t wstart = (int64_t)be64(PQgetvalue(r, 0, 3));
-        uint32_t wlen = be32(PQgetvalue(r, 0, 4));
-        const uint8_t *b3 = (const uint8_t *)PQgetvalue(r, 0, 5);
-        const uint8_t *prev = (const uint8_t *)PQgetvalue(r, 0, 6);
-        const uint8_t *body = (const uint8_t *)PQgetvalue(r, 0, 7);
-        size_t blen = (size_t)PQgetlength(r, 0, 7);
-        stream_name(t, dim, name, sizeof name);
-
-        if (!have || cmp_stream(cur_t, cur_d, t, dim) != 0) {
-            if (have) end_stream(v, cur_t, cur_d, last_seq, last_b3, sum, sum_overflow, nslices);
-            memcpy(cur_t, t, 16);
-            snprintf(cur_d, sizeof cur_d, "%s", dim);
-            have = true;
-            last_seq = 0;
-            memset(last_b3, 0, 32);
-            sum = nslices = 0;
-            sum_overflow = false;
-            v->streams++;
-        }
-        v->bytes += blen;
-        bool ok = true;
-        ra_host_loss_t loss;
-        if (blen >= 4 && memcmp(body, RA_HOST_LOSS_MAGIC, 4) == 0) {
-            /* An accepted loss (docs/EXPORT.md §2): its form, its place, listed. */
-            if (!ra_host_loss_decode(body, (uint32_t)blen, &loss) || loss.seq != seq ||
-                memcmp(loss.link_b3, b3, 32) != 0 || memcmp(loss.prev_b3, prev, 32) != 0 ||
-                memcmp(loss.tenant, t, 16) != 0 || strcmp(loss.dim, dim) != 0) {
-                ra_host_report(&v->vd, false,
-                               "CORRUPT %s: seq %" PRIu64 ": an accepted-loss row that does not "
-                               "decode or disagrees with its columns",
-                               name, seq);
-            } else {
-                v->slices++;
-                v->lost++;
-                if (loss.seq == loss.first)
-                    printf("LOSS ACCEPTED %s: seqs %" PRIu64 "..%" PRIu64
-                           " given up by the operator at %" PRIu64 " UTC s: %s\n",
-                           name, loss.first, loss.last, loss.accepted_at_s,
-                           loss.reason[0] ? loss.reason : "(no reason)");
-            }
-            /* (not in nslices: --totals counts slices, like the file ledger) */
-            check_link(v, name, last_seq, last_b3, seq, prev);
-            last_seq = seq;
-            memcpy(last_b3, b3, 32);
-            PQclear(r);
-            continue;
-        }
-        uint8_t d[32];
-        ra_b3(body, blen, d);
-        if (memcmp(d, b3, 32) != 0) {
-            ra_host_report(&v->vd, false,
-                           "CORRUPT %s: seq %" PRIu64 ": BLAKE3 of the stored bytes is not "
-                           "the b3 column",
-                           name, seq);
-            ok = false;
-        }
-        ra_slice_t *s = NULL;
-        int drc = ra_slice_decode(body, blen, &s);
-        if (drc != 0) {
-            ra_host_report(&v->vd, false,
-                           "CORRUPT %s: seq %" PRIu64 ": the slice does not decode: %s: %s", name,
-                           seq, ra_err_name(drc), ra_strerror(drc));
-            ok = false;
-        } else {
-            ra_slice_id_t id;
-            ra_slice_get_id(s, &id);
-            ra_tenant_t st2;
-            ra_slice_get_tenant(s, &st2);
-            if (memcmp(st2.b, t, 16) != 0 || strcmp(ra_slice_dimension(s), dim) != 0 ||
-                id.seq != seq || id.window_start_s != wstart || id.window_len_s != wlen ||
-                memcmp(ra_slice_prev_b3(s), prev, 32) != 0) {
-                ra_host_report(&v->vd, false,
-                               "CORRUPT %s: seq %" PRIu64 ": the stored bytes (seq %" PRIu64
-                               ", window %" PRId64 "+%" PRIu32 ") disagree with the row's columns",
-                               name, seq, id.seq, id.window_start_s, id.window_len_s);
-                ok = false;
-            }
-            if (v->totals) {
-                for (size_t i = 0, nr = ra_slice_row_count(s); i < nr; i++) {
-                    uint64_t inc = 0;
-                    if (ra_slice_row(s, i, NULL, &inc) == 0) {
-                        if (sum > UINT64_MAX - inc) sum_overflow = true;
-                        sum += inc;
-                    }
-                }
-            }
-            ra_slice_unref(s);
-        }
-        nslices++;
-        if (ok) v->slices++;
-        check_link(v, name, last_seq, last_b3, seq, prev);
-        last_seq = seq;
-        memcpy(last_b3, b3, 32);
+        else if (st == PGRES_SINGLE_TUPLE)
+            next_row(v, &row, &cs);
         PQclear(r);
     }
-    if (have) end_stream(v, cur_t, cur_d, last_seq, last_b3, sum, sum_overflow, nslices);
+    if (cs.have)
+        end_stream(v, cs.t, cs.d, cs.last_seq, cs.last_b3, cs.sum, cs.sum_overflow, cs.nslices);
     return rc;
 }
 
-int ra_host_pg_verify(int argc, char **argv) {
-    const char *target = NULL, *schema = DEFAULT_SCHEMA;
-    pv_t v;
-    memset(&v, 0, sizeof v);
+/* verify's arguments for a PostgreSQL target: 0, or the usage exit status after one line. */
+static int pg_args(pv_t *v, const char **target, const char **schema, int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) {
             /* no progress output to silence: accepted like the other verify targets */
         } else if (strcmp(argv[i], "--totals") == 0) {
-            v.totals = true;
+            v->totals = true;
         } else if (strcmp(argv[i], "--schema") == 0 && i + 1 < argc) {
-            schema = argv[++i];
+            *schema = argv[++i];
         } else if (strncmp(argv[i], "--schema=", 9) == 0) {
-            schema = argv[i] + 9;
+            *schema = argv[i] + 9;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr,
                     RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME
                                  " verify [--quiet] [--totals] [--schema NAME] postgres://...)\n",
                     argv[i]);
             return RA_HOST_EXIT_USAGE;
-        } else if (target) {
-            fprintf(stderr, RA_HOST_NAME " verify: one target only (got '%s' and '%s')\n", target,
+        } else if (*target) {
+            fprintf(stderr, RA_HOST_NAME " verify: one target only (got '%s' and '%s')\n", *target,
                     argv[i]);
             return RA_HOST_EXIT_USAGE;
         } else {
-            target = argv[i];
+            *target = argv[i];
         }
     }
-    if (!target) {
+    if (!*target) {
         fprintf(stderr, RA_HOST_NAME " verify: needs a target\n");
         return RA_HOST_EXIT_USAGE;
     }
-    if (!valid_ident(schema)) {
+    if (!valid_ident(*schema)) {
         fprintf(stderr,
                 RA_HOST_NAME " verify: --schema '%s': expected [a-z_][a-z0-9_]*, "
                              "at most 63 bytes\n",
-                schema);
+                *schema);
         return RA_HOST_EXIT_USAGE;
     }
+    return 0;
+}
+
+/* A connection in a read-only snapshot to a schema holding a ledger; NULL after one line
+ * (the usage exit status: the target is not a ledger). */
+static PGconn *pg_open(const char *target, const char *schema) {
     PGconn *pg = PQconnectdb(target);
     if (!pg || PQstatus(pg) != CONNECTION_OK) {
         const char *m = pg ? PQerrorMessage(pg) : "out of memory";
@@ -390,10 +422,9 @@ int ra_host_pg_verify(int argc, char **argv) {
         fflush(stdout);
         fprintf(stderr, RA_HOST_NAME " verify: cannot connect to the PostgreSQL ledger\n");
         PQfinish(pg);
-        return RA_HOST_EXIT_USAGE;
+        return NULL;
     }
     char err[1024] = "";
-    int ec = RA_HOST_EXIT_OK;
     PGresult *r = exec_ok(pg, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", PGRES_COMMAND_OK,
                           err, sizeof err);
     PQclear(r);
@@ -410,45 +441,61 @@ int ra_host_pg_verify(int argc, char **argv) {
         fprintf(stderr, RA_HOST_NAME " verify: schema \"%s\": %s\n", schema,
                 err[0] ? err : "no slices/heads tables");
         PQfinish(pg);
-        return RA_HOST_EXIT_USAGE;
+        return NULL;
     }
+    return pg;
+}
+
+/* Head rows of streams without slices, then the summary and the verdict: the exit status. */
+static int pg_report(pv_t *v) {
+    uint64_t empty_heads = 0;
+    for (size_t i = 0; i < v->nheads; i++) {
+        if (v->heads[i].seen) continue;
+        char name[96];
+        if (v->heads[i].seq != 0)
+            ra_host_report(&v->vd, false,
+                           "HEAD %s: head row says seq %" PRIu64 " but the stream has no "
+                           "slices",
+                           stream_name(v->heads[i].tenant, v->heads[i].dim, name, sizeof name),
+                           v->heads[i].seq);
+        else
+            empty_heads++;
+    }
+    ra_host_report_overflow(&v->vd);
+    printf("  streams         %" PRIu64 " with slices, %zu head rows (%" PRIu64
+           " at seq 0: refused first puts)\n",
+           v->streams, v->nheads, empty_heads);
+    printf("  slices          %" PRIu64 " valid of %" PRIu64 " (%" PRIu64 " bytes; digest = "
+           "BLAKE3 of the stored bytes, strict decode, columns = decoded fields)\n",
+           v->slices, v->links, v->bytes);
+    printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v->links, v->vd.breaks);
+    if (v->lost)
+        printf("  accepted losses %" PRIu64 " seqs given up by the operator (listed above; their "
+               "usage is unknown)\n",
+               v->lost);
+    return ra_host_verdict_end(&v->vd) != RA_HOST_EXIT_OK ? RA_HOST_EXIT_FAILED : RA_HOST_EXIT_OK;
+}
+
+int ra_host_pg_verify(int argc, char **argv) {
+    const char *target = NULL, *schema = DEFAULT_SCHEMA;
+    pv_t v;
+    memset(&v, 0, sizeof v);
+    int ec = pg_args(&v, &target, &schema, argc, argv);
+    if (ec) return ec;
+    PGconn *pg = pg_open(target, schema);
+    if (!pg) return RA_HOST_EXIT_USAGE;
     const char *host = PQhost(pg);
     printf("verify %s@%s:%s/%s (PostgreSQL ledger, schema %s)\n", PQuser(pg),
            host && host[0] == '/' ? "[socket]" : host, PQport(pg), PQdb(pg), schema);
+    char err[1024] = "";
     if (load_heads(&v, pg, schema, err, sizeof err) != 0 ||
         scan_slices(&v, pg, schema, err, sizeof err) != 0) {
         printf("FAILED: reading the ledger: %s\n", err);
         fflush(stdout);
-        free(v.heads);
-        PQfinish(pg);
-        return RA_HOST_EXIT_FAILED;
+        ec = RA_HOST_EXIT_FAILED;
+    } else {
+        ec = pg_report(&v);
     }
-    uint64_t empty_heads = 0;
-    for (size_t i = 0; i < v.nheads; i++) {
-        if (v.heads[i].seen) continue;
-        char name[96];
-        if (v.heads[i].seq != 0)
-            ra_host_report(&v.vd, false,
-                           "HEAD %s: head row says seq %" PRIu64 " but the stream has no "
-                           "slices",
-                           stream_name(v.heads[i].tenant, v.heads[i].dim, name, sizeof name),
-                           v.heads[i].seq);
-        else
-            empty_heads++;
-    }
-    ra_host_report_overflow(&v.vd);
-    printf("  streams         %" PRIu64 " with slices, %zu head rows (%" PRIu64
-           " at seq 0: refused first puts)\n",
-           v.streams, v.nheads, empty_heads);
-    printf("  slices          %" PRIu64 " valid of %" PRIu64 " (%" PRIu64 " bytes; digest = "
-           "BLAKE3 of the stored bytes, strict decode, columns = decoded fields)\n",
-           v.slices, v.links, v.bytes);
-    printf("  chain links     %" PRIu64 " checked, %" PRIu64 " breaks\n", v.links, v.vd.breaks);
-    if (v.lost)
-        printf("  accepted losses %" PRIu64 " seqs given up by the operator (listed above; their "
-               "usage is unknown)\n",
-               v.lost);
-    if (ra_host_verdict_end(&v.vd) != RA_HOST_EXIT_OK) ec = RA_HOST_EXIT_FAILED;
     free(v.heads);
     PQfinish(pg);
     return ec;
