@@ -584,6 +584,45 @@ static int read_heads(ra__wal_t *w, const ra__wal_visitor_t *v) {
     return 0;
 }
 
+/* The writer's directory: created (0700) and made durable when new, then locked (one
+ * process per WAL). 0, or a typed error with err set. */
+static int open_dir(ra__wal_t *w, const ra__io_t *io, const char *dir, char *err, size_t errlen) {
+    int rc = io->mkdir(io->ud, dir);
+    if (rc != 0 && rc != -EEXIST) {
+        ra__errbuf(err, errlen, "cannot create wal dir %s: %s", dir, strerror(-rc));
+        return errno_code(w, rc);
+    }
+    if (rc == 0) {
+        /* A new directory is durable only once its parent's entry is. */
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", dir);
+        char *slash = strrchr(parent, '/');
+        if (slash == parent)
+            parent[1] = '\0';
+        else if (slash)
+            *slash = '\0';
+        else
+            snprintf(parent, sizeof parent, ".");
+        rc = io->fsync_dir(io->ud, parent);
+        if (rc != 0) {
+            ra__errbuf(err, errlen, "cannot make wal dir %s durable: %s", dir, strerror(-rc));
+            return errno_code(w, rc);
+        }
+    }
+    char lock[4200];
+    dir_path(w, "LOCK", lock, sizeof lock);
+    rc = io->lock(io->ud, lock, &w->lock_handle);
+    if (rc != 0) {
+        ra__errbuf(err, errlen,
+                   rc == -EWOULDBLOCK ? "wal dir %s is in use by another process (its LOCK is held)"
+                                      : "cannot lock wal dir %s: %s",
+                   dir, strerror(-rc));
+        w->lock_handle = -1;
+        return errno_code(w, rc);
+    }
+    return 0;
+}
+
 int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max_bytes,
                  uint32_t max_entries, uint32_t max_age_s, bool read_only,
                  const ra__wal_visitor_t *v, char *err, size_t errlen) {
@@ -601,40 +640,8 @@ int ra__wal_open(ra__wal_t *w, const ra__io_t *io, const char *dir, uint64_t max
     }
     snprintf(w->dir, sizeof w->dir, "%s", dir);
     if (!read_only) {
-        int rc = io->mkdir(io->ud, dir);
-        if (rc != 0 && rc != -EEXIST) {
-            ra__errbuf(err, errlen, "cannot create wal dir %s: %s", dir, strerror(-rc));
-            return errno_code(w, rc);
-        }
-        if (rc == 0) {
-            /* A new directory is durable only once its parent's entry is. */
-            char parent[4096];
-            snprintf(parent, sizeof parent, "%s", dir);
-            char *slash = strrchr(parent, '/');
-            if (slash == parent)
-                parent[1] = '\0';
-            else if (slash)
-                *slash = '\0';
-            else
-                snprintf(parent, sizeof parent, ".");
-            rc = io->fsync_dir(io->ud, parent);
-            if (rc != 0) {
-                ra__errbuf(err, errlen, "cannot make wal dir %s durable: %s", dir, strerror(-rc));
-                return errno_code(w, rc);
-            }
-        }
-        char lock[4200];
-        dir_path(w, "LOCK", lock, sizeof lock);
-        rc = io->lock(io->ud, lock, &w->lock_handle);
-        if (rc != 0) {
-            ra__errbuf(err, errlen,
-                       rc == -EWOULDBLOCK
-                           ? "wal dir %s is in use by another process (its LOCK is held)"
-                           : "cannot lock wal dir %s: %s",
-                       dir, strerror(-rc));
-            w->lock_handle = -1;
-            return errno_code(w, rc);
-        }
+        int rc = open_dir(w, io, dir, err, errlen);
+        if (rc != 0) return rc;
     }
     listing_t l = {.w = w, .read_only = read_only};
     int rc = io->list(io->ud, dir, on_entry, &l);
