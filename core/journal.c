@@ -1,8 +1,8 @@
 /* The seal-to-WAL journal: the meter's side of its write-ahead log (wal.c is the files).
  * At open, recovery of every un-ACKed slice into the pending ring and of every stream head;
- * then the ACK bookkeeping, compaction with the heads checkpoint, and the degraded flag
- * while the WAL is full. No lock here: the callers (meter.c, seal.c) hold the seal lock,
- * and nothing here calls back up into them. */
+ * then a rollover's room and group commit, the ACK bookkeeping, compaction with the heads
+ * checkpoint, and the degraded flag while the WAL is full. No lock here: the callers
+ * (meter.c, seal.c) hold the seal lock, and nothing here calls back up into them. */
 #include "internal.h"
 #include "wal.h"
 
@@ -187,7 +187,7 @@ static void note_reserve(ra_meter_t *m) {
 }
 
 /* ACKed frames count against the caps until compaction drops them (meter.c on request,
- * seal.c before it refuses a rollover for a full WAL). */
+ * ra__journal_fits before a rollover's plan stops for a full WAL). */
 int ra__journal_compact(ra_meter_t *m) {
     if (!m->wal) return 0;
     size_t removed = 0;
