@@ -33,7 +33,8 @@ test-c: build
 test-lua: build
 	cd $(BUILD) && ctest --output-on-failure -L lua $(CTEST_ARGS)
 
-# luacheck, shellcheck, clang-format, cppcheck (cmake/lint.cmake); also part of `make test`.
+# luacheck, shellcheck, clang-format, cppcheck, function length, the C layers (cmake/lint.cmake);
+# also part of `make test`.
 lint: build
 	cd $(BUILD) && ctest --output-on-failure -L lint $(CTEST_ARGS)
 
