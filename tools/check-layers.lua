@@ -133,8 +133,7 @@ local function check_calls()
                 if only and not only[caller] then
                     finding("core: %s calls %s (%s): upward, or around the layer that owns it",
                             caller:gsub("%.o$", ""), sym, callee:gsub("%.o$", ""))
-                end
-                if FORBIDDEN[caller] and FORBIDDEN[caller][callee] then
+                elseif FORBIDDEN[caller] and FORBIDDEN[caller][callee] then
                     finding("core: %s calls %s (%s)", caller:gsub("%.o$", ""), sym,
                             callee:gsub("%.o$", ""))
                 end
