@@ -316,7 +316,7 @@ local function main()
         end
     end
     for _, w in ipairs(warnings) do print("warning: " .. w) end
-    for _, e in ipairs(failures) do print("FAIL: " .. e) end
+    for _, e in ipairs(failures) do io.stderr:write("FAIL: ", e, "\n") end
     local over = 0
     for _ in pairs(seen) do over = over + 1 end
     print(string.format("check-function-length: %d files, %d functions over %d lines, %d over %d "

@@ -145,6 +145,6 @@ end
 check_includes()
 if lib then check_calls() end
 table.sort(findings)
-for _, f in ipairs(findings) do print("FAIL: " .. f) end
+for _, f in ipairs(findings) do io.stderr:write("FAIL: ", f, "\n") end
 print(string.format("check-layers: %d findings", #findings))
 os.exit(#findings == 0 and 0 or 1)

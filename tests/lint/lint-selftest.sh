@@ -14,6 +14,9 @@ root=$(pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fails=0
+# shellcheck source=tests/selftest-lib.sh
+. "$(dirname "$0")/../selftest-lib.sh"
+length=$root/tools/check-function-length.lua layers=$root/tools/check-layers.lua
 
 # A C function of n lines (signature and closing brace included).
 c_fn() {
@@ -38,49 +41,33 @@ mk() {
     printf '#include "host.h"\n#include "wal_reader.h"\n' > "$tmp/t/host/cli/walscan.c"
 }
 
-expect() { # exit, text on stdout, what, checker
-    rc=0
-    "$luajit" "$root/tools/$4" "$tmp/t" > "$tmp/out" 2>&1 || rc=$?
-    ok=1
-    [ "$rc" -eq "$1" ] || ok=0
-    if [ -n "$2" ] && ! grep -qF -- "$2" "$tmp/out"; then ok=0; fi
-    if [ "$ok" -eq 0 ]; then
-        echo "FAIL $3: exit $rc (want $1), output:" >&2
-        cat "$tmp/out" >&2
-        fails=$((fails + 1))
-    else
-        echo "ok   $3"
-    fi
-}
-
 mk
-expect 0 "" "function length: the clean tree passes" check-function-length.lua
-expect 0 "" "layers: the clean tree passes" check-layers.lua
+checker=$length
+expect 0 "" "function length: the clean tree passes"
+checker=$layers
+expect 0 "" "layers: the clean tree passes"
 
 mk
 c_fn other 151 >> "$tmp/t/core/a.c"
-expect 1 "core/a.c:181 other: 151 lines" "function length: over 150, not listed" \
-    check-function-length.lua
+checker=$length
+expect 1 "core/a.c:181 other: 151 lines" "function length: over 150, not listed"
 
 mk
 printf 'core/a.c long 159\n' > "$tmp/t/tools/function-length-allow.txt"
-expect 1 "grew from 159 to 160 lines" "function length: a listed function grew" \
-    check-function-length.lua
+expect 1 "grew from 159 to 160 lines" "function length: a listed function grew"
 
 mk
 c_fn long 100 > "$tmp/t/core/a.c"
-expect 1 "core/a.c long is no longer over 150" "function length: an entry no longer needed" \
-    check-function-length.lua
+expect 1 "core/a.c long is no longer over 150" "function length: an entry no longer needed"
 
 mk
 printf '#include "cli/host.h"\n' > "$tmp/t/host/lua/glue.c"
-expect 1 "host/lua/glue.c:1 includes cli/host.h" "layers: host/lua includes host/cli" \
-    check-layers.lua
+checker=$layers
+expect 1 "host/lua/glue.c:1 includes cli/host.h" "layers: host/lua includes host/cli"
 
 mk
 printf '#include "internal.h"\n' >> "$tmp/t/host/cli/walscan.c"
 expect 1 "host/cli/walscan.c:3 includes internal.h (core/internal.h)" \
-    "layers: host/cli includes the core's internals" check-layers.lua
+    "layers: host/cli includes the core's internals"
 
-[ "$fails" -eq 0 ] || { echo "lint-selftest: $fails failed" >&2; exit 1; }
-echo "lint-selftest: all passed"
+finish
