@@ -37,6 +37,10 @@ set_source_files_properties(host/lua/httpd.c PROPERTIES COMPILE_DEFINITIONS H2O_
 # daemon's ron.node.ingest calls it through ffi.C (the host exports its symbols).
 target_sources(ron-accounting PRIVATE host/lua/ingest_dto.c host/lua/json_scan.c
                                       host/lua/wallet_dto.c host/lua/dto.c)
+# luv.h lives in <include>/lua5.1/luv/; that directory also holds PUC Lua 5.1's own headers
+# when liblua5.1-0-dev is installed (luarocks pulls it in), and their lauxlib.h lacks
+# LuaJIT's luaL_traceback: LuaJIT's headers go first.
+target_include_directories(ron-accounting SYSTEM BEFORE PRIVATE ${LUAJIT_INCLUDE_DIRS})
 target_include_directories(ron-accounting SYSTEM PRIVATE ${RA_LUV_INCLUDE_DIR})
 target_compile_definitions(ron-accounting PRIVATE _GNU_SOURCE
   RA_SOURCE_LUA_DIR="${CMAKE_SOURCE_DIR}/lua"
