@@ -25,6 +25,7 @@
 -- 256 bytes of 0xff then the intent) before anything is reserved, so two sagas for one
 -- intent can never both pass their point of no return.
 local codec = require "ron.ledger.codec"
+local events = require "ron.ledger.events"
 local ledger = require "ron.ledger"
 
 local error = error
@@ -192,9 +193,13 @@ function Ledger:create_account(a)
                    status = a.status or "open", book = self.book }
     acct.bytes = ledger.encode_account(acct)
     return guard(nil, function()
-        if self:_p("create_account", acct) == 1 then return acct end
+        if self:_p("create_account", acct) == 1 then
+            self:_account_event(acct)
+            return acct
+        end
         local cur = self:_read("get_account", a.id)
         if cur and cur.version == 1 and cur.policy == policy and cur.floor == floor then
+            self:_account_event(cur) -- (ours, its reply lost: the event may be missing)
             return cur
         end
         if cur and (cur.policy ~= policy or cur.floor ~= floor) then
@@ -210,18 +215,56 @@ function Ledger:_set_status(id, status)
         for _ = 1, self.max_attempts do
             local cur = self:_read("get_account", id)
             if not cur then return fail(ERR.NotFound, "no account " .. hex(id)) end
-            if cur.status == status then return cur end
+            if cur.status == status then
+                self:_account_event(cur) -- (ours, its reply lost: the event may be missing)
+                return cur
+            end
             if cur.status == "closed" then
                 return fail(ERR.AccountClosed, "account " .. hex(id) .. " is closed for good")
             end
             local nxt = { id = id, version = cur.version + 1, policy = cur.policy,
                           floor = cur.floor, status = status, book = cur.book }
             nxt.bytes = ledger.encode_account(nxt)
-            if self:_p("append_account_version", nxt) == 1 then return nxt end
+            if self:_p("append_account_version", nxt) == 1 then
+                self:_account_event(nxt)
+                return nxt
+            end
             -- 0: another version landed first (or ours, reply lost): read and decide again.
         end
         return fail(ERR.Unavailable, "account " .. hex(id) .. " keeps changing")
     end)
+end
+
+-- Appends (book, id, kind, data) once (LED-67): 0 = it exists, or a racing insert took the
+-- seq (read back, again). -> the event; a store that keeps refusing aborts the drive.
+function Ledger:_append_once(id, kind, data)
+    for _ = 1, self.max_attempts * 4 do
+        self:_p("append_event", self.book, id, kind, data)
+        local ev = self:_read("get_event", self.book, id, kind)
+        if ev then return ev end
+        self.pause(1)
+    end
+    error({ ledger_store_failure = true, name = "append_event",
+            err = kind .. " event not appended", class = "io" }, 0)
+end
+
+-- An account version is an event of the feed (LED-67): its data the canonical bytes, so a
+-- version row the feed does not name, or other bytes than it names, is found by verify.
+function Ledger:_account_event(acct)
+    local bytes = acct.bytes or ledger.encode_account(acct)
+    return self:_append_once(events.account_id(bytes), events.ACCOUNT, bytes)
+end
+
+-- A stored rejection is an event of the feed (LED-67): deleting the intent's row, or
+-- changing its code, message or body hash, is found by verify. Appended before the saga's
+-- record goes, so a crash in between leaves it to recover() (_resume).
+function Ledger:_rejection_event(req, stored)
+    if stored.status ~= "rejected" then return end
+    return self:_append_once(events.rejection_id(req.intent), events.REJECTION,
+                             events.rejection_data { intent = req.intent, code = stored.code,
+                                                     message = stored.message,
+                                                     body_hash = stored.body_hash,
+                                                     keys = req.keys })
 end
 
 function Ledger:freeze(id) return self:_set_status(id, "frozen") end
@@ -283,6 +326,12 @@ local function check_request(req)
     if req.metadata ~= nil and type(req.metadata) ~= "string" then
         return "metadata must be a string"
     end
+    if req.keys ~= nil then
+        if type(req.keys) ~= "table" or #req.keys > 4 then return "keys must be a list of <= 4" end
+        for _, k in ipairs(req.keys) do
+            if type(k) ~= "string" or #k < 1 or #k > 512 then return "a key is 1..512 bytes" end
+        end
+    end
     if req.kind == "reverse" then return nil end
     if type(req.movements) ~= "table" or #req.movements == 0 then
         return "movements must be a non-empty array"
@@ -328,7 +377,7 @@ function Ledger:commit(req)
     local bad = check_request(req)
     if bad then return fail(ERR.InvalidRequest, bad) end
     local r = { kind = "commit", intent = req.intent, movements = req.movements,
-                metadata = req.metadata or "", overdraft = req.overdraft }
+                metadata = req.metadata or "", overdraft = req.overdraft, keys = req.keys }
     r.body_hash = req.body_hash or codec.sha256(body_of(r))
     return self:_acked(self:_run(r))
 end
@@ -814,6 +863,7 @@ function Ledger:_reject(ctx, err, code)
         if not cur then return fail(ERR.Bug, "intent neither stored nor present") end
         stored = cur
     end
+    self:_rejection_event(ctx.req, stored)
     self:_p("delete_saga", ctx.sid)
     self.stats.rejections = self.stats.rejections + 1
     if stored.status == "committed" then return self:_outcome(ctx.req, stored) end
@@ -1015,8 +1065,11 @@ function Ledger:_finalize(ctx)
     -- 5. the event, gapless (LED-33): 0 = it exists, or a racing insert took the seq.
     local ev
     for _ = 1, self.max_attempts * 4 do
-        local data = codec.encode { intent = t.intent, kind = ctx.req.kind,
-                                    target = ctx.req.target }
+        local data = events.transfer_data { intent = t.intent, kind = ctx.req.kind,
+                                            target = ctx.req.target,
+                                            body_hash = ctx.req.body_hash,
+                                            created_at_ms = ctx.created_at_ms,
+                                            keys = ctx.req.keys }
         self:_p("append_event", self.book, tid, EVENT_KIND, data)
         ev = self:_read("get_event", self.book, tid, EVENT_KIND)
         if ev then break end
@@ -1220,7 +1273,8 @@ function Ledger:commit_many(reqs)
             results[i] = { fail(ERR.InvalidRequest, bad) }
         else
             local r = { kind = "commit", intent = req.intent, movements = req.movements,
-                        metadata = req.metadata or "", overdraft = req.overdraft }
+                        metadata = req.metadata or "", overdraft = req.overdraft,
+                        keys = req.keys }
             r.body_hash = req.body_hash or codec.sha256(body_of(r))
             -- the same intent twice: the later one is a replay of the earlier's outcome
             if seen[r.intent] then later[#later + 1] = { i = i, req = r }
@@ -1345,11 +1399,11 @@ local function batch_data(ctx, phase)
     if phase == "finalizing" then
         local items, rejects, handover = {}, {}, {}
         for i, it in ipairs(ctx.items) do
-            items[i] = { k = it.e.k, t = it.tbytes, h = it.e.req.body_hash }
+            items[i] = { k = it.e.k, t = it.tbytes, h = it.e.req.body_hash, keys = it.e.req.keys }
         end
         for i, x in ipairs(ctx.rejects or {}) do
             rejects[i] = { k = x.e.k, intent = x.e.req.intent, h = x.e.req.body_hash,
-                           code = x.code, message = x.err }
+                           code = x.code, message = x.err, keys = x.e.req.keys }
         end
         for i, x in ipairs(ctx.handover or {}) do handover[i] = { k = x.e.k, req = x.e.req } end
         return codec.encode { kind = "batch", fin = true, items = items, rejects = rejects,
@@ -1783,6 +1837,28 @@ function Ledger:_together(f, g)
     if not ok2 then error(e2, 0) end
 end
 
+-- The batch's events: each transfer's, then each stored rejection's (LED-67).
+local function batch_events(ctx)
+    local evlist = {}
+    for i, it in ipairs(ctx.items) do
+        evlist[i] = { transfer_id = it.tid, kind = EVENT_KIND,
+                      data = events.transfer_data { intent = it.t.intent, kind = "commit",
+                                                    body_hash = it.e.req.body_hash,
+                                                    created_at_ms = ctx.created_at_ms,
+                                                    keys = it.e.req.keys } }
+    end
+    for _, x in ipairs(ctx.rejects or {}) do
+        local req = x.e.req
+        evlist[#evlist + 1] = { transfer_id = events.rejection_id(req.intent),
+                                kind = events.REJECTION,
+                                data = events.rejection_data { intent = req.intent, code = x.code,
+                                                               message = x.err,
+                                                               body_hash = req.body_hash,
+                                                               keys = req.keys } }
+    end
+    return evlist
+end
+
 function Ledger:_finalize_batch(ctx, results, later)
     local sid, items = ctx.sid, ctx.items
     if ctx.phase ~= "finalizing" then self:_save_batch(ctx, "finalizing") end
@@ -1931,12 +2007,9 @@ function Ledger:_finalize_batch(ctx, results, later)
                 return missing
             end, "outcomes of batch " .. sid .. " not stored")
     end
-    -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33)
-    local evlist = {}
-    for i, it in ipairs(items) do
-        evlist[i] = { transfer_id = it.tid, kind = EVENT_KIND,
-                      data = codec.encode { intent = it.t.intent, kind = "commit" } }
-    end
+    -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33), then
+    -- the rejections' (LED-67)
+    local evlist = batch_events(ctx)
     local evs = {}
     local pending = evlist
     local function write_events()
@@ -1952,11 +2025,16 @@ function Ledger:_finalize_batch(ctx, results, later)
                     for _, x in ipairs(c) do unknown[#unknown + 1] = x end
                 end
             end
-            local ptids = {}
-            for i, x in ipairs(unknown) do ptids[i] = x.transfer_id end
-            for _, c in ipairs(slices(ptids, BATCH_IDS)) do
-                for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do
-                    evs[k] = v
+            local ptids = {} -- by kind: a transfer's, a rejection's
+            for _, x in ipairs(unknown) do
+                ptids[x.kind] = ptids[x.kind] or {}
+                ptids[x.kind][#ptids[x.kind] + 1] = x.transfer_id
+            end
+            for kind, ids in pairs(ptids) do
+                for _, c in ipairs(slices(ids, BATCH_IDS)) do
+                    for k, v in pairs(self:_p("get_events_for", self.book, c, kind)) do
+                        evs[k] = v
+                    end
                 end
             end
             local left = {}
@@ -2034,11 +2112,13 @@ local function batch_ctx(s, d)
         for i, x in ipairs(d.items) do
             local t = ledger.decode_transfer(x.t)
             ctx.items[i] = { k = x.k, t = t, tbytes = x.t, tid = ledger.transfer_id(t),
-                             e = member(x.k, { intent = t.intent, body_hash = x.h }) }
+                             e = member(x.k, { intent = t.intent, body_hash = x.h,
+                                               keys = x.keys }) }
         end
         for i, x in ipairs(d.rejects) do
             ctx.rejects[i] = { k = x.k, code = x.code, err = x.message,
-                               e = member(x.k, { intent = x.intent, body_hash = x.h }) }
+                               e = member(x.k, { intent = x.intent, body_hash = x.h,
+                                                 keys = x.keys }) }
         end
         for i, x in ipairs(d.handover) do ctx.handover[i] = { k = x.k, e = member(x.k, x.req) } end
     else
@@ -2137,6 +2217,10 @@ function Ledger:_resume(s, deferred)
             local prior = self:_read("get_intent", ctx.req.intent)
             local claim = self:_read("get_intent", CLAIM_PREFIX .. ctx.req.intent)
             if prior or (claim and claim.message ~= s.id) then
+                -- (its own rejection stored, the crash before the event: LED-67)
+                if prior and claim and claim.message == s.id then
+                    self:_rejection_event(ctx.req, prior)
+                end
                 self:_p("delete_saga", s.id)
                 if prior then return self:_outcome(ctx.req, prior) end
                 -- Another saga claimed the intent first (this one died before its claim):

@@ -386,7 +386,10 @@ function W:_money_once(job)
         return prob("nonce_used", format("nonce %d was used by another request", r.nonce), nil,
                     ',"original":' .. outcome_json(prior))
     end
+    -- keys: the Idempotency-Key's row names this request too; the feed records it, so
+    -- `ledger verify` checks that row's body hash (LED-67)
     local res, cerr, code = led:commit { intent = job.nkey, body_hash = job.h,
+                                         keys = { job.kkey },
                                          movements = movements(r),
                                          metadata = metadata(r, job.principal) }
     if res then

@@ -37,6 +37,7 @@
 -- 58); "bug" for the rest.
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
+local upgrade = require "ron.ledger.store.upgrade"
 local pg = require "ron.accounting.net.postgres"
 
 local type, error, tostring, tonumber, format, ipairs, pairs, byte, sub =
@@ -166,7 +167,7 @@ end
 
 local OPTS = { conninfo = true, db = true, schema = true, connections = true,
                query_timeout_ms = true, connect_timeout_ms = true, durability = true,
-               node = true, fence_timeout_ms = true }
+               node = true, fence_timeout_ms = true, readonly = true }
 
 -- The DDL in one transaction (a multi-statement simple query is one implicit transaction:
 -- a failure leaves nothing half-made and no transaction open) under an advisory lock (two
@@ -174,22 +175,81 @@ local OPTS = { conninfo = true, db = true, schema = true, connections = true,
 -- row checked first.
 local LOCK_KEY = 0x726f6e6c -- "ronl"
 
-local function migrate(db, prefix, s)
-    local q = "SELECT pg_advisory_xact_lock(" .. LOCK_KEY .. "); CREATE SCHEMA IF NOT EXISTS "
-              .. prefix:sub(1, -2) .. "; " .. schema.META("postgres", prefix)
-    local ok, err, st, cls = db:exec(q)
+-- On one connection (m), inside the transaction BEGIN opened: the version read under the
+-- lock, the DDL, the upgrade of an older store (ron.ledger.store.upgrade, LED-67), the
+-- version row.
+local function migrate_on(m, prefix)
+    local q = "BEGIN; SELECT pg_advisory_xact_lock(" .. LOCK_KEY .. "); CREATE SCHEMA IF NOT "
+              .. "EXISTS " .. prefix:sub(1, -2) .. "; " .. schema.META("postgres", prefix)
+    local ok, err, st, cls = m:exec(q)
     if not ok then return fail(err, st, cls) end
+    local s = sql.new(setmetatable({ db = m }, Drv), "postgres", prefix)
     local v, e2, c2 = s:get_meta("schema_version")
     if e2 then return nil, e2, c2 end
     local vok, verr = sql.check_version(v)
     if not vok then return nil, verr, "bug" end
-    local parts = { "SELECT pg_advisory_xact_lock(" .. LOCK_KEY .. ")" }
-    for _, stmt in ipairs(schema.ddl("postgres", prefix)) do parts[#parts + 1] = stmt end
-    ok, err, st, cls = db:exec(table.concat(parts, ";\n"))
+    ok, err, st, cls = m:exec(table.concat(schema.ddl("postgres", prefix), ";\n"))
     if not ok then return fail(err, st, cls) end
-    local n, e3, c3 = s:put_meta("schema_version", tostring(schema.VERSION))
-    if not n then return nil, e3, c3 end
+    if upgrade.needed(v) then
+        local n, e3, c3 = upgrade.run(s)
+        if not n then return nil, e3, c3 end
+    end
+    local n, e4, c4 = s:put_meta("schema_version", tostring(schema.VERSION))
+    if not n then return nil, e4, c4 end
+    ok, err, st, cls = m:exec("COMMIT")
+    if not ok then return fail(err, st, cls) end
     return true
+end
+
+local function migrate(db, prefix)
+    local m, err, st, cls = db, nil, nil, nil
+    if db.acquire then
+        m, err, st, cls = db:acquire()
+        if not m then return fail(err, st, cls) end
+    end
+    local r = { pcall(migrate_on, m, prefix) }
+    if not (r[1] and r[2]) then m:exec("ROLLBACK") end
+    if db.acquire then db:release(m) end
+    if not r[1] then error(r[2], 0) end
+    return unpack(r, 2, 4)
+end
+
+-- A read-only store (verify, LED-68) opens only a ledger: its ledger_meta table and its
+-- schema_version row, the version this code checks. Nothing is created or migrated.
+local function check_ledger(db, s, name)
+    local rows, err, st, cls = db:query("SELECT count(*) FROM pg_tables WHERE schemaname = '"
+                                        .. name .. "' AND tablename = 'ledger_meta'")
+    if not rows then return fail(err, st, cls) end
+    if tonumber(rows[1][1]) == 0 then
+        return nil, format("NotALedger: schema %s holds no ledger (no ledger_meta table)", name),
+               "bug"
+    end
+    local v, e2, c2 = s:get_meta("schema_version")
+    if e2 then return nil, e2, c2 end
+    if v == nil then
+        return nil, format("NotALedger: schema %s holds no ledger (no schema_version)", name),
+               "bug"
+    end
+    local ok, verr = sql.check_version(v)
+    if not ok then return nil, verr, "bug" end
+    if upgrade.needed(v) then
+        return nil, format("SchemaError: schema %s holds version %s, older than this code's %d: "
+                           .. "open it once with a writing verb (e.g. `ledger recover`) to "
+                           .. "upgrade it", name, tostring(v), schema.VERSION), "bug"
+    end
+    return true
+end
+
+-- fn() inside one REPEATABLE READ, READ ONLY transaction on the store's one connection:
+-- every read sees one snapshot (verify over a ledger that writers keep changing).
+local function snapshot(self, fn)
+    local db = self.drv.db
+    local ok, err, st, cls = db:exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    if not ok then return fail(err, st, cls) end
+    local r = { pcall(fn) }
+    db:exec(r[1] and "COMMIT" or "ROLLBACK")
+    if not r[1] then error(r[2], 0) end
+    return unpack(r, 2, table.maxn(r))
 end
 
 -- LED-50, durability "ack": each connection commits without waiting for the WAL flush; the
@@ -259,6 +319,9 @@ function _M.open(o)
     if o.node ~= nil and o.db ~= nil then
         error("postgres.open: node (fencing) needs the store's own connections (conninfo)", 2)
     end
+    if o.readonly and (o.db ~= nil or o.node ~= nil) then
+        error("postgres.open: readonly opens its own one connection (conninfo, no node)", 2)
+    end
     local tag, me
     if o.node then
         tag = "rl:" .. hex16(require("ron.ledger.codec").sha256(name .. "\0" .. o.node)) .. ":"
@@ -273,7 +336,9 @@ function _M.open(o)
             error("postgres.open: conninfo (or db) is required", 2)
         end
         local on_connect = durability == "ack" and ASYNC_COMMIT or nil
-        if me then
+        if o.readonly then -- (LED-68: verify never writes)
+            on_connect = function(c) return c:exec("SET default_transaction_read_only = on") end
+        elseif me then
             on_connect = function(c)
                 if durability == "ack" then
                     local ok, err, st, cls = ASYNC_COMMIT(c)
@@ -282,7 +347,7 @@ function _M.open(o)
                 return c:exec("SET application_name = '" .. me .. "'")
             end
         end
-        db = pg.pool { conninfo = o.conninfo, size = o.connections or 4,
+        db = pg.pool { conninfo = o.conninfo, size = o.readonly and 1 or o.connections or 4,
                        query_timeout_ms = o.query_timeout_ms,
                        connect_timeout_ms = o.connect_timeout_ms,
                        on_connect = on_connect }
@@ -296,7 +361,13 @@ function _M.open(o)
         s.fence_timeout_ms = o.fence_timeout_ms or 10000
         s.fence = fence
     end
-    local ok, err, cls = migrate(db, prefix, s)
+    local ok, err, cls
+    if o.readonly then
+        s.readonly, s.snapshot = true, snapshot
+        ok, err, cls = check_ledger(db, s, name)
+    else
+        ok, err, cls = migrate(db, prefix)
+    end
     if not ok then
         if own then db:close() end
         return nil, err, cls

@@ -15,7 +15,11 @@
 -- VERSION 2 (LED-56): PostgreSQL's balance projection by statement-level triggers (the
 -- same projection; a version-1 binary would add its row triggers back beside them and count
 -- twice, so it must refuse the store: LED-24). SQLite's layout is the same as in 1.
-local _M = { VERSION = 2, SHARDS = 16 }
+-- VERSION 3 (LED-67): the same tables; every account version and every stored rejection is
+-- an event of the feed (ron.ledger.events), so an older binary (which appends neither) must
+-- refuse the store; open() of an older store backfills those events once
+-- (ron.ledger.store.upgrade).
+local _M = { VERSION = 3, SHARDS = 16 }
 
 local gsub = string.gsub
 
