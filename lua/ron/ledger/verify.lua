@@ -100,7 +100,7 @@ end
 -- One stream's chain: its slices and accepted losses from 1 to its top; its stored head.
 local function chain(ctx, k, s, lost_list)
     local tenant, dim = k:sub(1, 16), k:sub(18)
-    local name = usage.tenant_text(tenant) .. "/" .. dim
+    local name = rows.stream_name(tenant, dim)
     local lost = {}
     for _, l in ipairs(lost_list or {}) do
         for q = l.first, l.last do lost[q] = l end
@@ -125,8 +125,10 @@ local function chain(ctx, k, s, lost_list)
     end
     local h = ctx.store:get_stream(tenant, dim)
     if top > 0 and (not h or h.seq ~= top or h.b3 ~= prev) then
-        ctx.problem(format("usage_streams %s", name), "the stored head is %s, the transfers "
-                    .. "end at seq %d", h and num(h.seq) or "missing", top)
+        ctx.problem(format("usage_streams %s", name), "the stored head is %s, the chain ends "
+                    .. "at seq %d b3 %s", h and format("seq %s b3 %s", num(h.seq),
+                                                       hex(tostring(h.b3))) or "missing",
+                    top, hex(prev))
     end
 end
 

@@ -343,13 +343,16 @@ end
 -- A read-only store (verify, LED-68) opens only a ledger: its ledger_meta table and its
 -- schema_version row, the version this code checks. Nothing is created or migrated.
 local function check_ledger(conn, path)
-    local rows, err, cls = conn:read("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                     .. "AND name = 'ledger_meta'", { n = 0 })
-    if not rows then return nil, err, cls end
+    local rows, err = conn:read("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                .. "AND name = 'ledger_meta'", { n = 0 })
+    if not rows then
+        return nil, format("NotALedger: %s holds no ledger (not a SQLite database: %s)", path,
+                           tostring(err)), "bug"
+    end
     if #rows == 0 then
         return nil, format("NotALedger: %s holds no ledger (no ledger_meta table)", path), "bug"
     end
-    local v
+    local v, cls
     v, err, cls = sql.new(conn, "sqlite", ""):get_meta("schema_version")
     if err then return nil, err, cls end
     if v == nil then

@@ -16,6 +16,7 @@ local ledger = require "ron.ledger"
 local events = require "ron.ledger.events"
 local schema = require "ron.ledger.store.schema"
 local scan = require "ron.ledger.store.scan"
+local usage = require "ron.ledger.usage"
 local feed = require "ron.ledger.verify.feed"
 
 local format, hex, ipairs, pairs, rep, tostring, type =
@@ -102,9 +103,13 @@ function _M.accounts(ctx)
         last[r.id] = { version = r.version, a = a }
     end
     for id, ev in pairs(ctx.ev.account) do
-        if not ev.matched then
-            ctx.problem(feed.where(ev.seq), "names account version %s, which is not stored",
-                        hex(id:sub(1, 24)))
+        local a = not ev.matched and type(ev.data) == "string" and ledger.decode_account(ev.data)
+        if a and events.account_id(ev.data) == id then
+            ctx.problem(format("accounts %s v%s", hex(a.id), ctx.num(a.version)),
+                        "missing: the account event at seq %d names it", ev.seq)
+        elseif not ev.matched then
+            ctx.problem(feed.where(ev.seq), "an account event whose data is no account of its "
+                        .. "id %s", hex(id))
         end
     end
 end
@@ -130,7 +135,9 @@ local function committed(ctx, r, w)
         ctx.problem(w, "names transfer %s, the transfer carrying it is %s",
                     hex(tostring(r.transfer_id)), hex(tr.rec.id))
     end
-    if r.code ~= nil or r.message ~= nil then ctx.problem(w, "a committed outcome with a code") end
+    if r.code ~= nil or r.message ~= nil then
+        ctx.problem(w, "a committed outcome with a code or a message")
+    end
     local d = tr.ev and tr.ev.d
     if d and not feed.legacy(ctx, tr.ev) and d.body_hash ~= r.body_hash then
         ctx.problem(w, "its body hash differs from its transfer's event (seq %d)", tr.ev.seq)
@@ -164,6 +171,9 @@ local function aliases(ctx)
 end
 
 local function claimed(ctx, r, w, by_key, alias)
+    if r.code ~= nil or r.transfer_id ~= nil then
+        ctx.problem(w, "a claimed row with a code or a transfer")
+    end
     if r.key:sub(1, 256) == CLAIM then
         local o = by_key[r.key:sub(257)]
         if o and o.status ~= "claimed" then
@@ -240,13 +250,24 @@ function _M.sagas(ctx)
     ctx.sum.sagas = #rows
 end
 
+-- Every head names a stored account and is free or held by a pending saga; every capped
+-- pair a transfer debited has its head (verify.walk: ctx.need_head).
 function _M.heads(ctx)
+    local seen = {}
     for _, h in ipairs(all(ctx, "heads")) do
         local w = format("heads %s %s/%s", hex(tostring(h.account)), tostring(h.asset_code),
                          ctx.num(h.scale))
+        seen[tostring(h.account) .. "\0" .. tostring(h.asset_code) .. "/" .. tostring(h.scale)]
+            = true
         if not ctx.accounts[h.account] then ctx.problem(w, "names no stored account") end
         if h.holder ~= nil and not pending(ctx, h.holder) then
-            ctx.problem(w, "held by %s, which is no pending saga", tostring(h.holder))
+            ctx.problem(w, "held by %s, which is no pending saga", key_text(h.holder))
+        end
+    end
+    for k, n in pairs(ctx.need_head or {}) do
+        if not seen[k] then
+            ctx.problem(format("heads %s %s/%d", hex(n.account), n.asset.code, n.asset.scale),
+                        "missing: a transfer debited this capped pair, which takes its head")
         end
     end
 end
@@ -292,11 +313,18 @@ end
 function _M.streams(ctx, known)
     for _, r in ipairs(all(ctx, "usage_streams")) do
         if not known[tostring(r.tenant) .. " " .. tostring(r.dimension)] then
-            ctx.problem(format("usage_streams %s/%s", hex(tostring(r.tenant)),
-                               tostring(r.dimension)),
+            ctx.problem("usage_streams " .. _M.stream_name(r.tenant, r.dimension),
                         "a stream head no usage transfer and no accepted loss names")
         end
     end
+end
+
+-- A stream as the problems name it: the tenant's UUID (hex when it is not 16 bytes) and
+-- the dimension.
+function _M.stream_name(tenant, dim)
+    local t = type(tenant) == "string" and #tenant == 16 and usage.tenant_text(tenant)
+              or hex(tostring(tenant))
+    return t .. "/" .. tostring(dim)
 end
 
 return _M

@@ -82,7 +82,8 @@ function _M.read(ctx)
     end
     for tid, ev in pairs(ctx.ev.transfer) do
         if not ctx.transfers[tid] then
-            ctx.problem(feed.where(ev.seq), "names transfer %s, which is not stored", hex(tid))
+            ctx.problem("transfers " .. hex(tid), "missing: the transfer event at seq %d names "
+                        .. "it", ev.seq)
         end
     end
     ctx.sum.transfers = #rows
@@ -153,6 +154,20 @@ local function policies(ctx, tr, at, delta, order)
                         ctx.num(a.version))
         end
     end
+end
+
+-- The floor heads the transfer took (LED-29: every capped pair it consumes a posting of or
+-- gives a negative output): each must have its row (ensure_head before the point of no
+-- return), ctx.need_head.
+local function heads(ctx, at, consumed, outputs)
+    local function need(account, asset)
+        local a = at[account]
+        if a and a.policy == "capped" then
+            ctx.need_head[account .. "\0" .. akey(asset)] = { account = account, asset = asset }
+        end
+    end
+    for _, p in ipairs(consumed) do need(p.account, p.asset) end
+    for _, o in ipairs(outputs) do if o.amount < 0 then need(o.account, o.asset) end end
 end
 
 -- A reversal (its event's kind "reverse"): it spends exactly its target's outputs and
@@ -259,7 +274,9 @@ local function apply(ctx, tr)
             ctx.problem(w, "%s is not conserved (outputs - inputs = %s)", a, ctx.num(v))
         end
     end
-    policies(ctx, tr, pins(ctx, tr, consumed), delta, order)
+    local at = pins(ctx, tr, consumed)
+    policies(ctx, tr, at, delta, order)
+    heads(ctx, at, consumed, t.outputs)
     reversal(ctx, tr)
     usage_of(ctx, tr)
 end
@@ -268,7 +285,7 @@ end
 -- until every posting it spends exists. -> ctx.created: pkey -> the posting as its
 -- transfer made it, with `by` = the transfer that spent it.
 function _M.replay(ctx)
-    ctx.created, ctx.bal, ctx.slices = {}, {}, ctx.slices or {}
+    ctx.created, ctx.bal, ctx.need_head = {}, {}, {}
     local list = {}
     for _, tr in pairs(ctx.transfers) do if tr.t then list[#list + 1] = tr end end
     sort(list, function(a, b)
