@@ -124,7 +124,7 @@ function _M.feed_records(recs, by_seq, fed, opts, problem)
     for _, r in ipairs(recs) do
         local ev = by_seq[r.seq]
         local where = format("events seq %d", r.seq or 0)
-        if not ours[r.ledger] then -- (another store's feed)
+        if not ours[r.ledger] then -- luacheck: ignore 542 (another store's feed)
         elseif not ev then
             problem(where, "is in the audit trail (record %d: %s %s, feed %s) but not in the "
                     .. "ledger, whose feed ends at seq %d: the ledger was rolled back", r.n,

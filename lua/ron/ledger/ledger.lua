@@ -328,8 +328,10 @@ local function check_request(req)
     end
     if req.keys ~= nil then
         if type(req.keys) ~= "table" or #req.keys > 4 then return "keys must be a list of <= 4" end
-        for _, k in ipairs(req.keys) do
-            if type(k) ~= "string" or #k < 1 or #k > 512 then return "a key is 1..512 bytes" end
+        for _, key in ipairs(req.keys) do
+            if type(key) ~= "string" or #key < 1 or #key > 512 then
+                return "a key is 1..512 bytes"
+            end
         end
     end
     if req.kind == "reverse" then return nil end

@@ -11,7 +11,6 @@ local S = require "support"
 local M = require "ron.ledger.mutate"
 local inputs = require "ron.ledger.verify.inputs"
 local sqlite = require "ron.ledger.store.sqlite"
-local L = require "ron.ledger.ledger"
 
 local function copy(from, to)
     local data = assert(S.read_file(from))
@@ -78,7 +77,7 @@ describe("ledger verify: every row checked or listed (issue 24 §2)", function()
         local named, refused, listed, t0 = 0, 0, 0, os.clock()
         local missed = {}
         for _, c in ipairs(cases) do
-            local path, err = mutated(c.sql, c.binds)
+            local path = mutated(c.sql, c.binds)
             local label = string.format("%s %s %s (%s)", c.op, c.table, c.column or "row", c.kind)
             if not path then
                 refused = refused + 1 -- the schema refuses it (a key, NOT NULL)

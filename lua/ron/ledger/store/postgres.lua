@@ -40,8 +40,8 @@ local schema = require "ron.ledger.store.schema"
 local upgrade = require "ron.ledger.store.upgrade"
 local pg = require "ron.accounting.net.postgres"
 
-local type, error, tostring, tonumber, format, ipairs, pairs, byte, sub =
-      type, error, tostring, tonumber, string.format, ipairs, pairs, string.byte, string.sub
+local type, error, tostring, tonumber, format, pairs, byte, sub =
+      type, error, tostring, tonumber, string.format, pairs, string.byte, string.sub
 
 local _M = { DEFAULT_SCHEMA = "ron_ledger" }
 
@@ -202,8 +202,9 @@ local function migrate_on(m, prefix)
 end
 
 local function migrate(db, prefix)
-    local m, err, st, cls = db, nil, nil, nil
+    local m = db
     if db.acquire then
+        local err, st, cls
         m, err, st, cls = db:acquire()
         if not m then return fail(err, st, cls) end
     end

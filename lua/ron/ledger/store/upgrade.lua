@@ -10,11 +10,11 @@
 --   2. one `account` event per account version, in (id, version) order;
 --   3. one `rejection` event per stored rejection, in intent order.
 --
--- Then the version row says 3. The rows are taken as the upgrade finds them (verify checks them against these events
--- from then on). The books: those of the feed's events and of the books table, else
--- "main". A process of an older version must not write meanwhile (it would take the seqs:
--- the upgrade fails on the key and changes nothing; open again once it stopped); a newer
--- store refuses the older binaries anyway (LED-24).
+-- Then the version row says 3. The rows are taken as the upgrade finds them (verify checks
+-- them against these events from then on). The books: those of the feed's events and of
+-- the books table, else "main". A process of an older version must not write meanwhile (it
+-- would take the seqs: the upgrade fails on the key and changes nothing; open again once
+-- it stopped); a newer store refuses the older binaries anyway (LED-24).
 --
 --   upgrade.needed(v)        -> true when a store at schema version v (a string) needs it
 --   upgrade.run(st)          -> true | nil, err, class   (st: a ron.ledger.store.sql store
