@@ -171,6 +171,8 @@ local function body(ctx, opts)
     for id, tr in pairs(ctx.transfers) do created[hex(id)] = tr.rec.created_at_ms end
     attest.check(feed_list, { audit = opts.audit, book = ctx.book, audit_vkey = opts.audit_vkey,
                               created_at = created }, ctx.problem, ctx.sum)
+    ctx.sum.accounts = 0
+    for _ in pairs(ctx.accounts) do ctx.sum.accounts = ctx.sum.accounts + 1 end
     return ctx.sum
 end
 
@@ -187,8 +189,6 @@ function _M.run(store, opts)
     if not store.snapshot then return body(ctx, opts) end
     local sum, err = store:snapshot(function() return body(ctx, opts) end)
     if not sum then ctx.problem("store", "cannot read in one snapshot: %s", tostring(err)) end
-    ctx.sum.accounts = 0
-    for _ in pairs(ctx.accounts or {}) do ctx.sum.accounts = ctx.sum.accounts + 1 end
     return ctx.sum
 end
 

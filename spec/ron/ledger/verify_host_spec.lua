@@ -29,14 +29,7 @@ local SEED = tonumber(os.getenv("RON_VERIFY_SEED") or "") or 20261129
 local BATCH = { 1, 32 } -- per committer: single commits, or batches (change chained)
 local COMMITTERS = #BATCH
 
-local function in_task(body)
-    local sched = task.new()
-    local h = sched.spawn("verify-spec", body)
-    uv.run("default")
-    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
-    local ok, err = h:join()
-    assert(ok, err)
-end
+local in_task = S.run_task
 
 -- A deterministic generator (the seed is printed).
 local function lcg(seed)
@@ -50,8 +43,8 @@ end
 -- s with a pause before some of the writes that follow a commit's outputs (its transfer
 -- row, its event): a change posting is then spendable, and spent, before its transfer is
 -- stored, as with committers on other connections or other nodes (issue 29).
-local SLOW = { store_transfer = true, store_transfers = true, append_event = true,
-               append_events = true }
+-- (ms: longer before the row than a whole spending commit takes on a loaded PostgreSQL)
+local SLOW = { store_transfer = 40, store_transfers = 40, append_event = 6, append_events = 6 }
 local function jittered(s, rnd, stats)
     return setmetatable({}, { __index = function(t, k)
         local v = s[k]
@@ -59,7 +52,7 @@ local function jittered(s, rnd, stats)
         local f = function(_, ...)
             if SLOW[k] and rnd() < 0.05 then
                 stats.pauses = stats.pauses + 1
-                task.sleep(1 + math.floor(rnd() * 4))
+                task.sleep(2 + math.floor(rnd() * SLOW[k]))
             end
             return v(s, ...)
         end

@@ -227,18 +227,7 @@ local function check_ledger(db, s, name)
     end
     local v, e2, c2 = s:get_meta("schema_version")
     if e2 then return nil, e2, c2 end
-    if v == nil then
-        return nil, format("NotALedger: schema %s holds no ledger (no schema_version)", name),
-               "bug"
-    end
-    local ok, verr = sql.check_version(v)
-    if not ok then return nil, verr, "bug" end
-    if upgrade.needed(v) then
-        return nil, format("SchemaError: schema %s holds version %s, older than this code's %d: "
-                           .. "open it once with a writing verb (e.g. `ledger recover`) to "
-                           .. "upgrade it", name, tostring(v), schema.VERSION), "bug"
-    end
-    return true
+    return upgrade.readable(v, "schema " .. name)
 end
 
 -- fn() inside one REPEATABLE READ, READ ONLY transaction on the store's one connection:

@@ -355,17 +355,7 @@ local function check_ledger(conn, path)
     local v, cls
     v, err, cls = sql.new(conn, "sqlite", ""):get_meta("schema_version")
     if err then return nil, err, cls end
-    if v == nil then
-        return nil, format("NotALedger: %s holds no ledger (no schema_version)", path), "bug"
-    end
-    local ok, verr = sql.check_version(v)
-    if not ok then return nil, verr, "bug" end
-    if upgrade.needed(v) then
-        return nil, format("SchemaError: %s holds schema version %s, older than this code's %d: "
-                           .. "open it once with a writing verb (e.g. `ledger recover`) to "
-                           .. "upgrade it", path, tostring(v), schema.VERSION), "bug"
-    end
-    return true
+    return upgrade.readable(v, path)
 end
 
 local function open_conn(o)
@@ -386,19 +376,16 @@ local function open_conn(o)
     C.sqlite3_extended_result_codes(db, 1)
     C.sqlite3_busy_timeout(db, o.busy_timeout_ms or 5000)
     local conn = new_conn(db)
+    local ok, err, cls
     if o.readonly then
-        local ok, err, cls = check_ledger(conn, o.path)
-        if not ok then
-            conn:close()
-            return nil, err, cls
+        ok, err, cls = check_ledger(conn, o.path)
+    else
+        ok, err, cls = conn:exec("PRAGMA journal_mode = WAL")
+        if ok then
+            ok, err, cls = conn:exec("PRAGMA synchronous = " .. SYNC[DURABILITY[durability_of(o)]])
         end
-        return conn
+        if ok then ok, err, cls = migrate(conn) end
     end
-    local ok, err, cls = conn:exec("PRAGMA journal_mode = WAL")
-    if ok then
-        ok, err, cls = conn:exec("PRAGMA synchronous = " .. SYNC[DURABILITY[durability_of(o)]])
-    end
-    if ok then ok, err, cls = migrate(conn) end
     if not ok then
         conn:close()
         return nil, err, cls

@@ -24,13 +24,30 @@ local scan = require "ron.ledger.store.scan"
 local schema = require "ron.ledger.store.schema"
 local sql = require "ron.ledger.store.sql"
 
-local ipairs, rep, sort, tonumber, tostring = ipairs, string.rep, table.sort, tonumber, tostring
+local format, ipairs, rep, sort, tonumber, tostring =
+      string.format, ipairs, string.rep, table.sort, tonumber, tostring
 
 local _M = { VERSION = schema.VERSION }
 
 local CHUNK = 200 -- rows per INSERT (5 parameters each)
 
 function _M.needed(v) return v ~= nil and (tonumber(v) or 0) < _M.VERSION end
+
+-- A read-only open (LED-68) reads only a ledger of this version: v is its schema_version
+-- row (nil: none), where names it. -> true | nil, err, "bug"
+function _M.readable(v, where)
+    if v == nil then
+        return nil, format("NotALedger: %s holds no ledger (no schema_version)", where), "bug"
+    end
+    local ok, err = sql.check_version(v)
+    if not ok then return nil, err, "bug" end
+    if _M.needed(v) then
+        return nil, format("SchemaError: %s holds schema version %s, older than this code's "
+                           .. "%d: open it once with a writing verb (e.g. `ledger recover`) to "
+                           .. "upgrade it", where, tostring(v), _M.VERSION), "bug"
+    end
+    return true
+end
 
 local function books_of(st)
     local seen, out = {}, {}
