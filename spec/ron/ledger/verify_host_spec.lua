@@ -273,6 +273,53 @@ describe("ledger verify on a real PostgreSQL", function()
         end)
     end)
 
+    it("upgrades a schema-2 store once on open, in one transaction (LED-67)", function()
+        in_task(function()
+            local codec = require "ron.ledger.codec"
+            local events = require "ron.ledger.events"
+            local sql = require "ron.ledger.store.sql"
+            local s = assert(pg("old", { connections = 4 }))
+            M.workload(s)
+            local function run(text, binds)
+                assert(s.drv:write(sql.render("postgres", s.prefix, text), binds or { n = 0 }))
+            end
+            -- what a version-2 engine wrote: no account or rejection events, transfer
+            -- events without body hash or created_at_ms
+            run("DELETE FROM @events WHERE kind IN (convert_to('account', 'UTF8'), "
+                .. "convert_to('rejection', 'UTF8'))")
+            run("UPDATE @events e SET seq = -r.n FROM (SELECT seq, row_number() OVER "
+                .. "(ORDER BY seq) AS n FROM @events) r WHERE e.seq = r.seq")
+            run("UPDATE @events SET seq = -seq")
+            for _, ev in ipairs(s:get_events_since("main", 0, 1000)) do
+                if ev.kind == "transfer" then
+                    local d = events.decode(ev.data)
+                    run("UPDATE @events SET data = ?b WHERE seq = ?i", { n = 2,
+                        codec.encode { intent = d.intent, kind = d.kind, target = d.target },
+                        ev.seq })
+                end
+            end
+            run("UPDATE @ledger_meta SET value = convert_to('2', 'UTF8') WHERE key = "
+                .. "convert_to('schema_version', 'UTF8')")
+            local before = s:head_seq("main")
+            s:close()
+            local ro, err = pg("old", { readonly = true })
+            assert.is_nil(ro)
+            assert.matches("schema old holds schema version 2, older than this code's 3", err)
+            s = assert(pg("old")) -- the upgrade
+            local evs = s:get_events_since("main", before, 1000)
+            assert.equal("ledger.upgrade", evs[1].kind)
+            assert.is_true(#evs > 8)
+            s:close()
+            s = assert(pg("old")) -- again: nothing more
+            assert.equal(before + #evs, s:head_seq("main"))
+            s:close()
+            ro = assert(pg("old", { readonly = true }))
+            local problems = M.verify(ro)
+            ro:close()
+            assert.equal("", M.text(problems))
+        end)
+    end)
+
     it("names a sample of issue 24 §2's mutations; refuses a schema without a ledger",
        function()
         in_task(function()

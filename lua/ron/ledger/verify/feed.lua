@@ -111,8 +111,8 @@ function _M.check_shortfalls(ctx)
     for tid, ev in pairs(ctx.ev[events.SHORTFALL]) do
         local w = where(ev.seq)
         local tr = ctx.transfers[tid]
-        local tenant, amount, code = (ev.data or ""):match(
-            "^tenant=([%x%-]+) amount=(%-?%d+) asset=([%w_.:%-]+)$")
+        local tenant, amount, code = (type(ev.data) == "string" and ev.data or ""):match(
+            "^tenant=([%x%-]+) amount=(%S+) asset=([%w_.:%-]+)$")
         local m = tr and tr.t and usage.decode_metadata(tr.t.metadata)
         if not tr then
             ctx.problem(w, "usage.shortfall of transfer %s, which is not stored", hex(tid))
@@ -125,7 +125,8 @@ function _M.check_shortfalls(ctx)
                     short = short - o.amount
                 end
             end
-            if ctx.num(short) ~= amount then
+            -- (the exporter writes tostring(short): the same digits below 10^14)
+            if ctx.num(short) ~= amount and tostring(short) ~= amount then
                 ctx.problem(w, "usage.shortfall of %s, its transfer's receivable output says %s",
                             amount, ctx.num(short))
             end
