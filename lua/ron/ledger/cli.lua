@@ -154,10 +154,9 @@ function verbs.init(s, led, o)
     if not n then return nil, err end
     for _, kind in ipairs { "revenue", "usage_source", "external" } do
         local id = usage.account(kind)
-        if not s:get_account(id) then
-            local r, cerr = led:create_account { id = id, policy = "uncapped" }
-            if not r then return nil, cerr end
-        end
+        -- (idempotent: an existing account's event is appended if it is missing, LED-67)
+        local r, cerr = led:create_account { id = id, policy = "uncapped" }
+        if not r then return nil, cerr end
         out:write(format("%-13s %s uncapped\n", kind, hex(id)))
     end
     out:write(format("OK: book %s ready\n", book))
@@ -304,11 +303,11 @@ function verbs.verify(s, led, o)
                                     out:write(where, ": ", what, "\n")
                                 end })
     out:write(format("%d transfers (%d usage), %d postings, %d balances, %d assets, "
-                     .. "%d accounts, %d intents (%d unnamed keys), %d streams, "
-                     .. "%d accepted losses, %d events%s\n", sum.transfers,
+                     .. "%d accounts, %d intents (%d unnamed keys), %d streams (%d heads "
+                     .. "behind), %d accepted losses, %d events%s\n", sum.transfers,
                      sum.usage, sum.postings, sum.balances, sum.assets, sum.accounts or 0,
-                     sum.intents, sum.unchecked, sum.streams, sum.losses, sum.events,
-                     (o["file-ledger"]
+                     sum.intents, sum.unchecked, sum.streams, sum.heads_behind or 0,
+                     sum.losses, sum.events, (o["file-ledger"]
                          and format(", %d file-ledger slices", sum.slices_checked) or "")
                          .. (o.wal and format(", %d WAL heads and frames",
                                                  sum.wal_checked or 0) or "")

@@ -67,6 +67,11 @@ local _M = {
       ops = "delete",
       why = "a store made by the wallet has none (only `ledger init` and the exporter create "
             .. "it); nothing reads it" },
+    { id = "stream-head-behind", kind = "any", table = "usage_streams", column = "*",
+      rows = "a head at an earlier link of its stream's chain, or none", ops = "delete",
+      why = "the exporter moves a head after its batch's commits: a crash or a shutdown "
+            .. "between leaves it behind, and the next put of those slices answers dup and "
+            .. "moves it (one ahead of the chain, or off it, is found)" },
     { id = "sqlite-sequence", kind = "any", table = "sqlite_sequence", column = "seq",
       rows = "SQLite's row for `transfers`", ops = "flip delete insert",
       why = "SQLite's next insertion number for transfers (AUTOINCREMENT); a number taken "
