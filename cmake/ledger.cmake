@@ -174,7 +174,7 @@ endif()
 if(COMMAND ra_host_spec)
   ra_host_spec(lua-ledger-verify-host spec/ron/ledger/verify_host_spec.lua)
   if(TEST lua-ledger-verify-host)
-    set_tests_properties(lua-ledger-verify-host PROPERTIES LABELS "lua;postgres" TIMEOUT 300)
+    set_tests_properties(lua-ledger-verify-host PROPERTIES LABELS "lua;postgres" TIMEOUT 600)
     set_property(TEST lua-ledger-verify-host APPEND PROPERTY ENVIRONMENT
       "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
   endif()
