@@ -47,3 +47,16 @@ if(COMMAND ra_host_test AND RA_BUILD_LEDGER)
   set_tests_properties(host-wallet-e2e host-wallet-e2e-pg PROPERTIES TIMEOUT 120
     ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
 endif()
+# host-usage-windows(-pg): money = usage over 12 windows across a UTC midnight (issue 24 §5):
+# tiers, a free allowance running out mid-period, every charge recomputed by the test's own
+# arithmetic, wallet balances after every window, `ledger verify --wal`.
+# tests/host/usage-windows.sh (+ usage-windows.lua).
+if(COMMAND ra_host_test AND RA_BUILD_LEDGER)
+  ra_host_test(host-usage-windows sh ${CMAKE_SOURCE_DIR}/tests/host/usage-windows.sh
+    $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-usage-windows)
+  ra_host_test(host-usage-windows-pg sh ${CMAKE_SOURCE_DIR}/tests/host/usage-windows.sh
+    $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-usage-windows-pg
+    postgres)
+  set_tests_properties(host-usage-windows host-usage-windows-pg PROPERTIES TIMEOUT 180
+    ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+endif()
