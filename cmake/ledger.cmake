@@ -170,6 +170,17 @@ if(COMMAND ra_host_spec)
     endif()
   endforeach()
 endif()
+# `ledger verify` inside the host (docs/LEDGER.md "What verify proves"): 3,000 transfers from
+# concurrent committers on one hot payer, on offloaded SQLite and on PostgreSQL, verified
+# exact (issue 29 item 2); a sample of the mutation suite on PostgreSQL (issue 24 §2).
+if(COMMAND ra_host_spec)
+  ra_host_spec(lua-ledger-verify-host spec/ron/ledger/verify_host_spec.lua)
+  if(TEST lua-ledger-verify-host)
+    set_tests_properties(lua-ledger-verify-host PROPERTIES LABELS "lua;postgres" TIMEOUT 600)
+    set_property(TEST lua-ledger-verify-host APPEND PROPERTY ENVIRONMENT
+      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+  endif()
+endif()
 if(TARGET ron-accounting AND RA_BUSTED)
   add_custom_target(soak-ledger
     COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_KILLS=500 RON_LEDGER_LIB=$<TARGET_FILE:ronledger>

@@ -40,6 +40,6 @@ flip_transfer_byte "$id" || fail "updating the 5th transfer"
 rc=$?
 cat "$work/verify2.out"
 [ "$rc" -eq 1 ] || fail "verify exit $rc on a flipped byte, expected 1"
-grep -q "^transfer #5 $id: " "$work/verify2.out" || fail "the flipped transfer is not named"
+grep -q "^transfers #5 $id: " "$work/verify2.out" || fail "the flipped transfer is not named"
 grep -q '^FAILED: ' "$work/verify2.out" || fail "no FAILED line"
 echo "ledger-rate.sh: ok"

@@ -39,6 +39,6 @@ flip_transfer_byte "$topup" || fail "updating the top-up $topup"
 rc=$?
 cat "$work/verify2.out"
 [ "$rc" -eq 1 ] || fail "verify exit $rc on a flipped byte, expected 1"
-grep -q "^transfer #[0-9]* $topup: " "$work/verify2.out" || fail "the flipped top-up is not named"
+grep -q "^transfers #[0-9]* $topup: " "$work/verify2.out" || fail "the flipped top-up is not named"
 grep -q '^FAILED: ' "$work/verify2.out" || fail "no FAILED line"
 echo "wallet-e2e.sh: ok"

@@ -113,6 +113,44 @@ end
 
 -- ---- verification (`ron-accounting ledger verify --audit DIR [--audit-vkey FILE]`) ----
 
+-- The trail's `ledger.event` records (AUD-I-32) against the feed (LED-70): a feed (the
+-- records' `ledger` name) is this ledger's when one of its records names the event at its
+-- seq; then every one of its records must: a record beyond the feed's end is an event the
+-- ledger lost (its tail rolled back, restored from an older copy), a record naming another
+-- event than the ledger's at that seq a rewritten feed, and a transfer's record carries its
+-- created_at_ms (the record's ts). fed[name][seq] counts the matching records.
+function _M.feed_records(recs, by_seq, fed, opts, problem)
+    local function same(r, ev)
+        return ev and ev.kind == r.kind and ledger.hex(ev.transfer_id) == r.id
+    end
+    local ours, head = {}, 0
+    for _, r in ipairs(recs) do if same(r, by_seq[r.seq]) then ours[r.ledger] = true end end
+    for seq in pairs(by_seq) do if seq > head then head = seq end end
+    for _, r in ipairs(recs) do
+        local ev = by_seq[r.seq]
+        local where = format("events seq %d", r.seq or 0)
+        if not ours[r.ledger] then -- luacheck: ignore 542 (another store's feed)
+        elseif not ev then
+            problem(where, "is in the audit trail (record %d: %s %s, feed %s) but not in the "
+                    .. "ledger, whose feed ends at seq %d: the ledger was rolled back", r.n,
+                    tostring(r.kind), tostring(r.id), r.ledger, head)
+        elseif not same(r, ev) then
+            problem(where, "is %s %s in the ledger, the audit trail recorded %s %s (record %d): "
+                    .. "the feed was rewritten", ev.kind, ledger.hex(ev.transfer_id),
+                    tostring(r.kind), tostring(r.id), r.n)
+        else
+            local f = fed[r.ledger] or {}
+            fed[r.ledger] = f
+            f[r.seq] = (f[r.seq] or 0) + 1
+            local at = opts.created_at and ev.kind == "transfer" and opts.created_at[r.id]
+            if at and at ~= r.ts then
+                problem("transfers " .. r.id, "created_at_ms is %d, the audit trail recorded %d "
+                        .. "(record %d)", at, r.ts or -1, r.n)
+            end
+        end
+    end
+end
+
 local function read_file(path)
     local f = io.open(path, "rb")
     if not f then return nil end
@@ -221,7 +259,7 @@ function _M.check(events, opts, problem, sum)
         end
         into.cps[#into.cps + 1] = cp
     end
-    local records, ledger_recs = 0, 0
+    local records, ledger_recs, feed_recs = 0, 0, {}
     local paths = {}
     local report = ffi.cast("rau_report_fn", function(_, where, what)
         local w = ffi.string(where)
@@ -248,14 +286,12 @@ function _M.check(events, opts, problem, sum)
         end
         if a.book ~= (opts.book or "main") then return end
         if kind == "ledger.event" then
-            -- this ledger's when the event at that seq is the one it names (another store
-            -- may use the same book name)
-            local ev = by_seq[a.event_seq]
-            if ev and ev.kind == a.event and ledger.hex(ev.transfer_id) == a.id then
-                local f = fed[tostring(a.ledger)] or {}
-                fed[tostring(a.ledger)] = f
-                f[a.event_seq] = (f[a.event_seq] or 0) + 1
-            end
+            -- judged once the log is read (feed_records): a feed is this ledger's when one
+            -- of its records names the event at its seq (another store may use the book name)
+            feed_recs[#feed_recs + 1] = { ledger = tostring(a.ledger), seq = a.event_seq,
+                                          kind = a.event, id = a.id,
+                                          ts = tonumber(C.rau_record_ts_ms(r)),
+                                          n = tonumber(C.rau_record_seq(r)) }
             return
         end
         if type(a.transfer) ~= "string" then return end
@@ -301,6 +337,7 @@ function _M.check(events, opts, problem, sum)
     report:free()
     each:free()
     sum.audit_records, sum.audit_ledger_records = records, ledger_recs
+    _M.feed_records(feed_recs, by_seq, fed, opts, problem)
     -- The feed's records: every event up to the last one recorded, each exactly once.
     local through, nfed = 0, 0
     for name, f in pairs(fed) do

@@ -118,15 +118,17 @@ local function is_pg(path)
         and true or false
 end
 
-local function open(o)
+-- readonly (verify, LED-69): SQLite opened mode=ro, PostgreSQL in read-only transactions;
+-- only a ledger at this code's schema version opens (nothing is created or migrated).
+local function open(o, readonly)
     local path = o.db or os.getenv("RON_LEDGER_DB")
     if not path then return nil, "--db PATH is required (or RON_LEDGER_DB)" end
     local s, err
     if is_pg(path) then
         s, err = store.open { backend = "postgres", conninfo = path, connections = 1,
-                              schema = o.schema }
+                              schema = o.schema, readonly = readonly }
     else
-        s, err = store.open { backend = "sqlite", path = path }
+        s, err = store.open { backend = "sqlite", path = path, readonly = readonly }
     end
     if not s then return nil, tostring(err) end
     local led = L.new { store = s, book = o.book or "main", node = o.node or "cli" }
@@ -156,10 +158,9 @@ function verbs.init(s, led, o)
     if not n then return nil, err end
     for _, kind in ipairs { "revenue", "usage_source", "external" } do
         local id = usage.account(kind)
-        if not s:get_account(id) then
-            local r, cerr = led:create_account { id = id, policy = "uncapped" }
-            if not r then return nil, cerr end
-        end
+        -- (idempotent: an existing account's event is appended if it is missing, LED-68)
+        local r, cerr = led:create_account { id = id, policy = "uncapped" }
+        if not r then return nil, cerr end
         out:write(format("%-13s %s uncapped\n", kind, hex(id)))
     end
     out:write(format("OK: book %s ready\n", book))
@@ -303,8 +304,10 @@ function verbs.verify(s, led, o)
                                     out:write(where, ": ", what, "\n")
                                 end })
     out:write(format("%d transfers (%d usage), %d postings, %d balances, %d assets, "
-                     .. "%d streams, %d accepted losses, %d events%s\n", sum.transfers,
-                     sum.usage, sum.postings, sum.balances, sum.assets, sum.streams,
+                     .. "%d accounts, %d intents (%d unnamed keys), %d streams (%d heads "
+                     .. "behind), %d accepted losses, %d events%s\n", sum.transfers,
+                     sum.usage, sum.postings, sum.balances, sum.assets, sum.accounts or 0,
+                     sum.intents, sum.unchecked, sum.streams, sum.heads_behind or 0,
                      sum.losses, sum.events, (o["file-ledger"]
                          and format(", %d file-ledger slices", sum.slices_checked) or "")
                          .. (o.wal and format(", %d WAL heads and frames",
@@ -350,7 +353,7 @@ function _M.main(args)
         f:close()
     end
     local function body()
-        local s, led = open(o)
+        local s, led = open(o, verb == "verify")
         if not s then
             err_out:write("ron-accounting ledger: ", tostring(led), "\n")
             return false, 2

@@ -192,17 +192,15 @@ function E:_start()
     return true
 end
 
+-- Through the engine even when the account exists (once per tenant per process:
+-- tenant_accounts remembers): create_account is idempotent and appends the version's event
+-- when a crash left the row without it (LED-68).
 function E:ensure_account(id, policy)
-    local a, err = self.store:get_account(id)
-    if a then return a end
-    if err then return nil, err end
     local r, cerr = self.led:create_account { id = id, policy = policy }
-    if r == nil and cerr then
-        a = self.store:get_account(id) -- a racing creator: fine
-        if a then return a end
-        return nil, cerr
-    end
-    return self.store:get_account(id) or { id = id, policy = policy, status = "open" }
+    if r then return r end
+    local a, err = self.store:get_account(id) -- created with other settings: as it is
+    if a then return a end
+    return nil, cerr or err
 end
 
 -- The tenant's wallet (checked open), receivable and usage accounts.

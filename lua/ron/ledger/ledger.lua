@@ -27,6 +27,7 @@
 local A = require "ron.ledger.attest"
 local B = require "ron.ledger.bigint"
 local codec = require "ron.ledger.codec"
+local events = require "ron.ledger.events"
 local ledger = require "ron.ledger"
 local phases = require "ron.ledger.phases"
 local task = require "ron.base.task"
@@ -207,9 +208,12 @@ function Ledger:create_account(a)
                    status = a.status or "open", book = self.book }
     acct.bytes = ledger.encode_account(acct)
     return guard(nil, function()
-        if self:_p("create_account", acct) == 1 then return acct end
+        -- the row and its event (LED-68): one phase (LED-67)
+        if phases.account(self, "create_account", acct) then return acct end
         local cur = self:_read("get_account", a.id)
         if cur and cur.version == 1 and cur.policy == policy and cur.floor == floor then
+            -- (ours, its reply lost; or a row an older binary wrote: its event then)
+            self:_account_event(cur)
             return cur
         end
         if cur and (cur.policy ~= policy or cur.floor ~= floor) then
@@ -225,18 +229,53 @@ function Ledger:_set_status(id, status)
         for _ = 1, self.max_attempts do
             local cur = self:_read("get_account", id)
             if not cur then return fail(ERR.NotFound, "no account " .. hex(id)) end
-            if cur.status == status then return cur end
+            if cur.status == status then
+                self:_account_event(cur) -- (as create_account's: ours, or an older row)
+                return cur
+            end
             if cur.status == "closed" then
                 return fail(ERR.AccountClosed, "account " .. hex(id) .. " is closed for good")
             end
             local nxt = { id = id, version = cur.version + 1, policy = cur.policy,
                           floor = cur.floor, status = status, book = cur.book }
             nxt.bytes = ledger.encode_account(nxt)
-            if self:_p("append_account_version", nxt) == 1 then return nxt end
-            -- 0: another version landed first (or ours, reply lost): read and decide again.
+            if phases.account(self, "append_account_version", nxt) then return nxt end
+            -- missed: another version landed first (or ours, reply lost): read and decide
+            -- again.
         end
         return fail(ERR.Unavailable, "account " .. hex(id) .. " keeps changing")
     end)
+end
+
+-- Appends (book, id, kind, data) once (LED-68): 0 = it exists, or a racing insert took the
+-- seq (read back, again). -> the event; a store that keeps refusing aborts the drive. (The
+-- engine writes a row and its event in one phase; this is for a row found without one.)
+function Ledger:_append_once(id, kind, data)
+    for _ = 1, self.max_attempts * 4 do
+        self:_p("append_event", self.book, id, kind, data)
+        local ev = self:_read("get_event", self.book, id, kind)
+        if ev then return ev end
+        self.pause(1)
+    end
+    error({ ledger_store_failure = true, name = "append_event",
+            err = kind .. " event not appended", class = "io" }, 0)
+end
+
+-- An account version is an event of the feed (LED-68): its data the canonical bytes, so a
+-- version row the feed does not name, or other bytes than it names, is found by verify.
+function Ledger:_account_event(acct)
+    local bytes = acct.bytes or ledger.encode_account(acct)
+    return self:_append_once(events.account_id(bytes), events.ACCOUNT, bytes)
+end
+
+-- A stored rejection is an event of the feed (LED-68): deleting the intent's row, or
+-- changing its code, message or body hash, is found by verify. The engine stores both in
+-- one phase (phases.reject); this appends the event of a rejection stored without one (an
+-- older binary's), before its saga's record goes, so a crash in between leaves it to
+-- recover() (_resume).
+function Ledger:_rejection_event(req, stored)
+    if stored.status ~= "rejected" then return end
+    return self:_append_once(phases.rejection_event(req, stored))
 end
 
 function Ledger:freeze(id) return self:_set_status(id, "frozen") end
@@ -298,6 +337,14 @@ local function check_request(req)
     if req.metadata ~= nil and type(req.metadata) ~= "string" then
         return "metadata must be a string"
     end
+    if req.keys ~= nil then
+        if type(req.keys) ~= "table" or #req.keys > 4 then return "keys must be a list of <= 4" end
+        for _, key in ipairs(req.keys) do
+            if type(key) ~= "string" or #key < 1 or #key > 512 then
+                return "a key is 1..512 bytes"
+            end
+        end
+    end
     if req.kind == "reverse" then return nil end
     if type(req.movements) ~= "table" or #req.movements == 0 then
         return "movements must be a non-empty array"
@@ -343,7 +390,7 @@ function Ledger:commit(req)
     local bad = check_request(req)
     if bad then return fail(ERR.InvalidRequest, bad) end
     local r = { kind = "commit", intent = req.intent, movements = req.movements,
-                metadata = req.metadata or "", overdraft = req.overdraft }
+                metadata = req.metadata or "", overdraft = req.overdraft, keys = req.keys }
     r.body_hash = req.body_hash or codec.sha256(body_of(r))
     return self:_acked(self:_run(r))
 end
@@ -802,22 +849,17 @@ function Ledger:_claim_lost(ctx, cur)
 end
 
 -- Stores a deterministic rejection under the intent (LED-27), after compensation: the
--- outcome and the record's deletion in one phase, flushed in the same call (LED-67).
+-- outcome, its event and the record's deletion in one phase, flushed in the same call
+-- (LED-67, LED-68: phases.reject).
 function Ledger:_reject(ctx, err, code)
     self:_compensate(ctx)
-    local stored = { status = "rejected", code = code, message = err,
-                     body_hash = ctx.req.body_hash }
-    local flush = self.flush_on_ack
-    local res = phases.apply(self, { { "put_intent", ctx.req.intent, stored },
-                                     { "delete_saga", ctx.sid } }, { flush = flush })
-    if res[1][1] ~= 1 then
-        local cur = self:_read("get_intent", ctx.req.intent)
-        if not cur then return fail(ERR.Bug, "intent neither stored nor present") end
-        stored = cur
-    end
+    local stored, res = phases.reject(self, ctx, { status = "rejected", code = code,
+                                                   message = err,
+                                                   body_hash = ctx.req.body_hash })
+    if not stored then return fail(ERR.Bug, "intent neither stored nor present") end
     self.stats.rejections = self.stats.rejections + 1
     if stored.status == "committed" then return self:_outcome(ctx.req, stored) end
-    return nil, stored.message, stored.code, flush and res.flushed
+    return nil, stored.message, stored.code, self.flush_on_ack and res.flushed
 end
 
 -- The last step before the point of no return (LED-30): re-read accounts, consumed
@@ -1004,9 +1046,7 @@ function Ledger:_finalize_steps(ctx)
     -- 5. the event, gapless (LED-33): 0 = it exists, or a racing insert took the seq.
     local ev
     for _ = 1, self.max_attempts * 4 do
-        local data = codec.encode { intent = t.intent, kind = ctx.req.kind,
-                                    target = ctx.req.target }
-        self:_p("append_event", self.book, tid, EVENT_KIND, data)
+        self:_p("append_event", self.book, tid, EVENT_KIND, phases.event_data(ctx))
         ev = self:_read("get_event", self.book, tid, EVENT_KIND)
         if ev then break end
         self.pause(1)
@@ -1154,7 +1194,8 @@ function Ledger:commit_many(reqs)
             results[i] = { fail(ERR.InvalidRequest, bad) }
         else
             local r = { kind = "commit", intent = req.intent, movements = req.movements,
-                        metadata = req.metadata or "", overdraft = req.overdraft }
+                        metadata = req.metadata or "", overdraft = req.overdraft,
+                        keys = req.keys }
             r.body_hash = req.body_hash or codec.sha256(body_of(r))
             -- the same intent twice: the later one is a replay of the earlier's outcome
             if seen[r.intent] then later[#later + 1] = { i = i, req = r }
@@ -1279,11 +1320,11 @@ local function batch_data(ctx, phase)
     if phase == "finalizing" then
         local items, rejects, handover = {}, {}, {}
         for i, it in ipairs(ctx.items) do
-            items[i] = { k = it.e.k, t = it.tbytes, h = it.e.req.body_hash }
+            items[i] = { k = it.e.k, t = it.tbytes, h = it.e.req.body_hash, keys = it.e.req.keys }
         end
         for i, x in ipairs(ctx.rejects or {}) do
             rejects[i] = { k = x.e.k, intent = x.e.req.intent, h = x.e.req.body_hash,
-                           code = x.code, message = x.err }
+                           code = x.code, message = x.err, keys = x.e.req.keys }
         end
         for i, x in ipairs(ctx.handover or {}) do handover[i] = { k = x.e.k, req = x.e.req } end
         return codec.encode { kind = "batch", fin = true, items = items, rejects = rejects,
@@ -1673,6 +1714,24 @@ function Ledger:_together(f, g)
     if not ok2 then error(e2, 0) end
 end
 
+-- The batch's events: each transfer's, then each stored rejection's (LED-68).
+local function batch_events(ctx)
+    local evlist = {}
+    for i, it in ipairs(ctx.items) do
+        evlist[i] = { transfer_id = it.tid, kind = EVENT_KIND,
+                      data = events.transfer_data { intent = it.t.intent, kind = "commit",
+                                                    body_hash = it.e.req.body_hash,
+                                                    created_at_ms = ctx.created_at_ms,
+                                                    keys = it.e.req.keys } }
+    end
+    for _, x in ipairs(ctx.rejects or {}) do
+        local id, kind, data = phases.rejection_event(x.e.req, { code = x.code, message = x.err,
+                                                                 body_hash = x.e.req.body_hash })
+        evlist[#evlist + 1] = { transfer_id = id, kind = kind, data = data }
+    end
+    return evlist
+end
+
 function Ledger:_finalize_batch(ctx, results, later)
     return phases.finalize_batch(self, ctx, results, later)
 end
@@ -1681,7 +1740,7 @@ end
 -- transfer), every output (one a later transfer of the batch spends inserted consumed, in
 -- the order of the balance rows, LED-56), the transfer records, the intents' outcomes
 -- (committed, and the deterministic rejections) and the events, gapless and consecutive in
--- the batch's order (LED-22, LED-33).
+-- the batch's order (LED-22, LED-33), the rejections' after the transfers' (LED-68).
 function Ledger:_batch_rows(ctx)
     local items = ctx.items
     local mine = {}
@@ -1711,7 +1770,7 @@ function Ledger:_batch_rows(ctx)
         o.sort_key = nil
         oids[i] = o.id
     end
-    local recs, outcomes, expect, events = {}, {}, {}, {}
+    local recs, outcomes, expect = {}, {}, {}
     for i, it in ipairs(items) do
         recs[i] = { rec = { id = it.tid, bytes = it.tbytes, intent = it.t.intent, book = self.book,
                             created_at_ms = ctx.created_at_ms, metadata = it.t.metadata },
@@ -1719,8 +1778,6 @@ function Ledger:_batch_rows(ctx)
         outcomes[i] = { key = it.t.intent, outcome = { status = "committed",
                         transfer_id = it.tid, body_hash = it.e.req.body_hash } }
         expect[it.t.intent] = it.tid
-        events[i] = { transfer_id = it.tid, kind = EVENT_KIND,
-                      data = codec.encode { intent = it.t.intent, kind = "commit" } }
     end
     for _, x in ipairs(ctx.rejects or {}) do
         outcomes[#outcomes + 1] = { key = x.e.req.intent, outcome = { status = "rejected",
@@ -1728,7 +1785,23 @@ function Ledger:_batch_rows(ctx)
                                     body_hash = x.e.req.body_hash } }
     end
     return { ins = store_inputs(items), outs = outs, oids = oids, recs = recs,
-             outcomes = outcomes, expect = expect, events = events, chained = chained }
+             outcomes = outcomes, expect = expect, events = batch_events(ctx),
+             chained = chained }
+end
+
+-- The stored events of list ({ transfer_id, kind }: a transfer's, a rejection's) into evs,
+-- by id: read back by kind, a chunk at a time.
+function Ledger:_events_of(list, evs)
+    local ids = {}
+    for _, x in ipairs(list) do
+        ids[x.kind] = ids[x.kind] or {}
+        ids[x.kind][#ids[x.kind] + 1] = x.transfer_id
+    end
+    for kind, l in pairs(ids) do
+        for _, c in ipairs(slices(l, BATCH_IDS)) do
+            for k, v in pairs(self:_p("get_events_for", self.book, c, kind)) do evs[k] = v end
+        end
+    end
 end
 
 -- The finalize of a batch step by step (a state that holds part of one: an older binary's
@@ -1829,7 +1902,8 @@ function Ledger:_finalize_batch_steps(ctx, results, later, rows)
                 return missing
             end, "outcomes of batch " .. sid .. " not stored")
     end
-    -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33)
+    -- 5. the events, gapless and consecutive in the batch's order (LED-22, LED-33), then
+    -- the rejections' (LED-68)
     local evs = {}
     local pending = rows.events
     local function write_events()
@@ -1845,13 +1919,7 @@ function Ledger:_finalize_batch_steps(ctx, results, later, rows)
                     for _, x in ipairs(c) do unknown[#unknown + 1] = x end
                 end
             end
-            local ptids = {}
-            for i, x in ipairs(unknown) do ptids[i] = x.transfer_id end
-            for _, c in ipairs(slices(ptids, BATCH_IDS)) do
-                for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do
-                    evs[k] = v
-                end
-            end
+            self:_events_of(unknown, evs)
             local left = {}
             for _, x in ipairs(pending) do
                 if not evs[x.transfer_id] then left[#left + 1] = x end
@@ -1940,11 +2008,13 @@ local function batch_ctx(s, d)
         for i, x in ipairs(d.items) do
             local t = ledger.decode_transfer(x.t)
             ctx.items[i] = { k = x.k, t = t, tbytes = x.t, tid = ledger.transfer_id(t),
-                             e = member(x.k, { intent = t.intent, body_hash = x.h }) }
+                             e = member(x.k, { intent = t.intent, body_hash = x.h,
+                                               keys = x.keys }) }
         end
         for i, x in ipairs(d.rejects) do
             ctx.rejects[i] = { k = x.k, code = x.code, err = x.message,
-                               e = member(x.k, { intent = x.intent, body_hash = x.h }) }
+                               e = member(x.k, { intent = x.intent, body_hash = x.h,
+                                                 keys = x.keys }) }
         end
         for i, x in ipairs(d.handover) do ctx.handover[i] = { k = x.k, e = member(x.k, x.req) } end
     else
@@ -2043,6 +2113,11 @@ function Ledger:_resume(s, deferred)
             local prior = self:_read("get_intent", ctx.req.intent)
             local claim = self:_read("get_intent", CLAIM_PREFIX .. ctx.req.intent)
             if prior or (claim and claim.message ~= s.id) then
+                -- (its own rejection stored and the record left: an older binary's crash
+                -- between the two; its event appended if missing, LED-68)
+                if prior and claim and claim.message == s.id then
+                    self:_rejection_event(ctx.req, prior)
+                end
                 self:_p("delete_saga", s.id)
                 if prior then return self:_outcome(ctx.req, prior) end
                 -- Another saga claimed the intent first (this one died before its claim):

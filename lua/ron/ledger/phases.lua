@@ -13,12 +13,15 @@
 --             it, never between (issue 29: "a balance that never existed"), and no output
 --             is spendable before the transfer that creates it is stored (a posting and its
 --             transfer row commit together)
+--   reject    the intent's rejection, its `rejection` event and the record's deletion
+-- and outside the saga, an account version and its `account` event (ron.ledger.events): no
+-- row the feed does not name, at any moment (verify, LED-68).
 -- Across phases the record carries recovery as before (LED-31): a crash leaves the state
 -- of the last phase that committed, never part of one. A finalize is atomic, so it needs no
 -- point-of-no-return record of its own: a record in phase finalizing is only ever left by
 -- an older binary (its finalize went step by step), and recover() rolls it forward through
 -- the same call, step by step when the state shows only part of it (Ledger:_finalize_steps).
-local codec = require "ron.ledger.codec"
+local events = require "ron.ledger.events"
 local ledger = require "ron.ledger"
 local view = require "ron.ledger.view"
 
@@ -27,7 +30,7 @@ local error, ipairs = error, ipairs
 local _M = {}
 
 _M.CLAIM_PREFIX = string.rep("\255", 256)
-local EVENT_KIND = "transfer"
+local EVENT_KIND = events.TRANSFER
 
 -- The stores' bounds per primitive call (ron.ledger.store.sql): a batch's lists are chunked.
 local BATCH_IDS = 1024       -- ids, keys, pairs per call (sql.MAX_BATCH)
@@ -191,6 +194,14 @@ end
 
 -- ---- finalize (LED-31, LED-33) ----
 
+-- The data of ctx's transfer event (LED-68): what its canonical bytes do not hold.
+function _M.event_data(ctx)
+    local req = ctx.req
+    return events.transfer_data { intent = ctx.t.intent, kind = req.kind, target = req.target,
+                                  body_hash = req.body_hash, created_at_ms = ctx.created_at_ms,
+                                  keys = req.keys }
+end
+
 local function finalize_ops(led, ctx)
     local t, tid, sid = ctx.t, ctx.tid, ctx.sid
     local ops = {}
@@ -213,9 +224,8 @@ local function finalize_ops(led, ctx)
     ops[#ops + 1] = { "delete_saga", sid, tail = true }
     -- last: the book's seq is the one hot row every commit takes (PostgreSQL locks it
     -- here, for the shortest time, ron.ledger.store.pg_phase)
-    ops[#ops + 1] = { "append_event", led.book, tid, EVENT_KIND,
-                      codec.encode { intent = t.intent, kind = ctx.req.kind,
-                                     target = ctx.req.target }, expect = 1, event = true }
+    ops[#ops + 1] = { "append_event", led.book, tid, EVENT_KIND, _M.event_data(ctx),
+                      expect = 1, event = true }
     ops[#ops + 1] = { "get_event", led.book, tid, EVENT_KIND }
     return ops
 end
@@ -271,6 +281,65 @@ function _M.finalize(led, ctx)
         led.pause(1)
     end
     return led:_finalize_steps(ctx)
+end
+
+-- ---- a rejection (LED-27, LED-67, LED-68) ----
+
+-- The `rejection` event of req's stored outcome (ron.ledger.events): the outcome field for
+-- field, and the keys naming the same request. -> id, kind, data
+function _M.rejection_event(req, stored)
+    return events.rejection_id(req.intent), events.REJECTION,
+           events.rejection_data { intent = req.intent, code = stored.code,
+                                   message = stored.message, body_hash = stored.body_hash,
+                                   keys = req.keys }
+end
+
+local function store_gave_up(name, what)
+    error({ ledger_store_failure = true, name = name, err = what, class = "io" }, 0)
+end
+
+-- The rejection stored, its event appended and ctx's record deleted: one phase, flushed in
+-- the same call (durability "ack"). -> the outcome the intent holds, the phase's answer
+-- (res.flushed); nil when the intent holds none. An outcome there already (this saga's
+-- earlier attempt, its reply lost) is the answer: its event appended if it has none (a
+-- rejection an older binary stored), then the record deleted.
+function _M.reject(led, ctx, stored)
+    local req, flush = ctx.req, led.flush_on_ack
+    local id, kind, data = _M.rejection_event(req, stored)
+    local ops = { { "put_intent", req.intent, stored, expect = 1 },
+                  { "append_event", led.book, id, kind, data, expect = 1 },
+                  { "delete_saga", ctx.sid } }
+    for _ = 1, led.max_attempts * 4 do
+        local res = _M.apply(led, ops, { flush = flush })
+        if res.ok then return stored, res end
+        if res.at == 1 then
+            local cur = led:_read("get_intent", req.intent)
+            if not cur then return nil end
+            led:_rejection_event(req, cur)
+            return cur, _M.apply(led, { ops[3] }, { flush = flush })
+        end
+        led.pause(1) -- (the event's seq taken by a racing append: again)
+    end
+    store_gave_up("apply", "rejection of saga " .. ctx.sid .. " not stored")
+end
+
+-- ---- accounts (LED-8, LED-9, LED-67, LED-68) ----
+
+-- The account version acct (name: "create_account" or "append_account_version") and its
+-- `account` event, whose data is its canonical bytes: one phase. -> true (both stored) or
+-- false (the version missed its guard: the account exists, or another version landed
+-- first, or ours did and the reply was lost; nothing of this call applied).
+function _M.account(led, name, acct)
+    local ops = { { name, acct, expect = 1 },
+                  { "append_event", led.book, events.account_id(acct.bytes), events.ACCOUNT,
+                    acct.bytes, expect = 1 } }
+    for _ = 1, led.max_attempts * 4 do
+        local res = _M.apply(led, ops)
+        if res.ok then return true end
+        if res.at == 1 then return false end
+        led.pause(1) -- (the event's seq taken by a racing append: again)
+    end
+    store_gave_up("apply", "account event not appended")
 end
 
 -- ---- a batch's finalize (LED-53, LED-67) ----

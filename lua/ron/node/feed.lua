@@ -16,6 +16,7 @@
 --    (host:wait_durable): after a crash the range since the cursor is emitted again and
 --    folds, so nothing is missing and nothing is twice;
 --  - a shed event (Busy) is retried, never skipped.
+local events = require "ron.ledger.events"
 local ledger = require "ron.ledger"
 local task = require "ron.base.task"
 
@@ -60,7 +61,7 @@ end
 -- read is an error, never a different ts: that would be a second record).
 function F:record(led, ev)
     local ts = 0
-    if ev.kind ~= "audit.checkpoint" then
+    if events.names_transfer(ev.kind) then -- (an account's, a rejection's: no transfer)
         local rec, err = led:transfer(ev.transfer_id)
         if rec == nil and err then return nil, err end
         if rec and rec.created_at_ms then ts = tonumber(rec.created_at_ms) or 0 end

@@ -16,6 +16,7 @@
 -- the read). A feed more than lag_events behind the ledger's head is lag: everything is
 -- dropped and the feed jumps to the head (bus_lagged_total). Entries are bounded: two
 -- generations of at most `entries` each (the most recently used survive).
+local events = require "ron.ledger.events"
 local lru = require "ron.base.lru"
 
 local floor = math.floor
@@ -147,8 +148,9 @@ function Cache:poll()
                 -- the rater charged more than a wallet held: the wallet ran dry (WLT-9)
                 pcall(self.on_shortfall, ev)
             end
-            -- an audit checkpoint carried in the feed (ron.ledger.attest) moves no money
-            local rec = ev.kind ~= "audit.checkpoint" and led:transfer(ev.transfer_id)
+            -- an audit checkpoint carried in the feed (ron.ledger.attest), an account version,
+            -- a stored rejection, an accepted loss move no money (ron.ledger.events)
+            local rec = not events.NO_MONEY[ev.kind] and led:transfer(ev.transfer_id)
             if rec and rec.transfer then
                 for _, p in ipairs(rec.transfer.pins) do self:invalidate(p.account) end
                 local t = self.noted[ev.transfer_id]
@@ -157,7 +159,9 @@ function Cache:poll()
                     self.n_noted = self.n_noted - 1
                     observe_lag(self, self.clock() - t)
                 end
-            elseif ev.kind ~= "audit.checkpoint" then
+            elseif ev.kind == events.ACCOUNT then
+                self:invalidate(ev.transfer_id:sub(1, 16)) -- its id begins with the account's
+            elseif not events.NO_MONEY[ev.kind] then
                 self:clear() -- cannot tell whom it involves: drop everything
             end
             self.seq = ev.seq

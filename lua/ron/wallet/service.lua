@@ -404,7 +404,10 @@ function W:_money_once(job)
                                                 dec(r.nonce)), nil,
                            ',"original":' .. outcome_json(prior)))
     end
+    -- keys: the Idempotency-Key's row names this request too; the feed records it, so
+    -- `ledger verify` checks that row's body hash (LED-68)
     local res, cerr, code = led:commit { intent = job.nkey, body_hash = job.h,
+                                         keys = { job.kkey },
                                          movements = movements(r),
                                          metadata = metadata(r, job.principal) }
     if res and res.event_seq == nil then

@@ -7,6 +7,8 @@ local store = require "ron.ledger.store"
 local ledger = require "ron.ledger"
 local memory = require "ron.ledger.store.memory"
 local sim = require "ron.ledger.sim"
+local events = require "ron.ledger.events"
+local scan = require "ron.ledger.store.scan"
 
 local USD = { code = "USD", scale = 2 }
 local EUR = { code = "EUR", scale = 2 }
@@ -51,19 +53,23 @@ describe("ledger engine on " .. backend, function()
     after_each(function() BACKEND = "memory" end)
     it("commits: balances from postings, change back to the payer, gapless events", function()
         local led, s = setup()
+        -- the five accounts' versions are the feed's first events (LED-68)
+        local ev0 = led:events_since(0, 10)
+        assert.equal(5, #ev0)
+        for i, e in ipairs(ev0) do assert.same({ i, "account" }, { e.seq, e.kind }) end
         local r = assert(pay(led, "dep", mv(EXT, A, 100)))
-        assert.equal(32, #r.transfer_id); assert.equal(1, r.event_seq)
+        assert.equal(32, #r.transfer_id); assert.equal(6, r.event_seq)
         assert.is_false(r.replayed)
         local r2 = assert(pay(led, "pay", mv(A, B, 30)))
-        assert.equal(2, r2.event_seq)
+        assert.equal(7, r2.event_seq)
         assert.equal(70, bal(led, A)); assert.equal(30, bal(led, B))
         assert.equal(-100, bal(led, EXT))
         -- the 100 posting was consumed whole; B got 30 and A 70 change
         local t = led:transfer(r2.transfer_id).transfer
         assert.equal(1, #t.inputs); assert.equal(2, #t.outputs)
         assert.same({ 70, 30 }, { t.outputs[1].amount, t.outputs[2].amount }) -- change, credit
-        local ev = led:events_since(0, 10)
-        assert.same({ 1, 2 }, { ev[1].seq, ev[2].seq })
+        local ev = led:events_since(5, 10)
+        assert.same({ 6, 7 }, { ev[1].seq, ev[2].seq })
         assert.equal(0, #s:list_pending_sagas())
         assert.equal(2, #led:history(A))
     end)
@@ -270,7 +276,7 @@ describe("ledger engine: faults (memory store)", function()
             assert(ok2, err)
         end
         assert.equal(#points * 7, bal(led, B)); assert.equal(1000 - #points * 7, bal(led, A))
-        assert.equal(#points + 1, s:head_seq("main"))
+        assert.equal(3 + #points + 1, s:head_seq("main")) -- 3 account versions, the transfers
     end)
 
     it("a reader between any two store calls sees balances that existed at an event seq and "
@@ -345,6 +351,68 @@ describe("ledger engine: faults (memory store)", function()
         assert.equal(993, bal(led, A)); assert.equal(7, bal(led, B))
         local ok, err = sim.verify(s, "main")
         assert(ok, err)
+    end)
+
+    it("a crash at any store call of an account change or a rejection leaves its row and its "
+       .. "event both or neither (LED-67, LED-68)", function()
+        -- row <-> event, both ways: every account version and its `account` event (the same
+        -- bytes), every stored rejection and its `rejection` event
+        local function unpaired(s)
+            local evs, bad = {}, {}
+            for _, e in ipairs(s:get_events_since("main", 0, 1000)) do
+                evs[e.kind .. e.transfer_id] = e
+            end
+            local named = {}
+            for _, a in ipairs(scan.all(s, "accounts")) do
+                local k = events.ACCOUNT .. events.account_id(a.bytes)
+                named[k] = true
+                if not evs[k] or evs[k].data ~= a.bytes then
+                    bad[#bad + 1] = "account version without its event"
+                end
+            end
+            for _, o in ipairs(scan.all(s, "intents")) do
+                if o.status == "rejected" then
+                    local k = events.REJECTION .. events.rejection_id(o.key)
+                    named[k] = true
+                    if not evs[k] then bad[#bad + 1] = "rejection of " .. o.key .. " without its event" end
+                end
+            end
+            for k, e in pairs(evs) do
+                if (e.kind == events.ACCOUNT or e.kind == events.REJECTION) and not named[k] then
+                    bad[#bad + 1] = e.kind .. " event at seq " .. e.seq .. " without its row"
+                end
+            end
+            return bad
+        end
+        local ops = {
+            function(led) return led:create_account { id = ("n"):rep(16) } end,
+            function(led) return led:freeze(A) end,
+            function(led) return pay(led, "big", mv(A, B, 11)) end,
+        }
+        local crashes = 0
+        for k, op in ipairs(ops) do
+            for at = 1, 200 do
+                local calls, crash = 0, false
+                local led, s = setup { fault = function()
+                    if not crash then return end
+                    calls = calls + 1
+                    if calls == at then error("crash", 0) end
+                end }
+                assert(pay(led, "dep", mv(EXT, A, 10)))
+                crash = true
+                local ok = pcall(op, led)
+                crash = false
+                assert.same({}, unpaired(s), "op " .. k .. ", crash at call " .. at)
+                -- recover() and the operation again: the same answer as without a crash
+                led = L.new { store = s, book = "main", node = "n1", nonce = "r" .. at }
+                assert(led:recover())
+                op(led)
+                assert.same({}, unpaired(s), "op " .. k .. " again after crash at call " .. at)
+                if ok then break end
+                crashes = crashes + 1
+            end
+        end
+        assert.is_true(crashes >= 6)
     end)
 
     it("an intent in flight elsewhere is Unavailable; with another body a Conflict", function()

@@ -420,7 +420,7 @@ for _, backend in ipairs(stores()) do
             problems = {}
             sum = verify.run(store, { book = "main", report = report })
             assert.is_true(sum.problems >= 1)
-            assert.matches("^transfer #2 " .. usage.hex(victim.id) .. ": ", problems[1])
+            assert.matches("^transfers #2 " .. usage.hex(victim.id) .. ": ", problems[1])
         end)
 
         it("verify cross-checks a file ledger holding the same slices", function()

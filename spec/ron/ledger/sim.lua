@@ -19,6 +19,8 @@
 -- consistent with what is stored. Every failure names the seed.
 local bit = require "bit"
 local L = require "ron.ledger.ledger"
+local events = require "ron.ledger.events"
+local scan = require "ron.ledger.store.scan"
 local ledger = require "ron.ledger"
 local memory = require "ron.ledger.store.memory"
 local model = require "ron.ledger.model"
@@ -194,17 +196,36 @@ function M.verify(store, book, answers)
         return bad("%d inactive postings, %d consumed by transfers (consumed twice or lost)",
                    inactive, consumed_n)
     end
-    -- events: gapless, one per transfer
+    -- events: gapless, one per transfer; every account version and every stored rejection
+    -- one too (LED-68)
     local evs = all_events(store, book)
-    local seen = {}
+    local seen, ntransfer, other = {}, 0, {}
     for i, e in ipairs(evs) do
         if e.seq ~= i then return bad("event seq %d at position %d (gap)", e.seq, i) end
-        if seen[e.transfer_id] or not by_tid[e.transfer_id] then
-            return bad("event %d: transfer twice or unknown", i)
+        if e.kind == events.TRANSFER then
+            if seen[e.transfer_id] or not by_tid[e.transfer_id] then
+                return bad("event %d: transfer twice or unknown", i)
+            end
+            seen[e.transfer_id] = true
+            ntransfer = ntransfer + 1
+        elseif other[e.kind .. e.transfer_id] then
+            return bad("event %d: a %s event twice", i, e.kind)
+        else
+            other[e.kind .. e.transfer_id] = e
         end
-        seen[e.transfer_id] = true
     end
-    if #evs ~= #transfers then return bad("%d events for %d transfers", #evs, #transfers) end
+    if ntransfer ~= #transfers then
+        return bad("%d transfer events for %d transfers", ntransfer, #transfers)
+    end
+    for _, a in ipairs(scan.all(store, "accounts")) do
+        local e = other[events.ACCOUNT .. events.account_id(a.bytes)]
+        if not e or e.data ~= a.bytes then return bad("account version without its event") end
+    end
+    for _, o in ipairs(scan.all(store, "intents")) do
+        if o.status == "rejected" and not other[events.REJECTION .. events.rejection_id(o.key)] then
+            return bad("rejection of %q without its event", o.key)
+        end
+    end
     if store:head_seq(book) ~= #evs then return bad("head_seq disagrees") end
     -- nothing held, nothing pending
     for _, h in ipairs(all_heads(store)) do

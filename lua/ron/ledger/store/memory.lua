@@ -26,6 +26,7 @@
 --                                                    another writer holds the other rows)
 local ledger = require "ron.ledger"
 local phases = require "ron.ledger.store.phase"
+local scan = require "ron.ledger.store.scan"
 
 local format = string.format
 local pairs = pairs
@@ -441,6 +442,11 @@ Store.scan_postings = prim("scan_postings", function(self)
     for _, p in pairs(self.postings) do r[#r + 1] = out(p) end
     sort(r, function(a, b) return ref_less(a.id, b.id) end)
     return r
+end)
+
+-- Every row of a table as the SQL stores hold it (ron.ledger.store.scan: verify's reads).
+Store.scan = prim("scan", function(self, _, tbl, after, limit)
+    return scan.memory(self, tbl, after, limit)
 end)
 
 -- ---- floor heads ----

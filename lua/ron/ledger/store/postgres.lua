@@ -43,10 +43,11 @@ local pg = require "ron.base.net.postgres"
 local pg_phase = require "ron.ledger.store.pg_phase"
 local wire = require "ron.ledger.store.pg_wire"
 local task = require "ron.base.task"
+local upgrade = require "ron.ledger.store.upgrade"
 local uv = require "luv"
 
-local type, error, tostring, tonumber, format, ipairs, pairs =
-      type, error, tostring, tonumber, string.format, ipairs, pairs
+local type, error, tostring, tonumber, format, pairs =
+      type, error, tostring, tonumber, string.format, pairs
 
 local _M = { DEFAULT_SCHEMA = "ron_ledger" }
 
@@ -82,7 +83,7 @@ end
 
 local OPTS = { conninfo = true, db = true, schema = true, connections = true,
                query_timeout_ms = true, connect_timeout_ms = true, durability = true,
-               node = true, fence_timeout_ms = true }
+               node = true, fence_timeout_ms = true, readonly = true }
 
 -- The DDL in one transaction (a multi-statement simple query is one implicit transaction:
 -- a failure leaves nothing half-made and no transaction open) under an advisory lock (two
@@ -90,22 +91,71 @@ local OPTS = { conninfo = true, db = true, schema = true, connections = true,
 -- row checked first.
 local LOCK_KEY = 0x726f6e6c -- "ronl"
 
-local function migrate(db, prefix, s)
-    local q = "SELECT pg_advisory_xact_lock(" .. LOCK_KEY .. "); CREATE SCHEMA IF NOT EXISTS "
-              .. prefix:sub(1, -2) .. "; " .. schema.META("postgres", prefix)
-    local ok, err, st, cls = db:exec(q)
+-- On one connection (m), inside the transaction BEGIN opened: the version read under the
+-- lock, the DDL, the upgrade of an older store (ron.ledger.store.upgrade, LED-68), the
+-- version row.
+local function migrate_on(m, prefix)
+    local q = "BEGIN; SELECT pg_advisory_xact_lock(" .. LOCK_KEY .. "); CREATE SCHEMA IF NOT "
+              .. "EXISTS " .. prefix:sub(1, -2) .. "; " .. schema.META("postgres", prefix)
+    local ok, err, st, cls = m:exec(q)
     if not ok then return fail(err, st, cls) end
+    local s = sql.new(setmetatable({ db = m }, Drv), "postgres", prefix)
     local v, e2, c2 = s:get_meta("schema_version")
     if e2 then return nil, e2, c2 end
     local vok, verr = sql.check_version(v)
     if not vok then return nil, verr, "bug" end
-    local parts = { "SELECT pg_advisory_xact_lock(" .. LOCK_KEY .. ")" }
-    for _, stmt in ipairs(schema.ddl("postgres", prefix)) do parts[#parts + 1] = stmt end
-    ok, err, st, cls = db:exec(table.concat(parts, ";\n"))
+    ok, err, st, cls = m:exec(table.concat(schema.ddl("postgres", prefix), ";\n"))
     if not ok then return fail(err, st, cls) end
-    local n, e3, c3 = s:put_meta("schema_version", tostring(schema.VERSION))
-    if not n then return nil, e3, c3 end
+    if upgrade.needed(v) then
+        local n, e3, c3 = upgrade.run(s)
+        if not n then return nil, e3, c3 end
+    end
+    local n, e4, c4 = s:put_meta("schema_version", tostring(schema.VERSION))
+    if not n then return nil, e4, c4 end
+    ok, err, st, cls = m:exec("COMMIT")
+    if not ok then return fail(err, st, cls) end
     return true
+end
+
+local function migrate(db, prefix)
+    local m = db
+    if db.acquire then
+        local err, st, cls
+        m, err, st, cls = db:acquire()
+        if not m then return fail(err, st, cls) end
+    end
+    local r = { pcall(migrate_on, m, prefix) }
+    if not (r[1] and r[2]) then m:exec("ROLLBACK") end
+    if db.acquire then db:release(m) end
+    if not r[1] then error(r[2], 0) end
+    return unpack(r, 2, 4)
+end
+
+-- A read-only store (verify, LED-69) opens only a ledger: its ledger_meta table and its
+-- schema_version row, the version this code checks. Nothing is created or migrated.
+local function check_ledger(db, s, name)
+    local rows, err, st, cls = db:query("SELECT count(*) FROM pg_tables WHERE schemaname = '"
+                                        .. name .. "' AND tablename = 'ledger_meta'")
+    if not rows then return fail(err, st, cls) end
+    if tonumber(rows[1][1]) == 0 then
+        return nil, format("NotALedger: schema %s holds no ledger (no ledger_meta table)", name),
+               "bug"
+    end
+    local v, e2, c2 = s:get_meta("schema_version")
+    if e2 then return nil, e2, c2 end
+    return upgrade.readable(v, "schema " .. name)
+end
+
+-- fn() inside one REPEATABLE READ, READ ONLY transaction on the store's one connection:
+-- every read sees one snapshot (verify over a ledger that writers keep changing).
+local function snapshot(self, fn)
+    local db = self.drv.db
+    local ok, err, st, cls = db:exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    if not ok then return fail(err, st, cls) end
+    local r = { pcall(fn) }
+    db:exec(r[1] and "COMMIT" or "ROLLBACK")
+    if not r[1] then error(r[2], 0) end
+    return unpack(r, 2, table.maxn(r))
 end
 
 -- LED-50, durability "ack": each connection commits without waiting for the WAL flush; the
@@ -150,29 +200,53 @@ local function fence(self, timeout_ms)
     return ended
 end
 
-function _M.open(o)
-    if type(o) ~= "table" then error("postgres.open: expects an options table", 2) end
+-- The options' checks (level: the caller's caller, open's). -> the schema name, durability
+local function check_opts(o)
+    if type(o) ~= "table" then error("postgres.open: expects an options table", 3) end
     for k in pairs(o) do
-        if not OPTS[k] then error(format("postgres.open: unknown option %q", tostring(k)), 2) end
+        if not OPTS[k] then error(format("postgres.open: unknown option %q", tostring(k)), 3) end
     end
     local name = o.schema or _M.DEFAULT_SCHEMA
     if not pg.valid_ident(name) then
-        error("postgres.open: schema must match [a-z_][a-z0-9_]* (at most 63 bytes)", 2)
+        error("postgres.open: schema must match [a-z_][a-z0-9_]* (at most 63 bytes)", 3)
     end
     local durability = o.durability or "ack"
     if durability ~= "ack" and durability ~= "statement" then
-        error("postgres.open: durability is \"ack\" or \"statement\"", 2)
+        error("postgres.open: durability is \"ack\" or \"statement\"", 3)
     end
     if o.node ~= nil and (type(o.node) ~= "string" or o.node == "") then
-        error("postgres.open: node must be a non-empty string", 2)
+        error("postgres.open: node must be a non-empty string", 3)
     end
     local ft = o.fence_timeout_ms
     if ft ~= nil and (type(ft) ~= "number" or ft ~= ft or ft < 0 or ft > 3600000) then
-        error("postgres.open: fence_timeout_ms must be a number in 0..3600000", 2)
+        error("postgres.open: fence_timeout_ms must be a number in 0..3600000", 3)
     end
     if o.node ~= nil and o.db ~= nil then
-        error("postgres.open: node (fencing) needs the store's own connections (conninfo)", 2)
+        error("postgres.open: node (fencing) needs the store's own connections (conninfo)", 3)
     end
+    if o.readonly and (o.db ~= nil or o.node ~= nil) then
+        error("postgres.open: readonly opens its own one connection (conninfo, no node)", 3)
+    end
+    return name, durability
+end
+
+-- Each new connection's settings: read-only (verify), or the durability and the node's tag.
+local function on_connect_of(o, durability, me)
+    if o.readonly then -- (LED-69: verify never writes)
+        return function(c) return c:exec("SET default_transaction_read_only = on") end
+    end
+    if not me then return durability == "ack" and ASYNC_COMMIT or nil end
+    return function(c)
+        if durability == "ack" then
+            local ok, err, st, cls = ASYNC_COMMIT(c)
+            if not ok then return ok, err, st, cls end
+        end
+        return c:exec("SET application_name = '" .. me .. "'")
+    end
+end
+
+function _M.open(o)
+    local name, durability = check_opts(o)
     local tag, me
     if o.node then
         tag = "rl:" .. hex16(codec.sha256(name .. "\0" .. o.node)) .. ":"
@@ -186,20 +260,10 @@ function _M.open(o)
         if type(o.conninfo) ~= "string" or o.conninfo == "" then
             error("postgres.open: conninfo (or db) is required", 2)
         end
-        local on_connect = durability == "ack" and ASYNC_COMMIT or nil
-        if me then
-            on_connect = function(c)
-                if durability == "ack" then
-                    local ok, err, st, cls = ASYNC_COMMIT(c)
-                    if not ok then return ok, err, st, cls end
-                end
-                return c:exec("SET application_name = '" .. me .. "'")
-            end
-        end
-        db = pg.pool { conninfo = o.conninfo, size = o.connections or 4,
+        db = pg.pool { conninfo = o.conninfo, size = o.readonly and 1 or o.connections or 4,
                        query_timeout_ms = o.query_timeout_ms,
                        connect_timeout_ms = o.connect_timeout_ms,
-                       on_connect = on_connect }
+                       on_connect = on_connect_of(o, durability, me) }
         own = true
     end
     local prefix = '"' .. name .. '".'
@@ -210,7 +274,13 @@ function _M.open(o)
         s.fence_timeout_ms = o.fence_timeout_ms or 10000
         s.fence = fence
     end
-    local ok, err, cls = migrate(db, prefix, s)
+    local ok, err, cls
+    if o.readonly then
+        s.readonly, s.snapshot = true, snapshot
+        ok, err, cls = check_ledger(db, s, name)
+    else
+        ok, err, cls = migrate(db, prefix)
+    end
     if not ok then
         if own then db:close() end
         return nil, err, cls

@@ -15,7 +15,12 @@
 -- VERSION 2 (LED-56): PostgreSQL's balance projection by statement-level triggers (the
 -- same projection; a version-1 binary would add its row triggers back beside them and count
 -- twice, so it must refuse the store: LED-24). SQLite's layout is the same as in 1.
-local _M = { VERSION = 2, SHARDS = 16 }
+-- VERSION 3 (LED-67, LED-68): the same tables; every account version and every stored
+-- rejection is an event of the feed (ron.ledger.events), so an older binary (which appends
+-- neither) must refuse the store; open() of an older store backfills those events once
+-- (ron.ledger.store.upgrade). PostgreSQL: the phases' guard function @rl_expect, made in
+-- the same migration transaction.
+local _M = { VERSION = 3, SHARDS = 16 }
 
 local gsub = string.gsub
 
@@ -197,8 +202,8 @@ END $$]],
 
 -- PostgreSQL: the guard of a phase's statement (LED-67, ron.ledger.store.pg_phase): its
 -- count, or SQLSTATE RL001 when it is not the one the engine planned, which aborts the
--- phase's transaction. A function a binary without phases never calls: the schema version
--- stays.
+-- phase's transaction. Created by version 3's migration (with the upgrade below; CREATE OR
+-- REPLACE: a store that has it from before is the same).
 local PG_FUNCTIONS = {
 [[CREATE OR REPLACE FUNCTION @rl_expect(got bigint, want bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$

@@ -16,6 +16,7 @@
 local ledger = require "ron.ledger"
 local schema = require "ron.ledger.store.schema"
 local phases = require "ron.ledger.store.phase"
+local scan = require "ron.ledger.store.scan"
 
 local type, error, tostring, tonumber, ipairs, setmetatable, format, concat, rep, byte =
       type, error, tostring, tonumber, ipairs, setmetatable, string.format, table.concat,
@@ -1341,6 +1342,9 @@ function Store:flush()
     return 1
 end
 
+-- verify's reads (ron.ledger.store.scan): every row of a table as stored, a page at a time
+function Store:scan(tbl, after, limit) return scan.sql(self, tbl, after, limit, _M) end
+
 local function pack(...) return { n = select("#", ...), ... } end
 
 -- Several primitives in one call: { { "name", args... }, ... } -> { { results... }, ... },
@@ -1389,7 +1393,7 @@ _M.METHODS = {
     "save_saga", "list_pending_sagas", "delete_saga",
     "append_event", "get_event", "get_events_since", "head_seq",
     "get_stream", "advance_stream",
-    "get_meta", "put_meta", "flush", "many", "apply",
+    "get_meta", "put_meta", "flush", "many", "apply", "scan",
     -- batch primitives (LED-51)
     "get_intents", "put_intents", "get_postings_by_pairs", "deactivate_many",
     "store_transfers", "append_events", "get_events_for", "get_streams", "insert_streams",

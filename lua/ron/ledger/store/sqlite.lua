@@ -36,6 +36,7 @@
 local ffi = require "ffi"
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
+local upgrade = require "ron.ledger.store.upgrade"
 
 local type, error, tostring, tonumber, setmetatable, pcall, format, bit_band =
       type, error, tostring, tonumber, setmetatable, pcall, string.format, require("bit").band
@@ -97,6 +98,7 @@ local IO = { [10] = true, [13] = true, [14] = true, [11] = true, [8] = true, [26
                                                                -- READONLY NOTADB PROTOCOL NOMEM
 local T_INT, T_FLOAT, T_NULL = 1, 2, 5
 local OPEN_RW_CREATE_FULLMUTEX = 0x00000002 + 0x00000004 + 0x00010000
+local OPEN_RO_URI_FULLMUTEX = 0x00000001 + 0x00000040 + 0x00010000
 
 local function classify(rc)
     local p = bit_band(rc, 0xff)
@@ -277,7 +279,7 @@ local function new_conn(db) return setmetatable({ db = db, stmts = {}, depth = 0
 
 local SYNC = { full = "FULL", normal = "NORMAL" }
 local OPTS = { path = true, synchronous = true, busy_timeout_ms = true, offload = true,
-               max_queue = true, durability = true }
+               max_queue = true, durability = true, readonly = true }
 local DURABILITY = { ack = "normal", statement = "full" } -- -> the per-statement synchronous
 
 -- durability (LED-50) from the options: "ack" (default) or "statement"; the older option
@@ -335,15 +337,48 @@ local function migrate(conn)
             local ok2, e2, c2 = conn:exec(s)
             if not ok2 then return nil, e2, c2 end
         end
+        -- the version again, inside the transaction: another process may have upgraded
+        local now, e3, c3 = st:get_meta("schema_version")
+        if e3 then return nil, e3, c3 end
+        if upgrade.needed(now) then return upgrade.run(st) end
         return st:put_meta("schema_version", tostring(schema.VERSION))
     end)
     if not ok then return nil, err, cls end
     return true
 end
 
+-- A file name as a URI path (RFC 3986 with SQLite's rules): '%', '?' and '#' escaped.
+local function uri(path, query)
+    return "file:" .. path:gsub("[%%?#]", function(c) return format("%%%02X", c:byte()) end)
+           .. "?" .. query
+end
+
+-- A read-only store (verify, LED-69) opens only a ledger: its ledger_meta table and its
+-- schema_version row, the version this code checks. Nothing is created or migrated.
+local function check_ledger(conn, path)
+    local rows, err = conn:read("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                .. "AND name = 'ledger_meta'", { n = 0 })
+    if not rows then
+        return nil, format("NotALedger: %s holds no ledger (not a SQLite database: %s)", path,
+                           tostring(err)), "bug"
+    end
+    if #rows == 0 then
+        return nil, format("NotALedger: %s holds no ledger (no ledger_meta table)", path), "bug"
+    end
+    local v, cls
+    v, err, cls = sql.new(conn, "sqlite", ""):get_meta("schema_version")
+    if err then return nil, err, cls end
+    return upgrade.readable(v, path)
+end
+
 local function open_conn(o)
     local C = L()
-    local rc = C.sqlite3_open_v2(o.path, pp_db, OPEN_RW_CREATE_FULLMUTEX, nil)
+    local rc
+    if o.readonly then
+        rc = C.sqlite3_open_v2(uri(o.path, "mode=ro"), pp_db, OPEN_RO_URI_FULLMUTEX, nil)
+    else
+        rc = C.sqlite3_open_v2(o.path, pp_db, OPEN_RW_CREATE_FULLMUTEX, nil)
+    end
     local db = pp_db[0]
     if rc ~= OK then
         local msg = db ~= nil and ffi.string(C.sqlite3_errmsg(db))
@@ -354,11 +389,16 @@ local function open_conn(o)
     C.sqlite3_extended_result_codes(db, 1)
     C.sqlite3_busy_timeout(db, o.busy_timeout_ms or 5000)
     local conn = new_conn(db)
-    local ok, err, cls = conn:exec("PRAGMA journal_mode = WAL")
-    if ok then
-        ok, err, cls = conn:exec("PRAGMA synchronous = " .. SYNC[DURABILITY[durability_of(o)]])
+    local ok, err, cls
+    if o.readonly then
+        ok, err, cls = check_ledger(conn, o.path)
+    else
+        ok, err, cls = conn:exec("PRAGMA journal_mode = WAL")
+        if ok then
+            ok, err, cls = conn:exec("PRAGMA synchronous = " .. SYNC[DURABILITY[durability_of(o)]])
+        end
+        if ok then ok, err, cls = migrate(conn) end
     end
-    if ok then ok, err, cls = migrate(conn) end
     if not ok then
         conn:close()
         return nil, err, cls
@@ -537,8 +577,20 @@ end
 
 -- ---------------------------------------------------------------------------------------
 
+-- fn() inside one read transaction: every read sees one state of the file (verify over a
+-- ledger that a daemon keeps writing). -> fn's results (it raised: raised again).
+local function snapshot(self, fn)
+    local ok, err, cls = self.drv:exec("BEGIN")
+    if not ok then return nil, err, cls end
+    local r = { pcall(fn) }
+    self.drv:exec("ROLLBACK")
+    if not r[1] then error(r[2], 0) end
+    return unpack(r, 2, table.maxn(r))
+end
+
 function _M.open(o)
     check_opts(o)
+    if o.readonly and o.offload then error("sqlite.open: readonly is not offloaded", 2) end
     local conn, err, cls = open_conn(o)
     if not conn then return nil, err, cls end
     if o.offload then
@@ -553,7 +605,9 @@ function _M.open(o)
     end
     local s = sql.new(conn, "sqlite", "")
     s.backend, s.path, s.durability = "sqlite", o.path, durability_of(o)
+    s.readonly = o.readonly or nil
     s.close = function(self) return self.drv:close() end
+    s.snapshot = snapshot
     return s
 end
 
