@@ -34,6 +34,10 @@
  *                    host's fallback path where h2o binds them, and this file's framing
  *                    checks: two different Content-Length headers, or Content-Length
  *                    with Transfer-Encoding, are a 400 that closes the connection).
+ *   on_early = function(status, method, path) (optional listen option): called on the
+ *                    loop for each of those responses, with the request's method and path
+ *                    (without the query), so the caller attributes the refusal to the route
+ *                    that was asked; an error in it is logged, never raised.
  *   srv:close()   -> stops listening, answers 503 to requests still waiting for an async
  *                    response, drops the connections; idempotent. An open server is
  *                    anchored in the registry (dropping the Lua reference does not close
@@ -153,7 +157,8 @@ struct server {
     uv_loop_t *loop;
     lua_State *L; /* the main state (luv_state): callbacks never run on a coroutine's */
     int handler_ref;
-    int self_ref; /* the Lua server object, anchored while open: GC never closes a live server */
+    int early_ref; /* on_early, or LUA_NOREF */
+    int self_ref;  /* the Lua server object, anchored while open: GC never closes a live server */
     int state;
     int listener_closed;
     int port;
@@ -669,12 +674,29 @@ static const char *bad_framing(h2o_req_t *req) {
     return NULL;
 }
 
-/* Answers an early refusal (before any handler) and closes the connection after it. */
-static void refuse_early(server_t *srv, h2o_req_t *req, int status, const char *body) {
+/* Counts a response sent before any handler and tells on_early (method, path without the
+ * query) which route was asked. */
+static void early(server_t *srv, h2o_req_t *req, int status) {
     if (status == 413)
         srv->early_413++;
     else
         srv->early_other++;
+    lua_State *L = srv->L;
+    if (srv->state != SRV_OPEN || !ra_glue_push_ref(L, srv->early_ref, 4)) return;
+    h2o_iovec_t m = req->input.method, p = req->input.path;
+    const char *q = p.base ? memchr(p.base, '?', p.len) : NULL;
+    lua_pushinteger(L, status);
+    lua_pushlstring(L, m.base ? m.base : "", m.base ? m.len : 0);
+    lua_pushlstring(L, p.base ? p.base : "", q ? (size_t)(q - p.base) : p.base ? p.len : 0);
+    if (lua_pcall(L, 3, 0, 0) != 0) {
+        log_line("on_early error", lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+}
+
+/* Answers an early refusal (before any handler) and closes the connection after it. */
+static void refuse_early(server_t *srv, h2o_req_t *req, int status, const char *body) {
+    early(srv, req, status);
     req->http1_is_persistent = 0;
     send_response(req, status, body, strlen(body), "text/plain; charset=utf-8");
 }
@@ -749,10 +771,7 @@ typedef struct {
 
 static void on_early_response(h2o_logger_t *self, h2o_req_t *req) {
     server_t *srv = ((early_logger_t *)self)->srv;
-    if (req->res.status == 413)
-        srv->early_413++;
-    else if (req->res.status >= 400)
-        srv->early_other++;
+    if (req->res.status >= 400) early(srv, req, req->res.status);
 }
 
 static void free_server(uv_handle_t *h) {
@@ -853,6 +872,7 @@ static void server_close(server_t *srv) {
     if (srv->state != SRV_OPEN) return;
     srv->state = SRV_CLOSING;
     ra_glue_unref(srv->L, &srv->handler_ref);
+    ra_glue_unref(srv->L, &srv->early_ref);
     ra_glue_unref(srv->L, &srv->self_ref);
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
     /* Requests waiting for an async answer: 503 (the write then fails on the shut-down
@@ -937,6 +957,7 @@ static int l_listen(lua_State *L) {
                                             "reserved_conns",
                                             "header_timeout_ms",
                                             "body_timeout_ms",
+                                            "on_early",
                                             NULL};
         int found = 0;
         for (int i = 0; known[i]; i++)
@@ -972,6 +993,8 @@ static int l_listen(lua_State *L) {
     if (!opt_field(L, "handler", LUA_TFUNCTION))
         return luaL_error(L, "httpd.listen: handler (a function) is required");
     int handler_idx = lua_gettop(L);
+    int early_idx = opt_field(L, "on_early", LUA_TFUNCTION) ? lua_gettop(L) : 0;
+    if (!early_idx) lua_pop(L, 1);
 
     struct sockaddr_storage addr;
     if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&addr) != 0 &&
@@ -997,7 +1020,7 @@ static int l_listen(lua_State *L) {
     if (!srv) return luaL_error(L, "httpd.listen: out of memory");
     srv->loop = luv_loop(L);
     srv->L = luv_state(L);
-    srv->handler_ref = srv->self_ref = LUA_NOREF;
+    srv->handler_ref = srv->self_ref = srv->early_ref = LUA_NOREF;
     srv->state = SRV_OPEN;
     h2o_linklist_init_anchor(&srv->conns);
     h2o_linklist_init_anchor(&srv->reqs);
@@ -1059,6 +1082,7 @@ static int l_listen(lua_State *L) {
     srv->accept_ctx.hosts = srv->conf.hosts;
 
     srv->handler_ref = ra_glue_ref(L, handler_idx);
+    if (early_idx) srv->early_ref = ra_glue_ref(L, early_idx);
     srv->self_ref = ra_glue_ref(L, -1); /* the userdata */
     srv->ud = slot;
     *slot = srv;
