@@ -83,13 +83,18 @@ _M.mkdir_p = mkdir_p
 -- receiver) and the largest body they take (the receiver: one slice, 1 MiB).
 local function http_routes(d)
     local routes = require("ron.accounting.daemon.admin").routes(d)
+    for _, r in ipairs(routes) do r.name = r.name or "admin" end
     if d.ingest then routes[#routes + 1] = d.ingest:route() end
-    if d.receiver then
-        for _, r in ipairs(d.receiver:routes()) do routes[#routes + 1] = r end
+    -- (each route named: a request refused before its handler is attributed to it)
+    local function add(list, name)
+        for _, r in ipairs(list) do
+            r.name = r.name or name
+            routes[#routes + 1] = r
+        end
     end
-    if d.wallet then
-        for _, r in ipairs(d.wallet:routes()) do routes[#routes + 1] = r end
-    end
+    if d.receiver then add(d.receiver:routes(), "receiver") end
+    if d.wallet then add(d.wallet:routes(), "wallet") end
+    if d.trail then add(d.trail.routes(d), "audit") end
     return routes
 end
 
@@ -101,44 +106,6 @@ local function http_max_body(d)
         if not n or n < rn then n = rn end
     end
     return n
-end
-
--- The audit trail's host (ron.audit.host) from the `audit` block; its log directory is
--- <var>/audit unless audit.dir names one (none with amnesia).
-local function start_audit(cfg, p)
-    local host = require "ron.audit.host"
-    local a = cfg.audit
-    local o = { writer_id = a.writer_id or host.CONFIG_DEFAULTS.writer_id,
-                stream = a.stream or host.CONFIG_DEFAULTS.stream,
-                close_deadline_ms = cfg.drain_deadline_ms,
-                log = function(line) log("WARN", "audit: %s", line) end }
-    for _, k in ipairs { "checkpoint_every", "queue_cap", "batch", "interval_ms",
-                         "io_deadline_ms", "rotate_bytes", "shards" } do
-        o[k] = a[k] or host.CONFIG_DEFAULTS[k]
-    end
-    if a.amnesia then
-        o.amnesia = true
-    else
-        local ok, err = mkdir_p(p.audit)
-        if not ok then return nil, format("%s: %s", p.audit, tostring(err)) end
-        o.dir = p.audit
-        o.key_path = a.key_path or nil
-    end
-    local h, err = host.start(o)
-    if not h then return nil, err end
-    log("INFO", "audit trail %s (%s/%s%s; check with: ron-accounting audit verify %s)",
-        o.dir or "in RAM (amnesia)", o.writer_id, o.stream,
-        o.key_path and format(", checkpoints every %d records", o.checkpoint_every)
-        or ", no checkpoint key", o.dir or "-")
-    -- AUD-I-37: whether the open used the head file or decoded everything (a slow start
-    -- after a crash says why here)
-    local infos = h.chains and h:open_info() or { h:open_info() }
-    local parts = {}
-    for i, oi in ipairs(infos) do
-        parts[i] = (#infos > 1 and format("chain %d ", i) or "") .. host.open_text(oi)
-    end
-    log("INFO", "audit trail %s", table.concat(parts, "; "))
-    return h
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -186,7 +153,8 @@ function _M.start(cfg)
     local d = { cfg = cfg, meter = meter, paths = p, stopping = false, demo_errors = 0 }
     -- The audit trail first (docs/AUDIT.md, "In the daemon"): everything after it may emit.
     if cfg.audit then
-        local a, aerr = start_audit(cfg, p)
+        d.trail = require "ron.accounting.daemon.trail"
+        local a, aerr = d.trail.start(cfg, p, log, mkdir_p)
         if not a then
             meter:close()
             return nil, "audit: " .. tostring(aerr)
@@ -245,15 +213,22 @@ function _M.start(cfg)
             ready = function()
                 local ready, reasons = false, { "starting" }
                 if d.rt then ready, reasons = d.rt:ready() end
+                local more, notes = {}, {}
                 if d.wallet then
                     local wr, wreasons = d.wallet:ready()
-                    if not wr then
-                        reasons = ready and {} or reasons or {}
-                        for _, r in ipairs(wreasons) do reasons[#reasons + 1] = r end
-                        ready = false
-                    end
+                    if not wr then more = wreasons end
                 end
-                return ready, reasons
+                if d.trail then -- AUD-I-42: a failing trail, by audit.required
+                    local treasons
+                    treasons, notes = d.trail.ready(d)
+                    for _, r in ipairs(treasons) do more[#more + 1] = r end
+                end
+                if #more > 0 then
+                    reasons = ready and {} or reasons or {}
+                    for _, r in ipairs(more) do reasons[#reasons + 1] = r end
+                    ready = false
+                end
+                return ready, reasons, notes
             end,
             metrics_text = function()
                 return (d.rt and d.rt:metrics_text() or "") ..
@@ -274,7 +249,8 @@ function _M.start(cfg)
                                      reserved_conns = cfg.http_reserved_conns,
                                      header_timeout_ms = cfg.http_header_timeout_ms,
                                      body_timeout_ms = cfg.http_body_timeout_ms,
-                                     max_body = http_max_body(d), routes = http_routes(d) }
+                                     max_body = http_max_body(d), routes = http_routes(d),
+                                     on_early = d.trail and d.trail.on_early(d) }
         else
             herr = http
         end
@@ -295,7 +271,6 @@ function _M.start(cfg)
                 or " (NO AUTHENTICATION: allow_unauthenticated = true)")
         end
         if d.ingest then
-            d.ingest:attach(srv)
             local nt = 0
             for _ in pairs(cfg.ingest.tokens) do nt = nt + 1 end
             log("INFO", "ingest: POST http://%s:%d/v1/records (%d token(s), max_body %d, " ..

@@ -38,8 +38,8 @@ local uv = require "luv"
 local ffi = require "ffi"
 local task = require "ron.accounting.runtime.task"
 
-local tonumber, tostring, type, error, setmetatable, pairs, ipairs =
-      tonumber, tostring, type, error, setmetatable, pairs, ipairs
+local tonumber, tostring, type, error, setmetatable, pairs, ipairs, unpack =
+      tonumber, tostring, type, error, setmetatable, pairs, ipairs, unpack
 
 local _M = {}
 
@@ -370,6 +370,26 @@ function _M.audit_sync(log, deadline_ms, on_late, chunk)
     if not res then return nil, err end
     if res[2] == nil then return nil, res[3] end
     return res[2], res[3], res[4]
+end
+
+-- A failed audit log reopened in the pool (ron.audit.host's recovery, AUD-I-42): the
+-- failed handle `old` (a number from log:detach(), or nil) closed, a new one opened with args
+-- (ron.audit.open_args: its recovery reads and syncs) -> the handle's number | nil, err.
+function _M.audit_reopen(old, args)
+    local res, err = call("audit_reopen", nil, old, unpack(args, 1, 10))
+    if not res then return nil, err end
+    if res[2] == nil then return nil, res[3] end
+    return res[2]
+end
+
+-- An RFC 6962 proof read from an audit log directory in the pool (the daemon's proof routes,
+-- AUD-I-41; ron.audit.proofs): kind "inclusion" (a = seq, b = size) or "consistency"
+-- (a = size1, b = size2) -> text, tenant (the record's, inclusion) | nil, err.
+function _M.audit_proof(kind, dir, a, b)
+    local res, err = call("audit_proof", nil, kind, dir, a, b)
+    if not res then return nil, err end
+    if res[2] == nil then return nil, res[3] end
+    return res[2], res[3]
 end
 
 -- Requests still in flight (0 once every answer came back).

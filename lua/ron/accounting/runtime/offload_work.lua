@@ -178,4 +178,14 @@ function _M.audit_sync(lnum, bnum, blen)
     return A.rau_log_sync(l), appended, dups
 end
 
+-- ron.audit.host's recovery (AUD-I-42): close the failed handle, open the log again.
+function _M.audit_reopen(...)
+    return require("ron.audit").open_ptr(...)
+end
+
+-- The daemon's proof routes (AUD-I-41): a proof's text from the log directory.
+function _M.audit_proof(...)
+    return require("ron.audit.proofs").text(...)
+end
+
 return _M
