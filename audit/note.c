@@ -440,7 +440,7 @@ int rau_cosign(const rau_signer_t *w, const char *note, size_t len, uint64_t tim
     int ml = snprintf(mine, sizeof mine, "%s%s ", EMDASH, w->name);
     size_t o = 0;
     for (const char *p = note; p < note + len;) {
-        const char *eol = memchr(p, '\n', (size_t)(note + len - p)) + 1;
+        const char *eol = (const char *)memchr(p, '\n', (size_t)(note + len - p)) + 1;
         size_t n = (size_t)(eol - p);
         uint8_t id[6];
         size_t got = 0;

@@ -206,7 +206,7 @@ static int cosign(const wit_t *w) {
         rau_signer_free(s);
         return RA_HOST_EXIT_USAGE;
     }
-    char *note = NULL, *out = NULL, path[4400];
+    char *note = NULL, *out = NULL, path[4400] = "";
     size_t len = 0, olen = 0;
     uint64_t size = 0;
     uint8_t root[32];

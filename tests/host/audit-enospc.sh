@@ -92,10 +92,10 @@ until_failed() {
 
 config false
 start_daemon d1.log
-for i in 1 2 3 4 5; do refuse; done
+for _ in 1 2 3 4 5; do refuse; done
 fill
 until_failed
-for i in $(seq 1 20); do refuse; done
+for _ in $(seq 1 20); do refuse; done
 # loud: one ERROR with the directory, the file, the reason and the file system
 grep -q "ERROR audit: the audit trail $work/fs/audit failed: IoError: .*write $work/fs/audit/seg-[0-9]*\.rau: No space left on device (ENOSPC); file system mounted at $work/fs (tmpfs, " d1.log ||
     fail "no ERROR line naming the file, ENOSPC and the file system: $(grep -i 'audit' d1.log | tail -5)"
@@ -121,7 +121,7 @@ until [ "$(metric audit_failed)" = 0 ] && [ "$(metric audit_recoveries_total)" =
 done
 grep -q "WARN audit: the audit trail $work/fs/audit recovered after [0-9]* attempt(s) in [0-9]* ms: [1-9][0-9]* event(s) were shed meanwhile" d1.log ||
     fail "no recovery line"
-for i in 1 2 3; do refuse; done
+for _ in 1 2 3; do refuse; done
 stop_daemon
 
 "$host" audit verify --list --vkey verifier.pub fs/audit >list.txt 2>&1 || fail "verify: $(tail list.txt)"

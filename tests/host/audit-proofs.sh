@@ -56,7 +56,7 @@ base="http://127.0.0.1:$port"
 # a refused request of a tenant: wrong content type (the record names the token's tenant)
 refuse() { curl -s -o /dev/null -H "Authorization: Bearer $(cat "$1")" -H 'Content-Type: text/plain' \
     -d x "$base/v1/records"; }
-for i in 1 2 3 4; do refuse i1.tok; refuse i2.tok; done
+for _ in 1 2 3 4; do refuse i1.tok; refuse i2.tok; done
 # the newest checkpoint covers them all (every checkpoint_interval_ms)
 wait_cp() { # wait_cp MIN_SIZE -> cp.note
     n=200
@@ -111,7 +111,7 @@ grep -q "answered 403" forbidden.txt || fail "$(cat forbidden.txt)"
 mkdir state
 "$host" audit witness cosign --key wsk --state state --log-vkey verifier.pub --url "$base" \
     --token-file op.tok >w1.note 2>w1.err || fail "witness 1: $(cat w1.note w1.err)"
-for i in 1 2 3; do refuse i1.tok; done
+for _ in 1 2 3; do refuse i1.tok; done
 wait_cp $((size + 3))
 size2=$(sed -n 2p cp.note)
 root2=$(sed -n 3p cp.note | base64 -d | od -An -tx1 | tr -d ' \n')
