@@ -293,6 +293,19 @@ static int note_text(const char *note, size_t len, size_t *text_len) {
     return RAU_ENONCANON;
 }
 
+/* What a cosignature/v1 signs: "cosignature/v1\ntime <t>\n" || the checkpoint's text
+ * (malloc'd, its length in *len; NULL when out of memory). */
+static uint8_t *cosig_message(uint64_t t, const char *text, size_t tl, size_t *len) {
+    char hdr[64];
+    int hl = snprintf(hdr, sizeof hdr, "%s%llu\n", COSIG_HDR, (unsigned long long)t);
+    uint8_t *m = malloc((size_t)hl + tl);
+    if (!m) return NULL;
+    memcpy(m, hdr, (size_t)hl);
+    memcpy(m + hl, text, tl);
+    *len = (size_t)hl + tl;
+    return m;
+}
+
 /* One signature line's key and signature by k: verified (alg 1: Ed25519 over the text;
  * alg 4: cosignature/v1). -> 0, or RAU_EBADSIG. */
 static int check_sig(const vkey_t *k, const char *text, size_t tl, const uint8_t *sig, size_t n,
@@ -305,13 +318,10 @@ static int check_sig(const vkey_t *k, const char *text, size_t tl, const uint8_t
     if (n != 4 + 8 + 64) return RAU_EBADSIG;
     uint64_t t = rau__rd64(sig + 4);
     if (t > (uint64_t)INT64_MAX) return RAU_EBADSIG;
-    char hdr[64];
-    int hl = snprintf(hdr, sizeof hdr, "%s%llu\n", COSIG_HDR, (unsigned long long)t);
-    uint8_t *m = malloc((size_t)hl + tl);
+    size_t ml = 0;
+    uint8_t *m = cosig_message(t, text, tl, &ml);
     if (!m) return RAU_ENOMEM;
-    memcpy(m, hdr, (size_t)hl);
-    memcpy(m + hl, text, tl);
-    int rc = crypto_sign_verify_detached(sig + 12, m, (size_t)hl + tl, k->pk) ? RAU_EBADSIG : 0;
+    int rc = crypto_sign_verify_detached(sig + 12, m, ml, k->pk) ? RAU_EBADSIG : 0;
     free(m);
     if (!rc) *ts = t;
     return rc;
@@ -455,16 +465,13 @@ int rau_cosign(const rau_signer_t *w, const char *note, size_t len, uint64_t tim
         }
         p = eol;
     }
-    char hdr[64];
-    int hl = snprintf(hdr, sizeof hdr, "%s%llu\n", COSIG_HDR, (unsigned long long)time);
-    uint8_t *m = malloc((size_t)hl + tl);
+    size_t msg_len = 0;
+    uint8_t *m = cosig_message(time, note, tl, &msg_len);
     if (!m) return RAU_ENOMEM;
-    memcpy(m, hdr, (size_t)hl);
-    memcpy(m + hl, note, tl);
     uint8_t sig[4 + 8 + 64];
     rau__be32(sig, w->hash);
     rau__be64(sig + 4, time);
-    crypto_sign_detached(sig + 12, NULL, m, (size_t)hl + tl, w->sk);
+    crypto_sign_detached(sig + 12, NULL, m, msg_len, w->sk);
     free(m);
     char s64[160];
     b64_enc(s64, sizeof s64, sig, sizeof sig);

@@ -12,6 +12,20 @@ static void write_file(const char *path, const char *text) {
     fclose(f);
 }
 
+/* rau_log_open of an amnesia log with the key file at path: its code, the message in err. */
+static int open_with_key(const char *path, char *err, size_t errlen) {
+    rau_log_config_t cfg;
+    rau_log_config_init(&cfg);
+    cfg.writer_id = "w";
+    cfg.stream = "s";
+    cfg.amnesia = 1;
+    cfg.key_path = path;
+    rau_log_t *l = NULL;
+    int rc = rau_log_open(&cfg, &l, err, errlen);
+    rau_log_close(l);
+    return rc;
+}
+
 RA_TEST(sign_and_verify) {
     char sk[RAU_KEY_TEXT_MAX], vk[RAU_KEY_TEXT_MAX];
     CHECK_RC(rau_note_keygen("ron-audit/gw-1/rejects", sk, sizeof sk, vk, sizeof vk), 0);
@@ -115,15 +129,8 @@ RA_TEST(key_files_and_secrecy) {
     /* AUD-I-11: a log opened with a damaged key names the file, never the key */
     snprintf(path, sizeof path, "%s/bad.key", rau_t_tmpdir());
     write_file(path, bad);
-    rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "w";
-    cfg.stream = "s";
-    cfg.amnesia = 1;
-    cfg.key_path = path;
-    rau_log_t *l = NULL;
     char err[512] = "";
-    CHECK_RC(rau_log_open(&cfg, &l, err, sizeof err), RAU_EKEY);
+    CHECK_RC(open_with_key(path, err, sizeof err), RAU_EKEY);
     CHECK(strstr(err, path) != NULL);
     const char *secret = bad + strlen("PRIVATE+KEY+k1+01234567+");
     char piece[9];
@@ -294,14 +301,7 @@ RA_TEST(a_witness_cosignature) {
     char path[600], err[512] = "";
     snprintf(path, sizeof path, "%s/witness.key", rau_t_tmpdir());
     write_file(path, k.wsk);
-    rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "w";
-    cfg.stream = "s";
-    cfg.amnesia = 1;
-    cfg.key_path = path;
-    rau_log_t *l = NULL;
-    CHECK_RC(rau_log_open(&cfg, &l, err, sizeof err), RAU_EKEY);
+    CHECK_RC(open_with_key(path, err, sizeof err), RAU_EKEY);
     CHECK(strstr(err, "witness") != NULL);
     rau_signer_free(k.s);
     rau_signer_free(k.w);

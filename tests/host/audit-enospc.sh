@@ -37,6 +37,7 @@ trap cleanup EXIT
 
 fail() { echo "audit-enospc.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
     [ -f "$f" ] && { echo "--- $f" >&2; tail -30 "$f" >&2; }; done; exit 1; }
+. "$src/tests/host/daemon-lib.sh" # start_daemon: sets pid, port, base
 
 T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 TOK=enospc-token.1
@@ -52,18 +53,6 @@ return { listen = "127.0.0.1:0", status_interval_s = 0, drain_deadline_ms = 3000
     audit = { dir = "$work/fs/audit", key_path = "$work/signer.key", interval_ms = 5,
               recover_min_ms = 50, recover_max_ms = 400, required = $1 } }
 EOF
-}
-start_daemon() { # start_daemon LOG
-    "$host" run "$src/examples/daemon.lua" --config conf.lua --var "$work/var" >"$1" 2>&1 &
-    pid=$!
-    n=100 port=""
-    while [ $n -gt 0 ] && [ -z "$port" ]; do
-        sleep 0.1
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$1")
-        n=$((n - 1))
-    done
-    [ -n "$port" ] || fail "the daemon did not start listening"
-    base="http://127.0.0.1:$port"
 }
 stop_daemon() {
     kill -TERM "$pid"
@@ -91,7 +80,7 @@ until_failed() {
 }
 
 config false
-start_daemon d1.log
+start_daemon d1.log conf.lua "$work/var"
 for _ in 1 2 3 4 5; do refuse; done
 fill
 until_failed
@@ -152,7 +141,7 @@ grep -q "the newest signed checkpoint covers .* of" list.txt || fail "no checkpo
 
 # audit.required = true: a failing trail makes /readyz 503
 config true
-start_daemon d2.log
+start_daemon d2.log conf.lua "$work/var"
 fill
 until_failed
 code=$(curl -s -o ready2.txt -w '%{http_code}' "$base/readyz")

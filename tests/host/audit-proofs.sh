@@ -24,6 +24,7 @@ cd "$work" || exit 1
 fail() { echo "audit-proofs.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
     [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
 check() { "$luajit" "$src/tests/audit/rfc9162.lua" "$@"; }
+. "$src/tests/host/daemon-lib.sh" # start_daemon: sets pid, port, base
 
 T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 T2=b2d4e6f8-1a3c-4e5f-8b7d-9c0e2f4a6b8d
@@ -42,17 +43,8 @@ return { listen = "127.0.0.1:0", status_interval_s = 0, drain_deadline_ms = 2000
               tokens = { ["$(b3 op.tok)"] = "operator", ["$(b3 a1.tok)"] = "$T1",
                          ["$(b3 a2.tok)"] = "$T2" } } }
 EOF
-"$host" run "$src/examples/daemon.lua" --config conf.lua --var var >d.log 2>&1 &
-pid=$!
+start_daemon d.log conf.lua var
 trap 'kill -9 $pid 2>/dev/null' EXIT
-n=100 port=""
-while [ $n -gt 0 ] && [ -z "$port" ]; do
-    sleep 0.1
-    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' d.log)
-    n=$((n - 1))
-done
-[ -n "$port" ] || fail "the daemon did not start listening"
-base="http://127.0.0.1:$port"
 # a refused request of a tenant: wrong content type (the record names the token's tenant)
 refuse() { curl -s -o /dev/null -H "Authorization: Bearer $(cat "$1")" -H 'Content-Type: text/plain' \
     -d x "$base/v1/records"; }
@@ -126,8 +118,8 @@ check "$root2" "$root" <raw.txt || fail "rfc9162.lua: the daemon's consistency a
 "$host" audit witness cosign --key wsk --state state --log-vkey verifier.pub --url "$base" \
     --token-file op.tok >w2.note 2>w2.err || fail "witness 2: $(cat w2.note w2.err)"
 [ "$(sed -n 2p w2.note)" = "$size2" ] || fail "the witness cosigned $(sed -n 2p w2.note)"
-kill -TERM $pid
-wait $pid || fail "daemon exit $?"
+kill -TERM "$pid"
+wait "$pid" || fail "daemon exit $?"
 trap - EXIT
 "$host" audit verify --vkey verifier.pub --witness-vkey wvk \
     --checkpoint "state/ron-audit%2Fnode-9%2Fdaemon.note" var/audit >v.txt 2>&1 ||

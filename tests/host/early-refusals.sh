@@ -26,16 +26,8 @@ return { listen = "127.0.0.1:0", status_interval_s = 0, drain_deadline_ms = 2000
     wallet = { tokens = { ["$HOP"] = "operator" }, assets = { USD = 2 } },
     audit = { feed_interval_ms = 0 } }
 EOC
-"$host" run "$src/examples/daemon.lua" --config conf.lua --var "$work/var" >d.log 2>&1 &
-pid=$!
-n=100 port=""
-while [ $n -gt 0 ] && [ -z "$port" ]; do
-    sleep 0.1
-    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' d.log)
-    n=$((n - 1))
-done
-[ -n "$port" ] || fail "the daemon did not start listening"
-base="http://127.0.0.1:$port"
+. "$src/tests/host/daemon-lib.sh" # start_daemon: sets pid, port, base
+start_daemon d.log conf.lua "$work/var"
 head -c 1153433 /dev/zero | tr '\0' ' ' >big.json
 big() { curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $2" \
     -H 'Content-Type: application/json' --data-binary @big.json "$base$1"; }
@@ -50,8 +42,8 @@ grep -q '^accounting_http_early_refusals_total{route="wallet",status="413"} 1$' 
 grep -q '^accounting_http_early_refusals_total{route="-",status="413"} 1$' m.txt ||
     fail "no route's early refusal: $(grep early_refusals m.txt)"
 grep -q 'early_refusals_total{route="ingest"' m.txt && fail "ingest's 413 counted twice"
-kill -TERM $pid
-wait $pid || fail "daemon exit $?"
+kill -TERM "$pid"
+wait "$pid" || fail "daemon exit $?"
 "$host" audit verify --list var/audit >list.txt 2>&1 || fail "verify: $(tail list.txt)"
 [ "$(grep -c 'reject .*method="POST".*path="/v1/issue".*reason="oversize".*route="wallet".*source="http".*status=413' list.txt)" = 1 ] ||
     fail "the wallet's refusal in the trail: $(grep reject list.txt)"

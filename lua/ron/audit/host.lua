@@ -497,15 +497,23 @@ end
 
 -- The audit_* families for /metrics (docs/reference/metrics.md): s a stats() table, drops
 -- the shed counts by reason, depth the events queued (a sharded host: the chains' sums).
+-- The samples of a family with one label (fmt: the sample with %s for the label's value and
+-- %d for the count), in the label's order.
+local function samples(out, fmt, t)
+    local keys = {}
+    for k in pairs(t) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do out[#out + 1] = format(fmt, k, t[k]) end
+end
+
 metrics_text = function(s, drops, depth)
     local out = { "# HELP audit_drop_total Audit events shed by the bounded queue (a gap "
                   .. "record with the count follows).", "# TYPE audit_drop_total counter" }
-    local reasons = {}
-    for reason in pairs(drops) do reasons[#reasons + 1] = reason end
-    table.sort(reasons)
-    for _, reason in ipairs(reasons) do
-        out[#out + 1] = format('audit_drop_total{reason="%s"} %d', reason, drops[reason])
-    end
+    samples(out, 'audit_drop_total{reason="%s"} %d', drops)
+    out[#out + 1] = "# HELP audit_io_errors_total Audit log failures by the errno of the " ..
+                    "system call that failed (ENOSPC, EIO, EROFS, ...)."
+    out[#out + 1] = "# TYPE audit_io_errors_total counter"
+    samples(out, 'audit_io_errors_total{errno="%s"} %d', s.io_errors)
     out[#out + 1] = "# HELP audit_queue_depth Audit events waiting in the queue."
     out[#out + 1] = "# TYPE audit_queue_depth gauge"
     out[#out + 1] = format('audit_queue_depth{queue="audit_work"} %d', depth)
@@ -528,8 +536,7 @@ metrics_text = function(s, drops, depth)
         format("audit_failed %d\n", s.failed and 1 or 0) ..
         "# HELP audit_recoveries_total Failed audit logs that recovered by themselves.\n" ..
         "# TYPE audit_recoveries_total counter\n" ..
-        format("audit_recoveries_total %d\n", s.recoveries) ..
-        recovery.metrics(s.io_errors)
+        format("audit_recoveries_total %d\n", s.recoveries)
 end
 
 function H:metrics_text()

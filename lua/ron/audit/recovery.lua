@@ -23,8 +23,7 @@ local task = require "ron.accounting.runtime.task"
 local bit = require "bit"
 local uv = require "luv"
 
-local format, min, floor, tostring, pairs, ipairs =
-      string.format, math.min, math.floor, tostring, pairs, ipairs
+local format, min, floor, tostring = string.format, math.min, math.floor, tostring
 
 local _M = {}
 
@@ -154,20 +153,6 @@ function _M.abandon(h)
     local c = h.retry_chunk
     h.retry_chunk = nil
     if c then shed_chunk(h, c) end
-end
-
--- io_errors as Prometheus samples.
-function _M.metrics(io_errors)
-    local out = { "# HELP audit_io_errors_total Audit log failures by the errno of the " ..
-                  "system call that failed (ENOSPC, EIO, EROFS, ...).",
-                  "# TYPE audit_io_errors_total counter" }
-    local names = {}
-    for k in pairs(io_errors) do names[#names + 1] = k end
-    table.sort(names)
-    for _, k in ipairs(names) do
-        out[#out + 1] = format('audit_io_errors_total{errno="%s"} %d', k, io_errors[k])
-    end
-    return table.concat(out, "\n") .. "\n"
 end
 
 return _M

@@ -29,6 +29,17 @@ local function count_kind(recs, kind)
     return n
 end
 
+-- A checkpoint key pair named name from `audit keygen`: signer and verifier paths.
+local function keygen(name)
+    local kdir = S.tmpname(".keys")
+    os.execute("mkdir -p " .. S.shell_quote(kdir))
+    local sk, vk = kdir .. "/signer.key", kdir .. "/verifier.pub"
+    local _, krc = S.run(BIN .. " audit keygen " .. name .. " " .. S.shell_quote(sk) .. " " ..
+                         S.shell_quote(vk))
+    assert.equal(0, krc)
+    return sk, vk
+end
+
 local function open(dir, extra)
     local o = { writer_id = "node-1", stream = "daemon", dir = dir, interval_ms = 5,
                 log = function() end }
@@ -209,11 +220,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
 
     it("AUD-I-39: an idle trail signs a checkpoint of what none covers every checkpoint_interval_ms", function()
         local dir = S.tmpname(".audit")
-        local kdir = S.tmpname(".keys")
-        os.execute("mkdir -p " .. S.shell_quote(kdir))
-        local sk = kdir .. "/signer.key"
-        assert.equal(0, select(2, S.run(BIN .. " audit keygen ron-audit/node-1/daemon " ..
-                                        S.shell_quote(sk) .. " " .. S.shell_quote(kdir .. "/v"))))
+        local sk = keygen("ron-audit/node-1/daemon")
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 1000,
                                   checkpoint_interval_ms = 20 })
@@ -425,12 +432,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
 
     it("latest_checkpoint: origin, size and root of the last signed checkpoint, also after reopen", function()
         local dir = S.tmpname(".audit")
-        local kdir = S.tmpname(".keys")
-        os.execute("mkdir -p " .. S.shell_quote(kdir))
-        local sk, vk = kdir .. "/signer.key", kdir .. "/verifier.pub"
-        local _, krc = S.run(BIN .. " audit keygen ron-audit/node-1/daemon " ..
-                             S.shell_quote(sk) .. " " .. S.shell_quote(vk))
-        assert.equal(0, krc)
+        local sk, vk = keygen("ron-audit/node-1/daemon")
         local cp
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5 })
