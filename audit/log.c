@@ -50,7 +50,7 @@ struct rau_log_s {
     size_t batch_len, batch_cap;
     uint64_t batch_first; /* first seq in the batch */
     uint64_t last_cp;     /* size of the last checkpoint */
-    uint64_t last_cp_ms;  /* monotonic ms when it was written (0: not by this handle) */
+    uint64_t last_cp_ms;  /* monotonic ms when it was written, or of the open (0: due now) */
     /* The last checkpoint (written, or found at open): what the ledger carries so usage,
      * money and audit attest to each other (rau_log_latest_checkpoint). */
     uint8_t cp_root[32];
@@ -780,6 +780,9 @@ int rau__log_open_io(const rau_log_config_t *cfg, const rau__io_t *io, rau_log_t
             goto fail;
         }
     }
+    /* AUD-I-39: records an open finds that no checkpoint covers (a crash left them unpinned)
+     * are signed at the first sync; otherwise the interval counts from the open. */
+    l->last_cp_ms = l->head_seq > l->last_cp ? 0 : mono_ms();
     /* (what failed during recovery and was expected, a missing head file, is no failure) */
     l->trk.err = 0;
     l->trk.failures++;
@@ -871,8 +874,8 @@ int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *r
 }
 
 /* A checkpoint is due (AUD-I-39) every checkpoint_every records, and for records no
- * checkpoint covers once checkpoint_interval_ms passed since the last one this handle wrote
- * (right away after an open that found some: they were not pinned). */
+ * checkpoint covers once checkpoint_interval_ms passed since the last one this handle wrote,
+ * or since the open (right away when the open found some: they were not pinned). */
 static int checkpoint_due(const rau_log_t *l) {
     if (!l->signer || l->amnesia || l->head_seq <= l->last_cp) return 0;
     if (l->checkpoint_every && l->head_seq - l->last_cp >= l->checkpoint_every) return 1;

@@ -261,7 +261,7 @@ RA_TEST(a_witness_cosignature) {
     int ml = snprintf(msg, sizeof msg, "cosignature/v1\ntime 1679315147\n%.*s", (int)tl, note);
     uint8_t wpk[33];
     size_t pk_n = 0;
-    const char *wb64 = strrchr(k.wvk, '+') + 1;
+    const char *wb64 = strchr(strchr(k.wvk, '+') + 1, '+') + 1; /* (base64 may hold '+') */
     REQUIRE(sodium_base642bin(wpk, sizeof wpk, wb64, strlen(wb64), NULL, &pk_n, NULL,
                               sodium_base64_VARIANT_ORIGINAL) == 0 &&
             pk_n == 33 && wpk[0] == 0x04);

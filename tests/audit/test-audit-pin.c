@@ -120,45 +120,47 @@ RA_TEST(a_log_no_checkpoint_covers_fails_with_the_key) {
     CHECK_RC(verify(empty, g_vk, NULL, NULL, &r, &rep), 0);
 }
 
-/* The writer signs what no checkpoint covers once the interval passed, and at the first
- * sync after an open that found such records (a crash left them unpinned). */
+/* The writer signs what no checkpoint covers once the interval passed since its last one
+ * (or its open), and at the first sync after an open that found such records (a crash left
+ * them unpinned). No wall-clock assertion: "not due" uses an interval of a minute, "due" a
+ * sleep past an interval of 5 ms. */
 RA_TEST(a_checkpoint_every_interval) {
     const char *dir = dir_of("interval");
-    rau_log_t *l = open_log(dir, 1000, 5);
+    rau_log_t *l = open_log(dir, 1000, 60000);
     REQUIRE(l);
     rau_log_stats_t st;
-    CHECK_RC(append(l, 0, 3), 0);
-    CHECK_RC(rau_log_sync(l), 0); /* the first checkpoint of this handle: at once */
-    rau_log_stats(l, &st);
-    CHECK_EQ_U64(st.checkpoints, 1);
-    CHECK_RC(append(l, 3, 2), 0);
-    CHECK_RC(rau_log_sync(l), 0);
-    rau_log_stats(l, &st);
-    uint64_t before = st.checkpoints;
-    struct timespec ts = {0, 20 * 1000000};
-    nanosleep(&ts, NULL);
-    CHECK_RC(rau_log_sync(l), 0); /* (an empty sync: the idle sink worker's) */
-    rau_log_stats(l, &st);
-    CHECK(st.checkpoints == before + (before == 1 ? 1 : 0));
     uint64_t size = 0;
-    CHECK_RC(rau_log_latest_checkpoint(l, &size, NULL, NULL, 0, NULL), 0);
-    CHECK_EQ_U64(size, 5);
-    /* nothing new: no checkpoint */
-    nanosleep(&ts, NULL);
-    CHECK_RC(rau_log_sync(l), 0);
+    CHECK_RC(append(l, 0, 3), 0);
+    CHECK_RC(rau_log_sync(l), 0); /* a new log: the interval counts from the open */
     rau_log_stats(l, &st);
-    CHECK(st.checkpoints <= 2);
-    /* rau_log_checkpoint at the head is a no-op */
-    CHECK_RC(rau_log_checkpoint(l), 0);
-    rau_log_stats(l, &st);
-    CHECK(st.checkpoints <= 2);
-    CHECK_RC(append(l, 5, 1), 0);
-    CHECK_RC(rau_log_close(l), 0); /* 6 records, the newest checkpoint covers 5 */
+    CHECK_EQ_U64(st.checkpoints, 0);
+    CHECK_RC(rau_log_close(l), 0); /* 3 records, none covered (no stop checkpoint in C) */
     l = open_log(dir, 1000, 60000);
     REQUIRE(l);
-    CHECK_RC(rau_log_sync(l), 0); /* an open that found record 6 uncovered signs it */
+    CHECK_RC(rau_log_sync(l), 0); /* the open found 3 uncovered: signed at the first sync */
+    CHECK_RC(rau_log_latest_checkpoint(l, &size, NULL, NULL, 0, NULL), 0);
+    CHECK_EQ_U64(size, 3);
+    CHECK_RC(append(l, 3, 2), 0);
+    CHECK_RC(rau_log_sync(l), 0); /* a minute has not passed */
+    rau_log_stats(l, &st);
+    CHECK_EQ_U64(st.checkpoints, 1);
+    CHECK_RC(rau_log_close(l), 0);
+    l = open_log(dir, 1000, 5);
+    REQUIRE(l);
+    CHECK_RC(rau_log_sync(l), 0); /* records 4 and 5, found uncovered */
+    CHECK_RC(rau_log_latest_checkpoint(l, &size, NULL, NULL, 0, NULL), 0);
+    CHECK_EQ_U64(size, 5);
+    CHECK_RC(append(l, 5, 1), 0);
+    struct timespec ts = {0, 20 * 1000000};
+    nanosleep(&ts, NULL);
+    CHECK_RC(rau_log_sync(l), 0); /* past the interval: record 6 signed */
     CHECK_RC(rau_log_latest_checkpoint(l, &size, NULL, NULL, 0, NULL), 0);
     CHECK_EQ_U64(size, 6);
+    nanosleep(&ts, NULL);
+    CHECK_RC(rau_log_sync(l), 0);       /* nothing uncovered: nothing signed */
+    CHECK_RC(rau_log_checkpoint(l), 0); /* at the head already: a no-op */
+    rau_log_stats(l, &st);
+    CHECK_EQ_U64(st.checkpoints, 2);
     CHECK_RC(rau_log_close(l), 0);
 }
 
@@ -217,7 +219,9 @@ RA_TEST(a_refused_open_says_why) {
     printf("# %s\n", err);
 }
 
-/* AUD-I-41: the proofs read from a directory are the library's over the leaves. */
+/* AUD-I-41: the proofs read from a directory are the library's: a log of 40 records in
+ * segments of a few records, every record in every tree of 1..40 records, every pair of
+ * sizes. */
 RA_TEST(proofs_from_a_directory) {
     const char *dir = dir_of("proofs");
     rau_log_config_t cfg;
@@ -229,40 +233,43 @@ RA_TEST(proofs_from_a_directory) {
     rau_log_t *l = NULL;
     char err[512];
     REQUIRE(rau_log_open(&cfg, &l, err, sizeof err) == 0);
-    uint8_t leaves[40 * 32];
+    enum { N = 40 };
+    for (int n = 1; n <= N; n++) { /* one sync each: a segment holds a few */
+        CHECK_RC(append(l, n, 1), 0);
+        CHECK_RC(rau_log_sync(l), 0);
+    }
+    uint8_t leaves[N * 32];
     static rau_dir_proof_t dp;
     uint8_t proof[RAU_MERKLE_PROOF_MAX * 32], root[32], root1[32];
     size_t count = 0, bad = 0, checked = 0;
-    for (int n = 1; n <= 40; n++) {
-        CHECK_RC(append(l, n, 1), 0);
-        CHECK_RC(rau_log_sync(l), 0);
-        /* the leaf of record n from its bytes, read back through an inclusion proof */
-        CHECK_RC(rau_dir_inclusion(dir, (uint64_t)n, (uint64_t)n, &dp, err, sizeof err), 0);
-        rau_merkle_leaf_hash(dp.record, dp.record_len, leaves + 32 * (n - 1));
-        if (memcmp(leaves + 32 * (n - 1), dp.leaf, 32)) bad++;
-        for (int size = 1; size <= n; size++) {
-            rau_merkle_root(leaves, (uint64_t)size, root);
-            for (int seq = 1; seq <= size; seq++) {
-                if (rau_dir_inclusion(dir, (uint64_t)seq, (uint64_t)size, &dp, err, sizeof err) ||
-                    rau_merkle_inclusion_proof(leaves, (uint64_t)seq - 1, (uint64_t)size, proof,
-                                               RAU_MERKLE_PROOF_MAX, &count) ||
-                    count != dp.count || memcmp(proof, dp.proof, 32 * count) ||
-                    memcmp(root, dp.root2, 32) || memcmp(dp.leaf, leaves + 32 * (seq - 1), 32))
-                    bad++;
-                checked++;
-            }
-            for (int s1 = 0; s1 <= size; s1++) {
-                rau_merkle_root(leaves, (uint64_t)s1, root1);
-                if (rau_dir_consistency(dir, (uint64_t)s1, (uint64_t)size, &dp, err, sizeof err) ||
-                    rau_merkle_consistency_proof(leaves, (uint64_t)s1, (uint64_t)size, proof,
-                                                 RAU_MERKLE_PROOF_MAX, &count) ||
-                    count != dp.count || memcmp(proof, dp.proof, 32 * count) ||
-                    memcmp(root1, dp.root1, 32) || memcmp(root, dp.root2, 32) ||
-                    rau_merkle_verify_consistency((uint64_t)s1, (uint64_t)size, root1, root,
-                                                  dp.proof, dp.count))
-                    bad++;
-                checked++;
-            }
+    /* the leaves from the records' bytes, read back through inclusion proofs */
+    for (int seq = 1; seq <= N; seq++) {
+        CHECK_RC(rau_dir_inclusion(dir, (uint64_t)seq, N, &dp, err, sizeof err), 0);
+        rau_merkle_leaf_hash(dp.record, dp.record_len, leaves + 32 * (seq - 1));
+        if (memcmp(leaves + 32 * (seq - 1), dp.leaf, 32)) bad++;
+    }
+    for (int size = 1; size <= N; size++) {
+        rau_merkle_root(leaves, (uint64_t)size, root);
+        for (int seq = 1; seq <= size; seq++) {
+            if (rau_dir_inclusion(dir, (uint64_t)seq, (uint64_t)size, &dp, err, sizeof err) ||
+                rau_merkle_inclusion_proof(leaves, (uint64_t)seq - 1, (uint64_t)size, proof,
+                                           RAU_MERKLE_PROOF_MAX, &count) ||
+                count != dp.count || memcmp(proof, dp.proof, 32 * count) ||
+                memcmp(root, dp.root2, 32) || memcmp(dp.leaf, leaves + 32 * (seq - 1), 32))
+                bad++;
+            checked++;
+        }
+        for (int s1 = 0; s1 <= size; s1++) {
+            rau_merkle_root(leaves, (uint64_t)s1, root1);
+            if (rau_dir_consistency(dir, (uint64_t)s1, (uint64_t)size, &dp, err, sizeof err) ||
+                rau_merkle_consistency_proof(leaves, (uint64_t)s1, (uint64_t)size, proof,
+                                             RAU_MERKLE_PROOF_MAX, &count) ||
+                count != dp.count || memcmp(proof, dp.proof, 32 * count) ||
+                memcmp(root1, dp.root1, 32) || memcmp(root, dp.root2, 32) ||
+                rau_merkle_verify_consistency((uint64_t)s1, (uint64_t)size, root1, root, dp.proof,
+                                              dp.count))
+                bad++;
+            checked++;
         }
     }
     printf("# %zu proofs from the directory checked, %zu differ\n", checked, bad);
