@@ -42,6 +42,16 @@ end
 
 local opened = {} -- the fixtures open in the running case
 
+-- trip(name, ...) over a store call, or over each primitive of a phase (apply(ops): every
+-- op is { name, args... }, LED-67)
+function F.trips(trip, name, ...)
+    if name ~= "apply" then return trip(name, ...) end
+    for _, op in ipairs((...)) do
+        if trip(op[1], unpack(op, 2, table.maxn(op))) then return true end
+    end
+    return false
+end
+
 function F.gated(real, T, gate)
     return setmetatable({}, { __index = function(_, k)
         local f = real[k]
@@ -49,7 +59,7 @@ function F.gated(real, T, gate)
         return function(_, ...)
             while gate.closed do T.sleep(5) end
             local r = { f(real, ...) }
-            if gate.trip and gate.trip(k, ...) then
+            if gate.trip and F.trips(gate.trip, k, ...) then
                 gate.trip = nil
                 gate.closed = true
             end

@@ -119,9 +119,11 @@ local function cases(open_store)
         end)
     end)
 
-    -- The engine stores a transfer's outcome under its intent, then appends its event: a
-    -- replay between the two has no event_seq. It was a 201 with "event_seq":0, cached.
-    it("a committed intent whose event is not there yet: 409 in_flight, then the receipt",
+    -- The engine stored a transfer's outcome under its intent, then appended its event: a
+    -- replay between the two had no event_seq (a 201 with "event_seq":0, cached). The
+    -- finalize is one transaction now (LED-67): the other node answers the receipt at once,
+    -- with its event seq, byte for byte node 1's answer.
+    it("a committed intent on one node: the other answers its receipt with the event seq",
        function()
         F.run(function(task)
             local n1, n2, gate = two_nodes(task, open_store)
@@ -131,12 +133,10 @@ local function cases(open_store)
                        and o.status == "committed"
             end)
             local st, _, b = post(task, n2.port, "/v1/transfer", TA, body, "K6")
-            assert.equal(409, st, b)
-            assert.truthy(find(b, '"code":"in_flight"'), b)
+            assert.equal(201, st, b)
+            assert.is_true(cjson.decode(b).event_seq > 0, b)
             local r1 = join()
             assert.equal(201, r1.st, r1.body)
-            assert.is_true(cjson.decode(r1.body).event_seq > 0)
-            st, _, b = settle(task, n2.port, TA, body, "K6")
             assert.equal(r1.body, b)
             assert.equal(r1.body, (select(3, post(task, n2.port, "/v1/transfer", TA, body, "K6"))))
         end)
