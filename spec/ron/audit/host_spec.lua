@@ -63,6 +63,17 @@ local function gated_sync(task)
     end
 end
 
+-- A sync whose first `fails` appends fail as a failed write answers (RAU_EIO, -9).
+local function failing_sync(fails)
+    return function(lg, deadline_ms, on_late, chunk)
+        if chunk and fails > 0 then
+            fails = fails - 1
+            return -9, 0, 0
+        end
+        return offload.audit_sync(lg, deadline_ms, on_late, chunk)
+    end
+end
+
 describe("ron.audit.host (seed 002 host pattern)", function()
     it("AUD-I-17 AUD-I-18: a full queue answers Busy, counts, and the sink worker appends a Gap with the exact count", function()
         print("seed: none (no randomness)")
@@ -159,16 +170,8 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         local lines = {}
         S.run_task(function(task)
-            -- the first two appends fail as a failed write answers (RAU_EIO, -9)
-            local fails = 2
-            local function sync(lg, deadline_ms, on_late, chunk)
-                if chunk and fails > 0 then
-                    fails = fails - 1
-                    return -9, 0, 0
-                end
-                return offload.audit_sync(lg, deadline_ms, on_late, chunk)
-            end
-            local h = open(dir, { sync = sync, recover_min_ms = 5, recover_max_ms = 20,
+            -- the first two appends fail
+            local h = open(dir, { sync = failing_sync(2), recover_min_ms = 5, recover_max_ms = 20,
                                   log = function(line, level)
                                       lines[#lines + 1] = (level or "-") .. " " .. line
                                   end })
@@ -212,15 +215,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         local sk = keygen("ron-audit/node-1/daemon")
         S.run_task(function(task)
-            local fails = 1
-            local function sync(lg, deadline_ms, on_late, chunk)
-                if chunk and fails > 0 then
-                    fails = fails - 1
-                    return -9, 0, 0
-                end
-                return offload.audit_sync(lg, deadline_ms, on_late, chunk)
-            end
-            local h = open(dir, { sync = sync, recover_min_ms = 5, recover_max_ms = 20,
+            local h = open(dir, { sync = failing_sync(1), recover_min_ms = 5, recover_max_ms = 20,
                                   key_path = sk, checkpoint_every = 1000,
                                   checkpoint_interval_ms = 20 })
             assert(h:emit("reject", { i = 1 }, 1))
