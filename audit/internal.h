@@ -107,6 +107,11 @@ void rau__dedupe_free(rau__dedupe_t *d);
 const rau__dent_t *rau__dedupe_find(const rau__dedupe_t *d, const uint8_t *key);
 void rau__dedupe_add(rau__dedupe_t *d, const uint8_t *key, uint64_t seq, const uint8_t *hash);
 int rau__b64_32(const char *s, size_t n, uint8_t *out32);
+/* A checkpoint's text (c2sp.org/tlog-checkpoint): origin length, size, root (audit/note.c).
+ * rau__checkpoint_parse: the same from a whole note, its signatures not checked. */
+int rau__checkpoint_body(const char *text, size_t len, size_t *origin_len, uint64_t *size_out,
+                         uint8_t *root_out);
+int rau__checkpoint_parse(const char *note, size_t len, uint64_t *size, uint8_t *root);
 
 /* A record's frame: the first seq of its segment (the file's name) and its offset. */
 typedef struct rau__pos_s {

@@ -11,10 +11,12 @@
 #include "head.h"
 #include "internal.h"
 #include "io.h"
+#include "iotrack.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 struct rau_log_s {
     char writer_id[RAU_ID_MAX + 1];
@@ -22,9 +24,10 @@ struct rau_log_s {
     char dir[4096];
     int amnesia, failed;
     uint64_t rotate_bytes;
-    uint32_t dedupe_window, checkpoint_every;
+    uint32_t dedupe_window, checkpoint_every, checkpoint_interval_ms;
     rau_signer_t *signer;
     const rau__io_t *io; /* every file operation of the writer and of recovery (rule 7) */
+    rau__iotrack_t trk;  /* io is trk.io: the backend's calls, the last failure remembered */
 
     uint64_t head_seq;
     uint8_t head_hash[32];
@@ -47,6 +50,7 @@ struct rau_log_s {
     size_t batch_len, batch_cap;
     uint64_t batch_first; /* first seq in the batch */
     uint64_t last_cp;     /* size of the last checkpoint */
+    uint64_t last_cp_ms;  /* monotonic ms when it was written, or of the open (0: due now) */
     /* The last checkpoint (written, or found at open): what the ledger carries so usage,
      * money and audit attest to each other (rau_log_latest_checkpoint). */
     uint8_t cp_root[32];
@@ -60,6 +64,9 @@ struct rau_log_s {
     uint8_t pub_cp_root[32];
     char pub_cp_note[RAU_NOTE_MAX];
     size_t pub_cp_note_len;
+    uint64_t pub_failures; /* trk.failures when fail_text was made */
+    int pub_errno;
+    char pub_fail[512];
 };
 
 /* Publishes the writer's state for the readers of other threads (see the header comment). */
@@ -74,7 +81,28 @@ static void publish(rau_log_t *l) {
         memcpy(l->pub_cp_note, l->cp_note, l->cp_note_len);
         l->pub_cp_note_len = l->cp_note_len;
     }
+    if (l->trk.failures != l->pub_failures) {
+        l->pub_failures = l->trk.failures;
+        l->pub_errno = l->trk.err;
+        rau__iotrack_text(&l->trk, l->pub_fail, sizeof l->pub_fail);
+    }
     pthread_mutex_unlock(&l->mu);
+}
+
+int rau_log_failure(const rau_log_t *l, char *buf, size_t cap) {
+    if (!l) return 0;
+    rau_log_t *w = (rau_log_t *)l; /* the mutex only: the published copy is read */
+    pthread_mutex_lock(&w->mu);
+    int e = l->pub_errno;
+    if (buf && cap) snprintf(buf, cap, "%s", l->pub_fail);
+    pthread_mutex_unlock(&w->mu);
+    return e;
+}
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 void rau_log_config_init(rau_log_config_t *cfg) {
@@ -666,6 +694,7 @@ int rau__log_open_io(const rau_log_config_t *cfg, const rau__io_t *io, rau_log_t
                      size_t errlen) {
     if (!cfg || !out || !io) return RAU_EINVAL;
     *out = NULL;
+    if (err && errlen) err[0] = 0;
     if (!cfg->writer_id || !cfg->stream) {
         rau__errf(err, errlen, "writer_id and stream are required");
         return RAU_EINVAL;
@@ -695,13 +724,15 @@ int rau__log_open_io(const rau_log_config_t *cfg, const rau__io_t *io, rau_log_t
     }
     l->fd = -1;
     l->head_fd = -1;
-    l->io = io;
+    rau__iotrack_init(&l->trk, io);
+    l->io = &l->trk.io;
     snprintf(l->writer_id, sizeof l->writer_id, "%s", cfg->writer_id);
     snprintf(l->stream, sizeof l->stream, "%s", cfg->stream);
     l->amnesia = cfg->amnesia != 0;
     l->rotate_bytes = cfg->rotate_bytes ? cfg->rotate_bytes : 64ull << 20;
     l->dedupe_window = cfg->dedupe_window ? cfg->dedupe_window : 65536;
     l->checkpoint_every = cfg->checkpoint_every;
+    l->checkpoint_interval_ms = cfg->checkpoint_interval_ms;
     l->batch_cap = cfg->batch_bytes ? cfg->batch_bytes : 1u << 20;
     if (l->batch_cap < RAU_RECORD_MAX + RAU__FRAME_OVERHEAD)
         l->batch_cap = RAU_RECORD_MAX + RAU__FRAME_OVERHEAD;
@@ -717,9 +748,11 @@ int rau__log_open_io(const rau_log_config_t *cfg, const rau__io_t *io, rau_log_t
     }
     if (cfg->key_path) {
         rc = rau_signer_load(cfg->key_path, &l->signer);
+        if (!rc && rau_signer_is_cosigner(l->signer)) rc = RAU_EKEY;
         if (rc) {
             /* AUD-I-11: the path and the reason, never the contents. */
-            rau__errf(err, errlen, "%s: signer key: %s", cfg->key_path, rau_strerror(rc));
+            rau__errf(err, errlen, "%s: signer key: %s%s", cfg->key_path, rau_strerror(rc),
+                      l->signer ? " (a witness's cosignature key signs no checkpoint)" : "");
             goto fail;
         }
     }
@@ -729,7 +762,7 @@ int rau__log_open_io(const rau_log_config_t *cfg, const rau__io_t *io, rau_log_t
             goto fail;
         }
         snprintf(l->dir, sizeof l->dir, "%s", cfg->dir);
-        int mrc = io->mkdir(io->ud, l->dir);
+        int mrc = l->io->mkdir(l->io->ud, l->dir);
         if (mrc != 0 && mrc != -EEXIST) {
             rau__errf(err, errlen, "%s: cannot create", l->dir);
             rc = RAU_EIO;
@@ -747,10 +780,24 @@ int rau__log_open_io(const rau_log_config_t *cfg, const rau__io_t *io, rau_log_t
             goto fail;
         }
     }
+    /* AUD-I-39: records an open finds that no checkpoint covers (a crash left them unpinned)
+     * are signed at the first sync; otherwise the interval counts from the open. */
+    l->last_cp_ms = l->head_seq > l->last_cp ? 0 : mono_ms();
+    /* (what failed during recovery and was expected, a missing head file, is no failure) */
+    l->trk.err = 0;
+    l->trk.failures++;
     publish(l);
     *out = l;
     return 0;
 fail:
+    /* The path and the system's reason of the call that failed (a read-only directory:
+     * "create .../seg-...rau: Read-only file system (EROFS)"), after what the step says. */
+    if (rc == RAU_EIO && l->trk.err && err && errlen) {
+        size_t n = strlen(err);
+        char why[600];
+        rau__iotrack_text(&l->trk, why, sizeof why);
+        snprintf(err + n, errlen - n, "%s%s", n ? ": " : "", why);
+    }
     rau_log_close(l);
     return rc;
 }
@@ -795,6 +842,7 @@ static int write_checkpoint(rau_log_t *l) {
     snprintf(dst, sizeof dst, "%s/cp-%020llu.note", l->dir, (unsigned long long)l->mr.n);
     if ((rc = rau__io_replace(l->io, l->dir, dst, note, n))) return rc;
     l->last_cp = l->mr.n;
+    l->last_cp_ms = mono_ms();
     memcpy(l->cp_root, root, 32);
     memcpy(l->cp_note, note, n);
     l->cp_note_len = n;
@@ -825,12 +873,20 @@ int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *r
     return rc;
 }
 
+/* A checkpoint is due (AUD-I-39) every checkpoint_every records, and for records no
+ * checkpoint covers once checkpoint_interval_ms passed since the last one this handle wrote,
+ * or since the open (right away when the open found some: they were not pinned). */
+static int checkpoint_due(const rau_log_t *l) {
+    if (!l->signer || l->amnesia || l->head_seq <= l->last_cp) return 0;
+    if (l->checkpoint_every && l->head_seq - l->last_cp >= l->checkpoint_every) return 1;
+    return l->checkpoint_interval_ms &&
+           (!l->last_cp_ms || mono_ms() - l->last_cp_ms >= l->checkpoint_interval_ms);
+}
+
 int rau_log_sync(rau_log_t *l) {
     if (!l) return RAU_EINVAL;
     int rc = flush(l);
-    if (!rc && l->signer && !l->amnesia && l->checkpoint_every &&
-        l->head_seq - l->last_cp >= l->checkpoint_every)
-        rc = write_checkpoint(l);
+    if (!rc && checkpoint_due(l)) rc = write_checkpoint(l);
     publish(l);
     return rc;
 }
@@ -839,7 +895,8 @@ int rau_log_checkpoint(rau_log_t *l) {
     if (!l) return RAU_EINVAL;
     if (!l->signer || l->amnesia) return RAU_EKEY;
     int rc = flush(l);
-    if (!rc) rc = write_checkpoint(l);
+    /* (the head is already the last checkpoint's: nothing new to sign) */
+    if (!rc && (l->head_seq != l->last_cp || !l->cp_note_len)) rc = write_checkpoint(l);
     publish(l);
     return rc;
 }

@@ -14,7 +14,15 @@
  * The head file (head.rau, AUD-I-37) is not evidence, but an open takes the chain's Merkle
  * frontier from it: its newest whole slot must name this chain and describe the log (its
  * last record's seq, position and self_hash, and the root of that many records), or it is
- * reported. */
+ * reported.
+ *
+ * What pins the head (AUD-I-39): everything above is checked against the files themselves,
+ * so a log cut at a frame boundary with its head file deleted, rolled back whole, or
+ * rewritten consistently, verifies on its own. A signature pins a prefix: with a verifier
+ * key, a log with records and no checkpoint of that key whose root matches is a problem, and
+ * the result says how many records the newest such checkpoint covers; a checkpoint kept
+ * elsewhere (--checkpoint, a ledger's carried note, a witness's cosigned one) pins what was
+ * seen before the tampering. */
 #include "head.h"
 #include "internal.h"
 
@@ -51,9 +59,9 @@ typedef rau__win_t win_t;
 #define win_refill rau__win_refill
 
 typedef struct cp_s {
-    uint64_t size;
+    uint64_t size, wtime;
     uint8_t root[32];
-    int ok;
+    int ok, witnessed; /* ok: parsed (and signed by vkey); witnessed: cosigned */
     char *path;
 } cp_t;
 
@@ -61,9 +69,6 @@ static int cmp_cp(const void *a, const void *b) {
     const cp_t *x = a, *y = b;
     return x->size < y->size ? -1 : x->size > y->size;
 }
-
-/* Parses a checkpoint's body without a key (size and root only). */
-static int parse_body(const char *note, size_t len, uint64_t *size, uint8_t *root);
 
 int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void *ud,
                    uint64_t *records_out) {
@@ -78,8 +83,48 @@ int rau_verify_dir_checkpoints(const char *dir, const char *vkey, const char *co
 
 int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *extra, size_t n_extra,
                         rau_report_fn report, rau_record_fn each, void *ud, uint64_t *records_out) {
-    if (!dir || (n_extra && !extra)) return RAU_EINVAL;
-    vctx_t v = {report, ud, 0};
+    rau_verify_opts_t o = {vkey, NULL, extra, n_extra, report, each, ud};
+    rau_verify_result_t r;
+    int rc = rau_verify(dir, &o, &r);
+    if (records_out) *records_out = r.records;
+    return rc;
+}
+
+/* A checkpoint file: read, parsed, checked with the keys given (signature; cosignature). */
+static void read_cp(vctx_t *v, const rau_verify_opts_t *o, cp_t *c) {
+    uint8_t *b;
+    size_t len;
+    c->ok = c->witnessed = 0;
+    if (rau__read_file(c->path, &b, &len, RAU_NOTE_READ_MAX)) {
+        problem(v, c->path, "cannot read checkpoint");
+        return;
+    }
+    const char *note = (const char *)b;
+    int crc = o->vkey
+                  ? rau_checkpoint_verify(note, len, o->vkey, strlen(o->vkey), &c->size, c->root)
+                  : rau__checkpoint_parse(note, len, &c->size, c->root);
+    uint64_t ws = 0;
+    uint8_t wr[32];
+    if (!crc && o->witness_vkey &&
+        rau_cosignature_verify(note, len, o->witness_vkey, strlen(o->witness_vkey), &ws, wr,
+                               &c->wtime) == 0)
+        c->witnessed = 1;
+    free(b);
+    if (crc) {
+        problem(v, c->path, "checkpoint: %s (%s)", rau_err_name(crc), rau_strerror(crc));
+        return;
+    }
+    c->ok = 1;
+}
+
+int rau_verify(const char *dir, const rau_verify_opts_t *o, rau_verify_result_t *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!dir || !o || !out || (o->n_extra && !o->extra)) return RAU_EINVAL;
+    const char *const *extra = o->extra;
+    size_t n_extra = o->n_extra;
+    rau_record_fn each = o->each;
+    void *ud = o->ud;
+    vctx_t v = {o->report, ud, 0};
     rau__seglist_t sl;
     int rc = rau__seglist(dir, &sl);
     if (rc) return rc;
@@ -127,24 +172,9 @@ int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *ex
             break;
         }
         ncp++;
-        uint8_t *b;
-        size_t len;
-        c->ok = 0;
-        if (rau__read_file(path, &b, &len, RAU_NOTE_MAX)) {
-            problem(&v, path, "cannot read checkpoint");
-            continue;
-        }
-        int crc = vkey ? rau_checkpoint_verify((const char *)b, len, vkey, strlen(vkey), &c->size,
-                                               c->root)
-                       : parse_body((const char *)b, len, &c->size, c->root);
-        free(b);
-        if (crc) {
-            problem(&v, path, "checkpoint: %s (%s)", rau_err_name(crc), rau_strerror(crc));
-            continue;
-        }
-        if (named != UINT64_MAX && c->size != named)
+        read_cp(&v, o, c);
+        if (c->ok && named != UINT64_MAX && c->size != named)
             problem(&v, path, "note says size %llu", (unsigned long long)c->size);
-        c->ok = 1;
     }
     if (d) closedir(d);
     if (ncp) qsort(cps, ncp, sizeof *cps, cmp_cp);
@@ -158,10 +188,16 @@ int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *ex
         if (!cps[ci].ok || cps[ci].size != mr->n) continue;                                        \
         uint8_t got_[32];                                                                          \
         rau__mrange_root(mr, got_);                                                                \
-        if (memcmp(got_, cps[ci].root, 32) != 0)                                                   \
+        if (memcmp(got_, cps[ci].root, 32) != 0) {                                                 \
             problem(&v, cps[ci].path,                                                              \
                     "Merkle root of the first %llu records does not match (rewritten or forked)",  \
                     (unsigned long long)cps[ci].size);                                             \
+        } else {                                                                                   \
+            out->checkpoints++;                                                                    \
+            if (cps[ci].size > out->covered) out->covered = cps[ci].size;                          \
+            if (cps[ci].witnessed && cps[ci].size >= out->witnessed)                               \
+                out->witnessed = cps[ci].size, out->witness_time = cps[ci].wtime;                  \
+        }                                                                                          \
     }
     if (rc == 0) CHECK_ROOTS() /* size 0 */
     char head_p[4200];
@@ -359,31 +395,21 @@ int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *ex
             problem(&v, c->path, "checkpoint covers %llu records, the log has %llu (truncated?)",
                     (unsigned long long)c->size, (unsigned long long)mr->n);
     }
+    /* AUD-I-39: with the key, what no signed checkpoint covers pins nothing: a log whose
+     * every checkpoint was deleted, or one rewritten without the key, would verify as is. */
+    if (rc == 0 && o->vkey && records > 0 && out->covered == 0)
+        problem(&v, dir,
+                "no checkpoint signed with the verifier key covers any of its %llu records "
+                "(checkpoints deleted, or a log rewritten without the key)",
+                (unsigned long long)records);
+    if (rc == 0 && o->witness_vkey && out->witnessed == 0)
+        problem(&v, dir, "no checkpoint cosigned by the witness key matches the log");
     for (size_t i = 0; i < ncp; i++)
         free(cps[i].path);
     free(w.b);
     free(mr);
     free(cps);
     rau__dedupe_free(&dd);
-    if (records_out) *records_out = records;
+    out->records = records;
     return rc ? rc : v.problems;
-}
-
-static int parse_body(const char *note, size_t len, uint64_t *size, uint8_t *root) {
-    /* Reuses the verifier with no signature check: the body's shape is the same. */
-    const char *l1 = memchr(note, '\n', len);
-    if (!l1) return RAU_ENONCANON;
-    const char *l2 = memchr(l1 + 1, '\n', (size_t)(note + len - l1 - 1));
-    if (!l2) return RAU_ENONCANON;
-    char num[24];
-    size_t dl = (size_t)(l2 - l1 - 1);
-    if (dl == 0 || dl >= sizeof num) return RAU_ENONCANON;
-    memcpy(num, l1 + 1, dl);
-    num[dl] = 0;
-    char *end;
-    *size = strtoull(num, &end, 10);
-    if (*end) return RAU_ENONCANON;
-    const char *l3 = memchr(l2 + 1, '\n', (size_t)(note + len - l2 - 1));
-    if (!l3) return RAU_ENONCANON;
-    return rau__b64_32(l2 + 1, (size_t)(l3 - l2 - 1), root);
 }

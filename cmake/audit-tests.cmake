@@ -62,4 +62,19 @@ if(RA_BUILD_HOST)
               ${CMAKE_BINARY_DIR}/tmp/audit-proof)
     set_tests_properties(audit-cli-proof PROPERTIES LABELS "c;audit" TIMEOUT 120)
   endif()
+  # What verify proves, and with what (docs/AUDIT.md): 11 tampers x 5 modes (plain, --vkey,
+  # --checkpoint kept elsewhere, ledger verify --audit, a witness's cosignature); the witness
+  # refuses a rollback and a fork.
+  if(RA_BUILD_LEDGER)
+    add_test(NAME audit-tamper
+      COMMAND sh ${CMAKE_SOURCE_DIR}/tests/audit/tamper.sh $<TARGET_FILE:ron-accounting>
+              $<TARGET_FILE:audit-mklog> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/tmp/audit-tamper)
+    set_tests_properties(audit-tamper PROPERTIES LABELS "c;audit" TIMEOUT 180)
+  endif()
+  # The formats against their reference implementations: Go's sumdb/note and sumdb/tlog
+  # (golang-go, golang-golang-x-mod-dev: tools/deps.sh) and a cosignature/v1 written in Go.
+  add_test(NAME audit-interop
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/audit/interop.sh $<TARGET_FILE:ron-accounting>
+            $<TARGET_FILE:audit-mklog> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/tmp/audit-interop)
+  set_tests_properties(audit-interop PROPERTIES LABELS "c;audit" TIMEOUT 300)
 endif()

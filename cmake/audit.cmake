@@ -12,7 +12,8 @@ endif()
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 set(RAU_SRC audit/error.c audit/hash.c audit/record.c audit/merkle.c audit/note.c
-            audit/dedupe.c audit/sink.c audit/io.c audit/head.c audit/log.c audit/verify.c)
+            audit/dedupe.c audit/sink.c audit/io.c audit/iotrack.c audit/head.c audit/log.c
+            audit/verify.c audit/proof.c)
 
 function(rau_library name kind)
   add_library(${name} ${kind} ${RAU_SRC} $<TARGET_OBJECTS:ra_blake3>)

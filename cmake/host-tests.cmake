@@ -175,6 +175,31 @@ if(RA_BUILD_AUDIT)
       ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-feed)
     set_tests_properties(host-audit-feed PROPERTIES TIMEOUT 180)
   endif()
+  # A full audit disk fails loudly and recovers by itself (AUD-I-42): a tmpfs of 512 KiB
+  # (root: mount; else skipped, exit 77), the ERROR line with ENOSPC and the file system,
+  # /readyz's reason (503 with audit.required), metering unaffected, ONE gap record with the
+  # exact count of what was shed.
+  ra_host_test(host-audit-enospc sh ${_ra_host_dir}/audit-enospc.sh ${_ra_host}
+    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-enospc)
+  set_tests_properties(host-audit-enospc PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77
+    RUN_SERIAL TRUE)
+  # A read-only trail directory: --check refuses what start refuses, naming path and errno.
+  ra_host_test(host-audit-readonly sh ${_ra_host_dir}/audit-readonly.sh ${_ra_host}
+    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-readonly)
+  # The proof routes (AUD-I-41): the CLI as the client, an independent RFC 9162 verifier,
+  # tenants' tokens, a witness over the routes.
+  if(RA_LUAJIT)
+    ra_host_test(host-audit-proofs sh ${_ra_host_dir}/audit-proofs.sh ${_ra_host} ${RA_LUAJIT}
+      ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-audit-proofs)
+    set_tests_properties(host-audit-proofs PROPERTIES TIMEOUT 120)
+  endif()
+  # Refusals before any handler belong to the route asked (a 1.1 MB POST to the wallet's
+  # /v1/issue is not an ingest oversize reject).
+  if(RA_BUILD_LEDGER)
+    ra_host_test(host-early-refusals sh ${_ra_host_dir}/early-refusals.sh ${_ra_host}
+      ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/host-early-refusals)
+    set_tests_properties(host-early-refusals PROPERTIES TIMEOUT 90)
+  endif()
 endif()
 # The receiver's trust model at the daemon (issue 14 item 5): no producers is exit 2 unless
 # allow_unauthenticated = true, which is logged at WARN at start; the unscoped token_hash

@@ -70,11 +70,12 @@ if(NOT LIBCURL_FOUND)
   message(FATAL_ERROR "libcurl not found (pkg-config libcurl): install the Debian package "
                       "libcurl4-openssl-dev (tools/deps.sh)")
 endif()
-target_sources(ron-accounting PRIVATE host/lua/curl.c host/cli/streams.c)
+target_sources(ron-accounting PRIVATE host/lua/curl.c host/cli/streams.c host/cli/httpc.c)
 target_link_libraries(ron-accounting PRIVATE PkgConfig::LIBCURL)
 # The audit verbs (host/cli/auditcmd.c) over libronaudit.
 if(RA_BUILD_AUDIT)
-  target_sources(ron-accounting PRIVATE host/cli/auditcmd.c host/cli/auditproof.c)
+  target_sources(ron-accounting PRIVATE host/cli/auditcmd.c host/cli/auditproof.c
+                                        host/cli/auditwitness.c host/cli/auditnet.c)
   target_compile_definitions(ron-accounting PRIVATE RA_WITH_AUDIT=1)
   target_link_libraries(ron-accounting PRIVATE ronaudit_static)
 endif()

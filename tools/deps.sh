@@ -19,6 +19,7 @@ libsqlite3-dev sqlite3
 libcurl4-openssl-dev
 libutf8proc-dev libsodium-dev
 lua-check shellcheck clang-format cppcheck git
+golang-go golang-golang-x-mod-dev
 "
 
 missing=""

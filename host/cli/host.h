@@ -49,8 +49,15 @@ int ra_host_verify(const char *exe, int argc, char **argv);
 int ra_host_wal(const char *exe, int argc, char **argv);
 /* auditcmd.c (RA_BUILD_AUDIT): `audit verify [--vkey FILE] DIR`, `audit keygen ...`. */
 int ra_host_audit(const char *exe, int argc, char **argv);
-/* auditproof.c: `audit proof inclusion|consistency ...` (RFC 6962 proofs from a log). */
+/* auditproof.c: `audit proof inclusion|consistency ...` (RFC 6962 proofs from a log, or
+ * from a daemon's proof routes with --url). */
 int ra_host_audit_proof(int argc, char **argv);
+/* auditwitness.c: `audit witness keygen|cosign ...` (c2sp.org/tlog-cosignature). */
+int ra_host_audit_witness(int argc, char **argv);
+/* auditnet.c: the audit verbs' side of the daemon's proof routes: reads a token file,
+ * fetches a route's text (a note, a proof) with the token; 0, or an exit code. */
+int ra_host_audit_fetch(const char *url, const char *route, const char *token_file, char **text,
+                        size_t *len);
 
 /* True when path is a file-ledger directory (it holds the LEDGER marker) or a
  * <dimension>.ledger stream file; ra_host_ledger_verify then checks it, read-only, and
@@ -75,6 +82,11 @@ int ra_host_verdict_end(const ra_host_verdict_t *vd);
 /* totals: print, per stream, the sum of its rows over all its slices (`verify --totals`). */
 /* streams.c: `streams stuck|accept-loss ...` through the daemon's admin routes. */
 int ra_host_streams(const char *exe, int argc, char **argv);
+/* httpc.c: one request to a running daemon (libcurl's easy API): a GET, or a POST of the
+ * JSON body; bearer: an Authorization token or NULL. 0 when an answer came (*status, the
+ * body in *answer: malloc'd, NUL-terminated, at most 1 MiB), -1 with the reason in err. */
+int ra_host_http(const char *url, const char *body, const char *bearer, char **answer, size_t *len,
+                 long *status, char *err, size_t errlen);
 int ra_host_ledger_verify(const char *path, bool totals);
 
 /* pgverify.c: `verify postgres://...` (or a conninfo with dbname=): true when target names

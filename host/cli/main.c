@@ -58,17 +58,26 @@ static const command_t commands[] = {
      "                            each stream's chain and head row (docs/EXPORT.md)\n"},
 #ifdef RA_WITH_AUDIT
     {"audit", ra_host_audit,
-     "  audit verify [--vkey FILE] [--checkpoint NOTE]... DIR\n"
+     "  audit verify [--vkey FILE] [--checkpoint NOTE]... [--witness-vkey FILE] DIR\n"
      "                            verify an audit log directory (docs/AUDIT.md): every\n"
      "                            frame, canonical record, self_hash, chain link, dedupe\n"
      "                            key, checkpoint Merkle root and, with the verifier key,\n"
      "                            signature and origin; prints every problem with its\n"
      "                            file and offset and exits 1, or \"OK\" and exit 0;\n"
+     "                            with --vkey a log no signed checkpoint covers fails;\n"
      "                            --checkpoint: a signed note kept elsewhere (a witness's)\n"
      "                            must match the log's first records (a restored backup\n"
-     "                            that forked is caught)\n"
-     "  audit keygen NAME SKEY VKEY\n"
-     "                            a new Ed25519 checkpoint key pair (signer file 0600)\n"},
+     "                            that forked is caught); --witness-vkey: a checkpoint\n"
+     "                            must carry that witness's cosignature\n"
+     "  audit proof inclusion|consistency|checkpoint ...\n"
+     "                            RFC 6962 proofs from a log directory, or from a daemon's\n"
+     "                            proof routes (--url) checked against a signed checkpoint\n"
+     "  audit witness cosign --key SKEY --state DIR --log-vkey PUB ...\n"
+     "                            cosign a log's checkpoint (c2sp.org/tlog-cosignature)\n"
+     "                            after its consistency proof; refuses a rollback or fork\n"
+     "  audit keygen [--witness] NAME SKEY VKEY\n"
+     "                            a new Ed25519 checkpoint key pair (signer file 0600);\n"
+     "                            --witness: a cosignature/v1 key\n"},
 #endif
 #ifdef RA_WITH_LEDGER
     {"ledger", ra_host_ledger,

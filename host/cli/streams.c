@@ -18,29 +18,6 @@
 #include <string.h>
 
 #define DEFAULT_URL "http://127.0.0.1:9464"
-#define MAX_ANSWER (1u << 20) /* an admin answer is small; a bigger one is not our daemon */
-
-typedef struct answer {
-    char *buf;
-    size_t len;
-    bool too_big;
-} answer_t;
-
-static size_t on_data(char *p, size_t size, size_t n, void *ud) {
-    answer_t *a = ud;
-    size_t k = size * n;
-    if (a->len + k > MAX_ANSWER) {
-        a->too_big = true;
-        return 0;
-    }
-    char *b = realloc(a->buf, a->len + k + 1);
-    if (!b) return 0;
-    memcpy(b + a->len, p, k);
-    a->buf = b;
-    a->len += k;
-    a->buf[a->len] = '\0';
-    return k;
-}
 
 static int streams_usage(void) {
     fputs("usage: " RA_HOST_NAME " streams [--url URL] stuck\n"
@@ -61,56 +38,25 @@ static bool json_safe(const char *s, size_t max) {
 }
 
 static int request(const char *url, const char *path, const char *body) {
-    char full[2048];
+    char full[2048], err[CURL_ERROR_SIZE + 2200];
     if (snprintf(full, sizeof full, "%s%s", url, path) >= (int)sizeof full) {
         fprintf(stderr, RA_HOST_NAME " streams: the URL is too long\n");
         return RA_HOST_EXIT_USAGE;
     }
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        fprintf(stderr, RA_HOST_NAME " streams: libcurl did not initialise\n");
-        return RA_HOST_EXIT_FAILED;
-    }
-    CURL *c = curl_easy_init();
-    if (!c) {
-        curl_global_cleanup();
-        fprintf(stderr, RA_HOST_NAME " streams: libcurl did not initialise\n");
-        return RA_HOST_EXIT_FAILED;
-    }
-    answer_t a = {0};
-    char err[CURL_ERROR_SIZE] = "";
-    struct curl_slist *hdr = NULL;
-    curl_easy_setopt(c, CURLOPT_URL, full);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (body) {
-        hdr = curl_slist_append(hdr, "Content-Type: application/json");
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    }
-    CURLcode rc = curl_easy_perform(c);
+    char *answer = NULL;
+    size_t len = 0;
     long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    int exit_code = RA_HOST_EXIT_FAILED;
-    if (rc != CURLE_OK) {
-        fprintf(stderr, RA_HOST_NAME " streams: %s: %s\n", full,
-                a.too_big ? "the answer is larger than 1 MiB"
-                          : (err[0] ? err : curl_easy_strerror(rc)));
-    } else {
-        if (a.len) fputs(a.buf, stdout);
-        if (status >= 200 && status < 300) {
-            exit_code = RA_HOST_EXIT_OK;
-        } else {
-            fprintf(stderr, RA_HOST_NAME " streams: %s answered %ld\n", full, status);
-        }
+    if (ra_host_http(full, body, NULL, &answer, &len, &status, err, sizeof err) != 0) {
+        fprintf(stderr, RA_HOST_NAME " streams: %s\n", err);
+        return RA_HOST_EXIT_FAILED;
     }
-    curl_slist_free_all(hdr);
-    curl_easy_cleanup(c);
-    curl_global_cleanup();
-    free(a.buf);
+    int exit_code = RA_HOST_EXIT_FAILED;
+    if (len) fputs(answer, stdout);
+    if (status >= 200 && status < 300)
+        exit_code = RA_HOST_EXIT_OK;
+    else
+        fprintf(stderr, RA_HOST_NAME " streams: %s answered %ld\n", full, status);
+    free(answer);
     return exit_code;
 }
 

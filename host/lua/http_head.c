@@ -37,6 +37,7 @@ static int request_line(const unsigned char *b, size_t i, size_t end, int whole,
     size_t q = t;
     while (q < p && b[q] != '?')
         q++;
+    o->method_len = t - 1 - i;
     o->path_off = t;
     o->path_len = q - t;
     static const char version[] = "HTTP/1.";

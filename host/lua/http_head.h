@@ -32,6 +32,7 @@ enum {
 
 typedef struct ra_http_head {
     size_t len;                /* RA_HEAD_COMPLETE: bytes of the head, its empty line included */
+    size_t method_len;         /* the method (at offset 0); 0 when not read yet */
     size_t path_off, path_len; /* the target's path (before '?'); len 0 when not read yet */
     size_t name_off, name_len; /* RA_HEAD_BAD_VALUE: the header's name */
     size_t fault_at;           /* a fault's byte offset */

@@ -49,6 +49,12 @@
  *                    checks: two different Content-Length headers, or Content-Length
  *                    with Transfer-Encoding, are a 400 that closes the connection, and
  *                    the first look's refusals: 400, 413, 431).
+ *   on_early = function(status, method, path) (optional listen option): called on the
+ *                    loop for each of those responses, with the request's method and path
+ *                    (without the query; "" when the request line is not readable), so the
+ *                    caller attributes the refusal to the route that was asked; an error in
+ *                    it is logged, never raised. It sees the status the server chose, before
+ *                    refusal() shapes the answer.
  *   srv:close()   -> stops listening, answers 503 to requests still waiting for an async
  *                    response, drops the connections; idempotent. An open server is
  *                    anchored in the registry (dropping the Lua reference does not close
@@ -175,7 +181,8 @@ struct server {
     uv_loop_t *loop;
     lua_State *L; /* the main state (luv_state): callbacks never run on a coroutine's */
     int handler_ref;
-    int self_ref; /* the Lua server object, anchored while open: GC never closes a live server */
+    int early_ref; /* on_early, or LUA_NOREF */
+    int self_ref;  /* the Lua server object, anchored while open: GC never closes a live server */
     int state;
     int listener_closed;
     int port;
@@ -765,12 +772,35 @@ static int ask_refusal(server_t *srv, int top, const char *path, size_t plen, in
     return 1;
 }
 
-/* Answers an early refusal (before any handler) and closes the connection after it. */
-static void refuse_early(server_t *srv, h2o_req_t *req, int status, const char *body) {
+/* Counts a response sent before any handler and tells on_early which route was asked: the
+ * method and the path (without the query) as the request line has them (m or p NULL: ""). */
+static void early_note(server_t *srv, int status, const char *m, size_t mlen, const char *p,
+                       size_t plen) {
     if (status == 413)
         srv->early_413++;
     else
         srv->early_other++;
+    lua_State *L = srv->L;
+    if (srv->state != SRV_OPEN || !ra_glue_push_ref(L, srv->early_ref, 4)) return;
+    const char *q = p ? memchr(p, '?', plen) : NULL;
+    lua_pushinteger(L, status);
+    lua_pushlstring(L, m ? m : "", m ? mlen : 0);
+    lua_pushlstring(L, p ? p : "", q ? (size_t)(q - p) : p ? plen : 0);
+    if (lua_pcall(L, 3, 0, 0) != 0) {
+        log_line("on_early error", lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+}
+
+/* early_note for a request H2O parsed. */
+static void early(server_t *srv, h2o_req_t *req, int status) {
+    h2o_iovec_t m = req->input.method, p = req->input.path;
+    early_note(srv, status, m.base, m.len, p.base, p.len);
+}
+
+/* Answers an early refusal (before any handler) and closes the connection after it. */
+static void refuse_early(server_t *srv, h2o_req_t *req, int status, const char *body) {
+    early(srv, req, status);
     req->http1_is_persistent = 0;
     lua_State *L = srv->L;
     int top = lua_gettop(L);
@@ -796,13 +826,10 @@ static void refuse_early(server_t *srv, h2o_req_t *req, int status, const char *
  * request to answer). Then the connection is half-closed, what the peer still sends is read
  * and dropped (closing with unread bytes would reset it, losing the answer), and it is
  * closed after REFUSED_LINGER_MS or when the peer closes (H2O sees the EOF). */
-static void refuse_raw(conn_t *c, int status, const char *why, const char *path, size_t plen,
-                       const char *header, size_t hlen) {
+static void refuse_raw(conn_t *c, int status, const char *why, const char *method, size_t mlen,
+                       const char *path, size_t plen, const char *header, size_t hlen) {
     server_t *srv = c->srv;
-    if (status == 413)
-        srv->early_413++;
-    else
-        srv->early_other++;
+    early_note(srv, status, method, mlen, path, plen);
     lua_State *L = srv->L;
     int top = lua_gettop(L);
     char out[REFUSAL_MAX];
@@ -865,7 +892,8 @@ static int first_look(conn_t *c, size_t nread) {
     if (rc == RA_HEAD_INCOMPLETE) return 0;
     if (rc == RA_HEAD_COMPLETE) {
         if (h.content_length < 0 || (uint64_t)h.content_length <= srv->max_body) return 0;
-        refuse_raw(c, 413, "request entity is too large", b + h.path_off, h.path_len, NULL, 0);
+        refuse_raw(c, 413, "request entity is too large", b, h.method_len, b + h.path_off,
+                   h.path_len, NULL, 0);
         return 1;
     }
     char name[64];
@@ -875,8 +903,8 @@ static int first_look(conn_t *c, size_t nread) {
         name[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
     }
     int status = rc == RA_HEAD_TOO_LARGE || rc == RA_HEAD_TOO_MANY ? 431 : 400;
-    refuse_raw(c, status, h.why, b + h.path_off, h.path_len, rc == RA_HEAD_BAD_VALUE ? name : NULL,
-               nlen);
+    refuse_raw(c, status, h.why, b, h.method_len, b + h.path_off, h.path_len,
+               rc == RA_HEAD_BAD_VALUE ? name : NULL, nlen);
     return 1;
 }
 
@@ -987,10 +1015,7 @@ typedef struct {
 
 static void on_early_response(h2o_logger_t *self, h2o_req_t *req) {
     server_t *srv = ((early_logger_t *)self)->srv;
-    if (req->res.status == 413)
-        srv->early_413++;
-    else if (req->res.status >= 400)
-        srv->early_other++;
+    if (req->res.status >= 400) early(srv, req, req->res.status);
 }
 
 static void free_server(uv_handle_t *h) {
@@ -1093,6 +1118,7 @@ static void server_close(server_t *srv) {
     srv->state = SRV_CLOSING;
     ra_glue_unref(srv->L, &srv->handler_ref);
     ra_glue_unref(srv->L, &srv->refusal_ref);
+    ra_glue_unref(srv->L, &srv->early_ref);
     ra_glue_unref(srv->L, &srv->self_ref);
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
     /* Requests waiting for an async answer: 503 (the write then fails on the shut-down
@@ -1179,6 +1205,7 @@ static int l_listen(lua_State *L) {
                                             "body_timeout_ms",
                                             "max_header_bytes",
                                             "refusal",
+                                            "on_early",
                                             NULL};
         int found = 0;
         for (int i = 0; known[i]; i++)
@@ -1224,6 +1251,8 @@ static int l_listen(lua_State *L) {
     if (!opt_field(L, "handler", LUA_TFUNCTION))
         return luaL_error(L, "httpd.listen: handler (a function) is required");
     int handler_idx = lua_gettop(L);
+    int early_idx = opt_field(L, "on_early", LUA_TFUNCTION) ? lua_gettop(L) : 0;
+    if (!early_idx) lua_pop(L, 1);
 
     struct sockaddr_storage addr;
     if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&addr) != 0 &&
@@ -1249,7 +1278,7 @@ static int l_listen(lua_State *L) {
     if (!srv) return luaL_error(L, "httpd.listen: out of memory");
     srv->loop = luv_loop(L);
     srv->L = luv_state(L);
-    srv->handler_ref = srv->self_ref = srv->refusal_ref = LUA_NOREF;
+    srv->handler_ref = srv->self_ref = srv->refusal_ref = srv->early_ref = LUA_NOREF;
     srv->state = SRV_OPEN;
     h2o_linklist_init_anchor(&srv->conns);
     h2o_linklist_init_anchor(&srv->reqs);
@@ -1313,6 +1342,7 @@ static int l_listen(lua_State *L) {
 
     srv->handler_ref = ra_glue_ref(L, handler_idx);
     if (refusal_idx) srv->refusal_ref = ra_glue_ref(L, refusal_idx);
+    if (early_idx) srv->early_ref = ra_glue_ref(L, early_idx);
     srv->self_ref = ra_glue_ref(L, -1); /* the userdata */
     srv->ud = slot;
     *slot = srv;

@@ -70,7 +70,9 @@ enum {
     RAU_ATTR_KEY_MAX = 64,      /* bytes of a key after NFC */
     RAU_ATTRS_BYTES_MAX = 1024, /* encoded attribute section */
     RAU_RECORD_MAX = 4096,      /* whole canonical record */
-    RAU_NOTE_MAX = 1024,        /* a signed checkpoint */
+    RAU_NOTE_MAX = 1024,        /* a checkpoint this library signs (one signature) */
+    RAU_NOTE_READ_MAX = 262144, /* a note it reads and verifies: 16 signatures of ~5 kB fit
+                                   (c2sp.org/signed-note), at most 100 signature lines */
     RAU_KEY_TEXT_MAX = 256      /* a signer or verifier key in text form */
 };
 
@@ -164,6 +166,28 @@ RAU_EXTERN int rau_merkle_verify_consistency(uint64_t size1, uint64_t size2, con
                                              const uint8_t *root2, const uint8_t *proof,
                                              size_t count);
 
+/* Proofs straight from a log directory (audit/proof.c, AUD-I-41): the first `size` records
+ * are read once, in order, and not kept (memory O(log n)), while a writer may append behind
+ * them. A frame or seq that does not read back before the tree's last record is RAU_ECORRUPT
+ * (the position in err), fewer records than asked RAU_ENOTFOUND; only `audit verify` checks
+ * the whole log. Inclusion: the record seq (leaf index seq - 1) in the tree of size records,
+ * with the record's canonical bytes and leaf hash; consistency: size1 -> size2, both roots. */
+typedef struct rau_dir_proof_s {
+    uint64_t seq;          /* inclusion: the record */
+    uint64_t size1, size2; /* consistency: the trees; inclusion: size2, the tree */
+    uint8_t root1[32];     /* root of the first size1 records */
+    uint8_t root2[32];     /* root of the first size2 records */
+    uint8_t leaf[32];      /* inclusion: SHA-256(0x00 || record) */
+    uint32_t count;        /* hashes in proof, RFC 9162 order */
+    uint32_t record_len;
+    uint8_t proof[RAU_MERKLE_PROOF_MAX * 32];
+    uint8_t record[RAU_RECORD_MAX];
+} rau_dir_proof_t;
+RAU_EXTERN int rau_dir_inclusion(const char *dir, uint64_t seq, uint64_t size, rau_dir_proof_t *out,
+                                 char *err, size_t errlen);
+RAU_EXTERN int rau_dir_consistency(const char *dir, uint64_t size1, uint64_t size2,
+                                   rau_dir_proof_t *out, char *err, size_t errlen);
+
 /* ---- signed checkpoints, C2SP signed-note (audit/note.c) -------------------------------- */
 /* Keys in the text forms of golang.org/x/mod/sumdb/note (Ed25519, libsodium):
  *   signer   PRIVATE+KEY+<name>+<hash8hex>+<base64(0x01 || seed32)>
@@ -187,9 +211,31 @@ RAU_EXTERN int rau_checkpoint_sign(const rau_signer_t *s, uint64_t size, const u
                                    char *buf, size_t cap, size_t *len_out);
 /* Verifies a checkpoint note against a verifier key text: the origin line must equal the
  * key's name, and a signature line by that name and key hash must verify. Fills size and
- * root. RAU_EKEY (bad vkey), RAU_ENONCANON (malformed note), RAU_EBADSIG. */
+ * root. Signatures of other keys are ignored whatever their length (a witness's cosignature,
+ * an ECDSA or a post-quantum key's), up to 100 signature lines and RAU_NOTE_READ_MAX bytes;
+ * the note's text ends at its last blank line (c2sp.org/signed-note). RAU_EKEY (bad vkey),
+ * RAU_ENONCANON (malformed note), RAU_EBADSIG. */
 RAU_EXTERN int rau_checkpoint_verify(const char *note, size_t len, const char *vkey,
                                      size_t vkey_len, uint64_t *size_out, uint8_t *root_out);
+
+/* Witness cosignatures (c2sp.org/tlog-cosignature, cosignature/v1, AUD-I-40). A witness key
+ * is an Ed25519 key of signature type 0x04: signer PRIVATE+KEY+<name>+<hash>+<base64(0x04 ||
+ * seed)>, verifier <name>+<hash>+<base64(0x04 || pub)>, hash = SHA-256(name || "\n" || 0x04
+ * || pub)[:4]. A cosignature line is "— <name> base64(hash || time u64 BE || sig)", sig over
+ * "cosignature/v1\ntime <time>\n" || the checkpoint's text. rau_signer_load/parse read both
+ * key types; a cosigner key cannot sign checkpoints (RAU_EKEY) nor a log key cosign. */
+RAU_EXTERN int rau_cosigner_keygen(const char *name, char *skey, size_t skey_cap, char *vkey,
+                                   size_t vkey_cap);
+RAU_EXTERN int rau_signer_is_cosigner(const rau_signer_t *s); /* 1: a witness's key */
+/* Adds w's cosignature at time (POSIX seconds) to a checkpoint note (an earlier cosignature
+ * of w is replaced); the caller has verified the note and its consistency first. */
+RAU_EXTERN int rau_cosign(const rau_signer_t *w, const char *note, size_t len, uint64_t time,
+                          char *out, size_t cap, size_t *len_out);
+/* 0 when the note carries a valid cosignature by the witness key wvkey (size, root and the
+ * cosignature's time filled); RAU_EKEY, RAU_ENONCANON, RAU_EBADSIG as above. */
+RAU_EXTERN int rau_cosignature_verify(const char *note, size_t len, const char *wvkey,
+                                      size_t wvkey_len, uint64_t *size_out, uint8_t *root_out,
+                                      uint64_t *time_out);
 
 /* ---- the log: a chain with its durable sink (audit/log.c, audit/sink.c) ------------------ */
 typedef struct rau_log_s rau_log_t;
@@ -204,6 +250,9 @@ typedef struct rau_log_config_s {
     uint32_t dedupe_window;    /* events remembered for dedupe; 0 = 65536 */
     uint32_t checkpoint_every; /* records between signed checkpoints; 0 = explicit only */
     const char *key_path;      /* signer key file; NULL = no checkpoints */
+    /* a sync signs a checkpoint of the records none covers once this long passed since the
+     * last one (and at the first sync after an open that found some); 0 = off (AUD-I-39) */
+    uint32_t checkpoint_interval_ms;
 } rau_log_config_t;
 
 typedef struct rau_appended_s {
@@ -274,6 +323,11 @@ RAU_EXTERN void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out);
  * is below *len_out. */
 RAU_EXTERN int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *root_out,
                                          char *note, size_t cap, size_t *len_out);
+/* Why the log's last failing system call failed (AUD-I-14): its errno (ENOSPC, EIO, EROFS,
+ * ...; 0 when none failed) and, in buf, the call, the file and the reason ("write
+ * /var/audit/seg-...rau: No space left on device (ENOSPC)"). From any thread, like
+ * rau_log_stats. */
+RAU_EXTERN int rau_log_failure(const rau_log_t *l, char *buf, size_t cap);
 /* Syncs, then frees. */
 RAU_EXTERN int rau_log_close(rau_log_t *l);
 
@@ -297,6 +351,33 @@ typedef void (*rau_record_fn)(void *ud, const rau_record_t *r);
 RAU_EXTERN int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *extra,
                                    size_t n_extra, rau_report_fn report, rau_record_fn each,
                                    void *ud, uint64_t *records_out);
+
+/* All of the above in one call, and what pins the log's head (AUD-I-39, docs/AUDIT.md "What
+ * verify proves, and with what"). With vkey, a log with records of which no checkpoint
+ * signed by that key covers any (every checkpoint deleted, or a log rewritten without the
+ * key) is a problem; covered says how many records the newest checkpoint that verifies (its
+ * signature, and its root the root of the log's first records) covers: the rest are "not
+ * yet covered by a checkpoint". With witness_vkey (a cosignature/v1 key), a checkpoint of
+ * the directory or kept elsewhere must carry a valid cosignature of that witness, else it is
+ * a problem; witnessed: the records the newest such checkpoint covers. Returns the number of
+ * problems (>= 0) or a negative code when the directory cannot be read. */
+typedef struct rau_verify_opts_s {
+    const char *vkey;         /* the log's verifier key text, or NULL */
+    const char *witness_vkey; /* a witness's verifier key text (type 0x04), or NULL */
+    const char *const *extra; /* checkpoint files kept elsewhere */
+    size_t n_extra;
+    rau_report_fn report; /* every problem */
+    rau_record_fn each;   /* every record, or NULL */
+    void *ud;
+} rau_verify_opts_t;
+typedef struct rau_verify_result_s {
+    uint64_t records;      /* records read */
+    uint64_t covered;      /* records the newest verified checkpoint covers (0: none) */
+    uint64_t witnessed;    /* records the newest witnessed checkpoint covers (0: none) */
+    uint64_t witness_time; /* its cosignature's time (POSIX seconds) */
+    uint64_t checkpoints;  /* checkpoints whose root matched the log */
+} rau_verify_result_t;
+RAU_EXTERN int rau_verify(const char *dir, const rau_verify_opts_t *o, rau_verify_result_t *out);
 
 /* RAU_CDEF_END */
 

@@ -1,10 +1,14 @@
 -- An independent RFC 9162 §2.1.3.2 / §2.1.4.2 proof checker (SHA-256 through libsodium by
--- FFI, not libronaudit) for `audit proof` output (tests/audit/proof.sh, AUD-I-8):
+-- FFI, not libronaudit) for `audit proof` output and the daemon's proof routes' answers
+-- (tests/audit/proof.sh, AUD-I-8; tests/host/audit-proofs.sh, AUD-I-41):
 --
---   luajit tests/audit/rfc9162.lua < proof-output      exit 0: the proof verifies
+--   luajit tests/audit/rfc9162.lua [ROOT-HEX [ROOT1-HEX]] < proof   exit 0: it verifies
 --
 -- It reads the verb's lines (inclusion: seq, size, leaf, root; consistency: sizes, root1,
--- root2; proof[i]) and checks them with its own arithmetic.
+-- root2; proof[i]) and checks them with its own arithmetic. A "record <hex>" line (the
+-- daemon sends the record) must hash to the leaf (RFC 6962: SHA-256(0x00 || record)).
+-- ROOT-HEX (and ROOT1-HEX): the roots the caller trusts (a signed checkpoint's), which the
+-- answer's must equal.
 local ffi = require "ffi"
 ffi.cdef [[
 int crypto_hash_sha256(unsigned char *out, const unsigned char *in, unsigned long long inlen);
@@ -76,12 +80,16 @@ end
 local ok
 local seq, size = text:match("inclusion: seq (%d+) %(leaf index %d+%) in the tree of (%d+)")
 if seq then
-    ok = inclusion(tonumber(seq) - 1, tonumber(size), unhex(text:match("\nleaf (%x+)")),
-                   unhex(text:match("\nroot (%x+)")))
+    local leaf, root = text:match("\nleaf (%x+)"), text:match("\nroot (%x+)")
+    local rec = text:match("\nrecord (%x+)\n")
+    ok = inclusion(tonumber(seq) - 1, tonumber(size), unhex(leaf), unhex(root))
+         and (not rec or sha("\0" .. unhex(rec)) == unhex(leaf))
+         and (not arg[1] or arg[1] == root)
 else
     local s1, s2 = text:match("consistency: the tree of (%d+) records %-> the tree of (%d+)")
-    ok = s1 and consistency(tonumber(s1), tonumber(s2), unhex(text:match("\nroot1 (%x+)")),
-                            unhex(text:match("\nroot2 (%x+)")))
+    local r1, r2 = text:match("\nroot1 (%x+)"), text:match("\nroot2 (%x+)")
+    ok = s1 and consistency(tonumber(s1), tonumber(s2), unhex(r1), unhex(r2))
+         and (not arg[1] or arg[1] == r2) and (not arg[2] or arg[2] == r1)
 end
 if not ok then
     io.stderr:write("rfc9162.lua: the proof does NOT verify\n", text)

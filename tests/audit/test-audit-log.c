@@ -5,6 +5,7 @@
 #include "rau_test.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -375,6 +376,11 @@ RA_TEST(verify_catches_truncation_at_every_byte) {
     rau_appended_t a;
     CHECK_RC(append_n(l, 7, 1, &a), 0);
     CHECK_EQ_U64(a.seq, 8);
+    /* AUD-I-39: its checkpoint was removed above; with the key, a log no checkpoint covers
+     * does not verify, so the writer signs one */
+    CHECK_RC(rau_log_sync(l), 0);
+    CHECK(verify(work, &recs, &rep) == 1 && strstr(rep.first, "no checkpoint signed"));
+    CHECK_RC(rau_log_checkpoint(l), 0);
     CHECK_RC(rau_log_close(l), 0);
     CHECK_RC(verify(work, &recs, &rep), 0);
 }
@@ -657,6 +663,11 @@ RA_TEST(a_failed_write_fails_the_log) {
         struct rlimit rl = {4096, 4096};
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(12);
         if (append_n(l, 3, 100, &a) == 0 && rau_log_sync(l) != RAU_EIO) _exit(13);
+        /* the system's reason and the file, not only "input/output error" */
+        char why[512];
+        if (rau_log_failure(l, why, sizeof why) != EFBIG || !strstr(why, "write ") ||
+            !strstr(why, "seg-00000000000000000001.rau: File too large (EFBIG)"))
+            _exit(16);
         if (append_n(l, 200, 1, &a) != RAU_ECLOSED) _exit(14);
         if (rau_log_sync(l) != RAU_ECLOSED) _exit(15);
         rau_log_close(l);

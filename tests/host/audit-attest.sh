@@ -6,9 +6,10 @@
 # carries the checkpoints into the ledger's event feed.
 #  1. run 1: `ledger verify --audit DIR --audit-vkey PUB` passes with >= 1 carried
 #     checkpoint, and `audit verify --vkey PUB` passes;
-#  2. runs 2 and 3 (no traffic, no new checkpoint): each carries the newest checkpoint
-#     (run 1's last, written at its stop) and run 3 appends nothing (idempotent per
-#     (origin, size) across restarts);
+#  2. runs 2 and 3 (no traffic, no new checkpoint: checkpoint_interval_ms = 0, and run 2 is
+#     killed with SIGKILL, so it writes no stop checkpoint, AUD-I-39): each carries the
+#     newest checkpoint (run 1's last, written at its stop) and run 3 appends nothing
+#     (idempotent per (origin, size) across restarts);
 #  3. the audit log rewritten (moved away, a new trail grown by run 4 under the same key):
 #     `audit verify` of the new log alone passes, `ledger verify --audit` of it fails
 #     naming the carried checkpoints it does not contain (a fork), and so does the old
@@ -30,7 +31,7 @@ fail() { echo "audit-attest.sh: FAILED: $*" >&2; for f in "$work"/*.log "$work"/
     fail "keygen"
 
 r0=$(date +%s)
-config() { # config EVERY [SHARDS] -> fast.lua
+config() { # config EVERY [SHARDS [INTERVAL_MS]] -> fast.lua
     cat >fast.lua <<EOF2
 local uv = require "luv"
 local R0, SPEED = $r0, 60
@@ -41,7 +42,7 @@ return {
                  store = { backend = "sqlite", path = "var/ledger.db", offload = true },
                  card = "$src/examples/cards/acme.lua", book = "main", node = "gw-1" },
     audit = { key_path = "$work/signer.key", checkpoint_every = $1, attest_interval_ms = 100,
-              shards = ${2:-1} },
+              shards = ${2:-1}, checkpoint_interval_ms = ${3:-60000} },
     clock = function()
         local s, us = uv.gettimeofday()
         return 1735689600 + (s + us / 1e6 - R0) * SPEED
@@ -50,7 +51,8 @@ return {
 EOF2
 }
 
-# run LOG DEMO SECONDS|wait: the daemon; "wait" stops it once it logged its first carry
+# run LOG DEMO SECONDS|wait [SIGNAL]: the daemon; "wait" stops it once it logged its first
+# carry, with SIGTERM (a clean stop: a checkpoint of the head) or SIGNAL
 run() {
     "$host" run "$src/examples/daemon.lua" --config fast.lua --var var --demo "$2" >"$1" 2>&1 &
     pid=$!
@@ -65,8 +67,10 @@ run() {
     else
         sleep "$3"
     fi
-    kill -TERM "$pid"
-    wait "$pid" || fail "$1: the daemon exited $?"
+    kill -"${4:-TERM}" "$pid"
+    wait "$pid"
+    rc=$?
+    [ "$rc" = 0 ] || [ "${4:-TERM}" = KILL ] || fail "$1: the daemon exited $rc"
 }
 
 carried() { # the number of audit.checkpoint events in the ledger
@@ -87,8 +91,10 @@ grep -q 'audit records ([1-9][0-9]* of this ledger' cross1.txt ||
     fail "no ledger record of the trail names a transfer of this ledger"
 
 # 2. restarts without traffic and without a new checkpoint: idempotent
-config 100000
-run run2.log 0 wait
+config 100000 1 0
+run run2.log 0 wait KILL
+# (run 2 exports what run 1 left in the WAL: a commit the kill cut short is finished here)
+"$host" ledger --db var/ledger.db recover >recover2.txt 2>&1 || fail "ledger recover after the kill"
 a2=$(carried verify2.txt)
 [ "$a2" -eq "$a1" ] || [ "$a2" -eq $((a1 + 1)) ] || fail "run 2: $a1 -> $a2 carried"
 run run3.log 0 wait

@@ -39,10 +39,12 @@ RA_TEST(valid_heads_are_complete) {
     want(GET "Host: x\r\nAuthorization: Bearer t0k_en\r\n\r\n", RA_HEAD_COMPLETE);
     CHECK_EQ_U64(h.len, strlen(GET "Host: x\r\nAuthorization: Bearer t0k_en\r\n\r\n"));
     CHECK_EQ_U64(h.path_len, strlen("/v1/accounts/x/balance"));
+    CHECK_EQ_U64(h.method_len, 3); /* the early refusals' attribution: method and path */
     CHECK(h.content_length == -1);
     want("POST /v1/transfer HTTP/1.0\nContent-Length: 42 \nX-A:\tb c\xc3\xa9\n\n",
          RA_HEAD_COMPLETE);
     CHECK(h.content_length == 42);
+    CHECK_EQ_U64(h.method_len, 4);
     want("PO(ST /x HTTP/1.1\r\n\r\n", RA_HEAD_COMPLETE);             /* H2O takes such a method */
     want("GET /x?a=\xff HTTP/1.1\r\n\r\n", RA_HEAD_COMPLETE);        /* and high bytes */
     want("GET /x HTTP/1.1\r\nA: b\r\n c\r\n\r\n", RA_HEAD_COMPLETE); /* a continuation */

@@ -39,6 +39,7 @@ enum {
     RAU_ATTRS_BYTES_MAX = 1024,
     RAU_RECORD_MAX = 4096,
     RAU_NOTE_MAX = 1024,
+    RAU_NOTE_READ_MAX = 262144,
     RAU_KEY_TEXT_MAX = 256
 };
 typedef enum rau_attr_type_e {
@@ -88,6 +89,19 @@ int rau_merkle_inclusion_proof(const uint8_t *leaf_hashes, uint64_t index, uint6
 int rau_merkle_verify_inclusion(uint64_t index, uint64_t size, const uint8_t *leaf_hash, const uint8_t *proof, size_t count, const uint8_t *root);
 int rau_merkle_consistency_proof(const uint8_t *leaf_hashes, uint64_t size1, uint64_t size2, uint8_t *proof, size_t cap, size_t *count_out);
 int rau_merkle_verify_consistency(uint64_t size1, uint64_t size2, const uint8_t *root1, const uint8_t *root2, const uint8_t *proof, size_t count);
+typedef struct rau_dir_proof_s {
+    uint64_t seq;
+    uint64_t size1, size2;
+    uint8_t root1[32];
+    uint8_t root2[32];
+    uint8_t leaf[32];
+    uint32_t count;
+    uint32_t record_len;
+    uint8_t proof[RAU_MERKLE_PROOF_MAX * 32];
+    uint8_t record[RAU_RECORD_MAX];
+} rau_dir_proof_t;
+int rau_dir_inclusion(const char *dir, uint64_t seq, uint64_t size, rau_dir_proof_t *out, char *err, size_t errlen);
+int rau_dir_consistency(const char *dir, uint64_t size1, uint64_t size2, rau_dir_proof_t *out, char *err, size_t errlen);
 typedef struct rau_signer_s rau_signer_t;
 int rau_note_keygen(const char *name, char *skey, size_t skey_cap, char *vkey, size_t vkey_cap);
 int rau_signer_load(const char *path, rau_signer_t **out);
@@ -96,6 +110,10 @@ const char *rau_signer_name(const rau_signer_t *s);
 void rau_signer_free(rau_signer_t *s);
 int rau_checkpoint_sign(const rau_signer_t *s, uint64_t size, const uint8_t *root, char *buf, size_t cap, size_t *len_out);
 int rau_checkpoint_verify(const char *note, size_t len, const char *vkey, size_t vkey_len, uint64_t *size_out, uint8_t *root_out);
+int rau_cosigner_keygen(const char *name, char *skey, size_t skey_cap, char *vkey, size_t vkey_cap);
+int rau_signer_is_cosigner(const rau_signer_t *s);
+int rau_cosign(const rau_signer_t *w, const char *note, size_t len, uint64_t time, char *out, size_t cap, size_t *len_out);
+int rau_cosignature_verify(const char *note, size_t len, const char *wvkey, size_t wvkey_len, uint64_t *size_out, uint8_t *root_out, uint64_t *time_out);
 typedef struct rau_log_s rau_log_t;
 typedef struct rau_log_config_s {
     const char *writer_id;
@@ -107,6 +125,7 @@ typedef struct rau_log_config_s {
     uint32_t dedupe_window;
     uint32_t checkpoint_every;
     const char *key_path;
+    uint32_t checkpoint_interval_ms;
 } rau_log_config_t;
 typedef struct rau_appended_s {
     uint64_t seq;
@@ -143,12 +162,30 @@ typedef struct rau_log_open_info_s {
 void rau_log_open_info(const rau_log_t *l, rau_log_open_info_t *out);
 void rau_log_stats(const rau_log_t *l, rau_log_stats_t *out);
 int rau_log_latest_checkpoint(const rau_log_t *l, uint64_t *size_out, uint8_t *root_out, char *note, size_t cap, size_t *len_out);
+int rau_log_failure(const rau_log_t *l, char *buf, size_t cap);
 int rau_log_close(rau_log_t *l);
 typedef void (*rau_report_fn)(void *ud, const char *where, const char *what);
 int rau_verify_dir(const char *dir, const char *vkey, rau_report_fn report, void *ud, uint64_t *records_out);
 int rau_verify_dir_checkpoints(const char *dir, const char *vkey, const char *const *extra, size_t n_extra, rau_report_fn report, void *ud, uint64_t *records_out);
 typedef void (*rau_record_fn)(void *ud, const rau_record_t *r);
 int rau_verify_dir_list(const char *dir, const char *vkey, const char *const *extra, size_t n_extra, rau_report_fn report, rau_record_fn each, void *ud, uint64_t *records_out);
+typedef struct rau_verify_opts_s {
+    const char *vkey;
+    const char *witness_vkey;
+    const char *const *extra;
+    size_t n_extra;
+    rau_report_fn report;
+    rau_record_fn each;
+    void *ud;
+} rau_verify_opts_t;
+typedef struct rau_verify_result_s {
+    uint64_t records;
+    uint64_t covered;
+    uint64_t witnessed;
+    uint64_t witness_time;
+    uint64_t checkpoints;
+} rau_verify_result_t;
+int rau_verify(const char *dir, const rau_verify_opts_t *o, rau_verify_result_t *out);
 ]]
 end
 
@@ -182,6 +219,8 @@ return {
         "rau_merkle_verify_inclusion",
         "rau_merkle_consistency_proof",
         "rau_merkle_verify_consistency",
+        "rau_dir_inclusion",
+        "rau_dir_consistency",
         "rau_note_keygen",
         "rau_signer_load",
         "rau_signer_parse",
@@ -189,6 +228,10 @@ return {
         "rau_signer_free",
         "rau_checkpoint_sign",
         "rau_checkpoint_verify",
+        "rau_cosigner_keygen",
+        "rau_signer_is_cosigner",
+        "rau_cosign",
+        "rau_cosignature_verify",
         "rau_log_config_init",
         "rau_log_open",
         "rau_log_append",
@@ -198,9 +241,11 @@ return {
         "rau_log_open_info",
         "rau_log_stats",
         "rau_log_latest_checkpoint",
+        "rau_log_failure",
         "rau_log_close",
         "rau_verify_dir",
         "rau_verify_dir_checkpoints",
         "rau_verify_dir_list",
+        "rau_verify",
     },
 }

@@ -20,5 +20,12 @@ return {
                            help = "Audit WAL syncs not back within io_deadline_ms.",
                            labels = { "op" } },
     failed = family { name = "audit_failed", type = "gauge",
-                      help = "1 when the audit log failed (a write error): events are shed." },
+                      help = "1 while the audit log is failed (a write error): events are shed "
+                             .. "until it recovers." },
+    -- a failed trail (ron.audit.recovery, AUD-I-42)
+    io_errors = family { name = "audit_io_errors_total", type = "counter",
+                         help = "Audit log failures by the errno of the system call that "
+                                .. "failed (ENOSPC, EIO, EROFS, ...).", labels = { "errno" } },
+    recoveries = family { name = "audit_recoveries_total", type = "counter",
+                          help = "Failed audit logs that recovered by themselves." },
 }

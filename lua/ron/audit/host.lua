@@ -25,16 +25,24 @@
 -- batching. A call that is not back within io_deadline_ms opens the breaker: emit() sheds at
 -- once with reason io_backpressure (counted, and a Gap record later) instead of filling the
 -- queue behind a stalled disk, and audit_io_timeouts_total{op="wal"} counts it; the breaker
--- closes when the call returns. A failed append or sync fails the log (AUD-I-14): later
--- events are shed as audit_closed.
+-- closes when the call returns. A failed append or sync fails the log (AUD-I-14): the chain
+-- says why at ERROR (the errno, the file, the file system), sheds its events as audit_failed
+-- and recovers by itself with a bounded backoff (ron.audit.recovery, AUD-I-42), then writes
+-- one Gap record with the exact count and time range of what it shed meanwhile.
+--
+-- Checkpoints (AUD-I-39): with a key, every checkpoint_every records and, for records none
+-- covers, every checkpoint_interval_ms (an idle worker syncs once for it), and at close.
 --
 -- Shed reasons (audit_drop_total{reason}): audit_backpressure (queue full),
 -- io_backpressure (the breaker), audit_deadline (emit_wait ran out), shutdown_deadline
--- (close ran out before the queue was empty), audit_closed (after close or a failure).
--- All but audit_closed end as a Gap record with the exact count (AUD-I-18).
+-- (close ran out before the queue was empty), audit_failed (the log failed, until it
+-- recovers), audit_closed (after close). All but audit_closed end as a Gap record with the
+-- exact count (AUD-I-18).
 local audit = require "ron.audit"
+local config = require "ron.audit.config"
 local FAM = require "ron.audit.families"
 local metrics = require "ron.base.metrics"
+local recovery = require "ron.audit.recovery"
 local task = require "ron.base.task"
 local offload = require "ron.audit.offload"
 local uv = require "luv"
@@ -45,13 +53,14 @@ local floor, max, format, pairs, type, tostring, setmetatable, error =
 local _M = {}
 
 _M.DEFAULTS = { queue_cap = 65536, batch = 4096, interval_ms = 50,
-                io_deadline_ms = 1000, close_deadline_ms = 2000 }
+                io_deadline_ms = 1000, close_deadline_ms = 2000, recover_min_ms = 100,
+                recover_max_ms = 10000 }
 
 -- (slice: accepted and ignored; it was the number of events hashed on the loop between
 -- yields, before the hashing moved to the threadpool)
 local HOST_KEYS = { shards = true, batch = true, slice = true, interval_ms = true,
                     io_deadline_ms = true, close_deadline_ms = true, now_ms = true, log = true,
-                    sync = true }
+                    sync = true, recover_min_ms = true, recover_max_ms = true, reopen = true }
 
 -- The wall clock in ms, read through the FFI (the vDSO's clock_gettime, compiled into the
 -- emitting trace) rather than luv's gettimeofday (a Lua C function: a trace exit per event;
@@ -81,58 +90,11 @@ function _M.text(s, cap)
     return s
 end
 
--- The daemon's `audit = { ... }` block (docs/reference/config.md, "audit keys"):
--- the defaults, and the check (-> true | nil, "audit...: why").
-_M.CONFIG_DEFAULTS = { dir = false, amnesia = false, key_path = false,
-                       checkpoint_every = 1000, queue_cap = 65536, writer_id = "ron-accounting",
-                       stream = "daemon", batch = 4096, interval_ms = 50,
-                       io_deadline_ms = 1000, rotate_bytes = 64 * 1024 * 1024,
-                       -- the daemon's audit_attest task (ron.node.attest); 0: off
-                       attest_interval_ms = 1000,
-                       -- the daemon's ledger feed tasks (ron.node.feed); 0: off
-                       feed_interval_ms = 1000,
-                       -- chains side by side (AUD-I-38: dir/<stream>.<i>, key_path.<i>)
-                       shards = 1 }
-local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 24 },
-                        batch = { 1, 8192 }, interval_ms = { 1, 60000 },
-                        io_deadline_ms = { 1, 600000 }, rotate_bytes = { 4096, 2 ^ 40 },
-                        attest_interval_ms = { 0, 3600000 },
-                        feed_interval_ms = { 0, 3600000 }, shards = { 1, 64 } }
-
-function _M.check_config(v, key)
-    key = key or "audit"
-    if v == false then return true end
-    if type(v) ~= "table" then
-        return nil, format("%s must be false or a table { dir = ..., key_path = ..., ... }", key)
-    end
-    for k, x in pairs(v) do
-        local d = _M.CONFIG_DEFAULTS[k]
-        if d == nil then return nil, format("unknown key '%s.%s'", key, tostring(k)) end
-        local r = CONFIG_RANGES[k]
-        if r then
-            if type(x) ~= "number" or x ~= floor(x) or x < r[1] or x > r[2] then
-                return nil, format("%s.%s must be an integer in %d..%d, got %s", key, k, r[1],
-                                   r[2], tostring(x))
-            end
-        elseif k == "amnesia" then
-            if type(x) ~= "boolean" then return nil, format("%s.amnesia must be a boolean", key) end
-        elseif k == "writer_id" or k == "stream" then
-            if type(x) ~= "string" or not x:match("^[A-Za-z0-9._-]+$") or #x > 64 then
-                return nil, format("%s.%s must be 1..64 of [A-Za-z0-9._-]", key, k)
-            end
-        elseif x ~= false and (type(x) ~= "string" or x == "") then
-            return nil, format("%s.%s must be a path or false", key, k)
-        end
-    end
-    -- AUD-I-13: amnesia forbids a log directory (refused here, as at open)
-    if v.amnesia and v.dir then
-        return nil, format("%s: amnesia = true forbids dir (a RAM-only trail has no log)", key)
-    end
-    if v.amnesia and v.key_path then
-        return nil, format("%s: amnesia = true has no checkpoints (key_path needs a log)", key)
-    end
-    return true
-end
+-- The daemon's `audit = { ... }` block: its defaults and check (ron.audit.config).
+_M.CONFIG_DEFAULTS = config.DEFAULTS
+_M.check_config = config.check
+_M.check_tokens = config.check_tokens
+_M.check_paths = config.check_paths
 
 -- o: the ron.audit.open config (writer_id, stream, dir | amnesia, key_path,
 -- checkpoint_every, queue_cap, ...) and batch, interval_ms, io_deadline_ms,
@@ -154,8 +116,15 @@ local function start_one(o, ctr)
     self.lg = lg
     lg:set_chunk(self.batch)
     self.now_ms = self.now_ms or wall_ms
-    self.log = self.log or function(line) io.stderr:write("ron-audit: ", line, "\n") end
+    self.log = self.log or function(line, level)
+        io.stderr:write("ron-audit: ", level and (level .. ": ") or "", line, "\n")
+    end
     self.sync = self.sync or offload.audit_sync
+    self.reopen = self.reopen or offload.audit_reopen
+    self.key = lcfg.key_path and not lcfg.amnesia
+    self.cp_interval_ms = lcfg.checkpoint_interval_ms or 0
+    self.cp_tick = uv.now()
+    self.io_errors, self.recoveries = {}, 0
     -- event numbers continue past the chain's head (past the sum of the heads when sharded)
     self.ctr = ctr or { n = 0 }
     self.ctr.n = self.ctr.n + lg:stats().head_seq
@@ -282,19 +251,22 @@ function Set:checkpoints()
 end
 
 local SUMS = { "head_seq", "durable_seq", "syncs", "duplicates", "checkpoints", "queue_depth",
-               "io_timeouts", "host_syncs", "emitted", "in_flight", "pending_gaps" }
+               "io_timeouts", "host_syncs", "emitted", "in_flight", "pending_gaps",
+               "recoveries" }
 
 -- The chains' stats summed (head_seq: records in all chains), with `chains` = each one's.
 function Set:stats()
-    local t = { drops = {}, chains = {}, stalled = false, failed = nil }
+    local t = { drops = {}, chains = {}, stalled = false, failed = nil, io_errors = {} }
     for _, k in ipairs(SUMS) do t[k] = 0 end
     for i, h in ipairs(self.chains) do
         local s = h:stats()
         t.chains[i] = s
         for _, k in ipairs(SUMS) do t[k] = t[k] + (s[k] or 0) end
         for r, v in pairs(s.drops) do t.drops[r] = (t.drops[r] or 0) + v end
+        for e, v in pairs(s.io_errors) do t.io_errors[e] = (t.io_errors[e] or 0) + v end
         t.stalled = t.stalled or s.stalled
         t.failed = t.failed or s.failed
+        t.last_shed_ms = max(t.last_shed_ms or 0, s.last_shed_ms or 0)
     end
     return t
 end
@@ -311,10 +283,11 @@ end
 
 -- Puts a stamped event into this chain's queue: emit() and emit_keyed() after their stamps.
 function H:put(kind, attrs, ts)
-    if self.closing or self.failed then
+    if self.closing then
         self.lg.drops.audit_closed = (self.lg.drops.audit_closed or 0) + 1
-        return nil, "Closed: audit trail closed" .. (self.failed and (": " .. self.failed) or "")
+        return nil, "Closed: audit trail closed"
     end
+    if self.failed then return shed(self, "audit_failed", ts) end -- until it recovers
     if self.stalled then return shed(self, "io_backpressure", ts) end
     local ok, err = self.lg:emit(kind, attrs, ts)
     if not ok then return nil, err end
@@ -362,73 +335,93 @@ function H:emit_keyed(kind, attrs, ts_ms)
 end
 
 -- From a task: waits until every event queued before the call is in the chain and synced
--- (durable). -> true | nil, "Closed: ..." (the trail closed or failed meanwhile: what was
--- still queued may be shed) | nil, "Canceled".
+-- (durable). -> true | nil, "Closed: ..." (the trail closed meanwhile) | nil, "Busy: ..."
+-- (it failed meanwhile: what was queued may have been shed; try again) | nil, "Canceled".
 function H:wait_durable()
     local lg = self.lg
     local mark, target = lg.enqueued_total, nil
     while true do
-        if self.failed or self.closed then return nil, "Closed: audit trail closed" end
+        if self.closed then return nil, "Closed: audit trail closed" end
+        if self.failed then return nil, "Busy: the audit trail failed: " .. self.failed end
         if not target and lg.taken_total >= mark then target = lg:stats().head_seq end
         if target and lg:stats().durable_seq >= target then return true end
         if not task.sleep(self.interval_ms) then return nil, "Canceled" end
     end
 end
 
--- One round of the sink worker: take the queue's first chunk (at most `batch` events, and
--- the Gap records when the queue is empty after it), then append and sync it in the pool
--- with one call (with the WAL I/O deadline).
-function H:round()
+-- Appends chunk c (nil: nothing, an empty sync: a checkpoint when one is due) and makes it
+-- durable in ONE pool call, with the WAL I/O deadline. -> true | nil, err (the log failed:
+-- ron.audit.recovery takes over; c is kept to be appended again).
+function H:commit(c)
     local lg = self.lg
-    local c = lg:take()
-    if not c then return 0 end
-    self.room:try_send(true)
-    self.in_flight = c.n -- out of the queue, not yet in the chain: stats().in_flight
+    self.in_flight = c and c.n or 0 -- out of the queue, not yet in the chain
     local timed_out = false
     local rc, appended, dups = self.sync(lg, self.io_deadline_ms, function()
         timed_out = true
         self.io_timeouts = self.io_timeouts + 1
         self.stalled = true
-        self.log(format("WARN: the audit log's sync is not back after %d ms: new events "
-                        .. "are shed (io_backpressure) until it is", self.io_deadline_ms))
+        self.log(format("the audit log's sync is not back after %d ms: new events are shed " ..
+                        "(io_backpressure) until it is", self.io_deadline_ms), "WARN")
     end, c)
     self.in_flight = 0
     if timed_out then
         self.stalled = false
-        self.log("the audit log's sync is back: events are taken again")
+        self.log("the audit log's sync is back: events are taken again", "WARN")
     end
-    local err
-    if rc then
-        -- the pool is done with the chunk's bytes (an error answer may leave them in use)
-        lg:release(c)
+    if rc == 0 then
+        if c then lg:release(c) end
         lg:count(appended or 0, dups or 0)
-        if rc == 0 then
-            self.syncs = self.syncs + 1
-            return c.n
-        end
-        err = audit.err_text(rc)
-    else
-        err = appended
+        self.syncs = self.syncs + 1
+        return true
     end
-    self.failed = tostring(err)
-    self.log("ERROR: the audit log failed (" .. self.failed .. "): events are shed from now on")
+    -- a number: the pool is done with the chunk's bytes; an error answer may leave them in use
+    local err = rc and audit.err_text(rc) or appended
+    if rc then lg:count(appended or 0, dups or 0) end
+    recovery.failed(self, err, c, rc ~= nil)
     return nil, err
 end
 
+-- One round of the sink worker: take the queue's first chunk (at most `batch` events, and
+-- the Gap records when the queue is empty after it) and commit it.
+function H:round()
+    local c = self.lg:take()
+    if not c then return 0 end
+    self.room:try_send(true)
+    local ok, err = self:commit(c)
+    if not ok then return nil, err end
+    return c.n
+end
+
+-- Idle: a checkpoint for the records none covers once checkpoint_interval_ms passed (the
+-- log signs it in an empty sync when its own clock says it is due; AUD-I-39).
+function H:idle_checkpoint()
+    if not self.key or self.cp_interval_ms <= 0 or uv.now() - self.cp_tick < self.cp_interval_ms
+    then return end
+    self.cp_tick = uv.now()
+    local cp = self.lg:latest_checkpoint()
+    if self.lg:stats().head_seq > (cp and cp.size or 0) then self:commit(nil) end
+end
+
 function H:run()
-    while not self.failed and not self.closing do
-        if self.lg:depth() == 0 and self.lg.n_gaps == 0 then
-            local _, err = task.select({ self.wake, self.stop }, self.interval_ms)
-            if err == "Canceled" or err == "Closed" or self.closing then break end
+    while not self.closing do
+        if self.failed then
+            if not recovery.run(self) then break end
+        else
+            if self.lg:depth() == 0 and self.lg.n_gaps == 0 then
+                local _, err = task.select({ self.wake, self.stop }, self.interval_ms)
+                if err == "Canceled" or err == "Closed" or self.closing then break end
+                if err == "Timeout" then self:idle_checkpoint() end
+            end
+            if self.lg:depth() > 0 or self.lg.n_gaps > 0 then self:round() end
         end
-        if (self.lg:depth() > 0 or self.lg.n_gaps > 0) and not self:round() then break end
-        if self.closing then break end
     end
 end
 
 -- From a task: stop intake, join the sink worker (it ends its round), then append what is
 -- queued until deadline_ms (what is left is shed as shutdown_deadline, so the last Gap
--- record says how much), sync on this thread (the loop is ending) and close. -> true | nil, err
+-- record says how much), sync on this thread (the loop is ending), sign a checkpoint of the
+-- head when there is a key (AUD-I-39: at rest nothing is left unpinned) and close.
+-- -> true | nil, err
 function H:close(deadline_ms)
     if self.closed then return true end
     self.closed = true
@@ -458,8 +451,14 @@ function H:close(deadline_ms)
             ok = n ~= nil
         end
         if ok then ok, err = lg:sync() end
+        if ok and self.key then ok, err = lg:checkpoint() end
     else
         ok = false
+        if self.failed then
+            recovery.abandon(self)
+            err = format("it failed (%s): %d event(s) shed since are not in it", self.failed,
+                         (lg.drops.audit_failed or 0) - (self.shed_at_fail or 0))
+        end
         err = err or "the sink worker did not stop in time (its sync is still out)"
     end
     if joined then
@@ -494,6 +493,8 @@ function H:stats()
     s.io_timeouts, s.host_syncs, s.emitted = self.io_timeouts, self.syncs, self.emitted
     s.stalled, s.failed, s.in_flight = self.stalled, self.failed, self.in_flight
     s.pending_gaps = self.lg.n_gaps
+    s.recoveries, s.io_errors, s.last_shed_ms = self.recoveries, self.io_errors,
+                                                self.lg.last_shed_ms
     return s
 end
 
@@ -501,11 +502,13 @@ end
 -- the shed counts by reason, depth the events queued (a sharded host: the chains' sums).
 metrics_text = function(s, drops, depth)
     local out = audit.render_queue({}, drops, depth)
+    FAM.io_errors:render_map(out, s.io_errors)
     FAM.records:render(out, s.head_seq)
     FAM.durable_seq:render(out, s.durable_seq)
     FAM.checkpoints:render(out, s.checkpoints)
     FAM.io_timeouts:render(out, { { "wal", s.io_timeouts } })
     FAM.failed:render(out, s.failed and 1 or 0)
+    FAM.recoveries:render(out, s.recoveries)
     return metrics.text(out)
 end
 

@@ -28,7 +28,9 @@ local band, rshift = bit.band, bit.rshift
 
 local error = error
 local floor = math.floor
+local unpack = unpack
 local format = string.format
+local concat, gmatch, sub = table.concat, string.gmatch, string.sub
 local pairs = pairs
 local ipairs = ipairs
 local tonumber = tonumber
@@ -114,7 +116,11 @@ local CONFIG = {
     writer_id = "string", stream = "string", dir = "string", amnesia = "boolean",
     key_path = "string", checkpoint_every = "number", rotate_bytes = "number",
     batch_bytes = "number", dedupe_window = "number", queue_cap = "number",
+    checkpoint_interval_ms = "number",
 }
+-- The rau_log_config_t fields, in the order _M.open_ptr takes them.
+local OPEN_ARGS = { "writer_id", "stream", "dir", "key_path", "amnesia", "checkpoint_every",
+                    "rotate_bytes", "batch_bytes", "dedupe_window", "checkpoint_interval_ms" }
 
 local Log = {}
 Log.__index = Log
@@ -124,6 +130,71 @@ Log.__index = Log
 -- SPARE chunks are kept for reuse (no garbage per batch).
 local CHUNK_BYTES, RESERVE, CHUNK_MAX, SPARE = 256 * 1024, 4096 + 4, 2 ^ 31, 4
 
+-- Opens a log from the OPEN_ARGS values: the handle as a number (uintptr_t) | nil, err. The
+-- open (recovery: the dedupe window hashed, the tail rewritten and synced) blocks; the
+-- host's reopen of a failed log runs it on the threadpool (AUD-I-42), after closing the
+-- failed handle `old` (a number, or nil) there too.
+function _M.open_ptr(old, writer_id, stream, dir, key_path, amnesia, every, rotate, batch,
+                     window, interval_ms)
+    if old then C.rau_log_close(ffi.cast("rau_log_t *", old)) end
+    local c = ffi.new("rau_log_config_t[1]")
+    C.rau_log_config_init(c)
+    -- (the strings are the caller's arguments: alive for the duration of the call)
+    c[0].writer_id, c[0].stream, c[0].dir, c[0].key_path = writer_id, stream, dir, key_path
+    c[0].amnesia = amnesia and 1 or 0
+    if every then c[0].checkpoint_every = every end
+    if rotate then c[0].rotate_bytes = rotate end
+    if batch then c[0].batch_bytes = batch end
+    if window then c[0].dedupe_window = window end
+    if interval_ms then c[0].checkpoint_interval_ms = interval_ms end
+    local rc = C.rau_log_open(c, log_out, errbuf, 512)
+    if rc ~= 0 then return nil, err_text(rc, ffi.string(errbuf)) end
+    return tonumber(ffi.cast("uintptr_t", log_out[0]))
+end
+
+-- The OPEN_ARGS of a config table packed in ONE string, its open_spec: the threadpool's
+-- reopen passes it across VMs, and a pool body gets at most ron.base.offload.MAX_ARGS
+-- arguments (ten values, one by one, lost the last three there: a recovered log had
+-- forgotten its batch_bytes, dedupe_window and checkpoint_interval_ms). Each value is a tag
+-- and its text ("s" string, "n" number, "t"/"f" boolean, "-" nil), NUL-separated (no path
+-- or name of a C config holds a NUL).
+function _M.open_spec(cfg)
+    local parts = {}
+    for i, k in ipairs(OPEN_ARGS) do
+        local v = cfg[k]
+        local t = type(v)
+        parts[i] = t == "string" and "s" .. v or t == "number" and "n" .. format("%.17g", v)
+                   or t == "boolean" and (v and "t" or "f") or "-"
+    end
+    return concat(parts, "\0")
+end
+
+-- The values of an open_spec, in the order of OPEN_ARGS (a list of #OPEN_ARGS, nil holes).
+function _M.spec_args(spec)
+    local a, i = {}, 0
+    for part in gmatch(spec .. "\0", "([^%z]*)%z") do
+        i = i + 1
+        local tag, rest = sub(part, 1, 1), sub(part, 2)
+        if tag == "s" then
+            a[i] = rest
+        elseif tag == "n" then
+            a[i] = tonumber(rest)
+        elseif tag == "t" or tag == "f" then
+            a[i] = tag == "t"
+        end
+    end
+    return a
+end
+
+-- Opens a log from an open_spec (the reopen's body, ron.audit.offload_work): as open_ptr.
+function _M.open_spec_ptr(old, spec)
+    return _M.open_ptr(old, unpack(_M.spec_args(spec), 1, #OPEN_ARGS))
+end
+
+local function handle(ptr)
+    return ffi.gc(ffi.cast("rau_log_t *", ptr), C.rau_log_close)
+end
+
 function _M.open(cfg)
     if type(cfg) ~= "table" then error("ron.audit.open: config table expected", 2) end
     for k, v in pairs(cfg) do
@@ -132,22 +203,14 @@ function _M.open(cfg)
             error("ron.audit.open: " .. k .. " must be a " .. CONFIG[k], 2)
         end
     end
-    local c = ffi.new("rau_log_config_t[1]")
-    C.rau_log_config_init(c)
-    -- keep the strings alive in the Lua table for the duration of the call
-    c[0].writer_id, c[0].stream = cfg.writer_id, cfg.stream
-    c[0].dir, c[0].key_path = cfg.dir, cfg.key_path
-    c[0].amnesia = cfg.amnesia and 1 or 0
-    if cfg.checkpoint_every then c[0].checkpoint_every = cfg.checkpoint_every end
-    if cfg.rotate_bytes then c[0].rotate_bytes = cfg.rotate_bytes end
-    if cfg.batch_bytes then c[0].batch_bytes = cfg.batch_bytes end
-    if cfg.dedupe_window then c[0].dedupe_window = cfg.dedupe_window end
-    local rc = C.rau_log_open(c, log_out, errbuf, 512)
-    if rc ~= 0 then return nil, err_text(rc, ffi.string(errbuf)) end
+    local ptr, err = _M.open_spec_ptr(nil, _M.open_spec(cfg)) -- (the reopen's path too)
+    if not ptr then return nil, err end
     local cap = cfg.queue_cap or 4096
     if cap < 1 or floor(cap) ~= cap then error("ron.audit.open: queue_cap must be >= 1", 2) end
+    local copy = {}
+    for k, v in pairs(cfg) do copy[k] = v end
     return setmetatable({
-        h = ffi.gc(log_out[0], C.rau_log_close),
+        h = handle(ptr), cfg = copy,
         writer_id = cfg.writer_id, stream = cfg.stream,
         -- the queue: packed chunks chunks[c_head..c_tail], queued events in all
         chunks = {}, c_head = 1, c_tail = 0, queued = 0, cap = cap, spare = {},
@@ -206,9 +269,11 @@ local function pack(self, c, ev)
 end
 
 -- Counts one shed event under reason and folds it into that reason's pending Gap record
--- (AUD-I-18). The host uses it for its own shed reasons (a stalled disk, a deadline).
+-- (AUD-I-18). The host uses it for its own shed reasons (a stalled disk, a deadline, a failed
+-- log). last_shed_ms: the newest shed event's time (the daemon's readiness, AUD-I-42).
 function Log:shed(reason, ts_ms)
     self.drops[reason] = (self.drops[reason] or 0) + 1
+    if ts_ms > (self.last_shed_ms or 0) then self.last_shed_ms = ts_ms end
     local g = self.gaps[reason]
     if not g then
         self.gaps[reason] = { dropped = 1, from = ts_ms, to = ts_ms, reason = reason }
@@ -396,6 +461,31 @@ function Log:latest_checkpoint()
              root = hex(cp_root, 32), note = note }
 end
 
+-- Why the log's last failing system call failed (AUD-I-14): errno (0: none) and the text
+-- "write <file>: No space left on device (ENOSPC)" (rau_log_failure).
+function Log:failure()
+    if not self.h then return 0, "" end
+    local e = C.rau_log_failure(self.h, errbuf, 512)
+    return tonumber(e), ffi.string(errbuf)
+end
+
+-- Lets go of the handle for the threadpool's reopen (AUD-I-42): its number, or nil when
+-- there is none; until attach(), stats() answers the figures it had and emit() refuses.
+function Log:detach()
+    local h = self.h
+    if not h then return nil end
+    local final = ffi.new("rau_log_stats_t")
+    C.rau_log_stats(h, final)
+    self.final, self.h = final, nil
+    ffi.gc(h, nil)
+    return tonumber(ffi.cast("uintptr_t", h))
+end
+
+-- Takes the handle a reopen made (a number from open_ptr).
+function Log:attach(ptr)
+    self.h = handle(ptr)
+end
+
 function Log:checkpoint()
     local rc = C.rau_log_checkpoint(self.h)
     if rc ~= 0 then return nil, err_text(rc) end
@@ -441,6 +531,18 @@ function Log:close()
     ffi.gc(h, nil)
     local rc = C.rau_log_close(h)
     if rc ~= 0 then return nil, err_text(rc) end
+    return true
+end
+
+-- A signer key file as an open would load it: true | nil, "Name: why" (never its contents:
+-- AUD-I-11); a witness's cosignature key is refused.
+local signer_out = ffi.new("rau_signer_t *[1]")
+function _M.check_key(path)
+    local rc = C.rau_signer_load(path, signer_out)
+    if rc ~= 0 then return nil, err_text(rc) end
+    local cosigner = C.rau_signer_is_cosigner(signer_out[0]) == 1
+    C.rau_signer_free(signer_out[0])
+    if cosigner then return nil, "BadKey: a witness's cosignature key signs no checkpoint" end
     return true
 end
 

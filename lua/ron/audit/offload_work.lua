@@ -1,7 +1,9 @@
--- ron.audit.offload_work: the audit trail's body on the libuv threadpool (required by each
+-- ron.audit.offload_work: the audit trail's bodies on the libuv threadpool (required by each
 -- pool thread's Lua VM through ron.base.offload; ron.audit.offload is its loop side).
 local ffi = require "ffi"
 local A = require "ron.audit.lib"
+local audit = require "ron.audit"
+local proofs = require "ron.audit.proofs"
 
 local tonumber = tonumber
 
@@ -23,5 +25,11 @@ function _M.audit_sync(lnum, bnum, blen)
     end
     return A.rau_log_sync(l), appended, dups
 end
+
+-- ron.audit.recovery (AUD-I-42): close the failed handle, open the log again.
+_M.audit_reopen = audit.open_spec_ptr
+
+-- The daemon's proof routes (AUD-I-41): a proof's text from the log directory.
+_M.audit_proof = proofs.text
 
 return _M

@@ -23,6 +23,12 @@ return {
                                     type = "counter",
                                     help = "Connections closed because no complete request "
                                            .. "head arrived within header_timeout_ms." },
+    http_early_refusals = family { name = "accounting_http_early_refusals_total",
+                                   type = "counter",
+                                   help = "Requests refused before any handler (413: a body "
+                                          .. "over max_body; 400: malformed; 431: a head over "
+                                          .. "max_header_bytes), by the route asked.",
+                                   labels = { "route", "status" } },
     -- POST /v1/records (ron.node.ingest)
     ingest_requests = family { name = "accounting_ingest_requests_total", type = "counter",
                                help = "POST /v1/records answers, by status code.",

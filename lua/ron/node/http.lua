@@ -18,7 +18,8 @@
 --                               -- docs/ops/http.md, "Connections and deadlines")
 --       max_header_bytes = 16384, -- a larger request head: 431 (docs/ops/http.md, "The
 --                               -- first look")
---       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... } }
+--       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... },
+--       on_early = fn }         -- optional, below
 --   srv:port(); srv:close()
 --
 -- routes: more endpoints (ingest, the ledger receiver) in front of the built-in ones: the
@@ -45,12 +46,19 @@
 -- A connection admitted into the loopback reserve (req.reserved: the server was full, or
 -- the peer at its limit) serves only the built-in routes: 503 for the extra ones.
 -- /metrics also carries the server's connection families (accounting_http_*).
+-- Early refusals (answered by the server before any handler: a body over max_body is 413, a
+-- malformed request 400) belong to the route that was asked, by method and path (a route
+-- of that path with another method when none has that method): that route's
+-- on_early(status, method, path) counts it when it returns true (ingest: its oversize
+-- rejects), else it is counted in accounting_http_early_refusals_total{route, status} (route:
+-- the route's `name`, "-" for a path no route serves) and passed to o.on_early(status,
+-- method, path, route_name) (the daemon audits it).
 -- (a C module of the host: the page loads anywhere, serve() needs `ron-accounting run`)
 local has_httpd, httpd = pcall(require, "ron.base.net.http_server")
 local FAM = require "ron.node.families"
 local metrics = require "ron.base.metrics"
 
-local format, concat = string.format, table.concat
+local format, concat, sort = string.format, table.concat, table.sort
 local pairs, ipairs, type, error, tostring, pcall = pairs, ipairs, type, error, tostring, pcall
 local match = string.match
 
@@ -62,7 +70,7 @@ _M.DEFAULT_MAX_BODY = 65536
 _M.METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 local OPTIONS = { meter = true, runtime = true, host = true, port = true, public = true,
-                  max_body = true, routes = true, metrics_public = true }
+                  max_body = true, routes = true, metrics_public = true, on_early = true }
 -- passed through to httpd.listen as they are
 local LIMITS = { "max_conns", "max_conns_per_peer", "reserved_conns", "header_timeout_ms",
                  "body_timeout_ms", "max_header_bytes" }
@@ -105,6 +113,43 @@ local function server_answer(routes, path, status, text, headers)
     return status, text .. "\n", nil, headers
 end
 
+-- The early refusals' attribution (see the header): -> the function for httpd.listen's
+-- on_early, and the counts by route and status.
+local function early_refusals(o)
+    local routes, counts = o.routes or {}, {}
+    return function(status, method, path)
+        local hit
+        for i = 1, #routes do
+            local r = routes[i]
+            if match(path, r.path) then
+                hit = hit or r
+                if r.method == method then
+                    hit = r
+                    break
+                end
+            end
+        end
+        if hit and hit.on_early and hit.on_early(status, method, path) then return end
+        local name = hit and (hit.name or hit.path) or "-"
+        local k = name .. "\0" .. status
+        counts[k] = (counts[k] or 0) + 1
+        if o.on_early then o.on_early(status, method, path, name) end
+    end, counts
+end
+
+-- accounting_http_early_refusals_total from the counts.
+function _M.early_metrics(counts)
+    local keys = {}
+    for k in pairs(counts) do keys[#keys + 1] = k end
+    sort(keys)
+    local rows = {}
+    for i, k in ipairs(keys) do
+        local route, status = match(k, "^(.*)%z(%d+)$")
+        rows[i] = { route, status, counts[k] }
+    end
+    return metrics.text(FAM.http_early_refusals:render({}, rows))
+end
+
 local function handler(o, loopback_only, holder)
     local meter, rt, routes = o.meter, o.runtime, o.routes or {}
     return function(req)
@@ -135,13 +180,19 @@ local function handler(o, loopback_only, holder)
         if path == "/healthz" then return 200, "ok\n" end
         if path == "/readyz" then
             if not rt then return 200, "ready\n" end
-            local ready, reasons = rt:ready()
-            if ready then return 200, "ready\n" end
+            -- notes: what is wrong but does not make the process unready (a list, after
+            -- "ready"; the daemon's audit trail failing with audit.required = false)
+            local ready, reasons, notes = rt:ready()
+            if ready then
+                local n = type(notes) == "table" and #notes > 0 and concat(notes, "\n") .. "\n"
+                return 200, "ready\n" .. (n or "")
+            end
             return 503, concat(reasons or {}, "\n") .. "\n"
         end
         local texts = { meter:metrics() }
         if rt then texts[#texts + 1] = rt:metrics_text() end
         if holder.srv then texts[#texts + 1] = _M.connection_metrics(holder.srv:stats()) end
+        texts[#texts + 1] = _M.early_metrics(holder.early)
         return 200, metrics.merge(texts), _M.METRICS_CONTENT_TYPE
     end
 end
@@ -174,8 +225,10 @@ function _M.serve(o)
     if port == nil then port = _M.DEFAULT_PORT end
     local loopback_only = not _M.is_loopback(host) and not o.metrics_public
     local holder = {}
+    local on_early
+    on_early, holder.early = early_refusals(o)
     local lo = { host = host, port = port, max_body = o.max_body or _M.DEFAULT_MAX_BODY,
-                 handler = handler(o, loopback_only, holder) }
+                 handler = handler(o, loopback_only, holder), on_early = on_early }
     local routes = o.routes or {}
     for _, r in ipairs(routes) do
         if r.errors then -- httpd's refusals before any handler, shaped by the path's owner

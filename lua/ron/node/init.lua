@@ -29,7 +29,8 @@
 -- backoff from their settings), heads.lua (stream heads from the ledger), demo.lua (demo
 -- traffic, the status line), http.lua / admin.lua / ingest.lua / receiver.lua (the HTTP
 -- surface), refusals.lua, attest.lua, feed.lua (the glue between the meter, the ledgers and
--- the audit trail), log.lua; this one starts and stops the daemon, one step per system.
+-- the audit trail), trail.lua (the trail's start, readiness, proof routes and early
+-- refusals), log.lua; this one starts and stops the daemon, one step per system.
 --
 -- Configuration: schema.DEFAULTS (the embedded defaults) are overridden by a Lua file
 -- (`--config FILE`, a chunk returning a table with the same keys) and then by flags.
@@ -54,11 +55,12 @@ local uv = require "luv"
 -- The systems a build may lack (RA_BUILD_AUDIT, RA_BUILD_LEDGER: their libraries load with
 -- their modules): an error only when the configuration asks for them (schema.lua says so).
 local has_audit, audit_host = pcall(require, "ron.audit.host")
+local trail = has_audit and require "ron.node.trail"
 local has_ledger, attest = pcall(require, "ron.node.attest")
 local feed = has_ledger and require "ron.node.feed"
 local has_wallet, wallet = pcall(require, "ron.wallet.daemon")
 
-local format, concat = string.format, table.concat
+local format = string.format
 local pairs, ipairs, type, tostring, tonumber, pcall =
       pairs, ipairs, type, tostring, tonumber, pcall
 
@@ -122,51 +124,14 @@ local function open_meter(d)
     return true
 end
 
--- The audit trail (ron.audit.host, docs/AUDIT.md "In the daemon"): first of the systems,
--- since everything after it may emit. Its log directory is <var>/audit unless audit.dir
--- names one (none with amnesia).
-local function open_audit_trail(d)
-    local cfg, p = d.cfg, d.paths
-    local a, defaults = cfg.audit, audit_host.CONFIG_DEFAULTS
-    local o = { writer_id = a.writer_id or defaults.writer_id,
-                stream = a.stream or defaults.stream,
-                close_deadline_ms = cfg.drain_deadline_ms,
-                log = function(line) log("WARN", "audit: %s", line) end }
-    for _, k in ipairs { "checkpoint_every", "queue_cap", "batch", "interval_ms",
-                         "io_deadline_ms", "rotate_bytes", "shards" } do
-        o[k] = a[k] or defaults[k]
-    end
-    if a.amnesia then
-        o.amnesia = true
-    else
-        local ok, err = mkdir_p(p.audit)
-        if not ok then return nil, format("%s: %s", p.audit, tostring(err)) end
-        o.dir = p.audit
-        o.key_path = a.key_path or nil
-    end
-    local h, err = audit_host.start(o)
-    if not h then return nil, err end
-    log("INFO", "audit trail %s (%s/%s%s; check with: ron-accounting audit verify %s)",
-        o.dir or "in RAM (amnesia)", o.writer_id, o.stream,
-        o.key_path and format(", checkpoints every %d records", o.checkpoint_every)
-        or ", no checkpoint key", o.dir or "-")
-    -- AUD-I-37: whether the open used the head file or decoded everything (a slow start
-    -- after a crash says why here)
-    local infos = h.chains and h:open_info() or { h:open_info() }
-    local parts = {}
-    for i, oi in ipairs(infos) do
-        parts[i] = (#infos > 1 and format("chain %d ", i) or "") .. audit_host.open_text(oi)
-    end
-    log("INFO", "audit trail %s", concat(parts, "; "))
-    return h
-end
-
+-- The audit trail (ron.audit.host through ron.node.trail, docs/AUDIT.md "In the daemon"):
+-- first of the systems, since everything after it may emit.
 local function open_audit(d)
     if not d.cfg.audit then return true end
     if not has_audit then return nil, "audit: " .. tostring(audit_host) end
-    local a, err = open_audit_trail(d)
+    local a, err = trail.start(d.cfg, d.paths, log, mkdir_p)
     if not a then return nil, "audit: " .. tostring(err) end
-    d.audit, d.audit_dir = a, not d.cfg.audit.amnesia and d.paths.audit or nil
+    d.trail, d.audit, d.audit_dir = trail, a, not d.cfg.audit.amnesia and d.paths.audit or nil
     d.audit_emit = function(kind, attrs) return a:emit(kind, attrs) end
     a:emit("daemon", { event = "start", pid = uv.os_getpid() })
     -- An exporter that keeps its own trail of decisions (ron.ledger.exporter: a record per
@@ -220,18 +185,27 @@ end
 -- systems configured. Until the runtime exists the endpoints answer through this proxy.
 local function http_proxy(d)
     return {
+        -- -> ready, reasons (503), notes (after "ready": what is wrong without making the
+        -- process unready, a failing trail with audit.required = false)
         ready = function()
             local ready, reasons = false, { "starting" }
             if d.rt then ready, reasons = d.rt:ready() end
+            local more, notes = {}, {}
             if d.wallet then
                 local wr, wreasons = d.wallet:ready()
-                if not wr then
-                    reasons = ready and {} or reasons or {}
-                    for _, r in ipairs(wreasons) do reasons[#reasons + 1] = r end
-                    ready = false
-                end
+                if not wr then more = wreasons end
             end
-            return ready, reasons
+            if d.trail then -- AUD-I-42: a failing trail, by audit.required
+                local treasons
+                treasons, notes = d.trail.ready(d)
+                for _, r in ipairs(treasons) do more[#more + 1] = r end
+            end
+            if #more > 0 then
+                reasons = ready and {} or reasons or {}
+                for _, r in ipairs(more) do reasons[#reasons + 1] = r end
+                ready = false
+            end
+            return ready, reasons, notes
         end,
         metrics_text = function()
             return (d.rt and d.rt:metrics_text() or "") ..
@@ -244,12 +218,22 @@ local function http_proxy(d)
     }
 end
 
+-- Each route named by its system: a request refused before its handler is attributed to
+-- it (accounting_http_early_refusals_total{route}, ron.node.http).
 local function http_routes(d)
-    local routes = admin.routes(d)
-    if d.ingest then routes[#routes + 1] = d.ingest:route() end
-    for _, sys in ipairs { "receiver", "wallet" } do
-        for _, r in ipairs(d[sys] and d[sys]:routes() or {}) do routes[#routes + 1] = r end
+    local routes = {}
+    local function add(list, name)
+        for _, r in ipairs(list) do
+            r.name = r.name or name
+            routes[#routes + 1] = r
+        end
     end
+    add(admin.routes(d), "admin")
+    if d.ingest then add({ d.ingest:route() }, "ingest") end
+    for _, sys in ipairs { "receiver", "wallet" } do
+        if d[sys] then add(d[sys]:routes(), sys) end
+    end
+    if d.trail then add(d.trail.routes(d), "audit") end
     return routes
 end
 
@@ -294,11 +278,11 @@ local function open_http(d)
         header_timeout_ms = cfg.http_header_timeout_ms,
         body_timeout_ms = cfg.http_body_timeout_ms,
         max_header_bytes = cfg.http_max_header_bytes,
-        max_body = http_max_body(d), routes = http_routes(d) })
+        max_body = http_max_body(d), routes = http_routes(d),
+        on_early = d.trail and d.trail.on_early(d) })
     if not ok or not srv then return nil, "http: " .. tostring(ok and err or srv) end
     d.http = srv
     log_http(d, host)
-    if d.ingest then d.ingest:attach(srv) end
     return true
 end
 

@@ -275,6 +275,13 @@ function _M.check(cfg)
     if cfg.receiver and not cfg.listen then
         return bad("receiver needs listen (PUT /v1/slices/... is served there)")
     end
+    -- what opening the trail would refuse (a directory that cannot be written, a bad key):
+    -- --check and start refuse the same (AUD-I-42)
+    if cfg.audit and not cfg.audit.amnesia then
+        local ok, err = audit_host.check_paths(_M.paths(cfg).audit, cfg.audit.key_path or nil,
+                                               cfg.audit.shards)
+        if not ok then return bad("%s", err) end
+    end
     -- The meter's own checks, the very ones ra_meter_open runs (ra_config_check): --check
     -- and start refuse the same configurations (issue 14 item 11).
     local ok, err = acct.check_config(_M.meter_config(cfg))

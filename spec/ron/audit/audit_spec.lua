@@ -60,6 +60,21 @@ describe("ron.audit", function()
         assert.has_error(function() audit.open { writer_id = "w", stream = "s", bogus = 1 } end)
     end)
 
+    it("AUD-I-42: open_spec carries every open argument across VMs in one string", function()
+        -- the threadpool's reopen: a pool body gets at most ron.base.offload.MAX_ARGS values
+        local cfg = { writer_id = "gw-1", stream = "s.1", dir = "/var/x y", key_path = "k",
+                      amnesia = false, checkpoint_every = 1000, rotate_bytes = 64 * 2 ^ 20,
+                      batch_bytes = 8192, dedupe_window = 77, checkpoint_interval_ms = 60000 }
+        local spec = audit.open_spec(cfg)
+        assert.equal("string", type(spec))
+        assert.same({ "gw-1", "s.1", "/var/x y", "k", false, 1000, 64 * 2 ^ 20, 8192, 77,
+                      60000 }, audit.spec_args(spec))
+        local a = audit.spec_args(audit.open_spec { writer_id = "w", stream = "s",
+                                                    amnesia = true })
+        assert.same({ "w", "s", nil, nil, true }, a)
+        assert.is_nil(a[10])
+    end)
+
     it("AUD-I-17 AUD-I-18: a full queue sheds with Busy, counts, and drains into a Gap record", function()
         local dir = tmpdir()
         local log = assert(audit.open { writer_id = "gw-1", stream = "rejects", dir = dir .. "/log",

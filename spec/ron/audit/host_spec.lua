@@ -29,6 +29,17 @@ local function count_kind(recs, kind)
     return n
 end
 
+-- A checkpoint key pair named name from `audit keygen`: signer and verifier paths.
+local function keygen(name)
+    local kdir = S.tmpname(".keys")
+    os.execute("mkdir -p " .. S.shell_quote(kdir))
+    local sk, vk = kdir .. "/signer.key", kdir .. "/verifier.pub"
+    local _, krc = S.run(BIN .. " audit keygen " .. name .. " " .. S.shell_quote(sk) .. " " ..
+                         S.shell_quote(vk))
+    assert.equal(0, krc)
+    return sk, vk
+end
+
 local function open(dir, extra)
     local o = { writer_id = "node-1", stream = "daemon", dir = dir, interval_ms = 5,
                 log = function() end }
@@ -49,6 +60,17 @@ local function gated_sync(task)
             gate:recv()
         end
         return offload.audit_sync(lg, nil, nil, chunk)
+    end
+end
+
+-- A sync whose first `fails` appends fail as a failed write answers (RAU_EIO, -9).
+local function failing_sync(fails)
+    return function(lg, deadline_ms, on_late, chunk)
+        if chunk and fails > 0 then
+            fails = fails - 1
+            return -9, 0, 0
+        end
+        return offload.audit_sync(lg, deadline_ms, on_late, chunk)
     end
 end
 
@@ -141,6 +163,106 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local gap = recs[2].kind == "gap" and recs[2] or recs[3]
         assert.matches('dropped=7 from_ts_ms=102 head_seq=1 reason="io_backpressure" to_ts_ms=108',
                        gap.rest, 1, true)
+    end)
+
+    it("AUD-I-42: a failed log sheds as audit_failed, recovers by itself, ONE Gap with the exact count", function()
+        print("seed: none (no randomness)")
+        local dir = S.tmpname(".audit")
+        local lines = {}
+        S.run_task(function(task)
+            -- the first two appends fail
+            local h = open(dir, { sync = failing_sync(2), recover_min_ms = 5, recover_max_ms = 20,
+                                  log = function(line, level)
+                                      lines[#lines + 1] = (level or "-") .. " " .. line
+                                  end })
+            assert(h:emit("reject", { i = 1 }, 1001))
+            assert.is_true(S.eventually(task, function() return h:stats().failed ~= nil end,
+                                        5000))
+            for i = 2, 4 do
+                local ok, err = h:emit("reject", { i = i }, 1000 + i)
+                assert.is_nil(ok)
+                assert.matches("^Busy: audit event shed %(audit_failed%)", err)
+            end
+            assert.is_true(S.eventually(task, function()
+                local st = h:stats()
+                return not st.failed and st.recoveries == 1 and st.durable_seq == 2
+            end, 5000))
+            assert.matches("audit_recoveries_total 1", h:metrics_text(), 1, true)
+            assert.matches('audit_drop_total{reason="audit_failed"} 3', h:metrics_text(), 1, true)
+            assert(h:emit("reject", { i = 5 }, 1005)) -- taken again
+            assert(h:close())
+        end)
+        local errors = 0
+        for _, l in ipairs(lines) do if l:match("^ERROR ") then errors = errors + 1 end end
+        assert.equal(1, errors, table.concat(lines, "\n"))
+        assert.matches("recovered after 2 attempt%(s%)", table.concat(lines, "\n"))
+        local rc, recs, out = verify_list(dir)
+        assert.equal(0, rc, out)
+        -- record 1 appended on the second attempt, the gap of 2..4, then 5
+        assert.equal(3, #recs, out)
+        assert.matches("i=1", recs[1].rest)
+        assert.equal("gap", recs[2].kind)
+        assert.matches('dropped=3 from_ts_ms=1002 head_seq=1 reason="audit_failed" to_ts_ms=1004',
+                       recs[2].rest, 1, true)
+        assert.matches("i=5", recs[3].rest)
+    end)
+
+    it("AUD-I-42 AUD-I-39: a recovered log keeps its configuration (checkpoint_interval_ms)", function()
+        -- the reopen runs in the threadpool, whose bodies get at most ron.base.offload.MAX_ARGS
+        -- values: the log's open arguments cross as one string (ron.audit.open_spec); ten
+        -- values one by one lost the last three (batch_bytes, dedupe_window, the interval)
+        print("seed: none (no randomness)")
+        local dir = S.tmpname(".audit")
+        local sk = keygen("ron-audit/node-1/daemon")
+        S.run_task(function(task)
+            local h = open(dir, { sync = failing_sync(1), recover_min_ms = 5, recover_max_ms = 20,
+                                  key_path = sk, checkpoint_every = 1000,
+                                  checkpoint_interval_ms = 20 })
+            assert(h:emit("reject", { i = 1 }, 1))
+            assert.is_true(S.eventually(task, function() return h:stats().recoveries == 1 end,
+                                        5000))
+            for i = 2, 3 do assert(h:emit("reject", { i = i }, i)) end
+            -- no count reaches checkpoint_every: only the interval signs these
+            assert.is_true(S.eventually(task, function()
+                local cp = h:latest_checkpoint()
+                return cp and cp.size == 3
+            end, 5000))
+            assert(h:close())
+        end)
+    end)
+
+    it("AUD-I-42: closed while failed (recover_max_ms = 0: no recovery), close says what is lost", function()
+        local dir = S.tmpname(".audit")
+        S.run_task(function(task)
+            local h = open(dir, { sync = function() return -9, 0, 0 end, recover_max_ms = 0 })
+            assert(h:emit("reject", { i = 1 }, 1))
+            assert.is_true(S.eventually(task, function() return h:stats().failed ~= nil end,
+                                        5000))
+            assert.is_nil(h:emit("reject", { i = 2 }, 2))
+            local ok, err = h:close()
+            assert.is_nil(ok)
+            assert.matches("2 event%(s%) shed since are not in it", err)
+        end)
+    end)
+
+    it("AUD-I-39: an idle trail signs a checkpoint of what none covers every checkpoint_interval_ms", function()
+        local dir = S.tmpname(".audit")
+        local sk = keygen("ron-audit/node-1/daemon")
+        S.run_task(function(task)
+            local h = open(dir, { key_path = sk, checkpoint_every = 1000,
+                                  checkpoint_interval_ms = 20 })
+            for i = 1, 3 do assert(h:emit("reject", { i = i }, i)) end
+            assert.is_true(S.eventually(task, function()
+                local cp = h:latest_checkpoint()
+                return cp and cp.size == 3
+            end, 5000))
+            assert(h:emit("reject", { i = 4 }, 4))
+            assert.is_true(S.eventually(task, function()
+                local cp = h:latest_checkpoint()
+                return cp and cp.size == 4
+            end, 5000))
+            assert(h:close())
+        end)
     end)
 
     it("enqueue deadline: emit_wait waits for room up to its deadline, then sheds as audit_deadline", function()
@@ -337,12 +459,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
 
     it("latest_checkpoint: origin, size and root of the last signed checkpoint, also after reopen", function()
         local dir = S.tmpname(".audit")
-        local kdir = S.tmpname(".keys")
-        os.execute("mkdir -p " .. S.shell_quote(kdir))
-        local sk, vk = kdir .. "/signer.key", kdir .. "/verifier.pub"
-        local _, krc = S.run(BIN .. " audit keygen ron-audit/node-1/daemon " ..
-                             S.shell_quote(sk) .. " " .. S.shell_quote(vk))
-        assert.equal(0, krc)
+        local sk, vk = keygen("ron-audit/node-1/daemon")
         local cp
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5 })
@@ -360,9 +477,11 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local f = assert(io.open(string.format("%s/cp-%020d.note", dir, cp.size)))
         assert.equal(cp.note, f:read("*a"))
         f:close()
+        -- AUD-I-39: close() signed the head (25), so nothing is left unpinned at rest
         local lg = assert(audit.open { writer_id = "node-1", stream = "daemon", dir = dir })
         local again = assert(lg:latest_checkpoint())
-        assert.same(cp, again)
+        assert.equal(25, again.size)
+        assert.equal(cp.origin, again.origin)
         lg:close()
         local rc, recs, out = verify_list(dir, vk)
         assert.equal(0, rc, out)

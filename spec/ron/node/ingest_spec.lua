@@ -483,7 +483,6 @@ describe("POST /v1/records (G-6.1)", function()
                                             runtime = { metrics_text = function()
                                                 return ing:metrics_text() end,
                                                 ready = function() return true end } })
-            ing:attach(srv)
             local port = srv:port()
             local body = batch { rec(S.TENANT_A, "alice", "bytes", 5) }
             local st, hs, b = post(task, port, body, AUTH_A)
