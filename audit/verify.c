@@ -117,28 +117,15 @@ static void read_cp(vctx_t *v, const rau_verify_opts_t *o, cp_t *c) {
     c->ok = 1;
 }
 
-int rau_verify(const char *dir, const rau_verify_opts_t *o, rau_verify_result_t *out) {
-    if (out) memset(out, 0, sizeof *out);
-    if (!dir || !o || !out || (o->n_extra && !o->extra)) return RAU_EINVAL;
+/* The directory's checkpoints (cp-<size>.note), then the caller's extra ones, each read and
+ * verified (read_cp); *cps grows as needed and is the caller's to free with its paths. */
+static int collect_cps(vctx_t *vp, const rau_verify_opts_t *o, const char *dir, cp_t **cpsp,
+                       size_t *ncpp) {
     const char *const *extra = o->extra;
     size_t n_extra = o->n_extra;
-    rau_record_fn each = o->each;
-    void *ud = o->ud;
-    vctx_t v = {o->report, ud, 0};
-    rau__seglist_t sl;
-    int rc = rau__seglist(dir, &sl);
-    if (rc) return rc;
-    rau__dedupe_t dd = {0};
-    uint64_t head_seq = 0, records = 0;
-    uint8_t head_hash[32] = {0};
-    char writer[RAU_ID_MAX + 1] = "", stream[RAU_ID_MAX + 1] = "";
-    char where[4400];
-    /* The checkpoints first (the directory's, then the caller's: a witness's or an
-     * auditor's old copy, where a log restored from an old backup and grown again is a
-     * fork: the root of its first `size` records no longer matches what was signed before),
-     * sorted by size: each root is compared when the records reach its size. */
     cp_t *cps = NULL;
     size_t ncp = 0, capcp = 0;
+    int rc = 0;
     DIR *d = opendir(dir);
     struct dirent *e;
     for (size_t x = 0; rc == 0;) {
@@ -172,11 +159,37 @@ int rau_verify(const char *dir, const rau_verify_opts_t *o, rau_verify_result_t 
             break;
         }
         ncp++;
-        read_cp(&v, o, c);
+        read_cp(vp, o, c);
         if (c->ok && named != UINT64_MAX && c->size != named)
-            problem(&v, path, "note says size %llu", (unsigned long long)c->size);
+            problem(vp, path, "note says size %llu", (unsigned long long)c->size);
     }
     if (d) closedir(d);
+    *cpsp = cps;
+    *ncpp = ncp;
+    return rc;
+}
+
+int rau_verify(const char *dir, const rau_verify_opts_t *o, rau_verify_result_t *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!dir || !o || !out || (o->n_extra && !o->extra)) return RAU_EINVAL;
+    rau_record_fn each = o->each;
+    void *ud = o->ud;
+    vctx_t v = {o->report, ud, 0};
+    rau__seglist_t sl;
+    int rc = rau__seglist(dir, &sl);
+    if (rc) return rc;
+    rau__dedupe_t dd = {0};
+    uint64_t head_seq = 0, records = 0;
+    uint8_t head_hash[32] = {0};
+    char writer[RAU_ID_MAX + 1] = "", stream[RAU_ID_MAX + 1] = "";
+    char where[4400];
+    /* The checkpoints first (the directory's, then the caller's: a witness's or an
+     * auditor's old copy, where a log restored from an old backup and grown again is a
+     * fork: the root of its first `size` records no longer matches what was signed before),
+     * sorted by size: each root is compared when the records reach its size. */
+    cp_t *cps = NULL;
+    size_t ncp = 0;
+    rc = collect_cps(&v, o, dir, &cps, &ncp);
     if (ncp) qsort(cps, ncp, sizeof *cps, cmp_cp);
     size_t ci = 0;
     int tree_broken = 0; /* a seq gap too large to stand in for: later roots unchecked */

@@ -1189,9 +1189,10 @@ static int opt_field(lua_State *L, const char *key, int type) {
 }
 
 /* httpd.listen{host, port, max_body, handler} -> server | nil, err */
-static int l_listen(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_pushnil(L); /* unknown keys are errors (STYLE §12) */
+/* Unknown option keys are errors (STYLE §12): a misspelt limit is never silently the
+ * default. */
+static void check_listen_keys(lua_State *L) {
+    lua_pushnil(L);
     while (lua_next(L, 1)) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
         static const char *const known[] = {"host",
@@ -1210,9 +1211,14 @@ static int l_listen(lua_State *L) {
         int found = 0;
         for (int i = 0; known[i]; i++)
             if (strcmp(k, known[i]) == 0) found = 1;
-        if (!found) return luaL_error(L, "httpd.listen: unknown option '%s'", k);
+        if (!found) luaL_error(L, "httpd.listen: unknown option '%s'", k);
         lua_pop(L, 1);
     }
+}
+
+static int l_listen(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    check_listen_keys(L);
     const char *host = "127.0.0.1";
     if (opt_field(L, "host", LUA_TSTRING)) host = lua_tostring(L, -1);
     lua_Integer port = 9464;
