@@ -244,6 +244,9 @@ describe("store on a real PostgreSQL", function()
             local s = make()
             local db = s.drv.db
             assert(db:exec("CREATE TABLE pipe_t (k int PRIMARY KEY, v bytea)"))
+            -- every member of the pool connected first: a fresh one's session settings
+            -- (on_connect) are queries of their own
+            for _ = 1, 4 do assert(db:exec("SELECT 1")) end
             local before = db:stats().queries
             local out = assert(db:pipeline {
                 { "INSERT INTO pipe_t VALUES (1, $1::bytea)", { pq.bytea("\0one") } },

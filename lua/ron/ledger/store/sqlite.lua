@@ -506,11 +506,15 @@ local tokens = 0
 local Off = {}
 Off.__index = function(self, k)
     local v = Off[k]
-    if v then return v end
+    if v ~= nil then return v end
     local proxy = function(s, ...) return s:call(k, ...) end
     Off[k] = proxy
     return proxy
 end
+
+-- No snapshot: each call runs on a pool thread, so no read transaction spans two of them
+-- (verify over an offloaded store reads call by call; the CLI opens it read-only instead).
+Off.snapshot = false
 
 function Off:call(method, ...)
     -- (here, not at the top: the threadpool's VMs load this module for its driver, and
