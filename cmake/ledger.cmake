@@ -168,16 +168,6 @@ if(COMMAND ra_host_spec)
       "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
   endif()
 endif()
-# Node leases on a real PostgreSQL (LED-70): a takeover waits for a phase in flight and
-# fences the old epoch; fence_node ends one node's statements.
-if(COMMAND ra_host_spec)
-  ra_host_spec(lua-ledger-lease-pg-host spec/ron/ledger/lease_host_spec.lua)
-  if(TEST lua-ledger-lease-pg-host)
-    set_tests_properties(lua-ledger-lease-pg-host PROPERTIES LABELS "lua;postgres" TIMEOUT 120)
-    set_property(TEST lua-ledger-lease-pg-host APPEND PROPERTY ENVIRONMENT
-      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
-  endif()
-endif()
 # A hot account (issue 29 items 1 and 2, LED-67): 3000 transfers spending one payer's change
 # from 6 committers on 2 nodes while a reader polls its balance (never up) and its spendable
 # postings (never before their transfer), then `ledger verify` exact; on SQLite (offloaded)
@@ -197,6 +187,16 @@ if(COMMAND ra_host_spec)
         "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>" "RON_HOT_BACKEND=${_hot}")
     endif()
   endforeach()
+endif()
+# Node leases on a real PostgreSQL (LED-70): a takeover waits for a phase in flight and
+# fences the old epoch; fence_node ends one node's statements.
+if(COMMAND ra_host_spec)
+  ra_host_spec(lua-ledger-lease-pg-host spec/ron/ledger/lease_host_spec.lua)
+  if(TEST lua-ledger-lease-pg-host)
+    set_tests_properties(lua-ledger-lease-pg-host PROPERTIES LABELS "lua;postgres" TIMEOUT 120)
+    set_property(TEST lua-ledger-lease-pg-host APPEND PROPERTY ENVIRONMENT
+      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+  endif()
 endif()
 if(TARGET ron-accounting AND RA_BUSTED)
   add_custom_target(soak-ledger
