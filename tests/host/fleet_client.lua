@@ -137,9 +137,9 @@ function _M.new(o)
                  p50 = percentile(lat, 0.5), p99 = percentile(lat, 0.99) }
     end
 
-    local function fmt_other(o)
+    local function fmt_other(counts)
         local t = {}
-        for k, v in pairs(o) do t[#t + 1] = k .. "=" .. v end
+        for k, v in pairs(counts) do t[#t + 1] = k .. "=" .. v end
         table.sort(t)
         return #t == 0 and "none" or concat(t, ", ")
     end
