@@ -86,6 +86,12 @@ sim-ledger: build
 soak-ledger: build
 	cmake --build $(BUILD) --target soak-ledger
 
+# The fleet (docs/WALLET.md §6): two wallet daemons and the rater on one real PostgreSQL,
+# three kill -9s of a node kept dead 40 s, more keys than `make test`'s host-wallet-fleet.
+.PHONY: soak-fleet
+soak-fleet: build
+	cmake --build $(BUILD) --target soak-fleet
+
 # The audit log's kill -9 loop with 1000 kills (make test runs 20).
 soak-audit: build
 	cmake --build $(BUILD) --target soak-audit

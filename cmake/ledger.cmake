@@ -181,6 +181,16 @@ if(COMMAND ra_host_spec)
       "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
   endif()
 endif()
+# Node leases on a real PostgreSQL (LED-71): a takeover waits for a phase in flight and
+# fences the old epoch; fence_node ends one node's statements.
+if(COMMAND ra_host_spec)
+  ra_host_spec(lua-ledger-lease-pg-host spec/ron/ledger/lease_host_spec.lua)
+  if(TEST lua-ledger-lease-pg-host)
+    set_tests_properties(lua-ledger-lease-pg-host PROPERTIES LABELS "lua;postgres" TIMEOUT 120)
+    set_property(TEST lua-ledger-lease-pg-host APPEND PROPERTY ENVIRONMENT
+      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+  endif()
+endif()
 if(TARGET ron-accounting AND RA_BUSTED)
   add_custom_target(soak-ledger
     COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_KILLS=500 RON_LEDGER_LIB=$<TARGET_FILE:ronledger>

@@ -29,6 +29,7 @@ local B = require "ron.ledger.bigint"
 local codec = require "ron.ledger.codec"
 local events = require "ron.ledger.events"
 local ledger = require "ron.ledger"
+local lease_mod = require "ron.ledger.lease"
 local phases = require "ron.ledger.phases"
 local task = require "ron.base.task"
 local view = require "ron.ledger.view"
@@ -65,6 +66,23 @@ local IN_FLIGHT = "intent in flight"
 function _M.is_in_flight(err, code)
     return code == ERR.Unavailable and type(err) == "string"
         and err:find(IN_FLIGHT, 1, true) ~= nil
+end
+
+-- Contention (issue 29 item 3): an Unavailable that is a race with other sagas (postings or
+-- heads taken, an intent in flight), not the store failing. A caller's circuit breaker,
+-- which is for the ledger being unreachable or failing, does not count it. HELD: every
+-- attempt of the drive found the payer's postings reserved by the same other saga (a
+-- saga of a stopped or dead node, until it is recovered: ron.ledger.lease), where a race
+-- with live sagas meets a different holder each time.
+local CHANGING, HELD = "kept changing", "postings held by saga "
+function _M.is_contention(err, code)
+    if code ~= ERR.Unavailable or type(err) ~= "string" then return false end
+    return err:find(CHANGING, 1, true) ~= nil or err:find(HELD, 1, true) ~= nil
+        or err:find(IN_FLIGHT, 1, true) ~= nil or err:find("keeps changing", 1, true) ~= nil
+end
+function _M.is_held(err, code)
+    return code == ERR.Unavailable and type(err) == "string"
+        and err:find(HELD, 1, true) ~= nil
 end
 
 -- Validation codes that mean "the state moved under us": re-resolve, do not store.
@@ -148,6 +166,8 @@ end
 -- or its effect is read back by the caller). A failure that outlives the retries aborts the
 -- drive with a table error that _guard turns into Unavailable (LED-32).
 function Ledger:_p(name, ...)
+    -- LED-71: a leased engine's write runs with its lease's guard
+    if self.lease and lease_mod.WRITES[name] then return phases.write(self, name, ...) end
     local s = self.store
     local err, class
     for attempt = 1, self.prim_retries + 1 do
@@ -549,8 +569,9 @@ function Ledger:_resolve_commit(req, src)
                 -- Postings other sagas hold are value in flight, not value missing: a short
                 -- account with reservations on the pair is a race (retry), never a stored
                 -- InsufficientFunds or an overdraft (LED-32).
-                if src:held(p.account, p.asset) then
-                    return false, "reservations in flight", ERR.Unavailable
+                local holder = src:held(p.account, p.asset)
+                if holder then
+                    return false, "reservations in flight", ERR.Unavailable, holder
                 end
                 -- So are the outputs of a saga past the point of no return: between its
                 -- inputs' deactivation and its outputs' insertion (a window a store stall
@@ -920,12 +941,14 @@ function Ledger:_drive_body(ctx)
     local ok, res = phases.open(self, ctx, saga_data(ctx), r)
     if not ok then return unpack(res, 1, table.maxn(res)) end
     local src = res -- (the view of the open phase's reads, or nil)
-    for _ = 1, self.max_attempts do
+    local held = nil -- the one saga every attempt found holding the payer's postings
+    for attempt = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1
-        local t, consumed, accts
+        local t, consumed, accts, holder
         if r then
             src = src or phases.reads(self, r)
-            t, consumed, accts = self:_resolve_commit(req, src)
+            t, consumed, accts, holder = self:_resolve_commit(req, src)
+            if attempt == 1 then held = holder elseif holder ~= held then held = false end
         else
             t, consumed, accts = self:_resolve_reverse(req)
         end
@@ -961,6 +984,9 @@ function Ledger:_drive_body(ctx)
         self.pause(1)
     end
     -- Still racing: the saga stays (reserving, holding nothing) for the retry or recover().
+    if held then
+        return fail(ERR.Unavailable, HELD .. tostring(held) .. " for every attempt; retry")
+    end
     return fail(ERR.Unavailable, "postings or heads kept changing; retry")
 end
 
@@ -2147,17 +2173,22 @@ end
 -- The members a finalizing batch handed over to the single path are driven with the
 -- reserving ones, after the give-back: driven at once they waited for a posting a dead
 -- sibling still held, gave up (Unavailable) and their records stayed (LED-31).
-function Ledger:recover()
+--
+-- opts.node (LED-71): the sagas of another node, whose lease this engine's node took over
+-- (ron.ledger.lease; the caller ended that node's backends): the same recovery, each saga
+-- driven again under this engine's node (its record becomes this node's).
+function Ledger:recover(opts)
     local report = {}
+    local node = opts and opts.node or self.node
     -- LED-65: a dead process of this node may still have statements running on the server;
     -- they end (or are ended) before anything is read (a store opened with this node)
     local store = self.store
-    if type(store.fence) == "function" and store.node == self.node then
+    if node == self.node and type(store.fence) == "function" and store.node == self.node then
         local n, ferr, fcls = store:fence()
         if not n then return nil, ferr, fcls == "io" and ERR.Unavailable or ERR.Bug end
         self.stats.fenced = (self.stats.fenced or 0) + n
     end
-    local list, err = guard(nil, function() return self:_p("list_pending_sagas", self.node) end)
+    local list, err = guard(nil, function() return self:_p("list_pending_sagas", node) end)
     if not list then return nil, err end
     local function add(s, r, e, code)
         report[#report + 1] = { id = s.id, phase = s.phase, ok = r ~= nil, err = e, code = code }

@@ -22,6 +22,7 @@
 -- an older binary (its finalize went step by step), and recover() rolls it forward through
 -- the same call, step by step when the state shows only part of it (Ledger:_finalize_steps).
 local events = require "ron.ledger.events"
+local lease = require "ron.ledger.lease"
 local ledger = require "ron.ledger"
 local view = require "ron.ledger.view"
 
@@ -57,6 +58,33 @@ function _M.rec_chunks(list)
     return out
 end
 
+-- A leased engine's phase (LED-71, ron.ledger.lease): a copy of ops with the lease's guard
+-- last, when any op writes (a read-only phase needs none); raises once the lease is lost.
+-- The guard goes last so the callers' indexes into the answer stay theirs, and on
+-- PostgreSQL its shared lock is held only from the end of the phase to its commit.
+local function guarded(l, ops)
+    if l.lost then error(l:fenced_error(), 0) end
+    local writes = false
+    for _, op in ipairs(ops) do
+        if lease.WRITES[op[1]] then
+            writes = true
+            break
+        end
+    end
+    if not writes then return ops end
+    local out = {}
+    for i = 1, #ops do out[i] = ops[i] end
+    out[#out + 1] = l:guard()
+    return out
+end
+
+-- A lone write primitive of a leased engine (Ledger:_p): a phase of one op and the guard.
+-- -> the primitive's own results
+function _M.write(led, name, ...)
+    local res = _M.apply(led, { { name, ... } })
+    return unpack(res[1], 1, res[1].n)
+end
+
 -- One phase, retried while the store answers "retry" (nothing applied) or "io" (maybe
 -- applied, the reply lost). -> res, maybe: maybe is true when an earlier attempt may have
 -- committed, so a missed guard may be the phase's own effect (the caller reads back). A
@@ -64,9 +92,18 @@ end
 function _M.apply(led, ops, opts)
     local s = led.store
     local err, class, maybe = nil, nil, false
+    local l = led.lease
+    local n_ops = #ops
+    if l then ops = guarded(l, ops) end
     for attempt = 1, led.prim_retries + 1 do
         local res, e, c = s:apply(ops, opts)
         if res then
+            -- LED-71: the lease's guard missed (another node took it over): nothing applied,
+            -- and this engine writes no more
+            if not res.ok and res.at > n_ops then
+                l.lost = true
+                error(l:fenced_error(), 0)
+            end
             led.stats.phases = (led.stats.phases or 0) + 1
             return res, maybe
         end

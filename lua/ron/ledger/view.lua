@@ -161,9 +161,15 @@ Source.__index = Source
 -- The source over one read: accts by id, lists (r.qs' answers, in order) and balances
 -- (r.bpairs'). deep: the lists already hold a second page where the first was full of
 -- positive postings (the batch plan reads it up front); else it is read when asked for.
+-- The probe's answer: the saga holding a reservation on the pair (its id), or false.
+local function holder(probe)
+    local p = probe[1]
+    return p ~= nil and (p.reservation or true)
+end
+
 function _M.source(led, r, accts, lists, balances, deep)
     for k, p in ipairs(r.payers) do
-        p.list, p.held = lists[2 * k - 1], #lists[2 * k] > 0
+        p.list, p.held = lists[2 * k - 1], holder(lists[2 * k])
     end
     local bal = {}
     for i, pr in ipairs(r.bpairs) do bal[pr.account .. asset_key(pr.asset)] = balances[i] end
@@ -189,13 +195,14 @@ function Source:page(account, asset, limit)
         local got = self.led:_p("get_postings_by_pairs", {
             { account = account, asset = asset, status = "active", limit = SELECT_LIMIT },
             { account = account, asset = asset, status = "pending_inactive", limit = 1 } })
-        pool.list, pool.held, pool.deep = got[1], #got[2] > 0, true
+        pool.list, pool.held, pool.deep = got[1], holder(got[2]), true
         l = pool.list
     end
     for i = 1, min(limit, #l) do r[i] = l[i] end
     return r
 end
 
+-- -> the id of a saga holding a reservation on the pair (the probe's), or false
 function Source:held(account, asset)
     local pool = self.pools[account .. asset_key(asset)]
     return pool ~= nil and pool.held

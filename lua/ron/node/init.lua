@@ -324,9 +324,10 @@ local function ledgers(d)
                    attest = has_attest and function(cp) return e:attest(cp) end or nil }
     end
     if d.wallet then
-        local led = d.wallet.led
-        out[#out + 1] = { name = "wallet", book = led.book, engine = function() return led end,
-                          attest = function(cp) return led:attest(cp) end }
+        -- (the wallet's engine is replaced when its node rejoins the fleet: ron.wallet.fleet)
+        local w = d.wallet
+        out[#out + 1] = { name = "wallet", book = w.led.book, engine = function() return w.led end,
+                          attest = function(cp) return w.led:attest(cp) end }
     end
     return out
 end

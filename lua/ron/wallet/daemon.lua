@@ -11,7 +11,10 @@
 --
 -- store = { backend = "sqlite", path = "<var>/wallet-ledger.db" } (default) or
 -- { backend = "postgres", conninfo = "..." [, schema = ...] }; book = "main" (the book the
--- rater writes, so usage shows in the wallet).
+-- rater writes, so usage shows in the wallet). lease_ms: the node's lease on the ledger
+-- (ron.wallet.fleet; default 5000 on PostgreSQL, where nodes share a ledger; 0 off, the
+-- default on SQLite).
+local fleet = require "ron.wallet.fleet"
 local service = require "ron.wallet.service"
 local L = require "ron.ledger.ledger"
 local store = require "ron.ledger.store"
@@ -27,14 +30,15 @@ local STORE_KEYS = { backend = true, path = true, durability = true, synchronous
                      conninfo = true, schema = true, connections = true,
                      connect_timeout_ms = true, query_timeout_ms = true }
 
+-- The keys this module takes (the rest are ron.wallet.service's).
+local OWN = { store = true, book = true, node = true, on_dry = true, lease_ms = true }
+
 function _M.check_config(v, key)
     key = key or "wallet"
     if v == false then return true end
     if type(v) ~= "table" then return nil, key .. " must be false or a table" end
     local rest = {}
-    for k, x in pairs(v) do
-        if k ~= "store" and k ~= "book" and k ~= "node" and k ~= "on_dry" then rest[k] = x end
-    end
+    for k, x in pairs(v) do if not OWN[k] then rest[k] = x end end
     if v.on_dry ~= nil and type(v.on_dry) ~= "function" then
         return nil, key .. ".on_dry must be a function(tenant, amount, asset)"
     end
@@ -45,6 +49,11 @@ function _M.check_config(v, key)
     end
     if v.node ~= nil and (type(v.node) ~= "string" or #v.node == 0 or #v.node > 64) then
         return nil, key .. ".node must be a string of 1..64 bytes"
+    end
+    local lm = v.lease_ms
+    if lm ~= nil and (type(lm) ~= "number" or lm % 1 ~= 0 or (lm ~= 0 and (lm < 500
+                      or lm > 600000))) then
+        return nil, key .. ".lease_ms must be 0 (off) or an integer in 500..600000"
     end
     local s = v.store
     if s ~= nil then
@@ -70,14 +79,16 @@ local starting = setmetatable({}, { __index = function()
 end })
 
 function _M.new(v, o)
-    local led = L.new { store = starting, book = v.book or "main", node = v.node or "wallet",
-                        pause = function(n) task.sleep(10 * n) end,
-                        audit = L.audit_hook(o.audit) } -- a record per committed transfer
-    local cfg = { ledger = led, log = o.log, on_dry = v.on_dry }
-    for k, x in pairs(v) do
-        if k ~= "store" and k ~= "book" and k ~= "node" and k ~= "on_dry" then cfg[k] = x end
+    local function engine()
+        return L.new { store = starting, book = v.book or "main", node = v.node or "wallet",
+                       pause = function(n) task.sleep(10 * n) end,
+                       audit = L.audit_hook(o.audit) } -- a record per committed transfer
     end
+    local led = engine()
+    local cfg = { ledger = led, log = o.log, on_dry = v.on_dry }
+    for k, x in pairs(v) do if not OWN[k] then cfg[k] = x end end
     local w = service.new(cfg)
+    w.new_engine = engine
     local s = v.store or { backend = "sqlite" }
     local so = {}
     for k, x in pairs(s) do so[k] = x end
@@ -88,6 +99,7 @@ function _M.new(v, o)
         so.node = led.node -- LED-65: recover() fences a dead process of this node
     end
     w.store_opts = so
+    w.lease_ms = v.lease_ms or (so.backend == "postgres" and 5000 or 0)
     return w
 end
 
@@ -105,6 +117,12 @@ function _M.run(w)
         if not task.sleep(1000) then return true end
     end
     if w.stopping then return true end
+    if w.lease_ms > 0 then
+        -- LED-71: the node's lease first (a survivor may be recovering this node: wait for
+        -- it), so recovery and every later write run under this process's epoch
+        local f = fleet.new(w, { ttl_ms = w.lease_ms, engine = w.new_engine })
+        if not f:start() then return true end
+    end
     local res = w.led:recover()
     if res and #res > 0 then w.log(format("recovered %d saga(s)", #res)) end
     w:start()

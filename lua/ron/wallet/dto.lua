@@ -86,7 +86,7 @@ _M.PROBLEMS = {
     account_closed = 409, account_exists = 409, oversize = 413, content_type = 415,
     content_encoding = 415, idempotency_mismatch = 422, insufficient_funds = 422,
     busy = 429, internal = 500, ledger_unavailable = 503, ledger_timeout = 503,
-    not_caught_up = 503, draining = 503, starting = 503,
+    not_caught_up = 503, draining = 503, starting = 503, account_busy = 503,
     -- the HTTP server's answers on the wallet's paths (server_problem)
     bad_request = 400, headers_too_large = 431, connection_limit = 503,
 }

@@ -50,6 +50,18 @@ return {
     dry = family { name = "wallet_dry_total", type = "counter",
                    help = "usage.shortfall events seen: a tenant's wallet did not cover a "
                           .. "charge, by asset.", labels = { "asset" } },
+    account_busy = family { name = "wallet_account_busy_total", type = "counter",
+                            help = "Money requests answered 503 account_busy: the payer's "
+                                   .. "postings held by one other saga for a whole commit "
+                                   .. "(ledger), then refused at once for a second (at_once).",
+                            labels = { "where" } },
+    lease_epoch = family { name = "wallet_lease_epoch", type = "gauge",
+                           help = "This node's lease epoch on the ledger (0: none yet)." },
+    lease_events = family { name = "wallet_lease_events_total", type = "counter",
+                            help = "The node lease's events: renewals, renew failures, "
+                                   .. "takeovers of dead peers, their sagas recovered, "
+                                   .. "releases, this node's lease lost, rejoins.",
+                            labels = { "event" } },
     invalidation_lag = family { name = "wallet_invalidation_lag_ms", type = "histogram",
                                 help = "From a commit's acknowledgement to its cache entries "
                                        .. "dropped by the event feed (the staleness SLO, "

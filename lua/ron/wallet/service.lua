@@ -30,6 +30,7 @@ local codec = require "ron.ledger.codec"
 local lru = require "ron.base.lru"
 local dto = require "ron.wallet.dto"
 local FAM = require "ron.wallet.families"
+local held = require "ron.wallet.held"
 local metrics = require "ron.base.metrics"
 local ledger_engine = require "ron.ledger.ledger"
 local task = require "ron.base.task"
@@ -85,8 +86,9 @@ local INTEGER_KEYS = {
 _M.ENDPOINTS = { "issue", "transfer", "burn", "account", "balance", "statement" }
 
 -- The kinds of the wallet's tasks (labels of wallet_tasks_*): committer workers, the event
--- feed, a ledger call of a job (commit), a read's answerer and its ledger call.
-_M.TASK_KINDS = { "worker", "feed", "call", "read", "read_call" }
+-- feed, a ledger call of a job (commit), a read's answerer and its ledger call, the node
+-- lease's heartbeat and survivor scan (ron.wallet.fleet).
+_M.TASK_KINDS = { "worker", "feed", "call", "read", "read_call", "lease" }
 
 -- -> true | nil, "wallet...: why"
 function _M.check_config(v, keyname)
@@ -210,6 +212,9 @@ function _M.new(o)
                              clock = self.clock,
                              on_shortfall = function(ev) self:_shortfall(ev) end }
     self.answers = lru.new(self.idempotency_cache)
+    -- payers a saga of another process kept reserved for a whole commit (issue 29 item 3)
+    self.held = held.new { clock = self.clock, hold_ms = 1000 }
+    self.not_ready = {}      -- reasons others hold (the node's lease: ron.wallet.fleet)
     self.inflight = {}       -- intent or key -> true while a commit for it runs
     self.calls = {}          -- ledger calls running: handle -> start ms
     self.n_reads = 0
@@ -381,7 +386,16 @@ end
 
 -- ---- the ledger work of one money request (in its own task) ----
 
--- -> answer, class ("retry" when a later try may succeed; nil: final)
+-- 503 account_busy: the payer's money is reserved by commits in flight; nothing decided.
+local function account_busy(retry_after_s)
+    return prob("account_busy", "the account's money is reserved by commits in flight (on " ..
+                "this node or another; a dead node's are released when its lease expires); " ..
+                "nothing was decided: retry the same request",
+                { ["Retry-After"] = tostring(retry_after_s) })
+end
+
+-- -> answer, class ("retry": the ledger failed, a later try may succeed; "contended": a race
+-- with other sagas, tried again too; "held": one other saga holds the payer; nil: final)
 function W:_money_once(job)
     local led, store = self.led, self.led.store
     local r = job.r
@@ -433,6 +447,10 @@ function W:_money_once(job)
         if ledger_engine.is_in_flight(cerr, code) then
             return prob("in_flight", "this nonce is being committed", { ["Retry-After"] = "1" })
         end
+        -- a race with other sagas, not the ledger failing (issue 29 item 3): not for the
+        -- breaker; "held": one saga kept the payer's postings for the whole commit
+        if ledger_engine.is_held(cerr, code) then return account_busy(1), "held" end
+        if ledger_engine.is_contention(cerr, code) then return account_busy(1), "contended" end
         return prob("ledger_unavailable", tostring(cerr)), "retry"
     end
     if code == ERR.Conflict then
@@ -473,12 +491,15 @@ function W:_money(job)
         else
             a, class, replayed = x, y, z
         end
-        if class ~= "retry" then break end
+        if class ~= "retry" and class ~= "contended" then break end
     end
     if class == "retry" then
         a = prob("ledger_unavailable", "the ledger failed; retry the same request",
                  { ["Retry-After"] = tostring(self.breaker:retry_after_s()) })
+    elseif class == "held" and job.r.from then
+        self.held:mark(job.r.from)
     end
+    -- healthy for the breaker unless the ledger failed (contention is not a failure)
     return a, class ~= "retry", replayed
 end
 
@@ -622,6 +643,8 @@ function W:_post_money(req, route)
         return ret(self, prob("in_flight", "this Idempotency-Key or nonce is being committed",
                               { ["Retry-After"] = "1" }))
     end
+    local wait_s = r.from and self.held:retry_after_s(r.from)
+    if wait_s then return ret(self, account_busy(wait_s)) end
     return self:_enqueue(req, { kind = "money", r = r, kkey = kkey, nkey = nkey, h = h,
                                 principal = who.principal }, route)
 end
@@ -640,7 +663,9 @@ function W:_account(job)
         return answer(200, format('{"account":"%s","status":"%s","version":%s}\n',
                                   dto.uuid_text(id), res.status, dec(res.version))), true
     end
-    if code == ERR.Unavailable then return prob("ledger_unavailable", tostring(err)), false end
+    if code == ERR.Unavailable then
+        return prob("ledger_unavailable", tostring(err)), ledger_engine.is_contention(err, code)
+    end
     if code == ERR.NotFound then return prob("unknown_account", tostring(err)), true end
     if code == ERR.Conflict then return prob("account_exists", tostring(err)), true end
     if code == ERR.AccountClosed then return prob("account_closed", tostring(err)), true end
@@ -1017,6 +1042,7 @@ function W:ready()
                                        tostring(stale))
     end
     if self.stopping then reasons[#reasons + 1] = "wallet: draining" end
+    for _, why in pairs(self.not_ready) do reasons[#reasons + 1] = why end
     return #reasons == 0, reasons
 end
 
@@ -1077,6 +1103,9 @@ function W:metrics_text()
         cum[i] = acc
     end
     FAM.invalidation_lag:render_histogram(out, cache.LAG_BUCKETS, cum, c.lag_sum, c.lag_count)
+    FAM.account_busy:render(out, { { "ledger", self.held.marked },
+                                   { "at_once", self.held.refused } })
+    if self.fleet then self.fleet:render(out) end
     return metrics.text(out)
 end
 

@@ -76,6 +76,9 @@ function _M.new(opts)
         events = {}, event_index = {},
         streams = {},
         meta = {},
+        leases = {},
+        -- the store's clock (ms) for the leases (LED-71): injected, else the wall clock
+        clock = opts.clock,
         calls = 0,
     }, Store)
     return self
@@ -776,6 +779,74 @@ Store.put_meta = prim("put_meta", function(self, _, key, value)
     if self.meta[key] ~= nil then return 0 end
     jset(self, self.meta, key, value)
     return 1
+end)
+
+-- ---- node leases (LED-71): the SQL stores' leases table, in the store's clock ----
+
+local function now_ms(self)
+    if self.clock then return self.clock() end
+    local ok, uv = pcall(require, "luv")
+    if ok then
+        local sec, us = uv.gettimeofday()
+        return sec * 1000 + math.floor(us / 1000)
+    end
+    return os.time() * 1000
+end
+
+Store.lease_acquire = prim("lease_acquire", function(self, _, node, ttl_ms)
+    local now, l = now_ms(self), self.leases[node]
+    if not l then
+        jset(self, self.leases, node, { epoch = 1, owner = node, expires_ms = now + ttl_ms })
+        return 1
+    end
+    if l.owner ~= nil and l.owner ~= node and l.expires_ms >= now then return 0 end
+    jset(self, l, "epoch", l.epoch + 1)
+    jset(self, l, "owner", node)
+    jset(self, l, "expires_ms", now + ttl_ms)
+    return l.epoch
+end)
+
+Store.lease_renew = prim("lease_renew", function(self, _, node, epoch, owner, ttl_ms)
+    local l = self.leases[node]
+    if not (l and l.epoch == epoch and l.owner == owner) then return 0 end
+    jset(self, l, "expires_ms", now_ms(self) + ttl_ms)
+    return 1
+end)
+
+Store.lease_takeover = prim("lease_takeover", function(self, _, node, epoch, expires_ms, owner,
+                                                       ttl_ms)
+    local now, l = now_ms(self), self.leases[node]
+    if not (l and l.epoch == epoch and l.expires_ms == expires_ms and l.expires_ms
+            and l.expires_ms < now) then
+        return 0
+    end
+    jset(self, l, "epoch", l.epoch + 1)
+    jset(self, l, "owner", owner)
+    jset(self, l, "expires_ms", now + ttl_ms)
+    return 1
+end)
+
+Store.lease_release = prim("lease_release", function(self, _, node, epoch, owner)
+    local l = self.leases[node]
+    if not (l and l.epoch == epoch and l.owner == owner) then return 0 end
+    jset(self, l, "owner", nil)
+    jset(self, l, "expires_ms", nil)
+    return 1
+end)
+
+Store.list_leases = prim("list_leases", function(self)
+    local r, now = {}, now_ms(self)
+    for node, l in pairs(self.leases) do
+        r[#r + 1] = { node = node, epoch = l.epoch, owner = l.owner, expires_ms = l.expires_ms,
+                      now_ms = now }
+    end
+    sort(r, function(a, b) return a.node < b.node end)
+    return r
+end)
+
+Store.check_lease = prim("check_lease", function(self, _, node, epoch)
+    local l = self.leases[node]
+    return (l and l.epoch == epoch and l.owner == node) and 1 or 0
 end)
 
 -- ---- phases (LED-67): several primitives as one transaction ----

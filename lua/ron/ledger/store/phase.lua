@@ -45,6 +45,7 @@ for _, n in ipairs {
     "get_intents", "put_intents", "get_postings_by_pairs", "deactivate_many",
     "store_transfers", "append_events", "get_events_for", "get_streams", "insert_streams",
     "advance_streams",
+    "check_lease", -- a leased engine's guard (LED-71)
 } do _M.PRIMITIVES[n] = true end
 
 local function misuse(msg) error("ron.ledger.store: apply: " .. msg, 3) end

@@ -168,14 +168,14 @@ end
 -- 16 hex digits of the first 8 bytes (an application_name is at most 63 bytes)
 local function hex16(s) return ledger.hex(s:sub(1, 8)) end
 
--- LED-65: ends the other backends named for this store's node (another process of the same
--- node: a dead one's statements still running) and waits until none is left. -> the number
--- ended | nil, "Unavailable: ...", "io". Only hex and ':' in the names: no LIKE wildcard.
-local function fence(self, timeout_ms)
-    local db = self.drv.db
-    local others = "FROM pg_stat_activity WHERE datname = current_database() AND "
-                   .. "application_name LIKE '" .. self.fence_tag .. "%' AND application_name <> '"
-                   .. self.fence_me .. "'"
+-- The application_name prefix of a node's connections (LED-65): only hex and ':' (no LIKE
+-- wildcard).
+local function node_tag(schema_name, node)
+    return "rl:" .. hex16(codec.sha256(schema_name .. "\0" .. node)) .. ":"
+end
+
+-- Ends the backends named by tag but not `me`: -> the count ended, the terminate's error.
+local function terminate(db, others)
     local rows, err = db:query("SELECT pg_terminate_backend(pid) AS t " .. others)
     local ended = 0
     if rows then
@@ -183,6 +183,38 @@ local function fence(self, timeout_ms)
             if rows[i][1] == "t" or rows[i].t == "t" then ended = ended + 1 end
         end
     end
+    return ended, rows == nil and err or nil
+end
+
+local function named(tag, me)
+    return "FROM pg_stat_activity WHERE datname = current_database() AND application_name "
+           .. "LIKE '" .. tag .. "%'" .. (me and (" AND application_name <> '" .. me .. "'") or "")
+end
+
+-- LED-71: a survivor that took another node's lease over ends that node's backends once (a
+-- dead process's statements still running, a transaction of a stopped one left open); no
+-- wait: the node's later statements, a reconnected pool's included, are fenced by its
+-- lease's epoch (ron.ledger.lease). -> the count ended | nil, err, "io"
+local function fence_node(self, node)
+    if type(node) ~= "string" or node == "" then
+        error("postgres: fence_node: node must be a non-empty string", 2)
+    end
+    local tag = node_tag(self.schema, node)
+    if tag == self.fence_tag then error("postgres: fence_node: this store's own node", 2) end
+    local ended, err = terminate(self.drv.db, named(tag))
+    if err then return nil, "Unavailable: ending node " .. node .. "'s backends: " .. tostring(err),
+                       "io" end
+    return ended
+end
+_M.node_tag = node_tag
+
+-- LED-65: ends the other backends named for this store's node (another process of the same
+-- node: a dead one's statements still running) and waits until none is left. -> the number
+-- ended | nil, "Unavailable: ...", "io". Only hex and ':' in the names: no LIKE wildcard.
+local function fence(self, timeout_ms)
+    local db = self.drv.db
+    local others = named(self.fence_tag, self.fence_me)
+    local ended, err = terminate(db, others)
     -- (not allowed to signal them, or they ended meanwhile: wait for them to end anyway)
     local t_end = uv.now() + (timeout_ms or self.fence_timeout_ms)
     while true do
@@ -191,7 +223,7 @@ local function fence(self, timeout_ms)
         if uv.now() >= t_end then
             return nil, format("Unavailable: backends of node %s still running after %d ms%s",
                                self.node, timeout_ms or self.fence_timeout_ms,
-                               rows and "" or " (ending them failed: " .. tostring(err) .. ")"),
+                               err and " (ending them failed: " .. tostring(err) .. ")" or ""),
                    "io"
         end
         task.sleep(10)
@@ -249,7 +281,7 @@ function _M.open(o)
     local name, durability = check_opts(o)
     local tag, me
     if o.node then
-        tag = "rl:" .. hex16(codec.sha256(name .. "\0" .. o.node)) .. ":"
+        tag = node_tag(name, o.node)
         local f = io.open("/dev/urandom", "rb")
         local r = f and f:read(8)
         if f then f:close() end
@@ -269,6 +301,7 @@ function _M.open(o)
     local prefix = '"' .. name .. '".'
     local s = sql.new(setmetatable({ db = db }, Drv), "postgres", prefix)
     s.backend, s.schema, s.durability = "postgres", name, durability
+    s.fence_node = fence_node
     if me then
         s.node, s.fence_tag, s.fence_me = o.node, tag, me
         s.fence_timeout_ms = o.fence_timeout_ms or 10000

@@ -117,6 +117,14 @@ local TABLES = {
     b3 B NOT NULL,
     PRIMARY KEY (tenant, dimension)
 )]],
+-- LED-71: each node's lease (ron.ledger.lease); a table a binary without leases never
+-- reads, so the schema version stays
+[[CREATE TABLE IF NOT EXISTS @leases (
+    node B PRIMARY KEY,
+    epoch I NOT NULL,
+    owner B,
+    expires_ms I
+)]],
 }
 
 -- The balance projection (LED-19): a posting inserted not Inactive adds its amount to its
@@ -213,6 +221,32 @@ BEGIN
             USING ERRCODE = 'RL001';
     END IF;
     RETURN got;
+END $$]],
+-- LED-71 (ron.ledger.lease): a node's advisory lock key; a phase of a leased engine holds it
+-- shared (rl_lease_held, its guard), a takeover exclusive (rl_lease_take). Each reads the
+-- row AFTER the lock is granted: a VOLATILE function's statements take a new snapshot, so
+-- a phase granted the lock after a takeover committed sees the new epoch and counts 0, and
+-- a takeover waits for the phases in flight. The takeover's wait is bounded (lock_timeout).
+[[CREATE OR REPLACE FUNCTION @rl_lease_key(n bytea) RETURNS bigint LANGUAGE sql IMMUTABLE AS
+$$ SELECT hashtextextended('ron.ledger lease @leases ' || encode(n, 'hex'), 0) $$]],
+[[CREATE OR REPLACE FUNCTION @rl_lease_held(n bytea, e bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(@rl_lease_key(n));
+    RETURN EXISTS (SELECT 1 FROM @leases WHERE node = n AND epoch = e AND owner = n);
+END $$]],
+[[CREATE OR REPLACE FUNCTION @rl_lease_take(n bytea, e bigint, x bigint, o bytea, ttl bigint)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE c bigint;
+BEGIN
+    PERFORM set_config('lock_timeout', '2000', true);
+    PERFORM pg_advisory_xact_lock(@rl_lease_key(n));
+    UPDATE @leases SET epoch = epoch + 1, owner = o,
+        expires_ms = CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint) + ttl
+    WHERE node = n AND epoch = e AND expires_ms = x
+      AND expires_ms < CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint);
+    GET DIAGNOSTICS c = ROW_COUNT;
+    RETURN c;
 END $$]],
 }
 

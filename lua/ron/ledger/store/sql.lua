@@ -370,7 +370,52 @@ local BUILD = {
     put_meta = function()
         return "INSERT INTO @ledger_meta (key, value) VALUES (?b, ?b) ON CONFLICT DO NOTHING"
     end,
+
+    -- ---- node leases (LED-71): {now_ms} is the store's clock (render) ----
+    -- a new row (epoch 1), or the row when it is free, expired or this node's own (a
+    -- restart: the earlier process of the node is dead): epoch + 1, owner, expiry
+    lease_acquire = function()
+        return "INSERT INTO @leases AS l (node, epoch, owner, expires_ms) VALUES (?b, 1, ?b, "
+               .. "{now_ms} + ?i) ON CONFLICT (node) DO UPDATE SET epoch = l.epoch + 1, "
+               .. "owner = excluded.owner, expires_ms = excluded.expires_ms WHERE l.owner IS "
+               .. "NULL OR l.owner = excluded.owner OR l.expires_ms < {now_ms} RETURNING epoch"
+    end,
+    lease_renew = function()
+        return "UPDATE @leases SET expires_ms = {now_ms} + ?i WHERE node = ?b AND epoch = ?i "
+               .. "AND owner = ?b"
+    end,
+    -- SQLite (one writer at a time); PostgreSQL runs @rl_lease_take (schema.lua): the same
+    -- UPDATE under the node's exclusive advisory lock
+    lease_takeover = function()
+        return "UPDATE @leases SET epoch = epoch + 1, owner = ?b, expires_ms = {now_ms} + ?i "
+               .. "WHERE node = ?b AND epoch = ?i AND expires_ms = ?i AND expires_ms < {now_ms}"
+    end,
+    lease_takeover_pg = function() return "SELECT @rl_lease_take(?b, ?i, ?i, ?b, ?i)" end,
+    lease_release = function()
+        return "UPDATE @leases SET owner = NULL, expires_ms = NULL WHERE node = ?b AND "
+               .. "epoch = ?i AND owner = ?b"
+    end,
+    list_leases = function()
+        return "SELECT node, epoch, owner, expires_ms, {now_ms} FROM @leases ORDER BY node"
+    end,
+    -- a phase's guard: PostgreSQL reads the row under the node's shared advisory lock, after
+    -- taking it (@rl_lease_held), so a takeover waits for the phases in flight and every
+    -- later phase of the fenced epoch counts 0
+    check_lease = function()
+        return "SELECT count(*) FROM @leases WHERE node = ?b AND epoch = ?i AND owner = ?b"
+    end,
+    check_lease_pg = function()
+        return "SELECT count(*) FROM (SELECT 1 WHERE @rl_lease_held(?b, ?i)) AS h"
+    end,
 }
+
+-- The store's clock in milliseconds, inside a statement (the leases': every node reads one
+-- clock, so no two nodes' clocks need to agree).
+local NOW_MS = {
+    sqlite = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+    postgres = "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint)",
+}
+_M.NOW_MS = NOW_MS
 
 _M.BUILD = BUILD
 
@@ -484,7 +529,7 @@ local ARRAY_KIND = { b = "bytea", i = "int8" }
 -- "?b"/"?i" (and "?B"/"?I": arrays, PostgreSQL only) -> the dialect's placeholders;
 -- "@name" -> the table's (prefixed) name.
 function _M.render(dialect, prefix, text)
-    text = schema.expand(text, prefix)
+    text = schema.expand(text, prefix):gsub("{now_ms}", NOW_MS[dialect])
     if dialect == "postgres" then
         local k = 0
         return (text:gsub("%?([biBI])", function(t)
@@ -1305,6 +1350,70 @@ function Store:put_meta(key, value)
     return write(self, "put_meta", nil, { n = 2, key, value })
 end
 
+-- node leases (LED-71, ron.ledger.lease) --------------------------------------------------
+-- A node's lease row: { node, epoch, owner, expires_ms } in the store's clock. The engine
+-- of a node guards every write with check_lease (its node and epoch) in the same
+-- transaction, so once a survivor took a dead node's lease over (epoch + 1) no statement of
+-- that node's earlier process lands any more.
+
+local function lease_count(rows, err, class)
+    if not rows then return nil, err, class end
+    return amount(rows[1] and rows[1][1]) or 0
+end
+
+-- -> the epoch now held (> 0) | 0 (another node owns the row, unexpired)
+function Store:lease_acquire(node, ttl_ms)
+    bytes_arg("lease_acquire", node, "node")
+    return lease_count(read(self, "lease_acquire", nil,
+        { n = 3, node, node, int_arg("lease_acquire", ttl_ms, "ttl_ms") }, "i"))
+end
+
+-- -> 1 | 0 (the row is not (node, epoch, owner) any more: lost)
+function Store:lease_renew(node, epoch, owner, ttl_ms)
+    bytes_arg("lease_renew", node, "node")
+    return write(self, "lease_renew", nil, { n = 4, int_arg("lease_renew", ttl_ms, "ttl_ms"),
+        node, int_arg("lease_renew", epoch, "epoch"), bytes_arg("lease_renew", owner, "owner") })
+end
+
+-- The expired row (node, epoch, expires_ms as listed) -> owner, epoch + 1. -> 1 | 0
+function Store:lease_takeover(node, epoch, expires_ms, owner, ttl_ms)
+    bytes_arg("lease_takeover", node, "node")
+    bytes_arg("lease_takeover", owner, "owner")
+    int_arg("lease_takeover", epoch, "epoch")
+    int_arg("lease_takeover", expires_ms, "expires_ms")
+    int_arg("lease_takeover", ttl_ms, "ttl_ms")
+    if self.dialect == "postgres" then
+        return lease_count(read(self, "lease_takeover_pg", nil,
+            { n = 5, node, epoch, expires_ms, owner, ttl_ms }, "i"))
+    end
+    return write(self, "lease_takeover", nil,
+                 { n = 5, owner, ttl_ms, node, epoch, expires_ms })
+end
+
+-- -> 1 | 0: the row (node, epoch, owner) is free (nobody owns it, nothing to recover)
+function Store:lease_release(node, epoch, owner)
+    return write(self, "lease_release", nil, { n = 3, bytes_arg("lease_release", node, "node"),
+        int_arg("lease_release", epoch, "epoch"), bytes_arg("lease_release", owner, "owner") })
+end
+
+-- -> { { node, epoch, owner?, expires_ms?, now_ms }, ... } by node
+function Store:list_leases()
+    return read_all(self, "list_leases", nil, { n = 0 }, "bibii", function(r)
+        return { node = r[1], epoch = amount(r[2]), owner = r[3], expires_ms = amount(r[4]),
+                 now_ms = amount(r[5]) }
+    end)
+end
+
+-- -> 1 | 0: (node, epoch) holds the node's lease (a phase's guard: expect = 1)
+function Store:check_lease(node, epoch)
+    bytes_arg("check_lease", node, "node")
+    int_arg("check_lease", epoch, "epoch")
+    if self.dialect == "postgres" then
+        return lease_count(read(self, "check_lease_pg", nil, { n = 2, node, epoch }, "i"))
+    end
+    return lease_count(read(self, "check_lease", nil, { n = 3, node, epoch, node }, "i"))
+end
+
 -- durability ----------------------------------------------------------------------------------
 
 -- LED-50: with durability "ack" the primitives commit without waiting for the disk (the
@@ -1394,6 +1503,9 @@ _M.METHODS = {
     "append_event", "get_event", "get_events_since", "head_seq",
     "get_stream", "advance_stream",
     "get_meta", "put_meta", "flush", "many", "apply", "scan",
+    -- node leases (LED-71)
+    "lease_acquire", "lease_renew", "lease_takeover", "lease_release", "list_leases",
+    "check_lease",
     -- batch primitives (LED-51)
     "get_intents", "put_intents", "get_postings_by_pairs", "deactivate_many",
     "store_transfers", "append_events", "get_events_for", "get_streams", "insert_streams",

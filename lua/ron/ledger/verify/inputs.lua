@@ -76,6 +76,11 @@ local _M = {
       rows = "SQLite's row for `transfers`", ops = "flip delete insert",
       why = "SQLite's next insertion number for transfers (AUTOINCREMENT); a number taken "
             .. "twice fails the insert, it decides nothing else" },
+    { id = "leases", kind = "any", table = "leases", column = "*", rows = "every row",
+      ops = "flip delete insert",
+      why = "the nodes' operational state (LED-71): who may write now, no money and nothing "
+            .. "a transfer or an event derives from; a forged lease can stall a node's writes "
+            .. "(a refused guard), never change what was committed" },
 }
 
 -- The entry covering (table, column, op) of a row of that kind, or nil (column "*": a
