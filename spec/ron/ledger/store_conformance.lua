@@ -44,6 +44,72 @@ local function prng(seed)
     end
 end
 
+local function books_case(s)
+    assert.equal(1, s:create_book("main", "meta-1"))
+    assert.equal(0, s:create_book("main", "meta-2"))
+    assert.equal(1, s:create_book("other", nil))
+    assert.same({ id = "main", meta = "meta-1" }, s:get_book("main"))
+    assert.is_nil(s:get_book("nope"))
+    local l = s:list_books()
+    assert.equal(2, #l)
+    assert.equal("main", l[1].id)
+    assert.equal("other", l[2].id)
+end
+
+-- LED-71: the node leases, on every backend (a spec of its own, outside M.run's list).
+local function lease_case(s)
+    local N, S = "n1", "n2"
+    -- (a negative ttl: the row expires at once, no clock to wait for)
+    assert.equal(1, s:lease_acquire(N, 60000))
+    assert.equal(2, s:lease_acquire(N, 60000)) -- the node again: a restart
+    assert.equal(1, s:lease_renew(N, 2, N, 60000))
+    assert.equal(0, s:lease_renew(N, 1, N, 60000)) -- an older epoch: lost
+    assert.equal(1, s:check_lease(N, 2))
+    assert.equal(0, s:check_lease(N, 1))
+    assert.equal(1, s:lease_acquire(S, 60000)) -- the survivor's own
+    local l = s:list_leases()
+    assert.equal(2, #l)
+    assert.equal(N, l[1].node)
+    assert.equal(2, l[1].epoch)
+    assert.equal(N, l[1].owner)
+    assert.is_true(l[1].expires_ms > l[1].now_ms)
+    -- not expired: no takeover
+    assert.equal(0, s:lease_takeover(N, 2, l[1].expires_ms, S, 60000))
+    assert.equal(1, s:lease_renew(N, 2, N, -1000)) -- expired now
+    local x = s:list_leases()[1]
+    assert.is_true(x.expires_ms < x.now_ms)
+    assert.equal(0, s:lease_takeover(N, 2, x.expires_ms + 1, S, 60000)) -- renewed since
+    assert.equal(0, s:lease_takeover(N, 1, x.expires_ms, S, 60000))     -- older epoch
+    assert.equal(1, s:lease_takeover(N, 2, x.expires_ms, S, 60000))
+    assert.equal(0, s:lease_takeover(N, 2, x.expires_ms, "n3", 60000)) -- once
+    local y = s:list_leases()[1]
+    assert.same({ N, 3, S }, { y.node, y.epoch, y.owner })
+    -- the node's old epoch is fenced; its new one is not the node's (S owns it)
+    assert.equal(0, s:lease_renew(N, 2, N, 60000))
+    assert.equal(0, s:check_lease(N, 2))
+    assert.equal(0, s:check_lease(N, 3))
+    assert.equal(0, s:lease_acquire(N, 60000)) -- S is recovering it
+    assert.equal(1, s:lease_renew(N, 3, S, 60000))
+    -- a phase guarded by the old epoch applies nothing
+    local res = assert(s:apply { { "create_book", "fenced", nil },
+                                 { "check_lease", N, 2, expect = 1 } })
+    assert.is_false(res.ok)
+    assert.equal(2, res.at)
+    assert.is_nil(s:get_book("fenced"))
+    assert.equal(0, s:lease_release(N, 3, N))
+    assert.equal(1, s:lease_release(N, 3, S))
+    local z = s:list_leases()[1]
+    assert.is_nil(z.owner)
+    assert.is_nil(z.expires_ms)
+    assert.equal(0, s:lease_takeover(N, 3, 0, S, 60000)) -- a free row: nothing to take
+    assert.equal(4, s:lease_acquire(N, 60000))
+    assert.equal(1, s:check_lease(N, 4))
+    res = assert(s:apply { { "create_book", "live", nil },
+                           { "check_lease", N, 4, expect = 1 } })
+    assert.is_true(res.ok)
+    assert.same({ id = "live" }, s:get_book("live"))
+end
+
 function M.run(name, make_store, opts)
     local env = getfenv(2) -- the calling spec's: busted's describe and it live there
     local describe, it = env.describe, env.it
@@ -64,17 +130,7 @@ function M.run(name, make_store, opts)
     end
 
     describe("store conformance: " .. name, function()
-        case("books: create once, read back", function(s)
-            assert.equal(1, s:create_book("main", "meta-1"))
-            assert.equal(0, s:create_book("main", "meta-2"))
-            assert.equal(1, s:create_book("other", nil))
-            assert.same({ id = "main", meta = "meta-1" }, s:get_book("main"))
-            assert.is_nil(s:get_book("nope"))
-            local l = s:list_books()
-            assert.equal(2, #l)
-            assert.equal("main", l[1].id)
-            assert.equal("other", l[2].id)
-        end)
+        case("books: create once, read back", books_case)
 
         case("accounts: append-only versions, a gap or an overwrite counts 0 (LED-17)", function(s)
             local v1 = { id = A, version = 1, policy = "capped", floor = -500, status = "open" }
@@ -961,58 +1017,7 @@ function M.run(name, make_store, opts)
         end)
 
         case("leases: acquire, renew, take over an expired one, fence, release (LED-71)",
-             function(s)
-            local N, S = "n1", "n2"
-            -- (a negative ttl: the row expires at once, no clock to wait for)
-            assert.equal(1, s:lease_acquire(N, 60000))
-            assert.equal(2, s:lease_acquire(N, 60000)) -- the node again: a restart
-            assert.equal(1, s:lease_renew(N, 2, N, 60000))
-            assert.equal(0, s:lease_renew(N, 1, N, 60000)) -- an older epoch: lost
-            assert.equal(1, s:check_lease(N, 2))
-            assert.equal(0, s:check_lease(N, 1))
-            assert.equal(1, s:lease_acquire(S, 60000)) -- the survivor's own
-            local l = s:list_leases()
-            assert.equal(2, #l)
-            assert.equal(N, l[1].node)
-            assert.equal(2, l[1].epoch)
-            assert.equal(N, l[1].owner)
-            assert.is_true(l[1].expires_ms > l[1].now_ms)
-            -- not expired: no takeover
-            assert.equal(0, s:lease_takeover(N, 2, l[1].expires_ms, S, 60000))
-            assert.equal(1, s:lease_renew(N, 2, N, -1000)) -- expired now
-            local x = s:list_leases()[1]
-            assert.is_true(x.expires_ms < x.now_ms)
-            assert.equal(0, s:lease_takeover(N, 2, x.expires_ms + 1, S, 60000)) -- renewed since
-            assert.equal(0, s:lease_takeover(N, 1, x.expires_ms, S, 60000))     -- older epoch
-            assert.equal(1, s:lease_takeover(N, 2, x.expires_ms, S, 60000))
-            assert.equal(0, s:lease_takeover(N, 2, x.expires_ms, "n3", 60000)) -- once
-            local y = s:list_leases()[1]
-            assert.same({ N, 3, S }, { y.node, y.epoch, y.owner })
-            -- the node's old epoch is fenced; its new one is not the node's (S owns it)
-            assert.equal(0, s:lease_renew(N, 2, N, 60000))
-            assert.equal(0, s:check_lease(N, 2))
-            assert.equal(0, s:check_lease(N, 3))
-            assert.equal(0, s:lease_acquire(N, 60000)) -- S is recovering it
-            assert.equal(1, s:lease_renew(N, 3, S, 60000))
-            -- a phase guarded by the old epoch applies nothing
-            local res = assert(s:apply { { "create_book", "fenced", nil },
-                                         { "check_lease", N, 2, expect = 1 } })
-            assert.is_false(res.ok)
-            assert.equal(2, res.at)
-            assert.is_nil(s:get_book("fenced"))
-            assert.equal(0, s:lease_release(N, 3, N))
-            assert.equal(1, s:lease_release(N, 3, S))
-            local z = s:list_leases()[1]
-            assert.is_nil(z.owner)
-            assert.is_nil(z.expires_ms)
-            assert.equal(0, s:lease_takeover(N, 3, 0, S, 60000)) -- a free row: nothing to take
-            assert.equal(4, s:lease_acquire(N, 60000))
-            assert.equal(1, s:check_lease(N, 4))
-            res = assert(s:apply { { "create_book", "live", nil },
-                                   { "check_lease", N, 4, expect = 1 } })
-            assert.is_true(res.ok)
-            assert.same({ id = "live" }, s:get_book("live"))
-        end)
+             lease_case)
 
         if opts.reopen then
             case("migrations: a second open of the same data is idempotent (LED-24)", function(s)
