@@ -220,7 +220,7 @@ function _M.open(cfg)
         appended_total = 0, duplicates_total = 0,
         -- events queued and taken out of the queue (appended or shed), ever: the host's
         -- wait_durable waits until what was queued before it is taken, then synced
-        enqueued_total = 0, taken_total = 0,
+        enqueued_total = 0, taken_total = 0, settled_total = 0,
     }, Log)
 end
 
@@ -366,7 +366,14 @@ function Log:apply(c)
     local rc = C.rau_log_append_packed(self.h, c.buf, c.len, batch_out)
     self:count(tonumber(batch_out[0].appended), tonumber(batch_out[0].duplicates))
     if rc ~= 0 then return nil, err_text(rc) end
+    self:settle(c)
     return true
+end
+
+-- A taken chunk's events are in the chain (appended, or folded as duplicates): what
+-- wait_durable counts, since taken_total moves before the chunk's append is done.
+function Log:settle(c)
+    self.settled_total = self.settled_total + c.n - (c.gaps or 0)
 end
 
 -- Counts a batch's outcome (appended records, duplicates): apply() and the threadpool's.
@@ -391,6 +398,7 @@ function Log:shed_queued(reason)
         for i = 1, c.n do self:shed(reason, c.ts[i]) end
         self.queued = self.queued - c.n
         self.taken_total = self.taken_total + c.n
+        self.settled_total = self.settled_total + c.n -- shed: never appended, not awaited
     end
 end
 
