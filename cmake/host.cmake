@@ -25,7 +25,7 @@ endif()
 # The WAL commands (verify, wal inspect) read a WAL through the core's own recovery scan
 # (core/wal.h, internal), so the host also sees core/.
 add_executable(ron-accounting host/cli/main.c host/cli/run.c host/cli/walcmd.c
-  host/cli/ledgercmd.c host/cli/verdict.c host/cli/chain.c
+  host/cli/ledgercmd.c host/cli/verdict.c host/cli/chain.c host/cli/chainverify.c
   host/lua/modules.c host/lua/glue.c host/lua/httpd.c host/lua/http_head.c)
 target_include_directories(ron-accounting PRIVATE ${CMAKE_SOURCE_DIR}/core ${CMAKE_SOURCE_DIR}/host)
 # SYSTEM: h2o's headers are not -Wextra clean; our code is.
@@ -36,6 +36,10 @@ set_source_files_properties(host/lua/httpd.c PROPERTIES COMPILE_DEFINITIONS H2O_
 target_sources(ron-accounting PRIVATE host/lua/ingest_dto.c host/lua/json_scan.c
                                       host/lua/wallet_dto.c)
 target_include_directories(ron-accounting SYSTEM PRIVATE ${RA_LUV_INCLUDE_DIR})
+# LuaJIT's headers before that directory: with liblua5.1-0-dev installed (luarocks pulls it
+# in) /usr/include/lua5.1 holds PUC Lua 5.1's lua.h and lauxlib.h (no luaL_traceback), and
+# the luv directory would shadow LuaJIT's own.
+target_include_directories(ron-accounting SYSTEM BEFORE PRIVATE ${LUAJIT_INCLUDE_DIRS})
 target_compile_definitions(ron-accounting PRIVATE _GNU_SOURCE
   RA_SOURCE_LUA_DIR="${CMAKE_SOURCE_DIR}/lua"
   RA_INSTALL_LUA_REL="${CMAKE_INSTALL_DATADIR}/lua/5.1"

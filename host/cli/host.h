@@ -57,6 +57,11 @@ int ra_host_audit_proof(int argc, char **argv);
 #include <stdbool.h>
 bool ra_host_is_ledger(const char *path);
 
+/* chainverify.c: `verify DIR` of a daemon's state directory (issue 27): true when path is
+ * one (wal/ next to plane, ledger.db or audit/); ra_host_chain_verify walks the chain. */
+bool ra_host_is_state_dir(const char *path);
+int ra_host_chain_verify(const char *exe, int argc, char **argv);
+
 /* verdict.c: the problem list of a ledger verify (ledgercmd.c, pgverify.c). */
 #include <stdint.h>
 #define RA_HOST_MAX_PRINTED 1000

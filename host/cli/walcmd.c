@@ -855,7 +855,6 @@ static int run_scan(scan_t *sc, ra__wal_t *w, char *err, size_t errlen) {
 /* ---- verify -------------------------------------------------------------------------- */
 
 int ra_host_verify(const char *exe, int argc, char **argv) {
-    (void)exe;
     /* A PostgreSQL ledger (postgres://..., postgresql://..., dbname=...): pgverify.c. */
     for (int i = 0; i < argc; i++)
         if (argv[i][0] != '-' && ra_host_is_pg_target(argv[i]))
@@ -889,6 +888,8 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
                                      " verify [--quiet] WAL-DIR|SEGMENT-FILE\n");
         return RA_HOST_EXIT_USAGE;
     }
+    /* A daemon's state directory (`make run`'s var/): the whole chain, chainverify.c. */
+    if (ra_host_is_state_dir(sc.target)) return ra_host_chain_verify(exe, argc, argv);
     /* A file ledger (its LEDGER marker, or one <dimension>.ledger file): ledgercmd.c. */
     if (ra_host_is_ledger(sc.target)) return ra_host_ledger_verify(sc.target, totals);
     if (totals) {
