@@ -63,21 +63,32 @@ end
 local function problems_of(lines)
     local p = {}
     for _, l in ipairs(lines) do
-        if not l:match("^OK") and not l:match("^verify ") and not l:match("^note:") then
+        if not l:match("^OK") and not l:match("^verify ") and not l:match("^note:")
+           and not l:match("^  %a") then -- a summary line
             p[#p + 1] = l
         end
     end
     return p
 end
 
+-- A child verify's summary lines named by keys, as one line ("segments 2 (9819 bytes);
+-- frames 60 valid; ...").
+local function summary_of(lines, keys)
+    local parts = {}
+    for _, l in ipairs(lines) do
+        for _, k in ipairs(keys) do
+            local what = l:match("^  (" .. k .. " .*)")
+            if what then parts[#parts + 1] = what:gsub("%s+", " ") end
+        end
+    end
+    return concat(parts, "; ")
+end
+
 local function wal_link(host, dir)
     local wal = dir .. "/wal"
     if not exists(wal) then return link("wal", nil, wal) end
     local ok, lines = run_host(host, { "verify", "--quiet", wal })
-    local summary = ""
-    for _, l in ipairs(lines) do
-        if l:match("segment") or l:match("frame") then summary = l break end
-    end
+    local summary = summary_of(lines, { "segments", "frames", "chain links" })
     return link("wal", ok, format("%s: %s", wal, summary), not ok and problems_of(lines) or nil)
 end
 
@@ -94,7 +105,8 @@ local function ledger_links(host, dir)
         if exists(dir .. "/ledger/LEDGER") then -- the meter-only profile's file ledger
             local ok, lines = run_host(host, { "verify", dir .. "/ledger" })
             return link("slices", ok, dir .. "/ledger (file ledger): " ..
-                        (lines[#lines - 1] or ""), not ok and problems_of(lines) or nil)
+                        summary_of(lines, { "streams", "records", "chain links" }),
+                        not ok and problems_of(lines) or nil)
         end
         link("slices", nil, db)
         return true, false
@@ -142,7 +154,8 @@ local function audit_links(host, dir, has_ledger, cp_problems, sum)
     local args = exists(vkey) and { "audit", "verify", "--vkey", vkey, adir }
                  or { "audit", "verify", adir }
     local ok, lines = run_host(host, args)
-    local n = lines[#lines] and lines[#lines]:match("^OK: (%d+) records") or "?"
+    local last = lines[#lines] or ""
+    local n = last:match("^OK: (%d+) records") or last:match(" in (%d+) records") or "?"
     local all = link("audit", ok, format("%s: %s records, chain and checkpoints%s", adir, n,
                                          exists(vkey) and " signed (" .. vkey .. ")"
                                          or " (no audit.vkey: signatures not checked)"),
