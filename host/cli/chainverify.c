@@ -7,7 +7,6 @@
 
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
 static bool has(const char *dir, const char *name, bool want_dir) {
@@ -27,18 +26,5 @@ bool ra_host_is_state_dir(const char *path) {
 }
 
 int ra_host_chain_verify(const char *exe, int argc, char **argv) {
-    char dir[PATH_MAX], script[PATH_MAX + 32];
-    ra_host_lua_dir(dir, sizeof dir);
-    snprintf(script, sizeof script, "%s/ron/node/verify_run.lua", dir);
-    char **args = calloc((size_t)argc + 2, sizeof *args);
-    if (!args) {
-        fprintf(stderr, RA_HOST_NAME " verify: out of memory\n");
-        return RA_HOST_EXIT_FAILED;
-    }
-    args[0] = script;
-    for (int i = 0; i < argc; i++)
-        args[i + 1] = argv[i];
-    int rc = ra_host_run(exe, argc + 1, args);
-    free(args);
-    return rc;
+    return ra_host_run_lua(exe, "verify", "ron/node/verify_run.lua", argc, argv);
 }
