@@ -46,10 +46,13 @@ bench: build
 bench-nginx: build
 	cmake --build $(BUILD) --target bench-nginx
 
-# The main job: the daemon on its embedded defaults (examples/daemon.lua; ARGS passes
-# options, e.g. `make run ARGS="--demo 1000 --window 60"`). Ctrl-C drains and stops it.
-run: build
-	$(BUILD)/ron-accounting run examples/daemon.lua $(ARGS)
+# The main job: the whole product on its embedded defaults (examples/daemon.lua: meter ->
+# ledger -> wallet -> audit trail under var/; ARGS passes options, e.g.
+# `make run ARGS="--demo 1000 --window 60"`, `ARGS=--meter-only`). Ctrl-C drains and stops
+# it. The build is quiet (tools/quiet-build.sh): compiler lines only when something compiles.
+run: configure
+	@sh tools/quiet-build.sh $(BUILD) $(JOBS)
+	@$(BUILD)/ron-accounting run examples/daemon.lua $(ARGS)
 
 # The one-page tour on simulated time: record, seal, b3sum, chains, ACK.
 quickstart: build

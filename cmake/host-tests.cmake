@@ -137,6 +137,15 @@ ra_host_test(host-quickstart sh ${_ra_host_dir}/quickstart.sh ${_ra_host}
 ra_host_test(host-daemon sh ${_ra_host_dir}/daemon.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
   ${CMAKE_BINARY_DIR}/host-daemon)
 set_tests_properties(host-daemon PROPERTIES TIMEOUT 180)
+# `make run` as a newcomer sees it (issue 27): the whole product on the embedded defaults,
+# at most 15 lines before ready, the 0600 secrets never logged; with --demo slices rated,
+# a balance down, a wallet dry (its line and wallet_dry_total); `verify DIR` over the
+# chain, OK and then FAILED after a flipped byte in the audit log.
+if(RA_BUILD_LEDGER AND RA_BUILD_AUDIT)
+  ra_host_test(host-run sh ${_ra_host_dir}/run.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
+    ${CMAKE_BINARY_DIR}/host-run)
+  set_tests_properties(host-run PROPERTIES TIMEOUT 240)
+endif()
 # G-6.1 end to end: POST /v1/records on the daemon (0.0.0.0, fast clock) with curl: good,
 # refused (401/403/400/415/413) and idempotent batches, /metrics 403 to a non-loopback
 # peer, a full plane's 429 + Retry-After + "applied"; ledger totals equal what was accepted.

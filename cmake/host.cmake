@@ -27,7 +27,7 @@ endif()
 # include; ctest lint-layers holds it to that).
 add_executable(ron-accounting host/cli/main.c host/cli/run.c host/cli/walcmd.c
   host/cli/walscan.c host/cli/walchain.c host/cli/walprint.c
-  host/cli/ledgercmd.c host/cli/verdict.c host/cli/chain.c
+  host/cli/ledgercmd.c host/cli/verdict.c host/cli/chain.c host/cli/chainverify.c
   host/lua/modules.c host/lua/glue.c host/lua/httpd.c host/lua/http_head.c)
 target_include_directories(ron-accounting PRIVATE ${CMAKE_SOURCE_DIR}/core ${CMAKE_SOURCE_DIR}/host)
 # SYSTEM: h2o's headers are not -Wextra clean; our code is.

@@ -2,10 +2,13 @@
 --
 --   build/ron-accounting run examples/daemon.lua [--help | OPTIONS]
 --
--- Seals the 300-second UTC windows of the counter plane ./var/plane, keeps sealed slices
--- in the WAL ./var/wal until the ledger ACKs them, exports them into the file ledger
--- ./var/ledger, and serves /metrics, /healthz and /readyz on 127.0.0.1:9464. Ctrl-C (or
--- SIGTERM) drains and exits 0. Feed it with examples/record.lua (or --demo RATE); see the
--- slices land with `ron-accounting verify ./var/ledger`. docs/ops/daemon.md and
--- docs/reference/config.md have every setting; ron.node is the code.
+-- Without --config: the whole product under ./var (docs/ops/run.md): the meter seals the
+-- 300-second UTC windows of the counter plane ./var/plane into the WAL ./var/wal, the
+-- slices are rated (cards/default.lua next to this script) into the SQLite ledger
+-- ./var/ledger.db, the wallet serves prepaid balances over it, the audit trail ./var/audit
+-- records every decision; /metrics, /healthz, /readyz and the wallet on 127.0.0.1:9464.
+-- --meter-only: the meter and the file ledger ./var/ledger alone. Ctrl-C (or SIGTERM)
+-- drains and exits 0. Feed it with examples/record.lua (or --demo RATE); check everything
+-- with `ron-accounting verify ./var`. docs/ops/daemon.md and docs/reference/config.md have
+-- every setting; ron.node is the code.
 require("ron.node").main(arg)

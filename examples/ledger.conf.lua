@@ -9,7 +9,8 @@
 -- Every sealed slice is rated with examples/cards/acme.lua and committed as one transfer
 -- (tenant wallet -> revenue, the shortfall on the tenant's receivable); the stream's chain
 -- is kept in the ledger's usage_streams, so the file ledger is not used. SQLite runs in the
--- threadpool (offload = true): the loop never waits for the disk. `make run` is unchanged.
+-- threadpool (offload = true): the loop never waits for the disk. `make run` runs this, the
+-- wallet and the audit trail on embedded defaults (docs/ops/run.md).
 return {
     var_dir = "var",
     exporter = {

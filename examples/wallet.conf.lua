@@ -15,7 +15,8 @@
 -- `ron-accounting ledger --db var/ledger.db accounts --tenant TENANT`'s "wallet" id; its 32
 -- hex digits written 8-4-4-4-12 are its wallet UUID. The tokens below are demo tokens in
 -- clear text for the example only: a real configuration holds their BLAKE3 digests
--- (`printf %s TOKEN | b3sum`), never the tokens. `make run` is unchanged.
+-- (`printf %s TOKEN | b3sum`), never the tokens. `make run` runs the same
+-- composition on embedded defaults (docs/ops/run.md); this file names every part.
 local b3hex = require("ron.accounting").b3hex
 return {
     var_dir = "var",

@@ -33,6 +33,10 @@ enum { RA_HOST_EXIT_OK = 0, RA_HOST_EXIT_FAILED = 1, RA_HOST_EXIT_USAGE = 2 };
  * that calls os.exit() ends the process from inside. */
 int ra_host_run(const char *exe, int argc, char **argv);
 
+/* A verb written in Lua: runs <the host's Lua directory>/rel (e.g. "ron/node/verify_run.lua")
+ * with argv[0..argc-1] as its arguments, through ra_host_run; verb names it in errors. */
+int ra_host_run_lua(const char *exe, const char *verb, const char *rel, int argc, char **argv);
+
 /* The directory of the ron Lua packages this host uses: the installed one next to the
  * executable, else the source tree's (run.c). out holds cap bytes. */
 #include <stddef.h>
@@ -64,6 +68,11 @@ int ra_host_audit_fetch(const char *url, const char *route, const char *token_fi
  * returns the exit code (docs/EXPORT.md, "The file ledger"). */
 #include <stdbool.h>
 bool ra_host_is_ledger(const char *path);
+
+/* chainverify.c: `verify DIR` of a daemon's state directory (issue 27): true when path is
+ * one (wal/ next to plane, ledger.db or audit/); ra_host_chain_verify walks the chain. */
+bool ra_host_is_state_dir(const char *path);
+int ra_host_chain_verify(const char *exe, int argc, char **argv);
 
 /* verdict.c: the problem list of a ledger verify (ledgercmd.c, pgverify.c). */
 #include <stdint.h>

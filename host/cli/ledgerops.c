@@ -7,23 +7,6 @@
  * Exit codes are the script's: 0 ok, 1 failed or problems found, 2 a bad command line. */
 #include "host.h"
 
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
-
 int ra_host_ledger(const char *exe, int argc, char **argv) {
-    char dir[PATH_MAX], script[PATH_MAX + 32];
-    ra_host_lua_dir(dir, sizeof dir);
-    snprintf(script, sizeof script, "%s/ron/ledger/cli_run.lua", dir);
-    char **args = calloc((size_t)argc + 2, sizeof *args);
-    if (!args) {
-        fprintf(stderr, RA_HOST_NAME " ledger: out of memory\n");
-        return RA_HOST_EXIT_FAILED;
-    }
-    args[0] = script;
-    for (int i = 0; i < argc; i++)
-        args[i + 1] = argv[i];
-    int rc = ra_host_run(exe, argc + 1, args);
-    free(args);
-    return rc;
+    return ra_host_run_lua(exe, "ledger", "ron/ledger/cli_run.lua", argc, argv);
 }

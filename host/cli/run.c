@@ -359,3 +359,20 @@ int ra_host_run(const char *exe, int argc, char **argv) {
     lua_close(L);
     return rc;
 }
+
+int ra_host_run_lua(const char *exe, const char *verb, const char *rel, int argc, char **argv) {
+    char dir[PATH_MAX], script[PATH_MAX + 64];
+    ra_host_lua_dir(dir, sizeof dir);
+    snprintf(script, sizeof script, "%s/%s", dir, rel);
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    if (!args) {
+        fprintf(stderr, RA_HOST_NAME " %s: out of memory\n", verb);
+        return RA_HOST_EXIT_FAILED;
+    }
+    args[0] = script;
+    for (int i = 0; i < argc; i++)
+        args[i + 1] = argv[i];
+    int rc = ra_host_run(exe, argc + 1, args);
+    free(args);
+    return rc;
+}

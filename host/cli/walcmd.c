@@ -169,7 +169,6 @@ static int verify_verdict(const ra_host_wscan_t *sc) {
 }
 
 int ra_host_verify(const char *exe, int argc, char **argv) {
-    (void)exe;
     /* A PostgreSQL ledger (postgres://..., postgresql://..., dbname=...): pgverify.c. */
     for (int i = 0; i < argc; i++)
         if (argv[i][0] != '-' && ra_host_is_pg_target(argv[i]))
@@ -181,6 +180,8 @@ int ra_host_verify(const char *exe, int argc, char **argv) {
     bool totals = false;
     int ec = verify_args(&sc, &totals, argc, argv);
     if (ec) return ec;
+    /* A daemon's state directory (`make run`'s var/): the whole chain, chainverify.c. */
+    if (ra_host_is_state_dir(sc.target)) return ra_host_chain_verify(exe, argc, argv);
     /* A file ledger (its LEDGER marker, or one <dimension>.ledger file): ledgercmd.c. */
     if (ra_host_is_ledger(sc.target)) return ra_host_ledger_verify(sc.target, totals);
     if (totals) {

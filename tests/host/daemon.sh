@@ -62,8 +62,8 @@ grep -q "window_len_s=60" check.out && grep -q "profile=macronode" check.out ||
 # ---- phase 1 ---------------------------------------------------------------------------
 start_daemon d1.log
 wait_for 20 test -f var/plane || fail "the daemon did not create var/plane"
-grep -q "WARN effective configuration: .*window_len_s=60" d1.log ||
-    fail "effective configuration not logged at WARN (P-6)"
+grep -q "INFO configuration: .*window_len_s=60" d1.log ||
+    fail "the configuration (what differs from the defaults) not logged at INFO (P-6)"
 batch 1
 batch 2
 sleep 1

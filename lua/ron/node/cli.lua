@@ -1,6 +1,8 @@
 -- ron.node.cli: the daemon's command line and configuration file: flags and
 -- a Lua file over the embedded defaults, every key checked by daemon.schema; the effective
--- configuration as one line (logged at WARN on start, seed 000 P-6).
+-- configuration as one line: what differs from the defaults at INFO on start (seed 000 P-6),
+-- every key with --check / --print-config.
+local product = require "ron.node.product"
 local schema = require "ron.node.schema"
 local uv = require "luv"
 
@@ -13,7 +15,7 @@ local _M = {}
 _M.USAGE = [[
 usage: ron-accounting run examples/daemon.lua [--config FILE] [--var DIR] [--window S]
            [--listen HOST:PORT|off] [--profile macronode|micronode] [--demo RATE]
-           [--status S] [--plane PATH] [--check]
+           [--status S] [--plane PATH] [--meter-only] [--check] [--print-config]
 
   --config FILE   a Lua file returning a table of settings (docs/reference/config.md)
   --var DIR       state directory: DIR/plane, DIR/wal, DIR/ledger (default ./var)
@@ -23,7 +25,10 @@ usage: ron-accounting run examples/daemon.lua [--config FILE] [--var DIR] [--win
   --profile P     macronode (WAL, default) or micronode (RAM only: amnesia)
   --demo RATE     record RATE demo records per second into the plane (default 0)
   --status S      a status line every S seconds (default 60; 0: none)
+  --meter-only    the meter and its exporter alone (systems = "meter"); default without
+                  --config: meter -> ledger (var/ledger.db) -> wallet -> audit trail
   --check         print the effective configuration and exit
+  --print-config  print every setting, one a line, with where it came from, and exit
 ]]
 
 
@@ -79,8 +84,11 @@ end
 
 local FLAGS = { ["--config"] = "config", ["--var"] = "var_dir", ["--window"] = "window_len_s",
                 ["--listen"] = "listen", ["--profile"] = "profile", ["--demo"] = "demo_rate",
-                ["--status"] = "status_interval_s", ["--plane"] = "plane" }
+                ["--status"] = "status_interval_s", ["--plane"] = "plane",
+                ["--systems"] = "systems" }
 local NUMERIC = { window_len_s = true, demo_rate = true, status_interval_s = true }
+-- Flags without a value: the key and the value they set.
+local SWITCHES = { ["--meter-only"] = { "systems", "meter" } }
 
 -- args: the script's arg table (arg[1..n]). -> cfg, positional | nil, err, exit_code
 -- (err "help" for --help: print USAGE, exit 0).
@@ -93,6 +101,10 @@ function _M.configure(args)
         if a == "--help" or a == "-h" then return nil, "help", 0 end
         if a == "--check" then
             check = true
+        elseif a == "--print-config" then
+            check = "print"
+        elseif SWITCHES[a] then
+            flags[SWITCHES[a][1]] = SWITCHES[a][2]
         elseif FLAGS[a] then
             local v = args[i + 1]
             if v == nil then return nil, format("%s needs a value (see --help)", a), 2 end
@@ -127,44 +139,77 @@ function _M.configure(args)
             cfg[k] = t[k]
             sources[k] = flags.config
         end
+        -- a file written before issue 27 runs what it configures, nothing more
+        if t.systems == nil then cfg.systems = "meter" end
         flags.config = nil
     end
     for k, v in pairs(flags) do
         cfg[k] = v
         sources[k] = "flag"
     end
+    if schema.CHECK.systems("systems", cfg.systems) then product.compose(cfg, args[0]) end
     local ok, err = schema.check(cfg)
     if not ok then return nil, err, 2 end
     cfg.check, cfg.sources = check, sources
     return cfg, positional
 end
 
--- "k=v k=v ..." of the effective configuration, sorted, functions and tables summarised.
+-- A setting's value as text: functions and nested tables summarised.
+local function show(v)
+    local s
+    if type(v) == "function" then
+        s = "<function>"
+    elseif type(v) == "table" then
+        local parts = {}
+        if #v > 0 then
+            for _, x in ipairs(v) do parts[#parts + 1] = tostring(x) end
+        else
+            for _, kk in ipairs(schema.sorted_keys(v)) do
+                local x = v[kk]
+                parts[#parts + 1] = kk .. ":" .. (type(x) == "table" and "{...}"
+                                                  or tostring(x))
+            end
+        end
+        s = "{" .. concat(parts, ",") .. "}"
+    else
+        s = tostring(v)
+    end
+    return s
+end
+
+-- "k=v k=v ..." of the effective configuration, sorted.
 function _M.describe(cfg)
     local out = {}
     for _, k in ipairs(schema.sorted_keys(schema.DEFAULTS)) do
-        local v = cfg[k]
-        local s
-        if type(v) == "function" then
-            s = "<function>"
-        elseif type(v) == "table" then
-            local parts = {}
-            if #v > 0 then
-                for _, x in ipairs(v) do parts[#parts + 1] = tostring(x) end
-            else
-                for _, kk in ipairs(schema.sorted_keys(v)) do
-                    local x = v[kk]
-                    parts[#parts + 1] = kk .. ":" .. (type(x) == "table" and "{...}"
-                                                      or tostring(x))
-                end
-            end
-            s = "{" .. concat(parts, ",") .. "}"
-        else
-            s = tostring(v)
-        end
-        out[#out + 1] = k .. "=" .. s
+        out[#out + 1] = k .. "=" .. show(cfg[k])
     end
     return concat(out, " ")
+end
+
+-- Only what a configuration file or a flag set to another value than the default: the
+-- start's INFO line ("defaults" when nothing differs).
+function _M.describe_changed(cfg)
+    local out = {}
+    for _, k in ipairs(schema.sorted_keys(schema.DEFAULTS)) do
+        local v = show(cfg[k])
+        if (cfg.sources or {})[k] and v ~= show(schema.DEFAULTS[k]) then
+            out[#out + 1] = k .. "=" .. v
+        end
+    end
+    return #out > 0 and concat(out, " ") or "defaults"
+end
+
+-- Every setting, one a line: "key = value  (default | flag | FILE | systems=all)".
+function _M.print_config(cfg)
+    local out, composed = {}, cfg.composed and cfg.composed.systems or {}
+    local by_system = {}
+    for _, s in ipairs(composed) do by_system[s == "ledger" and "exporter" or s] = true end
+    for _, k in ipairs(schema.sorted_keys(schema.DEFAULTS)) do
+        local src = (cfg.sources or {})[k]
+        if not src then src = by_system[k] and "systems=all" or "default" end
+        out[#out + 1] = format("%s = %s  (%s)", k, show(cfg[k]), src)
+    end
+    return concat(out, "\n") .. "\n"
 end
 
 return _M

@@ -35,7 +35,9 @@
 -- Configuration: schema.DEFAULTS (the embedded defaults) are overridden by a Lua file
 -- (`--config FILE`, a chunk returning a table with the same keys) and then by flags.
 -- Every key is checked: an unknown key or a wrong value is one clear line and exit 2.
--- The effective configuration is logged at WARN on start (seed 000 P-6).
+-- What differs from the defaults is logged at INFO on start (seed 000 P-6); --check and
+-- --print-config print every key. Without a configuration file the whole product runs
+-- (systems = "all", product.lua: ledger, wallet, audit trail on embedded defaults).
 local acct = require "ron.accounting"
 local offload = require "ron.accounting.runtime.offload"
 local runtime = require "ron.accounting.runtime"
@@ -48,6 +50,7 @@ local http = require "ron.node.http"
 local ingest = require "ron.node.ingest"
 local log = require "ron.node.log"
 local plugins = require "ron.node.plugins"
+local product = require "ron.node.product"
 local receiver = require "ron.node.receiver"
 local refusals = require "ron.node.refusals"
 local schema = require "ron.node.schema"
@@ -409,6 +412,7 @@ end
 
 local function log_started(d)
     local cfg, p = d.cfg, d.paths
+    if cfg.composed then return true end -- the whole product: its banner says it (product.lua)
     log("INFO", "plane %s (record with: ron-accounting run examples/record.lua --var %s "
         .. "TENANT SUBJECT DIMENSION VALUE)", p.plane, p.var)
     if cfg.exporter then -- the slices go elsewhere: no local ledger to point at
@@ -427,17 +431,22 @@ local function abort(d)
     if d.meter then d.meter:close() end
 end
 
-local STEPS = { open_meter, open_audit, open_ingest, open_receiver, open_wallet, open_http,
-                start_runtime, start_audit_glue, start_wallet, start_tasks, log_started }
+-- product.open_secrets / product.start: the whole product's secrets and banner (issue 27;
+-- nothing without cfg.composed).
+local STEPS = { open_meter, product.open_secrets, open_audit, open_ingest, open_receiver,
+                open_wallet, open_http, start_runtime, start_audit_glue, start_wallet,
+                start_tasks, log_started, product.start }
 
 -- Starts the daemon from the script's main chunk; returns the daemon table (tests) or
 -- nil, err. Everything runs as tasks on the host's loop; the process ends after shutdown.
 function _M.start(cfg)
     if cfg.check then
-        io.stdout:write(_M.describe(cfg), "\n")
+        io.stdout:write(cfg.check == "print" and cli.print_config(cfg) or _M.describe(cfg),
+                        cfg.check == "print" and "" or "\n")
         return { checked = true }
     end
-    log("WARN", "effective configuration: %s", _M.describe(cfg)) -- P-6
+    -- P-6: what differs from the defaults (--print-config: every key)
+    log("INFO", "configuration: %s", cli.describe_changed(cfg))
     collectgarbage("setpause", cfg.gc_pause)
     local d = { cfg = cfg, paths = _M.paths(cfg), stopping = false, demo_errors = 0 }
     for _, step in ipairs(STEPS) do

@@ -15,6 +15,11 @@ local _M = {}
 -- The embedded defaults (docs/reference/config.md, "Daemon settings";
 -- tools/check-reference.lua checks that page lists every key).
 _M.DEFAULTS = {
+    systems = "all",            -- "all": meter -> ledger (SQLite <var>/ledger.db) -> wallet ->
+                                -- audit trail, each unless configured otherwise; "meter":
+                                -- the meter and its exporter alone (--meter-only). A
+                                -- configuration file that does not name it means "meter"
+                                -- (its systems are those it configures, as before issue 27)
     profile = "macronode",      -- macronode: WAL, amnesia off; micronode: RAM only (P-6)
     var_dir = "var",            -- <var>/plane, <var>/wal, <var>/ledger
     plane = false,              -- false: <var>/plane; or the plane file's path, e.g. on
@@ -119,6 +124,12 @@ local function plugin(k, v, names)
 end
 
 _M.CHECK = {
+    systems = function(k, v)
+        if v ~= "all" and v ~= "meter" then
+            return bad("%s must be \"all\" or \"meter\", got %s", k, tostring(v))
+        end
+        return true
+    end,
     profile = function(k, v)
         if v ~= "macronode" and v ~= "micronode" then
             return bad("%s must be \"macronode\" or \"micronode\", got %s", k, tostring(v))

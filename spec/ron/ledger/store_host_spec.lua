@@ -92,6 +92,33 @@ describe("ron.ledger.store.sqlite offloaded", function()
     end)
 end)
 
+describe("ron.ledger.store.sqlite offloaded, closed while a call runs (issue 27)", function()
+    it("closes the connection after the call on the pool, refuses the waiters", function()
+        -- a daemon's stop closed the store under a running statement: SQLite crashed
+        -- (SIGFPE); a call waiting for its turn then ran on the closed connection
+        in_task(function()
+            local s = assert(sqlite.open { path = fresh_path(), synchronous = "normal",
+                                           offload = true })
+            local got = {}
+            concurrent {
+                function() got[1] = { s:create_book("b1", nil) } end,
+                function() got[2] = { s:create_book("b2", nil) } end,
+                function()
+                    assert.is_true(s.busy) -- the first runs, the second waits
+                    s:close()
+                    -- not under the running statement
+                    assert.is_nil(rawget(s, "conn_closed"))
+                end,
+            }
+            assert.equal(1, got[1][1])
+            assert.is_nil(got[2][1])
+            assert.matches("^Closed", got[2][2])
+            assert.is_true(rawget(s, "conn_closed"))
+            assert.equal(0, #s.waiters)
+        end)
+    end)
+end)
+
 describe("ron.ledger.store.sqlite offloaded, off the loop thread (LED-23)", function()
     it("keeps the loop turning while a call waits on the disk's lock, then answers retry",
        function()

@@ -539,6 +539,15 @@ function Off:call(method, ...)
             return nil, "Canceled: " .. tostring(err), "io"
         end
     end
+    if self.closed then -- closed while this call waited for its turn: pass the turn on
+        self.busy = false
+        local nxt = table.remove(self.waiters, 1)
+        if nxt then
+            self.busy = true
+            nxt:try_send(true)
+        end
+        return nil, "Closed: the store was closed", "bug"
+    end
     self.busy = true
     if not work_handle then work_handle = uv.new_work(WORK, after) end
     next_id = next_id + 1
@@ -561,6 +570,12 @@ function Off:call(method, ...)
     self.stats.calls = self.stats.calls + 1
     -- hand the connection to the next waiter
     self.busy = false
+    if self.closed then
+        -- closed while this call ran on the pool: the connection closes now that no worker
+        -- thread uses it (closing it under a running statement crashed SQLite: SIGFPE at a
+        -- daemon's stop); the waiters are refused
+        self:close()
+    end
     local nxt = table.remove(self.waiters, 1)
     if nxt then
         self.busy = true
@@ -572,9 +587,13 @@ function Off:call(method, ...)
     return _M.unpack_(res[1])
 end
 
+-- Closes the connection, or, while a call runs on the threadpool, marks the store closed
+-- and leaves the close to that call's end (call above): never under a running statement.
 function Off:close()
-    if self.closed then return true end
     self.closed = true
+    -- (rawget: an unknown key of an offloaded store is a proxy of a store method)
+    if self.busy or rawget(self, "conn_closed") then return true end
+    self.conn_closed = true
     self.conn:close()
     return true
 end
