@@ -289,8 +289,14 @@ function _M.check(cfg)
     -- what opening the trail would refuse (a directory that cannot be written, a bad key):
     -- --check and start refuse the same (AUD-I-42)
     if cfg.audit and not cfg.audit.amnesia then
-        local ok, err = audit_host.check_paths(_M.paths(cfg).audit, cfg.audit.key_path or nil,
-                                               cfg.audit.shards)
+        local key = cfg.audit.key_path or nil
+        -- the composed product's key is made at its first start (ron.node.product's
+        -- secrets step): a missing one is not an error, one that is there must load
+        if key and cfg.composed and cfg.composed.audit then
+            local f = io.open(key, "rb")
+            if f then f:close() else key = nil end
+        end
+        local ok, err = audit_host.check_paths(_M.paths(cfg).audit, key, cfg.audit.shards)
         if not ok then return bad("%s", err) end
     end
     -- The meter's own checks, the very ones ra_meter_open runs (ra_config_check): --check
