@@ -35,7 +35,11 @@ set_source_files_properties(host/lua/httpd.c PROPERTIES COMPILE_DEFINITIONS H2O_
 # daemon's ron.node.ingest calls it through ffi.C (the host exports its symbols).
 target_sources(ron-accounting PRIVATE host/lua/ingest_dto.c host/lua/json_scan.c
                                       host/lua/wallet_dto.c)
-target_include_directories(ron-accounting SYSTEM PRIVATE ${RA_LUV_INCLUDE_DIR})
+# LuaJIT's headers before luv's directory: that is <include>/lua5.1, where Debian's
+# liblua5.1-0-dev (pulled in by luarocks) puts Lua 5.1's lua.h and lauxlib.h, which lack
+# LuaJIT's luaL_traceback.
+target_include_directories(ron-accounting SYSTEM PRIVATE ${LUAJIT_INCLUDE_DIRS}
+                                                         ${RA_LUV_INCLUDE_DIR})
 target_compile_definitions(ron-accounting PRIVATE _GNU_SOURCE
   RA_SOURCE_LUA_DIR="${CMAKE_SOURCE_DIR}/lua"
   RA_INSTALL_LUA_REL="${CMAKE_INSTALL_DATADIR}/lua/5.1"
