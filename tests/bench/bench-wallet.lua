@@ -48,7 +48,7 @@ local dto = require "ron.wallet.dto"
 local SB = require "sql_baseline"
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
-               workers = 4, accounts = 16, pg = true, sqlite = true }
+               workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
 do
     local i = 1
     while i <= #arg do
