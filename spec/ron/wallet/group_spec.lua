@@ -73,15 +73,20 @@ end
 
 local function code_of(body) return (cjson.decode(body) or {}).code end
 
+-- accounts A and B, A funded with a, B with b (when given); then the case's seed, printed
+local function funded(task, ctx, a, b, what, seed)
+    F.setup_accounts(task, ctx.port)
+    assert.equal(201, (post(task, ctx.port, "/v1/issue", OP, issue(A, a, 1), "i1")))
+    if b then assert.equal(201, (post(task, ctx.port, "/v1/issue", OP, issue(B, b, 2), "i2"))) end
+    print("wallet group_spec: " .. what .. ", math.randomseed(" .. seed .. ")")
+    math.randomseed(seed)
+end
+
 local function group_answers(open_store)
     F.run(function(task)
         local ctx = F.open(task, open_store, WCFG, { closed = false })
         local port = ctx.port
-        F.setup_accounts(task, port)
-        assert.equal(201, (post(task, port, "/v1/issue", OP, issue(A, 1000, 1), "i1")))
-        local seed = 2511
-        print("wallet group_spec: answers, math.randomseed(" .. seed .. ")")
-        math.randomseed(seed)
+        funded(task, ctx, 1000, nil, "answers", 2511)
         local reqs, amounts = {}, {}
         for i = 1, 12 do
             amounts[i] = math.random(1, 200)
@@ -142,12 +147,7 @@ local function no_negative(open_store)
         local ctx = F.open(task, open_store, { workers = 2, commit_timeout_ms = 30000 },
                            { closed = false }, { http = { max_conns_per_peer = 64 } })
         local port = ctx.port
-        F.setup_accounts(task, port)
-        assert.equal(201, (post(task, port, "/v1/issue", OP, issue(A, 300, 1), "i1")))
-        assert.equal(201, (post(task, port, "/v1/issue", OP, issue(B, 300, 2), "i2")))
-        local seed = 2512
-        print("wallet group_spec: no negative balance, math.randomseed(" .. seed .. ")")
-        math.randomseed(seed)
+        funded(task, ctx, 300, 300, "no negative balance", 2512)
         local hs, sent = {}, {}
         for i = 1, 48 do
             local ab = i % 2 == 0
@@ -197,8 +197,7 @@ local function fallback(open_store)
             end })
         end, WCFG, { closed = false })
         local port = ctx.port
-        F.setup_accounts(task, port)
-        assert.equal(201, (post(task, port, "/v1/issue", OP, issue(A, 100, 1), "i1")))
+        funded(task, ctx, 100, nil, "fallback", 2513)
         local reqs = {}
         for i = 1, 6 do reqs[i] = { "/v1/transfer", TA, transfer(A, B, 30, 10 + i), "f" .. i } end
         fail.on = true
