@@ -3,6 +3,7 @@
 --
 --   ron-accounting run tests/bench/bench-wallet.lua [--quick] [--out FILE] [--dir DIR]
 --       [--seconds S] [--conns N] [--workers N] [--accounts K] [--no-pg] [--no-sqlite]
+--       [--group-max N]   (the wallet's group_max: 1 = no group commit, one job per commit)
 --
 -- Per store (SQLite in DIR, offloaded, durability ack; PostgreSQL: a server this benchmark
 -- starts, fsync on, a pool of 8 connections), one wallet service (--workers committers) on
@@ -18,6 +19,15 @@
 --   transfer             p50/p99 (wrk's), ratio = transfers/s / the direct rate
 --   balance_http         GET balance of one account for S seconds (the cache), against
 --                        GET /healthz (the HTTP stack's floor): reads/s, p50/p99, ratio
+--   sql_b1, sql_b2       the plain-SQL transfer ledger (tests/bench/sql_baseline.lua) on the
+--   (_hot)               same store kind in the same run, before the wallet starts: B1 one
+--                        transaction per transfer, B2 64 per transaction, from K sources or
+--                        the hot one (SQLite: a file beside the ledger's, WAL, synchronous
+--                        FULL, one connection; PostgreSQL: the same server, --conns
+--                        connections, synchronous_commit on). Every wallet figure is printed
+--                        with its ratio to B1 and B2 and the issue 25 targets beside them.
+-- The HTTP server admits --conns + 8 connections per peer (wrk is one loopback peer; the
+-- daemon's default is 32). RSS of this process is printed at the start and end of a store.
 -- After each transfer run the ledger's balances are checked (the sources lost at least one
 -- unit per 201 and no more than one per request). One `BENCH {json}` line per case. Needs
 -- wrk (tools/deps.sh).
@@ -35,14 +45,16 @@ local store_mod = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local service = require "ron.wallet.service"
 local dto = require "ron.wallet.dto"
+local SB = require "sql_baseline"
 
-local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 16,
-               workers = 4, accounts = 16, pg = true, sqlite = true }
+local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
+               workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
 B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "num" },
-             { "--workers", "workers", "num" }, { "--accounts", "accounts", "num" },
+             { "--workers", "workers", "num" }, { "--group-max", "group_max", "num" },
+             { "--accounts", "accounts", "num" },
              { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
-           .. "[--conns N] [--workers N] [--accounts N] [--no-pg] [--no-sqlite]")
+           .. "[--conns N] [--workers N] [--group-max N] [--accounts N] [--no-pg] [--no-sqlite]")
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
 local emit = B.emitter(opts.out)
 local format = string.format
@@ -50,8 +62,10 @@ local format = string.format
 local USD = { code = "USD", scale = 2 }
 local FUND = 1000000000000
 
-print(format("bench-wallet: %d s per case, %d connections, %d workers, %d source accounts, " ..
-             "loadavg %s", opts.seconds, opts.conns, opts.workers, opts.accounts, B.loadavg()))
+print(format("bench-wallet: %d s per case, %d connections, %d workers, group_max %s, %d source " ..
+             "accounts, loadavg %s", opts.seconds, opts.conns, opts.workers,
+             tostring(opts.group_max or service.DEFAULTS.group_max), opts.accounts,
+             B.loadavg()))
 
 local function pct(sorted, p)
     if #sorted == 0 then return 0 end
@@ -97,7 +111,37 @@ end
 
 local function uuid(i, k) return format("00000000-0000-4000-%04x-%012x", 0x8000 + k, i) end
 
-local function case(T, name, open_store)
+-- The plain-SQL baselines of a store: { [hot] = { b1 =, b2 = } }
+local function baselines(T, name, run)
+    local out = {}
+    for _, hot in ipairs { true, false } do
+        out[hot] = {}
+        for _, per in ipairs { 1, 64 } do
+            local r = run(per, hot)
+            local label = format("sql_b%d%s", per == 1 and 1 or 2, hot and "_hot" or "")
+            out[hot][per == 1 and "b1" or "b2"] = r.per_s
+            print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  per tx " ..
+                         "(%d per transaction, %d connection(s), %d retried)", name, label,
+                         r.per_s, r.p50_us, r.p99_us, per, r.conns, r.retries))
+            emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"conns":%d,' ..
+                        '"per_tx":%d,"transfers":%d,"retries":%d,"per_s":%.1f,"p50_us":%.0f,' ..
+                        '"p99_us":%.0f,"loadavg":"%s"}', name, label, hot and 1 or opts.accounts,
+                        r.conns, per, r.transfers, r.retries, r.per_s, r.p50_us, r.p99_us,
+                        B.loadavg()))
+        end
+    end
+    return out
+end
+
+local function rss(name, when)
+    local kb = B.status_kb("VmRSS")
+    print(format("%-8s rss %-11s %8d kB  loadavg %s", name, when, kb, B.loadavg()))
+    emit(format('{"bench":"wallet","store":"%s","case":"rss_%s","rss_kb":%d,"loadavg":"%s"}',
+                name, when, kb, B.loadavg()))
+end
+
+local function case(T, name, open_store, base)
+    rss(name, "start")
     local s = assert(open_store())
     local led = L.new { store = s, book = "bench", node = "bench",
                         pause = function(n) T.sleep(10 * n) end }
@@ -112,13 +156,14 @@ local function case(T, name, open_store)
     end
     local SINK, DSINK = uuid(0, 1), uuid(0, 2)
     local w = service.new { ledger = led, tokens = tokens, assets = { USD = 2 },
-                            workers = opts.workers,
+                            workers = opts.workers, group_max = opts.group_max,
                             log = function(line) print("wallet: " .. line) end }
     w:start()
     local m = assert(acct.open { capacity_rows = 1024, shards = 1, window_len_s = 60,
                                  host = "bench" })
     local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
-                                    max_body = 1048576,
+                                    max_body = 1048576, max_conns_per_peer = opts.conns + 8,
+                                    max_conns = math.max(256, opts.conns + 16),
                                     runtime = { ready = function() return w:ready() end,
                                                 metrics_text = function()
                                                     return w:metrics_text()
@@ -194,21 +239,27 @@ local function case(T, name, open_store)
     end
 
     -- transfers through HTTP from nsrc sources, against the direct rate
-    local function transfers(label, nsrc, base, direct_rate)
+    local function transfers(label, nsrc, nbase, direct_rate)
         local before = moved(S)
-        local r = run_wrk(T, srv:port(), "transfer", base,
+        local r = run_wrk(T, srv:port(), "transfer", nbase,
                           table.concat(from, ";", 1, nsrc), SINK)
         local ok = r.status[201] or 0
         local rate = ok / (r.duration_us / 1e6)
-        print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f",
-                     name, label, rate, r.p50_us, r.p99_us, rate / direct_rate))
+        local b = base[nsrc == 1]
+        local tb1 = name == "sqlite" and 2 or 1
+        print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
+                     "of direct", name, label, rate, r.p50_us, r.p99_us, rate / direct_rate))
+        print(format("%-8s %-15s %.3f x B1 (%.0f/s, target >= %d)  %.3f x B2 (%.0f/s, target " ..
+                     ">= 0.2)  p99 target <= 50000 us", name, "", rate / b.b1, b.b1,
+                     nsrc == 1 and 1 or tb1, rate / b.b2, b.b2))
         emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"conns":%d,' ..
                     '"workers":%d,"transfers":%d,"requests":%d,"per_s":%.1f,"p50_us":%d,' ..
                     '"p99_us":%d,"status":%s,"baseline":"direct","baseline_per_s":%.1f,' ..
-                    '"ratio":%.3f,"loadavg":"%s"}', name, label, nsrc, opts.conns,
+                    '"ratio":%.3f,"b1_per_s":%.1f,"ratio_b1":%.3f,"b2_per_s":%.1f,' ..
+                    '"ratio_b2":%.3f,"loadavg":"%s"}', name, label, nsrc, opts.conns,
                     opts.workers, ok, r.requests, rate, r.p50_us, r.p99_us,
-                    r.line:match('"status":(%b{})'), direct_rate, rate / direct_rate,
-                    B.loadavg()))
+                    r.line:match('"status":(%b{})'), direct_rate, rate / direct_rate, b.b1,
+                    rate / b.b1, b.b2, rate / b.b2, B.loadavg()))
         -- wrk stops mid-request: let the last commits end, then check the money
         local t_q = uv.now() + 30000
         while (next(w.calls) ~= nil or w.queue:depth() > 0) and uv.now() < t_q do
@@ -220,6 +271,26 @@ local function case(T, name, open_store)
         assert(n <= r.requests + opts.conns, format("%d moved for %d requests", n, r.requests))
     end
 
+    local function one_commit()
+        -- one Ledger:commit with no contention (issue 25 target: p50 <= 3 ms)
+        local lat, d16, src = {}, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1])
+        local stop_at = uv.now() + math.min(opts.seconds, 3) * 1000
+        local j = 0
+        while uv.now() < stop_at do
+            j = j + 1
+            local a = uv.hrtime()
+            assert(led:commit { intent = format("single-%d", j), movements = {
+                { from = src, to = d16, asset = USD, amount = 1 } } })
+            lat[#lat + 1] = (uv.hrtime() - a) / 1000
+        end
+        table.sort(lat)
+        print(format("%-8s %-15s %8d commits     p50 %7.0f us  p99 %7.0f us  (target p50 " ..
+                     "<= 3000 us)", name, "commit_one", #lat, pct(lat, 50), pct(lat, 99)))
+        emit(format('{"bench":"wallet","store":"%s","case":"commit_one","commits":%d,' ..
+                    '"p50_us":%.0f,"p99_us":%.0f,"loadavg":"%s"}', name, #lat, pct(lat, 50),
+                    pct(lat, 99), B.loadavg()))
+    end
+    one_commit()
     local hot = direct("direct_hot", 1)
     transfers("transfer_hot", 1, 0, hot)
     local spread = direct("direct", opts.accounts)
@@ -231,7 +302,7 @@ local function case(T, name, open_store)
     local brate = (rb.status[200] or 0) / (rb.duration_us / 1e6)
     local hrate = (rh.status[200] or 0) / (rh.duration_us / 1e6)
     print(format("%-8s %-15s %8.0f reads/s      p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
-                 "of healthz %.0f/s", name, "balance", brate, rb.p50_us, rb.p99_us,
+                 "of healthz %.0f/s (target >= 0.7)", name, "balance", brate, rb.p50_us, rb.p99_us,
                  brate / hrate, hrate))
     emit(format('{"bench":"wallet","store":"%s","case":"balance_http","conns":%d,' ..
                 '"reads":%d,"per_s":%.1f,"p50_us":%d,"p99_us":%d,"baseline":"healthz",' ..
@@ -245,6 +316,8 @@ local function case(T, name, open_store)
     srv:close()
     m:close()
     s:close()
+    collectgarbage()
+    rss(name, "end")
 end
 
 local T = task.new()
@@ -252,22 +325,36 @@ local h = T.spawn("bench_wallet", function()
     if opts.sqlite then
         local path = format("%s/bench-wallet-%d.db", opts.dir, uv.os_getpid())
         os.remove(path)
+        local bpath = path .. ".base"
+        local base = baselines(T, "sqlite", function(per, hot)
+            return SB.sqlite { path = bpath, seconds = opts.seconds, per_tx = per,
+                               sources = opts.accounts, hot = hot }
+        end)
         case(T, "sqlite", function()
             return store_mod.open { backend = "sqlite", path = path, offload = true }
-        end)
-        os.remove(path)
-        os.remove(path .. "-wal")
-        os.remove(path .. "-shm")
+        end, base)
+        for _, p in ipairs { path, bpath } do
+            os.remove(p)
+            os.remove(p .. "-wal")
+            os.remove(p .. "-shm")
+        end
     end
     if opts.pg then
         local available, why = H.available()
         if not available then
             print("bench-wallet: PostgreSQL skipped: " .. tostring(why))
         else
-            local cluster = assert(H.start { fsync = true })
-            local ok, err = pcall(case, T, "postgres", function()
-                return store_mod.open { backend = "postgres", conninfo = cluster.conninfo,
-                                        schema = "bench_wallet", connections = 8 }
+            local cluster = assert(H.start { fsync = true, max_conns = opts.conns + 32 })
+            local ok, err = pcall(function()
+                local base = baselines(T, "postgres", function(per, hot)
+                    return SB.postgres(T, { conninfo = cluster.conninfo, schema = "bench_base",
+                                            seconds = opts.seconds, conns = opts.conns,
+                                            per_tx = per, sources = hot and 1 or opts.accounts })
+                end)
+                case(T, "postgres", function()
+                    return store_mod.open { backend = "postgres", conninfo = cluster.conninfo,
+                                            schema = "bench_wallet", connections = 8 }
+                end, base)
             end)
             cluster:stop()
             assert(ok, err)

@@ -4,13 +4,14 @@
 # down at the end. Reused by specs (spec/ron/accounting/export/exporters/postgres_spec.lua through
 # tests/pg/harness.lua), benchmarks (tests/bench/bench-postgres.lua) and end-to-end tests.
 #
-#   pg-harness.sh start [--owner PID] [--fsync on|off] [DIR]
+#   pg-harness.sh start [--owner PID] [--fsync on|off] [--max-conns N] [DIR]
 #        initdb + start; prints ONE line on stdout: the directory, a tab, the conninfo
 #        ("host=127.0.0.1 port=P dbname=postgres user=ron"). DIR: created with mktemp -d
 #        when omitted (it must not exist or be empty). --owner PID: a detached watcher
 #        tears the cluster down (stop) once PID is gone, so a test process that dies
 #        never leaves a server behind. --fsync off (the default: tests; not durable) or on
-#        (benchmarks).
+#        (benchmarks). --max-conns N: max_connections (default 60; bench-wallet's
+#        64-connection baseline asks for more).
 #   pg-harness.sh conninfo DIR | url DIR     the conninfo / a postgresql:// URI
 #   pg-harness.sh stop-server DIR            pg_ctl stop -m fast, data kept (an outage)
 #   pg-harness.sh start-server DIR           started again, same port, same data
@@ -64,12 +65,13 @@ conninfo_of() { echo "host=127.0.0.1 port=$(cat "$1/port") dbname=postgres user=
 # start_server DIR PORT: 0 when up; 1 when the port was taken; dies otherwise.
 start_server() {
     dir=$1 port=$2
+    maxc=$(cat "$dir/max_conns" 2>/dev/null || echo 60)
     : > "$dir/log.start"
     chown "$OWNER_USER" "$dir/log.start" 2>/dev/null || true
     if as_pg "$BIN/pg_ctl" -D "$dir/data" -l "$dir/log.start" -w -t 30 -s \
         -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=$(cat "$dir/fsync") \
             -c full_page_writes=$(cat "$dir/fsync") -c shared_buffers=32MB \
-            -c max_connections=60 -c log_min_messages=warning" start >/dev/null 2>&1; then
+            -c max_connections=$maxc -c log_min_messages=warning" start >/dev/null 2>&1; then
         cat "$dir/log.start" >> "$dir/log" 2>/dev/null || true
         return 0
     fi
@@ -102,11 +104,12 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
 start)
-    owner="" fsync=off dir=""
+    owner="" fsync=off dir="" maxconns=60
     while [ $# -gt 0 ]; do
         case "$1" in
         --owner) owner=$2; shift 2 ;;
         --fsync) fsync=$2; shift 2 ;;
+        --max-conns) maxconns=$2; shift 2 ;;
         -*) die "start: unknown option $1" ;;
         *) dir=$1; shift ;;
         esac
@@ -119,6 +122,8 @@ start)
     fi
     dir=$(cd "$dir" && pwd)
     echo "$fsync" > "$dir/fsync"
+    case "$maxconns" in ''|*[!0-9]*) die "--max-conns N" ;; esac
+    echo "$maxconns" > "$dir/max_conns"
     : > "$dir/log"
     chown "$OWNER_USER" "$dir" "$dir/log"
     chmod 700 "$dir"
@@ -192,7 +197,7 @@ psql)
     exec "$BIN/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo_of "$dir")" "$@"
     ;;
 *)
-    echo "usage: pg-harness.sh start [--owner PID] [--fsync on|off] [DIR] | conninfo DIR |" \
+    echo "usage: pg-harness.sh start [--owner PID] [--fsync on|off] [--max-conns N] [DIR] | conninfo DIR |" \
          "url DIR | stop-server DIR | start-server DIR | stop DIR | freeze DIR | thaw DIR |" \
          "psql DIR [ARGS...]" >&2
     exit 2

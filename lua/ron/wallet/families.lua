@@ -17,6 +17,9 @@ return {
     bus_lagged = family { name = "wallet_bus_lagged_total", type = "counter",
                           help = "Times the event feed fell too far behind and the whole cache "
                                  .. "was dropped.", labels = { "bus" } },
+    groups = family { name = "wallet_group_commits_total", type = "counter",
+                      help = "Group commits (ron.wallet.committer): groups, members, members "
+                             .. "that fell back to the single path.", labels = { "what" } },
     worker_inflight = family { name = "wallet_worker_inflight", type = "gauge",
                                help = "Workers busy with a job." },
     tasks_spawned = family { name = "wallet_tasks_spawned_total", type = "counter",

@@ -26,6 +26,7 @@ local B = require "ron.ledger.bigint"
 local b3 = require "ron.base.b3"
 local breaker = require "ron.wallet.breaker"
 local cache = require "ron.wallet.cache"
+local committer = require "ron.wallet.committer"
 local codec = require "ron.ledger.codec"
 local lru = require "ron.base.lru"
 local dto = require "ron.wallet.dto"
@@ -53,7 +54,8 @@ _M.DEFAULTS = {
     tokens = nil,               -- required: { ["<BLAKE3 hex of a token>"] = "operator" | uuid }
     assets = nil,               -- required: { CODE = scale }
     queue_capacity = 512,       -- the commit queue (seed 004 §3)
-    workers = 4,                -- committer tasks
+    workers = 1,                -- committer tasks, one lane of the queue each (by payer)
+    group_max = 256,            -- money jobs per group commit (ron.wallet.committer); 1: none
     commit_timeout_ms = 1000,   -- per ledger call (seed 004 §5: <= 1 s)
     retries = 3,                -- more tries of a commit that failed with a retry class
     retry_base_ms = 50,         -- backoff: base * 2^n, capped, plus jitter
@@ -73,7 +75,8 @@ _M.DEFAULTS = {
 }
 
 local INTEGER_KEYS = {
-    queue_capacity = { 1, 65536 }, workers = { 1, 256 }, commit_timeout_ms = { 10, 60000 },
+    queue_capacity = { 1, 65536 }, workers = { 1, 256 }, group_max = { 1, 1024 },
+    commit_timeout_ms = { 10, 60000 },
     retries = { 0, 10 }, retry_base_ms = { 1, 10000 }, retry_cap_ms = { 1, 60000 },
     retry_jitter_ms = { 0, 10000 }, breaker_threshold = { 1, 100000 },
     breaker_window_ms = { 1000, 600000 }, breaker_open_ms = { 100, 600000 },
@@ -263,6 +266,7 @@ end
 local function prob(code, detail, headers, extra)
     return problem_answer(dto.problem(code, detail, nil, nil, extra), headers)
 end
+function W:_prob(...) return prob(...) end
 
 function W:_count(status)
     self.m.requests[status] = (self.m.requests[status] or 0) + 1
@@ -413,17 +417,30 @@ function W:_money_once(job)
     if prior == nil and perr ~= nil then
         return prob("ledger_unavailable", tostring(perr)), "retry"
     end
-    if prior and prior.body_hash ~= job.h then
-        return stored(prob("nonce_used", format("nonce %s was used by another request",
-                                                dec(r.nonce)), nil,
-                           ',"original":' .. outcome_json(prior)))
-    end
+    if prior and prior.body_hash ~= job.h then return self:_nonce_used(job, prior) end
+    local res, cerr, code = led:commit(self:_money_request(job))
+    return self:_money_outcome(job, prior, res, cerr, code)
+end
+
+-- The stored 409 of a nonce that another body used (its outcome in "original").
+function W:_nonce_used(job, prior)
+    return stored(prob("nonce_used", format("nonce %s was used by another request",
+                                            dec(job.r.nonce)), nil,
+                       ',"original":' .. outcome_json(prior)))
+end
+
+-- The ledger request of a money job: its nonce row is the intent.
+function W:_money_request(job)
     -- keys: the Idempotency-Key's row names this request too; the feed records it, so
     -- `ledger verify` checks that row's body hash (LED-68)
-    local res, cerr, code = led:commit { intent = job.nkey, body_hash = job.h,
-                                         keys = { job.kkey },
-                                         movements = movements(r),
-                                         metadata = metadata(r, job.principal) }
+    return { intent = job.nkey, body_hash = job.h, keys = { job.kkey },
+             movements = movements(job.r), metadata = metadata(job.r, job.principal) }
+end
+
+-- The answer of a commit's outcome (res, cerr, code) for job whose nonce row read prior:
+-- the single path's and a group's (ron.wallet.committer) alike. -> answer, class, replayed
+function W:_money_outcome(job, prior, res, cerr, code)
+    local store, r = self.led.store, job.r
     if res and res.event_seq == nil then
         -- The intent's outcome is stored, its event not yet: the saga that commits it (on
         -- another node, maybe) is between the two writes. A receipt needs the event's seq
@@ -562,20 +579,19 @@ function W:_clear(job)
     if job.nkey then self.inflight[job.nkey] = nil end
 end
 
-function W:_worker()
-    while true do
-        local job = self.queue:recv()
-        if job == nil then break end -- closed (stop) or canceled (shutdown)
-        self.m.worker_inflight = self.m.worker_inflight + 1
-        local ok, err = pcall(self._job, self, job)
-        self.m.worker_inflight = self.m.worker_inflight - 1
-        if not ok then
-            self.log("worker error: " .. tostring(err))
-            self:_clear(job)
-            pcall(self._send, self, job.req, prob("internal", "wallet error"))
-        end
+-- One job alone (ron.wallet.committer groups money jobs queued together).
+function W:_run_job(job)
+    self.m.worker_inflight = self.m.worker_inflight + 1
+    local ok, err = pcall(self._job, self, job)
+    self.m.worker_inflight = self.m.worker_inflight - 1
+    if not ok then
+        self.log("worker error: " .. tostring(err))
+        self:_clear(job)
+        pcall(self._send, self, job.req, prob("internal", "wallet error"))
     end
 end
+
+function W:_worker(k) return committer.worker(self, k) end
 
 function W:_enqueue(req, job, endpoint)
     if self.stopping then return ret(self, prob("draining", "the wallet is shutting down")) end
@@ -960,10 +976,10 @@ end
 -- The system accounts, then the workers and the feed. From the main chunk or a task.
 function W:start()
     self.T = task.current() -- every task of the wallet on the scheduler that started it
-    self.queue = self.T.channel(self.queue_capacity, "wallet_commit")
+    self.queue = committer.queue(self.T, self.queue_capacity, self.workers)
     self.workers_h = {}
     for i = 1, self.workers do
-        self.workers_h[i] = self:_spawn("worker", function() self:_worker() return true end)
+        self.workers_h[i] = self:_spawn("worker", function() self:_worker(i) return true end)
     end
     self.feed_h = self:_spawn("feed", function()
         local led = self.led
@@ -1080,6 +1096,8 @@ function W:metrics_text()
     FAM.retries:render(out, m.backoff_retries)
     FAM.bus_lagged:render(out, { { "ledger", c.lagged_total } })
     FAM.worker_inflight:render(out, m.worker_inflight)
+    FAM.groups:render(out, { { "groups", m.groups or 0 }, { "members", m.grouped or 0 },
+                             { "fallbacks", m.group_fallbacks or 0 } })
     local tk = self.tasks
     local live = {}
     for _, k in ipairs(_M.TASK_KINDS) do live[k] = 0 end

@@ -393,7 +393,7 @@ describe("ron.wallet.service drain (seed 004 §6, §9)", function()
         run(function(task)
             local gate = { closed = false }
             local ctx = open(task, S.tmpname(".db"), { commit_timeout_ms = 100,
-                                                       stall_ms = 60000 }, gate)
+                                                       stall_ms = 60000, workers = 4 }, gate)
             local port, w = ctx.port, ctx.w
             setup_accounts(task, port)
             -- (the commit timeout is 100 ms for the stuck commit below: under load this one

@@ -1,0 +1,238 @@
+-- ron.wallet.committer: the wallet's group commit (issue 25). A committer worker takes a job
+-- from the commit queue and, when it is a money job, every money job queued behind it (up
+-- to group_max): ONE group, answered per request with exactly what committing each alone
+-- answers.
+--
+--   local committer = require "ron.wallet.committer"
+--   w.queue = committer.queue(T, capacity, lanes)  -- the commit queue: try_send, depth, close
+--   committer.worker(w, k)   -- the loop of committer task k (service W:_worker calls it)
+--
+-- The commit queue is one lane (a bounded task channel) per committer, capacity jobs in all
+-- (a full queue is try_send's nil, "Busy": 429 busy, WLT-7). A job goes to the lane of its
+-- payer (the account it debits; account management: the account), so one payer's jobs are
+-- committed in arrival order by one committer, and two groups committing at once never
+-- share a payer (they would race for its postings: the later one handed over to the single
+-- path, retried, late). A hot payer is one committer's: its groups spend their own change.
+--
+-- A group's ledger work (in one child task under commit_timeout_ms, as a single job's):
+--   1. one get_intents of every member's Idempotency-Key row and nonce row
+--   2. a key used with another body: 422 idempotency_mismatch (as the single path)
+--   3. one put_intents of the keys not there yet (claimed, the nonce in message, the body
+--      hash); a key another process claimed meanwhile is read back and checked as in 2
+--   4. a nonce stored for another body: its stored 409 nonce_used
+--   5. ONE Ledger:commit_many of the rest (the engine's batch path: a payer spends its own
+--      change inside the group, one flush for the group, each request its own intent,
+--      outcome and event), each result answered through W:_money_outcome, the single
+--      path's own rendering (byte-identical answers, replays included)
+-- A member whose outcome is a retry class (the store failed for it), or a group whose reads
+-- or claims failed, falls back to the single path (W:_money: its retries and backoff), one
+-- member at a time: a failing member never fails the others, never answers wrongly. The
+-- claims and the nonces are the single path's rows: a request answered by a group and its
+-- replay through the single path (or the reverse) meet the same outcome.
+--
+-- Bounded: a group is at most group_max jobs, all already in the bounded commit queue (its
+-- full queue answers 429 busy, WLT-7); nothing else is buffered. Jobs keep their order
+-- within a group (commit_many commits in order). A non-money job (account management) ends
+-- the group and runs alone after it.
+local bit = require "bit"
+local dec = require("ron.ledger.bigint").dec
+
+local format, ipairs, pairs, pcall, tostring, byte, setmetatable =
+      string.format, ipairs, pairs, pcall, tostring, string.byte, setmetatable
+
+local _M = {}
+
+-- ---- the commit queue: one lane per committer ----
+
+local Q = {}
+Q.__index = Q
+
+function _M.queue(T, capacity, lanes)
+    local self = setmetatable({ lanes = {}, cap = capacity, n = 0 }, Q)
+    for k = 1, lanes do self.lanes[k] = T.channel(capacity, "wallet_commit") end
+    return self
+end
+
+-- FNV-1a over the account id's bytes -> 1..#lanes
+local function lane_of(self, id)
+    if #self.lanes == 1 or not id then return 1 end
+    local h = 2166136261
+    for i = 1, #id do h = bit.tobit(bit.bxor(h, byte(id, i)) * 16777619) end
+    return bit.band(h, 0x7fffffff) % #self.lanes + 1
+end
+
+local function payer(job)
+    if job.kind == "money" then return job.r.from or job.r.to end
+    return job.id
+end
+
+function Q:try_send(job)
+    if self.n >= self.cap then return nil, "Busy" end
+    local ok, err = self.lanes[lane_of(self, payer(job))]:try_send(job)
+    if ok then self.n = self.n + 1 end
+    return ok, err
+end
+
+function Q:depth() return self.n end
+
+function Q:close()
+    for _, ch in ipairs(self.lanes) do ch:close() end
+end
+
+-- lane k's next job (waits); nil when closed and empty, or canceled
+function Q:recv(k)
+    local job = self.lanes[k]:recv()
+    if job ~= nil then self.n = self.n - 1 end
+    return job
+end
+
+function Q:lane_depth(k) return self.lanes[k]:depth() end
+
+local function claim_of(job)
+    return { key = job.kkey,
+             outcome = { status = "claimed", message = dec(job.r.nonce), body_hash = job.h } }
+end
+
+-- Steps 1-4: -> the members to commit (each { job =, prior = }), or nil, err (a store failure:
+-- the caller falls back). Answers of the members decided here go to out[i].
+local function precheck(self, jobs, out)
+    local store = self.led.store
+    local keys = {}
+    for _, job in ipairs(jobs) do
+        keys[#keys + 1] = job.kkey
+        keys[#keys + 1] = job.nkey
+    end
+    local got, err = store:get_intents(keys)
+    if not got then return nil, err end
+    local claims, claimed = {}, {}
+    for _, job in ipairs(jobs) do
+        if not got[job.kkey] then
+            claims[#claims + 1] = claim_of(job)
+            claimed[#claimed + 1] = job.kkey
+        end
+    end
+    if #claims > 0 then
+        local n, perr = store:put_intents(claims)
+        if not n then return nil, perr end
+        if n < #claims then -- another process claimed some meanwhile: their rows decide
+            local again, gerr = store:get_intents(claimed)
+            if not again then return nil, gerr end
+            for k, v in pairs(again) do got[k] = v end
+        end
+    end
+    local live = {}
+    for i, job in ipairs(jobs) do
+        local cur, prior = got[job.kkey], got[job.nkey]
+        if cur and cur.body_hash ~= job.h then
+            out[i] = { self:_prob("idempotency_mismatch",
+                                  "this Idempotency-Key was used with another body"), true }
+        elseif prior and prior.body_hash ~= job.h then
+            out[i] = { self:_nonce_used(job, prior), true }
+        else
+            live[#live + 1] = { i = i, job = job, prior = prior }
+        end
+    end
+    return live
+end
+
+-- The group's ledger work: -> { [i] = { answer, healthy, replayed } }.
+function _M.work(self, jobs)
+    local out = {}
+    local ok, live, err = pcall(precheck, self, jobs, out)
+    if not ok or not live then
+        self.log("group commit: " .. tostring(ok and err or live) .. "; one by one")
+        out, live = {}, nil
+    end
+    local retry = {}
+    if live and #live > 0 then
+        local reqs = {}
+        for k, e in ipairs(live) do reqs[k] = self:_money_request(e.job) end
+        local results = self.led:commit_many(reqs)
+        for k, e in ipairs(live) do
+            local r = results[k]
+            local a, class, replayed = self:_money_outcome(e.job, e.prior, r[1], r[2], r[3])
+            if class == "retry" then retry[#retry + 1] = e.i
+            else out[e.i] = { a, true, replayed } end
+        end
+    end
+    if not live then for i = 1, #jobs do retry[#retry + 1] = i end end
+    for _, i in ipairs(retry) do
+        local a, healthy, replayed = self:_money(jobs[i])
+        out[i] = { a, healthy, replayed }
+    end
+    self.m.groups = (self.m.groups or 0) + 1
+    self.m.grouped = (self.m.grouped or 0) + #jobs
+    self.m.group_fallbacks = (self.m.group_fallbacks or 0) + #retry
+    return out
+end
+
+-- One group through W:_call (commit_timeout_ms, the breaker, the answer cache, the in-flight
+-- keys), each member answered on its own.
+function _M.run_group(self, jobs)
+    if not self.breaker:allow() then
+        for _, job in ipairs(jobs) do
+            self:_clear(job)
+            self:_send(job.req, self:_prob("ledger_unavailable", "the ledger's breaker is open",
+                { ["Retry-After"] = tostring(self.breaker:retry_after_s()) }))
+        end
+        return
+    end
+    local answered = {}
+    local in_time = self:_call("commit", _M.work, jobs, function(timed_out, res)
+        for i, job in ipairs(jobs) do
+            -- a thrown error in work: W:_call hands its one problem for every member
+            local r = res.status and { res, true, false } or res[i]
+            local a, healthy, replayed = r[1], r[2], r[3]
+            if not timed_out then self.breaker:record(healthy) end
+            if a.stored and job.kkey then self.answers:put(job.kkey, { h = job.h, a = a }) end
+            self:_clear(job)
+            if not timed_out then
+                answered[i] = true
+                self:_send(job.req, a, replayed)
+            end
+        end
+    end)
+    if not in_time then
+        for i, job in ipairs(jobs) do
+            if not answered[i] then
+                self:_send(job.req, self:_prob("ledger_timeout", format("the commit did not " ..
+                    "finish within %d ms; it may still finish: retry the same request",
+                    self.commit_timeout_ms), { ["Retry-After"] = "1" }))
+            end
+        end
+    end
+end
+
+-- The loop of committer task k (its lane of the queue).
+function _M.worker(self, k)
+    local q = self.queue
+    while true do
+        local job = q:recv(k)
+        if job == nil then break end -- closed (stop) or canceled (shutdown)
+        local group, after = { job }, nil
+        if job.kind == "money" and self.group_max > 1 then
+            -- what is queued now (recv of a non-empty channel does not yield)
+            while #group < self.group_max and q:lane_depth(k) > 0 do
+                local nxt = q:recv(k)
+                if nxt.kind ~= "money" then after = nxt; break end
+                group[#group + 1] = nxt
+            end
+        end
+        if #group == 1 then self:_run_job(job)
+        else
+            self.m.worker_inflight = self.m.worker_inflight + #group
+            local ok, err = pcall(_M.run_group, self, group)
+            self.m.worker_inflight = self.m.worker_inflight - #group
+            if not ok then
+                self.log("worker error: " .. tostring(err))
+                for _, j in ipairs(group) do
+                    self:_clear(j)
+                    pcall(self._send, self, j.req, self:_prob("internal", "wallet error"))
+                end
+            end
+        end
+        if after then self:_run_job(after) end
+    end
+end
+
+return _M
