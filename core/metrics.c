@@ -165,6 +165,11 @@ int ra_meter_metrics(const ra_meter_t *m, char *buf, size_t cap, size_t *len_out
              "Slices retained in WAL segments (un-ACKed, or ACKed in a segment not yet "
              "compacted): what a restart replays, bounded by wal max_entries.",
              w->entries},
+            {"accounting_wal_max_size_bytes", "gauge",
+             "The WAL's byte cap (wal max_bytes): at it the meter degrades.", w->max_bytes},
+            {"accounting_wal_max_entries", "gauge",
+             "The WAL's slice cap (wal max_entries): at it the meter degrades.",
+             w->max_entries},
             {"accounting_wal_unacked", "gauge", "Slices in the WAL not ACKed yet.", w->unacked},
             {"accounting_wal_segments", "gauge", "WAL segment files.", w->nsegs},
             {"accounting_wal_corrupt_total", "counter",
