@@ -3,7 +3,8 @@
 --
 --   notify.start(ready)  -- ready() -> bool, reasons: polled every POLL_MS until it first
 --                        -- answers true, then "READY=1"; "STOPPING=1" at shutdown
---   notify.send(state)   -> true | nil, err: one datagram to $NOTIFY_SOCKET
+--   notify.send(state[, path]) -> true | nil, err: one datagram to path (default
+--                        -- $NOTIFY_SOCKET; nothing without either)
 --
 -- The protocol is one datagram of "KEY=value" lines on the AF_UNIX socket the manager names
 -- (a path, or an abstract name written with a leading '@'); sent through LuaJIT's FFI since
@@ -29,8 +30,8 @@ local _M = {}
 _M.POLL_MS = 100
 local AF_UNIX, SOCK_DGRAM, SOCK_CLOEXEC = 1, 2, 524288
 
-function _M.send(state)
-    local path = getenv("NOTIFY_SOCKET")
+function _M.send(state, path)
+    path = path or getenv("NOTIFY_SOCKET")
     if not path or path == "" then return true end
     if #path >= 108 then return nil, "NOTIFY_SOCKET too long" end
     local sa = ffi.new("struct ra_sockaddr_un")
@@ -45,7 +46,7 @@ function _M.send(state)
     local n = C.sendto(fd, state, #state, 0, sa, len)
     local errno = ffi.errno()
     C.close(fd)
-    if n < 0 then return nil, "sendto " .. getenv("NOTIFY_SOCKET") .. ": errno " .. errno end
+    if n < 0 then return nil, "sendto: errno " .. tostring(errno) end
     return true
 end
 
