@@ -10,12 +10,14 @@
 # --check changes nothing: it lists where an old name is still used and exits 1 if any is.
 # Where a name is replaced:
 #   *.c *.h *.md *.sh *.yml *.cmake  every occurrence not inside a longer identifier (not
-#                                    after a letter, digit, "_", "." or "->")
+#                                    after a letter, digit, "_", "." or "->"; after a C
+#                                    string's "\n" it is)
 #   *.lua                            a family's `name = "old"`, and inside a string where it
 #                                    starts a sample or a HELP/TYPE line: after a quote,
 #                                    "\n" or "# HELP "/"# TYPE ", before "{", " " or "\n" (a
 #                                    Lua field or stats key of the same name, such as
 #                                    task.metrics().tasks_live, is no metric)
+# A histogram's _bucket, _sum and _count samples follow their family's name.
 # Units that change (ms -> seconds) need their values converted by hand: the script renames.
 set -eu
 check=0
@@ -37,14 +39,16 @@ files() { # the files a rename touches (tracked by git), this script and the tab
 res() {
     case "$1" in
         *.lua) printf '%s\n' "(name = \")$2(\")" \
-                   "([\"']|\\\\n|# HELP |# TYPE )$2([{ ]|\\\\n)" ;;
-        *) printf '%s\n' "(^|[^A-Za-z0-9_.>])$2([^A-Za-z0-9_]|\$)" ;;
+                   "([\"']|\\\\n|# HELP |# TYPE )$2([{ ]|\\\\n|_bucket|_sum|_count)" ;;
+        *) printf '%s\n' "(^|[^A-Za-z0-9_.>]|\\\\n)$2(_bucket|_sum|_count|[^A-Za-z0-9_]|\$)" ;;
     esac
 }
 
 out=${TMPDIR:-/tmp}/rename-metrics.$$
+all=$(files)
 echo "$pairs" | while read -r old new; do
-    for f in $(files); do
+    # shellcheck disable=SC2086 # (the paths hold no blanks: git ls-files of this tree)
+    for f in $(grep -lE "(^|[^A-Za-z0-9_])$old([^A-Za-z0-9_]|\$)" $all || true); do
         res "$f" "$old" | while IFS= read -r re; do
             grep -qE "$re" "$f" || continue
             if [ "$check" = 1 ]; then
