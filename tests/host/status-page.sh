@@ -40,7 +40,7 @@ return {
     wallet = { tokens = { [b3hex("op-token")] = "operator" }, assets = { USD = 2 },
                store = { backend = "sqlite", path = "var/ledger.db" }, book = "main",
                node = "wallet-1" },
-    audit = { key_path = "$work/signer.key" },
+    audit = { key_path = "$work/signer.key", checkpoint_every = 5 },
     ingest = { tokens = { [b3hex("ingest-token")] = "$tenant" } },
 }
 EOF
@@ -66,6 +66,9 @@ printf '{"records":[{"tenant":"%s","subject":"u-1","dimension":"requests","value
 code=$(curl -s -o resp.json -w '%{http_code}' -H 'Authorization: Bearer ingest-token' \
     -H 'Content-Type: application/json' --data-binary @batch.json "$base/v1/records")
 [ "$code" = 200 ] || fail "ingest: $code $(cat resp.json)"
+code=$(curl -s -o resp.json -w '%{http_code}' -X POST -H 'Authorization: Bearer op-token' \
+    -H 'Content-Type: application/json' -d "{\"account\":\"$tenant\"}" "$base/v1/accounts")
+[ "$code" = 200 ] || fail "wallet account: $code $(cat resp.json)"
 code=$(curl -s -o resp.json -w '%{http_code}' -X POST -H 'Authorization: Bearer op-token' \
     -H 'Content-Type: application/json' -H 'Idempotency-Key: top-up-1' \
     -d "{\"to\":\"$tenant\",\"asset\":\"USD\",\"amount\":5000,\"nonce\":1}" "$base/v1/issue")

@@ -240,7 +240,12 @@ local function audit(S, d)
                   row("queue", cell(S, "audit_queue_depth")),
                   row("failed", cell(S, "audit_failed"),
                       failed and '<td class="bad">FAILED</td>' or "") }
-    local cps = d.audit and d.audit.checkpoints and d.audit:checkpoints() or {}
+    local a, cps = d.audit, {}
+    if a and a.checkpoints then -- a sharded trail: each chain's
+        cps = a:checkpoints()
+    elseif a and a.latest_checkpoint then
+        cps = { a:latest_checkpoint() or false }
+    end
     for i, cp in ipairs(cps) do
         if cp then
             out[#out + 1] = row(#cps > 1 and format("newest checkpoint (chain %d)", i)
