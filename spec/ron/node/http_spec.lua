@@ -289,6 +289,39 @@ describe("ron.node.http", function()
         end)
     end)
 
+    it("status_page: GET / renders it from /metrics' exposition; 404 without one", function()
+        run(function(task)
+            local meter = { metrics = function() return META end }
+            local rt = { metrics_text = function() return RT_TEXT end,
+                         ready = function() return false, { "starting" } end }
+            local seen
+            local page = { render = function(_, text, ready, reasons)
+                seen = { text = text, ready = ready, reasons = reasons }
+                return "<!DOCTYPE html><p>page</p>\n"
+            end }
+            local srv = assert(http.serve { meter = meter, runtime = rt, port = 0,
+                                            status_page = page })
+            local st, hs, body = get(task, srv:port(), "/")
+            assert.equal(200, st)
+            assert.equal("<!DOCTYPE html><p>page</p>\n", body)
+            assert.equal("text/html; charset=utf-8", hs["content-type"])
+            assert.matches("default-src 'none'", hs["content-security-policy"], 1, true)
+            assert.equal("no-store", hs["cache-control"])
+            -- the very exposition /metrics serves, and /readyz's answer
+            local want = http.merge_exposition { META, RT_TEXT }
+            assert.equal(want, seen.text:sub(1, #want))
+            assert.is_false(seen.ready)
+            assert.same({ "starting" }, seen.reasons)
+            st = get(task, srv:port(), "/", "POST")
+            assert.equal(405, st)
+            srv:close()
+            srv = assert(http.serve { meter = meter, runtime = rt, port = 0 })
+            st = get(task, srv:port(), "/")
+            assert.equal(404, st)
+            srv:close()
+        end)
+    end)
+
     it("extra routes: method + path pattern, first match wins, 405 for another method,"
        .. " async answers; built-in routes still served", function()
         run(function(task)
