@@ -28,5 +28,5 @@ if(RA_BUILD_HOST)
   add_test(NAME package-deb
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/host/package.sh ${CMAKE_BINARY_DIR}
                    ${CMAKE_BINARY_DIR}/package-deb)
-  set_tests_properties(package-deb PROPERTIES LABELS ops TIMEOUT 300 RUN_SERIAL TRUE)
+  set_tests_properties(package-deb PROPERTIES LABELS ops TIMEOUT 400)
 endif()

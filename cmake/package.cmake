@@ -22,15 +22,15 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/examples/cards ${CMAKE_SOURCE_DIR}/example
         DESTINATION ${_ra_share} COMPONENT deb EXCLUDE_FROM_ALL)
 install(FILES ${_ra_pkg}/nginx-mod.conf DESTINATION /usr/share/nginx/modules-available
         RENAME mod-http-ron-accounting.conf COMPONENT deb EXCLUDE_FROM_ALL)
-# Debian policy 12.7: changelog.Debian.gz, compressed with gzip -9n (reproducible)
-set(_ra_changelog ${CMAKE_BINARY_DIR}/package/changelog.Debian.gz)
+# Debian policy 12.7: a native package's changelog.gz, compressed with gzip -9n
+set(_ra_changelog ${CMAKE_BINARY_DIR}/package/changelog.gz)
 file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/package)
-file(WRITE ${CMAKE_BINARY_DIR}/package/changelog.Debian
+file(WRITE ${CMAKE_BINARY_DIR}/package/changelog
   "ron-accounting (${PROJECT_VERSION}) unstable; urgency=medium\n\n"
   "  * Built from the ron-accounting source tree by `make package` (CPack).\n\n"
-  " -- ron-accounting maintainers <ron-accounting@localhost>  "
+  " -- ron-accounting maintainers <maintainers@ron-accounting.example.org>  "
   "Sun, 01 Nov 2026 00:00:00 +0000\n")
-install(CODE "execute_process(COMMAND gzip -9nf \"${CMAKE_BINARY_DIR}/package/changelog.Debian\"
+install(CODE "execute_process(COMMAND gzip -9nf \"${CMAKE_BINARY_DIR}/package/changelog\"
                               -c OUTPUT_FILE \"${_ra_changelog}\")" COMPONENT deb EXCLUDE_FROM_ALL)
 install(FILES ${_ra_changelog} ${_ra_pkg}/copyright ${CMAKE_SOURCE_DIR}/README.md
         DESTINATION ${_ra_doc} COMPONENT deb EXCLUDE_FROM_ALL)
@@ -39,22 +39,31 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/reference DESTINATION ${_ra_doc}
 
 file(WRITE ${CMAKE_BINARY_DIR}/package/conffiles
   "/etc/ron-accounting/ron-accounting.conf.lua\n")
+# the shared libraries: ldconfig runs as a trigger (Debian policy 8.1.1)
+file(WRITE ${CMAKE_BINARY_DIR}/package/triggers "activate-noawait ldconfig\n")
+# install(FILES) does not strip: the nginx module, stripped in the staging tree
+install(CODE "
+  set(_m \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/nginx/modules/ngx_http_ron_accounting_module.so\")
+  if(EXISTS \"\${_m}\")
+    execute_process(COMMAND strip --strip-unneeded --remove-section=.comment
+                            --remove-section=.note \"\${_m}\")
+  endif()" COMPONENT deb EXCLUDE_FROM_ALL)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME ron-accounting)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGE_CONTACT "ron-accounting maintainers <ron-accounting@localhost>")
+set(CPACK_PACKAGE_CONTACT "ron-accounting maintainers <maintainers@ron-accounting.example.org>")
 set(CPACK_PACKAGE_VENDOR "ron-accounting")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
   "usage metering, ledger, wallet and audit trail for API gateways")
+# (the extended description: CPack puts the summary above it and indents each line)
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-  "usage metering, ledger, wallet and audit trail for API gateways
- ron-accounting counts what an API gateway serves per tenant into sealed,
- hash-chained usage slices, rates them into a double-entry ledger, serves
- prepaid wallets over the same book and keeps a signed audit trail of every
- decision. This package holds the daemon (a systemd service), the C
- libraries with their headers and pkg-config file, the Lua package and the
- native nginx module.")
+  "ron-accounting counts what an API gateway serves per tenant into sealed,
+hash-chained usage slices, rates them into a double-entry ledger, serves
+prepaid wallets over the same book and keeps a signed audit trail of every
+decision. This package holds the daemon (a systemd service), the C
+libraries with their headers and pkg-config file, the Lua package and the
+native nginx module.")
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
@@ -62,7 +71,10 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # dlopen'ed through LuaJIT's FFI (dpkg-shlibdeps cannot see those)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsqlite3-0")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nginx, libnginx-mod-http-lua, prometheus")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/package/conffiles)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/package/conffiles
+                                      ${CMAKE_BINARY_DIR}/package/triggers)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_STRIP_FILES TRUE)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # one package of every component, the "deb" one included

@@ -25,7 +25,8 @@ fail() {
     exit 1
 }
 
-(cd "$build" && cpack -G DEB -B "$work/out") >"$work/cpack.log" 2>&1 || fail "cpack"
+(cd "$build" && cpack -G DEB -B "$work/cpack" -D CPACK_OUTPUT_FILE_PREFIX="$work/out") \
+    >"$work/cpack.log" 2>&1 || fail "cpack"
 deb=$(ls "$work"/out/ron-accounting_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || fail "no .deb in $work/out"
 echo "package.sh: $deb"
