@@ -13,6 +13,8 @@ set_tests_properties(prometheus-rules PROPERTIES LABELS ops TIMEOUT 60)
 #   host-status-page   GET / in headless Chromium on a daemon with every block: no console
 #                      message, every number equals /metrics, a screenshot kept in
 #                      <build>/host-status-page/status-page.png
+#   host-metrics-conventions  the same daemon's /metrics: `promtool check metrics` silent, every
+#                      family with its system's prefix, counters ending in _total
 #   package-deb        `cpack -G DEB`: contents, lintian without errors, dpkg -x and the
 #                      packaged executable with the packaged configuration (--check, start,
 #                      stop), systemd-analyze verify on the unit
@@ -21,7 +23,12 @@ if(RA_BUILD_HOST AND RA_BUILD_AUDIT AND RA_BUILD_LEDGER)
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/host/status-page.sh
                    $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR}
                    ${CMAKE_BINARY_DIR}/host-status-page page)
-  set_tests_properties(host-status-page PROPERTIES LABELS "host;ops" TIMEOUT 180 ENVIRONMENT
+  add_test(NAME host-metrics-conventions
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/host/status-page.sh
+                   $<TARGET_FILE:ron-accounting> ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR}/host-metrics-conventions metrics)
+  set_tests_properties(host-status-page host-metrics-conventions PROPERTIES
+    LABELS "host;ops" TIMEOUT 180 ENVIRONMENT
     "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>;RON_AUDIT_LIB=$<TARGET_FILE:ronaudit>")
 endif()
 if(RA_BUILD_HOST)

@@ -48,7 +48,7 @@ out=${TMPDIR:-/tmp}/rename-metrics.$$
 all=$(files)
 echo "$pairs" | while read -r old new; do
     # shellcheck disable=SC2086 # (the paths hold no blanks: git ls-files of this tree)
-    for f in $(grep -lE "(^|[^A-Za-z0-9_])$old(_bucket|_sum|_count|[^A-Za-z0-9_]|\$)" $all || true); do
+    for f in $(grep -lE "(^|[^A-Za-z0-9_]|\\\\n)$old(_bucket|_sum|_count|[^A-Za-z0-9_]|\$)" $all || true); do
         res "$f" "$old" | while IFS= read -r re; do
             grep -qE "$re" "$f" || continue
             if [ "$check" = 1 ]; then

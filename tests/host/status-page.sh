@@ -82,6 +82,20 @@ if [ "$mode" = metrics ]; then
     done
     promtool check metrics <metrics.txt >promtool.out 2>&1 || fail "promtool check metrics"
     [ -s promtool.out ] && fail "promtool check metrics complains"
+    # what promtool does not check: a system's prefix on every family, _total on counters
+    # (docs/reference/metrics.md, "Renames")
+    awk '/^# TYPE / { print $3, $4 }' metrics.txt | while read -r name type; do
+        case "$name" in
+            accounting_* | audit_* | wallet_* | ron_*) ;;
+            *) echo "$name: no system prefix (accounting_, audit_, wallet_, ron_)" ;;
+        esac
+        case "$type:$name" in
+            counter:*_total) ;;
+            counter:*) echo "$name: a counter without _total" ;;
+        esac
+    done >promtool.out
+    [ -s promtool.out ] && fail "/metrics breaks the conventions"
+    echo "status-page.sh: $(grep -c '^# TYPE ' metrics.txt) families follow the conventions"
 else
     command -v chromium >/dev/null || fail "chromium not found (tools/deps.sh)"
     curl -sf -m 10 -o before.txt "$base/metrics" || fail "GET /metrics"

@@ -236,7 +236,7 @@ describe("ron.node.http", function()
     local RT_TEXT = "# HELP accounting_rejected_total Slices shed.\n" ..
                     "# TYPE accounting_rejected_total counter\n" ..
                     'accounting_rejected_total{reason="busy"} 2\n' ..
-                    "# HELP tasks_live Tasks.\n# TYPE tasks_live gauge\ntasks_live 3\n"
+                    "# HELP ron_tasks_live Tasks.\n# TYPE ron_tasks_live gauge\nron_tasks_live 3\n"
 
     it("merge_exposition: one HELP/TYPE per family, samples kept together", function()
         local out = http.merge_exposition { META, RT_TEXT }
@@ -244,7 +244,7 @@ describe("ron.node.http", function()
         assert.equal(1, helps)
         assert.truthy(out:find('accounting_rejected_total{reason="capacity"} 0\n' ..
                                'accounting_rejected_total{reason="busy"} 2\n', 1, true))
-        assert.truthy(out:find("tasks_live 3\n", 1, true))
+        assert.truthy(out:find("ron_tasks_live 3\n", 1, true))
         -- histogram samples stay with their family
         local h = http.merge_exposition { "# TYPE a histogram\na_bucket{le=\"1\"} 1\n" ..
                                           "a_sum 1\na_count 1\n# TYPE b gauge\nb 1\n" }
