@@ -47,7 +47,7 @@ dpkg-deb -I "$deb" conffiles | grep -qx /etc/ron-accounting/ron-accounting.conf.
 
 # 2. lintian: no error
 if command -v lintian >/dev/null; then
-    lintian --no-tag-display-limit "$deb" >"$work/lintian.txt" 2>&1
+    lintian --tag-display-limit 0 "$deb" >"$work/lintian.txt" 2>&1
     grep '^E:' "$work/lintian.txt" && fail "lintian reports errors"
     grep -c '^W:' "$work/lintian.txt" | sed 's/^/package.sh: lintian warnings: /'
 else
