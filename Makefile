@@ -61,6 +61,11 @@ quickstart: build
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+# The Debian package (CPack; docs/ops/package.md): $(BUILD)/package/ron-accounting_*.deb
+.PHONY: package
+package: build
+	cd $(BUILD) && cpack -G DEB
+
 cdef: deps
 	sh tools/gen-cdef.sh > lua/ron/accounting/binding/cdef.lua
 	sh tools/gen-cdef.sh audit > lua/ron/audit/cdef.lua

@@ -171,6 +171,10 @@ static void put_wal(sink_t *s, const ra_meter_t *m) {
          "Slices retained in WAL segments (un-ACKed, or ACKed in a segment not yet "
          "compacted): what a restart replays, bounded by wal max_entries.",
          w->entries},
+        {"accounting_wal_max_size_bytes", "gauge",
+         "The WAL's byte cap (wal max_bytes): at it the meter degrades.", w->max_bytes},
+        {"accounting_wal_max_entries", "gauge",
+         "The WAL's slice cap (wal max_entries): at it the meter degrades.", w->max_entries},
         {"accounting_wal_unacked", "gauge", "Slices in the WAL not ACKed yet.", w->unacked},
         {"accounting_wal_segments", "gauge", "WAL segment files.", w->nsegs},
         {"accounting_wal_corrupt_total", "counter",
@@ -217,8 +221,10 @@ static void put_wal(sink_t *s, const ra_meter_t *m) {
         (unsigned long long)(w->stats.fsync_max_us / 1000000),
         (unsigned long long)(w->stats.fsync_max_us % 1000000));
     put(s,
-        "# HELP io_timeouts_total WAL operations over their budget (fsync: 5 s).\n"
-        "# TYPE io_timeouts_total counter\nio_timeouts_total{op=\"fsync\"} %llu\n",
+        "# HELP accounting_wal_io_timeouts_total WAL operations over their budget "
+        "(fsync: 5 s).\n"
+        "# TYPE accounting_wal_io_timeouts_total counter\n"
+        "accounting_wal_io_timeouts_total{op=\"fsync\"} %llu\n",
         (unsigned long long)w->stats.slow_fsyncs);
 }
 

@@ -67,8 +67,8 @@ static uint64_t mono_us(void) {
 }
 
 /* A blocking fsync cannot be interrupted; what the core can do is measure it. One over the
- * budget is counted (io_timeouts_total{op="fsync"}) and logged by the meter; the runtime
- * that calls rollover owns the deadline around it. */
+ * budget is counted (accounting_wal_io_timeouts_total{op="fsync"}) and logged by the meter;
+ * the runtime that calls rollover owns the deadline around it. */
 static void fsync_note(ra__wal_t *w, uint64_t us) {
     w->stats.fsyncs++;
     if (us > w->stats.fsync_max_us) w->stats.fsync_max_us = us;

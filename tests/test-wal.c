@@ -147,6 +147,10 @@ static void restart_restores(simfs_t *fs, const char *dir, uint64_t seed) {
     CHECK(metric(m, "accounting_wal_segments") == 0);
     CHECK(metric(m, "accounting_wal_entries") == 0);
     CHECK(metric(m, "accounting_wal_size_bytes") == 0);
+    /* The caps are rendered (the alert rules' "near its caps" is a ratio to them). */
+    CHECK(metric(m, "accounting_wal_max_size_bytes") == (double)cfg.wal_max_bytes);
+    CHECK(metric(m, "accounting_wal_max_entries") ==
+          (double)(cfg.wal_max_entries ? cfg.wal_max_entries : 200000u));
     ra_meter_close(m);
     m = open_io(&cfg, fs, NULL);
     REQUIRE(m);

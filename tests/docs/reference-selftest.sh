@@ -48,9 +48,9 @@ expect 1 "accounting_wal_failed (rendered by core/metrics.c) is not documented" 
     "a core metric dropped from the page fails"
 
 mk
-grep '^| `tasks_live`' "$tmp/t/docs/reference/metrics.md" > "$tmp/row"
+grep '^| `ron_tasks_live`' "$tmp/t/docs/reference/metrics.md" > "$tmp/row"
 cat "$tmp/row" >> "$tmp/t/docs/reference/metrics.md"
-expect 1 "tasks_live documented again" "a metric documented twice fails"
+expect 1 "ron_tasks_live documented again" "a metric documented twice fails"
 
 mk
 printf '| `accounting_imaginary` | gauge | nothing |\n' >> "$tmp/t/docs/reference/metrics.md"

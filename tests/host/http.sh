@@ -62,9 +62,9 @@ case "$ctype" in
 esac
 promtool check metrics <"$work/metrics" >"$work/promtool.out" 2>&1 || {
     cat "$work/promtool.out" >&2; fail "promtool check metrics"; }
-for fam in queue_depth tasks_spawned_total tasks_aborted_total backoff_retries_total \
-    busy_rejections_total accounting_export_backlog accounting_degraded \
-    accounting_rejected_total accounting_sealed_slices_total tasks_live lua_heap_bytes; do
+for fam in ron_queue_depth ron_tasks_spawned_total ron_tasks_aborted_total accounting_export_retries_total \
+    accounting_busy_rejections_total accounting_export_backlog accounting_degraded \
+    accounting_rejected_total accounting_sealed_slices_total ron_tasks_live ron_lua_heap_bytes; do
     grep -q "^# TYPE $fam " "$work/metrics" || fail "/metrics lacks the family $fam"
     n=$(grep -c "^# TYPE $fam " "$work/metrics")
     [ "$n" = 1 ] || fail "/metrics describes $fam $n times"

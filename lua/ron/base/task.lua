@@ -4,7 +4,7 @@
 --   task.spawn(name, fn, ...)   -> handle       join-tracked; kind = name up to the first "-"
 --   handle:join([timeout_ms])   -> true, ...    | nil, "Timeout" | nil, "Failed: ..."
 --                                               | nil, "Aborted"
---   handle:abort()                               never resumed again; tasks_aborted_total
+--   handle:abort()                               never resumed again; ron_tasks_aborted_total
 --   task.sleep(ms)              -> true         | nil, "Canceled"
 --   task.channel(cap[, name])   -> ch           bounded FIFO; cap 1..MAX_CAP
 --     ch:try_send(v)            -> true         | nil, "Busy" (full, counted) | nil, "Closed"

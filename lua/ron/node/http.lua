@@ -19,7 +19,9 @@
 --       max_header_bytes = 16384, -- a larger request head: 431 (docs/ops/http.md, "The
 --                               -- first look")
 --       routes = { { method = "POST", path = "^/v1/records$", handler = fn }, ... },
---       on_early = fn }         -- optional, below
+--       on_early = fn,          -- optional, below
+--       status_page = page }    -- optional: GET / renders page:render(exposition, ready,
+--                               -- reasons) (ron.node.status), under /metrics' rules
 --   srv:port(); srv:close()
 --
 -- routes: more endpoints (ingest, the ledger receiver) in front of the built-in ones: the
@@ -38,6 +40,7 @@
 --         GET /healthz            -> 200 "ok" while the process serves
 --         GET /readyz             -> 200 "ready", or 503 with rt:ready()'s reasons, one a
 --                                    line (without a runtime: ready)
+--         GET /                   -> 200 the status page (with status_page; 404 otherwise)
 --         a known path, another method -> 405 (Allow: GET, HEAD); anything else -> 404.
 -- A non-loopback bind logs one WARN line on stderr: /metrics tells tenant activity. There
 -- (ingest is the reason to listen publicly) the built-in routes answer only requests whose
@@ -57,9 +60,11 @@
 local has_httpd, httpd = pcall(require, "ron.base.net.http_server")
 local FAM = require "ron.node.families"
 local metrics = require "ron.base.metrics"
+local statuspage = require "ron.node.status"
 
 local format, concat, sort = string.format, table.concat, table.sort
-local pairs, ipairs, type, error, tostring, pcall = pairs, ipairs, type, error, tostring, pcall
+local pairs, ipairs, type, error, tostring, pcall, setmetatable =
+      pairs, ipairs, type, error, tostring, pcall, setmetatable
 local match = string.match
 
 local _M = {}
@@ -70,7 +75,8 @@ _M.DEFAULT_MAX_BODY = 65536
 _M.METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 local OPTIONS = { meter = true, runtime = true, host = true, port = true, public = true,
-                  max_body = true, routes = true, metrics_public = true, on_early = true }
+                  max_body = true, routes = true, metrics_public = true, on_early = true,
+                  status_page = true }
 -- passed through to httpd.listen as they are
 local LIMITS = { "max_conns", "max_conns_per_peer", "reserved_conns", "header_timeout_ms",
                  "body_timeout_ms", "max_header_bytes" }
@@ -150,11 +156,22 @@ function _M.early_metrics(counts)
     return metrics.text(FAM.http_early_refusals:render({}, rows))
 end
 
+-- /metrics' exposition: the meter's families, the runtime's, the server's connections, the
+-- early refusals.
+local function exposition(meter, rt, srv, early)
+    local texts = { meter:metrics() }
+    if rt then texts[#texts + 1] = rt:metrics_text() end
+    if srv then texts[#texts + 1] = _M.connection_metrics(srv:stats()) end
+    if early then texts[#texts + 1] = _M.early_metrics(early) end
+    return metrics.merge(texts)
+end
+
 local function handler(o, loopback_only, holder)
-    local meter, rt, routes = o.meter, o.runtime, o.routes or {}
+    local meter, rt, routes, page = o.meter, o.runtime, o.routes or {}, o.status_page
+    local known = setmetatable({ ["/"] = page and true or nil }, { __index = ROUTES })
     return function(req)
         local path, method = req.path, req.method
-        if req.reserved and not ROUTES[path] then
+        if req.reserved and not known[path] then
             return server_answer(routes, path, 503, "busy: this connection is in the loopback "
                                  .. "reserve (health probes and /metrics only)",
                                  { ["Retry-After"] = "1" })
@@ -167,10 +184,10 @@ local function handler(o, loopback_only, holder)
                 allowed = allowed and (allowed .. ", " .. r.method) or r.method
             end
         end
-        if allowed and not ROUTES[path] then
+        if allowed and not known[path] then
             return server_answer(routes, path, 405, "method not allowed", { Allow = allowed })
         end
-        if not ROUTES[path] then return server_answer(routes, path, 404, "not found") end
+        if not known[path] then return server_answer(routes, path, 404, "not found") end
         if loopback_only and not _M.is_loopback(req.peer or "") then
             return 403, "forbidden: loopback peers only (metrics_public = false)\n"
         end
@@ -189,11 +206,14 @@ local function handler(o, loopback_only, holder)
             end
             return 503, concat(reasons or {}, "\n") .. "\n"
         end
-        local texts = { meter:metrics() }
-        if rt then texts[#texts + 1] = rt:metrics_text() end
-        if holder.srv then texts[#texts + 1] = _M.connection_metrics(holder.srv:stats()) end
-        texts[#texts + 1] = _M.early_metrics(holder.early)
-        return 200, metrics.merge(texts), _M.METRICS_CONTENT_TYPE
+        local text = exposition(meter, rt, holder.srv, holder.early)
+        if path == "/" then
+            local ready, reasons = true, nil
+            if rt then ready, reasons = rt:ready() end
+            return 200, page:render(text, ready, reasons), statuspage.CONTENT_TYPE,
+                   statuspage.HEADERS
+        end
+        return 200, text, _M.METRICS_CONTENT_TYPE
     end
 end
 

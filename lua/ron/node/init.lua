@@ -54,6 +54,8 @@ local product = require "ron.node.product"
 local receiver = require "ron.node.receiver"
 local refusals = require "ron.node.refusals"
 local schema = require "ron.node.schema"
+local notify = require "ron.node.notify"
+local status = require "ron.node.status"
 local uv = require "luv"
 -- The systems a build may lack (RA_BUILD_AUDIT, RA_BUILD_LEDGER: their libraries load with
 -- their modules): an error only when the configuration asks for them (schema.lua says so).
@@ -250,7 +252,7 @@ end
 
 local function log_http(d, host)
     local cfg, srv = d.cfg, d.http
-    log("INFO", "listening on http://%s:%d (/metrics /healthz /readyz)", host, srv:port())
+    log("INFO", "listening on http://%s:%d (/ /metrics /healthz /readyz)", host, srv:port())
     if d.receiver then
         local np = 0
         for _ in pairs(cfg.receiver.producers or {}) do np = np + 1 end
@@ -282,7 +284,7 @@ local function open_http(d)
         body_timeout_ms = cfg.http_body_timeout_ms,
         max_header_bytes = cfg.http_max_header_bytes,
         max_body = http_max_body(d), routes = http_routes(d),
-        on_early = d.trail and d.trail.on_early(d) })
+        on_early = d.trail and d.trail.on_early(d), status_page = status.new(d) })
     if not ok or not srv then return nil, "http: " .. tostring(ok and err or srv) end
     d.http = srv
     log_http(d, host)
@@ -410,6 +412,9 @@ local function start_tasks(d)
     return true
 end
 
+-- Readiness told to systemd (Type=notify) once /readyz would answer 200.
+local function start_notify(d) return notify.start(http_proxy(d).ready) end
+
 local function log_started(d)
     local cfg, p = d.cfg, d.paths
     if cfg.composed then return true end -- the whole product: its banner says it (product.lua)
@@ -435,7 +440,7 @@ end
 -- nothing without cfg.composed).
 local STEPS = { open_meter, product.open_secrets, open_audit, open_ingest, open_receiver,
                 open_wallet, open_http, start_runtime, start_audit_glue, start_wallet,
-                start_tasks, log_started, product.start }
+                start_tasks, start_notify, log_started, product.start }
 
 -- Starts the daemon from the script's main chunk; returns the daemon table (tests) or
 -- nil, err. Everything runs as tasks on the host's loop; the process ends after shutdown.

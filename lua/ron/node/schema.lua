@@ -51,7 +51,7 @@ _M.DEFAULTS = {
     -- the Lua heap may grow to gc_pause % of what the last collection kept before the next
     -- one starts (collectgarbage "setpause"; LuaJIT's own default is 200): rating on
     -- PostgreSQL spent ~28 % of the process's CPU in the GC at 200, ~15 % less CPU per
-    -- slice at 400 (docs/LEDGER.md "The daemon's shape"); lua_heap_bytes in /metrics
+    -- slice at 400 (docs/LEDGER.md "The daemon's shape"); ron_lua_heap_bytes in /metrics
     gc_pause = 400,
     op_budget_ms = 10000,
     drain_deadline_ms = 5000,

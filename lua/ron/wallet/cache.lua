@@ -14,7 +14,7 @@
 -- pins: every account a transfer involves is pinned). A read that raced an invalidation of
 -- its account is not stored (begin_read marks the account; an invalidation meanwhile spoils
 -- the read). A feed more than lag_events behind the ledger's head is lag: everything is
--- dropped and the feed jumps to the head (bus_lagged_total). Entries are bounded: two
+-- dropped and the feed jumps to the head (wallet_bus_lagged_total). Entries are bounded: two
 -- generations of at most `entries` each (the most recently used survive).
 local events = require "ron.ledger.events"
 local lru = require "ron.base.lru"
@@ -24,8 +24,8 @@ local pairs, setmetatable, type, error, pcall = pairs, setmetatable, type, error
 
 local _M = {}
 
--- Buckets of wallet_invalidation_lag_ms (a commit's acknowledgement -> its entries dropped
--- by the feed: how stale a cached balance can be, measured).
+-- Buckets, in ms, of wallet_invalidation_lag_seconds (a commit's acknowledgement -> its
+-- entries dropped by the feed: how stale a cached balance can be, measured).
 _M.LAG_BUCKETS = { 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000 }
 
 local Cache = {}
@@ -87,7 +87,7 @@ end
 function Cache:size() return self.entries_lru:count() end
 
 -- The wallet's own commit tid was acknowledged at ms: when the feed applies its event, the
--- time in between is observed (wallet_invalidation_lag_ms). Bounded: at most 4096 noted.
+-- time in between is observed (wallet_invalidation_lag_seconds). Bounded: at most 4096 noted.
 function Cache:note_commit(tid, ms)
     if self.n_noted >= 4096 then self.noted, self.n_noted = {}, 0 end
     if not self.noted[tid] then

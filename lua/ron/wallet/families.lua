@@ -45,9 +45,9 @@ return {
                              help = "Times the breaker opened." },
     ledger_seq = family { name = "wallet_ledger_seq", type = "gauge",
                           help = "The last ledger event the balance cache applied." },
-    staleness = family { name = "wallet_staleness_ms", type = "gauge",
-                         help = "Milliseconds since the balance cache last reached the "
-                                .. "ledger's head." },
+    staleness = family { name = "wallet_staleness_seconds", type = "gauge",
+                         help = "Seconds since the balance cache last reached the "
+                                .. "ledger's head (-1 before the first poll)." },
     cache_entries = family { name = "wallet_cache_entries", type = "gauge",
                              help = "Balances cached." },
     dry = family { name = "wallet_dry_total", type = "counter",
@@ -65,7 +65,7 @@ return {
                                    .. "takeovers of dead peers, their sagas recovered, "
                                    .. "releases, this node's lease lost, rejoins.",
                             labels = { "event" } },
-    invalidation_lag = family { name = "wallet_invalidation_lag_ms", type = "histogram",
+    invalidation_lag = family { name = "wallet_invalidation_lag_seconds", type = "histogram",
                                 help = "From a commit's acknowledgement to its cache entries "
                                        .. "dropped by the event feed (the staleness SLO, "
                                        .. "measured)." },

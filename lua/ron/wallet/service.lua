@@ -50,6 +50,10 @@ local I64 = require("ffi").typeof("int64_t")
 
 local _M = {}
 
+-- wallet_invalidation_lag_seconds' bucket bounds: the cache's millisecond buckets in seconds
+local LAG_LES = {}
+for i, ms in ipairs(cache.LAG_BUCKETS) do LAG_LES[i] = format("%g", ms / 1000) end
+
 _M.DEFAULTS = {
     tokens = nil,               -- required: { ["<BLAKE3 hex of a token>"] = "operator" | uuid }
     assets = nil,               -- required: { CODE = scale }
@@ -85,7 +89,7 @@ local INTEGER_KEYS = {
     max_reads = { 1, 65536 }, min_seq_wait_ms = { 0, 60000 }, statement_limit = { 1, 1000 },
 }
 
--- The endpoints (labels of busy_rejections_total and requests).
+-- The endpoints (labels of wallet_busy_rejections_total and requests).
 _M.ENDPOINTS = { "issue", "transfer", "burn", "account", "balance", "statement" }
 
 -- The kinds of the wallet's tasks (labels of wallet_tasks_*): committer workers, the event
@@ -1112,7 +1116,10 @@ function W:metrics_text()
     FAM.breaker_open:render(out, self.breaker:state() == "open" and 1 or 0)
     FAM.breaker_opens:render(out, self.breaker.opens_total)
     FAM.ledger_seq:render(out, c.seq)
-    FAM.staleness:render(out, c:staleness_ms() or -1)
+    -- seconds (Prometheus' base unit) to the millisecond, written exactly: "0.25", not a
+    -- double's %.17g digits
+    local st = c:staleness_ms()
+    FAM.staleness:render(out, st and format("%.3f", st / 1000) or "-1")
     FAM.cache_entries:render(out, c:size())
     FAM.dry:render_map(out, self.dry.by_asset)
     local cum, acc = {}, 0
@@ -1120,7 +1127,8 @@ function W:metrics_text()
         acc = acc + c.lag_hist[i]
         cum[i] = acc
     end
-    FAM.invalidation_lag:render_histogram(out, cache.LAG_BUCKETS, cum, c.lag_sum, c.lag_count)
+    FAM.invalidation_lag:render_histogram(out, LAG_LES, cum, format("%.3f", c.lag_sum / 1000),
+                                          c.lag_count)
     FAM.account_busy:render(out, { { "ledger", self.held.marked },
                                    { "at_once", self.held.refused } })
     if self.fleet then self.fleet:render(out) end

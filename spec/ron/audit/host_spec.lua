@@ -148,7 +148,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
                 assert.is_nil(ok)
                 assert.matches("io_backpressure", err)
             end
-            assert.matches('io_timeouts_total{op="wal"} 1', h:metrics_text(), 1, true)
+            assert.matches('audit_io_timeouts_total{op="wal"} 1', h:metrics_text(), 1, true)
             gate:try_send(true) -- the disk answers
             assert.is_true(S.eventually(task, function() return not h:stats().stalled end, 5000))
             assert(h:emit("reject", { i = 9 }, 109))

@@ -236,7 +236,7 @@ describe("ron.node.http", function()
     local RT_TEXT = "# HELP accounting_rejected_total Slices shed.\n" ..
                     "# TYPE accounting_rejected_total counter\n" ..
                     'accounting_rejected_total{reason="busy"} 2\n' ..
-                    "# HELP tasks_live Tasks.\n# TYPE tasks_live gauge\ntasks_live 3\n"
+                    "# HELP ron_tasks_live Tasks.\n# TYPE ron_tasks_live gauge\nron_tasks_live 3\n"
 
     it("merge_exposition: one HELP/TYPE per family, samples kept together", function()
         local out = http.merge_exposition { META, RT_TEXT }
@@ -244,7 +244,7 @@ describe("ron.node.http", function()
         assert.equal(1, helps)
         assert.truthy(out:find('accounting_rejected_total{reason="capacity"} 0\n' ..
                                'accounting_rejected_total{reason="busy"} 2\n', 1, true))
-        assert.truthy(out:find("tasks_live 3\n", 1, true))
+        assert.truthy(out:find("ron_tasks_live 3\n", 1, true))
         -- histogram samples stay with their family
         local h = http.merge_exposition { "# TYPE a histogram\na_bucket{le=\"1\"} 1\n" ..
                                           "a_sum 1\na_count 1\n# TYPE b gauge\nb 1\n" }
@@ -285,6 +285,39 @@ describe("ron.node.http", function()
             st, hs, body = get(task, port, "/metrics", "HEAD")
             assert.equal(200, st)
             assert.equal("", body)
+            srv:close()
+        end)
+    end)
+
+    it("status_page: GET / renders it from /metrics' exposition; 404 without one", function()
+        run(function(task)
+            local meter = { metrics = function() return META end }
+            local rt = { metrics_text = function() return RT_TEXT end,
+                         ready = function() return false, { "starting" } end }
+            local seen
+            local page = { render = function(_, text, ready, reasons)
+                seen = { text = text, ready = ready, reasons = reasons }
+                return "<!DOCTYPE html><p>page</p>\n"
+            end }
+            local srv = assert(http.serve { meter = meter, runtime = rt, port = 0,
+                                            status_page = page })
+            local st, hs, body = get(task, srv:port(), "/")
+            assert.equal(200, st)
+            assert.equal("<!DOCTYPE html><p>page</p>\n", body)
+            assert.equal("text/html; charset=utf-8", hs["content-type"])
+            assert.matches("default-src 'none'", hs["content-security-policy"], 1, true)
+            assert.equal("no-store", hs["cache-control"])
+            -- the very exposition /metrics serves, and /readyz's answer
+            local want = http.merge_exposition { META, RT_TEXT }
+            assert.equal(want, seen.text:sub(1, #want))
+            assert.is_false(seen.ready)
+            assert.same({ "starting" }, seen.reasons)
+            st = get(task, srv:port(), "/", "POST")
+            assert.equal(405, st)
+            srv:close()
+            srv = assert(http.serve { meter = meter, runtime = rt, port = 0 })
+            st = get(task, srv:port(), "/")
+            assert.equal(404, st)
             srv:close()
         end)
     end)

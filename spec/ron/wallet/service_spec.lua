@@ -168,7 +168,7 @@ describe("ron.wallet.service (inside the host)", function()
             st, _, body = get(task, port, "/metrics")
             assert.equal(200, st)
             assert.truthy(body:find('wallet_queue_depth{queue="commit"} 0', 1, true))
-            assert.truthy(body:find("wallet_invalidation_lag_ms_count", 1, true))
+            assert.truthy(body:find("wallet_invalidation_lag_seconds_count", 1, true))
             print(string.format("wallet: invalidation lag max %d ms over %d events",
                                 ctx.w.cache.lag_max, ctx.w.cache.lag_count))
             -- measured and printed (the SLO is 250 ms); the bound here only catches a feed

@@ -164,7 +164,7 @@ describe("ron.accounting.runtime bus hooks (C-10)", function()
         end)
         assert.is_true(sub.lagged > 0)
         assert.equal(sub.lagged, rt.bus_lagged)
-        assert.truthy(rt:metrics_text():find("bus_lagged_total " .. rt.bus_lagged, 1, true))
+        assert.truthy(rt:metrics_text():find("accounting_bus_lagged_total " .. rt.bus_lagged, 1, true))
         -- what was delivered is in order: the newest survive
         for i = 2, #got do
             local a, b = got[i - 1], got[i]
