@@ -140,6 +140,43 @@ local function rss(name, when)
                 name, when, kb, B.loadavg()))
 end
 
+-- One Ledger:commit at a time, no contention (issue 25 target: p50 <= 3 ms).
+local function one_commit(name, led, d16, src)
+    local lat = {}
+    local stop_at = uv.now() + math.min(opts.seconds, 3) * 1000
+    local j = 0
+    while uv.now() < stop_at do
+        j = j + 1
+        local a = uv.hrtime()
+        assert(led:commit { intent = format("single-%d", j), movements = {
+            { from = src, to = d16, asset = USD, amount = 1 } } })
+        lat[#lat + 1] = (uv.hrtime() - a) / 1000
+    end
+    table.sort(lat)
+    print(format("%-8s %-15s %8d commits     p50 %7.0f us  p99 %7.0f us  (target p50 " ..
+                 "<= 3000 us)", name, "commit_one", #lat, pct(lat, 50), pct(lat, 99)))
+    emit(format('{"bench":"wallet","store":"%s","case":"commit_one","commits":%d,' ..
+                '"p50_us":%.0f,"p99_us":%.0f,"loadavg":"%s"}', name, #lat, pct(lat, 50),
+                pct(lat, 99), B.loadavg()))
+end
+
+-- Balance reads from the cache, against the HTTP floor (/healthz).
+local function balance_reads(T, name, srv, w, from1, SINK)
+    local rb = run_wrk(T, srv:port(), "balance", 0, from1, SINK)
+    local rh = run_wrk(T, srv:port(), "healthz", 0, from1, SINK)
+    local brate = (rb.status[200] or 0) / (rb.duration_us / 1e6)
+    local hrate = (rh.status[200] or 0) / (rh.duration_us / 1e6)
+    print(format("%-8s %-15s %8.0f reads/s      p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
+                 "of healthz %.0f/s (target >= 0.7)", name, "balance", brate, rb.p50_us, rb.p99_us,
+                 brate / hrate, hrate))
+    emit(format('{"bench":"wallet","store":"%s","case":"balance_http","conns":%d,' ..
+                '"reads":%d,"per_s":%.1f,"p50_us":%d,"p99_us":%d,"baseline":"healthz",' ..
+                '"baseline_per_s":%.1f,"ratio":%.3f,"cache_entries":%d,"loadavg":"%s"}', name,
+                opts.conns, rb.status[200] or 0, brate, rb.p50_us, rb.p99_us, hrate,
+                brate / hrate, w.cache:size(), B.loadavg()))
+    assert((rb.status[200] or 0) > 0, "no balance read answered 200: " .. rb.line)
+end
+
 local function case(T, name, open_store, base)
     rss(name, "start")
     local s = assert(open_store())
@@ -271,45 +308,13 @@ local function case(T, name, open_store, base)
         assert(n <= r.requests + opts.conns, format("%d moved for %d requests", n, r.requests))
     end
 
-    local function one_commit()
-        -- one Ledger:commit with no contention (issue 25 target: p50 <= 3 ms)
-        local lat, d16, src = {}, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1])
-        local stop_at = uv.now() + math.min(opts.seconds, 3) * 1000
-        local j = 0
-        while uv.now() < stop_at do
-            j = j + 1
-            local a = uv.hrtime()
-            assert(led:commit { intent = format("single-%d", j), movements = {
-                { from = src, to = d16, asset = USD, amount = 1 } } })
-            lat[#lat + 1] = (uv.hrtime() - a) / 1000
-        end
-        table.sort(lat)
-        print(format("%-8s %-15s %8d commits     p50 %7.0f us  p99 %7.0f us  (target p50 " ..
-                     "<= 3000 us)", name, "commit_one", #lat, pct(lat, 50), pct(lat, 99)))
-        emit(format('{"bench":"wallet","store":"%s","case":"commit_one","commits":%d,' ..
-                    '"p50_us":%.0f,"p99_us":%.0f,"loadavg":"%s"}', name, #lat, pct(lat, 50),
-                    pct(lat, 99), B.loadavg()))
-    end
-    one_commit()
+    one_commit(name, led, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1]))
     local hot = direct("direct_hot", 1)
     transfers("transfer_hot", 1, 0, hot)
     local spread = direct("direct", opts.accounts)
     transfers("transfer", opts.accounts, 500000000, spread)
 
-    -- reads from the cache, against the HTTP floor
-    local rb = run_wrk(T, srv:port(), "balance", 0, from[1], SINK)
-    local rh = run_wrk(T, srv:port(), "healthz", 0, from[1], SINK)
-    local brate = (rb.status[200] or 0) / (rb.duration_us / 1e6)
-    local hrate = (rh.status[200] or 0) / (rh.duration_us / 1e6)
-    print(format("%-8s %-15s %8.0f reads/s      p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
-                 "of healthz %.0f/s (target >= 0.7)", name, "balance", brate, rb.p50_us, rb.p99_us,
-                 brate / hrate, hrate))
-    emit(format('{"bench":"wallet","store":"%s","case":"balance_http","conns":%d,' ..
-                '"reads":%d,"per_s":%.1f,"p50_us":%d,"p99_us":%d,"baseline":"healthz",' ..
-                '"baseline_per_s":%.1f,"ratio":%.3f,"cache_entries":%d,"loadavg":"%s"}', name,
-                opts.conns, rb.status[200] or 0, brate, rb.p50_us, rb.p99_us, hrate,
-                brate / hrate, w.cache:size(), B.loadavg()))
-    assert((rb.status[200] or 0) > 0, "no balance read answered 200: " .. rb.line)
+    balance_reads(T, name, srv, w, from[1], SINK)
 
     w:stop()
     assert(w:wait(30000), "the wallet did not drain")
