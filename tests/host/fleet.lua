@@ -12,9 +12,9 @@
 --     own accounts (T). First without a kill (the baseline); then node 2 is SIGSTOPped
 --     until it holds a reservation (a saga between its reserve and its finalize), SIGKILLed
 --     and kept dead for `dead_s`; meanwhile node 1 keeps U's load and probes every account
---     node 2's sagas held. Asserted against the baseline of the same run: node 1 answers
---     every U request 201, at a p99 within 5 x the baseline's + 200 ms and at least half its
---     rate; its breaker never opens; each held account commits again on node 1 within the
+--     node 2's sagas held. Asserted: node 1 answers every U request 201 (its rate and p99
+--     against the same run's baseline are printed, not asserted: no wall-clock asserts);
+--     its breaker never opens; each held account commits again on node 1 within the
 --     lease's bound (lease_ms + 2 x lease_ms / 5, plus 5 s for the recovery under load).
 --     Then node 2 restarts.
 --  B. Every request of A sent again to both nodes until it settles: one answer per key,
@@ -312,10 +312,11 @@ local function phase_a()
             fmt_other(sk.other))
         check(sk.n_other == 0, "untouched accounts answered other than 201 while node 2 "
               .. "was dead: %s", fmt_other(sk.other))
-        check(sk.p99 <= 5 * sb.p99 + 200, "untouched p99 %.1f ms while node 2 was dead, "
-              .. "baseline %.1f ms (bound 5x + 200 ms)", sk.p99, sb.p99)
-        check(sk.rate >= 0.5 * sb.rate, "untouched rate %.1f/s while node 2 was dead, "
-              .. "baseline %.1f/s (bound: half)", sk.rate, sb.rate)
+        -- (rate and p99 against the baseline are printed above, not asserted: no test here
+        -- asserts wall-clock time. What fails the old behaviour is structural: the 503s
+        -- to untouched payers, the breaker opening, held payers never resuming)
+        say("A kill %d: untouched rate %.2f x baseline, p99 %.2f x baseline", k,
+            sk.rate / math.max(sb.rate, 1e-9), sk.p99 / math.max(sb.p99, 1e-9))
         local opens = metric(nodes[1], "wallet_breaker_opens_total") - opens0
         check(opens == 0, "node 1's breaker opened %d time(s)", opens)
         check(#run.held > 0, "node 2 never held a payer when stopped")
