@@ -12,8 +12,8 @@ if not package.preload["ron.base.net.http_server"] then
     return
 end
 
-local ffi = require "ffi"
 local uv = require "luv"
+local raw_http = require "raw_http"
 local httpd = require "ron.base.net.http_server"
 
 local run, eventually = S.run_task, S.eventually
@@ -76,56 +76,11 @@ describe("the daemon's HTTP limits in its configuration (issue 14 item 6)", func
     end)
 end)
 
-pcall(ffi.cdef, [[
-struct ra_spec_linger { int l_onoff; int l_linger; };
-int setsockopt(int fd, int level, int name, const void *val, unsigned int len);
-]])
-
--- Sends raw bytes and reads until EOF (or timeout_ms): status, headers (lower-case), body,
--- and the whole text (every response on the connection).
--- opts.half_close: shutdown(SHUT_WR) right after the write (`nc -N`), then read.
--- opts.reset: after the write, close with SO_LINGER 0 (an RST: a client that is gone).
--- opts.timeout_ms: default 5000.
+-- The raw client (spec/raw_http.lua), reading for 5 s by default here.
 local function request(task, port, raw, opts)
     opts = opts or {}
-    local ch = task.channel(64, "hardening_client")
-    local tcp = uv.new_tcp()
-    local chunks = {}
-    tcp:connect("127.0.0.1", port, function(err)
-        if err then ch:try_send({ err = err }) return end
-        tcp:write(raw, function(werr)
-            if werr then ch:try_send({ err = werr }) return end
-            if opts.reset then
-                local l = ffi.new("struct ra_spec_linger", 1, 0)
-                ffi.C.setsockopt(tcp:fileno(), 1, 13, l, ffi.sizeof(l)) -- SOL_SOCKET, SO_LINGER
-                tcp:close()
-                ch:try_send({ sent = true })
-            elseif opts.half_close then
-                tcp:shutdown()
-            end
-        end)
-        if opts.reset then return end
-        tcp:read_start(function(rerr, data)
-            if rerr then ch:try_send({ err = rerr })
-            elseif data then chunks[#chunks + 1] = data
-            else ch:try_send({ eof = true }) end
-        end)
-    end)
-    local v, e = ch:recv(opts.timeout_ms or 5000)
-    if not tcp:is_closing() then tcp:close() end
-    ch:close()
-    local text = table.concat(chunks)
-    if not v then return nil, tostring(e) .. " (read so far: " .. text .. ")" end
-    if v.err then return nil, v.err end
-    if v.sent then return true end
-    local head, body = text:match("^(.-)\r\n\r\n(.*)$")
-    if not head then return nil, "no response: " .. text end
-    local status = tonumber(head:match("^HTTP/1%.%d (%d%d%d)"))
-    local headers = {}
-    for name, value in head:gmatch("\r\n([^:\r\n]+):%s*([^\r\n]*)") do
-        headers[name:lower()] = value
-    end
-    return status, headers, body, text
+    opts.timeout_ms = opts.timeout_ms or 5000
+    return raw_http.request(task, port, raw, opts)
 end
 
 -- A chunked body: the given chunks, then the last chunk.

@@ -13,47 +13,13 @@ if not package.preload["ron.base.net.http_server"] then
     return
 end
 
-local uv = require "luv"
+local raw_http = require "raw_http"
 local httpd = require "ron.base.net.http_server"
 local http = require "ron.node.http"
 
 local run = S.run_task
 
--- Sends raw bytes, reads until EOF (or timeout_ms): status, headers (lower-case), body.
--- opts.close_after_send: close the socket right after the write (a client that leaves).
-local function request(task, port, raw, opts)
-    opts = opts or {}
-    local ch = task.channel(64, "http_spec_client")
-    local tcp = uv.new_tcp()
-    local chunks = {}
-    tcp:connect("127.0.0.1", port, function(err)
-        if err then ch:try_send({ err = err }) return end
-        tcp:write(raw, function(werr)
-            if opts.close_after_send then ch:try_send({ sent = true, err = werr }) end
-        end)
-        if opts.close_after_send then return end
-        tcp:read_start(function(rerr, data)
-            if rerr then ch:try_send({ err = rerr })
-            elseif data then chunks[#chunks + 1] = data
-            else ch:try_send({ eof = true }) end
-        end)
-    end)
-    local v, e = ch:recv(opts.timeout_ms or 10000)
-    if not tcp:is_closing() then tcp:close() end
-    ch:close()
-    if not v then return nil, e end
-    if v.err then return nil, v.err end
-    if opts.close_after_send then return true end
-    local text = table.concat(chunks)
-    local head, body = text:match("^(.-)\r\n\r\n(.*)$")
-    if not head then return nil, "no response: " .. text end
-    local status = tonumber(head:match("^HTTP/1%.%d (%d%d%d)"))
-    local headers = {}
-    for name, value in head:gmatch("\r\n([^:\r\n]+):%s*([^\r\n]*)") do
-        headers[name:lower()] = value
-    end
-    return status, headers, body
-end
+local request = raw_http.request -- (spec/raw_http.lua)
 
 local function get(task, port, path, method, extra)
     return request(task, port, (method or "GET") .. " " .. path .. " HTTP/1.1\r\n" ..
