@@ -165,6 +165,18 @@ function _M.text(out)
     return concat(out, "\n") .. "\n"
 end
 
+-- One sample line of an exposition -> name, labels ("" or the "{...}" text), value (its
+-- text: a uint64 is never rounded through a Lua number) | nil for a comment or a blank.
+function _M.sample_line(line)
+    if match(line, "^#") then return nil end
+    local name, lab, v = match(line, "^([%w_:]+)(%b{})%s*(%S*)")
+    if not name then
+        name, v = match(line, "^([%w_:]+)%s*(%S*)")
+        lab = ""
+    end
+    return name, lab, v
+end
+
 -- Merges Prometheus text expositions into one where each metric family (HELP, TYPE and
 -- its samples) appears once, contiguous: the format forbids a family split in two or
 -- described twice (the meter and the runtime both count accounting_rejected_total, with
@@ -202,11 +214,10 @@ function _M.merge(texts)
             elseif kind == "TYPE" then
                 local f = family(name)
                 f.type = f.type or rest
-            elseif not match(line, "^#") then -- (another comment line is dropped)
-                local sname, lab = match(line, "^([%w_:]+)(%b{})")
-                if not sname then sname = match(line, "^([%w_:]+)") end
+            else -- (another comment line is dropped)
+                local sname, lab = _M.sample_line(line)
                 if sname then
-                    local id = sname .. (lab or "")
+                    local id = sname .. lab
                     if not seen[id] then
                         seen[id] = true
                         local s = family(owner(sname)).samples

@@ -12,8 +12,10 @@
 --
 -- A number carries data-metric="name{labels}" (the sample's name and labels exactly as
 -- /metrics writes them): the browser test compares each with /metrics.
-local format, concat, gsub, match, gmatch = string.format, table.concat, string.gsub,
-                                            string.match, string.gmatch
+local metrics = require "ron.base.metrics"
+
+local format, concat, gsub, gmatch = string.format, table.concat, string.gsub,
+                                     string.gmatch
 local ipairs, pairs, tonumber, tostring, setmetatable, sort =
       ipairs, pairs, tonumber, tostring, setmetatable, table.sort
 
@@ -38,19 +40,13 @@ _M.escape = esc
 function _M.parse(text)
     local s = {}
     for line in gmatch(text, "[^\n]+") do
-        if not match(line, "^#") then
-            local name, lab, v = match(line, "^([%w_:]+)(%b{}) (%S+)")
-            if not name then
-                name, v = match(line, "^([%w_:]+) (%S+)")
-                lab = ""
-            end
-            if name then
-                local labels = {}
-                for k, lv in gmatch(lab, '([%w_]+)="(.-)"[,}]') do labels[k] = lv end
-                local list = s[name] or {}
-                s[name] = list
-                list[#list + 1] = { key = name .. lab, labels = labels, value = v }
-            end
+        local name, lab, v = metrics.sample_line(line)
+        if name and v ~= "" then
+            local labels = {}
+            for k, lv in gmatch(lab, '([%w_]+)="(.-)"[,}]') do labels[k] = lv end
+            local list = s[name] or {}
+            s[name] = list
+            list[#list + 1] = { key = name .. lab, labels = labels, value = v }
         end
     end
     return s
