@@ -181,36 +181,77 @@ function S.in_seq_order(rt)
     return true
 end
 
--- A one-shot HTTP/1.1 exchange with a server on the loopback, from a task: raw request
--- bytes in, (status, headers with lower-case names, body) or (nil, err) out. The wallet's
--- specs and host tests talk to ron-wallet this way (Connection: close, no client library).
-function S.http_request(task, port, raw, timeout_ms)
+-- A one-shot HTTP/1.1 exchange with a server, from a task: the raw request bytes go on the
+-- wire as they are (a test can send what no real client would). The wallet's specs and
+-- host tests talk to ron-wallet this way (Connection: close, no client library), and the
+-- server specs (spec/ron/node/) send their malformed requests.
+--   S.http_request(task, port, raw[, opts]) -> status, headers (lower-case names), body,
+--     text (every response on the connection) | true (only sent) | nil, err
+--   opts (or a number: timeout_ms):
+--     timeout_ms        how long to read until EOF (default 30000)
+--     host              default 127.0.0.1
+--     close_after_send  close the socket right after the write (a client that leaves)
+--     reset             after the write, close with SO_LINGER 0 (an RST: a client gone)
+--     half_close        shutdown(SHUT_WR) right after the write (`nc -N`), then read
+-- (luv and the ffi on first use: the rest of this file serves plain busted too)
+local function linger_zero(tcp)
+    local ffi = require "ffi"
+    pcall(ffi.cdef, [[
+struct ra_spec_linger { int l_onoff; int l_linger; };
+int setsockopt(int fd, int level, int name, const void *val, unsigned int len);
+]])
+    local l = ffi.new("struct ra_spec_linger", 1, 0)
+    ffi.C.setsockopt(tcp:fileno(), 1, 13, l, ffi.sizeof(l)) -- SOL_SOCKET, SO_LINGER
+end
+
+local function reset(tcp)
+    linger_zero(tcp)
+    tcp:close()
+end
+
+local function parse(text)
+    local head, body = text:match("^(.-)\r\n\r\n(.*)$")
+    if not head then return nil, "no response: " .. text end
+    local status = tonumber(head:match("^HTTP/1%.%d (%d%d%d)"))
+    local headers = {}
+    for name, value in head:gmatch("\r\n([^:\r\n]+):%s*([^\r\n]*)") do
+        headers[name:lower()] = value
+    end
+    return status, headers, body, text
+end
+
+function S.http_request(task, port, raw, opts)
+    if type(opts) ~= "table" then opts = { timeout_ms = opts } end
     local uv = require "luv"
+    local only_send = opts.close_after_send or opts.reset
     local ch = task.channel(64, "spec_http_client")
     local tcp = uv.new_tcp()
     local chunks = {}
-    tcp:connect("127.0.0.1", port, function(err)
+    tcp:connect(opts.host or "127.0.0.1", port, function(err)
         if err then ch:try_send({ err = err }) return end
-        tcp:write(raw)
+        tcp:write(raw, function(werr)
+            if werr then ch:try_send({ err = werr }) return end
+            if opts.reset then reset(tcp) end
+            if only_send then ch:try_send({ sent = true })
+            elseif opts.half_close then tcp:shutdown() end
+        end)
+        if only_send then return end
         tcp:read_start(function(rerr, data)
             if rerr then ch:try_send({ err = rerr })
             elseif data then chunks[#chunks + 1] = data
             else ch:try_send({ eof = true }) end
         end)
     end)
-    local v, e = ch:recv(timeout_ms or 30000)
+    local v, e = ch:recv(opts.timeout_ms or 30000)
     if not tcp:is_closing() then tcp:close() end
     ch:close()
-    if not v then return nil, e end
-    if v.err then return nil, v.err end
     local text = table.concat(chunks)
-    local head, body = text:match("^(.-)\r\n\r\n(.*)$")
-    local headers = {}
-    for name, value in head:gmatch("\r\n([^:\r\n]+):%s*([^\r\n]*)") do
-        headers[name:lower()] = value
-    end
-    return tonumber(head:match("^HTTP/1%.%d (%d%d%d)")), headers, body
+    if not v then return nil, tostring(e) .. " (read so far: " .. text .. ")" end
+    if v.err then return nil, v.err end
+    if v.sent then return true end
+    return parse(text)
 end
+
 
 -- POST a JSON body (with a bearer token and an Idempotency-Key when given).
 function S.http_post(task, port, path, token, body, key)

@@ -13,7 +13,6 @@ if not package.preload["ron.base.net.http_server"] then
 end
 
 local uv = require "luv"
-local raw_http = require "raw_http"
 local httpd = require "ron.base.net.http_server"
 
 local run, eventually = S.run_task, S.eventually
@@ -76,11 +75,11 @@ describe("the daemon's HTTP limits in its configuration (issue 14 item 6)", func
     end)
 end)
 
--- The raw client (spec/raw_http.lua), reading for 5 s by default here.
+-- The raw client (S.http_request), reading for 5 s by default here.
 local function request(task, port, raw, opts)
     opts = opts or {}
     opts.timeout_ms = opts.timeout_ms or 5000
-    return raw_http.request(task, port, raw, opts)
+    return S.http_request(task, port, raw, opts)
 end
 
 -- A chunked body: the given chunks, then the last chunk.

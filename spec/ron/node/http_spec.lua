@@ -13,13 +13,12 @@ if not package.preload["ron.base.net.http_server"] then
     return
 end
 
-local raw_http = require "raw_http"
 local httpd = require "ron.base.net.http_server"
 local http = require "ron.node.http"
 
 local run = S.run_task
 
-local request = raw_http.request -- (spec/raw_http.lua)
+local request = S.http_request
 
 local function get(task, port, path, method, extra)
     return request(task, port, (method or "GET") .. " " .. path .. " HTTP/1.1\r\n" ..

@@ -58,33 +58,9 @@ local http = require "ron.node.http"
 
 local run = S.run_task
 
--- Sends raw bytes, reads to EOF: status, headers (lower-case), body.
+-- Sends raw bytes, reads to EOF: status, headers (lower-case), body (S.http_request).
 local function request(task, port, raw, host)
-    local ch = task.channel(64, "ingest_spec_client")
-    local tcp = uv.new_tcp()
-    local chunks = {}
-    tcp:connect(host or "127.0.0.1", port, function(err)
-        if err then ch:try_send({ err = err }) return end
-        tcp:write(raw)
-        tcp:read_start(function(rerr, data)
-            if rerr then ch:try_send({ err = rerr })
-            elseif data then chunks[#chunks + 1] = data
-            else ch:try_send({ eof = true }) end
-        end)
-    end)
-    local v, e = ch:recv(10000)
-    if not tcp:is_closing() then tcp:close() end
-    ch:close()
-    if not v then return nil, e end
-    if v.err then return nil, v.err end
-    local text = table.concat(chunks)
-    local head, body = text:match("^(.-)\r\n\r\n(.*)$")
-    if not head then return nil, "no response: " .. text end
-    local headers = {}
-    for name, value in head:gmatch("\r\n([^:\r\n]+):%s*([^\r\n]*)") do
-        headers[name:lower()] = value
-    end
-    return tonumber(head:match("^HTTP/1%.%d (%d%d%d)")), headers, body
+    return S.http_request(task, port, raw, { host = host, timeout_ms = 10000 })
 end
 
 local function post(task, port, body, headers, host)
