@@ -181,6 +181,18 @@ function S.in_seq_order(rt)
     return true
 end
 
+-- The host's specs (run by the ron-accounting host, which has the PostgreSQL binding):
+-- under plain busted one pending line instead. Call it at the top of the spec file:
+--   if not S.needs_host("what it tests", "its-ctest-name") then return end
+function S.needs_host(what, ctest)
+    if pcall(require, "ron.base.net.postgres_c") then return true end
+    local env = getfenv(2) -- the calling spec's: busted's describe and pending live there
+    env.describe(what, function()
+        env.pending("needs the ron-accounting host: ctest -R " .. ctest)
+    end)
+    return false
+end
+
 -- A one-shot HTTP/1.1 exchange with a server, from a task: the raw request bytes go on the
 -- wire as they are (a test can send what no real client would). The wallet's specs and
 -- host tests talk to ron-wallet this way (Connection: close, no client library), and the

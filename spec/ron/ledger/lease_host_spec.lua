@@ -7,13 +7,7 @@
 -- Under plain busted (no host) it is pending.
 local S = require "support"
 
-local HAS_HOST = pcall(require, "ron.base.net.postgres_c")
-if not HAS_HOST then
-    describe("leases on PostgreSQL", function()
-        pending("needs the ron-accounting host: ctest -R lua-ledger-lease-pg-host")
-    end)
-    return
-end
+if not S.needs_host("leases on PostgreSQL", "lua-ledger-lease-pg-host") then return end
 
 local uv = require "luv"
 local task = require "ron.base.task"

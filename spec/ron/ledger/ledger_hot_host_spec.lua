@@ -15,13 +15,7 @@
 -- host) it is pending.
 local S = require "support"
 
-local HAS_HOST = pcall(require, "ron.base.net.postgres_c")
-if not HAS_HOST then
-    describe("hot account", function()
-        pending("needs the ron-accounting host: ctest -R ledger-hot-account")
-    end)
-    return
-end
+if not S.needs_host("hot account", "ledger-hot-account") then return end
 
 local uv = require "luv"
 local task = require "ron.base.task"

@@ -11,13 +11,7 @@
 -- Under plain busted (no host) it is pending.
 local S = require "support"
 
-local HAS_HOST = pcall(require, "ron.base.net.postgres_c")
-if not HAS_HOST then
-    describe("ledger engine on PostgreSQL", function()
-        pending("needs the ron-accounting host: ctest -R lua-ledger-engine-pg-host")
-    end)
-    return
-end
+if not S.needs_host("ledger engine on PostgreSQL", "lua-ledger-engine-pg-host") then return end
 
 local uv = require "luv"
 local task = require "ron.base.task"

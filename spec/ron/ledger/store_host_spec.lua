@@ -10,13 +10,7 @@
 local S = require "support"
 local conformance = require "ron.ledger.store_conformance"
 
-local HAS_HOST = pcall(require, "ron.base.net.postgres_c")
-if not HAS_HOST then
-    describe("store conformance inside the host", function()
-        pending("needs the ron-accounting host: ctest -R lua-ledger-store-host")
-    end)
-    return
-end
+if not S.needs_host("store conformance inside the host", "lua-ledger-store-host") then return end
 
 local uv = require "luv"
 local task = require "ron.base.task"

@@ -10,13 +10,7 @@
 -- Under plain busted (no host) it is pending.
 local S = require "support"
 
-local HAS_HOST = pcall(require, "ron.base.net.postgres_c")
-if not HAS_HOST then
-    describe("ledger verify in the host", function()
-        pending("needs the ron-accounting host: ctest -R lua-ledger-verify-host")
-    end)
-    return
-end
+if not S.needs_host("ledger verify in the host", "lua-ledger-verify-host") then return end
 
 local uv = require "luv"
 local task = require "ron.base.task"
