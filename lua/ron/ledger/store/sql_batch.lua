@@ -1,0 +1,270 @@
+-- ron.ledger.store.sql_batch: the batch primitives of ron.ledger.store.sql (LED-51).
+local base = require "ron.ledger.store.sql_base"
+
+local misuse, bytes_arg, int_arg, asset_arg, list_arg, amount, write, read, posting_row,
+      POSTING_T, event_row, EVENT_T, PSTATUS =
+      base.misuse, base.bytes_arg, base.int_arg, base.asset_arg, base.list_arg, base.amount,
+      base.write, base.read, base.posting_row, base.POSTING_T, base.event_row, base.EVENT_T,
+      base.PSTATUS
+
+local type, tostring, ipairs, format =
+      type, tostring, ipairs, string.format
+
+local _M = {}
+-- the methods, installed on the Store class by ron.ledger.store.sql
+local Store = {}
+_M.methods = Store
+
+-- batch primitives (LED-51) -----------------------------------------------------------------
+-- What the engine's commit_many and the exporter's put_many use so that the round trips are
+-- per batch, not per request. Each is ONE statement (store_transfers on SQLite: two in one
+-- transaction, like store_transfer); bounded per call like the others (the caller chunks).
+
+_M.MAX_PAIR_QUERIES = 128  -- get_postings_by_pairs (SQLite: <= 500 compound SELECTs)
+_M.MAX_TRANSFER_PARAMS = 6000 -- store_transfers: 6 per transfer + 2 per involved account
+
+-- -> { [key] = outcome + key } (absent keys absent)
+function Store:get_intents(keys)
+    list_arg("get_intents", keys, "keys")
+    local out = {}
+    if #keys == 0 then return out end
+    local binds = { n = #keys }
+    for i, k in ipairs(keys) do binds[i] = bytes_arg("get_intents", k, "key") end
+    local rows, err, class = read(self, "get_intents", #keys, binds, "bbbibb")
+    if not rows then return nil, err, class end
+    for _, r in ipairs(rows) do
+        out[r[1]] = { key = r[1], status = r[2], transfer_id = r[3], code = amount(r[4]),
+                      message = r[5], body_hash = r[6] }
+    end
+    return out
+end
+
+local OUTCOME = { committed = true, rejected = true, claimed = true }
+
+-- list = { { key =, outcome = { status, transfer_id?, code?, message?, body_hash? } } }
+-- -> n stored (a key already present keeps its first outcome and counts 0)
+function Store:put_intents(list)
+    list_arg("put_intents", list, "intents")
+    if #list == 0 then return 0 end
+    local binds, k = { n = #list * 6 }, 0
+    for _, e in ipairs(list) do
+        local o = type(e) == "table" and e.outcome
+        if type(o) ~= "table" or not OUTCOME[o.status] then
+            misuse("put_intents", "each is { key =, outcome = { status = ... } }")
+        end
+        binds[k + 1] = bytes_arg("put_intents", e.key, "key")
+        binds[k + 2], binds[k + 3] = o.status, o.transfer_id
+        binds[k + 4] = o.code ~= nil and int_arg("put_intents", o.code, "code") or nil
+        binds[k + 5], binds[k + 6] = o.message, o.body_hash
+        k = k + 6
+    end
+    return write(self, "put_intents", #list, binds)
+end
+
+-- queries = { { account =, asset =, status =, limit = }, ... } -> { [i] = postings of
+-- query i, largest first (amount descending, then id ascending: selection's order) }
+function Store:get_postings_by_pairs(queries)
+    list_arg("get_postings_by_pairs", queries, "queries", _M.MAX_PAIR_QUERIES)
+    local out = {}
+    for i = 1, #queries do out[i] = {} end
+    if #queries == 0 then return out end
+    local binds, k = { n = #queries * 5 }, 0
+    for _, q in ipairs(queries) do
+        if type(q) ~= "table" then misuse("get_postings_by_pairs", "a query is a table") end
+        binds[k + 1] = bytes_arg("get_postings_by_pairs", q.account, "account", 16)
+        asset_arg("get_postings_by_pairs", q.asset)
+        binds[k + 2], binds[k + 3] = q.asset.code, q.asset.scale
+        local st = PSTATUS[q.status or "active"]
+        if not st then misuse("get_postings_by_pairs", "unknown status " .. tostring(q.status)) end
+        binds[k + 4] = st
+        binds[k + 5] = int_arg("get_postings_by_pairs", q.limit or base.MAX_BATCH, "limit")
+        k = k + 5
+    end
+    local rows, err, class = read(self, "get_postings_by_pairs", #queries, binds,
+                                  "i" .. POSTING_T)
+    if not rows then return nil, err, class end
+    for _, r in ipairs(rows) do
+        local q = amount(r[1])
+        local l = out[q]
+        l[#l + 1] = posting_row { r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11] }
+    end
+    local function less(a, b)
+        if a.amount ~= b.amount then return a.amount > b.amount end
+        if a.id.transfer_id ~= b.id.transfer_id then return a.id.transfer_id < b.id.transfer_id end
+        return a.id.index < b.id.index
+    end
+    for i = 1, #queries do table.sort(out[i], less) end
+    return out
+end
+
+-- list = { { id =, consumed_by = }, ... }: PendingInactive with reservation rid -> Inactive,
+-- each consumed by its own transfer. -> n
+function Store:deactivate_many(list, rid)
+    list_arg("deactivate_many", list, "postings")
+    if #list == 0 then return 0 end
+    local binds, k = {}, 0
+    for _, e in ipairs(list) do
+        if type(e) ~= "table" or type(e.id) ~= "table" then
+            misuse("deactivate_many", "each is { id = { transfer_id =, index = }, consumed_by = }")
+        end
+        binds[k + 1] = bytes_arg("deactivate_many", e.id.transfer_id, "transfer_id", 32)
+        binds[k + 2] = int_arg("deactivate_many", e.id.index, "index")
+        binds[k + 3] = bytes_arg("deactivate_many", e.consumed_by, "consumed_by", 32)
+        k = k + 3
+    end
+    binds[k + 1] = bytes_arg("deactivate_many", rid, "rid")
+    binds.n = k + 1
+    return write(self, "deactivate_many", #list, binds)
+end
+
+-- list = { { rec = { id, bytes, intent, book, created_at_ms, metadata }, involved = {...} } }
+-- -> n transfers stored (present ones count 0); the rows and their transfer_accounts rows
+-- are atomic as in store_transfer.
+function Store:store_transfers(list)
+    list_arg("store_transfers", list, "transfers")
+    if #list == 0 then return 0 end
+    local tb, ab, k, m = {}, {}, 0, 0
+    for _, e in ipairs(list) do
+        local rec = type(e) == "table" and e.rec
+        if type(rec) ~= "table" then misuse("store_transfers", "each is { rec =, involved = }") end
+        local id = bytes_arg("store_transfers", rec.id, "id", 32)
+        tb[k + 1], tb[k + 2] = id, bytes_arg("store_transfers", rec.bytes, "bytes")
+        tb[k + 3] = bytes_arg("store_transfers", rec.intent, "intent")
+        tb[k + 4] = bytes_arg("store_transfers", rec.book, "book")
+        tb[k + 5] = int_arg("store_transfers", rec.created_at_ms or 0, "created_at_ms")
+        tb[k + 6] = rec.metadata
+        k = k + 6
+        for _, a in ipairs(e.involved or {}) do
+            ab[2 * m + 1] = id
+            ab[2 * m + 2] = bytes_arg("store_transfers", a, "involved account", 16)
+            m = m + 1
+        end
+    end
+    if k + 2 * m > _M.MAX_TRANSFER_PARAMS then
+        misuse("store_transfers", format("at most %d parameters per call", _M.MAX_TRANSFER_PARAMS))
+    end
+    if self.dialect == "postgres" then
+        for i = 1, 2 * m do tb[k + i] = ab[i] end
+        tb.n = k + 2 * m
+        local rows, err, class = read(self, "store_transfers_pg", #list, tb, "i", m)
+        if not rows then return nil, err, class end
+        return amount(rows[1][1])
+    end
+    tb.n, ab.n = k, 2 * m
+    return self.drv:atomic(function()
+        local n, err, class = write(self, "store_transfers", #list, tb)
+        if not n or n == 0 or m == 0 then return n, err, class end
+        local c, err2, class2 = write(self, "store_transfers_accounts", m, ab)
+        if not c then return nil, err2, class2 end
+        return n
+    end)
+end
+
+-- list = { { transfer_id =, kind =, data = }, ... } -> n, first_seq: the rows whose (book,
+-- transfer, kind) is not there yet take seqs max+1, max+2, ... of the book in the list's
+-- order, in one statement (gapless: the numbering skips the present ones); first_seq is
+-- the first inserted row's seq (n > 0), so with n = #list the seqs are first_seq ..
+-- first_seq + n - 1 without a read. A row whose seq a racing insert took is skipped
+-- (counts short): get_events_for tells which, the caller appends those again. (SQLite:
+-- the INSERT and a read of the book's max in one transaction.)
+function Store:append_events(book, list)
+    bytes_arg("append_events", book, "book")
+    list_arg("append_events", list, "events")
+    if #list == 0 then return 0 end
+    local binds, k = { book }, 1
+    for i, e in ipairs(list) do
+        if type(e) ~= "table" then misuse("append_events", "each is { transfer_id =, kind = }") end
+        binds[k + 1] = i
+        binds[k + 2] = bytes_arg("append_events", e.transfer_id, "transfer_id")
+        binds[k + 3] = bytes_arg("append_events", e.kind, "kind")
+        binds[k + 4] = e.data
+        k = k + 4
+    end
+    binds[k + 1], binds[k + 2] = book, book
+    binds.n = k + 2
+    if self.dialect == "postgres" then
+        local rows, err, class = read(self, "append_events_pg", #list, binds, "ii")
+        if not rows then return nil, err, class end
+        local n = amount(rows[1][1])
+        return n, n > 0 and amount(rows[1][2]) or nil
+    end
+    -- SQLite: the book's max read in the same (exclusive) transaction gives the first seq
+    return self.drv:atomic(function()
+        local n, err, class = write(self, "append_events", #list, binds)
+        if not n or n == 0 then return n, err, class end
+        local rows, err2, class2 = read(self, "append_events_max", nil, { n = 1, book }, "i")
+        if not rows then return nil, err2, class2 end
+        return n, amount(rows[1][1]) - n + 1
+    end)
+end
+
+-- -> { [transfer_id] = event } of one kind
+function Store:get_events_for(book, transfer_ids, kind)
+    bytes_arg("get_events_for", book, "book")
+    bytes_arg("get_events_for", kind, "kind")
+    list_arg("get_events_for", transfer_ids, "transfer ids")
+    local out = {}
+    if #transfer_ids == 0 then return out end
+    local binds = { book, kind, n = #transfer_ids + 2 }
+    for i, t in ipairs(transfer_ids) do
+        binds[i + 2] = bytes_arg("get_events_for", t, "transfer_id")
+    end
+    local rows, err, class = read(self, "get_events_for", #transfer_ids, binds, EVENT_T)
+    if not rows then return nil, err, class end
+    for _, r in ipairs(rows) do out[r[3]] = event_row(r) end
+    return out
+end
+
+local function stream_key(tenant, dim) return tenant .. "\0" .. dim end
+_M.stream_key = stream_key
+
+-- pairs = { { tenant =, dimension = } } -> { [tenant .. "\0" .. dimension] = { seq, b3 } }
+function Store:get_streams(pairs_)
+    list_arg("get_streams", pairs_, "streams")
+    local out = {}
+    if #pairs_ == 0 then return out end
+    local binds = { n = #pairs_ * 2 }
+    for i, p in ipairs(pairs_) do
+        binds[2 * i - 1] = bytes_arg("get_streams", p.tenant, "tenant")
+        binds[2 * i] = bytes_arg("get_streams", p.dimension, "dimension")
+    end
+    local rows, err, class = read(self, "get_streams", #pairs_, binds, "bbib")
+    if not rows then return nil, err, class end
+    for _, r in ipairs(rows) do out[stream_key(r[1], r[2])] = { seq = amount(r[3]), b3 = r[4] } end
+    return out
+end
+
+-- list = { { tenant, dimension, seq, b3 } }: each stream's first head (insert once). -> n
+function Store:insert_streams(list)
+    list_arg("insert_streams", list, "streams")
+    if #list == 0 then return 0 end
+    local binds = { n = #list * 4 }
+    for i, e in ipairs(list) do
+        local k = 4 * (i - 1)
+        binds[k + 1] = bytes_arg("insert_streams", e.tenant, "tenant")
+        binds[k + 2] = bytes_arg("insert_streams", e.dimension, "dimension")
+        binds[k + 3] = int_arg("insert_streams", e.seq, "seq")
+        binds[k + 4] = bytes_arg("insert_streams", e.b3, "b3")
+    end
+    return write(self, "insert_streams", #list, binds)
+end
+
+-- list = { { tenant, dimension, seq, b3, prev_seq, prev_b3 } }: each head moves only from
+-- exactly (prev_seq, prev_b3) (LED-25), at most one entry per stream. -> n moved
+function Store:advance_streams(list)
+    list_arg("advance_streams", list, "streams")
+    if #list == 0 then return 0 end
+    local binds = { n = #list * 6 }
+    for i, e in ipairs(list) do
+        local k = 6 * (i - 1)
+        binds[k + 1] = bytes_arg("advance_streams", e.tenant, "tenant")
+        binds[k + 2] = bytes_arg("advance_streams", e.dimension, "dimension")
+        binds[k + 3] = int_arg("advance_streams", e.seq, "seq")
+        binds[k + 4] = bytes_arg("advance_streams", e.b3, "b3")
+        binds[k + 5] = int_arg("advance_streams", e.prev_seq, "prev_seq")
+        binds[k + 6] = bytes_arg("advance_streams", e.prev_b3, "prev_b3")
+    end
+    return write(self, "advance_streams", #list, binds)
+end
+
+return _M
