@@ -71,7 +71,8 @@ t1=$(awk -v t="tenant=\"$T1\"" '$1 == "record" && index($0, t) && $2 <= '"$size"
 t2=$(awk -v t="tenant=\"$T2\"" '$1 == "record" && index($0, t) { print $2; exit }' list.txt)
 own=$(awk '$1 == "record" && $3 == "daemon" { print $2; exit }' list.txt)
 for seq in $t1; do
-    "$host" audit proof inclusion --url "$base" --token-file a1.tok --vkey verifier.pub "$seq" \
+    "$host" audit proof inclusion --url "$base" --token-file a1.tok --vkey verifier.pub \
+        --checkpoint old.note "$seq" \
         >incl.txt 2>&1 || fail "inclusion $seq: $(cat incl.txt)"
     grep -q "^OK: record $seq is in the signed checkpoint of $size records" incl.txt || fail "$(cat incl.txt)"
     grep -q "^record $seq reject .*tenant=\"$T1\"" incl.txt || fail "the record: $(cat incl.txt)"
