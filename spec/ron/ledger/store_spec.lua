@@ -125,6 +125,40 @@ describe("ron.ledger.store.sqlite", function()
         s2:close()
     end)
 
+    it("a phase with opts.flush (ack) is ONE transaction whose commit is the sync "
+       .. "(issue 25)", function()
+        local s = assert(sqlite.open { path = fresh_path() })
+        local Conn, trace = getmetatable(s.drv), {}
+        s.drv.exec = function(self, text)
+            trace[#trace + 1] = text
+            return Conn.exec(self, text)
+        end
+        s.drv.write = function(self, text, binds)
+            if text:find("'flush'", 1, true) then trace[#trace + 1] = "flush row" end
+            return Conn.write(self, text, binds)
+        end
+        local res = assert(s:apply({ { "create_book", "b1", nil, expect = 1 } }, { flush = true }))
+        assert.is_true(res.ok)
+        assert.is_true(res.flushed)
+        assert.same({ "PRAGMA synchronous = FULL", "BEGIN IMMEDIATE", "flush row", "COMMIT",
+                      "PRAGMA synchronous = NORMAL" }, trace)
+        local v1 = s:get_meta("flush")
+        assert.is_string(v1)
+        -- a missed guard: nothing applied, no flush row, NORMAL again
+        trace = {}
+        res = assert(s:apply({ { "create_book", "b2", nil, expect = 1 },
+                               { "create_book", "b1", nil, expect = 1 } }, { flush = true }))
+        assert.is_false(res.ok)
+        assert.equal(2, res.at)
+        assert.is_nil(res.flushed)
+        assert.same({ "PRAGMA synchronous = FULL", "BEGIN IMMEDIATE", "ROLLBACK",
+                      "PRAGMA synchronous = NORMAL" }, trace)
+        assert.is_nil(s:get_book("b2"))
+        assert.equal(v1, s:get_meta("flush"))
+        assert.equal(1, assert(s.drv:read("PRAGMA synchronous", { n = 0 }))[1][1])
+        s:close()
+    end)
+
     it("serializes the values that cross to the pool, int64 included", function()
         local ffi = require "ffi"
         local big = ffi.new("int64_t", -2) ^ 61

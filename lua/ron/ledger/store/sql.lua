@@ -86,14 +86,18 @@ _M.FLUSH = {
              .. "ON CONFLICT (key) DO UPDATE SET value = randomblob(8)",
 }
 
-function Store:flush()
-    if self.durability ~= "ack" then return 0 end
+local function flush_text(self)
     local text = self.flush_sql
     if not text then
         text = schema.expand(_M.FLUSH[self.dialect], self.prefix)
         self.flush_sql = text
     end
-    local n, err, class = self.drv:flush(text)
+    return text
+end
+
+function Store:flush()
+    if self.durability ~= "ack" then return 0 end
+    local n, err, class = self.drv:flush(flush_text(self))
     if not n then return nil, err, class end
     return 1
 end
@@ -128,7 +132,12 @@ end
 function Store:apply(ops, opts)
     phases.check(ops, opts)
     if self.drv.apply_phase then return self.drv.apply_phase(self, ops, opts) end
-    local res, err, class = self.drv:phase(function() return phases.run(self, ops) end)
+    local run = function() return phases.run(self, ops) end
+    if opts and opts.flush and self.durability == "ack" and self.drv.flushed_phase then
+        -- SQLite: the phase's own commit is the sync (one transaction, not two)
+        return self.drv:flushed_phase(run, flush_text(self))
+    end
+    local res, err, class = self.drv:phase(run)
     if res and res.ok and opts and opts.flush then
         res.flushed = self:flush() ~= nil
     end

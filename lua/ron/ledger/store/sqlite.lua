@@ -37,6 +37,7 @@ local ffi = require "ffi"
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
 local upgrade = require "ron.ledger.store.upgrade"
+local heap = require "ron.base.heap"
 
 local type, error, tostring, tonumber, setmetatable, pcall, format, bit_band =
       type, error, tostring, tonumber, setmetatable, pcall, string.format, require("bit").band
@@ -244,6 +245,28 @@ end
 local function phase_ok(res) return res.ok end
 function Conn:phase(fn) return self:atomic(fn, phase_ok) end
 
+-- A phase made durable by its own commit (LED-50 with durability "ack", opts.flush): the
+-- phase's transaction runs under synchronous = FULL, so its COMMIT fsyncs the WAL and every
+-- earlier frame with it, and text (sql.FLUSH.sqlite, the flush row) is its last write, so
+-- the commit has a frame to sync whatever the ops changed: one transaction and one sync
+-- instead of the phase's commit and then a flush's (issue 25). res.flushed: committed so.
+function Conn:flushed_phase(fn, text)
+    local ok, err, cls = self:exec("PRAGMA synchronous = FULL")
+    if not ok then return nil, err, cls end
+    local r = { pcall(self.atomic, self, function()
+        local res, e, c = fn()
+        if not (res and res.ok) then return res, e, c end
+        local n, e2, c2 = self:write(text, { n = 0 })
+        if not n then return nil, e2, c2 end
+        res.flushed = true
+        return res
+    end, phase_ok) }
+    -- (a failure to go back leaves FULL: slower, never less durable)
+    self:exec("PRAGMA synchronous = NORMAL")
+    if not r[1] then error(r[2], 0) end
+    return r[2], r[3], r[4]
+end
+
 -- LED-50: text (sql.FLUSH.sqlite) committed under synchronous = FULL: its commit fsyncs the
 -- WAL file, every earlier frame with it; then back to NORMAL. A PRAGMA failure after the
 -- write still leaves the flush done (the write's own commit synced).
@@ -446,15 +469,31 @@ local function ser(v, out)
     end
 end
 
+-- LuaJIT's string.buffer serializer (2.1 since 2021) when there is one: the same plain
+-- values in C, against ser's Lua source that the other side compiled back with loadstring
+-- (~600 us of CPU per commit, both ways: issue 25's profile). Its int64_t stays int64_t;
+-- ser is the fallback of an older LuaJIT, and names the value neither can pass.
+local has_buf, sbuf = pcall(require, "string.buffer")
+local BUF = has_buf and "\0rl1" or nil -- a prefix no "return ..." source starts with
+
 function _M.pack(...)
+    local t = { n = select("#", ...), ... }
+    if BUF then
+        local ok, s = pcall(sbuf.encode, t)
+        if ok then return BUF .. s end
+    end
     local out = { "return " }
-    ser({ n = select("#", ...), ... }, out)
+    ser(t, out)
     return table.concat(out)
 end
 
 function _M.unpack_(s)
-    local f = assert(loadstring(s, "=store-args"))
-    local t = f()
+    local t
+    if BUF and s:sub(1, 4) == BUF then
+        t = sbuf.decode(s:sub(5))
+    else
+        t = assert(loadstring(s, "=store-args"))()
+    end
     return unpack(t, 1, t.n)
 end
 
@@ -614,6 +653,7 @@ end
 function _M.open(o)
     check_opts(o)
     if o.readonly and o.offload then error("sqlite.open: readonly is not offloaded", 2) end
+    heap.keep() -- SQLite's temporary b-trees must not trim the heap per statement
     local conn, err, cls = open_conn(o)
     if not conn then return nil, err, cls end
     if o.offload then
