@@ -112,6 +112,54 @@ local function observe_lag(self, ms)
     if ms > self.lag_max then self.lag_max = ms end
 end
 
+-- One batch of events applied: the entries they name dropped, seq moved past them.
+-- -> true | nil, err (the transfers could not be read: nothing applied, seq unchanged).
+local function apply_events(self, evs)
+    local led = self.led
+    -- the transfers of the batch's money events: one store call, not one per event (on
+    -- SQLite one pool hop on the store's one connection, which a balance read that
+    -- missed waits behind: issue 25)
+    local ids = {}
+    for _, ev in ipairs(evs) do
+        if not events.NO_MONEY[ev.kind] then ids[#ids + 1] = ev.transfer_id end
+    end
+    local recs, terr = led:transfers(ids)
+    if not recs then
+        self.polls_failed_total = self.polls_failed_total + 1
+        return nil, terr
+    end
+    local k = 0
+    for _, ev in ipairs(evs) do
+        if ev.kind == "usage.shortfall" and self.on_shortfall then
+            -- the rater charged more than a wallet held: the wallet ran dry (WLT-9)
+            pcall(self.on_shortfall, ev)
+        end
+        -- an audit checkpoint carried in the feed (ron.ledger.attest), an account version,
+        -- a stored rejection, an accepted loss move no money (ron.ledger.events)
+        local rec = false
+        if not events.NO_MONEY[ev.kind] then
+            k = k + 1
+            rec = recs[k]
+        end
+        if rec and rec.transfer then
+            for _, p in ipairs(rec.transfer.pins) do self:invalidate(p.account) end
+            local t = self.noted[ev.transfer_id]
+            if t then
+                self.noted[ev.transfer_id] = nil
+                self.n_noted = self.n_noted - 1
+                observe_lag(self, self.clock() - t)
+            end
+        elseif ev.kind == events.ACCOUNT then
+            self:invalidate(ev.transfer_id:sub(1, 16)) -- its id begins with the account's
+        elseif not events.NO_MONEY[ev.kind] then
+            self:clear() -- cannot tell whom it involves: drop everything
+        end
+        self.seq = ev.seq
+        self.events_total = self.events_total + 1
+    end
+    return true
+end
+
 -- One catch-up: reads events after seq until the head (at most 64 batches), dropping the
 -- entries of every account they involve. From a task (store calls may yield).
 function Cache:poll()
@@ -143,30 +191,8 @@ function Cache:poll()
                 return true
             end
         end
-        for _, ev in ipairs(evs) do
-            if ev.kind == "usage.shortfall" and self.on_shortfall then
-                -- the rater charged more than a wallet held: the wallet ran dry (WLT-9)
-                pcall(self.on_shortfall, ev)
-            end
-            -- an audit checkpoint carried in the feed (ron.ledger.attest), an account version,
-            -- a stored rejection, an accepted loss move no money (ron.ledger.events)
-            local rec = not events.NO_MONEY[ev.kind] and led:transfer(ev.transfer_id)
-            if rec and rec.transfer then
-                for _, p in ipairs(rec.transfer.pins) do self:invalidate(p.account) end
-                local t = self.noted[ev.transfer_id]
-                if t then
-                    self.noted[ev.transfer_id] = nil
-                    self.n_noted = self.n_noted - 1
-                    observe_lag(self, self.clock() - t)
-                end
-            elseif ev.kind == events.ACCOUNT then
-                self:invalidate(ev.transfer_id:sub(1, 16)) -- its id begins with the account's
-            elseif not events.NO_MONEY[ev.kind] then
-                self:clear() -- cannot tell whom it involves: drop everything
-            end
-            self.seq = ev.seq
-            self.events_total = self.events_total + 1
-        end
+        local ok, err2 = apply_events(self, evs)
+        if not ok then return nil, err2 end
         if #evs < self.batch then
             self.ok_ms = now
             return true

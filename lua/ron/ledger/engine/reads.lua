@@ -5,8 +5,9 @@
 local ledger = require "ron.ledger"
 local A = require "ron.ledger.attest"
 local base = require "ron.ledger.engine.base"
+local phases = require "ron.ledger.phases"
 
-local type = type
+local ipairs, type = ipairs, type
 
 local ERR = base.ERR
 local fail = base.fail
@@ -42,6 +43,26 @@ function Ledger:transfer(id)
         if not rec then return nil end
         rec.transfer = ledger.decode_transfer(rec.bytes)
         return rec
+    end)
+end
+
+-- The transfers of ids in one store call per 1024 (a read-only phase: one hop or round
+-- trip, not one per transfer): -> { [i] = the record as transfer(ids[i]) gives it, or
+-- false } | nil, err. The wallet's cache reads a batch of events' transfers this way.
+function Ledger:transfers(ids)
+    return guard(nil, function()
+        local out = {}
+        for _, c in ipairs(phases.slices(ids, phases.BATCH_IDS)) do
+            local ops = {}
+            for i, id in ipairs(c) do ops[i] = { "get_transfer", id } end
+            local res = phases.apply(self, ops)
+            for i = 1, #c do
+                local rec = res[i][1]
+                if rec then rec.transfer = ledger.decode_transfer(rec.bytes) end
+                out[#out + 1] = rec or false
+            end
+        end
+        return out
     end)
 end
 
