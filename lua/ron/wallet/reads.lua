@@ -67,6 +67,39 @@ function W:_read_balance(job)
             return self:_balance_answer(job.id, job.asset, amount, self.cache:staleness_ms() or 0)
         end
     end
+    if job.min_seq then return self:_read_through(job) end
+    -- Single flight: the misses of one balance share one ledger read (64 connections that
+    -- missed at once made 64 store reads, queued on the offloaded SQLite store's one
+    -- connection: issue 25). Only reads without min_seq join one: a read that began before
+    -- a caller's min_seq was reached might not hold the writes that caller waits for.
+    local key = job.id .. "\0" .. job.asset
+    local flights = self.balance_flights
+    if not flights then
+        flights = {}
+        self.balance_flights = flights
+    end
+    local flight = flights[key]
+    if flight then
+        local ch = self.T.channel(1, "wallet_balance_flight")
+        flight[#flight + 1] = ch
+        local a = ch:recv()
+        if a then return a end
+        -- (canceled: read on our own)
+    end
+    flight = {}
+    flights[key] = flight
+    local ok, a = pcall(self._read_through, self, job)
+    flights[key] = nil
+    if not ok then
+        self.log("read error: " .. tostring(a))
+        a = prob("internal", "wallet error")
+    end
+    for _, ch in ipairs(flight) do ch:try_send(a) end
+    return a
+end
+
+-- The ledger's balance, stored in the cache unless an invalidation spoiled the read.
+function W:_read_through(job)
     self.cache:begin_read(job.id)
     local amount, err = self.led:balance(job.id, { code = job.asset,
                                                    scale = self.assets[job.asset] })
