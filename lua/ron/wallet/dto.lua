@@ -110,6 +110,14 @@ local jstr = _M.jstr
 
 local HEX = "^(%x%x%x%x%x%x%x%x)%-(%x%x%x%x)%-(%x%x%x%x)%-(%x%x%x%x)%-(%x%x%x%x%x%x%x%x%x%x%x%x)$"
 
+-- Byte <-> lowercase hex pair, as tables gsub reads without a call per byte (a balance read
+-- from the cache parses one id and prints it back: issue 25's cache-read ratio).
+local BYTE_OF_HEX, HEX_OF_BYTE = {}, {}
+for i = 0, 255 do
+    local x, c = format("%02x", i), string.char(i)
+    BYTE_OF_HEX[x], HEX_OF_BYTE[c] = c, x
+end
+
 -- Canonical UUID text (lowercase 8-4-4-4-12) -> 16 bytes, or nil. Uppercase is refused:
 -- one account, one spelling (the id is also a map key and a nonce scope).
 function _M.uuid_bytes(s)
@@ -117,11 +125,11 @@ function _M.uuid_bytes(s)
     local a, b, c, d, e = match(s, HEX)
     if not a then return nil end
     local h = a .. b .. c .. d .. e
-    return (h:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end))
+    return (h:gsub("%x%x", BYTE_OF_HEX))
 end
 
 function _M.uuid_text(b)
-    local h = (b:gsub(".", function(c) return format("%02x", byte(c)) end))
+    local h = (b:gsub(".", HEX_OF_BYTE))
     return format("%s-%s-%s-%s-%s", h:sub(1, 8), h:sub(9, 12), h:sub(13, 16), h:sub(17, 20),
                   h:sub(21, 32))
 end

@@ -73,11 +73,8 @@ function W:_read_balance(job)
     -- connection: issue 25). Only reads without min_seq join one: a read that began before
     -- a caller's min_seq was reached might not hold the writes that caller waits for.
     local key = job.id .. "\0" .. job.asset
-    local flights = self.balance_flights
-    if not flights then
-        flights = {}
-        self.balance_flights = flights
-    end
+    local flights = self.balance_flights or {} -- (bounded: one per read in flight)
+    self.balance_flights = flights
     local flight = flights[key]
     if flight then
         local ch = self.T.channel(1, "wallet_balance_flight")
