@@ -34,6 +34,7 @@
 -- "io" for I/O, full disk, cannot open, corrupt, read-only, "bug" for the rest
 -- (constraint, misuse, SQL errors).
 local ffi = require "ffi"
+local sbuf = require "string.buffer"
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
 local upgrade = require "ron.ledger.store.upgrade"
@@ -446,15 +447,23 @@ local function ser(v, out)
     end
 end
 
+-- The values cross as LuaJIT's string.buffer serialization (issue 25: the Lua-source text
+-- and its loadstring were half of the engine's CPU per batch); a value it cannot take (a
+-- cdata other than int64/uint64) falls back to the text above, which casts it to int64_t.
+local TEXT = 0x72 -- "r" of "return ": a table's sbuf tag is 0x08..0x0f
+
 function _M.pack(...)
+    local ok, s = pcall(sbuf.encode, { n = select("#", ...), ... })
+    if ok then return s end
     local out = { "return " }
     ser({ n = select("#", ...), ... }, out)
     return table.concat(out)
 end
 
 function _M.unpack_(s)
-    local f = assert(loadstring(s, "=store-args"))
-    local t = f()
+    local t
+    if s:byte(1) == TEXT then t = assert(loadstring(s, "=store-args"))()
+    else t = sbuf.decode(s) end
     return unpack(t, 1, t.n)
 end
 
