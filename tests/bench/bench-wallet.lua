@@ -4,6 +4,9 @@
 --   ron-accounting run tests/bench/bench-wallet.lua [--quick] [--out FILE] [--dir DIR]
 --       [--seconds S] [--conns N] [--workers N] [--accounts K] [--no-pg] [--no-sqlite]
 --       [--group-max N]   (the wallet's group_max: 1 = no group commit, one job per commit)
+--       [--profile FILE]  (LuaJIT's profiler, jit.p mode "Fm1", over each transfer run;
+--                          FILE holds the last one's; an idle wait of the loop shows as the
+--                          first Lua line run after it, the store's `after`)
 --
 -- Per store (SQLite in DIR, offloaded, durability ack; PostgreSQL: a server this benchmark
 -- starts, fsync on, a pool of 8 connections), one wallet service (--workers committers) on
@@ -52,9 +55,11 @@ local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, 
 B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "num" },
              { "--workers", "workers", "num" }, { "--group-max", "group_max", "num" },
              { "--accounts", "accounts", "num" },
-             { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" } },
+             { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
+             { "--profile", "profile", "str" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
-           .. "[--conns N] [--workers N] [--group-max N] [--accounts N] [--no-pg] [--no-sqlite]")
+           .. "[--conns N] [--workers N] [--group-max N] [--accounts N] [--no-pg] [--no-sqlite] "
+           .. "[--profile FILE]")
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
 local emit = B.emitter(opts.out)
 local format = string.format
@@ -278,10 +283,20 @@ local function case(T, name, open_store, base)
     -- transfers through HTTP from nsrc sources, against the direct rate
     local function transfers(label, nsrc, nbase, direct_rate)
         local before = moved(S)
+        local g0, m0, c0 = w.m.groups or 0, w.m.grouped or 0, os.clock()
+        if opts.profile then require("jit.p").start("Fm1", opts.profile) end
         local r = run_wrk(T, srv:port(), "transfer", nbase,
                           table.concat(from, ";", 1, nsrc), SINK)
+        if opts.profile then require("jit.p").stop() end
         local ok = r.status[201] or 0
         local rate = ok / (r.duration_us / 1e6)
+        -- this process's CPU per answered transfer (HTTP, wallet, engine, the store's
+        -- threads; not wrk's) and the group commit's mean group: load-robust figures
+        local groups = (w.m.groups or 0) - g0
+        print(format("%-8s %-15s %.0f us cpu/transfer (this process)  %d groups, %.1f " ..
+                     "members each  loadavg %s", name, "", (os.clock() - c0) / math.max(ok, 1)
+                     * 1e6, groups, ((w.m.grouped or 0) - m0) / math.max(groups, 1),
+                     B.loadavg()))
         local b = base[nsrc == 1]
         local tb1 = name == "sqlite" and 2 or 1
         print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
