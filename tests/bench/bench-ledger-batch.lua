@@ -123,7 +123,7 @@ local function case(name, s, size, b2)
     for b = 1, o.batches do
         local reqs = {}
         for k = 1, size do
-            reqs[k] = { intent = format("b%s-%d-%d-%d", name, size, b, k), movements = {
+            reqs[k] = { intent = format("b%s-%d-%d-%d-%d", name, serial, size, b, k), movements = {
                 { from = PAYERS[k % 16 + 1], to = SINK, asset = USD, amount = 1 } } }
         end
         local res = led:commit_many(reqs)
