@@ -182,6 +182,22 @@ local function balance_reads(T, name, srv, w, from1, SINK)
     assert((rb.status[200] or 0) > 0, "no balance read answered 200: " .. rb.line)
 end
 
+-- This process's CPU per answered transfer since snap (HTTP, wallet, engine, the store's
+-- threads; not wrk's) and the group commit's mean group: figures that hold up under load.
+-- (--profile: jit.p from cpu_snap to cpu_line)
+local function cpu_snap(w)
+    if opts.profile then require("jit.p").start("Fm1", opts.profile) end
+    return { w.m.groups or 0, w.m.grouped or 0, os.clock() }
+end
+
+local function cpu_line(name, w, snap, ok)
+    if opts.profile then require("jit.p").stop() end
+    local groups = (w.m.groups or 0) - snap[1]
+    print(format("%-8s %-15s %.0f us cpu/transfer (this process)  %d groups, %.1f members " ..
+                 "each  loadavg %s", name, "", (os.clock() - snap[3]) / math.max(ok, 1) * 1e6,
+                 groups, ((w.m.grouped or 0) - snap[2]) / math.max(groups, 1), B.loadavg()))
+end
+
 local function case(T, name, open_store, base)
     rss(name, "start")
     local s = assert(open_store())
@@ -283,20 +299,12 @@ local function case(T, name, open_store, base)
     -- transfers through HTTP from nsrc sources, against the direct rate
     local function transfers(label, nsrc, nbase, direct_rate)
         local before = moved(S)
-        local g0, m0, c0 = w.m.groups or 0, w.m.grouped or 0, os.clock()
-        if opts.profile then require("jit.p").start("Fm1", opts.profile) end
+        local snap = cpu_snap(w)
         local r = run_wrk(T, srv:port(), "transfer", nbase,
                           table.concat(from, ";", 1, nsrc), SINK)
-        if opts.profile then require("jit.p").stop() end
         local ok = r.status[201] or 0
         local rate = ok / (r.duration_us / 1e6)
-        -- this process's CPU per answered transfer (HTTP, wallet, engine, the store's
-        -- threads; not wrk's) and the group commit's mean group: load-robust figures
-        local groups = (w.m.groups or 0) - g0
-        print(format("%-8s %-15s %.0f us cpu/transfer (this process)  %d groups, %.1f " ..
-                     "members each  loadavg %s", name, "", (os.clock() - c0) / math.max(ok, 1)
-                     * 1e6, groups, ((w.m.grouped or 0) - m0) / math.max(groups, 1),
-                     B.loadavg()))
+        cpu_line(name, w, snap, ok)
         local b = base[nsrc == 1]
         local tb1 = name == "sqlite" and 2 or 1
         print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
