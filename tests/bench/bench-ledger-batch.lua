@@ -54,20 +54,6 @@ local EXT, SINK = ("E"):rep(16), ("S"):rep(16)
 local PAYERS = {}
 for k = 1, 16 do PAYERS[k] = format("P%015d", k) end
 
--- store calls counted by wrapping the store's methods
-local function counted(s)
-    local n = { calls = 0 }
-    local proxy = setmetatable({}, { __index = function(_, k)
-        local v = s[k]
-        if type(v) ~= "function" then return v end
-        return function(_, ...)
-            n.calls = n.calls + 1
-            return v(s, ...)
-        end
-    end })
-    return proxy, n
-end
-
 -- the phases timed: engine methods (on the instance) and phases.* functions
 local PHASES = { "_plan_batch", "_claim_batch", "reserve", "_revalidate_batch",
                  "finalize_batch", "flush" }
@@ -109,7 +95,7 @@ end
 
 local serial = 0
 local function case(name, s, size, b2)
-    local cs, cnt = counted(s)
+    local cs, cnt = B.counted(s)
     local led = L.new { store = cs, book = "bench", node = "bench-" .. name .. size,
                         pause = function(k) task.sleep(k) end }
     serial = serial + 1

@@ -169,15 +169,23 @@ end
 -- chain needs (a consumed posting's pair is the one the plan saw: a posting never changes
 -- account or asset), or nil when a list is over the stores' bound per call (the last step
 -- then reads them itself, chunked).
-function Ledger:_last_reads(ctx)
-    local ids, seen, prs, pseen = {}, {}, {}, {}
-    for _, it in ipairs(ctx.items) do
+-- The accounts the transfers of items pin, each once, in order.
+local function pinned(items)
+    local ids, seen = {}, {}
+    for _, it in ipairs(items) do
         for _, p in ipairs(it.t.pins) do
             if not seen[p.account] then
                 seen[p.account] = true
                 ids[#ids + 1] = p.account
             end
         end
+    end
+    return ids
+end
+
+function Ledger:_last_reads(ctx)
+    local ids, prs, pseen = pinned(ctx.items), {}, {}
+    for _, it in ipairs(ctx.items) do
         for _, pr in ipairs(it.prs) do
             local k = pr.account .. asset_key(pr.asset)
             if not pseen[k] then
@@ -204,15 +212,7 @@ function Ledger:_revalidate_reads(ctx, pre)
         self.stats.last_reads_in_reserve = (self.stats.last_reads_in_reserve or 0) + 1
         return pre.accts, pre.consumed, bal
     end
-    local ids, seen = {}, {}
-    for _, it in ipairs(ctx.items) do
-        for _, p in ipairs(it.t.pins) do
-            if not seen[p.account] then
-                seen[p.account] = true
-                ids[#ids + 1] = p.account
-            end
-        end
-    end
+    local ids = pinned(ctx.items)
     local rids = {}
     for i, x in ipairs(store_inputs(ctx.items)) do rids[i] = x.id end
     local accts, got
