@@ -109,6 +109,12 @@ if(RA_BUILD_LEDGER)
     COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
       $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-ledger-batch-mem.lua
       --out ${_bench_results})
+  # Issue 25's batch path: commit_many of 64 and 256 from 16 payers on offloaded SQLite and
+  # PostgreSQL (when installed), CPU per transfer and store calls per batch against B2.
+  list(APPEND _bench_cmds
+    COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+      $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-ledger-batch.lua
+      --dir ${RA_BENCH_OUT} --out ${_bench_results})
   # Issue 25's rating target: 1024 streams rated into SQLite and PostgreSQL (when installed)
   # against the same rows INSERTed plainly, with this process's CPU per rated slice.
   list(APPEND _bench_cmds

@@ -77,22 +77,8 @@ local function host_main()
     local PAYERS, SINK = {}, ("S"):rep(16)
     for k = 1, 16 do PAYERS[k] = string.format("P%015d", k) end
     local function pct(sorted, p) return sorted[math.max(1, math.ceil(#sorted * p / 100))] end
-    -- store calls counted by wrapping the store's methods (the offloaded SQLite store and
-    -- the PostgreSQL one are tables of methods)
-    local function counted(s)
-        local n = { calls = 0 }
-        local proxy = setmetatable({}, { __index = function(_, k)
-            local v = s[k]
-            if type(v) ~= "function" then return v end
-            return function(_, ...)
-                n.calls = n.calls + 1
-                return v(s, ...)
-            end
-        end })
-        return proxy, n
-    end
     local function case(name, s)
-        local cs, cnt = counted(s)
+        local cs, cnt = B.counted(s)
         local led = L.new { store = cs, book = "bench", node = "bench-" .. name,
                             pause = function(k) task.sleep(k) end }
         assert(led:recover())

@@ -4,6 +4,9 @@
 --   ron-accounting run tests/bench/bench-wallet.lua [--quick] [--out FILE] [--dir DIR]
 --       [--seconds S] [--conns N] [--workers N] [--accounts K] [--no-pg] [--no-sqlite]
 --       [--group-max N]   (the wallet's group_max: 1 = no group commit, one job per commit)
+--       [--profile FILE]  (LuaJIT's profiler, jit.p mode "Fm1", over each transfer run;
+--                          FILE holds the last one's; an idle wait of the loop shows as the
+--                          first Lua line run after it, the store's `after`)
 --
 -- Per store (SQLite in DIR, offloaded, durability ack; PostgreSQL: a server this benchmark
 -- starts, fsync on, a pool of 8 connections), one wallet service (--workers committers) on
@@ -52,9 +55,11 @@ local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, 
 B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "num" },
              { "--workers", "workers", "num" }, { "--group-max", "group_max", "num" },
              { "--accounts", "accounts", "num" },
-             { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" } },
+             { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
+             { "--profile", "profile", "str" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
-           .. "[--conns N] [--workers N] [--group-max N] [--accounts N] [--no-pg] [--no-sqlite]")
+           .. "[--conns N] [--workers N] [--group-max N] [--accounts N] [--no-pg] [--no-sqlite] "
+           .. "[--profile FILE]")
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
 local emit = B.emitter(opts.out)
 local format = string.format
@@ -194,6 +199,22 @@ local function balance_reads(T, name, srv, w, from1, SINK)
     assert((rb.status[200] or 0) > 0, "no balance read answered 200: " .. rb.line)
 end
 
+-- This process's CPU per answered transfer since snap (HTTP, wallet, engine, the store's
+-- threads; not wrk's) and the group commit's mean group: figures that hold up under load.
+-- (--profile: jit.p from cpu_snap to cpu_line)
+local function cpu_snap(w)
+    if opts.profile then require("jit.p").start("Fm1", opts.profile) end
+    return { w.m.groups or 0, w.m.grouped or 0, os.clock() }
+end
+
+local function cpu_line(name, w, snap, ok)
+    if opts.profile then require("jit.p").stop() end
+    local groups = (w.m.groups or 0) - snap[1]
+    print(format("%-8s %-15s %.0f us cpu/transfer (this process)  %d groups, %.1f members " ..
+                 "each  loadavg %s", name, "", (os.clock() - snap[3]) / math.max(ok, 1) * 1e6,
+                 groups, ((w.m.grouped or 0) - snap[2]) / math.max(groups, 1), B.loadavg()))
+end
+
 local function case(T, name, open_store, base)
     rss(name, "start")
     local s = assert(open_store())
@@ -295,10 +316,12 @@ local function case(T, name, open_store, base)
     -- transfers through HTTP from nsrc sources, against the direct rate
     local function transfers(label, nsrc, nbase, direct_rate)
         local before = moved(S)
+        local snap = cpu_snap(w)
         local r = run_wrk(T, srv:port(), "transfer", nbase,
                           table.concat(from, ";", 1, nsrc), SINK)
         local ok = r.status[201] or 0
         local rate = ok / (r.duration_us / 1e6)
+        cpu_line(name, w, snap, ok)
         local b = base[nsrc == 1]
         local tb1 = name == "sqlite" and 2 or 1
         print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..

@@ -6,6 +6,7 @@
 --   local emit = B.emitter(opts.out)      -- emit(json): "BENCH <json>" on stdout, and
 --                                         -- appended to the --out file when given
 --   B.loadavg()                           -- "0.12 0.30 0.41" (or "?")
+--   local proxy, n = B.counted(store)      -- the store's methods, n.calls counted
 --   B.status_kb("VmRSS")                  -- a /proc/self/status field, kB (0 if absent)
 --   B.make_chains(n_streams, per)         -- [stream][seq] sealed slices, one row each
 --   B.rate_card()                         -- the rating benchmarks' card (bytes, tiered)
@@ -164,6 +165,21 @@ function _M.drive(chains, put)
     end
     for _, h in ipairs(hs) do assert(h:join()) end
     return (uv.hrtime() - t0) / 1e9, counts
+end
+
+-- A store's methods through a proxy that counts the calls (the offloaded SQLite store and
+-- the PostgreSQL one are tables of methods): -> proxy, { calls = n }
+function _M.counted(s)
+    local n = { calls = 0 }
+    local proxy = setmetatable({}, { __index = function(_, k)
+        local v = s[k]
+        if type(v) ~= "function" then return v end
+        return function(_, ...)
+            n.calls = n.calls + 1
+            return v(s, ...)
+        end
+    end })
+    return proxy, n
 end
 
 return _M

@@ -406,7 +406,9 @@ local function batch_finalize_ops(led, ctx, rows)
     end
     ops[#ops + 1] = { "delete_saga", sid }
     for _, c in ipairs(slices(rows.events, BATCH_IDS)) do
-        ops[#ops + 1] = { "append_events", led.book, c, expect = #c, event = c }
+        -- (event = true, the list is op[3]: the op goes to the store as it is, and a second
+        -- reference to the list would be serialized twice for the offloaded driver)
+        ops[#ops + 1] = { "append_events", led.book, c, expect = #c, event = true }
     end
     return ops
 end
@@ -427,7 +429,7 @@ function _M.finalize_batch(led, ctx, results, later)
             for k, op in ipairs(ops) do
                 if op.event then
                     local first = res[k][2]
-                    for j, x in ipairs(op.event) do evs[x.transfer_id] = { seq = first + j - 1 } end
+                    for j, x in ipairs(op[3]) do evs[x.transfer_id] = { seq = first + j - 1 } end
                 end
             end
             return led:_batch_done(ctx, results, later, evs, {}, rows)

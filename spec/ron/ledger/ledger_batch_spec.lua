@@ -209,12 +209,49 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(sim.verify(store, "main"))
     end)
 
+    it("goes to the store in one call per phase: the intents, the plan's reads, the claims, "
+       .. "the reserve with the last step's reads, the finalize (issue 25)", function()
+        local store, led = world()
+        local A, B = id16("A"), id16("B")
+        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        -- the calls the engine makes (a phase's primitives inside its apply not counted)
+        local calls, depth = {}, 0
+        store.fault = function(when, name)
+            if name == "apply" then
+                if when == "before" then
+                    calls[#calls + 1] = "apply"
+                    depth = depth + 1
+                else
+                    depth = depth - 1
+                end
+            elseif when == "before" and depth == 0 then
+                calls[#calls + 1] = name
+            end
+        end
+        local r = led:commit_many { { intent = "q1", movements = { mv(A, B, 10) } },
+                                    { intent = "q2", movements = { mv(A, B, 20) } },
+                                    { intent = "q3", movements = { mv(sim.EXT, B, 5) } } }
+        store.fault = nil
+        for i = 1, 3 do assert.truthy(r[i][1], tostring(r[i][2])) end
+        -- (list_pending_sagas: the resolution's look for value in flight, LED-32)
+        assert.same({ "get_intents", "apply", "list_pending_sagas", "apply", "apply", "apply" },
+                    calls)
+        assert.equal(1, led.stats.plan_reads_phase)
+        assert.equal(1, led.stats.last_reads_in_reserve)
+        assert.equal(70, store:get_balance(A, USD))
+        assert(sim.verify(store, "main"))
+    end)
+
     it("recover() gives a batch back or finds it complete: a crash inside a phase leaves "
        .. "none of it (LED-53, LED-67)", function()
-        -- the batch's phases: claims, reserve, finalize ({ name, phases done before })
-        for _, point in ipairs { { "put_intents", 0 }, { "apply", 0 }, { "reserve_postings", 1 },
-                                 { "apply", 1 }, { "deactivate_many", 2 },
-                                 { "append_events", 2 }, { "apply", 2 } } do
+        -- the batch's phases: the plan's reads (one read-only phase on a store without
+        -- overlap), claims, reserve with the last step's reads, finalize ({ name, phases
+        -- done before })
+        for _, point in ipairs { { "get_postings_by_pairs", 0 }, { "apply", 0 },
+                                 { "put_intents", 1 }, { "apply", 1 },
+                                 { "reserve_postings", 2 }, { "get_balances", 2 },
+                                 { "apply", 2 }, { "deactivate_many", 3 },
+                                 { "append_events", 3 }, { "apply", 3 } } do
             local store, led = world()
             local A, B = id16("A"), id16("B")
             assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
@@ -235,7 +272,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
             assert.equal(sim.CRASH, e)
             store.fault = nil
             -- inside the finalize nothing of it: A's posting still reserved by the batch
-            if point[2] == 2 and point[1] ~= "apply" then
+            if point[2] == 3 and point[1] ~= "apply" then
                 assert.equal(100, store:get_balance(A, USD), where)
                 assert.is_nil(store:get_intent("p1"), where)
             end

@@ -171,4 +171,18 @@ describe("ron.ledger.store.sqlite", function()
         assert.is_true(c == big)
         assert.is_nil(d)
     end)
+
+    it("passes the values to the pool as string.buffer bytes, not Lua source (issue 25)",
+       function()
+        local ffi = require "ffi"
+        local packed = sqlite.pack("k", { 1, nil, 3, n = 3 })
+        assert.is_nil(packed:match("^return "))
+        local a, b = sqlite.unpack_(packed)
+        assert.equal("k", a)
+        assert.same({ 1, nil, 3, n = 3 }, b)
+        -- a cdata string.buffer cannot take goes as the text, cast to int64_t as before
+        local text = sqlite.pack(ffi.new("uint8_t", 7))
+        assert.truthy(text:match("^return "))
+        assert.is_true(sqlite.unpack_(text) == ffi.new("int64_t", 7))
+    end)
 end)

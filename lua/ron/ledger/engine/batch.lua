@@ -83,6 +83,19 @@ end
 -- step, so a plan that rejects anything after using the cache is made again from the store
 -- (_plan_batch). Bounded: account_cache entries, then emptied and refilled.
 function Ledger:_accounts_of(ids, cached)
+    local out, want, hit = self:_cached_accounts(ids, cached)
+    for _, c in ipairs(slices(want, BATCH_IDS)) do
+        for k, v in pairs(self:_p("get_accounts", c)) do
+            out[k] = v
+            self:_remember_account(k, v)
+        end
+    end
+    return out, hit
+end
+
+-- -> out (the accounts of ids the cache answers, when cached), want (the ids to read from
+-- the store), hit (some answer came from memory)
+function Ledger:_cached_accounts(ids, cached)
     local out, hit = {}, false
     local want, cache = ids, self.acache
     if cached and self.account_cache > 0 then
@@ -92,13 +105,7 @@ function Ledger:_accounts_of(ids, cached)
             if a then out[id], hit = a, true else want[#want + 1] = id end
         end
     end
-    for _, c in ipairs(slices(want, BATCH_IDS)) do
-        for k, v in pairs(self:_p("get_accounts", c)) do
-            out[k] = v
-            self:_remember_account(k, v)
-        end
-    end
-    return out, hit
+    return out, want, hit
 end
 
 function Ledger:_remember_account(id, a)
@@ -392,11 +399,15 @@ function Ledger:_batch_body(ctx, results, later)
             end
         end
         -- the record with the plan, the store's postings it consumes and the heads: one
-        -- phase, all or none (LED-67)
+        -- phase, all or none (LED-67), with the last step's reads after them (LED-30, as the
+        -- single path's: one round trip fewer than three)
         local ids = {}
         for i, x in ipairs(ctx.ins) do ids[i] = x.id end
-        if phases.reserve(self, ctx, batch_data(ctx, "reserving"), ids) == "full" then
-            local ok, err = self:_revalidate_batch(ctx)
+        local aids, prs = self:_last_reads(ctx)
+        ctx.ids = aids
+        local got, pre = phases.reserve(self, ctx, batch_data(ctx, "reserving"), ids, prs)
+        if got == "full" then
+            local ok, err = self:_revalidate_batch(ctx, pre)
             if ok then return self:_finalize_batch(ctx, results, later) end
             if err then error(err) end
             self:_give_back_batch(ctx)

@@ -5,6 +5,7 @@
 local ledger = require "ron.ledger"
 local base = require "ron.ledger.engine.base"
 local batch = require "ron.ledger.engine.batch"
+local phases = require "ron.ledger.phases"
 local resolve = require "ron.ledger.engine.resolve"
 local view = require "ron.ledger.view"
 
@@ -26,19 +27,44 @@ local store_inputs = batch.store_inputs
 local _M = {}
 local Ledger = {} -- this concern's methods
 
+-- The plan's three reads (reads only, none needs another's answer: LED-62) -> accts, the
+-- payers' lists, the balances, cached (some account answered from memory, LED-63). On a
+-- store that serves statements at once (overlap: PostgreSQL's pool) they go at once; else
+-- in ONE read-only phase (one call: one thread hop of the offloaded SQLite driver instead
+-- of three). Either way the accounts the cache holds are not read (LED-63), the ones read
+-- are remembered.
+function Ledger:_plan_reads(ctx, r)
+    local accts, res, got, cached
+    if not self.overlap then
+        local want
+        accts, want, cached = self:_cached_accounts(r.ids, not ctx.fresh)
+        local rr = setmetatable({ ids = want }, { __index = r })
+        local ops = view.read_ops(rr)
+        if #ops == 0 then return accts, {}, {}, cached end
+        local read
+        read, res, got = view.answers(rr, ops, phases.apply(self, ops), 1)
+        self.stats.plan_reads_phase = (self.stats.plan_reads_phase or 0) + 1
+        for id, a in pairs(read) do
+            accts[id] = a
+            self:_remember_account(id, a)
+        end
+        return accts, res, got, cached
+    end
+    self:_read_at_once(function() accts, cached = self:_accounts_of(r.ids, not ctx.fresh) end,
+                       function() res = self:_list_read("get_postings_by_pairs", r.qs,
+                                                        BATCH_QUERIES) end,
+                       function() got = self:_list_read("get_balances", r.bpairs, BATCH_IDS) end)
+    return accts, res, got, cached
+end
+
 -- Reads once, then resolves and validates the members in order over the in-memory view.
 -- Sets ctx.items (the transfers, in order), ctx.rejects, ctx.handover, ctx.heads.
 function Ledger:_plan_batch(ctx)
     local reqs = {}
     for i, e in ipairs(ctx.batch) do reqs[i] = e.req end
     local r = view.wants(reqs)
-    local ids, qs, payers = r.ids, r.qs, r.payers
-    -- the plan's three reads at once (reads only, none needs another's answer: LED-62)
-    local accts, res, got, cached
-    self:_read_at_once(function() accts, cached = self:_accounts_of(ids, not ctx.fresh) end,
-                       function() res = self:_list_read("get_postings_by_pairs", qs,
-                                                        BATCH_QUERIES) end,
-                       function() got = self:_list_read("get_balances", r.bpairs, BATCH_IDS) end)
+    local payers = r.payers
+    local accts, res, got, cached = self:_plan_reads(ctx, r)
     local src = view.source(self, r, accts, res, got, true)
     local more = {}
     for _, p in ipairs(payers) do
@@ -113,7 +139,7 @@ function Ledger:_plan_batch(ctx)
                     end
                 end
                 items[#items + 1] = { k = k, e = e, t = t, tid = tid, cids = cids,
-                                      tbytes = plan.bytes }
+                                      tbytes = plan.bytes, prs = prs }
                 for _, h in ipairs(heads_of(t, consumed, a3)) do
                     local hk = h.account .. asset_key(h.asset)
                     if not hseen[hk] then
@@ -138,14 +164,14 @@ function Ledger:_plan_batch(ctx)
     ctx.ins = store_inputs(items)
 end
 
--- The last step before the point of no return (LED-30, for the whole chain): accounts, the
--- reserved store postings and balances read again; each transfer validated in order
--- against them, a later one seeing the earlier ones' effects. true, or false (re-plan: the
--- state moved), or false, err (a reserved posting is not ours: a bug).
-function Ledger:_revalidate_batch(ctx)
-    local items = ctx.items
-    if #items == 0 then return true end
-    local ids, seen, prs, pseen = {}, {}, {}, {}
+-- The last step's reads of a planned batch (LED-30), to go in its reserve phase (the single
+-- path's do, phases.reserve): -> the pinned accounts' ids and the pairs whose balances the
+-- chain needs (a consumed posting's pair is the one the plan saw: a posting never changes
+-- account or asset), or nil when a list is over the stores' bound per call (the last step
+-- then reads them itself, chunked).
+-- The accounts the transfers of items pin, each once, in order.
+local function pinned(items)
+    local ids, seen = {}, {}
     for _, it in ipairs(items) do
         for _, p in ipairs(it.t.pins) do
             if not seen[p.account] then
@@ -154,14 +180,59 @@ function Ledger:_revalidate_batch(ctx)
             end
         end
     end
-    local ins = store_inputs(items)
+    return ids
+end
+
+function Ledger:_last_reads(ctx)
+    local ids, prs, pseen = pinned(ctx.items), {}, {}
+    for _, it in ipairs(ctx.items) do
+        for _, pr in ipairs(it.prs) do
+            local k = pr.account .. asset_key(pr.asset)
+            if not pseen[k] then
+                pseen[k] = true
+                prs[#prs + 1] = pr
+            end
+        end
+    end
+    if #ids == 0 or #ids > BATCH_IDS or #prs > BATCH_IDS or #ctx.ins > BATCH_IDS then
+        return nil
+    end
+    return ids, prs
+end
+
+-- The last step's reads: -> accts (by id), the reserved postings, the balances by pair key
+-- (nil: read after the chain's pairs are known). pre: what the reserve phase read
+-- (phases.reserve with the pairs of _last_reads), its accounts remembered (LED-63) as a
+-- read of the store's.
+function Ledger:_revalidate_reads(ctx, pre)
+    if pre then
+        local bal = {}
+        for i, pr in ipairs(pre.prs) do bal[pr.account .. asset_key(pr.asset)] = pre.bals[i] end
+        for id, a in pairs(pre.accts) do self:_remember_account(id, a) end
+        self.stats.last_reads_in_reserve = (self.stats.last_reads_in_reserve or 0) + 1
+        return pre.accts, pre.consumed, bal
+    end
+    local ids = pinned(ctx.items)
     local rids = {}
-    for i, x in ipairs(ins) do rids[i] = x.id end
-    local rows, accts, got = {}, nil, nil
+    for i, x in ipairs(store_inputs(ctx.items)) do rids[i] = x.id end
+    local accts, got
     -- the accounts and the reserved postings at once (LED-62); the balances need the
     -- postings' pairs
     self:_read_at_once(function() accts = self:_accounts_of(ids) end,
                        function() got = self:_list_read("get_postings", rids, BATCH_IDS) end)
+    return accts, got, nil
+end
+
+-- The last step before the point of no return (LED-30, for the whole chain): accounts, the
+-- reserved store postings and balances read again (pre: read by the reserve phase); each
+-- transfer validated in order against them, a later one seeing the earlier ones' effects.
+-- true, or false (re-plan: the state moved), or false, err (a reserved posting is not ours:
+-- a bug).
+function Ledger:_revalidate_batch(ctx, pre)
+    local items = ctx.items
+    if #items == 0 then return true end
+    local accts, got, bal = self:_revalidate_reads(ctx, pre)
+    local rows, prs, pseen = {}, {}, {}
     for _, p in ipairs(got) do
         if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then
             return false, "a reserved posting is not ours any more"
@@ -169,7 +240,6 @@ function Ledger:_revalidate_batch(ctx)
         rows[pkey(p.id)] = p
     end
     local made = {}
-    local chain = {}
     for _, it in ipairs(items) do
         local consumed = {}
         for i, ref in ipairs(it.t.inputs) do
@@ -183,6 +253,7 @@ function Ledger:_revalidate_batch(ctx)
             if not pseen[k] then
                 pseen[k] = true
                 prs[#prs + 1] = pr
+                if bal and bal[k] == nil then bal = nil end -- not read with the phase
             end
         end
         for i = 1, #it.t.outputs do
@@ -190,8 +261,17 @@ function Ledger:_revalidate_batch(ctx)
             made[pkey(o.id)] = o
         end
     end
-    got = self:_list_read("get_balances", prs, BATCH_IDS)
-    for i, pr in ipairs(prs) do chain[pr.account .. asset_key(pr.asset)] = got[i] end
+    if not bal then
+        bal = {}
+        got = self:_list_read("get_balances", prs, BATCH_IDS)
+        for i, pr in ipairs(prs) do bal[pr.account .. asset_key(pr.asset)] = got[i] end
+    end
+    return self:_validate_chain(items, accts, bal)
+end
+
+-- Each transfer of items validated in order against accts and the balances chain (by pair
+-- key), a later one seeing the earlier ones' effects: true, or false, or false, err.
+function Ledger:_validate_chain(items, accts, chain)
     for _, it in ipairs(items) do
         local balances = {}
         for i, pr in ipairs(pairs_of(it.t, it.consumed)) do
