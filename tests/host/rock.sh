@@ -8,7 +8,11 @@
 #   rock.sh SOURCE_DIR BUILD_DIR WORK_DIR PROJECT_VERSION
 set -u
 src=$1 build=$2 work=$3 version=$4
-fail() { echo "rock.sh: FAILED: $*" >&2; [ -f "$work/luarocks.log" ] && tail -20 "$work/luarocks.log" >&2; exit 1; }
+fail() {
+    echo "rock.sh: FAILED: $*" >&2
+    [ -f "$work/luarocks.log" ] && tail -20 "$work/luarocks.log" >&2
+    exit 1
+}
 command -v luarocks >/dev/null || fail "luarocks not found (tools/deps.sh)"
 command -v luajit >/dev/null || fail "luajit not found (tools/deps.sh)"
 rm -rf "$work" && mkdir -p "$work" || exit 1
@@ -44,8 +48,9 @@ LUA
 # Away from the source tree, the scratch tree's path only; the libraries from the build
 # (as an installed system's would be found: the rock does not ship them)
 cd "$work" || exit 1
-env -u LUA_CPATH LUA_PATH="$lua/?.lua;$lua/?/init.lua" \
-    RON_ACCOUNTING_LIB="$build/libronacct.so" RON_LEDGER_LIB="$build/libronledger.so" \
-    RON_AUDIT_LIB="$build/libronaudit.so" sh -c \
-    'luajit load.lua "$1" && luajit install-smoke.lua "$1"' sh "$lua" || fail "loading"
+unset LUA_CPATH
+export LUA_PATH="$lua/?.lua;$lua/?/init.lua" RON_ACCOUNTING_LIB="$build/libronacct.so" \
+    RON_LEDGER_LIB="$build/libronledger.so" RON_AUDIT_LIB="$build/libronaudit.so"
+luajit load.lua "$lua" || fail "loading the modules from $tree"
+luajit install-smoke.lua "$lua" || fail "a meter from $tree"
 echo "rock.sh: ok"

@@ -116,9 +116,9 @@ stop
 grep -q "ERROR" demo.log && fail "an ERROR in the log: $(grep ERROR demo.log | head -3)"
 
 # ---- 3. one verify for the chain -------------------------------------------------------
-# A stop under load may interrupt the rater's commit in flight (a pending saga, a stream
-# head behind its transfers: verify names them); the exporter's next start finishes it. So,
-# as an operator would: start again without traffic, let the WAL drain, stop, verify.
+# Start again without traffic and let the WAL drain (the slices the stop left unexported
+# get rated), so the whole chain is verified; verify right after a stop under load, with
+# nothing drained after it: tests/host/stop-drain.sh (host-stop-drain).
 "$host" run "$src/examples/daemon.lua" --config fast.lua --var var >idle.log 2>&1 &
 pid=$!
 port=

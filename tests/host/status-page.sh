@@ -140,8 +140,8 @@ else
     done <shown.txt
     grep -qxF 'audit_records_total 0' shown.txt && fail "the audit head is 0"
     for state in sealed exported; do
-        grep -qF "accounting_stream_seq{tenant=\"$tenant\",dimension=\"requests\",state=\"$state\"} " \
-            shown.txt || fail "the page shows no $state seq for the record's stream"
+        s="accounting_stream_seq{tenant=\"$tenant\",dimension=\"requests\",state=\"$state\"}"
+        grep -qF "$s " shown.txt || fail "the page shows no $state seq for the record's stream"
     done
     echo "status-page.sh: $n numbers equal /metrics; screenshot $work/status-page.png"
 fi

@@ -267,6 +267,9 @@ function RT:wait()
     end
     join_all(self.tasks)
     join_all(self.router.worker_tasks)
+    -- a worker stops waiting for its answer at shutdown, but the put_many in flight goes
+    -- on: wait for it too (a commit cut half-way leaves a saga for recovery)
+    if self.workers.puts then join_all(self.workers.puts:running()) end
     if self.ack_task then -- the workers are done: the last ACKs, then the ack task ends
         self.acks.ch:close()
         join_all({ self.ack_task })
