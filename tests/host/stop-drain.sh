@@ -8,6 +8,7 @@
 #   stop-drain.sh HOST SOURCE_DIR WORK_DIR [ROUNDS]
 set -u
 host=$1 src=$2 work=$3 rounds=${4:-4}
+. "$src/tests/host/daemon-lib.sh" # fast_product_conf
 rm -rf "$work" && mkdir -p "$work" || exit 1
 cd "$work" || exit 1
 pid=
@@ -19,12 +20,7 @@ fail() {
     [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
     exit 1
 }
-r0=$(date +%s)
-cat >fast.lua <<EOF
-local c = dofile("$src/tests/host/fast_clock.lua")($r0)
-c.systems = "all" -- the embedded defaults' composition, on the fast clock
-return c
-EOF
+fast_product_conf fast.lua
 i=1
 while [ "$i" -le "$rounds" ]; do
     "$host" run "$src/examples/daemon.lua" --config fast.lua --var "var$i" --demo 20000 \

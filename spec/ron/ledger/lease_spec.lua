@@ -73,21 +73,27 @@ local function reserved(s)
     return n
 end
 
+-- s's accounts, A funded with 100 by s, then led's commit of 30 from A stopped right after
+-- the phase that reserved A's posting (w.xco: resume it to go on).
+local function held_saga(w, s, led, intent)
+    assert(s:create_account { id = EXT, policy = "uncapped" })
+    assert(s:create_account { id = A })
+    assert(s:create_account { id = B })
+    assert(pay(s, "fund", EXT, A, 100))
+    w.stop = true
+    w.xco = coroutine.create(function() return pay(led, intent, A, B, 30) end)
+    local ok, what = coroutine.resume(w.xco)
+    assert.is_true(ok, what)
+    assert.equal("held", what)
+end
+
 describe("node leases (LED-71)", function()
     it("a survivor recovers a stopped node's saga; the node, back, is fenced", function()
         local w = world("memory")
         local x, lx = engine(w, "x")
         local s, ls = engine(w, "s")
-        assert(s:create_account { id = EXT, policy = "uncapped" })
-        assert(s:create_account { id = A })
-        assert(s:create_account { id = B })
-        assert(pay(s, "fund", EXT, A, 100))
         -- x stops right after reserving A's posting
-        w.stop = true
-        w.xco = coroutine.create(function() return pay(x, "pay-1", A, B, 30) end)
-        local ok, what = coroutine.resume(w.xco)
-        assert.is_true(ok, what)
-        assert.equal("held", what)
+        held_saga(w, s, x, "pay-1")
         assert.equal(1, reserved(w.store))
         assert.equal(1, #w.store:list_pending_sagas("x"))
         -- s: the payer is held by x's saga for every attempt: a race, not a failure
@@ -206,16 +212,8 @@ describe("node leases (LED-71)", function()
         assert.same({ "rater", 1 }, { e.lease.node, e.lease.epoch })
         assert.equal(e.lease, e.led.lease) -- its engine's writes carry the guard
         local s, ls = engine(w, "s")
-        assert(s:create_account { id = EXT, policy = "uncapped" })
-        assert(s:create_account { id = A })
-        assert(s:create_account { id = B })
-        assert(pay(s, "fund", EXT, A, 100))
         -- the rater stops in a charge, holding the tenant wallet's posting, and dies
-        w.stop = true
-        w.xco = coroutine.create(function() return pay(e.led, "charge-1", A, B, 30) end)
-        local ok, what = coroutine.resume(w.xco)
-        assert.is_true(ok, what)
-        assert.equal("held", what)
+        held_saga(w, s, e.led, "charge-1")
         assert.equal(1, #w.store:list_pending_sagas("rater"))
         -- a wallet node's scan takes the rater over and recovers its saga
         w.now = w.now + 6000
