@@ -36,19 +36,23 @@ end
 
 function P:spawn_flush() -- (no closure in P:put, see router.lua's new_stream)
     self.flushing = self.flushing + 1
-    local h
-    h = self.task.spawn("put_flush", function()
+    -- (a token, not the handle: with a synchronous exporter the task may end before spawn
+    -- returns its handle)
+    local tok = {}
+    self.flushers[tok] = true
+    tok.h = self.task.spawn("put_flush", function()
         self:flush()
-        self.flushers[h] = nil
+        self.flushers[tok] = nil
     end)
-    self.flushers[h] = true
 end
 
 -- The put_flush tasks still running (a put_many in flight: a stop waits for them, so that
 -- a commit is not cut half-way, then says what is left).
 function P:running()
     local out = {}
-    for h in pairs(self.flushers) do out[#out + 1] = h end
+    for tok in pairs(self.flushers) do
+        if tok.h then out[#out + 1] = tok.h end
+    end
     return out
 end
 
