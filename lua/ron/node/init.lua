@@ -375,6 +375,7 @@ local function stop(d, stop_ch)
     local cfg, meter = d.cfg, d.meter
     stop_ch:recv() -- Canceled/Closed at shutdown
     local res = d.rt and d.rt:wait() or { finished = 0, aborted = 0 }
+    if d.rt then d.rt:wait_puts(cfg.drain_deadline_ms) end -- the rater's put_many in flight
     if d.wallet then d.wallet:wait(cfg.drain_deadline_ms) end
     drain.report(d, log) -- what the deadline left for recovery, before the stores close
     if d.http then d.http:close() end
