@@ -145,6 +145,12 @@ if(RA_BUILD_LEDGER AND RA_BUILD_AUDIT)
   ra_host_test(host-run sh ${_ra_host_dir}/run.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
     ${CMAKE_BINARY_DIR}/host-run)
   set_tests_properties(host-run PROPERTIES TIMEOUT 240)
+  # A graceful stop under load (SIGTERM, --demo 20000 on the fast clock, 5 rounds at fixed
+  # moments) drains the rater's and the wallet's commits: `verify DIR` right after it
+  # names no pending saga, and the log says each ledger drained (tests/host/stop-drain.sh).
+  ra_host_test(host-stop-drain sh ${_ra_host_dir}/stop-drain.sh ${_ra_host} ${CMAKE_SOURCE_DIR}
+    ${CMAKE_BINARY_DIR}/host-stop-drain 5)
+  set_tests_properties(host-stop-drain PROPERTIES TIMEOUT 360)
 endif()
 # G-6.1 end to end: POST /v1/records on the daemon (0.0.0.0, fast clock) with curl: good,
 # refused (401/403/400/415/413) and idempotent batches, /metrics 403 to a non-loopback

@@ -37,3 +37,12 @@ if(RA_BUILD_HOST)
                    ${CMAKE_BINARY_DIR}/package-deb)
   set_tests_properties(package-deb PROPERTIES LABELS ops TIMEOUT 400)
 endif()
+#   package-rock       packaging/ron-accounting-<version>-1.rockspec: `luarocks make` into a
+#                      scratch tree, every module of lua/ installed, the main modules loaded
+#                      by LuaJIT from that tree alone, the libraries through the finder
+if(RA_BUILD_LEDGER AND RA_BUILD_AUDIT)
+  add_test(NAME package-rock
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/host/rock.sh ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/package-rock ${PROJECT_VERSION})
+  set_tests_properties(package-rock PROPERTIES LABELS ops TIMEOUT 300)
+endif()

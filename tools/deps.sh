@@ -4,8 +4,9 @@
 # everything is present; installs the missing packages (as root, or through sudo) otherwise.
 #
 # chromium (headless: the status page's browser test), lintian and systemd (systemd-analyze)
-# test `make package`. Not luarocks: it pulls liblua5.1-0-dev, whose lauxlib.h then shadows
-# LuaJIT's for the host's build (luaL_traceback undeclared).
+# test `make package`; luarocks the rockspec (ctest package-rock). luarocks pulls
+# liblua5.1-0-dev, whose headers sit next to luv.h: cmake/host.cmake puts LuaJIT's include
+# directory first so that its lauxlib.h (luaL_traceback) wins.
 #
 # Note: Debian's nginx Lua module needs OpenResty's LuaJIT fork (luajit2,
 # libluajit2-5.1-dev); the stock luajit packages conflict with it. Use the fork only.
@@ -24,7 +25,7 @@ libcurl4-openssl-dev
 libutf8proc-dev libsodium-dev
 lua-check shellcheck clang-format cppcheck git
 golang-go golang-golang-x-mod-dev
-chromium lintian systemd
+chromium lintian systemd luarocks
 "
 
 missing=""

@@ -5,6 +5,8 @@
 #   start_daemon LOG CONF VAR   examples/daemon.lua --config CONF --var VAR in the background,
 #                               output in LOG; waits for its "listening on" line (10 s) and
 #                               sets pid, port and base (http://127.0.0.1:PORT)
+#   fast_product_conf FILE      writes FILE: the whole product (systems = "all", the embedded
+#                               defaults' composition) on the fast clock from now
 
 # shellcheck disable=SC2034,SC2154 # (host, src: the caller's; pid, port, base: for it)
 start_daemon() {
@@ -18,4 +20,13 @@ start_daemon() {
     done
     [ -n "$port" ] || fail "the daemon did not start listening"
     base="http://127.0.0.1:$port"
+}
+
+# shellcheck disable=SC2154 # (src: the caller's)
+fast_product_conf() {
+    cat >"$1" <<EOF
+local c = dofile("$src/tests/host/fast_clock.lua")($(date +%s))
+c.systems = "all" -- the embedded defaults' composition, on the fast clock
+return c
+EOF
 }

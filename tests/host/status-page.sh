@@ -6,7 +6,8 @@
 #            loads with no console message at all (it has no script, so any is an error:
 #            a CSP violation, a failed load), every number it shows (data-metric="sample")
 #            equals that sample on /metrics fetched just before or just after, the page
-#            has its sections and refreshes itself; the screenshot stays in
+#            has its sections and refreshes itself, the record's stream has its row
+#            (sealed and exported seq, on the fast clock); the screenshot stays in
 #            WORK_DIR/status-page.png (ctest host-status-page).
 #   metrics  `promtool check metrics` on /metrics: no complaint at all (issue 27 item 4;
 #            ctest host-metrics-conventions).
@@ -30,10 +31,14 @@ fail() {
 "$host" audit keygen ron-audit/ron-accounting/daemon signer.key verifier.pub >/dev/null ||
     fail "audit keygen"
 tenant=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
+# the fast clock (a 60 s window per second): the ingested record's slice is sealed and
+# rated within seconds, so the page has a stream row (sealed vs exported)
+r0=$(date +%s)
 cat >conf.lua <<EOF
 local b3hex = require("ron.accounting").b3hex
-return {
-    var_dir = "var", listen = "127.0.0.1:0", status_interval_s = 0, window_len_s = 60,
+local c = dofile("$src/tests/host/fast_clock.lua")($r0)
+local cfg = {
+    var_dir = "var",
     exporter = { module = "ron.ledger.exporter",
                  store = { backend = "sqlite", path = "var/ledger.db", offload = true },
                  card = "$src/examples/cards/acme.lua", book = "main", node = "gw-1" },
@@ -43,6 +48,8 @@ return {
     audit = { key_path = "$work/signer.key", checkpoint_every = 5 },
     ingest = { tokens = { [b3hex("ingest-token")] = "$tenant" } },
 }
+for k, v in pairs(cfg) do c[k] = v end
+return c
 EOF
 "$host" run "$src/examples/daemon.lua" --config conf.lua >daemon.log 2>&1 &
 pid=$!
@@ -73,6 +80,14 @@ code=$(curl -s -o resp.json -w '%{http_code}' -X POST -H 'Authorization: Bearer 
     -H 'Content-Type: application/json' -H 'Idempotency-Key: top-up-1' \
     -d "{\"to\":\"$tenant\",\"asset\":\"USD\",\"amount\":5000,\"nonce\":1}" "$base/v1/issue")
 case "$code" in 2*) ;; *) fail "wallet issue: $code $(cat resp.json)" ;; esac
+
+# the record's stream sealed and exported (rated): its row on /metrics
+row="accounting_stream_seq{tenant=\"$tenant\",dimension=\"requests\",state=\"exported\"} 1"
+i=0
+until curl -sf -m 5 "$base/metrics" | grep -qxF "$row"; do
+    i=$((i + 1)); [ $i -le 300 ] || fail "no '$row' on /metrics in 30 s"
+    sleep 0.1
+done
 
 if [ "$mode" = metrics ]; then
     curl -sf -m 10 -o metrics.txt "$base/metrics" || fail "GET /metrics"
@@ -109,7 +124,8 @@ else
     grep -q ':CONSOLE' chromium.err && fail "console messages: $(grep ':CONSOLE' chromium.err)"
     for s in '<h2>Readiness</h2>' '<p id="ready" class="ok">ready</p>' '<h2>Streams</h2>' \
         '<h2>Backlog and WAL</h2>' '<h2>Rates</h2>' '<h2>Wallet</h2>' '<h2>Audit trail</h2>' \
-        'newest checkpoint' 'http-equiv="refresh"'; do
+        'newest checkpoint' 'http-equiv="refresh"' '<table id="streams">' \
+        "<td>$tenant</td><td>requests</td>" '<td>exported</td>'; do
         grep -qF "$s" dom.html || fail "the page lacks $s"
     done
     # every number shown: "sample value" equal to a line of /metrics (before or after)
@@ -123,6 +139,10 @@ else
             fail "the page shows '$line'; /metrics: $(grep -F "${line%% *} " after.txt)"
     done <shown.txt
     grep -qxF 'audit_records_total 0' shown.txt && fail "the audit head is 0"
+    for state in sealed exported; do
+        s="accounting_stream_seq{tenant=\"$tenant\",dimension=\"requests\",state=\"$state\"}"
+        grep -qF "$s " shown.txt || fail "the page shows no $state seq for the record's stream"
+    done
     echo "status-page.sh: $n numbers equal /metrics; screenshot $work/status-page.png"
 fi
 kill -TERM "$pid"

@@ -8,9 +8,13 @@ local family = metrics.family
 -- The per-stream stuck gauge lists at most this many streams (label cardinality is bounded,
 -- I-7); accounting_streams_stuck counts them all.
 local STUCK_LISTED = 100
+-- The per-stream sealed/exported gauge lists at most this many streams: stuck ones first,
+-- then the furthest behind (the status page's stream rows, issue 27 item 6).
+local STREAMS_LISTED = 100
 
 return {
     STUCK_LISTED = STUCK_LISTED,
+    STREAMS_LISTED = STREAMS_LISTED,
     exports = family { name = "accounting_exports_total", type = "counter",
                        help = "Export outcomes, by status.", labels = { "status" } },
     given_up = family { name = "accounting_export_given_up_total", type = "counter",
@@ -32,6 +36,12 @@ return {
                             help = "1 for each stuck stream (at most " .. STUCK_LISTED
                                    .. " listed), by reason and the seq it waits at.",
                             labels = { "tenant", "dimension", "reason", "seq" } },
+    stream_seq = family { name = "accounting_stream_seq", type = "gauge",
+                          help = "The newest seq of a stream offered to export (state sealed) "
+                                 .. "and ACKed (state exported; 0: none yet), at most "
+                                 .. STREAMS_LISTED .. " streams listed: stuck ones first, "
+                                 .. "then the furthest behind.",
+                          labels = { "tenant", "dimension", "state" } },
     rejected = family { name = "accounting_rejected_total", type = "counter",
                         help = "Slices shed by the runtime, by reason.", labels = { "reason" } },
     retries = family { name = "accounting_export_retries_total", type = "counter",

@@ -53,6 +53,7 @@ local rate = require "ron.ledger.rate"
 local store_mod = require "ron.ledger.store"
 local task = require "ron.base.task"
 local usage = require "ron.ledger.usage"
+local xlease = require "ron.ledger.exporter_lease"
 
 local type, error, tostring, setmetatable, pcall, format =
       type, error, tostring, setmetatable, pcall, string.format
@@ -66,7 +67,8 @@ local E = {}
 E.__index = E
 
 local OPTS = { store = true, card = true, book = true, node = true, engine = true,
-               clock = true, accounts = true, parallel = true, lane_min = true, audit = true }
+               clock = true, accounts = true, parallel = true, lane_min = true, audit = true,
+               lease = true } -- lease: the node's lease (ron.ledger.exporter_lease)
 
 -- new(opts) -> exporter | nil, err. No I/O: the store is opened and the book, the system
 -- accounts and pending sagas are dealt with on the first put/head (a task, when the store
@@ -96,8 +98,11 @@ function _M.new(opts)
                                k, tostring(v))
         end
     end
+    local lok, lerr = xlease.check(opts.lease, "lease")
+    if not lok then return nil, "ron.ledger.exporter.new: " .. lerr end
     local self = setmetatable({
         store_opts = opts.store, card = card, book = opts.book or "main",
+        lease_opts = opts.lease,
         node = opts.node or "node1", clock = opts.clock, led = opts.engine,
         parallel = opts.parallel, -- put_many's lanes at once on PostgreSQL (default 4)
         lane_min = opts.lane_min or 128, -- slices a lane gets at least (LED-66)
@@ -178,6 +183,10 @@ function E:_start()
                            audit = function(r)
                                if self.audit_hook then self.audit_hook(r) end
                            end }
+    end
+    if self.lease_opts and not self.led.lease then
+        local lok, lerr = xlease.start(self) -- before recover: under this process's epoch
+        if not lok then return nil, lerr end
     end
     local ok, err = self.led:recover()
     if ok == nil and err then return nil, err end

@@ -45,6 +45,7 @@ local task = require "ron.base.task"
 local admin = require "ron.node.admin"
 local cli = require "ron.node.cli"
 local demo = require "ron.node.demo"
+local drain = require "ron.node.drain"
 local heads = require "ron.node.heads"
 local http = require "ron.node.http"
 local ingest = require "ron.node.ingest"
@@ -374,7 +375,9 @@ local function stop(d, stop_ch)
     local cfg, meter = d.cfg, d.meter
     stop_ch:recv() -- Canceled/Closed at shutdown
     local res = d.rt and d.rt:wait() or { finished = 0, aborted = 0 }
+    if d.rt then d.rt:wait_puts(cfg.drain_deadline_ms) end -- the rater's put_many in flight
     if d.wallet then d.wallet:wait(cfg.drain_deadline_ms) end
+    drain.report(d, log) -- what the deadline left for recovery, before the stores close
     if d.http then d.http:close() end
     if d.receiver then d.receiver:close(true) end
     if d.wallet and d.wallet.store then d.wallet.store:close() end

@@ -67,11 +67,12 @@ local function num(S, name, want)
 end
 
 -- A cell showing a sample exactly as /metrics wrote it ("–" when the family is absent).
-local function cell(S, name, want)
-    local x = sample(S, name, want)
+local function sample_cell(x)
     if not x then return '<td class="na">&ndash;</td>' end
     return format('<td class="n" data-metric="%s">%s</td>', esc(x.key), esc(x.value))
 end
+
+local function cell(S, name, want) return sample_cell(sample(S, name, want)) end
 
 local function sum(S, name, pred)
     local t, any = 0, false
@@ -152,7 +153,54 @@ local function readiness(ready, reasons)
     return concat(out)
 end
 
--- Stuck streams first (each with its reason and the seq it waits at), then the totals.
+-- One row per stream of accounting_stream_seq (the runtime lists at most 100: stuck ones
+-- first, then the furthest behind, and so does this table): the newest seq sealed and
+-- exported, how far behind, and the reason a stuck one waits.
+local function stream_rows(S)
+    local by, list = {}, {}
+    for _, x in ipairs(S.accounting_stream_seq or {}) do
+        local l = x.labels
+        local k = (l.tenant or "") .. "\0" .. (l.dimension or "")
+        local r = by[k]
+        if not r then
+            r = { tenant = l.tenant or "", dim = l.dimension or "" }
+            by[k], list[#list + 1] = r, r
+        end
+        r[l.state or "?"] = x
+    end
+    if #list == 0 then return "" end
+    local stuck = {}
+    for _, x in ipairs(S.accounting_stream_stuck or {}) do
+        stuck[(x.labels.tenant or "") .. "\0" .. (x.labels.dimension or "")] = x.labels.reason
+    end
+    for _, r in ipairs(list) do
+        r.stuck = stuck[r.tenant .. "\0" .. r.dim]
+        local s = r.sealed and tonumber(r.sealed.value)
+        local e = r.exported and tonumber(r.exported.value)
+        r.behind = s and e and s > e and s - e or 0
+    end
+    sort(list, function(a, b)
+        if (a.stuck ~= nil) ~= (b.stuck ~= nil) then return a.stuck ~= nil end
+        if a.behind ~= b.behind then return a.behind > b.behind end
+        if a.tenant ~= b.tenant then return a.tenant < b.tenant end
+        return a.dim < b.dim
+    end)
+    local out = { '<table id="streams"><tr><th>tenant</th><th>dimension</th><th>sealed seq</th>'
+                  .. "<th>exported seq</th><th>behind</th><th>state</th></tr>" }
+    for _, r in ipairs(list) do
+        out[#out + 1] = format('<tr%s><td>%s</td><td>%s</td>%s%s<td class="n">%d</td>'
+                               .. "<td>%s</td></tr>", r.stuck and ' class="bad"' or "",
+                               esc(r.tenant), esc(r.dim), sample_cell(r.sealed),
+                               sample_cell(r.exported), r.behind,
+                               r.stuck and "stuck: " .. esc(r.stuck)
+                               or (r.behind > 0 and "exporting" or "exported"))
+    end
+    out[#out + 1] = "</table>"
+    return concat(out)
+end
+
+-- Stuck streams first (each with its reason and the seq it waits at), then the totals, then
+-- each stream's sealed and exported seq.
 local function streams(S)
     local out = { "<h2>Streams</h2><table>",
                   row("stuck", cell(S, "accounting_streams_stuck")),
@@ -178,6 +226,7 @@ local function streams(S)
         end
         out[#out + 1] = "</table>"
     end
+    out[#out + 1] = stream_rows(S)
     return concat(out)
 end
 

@@ -153,6 +153,9 @@ function _M.work(self, jobs)
             local a, class, replayed = self:_money_outcome(e.job, e.prior, r[1], r[2], r[3])
             if class == "retry" then retry[#retry + 1] = e.i
             else out[e.i] = { a, true, replayed } end
+            -- held by another saga (a dead node's): refused at intake for hold_ms, then
+            -- its jobs run apart (below) until it commits again
+            if class == "held" and e.job.r.from then self.held:mark(e.job.r.from) end
         end
     end
     if not live then for i = 1, #jobs do retry[#retry + 1] = i end end
@@ -203,23 +206,53 @@ function _M.run_group(self, jobs)
     end
 end
 
+-- A job of a payer found held (ron.wallet.held:suspect): in a task of its own, apart from
+-- the lane and its groups, so that its drive, which may find the payer held again for a
+-- whole commit (issue 29 item 3: a dead node's saga until a survivor recovers it), delays
+-- no other payer's commit. One job per payer apart at once and APART_MAX in all (each may
+-- hold a store connection for a whole commit); the others are answered 503 account_busy
+-- at once, as intake answers a payer held now. A timeout of a job apart is not counted by
+-- the breaker (a race, not the ledger failing).
+_M.APART_MAX = 2
+local function run_apart(self, job)
+    local h = self.held
+    local from = job.kind == "money" and job.r.from
+    if not from or not h:suspect(from) then return false end
+    if h.apart_live >= _M.APART_MAX or h.apart_of[from] then
+        h.refused = h.refused + 1
+        self:_clear(job)
+        self:_send(job.req, self:_account_busy(1))
+        return true
+    end
+    h.apart, h.apart_live, h.apart_of[from] = h.apart + 1, h.apart_live + 1, true
+    job.apart = true
+    self:_spawn("held", function()
+        self:_run_job(job)
+        h.apart_live, h.apart_of[from] = h.apart_live - 1, nil
+        return true
+    end)
+    return true
+end
+_M.run_apart = run_apart
+
 -- The loop of committer task k (its lane of the queue).
 function _M.worker(self, k)
     local q = self.queue
     while true do
         local job = q:recv(k)
         if job == nil then break end -- closed (stop) or canceled (shutdown)
-        local group, after = { job }, nil
+        local group, after = {}, nil
+        if not run_apart(self, job) then group[1] = job end
         if job.kind == "money" and self.group_max > 1 then
             -- what is queued now (recv of a non-empty channel does not yield)
             while #group < self.group_max and q:lane_depth(k) > 0 do
                 local nxt = q:recv(k)
                 if nxt.kind ~= "money" then after = nxt; break end
-                group[#group + 1] = nxt
+                if not run_apart(self, nxt) then group[#group + 1] = nxt end
             end
         end
-        if #group == 1 then self:_run_job(job)
-        else
+        if #group == 1 then self:_run_job(group[1])
+        elseif #group > 1 then -- (0: every job ran apart)
             self.m.worker_inflight = self.m.worker_inflight + #group
             local ok, err = pcall(_M.run_group, self, group)
             self.m.worker_inflight = self.m.worker_inflight - #group

@@ -9,6 +9,11 @@
 --   local h = held.new { clock = fn_ms, hold_ms = 1000, capacity = 4096 }
 --   h:mark(account)                 -- its commit ended "postings held by saga ..."
 --   h:retry_after_s(account)        -> seconds | nil (not held now)
+--   h:suspect(account)              -> true: held within suspect_ms (default 60 s) and not
+--                                      committed since: its jobs run apart from the group
+--                                      commit (ron.wallet.committer), so that the drive that
+--                                      finds it held again delays nobody else
+--   h:clear(account)                -- it committed: no longer suspect
 --   h.refused                       -- requests answered account_busy from here
 local lru = require "ron.base.lru"
 
@@ -21,12 +26,33 @@ H.__index = H
 
 function _M.new(o)
     return setmetatable({ clock = o.clock, hold_ms = o.hold_ms or 1000,
-                          until_ms = lru.new(o.capacity or 4096), refused = 0, marked = 0 }, H)
+                          suspect_ms = o.suspect_ms or 60000,
+                          until_ms = lru.new(o.capacity or 4096),
+                          seen_ms = lru.new(o.capacity or 4096), refused = 0, marked = 0,
+                          -- the jobs run apart (ron.wallet.committer): in all, now, by payer
+                          apart = 0, apart_live = 0, apart_of = {} }, H)
 end
 
 function H:mark(account)
     self.marked = self.marked + 1
-    self.until_ms:put(account, self.clock() + self.hold_ms)
+    local now = self.clock()
+    self.until_ms:put(account, now + self.hold_ms)
+    self.seen_ms:put(account, now)
+end
+
+function H:suspect(account)
+    if account == nil then return false end
+    local t = self.seen_ms:get(account)
+    if t == nil then return false end
+    if self.clock() - t > self.suspect_ms then
+        self.seen_ms:delete(account)
+        return false
+    end
+    return true
+end
+
+function H:clear(account)
+    if account ~= nil and self.seen_ms:get(account) ~= nil then self.seen_ms:delete(account) end
 end
 
 function H:retry_after_s(account)

@@ -107,6 +107,7 @@ local function account_busy(retry_after_s)
                 "nothing was decided: retry the same request",
                 { ["Retry-After"] = tostring(retry_after_s) })
 end
+function W:_account_busy(retry_after_s) return account_busy(retry_after_s) end
 
 -- -> answer, class ("retry": the ledger failed, a later try may succeed; "contended": a race
 -- with other sagas, tried again too; "held": one other saga holds the payer; nil: final)
@@ -161,6 +162,7 @@ function W:_money_outcome(job, prior, res, cerr, code)
     if res then
         if res.replayed then self.m.replays = self.m.replays + 1
         else
+            self.held:clear(r.from) -- it commits again: no longer run apart
             self.m.commits = self.m.commits + 1
             self.cache:note_commit(res.transfer_id, self.clock())
         end

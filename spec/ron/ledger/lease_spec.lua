@@ -9,6 +9,8 @@
 -- is never driven twice; a new engine of x rejoins under a new epoch.
 local S = require "support"
 local L = require "ron.ledger.ledger"
+local exporter = require "ron.ledger.exporter"
+local xlease = require "ron.ledger.exporter_lease"
 local lease = require "ron.ledger.lease"
 local memory = require "ron.ledger.store.memory"
 local store_mod = require "ron.ledger.store"
@@ -71,21 +73,27 @@ local function reserved(s)
     return n
 end
 
+-- s's accounts, A funded with 100 by s, then led's commit of 30 from A stopped right after
+-- the phase that reserved A's posting (w.xco: resume it to go on).
+local function held_saga(w, s, led, intent)
+    assert(s:create_account { id = EXT, policy = "uncapped" })
+    assert(s:create_account { id = A })
+    assert(s:create_account { id = B })
+    assert(pay(s, "fund", EXT, A, 100))
+    w.stop = true
+    w.xco = coroutine.create(function() return pay(led, intent, A, B, 30) end)
+    local ok, what = coroutine.resume(w.xco)
+    assert.is_true(ok, what)
+    assert.equal("held", what)
+end
+
 describe("node leases (LED-71)", function()
     it("a survivor recovers a stopped node's saga; the node, back, is fenced", function()
         local w = world("memory")
         local x, lx = engine(w, "x")
         local s, ls = engine(w, "s")
-        assert(s:create_account { id = EXT, policy = "uncapped" })
-        assert(s:create_account { id = A })
-        assert(s:create_account { id = B })
-        assert(pay(s, "fund", EXT, A, 100))
         -- x stops right after reserving A's posting
-        w.stop = true
-        w.xco = coroutine.create(function() return pay(x, "pay-1", A, B, 30) end)
-        local ok, what = coroutine.resume(w.xco)
-        assert.is_true(ok, what)
-        assert.equal("held", what)
+        held_saga(w, s, x, "pay-1")
         assert.equal(1, reserved(w.store))
         assert.equal(1, #w.store:list_pending_sagas("x"))
         -- s: the payer is held by x's saga for every attempt: a race, not a failure
@@ -192,5 +200,50 @@ describe("node leases (LED-71)", function()
         assert.is_nil(w.store:get_intent("late"))
         assert.equal(100, s:balance(A, USD))
         w.store:close()
+    end)
+
+    it("the rater holds a lease too: a survivor recovers a dead rater's saga (29.3)", function()
+        local w = world("memory")
+        local e = assert(exporter.new { store = w.store, card = "examples/cards/default.lua",
+                                        node = "rater",
+                                        lease = { ttl_ms = 5000, sleep = noop, clock = w.clock,
+                                                  heartbeat = false, log = noop } })
+        assert(e:ready())
+        assert.same({ "rater", 1 }, { e.lease.node, e.lease.epoch })
+        assert.equal(e.lease, e.led.lease) -- its engine's writes carry the guard
+        local s, ls = engine(w, "s")
+        -- the rater stops in a charge, holding the tenant wallet's posting, and dies
+        held_saga(w, s, e.led, "charge-1")
+        assert.equal(1, #w.store:list_pending_sagas("rater"))
+        -- a wallet node's scan takes the rater over and recovers its saga
+        w.now = w.now + 6000
+        assert.is_true(ls:renew())
+        ls:scan(s)
+        w.now = w.now + 1000
+        assert.is_true(ls:renew())
+        local rep = ls:scan(s)
+        assert.same({ "rater", 1 }, { rep[1].node, rep[1].sagas })
+        assert.same({}, w.store:list_pending_sagas("rater"))
+        assert.equal(0, reserved(w.store))
+        assert.equal(70, s:balance(A, USD))
+        -- the rater comes back: its lease is lost, its engine dropped; the next put makes
+        -- a new one under a new epoch
+        assert.is_false(xlease.renew(e))
+        assert.is_nil(e.led)
+        assert.equal(1, e.lease_lost)
+        assert(e:ready())
+        assert.equal(3, e.lease.epoch)
+        assert(pay(e.led, "charge-2", A, B, 1))
+        assert.equal(69, s:balance(A, USD))
+        local ok3, verr = sim.verify(w.store, "main")
+        assert.is_true(ok3, verr)
+    end)
+
+    it("the rater's lease option is checked", function()
+        local card = "examples/cards/default.lua"
+        local _, err = exporter.new { store = memory.new {}, card = card, lease = { ttl_ms = 1 } }
+        assert.truthy(err:find("lease.ttl_ms must be", 1, true), err)
+        _, err = exporter.new { store = memory.new {}, card = card, lease = { ttl = 5000 } }
+        assert.truthy(err:find("unknown key 'lease.ttl'", 1, true), err)
     end)
 end)

@@ -1,6 +1,7 @@
 -- ron.node.status: the status page's rendering (the page in a real browser against a real
 -- daemon: tests/host/status-page.sh, ctest host-status-page).
 local status = require "ron.node.status"
+local rtm = require "ron.accounting.runtime.metrics"
 
 local EXPO = table.concat({
     "# HELP accounting_streams_stuck x",
@@ -81,5 +82,52 @@ describe("ron.node.status", function()
         assert.falsy(html:find("<h2>Wallet</h2>", 1, true))
         assert.falsy(html:find("<h2>Audit trail</h2>", 1, true))
         assert.truthy(html:find('<td class="na">&ndash;</td>', 1, true))
+    end)
+
+    it("lists each stream's sealed and exported seq, stuck ones first, then the furthest "
+       .. "behind", function()
+        local expo = EXPO .. table.concat({
+            'accounting_stream_seq{tenant="t-c",dimension="bytes",state="sealed"} 9',
+            'accounting_stream_seq{tenant="t-c",dimension="bytes",state="exported"} 9',
+            'accounting_stream_seq{tenant="t-d",dimension="requests",state="sealed"} 20',
+            'accounting_stream_seq{tenant="t-d",dimension="requests",state="exported"} 12',
+            'accounting_stream_seq{tenant="t-b",dimension="bytes",state="sealed"} 8',
+            'accounting_stream_seq{tenant="t-b",dimension="bytes",state="exported"} 6',
+        }, "\n") .. "\n"
+        local html = status.new({}):render(expo, true, nil, 1)
+        local tab = html:match('<table id="streams">(.-)</table>')
+        assert.truthy(tab)
+        local b, d, c = tab:find("t-b", 1, true), tab:find("t-d", 1, true), tab:find("t-c", 1, true)
+        assert.truthy(b < d and d < c) -- stuck (t-b: gap), then 8 behind, then 0 behind
+        assert.truthy(tab:find('<tr class="bad"><td>t-b</td>', 1, true))
+        assert.truthy(tab:find("stuck: gap", 1, true))
+        assert.truthy(tab:find('data-metric="accounting_stream_seq{tenant=&quot;t-d&quot;,'
+                               .. 'dimension=&quot;requests&quot;,state=&quot;sealed&quot;}">20<',
+                               1, true))
+        assert.truthy(tab:find('<td class="n">8</td><td>exporting</td>', 1, true))
+        assert.truthy(tab:find('<td class="n">0</td><td>exported</td>', 1, true))
+    end)
+
+    it("the runtime lists at most 100 streams: stuck first, then behind, uint64 seqs exact",
+       function()
+        local ffi = require "ffi"
+        local streams = {}
+        for i = 1, 150 do
+            streams["k" .. i] = { key = string.format("%03d", i), tenant = "t" .. i, dim = "d",
+                                  sealed_seq = 10 + i % 7, exported_seq = 10 }
+        end
+        streams.k150.stuck = { reason = "gap", seq = 11 }
+        streams.k149.sealed_seq = ffi.new("uint64_t", 18446744073709551615ULL)
+        streams.k149.exported_seq = nil
+        local rows = rtm.stream_rows(streams)
+        assert.equal(200, #rows)
+        assert.same({ "t150", "d", "sealed" }, { rows[1][1], rows[1][2], rows[1][3] })
+        assert.same({ "t149", "d", "sealed" }, { rows[3][1], rows[3][2], rows[3][3] })
+        assert.equal(0, rows[4][4]) -- nothing exported yet
+        local metrics = require "ron.base.metrics"
+        assert.equal("18446744073709551615", metrics.value(rows[3][4]))
+        for i = 5, #rows - 2, 2 do -- then the furthest behind first
+            assert.truthy(rows[i][4] - rows[i + 1][4] >= rows[i + 2][4] - rows[i + 3][4])
+        end
     end)
 end)

@@ -274,6 +274,21 @@ function RT:wait()
     return { finished = finished, aborted = aborted }
 end
 
+-- After wait(): a worker stops waiting for its answer at shutdown, but the put_many in
+-- flight goes on; the daemon's stop waits for it too (at most deadline_ms), so that a
+-- commit is not cut half-way. -> the put_flush tasks still running after it
+function RT:wait_puts(deadline_ms)
+    local puts = self.workers.puts
+    if not puts then return 0 end
+    local t_end = uv.now() + (deadline_ms or self.cfg.drain_deadline_ms)
+    local left = 0
+    for _, h in ipairs(puts:running()) do
+        local ms = t_end - uv.now()
+        if not (ms > 0 and h:join(ms)) then left = left + 1 end
+    end
+    return left
+end
+
 function RT:ready() return self.readiness:ready() end
 function RT:backlog() return self.readiness:backlog() end
 function RT:metrics() return metrics.table(self) end

@@ -6,7 +6,8 @@ local FAM = require "ron.accounting.families"
 local exporter_mod = require "ron.accounting.export.exporters"
 local metrics = require "ron.base.metrics"
 
-local format, sort, pairs, tostring = string.format, table.sort, pairs, tostring
+local format, sort, pairs, tostring, tonumber = string.format, table.sort, pairs, tostring,
+                                                  tonumber
 
 local _M = {}
 
@@ -34,6 +35,37 @@ local function stuck_rows(stuck, streams)
     return rows
 end
 
+-- The per-stream rows (sealed and exported seq), at most FAM.STREAMS_LISTED streams: stuck
+-- ones first, then the furthest behind, then by key (a stream that was never routed in
+-- this process has no row).
+local function behind(st)
+    local s, e = st.sealed_seq, st.exported_seq
+    if not s or (e and e >= s) then return 0 end
+    return tonumber(e and s - e or s)
+end
+
+local function stream_rows(streams)
+    local list = {}
+    for _, st in pairs(streams) do
+        if st.sealed_seq or st.exported_seq then
+            list[#list + 1] = { st = st, stuck = st.stuck and 0 or 1, behind = behind(st) }
+        end
+    end
+    sort(list, function(a, b)
+        if a.stuck ~= b.stuck then return a.stuck < b.stuck end
+        if a.behind ~= b.behind then return a.behind > b.behind end
+        return a.st.key < b.st.key
+    end)
+    local rows = {}
+    for i = 1, math.min(#list, FAM.STREAMS_LISTED) do
+        local st = list[i].st
+        rows[#rows + 1] = { st.tenant, st.dim, "sealed", st.sealed_seq or st.exported_seq }
+        rows[#rows + 1] = { st.tenant, st.dim, "exported", st.exported_seq or 0 }
+    end
+    return rows
+end
+_M.stream_rows = stream_rows
+
 function _M.text(rt)
     local w, f, stuck, rejected = rt.workers, rt.feeder, rt.stuck, rt.offers.rejected
     local out = {}
@@ -44,6 +76,7 @@ function _M.text(rt)
     FAM.losses_accepted:render(out, stuck.losses_accepted)
     FAM.lost_slices:render(out, stuck.lost_slices)
     FAM.stream_stuck:render(out, stuck_rows(stuck, rt.router.streams))
+    FAM.stream_seq:render(out, stream_rows(rt.router.streams))
     FAM.rejected:render_map(out, rejected)
     FAM.retries:render(out, w.retries)
     FAM.busy:render(out, rejected.busy or 0)

@@ -4,7 +4,8 @@
 -- up to put_batch queued slices in one put_many call (one threadpool or database round trip
 -- instead of one per slice) and hands each answer back. The queue holds at most one slice
 -- per stream (a worker waits for its own). Owns the queue and the flushers' count.
-local ipairs, tostring, pcall, setmetatable = ipairs, tostring, pcall, setmetatable
+local ipairs, pairs, tostring, pcall, setmetatable = ipairs, pairs, tostring, pcall,
+                                                     setmetatable
 
 local _M = {}
 
@@ -15,7 +16,8 @@ _M.Puts = P
 -- o = { task, exporter (with put_many), put_batch, put_parallel }
 function _M.new(o)
     return setmetatable({ task = o.task, exporter = o.exporter, put_batch = o.put_batch,
-                          put_parallel = o.put_parallel, q = { n = 0 }, flushing = 0 }, P)
+                          put_parallel = o.put_parallel, q = { n = 0 }, flushing = 0,
+                          flushers = {} }, P) -- the put_flush tasks running (rt:wait joins)
 end
 
 -- From the stream's worker: s through put_many. -> status, detail | nil, err
@@ -34,7 +36,24 @@ end
 
 function P:spawn_flush() -- (no closure in P:put, see router.lua's new_stream)
     self.flushing = self.flushing + 1
-    self.task.spawn("put_flush", function() self:flush() end)
+    -- (a token, not the handle: with a synchronous exporter the task may end before spawn
+    -- returns its handle)
+    local tok = {}
+    self.flushers[tok] = true
+    tok.h = self.task.spawn("put_flush", function()
+        self:flush()
+        self.flushers[tok] = nil
+    end)
+end
+
+-- The put_flush tasks still running (a put_many in flight: a stop waits for them, so that
+-- a commit is not cut half-way, then says what is left).
+function P:running()
+    local out = {}
+    for tok in pairs(self.flushers) do
+        if tok.h then out[#out + 1] = tok.h end
+    end
+    return out
 end
 
 function P:flush()

@@ -41,13 +41,22 @@ function R:new_stream(k, s)
                  lane = self.task.channel(self.cfg.ordered_buffer_cap, "ordered_buffer"),
                  reply = self.batched and self.task.channel(1, "put_reply"),
                  fail_status = nil, fail_logged_ms = 0, fail_quiet = 0, -- worker.note_failure
-                 stuck = nil } -- { reason, seq, since_ms, detail } (stuck.lua)
+                 stuck = nil, -- { reason, seq, since_ms, detail } (stuck.lua)
+                 -- the newest seq routed to export (sealed) and ACKed (exported): the
+                 -- per-stream rows of /metrics and the status page (_M.note)
+                 sealed_seq = nil, exported_seq = nil }
     self.streams[k] = st
     local workers = self.workers
     st.worker = self.task.spawn(format("exporter_worker-%s-%s", s.tenant, s.dimension),
                                 function() workers:run(st) end)
     self.worker_tasks[#self.worker_tasks + 1] = st.worker
     return st
+end
+
+-- st[field] = seq when newer (a re-offer may bring an older one back).
+function _M.note(st, field, seq)
+    local cur = st[field]
+    if cur == nil or seq > cur then st[field] = seq end
 end
 
 function R:stream(s)
@@ -65,6 +74,7 @@ function R:route(s)
         self.offers:shed(s, "order_overflow") -- OrderOverflow: re-offered from meter:pending()
         return
     end
+    _M.note(st, "sealed_seq", seq)
     if self.bounded then
         self.inflight = self.inflight + 1
         local t = s.tenant

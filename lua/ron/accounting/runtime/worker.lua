@@ -4,6 +4,7 @@
 -- given up), the events log and each stream's failure-log state; what was offered and
 -- delivered is the offers' (offers.lua), the ACKs the acks' (acks.lua).
 local rt = require "ron.accounting.runtime.rt"
+local router_mod = require "ron.accounting.runtime.router"
 local exporter_mod = require "ron.accounting.export.exporters"
 local backoff_mod = require "ron.base.backoff"
 local uv = require "luv"
@@ -94,6 +95,7 @@ function W:export_one(st, s, b)
     local offers = self.offers
     if offers:was_delivered(s) then -- delivered and ACKed before: a re-offer (I-17)
         self.exports.dup = self.exports.dup + 1
+        router_mod.note(st, "exported_seq", s.id.seq)
         self.acks:ack(s)
         return "acked"
     end
@@ -109,6 +111,7 @@ function W:export_one(st, s, b)
         self.exports[status] = self.exports[status] + 1
         if exporter_mod.ACKED[status] then
             offers:delivered(st.key, s)
+            router_mod.note(st, "exported_seq", s.id.seq)
             self.acks:ack(s)
             self:event { "acked", st.key, s.id.seq }
             if st.stuck then self.stuck:clear(st) end

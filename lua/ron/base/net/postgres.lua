@@ -327,7 +327,12 @@ end
 
 function Pool:acquire()
     if self.closed then return nil, "Closed: the pool was closed", nil, "closed" end
-    local m, err = self:free_ch():recv()
+    local ch = self:free_ch()
+    local m, err = ch:recv()
+    -- shut down: a member still comes back (its query ends within its timeout), unless the
+    -- pool closes: a commit's next statement is not failed half-way by a stop (issue 27)
+    while not m and err == "Canceled" and not self.closed do m, err = ch:recv() end
+    if self.closed and not m then return nil, "Closed: the pool was closed", nil, "closed" end
     if not m then return nil, "Canceled: " .. tostring(err), nil, "canceled" end
     return m
 end

@@ -1,0 +1,132 @@
+-- ron.wallet.committer with ron.wallet.held (issue 29 item 3, docs/WALLET.md §6): a payer a
+-- group commit found held by another saga is marked; its later jobs run apart from the lane
+-- and its groups (a task of their own), so that the drive finding it held again delays no
+-- other payer's commit; it is a payer like the others again once it commits. The fleet
+-- shape end to end: tests/host/fleet.lua (ctest host-wallet-fleet).
+local committer = require "ron.wallet.committer"
+local held = require "ron.wallet.held"
+
+local function fake_wallet(now)
+    local w = { held = held.new { clock = function() return now[1] end, hold_ms = 1000 },
+                group_max = 256, m = { worker_inflight = 0 }, ran = {}, groups = {},
+                spawned = {} }
+    function w:_spawn(kind, fn)
+        self.spawned[#self.spawned + 1] = kind
+        fn()
+    end
+    function w:_run_job(job) self.ran[#self.ran + 1] = job.id end
+    w.busy = {}
+    function w:_clear() end
+    function w:_account_busy() return { status = 503, code = "account_busy" } end
+    function w:_send(req, a) self.busy[#self.busy + 1] = req .. ":" .. a.code end
+    return w
+end
+
+local function lane(jobs)
+    local q = { jobs = jobs, i = 0 }
+    function q.recv(_, _)
+        q.i = q.i + 1
+        return q.jobs[q.i]
+    end
+    function q.lane_depth(_, _) return #q.jobs - q.i end
+    return q
+end
+
+local function money(id, from)
+    return { kind = "money", id = id, r = { from = from, nonce = id }, kkey = "k" .. id,
+             nkey = "n" .. id, h = "h", req = "req" .. id }
+end
+
+describe("ron.wallet.committer: payers found held run apart", function()
+    local run_group
+    before_each(function()
+        run_group = committer.run_group
+    end)
+    after_each(function() committer.run_group = run_group end)
+
+    it("marks a payer a group commit found held, and keeps its jobs out of the groups",
+       function()
+        local now = { 0 }
+        local w = fake_wallet(now)
+        -- a group's commit_many answers the held payer's member "postings held by saga"
+        w.led = { commit_many = function(_, reqs)
+            local out = {}
+            for i, r in ipairs(reqs) do
+                out[i] = r.from == "H" and { nil, "postings held by saga x", 10 }
+                         or { { transfer_id = "t" }, nil, nil }
+            end
+            return out
+        end, store = { get_intents = function() return {} end,
+                       put_intents = function(_, claims) return #claims end } }
+        w.log = function() end
+        function w:_money_request(job) return { from = job.r.from } end
+        function w:_money_outcome(job, _, res)
+            if res then
+                self.held:clear(job.r.from)
+                return { status = 201 }
+            end
+            return { status = 503 }, "held"
+        end
+        local out = committer.work(w, { money(1, "U"), money(2, "H") })
+        assert.equal(201, out[1][1].status)
+        assert.equal(503, out[2][1].status)
+        assert.is_true(w.held:suspect("H"))
+        assert.is_false(w.held:suspect("U"))
+
+        -- later: the held payer's jobs run apart, the others still group without it
+        now[1] = 5000 -- past hold_ms: intake lets it through again, the committer isolates it
+        w.queue = lane { money(3, "U"), money(4, "H"), money(5, "V"), money(6, "H") }
+        committer.run_group = function(_, group)
+            local ids = {}
+            for i, j in ipairs(group) do ids[i] = j.id end
+            w.groups[#w.groups + 1] = ids
+        end
+        committer.worker(w, 1)
+        assert.same({ { 3, 5 } }, w.groups)
+        assert.same({ 4, 6 }, w.ran)
+        assert.same({ "held", "held" }, w.spawned)
+        assert.equal(2, w.held.apart)
+        assert.equal(0, w.held.apart_live)
+
+        -- it commits again: a payer like the others
+        w.held:clear("H")
+        w.groups, w.ran, w.spawned = {}, {}, {}
+        w.queue = lane { money(7, "H"), money(8, "U") }
+        committer.worker(w, 1)
+        assert.same({ { 7, 8 } }, w.groups)
+        assert.same({}, w.spawned)
+    end)
+
+    it("is bounded: one job apart per payer, APART_MAX in all; the rest account_busy",
+       function()
+        local w = fake_wallet({ 0 })
+        w.held:mark("H")
+        w.held:mark("G")
+        w.held.apart_of.H = true -- a job of H is apart now
+        assert.is_true(committer.run_apart(w, money(1, "H")))
+        assert.same({ "req1:account_busy" }, w.busy)
+        w.held.apart_of.H = nil
+        w.held.apart_live = committer.APART_MAX
+        assert.is_true(committer.run_apart(w, money(2, "G")))
+        assert.same({ "req1:account_busy", "req2:account_busy" }, w.busy)
+        w.held.apart_live = 0
+        assert.is_true(committer.run_apart(w, money(3, "H")))
+        assert.same({ 3 }, w.ran)
+        assert.is_false(committer.run_apart(w, money(4, "U")))
+        assert.is_false(committer.run_apart(w, { kind = "account", id = 5 }))
+        assert.equal(2, w.held.refused)
+    end)
+
+    it("forgets a suspect after suspect_ms", function()
+        local now = { 0 }
+        local h = held.new { clock = function() return now[1] end, hold_ms = 1000,
+                             suspect_ms = 10000 }
+        h:mark("H")
+        assert.equal(1, h:retry_after_s("H"))
+        now[1] = 2000
+        assert.is_nil(h:retry_after_s("H"))
+        assert.is_true(h:suspect("H"))
+        now[1] = 10001
+        assert.is_false(h:suspect("H"))
+    end)
+end)
