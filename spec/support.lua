@@ -139,6 +139,24 @@ function S.rt_setup()
     return clock, m, dir, ledger
 end
 
+-- n chained slices of stream tenant (default TENANT_A)/bytes from a fresh meter, one per
+-- window; window i counts base + i (the exporter specs' chains and their forks).
+function S.chain(n, base, tenant)
+    local acct = require "ron.accounting"
+    local clock = S.clock(S.T0 + 5)
+    local m = assert(acct.open(S.cfg { clock = clock.fn }))
+    local out = {}
+    for i = 1, n do
+        clock.now = S.T0 + 60 * (i - 1) + 5
+        assert(m:record(tenant or S.TENANT_A, "alice", "bytes", (base or 0) + i))
+        local sealed = assert(m:rollover(S.T0 + 60 * i))
+        assert(#sealed == 1, "one slice per window")
+        out[i] = sealed[1]
+    end
+    m:close()
+    return out
+end
+
 -- Inside a task: polls pred every 5 ms up to ms; true when it held.
 function S.eventually(task, pred, ms)
     local uv = require "luv"

@@ -5,12 +5,7 @@
 -- loop the server runs on). Under plain busted (no host) the cases are pending.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.base.net.http_server hardening", function()
-        pending("runs inside the host only (ctest lua-http-hardening-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.base.net.http_server hardening", "lua-http-hardening-host") then return end
 
 local uv = require "luv"
 local httpd = require "ron.base.net.http_server"

@@ -45,12 +45,7 @@ describe("ron.node.ingest configuration", function()
     end)
 end)
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.node.ingest (G-6.1)", function()
-        pending("runs inside the host only (ctest lua-ingest-g6.1-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.node.ingest (G-6.1)", "lua-ingest-g6.1-host") then return end
 
 local uv = require "luv"
 local cjson = require "cjson.safe"

@@ -12,12 +12,7 @@
 --     as alone.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet group commit", function()
-        pending("runs inside the host only (ctest lua-wallet-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet group commit", "lua-wallet-host") then return end
 
 local cjson = require "cjson.safe"
 local store_mod = require "ron.ledger.store"

@@ -7,12 +7,7 @@
 -- cache, drain after; read-your-writes with min_seq and the measured invalidation lag.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet.service", function()
-        pending("runs inside the host only (ctest lua-wallet-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet.service", "lua-wallet-host") then return end
 
 local uv = require "luv"
 local cjson = require "cjson.safe"

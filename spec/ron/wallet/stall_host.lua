@@ -16,12 +16,7 @@
 -- inputs' deactivation and its outputs' insertion while another debit resolves.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet.service stalls", function()
-        pending("runs inside the host only (ctest lua-wallet-pg-stall-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet.service stalls", "lua-wallet-pg-stall-host") then return end
 
 local uv = require "luv"
 local cjson = require "cjson.safe"

@@ -11,12 +11,7 @@
 -- once: after settling, each key has one transfer and one answer on both nodes.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet two nodes", function()
-        pending("runs inside the host only (ctest lua-wallet-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet two nodes", "lua-wallet-host") then return end
 
 local cjson = require "cjson.safe"
 local store_mod = require "ron.ledger.store"
