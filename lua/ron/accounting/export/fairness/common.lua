@@ -120,6 +120,15 @@ function _M.push(st, tenant, item, weight)
     return q, fresh
 end
 
+-- p:enqueue once its arguments are checked: Busy at a cap, else queued at the tenant's
+-- weight (a tenant that held nothing joins the back of the rotation).
+function _M.enqueue(st, tenant, item, weight)
+    if _M.full(st, tenant) then return nil, "Busy" end
+    local q, fresh = _M.push(st, tenant, item, weight)
+    if fresh then _M.ring_push(st, q) end
+    return true
+end
+
 -- Takes the oldest item of q; drops q from the tenant map once empty. Returns item, empty.
 function _M.take(st, q)
     local item = q[q.head]

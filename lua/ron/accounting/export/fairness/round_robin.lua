@@ -30,11 +30,7 @@ end
 function P:enqueue(tenant, item)
     C.check_tenant("round_robin:enqueue", tenant)
     if item == nil then error("round_robin:enqueue: item must not be nil", 2) end
-    local st = self.st
-    if C.full(st, tenant) then return nil, "Busy" end
-    local q, fresh = C.push(st, tenant, item, 1)
-    if fresh then C.ring_push(st, q) end
-    return true
+    return C.enqueue(self.st, tenant, item, 1)
 end
 
 function P:dequeue(eligible)
