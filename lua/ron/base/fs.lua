@@ -7,20 +7,19 @@ local io_open = io.open
 
 local _M = {}
 
-function _M.read_file(path)
+-- what(f) on the file opened for reading, closed after; nil when it cannot be opened.
+local function with_file(path, what)
     local f = io_open(path, "rb")
     if not f then return nil end
-    local s = f:read("*a")
+    local v = what(f)
     f:close()
-    return s
+    return v
 end
 
-function _M.file_size(path)
-    local f = io_open(path, "rb")
-    if not f then return nil end
-    local n = f:seek("end")
-    f:close()
-    return n
-end
+local function all(f) return f:read("*a") end
+local function size(f) return f:seek("end") end
+
+function _M.read_file(path) return with_file(path, all) end
+function _M.file_size(path) return with_file(path, size) end
 
 return _M
