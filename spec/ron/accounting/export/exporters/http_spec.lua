@@ -536,6 +536,10 @@ describe("ron.accounting.export.exporters.http into ron.node.receiver (file ledg
             a = assert(httpc.request { method = "GET", headers = auth("token-a"),
                                        url = ("%s/%s/bytes/head"):format(url, TB) })
             assert.equal(403, a.status)
+            -- no token: 401 with the scheme, on a stream request as on a PUT (one admission)
+            a = assert(httpc.request { method = "GET", url = ("%s/%s/bytes/head"):format(url, TA) })
+            assert.equal(401, a.status)
+            assert.equal('Bearer realm="ron-accounting"', a.headers["www-authenticate"])
             -- the exporter of node A sees a local failure (a misconfiguration), not a retry
             local st, err = exp_http.new { url = url, token = "token-a" }:put(b1)
             assert.is_nil(st)
