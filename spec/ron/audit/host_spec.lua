@@ -74,6 +74,14 @@ local function failing_sync(fails)
     end
 end
 
+-- Inside a task: a signed checkpoint covers size events within 5 s.
+local function checkpointed(task, h, size)
+    return S.eventually(task, function()
+        local cp = h:latest_checkpoint()
+        return cp and cp.size == size
+    end, 5000)
+end
+
 describe("ron.audit.host (seed 002 host pattern)", function()
     it("AUD-I-17 AUD-I-18: a full queue answers Busy, counts, and the sink worker appends a Gap with the exact count", function()
         print("seed: none (no randomness)")
@@ -223,10 +231,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
                                         5000))
             for i = 2, 3 do assert(h:emit("reject", { i = i }, i)) end
             -- no count reaches checkpoint_every: only the interval signs these
-            assert.is_true(S.eventually(task, function()
-                local cp = h:latest_checkpoint()
-                return cp and cp.size == 3
-            end, 5000))
+            assert.is_true(checkpointed(task, h, 3))
             assert(h:close())
         end)
     end)
@@ -252,15 +257,9 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             local h = open(dir, { key_path = sk, checkpoint_every = 1000,
                                   checkpoint_interval_ms = 20 })
             for i = 1, 3 do assert(h:emit("reject", { i = i }, i)) end
-            assert.is_true(S.eventually(task, function()
-                local cp = h:latest_checkpoint()
-                return cp and cp.size == 3
-            end, 5000))
+            assert.is_true(checkpointed(task, h, 3))
             assert(h:emit("reject", { i = 4 }, 4))
-            assert.is_true(S.eventually(task, function()
-                local cp = h:latest_checkpoint()
-                return cp and cp.size == 4
-            end, 5000))
+            assert.is_true(checkpointed(task, h, 4))
             assert(h:close())
         end)
     end)

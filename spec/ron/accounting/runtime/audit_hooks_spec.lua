@@ -11,17 +11,7 @@ local rt_mod = require "ron.accounting.runtime.rt"
 local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 local run, setup, eventually, window = S.run_task, S.rt_setup, S.eventually, S.rt_window
 
-local function wrapped(ledger, answer)
-    return {
-        put = function(_, s)
-            local a, d = answer(s)
-            if a ~= false then return a, d end
-            return ledger:put(s)
-        end,
-        head = function(_, t, d) return ledger:head(t, d) end,
-        close = function() ledger:close() end,
-    }
-end
+local wrapped = S.wrapped_ledger
 
 local function quiet(f)
     local write = rt_mod.write
