@@ -57,11 +57,9 @@
 local uv = require "luv"
 local task = require "ron.base.task"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
-               .. package.path
-local B = require "bench_common"
-local H = dofile(here .. "../pg/harness.lua")
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
+local B = require "bench_common" -- and lua/ on package.path
+local H = B.pg_harness()
 local store = require "ron.ledger.store"
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
@@ -799,10 +797,4 @@ local function run()
     if not okr then error(err, 0) end
 end
 
-local h = task.spawn("bench", run)
-uv.run("default")
-local ok, err = h:join()
-if not ok then
-    io.stderr:write("bench-ledger-rating: ", tostring(err), "\n")
-    os.exit(1)
-end
+B.main("bench-ledger-rating", run)

@@ -19,13 +19,10 @@
 --    without the projection would do). The projection's figure must not grow with history.
 -- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
 local uv = require "luv"
-local task = require "ron.base.task"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
-               .. package.path
-local B = require "bench_common"
-local H = dofile(here .. "../pg/harness.lua")
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
+local B = require "bench_common" -- and lua/ on package.path
+local H = B.pg_harness()
 local store = require "ron.ledger.store"
 
 local opts = { quick = false, out = nil, dir = os.getenv("TMPDIR") or "/tmp", transfers = 5000,
@@ -249,10 +246,4 @@ local function run()
     if not okr then error(err, 0) end
 end
 
-local h = task.spawn("bench", run)
-uv.run("default")
-local ok, err = h:join()
-if not ok then
-    io.stderr:write("bench-ledger-store: ", tostring(err), "\n")
-    os.exit(1)
-end
+B.main("bench-ledger-store", run)

@@ -13,7 +13,32 @@
 --                                         -- stream each, one row each, from a real meter
 --   B.drive(chains, put)                  -- put(slice, stream) for all, one task per stream
 --                                         -- in seq order -> seconds, answers counted
+--   B.here                                -- this directory (tests/bench/), with a slash
+--   B.pg_harness()                        -- tests/pg/harness.lua, loaded
+--   B.main(name, fn)                      -- fn() in a task on the default loop; its
+--                                         -- error on stderr as "name: ..." and exit 1
+-- Loading it also puts the checkout's lua/ on package.path.
 local _M = {}
+
+_M.here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+package.path = _M.here .. "../../lua/?.lua;" .. _M.here .. "../../lua/?/init.lua;"
+               .. package.path
+
+function _M.pg_harness()
+    return dofile(_M.here .. "../pg/harness.lua")
+end
+
+function _M.main(name, fn)
+    local task = require "ron.base.task"
+    local uv = require "luv"
+    local h = task.spawn("bench", fn)
+    uv.run("default")
+    local ok, err = h:join()
+    if not ok then
+        io.stderr:write(name, ": ", tostring(err), "\n")
+        os.exit(1)
+    end
+end
 
 local T0 = 1700000000 - 1700000000 % 3600
 _M.T0 = T0
