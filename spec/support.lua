@@ -171,6 +171,14 @@ function S.wrapped_ledger(ledger, answer)
     }
 end
 
+-- The ledger, except that every slice of tenant answers conflict (its stream stuck at seq 1).
+function S.conflicting_ledger(ledger, tenant)
+    return S.wrapped_ledger(ledger, function(s)
+        if s.tenant == tenant then return "conflict", "another b3 at seq 1" end
+        return false
+    end)
+end
+
 -- Inside a task: polls pred every 5 ms up to ms; true when it held.
 function S.eventually(task, pred, ms)
     local uv = require "luv"
@@ -223,6 +231,23 @@ function S.needs_host(what, ctest)
         env.pending("needs the ron-accounting host: ctest -R " .. ctest)
     end)
     return false
+end
+
+-- describe(what) over a real PostgreSQL (tests/pg/harness.lua) started for the block:
+-- body(pg), pg.cluster set from setup on; one pending line where the host has no
+-- PostgreSQL. Call it at the top level of a spec file:
+--   S.describe_pg("the thing on PostgreSQL", function(pg) it(...) ... pg.cluster.conninfo end)
+function S.describe_pg(what, body)
+    local env = getfenv(2) -- the calling spec's: busted's describe, pending, setup, teardown
+    local H = dofile(S.root .. "tests/pg/harness.lua")
+    local available, why = H.available()
+    env.describe(what, function()
+        if not available then return env.pending(why) end
+        local pg = {}
+        env.setup(function() pg.cluster = assert(H.start()) end)
+        env.teardown(function() if pg.cluster then pg.cluster:stop() end end)
+        body(pg)
+    end)
 end
 
 -- A one-shot HTTP/1.1 exchange with a server, from a task: the raw request bytes go on the

@@ -74,6 +74,21 @@ local function failing_sync(fails)
     end
 end
 
+-- Inside a task: four emitter tasks emit 250 events each into h, with random short sleeps
+-- between them (math.random: the case seeds it), all joined.
+local function emit_from_four(task, h)
+    local emitters = {}
+    for e = 1, 4 do
+        emitters[e] = task.spawn("emitter-" .. e, function()
+            for i = 1, 250 do
+                assert(h:emit("reject", { emitter = e, i = i }))
+                if math.random(10) == 1 then task.sleep(math.random(0, 2)) end
+            end
+        end)
+    end
+    for _, t in ipairs(emitters) do assert(t:join()) end
+end
+
 -- Inside a task: a signed checkpoint covers size events within 5 s.
 local function checkpointed(task, h, size)
     return S.eventually(task, function()
@@ -303,16 +318,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         S.run_task(function(task)
             local h = open(dir, { queue_cap = 100000, batch = 64 })
-            local emitters = {}
-            for e = 1, 4 do
-                emitters[e] = task.spawn("emitter-" .. e, function()
-                    for i = 1, 250 do
-                        assert(h:emit("reject", { emitter = e, i = i }))
-                        if math.random(10) == 1 then task.sleep(math.random(0, 2)) end
-                    end
-                end)
-            end
-            for _, t in ipairs(emitters) do assert(t:join()) end
+            emit_from_four(task, h)
             assert(h:close())
         end)
         local rc, recs, out = verify_list(dir)
@@ -358,16 +364,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         S.run_task(function(task)
             local h = open(dir, { queue_cap = 100000, batch = 64, shards = 3 })
-            local emitters = {}
-            for e = 1, 4 do
-                emitters[e] = task.spawn("emitter-" .. e, function()
-                    for i = 1, 250 do
-                        assert(h:emit("reject", { emitter = e, i = i }))
-                        if math.random(10) == 1 then task.sleep(math.random(0, 2)) end
-                    end
-                end)
-            end
-            for _, t in ipairs(emitters) do assert(t:join()) end
+            emit_from_four(task, h)
             assert(h:emit_keyed("ledger.event", { event_seq = 1 }, 7))
             assert(h:wait_durable())
             local st = h:stats()

@@ -430,19 +430,10 @@ describe("ron.wallet.service drain (seed 004 §6, §9)", function()
 end)
 
 -- The same restart case on a real PostgreSQL (tests/pg/pg-harness.sh), when the host has it.
-local H = dofile(S.root .. "tests/pg/harness.lua")
-local available, why = H.available()
-describe("ron.wallet.service on PostgreSQL", function()
-    if not available then
-        pending(why)
-        return
-    end
-    local cluster
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
+S.describe_pg("ron.wallet.service on PostgreSQL", function(pg)
     it("WLT-4/WLT-5: keys and nonces survive a reopen on PostgreSQL", function()
         restart_case(function()
-            return store_mod.open { backend = "postgres", conninfo = cluster.conninfo,
+            return store_mod.open { backend = "postgres", conninfo = pg.cluster.conninfo,
                                     schema = "wallet_spec", connections = 4,
                                     connect_timeout_ms = 20000, query_timeout_ms = 20000 }
         end)()

@@ -205,31 +205,22 @@ end
 local WCFG = { commit_timeout_ms = 300, stall_ms = 300, breaker_threshold = 3,
                breaker_open_ms = 1000, retries = 1, workers = 4 }
 
-local H = dofile(S.root .. "tests/pg/harness.lua")
-local available, why = H.available()
-describe("ron.wallet.service: the PostgreSQL server SIGSTOPped (WLT-8)", function()
-    if not available then
-        pending(why)
-        return
-    end
-    local cluster
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
+S.describe_pg("ron.wallet.service: the PostgreSQL server SIGSTOPped (WLT-8)", function(pg)
     it("readyz flips, POST 503, GET 200 cached and staler; SIGCONT: exactly once", function()
         local frozen = false
         local ok, err = pcall(S.run_task, function(task)
             local s = assert(store_mod.open { backend = "postgres",
-                conninfo = cluster.conninfo, schema = "wallet_stall", connections = 4,
+                conninfo = pg.cluster.conninfo, schema = "wallet_stall", connections = 4,
                 connect_timeout_ms = 2000, query_timeout_ms = 1500 })
             local ctx = open(task, s, WCFG)
             local ok2, err2 = pcall(stall_case, task, ctx,
-                function() cluster:freeze() frozen = true end,
-                function() cluster:thaw() frozen = false end, 8)
-            if frozen then cluster:thaw() end
+                function() pg.cluster:freeze() frozen = true end,
+                function() pg.cluster:thaw() frozen = false end, 8)
+            if frozen then pg.cluster:thaw() end
             ctx.close()
             if not ok2 then error(err2, 0) end
         end)
-        if frozen then cluster:thaw() end
+        if frozen then pg.cluster:thaw() end
         if not ok then error(err, 0) end
     end)
 end)

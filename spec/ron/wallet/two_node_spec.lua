@@ -181,23 +181,15 @@ describe("ron.wallet two nodes on one SQLite file (issue 29 item 4)", function()
     end)
 end)
 
-local H = dofile(S.root .. "tests/pg/harness.lua")
-local available, why = H.available()
-describe("ron.wallet two nodes on one PostgreSQL (issue 29 item 4)", function()
-    if not available then
-        pending(why)
-        return
-    end
-    local cluster, n = nil, 0
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
+S.describe_pg("ron.wallet two nodes on one PostgreSQL (issue 29 item 4)", function(pg)
+    local n = 0
     local schema
     before_each(function()
         n = n + 1
         schema = "wallet_two_" .. n -- a fresh ledger per case
     end)
     cases(function()
-        return store_mod.open { backend = "postgres", conninfo = cluster.conninfo,
+        return store_mod.open { backend = "postgres", conninfo = pg.cluster.conninfo,
                                 schema = schema, connections = 4, connect_timeout_ms = 20000,
                                 query_timeout_ms = 20000 }
     end)

@@ -88,10 +88,7 @@ describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
     it("a conflict is an export record and a stuck stream; a full pending_slices sheds as shed records", function()
         print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
-        local e = wrapped(ledger, function(s)
-            if s.tenant == TENANTS[2] then return "conflict", "another b3 at seq 1" end
-            return false
-        end)
+        local e = S.conflicting_ledger(ledger, TENANTS[2])
         local recs, nbusy = {}, nil
         local function audit(kind, attrs) recs[#recs + 1] = { kind = kind, attrs = attrs } end
         quiet(function()

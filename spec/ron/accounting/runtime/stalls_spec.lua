@@ -118,10 +118,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
     it("a conflict stops only that stream, as a stuck stream with its reason", function()
         print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
-        local e = wrapped(ledger, function(s)
-            if s.tenant == TENANTS[2] then return "conflict", "another b3 at seq 1" end
-            return false
-        end)
+        local e = S.conflicting_ledger(ledger, TENANTS[2])
         local rt
         local lines = logged(function()
             run(function(task)
