@@ -28,18 +28,11 @@ S.ZERO_B3 = string.rep("0", 64)
 -- A window-aligned UTC time (a multiple of 3600, so of every legal window length).
 S.T0 = 1700000000 - 1700000000 % 3600
 
--- Runs a shell command; returns its combined output and exit status.
-function S.run(cmd)
-    local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"::rc=$?\""))
-    local out = p:read("*a")
-    p:close()
-    local body, rc = out:match("^(.-)::rc=(%d+)%s*$")
-    return body, tonumber(rc)
-end
-
-function S.shell_quote(s)
-    return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+-- Runs a shell command; returns its combined output and exit status. shell_quote(s): s as
+-- one shell word. Both the PostgreSQL harness's (tests/pg/harness.lua), which loads as a
+-- table of functions.
+local harness = dofile(S.root .. "tests/pg/harness.lua")
+S.run, S.shell_quote = harness.run, harness.quote
 
 -- A fresh path in the temporary directory (nothing exists there yet).
 function S.tmpname(suffix)
