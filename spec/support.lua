@@ -243,6 +243,16 @@ function S.describe_pg(what, body)
     end)
 end
 
+-- An IPv4 address of this machine that is not loopback (the specs of the loopback reserve
+-- connect from it), or nil.
+function S.non_loopback_ipv4()
+    for _, list in pairs(require("luv").interface_addresses()) do
+        for _, a in ipairs(list) do
+            if a.family == "inet" and not a.internal then return a.ip end
+        end
+    end
+end
+
 -- A one-shot HTTP/1.1 exchange with a server, from a task: the raw request bytes go on the
 -- wire as they are (a test can send what no real client would). The wallet's specs and
 -- host tests talk to ron-wallet this way (Connection: close, no client library), and the

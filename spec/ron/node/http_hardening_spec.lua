@@ -241,13 +241,7 @@ local function flood(host, port, n, kind)
     return f
 end
 
-local function non_loopback_ipv4()
-    for _, list in pairs(uv.interface_addresses()) do
-        for _, a in ipairs(list) do
-            if a.family == "inet" and not a.internal then return a.ip end
-        end
-    end
-end
+local non_loopback_ipv4 = S.non_loopback_ipv4
 
 describe("ron.node.http under a connection flood (issue 14 item 6)", function()
     local http = require "ron.node.http"
