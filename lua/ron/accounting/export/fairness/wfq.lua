@@ -56,9 +56,7 @@ function P:weight(tenant)
 end
 
 function P:enqueue(tenant, item)
-    C.check_tenant("wfq:enqueue", tenant)
-    if item == nil then error("wfq:enqueue: item must not be nil", 2) end
-    return C.enqueue(self.st, tenant, item, self:weight(tenant))
+    return C.enqueue(self.st, "wfq", tenant, item, self:weight(tenant))
 end
 
 function P:dequeue(eligible)
