@@ -748,13 +748,8 @@ local function run()
         end
     end
     if not opts.pg then return end
-    uv.update_time()
-    local ok, why = H.available()
-    if not ok then
-        print("bench-ledger-rating: PostgreSQL skipped: " .. why)
-        return
-    end
-    local cluster = assert(H.start { fsync = true })
+    local cluster = B.pg_cluster("bench-ledger-rating", H)
+    if not cluster then return end
     server_dir = cluster.dir
     if opts.pg_stats then
         assert(cluster:psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"))

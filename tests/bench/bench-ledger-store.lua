@@ -223,15 +223,9 @@ local function run()
     end
     for _, sync in ipairs { "full", "normal" } do sqlite_path(sync) end
     if not opts.pg then return end
-    -- The SQLite phases held the loop thread for minutes: the loop's cached clock is that
-    -- old, and a connect timer started from it would expire at once.
-    uv.update_time()
-    local ok, why = H.available()
-    if not ok then
-        print("bench-ledger-store: PostgreSQL skipped: " .. why)
-        return
-    end
-    local cluster = assert(H.start { fsync = true })
+    -- (the SQLite phases held the loop thread for minutes: pg_cluster refreshes its clock)
+    local cluster = B.pg_cluster("bench-ledger-store", H)
+    if not cluster then return end
     local okr, err = pcall(function()
         local s = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
                                       schema = "bench", connections = 1,

@@ -15,6 +15,7 @@
 --                                         -- in seq order -> seconds, answers counted
 --   B.here                                -- this directory (tests/bench/), with a slash
 --   B.pg_harness()                        -- tests/pg/harness.lua, loaded
+--   B.pg_cluster(name, H)                 -- a PostgreSQL server (fsync on) | nil: skipped
 --   B.main(name, fn)                      -- fn() in a task on the default loop; its
 --                                         -- error on stderr as "name: ..." and exit 1
 -- Loading it also puts the checkout's lua/ on package.path.
@@ -26,6 +27,19 @@ package.path = _M.here .. "../../lua/?.lua;" .. _M.here .. "../../lua/?/init.lua
 
 function _M.pg_harness()
     return dofile(_M.here .. "../pg/harness.lua")
+end
+
+-- A PostgreSQL server (fsync on) for the rest of the run, or nil after a "skipped" line.
+-- The loop's cached clock is refreshed first: a long synchronous phase before leaves it old,
+-- and a connect timer started from it would expire at once.
+function _M.pg_cluster(name, H)
+    require("luv").update_time()
+    local ok, why = H.available()
+    if not ok then
+        print(name .. ": PostgreSQL skipped: " .. why)
+        return nil
+    end
+    return assert(H.start { fsync = true })
 end
 
 function _M.main(name, fn)

@@ -21,25 +21,20 @@ if not S.needs_host("ron.wallet.service stalls", "lua-wallet-pg-stall-host") the
 local uv = require "luv"
 local cjson = require "cjson.safe"
 local acct = require "ron.accounting"
-local http = require "ron.node.http"
 local store_mod = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local service = require "ron.wallet.service"
 
-local OP, TA = "operator-token.1", "account-a-token.2"
-local A = "6f1e3c52-7d0b-4b8e-9a51-0c2f4e8d9a10"
-local B = "0a0b0c0d-0e0f-4101-8203-040506070809"
-local TOKENS = { [acct.b3hex(OP)] = "operator", [acct.b3hex(TA)] = A }
+local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
+
+local OP, TA, A, B, TOKENS = F.OP, F.TA, F.A, F.B, F.TOKENS
 
 print("wallet stall_host: math.randomseed(17)")
 math.randomseed(17)
 
 local post, get = S.http_post, S.http_get
 
-local function transfer(amount, nonce)
-    return string.format('{"from":"%s","to":"%s","asset":"USD","amount":%d,"nonce":%d}', A, B,
-                         amount, nonce)
-end
+local function transfer(amount, nonce) return F.transfer(A, B, amount, nonce) end
 
 -- The wallet on store s, on the daemon's HTTP server. -> ctx { port, w, close }
 local function open(task, s, wcfg)
@@ -52,12 +47,7 @@ local function open(task, s, wcfg)
     local w = service.new(o)
     w:start()
     local m = assert(acct.open(S.cfg {}))
-    local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
-                                    max_body = 1048576,
-                                    runtime = { ready = function() return w:ready() end,
-                                                metrics_text = function()
-                                                    return w:metrics_text()
-                                                end } })
+    local srv = F.serve(w, m)
     assert(S.eventually(task, function() return w.system_ready and w:ready() end, 10000))
     local ctx = { port = srv:port(), w = w, led = led }
     function ctx.close()
