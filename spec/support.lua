@@ -28,18 +28,11 @@ S.ZERO_B3 = string.rep("0", 64)
 -- A window-aligned UTC time (a multiple of 3600, so of every legal window length).
 S.T0 = 1700000000 - 1700000000 % 3600
 
--- Runs a shell command; returns its combined output and exit status.
-function S.run(cmd)
-    local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"::rc=$?\""))
-    local out = p:read("*a")
-    p:close()
-    local body, rc = out:match("^(.-)::rc=(%d+)%s*$")
-    return body, tonumber(rc)
-end
-
-function S.shell_quote(s)
-    return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+-- Runs a shell command; returns its combined output and exit status. shell_quote(s): s as
+-- one shell word. Both the PostgreSQL harness's (tests/pg/harness.lua), which loads as a
+-- table of functions.
+local harness = dofile(S.root .. "tests/pg/harness.lua")
+S.run, S.shell_quote = harness.run, harness.quote
 
 -- A fresh path in the temporary directory (nothing exists there yet).
 function S.tmpname(suffix)
@@ -139,6 +132,46 @@ function S.rt_setup()
     return clock, m, dir, ledger
 end
 
+-- n chained slices of stream tenant (default TENANT_A)/bytes from a fresh meter, one per
+-- window; window i counts base + i (the exporter specs' chains and their forks).
+function S.chain(n, base, tenant)
+    local acct = require "ron.accounting"
+    local clock = S.clock(S.T0 + 5)
+    local m = assert(acct.open(S.cfg { clock = clock.fn }))
+    local out = {}
+    for i = 1, n do
+        clock.now = S.T0 + 60 * (i - 1) + 5
+        assert(m:record(tenant or S.TENANT_A, "alice", "bytes", (base or 0) + i))
+        local sealed = assert(m:rollover(S.T0 + 60 * i))
+        assert(#sealed == 1, "one slice per window")
+        out[i] = sealed[1]
+    end
+    m:close()
+    return out
+end
+
+-- A ledger (exporter) whose put asks answer(s) first: its answer unless it is false, then
+-- the ledger's (the runtime specs' misbehaving backends).
+function S.wrapped_ledger(ledger, answer)
+    return {
+        put = function(_, s)
+            local a, d = answer(s)
+            if a ~= false then return a, d end
+            return ledger:put(s)
+        end,
+        head = function(_, t, d) return ledger:head(t, d) end,
+        close = function() ledger:close() end,
+    }
+end
+
+-- The ledger, except that every slice of tenant answers conflict (its stream stuck at seq 1).
+function S.conflicting_ledger(ledger, tenant)
+    return S.wrapped_ledger(ledger, function(s)
+        if s.tenant == tenant then return "conflict", "another b3 at seq 1" end
+        return false
+    end)
+end
+
 -- Inside a task: polls pred every 5 ms up to ms; true when it held.
 function S.eventually(task, pred, ms)
     local uv = require "luv"
@@ -191,6 +224,33 @@ function S.needs_host(what, ctest)
         env.pending("needs the ron-accounting host: ctest -R " .. ctest)
     end)
     return false
+end
+
+-- describe(what) over a real PostgreSQL (tests/pg/harness.lua) started for the block:
+-- body(pg), pg.cluster set from setup on; one pending line where the host has no
+-- PostgreSQL. Call it at the top level of a spec file:
+--   S.describe_pg("the thing on PostgreSQL", function(pg) it(...) ... pg.cluster.conninfo end)
+function S.describe_pg(what, body)
+    local env = getfenv(2) -- the calling spec's: busted's describe, pending, setup, teardown
+    local H = dofile(S.root .. "tests/pg/harness.lua")
+    local available, why = H.available()
+    env.describe(what, function()
+        if not available then return env.pending(why) end
+        local pg = {}
+        env.setup(function() pg.cluster = assert(H.start()) end)
+        env.teardown(function() if pg.cluster then pg.cluster:stop() end end)
+        body(pg)
+    end)
+end
+
+-- An IPv4 address of this machine that is not loopback (the specs of the loopback reserve
+-- connect from it), or nil.
+function S.non_loopback_ipv4()
+    for _, list in pairs(require("luv").interface_addresses()) do
+        for _, a in ipairs(list) do
+            if a.family == "inet" and not a.internal then return a.ip end
+        end
+    end
 end
 
 -- A one-shot HTTP/1.1 exchange with a server, from a task: the raw request bytes go on the

@@ -25,13 +25,11 @@ local WARN, FAIL = 70, 150
 local root = arg[1] or "."
 local allow_path = arg[2] or (root .. "/tools/function-length-allow.txt")
 
-local function read(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local s = f:read("*a")
-    f:close()
-    return s
-end
+-- ron.base.fs from this checkout's lua/ (the tools run under a plain luajit)
+package.path = (arg[0]:match("^(.*)/tools/[^/]*$") or ".") .. "/lua/?.lua;" .. package.path
+local fs = require "ron.base.fs"
+
+local read = fs.read_file
 
 local function lines_of(s)
     local out = {}

@@ -24,12 +24,12 @@
 
 local root = arg[1] or "."
 
+-- ron.base.fs from this checkout's lua/ (the tools run under a plain luajit)
+package.path = (arg[0]:match("^(.*)/tools/[^/]*$") or ".") .. "/lua/?.lua;" .. package.path
+local fs = require "ron.base.fs"
+
 local function read(path)
-    local f = io.open(root .. "/" .. path, "rb")
-    if not f then return nil end
-    local s = f:read("*a")
-    f:close()
-    return s
+    return fs.read_file(root .. "/" .. path)
 end
 
 local findings = {}

@@ -27,13 +27,11 @@ local function sh_quote(s)
     return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
-local function read(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local s = f:read("*a")
-    f:close()
-    return s
-end
+-- ron.base.fs from this checkout's lua/ (the tools run under a plain luajit)
+package.path = (arg[0]:match("^(.*)/tools/[^/]*$") or ".") .. "/lua/?.lua;" .. package.path
+local fs = require "ron.base.fs"
+
+local read = fs.read_file
 
 local function exists(path)
     local f = io.open(path, "rb")

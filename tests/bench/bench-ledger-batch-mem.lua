@@ -15,10 +15,8 @@
 -- best round is the one least disturbed).
 -- --profile FILE: LuaJIT's sampling profiler (jit.p, mode "Fl", 1 ms) over the cases into
 -- FILE.<case>; --jv FILE: jit.v (trace aborts, NYI) into FILE.<case>.
-local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
-               .. package.path
-local B = require "bench_common"
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
+local B = require "bench_common" -- and lua/ on package.path
 local usage = require "ron.ledger.usage"
 local memory = require "ron.ledger.store.memory"
 local sql = require "ron.ledger.store.sql"

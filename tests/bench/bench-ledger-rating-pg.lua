@@ -57,11 +57,9 @@
 local uv = require "luv"
 local task = require "ron.base.task"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
-               .. package.path
-local B = require "bench_common"
-local H = dofile(here .. "../pg/harness.lua")
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
+local B = require "bench_common" -- and lua/ on package.path
+local H = B.pg_harness()
 local store = require "ron.ledger.store"
 local sql = require "ron.ledger.store.sql"
 local schema = require "ron.ledger.store.schema"
@@ -750,13 +748,8 @@ local function run()
         end
     end
     if not opts.pg then return end
-    uv.update_time()
-    local ok, why = H.available()
-    if not ok then
-        print("bench-ledger-rating: PostgreSQL skipped: " .. why)
-        return
-    end
-    local cluster = assert(H.start { fsync = true })
+    local cluster = B.pg_cluster("bench-ledger-rating", H)
+    if not cluster then return end
     server_dir = cluster.dir
     if opts.pg_stats then
         assert(cluster:psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"))
@@ -799,10 +792,4 @@ local function run()
     if not okr then error(err, 0) end
 end
 
-local h = task.spawn("bench", run)
-uv.run("default")
-local ok, err = h:join()
-if not ok then
-    io.stderr:write("bench-ledger-rating: ", tostring(err), "\n")
-    os.exit(1)
-end
+B.main("bench-ledger-rating", run)

@@ -19,13 +19,10 @@
 --    without the projection would do). The projection's figure must not grow with history.
 -- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
 local uv = require "luv"
-local task = require "ron.base.task"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
-               .. package.path
-local B = require "bench_common"
-local H = dofile(here .. "../pg/harness.lua")
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
+local B = require "bench_common" -- and lua/ on package.path
+local H = B.pg_harness()
 local store = require "ron.ledger.store"
 
 local opts = { quick = false, out = nil, dir = os.getenv("TMPDIR") or "/tmp", transfers = 5000,
@@ -226,15 +223,9 @@ local function run()
     end
     for _, sync in ipairs { "full", "normal" } do sqlite_path(sync) end
     if not opts.pg then return end
-    -- The SQLite phases held the loop thread for minutes: the loop's cached clock is that
-    -- old, and a connect timer started from it would expire at once.
-    uv.update_time()
-    local ok, why = H.available()
-    if not ok then
-        print("bench-ledger-store: PostgreSQL skipped: " .. why)
-        return
-    end
-    local cluster = assert(H.start { fsync = true })
+    -- (the SQLite phases held the loop thread for minutes: pg_cluster refreshes its clock)
+    local cluster = B.pg_cluster("bench-ledger-store", H)
+    if not cluster then return end
     local okr, err = pcall(function()
         local s = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
                                       schema = "bench", connections = 1,
@@ -249,10 +240,4 @@ local function run()
     if not okr then error(err, 0) end
 end
 
-local h = task.spawn("bench", run)
-uv.run("default")
-local ok, err = h:join()
-if not ok then
-    io.stderr:write("bench-ledger-store: ", tostring(err), "\n")
-    os.exit(1)
-end
+B.main("bench-ledger-store", run)

@@ -37,11 +37,9 @@
 local uv = require "luv"
 local task = require "ron.base.task"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
-               .. package.path
-local B = require "bench_common"
-local H = dofile(here .. "../pg/harness.lua")
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
+local B = require "bench_common" -- and lua/ on package.path
+local H = B.pg_harness()
 local acct = require "ron.accounting"
 local http = require "ron.node.http"
 local store_mod = require "ron.ledger.store"
@@ -86,7 +84,7 @@ local function run_wrk(T, port, mode, base, from, to)
                   "WALLET_TO=" .. to, "WALLET_MODE=" .. mode, "WALLET_BASE=" .. base }
     local h, err = uv.spawn("wrk", {
         args = { "-t1", "-c" .. opts.conns, "-d" .. opts.seconds .. "s", "--timeout", "10s",
-                 "-s", here .. "wrk-wallet.lua", "http://127.0.0.1:" .. port .. "/" },
+                 "-s", B.here .. "wrk-wallet.lua", "http://127.0.0.1:" .. port .. "/" },
         env = env, stdio = { nil, pipe, 2 } }, function(code) ch:try_send({ code = code }) end)
     assert(h, "wrk: " .. tostring(err) .. " (Debian: wrk, tools/deps.sh)")
     pipe:read_start(function(_, data)

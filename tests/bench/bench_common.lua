@@ -14,7 +14,46 @@
 --                                         -- stream each, one row each, from a real meter
 --   B.drive(chains, put)                  -- put(slice, stream) for all, one task per stream
 --                                         -- in seq order -> seconds, answers counted
+--   B.here                                -- this directory (tests/bench/), with a slash
+--   B.pg_harness()                        -- tests/pg/harness.lua, loaded
+--   B.pg_cluster(name, H)                 -- a PostgreSQL server (fsync on) | nil: skipped
+--   B.main(name, fn)                      -- fn() in a task on the default loop; its
+--                                         -- error on stderr as "name: ..." and exit 1
+-- Loading it also puts the checkout's lua/ on package.path.
 local _M = {}
+
+_M.here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+package.path = _M.here .. "../../lua/?.lua;" .. _M.here .. "../../lua/?/init.lua;"
+               .. package.path
+
+function _M.pg_harness()
+    return dofile(_M.here .. "../pg/harness.lua")
+end
+
+-- A PostgreSQL server (fsync on) for the rest of the run, or nil after a "skipped" line.
+-- The loop's cached clock is refreshed first: a long synchronous phase before leaves it old,
+-- and a connect timer started from it would expire at once.
+function _M.pg_cluster(name, H)
+    require("luv").update_time()
+    local ok, why = H.available()
+    if not ok then
+        print(name .. ": PostgreSQL skipped: " .. why)
+        return nil
+    end
+    return assert(H.start { fsync = true })
+end
+
+function _M.main(name, fn)
+    local task = require "ron.base.task"
+    local uv = require "luv"
+    local h = task.spawn("bench", fn)
+    uv.run("default")
+    local ok, err = h:join()
+    if not ok then
+        io.stderr:write(name, ": ", tostring(err), "\n")
+        os.exit(1)
+    end
+end
 
 local T0 = 1700000000 - 1700000000 % 3600
 _M.T0 = T0

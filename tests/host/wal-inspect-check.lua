@@ -2,6 +2,7 @@
 -- files of a WAL directory and against the pending slices of a meter reopened on it.
 -- Run through `HOST run` by tests/host/wal.sh; prints "wal-inspect-check: ok ..." or fails.
 local acct = require "ron.accounting"
+local fs = require "ron.base.fs"
 
 local host, dir = assert(arg[1]), assert(arg[2])
 
@@ -86,13 +87,7 @@ local function decode(line)
     return obj
 end
 
-local function file_size(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local n = f:seek("end")
-    f:close()
-    return n
-end
+local file_size = fs.file_size
 
 local ISO_MS = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%dZ$"
 local ISO_S = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"

@@ -16,6 +16,7 @@
 --   attest.latest(dir, size)             -- the cp of <dir>/cp-<size>.note (the daemon)
 --   attest.check(events, opts, problem, sum)   -- `ledger verify [--audit DIR]`
 local ffi = require "ffi"
+local fs = require "ron.base.fs"
 local ledger = require "ron.ledger"
 local B = require "ron.ledger.bigint"
 local codec = require "ron.ledger.codec"
@@ -151,13 +152,7 @@ function _M.feed_records(recs, by_seq, fed, opts, problem)
     end
 end
 
-local function read_file(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local s = f:read("*a")
-    f:close()
-    return s
-end
+local read_file = fs.read_file
 
 -- events: the book's feed (every event, by seq); opts.audit = an audit log directory,
 -- opts.audit_vkey = a verifier key file; problem(where, fmt, ...) as ron.ledger.verify's.

@@ -291,38 +291,24 @@ local function encoded(rc)
     return ffi_string(buf, len_out[0])
 end
 
-function _M.encode_asset(a)
-    put_asset(asset_s, a, "asset")
-    return encoded(C.rl_asset_encode(asset_s, buf, buf_cap, len_out))
+-- encode_<name>(v) -> bytes and decode_<name>(bytes) -> v for the fixed-size records, each
+-- through its one reused C struct.
+local function record_codec(name, s, put, get, enc, dec)
+    _M["encode_" .. name] = function(v)
+        put(s, v, name)
+        return encoded(enc(s, buf, buf_cap, len_out))
+    end
+    _M["decode_" .. name] = function(b)
+        local rc = dec(b, #b, s)
+        if rc ~= 0 then return fail(rc) end
+        return get(s)
+    end
 end
-
-function _M.decode_asset(s)
-    local rc = C.rl_asset_decode(s, #s, asset_s)
-    if rc ~= 0 then return fail(rc) end
-    return get_asset(asset_s)
-end
-
-function _M.encode_account(a)
-    put_account(account_s, a)
-    return encoded(C.rl_account_encode(account_s, buf, buf_cap, len_out))
-end
-
-function _M.decode_account(s)
-    local rc = C.rl_account_decode(s, #s, account_s)
-    if rc ~= 0 then return fail(rc) end
-    return get_account(account_s)
-end
-
-function _M.encode_posting(p)
-    put_posting(posting_s, p)
-    return encoded(C.rl_posting_encode(posting_s, buf, buf_cap, len_out))
-end
-
-function _M.decode_posting(s)
-    local rc = C.rl_posting_decode(s, #s, posting_s)
-    if rc ~= 0 then return fail(rc) end
-    return get_posting(posting_s)
-end
+record_codec("asset", asset_s, put_asset, get_asset, C.rl_asset_encode, C.rl_asset_decode)
+record_codec("account", account_s, put_account, get_account, C.rl_account_encode,
+             C.rl_account_decode)
+record_codec("posting", posting_s, put_posting, get_posting, C.rl_posting_encode,
+             C.rl_posting_decode)
 
 function _M.encode_transfer(t)
     local rc = put_transfer(t)

@@ -15,6 +15,7 @@
 -- <var>/audit.vkey is the verifier key (public). `systems = "meter"` (--meter-only) is the
 -- meter alone: its exporter (the file ledger <var>/ledger unless one is configured).
 local b3 = require "ron.base.b3"
+local fs = require "ron.base.fs"
 local log = require "ron.node.log"
 local uv = require "luv"
 local has_ledger = pcall(require, "ron.ledger.exporter")
@@ -88,13 +89,7 @@ local function write_new(path, text, mode)
     return true
 end
 
-local function read_file(path)
-    local fh = io.open(path, "rb")
-    if not fh then return nil end
-    local s = fh:read("*a")
-    fh:close()
-    return s
-end
+local read_file = fs.read_file
 
 local function random_hex(n)
     local fh = assert(io.open("/dev/urandom", "rb"))

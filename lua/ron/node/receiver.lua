@@ -296,17 +296,33 @@ end
 
 local function busy_headers() return { ["Retry-After"] = "1" } end
 
-function R:handle_put(req)
+-- Every request first: the receiver running, then the bearer token -> the producer | nil
+-- and the reject's answer.
+function R:admit(req)
     if self.stopping then
-        return self:reject(req, 503, "stopping", "Unavailable", "the receiver is stopping",
-                           nil, nil, busy_headers())
+        return nil, self:reject(req, 503, "stopping", "Unavailable", "the receiver is stopping",
+                                nil, nil, busy_headers())
     end
     local producer, code, reason, msg = self:authorized(req)
     if not producer then
         local h = code == 401 and { ["WWW-Authenticate"] = 'Bearer realm="ron-accounting"' }
-        return self:reject(req, code, reason, code == 401 and "Unauthorized" or "Forbidden",
-                           msg, nil, nil, h)
+        return nil, self:reject(req, code, reason, code == 401 and "Unauthorized" or "Forbidden",
+                                msg, nil, nil, h)
     end
+    return producer
+end
+
+-- A place in the workers' queue for item (a worker answers it: req:respond), or 503 busy.
+function R:enqueue(req, item, tenant, dimension)
+    if self.queue:try_send(item) then return end
+    return self:reject(req, 503, "busy", "Busy",
+                       format("%d requests are waiting for the ledger", self.queue_cap),
+                       tenant, dimension, busy_headers())
+end
+
+function R:handle_put(req)
+    local producer, r1, r2, r3, r4 = self:admit(req)
+    if not producer then return r1, r2, r3, r4 end
     local tenant, dimension, seq_s = req.path:match(self.put_path)
     if not tenant then
         return self:reject(req, 404, "not_found", "NotFound",
@@ -353,27 +369,15 @@ function R:handle_put(req)
     if why then
         return self:reject(req, 400, "bad_request", "InvalidArgument", why, tenant, dimension)
     end
-    local qok = self.queue:try_send({ "put", req, s })
-    if not qok then
-        return self:reject(req, 503, "busy", "Busy",
-                           format("%d requests are waiting for the ledger", self.queue_cap),
-                           tenant, dimension, busy_headers())
-    end
-    -- answered by a worker (req:respond)
+    return self:enqueue(req, { "put", req, s }, tenant, dimension)
 end
 
 -- A stream request (head, accept-loss): the receiver running, the token, the path, the
 -- producer's right to the tenant, a place in the queue. item(tenant, dimension) -> the
 -- queue item, or nil and the usage line of a bad request.
 function R:queue_stream_request(req, path_pat, item)
-    if self.stopping then
-        return self:reject(req, 503, "stopping", "Unavailable", "the receiver is stopping",
-                           nil, nil, busy_headers())
-    end
-    local producer, code, reason, msg = self:authorized(req)
-    if not producer then
-        return self:reject(req, code, reason, code == 401 and "Unauthorized" or "Forbidden", msg)
-    end
+    local producer, r1, r2, r3, r4 = self:admit(req)
+    if not producer then return r1, r2, r3, r4 end
     local tenant, dimension = req.path:match(path_pat)
     local it, usage
     if tenant and tenant:match(UUID) and dimension:match("^[a-z][a-z0-9_]*$")
@@ -385,12 +389,7 @@ function R:queue_stream_request(req, path_pat, item)
     if not it then return self:reject(req, 400, "bad_request", "InvalidArgument", usage) end
     local allowed, a1, a2, a3, a4 = self:may_write(req, producer, tenant, dimension)
     if not allowed then return a1, a2, a3, a4 end
-    if not self.queue:try_send(it) then
-        return self:reject(req, 503, "busy", "Busy",
-                           format("%d requests are waiting for the ledger", self.queue_cap),
-                           tenant, dimension, busy_headers())
-    end
-    -- answered by a worker (req:respond)
+    return self:enqueue(req, it, tenant, dimension)
 end
 
 function R:handle_head(req)

@@ -74,6 +74,29 @@ local function failing_sync(fails)
     end
 end
 
+-- Inside a task: four emitter tasks emit 250 events each into h, with random short sleeps
+-- between them (math.random: the case seeds it), all joined.
+local function emit_from_four(task, h)
+    local emitters = {}
+    for e = 1, 4 do
+        emitters[e] = task.spawn("emitter-" .. e, function()
+            for i = 1, 250 do
+                assert(h:emit("reject", { emitter = e, i = i }))
+                if math.random(10) == 1 then task.sleep(math.random(0, 2)) end
+            end
+        end)
+    end
+    for _, t in ipairs(emitters) do assert(t:join()) end
+end
+
+-- Inside a task: a signed checkpoint covers size events within 5 s.
+local function checkpointed(task, h, size)
+    return S.eventually(task, function()
+        local cp = h:latest_checkpoint()
+        return cp and cp.size == size
+    end, 5000)
+end
+
 describe("ron.audit.host (seed 002 host pattern)", function()
     it("AUD-I-17 AUD-I-18: a full queue answers Busy, counts, and the sink worker appends a Gap with the exact count", function()
         print("seed: none (no randomness)")
@@ -223,10 +246,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
                                         5000))
             for i = 2, 3 do assert(h:emit("reject", { i = i }, i)) end
             -- no count reaches checkpoint_every: only the interval signs these
-            assert.is_true(S.eventually(task, function()
-                local cp = h:latest_checkpoint()
-                return cp and cp.size == 3
-            end, 5000))
+            assert.is_true(checkpointed(task, h, 3))
             assert(h:close())
         end)
     end)
@@ -252,15 +272,9 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             local h = open(dir, { key_path = sk, checkpoint_every = 1000,
                                   checkpoint_interval_ms = 20 })
             for i = 1, 3 do assert(h:emit("reject", { i = i }, i)) end
-            assert.is_true(S.eventually(task, function()
-                local cp = h:latest_checkpoint()
-                return cp and cp.size == 3
-            end, 5000))
+            assert.is_true(checkpointed(task, h, 3))
             assert(h:emit("reject", { i = 4 }, 4))
-            assert.is_true(S.eventually(task, function()
-                local cp = h:latest_checkpoint()
-                return cp and cp.size == 4
-            end, 5000))
+            assert.is_true(checkpointed(task, h, 4))
             assert(h:close())
         end)
     end)
@@ -304,16 +318,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         S.run_task(function(task)
             local h = open(dir, { queue_cap = 100000, batch = 64 })
-            local emitters = {}
-            for e = 1, 4 do
-                emitters[e] = task.spawn("emitter-" .. e, function()
-                    for i = 1, 250 do
-                        assert(h:emit("reject", { emitter = e, i = i }))
-                        if math.random(10) == 1 then task.sleep(math.random(0, 2)) end
-                    end
-                end)
-            end
-            for _, t in ipairs(emitters) do assert(t:join()) end
+            emit_from_four(task, h)
             assert(h:close())
         end)
         local rc, recs, out = verify_list(dir)
@@ -359,16 +364,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         S.run_task(function(task)
             local h = open(dir, { queue_cap = 100000, batch = 64, shards = 3 })
-            local emitters = {}
-            for e = 1, 4 do
-                emitters[e] = task.spawn("emitter-" .. e, function()
-                    for i = 1, 250 do
-                        assert(h:emit("reject", { emitter = e, i = i }))
-                        if math.random(10) == 1 then task.sleep(math.random(0, 2)) end
-                    end
-                end)
-            end
-            for _, t in ipairs(emitters) do assert(t:join()) end
+            emit_from_four(task, h)
             assert(h:emit_keyed("ledger.event", { event_seq = 1 }, 7))
             assert(h:wait_durable())
             local st = h:stats()

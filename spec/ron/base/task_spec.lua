@@ -5,7 +5,7 @@
 -- Each case takes a new scheduler (task.new(): an independent runtime with its own shutdown
 -- token, tasks and metrics), runs its body as a task, drives the loop until nothing is
 -- left, then requires that the body ended and that no task is live (no task leak).
-require "support"
+local S = require "support"
 local uv = require "luv"
 
 local MOD = "ron.base.task"
@@ -14,17 +14,9 @@ local function fresh()
     return require(MOD).new()
 end
 
--- Runs body(task) as the task "spec" to the end of the loop; returns the module.
-local function run(body)
-    local task = fresh()
-    local h = task.spawn("spec", body, task)
-    uv.run("default")
-    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
-    local ok, err = h:join()
-    assert(ok, err)
-    assert.equal(0, task.live())
-    return task
-end
+-- Runs body(task) as the task "spec" of a new scheduler to the end of the loop (no task
+-- left live); returns the scheduler.
+local run = S.run_task
 
 local function metric(task, line)
     return task.metrics_text():find(line, 1, true) ~= nil

@@ -5,12 +5,7 @@
 -- loop the server runs on). Under plain busted (no host) the cases are pending.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.base.net.http_server hardening", function()
-        pending("runs inside the host only (ctest lua-http-hardening-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.base.net.http_server hardening", "lua-http-hardening-host") then return end
 
 local uv = require "luv"
 local httpd = require "ron.base.net.http_server"
@@ -246,13 +241,7 @@ local function flood(host, port, n, kind)
     return f
 end
 
-local function non_loopback_ipv4()
-    for _, list in pairs(uv.interface_addresses()) do
-        for _, a in ipairs(list) do
-            if a.family == "inet" and not a.internal then return a.ip end
-        end
-    end
-end
+local non_loopback_ipv4 = S.non_loopback_ipv4
 
 describe("ron.node.http under a connection flood (issue 14 item 6)", function()
     local http = require "ron.node.http"

@@ -6,12 +6,7 @@
 -- on. Under plain busted (no host) the C module does not exist: the cases are pending.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.base.net.http_server", function()
-        pending("runs inside the host only (ctest lua-http-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.base.net.http_server", "lua-http-host") then return end
 
 local httpd = require "ron.base.net.http_server"
 local http = require "ron.node.http"

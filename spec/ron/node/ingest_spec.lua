@@ -45,14 +45,8 @@ describe("ron.node.ingest configuration", function()
     end)
 end)
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.node.ingest (G-6.1)", function()
-        pending("runs inside the host only (ctest lua-ingest-g6.1-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.node.ingest (G-6.1)", "lua-ingest-g6.1-host") then return end
 
-local uv = require "luv"
 local cjson = require "cjson.safe"
 local http = require "ron.node.http"
 
@@ -497,15 +491,7 @@ describe("POST /v1/records (G-6.1)", function()
         end)
     end)
 
-    local function non_loopback_ipv4()
-        for _, list in pairs(uv.interface_addresses()) do
-            for _, a in ipairs(list) do
-                if a.family == "inet" and not a.internal then return a.ip end
-            end
-        end
-    end
-
-    local ip = non_loopback_ipv4()
+    local ip = S.non_loopback_ipv4()
     if not ip then
         pending("a non-loopback listener (no non-loopback IPv4 address on this machine)")
         return

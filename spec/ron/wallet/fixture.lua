@@ -74,6 +74,16 @@ local function open_store(path)
     return assert(store_mod.open { backend = "sqlite", path = path, offload = true })
 end
 
+-- The wallet service w on the daemon's HTTP server (port 0) with meter m; extra: more
+-- http.serve options (connection limits). -> the server
+function F.serve(w, m, extra)
+    local ho = { meter = m, port = 0, routes = w:routes(), max_body = 1048576,
+                 runtime = { ready = function() return w:ready() end,
+                             metrics_text = function() return w:metrics_text() end } }
+    for k, v in pairs(extra or {}) do ho[k] = v end
+    return assert(http.serve(ho))
+end
+
 function F.open(task, path, wcfg, gate, o)
     o = o or {}
     local s = open_store(path)
@@ -87,11 +97,7 @@ function F.open(task, path, wcfg, gate, o)
     local w = service.new(cfg)
     w:start()
     local m = assert(acct.open(S.cfg {}))
-    local ho = { meter = m, port = 0, routes = w:routes(), max_body = 1048576,
-                 runtime = { ready = function() return w:ready() end,
-                             metrics_text = function() return w:metrics_text() end } }
-    for k, v in pairs(o.http or {}) do ho[k] = v end -- (connection limits)
-    local srv = assert(http.serve(ho))
+    local srv = F.serve(w, m, o.http)
     assert(S.eventually(task, function() return w.system_ready and w:ready() end, 5000))
     local ctx = { port = srv:port(), w = w, led = led, store = s, gate = gate, srv = srv }
     opened[#opened + 1] = ctx

@@ -12,17 +12,11 @@
 --     as alone.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet group commit", function()
-        pending("runs inside the host only (ctest lua-wallet-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet group commit", "lua-wallet-host") then return end
 
 local cjson = require "cjson.safe"
 local store_mod = require "ron.ledger.store"
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
-local H = dofile(S.root .. "tests/pg/harness.lua")
 
 local OP, TA, TB, A, B = F.OP, F.TA, F.TB, F.A, F.B
 local post, get = S.http_post, S.http_get
@@ -243,20 +237,13 @@ describe("ron.wallet group commit on SQLite (issue 25)", function()
     end)
 end)
 
-local available, why = H.available()
-describe("ron.wallet group commit on PostgreSQL (issue 25)", function()
-    if not available then
-        pending(why)
-        return
-    end
-    local cluster, n = nil, 0
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
+S.describe_pg("ron.wallet group commit on PostgreSQL (issue 25)", function(pg)
+    local n = 0
     cases(function()
         n = n + 1
         local schema = "wallet_group_" .. n -- a fresh ledger per case
         return function()
-            return store_mod.open { backend = "postgres", conninfo = cluster.conninfo,
+            return store_mod.open { backend = "postgres", conninfo = pg.cluster.conninfo,
                                     schema = schema, connections = 4,
                                     connect_timeout_ms = 20000, query_timeout_ms = 20000 }
         end

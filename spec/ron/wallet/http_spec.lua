@@ -8,12 +8,7 @@
 -- daemon's plain answers.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet HTTP answers", function()
-        pending("runs inside the host only (ctest lua-wallet-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet HTTP answers", "lua-wallet-host") then return end
 
 local uv = require "luv"
 local cjson = require "cjson.safe"

@@ -8,12 +8,7 @@
 --   - a transfer's created_at_ms is its commit's real time in milliseconds.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet money holes", function()
-        pending("runs inside the host only (ctest lua-wallet-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet money holes", "lua-wallet-host") then return end
 
 local uv = require "luv"
 local cjson = require "cjson.safe"

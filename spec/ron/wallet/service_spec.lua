@@ -7,12 +7,7 @@
 -- cache, drain after; read-your-writes with min_seq and the measured invalidation lag.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet.service", function()
-        pending("runs inside the host only (ctest lua-wallet-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet.service", "lua-wallet-host") then return end
 
 local uv = require "luv"
 local cjson = require "cjson.safe"
@@ -435,19 +430,10 @@ describe("ron.wallet.service drain (seed 004 §6, §9)", function()
 end)
 
 -- The same restart case on a real PostgreSQL (tests/pg/pg-harness.sh), when the host has it.
-local H = dofile(S.root .. "tests/pg/harness.lua")
-local available, why = H.available()
-describe("ron.wallet.service on PostgreSQL", function()
-    if not available then
-        pending(why)
-        return
-    end
-    local cluster
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
+S.describe_pg("ron.wallet.service on PostgreSQL", function(pg)
     it("WLT-4/WLT-5: keys and nonces survive a reopen on PostgreSQL", function()
         restart_case(function()
-            return store_mod.open { backend = "postgres", conninfo = cluster.conninfo,
+            return store_mod.open { backend = "postgres", conninfo = pg.cluster.conninfo,
                                     schema = "wallet_spec", connections = 4,
                                     connect_timeout_ms = 20000, query_timeout_ms = 20000 }
         end)()

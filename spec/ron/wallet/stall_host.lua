@@ -16,35 +16,25 @@
 -- inputs' deactivation and its outputs' insertion while another debit resolves.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet.service stalls", function()
-        pending("runs inside the host only (ctest lua-wallet-pg-stall-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet.service stalls", "lua-wallet-pg-stall-host") then return end
 
 local uv = require "luv"
 local cjson = require "cjson.safe"
 local acct = require "ron.accounting"
-local http = require "ron.node.http"
 local store_mod = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local service = require "ron.wallet.service"
 
-local OP, TA = "operator-token.1", "account-a-token.2"
-local A = "6f1e3c52-7d0b-4b8e-9a51-0c2f4e8d9a10"
-local B = "0a0b0c0d-0e0f-4101-8203-040506070809"
-local TOKENS = { [acct.b3hex(OP)] = "operator", [acct.b3hex(TA)] = A }
+local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
+
+local OP, TA, A, B, TOKENS = F.OP, F.TA, F.A, F.B, F.TOKENS
 
 print("wallet stall_host: math.randomseed(17)")
 math.randomseed(17)
 
 local post, get = S.http_post, S.http_get
 
-local function transfer(amount, nonce)
-    return string.format('{"from":"%s","to":"%s","asset":"USD","amount":%d,"nonce":%d}', A, B,
-                         amount, nonce)
-end
+local function transfer(amount, nonce) return F.transfer(A, B, amount, nonce) end
 
 -- The wallet on store s, on the daemon's HTTP server. -> ctx { port, w, close }
 local function open(task, s, wcfg)
@@ -57,12 +47,7 @@ local function open(task, s, wcfg)
     local w = service.new(o)
     w:start()
     local m = assert(acct.open(S.cfg {}))
-    local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
-                                    max_body = 1048576,
-                                    runtime = { ready = function() return w:ready() end,
-                                                metrics_text = function()
-                                                    return w:metrics_text()
-                                                end } })
+    local srv = F.serve(w, m)
     assert(S.eventually(task, function() return w.system_ready and w:ready() end, 10000))
     local ctx = { port = srv:port(), w = w, led = led }
     function ctx.close()
@@ -210,31 +195,22 @@ end
 local WCFG = { commit_timeout_ms = 300, stall_ms = 300, breaker_threshold = 3,
                breaker_open_ms = 1000, retries = 1, workers = 4 }
 
-local H = dofile(S.root .. "tests/pg/harness.lua")
-local available, why = H.available()
-describe("ron.wallet.service: the PostgreSQL server SIGSTOPped (WLT-8)", function()
-    if not available then
-        pending(why)
-        return
-    end
-    local cluster
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
+S.describe_pg("ron.wallet.service: the PostgreSQL server SIGSTOPped (WLT-8)", function(pg)
     it("readyz flips, POST 503, GET 200 cached and staler; SIGCONT: exactly once", function()
         local frozen = false
         local ok, err = pcall(S.run_task, function(task)
             local s = assert(store_mod.open { backend = "postgres",
-                conninfo = cluster.conninfo, schema = "wallet_stall", connections = 4,
+                conninfo = pg.cluster.conninfo, schema = "wallet_stall", connections = 4,
                 connect_timeout_ms = 2000, query_timeout_ms = 1500 })
             local ctx = open(task, s, WCFG)
             local ok2, err2 = pcall(stall_case, task, ctx,
-                function() cluster:freeze() frozen = true end,
-                function() cluster:thaw() frozen = false end, 8)
-            if frozen then cluster:thaw() end
+                function() pg.cluster:freeze() frozen = true end,
+                function() pg.cluster:thaw() frozen = false end, 8)
+            if frozen then pg.cluster:thaw() end
             ctx.close()
             if not ok2 then error(err2, 0) end
         end)
-        if frozen then cluster:thaw() end
+        if frozen then pg.cluster:thaw() end
         if not ok then error(err, 0) end
     end)
 end)

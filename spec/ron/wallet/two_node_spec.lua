@@ -11,12 +11,7 @@
 -- once: after settling, each key has one transfer and one answer on both nodes.
 local S = require "support"
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet two nodes", function()
-        pending("runs inside the host only (ctest lua-wallet-host)")
-    end)
-    return
-end
+if not S.needs_host("ron.wallet two nodes", "lua-wallet-host") then return end
 
 local cjson = require "cjson.safe"
 local store_mod = require "ron.ledger.store"
@@ -186,23 +181,15 @@ describe("ron.wallet two nodes on one SQLite file (issue 29 item 4)", function()
     end)
 end)
 
-local H = dofile(S.root .. "tests/pg/harness.lua")
-local available, why = H.available()
-describe("ron.wallet two nodes on one PostgreSQL (issue 29 item 4)", function()
-    if not available then
-        pending(why)
-        return
-    end
-    local cluster, n = nil, 0
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
+S.describe_pg("ron.wallet two nodes on one PostgreSQL (issue 29 item 4)", function(pg)
+    local n = 0
     local schema
     before_each(function()
         n = n + 1
         schema = "wallet_two_" .. n -- a fresh ledger per case
     end)
     cases(function()
-        return store_mod.open { backend = "postgres", conninfo = cluster.conninfo,
+        return store_mod.open { backend = "postgres", conninfo = pg.cluster.conninfo,
                                 schema = schema, connections = 4, connect_timeout_ms = 20000,
                                 query_timeout_ms = 20000 }
     end)

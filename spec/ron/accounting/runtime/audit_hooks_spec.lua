@@ -11,17 +11,7 @@ local rt_mod = require "ron.accounting.runtime.rt"
 local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 local run, setup, eventually, window = S.run_task, S.rt_setup, S.eventually, S.rt_window
 
-local function wrapped(ledger, answer)
-    return {
-        put = function(_, s)
-            local a, d = answer(s)
-            if a ~= false then return a, d end
-            return ledger:put(s)
-        end,
-        head = function(_, t, d) return ledger:head(t, d) end,
-        close = function() ledger:close() end,
-    }
-end
+local wrapped = S.wrapped_ledger
 
 local function quiet(f)
     local write = rt_mod.write
@@ -98,10 +88,7 @@ describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
     it("a conflict is an export record and a stuck stream; a full pending_slices sheds as shed records", function()
         print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
-        local e = wrapped(ledger, function(s)
-            if s.tenant == TENANTS[2] then return "conflict", "another b3 at seq 1" end
-            return false
-        end)
+        local e = S.conflicting_ledger(ledger, TENANTS[2])
         local recs, nbusy = {}, nil
         local function audit(kind, attrs) recs[#recs + 1] = { kind = kind, attrs = attrs } end
         quiet(function()

@@ -259,7 +259,8 @@ describe("ron.accounting.runtime", function()
             local C, ch = runtime._classes, task.channel(1)
             local Channel = getmetatable(ch)
             local hand_over = upvalue(Channel.try_send, "hand_over")
-            local wake = upvalue(hand_over, "wake")
+            local wait = require "ron.base.task.wait"
+            local ready = require "ron.base.task.ready"
             for name, fn in pairs {
                 ["Router:stream"] = C.Router.stream, ["Router:route"] = C.Router.route,
                 ["Router:admit"] = C.Router.admit, ["Router:dispatch"] = C.Router.dispatch,
@@ -268,11 +269,10 @@ describe("ron.accounting.runtime", function()
                 ["Offers:offer"] = C.Offers.offer, ["Offers:route_check"] = C.Offers.route_check,
                 ["Offers:delivered"] = C.Offers.delivered, ["Offers:acked"] = C.Offers.acked,
                 ["ch:recv"] = Channel.recv,
-                ["ch:try_send"] = Channel.try_send, hand_over = hand_over, wake = wake,
-                unwait = upvalue(wake, "unwait"), schedule = upvalue(wake, "schedule"),
-                select_recv = upvalue(task.select, "select_recv"),
-                block = upvalue(upvalue(task.select, "select_recv"), "block"),
-                run_ready = upvalue(upvalue(wake, "schedule"), "run_ready"),
+                ["ch:try_send"] = Channel.try_send, hand_over = hand_over, wake = wait.wake,
+                unwait = wait.unwait, schedule = ready.schedule,
+                select_recv = upvalue(Channel.recv, "select_recv"), block = wait.block,
+                run_ready = ready.run,
             } do
                 guarded[fn] = name
             end

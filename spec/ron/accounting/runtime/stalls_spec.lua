@@ -37,18 +37,7 @@ local function count(lines, needle)
     return n
 end
 
--- The ledger, except that `answer(s)` may answer first for a slice (nil: the ledger's).
-local function wrapped(ledger, answer)
-    return {
-        put = function(_, s)
-            local a, d = answer(s)
-            if a ~= false then return a, d end
-            return ledger:put(s)
-        end,
-        head = function(_, t, d) return ledger:head(t, d) end,
-        close = function() ledger:close() end,
-    }
-end
+local wrapped = S.wrapped_ledger
 
 describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
     it("a local exporter failure counts as fail with its reason, not as retry_network", function()
@@ -129,10 +118,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
     it("a conflict stops only that stream, as a stuck stream with its reason", function()
         print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
-        local e = wrapped(ledger, function(s)
-            if s.tenant == TENANTS[2] then return "conflict", "another b3 at seq 1" end
-            return false
-        end)
+        local e = S.conflicting_ledger(ledger, TENANTS[2])
         local rt
         local lines = logged(function()
             run(function(task)

@@ -120,6 +120,18 @@ function _M.push(st, tenant, item, weight)
     return q, fresh
 end
 
+-- p:enqueue (a tail call from the policy's method: the errors name its caller): Busy at a
+-- cap, else queued at the tenant's weight (a tenant that held nothing joins the back of the
+-- rotation).
+function _M.enqueue(st, policy, tenant, item, weight)
+    _M.check_tenant(policy .. ":enqueue", tenant)
+    if item == nil then error(policy .. ":enqueue: item must not be nil", 2) end
+    if _M.full(st, tenant) then return nil, "Busy" end
+    local q, fresh = _M.push(st, tenant, item, weight)
+    if fresh then _M.ring_push(st, q) end
+    return true
+end
+
 -- Takes the oldest item of q; drops q from the tenant map once empty. Returns item, empty.
 function _M.take(st, q)
     local item = q[q.head]

@@ -12,7 +12,7 @@
 -- holds; the ones skipped keep their place (the router skips tenants at their in-flight cap).
 -- opts.tenant_cap: items one tenant may hold (default cap); beyond it enqueue is Busy.
 local C = require "ron.accounting.export.fairness.common"
-local setmetatable, error = setmetatable, error
+local setmetatable = setmetatable
 
 local _M = { name = "round_robin" }
 
@@ -28,13 +28,7 @@ function _M.new(opts)
 end
 
 function P:enqueue(tenant, item)
-    C.check_tenant("round_robin:enqueue", tenant)
-    if item == nil then error("round_robin:enqueue: item must not be nil", 2) end
-    local st = self.st
-    if C.full(st, tenant) then return nil, "Busy" end
-    local q, fresh = C.push(st, tenant, item, 1)
-    if fresh then C.ring_push(st, q) end
-    return true
+    return C.enqueue(self.st, "round_robin", tenant, item, 1)
 end
 
 function P:dequeue(eligible)

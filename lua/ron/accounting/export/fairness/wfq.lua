@@ -56,13 +56,7 @@ function P:weight(tenant)
 end
 
 function P:enqueue(tenant, item)
-    C.check_tenant("wfq:enqueue", tenant)
-    if item == nil then error("wfq:enqueue: item must not be nil", 2) end
-    local st = self.st
-    if C.full(st, tenant) then return nil, "Busy" end
-    local q, fresh = C.push(st, tenant, item, self:weight(tenant))
-    if fresh then C.ring_push(st, q) end
-    return true
+    return C.enqueue(self.st, "wfq", tenant, item, self:weight(tenant))
 end
 
 function P:dequeue(eligible)

@@ -5,27 +5,13 @@
 -- `ron-accounting run spec/run-busted.lua spec/ron/accounting/export/exporters/chaos_spec.lua`).
 local S = require "support"
 local uv = require "luv"
-local acct = require "ron.accounting"
 local exporter = require "ron.accounting.export.exporters"
 local file = require "ron.accounting.export.exporters.file"
 local chaos = require "ron.accounting.export.exporters.chaos"
 
-local T0, TA = S.T0, S.TENANT_A
+local TA = S.TENANT_A
 
--- n chained slices of stream TA/bytes from a fresh meter.
-local function chain(n)
-    local clock = S.clock(T0 + 5)
-    local m = assert(acct.open(S.cfg { clock = clock.fn }))
-    local out = {}
-    for i = 1, n do
-        clock.now = T0 + 60 * (i - 1) + 5
-        assert(m:record(TA, "alice", "bytes", i))
-        local sealed = assert(m:rollover(T0 + 60 * i))
-        out[i] = sealed[1]
-    end
-    m:close()
-    return out
-end
+local chain = S.chain
 
 -- Number of complete records in a ledger stream file.
 local function n_records(path)

@@ -9,21 +9,7 @@ local file = require "ron.accounting.export.exporters.file"
 
 local T0, TA = S.T0, S.TENANT_A
 
--- n chained slices of stream TA/bytes from a fresh meter; window i counts base + i.
-local function chain(n, base)
-    local clock = S.clock(T0 + 5)
-    local m = assert(acct.open(S.cfg { clock = clock.fn }))
-    local out = {}
-    for i = 1, n do
-        clock.now = T0 + 60 * (i - 1) + 5
-        assert(m:record(TA, "alice", "bytes", (base or 0) + i))
-        local sealed = assert(m:rollover(T0 + 60 * i))
-        assert.equal(1, #sealed)
-        out[i] = sealed[1]
-    end
-    m:close()
-    return out
-end
+local chain = S.chain
 
 -- Records of a ledger file: { {len, bytes, trailer}, ... } and the bytes after the last
 -- complete record.

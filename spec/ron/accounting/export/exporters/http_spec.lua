@@ -159,19 +159,7 @@ local backoff = require "ron.base.backoff"
 
 local run, eventually = S.run_task, S.eventually
 
--- n chained slices of stream tenant/bytes from a fresh meter; window i counts base + i.
-local function chain(n, base, tenant)
-    local clock = S.clock(T0 + 5)
-    local m = assert(acct.open(S.cfg { clock = clock.fn }))
-    local out = {}
-    for i = 1, n do
-        clock.now = T0 + 60 * (i - 1) + 5
-        assert(m:record(tenant or TA, "alice", "bytes", (base or 0) + i))
-        out[i] = assert(m:rollover(T0 + 60 * i))[1]
-    end
-    m:close()
-    return out
-end
+local chain = S.chain
 
 -- No transfer in flight, no socket watcher left once the case is over.
 local function no_leaks()
@@ -548,6 +536,10 @@ describe("ron.accounting.export.exporters.http into ron.node.receiver (file ledg
             a = assert(httpc.request { method = "GET", headers = auth("token-a"),
                                        url = ("%s/%s/bytes/head"):format(url, TB) })
             assert.equal(403, a.status)
+            -- no token: 401 with the scheme, on a stream request as on a PUT (one admission)
+            a = assert(httpc.request { method = "GET", url = ("%s/%s/bytes/head"):format(url, TA) })
+            assert.equal(401, a.status)
+            assert.equal('Bearer realm="ron-accounting"', a.headers["www-authenticate"])
             -- the exporter of node A sees a local failure (a misconfiguration), not a retry
             local st, err = exp_http.new { url = url, token = "token-a" }:put(b1)
             assert.is_nil(st)

@@ -107,19 +107,7 @@ local function fast_backoff()
     return backoff.exponential.new { base_ms = 5, cap_ms = 50, seed = 1 }
 end
 
--- n chained slices of stream tenant/bytes from a fresh meter; window i counts base + i.
-local function chain(n, base, tenant)
-    local clock = S.clock(T0 + 5)
-    local m = assert(acct.open(S.cfg { clock = clock.fn }))
-    local out = {}
-    for i = 1, n do
-        clock.now = T0 + 60 * (i - 1) + 5
-        assert(m:record(tenant or TA, "alice", "bytes", (base or 0) + i))
-        out[i] = assert(m:rollover(T0 + 60 * i))[1]
-    end
-    m:close()
-    return out
-end
+local chain = S.chain
 
 -- Runs argv (a list) as a child process from a task and waits for its exit code.
 local function spawn_wait(task, argv)
@@ -356,6 +344,52 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
             assert.equal(0, rc, out)
             assert.truthy(out:find("\nOK\n$"), out)
             assert.equal(0, pq.live())
+        end)
+
+        -- ron_put decides in SQL (one round trip, under the head row's lock); the rule must
+        -- stay chain.admit's (ron.accounting.export.chain, the twin of host/cli/chain.c).
+        -- A random walk over one stream (fixed seed, printed) puts candidates near the head
+        -- (seq head-2 .. head+2; prev_b3 and b3 drawn from the stored b3s, zero and fresh
+        -- ones) straight through ron_put and compares each answer with the Lua rule's.
+        it("ron_put answers what chain.admit decides (the SQL rule is the Lua rule)", function()
+            local chainrule = require "ron.accounting.export.chain"
+            local schema, seed = fresh_schema(), 26
+            print("chain-rule walk: seed " .. seed)
+            math.randomseed(seed)
+            local function rb3() -- a fresh raw b3
+                local t = {}
+                for i = 1, 32 do t[i] = string.char(math.random(0, 255)) end
+                return table.concat(t)
+            end
+            local function hexs(b)
+                return (b:gsub(".", function(c) return ("%02x"):format(c:byte()) end))
+            end
+            run(function()
+                local e = postgres.new { conninfo = cluster.conninfo, schema = schema }
+                assert(e:ensure_schema())
+                local stored, head_seq, head_b3 = {}, 0, chainrule.ZERO
+                local seen = {}
+                for step = 1, 400 do
+                    local pool = { chainrule.ZERO, head_b3, rb3(), stored[head_seq - 1] or rb3() }
+                    local seq = math.max(1, head_seq + math.random(-2, 2))
+                    local prev = math.random(2) == 1 and head_b3 or pool[math.random(#pool)]
+                    local b3 = (math.random(3) == 1 and stored[seq]) or pool[math.random(#pool)]
+                    local want = chainrule.admit(head_seq, head_b3, seq, prev, b3)
+                    if want == "below" then want = chainrule.stored(seq, stored[seq], b3) end
+                    local rows = assert(e.pool:query(e.put_sql, {
+                        TA, "bytes", tostring(seq), "0", "60", hexs(b3), hexs(prev),
+                        pg.bytea(b3) }))
+                    local got = rows[1].status
+                    assert.equal(want, got,
+                                 ("step %d: head %d, seq %d"):format(step, head_seq, seq))
+                    seen[got] = (seen[got] or 0) + 1
+                    if got == "ok" then stored[seq], head_seq, head_b3 = b3, seq, b3 end
+                end
+                for _, v in ipairs { "ok", "dup", "conflict", "gap" } do
+                    assert.truthy((seen[v] or 0) > 10, v .. " seldom drawn")
+                end
+                e:close()
+            end)
         end)
 
         it("put_many: a batch of several streams in one round trip answers what put would,"
