@@ -76,6 +76,24 @@ static rau_log_t *open_sim(simfs_t *fs, uint64_t rotate, uint32_t batch, int *rc
     return l;
 }
 
+static int append_one(rau_log_t *l, model_t *m, rau_appended_t *a);
+
+/* n appends; 1 when every one returned 0 (a is the last one's). */
+static int append_n(rau_log_t *l, model_t *m, int n, rau_appended_t *a) {
+    for (int i = 0; i < n; i++)
+        if (append_one(l, m, a) != 0) return 0;
+    return 1;
+}
+
+/* The log on fs with 1 MiB segments and no batching; NULL (said why) when it refuses. */
+static rau_log_t *reopen(simfs_t *fs) {
+    char err[512];
+    int rc;
+    rau_log_t *l = open_sim(fs, 1 << 20, 0, &rc, err);
+    if (!l) fprintf(stderr, "# open: %s: %s\n", rau_err_name(rc), err);
+    return l;
+}
+
 static int append_one(rau_log_t *l, model_t *m, rau_appended_t *a) {
     char v[32];
     uint64_t n = ++m->counter;
@@ -244,17 +262,13 @@ RA_TEST(fsync_eio_fails_the_log_and_a_reopen_rewrites_the_tail) {
     fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
     simfs_t *fs = sim_new(seed);
     model_t m = {0};
-    char err[512];
-    int rc;
-    rau_log_t *l = open_sim(fs, 1 << 20, 0, &rc, err);
+    rau_log_t *l = reopen(fs);
     REQUIRE(l);
     rau_appended_t a;
-    for (int i = 0; i < 50; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 50, &a));
     CHECK_RC(rau_log_sync(l), 0);
     m.acked = 50;
-    for (int i = 0; i < 20; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 20, &a));
     simfs_fail(fs, SIMFS_FSYNC, 1, -EIO, 1);
     CHECK_RC(rau_log_sync(l), RAU_EIO);
     CHECK_EQ_U64(simfs_injected(fs), 1);
@@ -265,18 +279,16 @@ RA_TEST(fsync_eio_fails_the_log_and_a_reopen_rewrites_the_tail) {
     CHECK_RC(rau_log_sync(l), RAU_ECLOSED);
     rau_log_close(l);
     /* the process goes on (no power cut): the cache still holds records 51..70 */
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    l = reopen(fs);
     REQUIRE(l);
     rau_log_stats(l, &st);
     CHECK_EQ_U64(st.head_seq, 70);
-    for (int i = 0; i < 10; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 10, &a));
     CHECK_RC(rau_log_sync(l), 0);
     m.acked = 80;
     rau_log_close(l);
     simfs_crash(fs, SIMFS_CRASH_DROP);
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
-    if (!l) fprintf(stderr, "# open after the cut: %s: %s\n", rau_err_name(rc), err);
+    l = reopen(fs);
     REQUIRE(l);
     CHECK(check_state(l, &m, "fsyncgate", seed));
     rau_log_stats(l, &st);
@@ -294,23 +306,19 @@ RA_TEST(enospc_fails_the_sync_and_the_torn_part_is_cut) {
     fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
     simfs_t *fs = sim_new(seed);
     model_t m = {0};
-    char err[512];
-    int rc;
-    rau_log_t *l = open_sim(fs, 1 << 20, 0, &rc, err);
+    rau_log_t *l = reopen(fs);
     REQUIRE(l);
     rau_appended_t a;
-    for (int i = 0; i < 30; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 30, &a));
     CHECK_RC(rau_log_sync(l), 0);
     m.acked = 30;
     simfs_set_capacity(fs, simfs_usage(fs) + 1000); /* about 10 records more */
-    for (int i = 0; i < 40; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 40, &a));
     CHECK_RC(rau_log_sync(l), RAU_EIO);
     CHECK_RC(append_one(l, &m, &a), RAU_ECLOSED);
     rau_log_close(l);
     simfs_set_capacity(fs, 0);
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    l = reopen(fs);
     REQUIRE(l);
     rau_log_stats_t st;
     rau_log_stats(l, &st);
@@ -318,13 +326,12 @@ RA_TEST(enospc_fails_the_sync_and_the_torn_part_is_cut) {
     CHECK(st.head_seq >= 30 && st.head_seq < 70);
     CHECK(check_state(l, &m, "enospc", seed));
     m.acked = st.head_seq;
-    for (int i = 0; i < 5; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 5, &a));
     CHECK_RC(rau_log_sync(l), 0);
     m.acked = a.seq;
     rau_log_close(l);
     simfs_crash(fs, SIMFS_CRASH_TORN);
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    l = reopen(fs);
     REQUIRE(l);
     CHECK(check_state(l, &m, "enospc after the cut", seed));
     rau_log_close(l);
@@ -339,41 +346,36 @@ RA_TEST(short_writes_are_continued_or_cut) {
     fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
     simfs_t *fs = sim_new(seed);
     model_t m = {0};
-    char err[512];
-    int rc;
-    rau_log_t *l = open_sim(fs, 1 << 20, 0, &rc, err);
+    rau_log_t *l = reopen(fs);
     REQUIRE(l);
     rau_appended_t a;
     for (int round = 0; round < 5; round++) {
-        for (int i = 0; i < 10; i++)
-            REQUIRE(append_one(l, &m, &a) == 0);
+        REQUIRE(append_n(l, &m, 10, &a));
         simfs_short_write(fs, 1, 1 + simfs_rand(fs) % 300);
         CHECK_RC(rau_log_sync(l), 0);
         m.acked = a.seq;
     }
     CHECK_EQ_U64(simfs_injected(fs), 5);
-    for (int i = 0; i < 10; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 10, &a));
     simfs_short_write(fs, 1, 100);
     simfs_fail(fs, SIMFS_WRITE, 2, -EIO, 1);
     CHECK_RC(rau_log_sync(l), RAU_EIO);
     rau_log_close(l);
     simfs_crash(fs, SIMFS_CRASH_REORDER);
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    l = reopen(fs);
     REQUIRE(l);
     CHECK(check_state(l, &m, "short write", seed));
     rau_log_close(l);
     simfs_clear_faults(fs);
     /* the same without a power cut: the half frame is in the cache, cut at open */
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    l = reopen(fs);
     REQUIRE(l);
-    for (int i = 0; i < 10; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 10, &a));
     simfs_short_write(fs, 1, 100);
     simfs_fail(fs, SIMFS_WRITE, 2, -EIO, 1);
     CHECK_RC(rau_log_sync(l), RAU_EIO);
     rau_log_close(l);
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    l = reopen(fs);
     REQUIRE(l);
     rau_log_stats_t st;
     rau_log_stats(l, &st);
