@@ -123,9 +123,9 @@ typedef rau_log_open_info_t rau__open_info_t;
 void rau__log_open_info(const rau_log_t *l, rau__open_info_t *out);
 
 /* rau_log_open with the I/O interface given (audit/io.h): the tests' fault and power-cut
- * simulator (tests/audit/powerfs.c). io must outlive the log. */
-struct rau__io_s;
-int rau__log_open_io(const rau_log_config_t *cfg, const struct rau__io_s *io, rau_log_t **out,
+ * simulator (tests/sim-fs.c). io must outlive the log. */
+struct ra__io;
+int rau__log_open_io(const rau_log_config_t *cfg, const struct ra__io *io, rau_log_t **out,
                      char *err, size_t errlen);
 
 #endif

@@ -19,11 +19,11 @@ static const char *fd_path(rau__iotrack_t *t, int fd) {
     return NULL;
 }
 
-static int tr_open(void *ud, const char *path, int mode) {
+static int tr_open(void *ud, const char *path, int flags) {
     rau__iotrack_t *t = ud;
-    int fd = t->inner->open(t->inner->ud, path, mode);
+    int fd = t->inner->open(t->inner->ud, path, flags);
     static const char *const ops[] = {"open", "open for appending", "create", "open for writing"};
-    failed(t, fd, ops[mode >= 0 && mode < 4 ? mode : 0], path);
+    failed(t, fd, ops[flags & RA__IO_MODE], path);
     if (fd >= 0)
         for (int i = 0; i < RAU__TRACK_FDS; i++)
             if (t->fds[i].fd < 0) {
@@ -55,9 +55,9 @@ static ssize_t tr_pwrite(void *ud, int fd, const void *buf, size_t n, uint64_t o
     return r;
 }
 
-static int tr_fdatasync(void *ud, int fd) {
+static int tr_fsync(void *ud, int fd) {
     rau__iotrack_t *t = ud;
-    int r = t->inner->fdatasync(t->inner->ud, fd);
+    int r = t->inner->fsync(t->inner->ud, fd);
     failed(t, r, "fdatasync", fd_path(t, fd));
     return r;
 }
@@ -104,9 +104,9 @@ static int tr_fsync_dir(void *ud, const char *dir) {
     return r;
 }
 
-static int tr_mkdir(void *ud, const char *path) {
+static int tr_mkdir(void *ud, const char *path, int flags) {
     rau__iotrack_t *t = ud;
-    int r = t->inner->mkdir(t->inner->ud, path);
+    int r = t->inner->mkdir(t->inner->ud, path, flags);
     if (r != -EEXIST) failed(t, r, "mkdir", path);
     return r;
 }
@@ -118,25 +118,48 @@ static int tr_list(void *ud, const char *dir, int (*cb)(void *, const char *), v
     return r;
 }
 
-void rau__iotrack_init(rau__iotrack_t *t, const rau__io_t *inner) {
+static int tr_size(void *ud, const char *path, uint64_t *out) {
+    rau__iotrack_t *t = ud;
+    int r = t->inner->size(t->inner->ud, path, out);
+    failed(t, r, "stat", path);
+    return r;
+}
+
+static int tr_lock(void *ud, const char *path, int *handle) {
+    rau__iotrack_t *t = ud;
+    int r = t->inner->lock(t->inner->ud, path, handle);
+    failed(t, r, "lock", path);
+    return r;
+}
+
+static void tr_unlock(void *ud, int handle) {
+    rau__iotrack_t *t = ud;
+    t->inner->unlock(t->inner->ud, handle);
+}
+
+void rau__iotrack_init(rau__iotrack_t *t, const ra__io_t *inner) {
     memset(t, 0, sizeof *t);
     t->inner = inner;
     for (int i = 0; i < RAU__TRACK_FDS; i++)
         t->fds[i].fd = -1;
-    t->io = (rau__io_t){.ud = t,
-                        .open = tr_open,
-                        .write = tr_write,
-                        .pread = tr_pread,
-                        .pwrite = tr_pwrite,
-                        .fdatasync = tr_fdatasync,
-                        .close = tr_close,
-                        .fsize = tr_fsize,
-                        .truncate = tr_truncate,
-                        .rename = tr_rename,
-                        .unlink = tr_unlink,
-                        .fsync_dir = tr_fsync_dir,
-                        .mkdir = tr_mkdir,
-                        .list = tr_list};
+    t->io = (ra__io_t){.ud = t,
+                       .open = tr_open,
+                       .write = tr_write,
+                       .pread = tr_pread,
+                       .pwrite = tr_pwrite,
+                       .fsync = tr_fsync,
+                       .close = tr_close,
+                       .fsize = tr_fsize,
+                       .fsync_dir = tr_fsync_dir,
+                       .rename = tr_rename,
+                       .unlink = tr_unlink,
+                       .truncate = tr_truncate,
+                       .size = tr_size,
+                       .mkdir = tr_mkdir,
+                       .list = tr_list,
+                       .lock = tr_lock,
+                       .unlock = tr_unlock,
+                       .reserve_bytes = inner->reserve_bytes};
 }
 
 void rau__iotrack_text(const rau__iotrack_t *t, char *buf, size_t cap) {

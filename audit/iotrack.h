@@ -12,8 +12,8 @@
 enum { RAU__TRACK_FDS = 8, RAU__TRACK_PATH = 4200 };
 
 typedef struct rau__iotrack_s {
-    rau__io_t io; /* the interface to use (its ud is this struct) */
-    const rau__io_t *inner;
+    ra__io_t io; /* the interface to use (its ud is this struct) */
+    const ra__io_t *inner;
     int err;           /* errno of the last failing call, 0: none yet */
     uint64_t failures; /* failing calls so far (a new one changes it) */
     char op[16];
@@ -25,7 +25,7 @@ typedef struct rau__iotrack_s {
 } rau__iotrack_t;
 
 /* t must stay where it is while it is used (t->io.ud points at it). */
-void rau__iotrack_init(rau__iotrack_t *t, const rau__io_t *inner);
+void rau__iotrack_init(rau__iotrack_t *t, const ra__io_t *inner);
 /* "<op> <path>: <strerror> (<ERRNO>)" of the last failure, or "" when none. */
 void rau__iotrack_text(const rau__iotrack_t *t, char *buf, size_t cap);
 

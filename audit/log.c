@@ -26,8 +26,8 @@ struct rau_log_s {
     uint64_t rotate_bytes;
     uint32_t dedupe_window, checkpoint_every, checkpoint_interval_ms;
     rau_signer_t *signer;
-    const rau__io_t *io; /* every file operation of the writer and of recovery (rule 7) */
-    rau__iotrack_t trk;  /* io is trk.io: the backend's calls, the last failure remembered */
+    const ra__io_t *io; /* every file operation of the writer and of recovery (rule 7) */
+    rau__iotrack_t trk; /* io is trk.io: the backend's calls, the last failure remembered */
 
     uint64_t head_seq;
     uint8_t head_hash[32];
@@ -117,13 +117,13 @@ static void pos_set(rau_log_t *l, uint64_t seq, uint64_t seg, uint64_t off) {
 }
 
 static int write_all(rau_log_t *l, int fd, const uint8_t *p, size_t n) {
-    return rau__io_write_all(l->io, fd, p, n) ? RAU_EIO : 0;
+    return ra__io_write_all(l->io, fd, p, n) ? RAU_EIO : 0;
 }
 
 static int seg_create(rau_log_t *l, uint64_t first) {
     char p[4200];
     snprintf(p, sizeof p, "%s/seg-%020llu.rau", l->dir, (unsigned long long)first);
-    int fd = l->io->open(l->io->ud, p, RAU__IO_CREATE);
+    int fd = l->io->open(l->io->ud, p, RA__IO_CREATE);
     if (fd < 0) return RAU_EIO;
     uint8_t h[RAU__SEG_HDR] = {0};
     memcpy(h, RAU__SEG_MAGIC, 8);
@@ -131,7 +131,7 @@ static int seg_create(rau_log_t *l, uint64_t first) {
     rau__be32(h + 16, l->dedupe_window);
     rau__seg_check(h, h + 20);
     /* The new name must be durable before a record in it is acknowledged: fsync_dir. */
-    if (write_all(l, fd, h, sizeof h) || l->io->fdatasync(l->io->ud, fd) ||
+    if (write_all(l, fd, h, sizeof h) || l->io->fsync(l->io->ud, fd) ||
         l->io->fsync_dir(l->io->ud, l->dir)) {
         l->io->close(l->io->ud, fd);
         return RAU_EIO;
@@ -174,12 +174,12 @@ static int valid_after(const uint8_t *b, size_t len, size_t off) {
 /* valid_after over the file from pos to its end (read whole: only after a bad frame in the
  * last segment, the rare path). An unreadable rest counts as "something follows" (so the
  * damage is refused, never cut). */
-static int valid_after_file(const rau__io_t *io, int fd, size_t pos, size_t len) {
+static int valid_after_file(const ra__io_t *io, int fd, size_t pos, size_t len) {
     if (len <= pos) return 0;
     size_t n = len - pos;
     uint8_t *b = malloc(n);
     if (!b) return 1;
-    int v = rau__io_pread_all(io, fd, b, n, pos) == 0 ? valid_after(b, n, 0) : 1;
+    int v = ra__io_pread_all(io, fd, b, n, pos) == 0 ? valid_after(b, n, 0) : 1;
     free(b);
     return v;
 }
@@ -224,7 +224,7 @@ static int list_dir(rau_log_t *l, names_t *ns) {
 
 /* The recovery's window over a segment (as rau__win_t, through the I/O interface). */
 typedef struct rwin_s {
-    const rau__io_t *io;
+    const ra__io_t *io;
     int fd, eof;
     uint8_t *b;
     size_t have;
@@ -255,13 +255,13 @@ static int rwin_refill(rwin_t *w, size_t *off) {
  * synced: what open read is what is on disk. */
 static int rewrite_tail(rau_log_t *l, const char *path, uint64_t from, uint64_t len) {
     if (len <= from) return 0;
-    int rfd = l->io->open(l->io->ud, path, RAU__IO_READ);
-    int wfd = rfd < 0 ? -1 : l->io->open(l->io->ud, path, RAU__IO_WRITE);
+    int rfd = l->io->open(l->io->ud, path, RA__IO_READ);
+    int wfd = rfd < 0 ? -1 : l->io->open(l->io->ud, path, RA__IO_WRITE);
     uint8_t *b = wfd < 0 ? NULL : malloc(RAU__WIN);
     int rc = b ? 0 : RAU_EIO;
     for (uint64_t off = from; !rc && off < len;) {
         size_t n = len - off < RAU__WIN ? (size_t)(len - off) : RAU__WIN;
-        if (rau__io_pread_all(l->io, rfd, b, n, off)) rc = RAU_EIO;
+        if (ra__io_pread_all(l->io, rfd, b, n, off)) rc = RAU_EIO;
         for (size_t done = 0; !rc && done < n;) {
             ssize_t w = l->io->pwrite(l->io->ud, wfd, b + done, n - done, off + done);
             if (w <= 0)
@@ -271,7 +271,7 @@ static int rewrite_tail(rau_log_t *l, const char *path, uint64_t from, uint64_t 
         }
         off += n;
     }
-    if (!rc && l->io->fdatasync(l->io->ud, wfd)) rc = RAU_EIO;
+    if (!rc && l->io->fsync(l->io->ud, wfd)) rc = RAU_EIO;
     if (wfd >= 0) l->io->close(l->io->ud, wfd);
     if (rfd >= 0) l->io->close(l->io->ud, rfd);
     free(b);
@@ -312,7 +312,7 @@ static void load_latest(rau_log_t *l) {
 static int recover_seg(rau_log_t *l, rwin_t *w, const char *path, uint64_t first_seq, int last,
                        uint64_t off0, uint64_t durable_end, char *err, size_t errlen) {
     int rc = 0;
-    w->fd = l->io->open(l->io->ud, path, RAU__IO_READ);
+    w->fd = l->io->open(l->io->ud, path, RA__IO_READ);
     w->eof = 0, w->have = 0, w->base = 0;
     size_t off = 0;
     if (w->fd < 0 || l->io->fsize(l->io->ud, w->fd, &w->len) || rwin_refill(w, &off)) {
@@ -411,8 +411,8 @@ static int recover_seg(rau_log_t *l, rwin_t *w, const char *path, uint64_t first
         len = cut;
     }
     if ((rc = rewrite_tail(l, path, durable_end ? durable_end : RAU__SEG_HDR, len))) return rc;
-    l->fd = l->io->open(l->io->ud, path, RAU__IO_APPEND);
-    if (l->fd < 0 || l->io->fdatasync(l->io->ud, l->fd) != 0) return RAU_EIO;
+    l->fd = l->io->open(l->io->ud, path, RA__IO_APPEND);
+    if (l->fd < 0 || l->io->fsync(l->io->ud, l->fd) != 0) return RAU_EIO;
     l->seg_bytes = len;
     l->seg_first = first_seq;
     return 0;
@@ -496,7 +496,7 @@ static int head_write(rau_log_t *l) {
          * stays: a torn write of this one leaves it); otherwise it is made whole. */
         char p[4200];
         head_path(l, p, sizeof p);
-        int fd = l->io->open(l->io->ud, p, RAU__IO_WRITE);
+        int fd = l->io->open(l->io->ud, p, RA__IO_WRITE);
         uint64_t size = 0;
         if (fd >= 0 && l->io->fsize(l->io->ud, fd, &size) == 0 && size == RAU__HEAD_FILE)
             l->head_fd = fd;
@@ -511,7 +511,7 @@ static int head_write(rau_log_t *l) {
         memcpy(file + at, l->head_slot, RAU__HEAD_SLOT);
         rc = rau__io_replace(l->io, l->dir, p, file, RAU__HEAD_FILE);
         free(file);
-        if (!rc && (l->head_fd = l->io->open(l->io->ud, p, RAU__IO_WRITE)) < 0) rc = RAU_EIO;
+        if (!rc && (l->head_fd = l->io->open(l->io->ud, p, RA__IO_WRITE)) < 0) rc = RAU_EIO;
     } else {
         for (size_t done = 0; !rc && done < RAU__HEAD_SLOT;) {
             ssize_t w = l->io->pwrite(l->io->ud, l->head_fd, l->head_slot + done,
@@ -521,7 +521,7 @@ static int head_write(rau_log_t *l) {
             else
                 done += (size_t)w;
         }
-        if (!rc && l->io->fdatasync(l->io->ud, l->head_fd)) rc = RAU_EIO;
+        if (!rc && l->io->fsync(l->io->ud, l->head_fd)) rc = RAU_EIO;
     }
     if (!rc) l->head_gen = h.gen;
     return rc;
@@ -556,7 +556,7 @@ static int rebuild_window(rau_log_t *l, const names_t *ns, const rau__head_t *h,
         if (!rau__seg_name(ns->v[i], &first)) continue;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", l->dir, ns->v[i]);
-        w->fd = l->io->open(l->io->ud, path, RAU__IO_READ);
+        w->fd = l->io->open(l->io->ud, path, RA__IO_READ);
         w->eof = 0, w->have = 0, w->base = 0;
         size_t off = 0;
         if (w->fd < 0 || rwin_refill(w, &off) || w->have < RAU__SEG_HDR ||
@@ -690,7 +690,7 @@ static int recover(rau_log_t *l, char *err, size_t errlen) {
     return 0;
 }
 
-int rau__log_open_io(const rau_log_config_t *cfg, const rau__io_t *io, rau_log_t **out, char *err,
+int rau__log_open_io(const rau_log_config_t *cfg, const ra__io_t *io, rau_log_t **out, char *err,
                      size_t errlen) {
     if (!cfg || !out || !io) return RAU_EINVAL;
     *out = NULL;
@@ -762,7 +762,7 @@ int rau__log_open_io(const rau_log_config_t *cfg, const rau__io_t *io, rau_log_t
             goto fail;
         }
         snprintf(l->dir, sizeof l->dir, "%s", cfg->dir);
-        int mrc = l->io->mkdir(l->io->ud, l->dir);
+        int mrc = l->io->mkdir(l->io->ud, l->dir, 0);
         if (mrc != 0 && mrc != -EEXIST) {
             rau__errf(err, errlen, "%s: cannot create", l->dir);
             rc = RAU_EIO;
@@ -803,7 +803,7 @@ fail:
 }
 
 int rau_log_open(const rau_log_config_t *cfg, rau_log_t **out, char *err, size_t errlen) {
-    return rau__log_open_io(cfg, rau__io_posix(), out, err, errlen);
+    return rau__log_open_io(cfg, ra__io_posix(), out, err, errlen);
 }
 
 static int flush(rau_log_t *l) {
@@ -813,7 +813,7 @@ static int flush(rau_log_t *l) {
      * must never be retried: the kernel may have dropped the dirty pages and a second call
      * would report success for data that is not on disk (fsyncgate). The bytes are
      * acknowledged by no one; a reopen rewrites what it finds of them (rewrite_tail). */
-    if (write_all(l, l->fd, l->batch, l->batch_len) || l->io->fdatasync(l->io->ud, l->fd) != 0) {
+    if (write_all(l, l->fd, l->batch, l->batch_len) || l->io->fsync(l->io->ud, l->fd) != 0) {
         l->failed = 1;
         return RAU_EIO;
     }

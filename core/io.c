@@ -1,13 +1,13 @@
-/* The POSIX backend of the I/O interface (core/io.h). */
+/* The POSIX backend of the I/O interface (core/io.h) and its helpers. Self-contained (no
+ * core/internal.h): libronaudit compiles it too. */
 #include "io.h"
-
-#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,15 +16,14 @@ static int neg(void) {
     return errno ? -errno : -EIO;
 }
 
-static int px_create(void *ud, const char *path) {
+static int px_open(void *ud, const char *path, int flags) {
     (void)ud;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    return fd < 0 ? neg() : fd;
-}
-
-static int px_open_read(void *ud, const char *path) {
-    (void)ud;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int mode = flags & RA__IO_MODE, priv = flags & RA__IO_PRIVATE;
+    int fl = mode == RA__IO_READ     ? O_RDONLY
+             : mode == RA__IO_APPEND ? O_WRONLY | O_APPEND
+             : mode == RA__IO_WRITE  ? O_WRONLY
+                                     : O_WRONLY | O_CREAT | O_TRUNC | O_APPEND;
+    int fd = open(path, fl | O_CLOEXEC | (priv ? O_NOFOLLOW : 0), priv ? 0600 : 0644);
     return fd < 0 ? neg() : fd;
 }
 
@@ -46,6 +45,15 @@ static ssize_t px_pread(void *ud, int fd, void *buf, size_t n, uint64_t off) {
     return r < 0 ? neg() : r;
 }
 
+static ssize_t px_pwrite(void *ud, int fd, const void *buf, size_t n, uint64_t off) {
+    (void)ud;
+    ssize_t w;
+    do
+        w = pwrite(fd, buf, n, (off_t)off);
+    while (w < 0 && errno == EINTR);
+    return w < 0 ? neg() : w;
+}
+
 static int px_fsync(void *ud, int fd) {
     (void)ud;
     return fdatasync(fd) != 0 ? neg() : 0;
@@ -54,6 +62,14 @@ static int px_fsync(void *ud, int fd) {
 static int px_close(void *ud, int fd) {
     (void)ud;
     return close(fd) != 0 ? neg() : 0;
+}
+
+static int px_fsize(void *ud, int fd, uint64_t *out) {
+    (void)ud;
+    struct stat st;
+    if (fstat(fd, &st) != 0) return neg();
+    *out = (uint64_t)st.st_size;
+    return 0;
 }
 
 static int px_fsync_dir(void *ud, const char *dir) {
@@ -89,9 +105,9 @@ static int px_size(void *ud, const char *path, uint64_t *out) {
     return 0;
 }
 
-static int px_mkdir(void *ud, const char *path) {
+static int px_mkdir(void *ud, const char *path, int flags) {
     (void)ud;
-    return mkdir(path, 0700) != 0 ? neg() : 0;
+    return mkdir(path, flags & RA__IO_PRIVATE ? 0700 : 0755) != 0 ? neg() : 0;
 }
 
 static int px_list(void *ud, const char *dir, int (*cb)(void *, const char *), void *cbud) {
@@ -128,12 +144,13 @@ static void px_unlock(void *ud, int handle) {
 
 static const ra__io_t posix_io = {
     .ud = NULL,
-    .create = px_create,
-    .open_read = px_open_read,
+    .open = px_open,
     .write = px_write,
     .pread = px_pread,
+    .pwrite = px_pwrite,
     .fsync = px_fsync,
     .close = px_close,
+    .fsize = px_fsize,
     .fsync_dir = px_fsync_dir,
     .rename = px_rename,
     .unlink = px_unlink,
@@ -161,13 +178,26 @@ int ra__io_write_all(const ra__io_t *io, int fd, const void *buf, size_t n) {
     return 0;
 }
 
+int ra__io_pread_all(const ra__io_t *io, int fd, void *buf, size_t n, uint64_t off) {
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t r = io->pread(io->ud, fd, p, n, off);
+        if (r < 0) return (int)r;
+        if (r == 0) return -EIO;
+        p += r;
+        off += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
 int ra__io_read_file(const ra__io_t *io, const char *path, uint64_t max, uint8_t **buf,
                      size_t *len) {
     uint64_t size;
     int rc = io->size(io->ud, path, &size);
     if (rc != 0) return rc;
     if (size > max) return -EFBIG;
-    int fd = io->open_read(io->ud, path);
+    int fd = io->open(io->ud, path, RA__IO_READ | RA__IO_PRIVATE);
     if (fd < 0) return fd;
     uint8_t *b = malloc(size ? size : 1);
     if (!b) {

@@ -147,7 +147,7 @@ static void ensure_reserve(ra__wal_t *w) {
         return;
     }
     static const uint8_t zeros[65536];
-    int fd = w->io->create(w->io->ud, path);
+    int fd = w->io->open(w->io->ud, path, RA__IO_CREATE | RA__IO_PRIVATE);
     if (fd < 0) {
         w->reserve_errno = -fd; /* the journal logs it (ra__journal_note_reserve) */
         return;
@@ -587,7 +587,7 @@ static int read_heads(ra__wal_t *w, const ra__wal_visitor_t *v) {
 /* The writer's directory: created (0700) and made durable when new, then locked (one
  * process per WAL). 0, or a typed error with err set. */
 static int open_dir(ra__wal_t *w, const ra__io_t *io, const char *dir, char *err, size_t errlen) {
-    int rc = io->mkdir(io->ud, dir);
+    int rc = io->mkdir(io->ud, dir, RA__IO_PRIVATE);
     if (rc != 0 && rc != -EEXIST) {
         ra__errbuf(err, errlen, "cannot create wal dir %s: %s", dir, strerror(-rc));
         return errno_code(w, rc);
@@ -710,7 +710,7 @@ int ra__wal_check_room(const ra__wal_t *w, size_t n, uint64_t bytes, int64_t now
 }
 
 static int write_durable(ra__wal_t *w, const char *path, const uint8_t *buf, size_t len) {
-    int fd = w->io->create(w->io->ud, path);
+    int fd = w->io->open(w->io->ud, path, RA__IO_CREATE | RA__IO_PRIVATE);
     if (fd < 0) return fd;
     int rc = ra__io_write_all(w->io, fd, buf, len);
     if (rc == 0) {

@@ -13,7 +13,7 @@ int ra__segr_open(ra__segr_t *r, const ra__io_t *io, const char *path) {
     r->fd = -1;
     int rc = io->size(io->ud, path, &r->size);
     if (rc != 0) return rc;
-    r->fd = io->open_read(io->ud, path);
+    r->fd = io->open(io->ud, path, RA__IO_READ | RA__IO_PRIVATE);
     if (r->fd < 0) {
         rc = r->fd;
         r->fd = -1;
@@ -69,7 +69,7 @@ int ra__segw_open(ra__segw_t *o, const ra__io_t *io, const char *path) {
     o->io = io;
     o->buf = malloc(RA_WAL_WINDOW);
     if (!o->buf) return -ENOMEM;
-    o->fd = io->create(io->ud, path);
+    o->fd = io->open(io->ud, path, RA__IO_CREATE | RA__IO_PRIVATE);
     if (o->fd < 0) {
         int rc = o->fd;
         free(o->buf);

@@ -52,10 +52,6 @@ static const ra__io_t *base(void) {
 
 /* ---- every call that could change the directory fails -------------------------------- */
 
-static int ro_create(void *ud, const char *path) {
-    (void)ud, (void)path;
-    return -EROFS;
-}
 static ssize_t ro_write(void *ud, int fd, const void *buf, size_t n) {
     (void)ud, (void)fd, (void)buf, (void)n;
     return -EROFS;
@@ -64,8 +60,16 @@ static int ro_fsync(void *ud, int fd) {
     (void)ud, (void)fd;
     return -EROFS;
 }
+static ssize_t ro_pwrite(void *ud, int fd, const void *buf, size_t n, uint64_t off) {
+    (void)ud, (void)fd, (void)buf, (void)n, (void)off;
+    return -EROFS;
+}
 static int ro_path_op(void *ud, const char *path) {
     (void)ud, (void)path;
+    return -EROFS;
+}
+static int ro_mkdir(void *ud, const char *path, int flags) {
+    (void)ud, (void)path, (void)flags;
     return -EROFS;
 }
 static int ro_rename(void *ud, const char *from, const char *to) {
@@ -88,7 +92,7 @@ static void ro_unlock(void *ud, int handle) {
 
 /* The segment header, for the caller's listing (the core validates it on its own). */
 static void read_header(ra__walscan_segment_t *s) {
-    int fd = base()->open_read(NULL, s->path);
+    int fd = base()->open(NULL, s->path, RA__IO_READ | RA__IO_PRIVATE);
     if (fd < 0) return;
     uint8_t h[RA_WAL_SEG_HDR], d[32];
     if (base()->pread(NULL, fd, h, sizeof h, 0) == (ssize_t)sizeof h) {
@@ -122,10 +126,17 @@ static int ro_size(void *ud, const char *path, uint64_t *size) {
     return rc;
 }
 
-static int ro_open_read(void *ud, const char *path) {
+/* Reads only: an open to write fails like every call that could change the directory. */
+static int ro_open(void *ud, const char *path, int flags) {
     scan_t *sc = ud;
+    if ((flags & RA__IO_MODE) != RA__IO_READ) return -EROFS;
     if (hidden(sc, path)) return -ENOENT;
-    return base()->open_read(NULL, real_path(sc, path));
+    return base()->open(NULL, real_path(sc, path), flags);
+}
+
+static int ro_fsize(void *ud, int fd, uint64_t *out) {
+    (void)ud;
+    return base()->fsize(NULL, fd, out);
 }
 
 static ssize_t ro_pread(void *ud, int fd, void *buf, size_t n, uint64_t off) {
@@ -216,7 +227,7 @@ static int one_file_setup(scan_t *sc, const char *path, char *err, size_t errlen
     } else {
         uint64_t id = 0;
         uint8_t h[16];
-        int fd = base()->open_read(NULL, sc->real_file);
+        int fd = base()->open(NULL, sc->real_file, RA__IO_READ | RA__IO_PRIVATE);
         if (fd >= 0) {
             if (base()->pread(NULL, fd, h, 16, 0) == 16 && memcmp(h, RA_WAL_SEG_MAGIC, 8) == 0)
                 id = ra__get_u64(h + 8);
@@ -245,18 +256,19 @@ int ra__walscan(const char *path, bool one_file, const ra__walscan_visitor_t *v,
     }
     ra__io_t io = {
         .ud = &sc,
-        .create = ro_create,
-        .open_read = ro_open_read,
+        .open = ro_open,
         .write = ro_write,
         .pread = ro_pread,
+        .pwrite = ro_pwrite,
         .fsync = ro_fsync,
         .close = ro_close,
+        .fsize = ro_fsize,
         .fsync_dir = ro_path_op,
         .rename = ro_rename,
         .unlink = ro_path_op,
         .truncate = ro_truncate,
         .size = ro_size,
-        .mkdir = ro_path_op,
+        .mkdir = ro_mkdir,
         .list = ro_list,
         .lock = ro_lock,
         .unlock = ro_unlock,

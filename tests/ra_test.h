@@ -84,6 +84,16 @@ static inline void ra_t_config(ra_config_t *cfg) {
     cfg->host = "test-host";
 }
 
+/* A meter on ra_t_config's test defaults, with shards and capacity_rows when not 0 (NULL
+ * when the open fails, said on stderr). */
+static inline ra_meter_t *ra_t_meter(uint32_t shards, uint32_t capacity_rows) {
+    ra_config_t cfg;
+    ra_t_config(&cfg);
+    if (shards) cfg.shards = shards;
+    if (capacity_rows) cfg.capacity_rows = capacity_rows;
+    return ra_t_open(&cfg);
+}
+
 /* Reads a metric's value from the exposition ("name{labels} value"); -1 when absent. */
 static inline double ra_t_metric(const ra_meter_t *m, const char *series) {
     static char buf[1 << 16];

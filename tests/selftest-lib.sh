@@ -1,6 +1,19 @@
-# shellcheck shell=sh disable=SC2154 # luajit, checker, tmp, fails: set by the sourcing test
+# shellcheck shell=sh
 # Shared by the checkers' self-tests (tests/docs/*-selftest.sh, tests/lint/*-selftest.sh),
-# sourced after they set luajit, checker, tmp (a directory whose t/ is the tree) and fails=0.
+# sourced first with the test's arguments (LUAJIT [CHECKER]): it sets luajit, checker, tmp
+# (a directory removed at exit, whose t/ is the tree under test) and fails=0.
+luajit=$1
+checker=${2:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+fails=0
+
+# tree PATH...: $tmp/t becomes a fresh copy of these paths of the repository.
+tree() {
+    rm -rf "$tmp/t"
+    mkdir -p "$tmp/t"
+    tar cf - "$@" | (cd "$tmp/t" && tar xf -)
+}
 #
 # expect RC PATTERN NAME: run the checker on the tree; its exit code and stderr must match.
 expect() {

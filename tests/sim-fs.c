@@ -1,4 +1,5 @@
-/* sim-fs: the power-cut simulator and fault injector behind core/io.h (see sim-fs.h).
+/* sim-fs: the one power-cut simulator and fault injector behind the I/O seam core/io.h, for
+ * the meter's WAL and the audit log (see sim-fs.h).
  *
  * Compiled into each test that uses it with #include "sim-fs.c": tests/CMakeLists.txt builds
  * every tests/test-*.c into its own executable from that one file. */
@@ -12,13 +13,14 @@
 #define SF_NAME_MAX 128
 #define SF_PATH_MAX 600
 #define SF_FAULTS_MAX 16
+#define SF_SECTOR 512 /* what a drive writes whole (REORDER modes) */
 
 typedef struct sf_inode {
-    uint8_t *data; /* live content */
+    uint8_t *data;  /* live content: what reads see (the page cache) */
+    uint8_t *dirty; /* per live byte: written since it was last made durable (same cap) */
     size_t len, cap;
-    uint8_t *ddata; /* content as of the last fsync */
-    size_t dlen;
-    bool poisoned; /* an fsync failed: later ones "succeed" without writing (fsyncgate) */
+    uint8_t *ddata; /* what the disk holds */
+    size_t dlen, dcap;
     bool alive;
 } sf_inode_t;
 
@@ -35,7 +37,7 @@ typedef struct sf_dir {
 
 typedef struct sf_fd {
     size_t ino;
-    bool open, writable;
+    bool open, writable, append;
     uint64_t off;
 } sf_fd_t;
 
@@ -74,16 +76,26 @@ struct simfs {
     simfs_hook_fn hook;
     void *hook_ud;
     uint64_t capacity; /* bytes the live files may hold; 0: unlimited */
+    uint64_t injected; /* faults that fired */
+    bool lucky_names;  /* names not yet dir-fsynced may survive a cut */
 };
 
 #define SF_FD_BASE 1000 /* distinct from real descriptors, never reused */
 
 static const char *const sf_op_names[SIMFS_NOPS] = {
-    "create", "open_read", "write", "pread", "fsync", "close", "fsync_dir", "rename",
-    "unlink", "truncate",  "size",  "mkdir", "list",  "lock",  "unlock"};
+    "create",   "open_read", "open_write", "write",     "pread",  "pwrite",
+    "fsync",    "close",     "fsize",      "fsync_dir", "rename", "unlink",
+    "truncate", "size",      "mkdir",      "list",      "lock",   "unlock"};
 
 const char *simfs_op_name(simfs_op_t op) {
     return op < SIMFS_NOPS ? sf_op_names[op] : "?";
+}
+
+static const char *const sf_mode_names[SIMFS_CRASH_NMODES] = {"drop", "garbage", "torn", "reorder",
+                                                              "reorder-garbage"};
+
+const char *simfs_crash_mode_name(simfs_crash_mode_t mode) {
+    return mode < SIMFS_CRASH_NMODES ? sf_mode_names[mode] : "?";
 }
 
 static uint64_t sf_rand(simfs_t *fs) {
@@ -117,15 +129,22 @@ static int sf_enter(simfs_t *fs, simfs_op_t op, size_t *short_k) {
         fs->crashed = true;
         return -EIO;
     }
+    /* Every armed fault counts the call first (so two faults on one operation count the
+     * same calls), then the first due one fires. */
+    bool due[SF_FAULTS_MAX] = {false};
     for (int i = 0; i < SF_FAULTS_MAX; i++) {
         sf_fault_t *f = &fs->faults[i];
-        if (!f->active || f->op != op) continue;
-        f->seen++;
-        if (f->seen < f->nth) continue;
+        bool short_pwrite = f->err == 0 && f->op == SIMFS_WRITE && op == SIMFS_PWRITE;
+        if (f->active && (f->op == op || short_pwrite)) due[i] = ++f->seen >= f->nth;
+    }
+    for (int i = 0; i < SF_FAULTS_MAX; i++) {
+        sf_fault_t *f = &fs->faults[i];
+        if (!due[i]) continue;
         if (f->times && f->seen >= f->nth + f->times) {
             f->active = false;
             continue;
         }
+        fs->injected++;
         if (f->err == 0) {
             *short_k = f->short_k;
             f->active = false;
@@ -217,26 +236,50 @@ static size_t sf_inode_new(simfs_t *fs) {
     return fs->ninodes++;
 }
 
+static uint8_t *sf_bytes(uint8_t *p, size_t *cap, size_t need) {
+    if (need <= *cap) return p;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    uint8_t *q = realloc(p, c);
+    if (!q) abort();
+    *cap = c;
+    return q;
+}
+
+/* Live length; bytes it adds are zeros, written (dirty) like any other. */
 static void sf_inode_resize(sf_inode_t *in, size_t len) {
     if (len > in->cap) {
-        size_t c = in->cap ? in->cap : 256;
-        while (c < len)
-            c *= 2;
-        uint8_t *p = realloc(in->data, c);
-        if (!p) abort();
-        in->data = p;
-        in->cap = c;
+        size_t cap = in->cap;
+        in->data = sf_bytes(in->data, &cap, len);
+        cap = in->cap;
+        in->dirty = sf_bytes(in->dirty, &cap, len);
+        in->cap = cap;
     }
-    if (len > in->len) memset(in->data + in->len, 0, len - in->len);
+    if (len > in->len) {
+        memset(in->data + in->len, 0, len - in->len);
+        memset(in->dirty + in->len, 1, len - in->len);
+    }
     in->len = len;
 }
 
+/* A successful fsync: the dirty bytes reach the disk, the disk's length is the live one;
+ * bytes past the old durable length that are not dirty (an fsync failed over them) are
+ * zeros on the disk. */
 static void sf_inode_sync(sf_inode_t *in) {
-    free(in->ddata);
-    in->ddata = malloc(in->len ? in->len : 1);
-    if (!in->ddata) abort();
-    if (in->len) memcpy(in->ddata, in->data, in->len);
+    in->ddata = sf_bytes(in->ddata, &in->dcap, in->len ? in->len : 1);
+    if (in->len > in->dlen) memset(in->ddata + in->dlen, 0, in->len - in->dlen);
+    for (size_t i = 0; i < in->len; i++)
+        if (in->dirty[i]) in->ddata[i] = in->data[i];
     in->dlen = in->len;
+    if (in->len) memset(in->dirty, 0, in->len);
+}
+
+/* The live content becomes what the disk holds (at a cut, or a durable restore). */
+static void sf_inode_settle(sf_inode_t *in) {
+    sf_inode_resize(in, in->dlen);
+    if (in->dlen) memcpy(in->data, in->ddata, in->dlen);
+    if (in->dlen) memset(in->dirty, 0, in->dlen);
 }
 
 static bool sf_lookup(simfs_t *fs, const char *path, size_t *ino) {
@@ -256,9 +299,9 @@ static sf_fd_t *sf_fd(simfs_t *fs, int fd) {
     return f->open ? f : NULL;
 }
 
-static int sf_fd_new(simfs_t *fs, size_t ino, bool writable) {
+static int sf_fd_new(simfs_t *fs, size_t ino, bool writable, bool append) {
     fs->fds = sf_grow(fs->fds, &fs->fds_cap, fs->nfds + 1, sizeof *fs->fds);
-    fs->fds[fs->nfds] = (sf_fd_t){ino, true, writable, 0};
+    fs->fds[fs->nfds] = (sf_fd_t){ino, true, writable, append, 0};
     return SF_FD_BASE + (int)fs->nfds++;
 }
 
@@ -271,31 +314,34 @@ static int sf_fd_new(simfs_t *fs, size_t ino, bool writable) {
     (void)short_k_;                                                                                \
     if (inj_ < 0) return (int)sf_leave(fs, op, inj_);
 
-static int sf_create(void *ud, const char *path) {
-    SF_BEGIN(SIMFS_CREATE)
-    if (fs->posix) return (int)sf_leave(fs, SIMFS_CREATE, ra__io_posix()->create(NULL, path));
+static simfs_op_t sf_open_op(int flags) {
+    int mode = flags & RA__IO_MODE;
+    return mode == RA__IO_CREATE ? SIMFS_CREATE
+           : mode == RA__IO_READ ? SIMFS_OPEN_READ
+                                 : SIMFS_OPEN_WRITE;
+}
+
+static int sf_open(void *ud, const char *path, int flags) {
+    simfs_op_t op = sf_open_op(flags);
+    SF_BEGIN(op)
+    if (fs->posix) return (int)sf_leave(fs, op, ra__io_posix()->open(NULL, path, flags));
     char dir[SF_PATH_MAX], name[SF_NAME_MAX];
     sf_split(path, dir, name);
     sf_dir_t *d = sf_dir(fs, dir);
-    if (!d) return (int)sf_leave(fs, SIMFS_CREATE, -ENOENT);
-    size_t ino;
+    if (!d) return (int)sf_leave(fs, op, -ENOENT);
     sf_entry_t *e = sf_find(d->live, d->nlive, name);
+    if (!e && op != SIMFS_CREATE) return (int)sf_leave(fs, op, -ENOENT);
+    size_t ino;
     if (e) { /* O_TRUNC on the same inode */
         ino = e->ino;
-        fs->inodes[ino].len = 0;
+        if (op == SIMFS_CREATE) sf_inode_resize(&fs->inodes[ino], 0);
     } else {
         ino = sf_inode_new(fs);
         sf_live_set(d, name, ino);
     }
-    return (int)sf_leave(fs, SIMFS_CREATE, sf_fd_new(fs, ino, true));
-}
-
-static int sf_open_read(void *ud, const char *path) {
-    SF_BEGIN(SIMFS_OPEN_READ)
-    if (fs->posix) return (int)sf_leave(fs, SIMFS_OPEN_READ, ra__io_posix()->open_read(NULL, path));
-    size_t ino;
-    if (!sf_lookup(fs, path, &ino)) return (int)sf_leave(fs, SIMFS_OPEN_READ, -ENOENT);
-    return (int)sf_leave(fs, SIMFS_OPEN_READ, sf_fd_new(fs, ino, false));
+    int mode = flags & RA__IO_MODE;
+    int fd = sf_fd_new(fs, ino, mode != RA__IO_READ, mode == RA__IO_APPEND || op == SIMFS_CREATE);
+    return (int)sf_leave(fs, op, fd);
 }
 
 /* Bytes held by the files linked in live directories (the space a real disk would use). */
@@ -315,20 +361,38 @@ uint64_t simfs_usage(const simfs_t *fs) {
     return sf_usage(fs);
 }
 
+/* Writes n bytes at off of a writable descriptor's file. A full disk takes what fits (a
+ * short count) and refuses a write of which nothing fits (ENOSPC); unlink frees space. */
+static long sf_write_at(simfs_t *fs, int fd, const void *buf, size_t n, const uint64_t *at) {
+    sf_fd_t *f = sf_fd(fs, fd);
+    if (!f || !f->writable) return -EBADF;
+    sf_inode_t *in = &fs->inodes[f->ino];
+    size_t off = at ? (size_t)*at : f->append ? in->len : (size_t)f->off;
+    if (fs->capacity && off + n > in->len) {
+        uint64_t used = sf_usage(fs), grow = off + n - (in->len > off ? in->len : off);
+        uint64_t room = fs->capacity > used ? fs->capacity - used : 0;
+        if (grow > room) n -= (size_t)(grow - room);
+        if (n == 0) return -ENOSPC;
+    }
+    if (off + n > in->len) sf_inode_resize(in, off + n);
+    if (n) memcpy(in->data + off, buf, n);
+    if (n) memset(in->dirty + off, 1, n);
+    if (!at) f->off = off + n;
+    return (long)n;
+}
+
 static ssize_t sf_write(void *ud, int fd, const void *buf, size_t n) {
     SF_BEGIN(SIMFS_WRITE)
     if (inj_ == 1 && short_k_ < n) n = short_k_;
     if (fs->posix) return sf_leave(fs, SIMFS_WRITE, ra__io_posix()->write(NULL, fd, buf, n));
-    sf_fd_t *f = sf_fd(fs, fd);
-    if (!f || !f->writable) return sf_leave(fs, SIMFS_WRITE, -EBADF);
-    sf_inode_t *in = &fs->inodes[f->ino];
-    if (fs->capacity && f->off + n > in->len &&
-        sf_usage(fs) + (f->off + n - in->len) > fs->capacity)
-        return sf_leave(fs, SIMFS_WRITE, -ENOSPC); /* a full disk: unlink frees space */
-    if (f->off + n > in->len) sf_inode_resize(in, (size_t)f->off + n);
-    if (n) memcpy(in->data + f->off, buf, n);
-    f->off += n;
-    return sf_leave(fs, SIMFS_WRITE, (long)n);
+    return sf_leave(fs, SIMFS_WRITE, sf_write_at(fs, fd, buf, n, NULL));
+}
+
+static ssize_t sf_pwrite(void *ud, int fd, const void *buf, size_t n, uint64_t off) {
+    SF_BEGIN(SIMFS_PWRITE)
+    if (inj_ == 1 && short_k_ < n) n = short_k_;
+    if (fs->posix) return sf_leave(fs, SIMFS_PWRITE, ra__io_posix()->pwrite(NULL, fd, buf, n, off));
+    return sf_leave(fs, SIMFS_PWRITE, sf_write_at(fs, fd, buf, n, &off));
 }
 
 static ssize_t sf_pread(void *ud, int fd, void *buf, size_t n, uint64_t off) {
@@ -351,14 +415,25 @@ static int sf_fsync(void *ud, int fd) {
         return (int)sf_leave(fs, SIMFS_FSYNC, inj < 0 ? inj : ra__io_posix()->fsync(NULL, fd));
     sf_fd_t *f = sf_fd(fs, fd);
     if (inj < 0) {
-        /* A failed fsync may have dropped the dirty pages: later fsyncs of this file lie. */
-        if (f && !fs->crashed) fs->inodes[f->ino].poisoned = true;
+        /* fsyncgate: a failed fsync marks the dirty pages clean WITHOUT writing them (Linux
+         * keeps them in the cache): reads still see them, a later fsync succeeds without
+         * writing them, a cut loses them. Only writing them again makes them durable. */
+        sf_inode_t *in = f && !fs->crashed ? &fs->inodes[f->ino] : NULL;
+        if (in && in->len) memset(in->dirty, 0, in->len);
         return (int)sf_leave(fs, SIMFS_FSYNC, inj);
     }
     if (!f) return (int)sf_leave(fs, SIMFS_FSYNC, -EBADF);
-    sf_inode_t *in = &fs->inodes[f->ino];
-    if (!in->poisoned) sf_inode_sync(in);
+    sf_inode_sync(&fs->inodes[f->ino]);
     return (int)sf_leave(fs, SIMFS_FSYNC, 0);
+}
+
+static int sf_fsize(void *ud, int fd, uint64_t *out) {
+    SF_BEGIN(SIMFS_FSIZE)
+    if (fs->posix) return (int)sf_leave(fs, SIMFS_FSIZE, ra__io_posix()->fsize(NULL, fd, out));
+    sf_fd_t *f = sf_fd(fs, fd);
+    if (!f) return (int)sf_leave(fs, SIMFS_FSIZE, -EBADF);
+    *out = fs->inodes[f->ino].len;
+    return (int)sf_leave(fs, SIMFS_FSIZE, 0);
 }
 
 static int sf_close(void *ud, int fd) {
@@ -433,9 +508,9 @@ static int sf_size(void *ud, const char *path, uint64_t *out) {
     return (int)sf_leave(fs, SIMFS_SIZE, 0);
 }
 
-static int sf_mkdir(void *ud, const char *path) {
+static int sf_mkdir(void *ud, const char *path, int flags) {
     SF_BEGIN(SIMFS_MKDIR)
-    if (fs->posix) return (int)sf_leave(fs, SIMFS_MKDIR, ra__io_posix()->mkdir(NULL, path));
+    if (fs->posix) return (int)sf_leave(fs, SIMFS_MKDIR, ra__io_posix()->mkdir(NULL, path, flags));
     if (sf_dir(fs, path)) return (int)sf_leave(fs, SIMFS_MKDIR, -EEXIST);
     sf_dir_add(fs, path);
     return (int)sf_leave(fs, SIMFS_MKDIR, 0);
@@ -516,12 +591,13 @@ static simfs_t *sf_alloc(uint64_t seed, bool posix) {
     fs->rng = seed;
     fs->io = (ra__io_t){
         .ud = fs,
-        .create = sf_create,
-        .open_read = sf_open_read,
+        .open = sf_open,
         .write = sf_write,
         .pread = sf_pread,
+        .pwrite = sf_pwrite,
         .fsync = sf_fsync,
         .close = sf_close,
+        .fsize = sf_fsize,
         .fsync_dir = sf_fsync_dir,
         .rename = sf_rename,
         .unlink = sf_unlink,
@@ -548,6 +624,7 @@ void simfs_free(simfs_t *fs) {
     if (!fs) return;
     for (size_t i = 0; i < fs->ninodes; i++) {
         free(fs->inodes[i].data);
+        free(fs->inodes[i].dirty);
         free(fs->inodes[i].ddata);
     }
     for (size_t i = 0; i < fs->ndirs; i++) {
@@ -633,56 +710,105 @@ void simfs_set_hook(simfs_t *fs, simfs_hook_fn hook, void *ud) {
     fs->hook_ud = ud;
 }
 
-static bool sf_durably_referenced(const simfs_t *fs, size_t ino) {
+static bool sf_referenced(const simfs_t *fs, size_t ino) {
     for (size_t i = 0; i < fs->ndirs; i++)
-        for (size_t k = 0; k < fs->dirs[i].ndur; k++)
-            if (fs->dirs[i].dur[k].ino == ino) return true;
+        for (size_t k = 0; k < fs->dirs[i].nlive; k++)
+            if (fs->dirs[i].live[k].ino == ino) return true;
     return false;
+}
+
+/* Each directory gets its durable entries back; with lucky names, a name created since the
+ * last fsync_dir may have reached the disk anyway (with another metadata commit, as on ext4
+ * and XFS), by a coin flip. What the directory holds after the cut is durable. */
+static void sf_crash_dir(simfs_t *fs, sf_dir_t *d) {
+    size_t n = d->ndur;
+    for (size_t k = 0; k < d->nlive; k++)
+        if (fs->lucky_names && !sf_find(d->dur, n, d->live[k].name) && (sf_rand(fs) & 1)) {
+            d->dur = sf_grow(d->dur, &d->dur_cap, d->ndur + 1, sizeof *d->dur);
+            d->dur[d->ndur++] = d->live[k];
+        }
+    d->live = sf_grow(d->live, &d->live_cap, d->ndur, sizeof *d->live);
+    if (d->ndur) memcpy(d->live, d->dur, d->ndur * sizeof *d->dur);
+    d->nlive = d->ndur;
+}
+
+/* The disk's length after the cut and, in the REORDER modes, which unsynced bytes arrived
+ * (dirty mark 3): each 512-byte sector of the unsynced tail independently. */
+static size_t sf_crash_len(simfs_t *fs, sf_inode_t *in, simfs_crash_mode_t mode) {
+    if (in->len <= in->dlen || mode == SIMFS_CRASH_DROP) return in->dlen;
+    if (mode == SIMFS_CRASH_GARBAGE) return in->len;
+    if (mode == SIMFS_CRASH_TORN)
+        return in->dlen + (size_t)(sf_rand(fs) % (in->len - in->dlen + 1));
+    size_t newlen = in->dlen;
+    for (size_t s = in->dlen / SF_SECTOR * SF_SECTOR; s < in->len; s += SF_SECTOR)
+        if (sf_rand(fs) & 1) {
+            size_t e = s + SF_SECTOR < in->len ? s + SF_SECTOR : in->len;
+            if (e > newlen) newlen = e;
+            for (size_t b = s > in->dlen ? s : in->dlen; b < e; b++)
+                in->dirty[b] |= 2;
+        }
+    return newlen;
+}
+
+/* One file at the cut: its durable bytes plus, of the unsynced ones past them, by mode:
+ * none (DROP), seeded garbage of the same length (GARBAGE), a prefix cut at any byte (TORN),
+ * sectors in any order (REORDER: holes read as zeros; REORDER_GARBAGE: as random bytes). */
+static void sf_crash_inode(simfs_t *fs, sf_inode_t *in, simfs_crash_mode_t mode) {
+    size_t newlen = sf_crash_len(fs, in, mode);
+    in->ddata = sf_bytes(in->ddata, &in->dcap, newlen ? newlen : 1);
+    if (newlen > in->dlen) memset(in->ddata + in->dlen, 0, newlen - in->dlen);
+    bool garbage = mode == SIMFS_CRASH_GARBAGE || mode == SIMFS_CRASH_REORDER_GARBAGE;
+    for (size_t b = in->dlen; b < newlen; b++) {
+        if (garbage) in->ddata[b] = (uint8_t)sf_rand(fs);
+        int arrived = mode == SIMFS_CRASH_TORN ? (in->dirty[b] & 1) : (in->dirty[b] & 3) == 3;
+        if (arrived && mode != SIMFS_CRASH_GARBAGE) in->ddata[b] = in->data[b];
+    }
+    in->dlen = newlen;
+    sf_inode_settle(in); /* the machine is on again: the cache holds what the disk holds */
 }
 
 int simfs_crash(simfs_t *fs, simfs_crash_mode_t mode) {
     if (fs->posix) return -ENOTSUP;
-    for (size_t i = 0; i < fs->ndirs; i++) {
-        sf_dir_t *d = &fs->dirs[i];
-        d->live = sf_grow(d->live, &d->live_cap, d->ndur, sizeof *d->live);
-        if (d->ndur) memcpy(d->live, d->dur, d->ndur * sizeof *d->dur);
-        d->nlive = d->ndur;
-    }
+    for (size_t i = 0; i < fs->ndirs; i++)
+        sf_crash_dir(fs, &fs->dirs[i]);
     for (size_t ino = 0; ino < fs->ninodes; ino++) {
         sf_inode_t *in = &fs->inodes[ino];
         if (!in->alive) continue;
-        if (!sf_durably_referenced(fs, ino)) {
+        if (!sf_referenced(fs, ino)) {
             free(in->data);
+            free(in->dirty);
             free(in->ddata);
             memset(in, 0, sizeof *in);
             continue;
         }
-        size_t live_len = in->len, extra = live_len > in->dlen ? live_len - in->dlen : 0;
-        uint8_t *tail = NULL;
-        if (extra && mode == SIMFS_CRASH_TORN) {
-            extra = (size_t)(sf_rand(fs) % (extra + 1));
-            tail = malloc(extra ? extra : 1);
-            if (!tail) abort();
-            if (extra) memcpy(tail, in->data + in->dlen, extra);
-        }
-        sf_inode_resize(in, in->dlen);
-        if (in->dlen) memcpy(in->data, in->ddata, in->dlen);
-        if (extra && mode == SIMFS_CRASH_GARBAGE) {
-            sf_inode_resize(in, in->dlen + extra);
-            for (size_t k = 0; k < extra; k++)
-                in->data[in->dlen + k] = (uint8_t)sf_rand(fs);
-        } else if (extra && mode == SIMFS_CRASH_TORN) {
-            sf_inode_resize(in, in->dlen + extra);
-            memcpy(in->data + in->dlen, tail, extra);
-        }
-        free(tail);
-        in->poisoned = false;
-        sf_inode_sync(in); /* what is on the disk now is the durable content */
+        sf_crash_inode(fs, in, mode);
     }
     for (size_t i = 0; i < fs->nfds; i++)
         fs->fds[i].open = false;
     fs->nlocks = 0;
     simfs_clear_faults(fs);
+    return 0;
+}
+
+void simfs_set_lucky_names(simfs_t *fs, bool on) {
+    fs->lucky_names = on;
+}
+
+uint64_t simfs_injected(const simfs_t *fs) {
+    return fs->injected;
+}
+
+uint64_t simfs_rand(simfs_t *fs) {
+    return sf_rand(fs);
+}
+
+int simfs_flip(simfs_t *fs, const char *path, size_t off, int bit) {
+    size_t ino;
+    if (fs->posix || !sf_lookup(fs, path, &ino)) return -ENOENT;
+    sf_inode_t *in = &fs->inodes[ino];
+    if (off >= in->len || off >= in->dlen) return -EINVAL;
+    in->data[off] ^= (uint8_t)(1u << bit);
+    in->ddata[off] ^= (uint8_t)(1u << bit);
     return 0;
 }
 
@@ -753,6 +879,7 @@ size_t simfs_count_files(simfs_t *fs, const char *dir, const char *suffix) {
 
 simfs_t *simfs_clone(const simfs_t *src, uint64_t seed) {
     simfs_t *fs = sf_alloc(seed, src->posix);
+    fs->lucky_names = src->lucky_names;
     fs->inodes = calloc(src->ninodes ? src->ninodes : 1, sizeof *fs->inodes);
     if (!fs->inodes) abort();
     fs->inodes_cap = src->ninodes ? src->ninodes : 1;
@@ -761,12 +888,11 @@ simfs_t *simfs_clone(const simfs_t *src, uint64_t seed) {
         const sf_inode_t *a = &src->inodes[i];
         sf_inode_t *b = &fs->inodes[i];
         b->alive = a->alive;
-        b->poisoned = a->poisoned;
         if (!a->alive) continue;
         sf_inode_resize(b, a->len);
         if (a->len) memcpy(b->data, a->data, a->len);
-        b->ddata = malloc(a->dlen ? a->dlen : 1);
-        if (!b->ddata) abort();
+        if (a->len) memcpy(b->dirty, a->dirty, a->len);
+        b->ddata = sf_bytes(NULL, &b->dcap, a->dlen ? a->dlen : 1);
         if (a->dlen) memcpy(b->ddata, a->ddata, a->dlen);
         b->dlen = a->dlen;
     }

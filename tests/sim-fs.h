@@ -1,15 +1,25 @@
-/* sim-fs: a test backend for the I/O interface (core/io.h) that simulates power cuts and
- * injects faults, seeded and deterministic (the idea of SQLite's crash-test VFS and
- * LevelDB's fault-injection Env).
+/* sim-fs: the one power-cut simulator and fault injector of the I/O seam (core/io.h), for
+ * the meter's WAL (tests/) and the audit log (tests/audit/): seeded and deterministic (the
+ * idea of SQLite's crash-test VFS and LevelDB's fault-injection Env).
  *
- * The in-memory model. Per file (inode) it keeps the live content and the content as of its
- * last fsync; per directory the live entries and the entries as of its last fsync_dir.
- * create, rename and unlink change only the live entries. simfs_crash() is a power cut: every
- * directory gets its durable entry set back (a file created or renamed but not dir-fsynced
- * disappears or gets its old name back, an unlinked one comes back) and every file its
- * last-fsynced content; what happens to the unsynced suffix depends on the mode (dropped,
- * replaced by seeded garbage of the same length, or torn: a random prefix of it survived).
- * Directories themselves are durable once created (the WAL's parent is outside the model).
+ * The in-memory model. Per file (inode): its live bytes (what reads see: the page cache),
+ * its durable bytes (what the disk holds) and a dirty mark per byte (written since it was
+ * last made durable); per directory the live entries and the entries as of its last
+ * fsync_dir. open(CREATE), rename and unlink change only the live entries.
+ *   - fsync that succeeds: the dirty bytes reach the disk; the durable length becomes the
+ *     live one (bytes past the old durable length that are not dirty are zeros on disk).
+ *   - fsync that fails (injected): the dirty marks are cleared WITHOUT writing, as Linux did
+ *     in the fsyncgate reports: reads still see the bytes, a later fsync succeeds without
+ *     writing them, and a power cut loses them. Only writing them again makes them durable.
+ *   - simfs_crash() is a power cut: every directory gets its durable entry set back (a file
+ *     created or renamed but not dir-fsynced disappears or gets its old name back, an
+ *     unlinked one comes back; with simfs_set_lucky_names, a new name may survive by a coin
+ *     flip, as another metadata commit can carry it on ext4 and XFS) and every file its
+ *     durable bytes plus, of the unsynced tail, by mode: none (DROP), seeded garbage of the
+ *     same length (GARBAGE), a prefix cut at any byte (TORN), or each 512-byte sector
+ *     independently, later ones without earlier ones (REORDER: holes read as zeros;
+ *     REORDER_GARBAGE: as random bytes).
+ * Directories themselves are durable once created (their parents are outside the model).
  *
  * Fault injection works in both backends: fail the Nth call of an operation (counted from
  * when the fault is armed) with an errno, a short write, and "crash at operation N": call N
@@ -31,13 +41,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The calls, by what they do: open counts as CREATE, OPEN_READ or OPEN_WRITE (APPEND and
+ * WRITE) by its access mode. */
 typedef enum simfs_op {
     SIMFS_CREATE,
     SIMFS_OPEN_READ,
+    SIMFS_OPEN_WRITE,
     SIMFS_WRITE,
     SIMFS_PREAD,
+    SIMFS_PWRITE,
     SIMFS_FSYNC,
     SIMFS_CLOSE,
+    SIMFS_FSIZE,
     SIMFS_FSYNC_DIR,
     SIMFS_RENAME,
     SIMFS_UNLINK,
@@ -51,9 +66,12 @@ typedef enum simfs_op {
 } simfs_op_t;
 
 typedef enum simfs_crash_mode {
-    SIMFS_CRASH_DROP,    /* unsynced bytes are gone */
-    SIMFS_CRASH_GARBAGE, /* the unsynced suffix is replaced by random bytes, same length */
-    SIMFS_CRASH_TORN,    /* a random prefix of the unsynced suffix reached the disk */
+    SIMFS_CRASH_DROP,            /* unsynced bytes are gone */
+    SIMFS_CRASH_GARBAGE,         /* the unsynced suffix is replaced by random bytes, same length */
+    SIMFS_CRASH_TORN,            /* a random prefix of the unsynced suffix reached the disk */
+    SIMFS_CRASH_REORDER,         /* sectors of it, in any order; holes read as zeros */
+    SIMFS_CRASH_REORDER_GARBAGE, /* the same, holes read as random bytes */
+    SIMFS_CRASH_NMODES
 } simfs_crash_mode_t;
 
 typedef struct simfs simfs_t;
@@ -67,6 +85,9 @@ simfs_t *simfs_new_posix(void);
 void simfs_free(simfs_t *fs);
 const ra__io_t *simfs_io(simfs_t *fs);
 const char *simfs_op_name(simfs_op_t op);
+const char *simfs_crash_mode_name(simfs_crash_mode_t mode);
+/* The simulator's seeded generator, for a test's own choices. */
+uint64_t simfs_rand(simfs_t *fs);
 
 /* Calls so far (of one operation / of all). */
 uint64_t simfs_count(const simfs_t *fs, simfs_op_t op);
@@ -79,21 +100,26 @@ void simfs_fail(simfs_t *fs, simfs_op_t op, uint64_t nth, int neg_errno, uint64_
 /* The nth call of op from now on takes effect, then reports neg_errno (a rename that
  * happened although it failed, as over NFS when a reply is lost). */
 void simfs_fail_after(simfs_t *fs, simfs_op_t op, uint64_t nth, int neg_errno);
-/* The nth write from now on writes only k bytes (k < n) and returns k. */
+/* The nth write or pwrite from now on writes only k bytes (when k < n) and returns k. */
 void simfs_short_write(simfs_t *fs, uint64_t nth, size_t k);
 /* Call number n from now on (1: the next call) and every later one fail with -EIO. */
 void simfs_crash_at(simfs_t *fs, uint64_t n);
 /* From a hook (phase 0): this very call and every later one fail with -EIO. */
 void simfs_crash_now(simfs_t *fs);
+/* Faults that fired so far (failed calls and short writes). */
+uint64_t simfs_injected(const simfs_t *fs);
 /* Whether a crash point was reached. */
 bool simfs_crashed(const simfs_t *fs);
 /* Injected faults (and a pending or reached crash point) are forgotten. */
 void simfs_clear_faults(simfs_t *fs);
-/* A disk of `bytes` (0: unlimited): a write that would need more space than is free fails
- * with ENOSPC; unlinking a file frees its bytes. */
+/* A disk of `bytes` (0: unlimited): a write that needs more space than is free writes what
+ * fits (a short count), and fails with ENOSPC when nothing fits; unlinking a file frees
+ * its bytes. */
 void simfs_set_capacity(simfs_t *fs, uint64_t bytes);
 uint64_t simfs_usage(const simfs_t *fs);
 void simfs_set_hook(simfs_t *fs, simfs_hook_fn hook, void *ud);
+/* Names created since their directory's last fsync_dir may survive a cut (a coin flip). */
+void simfs_set_lucky_names(simfs_t *fs, bool on);
 
 /* The power cut: back to the durable state (see above). Open descriptors and locks are
  * dropped, faults cleared. 0, or -ENOTSUP for the POSIX backend. */
@@ -104,6 +130,9 @@ int simfs_crash(simfs_t *fs, simfs_crash_mode_t mode);
 const uint8_t *simfs_data(simfs_t *fs, const char *path, size_t *len);
 /* Writes a file whose content and directory entry are both durable at once. */
 int simfs_set_data(simfs_t *fs, const char *path, const void *buf, size_t len);
+/* Flips a bit of a byte already durable, on the disk and in the cache (-EINVAL when the
+ * byte is not durable). */
+int simfs_flip(simfs_t *fs, const char *path, size_t off, int bit);
 /* Removes a file durably. */
 int simfs_remove(simfs_t *fs, const char *path);
 /* Live entry names of dir, sorted; cb returning non-zero stops. Returns how many were seen. */

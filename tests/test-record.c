@@ -171,9 +171,7 @@ RA_TEST(G_1_monotonicity_property) {
 
 /* G-1 (bad input): what the C types cannot rule out is rejected and counted. */
 RA_TEST(G_1_bad_input_rejected_and_counted) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(1);
     ra_subject_t s = ra_t_subject(1);
@@ -193,9 +191,7 @@ RA_TEST(G_1_bad_input_rejected_and_counted) {
 /* G-19: a counter saturates at UINT64_MAX, the overflow is counted per dimension, and the
  * meter carries on; duplicates merged at seal saturate the same way. */
 RA_TEST(G_19_overflow_property) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(7);
     ra_subject_t s = ra_t_subject(7);
@@ -225,11 +221,7 @@ RA_TEST(G_19_overflow_property) {
 /* I-7: a new key that does not fit is refused with CapacityExceeded and counted; the room
  * comes back once idle entries are sealed and retired. */
 RA_TEST(capacity_exceeded_is_counted_and_recovers) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    cfg.capacity_rows = 50; /* 100 entries */
-    cfg.shards = 1;
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(1, 50); /* 100 entries */
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(1);
     int64_t w0 = RA_T_EPOCH_MS;
@@ -266,9 +258,7 @@ RA_TEST(capacity_exceeded_is_counted_and_recovers) {
 
 /* I-8: a degraded meter fails writes first, with a typed error, counted. */
 RA_TEST(degraded_rejects_records) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(1);
     ra_subject_t s = ra_t_subject(1);
@@ -442,11 +432,7 @@ RA_TEST(key_handles_record_like_record) {
  * window, the entry is retired, and its slot is claimed by another key. Each record lands
  * in its own key and window, exactly. */
 RA_TEST(key_handle_follows_windows_and_entry_reuse) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    cfg.shards = 1;
-    cfg.capacity_rows = 50;
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(1, 50);
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(9);
     ra_subject_t s = ra_t_subject(9);

@@ -19,10 +19,7 @@ static size_t drain(ra_meter_t *m, ra_refusal_t *out, size_t cap, uint64_t *lost
 }
 
 RA_TEST(refusals_every_record_path_reject_once) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    cfg.capacity_rows = 1; /* 2 entries: the third new key is refused for capacity */
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 1); /* 2 entries: the third new key is refused for capacity */
     REQUIRE(m);
     ra_refusal_t out[16];
     uint64_t lost;
@@ -66,9 +63,7 @@ RA_TEST(refusals_every_record_path_reject_once) {
 }
 
 RA_TEST(refusals_lapped_reader_counts_exactly_what_it_missed) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     for (int i = 0; i < 3000; i++)
         ra_meter_count_invalid(m);
@@ -86,9 +81,7 @@ RA_TEST(refusals_lapped_reader_counts_exactly_what_it_missed) {
 }
 
 RA_TEST(refusals_half_written_entry_waits_one_read_then_is_lost) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     ra_meter_count_invalid(m);
     /* A writer killed between its fetch-add and its seq store. */
@@ -116,9 +109,7 @@ static void *writer(void *arg) {
 }
 
 RA_TEST(refusals_concurrent_writers_read_plus_lost_is_everything) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     pthread_t th[W_THREADS];
     for (int i = 0; i < W_THREADS; i++)

@@ -138,9 +138,7 @@ RA_TEST(G_2_rollover_determinism) {
 /* Digests are BLAKE3 of the canonical bytes exactly as b3sum computes them; chains link;
  * seq counts 1, 2, 3 per stream; totals equal what was recorded. */
 RA_TEST(G_8_digest_b3sum_chain_and_totals) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(3);
     uint64_t total[3] = {0};
@@ -266,9 +264,7 @@ RA_TEST(G_15_clock_skew_and_jumps) {
 /* A writer whose clock jumped back into a sealed window is not lost and not sealed twice:
  * its row is sealed late, into the next window, and counted as late. */
 RA_TEST(G_15_backward_jump_record_is_late_not_lost) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(1);
     ra_subject_t s = ra_t_subject(1);
@@ -380,9 +376,7 @@ RA_TEST(G_21_config_hot_flip_denial) {
  * next slice of the stream is head + 1, linked to the head's b3; a stream it already has a
  * chain of refuses another head. */
 RA_TEST(seed_head_continues_a_downstream_chain) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(7), other = ra_t_tenant(8);
     ra_subject_t s = ra_t_subject(1);
@@ -480,9 +474,7 @@ RA_TEST(pending_ring_full_is_counted_and_loses_nothing) {
 /* A sealer that was away for several windows seals each one separately when it returns:
  * correctly attributed, never merged (issue: sidecar restarts). */
 RA_TEST(catch_up_seals_each_missed_window_separately) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(2);
     ra_subject_t s = ra_t_subject(2);
@@ -526,11 +518,7 @@ RA_TEST(catch_up_seals_each_missed_window_separately) {
 
 /* A stream larger than one 1 MiB frame is sealed as consecutive slices of one window. */
 RA_TEST(large_stream_splits_under_frame_limit) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    cfg.capacity_rows = 100000;
-    cfg.shards = 16;
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(16, 100000);
     REQUIRE(m);
     ra_tenant_t t = ra_t_tenant(9);
     const unsigned N = 90000;

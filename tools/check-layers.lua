@@ -8,7 +8,9 @@
 -- component's include directories) and must land in a folder the component may see:
 --
 --   core/        core/, include/ron/
---   audit/       audit/, include/ron/          ledger/   ledger/, include/ron/
+--   audit/       audit/, include/ron/, and of the core only core/io.h (the one I/O seam,
+--                through audit/io.h)
+--   ledger/      ledger/, include/ron/
 --   nginx/       include/ron/
 --   host/lua/    host/lua/, host/host_name.h, include/ron/ -- never host/cli/
 --   host/cli/    host/cli/, host/host_name.h, host/lua/modules.h, include/ron/, and of
@@ -42,7 +44,7 @@ end
 -- which resolved paths it may include (Lua patterns).
 local RULES = {
     { "^core/", { "core", "include" }, { "^core/", "^include/ron/" } },
-    { "^audit/", { "audit", "include" }, { "^audit/", "^include/ron/" } },
+    { "^audit/", { "audit", "include" }, { "^audit/", "^include/ron/", "^core/io%.h$" } },
     { "^ledger/", { "ledger", "include" }, { "^ledger/", "^include/ron/" } },
     { "^nginx/", { "include" }, { "^include/ron/" } },
     { "^host/lua/", { "host", "core", "include" },

@@ -1,6 +1,6 @@
-/* The audit log under power loss and I/O faults, through the simulator of its I/O
- * interface (tests/audit/powerfs.c): not process death (test-audit-log's kill -9 loop) but
- * a machine that stops at a random call, whose unsynced writes are lost, torn at any byte
+/* The audit log under power loss and I/O faults, through the one simulator of the I/O seam
+ * (tests/sim-fs.c, the meter's WAL tests use it too): not process death (test-audit-log's kill -9
+ * loop) but a machine that stops at a random call, whose unsynced writes are lost, torn at any byte
  * or kept sector by sector out of order, whose fdatasync fails with EIO and forgets the
  * dirty pages (fsyncgate), whose disk fills (ENOSPC) and whose writes come back short.
  *
@@ -13,9 +13,9 @@
  * RAU_POWERLOSS_SEED=n runs one seed, RAU_POWERLOSS_ROUNDS=n changes the rounds. */
 #include "rau_test.h"
 
+#include "../sim-fs.c"
 #include "head.h"
 #include "internal.h"
-#include "powerfs.c"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -52,7 +52,14 @@ static void model_put(model_t *m, uint64_t seq, const uint8_t *h) {
     memcpy(m->hash[seq], h, 32);
 }
 
-static rau_log_t *open_sim(pfs_t *fs, uint64_t rotate, uint32_t batch, int *rc, char *err) {
+/* A machine whose names created since the last directory fsync may survive a cut. */
+static simfs_t *sim_new(uint64_t seed) {
+    simfs_t *fs = simfs_new(seed);
+    simfs_set_lucky_names(fs, true);
+    return fs;
+}
+
+static rau_log_t *open_sim(simfs_t *fs, uint64_t rotate, uint32_t batch, int *rc, char *err) {
     keys();
     rau_log_config_t cfg;
     rau_log_config_init(&cfg);
@@ -65,7 +72,25 @@ static rau_log_t *open_sim(pfs_t *fs, uint64_t rotate, uint32_t batch, int *rc, 
     cfg.key_path = g_keypath;
     cfg.dedupe_window = 64;
     rau_log_t *l = NULL;
-    *rc = rau__log_open_io(&cfg, &fs->io, &l, err, 512);
+    *rc = rau__log_open_io(&cfg, simfs_io(fs), &l, err, 512);
+    return l;
+}
+
+static int append_one(rau_log_t *l, model_t *m, rau_appended_t *a);
+
+/* n appends; 1 when every one returned 0 (a is the last one's). */
+static int append_n(rau_log_t *l, model_t *m, int n, rau_appended_t *a) {
+    for (int i = 0; i < n; i++)
+        if (append_one(l, m, a) != 0) return 0;
+    return 1;
+}
+
+/* The log on fs with 1 MiB segments and no batching; NULL (said why) when it refuses. */
+static rau_log_t *reopen(simfs_t *fs) {
+    char err[512];
+    int rc;
+    rau_log_t *l = open_sim(fs, 1 << 20, 0, &rc, err);
+    if (!l) fprintf(stderr, "# open: %s: %s\n", rau_err_name(rc), err);
     return l;
 }
 
@@ -92,7 +117,8 @@ static int check_state(rau_log_t *l, const model_t *m, const char *what, uint64_
               (st.head_seq < m->cap && memcmp(st.head_hash, m->hash[st.head_seq], 32) == 0));
     if (!ok)
         fprintf(stderr, "# seed %llu %s (last cut: %s): head %llu, acknowledged %llu, hash %s\n",
-                (unsigned long long)seed, what, g_mode < 0 ? "none" : pfs_mode_name(g_mode),
+                (unsigned long long)seed, what,
+                g_mode < 0 ? "none" : simfs_crash_mode_name((simfs_crash_mode_t)g_mode),
                 (unsigned long long)st.head_seq, (unsigned long long)m->acked,
                 st.head_seq < m->cap && memcmp(st.head_hash, m->hash[st.head_seq], 32) == 0
                     ? "ok"
@@ -103,7 +129,7 @@ static int check_state(rau_log_t *l, const model_t *m, const char *what, uint64_
 /* Copies the simulator's files out and runs `audit verify` over them (signatures too). */
 static int cb_copy(void *ud, const char *name);
 typedef struct copy_s {
-    pfs_t *fs;
+    simfs_t *fs;
     const char *to;
 } copy_t;
 static int cb_copy(void *ud, const char *name) {
@@ -111,8 +137,8 @@ static int cb_copy(void *ud, const char *name) {
     char src[600], dst[1200];
     snprintf(src, sizeof src, "%s/%s", DIR_, name);
     snprintf(dst, sizeof dst, "%s/%s", c->to, name);
-    size_t len;
-    uint8_t *b = pfs_data(c->fs, src, &len);
+    size_t len = 0;
+    const uint8_t *b = simfs_data(c->fs, src, &len);
     FILE *f = fopen(dst, "wb");
     if (!f || (len && fwrite(b, 1, len, f) != len)) abort();
     fclose(f);
@@ -122,7 +148,7 @@ static void report(void *ud, const char *where, const char *what) {
     (void)ud;
     fprintf(stderr, "#   verify: %s: %s\n", where, what);
 }
-static int verify_copy(pfs_t *fs, uint64_t *records) {
+static int verify_copy(simfs_t *fs, uint64_t *records) {
     static int n;
     char to[700];
     snprintf(to, sizeof to, "%s/copy-%d", rau_t_tmpdir(), n++);
@@ -141,7 +167,7 @@ static uint64_t env_u64(const char *k, uint64_t d) {
  * checkpoint's rename) then loses power in a random mode; the log is reopened on what the
  * disk held, checked, reopened once more (the cut is made once), and written on. */
 static int powerloss_rounds(uint64_t seed, uint64_t rounds, uint64_t *torn_rounds) {
-    pfs_t *fs = pfs_new(seed);
+    simfs_t *fs = sim_new(seed);
     model_t m = {0};
     char err[512];
     int ok = 1;
@@ -149,8 +175,8 @@ static int powerloss_rounds(uint64_t seed, uint64_t rounds, uint64_t *torn_round
     uint32_t batches[] = {0, 4200, 16384};
     for (uint64_t r = 0; r < rounds && ok; r++) {
         int rc;
-        uint64_t rot = rotates[pfs_rand(fs) % 3];
-        uint32_t bat = batches[pfs_rand(fs) % 3];
+        uint64_t rot = rotates[simfs_rand(fs) % 3];
+        uint32_t bat = batches[simfs_rand(fs) % 3];
         rau_log_t *l = open_sim(fs, rot, bat, &rc, err);
         if (!l) {
             fprintf(stderr, "# seed %llu round %llu: open: %s: %s\n", (unsigned long long)seed,
@@ -191,9 +217,9 @@ static int powerloss_rounds(uint64_t seed, uint64_t rounds, uint64_t *torn_round
             }
         }
         /* the workload, until the power goes off */
-        pfs_power_off_at(fs, 1 + pfs_rand(fs) % 120);
+        simfs_crash_at(fs, 1 + simfs_rand(fs) % 120);
         for (int it = 0; it < 10000 && ok; it++) {
-            int n = 1 + (int)(pfs_rand(fs) % 24);
+            int n = 1 + (int)(simfs_rand(fs) % 24);
             rau_appended_t a = {0};
             int arc = 0;
             for (int i = 0; i < n && arc == 0; i++)
@@ -204,11 +230,11 @@ static int powerloss_rounds(uint64_t seed, uint64_t rounds, uint64_t *torn_round
             m.acked = st.durable_seq; /* the sync returned 0: acknowledged as durable */
         }
         rau_log_close(l);
-        g_mode = (int)(pfs_rand(fs) % PFS_NMODES);
-        pfs_crash(fs, (pfs_mode_t)g_mode);
+        g_mode = (int)(simfs_rand(fs) % SIMFS_CRASH_NMODES);
+        simfs_crash(fs, (simfs_crash_mode_t)g_mode);
     }
     free(m.hash);
-    pfs_free(fs);
+    simfs_free(fs);
     return ok;
 }
 
@@ -234,22 +260,18 @@ RA_TEST(power_loss_at_random_calls_keeps_every_acknowledged_record) {
 RA_TEST(fsync_eio_fails_the_log_and_a_reopen_rewrites_the_tail) {
     uint64_t seed = 42;
     fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
-    pfs_t *fs = pfs_new(seed);
+    simfs_t *fs = sim_new(seed);
     model_t m = {0};
-    char err[512];
-    int rc;
-    rau_log_t *l = open_sim(fs, 1 << 20, 0, &rc, err);
+    rau_log_t *l = reopen(fs);
     REQUIRE(l);
     rau_appended_t a;
-    for (int i = 0; i < 50; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 50, &a));
     CHECK_RC(rau_log_sync(l), 0);
     m.acked = 50;
-    for (int i = 0; i < 20; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
-    pfs_fail(fs, PFS_FSYNC, 1, -EIO, 0);
+    REQUIRE(append_n(l, &m, 20, &a));
+    simfs_fail(fs, SIMFS_FSYNC, 1, -EIO, 1);
     CHECK_RC(rau_log_sync(l), RAU_EIO);
-    CHECK_EQ_U64(fs->injected, 1);
+    CHECK_EQ_U64(simfs_injected(fs), 1);
     rau_log_stats_t st;
     rau_log_stats(l, &st);
     CHECK_EQ_U64(st.durable_seq, 50);
@@ -257,25 +279,23 @@ RA_TEST(fsync_eio_fails_the_log_and_a_reopen_rewrites_the_tail) {
     CHECK_RC(rau_log_sync(l), RAU_ECLOSED);
     rau_log_close(l);
     /* the process goes on (no power cut): the cache still holds records 51..70 */
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    l = reopen(fs);
     REQUIRE(l);
     rau_log_stats(l, &st);
     CHECK_EQ_U64(st.head_seq, 70);
-    for (int i = 0; i < 10; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 10, &a));
     CHECK_RC(rau_log_sync(l), 0);
     m.acked = 80;
     rau_log_close(l);
-    pfs_crash(fs, PFS_DROP);
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
-    if (!l) fprintf(stderr, "# open after the cut: %s: %s\n", rau_err_name(rc), err);
+    simfs_crash(fs, SIMFS_CRASH_DROP);
+    l = reopen(fs);
     REQUIRE(l);
     CHECK(check_state(l, &m, "fsyncgate", seed));
     rau_log_stats(l, &st);
     CHECK_EQ_U64(st.head_seq, 80);
     rau_log_close(l);
     free(m.hash);
-    pfs_free(fs);
+    simfs_free(fs);
 }
 
 /* A full disk: the write that does not fit fails the sync (RAU_EIO) and the log; the part
@@ -284,25 +304,21 @@ RA_TEST(fsync_eio_fails_the_log_and_a_reopen_rewrites_the_tail) {
 RA_TEST(enospc_fails_the_sync_and_the_torn_part_is_cut) {
     uint64_t seed = 7;
     fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
-    pfs_t *fs = pfs_new(seed);
+    simfs_t *fs = sim_new(seed);
     model_t m = {0};
-    char err[512];
-    int rc;
-    rau_log_t *l = open_sim(fs, 1 << 20, 0, &rc, err);
+    rau_log_t *l = reopen(fs);
     REQUIRE(l);
     rau_appended_t a;
-    for (int i = 0; i < 30; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 30, &a));
     CHECK_RC(rau_log_sync(l), 0);
     m.acked = 30;
-    fs->capacity = pfs_usage(fs) + 1000; /* about 10 records more */
-    for (int i = 0; i < 40; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    simfs_set_capacity(fs, simfs_usage(fs) + 1000); /* about 10 records more */
+    REQUIRE(append_n(l, &m, 40, &a));
     CHECK_RC(rau_log_sync(l), RAU_EIO);
     CHECK_RC(append_one(l, &m, &a), RAU_ECLOSED);
     rau_log_close(l);
-    fs->capacity = 0;
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    simfs_set_capacity(fs, 0);
+    l = reopen(fs);
     REQUIRE(l);
     rau_log_stats_t st;
     rau_log_stats(l, &st);
@@ -310,18 +326,17 @@ RA_TEST(enospc_fails_the_sync_and_the_torn_part_is_cut) {
     CHECK(st.head_seq >= 30 && st.head_seq < 70);
     CHECK(check_state(l, &m, "enospc", seed));
     m.acked = st.head_seq;
-    for (int i = 0; i < 5; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
+    REQUIRE(append_n(l, &m, 5, &a));
     CHECK_RC(rau_log_sync(l), 0);
     m.acked = a.seq;
     rau_log_close(l);
-    pfs_crash(fs, PFS_TORN);
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    simfs_crash(fs, SIMFS_CRASH_TORN);
+    l = reopen(fs);
     REQUIRE(l);
     CHECK(check_state(l, &m, "enospc after the cut", seed));
     rau_log_close(l);
     free(m.hash);
-    pfs_free(fs);
+    simfs_free(fs);
 }
 
 /* Short writes are continued (the batch is whole on disk); a short write followed by a
@@ -329,43 +344,38 @@ RA_TEST(enospc_fails_the_sync_and_the_torn_part_is_cut) {
 RA_TEST(short_writes_are_continued_or_cut) {
     uint64_t seed = 9;
     fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
-    pfs_t *fs = pfs_new(seed);
+    simfs_t *fs = sim_new(seed);
     model_t m = {0};
-    char err[512];
-    int rc;
-    rau_log_t *l = open_sim(fs, 1 << 20, 0, &rc, err);
+    rau_log_t *l = reopen(fs);
     REQUIRE(l);
     rau_appended_t a;
     for (int round = 0; round < 5; round++) {
-        for (int i = 0; i < 10; i++)
-            REQUIRE(append_one(l, &m, &a) == 0);
-        pfs_short_write(fs, 1, 1 + pfs_rand(fs) % 300);
+        REQUIRE(append_n(l, &m, 10, &a));
+        simfs_short_write(fs, 1, 1 + simfs_rand(fs) % 300);
         CHECK_RC(rau_log_sync(l), 0);
         m.acked = a.seq;
     }
-    CHECK_EQ_U64(fs->injected, 5);
-    for (int i = 0; i < 10; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
-    pfs_short_write(fs, 1, 100);
-    pfs_fail(fs, PFS_WRITE, 2, -EIO, 0);
+    CHECK_EQ_U64(simfs_injected(fs), 5);
+    REQUIRE(append_n(l, &m, 10, &a));
+    simfs_short_write(fs, 1, 100);
+    simfs_fail(fs, SIMFS_WRITE, 2, -EIO, 1);
     CHECK_RC(rau_log_sync(l), RAU_EIO);
     rau_log_close(l);
-    pfs_crash(fs, PFS_REORDER);
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    simfs_crash(fs, SIMFS_CRASH_REORDER);
+    l = reopen(fs);
     REQUIRE(l);
     CHECK(check_state(l, &m, "short write", seed));
     rau_log_close(l);
-    pfs_clear_faults(fs);
+    simfs_clear_faults(fs);
     /* the same without a power cut: the half frame is in the cache, cut at open */
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    l = reopen(fs);
     REQUIRE(l);
-    for (int i = 0; i < 10; i++)
-        REQUIRE(append_one(l, &m, &a) == 0);
-    pfs_short_write(fs, 1, 100);
-    pfs_fail(fs, PFS_WRITE, 2, -EIO, 0);
+    REQUIRE(append_n(l, &m, 10, &a));
+    simfs_short_write(fs, 1, 100);
+    simfs_fail(fs, SIMFS_WRITE, 2, -EIO, 1);
     CHECK_RC(rau_log_sync(l), RAU_EIO);
     rau_log_close(l);
-    l = open_sim(fs, 1 << 20, 0, &rc, err);
+    l = reopen(fs);
     REQUIRE(l);
     rau_log_stats_t st;
     rau_log_stats(l, &st);
@@ -373,7 +383,7 @@ RA_TEST(short_writes_are_continued_or_cut) {
     CHECK(check_state(l, &m, "short write, no cut", seed));
     rau_log_close(l);
     free(m.hash);
-    pfs_free(fs);
+    simfs_free(fs);
 }
 
 static int cb_first_seg(void *ud, const char *name) {
@@ -399,8 +409,8 @@ static void report_where(void *ud, const char *where, const char *what) {
 }
 
 /* A log of 100 records over several segments, every 10 synced. */
-static pfs_t *build_log(uint64_t seed, model_t *m) {
-    pfs_t *fs = pfs_new(seed);
+static simfs_t *build_log(uint64_t seed, model_t *m) {
+    simfs_t *fs = sim_new(seed);
     char err[512];
     int rc;
     rau_log_t *l = open_sim(fs, 4096, 0, &rc, err);
@@ -417,12 +427,12 @@ static pfs_t *build_log(uint64_t seed, model_t *m) {
 
 /* Flips a bit at off of file path and checks that the open refuses with its position and
  * leaves the bytes as they were (quarantined in place). */
-static void flip_and_expect_refusal(pfs_t *fs, const char *path, size_t off, const char *name) {
+static void flip_and_expect_refusal(simfs_t *fs, const char *path, size_t off, const char *name) {
     size_t len;
-    REQUIRE(pfs_data(fs, path, &len) && off < len);
-    REQUIRE(pfs_flip(fs, path, off, (int)(off % 8)) == 0);
+    REQUIRE(simfs_data(fs, path, &len) && off < len);
+    REQUIRE(simfs_flip(fs, path, off, (int)(off % 8)) == 0);
     uint8_t *before = malloc(len);
-    memcpy(before, pfs_data(fs, path, &len), len);
+    memcpy(before, simfs_data(fs, path, &len), len);
     char err[512];
     int rc;
     rau_log_t *l = open_sim(fs, 4096, 0, &rc, err);
@@ -431,7 +441,7 @@ static void flip_and_expect_refusal(pfs_t *fs, const char *path, size_t off, con
     fprintf(stderr, "# refused: %s\n", err);
     CHECK(strstr(err, name) != NULL && strstr(err, "+") != NULL);
     size_t len2;
-    const uint8_t *after = pfs_data(fs, path, &len2);
+    const uint8_t *after = simfs_data(fs, path, &len2);
     CHECK(after && len2 == len && memcmp(after, before, len) == 0);
     free(before);
     if (l) rau_log_close(l);
@@ -449,20 +459,20 @@ RA_TEST(corruption_in_the_synced_part_is_refused_and_left_in_place) {
     char last[64] = {0}, first[64] = {0}, path[700];
     /* the last record of the last segment */
     model_t m = {0};
-    pfs_t *fs = build_log(seed, &m);
+    simfs_t *fs = build_log(seed, &m);
     fs->io.list(fs, DIR_, cb_last_seg, last);
     snprintf(path, sizeof path, "%s/%s", DIR_, last);
     size_t len;
-    REQUIRE(pfs_data(fs, path, &len) && len > 100);
+    REQUIRE(simfs_data(fs, path, &len) && len > 100);
     flip_and_expect_refusal(fs, path, len - 20, last);
-    pfs_free(fs);
+    simfs_free(fs);
     free(m.hash);
     /* a record in the middle of the last segment */
     memset(&m, 0, sizeof m);
     fs = build_log(seed, &m);
-    REQUIRE(pfs_data(fs, path, &len) && len > 300);
-    flip_and_expect_refusal(fs, path, 24 + (size_t)(pfs_rand(fs) % (len - 300)), last);
-    pfs_free(fs);
+    REQUIRE(simfs_data(fs, path, &len) && len > 300);
+    flip_and_expect_refusal(fs, path, 24 + (size_t)(simfs_rand(fs) % (len - 300)), last);
+    simfs_free(fs);
     free(m.hash);
     /* the first segment: not read by an open with the head file; verify and the full scan
      * report it */
@@ -470,8 +480,8 @@ RA_TEST(corruption_in_the_synced_part_is_refused_and_left_in_place) {
     fs = build_log(seed, &m);
     fs->io.list(fs, DIR_, cb_first_seg, first);
     snprintf(path, sizeof path, "%s/%s", DIR_, first);
-    REQUIRE(pfs_data(fs, path, &len) && len > 600);
-    REQUIRE(pfs_flip(fs, path, 300, 3) == 0);
+    REQUIRE(simfs_data(fs, path, &len) && len > 600);
+    REQUIRE(simfs_flip(fs, path, 300, 3) == 0);
     char to[700];
     snprintf(to, sizeof to, "%s/corrupt-first", rau_t_tmpdir());
     REQUIRE(mkdir(to, 0700) == 0);
@@ -484,9 +494,9 @@ RA_TEST(corruption_in_the_synced_part_is_refused_and_left_in_place) {
     CHECK(strstr(w.first, first) != NULL);
     char hp[700];
     snprintf(hp, sizeof hp, "%s/head.rau", DIR_);
-    pfs_remove(fs, hp);
+    simfs_remove(fs, hp);
     flip_and_expect_refusal(fs, path, 301, first); /* a second flip: still refused */
-    pfs_free(fs);
+    simfs_free(fs);
     free(m.hash);
 }
 
@@ -513,7 +523,7 @@ typedef struct state_s {
 /* Opens, takes the state (head, latest checkpoint, a re-emit of an event inside the dedupe
  * window answered from the index), makes a checkpoint of the head (its root: the Merkle
  * frontier), closes. */
-static int take_state(pfs_t *fs, state_t *s) {
+static int take_state(simfs_t *fs, state_t *s) {
     char err[512];
     int rc;
     memset(s, 0, sizeof *s);
@@ -546,7 +556,7 @@ RA_TEST(open_with_and_without_the_head_file_gives_the_same_state) {
     uint64_t seed = 17;
     fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
     model_t m = {0};
-    pfs_t *fs = build_log(seed, &m);
+    simfs_t *fs = build_log(seed, &m);
     char hp[700];
     snprintf(hp, sizeof hp, "%s/head.rau", DIR_);
     state_t with, without;
@@ -557,7 +567,7 @@ RA_TEST(open_with_and_without_the_head_file_gives_the_same_state) {
     CHECK_EQ_U64(with.info.hashed, 64);
     CHECK_EQ_U64(with.st.head_seq, 100);
     CHECK(with.dup && with.dup_seq == 90);
-    pfs_remove(fs, hp);
+    simfs_remove(fs, hp);
     REQUIRE(take_state(fs, &without));
     CHECK(without.info.head_used == 0);
     fprintf(stderr, "# without: %s\n", without.info.why);
@@ -565,7 +575,7 @@ RA_TEST(open_with_and_without_the_head_file_gives_the_same_state) {
     CHECK(same_state(&with, &without));
     uint64_t recs;
     CHECK(verify_copy(fs, &recs) == 0 && recs == 100);
-    pfs_free(fs);
+    simfs_free(fs);
     free(m.hash);
 }
 
@@ -577,13 +587,13 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
     uint64_t seed = 19;
     fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
     model_t m = {0};
-    pfs_t *fs = build_log(seed, &m);
+    simfs_t *fs = build_log(seed, &m);
     char hp[700];
     snprintf(hp, sizeof hp, "%s/head.rau", DIR_);
     size_t hlen;
-    REQUIRE(pfs_data(fs, hp, &hlen) && hlen == 8192);
+    REQUIRE(simfs_data(fs, hp, &hlen) && hlen == 8192);
     uint8_t old[8192];
-    memcpy(old, pfs_data(fs, hp, &hlen), sizeof old);
+    memcpy(old, simfs_data(fs, hp, &hlen), sizeof old);
     /* 30 more records, then the old head back */
     char err[512];
     int rc;
@@ -599,9 +609,9 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
     REQUIRE(take_state(fs, &ref));
     CHECK(ref.info.head_used && ref.st.head_seq == 130);
     uint8_t cur[8192];
-    memcpy(cur, pfs_data(fs, hp, &hlen), sizeof cur);
+    memcpy(cur, simfs_data(fs, hp, &hlen), sizeof cur);
 
-    pfs_set(fs, hp, old, sizeof old);
+    simfs_set_data(fs, hp, old, sizeof old);
     REQUIRE(take_state(fs, &st));
     CHECK(st.info.head_used == 1);
     CHECK(st.info.decoded >= 30); /* the records past the stale head, with full checks */
@@ -616,7 +626,7 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
         g0 = g0 << 8 | cur[8 + i], g1 = g1 << 8 | cur[4096 + 8 + i];
     size_t newest = g1 > g0 ? 4096 : 0;
     bad[newest + 30] ^= 1;
-    pfs_set(fs, hp, bad, sizeof bad);
+    simfs_set_data(fs, hp, bad, sizeof bad);
     REQUIRE(take_state(fs, &st));
     if (!st.info.head_used) fprintf(stderr, "# newest slot damaged: %s\n", st.info.why);
     CHECK(st.info.head_used == 1);
@@ -641,7 +651,7 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
         } else {
             blen = 100;
         }
-        pfs_set(fs, hp, bad, blen);
+        simfs_set_data(fs, hp, bad, blen);
         REQUIRE(take_state(fs, &st));
         fprintf(stderr, "# %s: head used %d (%s)\n", what[k], st.info.head_used, st.info.why);
         CHECK(st.info.head_used == 0);
@@ -650,7 +660,7 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
     }
     uint64_t recs;
     CHECK(verify_copy(fs, &recs) == 0 && recs == 130);
-    pfs_free(fs);
+    simfs_free(fs);
     free(m.hash);
 }
 
@@ -661,15 +671,15 @@ RA_TEST(verify_checks_the_head_file) {
     uint64_t seed = 23;
     fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
     model_t m = {0};
-    pfs_t *fs = build_log(seed, &m);
+    simfs_t *fs = build_log(seed, &m);
     uint64_t recs;
     CHECK(verify_copy(fs, &recs) == 0 && recs == 100);
     char hp[700];
     snprintf(hp, sizeof hp, "%s/head.rau", DIR_);
     size_t hlen;
     uint8_t cur[8192], bad[8192];
-    REQUIRE(pfs_data(fs, hp, &hlen) && hlen == sizeof cur);
-    memcpy(cur, pfs_data(fs, hp, &hlen), sizeof cur);
+    REQUIRE(simfs_data(fs, hp, &hlen) && hlen == sizeof cur);
+    memcpy(cur, simfs_data(fs, hp, &hlen), sizeof cur);
     rau__head_t h0, h1;
     int ok0 = rau__head_decode(cur, &h0) == 0, ok1 = rau__head_decode(cur + 4096, &h1) == 0;
     REQUIRE(ok0 || ok1);
@@ -684,7 +694,7 @@ RA_TEST(verify_checks_the_head_file) {
             memcpy(h.stream, "other", 6);
         h.gen += 10;
         rau__head_encode(&h, bad + newest);
-        pfs_set(fs, hp, bad, sizeof bad);
+        simfs_set_data(fs, hp, bad, sizeof bad);
         char to[700];
         snprintf(to, sizeof to, "%s/head-verify-%d", rau_t_tmpdir(), k);
         REQUIRE(mkdir(to, 0700) == 0);
@@ -696,7 +706,7 @@ RA_TEST(verify_checks_the_head_file) {
         CHECK(strstr(w.first, "head.rau") != NULL);
         CHECK(strstr(w.first, k == 0 ? "Merkle frontier" : "another chain") != NULL);
     }
-    pfs_free(fs);
+    simfs_free(fs);
     free(m.hash);
 }
 

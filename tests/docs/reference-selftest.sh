@@ -5,20 +5,12 @@
 #   sh tests/docs/reference-selftest.sh LUAJIT CHECKER      (from the repository root)
 # shellcheck disable=SC2016 # the backticks are markdown
 set -eu
-luajit=$1
-checker=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-fails=0
 # shellcheck source=tests/selftest-lib.sh
 . "$(dirname "$0")/../selftest-lib.sh"
 
 mk() {
-    rm -rf "$tmp/t"
-    mkdir -p "$tmp/t"
     # shellcheck disable=SC2046 # one word per path, none with spaces
-    tar cf - core/metrics.c host/cli/main.c docs/reference $(find lua nginx -type f) |
-        (cd "$tmp/t" && tar xf -)
+    tree core/metrics.c host/cli/main.c docs/reference $(find lua nginx -type f)
 }
 
 

@@ -6,16 +6,11 @@
 #
 #   sh tests/docs/requirements-selftest.sh LUAJIT CHECKER
 set -eu
-luajit=$1
-checker=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
+# shellcheck source=tests/selftest-lib.sh
+. "$(dirname "$0")/../selftest-lib.sh"
 I="I-"
 G="G-"
 S="§"
-fails=0
-# shellcheck source=tests/selftest-lib.sh
-. "$(dirname "$0")/../selftest-lib.sh"
 
 # A consistent tree: one page defines two ids and a section; code cites them.
 mk() {

@@ -1,5 +1,6 @@
 /* libFuzzer harness for WAL recovery (ra__wal_open's scan, docs/FORMAT.md §4), over an
- * in-memory file system written inside the harness: no disk churn, no state between runs.
+ * in-memory file system, the tests' one simulator (tests/sim-fs.c): no disk churn, no state
+ * between runs.
  *
  * Input: byte 0 = flags, then the files of one WAL directory, each starting with its magic:
  *   "RONWSEG1..."  a segment, named <its header id, 16 hex>.seg (the next free id when two
@@ -34,6 +35,8 @@
 #include "io.h"
 #include "wal.h"
 
+#include "../sim-fs.c"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,230 +56,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define DIR "/wal"
 #define MAX_FILES 64
 #define MAX_INPUT_FILES 24 /* the rest is room for .broken copies, a .tmp, a new segment */
-#define MAX_FDS 16
 
-/* ---- the in-memory file system -------------------------------------------------------- */
-
-typedef struct mfile {
-    char name[64]; /* entry name inside DIR */
-    uint8_t *data;
-    size_t len, cap;
-    int used;
-} mfile_t;
-
-typedef struct mfs {
-    mfile_t f[MAX_FILES];
-    struct {
-        int file; /* index, -1 free */
-        int writable;
-    } fd[MAX_FDS];
-    int locked;
-    uint64_t writes; /* any change: a read-only scan must make none */
-} mfs_t;
-
-static const char *entry(const char *path) {
-    size_t n = strlen(DIR);
-    if (strncmp(path, DIR "/", n + 1) != 0) return NULL;
-    const char *e = path + n + 1;
-    return *e && !strchr(e, '/') ? e : NULL;
-}
-
-static int find(mfs_t *fs, const char *path) {
-    const char *e = entry(path);
-    if (!e) return -1;
-    for (int i = 0; i < MAX_FILES; i++)
-        if (fs->f[i].used && strcmp(fs->f[i].name, e) == 0) return i;
-    return -1;
-}
-
-static int add_file(mfs_t *fs, const char *name) {
-    if (strlen(name) >= sizeof fs->f[0].name) return -ENAMETOOLONG;
-    for (int i = 0; i < MAX_FILES; i++) {
-        if (fs->f[i].used) continue;
-        memset(&fs->f[i], 0, sizeof fs->f[i]);
-        fs->f[i].used = 1;
-        snprintf(fs->f[i].name, sizeof fs->f[i].name, "%s", name);
-        return i;
-    }
-    return -ENOSPC;
-}
-
-static int set_data(mfile_t *f, const uint8_t *p, size_t n) {
-    uint8_t *d = malloc(n ? n : 1);
-    if (!d) return -ENOMEM;
-    if (n) memcpy(d, p, n);
-    free(f->data);
-    f->data = d;
-    f->len = f->cap = n;
-    return 0;
-}
-
-static int new_fd(mfs_t *fs, int file, int writable) {
-    for (int i = 0; i < MAX_FDS; i++)
-        if (fs->fd[i].file < 0) {
-            fs->fd[i].file = file;
-            fs->fd[i].writable = writable;
-            return i + 3;
-        }
-    return -EMFILE;
-}
-
-static int fd_file(mfs_t *fs, int fd) {
-    fd -= 3;
-    if (fd < 0 || fd >= MAX_FDS || fs->fd[fd].file < 0) return -1;
-    return fs->fd[fd].file;
-}
-
-static int m_create(void *ud, const char *path) {
-    mfs_t *fs = ud;
-    const char *e = entry(path);
-    if (!e) return -ENOENT;
-    int i = find(fs, path);
-    if (i < 0 && (i = add_file(fs, e)) < 0) return i;
-    fs->f[i].len = 0;
-    fs->writes++;
-    return new_fd(fs, i, 1);
-}
-
-static int m_open_read(void *ud, const char *path) {
-    mfs_t *fs = ud;
-    int i = find(fs, path);
-    return i < 0 ? -ENOENT : new_fd(fs, i, 0);
-}
-
-static ssize_t m_write(void *ud, int fd, const void *buf, size_t n) {
-    mfs_t *fs = ud;
-    int i = fd_file(fs, fd);
-    if (i < 0 || !fs->fd[fd - 3].writable) return -EBADF;
-    mfile_t *f = &fs->f[i];
-    if (strcmp(f->name, "reserve") == 0) { /* the WAL's space reserve: zeros, not kept */
-        f->len += n;
-        fs->writes++;
-        return (ssize_t)n;
-    }
-    if (f->len + n > f->cap) {
-        size_t c = f->cap ? f->cap : 256;
-        while (c < f->len + n)
-            c *= 2;
-        uint8_t *d = realloc(f->data, c);
-        if (!d) return -ENOMEM;
-        f->data = d;
-        f->cap = c;
-    }
-    memcpy(f->data + f->len, buf, n);
-    f->len += n;
-    fs->writes++;
-    return (ssize_t)n;
-}
-
-static ssize_t m_pread(void *ud, int fd, void *buf, size_t n, uint64_t off) {
-    mfs_t *fs = ud;
-    int i = fd_file(fs, fd);
-    if (i < 0) return -EBADF;
-    mfile_t *f = &fs->f[i];
-    if (off >= f->len) return 0;
-    size_t k = f->len - (size_t)off < n ? f->len - (size_t)off : n;
-    if (f->cap < f->len) /* the reserve: zeros */
-        memset(buf, 0, k);
-    else
-        memcpy(buf, f->data + off, k);
-    return (ssize_t)k;
-}
-
-static int m_fsync(void *ud, int fd) {
-    return fd_file(ud, fd) < 0 ? -EBADF : 0;
-}
-
-static int m_close(void *ud, int fd) {
-    mfs_t *fs = ud;
-    if (fd_file(fs, fd) < 0) return -EBADF;
-    fs->fd[fd - 3].file = -1;
-    return 0;
-}
-
-static int m_fsync_dir(void *ud, const char *dir) {
-    (void)ud;
-    return strcmp(dir, DIR) == 0 ? 0 : -ENOENT;
-}
-
-static int m_rename(void *ud, const char *from, const char *to) {
-    mfs_t *fs = ud;
-    int i = find(fs, from);
-    const char *e = entry(to);
-    if (i < 0 || !e || strlen(e) >= sizeof fs->f[0].name) return -ENOENT;
-    int j = find(fs, to);
-    if (j >= 0 && j != i) {
-        free(fs->f[j].data);
-        fs->f[j].data = NULL;
-        fs->f[j].used = 0;
-    }
-    snprintf(fs->f[i].name, sizeof fs->f[i].name, "%s", e);
-    fs->writes++;
-    return 0;
-}
-
-static int m_unlink(void *ud, const char *path) {
-    mfs_t *fs = ud;
-    int i = find(fs, path);
-    if (i < 0) return -ENOENT;
-    free(fs->f[i].data);
-    fs->f[i].data = NULL;
-    fs->f[i].used = 0;
-    fs->writes++;
-    return 0;
-}
-
-static int m_truncate(void *ud, const char *path, uint64_t len) {
-    mfs_t *fs = ud;
-    int i = find(fs, path);
-    if (i < 0) return -ENOENT;
-    if (len > fs->f[i].len) return -EINVAL; /* recovery only ever shortens */
-    fs->f[i].len = (size_t)len;
-    fs->writes++;
-    return 0;
-}
-
-static int m_size(void *ud, const char *path, uint64_t *out) {
-    mfs_t *fs = ud;
-    int i = find(fs, path);
-    if (i < 0) return -ENOENT;
-    *out = fs->f[i].len;
-    return 0;
-}
-
-static int m_mkdir(void *ud, const char *path) {
-    (void)ud;
-    return strcmp(path, DIR) == 0 ? -EEXIST : -EACCES;
-}
-
-static int m_list(void *ud, const char *dir, int (*cb)(void *, const char *), void *cbud) {
-    mfs_t *fs = ud;
-    if (strcmp(dir, DIR) != 0) return -ENOENT;
-    /* A snapshot of the names: the callback may unlink (.tmp files) while we iterate. */
-    char names[MAX_FILES][64];
-    int n = 0;
-    for (int i = 0; i < MAX_FILES; i++)
-        if (fs->f[i].used) memcpy(names[n++], fs->f[i].name, 64);
-    for (int i = 0; i < n; i++) {
-        int rc = cb(cbud, names[i]);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-static int m_lock(void *ud, const char *path, int *handle) {
-    mfs_t *fs = ud;
-    (void)path;
-    if (fs->locked) return -EWOULDBLOCK;
-    fs->locked = 1;
-    *handle = 1;
-    return 0;
-}
-
-static void m_unlock(void *ud, int handle) {
-    mfs_t *fs = ud;
-    (void)handle;
-    fs->locked = 0;
+/* Calls that change the directory: a read-only scan must make none. */
+static uint64_t changes(const simfs_t *fs) {
+    static const simfs_op_t ops[] = {SIMFS_CREATE, SIMFS_OPEN_WRITE, SIMFS_WRITE,    SIMFS_PWRITE,
+                                     SIMFS_RENAME, SIMFS_UNLINK,     SIMFS_TRUNCATE, SIMFS_MKDIR};
+    uint64_t n = 0;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        n += simfs_count(fs, ops[i]);
+    return n;
 }
 
 /* ---- building the directory from the input ----------------------------------------- */
@@ -314,60 +102,71 @@ static const uint8_t *next_magic(const uint8_t *p, const uint8_t *end) {
     return end;
 }
 
-static void build(mfs_t *fs, const uint8_t *data, size_t size) {
-    memset(fs, 0, sizeof *fs);
-    for (int i = 0; i < MAX_FDS; i++)
-        fs->fd[i].file = -1;
+/* A file of the directory, durable, its checksums fixed up first when asked. */
+static void put(simfs_t *fs, const char *name, const uint8_t *p, size_t n,
+                void (*fix)(uint8_t *, size_t)) {
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b) FAIL("out of memory");
+    if (n) memcpy(b, p, n);
+    if (fix) fix(b, n);
+    char path[96];
+    snprintf(path, sizeof path, DIR "/%s", name);
+    simfs_set_data(fs, path, b, n);
+    free(b);
+}
+
+static bool exists(simfs_t *fs, const char *name) {
+    char path[96];
+    size_t len;
+    snprintf(path, sizeof path, DIR "/%s", name);
+    return simfs_data(fs, path, &len) != NULL;
+}
+
+static simfs_t *build(const uint8_t *data, size_t size) {
+    simfs_t *fs = simfs_new(1);
+    simfs_io(fs)->mkdir(simfs_io(fs)->ud, DIR, RA__IO_PRIVATE);
     uint8_t flags = data[0];
     const uint8_t *p = data + 1, *end = data + size;
-    int last_seg = -1;
+    /* bit 1: the last segment is a leftover write, *.tmp: held back until it is known */
+    char last[40] = "";
+    const uint8_t *last_p = NULL;
+    size_t last_n = 0;
     const uint8_t *m = next_magic(p, end);
     if (m > p) { /* bytes before any magic */
-        int i = add_file(fs, "0000000000000000.seg");
-        if (i >= 0 && set_data(&fs->f[i], p, (size_t)(m - p)) == 0) last_seg = i;
+        snprintf(last, sizeof last, "0000000000000000.seg");
+        last_p = p;
+        last_n = (size_t)(m - p);
     }
-    int nfiles = last_seg >= 0;
+    int nfiles = last_p != NULL;
     for (p = m; p < end && nfiles < MAX_INPUT_FILES; nfiles++) {
         const uint8_t *q = next_magic(p + 8, end);
         size_t n = (size_t)(q - p);
-        int i;
         if (memcmp(p, RA_WAL_HEADS_MAGIC, 8) == 0) {
-            i = find(fs, DIR "/heads");
-            if (i < 0) i = add_file(fs, "heads");
-            if (i >= 0 && set_data(&fs->f[i], p, n) == 0 && (flags & 1))
-                fix_heads(fs->f[i].data, n);
+            put(fs, "heads", p, n, (flags & 1) ? fix_heads : NULL);
         } else {
+            if (last_p) put(fs, last, last_p, last_n, (flags & 1) ? fix_segment : NULL);
             uint64_t id = n >= 16 ? ra__get_u64(p + 8) : 0;
-            char name[32], path[64];
             for (int tries = 0; tries < MAX_FILES; tries++, id++) {
-                snprintf(name, sizeof name, "%016llx.seg", (unsigned long long)id);
-                snprintf(path, sizeof path, DIR "/%s", name);
-                if (find(fs, path) < 0) break;
+                snprintf(last, sizeof last, "%016llx.seg", (unsigned long long)id);
+                if (!exists(fs, last)) break;
             }
-            i = add_file(fs, name);
-            if (i >= 0 && set_data(&fs->f[i], p, n) == 0) {
-                if (flags & 1) fix_segment(fs->f[i].data, n);
-                last_seg = i;
-            }
+            last_p = p;
+            last_n = n;
         }
         p = q;
     }
-    if ((flags & 2) && last_seg >= 0) {
-        char *nm = fs->f[last_seg].name;
-        size_t l = strlen(nm);
-        if (l + 4 < sizeof fs->f[0].name) memcpy(nm + l, ".tmp", 5);
+    if (last_p) {
+        if (flags & 2) strcat(last, ".tmp");
+        put(fs, last, last_p, last_n, (flags & 1) ? fix_segment : NULL);
     }
-}
-
-static void free_fs(mfs_t *fs) {
-    for (int i = 0; i < MAX_FILES; i++)
-        free(fs->f[i].data);
+    simfs_reset_counts(fs);
+    return fs;
 }
 
 /* ---- the visitor -------------------------------------------------------------------- */
 
 typedef struct got {
-    mfs_t *fs;
+    simfs_t *fs;
     uint64_t *seq;
     uint8_t (*b3)[32];
     size_t n, cap;
@@ -423,43 +222,43 @@ static void v_problem(void *ud, const char *what, const char *file, uint64_t off
     got_t *g = ud;
     if (!what || !*what || !detail) FAIL("problem without a description");
     uint64_t size;
-    if (m_size(g->fs, file, &size) != 0)
+    if (simfs_io(g->fs)->size(g->fs, file, &size) != 0)
         FAIL("problem in %s, not a file of the directory", file); /* a file of the directory */
     if (off > size) FAIL("problem offset %llu beyond %s", (unsigned long long)off, file);
 }
 
-/* The I/O layer over the in-memory file system (one run at a time: ud is set per run). */
-static ra__io_t g_io = {NULL,    m_create,    m_open_read, m_write,  m_pread,    m_fsync,
-                        m_close, m_fsync_dir, m_rename,    m_unlink, m_truncate, m_size,
-                        m_mkdir, m_list,      m_lock,      m_unlock};
-
-static void scan(mfs_t *fs, bool read_only, got_t *g, ra__wal_t *w) {
+static void scan(simfs_t *fs, bool read_only, got_t *g, ra__wal_t *w) {
     memset(g, 0, sizeof *g);
     g->fs = fs;
     ra__wal_visitor_t v = {g, v_head, v_slice, v_problem};
     char err[256] = "";
-    uint64_t writes = fs->writes;
-    if (ra__wal_open(w, &g_io, DIR, UINT64_MAX, UINT32_MAX, 0, read_only, &v, err, sizeof err) != 0)
+    uint64_t writes = changes(fs);
+    if (ra__wal_open(w, simfs_io(fs), DIR, UINT64_MAX, UINT32_MAX, 0, read_only, &v, err,
+                     sizeof err) != 0)
         FAIL("ra__wal_open failed: %s", err);
-    if (read_only && fs->writes != writes) FAIL("a read-only scan changed the directory");
+    if (read_only && changes(fs) != writes) FAIL("a read-only scan changed the directory");
 }
 
 /* FUZZ_WAL_DEBUG=1 fuzz-wal-recovery CRASH_FILE: what each step saw (=2: with the bytes). */
-static void debug(const char *step, mfs_t *fs, const got_t *g) {
+static int debug_file(void *ud, const char *name) {
+    simfs_t *fs = ud;
+    char path[96];
+    size_t len = 0;
+    snprintf(path, sizeof path, DIR "/%s", name);
+    const uint8_t *b = simfs_data(fs, path, &len);
+    fprintf(stderr, " %s(%zu)", name, len);
+    if (getenv("FUZZ_WAL_DEBUG")[0] == '2' && b) /* FUZZ_WAL_DEBUG=2: the bytes too */
+        for (size_t k = 0; k < len; k++)
+            fprintf(stderr, "%s%02x", k % 32 ? " " : "\n     ", b[k]);
+    return 0;
+}
+
+static void debug(const char *step, simfs_t *fs, const got_t *g) {
     static int on = -1;
     if (on < 0) on = getenv("FUZZ_WAL_DEBUG") != NULL;
     if (!on) return;
     fprintf(stderr, "-- %s: files:", step);
-    for (int i = 0; i < MAX_FILES; i++)
-        if (fs->f[i].used) fprintf(stderr, " %s(%zu)", fs->f[i].name, fs->f[i].len);
-    if (getenv("FUZZ_WAL_DEBUG")[0] == '2') /* FUZZ_WAL_DEBUG=2: the bytes too */
-        for (int i = 0; i < MAX_FILES; i++) {
-            const mfile_t *f = &fs->f[i];
-            if (!f->used || f->cap < f->len) continue;
-            fprintf(stderr, "\n   %s:", f->name);
-            for (size_t k = 0; k < f->len; k++)
-                fprintf(stderr, "%s%02x", k % 32 ? " " : "\n     ", f->data[k]);
-        }
+    simfs_names(fs, DIR, debug_file, fs);
     fprintf(stderr, "\n   slices (frame seq):");
     for (size_t i = 0; g && i < g->n; i++)
         fprintf(stderr, " %llu", (unsigned long long)g->seq[i]);
@@ -502,12 +301,18 @@ static const uint8_t v1[] = {
     0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
+/* A segment named at or above *ud (then *ud becomes 0 and the walk stops). */
+static int seg_at_or_above(void *ud, const char *name) {
+    uint64_t *next = ud;
+    if (strlen(name) != 20 || strcmp(name + 16, ".seg") != 0) return 0;
+    if (strtoull(name, NULL, 16) < *next) return 0;
+    *next = 0;
+    return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > (4u << 20)) return 0;
-    mfs_t *fs = malloc(sizeof *fs);
-    if (!fs) return 0;
-    build(fs, data, size);
-    g_io.ud = fs;
+    simfs_t *fs = build(data, size);
     ra__wal_t w;
     got_t g1, g2, g3, g4;
 
@@ -536,11 +341,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* Ids stay at or below 2^62 (FORMAT.md §4): a WAL whose names or checkpoint reach the
      * top of that range (crafted files only) has no id left, and the append refuses. */
     bool room = next != 0 && next + 2 <= ((uint64_t)1 << 62) && !(g1.n && g1.seq[g1.n - 1] >= next);
-    for (int i = 0; i < MAX_FILES && room; i++) {
-        const mfile_t *f = &fs->f[i];
-        if (!f->used || strlen(f->name) != 20 || strcmp(f->name + 16, ".seg") != 0) continue;
-        if (strtoull(f->name, NULL, 16) >= next) room = false;
-    }
+    uint64_t probe = next;
+    if (room) simfs_names(fs, DIR, seg_at_or_above, &probe);
+    room = room && probe != 0;
     int rc = room ? ra__wal_append(&w, &s, 1, 1699999500000LL, &intent, &first) : -1;
     if (room && (rc != 0 || first < next || (g1.n && first <= g1.seq[g1.n - 1])))
         FAIL("append after recovery: rc %d, first %llu, next %llu", rc, (unsigned long long)first,
@@ -601,7 +404,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free_got(&g2);
     free_got(&g3);
     free_got(&g4);
-    free_fs(fs);
-    free(fs);
+    simfs_free(fs);
     return 0;
 }

@@ -9,13 +9,9 @@
 #   tools/check-layers.lua            host/lua including host/cli's header; host/cli
 #                                     including core/internal.h (the two leaks of issue 26)
 set -eu
-luajit=$1
-root=$(pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-fails=0
 # shellcheck source=tests/selftest-lib.sh
 . "$(dirname "$0")/../selftest-lib.sh"
+root=$(pwd)
 length=$root/tools/check-function-length.lua layers=$root/tools/check-layers.lua
 
 # A C function of n lines (signature and closing brace included).
