@@ -157,26 +157,13 @@ local h = T.spawn("bench_ledger_batch", function()
         end
     end
     if o.pg then
-        local ok, why = H.available()
-        if not ok then
-            print("bench-ledger-batch: PostgreSQL skipped: " .. tostring(why))
-        else
-            local cluster = assert(H.start { fsync = true })
-            local ok2, err = pcall(function()
-                local b2 = SB.postgres(T, { conninfo = cluster.conninfo, schema = "bench_base",
-                                            seconds = 2, conns = 4, per_tx = 64, sources = 16 })
-                print(format("postgres B2 (plain SQL, 64 per transaction, 4 conns): %.0f "
-                             .. "transfers/s  loadavg %s", b2.per_s, B.loadavg()))
-                local s = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                              schema = "bench_batch", connections = 4,
-                                              connect_timeout_ms = 20000,
-                                              query_timeout_ms = 20000 })
-                for _, size in ipairs(o.sizes) do case("postgres", s, size, b2.per_s) end
-                s:close()
-            end)
-            cluster:stop()
-            assert(ok2, err)
-        end
+        B.with_pg_store("bench-ledger-batch", H, "bench_batch", function(s, cluster)
+            local b2 = SB.postgres(T, { conninfo = cluster.conninfo, schema = "bench_base",
+                                        seconds = 2, conns = 4, per_tx = 64, sources = 16 })
+            print(format("postgres B2 (plain SQL, 64 per transaction, 4 conns): %.0f "
+                         .. "transfers/s  loadavg %s", b2.per_s, B.loadavg()))
+            for _, size in ipairs(o.sizes) do case("postgres", s, size, b2.per_s) end
+        end)
     end
     return true
 end)

@@ -124,20 +124,9 @@ local function host_main()
             for _, x in ipairs { "", "-wal", "-shm" } do os.remove(path .. x) end
         end
         if o.pg then
-            local ok, why = H.available()
-            if not ok then
-                print("bench-ledger-engine: PostgreSQL skipped: " .. tostring(why))
-            else
-                local cluster = assert(H.start { fsync = true })
-                local s = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                              schema = "bench_engine", connections = 4,
-                                              connect_timeout_ms = 20000,
-                                              query_timeout_ms = 20000 })
-                local ok2, err = pcall(case, "postgres", s)
-                s:close()
-                cluster:stop()
-                assert(ok2, err)
-            end
+            B.with_pg_store("bench-ledger-engine", H, "bench_engine", function(s)
+                case("postgres", s)
+            end)
         end
         return true
     end)

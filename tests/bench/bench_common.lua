@@ -17,6 +17,9 @@
 --   B.here                                -- this directory (tests/bench/), with a slash
 --   B.pg_harness()                        -- tests/pg/harness.lua, loaded
 --   B.pg_cluster(name, H)                 -- a PostgreSQL server (fsync on) | nil: skipped
+--   B.with_pg_store(name, H, schema, fn)  -- fn(store, cluster) on a server started for it
+--                                         -- and a ledger store on it (4 connections); both
+--                                         -- closed after, fn's error raised; skipped: nothing
 --   B.main(name, fn)                      -- fn() in a task on the default loop; its
 --                                         -- error on stderr as "name: ..." and exit 1
 -- Loading it also puts the checkout's lua/ on package.path.
@@ -41,6 +44,21 @@ function _M.pg_cluster(name, H)
         return nil
     end
     return assert(H.start { fsync = true })
+end
+
+function _M.with_pg_store(name, H, schema, fn)
+    local cluster = _M.pg_cluster(name, H)
+    if not cluster then return end
+    local ok, err = pcall(function()
+        local s = assert(require("ron.ledger.store").open {
+            backend = "postgres", conninfo = cluster.conninfo, schema = schema, connections = 4,
+            connect_timeout_ms = 20000, query_timeout_ms = 20000 })
+        local ok2, err2 = pcall(fn, s, cluster)
+        s:close()
+        assert(ok2, err2)
+    end)
+    cluster:stop()
+    assert(ok, err)
 end
 
 function _M.main(name, fn)
