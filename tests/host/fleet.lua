@@ -36,6 +36,7 @@ local dto = require "ron.wallet.dto"
 local lexp = require "ron.ledger.exporter"
 local pgnet = require "ron.base.net.postgres"
 local usage = require "ron.ledger.usage"
+local bigint = require "ron.ledger.bigint"
 
 local src = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "../../"
 local S = dofile(src .. "spec/support.lua")
@@ -587,7 +588,9 @@ local function main()
             .. 'period = "month", dimensions = { bytes = { per = 1000, price = 3 } } }\n')
     f:close()
     local e = assert(lexp.new { store = { backend = "postgres", conninfo = pg.conninfo },
-                                card = card, book = "main", node = "rater" })
+                                card = card, book = "main", node = "rater",
+                                -- the rater is a leased node of the fleet (LED-71, issue 29)
+                                lease = { ttl_ms = 5000 } })
     local rated = { ok = 0, retries = 0 }
     local e_stop = false
     local rec_e = {}
@@ -614,6 +617,10 @@ local function main()
     local _, n_e = settle_both(keys_of("e-"))
     say("E: the rater committed %d slices (%d retries) while both nodes made %d transfers "
         .. "from the same wallets", rated.ok, rated.retries, n_e)
+    -- its commits went through its lease's guard (LED-71), never fenced
+    assert(e.lease and e.lease.epoch and not e.lease.lost, "E: the rater holds no lease")
+    say("E: the rater committed under its lease, node rater epoch %s",
+        bigint.dec(e.lease.epoch))
     -- every key of A..E was counted by its phase: B counted A's
     for _, node in ipairs(nodes) do signal(node, "sigterm") end
     local t_end = now_ms() + 20000
