@@ -475,12 +475,15 @@ end
 -- ser is the fallback of an older LuaJIT, and names the value neither can pass.
 local has_buf, sbuf = pcall(require, "string.buffer")
 local BUF = has_buf and "\0rl1" or nil -- a prefix no "return ..." source starts with
+-- One encode and one decode buffer per VM (the loop's, each pool thread's): the bytes are
+-- written after the prefix and read past it in place, no copy of either side.
+local enc, dec = has_buf and sbuf.new(), has_buf and sbuf.new()
 
 function _M.pack(...)
     local t = { n = select("#", ...), ... }
     if BUF then
-        local ok, s = pcall(sbuf.encode, t)
-        if ok then return BUF .. s end
+        local ok = pcall(enc.encode, enc:reset():put(BUF), t)
+        if ok then return enc:tostring() end
     end
     local out = { "return " }
     ser(t, out)
@@ -489,8 +492,8 @@ end
 
 function _M.unpack_(s)
     local t
-    if BUF and s:sub(1, 4) == BUF then
-        t = sbuf.decode(s:sub(5))
+    if BUF and s:byte(1) == 0 then
+        t = dec:set(s):skip(#BUF):decode()
     else
         t = assert(loadstring(s, "=store-args"))()
     end
