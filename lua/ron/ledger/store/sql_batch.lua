@@ -234,19 +234,27 @@ function Store:get_streams(pairs_)
     return out
 end
 
+-- The binds of list's entries, field by field in cols' order (name, kind: "b" bytes, "i"
+-- an integer), each checked as its primitive's argument.
+local STREAM_COLS = { { "tenant", "b" }, { "dimension", "b" }, { "seq", "i" }, { "b3", "b" },
+                      { "prev_seq", "i" }, { "prev_b3", "b" } }
+local function entry_binds(name, list, w)
+    local binds = { n = #list * w }
+    for i, e in ipairs(list) do
+        for j = 1, w do
+            local col = STREAM_COLS[j]
+            local check = col[2] == "i" and int_arg or bytes_arg
+            binds[w * (i - 1) + j] = check(name, e[col[1]], col[1])
+        end
+    end
+    return binds
+end
+
 -- list = { { tenant, dimension, seq, b3 } }: each stream's first head (insert once). -> n
 function Store:insert_streams(list)
     list_arg("insert_streams", list, "streams")
     if #list == 0 then return 0 end
-    local binds = { n = #list * 4 }
-    for i, e in ipairs(list) do
-        local k = 4 * (i - 1)
-        binds[k + 1] = bytes_arg("insert_streams", e.tenant, "tenant")
-        binds[k + 2] = bytes_arg("insert_streams", e.dimension, "dimension")
-        binds[k + 3] = int_arg("insert_streams", e.seq, "seq")
-        binds[k + 4] = bytes_arg("insert_streams", e.b3, "b3")
-    end
-    return write(self, "insert_streams", #list, binds)
+    return write(self, "insert_streams", #list, entry_binds("insert_streams", list, 4))
 end
 
 -- list = { { tenant, dimension, seq, b3, prev_seq, prev_b3 } }: each head moves only from
@@ -254,17 +262,7 @@ end
 function Store:advance_streams(list)
     list_arg("advance_streams", list, "streams")
     if #list == 0 then return 0 end
-    local binds = { n = #list * 6 }
-    for i, e in ipairs(list) do
-        local k = 6 * (i - 1)
-        binds[k + 1] = bytes_arg("advance_streams", e.tenant, "tenant")
-        binds[k + 2] = bytes_arg("advance_streams", e.dimension, "dimension")
-        binds[k + 3] = int_arg("advance_streams", e.seq, "seq")
-        binds[k + 4] = bytes_arg("advance_streams", e.b3, "b3")
-        binds[k + 5] = int_arg("advance_streams", e.prev_seq, "prev_seq")
-        binds[k + 6] = bytes_arg("advance_streams", e.prev_b3, "prev_b3")
-    end
-    return write(self, "advance_streams", #list, binds)
+    return write(self, "advance_streams", #list, entry_binds("advance_streams", list, 6))
 end
 
 return _M
