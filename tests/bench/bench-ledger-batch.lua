@@ -82,16 +82,7 @@ local function instrument(led, acc)
     end
 end
 
-local function setup(led)
-    assert(led:recover())
-    assert(led:create_account { id = EXT, policy = "uncapped" })
-    assert(led:create_account { id = SINK })
-    for k, p in ipairs(PAYERS) do
-        assert(led:create_account { id = p })
-        assert(led:commit { intent = "fund-" .. k, movements = {
-            { from = EXT, to = p, asset = USD, amount = 1000000000 } } })
-    end
-end
+local function setup(led) B.fund_payers(led, EXT, SINK, PAYERS, USD) end
 
 local serial = 0
 local function case(name, s, size, b2)

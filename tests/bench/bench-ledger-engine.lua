@@ -81,14 +81,7 @@ local function host_main()
         local cs, cnt = B.counted(s)
         local led = L.new { store = cs, book = "bench", node = "bench-" .. name,
                             pause = function(k) task.sleep(k) end }
-        assert(led:recover())
-        assert(led:create_account { id = EXT, policy = "uncapped" })
-        assert(led:create_account { id = SINK })
-        for k, p in ipairs(PAYERS) do
-            assert(led:create_account { id = p })
-            assert(led:commit { intent = "fund-" .. k, movements = {
-                { from = EXT, to = p, asset = USD, amount = 1000000000 } } })
-        end
+        B.fund_payers(led, EXT, SINK, PAYERS, USD)
         local lat = {}
         local c0, calls0 = os.clock(), cnt.calls
         local t0 = uv.hrtime()

@@ -20,6 +20,8 @@
 --   B.with_pg_store(name, H, schema, fn)  -- fn(store, cluster) on a server started for it
 --                                         -- and a ledger store on it (4 connections); both
 --                                         -- closed after, fn's error raised; skipped: nothing
+--   B.fund_payers(led, ext, sink, payers, asset)  -- recover(), the accounts, each payer
+--                                         -- funded 1e9 from ext (uncapped)
 --   B.main(name, fn)                      -- fn() in a task on the default loop; its
 --                                         -- error on stderr as "name: ..." and exit 1
 -- Loading it also puts the checkout's lua/ on package.path.
@@ -59,6 +61,17 @@ function _M.with_pg_store(name, H, schema, fn)
     end)
     cluster:stop()
     assert(ok, err)
+end
+
+function _M.fund_payers(led, ext, sink, payers, asset)
+    assert(led:recover())
+    assert(led:create_account { id = ext, policy = "uncapped" })
+    assert(led:create_account { id = sink })
+    for k, p in ipairs(payers) do
+        assert(led:create_account { id = p })
+        assert(led:commit { intent = "fund-" .. k, movements = {
+            { from = ext, to = p, asset = asset, amount = 1000000000 } } })
+    end
 end
 
 function _M.main(name, fn)
