@@ -88,15 +88,12 @@ local function call_late(target, keep, deadline_ms, on_late, ...)
         return nil, "IoError: uv work queue failed: " .. tostring(err)
     end
     while true do
-        local res, rerr = ch:recv(deadline_ms)
+        -- shut down: keep waiting for the answer in flight (see the header)
+        local res, rerr = ch:recv_through_shutdown(deadline_ms)
         if res then return res end
-        if rerr == "Timeout" then
-            deadline_ms = nil
-            on_late()
-        elseif rerr ~= "Canceled" then
-            return nil, rerr
-        end
-        -- shut down: keep polling for the answer in flight (see the header)
+        if rerr ~= "Timeout" then return nil, rerr end
+        deadline_ms = nil
+        on_late()
     end
 end
 

@@ -9,6 +9,8 @@
 --   task.channel(cap[, name])   -> ch           bounded FIFO; cap 1..MAX_CAP
 --     ch:try_send(v)            -> true         | nil, "Busy" (full, counted) | nil, "Closed"
 --     ch:recv([timeout_ms])     -> v            | nil, "Timeout" | nil, "Canceled" | nil, "Closed"
+--     ch:recv_through_shutdown([timeout_ms])    the same, not canceled by shutdown (an
+--                                               answer certain to come; abort still ends it)
 --   task.select(chs[, timeout_ms]) -> v, ch     | nil, "Timeout" | nil, "Canceled" | nil, "Closed"
 --   task.with_timeout(ms, fn, ...) -> true, ... | nil, "Timeout" | nil, "Failed: ..."
 --   task.shutdown(reason)       -> true once    the token: hooks run, every cancellable wait

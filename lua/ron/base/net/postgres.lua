@@ -124,12 +124,10 @@ end
 local function await(start)
     local ch = task.channel(1, "pg_answer")
     start(function(...) ch:try_send({ n = select("#", ...), ... }) end)
-    while true do
-        local res, err = ch:recv()
-        if res then return unpack(res, 1, res.n) end
-        if err ~= "Canceled" then return nil, "Canceled: " .. tostring(err), nil, "canceled" end
-        -- shut down: the operation in flight still answers within its timeout (header)
-    end
+    -- shut down: the operation in flight still answers within its timeout (header)
+    local res, err = ch:recv_through_shutdown()
+    if res then return unpack(res, 1, res.n) end
+    return nil, "Canceled: " .. tostring(err), nil, "canceled"
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -328,10 +326,10 @@ end
 function Pool:acquire()
     if self.closed then return nil, "Closed: the pool was closed", nil, "closed" end
     local ch = self:free_ch()
-    local m, err = ch:recv()
     -- shut down: a member still comes back (its query ends within its timeout), unless the
-    -- pool closes: a commit's next statement is not failed half-way by a stop (issue 27)
-    while not m and err == "Canceled" and not self.closed do m, err = ch:recv() end
+    -- pool closes (close() closes the channel): a commit's next statement is not failed
+    -- half-way by a stop (issue 27)
+    local m, err = ch:recv_through_shutdown()
     if self.closed and not m then return nil, "Closed: the pool was closed", nil, "closed" end
     if not m then return nil, "Canceled: " .. tostring(err), nil, "canceled" end
     return m
@@ -356,6 +354,7 @@ function Pool:pipeline(list, opts) return pool_run(self, "pipeline", list, opts)
 
 function Pool:close()
     self.closed = true
+    if self.free then self.free:close() end -- (wakes acquire's waiters: "Closed")
     for _, m in ipairs(self.members) do m:close() end
 end
 

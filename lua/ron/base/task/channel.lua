@@ -83,7 +83,7 @@ end
 -- The first value of any of chs (in argument order when several hold one). Buffered
 -- values are still delivered after shutdown (the drain empties queues); only an empty
 -- wait is canceled. The waiter keeps chs (w.chs) to leave their receiver lists.
-local function select_recv(S, fname, chs, timeout_ms)
+local function select_recv(S, fname, chs, timeout_ms, shielded)
     local n = #chs
     for i = 1, n do
         if getmetatable(chs[i]) ~= Channel or chs[i].S ~= S then
@@ -105,13 +105,26 @@ local function select_recv(S, fname, chs, timeout_ms)
             rs[#rs + 1] = w
         end
     end
-    return wait.block(S, w, timeout_ms, true)
+    return wait.block(S, w, timeout_ms, not shielded)
 end
 
 -- select({ ch }) through the channel's own one-element list (made once, not per call).
 function Channel:recv(timeout_ms)
     timeout_ms = check_ms(timeout_ms, "timeout_ms", "recv", true)
     local v, err = select_recv(self.S, "recv", self.alone or { self }, timeout_ms)
+    if v == nil then return nil, err end
+    return v
+end
+
+-- recv that a shutdown does not cancel: the wait for an answer certain to come (a
+-- threadpool call's result, a database answer within its timeout, a store's turn or a
+-- pool member handed back), which a stop must not cut half-way (a commit between two
+-- statements). Timeout, Closed and the drain's abort still end it. (Looping on recv after
+-- "Canceled" instead turns the loop without sleeping until the answer comes.)
+function Channel:recv_through_shutdown(timeout_ms)
+    timeout_ms = check_ms(timeout_ms, "timeout_ms", "recv_through_shutdown", true)
+    local v, err = select_recv(self.S, "recv_through_shutdown", self.alone or { self },
+                               timeout_ms, true)
     if v == nil then return nil, err end
     return v
 end

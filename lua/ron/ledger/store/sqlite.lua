@@ -573,11 +573,10 @@ function Off:call(method, ...)
         end
         local ch = task.channel(1, "sqlite_store_turn")
         self.waiters[#self.waiters + 1] = ch
-        local ok, err = ch:recv()
         -- shut down: the turn still comes (the call ahead ends, then hands it on; a close
         -- hands it on too): a commit's next statement is not failed half-way by a stop
         -- (a saga left pending for recovery, issue 27)
-        while not ok and err == "Canceled" do ok, err = ch:recv() end
+        local ok, err = ch:recv_through_shutdown()
         if not ok then
             for i, w in ipairs(self.waiters) do
                 if w == ch then table.remove(self.waiters, i) break end
@@ -607,11 +606,8 @@ function Off:call(method, ...)
         inflight[id] = nil
         err = "IoError: uv work queue failed: " .. tostring(qerr)
     else
-        while true do
-            res, err = ch:recv()
-            if res or err ~= "Canceled" then break end
-            -- shut down: the answer in flight still comes (one statement)
-        end
+        -- shut down: the answer in flight still comes (one statement)
+        res, err = ch:recv_through_shutdown()
     end
     self.stats.calls = self.stats.calls + 1
     -- hand the connection to the next waiter
