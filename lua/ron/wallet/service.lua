@@ -173,13 +173,15 @@ function _M.new(o)
     for k, v in pairs(cfg) do self[k] = v end
     self.led = o.ledger
     self.T = task.current()
+    local gettimeofday -- (luv on first use: a require per call was a cached read's cost)
     self.clock = o.clock or function()
-        local s, us = require("luv").gettimeofday()
+        gettimeofday = gettimeofday or require("luv").gettimeofday
+        local s, us = gettimeofday()
         return s * 1000 + floor(us / 1000)
     end
     self.log = o.log or function(line) io.stderr:write("wallet: ", line, "\n") end
     self.dto = dto.new { assets = self.assets }
-    self.tokens = {}
+    self.tokens, self.token_memo, self.n_token_memo = {}, {}, 0
     for h, who in pairs(cfg.tokens) do
         if who == "operator" then
             self.tokens[h] = { operator = true, principal = "operator" }

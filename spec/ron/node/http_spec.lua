@@ -324,6 +324,47 @@ describe("ron.node.http", function()
         end)
     end)
 
+    it("literal_ends: every path a route's pattern matches starts and ends with them "
+       .. "(fixed seed)", function()
+        local pats = { "^/v1/records$", "^/v1/accounts/([%x%-]+)/balance$", "^/v1/slices/",
+                       "^/v1/foo-bar$", "%d$", "x%.y$", "^/a/b?c$", "^$", "a*bc$", "^/v1/%a+$",
+                       "^/v[12]/x$", "^/p%%q$", "^(/v1)/z$", "^/a.b$", "^/ab*c/d+$" }
+        local want = { ["^/v1/accounts/([%x%-]+)/balance$"] = { "/v1/accounts/", "/balance" },
+                       ["^/v1/foo-bar$"] = { "/v1/fo", "bar" }, ["^/a/b?c$"] = { "/a/", "c" },
+                       ["%d$"] = { "", "" }, ["^/p%%q$"] = { "/p", "" } }
+        for p, e in pairs(want) do assert.same(e, { http.literal_ends(p) }, p) end
+        -- the property: a path a pattern matches never fails its ends (random paths from
+        -- the patterns' own characters, and the patterns' own literal examples)
+        local seed = 2025
+        print("http_spec literal_ends: math.randomseed(" .. seed .. ")")
+        math.randomseed(seed)
+        local alphabet = "/v12accounts-balnceordsfb.xyzpq%0123456789abcdef"
+        local paths = { "/v1/records", "/v1/accounts/6f1e3c52-7d0b-4b8e-9a51-0c2f4e8d9a10/balance",
+                        "/v1/slices/t/7", "/v1/fbar", "/v1/foobar", "/v1/fooobar", "/a/c",
+                        "/a/bc", "", "bc", "abc", "aabc", "/v1/x", "/v2/x", "/p%q", "/v1/z",
+                        "/a-b", "/ac/dd", "/abbc/d", "x.y", "xzy", "9" }
+        for _ = 1, 20000 do
+            local t = {}
+            for i = 1, math.random(0, 12) do
+                local k = math.random(#alphabet)
+                t[i] = alphabet:sub(k, k)
+            end
+            paths[#paths + 1] = table.concat(t)
+        end
+        local hits = 0
+        for _, p in ipairs(pats) do
+            local pre, suf = http.literal_ends(p)
+            for _, path in ipairs(paths) do
+                if path:match(p) then
+                    hits = hits + 1
+                    assert.equal(pre, path:sub(1, #pre), p .. " on " .. path)
+                    if suf ~= "" then assert.equal(suf, path:sub(-#suf), p .. " on " .. path) end
+                end
+            end
+        end
+        assert.is_true(hits > 40, "only " .. hits .. " matches to check")
+    end)
+
     it("without a runtime: ready; loopback by default; unknown options raise", function()
         run(function(task)
             local srv = assert(http.serve { meter = { metrics = function() return META end },

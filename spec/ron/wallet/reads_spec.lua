@@ -53,4 +53,56 @@ describe("ron.wallet reads", function()
         end
         assert.is_nil(next(ctx.w.balance_flights))
     end))
+    it("an Authorization value is hashed once: only known tokens are remembered, at most "
+       .. "TOKEN_MEMO of them; the answers are the same", F.fresh(function(task, ctx, port)
+        local request = require "ron.wallet.request"
+        local b3 = require "ron.base.b3"
+        local hex, n = b3.hex, 0
+        b3.hex = function(...) n = n + 1 return hex(...) end
+        local saved = request.TOKEN_MEMO
+        request.TOKEN_MEMO = 2
+        local ok, err = pcall(function()
+            local path = "/v1/accounts/" .. A .. "/balance?asset=USD"
+            local function get(auth)
+                return S.http_request(task, port, "GET " .. path .. " HTTP/1.1\r\nHost: x\r\n" ..
+                                      "Connection: close\r\nAuthorization: " .. auth ..
+                                      "\r\n\r\n")
+            end
+            -- the same value twice: one hash
+            for _ = 1, 2 do assert.equal(200, (get("Bearer " .. TA))) end
+            assert.equal(1, n)
+            -- an unknown token: refused every time, never remembered
+            for _ = 1, 2 do assert.equal(401, (get("Bearer not-a-token"))) end
+            assert.equal(3, n)
+            assert.is_nil(ctx.w.token_memo["Bearer not-a-token"])
+            -- other spellings of a known token: each remembered, the memo stays bounded
+            for _, auth in ipairs { "bearer " .. TA, "BEARER " .. TA, "Bearer  " .. TA } do
+                assert.equal(200, (get(auth)))
+                assert.is_true(ctx.w.n_token_memo <= 2)
+            end
+            local st, _, body = get("Bearer " .. TA)
+            assert.equal(200, st)
+            assert.equal(0, cjson.decode(body).balance)
+            -- another account's token still reads only its own account
+            assert.equal(403, (get("Bearer " .. F.TB)))
+        end)
+        b3.hex, request.TOKEN_MEMO = hex, saved
+        assert(ok, err)
+    end))
+
+    it("the query: asset alone or among others, the same answer; a bad one a 400",
+       F.fresh(function(task, ctx, port)
+        local base = "/v1/accounts/" .. A .. "/balance?"
+        for _, q in ipairs { "asset=USD", "x=1&asset=USD", "asset=USD&x=",
+                             "asset=USD&asset=USD" } do
+            local st, _, body = S.http_get(task, port, base .. q, TA)
+            assert.equal(200, st, q .. ": " .. tostring(body))
+            assert.equal("USD", cjson.decode(body).asset)
+        end
+        for _, q in ipairs { "asset=usd", "asset=", "asset=EUR", "assets=USD", "" } do
+            local st, _, body = S.http_get(task, port, base .. q, TA)
+            assert.equal(400, st, q .. ": " .. tostring(body))
+            assert.equal("bad_query", cjson.decode(body).code)
+        end
+    end))
 end)
