@@ -7,6 +7,11 @@
 --       [--profile FILE]  (LuaJIT's profiler, jit.p mode "Fm1", over each transfer run;
 --                          FILE holds the last one's; an idle wait of the loop shows as the
 --                          first Lua line run after it, the store's `after`)
+--       [--soak S]        (memory, issue 25's "flat under a 5-minute run": --soak 300.
+--                          Instead of the cases below: transfer (K sources), transfer_hot
+--                          and balance_http each for S seconds in slices of at most 30 s,
+--                          this process's RSS printed after every slice, the money checked
+--                          after every transfer slice; no baselines)
 --
 -- Per store (SQLite in DIR, offloaded, durability ack; PostgreSQL: a server this benchmark
 -- starts, fsync on, a pool of 8 connections), one wallet service (--workers committers) on
@@ -54,10 +59,10 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--workers", "workers", "num" }, { "--group-max", "group_max", "num" },
              { "--accounts", "accounts", "num" },
              { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
-             { "--profile", "profile", "str" } },
+             { "--profile", "profile", "str" }, { "--soak", "soak", "num" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--accounts N] [--no-pg] [--no-sqlite] "
-           .. "[--profile FILE]")
+           .. "[--profile FILE] [--soak S]")
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
 local emit = B.emitter(opts.out)
 local format = string.format
@@ -312,14 +317,8 @@ local function case(T, name, open_store, base)
     end
 
     -- transfers through HTTP from nsrc sources, against the direct rate
-    local function transfers(label, nsrc, nbase, direct_rate)
-        local before = moved(S)
-        local snap = cpu_snap(w)
-        local r = run_wrk(T, srv:port(), "transfer", nbase,
-                          table.concat(from, ";", 1, nsrc), SINK)
-        local ok = r.status[201] or 0
-        local rate = ok / (r.duration_us / 1e6)
-        cpu_line(name, w, snap, ok)
+    -- a transfer run's figures beside the direct rate and the plain-SQL baselines
+    local function report(label, nsrc, r, ok, rate, direct_rate)
         local b = base[nsrc == 1]
         local tb1 = name == "sqlite" and 2 or 1
         print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
@@ -335,6 +334,23 @@ local function case(T, name, open_store, base)
                     opts.workers, ok, r.requests, rate, r.p50_us, r.p99_us,
                     r.line:match('"status":(%b{})'), direct_rate, rate / direct_rate, b.b1,
                     rate / b.b1, b.b2, rate / b.b2, B.loadavg()))
+    end
+
+    -- transfers through HTTP from nsrc sources (direct_rate nil: a soak slice, no ratios)
+    local function transfers(label, nsrc, nbase, direct_rate)
+        local before = moved(S)
+        local snap = cpu_snap(w)
+        local r = run_wrk(T, srv:port(), "transfer", nbase,
+                          table.concat(from, ";", 1, nsrc), SINK)
+        local ok = r.status[201] or 0
+        local rate = ok / (r.duration_us / 1e6)
+        cpu_line(name, w, snap, ok)
+        if direct_rate then
+            report(label, nsrc, r, ok, rate, direct_rate)
+        else
+            print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us", name,
+                         label, rate, r.p50_us, r.p99_us))
+        end
         -- wrk stops mid-request: let the last commits end, then check the money
         local t_q = uv.now() + 30000
         while (next(w.calls) ~= nil or w.queue:depth() > 0) and uv.now() < t_q do
@@ -346,13 +362,38 @@ local function case(T, name, open_store, base)
         assert(n <= r.requests + opts.conns, format("%d moved for %d requests", n, r.requests))
     end
 
-    one_commit(name, led, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1]))
-    local hot = direct("direct_hot", 1)
-    transfers("transfer_hot", 1, 0, hot)
-    local spread = direct("direct", opts.accounts)
-    transfers("transfer", opts.accounts, 500000000, spread)
+    -- --soak: each case for opts.soak seconds in slices, RSS after each (nonces: slice k of
+    -- a case uses WALLET_BASE + k * 2e6, below the next range for k < 250)
+    local function soak()
+        for _, c in ipairs { { "transfer", opts.accounts, 500000000 }, { "transfer_hot", 1, 0 },
+                             { "balance" } } do
+            local t0 = uv.now()
+            local t_stop, k = t0 + opts.soak * 1000, 0
+            while uv.now() < t_stop do
+                local left = math.ceil((t_stop - uv.now()) / 1000)
+                k = k + 1
+                if c[1] == "balance" then -- (balance, then healthz: half a slice each)
+                    opts.seconds = math.max(1, math.min(15, math.ceil(left / 2)))
+                    balance_reads(T, name, srv, w, from[1], SINK)
+                else
+                    opts.seconds = math.max(1, math.min(30, left))
+                    transfers(c[1], c[2], c[3] + k * 2000000)
+                end
+                rss(name, format("%s+%ds", c[1], math.floor((uv.now() - t0) / 1000)))
+            end
+        end
+    end
 
-    balance_reads(T, name, srv, w, from[1], SINK)
+    if opts.soak then
+        soak()
+    else
+        one_commit(name, led, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1]))
+        local hot = direct("direct_hot", 1)
+        transfers("transfer_hot", 1, 0, hot)
+        local spread = direct("direct", opts.accounts)
+        transfers("transfer", opts.accounts, 500000000, spread)
+        balance_reads(T, name, srv, w, from[1], SINK)
+    end
 
     w:stop()
     assert(w:wait(30000), "the wallet did not drain")
@@ -369,7 +410,7 @@ local h = T.spawn("bench_wallet", function()
         local path = format("%s/bench-wallet-%d.db", opts.dir, uv.os_getpid())
         os.remove(path)
         local bpath = path .. ".base"
-        local base = baselines(T, "sqlite", function(per, hot)
+        local base = not opts.soak and baselines(T, "sqlite", function(per, hot)
             return SB.sqlite { path = bpath, seconds = opts.seconds, per_tx = per,
                                sources = opts.accounts, hot = hot }
         end)
@@ -389,7 +430,7 @@ local h = T.spawn("bench_wallet", function()
         else
             local cluster = assert(H.start { fsync = true, max_conns = opts.conns + 32 })
             local ok, err = pcall(function()
-                local base = baselines(T, "postgres", function(per, hot)
+                local base = not opts.soak and baselines(T, "postgres", function(per, hot)
                     return SB.postgres(T, { conninfo = cluster.conninfo, schema = "bench_base",
                                             seconds = opts.seconds, conns = opts.conns,
                                             per_tx = per, sources = hot and 1 or opts.accounts })
