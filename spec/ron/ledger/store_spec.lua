@@ -40,6 +40,24 @@ describe("ron.ledger.store.sqlite", function()
                          "sqlite.open: path must be a non-empty string")
         assert.has_error(function() sqlite.open { path = "x", synchronous = "off" } end)
         assert.has_error(function() store.open { backend = "nope" } end)
+        for _, v in ipairs { 0, 1.5, "8", 65537 } do
+            assert.has_error(function() sqlite.open { path = "x", cache_mb = v } end,
+                             "sqlite.open: cache_mb must be an integer in 1..65536")
+        end
+    end)
+
+    it("a bounded page cache of cache_mb (default 64 MB, not SQLite's 2 MB), read-only "
+       .. "connections too", function()
+        local p = fresh_path()
+        for _, c in ipairs { { nil, -65536 }, { 8, -8192 } } do
+            local s = assert(sqlite.open { path = p, cache_mb = c[1] })
+            local rows = assert(s.drv:read("PRAGMA cache_size", { n = 0 }))
+            assert.equal(c[2], rows[1][1])
+            s:close()
+        end
+        local r = assert(sqlite.open { path = p, readonly = true, cache_mb = 16 })
+        assert.equal(-16384, assert(r.drv:read("PRAGMA cache_size", { n = 0 }))[1][1])
+        r:close()
     end)
 
     it("opens in WAL mode; durability ack (default): NORMAL and flush() under FULL; "
