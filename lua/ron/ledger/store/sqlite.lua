@@ -422,11 +422,7 @@ local function open_conn(o)
     C.sqlite3_extended_result_codes(db, 1)
     C.sqlite3_busy_timeout(db, o.busy_timeout_ms or 5000)
     local conn = new_conn(db)
-    local ok, err, cls = conn:exec(format("PRAGMA cache_size = -%d", (o.cache_mb or 64) * 1024))
-    if not ok then
-        conn:close()
-        return nil, err, cls
-    end
+    local ok, err, cls
     if o.readonly then
         ok, err, cls = check_ledger(conn, o.path)
     else
@@ -435,6 +431,10 @@ local function open_conn(o)
             ok, err, cls = conn:exec("PRAGMA synchronous = " .. SYNC[DURABILITY[durability_of(o)]])
         end
         if ok then ok, err, cls = migrate(conn) end
+    end
+    -- (after the checks: on a file that is no database the pragma fails as an I/O error)
+    if ok then
+        ok, err, cls = conn:exec(format("PRAGMA cache_size = -%d", (o.cache_mb or 64) * 1024))
     end
     if not ok then
         conn:close()
