@@ -296,6 +296,37 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(sim.verify(store, "main"))
     end)
 
+    it("keeps a source's negative postings out of the plan's lists: selection never takes "
+       .. "one (issue 25)", function()
+        local view = require "ron.ledger.view"
+        local store, led = world()
+        local ids = {}
+        for _, a in ipairs(sim.ACCOUNTS) do
+            if a.id ~= sim.EXT then ids[#ids + 1] = a.id end
+        end
+        -- every transfer debits the uncapped source: each leaves a negative posting on it
+        -- (amounts falling, so each would sort before the ones made before it)
+        local reqs = {}
+        for k = 1, 64 do
+            reqs[k] = { intent = "n" .. k, movements = { mv(sim.EXT, ids[k % #ids + 1], 100 - k) } }
+        end
+        local walks, ll = 0, view.largest_less
+        view.largest_less = function(a, b)
+            walks = walks + 1
+            return ll(a, b)
+        end
+        local ok, r = pcall(led.commit_many, led, reqs)
+        view.largest_less = ll
+        assert(ok, r)
+        for k = 1, 64 do assert.truthy(r[k][1], tostring(r[k][2])) end
+        assert.equal(0, walks) -- before: 2016, a walk past every older negative posting
+        local pos, sum = 0, 0
+        for k = 1, 64 do sum = sum + 100 - k end
+        for _, id in ipairs(ids) do pos = pos + store:get_balance(id, USD) end
+        assert.equal(sum, pos)
+        assert(sim.verify(store, "main"))
+    end)
+
     it("recover() gives a batch back or finds it complete: a crash inside a phase leaves "
        .. "none of it (LED-53, LED-67)", function()
         -- the batch's phases: the plan's reads (one read-only phase on a store without

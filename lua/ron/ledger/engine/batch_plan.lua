@@ -57,6 +57,48 @@ function Ledger:_plan_reads(ctx, r)
     return accts, res, got, cached
 end
 
+-- The plan's view moves on past a transfer it validated: the balances by its plan's deltas,
+-- the payers' lists without the postings it consumes (remembered in seen.posts) and with
+-- the ones it creates, in selection order. An output of a number amount <= 0 joins no
+-- list: selection never takes one (select_postings does not even pass it to the core), and
+-- none can stand before a positive posting, so a page's positive postings and the full
+-- first page's test are the same without it (an uncapped source's negative posting per
+-- transfer made the source's list grow through the batch, each insertion a walk down it).
+local function move_view(pidx, bal, seen, plan, t, consumed)
+    for _, d in ipairs(plan.deltas) do
+        bal[d.account .. asset_key(d.asset)] = d.after
+    end
+    local gone, touched = {}, {}
+    for _, p in ipairs(consumed) do
+        local pk = pkey(p.id)
+        gone[pk] = true
+        seen.posts[pk] = p
+        touched[p.account .. asset_key(p.asset)] = true
+    end
+    for pk in pairs(touched) do
+        local pool = pidx[pk]
+        local kept = {}
+        for _, p in ipairs(pool.list) do
+            if not gone[pkey(p.id)] then kept[#kept + 1] = p end
+        end
+        pool.list = kept
+    end
+    local tid = plan.transfer_id
+    for i, out in ipairs(t.outputs) do
+        local pool = pidx[out.account .. asset_key(out.asset)]
+        if pool and not (type(out.amount) == "number" and out.amount <= 0) then
+            local o = ledger.output_posting(t, tid, i)
+            local l = pool.list
+            local j = #l + 1
+            while j > 1 and view.largest_less(o, l[j - 1]) do
+                l[j] = l[j - 1]
+                j = j - 1
+            end
+            l[j] = o
+        end
+    end
+end
+
 -- Reads once, then resolves and validates the members in order over the in-memory view.
 -- Sets ctx.items (the transfers, in order), ctx.rejects, ctx.handover, ctx.heads.
 function Ledger:_plan_batch(ctx)
@@ -113,40 +155,9 @@ function Ledger:_plan_batch(ctx)
             elseif not plan then
                 rejects[#rejects + 1] = { k = k, e = e, err = err, code = code }
             else
-                -- the view moves on: balances, the payers' postings
-                for _, d in ipairs(plan.deltas) do
-                    bal[d.account .. asset_key(d.asset)] = d.after
-                end
-                for i, id in ipairs(cids) do seen.accts[id] = alist[i] end
-                local gone, touched = {}, {}
-                for _, p in ipairs(consumed) do
-                    local pk = pkey(p.id)
-                    gone[pk] = true
-                    seen.posts[pk] = p
-                    touched[p.account .. asset_key(p.asset)] = true
-                end
-                for pk in pairs(touched) do
-                    local pool = pidx[pk]
-                    local kept = {}
-                    for _, p in ipairs(pool.list) do
-                        if not gone[pkey(p.id)] then kept[#kept + 1] = p end
-                    end
-                    pool.list = kept
-                end
                 local tid = plan.transfer_id
-                for i = 1, #t.outputs do
-                    local o = ledger.output_posting(t, tid, i)
-                    local pool = pidx[o.account .. asset_key(o.asset)]
-                    if pool then
-                        local l = pool.list
-                        local j = #l + 1
-                        while j > 1 and view.largest_less(o, l[j - 1]) do
-                            l[j] = l[j - 1]
-                            j = j - 1
-                        end
-                        l[j] = o
-                    end
-                end
+                for i, id in ipairs(cids) do seen.accts[id] = alist[i] end
+                move_view(pidx, bal, seen, plan, t, consumed)
                 items[#items + 1] = { k = k, e = e, t = t, tid = tid, cids = cids,
                                       tbytes = plan.bytes, prs = prs }
                 for _, h in ipairs(heads_of(t, consumed, a3)) do
