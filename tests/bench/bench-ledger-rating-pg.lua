@@ -133,6 +133,19 @@ local function counting(s)
     return c
 end
 
+-- The `most` store primitives a case spent the most wall time in since tby0 (calls.tby
+-- then), as "name us-per-slice" strings, the largest first.
+local function store_times(calls, tby0, total, most)
+    local t = {}
+    for k, v in pairs(calls.tby) do
+        if v > tby0[k] then t[#t + 1] = { k, (v - tby0[k]) / total * 1e6 } end
+    end
+    table.sort(t, function(a, b) return a[2] > b[2] end)
+    local r = {}
+    for i = 1, math.min(most, #t) do r[i] = ("%s %.0f"):format(t[i][1], t[i][2]) end
+    return r
+end
+
 local PLAIN = [[CREATE TABLE IF NOT EXISTS @plain_slices (tenant B NOT NULL, dimension B NOT NULL,
     seq I NOT NULL, b3 B NOT NULL, quantity I NOT NULL, PRIMARY KEY (tenant, dimension, seq))]]
 
@@ -529,15 +542,7 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     end
     table.sort(parts, function(a, b) return a[2] > b[2] end)
     for i, p in ipairs(parts) do parts[i] = ("%s %.1f"):format(p[1], p[2]) end
-    local tparts = {}
-    for k, v in pairs(calls.tby) do
-        if v > tby0[k] then tparts[#tparts + 1] = { k, (v - tby0[k]) / total * 1e6 } end
-    end
-    table.sort(tparts, function(a, b) return a[2] > b[2] end)
-    for i = 1, math.min(6, #tparts) do
-        tparts[i] = ("%s %.0f"):format(tparts[i][1], tparts[i][2])
-    end
-    for i = #tparts, 7, -1 do tparts[i] = nil end
+    local tparts = store_times(calls, tby0, total, 6)
     local in_store = calls.t - ct0
     -- the baseline: the same rows, the same batching, the same durability
     assert(exec_ddl_of(s)(plain_ddl(s)))
@@ -661,15 +666,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     table.sort(parts, function(a, b) return a[2] > b[2] end)
     for i = 1, math.min(8, #parts) do parts[i] = ("%s %.1f"):format(parts[i][1], parts[i][2]) end
     for i = #parts, 9, -1 do parts[i] = nil end
-    local tparts = {}
-    for k, v in pairs(calls.tby) do
-        if v > tby0[k] then tparts[#tparts + 1] = { k, (v - tby0[k]) / total * 1e6 } end
-    end
-    table.sort(tparts, function(a, b) return a[2] > b[2] end)
-    for i = 1, math.min(8, #tparts) do
-        tparts[i] = ("%s %.0f"):format(tparts[i][1], tparts[i][2])
-    end
-    for i = #tparts, 9, -1 do tparts[i] = nil end
+    local tparts = store_times(calls, tby0, total, 8)
     -- baselines, the batching the case had
     assert(exec_ddl_of(s)(plain_ddl(s)))
     local tb0 = now()
