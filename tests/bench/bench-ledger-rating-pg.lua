@@ -133,6 +133,19 @@ local function counting(s)
     return c
 end
 
+-- The `most` store primitives a case spent the most wall time in since tby0 (calls.tby
+-- then), as "name us-per-slice" strings, the largest first.
+local function store_times(calls, tby0, total, most)
+    local t = {}
+    for k, v in pairs(calls.tby) do
+        if v > tby0[k] then t[#t + 1] = { k, (v - tby0[k]) / total * 1e6 } end
+    end
+    table.sort(t, function(a, b) return a[2] > b[2] end)
+    local r = {}
+    for i = 1, math.min(most, #t) do r[i] = ("%s %.0f"):format(t[i][1], t[i][2]) end
+    return r
+end
+
 local PLAIN = [[CREATE TABLE IF NOT EXISTS @plain_slices (tenant B NOT NULL, dimension B NOT NULL,
     seq I NOT NULL, b3 B NOT NULL, quantity I NOT NULL, PRIMARY KEY (tenant, dimension, seq))]]
 
@@ -529,15 +542,7 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     end
     table.sort(parts, function(a, b) return a[2] > b[2] end)
     for i, p in ipairs(parts) do parts[i] = ("%s %.1f"):format(p[1], p[2]) end
-    local tparts = {}
-    for k, v in pairs(calls.tby) do
-        if v > tby0[k] then tparts[#tparts + 1] = { k, (v - tby0[k]) / total * 1e6 } end
-    end
-    table.sort(tparts, function(a, b) return a[2] > b[2] end)
-    for i = 1, math.min(6, #tparts) do
-        tparts[i] = ("%s %.0f"):format(tparts[i][1], tparts[i][2])
-    end
-    for i = #tparts, 7, -1 do tparts[i] = nil end
+    local tparts = store_times(calls, tby0, total, 6)
     local in_store = calls.t - ct0
     -- the baseline: the same rows, the same batching, the same durability
     assert(exec_ddl_of(s)(plain_ddl(s)))
@@ -619,8 +624,8 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     local puts = puts_mod.new { task = task, exporter = wrapped, put_batch = opts.put_batch,
                                 put_parallel = opts.put_parallel }
     local c0, ct0 = calls.n, calls.t
-    local by0 = {}
-    for k, v in pairs(calls.by) do by0[k] = v end
+    local by0, tby0 = {}, {}
+    for k, v in pairs(calls.by) do by0[k], tby0[k] = v, calls.tby[k] end
     pg_stats_reset()
     local cpu0, srv0 = proc_cpu("self"), server_cpu()
     local t0 = now()
@@ -661,6 +666,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     table.sort(parts, function(a, b) return a[2] > b[2] end)
     for i = 1, math.min(8, #parts) do parts[i] = ("%s %.1f"):format(parts[i][1], parts[i][2]) end
     for i = #parts, 9, -1 do parts[i] = nil end
+    local tparts = store_times(calls, tby0, total, 8)
     -- baselines, the batching the case had
     assert(exec_ddl_of(s)(plain_ddl(s)))
     local tb0 = now()
@@ -673,12 +679,12 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     for _, stmt in ipairs(same_rows_ddl(s, prefix)) do assert(exec_ddl_of(s)(stmt)) end
     local ctr, conv = { n = 0, seq = 0, seen = {} }, {}
     for bi = 1, nb do conv[bi] = rows_of(rec.calls[bi], ctr) end
-    local ts0, nrows = now(), 0
+    local ts0, scpu0, nrows = now(), proc_cpu("self"), 0
     for bi = 1, nb do
         nrows = nrows + same_rows_write(s, prefix, conv[bi])
         if s.durability == "ack" then assert(s:flush() == 1) end
     end
-    local same_dt = now() - ts0
+    local same_dt, same_cpu = now() - ts0, proc_cpu("self") - scpu0
     local same = total / same_dt
     local label = ("%s daemon %4d streams x %d"):format(backend, streams, W)
     print(("%-36s %6d slices: rated %8.0f slices/s (%5.2f store calls/slice), put_many %d "
@@ -689,10 +695,12 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
            .. " the same rows (%.1f/slice): %.0f slices/s, ratio %.2f"):format(base, sps / base,
            nrows / total, same, sps / same))
     print("    store calls per put_many: " .. table.concat(parts, ", "))
+    print("    wall us per slice in store calls (nested: apply holds its primitives): "
+          .. table.concat(tparts, ", "))
     print(("    time per slice %.0f us (store calls, overlapping: %.0f us); CPU per slice: this "
-           .. "process %.0f us, the PostgreSQL server %.0f us (load %s)"):format(dt / total * 1e6,
-           (calls.t - ct0) / total * 1e6, cpu_self / total * 1e6, cpu_srv / total * 1e6,
-           B.loadavg()))
+           .. "process %.0f us (the same rows' INSERTs: %.0f us), the PostgreSQL server %.0f us "
+           .. "(load %s)"):format(dt / total * 1e6, (calls.t - ct0) / total * 1e6,
+           cpu_self / total * 1e6, same_cpu / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
     pg_stats_print(stats, nb)
     emit(('{"bench":"ledger-rating","name":"rating_daemon_%s_%d","params":{"slices":%d,'
           .. '"streams":%d,"windows":%d,"put_batch":%d,"put_parallel":%d},"slices_per_s":%.1f,'

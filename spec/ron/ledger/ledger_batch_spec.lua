@@ -242,6 +242,91 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(sim.verify(store, "main"))
     end)
 
+    it("validates the chain again only when the last step's reads moved from the plan's "
+       .. "(issue 25)", function()
+        local ledger = require "ron.ledger"
+        local store, led = world()
+        local other = L.new { store = store, book = "main", node = "n2", nonce = "q",
+                              clock = function() return 1700000000000 end }
+        local A, B, C = id16("A"), id16("B"), id16("C")
+        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        -- every run of the core's validation, the plan's and the last step's
+        local runs, vp = 0, ledger.validate_and_plan
+        ledger.validate_and_plan = function(...)
+            runs = runs + 1
+            return vp(...)
+        end
+        local ok, err = pcall(function()
+            -- nothing moved between the plan and the reserve: one validation per transfer
+            -- (p2 spends p1's change, B's posting of p1 goes on to C)
+            local r = led:commit_many { { intent = "p1", movements = { mv(A, B, 10) } },
+                                        { intent = "p2", movements = { mv(A, B, 20) } },
+                                        { intent = "p3", movements = { mv(B, C, 5) } } }
+            for i = 1, 3 do assert.truthy(r[i][1], tostring(r[i][2])) end
+            assert.equal(3, runs)
+            assert.equal(1, led.stats.last_step_unchanged)
+            -- A's balance moves after the plan (another engine's deposit, made when the
+            -- reserve phase starts): the chain is validated again, on the new balance
+            runs = 0
+            local napply, moved = 0, false
+            store.fault = function(when, name)
+                if when == "before" and name == "apply" then
+                    napply = napply + 1
+                    -- the plan's reads, the claims, then the reserve
+                    if napply == 3 and not moved then
+                        moved = true
+                        local r0 = runs -- (the other engine's own validations not counted)
+                        assert(other:commit { intent = "x", movements = { mv(sim.EXT, A, 7) } })
+                        runs = r0
+                    end
+                end
+            end
+            r = led:commit_many { { intent = "q1", movements = { mv(A, B, 30) } },
+                                  { intent = "q2", movements = { mv(A, C, 40) } } }
+            store.fault = nil
+            assert.is_true(moved)
+            for i = 1, 2 do assert.truthy(r[i][1], tostring(r[i][2])) end
+            assert.equal(4, runs) -- the plan's 2, the last step's 2
+            assert.equal(1, led.stats.last_step_unchanged)
+            assert.equal(7, store:get_balance(A, USD))
+        end)
+        ledger.validate_and_plan = vp
+        store.fault = nil
+        assert(ok, err)
+        assert(sim.verify(store, "main"))
+    end)
+
+    it("keeps a source's negative postings out of the plan's lists: selection never takes "
+       .. "one (issue 25)", function()
+        local view = require "ron.ledger.view"
+        local store, led = world()
+        local ids = {}
+        for _, a in ipairs(sim.ACCOUNTS) do
+            if a.id ~= sim.EXT then ids[#ids + 1] = a.id end
+        end
+        -- every transfer debits the uncapped source: each leaves a negative posting on it
+        -- (amounts falling, so each would sort before the ones made before it)
+        local reqs = {}
+        for k = 1, 64 do
+            reqs[k] = { intent = "n" .. k, movements = { mv(sim.EXT, ids[k % #ids + 1], 100 - k) } }
+        end
+        local walks, ll = 0, view.largest_less
+        view.largest_less = function(a, b)
+            walks = walks + 1
+            return ll(a, b)
+        end
+        local ok, r = pcall(led.commit_many, led, reqs)
+        view.largest_less = ll
+        assert(ok, r)
+        for k = 1, 64 do assert.truthy(r[k][1], tostring(r[k][2])) end
+        assert.equal(0, walks) -- before: 2016, a walk past every older negative posting
+        local pos, sum = 0, 0
+        for k = 1, 64 do sum = sum + 100 - k end
+        for _, id in ipairs(ids) do pos = pos + store:get_balance(id, USD) end
+        assert.equal(sum, pos)
+        assert(sim.verify(store, "main"))
+    end)
+
     it("recover() gives a batch back or finds it complete: a crash inside a phase leaves "
        .. "none of it (LED-53, LED-67)", function()
         -- the batch's phases: the plan's reads (one read-only phase on a store without
