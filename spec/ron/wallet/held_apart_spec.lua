@@ -22,6 +22,20 @@ local function fake_wallet(now)
     return w
 end
 
+-- w's ledger for committer.work: commit_many answers member_of(req, i, opts) or committed
+local function group_ledger(w, member_of)
+    w.led = { commit_many = function(_, reqs, opts)
+        local out = {}
+        for i, r in ipairs(reqs) do
+            out[i] = member_of(r, i, opts or {}) or { { transfer_id = "t" }, nil, nil }
+        end
+        return out
+    end, store = { get_intents = function() return {} end,
+                   put_intents = function(_, claims) return #claims end } }
+    w.log = function() end
+    function w:_money_request(job) return { from = job.r.from } end
+end
+
 local function lane(jobs)
     local q = { jobs = jobs, i = 0 }
     function q.recv(_, _)
@@ -49,17 +63,9 @@ describe("ron.wallet.committer: payers found held run apart", function()
         local now = { 0 }
         local w = fake_wallet(now)
         -- a group's commit_many answers the held payer's member "postings held by saga"
-        w.led = { commit_many = function(_, reqs)
-            local out = {}
-            for i, r in ipairs(reqs) do
-                out[i] = r.from == "H" and { nil, "postings held by saga x", 10 }
-                         or { { transfer_id = "t" }, nil, nil }
-            end
-            return out
-        end, store = { get_intents = function() return {} end,
-                       put_intents = function(_, claims) return #claims end } }
-        w.log = function() end
-        function w:_money_request(job) return { from = job.r.from } end
+        group_ledger(w, function(r)
+            return r.from == "H" and { nil, "postings held by saga x", 10 }
+        end)
         function w:_money_outcome(job, _, res)
             if res then
                 self.held:clear(job.r.from)
@@ -121,19 +127,11 @@ describe("ron.wallet.committer: payers found held run apart", function()
        function()
         local w = fake_wallet({ 0 })
         local opts_seen = {}
-        w.led = { commit_many = function(_, reqs, opts)
-            opts_seen[#opts_seen + 1] = opts.hand_back
-            local out = {}
-            for i, r in ipairs(reqs) do
-                out[i] = (r.from == "H" and opts.hand_back)
-                         and { nil, "handed back", 10, handed = { sid = "s/" .. i } }
-                         or { { transfer_id = "t" }, nil, nil }
-            end
-            return out
-        end, store = { get_intents = function() return {} end,
-                       put_intents = function(_, claims) return #claims end } }
-        w.log = function() end
-        function w:_money_request(job) return { from = job.r.from } end
+        group_ledger(w, function(r, i, opts)
+            if i == 1 then opts_seen[#opts_seen + 1] = opts.hand_back end
+            return r.from == "H" and opts.hand_back
+                   and { nil, "handed back", 10, handed = { sid = "s/" .. i } }
+        end)
         function w:_money_outcome() return { status = 201 } end
         local jobs = { money(1, "U"), money(2, "H"), money(3, "V") }
         local out = committer.work(w, jobs)
