@@ -190,9 +190,11 @@ local function held_by(node_name)
     return out
 end
 
+-- name: a family's name, with its labels when it has some ('f{what="x"}')
 local function metric(node, name)
     local _, _, b = get(node, "/metrics")
-    return tonumber((b or ""):match("\n" .. name .. " (%d+)")) or 0
+    local pat = name:gsub("[%{%}%\"%-]", "%%%0")
+    return tonumber((b or ""):match("\n" .. pat .. " (%d+)")) or 0
 end
 
 -- ---- A: a dead node does not stall the live one ----
@@ -280,7 +282,11 @@ local function check_failover(k, run)
         if r.t >= run.t_kill + 100 and r.t < run.t_dead_end then
             if r.st == 201 then ok[r.from] = (ok[r.from] or 0) + 1
             elseif r.code == "account_busy" then busy = busy + 1
-            else failed[#failed + 1] = tostring(r.st) .. " " .. tostring(r.code) end
+            else
+                failed[#failed + 1] = format("%s %s (%s%s, %.0f ms)", tostring(r.st),
+                                             tostring(r.code), r.key,
+                                             is_held[r.from] and ", a held payer" or "", r.dt)
+            end
         end
     end
     local n_ok = 0
@@ -306,6 +312,9 @@ local function phase_a()
         fmt_other(sb.other))
     for k = 1, P.kills do
         local opens0 = metric(nodes[1], "wallet_breaker_opens_total")
+        local HANDED = 'wallet_group_commits_total{what="handed"}'
+        local INLINE = 'wallet_group_commits_total{what="inline"}'
+        local handed0, inline0 = metric(nodes[1], HANDED), metric(nodes[1], INLINE)
         local run, rec_k = phase_a_run(true)
         local sk = summary(rec_k, run.t_kill, run.t_dead_end)
         say("A kill %d (node 2 dead %d s): node 1 untouched: %d commits, %.1f/s, p50 %.1f ms, "
@@ -318,6 +327,10 @@ local function phase_a()
         -- to untouched payers, the breaker opening, held payers never resuming)
         say("A kill %d: untouched rate %.2f x baseline, p99 %.2f x baseline", k,
             sk.rate / math.max(sb.rate, 1e-9), sk.p99 / math.max(sb.p99, 1e-9))
+        -- (a held payer's first requests in node 1's groups: driven apart, docs/WALLET.md §6)
+        say("A kill %d: node 1's groups handed back %d member(s) of held payers, %d group(s) "
+            .. "committed without the hand-back", k, metric(nodes[1], HANDED) - handed0,
+            metric(nodes[1], INLINE) - inline0)
         local opens = metric(nodes[1], "wallet_breaker_opens_total") - opens0
         check(opens == 0, "node 1's breaker opened %d time(s)", opens)
         check(#run.held > 0, "node 2 never held a payer when stopped")

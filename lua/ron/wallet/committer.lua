@@ -24,6 +24,9 @@
 --      change inside the group, one flush for the group, each request its own intent,
 --      outcome and event), each result answered through W:_money_outcome, the single
 --      path's own rendering (byte-identical answers, replays included)
+--   6. a member the engine hands back (hand_back: another saga, maybe a dead node's, holds
+--      its payer's postings) is not waited for: the others are answered, then it is driven
+--      apart (drive_apart, issue 29 item 3) and answered once
 -- A member whose outcome is a retry class (the store failed for it), or a group whose reads
 -- or claims failed, falls back to the single path (W:_money: its retries and backoff), one
 -- member at a time: a failing member never fails the others, never answers wrongly. The
@@ -135,7 +138,25 @@ local function precheck(self, jobs, out)
     return live
 end
 
--- The group's ledger work: -> { [i] = { answer, healthy, replayed } }.
+-- A member's ledger outcome r ({ res, err, code }) whose nonce row read prior -> answer,
+-- healthy, replayed; nil: a retry class (the single path answers it).
+local function member_answer(self, job, prior, r)
+    local a, class, replayed = self:_money_outcome(job, prior, r[1], r[2], r[3])
+    -- held by another saga (a dead node's): refused at intake for hold_ms, then its jobs
+    -- run apart (below) until it commits again
+    if class == "held" and job.r.from then self.held:mark(job.r.from) end
+    if class == "retry" then return nil end
+    return a, true, replayed
+end
+
+-- At most HANDED_MAX tasks drive handed-back members at once (each may hold a store
+-- connection for a whole commit); a group that starts while they run is committed without
+-- the hand-back: its commit_many drives such members itself, as before issue 29.
+_M.HANDED_MAX = 4
+
+-- The group's ledger work: -> { [i] = { answer, healthy, replayed } | { handed = true } }.
+-- A member the ledger hands back (another saga, maybe a dead node's, holds its payer's
+-- postings) is not waited for: job.handed names it, run_group drives it apart.
 function _M.work(self, jobs)
     local out = {}
     local ok, live, err = pcall(precheck, self, jobs, out)
@@ -147,15 +168,22 @@ function _M.work(self, jobs)
     if live and #live > 0 then
         local reqs = {}
         for k, e in ipairs(live) do reqs[k] = self:_money_request(e.job) end
-        local results = self.led:commit_many(reqs)
+        local hand_back = self.held.handed_live < _M.HANDED_MAX
+        if not hand_back then self.m.group_inline = (self.m.group_inline or 0) + 1 end
+        local results = self.led:commit_many(reqs, { hand_back = hand_back })
         for k, e in ipairs(live) do
-            local r = results[k]
-            local a, class, replayed = self:_money_outcome(e.job, e.prior, r[1], r[2], r[3])
-            if class == "retry" then retry[#retry + 1] = e.i
-            else out[e.i] = { a, true, replayed } end
-            -- held by another saga (a dead node's): refused at intake for hold_ms, then
-            -- its jobs run apart (below) until it commits again
-            if class == "held" and e.job.r.from then self.held:mark(e.job.r.from) end
+            local r, job = results[k], e.job
+            if r.handed then
+                job.handed, job.prior = r.handed, e.prior
+                out[e.i] = { handed = true }
+                -- its payer's next jobs run apart too, until it commits
+                if job.r.from then self.held:watch(job.r.from) end
+                self.m.group_handed = (self.m.group_handed or 0) + 1
+            else
+                local a, healthy, replayed = member_answer(self, job, e.prior, r)
+                if a == nil then retry[#retry + 1] = e.i
+                else out[e.i] = { a, healthy, replayed } end
+            end
         end
     end
     if not live then for i = 1, #jobs do retry[#retry + 1] = i end end
@@ -182,18 +210,26 @@ function _M.run_group(self, jobs)
     end
     local answered = {}
     local in_time = self:_call("commit", _M.work, jobs, function(timed_out, res)
+        local handed = {}
         for i, job in ipairs(jobs) do
             -- a thrown error in work: W:_call hands its one problem for every member
             local r = res.status and { res, true, false } or res[i]
             local a, healthy, replayed = r[1], r[2], r[3]
-            if not timed_out then self.breaker:record(healthy) end
-            if a.stored and job.kkey then self.answers:put(job.kkey, { h = job.h, a = a }) end
-            self:_clear(job)
-            if not timed_out then
-                answered[i] = true
-                self:_send(job.req, a, replayed)
+            -- (job.handed even when work threw after the hand-back: its saga is in flight)
+            if job.handed then handed[#handed + 1] = job
+            else
+                if not timed_out then self.breaker:record(healthy) end
+                if a.stored and job.kkey then self.answers:put(job.kkey, { h = job.h, a = a }) end
+                self:_clear(job)
+                if not timed_out then
+                    answered[i] = true
+                    self:_send(job.req, a, replayed)
+                end
             end
         end
+        -- the others are answered: the handed-back members now, apart (answered by their
+        -- drive; after a timeout, answered ledger_timeout already: driven, not answered)
+        if #handed > 0 then _M.drive_apart(self, handed, not timed_out) end
     end)
     if not in_time then
         for i, job in ipairs(jobs) do
@@ -234,6 +270,48 @@ local function run_apart(self, job)
     return true
 end
 _M.run_apart = run_apart
+
+-- The drive of a member commit_many handed back (job.handed), through the single path under
+-- its own saga, answered as the group answers its members (W:_job's fn for such a job).
+function _M.drive_handed(self, job)
+    local a, healthy, replayed = member_answer(self, job, job.prior,
+                                               { self.led:drive_handed(job.handed) })
+    if a == nil then return self:_money(job) end
+    return a, healthy, replayed
+end
+
+-- The handed-back members of a group (jobs, in order), in one task apart from the lane (task
+-- kind held): each under commit_timeout_ms as a job apart (W:_job: the breaker counts its
+-- outcome, not its timeout; answered exactly once), or, when the group timed out (send
+-- false: each answered ledger_timeout already), driven to its outcome for the answer cache
+-- and its keys' in-flight marks. Its payers are apart while it runs: their next jobs are
+-- answered account_busy at once (run_apart), so a payer's jobs keep their order.
+function _M.drive_apart(self, jobs, send)
+    local h = self.held
+    local mine = {}
+    for _, job in ipairs(jobs) do
+        local from = job.r.from
+        if from and not h.apart_of[from] then h.apart_of[from], mine[from] = true, true end
+        job.apart = true
+    end
+    h.handed_live = h.handed_live + 1
+    self:_spawn("held", function()
+        for _, job in ipairs(jobs) do
+            if send then self:_run_job(job)
+            else
+                local ok, a = pcall(_M.drive_handed, self, job)
+                if not ok then self.log("commit error: " .. tostring(a))
+                elseif a.stored and job.kkey then
+                    self.answers:put(job.kkey, { h = job.h, a = a })
+                end
+                self:_clear(job)
+            end
+        end
+        h.handed_live = h.handed_live - 1
+        for from in pairs(mine) do h.apart_of[from] = nil end
+        return true
+    end)
+end
 
 -- The loop of committer task k (its lane of the queue).
 function _M.worker(self, k)

@@ -13,6 +13,9 @@
 --                                      committed since: its jobs run apart from the group
 --                                      commit (ron.wallet.committer), so that the drive that
 --                                      finds it held again delays nobody else
+--   h:watch(account)                -- a group commit handed a member of its back (another
+--                                      saga holds its postings): suspect from now (its jobs
+--                                      run apart), not refused at intake (it may be a race)
 --   h:clear(account)                -- it committed: no longer suspect
 --   h.refused                       -- requests answered account_busy from here
 local lru = require "ron.base.lru"
@@ -30,7 +33,13 @@ function _M.new(o)
                           until_ms = lru.new(o.capacity or 4096),
                           seen_ms = lru.new(o.capacity or 4096), refused = 0, marked = 0,
                           -- the jobs run apart (ron.wallet.committer): in all, now, by payer
-                          apart = 0, apart_live = 0, apart_of = {} }, H)
+                          apart = 0, apart_live = 0, apart_of = {},
+                          -- the tasks driving handed-back members (ron.wallet.committer)
+                          handed_live = 0 }, H)
+end
+
+function H:watch(account)
+    self.seen_ms:put(account, self.clock())
 end
 
 function H:mark(account)

@@ -65,12 +65,15 @@ function W:_call(op, fn, job, done)
 end
 
 function W:_job(job)
-    if not self.breaker:allow() then
+    -- (a member a group commit handed back is in flight in the ledger: it is driven, breaker
+    -- or not, ron.wallet.committer)
+    if not job.handed and not self.breaker:allow() then
         self:_clear(job)
         return self:_send(job.req, prob("ledger_unavailable", "the ledger's breaker is open",
             { ["Retry-After"] = tostring(self.breaker:retry_after_s()) }))
     end
-    local fn = job.kind == "money" and self._money or self._account
+    local fn = job.handed and committer.drive_handed
+        or (job.kind == "money" and self._money or self._account)
     local answered = false
     local in_time = self:_call("commit", fn, job, function(timed_out, a, healthy, replayed)
         if not timed_out then self.breaker:record(healthy) end

@@ -454,4 +454,85 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.equal(70, store:get_balance(A, USD))
         assert(sim.verify(store, "main"))
     end)
+    -- A's only posting held by a saga of node n2 that died after its reserve phase; C funded
+    -- too. -> store, the live engine (node n1), its pauses so far (a function)
+    local function held_by_dead()
+        local store, led = world()
+        local A, B, C = id16("A"), id16("B"), id16("C")
+        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        assert(led:commit { intent = "e", movements = { mv(sim.EXT, C, 100) } })
+        local applies = 0
+        store.fault = function(when, name)
+            if when == "after" and name == "apply" then
+                applies = applies + 1
+                if applies == 2 then error(sim.CRASH, 0) end
+            end
+        end
+        local dead = L.new { store = store, book = "main", node = "n2", nonce = "z",
+                             clock = function() return 1700000000000 end }
+        local ok, e = pcall(dead.commit, dead, { intent = "x", movements = { mv(A, B, 10) } })
+        assert.is_false(ok)
+        assert.equal(sim.CRASH, e)
+        store.fault = nil
+        local pauses = 0
+        local live = L.new { store = store, book = "main", node = "n1", nonce = "q",
+                             clock = function() return 1700000000000 end,
+                             pause = function() pauses = pauses + 1 end }
+        return store, live, function() return pauses end
+    end
+
+    it("hands back (opts.hand_back) a member whose payer another saga holds, at once, while "
+       .. "the others commit; drive_handed gives the single path's outcome (issue 29)",
+       function()
+        local store, live, pauses = held_by_dead()
+        local A, B, C, D = id16("A"), id16("B"), id16("C"), id16("D")
+        local batch = {
+            { intent = "u1", movements = { mv(C, D, 5) } },
+            { intent = "h1", movements = { mv(A, B, 20) } }, -- A: held by x
+            { intent = "u2", movements = { mv(C, B, 7) } } }
+        local res = live:commit_many(batch, { hand_back = true })
+        -- the untouched members committed; the held one handed back without a drive:
+        -- no attempt, no wait
+        assert.equal("committed", res[1][1].status)
+        assert.equal("committed", res[3][1].status)
+        assert.is_nil(res[2][1])
+        assert.equal(L.ERR.Unavailable, res[2][3])
+        assert.truthy(res[2].handed)
+        assert.equal(0, pauses())
+        assert.equal(1, live.stats.handed_back)
+        assert.is_nil(store:get_intent("h1"))
+        -- in flight on this engine until it is driven: a retry of the intent does not adopt it
+        local r, err, code = live:commit(batch[2])
+        assert.is_nil(r)
+        assert.is_true(L.is_in_flight(err, code))
+        -- its drive: the single path's answer, held by x for every attempt
+        r, err, code = live:drive_handed(res[2].handed)
+        assert.is_nil(r)
+        assert.is_true(L.is_held(err, code), tostring(err))
+        assert.equal(8, pauses())
+        assert.has_error(function() live:drive_handed(res[2].handed) end)
+        -- x recovered by a survivor: the retry adopts the member's saga and commits it once
+        local heir = L.new { store = store, book = "main", node = "n3", nonce = "s",
+                             clock = function() return 1700000000000 end }
+        assert(heir:recover { node = "n2" })
+        r = assert(live:commit(batch[2]))
+        assert.equal("committed", r.status)
+        assert.same({}, store:list_pending_sagas())
+        assert.equal(70, store:get_balance(A, USD))
+        assert.equal(88, store:get_balance(C, USD))
+        assert(sim.verify(store, "main"))
+    end)
+
+    it("without the opt, drives the held member inline as before (the exporter's way)",
+       function()
+        local _, live, pauses = held_by_dead()
+        local A, B, C, D = id16("A"), id16("B"), id16("C"), id16("D")
+        local res = live:commit_many {
+            { intent = "u1", movements = { mv(C, D, 5) } },
+            { intent = "h1", movements = { mv(A, B, 20) } } }
+        assert.equal("committed", res[1][1].status)
+        assert.is_nil(res[2].handed)
+        assert.is_true(L.is_held(res[2][2], res[2][3]))
+        assert.equal(8, pauses())
+    end)
 end)

@@ -142,6 +142,31 @@ function F.fresh(fn, wcfg, o)
     end
 end
 
+-- reqs { { path, token, body, key } } sent with the ledger stalled (ctx.gate), each queued
+-- after the one before (one worker: it takes the first alone, the others as ONE group behind
+-- it); then the ledger goes on -> { { status, headers, body } } in order
+function F.burst(task, ctx, reqs)
+    local w = ctx.w
+    ctx.gate.closed = true
+    local hs = {}
+    for i, r in ipairs(reqs) do
+        hs[i] = task.spawn("spec_burst", function()
+            return { S.http_post(task, ctx.port, r[1], r[2], r[3], r[4]) }
+        end)
+        assert(S.eventually(task, function()
+            return w.queue:depth() + w.m.worker_inflight >= i
+        end, 5000), "request " .. i .. " was not queued")
+    end
+    ctx.gate.closed = false
+    local out = {}
+    for i, h in ipairs(hs) do
+        local ok, r = h:join(60000)
+        assert(ok, tostring(r))
+        out[i] = r
+    end
+    return out
+end
+
 function F.setup_accounts(task, port, ids)
     for _, id in ipairs(ids or { F.A, F.B }) do
         local st, _, body = S.http_post(task, port, "/v1/accounts", F.OP,

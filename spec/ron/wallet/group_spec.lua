@@ -41,29 +41,7 @@ local function settled(task, ctx, id, token, want)
     return b
 end
 
--- reqs { { path, token, body, key } } sent with the ledger stalled, each queued after the
--- one before; then the ledger goes on -> { { status, headers, body } } in order
-local function burst(task, ctx, reqs)
-    local w = ctx.w
-    ctx.gate.closed = true
-    local hs = {}
-    for i, r in ipairs(reqs) do
-        hs[i] = task.spawn("spec_burst", function()
-            return { post(task, ctx.port, r[1], r[2], r[3], r[4]) }
-        end)
-        assert(S.eventually(task, function()
-            return w.queue:depth() + w.m.worker_inflight >= i
-        end, 5000), "request " .. i .. " was not queued")
-    end
-    ctx.gate.closed = false
-    local out = {}
-    for i, h in ipairs(hs) do
-        local ok, r = h:join(60000)
-        assert(ok, tostring(r))
-        out[i] = r
-    end
-    return out
-end
+local burst = F.burst
 
 local function code_of(body) return (cjson.decode(body) or {}).code end
 

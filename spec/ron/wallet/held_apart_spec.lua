@@ -22,6 +22,20 @@ local function fake_wallet(now)
     return w
 end
 
+-- w's ledger for committer.work: commit_many answers member_of(req, i, opts) or committed
+local function group_ledger(w, member_of)
+    w.led = { commit_many = function(_, reqs, opts)
+        local out = {}
+        for i, r in ipairs(reqs) do
+            out[i] = member_of(r, i, opts or {}) or { { transfer_id = "t" }, nil, nil }
+        end
+        return out
+    end, store = { get_intents = function() return {} end,
+                   put_intents = function(_, claims) return #claims end } }
+    w.log = function() end
+    function w:_money_request(job) return { from = job.r.from } end
+end
+
 local function lane(jobs)
     local q = { jobs = jobs, i = 0 }
     function q.recv(_, _)
@@ -49,17 +63,9 @@ describe("ron.wallet.committer: payers found held run apart", function()
         local now = { 0 }
         local w = fake_wallet(now)
         -- a group's commit_many answers the held payer's member "postings held by saga"
-        w.led = { commit_many = function(_, reqs)
-            local out = {}
-            for i, r in ipairs(reqs) do
-                out[i] = r.from == "H" and { nil, "postings held by saga x", 10 }
-                         or { { transfer_id = "t" }, nil, nil }
-            end
-            return out
-        end, store = { get_intents = function() return {} end,
-                       put_intents = function(_, claims) return #claims end } }
-        w.log = function() end
-        function w:_money_request(job) return { from = job.r.from } end
+        group_ledger(w, function(r)
+            return r.from == "H" and { nil, "postings held by saga x", 10 }
+        end)
         function w:_money_outcome(job, _, res)
             if res then
                 self.held:clear(job.r.from)
@@ -115,6 +121,35 @@ describe("ron.wallet.committer: payers found held run apart", function()
         assert.is_false(committer.run_apart(w, money(4, "U")))
         assert.is_false(committer.run_apart(w, { kind = "account", id = 5 }))
         assert.equal(2, w.held.refused)
+    end)
+
+    it("takes back a held payer's first request from its group (hand_back), bounded",
+       function()
+        local w = fake_wallet({ 0 })
+        local opts_seen = {}
+        group_ledger(w, function(r, i, opts)
+            if i == 1 then opts_seen[#opts_seen + 1] = opts.hand_back end
+            return r.from == "H" and opts.hand_back
+                   and { nil, "handed back", 10, handed = { sid = "s/" .. i } }
+        end)
+        function w:_money_outcome() return { status = 201 } end
+        local jobs = { money(1, "U"), money(2, "H"), money(3, "V") }
+        local out = committer.work(w, jobs)
+        assert.equal(201, out[1][1].status)
+        assert.same({ handed = true }, out[2])
+        assert.equal(201, out[3][1].status)
+        assert.same({ sid = "s/2" }, jobs[2].handed)
+        assert.is_true(w.held:suspect("H")) -- its next jobs run apart
+        assert.is_nil(w.held:retry_after_s("H")) -- not refused at intake: maybe a race
+        assert.equal(1, w.m.group_handed)
+        -- HANDED_MAX drives apart already: the group's commit drives it itself
+        w.held.handed_live = committer.HANDED_MAX
+        jobs = { money(4, "U"), money(5, "H") }
+        out = committer.work(w, jobs)
+        assert.equal(201, out[2][1].status)
+        assert.is_nil(jobs[2].handed)
+        assert.same({ true, false }, opts_seen)
+        assert.equal(1, w.m.group_inline)
     end)
 
     it("forgets a suspect after suspect_ms", function()

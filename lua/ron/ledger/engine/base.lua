@@ -59,6 +59,10 @@ function _M.is_held(err, code)
         and err:find(HELD, 1, true) ~= nil
 end
 
+-- A member commit_many handed back to its caller (opts.hand_back): not driven yet, in
+-- flight on this engine until drive_handed (a result's .handed names it).
+local HANDED = "handed back to the caller: saga "
+
 -- Validation codes that mean "the state moved under us": re-resolve, do not store.
 local RACE = {
     [ERR.AccountVersionMismatch] = true,
@@ -139,6 +143,7 @@ _M.MAX_INPUTS = MAX_INPUTS
 _M.SELECT_LIMIT = SELECT_LIMIT
 _M.asset_key = asset_key
 _M.HELD = HELD
+_M.HANDED = HANDED
 _M.IN_FLIGHT = IN_FLIGHT
 _M.RACE = RACE
 _M.store_failure = store_failure

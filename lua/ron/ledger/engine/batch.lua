@@ -15,6 +15,7 @@ local type = type
 
 local CLAIM_PREFIX = base.CLAIM_PREFIX
 local ERR = base.ERR
+local HANDED = base.HANDED
 local EVENT_KIND = base.EVENT_KIND
 local body_of = requests.body_of
 local check_request = requests.check_request
@@ -142,8 +143,16 @@ local IDX8 = {}
 for i = 0, 255 do IDX8[i] = format("%08x", i) end
 local function pkey(id) return id.transfer_id .. (IDX8[id.index] or format("%08x", id.index)) end
 
-function Ledger:commit_many(reqs)
+-- opts.hand_back (issue 29 item 3): the members the batch hands over to the single path
+-- (reservations in flight on a short pair: another saga, maybe a dead node's, holds the
+-- payer's postings) are not driven here; each is answered { nil, HANDED.., Unavailable,
+-- handed = h } at once and stays in flight on this engine (its own saga record, its claim)
+-- until the caller drives it with drive_handed(h): the rest of the batch does not wait for
+-- a drive that may find the payer held for all its attempts. A caller that takes the opt
+-- drives every h it gets (else the intent stays in flight here until recover()).
+function Ledger:commit_many(reqs, opts)
     if type(reqs) ~= "table" then error("ron.ledger: commit_many expects a list", 2) end
+    local hand_back = opts ~= nil and opts.hand_back
     local results, live, later, seen = {}, {}, {}, {}
     for i, req in ipairs(reqs) do
         local bad = check_request(req)
@@ -174,7 +183,13 @@ function Ledger:commit_many(reqs)
     -- what the batch handed over, and replays of an intent seen earlier in it: one by one
     sort(later, function(a, b) return a.i < b.i end)
     for _, e in ipairs(later) do
-        if e.sid then
+        if e.sid and hand_back then
+            -- (marked before any store call: nobody adopts it meanwhile)
+            self.inflight[e.sid] = true
+            self.stats.handed_back = (self.stats.handed_back or 0) + 1
+            results[e.i] = { nil, HANDED .. e.sid, ERR.Unavailable,
+                             handed = { sid = e.sid, req = e.req } }
+        elseif e.sid then
             results[e.i] = { guard(nil, self._drive, self, e.sid, e.req) }
         else
             results[e.i] = { self:_run(e.req) }
@@ -202,6 +217,19 @@ function Ledger:commit_many(reqs)
     end
     self.stats.batches = (self.stats.batches or 0) + 1
     return results
+end
+
+-- A member commit_many(reqs, { hand_back = true }) handed back (its result's .handed):
+-- driven now through the single path under its member sid, as commit_many drives it
+-- without the opt (the same outcome, flushed as commit's); once.
+function Ledger:drive_handed(h)
+    if type(h) ~= "table" or type(h.sid) ~= "string" or type(h.req) ~= "table" then
+        error("ron.ledger: drive_handed expects a handed-back member", 2)
+    end
+    if h.driven then error("ron.ledger: a handed-back member is driven once", 2) end
+    h.driven = true
+    self.inflight[h.sid] = nil
+    return self:_acked(guard(nil, self._drive, self, h.sid, h.req))
 end
 
 -- Replays found by the batch's first read: their stored outcomes, events read at once.
