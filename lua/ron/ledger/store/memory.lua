@@ -283,58 +283,60 @@ Store.insert_postings = prim("insert_postings", function(self, limit, list)
     return n
 end)
 
--- Active -> PendingInactive stamped rid.
-Store.reserve_postings = prim("reserve_postings", function(self, limit, ids, rid)
+-- The state machine's one step, for the first `limit` entries of list: each posting
+-- (id_of(entry) names it) that admit(p) accepts moves to status `to` with field := the
+-- value value_of(entry) answers, its projection moved by sign (nil: not); -> how many moved.
+-- Every write goes through jset (undo-logged).
+local function step_postings(self, limit, list, admit, to, field, id_of, value_of, sign)
     local n = 0
-    for i, id in ipairs(ids) do
+    for i, e in ipairs(list) do
         if limit and i > limit then break end
-        local p = self.postings[pkey(id)]
-        if p and p.status == "active" then
-            move(self, p, "active", "pending_inactive")
-            jset(self, p, "status", "pending_inactive")
-            jset(self, p, "reservation", rid)
+        local p = self.postings[pkey(id_of(e))]
+        if p and admit(p) then
+            move(self, p, p.status, to)
+            jset(self, p, "status", to)
+            jset(self, p, field, value_of(e))
+            if sign then project(self, p, sign) end
             n = n + 1
         end
     end
     return n
+end
+
+local function itself(x) return x end
+local function entry_id(e) return e.id end
+local function entry_consumer(e) return e.consumed_by end
+local function is_active(p) return p.status == "active" end
+local function reserved_by(rid)
+    return function(p) return p.status == "pending_inactive" and p.reservation == rid end
+end
+local function constant(v) return function() return v end end
+
+-- Active -> PendingInactive stamped rid.
+Store.reserve_postings = prim("reserve_postings", function(self, limit, ids, rid)
+    return step_postings(self, limit, ids, is_active, "pending_inactive", "reservation",
+                         itself, constant(rid))
 end)
 
 -- PendingInactive AND reservation = rid -> Active, reservation NULL.
 Store.release_postings = prim("release_postings", function(self, limit, ids, rid)
-    local n = 0
-    for i, id in ipairs(ids) do
-        if limit and i > limit then break end
-        local p = self.postings[pkey(id)]
-        if p and p.status == "pending_inactive" and p.reservation == rid then
-            move(self, p, "pending_inactive", "active")
-            jset(self, p, "status", "active")
-            jset(self, p, "reservation", nil)
-            n = n + 1
-        end
-    end
-    return n
+    return step_postings(self, limit, ids, reserved_by(rid), "active", "reservation", itself,
+                         constant(nil))
 end)
 
 -- rid: PendingInactive with that rid -> Inactive; nil: Active -> Inactive. The projection
 -- loses the amount (a row that does not match fires nothing).
 Store.deactivate_postings = prim("deactivate_postings", function(self, limit, ids, rid,
                                                                   consumed_by)
-    local n = 0
-    for i, id in ipairs(ids) do
-        if limit and i > limit then break end
-        local p = self.postings[pkey(id)]
-        local ok
-        if rid ~= nil then ok = p and p.status == "pending_inactive" and p.reservation == rid
-        else ok = p and p.status == "active" end
-        if ok then
-            move(self, p, p.status, "inactive")
-            jset(self, p, "status", "inactive")
-            jset(self, p, "consumed_by", consumed_by)
-            project(self, p, -1)
-            n = n + 1
-        end
-    end
-    return n
+    return step_postings(self, limit, ids, rid ~= nil and reserved_by(rid) or is_active,
+                         "inactive", "consumed_by", itself, constant(consumed_by), -1)
+end)
+
+-- LED-51: each PendingInactive posting with reservation rid -> Inactive, consumed by its
+-- own transfer.
+Store.deactivate_many = prim("deactivate_many", function(self, limit, list, rid)
+    return step_postings(self, limit, list, reserved_by(rid), "inactive", "consumed_by",
+                         entry_id, entry_consumer, -1)
 end)
 
 local function largest_less(a, b)
@@ -364,24 +366,6 @@ local function top_k(r, limit, less)
     end
     return best
 end
-
--- LED-51: each PendingInactive posting with reservation rid -> Inactive, consumed by its
--- own transfer.
-Store.deactivate_many = prim("deactivate_many", function(self, limit, list, rid)
-    local n = 0
-    for i, e in ipairs(list) do
-        if limit and i > limit then break end
-        local p = self.postings[pkey(e.id)]
-        if p and p.status == "pending_inactive" and p.reservation == rid then
-            move(self, p, p.status, "inactive")
-            jset(self, p, "status", "inactive")
-            jset(self, p, "consumed_by", e.consumed_by)
-            project(self, p, -1)
-            n = n + 1
-        end
-    end
-    return n
-end)
 
 -- Ascending by id (the SQL stores' ORDER BY), whatever the order asked in.
 Store.get_postings = prim("get_postings", function(self, _, ids)
