@@ -108,6 +108,17 @@ end
 
 local function bug(msg) return nil, "bug: " .. msg, "bug" end
 
+-- A list primitive's loop: apply(entry) for the first `limit` entries (a fault's partial
+-- write; nil: all); -> how many it applied (answered true).
+local function counted(limit, list, apply)
+    local n = 0
+    for i, e in ipairs(list) do
+        if limit and i > limit then break end
+        if apply(e) then n = n + 1 end
+    end
+    return n
+end
+
 -- Every change of the store's state goes through jset: inside apply() (a phase, below) the
 -- old value is journaled, so a phase that misses a guard, fails or crashes is undone whole,
 -- as a rolled-back transaction is.
@@ -288,19 +299,15 @@ end)
 -- value value_of(entry) answers, its projection moved by sign (nil: not); -> how many moved.
 -- Every write goes through jset (undo-logged).
 local function step_postings(self, limit, list, admit, to, field, id_of, value_of, sign)
-    local n = 0
-    for i, e in ipairs(list) do
-        if limit and i > limit then break end
+    return counted(limit, list, function(e)
         local p = self.postings[pkey(id_of(e))]
-        if p and admit(p) then
-            move(self, p, p.status, to)
-            jset(self, p, "status", to)
-            jset(self, p, field, value_of(e))
-            if sign then project(self, p, sign) end
-            n = n + 1
-        end
-    end
-    return n
+        if not (p and admit(p)) then return false end
+        move(self, p, p.status, to)
+        jset(self, p, "status", to)
+        jset(self, p, field, value_of(e))
+        if sign then project(self, p, sign) end
+        return true
+    end)
 end
 
 local function itself(x) return x end
@@ -422,13 +429,19 @@ Store.get_postings_by_pairs = prim("get_postings_by_pairs", function(self, _, qu
     return res
 end)
 
+-- The rows of map, each as view(row) answers it, in less's order (a full listing:
+-- verification's, never the hot path's).
+local function listed(map, view, less)
+    local r = {}
+    for _, row in pairs(map) do r[#r + 1] = view(row) end
+    sort(r, less)
+    return r
+end
+
 -- Every posting, ascending by id (verification: recompute balances from postings). Not a
 -- hot-path primitive; the SQL stores page it.
 Store.scan_postings = prim("scan_postings", function(self)
-    local r = {}
-    for _, p in pairs(self.postings) do r[#r + 1] = out(p) end
-    sort(r, function(a, b) return ref_less(a.id, b.id) end)
-    return r
+    return listed(self.postings, out, function(a, b) return ref_less(a.id, b.id) end)
 end)
 
 -- Every row of a table as the SQL stores hold it (ron.ledger.store.scan: verify's reads).
@@ -473,10 +486,9 @@ end)
 
 -- Every head (verification: no head stays held once recovery is done).
 Store.list_heads = prim("list_heads", function(self)
-    local r = {}
-    for _, h in pairs(self.heads) do r[#r + 1] = copy(h) end
-    sort(r, function(a, b) return head_key(a.account, a.asset) < head_key(b.account, b.asset) end)
-    return r
+    return listed(self.heads, copy, function(a, b)
+        return head_key(a.account, a.asset) < head_key(b.account, b.asset)
+    end)
 end)
 
 -- ---- transfers ----
@@ -573,15 +585,11 @@ Store.get_intents = prim("get_intents", function(self, _, keys)
 end)
 
 Store.put_intents = prim("put_intents", function(self, limit, list)
-    local n = 0
-    for i, e in ipairs(list) do
-        if limit and i > limit then break end
-        if not self.intents[e.key] then
-            jset(self, self.intents, e.key, copy(e.outcome))
-            n = n + 1
-        end
-    end
-    return n
+    return counted(limit, list, function(e)
+        if self.intents[e.key] then return false end
+        jset(self, self.intents, e.key, copy(e.outcome))
+        return true
+    end)
 end)
 
 -- ---- sagas ----
@@ -731,30 +739,22 @@ Store.get_streams = prim("get_streams", function(self, _, list)
 end)
 
 Store.insert_streams = prim("insert_streams", function(self, limit, list)
-    local n = 0
-    for i, e in ipairs(list) do
-        if limit and i > limit then break end
+    return counted(limit, list, function(e)
         local k = stream_key(e.tenant, e.dimension)
-        if not self.streams[k] then
-            jset(self, self.streams, k, { seq = e.seq, b3 = e.b3 })
-            n = n + 1
-        end
-    end
-    return n
+        if self.streams[k] then return false end
+        jset(self, self.streams, k, { seq = e.seq, b3 = e.b3 })
+        return true
+    end)
 end)
 
 Store.advance_streams = prim("advance_streams", function(self, limit, list)
-    local n = 0
-    for i, e in ipairs(list) do
-        if limit and i > limit then break end
+    return counted(limit, list, function(e)
         local s = self.streams[stream_key(e.tenant, e.dimension)]
-        if s and s.seq == e.prev_seq and s.b3 == e.prev_b3 then
-            jset(self, s, "seq", e.seq)
-            jset(self, s, "b3", e.b3)
-            n = n + 1
-        end
-    end
-    return n
+        if not (s and s.seq == e.prev_seq and s.b3 == e.prev_b3) then return false end
+        jset(self, s, "seq", e.seq)
+        jset(self, s, "b3", e.b3)
+        return true
+    end)
 end)
 
 Store.get_meta = prim("get_meta", function(self, _, key) return self.meta[key] end)
