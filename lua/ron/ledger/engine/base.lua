@@ -139,6 +139,7 @@ _M.FIRST_PAGE = FIRST_PAGE
 _M.MAX_INPUTS = MAX_INPUTS
 _M.SELECT_LIMIT = SELECT_LIMIT
 _M.asset_key = asset_key
+_M.net_pair = view.net_pair
 _M.HELD = HELD
 _M.IN_FLIGHT = IN_FLIGHT
 _M.RACE = RACE

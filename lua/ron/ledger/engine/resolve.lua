@@ -6,7 +6,6 @@ local ledger = require "ron.ledger"
 local B = require "ron.ledger.bigint"
 local codec = require "ron.ledger.codec"
 local base = require "ron.ledger.engine.base"
-local view = require "ron.ledger.view"
 
 local format = string.format
 local sort = table.sort
@@ -31,7 +30,7 @@ local Ledger = {} -- this concern's methods
 -- batch picks exactly the postings one-by-one commits would.
 -- (module-level helpers of _resolve_commit: no closure per request, see pairs_of)
 local NONE = {}
-local net_pair = view.net_pair
+local net_pair = base.net_pair
 local function want_id(ids, seen, id)
     if not seen[id] then
         seen[id] = true
