@@ -410,9 +410,7 @@ local function pg_stats_print(out, batches)
 end
 
 local function sqlite_path(name)
-    local p = opts.dir .. "/bench-ledger-rating-" .. name .. ".sqlite"
-    for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
-    return p
+    return B.fresh_sqlite(opts.dir .. "/bench-ledger-rating-" .. name .. ".sqlite")
 end
 
 local results = {}

@@ -15,6 +15,7 @@
 --   B.drive(chains, put)                  -- put(slice, stream) for all, one task per stream
 --                                         -- in seq order -> seconds, answers counted
 --   B.here                                -- this directory (tests/bench/), with a slash
+--   B.fresh_sqlite(path)                  -- path, its SQLite file (and -wal, -shm) removed
 --   B.pg_harness()                        -- tests/pg/harness.lua, loaded
 --   B.pg_cluster(name, H)                 -- a PostgreSQL server (fsync on) | nil: skipped
 --   B.with_pg_store(name, H, schema, fn)  -- fn(store, cluster) on a server started for it
@@ -22,14 +23,21 @@
 --                                         -- closed after, fn's error raised; skipped: nothing
 --   B.fund_payers(led, ext, sink, payers, asset)  -- recover(), the accounts, each payer
 --                                         -- funded 1e9 from ext (uncapped)
---   B.main(name, fn)                      -- fn() in a task on the default loop; its
---                                         -- error on stderr as "name: ..." and exit 1
+--   B.main(name, fn)                      -- fn(T) in a task on a new scheduler T, the
+--                                         -- default loop run to its end; its error (or
+--                                         -- its not ending) on stderr as "name: ..."
+--                                         -- and exit 1
 -- Loading it also puts the checkout's lua/ on package.path.
 local _M = {}
 
 _M.here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = _M.here .. "../../lua/?.lua;" .. _M.here .. "../../lua/?/init.lua;"
                .. package.path
+
+function _M.fresh_sqlite(path)
+    for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(path .. suf) end
+    return path
+end
 
 function _M.pg_harness()
     return dofile(_M.here .. "../pg/harness.lua")
@@ -75,11 +83,11 @@ function _M.fund_payers(led, ext, sink, payers, asset)
 end
 
 function _M.main(name, fn)
-    local task = require "ron.base.task"
-    local uv = require "luv"
-    local h = task.spawn("bench", fn)
-    uv.run("default")
-    local ok, err = h:join()
+    local T = require("ron.base.task").new()
+    local h = T.spawn(name, fn, T)
+    require("luv").run("default")
+    local ok, err = nil, "the task did not end: " .. tostring(h.status)
+    if h.status ~= "running" then ok, err = h:join() end
     if not ok then
         io.stderr:write(name, ": ", tostring(err), "\n")
         os.exit(1)
