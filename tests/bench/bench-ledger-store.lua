@@ -58,12 +58,7 @@ local PLAIN = [[CREATE TABLE IF NOT EXISTS @plain_postings (
     scale I NOT NULL, amount I NOT NULL, status I NOT NULL, reservation B, created_by B NOT NULL,
     consumed_by B, shard I NOT NULL, PRIMARY KEY (transfer_id, idx))]]
 
-local function plain_ddl(s)
-    local t = s.dialect == "postgres" and { B = "bytea", I = "bigint" }
-              or { B = "BLOB", I = "INTEGER" }
-    local ddl = PLAIN:gsub(" B([ ,\n)])", " " .. t.B .. "%1"):gsub(" I([ ,\n)])", " " .. t.I .. "%1")
-    return (ddl:gsub("@", s.prefix))
-end
+local function plain_ddl(s) return B.plain_ddl(s, PLAIN) end
 
 local function plain_insert_sql(s)
     local sql = require "ron.ledger.store.sql"
