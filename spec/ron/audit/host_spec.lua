@@ -25,7 +25,8 @@ end
 
 -- The records of a log `audit verify --list` must pass.
 local function verified(dir, vkey)
-    local recs = verified(dir, vkey)
+    local rc, recs, out = verify_list(dir, vkey)
+    assert.equal(0, rc, out)
     return recs
 end
 
