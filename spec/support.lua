@@ -23,6 +23,8 @@ end
 
 S.TENANT_A = "123e4567-e89b-12d3-a456-426614174000"
 S.TENANT_B = "00000000-0000-4000-8000-00000000000b"
+S.TENANT_C = "00000000-0000-4000-8000-00000000000c"
+S.TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 S.ZERO_B3 = string.rep("0", 64)
 
 -- A window-aligned UTC time (a multiple of 3600, so of every legal window length).
@@ -33,6 +35,19 @@ S.T0 = 1700000000 - 1700000000 % 3600
 -- table of functions.
 local harness = dofile(S.root .. "tests/pg/harness.lua")
 S.run, S.shell_quote = harness.run, harness.quote
+
+-- Inside a task: runs each of fns as its own task, all at once, and joins them (each must
+-- end well). -> out[i] = { what fns[i] returned }
+function S.concurrent(fns)
+    local assert = require "luassert"
+    local task = require "ron.base.task"
+    local hs, out = {}, {}
+    for i, f in ipairs(fns) do
+        hs[i] = task.spawn("racer-" .. i, function() out[i] = { f() } end)
+    end
+    for _, h in ipairs(hs) do assert(h:join()) end
+    return out
+end
 
 -- A fresh path in the temporary directory (nothing exists there yet).
 function S.tmpname(suffix)
@@ -82,11 +97,18 @@ function S.clock(now)
     return c
 end
 
+-- A new table: base's fields, then extra's (extra wins; either may be nil).
+function S.merge(base, extra)
+    local t = {}
+    for k, v in pairs(base or {}) do t[k] = v end
+    for k, v in pairs(extra or {}) do t[k] = v end
+    return t
+end
+
 -- Small planes keep the specs fast and the shm files small.
 function S.cfg(extra)
-    local cfg = { capacity_rows = 1024, shards = 4, window_len_s = 60, host = "spec-host" }
-    for k, v in pairs(extra or {}) do cfg[k] = v end
-    return cfg
+    return S.merge({ capacity_rows = 1024, shards = 4, window_len_s = 60, host = "spec-host" },
+                   extra)
 end
 
 -- Sum of the inc of every row, as a Lua number (specs stay far below 2^53).
@@ -104,18 +126,23 @@ function S.by_stream(slices)
 end
 
 -- For specs run inside the host (spec/run-busted.lua): runs body(task) as a task on a
--- new scheduler (task.new()), runs the loop to its end, and checks that the task ended well, that
--- no task is left live and no threadpool request is left in flight.
-S.TENANT_C = "00000000-0000-4000-8000-00000000000c"
-function S.run_task(body)
+-- new scheduler (task.new()), runs the loop to its end, and checks that the task ended
+-- well. -> the scheduler.
+function S.in_task(body)
     local assert = require "luassert" -- this file runs outside busted's spec environment
     local task = require("ron.base.task").new()
-    local uv = require "luv"
     local h = task.spawn("spec", body, task)
-    uv.run("default")
+    require("luv").run("default")
     assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
     local ok, err = h:join()
     assert(ok, err)
+    return task
+end
+
+-- S.in_task, and then no task is left live and no threadpool request in flight.
+function S.run_task(body)
+    local assert = require "luassert"
+    local task = S.in_task(body)
     assert.equal(0, task.live())
     assert.equal(0, require("ron.base.offload").in_flight())
     return task
@@ -241,6 +268,13 @@ function S.describe_pg(what, body)
         env.teardown(function() if pg.cluster then pg.cluster:stop() end end)
         body(pg)
     end)
+end
+
+-- A ledger store on pg's cluster (S.describe_pg): o the store.open options besides the
+-- backend and the conninfo. -> what store.open answers.
+function S.pg_store(pg, o)
+    return require("ron.ledger.store").open(S.merge({ backend = "postgres",
+                                                      conninfo = pg.cluster.conninfo }, o))
 end
 
 -- An IPv4 address of this machine that is not loopback (the specs of the loopback reserve

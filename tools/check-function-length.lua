@@ -186,8 +186,10 @@ local function lua_name(toks, k)
 end
 
 local OPENS = { ["do"] = true, ["if"] = true, ["function"] = true, ["repeat"] = true }
--- busted's containers group tests; they are not functions with a concern of their own.
-local CONTAINERS = { describe = true, insulate = true, expose = true, context = true }
+-- busted's containers group tests; they are not functions with a concern of their own
+-- (S.describe_pg: spec/support.lua's describe over a PostgreSQL started for the block).
+local CONTAINERS = { describe = true, insulate = true, expose = true, context = true,
+                     describe_pg = true }
 
 -- Whether the `function` at k is the last argument of a container call:
 -- describe("...", function() ... end).

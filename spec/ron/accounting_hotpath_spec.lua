@@ -77,6 +77,18 @@ local function assert_compiled(ev)
     assert.is_true(ev.loops >= 1, "the record loop did not compile to a looping trace")
 end
 
+-- run(n) allocates nothing: warmed up on 1e4 calls, then n calls measured.
+local function assert_no_garbage(run, n)
+    run(1e4)
+    local bytes = allocated(function() run(n) end)
+    assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+end
+
+-- loop(n) compiles: 2e4 iterations traced, one looping trace, no abort, no stitch.
+local function assert_loop_compiles(loop)
+    assert_compiled(traced(loop, function() assert(loop(2e4)) end))
+end
+
 describe("ron.accounting record hot path", function()
     local meters
     before_each(function()
@@ -109,9 +121,7 @@ describe("ron.accounting record hot path", function()
                 if not ok then error(err) end
             end
         end
-        run(1e4)
-        local bytes = allocated(function() run(N) end)
-        assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+        assert_no_garbage(run, N)
         assert.equal(N + 1e4, sealed_total(m, T0 + 60)) -- and every record counted
     end)
 
@@ -124,9 +134,7 @@ describe("ron.accounting record hot path", function()
                 if not ok then error(err) end
             end
         end
-        run(1e4)
-        local bytes = allocated(function() run(N) end)
-        assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+        assert_no_garbage(run, N)
         local slices = assert(m:rollover(T0 + 60))
         assert.equal(1, #slices)
         assert.equal(tostring(m:subject("alice")), slices[1].rows[1].subject)
@@ -143,9 +151,7 @@ describe("ron.accounting record hot path", function()
                 if not ok then error(err) end
             end
         end
-        run(1e4)
-        local bytes = allocated(function() run(N) end)
-        assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+        assert_no_garbage(run, N)
         -- Every window up to two windows from now: whatever boundary the run crossed.
         assert.equal(2 * (N + 1e4), sealed_total(m, os.time() + 120))
     end)
@@ -159,9 +165,7 @@ describe("ron.accounting record hot path", function()
                 if ok or not err then error("accepted a negative increment") end
             end
         end
-        run(1e4)
-        local bytes = allocated(function() run(1e5) end)
-        assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+        assert_no_garbage(run, 1e5)
         assert.equal(1e4 + 1e5, S.metric(m, 'accounting_rejected_total{reason="invalid"}'))
     end)
 
@@ -175,8 +179,7 @@ describe("ron.accounting record hot path", function()
             end
             return true
         end
-        local ev = traced(loop, function() assert(loop(2e4)) end)
-        assert_compiled(ev)
+        assert_loop_compiles(loop)
         assert.equal(2e4, sealed_total(m, T0 + 60))
     end)
 
@@ -192,9 +195,7 @@ describe("ron.accounting record hot path", function()
                     if not ok then error(err) end
                 end
             end
-            run(1e4)
-            local bytes = allocated(function() run(N) end)
-            assert.is_true(bytes < GARBAGE_MAX_BYTES, ("%d bytes allocated"):format(bytes))
+            assert_no_garbage(run, N)
             assert.equal(N + 1e4, sealed_total(m, injected and T0 + 60 or os.time() + 120))
         end
     end)
@@ -208,8 +209,7 @@ describe("ron.accounting record hot path", function()
             end
             return true
         end
-        local ev = traced(loop, function() assert(loop(2e4)) end)
-        assert_compiled(ev)
+        assert_loop_compiles(loop)
         assert.equal(6e4, sealed_total(m, os.time() + 120))
     end)
 
@@ -221,8 +221,7 @@ describe("ron.accounting record hot path", function()
             end
             return true
         end
-        local ev = traced(loop, function() assert(loop(2e4)) end)
-        assert_compiled(ev)
+        assert_loop_compiles(loop)
         assert.equal(6e4, sealed_total(m, os.time() + 120))
     end)
 end)

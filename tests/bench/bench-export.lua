@@ -36,19 +36,6 @@ local runtime = require "ron.accounting.runtime"
 local offload = require "ron.accounting.runtime.offload"
 local file = require "ron.accounting.export.exporters.file"
 
-local ffi = require "ffi"
-pcall(ffi.cdef, [[
-struct ra_bench_rusage { long utime_s, utime_us, stime_s, stime_us; long pad[14]; };
-int getrusage(int who, struct ra_bench_rusage *usage);
-]])
-local ru = ffi.new("struct ra_bench_rusage")
--- CPU seconds used by the calling thread (the loop thread) so far.
-local function thread_cpu_s(who)
-    ffi.C.getrusage(who or 1, ru) -- RUSAGE_THREAD (1) or RUSAGE_SELF (0): every thread
-    return tonumber(ru.utime_s) + tonumber(ru.utime_us) / 1e6 + tonumber(ru.stime_s)
-           + tonumber(ru.stime_us) / 1e6
-end
-
 local function pending_count(m) return m:pending_count() end
 
 local opts = { quick = false, out = nil, dir = nil, streams = 1000, slices = 1000000,
@@ -181,7 +168,7 @@ local function run_runtime(fsync, n_slices, variant)
         local base_ok = rt.acked_total
         collectgarbage()
         r.rss_before = status_kb("VmRSS")
-        local t0, cpu0, pcpu0 = uv.hrtime(), thread_cpu_s(), thread_cpu_s(0)
+        local t0, cpu0, pcpu0 = uv.hrtime(), B.cpu_s(1), B.cpu_s(0)
         local w, sent = 1, 0
         while sent < n_slices do
             -- the pending ring must take one more window, with half of it to spare (the
@@ -204,8 +191,8 @@ local function run_runtime(fsync, n_slices, variant)
         while rt.acked_total < n_slices + base_ok do task.sleep(1) end
         assert(pending_count(m) == 0, "slices left pending")
         r.s = (uv.hrtime() - t0) / 1e9
-        r.loop_cpu = (thread_cpu_s() - cpu0) / r.s
-        r.proc_cpu = (thread_cpu_s(0) - pcpu0) / r.s
+        r.loop_cpu = (B.cpu_s(1) - cpu0) / r.s
+        r.proc_cpu = (B.cpu_s(0) - pcpu0) / r.s
         r.rate = n_slices / r.s
         r.exports = rt.exports
         if exporter.calls then -- offload.file: its pool calls (one per put_many batch)

@@ -25,6 +25,7 @@ local task = require "ron.base.task"
 local runtime = require "ron.accounting.runtime"
 local offload = require "ron.accounting.runtime.offload"
 local fairness = require "ron.accounting.export.fairness"
+local pct = require "ron.base.percentile"
 
 local opts = { quick = false, out = nil, dir = nil, windows = 50, latency_ms = 2, inflight = 2,
                period_ms = 12 }
@@ -78,14 +79,6 @@ local function fifo(cap)
     end
     function p.tenants() return {} end
     return fairness.check(p)
-end
-
-local function pct(list, p)
-    if #list == 0 then return 0 end
-    local a = {}
-    for i, v in ipairs(list) do a[i] = v end
-    table.sort(a)
-    return a[math.max(1, math.ceil(p * #a))]
 end
 
 local function run(name, policy, bounded)

@@ -29,19 +29,6 @@ local file = require "ron.accounting.export.exporters.file"
 
 local SCRIPT = debug.getinfo(1, "S").source:match("^@(.*)$")
 
-local ffi = require "ffi"
-pcall(ffi.cdef, [[
-struct ra_bench_rusage { long utime_s, utime_us, stime_s, stime_us; long pad[14]; };
-int getrusage(int who, struct ra_bench_rusage *usage);
-]])
-local ru = ffi.new("struct ra_bench_rusage")
--- CPU seconds (user + system) of this process (0: RUSAGE_SELF) or of its waited-for
--- children (-1: RUSAGE_CHILDREN).
-local function cpu_s(who)
-    ffi.C.getrusage(who, ru)
-    return tonumber(ru.utime_s) + tonumber(ru.utime_us) / 1e6 + tonumber(ru.stime_s)
-           + tonumber(ru.stime_us) / 1e6
-end
 
 -- ---------------------------------------------------------------------------------------
 -- the receiver process: --serve DIR on|off
@@ -171,15 +158,15 @@ end
 local function run_case(name, fsync, n_streams, per)
     local chains = make_chains(n_streams, per)
     local n = n_streams * per
-    local child0 = cpu_s(-1)
+    local child0 = B.cpu_s(-1)
     local srv = start_server(fsync)
     local e = exp_http.new { url = ("http://127.0.0.1:%d/v1/slices"):format(srv.port),
                              timeout_ms = 60000 }
-    local self0 = cpu_s(0)
+    local self0 = B.cpu_s(0)
     local s, counts = drive(chains, function(sl) return e:put(sl) end)
-    local client_cpu = cpu_s(0) - self0
+    local client_cpu = B.cpu_s(0) - self0
     local code = stop_server(srv)
-    local server_cpu = cpu_s(-1) - child0 -- its whole life: start-up and exit included
+    local server_cpu = B.cpu_s(-1) - child0 -- its whole life: start-up and exit included
     local v, records = verify(srv.dir)
     if v == "OK" and records ~= n then v = ("FAILED: %s records, %d put"):format(records, n) end
     rm_rf(srv.dir)

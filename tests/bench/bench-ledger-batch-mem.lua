@@ -19,7 +19,6 @@ package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua
 local B = require "bench_common" -- and lua/ on package.path
 local usage = require "ron.ledger.usage"
 local memory = require "ron.ledger.store.memory"
-local sql = require "ron.ledger.store.sql"
 local lexp = require "ron.ledger.exporter"
 
 local opts = { batch = 256, slices = 4096, streams = 64, rounds = 3 }
@@ -62,21 +61,7 @@ end
 -- The memory store's own CPU is not what a database-backed store costs the loop: every
 -- primitive is timed (os.clock) and reported apart, so "engine" is the engine's and the
 -- exporter's own work, what a slice costs in Lua whatever the store.
-local function timed(s)
-    local c = { t = 0 }
-    for _, name in ipairs(sql.METHODS) do
-        local f = s[name]
-        if name ~= "many" and type(f) == "function" then
-            s[name] = function(self, ...)
-                local t0 = os.clock()
-                local r = { f(self, ...) }
-                c.t = c.t + (os.clock() - t0)
-                return unpack(r, 1, table.maxn(r))
-            end
-        end
-    end
-    return c
-end
+local function timed(s) return B.instrument(s, os.clock) end
 
 -- One round: a fresh exporter over a fresh memory store -> CPU us per slice, of which in
 -- the store, heap kB.

@@ -132,8 +132,7 @@ local function case(name, s, size, b2)
                 b2, rate / b2, la))
 end
 
-local T = task.new()
-local h = T.spawn("bench_ledger_batch", function()
+B.main("bench-ledger-batch", function(T)
     if o.sqlite then
         local path = format("%s/bench-ledger-batch-%d.db", o.dir, uv.os_getpid())
         os.remove(path)
@@ -143,9 +142,8 @@ local h = T.spawn("bench_ledger_batch", function()
         local s = assert(store.open { backend = "sqlite", path = path, offload = true })
         for _, size in ipairs(o.sizes) do case("sqlite", s, size, b2.per_s) end
         s:close()
-        for _, p in ipairs { path, path .. ".base" } do
-            for _, x in ipairs { "", "-wal", "-shm" } do os.remove(p .. x) end
-        end
+        B.fresh_sqlite(path)
+        B.fresh_sqlite(path .. ".base")
     end
     if o.pg then
         B.with_pg_store("bench-ledger-batch", H, "bench_batch", function(s, cluster)
@@ -158,6 +156,3 @@ local h = T.spawn("bench_ledger_batch", function()
     end
     return true
 end)
-uv.run("default")
-assert(h.status == "ok", "bench-ledger-batch: the task did not end: " .. tostring(h.status))
-assert(h:join())

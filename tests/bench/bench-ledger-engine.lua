@@ -17,6 +17,7 @@ package.path = here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;" .. 
 local L = require "ron.ledger.ledger"
 local store = require "ron.ledger.store"
 local memory = require "ron.ledger.store.memory"
+local pct = require "ron.base.percentile"
 
 local HOST = pcall(require, "ron.base.net.postgres_c")
 local N = not HOST and tonumber(arg and arg[1]) or 2000
@@ -76,7 +77,6 @@ local function host_main()
     local emit = B.emitter(o.out)
     local PAYERS, SINK = {}, ("S"):rep(16)
     for k = 1, 16 do PAYERS[k] = string.format("P%015d", k) end
-    local function pct(sorted, p) return sorted[math.max(1, math.ceil(#sorted * p / 100))] end
     local function case(name, s)
         local cs, cnt = B.counted(s)
         local led = L.new { store = cs, book = "bench", node = "bench-" .. name,
@@ -93,20 +93,18 @@ local function host_main()
         end
         local wall = (uv.hrtime() - t0) / 1e9
         local cpu = os.clock() - c0
-        table.sort(lat)
         local calls = (cnt.calls - calls0) / o.commits
         print(string.format("%-9s %6d commits, one at a time: p50 %6.0f us  p99 %6.0f us  "
                             .. "%6.0f commits/s  %.1f store calls/commit  %.0f us cpu/commit  "
-                            .. "loadavg %s", name, o.commits, pct(lat, 50), pct(lat, 99),
+                            .. "loadavg %s", name, o.commits, pct(lat, 0.5), pct(lat, 0.99),
                             o.commits / wall, calls, cpu / o.commits * 1e6, B.loadavg()))
         emit(string.format('{"bench":"ledger-engine-latency","store":"%s","commits":%d,'
                            .. '"p50_us":%.0f,"p99_us":%.0f,"per_s":%.1f,"calls_per_commit":%.1f,'
-                           .. '"cpu_us":%.0f,"loadavg":"%s"}', name, o.commits, pct(lat, 50),
-                           pct(lat, 99), o.commits / wall, calls, cpu / o.commits * 1e6,
+                           .. '"cpu_us":%.0f,"loadavg":"%s"}', name, o.commits, pct(lat, 0.5),
+                           pct(lat, 0.99), o.commits / wall, calls, cpu / o.commits * 1e6,
                            B.loadavg()))
     end
-    local T = task.new()
-    local h = T.spawn("bench_ledger_engine", function()
+    B.main("bench-ledger-engine", function()
         case("memory", memory.new())
         if o.sqlite then
             local path = string.format("%s/bench-ledger-engine-%d.db", o.dir, uv.os_getpid())
@@ -114,7 +112,7 @@ local function host_main()
             local s = assert(store.open { backend = "sqlite", path = path, offload = true })
             case("sqlite", s)
             s:close()
-            for _, x in ipairs { "", "-wal", "-shm" } do os.remove(path .. x) end
+            B.fresh_sqlite(path)
         end
         if o.pg then
             B.with_pg_store("bench-ledger-engine", H, "bench_engine", function(s)
@@ -123,9 +121,6 @@ local function host_main()
         end
         return true
     end)
-    uv.run("default")
-    assert(h.status == "ok", "bench-ledger-engine: the task did not end: " .. tostring(h.status))
-    assert(h:join())
 end
 
 if HOST then return host_main() end

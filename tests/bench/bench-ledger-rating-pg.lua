@@ -113,25 +113,7 @@ local make_slices = B.meter_windows
 -- Counts the store's calls (every primitive and read) on the instance.
 -- Also the wall time spent inside them (c.t: seconds, per name c.tby): what the rest of a
 -- case's time is, is the engine's and the exporter's own work (Lua CPU).
-local function counting(s)
-    local c = { n = 0, by = {}, t = 0, tby = {} }
-    for _, name in ipairs(sql.METHODS) do
-        local f = s[name]
-        if name ~= "many" and f then
-            c.by[name], c.tby[name] = 0, 0
-            s[name] = function(self, ...)
-                c.n = c.n + 1
-                c.by[name] = c.by[name] + 1
-                local t0 = uv.hrtime()
-                local r = { f(self, ...) }
-                local dt = (uv.hrtime() - t0) / 1e9
-                c.t, c.tby[name] = c.t + dt, c.tby[name] + dt
-                return unpack(r, 1, table.maxn(r))
-            end
-        end
-    end
-    return c
-end
+local function counting(s) return B.instrument(s) end
 
 -- The `most` store primitives a case spent the most wall time in since tby0 (calls.tby
 -- then), as "name us-per-slice" strings, the largest first.
@@ -149,12 +131,7 @@ end
 local PLAIN = [[CREATE TABLE IF NOT EXISTS @plain_slices (tenant B NOT NULL, dimension B NOT NULL,
     seq I NOT NULL, b3 B NOT NULL, quantity I NOT NULL, PRIMARY KEY (tenant, dimension, seq))]]
 
-local function plain_ddl(s)
-    local t = s.dialect == "postgres" and { B = "bytea", I = "bigint" }
-              or { B = "BLOB", I = "INTEGER" }
-    local ddl = PLAIN:gsub(" B([ ,\n)])", " " .. t.B .. "%1"):gsub(" I([ ,\n)])", " " .. t.I .. "%1")
-    return (ddl:gsub("@", s.prefix))
-end
+local function plain_ddl(s) return B.plain_ddl(s, PLAIN) end
 
 local insert_cache = {}
 local function plain_insert(s, n)
@@ -423,9 +400,7 @@ local function pg_stats_print(out, batches)
 end
 
 local function sqlite_path(name)
-    local p = opts.dir .. "/bench-ledger-rating-" .. name .. ".sqlite"
-    for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
-    return p
+    return B.fresh_sqlite(opts.dir .. "/bench-ledger-rating-" .. name .. ".sqlite")
 end
 
 local results = {}

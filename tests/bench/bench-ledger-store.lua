@@ -24,6 +24,7 @@ package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua
 local B = require "bench_common" -- and lua/ on package.path
 local H = B.pg_harness()
 local store = require "ron.ledger.store"
+local percentile = require "ron.base.percentile"
 
 local opts = { quick = false, out = nil, dir = os.getenv("TMPDIR") or "/tmp", transfers = 5000,
                pg_transfers = 3000, sizes = { 1000, 100000, 1000000 }, pg = true,
@@ -57,12 +58,7 @@ local PLAIN = [[CREATE TABLE IF NOT EXISTS @plain_postings (
     scale I NOT NULL, amount I NOT NULL, status I NOT NULL, reservation B, created_by B NOT NULL,
     consumed_by B, shard I NOT NULL, PRIMARY KEY (transfer_id, idx))]]
 
-local function plain_ddl(s)
-    local t = s.dialect == "postgres" and { B = "bytea", I = "bigint" }
-              or { B = "BLOB", I = "INTEGER" }
-    local ddl = PLAIN:gsub(" B([ ,\n)])", " " .. t.B .. "%1"):gsub(" I([ ,\n)])", " " .. t.I .. "%1")
-    return (ddl:gsub("@", s.prefix))
-end
+local function plain_ddl(s) return B.plain_ddl(s, PLAIN) end
 
 local function plain_insert_sql(s)
     local sql = require "ron.ledger.store.sql"
@@ -72,9 +68,7 @@ local function plain_insert_sql(s)
 end
 
 local function sqlite_path(name)
-    local p = opts.dir .. "/bench-ledger-store-" .. name .. ".sqlite"
-    for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(p .. suf) end
-    return p
+    return B.fresh_sqlite(opts.dir .. "/bench-ledger-store-" .. name .. ".sqlite")
 end
 
 -- One lifecycle figure and its baseline on store s (exec_ddl runs the baseline's DDL).
@@ -149,10 +143,6 @@ local function lifecycle_offloaded(n, sync_rps)
     sqlite_path("off")
 end
 
-local function percentile(xs, q)
-    table.sort(xs)
-    return xs[math.max(1, math.ceil(#xs * q))]
-end
 
 -- Balance reads at growing history on store s; sum_sql: the naive read for comparison.
 local function balances(label, s, sizes, name)

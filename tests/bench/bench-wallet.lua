@@ -40,7 +40,6 @@
 -- unit per 201 and no more than one per request). One `BENCH {json}` line per case. Needs
 -- wrk (tools/deps.sh).
 local uv = require "luv"
-local task = require "ron.base.task"
 
 package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
 local B = require "bench_common" -- and lua/ on package.path
@@ -52,6 +51,7 @@ local L = require "ron.ledger.ledger"
 local service = require "ron.wallet.service"
 local dto = require "ron.wallet.dto"
 local SB = require "sql_baseline"
+local pct = require "ron.base.percentile"
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
@@ -75,10 +75,6 @@ print(format("bench-wallet: %d s per case, %d connections, %d workers, group_max
              tostring(opts.group_max or service.DEFAULTS.group_max), opts.accounts,
              B.loadavg()))
 
-local function pct(sorted, p)
-    if #sorted == 0 then return 0 end
-    return sorted[math.max(1, math.ceil(#sorted * p / 100))]
-end
 
 -- wrk in its own process (the loop keeps serving meanwhile) -> the WRK line's fields
 local function run_wrk(T, port, mode, base, from, to)
@@ -160,12 +156,11 @@ local function one_commit(name, led, d16, src)
             { from = src, to = d16, asset = USD, amount = 1 } } })
         lat[#lat + 1] = (uv.hrtime() - a) / 1000
     end
-    table.sort(lat)
     print(format("%-8s %-15s %8d commits     p50 %7.0f us  p99 %7.0f us  (target p50 " ..
-                 "<= 3000 us)", name, "commit_one", #lat, pct(lat, 50), pct(lat, 99)))
+                 "<= 3000 us)", name, "commit_one", #lat, pct(lat, 0.5), pct(lat, 0.99)))
     emit(format('{"bench":"wallet","store":"%s","case":"commit_one","commits":%d,' ..
-                '"p50_us":%.0f,"p99_us":%.0f,"loadavg":"%s"}', name, #lat, pct(lat, 50),
-                pct(lat, 99), B.loadavg()))
+                '"p50_us":%.0f,"p99_us":%.0f,"loadavg":"%s"}', name, #lat, pct(lat, 0.5),
+                pct(lat, 0.99), B.loadavg()))
 end
 
 -- Balance reads from the cache, against the HTTP floor (/healthz).
@@ -305,14 +300,13 @@ local function case(T, name, open_store, base)
         end
         for k = 1, opts.workers do assert(hs[k]:join(opts.seconds * 1000 + 60000)) end
         local rate = n_direct / ((uv.hrtime() - t0) / 1e9)
-        table.sort(lat)
         print(format("%-8s %-15s %8.0f commits/s    p50 %7.0f us  p99 %7.0f us  (%d commits, " ..
-                     "%d retried)", name, label, rate, pct(lat, 50), pct(lat, 99), n_direct,
+                     "%d retried)", name, label, rate, pct(lat, 0.5), pct(lat, 0.99), n_direct,
                      n_retry))
         emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"workers":%d,' ..
                     '"commits":%d,"retries":%d,"per_s":%.1f,"p50_us":%.0f,"p99_us":%.0f,' ..
                     '"loadavg":"%s"}', name, label, nsrc, opts.workers, n_direct, n_retry, rate,
-                    pct(lat, 50), pct(lat, 99), B.loadavg()))
+                    pct(lat, 0.5), pct(lat, 0.99), B.loadavg()))
         return rate
     end
 
@@ -404,8 +398,7 @@ local function case(T, name, open_store, base)
     rss(name, "end")
 end
 
-local T = task.new()
-local h = T.spawn("bench_wallet", function()
+B.main("bench-wallet", function(T)
     if opts.sqlite then
         local path = format("%s/bench-wallet-%d.db", opts.dir, uv.os_getpid())
         os.remove(path)
@@ -417,11 +410,8 @@ local h = T.spawn("bench_wallet", function()
         case(T, "sqlite", function()
             return store_mod.open { backend = "sqlite", path = path, offload = true }
         end, base)
-        for _, p in ipairs { path, bpath } do
-            os.remove(p)
-            os.remove(p .. "-wal")
-            os.remove(p .. "-shm")
-        end
+        B.fresh_sqlite(path)
+        B.fresh_sqlite(bpath)
     end
     if opts.pg then
         local available, why = H.available()
@@ -446,6 +436,3 @@ local h = T.spawn("bench_wallet", function()
     end
     return true
 end)
-uv.run("default")
-assert(h.status == "ok", "bench-wallet: the task did not end: " .. tostring(h.status))
-assert(h:join())

@@ -6,7 +6,15 @@
 --   local emit = B.emitter(opts.out)      -- emit(json): "BENCH <json>" on stdout, and
 --                                         -- appended to the --out file when given
 --   B.loadavg()                           -- "0.12 0.30 0.41" (or "?")
+--   B.cpu_s(who)                          -- CPU seconds (user + system) so far of this
+--                                         -- process (0), the calling thread (1) or the
+--                                         -- waited-for children (-1): getrusage
 --   local proxy, n = B.counted(store)      -- the store's methods, n.calls counted
+--   local c = B.instrument(store[, clock]) -- in place: every primitive counted (c.n, per
+--                                         -- name c.by) and timed in seconds of clock()
+--                                         -- (default wall time; os.clock: CPU): c.t, c.tby
+--   B.plain_ddl(s, template)              -- a baseline's DDL for store s: B/I column types
+--                                         -- and @ (the schema prefix) in template filled
 --   B.status_kb("VmRSS")                  -- a /proc/self/status field, kB (0 if absent)
 --   B.make_chains(n_streams, per)         -- [stream][seq] sealed slices, one row each
 --   B.rate_card()                         -- the rating benchmarks' card (bytes, tiered)
@@ -15,6 +23,7 @@
 --   B.drive(chains, put)                  -- put(slice, stream) for all, one task per stream
 --                                         -- in seq order -> seconds, answers counted
 --   B.here                                -- this directory (tests/bench/), with a slash
+--   B.fresh_sqlite(path)                  -- path, its SQLite file (and -wal, -shm) removed
 --   B.pg_harness()                        -- tests/pg/harness.lua, loaded
 --   B.pg_cluster(name, H)                 -- a PostgreSQL server (fsync on) | nil: skipped
 --   B.with_pg_store(name, H, schema, fn)  -- fn(store, cluster) on a server started for it
@@ -22,14 +31,21 @@
 --                                         -- closed after, fn's error raised; skipped: nothing
 --   B.fund_payers(led, ext, sink, payers, asset)  -- recover(), the accounts, each payer
 --                                         -- funded 1e9 from ext (uncapped)
---   B.main(name, fn)                      -- fn() in a task on the default loop; its
---                                         -- error on stderr as "name: ..." and exit 1
+--   B.main(name, fn)                      -- fn(T) in a task on a new scheduler T, the
+--                                         -- default loop run to its end; its error (or
+--                                         -- its not ending) on stderr as "name: ..."
+--                                         -- and exit 1
 -- Loading it also puts the checkout's lua/ on package.path.
 local _M = {}
 
 _M.here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = _M.here .. "../../lua/?.lua;" .. _M.here .. "../../lua/?/init.lua;"
                .. package.path
+
+function _M.fresh_sqlite(path)
+    for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(path .. suf) end
+    return path
+end
 
 function _M.pg_harness()
     return dofile(_M.here .. "../pg/harness.lua")
@@ -75,11 +91,11 @@ function _M.fund_payers(led, ext, sink, payers, asset)
 end
 
 function _M.main(name, fn)
-    local task = require "ron.base.task"
-    local uv = require "luv"
-    local h = task.spawn("bench", fn)
-    uv.run("default")
-    local ok, err = h:join()
+    local T = require("ron.base.task").new()
+    local h = T.spawn(name, fn, T)
+    require("luv").run("default")
+    local ok, err = nil, "the task did not end: " .. tostring(h.status)
+    if h.status ~= "running" then ok, err = h:join() end
     if not ok then
         io.stderr:write(name, ": ", tostring(err), "\n")
         os.exit(1)
@@ -146,6 +162,19 @@ local function read(path, how)
     local s = f:read(how)
     f:close()
     return s
+end
+
+local ffi = require "ffi"
+pcall(ffi.cdef, [[
+struct ra_bench_rusage { long utime_s, utime_us, stime_s, stime_us; long pad[14]; };
+int getrusage(int who, struct ra_bench_rusage *usage);
+]])
+local ru = ffi.new("struct ra_bench_rusage")
+
+function _M.cpu_s(who)
+    ffi.C.getrusage(who, ru)
+    return tonumber(ru.utime_s) + tonumber(ru.utime_us) / 1e6 + tonumber(ru.stime_s)
+           + tonumber(ru.stime_us) / 1e6
 end
 
 function _M.loadavg()
@@ -239,6 +268,35 @@ end
 
 -- A store's methods through a proxy that counts the calls (the offloaded SQLite store and
 -- the PostgreSQL one are tables of methods): -> proxy, { calls = n }
+function _M.instrument(s, clock)
+    clock = clock or function() return require("luv").hrtime() / 1e9 end
+    local c = { n = 0, by = {}, t = 0, tby = {} }
+    for _, name in ipairs(require("ron.ledger.store.sql").METHODS) do
+        local f = s[name]
+        if name ~= "many" and type(f) == "function" then
+            c.by[name], c.tby[name] = 0, 0
+            s[name] = function(self, ...)
+                c.n = c.n + 1
+                c.by[name] = c.by[name] + 1
+                local t0 = clock()
+                local r = { f(self, ...) }
+                local dt = clock() - t0
+                c.t, c.tby[name] = c.t + dt, c.tby[name] + dt
+                return unpack(r, 1, table.maxn(r))
+            end
+        end
+    end
+    return c
+end
+
+function _M.plain_ddl(s, template)
+    local t = s.dialect == "postgres" and { B = "bytea", I = "bigint" }
+              or { B = "BLOB", I = "INTEGER" }
+    local ddl = template:gsub(" B([ ,\n)])", " " .. t.B .. "%1")
+                        :gsub(" I([ ,\n)])", " " .. t.I .. "%1")
+    return (ddl:gsub("@", s.prefix))
+end
+
 function _M.counted(s)
     local n = { calls = 0 }
     local proxy = setmetatable({}, { __index = function(_, k)

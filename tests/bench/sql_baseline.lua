@@ -22,6 +22,7 @@
 -- then the sink (no lock cycles); a serialization failure or deadlock is retried, counted.
 local ffi = require "ffi"
 local uv = require "luv"
+local pct = require "ron.base.percentile"
 
 local format = string.format
 local _M = {}
@@ -30,15 +31,9 @@ local FUND = 1000000000000
 local SINK = 0
 local TRANSIENT = ffi.cast("void *", ffi.cast("intptr_t", -1)) -- SQLITE_TRANSIENT: a copy
 
-local function pct(sorted, p)
-    if #sorted == 0 then return 0 end
-    return sorted[math.max(1, math.ceil(#sorted * p / 100))]
-end
-
 local function stats(n, t0, lat, retries, conns)
-    table.sort(lat)
-    return { transfers = n, per_s = n / ((uv.hrtime() - t0) / 1e9), p50_us = pct(lat, 50),
-             p99_us = pct(lat, 99), retries = retries, conns = conns }
+    return { transfers = n, per_s = n / ((uv.hrtime() - t0) / 1e9), p50_us = pct(lat, 0.5),
+             p99_us = pct(lat, 0.99), retries = retries, conns = conns }
 end
 
 -- ---- SQLite (the store's libsqlite3 and its cdefs) ----

@@ -12,17 +12,16 @@
 --   WRK {"requests":N,"duration_us":N,"p50_us":N,"p99_us":N,"max_us":N,"errors":N,
 --        "status":{"200":N,...}}
 -- with the answers counted per status over every thread.
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;"
+               .. package.path
+local W = require "wrk_common"
 local token = assert(os.getenv("INGEST_TOKEN"), "INGEST_TOKEN")
 local tenant = assert(os.getenv("INGEST_TENANT"), "INGEST_TENANT")
 local batch = tonumber(os.getenv("INGEST_BATCH") or 100)
 local mode = os.getenv("INGEST_MODE") or "reuse"
 local format, concat = string.format, table.concat
 
-local threads = {}
-function setup(thread)
-    threads[#threads + 1] = thread
-    thread:set("tid", #threads)
-end
+setup, done = W.setup, W.done
 
 local headers = { ["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json" }
 local DIMS = { "bytes", "requests" }
@@ -76,19 +75,4 @@ end
 
 function response(status)
     counts[status] = (counts[status] or 0) + 1
-end
-
-function done(summary, latency)
-    local agg = {}
-    for _, t in ipairs(threads) do
-        for k, v in pairs(t:get("counts") or {}) do agg[k] = (agg[k] or 0) + v end
-    end
-    local st = {}
-    for k, v in pairs(agg) do st[#st + 1] = format('"%d":%d', k, v) end
-    table.sort(st)
-    local e = summary.errors
-    io.write(format('WRK {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,' ..
-                    '"max_us":%d,"errors":%d,"status":{%s}}\n', summary.requests,
-                    summary.duration, latency:percentile(50), latency:percentile(99),
-                    latency.max, e.connect + e.read + e.write + e.timeout, concat(st, ",")))
 end

@@ -8,6 +8,9 @@
 -- cache) or "healthz" (GET /healthz: the HTTP floor). done() prints one line
 --   WRK {"requests":N,"duration_us":N,"p50_us":N,"p99_us":N,"max_us":N,"errors":N,
 --        "status":{"201":N,...}}
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;"
+               .. package.path
+local W = require "wrk_common"
 local sources = {} -- { { account, token }, ... }
 for a, t in (assert(os.getenv("WALLET_FROM"), "WALLET_FROM")):gmatch("([^=;]+)=([^=;]+)") do
     sources[#sources + 1] = { a, t }
@@ -15,13 +18,9 @@ end
 local to = assert(os.getenv("WALLET_TO"), "WALLET_TO")
 local mode = os.getenv("WALLET_MODE") or "transfer"
 local base = tonumber(os.getenv("WALLET_BASE") or "0")
-local format, concat = string.format, table.concat
+local format = string.format
 
-local threads = {}
-function setup(thread)
-    threads[#threads + 1] = thread
-    thread:set("tid", #threads)
-end
+setup, done = W.setup, W.done
 
 local n = 0
 counts = {} -- global: read by done() through thread:get
@@ -52,27 +51,4 @@ function response(status, _, body)
     if status >= 300 and not counts.first_error then
         counts.first_error = format("%d %s", status, body)
     end
-end
-
-function done(summary, latency)
-    local agg = {}
-    for _, t in ipairs(threads) do
-        for k, v in pairs(t:get("counts") or {}) do
-            if k == "first_error" then
-                if not agg.first_error then io.write("WRK first error: ", v, "\n") end
-                agg.first_error = v
-            else
-                agg[k] = (agg[k] or 0) + v
-            end
-        end
-    end
-    agg.first_error = nil
-    local st = {}
-    for k, v in pairs(agg) do st[#st + 1] = format('"%d":%d', k, v) end
-    table.sort(st)
-    local e = summary.errors
-    io.write(format('WRK {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,' ..
-                    '"max_us":%d,"errors":%d,"status":{%s}}\n', summary.requests,
-                    summary.duration, latency:percentile(50), latency:percentile(99),
-                    latency.max, e.connect + e.read + e.write + e.timeout, concat(st, ",")))
 end

@@ -18,13 +18,13 @@ mk
 expect 0 "" "the tree as committed passes"
 
 mk
-sed -i 's/^return {$/metrics.family { name = "accounting_new_thing_total", type = "counter", help = "x" }\nreturn {/' \
+sed -i 's/^local FAM = metrics.declare {$/local FAM = metrics.declare {\n    new_thing = { "counter accounting_new_thing_total", "x" },/' \
     "$tmp/t/lua/ron/accounting/families.lua"
 expect 1 "accounting_new_thing_total (rendered by lua/ron/accounting/families.lua) is not documented" \
     "a family the runtime declares but the page lacks fails"
 
 mk
-sed -i 's/name = "accounting_ready", type/name = "accounting_ready", also = { "accounting_up" }, type/' \
+sed -i 's/"1 when the runtime is ready (C-6)." }/"1 when the runtime is ready (C-6).", { "accounting_up" } }/' \
     "$tmp/t/lua/ron/accounting/families.lua"
 expect 1 "accounting_up (rendered by lua/ron/accounting/families.lua) is not documented" \
     "the old name a renamed family still renders is checked too"

@@ -5,6 +5,7 @@
 --   local C = require("fleet_client").new { sched = s, S = spec_support, check = fn,
 --                                            op = token, tok = fn(id) -> token, sink = id }
 local uv = require "luv"
+local percentile = require "ron.base.percentile"
 
 local format, concat = string.format, table.concat
 
@@ -85,13 +86,6 @@ function _M.new(o)
 
     -- ---- load: clients paying in a loop; a record per answer ----
 
-    local function percentile(list, p)
-        if #list == 0 then return 0 end
-        local c = {}
-        for i, v in ipairs(list) do c[i] = v end
-        table.sort(c)
-        return c[math.max(1, math.ceil(#c * p))]
-    end
 
     -- (pace_ms: a pause after each answer, for load beside the phases rather than at full rate)
     local function payer_loop(node_fn, from, prefix, stop, rec, pace_ms)

@@ -6,17 +6,15 @@
 -- units free a month, one period: C(total) = floor(max(0, total - 10) * 3 / 1000)).
 -- Tenant A had a prepaid top-up of 300 (done by the shell through `ledger transfer`).
 -- Prints "ledger-rate: ok <slices> <revenue>" or raises.
-local acct = require "ron.accounting"
 local runtime = require "ron.accounting.runtime"
 local task = require "ron.base.task"
-local lexp = require "ron.ledger.exporter"
+local R = require "rating_run"
 local usage = require "ron.ledger.usage"
 local uv = require "luv"
 
 local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]
 local PG = db and db:match("^postgres") and true or false
-local STORE = PG and { backend = "postgres", conninfo = db, connections = 4 }
-    or { backend = "sqlite", path = work .. "/l.db", offload = true }
+local STORE = R.store_spec(work, db)
 local T0 = 1700000000 - 1700000000 % 3600 -- 2023-11-14T22:00:00Z: every window in November
 local TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
                   "00000000-0000-4000-8000-00000000000c" }
@@ -24,11 +22,8 @@ local USD = { code = "USD", scale = 2 }
 local UNITS = { code = "u:bytes", scale = 0 }
 
 local clock = { now = T0 + 5 }
-local m = assert(acct.open { capacity_rows = 1024, shards = 4, window_len_s = 60,
-                             host = "e2e", clock = function() return clock.now end,
-                             wal = { dir = work .. "/wal" } })
-local e = assert(lexp.new { store = STORE,
-                            card = work .. "/card.lua", book = "main", node = "e2e" })
+local m = R.meter(work, "e2e", clock)
+local e = R.exporter(work, STORE, "e2e")
 
 local totals = {}
 local function amount(t, w) return 1000 * w + 37 * t end -- bytes per window per tenant

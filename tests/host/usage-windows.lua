@@ -18,7 +18,7 @@
 local acct = require "ron.accounting"
 local runtime = require "ron.accounting.runtime"
 local task = require "ron.base.task"
-local lexp = require "ron.ledger.exporter"
+local R = require "rating_run"
 local http = require "ron.node.http"
 local ledger = require "ron.ledger"
 local usage = require "ron.ledger.usage"
@@ -34,12 +34,7 @@ io.stdout:setvbuf("line")
 local work, windows, db = arg[1], tonumber(arg[2] or "12"), arg[3]
 assert(windows >= 10, "at least 10 windows")
 
-local function store_spec()
-    if db and db:match("^postgres") then
-        return { backend = "postgres", conninfo = db, connections = 4 }
-    end
-    return { backend = "sqlite", path = work .. "/l.db", offload = true }
-end
+local function store_spec() return R.store_spec(work, db) end
 
 -- The card (also written to WORK_DIR/card.lua for the rater). Its arithmetic again, below,
 -- from the page, not from the code.
@@ -92,11 +87,8 @@ local clock = { now = T0 + 5 }
 local fh = assert(io.open(work .. "/card.lua", "w"))
 fh:write(CARD_TEXT)
 fh:close()
-local m = assert(acct.open { capacity_rows = 1024, shards = 4, window_len_s = 60,
-                             host = "windows", clock = function() return clock.now end,
-                             wal = { dir = work .. "/wal" } })
-local e = assert(lexp.new { store = store_spec(), card = work .. "/card.lua", book = "main",
-                            node = "windows-rater" })
+local m = R.meter(work, "windows", clock)
+local e = R.exporter(work, store_spec(), "windows-rater")
 local sched = task.new()
 
 local S = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")

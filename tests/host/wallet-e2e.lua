@@ -20,7 +20,7 @@
 local acct = require "ron.accounting"
 local runtime = require "ron.accounting.runtime"
 local task = require "ron.base.task"
-local lexp = require "ron.ledger.exporter"
+local R = require "rating_run"
 local http = require "ron.node.http"
 local usage = require "ron.ledger.usage"
 local L = require "ron.ledger.ledger"
@@ -32,12 +32,7 @@ local uv = require "luv"
 
 local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]
 -- The ledger both sides use: a SQLite file (offloaded to the threadpool) or a PostgreSQL pool.
-local function store_spec()
-    if db and db:match("^postgres") then
-        return { backend = "postgres", conninfo = db, connections = 4 }
-    end
-    return { backend = "sqlite", path = work .. "/l.db", offload = true }
-end
+local function store_spec() return R.store_spec(work, db) end
 local T0 = 1700000000 - 1700000000 % 3600 -- every window in November 2023: one period
 local TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
                   "00000000-0000-4000-8000-00000000000c" }
@@ -48,11 +43,8 @@ local function charge(total) return math.floor(math.max(0, total - 10) * 3 / 100
 local function amount(t, w) return 1000 * w + 37 * t end -- bytes per window per tenant
 
 local clock = { now = T0 + 5 }
-local m = assert(acct.open { capacity_rows = 1024, shards = 4, window_len_s = 60,
-                             host = "e2e", clock = function() return clock.now end,
-                             wal = { dir = work .. "/wal" } })
-local e = assert(lexp.new { store = store_spec(),
-                            card = work .. "/card.lua", book = "main", node = "e2e" })
+local m = R.meter(work, "e2e", clock)
+local e = R.exporter(work, store_spec(), "e2e")
 
 local sched = task.new()
 

@@ -1,26 +1,20 @@
 -- ron.base.families: the metric families of the platform (the task scheduler's), declared
--- once (ron.base.metrics; docs/reference/metrics.md lists them).
+-- once (ron.base.metrics.declare: one row a family, its "type name{labels}" and its help;
+-- docs/reference/metrics.md lists them).
 local metrics = require "ron.base.metrics"
 
-local family = metrics.family
-
-return {
-    tasks_spawned = family { name = "ron_tasks_spawned_total", type = "counter",
-                             help = "Tasks spawned, by kind.", labels = { "kind" } },
-    tasks_aborted = family { name = "ron_tasks_aborted_total", type = "counter",
-                             help = "Tasks aborted (drain deadline, timeout), by kind.",
-                             labels = { "kind" } },
-    tasks_failed = family { name = "ron_tasks_failed_total", type = "counter",
-                            help = "Tasks that raised an error, by kind.", labels = { "kind" } },
-    tasks_live = family { name = "ron_tasks_live", type = "gauge",
-                          help = "Tasks spawned and not yet ended." },
+local FAM = metrics.declare {
+    tasks_spawned = { "counter ron_tasks_spawned_total{kind}", "Tasks spawned, by kind." },
+    tasks_aborted = { "counter ron_tasks_aborted_total{kind}",
+                      "Tasks aborted (drain deadline, timeout), by kind." },
+    tasks_failed = { "counter ron_tasks_failed_total{kind}",
+                     "Tasks that raised an error, by kind." },
+    tasks_live = { "gauge ron_tasks_live", "Tasks spawned and not yet ended." },
     -- the process's Lua heap (the daemon's gc_pause: how far it grows between collections)
-    lua_heap = family { name = "ron_lua_heap_bytes", type = "gauge",
-                        help = "Bytes of the Lua heap in use." },
-    queue_depth = family { name = "ron_queue_depth", type = "gauge",
-                           help = "Values buffered in a bounded task channel.",
-                           labels = { "queue" } },
-    queue_dropped = family { name = "ron_queue_dropped_total", type = "counter",
-                             help = "Sends rejected because the channel was full.",
-                             labels = { "queue", "reason" } },
+    lua_heap = { "gauge ron_lua_heap_bytes", "Bytes of the Lua heap in use." },
+    queue_depth = { "gauge ron_queue_depth{queue}", "Values buffered in a bounded task channel." },
+    queue_dropped = { "counter ron_queue_dropped_total{queue,reason}",
+                      "Sends rejected because the channel was full." },
 }
+
+return FAM

@@ -8,6 +8,9 @@
 --
 --   local F = metrics.family { name = "accounting_exports_total", type = "counter",
 --                              help = "Export outcomes, by status.", labels = { "status" } }
+--   local FAM = metrics.declare {                -- a package's families.lua: one row a family,
+--       exports = { "counter accounting_exports_total{status}", "Export outcomes, by status." },
+--   }                                            -- FAM.exports is the family; return FAM
 --   F:render(out, 42)                            -- no labels: one sample
 --   F:render(out, { { "ok", 40 }, { "dup", 2 } }) -- labels: { label values..., value } rows
 --                                                -- (a label whose value is nil is left out)
@@ -33,19 +36,20 @@ local registry = {} -- name -> family (the also names too)
 local F = {}
 F.__index = F
 
-local function check_def(d)
+local function check_def(d, level)
     if type(d) ~= "table" or type(d.name) ~= "string" or not match(d.name, "^[%l_][%w_]*$") then
-        error("metrics.family: name must be a metric name", 3)
+        error("metrics.family: name must be a metric name", level + 1)
     end
     if not TYPES[d.type] then
-        error("metrics.family " .. d.name .. ": type must be counter, gauge or histogram", 3)
+        error("metrics.family " .. d.name .. ": type must be counter, gauge or histogram",
+              level + 1)
     end
     if type(d.help) ~= "string" or d.help == "" or d.help:find("\n", 1, true) then
-        error("metrics.family " .. d.name .. ": help must be one line", 3)
+        error("metrics.family " .. d.name .. ": help must be one line", level + 1)
     end
     for _, l in ipairs(d.labels or {}) do
         if type(l) ~= "string" or not match(l, "^[%a_][%w_]*$") then
-            error("metrics.family " .. d.name .. ": bad label name " .. tostring(l), 3)
+            error("metrics.family " .. d.name .. ": bad label name " .. tostring(l), level + 1)
         end
     end
 end
@@ -57,21 +61,61 @@ local function same(a, b)
 end
 
 -- Declares a family (once; declaring the same one again answers the first, another one
--- under a taken name is an error).
-function _M.family(d)
-    check_def(d)
+-- under a taken name is an error). level: the stack level of the declaring file.
+local function declare_family(d, level)
+    check_def(d, level)
     local f = setmetatable({ name = d.name, type = d.type, help = d.help,
                              labels = d.labels or {}, also = d.also or {},
-                             where = (debug.getinfo(2, "S").source:gsub("^@", "")) }, F)
+                             where = (debug.getinfo(level, "S").source:gsub("^@", "")) }, F)
     f.names = { f.name }
     for _, n in ipairs(f.also) do f.names[#f.names + 1] = n end
     local first = registry[f.name]
     if first then
         if first.name == f.name and same(first, f) then return first end
-        error(format("metrics.family %s: declared twice (first in %s)", f.name, first.where), 2)
+        error(format("metrics.family %s: declared twice (first in %s)", f.name, first.where),
+              level)
     end
     for _, n in ipairs(f.names) do registry[n] = f end
     return f
+end
+
+-- (not a tail call: the level counts this frame)
+function _M.family(d)
+    local f = declare_family(d, 3)
+    return f
+end
+
+-- A row's head, "type name" or "type name{label,...}" -> a family's definition.
+local function parse_head(key, head, help)
+    local ty, name, labs = match(head, "^(%l+) ([%w_]+)(.*)$")
+    if not ty or (labs ~= "" and not match(labs, "^{[%w_,]+}$")) then
+        error(format("metrics.declare %s: want \"type name{labels}\", got %q", key, head), 3)
+    end
+    local labels = {}
+    for l in gmatch(labs, "[%w_]+") do labels[#labels + 1] = l end
+    return { name = name, type = ty, help = help, labels = labels }
+end
+
+-- A package's families, one row each: key = { "type name{labels}", help[, also] } -> the
+-- table key -> family (a value that is not a row, a constant, is carried as it is).
+-- The declaring file must be on the stack: `local FAM = metrics.declare {...}; return FAM`
+-- (`return metrics.declare {...}` is a tail call, which drops the file's frame).
+function _M.declare(rows)
+    if debug.getinfo(2, "S").what == "C" then
+        error("metrics.declare: assign the families to a local, then return it (a tail call "
+              .. "hides the declaring file)", 2)
+    end
+    local out = {}
+    for key, row in pairs(rows) do
+        if type(row) == "table" then
+            local d = parse_head(key, row[1], row[2])
+            d.also = row[3]
+            out[key] = declare_family(d, 3)
+        else
+            out[key] = row
+        end
+    end
+    return out
 end
 
 function _M.families()

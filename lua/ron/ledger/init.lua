@@ -222,6 +222,16 @@ local function get_posting(p)
     }
 end
 
+-- An (account, asset, amount) row, an output or a balance, into dst (size bytes), from
+-- list element i, a table; at: the element's name for the messages ("outputs[%d]").
+local function put_amount_row(dst, size, o, at, i)
+    if type(o) ~= "table" then misuse(label(at, i) .. " must be a table") end
+    ffi_fill(dst, size)
+    bytes(dst.account, o.account, 16, at, i, ".account")
+    put_asset(dst.asset, o.asset, at, i)
+    dst.amount = to_amount(o.amount, at, i, ".amount")
+end
+
 local function count(list, max, what)
     list = list or {}
     if type(list) ~= "table" then misuse(what .. " must be an array") end
@@ -240,12 +250,7 @@ local function put_transfer(t)
     end
     for i = 1, n_in do put_ref(inputs[i - 1], ins[i], "transfer.inputs[%d]", i) end
     for i = 1, n_out do
-        local o, d = outs[i], outputs[i - 1]
-        if type(o) ~= "table" then misuse("transfer.outputs[" .. i .. "] must be a table") end
-        ffi_fill(d, OUTPUT_SIZE)
-        bytes(d.account, o.account, 16, "transfer.outputs[%d]", i, ".account")
-        put_asset(d.asset, o.asset, "transfer.outputs[%d]", i)
-        d.amount = to_amount(o.amount, "transfer.outputs[%d]", i, ".amount")
+        put_amount_row(outputs[i - 1], OUTPUT_SIZE, outs[i], "transfer.outputs[%d]", i)
     end
     for i = 1, n_pin do
         local p, d = ps[i], pins[i - 1]
@@ -393,12 +398,7 @@ function _M.validate_and_plan(t, accts, postings, bals, with_bytes)
     for i = 1, n_acct do put_account(accounts[i - 1], accts[i]) end
     for i = 1, n_post do put_posting(consumed[i - 1], postings[i]) end
     for i = 1, n_bal do
-        local b, d = bals[i], balances[i - 1]
-        if type(b) ~= "table" then misuse("balances[" .. i .. "] must be a table") end
-        ffi_fill(d, BALANCE_SIZE)
-        bytes(d.account, b.account, 16, "balances[%d]", i, ".account")
-        put_asset(d.asset, b.asset, "balances[%d]", i)
-        d.amount = to_amount(b.amount, "balances[%d]", i, ".amount")
+        put_amount_row(balances[i - 1], BALANCE_SIZE, bals[i], "balances[%d]", i)
     end
     plan_s.deltas, plan_s.deltas_cap, plan_s.n_deltas = deltas, MAX_INVOLVED, 0
     rc = C.rl_validate_and_plan(transfer_s, accounts, n_acct, consumed, n_post, balances, n_bal,

@@ -36,16 +36,24 @@ function _M.largest_less(a, b)
     return a.id.index < b.id.index
 end
 
--- The (account, asset) pairs a request's movements net, as _resolve_commit computes them
--- (nil on an overflow: resolution rejects it the same way).
-local function add_net(r, by, account, asset, amount, debit)
+-- The (account, asset) pair's entry of a netting: by[account .. asset_key], made (net 0)
+-- and appended to list on first sight. Resolution (ron.ledger.engine.resolve) nets with it.
+local function net_pair(list, by, account, asset)
     local k = account .. asset_key(asset)
     local p = by[k]
     if not p then
         p = { account = account, asset = asset, net = 0 }
         by[k] = p
-        r[#r + 1] = p
+        list[#list + 1] = p
     end
+    return p
+end
+_M.net_pair = net_pair
+
+-- The (account, asset) pairs a request's movements net, as _resolve_commit computes them
+-- (nil on an overflow: resolution rejects it the same way).
+local function add_net(r, by, account, asset, amount, debit)
+    local p = net_pair(r, by, account, asset)
     local v = debit and ledger.amount_sub(p.net, amount) or ledger.amount_add(p.net, amount)
     if not v then return false end
     p.net = v

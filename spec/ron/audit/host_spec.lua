@@ -23,6 +23,32 @@ local function verify_list(dir, vkey)
     return rc, recs, out
 end
 
+-- The records of a log `audit verify --list` must pass.
+local function verified(dir, vkey)
+    local rc, recs, out = verify_list(dir, vkey)
+    assert.equal(0, rc, out)
+    return recs
+end
+
+-- Inside a task: every one of seq events is durable within 5 s.
+local function durable(task, h, seq)
+    return S.eventually(task, function() return h:stats().durable_seq == seq end, 5000)
+end
+
+-- Emits n rejects without yielding (no worker can take one meanwhile): how many were
+-- refused Busy.
+local function flood(h, n)
+    local busy = 0
+    for i = 1, n do
+        local ok, err = h:emit("reject", { tenant = "t", reason = "r" .. i }, 1000 + i)
+        if not ok then
+            assert.matches("^Busy", err)
+            busy = busy + 1
+        end
+    end
+    return busy
+end
+
 local function count_kind(recs, kind)
     local n = 0
     for _, r in ipairs(recs) do if r.kind == kind then n = n + 1 end end
@@ -41,10 +67,8 @@ local function keygen(name)
 end
 
 local function open(dir, extra)
-    local o = { writer_id = "node-1", stream = "daemon", dir = dir, interval_ms = 5,
-                log = function() end }
-    for k, v in pairs(extra or {}) do o[k] = v end
-    return assert(host.start(o))
+    return assert(host.start(S.merge({ writer_id = "node-1", stream = "daemon", dir = dir,
+                                       interval_ms = 5, log = function() end }, extra)))
 end
 
 -- A sync whose first call waits at a gate (a channel) before the real one: a stalled disk.
@@ -103,24 +127,15 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         S.run_task(function(task)
             local h = open(dir, { queue_cap = 4 })
-            local busy = 0
-            for i = 1, 10 do -- no yield: the worker cannot take any meanwhile
-                local ok, err = h:emit("reject", { tenant = "t", reason = "r" .. i }, 1000 + i)
-                if not ok then
-                    assert.matches("^Busy", err)
-                    busy = busy + 1
-                end
-            end
+            local busy = flood(h, 10)
             assert.equal(6, busy)
             assert.equal(6, h:stats().drops.audit_backpressure)
-            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 5 end,
-                                        5000))
+            assert.is_true(durable(task, h, 5))
             assert.matches('audit_drop_total{reason="audit_backpressure"} 6', h:metrics_text(),
                            1, true)
             assert(h:close())
         end)
-        local rc, recs, out = verify_list(dir)
-        assert.equal(0, rc, out)
+        local recs = verified(dir)
         assert.equal(5, #recs)
         assert.equal(4, count_kind(recs, "reject"))
         assert.equal("gap", recs[5].kind)
@@ -136,8 +151,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             assert(h:close(5000))
             assert.matches("^Closed", select(2, h:emit("reject", {}, 1)))
         end)
-        local rc, recs, out = verify_list(dir)
-        assert.equal(0, rc, out)
+        local recs = verified(dir)
         assert.equal(300, #recs)
         assert.equal(0, count_kind(recs, "gap"))
     end)
@@ -150,8 +164,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             assert(h:close(0))
             assert.equal(20, h.lg.drops.shutdown_deadline)
         end)
-        local rc, recs, out = verify_list(dir)
-        assert.equal(0, rc, out)
+        local recs = verified(dir)
         assert.equal(1, #recs)
         assert.matches('dropped=20 from_ts_ms=7001 head_seq=0 reason="shutdown_deadline" to_ts_ms=7020',
                        recs[1].rest, 1, true)
@@ -175,12 +188,10 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             gate:try_send(true) -- the disk answers
             assert.is_true(S.eventually(task, function() return not h:stats().stalled end, 5000))
             assert(h:emit("reject", { i = 9 }, 109))
-            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 3 end,
-                                        5000))
+            assert.is_true(durable(task, h, 3))
             assert(h:close())
         end)
-        local rc, recs, out = verify_list(dir)
-        assert.equal(0, rc, out)
+        local recs = verified(dir)
         assert.equal(3, #recs) -- 1, 9 and the gap (9 before or after it: when it came)
         assert.equal(1, count_kind(recs, "gap"))
         local gap = recs[2].kind == "gap" and recs[2] or recs[3]
@@ -219,10 +230,9 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         for _, l in ipairs(lines) do if l:match("^ERROR ") then errors = errors + 1 end end
         assert.equal(1, errors, table.concat(lines, "\n"))
         assert.matches("recovered after 2 attempt%(s%)", table.concat(lines, "\n"))
-        local rc, recs, out = verify_list(dir)
-        assert.equal(0, rc, out)
+        local recs = verified(dir)
         -- record 1 appended on the second attempt, the gap of 2..4, then 5
-        assert.equal(3, #recs, out)
+        assert.equal(3, #recs)
         assert.matches("i=1", recs[1].rest)
         assert.equal("gap", recs[2].kind)
         assert.matches('dropped=3 from_ts_ms=1002 head_seq=1 reason="audit_failed" to_ts_ms=1004',
@@ -301,12 +311,10 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             gate:try_send(true)
             assert.is_true(S.eventually(task, function() return h.lg:depth() == 0 end, 5000))
             assert(h:emit_wait("reject", { i = 5 }, 40))
-            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 5 end,
-                                        5000))
+            assert.is_true(durable(task, h, 5))
             assert(h:close())
         end)
-        local rc, recs, out = verify_list(dir)
-        assert.equal(0, rc, out)
+        local recs = verified(dir)
         assert.equal(5, #recs) -- 1, 2, 3, 5 and the gap of event 4
         assert.equal(1, count_kind(recs, "gap"))
     end)
@@ -321,8 +329,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             emit_from_four(task, h)
             assert(h:close())
         end)
-        local rc, recs, out = verify_list(dir)
-        assert.equal(0, rc, out)
+        local recs = verified(dir)
         assert.equal(1000, #recs)
         for i, r in ipairs(recs) do assert.equal(i, r.seq) end
     end)
@@ -374,8 +381,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         end)
         local seen, total = {}, 0
         for i, sub in ipairs { dir, dir .. "/daemon.1", dir .. "/daemon.2" } do
-            local rc, recs, out = verify_list(sub)
-            assert.equal(0, rc, out)
+            local recs = verified(sub)
             assert.is_true(#recs >= 300, "chain " .. i .. ": " .. #recs) -- dealt round-robin
             for j, r in ipairs(recs) do
                 assert.equal(j, r.seq) -- gapless
@@ -400,28 +406,19 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local drops
         S.run_task(function(task)
             local h = open(dir, { queue_cap = 4, shards = 2 })
-            local busy = 0
-            for i = 1, 20 do -- no yield: the workers cannot take any meanwhile
-                local ok, err = h:emit("reject", { tenant = "t", reason = "r" .. i }, 1000 + i)
-                if not ok then
-                    assert.matches("^Busy", err)
-                    busy = busy + 1
-                end
-            end
+            local busy = flood(h, 20)
             assert.equal(12, busy) -- 2 chains x 4 queued
             local st = h:stats()
             assert.equal(12, st.drops.audit_backpressure)
             drops = { st.chains[1].drops.audit_backpressure, st.chains[2].drops.audit_backpressure }
             assert.equal(12, drops[1] + drops[2])
-            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 10 end,
-                                        5000))
+            assert.is_true(durable(task, h, 10))
             assert.matches('audit_drop_total{reason="audit_backpressure"} 12', h:metrics_text(),
                            1, true)
             assert(h:close())
         end)
         for i, sub in ipairs { dir, dir .. "/daemon.1" } do
-            local rc, recs, out = verify_list(sub)
-            assert.equal(0, rc, out)
+            local recs = verified(sub)
             assert.equal(5, #recs)
             assert.equal(4, count_kind(recs, "reject"))
             assert.equal("gap", recs[5].kind)
@@ -442,8 +439,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
                                           .. 'to_ts_ms=7021',
                                  [dir .. "/daemon.1"] = 'dropped=10 from_ts_ms=7002 '
                                           .. 'head_seq=0 reason="shutdown_deadline" to_ts_ms=7020' } do
-            local rc, recs, out = verify_list(sub)
-            assert.equal(0, rc, out)
+            local recs = verified(sub)
             assert.equal(1, #recs)
             assert.matches(want, recs[1].rest, 1, true)
         end
@@ -465,21 +461,17 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5, shards = 2 })
             for i = 1, 40 do assert(h:emit("reject", { i = i }, i)) end
-            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 40 end,
-                                        5000))
+            assert.is_true(durable(task, h, 40))
             cps = h:checkpoints()
             assert(h:close())
         end)
         assert.equal("ron-audit/node-1/daemon", cps[1].origin)
         assert.equal("ron-audit/node-1/daemon.1", cps[2].origin)
-        local rc, recs, out = verify_list(dir, kdir .. "/verifier.pub")
-        assert.equal(0, rc, out)
+        local recs = verified(dir, kdir .. "/verifier.pub")
         assert.equal(20, #recs)
-        rc, recs, out = verify_list(dir .. "/daemon.1", kdir .. "/verifier.pub.1")
-        assert.equal(0, rc, out)
-        assert.equal(20, #recs)
+        assert.equal(20, #verified(dir .. "/daemon.1", kdir .. "/verifier.pub.1"))
         -- chain 2's checkpoints do not verify with chain 1's key (AUD-I-10)
-        rc = verify_list(dir .. "/daemon.1", kdir .. "/verifier.pub")
+        local rc = verify_list(dir .. "/daemon.1", kdir .. "/verifier.pub")
         assert.are_not.equal(0, rc)
     end)
 
@@ -491,8 +483,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5 })
             assert.is_nil(h:latest_checkpoint())
             for i = 1, 25 do assert(h:emit("reject", { i = i }, i)) end
-            assert.is_true(S.eventually(task, function() return h:stats().durable_seq == 25 end,
-                                        5000))
+            assert.is_true(durable(task, h, 25))
             cp = assert(h:latest_checkpoint())
             assert(h:close())
         end)
@@ -509,8 +500,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         assert.equal(25, again.size)
         assert.equal(cp.origin, again.origin)
         lg:close()
-        local rc, recs, out = verify_list(dir, vk)
-        assert.equal(0, rc, out)
+        local recs = verified(dir, vk)
         assert.equal(25, #recs)
     end)
 end)

@@ -80,6 +80,32 @@ describe("ron.base.metrics", function()
         end)
     end)
 
+    it("declares a package's families from rows: \"type name{labels}\", help, constants as "
+       .. "they are, the declaring file recorded", function()
+        local a, b = name("rows_a"), name("rows_b")
+        local FAM = metrics.declare {
+            LIMIT = 7,
+            a = { "counter " .. a .. "{x,y}", "A rows." },
+            b = { "histogram " .. b, "B.", { b .. "_old" } },
+        }
+        assert.equal(7, FAM.LIMIT)
+        assert.same({ a, "counter", "A rows.", { "x", "y" } },
+                    { FAM.a.name, FAM.a.type, FAM.a.help, FAM.a.labels })
+        assert.same({ b, b .. "_old" }, FAM.b.names)
+        assert.same({}, FAM.b.labels)
+        assert.matches("metrics_spec.lua$", FAM.a.where)
+        assert.has_error(function() metrics.declare { c = { "counter", "C." } } end)
+        assert.has_error(function() metrics.declare { c = { "gauge " .. name("c") .. "{a-b}", "C." } } end)
+        assert.has_error(function() metrics.declare { c = { "summary " .. name("c"), "C." } } end)
+        -- a tail call would hide the declaring file: refused, not recorded as "=[C]"
+        local chunk = assert(loadstring('return require("ron.base.metrics").declare { '
+                                        .. 'c = { "gauge ' .. name("c") .. '", "C." } }'))
+        package.preload.spec_tail_families = chunk
+        local ok, err = pcall(require, "spec_tail_families")
+        assert.is_false(ok)
+        assert.matches("tail call", err)
+    end)
+
     it("merges expositions: each family once, contiguous, the first sample of a series wins",
        function()
         local a = "# HELP x X.\n# TYPE x counter\nx{r=\"a\"} 1\n# HELP y Y.\n# TYPE y gauge\ny 2\n"

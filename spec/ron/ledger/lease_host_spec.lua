@@ -12,44 +12,25 @@ if not S.needs_host("leases on PostgreSQL", "lua-ledger-lease-pg-host") then ret
 local uv = require "luv"
 local task = require "ron.base.task"
 local pgnet = require "ron.base.net.postgres"
-local store = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local lease = require "ron.ledger.lease"
-local H = dofile(S.root .. "tests/pg/harness.lua")
 
-local available, why = H.available()
-if not available then
-    describe("leases on PostgreSQL", function() pending(why) end)
-    return
-end
-
-local function in_task(body)
-    local sched = task.new()
-    local h = sched.spawn("lease-spec", body)
-    uv.run("default")
-    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
-    local ok, err = h:join()
-    assert(ok, err)
-end
+local in_task = S.in_task
 
 local function bool(rows) return rows[1][1] == "t" end
 
-describe("leases on a real PostgreSQL (LED-71)", function()
-    local cluster
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
+S.describe_pg("leases on a real PostgreSQL (LED-71)", function(pg)
 
     it("a takeover waits for a phase in flight, then fences the old epoch", function()
         in_task(function()
             local function open(node)
-                return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                           schema = "lease_a", connections = 2, node = node })
+                return assert(S.pg_store(pg, { schema = "lease_a", connections = 2, node = node }))
             end
             local sx, ss = open("x"), open("s")
             assert.equal(1, sx:lease_acquire("x", 60000))
             assert.equal(1, ss:lease_acquire("s", 60000))
             -- a phase of x in flight: its check made, its commit not yet
-            local a = assert(pgnet.connect(cluster.conninfo))
+            local a = assert(pgnet.connect(pg.cluster.conninfo))
             assert(a:exec("BEGIN"))
             assert.is_true(bool(assert(a:query(
                 "SELECT lease_a.rl_lease_held('\\x78'::bytea, 1)"))))
@@ -93,9 +74,8 @@ describe("leases on a real PostgreSQL (LED-71)", function()
     it("fence_node ends a node's statements, not another node's", function()
         in_task(function()
             local function open(node)
-                return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                           schema = "lease_b", connections = 1, node = node,
-                                           query_timeout_ms = 20000 })
+                return assert(S.pg_store(pg, { schema = "lease_b", connections = 1, node = node,
+                                               query_timeout_ms = 20000 }))
             end
             local sx, sy, ss = open("x"), open("y"), open("s")
             local res = {}

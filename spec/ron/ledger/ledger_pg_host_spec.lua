@@ -18,7 +18,6 @@ local task = require "ron.base.task"
 local store = require "ron.ledger.store"
 local L = require "ron.ledger.ledger"
 local sim = require "ron.ledger.sim"
-local H = dofile(S.root .. "tests/pg/harness.lua")
 
 local KILLS = tonumber(os.getenv("RON_LEDGER_KILLS") or "") or 20
 local SEED = tonumber(os.getenv("RON_LEDGER_SEED") or "") or 20261125
@@ -26,48 +25,20 @@ local SEED = tonumber(os.getenv("RON_LEDGER_SEED") or "") or 20261125
 local USD = { code = "USD", scale = 2 }
 local EXT, A, B, C, K = ("E"):rep(16), ("A"):rep(16), ("B"):rep(16), ("C"):rep(16), ("K"):rep(16)
 
-local function in_task(body)
-    local sched = task.new()
-    local h = sched.spawn("engine-spec", body)
-    uv.run("default")
-    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
-    local ok, err = h:join()
-    assert(ok, err)
-end
+local in_task, concurrent = S.in_task, S.concurrent
 
-local function concurrent(fns)
-    local hs, out = {}, {}
-    for i, f in ipairs(fns) do
-        hs[i] = task.spawn("racer-" .. i, function() out[i] = { f() } end)
-    end
-    for _, h in ipairs(hs) do
-        local ok, err = h:join()
-        assert(ok, err)
-    end
-    return out
-end
-
-local available, why = H.available()
-if not available then
-    describe("ledger engine on PostgreSQL", function() pending(why) end)
-    return
-end
-
-describe("ledger engine on a real PostgreSQL", function()
-    local cluster
+S.describe_pg("ledger engine on a real PostgreSQL", function(pg)
     local n = 0
 
     setup(function()
-        cluster = assert(H.start())
-        print(string.format("ledger pg: %s, seed %d, %d kills", cluster.conninfo, SEED, KILLS))
+        print(string.format("ledger pg: %s, seed %d, %d kills", pg.cluster.conninfo, SEED,
+                            KILLS))
     end)
-    teardown(function() if cluster then cluster:stop() end end)
 
     local function open_store(schema, conns, node)
-        return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                   schema = schema, connections = conns or 4,
-                                   connect_timeout_ms = 20000, query_timeout_ms = 20000,
-                                   node = node })
+        return assert(S.pg_store(pg, { schema = schema, connections = conns or 4,
+                                       connect_timeout_ms = 20000, query_timeout_ms = 20000,
+                                       node = node }))
     end
     local function fresh()
         n = n + 1
@@ -153,16 +124,30 @@ describe("ledger engine on a real PostgreSQL", function()
         end)
     end)
 
+    -- Ten rounds of two ledgers on their own connections (intents px.., py..) racing for
+    -- A's one posting of 100, deposited each round: round(r, lx, ly) -> whether x and y
+    -- each settled; exactly one does, and A ends at 0. -> the store, the setup ledger,
+    -- the wins of x and of y.
+    local function race(px, py, round)
+        local s, schema = fresh()
+        local led = ledger_on(s, "setup")
+        accounts(led)
+        local s2, s3 = open_store(schema, 2), open_store(schema, 2)
+        local wins = { 0, 0 }
+        for r = 1, 10 do
+            assert(led:commit { intent = "d" .. r, movements = { mv(EXT, A, 100) } })
+            local rx, ry = round(r, ledger_on(s2, px .. r), ledger_on(s3, py .. r))
+            assert.is_true((rx and 1 or 0) + (ry and 1 or 0) == 1, "round " .. r)
+            wins[rx and 1 or 2] = wins[rx and 1 or 2] + 1
+            assert.equal(0, led:balance(A, USD))
+        end
+        s2:close(); s3:close()
+        return s, led, wins
+    end
+
     it("two commits racing for the same postings: exactly one wins", function()
         in_task(function()
-            local s, schema = fresh()
-            local led = ledger_on(s, "setup")
-            accounts(led)
-            local s2, s3 = open_store(schema, 2), open_store(schema, 2)
-            local wins = { 0, 0 }
-            for round = 1, 10 do
-                assert(led:commit { intent = "d" .. round, movements = { mv(EXT, A, 100) } })
-                local lx, ly = ledger_on(s2, "x" .. round), ledger_on(s3, "y" .. round)
+            local s, led, wins = race("x", "y", function(round, lx, ly)
                 local out = concurrent {
                     function() return lx:commit { intent = "x" .. round,
                                                   movements = { mv(A, B, 100) } } end,
@@ -172,33 +157,23 @@ describe("ledger engine on a real PostgreSQL", function()
                 local ok = (out[1][1] and 1 or 0) + (out[2][1] and 1 or 0)
                 assert.is_true(ok <= 1, "both won round " .. round)
                 -- the loser (or both, Unavailable while the other was in flight) settles
-                local rx = settle(lx, { intent = "x" .. round, movements = { mv(A, B, 100) } })
-                local ry = settle(ly, { intent = "y" .. round, movements = { mv(A, C, 100) } })
-                assert.is_true((rx and 1 or 0) + (ry and 1 or 0) == 1, "round " .. round)
-                wins[rx and 1 or 2] = wins[rx and 1 or 2] + 1
-                assert.equal(0, led:balance(A, USD))
-            end
+                return settle(lx, { intent = "x" .. round, movements = { mv(A, B, 100) } }),
+                       settle(ly, { intent = "y" .. round, movements = { mv(A, C, 100) } })
+            end)
             assert.equal(100 * wins[1], led:balance(B, USD))
             assert.equal(100 * wins[2], led:balance(C, USD))
             verified(s)
             print(string.format("ledger pg race: B won %d, C won %d of 10", wins[1], wins[2]))
-            s2:close(); s3:close(); s:close()
+            s:close()
         end)
     end)
 
     it("commit_many racing a commit for the same posting: exactly one wins (LED-54)",
        function()
         in_task(function()
-            local s, schema = fresh()
-            local led = ledger_on(s, "setup")
-            accounts(led)
-            local s2, s3 = open_store(schema, 2), open_store(schema, 2)
-            local wins = { 0, 0 }
-            for round = 1, 10 do
+            local s, led, wins = race("bx", "by", function(round, lx, ly)
                 -- A holds exactly one posting of 100: the batch's second request and the
                 -- single commit both want all of it
-                assert(led:commit { intent = "d" .. round, movements = { mv(EXT, A, 100) } })
-                local lx, ly = ledger_on(s2, "bx" .. round), ledger_on(s3, "by" .. round)
                 local batch = {
                     { intent = "bx" .. round .. ".1", movements = { mv(EXT, C, 5) } },
                     { intent = "bx" .. round .. ".2", movements = { mv(A, B, 100) } },
@@ -216,11 +191,7 @@ describe("ledger engine on a real PostgreSQL", function()
                 assert.is_true(got <= 1, "both won round " .. round)
                 -- never InsufficientFunds for a race: the loser is Unavailable or settles
                 -- on the state the winner left (then InsufficientFunds is the truth)
-                local rb = settle(lx, batch[2])
-                local rs = settle(ly, single)
-                assert.is_true((rb and 1 or 0) + (rs and 1 or 0) == 1, "round " .. round)
-                wins[rb and 1 or 2] = wins[rb and 1 or 2] + 1
-                assert.equal(0, led:balance(A, USD))
+                local rb, rs = settle(lx, batch[2]), settle(ly, single)
                 -- a batch's writes are phases, each one transaction in one round trip
                 -- (LED-67: claims, reserve, finalize)
                 assert.is_true((lx.stats.phases or 0) >= 3, "round " .. round)
@@ -228,13 +199,14 @@ describe("ledger engine on a real PostgreSQL", function()
                 -- after the reservation, one round trip with it (issue 25)
                 assert.is_true((lx.stats.reads_at_once or 0) >= 1, "round " .. round)
                 assert.is_true((lx.stats.last_reads_in_reserve or 0) >= 1, "round " .. round)
-            end
+                return rb, rs
+            end)
             assert.equal(100 * wins[1] + 10, led:balance(B, USD))
             assert.equal(100 * wins[2] + 50, led:balance(C, USD))
             verified(s)
             print(string.format("ledger pg batch race: the batch won %d, the commit %d of 10",
                                 wins[1], wins[2]))
-            s2:close(); s3:close(); s:close()
+            s:close()
         end)
     end)
 
@@ -347,8 +319,7 @@ describe("ledger engine on a real PostgreSQL", function()
                 store.open { backend = "postgres", db = s.drv.db, node = "v" }
             end)
             assert.has_error(function()
-                store.open { backend = "postgres", conninfo = cluster.conninfo, node = "v",
-                             fence_timeout_ms = -1 }
+                S.pg_store(pg, { node = "v", fence_timeout_ms = -1 })
             end)
             dead:close(); other:close(); s:close()
         end)
@@ -375,7 +346,7 @@ describe("ledger engine on a real PostgreSQL", function()
                 local exited = task.channel(1, "exited")
                 local handle
                 handle = uv.spawn(bin, {
-                    args = { "run", child, "--conninfo", cluster.conninfo,
+                    args = { "run", child, "--conninfo", pg.cluster.conninfo,
                              "--schema", schema,
                              "--node", "victim", "--seed", tostring(SEED + i) },
                     stdio = { nil, out, 2 },

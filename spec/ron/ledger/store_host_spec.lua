@@ -16,35 +16,17 @@ local uv = require "luv"
 local task = require "ron.base.task"
 local store = require "ron.ledger.store"
 local sqlite = require "ron.ledger.store.sqlite"
-local H = dofile(S.root .. "tests/pg/harness.lua")
 
 -- Runs body in a task on a fresh scheduler and drives the loop until it ends.
 local function in_task(body)
-    local sched = task.new()
-    local h = sched.spawn("store-spec", body)
-    uv.run("default")
-    assert.equal("ok", h.status, "the spec task did not end: " .. tostring(h.status))
-    local ok, err = h:join()
-    assert(ok, err)
+    S.in_task(body)
     assert.equal(0, sqlite.in_flight())
 end
-
-local function concurrent(fns)
-    local hs = {}
-    for i, f in ipairs(fns) do hs[i] = task.spawn("store-racer-" .. i, f) end
-    for _, h in ipairs(hs) do
-        local ok, err = h:join()
-        assert(ok, err)
-    end
-end
+local concurrent = S.concurrent
 
 -- offloaded SQLite ------------------------------------------------------------------------
 
-local function fresh_path()
-    local p = S.tmpname(".sqlite")
-    os.remove(p)
-    return p
-end
+local function fresh_path() return S.tmpname(".sqlite") end -- nothing there yet
 
 conformance.run("sqlite offloaded", function()
     return assert(store.open { backend = "sqlite", path = fresh_path(), synchronous = "normal",
@@ -150,33 +132,21 @@ end)
 
 -- PostgreSQL ------------------------------------------------------------------------------
 
-local available, why = H.available()
-if not available then
-    describe("store conformance: postgres", function() pending(why) end)
-    return
-end
-
-describe("store on a real PostgreSQL", function()
-    local cluster
+S.describe_pg("store on a real PostgreSQL", function(pg)
     local n = 0
-
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
 
     local function make()
         n = n + 1
-        return assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                   schema = "store_" .. n, connections = 4,
-                                   connect_timeout_ms = 20000, query_timeout_ms = 20000 })
+        return assert(S.pg_store(pg, { schema = "store_" .. n, connections = 4,
+                                       connect_timeout_ms = 20000, query_timeout_ms = 20000 }))
     end
 
     -- describe blocks inside: setup runs first
     conformance.run("postgres", make, {
         wrap = in_task, concurrent = concurrent,
         reopen = function(s)
-            return store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                schema = s.schema, connections = 1,
-                                connect_timeout_ms = 20000 }
+            return S.pg_store(pg, { schema = s.schema, connections = 1,
+                                    connect_timeout_ms = 20000 })
         end,
     })
 
@@ -207,17 +177,15 @@ describe("store on a real PostgreSQL", function()
                 assert.equal(1, s:create_book("c" .. _, nil))
             end
             s:close()
-            local st = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                           schema = "store_stmt", connections = 1,
-                                           durability = "statement" })
+            local st = assert(S.pg_store(pg, { schema = "store_stmt", connections = 1,
+                                               durability = "statement" }))
             assert.equal("statement", st.durability)
             local rows = assert(st.drv.db:query("SHOW synchronous_commit"))
             assert.equal("on", rows[1][1])
             assert.equal(0, st:flush())
             st:close()
             assert.has_error(function()
-                store.open { backend = "postgres", conninfo = cluster.conninfo,
-                             durability = "later" }
+                S.pg_store(pg, { durability = "later" })
             end)
         end)
     end)
@@ -350,8 +318,7 @@ describe("store on a real PostgreSQL", function()
                       .. s.schema .. ".sagas'::regclass AND attname = 'data'"
             local rows = assert(s.drv.db:query(q))
             assert.equal("l", rows[1][1])
-            local s2 = assert(store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                           schema = s.schema, connections = 1 })
+            local s2 = assert(S.pg_store(pg, { schema = s.schema, connections = 1 }))
             rows = assert(s.drv.db:query(q))
             assert.equal("l", rows[1][1])
             assert.equal(1, s2:save_saga("x", "reserving", ("record "):rep(100000), "n"))
@@ -410,11 +377,10 @@ describe("store on a real PostgreSQL", function()
         in_task(function()
             local s = make()
             local newer = require("ron.ledger.store.schema").VERSION + 1
-            local out, rc = cluster:psql("UPDATE " .. s.schema .. ".ledger_meta SET value = "
+            local out, rc = pg.cluster:psql("UPDATE " .. s.schema .. ".ledger_meta SET value = "
                                          .. "convert_to('" .. newer .. "', 'UTF8')")
             assert.equal(0, rc, out)
-            local s2, err, class = store.open { backend = "postgres", conninfo = cluster.conninfo,
-                                                schema = s.schema, connections = 1 }
+            local s2, err, class = S.pg_store(pg, { schema = s.schema, connections = 1 })
             assert.is_nil(s2)
             assert.equal("bug", class)
             assert.matches("SchemaError: the store holds schema version " .. newer, err, 1, true)

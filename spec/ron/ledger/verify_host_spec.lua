@@ -18,7 +18,6 @@ local store = require "ron.ledger.store"
 local scan = require "ron.ledger.store.scan"
 local L = require "ron.ledger.ledger"
 local M = require "ron.ledger.mutate"
-local H = dofile(S.root .. "tests/pg/harness.lua")
 
 local HOT = tonumber(os.getenv("RON_VERIFY_HOT") or "") or 3000
 local SEED = tonumber(os.getenv("RON_VERIFY_SEED") or "") or 20261129
@@ -195,12 +194,6 @@ describe("ledger verify after concurrent commits on one hot payer (issue 29 item
     end)
 end)
 
-local available, why = H.available()
-if not available then
-    describe("ledger verify on PostgreSQL", function() pending(why) end)
-    return
-end
-
 -- issue 24 §2's cases on PostgreSQL (the schema "mut" holds mutate.lua's workload): each
 -- mutation, what verify must say, and the statement that puts the row back.
 local A = ("41"):rep(16)
@@ -254,16 +247,12 @@ local PG_CASES = {
       expect = "schema postings: its triggers are postings.postings_balance_ins_s," },
 }
 
-describe("ledger verify on a real PostgreSQL", function()
-    local cluster
-    setup(function() cluster = assert(H.start()) end)
-    teardown(function() if cluster then cluster:stop() end end)
-
+S.describe_pg("ledger verify on a real PostgreSQL", function(PG)
     local function pg(schema, o)
         o = o or {}
-        return store.open { backend = "postgres", conninfo = cluster.conninfo, schema = schema,
-                            connections = o.connections or 2, readonly = o.readonly,
-                            connect_timeout_ms = 20000, query_timeout_ms = 60000 }
+        return S.pg_store(PG, { schema = schema, connections = o.connections or 2,
+                                readonly = o.readonly, connect_timeout_ms = 20000,
+                                query_timeout_ms = 60000 })
     end
 
     it("concurrent committers on one hot payer: verify exact", function()
@@ -361,7 +350,7 @@ describe("ledger verify on a real PostgreSQL", function()
             local none, err = pg("nothing", { readonly = true })
             assert.is_nil(none)
             assert.matches("NotALedger: schema nothing holds no ledger", err)
-            local out = assert(cluster:psql("SELECT count(*) FROM pg_namespace WHERE nspname = "
+            local out = assert(PG.cluster:psql("SELECT count(*) FROM pg_namespace WHERE nspname = "
                                             .. "'nothing'"))
             assert.equal("0", out:match("%d+"))
         end)

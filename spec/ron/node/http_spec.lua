@@ -25,6 +25,17 @@ local function post(task, port, path, body, extra)
                "Content-Length: " .. #body .. "\r\n" .. (extra or "") .. "\r\n" .. body)
 end
 
+-- A server whose handler hands each request (but the paths in sync, answered at once) to
+-- the returned channel, to be answered later (req:respond). -> srv, port, the channel
+local function deferring(task, sync)
+    local got = task.channel(4, "http_spec_reqs")
+    local srv = assert(httpd.listen { port = 0, handler = function(req)
+        if sync and sync[req.path] then return 200, sync[req.path] end
+        assert(got:try_send(req))
+    end })
+    return srv, srv:port(), got
+end
+
 describe("ron.base.net.http_server", function()
     it("serves a synchronous handler: method, path, query, headers, body (200)", function()
         run(function(task)
@@ -97,11 +108,7 @@ describe("ron.base.net.http_server", function()
 
     it("async: the handler returns nothing and answers later with req:respond", function()
         run(function(task)
-            local got = task.channel(4, "http_spec_reqs")
-            local srv = assert(httpd.listen { port = 0, handler = function(req)
-                assert(got:try_send(req))
-            end })
-            local port = srv:port()
+            local srv, port, got = deferring(task)
             local responder = task.spawn("http_spec_responder", function()
                 local req = assert(got:recv(10000))
                 assert.is_true(req:alive())
@@ -122,12 +129,7 @@ describe("ron.base.net.http_server", function()
        .. "told from a half-close), the server keeps serving", function()
         -- (a client that resets is gone: http_hardening_spec.lua)
         run(function(task)
-            local got = task.channel(4, "http_spec_reqs")
-            local srv = assert(httpd.listen { port = 0, handler = function(req)
-                if req.path == "/next" then return 200, "still serving" end
-                assert(got:try_send(req))
-            end })
-            local port = srv:port()
+            local srv, port, got = deferring(task, { ["/next"] = "still serving" })
             assert(request(task, port, "GET /gone HTTP/1.1\r\nHost: h\r\n\r\n",
                            { close_after_send = true }))
             local req = assert(got:recv(10000))
@@ -143,11 +145,7 @@ describe("ron.base.net.http_server", function()
 
     it("close answers 503 to waiting requests; afterwards connections are refused", function()
         run(function(task)
-            local got = task.channel(4, "http_spec_reqs")
-            local srv = assert(httpd.listen { port = 0, handler = function(req)
-                assert(got:try_send(req))
-            end })
-            local port = srv:port()
+            local srv, port, got = deferring(task)
             local closer = task.spawn("http_spec_closer", function()
                 local req = assert(got:recv(10000))
                 srv:close()

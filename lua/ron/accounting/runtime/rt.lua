@@ -1,7 +1,9 @@
 -- ron.accounting.runtime.rt: what the runtime's concern files share: stream and slice keys,
 -- the log line, audit attribute text, a slice's id, p95, a pause that ends at stop. No
 -- object: each concern owns its state (init.lua composes them).
-local format, tostring, sort, ceil = string.format, tostring, table.sort, math.ceil
+local percentile = require "ron.base.percentile"
+
+local format, tostring = string.format, tostring
 
 local _M = {}
 
@@ -43,11 +45,7 @@ end
 
 -- The 95th percentile of a bounded sample ring { n =, i =, values... }.
 function _M.p95(ring)
-    if ring.n == 0 then return 0 end
-    local a = {}
-    for i = 1, ring.n do a[i] = ring[i] end
-    sort(a)
-    return a[ceil(0.95 * ring.n)]
+    return percentile(ring, 0.95, ring.n)
 end
 
 -- Sleeps ms on the runtime's scheduler unless the runtime stops; false when stopped.

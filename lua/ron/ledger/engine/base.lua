@@ -81,25 +81,35 @@ end
 
 local function hex(s) return ledger.hex(s) end
 
-local function asset_key(a) return a.code .. "\0" .. a.scale end
+local asset_key = view.asset_key
+
 -- ---- store calls ----
 
 -- One primitive, retried while the store says "retry" or "io" (each primitive is idempotent
 -- or its effect is read back by the caller). A failure that outlives the retries aborts the
 -- drive with a table error that _guard turns into Unavailable (LED-32).
-function Ledger:_p(name, ...)
-    -- LED-71: a leased engine's write runs with its lease's guard
-    if self.lease and lease_mod.WRITES[name] then return phases.write(self, name, ...) end
+-- The store's primitive name, tried again (prim_retries times, a pause between) while it
+-- fails with other than a bug; final(a, b) says which answers are not failures.
+local function retried(self, final, name, ...)
     local s = self.store
     local err, class
     for attempt = 1, self.prim_retries + 1 do
         local a, b, c = s[name](s, ...)
-        if a ~= nil then return a, b, c end
+        if final(a, b) then return a, b, c end
         err, class = b, c
         if class == "bug" then break end
         if attempt <= self.prim_retries then self.pause(attempt) end
     end
     error({ ledger_store_failure = true, name = name, err = err, class = class }, 0)
+end
+
+local function written(a) return a ~= nil end
+local function read(a, b) return a ~= nil or b == nil end
+
+function Ledger:_p(name, ...)
+    -- LED-71: a leased engine's write runs with its lease's guard
+    if self.lease and lease_mod.WRITES[name] then return phases.write(self, name, ...) end
+    return retried(self, written, name, ...)
 end
 
 local function store_failure(e)
@@ -108,16 +118,7 @@ end
 
 -- Reads may legitimately return nil (no row): they do not go through _p's nil check.
 function Ledger:_read(name, ...)
-    local s = self.store
-    local err, class
-    for attempt = 1, self.prim_retries + 1 do
-        local a, b, c = s[name](s, ...)
-        if a ~= nil or b == nil then return a end
-        err, class = b, c
-        if class == "bug" then break end
-        if attempt <= self.prim_retries then self.pause(attempt) end
-    end
-    error({ ledger_store_failure = true, name = name, err = err, class = class }, 0)
+    return (retried(self, read, name, ...))
 end
 
 -- Runs fn; a store failure becomes Unavailable (or Bug); anything else (a simulated crash,
@@ -142,6 +143,7 @@ _M.FIRST_PAGE = FIRST_PAGE
 _M.MAX_INPUTS = MAX_INPUTS
 _M.SELECT_LIMIT = SELECT_LIMIT
 _M.asset_key = asset_key
+_M.net_pair = view.net_pair
 _M.HELD = HELD
 _M.HANDED = HANDED
 _M.IN_FLIGHT = IN_FLIGHT

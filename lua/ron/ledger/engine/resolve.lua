@@ -30,16 +30,7 @@ local Ledger = {} -- this concern's methods
 -- batch picks exactly the postings one-by-one commits would.
 -- (module-level helpers of _resolve_commit: no closure per request, see pairs_of)
 local NONE = {}
-local function net_pair(list, by_k, account, asset)
-    local k = account .. asset_key(asset)
-    local p = by_k[k]
-    if not p then
-        p = { account = account, asset = asset, net = 0 }
-        by_k[k] = p
-        list[#list + 1] = p
-    end
-    return p
-end
+local net_pair = base.net_pair
 local function want_id(ids, seen, id)
     if not seen[id] then
         seen[id] = true

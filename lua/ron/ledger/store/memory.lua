@@ -108,6 +108,17 @@ end
 
 local function bug(msg) return nil, "bug: " .. msg, "bug" end
 
+-- A list primitive's loop: apply(entry) for the first `limit` entries (a fault's partial
+-- write; nil: all); -> how many it applied (answered true).
+local function counted(limit, list, apply)
+    local n = 0
+    for i, e in ipairs(list) do
+        if limit and i > limit then break end
+        if apply(e) then n = n + 1 end
+    end
+    return n
+end
+
 -- Every change of the store's state goes through jset: inside apply() (a phase, below) the
 -- old value is journaled, so a phase that misses a guard, fails or crashes is undone whole,
 -- as a rolled-back transaction is.
@@ -283,58 +294,56 @@ Store.insert_postings = prim("insert_postings", function(self, limit, list)
     return n
 end)
 
+-- The state machine's one step, for the first `limit` entries of list: each posting
+-- (id_of(entry) names it) that admit(p) accepts moves to status `to` with field := the
+-- value value_of(entry) answers, its projection moved by sign (nil: not); -> how many moved.
+-- Every write goes through jset (undo-logged).
+local function step_postings(self, limit, list, admit, to, field, id_of, value_of, sign)
+    return counted(limit, list, function(e)
+        local p = self.postings[pkey(id_of(e))]
+        if not (p and admit(p)) then return false end
+        move(self, p, p.status, to)
+        jset(self, p, "status", to)
+        jset(self, p, field, value_of(e))
+        if sign then project(self, p, sign) end
+        return true
+    end)
+end
+
+local function itself(x) return x end
+local function entry_id(e) return e.id end
+local function entry_consumer(e) return e.consumed_by end
+local function is_active(p) return p.status == "active" end
+local function reserved_by(rid)
+    return function(p) return p.status == "pending_inactive" and p.reservation == rid end
+end
+local function constant(v) return function() return v end end
+
 -- Active -> PendingInactive stamped rid.
 Store.reserve_postings = prim("reserve_postings", function(self, limit, ids, rid)
-    local n = 0
-    for i, id in ipairs(ids) do
-        if limit and i > limit then break end
-        local p = self.postings[pkey(id)]
-        if p and p.status == "active" then
-            move(self, p, "active", "pending_inactive")
-            jset(self, p, "status", "pending_inactive")
-            jset(self, p, "reservation", rid)
-            n = n + 1
-        end
-    end
-    return n
+    return step_postings(self, limit, ids, is_active, "pending_inactive", "reservation",
+                         itself, constant(rid))
 end)
 
 -- PendingInactive AND reservation = rid -> Active, reservation NULL.
 Store.release_postings = prim("release_postings", function(self, limit, ids, rid)
-    local n = 0
-    for i, id in ipairs(ids) do
-        if limit and i > limit then break end
-        local p = self.postings[pkey(id)]
-        if p and p.status == "pending_inactive" and p.reservation == rid then
-            move(self, p, "pending_inactive", "active")
-            jset(self, p, "status", "active")
-            jset(self, p, "reservation", nil)
-            n = n + 1
-        end
-    end
-    return n
+    return step_postings(self, limit, ids, reserved_by(rid), "active", "reservation", itself,
+                         constant(nil))
 end)
 
 -- rid: PendingInactive with that rid -> Inactive; nil: Active -> Inactive. The projection
 -- loses the amount (a row that does not match fires nothing).
 Store.deactivate_postings = prim("deactivate_postings", function(self, limit, ids, rid,
                                                                   consumed_by)
-    local n = 0
-    for i, id in ipairs(ids) do
-        if limit and i > limit then break end
-        local p = self.postings[pkey(id)]
-        local ok
-        if rid ~= nil then ok = p and p.status == "pending_inactive" and p.reservation == rid
-        else ok = p and p.status == "active" end
-        if ok then
-            move(self, p, p.status, "inactive")
-            jset(self, p, "status", "inactive")
-            jset(self, p, "consumed_by", consumed_by)
-            project(self, p, -1)
-            n = n + 1
-        end
-    end
-    return n
+    return step_postings(self, limit, ids, rid ~= nil and reserved_by(rid) or is_active,
+                         "inactive", "consumed_by", itself, constant(consumed_by), -1)
+end)
+
+-- LED-51: each PendingInactive posting with reservation rid -> Inactive, consumed by its
+-- own transfer.
+Store.deactivate_many = prim("deactivate_many", function(self, limit, list, rid)
+    return step_postings(self, limit, list, reserved_by(rid), "inactive", "consumed_by",
+                         entry_id, entry_consumer, -1)
 end)
 
 local function largest_less(a, b)
@@ -364,24 +373,6 @@ local function top_k(r, limit, less)
     end
     return best
 end
-
--- LED-51: each PendingInactive posting with reservation rid -> Inactive, consumed by its
--- own transfer.
-Store.deactivate_many = prim("deactivate_many", function(self, limit, list, rid)
-    local n = 0
-    for i, e in ipairs(list) do
-        if limit and i > limit then break end
-        local p = self.postings[pkey(e.id)]
-        if p and p.status == "pending_inactive" and p.reservation == rid then
-            move(self, p, p.status, "inactive")
-            jset(self, p, "status", "inactive")
-            jset(self, p, "consumed_by", e.consumed_by)
-            project(self, p, -1)
-            n = n + 1
-        end
-    end
-    return n
-end)
 
 -- Ascending by id (the SQL stores' ORDER BY), whatever the order asked in.
 Store.get_postings = prim("get_postings", function(self, _, ids)
@@ -438,13 +429,19 @@ Store.get_postings_by_pairs = prim("get_postings_by_pairs", function(self, _, qu
     return res
 end)
 
+-- The rows of map, each as view(row) answers it, in less's order (a full listing:
+-- verification's, never the hot path's).
+local function listed(map, view, less)
+    local r = {}
+    for _, row in pairs(map) do r[#r + 1] = view(row) end
+    sort(r, less)
+    return r
+end
+
 -- Every posting, ascending by id (verification: recompute balances from postings). Not a
 -- hot-path primitive; the SQL stores page it.
 Store.scan_postings = prim("scan_postings", function(self)
-    local r = {}
-    for _, p in pairs(self.postings) do r[#r + 1] = out(p) end
-    sort(r, function(a, b) return ref_less(a.id, b.id) end)
-    return r
+    return listed(self.postings, out, function(a, b) return ref_less(a.id, b.id) end)
 end)
 
 -- Every row of a table as the SQL stores hold it (ron.ledger.store.scan: verify's reads).
@@ -489,10 +486,9 @@ end)
 
 -- Every head (verification: no head stays held once recovery is done).
 Store.list_heads = prim("list_heads", function(self)
-    local r = {}
-    for _, h in pairs(self.heads) do r[#r + 1] = copy(h) end
-    sort(r, function(a, b) return head_key(a.account, a.asset) < head_key(b.account, b.asset) end)
-    return r
+    return listed(self.heads, copy, function(a, b)
+        return head_key(a.account, a.asset) < head_key(b.account, b.asset)
+    end)
 end)
 
 -- ---- transfers ----
@@ -589,15 +585,11 @@ Store.get_intents = prim("get_intents", function(self, _, keys)
 end)
 
 Store.put_intents = prim("put_intents", function(self, limit, list)
-    local n = 0
-    for i, e in ipairs(list) do
-        if limit and i > limit then break end
-        if not self.intents[e.key] then
-            jset(self, self.intents, e.key, copy(e.outcome))
-            n = n + 1
-        end
-    end
-    return n
+    return counted(limit, list, function(e)
+        if self.intents[e.key] then return false end
+        jset(self, self.intents, e.key, copy(e.outcome))
+        return true
+    end)
 end)
 
 -- ---- sagas ----
@@ -747,30 +739,22 @@ Store.get_streams = prim("get_streams", function(self, _, list)
 end)
 
 Store.insert_streams = prim("insert_streams", function(self, limit, list)
-    local n = 0
-    for i, e in ipairs(list) do
-        if limit and i > limit then break end
+    return counted(limit, list, function(e)
         local k = stream_key(e.tenant, e.dimension)
-        if not self.streams[k] then
-            jset(self, self.streams, k, { seq = e.seq, b3 = e.b3 })
-            n = n + 1
-        end
-    end
-    return n
+        if self.streams[k] then return false end
+        jset(self, self.streams, k, { seq = e.seq, b3 = e.b3 })
+        return true
+    end)
 end)
 
 Store.advance_streams = prim("advance_streams", function(self, limit, list)
-    local n = 0
-    for i, e in ipairs(list) do
-        if limit and i > limit then break end
+    return counted(limit, list, function(e)
         local s = self.streams[stream_key(e.tenant, e.dimension)]
-        if s and s.seq == e.prev_seq and s.b3 == e.prev_b3 then
-            jset(self, s, "seq", e.seq)
-            jset(self, s, "b3", e.b3)
-            n = n + 1
-        end
-    end
-    return n
+        if not (s and s.seq == e.prev_seq and s.b3 == e.prev_b3) then return false end
+        jset(self, s, "seq", e.seq)
+        jset(self, s, "b3", e.b3)
+        return true
+    end)
 end)
 
 Store.get_meta = prim("get_meta", function(self, _, key) return self.meta[key] end)

@@ -8,7 +8,6 @@ local S = require "support"
 local runtime = require "ron.accounting.runtime"
 local rt_mod = require "ron.accounting.runtime.rt"
 
-local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 local run, setup, eventually, window = S.run_task, S.rt_setup, S.eventually, S.rt_window
 
 local wrapped = S.wrapped_ledger
@@ -35,7 +34,7 @@ describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
         local clock, m, _, ledger = setup()
         local hole = true
         local e = wrapped(ledger, function(s)
-            if hole and s.tenant == TENANTS[1] then return "gap", "head is 0\n(a detail)" end
+            if hole and s.tenant == S.TENANTS[1] then return "gap", "head is 0\n(a detail)" end
             return false
         end)
         local recs = {}
@@ -60,7 +59,7 @@ describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
                 assert.equal(0, rt:wait().aborted)
             end)
         end)
-        local t1 = TENANTS[1]
+        local t1 = S.TENANTS[1]
         local gaps = find(recs, "export", function(a)
             return a.outcome == "gap" and a.tenant == t1 and a.dimension == "bytes"
                    and a.seq == 1 and a.detail == "head is 0?(a detail)" end)
@@ -88,7 +87,7 @@ describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
     it("a conflict is an export record and a stuck stream; a full pending_slices sheds as shed records", function()
         print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
-        local e = S.conflicting_ledger(ledger, TENANTS[2])
+        local e = S.conflicting_ledger(ledger, S.TENANTS[2])
         local recs, nbusy = {}, nil
         local function audit(kind, attrs) recs[#recs + 1] = { kind = kind, attrs = attrs } end
         quiet(function()
@@ -108,7 +107,7 @@ describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
                 rt:wait()
             end)
         end)
-        local t2 = TENANTS[2]
+        local t2 = S.TENANTS[2]
         assert.equal(1, find(recs, "export", function(a)
             return a.outcome == "conflict" and a.tenant == t2 and a.seq == 1
                    and a.detail == "another b3 at seq 1" end))
@@ -116,8 +115,8 @@ describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
             return a.event == "stuck" and a.reason == "conflict" and a.tenant == t2 end))
         local busy = find(recs, "shed", function(a)
             return a.reason == "busy" and a.source == "runtime" and a.dimension == "bytes"
-                   and a.seq == 1 and (a.tenant == TENANTS[1] or a.tenant == TENANTS[2]
-                                        or a.tenant == TENANTS[3]) end)
+                   and a.seq == 1 and (a.tenant == S.TENANTS[1] or a.tenant == S.TENANTS[2]
+                                        or a.tenant == S.TENANTS[3]) end)
         assert.truthy(busy >= 1, "busy sheds")
         -- every shed is a record (the count of the metric, not a sample)
         assert.equal(nbusy, find(recs, "shed", function(a) return a.reason == "busy" end))

@@ -7,7 +7,6 @@ local offload = require "ron.accounting.runtime.offload"
 local runtime = require "ron.accounting.runtime"
 
 local T0 = S.T0
-local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 
 local function setup()
     local clock = S.clock(T0 + 5)
@@ -47,7 +46,7 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
         S.run_task(function(task)
             rt = runtime.start { meter = m, exporter = ledger, tick_ms = 5,
                                  compact_interval_ms = 30 }
-            windows(m, clock, 5, TENANTS)
+            windows(m, clock, 5, S.TENANTS)
             assert.is_true(S.eventually(task, function()
                 return rt.acked_total == 15 and #m:pending() == 0 end, 5000))
             -- every segment fully ACKed: removed by the compaction owed after 30 ms idle
@@ -69,7 +68,7 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
         S.run_task(function(task)
             rt = runtime.start { meter = m, exporter = ledger, tick_ms = 5, ack_batch = 1 }
             assert.is_nil(rt.ack_task)
-            windows(m, clock, 3, TENANTS)
+            windows(m, clock, 3, S.TENANTS)
             assert.is_true(S.eventually(task, function()
                 return rt.exports.ok == 9 and #m:pending() == 0 end, 5000))
             rt:stop()
@@ -103,7 +102,7 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
                                  tenant_inflight_cap = 1 }
             for w = 1, 4 do
                 clock.now = T0 + 60 * (w - 1) + 5
-                for _, t in ipairs(TENANTS) do
+                for _, t in ipairs(S.TENANTS) do
                     for _, d in ipairs { "bytes", "requests", "cpu_units" } do
                         assert(m:record(t, "alice", d, w))
                     end
@@ -154,7 +153,7 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
         local rt
         S.run_task(function(task)
             rt = runtime.start { meter = m, exporter = ledger, tick_ms = 5, events_cap = 8 }
-            windows(m, clock, 10, TENANTS)
+            windows(m, clock, 10, S.TENANTS)
             assert.is_true(S.eventually(task, function()
                 return rt.acked_total == 30 end, 5000))
             rt:stop()

@@ -7,7 +7,6 @@ local runtime = require "ron.accounting.runtime"
 local chaos = require "ron.accounting.export.exporters.chaos"
 
 local T0 = S.T0
-local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 
 local run = S.run_task
 
@@ -16,12 +15,7 @@ local setup, eventually, window, verify = S.rt_setup, S.eventually, S.rt_window,
 local FAST = { tick_ms = 5, op_budget_ms = 40, ready_backlog_p95 = 2,
                ready_ack_latency_p95_ms = 2000, degrade_after_ms = 50,
                health_interval_ms = 10, ready_samples = 8 }
-local function opts(extra)
-    local o = {}
-    for k, v in pairs(FAST) do o[k] = v end
-    for k, v in pairs(extra) do o[k] = v end
-    return o
-end
+local function opts(extra) return S.merge(FAST, extra) end
 
 describe("ron.accounting.runtime readiness (C-6)", function()
     it("p95 of a bounded sample ring", function()
@@ -47,7 +41,7 @@ describe("ron.accounting.runtime readiness (C-6)", function()
             local ready, reasons = rt:ready()
             assert.is_false(ready)
             assert.truthy(table.concat(reasons, ";"):find("backlog p95", 1, true))
-            local ok, err = m:record(TENANTS[1], "bob", "bytes", 1)
+            local ok, err = m:record(S.TENANTS[1], "bob", "bytes", 1)
             assert.is_nil(ok)
             assert.truthy(tostring(err):find("DegradedExporter", 1, true))
             assert.truthy(m:metrics():find("accounting_degraded 1", 1, true))
@@ -57,7 +51,7 @@ describe("ron.accounting.runtime readiness (C-6)", function()
                 return #m:pending() == 0 and not m:degraded() end, 10000))
             assert.is_true((rt:ready()))
             assert.truthy(m:metrics():find("accounting_degraded 0", 1, true))
-            assert(m:record(TENANTS[1], "bob", "bytes", 1))
+            assert(m:record(S.TENANTS[1], "bob", "bytes", 1))
             rt:stop()
             assert.equal(0, rt:wait().aborted)
         end)
@@ -79,7 +73,7 @@ describe("ron.accounting.runtime readiness (C-6)", function()
             while uv.now() < t_end do -- sustained: a window of 3 tenants x 4 dims every 10 ms
                 w = w + 1
                 clock.now = T0 + 60 * (w - 1) + 5
-                for _, t in ipairs(TENANTS) do
+                for _, t in ipairs(S.TENANTS) do
                     for d = 1, 4 do
                         local ok, err = m:record(t, "user" .. d, "bytes", 1)
                         if ok then recorded = recorded + 1
@@ -118,7 +112,7 @@ describe("ron.accounting.runtime bus hooks (C-10)", function()
             local rt = runtime.start { meter = m, exporter = ledger, tick_ms = 5 }
             local sub = rt:subscribe(function(ev) got[#got + 1] = ev end)
             for w = 1, 4 do
-                window(m, clock, w, { TENANTS[1] })
+                window(m, clock, w, { S.TENANTS[1] })
                 -- SliceExported follows the meter ACK, which ack_task batches: wait for
                 -- that event (not just the ledger's ok) before the next window seals
                 assert.is_true(eventually(task, function() return #got == 2 * w end, 5000))
@@ -134,7 +128,7 @@ describe("ron.accounting.runtime bus hooks (C-10)", function()
             local s, x = got[2 * i - 1], got[2 * i]
             assert.equal("SliceSealed", s.type)
             assert.equal(i, s.slice_id.seq)
-            assert.equal(TENANTS[1], s.slice_id.tenant)
+            assert.equal(S.TENANTS[1], s.slice_id.tenant)
             assert.equal(64, #s.b3)
             assert.equal("SliceExported", x.type)
             assert.equal(i, x.slice_id.seq)

@@ -7,7 +7,6 @@ local acct = require "ron.accounting"
 local runtime = require "ron.accounting.runtime"
 local file = require "ron.accounting.export.exporters.file"
 
-local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 local HORIZON = 16 -- ack_lru: far fewer than the duplicates of the flood
 
 local function count(t)
@@ -28,7 +27,7 @@ end
 local function heads(dir)
     local l = assert(file.new { dir = dir })
     local h = {}
-    for _, t in ipairs(TENANTS) do h[t] = assert(l:head(t, "bytes")) end
+    for _, t in ipairs(S.TENANTS) do h[t] = assert(l:head(t, "bytes")) end
     l:close()
     return h
 end
@@ -107,7 +106,7 @@ describe("G-17 replay horizon", function()
                     return rt.exports.ok == 3 * w end, 5000))
             end
             -- the old slices, exactly as stored: decoded from the ledger's stream files
-            for _, t in ipairs(TENANTS) do
+            for _, t in ipairs(S.TENANTS) do
                 local f = assert(io.open(dir .. "/" .. t .. "/bytes.ledger", "rb"))
                 local data = f:read("*a")
                 f:close()

@@ -9,7 +9,6 @@ local runtime = require "ron.accounting.runtime"
 local chaos = require "ron.accounting.export.exporters.chaos"
 
 local T0 = S.T0
-local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 
 local run = S.run_task
 
@@ -51,7 +50,7 @@ describe("ron.accounting.runtime", function()
             local r = rt:wait()
             assert.equal(0, r.aborted)
         end)
-        for _, t in ipairs(TENANTS) do
+        for _, t in ipairs(S.TENANTS) do
             local h = assert(require("ron.accounting.export.exporters.file").new { dir = dir }
                 :head(t, "bytes"))
             assert.equal(5, h.seq)
@@ -83,9 +82,9 @@ describe("ron.accounting.runtime", function()
         run(function(task)
             rt = runtime.start { meter = m, exporter = slow, tick_ms = 5 }
             clock.now = T0 + 5
-            assert(m:record(TENANTS[1], "alice", "bytes", 1))
+            assert(m:record(S.TENANTS[1], "alice", "bytes", 1))
             clock.now = T0 + 65
-            assert(m:record(TENANTS[1], "alice", "bytes", 2))
+            assert(m:record(S.TENANTS[1], "alice", "bytes", 2))
             clock.now = T0 + 121 -- both windows seal in one rollover: N+1 ready with N
             assert.is_true(eventually(task, function()
                 return rt.exports.ok == 2 and #m:pending() == 0 end, 5000))
@@ -109,7 +108,7 @@ describe("ron.accounting.runtime", function()
                                  ordered_buffer_cap = 1 }
             for w = 1, 8 do
                 clock.now = T0 + 60 * (w - 1) + 5
-                assert(m:record(TENANTS[1], "alice", "bytes", w))
+                assert(m:record(S.TENANTS[1], "alice", "bytes", w))
             end
             clock.now = T0 + 60 * 8 + 1
             assert.is_true(eventually(task, function()
@@ -151,7 +150,7 @@ describe("ron.accounting.runtime", function()
         assert.is_true(st.failure > 0)
         assert.is_true(rt.exports.retry_network > 0)
         assert.is_true(rt.retries > 0)
-        for _, t in ipairs(TENANTS) do
+        for _, t in ipairs(S.TENANTS) do
             local h = assert(require("ron.accounting.export.exporters.file").new { dir = dir }
                 :head(t, "bytes"))
             assert.equal(10, h.seq)
@@ -173,7 +172,7 @@ describe("ron.accounting.runtime", function()
         run(function(task)
             rt = runtime.start { meter = m, exporter = e, backoff = b, tick_ms = 5,
                                  op_budget_ms = BUDGET }
-            window(m, clock, 1, { TENANTS[1] })
+            window(m, clock, 1, { S.TENANTS[1] })
             assert.is_true(eventually(task, function() return rt.given_up > 0 end, 5000))
             rt:stop()
             rt:wait()
@@ -198,7 +197,7 @@ describe("ron.accounting.runtime", function()
             rt = runtime.start { meter = m, exporter = e, tick_ms = 5, drain_deadline_ms = 300 }
             for w = 1, 30 do
                 clock.now = T0 + 60 * (w - 1) + 5
-                assert(m:record(TENANTS[1], "alice", "bytes", w))
+                assert(m:record(S.TENANTS[1], "alice", "bytes", w))
             end
             clock.now = T0 + 60 * 30 + 1
             assert.is_true(eventually(task, function() return rt.exports.ok > 0 end, 5000))
@@ -216,7 +215,7 @@ describe("ron.accounting.runtime", function()
         -- pending (and in the WAL) for the next start; an export answered ok whose batched
         -- meter ACK had not run yet stays pending too (the ledger answers dup next time)
         local head = require("ron.accounting.export.exporters.file").new { dir = dir }
-                         :head(TENANTS[1], "bytes")
+                         :head(S.TENANTS[1], "bytes")
         local covered = {}
         for q = 1, head and head.seq or 0 do covered[q] = true end
         for _, sl in ipairs(m:pending()) do covered[sl.id.seq] = true end

@@ -7,19 +7,13 @@ local runtime = require "ron.accounting.runtime"
 local rt_mod = require "ron.accounting.runtime.rt"
 local offload = require "ron.accounting.runtime.offload"
 
-local TENANTS = { S.TENANT_A, S.TENANT_B, S.TENANT_C }
 local run, setup, eventually, window, verify =
       S.run_task, S.rt_setup, S.eventually, S.rt_window, S.verify
 
 local FAST = { tick_ms = 5, op_budget_ms = 40, health_interval_ms = 10,
                degrade_after_ms = 60000 } -- the exporter-latency path stays out of the way
 
-local function opts(extra)
-    local o = {}
-    for k, v in pairs(FAST) do o[k] = v end
-    for k, v in pairs(extra) do o[k] = v end
-    return o
-end
+local function opts(extra) return S.merge(FAST, extra) end
 
 -- The runtime's log lines while f runs.
 local function logged(f)
@@ -73,7 +67,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
         local clock, m, dir, ledger = setup()
         local hole = true
         local e = wrapped(ledger, function(s)
-            if hole and s.tenant == TENANTS[1] then return "gap", "head is 0" end
+            if hole and s.tenant == S.TENANTS[1] then return "gap", "head is 0" end
             return false
         end)
         local rt
@@ -88,13 +82,13 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                 assert.equal(1, count(lines, "STUCK"))
                 local ready, reasons = rt:ready()
                 assert.is_false(ready)
-                local want = ("1 stream stuck: %s/bytes at seq 1 (gap)"):format(TENANTS[1])
+                local want = ("1 stream stuck: %s/bytes at seq 1 (gap)"):format(S.TENANTS[1])
                 assert.truthy(table.concat(reasons, ";"):find(want, 1, true),
                               table.concat(reasons, ";"))
                 local text = rt:metrics_text()
                 assert.truthy(text:find("accounting_streams_stuck 1\n", 1, true))
                 assert.truthy(text:find(('accounting_stream_stuck{tenant="%s",dimension="bytes",'
-                    .. 'reason="gap",seq="1"} 1'):format(TENANTS[1]), 1, true), text)
+                    .. 'reason="gap",seq="1"} 1'):format(S.TENANTS[1]), 1, true), text)
                 assert.truthy(rt.exports.gap >= 3)
                 assert.truthy(text:find('accounting_exports_total{status="gap"}', 1, true))
                 assert.equal(2, rt.exports.ok) -- the other streams went on (P-3)
@@ -118,7 +112,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
     it("a conflict stops only that stream, as a stuck stream with its reason", function()
         print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
-        local e = S.conflicting_ledger(ledger, TENANTS[2])
+        local e = S.conflicting_ledger(ledger, S.TENANTS[2])
         local rt
         local lines = logged(function()
             run(function(task)
@@ -129,7 +123,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                 local ready, reasons = rt:ready()
                 assert.is_false(ready)
                 assert.truthy(table.concat(reasons, ";"):find(
-                    ("%s/bytes at seq 1 (conflict)"):format(TENANTS[2]), 1, true))
+                    ("%s/bytes at seq 1 (conflict)"):format(S.TENANTS[2]), 1, true))
                 rt:stop()
                 assert.equal(0, rt:wait().aborted)
             end)
@@ -195,7 +189,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
         local m = open()
         for w = 1, 3 do
             clock.now = S.T0 + 60 * (w - 1) + 5
-            assert(m:record(TENANTS[1], "alice", "bytes", w))
+            assert(m:record(S.TENANTS[1], "alice", "bytes", w))
             clock.now = S.T0 + 60 * w + 1
             m:rollover()
         end
@@ -219,13 +213,13 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                 assert.equal(1, rt.exports.ok) -- seq 1
                 local list = rt:stuck_list()
                 assert.equal(1, #list)
-                assert.same({ TENANTS[1], "bytes", "gap", 3 },
+                assert.same({ S.TENANTS[1], "bytes", "gap", 3 },
                             { list[1].tenant, list[1].dimension, list[1].reason, list[1].seq })
                 -- refused where it does not apply
-                r, err = rt:accept_loss(TENANTS[2], "bytes", "x")
+                r, err = rt:accept_loss(S.TENANTS[2], "bytes", "x")
                 assert.is_nil(r)
                 assert.truthy(err:find("^NotFound: stream "), err)
-                r, err = rt:accept_loss(TENANTS[1], "bytes", "segment 2 deleted (spec)")
+                r, err = rt:accept_loss(S.TENANTS[1], "bytes", "segment 2 deleted (spec)")
                 assert.is_nil(err)
                 assert.same({ from = 2, to = 2 }, r)
                 assert.is_true(eventually(task, function()
@@ -238,7 +232,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
         assert.equal(0, m:pending_count())
         m:close()
         assert.equal(1, count(lines, "STUCK"))
-        assert.equal(1, count(lines, "LOSS ACCEPTED: stream " .. TENANTS[1]
+        assert.equal(1, count(lines, "LOSS ACCEPTED: stream " .. S.TENANTS[1]
                                      .. "/bytes: seqs 2..2 (1 slices) given up by the operator "
                                      .. "(segment 2 deleted (spec)); their usage is unknown"))
         assert.equal(1, rt.losses_accepted)
@@ -273,7 +267,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                                           mono = function() return mono end,
                                           clock_step_confirm_ms = 600000 })
                 clock.now = S.T0 + 5
-                for _, t in ipairs(TENANTS) do assert(m:record(t, "alice", "bytes", 1)) end
+                for _, t in ipairs(S.TENANTS) do assert(m:record(t, "alice", "bytes", 1)) end
                 task.sleep(30) -- a few ticks: the guard has its base
                 -- +1 day on the wall clock, one second on the monotonic clock
                 clock.now, mono = S.T0 + 86400 + 6, 1000

@@ -16,6 +16,7 @@ local acct = require "ron.accounting"
 local offload = require "ron.accounting.runtime.offload"
 local runtime = require "ron.accounting.runtime"
 local fairness = require "ron.accounting.export.fairness"
+local pct = require "ron.base.percentile"
 
 local T0 = S.T0
 local HOT = "00000000-0000-4000-8000-0000000000ff"
@@ -37,13 +38,6 @@ local function slow(inner, ms)
     }
 end
 
-local function pct(list, p)
-    if #list == 0 then return 0 end
-    local a = {}
-    for i, v in ipairs(list) do a[i] = v end
-    table.sort(a)
-    return a[math.max(1, math.ceil(p * #a))]
-end
 
 -- Seals `windows` windows: load[tenant] = number of dimensions it records per window.
 -- Runs the runtime until every slice is ACKed; returns what was observed.
