@@ -19,7 +19,8 @@ return {
                                  .. "was dropped.", labels = { "bus" } },
     groups = family { name = "wallet_group_commits_total", type = "counter",
                       help = "Group commits (ron.wallet.committer): groups, members, members "
-                             .. "that fell back to the single path.", labels = { "what" } },
+                             .. "that fell back to the single path, waits for a group to "
+                             .. "fill.", labels = { "what" } },
     worker_inflight = family { name = "wallet_worker_inflight", type = "gauge",
                                help = "Workers busy with a job." },
     tasks_spawned = family { name = "wallet_tasks_spawned_total", type = "counter",

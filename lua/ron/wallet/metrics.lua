@@ -59,7 +59,8 @@ function W:metrics_text()
     FAM.bus_lagged:render(out, { { "ledger", c.lagged_total } })
     FAM.worker_inflight:render(out, m.worker_inflight)
     FAM.groups:render(out, { { "groups", m.groups or 0 }, { "members", m.grouped or 0 },
-                             { "fallbacks", m.group_fallbacks or 0 } })
+                             { "fallbacks", m.group_fallbacks or 0 },
+                             { "lingers", m.group_lingers or 0 } })
     local tk = self.tasks
     local live = {}
     for _, k in ipairs(M.TASK_KINDS) do live[k] = 0 end
