@@ -207,6 +207,38 @@ end
 -- This process's CPU per answered transfer since snap (HTTP, wallet, engine, the store's
 -- threads; not wrk's) and the group commit's mean group: figures that hold up under load.
 -- (--profile: jit.p from cpu_snap to cpu_line)
+-- The store's calls by primitive: count and wall time (the wait for the store's thread
+-- included), for the line after each transfer case
+local calls = {}
+local function timed_store(s)
+    return setmetatable({}, { __index = function(_, k)
+        local v = s[k]
+        if type(v) ~= "function" then return v end
+        return function(_, ...)
+            local t0 = uv.hrtime()
+            local r = { v(s, ...) }
+            local c = calls[k] or { n = 0, us = 0 }
+            calls[k] = c
+            c.n, c.us = c.n + 1, c.us + (uv.hrtime() - t0) / 1000
+            return unpack(r, 1, table.maxn(r))
+        end
+    end })
+end
+
+local function calls_line(name, ok)
+    local list = {}
+    for k, c in pairs(calls) do list[#list + 1] = { k = k, n = c.n, us = c.us } end
+    table.sort(list, function(a, b) return a.us > b.us end)
+    local out = {}
+    for i = 1, math.min(8, #list) do
+        local c = list[i]
+        out[i] = format("%s %d/%.0fus", c.k, c.n, c.us / math.max(ok, 1))
+    end
+    print(format("%-8s %-15s store calls (count / wall per transfer): %s", name, "",
+                 table.concat(out, "  ")))
+    for k in pairs(calls) do calls[k] = nil end
+end
+
 -- group sizes, by powers of two (the committer's run_group, wrapped: the bench's own count)
 local committer = require "ron.wallet.committer"
 local sizes = {}
@@ -253,6 +285,7 @@ end
 
 local function cpu_snap(w)
     histogram()
+    for k in pairs(calls) do calls[k] = nil end
     if opts.profile then require("jit.p").start("Fm1", opts.profile) end
     local st = w.led.stats
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
@@ -273,6 +306,7 @@ local function cpu_line(name, w, snap, ok)
                  (st.batches or 0) - snap[8], (st.resolves or 0) - snap[5],
                  (st.handovers or 0) - snap[6], (st.commits or 0) - snap[7]))
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
+    calls_line(name, ok)
     local tc = thread_cpu()
     print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us", name, "",
                  (tc.loop - snap[9].loop) / math.max(ok, 1) * 1e6,
@@ -281,7 +315,7 @@ end
 
 local function case(T, name, open_store, base)
     rss(name, "start")
-    local s = assert(open_store())
+    local s = timed_store(assert(open_store()))
     local led = L.new { store = s, book = "bench", node = "bench",
                         pause = function(n) T.sleep(10 * n) end }
     led:recover()
