@@ -1,7 +1,7 @@
 -- ron.wallet.committer: the wallet's group commit (issue 25). A committer worker takes a job
 -- from the commit queue and, when it is a money job, every money job queued behind it (up
--- to group_max): ONE group, answered per request with exactly what committing each alone
--- answers.
+-- to group_max; first lingering a little while more may come: "group sizing" below): ONE
+-- group, answered per request with exactly what committing each alone answers.
 --
 --   local committer = require "ron.wallet.committer"
 --   w.queue = committer.queue(T, capacity, lanes)  -- the commit queue: try_send, depth, close
