@@ -2,9 +2,10 @@
 -- at a time, with where its time goes.
 --
 --   build/ron-accounting run tests/bench/bench-ledger-batch.lua [--batches N] [--sizes 64,256]
---       [--no-pg] [--no-sqlite] [--profile FILE] [--out FILE]
+--       [--payers K] [--no-pg] [--no-sqlite] [--profile FILE] [--out FILE]
 --
--- Each batch is `size` payments of 1 unit from 16 funded payers (round robin) to one sink,
+-- Each batch is `size` payments of 1 unit from K funded payers (round robin; 16 unless
+-- --payers; 1: one hot payer spending its own change through the batch) to one sink,
 -- on offloaded SQLite (durability ack: the batch flushes before it answers) and on PostgreSQL
 -- (a server the bench starts, fsync on, a pool of 4). Printed per store and size: transfers/s,
 -- the wall time per transfer, this thread's CPU per transfer (the engine's Lua and the loop)
@@ -40,12 +41,13 @@ local function tcpu()
     return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
 end
 
-local o = { batches = 20, sizes = { 64, 256 }, pg = true, sqlite = true,
+local o = { batches = 20, sizes = { 64, 256 }, payers = 16, pg = true, sqlite = true,
             dir = os.getenv("TMPDIR") or "/tmp" }
 B.args(arg, o, { { "--batches", "batches", "num" }, { "--sizes", "sizes", "nums" },
+                 { "--payers", "payers", "num" },
                  { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
                  { "--profile", "profile", "str" }, { "--out", "out", "str" } },
-       "bench-ledger-batch.lua [--batches N] [--sizes 64,256] [--no-pg] [--no-sqlite] "
+       "bench-ledger-batch.lua [--batches N] [--sizes 64,256] [--payers K] [--no-pg] [--no-sqlite] "
        .. "[--profile FILE] [--out FILE]")
 local emit = B.emitter(o.out)
 
@@ -101,7 +103,7 @@ local function case(name, s, size, b2)
         local reqs = {}
         for k = 1, size do
             reqs[k] = { intent = format("b%s-%d-%d-%d-%d", name, serial, size, b, k), movements = {
-                { from = PAYERS[k % 16 + 1], to = SINK, asset = USD, amount = 1 } } }
+                { from = PAYERS[k % o.payers + 1], to = SINK, asset = USD, amount = 1 } } }
         end
         local res = led:commit_many(reqs)
         for k = 1, size do
@@ -115,9 +117,9 @@ local function case(name, s, size, b2)
     restore()
     local la = B.loadavg()
     local rate = n / wall
-    print(format("%-8s batch %3d: %6.0f transfers/s  %6.0f us wall/transfer  %5.0f us cpu/transfer "
-                 .. "(process %5.0f)  %5.1f store calls/batch  B2 %6.0f/s  ratio %.3f  loadavg %s",
-                 name, size, rate, wall / n * 1e6, cpu / n * 1e6, pcpu / n * 1e6,
+    print(format("%-8s batch %3d, %2d payer(s): %6.0f transfers/s  %6.0f us wall/transfer  "
+                 .. "%5.0f us cpu/transfer (process %5.0f)  %5.1f store calls/batch  B2 %6.0f/s  ratio %.3f  loadavg %s",
+                 name, size, o.payers, rate, wall / n * 1e6, cpu / n * 1e6, pcpu / n * 1e6,
                  (cnt.calls - calls0) / o.batches, b2, rate / b2, la))
     local parts = {}
     for _, p in ipairs(PHASES) do
@@ -125,11 +127,11 @@ local function case(name, s, size, b2)
     end
     print(format("%-8s batch %3d: us per transfer wall/cpu: %s", name, size,
                  table.concat(parts, "  ")))
-    emit(format('{"bench":"ledger-batch","store":"%s","size":%d,"batches":%d,"per_s":%.1f,'
-                .. '"wall_us":%.0f,"cpu_us":%.0f,"process_cpu_us":%.0f,"calls_per_batch":%.1f,'
-                .. '"b2_per_s":%.1f,"ratio_b2":%.3f,"loadavg":"%s"}', name, size, o.batches, rate,
-                wall / n * 1e6, cpu / n * 1e6, pcpu / n * 1e6, (cnt.calls - calls0) / o.batches,
-                b2, rate / b2, la))
+    emit(format('{"bench":"ledger-batch","store":"%s","size":%d,"payers":%d,"batches":%d,'
+                .. '"per_s":%.1f,"wall_us":%.0f,"cpu_us":%.0f,"process_cpu_us":%.0f,'
+                .. '"calls_per_batch":%.1f,"b2_per_s":%.1f,"ratio_b2":%.3f,"loadavg":"%s"}', name,
+                size, o.payers, o.batches, rate, wall / n * 1e6, cpu / n * 1e6, pcpu / n * 1e6,
+                (cnt.calls - calls0) / o.batches, b2, rate / b2, la))
 end
 
 B.main("bench-ledger-batch", function(T)

@@ -4,6 +4,9 @@
 --   ron-accounting run tests/bench/bench-wallet.lua [--quick] [--out FILE] [--dir DIR]
 --       [--seconds S] [--conns N] [--workers N] [--accounts K] [--no-pg] [--no-sqlite]
 --       [--group-max N]   (the wallet's group_max: 1 = no group commit, one job per commit)
+--       [--group-linger-ms N] (the wallet's group_linger_ms: 0 = take only what is queued)
+--       [--cases LIST]    (some of commit,hot,spread,balance; all by default: the baselines
+--                          of the transfer cases run, the others are skipped)
 --       [--profile FILE]  (LuaJIT's profiler, jit.p mode "Fm1", over each transfer run;
 --                          FILE holds the last one's; an idle wait of the loop shows as the
 --                          first Lua line run after it, the store's `after`)
@@ -57,12 +60,16 @@ local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, 
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
 B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "num" },
              { "--workers", "workers", "num" }, { "--group-max", "group_max", "num" },
-             { "--accounts", "accounts", "num" },
+             { "--accounts", "accounts", "num" }, { "--group-linger-ms", "linger", "num" },
+             { "--cases", "cases", "str" },
              { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
              { "--profile", "profile", "str" }, { "--soak", "soak", "num" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
-           .. "[--conns N] [--workers N] [--group-max N] [--accounts N] [--no-pg] [--no-sqlite] "
-           .. "[--profile FILE] [--soak S]")
+           .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
+           .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
+           .. "[--soak S]")
+local CASES = {}
+for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
 local emit = B.emitter(opts.out)
 local format = string.format
@@ -70,9 +77,10 @@ local format = string.format
 local USD = { code = "USD", scale = 2 }
 local FUND = 1000000000000
 
-print(format("bench-wallet: %d s per case, %d connections, %d workers, group_max %s, %d source " ..
-             "accounts, loadavg %s", opts.seconds, opts.conns, opts.workers,
-             tostring(opts.group_max or service.DEFAULTS.group_max), opts.accounts,
+print(format("bench-wallet: %d s per case, %d connections, %d workers, group_max %s, " ..
+             "group_linger_ms %s, %d source accounts, loadavg %s", opts.seconds, opts.conns,
+             opts.workers, tostring(opts.group_max or service.DEFAULTS.group_max),
+             tostring(opts.linger or service.DEFAULTS.group_linger_ms), opts.accounts,
              B.loadavg()))
 
 
@@ -120,7 +128,7 @@ local function baselines(T, name, run)
     local out = {}
     for _, hot in ipairs { true, false } do
         out[hot] = {}
-        for _, per in ipairs { 1, 64 } do
+        for _, per in ipairs(CASES[hot and "hot" or "spread"] and { 1, 64 } or {}) do
             local r = run(per, hot)
             local label = format("sql_b%d%s", per == 1 and 1 or 2, hot and "_hot" or "")
             out[hot][per == 1 and "b1" or "b2"] = r.per_s
@@ -200,22 +208,115 @@ end
 -- This process's CPU per answered transfer since snap (HTTP, wallet, engine, the store's
 -- threads; not wrk's) and the group commit's mean group: figures that hold up under load.
 -- (--profile: jit.p from cpu_snap to cpu_line)
+-- The store's calls by primitive: count and wall time (the wait for the store's thread
+-- included), for the line after each transfer case
+local calls = {}
+local function timed_store(s)
+    return setmetatable({}, { __index = function(_, k)
+        local v = s[k]
+        if type(v) ~= "function" then return v end
+        return function(_, ...)
+            local t0 = uv.hrtime()
+            local r = { v(s, ...) }
+            local c = calls[k] or { n = 0, us = 0 }
+            calls[k] = c
+            c.n, c.us = c.n + 1, c.us + (uv.hrtime() - t0) / 1000
+            return unpack(r, 1, table.maxn(r))
+        end
+    end })
+end
+
+local function calls_line(name, ok)
+    local list = {}
+    for k, c in pairs(calls) do list[#list + 1] = { k = k, n = c.n, us = c.us } end
+    table.sort(list, function(a, b) return a.us > b.us end)
+    local out = {}
+    for i = 1, math.min(8, #list) do
+        local c = list[i]
+        out[i] = format("%s %d/%.0fus", c.k, c.n, c.us / math.max(ok, 1))
+    end
+    print(format("%-8s %-15s store calls (count / wall per transfer): %s", name, "",
+                 table.concat(out, "  ")))
+    for k in pairs(calls) do calls[k] = nil end
+end
+
+-- group sizes, by powers of two (the committer's run_group, wrapped: the bench's own count)
+local committer = require "ron.wallet.committer"
+local sizes = {}
+do
+    local run_group = committer.run_group
+    committer.run_group = function(self, jobs)
+        local b = 1
+        while b < #jobs do b = b * 2 end
+        sizes[b] = (sizes[b] or 0) + 1
+        return run_group(self, jobs)
+    end
+end
+
+local function histogram()
+    local out = {}
+    for b = 1, 1024 do if sizes[b] then out[#out + 1] = format("<=%d:%d", b, sizes[b]) end end
+    for k in pairs(sizes) do sizes[k] = nil end
+    return table.concat(out, " ")
+end
+
+-- CPU seconds of this process's threads by name (/proc/self/task: the loop thread is the
+-- process's name, libuv's pool threads "libuv-worker")
+local TICK = 100 -- USER_HZ
+local function thread_cpu()
+    local out, pid = {}, uv.os_getpid()
+    local dir = uv.fs_scandir("/proc/self/task")
+    while dir do
+        local tid = uv.fs_scandir_next(dir)
+        if not tid then break end
+        local f = io.open("/proc/self/task/" .. tid .. "/stat")
+        local st = f and f:read("*a")
+        if f then f:close() end
+        -- after the name's ")": state ppid ... utime (14th field) stime (15th)
+        local rest = st and st:match("%) (.*)")
+        if rest then
+            local fields = {}
+            for x in rest:gmatch("%S+") do fields[#fields + 1] = x end
+            local name = tonumber(tid) == pid and "loop" or "other"
+            out[name] = (out[name] or 0) + (tonumber(fields[12]) + tonumber(fields[13])) / TICK
+        end
+    end
+    return out
+end
+
 local function cpu_snap(w)
+    histogram()
+    for k in pairs(calls) do calls[k] = nil end
     if opts.profile then require("jit.p").start("Fm1", opts.profile) end
-    return { w.m.groups or 0, w.m.grouped or 0, os.clock() }
+    local st = w.led.stats
+    return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
+             st.resolves or 0, st.handovers or 0, st.commits or 0, st.batches or 0,
+             thread_cpu() }
 end
 
 local function cpu_line(name, w, snap, ok)
     if opts.profile then require("jit.p").stop() end
     local groups = (w.m.groups or 0) - snap[1]
+    local st = w.led.stats
     print(format("%-8s %-15s %.0f us cpu/transfer (this process)  %d groups, %.1f members " ..
                  "each  loadavg %s", name, "", (os.clock() - snap[3]) / math.max(ok, 1) * 1e6,
                  groups, ((w.m.grouped or 0) - snap[2]) / math.max(groups, 1), B.loadavg()))
+    -- members handed back to the single path (each its own saga: the costly way)
+    print(format("%-8s %-15s %d fell back to one by one, engine: %d batches, %d plans, %d " ..
+                 "handovers, %d single commits", name, "", (w.m.group_fallbacks or 0) - snap[4],
+                 (st.batches or 0) - snap[8], (st.resolves or 0) - snap[5],
+                 (st.handovers or 0) - snap[6], (st.commits or 0) - snap[7]))
+    print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
+    calls_line(name, ok)
+    local tc = thread_cpu()
+    print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us", name, "",
+                 (tc.loop - snap[9].loop) / math.max(ok, 1) * 1e6,
+                 ((tc.other or 0) - (snap[9].other or 0)) / math.max(ok, 1) * 1e6))
 end
 
 local function case(T, name, open_store, base)
     rss(name, "start")
-    local s = assert(open_store())
+    local s = timed_store(assert(open_store()))
     local led = L.new { store = s, book = "bench", node = "bench",
                         pause = function(n) T.sleep(10 * n) end }
     led:recover()
@@ -230,6 +331,7 @@ local function case(T, name, open_store, base)
     local SINK, DSINK = uuid(0, 1), uuid(0, 2)
     local w = service.new { ledger = led, tokens = tokens, assets = { USD = 2 },
                             workers = opts.workers, group_max = opts.group_max,
+                            group_linger_ms = opts.linger,
                             log = function(line) print("wallet: " .. line) end }
     w:start()
     local m = assert(acct.open { capacity_rows = 1024, shards = 1, window_len_s = 60,
@@ -381,12 +483,14 @@ local function case(T, name, open_store, base)
     if opts.soak then
         soak()
     else
-        one_commit(name, led, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1]))
-        local hot = direct("direct_hot", 1)
-        transfers("transfer_hot", 1, 0, hot)
-        local spread = direct("direct", opts.accounts)
-        transfers("transfer", opts.accounts, 500000000, spread)
-        balance_reads(T, name, srv, w, from[1], SINK)
+        if CASES.commit then
+            one_commit(name, led, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1]))
+        end
+        if CASES.hot then transfers("transfer_hot", 1, 0, direct("direct_hot", 1)) end
+        if CASES.spread then
+            transfers("transfer", opts.accounts, 500000000, direct("direct", opts.accounts))
+        end
+        if CASES.balance then balance_reads(T, name, srv, w, from[1], SINK) end
     end
 
     w:stop()

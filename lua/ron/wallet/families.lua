@@ -16,7 +16,7 @@ local FAM = metrics.declare {
     groups = { "counter wallet_group_commits_total{what}",
                "Group commits (ron.wallet.committer): groups, members, members that fell back "
                .. "to the single path, members handed back (a held payer) and driven apart, "
-               .. "groups without the hand-back." },
+               .. "groups without the hand-back, waits for a group to fill." },
     worker_inflight = { "gauge wallet_worker_inflight", "Workers busy with a job." },
     tasks_spawned = { "counter wallet_tasks_spawned_total{kind}",
                       "The wallet's tasks spawned, by kind." },

@@ -61,7 +61,8 @@ function W:metrics_text()
     FAM.groups:render(out, { { "groups", m.groups or 0 }, { "members", m.grouped or 0 },
                              { "fallbacks", m.group_fallbacks or 0 },
                              { "handed", m.group_handed or 0 },
-                             { "inline", m.group_inline or 0 } })
+                             { "inline", m.group_inline or 0 },
+                             { "lingers", m.group_lingers or 0 } })
     local tk = self.tasks
     local live = {}
     for _, k in ipairs(M.TASK_KINDS) do live[k] = 0 end

@@ -65,6 +65,7 @@ _M.DEFAULTS = {
     queue_capacity = 512,       -- the commit queue (seed 004 §3)
     workers = 1,                -- committer tasks, one lane of the queue each (by payer)
     group_max = 256,            -- money jobs per group commit (ron.wallet.committer); 1: none
+    group_linger_ms = 10,       -- a committer waits up to this for its group to fill; 0: never
     commit_timeout_ms = 1000,   -- per ledger call (seed 004 §5: <= 1 s)
     retries = 3,                -- more tries of a commit that failed with a retry class
     retry_base_ms = 50,         -- backoff: base * 2^n, capped, plus jitter
@@ -85,6 +86,7 @@ _M.DEFAULTS = {
 
 local INTEGER_KEYS = {
     queue_capacity = { 1, 65536 }, workers = { 1, 256 }, group_max = { 1, 1024 },
+    group_linger_ms = { 0, 1000 },
     commit_timeout_ms = { 10, 60000 },
     retries = { 0, 10 }, retry_base_ms = { 1, 10000 }, retry_cap_ms = { 1, 60000 },
     retry_jitter_ms = { 0, 10000 }, breaker_threshold = { 1, 100000 },
