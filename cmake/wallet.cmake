@@ -9,6 +9,8 @@ if(COMMAND ra_host_spec AND RA_BUILD_LEDGER)
   if(TEST lua-wallet-host)
     set_property(TEST lua-wallet-host APPEND PROPERTY ENVIRONMENT
       "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+    # ~30-60 s quiet; 117 s seen at load 17 against the default 120
+    set_tests_properties(lua-wallet-host PROPERTIES TIMEOUT 300)
   endif()
 endif()
 # host-wallet-kill9: a real daemon with `wallet` on SQLite, SIGKILLed with 40 transfers in
