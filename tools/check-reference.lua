@@ -78,6 +78,17 @@ local function sorted_keys(t)
     return k
 end
 
+-- The code's names against the page's: missing(name) for each the page lacks, unknown(name)
+-- for each the page lists that the code does not have (both in name order).
+local function both_ways(code, page, missing, unknown)
+    for _, name in ipairs(sorted_keys(code)) do
+        if not page[name] then missing(name) end
+    end
+    for _, name in ipairs(sorted_keys(page)) do
+        if not code[name] then unknown(name) end
+    end
+end
+
 -- ---- metrics -------------------------------------------------------------------------------
 
 -- The families the Lua packages declare (ron.base.metrics' registry), with the file of each.
@@ -141,16 +152,11 @@ for _, r in ipairs(rows(must(mpath))) do
         end
     end
 end
-for _, name in ipairs(sorted_keys(emitted)) do
-    if not documented[name] then
-        finding("%s: %s (rendered by %s) is not documented", mpath, name, emitted[name])
-    end
-end
-for _, name in ipairs(sorted_keys(documented)) do
-    if not emitted[name] then
-        finding("%s:%d: %s is documented but no code renders it", mpath, documented[name], name)
-    end
-end
+both_ways(emitted, documented, function(name)
+    finding("%s: %s (rendered by %s) is not documented", mpath, name, emitted[name])
+end, function(name)
+    finding("%s:%d: %s is documented but no code renders it", mpath, documented[name], name)
+end)
 
 -- ---- config --------------------------------------------------------------------------------
 
@@ -216,17 +222,11 @@ for _, r in ipairs(rows(must(cpath))) do
         end
     end
 end
-for _, k in ipairs(sorted_keys(defaults)) do
-    if not keys[k] then
-        finding("%s: daemon key %s (schema.lua DEFAULTS) is not documented", cpath, k)
-    end
-end
-for _, k in ipairs(sorted_keys(keys)) do
-    if not defaults[k] then
-        finding("%s:%d: daemon key %s is documented but not in schema.lua DEFAULTS", cpath,
-                keys[k], k)
-    end
-end
+both_ways(defaults, keys, function(k)
+    finding("%s: daemon key %s (schema.lua DEFAULTS) is not documented", cpath, k)
+end, function(k)
+    finding("%s:%d: daemon key %s is documented but not in schema.lua DEFAULTS", cpath, keys[k], k)
+end)
 
 -- ---- cli -----------------------------------------------------------------------------------
 
@@ -242,14 +242,11 @@ for _, r in ipairs(rows(must(lpath))) do
     local verb = (r[1] or ""):match("^%s*`([%w%-]+)")
     if verb and r.section:lower():match("verbs") then listed[verb] = r.line end
 end
-for _, v in ipairs(sorted_keys(verbs)) do
-    if not listed[v] then finding("%s: verb %s (host/cli/main.c) is not documented", lpath, v) end
-end
-for _, v in ipairs(sorted_keys(listed)) do
-    if not verbs[v] then
-        finding("%s:%d: verb %s is documented but not in host/cli/main.c", lpath, listed[v], v)
-    end
-end
+both_ways(verbs, listed, function(v)
+    finding("%s: verb %s (host/cli/main.c) is not documented", lpath, v)
+end, function(v)
+    finding("%s:%d: verb %s is documented but not in host/cli/main.c", lpath, listed[v], v)
+end)
 
 for _, f in ipairs(findings) do io.stderr:write(f, "\n") end
 local n = function(t) return #sorted_keys(t) end
