@@ -23,24 +23,20 @@
     MAP(RON__ERRMAP_NEG)                                                                           \
     _Static_assert(MIN == LAST, #MIN " tracks the last code")
 
-#define RON_ERRMAP_DEFINE(MAP, OK, strerror_fn, name_fn)                                           \
-    const char *strerror_fn(int code) {                                                            \
+/* const char *fn(int code): CASE's text for a code of MAP, ok_text for OK, else other. */
+#define RON__ERRMAP_LOOKUP(fn, MAP, CASE, OK, ok_text, other)                                      \
+    const char *fn(int code) {                                                                     \
         switch (code) {                                                                            \
         case OK:                                                                                   \
-            return "success";                                                                      \
-            MAP(RON__ERRMAP_MSG)                                                                   \
+            return ok_text;                                                                        \
+            MAP(CASE)                                                                              \
         default:                                                                                   \
-            return "unknown error";                                                                \
-        }                                                                                          \
-    }                                                                                              \
-    const char *name_fn(int code) {                                                                \
-        switch (code) {                                                                            \
-        case OK:                                                                                   \
-            return "OK";                                                                           \
-            MAP(RON__ERRMAP_NAME)                                                                  \
-        default:                                                                                   \
-            return "Unknown";                                                                      \
+            return other;                                                                          \
         }                                                                                          \
     }
+
+#define RON_ERRMAP_DEFINE(MAP, OK, strerror_fn, name_fn)                                           \
+    RON__ERRMAP_LOOKUP(strerror_fn, MAP, RON__ERRMAP_MSG, OK, "success", "unknown error")          \
+    RON__ERRMAP_LOOKUP(name_fn, MAP, RON__ERRMAP_NAME, OK, "OK", "Unknown")
 
 #endif
