@@ -78,14 +78,15 @@ local function sorted_keys(t)
     return k
 end
 
--- The code's names against the page's: missing(name) for each the page lacks, unknown(name)
--- for each the page lists that the code does not have (both in name order).
-local function both_ways(code, page, missing, unknown)
+-- The code's names (name -> where) against those the page at path lists (name -> line), in
+-- name order: a finding missing_fmt(path, name, where) for each the page lacks, and
+-- unknown_fmt(path, line, name) for each it lists that the code does not have.
+local function both_ways(path, code, page, missing_fmt, unknown_fmt)
     for _, name in ipairs(sorted_keys(code)) do
-        if not page[name] then missing(name) end
+        if not page[name] then finding(missing_fmt, path, name, code[name]) end
     end
     for _, name in ipairs(sorted_keys(page)) do
-        if not code[name] then unknown(name) end
+        if not code[name] then finding(unknown_fmt, path, page[name], name) end
     end
 end
 
@@ -152,11 +153,8 @@ for _, r in ipairs(rows(must(mpath))) do
         end
     end
 end
-both_ways(emitted, documented, function(name)
-    finding("%s: %s (rendered by %s) is not documented", mpath, name, emitted[name])
-end, function(name)
-    finding("%s:%d: %s is documented but no code renders it", mpath, documented[name], name)
-end)
+both_ways(mpath, emitted, documented, "%s: %s (rendered by %s) is not documented",
+          "%s:%d: %s is documented but no code renders it")
 
 -- ---- config --------------------------------------------------------------------------------
 
@@ -222,11 +220,8 @@ for _, r in ipairs(rows(must(cpath))) do
         end
     end
 end
-both_ways(defaults, keys, function(k)
-    finding("%s: daemon key %s (schema.lua DEFAULTS) is not documented", cpath, k)
-end, function(k)
-    finding("%s:%d: daemon key %s is documented but not in schema.lua DEFAULTS", cpath, keys[k], k)
-end)
+both_ways(cpath, defaults, keys, "%s: daemon key %s (schema.lua DEFAULTS) is not documented",
+          "%s:%d: daemon key %s is documented but not in schema.lua DEFAULTS")
 
 -- ---- cli -----------------------------------------------------------------------------------
 
@@ -242,11 +237,8 @@ for _, r in ipairs(rows(must(lpath))) do
     local verb = (r[1] or ""):match("^%s*`([%w%-]+)")
     if verb and r.section:lower():match("verbs") then listed[verb] = r.line end
 end
-both_ways(verbs, listed, function(v)
-    finding("%s: verb %s (host/cli/main.c) is not documented", lpath, v)
-end, function(v)
-    finding("%s:%d: verb %s is documented but not in host/cli/main.c", lpath, listed[v], v)
-end)
+both_ways(lpath, verbs, listed, "%s: verb %s (host/cli/main.c) is not documented",
+          "%s:%d: verb %s is documented but not in host/cli/main.c")
 
 for _, f in ipairs(findings) do io.stderr:write(f, "\n") end
 local n = function(t) return #sorted_keys(t) end

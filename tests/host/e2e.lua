@@ -17,6 +17,13 @@ local S = dofile(here .. "../../spec/support.lua")
 
 local E = {}
 
+-- The traffic of ledger-rate.lua and wallet-e2e.lua: three tenants, windows from T0 (all in
+-- November 2023: one billing period), amount(t, w) bytes for tenant t in window w.
+E.T0 = 1700000000 - 1700000000 % 3600 -- 2023-11-14T22:00:00Z
+E.TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
+              "00000000-0000-4000-8000-00000000000c" }
+function E.amount(t, w) return 1000 * w + 37 * t end
+
 -- The ledger: PostgreSQL when db is a postgres URI (a pool of `connections`, 4 unless
 -- given), else the SQLite file WORK/l.db (offloaded to the threadpool unless `direct`).
 function E.store_spec(work, db, connections, direct)

@@ -14,9 +14,7 @@ local uv = require "luv"
 local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]
-local T0 = 1700000000 - 1700000000 % 3600 -- 2023-11-14T22:00:00Z: every window in November
-local TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
-                  "00000000-0000-4000-8000-00000000000c" }
+local T0, TENANTS, amount = E.T0, E.TENANTS, E.amount
 local USD = { code = "USD", scale = 2 }
 local UNITS = { code = "u:bytes", scale = 0 }
 
@@ -24,7 +22,6 @@ local clock = { now = T0 + 5 }
 local m, e, sched = E.rig(work, db, clock, "e2e", "e2e")
 
 local totals = {}
-local function amount(t, w) return 1000 * w + 37 * t end -- bytes per window per tenant
 
 local h = sched.spawn("e2e", function()
     local rt = runtime.start { meter = m, exporter = e, tick_ms = 5 }

@@ -25,14 +25,11 @@ local uv = require "luv"
 local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]
-local T0 = 1700000000 - 1700000000 % 3600 -- every window in November 2023: one period
-local TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
-                  "00000000-0000-4000-8000-00000000000c" }
+local T0, TENANTS, amount = E.T0, E.TENANTS, E.amount
 local PREPAID = { 300, 20, 0 }
 local OP = "e2e-operator"
 
 local function charge(total) return math.floor(math.max(0, total - 10) * 3 / 1000) end
-local function amount(t, w) return 1000 * w + 37 * t end -- bytes per window per tenant
 
 local clock = { now = T0 + 5 }
 local m, e, sched = E.rig(work, db, clock, "e2e", "e2e")
