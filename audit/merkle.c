@@ -4,7 +4,16 @@
  * immudb advisory shows are easy to forget (every proof hash consumed, sn ends at 0). */
 #include "internal.h"
 
+#include <stdbool.h>
 #include <string.h>
+
+/* RFC 9162 2.1.3.2 / 2.1.4.2: right-shift fn and sn alike until LSB(fn) is set or fn is 0. */
+static void shift_to_odd(uint64_t *fn, uint64_t *sn) {
+    while (!(*fn & 1) && *fn != 0) {
+        *fn >>= 1;
+        *sn >>= 1;
+    }
+}
 
 static void node(const uint8_t *l, const uint8_t *r, uint8_t *out) {
     uint8_t b[65];
@@ -102,6 +111,24 @@ int rau_merkle_consistency_proof(const uint8_t *leaf_hashes, uint64_t size1, uin
     return rc;
 }
 
+/* One proof node c of RFC 9162's verification walk (2.1.3.2, 2.1.4.2): a left sibling
+ * (LSB(fn) set, or fn == sn) extends fr (when not NULL: inclusion keeps one hash) and sr from
+ * the left, and fn, sn skip the levels where fn is a left child; a right sibling extends sr
+ * only. False when the proof is longer than the path (sn already 0). */
+static bool proof_step(const uint8_t *c, uint8_t *fr, uint8_t *sr, uint64_t *fn, uint64_t *sn) {
+    if (*sn == 0) return false;
+    if ((*fn & 1) || *fn == *sn) {
+        if (fr) node(c, fr, fr);
+        node(c, sr, sr);
+        shift_to_odd(fn, sn);
+    } else {
+        node(sr, c, sr);
+    }
+    *fn >>= 1;
+    *sn >>= 1;
+    return true;
+}
+
 int rau_merkle_verify_inclusion(uint64_t index, uint64_t size, const uint8_t *leaf_hash,
                                 const uint8_t *proof, size_t count, const uint8_t *root) {
     if (!leaf_hash || !root || (!proof && count)) return RAU_EINVAL;
@@ -109,22 +136,8 @@ int rau_merkle_verify_inclusion(uint64_t index, uint64_t size, const uint8_t *le
     uint64_t fn = index, sn = size - 1;
     uint8_t r[32];
     memcpy(r, leaf_hash, 32);
-    for (size_t i = 0; i < count; i++) {
-        const uint8_t *p = proof + 32 * i;
-        if (sn == 0) return RAU_EPROOF;
-        if ((fn & 1) || fn == sn) {
-            node(p, r, r);
-            if (!(fn & 1))
-                while (!(fn & 1) && fn != 0) {
-                    fn >>= 1;
-                    sn >>= 1;
-                }
-        } else {
-            node(r, p, r);
-        }
-        fn >>= 1;
-        sn >>= 1;
-    }
+    for (size_t i = 0; i < count; i++)
+        if (!proof_step(proof + 32 * i, NULL, r, &fn, &sn)) return RAU_EPROOF;
     return sn == 0 && memcmp(r, root, 32) == 0 ? 0 : RAU_EPROOF;
 }
 
@@ -150,23 +163,8 @@ int rau_merkle_verify_consistency(uint64_t size1, uint64_t size2, const uint8_t 
     uint8_t fr[32], sr[32];
     memcpy(fr, first, 32);
     memcpy(sr, first, 32);
-    for (; i < count; i++) {
-        const uint8_t *c = proof + 32 * i;
-        if (sn == 0) return RAU_EPROOF;
-        if ((fn & 1) || fn == sn) {
-            node(c, fr, fr);
-            node(c, sr, sr);
-            if (!(fn & 1))
-                while (!(fn & 1) && fn != 0) {
-                    fn >>= 1;
-                    sn >>= 1;
-                }
-        } else {
-            node(sr, c, sr);
-        }
-        fn >>= 1;
-        sn >>= 1;
-    }
+    for (; i < count; i++)
+        if (!proof_step(proof + 32 * i, fr, sr, &fn, &sn)) return RAU_EPROOF;
     return sn == 0 && memcmp(fr, root1, 32) == 0 && memcmp(sr, root2, 32) == 0 ? 0 : RAU_EPROOF;
 }
 

@@ -17,30 +17,9 @@ set(RAU_SRC audit/error.c audit/hash.c audit/record.c audit/merkle.c audit/note.
             audit/dedupe.c audit/sink.c audit/io.c audit/iotrack.c audit/head.c audit/log.c
             audit/verify.c audit/proof.c core/io.c)
 
-function(rau_library name kind)
-  add_library(${name} ${kind} ${RAU_SRC} $<TARGET_OBJECTS:ra_blake3>)
-  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/include
-                                      PRIVATE ${CMAKE_SOURCE_DIR}/audit ${RA_BLAKE3_DIR})
-  target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
-  target_compile_options(${name} PRIVATE ${RA_WARN} -fvisibility=hidden)
-  target_link_libraries(${name} PUBLIC PkgConfig::RAU_DEPS OpenSSL::Crypto Threads::Threads)
-endfunction()
-
-rau_library(ronaudit SHARED)
-set_target_properties(ronaudit PROPERTIES VERSION ${PROJECT_VERSION}
-                                          SOVERSION ${PROJECT_VERSION_MAJOR})
-rau_library(ronaudit_static STATIC)
-set_target_properties(ronaudit_static PROPERTIES OUTPUT_NAME ronaudit)
-# Internals visible, for tests/audit/.
-rau_library(ronaudit_test STATIC)
-target_compile_options(ronaudit_test PRIVATE -fvisibility=default)
-if(RA_SANITIZE_TESTS)
-  rau_library(ronaudit_san STATIC)
-  target_compile_options(ronaudit_san PRIVATE ${RA_SAN_FLAGS} -fvisibility=default)
-  target_link_options(ronaudit_san PUBLIC ${RA_SAN_FLAGS})
-endif()
-
-install(TARGETS ronaudit ronaudit_static
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(FILES include/ron/audit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ron)
+# ronaudit_test: internals visible, for tests/audit/ (cmake/library.cmake).
+ra_library_set(ronaudit VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+  HEADER include/ron/audit.h TEST_BUILD
+  SOURCES ${RAU_SRC} $<TARGET_OBJECTS:ra_blake3>
+  INCLUDE ${CMAKE_SOURCE_DIR}/audit ${RA_BLAKE3_DIR}
+  LINK PkgConfig::RAU_DEPS OpenSSL::Crypto Threads::Threads)

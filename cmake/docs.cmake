@@ -9,22 +9,18 @@
 #   docs-reference-selftest     that checker fails each kind of disagreement
 find_program(RA_DOCS_LUAJIT luajit)
 if(RA_DOCS_LUAJIT)
-  add_test(NAME docs-requirements
-           COMMAND ${RA_DOCS_LUAJIT} tools/check-requirements.lua .
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  add_test(NAME docs-requirements-selftest
-           COMMAND sh tests/docs/requirements-selftest.sh ${RA_DOCS_LUAJIT}
-                   tools/check-requirements.lua
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  add_test(NAME docs-reference
-           COMMAND ${RA_DOCS_LUAJIT} tools/check-reference.lua .
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  add_test(NAME docs-reference-selftest
-           COMMAND sh tests/docs/reference-selftest.sh ${RA_DOCS_LUAJIT}
-                   tools/check-reference.lua
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(docs-requirements docs-requirements-selftest docs-reference
-                       docs-reference-selftest PROPERTIES LABELS docs TIMEOUT 60)
+  # ra_docs_check(NAME CHECKER SELFTEST): NAME runs tools/CHECKER over the tree and
+  # NAME-selftest runs tests/docs/SELFTEST, which breaks copies of it.
+  function(ra_docs_check name checker selftest)
+    add_test(NAME ${name} COMMAND ${RA_DOCS_LUAJIT} tools/${checker} .
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    add_test(NAME ${name}-selftest
+             COMMAND sh tests/docs/${selftest} ${RA_DOCS_LUAJIT} tools/${checker}
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(${name} ${name}-selftest PROPERTIES LABELS docs TIMEOUT 60)
+  endfunction()
+  ra_docs_check(docs-requirements check-requirements.lua requirements-selftest.sh)
+  ra_docs_check(docs-reference check-reference.lua reference-selftest.sh)
 else()
   add_test(NAME docs-requirements COMMAND sh -c
     "echo 'luajit not found: install luajit2 (tools/deps.sh)' >&2; exit 1")

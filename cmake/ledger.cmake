@@ -15,28 +15,9 @@ find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 set(RL_CORE_SRC ledger/error.c ledger/amount.c ledger/codec.c ledger/select.c ledger/validate.c)
 
-function(rl_core_library name kind)
-  add_library(${name} ${kind} ${RL_CORE_SRC})
-  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/include
-                                      PRIVATE ${CMAKE_SOURCE_DIR}/ledger)
-  target_compile_options(${name} PRIVATE ${RA_WARN} -fvisibility=hidden)
-  target_link_libraries(${name} PUBLIC OpenSSL::Crypto)
-endfunction()
-
-rl_core_library(ronledger SHARED)
-set_target_properties(ronledger PROPERTIES VERSION 0.1.0 SOVERSION 0)
-rl_core_library(ronledger_static STATIC)
-set_target_properties(ronledger_static PROPERTIES OUTPUT_NAME ronledger)
-if(RA_SANITIZE_TESTS)
-  rl_core_library(ronledger_san STATIC)
-  target_compile_options(ronledger_san PRIVATE ${RA_SAN_FLAGS})
-  target_link_options(ronledger_san PUBLIC ${RA_SAN_FLAGS})
-endif()
-
-install(TARGETS ronledger ronledger_static
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(FILES include/ron/ledger.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ron)
+# (cmake/library.cmake)
+ra_library_set(ronledger VERSION 0.1.0 SOVERSION 0 HEADER include/ron/ledger.h
+  SOURCES ${RL_CORE_SRC} INCLUDE ${CMAKE_SOURCE_DIR}/ledger LINK OpenSSL::Crypto)
 
 # ---- C tests ----
 find_program(RL_OPENSSL openssl)
@@ -115,6 +96,37 @@ if(RA_CLANG)
 endif()
 
 # ---- Lua binding (lua/ron/ledger/, spec/ron/ledger/) ----
+# rl_host_spec(NAME SPEC LABELS TIMEOUT [ENV...]): ra_host_spec (cmake/lua.cmake) pointed at
+# the libronledger just built (RON_LEDGER_LIB), ENV added to its environment.
+# rl_host_test(NAME TIMEOUT COMMAND...): likewise for ra_host_test
+# (cmake/host-tests.cmake).
+function(rl_host_spec name spec labels timeout)
+  if(NOT COMMAND ra_host_spec)
+    return()
+  endif()
+  ra_host_spec(${name} ${spec})
+  if(TEST ${name})
+    set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${timeout})
+    set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT
+      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>" ${ARGN})
+  endif()
+endfunction()
+function(rl_host_test name timeout)
+  if(NOT COMMAND ra_host_test)
+    return()
+  endif()
+  ra_host_test(${name} ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout}
+    ENVIRONMENT "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
+endfunction()
+# rl_host_script_pair(NAME SCRIPT TIMEOUT): tests/host/SCRIPT HOST SOURCE_DIR WORK_DIR as
+# NAME (SQLite) and as NAME-pg (`postgres`: a real PostgreSQL the script starts).
+function(rl_host_script_pair name script timeout)
+  set(cmd sh ${CMAKE_SOURCE_DIR}/tests/host/${script} $<TARGET_FILE:ron-accounting>
+          ${CMAKE_SOURCE_DIR})
+  rl_host_test(${name} ${timeout} ${cmd} ${CMAKE_BINARY_DIR}/${name})
+  rl_host_test(${name}-pg ${timeout} ${cmd} ${CMAKE_BINARY_DIR}/${name}-pg postgres)
+endfunction()
 # The busted run (ctest `lua`, cmake/lua.cmake) also runs spec/ron/ledger/: point it at the
 # libronledger just built.
 if(TEST lua)
@@ -128,69 +140,29 @@ endif()
 # (spec/ron/ledger/store_conformance.lua) runs under plain busted on SQLite (ctest `lua`,
 # spec/ron/ledger/store_spec.lua) and here inside the host, in tasks, on PostgreSQL (a real
 # server started by tests/pg/pg-harness.sh) and on SQLite offloaded to the threadpool.
-if(COMMAND ra_host_spec)
-  ra_host_spec(lua-ledger-store-host spec/ron/ledger/store_host_spec.lua)
-  if(TEST lua-ledger-store-host)
-    set_tests_properties(lua-ledger-store-host PROPERTIES LABELS "lua;postgres")
-    set_property(TEST lua-ledger-store-host APPEND PROPERTY ENVIRONMENT
-      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
-  endif()
-endif()
+rl_host_spec(lua-ledger-store-host spec/ron/ledger/store_host_spec.lua "lua;postgres" 120)
 
 # The engine (lua/ron/ledger/ledger.lua, docs/LEDGER.md "The commit path") on a real
 # PostgreSQL inside the host: racing commits, a racing capped floor, replays, and a kill -9
 # loop of a committing process (RON_LEDGER_KILLS, 20 here) with recover() and the
 # simulator's invariants after each kill. `make soak-ledger` runs 500 kills; `make sim-ledger`
 # runs the deterministic simulator (spec/ron/ledger/sim_spec.lua) over many more seeds.
-if(COMMAND ra_host_spec)
-  ra_host_spec(lua-ledger-engine-pg-host spec/ron/ledger/ledger_pg_host_spec.lua)
-  if(TEST lua-ledger-engine-pg-host)
-    set_tests_properties(lua-ledger-engine-pg-host PROPERTIES LABELS "lua;postgres" TIMEOUT 300)
-    set_property(TEST lua-ledger-engine-pg-host APPEND PROPERTY ENVIRONMENT
-      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
-  endif()
-endif()
+rl_host_spec(lua-ledger-engine-pg-host spec/ron/ledger/ledger_pg_host_spec.lua "lua;postgres" 300)
 # A hot account (issue 29 items 1 and 2, LED-67): 3000 transfers spending one payer's change
 # from 6 committers on 2 nodes while a reader polls its balance (never up) and its spendable
 # postings (never before their transfer), then `ledger verify` exact; on SQLite (offloaded)
 # and on a real PostgreSQL (spec/ron/ledger/ledger_hot_host_spec.lua, RON_HOT_BACKEND).
-if(COMMAND ra_host_spec)
-  foreach(_hot sqlite postgres)
-    set(_hot_name ledger-hot-account-${_hot})
-    set(_hot_labels lua)
-    if(_hot STREQUAL "postgres")
-      set(_hot_name ledger-hot-account-pg)
-      set(_hot_labels "lua;postgres")
-    endif()
-    ra_host_spec(${_hot_name} spec/ron/ledger/ledger_hot_host_spec.lua)
-    if(TEST ${_hot_name})
-      set_tests_properties(${_hot_name} PROPERTIES LABELS "${_hot_labels}" TIMEOUT 900)
-      set_property(TEST ${_hot_name} APPEND PROPERTY ENVIRONMENT
-        "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>" "RON_HOT_BACKEND=${_hot}")
-    endif()
-  endforeach()
-endif()
+rl_host_spec(ledger-hot-account-sqlite spec/ron/ledger/ledger_hot_host_spec.lua lua 900
+  RON_HOT_BACKEND=sqlite)
+rl_host_spec(ledger-hot-account-pg spec/ron/ledger/ledger_hot_host_spec.lua "lua;postgres" 900
+  RON_HOT_BACKEND=postgres)
 # `ledger verify` inside the host (docs/LEDGER.md "What verify proves"): 3,000 transfers from
 # concurrent committers on one hot payer, on offloaded SQLite and on PostgreSQL, verified
 # exact (issue 29 item 2); a sample of the mutation suite on PostgreSQL (issue 24 §2).
-if(COMMAND ra_host_spec)
-  ra_host_spec(lua-ledger-verify-host spec/ron/ledger/verify_host_spec.lua)
-  if(TEST lua-ledger-verify-host)
-    set_tests_properties(lua-ledger-verify-host PROPERTIES LABELS "lua;postgres" TIMEOUT 600)
-    set_property(TEST lua-ledger-verify-host APPEND PROPERTY ENVIRONMENT
-      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
-  endif()
-endif()
+rl_host_spec(lua-ledger-verify-host spec/ron/ledger/verify_host_spec.lua "lua;postgres" 600)
 # Node leases on a real PostgreSQL (LED-71): a takeover waits for a phase in flight and
 # fences the old epoch; fence_node ends one node's statements.
-if(COMMAND ra_host_spec)
-  ra_host_spec(lua-ledger-lease-pg-host spec/ron/ledger/lease_host_spec.lua)
-  if(TEST lua-ledger-lease-pg-host)
-    set_tests_properties(lua-ledger-lease-pg-host PROPERTIES LABELS "lua;postgres" TIMEOUT 120)
-    set_property(TEST lua-ledger-lease-pg-host APPEND PROPERTY ENVIRONMENT
-      "RON_LEDGER_LIB=$<TARGET_FILE:ronledger>")
-  endif()
-endif()
+rl_host_spec(lua-ledger-lease-pg-host spec/ron/ledger/lease_host_spec.lua "lua;postgres" 120)
 if(TARGET ron-accounting AND RA_BUSTED)
   add_custom_target(soak-ledger
     COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_KILLS=500 RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
@@ -225,30 +197,27 @@ endif()
 # The Store's benchmark (tests/bench/bench-ledger-store.lua, inside the host: PostgreSQL
 # needs its loop): lifecycle rows/s against a plain INSERT loop, balance reads at 1k, 100k
 # and 1M postings. Minutes; only in `make bench`.
-if(TARGET ron-accounting)
-  add_custom_target(bench-ledger-store-run
+# rl_bench_lua(NAME SCRIPT): `make bench` runs tests/bench/SCRIPT inside the host as
+# NAME-run, its results appended to bench/ledger-results.jsonl.
+function(rl_bench_lua name script)
+  if(NOT TARGET ron-accounting)
+    return()
+  endif()
+  add_custom_target(${name}-run
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
-    COMMAND $<TARGET_FILE:ron-accounting> run ${CMAKE_SOURCE_DIR}/tests/bench/bench-ledger-store.lua
+    COMMAND $<TARGET_FILE:ron-accounting> run ${CMAKE_SOURCE_DIR}/tests/bench/${script}
       --dir ${CMAKE_BINARY_DIR}/bench --out ${CMAKE_BINARY_DIR}/bench/ledger-results.jsonl
     DEPENDS ron-accounting ronledger USES_TERMINAL VERBATIM)
   if(TARGET bench)
-    add_dependencies(bench bench-ledger-store-run)
+    add_dependencies(bench ${name}-run)
   endif()
-endif()
+endfunction()
+rl_bench_lua(bench-ledger-store bench-ledger-store.lua)
 # Rating throughput into the ledger (tests/bench/bench-ledger-rating-pg.lua, wip/perf, LED-50):
 # slices/s through ron.ledger.exporter into PostgreSQL (fsync on) and SQLite, durability ack and
 # statement, 1 and N streams, against plain INSERT baselines of the same rows in the same
 # run. Minutes; only in `make bench`.
-if(TARGET ron-accounting)
-  add_custom_target(bench-ledger-rating-run
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bench
-    COMMAND $<TARGET_FILE:ron-accounting> run ${CMAKE_SOURCE_DIR}/tests/bench/bench-ledger-rating-pg.lua
-      --dir ${CMAKE_BINARY_DIR}/bench --out ${CMAKE_BINARY_DIR}/bench/ledger-results.jsonl
-    DEPENDS ron-accounting ronledger USES_TERMINAL VERBATIM)
-  if(TARGET bench)
-    add_dependencies(bench bench-ledger-rating-run)
-  endif()
-endif()
+rl_bench_lua(bench-ledger-rating bench-ledger-rating-pg.lua)
 add_test(NAME bench-ledger-smoke
   COMMAND sh -c "out=$(\"$1\" --quick) || { echo \"$out\"; exit 1; }; echo \"$out\"; echo \"$out\" | grep -q '^BENCH {\"bench\":\"ledger\"'"
           sh $<TARGET_FILE:bench-ledger>)

@@ -95,6 +95,24 @@ static int slice_parse(ra_slice_t *s) {
     return 0;
 }
 
+/* A slice holding a copy of buf[0..len), checked by `check`; its code when that fails. The
+ * size is checked before any allocation. */
+static int slice_copy(const uint8_t *buf, size_t len, int (*check)(ra_slice_t *),
+                      ra_slice_t **out) {
+    if (len > RA_FRAME_MAX) return RA_EOVERSIZE;
+    if (len < RA_ENC_FIXED) return RA_ESCHEMA;
+    ra_slice_t *s = ra__slice_alloc(len);
+    if (!s) return RA_ENOMEM;
+    memcpy(s->bytes, buf, len);
+    int rc = check(s);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
 int ra__slice_finish(ra_slice_t *s) {
     int rc = slice_parse(s);
     if (rc == 0) ra_b3(s->bytes, s->len, s->b3);
@@ -106,37 +124,16 @@ int ra__slice_finish(ra_slice_t *s) {
 int ra__slice_decode_trusted(const uint8_t *buf, size_t len, const uint8_t b3[32],
                              ra_slice_t **out) {
     *out = NULL;
-    if (len > RA_FRAME_MAX) return RA_EOVERSIZE;
-    if (len < RA_ENC_FIXED) return RA_ESCHEMA;
-    ra_slice_t *s = ra__slice_alloc(len);
-    if (!s) return RA_ENOMEM;
-    memcpy(s->bytes, buf, len);
-    int rc = slice_parse(s);
-    if (rc != 0) {
-        free(s);
-        return rc;
-    }
-    memcpy(s->b3, b3, RA_B3_LEN);
-    *out = s;
-    return 0;
+    int rc = slice_copy(buf, len, slice_parse, out);
+    if (rc == 0) memcpy((*out)->b3, b3, RA_B3_LEN);
+    return rc;
 }
 
 int ra_slice_decode(const uint8_t *buf, size_t len, ra_slice_t **out) {
     if (!out) return RA_EINVAL;
     *out = NULL;
     if (!buf && len) return RA_EINVAL;
-    if (len > RA_FRAME_MAX) return RA_EOVERSIZE; /* checked before any allocation */
-    if (len < RA_ENC_FIXED) return RA_ESCHEMA;
-    ra_slice_t *s = ra__slice_alloc(len);
-    if (!s) return RA_ENOMEM;
-    memcpy(s->bytes, buf, len);
-    int rc = ra__slice_finish(s);
-    if (rc != 0) {
-        free(s);
-        return rc;
-    }
-    *out = s;
-    return 0;
+    return slice_copy(buf, len, ra__slice_finish, out);
 }
 
 void ra_slice_ref(const ra_slice_t *s) {

@@ -104,7 +104,8 @@ int ra__wal_append(ra__wal_t *w, ra_slice_t *const *slices, size_t n, int64_t no
 void ra__wal_acked(ra__wal_t *w, uint64_t frame_seq);
 
 /* Removes every fully ACKed segment, after checkpointing the heads. Heads come from the
- * callback: it is called for every head the meter knows. */
+ * callback: it is called for every head the meter knows (NULL: a WAL with no streams to
+ * checkpoint, as the benchmarks and fuzzers drive it without a meter). */
 typedef int (*ra__wal_heads_fn)(void *ud, ra__wal_head_fn emit, void *eud);
 int ra__wal_compact(ra__wal_t *w, ra__wal_heads_fn heads, void *heads_ud, size_t *removed);
 

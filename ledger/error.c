@@ -1,33 +1,11 @@
-/* The error map (include/ron/ledger.h RL_ERRNO_MAP) turned into rl_strerror/rl_err_name. */
+/* The error map (include/ron/ledger.h RL_ERRNO_MAP) turned into rl_strerror/rl_err_name by
+ * the shape every library shares (include/ron/errmap.h). */
 #include "internal.h"
+#include "ron/errmap.h"
 
-#define RL__STR_CASE(s, v, n, m)                                                                   \
-    case RL_E##s:                                                                                  \
-        return m;
-#define RL__NAME_CASE(s, v, n, m)                                                                  \
-    case RL_E##s:                                                                                  \
-        return n;
+RON_ERRMAP_CHECK(RL_ERRNO_MAP, RL_ERRNO_MIN, RL_ENOBALANCE);
+RON_ERRMAP_DEFINE(RL_ERRNO_MAP, RL_OK, rl_strerror, rl_err_name)
 
 const char *rl_version(void) {
     return RL_VERSION_STRING;
-}
-
-const char *rl_strerror(int code) {
-    switch (code) {
-    case RL_OK:
-        return "success";
-        RL_ERRNO_MAP(RL__STR_CASE)
-    default:
-        return "unknown error";
-    }
-}
-
-const char *rl_err_name(int code) {
-    switch (code) {
-    case RL_OK:
-        return "OK";
-        RL_ERRNO_MAP(RL__NAME_CASE)
-    default:
-        return "Unknown";
-    }
 }

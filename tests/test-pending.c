@@ -21,6 +21,20 @@ static size_t seal_windows(ra_meter_t *m, int first, int windows, unsigned tenan
     return total;
 }
 
+/* Pending slice i (a new reference; NULL when there is none), its tenant's last UUID byte
+ * (the streams of seal_windows) and its seq. */
+static ra_slice_t *pending_stream_seq(ra_meter_t *m, size_t i, unsigned *tenant, uint64_t *seq) {
+    ra_slice_t *s;
+    if (ra_meter_pending_get(m, i, &s) != 0) return NULL;
+    ra_tenant_t t;
+    ra_slice_get_tenant(s, &t);
+    ra_slice_id_t id;
+    ra_slice_get_id(s, &id);
+    *tenant = t.b[3];
+    *seq = id.seq;
+    return s;
+}
+
 /* ACKs in a scrambled order leave holes; the ring keeps per-stream order and reuses the
  * room, over many cycles (seeded). */
 RA_TEST(pending_out_of_order_acks_and_compaction) {
@@ -44,27 +58,23 @@ RA_TEST(pending_out_of_order_acks_and_compaction) {
         size_t n = ra_meter_pending_count(m);
         uint64_t seen[4] = {0};
         for (size_t i = 0; i < n; i++) {
-            ra_slice_t *s;
-            REQUIRE(ra_meter_pending_get(m, i, &s) == 0);
-            ra_tenant_t t;
-            ra_slice_get_tenant(s, &t);
-            ra_slice_id_t id;
-            ra_slice_get_id(s, &id);
-            CHECK(id.seq > seen[t.b[3]]);
-            seen[t.b[3]] = id.seq;
+            unsigned t;
+            uint64_t seq;
+            ra_slice_t *s = pending_stream_seq(m, i, &t, &seq);
+            REQUIRE(s);
+            CHECK(seq > seen[t]);
+            seen[t] = seq;
             ra_slice_unref(s);
         }
         /* ACK a random pending slice (any stream, any position) one to three times. */
         int acks = (int)(ra_t_rand(&rng) % 3) + 1;
         for (int a = 0; a < acks && ra_meter_pending_count(m); a++) {
             size_t idx = ra_t_rand(&rng) % ra_meter_pending_count(m);
-            ra_slice_t *s;
-            REQUIRE(ra_meter_pending_get(m, idx, &s) == 0);
-            ra_tenant_t t;
-            ra_slice_get_tenant(s, &t);
-            ra_slice_id_t id;
-            ra_slice_get_id(s, &id);
-            if (id.seq > last_seq[t.b[3]]) last_seq[t.b[3]] = id.seq;
+            unsigned t;
+            uint64_t seq;
+            ra_slice_t *s = pending_stream_seq(m, idx, &t, &seq);
+            REQUIRE(s);
+            if (seq > last_seq[t]) last_seq[t] = seq;
             CHECK_RC(ra_meter_ack(m, s), 0);
             CHECK_RC(ra_meter_ack(m, s), RA_ENOTFOUND);
             ra_slice_unref(s);

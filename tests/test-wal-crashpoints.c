@@ -308,17 +308,24 @@ static uint64_t rollover_calls(unsigned ns, unsigned capacity) {
     return calls;
 }
 
+/* A crash case's start: fresh paths under name, totals of ns subjects to fill, and the
+ * recording meter (not a sealer) on POSIX I/O with its configuration in *wcfg. */
+static ra_meter_t *writer_open(paths_t *p, const char *name, cp_totals_t *want, unsigned ns,
+                               ra_config_t *wcfg, unsigned capacity) {
+    paths_make(p, name);
+    totals_init(want, ns);
+    cfg_make(wcfg, p, capacity, false);
+    return open_with(wcfg, ra__io_posix());
+}
+
 /* One crash point: `k` in 1..calls with `phase`, or k == 0: exit right after the rollover
  * returned. Returns failures. */
 static int crash_point(unsigned ns, unsigned capacity, uint64_t k, int phase, const char *what,
                        bool sabotage) {
     paths_t p;
-    paths_make(&p, "crash-point");
     cp_totals_t want;
-    totals_init(&want, ns);
     ra_config_t wcfg;
-    cfg_make(&wcfg, &p, capacity, false);
-    ra_meter_t *writer = open_with(&wcfg, ra__io_posix());
+    ra_meter_t *writer = writer_open(&p, "crash-point", &want, ns, &wcfg, capacity);
     if (!writer) return 1;
     /* window 0 sealed by a first, healthy sealer: segments and chains exist */
     if (record_all(writer, ns, 0, 0, 5, &want) != 0) return 1;
@@ -435,12 +442,9 @@ RA_TEST(sealer_sigkill_at_random_moments) {
     double span = 0;
     for (int it = 0; it < iters; it++) {
         paths_t p;
-        paths_make(&p, "crash-random");
         cp_totals_t want;
-        totals_init(&want, ns);
         ra_config_t wcfg;
-        cfg_make(&wcfg, &p, capacity, false);
-        ra_meter_t *writer = open_with(&wcfg, ra__io_posix());
+        ra_meter_t *writer = writer_open(&p, "crash-random", &want, ns, &wcfg, capacity);
         REQUIRE(writer);
         for (unsigned w = 0; w < windows; w++)
             if (record_all(writer, ns, w, 0, 5, &want) != 0) RA_FAILF("record");

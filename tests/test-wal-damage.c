@@ -5,24 +5,36 @@
 
 /* ---- G-18: torn writes, bit flips, a huge length, a zeroed hole, misplaced frames ---------- */
 
-/* A WAL of `segs` segments with tenants x dims frames each. */
-static void fix_build(wal_fix_t *f, uint64_t seed, int segs, unsigned tenants, unsigned dims,
-                      unsigned subjects) {
+/* Failures a case reports (the first 12 printed; the others counted). */
+static int g18_failures;
+
+/* A WAL of one segment per window: window w holds tenants[w] x dims frames (subjects each;
+ * tenants from 300), sealed at the start of window w + 1. */
+static void fix_build_windows(wal_fix_t *f, uint64_t seed, int segs, const unsigned *tenants,
+                              unsigned dims, unsigned subjects) {
     memset(f, 0, sizeof *f);
-    f->fs = simfs_new(seed);
-    ra_config_t cfg;
-    wal_config(&cfg, WAL_DIR);
-    ra_meter_t *m = open_io(&cfg, f->fs, NULL);
-    if (!m) abort();
-    for (int w = 0; w < segs; w++) {
-        record_grid(m, w, tenants, dims, subjects, 300, &seed);
+    walfix_t w;
+    walfix_start(&w, seed);
+    if (!walfix_meter(&w)) abort();
+    for (int i = 0; i < segs; i++) {
         size_t n = 0;
-        if (ra_meter_rollover(m, RA_T_EPOCH_MS + (w + 1) * WIN_MS, NULL, 0, &n) != 0 ||
-            n != tenants * dims)
+        if (walfix_seal_grid(&w, i, tenants[i], dims, subjects, NULL, 0, &n) != 0 ||
+            n != tenants[i] * dims)
             abort();
     }
-    ra_meter_close(m);
+    ra_meter_close(w.m);
+    f->fs = w.fs;
     fix_scan(f);
+}
+
+/* The fixture most G-18 cases damage: 3 segments of 2 tenants x 2 dimensions (6 subjects),
+ * seed printed, the case's failure count reset. */
+static bool g18_fixture(wal_fix_t *f, uint64_t seed, const char *what) {
+    printf("# G-18 %s: seed %#llx\n", what, (unsigned long long)seed);
+    static const unsigned two[3] = {2, 2, 2};
+    fix_build_windows(f, seed, 3, two, 2, 6);
+    g18_failures = 0;
+    return f->nseg == 3;
 }
 
 typedef struct {
@@ -64,7 +76,6 @@ static outcome_t reopen_expect(simfs_t *fs, const wal_fix_t *fix, bool lost[SEGS
     return o;
 }
 
-static int g18_failures;
 #define G18_CHECK(cond, ...)                                                                       \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
@@ -103,107 +114,110 @@ static void damage_end(damage_t *d) {
     simfs_free(d->fs);
 }
 
-RA_TEST(G_18_truncate_newest_segment_at_every_offset) {
-    uint64_t seed = 0x18000001;
-    printf("# G-18 truncation of the newest segment: seed %#llx\n", (unsigned long long)seed);
-    wal_fix_t fix;
-    fix_build(&fix, seed, 3, 2, 2, 6);
-    REQUIRE(fix.nseg == 3);
-    const seg_info_t *s = &fix.seg[2];
-    REQUIRE(s->n == 4);
-    size_t step = quick() ? 3 : 1, runs = 0, boundary_silent = 0;
-    g18_failures = 0;
-    for (size_t k = 0; k < s->len; k += step) {
-        damage_t d;
-        const uint8_t *b = damage_begin(&d, &fix, seed + k, s->path, 0);
-        bool lost[SEGS_MAX][FRAMES_MAX] = {{false}};
-        size_t good_end = k < RA_WAL_SEG_HDR ? 0 : RA_WAL_SEG_HDR, nlost = 0;
-        for (size_t i = 0; i < s->n; i++) {
-            lost[2][i] = s->end[i] > k;
-            nlost += lost[2][i];
-            if (s->end[i] <= k) good_end = s->end[i];
-        }
-        size_t want_torn = k - good_end;
-        outcome_t o = damage_reopen(&d, k, &fix, lost);
-        G18_CHECK(o.exact, "cut at %zu: pending is not every frame before the cut", k);
-        G18_CHECK(o.breaks == 0, "cut at %zu: a slice twice", k);
-        G18_CHECK(o.corrupt == 0, "cut at %zu: corrupt %g, want 0 (a torn tail)", k, o.corrupt);
-        G18_CHECK(o.torn == (double)want_torn, "cut at %zu: torn bytes %g, want %zu", k, o.torn,
-                  want_torn);
-        if (want_torn > 0) {
-            char broken[160];
-            snprintf(broken, sizeof broken, "%s.broken", s->path);
-            size_t bl = 0;
-            const uint8_t *bb = simfs_data(d.fs, broken, &bl);
-            G18_CHECK(bb && bl == want_torn && memcmp(bb, b + good_end, bl) == 0,
-                      "cut at %zu: the torn tail is not kept in %s", k, broken);
-        }
-        /* Frames lost at a frame boundary leave no torn bytes: the loss must still be seen
-         * (the segment header says how many frames it holds). */
-        if (nlost && want_torn == 0 && o.corrupt == 0 && o.torn == 0 &&
-            !strstr(g_log, "wal recovery:")) {
-            boundary_silent++;
-        }
-        /* Recovery repaired the segment: a second open finds nothing more to repair. */
-        outcome_t o2 = reopen_expect(d.fs, &fix, lost);
-        G18_CHECK(o2.exact && o2.corrupt == 0 && o2.torn == 0,
-                  "cut at %zu: the second recovery is not clean (corrupt %g torn %g)", k,
-                  o2.corrupt, o2.torn);
-        damage_end(&d);
-        runs++;
+/* What a cut of segment si at byte k loses: lost[si][i] for the frames ending after k (every
+ * other entry false); the end of the last whole frame before k; whether k falls inside a
+ * frame or the segment header. */
+typedef struct {
+    size_t nlost, good_end;
+    bool mid_frame;
+} cut_t;
+
+static cut_t cut_at(const wal_fix_t *fix, size_t si, size_t k, bool lost[SEGS_MAX][FRAMES_MAX]) {
+    const seg_info_t *s = &fix->seg[si];
+    cut_t c = {0, k < RA_WAL_SEG_HDR ? 0 : RA_WAL_SEG_HDR, k < RA_WAL_SEG_HDR};
+    memset(lost, 0, sizeof(bool[SEGS_MAX][FRAMES_MAX]));
+    for (size_t i = 0; i < s->n; i++) {
+        lost[si][i] = s->end[i] > k;
+        c.nlost += lost[si][i];
+        if (s->end[i] <= k) c.good_end = s->end[i];
+        if (s->off[i] < k && k < s->end[i]) c.mid_frame = true;
     }
-    printf("# G-18: %zu truncations of a %zu-byte segment (4 frames); %zu cuts at a frame "
-           "boundary lost whole frames without any count or log\n",
-           runs, s->len, boundary_silent);
-    CHECK_EQ_U64(boundary_silent, 0);
-    simfs_free(fix.fs);
+    return c;
 }
 
-RA_TEST(G_18_truncate_older_segment_is_corruption) {
-    uint64_t seed = 0x18000002;
-    printf("# G-18 truncation of an older segment: seed %#llx\n", (unsigned long long)seed);
+/* One cut of truncate_every_offset, judged: the checks of its kind of segment; true when the
+ * cut lost whole frames without a count or a log line (what must never happen). */
+typedef bool (*cut_judge_fn)(const wal_fix_t *fix, const seg_info_t *s, size_t k, cut_t c,
+                             outcome_t o, damage_t *d, bool lost[SEGS_MAX][FRAMES_MAX]);
+
+/* The newest segment cut at k: a torn tail (counted, kept in .broken), never corruption; a
+ * second open finds nothing more to repair. Frames lost at a frame boundary leave no torn
+ * bytes: the loss must still be seen (the segment header says how many frames it holds). */
+static bool judge_newest_cut(const wal_fix_t *fix, const seg_info_t *s, size_t k, cut_t c,
+                             outcome_t o, damage_t *d, bool lost[SEGS_MAX][FRAMES_MAX]) {
+    size_t want_torn = k - c.good_end;
+    G18_CHECK(o.exact, "cut at %zu: pending is not every frame before the cut", k);
+    G18_CHECK(o.breaks == 0, "cut at %zu: a slice twice", k);
+    G18_CHECK(o.corrupt == 0, "cut at %zu: corrupt %g, want 0 (a torn tail)", k, o.corrupt);
+    G18_CHECK(o.torn == (double)want_torn, "cut at %zu: torn bytes %g, want %zu", k, o.torn,
+              want_torn);
+    if (want_torn > 0) {
+        char broken[160];
+        snprintf(broken, sizeof broken, "%s.broken", s->path);
+        size_t bl = 0;
+        const uint8_t *bb = simfs_data(d->fs, broken, &bl);
+        G18_CHECK(bb && bl == want_torn && memcmp(bb, d->b + c.good_end, bl) == 0,
+                  "cut at %zu: the torn tail is not kept in %s", k, broken);
+    }
+    bool silent = c.nlost && want_torn == 0 && o.corrupt == 0 && o.torn == 0 &&
+                  !strstr(g_log, "wal recovery:");
+    outcome_t o2 = reopen_expect(d->fs, fix, lost);
+    G18_CHECK(o2.exact && o2.corrupt == 0 && o2.torn == 0,
+              "cut at %zu: the second recovery is not clean (corrupt %g torn %g)", k, o2.corrupt,
+              o2.torn);
+    return silent;
+}
+
+/* An older segment cut at k: corruption (never a torn tail), the later segments recovered. */
+static bool judge_older_cut(const wal_fix_t *fix, const seg_info_t *s, size_t k, cut_t c,
+                            outcome_t o, damage_t *d, bool lost[SEGS_MAX][FRAMES_MAX]) {
+    (void)fix, (void)s, (void)d, (void)lost;
+    G18_CHECK(o.exact, "older cut at %zu: pending is not every surviving frame", k);
+    G18_CHECK(o.torn == 0, "older cut at %zu: counted as torn (%g)", k, o.torn);
+    if (c.mid_frame) {
+        G18_CHECK(o.corrupt >= 1, "older cut at %zu: not counted as corrupt", k);
+        return false;
+    }
+    return c.nlost && o.corrupt == 0;
+}
+
+/* Segment si of the fixture truncated at every offset (every third with RA_TEST_QUICK),
+ * each cut reopened and judged; no cut may lose whole frames silently. */
+static void truncate_every_offset(uint64_t seed, size_t si, const char *what, cut_judge_fn judge) {
     wal_fix_t fix;
-    fix_build(&fix, seed, 3, 2, 2, 6);
-    REQUIRE(fix.nseg == 3);
-    const seg_info_t *s = &fix.seg[1];
+    REQUIRE(g18_fixture(&fix, seed, what));
+    const seg_info_t *s = &fix.seg[si];
+    REQUIRE(s->n == 4);
     size_t step = quick() ? 3 : 1, runs = 0, silent = 0;
-    g18_failures = 0;
-    for (size_t k = 0; k < s->len; k += step) {
+    for (size_t k = 0; k < s->len; k += step, runs++) {
         damage_t d;
         damage_begin(&d, &fix, seed + k, s->path, 0);
-        bool lost[SEGS_MAX][FRAMES_MAX] = {{false}};
-        size_t nlost = 0;
-        bool mid_frame = k < RA_WAL_SEG_HDR;
-        for (size_t i = 0; i < s->n; i++) {
-            lost[1][i] = s->end[i] > k;
-            nlost += lost[1][i];
-            if (s->off[i] < k && k < s->end[i]) mid_frame = true;
-        }
+        bool lost[SEGS_MAX][FRAMES_MAX];
+        cut_t c = cut_at(&fix, si, k, lost);
         outcome_t o = damage_reopen(&d, k, &fix, lost);
-        G18_CHECK(o.exact, "older cut at %zu: pending is not every surviving frame", k);
-        G18_CHECK(o.torn == 0, "older cut at %zu: counted as torn (%g)", k, o.torn);
-        if (mid_frame)
-            G18_CHECK(o.corrupt >= 1, "older cut at %zu: not counted as corrupt", k);
-        else if (nlost && o.corrupt == 0)
-            silent++;
+        silent += judge(&fix, s, k, c, o, &d, lost);
         damage_end(&d);
-        runs++;
     }
-    printf("# G-18: %zu truncations of an older %zu-byte segment; %zu cuts at a frame boundary "
-           "lost whole frames silently\n",
-           runs, s->len, silent);
+    printf("# G-18: %zu truncations of the %zu-byte segment %zu (4 frames); %zu cuts at a frame "
+           "boundary lost whole frames without any count or log\n",
+           runs, s->len, si, silent);
     CHECK_EQ_U64(silent, 0);
     simfs_free(fix.fs);
 }
 
+RA_TEST(G_18_truncate_newest_segment_at_every_offset) {
+    truncate_every_offset(0x18000001, 2, "truncation of the newest segment", judge_newest_cut);
+}
+
+RA_TEST(G_18_truncate_older_segment_is_corruption) {
+    truncate_every_offset(0x18000002, 1, "truncation of an older segment", judge_older_cut);
+}
+
 RA_TEST(G_18_bit_flip_in_every_frame) {
     uint64_t seed = 0x18000003;
-    printf("# G-18 bit flips: seed %#llx\n", (unsigned long long)seed);
     wal_fix_t fix;
-    fix_build(&fix, seed, 3, 2, 2, 6);
-    REQUIRE(fix.nseg == 3);
+    REQUIRE(g18_fixture(&fix, seed, "bit flips"));
     size_t runs = 0, unnamed = 0, step = quick() ? 5 : 1;
-    g18_failures = 0;
     for (size_t si = 0; si < fix.nseg; si++) {
         const seg_info_t *s = &fix.seg[si];
         for (size_t fi = 0; fi < s->n; fi++) {
@@ -266,11 +280,8 @@ static void fix_hdr_sum(uint8_t *frame) {
 
 RA_TEST(G_18_length_field_huge) {
     uint64_t seed = 0x18000004;
-    printf("# G-18 length 0xFFFFFFFF: seed %#llx\n", (unsigned long long)seed);
     wal_fix_t fix;
-    fix_build(&fix, seed, 3, 2, 2, 6);
-    REQUIRE(fix.nseg == 3);
-    g18_failures = 0;
+    REQUIRE(g18_fixture(&fix, seed, "length 0xFFFFFFFF"));
     const uint32_t lens[] = {0xFFFFFFFFu, RA_FRAME_MAX + 1, 0};
     for (int target = 0; target < 2; target++) {
         size_t si = target == 0 ? 1 : 2, fi = target == 0 ? 1 : fix.seg[2].n - 1;
@@ -307,21 +318,8 @@ RA_TEST(G_18_zeroed_4k_hole_resyncs) {
     for (int newest = 0; newest < 2; newest++) {
         /* 40 frames in the big segment; a small segment after it unless it is the newest */
         wal_fix_t fix;
-        memset(&fix, 0, sizeof fix);
-        fix.fs = simfs_new(seed);
-        ra_config_t cfg;
-        wal_config(&cfg, WAL_DIR);
-        ra_meter_t *m = open_io(&cfg, fix.fs, NULL);
-        REQUIRE(m);
-        record_grid(m, 0, 40, 1, 4, 500, &seed);
-        size_t n;
-        CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + WIN_MS, NULL, 0, &n), 0);
-        if (!newest) {
-            record_grid(m, 1, 2, 1, 4, 500, &seed);
-            CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 2 * WIN_MS, NULL, 0, &n), 0);
-        }
-        ra_meter_close(m);
-        fix_scan(&fix);
+        static const unsigned tenants[2] = {40, 2};
+        fix_build_windows(&fix, seed, newest ? 1 : 2, tenants, 1, 4);
         const seg_info_t *s = &fix.seg[0];
         REQUIRE(s->n == 40 && s->len > 4096 + 2000);
         size_t hole = 1500;
@@ -349,51 +347,71 @@ RA_TEST(G_18_zeroed_4k_hole_resyncs) {
     }
 }
 
+/* (a) a copy of frame 0 of the middle segment inserted after its frame 2 */
+static outcome_t misplace_copy_inside(const wal_fix_t *fix, uint64_t seed) {
+    const seg_info_t *s = &fix->seg[1];
+    damage_t d;
+    size_t fl = s->end[0] - s->off[0];
+    uint8_t *b = damage_begin(&d, fix, seed, s->path, fl);
+    memmove(b + s->end[2] + fl, b + s->end[2], d.len - s->end[2]);
+    memcpy(b + s->end[2], b + s->off[0], fl);
+    outcome_t o = damage_reopen(&d, d.len + fl, fix, NULL);
+    damage_end(&d);
+    return o;
+}
+
+/* (b) a frame of the oldest segment appended to the newest: stale, not a torn tail */
+static outcome_t misplace_stale_tail(const wal_fix_t *fix, uint64_t seed) {
+    const seg_info_t *s = &fix->seg[2], *old = &fix->seg[0];
+    damage_t d;
+    size_t ol, fl = old->end[1] - old->off[1];
+    uint8_t *b = damage_begin(&d, fix, seed, s->path, fl);
+    uint8_t *ob = copy_of(d.fs, old->path, &ol, 0);
+    memcpy(b + d.len, ob + old->off[1], fl);
+    free(ob);
+    outcome_t o = damage_reopen(&d, d.len + fl, fix, NULL);
+    damage_end(&d);
+    return o;
+}
+
+/* (c) a whole old segment replayed under a newer name (a restored backup) */
+static outcome_t misplace_old_segment(const wal_fix_t *fix, uint64_t seed) {
+    damage_t d;
+    damage_begin(&d, fix, seed, fix->seg[0].path, 0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/%016llx.seg", WAL_DIR, 0x100ull);
+    d.path = path; /* the same bytes under a newer name */
+    outcome_t o = damage_reopen(&d, d.len, fix, NULL);
+    damage_end(&d);
+    return o;
+}
+
+/* Each misplacement: every frame still pending exactly once, and counted as corrupt
+ * (exactly once unless `more`); no torn bytes where `no_torn`; the log line where given. */
+static const struct {
+    const char *what;
+    outcome_t (*damage)(const wal_fix_t *fix, uint64_t seed);
+    bool more, no_torn;
+    const char *log;
+} MISPLACED[] = {
+    {"a frame copied inside a segment", misplace_copy_inside, false, false, "misplaced frame"},
+    {"an old frame after the newest tail", misplace_stale_tail, false, true, NULL},
+    {"an old segment under a newer name", misplace_old_segment, true, false, NULL},
+};
+
 RA_TEST(G_18_misplaced_and_stale_frames_skipped) {
     uint64_t seed = 0x18000006;
-    printf("# G-18 misplaced frames: seed %#llx\n", (unsigned long long)seed);
     wal_fix_t fix;
-    fix_build(&fix, seed, 3, 2, 2, 6);
-    REQUIRE(fix.nseg == 3);
-    g18_failures = 0;
-    /* (a) a copy of frame 0 of the middle segment inserted after its frame 2 */
-    {
-        const seg_info_t *s = &fix.seg[1];
-        damage_t d;
-        size_t fl = s->end[0] - s->off[0];
-        uint8_t *b = damage_begin(&d, &fix, seed, s->path, fl);
-        memmove(b + s->end[2] + fl, b + s->end[2], d.len - s->end[2]);
-        memcpy(b + s->end[2], b + s->off[0], fl);
-        outcome_t o = damage_reopen(&d, d.len + fl, &fix, NULL);
-        CHECK(o.exact);
-        CHECK_EQ_I64(o.breaks, 0);
-        CHECK(o.corrupt == 1);
-        CHECK(strstr(g_log, "misplaced frame") != NULL);
-        damage_end(&d);
-    }
-    /* (b) a frame of the oldest segment appended to the newest: stale, not a torn tail */
-    {
-        const seg_info_t *s = &fix.seg[2], *old = &fix.seg[0];
-        damage_t d;
-        size_t ol, fl = old->end[1] - old->off[1];
-        uint8_t *b = damage_begin(&d, &fix, seed, s->path, fl);
-        uint8_t *ob = copy_of(d.fs, old->path, &ol, 0);
-        memcpy(b + d.len, ob + old->off[1], fl);
-        free(ob);
-        outcome_t o = damage_reopen(&d, d.len + fl, &fix, NULL);
-        CHECK(o.exact && o.breaks == 0 && o.corrupt == 1 && o.torn == 0);
-        damage_end(&d);
-    }
-    /* (c) a whole old segment replayed under a newer name (a restored backup) */
-    {
-        damage_t d;
-        damage_begin(&d, &fix, seed, fix.seg[0].path, 0);
-        char path[128];
-        snprintf(path, sizeof path, "%s/%016llx.seg", WAL_DIR, 0x100ull);
-        d.path = path; /* the same bytes under a newer name */
-        outcome_t o = damage_reopen(&d, d.len, &fix, NULL);
-        CHECK(o.exact && o.breaks == 0 && o.corrupt >= 1);
-        damage_end(&d);
+    REQUIRE(g18_fixture(&fix, seed, "misplaced frames"));
+    for (size_t i = 0; i < sizeof MISPLACED / sizeof MISPLACED[0]; i++) {
+        outcome_t o = MISPLACED[i].damage(&fix, seed);
+        const char *what = MISPLACED[i].what;
+        G18_CHECK(o.exact && o.breaks == 0, "%s: pending not exact (%d twice)", what, o.breaks);
+        G18_CHECK(MISPLACED[i].more ? o.corrupt >= 1 : o.corrupt == 1, "%s: corrupt %g", what,
+                  o.corrupt);
+        G18_CHECK(!MISPLACED[i].no_torn || o.torn == 0, "%s: torn %g", what, o.torn);
+        G18_CHECK(!MISPLACED[i].log || strstr(g_log, MISPLACED[i].log), "%s: no '%s' in the log",
+                  what, MISPLACED[i].log);
     }
     simfs_free(fix.fs);
 }
@@ -401,11 +419,8 @@ RA_TEST(G_18_misplaced_and_stale_frames_skipped) {
 /* A damaged segment header loses no frame; and it must not make the WAL refuse to seal. */
 RA_TEST(G_18_segment_header_flip) {
     uint64_t seed = 0x18000007;
-    printf("# G-18 segment header flips: seed %#llx\n", (unsigned long long)seed);
     wal_fix_t fix;
-    fix_build(&fix, seed, 3, 2, 2, 6);
-    REQUIRE(fix.nseg == 3);
-    g18_failures = 0;
+    REQUIRE(g18_fixture(&fix, seed, "segment header flips"));
     size_t refused = 0;
     /* byte == RA_WAL_SEG_HDR: the control, nothing flipped */
     for (size_t byte = 0; byte <= RA_WAL_SEG_HDR; byte++) {

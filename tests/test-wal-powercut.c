@@ -64,6 +64,15 @@ typedef struct {
 
 static uint64_t g_pc_refused; /* rollovers refused by an injected error (not the cut) */
 
+/* The write-side faults a run draws from (SIMFS_NOPS: a short write of up to 63 bytes). */
+static const struct {
+    simfs_op_t op;
+    int err;
+} WRITE_FAULTS[] = {
+    {SIMFS_FSYNC, -EIO},    {SIMFS_FSYNC_DIR, -EIO}, {SIMFS_RENAME, -EIO}, {SIMFS_UNLINK, -EIO},
+    {SIMFS_WRITE, -ENOSPC}, {SIMFS_NOPS, 0},         {SIMFS_CREATE, -EIO},
+};
+
 /* One seeded run: rounds of records, rollover, random ACKs, compaction and clean restarts.
  * crash_at (0: none) makes call number crash_at and every later one fail. Returns the number
  * of I/O calls made. */
@@ -77,29 +86,11 @@ static uint64_t pc_workload(simfs_t *fs, uint64_t seed, uint64_t crash_at, bool 
         int nf = 1 + (int)(ra_t_rand(&fseed) % 2);
         for (int i = 0; i < nf; i++) {
             uint64_t nth = 1 + ra_t_rand(&fseed) % 6, times = 1 + ra_t_rand(&fseed) % 2;
-            switch (ra_t_rand(&fseed) % 7) {
-            case 0:
-                simfs_fail(fs, SIMFS_FSYNC, nth, -EIO, times);
-                break;
-            case 1:
-                simfs_fail(fs, SIMFS_FSYNC_DIR, nth, -EIO, times);
-                break;
-            case 2:
-                simfs_fail(fs, SIMFS_RENAME, nth, -EIO, times);
-                break;
-            case 3:
-                simfs_fail(fs, SIMFS_UNLINK, nth, -EIO, times);
-                break;
-            case 4:
-                simfs_fail(fs, SIMFS_WRITE, nth, -ENOSPC, times);
-                break;
-            case 5:
+            size_t pick = ra_t_rand(&fseed) % (sizeof WRITE_FAULTS / sizeof WRITE_FAULTS[0]);
+            if (WRITE_FAULTS[pick].op == SIMFS_NOPS)
                 simfs_short_write(fs, nth, (size_t)(ra_t_rand(&fseed) % 64));
-                break;
-            default:
-                simfs_fail(fs, SIMFS_CREATE, nth, -EIO, times);
-                break;
-            }
+            else
+                simfs_fail(fs, WRITE_FAULTS[pick].op, nth, WRITE_FAULTS[pick].err, times);
         }
     }
     int rc = 0;

@@ -18,6 +18,23 @@ static int dir_entries(const char *path) {
     return n;
 }
 
+/* s continues its stream's chain from the newest slice of that stream in a[0..na) and
+ * b[0..nb) (seq + 1, prev_b3 = its b3), or starts the stream (seq 1) when there is none. */
+static void check_continues(const ra_slice_t *s, ra_slice_t *const *a, size_t na,
+                            ra_slice_t *const *b, size_t nb) {
+    const ra_slice_t *last = NULL;
+    for (size_t k = 0; k < na + nb; k++) {
+        const ra_slice_t *o = k < na ? a[k] : b[k - na];
+        if (same_stream(o, s) && (!last || seq_of(o) > seq_of(last))) last = o;
+    }
+    if (!last) {
+        CHECK_EQ_U64(seq_of(s), 1);
+        return;
+    }
+    CHECK_EQ_U64(seq_of(s), seq_of(last) + 1);
+    CHECK_MEM(ra_slice_prev_b3(s), ra_slice_b3(last), 32);
+}
+
 RA_TEST(G_6_amnesia_on_never_creates_a_file) {
     keys_init();
     uint64_t seed = 0x6a0001;
@@ -128,17 +145,8 @@ static void restart_restores(simfs_t *fs, const char *dir, uint64_t seed) {
     static ra_slice_t *next[256];
     CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 6 * WIN_MS, next, 256, &n), 0);
     REQUIRE(n > 0);
-    for (size_t i = 0; i < n; i++) {
-        const ra_slice_t *last = NULL;
-        for (size_t k = 0; k < ns; k++)
-            if (same_stream(sealed[k], next[i])) last = sealed[k];
-        if (!last) {
-            CHECK_EQ_U64(seq_of(next[i]), 1);
-            continue;
-        }
-        CHECK_EQ_U64(seq_of(next[i]), seq_of(last) + 1);
-        CHECK_MEM(ra_slice_prev_b3(next[i]), ra_slice_b3(last), 32);
-    }
+    for (size_t i = 0; i < n; i++)
+        check_continues(next[i], sealed, ns, NULL, 0);
 
     /* ACK everything, compact: the segments are gone, a reopen has nothing pending, and
      * chains continue from the heads checkpoint. */
@@ -161,22 +169,8 @@ static void restart_restores(simfs_t *fs, const char *dir, uint64_t seed) {
     size_t na = 0;
     CHECK_RC(ra_meter_rollover(m, RA_T_EPOCH_MS + 8 * WIN_MS, after, 256, &na), 0);
     REQUIRE(na > 0);
-    for (size_t i = 0; i < na; i++) {
-        const ra_slice_t *last = NULL;
-        for (size_t k = 0; k < n; k++)
-            if (same_stream(next[k], after[i])) last = next[k];
-        for (size_t k = 0; k < ns && !last; k++)
-            if (same_stream(sealed[k], after[i])) last = sealed[k];
-        if (!last) {
-            CHECK_EQ_U64(seq_of(after[i]), 1);
-            continue;
-        }
-        /* the newest known slice of that stream */
-        for (size_t k = 0; k < n; k++)
-            if (same_stream(next[k], after[i]) && seq_of(next[k]) > seq_of(last)) last = next[k];
-        CHECK_EQ_U64(seq_of(after[i]), seq_of(last) + 1);
-        CHECK_MEM(ra_slice_prev_b3(after[i]), ra_slice_b3(last), 32);
-    }
+    for (size_t i = 0; i < na; i++)
+        check_continues(after[i], next, n, sealed, ns);
     unref_all(after, na);
     unref_all(next, n);
     unref_all(sealed, ns);

@@ -78,6 +78,18 @@ local function sorted_keys(t)
     return k
 end
 
+-- The code's names (name -> where) against those the page at path lists (name -> line), in
+-- name order: a finding missing_fmt(path, name, where) for each the page lacks, and
+-- unknown_fmt(path, line, name) for each it lists that the code does not have.
+local function both_ways(path, code, page, missing_fmt, unknown_fmt)
+    for _, name in ipairs(sorted_keys(code)) do
+        if not page[name] then finding(missing_fmt, path, name, code[name]) end
+    end
+    for _, name in ipairs(sorted_keys(page)) do
+        if not code[name] then finding(unknown_fmt, path, page[name], name) end
+    end
+end
+
 -- ---- metrics -------------------------------------------------------------------------------
 
 -- The families the Lua packages declare (ron.base.metrics' registry), with the file of each.
@@ -141,16 +153,8 @@ for _, r in ipairs(rows(must(mpath))) do
         end
     end
 end
-for _, name in ipairs(sorted_keys(emitted)) do
-    if not documented[name] then
-        finding("%s: %s (rendered by %s) is not documented", mpath, name, emitted[name])
-    end
-end
-for _, name in ipairs(sorted_keys(documented)) do
-    if not emitted[name] then
-        finding("%s:%d: %s is documented but no code renders it", mpath, documented[name], name)
-    end
-end
+both_ways(mpath, emitted, documented, "%s: %s (rendered by %s) is not documented",
+          "%s:%d: %s is documented but no code renders it")
 
 -- ---- config --------------------------------------------------------------------------------
 
@@ -216,17 +220,8 @@ for _, r in ipairs(rows(must(cpath))) do
         end
     end
 end
-for _, k in ipairs(sorted_keys(defaults)) do
-    if not keys[k] then
-        finding("%s: daemon key %s (schema.lua DEFAULTS) is not documented", cpath, k)
-    end
-end
-for _, k in ipairs(sorted_keys(keys)) do
-    if not defaults[k] then
-        finding("%s:%d: daemon key %s is documented but not in schema.lua DEFAULTS", cpath,
-                keys[k], k)
-    end
-end
+both_ways(cpath, defaults, keys, "%s: daemon key %s (schema.lua DEFAULTS) is not documented",
+          "%s:%d: daemon key %s is documented but not in schema.lua DEFAULTS")
 
 -- ---- cli -----------------------------------------------------------------------------------
 
@@ -242,14 +237,8 @@ for _, r in ipairs(rows(must(lpath))) do
     local verb = (r[1] or ""):match("^%s*`([%w%-]+)")
     if verb and r.section:lower():match("verbs") then listed[verb] = r.line end
 end
-for _, v in ipairs(sorted_keys(verbs)) do
-    if not listed[v] then finding("%s: verb %s (host/cli/main.c) is not documented", lpath, v) end
-end
-for _, v in ipairs(sorted_keys(listed)) do
-    if not verbs[v] then
-        finding("%s:%d: verb %s is documented but not in host/cli/main.c", lpath, listed[v], v)
-    end
-end
+both_ways(lpath, verbs, listed, "%s: verb %s (host/cli/main.c) is not documented",
+          "%s:%d: verb %s is documented but not in host/cli/main.c")
 
 for _, f in ipairs(findings) do io.stderr:write(f, "\n") end
 local n = function(t) return #sorted_keys(t) end

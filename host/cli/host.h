@@ -75,6 +75,8 @@ bool ra_host_is_state_dir(const char *path);
 int ra_host_chain_verify(const char *exe, int argc, char **argv);
 
 /* verdict.c: the problem list of a ledger verify (ledgercmd.c, pgverify.c). */
+#include "ron/accounting.h" /* ra_slice_t */
+
 #include <stdint.h>
 #define RA_HOST_MAX_PRINTED 1000
 typedef struct ra_host_verdict {
@@ -88,7 +90,9 @@ void ra_host_report(ra_host_verdict_t *vd, bool is_break, const char *fmt, ...)
 void ra_host_report_overflow(const ra_host_verdict_t *vd);
 /* "OK" or "FAILED: ..." on stdout; the exit code. */
 int ra_host_verdict_end(const ra_host_verdict_t *vd);
-/* totals: print, per stream, the sum of its rows over all its slices (`verify --totals`). */
+/* totals: print, per stream, the sum of its rows over all its slices (`verify --totals`).
+ * ra_host_add_rows adds the slice's row increments to *sum (*overflow set once it wraps). */
+void ra_host_add_rows(const ra_slice_t *s, uint64_t *sum, bool *overflow);
 /* streams.c: `streams stuck|accept-loss ...` through the daemon's admin routes. */
 int ra_host_streams(const char *exe, int argc, char **argv);
 /* httpc.c: one request to a running daemon (libcurl's easy API): a GET, or a POST of the

@@ -210,13 +210,7 @@ static bool check_decoded(lv_t *v, stream_walk_t *w, const ra_slice_t *s, uint64
         ok = false;
     }
     if (v->totals) {
-        for (size_t r = 0, nr = ra_slice_row_count(s); r < nr; r++) {
-            uint64_t inc = 0;
-            if (ra_slice_row(s, r, NULL, &inc) == 0) {
-                if (w->sum > UINT64_MAX - inc) w->sum_overflow = true;
-                w->sum += inc;
-            }
-        }
+        ra_host_add_rows(s, &w->sum, &w->sum_overflow);
         if (w->nslices++ == 0) w->w_first = id.window_start_s;
         w->w_last = id.window_start_s + id.window_len_s;
     }

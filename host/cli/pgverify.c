@@ -280,15 +280,7 @@ static bool check_decoded(pv_t *v, const slice_row_t *row, const ra_slice_t *s, 
                        row->name, row->seq, id.seq, id.window_start_s, id.window_len_s);
         ok = false;
     }
-    if (v->totals) {
-        for (size_t i = 0, nr = ra_slice_row_count(s); i < nr; i++) {
-            uint64_t inc = 0;
-            if (ra_slice_row(s, i, NULL, &inc) == 0) {
-                if (cs->sum > UINT64_MAX - inc) cs->sum_overflow = true;
-                cs->sum += inc;
-            }
-        }
-    }
+    if (v->totals) ra_host_add_rows(s, &cs->sum, &cs->sum_overflow);
     return ok;
 }
 

@@ -35,3 +35,13 @@ int ra_host_verdict_end(const ra_host_verdict_t *vd) {
     fflush(stdout);
     return bad ? RA_HOST_EXIT_FAILED : RA_HOST_EXIT_OK;
 }
+
+void ra_host_add_rows(const ra_slice_t *s, uint64_t *sum, bool *overflow) {
+    for (size_t r = 0, nr = ra_slice_row_count(s); r < nr; r++) {
+        uint64_t inc = 0;
+        if (ra_slice_row(s, r, NULL, &inc) == 0) {
+            if (*sum > UINT64_MAX - inc) *overflow = true;
+            *sum += inc;
+        }
+    }
+}

@@ -99,30 +99,28 @@ static int next(parser_t *ps, char close, const char *fault, int *rc) {
     return more > 0;
 }
 
-/* value: an integer 0..2^53-1 in plain JSON notation, nothing else. */
+/* value: an integer 0..2^53-1 in plain JSON notation, nothing else. What each way of being
+ * something else answers (a scanner result without a row: malformed JSON): */
+static const struct {
+    int scan, code;
+    const char *msg;
+} NOT_AN_INTEGER[] = {
+    {RA_JSON_NEGATIVE, RA_INGEST_EBAD_VALUE, "value must not be negative"},
+    {RA_JSON_NOT_NUMBER, RA_INGEST_EWRONG_TYPE, "value must be an integer (a JSON number)"},
+    {RA_JSON_LEADING_ZERO, RA_INGEST_EBAD_VALUE, "value has a leading zero"},
+    {RA_JSON_TOO_BIG, RA_INGEST_EBAD_VALUE, "value is above 2^53-1"},
+    {RA_JSON_FRACTION, RA_INGEST_EBAD_VALUE, "value must be an integer (no fraction)"},
+    {RA_JSON_EXPONENT, RA_INGEST_EBAD_VALUE, "value must be a plain integer (no exponent)"},
+};
+
 static int integer(parser_t *ps, uint64_t *out) {
     const unsigned char *at = ps->s.p;
-    switch (ra_json_uint(&ps->s, RA_INGEST_VALUE_MAX, out)) {
-    case 0:
-        return 0;
-    case RA_JSON_NEGATIVE:
-        return fail(ps, at, RA_INGEST_EBAD_VALUE, "value must not be negative", "value");
-    case RA_JSON_NOT_NUMBER:
-        return fail(ps, at, RA_INGEST_EWRONG_TYPE, "value must be an integer (a JSON number)",
-                    "value");
-    case RA_JSON_LEADING_ZERO:
-        return fail(ps, at, RA_INGEST_EBAD_VALUE, "value has a leading zero", "value");
-    case RA_JSON_TOO_BIG:
-        return fail(ps, at, RA_INGEST_EBAD_VALUE, "value is above 2^53-1", "value");
-    case RA_JSON_FRACTION:
-        return fail(ps, at, RA_INGEST_EBAD_VALUE, "value must be an integer (no fraction)",
-                    "value");
-    case RA_JSON_EXPONENT:
-        return fail(ps, at, RA_INGEST_EBAD_VALUE, "value must be a plain integer (no exponent)",
-                    "value");
-    default:
-        return malformed(ps, ps->s.fault_at, ps->s.fault);
-    }
+    int scan = ra_json_uint(&ps->s, RA_INGEST_VALUE_MAX, out);
+    if (scan == 0) return 0;
+    for (size_t i = 0; i < sizeof NOT_AN_INTEGER / sizeof NOT_AN_INTEGER[0]; i++)
+        if (NOT_AN_INTEGER[i].scan == scan)
+            return fail(ps, at, NOT_AN_INTEGER[i].code, NOT_AN_INTEGER[i].msg, "value");
+    return malformed(ps, ps->s.fault_at, ps->s.fault);
 }
 
 /* tenant: a UUID; a batch usually names one tenant over and over, so the last one parsed

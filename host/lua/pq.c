@@ -256,12 +256,8 @@ static void pipe_clear(pqc_t *c) {
     c->pipe_n = c->pipe_i = 0;
 }
 
-/* The struct goes (on a later loop turn): the Lua object is detached first. */
-static void release(pqc_t *c) {
-    if (c->freeing) return;
-    c->freeing = 1;
-    if (c->ud) *c->ud = NULL;
-    c->ud = NULL;
+/* The server connection goes: its poll handle, the libpq connection and every result. */
+static void disconnect(pqc_t *c) {
     poll_close(c);
     if (c->pg) {
         PQfinish(c->pg);
@@ -270,6 +266,15 @@ static void release(pqc_t *c) {
     PQclear(c->res);
     c->res = NULL;
     pipe_clear(c);
+}
+
+/* The struct goes (on a later loop turn): the Lua object is detached first. */
+static void release(pqc_t *c) {
+    if (c->freeing) return;
+    c->freeing = 1;
+    if (c->ud) *c->ud = NULL;
+    c->ud = NULL;
+    disconnect(c);
     drop_refs(c);
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, on_timer_closed);
@@ -1082,14 +1087,7 @@ static int l_exec(lua_State *L) {
 static int l_close(lua_State *L) {
     pqc_t *c = check_conn(L, 1, 0);
     if (!c || c->state == ST_CLOSED) return 0;
-    poll_close(c);
-    if (c->pg) {
-        PQfinish(c->pg);
-        c->pg = NULL;
-    }
-    PQclear(c->res);
-    c->res = NULL;
-    pipe_clear(c);
+    disconnect(c);
     c->state = ST_CLOSED;
     if (c->ud) *c->ud = NULL; /* the object is closed from now on */
     c->ud = NULL;

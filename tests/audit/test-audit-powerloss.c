@@ -148,14 +148,20 @@ static void report(void *ud, const char *where, const char *what) {
     (void)ud;
     fprintf(stderr, "#   verify: %s: %s\n", where, what);
 }
-static int verify_copy(simfs_t *fs, uint64_t *records) {
+/* `audit verify` of a copy of fs's log on the real file system: its problem count (each one
+ * passed to rep), or a negative code. */
+static int verify_copy_to(simfs_t *fs, rau_report_fn rep, void *ud, uint64_t *records) {
     static int n;
     char to[700];
     snprintf(to, sizeof to, "%s/copy-%d", rau_t_tmpdir(), n++);
     if (mkdir(to, 0700) != 0) return -100;
     copy_t c = {fs, to};
     fs->io.list(fs, DIR_, cb_copy, &c);
-    return rau_verify_dir(to, g_vkey, report, NULL, records);
+    return rau_verify_dir(to, g_vkey, rep, ud, records);
+}
+
+static int verify_copy(simfs_t *fs, uint64_t *records) {
+    return verify_copy_to(fs, report, NULL, records);
 }
 
 static uint64_t env_u64(const char *k, uint64_t d) {
@@ -253,137 +259,138 @@ RA_TEST(power_loss_at_random_calls_keeps_every_acknowledged_record) {
     CHECK(torn > 0);
 }
 
+/* The fault cases' fixture: a log on a simulated disk (seed printed) and its model. */
+typedef struct {
+    uint64_t seed;
+    simfs_t *fs;
+    model_t m;
+    rau_log_t *l;
+    rau_appended_t a;
+} ffix_t;
+
+/* Opens the log; `synced` records appended and synced (acknowledged). */
+static bool ffix_open(ffix_t *f, uint64_t seed, int synced) {
+    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
+    memset(f, 0, sizeof *f);
+    f->seed = seed;
+    f->fs = sim_new(seed);
+    f->l = reopen(f->fs);
+    if (!f->l) return false;
+    if (!synced) return true;
+    if (!append_n(f->l, &f->m, synced, &f->a) || rau_log_sync(f->l) != 0) return false;
+    f->m.acked = f->a.seq;
+    return true;
+}
+
+/* The log closed, the power cut in `mode` (none: -1), the log opened again. */
+static bool ffix_reopen(ffix_t *f, int mode) {
+    rau_log_close(f->l);
+    if (mode >= 0) simfs_crash(f->fs, (simfs_crash_mode_t)mode);
+    f->l = reopen(f->fs);
+    return f->l != NULL;
+}
+
+/* n more records appended and synced (acknowledged). */
+static bool ffix_ack(ffix_t *f, int n) {
+    if (!append_n(f->l, &f->m, n, &f->a) || rau_log_sync(f->l) != 0) return false;
+    f->m.acked = f->a.seq;
+    return true;
+}
+
+static void ffix_end(ffix_t *f) {
+    rau_log_close(f->l);
+    free(f->m.hash);
+    simfs_free(f->fs);
+}
+
 /* fsyncgate: a failed fdatasync is not retried, the log refuses every later append (no
  * record is chained to one that may not be on disk), durable_seq stays where the last
  * good sync left it; a reopen rewrites the bytes it finds past what is known durable, so
  * records appended after the reopen cannot end up behind a hole. */
 RA_TEST(fsync_eio_fails_the_log_and_a_reopen_rewrites_the_tail) {
-    uint64_t seed = 42;
-    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
-    simfs_t *fs = sim_new(seed);
-    model_t m = {0};
-    rau_log_t *l = reopen(fs);
-    REQUIRE(l);
-    rau_appended_t a;
-    REQUIRE(append_n(l, &m, 50, &a));
-    CHECK_RC(rau_log_sync(l), 0);
-    m.acked = 50;
-    REQUIRE(append_n(l, &m, 20, &a));
-    simfs_fail(fs, SIMFS_FSYNC, 1, -EIO, 1);
-    CHECK_RC(rau_log_sync(l), RAU_EIO);
-    CHECK_EQ_U64(simfs_injected(fs), 1);
+    ffix_t f;
+    REQUIRE(ffix_open(&f, 42, 50));
+    CHECK_EQ_U64(f.m.acked, 50);
+    REQUIRE(append_n(f.l, &f.m, 20, &f.a));
+    simfs_fail(f.fs, SIMFS_FSYNC, 1, -EIO, 1);
+    CHECK_RC(rau_log_sync(f.l), RAU_EIO);
+    CHECK_EQ_U64(simfs_injected(f.fs), 1);
     rau_log_stats_t st;
-    rau_log_stats(l, &st);
+    rau_log_stats(f.l, &st);
     CHECK_EQ_U64(st.durable_seq, 50);
-    CHECK_RC(append_one(l, &m, &a), RAU_ECLOSED);
-    CHECK_RC(rau_log_sync(l), RAU_ECLOSED);
-    rau_log_close(l);
+    CHECK_RC(append_one(f.l, &f.m, &f.a), RAU_ECLOSED);
+    CHECK_RC(rau_log_sync(f.l), RAU_ECLOSED);
     /* the process goes on (no power cut): the cache still holds records 51..70 */
-    l = reopen(fs);
-    REQUIRE(l);
-    rau_log_stats(l, &st);
+    REQUIRE(ffix_reopen(&f, -1));
+    rau_log_stats(f.l, &st);
     CHECK_EQ_U64(st.head_seq, 70);
-    REQUIRE(append_n(l, &m, 10, &a));
-    CHECK_RC(rau_log_sync(l), 0);
-    m.acked = 80;
-    rau_log_close(l);
-    simfs_crash(fs, SIMFS_CRASH_DROP);
-    l = reopen(fs);
-    REQUIRE(l);
-    CHECK(check_state(l, &m, "fsyncgate", seed));
-    rau_log_stats(l, &st);
+    REQUIRE(ffix_ack(&f, 10));
+    CHECK_EQ_U64(f.m.acked, 80);
+    REQUIRE(ffix_reopen(&f, SIMFS_CRASH_DROP));
+    CHECK(check_state(f.l, &f.m, "fsyncgate", f.seed));
+    rau_log_stats(f.l, &st);
     CHECK_EQ_U64(st.head_seq, 80);
-    rau_log_close(l);
-    free(m.hash);
-    simfs_free(fs);
+    ffix_end(&f);
 }
 
 /* A full disk: the write that does not fit fails the sync (RAU_EIO) and the log; the part
  * that fit is a torn tail, cut and reported at the next open; nothing acknowledged is lost;
  * with room again the chain goes on. */
 RA_TEST(enospc_fails_the_sync_and_the_torn_part_is_cut) {
-    uint64_t seed = 7;
-    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
-    simfs_t *fs = sim_new(seed);
-    model_t m = {0};
-    rau_log_t *l = reopen(fs);
-    REQUIRE(l);
-    rau_appended_t a;
-    REQUIRE(append_n(l, &m, 30, &a));
-    CHECK_RC(rau_log_sync(l), 0);
-    m.acked = 30;
-    simfs_set_capacity(fs, simfs_usage(fs) + 1000); /* about 10 records more */
-    REQUIRE(append_n(l, &m, 40, &a));
-    CHECK_RC(rau_log_sync(l), RAU_EIO);
-    CHECK_RC(append_one(l, &m, &a), RAU_ECLOSED);
-    rau_log_close(l);
-    simfs_set_capacity(fs, 0);
-    l = reopen(fs);
-    REQUIRE(l);
+    ffix_t f;
+    REQUIRE(ffix_open(&f, 7, 30));
+    simfs_set_capacity(f.fs, simfs_usage(f.fs) + 1000); /* about 10 records more */
+    REQUIRE(append_n(f.l, &f.m, 40, &f.a));
+    CHECK_RC(rau_log_sync(f.l), RAU_EIO);
+    CHECK_RC(append_one(f.l, &f.m, &f.a), RAU_ECLOSED);
+    rau_log_close(f.l);
+    simfs_set_capacity(f.fs, 0);
+    f.l = reopen(f.fs);
+    REQUIRE(f.l);
     rau_log_stats_t st;
-    rau_log_stats(l, &st);
+    rau_log_stats(f.l, &st);
     CHECK(st.torn_bytes > 0);
     CHECK(st.head_seq >= 30 && st.head_seq < 70);
-    CHECK(check_state(l, &m, "enospc", seed));
-    m.acked = st.head_seq;
-    REQUIRE(append_n(l, &m, 5, &a));
-    CHECK_RC(rau_log_sync(l), 0);
-    m.acked = a.seq;
-    rau_log_close(l);
-    simfs_crash(fs, SIMFS_CRASH_TORN);
-    l = reopen(fs);
-    REQUIRE(l);
-    CHECK(check_state(l, &m, "enospc after the cut", seed));
-    rau_log_close(l);
-    free(m.hash);
-    simfs_free(fs);
+    CHECK(check_state(f.l, &f.m, "enospc", f.seed));
+    f.m.acked = st.head_seq;
+    REQUIRE(ffix_ack(&f, 5));
+    REQUIRE(ffix_reopen(&f, SIMFS_CRASH_TORN));
+    CHECK(check_state(f.l, &f.m, "enospc after the cut", f.seed));
+    ffix_end(&f);
 }
 
 /* Short writes are continued (the batch is whole on disk); a short write followed by a
  * failing one fails the log, and its half frame is a torn tail cut at the next open. */
 RA_TEST(short_writes_are_continued_or_cut) {
-    uint64_t seed = 9;
-    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
-    simfs_t *fs = sim_new(seed);
-    model_t m = {0};
-    rau_log_t *l = reopen(fs);
-    REQUIRE(l);
-    rau_appended_t a;
+    ffix_t f;
+    REQUIRE(ffix_open(&f, 9, 0));
     for (int round = 0; round < 5; round++) {
-        REQUIRE(append_n(l, &m, 10, &a));
-        simfs_short_write(fs, 1, 1 + simfs_rand(fs) % 300);
-        CHECK_RC(rau_log_sync(l), 0);
-        m.acked = a.seq;
+        REQUIRE(append_n(f.l, &f.m, 10, &f.a));
+        simfs_short_write(f.fs, 1, 1 + simfs_rand(f.fs) % 300);
+        CHECK_RC(rau_log_sync(f.l), 0);
+        f.m.acked = f.a.seq;
     }
-    CHECK_EQ_U64(simfs_injected(fs), 5);
-    REQUIRE(append_n(l, &m, 10, &a));
-    simfs_short_write(fs, 1, 100);
-    simfs_fail(fs, SIMFS_WRITE, 2, -EIO, 1);
-    CHECK_RC(rau_log_sync(l), RAU_EIO);
-    rau_log_close(l);
-    simfs_crash(fs, SIMFS_CRASH_REORDER);
-    l = reopen(fs);
-    REQUIRE(l);
-    CHECK(check_state(l, &m, "short write", seed));
-    rau_log_close(l);
-    simfs_clear_faults(fs);
-    /* the same without a power cut: the half frame is in the cache, cut at open */
-    l = reopen(fs);
-    REQUIRE(l);
-    REQUIRE(append_n(l, &m, 10, &a));
-    simfs_short_write(fs, 1, 100);
-    simfs_fail(fs, SIMFS_WRITE, 2, -EIO, 1);
-    CHECK_RC(rau_log_sync(l), RAU_EIO);
-    rau_log_close(l);
-    l = reopen(fs);
-    REQUIRE(l);
-    rau_log_stats_t st;
-    rau_log_stats(l, &st);
-    CHECK_EQ_U64(st.torn_bytes, 100);
-    CHECK(check_state(l, &m, "short write, no cut", seed));
-    rau_log_close(l);
-    free(m.hash);
-    simfs_free(fs);
+    CHECK_EQ_U64(simfs_injected(f.fs), 5);
+    /* a short write, then a failing one; with a power cut, then without one (the half frame
+     * is in the cache): cut at the open either way */
+    for (int cut = 1; cut >= 0; cut--) {
+        REQUIRE(append_n(f.l, &f.m, 10, &f.a));
+        simfs_short_write(f.fs, 1, 100);
+        simfs_fail(f.fs, SIMFS_WRITE, 2, -EIO, 1);
+        CHECK_RC(rau_log_sync(f.l), RAU_EIO);
+        REQUIRE(ffix_reopen(&f, cut ? SIMFS_CRASH_REORDER : -1));
+        rau_log_stats_t st;
+        rau_log_stats(f.l, &st);
+        if (!cut) CHECK_EQ_U64(st.torn_bytes, 100);
+        CHECK(check_state(f.l, &f.m, cut ? "short write" : "short write, no cut", f.seed));
+        if (cut) {
+            rau_log_close(f.l);
+            simfs_clear_faults(f.fs);
+            f.l = reopen(f.fs);
+            REQUIRE(f.l);
+        }
+    }
+    ffix_end(&f);
 }
 
 static int cb_first_seg(void *ud, const char *name) {
@@ -425,6 +432,39 @@ static simfs_t *build_log(uint64_t seed, model_t *m) {
     return fs;
 }
 
+/* A built log (build_log, seed printed), its model and its head file's path. */
+typedef struct {
+    model_t m;
+    simfs_t *fs;
+    char hp[700];
+} built_t;
+
+static void built_open(built_t *b, uint64_t seed) {
+    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
+    memset(b, 0, sizeof *b);
+    b->fs = build_log(seed, &b->m);
+    snprintf(b->hp, sizeof b->hp, "%s/head.rau", DIR_);
+}
+
+static void built_free(built_t *b) {
+    simfs_free(b->fs);
+    free(b->m.hash);
+}
+
+/* The head file's two 4 KiB slots (false unless it is whole); *newest: the offset of the
+ * slot of the higher generation. */
+static bool head_slots(const built_t *b, uint8_t cur[8192], size_t *newest) {
+    size_t hlen;
+    const uint8_t *d = simfs_data(b->fs, b->hp, &hlen);
+    if (!d || hlen != 8192) return false;
+    memcpy(cur, d, 8192);
+    uint64_t g0 = 0, g1 = 0;
+    for (int i = 0; i < 8; i++)
+        g0 = g0 << 8 | cur[8 + i], g1 = g1 << 8 | cur[4096 + 8 + i];
+    *newest = g1 > g0 ? 4096 : 0;
+    return true;
+}
+
 /* Flips a bit at off of file path and checks that the open refuses with its position and
  * leaves the bytes as they were (quarantined in place). */
 static void flip_and_expect_refusal(simfs_t *fs, const char *path, size_t off, const char *name) {
@@ -455,49 +495,36 @@ static void flip_and_expect_refusal(simfs_t *fs, const char *path, size_t off, c
  * it reports them, and an open without the head file refuses them. */
 RA_TEST(corruption_in_the_synced_part_is_refused_and_left_in_place) {
     uint64_t seed = 11;
-    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
     char last[64] = {0}, first[64] = {0}, path[700];
     /* the last record of the last segment */
-    model_t m = {0};
-    simfs_t *fs = build_log(seed, &m);
-    fs->io.list(fs, DIR_, cb_last_seg, last);
+    built_t b;
+    built_open(&b, seed);
+    b.fs->io.list(b.fs, DIR_, cb_last_seg, last);
     snprintf(path, sizeof path, "%s/%s", DIR_, last);
     size_t len;
-    REQUIRE(simfs_data(fs, path, &len) && len > 100);
-    flip_and_expect_refusal(fs, path, len - 20, last);
-    simfs_free(fs);
-    free(m.hash);
+    REQUIRE(simfs_data(b.fs, path, &len) && len > 100);
+    flip_and_expect_refusal(b.fs, path, len - 20, last);
+    built_free(&b);
     /* a record in the middle of the last segment */
-    memset(&m, 0, sizeof m);
-    fs = build_log(seed, &m);
-    REQUIRE(simfs_data(fs, path, &len) && len > 300);
-    flip_and_expect_refusal(fs, path, 24 + (size_t)(simfs_rand(fs) % (len - 300)), last);
-    simfs_free(fs);
-    free(m.hash);
+    built_open(&b, seed);
+    REQUIRE(simfs_data(b.fs, path, &len) && len > 300);
+    flip_and_expect_refusal(b.fs, path, 24 + (size_t)(simfs_rand(b.fs) % (len - 300)), last);
+    built_free(&b);
     /* the first segment: not read by an open with the head file; verify and the full scan
      * report it */
-    memset(&m, 0, sizeof m);
-    fs = build_log(seed, &m);
-    fs->io.list(fs, DIR_, cb_first_seg, first);
+    built_open(&b, seed);
+    b.fs->io.list(b.fs, DIR_, cb_first_seg, first);
     snprintf(path, sizeof path, "%s/%s", DIR_, first);
-    REQUIRE(simfs_data(fs, path, &len) && len > 600);
-    REQUIRE(simfs_flip(fs, path, 300, 3) == 0);
-    char to[700];
-    snprintf(to, sizeof to, "%s/corrupt-first", rau_t_tmpdir());
-    REQUIRE(mkdir(to, 0700) == 0);
-    copy_t c = {fs, to};
-    fs->io.list(fs, DIR_, cb_copy, &c);
+    REQUIRE(simfs_data(b.fs, path, &len) && len > 600);
+    REQUIRE(simfs_flip(b.fs, path, 300, 3) == 0);
     where_t w = {{0}, 0};
     uint64_t recs;
-    CHECK(rau_verify_dir(to, g_vkey, report_where, &w, &recs) > 0);
+    CHECK(verify_copy_to(b.fs, report_where, &w, &recs) > 0);
     fprintf(stderr, "# verify: %s\n", w.first);
     CHECK(strstr(w.first, first) != NULL);
-    char hp[700];
-    snprintf(hp, sizeof hp, "%s/head.rau", DIR_);
-    simfs_remove(fs, hp);
-    flip_and_expect_refusal(fs, path, 301, first); /* a second flip: still refused */
-    simfs_free(fs);
-    free(m.hash);
+    simfs_remove(b.fs, b.hp);
+    flip_and_expect_refusal(b.fs, path, 301, first); /* a second flip: still refused */
+    built_free(&b);
 }
 
 /* ---- the head file (AUD-I-37) ---- */
@@ -553,30 +580,25 @@ static int same_state(const state_t *a, const state_t *b) {
 }
 
 RA_TEST(open_with_and_without_the_head_file_gives_the_same_state) {
-    uint64_t seed = 17;
-    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
-    model_t m = {0};
-    simfs_t *fs = build_log(seed, &m);
-    char hp[700];
-    snprintf(hp, sizeof hp, "%s/head.rau", DIR_);
+    built_t b;
+    built_open(&b, 17);
     state_t with, without;
-    REQUIRE(take_state(fs, &with));
+    REQUIRE(take_state(b.fs, &with));
     CHECK(with.info.head_used == 1);
     /* only what the head does not cover is decoded; the dedupe window (64) is hashed */
     CHECK_EQ_U64(with.info.decoded, 0);
     CHECK_EQ_U64(with.info.hashed, 64);
     CHECK_EQ_U64(with.st.head_seq, 100);
     CHECK(with.dup && with.dup_seq == 90);
-    simfs_remove(fs, hp);
-    REQUIRE(take_state(fs, &without));
+    simfs_remove(b.fs, b.hp);
+    REQUIRE(take_state(b.fs, &without));
     CHECK(without.info.head_used == 0);
     fprintf(stderr, "# without: %s\n", without.info.why);
     CHECK_EQ_U64(without.info.decoded, 100);
     CHECK(same_state(&with, &without));
     uint64_t recs;
-    CHECK(verify_copy(fs, &recs) == 0 && recs == 100);
-    simfs_free(fs);
-    free(m.hash);
+    CHECK(verify_copy(b.fs, &recs) == 0 && recs == 100);
+    built_free(&b);
 }
 
 /* A stale head file (an older one, still true of the files) is used and the rest decoded;
@@ -584,16 +606,12 @@ RA_TEST(open_with_and_without_the_head_file_gives_the_same_state) {
  * offset, one of another chain, or one with no whole slot is not trusted: the full scan,
  * with the same state. */
 RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
-    uint64_t seed = 19;
-    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
-    model_t m = {0};
-    simfs_t *fs = build_log(seed, &m);
-    char hp[700];
-    snprintf(hp, sizeof hp, "%s/head.rau", DIR_);
-    size_t hlen;
-    REQUIRE(simfs_data(fs, hp, &hlen) && hlen == 8192);
-    uint8_t old[8192];
-    memcpy(old, simfs_data(fs, hp, &hlen), sizeof old);
+    built_t b;
+    built_open(&b, 19);
+    simfs_t *fs = b.fs;
+    uint8_t old[8192], cur[8192];
+    size_t newest;
+    REQUIRE(head_slots(&b, old, &newest));
     /* 30 more records, then the old head back */
     char err[512];
     int rc;
@@ -601,17 +619,16 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
     REQUIRE(l);
     rau_appended_t a;
     for (int i = 0; i < 30; i++) {
-        REQUIRE(append_one(l, &m, &a) == 0);
+        REQUIRE(append_one(l, &b.m, &a) == 0);
         if (i % 10 == 9) REQUIRE(rau_log_sync(l) == 0);
     }
     rau_log_close(l);
     state_t ref, st;
     REQUIRE(take_state(fs, &ref));
     CHECK(ref.info.head_used && ref.st.head_seq == 130);
-    uint8_t cur[8192];
-    memcpy(cur, simfs_data(fs, hp, &hlen), sizeof cur);
+    REQUIRE(head_slots(&b, cur, &newest));
 
-    simfs_set_data(fs, hp, old, sizeof old);
+    simfs_set_data(fs, b.hp, old, sizeof old);
     REQUIRE(take_state(fs, &st));
     CHECK(st.info.head_used == 1);
     CHECK(st.info.decoded >= 30); /* the records past the stale head, with full checks */
@@ -620,13 +637,8 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
     /* the newest slot damaged: the other one (one sync older) is used */
     uint8_t bad[8192];
     memcpy(bad, cur, sizeof bad);
-    memcpy(bad + 4096, cur + 4096, 4096);
-    uint64_t g0 = 0, g1 = 0;
-    for (int i = 0; i < 8; i++)
-        g0 = g0 << 8 | cur[8 + i], g1 = g1 << 8 | cur[4096 + 8 + i];
-    size_t newest = g1 > g0 ? 4096 : 0;
     bad[newest + 30] ^= 1;
-    simfs_set_data(fs, hp, bad, sizeof bad);
+    simfs_set_data(fs, b.hp, bad, sizeof bad);
     REQUIRE(take_state(fs, &st));
     if (!st.info.head_used) fprintf(stderr, "# newest slot damaged: %s\n", st.info.why);
     CHECK(st.info.head_used == 1);
@@ -651,7 +663,7 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
         } else {
             blen = 100;
         }
-        simfs_set_data(fs, hp, bad, blen);
+        simfs_set_data(fs, b.hp, bad, blen);
         REQUIRE(take_state(fs, &st));
         fprintf(stderr, "# %s: head used %d (%s)\n", what[k], st.info.head_used, st.info.why);
         CHECK(st.info.head_used == 0);
@@ -660,30 +672,20 @@ RA_TEST(a_stale_or_corrupt_head_file_falls_back) {
     }
     uint64_t recs;
     CHECK(verify_copy(fs, &recs) == 0 && recs == 130);
-    simfs_free(fs);
-    free(m.hash);
+    built_free(&b);
 }
 
 /* `audit verify` checks the head file: an open takes the Merkle frontier from it without
  * reading the records, so a forged one (checksummed again) would make later checkpoints
  * sign a wrong root; verify names it, as it does a head of another chain. */
 RA_TEST(verify_checks_the_head_file) {
-    uint64_t seed = 23;
-    fprintf(stderr, "# seed %llu\n", (unsigned long long)seed);
-    model_t m = {0};
-    simfs_t *fs = build_log(seed, &m);
+    built_t b;
+    built_open(&b, 23);
     uint64_t recs;
-    CHECK(verify_copy(fs, &recs) == 0 && recs == 100);
-    char hp[700];
-    snprintf(hp, sizeof hp, "%s/head.rau", DIR_);
-    size_t hlen;
+    CHECK(verify_copy(b.fs, &recs) == 0 && recs == 100);
     uint8_t cur[8192], bad[8192];
-    REQUIRE(simfs_data(fs, hp, &hlen) && hlen == sizeof cur);
-    memcpy(cur, simfs_data(fs, hp, &hlen), sizeof cur);
-    rau__head_t h0, h1;
-    int ok0 = rau__head_decode(cur, &h0) == 0, ok1 = rau__head_decode(cur + 4096, &h1) == 0;
-    REQUIRE(ok0 || ok1);
-    size_t newest = !ok0 || (ok1 && h1.gen > h0.gen) ? 4096 : 0;
+    size_t newest;
+    REQUIRE(head_slots(&b, cur, &newest));
     for (int k = 0; k < 2; k++) {
         rau__head_t h;
         memcpy(bad, cur, sizeof bad);
@@ -694,20 +696,14 @@ RA_TEST(verify_checks_the_head_file) {
             memcpy(h.stream, "other", 6);
         h.gen += 10;
         rau__head_encode(&h, bad + newest);
-        simfs_set_data(fs, hp, bad, sizeof bad);
-        char to[700];
-        snprintf(to, sizeof to, "%s/head-verify-%d", rau_t_tmpdir(), k);
-        REQUIRE(mkdir(to, 0700) == 0);
-        copy_t c = {fs, to};
-        fs->io.list(fs, DIR_, cb_copy, &c);
+        simfs_set_data(b.fs, b.hp, bad, sizeof bad);
         where_t w = {{0}, 0};
-        CHECK(rau_verify_dir(to, g_vkey, report_where, &w, &recs) == 1);
+        CHECK(verify_copy_to(b.fs, report_where, &w, &recs) == 1);
         fprintf(stderr, "# verify: %s\n", w.first);
         CHECK(strstr(w.first, "head.rau") != NULL);
         CHECK(strstr(w.first, k == 0 ? "Merkle frontier" : "another chain") != NULL);
     }
-    simfs_free(fs);
-    free(m.hash);
+    built_free(&b);
 }
 
 int main(void) {

@@ -45,23 +45,11 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-command -v wrk >/dev/null || { echo "bench-ingest-audit.sh: wrk not found" >&2; exit 1; }
-rm -rf "$work" && mkdir -p "$work"
-cd "$work"
-
-TENANT=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
-TOKEN=bench-ingest-token
-HASH=$(printf %s "$TOKEN" | b3sum --no-names)
-pid=""
-cleanup() { [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; true; }
-trap cleanup EXIT
+bench_name=bench-ingest-audit.sh
+. "$src/tests/bench/ingest-lib.sh"
+bench_ingest_setup
 die() { echo "bench-ingest-audit.sh: $*" >&2; exit 1; }
 
-bench() {
-    echo "BENCH $1"
-    [ -z "$out" ] || echo "BENCH $1" >>"$out"
-}
-wrkfield() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$2"; }
 metric_sum() { # metric_sum PREFIX FILE: the sum of the samples of one family
     awk -v p="$1" 'index($0, p) == 1 { s += $NF } END { printf "%d", s }' "$2"; }
 
@@ -73,16 +61,7 @@ return { listen = "127.0.0.1:0", status_interval_s = 0, capacity_rows = $2,
          ingest = { tokens = { ["$HASH"] = "$TENANT" }, log_every = 1000000 },
          audit = $3 }
 EOF
-    "$host" run "$src/examples/daemon.lua" --config "$1.lua" --var "$1" >"$1.log" 2>&1 &
-    pid=$!
-    port=""
-    n=100
-    while [ $n -gt 0 ] && [ -z "$port" ]; do
-        sleep 0.1
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$1.log")
-        n=$((n - 1))
-    done
-    [ -n "$port" ] || { cat "$1.log" >&2; die "no daemon"; }
+    bench_daemon "$1"
 }
 stop_daemon() {
     kill -TERM "$pid"

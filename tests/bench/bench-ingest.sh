@@ -32,26 +32,13 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-command -v wrk >/dev/null || { echo "bench-ingest.sh: wrk not found (Debian: wrk)" >&2; exit 1; }
-rm -rf "$work" && mkdir -p "$work"
-cd "$work"
-
-TENANT=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
-TOKEN=bench-ingest-token
-HASH=$(printf %s "$TOKEN" | b3sum --no-names)
-pid=""
-cleanup() { [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; true; }
-trap cleanup EXIT
-
-bench() { # bench JSON: prints and collects one BENCH line
-    echo "BENCH $1"
-    [ -z "$out" ] || echo "BENCH $1" >>"$out"
-}
+bench_name=bench-ingest.sh
+. "$src/tests/bench/ingest-lib.sh"
+bench_ingest_setup
 rss_kb() { awk '$1 == "VmRSS:" { print $2 }' "/proc/$pid/status"; }
 # anonymous memory only: the heap (Lua, h2o, buffers), not the counter plane's file pages
 anon_kb() { awk '$1 == "RssAnon:" { print $2 }' "/proc/$pid/status"; }
 hwm_kb() { awk '$1 == "VmHWM:" { print $2 }' "/proc/$pid/status"; }
-wrkfield() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$2"; }
 status_n() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$2" | head -1; }
 
 start_daemon() { # start_daemon NAME CAPACITY_ROWS
@@ -59,16 +46,7 @@ start_daemon() { # start_daemon NAME CAPACITY_ROWS
 return { listen = "127.0.0.1:0", status_interval_s = 0, capacity_rows = $2,
          ingest = { tokens = { ["$HASH"] = "$TENANT" }, log_every = 100000 } }
 EOF
-    "$host" run "$src/examples/daemon.lua" --config "$1.lua" --var "$1" >"$1.log" 2>&1 &
-    pid=$!
-    port=""
-    n=100
-    while [ $n -gt 0 ] && [ -z "$port" ]; do
-        sleep 0.1
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$1.log")
-        n=$((n - 1))
-    done
-    [ -n "$port" ] || { cat "$1.log" >&2; echo "bench-ingest.sh: no daemon" >&2; exit 1; }
+    bench_daemon "$1"
 }
 stop_daemon() { kill -TERM "$pid"; wait "$pid" || true; pid=""; }
 run_wrk() { # run_wrk MODE PATH OUTFILE: the daemon's RssAnon sampled every 0.5 s meanwhile

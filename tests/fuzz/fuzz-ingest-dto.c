@@ -7,6 +7,7 @@
  *   - round trip: the records, written back as canonical JSON, decode to the same records;
  *   - the limit is exact: with max_records = n - 1 the same input is TOO_MANY at record
  *     n - 1 (every record before it was valid, so that is the first fault). */
+#include "fuzz-dto.h"
 #include "lua/ingest_dto.h"
 
 #include <stdio.h>
@@ -20,46 +21,27 @@ static const char *const DIMS[] = {"bytes", "requests", "cpu_units", "egress"};
 #define N_DIMS (sizeof DIMS / sizeof DIMS[0])
 
 static void check_error(int rc, const ra_ingest_error_t *e, size_t size) {
-    if (rc >= 0 || rc < RA_INGEST_ERRNO_MIN || rc == RA_INGEST_EUSAGE) abort();
-    if (e->code != rc || !e->detail || e->pos > size) abort();
-    if (strcmp(ra_ingest_reason(rc), "unknown") == 0) abort();
-    if (memchr(e->field, '\0', sizeof e->field) == NULL) abort();
-    for (const char *c = e->field; *c; c++) /* safe to echo: no quotes, no controls */
-        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\') abort();
+    fuzz_dto_check_error(rc, RA_INGEST_ERRNO_MIN, RA_INGEST_EUSAGE, e->code, e->detail, e->pos,
+                         size, ra_ingest_reason(rc), e->field, sizeof e->field);
     if (e->dimension < -1 || e->dimension >= (int32_t)N_DIMS) abort();
 }
 
 /* Canonical JSON of the records; returns its length. */
 static size_t encode(const ra_ingest_record_t *r, size_t n, const char *scratch, char *out,
                      size_t cap) {
-    size_t k = 0;
-#define EMIT(...)                                                                                  \
-    do {                                                                                           \
-        int w = snprintf(out + k, cap - k, __VA_ARGS__);                                           \
-        if (w < 0 || (size_t)w >= cap - k) abort();                                                \
-        k += (size_t)w;                                                                            \
-    } while (0)
-    EMIT("{\"records\":[");
+    fuzz_json_t j = {out, cap, 0};
+    fuzz_json(&j, "{\"records\":[");
     for (size_t i = 0; i < n; i++) {
         char uuid[RA_UUID_STR_LEN + 1];
         ra_tenant_format(&r[i].tenant, uuid);
         uuid[RA_UUID_STR_LEN] = '\0';
-        EMIT("%s{\"tenant\":\"%s\",\"subject\":\"", i ? "," : "", uuid);
-        for (uint32_t j = 0; j < r[i].subject_len; j++) {
-            unsigned char c = (unsigned char)scratch[r[i].subject_off + j];
-            if (c == '"' || c == '\\')
-                EMIT("\\%c", c);
-            else if (c < 0x20)
-                EMIT("\\u%04x", c);
-            else
-                EMIT("%c", c);
-        }
-        EMIT("\",\"dimension\":\"%s\",\"value\":%llu}", DIMS[r[i].dimension],
-             (unsigned long long)r[i].value);
+        fuzz_json(&j, "%s{\"tenant\":\"%s\",\"subject\":", i ? "," : "", uuid);
+        fuzz_json_string(&j, scratch + r[i].subject_off, r[i].subject_len);
+        fuzz_json(&j, ",\"dimension\":\"%s\",\"value\":%llu}", DIMS[r[i].dimension],
+                  (unsigned long long)r[i].value);
     }
-    EMIT("]}");
-#undef EMIT
-    return k;
+    fuzz_json(&j, "]}");
+    return j.len;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

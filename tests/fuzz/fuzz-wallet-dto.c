@@ -7,6 +7,7 @@
  *   - round trip: the values, written back as canonical JSON, decode to the same values;
  *   - strictness: the canonical JSON with one more field is UNKNOWN_FIELD, and with a
  *     required field left out MISSING_FIELD. */
+#include "fuzz-dto.h"
 #include "lua/wallet_dto.h"
 
 #include <stdio.h>
@@ -28,53 +29,31 @@ static const ra_wdto_field_t SCHEMA[] = {
 #define N_FIELDS (sizeof SCHEMA / sizeof SCHEMA[0])
 
 static void check_error(int rc, const ra_wdto_error_t *e, size_t size) {
-    if (rc >= 0 || rc < RA_WDTO_ERRNO_MIN || rc == RA_WDTO_EUSAGE) abort();
-    if (e->code != rc || !e->detail || e->pos > size) abort();
-    if (strcmp(ra_wdto_reason(rc), "unknown") == 0) abort();
-    if (memchr(e->field, '\0', sizeof e->field) == NULL) abort();
-    for (const char *c = e->field; *c; c++) /* safe to echo: no quotes, no controls */
-        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\') abort();
+    fuzz_dto_check_error(rc, RA_WDTO_ERRNO_MIN, RA_WDTO_EUSAGE, e->code, e->detail, e->pos, size,
+                         ra_wdto_reason(rc), e->field, sizeof e->field);
 }
 
 /* Canonical JSON of the values, skipping field `skip` (N_FIELDS: none) and adding an
  * unknown field when `extra`; returns its length. */
 static size_t encode(const ra_wdto_value_t *v, const char *scratch, size_t skip, int extra,
                      char *out, size_t cap) {
-    size_t k = 0;
+    fuzz_json_t j = {out, cap, 0};
     int first = 1;
-#define EMIT(...)                                                                                  \
-    do {                                                                                           \
-        int w = snprintf(out + k, cap - k, __VA_ARGS__);                                           \
-        if (w < 0 || (size_t)w >= cap - k) abort();                                                \
-        k += (size_t)w;                                                                            \
-    } while (0)
-    EMIT("{");
+    fuzz_json(&j, "{");
     for (size_t i = 0; i < N_FIELDS; i++) {
         if (!v[i].present || i == skip) continue;
-        EMIT("%s\"%s\":", first ? "" : ",", SCHEMA[i].name);
+        fuzz_json(&j, "%s\"%s\":", first ? "" : ",", SCHEMA[i].name);
         first = 0;
-        if (SCHEMA[i].type == RA_WDTO_UINT) {
-            EMIT("%llu", (unsigned long long)v[i].u);
-        } else if (SCHEMA[i].type == RA_WDTO_BOOL) {
-            EMIT("%s", v[i].u ? "true" : "false");
-        } else {
-            EMIT("\"");
-            for (uint32_t j = 0; j < v[i].len; j++) {
-                unsigned char c = (unsigned char)scratch[v[i].off + j];
-                if (c == '"' || c == '\\')
-                    EMIT("\\%c", c);
-                else if (c < 0x20)
-                    EMIT("\\u%04x", c);
-                else
-                    EMIT("%c", c);
-            }
-            EMIT("\"");
-        }
+        if (SCHEMA[i].type == RA_WDTO_UINT)
+            fuzz_json(&j, "%llu", (unsigned long long)v[i].u);
+        else if (SCHEMA[i].type == RA_WDTO_BOOL)
+            fuzz_json(&j, "%s", v[i].u ? "true" : "false");
+        else
+            fuzz_json_string(&j, scratch + v[i].off, v[i].len);
     }
-    if (extra) EMIT("%s\"zz_unknown\":1", first ? "" : ",");
-    EMIT("}");
-#undef EMIT
-    return k;
+    if (extra) fuzz_json(&j, "%s\"zz_unknown\":1", first ? "" : ",");
+    fuzz_json(&j, "}");
+    return j.len;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -54,6 +54,8 @@ set(_fuzz_flags -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
 set(RA_FUZZERS slice-decode wal-frame wal-recovery ingest-dto wallet-dto http-head)
 # Sources a harness needs beyond the core (_fuzz_extra_<name>), and libraries (_fuzz_libs_).
 set(_fuzz_dto_common ${CMAKE_SOURCE_DIR}/host/lua/json_scan.c ${CMAKE_SOURCE_DIR}/host/lua/dto.c)
+set(_fuzz_deps_ingest-dto ${CMAKE_CURRENT_LIST_DIR}/fuzz-dto.h) # (headers only: not compiled)
+set(_fuzz_deps_wallet-dto ${CMAKE_CURRENT_LIST_DIR}/fuzz-dto.h)
 set(_fuzz_extra_ingest-dto ${CMAKE_SOURCE_DIR}/host/lua/ingest_dto.c ${_fuzz_dto_common})
 set(_fuzz_extra_wallet-dto ${CMAKE_SOURCE_DIR}/host/lua/wallet_dto.c ${_fuzz_dto_common})
 set(_fuzz_extra_http-head ${CMAKE_SOURCE_DIR}/host/lua/http_head.c)
@@ -76,6 +78,7 @@ foreach(f ${RA_FUZZERS})
     COMMAND ${RA_CLANG} ${_fuzz_flags} ${_fuzz_cflags_${f}} ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core}
             ${_fuzz_extra_${f}} ${_b3_src} -o ${bin} -lpthread ${_fuzz_libs_${f}}
     DEPENDS ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core} ${_fuzz_extra_${f}} ${_b3_src}
+            ${_fuzz_deps_${f}}
             ${CMAKE_SOURCE_DIR}/include/ron/accounting.h ${CMAKE_SOURCE_DIR}/core/internal.h
             ${CMAKE_SOURCE_DIR}/core/wal.h ${CMAKE_SOURCE_DIR}/core/io.h
     COMMENT "Building libFuzzer harness fuzz-${f} with clang" VERBATIM)

@@ -107,6 +107,18 @@ static uint8_t *slurp(const char *path, size_t *len) {
     return b;
 }
 
+/* The file at path appended to *all (*n bytes so far). */
+static void append_file(uint8_t **all, size_t *n, const char *path) {
+    size_t l;
+    uint8_t *b = slurp(path, &l);
+    uint8_t *grown = realloc(*all, *n + l);
+    if (!grown) die("realloc");
+    memcpy(grown + *n, b, l);
+    *n += l;
+    *all = grown;
+    free(b);
+}
+
 typedef struct {
     const uint8_t *tenant;
     const char *dim;
@@ -256,14 +268,7 @@ static uint8_t *meter_wal(size_t *len, int windows, int ack_first) {
     size_t n = 0;
     char p[1024];
     snprintf(p, sizeof p, "%s/heads", dir);
-    if (access(p, F_OK) == 0) {
-        size_t l;
-        uint8_t *b = slurp(p, &l);
-        all = realloc(all, n + l);
-        memcpy(all + n, b, l);
-        n += l;
-        free(b);
-    }
+    if (access(p, F_OK) == 0) append_file(&all, &n, p);
     struct dirent **names;
     int k = scandir(dir, &names, NULL, alphasort);
     for (int i = 0; i < k; i++) {
@@ -271,12 +276,7 @@ static uint8_t *meter_wal(size_t *len, int windows, int ack_first) {
         size_t nl = strlen(nm);
         if (nl == 20 && strcmp(nm + 16, ".seg") == 0) {
             snprintf(p, sizeof p, "%s/%s", dir, nm);
-            size_t l;
-            uint8_t *b = slurp(p, &l);
-            all = realloc(all, n + l);
-            memcpy(all + n, b, l);
-            n += l;
-            free(b);
+            append_file(&all, &n, p);
         }
         free(names[i]);
     }

@@ -19,35 +19,21 @@
 #     checks both (a rewritten second chain is named).
 #
 #   audit-attest.sh HOST SOURCE_DIR WORK_DIR
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-fail() { echo "audit-attest.sh: FAILED: $*" >&2; for f in "$work"/*.log "$work"/*.txt; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -30 "$f" >&2; }; done; exit 1; }
+. "$2/tests/host/lib.sh" && host_test audit-attest.sh "$@" || exit 1
+HOST_TEST_LOGS="*.txt"
 
 "$host" audit keygen ron-audit/ron-accounting/daemon signer.key verifier.pub >/dev/null ||
     fail "keygen"
 
 r0=$(date +%s)
 config() { # config EVERY [SHARDS [INTERVAL_MS]] -> fast.lua
-    cat >fast.lua <<EOF2
-local uv = require "luv"
-local R0, SPEED = $r0, 60
-return {
-    window_len_s = 60, listen = "127.0.0.1:0", status_interval_s = 0, tick_ms = 200,
-    drain_deadline_ms = 3000, capacity_rows = 10000, shards = 4,
+    fast_conf fast.lua <<EOF2
+    capacity_rows = 10000, shards = 4,
     exporter = { module = "ron.ledger.exporter",
                  store = { backend = "sqlite", path = "var/ledger.db", offload = true },
                  card = "$src/examples/cards/acme.lua", book = "main", node = "gw-1" },
     audit = { key_path = "$work/signer.key", checkpoint_every = $1, attest_interval_ms = 100,
               shards = ${2:-1}, checkpoint_interval_ms = ${3:-60000} },
-    clock = function()
-        local s, us = uv.gettimeofday()
-        return 1735689600 + (s + us / 1e6 - R0) * SPEED
-    end,
-}
 EOF2
 }
 
@@ -57,13 +43,7 @@ run() {
     "$host" run "$src/examples/daemon.lua" --config fast.lua --var var --demo "$2" >"$1" 2>&1 &
     pid=$!
     if [ "$3" = wait ]; then
-        i=0
-        until grep -q 'audit attest: the exporter ledger carries' "$1"; do
-            i=$((i + 1))
-            [ "$i" -le 600 ] || { kill -TERM "$pid"; fail "$1: no checkpoint carried"; }
-            kill -0 "$pid" 2>/dev/null || fail "$1: the daemon ended early"
-            sleep 0.1
-        done
+        wait_line "$1" 'audit attest: the exporter ledger carries' 60 "$1: a carried checkpoint"
     else
         sleep "$3"
     fi

@@ -22,11 +22,9 @@
 # reason. Before: /readyz stayed 200 with nothing, the one log line was a WARN saying
 # "input/output error", every later event was shed (audit_closed) with no gap and the trail
 # never came back until a restart.
-set -u
-host=$1 src=$2 work=$3
-[ -d "$work/fs" ] && umount "$work/fs" 2>/dev/null
-rm -rf "$work" && mkdir -p "$work/fs" || exit 1
-cd "$work" || exit 1
+[ -d "$3/fs" ] && umount "$3/fs" 2>/dev/null # (a mount left by an interrupted run)
+. "$2/tests/host/lib.sh" && host_test audit-enospc.sh "$@" || exit 1
+mkdir fs || exit 1
 if ! mount -t tmpfs -o size=512k tmpfs fs 2>mount.err; then
     echo "audit-enospc.sh: SKIPPED: cannot mount a tmpfs ($(cat mount.err)): needs root" >&2
     exit 77
@@ -34,10 +32,6 @@ fi
 pid=""
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; umount "$work/fs" 2>/dev/null; }
 trap cleanup EXIT
-
-fail() { echo "audit-enospc.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -30 "$f" >&2; }; done; exit 1; }
-. "$src/tests/host/daemon-lib.sh" # start_daemon: sets pid, port, base
 
 T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 TOK=enospc-token.1
@@ -80,7 +74,7 @@ until_failed() {
 }
 
 config false
-start_daemon d1.log conf.lua "$work/var"
+daemon_start d1.log conf.lua "$work/var"
 for _ in 1 2 3 4 5; do refuse; done
 fill
 until_failed
@@ -141,7 +135,7 @@ grep -q "the newest signed checkpoint covers .* of" list.txt || fail "no checkpo
 
 # audit.required = true: a failing trail makes /readyz 503
 config true
-start_daemon d2.log conf.lua "$work/var"
+daemon_start d2.log conf.lua "$work/var"
 fill
 until_failed
 code=$(curl -s -o ready2.txt -w '%{http_code}' "$base/readyz")

@@ -17,14 +17,9 @@
 #  4. later records, a newer checkpoint: `audit proof consistency --url --checkpoint OLD`
 #     proves the new one extends the old (and rfc9162.lua checks the raw answer); a witness
 #     cosigns through the routes (`audit witness cosign --url`) twice as the trail grows.
-set -u
-host=$1 luajit=$2 src=$3 work=$4
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-fail() { echo "audit-proofs.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
+luajit=$2
+. "$3/tests/host/lib.sh" && host_test audit-proofs.sh "$1" "$3" "$4" || exit 1
 check() { "$luajit" "$src/tests/audit/rfc9162.lua" "$@"; }
-. "$src/tests/host/daemon-lib.sh" # start_daemon: sets pid, port, base
 
 T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 T2=b2d4e6f8-1a3c-4e5f-8b7d-9c0e2f4a6b8d
@@ -43,7 +38,7 @@ return { listen = "127.0.0.1:0", status_interval_s = 0, drain_deadline_ms = 2000
               tokens = { ["$(b3 op.tok)"] = "operator", ["$(b3 a1.tok)"] = "$T1",
                          ["$(b3 a2.tok)"] = "$T2" } } }
 EOF
-start_daemon d.log conf.lua var
+daemon_start d.log conf.lua var
 trap 'kill -9 $pid 2>/dev/null' EXIT
 # a refused request of a tenant: wrong content type (the record names the token's tenant)
 refuse() { curl -s -o /dev/null -H "Authorization: Bearer $(cat "$1")" -H 'Content-Type: text/plain' \

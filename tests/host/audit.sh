@@ -24,19 +24,10 @@ H1=$(printf %s "$TOK1" | b3sum --no-names) || fail "b3sum"
 "$host" audit keygen ron-audit/node-7/daemon signer.key verifier.pub || fail "keygen"
 
 r0=$(date +%s)
-cat >fast.lua <<EOF
-local uv = require "luv"
-local R0, SPEED = $r0, 60
-return {
-    window_len_s = 60, listen = "127.0.0.1:0", status_interval_s = 0, tick_ms = 200,
-    drain_deadline_ms = 3000, capacity_rows = 10000, shards = 4,
+fast_conf fast.lua <<EOF
+    capacity_rows = 10000, shards = 4,
     ingest = { tokens = { ["$H1"] = "$T1" }, log_every = 1000 },
     audit = { key_path = "signer.key", checkpoint_every = 4, writer_id = "node-7" },
-    clock = function()
-        local s, us = uv.gettimeofday()
-        return 1735689600 + (s + us / 1e6 - R0) * SPEED
-    end,
-}
 EOF
 
 start_daemon() { # start_daemon LOG

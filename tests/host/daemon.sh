@@ -31,17 +31,8 @@ T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 T2=b2d4e6f8-1a3c-4e5f-8b7d-9c0e2f4a6b8d
 T3=3e9a1b5c-7d2f-4a6e-b1c8-5f0d3e7a9b24
 : >expected.txt
-# batch N: 120 lines over 3 tenants, 2 dimensions, 4 subjects; deterministic values
-batch() {
-    awk -v b="$1" -v t1=$T1 -v t2=$T2 -v t3=$T3 'BEGIN {
-        split(t1 " " t2 " " t3, T, " ")
-        for (i = 1; i <= 120; i++) {
-            t = T[(i + b) % 3 + 1]
-            if (i % 2) print t, "user-" (i % 4), "requests", 1
-            else       print t, "user-" (i % 4), "bytes", (i * 37 + b * 101) % 5000 + 1
-        }
-    }' >batch.txt
-    cat batch.txt >>expected.txt
+batch() { # batch N: 120 lines over 3 tenants, 2 dimensions, 4 subjects; deterministic values
+    usage_batch "$1" 120 4 37 101 5000
     record <batch.txt >>record.log 2>&1 || fail "record.lua batch $1"
 }
 alive() { kill -0 "$1" 2>/dev/null; }

@@ -13,12 +13,7 @@
 # status=413}; the same
 # body to /v1/records is ingest's oversize reject (its counter and one record of source
 # ingest); to a path no route serves, route "-".
-set -u
-host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-fail() { echo "early-refusals.sh: FAILED: $*" >&2; for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
+. "$2/tests/host/lib.sh" && host_test early-refusals.sh "$@" || exit 1
 T1=6f1c3c1e-2b7a-4d5e-9a43-0c8e5b1f7a21
 HOP=$(printf %s op-token.1 | b3sum --no-names) && H1=$(printf %s ing-token.1 | b3sum --no-names) ||
     fail "b3sum"
@@ -28,8 +23,7 @@ return { listen = "127.0.0.1:0", status_interval_s = 0, drain_deadline_ms = 2000
     wallet = { tokens = { ["$HOP"] = "operator" }, assets = { USD = 2 } },
     audit = { feed_interval_ms = 0 } }
 EOC
-. "$src/tests/host/daemon-lib.sh" # start_daemon: sets pid, port, base
-start_daemon d.log conf.lua "$work/var"
+daemon_start d.log conf.lua "$work/var"
 head -c 1153433 /dev/zero | tr '\0' ' ' >big.json
 big() { curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $2" \
     -H 'Content-Type: application/json' --data-binary @big.json "$base$1"; }

@@ -93,15 +93,7 @@ T2=b2d4e6f8-1a3c-4e5f-8b7d-9c0e2f4a6b8d
 T3=3e9a1b5c-7d2f-4a6e-b1c8-5f0d3e7a9b24
 : >expected.txt
 batch() { # batch N: 90 lines over 3 tenants, 2 dimensions, 3 subjects; deterministic
-    awk -v b="$1" -v t1=$T1 -v t2=$T2 -v t3=$T3 'BEGIN {
-        split(t1 " " t2 " " t3, T, " ")
-        for (i = 1; i <= 90; i++) {
-            t = T[(i + b) % 3 + 1]
-            if (i % 2) print t, "user-" (i % 3), "requests", 1
-            else       print t, "user-" (i % 3), "bytes", (i * 53 + b * 97) % 7000 + 1
-        }
-    }' >batch.txt
-    cat batch.txt >>expected.txt
+    usage_batch "$1" 90 3 53 97 7000
     record <batch.txt >>record.log 2>&1 || fail "record.lua batch $1"
 }
 totals() { # the ledger's totals per stream = what was recorded

@@ -29,34 +29,18 @@ H1=$(printf %s "$TOK1" | b3sum --no-names) && H2=$(printf %s "$TOK2" | b3sum --n
     fail "b3sum"
 
 r0=$(date +%s)
-# conf CAPACITY: the daemon's configuration (fast clock, ingest with both tokens)
+# conf FILE CAPACITY: the daemon's configuration (fast clock, public, ingest with both tokens)
 conf() {
-    cat <<EOF
-local uv = require "luv"
-local R0, SPEED = $r0, 60
-return {
-    window_len_s = 60, listen = "0.0.0.0:0", status_interval_s = 0, tick_ms = 200,
-    drain_deadline_ms = 3000, capacity_rows = $1, shards = 4,
+    fast_conf "$1" <<EOF
+    listen = "0.0.0.0:0", capacity_rows = $2, shards = 4,
     ingest = { tokens = { ["$H1"] = "$T1", ["$H2"] = "$T2" }, log_every = 1 },
-    clock = function()
-        local s, us = uv.gettimeofday()
-        return 1735689600 + (s + us / 1e6 - R0) * SPEED
-    end,
-}
 EOF
 }
 start_daemon() { # start_daemon CONFIG VAR LOG
     "$host" run "$src/examples/daemon.lua" --config "$1" --var "$2" >"$3" 2>&1 &
     pid=$!
-    n=100
-    port=""
-    while [ $n -gt 0 ] && [ -z "$port" ]; do
-        sleep 0.1
-        port=$(sed -n 's|.*listening on http://0.0.0.0:\([0-9]*\) .*|\1|p' "$3")
-        n=$((n - 1))
-    done
-    [ -n "$port" ] || fail "the daemon did not start listening"
-    url="http://127.0.0.1:$port/v1/records"
+    listening "$3" 10 || fail "the daemon did not start listening"
+    url="$url/v1/records"
 }
 
 # gen TENANT FIRST COUNT DIM TAG: a batch body on stdout, one record per line on fd 3
@@ -93,7 +77,7 @@ totals() { # totals VAR: the ledger's per-stream sums equal expected.txt's
 }
 
 # ---- phase 1 ---------------------------------------------------------------------------
-conf 200000 >fast.lua
+conf fast.lua 200000
 : >expected.txt
 start_daemon fast.lua var d1.log
 grep -q "INFO ingest: POST http://0.0.0.0:$port/v1/records (2 token(s)" d1.log ||
@@ -194,7 +178,7 @@ echo "ingest.sh: phase 1 OK: $(wc -l <expected.txt) records accepted, ledger tot
 cat got.txt
 
 # ---- phase 2: a full plane -------------------------------------------------------------
-conf 50 >small.lua
+conf small.lua 50
 : >expected.txt
 start_daemon small.lua var2 d2.log
 gen $T1 1 300 bytes new-x >body.json 3>recs.txt

@@ -7,28 +7,22 @@
 -- Tenant A had a prepaid top-up of 300 (done by the shell through `ledger transfer`).
 -- Prints "ledger-rate: ok <slices> <revenue>" or raises.
 local runtime = require "ron.accounting.runtime"
-local task = require "ron.base.task"
-local R = require "rating_run"
+local L = require "ron.ledger.ledger"
+local store_mod = require "ron.ledger.store"
 local usage = require "ron.ledger.usage"
 local uv = require "luv"
+local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]
-local PG = db and db:match("^postgres") and true or false
-local STORE = R.store_spec(work, db)
-local T0 = 1700000000 - 1700000000 % 3600 -- 2023-11-14T22:00:00Z: every window in November
-local TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
-                  "00000000-0000-4000-8000-00000000000c" }
+local T0, TENANTS, amount = E.T0, E.TENANTS, E.amount
 local USD = { code = "USD", scale = 2 }
 local UNITS = { code = "u:bytes", scale = 0 }
 
 local clock = { now = T0 + 5 }
-local m = R.meter(work, "e2e", clock)
-local e = R.exporter(work, STORE, "e2e")
+local m, e, sched = E.rig(work, db, clock, "e2e", "e2e")
 
 local totals = {}
-local function amount(t, w) return 1000 * w + 37 * t end -- bytes per window per tenant
 
-local sched = task.new()
 local h = sched.spawn("e2e", function()
     local rt = runtime.start { meter = m, exporter = e, tick_ms = 5 }
     for w = 1, windows do
@@ -57,10 +51,8 @@ m:close()
 
 -- Read back through a store of its own and the engine (in a task: PostgreSQL's calls yield).
 local function check()
-    local s = assert(require("ron.ledger.store").open(
-        PG and { backend = "postgres", conninfo = db, connections = 1 }
-        or { backend = "sqlite", path = work .. "/l.db" }))
-    local led = require("ron.ledger.ledger").new { store = s, book = "main", node = "check" }
+    local s = assert(store_mod.open(E.store_spec(work, db, 1, true)))
+    local led = L.new { store = s, book = "main", node = "check" }
     local revenue = 0
     for i, t in ipairs(TENANTS) do
         local total = totals[t]

@@ -16,15 +16,11 @@ e2e_card "$work/card.lua"
     --to 00000000-0000-4000-8000-00000000000a:wallet --asset USD/2 --amount 300 \
     --intent topup-a-1 >"$work/topup.out" 2>&1 || { cat "$work/topup.out"; fail "top-up"; }
 
-"$host" run "$src/tests/host/ledger-rate.lua" "$work" 6 "$db" >"$work/run.out" 2>"$work/run.err" ||
-    { cat "$work/run.out" "$work/run.err" >&2; fail "ledger-rate.lua"; }
+run_lua "$work/run.out" "$src/tests/host/ledger-rate.lua" "$work" 6 "$db"
 cat "$work/run.out"
 grep -q '^ledger-rate: ok 18 ' "$work/run.out" || fail "not 18 usage transfers"
 
-"$host" ledger --db "$db" verify >"$work/verify.out" 2>&1
-rc=$?
-cat "$work/verify.out"
-[ "$rc" -eq 0 ] || fail "verify exit $rc on an untouched ledger"
+expect_exit 0 "$work/verify.out" "$host" ledger --db "$db" verify # an untouched ledger
 grep -q '^19 transfers (18 usage)' "$work/verify.out" || fail "verify did not see 19 transfers"
 grep -qx 'OK' "$work/verify.out" || fail "no OK"
 # ... and against the metering WAL the slices came from (its heads: the producer's).
@@ -36,10 +32,7 @@ grep -q ', 3 WAL heads and frames$' "$work/verify-wal.out" ||
 # Flip one byte (the 60th) of the 5th transfer's stored canonical bytes.
 id=$(transfer_id_at 4) || fail "reading the 5th transfer"
 flip_transfer_byte "$id" || fail "updating the 5th transfer"
-"$host" ledger --db "$db" verify >"$work/verify2.out" 2>&1
-rc=$?
-cat "$work/verify2.out"
-[ "$rc" -eq 1 ] || fail "verify exit $rc on a flipped byte, expected 1"
+expect_exit 1 "$work/verify2.out" "$host" ledger --db "$db" verify
 grep -q "^transfers #5 $id: " "$work/verify2.out" || fail "the flipped transfer is not named"
 grep -q '^FAILED: ' "$work/verify2.out" || fail "no FAILED line"
 echo "ledger-rate.sh: ok"

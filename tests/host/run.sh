@@ -14,20 +14,9 @@
 #    balance twice), the smallest wallet runs dry (the wallet's line, wallet_dry_total).
 # 3. `verify DIR` on the stopped state directory: one line per link, all OK, exit 0; a
 #    byte flipped in the audit log: that link FAILED, the verdict FAILED, exit 1.
-set -u
-host=$1 src=$2 work=$3
-. "$src/tests/host/daemon-lib.sh" # fast_product_conf
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
+. "$2/tests/host/lib.sh" && host_test run.sh "$@" || exit 1
+HOST_TEST_LOGS="*.out"
 pid=
-fail() {
-    echo "run.sh: FAILED: $*" >&2
-    for f in "$work"/*.log "$work"/*.out; do
-        [ -f "$f" ] && { echo "--- $f" >&2; tail -25 "$f" >&2; }
-    done
-    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-    exit 1
-}
 wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.2 s while the daemon lives
     n=$(($1 * 5)); shift
     while [ "$n" -gt 0 ]; do

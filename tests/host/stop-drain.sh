@@ -6,32 +6,18 @@
 # no pending saga, and the log says the drain finished each ledger's commits.
 #
 #   stop-drain.sh HOST SOURCE_DIR WORK_DIR [ROUNDS]
-set -u
-host=$1 src=$2 work=$3 rounds=${4:-4}
-. "$src/tests/host/daemon-lib.sh" # fast_product_conf
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
+. "$2/tests/host/lib.sh" && host_test stop-drain.sh "$@" || exit 1
+rounds=${4:-4}
+HOST_TEST_LOGS="verify*.out"
 pid=
-fail() {
-    echo "stop-drain.sh: FAILED: $*" >&2
-    for f in "$work"/demo*.log "$work"/verify*.out; do
-        [ -f "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }
-    done
-    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-    exit 1
-}
 fast_product_conf fast.lua
 i=1
 while [ "$i" -le "$rounds" ]; do
     "$host" run "$src/examples/daemon.lua" --config fast.lua --var "var$i" --demo 20000 \
         >"demo$i.log" 2>&1 &
     pid=$!
-    n=0
-    until grep -q "INFO demo: 3 tenants with prepaid wallets" "demo$i.log"; do
-        n=$((n + 1)); [ $n -le 300 ] || fail "round $i: the demo's wallets were never funded"
-        kill -0 "$pid" 2>/dev/null || fail "round $i: the daemon ended early"
-        sleep 0.2
-    done
+    wait_line "demo$i.log" "INFO demo: 3 tenants with prepaid wallets" 60 \
+        "round $i: the demo's wallets funded"
     # the moments: 2.0, 2.7, 3.4, ... s into the load (the rater commits every second)
     sleep "$((2 + (i - 1) * 7 / 10)).$(((i - 1) * 7 % 10))"
     kill -TERM "$pid"

@@ -15,26 +15,18 @@
 -- receivable), and revenue the sum of every charge.
 --
 -- Prints "usage-windows: ok <usage transfers> <charges>" or raises.
-local acct = require "ron.accounting"
 local runtime = require "ron.accounting.runtime"
-local task = require "ron.base.task"
-local R = require "rating_run"
-local http = require "ron.node.http"
 local ledger = require "ron.ledger"
 local usage = require "ron.ledger.usage"
-local L = require "ron.ledger.ledger"
-local store_mod = require "ron.ledger.store"
-local service = require "ron.wallet.service"
 local dto = require "ron.wallet.dto"
 local cjson = require "cjson.safe"
 local uv = require "luv"
+local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local format = string.format
 io.stdout:setvbuf("line")
 local work, windows, db = arg[1], tonumber(arg[2] or "12"), arg[3]
 assert(windows >= 10, "at least 10 windows")
-
-local function store_spec() return R.store_spec(work, db) end
 
 -- The card (also written to WORK_DIR/card.lua for the rater). Its arithmetic again, below,
 -- from the page, not from the code.
@@ -87,29 +79,9 @@ local clock = { now = T0 + 5 }
 local fh = assert(io.open(work .. "/card.lua", "w"))
 fh:write(CARD_TEXT)
 fh:close()
-local m = R.meter(work, "windows", clock)
-local e = R.exporter(work, store_spec(), "windows-rater")
-local sched = task.new()
-
-local S = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
-                 .. "../../spec/support.lua")
-local function get(path)
-    local status, headers, body = S.http_get(sched, sched.port, path, OP)
-    assert(status, headers)
-    return status, body
-end
-local function post(path, body, key)
-    local status, headers, b = S.http_post(sched, sched.port, path, OP, body, key)
-    assert(status, headers)
-    return status, b
-end
-local function eventually(pred, ms, what)
-    local t = uv.now() + ms
-    while not pred() do
-        assert(uv.now() < t, what)
-        sched.sleep(5)
-    end
-end
+local m, e, sched = E.rig(work, db, clock, "windows", "windows-rater")
+local get, post = E.client(sched, OP)
+local function eventually(pred, ms, what) E.eventually(sched, pred, ms, what) end
 
 -- expected[tenant][dimension][window_start_s] = { q, amount }; charges[i] = money so far
 local expected, charges, used = {}, { 0, 0, 0 }, {}
@@ -220,17 +192,7 @@ end
 
 local result = {}
 local function body()
-    local ws = assert(store_mod.open(store_spec()))
-    local wled = L.new { store = ws, book = "main", node = "windows-wallet",
-                         pause = function(k) sched.sleep(10 * k) end }
-    local wal = service.new { ledger = wled, tokens = { [acct.b3hex(OP)] = "operator" },
-                              assets = { USD = 2 }, poll_ms = 10, log = print }
-    wal:start()
-    local srv = assert(http.serve { meter = m, port = 0, routes = wal:routes(),
-                                    max_body = 1048576,
-                                    runtime = { ready = function() return wal:ready() end } })
-    sched.port = srv:port()
-    eventually(function() return wal.system_ready end, 10000, "the wallet did not start")
+    local wal, srv, ws = E.start_wallet(sched, m, E.store_spec(work, db), OP, "windows-wallet")
     local wid = {}
     open_wallets(wid)
     local rt = runtime.start { meter = m, exporter = e, tick_ms = 5 }

@@ -18,32 +18,12 @@
 #                  the pending slices of a meter reopened on the WAL
 #   golden         the golden WAL of docs/FORMAT.md §4.8 (no wal-make.lua): verify says OK,
 #                  inspect shows the fields the page annotates
-set -u
-case_=$1 host=$2 src=$3 work=$4
-dir=$work/$case_
+. "$3/tests/host/lib.sh" && host_case wal.sh "$@" || exit 1
 wal=$dir/wal
-rm -rf "$dir" && mkdir -p "$dir" || exit 1
-
-fail() { echo "wal.sh $case_: FAILED: $*" >&2; exit 1; }
 
 make_wal() { # make_wal [WINDOWS [noack]]
-    "$host" run "$src/tests/host/wal-make.lua" "$wal" "$@" >"$dir/make.out" 2>"$dir/make.err" ||
-        { cat "$dir/make.out" "$dir/make.err" >&2; fail "wal-make.lua"; }
+    run_lua "$dir/make.out" "$src/tests/host/wal-make.lua" "$wal" "$@"
     grep -q '^wal-make: ok [1-9]' "$dir/make.out" || fail "wal-make.lua printed no pending count"
-}
-
-# Names and digests of every file: verify must leave them all as they were.
-snapshot() {
-    (cd "$wal" && for f in $(ls -A | sort); do
-        printf '%s ' "$f"; b3sum --no-names "$f"
-    done)
-}
-
-run_verify() { # run_verify EXPECTED_STATUS PATH
-    "$host" verify "$2" >"$dir/verify.out" 2>"$dir/verify.err"
-    got=$?
-    cat "$dir/verify.out"
-    [ "$got" -eq "$1" ] || { cat "$dir/verify.err" >&2; fail "verify exit $got, expected $1"; }
 }
 
 oldest() { ls "$wal"/*.seg | sort | head -n 1; }
@@ -52,38 +32,32 @@ newest() { ls "$wal"/*.seg | sort | tail -n 1; }
 case "$case_" in
 verify-ok)
     make_wal
-    before=$(snapshot)
-    run_verify 0 "$wal"
+    verify_keeps 0 "$wal" "$wal"
     tail -n 1 "$dir/verify.out" | grep -qx 'OK' || fail "no final OK line"
     grep -Eq '^  segments +[1-9][0-9]* \(' "$dir/verify.out" || fail "no segments line"
     grep -Eq '^  chain links +[1-9][0-9]* checked, 0 breaks' "$dir/verify.out" ||
         fail "no chain links line"
     [ -s "$dir/verify.err" ] && fail "stderr is not empty: $(cat "$dir/verify.err")"
-    [ "$before" = "$(snapshot)" ] || fail "verify changed the directory"
     ;;
 verify-flip)
     make_wal
     seg=$(oldest)
     # Offset 62: inside the payload of the first frame (header 32 + frame header 24 + 6).
     printf '\377' | dd of="$seg" bs=1 seek=62 conv=notrunc 2>/dev/null || fail "dd"
-    before=$(snapshot)
-    run_verify 1 "$wal"
+    verify_keeps 1 "$wal" "$wal"
     grep -Fq "$seg" "$dir/verify.out" || fail "the report does not name $seg"
     grep -Eq "corrupt frame at offset 32" "$dir/verify.out" || fail "no 'corrupt frame at offset 32'"
     grep -Eq '^FAILED: ' "$dir/verify.out" || fail "no FAILED line"
-    [ "$before" = "$(snapshot)" ] || fail "verify changed the directory"
     ;;
 verify-torn)
     make_wal
     seg=$(newest)
     size=$(wc -c <"$seg")
     printf 'RWF1 a write that never finished' >>"$seg"
-    before=$(snapshot)
-    run_verify 1 "$wal"
+    verify_keeps 1 "$wal" "$wal"
     grep -Eq "torn tail at offset $size" "$dir/verify.out" || fail "no 'torn tail at offset $size'"
     grep -Fq "$seg" "$dir/verify.out" || fail "the report does not name $seg"
     grep -Eq '^  torn bytes +32$' "$dir/verify.out" || fail "torn bytes is not 32"
-    [ "$before" = "$(snapshot)" ] || fail "verify changed the directory"
     # A meter (not verify) repairs it: the tail is cut and kept as .broken.
     cat >"$dir/reopen.lua" <<'EOF'
 local acct = require "ron.accounting"

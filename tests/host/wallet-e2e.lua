@@ -17,76 +17,31 @@
 --
 -- Prints "wallet-e2e: ok <usage transfers> <wallet transfers> <top-up transfer id>" (the
 -- shell flips a byte of that transfer) or raises.
-local acct = require "ron.accounting"
 local runtime = require "ron.accounting.runtime"
-local task = require "ron.base.task"
-local R = require "rating_run"
-local http = require "ron.node.http"
 local usage = require "ron.ledger.usage"
-local L = require "ron.ledger.ledger"
-local store_mod = require "ron.ledger.store"
-local service = require "ron.wallet.service"
 local dto = require "ron.wallet.dto"
 local cjson = require "cjson.safe"
 local uv = require "luv"
+local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]
--- The ledger both sides use: a SQLite file (offloaded to the threadpool) or a PostgreSQL pool.
-local function store_spec() return R.store_spec(work, db) end
-local T0 = 1700000000 - 1700000000 % 3600 -- every window in November 2023: one period
-local TENANTS = { "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b",
-                  "00000000-0000-4000-8000-00000000000c" }
+local T0, TENANTS, amount = E.T0, E.TENANTS, E.amount
 local PREPAID = { 300, 20, 0 }
 local OP = "e2e-operator"
 
 local function charge(total) return math.floor(math.max(0, total - 10) * 3 / 1000) end
-local function amount(t, w) return 1000 * w + 37 * t end -- bytes per window per tenant
 
 local clock = { now = T0 + 5 }
-local m = R.meter(work, "e2e", clock)
-local e = R.exporter(work, store_spec(), "e2e")
-
-local sched = task.new()
-
--- HTTP through the specs' one-shot client (spec/support.lua), as the operator.
-local S = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
-                 .. "../../spec/support.lua")
-local function answer(status, headers, body)
-    assert(status, headers) -- nil, err: no answer
-    return status, body, headers
-end
-local function post(path, body, key)
-    return answer(S.http_post(sched, sched.port, path, OP, body, key))
-end
-local function get(path) return answer(S.http_get(sched, sched.port, path, OP)) end
-
-local function eventually(pred, ms, what)
-    local t = uv.now() + ms
-    while not pred() do
-        assert(uv.now() < t, what)
-        sched.sleep(5)
-    end
-end
+local m, e, sched = E.rig(work, db, clock, "e2e", "e2e")
+local get, post = E.client(sched, OP)
+local function eventually(pred, ms, what) E.eventually(sched, pred, ms, what) end
 
 local dry = {}
 local result = {}
 local h = sched.spawn("e2e", function()
     -- the wallet: its own engine over other connections to the rater's ledger
-    local ws = assert(store_mod.open(store_spec()))
-    local wled = L.new { store = ws, book = "main", node = "wallet-e2e",
-                         pause = function(n) sched.sleep(10 * n) end }
-    local w = service.new { ledger = wled, tokens = { [acct.b3hex(OP)] = "operator" },
-                            assets = { USD = 2 }, poll_ms = 10, log = print,
-                            on_dry = function(t, a, asset) dry[#dry + 1] = { t, a, asset } end }
-    w:start()
-    local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
-                                    max_body = 1048576,
-                                    runtime = { ready = function() return w:ready() end,
-                                                metrics_text = function()
-                                                    return w:metrics_text()
-                                                end } })
-    sched.port = srv:port()
-    eventually(function() return w.system_ready end, 10000, "the wallet did not start")
+    local w, srv, ws = E.start_wallet(sched, m, E.store_spec(work, db), OP, "wallet-e2e",
+                             function(t, a, asset) dry[#dry + 1] = { t, a, asset } end)
 
     -- money first: the tenants' usage wallets (the accounts the rater charges)
     local wid, paid_by = {}, {}

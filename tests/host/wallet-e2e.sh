@@ -14,8 +14,7 @@ backend=${4:-sqlite}
 ledger_db "$backend"
 e2e_card "$work/card.lua"
 
-"$host" run "$src/tests/host/wallet-e2e.lua" "$work" 6 "$db" >"$work/run.out" 2>"$work/run.err" ||
-    { cat "$work/run.out" "$work/run.err" >&2; fail "wallet-e2e.lua"; }
+run_lua "$work/run.out" "$src/tests/host/wallet-e2e.lua" "$work" 6 "$db"
 cat "$work/run.out"
 line=$(grep '^wallet-e2e: ok ' "$work/run.out") || fail "no ok line"
 nusage=$(printf '%s\n' "$line" | cut -d' ' -f3) topup=$(printf '%s\n' "$line" | cut -d' ' -f5)
@@ -24,10 +23,7 @@ nusage=$(printf '%s\n' "$line" | cut -d' ' -f3) topup=$(printf '%s\n' "$line" | 
 # The whole chain: every transfer re-hashed (the wallet's issues and the rater's charges),
 # postings and balances recomputed, conservation, the usage streams' digest chains, and the
 # WAL's heads and frames cited by the ledger.
-"$host" ledger --db "$db" verify --wal "$work/wal" >"$work/verify.out" 2>&1
-rc=$?
-cat "$work/verify.out"
-[ "$rc" -eq 0 ] || fail "verify --wal exit $rc on an untouched ledger"
+expect_exit 0 "$work/verify.out" "$host" ledger --db "$db" verify --wal "$work/wal"
 grep -q '^20 transfers (18 usage)' "$work/verify.out" ||
     fail "verify did not see 20 transfers (2 wallet issues + 18 usage)"
 grep -q ', 3 WAL heads and frames$' "$work/verify.out" || fail "verify did not read the 3 heads"
@@ -35,10 +31,7 @@ grep -qx 'OK' "$work/verify.out" || fail "no OK"
 
 # Flip one byte (the 60th) of the wallet's top-up as stored: verify names that transfer.
 flip_transfer_byte "$topup" || fail "updating the top-up $topup"
-"$host" ledger --db "$db" verify --wal "$work/wal" >"$work/verify2.out" 2>&1
-rc=$?
-cat "$work/verify2.out"
-[ "$rc" -eq 1 ] || fail "verify exit $rc on a flipped byte, expected 1"
+expect_exit 1 "$work/verify2.out" "$host" ledger --db "$db" verify --wal "$work/wal"
 grep -q "^transfers #[0-9]* $topup: " "$work/verify2.out" || fail "the flipped top-up is not named"
 grep -q '^FAILED: ' "$work/verify2.out" || fail "no FAILED line"
 echo "wallet-e2e.sh: ok"

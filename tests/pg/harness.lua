@@ -83,31 +83,21 @@ function Cluster:psql(sql)
     return run("sh " .. q(H.script) .. " psql " .. q(self.dir) .. " -At -c " .. q(sql))
 end
 
-function Cluster:stop_server()
-    local out, rc = run("sh " .. q(H.script) .. " stop-server " .. q(self.dir))
-    assert(rc == 0, "pg-harness stop-server: " .. out)
+-- pg-harness.sh VERB on this cluster, which must succeed.
+function Cluster:harness(verb)
+    local out, rc = run("sh " .. q(H.script) .. " " .. verb .. " " .. q(self.dir))
+    assert(rc == 0, "pg-harness " .. verb .. ": " .. out)
 end
 
-function Cluster:start_server()
-    local out, rc = run("sh " .. q(H.script) .. " start-server " .. q(self.dir))
-    assert(rc == 0, "pg-harness start-server: " .. out)
-end
-
-function Cluster:freeze()
-    local out, rc = run("sh " .. q(H.script) .. " freeze " .. q(self.dir))
-    assert(rc == 0, "pg-harness freeze: " .. out)
-end
-
-function Cluster:thaw()
-    local out, rc = run("sh " .. q(H.script) .. " thaw " .. q(self.dir))
-    assert(rc == 0, "pg-harness thaw: " .. out)
-end
+function Cluster:stop_server() self:harness("stop-server") end
+function Cluster:start_server() self:harness("start-server") end -- the same data directory
+function Cluster:freeze() self:harness("freeze") end -- the server's processes SIGSTOPped
+function Cluster:thaw() self:harness("thaw") end
 
 function Cluster:stop()
     if self.stopped then return end
     self.stopped = true
-    local out, rc = run("sh " .. q(H.script) .. " stop " .. q(self.dir))
-    assert(rc == 0, "pg-harness stop: " .. out)
+    self:harness("stop")
 end
 
 return H
