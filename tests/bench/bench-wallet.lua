@@ -314,21 +314,50 @@ local function cpu_line(name, w, snap, ok)
                  ((tc.other or 0) - (snap[9].other or 0)) / math.max(ok, 1) * 1e6))
 end
 
-local function case(T, name, open_store, base)
-    rss(name, "start")
-    local s = timed_store(assert(open_store()))
-    local led = L.new { store = s, book = "bench", node = "bench",
-                        pause = function(n) T.sleep(10 * n) end }
-    led:recover()
-    -- wallet sources S_i (a token each), a wallet sink; direct sources D_i and their sink
-    local S, Dsrc, tokens, from = {}, {}, {}, {}
-    for i = 1, opts.accounts do
-        S[i], Dsrc[i] = uuid(i, 1), uuid(i, 2)
-        local tok = "bench-wallet-token-" .. i
-        tokens[acct.b3hex(tok)] = S[i]
-        from[i] = S[i] .. "=" .. tok
+-- a transfer run's figures beside the direct rate and the plain-SQL baselines
+local function report(name, base, label, nsrc, r, ok, rate, direct_rate)
+    local b = base[nsrc == 1]
+    local tb1 = name == "sqlite" and 2 or 1
+    print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
+                 "of direct", name, label, rate, r.p50_us, r.p99_us, rate / direct_rate))
+    print(format("%-8s %-15s %.3f x B1 (%.0f/s, target >= %d)  %.3f x B2 (%.0f/s, target " ..
+                 ">= 0.2)  p99 target <= 50000 us", name, "", rate / b.b1, b.b1,
+                 nsrc == 1 and 1 or tb1, rate / b.b2, b.b2))
+    emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"conns":%d,' ..
+                '"workers":%d,"transfers":%d,"requests":%d,"per_s":%.1f,"p50_us":%d,' ..
+                '"p99_us":%d,"status":%s,"baseline":"direct","baseline_per_s":%.1f,' ..
+                '"ratio":%.3f,"b1_per_s":%.1f,"ratio_b1":%.3f,"b2_per_s":%.1f,' ..
+                '"ratio_b2":%.3f,"loadavg":"%s"}', name, label, nsrc, opts.conns,
+                opts.workers, ok, r.requests, rate, r.p50_us, r.p99_us,
+                r.line:match('"status":(%b{})'), direct_rate, rate / direct_rate, b.b1,
+                rate / b.b1, b.b2, rate / b.b2, B.loadavg()))
+end
+
+-- --soak: each case for opts.soak seconds in slices, RSS after each (nonces: slice k of
+-- a case uses WALLET_BASE + k * 2e6, below the next range for k < 250)
+local function soak(T, name, srv, w, from, SINK, transfers)
+    for _, c in ipairs { { "transfer", opts.accounts, 500000000 }, { "transfer_hot", 1, 0 },
+                         { "balance" } } do
+        local t0 = uv.now()
+        local t_stop, k = t0 + opts.soak * 1000, 0
+        while uv.now() < t_stop do
+            local left = math.ceil((t_stop - uv.now()) / 1000)
+            k = k + 1
+            if c[1] == "balance" then -- (balance, then healthz: half a slice each)
+                opts.seconds = math.max(1, math.min(15, math.ceil(left / 2)))
+                balance_reads(T, name, srv, w, from[1], SINK)
+            else
+                opts.seconds = math.max(1, math.min(30, left))
+                transfers(c[1], c[2], c[3] + k * 2000000)
+            end
+            rss(name, format("%s+%ds", c[1], math.floor((uv.now() - t0) / 1000)))
+        end
     end
-    local SINK, DSINK = uuid(0, 1), uuid(0, 2)
+end
+
+-- The wallet over led on the daemon's HTTP server (wrk's conns from one peer admitted),
+-- started -> w, the meter, the server
+local function serve_wallet(T, led, tokens)
     local w = service.new { ledger = led, tokens = tokens, assets = { USD = 2 },
                             workers = opts.workers, group_max = opts.group_max,
                             group_linger_ms = opts.linger,
@@ -348,6 +377,11 @@ local function case(T, name, open_store, base)
         assert(uv.now() < t_end, "the wallet did not start")
         T.sleep(10)
     end
+    return w, m, srv
+end
+
+-- The accounts of a case, every source funded with FUND
+local function fund(led, S, Dsrc, SINK, DSINK)
     local all = { SINK, DSINK }
     for i = 1, opts.accounts do all[#all + 1] = S[i]; all[#all + 1] = Dsrc[i] end
     for _, id in ipairs(all) do
@@ -360,6 +394,25 @@ local function case(T, name, open_store, base)
                   amount = FUND } } })
         end
     end
+end
+
+local function case(T, name, open_store, base)
+    rss(name, "start")
+    local s = timed_store(assert(open_store()))
+    local led = L.new { store = s, book = "bench", node = "bench",
+                        pause = function(n) T.sleep(10 * n) end }
+    led:recover()
+    -- wallet sources S_i (a token each), a wallet sink; direct sources D_i and their sink
+    local S, Dsrc, tokens, from = {}, {}, {}, {}
+    for i = 1, opts.accounts do
+        S[i], Dsrc[i] = uuid(i, 1), uuid(i, 2)
+        local tok = "bench-wallet-token-" .. i
+        tokens[acct.b3hex(tok)] = S[i]
+        from[i] = S[i] .. "=" .. tok
+    end
+    local SINK, DSINK = uuid(0, 1), uuid(0, 2)
+    local w, m, srv = serve_wallet(T, led, tokens)
+    fund(led, S, Dsrc, SINK, DSINK)
     local function moved(ids)
         local n = 0
         for _, id in ipairs(ids) do n = n + (FUND - tonumber(led:balance(dto.uuid_bytes(id),
@@ -412,26 +465,6 @@ local function case(T, name, open_store, base)
         return rate
     end
 
-    -- transfers through HTTP from nsrc sources, against the direct rate
-    -- a transfer run's figures beside the direct rate and the plain-SQL baselines
-    local function report(label, nsrc, r, ok, rate, direct_rate)
-        local b = base[nsrc == 1]
-        local tb1 = name == "sqlite" and 2 or 1
-        print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
-                     "of direct", name, label, rate, r.p50_us, r.p99_us, rate / direct_rate))
-        print(format("%-8s %-15s %.3f x B1 (%.0f/s, target >= %d)  %.3f x B2 (%.0f/s, target " ..
-                     ">= 0.2)  p99 target <= 50000 us", name, "", rate / b.b1, b.b1,
-                     nsrc == 1 and 1 or tb1, rate / b.b2, b.b2))
-        emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"conns":%d,' ..
-                    '"workers":%d,"transfers":%d,"requests":%d,"per_s":%.1f,"p50_us":%d,' ..
-                    '"p99_us":%d,"status":%s,"baseline":"direct","baseline_per_s":%.1f,' ..
-                    '"ratio":%.3f,"b1_per_s":%.1f,"ratio_b1":%.3f,"b2_per_s":%.1f,' ..
-                    '"ratio_b2":%.3f,"loadavg":"%s"}', name, label, nsrc, opts.conns,
-                    opts.workers, ok, r.requests, rate, r.p50_us, r.p99_us,
-                    r.line:match('"status":(%b{})'), direct_rate, rate / direct_rate, b.b1,
-                    rate / b.b1, b.b2, rate / b.b2, B.loadavg()))
-    end
-
     -- transfers through HTTP from nsrc sources (direct_rate nil: a soak slice, no ratios)
     local function transfers(label, nsrc, nbase, direct_rate)
         local before = moved(S)
@@ -442,7 +475,7 @@ local function case(T, name, open_store, base)
         local rate = ok / (r.duration_us / 1e6)
         cpu_line(name, w, snap, ok)
         if direct_rate then
-            report(label, nsrc, r, ok, rate, direct_rate)
+            report(name, base, label, nsrc, r, ok, rate, direct_rate)
         else
             print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us", name,
                          label, rate, r.p50_us, r.p99_us))
@@ -458,30 +491,8 @@ local function case(T, name, open_store, base)
         assert(n <= r.requests + opts.conns, format("%d moved for %d requests", n, r.requests))
     end
 
-    -- --soak: each case for opts.soak seconds in slices, RSS after each (nonces: slice k of
-    -- a case uses WALLET_BASE + k * 2e6, below the next range for k < 250)
-    local function soak()
-        for _, c in ipairs { { "transfer", opts.accounts, 500000000 }, { "transfer_hot", 1, 0 },
-                             { "balance" } } do
-            local t0 = uv.now()
-            local t_stop, k = t0 + opts.soak * 1000, 0
-            while uv.now() < t_stop do
-                local left = math.ceil((t_stop - uv.now()) / 1000)
-                k = k + 1
-                if c[1] == "balance" then -- (balance, then healthz: half a slice each)
-                    opts.seconds = math.max(1, math.min(15, math.ceil(left / 2)))
-                    balance_reads(T, name, srv, w, from[1], SINK)
-                else
-                    opts.seconds = math.max(1, math.min(30, left))
-                    transfers(c[1], c[2], c[3] + k * 2000000)
-                end
-                rss(name, format("%s+%ds", c[1], math.floor((uv.now() - t0) / 1000)))
-            end
-        end
-    end
-
     if opts.soak then
-        soak()
+        soak(T, name, srv, w, from, SINK, transfers)
     else
         if CASES.commit then
             one_commit(name, led, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1]))
