@@ -20,7 +20,7 @@
 -- injected clock (cfg.clock) that this script moves forward by hand: simulated time,
 -- real slices.
 
-local acct = require "ron.accounting"
+local acct = require("ron.accounting")
 
 local WINDOW_S = 300
 local T0 = 1735689600 -- 2025-01-01T00:00:00Z, a window boundary

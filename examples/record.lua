@@ -10,8 +10,8 @@
 -- Give it the daemon's --var/--window/--config: the plane refuses other settings. The
 -- plane file outlives this process: the daemon seals what it counted at the end of the
 -- window, whether or not it was running while the records were made.
-local acct = require "ron.accounting"
-local daemon = require "ron.node"
+local acct = require("ron.accounting")
+local daemon = require("ron.node")
 
 local cfg, pos, code = daemon.configure(arg)
 if not cfg then

@@ -5,4 +5,4 @@
 -- collected the loop is freed under luv: the next file that makes a handle crashes
 -- (uv_idle_init, SIGSEGV, rc 139), after whichever GC cycle collected it. Inside the host
 -- (spec/run-busted.lua) luv is bound to the host's loop and this changes nothing.
-require "luv"
+require("luv")

@@ -1,5 +1,5 @@
 -- Shared helpers for the specs (not a spec itself: busted only runs *_spec.lua files).
--- Load with `local S = require "support"`: .busted puts spec/ on the module path (busted
+-- Load with `local S = require("support")`: .busted puts spec/ on the module path (busted
 -- runs from the repository root, as ctest does).
 local S = {}
 
@@ -15,7 +15,7 @@ function S.abs_root()
     return cwd .. "/" .. S.root
 end
 
--- Make `require "ron.accounting"` work however busted was started (ctest sets LUA_PATH;
+-- Make `require("ron.accounting")` work however busted was started (ctest sets LUA_PATH;
 -- a developer may just run `busted --lua=luajit` from the root).
 if not package.path:find(S.root .. "lua/?.lua", 1, true) then
     package.path = S.root .. "lua/?.lua;" .. S.root .. "lua/?/init.lua;" .. package.path
@@ -39,8 +39,8 @@ S.run, S.shell_quote = harness.run, harness.quote
 -- Inside a task: runs each of fns as its own task, all at once, and joins them (each must
 -- end well). -> out[i] = { what fns[i] returned }
 function S.concurrent(fns)
-    local assert = require "luassert"
-    local task = require "ron.base.task"
+    local assert = require("luassert")
+    local task = require("ron.base.task")
     local hs, out = {}, {}
     for i, f in ipairs(fns) do
         hs[i] = task.spawn("racer-" .. i, function() out[i] = { f() } end)
@@ -129,7 +129,7 @@ end
 -- new scheduler (task.new()), runs the loop to its end, and checks that the task ended
 -- well. -> the scheduler.
 function S.in_task(body)
-    local assert = require "luassert" -- this file runs outside busted's spec environment
+    local assert = require("luassert") -- this file runs outside busted's spec environment
     local task = require("ron.base.task").new()
     local h = task.spawn("spec", body, task)
     require("luv").run("default")
@@ -141,7 +141,7 @@ end
 
 -- S.in_task, and then no task is left live and no threadpool request in flight.
 function S.run_task(body)
-    local assert = require "luassert"
+    local assert = require("luassert")
     local task = S.in_task(body)
     assert.equal(0, task.live())
     assert.equal(0, require("ron.base.offload").in_flight())
@@ -151,7 +151,7 @@ end
 -- The export-runtime fixture (runtime_spec, readiness_spec): a meter with an injected
 -- clock and a WAL, and an offloaded file ledger in a temp dir.
 function S.rt_setup()
-    local acct = require "ron.accounting"
+    local acct = require("ron.accounting")
     local clock = S.clock(S.T0 + 5)
     local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = S.tmpname(".wal") } }))
     local dir = S.tmpname(".ledger")
@@ -162,7 +162,7 @@ end
 -- n chained slices of stream tenant (default TENANT_A)/bytes from a fresh meter, one per
 -- window; window i counts base + i (the exporter specs' chains and their forks).
 function S.chain(n, base, tenant)
-    local acct = require "ron.accounting"
+    local acct = require("ron.accounting")
     local clock = S.clock(S.T0 + 5)
     local m = assert(acct.open(S.cfg { clock = clock.fn }))
     local out = {}
@@ -201,7 +201,7 @@ end
 
 -- Inside a task: polls pred every 5 ms up to ms; true when it held.
 function S.eventually(task, pred, ms)
-    local uv = require "luv"
+    local uv = require("luv")
     local t = uv.now() + ms
     while uv.now() < t do
         if pred() then return true end
@@ -301,7 +301,7 @@ end
 --     half_close        shutdown(SHUT_WR) right after the write (`nc -N`), then read
 -- (luv and the ffi on first use: the rest of this file serves plain busted too)
 local function linger_zero(tcp)
-    local ffi = require "ffi"
+    local ffi = require("ffi")
     pcall(ffi.cdef, [[
 struct ra_spec_linger { int l_onoff; int l_linger; };
 int setsockopt(int fd, int level, int name, const void *val, unsigned int len);
@@ -328,7 +328,7 @@ end
 
 function S.http_request(task, port, raw, opts)
     if type(opts) ~= "table" then opts = { timeout_ms = opts } end
-    local uv = require "luv"
+    local uv = require("luv")
     local only_send = opts.close_after_send or opts.reset
     local ch = task.channel(64, "spec_http_client")
     local tcp = uv.new_tcp()

@@ -26,7 +26,7 @@ local root = arg[1] or "."
 
 -- ron.base.fs from this checkout's lua/ (the tools run under a plain luajit)
 package.path = (arg[0]:match("^(.*)/tools/[^/]*$") or ".") .. "/lua/?.lua;" .. package.path
-local fs = require "ron.base.fs"
+local fs = require("ron.base.fs")
 
 local function read(path)
     return fs.read_file(root .. "/" .. path)
@@ -101,7 +101,7 @@ local function lua_families()
     end
     local out = {}
     local ok, err = pcall(function()
-        local metrics = require "ron.base.metrics"
+        local metrics = require("ron.base.metrics")
         for _, f in ipairs(files_under("lua/ron", "families.lua")) do
             require(f:gsub("^lua/", ""):gsub("%.lua$", ""):gsub("/", "."))
         end

@@ -29,7 +29,7 @@ end
 
 -- ron.base.fs from this checkout's lua/ (the tools run under a plain luajit)
 package.path = (arg[0]:match("^(.*)/tools/[^/]*$") or ".") .. "/lua/?.lua;" .. package.path
-local fs = require "ron.base.fs"
+local fs = require("ron.base.fs")
 
 local read = fs.read_file
 

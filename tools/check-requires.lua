@@ -2,7 +2,7 @@
 --
 --   luajit tools/check-requires.lua .            (ctest lint-requires, `make lint`)
 --
--- Reads every `require "ron.…"` of lua/ron/ (also `require("…")` and `pcall(require, "…")`)
+-- Reads every `require("ron.…")` of lua/ron/ (also `require("…")` and `pcall(require, "…")`)
 -- with a small Lua tokenizer and checks two rules:
 --
 --   direction  a package requires only itself and the packages below it:

@@ -45,7 +45,7 @@ ingest-dto)
     header="$root/host/lua/ingest_dto.h" mark=RA_INGEST fn=ra_ingest
     out=lua/ron/accounting/binding/ingest_cdef.lua guard=ra_ingest_record_t make="make cdef"
     checks="ctest lua-ingest-dto-cdef-current fails" abi=1
-    needs='require "ron.accounting.binding.cdef" -- ra_tenant_t' ;;
+    needs='require("ron.accounting.binding.cdef") -- ra_tenant_t' ;;
 wallet-dto)
     header="$root/host/lua/wallet_dto.h" mark=RA_WDTO fn=ra_wdto out=lua/ron/wallet/dto_cdef.lua
     guard=ra_wdto_field_t make="make cdef" checks="ctest lua-wallet-dto-cdef-current fails"
@@ -125,7 +125,7 @@ cat <<EOF
 -- ${mark}_CDEF_BEGIN and ${mark}_CDEF_END, preprocessed with -D${mark}_CDEF). Do not edit: run
 -- \`$make\`. $checks when
 -- this file and the header disagree.
-local ffi = require "ffi"
+local ffi = require("ffi")
 ${needs:+$needs
 }
 -- Declared once per Lua state: a second load (package.loaded cleared, nginx with

@@ -14,9 +14,9 @@
 -- With the daemon (the script's directory, examples/, is on package.path):
 --   return { exporter = { module = "exporters.audit_log", dir = "var/ledger",
 --                         log = "var/audit.jsonl" } }
-local offload = require "ron.accounting.runtime.offload"
-local task = require "ron.base.task"
-local uv = require "luv"
+local offload = require("ron.accounting.runtime.offload")
+local task = require("ron.base.task")
+local uv = require("luv")
 
 local format = string.format
 

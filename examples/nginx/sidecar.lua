@@ -13,8 +13,8 @@
 -- nginx keeps counting into the plane while it is away, and windows that ended meanwhile
 -- are sealed, each on its own, when it returns. docs/ops/nginx.md
 -- has the details.
-local daemon = require "ron.node"
-local uv = require "luv"
+local daemon = require("ron.node")
+local uv = require("luv")
 
 local DEFAULT_CONFIG = "/etc/ron-accounting/gateway.lua"
 

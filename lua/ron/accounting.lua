@@ -1,6 +1,6 @@
 -- ron.accounting: the LuaJIT binding of libronacct (PRODUCT.md §5, "Contracts / Lua").
 --
---   local acct = require "ron.accounting"
+--   local acct = require("ron.accounting")
 --   local meter = assert(acct.open { window_len_s = 60, dimensions = { "egress" } })
 --   local tenant = assert(acct.tenant "123e4567-e89b-12d3-a456-426614174000")
 --   local subject = meter:subject "user-42"
@@ -47,11 +47,11 @@
 --
 -- Slices: see ron/accounting/slice.lua (tenant, dimension, id, rows, b3, prev_b3, amnesia,
 -- host, :encode()). Configuration and defaults: ron/accounting/config.lua.
-local ffi = require "ffi"
-local b3 = require "ron.base.b3"
-local config = require "ron.accounting.binding.config"
-local libmod = require "ron.accounting.binding.lib"
-local slice = require "ron.accounting.binding.slice"
+local ffi = require("ffi")
+local b3 = require("ron.base.b3")
+local config = require("ron.accounting.binding.config")
+local libmod = require("ron.accounting.binding.lib")
+local slice = require("ron.accounting.binding.slice")
 
 local C, C_from = libmod.namespace()
 

@@ -9,8 +9,8 @@
 -- a root trace that links back to itself ("loop"), with no trace aborted or stitched
 -- while it runs: the record call, including the FFI call into the core, is inside it.
 -- (Aborts in code other than the loop and ron/accounting/*, e.g. busted's, are ignored.)
-local S = require "support"
-local acct = require "ron.accounting"
+local S = require("support")
+local acct = require("ron.accounting")
 
 local T0, TA = S.T0, S.TENANT_A
 local N = 1e6
@@ -30,8 +30,8 @@ end
 
 -- Runs fn with trace events recorded; returns the events' summary.
 local function traced(loop_fn, fn)
-    local util = require "jit.util"
-    local vmdef = require "jit.vmdef"
+    local util = require("jit.util")
+    local vmdef = require("jit.vmdef")
     local started, ev = {}, { loops = 0, aborts = {}, stitches = 0, roots_in_loop = 0 }
     local function on_trace(what, tr, func, pc, otr, oex)
         if what == "start" then

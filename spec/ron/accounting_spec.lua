@@ -1,9 +1,9 @@
 -- ron.accounting: the Lua contract of PRODUCT.md §5 (open, record, rollover, slices,
 -- pending/ack, metrics, shm, decode). The hot-path properties (no garbage, JIT) live in
 -- accounting_hotpath_spec.lua.
-local S = require "support"
-local ffi = require "ffi"
-local acct = require "ron.accounting"
+local S = require("support")
+local ffi = require("ffi")
+local acct = require("ron.accounting")
 
 local T0, TA, TB = S.T0, S.TENANT_A, S.TENANT_B
 local INVALID = 'accounting_rejected_total{reason="invalid"}'
@@ -178,7 +178,7 @@ describe("ron.accounting", function()
         end)
 
         it("cdata() is the ra_meter_t * until close, rollover_cap() the out-array size", function()
-            local ffi = require "ffi"
+            local ffi = require("ffi")
             local m = assert(acct.open(S.cfg { pending_slices_cap = 77 }))
             local p = m:cdata()
             assert.is_true(ffi.istype("ra_meter_t *", p) and p ~= nil)

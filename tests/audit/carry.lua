@@ -3,9 +3,9 @@
 -- audit_attest task does.
 --
 --   ron-accounting run tests/audit/carry.lua LEDGER.db NOTE-FILE
-local store = require "ron.ledger.store"
-local L = require "ron.ledger.ledger"
-local A = require "ron.ledger.attest"
+local store = require("ron.ledger.store")
+local L = require("ron.ledger.ledger")
+local A = require("ron.ledger.attest")
 
 local db, note = arg[1], arg[2]
 local s = assert(store.open { backend = "sqlite", path = db })

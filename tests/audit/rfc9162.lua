@@ -9,7 +9,7 @@
 -- daemon sends the record) must hash to the leaf (RFC 6962: SHA-256(0x00 || record)).
 -- ROOT-HEX (and ROOT1-HEX): the roots the caller trusts (a signed checkpoint's), which the
 -- answer's must equal.
-local ffi = require "ffi"
+local ffi = require("ffi")
 ffi.cdef [[
 int crypto_hash_sha256(unsigned char *out, const unsigned char *in, unsigned long long inlen);
 ]]

@@ -17,11 +17,11 @@
 -- up with, nothing is shed and records/s is that rate: the sustained figure); SHARDS chains
 -- (default 1; ron.audit.host's `shards`: one writer, queue and pool call each, QUEUE each).
 -- Prints one human line and one `BENCH {json}` line.
-local uv = require "luv"
-local ffi = require "ffi"
-local audit = require "ron.audit"
-local task = require "ron.base.task"
-local host = require "ron.audit.host"
+local uv = require("luv")
+local ffi = require("ffi")
+local audit = require("ron.audit")
+local task = require("ron.base.task")
+local host = require("ron.audit.host")
 
 local N = tonumber(arg[1]) or 200000
 local keep = arg[2] and arg[2] ~= "-"
@@ -45,7 +45,7 @@ end
 local function plain(path, n, tenants)
     local fd = ffi.C.open(path, 0x441, 420) -- O_WRONLY | O_CREAT | O_APPEND, 0644
     assert(fd >= 0, "open " .. path)
-    local C = require "ron.audit.lib"
+    local C = require("ron.audit.lib")
     local h = ffi.new("uint8_t[32]")
     local prev
     local t0 = uv.hrtime()

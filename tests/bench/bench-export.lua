@@ -29,19 +29,19 @@
 -- events) are printed at the end and must be bounded (the program fails otherwise), as
 -- must every slice be ACKed. Every ledger is checked with `ron-accounting verify` when
 -- --bin (or RA_BIN) names the binary.
-local uv = require "luv"
-local acct = require "ron.accounting"
-local task = require "ron.base.task"
-local runtime = require "ron.accounting.runtime"
-local offload = require "ron.accounting.runtime.offload"
-local file = require "ron.accounting.export.exporters.file"
+local uv = require("luv")
+local acct = require("ron.accounting")
+local task = require("ron.base.task")
+local runtime = require("ron.accounting.runtime")
+local offload = require("ron.accounting.runtime.offload")
+local file = require("ron.accounting.export.exporters.file")
 
 local function pending_count(m) return m:pending_count() end
 
 local opts = { quick = false, out = nil, dir = nil, streams = 1000, slices = 1000000,
                fsync_slices = nil, base_slices = nil, fsync = { "off", "on" },
                bin = os.getenv("RA_BIN") }
-local B = require "bench_common"
+local B = require("bench_common")
 B.args(arg, opts, { { "--no-null", "no_null", "on" }, { "--put-batch", "put_batch", "num" },
              { "--bin", "bin", "str" }, { "--streams", "streams", "num" },
              { "--slices", "slices", "num" }, { "--fsync-slices", "fsync_slices", "num" },

@@ -19,17 +19,17 @@
 -- Figures per policy: offer -> ACK latency p50/p95/max in ms for the hot tenant and for the
 -- cold ones together (and the worst cold tenant's p95), the ACK ordinal at which the last
 -- cold slice was ACKed, and the ratio of the cold p95 to fifo's (< 1: fairness helps).
-local uv = require "luv"
-local acct = require "ron.accounting"
-local task = require "ron.base.task"
-local runtime = require "ron.accounting.runtime"
-local offload = require "ron.accounting.runtime.offload"
-local fairness = require "ron.accounting.export.fairness"
-local pct = require "ron.base.percentile"
+local uv = require("luv")
+local acct = require("ron.accounting")
+local task = require("ron.base.task")
+local runtime = require("ron.accounting.runtime")
+local offload = require("ron.accounting.runtime.offload")
+local fairness = require("ron.accounting.export.fairness")
+local pct = require("ron.base.percentile")
 
 local opts = { quick = false, out = nil, dir = nil, windows = 50, latency_ms = 2, inflight = 2,
                period_ms = 12 }
-local B = require "bench_common"
+local B = require("bench_common")
 B.args(arg, opts, { { "--windows", "windows", "num" }, { "--latency-ms", "latency_ms", "num" },
              { "--inflight", "inflight", "num" }, { "--period-ms", "period_ms", "num" } },
        "ron-accounting run bench-fairness.lua [--quick] [--out FILE] [--dir DIR] [--windows N] "

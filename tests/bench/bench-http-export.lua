@@ -22,10 +22,10 @@
 -- Every ledger the receiver wrote is checked with `ron-accounting verify` (--bin, RA_BIN,
 -- or the host running this script). Output: human-readable lines and one `BENCH {json}`
 -- line per result (tests/bench/README.md). Nothing here asserts a time.
-local uv = require "luv"
-local acct = require "ron.accounting"
-local task = require "ron.base.task"
-local file = require "ron.accounting.export.exporters.file"
+local uv = require("luv")
+local acct = require("ron.accounting")
+local task = require("ron.base.task")
+local file = require("ron.accounting.export.exporters.file")
 
 local SCRIPT = debug.getinfo(1, "S").source:match("^@(.*)$")
 
@@ -34,9 +34,9 @@ local SCRIPT = debug.getinfo(1, "S").source:match("^@(.*)$")
 -- the receiver process: --serve DIR on|off
 
 if arg[1] == "--serve" then
-    local http = require "ron.node.http"
-    local receiver = require "ron.node.receiver"
-    local offload = require "ron.accounting.runtime.offload"
+    local http = require("ron.node.http")
+    local receiver = require("ron.node.receiver")
+    local offload = require("ron.accounting.runtime.offload")
     local dir, fsync = arg[2], arg[3] == "on"
     local backend = assert(offload.file { dir = dir, fsync = fsync })
     -- loopback only, one process: no producers to bind (docs/EXPORT.md §6, "Trust model")
@@ -60,12 +60,12 @@ end
 -- ---------------------------------------------------------------------------------------
 -- the client
 
-local exp_http = require "ron.accounting.export.exporters.http"
+local exp_http = require("ron.accounting.export.exporters.http")
 
 local opts = { quick = false, out = nil, dir = nil, slices = 20000, one_slices = 2000,
                streams = 64, fsync = { "off", "on" }, fsync_slices = 4000,
                bin = os.getenv("RA_BIN") or arg[-1] }
-local B = require "bench_common"
+local B = require("bench_common")
 B.args(arg, opts, { { "--bin", "bin", "str" }, { "--slices", "slices", "num" },
              { "--fsync-slices", "fsync_slices", "num" }, { "--one-slices", "one_slices", "num" },
              { "--streams", "streams", "num" }, { "--fsync", "fsync", "strs" } },

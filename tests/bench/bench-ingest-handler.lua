@@ -6,10 +6,10 @@
 --
 -- Prints one line: HANDLER {"records_per_s":N,"us_per_batch":N,"decode_only_records_per_s":N}
 -- (decode_only: ra_ingest_decode alone on the same body).
-local ffi = require "ffi"
-local uv = require "luv"
-local acct = require "ron.accounting"
-local ingest = require "ron.node.ingest"
+local ffi = require("ffi")
+local uv = require("luv")
+local acct = require("ron.accounting")
+local ingest = require("ron.node.ingest")
 
 local batch = tonumber(arg[1] or 100)
 local seconds = tonumber(arg[2] or 2)

@@ -16,10 +16,10 @@
 -- --profile FILE: LuaJIT's sampling profiler (jit.p, mode "Fl", 1 ms) over the cases into
 -- FILE.<case>; --jv FILE: jit.v (trace aborts, NYI) into FILE.<case>.
 package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
-local B = require "bench_common" -- and lua/ on package.path
-local usage = require "ron.ledger.usage"
-local memory = require "ron.ledger.store.memory"
-local lexp = require "ron.ledger.exporter"
+local B = require("bench_common") -- and lua/ on package.path
+local usage = require("ron.ledger.usage")
+local memory = require("ron.ledger.store.memory")
+local lexp = require("ron.ledger.exporter")
 
 local opts = { batch = 256, slices = 4096, streams = 64, rounds = 3 }
 B.args(arg, opts, { { "--batch", "batch", "num" }, { "--slices", "slices", "num" },

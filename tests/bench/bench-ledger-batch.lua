@@ -18,14 +18,14 @@
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
                .. package.path
-local ffi = require "ffi"
-local uv = require "luv"
-local task = require "ron.base.task"
-local L = require "ron.ledger.ledger"
-local phases = require "ron.ledger.phases"
-local store = require "ron.ledger.store"
-local B = require "bench_common"
-local SB = require "sql_baseline"
+local ffi = require("ffi")
+local uv = require("luv")
+local task = require("ron.base.task")
+local L = require("ron.ledger.ledger")
+local phases = require("ron.ledger.phases")
+local store = require("ron.ledger.store")
+local B = require("bench_common")
+local SB = require("sql_baseline")
 local H = dofile(here .. "../pg/harness.lua")
 
 local format = string.format

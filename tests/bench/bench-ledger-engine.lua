@@ -14,10 +14,10 @@
 -- Prints one `BENCH {json}` line per store (tests/bench/README.md).
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;" .. package.path
-local L = require "ron.ledger.ledger"
-local store = require "ron.ledger.store"
-local memory = require "ron.ledger.store.memory"
-local pct = require "ron.base.percentile"
+local L = require("ron.ledger.ledger")
+local store = require("ron.ledger.store")
+local memory = require("ron.ledger.store.memory")
+local pct = require("ron.base.percentile")
 
 local HOST = pcall(require, "ron.base.net.postgres_c")
 local N = not HOST and tonumber(arg and arg[1]) or 2000
@@ -59,10 +59,10 @@ end
 -- ---- inside the host: the latency of one commit at a time ----
 
 local function host_main()
-    local uv = require "luv"
-    local task = require "ron.base.task"
+    local uv = require("luv")
+    local task = require("ron.base.task")
     package.path = here .. "?.lua;" .. package.path
-    local B = require "bench_common"
+    local B = require("bench_common")
     local H = dofile(here .. "../pg/harness.lua")
     local o = { commits = 2000, pg = true, sqlite = true, dir = os.getenv("TMPDIR") or "/tmp" }
     local i = 1

@@ -54,17 +54,17 @@
 -- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
 -- execution time per statement.
 -- Output: human-readable lines and one `BENCH {json}` line per case.
-local uv = require "luv"
-local task = require "ron.base.task"
+local uv = require("luv")
+local task = require("ron.base.task")
 
 package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
-local B = require "bench_common" -- and lua/ on package.path
+local B = require("bench_common") -- and lua/ on package.path
 local H = B.pg_harness()
-local store = require "ron.ledger.store"
-local sql = require "ron.ledger.store.sql"
-local schema = require "ron.ledger.store.schema"
-local usage = require "ron.ledger.usage"
-local lexp = require "ron.ledger.exporter"
+local store = require("ron.ledger.store")
+local sql = require("ron.ledger.store.sql")
+local schema = require("ron.ledger.store.schema")
+local usage = require("ron.ledger.usage")
+local lexp = require("ron.ledger.exporter")
 
 -- RON_BENCH_PROFILE=MODE:FILE (e.g. "v:/tmp/v.txt", "Fl2:/tmp/f.txt"): LuaJIT's sampling
 -- profiler (jit.p) over the rated part of the batch and daemon cases only, not the baselines.
@@ -72,7 +72,7 @@ local PROFILE = os.getenv("RON_BENCH_PROFILE")
 if PROFILE then package.path = package.path .. ";/usr/share/luajit-2.1.0-beta3/?.lua" end
 local function prof(on)
     if not PROFILE then return end
-    local p = require "jit.p"
+    local p = require("jit.p")
     if on then p.start(PROFILE:match("^([^:]*):(.*)$")) else p.stop() end
 end
 

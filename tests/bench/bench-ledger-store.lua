@@ -18,13 +18,13 @@
 --    the projection, against SELECT sum(amount) over the account's postings (what a store
 --    without the projection would do). The projection's figure must not grow with history.
 -- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
-local uv = require "luv"
+local uv = require("luv")
 
 package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
-local B = require "bench_common" -- and lua/ on package.path
+local B = require("bench_common") -- and lua/ on package.path
 local H = B.pg_harness()
-local store = require "ron.ledger.store"
-local percentile = require "ron.base.percentile"
+local store = require("ron.ledger.store")
+local percentile = require("ron.base.percentile")
 
 local opts = { quick = false, out = nil, dir = os.getenv("TMPDIR") or "/tmp", transfers = 5000,
                pg_transfers = 3000, sizes = { 1000, 100000, 1000000 }, pg = true,
@@ -61,7 +61,7 @@ local PLAIN = [[CREATE TABLE IF NOT EXISTS @plain_postings (
 local function plain_ddl(s) return B.plain_ddl(s, PLAIN) end
 
 local function plain_insert_sql(s)
-    local sql = require "ron.ledger.store.sql"
+    local sql = require("ron.ledger.store.sql")
     return sql.render(s.dialect, s.prefix, "INSERT INTO @plain_postings (transfer_id, idx, "
         .. "account, asset_code, scale, amount, status, reservation, created_by, consumed_by, "
         .. "shard) VALUES (?b, ?i, ?b, ?b, ?i, ?i, ?i, ?b, ?b, ?b, ?i)")
@@ -92,7 +92,7 @@ local function lifecycle(label, s, n, exec_ddl, params)
     local store_s = now() - t0
     assert(exec_ddl(plain_ddl(s)))
     local ins = plain_insert_sql(s)
-    local sql = require "ron.ledger.store.sql"
+    local sql = require("ron.ledger.store.sql")
     t0 = now()
     for k = base, base + n - 1 do
         local p = posting(k)
@@ -146,7 +146,7 @@ end
 
 -- Balance reads at growing history on store s; sum_sql: the naive read for comparison.
 local function balances(label, s, sizes, name)
-    local sql = require "ron.ledger.store.sql"
+    local sql = require("ron.ledger.store.sql")
     local naive = sql.render(s.dialect, s.prefix, "SELECT CAST(sum(amount) AS BIGINT) FROM "
                              .. "@postings WHERE account = ?b AND asset_code = ?b AND scale = ?i "
                              .. "AND status <> 2")

@@ -21,19 +21,19 @@
 -- The server runs with fsync=on (durable commits: the figure an operator gets) unless
 -- --fsync off. Every exporter ledger is checked with `ron-accounting verify` at the end.
 -- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
-local uv = require "luv"
-local task = require "ron.base.task"
-local postgres = require "ron.accounting.export.exporters.postgres"
-local pg = require "ron.base.net.postgres"
-local pq = require "ron.base.net.postgres_c"
-local file = require "ron.accounting.export.exporters.file"
+local uv = require("luv")
+local task = require("ron.base.task")
+local postgres = require("ron.accounting.export.exporters.postgres")
+local pg = require("ron.base.net.postgres")
+local pq = require("ron.base.net.postgres_c")
+local file = require("ron.accounting.export.exporters.file")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local H = dofile(here .. "../pg/harness.lua")
 
 local opts = { quick = false, out = nil, slices = 20000, one_slices = 4000, streams = 64,
                connections = 8, fsync = "on", bin = os.getenv("RA_BIN") or arg[-1] }
-local B = require "bench_common"
+local B = require("bench_common")
 B.args(arg, opts, { { "--slices", "slices", "num" }, { "--one-slices", "one_slices", "num" },
              { "--streams", "streams", "num" }, { "--connections", "connections", "num" },
              { "--fsync", "fsync", "str" } },

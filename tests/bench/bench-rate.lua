@@ -6,10 +6,10 @@
 --            tenant, 8 tenants
 -- Prints one BENCH line per case: slices/s.
 --   LUA_PATH="lua/?.lua;lua/?/init.lua;;" luajit tests/bench/bench-rate.lua
-local usage = require "ron.ledger.usage"
-local lexp = require "ron.ledger.exporter"
+local usage = require("ron.ledger.usage")
+local lexp = require("ron.ledger.exporter")
 
-local ffi = require "ffi"
+local ffi = require("ffi")
 pcall(ffi.cdef, "struct ra_bench_ts { long s; long ns; }; "
                 .. "int clock_gettime(int clk, struct ra_bench_ts *ts);")
 local ts = ffi.new("struct ra_bench_ts")
@@ -22,7 +22,7 @@ local quick = arg[1] == "--quick"
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "?.lua;" .. package.path
-local B = require "bench_common"
+local B = require("bench_common")
 local card = B.rate_card()
 
 local function bench(name, n, fn)

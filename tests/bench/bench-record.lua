@@ -7,7 +7,7 @@
 --             ra_meter_record_at(m, fixed_ms, tenant*, subject*, dim, inc) with the same
 --             pre-parsed keys and the same operation sequence as the C benchmark (the same
 --             splitmix64 stream from the same seed, so the very same records);
---   binding   require "ron.accounting" (PRODUCT.md §5): acct.open{clock = fixed}, handles
+--   binding   require("ron.accounting") (PRODUCT.md §5): acct.open{clock = fixed}, handles
 --             from acct.tenant(str) and meter:subject(str), meter:record(th, sh, dim, inc).
 --             Skipped, and said so, when the binding is not there yet. At 100k keys (and in
 --             --quick) also without cfg.clock (the system clock path), against the C
@@ -21,15 +21,15 @@
 -- usage: luajit bench-record.lua --lib build/libronacct.so [--c-results FILE]
 --          [--c-bench PATH] [--out FILE] [--quick] [--keys 10000,100000,1000000]
 --          [--ops N] [--reps N] [--seed N] [--variants ffi-raw,binding]
-local ffi = require "ffi"
-local bit = require "bit"
+local ffi = require("ffi")
+local bit = require("bit")
 
 local opts = {
   lib = nil, c_results = nil, c_bench = nil, out = nil, quick = false,
   keys = { 10000, 100000, 1000000 }, ops = 4194304, reps = 5, seed = 0x5eed2026,
   variants = "ffi-raw,binding",
 }
-local B = require "bench_common" -- tests/bench/ is on LUA_PATH (cmake/bench.cmake)
+local B = require("bench_common") -- tests/bench/ is on LUA_PATH (cmake/bench.cmake)
 local default_keys = opts.keys
 B.args(arg, opts, { { "--lib", "lib", "str" }, { "--c-results", "c_results", "str" },
                     { "--c-bench", "c_bench", "str" }, { "--keys", "keys", "nums" },

@@ -42,19 +42,19 @@
 -- After each transfer run the ledger's balances are checked (the sources lost at least one
 -- unit per 201 and no more than one per request). One `BENCH {json}` line per case. Needs
 -- wrk (tools/deps.sh).
-local uv = require "luv"
+local uv = require("luv")
 
 package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
-local B = require "bench_common" -- and lua/ on package.path
+local B = require("bench_common") -- and lua/ on package.path
 local H = B.pg_harness()
-local acct = require "ron.accounting"
-local http = require "ron.node.http"
-local store_mod = require "ron.ledger.store"
-local L = require "ron.ledger.ledger"
-local service = require "ron.wallet.service"
-local dto = require "ron.wallet.dto"
-local SB = require "sql_baseline"
-local pct = require "ron.base.percentile"
+local acct = require("ron.accounting")
+local http = require("ron.node.http")
+local store_mod = require("ron.ledger.store")
+local L = require("ron.ledger.ledger")
+local service = require("ron.wallet.service")
+local dto = require("ron.wallet.dto")
+local SB = require("sql_baseline")
+local pct = require("ron.base.percentile")
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
@@ -241,7 +241,7 @@ local function calls_line(name, ok)
 end
 
 -- group sizes, by powers of two (the committer's run_group, wrapped: the bench's own count)
-local committer = require "ron.wallet.committer"
+local committer = require("ron.wallet.committer")
 local sizes = {}
 do
     local run_group = committer.run_group

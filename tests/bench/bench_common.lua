@@ -1,7 +1,7 @@
 -- bench_common.lua: what the benchmarks run by the host share (tests/bench/README.md):
 -- the BENCH line writer and the machine readings printed next to every figure.
 --
---   local B = require "bench_common"      -- the script's directory is on package.path
+--   local B = require("bench_common")      -- the script's directory is on package.path
 --   B.args(arg, opts, spec, usage)        -- the command line into opts (defaults in it)
 --   local emit = B.emitter(opts.out)      -- emit(json): "BENCH <json>" on stdout, and
 --                                         -- appended to the --out file when given
@@ -164,7 +164,7 @@ local function read(path, how)
     return s
 end
 
-local ffi = require "ffi"
+local ffi = require("ffi")
 pcall(ffi.cdef, [[
 struct ra_bench_rusage { long utime_s, utime_us, stime_s, stime_us; long pad[14]; };
 int getrusage(int who, struct ra_bench_rusage *usage);
@@ -190,7 +190,7 @@ end
 -- n_streams chains of `per` slices each (one row each), indexed [stream][seq], from a
 -- private meter on an injected clock; ACKed at once (the objects keep their bytes).
 function _M.make_chains(n_streams, per)
-    local acct = require "ron.accounting"
+    local acct = require("ron.accounting")
     local now = T0 + 5
     local m = assert(acct.open { window_len_s = 60, capacity_rows = math.max(1024, 2 * n_streams),
                                  shards = 4, pending_slices_cap = math.max(64, 2 * n_streams),
@@ -214,7 +214,7 @@ end
 
 -- The rate card of the rating benchmarks (bench-ledger-rating-pg, bench-ledger-batch-mem).
 function _M.rate_card()
-    local rate = require "ron.ledger.rate"
+    local rate = require("ron.ledger.rate")
     return assert(rate.new({
         version = "bench.1", currency = { code = "USD", scale = 2 }, period = "month",
         dimensions = { bytes = { per = 1000000, free = 1000000000,
@@ -225,7 +225,7 @@ end
 
 -- Slices of a real meter: W windows x T tenants (one stream each); [w] = window w's T slices.
 function _M.meter_windows(T, W)
-    local acct = require "ron.accounting"
+    local acct = require("ron.accounting")
     local t_now = T0 + 5
     local m = assert(acct.open { capacity_rows = 4096, shards = 4, window_len_s = 60,
                                  host = "bench", clock = function() return t_now end })
@@ -245,8 +245,8 @@ end
 -- Runs put(slice, stream) for every slice, one task per stream in seq order (from a task);
 -- anything but "ok" fails the run. -> seconds, { status = count }
 function _M.drive(chains, put)
-    local task = require "ron.base.task"
-    local uv = require "luv"
+    local task = require("ron.base.task")
+    local uv = require("luv")
     local counts = {}
     local t0 = uv.hrtime()
     local hs = {}

@@ -1,7 +1,7 @@
 -- sql_baseline.lua: the plain-SQL transfer ledger that bench-wallet.lua measures the wallet
 -- against in the same run (issue 25 "Targets"): what a user could write in an afternoon.
 --
---   local SB = require "sql_baseline"
+--   local SB = require("sql_baseline")
 --   SB.sqlite { path =, seconds =, per_tx = 1|64, sources = K, hot = bool }   -> stats
 --   SB.postgres(T, { conninfo =, schema =, seconds =, conns = N, per_tx =, sources = K })
 --                                                                              -> stats
@@ -20,9 +20,9 @@
 -- (the server's default), one statement per transfer (data-modifying CTEs); connection k
 -- pays from source k % K (K = 1: the hot source), so a transaction locks its one source
 -- then the sink (no lock cycles); a serialization failure or deadlock is retried, counted.
-local ffi = require "ffi"
-local uv = require "luv"
-local pct = require "ron.base.percentile"
+local ffi = require("ffi")
+local uv = require("luv")
+local pct = require("ron.base.percentile")
 
 local format = string.format
 local _M = {}
@@ -159,7 +159,7 @@ INSERT INTO %s.balances VALUES (%d, 0);]], s, s, s, s, s, s, FUND, o.sources, s,
 end
 
 function _M.postgres(T, o)
-    local pg = require "ron.base.net.postgres"
+    local pg = require("ron.base.net.postgres")
     pg_setup(pg, o)
     local q = format(PG_TRANSFER, o.schema, o.schema, o.schema, o.schema)
     local lat, n, retries, conns = {}, 0, 0, 0

@@ -14,7 +14,7 @@
 -- with the answers counted per status over every thread.
 package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;"
                .. package.path
-local W = require "wrk_common"
+local W = require("wrk_common")
 local token = assert(os.getenv("INGEST_TOKEN"), "INGEST_TOKEN")
 local tenant = assert(os.getenv("INGEST_TENANT"), "INGEST_TENANT")
 local batch = tonumber(os.getenv("INGEST_BATCH") or 100)

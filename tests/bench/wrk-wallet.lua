@@ -10,7 +10,7 @@
 --        "status":{"201":N,...}}
 package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;"
                .. package.path
-local W = require "wrk_common"
+local W = require("wrk_common")
 local sources = {} -- { { account, token }, ... }
 for a, t in (assert(os.getenv("WALLET_FROM"), "WALLET_FROM")):gmatch("([^=;]+)=([^=;]+)") do
     sources[#sources + 1] = { a, t }

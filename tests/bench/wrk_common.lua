@@ -8,7 +8,7 @@
 --
 --   package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;"
 --                  .. package.path
---   local W = require "wrk_common"
+--   local W = require("wrk_common")
 --   setup, done = W.setup, W.done
 local format, concat = string.format, table.concat
 

@@ -1,7 +1,7 @@
 -- host-run-args: what `ron-accounting run` gives a script.
 --   ron-accounting run args.lua <source lua dir> "two words" --not-an-option
 -- with LUA_PATH=/ra-lua-path-probe/?.lua;; and RA_EXPECT_EXE=<path of the host>.
-local ffi = require "ffi"
+local ffi = require("ffi")
 
 local lua_dir, exe = arg[1], os.getenv("RA_EXPECT_EXE")
 local function check(cond, what, ...)
@@ -33,7 +33,7 @@ check(at(here_abs .. "/?.lua") < at("/ra-lua-path-probe/?.lua"),
 check(require("host_helper").answer == 42, "a module next to the script is not found")
 
 -- The binding loads and reaches the core through ffi.C (the host exports libronacct).
-local acct = require "ron.accounting"
+local acct = require("ron.accounting")
 check(type(acct) == "table" and type(acct.open) == "function", "ron.accounting has no open()")
 local found = package.searchpath("ron.accounting", package.path)
 check(found == lua_dir .. "/ron/accounting.lua", "ron.accounting came from %s", tostring(found))

@@ -8,12 +8,12 @@
 -- Prints the figures (slices, backlog, live memory and RSS in the middle and at the end of
 -- the outage, drain
 -- rate) and exits non-zero on any failure.
-local acct = require "ron.accounting"
-local task = require "ron.base.task"
-local runtime = require "ron.accounting.runtime"
-local offload = require "ron.accounting.runtime.offload"
-local exponential = require "ron.base.backoff.exponential"
-local uv = require "luv"
+local acct = require("ron.accounting")
+local task = require("ron.base.task")
+local runtime = require("ron.accounting.runtime")
+local offload = require("ron.accounting.runtime.offload")
+local exponential = require("ron.base.backoff.exponential")
+local uv = require("luv")
 
 if os.getenv("RA_PROFILE") then require("jit.p").start("F", os.getenv("RA_PROFILE")) end
 local dir = assert(arg[1], "usage: backlog-day.lua WORKDIR [STREAMS] [HOURS]")
@@ -34,7 +34,7 @@ local SAMPLES = math.min(3, MID)
 local T0 = 1700000000 - 1700000000 % 3600
 local FIG = {} -- the figures a BENCH line reports
 
-local ffi = require "ffi"
+local ffi = require("ffi")
 ffi.cdef [[
 struct ra_mallinfo2 { size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks,
                       uordblks, fordblks, keepcost; };

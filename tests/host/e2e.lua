@@ -3,14 +3,14 @@
 -- use, a meter on a clock moved by hand, the rater on that ledger, and the wallet on the
 -- daemon's HTTP server with a one-shot client. Loaded with dofile (a sibling file):
 --   local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
-local acct = require "ron.accounting"
-local task = require "ron.base.task"
-local lexp = require "ron.ledger.exporter"
-local http = require "ron.node.http"
-local L = require "ron.ledger.ledger"
-local store_mod = require "ron.ledger.store"
-local service = require "ron.wallet.service"
-local uv = require "luv"
+local acct = require("ron.accounting")
+local task = require("ron.base.task")
+local lexp = require("ron.ledger.exporter")
+local http = require("ron.node.http")
+local L = require("ron.ledger.ledger")
+local store_mod = require("ron.ledger.store")
+local service = require("ron.wallet.service")
+local uv = require("luv")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local S = dofile(here .. "../../spec/support.lua")

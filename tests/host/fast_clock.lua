@@ -3,7 +3,7 @@
 -- lines, a short tick and drain deadline. A test's --config file does
 --   local cfg = dofile(SRC .. "/tests/host/fast_clock.lua")(R0)
 -- and adds its own keys (exporter, backoff, ...).
-local uv = require "luv"
+local uv = require("luv")
 return function(r0)
     local speed = 60
     return {

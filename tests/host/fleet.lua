@@ -29,14 +29,14 @@
 --  E. The rater charges two tenants' wallets window by window while both nodes transfer
 --     from them. At the end `HOST ledger --db URI verify`: OK, and its transfer count is
 --     every committed request once (issues, 201 keys, rated slices).
-local uv = require "luv"
-local task = require "ron.base.task"
-local acct = require "ron.accounting"
-local dto = require "ron.wallet.dto"
-local lexp = require "ron.ledger.exporter"
-local pgnet = require "ron.base.net.postgres"
-local usage = require "ron.ledger.usage"
-local bigint = require "ron.ledger.bigint"
+local uv = require("luv")
+local task = require("ron.base.task")
+local acct = require("ron.accounting")
+local dto = require("ron.wallet.dto")
+local lexp = require("ron.ledger.exporter")
+local pgnet = require("ron.base.net.postgres")
+local usage = require("ron.ledger.usage")
+local bigint = require("ron.ledger.bigint")
 
 local src = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "../../"
 local S = dofile(src .. "spec/support.lua")

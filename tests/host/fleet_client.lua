@@ -4,8 +4,8 @@
 --
 --   local C = require("fleet_client").new { sched = s, S = spec_support, check = fn,
 --                                            op = token, tok = fn(id) -> token, sink = id }
-local uv = require "luv"
-local percentile = require "ron.base.percentile"
+local uv = require("luv")
+local percentile = require("ron.base.percentile")
 
 local format, concat = string.format, table.concat
 

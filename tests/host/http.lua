@@ -4,11 +4,11 @@
 -- side creates them): "stop" stops the runtime (/readyz turns 503), "quit" ends the
 -- script's tasks. The server is never closed by the script: the host must close it on
 -- its way out (ra_host_httpd_close_all) and exit 0.
-local acct = require "ron.accounting"
-local task = require "ron.base.task"
-local offload = require "ron.accounting.runtime.offload"
-local runtime = require "ron.accounting.runtime"
-local http = require "ron.node.http"
+local acct = require("ron.accounting")
+local task = require("ron.base.task")
+local offload = require("ron.accounting.runtime.offload")
+local runtime = require("ron.accounting.runtime")
+local http = require("ron.node.http")
 
 local work = assert(arg[1], "usage: http.lua WORK_DIR")
 local T0 = 1700000000 - 1700000000 % 3600

@@ -1,6 +1,6 @@
 -- install-tree: run by the INSTALLED host. ron.accounting must come from the install
 -- prefix (arg[1]), not from the source tree, and must reach the core through ffi.C.
-local acct = require "ron.accounting"
+local acct = require("ron.accounting")
 
 local prefix = assert(arg[1], "usage: install-smoke.lua PREFIX")
 local found = package.searchpath("ron.accounting", package.path)

@@ -2,8 +2,8 @@
 -- windows of two tenants x two dimensions, every slice put into
 -- ron.accounting.export.exporters.file (each put twice: the second answer must be dup).
 --   ron-accounting run ledger-make.lua LEDGER_DIR [WINDOWS]
-local acct = require "ron.accounting"
-local file = require "ron.accounting.export.exporters.file"
+local acct = require("ron.accounting")
+local file = require("ron.accounting.export.exporters.file")
 
 local dir, windows = assert(arg[1], "usage: ledger-make.lua DIR [WINDOWS]"), tonumber(arg[2] or 4)
 local T0 = 1700000000 - 1700000000 % 3600

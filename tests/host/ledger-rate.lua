@@ -6,11 +6,11 @@
 -- units free a month, one period: C(total) = floor(max(0, total - 10) * 3 / 1000)).
 -- Tenant A had a prepaid top-up of 300 (done by the shell through `ledger transfer`).
 -- Prints "ledger-rate: ok <slices> <revenue>" or raises.
-local runtime = require "ron.accounting.runtime"
-local L = require "ron.ledger.ledger"
-local store_mod = require "ron.ledger.store"
-local usage = require "ron.ledger.usage"
-local uv = require "luv"
+local runtime = require("ron.accounting.runtime")
+local L = require("ron.ledger.ledger")
+local store_mod = require("ron.ledger.store")
+local usage = require("ron.ledger.usage")
+local uv = require("luv")
 local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]

@@ -1,6 +1,6 @@
 -- host-tasks-error: a task raises and nobody joins it: logged with its name, exit 1. A
 -- joined failure (observed by its joiner) does not change the exit status.
-local task = require "ron.base.task"
+local task = require("ron.base.task")
 local joined = task.spawn("joined_failure", function() error("seen by the joiner") end)
 task.spawn("joiner", function()
     local ok, err = joined:join()

@@ -1,6 +1,6 @@
 -- host-tasks-ok: tasks that sleep and pass values through a channel; the host runs the loop
 -- after this chunk returns and exits 0 once every task has ended.
-local task = require "ron.base.task"
+local task = require("ron.base.task")
 local ch = task.channel(4, "host_tasks_ok")
 task.spawn("producer", function()
     for i = 1, 3 do

@@ -2,7 +2,7 @@
 -- is printed. The sleep wakes with "Canceled", the drain finds nothing left, exit 0.
 -- With the argument "stubborn" a second task ignores "Canceled" (it sleeps again at once),
 -- so the drain (deadline 300 ms here) aborts it: still exit 0, aborted=1.
-local task = require "ron.base.task"
+local task = require("ron.base.task")
 local stubborn = ... == "stubborn"
 task.DRAIN_DEADLINE_MS = 300
 task.spawn("sleeper", function()

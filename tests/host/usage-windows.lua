@@ -15,12 +15,12 @@
 -- receivable), and revenue the sum of every charge.
 --
 -- Prints "usage-windows: ok <usage transfers> <charges>" or raises.
-local runtime = require "ron.accounting.runtime"
-local ledger = require "ron.ledger"
-local usage = require "ron.ledger.usage"
-local dto = require "ron.wallet.dto"
-local cjson = require "cjson.safe"
-local uv = require "luv"
+local runtime = require("ron.accounting.runtime")
+local ledger = require("ron.ledger")
+local usage = require("ron.ledger.usage")
+local dto = require("ron.wallet.dto")
+local cjson = require("cjson.safe")
+local uv = require("luv")
 local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local format = string.format

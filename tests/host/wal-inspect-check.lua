@@ -1,8 +1,8 @@
 -- wal-inspect-check.lua HOST WAL_DIR: checks `wal inspect` (text and --json) against the
 -- files of a WAL directory and against the pending slices of a meter reopened on it.
 -- Run through `HOST run` by tests/host/wal.sh; prints "wal-inspect-check: ok ..." or fails.
-local acct = require "ron.accounting"
-local fs = require "ron.base.fs"
+local acct = require("ron.accounting")
+local fs = require("ron.base.fs")
 
 local host, dir = assert(arg[1]), assert(arg[2])
 

@@ -13,7 +13,7 @@
 -- Prints one line per sealed slice ("sealed <tenant> <dimension> <seq> <b3>") and ends with
 -- "wal-make: ok <pending count>"; the pending slices are exactly what `wal inspect` must
 -- list.
-local acct = require "ron.accounting"
+local acct = require("ron.accounting")
 
 local dir = assert(arg[1], "usage: wal-make.lua DIR")
 local WINDOWS = tonumber(arg[2] or "6")

@@ -17,11 +17,11 @@
 --
 -- Prints "wallet-e2e: ok <usage transfers> <wallet transfers> <top-up transfer id>" (the
 -- shell flips a byte of that transfer) or raises.
-local runtime = require "ron.accounting.runtime"
-local usage = require "ron.ledger.usage"
-local dto = require "ron.wallet.dto"
-local cjson = require "cjson.safe"
-local uv = require "luv"
+local runtime = require("ron.accounting.runtime")
+local usage = require("ron.ledger.usage")
+local dto = require("ron.wallet.dto")
+local cjson = require("cjson.safe")
+local uv = require("luv")
 local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]

@@ -6,12 +6,12 @@
 --
 --   ron-accounting run tests/ledger/ledger-kill-child.lua --conninfo C --schema S
 --       --node N --seed K [--tasks 3]
-local task = require "ron.base.task"
+local task = require("ron.base.task")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;" .. package.path
-local store = require "ron.ledger.store"
-local L = require "ron.ledger.ledger"
+local store = require("ron.ledger.store")
+local L = require("ron.ledger.ledger")
 
 local o = { tasks = 3 }
 for i = 1, #arg, 2 do o[arg[i]:gsub("^%-%-", "")] = arg[i + 1] end

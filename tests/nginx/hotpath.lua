@@ -8,9 +8,9 @@
 --   stitches       traces ended by stitching (a call the JIT cannot compile inline)
 --   errors         log()'s error counters in this worker (all zero: every call recorded)
 -- The shape follows spec/ron/accounting_hotpath_spec.lua (the same checks for record()).
-local ngx_acct = require "ron.accounting.nginx"
-local util = require "jit.util"
-local vmdef = require "jit.vmdef"
+local ngx_acct = require("ron.accounting.nginx")
+local util = require("jit.util")
+local vmdef = require("jit.vmdef")
 
 local N = tonumber(ngx.var.arg_n) or 100000
 local log = ngx_acct.log

@@ -11,8 +11,8 @@
 --   closed     conn:close() mid-query: the callback gets "closed"; pq.live() drops to 0
 --   connecting a server that accepts and never answers: the connect times out (timeout_ms)
 --   refused    nothing listens: the connect fails with class "network"
-local pq = require "ron.base.net.postgres_c"
-local uv = require "luv"
+local pq = require("ron.base.net.postgres_c")
+local uv = require("luv")
 local conninfo, case = ...
 
 local function out(...)

@@ -15,10 +15,10 @@ id, n_tenants, n_windows = tonumber(id), tonumber(n_tenants), tonumber(n_windows
 assert(conninfo and schema and (variant == "same" or variant == "fork") and id and sync_dir
        and n_tenants and n_windows, "usage: race-child.lua CONNINFO SCHEMA same|fork ID DIR T W")
 
-local acct = require "ron.accounting"
-local task = require "ron.base.task"
-local postgres = require "ron.accounting.export.exporters.postgres"
-local backoff = require "ron.base.backoff"
+local acct = require("ron.accounting")
+local task = require("ron.base.task")
+local postgres = require("ron.accounting.export.exporters.postgres")
+local backoff = require("ron.base.backoff")
 
 local T0 = 1700000000 - 1700000000 % 3600
 local DIMS = { "bytes", "requests" }

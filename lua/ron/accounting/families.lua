@@ -2,7 +2,7 @@
 -- the nginx path), declared once (ron.base.metrics.declare: one row a family, its "type
 -- name{labels}" and its help; docs/reference/metrics.md lists them). The C core's own
 -- families are core/metrics.c's.
-local metrics = require "ron.base.metrics"
+local metrics = require("ron.base.metrics")
 
 -- The per-stream stuck gauge lists at most this many streams (label cardinality is bounded,
 -- I-7); accounting_streams_stuck counts them all.

@@ -43,11 +43,11 @@
 --     no bytes) is accounting_rejected_total{reason="invalid"}, and the core counts its
 --     own refusals (capacity, degraded), so the sidecar's /metrics shows them;
 --   * logged at WARN, at most once per reason per worker every `log_interval_s`.
-local ffi = require "ffi"
-local acct = require "ron.accounting"
-local libmod = require "ron.accounting.binding.lib"
-local FAM = require "ron.accounting.families"
-local metrics = require "ron.base.metrics"
+local ffi = require("ffi")
+local acct = require("ron.accounting")
+local libmod = require("ron.accounting.binding.lib")
+local FAM = require("ron.accounting.families")
+local metrics = require("ron.base.metrics")
 
 local C = ffi.C            -- nginx and its Lua module
 local R = libmod.namespace() -- libronacct (ffi.load'ed, or the host's ffi.C)
@@ -61,8 +61,8 @@ local function bind_nginx()
     if type(ngx) ~= "table" or not ngx.config or ngx.config.subsystem ~= "http" then
         error("ron.accounting.nginx: init() runs inside nginx's http Lua module", 3)
     end
-    local base = require "resty.core.base"
-    require "resty.core.var" -- declares ngx_http_lua_ffi_var_get
+    local base = require("resty.core.base")
+    require("resty.core.var") -- declares ngx_http_lua_ffi_var_get
     ngx_log, WARN, ngx_now = ngx.log, ngx.WARN, ngx.now
     get_request = base.get_request
     var_get = C.ngx_http_lua_ffi_var_get

@@ -2,7 +2,7 @@
 -- RAU_CDEF_BEGIN and RAU_CDEF_END, preprocessed with -DRAU_CDEF). Do not edit: run
 -- `sh tools/gen-cdef.sh audit > lua/ron/audit/cdef.lua`. spec/ron/audit/cdef_spec.lua and ctest lua-cdef-current fail when
 -- this file and the header disagree.
-local ffi = require "ffi"
+local ffi = require("ffi")
 
 -- Declared once per Lua state: a second load (package.loaded cleared, nginx with
 -- lua_code_cache off) would otherwise fail on "attempt to redefine" (lua-resty-core

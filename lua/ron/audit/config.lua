@@ -1,9 +1,9 @@
 -- ron.audit.config: the daemon's `audit = { ... }` block (docs/reference/config.md, "audit
 -- keys"): its defaults and its check, one line per refusal. ron.audit.host re-exports them
 -- (host.CONFIG_DEFAULTS, host.check_config, host.check_tokens, host.check_paths).
-local ffi = require "ffi"
-local audit = require "ron.audit"
-local uv = require "luv"
+local ffi = require("ffi")
+local audit = require("ron.audit")
+local uv = require("luv")
 
 local format, floor, pairs, type, tostring, pcall =
       string.format, math.floor, pairs, type, tostring, pcall

@@ -1,7 +1,7 @@
 -- ron.audit.families: the metric families of the audit trail, declared once
 -- (ron.base.metrics.declare: one row a family, its "type name{labels}" and its help;
 -- docs/reference/metrics.md lists them).
-local metrics = require "ron.base.metrics"
+local metrics = require("ron.base.metrics")
 
 local FAM = metrics.declare {
     drops = { "counter audit_drop_total{reason}",

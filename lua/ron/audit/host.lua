@@ -2,7 +2,7 @@
 -- queue, one sink worker per chain head, deadlines on enqueue and on WAL I/O, a drain on
 -- shutdown, no task leaks (docs/AUDIT.md, "In the daemon").
 --
---   local host = require "ron.audit.host"
+--   local host = require("ron.audit.host")
 --   local h = assert(host.start { writer_id = "node-1", stream = "daemon", dir = DIR,
 --                                 key_path = KEY, checkpoint_every = 1000, queue_cap = 65536 })
 --   h:emit("reject", { tenant = t, dimension = d, reason = r })  -- never blocks
@@ -38,14 +38,14 @@
 -- (close ran out before the queue was empty), audit_failed (the log failed, until it
 -- recovers), audit_closed (after close). All but audit_closed end as a Gap record with the
 -- exact count (AUD-I-18).
-local audit = require "ron.audit"
-local config = require "ron.audit.config"
-local FAM = require "ron.audit.families"
-local metrics = require "ron.base.metrics"
-local recovery = require "ron.audit.recovery"
-local task = require "ron.base.task"
-local offload = require "ron.audit.offload"
-local uv = require "luv"
+local audit = require("ron.audit")
+local config = require("ron.audit.config")
+local FAM = require("ron.audit.families")
+local metrics = require("ron.base.metrics")
+local recovery = require("ron.audit.recovery")
+local task = require("ron.base.task")
+local offload = require("ron.audit.offload")
+local uv = require("luv")
 
 local floor, max, format, pairs, type, tostring, setmetatable, error =
       math.floor, math.max, string.format, pairs, type, tostring, setmetatable, error
@@ -65,7 +65,7 @@ local HOST_KEYS = { shards = true, batch = true, slice = true, interval_ms = tru
 -- The wall clock in ms, read through the FFI (the vDSO's clock_gettime, compiled into the
 -- emitting trace) rather than luv's gettimeofday (a Lua C function: a trace exit per event;
 -- ~120 ns against ~50 ns an emit).
-local ffi = require "ffi"
+local ffi = require("ffi")
 pcall(ffi.cdef, [[
 struct rau_host_timespec { long tv_sec; long tv_nsec; };
 int clock_gettime(int clk, struct rau_host_timespec *ts);

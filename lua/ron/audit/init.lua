@@ -1,6 +1,6 @@
 -- ron.audit: the audit trail from Lua (docs/AUDIT.md), an FFI binding of include/ron/audit.h.
 --
---   local audit = require "ron.audit"
+--   local audit = require("ron.audit")
 --   local log = assert(audit.open{ writer_id = "gw-1", stream = "rejects", dir = "/var/...",
 --                                  key_path = "signer.key", checkpoint_every = 1000,
 --                                  queue_cap = 4096 })
@@ -18,11 +18,11 @@
 --
 -- Misuse (wrong types, floats, unknown config keys) raises; runtime failure returns
 -- nil, "Name: message".
-local ffi = require "ffi"
-local bit = require "bit"
-local C = require "ron.audit.lib"
-local FAM = require "ron.audit.families"
-local metrics = require "ron.base.metrics"
+local ffi = require("ffi")
+local bit = require("bit")
+local C = require("ron.audit.lib")
+local FAM = require("ron.audit.families")
+local metrics = require("ron.base.metrics")
 
 local band, rshift = bit.band, bit.rshift
 

@@ -5,5 +5,5 @@
 -- header's major.minor).
 return (require("ron.base.lib").finder {
     name = "ron.audit", lib = "ronaudit", env = "RON_AUDIT_LIB",
-    cdef = require "ron.audit.cdef", version = "rau_version",
+    cdef = require("ron.audit.cdef"), version = "rau_version",
 }).namespace()

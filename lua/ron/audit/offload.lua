@@ -17,8 +17,8 @@
 --   An RFC 6962 proof read from a log directory (the daemon's proof routes, AUD-I-41;
 --   ron.audit.proofs): kind "inclusion" (a = seq, b = size) or "consistency" (a = size1,
 --   b = size2).
-local ffi = require "ffi"
-local offload = require "ron.base.offload"
+local ffi = require("ffi")
+local offload = require("ron.base.offload")
 
 local tonumber = tonumber
 

@@ -1,9 +1,9 @@
 -- ron.audit.offload_work: the audit trail's bodies on the libuv threadpool (required by each
 -- pool thread's Lua VM through ron.base.offload; ron.audit.offload is its loop side).
-local ffi = require "ffi"
-local A = require "ron.audit.lib"
-local audit = require "ron.audit"
-local proofs = require "ron.audit.proofs"
+local ffi = require("ffi")
+local A = require("ron.audit.lib")
+local audit = require("ron.audit")
+local proofs = require("ron.audit.proofs")
 
 local tonumber = tonumber
 

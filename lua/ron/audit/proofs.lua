@@ -16,9 +16,9 @@
 --
 -- Runs in the libuv threadpool (ron.audit.offload.audit_proof): the log is
 -- read once up to <size> records (rau_dir_inclusion / rau_dir_consistency, memory O(log n)).
-local ffi = require "ffi"
-local C = require "ron.audit.lib"
-local audit = require "ron.audit"
+local ffi = require("ffi")
+local C = require("ron.audit.lib")
+local audit = require("ron.audit")
 
 local format, concat, tonumber = string.format, table.concat, tonumber
 

@@ -18,10 +18,10 @@
 --    (AUD-I-6), the rest is appended. A failure of either is the next attempt's. Once both
 --    are through, the trail takes events again and the sink worker appends the Gap record.
 -- recover_max_ms = 0: no recovery (the trail stays failed until the daemon restarts).
-local audit = require "ron.audit"
-local task = require "ron.base.task"
-local bit = require "bit"
-local uv = require "luv"
+local audit = require("ron.audit")
+local task = require("ron.base.task")
+local bit = require("bit")
+local uv = require("luv")
 
 local format, min, floor, tostring = string.format, math.min, math.floor, tostring
 

@@ -4,8 +4,8 @@
 -- finder (ron.base.lib) the first time it is used; nothing else of the meter is loaded.
 --
 --   b3.raw(s) -> 32 bytes        b3.hex(s) -> 64 lowercase hex characters (what b3sum prints)
-local ffi = require "ffi"
-local lib = require "ron.base.lib"
+local ffi = require("ffi")
+local lib = require("ron.base.lib")
 
 local type, error = type, error
 local ffi_new, ffi_string = ffi.new, ffi.string

@@ -1,7 +1,7 @@
 -- ron.base.families: the metric families of the platform (the task scheduler's), declared
 -- once (ron.base.metrics.declare: one row a family, its "type name{labels}" and its help;
 -- docs/reference/metrics.md lists them).
-local metrics = require "ron.base.metrics"
+local metrics = require("ron.base.metrics")
 
 local FAM = metrics.declare {
     tasks_spawned = { "counter ron_tasks_spawned_total{kind}", "Tasks spawned, by kind." },

@@ -18,7 +18,7 @@
 -- from the heap (an mmap'd chunk is unmapped at free: the same shootdown). Memory is still
 -- returned past those sizes. Called by the stores that host SQLite (ron.ledger.store.sqlite)
 -- before their first connection; harmless anywhere else.
-local ffi = require "ffi"
+local ffi = require("ffi")
 
 local pcall = pcall
 

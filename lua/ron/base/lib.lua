@@ -15,7 +15,7 @@
 --      <prefix>/lib/<multiarch>/..., <prefix>/lib64/...);
 --   4. ffi.load(spec.lib): the dynamic linker's search path.
 -- When none works, the error lists every candidate and why it was refused.
-local ffi = require "ffi"
+local ffi = require("ffi")
 
 local concat = table.concat
 local format = string.format

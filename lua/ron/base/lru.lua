@@ -2,7 +2,7 @@
 -- daemon's idempotency keys (node/ingest.lua) and the wallet's answers and balances
 -- (ron.wallet.service, ron.wallet.cache) keep.
 --
---   local lru = require "ron.base.lru"
+--   local lru = require("ron.base.lru")
 --   local c = lru.new(cap)   -- cap >= 0 entries per generation; 0: nothing is kept
 --   c:put(k, v)              c:get(k) -> v | nil      c:delete(k)      c:clear()
 --   c:count()                -- entries held (at most 2 * cap)

@@ -26,8 +26,8 @@
 -- After task.shutdown() every wait returns "Canceled" at once; the wait for a result in
 -- flight then polls (one loop turn per try) until the pool answers: a few milliseconds at
 -- most (one fsync), never a lost result.
-local uv = require "luv"
-local task = require "ron.base.task"
+local uv = require("luv")
+local task = require("ron.base.task")
 
 local tostring, type, error, pairs, select, setmetatable =
       tostring, type, error, pairs, select, setmetatable

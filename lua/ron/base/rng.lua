@@ -2,7 +2,7 @@
 -- jitter, chaos faults). Deterministic per seed and independent of math.random's global
 -- state, so a seeded run replays exactly (STYLE §9: no global state beyond the module).
 --
---   local rng = require "ron.base.rng"
+--   local rng = require("ron.base.rng")
 --   local r = rng.new(seed)      -- seed: an integer; the same seed gives the same stream
 --   r:float()                    -- uniform in [0, 1)
 --   r:int(lo, hi)                -- uniform integer in lo..hi (both included)

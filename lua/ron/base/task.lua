@@ -38,12 +38,12 @@
 -- with_timeout), channel (bounded channels, select), shutdown (the token, drain, host
 -- hooks), stats (metrics). Each function takes the scheduler's state S first; this file
 -- makes S and binds the functions to it.
-local channel = require "ron.base.task.channel"
-local ready = require "ron.base.task.ready"
-local runner = require "ron.base.task.runner"
-local shutdown = require "ron.base.task.shutdown"
-local sleep = require "ron.base.task.sleep"
-local stats = require "ron.base.task.stats"
+local channel = require("ron.base.task.channel")
+local ready = require("ron.base.task.ready")
+local runner = require("ron.base.task.runner")
+local shutdown = require("ron.base.task.shutdown")
+local sleep = require("ron.base.task.sleep")
+local stats = require("ron.base.task.stats")
 
 local coroutine_running = coroutine.running
 local ipairs, pairs, setmetatable = ipairs, pairs, setmetatable

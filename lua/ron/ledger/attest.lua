@@ -9,17 +9,17 @@
 -- appends nothing, and carrying ANOTHER root for the same (origin, size) is refused: the
 -- audit log was rewritten (a fork or a rollback).
 --
---   local attest = require "ron.ledger.attest"
+--   local attest = require("ron.ledger.attest")
 --   local cp = attest.from_file(dir .. "/cp-00000000000000001000.note")  -- or nil, err
 --   local cp = attest.parse(note)        -- { origin, size, root (hex), note } or nil, err
 --   led:attest(cp)                       -- ron.ledger.ledger: { event_seq, replayed }
 --   attest.latest(dir, size)             -- the cp of <dir>/cp-<size>.note (the daemon)
 --   attest.check(events, opts, problem, sum)   -- `ledger verify [--audit DIR]`
-local ffi = require "ffi"
-local fs = require "ron.base.fs"
-local ledger = require "ron.ledger"
-local B = require "ron.ledger.bigint"
-local codec = require "ron.ledger.codec"
+local ffi = require("ffi")
+local fs = require("ron.base.fs")
+local ledger = require("ron.ledger")
+local B = require("ron.ledger.bigint")
+local codec = require("ron.ledger.codec")
 -- libronaudit checks the notes' signatures (a build without RA_BUILD_AUDIT has none: an
 -- error only when a check needs it)
 local has_audit, audit_lib = pcall(require, "ron.audit.lib")

@@ -4,7 +4,7 @@
 -- and charges are computed here, in base 10^6 limbs (little-endian), and only the final
 -- amount is turned into an int64 (which it must fit).
 --
---   local B = require "ron.ledger.bigint"
+--   local B = require("ron.ledger.bigint")
 --   B.from(v)            v: a non-negative integer Lua number (<= 2^53), a uint64_t/int64_t
 --                        cdata, or a decimal string; raises on anything else
 --   B.tostring(a)        decimal digits
@@ -17,7 +17,7 @@
 --   B.is_zero(a)
 --   B.dec(v)             the exact decimal text of an integer (below): the one rendering of
 --                        a value that names money or order anywhere in ron.ledger/ron.wallet
-local ffi = require "ffi"
+local ffi = require("ffi")
 
 local floor, type, tonumber, tostring, error = math.floor, type, tonumber, tostring, error
 local format, concat, match, gsub = string.format, table.concat, string.match, string.gsub

@@ -2,7 +2,7 @@
 -- RL_CDEF_BEGIN and RL_CDEF_END, preprocessed with -DRL_CDEF). Do not edit: run
 -- `make cdef-ledger`. ctest lua-ledger-cdef-current fails when
 -- this file and the header disagree.
-local ffi = require "ffi"
+local ffi = require("ffi")
 
 -- Declared once per Lua state: a second load (package.loaded cleared, nginx with
 -- lua_code_cache off) would otherwise fail on "attempt to redefine" (lua-resty-core

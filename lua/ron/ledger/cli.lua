@@ -17,13 +17,13 @@
 -- ACCOUNT: 32 hex digits, or a name: revenue, usage_source, external (the book's system
 -- accounts), or <tenant uuid>:wallet | :receivable | :usage (docs/LEDGER-RATING.md §6).
 -- Amounts are integers in minor units of the asset.
-local B = require "ron.ledger.bigint"
-local L = require "ron.ledger.ledger"
-local ledger = require "ron.ledger"
-local store = require "ron.ledger.store"
-local task = require "ron.base.task"
-local usage = require "ron.ledger.usage"
-local verify = require "ron.ledger.verify"
+local B = require("ron.ledger.bigint")
+local L = require("ron.ledger.ledger")
+local ledger = require("ron.ledger")
+local store = require("ron.ledger.store")
+local task = require("ron.base.task")
+local usage = require("ron.ledger.usage")
+local verify = require("ron.ledger.verify")
 
 local format, hex = string.format, usage.hex
 

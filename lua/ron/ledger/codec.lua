@@ -6,7 +6,7 @@
 -- Values: nil, booleans, numbers (exact integers or not), int64_t cdata, strings, and tables
 -- of those keyed by strings or numbers. Keys are written sorted, so equal tables give equal
 -- bytes (the body hash of a request depends on its content, not on table order).
-local ffi = require "ffi"
+local ffi = require("ffi")
 
 local concat = table.concat
 local format = string.format

@@ -3,7 +3,7 @@
 -- verify` that checks them against the rows they name, and the feed's readers (the wallet's
 -- cache, the audit trail's feed). docs/LEDGER-FORMAT.md §8 "Events".
 --
---   local E = require "ron.ledger.events"
+--   local E = require("ron.ledger.events")
 --   E.TRANSFER, E.ACCOUNT, E.REJECTION, E.UPGRADE          -- kinds
 --   E.account_id(bytes)        -- the event id of an account version: its id and version
 --   E.rejection_id(intent)     -- the event id of an intent's stored rejection
@@ -12,7 +12,7 @@
 --
 -- Every id is 32 bytes, like a transfer id, so a reader that looks an event's id up as a
 -- transfer finds nothing instead of misusing the store.
-local codec = require "ron.ledger.codec"
+local codec = require("ron.ledger.codec")
 
 local pcall, rep, type = pcall, string.rep, type
 

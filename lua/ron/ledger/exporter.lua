@@ -6,7 +6,7 @@
 -- (ron.ledger.usage, ron.ledger.ledger) and consumed exactly once: the stream's chain is
 -- enforced here, per stream, on the store's usage_streams (ok | dup | conflict | gap).
 --
---   local ledger = require "ron.ledger.exporter"
+--   local ledger = require("ron.ledger.exporter")
 --   local e = assert(ledger.new {
 --       store = { backend = "sqlite", path = "var/ledger.db" },   -- or an open store
 --       card = "cards/acme.lua",        -- or a card from ron.ledger.rate
@@ -45,15 +45,15 @@
 --
 -- Capability: `blocking` is the store's (a synchronous SQLite store blocks the calling
 -- thread: the runtime then refuses it on the loop; open it with offload = true there).
-local L = require "ron.ledger.ledger"
-local chain = require "ron.accounting.export.chain"
-local ledger = require "ron.ledger"
-local loss = require "ron.accounting.export.loss"
-local rate = require "ron.ledger.rate"
-local store_mod = require "ron.ledger.store"
-local task = require "ron.base.task"
-local usage = require "ron.ledger.usage"
-local xlease = require "ron.ledger.exporter_lease"
+local L = require("ron.ledger.ledger")
+local chain = require("ron.accounting.export.chain")
+local ledger = require("ron.ledger")
+local loss = require("ron.accounting.export.loss")
+local rate = require("ron.ledger.rate")
+local store_mod = require("ron.ledger.store")
+local task = require("ron.base.task")
+local usage = require("ron.ledger.usage")
+local xlease = require("ron.ledger.exporter_lease")
 
 local type, error, tostring, setmetatable, pcall, format =
       type, error, tostring, setmetatable, pcall, string.format

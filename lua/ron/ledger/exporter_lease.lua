@@ -17,9 +17,9 @@
 -- finished its sagas) fences its engine for good; the exporter drops it, so the next put
 -- makes a new engine under a new epoch (E:ready(), once the row is free), and the slices
 -- the fenced engine failed are retried by the runtime as any failed put.
-local lease = require "ron.ledger.lease"
-local task = require "ron.base.task"
-local uv = require "luv"
+local lease = require("ron.ledger.lease")
+local task = require("ron.base.task")
+local uv = require("luv")
 
 local floor, format, pairs, tostring, type = math.floor, string.format, pairs, tostring, type
 

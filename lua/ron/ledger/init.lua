@@ -16,7 +16,7 @@
 -- magnitude, or an int64_t cdata. Results are Lua numbers up to 2^53 and int64_t cdata
 -- beyond. Misuse (a wrong type, a missing field) raises; a refusal by the core returns
 -- nil, "Name: message", code (code = the negative RL_E* value, ERR maps names to codes).
-local ffi = require "ffi"
+local ffi = require("ffi")
 local C = require("ron.ledger.lib").namespace()
 
 local error = error

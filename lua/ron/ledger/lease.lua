@@ -3,7 +3,7 @@
 -- LED-71). A node that died mid-commit holds its sagas' reservations (and heads) until
 -- someone recovers them; with leases that is a live node of the fleet, within a bound.
 --
---   local lease = require "ron.ledger.lease"
+--   local lease = require("ron.ledger.lease")
 --   local l = lease.new { store = s, node = "wallet-1", ttl_ms = 5000, renew_ms = 1000,
 --                         sleep = task.sleep, clock = uv.now, log = fn? }
 --   l:acquire(stop?)        -> epoch | nil (stop() turned true while another node held it);

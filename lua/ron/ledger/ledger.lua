@@ -2,7 +2,7 @@
 -- commit, reverse, recover, balances, history and the event feed over any Store
 -- (lua/ron/ledger/store/*: the same primitives with the same counts on every backend).
 --
---   local L = require "ron.ledger.ledger"
+--   local L = require("ron.ledger.ledger")
 --   local led = L.new { store = s, book = "main", node = "n1", clock = fn_ms?, audit = fn?,
 --                       flush = false? }   -- false: the caller calls led:flush() (LED-50)
 --   led:recover()
@@ -29,16 +29,16 @@
 -- lua/ron/ledger/engine/ (base: codes, helpers, store calls; accounts; reads; requests;
 -- resolve; saga: the single path; batch, batch_plan, batch_final: the batch path;
 -- recovery), each returning its methods, which are installed below on the one class.
-local accounts = require "ron.ledger.engine.accounts"
-local base = require "ron.ledger.engine.base"
-local batch = require "ron.ledger.engine.batch"
-local batch_final = require "ron.ledger.engine.batch_final"
-local batch_plan = require "ron.ledger.engine.batch_plan"
-local reads = require "ron.ledger.engine.reads"
-local recovery = require "ron.ledger.engine.recovery"
-local requests = require "ron.ledger.engine.requests"
-local resolve = require "ron.ledger.engine.resolve"
-local saga = require "ron.ledger.engine.saga"
+local accounts = require("ron.ledger.engine.accounts")
+local base = require("ron.ledger.engine.base")
+local batch = require("ron.ledger.engine.batch")
+local batch_final = require("ron.ledger.engine.batch_final")
+local batch_plan = require("ron.ledger.engine.batch_plan")
+local reads = require("ron.ledger.engine.reads")
+local recovery = require("ron.ledger.engine.recovery")
+local requests = require("ron.ledger.engine.requests")
+local resolve = require("ron.ledger.engine.resolve")
+local saga = require("ron.ledger.engine.saga")
 
 local pcall = pcall
 local type = type

@@ -5,5 +5,5 @@
 -- header's major.minor).
 return require("ron.base.lib").finder {
     name = "ron.ledger", lib = "ronledger", env = "RON_LEDGER_LIB",
-    cdef = require "ron.ledger.cdef", version = "rl_version",
+    cdef = require("ron.ledger.cdef"), version = "rl_version",
 }

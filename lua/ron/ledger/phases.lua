@@ -21,10 +21,10 @@
 -- point-of-no-return record of its own: a record in phase finalizing is only ever left by
 -- an older binary (its finalize went step by step), and recover() rolls it forward through
 -- the same call, step by step when the state shows only part of it (Ledger:_finalize_steps).
-local events = require "ron.ledger.events"
-local lease = require "ron.ledger.lease"
-local ledger = require "ron.ledger"
-local view = require "ron.ledger.view"
+local events = require("ron.ledger.events")
+local lease = require("ron.ledger.lease")
+local ledger = require("ron.ledger")
+local view = require("ron.ledger.view")
 
 local error, ipairs = error, ipairs
 

@@ -1,7 +1,7 @@
 -- ron.ledger.rate: an operator's rate card, a versioned pure function from usage to money
 -- (docs/LEDGER-RATING.md; research ledger.md §2e item 5; requirement ids LED-R-n).
 --
---   local rate = require "ron.ledger.rate"
+--   local rate = require("ron.ledger.rate")
 --   local card, err = rate.load("cards/acme-2026-11.lua")   -- or rate.new(table, source)
 --   local r, err = card:rate { dimension = "bytes", window_start_s = 1764547200,
 --                              quantity = 1500, used = 0 }
@@ -33,7 +33,7 @@
 -- The amounts of a period's slices add up to exactly C(total) whatever the slicing (the
 -- sum telescopes): a tenant pays the same for one big slice as for a thousand small ones,
 -- and a fraction of a minor unit is never charged (floor, once, on the running total).
-local B = require "ron.ledger.bigint"
+local B = require("ron.ledger.bigint")
 
 local type, pairs, ipairs, tostring, error, setmetatable, pcall =
       type, pairs, ipairs, tostring, error, setmetatable, pcall

@@ -2,7 +2,7 @@
 -- (docs/LEDGER-RATING.md §4-§6; ledger-design "Engine contract"; research ledger.md §2e
 -- item 5 and §5). Pure: the same slice, card and period usage give the same bytes.
 --
---   local usage = require "ron.ledger.usage"
+--   local usage = require("ron.ledger.usage")
 --   local info = usage.from_slice(slice)          -- { tenant, dimension, seq, window_start_s,
 --                                                 --   window_len_s, b3, prev_b3 (raw 32 B),
 --                                                 --   quantity (decimal string) }
@@ -18,10 +18,10 @@
 -- charge is not zero, the charge from the tenant's wallet (no_overdraft, prepaid) to the
 -- book's revenue account, with overdraft = { [wallet] = receivable }: what the wallet
 -- lacks is taken from the tenant's receivable account (uncapped: the tenant's debt).
-local bit = require "bit"
-local ffi = require "ffi"
-local B = require "ron.ledger.bigint"
-local b3 = require "ron.base.b3"
+local bit = require("bit")
+local ffi = require("ffi")
+local B = require("ron.ledger.bigint")
+local b3 = require("ron.base.b3")
 
 local band, rshift = bit.band, bit.rshift
 local byte, char, sub, format = string.byte, string.char, string.sub, string.format

@@ -3,7 +3,7 @@
 -- Read only: the CLI opens the store read-only (SQLite mode=ro, PostgreSQL a read-only
 -- transaction, LED-69) and everything is read in one snapshot when the store offers one.
 --
---   local verify = require "ron.ledger.verify"
+--   local verify = require("ron.ledger.verify")
 --   local summary = verify.run(store, { book = "main", report = fn(where, what),
 --                                       file_ledger = dir?, wal = dir?, host = exe?,
 --                                       audit = dir?, audit_vkey = f? })
@@ -41,17 +41,17 @@
 -- Every problem names its table and key ("postings <transfer>:<index>", "balances <account>
 -- <asset> shard <n>", "intents <key>", "events seq <n>", "transfers #<n> <id>", ...) and
 -- what differs.
-local acct = require "ron.accounting"
-local attest = require "ron.ledger.attest"
-local B = require "ron.ledger.bigint"
-local ledger = require "ron.ledger"
-local loss = require "ron.accounting.export.loss"
-local usage = require "ron.ledger.usage"
-local feed = require "ron.ledger.verify.feed"
-local money = require "ron.ledger.verify.money"
-local rows = require "ron.ledger.verify.rows"
-local schema = require "ron.ledger.verify.schema"
-local walk = require "ron.ledger.verify.walk"
+local acct = require("ron.accounting")
+local attest = require("ron.ledger.attest")
+local B = require("ron.ledger.bigint")
+local ledger = require("ron.ledger")
+local loss = require("ron.accounting.export.loss")
+local usage = require("ron.ledger.usage")
+local feed = require("ron.ledger.verify.feed")
+local money = require("ron.ledger.verify.money")
+local rows = require("ron.ledger.verify.rows")
+local schema = require("ron.ledger.verify.schema")
+local walk = require("ron.ledger.verify.walk")
 
 local format, hex = string.format, ledger.hex
 local ipairs, pairs, pcall, tostring, type, sort = ipairs, pairs, pcall, tostring, type, table.sort

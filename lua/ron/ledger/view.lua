@@ -16,7 +16,7 @@
 --   local src = view.source(led, r, accts, lists, balances)
 --   src:accounts(ids), src:page(account, asset, limit), src:held(account, asset),
 --   src:finalizing_to(account, asset), src.bal[account .. asset_key], src.pools[key]
-local ledger = require "ron.ledger"
+local ledger = require("ron.ledger")
 
 local ipairs, pairs, setmetatable, min = ipairs, pairs, setmetatable, math.min
 

@@ -14,8 +14,8 @@
 -- stream goes on. The runtime logs exactly which seqs (RT:accept_loss); with the audit
 -- trail configured every attempt (granted or refused, with the peer) is an audit record.
 local cjson = require("cjson.safe").new()
-local http = require "ron.node.http"
-local task = require "ron.base.task"
+local http = require("ron.node.http")
+local task = require("ron.base.task")
 local text = require("ron.accounting.runtime.rt").audit_text
 
 local type, pairs, tostring = type, pairs, tostring

@@ -13,11 +13,11 @@
 -- that (origin, size) answers Conflict: the audit log was rewritten or restored from an old
 -- backup; that is logged as an ERROR, counted (audit_attest_conflicts_total) and recorded
 -- in the trail itself (kind "attest", event "conflict"), and not retried for that size.
-local attest = require "ron.ledger.attest"
-local L = require "ron.ledger.ledger"
-local task = require "ron.base.task"
-local FAM = require "ron.node.families"
-local metrics = require "ron.base.metrics"
+local attest = require("ron.ledger.attest")
+local L = require("ron.ledger.ledger")
+local task = require("ron.base.task")
+local FAM = require("ron.node.families")
+local metrics = require("ron.base.metrics")
 
 local ipairs, tostring = ipairs, tostring
 

@@ -2,9 +2,9 @@
 -- a Lua file over the embedded defaults, every key checked by daemon.schema; the effective
 -- configuration as one line: what differs from the defaults at INFO on start (seed 000 P-6),
 -- every key with --check / --print-config.
-local product = require "ron.node.product"
-local schema = require "ron.node.schema"
-local uv = require "luv"
+local product = require("ron.node.product")
+local schema = require("ron.node.schema")
+local uv = require("luv")
 
 local format, concat = string.format, table.concat
 local pairs, ipairs, type, tostring, tonumber, pcall, setfenv, loadfile, setmetatable =

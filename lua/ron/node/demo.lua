@@ -1,8 +1,8 @@
 -- ron.node.demo: built-in demo traffic (--demo RATE: records/s over three
 -- tenants into the plane) and the periodic status line on stderr (--status S).
-local acct = require "ron.accounting"
-local task = require "ron.base.task"
-local log = require "ron.node.log"
+local acct = require("ron.accounting")
+local task = require("ron.base.task")
+local log = require("ron.node.log")
 
 local concat, ipairs, tostring, assert = table.concat, ipairs, tostring, assert
 

@@ -4,11 +4,11 @@
 -- operator (idempotent: a restart replays the same grants), then the balances are logged
 -- whenever they change, so a newcomer sees them go down and the smallest one run dry (the
 -- wallet's "ran dry" line, its usage.shortfall event and wallet_dry_total).
-local httpc = require "ron.base.net.http_client"
-local task = require "ron.base.task"
-local usage = require "ron.ledger.usage"
-local dto = require "ron.wallet.dto"
-local log = require "ron.node.log"
+local httpc = require("ron.base.net.http_client")
+local task = require("ron.base.task")
+local usage = require("ron.ledger.usage")
+local dto = require("ron.wallet.dto")
+local log = require("ron.node.log")
 
 local format, concat = string.format, table.concat
 local ipairs, tostring = ipairs, tostring

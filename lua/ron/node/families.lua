@@ -1,7 +1,7 @@
 -- ron.node.families: the metric families of the node (its HTTP server, ingest, the ledger
 -- receiver, the audit attest task), declared once (ron.base.metrics.declare: one row a
 -- family, its "type name{labels}" and its help; docs/reference/metrics.md lists them).
-local metrics = require "ron.base.metrics"
+local metrics = require("ron.base.metrics")
 
 local FAM = metrics.declare {
     -- the HTTP server's connections (ron.node.http)

@@ -16,9 +16,9 @@
 --    (host:wait_durable): after a crash the range since the cursor is emitted again and
 --    folds, so nothing is missing and nothing is twice;
 --  - a shed event (Busy) is retried, never skipped.
-local events = require "ron.ledger.events"
-local ledger = require "ron.ledger"
-local task = require "ron.base.task"
+local events = require("ron.ledger.events")
+local ledger = require("ron.ledger")
+local task = require("ron.base.task")
 
 local format, tonumber, tostring, type = string.format, tonumber, tostring, type
 local ipairs = ipairs

@@ -1,7 +1,7 @@
 -- ron.node.heads: the stream heads the ledger lists, seeded into the meter
 -- before the runtime starts (a micronode would fork every chain if it sealed first).
-local task = require "ron.base.task"
-local log = require "ron.node.log"
+local task = require("ron.base.task")
+local log = require("ron.node.log")
 
 local ipairs, tostring = ipairs, tostring
 

@@ -2,7 +2,7 @@
 -- ron.base.net.http_server (host/lua/httpd.c: H2O on the host's libuv loop). Runs inside
 -- `ron-accounting run` only: the C module comes with the host.
 --
---   local http = require "ron.node.http"
+--   local http = require("ron.node.http")
 --   local srv, err = http.serve {
 --       meter = m,              -- required: meter:metrics() is the core registry
 --       runtime = rt,           -- optional: rt:metrics_text(), rt:ready()
@@ -58,9 +58,9 @@
 -- method, path, route_name) (the daemon audits it).
 -- (a C module of the host: the page loads anywhere, serve() needs `ron-accounting run`)
 local has_httpd, httpd = pcall(require, "ron.base.net.http_server")
-local FAM = require "ron.node.families"
-local metrics = require "ron.base.metrics"
-local statuspage = require "ron.node.status"
+local FAM = require("ron.node.families")
+local metrics = require("ron.base.metrics")
+local statuspage = require("ron.node.status")
 
 local format, concat, sort = string.format, table.concat, table.sort
 local pairs, ipairs, type, error, tostring, pcall, setmetatable =

@@ -2,7 +2,7 @@
 -- seed 000 C-8, G-6.1, I-14). Runs inside `ron-accounting run`
 -- only: the decoder (host/lua/ingest_dto.c) is part of the host and reached through ffi.C.
 --
---   local ingest = require "ron.node.ingest"
+--   local ingest = require("ron.node.ingest")
 --   local ing = assert(ingest.new { meter = m, tokens = { [b3hex(token)] = tenant_uuid } })
 --   local srv = http.serve { meter = m, max_body = ing.max_body, routes = { ing:route() } }
 --   ing:on_early(413)          -- a 413 the server answered before the handler (h2o's,
@@ -37,12 +37,12 @@
 -- Garbage: the buffers (decoded records, unescaped subjects, error, subject handle) are
 -- allocated once per instance; a request allocates its body string (httpd), the token's
 -- digest and the answer, not per record.
-local ffi = require "ffi"
-local acct = require "ron.accounting"
-local lru = require "ron.base.lru"
-local FAM = require "ron.node.families"
-local metrics = require "ron.base.metrics"
-local cdef = require "ron.accounting.binding.ingest_cdef" -- host/lua/ingest_dto.h
+local ffi = require("ffi")
+local acct = require("ron.accounting")
+local lru = require("ron.base.lru")
+local FAM = require("ron.node.families")
+local metrics = require("ron.base.metrics")
+local cdef = require("ron.accounting.binding.ingest_cdef") -- host/lua/ingest_dto.h
 
 local C = ffi.C
 local format, match, lower = string.format, string.match, string.lower

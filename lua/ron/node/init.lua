@@ -6,7 +6,7 @@
 --   ron-accounting run examples/daemon.lua [OPTIONS]        (`make run`)
 --   ron-accounting run examples/record.lua [OPTIONS] TENANT SUBJECT DIMENSION VALUE
 --
---   local daemon = require "ron.node"
+--   local daemon = require("ron.node")
 --   local cfg, err = daemon.configure(arg)   -- embedded defaults < --config FILE < flags
 --   daemon.start(cfg)                        -- from the script's main chunk
 --
@@ -38,32 +38,32 @@
 -- What differs from the defaults is logged at INFO on start (seed 000 P-6); --check and
 -- --print-config print every key. Without a configuration file the whole product runs
 -- (systems = "all", product.lua: ledger, wallet, audit trail on embedded defaults).
-local acct = require "ron.accounting"
-local offload = require "ron.accounting.runtime.offload"
-local runtime = require "ron.accounting.runtime"
-local task = require "ron.base.task"
-local admin = require "ron.node.admin"
-local cli = require "ron.node.cli"
-local demo = require "ron.node.demo"
-local drain = require "ron.node.drain"
-local heads = require "ron.node.heads"
-local http = require "ron.node.http"
-local ingest = require "ron.node.ingest"
-local log = require "ron.node.log"
-local plugins = require "ron.node.plugins"
-local product = require "ron.node.product"
-local receiver = require "ron.node.receiver"
-local refusals = require "ron.node.refusals"
-local schema = require "ron.node.schema"
-local notify = require "ron.node.notify"
-local status = require "ron.node.status"
-local uv = require "luv"
+local acct = require("ron.accounting")
+local offload = require("ron.accounting.runtime.offload")
+local runtime = require("ron.accounting.runtime")
+local task = require("ron.base.task")
+local admin = require("ron.node.admin")
+local cli = require("ron.node.cli")
+local demo = require("ron.node.demo")
+local drain = require("ron.node.drain")
+local heads = require("ron.node.heads")
+local http = require("ron.node.http")
+local ingest = require("ron.node.ingest")
+local log = require("ron.node.log")
+local plugins = require("ron.node.plugins")
+local product = require("ron.node.product")
+local receiver = require("ron.node.receiver")
+local refusals = require("ron.node.refusals")
+local schema = require("ron.node.schema")
+local notify = require("ron.node.notify")
+local status = require("ron.node.status")
+local uv = require("luv")
 -- The systems a build may lack (RA_BUILD_AUDIT, RA_BUILD_LEDGER: their libraries load with
 -- their modules): an error only when the configuration asks for them (schema.lua says so).
 local has_audit, audit_host = pcall(require, "ron.audit.host")
-local trail = has_audit and require "ron.node.trail"
+local trail = has_audit and require("ron.node.trail")
 local has_ledger, attest = pcall(require, "ron.node.attest")
-local feed = has_ledger and require "ron.node.feed"
+local feed = has_ledger and require("ron.node.feed")
 local has_wallet, wallet = pcall(require, "ron.wallet.daemon")
 
 local format = string.format

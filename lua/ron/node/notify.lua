@@ -10,9 +10,9 @@
 -- (a path, or an abstract name written with a leading '@'); sent through LuaJIT's FFI since
 -- libuv has no datagram Unix sockets. A failed send is logged once and never stops the
 -- daemon: the manager then times the start out, which is what an operator sees anyway.
-local ffi = require "ffi"
-local task = require "ron.base.task"
-local log = require "ron.node.log"
+local ffi = require("ffi")
+local task = require("ron.base.task")
+local log = require("ron.node.log")
 
 local C = ffi.C
 local getenv, sub, concat, tostring = os.getenv, string.sub, table.concat, tostring

@@ -14,17 +14,17 @@
 -- created on the first start with mode 0600 (O_EXCL: an existing one is kept);
 -- <var>/audit.vkey is the verifier key (public). `systems = "meter"` (--meter-only) is the
 -- meter alone: its exporter (the file ledger <var>/ledger unless one is configured).
-local b3 = require "ron.base.b3"
-local fs = require "ron.base.fs"
-local log = require "ron.node.log"
-local uv = require "luv"
+local b3 = require("ron.base.b3")
+local fs = require("ron.base.fs")
+local log = require("ron.node.log")
+local uv = require("luv")
 local has_ledger = pcall(require, "ron.ledger.exporter")
 local has_audit, audit_lib = pcall(require, "ron.audit.lib")
 local has_wallet = pcall(require, "ron.wallet.daemon")
 local has_demo, demo_wallets = pcall(require, "ron.node.demo_wallets")
-local demo = require "ron.node.demo"
-local task = require "ron.base.task"
-local ffi = require "ffi"
+local demo = require("ron.node.demo")
+local task = require("ron.base.task")
+local ffi = require("ffi")
 
 local format, concat = string.format, table.concat
 local ipairs, tostring = ipairs, tostring

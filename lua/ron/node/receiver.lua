@@ -5,7 +5,7 @@
 -- contract, so one daemon can be the HTTP ledger of others. Runs inside `ron-accounting
 -- run` (the HTTP server is a C module of the host).
 --
---   local receiver = require "ron.node.receiver"
+--   local receiver = require("ron.node.receiver")
 --   local r = receiver.new {
 --       backend = exporter,          -- required: an exporter (docs/EXPORT.md §1) whose put
 --                                    -- and head may wait (called from tasks)
@@ -49,14 +49,14 @@
 --   write the path's tenant), 404 (a path outside the layout), 415 (a body that
 --   is not application/octet-stream), 503 + Retry-After (queue full, or shutting down).
 --   A body over the server's max_body is a 413 from the HTTP server before it is read.
-local cjson = require "cjson.safe"
-local acct = require "ron.accounting"
-local exporters = require "ron.accounting.export.exporters"
-local offload = require "ron.accounting.runtime.offload"
-local task = require "ron.base.task"
-local FAM = require "ron.node.families"
-local metrics = require "ron.base.metrics"
-local plugins = require "ron.node.plugins"
+local cjson = require("cjson.safe")
+local acct = require("ron.accounting")
+local exporters = require("ron.accounting.export.exporters")
+local offload = require("ron.accounting.runtime.offload")
+local task = require("ron.base.task")
+local FAM = require("ron.node.families")
+local metrics = require("ron.base.metrics")
+local plugins = require("ron.node.plugins")
 
 local type, error, pairs, ipairs, tostring, tonumber, setmetatable, pcall, format, floor =
       type, error, pairs, ipairs, tostring, tonumber, setmetatable, pcall, string.format,

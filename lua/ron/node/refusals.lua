@@ -16,7 +16,7 @@
 -- drain that found BUSY_SEEN or more is followed by reads every BUSY_MS for the next
 -- BUSY_TURNS drains (a flood of refusals is read one by one up to ~1M/s, as long as the
 -- trail keeps up with it: past that the audit queue sheds, counted and recorded as a gap).
-local task = require "ron.base.task"
+local task = require("ron.base.task")
 
 local _M = {}
 local R = {}

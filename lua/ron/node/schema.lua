@@ -1,8 +1,8 @@
 -- ron.node.schema: the daemon's settings: their embedded defaults and one
 -- check per key (an unknown key or a wrong value is one line, "configuration: ...").
-local acct = require "ron.accounting"
-local ingest = require "ron.node.ingest"
-local receiver = require "ron.node.receiver"
+local acct = require("ron.accounting")
+local ingest = require("ron.node.ingest")
+local receiver = require("ron.node.receiver")
 -- The systems a build may lack (ron.node says why these load under pcall).
 local has_audit, audit_host = pcall(require, "ron.audit.host")
 local has_wallet, wallet = pcall(require, "ron.wallet.daemon")

@@ -12,7 +12,7 @@
 --
 -- A number carries data-metric="name{labels}" (the sample's name and labels exactly as
 -- /metrics writes them): the browser test compares each with /metrics.
-local metrics = require "ron.base.metrics"
+local metrics = require("ron.base.metrics")
 
 local format, concat, gsub, gmatch = string.format, table.concat, string.gsub,
                                      string.gmatch

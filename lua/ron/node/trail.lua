@@ -3,7 +3,7 @@
 -- /readyz (AUD-I-42), the proof routes for the people the records are about (AUD-I-41), and
 -- the audit records of requests the HTTP server refused before any handler.
 --
---   local trail = require "ron.node.trail"
+--   local trail = require("ron.node.trail")
 --   local h, err = trail.start(cfg, paths, log, mkdir_p)   -- ron.audit.host
 --   trail.ready(d) -> reasons, notes        -- the trail's part of /readyz
 --   trail.routes(d) -> { route, ... }       -- GET /v1/audit/checkpoint|inclusion|consistency
@@ -31,11 +31,11 @@
 --   with Retry-After beyond.
 -- (ron.node loads this module under pcall: ron.audit.host needs libronaudit, which a build
 -- may lack)
-local acct = require "ron.accounting"
-local host = require "ron.audit.host"
-local offload = require "ron.audit.offload"
-local task = require "ron.base.task"
-local uv = require "luv"
+local acct = require("ron.accounting")
+local host = require("ron.audit.host")
+local offload = require("ron.audit.offload")
+local task = require("ron.base.task")
+local uv = require("luv")
 
 local format, concat, match, tonumber, tostring, ipairs, pairs, floor =
       string.format, table.concat, string.match, tonumber, tostring, ipairs, pairs, math.floor

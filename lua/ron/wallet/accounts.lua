@@ -1,11 +1,11 @@
 -- ron.wallet.accounts: account management (operator): create, freeze, unfreeze, close, as
 -- jobs of the commit queue; and the wallet's system accounts (docs/WALLET.md §1). Part of
 -- ron.wallet.service (its facade copies .methods onto the service's class).
-local A = require "ron.wallet.answer"
-local codec = require "ron.ledger.codec"
+local A = require("ron.wallet.answer")
+local codec = require("ron.ledger.codec")
 local dec = require("ron.ledger.bigint").dec
-local dto = require "ron.wallet.dto"
-local ledger_engine = require "ron.ledger.ledger"
+local dto = require("ron.wallet.dto")
+local ledger_engine = require("ron.ledger.ledger")
 
 local format, sub = string.format, string.sub
 local pairs, tostring = pairs, tostring

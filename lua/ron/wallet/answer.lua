@@ -2,13 +2,13 @@
 -- (application/problem+json, through ron.wallet.dto), and their sending and counting per
 -- status. Part of ron.wallet.service (its facade copies .methods onto the service's class).
 --
---   local A = require "ron.wallet.answer"
+--   local A = require("ron.wallet.answer")
 --   A.answer(status, body, headers)        -- a JSON answer
 --   A.prob(code, detail, headers, extra)   -- a problem answer (dto.problem's codes)
 --   A.problem_answer(p, headers)           -- a decoded problem (dto) as an answer
 --   A.ret(w, a)                            -- a handler's return values, counted
 --   A.hex(s)                               -- bytes as lowercase hex
-local dto = require "ron.wallet.dto"
+local dto = require("ron.wallet.dto")
 
 local format, byte = string.format, string.byte
 local pairs = pairs

@@ -1,7 +1,7 @@
 -- ron.wallet.breaker: the wallet's circuit breaker in front of the ledger (seed 004 §5,
 -- docs/WALLET.md §6, WLT-8). Pure state over an injected clock; no I/O, no tasks.
 --
---   local breaker = require "ron.wallet.breaker"
+--   local breaker = require("ron.wallet.breaker")
 --   local b = breaker.new { threshold = 20, window_ms = 10000, open_ms = 5000, probes = 10,
 --                           clock = function() return now_ms end }
 --   if b:allow() then ... b:record(ok) end      -- ok = true: success; false: a failure

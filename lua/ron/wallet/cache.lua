@@ -1,7 +1,7 @@
 -- ron.wallet.cache: the wallet's balance cache, kept coherent from the ledger's event feed
 -- (seed 004 §2 "Cache Invalidator", docs/WALLET.md §5, WLT-6).
 --
---   local cache = require "ron.wallet.cache"
+--   local cache = require("ron.wallet.cache")
 --   local c = cache.new { ledger = led, entries = 100000, batch = 256, lag_events = 4096,
 --                         clock = fn_ms }
 --   c:get(account, asset_code)            -> amount, read_ms | nil
@@ -16,8 +16,8 @@
 -- the read). A feed more than lag_events behind the ledger's head is lag: everything is
 -- dropped and the feed jumps to the head (wallet_bus_lagged_total). Entries are bounded: two
 -- generations of at most `entries` each (the most recently used survive).
-local events = require "ron.ledger.events"
-local lru = require "ron.base.lru"
+local events = require("ron.ledger.events")
+local lru = require("ron.base.lru")
 
 local floor = math.floor
 local pairs, setmetatable, type, error, pcall = pairs, setmetatable, type, error, pcall

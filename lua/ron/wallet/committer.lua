@@ -3,7 +3,7 @@
 -- to group_max; first lingering a little while more may come: "group sizing" below): ONE
 -- group, answered per request with exactly what committing each alone answers.
 --
---   local committer = require "ron.wallet.committer"
+--   local committer = require("ron.wallet.committer")
 --   w.queue = committer.queue(T, capacity, lanes)  -- the commit queue: try_send, depth, close
 --   committer.worker(w, k)   -- the loop of committer task k (service W:_worker calls it)
 --
@@ -37,7 +37,7 @@
 -- full queue answers 429 busy, WLT-7); nothing else is buffered. Jobs keep their order
 -- within a group (commit_many commits in order). A non-money job (account management) ends
 -- the group and runs alone after it.
-local bit = require "bit"
+local bit = require("bit")
 local dec = require("ron.ledger.bigint").dec
 
 local format, ipairs, pairs, pcall, tostring, byte, setmetatable =

@@ -2,7 +2,7 @@
 -- docs/reference/config.md "wallet keys"): the ledger store it runs on, the engine, the
 -- service. ron.node calls it; nothing here is needed outside the daemon.
 --
---   local wd = require "ron.wallet.daemon"
+--   local wd = require("ron.wallet.daemon")
 --   local ok, err = wd.check_config(v, "wallet")
 --   local w = wd.new(cfg.wallet, { var = dir, log = fn })   -- the service, not started:
 --   srv routes = w:routes() (503 "starting" until it runs)
@@ -14,11 +14,11 @@
 -- rater writes, so usage shows in the wallet). lease_ms: the node's lease on the ledger
 -- (ron.wallet.fleet; default 5000 on PostgreSQL, where nodes share a ledger; 0 off, the
 -- default on SQLite).
-local fleet = require "ron.wallet.fleet"
-local service = require "ron.wallet.service"
-local L = require "ron.ledger.ledger"
-local store = require "ron.ledger.store"
-local task = require "ron.base.task"
+local fleet = require("ron.wallet.fleet")
+local service = require("ron.wallet.service")
+local L = require("ron.ledger.ledger")
+local store = require("ron.ledger.store")
+local task = require("ron.base.task")
 
 local format = string.format
 local pairs, type, tostring = pairs, type, tostring

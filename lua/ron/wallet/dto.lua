@@ -5,7 +5,7 @@
 -- refused there. This module adds what a field means: account ids are UUID text, asset
 -- codes are configured, amounts and nonces are integers 1..2^53-1.
 --
---   local dto = require "ron.wallet.dto"
+--   local dto = require("ron.wallet.dto")
 --   local d = dto.new()                       -- raises outside the ron-accounting host
 --   local req, prob = d:decode("transfer", body)
 --   -- req = { from = 16B, to = 16B, from_text =, to_text =, asset = "USD", amount = n,
@@ -17,9 +17,9 @@
 -- SHA-256 is the body hash the ledger stores under the request's intent, so a replay with
 -- the same meaning is recognised whatever its whitespace or field order, and a replay with
 -- another meaning is a conflict (WLT-4).
-local ffi = require "ffi"
-local B = require "ron.ledger.bigint"
-local cdef = require "ron.wallet.dto_cdef" -- host/lua/wallet_dto.h (tools/gen-cdef.sh)
+local ffi = require("ffi")
+local B = require("ron.ledger.bigint")
+local cdef = require("ron.wallet.dto_cdef") -- host/lua/wallet_dto.h (tools/gen-cdef.sh)
 
 local C = ffi.C
 local format, match, concat, byte = string.format, string.match, table.concat, string.byte

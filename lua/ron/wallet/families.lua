@@ -1,7 +1,7 @@
 -- ron.wallet.families: the metric families of the wallet service, declared once
 -- (ron.base.metrics.declare: one row a family, its "type name{labels}" and its help;
 -- docs/reference/metrics.md lists them).
-local metrics = require "ron.base.metrics"
+local metrics = require("ron.base.metrics")
 
 local FAM = metrics.declare {
     queue_depth = { "gauge wallet_queue_depth{queue}", "Jobs waiting in the commit queue." },

@@ -4,7 +4,7 @@
 -- survivor takes its lease over once it expired and recovers its sagas, so the dead
 -- node's reservations are released within a bound instead of until it restarts.
 --
---   local fleet = require "ron.wallet.fleet"
+--   local fleet = require("ron.wallet.fleet")
 --   local f = fleet.new(w, { ttl_ms = 5000, engine = fn() -> a new engine, log = fn })
 --   f:start()       -- in a task, the store open: acquire the lease (w.led guarded), then
 --                   -- the heartbeat and the survivor's scan run as the wallet's tasks
@@ -17,10 +17,10 @@
 -- under a new epoch once the row is free again (the survivor released it), after
 -- recovering what is still its node's. The old engine's sagas were the survivor's to
 -- finish; nothing of them is driven twice.
-local FAM = require "ron.wallet.families"
-local lease = require "ron.ledger.lease"
-local task = require "ron.base.task"
-local uv = require "luv"
+local FAM = require("ron.wallet.families")
+local lease = require("ron.ledger.lease")
+local task = require("ron.base.task")
+local uv = require("luv")
 
 local format, ipairs, pairs, pcall, tostring = string.format, ipairs, pairs, pcall, tostring
 

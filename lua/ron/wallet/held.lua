@@ -5,7 +5,7 @@
 -- account_busy at once (Retry-After), without a worker: the fleet degrades per account, and
 -- the payers nobody holds keep the workers. Bounded (two generations of `capacity`).
 --
---   local held = require "ron.wallet.held"
+--   local held = require("ron.wallet.held")
 --   local h = held.new { clock = fn_ms, hold_ms = 1000, capacity = 4096 }
 --   h:mark(account)                 -- its commit ended "postings held by saga ..."
 --   h:retry_after_s(account)        -> seconds | nil (not held now)
@@ -18,7 +18,7 @@
 --                                      run apart), not refused at intake (it may be a race)
 --   h:clear(account)                -- it committed: no longer suspect
 --   h.refused                       -- requests answered account_busy from here
-local lru = require "ron.base.lru"
+local lru = require("ron.base.lru")
 
 local ceil, max = math.ceil, math.max
 

@@ -3,8 +3,8 @@
 -- cache, keys in flight), the committers (ron.wallet.committer), a request queued or
 -- refused (429 busy, WLT-7), and the drain's wait. Part of ron.wallet.service (its facade
 -- copies .methods onto the service's class).
-local A = require "ron.wallet.answer"
-local committer = require "ron.wallet.committer"
+local A = require("ron.wallet.answer")
+local committer = require("ron.wallet.committer")
 
 local format = string.format
 local pairs, ipairs, tostring, error, pcall, next = pairs, ipairs, tostring, error, pcall, next

@@ -1,9 +1,9 @@
 -- ron.wallet.metrics: what the wallet publishes (docs/reference/metrics.md): the wallet_*
 -- families' text, stats(), and a dry wallet's usage.shortfall events (WLT-9). Part of
 -- ron.wallet.service (its facade copies .methods onto the service's class).
-local cache = require "ron.wallet.cache"
-local FAM = require "ron.wallet.families"
-local metrics = require "ron.base.metrics"
+local cache = require("ron.wallet.cache")
+local FAM = require("ron.wallet.families")
+local metrics = require("ron.base.metrics")
 
 local format, match = string.format, string.match
 local pairs, ipairs, tostring, tonumber, pcall = pairs, ipairs, tostring, tonumber, pcall

@@ -5,11 +5,11 @@
 -- nonce_used). ron.wallet.committer's groups answer through the same W:_money_request,
 -- W:_money_outcome and W:_nonce_used. Part of ron.wallet.service (its facade copies .methods
 -- onto the service's class).
-local A = require "ron.wallet.answer"
-local accounts = require "ron.wallet.accounts"
-local codec = require "ron.ledger.codec"
-local dto = require "ron.wallet.dto"
-local ledger_engine = require "ron.ledger.ledger"
+local A = require("ron.wallet.answer")
+local accounts = require("ron.wallet.accounts")
+local codec = require("ron.ledger.codec")
+local dto = require("ron.wallet.dto")
+local ledger_engine = require("ron.ledger.ledger")
 
 local format, concat = string.format, table.concat
 local floor, random, min = math.floor, math.random, math.min

@@ -2,8 +2,8 @@
 -- the cache or the ledger (min_seq: read-your-writes, WLT-6), a statement's entries, each
 -- read in its own task under commit_timeout_ms (max_reads in flight, beyond: 429). Part of
 -- ron.wallet.service (its facade copies .methods onto the service's class).
-local A = require "ron.wallet.answer"
-local dto = require "ron.wallet.dto"
+local A = require("ron.wallet.answer")
+local dto = require("ron.wallet.dto")
 
 local format, concat, match = string.format, table.concat, string.match
 local ipairs, tostring, pcall = ipairs, tostring, pcall

@@ -1,8 +1,8 @@
 -- ron.wallet.request: the checks of a request, synchronous on the loop thread: its bearer
 -- token (WLT-3) and a body's headers (Content-Type, Content-Encoding). Part of
 -- ron.wallet.service (its facade copies .methods onto the service's class).
-local A = require "ron.wallet.answer"
-local b3 = require "ron.base.b3"
+local A = require("ron.wallet.answer")
+local b3 = require("ron.base.b3")
 
 local match, lower = string.match, string.lower
 

@@ -2,7 +2,7 @@
 -- docs/WALLET.md). Runs inside `ron-accounting run` (the request decoder and the HTTP server
 -- are the host's), on the daemon's server like ingest: the daemon adds w:routes().
 --
---   local service = require "ron.wallet.service"
+--   local service = require("ron.wallet.service")
 --   local w = service.new { ledger = led,     -- ron.ledger.ledger over any store
 --                           tokens = { ["<b3 hex>"] = "operator" | "<account uuid>" },
 --                           assets = { USD = 2 }, ... the keys of service.DEFAULTS }
@@ -29,21 +29,21 @@
 -- ron.wallet.money (issue, transfer, burn), ron.wallet.accounts (account management, the
 -- system accounts), ron.wallet.reads (balance, statement), ron.wallet.jobs (tasks, the
 -- commit queue, the drain's wait), ron.wallet.metrics (metrics_text, stats, dry wallets).
-local A = require "ron.wallet.answer"
-local accounts = require "ron.wallet.accounts"
-local breaker = require "ron.wallet.breaker"
-local cache = require "ron.wallet.cache"
-local committer = require "ron.wallet.committer"
-local lru = require "ron.base.lru"
-local dto = require "ron.wallet.dto"
-local held = require "ron.wallet.held"
-local jobs = require "ron.wallet.jobs"
-local ledger_engine = require "ron.ledger.ledger"
-local money = require "ron.wallet.money"
-local reads = require "ron.wallet.reads"
-local request = require "ron.wallet.request"
-local task = require "ron.base.task"
-local wmetrics = require "ron.wallet.metrics"
+local A = require("ron.wallet.answer")
+local accounts = require("ron.wallet.accounts")
+local breaker = require("ron.wallet.breaker")
+local cache = require("ron.wallet.cache")
+local committer = require("ron.wallet.committer")
+local lru = require("ron.base.lru")
+local dto = require("ron.wallet.dto")
+local held = require("ron.wallet.held")
+local jobs = require("ron.wallet.jobs")
+local ledger_engine = require("ron.ledger.ledger")
+local money = require("ron.wallet.money")
+local reads = require("ron.wallet.reads")
+local request = require("ron.wallet.request")
+local task = require("ron.base.task")
+local wmetrics = require("ron.wallet.metrics")
 
 local format, match = string.format, string.match
 local floor = math.floor

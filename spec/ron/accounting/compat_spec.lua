@@ -2,8 +2,8 @@
 -- moved to ron.base, ron.node and ron.ledger in issue 26), each as the very table of its new
 -- name; the packages themselves use only the new names; and an operator's configuration
 -- that names an old module still builds what it built.
-local S = require "support"
-local compat = require "ron.accounting.compat"
+local S = require("support")
+local compat = require("ron.accounting.compat")
 
 -- Loading every module needs the host (its C modules, the threadpool's pool VMs with the
 -- core's symbols): ctest lua-compat-host. Plain busted checks the files only.
@@ -23,8 +23,8 @@ describe("ron.accounting.compat", function()
     end)
 
     it("builds the ledger's exporter from a configuration naming its old module", function()
-        local plugins = require "ron.node.plugins"
-        local rate = require "ron.ledger.rate"
+        local plugins = require("ron.node.plugins")
+        local rate = require("ron.ledger.rate")
         local card = assert(rate.new({ version = "compat.1", currency = { code = "USD", scale = 2 },
                                        period = "month",
                                        dimensions = { bytes = { price = 1 } } }, "compat card"))

@@ -2,9 +2,9 @@
 -- settings file must be the daemon's own (the plane refuses a recorder whose settings
 -- differ), and init() refuses to run outside nginx. The request path runs in a real
 -- nginx: tests/nginx/ (ctest -L nginx).
-require "support"
-local daemon = require "ron.node"
-local gw = require "ron.accounting.nginx"
+require("support")
+local daemon = require("ron.node")
+local gw = require("ron.accounting.nginx")
 
 local function write_config(text)
     local path = os.tmpname()

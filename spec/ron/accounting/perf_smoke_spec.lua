@@ -4,9 +4,9 @@
 -- latency into the histogram at the documented rate, and a 10k-row seal seals every row.
 -- The benchmarks with same-run baselines (tests/bench, `make bench`) and ctest
 -- "G-11 performance smoke" (each benchmark with --quick) give the full figures.
-require "support"
-local acct = require "ron.accounting"
-local uv = require "luv"
+require("support")
+local acct = require("ron.accounting")
+local uv = require("luv")
 
 local T0 = 1700000000 - 1700000000 % 3600
 local SAMPLE_EVERY = 1024 -- RA_LAT_SAMPLE_SHIFT (core/internal.h): one record in 1024 timed

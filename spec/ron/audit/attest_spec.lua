@@ -2,8 +2,8 @@
 -- Ledger:attest, docs/AUDIT.md "Cross-attestation": AUD-I-30, AUD-I-31, LED-60, LED-61):
 -- a real signed log (ron.audit with an Ed25519 key), the engine over the in-memory store,
 -- and ron.ledger.verify with the log directory and the verifier key.
-local ffi = require "ffi"
-local S = require "support"
+local ffi = require("ffi")
+local S = require("support")
 
 local has_ledger = pcall(require, "ron.ledger")
 if not has_ledger then
@@ -11,13 +11,13 @@ if not has_ledger then
     return
 end
 
-local audit = require "ron.audit"
-local C = require "ron.audit.lib"
-local A = require "ron.ledger.attest"
-local L = require "ron.ledger.ledger"
-local ledger = require "ron.ledger"
-local memory = require "ron.ledger.store.memory"
-local verify = require "ron.ledger.verify"
+local audit = require("ron.audit")
+local C = require("ron.audit.lib")
+local A = require("ron.ledger.attest")
+local L = require("ron.ledger.ledger")
+local ledger = require("ron.ledger")
+local memory = require("ron.ledger.store.memory")
+local verify = require("ron.ledger.verify")
 
 local ORIGIN = "ron-audit/gw-1/daemon"
 

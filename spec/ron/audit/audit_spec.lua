@@ -2,9 +2,9 @@
 -- (docs/AUDIT-FORMAT.md, NFC vs NFD), the bounded queue with Busy and
 -- audit_drop_total{reason} (AUD-I-17), the Gap record with the exact count once the queue
 -- drains (AUD-I-18), dedupe, amnesia, and verify.
-local S = require "support"
-local ffi = require "ffi"
-local audit = require "ron.audit"
+local S = require("support")
+local ffi = require("ffi")
+local audit = require("ron.audit")
 
 local function golden(name, field)
     local doc = S.read_file(S.root .. "docs/AUDIT-FORMAT.md")
@@ -98,7 +98,7 @@ describe("ron.audit", function()
         assert.equal(5, recs)
         -- recompute the chain from scratch in Lua and compare heads
         local prev = nil
-        local C = require "ron.audit.lib"
+        local C = require("ron.audit.lib")
         local h = ffi.new("uint8_t[32]")
         for i = 1, 4 do
             local b = assert(audit.encode("gw-1", "rejects", i, prev, "reject", { n = i }, T + i))
@@ -136,7 +136,7 @@ describe("ron.audit", function()
     end)
 
     it("AUD-I-37: open_info says whether the open used the head file, and why not", function()
-        local host = require "ron.audit.host"
+        local host = require("ron.audit.host")
         local dir = tmpdir()
         local cfg = { writer_id = "w", stream = "s", dir = dir .. "/log" }
         local log = assert(audit.open(cfg))

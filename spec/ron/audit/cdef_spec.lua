@@ -1,6 +1,6 @@
 -- lua/ron/audit/cdef.lua is what tools/gen-cdef.sh prints from include/ron/audit.h, and the
 -- library exports every function it declares.
-local S = require "support"
+local S = require("support")
 
 describe("ron.audit.cdef", function()
     it("is current (sh tools/gen-cdef.sh audit > lua/ron/audit/cdef.lua)", function()
@@ -10,7 +10,7 @@ describe("ron.audit.cdef", function()
     end)
 
     it("binds every function", function()
-        local C = require "ron.audit.lib"
+        local C = require("ron.audit.lib")
         for _, name in ipairs(require("ron.audit.cdef").functions) do
             assert.truthy(C[name], name)
         end

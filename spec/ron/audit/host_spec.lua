@@ -4,10 +4,10 @@
 -- Each case runs as a task on its own scheduler (S.run_task checks that no task is left
 -- live and no threadpool request in flight: no task leaks). `audit verify --list` with
 -- this build's binary reads the logs back.
-local S = require "support"
-local host = require "ron.audit.host"
-local audit = require "ron.audit"
-local offload = require "ron.audit.offload"
+local S = require("support")
+local host = require("ron.audit.host")
+local audit = require("ron.audit")
+local offload = require("ron.audit.offload")
 
 local BIN = os.getenv("RA_BIN") or "build/ron-accounting"
 
@@ -299,7 +299,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             assert.is_true(S.eventually(task, function() return h.lg:depth() == 0 end, 5000))
             assert(h:emit("reject", { i = 2 }, 2))
             assert(h:emit("reject", { i = 3 }, 3))
-            local uv = require "luv"
+            local uv = require("luv")
             local t0 = uv.now()
             local ok, err = h:emit_wait("reject", { i = 4 }, 40)
             local waited = uv.now() - t0

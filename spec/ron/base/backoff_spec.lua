@@ -1,8 +1,8 @@
 -- ron.base.backoff: jittered exponential backoff (seed 001 §5: base 50 ms, cap 5 s,
 -- global op budget 10 s) — bounds of each jitter mode, the cap, determinism per seed, the
 -- budget cutoff, option validation and the policy shape check.
-require "support"
-local backoff = require "ron.base.backoff"
+require("support")
+local backoff = require("ron.base.backoff")
 local exponential = backoff.exponential
 
 local DRAWS = 2000

@@ -2,12 +2,12 @@
 -- Each case runs in a child luajit (a fresh heap and a fresh policy: this process has
 -- opened SQLite stores already) and reports whether freeing 768 KiB at the heap's top gave
 -- it back to the kernel (sbrk(0) moved down).
-local S = require "support"
-local ffi = require "ffi"
+local S = require("support")
+local ffi = require("ffi")
 
 local PROBE = [[
 package.path = %q
-local ffi = require "ffi"
+local ffi = require("ffi")
 ffi.cdef "void *malloc(size_t); void free(void *); void *sbrk(intptr_t);"
 %s
 local C, ps = ffi.C, {}

@@ -1,10 +1,10 @@
 -- ron.base.lib, the one library finder, as libronacct's (ron.accounting.binding.lib). Each
 -- case runs in a fresh luajit, since the search happens once per
 -- Lua state and the environment decides it.
-local S = require "support"
+local S = require("support")
 
 describe("ron.base.lib (libronacct: ron.accounting.binding.lib)", function()
-    local lib = require "ron.accounting.binding.lib"
+    local lib = require("ron.accounting.binding.lib")
     local root = S.abs_root()
 
     -- Runs a chunk in a fresh luajit with the package on its path; env is a prefix such as
@@ -21,7 +21,7 @@ describe("ron.base.lib (libronacct: ron.accounting.binding.lib)", function()
             return
         end
         local out, rc = fresh("", [[
-            local a = require "ron.accounting"
+            local a = require("ron.accounting")
             io.write(a.library, "|", a.version())]])
         assert.equal(0, rc, out)
         assert.equal(path .. "|" .. require("ron.accounting").version(), out)
@@ -29,7 +29,7 @@ describe("ron.base.lib (libronacct: ron.accounting.binding.lib)", function()
 
     it("names every candidate when the library cannot be used", function()
         local out, rc = fresh("RON_ACCOUNTING_LIB=/nonexistent/libronacct.so ",
-                              [[require "ron.accounting"]])
+                              [[require("ron.accounting")]])
         assert.not_equal(0, rc)
         assert.matches("cannot use RON_ACCOUNTING_LIB", out, 1, true)
         assert.matches("ffi.C: ra_version not exported", out, 1, true)
@@ -38,7 +38,7 @@ describe("ron.base.lib (libronacct: ron.accounting.binding.lib)", function()
 
     it("refuses a library that lacks the binding's functions", function()
         -- libc is a shared library without a single ra_* symbol.
-        local out, rc = fresh("RON_ACCOUNTING_LIB=libc.so.6 ", [[require "ron.accounting"]])
+        local out, rc = fresh("RON_ACCOUNTING_LIB=libc.so.6 ", [[require("ron.accounting")]])
         assert.not_equal(0, rc)
         assert.matches("libc.so.6: does not export ra_version, ra_strerror", out, 1, true)
     end)
@@ -49,7 +49,7 @@ describe("ron.base.lib (libronacct: ron.accounting.binding.lib)", function()
                 for k in pairs(package.loaded) do
                     if k:match("^ron%.accounting") then package.loaded[k] = nil end
                 end
-                return require "ron.accounting"
+                return require("ron.accounting")
             end
             local a1, a2 = load(), load()
             assert(a1 ~= a2)

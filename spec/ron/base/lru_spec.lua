@@ -1,5 +1,5 @@
 -- ron.base.lru: the two-generation bounded cache (I-7).
-local lru = require "ron.base.lru"
+local lru = require("ron.base.lru")
 
 describe("ron.base.lru", function()
     it("keeps the entries used in the last cap insertions and at most 2 * cap", function()

@@ -4,7 +4,7 @@
 -- that table was collected the next file's first handle ran on a freed loop. spec/helper.lua
 -- (.busted's helper) keeps luv loaded for the run. This case runs two fixture files in a
 -- child busted the way ctest's `lua` test runs busted, with a GC between them.
-local S = require "support"
+local S = require("support")
 
 describe("busted over several files (spec/helper.lua)", function()
     it("a later file's luv handle survives the earlier file's modules being collected", function()

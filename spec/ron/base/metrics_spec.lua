@@ -1,5 +1,5 @@
 -- ron.base.metrics: families declared once, rendered once (Prometheus text 0.0.4).
-local metrics = require "ron.base.metrics"
+local metrics = require("ron.base.metrics")
 
 local function text(f, ...)
     return metrics.text(f[select("#", ...) > 1 and "render_map" or "render"](f, {}, ...))

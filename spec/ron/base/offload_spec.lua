@@ -1,6 +1,6 @@
 -- ron.base.offload: the gateway refuses an argument list luv would cut (luv hands a work
 -- function at most 10 arguments and drops the rest; the gateway takes 3 of them).
-local offload = require "ron.base.offload"
+local offload = require("ron.base.offload")
 
 describe("ron.base.offload", function()
     it("refuses more than MAX_ARGS arguments for a pool body, naming the body", function()

@@ -1,5 +1,5 @@
 -- ron.base.percentile: the nearest-rank rule the readiness p95 and the benchmarks share.
-local percentile = require "ron.base.percentile"
+local percentile = require("ron.base.percentile")
 
 describe("ron.base.percentile", function()
     it("answers the nearest rank: the smallest value with q of the values at or below", function()

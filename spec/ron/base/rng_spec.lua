@@ -1,6 +1,6 @@
 -- ron.base.rng: the seeded generator behind backoff jitter and chaos faults.
-require "support"
-local rng = require "ron.base.rng"
+require("support")
+local rng = require("ron.base.rng")
 
 describe("ron.base.rng", function()
     it("is deterministic per seed and differs between seeds", function()

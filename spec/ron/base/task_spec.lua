@@ -5,8 +5,8 @@
 -- Each case takes a new scheduler (task.new(): an independent runtime with its own shutdown
 -- token, tasks and metrics), runs its body as a task, drives the loop until nothing is
 -- left, then requires that the body ended and that no task is live (no task leak).
-local S = require "support"
-local uv = require "luv"
+local S = require("support")
+local uv = require("luv")
 
 local MOD = "ron.base.task"
 

@@ -5,15 +5,15 @@
 -- then on x's epoch counts 0 for every check, x's leased engine writes nothing (Fenced), and
 -- fence_node ends x's backends (a statement of x still running) and none of the survivor's.
 -- Under plain busted (no host) it is pending.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("leases on PostgreSQL", "lua-ledger-lease-pg-host") then return end
 
-local uv = require "luv"
-local task = require "ron.base.task"
-local pgnet = require "ron.base.net.postgres"
-local L = require "ron.ledger.ledger"
-local lease = require "ron.ledger.lease"
+local uv = require("luv")
+local task = require("ron.base.task")
+local pgnet = require("ron.base.net.postgres")
+local L = require("ron.ledger.ledger")
+local lease = require("ron.ledger.lease")
 
 local in_task = S.in_task
 

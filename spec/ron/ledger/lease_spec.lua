@@ -7,15 +7,15 @@
 -- s) and frees the row. x then comes back: its suspended finalize, its compensation and any
 -- new commit are refused by the store (the lease's guard: fenced), so the saga s finished
 -- is never driven twice; a new engine of x rejoins under a new epoch.
-local S = require "support"
-local L = require "ron.ledger.ledger"
-local exporter = require "ron.ledger.exporter"
-local xlease = require "ron.ledger.exporter_lease"
-local lease = require "ron.ledger.lease"
-local memory = require "ron.ledger.store.memory"
-local store_mod = require "ron.ledger.store"
-local sim = require "ron.ledger.sim"
-local uv = require "luv"
+local S = require("support")
+local L = require("ron.ledger.ledger")
+local exporter = require("ron.ledger.exporter")
+local xlease = require("ron.ledger.exporter_lease")
+local lease = require("ron.ledger.lease")
+local memory = require("ron.ledger.store.memory")
+local store_mod = require("ron.ledger.store")
+local sim = require("ron.ledger.sim")
+local uv = require("luv")
 
 local USD = { code = "USD", scale = 2 }
 local EXT, A, B = ("e"):rep(16), ("a"):rep(16), ("b"):rep(16)

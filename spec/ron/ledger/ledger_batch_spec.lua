@@ -3,10 +3,10 @@
 -- the same balances, outcomes, transfer ids and error codes as committing the requests one
 -- by one), chaining within a batch, rejections that do not block the rest, and recovery of
 -- a batch record. The (primitive, fault) enumeration lives in the simulator (sim_spec).
-require "support"
-local L = require "ron.ledger.ledger"
-local memory = require "ron.ledger.store.memory"
-local sim = require "ron.ledger.sim"
+require("support")
+local L = require("ron.ledger.ledger")
+local memory = require("ron.ledger.store.memory")
+local sim = require("ron.ledger.sim")
 
 local mv, USD, EUR = sim.mv, sim.USD, sim.EUR
 local function id16(c) return string.rep(c, 16) end
@@ -244,7 +244,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("validates the chain again only when the last step's reads moved from the plan's "
        .. "(issue 25)", function()
-        local ledger = require "ron.ledger"
+        local ledger = require("ron.ledger")
         local store, led = world()
         local other = L.new { store = store, book = "main", node = "n2", nonce = "q",
                               clock = function() return 1700000000000 end }
@@ -298,7 +298,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("keeps a source's negative postings out of the plan's lists: selection never takes "
        .. "one (issue 25)", function()
-        local view = require "ron.ledger.view"
+        local view = require("ron.ledger.view")
         local store, led = world()
         local ids = {}
         for _, a in ipairs(sim.ACCOUNTS) do

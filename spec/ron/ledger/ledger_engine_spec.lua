@@ -1,14 +1,14 @@
 -- The engine (lua/ron/ledger/ledger.lua) over the in-memory store: the commit path's
 -- behaviour, one case per rule of docs/LEDGER.md "The commit path" (LED-26..LED-34).
 -- The crash/interleaving search is sim_spec.lua.
-local S = require "support"
-local L = require "ron.ledger.ledger"
-local store = require "ron.ledger.store"
-local ledger = require "ron.ledger"
-local memory = require "ron.ledger.store.memory"
-local sim = require "ron.ledger.sim"
-local events = require "ron.ledger.events"
-local scan = require "ron.ledger.store.scan"
+local S = require("support")
+local L = require("ron.ledger.ledger")
+local store = require("ron.ledger.store")
+local ledger = require("ron.ledger")
+local memory = require("ron.ledger.store.memory")
+local sim = require("ron.ledger.sim")
+local events = require("ron.ledger.events")
+local scan = require("ron.ledger.store.scan")
 
 local USD = { code = "USD", scale = 2 }
 local EUR = { code = "EUR", scale = 2 }

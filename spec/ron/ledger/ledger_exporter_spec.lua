@@ -4,13 +4,13 @@
 -- the rated usage exactly, the prepaid wallet drained first and the shortfall on the
 -- receivable with its event, a crash between commit and head, a frozen wallet.
 -- Runs on every store `stores()` yields (memory; SQLite when ron.ledger.store.sqlite is here).
-local S = require "support"
-local acct = require "ron.accounting"
-local exporter = require "ron.accounting.export.exporters"
-local lexp = require "ron.ledger.exporter"
-local rate = require "ron.ledger.rate"
-local usage = require "ron.ledger.usage"
-local verify = require "ron.ledger.verify"
+local S = require("support")
+local acct = require("ron.accounting")
+local exporter = require("ron.accounting.export.exporters")
+local lexp = require("ron.ledger.exporter")
+local rate = require("ron.ledger.rate")
+local usage = require("ron.ledger.usage")
+local verify = require("ron.ledger.verify")
 -- The engine (wip/commit) may not be in this tree yet: then every case is pending.
 local has_engine, L = pcall(require, "ron.ledger.ledger")
 

@@ -13,15 +13,15 @@
 -- then `ledger verify` (ron.ledger.verify) must find nothing, and the balances must be the
 -- committed transfers exactly. Fixed seed, printed (RON_HOT_SEED). Under plain busted (no
 -- host) it is pending.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("hot account", "ledger-hot-account") then return end
 
-local uv = require "luv"
-local task = require "ron.base.task"
-local store = require "ron.ledger.store"
-local L = require "ron.ledger.ledger"
-local verify = require "ron.ledger.verify"
+local uv = require("luv")
+local task = require("ron.base.task")
+local store = require("ron.ledger.store")
+local L = require("ron.ledger.ledger")
+local verify = require("ron.ledger.verify")
 local H = dofile(S.root .. "tests/pg/harness.lua")
 
 local BACKEND = os.getenv("RON_HOT_BACKEND") or "sqlite"

@@ -9,15 +9,15 @@
 --     each followed by recover() and every invariant of spec/ron/ledger/sim.lua (balances
 --     recomputed from the postings, floors, no posting consumed twice, nothing held).
 -- Under plain busted (no host) it is pending.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ledger engine on PostgreSQL", "lua-ledger-engine-pg-host") then return end
 
-local uv = require "luv"
-local task = require "ron.base.task"
-local store = require "ron.ledger.store"
-local L = require "ron.ledger.ledger"
-local sim = require "ron.ledger.sim"
+local uv = require("luv")
+local task = require("ron.base.task")
+local store = require("ron.ledger.store")
+local L = require("ron.ledger.ledger")
+local sim = require("ron.ledger.sim")
 
 local KILLS = tonumber(os.getenv("RON_LEDGER_KILLS") or "") or 20
 local SEED = tonumber(os.getenv("RON_LEDGER_SEED") or "") or 20261125
@@ -73,8 +73,8 @@ S.describe_pg("ledger engine on a real PostgreSQL", function(pg)
        function()
         in_task(function()
             local s = fresh()
-            local acct = require "ron.accounting"
-            local lexp = require "ron.ledger.exporter"
+            local acct = require("ron.accounting")
+            local lexp = require("ron.ledger.exporter")
             local card = assert(require("ron.ledger.rate").new({
                 version = "spec.1", currency = USD, period = "month",
                 dimensions = { bytes = { price = 1 } } }, "spec card"))

@@ -2,8 +2,8 @@
 -- docs/LEDGER-FORMAT.md rebuilt from Lua tables (LED-15, LED-2 with an independent
 -- `openssl dgst`), strict decoding (LED-1), selection (LED-10), validation (LED-5..LED-9,
 -- LED-12), amounts (LED-4) and the misuse/refusal conventions.
-local S = require "support"
-local ledger = require "ron.ledger"
+local S = require("support")
+local ledger = require("ron.ledger")
 
 local function id16(first)
     local t = {}

@@ -4,8 +4,8 @@
 -- balance recomputed from postings must equal the plan's "after". Transfers are built to
 -- be mostly valid and then given zero, one or several faults at once, so the order of the
 -- checks is exercised too. The seed is printed; RL_SEED and RL_STEPS replay a run.
-local S = require "support"
-local ledger = require "ron.ledger"
+local S = require("support")
+local ledger = require("ron.ledger")
 local model = dofile(S.root .. "spec/ron/ledger/model.lua")
 
 local SEED = tonumber(os.getenv("RL_SEED") or "") or 20261125

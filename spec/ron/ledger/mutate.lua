@@ -1,22 +1,22 @@
 -- The mutation suite's parts (issue 24 §2, docs/LEDGER.md "What verify proves"): a real
 -- workload over any store, and SQLite mutations of every table and column of what it wrote.
 --
---   local M = require "ron.ledger.mutate"
+--   local M = require("ron.ledger.mutate")
 --   local info = M.workload(store)        -- transfers with change, rejections, a reversal, a
 --                                         -- capped account, freeze/unfreeze, a batch, the
 --                                         -- wallet's key rows, usage rated by ron.ledger.exporter
 --   M.verify(store) -> problems { { where, what } }, sum
 --   M.cases(conn) -> the mutations of a SQLite file (conn: its ron.ledger.store.sqlite drv)
 --   M.named(problems, case) -> the problem naming the case's table and key, or nil
-local S = require "support"
-local L = require "ron.ledger.ledger"
-local codec = require "ron.ledger.codec"
-local events = require "ron.ledger.events"
-local ledger = require "ron.ledger"
-local scan = require "ron.ledger.store.scan"
-local usage = require "ron.ledger.usage"
-local verify = require "ron.ledger.verify"
-local rows = require "ron.ledger.verify.rows"
+local S = require("support")
+local L = require("ron.ledger.ledger")
+local codec = require("ron.ledger.codec")
+local events = require("ron.ledger.events")
+local ledger = require("ron.ledger")
+local scan = require("ron.ledger.store.scan")
+local usage = require("ron.ledger.usage")
+local verify = require("ron.ledger.verify")
+local rows = require("ron.ledger.verify.rows")
 
 local format, hex = string.format, ledger.hex
 
@@ -43,8 +43,8 @@ end
 -- Usage rated through ron.ledger.exporter: a tenant with an empty wallet, so its charges go to
 -- its receivable (a usage.shortfall event each).
 local function rated(store)
-    local acct = require "ron.accounting"
-    local lexp = require "ron.ledger.exporter"
+    local acct = require("ron.accounting")
+    local lexp = require("ron.ledger.exporter")
     local card = assert(require("ron.ledger.rate").new({
         version = "spec.1", currency = USD, period = "month",
         dimensions = { bytes = { per = 1000, free = 10, tiers = { { price = 3 } } } } },

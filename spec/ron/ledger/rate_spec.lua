@@ -1,10 +1,10 @@
 -- ron.ledger.rate, ron.ledger.bigint and ron.ledger.usage (docs/LEDGER-RATING.md): every
 -- golden vector of that page (parsed from it), the card's validation, the file sandbox,
 -- split invariance of the rounding (LED-R-3) and the metadata's canonical form.
-local rate = require "ron.ledger.rate"
-local B = require "ron.ledger.bigint"
-local usage = require "ron.ledger.usage"
-local ffi = require "ffi"
+local rate = require("ron.ledger.rate")
+local B = require("ron.ledger.bigint")
+local usage = require("ron.ledger.usage")
+local ffi = require("ffi")
 
 local function read(path)
     local f = assert(io.open(path, "rb"))

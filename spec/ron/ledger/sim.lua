@@ -17,13 +17,13 @@
 -- postings, every transfer's id recomputed from its bytes, every committed intent exactly
 -- one transfer and exactly one event, events gapless, floors kept, every answer a caller got
 -- consistent with what is stored. Every failure names the seed.
-local bit = require "bit"
-local L = require "ron.ledger.ledger"
-local events = require "ron.ledger.events"
-local scan = require "ron.ledger.store.scan"
-local ledger = require "ron.ledger"
-local memory = require "ron.ledger.store.memory"
-local model = require "ron.ledger.model"
+local bit = require("bit")
+local L = require("ron.ledger.ledger")
+local events = require("ron.ledger.events")
+local scan = require("ron.ledger.store.scan")
+local ledger = require("ron.ledger")
+local memory = require("ron.ledger.store.memory")
+local model = require("ron.ledger.model")
 
 local format = string.format
 

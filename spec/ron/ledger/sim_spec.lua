@@ -2,8 +2,8 @@
 -- every scenario under every (primitive, fault), and a few seeded random runs of concurrent
 -- sagas with crashes. `make sim-ledger` runs many more seeds (RON_SIM_SEEDS, RON_SIM_OPS;
 -- RON_SIM_SEED to replay one seed).
-require "support"
-local sim = require "ron.ledger.sim"
+require("support")
+local sim = require("ron.ledger.sim")
 
 local function now() return os.clock() end
 

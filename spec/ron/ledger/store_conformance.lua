@@ -16,8 +16,8 @@
 -- the host: ctest lua-ledger-store-host).
 local M = {}
 
-local ffi = require "ffi"
-local assert = require "luassert" -- this file is required, outside busted's spec environment
+local ffi = require("ffi")
+local assert = require("luassert") -- this file is required, outside busted's spec environment
 
 local function id16(s) return (s .. ("\0"):rep(16)):sub(1, 16) end
 local function id32(s) return (s .. ("\0"):rep(32)):sub(1, 32) end

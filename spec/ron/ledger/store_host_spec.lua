@@ -7,15 +7,15 @@
 --   - SQLite offloaded to the libuv threadpool (sqlite.open { offload = true }): one call in
 --     flight per store, the others queued, the racing cases as concurrent tasks.
 -- Under plain busted (no host) it is pending.
-local S = require "support"
-local conformance = require "ron.ledger.store_conformance"
+local S = require("support")
+local conformance = require("ron.ledger.store_conformance")
 
 if not S.needs_host("store conformance inside the host", "lua-ledger-store-host") then return end
 
-local uv = require "luv"
-local task = require "ron.base.task"
-local store = require "ron.ledger.store"
-local sqlite = require "ron.ledger.store.sqlite"
+local uv = require("luv")
+local task = require("ron.base.task")
+local store = require("ron.ledger.store")
+local sqlite = require("ron.ledger.store.sqlite")
 
 -- Runs body in a task on a fresh scheduler and drives the loop until it ends.
 local function in_task(body)
@@ -193,7 +193,7 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
     -- the list primitives' columns (ron.ledger.store.sql PG_ARRAY, LED-51): one binary array each
     it("pq.array: bytea[] and bigint[] parameters, NULLs, empty, misuse; pq.unhex", function()
         in_task(function()
-            local pq = require "ron.base.net.postgres_c"
+            local pq = require("ron.base.net.postgres_c")
             local s = make()
             local q = "SELECT coalesce(array_length($1::bytea[], 1), 0), "
                       .. "array_to_string(array(SELECT coalesce(encode(x, 'hex'), 'N') "
@@ -229,7 +229,7 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
     it("pq pipeline: statements and syncs in one round trip, each sync one transaction, a "
        .. "failure aborts the rest of its transaction only (LED-67)", function()
         in_task(function()
-            local pq = require "ron.base.net.postgres_c"
+            local pq = require("ron.base.net.postgres_c")
             local s = make()
             local db = s.drv.db
             assert(db:exec("CREATE TABLE pipe_t (k int PRIMARY KEY, v bytea)"))
@@ -298,7 +298,7 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
             assert.equal(1024, s:append_events("main", evs(1024, "x")))
             s.drv.read = read
             -- the same statement explained with fresh events (the params as the driver sends)
-            local pgs = require "ron.ledger.store.postgres"
+            local pgs = require("ron.ledger.store.postgres")
             local fresh = evs(1024, "y")
             for i, e in ipairs(fresh) do binds[3][i] = e.transfer_id end
             local rows = assert(s.drv.db:query("EXPLAIN " .. text, pgs.params(binds)))
@@ -385,7 +385,7 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
             assert.equal("bug", class)
             assert.matches("SchemaError: the store holds schema version " .. newer, err, 1, true)
             s:close()
-            local pgs = require "ron.ledger.store.postgres"
+            local pgs = require("ron.ledger.store.postgres")
             assert.equal("retry", pgs.classify("40001", "server"))
             assert.equal("retry", pgs.classify("40P01", "server"))
             assert.equal("io", pgs.classify("57P01", "server"))

@@ -1,8 +1,8 @@
 -- The in-memory store (lua/ron/ledger/store/memory.lua): the counts and conditions of the
 -- store contract, the balance projection, heads, intents, sagas, events, usage streams and
 -- the fault hook (LED-35). The shared conformance suite runs on it too (store helper).
-require "support"
-local memory = require "ron.ledger.store.memory"
+require("support")
+local memory = require("ron.ledger.store.memory")
 
 local USD = { code = "USD", scale = 2 }
 local A, B = string.rep("a", 16), string.rep("b", 16)

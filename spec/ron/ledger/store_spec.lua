@@ -2,11 +2,11 @@
 -- SQLite (the synchronous driver, a fresh database file per case) and on the in-memory store
 -- when lua/ron/ledger/store/memory.lua exists. PostgreSQL and the offloaded SQLite driver run
 -- the same suite inside the host: spec/ron/ledger/store_host_spec.lua.
-local S = require "support"
-local conformance = require "ron.ledger.store_conformance"
-local store = require "ron.ledger.store"
-local sqlite = require "ron.ledger.store.sqlite"
-local schema = require "ron.ledger.store.schema"
+local S = require("support")
+local conformance = require("ron.ledger.store_conformance")
+local store = require("ron.ledger.store")
+local sqlite = require("ron.ledger.store.sqlite")
+local schema = require("ron.ledger.store.schema")
 
 local function fresh_path() return S.tmpname(".sqlite") end -- nothing there yet
 
@@ -174,7 +174,7 @@ describe("ron.ledger.store.sqlite", function()
     end)
 
     it("serializes the values that cross to the pool, int64 included", function()
-        local ffi = require "ffi"
+        local ffi = require("ffi")
         local big = ffi.new("int64_t", -2) ^ 61
         local a, b, c, d = sqlite.unpack_(sqlite.pack(
             "a\0\n\r\"\\\255", { 1, nil, 3, n = 3, k = { x = true } }, big, nil))
@@ -188,7 +188,7 @@ describe("ron.ledger.store.sqlite", function()
 
     it("passes the values to the pool as string.buffer bytes, not Lua source (issue 25)",
        function()
-        local ffi = require "ffi"
+        local ffi = require("ffi")
         local packed = sqlite.pack("k", { 1, nil, 3, n = 3 })
         assert.is_nil(packed:match("^return "))
         local a, b = sqlite.unpack_(packed)

@@ -3,14 +3,14 @@
 -- issue 29, reported problems on a healthy ledger): forged and missing rows by name, a
 -- rolled-back tail with --audit, the replay's dependency order, the read-only open and the
 -- refusal of what is no ledger, and the upgrade of an older store.
-local ffi = require "ffi"
-local S = require "support"
-local M = require "ron.ledger.mutate"
-local L = require "ron.ledger.ledger"
-local codec = require "ron.ledger.codec"
-local events = require "ron.ledger.events"
-local ledger = require "ron.ledger"
-local sqlite = require "ron.ledger.store.sqlite"
+local ffi = require("ffi")
+local S = require("support")
+local M = require("ron.ledger.mutate")
+local L = require("ron.ledger.ledger")
+local codec = require("ron.ledger.codec")
+local events = require("ron.ledger.events")
+local ledger = require("ron.ledger")
+local sqlite = require("ron.ledger.store.sqlite")
 
 local hex, mv = ledger.hex, M.mv
 local C3 = ("C"):rep(16)
@@ -131,7 +131,7 @@ end)
 -- ---- a rolled-back tail and the audit trail (LED-70) ----
 
 local function keygen(dir)
-    local C = require "ron.audit.lib"
+    local C = require("ron.audit.lib")
     local sk, vk = ffi.new("char[256]"), ffi.new("char[256]")
     assert(C.rau_note_keygen("ron-audit/gw-1/daemon", sk, 256, vk, 256) == 0)
     S.write_file(dir .. "/signer.key", ffi.string(sk) .. "\n")
@@ -141,8 +141,8 @@ end
 
 -- The daemon's feed into an audit log (ron.node.feed's records, AUD-I-32).
 local function trail(path, dir)
-    local audit = require "ron.audit"
-    local feed = require "ron.node.feed"
+    local audit = require("ron.audit")
+    local feed = require("ron.node.feed")
     os.execute("mkdir -p " .. q(dir))
     local skp, vkp = keygen(dir)
     local lg = assert(audit.open { writer_id = "gw-1", stream = "daemon", dir = dir .. "/log",

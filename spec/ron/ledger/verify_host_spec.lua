@@ -8,16 +8,16 @@
 -- payer is never refused (asserted: no InsufficientFunds stored); then a sample of issue 24
 -- §2's mutations on PostgreSQL, each named by verify.
 -- Under plain busted (no host) it is pending.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ledger verify in the host", "lua-ledger-verify-host") then return end
 
-local uv = require "luv"
-local task = require "ron.base.task"
-local store = require "ron.ledger.store"
-local scan = require "ron.ledger.store.scan"
-local L = require "ron.ledger.ledger"
-local M = require "ron.ledger.mutate"
+local uv = require("luv")
+local task = require("ron.base.task")
+local store = require("ron.ledger.store")
+local scan = require("ron.ledger.store.scan")
+local L = require("ron.ledger.ledger")
+local M = require("ron.ledger.mutate")
 
 local HOT = tonumber(os.getenv("RON_VERIFY_HOT") or "") or 3000
 local SEED = tonumber(os.getenv("RON_VERIFY_SEED") or "") or 20261129
@@ -264,9 +264,9 @@ S.describe_pg("ledger verify on a real PostgreSQL", function(PG)
 
     it("upgrades a schema-2 store once on open, in one transaction (LED-68)", function()
         in_task(function()
-            local codec = require "ron.ledger.codec"
-            local events = require "ron.ledger.events"
-            local sql = require "ron.ledger.store.sql"
+            local codec = require("ron.ledger.codec")
+            local events = require("ron.ledger.events")
+            local sql = require("ron.ledger.store.sql")
             local s = assert(pg("old", { connections = 4 }))
             M.workload(s)
             local function run(text, binds)

@@ -7,10 +7,10 @@
 -- cannot check (ron.ledger.verify.inputs, which docs/LEDGER.md lists: checked equal here).
 -- Also: the issue's cases by name, the read-only open and the refusal of what is no ledger,
 -- the upgrade of a schema-2 store, the dependency order of the replay.
-local S = require "support"
-local M = require "ron.ledger.mutate"
-local inputs = require "ron.ledger.verify.inputs"
-local sqlite = require "ron.ledger.store.sqlite"
+local S = require("support")
+local M = require("ron.ledger.mutate")
+local inputs = require("ron.ledger.verify.inputs")
+local sqlite = require("ron.ledger.store.sqlite")
 
 local function copy(from, to)
     local data = assert(S.read_file(from))

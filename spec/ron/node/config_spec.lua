@@ -2,8 +2,8 @@
 -- without a configuration file the whole product is composed (ledger, wallet, audit trail);
 -- --meter-only and a pre-27 configuration file run the meter alone; the start's INFO line
 -- lists only what differs from the defaults; --print-config prints every key.
-local cli = require "ron.node.cli"
-local schema = require "ron.node.schema"
+local cli = require("ron.node.cli")
+local schema = require("ron.node.schema")
 
 local function configure(...)
     local args = { [0] = "examples/daemon.lua", ... }

@@ -3,19 +3,19 @@
 -- run spec/run-busted.lua spec/ron/node/http_hardening_spec.lua`). Every case
 -- talks raw HTTP/1.1 over a luv TCP socket (never a blocking client: it would block the
 -- loop the server runs on). Under plain busted (no host) the cases are pending.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ron.base.net.http_server hardening", "lua-http-hardening-host") then return end
 
-local uv = require "luv"
-local httpd = require "ron.base.net.http_server"
+local uv = require("luv")
+local httpd = require("ron.base.net.http_server")
 
 local run, eventually = S.run_task, S.eventually
 
 -- (inside the host only: schema loads the task module, which plain busted must not load
 -- twice: the chaos spec after this file then crashes LuaJIT)
 describe("the daemon's HTTP limits in its configuration (issue 14 item 6)", function()
-    local schema = require "ron.node.schema"
+    local schema = require("ron.node.schema")
     local function cfg(over)
         local c = {}
         for k, v in pairs(schema.DEFAULTS) do c[k] = v end
@@ -244,7 +244,7 @@ end
 local non_loopback_ipv4 = S.non_loopback_ipv4
 
 describe("ron.node.http under a connection flood (issue 14 item 6)", function()
-    local http = require "ron.node.http"
+    local http = require("ron.node.http")
     local META = "# TYPE accounting_degraded gauge\naccounting_degraded 0\n"
 
     it("health probes from loopback still succeed while idle and slow connections flood the "

@@ -4,12 +4,12 @@
 -- (S.run_task) and talks to a server on port 0 with a small luv TCP client (raw HTTP/1.1,
 -- Connection: close): never a blocking client, which would block the very loop the server runs
 -- on. Under plain busted (no host) the C module does not exist: the cases are pending.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ron.base.net.http_server", "lua-http-host") then return end
 
-local httpd = require "ron.base.net.http_server"
-local http = require "ron.node.http"
+local httpd = require("ron.base.net.http_server")
+local http = require("ron.node.http")
 
 local run = S.run_task
 

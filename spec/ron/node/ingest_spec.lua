@@ -6,10 +6,10 @@
 -- afterwards by sealing the window (injected clock) and summing the slices: a refused batch
 -- records nothing. The configuration checks run anywhere; the rest needs the host (the decoder
 -- and the HTTP server are part of it): under plain busted those cases are pending.
-local S = require "support"
+local S = require("support")
 
-local acct = require "ron.accounting"
-local ingest = require "ron.node.ingest"
+local acct = require("ron.accounting")
+local ingest = require("ron.node.ingest")
 
 local TOKEN_A, TOKEN_B = "tok-A.secret_1~x", "tok-B/secret+2=="
 local HASH_A, HASH_B = acct.b3hex(TOKEN_A), acct.b3hex(TOKEN_B)
@@ -47,8 +47,8 @@ end)
 
 if not S.needs_host("ron.node.ingest (G-6.1)", "lua-ingest-g6.1-host") then return end
 
-local cjson = require "cjson.safe"
-local http = require "ron.node.http"
+local cjson = require("cjson.safe")
+local http = require("ron.node.http")
 
 local run = S.run_task
 

@@ -1,7 +1,7 @@
 -- ron.node.notify: the sd_notify datagram, received on a real Unix datagram socket (a path
 -- and an abstract name), as systemd's manager would.
-local ffi = require "ffi"
-local notify = require "ron.node.notify"
+local ffi = require("ffi")
+local notify = require("ron.node.notify")
 
 ffi.cdef [[
 int bind(int fd, const void *addr, unsigned int addrlen);

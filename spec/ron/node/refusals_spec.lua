@@ -1,9 +1,9 @@
 -- ron.node.refusals (AUD-I-35): the plane's refusals become audit records;
 -- the daemon's own are ingest's and are skipped; what the ring lost is one record with the
 -- exact count. The meter's ring itself: tests/test-refusals.c.
-require "support"
-local acct = require "ron.accounting"
-local refusals = require "ron.node.refusals"
+require("support")
+local acct = require("ron.accounting")
+local refusals = require("ron.node.refusals")
 
 local T = "123e4567-e89b-12d3-a456-426614174000"
 

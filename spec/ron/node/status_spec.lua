@@ -1,7 +1,7 @@
 -- ron.node.status: the status page's rendering (the page in a real browser against a real
 -- daemon: tests/host/status-page.sh, ctest host-status-page).
-local status = require "ron.node.status"
-local rtm = require "ron.accounting.runtime.metrics"
+local status = require("ron.node.status")
+local rtm = require("ron.accounting.runtime.metrics")
 
 local EXPO = table.concat({
     "# HELP accounting_streams_stuck x",
@@ -110,7 +110,7 @@ describe("ron.node.status", function()
 
     it("the runtime lists at most 100 streams: stuck first, then behind, uint64 seqs exact",
        function()
-        local ffi = require "ffi"
+        local ffi = require("ffi")
         local streams = {}
         for i = 1, 150 do
             streams["k" .. i] = { key = string.format("%03d", i), tenant = "t" .. i, dim = "d",
@@ -124,7 +124,7 @@ describe("ron.node.status", function()
         assert.same({ "t150", "d", "sealed" }, { rows[1][1], rows[1][2], rows[1][3] })
         assert.same({ "t149", "d", "sealed" }, { rows[3][1], rows[3][2], rows[3][3] })
         assert.equal(0, rows[4][4]) -- nothing exported yet
-        local metrics = require "ron.base.metrics"
+        local metrics = require("ron.base.metrics")
         assert.equal("18446744073709551615", metrics.value(rows[3][4]))
         for i = 5, #rows - 2, 2 do -- then the furthest behind first
             assert.truthy(rows[i][4] - rows[i + 1][4] >= rows[i + 2][4] - rows[i + 3][4])

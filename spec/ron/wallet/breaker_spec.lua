@@ -1,6 +1,6 @@
 -- ron.wallet.breaker (WLT-8): closed -> open at the threshold within the window, open for
 -- open_ms, half-open probes, a success closes, a failure reopens. Injected clock.
-local breaker = require "ron.wallet.breaker"
+local breaker = require("ron.wallet.breaker")
 
 describe("ron.wallet.breaker", function()
     local now

@@ -1,9 +1,9 @@
 -- ron.wallet.cache: the feed's catch-up reads a batch of events' transfers in one store call
 -- (issue 25: one call per event kept the offloaded SQLite store's one connection busy while
 -- balance reads that missed waited behind it), and drops exactly the entries they name.
-local L = require "ron.ledger.ledger"
-local memory = require "ron.ledger.store.memory"
-local cache = require "ron.wallet.cache"
+local L = require("ron.ledger.ledger")
+local memory = require("ron.ledger.store.memory")
+local cache = require("ron.wallet.cache")
 
 local USD = { code = "USD", scale = 2 }
 local EXT, SINK = ("E"):rep(16), ("S"):rep(16)

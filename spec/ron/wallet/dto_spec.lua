@@ -1,7 +1,7 @@
 -- ron.wallet.dto (WLT-1, WLT-2): the route schemas over the host's strict decoder, the
 -- fields' meaning, the problem bodies. ctest lua-wallet-host runs it inside the host (the
 -- decoder is part of it); under plain busted the decoder cases are pending.
-local dto = require "ron.wallet.dto"
+local dto = require("ron.wallet.dto")
 
 local A = "6f1e3c52-7d0b-4b8e-9a51-0c2f4e8d9a10"
 local B = "0a0b0c0d-0e0f-4101-8203-040506070809"

@@ -14,12 +14,12 @@
 -- gate (optional): every store call waits while gate.closed (a stalled ledger); when
 -- gate.trip(name, ...) returns true after a call, the gate closes behind it (a saga held
 -- at a chosen step).
-local S = require "support"
-local acct = require "ron.accounting"
-local http = require "ron.node.http"
-local store_mod = require "ron.ledger.store"
-local L = require "ron.ledger.ledger"
-local service = require "ron.wallet.service"
+local S = require("support")
+local acct = require("ron.accounting")
+local http = require("ron.node.http")
+local store_mod = require("ron.ledger.store")
+local L = require("ron.ledger.ledger")
+local service = require("ron.wallet.service")
 
 local F = {}
 

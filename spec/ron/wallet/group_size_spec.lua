@@ -2,7 +2,7 @@
 -- (each sends its next request a little after its answer) must end up in one group, not in
 -- two cohorts that alternate for good. A deterministic simulation: a virtual clock, the
 -- lane a list of arrivals, a group's commit a fixed time, the committer's own worker loop.
-local committer = require "ron.wallet.committer"
+local committer = require("ron.wallet.committer")
 
 local COMMIT_MS = 20
 

@@ -10,12 +10,12 @@
 --     (random amounts, fixed seed printed);
 --   - a group whose store calls fail falls back to the single path: every member answered
 --     as alone.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ron.wallet group commit", "lua-wallet-host") then return end
 
-local cjson = require "cjson.safe"
-local store_mod = require "ron.ledger.store"
+local cjson = require("cjson.safe")
+local store_mod = require("ron.ledger.store")
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 
 local OP, TA, TB, A, B = F.OP, F.TA, F.TB, F.A, F.B

@@ -3,8 +3,8 @@
 -- and its groups (a task of their own), so that the drive finding it held again delays no
 -- other payer's commit; it is a payer like the others again once it commits. The fleet
 -- shape end to end: tests/host/fleet.lua (ctest host-wallet-fleet).
-local committer = require "ron.wallet.committer"
-local held = require "ron.wallet.held"
+local committer = require("ron.wallet.committer")
+local held = require("ron.wallet.held")
 
 local function fake_wallet(now)
     local w = { held = held.new { clock = function() return now[1] end, hold_ms = 1000 },

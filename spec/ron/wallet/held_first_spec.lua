@@ -9,11 +9,11 @@
 -- single path answers (its stored receipt, replayed byte for byte). Before: commit_many
 -- drove H1 inline, every attempt finding node 2's saga, and the whole group waited (U2
 -- answered after H1, H1 503 account_busy).
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ron.wallet held payer's first request", "lua-wallet-host") then return end
 
-local cjson = require "cjson.safe"
+local cjson = require("cjson.safe")
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 
 local OP, TA, TB, A, B = F.OP, F.TA, F.TB, F.A, F.B

@@ -6,12 +6,12 @@
 -- answered a text/plain 400), a connection in the loopback reserve (503) — and a string
 -- that is not Unicode text is bad_string. Paths that are not the wallet's keep the
 -- daemon's plain answers.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ron.wallet HTTP answers", "lua-wallet-host") then return end
 
-local uv = require "luv"
-local cjson = require "cjson.safe"
+local uv = require("luv")
+local cjson = require("cjson.safe")
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 
 local OP, TA, A, B = F.OP, F.TA, F.A, F.B

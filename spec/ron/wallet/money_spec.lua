@@ -6,12 +6,12 @@
 --     cached (nor under the other body's hash), both orders, and across a restart;
 --   - query integers are decimal digits only;
 --   - a transfer's created_at_ms is its commit's real time in milliseconds.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ron.wallet money holes", "lua-wallet-host") then return end
 
-local uv = require "luv"
-local cjson = require "cjson.safe"
+local uv = require("luv")
+local cjson = require("cjson.safe")
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 
 local OP, TA, TB, A, B = F.OP, F.TA, F.TB, F.A, F.B
@@ -69,7 +69,7 @@ describe("ron.wallet: integers of 15+ digits are exact (issue 24)", function()
         local seed = 4711
         print("wallet money_spec: neighbours property, math.randomseed(" .. seed .. ")")
         math.randomseed(seed)
-        local ffi = require "ffi"
+        local ffi = require("ffi")
         local sum, ids, seq = ffi.new("int64_t", 0), {}, 0
         for i = 1, 8 do
             local v = math.floor(1e13 + math.random() * (MAX - 1 - 1e13))

@@ -1,7 +1,7 @@
 -- ron.wallet.reads inside the host (ctest lua-wallet-host): the misses of one balance share
 -- one ledger read (issue 25: 64 connections that missed at once made 64 store reads, queued
 -- on the offloaded SQLite store's one connection; bench-wallet's balance p99).
-local S = require "support"
+local S = require("support")
 
 if not package.preload["ron.base.net.http_server"] then
     describe("ron.wallet reads", function()
@@ -10,7 +10,7 @@ if not package.preload["ron.base.net.http_server"] then
     return
 end
 
-local cjson = require "cjson.safe"
+local cjson = require("cjson.safe")
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 
 local TA, A = F.TA, F.A
@@ -55,8 +55,8 @@ describe("ron.wallet reads", function()
     end))
     it("an Authorization value is hashed once: only known tokens are remembered, at most "
        .. "TOKEN_MEMO of them; the answers are the same", F.fresh(function(task, ctx, port)
-        local request = require "ron.wallet.request"
-        local b3 = require "ron.base.b3"
+        local request = require("ron.wallet.request")
+        local b3 = require("ron.base.b3")
         local hex, n = b3.hex, 0
         b3.hex = function(...) n = n + 1 return hex(...) end
         local saved = request.TOKEN_MEMO

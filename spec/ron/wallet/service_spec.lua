@@ -5,15 +5,15 @@
 -- nonce atomicity under concurrent requests; backpressure with exact counters; a stalled
 -- ledger (a gate in front of the store): timeouts, readiness, POST 503, GET 200 from the
 -- cache, drain after; read-your-writes with min_seq and the measured invalidation lag.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ron.wallet.service", "lua-wallet-host") then return end
 
-local uv = require "luv"
-local cjson = require "cjson.safe"
-local acct = require "ron.accounting"
-local store_mod = require "ron.ledger.store"
-local service = require "ron.wallet.service"
+local uv = require("luv")
+local cjson = require("cjson.safe")
+local acct = require("ron.accounting")
+local store_mod = require("ron.ledger.store")
+local service = require("ron.wallet.service")
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 local _ -- results a case does not read
 
@@ -176,7 +176,7 @@ describe("ron.wallet.service (inside the host)", function()
 
     it("the statement says which top-up or grant paid which usage slice", function()
         run(function(task)
-            local usage = require "ron.ledger.usage"
+            local usage = require("ron.ledger.usage")
             local dry = {}
             local ctx = open(task, S.tmpname(".db"), { on_dry = function(t, amount, asset)
                 dry[#dry + 1] = { t, amount, asset }

@@ -14,16 +14,16 @@
 --
 -- And the two engine races these found (LED-32), deterministic: a saga held between its
 -- inputs' deactivation and its outputs' insertion while another debit resolves.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ron.wallet.service stalls", "lua-wallet-pg-stall-host") then return end
 
-local uv = require "luv"
-local cjson = require "cjson.safe"
-local acct = require "ron.accounting"
-local store_mod = require "ron.ledger.store"
-local L = require "ron.ledger.ledger"
-local service = require "ron.wallet.service"
+local uv = require("luv")
+local cjson = require("cjson.safe")
+local acct = require("ron.accounting")
+local store_mod = require("ron.ledger.store")
+local L = require("ron.ledger.ledger")
+local service = require("ron.wallet.service")
 
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 

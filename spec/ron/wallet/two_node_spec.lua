@@ -9,12 +9,12 @@
 -- the same key, nonce_used for the other key. Before the fix node 2 cached its 409 and
 -- answered it for ever (marked Idempotent-Replayed). Then 20 keys sent to both nodes at
 -- once: after settling, each key has one transfer and one answer on both nodes.
-local S = require "support"
+local S = require("support")
 
 if not S.needs_host("ron.wallet two nodes", "lua-wallet-host") then return end
 
-local cjson = require "cjson.safe"
-local store_mod = require "ron.ledger.store"
+local cjson = require("cjson.safe")
+local store_mod = require("ron.ledger.store")
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 
 local OP, TA, TB, A, B = F.OP, F.TA, F.TB, F.A, F.B

@@ -24,7 +24,7 @@
 -- B = 2, the request waits (ngx.sleep, at most 5 s) until two requests have arrived, so two
 -- workers run their loops at the same time. Answers "pid cpu_ns_per_op alone|together
 -- wall_ns_per_op wall_start_ns wall_end_ns" (CLOCK_MONOTONIC: comparable across workers).
-local ffi = require "ffi"
+local ffi = require("ffi")
 local C = ffi.C
 local B = RA_BENCH -- set in init_by_lua (bench-nginx.sh): meter, lib, region, dict
 
@@ -34,8 +34,8 @@ local keys = tonumber(ngx.var.arg_keys) or 64
 local barrier = tonumber(ngx.var.arg_barrier) or 1
 
 local R = require("ron.accounting.binding.lib").namespace()
-local gw = require "ron.accounting.nginx"
-local acct = require "ron.accounting"
+local gw = require("ron.accounting.nginx")
+local acct = require("ron.accounting")
 
 if not pcall(ffi.typeof, "struct ra_bench_timespec") then
     ffi.cdef [[
@@ -93,7 +93,7 @@ local function run_atomic(count)
     for i = 1, count do add(region + (i % keys) * 8, 1) end
 end
 -- pieces of log(), to see where its time goes
-require "resty.core.var"
+require("resty.core.var")
 local var_get = C.ngx_http_lua_ffi_var_get
 local vp, vl, ep = ffi.new("char *[1]"), ffi.new("size_t[1]"), ffi.new("char *[1]")
 local lowbuf = ffi.new("char[64]")

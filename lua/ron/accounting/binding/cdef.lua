@@ -2,7 +2,7 @@
 -- RA_CDEF_BEGIN and RA_CDEF_END, preprocessed with -DRA_CDEF). Do not edit: run
 -- `make cdef`. spec/ron/accounting/binding/cdef_spec.lua and ctest lua-cdef-current fail when
 -- this file and the header disagree.
-local ffi = require "ffi"
+local ffi = require("ffi")
 
 -- Declared once per Lua state: a second load (package.loaded cleared, nginx with
 -- lua_code_cache off) would otherwise fail on "attempt to redefine" (lua-resty-core

@@ -2,8 +2,8 @@
 -- RA_INGEST_CDEF_BEGIN and RA_INGEST_CDEF_END, preprocessed with -DRA_INGEST_CDEF). Do not edit: run
 -- `make cdef`. ctest lua-ingest-dto-cdef-current fails when
 -- this file and the header disagree.
-local ffi = require "ffi"
-require "ron.accounting.binding.cdef" -- ra_tenant_t
+local ffi = require("ffi")
+require("ron.accounting.binding.cdef") -- ra_tenant_t
 
 -- Declared once per Lua state: a second load (package.loaded cleared, nginx with
 -- lua_code_cache off) would otherwise fail on "attempt to redefine" (lua-resty-core

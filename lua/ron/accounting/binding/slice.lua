@@ -15,7 +15,7 @@
 --   host          host name from the slice meta
 -- Methods: slice:encode() -> the canonical bytes (encoding v1) as a Lua string;
 --          slice:row_count() -> number of rows without materialising them.
-local ffi = require "ffi"
+local ffi = require("ffi")
 local C = require("ron.accounting.binding.lib").namespace()
 
 local ffi_gc = ffi.gc

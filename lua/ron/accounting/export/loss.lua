@@ -8,7 +8,7 @@
 --   loss.check(o) -> reason | nil, err     the operator's request, checked
 --   loss.records(o, head_seq, head_raw) -> { { seq =, bytes =, link = raw32 }, ... } | nil, err
 --   loss.seq(bytes, link) -> seq | nil     a well-formed record whose link_b3 is link
-local bit = require "bit"
+local bit = require("bit")
 
 local band, rshift = bit.band, bit.rshift
 local byte, char, rep = string.byte, string.char, string.rep

@@ -1,9 +1,9 @@
 -- ron.accounting.runtime.acks: meter ACKs of exported slices, batched through the threadpool,
 -- and the WAL compaction that follows them. Owns the ACK queue and the ACK count; each
 -- ACK done takes the slice out of the offers (offers:acked) and samples its latency.
-local rt = require "ron.accounting.runtime.rt"
-local offload = require "ron.accounting.runtime.offload"
-local uv = require "luv"
+local rt = require("ron.accounting.runtime.rt")
+local offload = require("ron.accounting.runtime.offload")
+local uv = require("luv")
 
 local ipairs, next, tostring, setmetatable = ipairs, next, tostring, setmetatable
 local slice_key, log = rt.slice_key, rt.log

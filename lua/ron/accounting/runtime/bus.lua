@@ -1,6 +1,6 @@
 -- ron.accounting.runtime.bus: bus hooks (C-10): bounded per-subscriber queues, drop-oldest,
 -- delivered by a task. Owns the subscribers and the count of events they lost.
-local rt = require "ron.accounting.runtime.rt"
+local rt = require("ron.accounting.runtime.rt")
 
 local pairs, tostring, type, error, setmetatable, pcall =
       pairs, tostring, type, error, setmetatable, pcall

@@ -2,9 +2,9 @@
 -- (offload.rollover), then hands what entered the pending ring to the offers (re-offers
 -- first when something was shed). Owns the clock guard, the push number fed, the sealing
 -- error and the sealed count.
-local rt = require "ron.accounting.runtime.rt"
-local offload = require "ron.accounting.runtime.offload"
-local uv = require "luv"
+local rt = require("ron.accounting.runtime.rt")
+local offload = require("ron.accounting.runtime.offload")
+local uv = require("luv")
 
 local floor, ipairs, next, tostring, setmetatable = math.floor, ipairs, next, tostring,
                                                      setmetatable

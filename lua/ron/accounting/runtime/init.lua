@@ -83,21 +83,21 @@
 -- Blocking calls (rollover's WAL fsync, ack's compaction, the file ledger's fsync) go
 -- through ron.accounting.runtime.offload (the libuv threadpool); pass offload.file{...} as the
 -- exporter for the file ledger.
-local acks_mod = require "ron.accounting.runtime.acks"
-local bus_mod = require "ron.accounting.runtime.bus"
-local exporter_mod = require "ron.accounting.export.exporters"
-local feed_mod = require "ron.accounting.runtime.feed"
-local metrics = require "ron.accounting.runtime.metrics"
-local offers_mod = require "ron.accounting.runtime.offers"
-local puts_mod = require "ron.accounting.runtime.puts"
-local readiness_mod = require "ron.accounting.runtime.readiness"
-local round_robin = require "ron.accounting.export.fairness.round_robin"
-local router_mod = require "ron.accounting.runtime.router"
-local rt = require "ron.accounting.runtime.rt"
-local stuck_mod = require "ron.accounting.runtime.stuck"
-local task = require "ron.base.task"
-local worker_mod = require "ron.accounting.runtime.worker"
-local uv = require "luv"
+local acks_mod = require("ron.accounting.runtime.acks")
+local bus_mod = require("ron.accounting.runtime.bus")
+local exporter_mod = require("ron.accounting.export.exporters")
+local feed_mod = require("ron.accounting.runtime.feed")
+local metrics = require("ron.accounting.runtime.metrics")
+local offers_mod = require("ron.accounting.runtime.offers")
+local puts_mod = require("ron.accounting.runtime.puts")
+local readiness_mod = require("ron.accounting.runtime.readiness")
+local round_robin = require("ron.accounting.export.fairness.round_robin")
+local router_mod = require("ron.accounting.runtime.router")
+local rt = require("ron.accounting.runtime.rt")
+local stuck_mod = require("ron.accounting.runtime.stuck")
+local task = require("ron.base.task")
+local worker_mod = require("ron.accounting.runtime.worker")
+local uv = require("luv")
 
 local floor = math.floor
 local pairs, ipairs, type, error, setmetatable, rawget =

@@ -2,9 +2,9 @@
 -- (the families: ron.accounting.families): export outcomes (the contract's label set), sheds,
 -- retries, backlog, readiness, bus lag, then the scheduler's task metrics. Reads the
 -- concerns' state; writes none.
-local FAM = require "ron.accounting.families"
-local exporter_mod = require "ron.accounting.export.exporters"
-local metrics = require "ron.base.metrics"
+local FAM = require("ron.accounting.families")
+local exporter_mod = require("ron.accounting.export.exporters")
+local metrics = require("ron.base.metrics")
 
 local format, sort, pairs, tostring, tonumber = string.format, table.sort, pairs, tostring,
                                                   tonumber

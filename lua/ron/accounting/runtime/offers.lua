@@ -24,8 +24,8 @@
 -- then) offers it again. A stream whose slice N was shed is blocked at N: its later slices
 -- are shed too until N comes back (I-5). Per-slice state is bounded by the slices in the
 -- pipeline; the ACK LRU by ack_lru.
-local rt = require "ron.accounting.runtime.rt"
-local uv = require "luv"
+local rt = require("ron.accounting.runtime.rt")
+local uv = require("luv")
 
 local ipairs, tonumber, setmetatable = ipairs, tonumber, setmetatable
 local skey, slice_key = rt.skey, rt.slice_key

@@ -26,11 +26,11 @@
 -- the host's exported ra_* symbols (ron.accounting.binding.lib finds ffi.C there). The
 -- meter's C calls are thread-safe (rollover and ack take its seal mutex); a meter must not
 -- be closed while offloaded calls on it are in flight (runtime:wait() ends them first).
-local ffi = require "ffi"
-local offload = require "ron.base.offload"
-local slice = require "ron.accounting.binding.slice"
-local file = require "ron.accounting.export.exporters.file"
-require "ron.accounting.runtime.offload_work" -- defines ra_offload_head_t, ra_offload_put_t
+local ffi = require("ffi")
+local offload = require("ron.base.offload")
+local slice = require("ron.accounting.binding.slice")
+local file = require("ron.accounting.export.exporters.file")
+require("ron.accounting.runtime.offload_work") -- defines ra_offload_head_t, ra_offload_put_t
 local C = require("ron.accounting.binding.lib").namespace()
 
 local tonumber, type, error, setmetatable, ipairs = tonumber, type, error, setmetatable, ipairs

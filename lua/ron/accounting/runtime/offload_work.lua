@@ -7,9 +7,9 @@
 -- Only plain values cross between the VMs: pointers as numbers (uintptr_t), strings,
 -- integers, booleans. A body returns plain values too; ron.base.offload's PROTECTED wrapper
 -- runs it under pcall, so an error still answers its request.
-local ffi = require "ffi"
-local file = require "ron.accounting.export.exporters.file"
-local slice = require "ron.accounting.binding.slice"
+local ffi = require("ffi")
+local file = require("ron.accounting.export.exporters.file")
+local slice = require("ron.accounting.binding.slice")
 local C = require("ron.accounting.binding.lib").namespace()
 
 local tonumber, tostring, pcall, ipairs, format, concat =

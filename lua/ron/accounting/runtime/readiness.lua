@@ -1,8 +1,8 @@
 -- ron.accounting.runtime.readiness: readiness (C-6): rollover running and the exporter ok; a
 -- sustained breach sets degraded (I-8). Owns the backlog and ACK-latency samples (bounded
 -- rings), the breach/health timers and the degraded flag.
-local rt = require "ron.accounting.runtime.rt"
-local uv = require "luv"
+local rt = require("ron.accounting.runtime.rt")
+local uv = require("luv")
 
 local format, concat, pcall, setmetatable = string.format, table.concat, pcall, setmetatable
 local p95, log = rt.p95, rt.log

@@ -2,7 +2,7 @@
 -- order kept per stream (I-5, with the offers' block marks), bounded dispatch (G-22), a
 -- worker per stream (I-async-2). Owns the streams (their lanes and workers) and the
 -- in-flight counts.
-local rt = require "ron.accounting.runtime.rt"
+local rt = require("ron.accounting.runtime.rt")
 
 local format, pairs, setmetatable = string.format, pairs, setmetatable
 local skey = rt.skey

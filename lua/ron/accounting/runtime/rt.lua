@@ -1,7 +1,7 @@
 -- ron.accounting.runtime.rt: what the runtime's concern files share: stream and slice keys,
 -- the log line, audit attribute text, a slice's id, p95, a pause that ends at stop. No
 -- object: each concern owns its state (init.lua composes them).
-local percentile = require "ron.base.percentile"
+local percentile = require("ron.base.percentile")
 
 local format, tostring = string.format, tostring
 

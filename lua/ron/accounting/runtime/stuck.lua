@@ -10,8 +10,8 @@
 -- the stream goes on; the log line says exactly which seqs were given up and that their
 -- usage is unknown. Owns the streams' stuck marks (st.stuck), their count and the accepted
 -- losses' counts.
-local rt = require "ron.accounting.runtime.rt"
-local uv = require "luv"
+local rt = require("ron.accounting.runtime.rt")
+local uv = require("luv")
 
 local format, pairs, sort, concat, tostring, tonumber, type, setmetatable =
       string.format, pairs, table.sort, table.concat, tostring, tonumber, type, setmetatable

@@ -3,11 +3,11 @@
 -- puts.lua). Owns the export counters (exports_total by status, retries, conflicts, ops
 -- given up), the events log and each stream's failure-log state; what was offered and
 -- delivered is the offers' (offers.lua), the ACKs the acks' (acks.lua).
-local rt = require "ron.accounting.runtime.rt"
-local router_mod = require "ron.accounting.runtime.router"
-local exporter_mod = require "ron.accounting.export.exporters"
-local backoff_mod = require "ron.base.backoff"
-local uv = require "luv"
+local rt = require("ron.accounting.runtime.rt")
+local router_mod = require("ron.accounting.runtime.router")
+local exporter_mod = require("ron.accounting.export.exporters")
+local backoff_mod = require("ron.base.backoff")
+local uv = require("luv")
 
 local floor, ipairs, tostring, tonumber, pcall, setmetatable =
       math.floor, ipairs, tostring, tonumber, pcall, setmetatable

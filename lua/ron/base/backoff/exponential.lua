@@ -14,7 +14,7 @@
 --                 (base_ms after reset() or at attempt 1); attempt only matters for the reset
 -- Delays are whole milliseconds. The generator is ron.base.rng seeded by opts.seed:
 -- the same seed gives the same delays; no global math.random state.
-local rng = require "ron.base.rng"
+local rng = require("ron.base.rng")
 local setmetatable, type, error, pairs, tostring, floor, min, format, time, clock =
       setmetatable, type, error, pairs, tostring, math.floor, math.min, string.format,
       os.time, os.clock

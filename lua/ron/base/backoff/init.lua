@@ -1,7 +1,7 @@
 -- ron.base.backoff: retry delay policies (the export workers, seed 001 §5; the PostgreSQL
 -- client's reconnects; STYLE §12). docs/EXPORT.md "Backoff" is the contract.
 --
---   local backoff = require "ron.base.backoff"
+--   local backoff = require("ron.base.backoff")
 --   local b = backoff.exponential.new { base_ms = 50, cap_ms = 5000, jitter = "full" }
 --   backoff.within_budget(b, attempt, elapsed_ms[, budget_ms]) -> ms | nil, "Timeout"
 --   backoff.check(b)    -- raises unless b has the policy shape; returns b
@@ -12,7 +12,7 @@ local type, error, pcall, ipairs, tostring, format = type, error, pcall, ipairs,
                                                      tostring, string.format
 
 local _M = {
-    exponential = require "ron.base.backoff.exponential",
+    exponential = require("ron.base.backoff.exponential"),
     OP_BUDGET_MS = 10000, -- seed 001 §5: the global op deadline
     METHODS = { "delay", "reset" },
 }

@@ -3,7 +3,7 @@
 -- libcurl's multi-socket API, sockets polled by libuv, never a blocking call on the loop). Only
 -- inside `ron-accounting run`.
 --
---   local httpc = require "ron.base.net.http_client"
+--   local httpc = require("ron.base.net.http_client")
 --   local res, err, class = httpc.request {
 --       method = "PUT", url = "http://127.0.0.1:9464/v1/slices/...",
 --       headers = { ["Content-Type"] = "application/octet-stream" },
@@ -27,7 +27,7 @@
 local type, error, select, unpack, pcall, tostring =
       type, error, select, unpack, pcall, tostring
 
-local task = require "ron.base.task"
+local task = require("ron.base.task")
 -- (a C module of the host, missing outside `ron-accounting run`: curl() says so)
 local has_curl, curl_c = pcall(require, "ron.base.net.http_client_c")
 

@@ -3,7 +3,7 @@
 -- the socket polled by libuv, never a blocking call on the loop). Only inside `ron-accounting
 -- run`.
 --
---   local pg = require "ron.base.net.postgres"
+--   local pg = require("ron.base.net.postgres")
 --   local db = pg.new {                  -- no I/O yet: connects on first use
 --       conninfo = "host=127.0.0.1 port=5432 dbname=x user=y",   -- or a postgresql:// URI
 --       connect_timeout_ms = 5000,       -- seed 001 §5: I/O deadlines of 5 s
@@ -53,9 +53,9 @@
 -- comes within the query (or connect) timeout. A task aborted while it waits (drain
 -- deadline) leaves the callback to fill a channel nobody reads: harmless, the connection
 -- is usable again afterwards.
-local uv = require "luv"
-local task = require "ron.base.task"
-local backoff_mod = require "ron.base.backoff"
+local uv = require("luv")
+local task = require("ron.base.task")
+local backoff_mod = require("ron.base.backoff")
 
 local type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, format =
       type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, string.format

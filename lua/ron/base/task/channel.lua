@@ -1,8 +1,8 @@
 -- Bounded channels of one scheduler (ron.base.task): a FIFO ring of capacity cap, its
 -- receivers (waiters) and the Busy count of its name. A channel keeps its scheduler state
 -- as ch.S; select only takes channels of the running scheduler.
-local check = require "ron.base.task.check"
-local wait = require "ron.base.task.wait"
+local check = require("ron.base.task.check")
+local wait = require("ron.base.task.wait")
 
 local error, getmetatable, ipairs, setmetatable, tostring, type =
     error, getmetatable, ipairs, setmetatable, tostring, type

@@ -8,7 +8,7 @@
 -- the turn only: what they wake in turn waits for the next turn, so timers and I/O always
 -- get the loop (a zero timer would not do: libuv 1.44 runs a timer re-armed at 0 in the same
 -- timer pass, forever). S.resume(r, ...) resumes a runner (ron.base.task.runner).
-local uv = require "luv"
+local uv = require("luv")
 
 local unpack = unpack
 

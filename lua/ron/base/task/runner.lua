@@ -1,9 +1,9 @@
 -- Runners and tasks of one scheduler (ron.base.task): a runner is a coroutine the scheduler
 -- resumes; a task is a runner with a handle (join, abort) that is counted and drained. Each
 -- runner keeps its scheduler state as r.S.
-local check = require "ron.base.task.check"
-local ready = require "ron.base.task.ready"
-local wait = require "ron.base.task.wait"
+local check = require("ron.base.task.check")
+local ready = require("ron.base.task.ready")
+local wait = require("ron.base.task.wait")
 
 local coroutine_create, coroutine_resume, coroutine_running, coroutine_status =
     coroutine.create, coroutine.resume, coroutine.running, coroutine.status

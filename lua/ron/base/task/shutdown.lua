@@ -1,9 +1,9 @@
 -- The shutdown token, the drain and the host's hooks for one scheduler (ron.base.task).
-local check = require "ron.base.task.check"
-local ready = require "ron.base.task.ready"
-local runner = require "ron.base.task.runner"
-local wait = require "ron.base.task.wait"
-local uv = require "luv"
+local check = require("ron.base.task.check")
+local ready = require("ron.base.task.ready")
+local runner = require("ron.base.task.runner")
+local wait = require("ron.base.task.wait")
+local uv = require("luv")
 
 local error, ipairs, pairs, pcall, tostring, type = error, ipairs, pairs, pcall, tostring, type
 local concat, sort, format = table.concat, table.sort, string.format

@@ -1,7 +1,7 @@
 -- Sleeping and time limits for one scheduler (ron.base.task).
-local check = require "ron.base.task.check"
-local runner = require "ron.base.task.runner"
-local wait = require "ron.base.task.wait"
+local check = require("ron.base.task.check")
+local runner = require("ron.base.task.runner")
+local wait = require("ron.base.task.wait")
 
 local error, type, unpack, maxn = error, type, unpack, table.maxn
 local check_ms = check.check_ms

@@ -1,6 +1,6 @@
 -- The counters of one scheduler (ron.base.task) as a table and as Prometheus text.
-local FAM = require "ron.base.families"
-local metrics = require "ron.base.metrics"
+local FAM = require("ron.base.families")
+local metrics = require("ron.base.metrics")
 
 local ipairs, pairs, floor, sort = ipairs, pairs, math.floor, table.sort
 

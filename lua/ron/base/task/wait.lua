@@ -2,8 +2,8 @@
 -- a blocked runner will be found (a channel's receivers, a task's joiners, the drain's
 -- waiters); a wake ends the wait and puts the runner on the ready queue, never resuming it
 -- from inside another coroutine.
-local ready = require "ron.base.task.ready"
-local uv = require "luv"
+local ready = require("ron.base.task.ready")
+local uv = require("luv")
 
 local coroutine_running, coroutine_yield = coroutine.running, coroutine.yield
 local error, pairs, select, remove = error, pairs, select, table.remove

@@ -2,10 +2,10 @@
 -- append-only versions, each with its event.
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local ledger = require "ron.ledger"
-local base = require "ron.ledger.engine.base"
-local events = require "ron.ledger.events"
-local phases = require "ron.ledger.phases"
+local ledger = require("ron.ledger")
+local base = require("ron.ledger.engine.base")
+local events = require("ron.ledger.events")
+local phases = require("ron.ledger.phases")
 
 local error = error
 local type = type

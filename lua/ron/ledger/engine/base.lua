@@ -3,10 +3,10 @@
 -- outlives the retries aborts the drive, and guard turns it into Unavailable, LED-32).
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local ledger = require "ron.ledger"
-local lease_mod = require "ron.ledger.lease"
-local phases = require "ron.ledger.phases"
-local view = require "ron.ledger.view"
+local ledger = require("ron.ledger")
+local lease_mod = require("ron.ledger.lease")
+local phases = require("ron.ledger.phases")
+local view = require("ron.ledger.view")
 
 local error = error
 local format = string.format

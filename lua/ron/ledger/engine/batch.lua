@@ -2,10 +2,10 @@
 -- the claims of its members and its drive (the plan: batch_plan; the finalize: batch_final).
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local codec = require "ron.ledger.codec"
-local base = require "ron.ledger.engine.base"
-local requests = require "ron.ledger.engine.requests"
-local phases = require "ron.ledger.phases"
+local codec = require("ron.ledger.codec")
+local base = require("ron.ledger.engine.base")
+local requests = require("ron.ledger.engine.requests")
+local phases = require("ron.ledger.phases")
 
 local error = error
 local format = string.format

@@ -2,13 +2,13 @@
 -- LED-56): every step one batched statement, every end-state verified.
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local task = require "ron.base.task"
-local ledger = require "ron.ledger"
-local codec = require "ron.ledger.codec"
-local base = require "ron.ledger.engine.base"
-local batch = require "ron.ledger.engine.batch"
-local events = require "ron.ledger.events"
-local phases = require "ron.ledger.phases"
+local task = require("ron.base.task")
+local ledger = require("ron.ledger")
+local codec = require("ron.ledger.codec")
+local base = require("ron.ledger.engine.base")
+local batch = require("ron.ledger.engine.batch")
+local events = require("ron.ledger.events")
+local phases = require("ron.ledger.phases")
 
 local error = error
 local format = string.format

@@ -2,12 +2,12 @@
 -- and its last-step validation of the whole chain (LED-52, LED-54).
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local ledger = require "ron.ledger"
-local base = require "ron.ledger.engine.base"
-local batch = require "ron.ledger.engine.batch"
-local phases = require "ron.ledger.phases"
-local resolve = require "ron.ledger.engine.resolve"
-local view = require "ron.ledger.view"
+local ledger = require("ron.ledger")
+local base = require("ron.ledger.engine.base")
+local batch = require("ron.ledger.engine.batch")
+local phases = require("ron.ledger.phases")
+local resolve = require("ron.ledger.engine.resolve")
+local view = require("ron.ledger.view")
 
 local sort = table.sort
 

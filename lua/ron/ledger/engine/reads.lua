@@ -2,10 +2,10 @@
 -- (an audit checkpoint carried in the event feed, LED-60).
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local ledger = require "ron.ledger"
-local A = require "ron.ledger.attest"
-local base = require "ron.ledger.engine.base"
-local phases = require "ron.ledger.phases"
+local ledger = require("ron.ledger")
+local A = require("ron.ledger.attest")
+local base = require("ron.ledger.engine.base")
+local phases = require("ron.ledger.phases")
 
 local ipairs, type = ipairs, type
 

@@ -2,9 +2,9 @@
 -- forward or given back, then driven again), and recover() (LED-31, LED-53, LED-71).
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local ledger = require "ron.ledger"
-local codec = require "ron.ledger.codec"
-local base = require "ron.ledger.engine.base"
+local ledger = require("ron.ledger")
+local codec = require("ron.ledger.codec")
+local base = require("ron.ledger.engine.base")
 
 local sort = table.sort
 local type = type

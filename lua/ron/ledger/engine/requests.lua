@@ -2,8 +2,8 @@
 -- their outcomes (durable before they are returned, LED-50; replays, LED-27).
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local codec = require "ron.ledger.codec"
-local base = require "ron.ledger.engine.base"
+local codec = require("ron.ledger.codec")
+local base = require("ron.ledger.engine.base")
 
 local format = string.format
 local type = type

@@ -2,10 +2,10 @@
 -- rejection; and the lists of a transfer's pairs and heads the saga and the batch use.
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local ledger = require "ron.ledger"
-local B = require "ron.ledger.bigint"
-local codec = require "ron.ledger.codec"
-local base = require "ron.ledger.engine.base"
+local ledger = require("ron.ledger")
+local B = require("ron.ledger.bigint")
+local codec = require("ron.ledger.codec")
+local base = require("ron.ledger.engine.base")
 
 local format = string.format
 local sort = table.sort

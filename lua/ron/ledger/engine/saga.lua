@@ -2,12 +2,12 @@
 -- (LED-26..LED-33): claim, reserve, revalidate, finalize, or compensate.
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local ledger = require "ron.ledger"
-local codec = require "ron.ledger.codec"
-local base = require "ron.ledger.engine.base"
-local resolve = require "ron.ledger.engine.resolve"
-local phases = require "ron.ledger.phases"
-local view = require "ron.ledger.view"
+local ledger = require("ron.ledger")
+local codec = require("ron.ledger.codec")
+local base = require("ron.ledger.engine.base")
+local resolve = require("ron.ledger.engine.resolve")
+local phases = require("ron.ledger.phases")
+local view = require("ron.ledger.view")
 
 local error = error
 local format = string.format

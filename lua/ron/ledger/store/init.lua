@@ -2,7 +2,7 @@
 -- docs/LEDGER.md "Store", requirement ids LED-16..LED-24). The engine
 -- (ron.ledger.ledger) makes every decision; a store only answers conditional statements.
 --
---   local store = require "ron.ledger.store"
+--   local store = require("ron.ledger.store")
 --   local s, err, class = store.open { backend = "sqlite", path = "ledger.db" [, ...] }
 --   local s, err, class = store.open { backend = "postgres", conninfo = "...", schema = "..." }
 --   local s = store.open { backend = "memory" }     -- ron.ledger.store.memory, when present

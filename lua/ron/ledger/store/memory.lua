@@ -3,7 +3,7 @@
 -- the substrate of the deterministic simulator (spec/ron/ledger/sim_spec.lua) and one of
 -- the backends of the conformance suite.
 --
---   local memory = require "ron.ledger.store.memory"
+--   local memory = require("ron.ledger.store.memory")
 --   local s = memory.new { fault = fn? }
 --   s:insert_postings(list) -> n | nil, err, class
 --
@@ -24,9 +24,9 @@
 --   { limit = k }                                     before a batch write: only the first k
 --                                                    ids are applied (a partial count, as when
 --                                                    another writer holds the other rows)
-local ledger = require "ron.ledger"
-local phases = require "ron.ledger.store.phase"
-local scan = require "ron.ledger.store.scan"
+local ledger = require("ron.ledger")
+local phases = require("ron.ledger.store.phase")
+local scan = require("ron.ledger.store.scan")
 
 local format = string.format
 local pairs = pairs

@@ -22,9 +22,9 @@
 --     is held for the shortest time.
 -- opts.flush (durability "ack"): the flush statement (LED-50) follows in the same pipeline,
 -- after the sync, as its own transaction: one round trip for the phase and its durability.
-local pg = require "ron.ledger.store.pg_wire"
-local sql = require "ron.ledger.store.sql"
-local schema = require "ron.ledger.store.schema"
+local pg = require("ron.ledger.store.pg_wire")
+local sql = require("ron.ledger.store.sql")
+local schema = require("ron.ledger.store.schema")
 
 local coroutine, error, ipairs, pairs, select, setmetatable, tonumber, tostring, format =
       coroutine, error, ipairs, pairs, select, setmetatable, tonumber, tostring, string.format

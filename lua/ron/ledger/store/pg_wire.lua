@@ -3,9 +3,9 @@
 -- bytea, int64 as decimal text, list columns as binary arrays), rows in (bytea unhexed,
 -- integers exact), errors classified (retry, io, bug). Shared by the PostgreSQL store
 -- (ron.ledger.store.postgres) and its phases (ron.ledger.store.pg_phase).
-local ffi = require "ffi"
-local sql = require "ron.ledger.store.sql"
-local pg = require "ron.base.net.postgres"
+local ffi = require("ffi")
+local sql = require("ron.ledger.store.sql")
+local pg = require("ron.base.net.postgres")
 
 local type, tostring, tonumber, byte, sub = type, tostring, tonumber, string.byte, string.sub
 

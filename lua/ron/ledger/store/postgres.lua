@@ -35,16 +35,16 @@
 -- Errors: class "retry" for SQLSTATE 40001 (serialization failure) and 40P01 (deadlock);
 -- "io" for the connection (network, closed, timeout, canceled, SQLSTATE classes 08, 53, 57,
 -- 58); "bug" for the rest.
-local codec = require "ron.ledger.codec"
-local ledger = require "ron.ledger"
-local sql = require "ron.ledger.store.sql"
-local schema = require "ron.ledger.store.schema"
-local pg = require "ron.base.net.postgres"
-local pg_phase = require "ron.ledger.store.pg_phase"
-local wire = require "ron.ledger.store.pg_wire"
-local task = require "ron.base.task"
-local upgrade = require "ron.ledger.store.upgrade"
-local uv = require "luv"
+local codec = require("ron.ledger.codec")
+local ledger = require("ron.ledger")
+local sql = require("ron.ledger.store.sql")
+local schema = require("ron.ledger.store.schema")
+local pg = require("ron.base.net.postgres")
+local pg_phase = require("ron.ledger.store.pg_phase")
+local wire = require("ron.ledger.store.pg_wire")
+local task = require("ron.base.task")
+local upgrade = require("ron.ledger.store.upgrade")
+local uv = require("luv")
 
 local type, error, tostring, tonumber, format, pairs =
       type, error, tostring, tonumber, string.format, pairs

@@ -13,7 +13,7 @@
 -- so no row is skipped or read twice while the schema holds: verify checks the schema
 -- too); the memory store builds the same rows from its maps (spec/ron/ledger: verify on
 -- every backend).
-local schema = require "ron.ledger.store.schema"
+local schema = require("ron.ledger.store.schema")
 
 local concat, format, ipairs, sort, type = table.concat, string.format, ipairs, table.sort, type
 

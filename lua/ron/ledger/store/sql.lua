@@ -18,14 +18,14 @@
 -- offers (METHODS); the primitives live by concern in sql_rows (single-row), sql_batch
 -- (LED-51), sql_lease (LED-71), their statement texts in sql_text and what they share in
 -- sql_base; each concern module exports a methods table this module installs on the class.
-local schema = require "ron.ledger.store.schema"
-local phases = require "ron.ledger.store.phase"
-local scan = require "ron.ledger.store.scan"
-local base = require "ron.ledger.store.sql_base"
-local sql_text = require "ron.ledger.store.sql_text"
-local rows = require "ron.ledger.store.sql_rows"
-local batch = require "ron.ledger.store.sql_batch"
-local lease = require "ron.ledger.store.sql_lease"
+local schema = require("ron.ledger.store.schema")
+local phases = require("ron.ledger.store.phase")
+local scan = require("ron.ledger.store.scan")
+local base = require("ron.ledger.store.sql_base")
+local sql_text = require("ron.ledger.store.sql_text")
+local rows = require("ron.ledger.store.sql_rows")
+local batch = require("ron.ledger.store.sql_batch")
+local lease = require("ron.ledger.store.sql_lease")
 
 local type, tostring, tonumber, ipairs, pairs, setmetatable, format =
       type, tostring, tonumber, ipairs, pairs, setmetatable, string.format

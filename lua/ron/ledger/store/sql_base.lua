@@ -4,8 +4,8 @@
 -- (PostgreSQL's plain-first inserts) and decoding the rows read back. The concern modules
 -- (sql_rows, sql_batch, sql_lease) require it; ron.ledger.store.sql re-exports its public
 -- names.
-local schema = require "ron.ledger.store.schema"
-local sql_text = require "ron.ledger.store.sql_text"
+local schema = require("ron.ledger.store.schema")
+local sql_text = require("ron.ledger.store.sql_text")
 
 local type, error, tonumber, ipairs, format, byte =
       type, error, tonumber, ipairs, string.format, string.byte

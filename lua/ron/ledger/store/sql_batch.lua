@@ -1,5 +1,5 @@
 -- ron.ledger.store.sql_batch: the batch primitives of ron.ledger.store.sql (LED-51).
-local base = require "ron.ledger.store.sql_base"
+local base = require("ron.ledger.store.sql_base")
 
 local misuse, bytes_arg, int_arg, asset_arg, list_arg, amount, write, read, posting_row,
       POSTING_T, event_row, EVENT_T, PSTATUS =

@@ -1,5 +1,5 @@
 -- ron.ledger.store.sql_lease: the node leases of ron.ledger.store.sql (LED-71).
-local base = require "ron.ledger.store.sql_base"
+local base = require("ron.ledger.store.sql_base")
 
 local bytes_arg, int_arg, amount, write, read, read_all =
       base.bytes_arg, base.int_arg, base.amount, base.write, base.read, base.read_all

@@ -1,8 +1,8 @@
 -- ron.ledger.store.sql_rows: the single-row primitives of ron.ledger.store.sql (books,
 -- accounts, postings, balances, floor heads, transfers, intents, sagas, events, usage
 -- streams, meta): each ONE conditional statement whose count is the answer (LED-16).
-local ledger = require "ron.ledger"
-local base = require "ron.ledger.store.sql_base"
+local ledger = require("ron.ledger")
+local base = require("ron.ledger.store.sql_base")
 
 local misuse, bytes_arg, int_arg, asset_arg, list_arg, amount, write, read, read_one, read_all,
       account_row, ACCOUNT_T, posting_row, POSTING_T, transfer_row, TRANSFER_T, event_row,

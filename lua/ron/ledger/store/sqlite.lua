@@ -1,7 +1,7 @@
 -- ron.ledger.store.sqlite: the Store (ron.ledger.store) on SQLite through the LuaJIT FFI
 -- (libsqlite3.so.0, Debian libsqlite3-0; tools/deps.sh installs libsqlite3-dev).
 --
---   local sqlite = require "ron.ledger.store.sqlite"
+--   local sqlite = require("ron.ledger.store.sqlite")
 --   local s = sqlite.open { path = "ledger.db",            -- required
 --                           durability = "ack",            -- "ack" (default) | "statement"
 --                           busy_timeout_ms = 5000,
@@ -39,11 +39,11 @@
 -- Errors: nil, "Code: message", class; class "retry" for SQLITE_BUSY / SQLITE_LOCKED,
 -- "io" for I/O, full disk, cannot open, corrupt, read-only, "bug" for the rest
 -- (constraint, misuse, SQL errors).
-local ffi = require "ffi"
-local sql = require "ron.ledger.store.sql"
-local schema = require "ron.ledger.store.schema"
-local upgrade = require "ron.ledger.store.upgrade"
-local heap = require "ron.base.heap"
+local ffi = require("ffi")
+local sql = require("ron.ledger.store.sql")
+local schema = require("ron.ledger.store.schema")
+local upgrade = require("ron.ledger.store.upgrade")
+local heap = require("ron.base.heap")
 
 local type, error, tostring, tonumber, setmetatable, pcall, format, bit_band =
       type, error, tostring, tonumber, setmetatable, pcall, string.format, require("bit").band
@@ -575,8 +575,8 @@ Off.snapshot = false
 function Off:call(method, ...)
     -- (here, not at the top: the threadpool's VMs load this module for its driver, and
     -- they must not load luv or the scheduler: a second scheduler's handles on the loop)
-    local task = require "ron.base.task"
-    local uv = require "luv"
+    local task = require("ron.base.task")
+    local uv = require("luv")
     if self.closed then return nil, "Closed: the store was closed", "bug" end
     -- one call in flight per connection; the rest wait FIFO, bounded
     if self.busy then

@@ -19,10 +19,10 @@
 --   upgrade.needed(v)        -> true when a store at schema version v (a string) needs it
 --   upgrade.run(st)          -> true | nil, err, class   (st: a ron.ledger.store.sql store
 --                               on the migration's connection, inside its transaction)
-local events = require "ron.ledger.events"
-local scan = require "ron.ledger.store.scan"
-local schema = require "ron.ledger.store.schema"
-local sql = require "ron.ledger.store.sql"
+local events = require("ron.ledger.events")
+local scan = require("ron.ledger.store.scan")
+local schema = require("ron.ledger.store.schema")
+local sql = require("ron.ledger.store.sql")
 
 local format, ipairs, rep, sort, tonumber, tostring =
       string.format, ipairs, string.rep, table.sort, tonumber, tostring

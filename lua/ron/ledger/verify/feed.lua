@@ -4,10 +4,10 @@
 -- accounts, intents). Also the events that name no row of their own: a usage.shortfall's
 -- amount recomputed from its transfer, a usage.loss's id from its record, the upgrade
 -- marker (LED-68).
-local ledger = require "ron.ledger"
-local events = require "ron.ledger.events"
-local scan = require "ron.ledger.store.scan"
-local usage = require "ron.ledger.usage"
+local ledger = require("ron.ledger")
+local events = require("ron.ledger.events")
+local scan = require("ron.ledger.store.scan")
+local usage = require("ron.ledger.usage")
 
 local format, hex, ipairs, pairs, type = string.format, ledger.hex, ipairs, pairs, type
 

@@ -5,10 +5,10 @@
 -- the one transfer that spent it, else Active with no reservation); every output has its
 -- row. Every projection row (account, asset, shard) is the sum of that shard's unspent
 -- outputs, rows of pairs no posting explains included, and every asset sums to 0.
-local ledger = require "ron.ledger"
-local schema = require "ron.ledger.store.schema"
-local scan = require "ron.ledger.store.scan"
-local walk = require "ron.ledger.verify.walk"
+local ledger = require("ron.ledger")
+local schema = require("ron.ledger.store.schema")
+local scan = require("ron.ledger.store.scan")
+local walk = require("ron.ledger.verify.walk")
 
 local format, hex, ipairs, pairs, tostring, type =
       string.format, ledger.hex, ipairs, pairs, tostring, type

@@ -12,12 +12,12 @@
 --   sagas         each is a commit interrupted (reported: `ledger recover` finishes it);
 --   transfer_accounts  each names a stored transfer that pins its account;
 --   books, ledger_meta  this book; the schema version; the flush mark.
-local ledger = require "ron.ledger"
-local events = require "ron.ledger.events"
-local schema = require "ron.ledger.store.schema"
-local scan = require "ron.ledger.store.scan"
-local usage = require "ron.ledger.usage"
-local feed = require "ron.ledger.verify.feed"
+local ledger = require("ron.ledger")
+local events = require("ron.ledger.events")
+local schema = require("ron.ledger.store.schema")
+local scan = require("ron.ledger.store.scan")
+local usage = require("ron.ledger.usage")
+local feed = require("ron.ledger.verify.feed")
 
 local format, hex, ipairs, pairs, rep, tostring, type =
       string.format, ledger.hex, ipairs, pairs, string.rep, tostring, type

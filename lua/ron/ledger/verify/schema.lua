@@ -4,8 +4,8 @@
 -- duplicate away only once the keys are checked. SQLite: every table, index and trigger of
 -- sqlite_master is the DDL's text (ron.ledger.store.schema), nothing else but SQLite's own;
 -- PostgreSQL: every primary key and unique constraint and the projection's two triggers.
-local schema = require "ron.ledger.store.schema"
-local scan = require "ron.ledger.store.scan"
+local schema = require("ron.ledger.store.schema")
+local scan = require("ron.ledger.store.scan")
 
 local concat, ipairs, pairs, sort, tostring = table.concat, ipairs, pairs, table.sort, tostring
 

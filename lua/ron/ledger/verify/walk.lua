@@ -8,11 +8,11 @@
 -- at a stored version that is open), the pinned policies (no negative output on a
 -- no_overdraft account, no pair taken below its floor at any point), reversals (the exact
 -- inverse of their target) and usage transfers (LEDGER-RATING.md §5).
-local ledger = require "ron.ledger"
-local B = require "ron.ledger.bigint"
-local scan = require "ron.ledger.store.scan"
-local usage = require "ron.ledger.usage"
-local feed = require "ron.ledger.verify.feed"
+local ledger = require("ron.ledger")
+local B = require("ron.ledger.bigint")
+local scan = require("ron.ledger.store.scan")
+local usage = require("ron.ledger.usage")
+local feed = require("ron.ledger.verify.feed")
 
 local format, hex, ipairs, pairs, sort, tostring, type =
       string.format, ledger.hex, ipairs, pairs, table.sort, tostring, type

@@ -1,8 +1,8 @@
 -- The Lua cdef and the header agree (STYLE.md rule 2): the committed cdef.lua is exactly
 -- what tools/gen-cdef.sh prints today, it parses in LuaJIT, and the library exports every
 -- function it declares with the constants it declares.
-local S = require "support"
-local ffi = require "ffi"
+local S = require("support")
+local ffi = require("ffi")
 
 describe("ron.accounting.binding.cdef", function()
     local committed_path = S.root .. "lua/ron/accounting/binding/cdef.lua"
@@ -60,7 +60,7 @@ describe("ron.accounting.binding.cdef", function()
 
     it("parses in LuaJIT and matches the library", function()
         -- The module has been loaded by ron.accounting; declared types are usable.
-        local acct = require "ron.accounting"
+        local acct = require("ron.accounting")
         assert.equal(16, ffi.sizeof("ra_tenant_t"))
         assert.equal(16, ffi.sizeof("ra_subject_t"))
         assert.equal(24, ffi.sizeof("ra_slice_id_t"))
@@ -81,7 +81,7 @@ describe("ron.accounting.binding.cdef", function()
     end)
 
     it("documents the defaults ra_config_init applies", function()
-        local acct = require "ron.accounting"
+        local acct = require("ron.accounting")
         local C = require("ron.accounting.binding.lib").namespace()
         local cfg = ffi.new("ra_config_t")
         C.ra_config_init(cfg)

@@ -1,7 +1,7 @@
 -- Configuration validation (the C-independent part; acct.open's errors from the core are
 -- covered in spec/ron/accounting_spec.lua).
-require "support"
-local config = require "ron.accounting.binding.config"
+require("support")
+local config = require("ron.accounting.binding.config")
 
 describe("ron.accounting.binding.config", function()
     it("fills in the defaults without touching the caller's table", function()

@@ -1,9 +1,9 @@
 -- Slice objects (ron/accounting/slice.lua); the contract fields themselves are covered
 -- with rollover in spec/ron/accounting_spec.lua.
-local S = require "support"
-local ffi = require "ffi"
-local acct = require "ron.accounting"
-local slice = require "ron.accounting.binding.slice"
+local S = require("support")
+local ffi = require("ffi")
+local acct = require("ron.accounting")
+local slice = require("ron.accounting.binding.slice")
 
 describe("ron.accounting.binding.slice", function()
     local m, s

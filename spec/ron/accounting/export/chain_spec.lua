@@ -1,5 +1,5 @@
 -- ron.accounting.export.chain: the chain-admission rule, once (the twin of host/cli/chain.c).
-local chain = require "ron.accounting.export.chain"
+local chain = require("ron.accounting.export.chain")
 
 local Z = chain.ZERO
 local A, B, C = ("a"):rep(32), ("b"):rep(32), ("c"):rep(32)

@@ -4,9 +4,9 @@
 -- it, each with {tenant, dimension, reason/outcome, seq} where it has them. Same harness as
 -- stalls_spec.lua (a meter with an injected clock and a WAL, an offloaded file ledger
 -- behind a wrapper that misbehaves for one tenant).
-local S = require "support"
-local runtime = require "ron.accounting.runtime"
-local rt_mod = require "ron.accounting.runtime.rt"
+local S = require("support")
+local runtime = require("ron.accounting.runtime")
+local rt_mod = require("ron.accounting.runtime.rt")
 
 local run, setup, eventually, window = S.run_task, S.rt_setup, S.eventually, S.rt_window
 

@@ -1,10 +1,10 @@
 -- ron.accounting.runtime: batched ACKs with interval compaction, bounded dispatch
 -- (inflight_cap, tenant_inflight_cap), bounded per-slice state. Run in the host (ctest
 -- lua-runtime-bounded-host).
-local S = require "support"
-local acct = require "ron.accounting"
-local offload = require "ron.accounting.runtime.offload"
-local runtime = require "ron.accounting.runtime"
+local S = require("support")
+local acct = require("ron.accounting")
+local offload = require("ron.accounting.runtime.offload")
+local runtime = require("ron.accounting.runtime")
 
 local T0 = S.T0
 
@@ -210,7 +210,7 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
             -- many rounds, some with two puts of the stream in flight at once (the second
             -- goes without the shared head): the stream's puts land on any pool thread
             for _ = 1, 10 do
-                local task = require "ron.base.task"
+                local task = require("ron.base.task")
                 local a = task.spawn("twin", function() return ledger:put_many { sealed[4] } end)
                 r = assert(ledger:put_many { sealed[4] })
                 local ok, ra = a:join()

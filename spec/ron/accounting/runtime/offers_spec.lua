@@ -1,8 +1,8 @@
 -- ron.accounting.runtime.offers: the one owner of what is offered (issue 26, STYLE.md 9b).
 -- Unit cases over a fake pending channel, then the structural rule: no other file of the
 -- runtime writes the offer state.
-local S = require "support"
-local offers_mod = require "ron.accounting.runtime.offers"
+local S = require("support")
+local offers_mod = require("ron.accounting.runtime.offers")
 
 local T = "123e4567-e89b-12d3-a456-426614174000"
 

@@ -1,10 +1,10 @@
 -- ron.accounting.runtime: readiness (C-6, I-8, G-5) and bus hooks (C-10), on the host's
 -- loop (ctest lua-readiness-host: `ron-accounting run spec/run-busted.lua
 -- spec/ron/accounting/runtime/readiness_spec.lua`). Same harness as runtime_spec.lua.
-local S = require "support"
-local uv = require "luv"
-local runtime = require "ron.accounting.runtime"
-local chaos = require "ron.accounting.export.exporters.chaos"
+local S = require("support")
+local uv = require("luv")
+local runtime = require("ron.accounting.runtime")
+local chaos = require("ron.accounting.export.exporters.chaos")
 
 local T0 = S.T0
 

@@ -2,10 +2,10 @@
 -- finite replay horizon) are answered by the ledger as `dup` and change nothing; the
 -- stream's order is kept and no per-slice state grows with the flood. Run in the host
 -- (ctest lua-replay-horizon-host).
-local S = require "support"
-local acct = require "ron.accounting"
-local runtime = require "ron.accounting.runtime"
-local file = require "ron.accounting.export.exporters.file"
+local S = require("support")
+local acct = require("ron.accounting")
+local runtime = require("ron.accounting.runtime")
+local file = require("ron.accounting.export.exporters.file")
 
 local HORIZON = 16 -- ack_lru: far fewer than the duplicates of the flood
 

@@ -3,10 +3,10 @@
 -- spec/ron/accounting/runtime/runtime_spec.lua`). Each case: a fresh task module, a meter with an
 -- injected clock and a WAL, the runtime, a file ledger (offloaded) in a temp dir; the body
 -- runs as a task; the loop runs to its end; no task may be left live.
-local S = require "support"
-local uv = require "luv"
-local runtime = require "ron.accounting.runtime"
-local chaos = require "ron.accounting.export.exporters.chaos"
+local S = require("support")
+local uv = require("luv")
+local runtime = require("ron.accounting.runtime")
+local chaos = require("ron.accounting.export.exporters.chaos")
 
 local T0 = S.T0
 
@@ -69,7 +69,7 @@ describe("ron.accounting.runtime", function()
         local log = {}
         local slow = {
             put = function(_, sl)
-                local task = require "ron.base.task"
+                local task = require("ron.base.task")
                 log[#log + 1] = { "start", sl.id.seq }
                 if sl.id.seq == 1 then task.sleep(100) end
                 local st, d = ledger:put(sl)
@@ -229,7 +229,7 @@ describe("ron.accounting.runtime", function()
     -- closure (UCLO, FNEW), nor a { ... } constructor (VARG); a trace that meets one
     -- aborts, and the path runs interpreted. Observed with jit.attach over 2000 slices.
     it("the per-slice paths of the loop thread compile: no closure or vararg aborts", function()
-        local util, vmdef = require "jit.util", require "jit.vmdef"
+        local util, vmdef = require("jit.util"), require("jit.vmdef")
         local function upvalue(fn, name)
             for i = 1, 64 do
                 local n, v = debug.getupvalue(fn, i)
@@ -258,8 +258,8 @@ describe("ron.accounting.runtime", function()
             local C, ch = runtime._classes, task.channel(1)
             local Channel = getmetatable(ch)
             local hand_over = upvalue(Channel.try_send, "hand_over")
-            local wait = require "ron.base.task.wait"
-            local ready = require "ron.base.task.ready"
+            local wait = require("ron.base.task.wait")
+            local ready = require("ron.base.task.ready")
             for name, fn in pairs {
                 ["Router:stream"] = C.Router.stream, ["Router:route"] = C.Router.route,
                 ["Router:admit"] = C.Router.admit, ["Router:dispatch"] = C.Router.dispatch,

@@ -2,10 +2,10 @@
 -- host's loop (ctest lua-stalls-host). Same harness as runtime_spec.lua: a meter with an
 -- injected clock and a WAL, the runtime, a file ledger (offloaded) behind a wrapper that
 -- misbehaves for one tenant.
-local S = require "support"
-local runtime = require "ron.accounting.runtime"
-local rt_mod = require "ron.accounting.runtime.rt"
-local offload = require "ron.accounting.runtime.offload"
+local S = require("support")
+local runtime = require("ron.accounting.runtime")
+local rt_mod = require("ron.accounting.runtime.rt")
+local offload = require("ron.accounting.runtime.offload")
 
 local run, setup, eventually, window, verify =
       S.run_task, S.rt_setup, S.eventually, S.rt_window, S.verify
@@ -179,7 +179,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
        .. "accepts the loss; then it goes on, and verify lists exactly the seqs given up",
        function()
         print("seed: none (no randomness)")
-        local acct = require "ron.accounting"
+        local acct = require("ron.accounting")
         local clock = S.clock(S.T0 + 5)
         local wal = S.tmpname(".wal")
         local dir = S.tmpname(".ledger")

@@ -2,7 +2,7 @@
 -- failures, latency, timeouts, lost ACKs, duplicate deliveries. docs/EXPORT.md "The chaos
 -- exporter" is the contract.
 --
---   local chaos = require "ron.accounting.export.exporters.chaos"
+--   local chaos = require("ron.accounting.export.exporters.chaos")
 --   local e = chaos.wrap(inner, { seed = 1, failure_rate = 0.3,
 --                                 failure = "retry_network", latency_ms = { 5, 20 } })
 --   e:put(slice) -> the contract's answers; e:head(...) = inner:head(...); e:close()
@@ -19,9 +19,9 @@
 -- Sleeps use ron.base.task.sleep when the task module is loaded and the put runs
 -- inside one of its tasks; anywhere else (plain Lua, lite mode) a sleep is skipped and
 -- not counted, so wrapping a synchronous caller never blocks the loop thread.
-local exporter = require "ron.accounting.export.exporters"
-local rng = require "ron.base.rng"
-local task = require "ron.base.task"
+local exporter = require("ron.accounting.export.exporters")
+local rng = require("ron.base.rng")
+local task = require("ron.base.task")
 local type, error, pairs, tostring, floor, format, setmetatable, pcall =
       type, error, pairs, tostring, math.floor, string.format, setmetatable, pcall
 

@@ -2,7 +2,7 @@
 -- ledger"). An append-only directory of per-stream files that enforces the export
 -- contract itself:
 --
---   local file = require "ron.accounting.export.exporters.file"
+--   local file = require("ron.accounting.export.exporters.file")
 --   local ledger = assert(file.new { dir = "./var/ledger", fsync = true })
 --   local status, detail = ledger:put(slice)   -- ok | dup | conflict | gap, or nil, err
 --   local head = ledger:head(tenant, dimension) -- { seq = n, b3 = hex } | nil
@@ -24,11 +24,11 @@
 -- race on one stream: the lock serialises them and each re-reads the head under it),
 -- decides from the head, appends and fsyncs, unlocks and closes. Memory: one cached head
 -- per stream ({seq, b3, file size}), never a slice. Linux only (flock, the O_* values).
-local ffi = require "ffi"
-local bit = require "bit"
+local ffi = require("ffi")
+local bit = require("bit")
 local b3raw = require("ron.base.b3").raw
-local chain = require "ron.accounting.export.chain"
-local slice_mod = require "ron.accounting.binding.slice"
+local chain = require("ron.accounting.export.chain")
+local slice_mod = require("ron.accounting.binding.slice")
 local C = require("ron.accounting.binding.lib").namespace()
 local SYS = ffi.C
 
@@ -200,7 +200,7 @@ local function tohex(s)
 end
 
 -- Accepted-loss records (docs/EXPORT.md §2, "Accepted losses"): ron.accounting.export.loss.
-local loss = require "ron.accounting.export.loss"
+local loss = require("ron.accounting.export.loss")
 local loss_seq = loss.seq
 _M._loss_seq = loss_seq -- for specs
 

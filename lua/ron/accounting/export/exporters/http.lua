@@ -4,7 +4,7 @@
 -- The other end is any ledger speaking this protocol; ron.node.receiver is one (a
 -- daemon with `receiver = {...}` is the HTTP ledger of other daemons).
 --
---   local http = require "ron.accounting.export.exporters.http"
+--   local http = require("ron.accounting.export.exporters.http")
 --   local e = http.new {
 --       url = "http://127.0.0.1:9464/v1/slices",   -- the ledger's slice collection
 --       token = nil,                 -- a bearer token (Authorization: Bearer ...)
@@ -36,8 +36,8 @@
 --
 -- put() and head() wait for the network: call them from a task (the runtime's workers do).
 -- new() does no I/O (it may run in the main chunk: the daemon's configuration).
-local loss = require "ron.accounting.export.loss"
-local httpc = require "ron.base.net.http_client"
+local loss = require("ron.accounting.export.loss")
+local httpc = require("ron.base.net.http_client")
 
 local type, error, pairs, ipairs, tostring, tonumber, setmetatable, format, floor =
       type, error, pairs, ipairs, tostring, tonumber, setmetatable, string.format, math.floor
@@ -223,7 +223,7 @@ function E:accept_loss(o)
     if self.closed then return nil, "Closed: the exporter was closed" end
     local ok, err = loss.check(o)
     if not ok then return nil, err end
-    local cjson = require "cjson.safe"
+    local cjson = require("cjson.safe")
     local res, rerr = request(self, "POST",
         format("%s/%s/%s/accept-loss", self.url, o.tenant, o.dimension),
         { ["Content-Type"] = "application/json" },

@@ -1,6 +1,6 @@
 -- ron.accounting.export.exporters: the exporter interface of docs/EXPORT.md, checked.
 --
---   local exporter = require "ron.accounting.export.exporters"
+--   local exporter = require("ron.accounting.export.exporters")
 --   exporter.check(e)            -- raises on a malformed exporter, returns e
 --   exporter.STATUS.ok           -- "ok"; every answer of put() is a key of STATUS
 --   exporter.is_status(s)        -- true for the seven answers of the contract

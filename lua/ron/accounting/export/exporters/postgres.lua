@@ -4,7 +4,7 @@
 -- compare-and-set inside one plpgsql function call (one transaction), so any number of
 -- exporters in any number of processes racing on one stream store exactly one chain.
 --
---   local postgres = require "ron.accounting.export.exporters.postgres"
+--   local postgres = require("ron.accounting.export.exporters.postgres")
 --   local e = postgres.new {
 --       conninfo = "host=127.0.0.1 port=5432 dbname=ledger user=ron",  -- or postgresql://
 --       schema = "ron_accounting",    -- [a-z_][a-z0-9_]*, created if missing
@@ -35,9 +35,9 @@
 -- SQLSTATE (a bug, missing privileges) -> nil, "ExporterError: ..." (a local failure, which
 -- the runtime retries as well). A missing schema object (3F000, 42P01, 42883) re-runs the
 -- schema creation on the next put.
-local loss = require "ron.accounting.export.loss"
-local pg = require "ron.base.net.postgres"
-local task = require "ron.base.task"
+local loss = require("ron.accounting.export.loss")
+local pg = require("ron.base.net.postgres")
+local task = require("ron.base.task")
 
 local type, error, pairs, tostring, tonumber, setmetatable, format =
       type, error, pairs, tostring, tonumber, setmetatable, string.format

@@ -11,7 +11,7 @@
 -- eligible(tenant) -> bool (optional): serve the first tenant in rotation order for which it
 -- holds; the ones skipped keep their place (the router skips tenants at their in-flight cap).
 -- opts.tenant_cap: items one tenant may hold (default cap); beyond it enqueue is Busy.
-local C = require "ron.accounting.export.fairness.common"
+local C = require("ron.accounting.export.fairness.common")
 local setmetatable = setmetatable
 
 local _M = { name = "round_robin" }

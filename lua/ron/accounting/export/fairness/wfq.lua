@@ -18,7 +18,7 @@
 -- holds; the ones skipped keep their place and their credit (the router skips tenants at
 -- their in-flight cap). opts.tenant_cap: items one tenant may hold (default cap); beyond it
 -- enqueue is Busy.
-local C = require "ron.accounting.export.fairness.common"
+local C = require("ron.accounting.export.fairness.common")
 local setmetatable, pairs, type, error, tostring = setmetatable, pairs, type, error, tostring
 
 local _M = { name = "wfq", MIN_WEIGHT = 1, MAX_WEIGHT = 8 }

@@ -3,11 +3,11 @@
 -- fractions follow the rate, one seed gives one run, latency sleeps only inside a task.
 -- Runs under plain busted (luv's own loop) and inside the host (ctest lua-chaos-host:
 -- `ron-accounting run spec/run-busted.lua spec/ron/accounting/export/exporters/chaos_spec.lua`).
-local S = require "support"
-local uv = require "luv"
-local exporter = require "ron.accounting.export.exporters"
-local file = require "ron.accounting.export.exporters.file"
-local chaos = require "ron.accounting.export.exporters.chaos"
+local S = require("support")
+local uv = require("luv")
+local exporter = require("ron.accounting.export.exporters")
+local file = require("ron.accounting.export.exporters.file")
+local chaos = require("ron.accounting.export.exporters.chaos")
 
 local TA = S.TENANT_A
 

@@ -2,10 +2,10 @@
 -- docs/EXPORT.md (ok, dup, conflict, gap), is durable and append-only, survives a torn
 -- record, and serialises concurrent writers (G-3, G-16). The exporter interface check
 -- (ron.accounting.export.exporters) is here too.
-local S = require "support"
-local acct = require "ron.accounting"
-local exporter = require "ron.accounting.export.exporters"
-local file = require "ron.accounting.export.exporters.file"
+local S = require("support")
+local acct = require("ron.accounting")
+local exporter = require("ron.accounting.export.exporters")
+local file = require("ron.accounting.export.exporters.file")
 
 local T0, TA = S.T0, S.TENANT_A
 
@@ -397,8 +397,8 @@ describe("ron.accounting.export.exporters.file", function()
         local script = work .. "/racer.lua"
         S.write_file(script, ([[
 package.path = %q .. "lua/?.lua;" .. package.path
-local acct = require "ron.accounting"
-local file = require "ron.accounting.export.exporters.file"
+local acct = require("ron.accounting")
+local file = require("ron.accounting.export.exporters.file")
 local work, name = arg[1], arg[2]
 local l = assert(file.new { dir = %q })
 local function load(p) local f = assert(io.open(p, "rb")) local s = f:read("*a") f:close()

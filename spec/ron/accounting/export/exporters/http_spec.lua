@@ -17,8 +17,8 @@
 -- G-16 over HTTP (two exporters racing on the same stream: one chain, the rest dup); the
 -- export runtime end to end through HTTP. No wall-clock assertions: waits are bounded
 -- "eventually"s, timeouts only make things fail sooner.
-local S = require "support"
-local exp_http = require "ron.accounting.export.exporters.http"
+local S = require("support")
+local exp_http = require("ron.accounting.export.exporters.http")
 
 local T0, TA, TB = S.T0, S.TENANT_A, S.TENANT_B
 local HAS_CURL = pcall(require, "ron.base.net.http_client_c")
@@ -84,7 +84,7 @@ end)
 
 describe("ron.node.receiver (no server)", function()
     it("validates its options", function()
-        local receiver = require "ron.node.receiver"
+        local receiver = require("ron.node.receiver")
         assert.has_error(function() receiver.new {} end)
         local be = { put = function() return "ok" end, close = function() end }
         assert.has_error(function()
@@ -102,7 +102,7 @@ describe("ron.node.receiver (no server)", function()
 
     it("a receiver needs producers (tokens bound to tenants) or an explicit "
        .. "allow_unauthenticated (issue 14 item 5)", function()
-        local receiver = require "ron.node.receiver"
+        local receiver = require("ron.node.receiver")
         local h1, h2 = S.b3sum("one"), S.b3sum("two")
         -- the daemon's configuration check
         local ok, err = receiver.check_config({ backend = "file" })
@@ -145,17 +145,17 @@ if not HAS_CURL then
     return
 end
 
-local uv = require "luv"
-local acct = require "ron.accounting"
-local curl = require "ron.base.net.http_client_c"
-local httpc = require "ron.base.net.http_client"
-local httpd = require "ron.base.net.http_server"
-local http = require "ron.node.http"
-local receiver = require "ron.node.receiver"
-local offload = require "ron.accounting.runtime.offload"
-local file = require "ron.accounting.export.exporters.file"
-local runtime = require "ron.accounting.runtime"
-local backoff = require "ron.base.backoff"
+local uv = require("luv")
+local acct = require("ron.accounting")
+local curl = require("ron.base.net.http_client_c")
+local httpc = require("ron.base.net.http_client")
+local httpd = require("ron.base.net.http_server")
+local http = require("ron.node.http")
+local receiver = require("ron.node.receiver")
+local offload = require("ron.accounting.runtime.offload")
+local file = require("ron.accounting.export.exporters.file")
+local runtime = require("ron.accounting.runtime")
+local backoff = require("ron.base.backoff")
 
 local run, eventually = S.run_task, S.eventually
 

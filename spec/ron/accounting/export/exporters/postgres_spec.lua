@@ -15,8 +15,8 @@
 -- PostgreSQL end to end, and across a PostgreSQL outage (stop, backlog grows, start,
 -- drains: no gap, no duplicate; head() afterwards). `ron-accounting verify postgres://`
 -- checks every ledger written. No wall-clock assertions: waits are "eventually".
-local S = require "support"
-local postgres = require "ron.accounting.export.exporters.postgres"
+local S = require("support")
+local postgres = require("ron.accounting.export.exporters.postgres")
 
 local HAS_PQ = pcall(require, "ron.base.net.postgres_c")
 
@@ -77,12 +77,12 @@ if not HAS_PQ then
     return
 end
 
-local acct = require "ron.accounting"
-local uv = require "luv"
-local pq = require "ron.base.net.postgres_c"
-local pg = require "ron.base.net.postgres"
-local runtime = require "ron.accounting.runtime"
-local backoff = require "ron.base.backoff"
+local acct = require("ron.accounting")
+local uv = require("luv")
+local pq = require("ron.base.net.postgres_c")
+local pg = require("ron.base.net.postgres")
+local runtime = require("ron.accounting.runtime")
+local backoff = require("ron.base.backoff")
 local H = dofile(S.root .. "tests/pg/harness.lua")
 
 local T0, TA, TB = S.T0, S.TENANT_A, S.TENANT_B
@@ -352,7 +352,7 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
         -- (seq head-2 .. head+2; prev_b3 and b3 drawn from the stored b3s, zero and fresh
         -- ones) straight through ron_put and compares each answer with the Lua rule's.
         it("ron_put answers what chain.admit decides (the SQL rule is the Lua rule)", function()
-            local chainrule = require "ron.accounting.export.chain"
+            local chainrule = require("ron.accounting.export.chain")
             local schema, seed = fresh_schema(), 26
             print("chain-rule walk: seed " .. seed)
             math.randomseed(seed)

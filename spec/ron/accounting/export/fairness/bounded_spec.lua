@@ -1,7 +1,7 @@
 -- The policy features the runtime's bounded dispatch uses (docs/CONCURRENCY.md §7):
 -- tenant_cap, p:dequeue(eligible), p:len(tenant). Plain busted (no loop needed).
-local S = require "support"
-local fairness = require "ron.accounting.export.fairness"
+local S = require("support")
+local fairness = require("ron.accounting.export.fairness")
 local _ = S
 
 local function drain(p, eligible, n)

@@ -1,8 +1,8 @@
 -- ron.accounting.export.fairness: round-robin and WFQ router policies (seed 000 C-11, seed 001
 -- §11), their bounds (cap -> Busy), option validation and the G-22-style starvation bound.
-require "support"
-local fairness = require "ron.accounting.export.fairness"
-local rng = require "ron.base.rng"
+require("support")
+local fairness = require("ron.accounting.export.fairness")
+local rng = require("ron.base.rng")
 
 local A, B, C, D = "tenant-a", "tenant-b", "tenant-c", "tenant-d"
 

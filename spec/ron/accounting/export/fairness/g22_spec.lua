@@ -11,12 +11,12 @@
 -- Assertions do not depend on wall-clock speed: they use the ordinal position of each
 -- ACK (the order in which the runtime ACKs, from the SliceExported bus events), which the
 -- policy and the caps decide. Latencies in ms (offer -> ACK) are printed, not asserted.
-local S = require "support"
-local acct = require "ron.accounting"
-local offload = require "ron.accounting.runtime.offload"
-local runtime = require "ron.accounting.runtime"
-local fairness = require "ron.accounting.export.fairness"
-local pct = require "ron.base.percentile"
+local S = require("support")
+local acct = require("ron.accounting")
+local offload = require("ron.accounting.runtime.offload")
+local runtime = require("ron.accounting.runtime")
+local fairness = require("ron.accounting.export.fairness")
+local pct = require("ron.base.percentile")
 
 local T0 = S.T0
 local HOT = "00000000-0000-4000-8000-0000000000ff"
