@@ -514,21 +514,23 @@ function _M.unpack_(s)
     return unpack(t, 1, t.n)
 end
 
--- In a pool VM: the attached connections by token, and the store objects over them.
-local attached = {}
+-- In a pool VM: the attached connections by token, and the store objects over them. A
+-- closed store's entry stays (the loop thread cannot reach this VM to drop it) and is never
+-- met again, since no token is issued twice (open below); I-7: at ATTACHED_MAX entries the
+-- map starts anew, a live store's next call here attaching again (its statements prepared
+-- again, the earlier ones finalized by its close).
+local ATTACHED_MAX = 64
+local attached, n_attached = {}, 0
 
 -- The pool's entry point (run by the work function, under pcall): one primitive.
 function _M.pool_call(dbnum, token, method, packed, durability)
     local s = attached[token]
     if not s then
+        if n_attached >= ATTACHED_MAX then attached, n_attached = {}, 0 end
         local conn = new_conn(ffi.cast("sqlite3 *", dbnum))
         s = sql.new(conn, "sqlite", "")
         s.durability = durability
-        attached[token] = s
-    end
-    if method == "__forget" then
-        attached[token] = nil
-        return _M.pack(true)
+        attached[token], n_attached = s, n_attached + 1
     end
     return _M.pack(s[method](s, _M.unpack_(packed)))
 end
@@ -557,7 +559,16 @@ function _M.in_flight()
     return n
 end
 
-local tokens = 0
+-- Tokens, counted in this VM's registry: a module loaded anew (busted loads a spec file's
+-- modules anew per file) must not count from 1 again, or a store opened at a closed one's
+-- address in the same second met, in a pool VM, the closed one's finalized statements
+-- (SIGSEGV in a pool thread, wrong rows). The registry's address tells this VM from another
+-- live one.
+local REG = debug.getregistry()
+local function next_token(dbnum)
+    REG.ron_sqlite_tokens = (REG.ron_sqlite_tokens or 0) + 1
+    return format("%s:%d:%x", tostring(REG):match("0x%x+") or "vm", REG.ron_sqlite_tokens, dbnum)
+end
 
 local Off = {}
 Off.__index = function(self, k)
@@ -674,10 +685,8 @@ function _M.open(o)
     local conn, err, cls = open_conn(o)
     if not conn then return nil, err, cls end
     if o.offload then
-        tokens = tokens + 1
         local dbnum = tonumber(ffi.cast("uintptr_t", conn.db))
-        return setmetatable({ conn = conn, dbnum = dbnum,
-                              token = format("%d:%d:%x", tokens, os.time(), dbnum),
+        return setmetatable({ conn = conn, dbnum = dbnum, token = next_token(dbnum),
                               busy = false, waiters = {}, max_queue = o.max_queue or 1024,
                               stats = { calls = 0, rejected = 0 }, closed = false,
                               backend = "sqlite", offloaded = true, path = o.path,
