@@ -210,6 +210,23 @@ static char *ngx_http_ron_u32_opt(ngx_conf_t *cf, ngx_str_t *v, size_t keylen, u
     return NGX_CONF_OK;
 }
 
+/* key=VALUE where VALUE is off_word (*out = 0) or on_word (*out = 1); what names the two
+ * for the message. */
+static char *ngx_http_ron_flag_opt(ngx_conf_t *cf, ngx_str_t *v, size_t keylen,
+                                   const char *off_word, const char *on_word, const char *what,
+                                   ngx_flag_t *out) {
+    size_t n = v->len - keylen, off_len = ngx_strlen(off_word), on_len = ngx_strlen(on_word);
+    if (n == off_len && ngx_strncmp(v->data + keylen, off_word, off_len) == 0) {
+        *out = 0;
+    } else if (n == on_len && ngx_strncmp(v->data + keylen, on_word, on_len) == 0) {
+        *out = 1;
+    } else {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ron_accounting_plane: \"%V\": %s", v, what);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
 #define RA_NGX_KEY(v, lit)                                                                         \
     ((v)->len > sizeof(lit) - 1 && ngx_strncmp((v)->data, lit, sizeof(lit) - 1) == 0)
 
@@ -241,27 +258,11 @@ static char *ngx_http_ron_plane(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) 
         } else if (RA_NGX_KEY(v, "capacity_rows=")) {
             rv = ngx_http_ron_u32_opt(cf, v, 14, 1, 0x7fffffff, &mcf->capacity_rows);
         } else if (RA_NGX_KEY(v, "profile=")) {
-            if (v->len == 17 && ngx_strncmp(v->data + 8, "macronode", 9) == 0) {
-                mcf->amnesia = 0;
-            } else if (v->len == 17 && ngx_strncmp(v->data + 8, "micronode", 9) == 0) {
-                mcf->amnesia = 1;
-            } else {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "ron_accounting_plane: \"%V\": "
-                                   "profile is macronode or micronode",
-                                   v);
-                return NGX_CONF_ERROR;
-            }
+            rv = ngx_http_ron_flag_opt(cf, v, 8, "macronode", "micronode",
+                                       "profile is macronode or micronode", &mcf->amnesia);
         } else if (RA_NGX_KEY(v, "stripes=")) {
-            if (v->len == 10 && ngx_strncmp(v->data + 8, "on", 2) == 0) {
-                mcf->stripes = 1;
-            } else if (v->len == 11 && ngx_strncmp(v->data + 8, "off", 3) == 0) {
-                mcf->stripes = 0;
-            } else {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "ron_accounting_plane: \"%V\": stripes is on or off", v);
-                return NGX_CONF_ERROR;
-            }
+            rv =
+                ngx_http_ron_flag_opt(cf, v, 8, "off", "on", "stripes is on or off", &mcf->stripes);
         } else if (RA_NGX_KEY(v, "dimensions=")) {
             mcf->dimensions = ngx_array_create(cf->pool, 4, sizeof(ngx_str_t));
             if (mcf->dimensions == NULL) return NGX_CONF_ERROR;
@@ -576,6 +577,23 @@ static ngx_int_t ngx_http_ron_eval(ngx_http_request_t *r, ngx_http_ron_expr_t *e
     return NGX_OK;
 }
 
+/* A tenant or subject slot's value, evaluated once per request (*state 0: not yet, 1: ok,
+ * -1: bad): true with *v set when it is evaluated now and not empty (then *state is 1); an
+ * empty value marks the slot bad and counts reason. */
+static ngx_flag_t ngx_http_ron_slot_eval(ngx_http_request_t *r, ngx_http_ron_main_conf_t *mcf,
+                                         ngx_http_ron_expr_t *e, int8_t *state, int reason,
+                                         ngx_str_t *v) {
+    if (*state != 0) return 0;
+    ngx_http_ron_eval(r, e, v);
+    if (v->len == 0) {
+        *state = -1;
+        ngx_http_ron_fail(r, mcf, reason, 1);
+        return 0;
+    }
+    *state = 1;
+    return 1;
+}
+
 static ngx_int_t ngx_http_ron_log_handler(ngx_http_request_t *r) {
     ngx_http_ron_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_ron_accounting_module);
     if (lcf == NULL || lcf->records == NULL) return NGX_OK;
@@ -596,31 +614,16 @@ static ngx_int_t ngx_http_ron_log_handler(ngx_http_request_t *r) {
         ngx_str_t v;
         /* tenant */
         ngx_uint_t ts = rec->tenant_slot;
-        if (tstate[ts] == 0) {
-            ngx_http_ron_eval(r, &recs[ts].tenant, &v);
-            if (v.len == 0) {
-                tstate[ts] = -1;
-                ngx_http_ron_fail(r, mcf, RA_NGX_NO_TENANT, 1);
-            } else if (ngx_http_ron_tenant(&v, &tenants[ts]) != 0) {
-                tstate[ts] = -1;
-                ngx_http_ron_fail(r, mcf, RA_NGX_BAD_TENANT, 1);
-            } else {
-                tstate[ts] = 1;
-            }
+        if (ngx_http_ron_slot_eval(r, mcf, &recs[ts].tenant, &tstate[ts], RA_NGX_NO_TENANT, &v) &&
+            ngx_http_ron_tenant(&v, &tenants[ts]) != 0) {
+            tstate[ts] = -1;
+            ngx_http_ron_fail(r, mcf, RA_NGX_BAD_TENANT, 1);
         }
         if (tstate[ts] < 0) continue;
         /* subject */
         ngx_uint_t ss = rec->subject_slot;
-        if (sstate[ss] == 0) {
-            ngx_http_ron_eval(r, &recs[ss].subject, &v);
-            if (v.len == 0) {
-                sstate[ss] = -1;
-                ngx_http_ron_fail(r, mcf, RA_NGX_NO_SUBJECT, 1);
-            } else {
-                ngx_http_ron_subject(mcf->meter, &v, &subjects[ss]);
-                sstate[ss] = 1;
-            }
-        }
+        if (ngx_http_ron_slot_eval(r, mcf, &recs[ss].subject, &sstate[ss], RA_NGX_NO_SUBJECT, &v))
+            ngx_http_ron_subject(mcf->meter, &v, &subjects[ss]);
         if (sstate[ss] < 0) continue;
         /* value */
         uint64_t inc = rec->const_value;

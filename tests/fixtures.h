@@ -4,6 +4,7 @@
 #ifndef RA_TEST_FIXTURES_H
 #define RA_TEST_FIXTURES_H
 
+#include <ctype.h>
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,47 @@ static inline int ra_fix_rm_rf(const char *dir) {
     }
     closedir(d);
     return rmdir(dir);
+}
+
+/* Reads the block opened by the line "```<tag> <name>" in path (docs/FORMAT.md's golden
+ * vectors and WAL examples) as bytes, from its lines of hex pairs; its "b3 <hex>" line goes
+ * to b3hex (65 bytes) when not NULL. 0, or -1 when the file or the block is missing, a line
+ * is not hex or the bytes pass cap. */
+static inline int ra_fix_doc_block(const char *path, const char *tag, const char *name,
+                                   uint8_t *out, size_t cap, size_t *len, char *b3hex) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[512], want[128];
+    snprintf(want, sizeof want, "```%s %s", tag, name);
+    int in = 0, found = 0;
+    *len = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!in) {
+            in = strcmp(line, want) == 0;
+            continue;
+        }
+        found = 1;
+        if (strncmp(line, "```", 3) == 0) break;
+        if (strncmp(line, "b3 ", 3) == 0) {
+            if (b3hex) snprintf(b3hex, 65, "%.64s", line + 3);
+            continue;
+        }
+        for (char *p = line; *p;) {
+            while (*p == ' ')
+                p++;
+            if (!*p) break;
+            unsigned b;
+            if (!isxdigit((unsigned char)p[0]) || sscanf(p, "%2x", &b) != 1 || *len >= cap) {
+                fclose(f);
+                return -1;
+            }
+            out[(*len)++] = (uint8_t)b;
+            p += 2;
+        }
+    }
+    fclose(f);
+    return found ? 0 : -1;
 }
 
 #endif /* RA_TEST_FIXTURES_H */

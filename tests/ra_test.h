@@ -94,6 +94,15 @@ static inline ra_meter_t *ra_t_meter(uint32_t shards, uint32_t capacity_rows) {
     return ra_t_open(&cfg);
 }
 
+/* The start most meter tests share, written once: declares m, the meter that open
+ * returns (ra_t_meter(...), ra_t_open(&cfg); the test ends, failed, when it is NULL), and
+ * the key the test records under, tenant t and subject s number n. */
+#define RA_T_METER_KEY(open, n)                                                                    \
+    ra_meter_t *m = (open);                                                                        \
+    REQUIRE(m);                                                                                    \
+    ra_tenant_t t = ra_t_tenant(n);                                                                \
+    ra_subject_t s = ra_t_subject(n)
+
 /* Reads a metric's value from the exposition ("name{labels} value"); -1 when absent. */
 static inline double ra_t_metric(const ra_meter_t *m, const char *series) {
     static char buf[1 << 16];

@@ -205,14 +205,19 @@ static sf_entry_t *sf_find(sf_entry_t *e, size_t n, const char *name) {
     return NULL;
 }
 
-static void sf_live_set(sf_dir_t *d, const char *name, size_t ino) {
-    sf_entry_t *e = sf_find(d->live, d->nlive, name);
+/* Points name at ino in one of a directory's listings (*v: live or durable), adding it. */
+static void sf_entry_set(sf_entry_t **v, size_t *n, size_t *cap, const char *name, size_t ino) {
+    sf_entry_t *e = sf_find(*v, *n, name);
     if (!e) {
-        d->live = sf_grow(d->live, &d->live_cap, d->nlive + 1, sizeof *d->live);
-        e = &d->live[d->nlive++];
+        *v = sf_grow(*v, cap, *n + 1, sizeof **v);
+        e = &(*v)[(*n)++];
         snprintf(e->name, sizeof e->name, "%s", name);
     }
     e->ino = ino;
+}
+
+static void sf_live_set(sf_dir_t *d, const char *name, size_t ino) {
+    sf_entry_set(&d->live, &d->nlive, &d->live_cap, name, ino);
 }
 
 static bool sf_live_del(sf_dir_t *d, const char *name) {
@@ -831,13 +836,7 @@ int simfs_set_data(simfs_t *fs, const char *path, const void *buf, size_t len) {
     if (len) memcpy(in->data, buf, len);
     sf_inode_sync(in);
     sf_live_set(d, name, ino);
-    sf_entry_t *e = sf_find(d->dur, d->ndur, name);
-    if (!e) {
-        d->dur = sf_grow(d->dur, &d->dur_cap, d->ndur + 1, sizeof *d->dur);
-        e = &d->dur[d->ndur++];
-        snprintf(e->name, sizeof e->name, "%s", name);
-    }
-    e->ino = ino;
+    sf_entry_set(&d->dur, &d->ndur, &d->dur_cap, name, ino);
     return 0;
 }
 

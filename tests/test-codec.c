@@ -6,48 +6,27 @@
 #include "internal.h"
 #include "ra_test.h"
 
-#include <ctype.h>
-
 typedef struct {
     const char *name;
-    const char *tenant;
-    const char *dimension;
-    int64_t window_start_s;
-    uint32_t window_len_s;
-    uint64_t seq;
-    int amnesia;
-    const char *host;
-    const char *version;
-    int prev_is_v1; /* prev_b3 = digest of vector 1, else all zero */
-    uint32_t rows;
+    const char *tenant;      /* as text: build parses it into hdr.tenant */
+    ra__slice_hdr_in_t hdr;  /* the encoder's input; build sets tenant and prev_b3 (NULL) */
+    int prev_is_v1;          /* prev_b3 = digest of vector 1, else all zero */
     uint8_t subject_fill[3]; /* subject i = 16 bytes of subject_fill[i], or 0..15 if 0xEE */
     uint64_t inc[3];
 } vector_t;
 
+/* hdr: tenant, dimension, window_start_s, window_len_s, seq, prev_b3, amnesia, host, version,
+ * row_count. */
 static const vector_t vectors[] = {
     {"v1-first-slice",
      "123e4567-e89b-12d3-a456-426614174000",
-     "bytes",
-     1699999200,
-     300,
-     1,
+     {NULL, "bytes", 1699999200, 300, 1, NULL, 0, "gw-1", "0.1.0", 2},
      0,
-     "gw-1",
-     "0.1.0",
-     0,
-     2,
      {0xEE, 0xFF},
      {1500, UINT64_MAX}},
     {"v1-chained-amnesia",
      "123e4567-e89b-12d3-a456-426614174000",
-     "requests",
-     1699999500,
-     300,
-     2,
-     1,
-     "",
-     "0.1.0",
-     1,
+     {NULL, "requests", 1699999500, 300, 2, NULL, 1, "", "0.1.0", 1},
      1,
      {0x01},
      {1}},
@@ -57,18 +36,11 @@ static const vector_t vectors[] = {
 static size_t build(const vector_t *v, const uint8_t *prev, uint8_t *out) {
     ra_tenant_t t;
     if (ra_tenant_parse(v->tenant, strlen(v->tenant), &t) != 0) abort();
-    ra__slice_hdr_in_t in = {.tenant = t.b,
-                             .dimension = v->dimension,
-                             .window_start_s = v->window_start_s,
-                             .window_len_s = v->window_len_s,
-                             .seq = v->seq,
-                             .prev_b3 = prev,
-                             .amnesia = v->amnesia,
-                             .host = v->host,
-                             .version = v->version,
-                             .row_count = v->rows};
+    ra__slice_hdr_in_t in = v->hdr;
+    in.tenant = t.b;
+    in.prev_b3 = prev;
     size_t off = ra__encode_header(&in, out);
-    for (uint32_t i = 0; i < v->rows; i++) {
+    for (uint32_t i = 0; i < v->hdr.row_count; i++) {
         uint8_t s[16];
         for (int k = 0; k < 16; k++)
             s[k] = v->subject_fill[i] == 0xEE ? (uint8_t)k : v->subject_fill[i];
@@ -104,41 +76,13 @@ static void print_vectors(void) {
     }
 }
 
-/* Reads the golden vector called `name` from docs/FORMAT.md. */
-static int doc_vector(const char *name, uint8_t *out, size_t *len, char *b3hex) {
-    FILE *f = fopen(RA_SOURCE_DIR "/docs/FORMAT.md", "r");
-    if (!f) return -1;
-    char line[512], want[128];
-    snprintf(want, sizeof want, "```golden-vector %s", name);
-    int in = 0, found = 0;
-    *len = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (!in) {
-            in = strcmp(line, want) == 0;
-            continue;
-        }
-        if (strncmp(line, "```", 3) == 0) break;
-        if (strncmp(line, "b3 ", 3) == 0) {
-            snprintf(b3hex, 65, "%.64s", line + 3);
-            found = 1;
-            continue;
-        }
-        for (char *p = line; *p;) {
-            while (*p == ' ')
-                p++;
-            if (!*p) break;
-            unsigned b;
-            if (!isxdigit((unsigned char)p[0]) || sscanf(p, "%2x", &b) != 1) {
-                fclose(f);
-                return -1;
-            }
-            out[(*len)++] = (uint8_t)b;
-            p += 2;
-        }
-    }
-    fclose(f);
-    return found ? 0 : -1;
+/* Reads the golden vector called `name` from docs/FORMAT.md; -1 without its b3 line too. */
+static int doc_vector(const char *name, uint8_t *out, size_t cap, size_t *len, char *b3hex) {
+    b3hex[0] = '\0';
+    if (ra_fix_doc_block(RA_SOURCE_DIR "/docs/FORMAT.md", "golden-vector", name, out, cap, len,
+                         b3hex) != 0)
+        return -1;
+    return b3hex[0] ? 0 : -1;
 }
 
 RA_TEST(G_8_golden_vectors_match_format_md) {
@@ -149,7 +93,7 @@ RA_TEST(G_8_golden_vectors_match_format_md) {
         uint8_t doc[512];
         size_t dlen = 0;
         char doc_b3[65] = {0}, mine[65], oracle[65];
-        if (doc_vector(vectors[i].name, doc, &dlen, doc_b3) != 0) {
+        if (doc_vector(vectors[i].name, doc, sizeof doc, &dlen, doc_b3) != 0) {
             RA_FAILF("docs/FORMAT.md has no readable golden vector %s", vectors[i].name);
             continue;
         }
@@ -165,20 +109,20 @@ RA_TEST(G_8_golden_vectors_match_format_md) {
         if (!s) continue;
         ra_slice_id_t id;
         ra_slice_get_id(s, &id);
-        CHECK_EQ_I64(id.window_start_s, vectors[i].window_start_s);
-        CHECK_EQ_U64(id.window_len_s, vectors[i].window_len_s);
-        CHECK_EQ_U64(id.seq, vectors[i].seq);
-        CHECK_STR(ra_slice_dimension(s), vectors[i].dimension);
-        CHECK_STR(ra_slice_host(s), vectors[i].host);
-        CHECK_STR(ra__slice_version(s), vectors[i].version);
-        CHECK(ra_slice_amnesia(s) == vectors[i].amnesia);
+        CHECK_EQ_I64(id.window_start_s, vectors[i].hdr.window_start_s);
+        CHECK_EQ_U64(id.window_len_s, vectors[i].hdr.window_len_s);
+        CHECK_EQ_U64(id.seq, vectors[i].hdr.seq);
+        CHECK_STR(ra_slice_dimension(s), vectors[i].hdr.dimension);
+        CHECK_STR(ra_slice_host(s), vectors[i].hdr.host);
+        CHECK_STR(ra__slice_version(s), vectors[i].hdr.version);
+        CHECK(ra_slice_amnesia(s) == vectors[i].hdr.amnesia);
         ra_tenant_t t;
         char ts[37];
         ra_slice_get_tenant(s, &t);
         ra_tenant_format(&t, ts);
         CHECK_STR(ts, vectors[i].tenant);
-        CHECK_EQ_U64(ra_slice_row_count(s), vectors[i].rows);
-        for (uint32_t r = 0; r < vectors[i].rows; r++) {
+        CHECK_EQ_U64(ra_slice_row_count(s), vectors[i].hdr.row_count);
+        for (uint32_t r = 0; r < vectors[i].hdr.row_count; r++) {
             uint64_t inc;
             ra_slice_row(s, r, NULL, &inc);
             CHECK_EQ_U64(inc, vectors[i].inc[r]);

@@ -18,6 +18,13 @@ static size_t pending_all(ra_meter_t *m, ra_slice_t **out, size_t cap) {
     return n;
 }
 
+/* The increment of the slice's first row (0 when it has none). */
+static uint64_t first_inc(const ra_slice_t *sl) {
+    uint64_t inc = 0;
+    ra_slice_row(sl, 0, NULL, &inc);
+    return inc;
+}
+
 static void unref_all(ra_slice_t **s, size_t n) {
     for (size_t i = 0; i < n; i++)
         ra_slice_unref(s[i]);
@@ -31,7 +38,9 @@ typedef struct {
     uint64_t inc;
 } event_t;
 
-static size_t make_events(event_t *ev, size_t n, uint64_t seed, int windows) {
+/* n events over `windows` windows from seed, which is printed for the gate's run. */
+static size_t make_events(const char *gate, event_t *ev, size_t n, uint64_t seed, int windows) {
+    printf("# %s seed %#llx\n", gate, (unsigned long long)seed);
     for (size_t i = 0; i < n; i++) {
         ev[i].at = RA_T_EPOCH_MS + (int64_t)(ra_t_rand(&seed) % (uint64_t)(windows * WIN_MS));
         ev[i].tenant = (unsigned)(ra_t_rand(&seed) % 5);
@@ -61,9 +70,7 @@ static void *feed(void *arg) {
 /* One process's run: two threads feed the events interleaved differently from run to run,
  * then the windows are sealed and every slice's bytes written to `path`. */
 static int run_and_dump(const event_t *ev, size_t n, int windows, const char *path) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     if (!m) return 1;
     feed_t a = {m, ev, 0, n, 2}, b = {m, ev, 1, n, 2};
     pthread_t ta, tb;
@@ -107,10 +114,8 @@ static char *slurp(const char *path, size_t *len) {
 }
 
 RA_TEST(G_2_rollover_determinism) {
-    const uint64_t seed = 0x5eed0002;
-    printf("# G-2 seed %#llx\n", (unsigned long long)seed);
     static event_t ev[20000];
-    size_t n = make_events(ev, 20000, seed, 3);
+    size_t n = make_events("G-2", ev, 20000, 0x5eed0002, 3);
     char p1[600], p2[600];
     snprintf(p1, sizeof p1, "%s/g2-a", ra_t_tmpdir());
     snprintf(p2, sizeof p2, "%s/g2-b", ra_t_tmpdir());
@@ -215,9 +220,7 @@ static void seal_with_clock(ra_meter_t *m, const int64_t *times, size_t n, size_
 }
 
 static ra_meter_t *meter_with_events(const event_t *ev, size_t n) {
-    ra_config_t cfg;
-    ra_t_config(&cfg);
-    ra_meter_t *m = ra_t_open(&cfg);
+    ra_meter_t *m = ra_t_meter(0, 0);
     if (!m) return NULL;
     feed_t f = {m, ev, 0, n, 1};
     feed(&f);
@@ -225,10 +228,8 @@ static ra_meter_t *meter_with_events(const event_t *ev, size_t n) {
 }
 
 RA_TEST(G_15_clock_skew_and_jumps) {
-    const uint64_t seed = 0x5eed0015;
-    printf("# G-15 seed %#llx\n", (unsigned long long)seed);
     static event_t ev[5000];
-    size_t n = make_events(ev, 5000, seed, 4);
+    size_t n = make_events("G-15", ev, 5000, 0x5eed0015, 4);
     int64_t B = RA_T_EPOCH_MS;
     /* Reference: one rollover exactly on each boundary. */
     int64_t exact[] = {B + 1 * WIN_MS, B + 2 * WIN_MS, B + 3 * WIN_MS, B + 4 * WIN_MS};
@@ -264,10 +265,7 @@ RA_TEST(G_15_clock_skew_and_jumps) {
 /* A writer whose clock jumped back into a sealed window is not lost and not sealed twice:
  * its row is sealed late, into the next window, and counted as late. */
 RA_TEST(G_15_backward_jump_record_is_late_not_lost) {
-    ra_meter_t *m = ra_t_meter(0, 0);
-    REQUIRE(m);
-    ra_tenant_t t = ra_t_tenant(1);
-    ra_subject_t s = ra_t_subject(1);
+    RA_T_METER_KEY(ra_t_meter(0, 0), 1);
     int64_t B = RA_T_EPOCH_MS;
     CHECK_RC(ra_meter_record_at(m, B + 1000, &t, &s, RA_DIM_BYTES, 10), 0);
     size_t n;
@@ -282,11 +280,8 @@ RA_TEST(G_15_backward_jump_record_is_late_not_lost) {
     CHECK_EQ_U64(n, 1);
     ra_slice_t *sl[2];
     REQUIRE(pending_all(m, sl, 2) == 2);
-    uint64_t inc;
-    ra_slice_row(sl[0], 0, NULL, &inc);
-    CHECK_EQ_U64(inc, 10);
-    ra_slice_row(sl[1], 0, NULL, &inc);
-    CHECK_EQ_U64(inc, 12); /* 7 on time + 5 late */
+    CHECK_EQ_U64(first_inc(sl[0]), 10);
+    CHECK_EQ_U64(first_inc(sl[1]), 12); /* 7 on time + 5 late */
     ra_slice_id_t id;
     ra_slice_get_id(sl[1], &id);
     CHECK_EQ_I64(id.window_start_s, (B + WIN_MS) / 1000);
@@ -309,10 +304,7 @@ RA_TEST(clock_step_forward_sets_the_mark_back_and_sealing_goes_on) {
     ra_config_t cfg;
     ra_t_config(&cfg);
     cfg.log = capture_log;
-    ra_meter_t *m = ra_t_open(&cfg);
-    REQUIRE(m);
-    ra_tenant_t t = ra_t_tenant(1);
-    ra_subject_t s = ra_t_subject(1);
+    RA_T_METER_KEY(ra_t_open(&cfg), 1);
     int64_t B = RA_T_EPOCH_MS, DAY = 86400000LL;
     size_t n;
     CHECK_RC(ra_meter_record_at(m, B + 1000, &t, &s, RA_DIM_BYTES, 10), 0);
@@ -332,9 +324,7 @@ RA_TEST(clock_step_forward_sets_the_mark_back_and_sealing_goes_on) {
     CHECK_EQ_U64(n, 1);
     ra_slice_t *sl[2];
     REQUIRE(pending_all(m, sl, 2) == 2);
-    uint64_t inc;
-    ra_slice_row(sl[1], 0, NULL, &inc);
-    CHECK_EQ_U64(inc, 7);
+    CHECK_EQ_U64(first_inc(sl[1]), 7);
     ra_slice_id_t id;
     ra_slice_get_id(sl[1], &id);
     CHECK_EQ_I64(id.window_start_s, (B + WIN_MS) / 1000);
@@ -451,9 +441,7 @@ RA_TEST(pending_ring_full_is_counted_and_loses_nothing) {
             ra_tenant_t tt;
             ra_slice_get_id(sl[i], &id);
             ra_slice_get_tenant(sl[i], &tt);
-            uint64_t inc;
-            ra_slice_row(sl[i], 0, NULL, &inc);
-            seen += inc;
+            seen += first_inc(sl[i]);
             unsigned tn = tt.b[3];
             CHECK(id.window_start_s > last_ws[tn]); /* per stream in window order */
             last_ws[tn] = id.window_start_s;
@@ -474,10 +462,7 @@ RA_TEST(pending_ring_full_is_counted_and_loses_nothing) {
 /* A sealer that was away for several windows seals each one separately when it returns:
  * correctly attributed, never merged (issue: sidecar restarts). */
 RA_TEST(catch_up_seals_each_missed_window_separately) {
-    ra_meter_t *m = ra_t_meter(0, 0);
-    REQUIRE(m);
-    ra_tenant_t t = ra_t_tenant(2);
-    ra_subject_t s = ra_t_subject(2);
+    RA_T_METER_KEY(ra_t_meter(0, 0), 2);
     for (int w = 0; w < 5; w++)
         CHECK_RC(ra_meter_record_at(m, RA_T_EPOCH_MS + w * WIN_MS + 30000, &t, &s, RA_DIM_REQUESTS,
                                     (uint64_t)w + 1),
@@ -505,11 +490,9 @@ RA_TEST(catch_up_seals_each_missed_window_separately) {
     for (int w = 0; w < 5; w++) {
         ra_slice_id_t id;
         ra_slice_get_id(sl[w], &id);
-        uint64_t inc;
-        ra_slice_row(sl[w], 0, NULL, &inc);
         CHECK_EQ_I64(id.window_start_s, RA_T_EPOCH_MS / 1000 + w * 60);
         CHECK_EQ_U64(id.seq, (uint64_t)w + 1);
-        CHECK_EQ_U64(inc, (uint64_t)w + 1);
+        CHECK_EQ_U64(first_inc(sl[w]), (uint64_t)w + 1);
     }
     CHECK(ra_t_metric(m, "accounting_late_rows_total") == 0);
     unref_all(sl, 5);

@@ -3,16 +3,25 @@
  * compaction), on sim-fs's fault injection (tests/wal_fixture.h). */
 #include "wal_fixture.h"
 
+/* The fixture (300 records in window 0) on a disk where op fails with neg_errno `times`
+ * times (0: always) from its next call; sealing window 0 is then refused with want, and
+ * g_log holds what the refusal logged. */
+static bool open_refused(walfix_t *f, uint64_t seed, simfs_op_t op, int neg_errno, uint64_t times,
+                         int want) {
+    if (!walfix_open(f, seed, NULL, 300)) return false;
+    simfs_fail(f->fs, op, 1, neg_errno, times);
+    log_reset();
+    walfix_refused(f, 1, want);
+    return true;
+}
+
 RA_TEST(io_fsync_eio_once_rewrites_to_a_new_segment) {
     walfix_t f;
     REQUIRE(walfix_open(&f, 0x10e1, NULL, 300));
     uint64_t creates0 = simfs_count(f.fs, SIMFS_CREATE); /* (the space reserve, at open) */
     simfs_fail(f.fs, SIMFS_FSYNC, 1, -EIO, 1);
-    ra_slice_t *out[256];
-    size_t n = 0;
-    CHECK_RC(ra_meter_rollover(f.m, RA_T_EPOCH_MS + WIN_MS, out, 256, &n), 0);
+    size_t n = walfix_seal(&f, 1);
     CHECK(n > 0);
-    walfix_add(&f, out, n);
     CHECK_EQ_U64(simfs_count(f.fs, SIMFS_CREATE) - creates0, 2); /* never the same file again */
     CHECK(metric(f.m, "accounting_wal_write_errors_total") == 1);
     CHECK_EQ_U64(seg_files(f.fs), 1);
@@ -30,9 +39,7 @@ RA_TEST(io_fsync_eio_once_rewrites_to_a_new_segment) {
 
 RA_TEST(io_fsync_eio_twice_nothing_sealed_nothing_lost) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10e2, NULL, 300));
-    simfs_fail(f.fs, SIMFS_FSYNC, 1, -EIO, 2);
-    walfix_refused(&f, 1, RA_EIO);
+    REQUIRE(open_refused(&f, 0x10e2, SIMFS_FSYNC, -EIO, 2, RA_EIO));
     walfix_nothing_written(&f);
     CHECK_EQ_U64(atomic_load(&f.m->hdr->seal_intent), 0);
     CHECK(metric(f.m, "accounting_wal_write_errors_total") == 2);
@@ -48,16 +55,11 @@ RA_TEST(io_enospc_on_write) {
     /* once: the second attempt succeeds */
     REQUIRE(walfix_open(&f, 0x10e3, NULL, 300));
     simfs_fail(f.fs, SIMFS_WRITE, 1, -ENOSPC, 1);
-    ra_slice_t *out[256];
-    size_t n = 0;
-    CHECK_RC(ra_meter_rollover(f.m, RA_T_EPOCH_MS + WIN_MS, out, 256, &n), 0);
-    walfix_add(&f, out, n);
+    walfix_seal(&f, 1);
     CHECK_EQ_U64(totals_diff(&f.rec, &f.sealed), 0);
     walfix_end(&f);
     /* always: PersistenceFull, degraded, nothing sealed; room again → everything sealed */
-    REQUIRE(walfix_open(&f, 0x10e4, NULL, 300));
-    simfs_fail(f.fs, SIMFS_WRITE, 1, -ENOSPC, 0);
-    walfix_refused(&f, 1, RA_EPERSISTFULL);
+    REQUIRE(open_refused(&f, 0x10e4, SIMFS_WRITE, -ENOSPC, 0, RA_EPERSISTFULL));
     CHECK(metric(f.m, "accounting_rejected_total{reason=\"wal_full\"}") == 1);
     CHECK_EQ_I64(ra_meter_degraded(f.m), 1);
     CHECK_RC(
@@ -75,22 +77,14 @@ RA_TEST(io_enospc_on_write) {
  * missing compaction reserve nothing at all. */
 RA_TEST(io_messages_say_what_happened) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10f1, NULL, 300));
-    simfs_fail(f.fs, SIMFS_WRITE, 1, -ENOSPC, 0);
-    g_log_len = 0;
-    g_log[0] = '\0';
-    walfix_refused(&f, 1, RA_EPERSISTFULL);
+    REQUIRE(open_refused(&f, 0x10f1, SIMFS_WRITE, -ENOSPC, 0, RA_EPERSISTFULL));
     CHECK(strstr(g_log, "the file system holding the WAL") != NULL);
     CHECK(strstr(g_log, "No space left on device") != NULL);
     CHECK(strstr(g_log, "within its caps") != NULL);
     simfs_clear_faults(f.fs);
     walfix_end(&f);
 
-    REQUIRE(walfix_open(&f, 0x10f2, NULL, 300));
-    simfs_fail(f.fs, SIMFS_WRITE, 1, -EROFS, 0);
-    g_log_len = 0;
-    g_log[0] = '\0';
-    walfix_refused(&f, 1, RA_EIO);
+    REQUIRE(open_refused(&f, 0x10f2, SIMFS_WRITE, -EROFS, 0, RA_EIO));
     CHECK(strstr(g_log, "Read-only file system") != NULL);
     CHECK(strstr(g_log, "input/output error") == NULL);
     simfs_clear_faults(f.fs);
@@ -99,8 +93,7 @@ RA_TEST(io_messages_say_what_happened) {
     /* the reserve cannot be made at open: said once; said again when it is back */
     walfix_start(&f, 0x10f3);
     simfs_fail(f.fs, SIMFS_CREATE, 1, -EROFS, 1);
-    g_log_len = 0;
-    g_log[0] = '\0';
+    log_reset();
     REQUIRE(walfix_meter(&f));
     CHECK(strstr(g_log, "cannot make the compaction reserve (Read-only file system)") != NULL);
     /* a window sealed and ACKed: compaction removes its segment and makes the reserve */
@@ -124,11 +117,8 @@ RA_TEST(io_short_writes_are_completed) {
         walfix_t f;
         REQUIRE(walfix_open(&f, 0x10e5 + i, NULL, 300));
         simfs_short_write(f.fs, 1, ks[i]);
-        ra_slice_t *out[256];
-        size_t n = 0;
-        CHECK_RC(ra_meter_rollover(f.m, RA_T_EPOCH_MS + WIN_MS, out, 256, &n), 0);
+        size_t n = walfix_seal(&f, 1);
         CHECK(n > 0);
-        walfix_add(&f, out, n);
         CHECK_EQ_U64(totals_diff(&f.rec, &f.sealed), 0);
         /* k = 0 is "no progress": an error, rewritten to a new segment */
         CHECK(metric(f.m, "accounting_wal_write_errors_total") == (ks[i] == 0 ? 1 : 0));
@@ -145,9 +135,7 @@ RA_TEST(io_short_writes_are_completed) {
 
 RA_TEST(io_rename_eio) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10e9, NULL, 300));
-    simfs_fail(f.fs, SIMFS_RENAME, 1, -EIO, 1);
-    walfix_refused(&f, 1, RA_EIO);
+    REQUIRE(open_refused(&f, 0x10e9, SIMFS_RENAME, -EIO, 1, RA_EIO));
     walfix_nothing_written(&f);
     CHECK(metric(f.m, "accounting_wal_failed") == 0);
     walfix_finish(&f, 1);
@@ -166,10 +154,7 @@ RA_TEST(io_rename_fails_after_taking_effect) {
            seg_files(f.fs));
     /* late records for the same keys, so the next seal of window 0 differs */
     CHECK_RC(record_window(f.m, 0, 50, &f.seed, &f.rec), 0);
-    ra_slice_t *out[256];
-    size_t n = 0;
-    CHECK_RC(ra_meter_rollover(f.m, RA_T_EPOCH_MS + WIN_MS, out, 256, &n), 0);
-    walfix_add(&f, out, n);
+    size_t n = walfix_seal(&f, 1);
     CHECK_EQ_U64(totals_diff(&f.rec, &f.sealed), 0);
     ra_meter_close(f.m);
     REQUIRE(walfix_meter(&f));
@@ -195,9 +180,7 @@ RA_TEST(io_rename_fails_after_taking_effect) {
 
 RA_TEST(io_fsync_dir_eio_rename_taken_back) {
     walfix_t f;
-    REQUIRE(walfix_open(&f, 0x10ea, NULL, 300));
-    simfs_fail(f.fs, SIMFS_FSYNC_DIR, 1, -EIO, 1);
-    walfix_refused(&f, 1, RA_EIO);
+    REQUIRE(open_refused(&f, 0x10ea, SIMFS_FSYNC_DIR, -EIO, 1, RA_EIO));
     CHECK_EQ_U64(seg_files(f.fs), 0);
     CHECK(metric(f.m, "accounting_wal_failed") == 0);
     CHECK_EQ_U64(frozen_pairs(f.m), 0);
@@ -214,9 +197,7 @@ RA_TEST(io_fsync_dir_eio_rename_taken_back) {
     simfs_free(f.fs);
 
     /* and without the cut the meter carries on: everything sealed by the next rollover */
-    REQUIRE(walfix_open(&f, 0x10eb, NULL, 300));
-    simfs_fail(f.fs, SIMFS_FSYNC_DIR, 1, -EIO, 1);
-    walfix_refused(&f, 1, RA_EIO);
+    REQUIRE(open_refused(&f, 0x10eb, SIMFS_FSYNC_DIR, -EIO, 1, RA_EIO));
     walfix_finish(&f, 1);
 }
 
@@ -295,12 +276,17 @@ static void cap_full_then_recover(walfix_t *f, int64_t w_full, unsigned streams,
            what, (unsigned long long)f->rec.v[0]);
 }
 
+/* A cap round in window w that fits: every one of the streams sealed. */
+static void cap_round_fits(walfix_t *f, int64_t w, unsigned streams, unsigned subj) {
+    size_t n = 0;
+    CHECK_RC(cap_round(f, w, streams, subj, &n), 0);
+    CHECK_EQ_U64(n, streams);
+}
+
 RA_TEST(caps_max_entries) {
     walfix_t f;
     REQUIRE(walfix_open_capped(&f, 0xca1, 4, NULL));
-    size_t n;
-    CHECK_RC(cap_round(&f, 0, 3, 4, &n), 0);
-    CHECK_EQ_U64(n, 3);
+    cap_round_fits(&f, 0, 3, 4);
     cap_full_then_recover(&f, 1, 3, 4, "wal_max_entries = 4");
     walfix_end(&f);
 }
@@ -313,8 +299,7 @@ RA_TEST(caps_acked_frames_reclaimed_before_refusing) {
     size_t n;
     double full0 = metric(f.m, "accounting_rejected_total{reason=\"wal_full\"}");
     for (int64_t w = 0; w < 5; w++) { /* 3 frames a round, cap 4: full without a compaction */
-        CHECK_RC(cap_round(&f, w, 3, 4, &n), 0);
-        CHECK_EQ_U64(n, 3);
+        cap_round_fits(&f, w, 3, 4);
         CHECK_EQ_I64(ra_meter_degraded(f.m), 0);
         ack_all(f.m); /* no ra_meter_compact */
     }
@@ -333,11 +318,8 @@ RA_TEST(caps_max_bytes) {
     f.cfg.capacity_rows = 50000;
     f.cfg.wal_max_bytes = 2u << 20; /* the smallest allowed: two ~940 KiB slices fit */
     REQUIRE(walfix_meter(&f));
-    size_t n;
-    CHECK_RC(cap_round(&f, 0, 1, 40000, &n), 0);
-    CHECK_EQ_U64(n, 1);
-    CHECK_RC(cap_round(&f, 1, 1, 40000, &n), 0);
-    CHECK_EQ_U64(n, 1);
+    cap_round_fits(&f, 0, 1, 40000);
+    cap_round_fits(&f, 1, 1, 40000);
     /* ACK only the first two: the third still does not fit until they are compacted */
     cap_full_then_recover(&f, 2, 1, 40000, "wal_max_bytes = 2 MiB");
     walfix_end(&f);
@@ -398,10 +380,7 @@ RA_TEST(caps_boundary_larger_than_max_entries_makes_progress) {
 RA_TEST(disk_full_compaction_frees_space) {
     walfix_t f;
     REQUIRE(walfix_open(&f, 0xd15c, NULL, 300));
-    ra_slice_t *out[256];
-    size_t n = 0;
-    CHECK_RC(ra_meter_rollover(f.m, RA_T_EPOCH_MS + WIN_MS, out, 256, &n), 0);
-    walfix_add(&f, out, n);
+    size_t n = walfix_seal(&f, 1);
     CHECK_RC(record_window(f.m, 1, 200, &f.seed, &f.rec), 0);
     simfs_set_capacity(f.fs, simfs_usage(f.fs)); /* the disk is full from now on */
     size_t n2 = 77;

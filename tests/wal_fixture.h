@@ -377,12 +377,19 @@ static inline void walfix_add(walfix_t *f, ra_slice_t **out, size_t n) {
     }
 }
 
-/* Seals whatever is left, compares every total with what was recorded, ends the fixture. */
-static inline void walfix_finish(walfix_t *f, int64_t w) {
+/* A rollover at the start of window w that must succeed; what it sealed is added to the
+ * fixture's totals. Returns how many slices it sealed. */
+static inline size_t walfix_seal(walfix_t *f, int64_t w) {
     ra_slice_t *out[256];
     size_t n = 0;
     CHECK_RC(ra_meter_rollover(f->m, RA_T_EPOCH_MS + w * WIN_MS, out, 256, &n), 0);
     walfix_add(f, out, n);
+    return n;
+}
+
+/* Seals whatever is left, compares every total with what was recorded, ends the fixture. */
+static inline void walfix_finish(walfix_t *f, int64_t w) {
+    walfix_seal(f, w);
     CHECK_EQ_U64(frozen_pairs(f->m), 0);
     CHECK_EQ_U64(totals_diff(&f->rec, &f->sealed), 0);
     CHECK_EQ_U64(totals_sum(&f->rec), totals_sum(&f->sealed));

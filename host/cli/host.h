@@ -90,6 +90,11 @@ void ra_host_report(ra_host_verdict_t *vd, bool is_break, const char *fmt, ...)
 void ra_host_report_overflow(const ra_host_verdict_t *vd);
 /* "OK" or "FAILED: ..." on stdout; the exit code. */
 int ra_host_verdict_end(const ra_host_verdict_t *vd);
+/* verify's operand arg: an unknown option or a second target (what: "target", "PATH") is a
+ * usage error, said in one line with usage (verify's synopsis) and returned as
+ * RA_HOST_EXIT_USAGE; else it becomes *target and 0 is returned. */
+int ra_host_verify_operand(const char *arg, const char **target, const char *what,
+                           const char *usage);
 /* totals: print, per stream, the sum of its rows over all its slices (`verify --totals`).
  * ra_host_add_rows adds the slice's row increments to *sum (*overflow set once it wraps). */
 void ra_host_add_rows(const ra_slice_t *s, uint64_t *sum, bool *overflow);

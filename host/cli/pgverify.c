@@ -375,18 +375,10 @@ static int pg_args(pv_t *v, const char **target, const char **schema, int argc, 
             *schema = argv[++i];
         } else if (strncmp(argv[i], "--schema=", 9) == 0) {
             *schema = argv[i] + 9;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr,
-                    RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME
-                                 " verify [--quiet] [--totals] [--schema NAME] postgres://...)\n",
-                    argv[i]);
-            return RA_HOST_EXIT_USAGE;
-        } else if (*target) {
-            fprintf(stderr, RA_HOST_NAME " verify: one target only (got '%s' and '%s')\n", *target,
-                    argv[i]);
-            return RA_HOST_EXIT_USAGE;
         } else {
-            *target = argv[i];
+            int rc = ra_host_verify_operand(argv[i], target, "target",
+                                            "[--quiet] [--totals] [--schema NAME] postgres://...");
+            if (rc != 0) return rc;
         }
     }
     if (!*target) {

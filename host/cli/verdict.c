@@ -1,6 +1,7 @@
 /* The verdict of the `verify` commands on a ledger (ledgercmd.c: a file ledger,
  * pgverify.c: a PostgreSQL ledger): every problem counted, the first RA_HOST_MAX_PRINTED
- * printed as they are found, then one closing line that decides the exit code. */
+ * printed as they are found, then one closing line that decides the exit code; and the
+ * operands every `verify` takes. */
 #include "host.h"
 
 #include <inttypes.h>
@@ -44,4 +45,21 @@ void ra_host_add_rows(const ra_slice_t *s, uint64_t *sum, bool *overflow) {
             *sum += inc;
         }
     }
+}
+
+int ra_host_verify_operand(const char *arg, const char **target, const char *what,
+                           const char *usage) {
+    if (arg[0] == '-' && arg[1]) {
+        fprintf(stderr,
+                RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME " verify %s)\n",
+                arg, usage);
+        return RA_HOST_EXIT_USAGE;
+    }
+    if (*target) {
+        fprintf(stderr, RA_HOST_NAME " verify: one %s only (got '%s' and '%s')\n", what, *target,
+                arg);
+        return RA_HOST_EXIT_USAGE;
+    }
+    *target = arg;
+    return 0;
 }

@@ -90,18 +90,10 @@ static int verify_args(ra_host_wscan_t *sc, bool *totals, int argc, char **argv)
             sc->progress = false;
         } else if (strcmp(argv[i], "--totals") == 0) {
             *totals = true;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr,
-                    RA_HOST_NAME " verify: unknown option '%s' (usage: " RA_HOST_NAME
-                                 " verify [--quiet] [--totals] PATH)\n",
-                    argv[i]);
-            return RA_HOST_EXIT_USAGE;
-        } else if (sc->target) {
-            fprintf(stderr, RA_HOST_NAME " verify: one PATH only (got '%s' and '%s')\n", sc->target,
-                    argv[i]);
-            return RA_HOST_EXIT_USAGE;
         } else {
-            sc->target = argv[i];
+            int rc =
+                ra_host_verify_operand(argv[i], &sc->target, "PATH", "[--quiet] [--totals] PATH");
+            if (rc != 0) return rc;
         }
     }
     if (!sc->target) {

@@ -763,9 +763,7 @@ static int luaopen_curl(lua_State *L) {
         {"version", l_version},
         {NULL, NULL},
     };
-    lua_createtable(L, 0, 3);
-    luaL_register(L, NULL, funcs);
-    return 1;
+    return ra_glue_module(L, funcs);
 }
 
 static void on_timer_closed(uv_handle_t *h) {

@@ -54,6 +54,15 @@ void ra_glue_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CF
     lua_pop(L, 1);
 }
 
+int ra_glue_module(lua_State *L, const luaL_Reg *funcs) {
+    int n = 0;
+    while (funcs[n].name)
+        n++;
+    lua_createtable(L, 0, n);
+    luaL_register(L, NULL, funcs);
+    return 1;
+}
+
 void ra_glue_log(const char *module, const char *what, const char *msg) {
     fflush(stdout);
     fprintf(stderr, RA_HOST_NAME ": %s: %s: %s\n", module, what, msg ? msg : "(no message)");

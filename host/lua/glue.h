@@ -40,6 +40,10 @@ void ra_glue_call(lua_State *L, int nargs);
 void ra_glue_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CFunction gc,
                    lua_CFunction tostring);
 
+/* Pushes a module's table holding funcs (NULL-terminated); returns 1, for the luaopen
+ * function to return. */
+int ra_glue_module(lua_State *L, const luaL_Reg *funcs);
+
 /* One line on stderr: "ron-accounting: <module>: <what>: <msg>", stdout flushed first so
  * the two streams interleave in order. */
 void ra_glue_log(const char *module, const char *what, const char *msg);

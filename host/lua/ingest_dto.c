@@ -56,8 +56,7 @@ static int fail(parser_t *ps, const unsigned char *at, int code, const char *det
 }
 
 static int malformed(parser_t *ps, const unsigned char *at, const char *detail) {
-    if (at >= ps->s.end)
-        return fail(ps, ps->s.end, RA_INGEST_EMALFORMED, "unexpected end of input", "");
+    at = ra_json_malformed_at(&ps->s, at, &detail);
     return fail(ps, at, RA_INGEST_EMALFORMED, detail, "");
 }
 
@@ -324,16 +323,8 @@ int ra_ingest_decode(const char *body, size_t len, const char *const *dims, size
     return 0;
 }
 
-static const ra_dto_code_t CODES[] = {RA_INGEST_ERR_MAP(RA_DTO_CODE_ROW)};
-enum { N_CODES = sizeof CODES / sizeof CODES[0] };
-
-const char *ra_ingest_reason(int code) {
-    return ra_dto_reason(CODES, N_CODES, code);
-}
-
-const char *ra_ingest_message(int code) {
-    return ra_dto_message(CODES, N_CODES, code);
-}
+/* ra_ingest_reason, ra_ingest_message */
+RA_DTO_DEFINE_NAMES(ra_ingest, RA_INGEST_ERR_MAP)
 
 int ra_ingest_dto_abi(size_t *record_size, size_t *error_size) {
     if (record_size) *record_size = sizeof(ra_ingest_record_t);

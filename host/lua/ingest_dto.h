@@ -19,6 +19,7 @@
 #define RA_HOST_INGEST_DTO_H
 
 #ifndef RA_INGEST_CDEF /* tools/gen-cdef.sh: the region below, preprocessed alone */
+#include "dto.h"
 #include "ron/accounting.h"
 
 #include <stddef.h>
@@ -33,9 +34,8 @@ enum {
     RA_INGEST_ABI = 1            /* bump when a struct below changes */
 };
 /* RA_INGEST_CDEF_END */
-/* I-JSON (RFC 7493 §2.2): integers beyond 2^53-1 do not survive every JSON implementation,
- * so a client could not be sure what it sent. The meter itself takes any uint64. */
-#define RA_INGEST_VALUE_MAX ((uint64_t)9007199254740991u)
+/* I-JSON's bound (dto.h); the meter itself takes any uint64. */
+#define RA_INGEST_VALUE_MAX RA_DTO_UINT_MAX
 
 /* XX(suffix, value, reason, message): reason is the metric label and the response's
  * "reason"; every one of them is a 400 (SchemaViolation) except USAGE, a programmer error. */

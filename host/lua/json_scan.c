@@ -27,6 +27,13 @@ void ra_json_skip_ws(ra_json_scan_t *s) {
         s->p++;
 }
 
+const unsigned char *ra_json_malformed_at(const ra_json_scan_t *s, const unsigned char *at,
+                                          const char **detail) {
+    if (at < s->end) return at;
+    *detail = "unexpected end of input";
+    return s->end;
+}
+
 int ra_json_value_start(const ra_json_scan_t *s) {
     const unsigned char *p = s->p;
     size_t left = (size_t)(s->end - p);

@@ -33,6 +33,10 @@ enum {
 
 void ra_json_init(ra_json_scan_t *s, const void *buf, size_t len);
 void ra_json_skip_ws(ra_json_scan_t *s);
+/* Where a decoder reports malformed JSON found at `at`: at itself, or the end of the input
+ * with *detail "unexpected end of input" when at is not before it. */
+const unsigned char *ra_json_malformed_at(const ra_json_scan_t *s, const unsigned char *at,
+                                          const char **detail);
 /* Is there a syntactically possible JSON value at p (so a type mismatch, not garbage)?
  * Literals are checked whole; strings, numbers and containers by their first byte. */
 int ra_json_value_start(const ra_json_scan_t *s);

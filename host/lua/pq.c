@@ -1351,9 +1351,7 @@ static int luaopen_pq(lua_State *L) {
         {"unhex", l_unhex},     {"live", l_live},   {"libpq_version", l_libpq_version},
         {NULL, NULL},
     };
-    lua_createtable(L, 0, 4);
-    luaL_register(L, NULL, funcs);
-    return 1;
+    return ra_glue_module(L, funcs);
 }
 
 static bool closing(void *ud) {

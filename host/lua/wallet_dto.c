@@ -22,8 +22,7 @@ static int fail(parser_t *ps, const unsigned char *at, int code, const char *det
 }
 
 static int malformed(parser_t *ps, const unsigned char *at, const char *detail) {
-    if (at >= ps->s.end)
-        return fail(ps, ps->s.end, RA_WDTO_EMALFORMED, "unexpected end of input", "");
+    at = ra_json_malformed_at(&ps->s, at, &detail);
     return fail(ps, at, RA_WDTO_EMALFORMED, detail, "");
 }
 
@@ -181,16 +180,8 @@ close:
     return 0;
 }
 
-static const ra_dto_code_t CODES[] = {RA_WDTO_ERR_MAP(RA_DTO_CODE_ROW)};
-enum { N_CODES = sizeof CODES / sizeof CODES[0] };
-
-const char *ra_wdto_reason(int code) {
-    return ra_dto_reason(CODES, N_CODES, code);
-}
-
-const char *ra_wdto_message(int code) {
-    return ra_dto_message(CODES, N_CODES, code);
-}
+/* ra_wdto_reason, ra_wdto_message */
+RA_DTO_DEFINE_NAMES(ra_wdto, RA_WDTO_ERR_MAP)
 
 int ra_wdto_abi(size_t *field_size, size_t *value_size, size_t *error_size) {
     if (field_size) *field_size = sizeof(ra_wdto_field_t);

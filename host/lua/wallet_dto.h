@@ -14,6 +14,8 @@
 #define RA_HOST_WALLET_DTO_H
 
 #ifndef RA_WDTO_CDEF /* tools/gen-cdef.sh: the region below, preprocessed alone */
+#include "dto.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #endif
@@ -29,8 +31,8 @@ enum {
     RA_WDTO_ABI = 1 /* bump when a struct below changes */
 };
 /* RA_WDTO_CDEF_END */
-/* I-JSON (RFC 7493): integers above 2^53-1 do not survive every client. */
-#define RA_WDTO_UINT_MAX ((uint64_t)9007199254740991u)
+/* I-JSON's bound (dto.h). */
+#define RA_WDTO_UINT_MAX RA_DTO_UINT_MAX
 
 /* XX(suffix, value, reason, message); every one is a 400 except USAGE (a programmer's). */
 #define RA_WDTO_ERR_MAP(XX)                                                                        \

@@ -14,19 +14,7 @@
 #include <unistd.h>
 
 static const char *base_dir(void);
-static char g_dir[700], g_skey[RAU_KEY_TEXT_MAX], g_vkey[RAU_KEY_TEXT_MAX], g_keypath[800];
-
-static void keys(void) {
-    if (g_skey[0]) return;
-    if (rau_note_keygen("ron-audit/gw-1/rejects", g_skey, sizeof g_skey, g_vkey, sizeof g_vkey) !=
-        0)
-        abort();
-    snprintf(g_keypath, sizeof g_keypath, "%s/signer.key", base_dir());
-    FILE *f = fopen(g_keypath, "w");
-    fputs(g_skey, f);
-    fclose(f);
-}
-
+static char g_dir[700];
 /* The logic under test is ours, not the disk's: hundreds of fdatasyncs on tmpfs take
  * milliseconds instead of a minute (falls back to RA_TEST_TMP without /dev/shm). */
 static const char *base_dir(void) {
@@ -43,16 +31,15 @@ static const char *fresh_dir(const char *name) {
     return g_dir;
 }
 
+/* The test log in dir; err (512 bytes, or NULL) gets why it did not open. */
 static rau_log_t *open_log(const char *dir, uint64_t rotate, uint32_t every, char *err) {
-    keys();
+    char own[512];
+    if (err == NULL) err = own;
+    rau_t_keygen("rejects", base_dir());
     rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "gw-1";
-    cfg.stream = "rejects";
-    cfg.dir = dir;
+    rau_t_log_config(&cfg, "rejects", dir, rau_t_key()->path);
     cfg.rotate_bytes = rotate;
     cfg.checkpoint_every = every;
-    cfg.key_path = g_keypath;
     rau_log_t *l = NULL;
     int rc = rau_log_open(&cfg, &l, err, 512);
     if (rc && getenv("RAU_TEST_VERBOSE"))
@@ -60,30 +47,28 @@ static rau_log_t *open_log(const char *dir, uint64_t rotate, uint32_t every, cha
     return l;
 }
 
+/* Event i of the tests' logs: a reject of tenant "t-<i>" with n = i; v and a back it. */
+static rau_event_t event_i(int i, char v[32], rau_attr_t a[2]) {
+    snprintf(v, 32, "t-%d", i);
+    a[0] = (rau_attr_t){"tenant", 6, RAU_ATTR_STR, v, strlen(v), 0};
+    a[1] = (rau_attr_t){"n", 1, RAU_ATTR_INT, NULL, 0, i};
+    return (rau_event_t){"reject", 6, 1700000000000LL + i, a, 2};
+}
+
 static int append_n(rau_log_t *l, int from, int n, rau_appended_t *last) {
     for (int i = from; i < from + n; i++) {
         char v[32];
-        snprintf(v, sizeof v, "t-%d", i);
-        rau_attr_t a[2] = {{"tenant", 6, RAU_ATTR_STR, v, strlen(v), 0},
-                           {"n", 1, RAU_ATTR_INT, NULL, 0, i}};
-        rau_event_t ev = {"reject", 6, 1700000000000LL + i, a, 2};
+        rau_attr_t a[2];
+        rau_event_t ev = event_i(i, v, a);
         int rc = rau_log_append(l, &ev, last);
         if (rc) return rc;
     }
     return 0;
 }
 
-typedef struct rep_s {
-    int n;
-    char first[1024];
-} rep_t;
-static void collect(void *ud, const char *where, const char *what) {
-    rep_t *r = ud;
-    if (r->n++ == 0) snprintf(r->first, sizeof r->first, "%s: %s", where, what);
-}
-static int verify(const char *dir, uint64_t *records, rep_t *rep) {
+static int verify(const char *dir, uint64_t *records, rau_t_rep_t *rep) {
     memset(rep, 0, sizeof *rep);
-    return rau_verify_dir(dir, g_vkey, collect, rep, records);
+    return rau_verify_dir(dir, rau_t_key()->vkey, rau_t_collect, rep, records);
 }
 
 RA_TEST(chain_dedupe_reopen) {
@@ -120,7 +105,7 @@ RA_TEST(chain_dedupe_reopen) {
     CHECK_RC(rau_log_checkpoint(l), 0);
     CHECK_RC(rau_log_close(l), 0);
     uint64_t recs = 0;
-    rep_t rep;
+    rau_t_rep_t rep;
     CHECK_RC(verify(dir, &recs, &rep), 0);
     CHECK_EQ_U64(recs, 11);
     if (rep.n) fprintf(stderr, "# %s\n", rep.first);
@@ -128,11 +113,8 @@ RA_TEST(chain_dedupe_reopen) {
 
 RA_TEST(amnesia_refuses_a_dir) {
     rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "gw-1";
-    cfg.stream = "rejects";
+    rau_t_log_config(&cfg, "rejects", fresh_dir("amnesia"), NULL);
     cfg.amnesia = 1;
-    cfg.dir = fresh_dir("amnesia");
     rau_log_t *l = NULL;
     char err[256] = "";
     CHECK_RC(rau_log_open(&cfg, &l, err, sizeof err), RAU_EAMNESIA);
@@ -162,9 +144,8 @@ static size_t list_segments(const char *dir, char names[][64], size_t cap) {
 }
 
 RA_TEST(rotation_and_checkpoints) {
-    char err[512];
     const char *dir = fresh_dir("rotate");
-    rau_log_t *l = open_log(dir, 2048, 16, err);
+    rau_log_t *l = open_log(dir, 2048, 16, NULL);
     REQUIRE(l);
     rau_appended_t a;
     for (int i = 0; i < 100; i += 10) {
@@ -186,12 +167,12 @@ RA_TEST(rotation_and_checkpoints) {
         CHECK(stat(p, &sb) == 0 && sb.st_size <= 2048);
     }
     uint64_t recs;
-    rep_t rep;
+    rau_t_rep_t rep;
     CHECK_RC(verify(dir, &recs, &rep), 0);
     CHECK_EQ_U64(recs, 100);
     if (rep.n) fprintf(stderr, "# %s\n", rep.first);
     /* reopen continues the chain in the last segment */
-    l = open_log(dir, 2048, 16, err);
+    l = open_log(dir, 2048, 16, NULL);
     REQUIRE(l);
     CHECK_RC(append_n(l, 100, 5, &a), 0);
     CHECK_EQ_U64(a.seq, 105);
@@ -204,10 +185,8 @@ static size_t pack_n(uint8_t *buf, int from, int n, const char *stream) {
     size_t off = 0;
     for (int i = from; i < from + n; i++) {
         char v[32];
-        snprintf(v, sizeof v, "t-%d", i);
-        rau_attr_t a[2] = {{"tenant", 6, RAU_ATTR_STR, v, strlen(v), 0},
-                           {"n", 1, RAU_ATTR_INT, NULL, 0, i}};
-        rau_event_t ev = {"reject", 6, 1700000000000LL + i, a, 2};
+        rau_attr_t a[2];
+        rau_event_t ev = event_i(i, v, a);
         size_t len = 0;
         if (rau_record_encode("gw-1", stream, 1, NULL, &ev, buf + off + 4, RAU_RECORD_MAX, &len))
             return 0;
@@ -305,7 +284,7 @@ RA_TEST(packed_batches_make_the_same_log) {
         CHECK(same_file(pa, pb));
     }
     uint64_t recs = 0;
-    rep_t rep;
+    rau_t_rep_t rep;
     CHECK_RC(verify(db, &recs, &rep), 0);
     CHECK_EQ_U64(recs, 302);
     if (rep.n) fprintf(stderr, "# %s\n", rep.first);
@@ -350,7 +329,7 @@ RA_TEST(verify_catches_truncation_at_every_byte) {
     REQUIRE(copy_file(cp, wcp, 1 << 20) > 0);
     snprintf(wseg, sizeof wseg, "%s/%s", work, strrchr(seg, '/') + 1);
     uint64_t recs;
-    rep_t rep;
+    rau_t_rep_t rep;
     REQUIRE(copy_file(seg, wseg, len) == (int)len);
     CHECK_RC(verify(work, &recs, &rep), 0);
     size_t missed = 0;
@@ -403,7 +382,7 @@ RA_TEST(verify_catches_a_bit_flip_in_every_record) {
         fwrite(b, 1, len, f);
         fclose(f);
         uint64_t recs;
-        rep_t rep;
+        rau_t_rep_t rep;
         tried++;
         if (verify(g_dir, &recs, &rep) <= 0) {
             if (!missed) fprintf(stderr, "# flip of bit %zu not reported\n", i);
@@ -439,9 +418,8 @@ RA_TEST(verify_catches_a_bit_flip_in_every_record) {
  * the log): a 4 MiB segment whose frames straddle every window boundary verifies, and a
  * byte changed past the third MiB is reported at the offset of its frame. */
 RA_TEST(verify_reads_a_large_segment_through_its_window) {
-    char err[512];
     const char *dir = fresh_dir("window");
-    rau_log_t *l = open_log(dir, 0, 5000, err);
+    rau_log_t *l = open_log(dir, 0, 5000, NULL);
     REQUIRE(l);
     rau_appended_t last;
     for (int i = 0; i < 40; i++) {
@@ -455,7 +433,7 @@ RA_TEST(verify_reads_a_large_segment_through_its_window) {
     REQUIRE(stat(seg, &sb) == 0);
     CHECK(sb.st_size > 3200000);
     uint64_t recs = 0;
-    rep_t rep;
+    rau_t_rep_t rep;
     CHECK(verify(dir, &recs, &rep) == 0);
     CHECK(recs == 40000);
     if (rep.n) fprintf(stderr, "# %s\n", rep.first);
@@ -492,7 +470,7 @@ RA_TEST(verify_reads_a_large_segment_through_its_window) {
     char head[900];
     snprintf(head, sizeof head, "%s/head.rau", dir);
     REQUIRE(unlink(head) == 0);
-    l = open_log(dir, 0, 5000, err);
+    l = open_log(dir, 0, 5000, NULL);
     REQUIRE(l);
     rau_log_stats_t st;
     rau_log_stats(l, &st);
@@ -513,10 +491,7 @@ RA_TEST(verify_catches_a_tampered_but_rehashed_record) {
      * record 4 and the checkpoint's root catch it */
     const char *dir = fresh_dir("tamper2");
     rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "gw-1";
-    cfg.stream = "rejects";
-    cfg.dir = dir;
+    rau_t_log_config(&cfg, "rejects", dir, NULL);
     rau_log_t *l = NULL;
     REQUIRE(rau_log_open(&cfg, &l, err, sizeof err) == 0);
     rau_appended_t a;
@@ -529,7 +504,7 @@ RA_TEST(verify_catches_a_tampered_but_rehashed_record) {
     snprintf(other, sizeof other, "%s/%s", dir, names[0]);
     REQUIRE(copy_file(other, seg, 1 << 20) > 0);
     uint64_t recs;
-    rep_t rep;
+    rau_t_rep_t rep;
     int n = verify(fresh_dir("tamper"), &recs, &rep);
     CHECK(n >= 1);
     printf("# tampered log: %d problems, first: %s\n", n, rep.first);
@@ -564,16 +539,20 @@ RA_TEST(a_restored_backup_fork_is_detected) {
     REQUIRE(append_n(l, 50, 6, &a) == 0 && rau_log_checkpoint(l) == 0);
     REQUIRE(rau_log_close(l) == 0);
     uint64_t recs;
-    rep_t rep;
+    rau_t_rep_t rep;
     CHECK_RC(verify(fork_dir, &recs, &rep), 0); /* alone it looks fine */
     const char *extra[1] = {witness};
     memset(&rep, 0, sizeof rep);
-    CHECK_RC(rau_verify_dir_checkpoints(fork_dir, g_vkey, extra, 1, collect, &rep, &recs), 1);
+    CHECK_RC(rau_verify_dir_checkpoints(fork_dir, rau_t_key()->vkey, extra, 1, rau_t_collect, &rep,
+                                        &recs),
+             1);
     CHECK(strstr(rep.first, "witness-8.note") && strstr(rep.first, "forked"));
     printf("# fork: %s\n", rep.first);
     /* the original passes with the witness's copy */
     memset(&rep, 0, sizeof rep);
-    CHECK_RC(rau_verify_dir_checkpoints(orig_dir, g_vkey, extra, 1, collect, &rep, &recs), 0);
+    CHECK_RC(rau_verify_dir_checkpoints(orig_dir, rau_t_key()->vkey, extra, 1, rau_t_collect, &rep,
+                                        &recs),
+             0);
 }
 
 /* kill -9 at random moments while a child appends and syncs: every record the child
@@ -638,7 +617,7 @@ RA_TEST(kill9_keeps_every_acknowledged_record) {
         rau_log_close(l);
     }
     uint64_t recs;
-    rep_t rep;
+    rau_t_rep_t rep;
     CHECK_RC(verify(d, &recs, &rep), 0);
     if (rep.n) fprintf(stderr, "# %s\n", rep.first);
     printf("# %d kills: %llu records acknowledged, %llu in the log\n", iters,

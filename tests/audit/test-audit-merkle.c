@@ -81,7 +81,7 @@ static const vec_t CONS[] = {
     {1, 1, 0, {NULL}},
 };
 
-static uint8_t lh[8][32], roots[8][32];
+static uint8_t lh[8][32], roots[8][32], some[32], empty[32];
 
 static void setup(void) {
     for (int i = 0; i < 8; i++) {
@@ -90,6 +90,8 @@ static void setup(void) {
         rau_merkle_leaf_hash(d, n, lh[i]);
         rau_t_unhex(ROOTS[i], roots[i], 32);
     }
+    rau_t_unhex(SOME, some, 32);
+    rau_t_unhex(EMPTY, empty, 32);
 }
 
 static size_t load(const vec_t *v, uint8_t *p) {
@@ -116,96 +118,120 @@ RA_TEST(roots_of_every_prefix) {
     CHECK(memcmp(r, e, 32) == 0);
 }
 
-RA_TEST(inclusion_vectors_and_probes) {
+/* rau_merkle_inclusion_proof and rau_merkle_consistency_proof. */
+typedef int (*prove_fn)(const uint8_t *leaf_hashes, uint64_t a, uint64_t b, uint8_t *proof,
+                        size_t cap, size_t *count_out);
+
+/* For every vector of vecs: the library proves exactly the vector's proof (prove over the
+ * test leaves with v->a - a_base, v->b), then probes check what verifies it and what not. */
+static void each_vector(const vec_t *vecs, size_t count, prove_fn prove, uint64_t a_base,
+                        void (*probes)(const vec_t *v, const uint8_t *p, size_t n)) {
     setup();
-    uint8_t some[32], empty[32];
-    rau_t_unhex(SOME, some, 32);
-    rau_t_unhex(EMPTY, empty, 32);
-    for (size_t t = 0; t < sizeof INCL / sizeof INCL[0]; t++) {
-        const vec_t *v = &INCL[t];
-        uint8_t p[8 * 32], g[RAU_MERKLE_PROOF_MAX * 32], w[8 * 32];
+    for (size_t t = 0; t < count; t++) {
+        const vec_t *v = &vecs[t];
+        uint8_t p[8 * 32], g[RAU_MERKLE_PROOF_MAX * 32];
         size_t n = load(v, p), gn = 0;
-        uint64_t idx = v->a - 1, size = v->b;
-        const uint8_t *root = roots[size - 1], *leaf = lh[idx];
-        CHECK_RC(rau_merkle_inclusion_proof(&lh[0][0], idx, size, g, RAU_MERKLE_PROOF_MAX, &gn), 0);
+        CHECK_RC(prove(&lh[0][0], v->a - a_base, v->b, g, RAU_MERKLE_PROOF_MAX, &gn), 0);
         CHECK(gn == n && memcmp(g, p, 32 * n) == 0);
-        CHECK_RC(rau_merkle_verify_inclusion(idx, size, leaf, p, n, root), 0);
-        /* probes: every one must fail */
-        CHECK(rau_merkle_verify_inclusion(idx - 1, size, leaf, p, n, root) != 0);
-        CHECK(rau_merkle_verify_inclusion(idx + 1, size, leaf, p, n, root) != 0);
-        CHECK(rau_merkle_verify_inclusion(idx ^ 2, size, leaf, p, n, root) != 0);
-        CHECK(rau_merkle_verify_inclusion(idx, size * 2, leaf, p, n, root) != 0);
-        CHECK(rau_merkle_verify_inclusion(idx, size / 2, leaf, p, n, root) != 0);
-        CHECK(rau_merkle_verify_inclusion(idx, size, some, p, n, root) != 0);
-        CHECK(rau_merkle_verify_inclusion(idx, size, leaf, p, n, empty) != 0);
-        CHECK(rau_merkle_verify_inclusion(idx, size, leaf, p, n, some) != 0);
-        memcpy(w, p, 32 * n);
-        memcpy(w + 32 * n, root, 32);
-        CHECK(rau_merkle_verify_inclusion(idx, size, leaf, w, n + 1, root) != 0);
-        memcpy(w, root, 32);
-        memcpy(w + 32, p, 32 * n);
-        CHECK(rau_merkle_verify_inclusion(idx, size, leaf, w, n + 1, root) != 0);
-        for (size_t i = 0; i < n; i++) {
-            memcpy(w, p, 32 * n);
-            w[32 * i] ^= 8;
-            CHECK(rau_merkle_verify_inclusion(idx, size, leaf, w, n, root) != 0);
-        }
-        if (n > 0) CHECK(rau_merkle_verify_inclusion(idx, size, leaf, p, n - 1, root) != 0);
-        if (n > 1) {
-            memcpy(w, p, 32);
-            memcpy(w + 32, some, 32);
-            memcpy(w + 64, p + 32, 32 * (n - 1));
-            CHECK(rau_merkle_verify_inclusion(idx, size, leaf, w, n + 1, root) != 0);
-        }
+        probes(v, p, n);
     }
+}
+
+/* A kind's verifier with the vector's leaf and roots bound: (a, b) is (index, size) for
+ * inclusion, (size1, size2) for consistency. */
+typedef int (*verify_fn)(const vec_t *v, uint64_t a, uint64_t b, const uint8_t *p, size_t n);
+
+static int verify_incl(const vec_t *v, uint64_t idx, uint64_t size, const uint8_t *p, size_t n) {
+    return rau_merkle_verify_inclusion(idx, size, lh[v->a - 1], p, n, roots[v->b - 1]);
+}
+
+static int verify_cons(const vec_t *v, uint64_t s1, uint64_t s2, const uint8_t *p, size_t n) {
+    return rau_merkle_verify_consistency(s1, s2, roots[v->a - 1], roots[v->b - 1], p, n);
+}
+
+/* The probes both kinds share: the proof of (a, b) fails with a off by one either way or
+ * its bit 1 flipped, and with b doubled or halved. */
+static void position_probes(verify_fn verify, const vec_t *v, uint64_t a, uint64_t b,
+                            const uint8_t *p, size_t n) {
+    CHECK(verify(v, a - 1, b, p, n) != 0);
+    CHECK(verify(v, a + 1, b, p, n) != 0);
+    CHECK(verify(v, a ^ 2, b, p, n) != 0);
+    CHECK(verify(v, a, b * 2, p, n) != 0);
+    CHECK(verify(v, a, b / 2, p, n) != 0);
+}
+
+static void inclusion_probes(const vec_t *v, const uint8_t *p, size_t n) {
+    uint8_t w[8 * 32];
+    uint64_t idx = v->a - 1, size = v->b;
+    const uint8_t *root = roots[size - 1], *leaf = lh[idx];
+    CHECK_RC(rau_merkle_verify_inclusion(idx, size, leaf, p, n, root), 0);
+    /* probes: every one must fail */
+    position_probes(verify_incl, v, idx, size, p, n);
+    CHECK(rau_merkle_verify_inclusion(idx, size, some, p, n, root) != 0);
+    CHECK(rau_merkle_verify_inclusion(idx, size, leaf, p, n, empty) != 0);
+    CHECK(rau_merkle_verify_inclusion(idx, size, leaf, p, n, some) != 0);
+    memcpy(w, p, 32 * n);
+    memcpy(w + 32 * n, root, 32);
+    CHECK(rau_merkle_verify_inclusion(idx, size, leaf, w, n + 1, root) != 0);
+    memcpy(w, root, 32);
+    memcpy(w + 32, p, 32 * n);
+    CHECK(rau_merkle_verify_inclusion(idx, size, leaf, w, n + 1, root) != 0);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(w, p, 32 * n);
+        w[32 * i] ^= 8;
+        CHECK(rau_merkle_verify_inclusion(idx, size, leaf, w, n, root) != 0);
+    }
+    if (n > 0) CHECK(rau_merkle_verify_inclusion(idx, size, leaf, p, n - 1, root) != 0);
+    if (n > 1) {
+        memcpy(w, p, 32);
+        memcpy(w + 32, some, 32);
+        memcpy(w + 64, p + 32, 32 * (n - 1));
+        CHECK(rau_merkle_verify_inclusion(idx, size, leaf, w, n + 1, root) != 0);
+    }
+}
+
+RA_TEST(inclusion_vectors_and_probes) {
+    each_vector(INCL, sizeof INCL / sizeof INCL[0], rau_merkle_inclusion_proof, 1,
+                inclusion_probes);
     /* index >= size */
     CHECK(rau_merkle_verify_inclusion(0, 0, some, NULL, 0, empty) != 0);
     CHECK(rau_merkle_verify_inclusion(2, 1, some, NULL, 0, some) != 0);
 }
 
-RA_TEST(consistency_vectors_and_probes) {
-    setup();
-    uint8_t some[32], empty[32];
-    rau_t_unhex(SOME, some, 32);
-    rau_t_unhex(EMPTY, empty, 32);
-    for (size_t t = 0; t < sizeof CONS / sizeof CONS[0]; t++) {
-        const vec_t *v = &CONS[t];
-        uint8_t p[8 * 32], g[RAU_MERKLE_PROOF_MAX * 32], w[8 * 32];
-        size_t n = load(v, p), gn = 0;
-        uint64_t s1 = v->a, s2 = v->b;
-        const uint8_t *r1 = roots[s1 - 1], *r2 = roots[s2 - 1];
-        CHECK_RC(rau_merkle_consistency_proof(&lh[0][0], s1, s2, g, RAU_MERKLE_PROOF_MAX, &gn), 0);
-        CHECK(gn == n && memcmp(g, p, 32 * n) == 0);
-        CHECK_RC(rau_merkle_verify_consistency(s1, s2, r1, r2, p, n), 0);
-        if (n == 0) continue;
-        CHECK(rau_merkle_verify_consistency(s1 - 1, s2, r1, r2, p, n) != 0);
-        CHECK(rau_merkle_verify_consistency(s1 + 1, s2, r1, r2, p, n) != 0);
-        CHECK(rau_merkle_verify_consistency(s1 ^ 2, s2, r1, r2, p, n) != 0);
-        CHECK(rau_merkle_verify_consistency(s1, s2 * 2, r1, r2, p, n) != 0);
-        CHECK(rau_merkle_verify_consistency(s1, s2 / 2, r1, r2, p, n) != 0);
-        CHECK(rau_merkle_verify_consistency(s1, s2, some, r2, p, n) != 0);
-        CHECK(rau_merkle_verify_consistency(s1, s2, r1, some, p, n) != 0);
-        CHECK(rau_merkle_verify_consistency(s1, s2, r2, r1, p, n) != 0);
-        CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, p, 0) != 0);
-        const uint8_t *extra[3] = {r1, r2, some};
-        for (int e = 0; e < 3; e++) {
-            memcpy(w, p, 32 * n);
-            memcpy(w + 32 * n, extra[e], 32);
-            CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, w, n + 1) != 0);
-            memcpy(w, extra[e], 32);
-            memcpy(w + 32, p, 32 * n);
-            CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, w, n + 1) != 0);
-        }
-        memcpy(w, p, 32);
+static void consistency_probes(const vec_t *v, const uint8_t *p, size_t n) {
+    uint8_t w[8 * 32];
+    uint64_t s1 = v->a, s2 = v->b;
+    const uint8_t *r1 = roots[s1 - 1], *r2 = roots[s2 - 1];
+    CHECK_RC(rau_merkle_verify_consistency(s1, s2, r1, r2, p, n), 0);
+    if (n == 0) return;
+    position_probes(verify_cons, v, s1, s2, p, n);
+    CHECK(rau_merkle_verify_consistency(s1, s2, some, r2, p, n) != 0);
+    CHECK(rau_merkle_verify_consistency(s1, s2, r1, some, p, n) != 0);
+    CHECK(rau_merkle_verify_consistency(s1, s2, r2, r1, p, n) != 0);
+    CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, p, 0) != 0);
+    const uint8_t *extra[3] = {r1, r2, some};
+    for (int e = 0; e < 3; e++) {
+        memcpy(w, p, 32 * n);
+        memcpy(w + 32 * n, extra[e], 32);
+        CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, w, n + 1) != 0);
+        memcpy(w, extra[e], 32);
         memcpy(w + 32, p, 32 * n);
         CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, w, n + 1) != 0);
-        CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, p, n - 1) != 0);
-        for (size_t i = 0; i < n; i++) {
-            memcpy(w, p, 32 * n);
-            w[32 * i] ^= 16;
-            CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, w, n) != 0);
-        }
     }
+    memcpy(w, p, 32);
+    memcpy(w + 32, p, 32 * n);
+    CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, w, n + 1) != 0);
+    CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, p, n - 1) != 0);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(w, p, 32 * n);
+        w[32 * i] ^= 16;
+        CHECK(rau_merkle_verify_consistency(s1, s2, r1, r2, w, n) != 0);
+    }
+}
+
+RA_TEST(consistency_vectors_and_probes) {
+    each_vector(CONS, sizeof CONS / sizeof CONS[0], rau_merkle_consistency_proof, 0,
+                consistency_probes);
     /* the fixed cases of TestVerifyConsistency */
     uint8_t a[32], b[32];
     memset(a, 1, 32);

@@ -14,19 +14,14 @@
 #include <time.h>
 #include <unistd.h>
 
-static char g_base[512], g_sk[RAU_KEY_TEXT_MAX], g_vk[RAU_KEY_TEXT_MAX], g_key[700];
+static char g_base[512];
 
 static const char *dir_of(const char *name) {
     static char d[800];
     if (!g_base[0]) {
         const char *shm = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : NULL;
         ra_fix_mkdtemp(g_base, sizeof g_base, shm, "rau-pin-test-");
-        if (rau_note_keygen("ron-audit/gw-1/pin", g_sk, sizeof g_sk, g_vk, sizeof g_vk) != 0)
-            abort();
-        snprintf(g_key, sizeof g_key, "%s/signer.key", g_base);
-        FILE *f = fopen(g_key, "w");
-        fputs(g_sk, f);
-        fclose(f);
+        rau_t_keygen("pin", g_base);
     }
     snprintf(d, sizeof d, "%s/%s", g_base, name);
     return d;
@@ -34,11 +29,7 @@ static const char *dir_of(const char *name) {
 
 static rau_log_t *open_log(const char *dir, uint32_t every, uint32_t interval_ms) {
     rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "gw-1";
-    cfg.stream = "pin";
-    cfg.dir = dir;
-    cfg.key_path = g_key;
+    rau_t_log_config(&cfg, "pin", dir, rau_t_key()->path);
     cfg.checkpoint_every = every;
     cfg.checkpoint_interval_ms = interval_ms;
     rau_log_t *l = NULL;
@@ -59,23 +50,11 @@ static int append(rau_log_t *l, int from, int n) {
     return 0;
 }
 
-typedef struct rep_s {
-    int n;
-    char all[4096];
-} rep_t;
-
-static void collect(void *ud, const char *where, const char *what) {
-    rep_t *r = ud;
-    r->n++;
-    size_t k = strlen(r->all);
-    snprintf(r->all + k, sizeof r->all - k, "%s: %s\n", where, what);
-}
-
 static int verify(const char *dir, const char *vkey, const char *wvkey, const char *extra,
-                  rau_verify_result_t *res, rep_t *rep) {
+                  rau_verify_result_t *res, rau_t_rep_t *rep) {
     memset(rep, 0, sizeof *rep);
     const char *ex[1] = {extra};
-    rau_verify_opts_t o = {vkey, wvkey, ex, extra ? 1 : 0, collect, NULL, rep};
+    rau_verify_opts_t o = {vkey, wvkey, ex, extra ? 1 : 0, rau_t_collect, NULL, rep};
     return rau_verify(dir, &o, res);
 }
 
@@ -102,22 +81,22 @@ RA_TEST(a_log_no_checkpoint_covers_fails_with_the_key) {
     }
     CHECK_RC(rau_log_close(l), 0);
     rau_verify_result_t r;
-    rep_t rep;
-    CHECK_RC(verify(dir, g_vk, NULL, NULL, &r, &rep), 0);
+    rau_t_rep_t rep;
+    CHECK_RC(verify(dir, rau_t_key()->vkey, NULL, NULL, &r, &rep), 0);
     CHECK_EQ_U64(r.records, 25);
     CHECK_EQ_U64(r.covered, 20); /* the newest that verifies: 5 records not yet covered */
     CHECK_EQ_U64(r.checkpoints, 2);
     rm_checkpoints(dir);
     CHECK_RC(verify(dir, NULL, NULL, NULL, &r, &rep), 0); /* without the key: nothing pins */
     CHECK_EQ_U64(r.covered, 0);
-    CHECK(verify(dir, g_vk, NULL, NULL, &r, &rep) == 1 &&
+    CHECK(verify(dir, rau_t_key()->vkey, NULL, NULL, &r, &rep) == 1 &&
           strstr(rep.all, "no checkpoint signed with the verifier key covers any of its 25"));
     /* an empty log needs none */
     const char *empty = dir_of("empty");
     l = open_log(empty, 0, 0);
     REQUIRE(l);
     CHECK_RC(rau_log_close(l), 0);
-    CHECK_RC(verify(empty, g_vk, NULL, NULL, &r, &rep), 0);
+    CHECK_RC(verify(empty, rau_t_key()->vkey, NULL, NULL, &r, &rep), 0);
 }
 
 /* The writer signs what no checkpoint covers once the interval passed since its last one
@@ -187,10 +166,10 @@ RA_TEST(a_witness_cosignature_is_required) {
     fwrite(cos, 1, cn, f);
     fclose(f);
     rau_verify_result_t r;
-    rep_t rep;
-    CHECK(verify(dir, g_vk, wvk, NULL, &r, &rep) == 1 &&
+    rau_t_rep_t rep;
+    CHECK(verify(dir, rau_t_key()->vkey, wvk, NULL, &r, &rep) == 1 &&
           strstr(rep.all, "no checkpoint cosigned by the witness"));
-    CHECK_RC(verify(dir, g_vk, wvk, path, &r, &rep), 0);
+    CHECK_RC(verify(dir, rau_t_key()->vkey, wvk, path, &r, &rep), 0);
     CHECK_EQ_U64(r.witnessed, 8);
     CHECK_EQ_U64(r.witness_time, 1700000000);
     CHECK_EQ_U64(r.covered, 8);
@@ -208,10 +187,7 @@ RA_TEST(a_refused_open_says_why) {
     char sub[1000];
     snprintf(sub, sizeof sub, "%s/audit", file);
     rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "gw-1";
-    cfg.stream = "pin";
-    cfg.dir = sub;
+    rau_t_log_config(&cfg, "pin", sub, NULL);
     rau_log_t *l = NULL;
     char err[1024] = "stale";
     CHECK_RC(rau_log_open(&cfg, &l, err, sizeof err), RAU_EIO);
@@ -225,10 +201,7 @@ RA_TEST(a_refused_open_says_why) {
 RA_TEST(proofs_from_a_directory) {
     const char *dir = dir_of("proofs");
     rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "gw-1";
-    cfg.stream = "pin";
-    cfg.dir = dir;
+    rau_t_log_config(&cfg, "pin", dir, NULL);
     cfg.rotate_bytes = 600; /* segments of a few records: the scan crosses them */
     rau_log_t *l = NULL;
     char err[512];

@@ -20,20 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_skey[RAU_KEY_TEXT_MAX], g_vkey[RAU_KEY_TEXT_MAX], g_keypath[800];
 static const char *DIR_ = "/sim/audit";
 static int g_mode = -1; /* the last power cut's mode, for the messages */
-
-static void keys(void) {
-    if (g_skey[0]) return;
-    if (rau_note_keygen("ron-audit/gw-1/rejects", g_skey, sizeof g_skey, g_vkey, sizeof g_vkey))
-        abort();
-    snprintf(g_keypath, sizeof g_keypath, "%s/signer.key", rau_t_tmpdir());
-    FILE *f = fopen(g_keypath, "w");
-    if (!f) abort();
-    fputs(g_skey, f);
-    fclose(f);
-}
 
 typedef struct model_s {
     uint8_t (*hash)[32]; /* by seq: the self_hash the writer computed last for it */
@@ -60,16 +48,12 @@ static simfs_t *sim_new(uint64_t seed) {
 }
 
 static rau_log_t *open_sim(simfs_t *fs, uint64_t rotate, uint32_t batch, int *rc, char *err) {
-    keys();
+    rau_t_keygen("rejects", rau_t_tmpdir());
     rau_log_config_t cfg;
-    rau_log_config_init(&cfg);
-    cfg.writer_id = "gw-1";
-    cfg.stream = "rejects";
-    cfg.dir = DIR_;
+    rau_t_log_config(&cfg, "rejects", DIR_, rau_t_key()->path);
     cfg.rotate_bytes = rotate;
     cfg.batch_bytes = batch;
     cfg.checkpoint_every = 7;
-    cfg.key_path = g_keypath;
     cfg.dedupe_window = 64;
     rau_log_t *l = NULL;
     *rc = rau__log_open_io(&cfg, simfs_io(fs), &l, err, 512);
@@ -157,7 +141,7 @@ static int verify_copy_to(simfs_t *fs, rau_report_fn rep, void *ud, uint64_t *re
     if (mkdir(to, 0700) != 0) return -100;
     copy_t c = {fs, to};
     fs->io.list(fs, DIR_, cb_copy, &c);
-    return rau_verify_dir(to, g_vkey, rep, ud, records);
+    return rau_verify_dir(to, rau_t_key()->vkey, rep, ud, records);
 }
 
 static int verify_copy(simfs_t *fs, uint64_t *records) {

@@ -11,7 +11,7 @@
  *   bench-audit [--quick] [--dir DIR] [--out results.jsonl]
  *
  * Prints human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md). */
-#include "../fixtures.h"
+#include "bench-common.h"
 #include "ron/audit.h"
 
 #include <fcntl.h>
@@ -23,14 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static FILE *g_out;
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void bench_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void bench_line(const char *fmt, ...) {
     char buf[1024];
@@ -39,7 +31,7 @@ static void bench_line(const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     printf("BENCH %s\n", buf);
-    if (g_out) fprintf(g_out, "%s\n", buf);
+    if (bench_out_file) fprintf(bench_out_file, "%s\n", buf);
 }
 
 static void die(const char *what, int rc) {
@@ -87,16 +79,16 @@ static double run_log(const char *dir, int amnesia, uint64_t n, uint32_t batch, 
     char tenant[40];
     rau_event_t ev;
     rau_appended_t out;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     for (uint64_t i = 0; i < n; i++) {
         event(i, &ev, a, tenant);
-        uint64_t s = now_ns();
+        uint64_t s = bench_now_ns();
         if ((rc = rau_log_append(l, &ev, &out))) die("append", rc);
-        lat[i] = now_ns() - s;
+        lat[i] = bench_now_ns() - s;
         if ((i + 1) % batch == 0 && (rc = rau_log_sync(l))) die("sync", rc);
     }
     if ((rc = rau_log_sync(l))) die("sync", rc);
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
     rau_log_close(l);
     qsort(lat, n, sizeof *lat, cmp_u64);
     *p50 = (double)lat[n / 2];
@@ -121,9 +113,9 @@ static double run_packed(const char *dir, int amnesia, uint64_t n, uint32_t batc
     rau_attr_t a[4];
     char tenant[40];
     rau_event_t ev;
-    uint64_t t_emit = 0, t_pool = 0, t0 = now_ns();
+    uint64_t t_emit = 0, t_pool = 0, t0 = bench_now_ns();
     for (uint64_t i = 0; i < n;) {
-        uint64_t s = now_ns();
+        uint64_t s = bench_now_ns();
         size_t len = 0;
         uint32_t k = 0;
         for (; k < batch && i < n && cap - len >= RAU_RECORD_MAX + 4; k++, i++) {
@@ -136,16 +128,16 @@ static double run_packed(const char *dir, int amnesia, uint64_t n, uint32_t batc
             buf[len + 2] = (uint8_t)(rl >> 8), buf[len + 3] = (uint8_t)rl;
             len += 4 + rl;
         }
-        uint64_t m = now_ns();
+        uint64_t m = bench_now_ns();
         rau_batch_result_t br;
         if ((rc = rau_log_append_packed(l, buf, len, &br))) die("append_packed", rc);
         if (br.appended != k) die("append_packed: count", RAU_EINVAL);
         if ((rc = rau_log_sync(l))) die("sync", rc);
-        uint64_t e = now_ns();
+        uint64_t e = bench_now_ns();
         t_emit += m - s;
         t_pool += e - m;
     }
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
     rau_log_close(l);
     free(buf);
     *emit_ns = (double)t_emit / (double)n;
@@ -169,7 +161,7 @@ static double run_plain(const char *dir, uint64_t n) {
     char tenant[40];
     rau_event_t ev;
     uint8_t buf[RAU_RECORD_MAX + 4], prev[32] = {0};
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     for (uint64_t i = 0; i < n; i++) {
         event(i, &ev, a, tenant);
         size_t len = 0;
@@ -182,7 +174,7 @@ static double run_plain(const char *dir, uint64_t n) {
         if (write(fd, buf, len + 4) != (ssize_t)(len + 4) || fdatasync(fd) != 0)
             die("write", RAU_EIO);
     }
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
     close(fd);
     unlink(path);
     return (double)n / secs;
@@ -190,23 +182,11 @@ static double run_plain(const char *dir, uint64_t n) {
 
 int main(int argc, char **argv) {
     int quick = 0;
-    const char *base = NULL, *outp = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            quick = 1;
-        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
-            base = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
-            outp = argv[++i];
-        else {
-            fprintf(stderr, "usage: bench-audit [--quick] [--dir DIR] [--out FILE]\n");
-            return 2;
-        }
-    }
-    if (outp && !(g_out = fopen(outp, "a"))) {
-        perror(outp);
-        return 1;
-    }
+    const char *base = NULL;
+    const bench_opt_t opts[] = {{"--dir", &base}};
+    if (!bench_parse_args(argc, argv, &quick, opts, 1,
+                          "bench-audit [--quick] [--dir DIR] [--out FILE]"))
+        return 2;
     char dir[600];
     ra_fix_mkdtemp(dir, sizeof dir, base, "bench-audit-");
     uint64_t n_mem = quick ? 20000 : 1000000, n_group = quick ? 20000 : 500000;
@@ -288,9 +268,9 @@ int main(int argc, char **argv) {
         }
         rau_log_t *l = NULL;
         char err[512];
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         int rc = rau_log_open(&cfg, &l, err, sizeof err);
-        double os_ = (double)(now_ns() - t0) / 1e9;
+        double os_ = (double)(bench_now_ns() - t0) / 1e9;
         if (rc) die(err, rc);
         rau_log_stats_t st;
         rau_log_stats(l, &st);
@@ -313,9 +293,9 @@ int main(int argc, char **argv) {
     /* Verify speed: every frame, canonical re-encoding, hash, link, dedupe key and the
      * Merkle root of the last log written (no checkpoints: no signatures). */
     int problems = 0;
-    uint64_t got = 0, t0 = now_ns();
+    uint64_t got = 0, t0 = bench_now_ns();
     int vrc = rau_verify_dir(vdir, NULL, count_problem, &problems, &got);
-    double vs = (double)(now_ns() - t0) / 1e9;
+    double vs = (double)(bench_now_ns() - t0) / 1e9;
     if (vrc != 0 || problems || got != vn) {
         fprintf(stderr, "bench-audit: verify: rc %d, %d problems, %llu records\n", vrc, problems,
                 (unsigned long long)got);
@@ -332,6 +312,6 @@ int main(int argc, char **argv) {
         if (system(cmd) != 0) return 1;
     }
     rmdir(dir);
-    if (g_out) fclose(g_out);
+    if (bench_out_file) fclose(bench_out_file);
     return 0;
 }

@@ -59,27 +59,27 @@ static inline uint32_t bench_below(uint64_t r, uint32_t n) {
 /* ---- TSC ------------------------------------------------------------------------------*/
 static double bench_ns_per_tick = 0.0;
 
-static inline uint64_t bench_tsc_begin(void) {
 #if BENCH_HAVE_TSC
+static inline uint64_t bench_tsc_begin(void) {
     _mm_lfence();
     uint64_t t = __rdtsc();
     _mm_lfence();
     return t;
-#else
-    return bench_now_ns();
-#endif
 }
 
 static inline uint64_t bench_tsc_end(void) {
-#if BENCH_HAVE_TSC
     unsigned aux;
     uint64_t t = __rdtscp(&aux);
     _mm_lfence();
     return t;
-#else
-    return bench_now_ns();
-#endif
 }
+#else
+/* Without a TSC a tick is a nanosecond (bench_tsc_calibrate sets 1.0). */
+static inline uint64_t bench_tsc_begin(void) {
+    return bench_now_ns();
+}
+#define bench_tsc_end bench_tsc_begin
+#endif
 
 static inline void bench_tsc_calibrate(void) {
 #if BENCH_HAVE_TSC
@@ -172,6 +172,40 @@ static inline bool bench_common_opt(int argc, char **argv, int *i, int *quick) {
         exit(2);
     }
     return true;
+}
+
+/* An option taking a value: --name VALUE sets *value. */
+typedef struct bench_opt {
+    const char *name;
+    const char **value;
+} bench_opt_t;
+
+/* A benchmark's command line: the common options (bench_common_opt) and opts[0..n). False
+ * after usage on stderr for any other word or an option without its value. */
+static inline bool bench_parse_args(int argc, char **argv, int *quick, const bench_opt_t *opts,
+                                    size_t n, const char *usage) {
+    for (int i = 1; i < argc; i++) {
+        if (bench_common_opt(argc, argv, &i, quick)) continue;
+        size_t k = 0;
+        while (k < n && (strcmp(argv[i], opts[k].name) != 0 || i + 1 >= argc))
+            k++;
+        if (k == n) {
+            fprintf(stderr, "usage: %s\n", usage);
+            return false;
+        }
+        *opts[k].value = argv[++i];
+    }
+    return true;
+}
+
+/* The sum of a slice's row increments. */
+static inline uint64_t bench_slice_sum(const ra_slice_t *s) {
+    uint64_t sum = 0, inc;
+    for (size_t r = 0, n = ra_slice_row_count(s); r < n; r++) {
+        ra_slice_row(s, r, NULL, &inc);
+        sum += inc;
+    }
+    return sum;
 }
 
 static inline void bench_json_emit(const bench_json_t *j) {

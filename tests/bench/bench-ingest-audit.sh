@@ -31,22 +31,18 @@ host=$1 src=$2 work=$3
 shift 3
 out="" seconds=5 batch=1 conns=16 cases="forbidden bad_dimension capacity"
 audits="off chain1 chains2" rounds=3
-while [ $# -gt 0 ]; do
-    case $1 in
-    --quick) seconds=2 rounds=1 ;;
-    --out) out=$2; shift ;;
-    --seconds) seconds=$2; shift ;;
-    --batch) batch=$2; shift ;;
-    --conns) conns=$2; shift ;;
-    --cases) cases=$2; shift ;;
-    --audits) audits=$2; shift ;;
-    --rounds) rounds=$2; shift ;;
-    *) echo "bench-ingest-audit.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
 bench_name=bench-ingest-audit.sh
 . "$src/tests/bench/ingest-lib.sh"
+bench_opt() { # this script's own options, for bench_ingest_args: the words taken
+    case $1 in
+    --quick) seconds=2 rounds=1; return 1 ;;
+    --cases) cases=$2; return 2 ;;
+    --audits) audits=$2; return 2 ;;
+    --rounds) rounds=$2; return 2 ;;
+    esac
+    return 0
+}
+bench_ingest_args "$@"
 bench_ingest_setup
 die() { echo "bench-ingest-audit.sh: $*" >&2; exit 1; }
 

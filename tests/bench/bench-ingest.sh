@@ -21,19 +21,15 @@ set -eu
 host=$1 src=$2 work=$3
 shift 3
 out="" seconds=10 batch=100 conns=16 quick=0
-while [ $# -gt 0 ]; do
-    case $1 in
-    --quick) quick=1 seconds=2 ;;
-    --out) out=$2; shift ;;
-    --seconds) seconds=$2; shift ;;
-    --batch) batch=$2; shift ;;
-    --conns) conns=$2; shift ;;
-    *) echo "bench-ingest.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
 bench_name=bench-ingest.sh
 . "$src/tests/bench/ingest-lib.sh"
+bench_opt() { # this script's own options, for bench_ingest_args: the words taken
+    case $1 in
+    --quick) quick=1 seconds=2; return 1 ;;
+    esac
+    return 0
+}
+bench_ingest_args "$@"
 bench_ingest_setup
 rss_kb() { awk '$1 == "VmRSS:" { print $2 }' "/proc/$pid/status"; }
 # anonymous memory only: the heap (Lua, h2o, buffers), not the counter plane's file pages

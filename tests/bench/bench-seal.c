@@ -125,11 +125,7 @@ static int run(const scfg_t *c) {
                 slice_len[i] = len;
             }
             bytes += len;
-            for (size_t k = 0; k < nr; k++) {
-                uint64_t inc;
-                ra_slice_row(s, k, NULL, &inc);
-                got += inc;
-            }
+            got += bench_slice_sum(s);
             got_rows += nr;
             ra_slice_unref(s);
         }
@@ -230,21 +226,12 @@ static int run(const scfg_t *c) {
 }
 
 int main(int argc, char **argv) {
-    const char *only = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (bench_common_opt(argc, argv, &i, &g_quick)) continue;
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--reps") && v) {
-            g_reps = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--only") && v) {
-            only = v;
-            i++;
-        } else {
-            fprintf(stderr, "usage: bench-seal [--quick] [--reps N] [--only NAME] [--out FILE]\n");
-            return 2;
-        }
-    }
+    const char *only = NULL, *reps = NULL;
+    const bench_opt_t opts[] = {{"--reps", &reps}, {"--only", &only}};
+    if (!bench_parse_args(argc, argv, &g_quick, opts, 2,
+                          "bench-seal [--quick] [--reps N] [--only NAME] [--out FILE]"))
+        return 2;
+    if (reps) g_reps = atoi(reps);
     /* 10k: the §7 row (1000 streams of 10 rows: per-slice overhead dominates) and the same
      * rows in 10 big slices; 1M: 1000 slices of 1000 rows (24 kB each); 1M-split: streams
      * of 100k rows, which the sealer splits into slices under the 1 MiB frame limit

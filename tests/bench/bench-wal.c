@@ -505,22 +505,12 @@ static int bench_recovery(uint32_t segs, uint32_t per_seg) {
 }
 
 int main(int argc, char **argv) {
-    const char *only = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (bench_common_opt(argc, argv, &i, &g_quick)) continue;
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--dir") && v) {
-            snprintf(g_base, sizeof g_base, "%s", v);
-            i++;
-        } else if (!strcmp(a, "--only") && v) {
-            only = v;
-            i++;
-        } else {
-            fprintf(stderr, "usage: bench-wal [--quick] [--dir DIR] [--out FILE] "
-                            "[--only append|recovery]\n");
-            return 2;
-        }
-    }
+    const char *only = NULL, *dir = NULL;
+    const bench_opt_t opts[] = {{"--dir", &dir}, {"--only", &only}};
+    if (!bench_parse_args(argc, argv, &g_quick, opts, 2,
+                          "bench-wal [--quick] [--dir DIR] [--out FILE] [--only append|recovery]"))
+        return 2;
+    if (dir) snprintf(g_base, sizeof g_base, "%s", dir);
     bench_tsc_calibrate();
     bench_machine_line(BENCH_NAME);
     printf("# files in %s (%s); ratios are cost ratios (WAL ms / baseline ms)\n", g_base,

@@ -1,7 +1,11 @@
 # shellcheck shell=sh
-# What the ingest benchmarks share (bench-ingest.sh, bench-ingest-audit.sh; sourced after
-# their options are read; needs host, src, work, out and the script's name in bench_name):
+# What the ingest benchmarks share (bench-ingest.sh, bench-ingest-audit.sh; sourced before
+# their options are read; needs host, src, work and the script's name in bench_name):
 #
+#   bench_ingest_args ARGS...  the options both take (--out, --seconds, --batch, --conns) into
+#                        out, seconds, batch and conns; any other option goes to the script's
+#                        bench_opt OPTION VALUE, which returns how many words it took (0: an
+#                        unknown option, said on stderr, exit 2)
 #   bench_ingest_setup   WORK_DIR wiped and made current; TENANT, TOKEN and HASH (the token's
 #                        BLAKE3, as the daemon stores it); a daemon still running ($pid) is
 #                        stopped when the script exits
@@ -11,6 +15,22 @@
 #                        (output in NAME.log); waits for its "listening on" line (10 s), sets
 #                        pid and port; exits showing the log when it never came
 # shellcheck disable=SC2034,SC2154 # TENANT, TOKEN, HASH: the script's; host, src, work, out
+bench_ingest_args() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --out | --seconds | --batch | --conns) # --NAME VALUE sets NAME (one of these four)
+            eval "${1#--}=\$2"
+            shift ;;
+        *)
+            took=0
+            bench_opt "$1" "${2-}" || took=$?
+            [ "$took" -gt 0 ] || { echo "$bench_name: unknown option $1" >&2; exit 2; }
+            shift $((took - 1)) ;;
+        esac
+        shift
+    done
+}
+
 bench_ingest_setup() {
     command -v wrk >/dev/null || { echo "$bench_name: wrk not found (Debian: wrk)" >&2; exit 1; }
     rm -rf "$work" && mkdir -p "$work"

@@ -227,7 +227,11 @@ static void v_problem(void *ud, const char *what, const char *file, uint64_t off
     if (off > size) FAIL("problem offset %llu beyond %s", (unsigned long long)off, file);
 }
 
-static void scan(simfs_t *fs, bool read_only, got_t *g, ra__wal_t *w) {
+static void debug(const char *step, simfs_t *fs, const got_t *g);
+
+/* Opens the WAL on fs into *w (read-only or repairing), g getting what it found; step names
+ * it for FUZZ_WAL_DEBUG. */
+static void scan(simfs_t *fs, bool read_only, got_t *g, ra__wal_t *w, const char *step) {
     memset(g, 0, sizeof *g);
     g->fs = fs;
     ra__wal_visitor_t v = {g, v_head, v_slice, v_problem};
@@ -237,6 +241,7 @@ static void scan(simfs_t *fs, bool read_only, got_t *g, ra__wal_t *w) {
                      sizeof err) != 0)
         FAIL("ra__wal_open failed: %s", err);
     if (read_only && changes(fs) != writes) FAIL("a read-only scan changed the directory");
+    debug(step, fs, g);
 }
 
 /* FUZZ_WAL_DEBUG=1 fuzz-wal-recovery CRASH_FILE: what each step saw (=2: with the bytes). */
@@ -307,12 +312,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     got_t g1, g2, g3, g4;
 
     debug("input", fs, NULL);
-    scan(fs, true, &g1, &w); /* 1 */
-    debug("1 read-only", fs, &g1);
+    scan(fs, true, &g1, &w, "1 read-only");
     ra__wal_close(&w);
 
-    scan(fs, false, &g2, &w); /* 2 */
-    debug("2 repairing", fs, &g2);
+    scan(fs, false, &g2, &w, "2 repairing");
     same(&g1, &g2, g1.n);
     if (g2.n != g1.n)
         FAIL("the repairing open found %zu slices, the read-only scan %zu", g2.n, g1.n);
@@ -342,11 +345,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ra__wal_close(&w);
 
     debug("2 after the append", fs, NULL);
-    scan(fs, false, &g3, &w); /* 3 */
-    debug("3 repairing", fs, &g3);
+    scan(fs, false, &g3, &w, "3 repairing");
     ra__wal_close(&w);
-    scan(fs, true, &g4, &w); /* 4 */
-    debug("4 read-only", fs, &g4);
+    scan(fs, true, &g4, &w, "4 read-only");
     uint64_t torn = w.stats.torn_bytes;
     ra__wal_close(&w);
     size_t want = g1.n + (room ? 1 : 0);
@@ -361,8 +362,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* 5. ACK every other slice and compact (segments removed, mostly-ACKed ones rewritten);
      * 6. a read-only scan still finds every un-ACKed slice, and nothing new. */
     got_t g5, g6;
-    scan(fs, false, &g5, &w);
-    debug("5 repairing", fs, &g5);
+    scan(fs, false, &g5, &w, "5 repairing");
     same(&g4, &g5, want);
     if (g5.n != want) FAIL("reopen before compaction: %zu slices, expected %zu", g5.n, want);
     for (size_t i = 0; i < g5.n; i += 2)
@@ -372,8 +372,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* WalCorrupt: a damaged segment does not hold what memory says, and is left alone */
     if (rc != 0 && rc != RA_EWALCORRUPT) FAIL("compaction: %d %s", rc, ra_err_name(rc));
     ra__wal_close(&w);
-    scan(fs, true, &g6, &w);
-    debug("6 read-only after compaction", fs, &g6);
+    scan(fs, true, &g6, &w, "6 read-only after compaction");
     ra__wal_close(&w);
     /* Every un-ACKed slice survives, with its b3 (g6 is in seq order: a merge walk). ACKed
      * ones may stay (ACKed, not compacted: resent, the downstream answers dup), and a frame

@@ -78,7 +78,7 @@ foreach(f ${RA_FUZZERS})
     COMMAND ${RA_CLANG} ${_fuzz_flags} ${_fuzz_cflags_${f}} ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core}
             ${_fuzz_extra_${f}} ${_b3_src} -o ${bin} -lpthread ${_fuzz_libs_${f}}
     DEPENDS ${CMAKE_CURRENT_LIST_DIR}/fuzz-${f}.c ${_fuzz_core} ${_fuzz_extra_${f}} ${_b3_src}
-            ${_fuzz_deps_${f}}
+            ${_fuzz_deps_${f}} ${CMAKE_CURRENT_LIST_DIR}/fuzz-check.h
             ${CMAKE_SOURCE_DIR}/include/ron/accounting.h ${CMAKE_SOURCE_DIR}/core/internal.h
             ${CMAKE_SOURCE_DIR}/core/wal.h ${CMAKE_SOURCE_DIR}/core/io.h
     COMMENT "Building libFuzzer harness fuzz-${f} with clang" VERBATIM)

@@ -27,7 +27,6 @@
 #include "io.h"
 #include "wal.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -48,39 +47,9 @@ static void die(const char *what) {
     exit(1);
 }
 
-/* Reads the ```<tag> <name> block of docs/FORMAT.md as bytes (hex pairs; a "b3 " line is
- * skipped). */
+/* The ```<tag> <name> block of docs/FORMAT.md as bytes. */
 static int doc_block(const char *tag, const char *name, uint8_t *out, size_t cap, size_t *len) {
-    FILE *f = fopen(RA_SOURCE_DIR "/docs/FORMAT.md", "r");
-    if (!f) return -1;
-    char line[512], want[128];
-    snprintf(want, sizeof want, "```%s %s", tag, name);
-    int in = 0, found = 0;
-    *len = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (!in) {
-            in = strcmp(line, want) == 0;
-            continue;
-        }
-        found = 1;
-        if (strncmp(line, "```", 3) == 0) break;
-        if (strncmp(line, "b3 ", 3) == 0) continue;
-        for (char *p = line; *p;) {
-            while (*p == ' ')
-                p++;
-            if (!*p) break;
-            unsigned b;
-            if (!isxdigit((unsigned char)p[0]) || sscanf(p, "%2x", &b) != 1 || *len >= cap) {
-                fclose(f);
-                return -1;
-            }
-            out[(*len)++] = (uint8_t)b;
-            p += 2;
-        }
-    }
-    fclose(f);
-    return found ? 0 : -1;
+    return ra_fix_doc_block(RA_SOURCE_DIR "/docs/FORMAT.md", tag, name, out, cap, len, NULL);
 }
 
 static ra_slice_t *doc_slice(const char *name) {

@@ -57,6 +57,27 @@ static inline rl_posting_t rl_t_posting(uint8_t tx, uint32_t index, uint8_t acco
     return p;
 }
 
+/* A transfer over the caller's arrays (NULL and 0 for none), with metadata and intent from
+ * C strings (NULL: none). */
+static inline rl_transfer_t rl_t_transfer(const rl_posting_ref_t *in, uint32_t n_in,
+                                          const rl_output_t *out, uint32_t n_out,
+                                          const rl_pin_t *pins, uint32_t n_pins,
+                                          const char *metadata, const char *intent) {
+    rl_transfer_t t;
+    memset(&t, 0, sizeof t);
+    t.inputs = in;
+    t.n_inputs = n_in;
+    t.outputs = out;
+    t.n_outputs = n_out;
+    t.pins = pins;
+    t.n_pins = n_pins;
+    t.metadata = (const uint8_t *)metadata;
+    t.metadata_len = metadata ? (uint32_t)strlen(metadata) : 0;
+    t.intent = (const uint8_t *)intent;
+    t.intent_len = intent ? (uint32_t)strlen(intent) : 0;
+    return t;
+}
+
 static inline void rl_t_hex(const uint8_t *b, size_t n, char *out) {
     static const char hx[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {

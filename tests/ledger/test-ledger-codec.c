@@ -179,19 +179,7 @@ static rl_transfer_t sample(rl_posting_ref_t in[2], rl_output_t out[3], rl_pin_t
     pin[0].version = 1;
     rl_t_id(pin[1].account, 2);
     pin[1].version = 7;
-    rl_transfer_t t;
-    memset(&t, 0, sizeof t);
-    t.inputs = in;
-    t.n_inputs = 2;
-    t.outputs = out;
-    t.n_outputs = 3;
-    t.pins = pin;
-    t.n_pins = 2;
-    t.metadata = (const uint8_t *)"{\"memo\":\"x\"}";
-    t.metadata_len = 12;
-    t.intent = (const uint8_t *)"pay:1";
-    t.intent_len = 5;
-    return t;
+    return rl_t_transfer(in, 2, out, 3, pin, 2, "{\"memo\":\"x\"}", "pay:1");
 }
 
 RL_TEST(transfer_codec) {

@@ -44,6 +44,24 @@ static void fill_id(uint8_t id[16], uint8_t first) {
         id[i] = (uint8_t)(first + i);
 }
 
+/* An output of amount USD cents to account; a pin of account at version. */
+static rl_output_t usd_out(const uint8_t account[16], int64_t amount) {
+    rl_output_t o;
+    memset(&o, 0, sizeof o);
+    memcpy(o.account, account, 16);
+    o.asset = usd();
+    o.amount = amount;
+    return o;
+}
+
+static rl_pin_t pin_of(const uint8_t account[16], uint64_t version) {
+    rl_pin_t p;
+    memset(&p, 0, sizeof p);
+    memcpy(p.account, account, 16);
+    p.version = version;
+    return p;
+}
+
 static int build(int i, vec_t *v) {
     static rl_posting_ref_t in[2];
     static rl_output_t out[3];
@@ -102,24 +120,11 @@ static int build(int i, vec_t *v) {
     case 5: /* issuance: the external world account goes negative, alice gets 10.00 USD */
         v->name = "transfer-issue";
         v->kind = "transfer";
-        memset(out, 0, sizeof out);
-        memcpy(out[0].account, alice, 16);
-        out[0].asset = usd();
-        out[0].amount = 1000;
-        memcpy(out[1].account, world, 16);
-        out[1].asset = usd();
-        out[1].amount = -1000;
-        memset(pin, 0, sizeof pin);
-        memcpy(pin[0].account, world, 16);
-        pin[0].version = 1;
-        memcpy(pin[1].account, alice, 16);
-        pin[1].version = 1;
-        t.outputs = out;
-        t.n_outputs = 2;
-        t.pins = pin;
-        t.n_pins = 2;
-        t.intent = (const uint8_t *)"deposit:bank-ref-0001";
-        t.intent_len = 21;
+        out[0] = usd_out(alice, 1000);
+        out[1] = usd_out(world, -1000);
+        pin[0] = pin_of(world, 1);
+        pin[1] = pin_of(alice, 1);
+        t = rl_t_transfer(NULL, 0, out, 2, pin, 2, NULL, "deposit:bank-ref-0001");
         break;
     case 6: /* alice pays bob 7.00 from two postings (10.00 + 2.50), change 5.50 */
         v->name = "transfer-pay";
@@ -130,28 +135,11 @@ static int build(int i, vec_t *v) {
         in[0].index = 0;
         in[1] = in[0];
         in[1].index = 1;
-        memset(out, 0, sizeof out);
-        memcpy(out[0].account, bob, 16);
-        out[0].asset = usd();
-        out[0].amount = 700;
-        memcpy(out[1].account, alice, 16);
-        out[1].asset = usd();
-        out[1].amount = 550;
-        memset(pin, 0, sizeof pin);
-        memcpy(pin[0].account, alice, 16);
-        pin[0].version = 1;
-        memcpy(pin[1].account, bob, 16);
-        pin[1].version = 2;
-        t.inputs = in;
-        t.n_inputs = 2;
-        t.outputs = out;
-        t.n_outputs = 2;
-        t.pins = pin;
-        t.n_pins = 2;
-        t.metadata = (const uint8_t *)"{\"memo\":\"invoice 42\"}";
-        t.metadata_len = 21;
-        t.intent = (const uint8_t *)"pay:alice:nonce:7";
-        t.intent_len = 17;
+        out[0] = usd_out(bob, 700);
+        out[1] = usd_out(alice, 550);
+        pin[0] = pin_of(alice, 1);
+        pin[1] = pin_of(bob, 2);
+        t = rl_t_transfer(in, 2, out, 2, pin, 2, "{\"memo\":\"invoice 42\"}", "pay:alice:nonce:7");
         break;
     default:
         return 1; /* no more vectors */
@@ -288,21 +276,17 @@ static int decode_as(const char *kind, const uint8_t *b, size_t n, uint8_t *agai
     static rl_output_t out[RL_MAX_OUTPUTS];
     static rl_pin_t pin[RL_MAX_PINS];
     int rc;
-    if (strcmp(kind, "asset") == 0) {
-        rl_asset_t a;
-        rc = rl_asset_decode(b, n, &a);
-        return rc ? rc : rl_asset_encode(&a, again, MAXB, len);
-    }
-    if (strcmp(kind, "account") == 0) {
-        rl_account_t a;
-        rc = rl_account_decode(b, n, &a);
-        return rc ? rc : rl_account_encode(&a, again, MAXB, len);
-    }
-    if (strcmp(kind, "posting") == 0) {
-        rl_posting_t p;
-        rc = rl_posting_decode(b, n, &p);
-        return rc ? rc : rl_posting_encode(&p, again, MAXB, len);
-    }
+/* The value of type T that b[0..n) decodes to, encoded again into again[0..*len). */
+#define DECODE_ENCODE(T, type)                                                                     \
+    do {                                                                                           \
+        T x;                                                                                       \
+        rc = rl_##type##_decode(b, n, &x);                                                         \
+        return rc ? rc : rl_##type##_encode(&x, again, MAXB, len);                                 \
+    } while (0)
+    if (strcmp(kind, "asset") == 0) DECODE_ENCODE(rl_asset_t, asset);
+    if (strcmp(kind, "account") == 0) DECODE_ENCODE(rl_account_t, account);
+    if (strcmp(kind, "posting") == 0) DECODE_ENCODE(rl_posting_t, posting);
+#undef DECODE_ENCODE
     if (strcmp(kind, "transfer") == 0) {
         rl_transfer_t t;
         rc = rl_transfer_decode(b, n, &t, in, RL_MAX_INPUTS, out, RL_MAX_OUTPUTS, pin, RL_MAX_PINS);

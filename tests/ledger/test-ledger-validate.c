@@ -66,14 +66,7 @@ static void world_init(world_t *w) {
     set_out(&w->out[1], ALICE, "USD", 550);
     set_pin(&w->pin[0], ALICE, 1);
     set_pin(&w->pin[1], BOB, 2);
-    w->t.inputs = w->in;
-    w->t.n_inputs = 2;
-    w->t.outputs = w->out;
-    w->t.n_outputs = 2;
-    w->t.pins = w->pin;
-    w->t.n_pins = 2;
-    w->t.intent = (const uint8_t *)"pay:1";
-    w->t.intent_len = 5;
+    w->t = rl_t_transfer(w->in, 2, w->out, 2, w->pin, 2, NULL, "pay:1");
     w->plan.deltas = w->deltas;
     w->plan.deltas_cap = 16;
 }
@@ -504,16 +497,7 @@ static void property_step(int step, pstats_t *st) {
     bal[1].amount = model_balance(to, &asset);
     size_t n_bal = 2;
     snprintf(intent, sizeof intent, "prop:%d", step);
-    rl_transfer_t t;
-    memset(&t, 0, sizeof t);
-    t.inputs = in;
-    t.n_inputs = n_sel;
-    t.outputs = out;
-    t.n_outputs = n_out;
-    t.pins = pin;
-    t.n_pins = 2;
-    t.intent = (const uint8_t *)intent;
-    t.intent_len = (uint32_t)strlen(intent);
+    rl_transfer_t t = rl_t_transfer(in, n_sel, out, n_out, pin, 2, NULL, intent);
 
     /* The model's verdict on the clean transfer (LED-7, LED-8). */
     int frozen = p_acct[from].status != RL_ACCOUNT_OPEN || p_acct[to].status != RL_ACCOUNT_OPEN;
