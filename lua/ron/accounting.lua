@@ -180,13 +180,14 @@ end
 local Meter = {}
 Meter.__index = Meter
 
--- The meter's C handle; raises on misuse (level 3: the caller of the method).
-local function handle(self)
+-- The meter's C handle; raises on misuse (level 3: the caller of the method), and once
+-- closed unless closed_ok (then nil).
+local function handle(self, closed_ok)
     if getmetatable(self) ~= Meter then
         error("ron.accounting: expected a meter (use meter:method(), not meter.method())", 3)
     end
     local m = self._m
-    if m == nil then error("ron.accounting: the meter is closed", 3) end
+    if m == nil and not closed_ok then error("ron.accounting: the meter is closed", 3) end
     return m
 end
 
@@ -249,36 +250,37 @@ local function c_error(rc, errbuf)
     return ffi_string(C.ra_err_name(rc)) .. ": " .. detail
 end
 
--- check_config(cfg) -> true | nil, err: what open(cfg) would refuse, by the same checks
--- (config.validate, then the core's ra_config_check), without opening anything.
-function _M.check_config(cfg)
+-- cfg checked (misuse raises at the caller of _M[fname]) and converted, then
+-- call(cc, errbuf, ERRBUF_LEN) with what cc points into anchored. -> keep | nil, err
+local function with_config(fname, cfg, call)
     if cfg ~= nil and type(cfg) ~= "table" then
-        error("ron.accounting.check_config: cfg must be a table or nil", 2)
+        error("ron.accounting." .. fname .. ": cfg must be a table or nil", 3)
     end
     local cc, keep = c_config(cfg)
     if not cc then return nil, keep end
     local errbuf = ffi_new("char[?]", ERRBUF_LEN)
     ANCHOR[1] = keep
-    local rc = C.ra_config_check(cc, errbuf, ERRBUF_LEN)
+    local rc = call(cc, errbuf, ERRBUF_LEN)
     ANCHOR[1] = nil
     if rc ~= 0 then return nil, c_error(rc, errbuf) end
+    return keep
+end
+
+-- check_config(cfg) -> true | nil, err: what open(cfg) would refuse, by the same checks
+-- (config.validate, then the core's ra_config_check), without opening anything.
+function _M.check_config(cfg)
+    local keep, err = with_config("check_config", cfg, C.ra_config_check)
+    if not keep then return nil, err end
     return true
 end
 
 function _M.open(cfg)
-    if cfg ~= nil and type(cfg) ~= "table" then
-        error("ron.accounting.open: cfg must be a table or nil", 2)
-    end
-    local cc, keep = c_config(cfg)
-    if not cc then return nil, keep end
-    local c = keep[1]
-
     local out = ffi_new("ra_meter_t *[1]")
-    local errbuf = ffi_new("char[?]", ERRBUF_LEN)
-    ANCHOR[1] = keep
-    local rc = C.ra_meter_open(cc, out, errbuf, ERRBUF_LEN)
-    ANCHOR[1] = nil
-    if rc ~= 0 then return nil, c_error(rc, errbuf) end
+    local keep, err = with_config("open", cfg, function(cc, errbuf, n)
+        return C.ra_meter_open(cc, out, errbuf, n)
+    end)
+    if not keep then return nil, err end
+    local c = keep[1]
     local m = ffi_gc(out[0], C.ra_meter_close)
 
     -- Dimension ids resolved once: record() looks names up in this table, never in C.
@@ -362,6 +364,14 @@ local function key_args(self, m, tenant, subject, dimension)
     return t, s, dim
 end
 
+-- One record at the meter's injected clock (cfg.clock, in seconds) or else at the core's
+-- own time: the rule of record() and of the nginx path (ron.accounting.nginx). -> rc
+local function record_rc(m, clock, t, s, dim, inc)
+    if clock then return C.ra_meter_record_at(m, floor(clock() * 1000), t, s, dim, inc) end
+    return C.ra_meter_record(m, t, s, dim, inc)
+end
+_M.record_rc = record_rc
+
 -- The hot path. No allocation, no closure, no string building: every error message is
 -- a constant; buffers are module-level.
 function Meter:record(tenant, subject, dimension, inc)
@@ -371,13 +381,7 @@ function Meter:record(tenant, subject, dimension, inc)
     local ierr = inc_error(inc)
     if ierr then return reject(m, ierr) end
 
-    local clock = self._clock
-    local rc
-    if clock then
-        rc = C.ra_meter_record_at(m, floor(clock() * 1000), t, s, dim, inc)
-    else
-        rc = C.ra_meter_record(m, t, s, dim, inc)
-    end
+    local rc = record_rc(m, self._clock, t, s, dim, inc)
     if rc == 0 then return true end
     return nil, ERRMSG[rc] or errmsg(rc)
 end
@@ -685,10 +689,8 @@ end
 -- the meter referenced while it uses the pointer), and how many slices one rollover may
 -- seal (the size of the ra_meter_rollover out-array, = pending_slices_cap).
 function Meter:cdata()
-    if getmetatable(self) ~= Meter then
-        error("ron.accounting: expected a meter (use meter:cdata(), not meter.cdata())", 2)
-    end
-    return self._m
+    local m = handle(self, true) -- not a tail call: handle's error level counts this frame
+    return m
 end
 
 function Meter:rollover_cap()
@@ -698,10 +700,7 @@ end
 -- Releases the meter now rather than at garbage collection; idempotent. Slices already
 -- handed out stay valid (they hold their own references).
 function Meter:close()
-    if getmetatable(self) ~= Meter then
-        error("ron.accounting: expected a meter (use meter:close(), not meter.close())", 2)
-    end
-    local m = self._m
+    local m = handle(self, true)
     if m == nil then return true end
     self._m = nil
     ffi_gc(m, nil)

@@ -37,6 +37,7 @@
 -- schema creation on the next put.
 local loss = require("ron.accounting.export.loss")
 local pg = require("ron.base.net.postgres")
+local check = require("ron.base.check")
 local task = require("ron.base.task")
 
 local type, error, pairs, tostring, tonumber, setmetatable, format =
@@ -201,10 +202,7 @@ local E = {}
 E.__index = E
 
 function _M.new(opts)
-    if type(opts) ~= "table" then error("postgres.new: expects an options table", 2) end
-    for k in pairs(opts) do
-        if not OPTS[k] then error(format("postgres.new: unknown option %q", tostring(k)), 2) end
-    end
+    check.options("postgres.new", opts, OPTS)
     if type(opts.conninfo) ~= "string" or opts.conninfo == "" then
         error("postgres.new: conninfo must be a non-empty string", 2)
     end
