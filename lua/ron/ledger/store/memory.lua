@@ -28,6 +28,7 @@ local clock = require("ron.base.clock")
 local ledger = require("ron.ledger")
 local phases = require("ron.ledger.store.phase")
 local scan = require("ron.ledger.store.scan")
+local ledger_view = require("ron.ledger.view")
 
 local format = string.format
 local pairs = pairs
@@ -347,10 +348,8 @@ Store.deactivate_many = prim("deactivate_many", function(self, limit, list, rid)
                          entry_id, entry_consumer, -1)
 end)
 
-local function largest_less(a, b)
-    if a.amount ~= b.amount then return a.amount > b.amount end
-    return ref_less(a.id, b.id)
-end
+-- Selection's order (largest first, then by id): the engine's view's, written once.
+local largest_less = ledger_view.largest_less
 
 -- The first `limit` of r in less's order without sorting all of r (selection reads the
 -- few largest of a pair that may hold a long history: an uncapped source's negatives).
