@@ -189,6 +189,11 @@ local function handle(self, closed_ok)
     return m
 end
 
+-- Misuse: an argument v not of Lua type t raises msg (level as error's, from the caller).
+local function expect(v, t, msg, level)
+    if type(v) ~= t then error("ron.accounting: " .. msg, level + 1) end
+end
+
 local function hexkey(s)
     local key = ffi_new("uint8_t[32]")
     for i = 0, 31 do key[i] = tonumber(s:sub(2 * i + 1, 2 * i + 2), 16) end
@@ -455,9 +460,7 @@ end
 local NOW_S_MAX = 2 ^ 53 / 1000
 local function rollover_ms(self, now_s)
     if now_s ~= nil then
-        if type(now_s) ~= "number" then
-            error("ron.accounting: rollover(now_s): now_s must be UTC seconds (a number)", 3)
-        end
+        expect(now_s, "number", "rollover(now_s): now_s must be UTC seconds (a number)", 3)
         if not (now_s >= 0 and now_s < NOW_S_MAX) then
             return nil, "InvalidArgument: now_s must be a number of seconds in [0, 2^53/1000)"
         end
@@ -653,9 +656,7 @@ end
 -- accounting_rejected_total{reason="config_change"}.
 function Meter:set_window_len(window_len_s)
     local m = handle(self)
-    if type(window_len_s) ~= "number" then
-        error("ron.accounting: set_window_len(n): n must be a number", 2)
-    end
+    expect(window_len_s, "number", "set_window_len(n): n must be a number", 2)
     local v = window_len_s
     -- A value that does not fit uint32_t is still a change request: let the core refuse
     -- (and count) it as 0, which no meter uses, rather than letting the FFI wrap it.
@@ -675,9 +676,7 @@ end
 -- I-8: while degraded, record() fails first with "DegradedExporter: …".
 function Meter:set_degraded(on)
     local m = handle(self)
-    if type(on) ~= "boolean" then
-        error("ron.accounting: set_degraded(on): on must be a boolean", 2)
-    end
+    expect(on, "boolean", "set_degraded(on): on must be a boolean", 2)
     C.ra_meter_set_degraded(m, on and 1 or 0)
     return true
 end
