@@ -203,6 +203,7 @@ end
 -- cfg (checked by config.validate) as a ra_config_t; keep: what its pointers point into,
 -- to be kept alive until the C call returns (in ANCHOR during the call: a local the
 -- compiler sees unused may be collected). -> cc, keep | nil, err
+local WAL_U32 = { "max_entries", "max_age_s" } -- wal keys whose ra_config_t field is uint32_t
 local ANCHOR = {} -- luacheck: ignore 241 (written, never read: that is its point)
 local function c_config(cfg)
     local c, err = config.validate(cfg)
@@ -227,17 +228,12 @@ local function c_config(cfg)
     if wal then
         cc.wal_dir = wal.dir
         if wal.max_bytes then cc.wal_max_bytes = wal.max_bytes end
-        if wal.max_entries then
-            if wal.max_entries > 4294967295 then
-                return nil, "InvalidArgument: wal.max_entries must fit 32 bits"
+        for _, k in ipairs(WAL_U32) do
+            local v = wal[k]
+            if v and v > 4294967295 then
+                return nil, "InvalidArgument: wal." .. k .. " must fit 32 bits"
             end
-            cc.wal_max_entries = wal.max_entries
-        end
-        if wal.max_age_s then
-            if wal.max_age_s > 4294967295 then
-                return nil, "InvalidArgument: wal.max_age_s must fit 32 bits"
-            end
-            cc.wal_max_age_s = wal.max_age_s
+            if v then cc["wal_" .. k] = v end
         end
     end
     if c.host then cc.host = c.host end
