@@ -36,14 +36,7 @@ if not has_config then
     table.insert(args, 1, "--config")
 end
 
-local cfg, err, code = daemon.configure(args)
-if not cfg then
-    if err == "help" then
-        io.stdout:write(daemon.USAGE)
-        os.exit(0)
-    end
-    die(code or 2, "%s", err)
-end
+local cfg = daemon.configure_or_exit(args, "ron-accounting sidecar")
 
 -- The plane's directory: created 0700 when missing; refused when group or others may
 -- write it without the sticky bit (they could replace the plane between two starts).

@@ -62,8 +62,6 @@ local ffi_string = ffi.string
 local floor = math.floor
 local getmetatable = getmetatable
 local istype = ffi.istype
-local pcall = pcall
-local setmetatable = setmetatable
 local tonumber = tonumber
 local tostring = tostring
 local type = type
@@ -180,14 +178,20 @@ end
 local Meter = {}
 Meter.__index = Meter
 
--- The meter's C handle; raises on misuse (level 3: the caller of the method).
-local function handle(self)
+-- The meter's C handle; raises on misuse (level 3: the caller of the method), and once
+-- closed unless closed_ok (then nil).
+local function handle(self, closed_ok)
     if getmetatable(self) ~= Meter then
         error("ron.accounting: expected a meter (use meter:method(), not meter.method())", 3)
     end
     local m = self._m
-    if m == nil then error("ron.accounting: the meter is closed", 3) end
+    if m == nil and not closed_ok then error("ron.accounting: the meter is closed", 3) end
     return m
+end
+
+-- Misuse: an argument v not of Lua type t raises msg (level as error's, from the caller).
+local function expect(v, t, msg, level)
+    if type(v) ~= t then error("ron.accounting: " .. msg, level + 1) end
 end
 
 local function hexkey(s)
@@ -199,6 +203,7 @@ end
 -- cfg (checked by config.validate) as a ra_config_t; keep: what its pointers point into,
 -- to be kept alive until the C call returns (in ANCHOR during the call: a local the
 -- compiler sees unused may be collected). -> cc, keep | nil, err
+local WAL_U32 = { "max_entries", "max_age_s" } -- wal keys whose ra_config_t field is uint32_t
 local ANCHOR = {} -- luacheck: ignore 241 (written, never read: that is its point)
 local function c_config(cfg)
     local c, err = config.validate(cfg)
@@ -223,17 +228,12 @@ local function c_config(cfg)
     if wal then
         cc.wal_dir = wal.dir
         if wal.max_bytes then cc.wal_max_bytes = wal.max_bytes end
-        if wal.max_entries then
-            if wal.max_entries > 4294967295 then
-                return nil, "InvalidArgument: wal.max_entries must fit 32 bits"
+        for _, k in ipairs(WAL_U32) do
+            local v = wal[k]
+            if v and v > 4294967295 then
+                return nil, "InvalidArgument: wal." .. k .. " must fit 32 bits"
             end
-            cc.wal_max_entries = wal.max_entries
-        end
-        if wal.max_age_s then
-            if wal.max_age_s > 4294967295 then
-                return nil, "InvalidArgument: wal.max_age_s must fit 32 bits"
-            end
-            cc.wal_max_age_s = wal.max_age_s
+            if v then cc["wal_" .. k] = v end
         end
     end
     if c.host then cc.host = c.host end
@@ -249,36 +249,37 @@ local function c_error(rc, errbuf)
     return ffi_string(C.ra_err_name(rc)) .. ": " .. detail
 end
 
--- check_config(cfg) -> true | nil, err: what open(cfg) would refuse, by the same checks
--- (config.validate, then the core's ra_config_check), without opening anything.
-function _M.check_config(cfg)
+-- cfg checked (misuse raises at the caller of _M[fname]) and converted, then
+-- call(cc, errbuf, ERRBUF_LEN) with what cc points into anchored. -> keep | nil, err
+local function with_config(fname, cfg, call)
     if cfg ~= nil and type(cfg) ~= "table" then
-        error("ron.accounting.check_config: cfg must be a table or nil", 2)
+        error("ron.accounting." .. fname .. ": cfg must be a table or nil", 3)
     end
     local cc, keep = c_config(cfg)
     if not cc then return nil, keep end
     local errbuf = ffi_new("char[?]", ERRBUF_LEN)
     ANCHOR[1] = keep
-    local rc = C.ra_config_check(cc, errbuf, ERRBUF_LEN)
+    local rc = call(cc, errbuf, ERRBUF_LEN)
     ANCHOR[1] = nil
     if rc ~= 0 then return nil, c_error(rc, errbuf) end
+    return keep
+end
+
+-- check_config(cfg) -> true | nil, err: what open(cfg) would refuse, by the same checks
+-- (config.validate, then the core's ra_config_check), without opening anything.
+function _M.check_config(cfg)
+    local keep, err = with_config("check_config", cfg, C.ra_config_check)
+    if not keep then return nil, err end
     return true
 end
 
 function _M.open(cfg)
-    if cfg ~= nil and type(cfg) ~= "table" then
-        error("ron.accounting.open: cfg must be a table or nil", 2)
-    end
-    local cc, keep = c_config(cfg)
-    if not cc then return nil, keep end
-    local c = keep[1]
-
     local out = ffi_new("ra_meter_t *[1]")
-    local errbuf = ffi_new("char[?]", ERRBUF_LEN)
-    ANCHOR[1] = keep
-    local rc = C.ra_meter_open(cc, out, errbuf, ERRBUF_LEN)
-    ANCHOR[1] = nil
-    if rc ~= 0 then return nil, c_error(rc, errbuf) end
+    local keep, err = with_config("open", cfg, function(cc, errbuf, n)
+        return C.ra_meter_open(cc, out, errbuf, n)
+    end)
+    if not keep then return nil, err end
+    local c = keep[1]
     local m = ffi_gc(out[0], C.ra_meter_close)
 
     -- Dimension ids resolved once: record() looks names up in this table, never in C.
@@ -362,6 +363,14 @@ local function key_args(self, m, tenant, subject, dimension)
     return t, s, dim
 end
 
+-- One record at the meter's injected clock (cfg.clock, in seconds) or else at the core's
+-- own time: the rule of record() and of the nginx path (ron.accounting.nginx). -> rc
+local function record_rc(m, clock, t, s, dim, inc)
+    if clock then return C.ra_meter_record_at(m, floor(clock() * 1000), t, s, dim, inc) end
+    return C.ra_meter_record(m, t, s, dim, inc)
+end
+_M.record_rc = record_rc
+
 -- The hot path. No allocation, no closure, no string building: every error message is
 -- a constant; buffers are module-level.
 function Meter:record(tenant, subject, dimension, inc)
@@ -371,13 +380,7 @@ function Meter:record(tenant, subject, dimension, inc)
     local ierr = inc_error(inc)
     if ierr then return reject(m, ierr) end
 
-    local clock = self._clock
-    local rc
-    if clock then
-        rc = C.ra_meter_record_at(m, floor(clock() * 1000), t, s, dim, inc)
-    else
-        rc = C.ra_meter_record(m, t, s, dim, inc)
-    end
+    local rc = record_rc(m, self._clock, t, s, dim, inc)
     if rc == 0 then return true end
     return nil, ERRMSG[rc] or errmsg(rc)
 end
@@ -453,9 +456,7 @@ end
 local NOW_S_MAX = 2 ^ 53 / 1000
 local function rollover_ms(self, now_s)
     if now_s ~= nil then
-        if type(now_s) ~= "number" then
-            error("ron.accounting: rollover(now_s): now_s must be UTC seconds (a number)", 3)
-        end
+        expect(now_s, "number", "rollover(now_s): now_s must be UTC seconds (a number)", 3)
         if not (now_s >= 0 and now_s < NOW_S_MAX) then
             return nil, "InvalidArgument: now_s must be a number of seconds in [0, 2^53/1000)"
         end
@@ -651,9 +652,7 @@ end
 -- accounting_rejected_total{reason="config_change"}.
 function Meter:set_window_len(window_len_s)
     local m = handle(self)
-    if type(window_len_s) ~= "number" then
-        error("ron.accounting: set_window_len(n): n must be a number", 2)
-    end
+    expect(window_len_s, "number", "set_window_len(n): n must be a number", 2)
     local v = window_len_s
     -- A value that does not fit uint32_t is still a change request: let the core refuse
     -- (and count) it as 0, which no meter uses, rather than letting the FFI wrap it.
@@ -673,9 +672,7 @@ end
 -- I-8: while degraded, record() fails first with "DegradedExporter: …".
 function Meter:set_degraded(on)
     local m = handle(self)
-    if type(on) ~= "boolean" then
-        error("ron.accounting: set_degraded(on): on must be a boolean", 2)
-    end
+    expect(on, "boolean", "set_degraded(on): on must be a boolean", 2)
     C.ra_meter_set_degraded(m, on and 1 or 0)
     return true
 end
@@ -685,10 +682,8 @@ end
 -- the meter referenced while it uses the pointer), and how many slices one rollover may
 -- seal (the size of the ra_meter_rollover out-array, = pending_slices_cap).
 function Meter:cdata()
-    if getmetatable(self) ~= Meter then
-        error("ron.accounting: expected a meter (use meter:cdata(), not meter.cdata())", 2)
-    end
-    return self._m
+    local m = handle(self, true) -- not a tail call: handle's error level counts this frame
+    return m
 end
 
 function Meter:rollover_cap()
@@ -698,10 +693,7 @@ end
 -- Releases the meter now rather than at garbage collection; idempotent. Slices already
 -- handed out stay valid (they hold their own references).
 function Meter:close()
-    if getmetatable(self) ~= Meter then
-        error("ron.accounting: expected a meter (use meter:close(), not meter.close())", 2)
-    end
-    local m = self._m
+    local m = handle(self, true)
     if m == nil then return true end
     self._m = nil
     ffi_gc(m, nil)

@@ -68,8 +68,8 @@ local function bind_nginx()
     var_get = C.ngx_http_lua_ffi_var_get
 end
 local ffi_new, ffi_string, ffi_copy = ffi.new, ffi.string, ffi.copy
-local floor = math.floor
 local format = string.format
+local record_rc = acct.record_rc -- the meter's clock rule (ron.accounting)
 local pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable, setfenv, loadfile =
       pairs, ipairs, type, tostring, tonumber, error, pcall, setmetatable, setfenv, loadfile
 
@@ -346,14 +346,7 @@ local function bytes_of(r, name)
 end
 
 local function record(m, t, s, dim, inc)
-    local clock = S.clock
-    local rc
-    if clock then
-        rc = R.ra_meter_record_at(m, floor(clock() * 1000), t, s, dim, inc)
-    else
-        rc = R.ra_meter_record(m, t, s, dim, inc)
-    end
-    if rc ~= 0 then fail(R_RECORD) end
+    if record_rc(m, S.clock, t, s, dim, inc) ~= 0 then fail(R_RECORD) end
 end
 
 local function take_stripe()

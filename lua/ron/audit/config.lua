@@ -3,10 +3,11 @@
 -- (host.CONFIG_DEFAULTS, host.check_config, host.check_tokens, host.check_paths).
 local ffi = require("ffi")
 local audit = require("ron.audit")
+local check = require("ron.base.check")
 local uv = require("luv")
 
-local format, floor, pairs, type, tostring, pcall =
-      string.format, math.floor, pairs, type, tostring, pcall
+local format, pairs, type, tostring, pcall =
+      string.format, pairs, type, tostring, pcall
 
 local _M = {}
 
@@ -56,30 +57,22 @@ local CONFIG_RANGES = { checkpoint_every = { 0, 2 ^ 31 }, queue_cap = { 1, 2 ^ 2
 
 function _M.check(v, key)
     key = key or "audit"
-    if v == false then return true end
-    if type(v) ~= "table" then
-        return nil, format("%s must be false or a table { dir = ..., key_path = ..., ... }", key)
-    end
+    local ok, err = check.section(v, key, "{ dir = ..., key_path = ..., ... }", _M.DEFAULTS)
+    if not ok or v == false then return ok, err end
+    ok, err = check.ranges(v, CONFIG_RANGES, key)
+    if not ok then return nil, err end
     for k, x in pairs(v) do
-        local d = _M.DEFAULTS[k]
-        if d == nil then return nil, format("unknown key '%s.%s'", key, tostring(k)) end
-        local r = CONFIG_RANGES[k]
-        if r then
-            if type(x) ~= "number" or x ~= floor(x) or x < r[1] or x > r[2] then
-                return nil, format("%s.%s must be an integer in %d..%d, got %s", key, k, r[1],
-                                   r[2], tostring(x))
-            end
-        elseif k == "amnesia" or k == "required" then
+        if k == "amnesia" or k == "required" then
             if type(x) ~= "boolean" then return nil, format("%s.%s must be a boolean", key, k) end
         elseif k == "tokens" then
-            local ok, err = _M.check_tokens(x, key .. ".tokens")
+            ok, err = _M.check_tokens(x, key .. ".tokens")
             if not ok then return nil, err end
         elseif k == "writer_id" or k == "stream" then
             if type(x) ~= "string" or not x:match("^[A-Za-z0-9._-]+$") or #x > 64 then
                 return nil, format("%s.%s must be 1..64 of [A-Za-z0-9._-]", key, k)
             end
-        elseif x ~= false and (type(x) ~= "string" or x == "") then
-            return nil, format("%s.%s must be a path or false", key, k)
+        elseif not CONFIG_RANGES[k] and x ~= false and (type(x) ~= "string" or x == "") then
+            return nil, format("%s.%s must be a path or false", key, k) -- dir, key_path
         end
     end
     -- AUD-I-13: amnesia forbids a log directory (refused here, as at open)

@@ -28,14 +28,11 @@ local band, rshift = bit.band, bit.rshift
 
 local error = error
 local floor = math.floor
-local unpack = unpack
 local format = string.format
 local concat, gmatch, sub = table.concat, string.gmatch, string.sub
 local pairs = pairs
-local ipairs = ipairs
 local tonumber = tonumber
 local type = type
-local tostring = tostring
 
 local _M = { version = "0.1.0" }
 

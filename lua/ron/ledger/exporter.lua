@@ -47,6 +47,7 @@
 -- thread: the runtime then refuses it on the loop; open it with offload = true there).
 local L = require("ron.ledger.ledger")
 local chain = require("ron.accounting.export.chain")
+local exporters = require("ron.accounting.export.exporters")
 local ledger = require("ron.ledger")
 local loss = require("ron.accounting.export.loss")
 local rate = require("ron.ledger.rate")
@@ -833,11 +834,7 @@ function E:accept_loss(o)
     return { from = recs[1].seq, to = last.seq }
 end
 
-function E:stats()
-    local c = {}
-    for k, v in pairs(self.counts) do c[k] = v end
-    return c
-end
+E.stats = exporters.stats
 
 function E:close()
     if self.store and not self.closed and type(self.store.close) == "function"

@@ -18,6 +18,7 @@
 -- nil, "Name: message", code (code = the negative RL_E* value, ERR maps names to codes).
 local ffi = require("ffi")
 local C = require("ron.ledger.lib").namespace()
+local codes = require("ron.ledger.codes")
 
 local error = error
 local ffi_copy = ffi.copy
@@ -59,12 +60,11 @@ local idx_arr = ffi_new("uint32_t[?]", MAX_INPUTS)
 local OUTPUT_SIZE, BALANCE_SIZE = ffi.sizeof("rl_output_t"), ffi.sizeof("rl_balance_t")
 local POSTING_SIZE, ACCOUNT_SIZE = ffi.sizeof("rl_posting_t"), ffi.sizeof("rl_account_t")
 
-local POLICY = { no_overdraft = 0, capped = 1, uncapped = 2 }
-local POLICY_NAME = { [0] = "no_overdraft", "capped", "uncapped" }
-local ASTATUS = { open = 0, frozen = 1, closed = 2 }
-local ASTATUS_NAME = { [0] = "open", "frozen", "closed" }
-local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
-local PSTATUS_NAME = { [0] = "active", "pending_inactive", "inactive" }
+local POLICY, POLICY_NAME = codes.POLICY, codes.POLICY_NAME
+local ASTATUS, ASTATUS_NAME = codes.ASTATUS, codes.ASTATUS_NAME
+local PSTATUS, PSTATUS_NAME = codes.PSTATUS, codes.PSTATUS_NAME
+assert(POLICY.uncapped == C.RL_POLICY_UNCAPPED and ASTATUS.closed == C.RL_ACCOUNT_CLOSED
+       and PSTATUS.inactive == C.RL_POSTING_INACTIVE, "ron.ledger.codes: not the header's")
 
 -- Error names → codes, from the library itself (rl_err_name), so they never drift.
 _M.ERR = {}

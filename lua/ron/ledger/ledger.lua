@@ -29,6 +29,7 @@
 -- lua/ron/ledger/engine/ (base: codes, helpers, store calls; accounts; reads; requests;
 -- resolve; saga: the single path; batch, batch_plan, batch_final: the batch path;
 -- recovery), each returning its methods, which are installed below on the one class.
+local clock = require("ron.base.clock")
 local accounts = require("ron.ledger.engine.accounts")
 local base = require("ron.ledger.engine.base")
 local batch = require("ron.ledger.engine.batch")
@@ -40,7 +41,6 @@ local requests = require("ron.ledger.engine.requests")
 local resolve = require("ron.ledger.engine.resolve")
 local saga = require("ron.ledger.engine.saga")
 
-local pcall = pcall
 local type = type
 
 local hex = base.hex
@@ -66,17 +66,6 @@ for _, m in ipairs { base, accounts, reads, requests, resolve, saga, batch, batc
     end
 end
 
--- The wall clock in ms, a transfer's created_at_ms: luv's gettimeofday (inside the host);
--- os.time()'s whole seconds only where luv is absent (plain LuaJIT). os.time() alone gave
--- every transfer of a second the same time, a multiple of 1000 (issue 24).
-local luv_ok, luv = pcall(require, "luv")
-local function now_ms()
-    if luv_ok then
-        local s, us = luv.gettimeofday()
-        return s * 1000 + math.floor(us / 1000)
-    end
-    return os.time() * 1000
-end
 
 local function random_nonce()
     local f = io.open("/dev/urandom", "rb")
@@ -91,7 +80,7 @@ function _M.new(opts)
         store = opts.store,
         book = opts.book or "main",
         node = opts.node or "n1",
-        clock = opts.clock or now_ms,
+        clock = opts.clock or clock.wall_ms, -- a transfer's created_at_ms
         audit = opts.audit,
         check = opts.check, -- test hook: called with every last-step validation's inputs
         pause = opts.pause or function() end, -- between waits (a head held by another saga)

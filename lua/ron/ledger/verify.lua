@@ -253,6 +253,25 @@ function _M.wal(dir, host, slices, problem, sum)
     end
 end
 
+-- One slice record of a file ledger against the slices its stream's usage transfers
+-- consumed (s: nil when none did); one found is marked in_file.
+local function file_record(where, bytes, trailer, s, problem, sum)
+    local sl = acct.decode(bytes)
+    if not sl then return problem(where, "does not decode") end
+    if usage.unhex(sl.b3) ~= trailer then
+        return problem(where, "its bytes do not hash to its trailer")
+    end
+    sum.slices_checked = sum.slices_checked + 1
+    local mine = s and s.seqs[sl.id.seq]
+    if not mine then
+        problem(where, "seq %d is consumed by no transfer", sl.id.seq)
+    elseif mine.b3 ~= trailer or mine.q ~= usage.quantity(sl) then
+        problem(where, "%s cites another slice (b3 or quantity differ)", mine.where)
+    else
+        mine.in_file = true
+    end
+end
+
 -- Cross-check against a file ledger directory: <dir>/<tenant>/<dimension>.ledger records
 -- (u32 LE n | n bytes | 32-byte trailer).
 function _M.file_ledger(dir, slices, problem, sum)
@@ -278,25 +297,9 @@ function _M.file_ledger(dir, slices, problem, sum)
                 local trailer = data:sub(off + 4 + n, off + 3 + n + 32)
                 off = off + 4 + n + 32
                 idx = idx + 1
-                if bytes:sub(1, 4) ~= "RONL" then
-                    local where = format("file ledger %s record %d", f, idx)
-                    local sl = acct.decode(bytes)
-                    if not sl then
-                        problem(where, "does not decode")
-                    elseif usage.unhex(sl.b3) ~= trailer then
-                        problem(where, "its bytes do not hash to its trailer")
-                    else
-                        sum.slices_checked = sum.slices_checked + 1
-                        local mine = s and s.seqs[sl.id.seq]
-                        if not mine then
-                            problem(where, "seq %d is consumed by no transfer", sl.id.seq)
-                        elseif mine.b3 ~= trailer or mine.q ~= usage.quantity(sl) then
-                            problem(where, "%s cites another slice (b3 or quantity differ)",
-                                    mine.where)
-                        else
-                            mine.in_file = true
-                        end
-                    end
+                if bytes:sub(1, 4) ~= "RONL" then -- (RONL: an accepted loss's record)
+                    file_record(format("file ledger %s record %d", f, idx), bytes, trailer, s,
+                                problem, sum)
                 end
             end
         end

@@ -39,6 +39,7 @@
 -- digest and the answer, not per record.
 local ffi = require("ffi")
 local acct = require("ron.accounting")
+local check = require("ron.base.check")
 local lru = require("ron.base.lru")
 local FAM = require("ron.node.families")
 local metrics = require("ron.base.metrics")
@@ -83,27 +84,16 @@ local LIMITS = {
     retry_after_s = { 1, 3600 },
     log_every = { 1, 1000000 },
 }
+local KEYS = { tokens = true } -- the keys of the `ingest` table
+for k in pairs(LIMITS) do KEYS[k] = true end
 
 -- -> true | nil, "ingest...: why" (the daemon prefixes "configuration: ").
 function _M.check_config(v, key)
     key = key or "ingest"
-    if v == false then return true end
-    if type(v) ~= "table" then
-        return nil, format("%s must be false or a table { tokens = { ... }, ... }", key)
-    end
-    for k in pairs(v) do
-        if k ~= "tokens" and LIMITS[k] == nil then
-            return nil, format("unknown key '%s.%s'", key, tostring(k))
-        end
-    end
-    for k, range in pairs(LIMITS) do
-        local x = v[k]
-        if x ~= nil and (type(x) ~= "number" or x ~= floor(x) or x < range[1] or x > range[2])
-        then
-            return nil, format("%s.%s must be an integer in %d..%d, got %s", key, k, range[1],
-                               range[2], tostring(x))
-        end
-    end
+    local ok, err = check.section(v, key, "{ tokens = { ... }, ... }", KEYS)
+    if not ok or v == false then return ok, err end
+    ok, err = check.ranges(v, LIMITS, key)
+    if not ok then return nil, err end
     local tokens = v.tokens
     if type(tokens) ~= "table" then
         return nil, format("%s.tokens must be a table { [\"<b3 hex of a token>\"] = " ..

@@ -467,18 +467,23 @@ function _M.start(cfg)
     return d
 end
 
+-- configure(args), or the process ends the way an operator reads it: the usage for --help
+-- (exit 0), a configuration error in one line "<who>: why" (exit 2, or configure's code).
+function _M.configure_or_exit(args, who)
+    local cfg, err, code = _M.configure(args)
+    if cfg then return cfg end
+    if err == "help" then
+        io.stdout:write(cli.USAGE)
+        os.exit(0)
+    end
+    io.stderr:write(who, ": ", err, "\n")
+    os.exit(code or 2)
+end
+
 -- The whole main chunk of examples/daemon.lua: configure, start, report errors the way an
 -- operator reads them (one line, exit 2 for configuration, 1 for a failed start).
 function _M.main(args)
-    local cfg, err, code = _M.configure(args)
-    if not cfg then
-        if err == "help" then
-            io.stdout:write(cli.USAGE)
-            os.exit(0)
-        end
-        io.stderr:write("ron-accounting: ", err, "\n")
-        os.exit(code or 2)
-    end
+    local cfg = _M.configure_or_exit(args, "ron-accounting")
     local d, serr = _M.start(cfg)
     if not d then
         io.stderr:write("ron-accounting: cannot start: ", tostring(serr), "\n")

@@ -51,6 +51,7 @@
 --   A body over the server's max_body is a 413 from the HTTP server before it is read.
 local cjson = require("cjson.safe")
 local acct = require("ron.accounting")
+local check = require("ron.base.check")
 local exporters = require("ron.accounting.export.exporters")
 local offload = require("ron.accounting.runtime.offload")
 local task = require("ron.base.task")
@@ -185,10 +186,7 @@ local R = {}
 R.__index = R
 
 function _M.new(opts)
-    if type(opts) ~= "table" then error("receiver.new: expects an options table", 2) end
-    for k in pairs(opts) do
-        if not OPTS[k] then error(format("receiver.new: unknown option %q", tostring(k)), 2) end
-    end
+    check.options("receiver.new", opts, OPTS)
     local ok, e = pcall(exporters.check, opts.backend)
     if not ok then error("receiver.new: backend: " .. tostring(e), 2) end
     local prefix = opts.prefix or _M.DEFAULT_PREFIX
@@ -588,18 +586,13 @@ local CONFIG = { backend = true, dir = true, fsync = true, producers = true,
 -- -> true | nil, err (one line). v: false, or the table of the daemon's configuration.
 function _M.check_config(v, k)
     k = k or "receiver"
-    if v == false then return true end
-    if type(v) ~= "table" then
-        return nil, format("%s must be false or { backend = \"file\" | { module = ... }, ... }", k)
+    if type(v) == "table" and v.token_hash ~= nil then
+        return nil, format("%s.token_hash is replaced by %s.producers = { [\"name\"] = { "
+                           .. "token_hash = ..., tenants = { ... } | \"*\" } }: a token is "
+                           .. "bound to the tenants it may write (docs/EXPORT.md §6)", k, k)
     end
-    for key in pairs(v) do
-        if key == "token_hash" then
-            return nil, format("%s.token_hash is replaced by %s.producers = { [\"name\"] = { "
-                               .. "token_hash = ..., tenants = { ... } | \"*\" } }: a token is "
-                               .. "bound to the tenants it may write (docs/EXPORT.md §6)", k, k)
-        end
-        if not CONFIG[key] then return nil, format("%s: unknown key '%s'", k, tostring(key)) end
-    end
+    local ok, err = check.section(v, k, "{ backend = \"file\" | { module = ... }, ... }", CONFIG)
+    if not ok or v == false then return ok, err end
     local be = v.backend
     if be ~= nil and be ~= "file" and (type(be) ~= "table" or type(be.module) ~= "string") then
         return nil, format("%s.backend must be \"file\" or { module = \"name\", ... } (e.g. "
@@ -615,7 +608,7 @@ function _M.check_config(v, k)
         return nil, format("%s.fsync must be a boolean", k)
     end
     -- the rest as receiver.new checks it, with a stand-in backend and no task started
-    local ok, err = pcall(function()
+    ok, err = pcall(function()
         local probe = {}
         for key, x in pairs(v) do
             if OPTS[key] and key ~= "backend" then probe[key] = x end

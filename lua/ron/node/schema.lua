@@ -93,6 +93,24 @@ _M.DEFAULTS = {
 
 local function bad(fmt, ...) return nil, "configuration: " .. format(fmt, ...) end
 
+-- A system's block, which its module's check_config(v, k) checks. An optional system's
+-- (has: whether its module loaded, else mod is the load error) is off when false, and
+-- refused in a build without its library (lib: which, and the build option).
+local function system_block(mod, has, lib)
+    return function(k, v)
+        if has ~= nil and v == false then return true end
+        if has == false then return bad("%s needs %s: %s", k, lib, tostring(mod)) end
+        local ok, err = mod.check_config(v, k)
+        if not ok then return bad("%s", err) end
+        return true
+    end
+end
+
+local function boolean(k, v)
+    if type(v) ~= "boolean" then return bad("%s must be a boolean", k) end
+    return true
+end
+
 local function int_in(lo, hi)
     return function(k, v)
         if type(v) ~= "number" or v ~= floor(v) or v < lo or v > hi then
@@ -168,10 +186,7 @@ _M.CHECK = {
         end
         return true
     end,
-    ledger_fsync = function(k, v)
-        if type(v) ~= "boolean" then return bad("%s must be a boolean", k) end
-        return true
-    end,
+    ledger_fsync = boolean,
     exporter = function(k, v)
         if v == false then return true end
         if type(v) ~= "table" or type(v.module) ~= "string" then
@@ -206,46 +221,17 @@ _M.CHECK = {
         end
         return true
     end,
-    metrics_public = function(k, v)
-        if type(v) ~= "boolean" then return bad("%s must be a boolean", k) end
-        return true
-    end,
+    metrics_public = boolean,
     http_max_conns = int_in(1, 16384),
     http_max_conns_per_peer = int_in(1, 16384),
     http_reserved_conns = int_in(0, 16383),
     http_header_timeout_ms = int_in(10, 86400000),
     http_body_timeout_ms = int_in(10, 86400000),
     http_max_header_bytes = int_in(1024, 262144),
-    ingest = function(k, v)
-        local ok, err = ingest.check_config(v, k)
-        if not ok then return bad("%s", err) end
-        return true
-    end,
-    receiver = function(k, v)
-        local ok, err = receiver.check_config(v, k)
-        if not ok then return bad("%s", err) end
-        return true
-    end,
-    wallet = function(k, v)
-        if v == false then return true end
-        if not has_wallet then
-            return bad("%s needs libronledger (a build with RA_BUILD_LEDGER): %s", k,
-                       tostring(wallet))
-        end
-        local ok, err = wallet.check_config(v, k)
-        if not ok then return bad("%s", err) end
-        return true
-    end,
-    audit = function(k, v)
-        if v == false then return true end
-        if not has_audit then
-            return bad("%s needs libronaudit (a build with RA_BUILD_AUDIT): %s", k,
-                       tostring(audit_host))
-        end
-        local ok, err = audit_host.check_config(v, k)
-        if not ok then return bad("%s", err) end
-        return true
-    end,
+    ingest = system_block(ingest),
+    receiver = system_block(receiver),
+    wallet = system_block(wallet, has_wallet, "libronledger (a build with RA_BUILD_LEDGER)"),
+    audit = system_block(audit_host, has_audit, "libronaudit (a build with RA_BUILD_AUDIT)"),
     status_interval_s = int_in(0, 86400),
     demo_rate = int_in(0, 10000000),
     clock = function(k, v)

@@ -32,13 +32,13 @@
 -- (ron.node loads this module under pcall: ron.audit.host needs libronaudit, which a build
 -- may lack)
 local acct = require("ron.accounting")
+local clock = require("ron.base.clock")
 local host = require("ron.audit.host")
 local offload = require("ron.audit.offload")
 local task = require("ron.base.task")
-local uv = require("luv")
 
-local format, concat, match, tonumber, tostring, ipairs, pairs, floor =
-      string.format, table.concat, string.match, tonumber, tostring, ipairs, pairs, math.floor
+local format, concat, match, tonumber, tostring, ipairs, pairs =
+      string.format, table.concat, string.match, tonumber, tostring, ipairs, pairs
 
 local _M = {}
 
@@ -225,9 +225,6 @@ function _M.on_early(d)
 end
 
 -- The wall clock in ms (the trail stamps its events with it).
-function _M.now()
-    local s, us = uv.gettimeofday()
-    return s * 1000 + floor(us / 1000)
-end
+_M.now = clock.wall_ms
 
 return _M

@@ -34,6 +34,8 @@ local accounts = require("ron.wallet.accounts")
 local breaker = require("ron.wallet.breaker")
 local cache = require("ron.wallet.cache")
 local committer = require("ron.wallet.committer")
+local check = require("ron.base.check")
+local clock = require("ron.base.clock")
 local lru = require("ron.base.lru")
 local dto = require("ron.wallet.dto")
 local held = require("ron.wallet.held")
@@ -46,7 +48,6 @@ local task = require("ron.base.task")
 local wmetrics = require("ron.wallet.metrics")
 
 local format, match = string.format, string.match
-local floor = math.floor
 local pairs, ipairs, type, tostring, error, pcall, setmetatable, next =
       pairs, ipairs, type, tostring, error, pcall, setmetatable, next
 
@@ -105,13 +106,8 @@ function _M.check_config(v, keyname)
             return nil, format("unknown key '%s.%s'", keyname, tostring(k))
         end
     end
-    for k, r in pairs(INTEGER_KEYS) do
-        local x = v[k]
-        if x ~= nil and (type(x) ~= "number" or x % 1 ~= 0 or x < r[1] or x > r[2]) then
-            return nil, format("%s.%s must be an integer in %d..%d, got %s", keyname, k, r[1],
-                               r[2], tostring(x))
-        end
-    end
+    local ok, err = check.ranges(v, INTEGER_KEYS, keyname)
+    if not ok then return nil, err end
     if type(v.tokens) ~= "table" then
         return nil, keyname .. ".tokens must be a table { [\"<b3 hex of a token>\"] = " ..
                "\"operator\" | \"<account uuid>\" }"
@@ -175,12 +171,7 @@ function _M.new(o)
     for k, v in pairs(cfg) do self[k] = v end
     self.led = o.ledger
     self.T = task.current()
-    local gettimeofday -- (luv on first use: a require per call was a cached read's cost)
-    self.clock = o.clock or function()
-        gettimeofday = gettimeofday or require("luv").gettimeofday
-        local s, us = gettimeofday()
-        return s * 1000 + floor(us / 1000)
-    end
+    self.clock = o.clock or clock.wall_ms
     self.log = o.log or function(line) io.stderr:write("wallet: ", line, "\n") end
     self.dto = dto.new { assets = self.assets }
     self.tokens, self.token_memo, self.n_token_memo = {}, {}, 0

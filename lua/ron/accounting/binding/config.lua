@@ -72,6 +72,14 @@ local function cstring(name, v)
     return v
 end
 
+-- The check of a key whose value is of one Lua type (what: how the message names it).
+local function of_type(t, what)
+    return function(name, v)
+        if type(v) ~= t then return invalid("%s must be %s, got %s", name, what, type(v)) end
+        return v
+    end
+end
+
 local function sorted_keys(t)
     local keys = {}
     for k in pairs(t) do keys[#keys + 1] = tostring(k) end
@@ -125,12 +133,7 @@ local CHECKS = {
         end
         return v
     end,
-    amnesia = function(name, v)
-        if type(v) ~= "boolean" then
-            return invalid("%s must be a boolean, got %s", name, type(v))
-        end
-        return v
-    end,
+    amnesia = of_type("boolean", "a boolean"),
     wal = function(_, v)
         local ok, err = check_wal(v)
         if not ok then return nil, err end
@@ -142,12 +145,7 @@ local CHECKS = {
         if v == "" then return invalid("%s is empty", name) end
         return v
     end,
-    clock = function(name, v)
-        if type(v) ~= "function" then
-            return invalid("%s must be a function returning UTC seconds, got %s", name, type(v))
-        end
-        return v
-    end,
+    clock = of_type("function", "a function returning UTC seconds"),
     host = cstring,
     subject_key = function(name, v)
         if type(v) ~= "string" or #v ~= 64 or v:find("[^0-9a-fA-F]") then

@@ -5,20 +5,16 @@ local rt = require("ron.accounting.runtime.rt")
 local offload = require("ron.accounting.runtime.offload")
 local uv = require("luv")
 
-local ipairs, next, tostring, setmetatable = ipairs, next, tostring, setmetatable
+local ipairs, next, tostring = ipairs, next, tostring
 local slice_key, log = rt.slice_key, rt.log
 
 local _M = {}
 
-local A = {}
-A.__index = A
-_M.Acks = A
+local A = rt.class(_M, "Acks")
 
--- o = { task, cfg, meter, offers, feeder, readiness, bus }
 function _M.new(o)
-    local self = setmetatable({ task = o.task, cfg = o.cfg, meter = o.meter, offers = o.offers,
-                                feeder = o.feeder, readiness = o.readiness, bus = o.bus,
-                                acked_total = 0 }, A)
+    local self = rt.object(A, o, "task cfg meter offers feeder readiness bus",
+                           { acked_total = 0 })
     if o.cfg.ack_batch > 1 then self.ch = o.task.channel(o.cfg.pending_cap, "ack_queue") end
     return self
 end

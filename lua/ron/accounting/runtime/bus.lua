@@ -8,17 +8,14 @@ local log = rt.log
 
 local _M = {}
 
-local B = {}
-B.__index = B
-_M.Bus = B
+local B = rt.class(_M, "Bus")
 
 local Sub = {}
 Sub.__index = Sub
 
--- o = { task, cfg, tasks (the runtime's task list: a subscriber's task is joined there) }
+-- o.tasks: the runtime's task list (a subscriber's task is joined there)
 function _M.new(o)
-    return setmetatable({ task = o.task, cfg = o.cfg, tasks = o.tasks, subs = {},
-                          bus_lagged = 0, next_sub = 0 }, B)
+    return rt.object(B, o, "task cfg tasks", { subs = {}, bus_lagged = 0, next_sub = 0 })
 end
 
 function B:publish(ev)

@@ -6,27 +6,21 @@ local rt = require("ron.accounting.runtime.rt")
 local offload = require("ron.accounting.runtime.offload")
 local uv = require("luv")
 
-local floor, ipairs, next, tostring, setmetatable = math.floor, ipairs, next, tostring,
-                                                     setmetatable
+local floor, ipairs, next, tostring = math.floor, ipairs, next, tostring
 local log = rt.log
 
 local _M = {}
 
-local F = {}
-F.__index = F
-_M.Feed = F
+local F = rt.class(_M, "Feed")
 
--- o = { task, cfg, meter, offers, bus, life, stop_ch, clock, mono, tick_ms }
 function _M.new(o)
-    return setmetatable({
-        task = o.task, cfg = o.cfg, meter = o.meter, offers = o.offers, bus = o.bus,
-        life = o.life, stop_ch = o.stop_ch, clock = o.clock, mono = o.mono, tick_ms = o.tick_ms,
+    return rt.object(F, o, "task cfg meter offers bus life stop_ch clock mono tick_ms", {
         step = {}, clock_steps = 0, step_ahead_ms = nil, -- seal_now_ms's guard
         fed = 0,              -- the meter's push number up to which slices were fed
         seal_err = nil,       -- the last rollover's error while sealing fails
         sealed_total = 0,     -- slices sealed by this runtime
         last_tick_ms = nil, replayed = false,
-    }, F)
+    })
 end
 
 -- The WAL replay at start: every pending slice, oldest first.

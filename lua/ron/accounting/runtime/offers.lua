@@ -27,20 +27,17 @@
 local rt = require("ron.accounting.runtime.rt")
 local uv = require("luv")
 
-local ipairs, tonumber, setmetatable = ipairs, tonumber, setmetatable
+local ipairs, tonumber = ipairs, tonumber
 local skey, slice_key = rt.skey, rt.slice_key
 
 local _M = {}
 
-local O = {}
-O.__index = O
-_M.Offers = O
+local O = rt.class(_M, "Offers")
 
 -- o = { pending = the pending_slices channel, list_pending = fn() -> the meter's pending
 --       slices, ack_lru = n, audit = fn(kind, attrs) | nil }
 function _M.new(o)
-    return setmetatable({
-        pending = o.pending, list_pending = o.list_pending, audit = o.audit,
+    return rt.object(O, o, "pending list_pending audit", {
         lru_cap = o.ack_lru,
         offered = {},    -- slice key -> true while in the pipeline
         offered_at = {}, -- slice key -> uv.now() when first offered
@@ -49,7 +46,7 @@ function _M.new(o)
         lru = {}, lru_q = {}, lru_head = 1, lru_tail = 0, -- ACKed (key/b3), I-17
         rejected = { order_overflow = 0, busy = 0, blocked = 0 }, -- sheds by reason
         stale_listed = 0, -- fresh listings of slices already delivered (specs read it)
-    }, O)
+    })
 end
 
 local function ost(self, k)

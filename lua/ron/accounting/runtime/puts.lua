@@ -4,20 +4,20 @@
 -- up to put_batch queued slices in one put_many call (one threadpool or database round trip
 -- instead of one per slice) and hands each answer back. The queue holds at most one slice
 -- per stream (a worker waits for its own). Owns the queue and the flushers' count.
-local ipairs, pairs, tostring, pcall, setmetatable = ipairs, pairs, tostring, pcall,
-                                                     setmetatable
+local rt = require("ron.accounting.runtime.rt")
+
+local ipairs, pairs, tostring, pcall = ipairs, pairs, tostring, pcall
 
 local _M = {}
 
-local P = {}
-P.__index = P
-_M.Puts = P
+local P = rt.class(_M, "Puts")
 
--- o = { task, exporter (with put_many), put_batch, put_parallel }
+-- o.exporter: one with put_many
 function _M.new(o)
-    return setmetatable({ task = o.task, exporter = o.exporter, put_batch = o.put_batch,
-                          put_parallel = o.put_parallel, q = { n = 0 }, flushing = 0,
-                          flushers = {} }, P) -- the put_flush tasks running (rt:wait joins)
+    return rt.object(P, o, "task exporter put_batch put_parallel", {
+        q = { n = 0 }, flushing = 0,
+        flushers = {}, -- the put_flush tasks running (rt:wait joins)
+    })
 end
 
 -- From the stream's worker: s through put_many. -> status, detail | nil, err

@@ -4,24 +4,19 @@
 local rt = require("ron.accounting.runtime.rt")
 local uv = require("luv")
 
-local format, concat, pcall, setmetatable = string.format, table.concat, pcall, setmetatable
+local format, concat, pcall = string.format, table.concat, pcall
 local p95, log = rt.p95, rt.log
 
 local _M = {}
 
-local R = {}
-R.__index = R
-_M.Readiness = R
+local R = rt.class(_M, "Readiness")
 
--- o = { task, cfg, meter, feeder, stuck, life, stop_ch, tick_ms, audit }
 function _M.new(o)
-    return setmetatable({
-        task = o.task, cfg = o.cfg, meter = o.meter, feeder = o.feeder, stuck = o.stuck,
-        life = o.life, stop_ch = o.stop_ch, tick_ms = o.tick_ms, audit = o.audit,
+    return rt.object(R, o, "task cfg meter feeder stuck life stop_ch tick_ms audit", {
         started_ms = uv.now(),
         backlog_samples = { n = 0, i = 0 }, latency_samples = { n = 0, i = 0 },
         breach_since = nil, healthy_since = nil, is_degraded = false, was_ready = nil,
-    }, R)
+    })
 end
 
 -- A bounded ring of the last cfg.ready_samples values.

@@ -4,26 +4,22 @@
 -- in-flight counts.
 local rt = require("ron.accounting.runtime.rt")
 
-local format, pairs, setmetatable = string.format, pairs, setmetatable
+local format, pairs = string.format, pairs
 local skey = rt.skey
 
 local _M = {}
 
-local R = {}
-R.__index = R
-_M.Router = R
+local R = rt.class(_M, "Router")
 
--- o = { task, cfg, fairness, pending (channel), offers, acks, life, batched (puts batched:
---       a reply channel per stream) }; workers (ron.accounting.runtime.worker) wired after
+-- o.pending: the pending_slices channel; o.batched: puts batched (a reply channel per
+-- stream); workers (ron.accounting.runtime.worker) wired after
 function _M.new(o)
-    local self = setmetatable({
-        task = o.task, cfg = o.cfg, fairness = o.fairness, pending = o.pending,
-        offers = o.offers, acks = o.acks, life = o.life, batched = o.batched,
+    local self = rt.object(R, o, "task cfg fairness pending offers acks life batched", {
         streams = {},          -- key -> { key, tenant, dim, lane, reply, worker, stuck, ... }
         worker_tasks = {},     -- every worker spawned (joined by rt:wait)
         inflight = 0, tenant_inflight = {}, -- bounded dispatch: slices in lanes/exporting
         reoffer_acked = nil,
-    }, R)
+    })
     local cfg = o.cfg
     self.bounded = cfg.inflight_cap or cfg.tenant_inflight_cap
     if self.bounded then

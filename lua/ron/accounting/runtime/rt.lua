@@ -1,11 +1,30 @@
--- ron.accounting.runtime.rt: what the runtime's concern files share: stream and slice keys,
--- the log line, audit attribute text, a slice's id, p95, a pause that ends at stop. No
--- object: each concern owns its state (init.lua composes them).
+-- ron.accounting.runtime.rt: what the runtime's concern files share: the shape of a concern
+-- (its class, its object), stream and slice keys, the log line, audit attribute text, a
+-- slice's id, p95, a pause that ends at stop. No object: each concern owns its state
+-- (init.lua composes them).
 local percentile = require("ron.base.percentile")
 
-local format, tostring = string.format, tostring
+local format, gmatch, tostring, setmetatable = string.format, string.gmatch, tostring,
+                                               setmetatable
 
 local _M = {}
+
+-- A concern's class (its methods), published as mod[name]: init.lua's _classes and the
+-- specs' JIT checks reach the methods there.
+function _M.class(mod, name)
+    local class = {}
+    class.__index = class
+    mod[name] = class
+    return class
+end
+
+-- A concern's object: what init.lua's compose hands it (the others it calls, its
+-- configuration), taken from o by the names in deps ("task cfg meter ..."), beside the
+-- state it owns.
+function _M.object(class, o, deps, state)
+    for k in gmatch(deps, "%S+") do state[k] = o[k] end
+    return setmetatable(state, class)
+end
 
 function _M.skey(tenant, dim) return tenant .. "/" .. dim end
 local skey = _M.skey

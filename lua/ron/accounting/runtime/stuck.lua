@@ -13,15 +13,13 @@
 local rt = require("ron.accounting.runtime.rt")
 local uv = require("luv")
 
-local format, pairs, sort, concat, tostring, tonumber, type, setmetatable =
-      string.format, pairs, table.sort, table.concat, tostring, tonumber, type, setmetatable
+local format, pairs, sort, concat, tostring, tonumber, type =
+      string.format, pairs, table.sort, table.concat, tostring, tonumber, type
 local skey, log = rt.skey, rt.log
 
 local _M = {}
 
-local K = {}
-K.__index = K
-_M.Stuck = K
+local K = rt.class(_M, "Stuck")
 
 local REMEDY = {
     gap = "the downstream misses the seqs before it (a WAL segment lost or damaged, or a "
@@ -32,12 +30,10 @@ local REMEDY = {
                .. "worker stopped (docs/ops/failure-modes.md)",
 }
 
--- o = { streams (the router's), exporter, feeder (its clock), audit }; workers wired after
--- (their events log)
+-- o.streams: the router's; o.feeder: its clock; workers wired after (their events log)
 function _M.new(o)
-    return setmetatable({ streams = o.streams, exporter = o.exporter, feeder = o.feeder,
-                          audit = o.audit, stuck_n = 0, losses_accepted = 0,
-                          lost_slices = 0 }, K)
+    return rt.object(K, o, "streams exporter feeder audit",
+                     { stuck_n = 0, losses_accepted = 0, lost_slices = 0 })
 end
 
 -- A stream that cannot advance (gap the op budget could not fill, conflict): an alert-class

@@ -9,26 +9,20 @@ local exporter_mod = require("ron.accounting.export.exporters")
 local backoff_mod = require("ron.base.backoff")
 local uv = require("luv")
 
-local floor, ipairs, tostring, tonumber, pcall, setmetatable =
-      math.floor, ipairs, tostring, tonumber, pcall, setmetatable
+local floor, ipairs, tostring, tonumber, pcall = math.floor, ipairs, tostring, tonumber, pcall
 local log = rt.log
 
 local _M = {}
 
-local W = {}
-W.__index = W
-_M.Workers = W
+local W = rt.class(_M, "Workers")
 
--- o = { task, cfg, exporter, backoff, offers, puts (or nil), stop_ch, audit }; router,
--- acks, stuck, readiness wired after
+-- o.puts: nil unless the exporter batches; router, acks, stuck, readiness wired after
 function _M.new(o)
-    local self = setmetatable({
-        task = o.task, cfg = o.cfg, exporter = o.exporter, backoff = o.backoff,
-        offers = o.offers, puts = o.puts, stop_ch = o.stop_ch, audit = o.audit,
+    local self = rt.object(W, o, "task cfg exporter backoff offers puts stop_ch audit", {
         exports = {}, retries = 0, conflicts = {},
         given_up = 0,          -- export ops that ended at the budget without an ACK
         events = {},           -- the last events_cap export events (tests, debugging)
-    }, W)
+    })
     for _, s in ipairs(exporter_mod.COUNTED) do self.exports[s] = 0 end
     return self
 end

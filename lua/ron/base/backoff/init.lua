@@ -8,8 +8,9 @@
 --
 -- A policy: b:delay(attempt) -> ms (an integer >= 0; attempt 1, 2, ...) and b:reset().
 -- An operator's own policy is a module whose new() returns a value of that shape.
-local type, error, pcall, ipairs, tostring, format = type, error, pcall, ipairs,
-                                                     tostring, string.format
+local check = require("ron.base.check")
+
+local type, error, tostring, format = type, error, tostring, string.format
 
 local _M = {
     exponential = require("ron.base.backoff.exponential"),
@@ -18,17 +19,7 @@ local _M = {
 }
 
 function _M.check(b)
-    local t = type(b)
-    if t ~= "table" and t ~= "userdata" then
-        error("ron.base.backoff: a policy must be a table, got " .. t, 2)
-    end
-    for _, m in ipairs(_M.METHODS) do
-        local ok, f = pcall(function() return b[m] end)
-        if not ok or type(f) ~= "function" then
-            error("ron.base.backoff: policy." .. m .. " must be a function, got "
-                  .. (ok and type(f) or "an error"), 2)
-        end
-    end
+    check.policy(b, _M.METHODS, "ron.base.backoff") -- (no tail call: keeps the level)
     return b
 end
 

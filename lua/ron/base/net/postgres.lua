@@ -56,6 +56,7 @@
 local uv = require("luv")
 local task = require("ron.base.task")
 local backoff_mod = require("ron.base.backoff")
+local check = require("ron.base.check")
 
 local type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, format =
       type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, string.format
@@ -69,7 +70,9 @@ local CODE = { network = "Network", server = "Server", timeout = "Timeout", clos
                client = "Client", canceled = "Canceled" }
 
 local OPTS = { conninfo = true, connect_timeout_ms = true, query_timeout_ms = true,
-               backoff = true, on_connect = true, size = true }
+               backoff = true, on_connect = true } -- pg.new's
+local POOL_OPTS = { size = true } -- pg.pool's: OPTS and size
+for k in pairs(OPTS) do POOL_OPTS[k] = true end
 
 -- (a C module of the host, missing outside `ron-accounting run`: pq() says so)
 local has_pq, pq_c = pcall(require, "ron.base.net.postgres_c")
@@ -95,13 +98,8 @@ local function check_ms(v, what)
     end
 end
 
-local function check_opts(opts, fname, allow_size)
-    if type(opts) ~= "table" then error(fname .. ": expects an options table", 3) end
-    for k in pairs(opts) do
-        if not OPTS[k] or (k == "size" and not allow_size) then
-            error(format("%s: unknown option %q", fname, tostring(k)), 3)
-        end
-    end
+local function check_opts(opts, fname, known)
+    check.options(fname, opts, known, 3)
     if type(opts.conninfo) ~= "string" or opts.conninfo == "" then
         error(fname .. ": conninfo must be a non-empty string", 3)
     end
@@ -137,7 +135,7 @@ local DB = {}
 DB.__index = DB
 
 function _M.new(opts)
-    check_opts(opts, "pg.new", false)
+    check_opts(opts, "pg.new", OPTS)
     local self = setmetatable({
         conninfo = opts.conninfo,
         connect_timeout_ms = opts.connect_timeout_ms or _M.DEFAULTS.connect_timeout_ms,
@@ -298,7 +296,7 @@ local Pool = {}
 Pool.__index = Pool
 
 function _M.pool(opts)
-    check_opts(opts, "pg.pool", true)
+    check_opts(opts, "pg.pool", POOL_OPTS)
     local size = opts.size or 1
     if type(size) ~= "number" or size ~= math.floor(size) or size < 1 or size > _M.MAX_POOL then
         error(format("pg.pool: size must be an integer in 1..%d", _M.MAX_POOL), 2)

@@ -24,9 +24,11 @@
 --   { limit = k }                                     before a batch write: only the first k
 --                                                    ids are applied (a partial count, as when
 --                                                    another writer holds the other rows)
+local clock = require("ron.base.clock")
 local ledger = require("ron.ledger")
 local phases = require("ron.ledger.store.phase")
 local scan = require("ron.ledger.store.scan")
+local ledger_view = require("ron.ledger.view")
 
 local format = string.format
 local pairs = pairs
@@ -346,10 +348,8 @@ Store.deactivate_many = prim("deactivate_many", function(self, limit, list, rid)
                          entry_id, entry_consumer, -1)
 end)
 
-local function largest_less(a, b)
-    if a.amount ~= b.amount then return a.amount > b.amount end
-    return ref_less(a.id, b.id)
-end
+-- Selection's order (largest first, then by id): the engine's view's, written once.
+local largest_less = ledger_view.largest_less
 
 -- The first `limit` of r in less's order without sorting all of r (selection reads the
 -- few largest of a pair that may hold a long history: an uncapped source's negatives).
@@ -460,17 +460,23 @@ Store.ensure_head = prim("ensure_head", function(self, _, account, asset)
     return 1
 end)
 
-Store.acquire_head = prim("acquire_head", function(self, _, account, asset, saga_id)
+-- The head of (account, asset) when `holder` holds it (nil: when it is free).
+local function held_by(self, account, asset, holder)
     local h = self.heads[head_key(account, asset)]
-    if not h or h.holder ~= nil then return 0 end
+    if h and h.holder == holder then return h end
+end
+
+Store.acquire_head = prim("acquire_head", function(self, _, account, asset, saga_id)
+    local h = held_by(self, account, asset, nil)
+    if not h then return 0 end
     jset(self, h, "holder", saga_id)
     jset(self, h, "version", h.version + 1)
     return 1
 end)
 
 Store.release_head = prim("release_head", function(self, _, account, asset, saga_id)
-    local h = self.heads[head_key(account, asset)]
-    if not h or h.holder ~= saga_id then return 0 end
+    local h = held_by(self, account, asset, saga_id)
+    if not h then return 0 end
     jset(self, h, "holder", nil)
     return 1
 end)
@@ -769,12 +775,7 @@ end)
 
 local function now_ms(self)
     if self.clock then return self.clock() end
-    local ok, uv = pcall(require, "luv")
-    if ok then
-        local sec, us = uv.gettimeofday()
-        return sec * 1000 + math.floor(us / 1000)
-    end
-    return os.time() * 1000
+    return clock.wall_ms()
 end
 
 Store.lease_acquire = prim("lease_acquire", function(self, _, node, ttl_ms)

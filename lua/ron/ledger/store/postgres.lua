@@ -40,14 +40,14 @@ local ledger = require("ron.ledger")
 local sql = require("ron.ledger.store.sql")
 local schema = require("ron.ledger.store.schema")
 local pg = require("ron.base.net.postgres")
+local check = require("ron.base.check")
 local pg_phase = require("ron.ledger.store.pg_phase")
 local wire = require("ron.ledger.store.pg_wire")
 local task = require("ron.base.task")
 local upgrade = require("ron.ledger.store.upgrade")
 local uv = require("luv")
 
-local type, error, tostring, tonumber, format, pairs =
-      type, error, tostring, tonumber, string.format, pairs
+local type, error, tostring, tonumber, format = type, error, tostring, tonumber, string.format
 
 local _M = { DEFAULT_SCHEMA = "ron_ledger" }
 
@@ -234,10 +234,7 @@ end
 
 -- The options' checks (level: the caller's caller, open's). -> the schema name, durability
 local function check_opts(o)
-    if type(o) ~= "table" then error("postgres.open: expects an options table", 3) end
-    for k in pairs(o) do
-        if not OPTS[k] then error(format("postgres.open: unknown option %q", tostring(k)), 3) end
-    end
+    check.options("postgres.open", o, OPTS, 3)
     local name = o.schema or _M.DEFAULT_SCHEMA
     if not pg.valid_ident(name) then
         error("postgres.open: schema must match [a-z_][a-z0-9_]* (at most 63 bytes)", 3)

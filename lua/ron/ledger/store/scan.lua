@@ -13,6 +13,7 @@
 -- so no row is skipped or read twice while the schema holds: verify checks the schema
 -- too); the memory store builds the same rows from its maps (spec/ron/ledger: verify on
 -- every backend).
+local codes = require("ron.ledger.codes")
 local schema = require("ron.ledger.store.schema")
 
 local concat, format, ipairs, sort, type = table.concat, string.format, ipairs, table.sort, type
@@ -113,9 +114,7 @@ end
 
 -- ---- the memory store: the same rows from its maps ----
 
-local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
-local POLICY = { no_overdraft = 0, capped = 1, uncapped = 2 }
-local ASTATUS = { open = 0, frozen = 1, closed = 2 }
+local PSTATUS, POLICY, ASTATUS = codes.PSTATUS, codes.POLICY, codes.ASTATUS
 
 local BUILD = {}
 function BUILD.ledger_meta(m, out)

@@ -4,6 +4,7 @@
 -- (PostgreSQL's plain-first inserts) and decoding the rows read back. The concern modules
 -- (sql_rows, sql_batch, sql_lease) require it; ron.ledger.store.sql re-exports its public
 -- names.
+local codes = require("ron.ledger.codes")
 local schema = require("ron.ledger.store.schema")
 local sql_text = require("ron.ledger.store.sql_text")
 
@@ -19,12 +20,9 @@ _M.MAX_BATCH = 1024       -- ids or pairs
 _M.MAX_POSTINGS = 512     -- postings to insert (11 parameters each)
 _M.SHARDS = schema.SHARDS
 
-local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
-local PSTATUS_NAME = { [0] = "active", "pending_inactive", "inactive" }
-local POLICY = { no_overdraft = 0, capped = 1, uncapped = 2 }
-local POLICY_NAME = { [0] = "no_overdraft", "capped", "uncapped" }
-local ASTATUS = { open = 0, frozen = 1, closed = 2 }
-local ASTATUS_NAME = { [0] = "open", "frozen", "closed" }
+local PSTATUS, PSTATUS_NAME = codes.PSTATUS, codes.PSTATUS_NAME
+local POLICY, POLICY_NAME = codes.POLICY, codes.POLICY_NAME
+local ASTATUS, ASTATUS_NAME = codes.ASTATUS, codes.ASTATUS_NAME
 _M.PSTATUS, _M.PSTATUS_NAME = PSTATUS, PSTATUS_NAME
 
 local function misuse(fname, msg) error("ron.ledger.store: " .. fname .. ": " .. msg, 3) end

@@ -44,6 +44,7 @@ local sql = require("ron.ledger.store.sql")
 local schema = require("ron.ledger.store.schema")
 local upgrade = require("ron.ledger.store.upgrade")
 local heap = require("ron.base.heap")
+local check = require("ron.base.check")
 
 local type, error, tostring, tonumber, setmetatable, pcall, format, bit_band =
       type, error, tostring, tonumber, setmetatable, pcall, string.format, require("bit").band
@@ -323,10 +324,7 @@ local function durability_of(o)
 end
 
 local function check_opts(o)
-    if type(o) ~= "table" then error("sqlite.open: expects an options table", 3) end
-    for k in pairs(o) do
-        if not OPTS[k] then error(format("sqlite.open: unknown option %q", tostring(k)), 3) end
-    end
+    check.options("sqlite.open", o, OPTS, 3)
     if type(o.path) ~= "string" or o.path == "" then
         error("sqlite.open: path must be a non-empty string", 3)
     end

@@ -281,6 +281,20 @@ local function apply(ctx, tr)
     usage_of(ctx, tr)
 end
 
+-- The transfers the replay never reached: each names the postings no transfer created.
+local function never_applied(ctx, list)
+    for _, tr in ipairs(list) do
+        if not tr.applied then
+            for _, ref in ipairs(tr.t.inputs) do
+                if not ctx.created[pkey(ref.transfer_id, ref.index)] then
+                    ctx.problem(tr.where, "spends posting %s:%d that no transfer created",
+                                hex(ref.transfer_id), ref.index)
+                end
+            end
+        end
+    end
+end
+
 -- The feed's order (a transfer without an event last, by row), each transfer held back
 -- until every posting it spends exists. -> ctx.created: pkey -> the posting as its
 -- transfer made it, with `by` = the transfer that spent it.
@@ -322,16 +336,7 @@ function _M.replay(ctx)
         end
         if tr.missing == 0 then run(tr) end
     end
-    for _, tr in ipairs(list) do
-        if not tr.applied then
-            for _, ref in ipairs(tr.t.inputs) do
-                if not ctx.created[pkey(ref.transfer_id, ref.index)] then
-                    ctx.problem(tr.where, "spends posting %s:%d that no transfer created",
-                                hex(ref.transfer_id), ref.index)
-                end
-            end
-        end
-    end
+    never_applied(ctx, list)
 end
 
 return _M

@@ -165,11 +165,7 @@ function E:put(slice)
     return s, detail
 end
 
-function E:stats()
-    local out = {}
-    for k, v in pairs(self.counts) do out[k] = v end
-    return out
-end
+E.stats = exporter.stats
 
 function E:close()
     return self.inner:close()

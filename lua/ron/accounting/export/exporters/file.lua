@@ -453,6 +453,21 @@ local function release(fd)
     SYS.close(fd)
 end
 
+-- Appends rec (whole records) to a stream's file, fsync'ed when the ledger fsyncs; its head
+-- (key: "tenant/dimension") moves to (seq, raw). On a failure nothing was acknowledged:
+-- whatever part of rec landed is taken back and the cached head dropped. -> true | nil, err
+function Ledger:_append(fd, path, key, h, rec, seq, raw)
+    local ok, err = write_all(fd, rec, path)
+    if ok and self.fsync and SYS.fsync(fd) ~= 0 then ok, err = nil, errstr("fsync", path) end
+    if not ok then
+        SYS.ftruncate(fd, h.size)
+        self.heads[key] = nil
+        return nil, err
+    end
+    self.heads[key] = { seq = seq, raw = raw, size = h.size + #rec }
+    return true
+end
+
 -- put(slice) -> "ok" | "dup" | "conflict" | "gap", detail | nil, err
 function Ledger:put(s)
     check_open(self, "put")
@@ -474,18 +489,12 @@ function Ledger:put(s)
         status, detail = chain.stored(seq, stored, raw)
     elseif status == "ok" then
         local bytes = s:encode()
-        local rec = u32le(#bytes) .. bytes .. raw
-        local ok, err = write_all(fd, rec, path)
-        if ok and self.fsync and SYS.fsync(fd) ~= 0 then ok, err = nil, errstr("fsync", path) end
+        local ok, err = self:_append(fd, path, s.tenant .. "/" .. s.dimension, h,
+                                     u32le(#bytes) .. bytes .. raw, seq, raw)
         if not ok then
-            -- Nothing was acknowledged: take back whatever part of the record landed.
-            SYS.ftruncate(fd, h.size)
-            self.heads[s.tenant .. "/" .. s.dimension] = nil
             release(fd)
             return nil, err
         end
-        self.heads[s.tenant .. "/" .. s.dimension] =
-            { seq = seq, raw = raw, size = h.size + #rec }
     end
     release(fd)
     return status, detail
@@ -512,19 +521,11 @@ function Ledger:accept_loss(o)
     end
     local parts = {}
     for i, r in ipairs(recs) do parts[i] = u32le(#r.bytes) .. r.bytes .. r.link end
-    local rec = table.concat(parts)
-    ok, err = write_all(fd, rec, path)
-    if ok and self.fsync and SYS.fsync(fd) ~= 0 then ok, err = nil, errstr("fsync", path) end
-    if not ok then
-        SYS.ftruncate(fd, h.size)
-        self.heads[o.tenant .. "/" .. o.dimension] = nil
-        release(fd)
-        return nil, err
-    end
     local last = recs[#recs]
-    self.heads[o.tenant .. "/" .. o.dimension] = { seq = last.seq, raw = last.link,
-                                                   size = h.size + #rec }
+    ok, err = self:_append(fd, path, o.tenant .. "/" .. o.dimension, h, table.concat(parts),
+                           last.seq, last.link)
     release(fd)
+    if not ok then return nil, err end
     return { from = recs[1].seq, to = last.seq }
 end
 

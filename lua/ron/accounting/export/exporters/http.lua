@@ -36,11 +36,13 @@
 --
 -- put() and head() wait for the network: call them from a task (the runtime's workers do).
 -- new() does no I/O (it may run in the main chunk: the daemon's configuration).
+local exporters = require("ron.accounting.export.exporters")
 local loss = require("ron.accounting.export.loss")
 local httpc = require("ron.base.net.http_client")
+local check = require("ron.base.check")
 
-local type, error, pairs, ipairs, tostring, tonumber, setmetatable, format, floor =
-      type, error, pairs, ipairs, tostring, tonumber, setmetatable, string.format, math.floor
+local type, error, ipairs, tostring, tonumber, setmetatable, format, floor =
+      type, error, ipairs, tostring, tonumber, setmetatable, string.format, math.floor
 
 local _M = {}
 
@@ -68,10 +70,7 @@ local E = {}
 E.__index = E
 
 function _M.new(opts)
-    if type(opts) ~= "table" then error("http.new: expects an options table", 2) end
-    for k in pairs(opts) do
-        if not OPTS[k] then error(format("http.new: unknown option %q", tostring(k)), 2) end
-    end
+    check.options("http.new", opts, OPTS)
     local url = opts.url
     if type(url) ~= "string" or not url:match("^https?://[^/%s]+") or url:match("[%s%?#]") then
         error("http.new: url must be an http:// or https:// URL without query or fragment "
@@ -101,11 +100,7 @@ function _M.new(opts)
     return self
 end
 
-function E:stats()
-    local s = {}
-    for k, v in pairs(self.counts) do s[k] = v end
-    return s
-end
+E.stats = exporters.stats
 
 local function count(self, status)
     local k = status or "fail"

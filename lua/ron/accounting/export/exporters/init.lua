@@ -26,6 +26,7 @@
 local type = type
 local error = error
 local tostring = tostring
+local pairs = pairs
 
 local _M = {}
 
@@ -55,6 +56,13 @@ local function field(e, name)
     local ok, v = pcall(function() return e[name] end)
     if not ok then return nil end
     return v
+end
+
+-- An exporter's stats() over its counts table: a copy, which the caller may keep or change.
+function _M.stats(e)
+    local out = {}
+    for k, v in pairs(e.counts) do out[k] = v end
+    return out
 end
 
 -- True when e declares that its put() blocks the calling thread.

@@ -35,12 +35,14 @@
 -- SQLSTATE (a bug, missing privileges) -> nil, "ExporterError: ..." (a local failure, which
 -- the runtime retries as well). A missing schema object (3F000, 42P01, 42883) re-runs the
 -- schema creation on the next put.
+local exporters = require("ron.accounting.export.exporters")
 local loss = require("ron.accounting.export.loss")
 local pg = require("ron.base.net.postgres")
+local check = require("ron.base.check")
 local task = require("ron.base.task")
 
-local type, error, pairs, tostring, tonumber, setmetatable, format =
-      type, error, pairs, tostring, tonumber, setmetatable, string.format
+local type, error, tostring, tonumber, setmetatable, format =
+      type, error, tostring, tonumber, setmetatable, string.format
 
 local _M = { DEFAULT_SCHEMA = "ron_accounting", MAX_CONNECTIONS = pg.MAX_POOL }
 
@@ -201,10 +203,7 @@ local E = {}
 E.__index = E
 
 function _M.new(opts)
-    if type(opts) ~= "table" then error("postgres.new: expects an options table", 2) end
-    for k in pairs(opts) do
-        if not OPTS[k] then error(format("postgres.new: unknown option %q", tostring(k)), 2) end
-    end
+    check.options("postgres.new", opts, OPTS)
     if type(opts.conninfo) ~= "string" or opts.conninfo == "" then
         error("postgres.new: conninfo must be a non-empty string", 2)
     end
@@ -464,8 +463,7 @@ function E:close()
 end
 
 function E:stats()
-    local out = {}
-    for k, v in pairs(self.counts) do out[k] = v end
+    local out = exporters.stats(self)
     local ps = self.pool:stats()
     out.connects, out.connect_failures = ps.connects, ps.connect_failures
     return out

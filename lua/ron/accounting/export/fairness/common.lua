@@ -66,23 +66,15 @@ function _M.ring_push(st, q)
     st.ring[st.rtail] = q
 end
 
-function _M.ring_pop(st)
-    local q = st.ring[st.rhead]
-    st.ring[st.rhead] = nil
-    st.rhead = st.rhead + 1
-    if st.rhead > st.rtail then st.rhead, st.rtail = 1, 0 end
-    return q
-end
-
-function _M.ring_front(st)
-    if st.rhead > st.rtail then return nil end
-    return st.ring[st.rhead]
-end
-
--- The first tenant queue in service order for which eligible(tenant) holds, and its ring
--- index; nil when none. Costs one call per skipped (ineligible) tenant.
-function _M.ring_find(st, eligible)
+-- The tenant queue to serve next and its ring index: the first in service order, or with
+-- eligible the first for which eligible(tenant) holds; nil when none. Costs one call per
+-- skipped (ineligible) tenant.
+function _M.ring_next(st, eligible)
     local ring = st.ring
+    if not eligible then
+        if st.rhead > st.rtail then return nil end
+        return ring[st.rhead], st.rhead
+    end
     for i = st.rhead, st.rtail do
         local q = ring[i]
         if eligible(q.tenant) then return q, i end

@@ -9,7 +9,7 @@
 -- A policy: p:enqueue(tenant, item) -> true | nil, "Busy"; p:dequeue() -> item, tenant |
 -- nil; p:len() -> n; p:tenants() -> { tenant, ... }. An operator's own policy is a module
 -- whose new() returns a value of that shape.
-local type, error, pcall, ipairs = type, error, pcall, ipairs
+local check = require("ron.base.check")
 
 local _M = {
     round_robin = require("ron.accounting.export.fairness.round_robin"),
@@ -19,17 +19,7 @@ local _M = {
 }
 
 function _M.check(p)
-    local t = type(p)
-    if t ~= "table" and t ~= "userdata" then
-        error("ron.accounting.export.fairness: a policy must be a table, got " .. t, 2)
-    end
-    for _, m in ipairs(_M.METHODS) do
-        local ok, f = pcall(function() return p[m] end)
-        if not ok or type(f) ~= "function" then
-            error("ron.accounting.export.fairness: policy." .. m .. " must be a function, got "
-                  .. (ok and type(f) or "an error"), 2)
-        end
-    end
+    check.policy(p, _M.METHODS, "ron.accounting.export.fairness") -- (no tail call: keeps the level)
     return p
 end
 

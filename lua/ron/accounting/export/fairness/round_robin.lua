@@ -33,16 +33,9 @@ end
 
 function P:dequeue(eligible)
     local st = self.st
-    local q, i
-    if eligible then
-        q, i = C.ring_find(st, eligible)
-        if not q then return nil end
-        C.ring_remove(st, i)
-    else
-        q = C.ring_front(st)
-        if not q then return nil end
-        C.ring_pop(st)
-    end
+    local q, i = C.ring_next(st, eligible)
+    if not q then return nil end
+    C.ring_remove(st, i)
     local item, empty = C.take(st, q)
     if not empty then C.ring_push(st, q) end -- to the back of the rotation
     return item, q.tenant

@@ -61,12 +61,7 @@ end
 
 function P:dequeue(eligible)
     local st = self.st
-    local q, i
-    if eligible then
-        q, i = C.ring_find(st, eligible)
-    else
-        q, i = C.ring_front(st), st.rhead
-    end
+    local q, i = C.ring_next(st, eligible)
     if not q then return nil end
     if q.deficit < 1 then q.deficit = q.deficit + q.weight end -- its turn starts
     local item, empty = C.take(st, q)
