@@ -49,6 +49,13 @@ function S.concurrent(fns)
     return out
 end
 
+-- A call refused as documented: v (its first answer) is nil and err matches pattern.
+function S.fails(pattern, v, err)
+    local assert = require("luassert")
+    assert.is_nil(v)
+    assert.matches(pattern, err)
+end
+
 -- A fresh path in the temporary directory (nothing exists there yet).
 function S.tmpname(suffix)
     local p = os.tmpname()
@@ -60,6 +67,13 @@ function S.write_file(path, bytes)
     local f = assert(io.open(path, "wb"))
     assert(f:write(bytes))
     assert(f:close())
+end
+
+-- A fresh temporary file holding bytes. -> its path
+function S.tmp_file(bytes, suffix)
+    local path = S.tmpname(suffix)
+    S.write_file(path, bytes)
+    return path
 end
 
 function S.read_file(path)
@@ -148,15 +162,20 @@ function S.run_task(body)
     return task
 end
 
--- The export-runtime fixture (runtime_spec, readiness_spec): a meter with an injected
--- clock and a WAL, and an offloaded file ledger in a temp dir.
-function S.rt_setup()
+-- The export-runtime fixture (spec/ron/accounting/runtime/): prints the case's seed
+-- (default: none), then makes a meter with an injected clock and a WAL, and an offloaded
+-- file ledger in a temp dir (file_opts: more offload.file options).
+-- -> clock, meter, ledger dir, ledger, WAL dir
+function S.rt_setup(seed, file_opts)
+    print("seed: " .. (seed and tostring(seed) or "none (no randomness)"))
     local acct = require("ron.accounting")
     local clock = S.clock(S.T0 + 5)
-    local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = S.tmpname(".wal") } }))
+    local wal = S.tmpname(".wal")
+    local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = wal } }))
     local dir = S.tmpname(".ledger")
-    local ledger = assert(require("ron.accounting.runtime.offload").file { dir = dir })
-    return clock, m, dir, ledger
+    local ledger = assert(require("ron.accounting.runtime.offload").file(
+        S.merge({ dir = dir }, file_opts)))
+    return clock, m, dir, ledger, wal
 end
 
 -- n chained slices of stream tenant (default TENANT_A)/bytes from a fresh meter, one per
@@ -199,6 +218,16 @@ function S.conflicting_ledger(ledger, tenant)
     end)
 end
 
+-- The ledger, except that while hole.open every slice of tenant answers gap with detail
+-- (its earlier seqs missing downstream). -> ledger, hole (set hole.open = false to fill it)
+function S.gapping_ledger(ledger, tenant, detail)
+    local hole = { open = true }
+    return S.wrapped_ledger(ledger, function(s)
+        if hole.open and s.tenant == tenant then return "gap", detail end
+        return false
+    end), hole
+end
+
 -- Inside a task: polls pred every 5 ms up to ms; true when it held.
 function S.eventually(task, pred, ms)
     local uv = require("luv")
@@ -239,6 +268,22 @@ function S.in_seq_order(rt)
         end
     end
     return true
+end
+
+-- Stops the runtime rt (inside its task); nothing was aborted.
+function S.rt_stop(rt)
+    rt:stop()
+    require("luassert").equal(0, rt:wait().aborted)
+end
+
+-- The end of a runtime case: the ledger in dir verifies (and, with rt, the runtime ACKed
+-- each stream in seq order), then the meter closes.
+function S.rt_done(m, dir, rt)
+    local assert = require("luassert")
+    if rt then assert.is_true(S.in_seq_order(rt)) end
+    local rc, out = S.verify(dir)
+    assert.equal(0, rc, out)
+    m:close()
 end
 
 -- The host's specs (run by the ron-accounting host, which has the PostgreSQL binding):

@@ -113,6 +113,12 @@ local function emit_from_four(task, h)
     for _, t in ipairs(emitters) do assert(t:join()) end
 end
 
+-- Emits the "reject" events i = from .. to (default: from alone) into h, each at seq
+-- base + i (base default 0); every one taken.
+local function rejects(h, from, to, base)
+    for i = from, to or from do assert(h:emit("reject", { i = i }, (base or 0) + i)) end
+end
+
 -- Inside a task: a signed checkpoint covers size events within 5 s.
 local function checkpointed(task, h, size)
     return S.eventually(task, function()
@@ -160,7 +166,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         S.run_task(function()
             local h = open(dir, { queue_cap = 100, interval_ms = 1000 })
-            for i = 1, 20 do assert(h:emit("reject", { i = i }, 7000 + i)) end
+            rejects(h, 1, 20, 7000)
             assert(h:close(0))
             assert.equal(20, h.lg.drops.shutdown_deadline)
         end)
@@ -181,8 +187,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             assert.equal(1, h.io_timeouts)
             for i = 2, 8 do
                 local ok, err = h:emit("reject", { i = i }, 100 + i)
-                assert.is_nil(ok)
-                assert.matches("io_backpressure", err)
+                S.fails("io_backpressure", ok, err)
             end
             assert.matches('audit_io_timeouts_total{op="wal"} 1', h:metrics_text(), 1, true)
             gate:try_send(true) -- the disk answers
@@ -214,8 +219,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
                                         5000))
             for i = 2, 4 do
                 local ok, err = h:emit("reject", { i = i }, 1000 + i)
-                assert.is_nil(ok)
-                assert.matches("^Busy: audit event shed %(audit_failed%)", err)
+                S.fails("^Busy: audit event shed %(audit_failed%)", ok, err)
             end
             assert.is_true(S.eventually(task, function()
                 local st = h:stats()
@@ -251,10 +255,10 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             local h = open(dir, { sync = failing_sync(1), recover_min_ms = 5, recover_max_ms = 20,
                                   key_path = sk, checkpoint_every = 1000,
                                   checkpoint_interval_ms = 20 })
-            assert(h:emit("reject", { i = 1 }, 1))
+            rejects(h, 1)
             assert.is_true(S.eventually(task, function() return h:stats().recoveries == 1 end,
                                         5000))
-            for i = 2, 3 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 2, 3)
             -- no count reaches checkpoint_every: only the interval signs these
             assert.is_true(checkpointed(task, h, 3))
             assert(h:close())
@@ -265,13 +269,12 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         S.run_task(function(task)
             local h = open(dir, { sync = function() return -9, 0, 0 end, recover_max_ms = 0 })
-            assert(h:emit("reject", { i = 1 }, 1))
+            rejects(h, 1)
             assert.is_true(S.eventually(task, function() return h:stats().failed ~= nil end,
                                         5000))
             assert.is_nil(h:emit("reject", { i = 2 }, 2))
             local ok, err = h:close()
-            assert.is_nil(ok)
-            assert.matches("2 event%(s%) shed since are not in it", err)
+            S.fails("2 event%(s%) shed since are not in it", ok, err)
         end)
     end)
 
@@ -281,9 +284,9 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 1000,
                                   checkpoint_interval_ms = 20 })
-            for i = 1, 3 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 1, 3)
             assert.is_true(checkpointed(task, h, 3))
-            assert(h:emit("reject", { i = 4 }, 4))
+            rejects(h, 4)
             assert.is_true(checkpointed(task, h, 4))
             assert(h:close())
         end)
@@ -294,17 +297,15 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         S.run_task(function(task)
             local gate, sync = gated_sync(task)
             local h = open(dir, { queue_cap = 2, io_deadline_ms = 60000, sync = sync })
-            assert(h:emit("reject", { i = 1 }, 1))
+            rejects(h, 1)
             -- the worker holds event 1 in its (stalled) sync; fill the queue behind it
             assert.is_true(S.eventually(task, function() return h.lg:depth() == 0 end, 5000))
-            assert(h:emit("reject", { i = 2 }, 2))
-            assert(h:emit("reject", { i = 3 }, 3))
+            rejects(h, 2, 3)
             local uv = require("luv")
             local t0 = uv.now()
             local ok, err = h:emit_wait("reject", { i = 4 }, 40)
             local waited = uv.now() - t0
-            assert.is_nil(ok)
-            assert.matches("audit_deadline", err)
+            S.fails("audit_deadline", ok, err)
             assert.is_true(waited >= 35 and waited < 2000, "waited " .. waited .. " ms")
             assert.equal(1, h.lg.drops.audit_deadline)
             -- with room the same call goes through at once
@@ -348,7 +349,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
                 end
                 return offload.audit_sync(lg, deadline_ms, on_late, chunk)
             end })
-            for i = 1, 3 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 1, 3)
             local done = false
             local w = task.spawn("waiter", function()
                 assert(h:wait_durable())
@@ -430,7 +431,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local dir = S.tmpname(".audit")
         S.run_task(function()
             local h = open(dir, { queue_cap = 100, interval_ms = 1000, shards = 2 })
-            for i = 1, 21 do assert(h:emit("reject", { i = i }, 7000 + i)) end
+            rejects(h, 1, 21, 7000)
             assert(h:close(0))
             assert.equal(21, h:stats().drops.shutdown_deadline)
             assert.matches("^Closed", select(2, h:emit("reject", {}, 1)))
@@ -460,7 +461,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local cps
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5, shards = 2 })
-            for i = 1, 40 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 1, 40)
             assert.is_true(durable(task, h, 40))
             cps = h:checkpoints()
             assert(h:close())
@@ -482,7 +483,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5 })
             assert.is_nil(h:latest_checkpoint())
-            for i = 1, 25 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 1, 25)
             assert.is_true(durable(task, h, 25))
             cp = assert(h:latest_checkpoint())
             assert(h:close())

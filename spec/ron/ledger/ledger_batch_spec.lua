@@ -3,7 +3,7 @@
 -- the same balances, outcomes, transfer ids and error codes as committing the requests one
 -- by one), chaining within a batch, rejections that do not block the rest, and recovery of
 -- a batch record. The (primitive, fault) enumeration lives in the simulator (sim_spec).
-require("support")
+local S = require("support")
 local L = require("ron.ledger.ledger")
 local memory = require("ron.ledger.store.memory")
 local sim = require("ron.ledger.sim")
@@ -11,10 +11,16 @@ local sim = require("ron.ledger.sim")
 local mv, USD, EUR = sim.mv, sim.USD, sim.EUR
 local function id16(c) return string.rep(c, 16) end
 
+-- An engine over store at a fixed clock: book "main", node and nonce as named, extra more
+-- options.
+local function engine(store, node, nonce, extra)
+    return L.new(S.merge({ store = store, book = "main", node = node, nonce = nonce,
+                           clock = function() return 1700000000000 end }, extra))
+end
+
 local function world()
     local store = memory.new()
-    local led = L.new { store = store, book = "main", node = "n1", nonce = "p",
-                        clock = function() return 1700000000000 end }
+    local led = engine(store, "n1", "p")
     for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
     return store, led
 end
@@ -165,8 +171,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         local store, led = world()
         -- another process's engine on the same store: its account changes are not seen by
         -- led's cache, only by led's reads of the store
-        local other = L.new { store = store, book = "main", node = "n2", nonce = "q",
-                              clock = function() return 1700000000000 end }
+        local other = engine(store, "n2", "q")
         local A, B = id16("A"), id16("B")
         assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
         local r = led:commit_many { { intent = "c1", movements = { mv(A, B, 10) } } }
@@ -200,8 +205,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(led:freeze(B))
         assert.is_nil(led.acache[B])
         -- bounded: never more entries than account_cache
-        local small = L.new { store = store, book = "main", node = "n3", nonce = "s",
-                              account_cache = 2, clock = function() return 1700000000000 end }
+        local small = engine(store, "n3", "s", { account_cache = 2 })
         for k, id in ipairs { id16("C"), id16("D"), id16("K") } do
             small:commit_many { { intent = "b" .. k, movements = { mv(sim.EXT, id, 1) } } }
             assert.is_true(small.acache_n <= 2)
@@ -246,8 +250,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
        .. "(issue 25)", function()
         local ledger = require("ron.ledger")
         local store, led = world()
-        local other = L.new { store = store, book = "main", node = "n2", nonce = "q",
-                              clock = function() return 1700000000000 end }
+        local other = engine(store, "n2", "q")
         local A, B, C = id16("A"), id16("B"), id16("C")
         assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
         -- every run of the core's validation, the plan's and the last step's
@@ -361,8 +364,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                 assert.equal(100, store:get_balance(A, USD), where)
                 assert.is_nil(store:get_intent("p1"), where)
             end
-            local l2 = L.new { store = store, book = "main", node = "n1", nonce = "q",
-                               clock = function() return 1700000000000 end }
+            local l2 = engine(store, "n1", "q")
             assert(l2:recover())
             -- the caller sends the batch again: each request answered once
             for _, r in ipairs(l2:commit_many {
@@ -402,8 +404,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.equal(1, #pend)
         assert.equal("finalizing", pend[1].phase)
         assert.is_nil(store:get_intent("p1")) -- inputs consumed, outputs in, nothing else
-        local l2 = L.new { store = store, book = "main", node = "n1", nonce = "q",
-                           clock = function() return 1700000000000 end }
+        local l2 = engine(store, "n1", "q")
         local rep = assert(l2:recover())
         assert.is_true(rep[1].ok)
         assert(sim.verify(store, "main"))
@@ -433,8 +434,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         -- a batch of the same process: p1 pays from A, whose posting x holds: handed over
         -- to the single path; the process dies right after the batch's finalize (claims,
         -- reserve, finalize), which wrote p1's own record
-        local led2 = L.new { store = store, book = "main", node = "n1", nonce = "r",
-                             clock = function() return 1700000000000 end, max_attempts = 2 }
+        local led2 = engine(store, "n1", "r", { max_attempts = 2 })
         applies, crash_after = 0, 3
         ok, e = pcall(led2.commit_many, led2, {
             { intent = "p0", movements = { mv(sim.EXT, C, 5) } },
@@ -443,8 +443,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.equal(sim.CRASH, e)
         store.fault = nil
         assert.equal(2, #store:list_pending_sagas()) -- x, and p1 handed over
-        local heir = L.new { store = store, book = "main", node = "n1", nonce = "q",
-                             clock = function() return 1700000000000 end, max_attempts = 2 }
+        local heir = engine(store, "n1", "q", { max_attempts = 2 })
         local rep = assert(heir:recover())
         for _, r in ipairs(rep) do assert.is_true(r.ok, tostring(r.err)) end
         assert.same({}, store:list_pending_sagas())
@@ -468,16 +467,13 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                 if applies == 2 then error(sim.CRASH, 0) end
             end
         end
-        local dead = L.new { store = store, book = "main", node = "n2", nonce = "z",
-                             clock = function() return 1700000000000 end }
+        local dead = engine(store, "n2", "z")
         local ok, e = pcall(dead.commit, dead, { intent = "x", movements = { mv(A, B, 10) } })
         assert.is_false(ok)
         assert.equal(sim.CRASH, e)
         store.fault = nil
         local pauses = 0
-        local live = L.new { store = store, book = "main", node = "n1", nonce = "q",
-                             clock = function() return 1700000000000 end,
-                             pause = function() pauses = pauses + 1 end }
+        local live = engine(store, "n1", "q", { pause = function() pauses = pauses + 1 end })
         return store, live, function() return pauses end
     end
 
@@ -512,8 +508,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.equal(8, pauses())
         assert.has_error(function() live:drive_handed(res[2].handed) end)
         -- x recovered by a survivor: the retry adopts the member's saga and commits it once
-        local heir = L.new { store = store, book = "main", node = "n3", nonce = "s",
-                             clock = function() return 1700000000000 end }
+        local heir = engine(store, "n3", "s")
         assert(heir:recover { node = "n2" })
         r = assert(live:commit(batch[2]))
         assert.equal("committed", r.status)

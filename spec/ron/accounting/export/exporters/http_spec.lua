@@ -77,8 +77,7 @@ describe("ron.accounting.export.exporters.http (no server)", function()
             assert.matches("^ExporterError: HTTP " .. r.status, err)
         end
         local st, err = c(nil, "Tls: certificate", "tls")
-        assert.is_nil(st)
-        assert.matches("^ExporterError: Tls", err)
+        S.fails("^ExporterError: Tls", st, err)
     end)
 end)
 
@@ -106,11 +105,9 @@ describe("ron.node.receiver (no server)", function()
         local h1, h2 = S.b3sum("one"), S.b3sum("two")
         -- the daemon's configuration check
         local ok, err = receiver.check_config({ backend = "file" })
-        assert.is_nil(ok)
-        assert.matches("receiver%.producers is required", err)
+        S.fails("receiver%.producers is required", ok, err)
         ok, err = receiver.check_config({ token_hash = h1 })
-        assert.is_nil(ok)
-        assert.matches("token_hash is replaced by receiver%.producers", err)
+        S.fails("token_hash is replaced by receiver%.producers", ok, err)
         assert.is_true(receiver.check_config({ allow_unauthenticated = true }))
         assert.is_true(receiver.check_config({
             producers = { ["node-a"] = { token_hash = h1, tenants = { TA } },
@@ -357,8 +354,7 @@ describe("ron.accounting.export.exporters.http: status mapping", function()
             -- not the contract: a local failure
             answer = { 401, "no" }
             local st, err = e:put(s)
-            assert.is_nil(st)
-            assert.matches("^ExporterError: HTTP 401", err)
+            S.fails("^ExporterError: HTTP 401", st, err)
             local stats = e:stats()
             assert.equal(10, stats.puts)
             assert.equal(3, stats.retry_remote_5xx)
@@ -447,8 +443,7 @@ describe("ron.accounting.export.exporters.http into ron.node.receiver (file ledg
             a = assert(raw_put(url, s[1], { Authorization = "Bearer wrong" }))
             assert.equal(403, a.status)
             local st0, err0 = exp_http.new { url = url, token = "wrong" }:put(s[1])
-            assert.is_nil(st0)
-            assert.matches("^ExporterError: HTTP 403", err0)
+            S.fails("^ExporterError: HTTP 403", st0, err0)
             -- a garbage body: 400 SchemaViolation
             a = assert(raw_put(url, s[1], auth, "not a slice at all"))
             assert.equal(400, a.status)
@@ -542,8 +537,7 @@ describe("ron.accounting.export.exporters.http into ron.node.receiver (file ledg
             assert.equal('Bearer realm="ron-accounting"', a.headers["www-authenticate"])
             -- the exporter of node A sees a local failure (a misconfiguration), not a retry
             local st, err = exp_http.new { url = url, token = "token-a" }:put(b1)
-            assert.is_nil(st)
-            assert.matches("^ExporterError: HTTP 403", err)
+            S.fails("^ExporterError: HTTP 403", st, err)
             -- the real producers write their own streams
             assert.equal(201, assert(raw_put(url, a1, auth("token-a"))).status)
             local real_b1 = chain(1, 7, TB)[1]
@@ -730,8 +724,7 @@ describe("ron.accounting.export.exporters.http into ron.node.receiver (file ledg
                 assert.is_true(eventually(task, function()
                     return rt.exports.ok == 3 * w and #m:pending() == 0 end, 10000))
             end
-            rt:stop()
-            assert.equal(0, rt:wait().aborted)
+            S.rt_stop(rt)
             assert.equal(12, r:stats().ok)
             stop_receiver(srv, r, meter)
         end)
