@@ -168,9 +168,8 @@ end
 
 -- ---- the C figure of the same run -------------------------------------------------------
 local c_cache = {}
-local function read_c_results(file)
-  local f = file and io.open(file, "r")
-  if not f then return end
+-- Keeps the figures of the C bench's BENCH lines (from f, a file or a pipe), noting source.
+local function cache_c_lines(f, source)
   for line in f:lines() do
     local name = line:match('^BENCH {.-"name":"(record/c/[^"]+)"')
     local ns = line:match('"ns_per_op":([%d%.]+)')
@@ -179,11 +178,17 @@ local function read_c_results(file)
         ns = tonumber(ns),
         plain = tonumber(line:match('"plain_inc":{"ns_per_op":([%d%.]+)')),
         atomic = tonumber(line:match('"atomic64_add":{"ns_per_op":([%d%.]+)')),
-        source = "results file of this run",
+        source = source,
       }
     end
   end
   f:close()
+end
+
+local function read_c_results(file)
+  local f = file and io.open(file, "r")
+  if not f then return end
+  cache_c_lines(f, "results file of this run")
 end
 
 local function c_figure(n_keys, clock)
@@ -194,20 +199,7 @@ local function c_figure(n_keys, clock)
   if not opts.c_bench then return nil, name end
   local cmd = string.format("%q --keys %d --dist uniform --threads 1 --clock %s --ops %d --reps %d --seed %d",
     opts.c_bench, n_keys, clock, opts.ops, opts.reps, opts.seed)
-  local p = io.popen(cmd, "r")
-  for line in p:lines() do
-    local nm = line:match('^BENCH {.-"name":"(record/c/[^"]+)"')
-    local ns = line:match('"ns_per_op":([%d%.]+)')
-    if nm and ns then
-      c_cache[nm] = {
-        ns = tonumber(ns),
-        plain = tonumber(line:match('"plain_inc":{"ns_per_op":([%d%.]+)')),
-        atomic = tonumber(line:match('"atomic64_add":{"ns_per_op":([%d%.]+)')),
-        source = "bench-record run now",
-      }
-    end
-  end
-  p:close()
+  cache_c_lines(io.popen(cmd, "r"), "bench-record run now")
   return c_cache[name], name
 end
 

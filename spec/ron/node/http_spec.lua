@@ -36,6 +36,12 @@ local function deferring(task, sync)
     return srv, srv:port(), got
 end
 
+-- Spawns task name: it takes the next request deferring's channel got holds and hands it
+-- to fn(req). -> the task
+local function answer_next(task, got, name, fn)
+    return task.spawn(name, function() fn(assert(got:recv(10000))) end)
+end
+
 describe("ron.base.net.http_server", function()
     it("serves a synchronous handler: method, path, query, headers, body (200)", function()
         run(function(task)
@@ -109,8 +115,7 @@ describe("ron.base.net.http_server", function()
     it("async: the handler returns nothing and answers later with req:respond", function()
         run(function(task)
             local srv, port, got = deferring(task)
-            local responder = task.spawn("http_spec_responder", function()
-                local req = assert(got:recv(10000))
+            local responder = answer_next(task, got, "http_spec_responder", function(req)
                 assert.is_true(req:alive())
                 task.sleep(10) -- the answer comes from another task, later
                 assert.is_true(req:respond(201, "later", "text/plain", { ["X-Async"] = "1" }))
@@ -146,8 +151,7 @@ describe("ron.base.net.http_server", function()
     it("close answers 503 to waiting requests; afterwards connections are refused", function()
         run(function(task)
             local srv, port, got = deferring(task)
-            local closer = task.spawn("http_spec_closer", function()
-                local req = assert(got:recv(10000))
+            local closer = answer_next(task, got, "http_spec_closer", function(req)
                 srv:close()
                 assert.is_false(req:alive())
                 assert.is_false(req:respond(200, "too late"))
