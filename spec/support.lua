@@ -56,6 +56,15 @@ function S.fails(pattern, v, err)
     assert.matches(pattern, err)
 end
 
+-- Table-driven refusals: for each { opts, message } of cases, make(opts) raises message (any
+-- error when the case names none).
+function S.refuses(make, cases)
+    local assert = require("luassert")
+    for _, c in ipairs(cases) do
+        assert.has_error(function() make(c[1]) end, c[2])
+    end
+end
+
 -- A fresh path in the temporary directory (nothing exists there yet).
 function S.tmpname(suffix)
     local p = os.tmpname()
@@ -289,13 +298,22 @@ end
 -- The host's specs (run by the ron-accounting host, which has the PostgreSQL binding):
 -- under plain busted one pending line instead. Call it at the top of the spec file:
 --   if not S.needs_host("what it tests", "its-ctest-name") then return end
+local function pending_file(env, what, why)
+    env.describe(what, function() env.pending(why) end)
+end
+
 function S.needs_host(what, ctest)
     if pcall(require, "ron.base.net.postgres_c") then return true end
-    local env = getfenv(2) -- the calling spec's: busted's describe and pending live there
-    env.describe(what, function()
-        env.pending("needs the ron-accounting host: ctest -R " .. ctest)
-    end)
+    -- the calling spec's environment: busted's describe and pending live there
+    pending_file(getfenv(2), what, "needs the ron-accounting host: ctest -R " .. ctest)
     return false
+end
+
+-- The same for any condition: unless ok, one pending line (why) under describe(what).
+--   if not S.runs_if(ok, "what it tests", "what it needs") then return end
+function S.runs_if(ok, what, why)
+    if not ok then pending_file(getfenv(2), what, why) end
+    return ok
 end
 
 -- describe(what) over a real PostgreSQL (tests/pg/harness.lua) started for the block:

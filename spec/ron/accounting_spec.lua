@@ -16,6 +16,11 @@ describe("ron.accounting", function()
         meters[#meters + 1] = m
         return m
     end
+    -- A meter on an injected clock starting at `at`. -> the meter, the clock
+    local function on_clock(at)
+        local clock = S.clock(at)
+        return open(S.cfg { clock = clock.fn }), clock
+    end
     before_each(function() meters = {} end)
     after_each(function()
         for _, m in ipairs(meters) do m:close() end
@@ -423,8 +428,7 @@ describe("ron.accounting", function()
     describe("rollover and slices", function()
         local m, clock
         before_each(function()
-            clock = S.clock(T0 + 10.5)
-            m = open(S.cfg { clock = clock.fn })
+            m, clock = on_clock(T0 + 10.5)
         end)
 
         local function record_window()
@@ -619,8 +623,7 @@ describe("ron.accounting", function()
     describe("pending and ack", function()
         local m, clock
         before_each(function()
-            clock = S.clock(T0 + 1)
-            m = open(S.cfg { clock = clock.fn })
+            m, clock = on_clock(T0 + 1)
         end)
 
         it("lists sealed slices oldest first until they are ACKed", function()

@@ -18,6 +18,11 @@ end
 -- left live); returns the scheduler.
 local run = S.run_task
 
+-- S.run_task(body), body(task, ch) given a channel of 4 named "q".
+local function with_queue(body)
+    return run(function(task) return body(task, task.channel(4, "q")) end)
+end
+
 local function metric(task, line)
     return task.metrics_text():find(line, 1, true) ~= nil
 end
@@ -108,8 +113,7 @@ describe("ron.base.task", function()
     end)
 
     it("recv waits for a sender, and times out when none comes", function()
-        run(function(task)
-            local ch = task.channel(4, "q")
+        with_queue(function(task, ch)
             local t0 = uv.now()
             assert.same({ nil, "Timeout" }, { ch:recv(25) })
             assert.is_true(uv.now() - t0 >= 25)
@@ -142,8 +146,7 @@ describe("ron.base.task", function()
     end)
 
     it("close wakes receivers with Closed once the buffer is empty", function()
-        run(function(task)
-            local ch = task.channel(4, "q")
+        with_queue(function(task, ch)
             local got = {}
             local rx = task.spawn("receiver", function()
                 while true do
@@ -191,8 +194,7 @@ describe("ron.base.task", function()
     end)
 
     it("shutdown wakes every waiter with Canceled, once, after the hooks", function()
-        run(function(task)
-            local ch = task.channel(4, "q")
+        with_queue(function(task, ch)
             local seen = {}
             local hs = {
                 task.spawn("w-sleep", function() return task.sleep(60000) end),

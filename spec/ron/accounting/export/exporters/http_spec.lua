@@ -29,13 +29,14 @@ end
 
 describe("ron.accounting.export.exporters.http (no server)", function()
     it("validates its options; new() does no I/O", function()
-        assert.has_error(function() exp_http.new {} end)
-        assert.has_error(function() exp_http.new { url = "ftp://x/y" } end)
-        assert.has_error(function() exp_http.new { url = "http://h/v1/slices?x=1" } end)
-        assert.has_error(function() exp_http.new { url = "http://h/x", bogus = 1 } end,
-                         'http.new: unknown option "bogus"')
-        assert.has_error(function() exp_http.new { url = "http://h/x", token = "a b" } end)
-        assert.has_error(function() exp_http.new { url = "http://h/x", timeout_ms = 0 } end)
+        S.refuses(exp_http.new, {
+            { {} },
+            { { url = "ftp://x/y" } },
+            { { url = "http://h/v1/slices?x=1" } },
+            { { url = "http://h/x", bogus = 1 }, 'http.new: unknown option "bogus"' },
+            { { url = "http://h/x", token = "a b" } },
+            { { url = "http://h/x", timeout_ms = 0 } },
+        })
         local e = exp_http.new { url = "http://127.0.0.1:1/v1/slices/", token = "t" }
         assert.equal("http://127.0.0.1:1/v1/slices", e.url)
         require("ron.accounting.export.exporters").check(e)
@@ -84,18 +85,14 @@ end)
 describe("ron.node.receiver (no server)", function()
     it("validates its options", function()
         local receiver = require("ron.node.receiver")
-        assert.has_error(function() receiver.new {} end)
         local be = { put = function() return "ok" end, close = function() end }
-        assert.has_error(function()
-            receiver.new { backend = be, producers = { a = { token_hash = "abc",
-                                                             tenants = "*" } } }
-        end)
-        assert.has_error(function()
-            receiver.new { backend = be, prefix = "v1", allow_unauthenticated = true }
-        end)
-        assert.has_error(function()
-            receiver.new { backend = be, bogus = true, allow_unauthenticated = true }
-        end, 'receiver.new: unknown option "bogus"')
+        S.refuses(receiver.new, {
+            { {} },
+            { { backend = be, producers = { a = { token_hash = "abc", tenants = "*" } } } },
+            { { backend = be, prefix = "v1", allow_unauthenticated = true } },
+            { { backend = be, bogus = true, allow_unauthenticated = true },
+              'receiver.new: unknown option "bogus"' },
+        })
         assert.equal(S.b3sum("secret"), receiver.token_hash("secret"))
     end)
 
@@ -135,10 +132,8 @@ describe("ron.node.receiver (no server)", function()
     end)
 end)
 
-if not HAS_CURL then
-    describe("ron.base.net.http_client_c / exporters.http / receiver (HTTP)", function()
-        pending("needs the ron-accounting host (ron.base.net.http_client_c): ctest -R lua-httpexp-host")
-    end)
+if not S.runs_if(HAS_CURL, "ron.base.net.http_client_c / exporters.http / receiver (HTTP)",
+                 "needs the ron-accounting host (ron.base.net.http_client_c): ctest -R lua-httpexp-host") then
     return
 end
 

@@ -22,13 +22,13 @@ local HAS_PQ = pcall(require, "ron.base.net.postgres_c")
 
 describe("ron.accounting.export.exporters.postgres (no database)", function()
     it("validates its options", function()
-        assert.has_error(function() postgres.new { conninfo = "x", bogus = 1 } end,
-                         'postgres.new: unknown option "bogus"')
-        assert.has_error(function() postgres.new {} end,
-                         "postgres.new: conninfo must be a non-empty string")
-        assert.has_error(function() postgres.new { conninfo = "x", schema = "Bad-Name" } end,
-                         "postgres.new: schema must match [a-z_][a-z0-9_]* (at most 63 bytes)")
-        assert.has_error(function() postgres.new { conninfo = "x", connections = 0 } end)
+        S.refuses(postgres.new, {
+            { { conninfo = "x", bogus = 1 }, 'postgres.new: unknown option "bogus"' },
+            { {}, "postgres.new: conninfo must be a non-empty string" },
+            { { conninfo = "x", schema = "Bad-Name" },
+              "postgres.new: schema must match [a-z_][a-z0-9_]* (at most 63 bytes)" },
+            { { conninfo = "x", connections = 0 } },
+        })
         local e = postgres.new { conninfo = "x" } -- no I/O at new()
         assert.equal("ron_accounting", e.schema)
         require("ron.accounting.export.exporters").check(e)
@@ -70,10 +70,8 @@ describe("ron.accounting.export.exporters.postgres (no database)", function()
     end)
 end)
 
-if not HAS_PQ then
-    describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function()
-        pending("needs the ron-accounting host (ron.base.net.postgres_c): ctest -R lua-postgres-host")
-    end)
+if not S.runs_if(HAS_PQ, "ron.accounting.export.exporters.postgres (real PostgreSQL)",
+                 "needs the ron-accounting host (ron.base.net.postgres_c): ctest -R lua-postgres-host") then
     return
 end
 
