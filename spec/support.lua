@@ -65,6 +65,15 @@ function S.refuses(make, cases)
     end
 end
 
+-- A seeded case's seed: the environment variable var's when set, else default; printed as
+-- what .. seed and given to math.randomseed. -> the seed
+function S.seeded(var, default, what)
+    local seed = tonumber(os.getenv(var)) or default
+    print(what .. seed)
+    math.randomseed(seed)
+    return seed
+end
+
 -- A fresh path in the temporary directory (nothing exists there yet).
 function S.tmpname(suffix)
     local p = os.tmpname()

@@ -119,6 +119,13 @@ local function rejects(h, from, to, base)
     for i = from, to or from do assert(h:emit("reject", { i = i }, (base or 0) + i)) end
 end
 
+-- S.run_task: body(task, dir), dir a fresh path for the trail. -> dir
+local function in_trail(body)
+    local dir = S.tmpname(".audit")
+    S.run_task(function(task) body(task, dir) end)
+    return dir
+end
+
 -- Inside a task: a signed checkpoint covers size events within 5 s.
 local function checkpointed(task, h, size)
     return S.eventually(task, function()
@@ -130,8 +137,7 @@ end
 describe("ron.audit.host (seed 002 host pattern)", function()
     it("AUD-I-17 AUD-I-18: a full queue answers Busy, counts, and the sink worker appends a Gap with the exact count", function()
         print("seed: none (no randomness)")
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 4 })
             local busy = flood(h, 10)
             assert.equal(6, busy)
@@ -150,8 +156,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("drain on shutdown: close() appends every queued event, joins the worker, leaves no task", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function()
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 1000, interval_ms = 1000 })
             for i = 1, 300 do assert(h:emit("reject", { reason = "x", i = i }, 5000)) end
             assert(h:close(5000))
@@ -163,8 +168,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("close deadline: what close() could not append is shed as shutdown_deadline, with its Gap", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function()
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 100, interval_ms = 1000 })
             rejects(h, 1, 20, 7000)
             assert(h:close(0))
@@ -177,8 +181,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("WAL I/O deadline: a sync past io_deadline_ms opens the breaker (io_backpressure, counted, Gap)", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        local dir = in_trail(function(task, dir)
             local gate, sync = gated_sync(task)
             local h = open(dir, { io_deadline_ms = 30, sync = sync })
             assert(h:emit("reject", { i = 1 }, 100))
@@ -266,8 +269,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("AUD-I-42: closed while failed (recover_max_ms = 0: no recovery), close says what is lost", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        in_trail(function(task, dir)
             local h = open(dir, { sync = function() return -9, 0, 0 end, recover_max_ms = 0 })
             rejects(h, 1)
             assert.is_true(S.eventually(task, function() return h:stats().failed ~= nil end,
@@ -293,8 +295,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("enqueue deadline: emit_wait waits for room up to its deadline, then sheds as audit_deadline", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        local dir = in_trail(function(task, dir)
             local gate, sync = gated_sync(task)
             local h = open(dir, { queue_cap = 2, io_deadline_ms = 60000, sync = sync })
             rejects(h, 1)
@@ -321,11 +322,8 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("several emitters on one stream make one chain (one writer of the head)", function()
-        local seed = tonumber(os.getenv("RON_SEED")) or 20261129
-        print("seed: " .. seed)
-        math.randomseed(seed)
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        S.seeded("RON_SEED", 20261129, "seed: ")
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 100000, batch = 64 })
             emit_from_four(task, h)
             assert(h:close())
@@ -340,8 +338,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         -- the pool: wait_durable read the head before the chunk was in and returned early
         -- (lua-audit-host, AUD-I-38: durable_seq 957 of 1001 under load)
         print("seed: none (no randomness)")
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        in_trail(function(task, dir)
             local gate = false
             local h = open(dir, { batch = 4, sync = function(lg, deadline_ms, on_late, chunk)
                 if chunk then
@@ -366,11 +363,8 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("AUD-I-38: several emitters over 3 chains: each chain gapless and verified, every event once", function()
-        local seed = tonumber(os.getenv("RON_SEED")) or 1795936032
-        print("seed: " .. seed)
-        math.randomseed(seed)
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        S.seeded("RON_SEED", 1795936032, "seed: ")
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 100000, batch = 64, shards = 3 })
             emit_from_four(task, h)
             assert(h:emit_keyed("ledger.event", { event_seq = 1 }, 7))
@@ -428,8 +422,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("AUD-I-38 AUD-I-20: a sharded close keeps ONE deadline: each chain's rest is its own Gap", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function()
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 100, interval_ms = 1000, shards = 2 })
             rejects(h, 1, 21, 7000)
             assert(h:close(0))

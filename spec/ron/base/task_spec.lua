@@ -27,6 +27,11 @@ local function metric(task, line)
     return task.metrics_text():find(line, 1, true) ~= nil
 end
 
+-- S.run_task(body), after which the task metrics show line.
+local function ran_counting(line, body)
+    assert.is_true(metric(run(body), line))
+end
+
 describe("ron.base.task", function()
     it("spawns join-tracked tasks and hands their results to join", function()
         local task = run(function(task)
@@ -290,7 +295,7 @@ describe("ron.base.task", function()
     end)
 
     it("reports a failed task: logged, counted, handed to join", function()
-        local task = run(function(task)
+        ran_counting('ron_tasks_failed_total{kind="faulty"} 1', function(task)
             local h = task.spawn("faulty-1", function() error("boom") end)
             task.sleep(1)
             assert.equal("failed", h.status)
@@ -300,18 +305,16 @@ describe("ron.base.task", function()
             assert.truthy(err:find("^Failed: .*boom"))
             assert.equal(0, task.unjoined_failures()) -- the join saw it
         end)
-        assert.is_true(metric(task, 'ron_tasks_failed_total{kind="faulty"} 1'))
     end)
 
     it("with_timeout returns the results, or Timeout and aborts the work", function()
-        local task = run(function(task)
+        ran_counting('ron_tasks_aborted_total{kind="with_timeout"} 1', function(task)
             assert.same({ true, 3 }, { task.with_timeout(1000, function(x) return x + 1 end, 2) })
             assert.same({ nil, "Timeout" }, { task.with_timeout(10, task.sleep, 60000) })
             local ok, err = task.with_timeout(1000, function() error("inner") end)
             assert.is_nil(ok)
             assert.truthy(err:find("inner"))
         end)
-        assert.is_true(metric(task, 'ron_tasks_aborted_total{kind="with_timeout"} 1'))
     end)
 
     it("join with a timeout gives up without touching the task", function()

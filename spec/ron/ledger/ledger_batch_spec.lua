@@ -10,6 +10,7 @@ local sim = require("ron.ledger.sim")
 
 local mv, USD, EUR = sim.mv, sim.USD, sim.EUR
 local function id16(c) return string.rep(c, 16) end
+local A, B, C = id16("A"), id16("B"), id16("C")
 
 -- An engine over store at a fixed clock: book "main", node and nonce as named, extra more
 -- options.
@@ -23,6 +24,15 @@ local function world()
     local led = engine(store, "n1", "p")
     for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
     return store, led
+end
+
+-- world(), A funded 100 from EXT (intent "d"); with_other: first another process's engine
+-- on the same store (node n2). -> store, engine, the other engine
+local function funded_world(with_other)
+    local store, led = world()
+    local other = with_other and engine(store, "n2", "q")
+    assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+    return store, led, other
 end
 
 -- A random history: deposits, payments (some short, some over a floor, some with an
@@ -122,9 +132,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("chains within a batch: a payer spends its own change, the intermediate posting is "
        .. "inserted consumed", function()
-        local store, led = world()
-        local A, B = id16("A"), id16("B")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         local calls0 = store.calls
         local res = led:commit_many {
             { intent = "p1", movements = { mv(A, B, 10) } },
@@ -168,12 +176,9 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("plans from the account cache but never commits past a frozen or closed account, "
        .. "nor stores a rejection from a stale one (LED-63)", function()
-        local store, led = world()
         -- another process's engine on the same store: its account changes are not seen by
         -- led's cache, only by led's reads of the store
-        local other = engine(store, "n2", "q")
-        local A, B = id16("A"), id16("B")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led, other = funded_world(true)
         local r = led:commit_many { { intent = "c1", movements = { mv(A, B, 10) } } }
         assert.truthy(r[1][1])
         assert.equal("open", led.acache[A].status) -- remembered by the plan
@@ -215,9 +220,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("goes to the store in one call per phase: the intents, the plan's reads, the claims, "
        .. "the reserve with the last step's reads, the finalize (issue 25)", function()
-        local store, led = world()
-        local A, B = id16("A"), id16("B")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         -- the calls the engine makes (a phase's primitives inside its apply not counted)
         local calls, depth = {}, 0
         store.fault = function(when, name)
@@ -249,10 +252,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
     it("validates the chain again only when the last step's reads moved from the plan's "
        .. "(issue 25)", function()
         local ledger = require("ron.ledger")
-        local store, led = world()
-        local other = engine(store, "n2", "q")
-        local A, B, C = id16("A"), id16("B"), id16("C")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led, other = funded_world(true)
         -- every run of the core's validation, the plan's and the last step's
         local runs, vp = 0, ledger.validate_and_plan
         ledger.validate_and_plan = function(...)
@@ -340,9 +340,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                                  { "reserve_postings", 2 }, { "get_balances", 2 },
                                  { "apply", 2 }, { "deactivate_many", 3 },
                                  { "append_events", 3 }, { "apply", 3 } } do
-            local store, led = world()
-            local A, B = id16("A"), id16("B")
-            assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+            local store, led = funded_world()
             local applies, dead = 0, false
             store.fault = function(when, name)
                 if dead or when ~= "after" then return end
@@ -381,9 +379,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("recover() rolls forward a batch an older binary left half-finalized, step by step",
        function()
-        local store, led = world()
-        local A, B = id16("A"), id16("B")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         -- the phase's first guard misses every time (its inputs stay ours): the engine
         -- finalizes step by step, as a binary before phases did, and dies half-way
         store.fault = function(when, name)
@@ -416,9 +412,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
        .. "what they hold (LED-31)", function()
         -- (kill -9 on PostgreSQL, seed 20276963: the member waited for a posting a reserving
         -- saga of the same dead process held, gave up Unavailable, and its record stayed)
-        local store, led = world()
-        local A, B, C = id16("A"), id16("B"), id16("C")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         local crash_after, applies = nil, 0
         store.fault = function(when, name)
             if when == "after" and name == "apply" then
@@ -456,9 +450,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
     -- A's only posting held by a saga of node n2 that died after its reserve phase; C funded
     -- too. -> store, the live engine (node n1), its pauses so far (a function)
     local function held_by_dead()
-        local store, led = world()
-        local A, B, C = id16("A"), id16("B"), id16("C")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         assert(led:commit { intent = "e", movements = { mv(sim.EXT, C, 100) } })
         local applies = 0
         store.fault = function(when, name)

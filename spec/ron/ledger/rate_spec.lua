@@ -203,9 +203,7 @@ end)
 
 describe("split invariance (LED-R-3)", function()
     it("a period's slices are charged exactly C(total), however it is sliced", function()
-        local seed = tonumber(os.getenv("RA_SEED")) or 20261125
-        print("rate_spec split invariance seed " .. seed)
-        math.randomseed(seed)
+        S.seeded("RA_SEED", 20261125, "rate_spec split invariance seed ")
         for _ = 1, 200 do
             local tiers, bound = {}, 0
             for i = 1, math.random(1, 4) do

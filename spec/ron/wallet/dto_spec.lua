@@ -177,23 +177,23 @@ describe("ron.wallet.dto decoder (inside the host)", function()
             { '{"from":"' .. A .. '","from":"' .. A .. '","asset":"USD","amount":1,"nonce":2}', "duplicate_field", "from" },
             { burn_body('"amount":1'), "missing_field", "nonce" },
             { burn_body('"amount":"1","nonce":2'), "wrong_type", "amount" },
-            { burn_body('"amount":0,"nonce":2'), "bad_number", "amount" },
-            { burn_body('"amount":-1,"nonce":2'), "bad_number", "amount" },
-            { burn_body('"amount":1.5,"nonce":2'), "bad_number", "amount" },
-            { burn_body('"amount":9007199254740992,"nonce":2'), "bad_number", "amount" },
             { burn_body('"amount":1,"nonce":2,"memo":null'), "wrong_type", "memo" },
             { '{"from":"abc","asset":"USD","amount":1,"nonce":2}', "bad_string", "from" },
-            -- JSON, but not text (issue 24 §3): bad_string, not malformed_json
-            { burn_body('"amount":1,"nonce":2,"memo":"\\ud800"'), "bad_string", "memo" },
-            { burn_body('"amount":1,"nonce":2,"memo":"a\\udc00b"'), "bad_string", "memo" },
-            { burn_body('"amount":1,"nonce":2,"memo":"\255\254"'), "bad_string", "memo" },
-            { burn_body('"amount":1,"nonce":2,"memo":"\237\160\128"'), "bad_string", "memo" },
-            { burn_body('"amount":9007199254740993,"nonce":2'), "bad_number", "amount" },
             { burn_body('"amount":1,"nonce":9007199254740992'), "bad_number", "nonce" },
             { '{"from":"' .. A:upper() .. '","asset":"USD","amount":1,"nonce":2}', "bad_uuid", "from" },
             { '{"from":"' .. A .. '","asset":"usd","amount":1,"nonce":2}', "bad_asset", "asset" },
             { '{"from":"' .. A .. '","asset":"EUR","amount":1,"nonce":2}', "unknown_asset", "asset" },
         }
+        -- amounts refused: zero, negative, fractional, 2^53 and past it
+        for _, v in ipairs { "0", "-1", "1.5", "9007199254740992", "9007199254740993" } do
+            cases[#cases + 1] = { burn_body('"amount":' .. v .. ',"nonce":2'), "bad_number",
+                                  "amount" }
+        end
+        -- memos that are JSON but not text (issue 24 §3): bad_string, not malformed_json
+        for _, v in ipairs { '"\\ud800"', '"a\\udc00b"', '"\255\254"', '"\237\160\128"' } do
+            cases[#cases + 1] = { burn_body('"amount":1,"nonce":2,"memo":' .. v), "bad_string",
+                                  "memo" }
+        end
         for _, c in ipairs(cases) do
             local r, p = d:decode("burn", c[1])
             assert.is_nil(r, c[1])
