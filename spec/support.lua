@@ -49,6 +49,31 @@ function S.concurrent(fns)
     return out
 end
 
+-- A call refused as documented: v (its first answer) is nil and err matches pattern.
+function S.fails(pattern, v, err)
+    local assert = require("luassert")
+    assert.is_nil(v)
+    assert.matches(pattern, err)
+end
+
+-- Table-driven refusals: for each { opts, message } of cases, make(opts) raises message (any
+-- error when the case names none).
+function S.refuses(make, cases)
+    local assert = require("luassert")
+    for _, c in ipairs(cases) do
+        assert.has_error(function() make(c[1]) end, c[2])
+    end
+end
+
+-- A seeded case's seed: the environment variable var's when set, else default; printed as
+-- what .. seed and given to math.randomseed. -> the seed
+function S.seeded(var, default, what)
+    local seed = tonumber(os.getenv(var)) or default
+    print(what .. seed)
+    math.randomseed(seed)
+    return seed
+end
+
 -- A fresh path in the temporary directory (nothing exists there yet).
 function S.tmpname(suffix)
     local p = os.tmpname()
@@ -60,6 +85,13 @@ function S.write_file(path, bytes)
     local f = assert(io.open(path, "wb"))
     assert(f:write(bytes))
     assert(f:close())
+end
+
+-- A fresh temporary file holding bytes. -> its path
+function S.tmp_file(bytes, suffix)
+    local path = S.tmpname(suffix)
+    S.write_file(path, bytes)
+    return path
 end
 
 function S.read_file(path)
@@ -148,15 +180,20 @@ function S.run_task(body)
     return task
 end
 
--- The export-runtime fixture (runtime_spec, readiness_spec): a meter with an injected
--- clock and a WAL, and an offloaded file ledger in a temp dir.
-function S.rt_setup()
+-- The export-runtime fixture (spec/ron/accounting/runtime/): prints the case's seed
+-- (default: none), then makes a meter with an injected clock and a WAL, and an offloaded
+-- file ledger in a temp dir (file_opts: more offload.file options).
+-- -> clock, meter, ledger dir, ledger, WAL dir
+function S.rt_setup(seed, file_opts)
+    print("seed: " .. (seed and tostring(seed) or "none (no randomness)"))
     local acct = require("ron.accounting")
     local clock = S.clock(S.T0 + 5)
-    local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = S.tmpname(".wal") } }))
+    local wal = S.tmpname(".wal")
+    local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = wal } }))
     local dir = S.tmpname(".ledger")
-    local ledger = assert(require("ron.accounting.runtime.offload").file { dir = dir })
-    return clock, m, dir, ledger
+    local ledger = assert(require("ron.accounting.runtime.offload").file(
+        S.merge({ dir = dir }, file_opts)))
+    return clock, m, dir, ledger, wal
 end
 
 -- n chained slices of stream tenant (default TENANT_A)/bytes from a fresh meter, one per
@@ -197,6 +234,16 @@ function S.conflicting_ledger(ledger, tenant)
         if s.tenant == tenant then return "conflict", "another b3 at seq 1" end
         return false
     end)
+end
+
+-- The ledger, except that while hole.open every slice of tenant answers gap with detail
+-- (its earlier seqs missing downstream). -> ledger, hole (set hole.open = false to fill it)
+function S.gapping_ledger(ledger, tenant, detail)
+    local hole = { open = true }
+    return S.wrapped_ledger(ledger, function(s)
+        if hole.open and s.tenant == tenant then return "gap", detail end
+        return false
+    end), hole
 end
 
 -- Inside a task: polls pred every 5 ms up to ms; true when it held.
@@ -241,16 +288,41 @@ function S.in_seq_order(rt)
     return true
 end
 
+-- Stops the runtime rt (inside its task); nothing was aborted.
+function S.rt_stop(rt)
+    rt:stop()
+    require("luassert").equal(0, rt:wait().aborted)
+end
+
+-- The end of a runtime case: the ledger in dir verifies (and, with rt, the runtime ACKed
+-- each stream in seq order), then the meter closes.
+function S.rt_done(m, dir, rt)
+    local assert = require("luassert")
+    if rt then assert.is_true(S.in_seq_order(rt)) end
+    local rc, out = S.verify(dir)
+    assert.equal(0, rc, out)
+    m:close()
+end
+
 -- The host's specs (run by the ron-accounting host, which has the PostgreSQL binding):
 -- under plain busted one pending line instead. Call it at the top of the spec file:
 --   if not S.needs_host("what it tests", "its-ctest-name") then return end
+local function pending_file(env, what, why)
+    env.describe(what, function() env.pending(why) end)
+end
+
 function S.needs_host(what, ctest)
     if pcall(require, "ron.base.net.postgres_c") then return true end
-    local env = getfenv(2) -- the calling spec's: busted's describe and pending live there
-    env.describe(what, function()
-        env.pending("needs the ron-accounting host: ctest -R " .. ctest)
-    end)
+    -- the calling spec's environment: busted's describe and pending live there
+    pending_file(getfenv(2), what, "needs the ron-accounting host: ctest -R " .. ctest)
     return false
+end
+
+-- The same for any condition: unless ok, one pending line (why) under describe(what).
+--   if not S.runs_if(ok, "what it tests", "what it needs") then return end
+function S.runs_if(ok, what, why)
+    if not ok then pending_file(getfenv(2), what, why) end
+    return ok
 end
 
 -- describe(what) over a real PostgreSQL (tests/pg/harness.lua) started for the block:

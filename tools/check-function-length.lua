@@ -110,53 +110,17 @@ end
 -- ---- Lua -----------------------------------------------------------------------------------
 
 -- Tokens with their line numbers: names, keywords and the few symbols that name a function
--- (`.`, `:`, `=`, `[`, `]`, strings as "<str>"). Comments and strings are skipped.
+-- (`.`, `:`, `=`, `[`, `]`, `(`; strings as "<str>"), from the tools' shared tokenizer.
+local lex = dofile((arg[0]:match("^(.*/)") or "./") .. "lua_lex.lua")
+local NAMING = { ["."] = true, [":"] = true, ["="] = true, ["["] = true, ["]"] = true,
+                 ["("] = true }
 local function lua_tokens(src)
-    local toks, i, n, ln = {}, 1, #src, 1
-    local function long_bracket(at)
-        local eq = src:match("^%[(=*)%[", at)
-        if not eq then return nil end
-        local close = "]" .. eq .. "]"
-        local j = src:find(close, at, true)
-        return j and (j + #close) or (n + 1)
-    end
-    while i <= n do
-        local c = src:sub(i, i)
-        if c == "\n" then
-            ln, i = ln + 1, i + 1
-        elseif src:sub(i, i + 1) == "--" then
-            local j = long_bracket(i + 2)
-            local stop = j or (src:find("\n", i, true) or n + 1)
-            local _, nl = src:sub(i, stop - 1):gsub("\n", "")
-            ln, i = ln + nl, stop
-        elseif c == '"' or c == "'" then
-            local j = i + 1
-            while j <= n and src:sub(j, j) ~= c do
-                if src:sub(j, j) == "\n" then ln = ln + 1 end
-                j = j + (src:sub(j, j) == "\\" and 2 or 1)
-            end
-            toks[#toks + 1] = { "<str>", ln }
-            i = j + 1
-        elseif c == "[" and long_bracket(i) then
-            local j = long_bracket(i)
-            toks[#toks + 1] = { "<str>", ln }
-            local _, nl = src:sub(i, j - 1):gsub("\n", "")
-            ln, i = ln + nl, j
-        elseif c:match("[%a_]") then
-            local w = src:match("^[%w_]+", i)
-            toks[#toks + 1] = { w, ln }
-            i = i + #w
-        elseif c:match("[%.:=%[%]%(]") then
-            if src:sub(i, i + 1) == "==" then
-                i = i + 2
-            elseif src:sub(i, i + 1) == ".." then
-                i = i + 2
-            else
-                toks[#toks + 1] = { c, ln }
-                i = i + 1
-            end
-        else
-            i = i + 1
+    local toks = {}
+    for _, tk in ipairs(lex.tokens(src)) do
+        if tk.t == "string" then
+            toks[#toks + 1] = { "<str>", tk.line }
+        elseif tk.t == "name" or NAMING[tk.v] then
+            toks[#toks + 1] = { tk.v, tk.line }
         end
     end
     return toks

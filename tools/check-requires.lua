@@ -64,69 +64,8 @@ local INSIDE = {
     },
 }
 
--- ---- a Lua tokenizer: names, strings, and the keywords that open and close blocks -------
-
-local function tokens(src)
-    local out, i, n, line = {}, 1, #src, 1
-    local function long_bracket(at)
-        local eq = src:match("^%[(=*)%[", at)
-        if not eq then return nil end
-        local close = "]" .. eq .. "]"
-        local s, e = src:find(close, at + #eq + 2, true)
-        if not s then error("unfinished long bracket at line " .. line) end
-        return e, src:sub(at + #eq + 2, s - 1)
-    end
-    while i <= n do
-        local c = src:sub(i, i)
-        if c == "\n" then
-            line, i = line + 1, i + 1
-        elseif c:match("%s") then
-            i = i + 1
-        elseif src:sub(i, i + 1) == "--" then
-            local e, body = long_bracket(i + 2)
-            if e then
-                local _, nl = body:gsub("\n", "")
-                line, i = line + nl, e + 1
-            else
-                local nl = src:find("\n", i, true) or n + 1
-                i = nl
-            end
-        elseif c == '"' or c == "'" then
-            local j, buf = i + 1, {}
-            while j <= n do
-                local d = src:sub(j, j)
-                if d == "\\" then
-                    buf[#buf + 1] = src:sub(j, j + 1)
-                    j = j + 2
-                elseif d == c then
-                    break
-                else
-                    if d == "\n" then line = line + 1 end
-                    buf[#buf + 1] = d
-                    j = j + 1
-                end
-            end
-            out[#out + 1] = { t = "string", v = table.concat(buf), line = line }
-            i = j + 1
-        elseif c == "[" and src:match("^%[=*%[", i) then
-            local e, body = long_bracket(i)
-            out[#out + 1] = { t = "string", v = body, line = line }
-            local _, nl = body:gsub("\n", "")
-            line, i = line + nl, e + 1
-        elseif c:match("[%a_]") then
-            local w = src:match("^[%w_]+", i)
-            out[#out + 1] = { t = "name", v = w, line = line }
-            i = i + #w
-        elseif c:match("%d") then
-            local w = src:match("^[%w_%.]+", i)
-            i = i + #w
-        else
-            out[#out + 1] = { t = "op", v = c, line = line }
-            i = i + 1
-        end
-    end
-    return out
-end
+-- the Lua tokenizer the tools share (names, strings, operators), beside this script
+local tokens = dofile((arg[0]:match("^(.*/)") or "./") .. "lua_lex.lua").tokens
 
 -- { { name =, line =, in_function = bool }, ... }: the literal requires of a source.
 local function requires(src)

@@ -11,6 +11,7 @@
 -- (Aborts in code other than the loop and ron/accounting/*, e.g. busted's, are ignored.)
 local S = require("support")
 local acct = require("ron.accounting")
+local jit_trace = dofile(S.root .. "tests/nginx/jit_trace.lua")
 
 local T0, TA = S.T0, S.TENANT_A
 local N = 1e6
@@ -28,40 +29,15 @@ local function allocated(fn)
     return (after - before) * 1024
 end
 
--- Runs fn with trace events recorded; returns the events' summary.
+-- Runs fn with trace events recorded; returns the events' summary (tests/nginx/jit_trace.lua).
 local function traced(loop_fn, fn)
-    local util = require("jit.util")
-    local vmdef = require("jit.vmdef")
-    local started, ev = {}, { loops = 0, aborts = {}, stitches = 0, roots_in_loop = 0 }
-    local function on_trace(what, tr, func, pc, otr, oex)
-        if what == "start" then
-            started[tr] = func
-            if func == loop_fn and not otr then ev.roots_in_loop = ev.roots_in_loop + 1 end
-        elseif what == "stop" then
-            local info = util.traceinfo(tr)
-            if info.linktype == "stitch" then ev.stitches = ev.stitches + 1 end
-            if started[tr] == loop_fn and info.linktype == "loop" then ev.loops = ev.loops + 1 end
-        elseif what == "abort" then
-            -- Only traces of the record path count: the spec runner's own code (busted's
-            -- environment lookups, say) may get hot and abort meanwhile.
-            local fi = util.funcinfo(func, pc)
-            local ours = started[tr] == loop_fn or func == loop_fn
-                         or tostring(fi.source):find("ron/accounting", 1, true)
-            if not ours then return end
-            local msg = vmdef.traceerr[otr] or tostring(otr)
-            -- Benign: a root trace that started outside the loop (hot counters are shared
-            -- by PC hash, so where recording starts varies from run to run) reaches the
-            -- loop; LuaJIT aborts it and records the loop itself, which the `loops` check
-            -- below still requires. Seen under parallel ctest load.
-            if msg:find("inner loop in root trace", 1, true) then return end
-            if type(oex) == "number" and msg:find("%d", 1, true) then
-                msg = msg:format(oex) -- e.g. "NYI: bytecode %d"
-            elseif oex ~= nil and msg:find("%s", 1, true) then
-                msg = msg:format(tostring(oex))
-            end
-            ev.aborts[#ev.aborts + 1] = ("%s at %s"):format(msg, tostring(fi.loc))
-        end
-    end
+    -- Benign: a root trace that started outside the loop (hot counters are shared by PC
+    -- hash, so where recording starts varies from run to run) reaches the loop; LuaJIT
+    -- aborts it and records the loop itself, which the `loops` check below still requires.
+    -- Seen under parallel ctest load.
+    local on_trace, ev = jit_trace.observer(loop_fn, function(msg)
+        return msg:find("inner loop in root trace", 1, true) ~= nil
+    end)
     jit.flush()
     jit.attach(on_trace, "trace")
     local ok, err = pcall(fn)
@@ -111,10 +87,14 @@ describe("ron.accounting record hot path", function()
         return sum
     end
 
+    -- A meter on an injected clock (T0 + 1) and the handles of tenant A's alice.
+    local function alice_on_clock()
+        local m = open { clock = S.clock(T0 + 1).fn }
+        return m, acct.tenant(TA), m:subject("alice")
+    end
+
     it("allocates nothing with pre-parsed handles", function()
-        local clock = S.clock(T0 + 1)
-        local m = open { clock = clock.fn }
-        local t, s = acct.tenant(TA), m:subject("alice")
+        local m, t, s = alice_on_clock()
         local function run(n)
             for _ = 1, n do
                 local ok, err = m:record(t, s, "bytes", 1)
@@ -170,9 +150,7 @@ describe("ron.accounting record hot path", function()
     end)
 
     it("compiles the record loop with handles (one trace, no abort, no stitch)", function()
-        local clock = S.clock(T0 + 1)
-        local m = open { clock = clock.fn }
-        local t, s = acct.tenant(TA), m:subject("alice")
+        local m, t, s = alice_on_clock()
         local function loop(n)
             for _ = 1, n do
                 if not m:record(t, s, "bytes", 1) then return false end

@@ -30,22 +30,29 @@ for i, h in text:gmatch("proof%[(%d+)%] (%x+)") do proof[tonumber(i) + 1] = unhe
 local function bit_and(a, b) return require("bit").band(a, b) end
 local function rshift(a, n) return require("bit").rshift(a, n) end
 
-local function inclusion(index, size, leaf, root)
-    if index >= size then return false end
-    local fn, sn, r = index, size - 1, leaf
-    for _, p in ipairs(proof) do
+-- The walk both proofs share (RFC 9162 §2.1.3.2 step 5, §2.1.4.2 step 7): for each node c
+-- of path, while sn is not 0, left(c) when LSB(fn) is set or fn == sn (then fn and sn
+-- shifted right until LSB(fn) is set or fn is 0), else right(c); fn and sn shifted right
+-- once. -> whether sn ended 0 (and never was before a node)
+local function walk(path, fn, sn, left, right)
+    for _, c in ipairs(path) do
         if sn == 0 then return false end
         if bit_and(fn, 1) == 1 or fn == sn then
-            r = node(p, r)
-            if bit_and(fn, 1) == 0 then
-                while bit_and(fn, 1) == 0 and fn ~= 0 do fn, sn = rshift(fn, 1), rshift(sn, 1) end
-            end
+            left(c)
+            while bit_and(fn, 1) == 0 and fn ~= 0 do fn, sn = rshift(fn, 1), rshift(sn, 1) end
         else
-            r = node(r, p)
+            right(c)
         end
         fn, sn = rshift(fn, 1), rshift(sn, 1)
     end
-    return sn == 0 and r == root
+    return sn == 0
+end
+
+local function inclusion(index, size, leaf, root)
+    if index >= size then return false end
+    local r = leaf
+    return walk(proof, index, size - 1, function(p) r = node(p, r) end,
+                function(p) r = node(r, p) end) and r == root
 end
 
 local function consistency(s1, s2, root1, root2)
@@ -61,20 +68,8 @@ local function consistency(s1, s2, root1, root2)
     local fn, sn = s1 - 1, s2 - 1
     while bit_and(fn, 1) == 1 do fn, sn = rshift(fn, 1), rshift(sn, 1) end
     local fr, sr = p[1], p[1]
-    for i = 2, #p do
-        local c = p[i]
-        if sn == 0 then return false end
-        if bit_and(fn, 1) == 1 or fn == sn then
-            fr, sr = node(c, fr), node(c, sr)
-            if bit_and(fn, 1) == 0 then
-                while bit_and(fn, 1) == 0 and fn ~= 0 do fn, sn = rshift(fn, 1), rshift(sn, 1) end
-            end
-        else
-            sr = node(sr, c)
-        end
-        fn, sn = rshift(fn, 1), rshift(sn, 1)
-    end
-    return sn == 0 and fr == root1 and sr == root2
+    return walk({ unpack(p, 2) }, fn, sn, function(c) fr, sr = node(c, fr), node(c, sr) end,
+                function(c) sr = node(sr, c) end) and fr == root1 and sr == root2
 end
 
 local ok

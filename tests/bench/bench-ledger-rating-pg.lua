@@ -467,6 +467,47 @@ end
 -- at 1024), flushed per batch.
 -- The store and ron.ledger.exporter of a batch or daemon case, warmed up (not timed): the
 -- statements on another tenant set, and the timed tenants' accounts created once.
+-- The store calls so far (calls: counting's): count, time, and per call count and time.
+local function calls_mark(calls)
+    local by0, tby0 = {}, {}
+    for k, v in pairs(calls.by) do by0[k], tby0[k] = v, calls.tby[k] end
+    return calls.n, calls.t, by0, tby0
+end
+
+-- A measured run starts: PostgreSQL's statistics reset, the recorder (rec) and the profiler
+-- on. -> this process's CPU, the server's, the clock
+local function measure_start(rec)
+    pg_stats_reset()
+    local cpu0, srv0 = proc_cpu("self"), server_cpu()
+    local t0 = now()
+    rec.on = true
+    prof(true)
+    return cpu0, srv0, t0
+end
+
+-- It ends. -> seconds, this process's CPU seconds, the server's
+local function measure_end(rec, cpu0, srv0, t0)
+    prof(false)
+    rec.on = false
+    local dt = now() - t0
+    return dt, proc_cpu("self") - cpu0, server_cpu() - srv0
+end
+
+-- The same rows plain (see ROWS) as the nb put_many calls rec recorded wrote them, call by
+-- call, converted before the clock starts. -> rows, seconds, this process's CPU seconds
+local function same_rows_run(s, rec, nb, exec_ddl_of)
+    local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows".') or "rows_"
+    for _, stmt in ipairs(same_rows_ddl(s, prefix)) do assert(exec_ddl_of(s)(stmt)) end
+    local ctr, conv = { n = 0, seq = 0, seen = {} }, {}
+    for bi = 1, nb do conv[bi] = rows_of(rec.calls[bi], ctr) end
+    local ts0, scpu0, nrows = now(), proc_cpu("self"), 0
+    for bi = 1, nb do
+        nrows = nrows + same_rows_write(s, prefix, conv[bi])
+        if s.durability == "ack" then assert(s:flush() == 1) end
+    end
+    return nrows, now() - ts0, proc_cpu("self") - scpu0
+end
+
 local function warmed_exporter(open, streams)
     local s = open()
     local calls = counting(s)
@@ -490,23 +531,14 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     for _, w in ipairs(windows) do for _, sl in ipairs(w) do all[#all + 1] = sl end end
     local batches = require("ron.ledger.view").chunks(all, bsize)
     local s, e, calls, rec = warmed_exporter(open, streams)
-    local c0, ct0 = calls.n, calls.t
-    local by0, tby0 = {}, {}
-    for k, v in pairs(calls.by) do by0[k], tby0[k] = v, calls.tby[k] end
-    pg_stats_reset()
-    local cpu0, srv0 = proc_cpu("self"), server_cpu()
-    local t0 = now()
-    rec.on = true
-    prof(true)
+    local c0, ct0, by0, tby0 = calls_mark(calls)
+    local cpu0, srv0, t0 = measure_start(rec)
     for bi, b in ipairs(batches) do
         rec.cur = bi
         local r = e:put_many(b)
         for i = 1, #b do assert(r[i][1] == "ok", tostring(r[i][1]) .. " " .. tostring(r[i][2])) end
     end
-    prof(false)
-    rec.on = false
-    local dt = now() - t0
-    local cpu_self, cpu_srv = proc_cpu("self") - cpu0, server_cpu() - srv0
+    local dt, cpu_self, cpu_srv = measure_end(rec, cpu0, srv0, t0)
     local stats = pg_stats_read(#all)
     local total = #all
     local sps = total / dt
@@ -532,17 +564,8 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     end
     local base = total / (now() - tb0)
     local ratio = sps / base
-    -- the same rows, plain (see ROWS): converted before the clock starts
-    local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows".') or "rows_"
-    for _, stmt in ipairs(same_rows_ddl(s, prefix)) do assert(exec_ddl_of(s)(stmt)) end
-    local ctr, conv = { n = 0, seq = 0, seen = {} }, {}
-    for bi = 1, #batches do conv[bi] = rows_of(rec.calls[bi], ctr) end
-    local ts0, nrows = now(), 0
-    for bi = 1, #batches do
-        nrows = nrows + same_rows_write(s, prefix, conv[bi])
-        if s.durability == "ack" then assert(s:flush() == 1) end
-    end
-    local same_dt = now() - ts0
+    -- the same rows, plain (see ROWS)
+    local nrows, same_dt = same_rows_run(s, rec, #batches, exec_ddl_of)
     local same = total / same_dt
     local ratio_same = sps / same
     local label = ("%s ack batch %4d, %3d stream%s"):format(backend, bsize, streams,
@@ -598,14 +621,8 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     end }
     local puts = puts_mod.new { task = task, exporter = wrapped, put_batch = opts.put_batch,
                                 put_parallel = opts.put_parallel }
-    local c0, ct0 = calls.n, calls.t
-    local by0, tby0 = {}, {}
-    for k, v in pairs(calls.by) do by0[k], tby0[k] = v, calls.tby[k] end
-    pg_stats_reset()
-    local cpu0, srv0 = proc_cpu("self"), server_cpu()
-    local t0 = now()
-    rec.on = true
-    prof(true)
+    local c0, ct0, by0, tby0 = calls_mark(calls)
+    local cpu0, srv0, t0 = measure_start(rec)
     local workers, failed = {}, {}
     for t = 1, streams do
         local st = { reply = task.channel(1, "put_reply") }
@@ -620,11 +637,8 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         end)
     end
     for _, h in ipairs(workers) do assert(h:join()) end
-    prof(false)
-    rec.on = false
-    local dt = now() - t0
+    local dt, cpu_self, cpu_srv = measure_end(rec, cpu0, srv0, t0)
     assert(#failed == 0, failed[1])
-    local cpu_self, cpu_srv = proc_cpu("self") - cpu0, server_cpu() - srv0
     local total = streams * W
     local stats = pg_stats_read(total)
     local sps = total / dt
@@ -650,16 +664,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         if s.durability == "ack" then assert(s:flush() == 1) end
     end
     local base = total / (now() - tb0)
-    local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows".') or "rows_"
-    for _, stmt in ipairs(same_rows_ddl(s, prefix)) do assert(exec_ddl_of(s)(stmt)) end
-    local ctr, conv = { n = 0, seq = 0, seen = {} }, {}
-    for bi = 1, nb do conv[bi] = rows_of(rec.calls[bi], ctr) end
-    local ts0, scpu0, nrows = now(), proc_cpu("self"), 0
-    for bi = 1, nb do
-        nrows = nrows + same_rows_write(s, prefix, conv[bi])
-        if s.durability == "ack" then assert(s:flush() == 1) end
-    end
-    local same_dt, same_cpu = now() - ts0, proc_cpu("self") - scpu0
+    local nrows, same_dt, same_cpu = same_rows_run(s, rec, nb, exec_ddl_of)
     local same = total / same_dt
     local label = ("%s daemon %4d streams x %d"):format(backend, streams, W)
     print(("%-36s %6d slices: rated %8.0f slices/s (%5.2f store calls/slice), put_many %d "

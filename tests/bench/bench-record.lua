@@ -162,15 +162,28 @@ local function key_parts(k, n_subjects)
   return ti, si, di
 end
 
+-- The run's opts.ops operations (gen, seeded) as a C array of ctype, fill(o, key, tenant,
+-- subject, dimension, inc) setting each. -> the array, its length, the increments' total
+local function op_seq(ctype, n_keys, n_subjects, fill)
+  local n = opts.ops
+  local seq = ffi.new(ctype, n)
+  local total = 0
+  gen(n, n_keys, opts.seed, function(i, k, inc)
+    local ti, si, di = key_parts(k, n_subjects)
+    fill(seq[i], k, ti, si, di, inc)
+    total = total + inc
+  end)
+  return seq, n, total
+end
+
 local function tenant_str(t)
   return string.format("%08x-0000-4000-8000-%012x", 0x10000000 + t, t)
 end
 
 -- ---- the C figure of the same run -------------------------------------------------------
 local c_cache = {}
-local function read_c_results(file)
-  local f = file and io.open(file, "r")
-  if not f then return end
+-- Keeps the figures of the C bench's BENCH lines (from f, a file or a pipe), noting source.
+local function cache_c_lines(f, source)
   for line in f:lines() do
     local name = line:match('^BENCH {.-"name":"(record/c/[^"]+)"')
     local ns = line:match('"ns_per_op":([%d%.]+)')
@@ -179,11 +192,17 @@ local function read_c_results(file)
         ns = tonumber(ns),
         plain = tonumber(line:match('"plain_inc":{"ns_per_op":([%d%.]+)')),
         atomic = tonumber(line:match('"atomic64_add":{"ns_per_op":([%d%.]+)')),
-        source = "results file of this run",
+        source = source,
       }
     end
   end
   f:close()
+end
+
+local function read_c_results(file)
+  local f = file and io.open(file, "r")
+  if not f then return end
+  cache_c_lines(f, "results file of this run")
 end
 
 local function c_figure(n_keys, clock)
@@ -194,20 +213,7 @@ local function c_figure(n_keys, clock)
   if not opts.c_bench then return nil, name end
   local cmd = string.format("%q --keys %d --dist uniform --threads 1 --clock %s --ops %d --reps %d --seed %d",
     opts.c_bench, n_keys, clock, opts.ops, opts.reps, opts.seed)
-  local p = io.popen(cmd, "r")
-  for line in p:lines() do
-    local nm = line:match('^BENCH {.-"name":"(record/c/[^"]+)"')
-    local ns = line:match('"ns_per_op":([%d%.]+)')
-    if nm and ns then
-      c_cache[nm] = {
-        ns = tonumber(ns),
-        plain = tonumber(line:match('"plain_inc":{"ns_per_op":([%d%.]+)')),
-        atomic = tonumber(line:match('"atomic64_add":{"ns_per_op":([%d%.]+)')),
-        source = "bench-record run now",
-      }
-    end
-  end
-  p:close()
+  cache_c_lines(io.popen(cmd, "r"), "bench-record run now")
   return c_cache[name], name
 end
 
@@ -265,19 +271,14 @@ local function run_raw(n_keys_req)
   end
   local dims = { [0] = L.ra_meter_dimension(m, "bytes", 5), L.ra_meter_dimension(m, "requests", 8) }
 
-  local n = opts.ops
-  local seq = ffi.new("ra_bench_op_t[?]", n)
-  local seq_total = 0
-  gen(n, n_keys, opts.seed, function(i, k, inc)
-    local ti, si, di = key_parts(k, n_subjects)
-    local o = seq[i]
-    o.t = tenants + ti
-    o.s = subjects + si
-    o.key = k
-    o.dim = dims[di]
-    o.inc = inc
-    seq_total = seq_total + inc
-  end)
+  local seq, n, seq_total = op_seq("ra_bench_op_t[?]", n_keys, n_subjects,
+    function(o, k, ti, si, di, inc)
+      o.t = tenants + ti
+      o.s = subjects + si
+      o.key = k
+      o.dim = dims[di]
+      o.inc = inc
+    end)
 
   -- claim pass, then one untimed pass
   local expected, errors = 0, 0
@@ -357,15 +358,8 @@ local function run_binding(n_keys_req, sys_clock)
   for s = 0, n_subjects - 1 do SH[s] = assert(meter:subject("user-" .. s)) end
   local DN = { [0] = "bytes", "requests" }
 
-  local n = opts.ops
-  local hseq = ffi.new("ra_bench_hop_t[?]", n)
-  local seq_total = 0
-  gen(n, n_keys, opts.seed, function(i, k, inc)
-    local ti, si, di = key_parts(k, n_subjects)
-    local o = hseq[i]
-    o.ti, o.si, o.di, o.inc = ti, si, di, inc
-    seq_total = seq_total + inc
-  end)
+  local hseq, n, seq_total = op_seq("ra_bench_hop_t[?]", n_keys, n_subjects,
+    function(o, _, ti, si, di, inc) o.ti, o.si, o.di, o.inc = ti, si, di, inc end)
   local expected, errors = 0, 0
   for k = 0, n_keys - 1 do
     local ti, si, di = key_parts(k, n_subjects)

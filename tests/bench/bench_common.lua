@@ -20,6 +20,8 @@
 --   B.rate_card()                         -- the rating benchmarks' card (bytes, tiered)
 --   B.meter_windows(T, W)                 -- [w] the slices of window w: T tenants, one
 --                                         -- stream each, one row each, from a real meter
+--   B.put_direct(ledger, chains)          -- every slice into ledger:put (each ok), stream
+--                                         -- after stream, then ledger closed -> slices/s, n
 --   B.drive(chains, put)                  -- put(slice, stream) for all, one task per stream
 --                                         -- in seq order -> seconds, answers counted
 --   B.here                                -- this directory (tests/bench/), with a slash
@@ -244,6 +246,21 @@ end
 
 -- Runs put(slice, stream) for every slice, one task per stream in seq order (from a task);
 -- anything but "ok" fails the run. -> seconds, { status = count }
+function _M.put_direct(ledger, chains)
+    local uv = require("luv")
+    local n = 0
+    local t0 = uv.hrtime()
+    for _, chain in ipairs(chains) do -- stream after stream: one head load each
+        for _, sl in ipairs(chain) do
+            assert(ledger:put(sl) == "ok")
+            n = n + 1
+        end
+    end
+    local s = (uv.hrtime() - t0) / 1e9
+    ledger:close()
+    return n / s, n
+end
+
 function _M.drive(chains, put)
     local task = require("ron.base.task")
     local uv = require("luv")

@@ -45,6 +45,17 @@ function E.rig(work, db, clock, host, node)
     return m, e, task.new()
 end
 
+-- Runs body as sched's task name on the host's loop until the loop ends (the task must have
+-- ended well), then closes the rig's exporter e and meter m.
+function E.run(sched, name, body, e, m)
+    local h = sched.spawn(name, body)
+    uv.run("default")
+    assert(h.status == "ok", "the " .. name .. " task did not end: " .. tostring(h.status))
+    assert(h:join())
+    e:close()
+    m:close()
+end
+
 -- pred() true within ms (sleeping in sched's task), else an error naming what.
 function E.eventually(sched, pred, ms, what)
     local t = uv.now() + ms

@@ -23,7 +23,7 @@ local m, e, sched = E.rig(work, db, clock, "e2e", "e2e")
 
 local totals = {}
 
-local h = sched.spawn("e2e", function()
+E.run(sched, "e2e", function()
     local rt = runtime.start { meter = m, exporter = e, tick_ms = 5 }
     for w = 1, windows do
         clock.now = T0 + 60 * (w - 1) + 5
@@ -42,12 +42,7 @@ local h = sched.spawn("e2e", function()
     end
     rt:stop()
     assert(rt:wait().aborted == 0)
-end)
-uv.run("default")
-assert(h.status == "ok", "the e2e task did not end: " .. tostring(h.status))
-assert(h:join())
-e:close()
-m:close()
+end, e, m)
 
 -- Read back through a store of its own and the engine (in a task: PostgreSQL's calls yield).
 local function check()

@@ -20,7 +20,6 @@ local ledger = require("ron.ledger")
 local usage = require("ron.ledger.usage")
 local dto = require("ron.wallet.dto")
 local cjson = require("cjson.safe")
-local uv = require("luv")
 local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local format = string.format
@@ -217,16 +216,11 @@ local function body()
 end
 -- A failed check ends the process at once: the wallet's and the runtime's tasks would keep the
 -- loop (and the test) running until ctest's timeout.
-local h = sched.spawn("windows", function()
+E.run(sched, "windows", function()
     local ok, err = xpcall(body, debug.traceback)
     if not ok then
         io.stderr:write("usage-windows: FAILED: ", tostring(err), "\n")
         os.exit(1)
     end
-end)
-uv.run("default")
-assert(h.status == "ok", "the task did not end: " .. tostring(h.status))
-assert(h:join())
-e:close()
-m:close()
+end, e, m)
 print(format("usage-windows: ok %d %d", result.n, result.total))

@@ -21,7 +21,6 @@ local runtime = require("ron.accounting.runtime")
 local usage = require("ron.ledger.usage")
 local dto = require("ron.wallet.dto")
 local cjson = require("cjson.safe")
-local uv = require("luv")
 local E = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "e2e.lua")
 
 local work, windows, db = arg[1], tonumber(arg[2] or "6"), arg[3]
@@ -38,7 +37,7 @@ local function eventually(pred, ms, what) E.eventually(sched, pred, ms, what) en
 
 local dry = {}
 local result = {}
-local h = sched.spawn("e2e", function()
+E.run(sched, "e2e", function()
     -- the wallet: its own engine over other connections to the rater's ledger
     local w, srv, ws = E.start_wallet(sched, m, E.store_spec(work, db), OP, "wallet-e2e",
                              function(t, a, asset) dry[#dry + 1] = { t, a, asset } end)
@@ -157,10 +156,5 @@ local h = sched.spawn("e2e", function()
     assert(w:wait(10000))
     srv:close()
     ws:close()
-end)
-uv.run("default")
-assert(h.status == "ok", "the e2e task did not end: " .. tostring(h.status))
-assert(h:join())
-e:close()
-m:close()
+end, e, m)
 print(string.format("wallet-e2e: ok %d %d %s", result.usage, 2, result.topup))

@@ -9,8 +9,8 @@
 --   errors         log()'s error counters in this worker (all zero: every call recorded)
 -- The shape follows spec/ron/accounting_hotpath_spec.lua (the same checks for record()).
 local ngx_acct = require("ron.accounting.nginx")
-local util = require("jit.util")
-local vmdef = require("jit.vmdef")
+-- the trace observer the spec shares, next to this file
+local jit_trace = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "jit_trace.lua")
 
 local N = tonumber(ngx.var.arg_n) or 100000
 local log = ngx_acct.log
@@ -24,33 +24,9 @@ end
 -- that happens depends on hot counters other code shares, and the loop's own trace
 -- compiles regardless. Those are reported, not failed; every other abort fails.
 local BENIGN = { ["loop unroll limit reached"] = true, ["leaving loop in root trace"] = true }
-local started, ev = {}, { loops = 0, aborts = {}, benign = 0, stitches = 0 }
-local function on_trace(what, tr, func, pc, otr, oex)
-    if what == "start" then
-        started[tr] = func
-    elseif what == "stop" then
-        local info = util.traceinfo(tr)
-        if info.linktype == "stitch" then ev.stitches = ev.stitches + 1 end
-        if started[tr] == loop and info.linktype == "loop" then ev.loops = ev.loops + 1 end
-    elseif what == "abort" then
-        local fi = util.funcinfo(func, pc)
-        local ours = started[tr] == loop or func == loop
-                     or tostring(fi.source):find("ron/accounting", 1, true)
-        if ours then
-            local msg = vmdef.traceerr[otr] or tostring(otr)
-            if type(oex) == "number" and msg:find("%d", 1, true) then
-                msg = msg:format(oex)
-            elseif oex ~= nil and msg:find("%s", 1, true) then
-                msg = msg:format(tostring(oex))
-            end
-            if BENIGN[msg] and started[tr] ~= loop then
-                ev.benign = ev.benign + 1
-            else
-                ev.aborts[#ev.aborts + 1] = ("%s at %s"):format(msg, tostring(fi.loc))
-            end
-        end
-    end
-end
+local on_trace, ev = jit_trace.observer(loop, function(msg, in_loop)
+    return BENIGN[msg] and not in_loop
+end)
 
 jit.flush()
 jit.attach(on_trace, "trace")

@@ -22,6 +22,14 @@ local function out(...)
     io.stdout:flush()
 end
 
+-- On connection c: a query that answers v after delay seconds; the answer printed, then after().
+local function late(c, delay, v, after)
+    c:query(("select pg_sleep(%s), '%s' as v"):format(delay, v), nil, function(rows, qerr)
+        out("answer", rows and rows[1].v, qerr)
+        after()
+    end)
+end
+
 if case == "idle" then
     _G.keep = pq.connect(conninfo, function(c, err)
         assert(c, err)
@@ -34,10 +42,7 @@ if case == "idle" then
 elseif case == "inflight" then
     pq.connect(conninfo, function(c, err)
         assert(c, err)
-        c:query("select pg_sleep(0.2), 'late' as v", nil, function(rows, qerr)
-            out("answer", rows and rows[1].v, qerr)
-            out("END inflight")
-        end)
+        late(c, "0.2", "late", function() out("END inflight") end)
     end)
 elseif case == "exit" then
     pq.connect(conninfo, function(c, err)
@@ -52,8 +57,7 @@ elseif case == "exit" then
 elseif case == "dropped" then
     pq.connect(conninfo, function(c, err)
         assert(c, err)
-        c:query("select pg_sleep(0.05), 'still here' as v", nil, function(rows, qerr)
-            out("answer", rows and rows[1].v, qerr)
+        late(c, "0.05", "still here", function()
             -- the anchor goes once this callback returns: collect on a later turn, then
             -- the struct is freed when its timer's close callback has run
             local t, turns = uv.new_timer(), 0

@@ -2,17 +2,9 @@
 -- settings file must be the daemon's own (the plane refuses a recorder whose settings
 -- differ), and init() refuses to run outside nginx. The request path runs in a real
 -- nginx: tests/nginx/ (ctest -L nginx).
-require("support")
+local S = require("support")
 local daemon = require("ron.node")
 local gw = require("ron.accounting.nginx")
-
-local function write_config(text)
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(text)
-    f:close()
-    return path
-end
 
 local function without_clock(t)
     local out = {}
@@ -37,7 +29,7 @@ describe("ron.accounting.nginx", function()
                 .. "clock = function() return 1 end }",
         }
         for _, text in ipairs(files) do
-            local path = write_config(text)
+            local path = S.tmp_file(text)
             local cfg = assert(daemon.configure { "--config", path })
             local want = daemon.recorder_config(cfg)
             local got = gw.recorder_config(assert(loadfile(path))())

@@ -113,6 +113,19 @@ local function emit_from_four(task, h)
     for _, t in ipairs(emitters) do assert(t:join()) end
 end
 
+-- Emits the "reject" events i = from .. to (default: from alone) into h, each at seq
+-- base + i (base default 0); every one taken.
+local function rejects(h, from, to, base)
+    for i = from, to or from do assert(h:emit("reject", { i = i }, (base or 0) + i)) end
+end
+
+-- S.run_task: body(task, dir), dir a fresh path for the trail. -> dir
+local function in_trail(body)
+    local dir = S.tmpname(".audit")
+    S.run_task(function(task) body(task, dir) end)
+    return dir
+end
+
 -- Inside a task: a signed checkpoint covers size events within 5 s.
 local function checkpointed(task, h, size)
     return S.eventually(task, function()
@@ -124,8 +137,7 @@ end
 describe("ron.audit.host (seed 002 host pattern)", function()
     it("AUD-I-17 AUD-I-18: a full queue answers Busy, counts, and the sink worker appends a Gap with the exact count", function()
         print("seed: none (no randomness)")
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 4 })
             local busy = flood(h, 10)
             assert.equal(6, busy)
@@ -144,8 +156,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("drain on shutdown: close() appends every queued event, joins the worker, leaves no task", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function()
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 1000, interval_ms = 1000 })
             for i = 1, 300 do assert(h:emit("reject", { reason = "x", i = i }, 5000)) end
             assert(h:close(5000))
@@ -157,10 +168,9 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("close deadline: what close() could not append is shed as shutdown_deadline, with its Gap", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function()
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 100, interval_ms = 1000 })
-            for i = 1, 20 do assert(h:emit("reject", { i = i }, 7000 + i)) end
+            rejects(h, 1, 20, 7000)
             assert(h:close(0))
             assert.equal(20, h.lg.drops.shutdown_deadline)
         end)
@@ -171,8 +181,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("WAL I/O deadline: a sync past io_deadline_ms opens the breaker (io_backpressure, counted, Gap)", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        local dir = in_trail(function(task, dir)
             local gate, sync = gated_sync(task)
             local h = open(dir, { io_deadline_ms = 30, sync = sync })
             assert(h:emit("reject", { i = 1 }, 100))
@@ -181,8 +190,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             assert.equal(1, h.io_timeouts)
             for i = 2, 8 do
                 local ok, err = h:emit("reject", { i = i }, 100 + i)
-                assert.is_nil(ok)
-                assert.matches("io_backpressure", err)
+                S.fails("io_backpressure", ok, err)
             end
             assert.matches('audit_io_timeouts_total{op="wal"} 1', h:metrics_text(), 1, true)
             gate:try_send(true) -- the disk answers
@@ -214,8 +222,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
                                         5000))
             for i = 2, 4 do
                 local ok, err = h:emit("reject", { i = i }, 1000 + i)
-                assert.is_nil(ok)
-                assert.matches("^Busy: audit event shed %(audit_failed%)", err)
+                S.fails("^Busy: audit event shed %(audit_failed%)", ok, err)
             end
             assert.is_true(S.eventually(task, function()
                 local st = h:stats()
@@ -251,10 +258,10 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             local h = open(dir, { sync = failing_sync(1), recover_min_ms = 5, recover_max_ms = 20,
                                   key_path = sk, checkpoint_every = 1000,
                                   checkpoint_interval_ms = 20 })
-            assert(h:emit("reject", { i = 1 }, 1))
+            rejects(h, 1)
             assert.is_true(S.eventually(task, function() return h:stats().recoveries == 1 end,
                                         5000))
-            for i = 2, 3 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 2, 3)
             -- no count reaches checkpoint_every: only the interval signs these
             assert.is_true(checkpointed(task, h, 3))
             assert(h:close())
@@ -262,16 +269,14 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("AUD-I-42: closed while failed (recover_max_ms = 0: no recovery), close says what is lost", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        in_trail(function(task, dir)
             local h = open(dir, { sync = function() return -9, 0, 0 end, recover_max_ms = 0 })
-            assert(h:emit("reject", { i = 1 }, 1))
+            rejects(h, 1)
             assert.is_true(S.eventually(task, function() return h:stats().failed ~= nil end,
                                         5000))
             assert.is_nil(h:emit("reject", { i = 2 }, 2))
             local ok, err = h:close()
-            assert.is_nil(ok)
-            assert.matches("2 event%(s%) shed since are not in it", err)
+            S.fails("2 event%(s%) shed since are not in it", ok, err)
         end)
     end)
 
@@ -281,30 +286,27 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 1000,
                                   checkpoint_interval_ms = 20 })
-            for i = 1, 3 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 1, 3)
             assert.is_true(checkpointed(task, h, 3))
-            assert(h:emit("reject", { i = 4 }, 4))
+            rejects(h, 4)
             assert.is_true(checkpointed(task, h, 4))
             assert(h:close())
         end)
     end)
 
     it("enqueue deadline: emit_wait waits for room up to its deadline, then sheds as audit_deadline", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        local dir = in_trail(function(task, dir)
             local gate, sync = gated_sync(task)
             local h = open(dir, { queue_cap = 2, io_deadline_ms = 60000, sync = sync })
-            assert(h:emit("reject", { i = 1 }, 1))
+            rejects(h, 1)
             -- the worker holds event 1 in its (stalled) sync; fill the queue behind it
             assert.is_true(S.eventually(task, function() return h.lg:depth() == 0 end, 5000))
-            assert(h:emit("reject", { i = 2 }, 2))
-            assert(h:emit("reject", { i = 3 }, 3))
+            rejects(h, 2, 3)
             local uv = require("luv")
             local t0 = uv.now()
             local ok, err = h:emit_wait("reject", { i = 4 }, 40)
             local waited = uv.now() - t0
-            assert.is_nil(ok)
-            assert.matches("audit_deadline", err)
+            S.fails("audit_deadline", ok, err)
             assert.is_true(waited >= 35 and waited < 2000, "waited " .. waited .. " ms")
             assert.equal(1, h.lg.drops.audit_deadline)
             -- with room the same call goes through at once
@@ -320,11 +322,8 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("several emitters on one stream make one chain (one writer of the head)", function()
-        local seed = tonumber(os.getenv("RON_SEED")) or 20261129
-        print("seed: " .. seed)
-        math.randomseed(seed)
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        S.seeded("RON_SEED", 20261129, "seed: ")
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 100000, batch = 64 })
             emit_from_four(task, h)
             assert(h:close())
@@ -339,8 +338,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         -- the pool: wait_durable read the head before the chunk was in and returned early
         -- (lua-audit-host, AUD-I-38: durable_seq 957 of 1001 under load)
         print("seed: none (no randomness)")
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        in_trail(function(task, dir)
             local gate = false
             local h = open(dir, { batch = 4, sync = function(lg, deadline_ms, on_late, chunk)
                 if chunk then
@@ -348,7 +346,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
                 end
                 return offload.audit_sync(lg, deadline_ms, on_late, chunk)
             end })
-            for i = 1, 3 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 1, 3)
             local done = false
             local w = task.spawn("waiter", function()
                 assert(h:wait_durable())
@@ -365,11 +363,8 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("AUD-I-38: several emitters over 3 chains: each chain gapless and verified, every event once", function()
-        local seed = tonumber(os.getenv("RON_SEED")) or 1795936032
-        print("seed: " .. seed)
-        math.randomseed(seed)
-        local dir = S.tmpname(".audit")
-        S.run_task(function(task)
+        S.seeded("RON_SEED", 1795936032, "seed: ")
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 100000, batch = 64, shards = 3 })
             emit_from_four(task, h)
             assert(h:emit_keyed("ledger.event", { event_seq = 1 }, 7))
@@ -427,10 +422,9 @@ describe("ron.audit.host (seed 002 host pattern)", function()
     end)
 
     it("AUD-I-38 AUD-I-20: a sharded close keeps ONE deadline: each chain's rest is its own Gap", function()
-        local dir = S.tmpname(".audit")
-        S.run_task(function()
+        local dir = in_trail(function(task, dir)
             local h = open(dir, { queue_cap = 100, interval_ms = 1000, shards = 2 })
-            for i = 1, 21 do assert(h:emit("reject", { i = i }, 7000 + i)) end
+            rejects(h, 1, 21, 7000)
             assert(h:close(0))
             assert.equal(21, h:stats().drops.shutdown_deadline)
             assert.matches("^Closed", select(2, h:emit("reject", {}, 1)))
@@ -460,7 +454,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         local cps
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5, shards = 2 })
-            for i = 1, 40 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 1, 40)
             assert.is_true(durable(task, h, 40))
             cps = h:checkpoints()
             assert(h:close())
@@ -482,7 +476,7 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         S.run_task(function(task)
             local h = open(dir, { key_path = sk, checkpoint_every = 10, batch = 5 })
             assert.is_nil(h:latest_checkpoint())
-            for i = 1, 25 do assert(h:emit("reject", { i = i }, i)) end
+            rejects(h, 1, 25)
             assert.is_true(durable(task, h, 25))
             cp = assert(h:latest_checkpoint())
             assert(h:close())

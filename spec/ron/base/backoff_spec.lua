@@ -1,7 +1,7 @@
 -- ron.base.backoff: jittered exponential backoff (seed 001 §5: base 50 ms, cap 5 s,
 -- global op budget 10 s) — bounds of each jitter mode, the cap, determinism per seed, the
 -- budget cutoff, option validation and the policy shape check.
-require("support")
+local S = require("support")
 local backoff = require("ron.base.backoff")
 local exponential = backoff.exponential
 
@@ -95,12 +95,13 @@ describe("ron.base.backoff.exponential", function()
     end)
 
     it("validates options: unknown keys, ranges, jitter names", function()
-        assert.has_error(function() exponential.new { base = 50 } end,
-                         "backoff.exponential.new: unknown option base")
-        assert.has_error(function() exponential.new { jitter = "random" } end)
-        assert.has_error(function() exponential.new { base_ms = 0 } end)
-        assert.has_error(function() exponential.new { base_ms = 10, cap_ms = 5 } end)
-        assert.has_error(function() exponential.new { seed = 1.5 } end)
+        S.refuses(exponential.new, {
+            { { base = 50 }, "backoff.exponential.new: unknown option base" },
+            { { jitter = "random" } },
+            { { base_ms = 0 } },
+            { { base_ms = 10, cap_ms = 5 } },
+            { { seed = 1.5 } },
+        })
         local b = exponential.new()
         assert.equal(50, b.base_ms)
         assert.equal(5000, b.cap_ms)

@@ -18,10 +18,7 @@ print(ffi.cast("intptr_t", C.sbrk(0)) < top and "trimmed" or "kept")
 ]]
 
 local function probe(setup)
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(PROBE:format(package.path, setup))
-    f:close()
+    local path = S.tmp_file(PROBE:format(package.path, setup))
     local p = assert(io.popen("luajit " .. path .. " 2>&1"))
     local out = p:read("*a")
     p:close()

@@ -18,8 +18,18 @@ end
 -- left live); returns the scheduler.
 local run = S.run_task
 
+-- S.run_task(body), body(task, ch) given a channel of 4 named "q".
+local function with_queue(body)
+    return run(function(task) return body(task, task.channel(4, "q")) end)
+end
+
 local function metric(task, line)
     return task.metrics_text():find(line, 1, true) ~= nil
+end
+
+-- S.run_task(body), after which the task metrics show line.
+local function ran_counting(line, body)
+    assert.is_true(metric(run(body), line))
 end
 
 describe("ron.base.task", function()
@@ -108,8 +118,7 @@ describe("ron.base.task", function()
     end)
 
     it("recv waits for a sender, and times out when none comes", function()
-        run(function(task)
-            local ch = task.channel(4, "q")
+        with_queue(function(task, ch)
             local t0 = uv.now()
             assert.same({ nil, "Timeout" }, { ch:recv(25) })
             assert.is_true(uv.now() - t0 >= 25)
@@ -142,8 +151,7 @@ describe("ron.base.task", function()
     end)
 
     it("close wakes receivers with Closed once the buffer is empty", function()
-        run(function(task)
-            local ch = task.channel(4, "q")
+        with_queue(function(task, ch)
             local got = {}
             local rx = task.spawn("receiver", function()
                 while true do
@@ -191,8 +199,7 @@ describe("ron.base.task", function()
     end)
 
     it("shutdown wakes every waiter with Canceled, once, after the hooks", function()
-        run(function(task)
-            local ch = task.channel(4, "q")
+        with_queue(function(task, ch)
             local seen = {}
             local hs = {
                 task.spawn("w-sleep", function() return task.sleep(60000) end),
@@ -288,7 +295,7 @@ describe("ron.base.task", function()
     end)
 
     it("reports a failed task: logged, counted, handed to join", function()
-        local task = run(function(task)
+        ran_counting('ron_tasks_failed_total{kind="faulty"} 1', function(task)
             local h = task.spawn("faulty-1", function() error("boom") end)
             task.sleep(1)
             assert.equal("failed", h.status)
@@ -298,18 +305,16 @@ describe("ron.base.task", function()
             assert.truthy(err:find("^Failed: .*boom"))
             assert.equal(0, task.unjoined_failures()) -- the join saw it
         end)
-        assert.is_true(metric(task, 'ron_tasks_failed_total{kind="faulty"} 1'))
     end)
 
     it("with_timeout returns the results, or Timeout and aborts the work", function()
-        local task = run(function(task)
+        ran_counting('ron_tasks_aborted_total{kind="with_timeout"} 1', function(task)
             assert.same({ true, 3 }, { task.with_timeout(1000, function(x) return x + 1 end, 2) })
             assert.same({ nil, "Timeout" }, { task.with_timeout(10, task.sleep, 60000) })
             local ok, err = task.with_timeout(1000, function() error("inner") end)
             assert.is_nil(ok)
             assert.truthy(err:find("inner"))
         end)
-        assert.is_true(metric(task, 'ron_tasks_aborted_total{kind="with_timeout"} 1'))
     end)
 
     it("join with a timeout gives up without touching the task", function()

@@ -3,20 +3,36 @@
 -- the same balances, outcomes, transfer ids and error codes as committing the requests one
 -- by one), chaining within a batch, rejections that do not block the rest, and recovery of
 -- a batch record. The (primitive, fault) enumeration lives in the simulator (sim_spec).
-require("support")
+local S = require("support")
 local L = require("ron.ledger.ledger")
 local memory = require("ron.ledger.store.memory")
 local sim = require("ron.ledger.sim")
 
 local mv, USD, EUR = sim.mv, sim.USD, sim.EUR
 local function id16(c) return string.rep(c, 16) end
+local A, B, C = id16("A"), id16("B"), id16("C")
+
+-- An engine over store at a fixed clock: book "main", node and nonce as named, extra more
+-- options.
+local function engine(store, node, nonce, extra)
+    return L.new(S.merge({ store = store, book = "main", node = node, nonce = nonce,
+                           clock = function() return 1700000000000 end }, extra))
+end
 
 local function world()
     local store = memory.new()
-    local led = L.new { store = store, book = "main", node = "n1", nonce = "p",
-                        clock = function() return 1700000000000 end }
+    local led = engine(store, "n1", "p")
     for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
     return store, led
+end
+
+-- world(), A funded 100 from EXT (intent "d"); with_other: first another process's engine
+-- on the same store (node n2). -> store, engine, the other engine
+local function funded_world(with_other)
+    local store, led = world()
+    local other = with_other and engine(store, "n2", "q")
+    assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+    return store, led, other
 end
 
 -- A random history: deposits, payments (some short, some over a floor, some with an
@@ -116,9 +132,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("chains within a batch: a payer spends its own change, the intermediate posting is "
        .. "inserted consumed", function()
-        local store, led = world()
-        local A, B = id16("A"), id16("B")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         local calls0 = store.calls
         local res = led:commit_many {
             { intent = "p1", movements = { mv(A, B, 10) } },
@@ -162,13 +176,9 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("plans from the account cache but never commits past a frozen or closed account, "
        .. "nor stores a rejection from a stale one (LED-63)", function()
-        local store, led = world()
         -- another process's engine on the same store: its account changes are not seen by
         -- led's cache, only by led's reads of the store
-        local other = L.new { store = store, book = "main", node = "n2", nonce = "q",
-                              clock = function() return 1700000000000 end }
-        local A, B = id16("A"), id16("B")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led, other = funded_world(true)
         local r = led:commit_many { { intent = "c1", movements = { mv(A, B, 10) } } }
         assert.truthy(r[1][1])
         assert.equal("open", led.acache[A].status) -- remembered by the plan
@@ -200,8 +210,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(led:freeze(B))
         assert.is_nil(led.acache[B])
         -- bounded: never more entries than account_cache
-        local small = L.new { store = store, book = "main", node = "n3", nonce = "s",
-                              account_cache = 2, clock = function() return 1700000000000 end }
+        local small = engine(store, "n3", "s", { account_cache = 2 })
         for k, id in ipairs { id16("C"), id16("D"), id16("K") } do
             small:commit_many { { intent = "b" .. k, movements = { mv(sim.EXT, id, 1) } } }
             assert.is_true(small.acache_n <= 2)
@@ -211,9 +220,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("goes to the store in one call per phase: the intents, the plan's reads, the claims, "
        .. "the reserve with the last step's reads, the finalize (issue 25)", function()
-        local store, led = world()
-        local A, B = id16("A"), id16("B")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         -- the calls the engine makes (a phase's primitives inside its apply not counted)
         local calls, depth = {}, 0
         store.fault = function(when, name)
@@ -245,11 +252,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
     it("validates the chain again only when the last step's reads moved from the plan's "
        .. "(issue 25)", function()
         local ledger = require("ron.ledger")
-        local store, led = world()
-        local other = L.new { store = store, book = "main", node = "n2", nonce = "q",
-                              clock = function() return 1700000000000 end }
-        local A, B, C = id16("A"), id16("B"), id16("C")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led, other = funded_world(true)
         -- every run of the core's validation, the plan's and the last step's
         local runs, vp = 0, ledger.validate_and_plan
         ledger.validate_and_plan = function(...)
@@ -337,9 +340,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                                  { "reserve_postings", 2 }, { "get_balances", 2 },
                                  { "apply", 2 }, { "deactivate_many", 3 },
                                  { "append_events", 3 }, { "apply", 3 } } do
-            local store, led = world()
-            local A, B = id16("A"), id16("B")
-            assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+            local store, led = funded_world()
             local applies, dead = 0, false
             store.fault = function(when, name)
                 if dead or when ~= "after" then return end
@@ -361,8 +362,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                 assert.equal(100, store:get_balance(A, USD), where)
                 assert.is_nil(store:get_intent("p1"), where)
             end
-            local l2 = L.new { store = store, book = "main", node = "n1", nonce = "q",
-                               clock = function() return 1700000000000 end }
+            local l2 = engine(store, "n1", "q")
             assert(l2:recover())
             -- the caller sends the batch again: each request answered once
             for _, r in ipairs(l2:commit_many {
@@ -379,9 +379,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     it("recover() rolls forward a batch an older binary left half-finalized, step by step",
        function()
-        local store, led = world()
-        local A, B = id16("A"), id16("B")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         -- the phase's first guard misses every time (its inputs stay ours): the engine
         -- finalizes step by step, as a binary before phases did, and dies half-way
         store.fault = function(when, name)
@@ -402,8 +400,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.equal(1, #pend)
         assert.equal("finalizing", pend[1].phase)
         assert.is_nil(store:get_intent("p1")) -- inputs consumed, outputs in, nothing else
-        local l2 = L.new { store = store, book = "main", node = "n1", nonce = "q",
-                           clock = function() return 1700000000000 end }
+        local l2 = engine(store, "n1", "q")
         local rep = assert(l2:recover())
         assert.is_true(rep[1].ok)
         assert(sim.verify(store, "main"))
@@ -415,9 +412,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
        .. "what they hold (LED-31)", function()
         -- (kill -9 on PostgreSQL, seed 20276963: the member waited for a posting a reserving
         -- saga of the same dead process held, gave up Unavailable, and its record stayed)
-        local store, led = world()
-        local A, B, C = id16("A"), id16("B"), id16("C")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         local crash_after, applies = nil, 0
         store.fault = function(when, name)
             if when == "after" and name == "apply" then
@@ -433,8 +428,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         -- a batch of the same process: p1 pays from A, whose posting x holds: handed over
         -- to the single path; the process dies right after the batch's finalize (claims,
         -- reserve, finalize), which wrote p1's own record
-        local led2 = L.new { store = store, book = "main", node = "n1", nonce = "r",
-                             clock = function() return 1700000000000 end, max_attempts = 2 }
+        local led2 = engine(store, "n1", "r", { max_attempts = 2 })
         applies, crash_after = 0, 3
         ok, e = pcall(led2.commit_many, led2, {
             { intent = "p0", movements = { mv(sim.EXT, C, 5) } },
@@ -443,8 +437,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.equal(sim.CRASH, e)
         store.fault = nil
         assert.equal(2, #store:list_pending_sagas()) -- x, and p1 handed over
-        local heir = L.new { store = store, book = "main", node = "n1", nonce = "q",
-                             clock = function() return 1700000000000 end, max_attempts = 2 }
+        local heir = engine(store, "n1", "q", { max_attempts = 2 })
         local rep = assert(heir:recover())
         for _, r in ipairs(rep) do assert.is_true(r.ok, tostring(r.err)) end
         assert.same({}, store:list_pending_sagas())
@@ -457,9 +450,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
     -- A's only posting held by a saga of node n2 that died after its reserve phase; C funded
     -- too. -> store, the live engine (node n1), its pauses so far (a function)
     local function held_by_dead()
-        local store, led = world()
-        local A, B, C = id16("A"), id16("B"), id16("C")
-        assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+        local store, led = funded_world()
         assert(led:commit { intent = "e", movements = { mv(sim.EXT, C, 100) } })
         local applies = 0
         store.fault = function(when, name)
@@ -468,16 +459,13 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                 if applies == 2 then error(sim.CRASH, 0) end
             end
         end
-        local dead = L.new { store = store, book = "main", node = "n2", nonce = "z",
-                             clock = function() return 1700000000000 end }
+        local dead = engine(store, "n2", "z")
         local ok, e = pcall(dead.commit, dead, { intent = "x", movements = { mv(A, B, 10) } })
         assert.is_false(ok)
         assert.equal(sim.CRASH, e)
         store.fault = nil
         local pauses = 0
-        local live = L.new { store = store, book = "main", node = "n1", nonce = "q",
-                             clock = function() return 1700000000000 end,
-                             pause = function() pauses = pauses + 1 end }
+        local live = engine(store, "n1", "q", { pause = function() pauses = pauses + 1 end })
         return store, live, function() return pauses end
     end
 
@@ -512,8 +500,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.equal(8, pauses())
         assert.has_error(function() live:drive_handed(res[2].handed) end)
         -- x recovered by a survivor: the retry adopts the member's saga and commits it once
-        local heir = L.new { store = store, book = "main", node = "n3", nonce = "s",
-                             clock = function() return 1700000000000 end }
+        local heir = engine(store, "n3", "s")
         assert(heir:recover { node = "n2" })
         r = assert(live:commit(batch[2]))
         assert.equal("committed", r.status)

@@ -43,6 +43,17 @@ local function pay(led, intent, ...)
     return led:commit { intent = intent, movements = { ... } }
 end
 
+-- An engine on store s (node n1, nonce a) with EXT (uncapped), A and B, A funded amount
+-- from EXT (intent "dep").
+local function funded(s, amount)
+    local led = L.new { store = s, node = "n1", nonce = "a" }
+    assert(led:create_account { id = EXT, policy = "uncapped" })
+    assert(led:create_account { id = A })
+    assert(led:create_account { id = B })
+    assert(pay(led, "dep", mv(EXT, A, amount)))
+    return led
+end
+
 local function bal(led, id, asset) return led:balance(id, asset or USD) end
 
 -- The behaviour cases run on the in-memory store and on SQLite (the same engine, the same
@@ -246,11 +257,7 @@ describe("ledger engine: faults (memory store)", function()
                 error("crash", 0)
             end
         end }
-        local led = L.new { store = s, node = "n1", nonce = "a" }
-        assert(led:create_account { id = EXT, policy = "uncapped" })
-        assert(led:create_account { id = A })
-        assert(led:create_account { id = B })
-        assert(pay(led, "dep", mv(EXT, A, 1000)))
+        local led = funded(s, 1000)
         -- the primitives of the finalize phase, then the phase's call itself (the third
         -- apply of a commit: open, reserve, finalize)
         local points = { "deactivate_postings", "insert_postings", "store_transfer",
@@ -298,11 +305,7 @@ describe("ledger engine: faults (memory store)", function()
             end
             looking = false
         end }
-        local led = L.new { store = s, node = "n1", nonce = "a" }
-        assert(led:create_account { id = EXT, policy = "uncapped" })
-        assert(led:create_account { id = A })
-        assert(led:create_account { id = B })
-        assert(pay(led, "dep", mv(EXT, A, 100)))
+        local led = funded(s, 100)
         assert(pay(led, "p1", mv(A, B, 10)))
         assert(pay(led, "p2", mv(A, B, 10)))
         for _, r in ipairs(led:commit_many { { intent = "b1", movements = { mv(A, B, 10) } },
@@ -322,11 +325,7 @@ describe("ledger engine: faults (memory store)", function()
     it("recover() rolls forward a transfer an older binary left half-finalized, step by step "
        .. "(LED-31)", function()
         local s = memory.new()
-        local led = L.new { store = s, node = "n1", nonce = "a" }
-        assert(led:create_account { id = EXT, policy = "uncapped" })
-        assert(led:create_account { id = A })
-        assert(led:create_account { id = B })
-        assert(pay(led, "dep", mv(EXT, A, 1000)))
+        local led = funded(s, 1000)
         -- the phase's first guard misses every time (its inputs stay ours): the engine
         -- finalizes step by step, as a binary before phases did, and dies half-way
         s.fault = function(when, name)

@@ -1,6 +1,7 @@
 -- ron.ledger.rate, ron.ledger.bigint and ron.ledger.usage (docs/LEDGER-RATING.md): every
 -- golden vector of that page (parsed from it), the card's validation, the file sandbox,
 -- split invariance of the rounding (LED-R-3) and the metadata's canonical form.
+local S = require("support")
 local rate = require("ron.ledger.rate")
 local B = require("ron.ledger.bigint")
 local usage = require("ron.ledger.usage")
@@ -143,8 +144,7 @@ describe("rate card validation (LED-R-1)", function()
     for _, c in ipairs(cases) do
         it("refuses: " .. c[1], function()
             local card, err = rate.new(c[2], "cards/t.lua")
-            assert.is_nil(card)
-            assert.matches("^RateCardError: cards/t.lua: ", err)
+            S.fails("^RateCardError: cards/t.lua: ", card, err)
             assert.is_truthy(err:find(c[3], 1, true), err)
         end)
     end
@@ -185,31 +185,25 @@ return { version = "file.1", currency = { code = "USD", scale = 2 },
     it("runs the file without globals (no os, no io, no require)", function()
         local p = card_file("os.lua", "os.exit(3) return {}")
         local card, err = rate.load(p)
-        assert.is_nil(card)
-        assert.matches("^RateCardError: .*os.lua:1: attempt to index global 'os'", err)
+        S.fails("^RateCardError: .*os.lua:1: attempt to index global 'os'", card, err)
     end)
 
     it("stops a card that never returns (instruction budget)", function()
         local card, err = rate.load(card_file("loop.lua", "while true do end"))
-        assert.is_nil(card)
-        assert.matches("instruction budget exceeded", err)
+        S.fails("instruction budget exceeded", card, err)
     end)
 
     it("names a syntax error and a missing file", function()
         local card, err = rate.load(card_file("syntax.lua", "return {"))
-        assert.is_nil(card)
-        assert.matches("^RateCardError: .*syntax.lua:1:", err)
+        S.fails("^RateCardError: .*syntax.lua:1:", card, err)
         card, err = rate.load(dir .. "/none.lua")
-        assert.is_nil(card)
-        assert.matches("^RateCardError: cannot read", err)
+        S.fails("^RateCardError: cannot read", card, err)
     end)
 end)
 
 describe("split invariance (LED-R-3)", function()
     it("a period's slices are charged exactly C(total), however it is sliced", function()
-        local seed = tonumber(os.getenv("RA_SEED")) or 20261125
-        print("rate_spec split invariance seed " .. seed)
-        math.randomseed(seed)
+        S.seeded("RA_SEED", 20261125, "rate_spec split invariance seed ")
         for _ = 1, 200 do
             local tiers, bound = {}, 0
             for i = 1, math.random(1, 4) do
@@ -340,7 +334,6 @@ describe("usage metadata and intent (LED-R-5, LED-R-6)", function()
         local r, err = usage.request({ tenant = m.tenant, dimension = "bytes", seq = 1,
             window_start_s = 0, window_len_s = 60, b3 = m.b3, prev_b3 = usage.ZERO32,
             quantity = "9223372036854775808" }, card, "0")
-        assert.is_nil(r)
-        assert.matches("RatingError: .* exceed 2%^63 %- 1", err)
+        S.fails("RatingError: .* exceed 2%^63 %- 1", r, err)
     end)
 end)

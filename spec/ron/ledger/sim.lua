@@ -299,25 +299,29 @@ local function setup_accounts(led)
     for _, a in ipairs(M.ACCOUNTS) do assert(led:create_account(a)) end
 end
 
+-- A setup that funds each { account letter, amount } from EXT, in order (intents d1, d2, ...).
+local function deposits(...)
+    local funds = { ... }
+    return function(led)
+        for i, d in ipairs(funds) do
+            assert(led:commit { intent = "d" .. i, movements = { mv(M.EXT, id16(d[1]), d[2]) } })
+        end
+    end
+end
+
 -- Scenarios: setup(led) commits the history before; op(led) is the operation under test
 -- (returns the engine's answer; the request is replayable).
 M.SCENARIOS = {
     {
         name = "pay with change (no-overdraft)",
-        setup = function(led)
-            assert(led:commit { intent = "d1", movements = { mv(M.EXT, id16("A"), 100) } })
-            assert(led:commit { intent = "d2", movements = { mv(M.EXT, id16("A"), 50) } })
-        end,
+        setup = deposits({ "A", 100 }, { "A", 50 }),
         op = function(led)
             return led:commit { intent = "op", movements = { mv(id16("A"), id16("B"), 120) } }
         end,
     },
     {
         name = "capped debit with heads, shortfall to a receivable",
-        setup = function(led)
-            assert(led:commit { intent = "d1", movements = { mv(M.EXT, id16("K"), 30) } })
-            assert(led:commit { intent = "d2", movements = { mv(M.EXT, id16("C"), 10) } })
-        end,
+        setup = deposits({ "K", 30 }, { "C", 10 }),
         op = function(led)
             return led:commit { intent = "op", movements = { mv(id16("K"), id16("B"), 90),
                                                              mv(id16("C"), id16("B"), 25),
@@ -364,10 +368,7 @@ M.batch_op = batch_op
 
 M.SCENARIOS[#M.SCENARIOS + 1] = {
     name = "batch: chained change, a rejection in the middle",
-    setup = function(led)
-        assert(led:commit { intent = "d1", movements = { mv(M.EXT, id16("A"), 100) } })
-        assert(led:commit { intent = "d2", movements = { mv(M.EXT, id16("B"), 50) } })
-    end,
+    setup = deposits({ "A", 100 }, { "B", 50 }),
     op = batch_op {
         { intent = "b1", movements = { mv(id16("A"), id16("B"), 10) } },
         { intent = "b2", movements = { mv(id16("A"), id16("C"), 20) } },
@@ -378,10 +379,7 @@ M.SCENARIOS[#M.SCENARIOS + 1] = {
 }
 M.SCENARIOS[#M.SCENARIOS + 1] = {
     name = "batch: capped payer, heads, receivable, floor",
-    setup = function(led)
-        assert(led:commit { intent = "d1", movements = { mv(M.EXT, id16("K"), 30) } })
-        assert(led:commit { intent = "d2", movements = { mv(M.EXT, id16("C"), 10) } })
-    end,
+    setup = deposits({ "K", 30 }, { "C", 10 }),
     op = batch_op {
         { intent = "b1", movements = { mv(id16("K"), id16("B"), 30) } },
         { intent = "b2", movements = { mv(id16("K"), id16("B"), 50) } },

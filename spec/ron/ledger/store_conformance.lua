@@ -118,6 +118,18 @@ function M.run(name, make_store, opts)
     local concurrent = opts.concurrent or function(fns) for _, f in ipairs(fns) do f() end end
     local seed = opts.seed or 20261125
 
+    -- Runs write(w) for the writers w = 1..writers at once; then book "main" holds
+    -- writers * per events, seqs 1, 2, 3, ... -> those events
+    local function raced_events(s, writers, per, write)
+        local fns = {}
+        for w = 1, writers do fns[w] = function() write(w) end end
+        concurrent(fns)
+        local l = s:get_events_since("main", 0, 1000)
+        assert.equal(writers * per, #l)
+        for i, e in ipairs(l) do assert.equal(i, e.seq) end
+        return l
+    end
+
     local function case(title, body)
         it(title, function()
             wrap(function()
@@ -503,25 +515,18 @@ function M.run(name, make_store, opts)
 
         case("events: racing appends stay gapless, each event once", function(s)
             local writers, per = 4, 8
-            local fns = {}
-            for w = 1, writers do
-                fns[w] = function()
-                    for k = 1, per do
-                        local T = id32(("w%d-%d"):format(w, k))
-                        for _ = 1, 100 do
-                            local n = assert(s:append_event("main", T, "committed", "x"))
-                            if n == 1 or s:get_event("main", T, "committed") then break end
-                            -- 0 and absent: a racer took the seq, retry
-                        end
+            local l = raced_events(s, writers, per, function(w)
+                for k = 1, per do
+                    local T = id32(("w%d-%d"):format(w, k))
+                    for _ = 1, 100 do
+                        local n = assert(s:append_event("main", T, "committed", "x"))
+                        if n == 1 or s:get_event("main", T, "committed") then break end
+                        -- 0 and absent: a racer took the seq, retry
                     end
                 end
-            end
-            concurrent(fns)
-            local l = s:get_events_since("main", 0, 1000)
-            assert.equal(writers * per, #l)
+            end)
             local seen = {}
-            for i, e in ipairs(l) do
-                assert.equal(i, e.seq)
+            for _, e in ipairs(l) do
                 assert.is_nil(seen[e.transfer_id])
                 seen[e.transfer_id] = true
             end
@@ -699,31 +704,23 @@ function M.run(name, make_store, opts)
         end)
 
         case("batch: racing batch appends stay gapless, each event once", function(s)
-            local writers, per = 4, 6
-            local fns = {}
-            for w = 1, writers do
-                fns[w] = function()
-                    local list, ids = {}, {}
-                    for k = 1, per do
-                        ids[k] = id32(("bw%d-%d"):format(w, k))
-                        list[k] = { transfer_id = ids[k], kind = "transfer" }
-                    end
-                    for _ = 1, 100 do
-                        assert(s:append_events("main", list))
-                        local have, left = s:get_events_for("main", ids, "transfer"), {}
-                        for _, e in ipairs(list) do
-                            if not have[e.transfer_id] then left[#left + 1] = e end
-                        end
-                        list = left
-                        if #list == 0 then break end
-                    end
-                    assert.equal(0, #list)
+            raced_events(s, 4, 6, function(w)
+                local list, ids = {}, {}
+                for k = 1, 6 do
+                    ids[k] = id32(("bw%d-%d"):format(w, k))
+                    list[k] = { transfer_id = ids[k], kind = "transfer" }
                 end
-            end
-            concurrent(fns)
-            local l = s:get_events_since("main", 0, 1000)
-            assert.equal(writers * per, #l)
-            for i, e in ipairs(l) do assert.equal(i, e.seq) end
+                for _ = 1, 100 do
+                    assert(s:append_events("main", list))
+                    local have, left = s:get_events_for("main", ids, "transfer"), {}
+                    for _, e in ipairs(list) do
+                        if not have[e.transfer_id] then left[#left + 1] = e end
+                    end
+                    list = left
+                    if #list == 0 then break end
+                end
+                assert.equal(0, #list)
+            end)
         end)
 
         case("batch: usage streams read, inserted and advanced many at once", function(s)

@@ -30,11 +30,11 @@ end
 
 describe("ron.ledger.store.sqlite", function()
     it("validates its options", function()
-        assert.has_error(function() sqlite.open { path = "x", bogus = 1 } end,
-                         'sqlite.open: unknown option "bogus"')
-        assert.has_error(function() sqlite.open {} end,
-                         "sqlite.open: path must be a non-empty string")
-        assert.has_error(function() sqlite.open { path = "x", synchronous = "off" } end)
+        S.refuses(sqlite.open, {
+            { { path = "x", bogus = 1 }, 'sqlite.open: unknown option "bogus"' },
+            { {}, "sqlite.open: path must be a non-empty string" },
+            { { path = "x", synchronous = "off" } },
+        })
         assert.has_error(function() store.open { backend = "nope" } end)
         for _, v in ipairs { 0, 1.5, "8", 65537 } do
             assert.has_error(function() sqlite.open { path = "x", cache_mb = v } end,

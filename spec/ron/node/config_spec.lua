@@ -2,6 +2,7 @@
 -- without a configuration file the whole product is composed (ledger, wallet, audit trail);
 -- --meter-only and a pre-27 configuration file run the meter alone; the start's INFO line
 -- lists only what differs from the defaults; --print-config prints every key.
+local S = require("support")
 local cli = require("ron.node.cli")
 local schema = require("ron.node.schema")
 
@@ -10,14 +11,6 @@ local function configure(...)
     local cfg, err = cli.configure(args)
     assert(cfg, err)
     return cfg
-end
-
-local function tmpfile(text)
-    local p = os.tmpname()
-    local f = assert(io.open(p, "w"))
-    f:write(text)
-    f:close()
-    return p
 end
 
 describe("ron.node configuration (issue 27)", function()
@@ -43,7 +36,7 @@ describe("ron.node configuration (issue 27)", function()
     end)
 
     it("runs what a configuration file without `systems` configures (pre-27 files)", function()
-        local p = tmpfile("return { window_len_s = 120 }")
+        local p = S.tmp_file("return { window_len_s = 120 }")
         local cfg = configure("--config", p)
         os.remove(p)
         assert.equal("meter", cfg.systems)
@@ -52,7 +45,7 @@ describe("ron.node configuration (issue 27)", function()
         assert.is_false(cfg.audit)
         assert.is_nil(cfg.composed)
         -- a pre-27 file keeps exactly what it configures (a file ledger, a listener)
-        p = tmpfile('return { ledger_dir = "elsewhere", listen = "127.0.0.1:0" }')
+        p = S.tmp_file('return { ledger_dir = "elsewhere", listen = "127.0.0.1:0" }')
         cfg = configure("--config", p)
         os.remove(p)
         assert.equal("meter", cfg.systems)
@@ -61,7 +54,7 @@ describe("ron.node configuration (issue 27)", function()
         assert.is_false(cfg.wallet) -- a listener, yet no wallet composed
         assert.is_false(cfg.audit)
         assert.is_nil(cfg.composed)
-        p = tmpfile('return { systems = "all", window_len_s = 120 }')
+        p = S.tmp_file('return { systems = "all", window_len_s = 120 }')
         cfg = configure("--config", p)
         os.remove(p)
         assert.equal("ron.ledger.exporter", cfg.exporter.module)
@@ -71,7 +64,7 @@ describe("ron.node configuration (issue 27)", function()
         local cfg = configure("--listen", "off")
         assert.is_false(cfg.wallet)
         assert.equal("ron.ledger.exporter", cfg.exporter.module)
-        local p = tmpfile('return { systems = "all", ledger_dir = "elsewhere" }')
+        local p = S.tmp_file('return { systems = "all", ledger_dir = "elsewhere" }')
         cfg = configure("--config", p)
         os.remove(p)
         assert.is_false(cfg.exporter) -- the file ledger it names

@@ -36,6 +36,17 @@ local function deferring(task, sync)
     return srv, srv:port(), got
 end
 
+-- S.run_task: body(task, srv, port, got) on a deferring server (sync as there).
+local function on_deferring(sync, body)
+    run(function(task) body(task, deferring(task, sync)) end)
+end
+
+-- Spawns task name: it takes the next request deferring's channel got holds and hands it
+-- to fn(req). -> the task
+local function answer_next(task, got, name, fn)
+    return task.spawn(name, function() fn(assert(got:recv(10000))) end)
+end
+
 describe("ron.base.net.http_server", function()
     it("serves a synchronous handler: method, path, query, headers, body (200)", function()
         run(function(task)
@@ -107,10 +118,8 @@ describe("ron.base.net.http_server", function()
     end)
 
     it("async: the handler returns nothing and answers later with req:respond", function()
-        run(function(task)
-            local srv, port, got = deferring(task)
-            local responder = task.spawn("http_spec_responder", function()
-                local req = assert(got:recv(10000))
+        on_deferring(nil, function(task, srv, port, got)
+            local responder = answer_next(task, got, "http_spec_responder", function(req)
                 assert.is_true(req:alive())
                 task.sleep(10) -- the answer comes from another task, later
                 assert.is_true(req:respond(201, "later", "text/plain", { ["X-Async"] = "1" }))
@@ -128,8 +137,7 @@ describe("ron.base.net.http_server", function()
     it("a client that closed before the async answer: answered all the same (it cannot be "
        .. "told from a half-close), the server keeps serving", function()
         -- (a client that resets is gone: http_hardening_spec.lua)
-        run(function(task)
-            local srv, port, got = deferring(task, { ["/next"] = "still serving" })
+        on_deferring({ ["/next"] = "still serving" }, function(task, srv, port, got)
             assert(request(task, port, "GET /gone HTTP/1.1\r\nHost: h\r\n\r\n",
                            { close_after_send = true }))
             local req = assert(got:recv(10000))
@@ -144,10 +152,8 @@ describe("ron.base.net.http_server", function()
     end)
 
     it("close answers 503 to waiting requests; afterwards connections are refused", function()
-        run(function(task)
-            local srv, port, got = deferring(task)
-            local closer = task.spawn("http_spec_closer", function()
-                local req = assert(got:recv(10000))
+        on_deferring(nil, function(task, srv, port, got)
+            local closer = answer_next(task, got, "http_spec_closer", function(req)
                 srv:close()
                 assert.is_false(req:alive())
                 assert.is_false(req:respond(200, "too late"))

@@ -15,13 +15,13 @@ local TOKEN_A, TOKEN_B = "tok-A.secret_1~x", "tok-B/secret+2=="
 local HASH_A, HASH_B = acct.b3hex(TOKEN_A), acct.b3hex(TOKEN_B)
 
 describe("ron.node.ingest configuration", function()
-    local good = { tokens = { [HASH_A] = S.TENANT_A } }
+    local GOOD = { tokens = { [HASH_A] = S.TENANT_A } }
 
     it("accepts tokens stored as BLAKE3 digests (what b3sum prints)", function()
         assert.equal(S.b3sum(TOKEN_A), HASH_A)
-        assert.is_true(ingest.check_config(good))
+        assert.is_true(ingest.check_config(GOOD))
         assert.is_true(ingest.check_config(false))
-        assert.is_true(ingest.check_config { tokens = good.tokens, max_records = 5,
+        assert.is_true(ingest.check_config { tokens = GOOD.tokens, max_records = 5,
                                              max_body = 4096, idempotency_keys = 0,
                                              retry_after_s = 2, log_every = 1 })
     end)
@@ -33,14 +33,14 @@ describe("ron.node.ingest configuration", function()
             assert.is_nil(ok)
             assert.truthy(err:find(pat, 1, true), err)
         end
-        refused({ tokens = good.tokens, max_recrods = 1 }, "unknown key 'ingest.max_recrods'")
+        refused({ tokens = GOOD.tokens, max_recrods = 1 }, "unknown key 'ingest.max_recrods'")
         refused({ tokens = { [TOKEN_A] = S.TENANT_A } }, "is not a BLAKE3 digest")
         refused({ tokens = { [HASH_A:upper()] = S.TENANT_A } }, "is not a BLAKE3 digest")
         refused({ tokens = { [HASH_A] = "tenant-a" } }, "is not a tenant UUID")
         refused({ tokens = {} }, "ingest.tokens is empty")
         refused({}, "ingest.tokens must be a table")
-        refused({ tokens = good.tokens, max_body = 2 ^ 40 }, "ingest.max_body must be an integer")
-        refused({ tokens = good.tokens, max_records = 0 }, "ingest.max_records must be")
+        refused({ tokens = GOOD.tokens, max_body = 2 ^ 40 }, "ingest.max_body must be an integer")
+        refused({ tokens = GOOD.tokens, max_records = 0 }, "ingest.max_records must be")
         refused("on", "ingest must be false or a table")
     end)
 end)
@@ -80,6 +80,9 @@ local function batch(list) return '{"records":[' .. table.concat(list, ",") .. "
 
 -- A meter on an injected clock, an ingest with two tokens (A -> TENANT_A, B -> TENANT_B) and
 -- a log capture. cfg: extra acct.open settings; icfg: extra ingest settings.
+-- A valid record (the refusal cases change one thing in it).
+local GOOD_REC = rec(S.TENANT_A, "alice", "bytes", 7)
+
 local function setup(cfg, icfg)
     local clock = S.clock(S.T0 + 5)
     local c = S.cfg { clock = clock.fn }
@@ -143,18 +146,17 @@ describe("POST /v1/records (G-6.1)", function()
     it("G-6.1 unknown fields, duplicates, missing fields: 400 SchemaViolation naming the " ..
        "field and the byte offset; nothing recorded", function()
         local m, ing, clock = setup()
-        local good = rec(S.TENANT_A, "alice", "bytes", 7)
         local cases = {
-            { batch { good, good:sub(1, -2) .. ',"unit":"B"}' }, "unknown_field",
+            { batch { GOOD_REC, GOOD_REC:sub(1, -2) .. ',"unit":"B"}' }, "unknown_field",
               "records[1].unit" },
-            { '{"records":[' .. good .. '],"extra":true}', "unknown_field", "extra" },
-            { batch { good:sub(1, -2) .. ',"value":8}' }, "duplicate_field", "records[0].value" },
-            { '{"records":[' .. good .. '],"records":[' .. good .. ']}', "duplicate_field",
+            { '{"records":[' .. GOOD_REC .. '],"extra":true}', "unknown_field", "extra" },
+            { batch { GOOD_REC:sub(1, -2) .. ',"value":8}' }, "duplicate_field", "records[0].value" },
+            { '{"records":[' .. GOOD_REC .. '],"records":[' .. GOOD_REC .. ']}', "duplicate_field",
               "records" },
             { batch { '{"tenant":"' .. S.TENANT_A .. '","subject":"a","value":1}' },
               "missing_field", "records[0].dimension" },
             { "{}", "missing_field", "records" },
-            { batch { good, "[1]" }, "wrong_type", "records[1]" },
+            { batch { GOOD_REC, "[1]" }, "wrong_type", "records[1]" },
             { '{"records":{}}', "wrong_type", "records" },
             { batch { rec(S.TENANT_A, "a", "furlongs", 1) }, "unknown_dimension",
               "records[0].dimension" },
@@ -183,7 +185,6 @@ describe("POST /v1/records (G-6.1)", function()
     it("G-6.1 negative, fractional, exponent, too large, non-integer values: 400, the whole " ..
        "batch refused", function()
         local m, ing, clock = setup()
-        local good = rec(S.TENANT_A, "alice", "bytes", 7)
         for _, c in ipairs {
             { "-1", "bad_value", "value must not be negative" },
             { "1.5", "bad_value", "no fraction" },
@@ -198,7 +199,7 @@ describe("POST /v1/records (G-6.1)", function()
             { "true", "wrong_type", "integer" },
         } do
             -- the bad record comes last: the good ones before it are not recorded either
-            local body = batch { good, good, rec(S.TENANT_A, "bob", "requests", c[1]) }
+            local body = batch { GOOD_REC, GOOD_REC, rec(S.TENANT_A, "bob", "requests", c[1]) }
             local st, r = call(ing, body)
             assert.equal(400, st, c[1])
             assert.equal(c[2], r.reason, c[1])
@@ -213,26 +214,25 @@ describe("POST /v1/records (G-6.1)", function()
 
     it("G-6.1 malformed JSON, empty bodies, empty and oversized batches: 400", function()
         local m, ing, clock = setup({}, { max_records = 3 })
-        local good = rec(S.TENANT_A, "alice", "bytes", 7)
         for _, c in ipairs {
             { "", "empty_body" }, { " \n", "empty_body" },
             { "{", "malformed_json" }, { "nope", "malformed_json" },
-            { batch { good } .. "x", "malformed_json" }, { batch { good } .. "{}", "malformed_json" },
-            { '{"records":[' .. good .. ",]}", "malformed_json" },
-            { '{"records":[' .. good .. "}", "malformed_json" },
-            { batch { good }:gsub("alice", "al\\qce"), "malformed_json" },
-            { batch { good }:gsub("alice", "al\1ce"), "malformed_json" },
-            { batch { good }:gsub("alice", "al\255ce"), "malformed_json" },
-            { batch { good }:gsub("alice", "\\udc00"), "malformed_json" },
+            { batch { GOOD_REC } .. "x", "malformed_json" }, { batch { GOOD_REC } .. "{}", "malformed_json" },
+            { '{"records":[' .. GOOD_REC .. ",]}", "malformed_json" },
+            { '{"records":[' .. GOOD_REC .. "}", "malformed_json" },
+            { batch { GOOD_REC }:gsub("alice", "al\\qce"), "malformed_json" },
+            { batch { GOOD_REC }:gsub("alice", "al\1ce"), "malformed_json" },
+            { batch { GOOD_REC }:gsub("alice", "al\255ce"), "malformed_json" },
+            { batch { GOOD_REC }:gsub("alice", "\\udc00"), "malformed_json" },
             { '{"records":[]}', "no_records" },
-            { batch { good, good, good, good }, "too_many_records" },
+            { batch { GOOD_REC, GOOD_REC, GOOD_REC, GOOD_REC }, "too_many_records" },
             { "[]", "wrong_type" },
         } do
             local st, r = call(ing, c[1])
             assert.equal(400, st, c[1])
             assert.equal(c[2], r.reason, c[1])
         end
-        assert.equal(200, (call(ing, batch { good, good, good })))
+        assert.equal(200, (call(ing, batch { GOOD_REC, GOOD_REC, GOOD_REC })))
         assert.same({ [S.TENANT_A .. "/bytes"] = 21 }, seal(m, clock))
         m:close()
     end)

@@ -7,6 +7,9 @@ local A = "6f1e3c52-7d0b-4b8e-9a51-0c2f4e8d9a10"
 local B = "0a0b0c0d-0e0f-4101-8203-040506070809"
 local in_host = pcall(function() return require("ffi").C.ra_wdto_decode end)
 
+-- A burn body from A in USD: the members after "asset" as written (amount, nonce, more).
+local function burn_body(rest) return '{"from":"' .. A .. '","asset":"USD",' .. rest .. "}" end
+
 describe("ron.wallet.dto text helpers", function()
     it("maps lowercase UUID text to 16 bytes and back; refuses other spellings", function()
         local b = dto.uuid_bytes(A)
@@ -155,12 +158,12 @@ describe("ron.wallet.dto decoder (inside the host)", function()
         assert.equal(9007199254740991, r.amount)
         assert.equal("grant", r.kind)
         assert.equal(0, r.scale)
-        assert(d:decode("burn", '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2}'))
+        assert(d:decode("burn", burn_body('"amount":1,"nonce":2')))
         assert(d:decode("account", '{"account":"' .. A .. '"}'))
     end)
 
     host_it("one meaning, one canonical form (whitespace and member order aside)", function()
-        local a = assert(d:decode("burn", '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2}'))
+        local a = assert(d:decode("burn", burn_body('"amount":1,"nonce":2')))
         local b = assert(d:decode("burn", '{ "nonce" : 2, "amount":1, "asset":"USD", "from":"' .. A .. '" }'))
         assert.equal(a.canon, b.canon)
     end)
@@ -170,27 +173,27 @@ describe("ron.wallet.dto decoder (inside the host)", function()
             { "", "empty_body", "" },
             { "{", "malformed_json" },
             { "[]", "not_object" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"x":1}', "unknown_field", "x" },
+            { burn_body('"amount":1,"nonce":2,"x":1'), "unknown_field", "x" },
             { '{"from":"' .. A .. '","from":"' .. A .. '","asset":"USD","amount":1,"nonce":2}', "duplicate_field", "from" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":1}', "missing_field", "nonce" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":"1","nonce":2}', "wrong_type", "amount" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":0,"nonce":2}', "bad_number", "amount" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":-1,"nonce":2}', "bad_number", "amount" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":1.5,"nonce":2}', "bad_number", "amount" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":9007199254740992,"nonce":2}', "bad_number", "amount" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":null}', "wrong_type", "memo" },
+            { burn_body('"amount":1'), "missing_field", "nonce" },
+            { burn_body('"amount":"1","nonce":2'), "wrong_type", "amount" },
+            { burn_body('"amount":1,"nonce":2,"memo":null'), "wrong_type", "memo" },
             { '{"from":"abc","asset":"USD","amount":1,"nonce":2}', "bad_string", "from" },
-            -- JSON, but not text (issue 24 §3): bad_string, not malformed_json
-            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":"\\ud800"}', "bad_string", "memo" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":"a\\udc00b"}', "bad_string", "memo" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":"\255\254"}', "bad_string", "memo" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"memo":"\237\160\128"}', "bad_string", "memo" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":9007199254740993,"nonce":2}', "bad_number", "amount" },
-            { '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":9007199254740992}', "bad_number", "nonce" },
+            { burn_body('"amount":1,"nonce":9007199254740992'), "bad_number", "nonce" },
             { '{"from":"' .. A:upper() .. '","asset":"USD","amount":1,"nonce":2}', "bad_uuid", "from" },
             { '{"from":"' .. A .. '","asset":"usd","amount":1,"nonce":2}', "bad_asset", "asset" },
             { '{"from":"' .. A .. '","asset":"EUR","amount":1,"nonce":2}', "unknown_asset", "asset" },
         }
+        -- amounts refused: zero, negative, fractional, 2^53 and past it
+        for _, v in ipairs { "0", "-1", "1.5", "9007199254740992", "9007199254740993" } do
+            cases[#cases + 1] = { burn_body('"amount":' .. v .. ',"nonce":2'), "bad_number",
+                                  "amount" }
+        end
+        -- memos that are JSON but not text (issue 24 §3): bad_string, not malformed_json
+        for _, v in ipairs { '"\\ud800"', '"a\\udc00b"', '"\255\254"', '"\237\160\128"' } do
+            cases[#cases + 1] = { burn_body('"amount":1,"nonce":2,"memo":' .. v), "bad_string",
+                                  "memo" }
+        end
         for _, c in ipairs(cases) do
             local r, p = d:decode("burn", c[1])
             assert.is_nil(r, c[1])
@@ -199,7 +202,7 @@ describe("ron.wallet.dto decoder (inside the host)", function()
             if c[3] then assert.equal(c[3], p.field or "", c[1]) end
             assert.truthy(dto.problem_body(p):find('"code":"' .. c[2] .. '"', 1, true))
         end
-        local _, p = d:decode("burn", '{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,"x":1}')
+        local _, p = d:decode("burn", burn_body('"amount":1,"nonce":2,"x":1'))
         assert.equal(#('{"from":"' .. A .. '","asset":"USD","amount":1,"nonce":2,'), p.pos)
     end)
 

@@ -84,11 +84,14 @@ function F.serve(w, m, extra)
     return assert(http.serve(ho))
 end
 
-function F.open(task, path, wcfg, gate, o)
+-- The wallet service over store s (its engine sees o.store, default s: a gated view),
+-- engine node o.node (default "spec"), wcfg more service options, on the daemon's HTTP
+-- server (o.http more options) with a meter of its own; ready within o.ready_ms (default
+-- 5 s). -> ctx { port, w, led, srv }; ctx.free() closes the server, the meter and s (once
+-- the wallet is stopped).
+function F.start(task, s, wcfg, o)
     o = o or {}
-    local s = open_store(path)
-    local st = gate and F.gated(s, task, gate) or s
-    local led = L.new { store = st, book = "wallet", node = o.node or "spec",
+    local led = L.new { store = o.store or s, book = "wallet", node = o.node or "spec",
                         pause = function(n) task.sleep(n) end }
     led:recover()
     local cfg = { ledger = led, tokens = F.TOKENS, assets = { USD = 2 }, poll_ms = 10,
@@ -98,9 +101,25 @@ function F.open(task, path, wcfg, gate, o)
     w:start()
     local m = assert(acct.open(S.cfg {}))
     local srv = F.serve(w, m, o.http)
-    assert(S.eventually(task, function() return w.system_ready and w:ready() end, 5000))
-    local ctx = { port = srv:port(), w = w, led = led, store = s, gate = gate, srv = srv }
+    assert(S.eventually(task, function() return w.system_ready and w:ready() end,
+                        o.ready_ms or 5000))
+    local ctx = { port = srv:port(), w = w, led = led, srv = srv }
+    function ctx.free()
+        srv:close()
+        m:close()
+        s:close()
+    end
+    return ctx
+end
+
+function F.open(task, path, wcfg, gate, o)
+    o = o or {}
+    local s = open_store(path)
+    local ctx = F.start(task, s, wcfg, { store = gate and F.gated(s, task, gate) or s,
+                                         node = o.node, http = o.http })
+    ctx.store, ctx.gate = s, gate
     opened[#opened + 1] = ctx
+    local w = ctx.w
     function ctx.close()
         ctx.closed = true
         w:stop()
@@ -108,9 +127,7 @@ function F.open(task, path, wcfg, gate, o)
         w.feed_h:join(5000)
         assert(S.eventually(task, function() return next(w.calls) == nil and w.n_reads == 0 end,
                             5000))
-        srv:close()
-        m:close()
-        s:close()
+        ctx.free()
     end
     return ctx
 end

@@ -3,10 +3,8 @@
 -- on the offloaded SQLite store's one connection; bench-wallet's balance p99).
 local S = require("support")
 
-if not package.preload["ron.base.net.http_server"] then
-    describe("ron.wallet reads", function()
-        pending("runs inside the host only (ctest lua-wallet-host)")
-    end)
+if not S.runs_if(package.preload["ron.base.net.http_server"], "ron.wallet reads",
+                 "runs inside the host only (ctest lua-wallet-host)") then
     return
 end
 

@@ -26,6 +26,15 @@ local post, get = S.http_post, S.http_get
 local transfer, issue, open, run, setup_accounts = F.transfer, F.issue, F.open, F.run,
                                                    F.setup_accounts
 
+-- Inside a task: a wallet on a fresh store whose ledger sits behind a gate (F.open), with
+-- the spec's accounts set up. -> ctx, gate
+local function gated(task, opts)
+    local gate = { closed = false }
+    local ctx = open(task, S.tmpname(".db"), opts, gate)
+    setup_accounts(task, ctx.port)
+    return ctx, gate
+end
+
 local function restart_case(path)
     return function()
         local saved = {}
@@ -265,12 +274,10 @@ describe("ron.wallet.service (inside the host)", function()
 
     it("WLT-7: a full commit queue answers 429 with Retry-After; counters exact", function()
         run(function(task)
-            local gate = { closed = false }
-            local ctx = open(task, S.tmpname(".db"), { queue_capacity = 4, workers = 1,
-                                                       commit_timeout_ms = 10000,
-                                                       stall_ms = 60000 }, gate)
+            local ctx, gate = gated(task, { queue_capacity = 4, workers = 1,
+                                            commit_timeout_ms = 10000,
+                                            stall_ms = 60000 })
             local port = ctx.port
-            setup_accounts(task, port)
             assert.equal(201, (post(task, port, "/v1/issue", OP, issue(A, 1000, 1), "i1")))
             gate.closed = true
             local codes, hs = {}, {}
@@ -311,12 +318,10 @@ describe("ron.wallet.service (inside the host)", function()
     it("WLT-8: a stalled ledger: timeout 503, readyz flips, POST 503, GET 200 cached; drains",
        function()
         run(function(task)
-            local gate = { closed = false }
-            local ctx = open(task, S.tmpname(".db"), { commit_timeout_ms = 200, stall_ms = 300,
-                                                       breaker_threshold = 1,
-                                                       breaker_open_ms = 1000 }, gate)
+            local ctx, gate = gated(task, { commit_timeout_ms = 200, stall_ms = 300,
+                                            breaker_threshold = 1,
+                                            breaker_open_ms = 1000 })
             local port = ctx.port
-            setup_accounts(task, port)
             -- (under load the setup commit may pass the 200 ms timeout itself and open the
             -- breaker: the same key asks again until its one outcome is there)
             local st, _, body
@@ -386,11 +391,9 @@ end)
 describe("ron.wallet.service drain (seed 004 §6, §9)", function()
     it("a commit stuck past the drain deadline is aborted; task counters balance", function()
         run(function(task)
-            local gate = { closed = false }
-            local ctx = open(task, S.tmpname(".db"), { commit_timeout_ms = 100,
-                                                       stall_ms = 60000, workers = 4 }, gate)
+            local ctx, gate = gated(task, { commit_timeout_ms = 100,
+                                            stall_ms = 60000, workers = 4 })
             local port, w = ctx.port, ctx.w
-            setup_accounts(task, port)
             -- (the commit timeout is 100 ms for the stuck commit below: under load this one
             -- may pass it too, 503 once in CI; the same key asks again until its one
             -- outcome is there, and every call it started has ended)

@@ -23,11 +23,10 @@ local cjson = require("cjson.safe")
 local acct = require("ron.accounting")
 local store_mod = require("ron.ledger.store")
 local L = require("ron.ledger.ledger")
-local service = require("ron.wallet.service")
 
 local F = dofile(S.root .. "spec/ron/wallet/fixture.lua")
 
-local OP, TA, A, B, TOKENS = F.OP, F.TA, F.A, F.B, F.TOKENS
+local OP, TA, A, B = F.OP, F.TA, F.A, F.B
 
 print("wallet stall_host: math.randomseed(17)")
 math.randomseed(17)
@@ -36,28 +35,16 @@ local post, get = S.http_post, S.http_get
 
 local function transfer(amount, nonce) return F.transfer(A, B, amount, nonce) end
 
--- The wallet on store s, on the daemon's HTTP server. -> ctx { port, w, close }
+-- The wallet on store s, on the daemon's HTTP server. -> ctx { port, w, led, close }
 local function open(task, s, wcfg)
-    local led = L.new { store = s, book = "wallet", node = "stall",
-                        pause = function(n) task.sleep(n) end }
-    led:recover()
-    local o = { ledger = led, tokens = TOKENS, assets = { USD = 2 }, poll_ms = 10,
-                log = function(line) print("wallet: " .. line) end }
-    for k, v in pairs(wcfg) do o[k] = v end
-    local w = service.new(o)
-    w:start()
-    local m = assert(acct.open(S.cfg {}))
-    local srv = F.serve(w, m)
-    assert(S.eventually(task, function() return w.system_ready and w:ready() end, 10000))
-    local ctx = { port = srv:port(), w = w, led = led }
+    local ctx = F.start(task, s, S.merge({ log = function(line) print("wallet: " .. line) end },
+                                         wcfg), { node = "stall", ready_ms = 10000 })
     function ctx.close()
         if ctx.closed then return end
         ctx.closed = true
-        w:stop()
-        assert(w:wait(20000), "the wallet did not drain")
-        srv:close()
-        m:close()
-        s:close()
+        ctx.w:stop()
+        assert(ctx.w:wait(20000), "the wallet did not drain")
+        ctx.free()
     end
     return ctx
 end

@@ -64,10 +64,14 @@ local function hold_on_node1(task, n1, gate, body, key, trip)
 end
 
 local function cases(open_store)
+    -- F.run(body(task, n1, n2, gate)) on two nodes (two_nodes)
+    local function on_two_nodes(body)
+        F.run(function(task) body(task, two_nodes(task, open_store)) end)
+    end
+
     it("the same key on both nodes: the loser answers the stored 201, not a stuck 409",
        function()
-        F.run(function(task)
-            local n1, n2, gate = two_nodes(task, open_store)
+        on_two_nodes(function(task, n1, n2, gate)
             local body = transfer(A, B, 7, 30)
             local join = hold_on_node1(task, n1, gate, body, "K")
             local st, _, b = post(task, n2.port, "/v1/transfer", TA, body, "K")
@@ -94,8 +98,7 @@ local function cases(open_store)
 
     it("the same nonce under another key on the other node: nonce_used, not a stuck 409",
        function()
-        F.run(function(task)
-            local n1, n2, gate = two_nodes(task, open_store)
+        on_two_nodes(function(task, n1, n2, gate)
             local join = hold_on_node1(task, n1, gate, transfer(A, B, 5, 31), "K4")
             local other = transfer(A, B, 6, 31)
             local st, _, b = post(task, n2.port, "/v1/transfer", TA, other, "K5")
@@ -120,8 +123,7 @@ local function cases(open_store)
     -- with its event seq, byte for byte node 1's answer.
     it("a committed intent on one node: the other answers its receipt with the event seq",
        function()
-        F.run(function(task)
-            local n1, n2, gate = two_nodes(task, open_store)
+        on_two_nodes(function(task, n1, n2, gate)
             local body = transfer(A, B, 3, 32)
             local join = hold_on_node1(task, n1, gate, body, "K6", function(name, k, o)
                 return name == "put_intent" and k:sub(1, 6) == "wlt:n:" and type(o) == "table"
@@ -140,8 +142,7 @@ local function cases(open_store)
     -- (issues to B, from the operator's uncapped issuance account: the race is the keys',
     -- not a hot payer's; a payer's concurrent debits are the engine's business, issue 29)
     it("20 keys sent to both nodes at once: one transfer each, one answer on both", function()
-        F.run(function(task)
-            local n1, n2 = two_nodes(task, open_store)
+        on_two_nodes(function(task, n1, n2)
             local N = 20
             local hs = {}
             for i = 1, N do

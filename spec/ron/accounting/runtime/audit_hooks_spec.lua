@@ -10,7 +10,6 @@ local rt_mod = require("ron.accounting.runtime.rt")
 
 local run, setup, eventually, window = S.run_task, S.rt_setup, S.eventually, S.rt_window
 
-local wrapped = S.wrapped_ledger
 
 local function quiet(f)
     local write = rt_mod.write
@@ -30,13 +29,8 @@ end
 
 describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
     it("gap until the budget ends, given up, stuck, unstuck; readiness flips; each with tenant and dimension", function()
-        print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
-        local hole = true
-        local e = wrapped(ledger, function(s)
-            if hole and s.tenant == S.TENANTS[1] then return "gap", "head is 0\n(a detail)" end
-            return false
-        end)
+        local e, hole = S.gapping_ledger(ledger, S.TENANTS[1], "head is 0\n(a detail)")
         local recs = {}
         local function audit(kind, attrs) recs[#recs + 1] = { kind = kind, attrs = attrs } end
         quiet(function()
@@ -49,14 +43,13 @@ describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
                 assert.is_true(eventually(task, function()
                     return find(recs, "readiness", function(a)
                         return a.event == "not_ready" end) >= 1 end, 5000))
-                hole = false
+                hole.open = false
                 assert.is_true(eventually(task, function()
                     return rt.exports.ok == 3 and rt.stuck_n == 0 end, 5000))
                 assert.is_true(eventually(task, function()
                     return find(recs, "readiness", function(a) return a.event == "ready" end)
                            >= 2 end, 5000))
-                rt:stop()
-                assert.equal(0, rt:wait().aborted)
+                S.rt_stop(rt)
             end)
         end)
         local t1 = S.TENANTS[1]
@@ -85,7 +78,6 @@ describe("ron.accounting.runtime: audit hooks (AUD-I-21)", function()
     end)
 
     it("a conflict is an export record and a stuck stream; a full pending_slices sheds as shed records", function()
-        print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
         local e = S.conflicting_ledger(ledger, S.TENANTS[2])
         local recs, nbusy = {}, nil

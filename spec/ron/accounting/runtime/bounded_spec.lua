@@ -2,19 +2,11 @@
 -- (inflight_cap, tenant_inflight_cap), bounded per-slice state. Run in the host (ctest
 -- lua-runtime-bounded-host).
 local S = require("support")
-local acct = require("ron.accounting")
-local offload = require("ron.accounting.runtime.offload")
 local runtime = require("ron.accounting.runtime")
 
 local T0 = S.T0
 
-local function setup()
-    local clock = S.clock(T0 + 5)
-    local wal = S.tmpname(".wal")
-    local m = assert(acct.open(S.cfg { clock = clock.fn, wal = { dir = wal } }))
-    local dir = S.tmpname(".ledger")
-    return clock, m, dir, assert(offload.file { dir = dir, fsync = false }), wal
-end
+local function setup() return S.rt_setup(nil, { fsync = false }) end
 
 local function segments(wal)
     local out = S.run("ls " .. S.shell_quote(wal))
@@ -40,7 +32,6 @@ end
 
 describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
     it("ACKs in batches; the WAL is compacted once the ACKs stop", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger, wal = setup()
         local rt
         S.run_task(function(task)
@@ -51,18 +42,15 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
                 return rt.acked_total == 15 and #m:pending() == 0 end, 5000))
             -- every segment fully ACKed: removed by the compaction owed after 30 ms idle
             assert.is_true(S.eventually(task, function() return segments(wal) == 0 end, 2000))
-            rt:stop()
-            assert.equal(0, rt:wait().aborted)
+            S.rt_stop(rt)
         end)
         assert.equal(15, rt.exports.ok)
         assert.equal(0, count(rt.offered))
         assert.equal(0, count(rt.offered_at))
-        assert.equal(0, (S.verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 
     it("ack_batch = 1 ACKs inline (one pool call per slice), same outcome", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
         local rt
         S.run_task(function(task)
@@ -74,12 +62,10 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
             rt:stop()
             rt:wait()
         end)
-        assert.equal(0, (S.verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 
     it("bounded dispatch: at most inflight_cap in flight, tenant_inflight_cap per tenant", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
         local now, max_all, per, max_per = 0, 0, {}, 0
         local e = {
@@ -119,12 +105,10 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
         assert.equal(1, max_per)
         assert.equal(0, rt.inflight)
         assert.equal(0, count(rt.tenant_inflight))
-        assert.equal(0, (S.verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 
     it("stop with a backlog in the policy: the rest stays pending, nothing aborted", function()
-        print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
         local e = {
             put = function(_, s)
@@ -148,7 +132,6 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
     end)
 
     it("rt.events stays within events_cap", function()
-        print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
         local rt
         S.run_task(function(task)
@@ -166,7 +149,6 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
     end)
 
     it("offload.file put_many answers, per slice, what put would", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
         windows(m, clock, 2, { S.TENANT_A, S.TENANT_B })
         local sealed = assert(m:rollover())
@@ -183,14 +165,12 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
             r = assert(ledger:put_many { a2 })
             assert.equal("ok", r[1][1])
         end)
-        assert.equal(0, (S.verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 
     it("offload.file's shared stream heads never hide another writer's appends", function()
         -- The pool threads share the heads offload.file learnt; another writer of the same
         -- ledger (another process, another exporter: G-16) is seen through the file size.
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
         windows(m, clock, 4, { S.TENANT_A })
         local sealed = assert(m:rollover())
@@ -223,12 +203,10 @@ describe("ron.accounting.runtime (batched ACKs, bounded dispatch)", function()
                         assert(ledger:head(S.TENANT_A, "bytes")))
         end)
         other:close()
-        assert.equal(0, (S.verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 
     it("rejects a bad inflight_cap", function()
-        print("seed: none (no randomness)")
         local _, m, _, ledger = setup()
         S.run_task(function()
             assert.has_error(function()

@@ -10,7 +10,7 @@ local T0 = S.T0
 
 local run = S.run_task
 
-local setup, eventually, window, verify = S.rt_setup, S.eventually, S.rt_window, S.verify
+local setup, eventually, window = S.rt_setup, S.eventually, S.rt_window
 
 local FAST = { tick_ms = 5, op_budget_ms = 40, ready_backlog_p95 = 2,
                ready_ack_latency_p95_ms = 2000, degrade_after_ms = 50,
@@ -27,8 +27,7 @@ describe("ron.accounting.runtime readiness (C-6)", function()
     end)
 
     it("a failing exporter degrades the runtime, records fail with DegradedExporter; healing clears it", function()
-        print("seed: 11")
-        local clock, m, dir, ledger = setup()
+        local clock, m, dir, ledger = setup(11)
         local e = chaos.wrap(ledger, { seed = 11, failure_rate = 1, failure = "retry_remote_5xx" })
         local b = require("ron.base.backoff.exponential").new { base_ms = 2, cap_ms = 10,
                                                                      seed = 11 }
@@ -52,16 +51,13 @@ describe("ron.accounting.runtime readiness (C-6)", function()
             assert.is_true((rt:ready()))
             assert.truthy(m:metrics():find("accounting_degraded 0", 1, true))
             assert(m:record(S.TENANTS[1], "bob", "bytes", 1))
-            rt:stop()
-            assert.equal(0, rt:wait().aborted)
+            S.rt_stop(rt)
         end)
-        assert.equal(0, (verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 
     it("G-5: tiny caps under sustained input shed without deadlock; readiness flips and recovers", function()
-        print("seed: 5")
-        local clock, m, dir, ledger = setup()
+        local clock, m, dir, ledger = setup(5)
         local e = chaos.wrap(ledger, { seed = 5, latency_ms = { 3, 6 } })
         local rt
         local saw_degraded, saw_unready, refused, recorded = false, false, 0, 0
@@ -89,8 +85,7 @@ describe("ron.accounting.runtime readiness (C-6)", function()
             end
             assert.is_true(eventually(task, function()
                 return #m:pending() == 0 and not m:degraded() and (rt:ready()) end, 30000))
-            rt:stop()
-            assert.equal(0, rt:wait().aborted)
+            S.rt_stop(rt)
         end)
         print(("G-5: recorded %d, refused (degraded) %d, shed busy %d order_overflow %d blocked %d")
               :format(recorded, refused, rt.rejected.busy, rt.rejected.order_overflow,
@@ -99,8 +94,7 @@ describe("ron.accounting.runtime readiness (C-6)", function()
         assert.is_true(saw_unready)
         assert.is_true(rt.rejected.busy + rt.rejected.order_overflow > 0)
         assert.equal(0, #m:pending())
-        assert.equal(0, (verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 end)
 

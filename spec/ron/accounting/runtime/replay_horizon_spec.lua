@@ -36,7 +36,6 @@ describe("G-17 replay horizon", function()
     it("G-17 replay horizon: a WAL replay of slices the ledger already holds, beyond the ACK"
        .. " LRU, is answered dup in seq order; new slices follow; state stays bounded",
        function()
-        print("seed: none (no randomness)")
         local clock, m, dir = S.rt_setup()
         local wal_dir = S.tmpname(".wal")
         m:close()
@@ -69,8 +68,7 @@ describe("G-17 replay horizon", function()
             assert.is_true(S.eventually(task, function()
                 return #m:pending() == 0 and rt.exports.ok == 30 end, 20000),
                 "pending " .. #m:pending() .. ", ok " .. rt.exports.ok)
-            rt:stop()
-            assert.equal(0, rt:wait().aborted)
+            S.rt_stop(rt)
         end)
         -- every old slice answered dup. A listing that saw a slice pending before its ACK
         -- and came back after offered it again (183 dups once; once "63 -> 1" in the order
@@ -86,14 +84,12 @@ describe("G-17 replay horizon", function()
         assert.is_true(in_seq_order(rt))
         bounded(rt)
         for _, h in pairs(heads(dir)) do assert.equal(OLD + 10, h.seq) end
-        assert.equal(0, (S.verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 
     it("G-17 replay horizon: a flood of stale duplicates (10x the horizon, re-offered after"
        .. " export) leaves the ledger unchanged and the state bounded; the streams go on",
        function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = S.rt_setup()
         local rt
         local old = {}
@@ -146,14 +142,12 @@ describe("G-17 replay horizon", function()
             assert.is_true(S.eventually(task, function()
                 return rt.exports.ok == 75 and #m:pending() == 0 end, 10000),
                 "ok " .. rt.exports.ok)
-            rt:stop()
-            assert.equal(0, rt:wait().aborted)
+            S.rt_stop(rt)
         end)
         assert.equal(0, rt.exports.fail)
         assert.equal(0, #rt.conflicts)
         bounded(rt)
         for _, h in pairs(heads(dir)) do assert.equal(25, h.seq) end
-        assert.equal(0, (S.verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 end)

@@ -36,7 +36,6 @@ describe("ron.accounting.runtime", function()
     end)
 
     it("end to end: every slice lands in the ledger once, in order; pending empties", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
         local rt
         run(function(task)
@@ -64,7 +63,6 @@ describe("ron.accounting.runtime", function()
         m:close()
     end)
     it("G-4: N+1 is exported only after N's ACK (N delayed)", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
         local log = {}
         local slow = {
@@ -93,13 +91,10 @@ describe("ron.accounting.runtime", function()
         end)
         assert.same({ { "start", 1 }, { "end", 1, "ok" }, { "start", 2 }, { "end", 2, "ok" } },
                     log)
-        assert.is_true(in_seq_order(rt))
-        assert.equal(0, (verify(dir)))
-        m:close()
+        S.rt_done(m, dir, rt)
     end)
 
     it("G-4: a tiny ordered_buffer_cap sheds with OrderOverflow, never out of order", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
         local slow = chaos.wrap(ledger, { seed = 1, latency_ms = { 5, 5 } })
         local rt
@@ -120,15 +115,12 @@ describe("ron.accounting.runtime", function()
         assert.truthy(rt:metrics_text():find('accounting_rejected_total{reason="order_overflow"} '
                                              .. rt.rejected.order_overflow, 1, true))
         assert.equal(8, rt.exports.ok)
-        assert.is_true(in_seq_order(rt))
-        assert.equal(0, (verify(dir)))
-        m:close()
+        S.rt_done(m, dir, rt)
     end)
 
     it("G-9: 20% failures and latency: sealing continues, all drains once healthy", function()
         local seed = 7
-        print("seed: " .. seed)
-        local clock, m, dir, ledger = setup()
+        local clock, m, dir, ledger = setup(seed)
         local e = chaos.wrap(ledger, { seed = seed, failure_rate = 0.2, latency_ms = { 1, 5 },
                                        lost_ack_rate = 0.05 })
         local b = require("ron.base.backoff.exponential").new {
@@ -155,15 +147,12 @@ describe("ron.accounting.runtime", function()
                 :head(t, "bytes"))
             assert.equal(10, h.seq)
         end
-        assert.is_true(in_seq_order(rt))
-        assert.equal(0, (verify(dir)))
-        m:close()
+        S.rt_done(m, dir, rt)
     end)
 
     it("retries stop within the global op budget (+-10%)", function()
         local seed = 3
-        print("seed: " .. seed)
-        local clock, m, _, ledger = setup()
+        local clock, m, _, ledger = setup(seed)
         local e = chaos.wrap(ledger, { seed = seed, failure_rate = 1, failure = "retry_remote_5xx" })
         local b = require("ron.base.backoff.exponential").new {
             base_ms = 5, cap_ms = 40, seed = seed }
@@ -188,8 +177,7 @@ describe("ron.accounting.runtime", function()
     end)
 
     it("shutdown: rt:stop() drains within the deadline, no task leak", function()
-        print("seed: 1")
-        local clock, m, dir, ledger = setup()
+        local clock, m, dir, ledger = setup(1)
         -- 100 ms per put: the 30 slices would take 3 s; the 300 ms deadline cuts that short
         local e = chaos.wrap(ledger, { seed = 1, latency_ms = { 100, 100 } })
         local rt, elapsed, r
@@ -220,8 +208,7 @@ describe("ron.accounting.runtime", function()
         for q = 1, head and head.seq or 0 do covered[q] = true end
         for _, sl in ipairs(m:pending()) do covered[sl.id.seq] = true end
         for q = 1, 30 do assert.is_true(covered[q], "slice " .. q .. " lost") end
-        assert.equal(0, (verify(dir))) -- the ledger holds one chain, each seq once
-        m:close()
+        S.rt_done(m, dir) -- the ledger holds one chain, each seq once
     end)
 
     -- The loop thread's per-slice paths must stay compilable (issue 4's throughput came
@@ -284,12 +271,10 @@ describe("ron.accounting.runtime", function()
                     return rt.exports.ok == 40 * w end, 10000), "window " .. w)
             end
             jit.attach(on_trace)
-            rt:stop()
-            assert.equal(0, rt:wait().aborted)
+            S.rt_stop(rt)
         end)
         assert.is_true(started > 0, "no trace was recorded at all")
         assert.same({}, aborts)
-        assert.equal(0, (verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 end)

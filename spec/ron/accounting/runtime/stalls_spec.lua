@@ -33,9 +33,16 @@ end
 
 local wrapped = S.wrapped_ledger
 
+-- Inside the task: the stuck stream drains (rt.exports.ok reaches n, none stuck) and the
+-- runtime is ready again.
+local function unstuck(task, rt, n)
+    assert.is_true(eventually(task, function()
+        return rt.exports.ok == n and rt.stuck_n == 0 end, 5000))
+    assert.is_true((rt:ready()))
+end
+
 describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
     it("a local exporter failure counts as fail with its reason, not as retry_network", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
         local raised = 0
         local e = wrapped(ledger, function()
@@ -48,8 +55,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                 rt = runtime.start(opts { meter = m, exporter = e, op_budget_ms = 5000 })
                 window(m, clock, 1)
                 assert.is_true(eventually(task, function() return rt.exports.ok == 3 end, 5000))
-                rt:stop()
-                assert.equal(0, rt:wait().aborted)
+                S.rt_stop(rt)
             end)
         end)
         assert.equal(3, rt.exports.fail)
@@ -57,19 +63,13 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
         assert.truthy(count(lines, "disk on fire") >= 1, table.concat(lines, "\n"))
         assert.truthy(rt:metrics_text():find('accounting_exports_total{status="fail"} 3', 1,
                                              true))
-        assert.equal(0, (verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 
     it("a gap the op budget cannot fill: counted as gap, stuck (logged once with the remedy, "
        .. "readyz reason, per-stream gauge), and cleared when the stream advances", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
-        local hole = true
-        local e = wrapped(ledger, function(s)
-            if hole and s.tenant == S.TENANTS[1] then return "gap", "head is 0" end
-            return false
-        end)
+        local e, hole = S.gapping_ledger(ledger, S.TENANTS[1], "head is 0")
         local rt
         local lines = logged(function(lines)
             run(function(task)
@@ -92,12 +92,9 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                 assert.truthy(rt.exports.gap >= 3)
                 assert.truthy(text:find('accounting_exports_total{status="gap"}', 1, true))
                 assert.equal(2, rt.exports.ok) -- the other streams went on (P-3)
-                hole = false -- the earlier seqs arrived downstream (or the loss was accepted)
-                assert.is_true(eventually(task, function()
-                    return rt.exports.ok == 3 and rt.stuck_n == 0 end, 5000))
-                assert.is_true((rt:ready()))
-                rt:stop()
-                assert.equal(0, rt:wait().aborted)
+                hole.open = false -- the earlier seqs arrived downstream (or the loss was accepted)
+                unstuck(task, rt, 3)
+                S.rt_stop(rt)
             end)
         end)
         local stuck_line
@@ -105,12 +102,10 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
         assert.truthy(stuck_line:find("ron-accounting streams accept-loss", 1, true), stuck_line)
         assert.equal(1, count(lines, "advances again"))
         assert.truthy(rt:metrics_text():find("accounting_streams_stuck 0\n", 1, true))
-        assert.equal(0, (verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 
     it("a conflict stops only that stream, as a stuck stream with its reason", function()
-        print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
         local e = S.conflicting_ledger(ledger, S.TENANTS[2])
         local rt
@@ -124,8 +119,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                 assert.is_false(ready)
                 assert.truthy(table.concat(reasons, ";"):find(
                     ("%s/bytes at seq 1 (conflict)"):format(S.TENANTS[2]), 1, true))
-                rt:stop()
-                assert.equal(0, rt:wait().aborted)
+                S.rt_stop(rt)
             end)
         end)
         assert.equal(1, rt.exports.conflict)
@@ -135,7 +129,6 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
 
     it("readiness includes the meter: a degraded meter and a failing rollover are reasons",
        function()
-        print("seed: none (no randomness)")
         local clock, m, _, ledger = setup()
         local rt
         local real = offload.rollover
@@ -164,8 +157,7 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                 assert.is_true(eventually(task, function()
                     return rt.seal_err == nil and rt.exports.ok == 3 end, 5000))
                 assert.is_true((rt:ready()))
-                rt:stop()
-                assert.equal(0, rt:wait().aborted)
+                S.rt_stop(rt)
             end)
         end)
         offload.rollover = real
@@ -222,11 +214,8 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                 r, err = rt:accept_loss(S.TENANTS[1], "bytes", "segment 2 deleted (spec)")
                 assert.is_nil(err)
                 assert.same({ from = 2, to = 2 }, r)
-                assert.is_true(eventually(task, function()
-                    return rt.exports.ok == 2 and rt.stuck_n == 0 end, 5000))
-                assert.is_true((rt:ready()))
-                rt:stop()
-                assert.equal(0, rt:wait().aborted)
+                unstuck(task, rt, 2)
+                S.rt_stop(rt)
             end)
         end)
         assert.equal(0, m:pending_count())
@@ -254,7 +243,6 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
     it("a forward clock step is held at the monotonic clock's time, logged, counted, a "
        .. "readiness reason; sealing follows the clock again when it comes back, or once the "
        .. "step lasted clock_step_confirm_ms", function()
-        print("seed: none (no randomness)")
         local clock, m, dir, ledger = setup()
         local mono = 0
         local rt
@@ -294,15 +282,13 @@ describe("ron.accounting.runtime: stalls are loud (issue 14)", function()
                 assert.is_true(eventually(task, function()
                     return sealed_through() == math.floor((S.T0 + 3600 + 62) / 60) - 1 end, 5000))
                 assert.is_true((rt:ready()))
-                rt:stop()
-                assert.equal(0, rt:wait().aborted)
+                S.rt_stop(rt)
             end)
         end)
         assert.equal(2, count(lines, "the clock stepped forward by"))
         assert.equal(1, count(lines, "the clock is back"))
         assert.equal(1, count(lines, "taken as the new time"))
         assert.truthy(rt:metrics_text():find("accounting_clock_steps_total 2\n", 1, true))
-        assert.equal(0, (verify(dir)))
-        m:close()
+        S.rt_done(m, dir)
     end)
 end)

@@ -176,19 +176,20 @@ describe("ron.accounting.export.exporters.chaos", function()
 
     it("validates options", function()
         local l = ledger()
-        assert.has_error(function() chaos.wrap(l, { failure_rat = 0.1 }) end,
-                         "exporters.chaos.wrap: unknown option failure_rat")
-        assert.has_error(function() chaos.wrap(l, { failure_rate = 1.5 }) end,
-                         "exporters.chaos.wrap: failure_rate must be a number in 0..1, got 1.5")
-        assert.has_error(function() chaos.wrap(l, { lost_ack_rate = -0.1 }) end)
-        assert.has_error(function() chaos.wrap(l, { dup_rate = "x" }) end)
-        assert.has_error(function() chaos.wrap(l, { timeout_rate = 2 }) end)
-        assert.has_error(function() chaos.wrap(l, { failure = "ok" }) end)
-        assert.has_error(function() chaos.wrap(l, { latency_ms = { 10, 5 } }) end)
-        assert.has_error(function() chaos.wrap(l, { latency_ms = { 1, 2, 3 } }) end)
-        assert.has_error(function() chaos.wrap(l, { latency_ms = 5 }) end)
-        assert.has_error(function() chaos.wrap(l, { seed = 0.5 }) end)
-        assert.has_error(function() chaos.wrap(l, { timeout_stores = 1 }) end)
+        S.refuses(function(o) return chaos.wrap(l, o) end, {
+            { { failure_rat = 0.1 }, "exporters.chaos.wrap: unknown option failure_rat" },
+            { { failure_rate = 1.5 },
+              "exporters.chaos.wrap: failure_rate must be a number in 0..1, got 1.5" },
+            { { lost_ack_rate = -0.1 } },
+            { { dup_rate = "x" } },
+            { { timeout_rate = 2 } },
+            { { failure = "ok" } },
+            { { latency_ms = { 10, 5 } } },
+            { { latency_ms = { 1, 2, 3 } } },
+            { { latency_ms = 5 } },
+            { { seed = 0.5 } },
+            { { timeout_stores = 1 } },
+        })
         assert.has_error(function() chaos.wrap({ put = 1 }, {}) end)
         l:close()
     end)

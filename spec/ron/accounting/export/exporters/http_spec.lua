@@ -29,13 +29,14 @@ end
 
 describe("ron.accounting.export.exporters.http (no server)", function()
     it("validates its options; new() does no I/O", function()
-        assert.has_error(function() exp_http.new {} end)
-        assert.has_error(function() exp_http.new { url = "ftp://x/y" } end)
-        assert.has_error(function() exp_http.new { url = "http://h/v1/slices?x=1" } end)
-        assert.has_error(function() exp_http.new { url = "http://h/x", bogus = 1 } end,
-                         'http.new: unknown option "bogus"')
-        assert.has_error(function() exp_http.new { url = "http://h/x", token = "a b" } end)
-        assert.has_error(function() exp_http.new { url = "http://h/x", timeout_ms = 0 } end)
+        S.refuses(exp_http.new, {
+            { {} },
+            { { url = "ftp://x/y" } },
+            { { url = "http://h/v1/slices?x=1" } },
+            { { url = "http://h/x", bogus = 1 }, 'http.new: unknown option "bogus"' },
+            { { url = "http://h/x", token = "a b" } },
+            { { url = "http://h/x", timeout_ms = 0 } },
+        })
         local e = exp_http.new { url = "http://127.0.0.1:1/v1/slices/", token = "t" }
         assert.equal("http://127.0.0.1:1/v1/slices", e.url)
         require("ron.accounting.export.exporters").check(e)
@@ -77,26 +78,21 @@ describe("ron.accounting.export.exporters.http (no server)", function()
             assert.matches("^ExporterError: HTTP " .. r.status, err)
         end
         local st, err = c(nil, "Tls: certificate", "tls")
-        assert.is_nil(st)
-        assert.matches("^ExporterError: Tls", err)
+        S.fails("^ExporterError: Tls", st, err)
     end)
 end)
 
 describe("ron.node.receiver (no server)", function()
     it("validates its options", function()
         local receiver = require("ron.node.receiver")
-        assert.has_error(function() receiver.new {} end)
         local be = { put = function() return "ok" end, close = function() end }
-        assert.has_error(function()
-            receiver.new { backend = be, producers = { a = { token_hash = "abc",
-                                                             tenants = "*" } } }
-        end)
-        assert.has_error(function()
-            receiver.new { backend = be, prefix = "v1", allow_unauthenticated = true }
-        end)
-        assert.has_error(function()
-            receiver.new { backend = be, bogus = true, allow_unauthenticated = true }
-        end, 'receiver.new: unknown option "bogus"')
+        S.refuses(receiver.new, {
+            { {} },
+            { { backend = be, producers = { a = { token_hash = "abc", tenants = "*" } } } },
+            { { backend = be, prefix = "v1", allow_unauthenticated = true } },
+            { { backend = be, bogus = true, allow_unauthenticated = true },
+              'receiver.new: unknown option "bogus"' },
+        })
         assert.equal(S.b3sum("secret"), receiver.token_hash("secret"))
     end)
 
@@ -106,11 +102,9 @@ describe("ron.node.receiver (no server)", function()
         local h1, h2 = S.b3sum("one"), S.b3sum("two")
         -- the daemon's configuration check
         local ok, err = receiver.check_config({ backend = "file" })
-        assert.is_nil(ok)
-        assert.matches("receiver%.producers is required", err)
+        S.fails("receiver%.producers is required", ok, err)
         ok, err = receiver.check_config({ token_hash = h1 })
-        assert.is_nil(ok)
-        assert.matches("token_hash is replaced by receiver%.producers", err)
+        S.fails("token_hash is replaced by receiver%.producers", ok, err)
         assert.is_true(receiver.check_config({ allow_unauthenticated = true }))
         assert.is_true(receiver.check_config({
             producers = { ["node-a"] = { token_hash = h1, tenants = { TA } },
@@ -138,10 +132,8 @@ describe("ron.node.receiver (no server)", function()
     end)
 end)
 
-if not HAS_CURL then
-    describe("ron.base.net.http_client_c / exporters.http / receiver (HTTP)", function()
-        pending("needs the ron-accounting host (ron.base.net.http_client_c): ctest -R lua-httpexp-host")
-    end)
+if not S.runs_if(HAS_CURL, "ron.base.net.http_client_c / exporters.http / receiver (HTTP)",
+                 "needs the ron-accounting host (ron.base.net.http_client_c): ctest -R lua-httpexp-host") then
     return
 end
 
@@ -357,8 +349,7 @@ describe("ron.accounting.export.exporters.http: status mapping", function()
             -- not the contract: a local failure
             answer = { 401, "no" }
             local st, err = e:put(s)
-            assert.is_nil(st)
-            assert.matches("^ExporterError: HTTP 401", err)
+            S.fails("^ExporterError: HTTP 401", st, err)
             local stats = e:stats()
             assert.equal(10, stats.puts)
             assert.equal(3, stats.retry_remote_5xx)
@@ -447,8 +438,7 @@ describe("ron.accounting.export.exporters.http into ron.node.receiver (file ledg
             a = assert(raw_put(url, s[1], { Authorization = "Bearer wrong" }))
             assert.equal(403, a.status)
             local st0, err0 = exp_http.new { url = url, token = "wrong" }:put(s[1])
-            assert.is_nil(st0)
-            assert.matches("^ExporterError: HTTP 403", err0)
+            S.fails("^ExporterError: HTTP 403", st0, err0)
             -- a garbage body: 400 SchemaViolation
             a = assert(raw_put(url, s[1], auth, "not a slice at all"))
             assert.equal(400, a.status)
@@ -542,8 +532,7 @@ describe("ron.accounting.export.exporters.http into ron.node.receiver (file ledg
             assert.equal('Bearer realm="ron-accounting"', a.headers["www-authenticate"])
             -- the exporter of node A sees a local failure (a misconfiguration), not a retry
             local st, err = exp_http.new { url = url, token = "token-a" }:put(b1)
-            assert.is_nil(st)
-            assert.matches("^ExporterError: HTTP 403", err)
+            S.fails("^ExporterError: HTTP 403", st, err)
             -- the real producers write their own streams
             assert.equal(201, assert(raw_put(url, a1, auth("token-a"))).status)
             local real_b1 = chain(1, 7, TB)[1]
@@ -730,8 +719,7 @@ describe("ron.accounting.export.exporters.http into ron.node.receiver (file ledg
                 assert.is_true(eventually(task, function()
                     return rt.exports.ok == 3 * w and #m:pending() == 0 end, 10000))
             end
-            rt:stop()
-            assert.equal(0, rt:wait().aborted)
+            S.rt_stop(rt)
             assert.equal(12, r:stats().ok)
             stop_receiver(srv, r, meter)
         end)

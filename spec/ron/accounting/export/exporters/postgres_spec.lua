@@ -22,13 +22,13 @@ local HAS_PQ = pcall(require, "ron.base.net.postgres_c")
 
 describe("ron.accounting.export.exporters.postgres (no database)", function()
     it("validates its options", function()
-        assert.has_error(function() postgres.new { conninfo = "x", bogus = 1 } end,
-                         'postgres.new: unknown option "bogus"')
-        assert.has_error(function() postgres.new {} end,
-                         "postgres.new: conninfo must be a non-empty string")
-        assert.has_error(function() postgres.new { conninfo = "x", schema = "Bad-Name" } end,
-                         "postgres.new: schema must match [a-z_][a-z0-9_]* (at most 63 bytes)")
-        assert.has_error(function() postgres.new { conninfo = "x", connections = 0 } end)
+        S.refuses(postgres.new, {
+            { { conninfo = "x", bogus = 1 }, 'postgres.new: unknown option "bogus"' },
+            { {}, "postgres.new: conninfo must be a non-empty string" },
+            { { conninfo = "x", schema = "Bad-Name" },
+              "postgres.new: schema must match [a-z_][a-z0-9_]* (at most 63 bytes)" },
+            { { conninfo = "x", connections = 0 } },
+        })
         local e = postgres.new { conninfo = "x" } -- no I/O at new()
         assert.equal("ron_accounting", e.schema)
         require("ron.accounting.export.exporters").check(e)
@@ -70,10 +70,8 @@ describe("ron.accounting.export.exporters.postgres (no database)", function()
     end)
 end)
 
-if not HAS_PQ then
-    describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function()
-        pending("needs the ron-accounting host (ron.base.net.postgres_c): ctest -R lua-postgres-host")
-    end)
+if not S.runs_if(HAS_PQ, "ron.accounting.export.exporters.postgres (real PostgreSQL)",
+                 "needs the ron-accounting host (ron.base.net.postgres_c): ctest -R lua-postgres-host") then
     return
 end
 
@@ -580,12 +578,17 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
             return chains
         end
 
+        -- The two processes race in mode over a fresh schema. -> schema, what each saw
+        local function raced(mode, tenants, windows)
+            local schema = fresh_schema()
+            local o1, o2 = race(mode, schema, tenants, windows)
+            return schema, parse(o1), parse(o2)
+        end
+
         it("same slices: exactly one ordered chain, the loser sees dup, nothing lost",
            function()
-            local schema = fresh_schema()
             local TEN, WIN = 3, 20
-            local o1, o2 = race("same", schema, TEN, WIN)
-            local r1, r2 = parse(o1), parse(o2)
+            local schema, r1, r2 = raced("same", TEN, WIN)
             local n = TEN * 2 * WIN
             -- both sealed the very same slices (G-2)
             assert.same(r1.slices, r2.slices)
@@ -602,10 +605,8 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
 
         it("forked producers: one chain per stream wins whole, the loser sees conflict",
            function()
-            local schema = fresh_schema()
             local TEN, WIN = 3, 10
-            local o1, o2 = race("fork", schema, TEN, WIN)
-            local r1, r2 = parse(o1), parse(o2)
+            local schema, r1, r2 = raced("fork", TEN, WIN)
             local chains = stored_chains(schema)
             local streams = 0
             for k, s1 in pairs(r1.streams) do
@@ -654,8 +655,7 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
                 for _, t in ipairs { S.TENANT_A, S.TENANT_B, S.TENANT_C } do
                     assert.equal(5, e:head(t, "bytes").seq)
                 end
-                rt:stop()
-                assert.equal(0, rt:wait().aborted)
+                S.rt_stop(rt)
                 e:close()
             end)
             assert.equal(15, rt.exports.ok)

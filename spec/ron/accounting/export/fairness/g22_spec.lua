@@ -82,8 +82,7 @@ local function scenario(policy, load, windows, rt_opts)
             sample()
             return #obs.order == total
         end, 60000), "not every slice was ACKed")
-        rt:stop()
-        assert.equal(0, rt:wait().aborted)
+        S.rt_stop(rt)
     end)
     obs.rt = rt
     assert.equal(total, rt.exports.ok)
