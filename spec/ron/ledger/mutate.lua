@@ -176,6 +176,22 @@ local function rows_of(conn, tbl)
     return out, names
 end
 
+-- SQLite keeps the engine's claims in `claims` (schema 4, ron.ledger.store.sql_claims),
+-- under their intents: verify reads them as intents rows under their claim keys, so they
+-- are mutated there and named as intents rows. _phys: how a case reaches the stored row.
+local CLAIM_ROWS = { table = "claims", id = "intent",
+                     col = function(c) return c == "key" and "intent" or c end,
+                     val = function(c, v) if c == "key" then return v:sub(257) end return v end }
+local function claim_rows(conn)
+    local out = {}
+    for _, r in ipairs(conn:read("SELECT intent, status, transfer_id, code, message, body_hash "
+                                 .. "FROM claims ORDER BY intent", { n = 0 })) do
+        out[#out + 1] = { _rowid = r[1], _phys = CLAIM_ROWS, key = CLAIM .. r[1], status = r[2],
+                          transfer_id = r[3], code = r[4], message = r[5], body_hash = r[6] }
+    end
+    return out
+end
+
 -- One case per (table, row kind, column) flip, per (table, row kind) delete, insert and
 -- duplicate: { table, kind, op, column?, keys = { texts verify may name }, sql, binds }.
 function M.cases(conn)
@@ -183,6 +199,9 @@ function M.cases(conn)
     M.top_seq = conn:read("SELECT max(seq) FROM events", { n = 0 })[1][1]
     for _, tbl in ipairs(scan.ORDER) do
         local list, names = rows_of(conn, tbl)
+        if tbl == "intents" then
+            for _, r in ipairs(claim_rows(conn)) do list[#list + 1] = r end
+        end
         local types, seen = {}, {}
         for _, c in ipairs(scan.TABLES[tbl].cols) do types[c[1]] = c[2] end
         for _, r in ipairs(list) do
@@ -198,12 +217,17 @@ end
 
 function M.row_cases(out, tbl, kind, r, names, types)
     local key = KEY[tbl]
+    local ph = r._phys or { table = tbl, id = "rowid", col = function(c) return c end,
+                            val = function(_, v) return v end }
+    local cols = {}
+    for i, n in ipairs(names) do cols[i] = ph.col(n) end
     local marks = ("?, "):rep(#names):sub(1, -3)
-    local insert = format("INSERT INTO %s (%s) VALUES (%s)", tbl, table.concat(names, ", "), marks)
+    local insert = format("INSERT INTO %s (%s) VALUES (%s)", ph.table, table.concat(cols, ", "),
+                          marks)
     local function values(change)
         local b = { n = #names }
-        for i, n in ipairs(names) do b[i] = r[n] end
-        for i, n in ipairs(names) do if change[n] ~= nil then b[i] = change[n] end end
+        for i, n in ipairs(names) do b[i] = ph.val(n, r[n]) end
+        for i, n in ipairs(names) do if change[n] ~= nil then b[i] = ph.val(n, change[n]) end end
         return b
     end
     local keycols = scan.TABLES[tbl].key
@@ -213,11 +237,12 @@ function M.row_cases(out, tbl, kind, r, names, types)
         new[col] = flipped(r[col], types[col])
         out[#out + 1] = { table = tbl, kind = kind, op = "flip", column = col,
                           keys = { key(r), key(new) },
-                          sql = format("UPDATE %s SET %s = ? WHERE rowid = ?", tbl, col),
-                          binds = { n = 2, new[col], r._rowid } }
+                          sql = format("UPDATE %s SET %s = ? WHERE %s = ?", ph.table,
+                                       ph.col(col), ph.id),
+                          binds = { n = 2, ph.val(col, new[col]), r._rowid } }
     end
     out[#out + 1] = { table = tbl, kind = kind, op = "delete", keys = { key(r) },
-                      sql = format("DELETE FROM %s WHERE rowid = ?", tbl),
+                      sql = format("DELETE FROM %s WHERE %s = ?", ph.table, ph.id),
                       binds = { n = 1, r._rowid } }
     -- a new row: the key (and transfers' id, events' transfer id) flipped; transfers take
     -- the next n

@@ -326,7 +326,7 @@ describe("a schema-2 store (LED-68)", function()
         s:close()
         local ro, err = sqlite.open { path = path, readonly = true }
         assert.is_nil(ro)
-        assert.matches("schema version 2, older than this code's 3: open it once", err)
+        assert.matches("schema version 2, older than this code's 4: open it once", err)
         s = assert(sqlite.open { path = path }) -- the upgrade
         local evs = s:get_events_since("main", 0, 100)
         assert.equal("ledger.upgrade", evs[6].kind) -- after the five transfers

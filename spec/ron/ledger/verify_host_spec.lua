@@ -295,7 +295,7 @@ S.describe_pg("ledger verify on a real PostgreSQL", function(PG)
             s:close()
             local ro, err = pg("old", { readonly = true })
             assert.is_nil(ro)
-            assert.matches("schema old holds schema version 2, older than this code's 3", err)
+            assert.matches("schema old holds schema version 2, older than this code's 4", err)
             s = assert(pg("old")) -- the upgrade
             local evs = s:get_events_since("main", before, 1000)
             assert.equal("ledger.upgrade", evs[1].kind)

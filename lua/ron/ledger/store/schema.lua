@@ -20,7 +20,12 @@
 -- neither) must refuse the store; open() of an older store backfills those events once
 -- (ron.ledger.store.upgrade). PostgreSQL: the phases' guard function @rl_expect, made in
 -- the same migration transaction.
-local _M = { VERSION = 3, SHARDS = 16 }
+-- VERSION 4 (issue 25): SQLite keeps the engine's claims in their own table, `claims`,
+-- keyed by the intent alone (ron.ledger.store.sql_claims) instead of intents rows under
+-- 256 bytes 0xff ‖ intent; an older binary would look for them in intents and claim an
+-- intent twice, so it must refuse the store (LED-24). open() of an older SQLite store moves
+-- its claims once (ron.ledger.store.upgrade). PostgreSQL's layout is the same as in 3.
+local _M = { VERSION = 4, SHARDS = 16 }
 
 local gsub = string.gsub
 
@@ -125,6 +130,19 @@ local TABLES = {
     owner B,
     expires_ms I
 )]],
+}
+
+-- SQLite only (ron.ledger.store.sql_claims): the engine's claims, one row per intent in
+-- flight or decided, its key once (WITHOUT ROWID), the columns those of intents.
+local SQLITE_TABLES = {
+[[CREATE TABLE IF NOT EXISTS @claims (
+    intent B PRIMARY KEY,
+    status B NOT NULL,
+    transfer_id B,
+    code I,
+    message B,
+    body_hash B
+) WITHOUT ROWID]],
 }
 
 -- The balance projection (LED-19): a posting inserted not Inactive adds its amount to its
@@ -282,7 +300,13 @@ function _M.ddl(dialect, prefix)
         out[1] = "CREATE SCHEMA IF NOT EXISTS " .. prefix:sub(1, -2)
     end
     out[#out + 1] = _M.META(dialect, prefix)
-    for _, s in ipairs(TABLES) do
+    local tables = TABLES
+    if dialect == "sqlite" then
+        tables = {}
+        for _, s in ipairs(TABLES) do tables[#tables + 1] = s end
+        for _, s in ipairs(SQLITE_TABLES) do tables[#tables + 1] = s end
+    end
+    for _, s in ipairs(tables) do
         local stmt = typed(s, dialect)
         if dialect == "postgres" then
             -- an index is named without its schema (it lives in its table's)

@@ -19,6 +19,14 @@
 --   upgrade.needed(v)        -> true when a store at schema version v (a string) needs it
 --   upgrade.run(st)          -> true | nil, err, class   (st: a ron.ledger.store.sql store
 --                               on the migration's connection, inside its transaction)
+--
+-- Schema version 4 (issue 25): a SQLite store keeps the engine's claims in `claims`
+-- (ron.ledger.store.sql_claims); open() of an older SQLite store moves them there from
+-- intents, in the same transaction, then the version row says 4. PostgreSQL: the row only.
+--
+--   upgrade.older(v)         -> true when v is older than this code's version
+--   upgrade.claims(st)       -> true | nil, err, class   (SQLite: the claims moved, the
+--                               version row set)
 local events = require("ron.ledger.events")
 local scan = require("ron.ledger.store.scan")
 local schema = require("ron.ledger.store.schema")
@@ -31,7 +39,11 @@ local _M = { VERSION = schema.VERSION }
 
 local CHUNK = 200 -- rows per INSERT (5 parameters each)
 
-function _M.needed(v) return v ~= nil and (tonumber(v) or 0) < _M.VERSION end
+_M.EVENTS = 3 -- the version whose upgrade appends the events (run)
+
+function _M.needed(v) return v ~= nil and (tonumber(v) or 0) < _M.EVENTS end
+
+function _M.older(v) return v ~= nil and (tonumber(v) or 0) < _M.VERSION end
 
 -- A read-only open (LED-69) reads only a ledger of this version: v is its schema_version
 -- row (nil: none), where names it. -> true | nil, err, "bug"
@@ -41,7 +53,7 @@ function _M.readable(v, where)
     end
     local ok, err = sql.check_version(v)
     if not ok then return nil, err, "bug" end
-    if _M.needed(v) then
+    if _M.older(v) then
         return nil, format("SchemaError: %s holds schema version %s, older than this code's "
                            .. "%d: open it once with a writing verb (e.g. `ledger recover`) to "
                            .. "upgrade it", where, tostring(v), _M.VERSION), "bug"
@@ -114,6 +126,22 @@ function _M.set_version(st)
     local text = sql.render(st.dialect, st.prefix,
                             "UPDATE @ledger_meta SET value = ?b WHERE key = ?b")
     return st.drv:write(text, { n = 2, tostring(_M.VERSION), "schema_version" })
+end
+
+-- The claim rows of an older SQLite store (intents keyed 256 bytes 0xff ‖ intent: every key
+-- above 256 bytes 0xff, as no intent is longer than 255 bytes) to `claims`, under their
+-- intents. A claim already there (none can be: the table is new) fails the upgrade.
+function _M.claims(st)
+    local above = "X'" .. rep("ff", 256) .. "'"
+    for _, text in ipairs {
+        "INSERT INTO @claims (intent, status, transfer_id, code, message, body_hash) SELECT "
+        .. "substr(key, 257), status, transfer_id, code, message, body_hash FROM @intents "
+        .. "WHERE key > " .. above .. " ORDER BY key",
+        "DELETE FROM @intents WHERE key > " .. above } do
+        local n, err, class = st.drv:write(sql.render(st.dialect, st.prefix, text), { n = 0 })
+        if not n then return nil, err, class end
+    end
+    return _M.set_version(st)
 end
 
 function _M.run(st)
