@@ -24,8 +24,12 @@ local function v3_file()
     end
     assert(conn:exec(table.concat(drop, " ")))
     assert(conn:exec(assert(S.read_file(S.root .. "spec/fixtures/ledger-v3.sql"))))
+    local rows = {}
+    for _, t in ipairs { "intents", "transfer_accounts" } do
+        rows[t] = assert(conn:read("SELECT * FROM " .. t .. " ORDER BY 1, 2", { n = 0 }))
+    end
     s:close()
-    return path
+    return path, rows
 end
 
 local function count(conn, sql)
@@ -41,7 +45,7 @@ end
 
 describe("a schema-3 SQLite ledger (issue 25: the claims' own table)", function()
     it("is refused read-only until opened once, then holds its claims apart", function()
-        local path = v3_file()
+        local path, before = v3_file()
         local ro, err = sqlite.open { path = path, readonly = true }
         assert.is_nil(ro)
         assert.matches("schema version 3, older than this code's 4: open it once", err)
@@ -53,6 +57,21 @@ describe("a schema-3 SQLite ledger (issue 25: the claims' own table)", function(
         assert.equal(13, claims) -- the fixture's (every intent the workload claimed, and the
                                  -- one in flight)
         assert.equal("4", s:get_meta("schema_version"))
+        -- intents and transfer_accounts rebuilt WITHOUT ROWID under this code's statements,
+        -- every row kept (the claims moved, their keys without the prefix)
+        for _, t in ipairs { "intents", "transfer_accounts" } do
+            local ddl = count(conn, "SELECT sql FROM sqlite_master WHERE name = '" .. t .. "'")
+            assert.matches("WITHOUT ROWID$", ddl)
+            local now = assert(conn:read("SELECT * FROM " .. t .. " ORDER BY 1, 2", { n = 0 }))
+            if t == "intents" then
+                for _, r in ipairs(assert(conn:read("SELECT * FROM claims ORDER BY 1",
+                                                    { n = 0 }))) do
+                    r[1] = CLAIM .. r[1]
+                    now[#now + 1] = r
+                end
+            end
+            assert.same(before[t], now)
+        end
         -- the claim of the commit in flight, where the engine asks for it
         local c = assert(s:get_intent(CLAIM .. "in-flight"))
         assert.equal("claimed", c.status)

@@ -23,8 +23,10 @@
 -- VERSION 4 (issue 25): SQLite keeps the engine's claims in their own table, `claims`,
 -- keyed by the intent alone (ron.ledger.store.sql_claims) instead of intents rows under
 -- 256 bytes 0xff ‖ intent; an older binary would look for them in intents and claim an
--- intent twice, so it must refuse the store (LED-24). open() of an older SQLite store moves
--- its claims once (ron.ledger.store.upgrade). PostgreSQL's layout is the same as in 3.
+-- intent twice, so it must refuse the store (LED-24). SQLite's intents and
+-- transfer_accounts are WITHOUT ROWID tables (their keys stored once). open() of an older
+-- SQLite store rebuilds both and moves its claims once (ron.ledger.store.upgrade).
+-- PostgreSQL's layout is the same as in 3.
 local _M = { VERSION = 4, SHARDS = 16 }
 
 local gsub = string.gsub
@@ -87,11 +89,13 @@ local TABLES = {
     created_at_ms I NOT NULL,
     metadata B
 )]],
+-- (WITHOUT ROWID, SQLite since schema 4: the key is the row's place, stored once, instead
+-- of a rowid table beside a key index holding it again; PostgreSQL has no such clause)
 [[CREATE TABLE IF NOT EXISTS @transfer_accounts (
     account B NOT NULL,
     n I NOT NULL,
     PRIMARY KEY (account, n)
-)]],
+) WITHOUT ROWID]],
 [[CREATE TABLE IF NOT EXISTS @intents (
     key B PRIMARY KEY,
     status B NOT NULL,
@@ -99,7 +103,7 @@ local TABLES = {
     code I,
     message B,
     body_hash B
-)]],
+) WITHOUT ROWID]],
 [[CREATE TABLE IF NOT EXISTS @sagas (
     id B PRIMARY KEY,
     phase B NOT NULL,
@@ -293,6 +297,15 @@ function _M.META(dialect, prefix)
 )]], dialect), prefix)
 end
 
+-- The statement creating table name (nil: none of that name).
+function _M.table_ddl(dialect, prefix, name)
+    local head = "CREATE TABLE IF NOT EXISTS " .. _M.expand("@" .. name, prefix) .. " ("
+    for _, s in ipairs(_M.ddl(dialect, prefix)) do
+        if s:sub(1, #head) == head then return s end
+    end
+    return nil
+end
+
 function _M.ddl(dialect, prefix)
     if not TYPES[dialect] then error("schema.ddl: unknown dialect " .. tostring(dialect), 2) end
     local out = {}
@@ -309,6 +322,7 @@ function _M.ddl(dialect, prefix)
     for _, s in ipairs(tables) do
         local stmt = typed(s, dialect)
         if dialect == "postgres" then
+            stmt = stmt:gsub(" WITHOUT ROWID$", "")
             -- an index is named without its schema (it lives in its table's)
             stmt = stmt:gsub("INDEX IF NOT EXISTS @", "INDEX IF NOT EXISTS ")
         end

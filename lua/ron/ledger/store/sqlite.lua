@@ -377,7 +377,7 @@ local function migrate(conn)
             local n, e4, c4 = upgrade.run(st)
             if not n then return nil, e4, c4 end
         end
-        if upgrade.older(now) then return upgrade.claims(st) end
+        if upgrade.older(now) then return upgrade.v4(st) end
         return st:put_meta("schema_version", tostring(schema.VERSION))
     end)
     if not ok then return nil, err, cls end

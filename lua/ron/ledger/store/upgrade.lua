@@ -21,12 +21,14 @@
 --                               on the migration's connection, inside its transaction)
 --
 -- Schema version 4 (issue 25): a SQLite store keeps the engine's claims in `claims`
--- (ron.ledger.store.sql_claims); open() of an older SQLite store moves them there from
+-- (ron.ledger.store.sql_claims), and its intents and transfer_accounts are WITHOUT ROWID;
+-- open() of an older SQLite store rebuilds those two and moves the claims there from
 -- intents, in the same transaction, then the version row says 4. PostgreSQL: the row only.
 --
 --   upgrade.older(v)         -> true when v is older than this code's version
---   upgrade.claims(st)       -> true | nil, err, class   (SQLite: the claims moved, the
---                               version row set)
+--   upgrade.v4(st)           -> true | nil, err, class   (SQLite: intents and
+--                               transfer_accounts rebuilt, the claims moved, the version
+--                               row set)
 local events = require("ron.ledger.events")
 local scan = require("ron.ledger.store.scan")
 local schema = require("ron.ledger.store.schema")
@@ -128,18 +130,46 @@ function _M.set_version(st)
     return st.drv:write(text, { n = 2, tostring(_M.VERSION), "schema_version" })
 end
 
--- The claim rows of an older SQLite store (intents keyed 256 bytes 0xff ‖ intent: every key
--- above 256 bytes 0xff, as no intent is longer than 255 bytes) to `claims`, under their
--- intents. A claim already there (none can be: the table is new) fails the upgrade.
-function _M.claims(st)
-    local above = "X'" .. rep("ff", 256) .. "'"
-    for _, text in ipairs {
+-- An older SQLite store to schema 4: intents and transfer_accounts rebuilt WITHOUT ROWID
+-- (the old table renamed, the new one made by this code's statement, the rows copied, the
+-- old one dropped: sqlite_master then holds this code's text, which verify compares), and
+-- the claim rows (intents keyed 256 bytes 0xff ‖ intent: every key above 256 bytes 0xff, as
+-- no intent is longer than 255 bytes) moved to `claims` under their intents. A table
+-- already WITHOUT ROWID is left. A row that collides fails the upgrade (none can).
+local ABOVE = "X'" .. rep("ff", 256) .. "'"
+local COPY = {
+    transfer_accounts = { "INSERT INTO @transfer_accounts (account, n) SELECT account, n FROM "
+                          .. "@transfer_accounts_v3 ORDER BY account, n" },
+    intents = {
+        "INSERT INTO @intents (key, status, transfer_id, code, message, body_hash) SELECT key, "
+        .. "status, transfer_id, code, message, body_hash FROM @intents_v3 WHERE key <= "
+        .. ABOVE .. " ORDER BY key",
         "INSERT INTO @claims (intent, status, transfer_id, code, message, body_hash) SELECT "
-        .. "substr(key, 257), status, transfer_id, code, message, body_hash FROM @intents "
-        .. "WHERE key > " .. above .. " ORDER BY key",
-        "DELETE FROM @intents WHERE key > " .. above } do
-        local n, err, class = st.drv:write(sql.render(st.dialect, st.prefix, text), { n = 0 })
-        if not n then return nil, err, class end
+        .. "substr(key, 257), status, transfer_id, code, message, body_hash FROM @intents_v3 "
+        .. "WHERE key > " .. ABOVE .. " ORDER BY key" },
+}
+
+local function rebuild(st, name)
+    local drv = st.drv
+    local rows, err, class = drv:read("SELECT sql FROM sqlite_master WHERE type = 'table' AND "
+                                      .. "name = CAST(? AS TEXT)", { n = 1, st.prefix .. name })
+    if not rows then return nil, err, class end
+    if not rows[1] or tostring(rows[1][1]):find("WITHOUT ROWID", 1, true) then return true end
+    local steps = { "ALTER TABLE @" .. name .. " RENAME TO @" .. name .. "_v3",
+                    schema.table_ddl(st.dialect, st.prefix, name) }
+    for _, c in ipairs(COPY[name]) do steps[#steps + 1] = c end
+    steps[#steps + 1] = "DROP TABLE @" .. name .. "_v3"
+    for _, text in ipairs(steps) do -- (exec: DDL, not kept among the prepared statements)
+        local ok, e2, c2 = drv:exec(sql.render(st.dialect, st.prefix, text))
+        if not ok then return nil, e2, c2 end
+    end
+    return true
+end
+
+function _M.v4(st)
+    for _, name in ipairs { "transfer_accounts", "intents" } do
+        local ok, err, class = rebuild(st, name)
+        if not ok then return nil, err, class end
     end
     return _M.set_version(st)
 end
