@@ -31,6 +31,16 @@ local _M = { VERSION = 4, SHARDS = 16 }
 
 local gsub = string.gsub
 
+-- (in TABLES; SQLite's claims table has its columns)
+local INTENTS = [[CREATE TABLE IF NOT EXISTS @intents (
+    key B PRIMARY KEY,
+    status B NOT NULL,
+    transfer_id B,
+    code I,
+    message B,
+    body_hash B
+) WITHOUT ROWID]]
+
 -- Tables, written once for both dialects: B = bytes, I = int64, IPK = an autoincrement
 -- row number. The dialect maps them.
 local TABLES = {
@@ -89,21 +99,15 @@ local TABLES = {
     created_at_ms I NOT NULL,
     metadata B
 )]],
--- (WITHOUT ROWID, SQLite since schema 4: the key is the row's place, stored once, instead
--- of a rowid table beside a key index holding it again; PostgreSQL has no such clause)
+-- (transfer_accounts and intents WITHOUT ROWID, SQLite since schema 4: the key is the row's
+-- place, stored once, instead of a rowid table beside a key index holding it again;
+-- PostgreSQL has no such clause)
 [[CREATE TABLE IF NOT EXISTS @transfer_accounts (
     account B NOT NULL,
     n I NOT NULL,
     PRIMARY KEY (account, n)
 ) WITHOUT ROWID]],
-[[CREATE TABLE IF NOT EXISTS @intents (
-    key B PRIMARY KEY,
-    status B NOT NULL,
-    transfer_id B,
-    code I,
-    message B,
-    body_hash B
-) WITHOUT ROWID]],
+INTENTS,
 [[CREATE TABLE IF NOT EXISTS @sagas (
     id B PRIMARY KEY,
     phase B NOT NULL,
@@ -137,16 +141,9 @@ local TABLES = {
 }
 
 -- SQLite only (ron.ledger.store.sql_claims): the engine's claims, one row per intent in
--- flight or decided, its key once (WITHOUT ROWID), the columns those of intents.
+-- flight or decided, keyed by the intent (WITHOUT ROWID), the other columns those of intents.
 local SQLITE_TABLES = {
-[[CREATE TABLE IF NOT EXISTS @claims (
-    intent B PRIMARY KEY,
-    status B NOT NULL,
-    transfer_id B,
-    code I,
-    message B,
-    body_hash B
-) WITHOUT ROWID]],
+    (INTENTS:gsub("@intents %(\n    key ", "@claims (\n    intent ")),
 }
 
 -- The balance projection (LED-19): a posting inserted not Inactive adds its amount to its
