@@ -63,6 +63,7 @@ local H = B.pg_harness()
 local store = require("ron.ledger.store")
 local sql = require("ron.ledger.store.sql")
 local schema = require("ron.ledger.store.schema")
+local claims = require("ron.ledger.store.sql_claims")
 local usage = require("ron.ledger.usage")
 local lexp = require("ron.ledger.exporter")
 
@@ -191,8 +192,11 @@ local ROWS = {
     intents = { cols = { "key", "status", "transfer_id", "code", "message", "body_hash" },
                 types = "bbbibb" },
     events = { cols = { "book", "seq", "transfer_id", "kind", "data" }, types = "bibbb" },
+    -- SQLite keeps the engine's claims apart (schema 4, ron.ledger.store.sql_claims)
+    claims = { cols = { "intent", "status", "transfer_id", "code", "message", "body_hash" },
+               types = "bbbibb" },
 }
-local ROW_ORDER = { "postings", "transfers", "transfer_accounts", "intents", "events" }
+local ROW_ORDER = { "postings", "transfers", "transfer_accounts", "intents", "claims", "events" }
 local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
 
 -- Wraps the write primitives of s to keep their arguments (only while rec.on, per batch
@@ -238,9 +242,10 @@ local function recording(s)
     return rec
 end
 
--- A batch's recorded calls -> { [table] = rows }; ctr = { n =, seq =, seen = {} } runs over
--- the batches (the transfer's n and the event's seq a plain INSERT loop would give; a row
--- written again after a short count, e.g. an event whose seq a racing lane took, once).
+-- A batch's recorded calls -> { [table] = rows }; ctr = { n =, seq =, seen = {}, store = }
+-- runs over the batches (the transfer's n and the event's seq a plain INSERT loop would
+-- give; a row written again after a short count, e.g. an event whose seq a racing lane
+-- took, once).
 local function rows_of(calls, ctr)
     local rows = {}
     for _, t in ipairs(ROW_ORDER) do rows[t] = {} end
@@ -277,8 +282,9 @@ local function rows_of(calls, ctr)
         elseif name == "put_intents" then
             for _, e in ipairs(a) do
                 local o = e.outcome
-                add("intents", { e.key, o.status, o.transfer_id, o.code, o.message,
-                                 o.body_hash }, e.key)
+                local ci = claims.intent_of(ctr.store, e.key)
+                add(ci and "claims" or "intents", { ci or e.key, o.status, o.transfer_id,
+                                                    o.code, o.message, o.body_hash }, e.key)
             end
         else -- append_events(book, list)
             for _, e in ipairs(b) do
@@ -498,7 +504,7 @@ end
 local function same_rows_run(s, rec, nb, exec_ddl_of)
     local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows".') or "rows_"
     for _, stmt in ipairs(same_rows_ddl(s, prefix)) do assert(exec_ddl_of(s)(stmt)) end
-    local ctr, conv = { n = 0, seq = 0, seen = {} }, {}
+    local ctr, conv = { n = 0, seq = 0, seen = {}, store = s }, {}
     for bi = 1, nb do conv[bi] = rows_of(rec.calls[bi], ctr) end
     local ts0, scpu0, nrows = now(), proc_cpu("self"), 0
     for bi = 1, nb do

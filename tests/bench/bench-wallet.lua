@@ -513,6 +513,24 @@ local function case(T, name, open_store, base)
     rss(name, "end")
 end
 
+-- What the SQLite ledger's file holds per transfer, by table and index (SQLite's dbstat:
+-- issue 25, fewer and smaller rows per transfer), after the cases.
+local function file_bytes(path)
+    local st = assert(store_mod.open { backend = "sqlite", path = path })
+    local n = st.drv:read("SELECT count(*) FROM transfers", { n = 0 })[1][1]
+    local rows = st.drv:read("SELECT name, sum(pgsize), sum(payload) FROM dbstat GROUP BY name "
+                             .. "ORDER BY 2 DESC", { n = 0 })
+    st:close()
+    if not rows or n == 0 then return print("sqlite   file bytes: no dbstat or no transfer") end
+    local total, parts = 0, {}
+    for _, r in ipairs(rows) do
+        total = total + r[2]
+        if r[2] / n >= 8 then parts[#parts + 1] = format("%s %.0f", r[1], r[2] / n) end
+    end
+    print(format("sqlite   file bytes per transfer (%d transfers): %.0f in pages; by table and "
+                 .. "index: %s", n, total / n, table.concat(parts, ", ")))
+end
+
 B.main("bench-wallet", function(T)
     if opts.sqlite then
         local path = format("%s/bench-wallet-%d.db", opts.dir, uv.os_getpid())
@@ -525,6 +543,7 @@ B.main("bench-wallet", function(T)
         case(T, "sqlite", function()
             return store_mod.open { backend = "sqlite", path = path, offload = true }
         end, base)
+        file_bytes(path)
         B.fresh_sqlite(path)
         B.fresh_sqlite(bpath)
     end

@@ -162,18 +162,46 @@ local function named_keys(conn)
     return out
 end
 
+local function same(_, v) return v end
+local function ident(c) return c end
+
+-- A table's rows with how a case reaches each (_phys: the table, the columns that find the
+-- row, _id their values): the rowid, or the key of a WITHOUT ROWID table (SQLite's intents
+-- and transfer_accounts since schema 4).
 local function rows_of(conn, tbl)
     local s = scan.TABLES[tbl]
     local names = {}
     for i, c in ipairs(s.cols) do names[i] = c[1] end
+    local ddl = conn:read("SELECT sql FROM sqlite_master WHERE name = CAST(? AS TEXT)",
+                         { n = 1, tbl })[1]
+    local ids = (ddl and ddl[1]:find("WITHOUT ROWID", 1, true)) and s.key or { "rowid" }
+    local ph = { table = tbl, ids = ids, col = ident, val = same }
     local out = {}
-    for _, r in ipairs(conn:read(format("SELECT rowid, %s FROM %s ORDER BY rowid",
-                                        table.concat(names, ", "), tbl), { n = 0 })) do
-        local row = { _rowid = r[1] }
-        for i, n in ipairs(names) do row[n] = r[i + 1] end
+    for _, r in ipairs(conn:read(format("SELECT %s, %s FROM %s ORDER BY %s",
+                                        table.concat(ids, ", "), table.concat(names, ", "), tbl,
+                                        table.concat(ids, ", ")), { n = 0 })) do
+        local row = { _phys = ph, _id = {} }
+        for i = 1, #ids do row._id[i] = r[i] end
+        for i, n in ipairs(names) do row[n] = r[i + #ids] end
         out[#out + 1] = row
     end
     return out, names
+end
+
+-- SQLite keeps the engine's claims in `claims` (schema 4, ron.ledger.store.sql_claims),
+-- under their intents: verify reads them as intents rows under their claim keys, so they
+-- are mutated there and named as intents rows.
+local CLAIM_ROWS = { table = "claims", ids = { "intent" },
+                     col = function(c) return c == "key" and "intent" or c end,
+                     val = function(c, v) if c == "key" then return v:sub(257) end return v end }
+local function claim_rows(conn)
+    local out = {}
+    for _, r in ipairs(conn:read("SELECT intent, status, transfer_id, code, message, body_hash "
+                                 .. "FROM claims ORDER BY intent", { n = 0 })) do
+        out[#out + 1] = { _id = { r[1] }, _phys = CLAIM_ROWS, key = CLAIM .. r[1], status = r[2],
+                          transfer_id = r[3], code = r[4], message = r[5], body_hash = r[6] }
+    end
+    return out
 end
 
 -- One case per (table, row kind, column) flip, per (table, row kind) delete, insert and
@@ -183,6 +211,9 @@ function M.cases(conn)
     M.top_seq = conn:read("SELECT max(seq) FROM events", { n = 0 })[1][1]
     for _, tbl in ipairs(scan.ORDER) do
         local list, names = rows_of(conn, tbl)
+        if tbl == "intents" then
+            for _, r in ipairs(claim_rows(conn)) do list[#list + 1] = r end
+        end
         local types, seen = {}, {}
         for _, c in ipairs(scan.TABLES[tbl].cols) do types[c[1]] = c[2] end
         for _, r in ipairs(list) do
@@ -198,12 +229,26 @@ end
 
 function M.row_cases(out, tbl, kind, r, names, types)
     local key = KEY[tbl]
+    local ph = r._phys
+    local where = {}
+    for i, c in ipairs(ph.ids) do where[i] = c .. " = ?" end
+    where = table.concat(where, " AND ")
+    local function by_id(b)
+        for _, v in ipairs(r._id) do
+            b.n = b.n + 1
+            b[b.n] = v
+        end
+        return b
+    end
+    local cols = {}
+    for i, n in ipairs(names) do cols[i] = ph.col(n) end
     local marks = ("?, "):rep(#names):sub(1, -3)
-    local insert = format("INSERT INTO %s (%s) VALUES (%s)", tbl, table.concat(names, ", "), marks)
+    local insert = format("INSERT INTO %s (%s) VALUES (%s)", ph.table, table.concat(cols, ", "),
+                          marks)
     local function values(change)
         local b = { n = #names }
-        for i, n in ipairs(names) do b[i] = r[n] end
-        for i, n in ipairs(names) do if change[n] ~= nil then b[i] = change[n] end end
+        for i, n in ipairs(names) do b[i] = ph.val(n, r[n]) end
+        for i, n in ipairs(names) do if change[n] ~= nil then b[i] = ph.val(n, change[n]) end end
         return b
     end
     local keycols = scan.TABLES[tbl].key
@@ -213,12 +258,13 @@ function M.row_cases(out, tbl, kind, r, names, types)
         new[col] = flipped(r[col], types[col])
         out[#out + 1] = { table = tbl, kind = kind, op = "flip", column = col,
                           keys = { key(r), key(new) },
-                          sql = format("UPDATE %s SET %s = ? WHERE rowid = ?", tbl, col),
-                          binds = { n = 2, new[col], r._rowid } }
+                          sql = format("UPDATE %s SET %s = ? WHERE %s", ph.table,
+                                       ph.col(col), where),
+                          binds = by_id { n = 1, ph.val(col, new[col]) } }
     end
     out[#out + 1] = { table = tbl, kind = kind, op = "delete", keys = { key(r) },
-                      sql = format("DELETE FROM %s WHERE rowid = ?", tbl),
-                      binds = { n = 1, r._rowid } }
+                      sql = format("DELETE FROM %s WHERE %s", ph.table, where),
+                      binds = by_id { n = 0 } }
     -- a new row: the key (and transfers' id, events' transfer id) flipped; transfers take
     -- the next n
     local change = {}

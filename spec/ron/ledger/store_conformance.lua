@@ -56,6 +56,53 @@ local function books_case(s)
     assert.equal("other", l[2].id)
 end
 
+-- Claim keys beside outcomes, on every backend (SQLite keeps the claims in their own
+-- table, schema 4, ron.ledger.store.sql_claims: the same answers).
+local function claims_case(s)
+    local function claim(i) return ("\255"):rep(256) .. i end
+    local C1, C2 = claim("x"), claim("\255y")
+    assert.equal(1, s:put_intent(C1, { status = "claimed", message = "s1",
+                                       body_hash = id32("h") }))
+    assert.equal(0, s:put_intent(C1, { status = "claimed", message = "s2" }))
+    assert.equal(1, s:put_intent("x", { status = "committed", transfer_id = id32("t") }))
+    local o = s:get_intent(C1)
+    assert.same({ key = C1, status = "claimed", message = "s1", body_hash = id32("h") },
+                { key = o.key, status = o.status, message = o.message,
+                  body_hash = o.body_hash })
+    assert.is_nil(o.transfer_id)
+    assert.equal("committed", s:get_intent("x").status)
+    assert.is_nil(s:get_intent(claim("none")))
+    -- a list of both kinds, one of each already there
+    assert.equal(3, s:put_intents {
+        { key = C2, outcome = { status = "claimed", message = "s3" } },
+        { key = "\255y", outcome = { status = "rejected", code = -7 } },
+        { key = C1, outcome = { status = "claimed", message = "s4" } },
+        { key = "x", outcome = { status = "rejected", code = -1 } },
+        { key = ("\255"):rep(256), outcome = { status = "claimed", message = "s5" } } })
+    local got = s:get_intents { C1, C2, "x", "\255y", claim("none"), ("\255"):rep(256) }
+    assert.equal("s1", got[C1].message)
+    assert.equal(C2, got[C2].key)
+    assert.equal("s3", got[C2].message)
+    assert.equal("committed", got.x.status)
+    assert.equal(-7, got["\255y"].code)
+    assert.equal("s5", got[("\255"):rep(256)].message)
+    assert.is_nil(got[claim("none")])
+    -- in a phase: the claim's guard, and the read of it in the same transaction
+    local res = s:apply {
+        { "put_intent", claim("z"), { status = "claimed", message = "s6" }, expect = 1 },
+        { "get_intent", claim("z") },
+        { "put_intent", C1, { status = "claimed", message = "s7" }, expect = 1 } }
+    assert.is_false(res.ok)
+    assert.is_nil(s:get_intent(claim("z"))) -- rolled back with the phase
+    -- verify's scan: every row under its key, in key order (the claims last)
+    local keys = {}
+    for _, r in ipairs(assert(s:scan("intents", nil, 1000))) do keys[#keys + 1] = r.key end
+    assert.same({ "x", "\255y", ("\255"):rep(256), C1, C2 }, keys)
+    local p1 = assert(s:scan("intents", nil, 3))
+    local p2 = assert(s:scan("intents", p1[3]._key, 3))
+    assert.same({ C1, C2 }, { p2[1].key, p2[2].key })
+end
+
 -- LED-71: the node leases, on every backend (a spec of its own, outside M.run's list).
 local function lease_case(s)
     local N, S = "n1", "n2"
@@ -1013,8 +1060,8 @@ function M.run(name, make_store, opts)
             end
         end)
 
-        case("leases: acquire, renew, take over an expired one, fence, release (LED-71)",
-             lease_case)
+        case("leases: acquire, renew, take over an expired one, fence, release (LED-71)", lease_case)
+        case("intents: the engine's claim keys (256 bytes 0xff, then the intent)", claims_case)
 
         if opts.reopen then
             case("migrations: a second open of the same data is idempotent (LED-24)", function(s)

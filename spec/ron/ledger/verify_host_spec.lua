@@ -294,7 +294,7 @@ S.describe_pg("ledger verify on a real PostgreSQL", function(PG)
             local before = s:head_seq("main")
             s:close()
             local ro, err = pg("old", { readonly = true })
-            S.fails("schema old holds schema version 2, older than this code's 3", ro, err)
+            S.fails("schema old holds schema version 2, older than this code's 4", ro, err)
             s = assert(pg("old")) -- the upgrade
             local evs = s:get_events_since("main", before, 1000)
             assert.equal("ledger.upgrade", evs[1].kind)

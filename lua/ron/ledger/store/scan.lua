@@ -14,6 +14,7 @@
 -- too); the memory store builds the same rows from its maps (spec/ron/ledger: verify on
 -- every backend).
 local codes = require("ron.ledger.codes")
+local claims = require("ron.ledger.store.sql_claims")
 local schema = require("ron.ledger.store.schema")
 
 local concat, format, ipairs, sort, type = table.concat, string.format, ipairs, table.sort, type
@@ -78,9 +79,10 @@ local function select_text(name, s, paged)
                   concat(keys, ", ")), concat(types)
 end
 
--- sql: ron.ledger.store.sql, the caller (it requires this module: handed over, not required)
-function _M.sql(store, name, after, limit, sql)
-    local s = spec_of(name)
+-- SQLite's claims table (ron.ledger.store.sql_claims): scanned as the intents rows it holds
+local CLAIMS = t({ "intent" }, "intent b, status b, transfer_id b, code i, message b, body_hash b")
+
+local function page_of(store, name, s, after, limit, sql)
     local ck = "scan:" .. name .. (after and ":after" or "")
     local text = store.sql_cache[ck]
     local types = s.types
@@ -110,6 +112,36 @@ function _M.sql(store, name, after, limit, sql)
         out[i] = with_key(row, s)
     end
     return out
+end
+
+-- SQLite's intents: the intents table's rows, then the claims' (every claim key sorts after
+-- every intent: no intent is 256 bytes long), each under its claim key.
+local function sqlite_intents(store, after, limit, sql)
+    local s, out = _M.TABLES.intents, {}
+    limit = limit or 1000
+    local from = after and claims.intent_of(store, after[1])
+    if not from then
+        local err, class
+        out, err, class = page_of(store, "intents", s, after, limit, sql)
+        if not out or #out >= limit then return out, err, class end
+    end
+    local rows, err, class = page_of(store, "claims", CLAIMS, from and { from }, limit - #out, sql)
+    if not rows then return nil, err, class end
+    for _, r in ipairs(rows) do
+        local k = claims.key(r.intent)
+        out[#out + 1] = with_key({ key = k, status = r.status, transfer_id = r.transfer_id,
+                                   code = r.code, message = r.message, body_hash = r.body_hash }, s)
+    end
+    return out
+end
+
+-- sql: ron.ledger.store.sql, the caller (it requires this module: handed over, not required)
+function _M.sql(store, name, after, limit, sql)
+    local s = spec_of(name)
+    if name == "intents" and store.dialect == "sqlite" then
+        return sqlite_intents(store, after, limit, sql)
+    end
+    return page_of(store, name, s, after, limit, sql)
 end
 
 -- ---- the memory store: the same rows from its maps ----

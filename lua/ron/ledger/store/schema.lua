@@ -20,9 +20,26 @@
 -- neither) must refuse the store; open() of an older store backfills those events once
 -- (ron.ledger.store.upgrade). PostgreSQL: the phases' guard function @rl_expect, made in
 -- the same migration transaction.
-local _M = { VERSION = 3, SHARDS = 16 }
+-- VERSION 4 (issue 25): SQLite keeps the engine's claims in their own table, `claims`,
+-- keyed by the intent alone (ron.ledger.store.sql_claims) instead of intents rows under
+-- 256 bytes 0xff ‖ intent; an older binary would look for them in intents and claim an
+-- intent twice, so it must refuse the store (LED-24). SQLite's intents and
+-- transfer_accounts are WITHOUT ROWID tables (their keys stored once). open() of an older
+-- SQLite store rebuilds both and moves its claims once (ron.ledger.store.upgrade).
+-- PostgreSQL's layout is the same as in 3.
+local _M = { VERSION = 4, SHARDS = 16 }
 
 local gsub = string.gsub
+
+-- (in TABLES; SQLite's claims table has its columns)
+local INTENTS = [[CREATE TABLE IF NOT EXISTS @intents (
+    key B PRIMARY KEY,
+    status B NOT NULL,
+    transfer_id B,
+    code I,
+    message B,
+    body_hash B
+) WITHOUT ROWID]]
 
 -- Tables, written once for both dialects: B = bytes, I = int64, IPK = an autoincrement
 -- row number. The dialect maps them.
@@ -82,19 +99,15 @@ local TABLES = {
     created_at_ms I NOT NULL,
     metadata B
 )]],
+-- (transfer_accounts and intents WITHOUT ROWID, SQLite since schema 4: the key is the row's
+-- place, stored once, instead of a rowid table beside a key index holding it again;
+-- PostgreSQL has no such clause)
 [[CREATE TABLE IF NOT EXISTS @transfer_accounts (
     account B NOT NULL,
     n I NOT NULL,
     PRIMARY KEY (account, n)
-)]],
-[[CREATE TABLE IF NOT EXISTS @intents (
-    key B PRIMARY KEY,
-    status B NOT NULL,
-    transfer_id B,
-    code I,
-    message B,
-    body_hash B
-)]],
+) WITHOUT ROWID]],
+INTENTS,
 [[CREATE TABLE IF NOT EXISTS @sagas (
     id B PRIMARY KEY,
     phase B NOT NULL,
@@ -125,6 +138,12 @@ local TABLES = {
     owner B,
     expires_ms I
 )]],
+}
+
+-- SQLite only (ron.ledger.store.sql_claims): the engine's claims, one row per intent in
+-- flight or decided, keyed by the intent (WITHOUT ROWID), the other columns those of intents.
+local SQLITE_TABLES = {
+    (INTENTS:gsub("@intents %(\n    key ", "@claims (\n    intent ")),
 }
 
 -- The balance projection (LED-19): a posting inserted not Inactive adds its amount to its
@@ -275,6 +294,15 @@ function _M.META(dialect, prefix)
 )]], dialect), prefix)
 end
 
+-- The statement creating table name (nil: none of that name).
+function _M.table_ddl(dialect, prefix, name)
+    local head = "CREATE TABLE IF NOT EXISTS " .. _M.expand("@" .. name, prefix) .. " ("
+    for _, s in ipairs(_M.ddl(dialect, prefix)) do
+        if s:sub(1, #head) == head then return s end
+    end
+    return nil
+end
+
 function _M.ddl(dialect, prefix)
     if not TYPES[dialect] then error("schema.ddl: unknown dialect " .. tostring(dialect), 2) end
     local out = {}
@@ -282,9 +310,16 @@ function _M.ddl(dialect, prefix)
         out[1] = "CREATE SCHEMA IF NOT EXISTS " .. prefix:sub(1, -2)
     end
     out[#out + 1] = _M.META(dialect, prefix)
-    for _, s in ipairs(TABLES) do
+    local tables = TABLES
+    if dialect == "sqlite" then
+        tables = {}
+        for _, s in ipairs(TABLES) do tables[#tables + 1] = s end
+        for _, s in ipairs(SQLITE_TABLES) do tables[#tables + 1] = s end
+    end
+    for _, s in ipairs(tables) do
         local stmt = typed(s, dialect)
         if dialect == "postgres" then
+            stmt = stmt:gsub(" WITHOUT ROWID$", "")
             -- an index is named without its schema (it lives in its table's)
             stmt = stmt:gsub("INDEX IF NOT EXISTS @", "INDEX IF NOT EXISTS ")
         end

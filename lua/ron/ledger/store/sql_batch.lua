@@ -1,5 +1,6 @@
 -- ron.ledger.store.sql_batch: the batch primitives of ron.ledger.store.sql (LED-51).
 local base = require("ron.ledger.store.sql_base")
+local claims = require("ron.ledger.store.sql_claims")
 
 local misuse, bytes_arg, int_arg, asset_arg, list_arg, amount, write, read, posting_row,
       POSTING_T, event_row, EVENT_T, PSTATUS =
@@ -23,42 +24,76 @@ _M.methods = Store
 _M.MAX_PAIR_QUERIES = 128  -- get_postings_by_pairs (SQLite: <= 500 compound SELECTs)
 _M.MAX_TRANSFER_PARAMS = 6000 -- store_transfers: 6 per transfer + 2 per involved account
 
--- -> { [key] = outcome + key } (absent keys absent)
+-- -> { [key] = outcome + key } (absent keys absent). SQLite: the claim keys are read from
+-- `claims` (ron.ledger.store.sql_claims), the others from the intents table.
 function Store:get_intents(keys)
     list_arg("get_intents", keys, "keys")
     local out = {}
     if #keys == 0 then return out end
-    local binds = { n = #keys }
-    for i, k in ipairs(keys) do binds[i] = bytes_arg("get_intents", k, "key") end
-    local rows, err, class = read(self, "get_intents", #keys, binds, "bbbibb")
-    if not rows then return nil, err, class end
-    for _, r in ipairs(rows) do
-        out[r[1]] = { key = r[1], status = r[2], transfer_id = r[3], code = amount(r[4]),
-                      message = r[5], body_hash = r[6] }
+    for _, k in ipairs(keys) do bytes_arg("get_intents", k, "key") end
+    local plain, held = claims.split(self, keys)
+    for _, part in ipairs { { "get_intents", plain }, { "get_claims", held, claims.key } } do
+        local name, list, key_of = part[1], part[2], part[3]
+        if #list > 0 then
+            local binds = { n = #list }
+            for i, k in ipairs(list) do binds[i] = k end
+            local rows, err, class = read(self, name, #list, binds, "bbbibb")
+            if not rows then return nil, err, class end
+            for _, r in ipairs(rows) do
+                local k = key_of and key_of(r[1]) or r[1]
+                out[k] = { key = k, status = r[2], transfer_id = r[3], code = amount(r[4]),
+                           message = r[5], body_hash = r[6] }
+            end
+        end
     end
     return out
 end
 
 local OUTCOME = { committed = true, rejected = true, claimed = true }
 
--- list = { { key =, outcome = { status, transfer_id?, code?, message?, body_hash? } } }
--- -> n stored (a key already present keeps its first outcome and counts 0)
-function Store:put_intents(list)
-    list_arg("put_intents", list, "intents")
-    if #list == 0 then return 0 end
+-- list's entries as one statement's binds (key_of: the stored key of an entry's key)
+local function intent_binds(list, key_of)
     local binds, k = { n = #list * 6 }, 0
     for _, e in ipairs(list) do
-        local o = type(e) == "table" and e.outcome
-        if type(o) ~= "table" or not OUTCOME[o.status] then
-            misuse("put_intents", "each is { key =, outcome = { status = ... } }")
-        end
-        binds[k + 1] = bytes_arg("put_intents", e.key, "key")
+        local o = e.outcome
+        binds[k + 1] = key_of and key_of(e.key) or e.key
         binds[k + 2], binds[k + 3] = o.status, o.transfer_id
         binds[k + 4] = o.code ~= nil and int_arg("put_intents", o.code, "code") or nil
         binds[k + 5], binds[k + 6] = o.message, o.body_hash
         k = k + 6
     end
-    return write(self, "put_intents", #list, binds)
+    return binds
+end
+
+-- list = { { key =, outcome = { status, transfer_id?, code?, message?, body_hash? } } }
+-- -> n stored (a key already present keeps its first outcome and counts 0). SQLite: the
+-- claims go to `claims`; a list of both kinds is two statements in one transaction.
+function Store:put_intents(list)
+    list_arg("put_intents", list, "intents")
+    if #list == 0 then return 0 end
+    local plain, held = {}, {}
+    for _, e in ipairs(list) do
+        local o = type(e) == "table" and e.outcome
+        if type(o) ~= "table" or not OUTCOME[o.status] then
+            misuse("put_intents", "each is { key =, outcome = { status = ... } }")
+        end
+        local c = claims.intent_of(self, bytes_arg("put_intents", e.key, "key"))
+        if c then held[#held + 1] = e else plain[#plain + 1] = e end
+    end
+    if #held == 0 then return write(self, "put_intents", #plain, intent_binds(plain)) end
+    local function put_claims()
+        return write(self, "put_claims", #held, intent_binds(held, function(k)
+            return claims.intent_of(self, k)
+        end))
+    end
+    if #plain == 0 then return put_claims() end
+    return self.drv:atomic(function()
+        local n, err, class = write(self, "put_intents", #plain, intent_binds(plain))
+        if not n then return nil, err, class end
+        local m, err2, class2 = put_claims()
+        if not m then return nil, err2, class2 end
+        return n + m
+    end)
 end
 
 -- queries = { { account =, asset =, status =, limit = }, ... } -> { [i] = postings of

@@ -3,6 +3,7 @@
 -- streams, meta): each ONE conditional statement whose count is the answer (LED-16).
 local ledger = require("ron.ledger")
 local base = require("ron.ledger.store.sql_base")
+local claims = require("ron.ledger.store.sql_claims")
 
 local misuse, bytes_arg, int_arg, asset_arg, list_arg, amount, write, read, read_one, read_all,
       account_row, ACCOUNT_T, posting_row, POSTING_T, transfer_row, TRANSFER_T, event_row,
@@ -333,15 +334,18 @@ function Store:put_intent(key, o)
                               o.status ~= "claimed") then
         misuse("put_intent", "outcome.status is \"committed\", \"rejected\" or \"claimed\"")
     end
-    return write(self, "put_intent", nil,
-                 { n = 6, key, o.status, o.transfer_id, o.code ~= nil and int_arg("put_intent",
+    -- SQLite keeps a claim apart, under its intent (ron.ledger.store.sql_claims)
+    local c = claims.intent_of(self, key)
+    return write(self, c and "put_claims" or "put_intent", c and 1 or nil,
+                 { n = 6, c or key, o.status, o.transfer_id, o.code ~= nil and int_arg("put_intent",
                    o.code, "code") or nil, o.message, o.body_hash })
 end
 
 function Store:get_intent(key)
-    return read_one(self, "get_intent", nil, { n = 1, bytes_arg("get_intent", key, "key") },
+    local c = claims.intent_of(self, bytes_arg("get_intent", key, "key"))
+    return read_one(self, c and "get_claims" or "get_intent", c and 1 or nil, { n = 1, c or key },
                     "bbbibb", function(r)
-        return { key = r[1], status = r[2], transfer_id = r[3], code = amount(r[4]),
+        return { key = key, status = r[2], transfer_id = r[3], code = amount(r[4]),
                  message = r[5], body_hash = r[6] }
     end)
 end

@@ -208,6 +208,16 @@ local BUILD = {
         return "INSERT INTO @intents (key, status, transfer_id, code, message, body_hash) "
                .. "VALUES " .. values_list(n, "?b, ?b, ?b, ?i, ?b, ?b") .. " ON CONFLICT DO NOTHING"
     end,
+    -- SQLite: the engine's claims, under their intents (ron.ledger.store.sql_claims)
+    get_claims = function(n)
+        return "SELECT intent, status, transfer_id, code, message, body_hash FROM @claims "
+               .. (n == 1 and "WHERE intent = ?b"
+                   or "WHERE intent IN (VALUES " .. values_list(n, "?b") .. ")")
+    end,
+    put_claims = function(n)
+        return "INSERT INTO @claims (intent, status, transfer_id, code, message, body_hash) "
+               .. "VALUES " .. values_list(n, "?b, ?b, ?b, ?i, ?b, ?b") .. " ON CONFLICT DO NOTHING"
+    end,
     -- n queries, each an index range scan with its own LIMIT (UNION ALL: SQLite has no
     -- LATERAL); q = the query's number, so rows are told apart whatever order comes back.
     get_postings_by_pairs = function(n)

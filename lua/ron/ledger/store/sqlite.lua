@@ -371,7 +371,11 @@ local function migrate(conn)
         -- the version again, inside the transaction: another process may have upgraded
         local now, e3, c3 = st:get_meta("schema_version")
         if e3 then return nil, e3, c3 end
-        if upgrade.needed(now) then return upgrade.run(st) end
+        if upgrade.needed(now) then
+            local n, e4, c4 = upgrade.run(st)
+            if not n then return nil, e4, c4 end
+        end
+        if upgrade.older(now) then return upgrade.v4(st) end
         return st:put_meta("schema_version", tostring(schema.VERSION))
     end)
     if not ok then return nil, err, cls end

@@ -19,6 +19,16 @@
 --   upgrade.needed(v)        -> true when a store at schema version v (a string) needs it
 --   upgrade.run(st)          -> true | nil, err, class   (st: a ron.ledger.store.sql store
 --                               on the migration's connection, inside its transaction)
+--
+-- Schema version 4 (issue 25): a SQLite store keeps the engine's claims in `claims`
+-- (ron.ledger.store.sql_claims), and its intents and transfer_accounts are WITHOUT ROWID;
+-- open() of an older SQLite store rebuilds those two and moves the claims there from
+-- intents, in the same transaction, then the version row says 4. PostgreSQL: the row only.
+--
+--   upgrade.older(v)         -> true when v is older than this code's version
+--   upgrade.v4(st)           -> true | nil, err, class   (SQLite: intents and
+--                               transfer_accounts rebuilt, the claims moved, the version
+--                               row set)
 local events = require("ron.ledger.events")
 local scan = require("ron.ledger.store.scan")
 local schema = require("ron.ledger.store.schema")
@@ -31,7 +41,11 @@ local _M = { VERSION = schema.VERSION }
 
 local CHUNK = 200 -- rows per INSERT (5 parameters each)
 
-function _M.needed(v) return v ~= nil and (tonumber(v) or 0) < _M.VERSION end
+_M.EVENTS = 3 -- the version whose upgrade appends the events (run)
+
+function _M.needed(v) return v ~= nil and (tonumber(v) or 0) < _M.EVENTS end
+
+function _M.older(v) return v ~= nil and (tonumber(v) or 0) < _M.VERSION end
 
 -- A read-only open (LED-69) reads only a ledger of this version: v is its schema_version
 -- row (nil: none), where names it. -> true | nil, err, "bug"
@@ -41,7 +55,7 @@ function _M.readable(v, where)
     end
     local ok, err = sql.check_version(v)
     if not ok then return nil, err, "bug" end
-    if _M.needed(v) then
+    if _M.older(v) then
         return nil, format("SchemaError: %s holds schema version %s, older than this code's "
                            .. "%d: open it once with a writing verb (e.g. `ledger recover`) to "
                            .. "upgrade it", where, tostring(v), _M.VERSION), "bug"
@@ -114,6 +128,50 @@ function _M.set_version(st)
     local text = sql.render(st.dialect, st.prefix,
                             "UPDATE @ledger_meta SET value = ?b WHERE key = ?b")
     return st.drv:write(text, { n = 2, tostring(_M.VERSION), "schema_version" })
+end
+
+-- An older SQLite store to schema 4: intents and transfer_accounts rebuilt WITHOUT ROWID
+-- (the old table renamed, the new one made by this code's statement, the rows copied, the
+-- old one dropped: sqlite_master then holds this code's text, which verify compares), and
+-- the claim rows (intents keyed 256 bytes 0xff ‖ intent: every key above 256 bytes 0xff, as
+-- no intent is longer than 255 bytes) moved to `claims` under their intents. A table
+-- already WITHOUT ROWID is left. A row that collides fails the upgrade (none can).
+local ABOVE = "X'" .. rep("ff", 256) .. "'"
+local COPY = {
+    transfer_accounts = { "INSERT INTO @transfer_accounts (account, n) SELECT account, n FROM "
+                          .. "@transfer_accounts_v3 ORDER BY account, n" },
+    intents = {
+        "INSERT INTO @intents (key, status, transfer_id, code, message, body_hash) SELECT key, "
+        .. "status, transfer_id, code, message, body_hash FROM @intents_v3 WHERE key <= "
+        .. ABOVE .. " ORDER BY key",
+        "INSERT INTO @claims (intent, status, transfer_id, code, message, body_hash) SELECT "
+        .. "substr(key, 257), status, transfer_id, code, message, body_hash FROM @intents_v3 "
+        .. "WHERE key > " .. ABOVE .. " ORDER BY key" },
+}
+
+local function rebuild(st, name)
+    local drv = st.drv
+    local rows, err, class = drv:read("SELECT sql FROM sqlite_master WHERE type = 'table' AND "
+                                      .. "name = CAST(? AS TEXT)", { n = 1, st.prefix .. name })
+    if not rows then return nil, err, class end
+    if not rows[1] or tostring(rows[1][1]):find("WITHOUT ROWID", 1, true) then return true end
+    local steps = { "ALTER TABLE @" .. name .. " RENAME TO @" .. name .. "_v3",
+                    schema.table_ddl(st.dialect, st.prefix, name) }
+    for _, c in ipairs(COPY[name]) do steps[#steps + 1] = c end
+    steps[#steps + 1] = "DROP TABLE @" .. name .. "_v3"
+    for _, text in ipairs(steps) do -- (exec: DDL, not kept among the prepared statements)
+        local ok, e2, c2 = drv:exec(sql.render(st.dialect, st.prefix, text))
+        if not ok then return nil, e2, c2 end
+    end
+    return true
+end
+
+function _M.v4(st)
+    for _, name in ipairs { "transfer_accounts", "intents" } do
+        local ok, err, class = rebuild(st, name)
+        if not ok then return nil, err, class end
+    end
+    return _M.set_version(st)
 end
 
 function _M.run(st)
