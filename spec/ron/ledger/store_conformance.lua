@@ -165,6 +165,57 @@ function M.run(name, make_store, opts)
             assert.is_nil(s:get_account(C))
         end)
 
+        case("guards: accounts at a version, balances at least (LED-72), in a phase too",
+             function(s)
+            assert.equal(1, s:create_account { id = A, version = 1, policy = "capped",
+                                               floor = -500 })
+            assert.equal(1, s:create_account { id = B, version = 1 })
+            assert.equal(1, s:append_account_version { id = A, version = 2, policy = "capped",
+                                                       floor = -500, status = "frozen" })
+            assert.equal(0, s:count_accounts_at {})
+            assert.equal(1, s:count_accounts_at { { id = A, version = 2 } })
+            assert.equal(0, s:count_accounts_at { { id = A, version = 1 } }) -- not current
+            assert.equal(0, s:count_accounts_at { { id = C, version = 1 } }) -- no account
+            assert.equal(2, s:count_accounts_at { { id = A, version = 2 }, { id = B, version = 1 },
+                                                 { id = C, version = 1 } })
+            local T1 = id32("g1")
+            assert.equal(3, s:insert_postings { posting(T1, 0, A, USD, 100),
+                                                posting(T1, 1, A, USD, 40),
+                                                posting(T1, 2, B, USD, -140) })
+            assert.equal(1, s:reserve_postings({ pid(T1, 1) }, "saga-g")) -- still in the balance
+            local function at_least(acct, min) return { account = acct, asset = USD, min = min } end
+            assert.equal(0, s:count_balances_at_least {})
+            assert.equal(1, s:count_balances_at_least { at_least(A, 140) })
+            assert.equal(0, s:count_balances_at_least { at_least(A, 141) })
+            assert.equal(1, s:count_balances_at_least { at_least(B, -140) })
+            assert.equal(0, s:count_balances_at_least { at_least(B, -139) })
+            -- a pair without postings is 0
+            assert.equal(1, s:count_balances_at_least { { account = C, asset = EUR, min = 0 } })
+            assert.equal(0, s:count_balances_at_least { { account = C, asset = EUR, min = 1 } })
+            assert.equal(2, s:count_balances_at_least { at_least(A, -5), at_least(B, 0),
+                                                       at_least(B, -200) })
+            -- as a phase's guards: a miss applies nothing of the phase
+            local ok = assert(s:apply {
+                { "count_accounts_at", { { id = A, version = 2 } }, expect = 1 },
+                { "count_balances_at_least", { at_least(A, 100) }, expect = 1 },
+                { "save_saga", "g-1", "reserving", "d", "n1" } })
+            assert.is_true(ok.ok)
+            assert.equal(1, ok[1][1])
+            local miss = assert(s:apply {
+                { "save_saga", "g-2", "reserving", "d", "n1" },
+                { "count_balances_at_least", { at_least(A, 141) }, expect = 1 } })
+            assert.is_false(miss.ok)
+            assert.equal(2, miss.at)
+            local miss2 = assert(s:apply {
+                { "save_saga", "g-3", "reserving", "d", "n1" },
+                { "count_accounts_at", { { id = A, version = 1 } }, expect = 1 } })
+            assert.is_false(miss2.ok)
+            assert.equal(2, miss2.at)
+            local ids = {}
+            for _, r in ipairs(s:list_pending_sagas("n1")) do ids[#ids + 1] = r.id end
+            assert.same({ "g-1" }, ids)
+        end)
+
         case("postings: insert idempotent, reserve/release/deactivate conditional (LED-18)",
              function(s)
             local T1, T2 = id32("t1"), id32("t2")

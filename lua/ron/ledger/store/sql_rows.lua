@@ -232,6 +232,45 @@ function Store:get_balance(account, asset)
     return r[1]
 end
 
+-- The one-transaction commit's guards (ron.ledger.engine.atomic, LED-72): counts, each one
+-- statement, that a phase's `expect` turns into "the state the plan was validated against".
+
+-- -> how many of list ({ id =, version = }) are their account's current version
+function Store:count_accounts_at(list)
+    list_arg("count_accounts_at", list, "accounts")
+    if #list == 0 then return 0 end
+    local binds, k = { n = #list * 2 }, 0
+    for _, a in ipairs(list) do
+        if type(a) ~= "table" then misuse("count_accounts_at", "expects { id =, version = }") end
+        binds[k + 1] = bytes_arg("count_accounts_at", a.id, "id", 16)
+        binds[k + 2] = int_arg("count_accounts_at", a.version, "version")
+        k = k + 2
+    end
+    local rows, err, class = read(self, "count_accounts_at", #list, binds, "i")
+    if not rows then return nil, err, class end
+    return amount(rows[1][1]) or 0
+end
+
+-- -> how many of list ({ account =, asset =, min = }) have a balance of at least min
+function Store:count_balances_at_least(list)
+    list_arg("count_balances_at_least", list, "pairs")
+    if #list == 0 then return 0 end
+    local binds, k = { n = #list * 4 }, 0
+    for _, p in ipairs(list) do
+        if type(p) ~= "table" then
+            misuse("count_balances_at_least", "expects { account =, asset =, min = }")
+        end
+        binds[k + 1] = bytes_arg("count_balances_at_least", p.account, "account", 16)
+        asset_arg("count_balances_at_least", p.asset)
+        binds[k + 2], binds[k + 3] = p.asset.code, p.asset.scale
+        binds[k + 4] = int_arg("count_balances_at_least", p.min, "min")
+        k = k + 4
+    end
+    local rows, err, class = read(self, "count_balances_at_least", #list, binds, "i")
+    if not rows then return nil, err, class end
+    return amount(rows[1][1]) or 0
+end
+
 -- floor heads (LED-20) -------------------------------------------------------------------
 
 function Store:ensure_head(account, asset)
