@@ -196,15 +196,18 @@ end
 
 -- balances (LED-19) --------------------------------------------------------------------
 
-local function pair_binds(fname, pairs_)
+-- with_min: each pair's `min` too (count_balances_at_least)
+local function pair_binds(fname, pairs_, with_min)
     list_arg(fname, pairs_, "pairs")
-    local binds, k = { n = #pairs_ * 3 }, 0
+    local w = with_min and 4 or 3
+    local binds, k = { n = #pairs_ * w }, 0
     for _, p in ipairs(pairs_) do
         if type(p) ~= "table" then misuse(fname, "a pair is { account =, asset = }") end
         binds[k + 1] = bytes_arg(fname, p.account, "account", 16)
         asset_arg(fname, p.asset)
         binds[k + 2], binds[k + 3] = p.asset.code, p.asset.scale
-        k = k + 3
+        if with_min then binds[k + 4] = int_arg(fname, p.min, "min") end
+        k = k + w
     end
     return binds
 end
@@ -253,20 +256,9 @@ end
 
 -- -> how many of list ({ account =, asset =, min = }) have a balance of at least min
 function Store:count_balances_at_least(list)
-    list_arg("count_balances_at_least", list, "pairs")
     if #list == 0 then return 0 end
-    local binds, k = { n = #list * 4 }, 0
-    for _, p in ipairs(list) do
-        if type(p) ~= "table" then
-            misuse("count_balances_at_least", "expects { account =, asset =, min = }")
-        end
-        binds[k + 1] = bytes_arg("count_balances_at_least", p.account, "account", 16)
-        asset_arg("count_balances_at_least", p.asset)
-        binds[k + 2], binds[k + 3] = p.asset.code, p.asset.scale
-        binds[k + 4] = int_arg("count_balances_at_least", p.min, "min")
-        k = k + 4
-    end
-    local rows, err, class = read(self, "count_balances_at_least", #list, binds, "i")
+    local rows, err, class = read(self, "count_balances_at_least", #list,
+                                  pair_binds("count_balances_at_least", list, true), "i")
     if not rows then return nil, err, class end
     return amount(rows[1][1]) or 0
 end
