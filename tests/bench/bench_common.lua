@@ -64,7 +64,9 @@ function _M.pg_cluster(name, H)
         print(name .. ": PostgreSQL skipped: " .. why)
         return nil
     end
-    return assert(H.start { fsync = true })
+    local cluster = assert(H.start { fsync = true })
+    require("luv").update_time() -- (and after it: the start blocks the loop for seconds)
+    return cluster
 end
 
 function _M.with_pg_store(name, H, schema, fn)
