@@ -13,7 +13,8 @@
 --
 -- gate (optional): every store call waits while gate.closed (a stalled ledger); when
 -- gate.trip(name, ...) returns true after a call, the gate closes behind it (a saga held
--- at a chosen step).
+-- at a chosen step). A gated node's engine runs the saga's phases only (one_tx = false: the
+-- one-transaction commit, LED-72, has no step between its claim and its finalize to stop at).
 local S = require("support")
 local acct = require("ron.accounting")
 local http = require("ron.node.http")
@@ -89,7 +90,7 @@ function F.open(task, path, wcfg, gate, o)
     local s = open_store(path)
     local st = gate and F.gated(s, task, gate) or s
     local led = L.new { store = st, book = "wallet", node = o.node or "spec",
-                        pause = function(n) task.sleep(n) end }
+                        pause = function(n) task.sleep(n) end, one_tx = gate == nil }
     led:recover()
     local cfg = { ledger = led, tokens = F.TOKENS, assets = { USD = 2 }, poll_ms = 10,
                   log = function() end }
