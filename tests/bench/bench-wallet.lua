@@ -152,9 +152,36 @@ local function rss(name, when)
                 name, when, kb, B.loadavg()))
 end
 
+-- the store's calls by primitive (timed_store, below): { [name] = { n =, us = } }
+local calls = {}
+
+local function counts_line(name, a, b, n)
+    local out = {}
+    local list = {}
+    for k, c in pairs(calls) do list[#list + 1] = { k = k, n = c.n } end
+    table.sort(list, function(x, y) return x.k < y.k end)
+    local total = 0
+    for _, c in ipairs(list) do
+        out[#out + 1] = format("%s %.2f", c.k, c.n / n)
+        total = total + c.n
+    end
+    print(format("%-8s %-15s store calls per commit %.2f (%s)", name, "", total / n,
+                 table.concat(out, ", ")))
+    if a then
+        -- (the two reads of the counts are 2 transactions of their own, 3 with the first's)
+        print(format("%-8s %-15s per commit: %.2f transactions, %.2f WAL syncs, %.1f WAL "
+                     .. "records; server synchronous_commit %s (store's sessions: %s, durability "
+                     .. "ack: the flush's transaction commits synchronously), commit_delay %s, "
+                     .. "fsync %s", name, "", (b.xact - a.xact - 3) / n, (b.syncs - a.syncs) / n,
+                     (b.records - a.records) / n, a.server, a.session, a.delay, a.fsync))
+    end
+end
+
 -- One Ledger:commit at a time, no contention (issue 25 target: p50 <= 3 ms).
-local function one_commit(name, led, d16, src)
+local function one_commit(T, name, led, d16, src)
     local lat = {}
+    local c0 = B.pg_counts(T.sleep, led.store)
+    for k in pairs(calls) do calls[k] = nil end
     local stop_at = uv.now() + math.min(opts.seconds, 3) * 1000
     local j = 0
     while uv.now() < stop_at do
@@ -164,8 +191,10 @@ local function one_commit(name, led, d16, src)
             { from = src, to = d16, asset = USD, amount = 1 } } })
         lat[#lat + 1] = (uv.hrtime() - a) / 1000
     end
+    counts_line(name, c0, c0 and B.pg_counts(T.sleep, led.store), #lat)
     print(format("%-8s %-15s %8d commits     p50 %7.0f us  p99 %7.0f us  (target p50 " ..
-                 "<= 3000 us)", name, "commit_one", #lat, pct(lat, 0.5), pct(lat, 0.99)))
+                 "<= 3000 us)  loadavg %s", name, "commit_one", #lat, pct(lat, 0.5),
+                 pct(lat, 0.99), B.loadavg()))
     emit(format('{"bench":"wallet","store":"%s","case":"commit_one","commits":%d,' ..
                 '"p50_us":%.0f,"p99_us":%.0f,"loadavg":"%s"}', name, #lat, pct(lat, 0.5),
                 pct(lat, 0.99), B.loadavg()))
@@ -209,8 +238,7 @@ end
 -- threads; not wrk's) and the group commit's mean group: figures that hold up under load.
 -- (--profile: jit.p from cpu_snap to cpu_line)
 -- The store's calls by primitive: count and wall time (the wait for the store's thread
--- included), for the line after each transfer case
-local calls = {}
+-- included), for the line after each transfer case (calls, above)
 local function timed_store(s)
     return setmetatable({}, { __index = function(_, k)
         local v = s[k]
@@ -495,7 +523,7 @@ local function case(T, name, open_store, base)
         soak(T, name, srv, w, from, SINK, transfers)
     else
         if CASES.commit then
-            one_commit(name, led, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1]))
+            one_commit(T, name, led, dto.uuid_bytes(DSINK), dto.uuid_bytes(Dsrc[1]))
         end
         if CASES.hot then transfers("transfer_hot", 1, 0, direct("direct_hot", 1)) end
         if CASES.spread then
@@ -553,6 +581,9 @@ B.main("bench-wallet", function(T)
             print("bench-wallet: PostgreSQL skipped: " .. tostring(why))
         else
             local cluster = assert(H.start { fsync = true, max_conns = opts.conns + 32 })
+            -- (the start blocked the loop for seconds: its cached clock is that old, and a
+            -- connect timer started from it would expire at once, with --cases commit alone)
+            uv.update_time()
             local ok, err = pcall(function()
                 local base = not opts.soak and baselines(T, "postgres", function(per, hot)
                     return SB.postgres(T, { conninfo = cluster.conninfo, schema = "bench_base",

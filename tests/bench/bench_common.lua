@@ -16,6 +16,9 @@
 --   B.plain_ddl(s, template)              -- a baseline's DDL for store s: B/I column types
 --                                         -- and @ (the schema prefix) in template filled
 --   B.status_kb("VmRSS")                  -- a /proc/self/status field, kB (0 if absent)
+--   B.pg_counts(sleep, store)             -- a PostgreSQL store's server: its durability
+--                                         -- settings, transactions, WAL syncs and records
+--                                         -- so far (nil on another store)
 --   B.make_chains(n_streams, per)         -- [stream][seq] sealed slices, one row each
 --   B.rate_card()                         -- the rating benchmarks' card (bytes, tiered)
 --   B.meter_windows(T, W)                 -- [w] the slices of window w: T tenants, one
@@ -63,7 +66,9 @@ function _M.pg_cluster(name, H)
         print(name .. ": PostgreSQL skipped: " .. why)
         return nil
     end
-    return assert(H.start { fsync = true })
+    local cluster = assert(H.start { fsync = true })
+    require("luv").update_time() -- (and after it: the start blocks the loop for seconds)
+    return cluster
 end
 
 function _M.with_pg_store(name, H, schema, fn)
@@ -182,6 +187,24 @@ end
 function _M.loadavg()
     local s = read("/proc/loadavg", "*l")
     return s and s:match("^(%S+ %S+ %S+)") or "?"
+end
+
+-- PostgreSQL's own counts (nil on SQLite): the server's durability settings, its
+-- transactions committed and its WAL syncs (pg_stat_database, pg_stat_wal; a backend
+-- reports its counts within a second of going idle: read after a pause).
+function _M.pg_counts(sleep, store)
+    if store.backend ~= "postgres" then return nil end
+    sleep(1100)
+    local db = store.drv.db
+    local r = assert(db:query("SELECT current_setting('synchronous_commit'), "
+                              .. "current_setting('commit_delay'), current_setting('fsync'), "
+                              .. "(SELECT xact_commit FROM pg_stat_database WHERE datname = "
+                              .. "current_database()), (SELECT wal_sync FROM pg_stat_wal), "
+                              .. "(SELECT wal_records FROM pg_stat_wal)"))[1]
+    local server = assert(db:query("SELECT reset_val FROM pg_settings WHERE name = "
+                                   .. "'synchronous_commit'"))[1][1]
+    return { session = r[1], delay = r[2], fsync = r[3], server = server,
+             xact = tonumber(r[4]), syncs = tonumber(r[5]), records = tonumber(r[6]) }
 end
 
 function _M.status_kb(field)

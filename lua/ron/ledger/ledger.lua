@@ -90,6 +90,9 @@ function _M.new(opts)
         prim_retries = opts.prim_retries or 3,
         -- wip/perf (LED-50): flush = false when the caller flushes (group commit)
         flush_on_ack = opts.flush ~= false,
+        -- LED-72: a single commit tries the one-transaction commit first (false: the saga's
+        -- phases only)
+        one_tx = opts.one_tx ~= false,
         -- LED-58: accounts whose history does not list transfers ({ [id16] = true }: a
         -- book's system accounts that every rated slice touches; the feed lists them all)
         unindexed = opts.unindexed or {},

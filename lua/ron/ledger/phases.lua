@@ -266,6 +266,7 @@ local function finalize_ops(led, ctx)
     ops[#ops + 1] = { "get_event", led.book, tid, EVENT_KIND }
     return ops
 end
+_M.finalize_ops = finalize_ops -- (and the one-transaction commit's, ron.ledger.engine.atomic)
 
 
 -- Nothing of a finalize is in the store yet: its inputs (the store's, ids) are all still

@@ -420,7 +420,9 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                 if applies == crash_after then error(sim.CRASH, 0) end
             end
         end
-        -- a sibling dies holding A's only posting (after its reserve phase: open, reserve)
+        -- a sibling dies holding A's only posting (after its reserve phase: open, reserve;
+        -- the saga's phases, not the one-transaction commit, LED-72)
+        led.one_tx = false
         applies, crash_after = 0, 2
         local ok, e = pcall(led.commit, led, { intent = "x", movements = { mv(A, B, 10) } })
         assert.is_false(ok)
@@ -459,7 +461,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                 if applies == 2 then error(sim.CRASH, 0) end
             end
         end
-        local dead = engine(store, "n2", "z")
+        local dead = engine(store, "n2", "z", { one_tx = false })
         local ok, e = pcall(dead.commit, dead, { intent = "x", movements = { mv(A, B, 10) } })
         assert.is_false(ok)
         assert.equal(sim.CRASH, e)

@@ -26,7 +26,7 @@ local function setup(opts)
         s = memory.new { fault = opts.fault }
     end
     local led = L.new { store = s, book = "main", node = opts.node or "n1", nonce = "t",
-                        clock = function() return 1000 end }
+                        clock = function() return 1000 end, one_tx = opts.one_tx }
     assert(led:create_account { id = EXT, policy = "uncapped" })
     assert(led:create_account { id = A })
     assert(led:create_account { id = B })
@@ -45,8 +45,8 @@ end
 
 -- An engine on store s (node n1, nonce a) with EXT (uncapped), A and B, A funded amount
 -- from EXT (intent "dep").
-local function funded(s, amount)
-    local led = L.new { store = s, node = "n1", nonce = "a" }
+local function funded(s, amount, extra)
+    local led = L.new(S.merge({ store = s, node = "n1", nonce = "a" }, extra))
     assert(led:create_account { id = EXT, policy = "uncapped" })
     assert(led:create_account { id = A })
     assert(led:create_account { id = B })
@@ -208,25 +208,30 @@ end
 
 describe("ledger engine: faults (memory store)", function()
     it("a store that keeps failing is Unavailable, never a rejection (LED-32)", function()
-        local failing = true
-        local led, s = setup { fault = function(phase, name)
-            if failing and phase == "before" and name == "reserve_postings" then
-                return { err = "could not serialize access", class = "retry" }
-            end
-        end }
-        failing = false
-        assert(pay(led, "dep", mv(EXT, A, 10)))
-        failing = true
-        local n, err, code = pay(led, "p", mv(A, B, 5))
-        assert.is_nil(n); assert.equal(L.ERR.Unavailable, code); assert.matches("^Unavailable", err)
-        assert.is_true(L.RETRY[code])
-        assert.is_nil(s:get_intent("p"))
-        assert.equal(10, bal(led, A))
-        assert.equal(1, #s:list_pending_sagas()) -- kept: the retry (or recover) finishes it
-        failing = false
-        local r = assert(pay(led, "p", mv(A, B, 5))) -- adopts the saga
-        assert.truthy(r.transfer_id)
-        assert.equal(5, bal(led, A)); assert.equal(0, #s:list_pending_sagas())
+        for _, one_tx in ipairs { false, true } do
+            local failing = true
+            local led, s = setup { one_tx = one_tx, fault = function(phase, name)
+                if failing and phase == "before" and name == "reserve_postings" then
+                    return { err = "could not serialize access", class = "retry" }
+                end
+            end }
+            failing = false
+            assert(pay(led, "dep", mv(EXT, A, 10)))
+            failing = true
+            local n, err, code = pay(led, "p", mv(A, B, 5))
+            assert.is_nil(n); assert.equal(L.ERR.Unavailable, code)
+            assert.matches("^Unavailable", err)
+            assert.is_true(L.RETRY[code])
+            assert.is_nil(s:get_intent("p"))
+            assert.equal(10, bal(led, A))
+            -- the saga's record is kept: the retry (or recover) finishes it; the
+            -- one-transaction commit (LED-72) left nothing at all
+            assert.equal(one_tx and 0 or 1, #s:list_pending_sagas())
+            failing = false
+            local r = assert(pay(led, "p", mv(A, B, 5))) -- adopts the saga
+            assert.truthy(r.transfer_id)
+            assert.equal(5, bal(led, A)); assert.equal(0, #s:list_pending_sagas())
+        end
     end)
 
     it("a partial reservation is released and resolved again", function()
@@ -257,9 +262,9 @@ describe("ledger engine: faults (memory store)", function()
                 error("crash", 0)
             end
         end }
-        local led = funded(s, 1000)
+        local led = funded(s, 1000, { one_tx = false })
         -- the primitives of the finalize phase, then the phase's call itself (the third
-        -- apply of a commit: open, reserve, finalize)
+        -- apply of a commit: open, reserve, finalize; the saga's phases, not LED-72's)
         local points = { "deactivate_postings", "insert_postings", "store_transfer",
                          "put_intent", "delete_saga", "append_event", "get_event", "apply" }
         for _, point in ipairs(points) do
@@ -272,7 +277,7 @@ describe("ledger engine: faults (memory store)", function()
             local inside = point ~= "apply"
             assert.equal(inside and 1 or 0, #s:list_pending_sagas())
             if inside then assert.is_nil(s:get_intent("x-" .. point)) end
-            led = L.new { store = s, node = "n1", nonce = "b" .. point }
+            led = L.new { store = s, node = "n1", nonce = "b" .. point, one_tx = false }
             local rep = assert(led:recover())
             -- after the phase the commit was complete: nothing left to recover
             assert.equal(inside and 1 or 0, #rep)
@@ -416,10 +421,10 @@ describe("ledger engine: faults (memory store)", function()
 
     it("an intent in flight elsewhere is Unavailable; with another body a Conflict", function()
         local s = memory.new()
-        local other = L.new { store = s, node = "n2", nonce = "o" }
+        local other = L.new { store = s, node = "n2", nonce = "o", one_tx = false }
         assert(other:create_account { id = EXT, policy = "uncapped" })
         assert(other:create_account { id = A })
-        -- n2 claims the intent (the open phase) and dies before reserving
+        -- n2 claims the intent (the saga's open phase) and dies before reserving
         s.fault = function(phase, name)
             if phase == "after" and name == "apply" then error("crash", 0) end
         end

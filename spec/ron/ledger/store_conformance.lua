@@ -157,6 +157,90 @@ local function lease_case(s)
     assert.same({ id = "live" }, s:get_book("live"))
 end
 
+local function accounts_case(s)
+    local v1 = { id = A, version = 1, policy = "capped", floor = -500, status = "open" }
+    assert.equal(1, s:create_account(v1))
+    assert.equal(0, s:create_account(v1))                          -- create twice
+    assert.has_error(function() s:create_account { id = B, version = 2 } end)
+    local v3 = { id = A, version = 3, policy = "capped", floor = -500, status = "frozen" }
+    assert.equal(0, s:append_account_version(v3))                  -- version gap
+    local v2 = { id = A, version = 2, policy = "capped", floor = -500, status = "frozen" }
+    assert.equal(1, s:append_account_version(v2))
+    assert.equal(0, s:append_account_version(v2))                  -- overwrite
+    assert.equal(0, s:append_account_version { id = B, version = 2 }) -- no v1
+    assert.equal(1, s:append_account_version(v3))
+    local cur = s:get_account(A)
+    assert.equal(3, cur.version)
+    assert.equal("frozen", cur.status)
+    assert.equal("capped", cur.policy)
+    assert.equal(-500, cur.floor)
+    assert.equal(require("ron.ledger").encode_account(v3), cur.bytes)
+    local h = s:get_account_history(A)
+    assert.equal(3, #h)
+    for i = 1, 3 do assert.equal(i, h[i].version) end
+    assert.equal(1, s:create_account { id = B, version = 1, policy = "uncapped" })
+    local m = s:get_accounts { A, B, C }
+    assert.equal(3, m[A].version)
+    assert.equal(1, m[B].version)
+    assert.is_nil(m[C])
+    local l = s:list_accounts()
+    assert.equal(2, #l)
+    assert.equal(A, l[1].id)
+    assert.equal(3, l[1].version)
+    assert.is_nil(s:get_account(C))
+end
+
+-- The one-transaction commit's guards (LED-72): counts, and as a phase's guards.
+local function guards_case(s)
+    assert.equal(1, s:create_account { id = A, version = 1, policy = "capped",
+                                       floor = -500 })
+    assert.equal(1, s:create_account { id = B, version = 1 })
+    assert.equal(1, s:append_account_version { id = A, version = 2, policy = "capped",
+                                               floor = -500, status = "frozen" })
+    assert.equal(0, s:count_accounts_at {})
+    assert.equal(1, s:count_accounts_at { { id = A, version = 2 } })
+    assert.equal(0, s:count_accounts_at { { id = A, version = 1 } }) -- not current
+    assert.equal(0, s:count_accounts_at { { id = C, version = 1 } }) -- no account
+    assert.equal(2, s:count_accounts_at { { id = A, version = 2 }, { id = B, version = 1 },
+                                         { id = C, version = 1 } })
+    local T1 = id32("g1")
+    assert.equal(3, s:insert_postings { posting(T1, 0, A, USD, 100),
+                                        posting(T1, 1, A, USD, 40),
+                                        posting(T1, 2, B, USD, -140) })
+    assert.equal(1, s:reserve_postings({ pid(T1, 1) }, "saga-g")) -- still in the balance
+    local function at_least(acct, min) return { account = acct, asset = USD, min = min } end
+    assert.equal(0, s:count_balances_at_least {})
+    assert.equal(1, s:count_balances_at_least { at_least(A, 140) })
+    assert.equal(0, s:count_balances_at_least { at_least(A, 141) })
+    assert.equal(1, s:count_balances_at_least { at_least(B, -140) })
+    assert.equal(0, s:count_balances_at_least { at_least(B, -139) })
+    -- a pair without postings is 0
+    assert.equal(1, s:count_balances_at_least { { account = C, asset = EUR, min = 0 } })
+    assert.equal(0, s:count_balances_at_least { { account = C, asset = EUR, min = 1 } })
+    assert.equal(2, s:count_balances_at_least { at_least(A, -5), at_least(B, 0),
+                                               at_least(B, -200) })
+    -- as a phase's guards: a miss applies nothing of the phase
+    local ok = assert(s:apply {
+        { "count_accounts_at", { { id = A, version = 2 } }, expect = 1 },
+        { "count_balances_at_least", { at_least(A, 100) }, expect = 1 },
+        { "save_saga", "g-1", "reserving", "d", "n1" } })
+    assert.is_true(ok.ok)
+    assert.equal(1, ok[1][1])
+    local miss = assert(s:apply {
+        { "save_saga", "g-2", "reserving", "d", "n1" },
+        { "count_balances_at_least", { at_least(A, 141) }, expect = 1 } })
+    assert.is_false(miss.ok)
+    assert.equal(2, miss.at)
+    local miss2 = assert(s:apply {
+        { "save_saga", "g-3", "reserving", "d", "n1" },
+        { "count_accounts_at", { { id = A, version = 1 } }, expect = 1 } })
+    assert.is_false(miss2.ok)
+    assert.equal(2, miss2.at)
+    local ids = {}
+    for _, r in ipairs(s:list_pending_sagas("n1")) do ids[#ids + 1] = r.id end
+    assert.same({ "g-1" }, ids)
+end
+
 function M.run(name, make_store, opts)
     local env = getfenv(2) -- the calling spec's: busted's describe and it live there
     local describe, it = env.describe, env.it
@@ -191,39 +275,9 @@ function M.run(name, make_store, opts)
     describe("store conformance: " .. name, function()
         case("books: create once, read back", books_case)
 
-        case("accounts: append-only versions, a gap or an overwrite counts 0 (LED-17)", function(s)
-            local v1 = { id = A, version = 1, policy = "capped", floor = -500, status = "open" }
-            assert.equal(1, s:create_account(v1))
-            assert.equal(0, s:create_account(v1))                          -- create twice
-            assert.has_error(function() s:create_account { id = B, version = 2 } end)
-            local v3 = { id = A, version = 3, policy = "capped", floor = -500, status = "frozen" }
-            assert.equal(0, s:append_account_version(v3))                  -- version gap
-            local v2 = { id = A, version = 2, policy = "capped", floor = -500, status = "frozen" }
-            assert.equal(1, s:append_account_version(v2))
-            assert.equal(0, s:append_account_version(v2))                  -- overwrite
-            assert.equal(0, s:append_account_version { id = B, version = 2 }) -- no v1
-            assert.equal(1, s:append_account_version(v3))
-            local cur = s:get_account(A)
-            assert.equal(3, cur.version)
-            assert.equal("frozen", cur.status)
-            assert.equal("capped", cur.policy)
-            assert.equal(-500, cur.floor)
-            assert.equal(require("ron.ledger").encode_account(v3), cur.bytes)
-            local h = s:get_account_history(A)
-            assert.equal(3, #h)
-            for i = 1, 3 do assert.equal(i, h[i].version) end
-            assert.equal(1, s:create_account { id = B, version = 1, policy = "uncapped" })
-            local m = s:get_accounts { A, B, C }
-            assert.equal(3, m[A].version)
-            assert.equal(1, m[B].version)
-            assert.is_nil(m[C])
-            local l = s:list_accounts()
-            assert.equal(2, #l)
-            assert.equal(A, l[1].id)
-            assert.equal(3, l[1].version)
-            assert.is_nil(s:get_account(C))
-        end)
-
+        case("accounts: append-only versions, a gap or an overwrite counts 0 (LED-17)",
+             accounts_case)
+        case("guards (LED-72): accounts at a version, balances at least, in a phase", guards_case)
         case("postings: insert idempotent, reserve/release/deactivate conditional (LED-18)",
              function(s)
             local T1, T2 = id32("t1"), id32("t2")

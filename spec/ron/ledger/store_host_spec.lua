@@ -231,6 +231,35 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
         end)
     end)
 
+    it("a flushed phase is one transaction whose own commit waits for the WAL flush "
+       .. "(issue 25); a missed guard flushes nothing", function()
+        in_task(function()
+            local s = make()
+            local db = s.drv.db
+            local function xid() -- (a transaction of its own: it takes the next xid)
+                return tonumber(assert(db:query("SELECT pg_current_xact_id()::text"))[1][1])
+            end
+            for k = 1, 3 do
+                local a = xid()
+                local res = assert(s:apply({ { "create_book", "flushed-" .. k, nil, expect = 1 },
+                                             { "get_book", "flushed-" .. k } }, { flush = true }))
+                assert.is_true(res.ok)
+                assert.is_true(res.flushed)
+                local lsn = assert(db:query("SELECT pg_current_wal_insert_lsn()::text"))[1][1]
+                -- the phase's xid and this one's: no second transaction for the flush
+                assert.equal(a + 2, xid())
+                local rows = assert(db:query("SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn",
+                                             { lsn }))
+                assert.equal("t", rows[1][1], "flush lsn behind " .. lsn)
+            end
+            local miss = assert(s:apply({ { "create_book", "flushed-1", nil, expect = 1 } },
+                                        { flush = true }))
+            assert.is_false(miss.ok)
+            assert.is_nil(miss.flushed)
+            s:close()
+        end)
+    end)
+
     -- the list primitives' columns (ron.ledger.store.sql PG_ARRAY, LED-51): one binary array each
     it("pq.array: bytea[] and bigint[] parameters, NULLs, empty, misuse; pq.unhex", function()
         with_store(function(s)

@@ -13,7 +13,8 @@
 --
 -- gate (optional): every store call waits while gate.closed (a stalled ledger); when
 -- gate.trip(name, ...) returns true after a call, the gate closes behind it (a saga held
--- at a chosen step).
+-- at a chosen step). A gated node's engine runs the saga's phases only (one_tx = false: the
+-- one-transaction commit, LED-72, has no step between its claim and its finalize to stop at).
 local S = require("support")
 local acct = require("ron.accounting")
 local http = require("ron.node.http")
@@ -91,8 +92,10 @@ end
 -- the wallet is stopped).
 function F.start(task, s, wcfg, o)
     o = o or {}
-    local led = L.new { store = o.store or s, book = "wallet", node = o.node or "spec",
-                        pause = function(n) task.sleep(n) end }
+    -- a gated view stops the engine between the saga's phases: it runs them (not LED-72)
+    local st = o.store or s
+    local led = L.new { store = st, book = "wallet", node = o.node or "spec",
+                        pause = function(n) task.sleep(n) end, one_tx = st == s }
     led:recover()
     local cfg = { ledger = led, tokens = F.TOKENS, assets = { USD = 2 }, poll_ms = 10,
                   log = function() end }

@@ -156,7 +156,7 @@ end
 
 function Ledger:_run(req)
     -- (the prior outcome is read by the saga's open phase, with its claim: LED-67)
-    return guard(nil, self._drive, self, self:_new_sid(), req)
+    return guard(nil, self._drive, self, self:_new_sid(), req, true)
 end
 
 _M.body_of = body_of

@@ -3,6 +3,7 @@
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
 local ledger = require("ron.ledger")
+local atomic = require("ron.ledger.engine.atomic")
 local codec = require("ron.ledger.codec")
 local base = require("ron.ledger.engine.base")
 local resolve = require("ron.ledger.engine.resolve")
@@ -166,8 +167,9 @@ function Ledger:_revalidate(ctx, reads)
 end
 
 -- One drive of a saga to an outcome.
-function Ledger:_drive(sid, req)
-    local ctx = { sid = sid, req = req, created_at_ms = self.clock() }
+-- fresh: sid is new (no record, no claim anywhere): the one-transaction commit may try.
+function Ledger:_drive(sid, req, fresh)
+    local ctx = { sid = sid, req = req, created_at_ms = self.clock(), fresh = fresh }
     self.inflight[sid] = true
     local r = { pcall(guard, function()
         -- Before the point of no return a failure releases what it holds, best effort (the
@@ -184,6 +186,11 @@ end
 
 function Ledger:_drive_body(ctx)
     local req = ctx.req
+    -- the one-transaction commit first (LED-72); false: nothing of it applied
+    if ctx.fresh and self.one_tx and req.kind ~= "reverse" then
+        local res = { atomic.commit(self, ctx, view.wants({ req })) }
+        if res[1] ~= false then return unpack(res, 1, table.maxn(res)) end
+    end
     -- the prior outcome, the record, the claim and the plan's reads: one phase (LED-67)
     local r = req.kind ~= "reverse" and view.wants({ req }) or nil
     local ok, res = phases.open(self, ctx, saga_data(ctx), r)

@@ -35,7 +35,8 @@
 --             get_account(id) -> latest { id, version, policy, floor, status, bytes };
 --             get_accounts(ids) -> { [id] = latest }; get_account_history(id) -> list by
 --             version; list_accounts() -> latest of each. bytes = ron.ledger.encode_account
---             (computed when the caller gives none).
+--             (computed when the caller gives none). count_accounts_at(list) -> how many
+--             of list ({ id, version }) are their account's latest version (a guard, LED-72).
 -- Postings    insert_postings(list) -> n inserted (present ids count 0); a posting is
 --   (LED-18)  { id, account, asset, amount, status = "active"?, reservation?, created_by =
 --             id.transfer_id?, consumed_by? }
@@ -55,6 +56,8 @@
 --             postings, read from the projection table `balances` (16 shards per pair,
 --             shard = (index + first byte of the transfer id) % 16) that triggers on
 --             `postings` maintain in the posting's own statement: O(1) in the history.
+--             count_balances_at_least(list) -> how many of list ({ account, asset, min })
+--             have a balance of at least min (a guard, LED-72).
 -- Heads       ensure_head(account, asset) -> n (creates the lease row, version 0);
 --   (LED-20)  acquire_head(account, asset, saga) -> n (1: held by saga, version + 1; 0: held
 --             by someone, or no row); release_head(account, asset, saga) -> n (only its

@@ -244,6 +244,24 @@ Store.get_balances = prim("get_balances", function(self, _, list)
     return r
 end)
 
+-- the one-transaction commit's guards (LED-72): counts
+Store.count_accounts_at = prim("count_accounts_at", function(self, _, list)
+    local n = 0
+    for _, a in ipairs(list) do
+        local h = self.accounts[a.id]
+        if h and h[#h].version == a.version then n = n + 1 end
+    end
+    return n
+end)
+
+Store.count_balances_at_least = prim("count_balances_at_least", function(self, _, list)
+    local n = 0
+    for _, p in ipairs(list) do
+        if balance_of(self, p.account, p.asset) >= p.min then n = n + 1 end
+    end
+    return n
+end)
+
 -- ---- postings ----
 
 local PSTATUS = { active = true, pending_inactive = true, inactive = true }

@@ -20,8 +20,12 @@
 --     every phase numbers the book's next seq after the one before it committed, instead of
 --     colliding on it and starting over. The event is the phase's last write, so the lock
 --     is held for the shortest time.
--- opts.flush (durability "ack"): the flush statement (LED-50) follows in the same pipeline,
--- after the sync, as its own transaction: one round trip for the phase and its durability.
+-- opts.flush (durability "ack"): the flush statement (LED-50) is the phase's last statement,
+-- before the sync: it turns synchronous_commit on for this transaction and writes its WAL
+-- record, so the phase's own commit waits for the WAL flush, which makes every earlier
+-- asynchronous commit durable too: one round trip and one transaction for the phase and
+-- its durability (before issue 25: the flush after the sync, a second transaction). A phase
+-- whose guard misses rolls back with its flush: res.flushed is set only when it committed.
 local pg = require("ron.ledger.store.pg_wire")
 local sql = require("ron.ledger.store.sql")
 local schema = require("ron.ledger.store.schema")
@@ -193,13 +197,13 @@ function _M.apply(st, ops, opts)
         list[#list + 1] = { s.text, pg.params(s.binds) }
         of[#list] = s
     end
+    -- the flush as the phase's last statement: its commit is then synchronous (one
+    -- transaction, one WAL flush; issue 25), and it has a WAL record of its own whatever
+    -- the ops wrote
+    local flush = opts and opts.flush and st.durability == "ack"
+    if flush then list[#list + 1] = { schema.expand(sql.FLUSH.postgres, st.prefix) } end
     local n_phase = #list
     list[#list + 1] = "sync"
-    local flush = opts and opts.flush and st.durability == "ack"
-    if flush then
-        list[#list + 1] = { schema.expand(sql.FLUSH.postgres, st.prefix) }
-        list[#list + 1] = "sync"
-    end
     local out, err, sqlstate, cls = st.drv.db:pipeline(list)
     if not out then return pg.fail(err, sqlstate, cls) end
     -- in order: the first failure aborted the rest, and the whole transaction with it
@@ -215,7 +219,8 @@ function _M.apply(st, ops, opts)
         if r.aborted then return pg.fail("aborted without an error", nil, "client") end
         if s then res[s.i] = answer(s, ops[s.i], r) end
     end
-    if flush then res.flushed = out[n_phase + 2] ~= nil and not out[n_phase + 2].error end
+    -- (every statement answered without an error, the flush's included: committed so)
+    if flush then res.flushed = true end
     return res
 end
 

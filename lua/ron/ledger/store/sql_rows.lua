@@ -197,15 +197,18 @@ end
 
 -- balances (LED-19) --------------------------------------------------------------------
 
-local function pair_binds(fname, pairs_)
+-- with_min: each pair's `min` too (count_balances_at_least)
+local function pair_binds(fname, pairs_, with_min)
     list_arg(fname, pairs_, "pairs")
-    local binds, k = { n = #pairs_ * 3 }, 0
+    local w = with_min and 4 or 3
+    local binds, k = { n = #pairs_ * w }, 0
     for _, p in ipairs(pairs_) do
         if type(p) ~= "table" then misuse(fname, "a pair is { account =, asset = }") end
         binds[k + 1] = bytes_arg(fname, p.account, "account", 16)
         asset_arg(fname, p.asset)
         binds[k + 2], binds[k + 3] = p.asset.code, p.asset.scale
-        k = k + 3
+        if with_min then binds[k + 4] = int_arg(fname, p.min, "min") end
+        k = k + w
     end
     return binds
 end
@@ -231,6 +234,34 @@ function Store:get_balance(account, asset)
     local r, err, class = self:get_balances({ { account = account, asset = asset } })
     if not r then return nil, err, class end
     return r[1]
+end
+
+-- The one-transaction commit's guards (ron.ledger.engine.atomic, LED-72): counts, each one
+-- statement, that a phase's `expect` turns into "the state the plan was validated against".
+
+-- -> how many of list ({ id =, version = }) are their account's current version
+function Store:count_accounts_at(list)
+    list_arg("count_accounts_at", list, "accounts")
+    if #list == 0 then return 0 end
+    local binds, k = { n = #list * 2 }, 0
+    for _, a in ipairs(list) do
+        if type(a) ~= "table" then misuse("count_accounts_at", "expects { id =, version = }") end
+        binds[k + 1] = bytes_arg("count_accounts_at", a.id, "id", 16)
+        binds[k + 2] = int_arg("count_accounts_at", a.version, "version")
+        k = k + 2
+    end
+    local rows, err, class = read(self, "count_accounts_at", #list, binds, "i")
+    if not rows then return nil, err, class end
+    return amount(rows[1][1]) or 0
+end
+
+-- -> how many of list ({ account =, asset =, min = }) have a balance of at least min
+function Store:count_balances_at_least(list)
+    if #list == 0 then return 0 end
+    local rows, err, class = read(self, "count_balances_at_least", #list,
+                                  pair_binds("count_balances_at_least", list, true), "i")
+    if not rows then return nil, err, class end
+    return amount(rows[1][1]) or 0
 end
 
 -- floor heads (LED-20) -------------------------------------------------------------------

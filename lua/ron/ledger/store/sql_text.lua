@@ -98,6 +98,17 @@ local BUILD = {
                .. ") GROUP BY account, asset_code, scale"
     end,
 
+    -- the one-transaction commit's guards (LED-72): one count each
+    count_accounts_at = function(n)
+        return "WITH q (id, v) AS (VALUES " .. values_list(n, "?b,?i") .. ") SELECT count(*) "
+               .. "FROM q WHERE (SELECT max(version) FROM @accounts a WHERE a.id = q.id) = q.v"
+    end,
+    count_balances_at_least = function(n)
+        return "WITH q (a, c, s, m) AS (VALUES " .. values_list(n, "?b,?b,?i,?i") .. ") "
+               .. "SELECT count(*) FROM q WHERE coalesce((SELECT sum(b.amount) FROM @balances b "
+               .. "WHERE b.account = q.a AND b.asset_code = q.c AND b.scale = q.s), 0) >= q.m"
+    end,
+
     ensure_head = function()
         return "INSERT INTO @heads (account, asset_code, scale, version, holder) "
                .. "VALUES (?b, ?b, ?i, 0, NULL) ON CONFLICT DO NOTHING"
@@ -388,6 +399,13 @@ local PG_ARRAY = {
         "SELECT q.a, q.c, q.s, (SELECT CAST(sum(b.amount) AS BIGINT) FROM @balances b "
         .. "WHERE b.account = q.a AND b.asset_code = q.c AND b.scale = q.s) "
         .. "FROM unnest(?B, ?B, ?I) AS q (a, c, s)" },
+    count_accounts_at = { at = 0, groups = { "bi" }, sql =
+        "SELECT count(*) FROM unnest(?B, ?I) AS q (id, v) WHERE (SELECT max(version) FROM "
+        .. "@accounts a WHERE a.id = q.id) = q.v" },
+    count_balances_at_least = { at = 0, groups = { "bbii" }, sql =
+        "SELECT count(*) FROM unnest(?B, ?B, ?I, ?I) AS q (a, c, s, m) WHERE coalesce((SELECT "
+        .. "sum(b.amount) FROM @balances b WHERE b.account = q.a AND b.asset_code = q.c AND "
+        .. "b.scale = q.s), 0) >= q.m" },
     get_heads = { at = 0, groups = { "bbi" }, sql =
         "SELECT h.* FROM unnest(?B, ?B, ?I) AS q (a, c, s) CROSS JOIN LATERAL "
         .. "(SELECT account, asset_code, scale, version, holder FROM @heads WHERE account = q.a "

@@ -1,0 +1,138 @@
+-- ron.ledger.engine.atomic: the one-transaction commit (LED-72, issue 25 "Fewer round
+-- trips"): an uncontended single commit in TWO store calls instead of three phases.
+--
+--   1. read     the prior outcome and the view's reads (ron.ledger.view): one read-only phase
+--   (resolve and validate in memory, over the view: the saga's early look)
+--   2. commit   ONE phase: the claim; the inputs reserved (expect #inputs) and the capped
+--               pairs' heads taken (expect 1 each); the GUARDS: every pinned account still at
+--               its pinned version (count_accounts_at, expect #pins) and every pair the
+--               transfer lowers, unless uncapped, still at a balance of at least its floor
+--               plus what the transfer takes from it (count_balances_at_least); then the
+--               saga's finalize (ron.ledger.phases: inputs consumed, outputs, the transfer,
+--               the outcome, the heads released, the event); flushed in the same call.
+--
+-- Why this is the saga's last validation, atomically: validate_and_plan depends on the
+-- state through the accounts (pins, status, policy, floor: one version each), the consumed
+-- postings (their content is fixed by their id; the reservation's count says they are
+-- still Active) and the balances, of which only the floor check of a pair that goes down
+-- reads them, monotonically: `before + net >= floor` <=> `balance >= floor - net`. So the
+-- guards hold exactly when the last validation on the state they read would pass, and they
+-- run after the inputs and heads are taken, inside the transaction that writes: the check
+-- is folded into the write (the seed's "CAS"), where the saga's re-read leaves a window
+-- between its last validation and its finalize.
+--
+-- Crash safety: the commit is one transaction, so a crash leaves all of it or nothing (no
+-- saga record, no reservation, no head: nothing for recover()). A guard that misses applies
+-- nothing, and the commit goes the saga's way (ron.ledger.engine.saga: open, reserve, last
+-- validation, finalize or reject), as does anything that is not the plain case: a
+-- rejection, a race in resolve, a reversal, a store failure's "maybe" that did not commit.
+local ledger = require("ron.ledger")
+local phases = require("ron.ledger.phases")
+local resolve = require("ron.ledger.engine.resolve")
+local view = require("ron.ledger.view")
+local ffi = require("ffi")
+
+local ipairs = ipairs
+
+local _M = {}
+
+local I64 = ffi.typeof("int64_t")
+local EVENT_KIND = phases.EVENT_KIND
+local complete, heads_of, list_accounts, pairs_of =
+      resolve.complete, resolve.heads_of, resolve.list_accounts, resolve.pairs_of
+
+-- The guards' lists: the pins at their versions; the pairs the plan lowers with the least
+-- balance each may have now (floor + before - after, the floor check of validate_and_plan
+-- rearranged; uncapped pairs have no floor).
+local function guards(t, accts, plan)
+    local at = {}
+    for i, p in ipairs(t.pins) do at[i] = { id = p.account, version = p.version } end
+    local mins = {}
+    for _, d in ipairs(plan.deltas) do
+        local a = accts[d.account]
+        if a.policy ~= "uncapped" and d.after < d.before then
+            mins[#mins + 1] = { account = d.account, asset = d.asset,
+                                min = I64(a.floor or 0) + I64(d.before) - I64(d.after) }
+        end
+    end
+    return at, mins
+end
+
+local function commit_ops(led, ctx, at, mins)
+    local req, sid = ctx.req, ctx.sid
+    local ops = {
+        { "put_intent", phases.CLAIM_PREFIX .. req.intent,
+          { status = "claimed", message = sid, body_hash = req.body_hash }, expect = 1 },
+    }
+    for _, c in ipairs(phases.slices(ctx.t.inputs, phases.BATCH_IDS)) do
+        ops[#ops + 1] = { "reserve_postings", c, sid, expect = #c }
+    end
+    for _, h in ipairs(ctx.heads) do
+        ops[#ops + 1] = { "ensure_head", h.account, h.asset }
+        ops[#ops + 1] = { "acquire_head", h.account, h.asset, sid, expect = 1 }
+    end
+    ops[#ops + 1] = { "count_accounts_at", at, expect = #at }
+    if #mins > 0 then ops[#ops + 1] = { "count_balances_at_least", mins, expect = #mins } end
+    -- the finalize's ops, but for the record's deletion (there is none)
+    for _, op in ipairs(phases.finalize_ops(led, ctx)) do
+        if op[1] ~= "delete_saga" then ops[#ops + 1] = op end
+    end
+    return ops
+end
+
+-- The read and the plan: -> true, the plan's answer values (a prior outcome), or false
+-- (the saga's way), or ctx planned (ctx.t, ctx.tid, ctx.tbytes, ctx.heads, ctx.ids) and
+-- the guards' lists.
+local function plan(led, ctx, r)
+    local req = ctx.req
+    local ops = { { "get_intent", req.intent } }
+    for _, op in ipairs(view.read_ops(r)) do ops[#ops + 1] = op end
+    local res = phases.apply(led, ops)
+    local prior = res[1][1]
+    if prior then return true, { led:_outcome(req, prior) } end
+    local src = view.source(led, r, view.answers(r, ops, res, 2))
+    led.stats.resolves = led.stats.resolves + 1
+    local t, consumed, accts = led:_resolve_commit(req, src)
+    if not t then return false end -- a rejection or a race: the saga stores or retries it
+    ctx.ids = complete(t, consumed, accts)
+    local alist, prs = list_accounts(ctx.ids, accts), pairs_of(t, consumed)
+    local bals = led:_balances(prs, src)
+    local p, err, code = ledger.validate_and_plan(t, alist, consumed, bals, true)
+    if led.check then -- (the hook sees a plan as the last step's: without the bytes)
+        led.check(t, alist, consumed, bals, p and { transfer_id = p.transfer_id,
+                                                    deltas = p.deltas }, err, code)
+    end
+    if not p then return false end
+    ctx.t, ctx.tid, ctx.tbytes = t, p.transfer_id, p.bytes
+    ctx.heads = heads_of(t, consumed, accts)
+    return nil, guards(t, accts, p)
+end
+
+-- One commit in two calls. -> false (nothing of it applied: the caller drives the saga),
+-- or the commit's answer values.
+function _M.commit(led, ctx, r)
+    local done, at, mins = plan(led, ctx, r)
+    if done then return unpack(at, 1, table.maxn(at)) end
+    if done == false then return false end
+    local ops = commit_ops(led, ctx, at, mins)
+    local flush = led.flush_on_ack
+    local res, maybe = phases.apply(led, ops, { flush = flush })
+    if res.ok then
+        led.stats.one_tx = (led.stats.one_tx or 0) + 1
+        return led:_committed(ctx, res[#ops][1], flush and res.flushed)
+    end
+    if maybe then
+        -- an earlier attempt may have committed, its reply lost: then this one missed its
+        -- claim, and the intent holds our transfer
+        local cur = led:_read("get_intent", ctx.req.intent)
+        if cur and cur.status == "committed" and cur.transfer_id == ctx.tid then
+            local ev = led:_read("get_event", led.book, ctx.tid, EVENT_KIND)
+            if ev then return led:_committed(ctx, ev, false) end
+        end
+    end
+    led.stats.one_tx_missed = (led.stats.one_tx_missed or 0) + 1
+    ctx.t, ctx.tbytes, ctx.tid, ctx.heads, ctx.ids = nil, nil, nil, nil, nil
+    return false
+end
+
+return _M

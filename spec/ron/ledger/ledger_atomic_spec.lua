@@ -1,0 +1,147 @@
+-- The one-transaction commit (lua/ron/ledger/engine/atomic.lua, LED-72): an uncontended
+-- single commit in two store calls, and each of its guards missing when the state it
+-- checks changed between its read and its commit (nothing applied; the saga then answers
+-- as the last validation says). The crash search over it is sim_spec.lua.
+require("support")
+local L = require("ron.ledger.ledger")
+local memory = require("ron.ledger.store.memory")
+local requests = require("ron.ledger.engine.requests")
+local sim = require("ron.ledger.sim")
+
+local USD = { code = "USD", scale = 2 }
+local EXT, A, B, C = ("e"):rep(16), ("a"):rep(16), ("b"):rep(16), ("c"):rep(16)
+
+local function mv(from, to, amount) return { from = from, to = to, amount = amount, asset = USD } end
+
+-- A memory store whose hook runs between(s) once, before the commit's second call to the
+-- store (the one-transaction commit's write), when armed.
+local function world(opts)
+    opts = opts or {}
+    local armed, applies, busy = false, 0, false
+    local w = {}
+    local s
+    s = memory.new { fault = function(phase, name)
+        if busy or not armed or phase ~= "before" or name ~= "apply" then return end
+        applies = applies + 1
+        if applies == 2 and w.between then
+            busy = true
+            w.between(s)
+            busy = false
+        end
+    end }
+    w.s = s
+    w.led = L.new { store = s, book = "main", node = "n1", nonce = "t",
+                    one_tx = opts.one_tx, clock = function() return 1000 end }
+    assert(w.led:create_account { id = EXT, policy = "uncapped" })
+    assert(w.led:create_account { id = A })
+    assert(w.led:create_account { id = B })
+    assert(w.led:create_account { id = C, policy = "capped", floor = -100 })
+    function w.arm() armed, applies = true, 0 end
+    function w.applies() return applies end
+    return w
+end
+
+describe("the one-transaction commit (LED-72)", function()
+    it("commits an uncontended transfer in two store calls, no saga record ever", function()
+        local w = world()
+        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        local saved = 0
+        w.between = function(s) saved = saved + #s:list_pending_sagas() end
+        w.arm()
+        local r = assert(w.led:commit { intent = "p", movements = { mv(A, B, 30) } })
+        assert.equal(2, w.applies())
+        assert.equal(0, saved)
+        assert.equal("committed", r.status)
+        assert.equal(70, w.led:balance(A, USD)); assert.equal(30, w.led:balance(B, USD))
+        assert.equal(2, w.led.stats.one_tx)
+        -- the same answer on a replay, nothing written
+        local r2 = assert(w.led:commit { intent = "p", movements = { mv(A, B, 30) } })
+        assert.is_true(r2.replayed); assert.equal(r.transfer_id, r2.transfer_id)
+        -- the saga's phases alone: three calls
+        local v = world { one_tx = false }
+        assert(v.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        v.arm()
+        assert(v.led:commit { intent = "p", movements = { mv(A, B, 30) } })
+        assert.equal(3, v.applies())
+        assert.is_nil(v.led.stats.one_tx)
+        assert(sim.verify(w.s, "main"))
+    end)
+
+    it("an account version landing between its read and its commit: the pins' guard misses, "
+       .. "nothing applied, the saga refuses the frozen account", function()
+        local w = world()
+        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        w.between = function(s)
+            local a = s:get_account(A)
+            a.version, a.status, a.bytes = a.version + 1, "frozen", nil
+            assert.equal(1, s:append_account_version(a))
+        end
+        w.arm()
+        local r, err, code = w.led:commit { intent = "p", movements = { mv(A, B, 30) } }
+        assert.is_nil(r)
+        assert.equal(L.ERR.AccountFrozen, code, tostring(err))
+        assert.equal(1, w.led.stats.one_tx_missed)
+        assert.equal(100, w.led:balance(A, USD)); assert.equal(0, w.led:balance(B, USD))
+        assert.equal("rejected", w.s:get_intent("p").status)
+        assert.equal(0, #w.s:list_pending_sagas())
+    end)
+
+    it("a capped pair's balance lowered between its read and its commit: the floor's guard "
+       .. "misses, and the floor holds (LED-29)", function()
+        local w = world()
+        -- C (capped, floor -100) pays 80 from nothing: a negative output, the pair at -80;
+        -- meanwhile its balance went to -50 (a posting the hook puts in): -130 would breach
+        w.between = function(s)
+            assert.equal(2, s:insert_postings {
+                { id = { transfer_id = ("x"):rep(32), index = 0 }, account = C, asset = USD,
+                  amount = -50 },
+                { id = { transfer_id = ("x"):rep(32), index = 1 }, account = EXT, asset = USD,
+                  amount = 50 } })
+        end
+        w.arm()
+        local r, err, code = w.led:commit { intent = "c", movements = { mv(C, B, 80) } }
+        assert.is_nil(r)
+        assert.equal(L.ERR.InsufficientFunds, code, tostring(err))
+        assert.equal(1, w.led.stats.one_tx_missed)
+        assert.equal(-50, w.led:balance(C, USD)); assert.equal(0, w.led:balance(B, USD))
+        -- and without the change the same commit goes through in one transaction, down to
+        -- the floor's edge
+        local v = world()
+        v.arm()
+        assert(v.led:commit { intent = "c", movements = { mv(C, B, 100) } })
+        assert.equal(2, v.applies())
+        assert.equal(-100, v.led:balance(C, USD))
+    end)
+
+    it("an input taken between its read and its commit: nothing applied, the saga resolves "
+       .. "again and commits from what is left", function()
+        local w = world()
+        assert(w.led:commit { intent = "d1", movements = { mv(EXT, A, 100) } })
+        assert(w.led:commit { intent = "d2", movements = { mv(EXT, A, 10) } })
+        local other = L.new { store = w.s, book = "main", node = "n2", nonce = "o" }
+        w.between = function() assert(other:commit { intent = "o", movements = { mv(A, B, 90) } }) end
+        w.arm()
+        assert(w.led:commit { intent = "p", movements = { mv(A, B, 15) } })
+        assert.equal(1, w.led.stats.one_tx_missed)
+        assert.equal(5, w.led:balance(A, USD)); assert.equal(105, w.led:balance(B, USD))
+        assert(sim.verify(w.s, "main"))
+    end)
+
+    it("a claim by another saga between its read and its commit: nothing applied, the "
+       .. "intent is in flight", function()
+        local w = world()
+        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        local req = { intent = "p", movements = { mv(A, B, 30) } }
+        w.between = function(s)
+            assert.equal(1, s:put_intent(string.rep("\255", 256) .. "p",
+                                         { status = "claimed", message = "n2:o:1",
+                                           body_hash = requests.body_hash("commit", req) }))
+        end
+        w.arm()
+        local r, err, code = w.led:commit(req)
+        assert.is_nil(r)
+        assert.equal(L.ERR.Unavailable, code)
+        assert.truthy(L.is_in_flight(err, code), tostring(err))
+        assert.equal(100, w.led:balance(A, USD))
+    end)
+end)
