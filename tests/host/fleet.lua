@@ -211,6 +211,35 @@ end
 
 -- ---- A: a dead node does not stall the live one ----
 
+-- While node 2 is dead (until stopped()): the ledger read every 100 ms until no posting is
+-- reserved by node 2's sagas any more (the survivor's takeover and recovery: the lease's
+-- bound) -> res.released; node 1 probed for every held account every 100 ms (new keys)
+-- until it commits -> res.resumed[id]; each probe's answer in probes.
+local function watch_held(res, stopped, probes)
+    sched.spawn("fleet_released", function()
+        while not stopped() and #held_by("wallet-2") > 0 do sched.sleep(100) end
+        if not stopped() then res.released = now_ms() - res.t_kill end
+    end)
+    res.resumed = {}
+    for _, id in ipairs(res.held) do
+        local n = 0
+        sched.spawn("fleet_probe", function()
+            while not stopped() do
+                n = n + 1
+                local key = format("ak-probe-%s-%d", id, n)
+                transfer_req(key, id, Z, 1)
+                local st, b = send(nodes[1], key)
+                probes[#probes + 1] = { st = st, code = code_of(b), id = id }
+                if st == 201 then
+                    res.resumed[id] = now_ms() - res.t_kill
+                    break
+                end
+                sched.sleep(100)
+            end
+        end)
+    end
+end
+
 local function phase_a_run(kill)
     local stop, rec_u, rec_t, probes = false, {}, {}, {}
     local function stopped() return stop end
@@ -257,31 +286,7 @@ local function phase_a_run(kill)
     res.t_kill = now_ms()
     res.held = held
     say("node 2 SIGKILLed holding %d payer(s): %s", #held, concat(held, " "))
-    -- the ledger read every 100 ms until no posting is reserved by node 2's sagas any more
-    -- (the survivor's takeover and recovery: the lease's bound)
-    sched.spawn("fleet_released", function()
-        while not stop and #held_by("wallet-2") > 0 do sched.sleep(100) end
-        if not stop then res.released = now_ms() - res.t_kill end
-    end)
-    -- node 1 probes every held account every 100 ms (new keys), until it commits
-    res.resumed = {}
-    for _, id in ipairs(held) do
-        local n = 0
-        sched.spawn("fleet_probe", function()
-            while not stop do
-                n = n + 1
-                local key = format("ak-probe-%s-%d", id, n)
-                transfer_req(key, id, Z, 1)
-                local st, b = send(nodes[1], key)
-                probes[#probes + 1] = { st = st, code = code_of(b), id = id }
-                if st == 201 then
-                    res.resumed[id] = now_ms() - res.t_kill
-                    break
-                end
-                sched.sleep(100)
-            end
-        end)
-    end
+    watch_held(res, stopped, probes)
     sched.sleep(P.dead_s * 1000)
     res.t_dead_end = now_ms()
     stop = true

@@ -52,6 +52,15 @@ local function money(id, from)
              nkey = "n" .. id, h = "h", req = "req" .. id }
 end
 
+-- committer.run_group records each group's job ids in w.groups (restored by after_each)
+local function record_groups(w)
+    committer.run_group = function(_, group)
+        local ids = {}
+        for i, j in ipairs(group) do ids[i] = j.id end
+        w.groups[#w.groups + 1] = ids
+    end
+end
+
 describe("ron.wallet.committer: payers found held run apart", function()
     local run_group
     before_each(function()
@@ -83,11 +92,7 @@ describe("ron.wallet.committer: payers found held run apart", function()
         -- later: the held payer's jobs run apart, the others still group without it
         now[1] = 5000 -- past hold_ms: intake lets it through again, the committer isolates it
         w.queue = lane { money(3, "U"), money(4, "H"), money(5, "V"), money(6, "H") }
-        committer.run_group = function(_, group)
-            local ids = {}
-            for i, j in ipairs(group) do ids[i] = j.id end
-            w.groups[#w.groups + 1] = ids
-        end
+        record_groups(w)
         committer.worker(w, 1)
         assert.same({ { 3, 5 } }, w.groups)
         assert.same({ 4, 6 }, w.ran)
@@ -122,11 +127,7 @@ describe("ron.wallet.committer: payers found held run apart", function()
         -- their next jobs join the groups; one of a payer still driven apart waits its turn
         w.held.apart_of.G = true
         w.queue = lane { money(1, "H"), money(2, "U"), money(3, "G") }
-        committer.run_group = function(_, group)
-            local ids = {}
-            for i, j in ipairs(group) do ids[i] = j.id end
-            w.groups[#w.groups + 1] = ids
-        end
+        record_groups(w)
         committer.worker(w, 1)
         assert.same({ { 1, 2 } }, w.groups)
         assert.same({ "req3:account_busy" }, w.busy)
