@@ -14,9 +14,10 @@
 --     and kept dead for `dead_s`; meanwhile node 1 keeps U's load and probes every account
 --     node 2's sagas held. Asserted: node 1 answers every U request 201 (its rate and p99
 --     against the same run's baseline are printed, not asserted: no wall-clock asserts);
---     its breaker never opens; each held account commits again on node 1 within the
---     lease's bound (lease_ms + 2 x lease_ms / 5, plus 5 s for the recovery under load).
---     Then node 2 restarts.
+--     its breaker never opens; no posting is reserved by node 2's sagas any more within
+--     the lease's bound (lease_ms + 2 x lease_ms / 5, plus 5 s for the recovery under
+--     load; the ledger read every 100 ms); each held account commits again on node 1
+--     while node 2 is still dead (its time printed). Then node 2 restarts.
 --  B. Every request of A sent again to both nodes until it settles: one answer per key,
 --     byte-identical on both nodes and to any 201 received before the kill; every payer's
 --     balance is its funding minus its 201s.
@@ -52,6 +53,16 @@ local P = { -- the sizes: make test (quick) and make soak-fleet
 }
 local LEASE_MS = 5000 -- the wallet's default on PostgreSQL
 local BOUND_MS = LEASE_MS + 2 * LEASE_MS / 5 + 5000
+-- The nodes' commit_timeout_ms (the wallet's default is 1000, seed 004's per-call bound).
+-- This test asks what a dead node does to the live one, not how fast the machine is: under
+-- `make test` (load average 15-20 on 2 cores) a daemon gets a tenth of a core and one group
+-- of node 1's commits takes 0.6-1.6 s wall for 60-100 ms of CPU, with or without the kill
+-- (the no-kill baseline answered 503 ledger_timeout as often as the kill phase: measured,
+-- docs/WALLET.md §6 "The test's commit timeout"). A ledger call that is slow only because
+-- the host is starved is the load, not a stall; what the kill may not do (the breaker
+-- opening, ledger_unavailable, a group waiting for a held payer's drive, held payers never
+-- resuming) still fails the checks below.
+local COMMIT_TIMEOUT_MS = 5000
 
 local format, concat, floor = string.format, table.concat, math.floor
 local sched = task.new()
@@ -106,8 +117,9 @@ local b3hex = require("ron.accounting").b3hex
 return { listen = "127.0.0.1:0", status_interval_s = 0, drain_deadline_ms = 2000,
     http_max_conns_per_peer = 1024,
     wallet = { tokens = { %s }, assets = { USD = 2 }, node = "wallet-%d",
+               commit_timeout_ms = %d,
                store = { backend = "postgres", conninfo = %q } } }
-]], concat(toks, ", "), n, pg.conninfo))
+]], concat(toks, ", "), n, COMMIT_TIMEOUT_MS, pg.conninfo))
     f:close()
     return path
 end
@@ -199,6 +211,35 @@ end
 
 -- ---- A: a dead node does not stall the live one ----
 
+-- While node 2 is dead (until stopped()): the ledger read every 100 ms until no posting is
+-- reserved by node 2's sagas any more (the survivor's takeover and recovery: the lease's
+-- bound) -> res.released; node 1 probed for every held account every 100 ms (new keys)
+-- until it commits -> res.resumed[id]; each probe's answer in probes.
+local function watch_held(res, stopped, probes)
+    sched.spawn("fleet_released", function()
+        while not stopped() and #held_by("wallet-2") > 0 do sched.sleep(100) end
+        if not stopped() then res.released = now_ms() - res.t_kill end
+    end)
+    res.resumed = {}
+    for _, id in ipairs(res.held) do
+        local n = 0
+        sched.spawn("fleet_probe", function()
+            while not stopped() do
+                n = n + 1
+                local key = format("ak-probe-%s-%d", id, n)
+                transfer_req(key, id, Z, 1)
+                local st, b = send(nodes[1], key)
+                probes[#probes + 1] = { st = st, code = code_of(b), id = id }
+                if st == 201 then
+                    res.resumed[id] = now_ms() - res.t_kill
+                    break
+                end
+                sched.sleep(100)
+            end
+        end)
+    end
+end
+
 local function phase_a_run(kill)
     local stop, rec_u, rec_t, probes = false, {}, {}, {}
     local function stopped() return stop end
@@ -245,25 +286,7 @@ local function phase_a_run(kill)
     res.t_kill = now_ms()
     res.held = held
     say("node 2 SIGKILLed holding %d payer(s): %s", #held, concat(held, " "))
-    -- node 1 probes every held account every 100 ms (new keys), until it commits
-    res.resumed = {}
-    for _, id in ipairs(held) do
-        local n = 0
-        sched.spawn("fleet_probe", function()
-            while not stop do
-                n = n + 1
-                local key = format("ak-probe-%s-%d", id, n)
-                transfer_req(key, id, Z, 1)
-                local st, b = send(nodes[1], key)
-                probes[#probes + 1] = { st = st, code = code_of(b), id = id }
-                if st == 201 then
-                    res.resumed[id] = now_ms() - res.t_kill
-                    break
-                end
-                sched.sleep(100)
-            end
-        end)
-    end
+    watch_held(res, stopped, probes)
     sched.sleep(P.dead_s * 1000)
     res.t_dead_end = now_ms()
     stop = true
@@ -336,12 +359,21 @@ local function phase_a()
         check(#run.held > 0, "node 2 never held a payer when stopped")
         local busy = 0
         for _, p in ipairs(run.probes) do if p.code == "account_busy" then busy = busy + 1 end end
+        -- the bound is the release's: a held payer's next commit after it takes a commit's
+        -- time, which is the machine's (1-2.5 s at load average 20: the last of 8 held
+        -- payers committed again up to 14 s after the kill). It must come while node 2 is
+        -- still dead (before issue 29, only node 2's restart released them)
+        local rel = run.released
+        say("A kill %d: node 2's reservations released %s ms after the kill (bound %d ms)", k,
+            rel and format("%.0f", rel) or "never", BOUND_MS)
+        check(rel ~= nil and rel <= BOUND_MS, "node 2's reservations released after %s ms "
+              .. "(bound %d ms)", tostring(rel and floor(rel)), BOUND_MS)
         for _, id in ipairs(run.held) do
             local t = run.resumed[id]
             say("A kill %d: held account %s committed again on node 1 after %s ms", k, id,
                 t and format("%.0f", t) or "never")
-            check(t ~= nil and t <= BOUND_MS, "held account %s resumed after %s ms (bound "
-                  .. "%d ms)", id, tostring(t and floor(t)), BOUND_MS)
+            check(t ~= nil, "held account %s did not commit again while node 2 was dead (%d s)",
+                  id, P.dead_s)
         end
         say("A kill %d: %d probe answers, %d of them 503 account_busy", k, #run.probes, busy)
         check_failover(k, run)

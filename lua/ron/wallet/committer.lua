@@ -253,7 +253,8 @@ _M.APART_MAX = 2
 local function run_apart(self, job)
     local h = self.held
     local from = job.kind == "money" and job.r.from
-    if not from or not h:suspect(from) then return false end
+    -- (a job of a payer still driven apart, forgotten meanwhile, waits its turn: order)
+    if not from or not (h.apart_of[from] or h:suspect(from)) then return false end
     if h.apart_live >= _M.APART_MAX or h.apart_of[from] then
         h.refused = h.refused + 1
         self:_clear(job)

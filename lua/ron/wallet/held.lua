@@ -17,6 +17,10 @@
 --                                      saga holds its postings): suspect from now (its jobs
 --                                      run apart), not refused at intake (it may be a race)
 --   h:clear(account)                -- it committed: no longer suspect
+--   h:forget()                      -- a survivor recovered a dead node's sagas: the
+--                                      postings they held are free, so no payer is held
+--                                      or suspect now (one still held is found again by
+--                                      its next group's hand-back)
 --   h.refused                       -- requests answered account_busy from here
 local lru = require("ron.base.lru")
 
@@ -29,7 +33,7 @@ H.__index = H
 
 function _M.new(o)
     return setmetatable({ clock = o.clock, hold_ms = o.hold_ms or 1000,
-                          suspect_ms = o.suspect_ms or 60000,
+                          suspect_ms = o.suspect_ms or 60000, capacity = o.capacity or 4096,
                           until_ms = lru.new(o.capacity or 4096),
                           seen_ms = lru.new(o.capacity or 4096), refused = 0, marked = 0,
                           -- the jobs run apart (ron.wallet.committer): in all, now, by payer
@@ -62,6 +66,10 @@ end
 
 function H:clear(account)
     if account ~= nil and self.seen_ms:get(account) ~= nil then self.seen_ms:delete(account) end
+end
+
+function H:forget()
+    self.until_ms, self.seen_ms = lru.new(self.capacity), lru.new(self.capacity)
 end
 
 function H:retry_after_s(account)

@@ -12,7 +12,8 @@ local function sim(cfg, cohorts, max_groups)
     local think = cfg.think_ms or 2
     local now, arrivals, queued, id = { 0 }, {}, {}, 0
     local w = { group_max = cfg.group_max or 256, group_linger_ms = cfg.linger,
-                m = { worker_inflight = 0 }, groups = {}, held = { suspect = function() end },
+                m = { worker_inflight = 0 }, groups = {},
+                held = { suspect = function() end, apart_of = {} },
                 log = function() end }
     w.clock = function() return now[1] end
     local function arrive(t)

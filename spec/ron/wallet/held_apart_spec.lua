@@ -4,6 +4,7 @@
 -- other payer's commit; it is a payer like the others again once it commits. The fleet
 -- shape end to end: tests/host/fleet.lua (ctest host-wallet-fleet).
 local committer = require("ron.wallet.committer")
+local fleet = require("ron.wallet.fleet")
 local held = require("ron.wallet.held")
 
 local function fake_wallet(now)
@@ -51,6 +52,15 @@ local function money(id, from)
              nkey = "n" .. id, h = "h", req = "req" .. id }
 end
 
+-- committer.run_group records each group's job ids in w.groups (restored by after_each)
+local function record_groups(w)
+    committer.run_group = function(_, group)
+        local ids = {}
+        for i, j in ipairs(group) do ids[i] = j.id end
+        w.groups[#w.groups + 1] = ids
+    end
+end
+
 describe("ron.wallet.committer: payers found held run apart", function()
     local run_group
     before_each(function()
@@ -82,11 +92,7 @@ describe("ron.wallet.committer: payers found held run apart", function()
         -- later: the held payer's jobs run apart, the others still group without it
         now[1] = 5000 -- past hold_ms: intake lets it through again, the committer isolates it
         w.queue = lane { money(3, "U"), money(4, "H"), money(5, "V"), money(6, "H") }
-        committer.run_group = function(_, group)
-            local ids = {}
-            for i, j in ipairs(group) do ids[i] = j.id end
-            w.groups[#w.groups + 1] = ids
-        end
+        record_groups(w)
         committer.worker(w, 1)
         assert.same({ { 3, 5 } }, w.groups)
         assert.same({ 4, 6 }, w.ran)
@@ -101,6 +107,30 @@ describe("ron.wallet.committer: payers found held run apart", function()
         committer.worker(w, 1)
         assert.same({ { 7, 8 } }, w.groups)
         assert.same({}, w.spawned)
+    end)
+
+    it("forgets the held payers once a survivor recovered a dead node's sagas", function()
+        -- (before: each stayed apart until it committed there, APART_MAX at a time: with 8
+        -- held payers and 2 s commits at load 20 the last resumed 14 s after the kill)
+        local w = fake_wallet({ 0 })
+        w.held:mark("H")
+        w.held:watch("G")
+        local f = fleet.new(w, { ttl_ms = 5000 })
+        assert.is_false(f:_recovered({ { node = "wallet-2", sagas = 0 } }))
+        assert.is_false(f:_recovered({ { node = "wallet-2", sagas = 1, err = "down" } }))
+        assert.is_false(f:_recovered(nil))
+        assert.is_true(w.held:suspect("H"))
+        assert.is_true(f:_recovered({ { node = "wallet-2", sagas = 2 } }))
+        assert.is_nil(w.held:retry_after_s("H"))
+        assert.is_false(w.held:suspect("H"))
+        assert.is_false(w.held:suspect("G"))
+        -- their next jobs join the groups; one of a payer still driven apart waits its turn
+        w.held.apart_of.G = true
+        w.queue = lane { money(1, "H"), money(2, "U"), money(3, "G") }
+        record_groups(w)
+        committer.worker(w, 1)
+        assert.same({ { 1, 2 } }, w.groups)
+        assert.same({ "req3:account_busy" }, w.busy)
     end)
 
     it("is bounded: one job apart per payer, APART_MAX in all; the rest account_busy",
