@@ -5,7 +5,7 @@
 #                    offloaded SQLite ledger (idempotency and nonces across a reopen, nonce
 #                    atomicity, backpressure counters, a stalled ledger, staleness).
 # (cmake/ledger.cmake; ~30-60 s quiet, 117 s seen at load 17 against 120)
-rl_host_spec(lua-wallet-host spec/ron/wallet lua 300)
+rl_host_spec(lua-wallet-host spec/ron/wallet lua 600)
 # host-wallet-kill9: a real daemon with `wallet` on SQLite, SIGKILLed with 40 transfers in
 # flight; after the restart every request sent again answers byte-identical bytes (WLT-4),
 # balances are exact, a used nonce is remembered (WLT-5). tests/host/wallet.sh.
