@@ -35,16 +35,25 @@ rc=$?
 # One SIGTERM, to the host itself: under timeout(1) the signal reached it twice (timeout
 # forwards it to its child and to its process group), and a second signal means "exit now"
 # (exit 1): the test failed about one run in four. A watchdog kills a hung host instead.
-"$host" run "$src/examples/daemon.lua" --check --config loop.lua --var var \
+# The signal goes once the configuration runs (it leaves a file first): a fixed `sleep 1`
+# sent it before the host had started, under a loaded machine's slow start.
+echo 'io.open("in-config", "w"):close() local n = 0 while true do n = n + 1 end' >term.lua
+rm -f in-config
+"$host" run "$src/examples/daemon.lua" --check --config term.lua --var var \
     >loop.out 2>loop.err &
 pid=$!
 (sleep 30 && kill -KILL "$pid") >/dev/null 2>&1 &
 watchdog=$!
-sleep 1
+waited=0
+while [ ! -e in-config ] && [ "$waited" -lt 250 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+done
+[ -e in-config ] || fail "the host never ran the configuration: $(cat loop.err)"
 kill -TERM "$pid"
 wait "$pid"
 rc=$?
 kill "$watchdog" 2>/dev/null
-[ "$rc" = 2 ] && grep -q "loop.lua: interrupted by SIGTERM" loop.err ||
+[ "$rc" = 2 ] && grep -q "term.lua: interrupted by SIGTERM" loop.err ||
     fail "SIGTERM during an endless configuration: exit $rc: $(cat loop.err)"
 echo "check.sh: OK"
