@@ -36,6 +36,17 @@ function _M.largest_less(a, b)
     return a.id.index < b.id.index
 end
 
+-- Puts p into list, sorted by less, at its place at or before slot j (j = #list + 1 grows
+-- the list; j = #list drops its last): one insertion step, for lists kept sorted as they
+-- grow (a plan's pools, the memory store's top k).
+function _M.insert_sorted(list, p, j, less)
+    while j > 1 and less(p, list[j - 1]) do
+        list[j] = list[j - 1]
+        j = j - 1
+    end
+    list[j] = p
+end
+
 -- The (account, asset) pair's entry of a netting: by[account .. asset_key], made (net 0)
 -- and appended to list on first sight. Resolution (ron.ledger.engine.resolve) nets with it.
 local function net_pair(list, by, account, asset)

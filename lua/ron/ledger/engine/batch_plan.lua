@@ -87,14 +87,8 @@ local function move_view(pidx, bal, seen, plan, t, consumed)
     for i, out in ipairs(t.outputs) do
         local pool = pidx[out.account .. asset_key(out.asset)]
         if pool and not (type(out.amount) == "number" and out.amount <= 0) then
-            local o = ledger.output_posting(t, tid, i)
             local l = pool.list
-            local j = #l + 1
-            while j > 1 and view.largest_less(o, l[j - 1]) do
-                l[j] = l[j - 1]
-                j = j - 1
-            end
-            l[j] = o
+            view.insert_sorted(l, ledger.output_posting(t, tid, i), #l + 1, view.largest_less)
         end
     end
 end

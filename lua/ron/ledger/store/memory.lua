@@ -381,12 +381,7 @@ local function top_k(r, limit, less)
     for _, p in ipairs(r) do
         local n = #best
         if n < limit or less(p, best[n]) then
-            local j = n < limit and n + 1 or n
-            while j > 1 and less(p, best[j - 1]) do
-                best[j] = best[j - 1]
-                j = j - 1
-            end
-            best[j] = p
+            ledger_view.insert_sorted(best, p, n < limit and n + 1 or n, less)
         end
     end
     return best
