@@ -531,13 +531,16 @@ static bool iteration(uint64_t iter, uint64_t *seed) {
     bool opened = false, ok = true, killed = false;
     char child_err[512] = "";
     /* A quarter of the kills count their delay from the fork (some land before the meter
-     * opens); the rest from the child's "opened" line, so a slow start under load (ASan, a
-     * busy machine) still leaves kills among the seals and the run reports slices. */
-    bool from_fork = (r & 3) == 0, armed = from_fork;
+     * opens), a quarter from the child's first sealed slice, the rest from its "opened"
+     * line. A slow start under load (ASan, a busy machine) can seal nothing within 50 ms of
+     * the open; the kills armed by a seal still land among the seals, so every run reports
+     * slices and checks the pending ones. */
+    bool from_fork = (r & 3) == 0, from_seal = (r & 3) == 1, armed = from_fork;
+    uint64_t reported_before = g_st.reported;
     uint64_t deadline = mono_us() + delay_us;
     for (;;) {
         int timeout = -1;
-        if (!armed && opened) {
+        if (!armed && opened && (!from_seal || g_st.reported > reported_before)) {
             deadline = mono_us() + delay_us;
             armed = true;
         }
