@@ -96,6 +96,23 @@ function _M.encode(v)
     return concat(out)
 end
 
+-- encode_fields(keys, x): the bytes encode writes for the table of x's fields named in keys
+-- (string keys in ascending order, as encode sorts them), without building that table or
+-- sorting its keys: for records of a fixed shape written per transfer (an event's data).
+function _M.encode_fields(keys, x)
+    local out, n, nk = { "" }, 1, 0
+    for i = 1, #keys do
+        local v = x[keys[i]]
+        if v ~= nil then
+            nk = nk + 1
+            n = put(keys[i], out, n)
+            n = put(v, out, n)
+        end
+    end
+    out[1] = tab_hdr(nk)
+    return concat(out, "", 1, n)
+end
+
 local function get(s, i)
     local c = sub(s, i, i)
     if c == "n" then return nil, i + 1
