@@ -30,19 +30,12 @@ end
 -- once (a format per string and per table was most of an engine record's encoding: every
 -- batch encodes its members' requests, each transfer's event data, issue 25).
 local HDR_MAX = 4096
-local s_hdr, t_hdr = {}, {}
-local function str_hdr(len)
-    local h = s_hdr[len]
+local s_hdr, t_hdr = { fmt = "s%d:" }, { fmt = "T%d:" }
+local function hdr(cache, n)
+    local h = cache[n]
     if h then return h end
-    h = format("s%d:", len)
-    if len <= HDR_MAX then s_hdr[len] = h end
-    return h
-end
-local function tab_hdr(nk)
-    local h = t_hdr[nk]
-    if h then return h end
-    h = format("T%d:", nk)
-    if nk <= HDR_MAX then t_hdr[nk] = h end
+    h = format(cache.fmt, n)
+    if n <= HDR_MAX then cache[n] = h end
     return h
 end
 
@@ -59,7 +52,7 @@ local function put(v, out, n)
         n = n + 1
         out[n] = "i" .. tostring(v):gsub("LL$", "") .. ";"
     elseif t == "string" then
-        out[n + 1], out[n + 2] = str_hdr(#v), v
+        out[n + 1], out[n + 2] = hdr(s_hdr, #v), v
         n = n + 2
     elseif t == "table" then
         local keys, nk, mixed, kt = {}, 0, false, nil
@@ -78,7 +71,7 @@ local function put(v, out, n)
             if mixed then sort(keys, key_less) else sort(keys) end
         end
         n = n + 1
-        out[n] = tab_hdr(nk)
+        out[n] = hdr(t_hdr, nk)
         for i = 1, nk do
             local k = keys[i]
             n = put(k, out, n)
@@ -109,7 +102,7 @@ function _M.encode_fields(keys, x)
             n = put(v, out, n)
         end
     end
-    out[1] = tab_hdr(nk)
+    out[1] = hdr(t_hdr, nk)
     return concat(out, "", 1, n)
 end
 
