@@ -26,6 +26,19 @@ local function key_less(a, b)
     return a < b
 end
 
+-- The headers of strings and tables ("s<len>:", "T<count>:") by length and count, made
+-- once (a format per string and per table was most of an engine record's encoding: every
+-- batch encodes its members' requests, each transfer's event data, issue 25).
+local HDR_MAX = 4096
+local s_hdr, t_hdr = { fmt = "s%d:" }, { fmt = "T%d:" }
+local function hdr(cache, n)
+    local h = cache[n]
+    if h then return h end
+    h = format(cache.fmt, n)
+    if n <= HDR_MAX then cache[n] = h end
+    return h
+end
+
 -- put(v, out, n) -> n: appends v's pieces at out[n + 1 ..] and returns the new count (an
 -- explicit count instead of #out per piece; a string's header and its bytes as two pieces,
 -- so its bytes are copied once, by the final concat). The bytes are the same as ever: the
@@ -39,21 +52,26 @@ local function put(v, out, n)
         n = n + 1
         out[n] = "i" .. tostring(v):gsub("LL$", "") .. ";"
     elseif t == "string" then
-        out[n + 1], out[n + 2] = format("s%d:", #v), v
+        out[n + 1], out[n + 2] = hdr(s_hdr, #v), v
         n = n + 2
     elseif t == "table" then
-        local keys, nk = {}, 0
+        local keys, nk, mixed, kt = {}, 0, false, nil
         for k in pairs(v) do
             local tk = type(k)
             if tk ~= "string" and tk ~= "number" then
                 error("ron.ledger.codec: table key of type " .. tk, 3)
             end
+            if kt == nil then kt = tk elseif tk ~= kt then mixed = true end
             nk = nk + 1
             keys[nk] = k
         end
-        if nk > 1 then sort(keys, key_less) end
+        -- keys of one type sort alike by their own < (in C, without a Lua comparator call
+        -- per comparison); only a table with string and number keys needs key_less
+        if nk > 1 then
+            if mixed then sort(keys, key_less) else sort(keys) end
+        end
         n = n + 1
-        out[n] = format("T%d:", nk)
+        out[n] = hdr(t_hdr, nk)
         for i = 1, nk do
             local k = keys[i]
             n = put(k, out, n)
@@ -69,6 +87,23 @@ function _M.encode(v)
     local out = {}
     put(v, out, 0)
     return concat(out)
+end
+
+-- encode_fields(keys, x): the bytes encode writes for the table of x's fields named in keys
+-- (string keys in ascending order, as encode sorts them), without building that table or
+-- sorting its keys: for records of a fixed shape written per transfer (an event's data).
+function _M.encode_fields(keys, x)
+    local out, n, nk = { "" }, 1, 0
+    for i = 1, #keys do
+        local v = x[keys[i]]
+        if v ~= nil then
+            nk = nk + 1
+            n = put(keys[i], out, n)
+            n = put(v, out, n)
+        end
+    end
+    out[1] = hdr(t_hdr, nk)
+    return concat(out, "", 1, n)
 end
 
 local function get(s, i)

@@ -55,10 +55,11 @@ _M.UPGRADE_DATA = "schema 3"
 -- must agree with. x = { intent, kind ("commit" | "reverse"), target?, body_hash,
 -- created_at_ms, keys? } (keys: other intents-table keys naming the same request, e.g. the
 -- wallet's Idempotency-Key row).
+-- (its fields in the codec's order: one per committed transfer, encoded without a table of
+-- them and a sort of their names, issue 25)
+local TRANSFER_FIELDS = { "body_hash", "created_at_ms", "intent", "keys", "kind", "target" }
 function _M.transfer_data(x)
-    return codec.encode { intent = x.intent, kind = x.kind, target = x.target,
-                          body_hash = x.body_hash, created_at_ms = x.created_at_ms,
-                          keys = x.keys }
+    return codec.encode_fields(TRANSFER_FIELDS, x)
 end
 
 -- A rejection event's data: the stored outcome, field for field (code, message, body_hash),

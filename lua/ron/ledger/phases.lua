@@ -164,12 +164,38 @@ local function reserve_ops(led, ctx, record, ids, prs)
         ops[#ops + 1] = { "acquire_head", h.account, h.asset, ctx.sid, expect = 1, head = true }
     end
     if prs then
-        -- the last step's reads (LED-30), after the inputs and heads are ours
-        ops[#ops + 1] = { "get_accounts", ctx.ids }
-        ops[#ops + 1] = { "get_postings", ids }
-        ops[#ops + 1] = { "get_balances", prs }
+        -- the last step's reads (LED-30), after the inputs and heads are ours, each chunked
+        -- at the stores' bound: a batch of 1024 streams pins ~3k accounts and moves ~4k
+        -- pairs, which went to the store as reads of their own after the phase (issue 25)
+        for _, c in ipairs(slices(ctx.ids, BATCH_IDS)) do
+            ops[#ops + 1] = { "get_accounts", c, acc = true }
+        end
+        for _, c in ipairs(slices(ids, BATCH_IDS)) do
+            ops[#ops + 1] = { "get_postings", c, posts = true }
+        end
+        for _, c in ipairs(slices(prs, BATCH_IDS)) do
+            ops[#ops + 1] = { "get_balances", c, bals = true }
+        end
     end
     return ops
+end
+
+-- The last step's reads out of a reserve phase's answer (the ops after the reservation and
+-- the heads): -> accts (by id), the reserved postings, the balances in the order of prs.
+local function last_answers(ops, res)
+    local accts, consumed, bals, nb = {}, {}, {}, 0
+    for k, op in ipairs(ops) do
+        local v = res[k][1]
+        if op.acc then
+            for id, a in pairs(v) do accts[id] = a end
+        elseif op.posts then
+            for _, p in ipairs(v) do consumed[#consumed + 1] = p end
+        elseif op.bals then
+            for j = 1, #op[2] do bals[nb + j] = v[j] end
+            nb = nb + #op[2]
+        end
+    end
+    return accts, consumed, bals
 end
 
 -- Every posting of ids is PendingInactive and reserved by sid.
@@ -210,9 +236,8 @@ function _M.reserve(led, ctx, record, ids, prs)
         local res, maybe = _M.apply(led, ops)
         if res.ok then
             if not prs then return "full" end
-            local n = #ops
-            return "full", { accts = res[n - 2][1], consumed = res[n - 1][1], prs = prs,
-                             bals = res[n][1] }
+            local accts, consumed, bals = last_answers(ops, res)
+            return "full", { accts = accts, consumed = consumed, prs = prs, bals = bals }
         end
         if maybe then
             if all_ours(led, ctx, ids) then return "full" end

@@ -249,6 +249,36 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(sim.verify(store, "main"))
     end)
 
+    it("reads the last step's accounts, postings and balances inside the reserve phase "
+       .. "even past the stores' bound per call: chunked there (issue 25)", function()
+        local store, led = world()
+        -- 1100 payees: the batch pins 1101 accounts and moves 1101 pairs (> 1024)
+        local reqs = {}
+        for i = 1, 1100 do
+            local id = ("P%015d"):format(i)
+            assert(led:create_account { id = id, policy = "no_overdraft" })
+            reqs[i] = { intent = "w" .. i, movements = { mv(sim.EXT, id, i) } }
+        end
+        local outside = {}
+        local depth = 0
+        store.fault = function(when, name)
+            if name == "apply" then
+                depth = depth + (when == "before" and 1 or -1)
+            elseif when == "before" and depth == 0 then
+                outside[name] = (outside[name] or 0) + 1
+            end
+        end
+        local r = led:commit_many(reqs)
+        store.fault = nil
+        for i = 1, #reqs do assert.truthy(r[i][1], tostring(r[i][2])) end
+        assert.equal(1, led.stats.last_reads_in_reserve)
+        assert.is_nil(outside.get_accounts)
+        assert.is_nil(outside.get_balances)
+        assert.is_nil(outside.get_postings)
+        assert.equal(1100, store:get_balance(("P%015d"):format(1100), USD))
+        assert(sim.verify(store, "main"))
+    end)
+
     it("validates the chain again only when the last step's reads moved from the plan's "
        .. "(issue 25)", function()
         local ledger = require("ron.ledger")

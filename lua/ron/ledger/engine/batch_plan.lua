@@ -179,10 +179,10 @@ function Ledger:_plan_batch(ctx)
 end
 
 -- The last step's reads of a planned batch (LED-30), to go in its reserve phase (the single
--- path's do, phases.reserve): -> the pinned accounts' ids and the pairs whose balances the
--- chain needs (a consumed posting's pair is the one the plan saw: a posting never changes
--- account or asset), or nil when a list is over the stores' bound per call (the last step
--- then reads them itself, chunked).
+-- path's do, phases.reserve, each list chunked at the stores' bound): -> the pinned
+-- accounts' ids and the pairs whose balances the chain needs (a consumed posting's pair is
+-- the one the plan saw: a posting never changes account or asset), or nil for a batch
+-- that pins nothing.
 -- The accounts the transfers of items pin, each once, in order.
 local function pinned(items)
     local ids, seen = {}, {}
@@ -208,9 +208,7 @@ function Ledger:_last_reads(ctx)
             end
         end
     end
-    if #ids == 0 or #ids > BATCH_IDS or #prs > BATCH_IDS or #ctx.ins > BATCH_IDS then
-        return nil
-    end
+    if #ids == 0 then return nil end
     return ids, prs
 end
 

@@ -117,11 +117,14 @@ function Ledger:_resolve_commit(req, src)
                 -- postings the first read could not see. Read them again last: value that
                 -- was reserved, then finalizing, then Active is seen by one of the reads.
                 -- (A batch's view is one read per batch: the same list, nothing to compare.)
-                local again = src:page(p.account, p.asset, lim)
-                local _, _, _, avail2 = ledger.select_postings(again, p.account, p.asset,
-                                                               need, cap)
-                if avail2 ~= avail then -- nil when they now cover the need
-                    return false, "the account's postings changed meanwhile", ERR.Unavailable
+                if not src.deep then
+                    local again = src:page(p.account, p.asset, lim)
+                    local _, _, _, avail2 = ledger.select_postings(again, p.account, p.asset,
+                                                                   need, cap)
+                    if avail2 ~= avail then -- nil when they now cover the need
+                        return false, "the account's postings changed meanwhile",
+                            ERR.Unavailable
+                    end
                 end
                 local recv = req.overdraft and req.overdraft[p.account]
                 if not recv and accts[p.account].policy == "no_overdraft" then
