@@ -2,7 +2,7 @@
 -- goes (issue 25, docs/LEDGER.md "One round trip on PostgreSQL").
 --
 --   build/ron-accounting run tests/bench/bench-ledger-commit-pg.lua [--commits N]
---       [--warmup N] [--one-tx-cache on|off] [--out FILE]
+--       [--warmup N] [--plan-cache N] [--out FILE]      (--plan-cache 0: every commit reads)
 --
 -- A server the bench starts (fsync on, synchronous_commit on: the durable contract) with
 -- pg_stat_statements (planning tracked) and WAL I/O timing; one engine over a pool of 4, each
@@ -23,8 +23,8 @@ local format = string.format
 local opts = { commits = 2000, warmup = 200, out = nil, cache = nil }
 B.args(arg, opts, {
     { "--commits", "commits", "num" }, { "--warmup", "warmup", "num" },
-    { "--one-tx-cache", "cache", "str" },
-}, "bench-ledger-commit-pg.lua [--commits N] [--warmup N] [--one-tx-cache on|off] [--out F]")
+    { "--plan-cache", "cache", "num" },
+}, "bench-ledger-commit-pg.lua [--commits N] [--warmup N] [--plan-cache N] [--out F]")
 
 local USD = { code = "USD", scale = 2 }
 local EXT, SINK = ("E"):rep(16), ("S"):rep(16)
@@ -143,8 +143,8 @@ local function report(cluster, n, lat, cpu_s, rt, scpu_s, emit)
     local parts = {}
     for k, v in pairs(x) do parts[#parts + 1] = format('"%s":%.2f', k, v) end
     table.sort(parts)
-    emit(format('{"bench":"ledger-commit-pg","commits":%d,%s,"loadavg":"%s"}', n,
-                table.concat(parts, ","), B.loadavg()))
+    emit(format('{"bench":"ledger-commit-pg","commits":%d,"plan_cache":"%s",%s,"loadavg":"%s"}',
+                n, tostring(opts.cache or "default"), table.concat(parts, ","), B.loadavg()))
 end
 
 B.main("bench-ledger-commit-pg", function(T)
@@ -154,7 +154,7 @@ B.main("bench-ledger-commit-pg", function(T)
         instrument_server(cluster)
         local lopts = { store = s, book = "bench", node = "bench-commit",
                         pause = function(k) T.sleep(k) end }
-        if opts.cache then lopts.one_tx_cache = opts.cache == "on" end
+        lopts.plan_cache = opts.cache
         local led = L.new(lopts)
         B.fund_payers(led, EXT, SINK, PAYERS, USD)
         local k = 0
