@@ -2,7 +2,9 @@
 -- goes (issue 25, docs/LEDGER.md "One round trip on PostgreSQL").
 --
 --   build/ron-accounting run tests/bench/bench-ledger-commit-pg.lua [--commits N]
---       [--warmup N] [--plan-cache N] [--out FILE]      (--plan-cache 0: every commit reads)
+--       [--warmup N] [--plan-cache N] [--no-prepare] [--out FILE]
+--   --plan-cache 0: every commit reads first (LED-73 off); --no-prepare: the statements sent
+--   unnamed (parsed and planned by the server every time)
 --
 -- A server the bench starts (fsync on, synchronous_commit on: the durable contract) with
 -- pg_stat_statements (planning tracked) and WAL I/O timing; one engine over a pool of 4, each
@@ -23,8 +25,9 @@ local format = string.format
 local opts = { commits = 2000, warmup = 200, out = nil, cache = nil }
 B.args(arg, opts, {
     { "--commits", "commits", "num" }, { "--warmup", "warmup", "num" },
-    { "--plan-cache", "cache", "num" },
-}, "bench-ledger-commit-pg.lua [--commits N] [--warmup N] [--plan-cache N] [--out F]")
+    { "--plan-cache", "cache", "num" }, { "--no-prepare", "noprep", "on" },
+}, "bench-ledger-commit-pg.lua [--commits N] [--warmup N] [--plan-cache N] [--no-prepare] "
+   .. "[--out F]")
 
 local USD = { code = "USD", scale = 2 }
 local EXT, SINK = ("E"):rep(16), ("S"):rep(16)
@@ -133,6 +136,8 @@ local function report(cluster, n, lat, cpu_s, rt, scpu_s, emit)
         wal_syncs = tonumber(w[3]) / n, wal_write_us = tonumber(w[4]) * 1000 / n,
         wal_sync_us = tonumber(w[5]) * 1000 / n,
     }
+    print(format("plan_cache %s, prepare %s: ", tostring(opts.cache or "default"),
+                 tostring(not opts.noprep)))
     print(format("per commit over %d: wall p50 %.0f us, mean %.0f us; this process's CPU %.0f "
                  .. "us; round trips %.2f (pipelines) + %.2f (statements), waiting %.0f us in "
                  .. "them; server exec %.0f us + plan %.0f us (pg_stat_statements), server CPU "
@@ -143,8 +148,9 @@ local function report(cluster, n, lat, cpu_s, rt, scpu_s, emit)
     local parts = {}
     for k, v in pairs(x) do parts[#parts + 1] = format('"%s":%.2f', k, v) end
     table.sort(parts)
-    emit(format('{"bench":"ledger-commit-pg","commits":%d,"plan_cache":"%s",%s,"loadavg":"%s"}',
-                n, tostring(opts.cache or "default"), table.concat(parts, ","), B.loadavg()))
+    emit(format('{"bench":"ledger-commit-pg","commits":%d,"plan_cache":"%s","prepare":%s,%s,'
+                .. '"loadavg":"%s"}', n, tostring(opts.cache or "default"),
+                tostring(not opts.noprep), table.concat(parts, ","), B.loadavg()))
 end
 
 B.main("bench-ledger-commit-pg", function(T)
@@ -155,6 +161,7 @@ B.main("bench-ledger-commit-pg", function(T)
         local lopts = { store = s, book = "bench", node = "bench-commit",
                         pause = function(k) T.sleep(k) end }
         lopts.plan_cache = opts.cache
+        s.prepare = not opts.noprep
         local led = L.new(lopts)
         B.fund_payers(led, EXT, SINK, PAYERS, USD)
         local k = 0
