@@ -1,5 +1,8 @@
 -- ron.ledger.engine.atomic: the one-transaction commit (LED-72, issue 25 "Fewer round
--- trips"): an uncontended single commit in TWO store calls instead of three phases.
+-- trips"): an uncontended single commit in TWO store calls instead of three phases, or ONE
+-- when the plan cache (LED-73, ron.ledger.engine.plan_cache) remembers what the plan needs:
+-- the plan is then made from it, and step 1 is skipped; a guard that misses on a plan from
+-- the cache forgets what it used and the commit takes the two calls below.
 --
 --   1. read     the prior outcome and the view's reads (ron.ledger.view): one read-only phase
 --   (resolve and validate in memory, over the view: the saga's early look)
