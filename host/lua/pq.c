@@ -23,7 +23,10 @@
  *       protocol, no parameters): the last statement's rows, or the first error.
  *   conn:pipeline(list, cb [, opts])  -> true     libpq's pipeline mode (PostgreSQL 14+): every
  *       entry of list sent at once, one round trip for all. An entry is { sql, params } (as
- *       query's) or the string "sync" (PQpipelineSync: the statements since the previous
+ *       query's), { sql, prepare = name } (PQsendPrepare: sql made the session's named
+ *       statement `name`, parsed and planned by the server once; answers no rows), { sql,
+ *       params, name = name } (PQsendQueryPrepared: the named statement run with params; sql
+ *       is not sent) or the string "sync" (PQpipelineSync: the statements since the previous
  *       sync run as ONE implicit transaction, committed there; a statement that fails
  *       aborts its transaction and the rest of it); the list ends with a sync (added when
  *       missing, not answered). cb(results): results[i] for list[i] is rows (as query's),
@@ -1032,11 +1035,17 @@ static int l_pipeline(lua_State *L) {
         } else {
             lua_rawgeti(L, -1, 1);
             lua_rawgeti(L, -2, 2);
+            lua_getfield(L, -3, "prepare");
+            lua_getfield(L, -4, "name");
+            const char *prep = lua_tostring(L, base + 4), *name = lua_tostring(L, base + 5);
             params_t p;
-            bad = params_from(L, lua_gettop(L), &p);
-            if (!bad) {
-                sent = PQsendQueryParams(c->pg, lua_tostring(L, base + 2), p.n, NULL, p.values,
-                                         p.lengths, p.formats, 0);
+            if (prep) {
+                sent = PQsendPrepare(c->pg, prep, lua_tostring(L, base + 2), 0, NULL);
+            } else if (!(bad = params_from(L, base + 3, &p))) {
+                sent =
+                    name ? PQsendQueryPrepared(c->pg, name, p.n, p.values, p.lengths, p.formats, 0)
+                         : PQsendQueryParams(c->pg, lua_tostring(L, base + 2), p.n, NULL, p.values,
+                                             p.lengths, p.formats, 0);
                 params_free(&p);
             }
         }

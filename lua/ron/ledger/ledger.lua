@@ -93,6 +93,9 @@ function _M.new(opts)
         -- LED-72: a single commit tries the one-transaction commit first (false: the saga's
         -- phases only)
         one_tx = opts.one_tx ~= false,
+        -- LED-73: the pairs the one-transaction commit remembers (ron.ledger.engine.plan_cache:
+        -- a payer's postings, balances; 0: none, every commit reads first)
+        plan_cache = opts.plan_cache or 4096,
         -- LED-58: accounts whose history does not list transfers ({ [id16] = true }: a
         -- book's system accounts that every rated slice touches; the feed lists them all)
         unindexed = opts.unindexed or {},

@@ -24,6 +24,7 @@
 local events = require("ron.ledger.events")
 local lease = require("ron.ledger.lease")
 local ledger = require("ron.ledger")
+local plan_cache = require("ron.ledger.engine.plan_cache")
 local view = require("ron.ledger.view")
 
 local error, ipairs = error, ipairs
@@ -95,8 +96,13 @@ function _M.apply(led, ops, opts)
     local l = led.lease
     local n_ops = #ops
     if l then ops = guarded(l, ops) end
+    -- LED-73: postings written by anything but the one-transaction commit (which keeps its
+    -- own cache entries) empty the plan cache, before the phase and after it
+    local note = led.pcache and not (opts and opts.keep_cache)
+    if note then plan_cache.note_writes(led, ops) end
     for attempt = 1, led.prim_retries + 1 do
         local res, e, c = s:apply(ops, opts)
+        if note then plan_cache.note_writes(led, ops) end
         if res then
             -- LED-71: the lease's guard missed (another node took it over): nothing applied,
             -- and this engine writes no more

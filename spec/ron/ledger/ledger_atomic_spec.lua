@@ -31,7 +31,8 @@ local function world(opts)
     end }
     w.s = s
     w.led = L.new { store = s, book = "main", node = "n1", nonce = "t",
-                    one_tx = opts.one_tx, clock = function() return 1000 end }
+                    one_tx = opts.one_tx, plan_cache = opts.plan_cache,
+                    clock = function() return 1000 end }
     assert(w.led:create_account { id = EXT, policy = "uncapped" })
     assert(w.led:create_account { id = A })
     assert(w.led:create_account { id = B })
@@ -64,6 +65,33 @@ describe("the one-transaction commit (LED-72)", function()
         assert(v.led:commit { intent = "p", movements = { mv(A, B, 30) } })
         assert.equal(3, v.applies())
         assert.is_nil(v.led.stats.one_tx)
+        assert(sim.verify(w.s, "main"))
+    end)
+
+    it("plans from the plan cache (LED-73): one store call once the payer is remembered; "
+       .. "plan_cache = 0 reads every time", function()
+        local w = world()
+        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        assert(w.led:commit { intent = "p1", movements = { mv(A, B, 30) } }) -- read: remembered
+        w.arm()
+        local r = assert(w.led:commit { intent = "p2", movements = { mv(A, B, 20) } })
+        assert.equal(1, w.applies())
+        assert.equal(1, w.led.stats.one_tx_cached)
+        -- the same picks and the same transfer as a commit that reads first
+        local v = world { plan_cache = 0 }
+        assert(v.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        assert(v.led:commit { intent = "p1", movements = { mv(A, B, 30) } })
+        v.arm()
+        local r2 = assert(v.led:commit { intent = "p2", movements = { mv(A, B, 20) } })
+        assert.equal(2, v.applies())
+        assert.is_nil(v.led.stats.one_tx_cached)
+        assert.equal(r.transfer_id, r2.transfer_id)
+        -- a saga's write (here a reversal) empties the cache: the next commit reads
+        assert(w.led:reverse(r.transfer_id, "rev"))
+        w.arm()
+        assert(w.led:commit { intent = "p3", movements = { mv(A, B, 5) } })
+        assert.equal(2, w.applies())
+        assert.equal(65, w.led:balance(A, USD))
         assert(sim.verify(w.s, "main"))
     end)
 

@@ -246,9 +246,10 @@ describe("ledger engine: faults (memory store)", function()
         assert(pay(led, "d1", mv(EXT, A, 10)))
         assert(pay(led, "d2", mv(EXT, A, 10)))
         limit = 1
+        local r0 = led.stats.resolves -- (d2 may plan from the plan cache, LED-73)
         assert(pay(led, "p", mv(A, B, 15)))
         assert.equal(5, bal(led, A)); assert.equal(15, bal(led, B))
-        assert.equal(2, led.stats.resolves - 2)
+        assert.equal(2, led.stats.resolves - r0)
     end)
 
     it("a crash inside the finalize phase leaves none of it, after it all of it; recover() "

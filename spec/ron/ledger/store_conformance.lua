@@ -278,6 +278,8 @@ function M.run(name, make_store, opts)
         case("accounts: append-only versions, a gap or an overwrite counts 0 (LED-17)",
              accounts_case)
         case("guards (LED-72): accounts at a version, balances at least, in a phase", guards_case)
+        -- an engine's plan cache made stale by another engine, each way (LED-73)
+        require("ron.ledger.plan_cache_conformance").add(case)
         case("postings: insert idempotent, reserve/release/deactivate conditional (LED-18)",
              function(s)
             local T1, T2 = id32("t1"), id32("t2")

@@ -341,6 +341,59 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
         end)
     end)
 
+    it("pq pipeline: named prepared statements (issue 25): a repeated text prepared once per "
+       .. "session and run by name, answers unchanged; a prepare aborted with its "
+       .. "transaction is not remembered; a reconnect forgets them", function()
+        in_task(function()
+            local pgm = require("ron.base.net.postgres")
+            local db = assert(pgm.connect { conninfo = pg.cluster.conninfo, query_timeout_ms = 20000 })
+            assert(db:exec("CREATE TEMP TABLE prep_t (k int PRIMARY KEY)"))
+            local function named()
+                return tonumber(assert(db:query("SELECT count(*) FROM pg_prepared_statements "
+                                                .. "WHERE name LIKE 'ron_p%'"))[1][1])
+            end
+            local ins = "INSERT INTO prep_t VALUES ($1::int)"
+            local function phase(k, extra)
+                local list = { { ins, { n = 1, k }, prep = true },
+                               { "SELECT count(*) FROM prep_t", nil, prep = true } }
+                if extra then table.insert(list, 1, extra) end
+                return assert(db:pipeline(list, { prepare = true }))
+            end
+            local out = phase(1) -- seen once: sent as it is
+            assert.equal(1, out[1].affected); assert.equal("1", out[2][1][1])
+            assert.equal(0, named())
+            out = phase(2) -- seen twice: prepared, run by name, the same answers in place
+            assert.equal(2, #out)
+            assert.equal(1, out[1].affected); assert.equal("2", out[2][1][1])
+            assert.equal(2, named())
+            out = phase(3)
+            assert.equal(1, out[1].affected); assert.equal("3", out[2][1][1])
+            assert.equal(2, named()) -- by name only
+            -- a duplicate key rolls the phase back; the names stay (they are the session's)
+            out = phase(3)
+            assert.equal("23505", out[1].sqlstate); assert.is_true(out[2].aborted)
+            assert.equal("3", assert(db:query("SELECT count(*) FROM prep_t"))[1][1])
+            -- a new text behind a failing statement: its prepare is aborted, not remembered
+            local other = { "SELECT 42", nil, prep = true }
+            db:pipeline({ { "SELECT 41", nil, prep = true } }, { prepare = true })
+            out = db:pipeline({ { "SELECT 1/0" }, { "SELECT 41", nil, prep = true }, other },
+                              { prepare = true })
+            assert.equal("22012", out[1].sqlstate); assert.is_true(out[2].aborted)
+            out = db:pipeline({ { "SELECT 41", nil, prep = true } }, { prepare = true })
+            assert.equal("41", out[1][1][1])
+            assert.equal(3, named())
+            -- a new session: nothing remembered, prepared again on the second sight
+            db:close()
+            db = assert(pgm.connect { conninfo = pg.cluster.conninfo, query_timeout_ms = 20000 })
+            assert(db:exec("CREATE TEMP TABLE prep_t (k int PRIMARY KEY)"))
+            assert.equal(1, phase(7)[1].affected)
+            assert.equal(0, named())
+            assert.equal(1, phase(8)[1].affected)
+            assert.equal(2, named())
+            db:close()
+        end)
+    end)
+
     -- The plan, not the clock: a batch append must cost the same whatever the book holds.
     -- Its "not there yet" check as a NOT EXISTS became a hash anti join over every event of
     -- the book (20 of 32 ms per 1024 events after 30k, growing with history).

@@ -21,7 +21,9 @@
 --                                    -- of { sql, params } and "sync" (each sync commits the
 --                                    -- statements before it as one transaction), one round
 --                                    -- trip; res[i]: rows | { error =, sqlstate = } |
---                                    -- { aborted = true } | { sync = true } (pq.c)
+--                                    -- { aborted = true } | { sync = true } (pq.c);
+--                                    -- opts.prepare: entries { sql, params, prep = true }
+--                                    -- as named prepared statements (pg_prepared)
 --   db:connected()  -> true while the connection is up
 --   db:close()
 --   db.stats        -- { connects, connect_failures, queries, failures = { class = n } }
@@ -57,6 +59,7 @@ local uv = require("luv")
 local task = require("ron.base.task")
 local backoff_mod = require("ron.base.backoff")
 local check = require("ron.base.check")
+local prepared = require("ron.base.net.pg_prepared")
 
 local type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, format =
       type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, string.format
@@ -279,7 +282,20 @@ end
 
 function DB:query(sql, params, opts) return run(self, "query", sql, params, opts, "db:query") end
 function DB:exec(sql, opts) return run(self, "exec", sql, nil, opts, "db:exec") end
-function DB:pipeline(list, opts) return run(self, "pipeline", list, nil, opts, "db:pipeline") end
+-- opts.prepare: entries { sql, params, prep = true } run as named prepared statements
+-- (ron.base.net.pg_prepared), on a connection already up and idle (ensure() then hands it
+-- over without a reconnect in between); else as they are.
+function DB:pipeline(list, opts)
+    local raw = self.raw
+    if not (opts and opts.prepare and type(list) == "table" and raw and not self.busy
+            and not self.closed and raw:status() == "idle") then
+        return run(self, "pipeline", list, nil, opts, "db:pipeline")
+    end
+    local sent, map, fresh = prepared.rewrite(self, raw, list)
+    local rows, err, st, cls = run(self, "pipeline", sent, nil, opts, "db:pipeline")
+    if not rows then return rows, err, st, cls end
+    return prepared.answer(self, raw, rows, map, fresh)
+end
 
 function DB:close()
     self.closed = true

@@ -1,5 +1,8 @@
 -- ron.ledger.engine.atomic: the one-transaction commit (LED-72, issue 25 "Fewer round
--- trips"): an uncontended single commit in TWO store calls instead of three phases.
+-- trips"): an uncontended single commit in TWO store calls instead of three phases, or ONE
+-- when the plan cache (LED-73, ron.ledger.engine.plan_cache) remembers what the plan needs:
+-- the plan is then made from it, and step 1 is skipped; a guard that misses on a plan from
+-- the cache forgets what it used and the commit takes the two calls below.
 --
 --   1. read     the prior outcome and the view's reads (ron.ledger.view): one read-only phase
 --   (resolve and validate in memory, over the view: the saga's early look)
@@ -30,6 +33,7 @@ local ledger = require("ron.ledger")
 local phases = require("ron.ledger.phases")
 local resolve = require("ron.ledger.engine.resolve")
 local view = require("ron.ledger.view")
+local PC = require("ron.ledger.engine.plan_cache")
 local ffi = require("ffi")
 
 local ipairs = ipairs
@@ -76,22 +80,21 @@ local function commit_ops(led, ctx, at, mins)
     -- the finalize's ops, but for the record's deletion (there is none)
     for _, op in ipairs(phases.finalize_ops(led, ctx)) do
         if op[1] ~= "delete_saga" then ops[#ops + 1] = op end
+        if op[1] == "insert_postings" then ctx.outs = op[2] end -- (for the plan cache)
     end
     return ops
 end
 
--- The read and the plan: -> true, the plan's answer values (a prior outcome), or false
--- (the saga's way), or ctx planned (ctx.t, ctx.tid, ctx.tbytes, ctx.heads, ctx.ids) and
--- the guards' lists.
-local function plan(led, ctx, r)
+-- The plan over a view's source src (a read's, or the plan cache's): -> true and the
+-- guards' lists, ctx planned (ctx.t, ctx.tid, ctx.tbytes, ctx.heads, ctx.ids; ctx.consumed,
+-- ctx.outs, ctx.plan for the cache), or false (a rejection or a race: not this way).
+local function plan_from(led, ctx, src, cached)
     local req = ctx.req
-    local ops = { { "get_intent", req.intent } }
-    for _, op in ipairs(view.read_ops(r)) do ops[#ops + 1] = op end
-    local res = phases.apply(led, ops)
-    local prior = res[1][1]
-    if prior then return true, { led:_outcome(req, prior) } end
-    local src = view.source(led, r, view.answers(r, ops, res, 2))
-    led.stats.resolves = led.stats.resolves + 1
+    if cached then
+        led.stats.cached_resolves = (led.stats.cached_resolves or 0) + 1
+    else
+        led.stats.resolves = led.stats.resolves + 1
+    end
     local t, consumed, accts = led:_resolve_commit(req, src)
     if not t then return false end -- a rejection or a race: the saga stores or retries it
     ctx.ids = complete(t, consumed, accts)
@@ -105,21 +108,39 @@ local function plan(led, ctx, r)
     if not p then return false end
     ctx.t, ctx.tid, ctx.tbytes = t, p.transfer_id, p.bytes
     ctx.heads = heads_of(t, consumed, accts)
-    return nil, guards(t, accts, p)
+    ctx.consumed, ctx.plan = consumed, p
+    return true, guards(t, accts, p)
 end
 
--- One commit in two calls. -> false (nothing of it applied: the caller drives the saga),
--- or the commit's answer values.
-function _M.commit(led, ctx, r)
-    local done, at, mins = plan(led, ctx, r)
-    if done then return unpack(at, 1, table.maxn(at)) end
-    if done == false then return false end
+-- The read and the plan: -> true, the prior outcome's answer values, or false (the saga's
+-- way), or nil, the guards' lists and the read's source.
+local function read_plan(led, ctx, r)
+    local req = ctx.req
+    local ops = { { "get_intent", req.intent } }
+    for _, op in ipairs(view.read_ops(r)) do ops[#ops + 1] = op end
+    local res = phases.apply(led, ops)
+    local prior = res[1][1]
+    if prior then return true, { led:_outcome(req, prior) } end
+    local src = view.source(led, r, view.answers(r, ops, res, 2))
+    local ok, at, mins = plan_from(led, ctx, src)
+    if not ok then return false end
+    return nil, at, mins, src
+end
+
+local function unplan(ctx)
+    ctx.t, ctx.tbytes, ctx.tid, ctx.heads, ctx.ids = nil, nil, nil, nil, nil
+    ctx.consumed, ctx.outs, ctx.plan = nil, nil, nil
+end
+
+-- The commit phase of ctx's plan: -> { answer values }, "ok" | "maybe" (an earlier attempt
+-- of the phase committed, its reply lost), or false (nothing of it applied).
+local function attempt(led, ctx, at, mins)
     local ops = commit_ops(led, ctx, at, mins)
     local flush = led.flush_on_ack
-    local res, maybe = phases.apply(led, ops, { flush = flush })
+    local res, maybe = phases.apply(led, ops, { flush = flush, keep_cache = true })
     if res.ok then
         led.stats.one_tx = (led.stats.one_tx or 0) + 1
-        return led:_committed(ctx, res[#ops][1], flush and res.flushed)
+        return { led:_committed(ctx, res[#ops][1], flush and res.flushed) }, "ok"
     end
     if maybe then
         -- an earlier attempt may have committed, its reply lost: then this one missed its
@@ -127,12 +148,60 @@ function _M.commit(led, ctx, r)
         local cur = led:_read("get_intent", ctx.req.intent)
         if cur and cur.status == "committed" and cur.transfer_id == ctx.tid then
             local ev = led:_read("get_event", led.book, ctx.tid, EVENT_KIND)
-            if ev then return led:_committed(ctx, ev, false) end
+            if ev then return { led:_committed(ctx, ev, false) }, "maybe" end
         end
     end
-    led.stats.one_tx_missed = (led.stats.one_tx_missed or 0) + 1
-    ctx.t, ctx.tbytes, ctx.tid, ctx.heads, ctx.ids = nil, nil, nil, nil, nil
     return false
+end
+
+-- The plan cache's try (LED-73): a plan made without reading, committed in one call.
+-- -> the answer values, or nil (not from the cache: read).
+local function from_cache(led, c, ctx, r)
+    local src = PC.source(led, c, r)
+    if not src then return nil end
+    local e0 = c.epoch
+    local ok, at, mins = plan_from(led, ctx, src, true)
+    if ok then
+        local ans, how = attempt(led, ctx, at, mins)
+        if ans then
+            if how == "ok" then PC.committed(c, ctx, e0) else PC.forget(c, ctx) end
+            led.stats.one_tx_cached = (led.stats.one_tx_cached or 0) + 1
+            return ans
+        end
+        PC.forget(c, ctx, led) -- a guard missed: something it remembered moved
+    end
+    led.stats.one_tx_cache_missed = (led.stats.one_tx_cache_missed or 0) + 1
+    unplan(ctx)
+    return nil
+end
+
+-- One commit in one call (the plan cache's) or two (a read, then the commit). -> false
+-- (nothing of it applied: the caller drives the saga), or the commit's answer values.
+function _M.commit(led, ctx, r)
+    local c = PC.of(led)
+    if c then
+        local ans = from_cache(led, c, ctx, r)
+        if ans then return unpack(ans, 1, table.maxn(ans)) end
+    end
+    local e0 = c and c.epoch
+    local done, at, mins, src = read_plan(led, ctx, r)
+    if done then return unpack(at, 1, table.maxn(at)) end
+    if done == false then return false end
+    local ans, how = attempt(led, ctx, at, mins)
+    if not ans then
+        led.stats.one_tx_missed = (led.stats.one_tx_missed or 0) + 1
+        unplan(ctx)
+        return false
+    end
+    if c then
+        if how == "ok" and c.epoch == e0 then
+            PC.fill(led, c, r, src)
+            PC.committed(c, ctx, e0)
+        else
+            PC.forget(c, ctx)
+        end
+    end
+    return unpack(ans, 1, table.maxn(ans))
 end
 
 return _M

@@ -6,6 +6,7 @@
 local ledger = require("ron.ledger")
 local lease_mod = require("ron.ledger.lease")
 local phases = require("ron.ledger.phases")
+local plan_cache = require("ron.ledger.engine.plan_cache")
 local view = require("ron.ledger.view")
 
 local error = error
@@ -109,6 +110,13 @@ local function read(a, b) return a ~= nil or b == nil end
 function Ledger:_p(name, ...)
     -- LED-71: a leased engine's write runs with its lease's guard
     if self.lease and lease_mod.WRITES[name] then return phases.write(self, name, ...) end
+    -- LED-73: a lone write of postings empties the plan cache (before and after it)
+    if self.pcache and plan_cache.POSTING_WRITES[name] then
+        plan_cache.clear(self.pcache)
+        local r = { retried(self, written, name, ...) }
+        plan_cache.clear(self.pcache)
+        return unpack(r, 1, table.maxn(r))
+    end
     return retried(self, written, name, ...)
 end
 

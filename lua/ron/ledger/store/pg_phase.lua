@@ -100,12 +100,13 @@ local function lock_balances(st, ops)
         text = sql.render("postgres", st.prefix, LOCK_BALANCES)
         st.sql_cache.lock_balances = text
     end
-    return { text, pg.params { n = 6, ti, ii, oa, oc, os_, osh } }
+    return { text, pg.params { n = 6, ti, ii, oa, oc, os_, osh } } -- (a join: not prepared)
 end
 
 local function event_lock(st, book)
     return { "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-             { n = 1, "ron.ledger events\0" .. tostring(st.schema) .. "\0" .. book } }
+             { n = 1, "ron.ledger events\0" .. tostring(st.schema) .. "\0" .. book },
+             prep = true }
 end
 
 -- The statement of an op with a guard: its count through @rl_expect (RL001 when it is not
@@ -158,6 +159,16 @@ end
 
 local MISS = { RL001 = true, ["23505"] = true }
 
+-- the phase's statements as named prepared statements (ron.base.net.pg_prepared, issue 25:
+-- the server parsed and planned each one again per phase, about as long as it ran them),
+-- but for the primitives that join a list parameter to the postings or balances: their
+-- generic plan (the list's length unknown, the table's statistics old) is a hash join over
+-- a scan of the whole table, 0.2 ms at 1,000 postings and growing with them, where the
+-- plan for the list at hand probes the index (auto_explain, bench-ledger-commit-pg.lua)
+local PREPARE = { prepare = true }
+local JOINS = { reserve_postings = true, release_postings = true, deactivate_postings = true,
+                deactivate_many = true, get_postings = true }
+
 -- The op's own answer from its statement's result (the primitive resumed with it: a
 -- guarded write's count is its row, a read's rows are decoded as the driver's).
 local function answer(s, op, r)
@@ -194,17 +205,19 @@ function _M.apply(st, ops, opts)
             locked = true
             list[#list + 1] = event_lock(st, ops[s.i][2])
         end
-        list[#list + 1] = { s.text, pg.params(s.binds) }
+        list[#list + 1] = { s.text, pg.params(s.binds), prep = not JOINS[ops[s.i][1]] }
         of[#list] = s
     end
     -- the flush as the phase's last statement: its commit is then synchronous (one
     -- transaction, one WAL flush; issue 25), and it has a WAL record of its own whatever
     -- the ops wrote
     local flush = opts and opts.flush and st.durability == "ack"
-    if flush then list[#list + 1] = { schema.expand(sql.FLUSH.postgres, st.prefix) } end
+    if flush then
+        list[#list + 1] = { schema.expand(sql.FLUSH.postgres, st.prefix), prep = true }
+    end
     local n_phase = #list
     list[#list + 1] = "sync"
-    local out, err, sqlstate, cls = st.drv.db:pipeline(list)
+    local out, err, sqlstate, cls = st.drv.db:pipeline(list, st.prepare and PREPARE or nil)
     if not out then return pg.fail(err, sqlstate, cls) end
     -- in order: the first failure aborted the rest, and the whole transaction with it
     for k = 1, n_phase do

@@ -17,7 +17,9 @@ local function pq()
     return pq_mod
 end
 
-local RETRY_STATES = { ["40001"] = true, ["40P01"] = true }
+-- (26000: a named prepared statement the session no longer has, ron.base.net.pg_prepared:
+-- nothing ran, and the connection's names are forgotten for the retry)
+local RETRY_STATES = { ["40001"] = true, ["40P01"] = true, ["26000"] = true }
 local IO_CLASSES = { ["08"] = true, ["53"] = true, ["57"] = true, ["58"] = true }
 
 function _M.classify(sqlstate, class)

@@ -8,6 +8,8 @@
 --       connections = 4,                   -- pool size when conninfo is given (1..64)
 --       query_timeout_ms = 5000,
 --       durability = "ack",                -- "ack" (default) | "statement" (LED-50)
+--       prepare = true,                    -- a phase's statements as named prepared ones
+--                                          -- (false: behind PgBouncer's transaction mode)
 --       node = "n1" }                      -- the engine node this process serves: fencing
 --
 -- Fencing (LED-65): with node, every connection of the pool this store makes names itself
@@ -32,7 +34,8 @@
 -- Migrations: open() takes an advisory transaction lock, creates what is missing and
 -- records the schema version (LED-24).
 --
--- Errors: class "retry" for SQLSTATE 40001 (serialization failure) and 40P01 (deadlock);
+-- Errors: class "retry" for SQLSTATE 40001 (serialization failure), 40P01 (deadlock) and
+-- 26000 (a named prepared statement the session lost: prepared again on the retry);
 -- "io" for the connection (network, closed, timeout, canceled, SQLSTATE classes 08, 53, 57,
 -- 58); "bug" for the rest.
 local codec = require("ron.ledger.codec")
@@ -83,7 +86,7 @@ end
 
 local OPTS = { conninfo = true, db = true, schema = true, connections = true,
                query_timeout_ms = true, connect_timeout_ms = true, durability = true,
-               node = true, fence_timeout_ms = true, readonly = true }
+               node = true, fence_timeout_ms = true, readonly = true, prepare = true }
 
 -- The DDL in one transaction (a multi-statement simple query is one implicit transaction:
 -- a failure leaves nothing half-made and no transaction open) under an advisory lock (two
@@ -298,6 +301,9 @@ function _M.open(o)
     local prefix = '"' .. name .. '".'
     local s = sql.new(setmetatable({ db = db }, Drv), "postgres", prefix)
     s.backend, s.schema, s.durability = "postgres", name, durability
+    -- issue 25: a phase's statements as named prepared statements (false: behind a pooler
+    -- that does not keep sessions, PgBouncer's transaction mode)
+    s.prepare = o.prepare ~= false
     s.fence_node = fence_node
     if me then
         s.node, s.fence_tag, s.fence_me = o.node, tag, me

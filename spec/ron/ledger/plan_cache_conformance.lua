@@ -1,0 +1,117 @@
+-- The plan cache (lua/ron/ledger/engine/plan_cache.lua, LED-73) on every backend, as cases of
+-- the store conformance suite (spec/ron/ledger/store_conformance.lua: memory, SQLite,
+-- offloaded SQLite, PostgreSQL): an engine plans an uncontended commit from what it last saw
+-- and makes one store call; another engine on the same store makes that memory stale in
+-- each way the plan depends on (a posting it would spend is spent, an account's version
+-- moved, a capped pair's balance lowered), and the stale plan's guard (LED-72) must miss:
+-- nothing applied, the commit reads again and answers what the current state says. Each
+-- case fails if its guard were skipped (the stale plan would commit: a spent posting spent
+-- twice, a frozen account debited, a floor breached).
+--
+--   require("ron.ledger.plan_cache_conformance").add(case)  -- case(title, body(store))
+local M = {}
+
+local assert = require("luassert") -- required outside busted's spec environment
+local L = require("ron.ledger.ledger")
+
+local USD = { code = "USD", scale = 2 }
+local function id16(s) return (s .. ("\0"):rep(16)):sub(1, 16) end
+local EXT, A, B, C = id16("pc-ext"), id16("pc-a"), id16("pc-b"), id16("pc-c")
+
+local function mv(from, to, amount) return { from = from, to = to, asset = USD, amount = amount } end
+
+-- Two engines on s (ours remembers; the other is "another process"), the accounts, A funded
+-- with 100 and our engine's memory of A made by a first payment (read, then remembered).
+local function world(s)
+    local ours = L.new { store = s, book = "main", node = "n1", nonce = "ours" }
+    local other = L.new { store = s, book = "main", node = "n2", nonce = "other" }
+    assert(ours:recover())
+    assert(ours:create_account { id = EXT, policy = "uncapped" })
+    assert(ours:create_account { id = A })
+    assert(ours:create_account { id = B })
+    assert(ours:create_account { id = C, policy = "capped", floor = -100 })
+    assert(ours:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+    assert(ours:commit { intent = "a1", movements = { mv(A, B, 10) } })
+    -- remembered now: the next payment from A plans without reading, in one call
+    local cached = ours.stats.one_tx_cached or 0
+    assert(ours:commit { intent = "a2", movements = { mv(A, B, 1) } })
+    assert.equal(cached + 1, ours.stats.one_tx_cached)
+    return ours, other
+end
+
+local function bal(led, acct) return led:balance(acct, USD) end
+
+function M.add(case)
+    case("plan cache (LED-73): a remembered posting spent by another engine: the inputs' "
+         .. "guard misses, nothing applied, read and committed from what is left", function(s)
+        local ours, other = world(s)
+        -- A holds one posting of 89 (ours remembers it); the other engine spends it
+        assert(other:commit { intent = "o1", movements = { mv(A, B, 80) } })
+        local missed = ours.stats.one_tx_cache_missed or 0
+        local r = assert(ours:commit { intent = "a3", movements = { mv(A, B, 5) } })
+        assert.equal("committed", r.status)
+        assert.equal(missed + 1, ours.stats.one_tx_cache_missed)
+        assert.equal(4, bal(ours, A)); assert.equal(96, bal(ours, B))
+        -- spent once: the other's change (9) paid it; nothing is spent twice
+        local t = assert(ours:transfer(r.transfer_id)).transfer
+        assert.equal(1, #t.inputs)
+        local p = s:get_postings(t.inputs)[1]
+        assert.equal(9, p.amount); assert.equal("inactive", p.status)
+        -- and remembered again: the next one is one call
+        local cached = ours.stats.one_tx_cached
+        assert(ours:commit { intent = "a4", movements = { mv(A, B, 1) } })
+        assert.equal(cached + 1, ours.stats.one_tx_cached)
+        assert.equal(3, bal(ours, A))
+    end)
+
+    case("plan cache (LED-73): a remembered account frozen by another engine: the pins' "
+         .. "guard misses, nothing applied, the frozen account refused", function(s)
+        local ours, other = world(s)
+        assert(other:freeze(A))
+        local missed = ours.stats.one_tx_cache_missed or 0
+        local r, err, code = ours:commit { intent = "a3", movements = { mv(A, B, 5) } }
+        assert.is_nil(r)
+        assert.equal(L.ERR.AccountFrozen, code, tostring(err))
+        assert.equal(missed + 1, ours.stats.one_tx_cache_missed)
+        assert.equal(89, bal(ours, A)); assert.equal(11, bal(ours, B))
+        assert.equal("rejected", s:get_intent("a3").status)
+        -- unfrozen (a new version again): read again (the miss forgot A), it commits
+        assert(other:unfreeze(A))
+        assert(ours:commit { intent = "a4", movements = { mv(A, B, 5) } })
+        assert.equal(84, bal(ours, A))
+    end)
+
+    case("plan cache (LED-73): a remembered capped balance lowered by another engine: the "
+         .. "floor's guard misses, nothing applied, the floor holds", function(s)
+        local ours, other = world(s)
+        -- C (capped, floor -100) pays 30 from nothing: remembered at -30
+        assert(ours:commit { intent = "c1", movements = { mv(C, B, 30) } })
+        local cached = ours.stats.one_tx_cached
+        assert(ours:commit { intent = "c2", movements = { mv(C, B, 10) } })
+        assert.equal(cached + 1, ours.stats.one_tx_cached)
+        -- the other engine takes C to -90; ours still sees -40, where 40 more would fit
+        assert(other:commit { intent = "o1", movements = { mv(C, B, 50) } })
+        local missed = ours.stats.one_tx_cache_missed or 0
+        local r, err, code = ours:commit { intent = "c3", movements = { mv(C, B, 40) } }
+        assert.is_nil(r)
+        assert.equal(L.ERR.InsufficientFunds, code, tostring(err))
+        assert.equal(missed + 1, ours.stats.one_tx_cache_missed)
+        assert.equal(-90, bal(ours, C))
+        assert.equal("rejected", s:get_intent("c3").status)
+        -- what still fits commits, down to the floor's edge
+        assert(ours:commit { intent = "c4", movements = { mv(C, B, 10) } })
+        assert.equal(-100, bal(ours, C))
+    end)
+
+    case("plan cache (LED-73): a replayed intent is answered from the store, never planned "
+         .. "twice", function(s)
+        local ours = world(s)
+        local first = assert(ours:commit { intent = "a3", movements = { mv(A, B, 5) } })
+        local again = assert(ours:commit { intent = "a3", movements = { mv(A, B, 5) } })
+        assert.is_true(again.replayed)
+        assert.equal(first.transfer_id, again.transfer_id)
+        assert.equal(84, bal(ours, A))
+    end)
+end
+
+return M
