@@ -12,6 +12,23 @@ local function values_list(n, tuple)
     return rep(one, n, ",")
 end
 
+-- "rowid IN (...)": the rows of tbl whose key columns cols equal one of n tuples (tuple:
+-- their placeholders), found by one index probe per tuple. SQLite (3.40) plans the plain
+-- `(a, b) IN (VALUES (?, ?), (?, ?), ...)` of two tuples or more as a scan of the whole
+-- table (of its key index), so a batch's reserve and its reads of 16 inputs each read every
+-- posting of the ledger: a cost that grew with the ledger, not with the keys asked (issue 25;
+-- spec/ron/ledger/store_plan_spec.lua checks every statement's plan). The same rows as the
+-- IN form: a key listed twice still names its row once. SQLite only (PostgreSQL has the
+-- PG_ARRAY forms); tbl is a rowid table.
+local function rows_keyed(tbl, cols, tuple, n)
+    local on = {}
+    for i, c in ipairs(cols) do on[i] = "t." .. c .. " = v.column" .. i end
+    return "rowid IN (SELECT t.rowid FROM (VALUES " .. values_list(n, tuple) .. ") AS v "
+           .. "CROSS JOIN " .. tbl .. " t WHERE " .. concat(on, " AND ") .. ")"
+end
+local POSTING_KEY = { "transfer_id", "idx" }
+local BALANCE_KEY = { "account", "asset_code", "scale" }
+
 local POSTING_COLS = "transfer_id, idx, account, asset_code, scale, amount, status, reservation, "
                      .. "created_by, consumed_by"
 local POSTING_TUPLE = "?b,?i,?b,?b,?i,?i,?i,?b,?b,?b,?i"
@@ -58,25 +75,23 @@ local BUILD = {
     end,
     reserve_postings = function(n)
         return "UPDATE @postings SET status = 1, reservation = ?b WHERE status = 0 AND "
-               .. "(transfer_id, idx) IN (VALUES " .. values_list(n, "?b,?i") .. ")"
+               .. rows_keyed("@postings", POSTING_KEY, "?b,?i", n)
     end,
     release_postings = function(n)
         return "UPDATE @postings SET status = 0, reservation = NULL WHERE status = 1 AND "
-               .. "reservation = ?b AND (transfer_id, idx) IN (VALUES "
-               .. values_list(n, "?b,?i") .. ")"
+               .. "reservation = ?b AND " .. rows_keyed("@postings", POSTING_KEY, "?b,?i", n)
     end,
     deactivate_reserved = function(n)
         return "UPDATE @postings SET status = 2, consumed_by = ?b WHERE status = 1 AND "
-               .. "reservation = ?b AND (transfer_id, idx) IN (VALUES "
-               .. values_list(n, "?b,?i") .. ")"
+               .. "reservation = ?b AND " .. rows_keyed("@postings", POSTING_KEY, "?b,?i", n)
     end,
     deactivate_active = function(n)
         return "UPDATE @postings SET status = 2, consumed_by = ?b WHERE status = 0 AND "
-               .. "(transfer_id, idx) IN (VALUES " .. values_list(n, "?b,?i") .. ")"
+               .. rows_keyed("@postings", POSTING_KEY, "?b,?i", n)
     end,
     get_postings = function(n)
-        return "SELECT " .. POSTING_COLS .. " FROM @postings WHERE (transfer_id, idx) IN "
-               .. "(VALUES " .. values_list(n, "?b,?i") .. ") ORDER BY transfer_id, idx"
+        return "SELECT " .. POSTING_COLS .. " FROM @postings WHERE "
+               .. rows_keyed("@postings", POSTING_KEY, "?b,?i", n) .. " ORDER BY transfer_id, idx"
     end,
     -- key: bit 1 asset, bit 2 status, bit 4 limit, bit 8 largest first
     get_postings_by_account = function(k)
@@ -94,8 +109,8 @@ local BUILD = {
 
     get_balances = function(n)
         return "SELECT account, asset_code, scale, CAST(sum(amount) AS BIGINT) FROM @balances "
-               .. "WHERE (account, asset_code, scale) IN (VALUES " .. values_list(n, "?b,?b,?i")
-               .. ") GROUP BY account, asset_code, scale"
+               .. "WHERE " .. rows_keyed("@balances", BALANCE_KEY, "?b,?b,?i", n)
+               .. " GROUP BY account, asset_code, scale"
     end,
 
     -- the one-transaction commit's guards (LED-72): one count each
@@ -123,7 +138,7 @@ local BUILD = {
     end,
     get_heads = function(n)
         return "SELECT account, asset_code, scale, version, holder FROM @heads WHERE "
-               .. "(account, asset_code, scale) IN (VALUES " .. values_list(n, "?b,?b,?i") .. ")"
+               .. rows_keyed("@heads", BALANCE_KEY, "?b,?b,?i", n)
     end,
 
     -- PostgreSQL: the transfer row and its involved-account rows in one statement.
@@ -291,8 +306,8 @@ local BUILD = {
                .. ") ORDER BY seq"
     end,
     get_streams = function(n)
-        return "SELECT tenant, dimension, seq, b3 FROM @usage_streams WHERE (tenant, dimension) "
-               .. "IN (VALUES " .. values_list(n, "?b,?b") .. ")"
+        return "SELECT tenant, dimension, seq, b3 FROM @usage_streams WHERE "
+               .. rows_keyed("@usage_streams", { "tenant", "dimension" }, "?b,?b", n)
     end,
     insert_streams = function(n)
         return "INSERT INTO @usage_streams (tenant, dimension, seq, b3) VALUES "

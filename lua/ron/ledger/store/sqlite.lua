@@ -537,10 +537,24 @@ function _M.pool_call(dbnum, token, method, packed, durability)
     return _M.pack(s[method](s, _M.unpack_(packed)))
 end
 
+-- The pool's work function (no upvalues: luv ships it to each pool thread's VM as bytecode).
+-- Its first call in a VM loads this module there with the store's modules interpreted
+-- (ron.base.nojit): each pool VM compiled its own traces of them, most aborted (closures
+-- made per call, returns to the C caller), and every compile cost two mprotect calls, each
+-- a TLB shootdown across the process's threads: ~21 % of the pool threads' samples in a
+-- 16-source wallet run, ~23 % less pool CPU per transfer without (docs/WALLET.md §8). The
+-- loop's VM and the pool's other bodies keep their JIT.
 local function WORK(path, dbnum, token, method, packed, id, durability)
-    _G.package.path = path
-    local ok, m = _G.pcall(_G.require, "ron.ledger.store.sqlite")
-    if not ok then return id, nil, _G.tostring(m) end
+    local m = _G.package.loaded["ron.ledger.store.sqlite"]
+    if not m then
+        _G.package.path = path
+        local ok, r = _G.pcall(_G.require, "ron.base.nojit")
+        if ok then
+            ok, r = _G.pcall(r.require, "ron.ledger.store.sqlite", { "ron.ledger.store." })
+        end
+        if not ok then return id, nil, _G.tostring(r) end
+        m = r
+    end
     local ok2, r = _G.pcall(m.pool_call, dbnum, token, method, packed, durability)
     if not ok2 then return id, nil, _G.tostring(r) end
     return id, r
