@@ -219,7 +219,9 @@ describe("ron.accounting.export.exporters.chaos", function()
         assert.is_true(st.latency_ms_total >= 100 and st.latency_ms_total <= 200)
         for i = 1, 5 do
             print(("chaos latency: put %d waited %.1f ms (range 20..40)"):format(i, waits[i]))
-            assert.is_true(waits[i] >= 19 and waits[i] <= 40 + 50, tostring(waits[i]))
+            -- a sleep never ends early; how late it ends is the machine's load (162 ms of
+            -- 40 seen at load 12): the delays drawn are checked through the stats above
+            assert.is_true(waits[i] >= 19 and waits[i] <= 40 + 1000, tostring(waits[i]))
         end
         local t0 = uv.hrtime()
         assert.equal("ok", (e:put(slices[6]))) -- the main chunk is not a task
