@@ -15,6 +15,8 @@ local pgnet = require("ron.base.net.postgres")
 local L = require("ron.ledger.ledger")
 local lease = require("ron.ledger.lease")
 
+local LF = dofile(S.root .. "spec/ron/ledger/lease_fixture.lua")
+
 local in_task = S.in_task
 
 local function bool(rows) return rows[1][1] == "t" end
@@ -106,24 +108,17 @@ S.describe_pg("leases on a real PostgreSQL (LED-71)", function(pg)
     -- decides it once y is done, and x back replays the same outcome.
     it("a dead node's member still racing when recovered: the survivor's, decided", function()
         in_task(function()
-            local USD = { code = "USD", scale = 2 }
+            local USD = LF.USD
             local EXT, A, B = ("e"):rep(16), ("a"):rep(16), ("b"):rep(16)
             local function open(node)
                 return assert(S.pg_store(pg, { schema = "lease_c", connections = 2,
                                                node = node }))
             end
             local function engine(st, node, ttl)
-                local led = L.new { store = st, book = "main", node = node, nonce = node }
-                local l = lease.new { store = st, node = node, ttl_ms = ttl, renew_ms = 50,
-                                      sleep = task.sleep, clock = uv.now }
-                assert(l:acquire())
-                led.lease = l
-                return led, l
+                return LF.leased(st, node, { ttl_ms = ttl, renew_ms = 50, sleep = task.sleep,
+                                             clock = uv.now })
             end
-            local function req(intent, from, to, amount)
-                return { intent = intent, movements = { { from = from, to = to, asset = USD,
-                                                          amount = amount } } }
-            end
+            local req = LF.req
             local sx, ss, sy = open("x"), open("s"), open("y")
             local x, lx = engine(sx, "x", 60000)
             local s, ls = engine(ss, "s", 60000)

@@ -15,16 +15,15 @@
 -- every node answers the same stored outcome, one transfer per intent.
 local S = require("support")
 local L = require("ron.ledger.ledger")
-local lease = require("ron.ledger.lease")
 local memory = require("ron.ledger.store.memory")
 local store_mod = require("ron.ledger.store")
 local sim = require("ron.ledger.sim")
 local uv = require("luv")
 
-local USD = { code = "USD", scale = 2 }
-local EXT, A, B = ("e"):rep(16), ("a"):rep(16), ("b"):rep(16)
+local LF = dofile(S.root .. "spec/ron/ledger/lease_fixture.lua")
 
-local function noop() end
+local USD = LF.USD
+local EXT, A, B = ("e"):rep(16), ("a"):rep(16), ("b"):rep(16)
 
 local function world(backend)
     local w = { now = 1000000, sqlite = backend == "sqlite" }
@@ -61,22 +60,12 @@ local function view_of(w, stop)
 end
 
 local function engine(w, node, leased, stop)
-    local led = L.new { store = stop and view_of(w, stop) or w.store, book = "main", node = node,
-                        nonce = node }
-    if not leased then return led end
-    local l = lease.new { store = w.store, node = node, ttl_ms = w.sqlite and 400 or 5000,
-                          renew_ms = w.sqlite and 100 or 1000, sleep = noop,
-                          clock = w.sqlite and function() return uv.hrtime() / 1e6 end
-                              or w.clock }
-    assert(l:acquire())
-    led.lease = l
-    return led, l
+    local st = stop and view_of(w, stop) or w.store
+    if not leased then return L.new { store = st, book = "main", node = node, nonce = node } end
+    return LF.leased(w.store, node, LF.timing(w), st)
 end
 
-local function req(intent, from, to, amount)
-    return { intent = intent, movements = { { from = from, to = to, asset = USD,
-                                              amount = amount } } }
-end
+local req = LF.req
 
 local function has(ops, name)
     for _, op in ipairs(ops) do if op[1] == name then return true end end
@@ -150,21 +139,26 @@ local function settled(w, s)
     assert.is_true(ok, verr)
 end
 
+-- y holds A; x's group: B's member commits, A's is handed back (y holds A's posting); x
+-- dies before driving it. -> w, s, its lease, y's coroutine, A's request
+local function handed_back(backend)
+    local w = world(backend)
+    local x = engine(w, "x", true)
+    local s, ls = engine(w, "s", true)
+    local co = y_holds_a(w, s)
+    local pay1 = req("pay-1", A, B, 10)
+    local res = x:commit_many({ req("pay-b", B, A, 1), pay1 }, { hand_back = true })
+    assert.is_table(res[1][1], res[1][2])
+    assert.is_table(res[2].handed, res[2][2])
+    return w, s, ls, co, pay1
+end
+
 for _, backend in ipairs { "memory", "sqlite" } do
     describe("a dead node's saga still racing when a survivor recovers it (" .. backend .. ")",
              function()
         it("a handed-back member: the survivor's, decided by its scan, the same everywhere",
            function()
-            local w = world(backend)
-            local x = engine(w, "x", true)
-            local s, ls = engine(w, "s", true)
-            local co = y_holds_a(w, s)
-            -- x's group: B's member commits, A's is handed back (y holds A's posting); x
-            -- dies before driving it
-            local pay1 = req("pay-1", A, B, 10)
-            local res = x:commit_many({ req("pay-b", B, A, 1), pay1 }, { hand_back = true })
-            assert.is_table(res[1][1], res[1][2])
-            assert.is_table(res[2].handed, res[2][2])
+            local w, s, ls, co, pay1 = handed_back(backend)
             assert.equal(1, #w.store:list_pending_sagas("x"))
             -- s recovers x while y still holds A: the member's drive is held, undecided
             local rep = take_over(w, ls, s)
@@ -188,13 +182,7 @@ for _, backend in ipairs { "memory", "sqlite" } do
         end)
 
         it("a retry on the survivor adopts the member before its scan", function()
-            local w = world(backend)
-            local x = engine(w, "x", true)
-            local s, ls = engine(w, "s", true)
-            local co = y_holds_a(w, s)
-            local pay1 = req("pay-1", A, B, 10)
-            local res = x:commit_many({ req("pay-b", B, A, 1), pay1 }, { hand_back = true })
-            assert.is_table(res[2].handed)
+            local w, s, ls, co, pay1 = handed_back(backend)
             take_over(w, ls, s)
             y_commits(co)
             -- before: "intent in flight in saga x:x:..." for good (s could not adopt it)
