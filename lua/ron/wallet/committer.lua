@@ -149,10 +149,12 @@ local function member_answer(self, job, prior, r)
     return a, true, replayed
 end
 
--- At most HANDED_MAX tasks drive handed-back members at once (each may hold a store
--- connection for a whole commit); a group that starts while they run is committed without
--- the hand-back: its commit_many drives such members itself, as before issue 29.
+-- At most HANDED_MAX groups' handed-back members are driven at once, each group's in at most
+-- DRIVE_WIDTH drives (drive_apart; each drive may hold a store connection for a whole
+-- commit); a group that starts while HANDED_MAX are driven is committed without the
+-- hand-back: its commit_many drives such members itself, as before issue 29.
 _M.HANDED_MAX = 4
+_M.DRIVE_WIDTH = 4
 
 -- The group's ledger work: -> { [i] = { answer, healthy, replayed } | { handed = true } }.
 -- A member the ledger hands back (another saga, maybe a dead node's, holds its payer's
@@ -298,7 +300,7 @@ end
 -- held): each under commit_timeout_ms as a job apart (W:_job: the breaker counts its
 -- outcome, not its timeout; answered exactly once), or, when the group timed out (send
 -- false), driven to its outcome only (drive_one). One chain per payer (its members in
--- order), the chains at once in up to HANDED_MAX drives in all (at least one per group):
+-- order), the chains at once in up to DRIVE_WIDTH drives (HANDED_MAX groups at once):
 -- one after another, a group with the first requests of 8 payers a dead node holds drove
 -- them for 8 drives in a row, each finding the payer held for all its attempts (or, after
 -- the takeover, committing alone), so the last answered 8 drives late (issue 29 item 3).
@@ -319,7 +321,8 @@ function _M.drive_apart(self, jobs, send)
         c[#c + 1] = job
         job.apart = true
     end
-    local next_c = 0
+    local next_c, width = 0, math.min(#chains, _M.DRIVE_WIDTH)
+    local live = width
     local function driver()
         while next_c < #chains do
             next_c = next_c + 1
@@ -327,14 +330,12 @@ function _M.drive_apart(self, jobs, send)
             for _, job in ipairs(c) do drive_one(self, job, send) end
             if c.from then h.apart_of[c.from] = nil end
         end
-        h.handed_live = h.handed_live - 1
+        live = live - 1
+        if live == 0 then h.handed_live = h.handed_live - 1 end
         return true
     end
-    local width = math.min(#chains, math.max(1, _M.HANDED_MAX - h.handed_live))
-    for _ = 1, width do
-        h.handed_live = h.handed_live + 1
-        self:_spawn("held", driver)
-    end
+    h.handed_live = h.handed_live + 1
+    for _ = 1, width do self:_spawn("held", driver) end
 end
 
 -- ---- group sizing ----
