@@ -145,9 +145,9 @@ function Ledger:_resume(s, deferred)
             -- A peer's saga (a survivor's recovery, LED-71): the record becomes this node's
             -- before the drive, whose own writes move it only once a phase commits (its
             -- open phase's claim is there already: that phase is refused and the record
-            -- stays). A drive that ends Unavailable before its reserve left the record the
-            -- dead node's: nobody listed it (this node's retries could not adopt it, answered
-            -- "intent in flight" for good; issue 29 item 4).
+            -- stays). Without this, a drive that ended Unavailable before its reserve left
+            -- the record the dead node's: nobody listed it (this node's retries could not
+            -- adopt it and answered "intent in flight" for good; issue 29 item 4).
             if s.node ~= nil and s.node ~= self.node then
                 self:_p("save_saga", s.id, "reserving",
                         codec.encode { req = ctx.req, created_at_ms = ctx.created_at_ms },
