@@ -27,13 +27,8 @@ describe("ron.wallet: held payers' first requests in one group (issue 29 item 3)
     it("drives the handed-back members of different payers at once", function()
         F.TOKENS[acct.b3hex(TC)] = C
         F.run(function(task)
-            local path = S.tmpname(".db")
-            local gate1, gate2 = { closed = false }, { closed = false }
-            local n1 = F.open(task, path, { workers = 1, commit_timeout_ms = 30000,
-                                            idempotency_cache = 0, stall_ms = 60000 }, gate1,
-                              { node = "wallet-1" })
-            local n2 = F.open(task, path, { commit_timeout_ms = 30000, stall_ms = 60000 },
-                              gate2, { node = "wallet-2" })
+            local n1, n2 = F.two_nodes(task)
+            local gate2 = n2.gate
             F.setup_accounts(task, n1.port, { A, B, C })
             for i, id in ipairs { A, B, C } do
                 assert.equal(201, (post(task, n1.port, "/v1/issue", OP, issue(id, 1000, i),
@@ -53,7 +48,7 @@ describe("ron.wallet: held payers' first requests in one group (issue 29 item 3)
             assert(S.eventually(task, function() return gate2.closed end, 5000),
                    "node 2 never reserved")
 
-            -- node 1's drives of its handed-back members: the first waits (at most 20 s)
+            -- node 1's drives of its handed-back members: the first waits (at most 10 s)
             -- for the second to start; then node 2 goes on and gives A and C back
             local w, led = n1.w, n1.led
             local log, released = {}, false
@@ -61,7 +56,7 @@ describe("ron.wallet: held payers' first requests in one group (issue 29 item 3)
             led.drive_handed = function(self, h)
                 log[#log + 1] = "start"
                 if #log == 1 then
-                    S.eventually(task, function() return #log >= 2 end, 20000)
+                    S.eventually(task, function() return #log >= 2 end, 10000)
                     log[#log + 1] = #log >= 2 and "both started" or "alone"
                     gate2.closed = false
                     local ok, res = h2:join(20000)
