@@ -10,7 +10,10 @@
 --                              a lost lease stays lost: a new engine takes a new one
 --   led.lease = l           -- the engine's every write carries the guard (lease.guard)
 --   l:renew()               -> true | nil, err | false (lost: another node took it over)
---   l:scan(led)             -> list of { node, epoch, sagas, err? }: peers taken over now
+--   l:scan(led)             -> list of { node, epoch, sagas, err? }: peers taken over now;
+--                              .idle: led:resume_idle()'s report when it resumed any
+--                              (this node's own sagas nobody drove: a recovered peer's
+--                              still racing, say)
 --
 -- The lease is a row of the store's `leases` table: (node, epoch, owner, expires_ms) in the
 -- store's clock (PostgreSQL's, so the nodes' clocks need not agree). A live node renews it
@@ -209,6 +212,13 @@ function Lease:scan(led)
     for peer, e in pairs(self.owned) do
         if self.lost then break end
         out[#out + 1] = self:_recover(led, peer, e)
+    end
+    -- then this node's own sagas nobody drives: a peer's whose drive was still racing when
+    -- recovered (its record this node's now), an own commit that answered Unavailable;
+    -- each decided here, not only at a retry on this node (issue 29 item 4)
+    if not self.lost and led.resume_idle then
+        local idle = led:resume_idle()
+        if idle and #idle > 0 then out.idle = idle end
     end
     return out
 end

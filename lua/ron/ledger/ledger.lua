@@ -107,6 +107,9 @@ function _M.new(opts)
         acache = {}, acache_n = 0,
         seq = 0,
         inflight = {},
+        -- LED-71: the sagas this engine took over from a dead peer and has not decided yet
+        -- (id -> true; Ledger:resume_idle), at most TAKEN_MAX
+        taken = {}, taken_n = 0,
         stats = { commits = 0, rejections = 0, replays = 0, resolves = 0, head_waits = 0,
                   recovered = 0 },
     }, Ledger)

@@ -149,10 +149,12 @@ local function member_answer(self, job, prior, r)
     return a, true, replayed
 end
 
--- At most HANDED_MAX tasks drive handed-back members at once (each may hold a store
--- connection for a whole commit); a group that starts while they run is committed without
--- the hand-back: its commit_many drives such members itself, as before issue 29.
+-- At most HANDED_MAX groups' handed-back members are driven at once, each group's in at most
+-- DRIVE_WIDTH drives (drive_apart; each drive may hold a store connection for a whole
+-- commit); a group that starts while HANDED_MAX are driven is committed without the
+-- hand-back: its commit_many drives such members itself, as before issue 29.
 _M.HANDED_MAX = 4
+_M.DRIVE_WIDTH = 4
 
 -- The group's ledger work: -> { [i] = { answer, healthy, replayed } | { handed = true } }.
 -- A member the ledger hands back (another saga, maybe a dead node's, holds its payer's
@@ -281,37 +283,59 @@ function _M.drive_handed(self, job)
     return a, healthy, replayed
 end
 
--- The handed-back members of a group (jobs, in order), in one task apart from the lane (task
--- kind held): each under commit_timeout_ms as a job apart (W:_job: the breaker counts its
+-- One handed-back member driven (W:_job's way when send, else to its outcome only: the
+-- group timed out and answered it ledger_timeout already; for the answer cache and its
+-- keys' in-flight marks).
+local function drive_one(self, job, send)
+    if send then return self:_run_job(job) end
+    local ok, a = pcall(_M.drive_handed, self, job)
+    if not ok then self.log("commit error: " .. tostring(a))
+    elseif a.stored and job.kkey then
+        self.answers:put(job.kkey, { h = job.h, a = a })
+    end
+    self:_clear(job)
+end
+
+-- The handed-back members of a group (jobs, in order), apart from the lane (task kind
+-- held): each under commit_timeout_ms as a job apart (W:_job: the breaker counts its
 -- outcome, not its timeout; answered exactly once), or, when the group timed out (send
--- false: each answered ledger_timeout already), driven to its outcome for the answer cache
--- and its keys' in-flight marks. Its payers are apart while it runs: their next jobs are
--- answered account_busy at once (run_apart), so a payer's jobs keep their order.
+-- false), driven to its outcome only (drive_one). One chain per payer (its members in
+-- order), the chains at once in up to DRIVE_WIDTH drives (HANDED_MAX groups at once):
+-- one after another, a group with the first requests of 8 payers a dead node holds drove
+-- them for 8 drives in a row, each finding the payer held for all its attempts (or, after
+-- the takeover, committing alone), so the last answered 8 drives late (issue 29 item 3).
+-- A payer is apart while its chain runs: its next jobs are answered account_busy at once
+-- (run_apart), so its jobs keep their order.
 function _M.drive_apart(self, jobs, send)
     local h = self.held
-    local mine = {}
+    local chains, of = {}, {}
     for _, job in ipairs(jobs) do
         local from = job.r.from
-        if from and not h.apart_of[from] then h.apart_of[from], mine[from] = true, true end
+        local c = from and of[from]
+        if not c then
+            c = { from = from and not h.apart_of[from] and from or nil }
+            chains[#chains + 1] = c
+            if from then of[from] = c end
+            if c.from then h.apart_of[from] = true end
+        end
+        c[#c + 1] = job
         job.apart = true
     end
-    h.handed_live = h.handed_live + 1
-    self:_spawn("held", function()
-        for _, job in ipairs(jobs) do
-            if send then self:_run_job(job)
-            else
-                local ok, a = pcall(_M.drive_handed, self, job)
-                if not ok then self.log("commit error: " .. tostring(a))
-                elseif a.stored and job.kkey then
-                    self.answers:put(job.kkey, { h = job.h, a = a })
-                end
-                self:_clear(job)
-            end
+    local next_c, width = 0, math.min(#chains, _M.DRIVE_WIDTH)
+    local live = width
+    local function driver()
+        while next_c < #chains do
+            next_c = next_c + 1
+            local c = chains[next_c]
+            for _, job in ipairs(c) do drive_one(self, job, send) end
+            if c.from then h.apart_of[c.from] = nil end
         end
-        h.handed_live = h.handed_live - 1
-        for from in pairs(mine) do h.apart_of[from] = nil end
+        live = live - 1
+        if live == 0 then h.handed_live = h.handed_live - 1 end
         return true
-    end)
+    end
+    h.handed_live = h.handed_live + 1
+    for _ = 1, width do self:_spawn("held", driver) end
 end
 
 -- ---- group sizing ----

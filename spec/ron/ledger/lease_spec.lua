@@ -11,11 +11,12 @@ local S = require("support")
 local L = require("ron.ledger.ledger")
 local exporter = require("ron.ledger.exporter")
 local xlease = require("ron.ledger.exporter_lease")
-local lease = require("ron.ledger.lease")
 local memory = require("ron.ledger.store.memory")
 local store_mod = require("ron.ledger.store")
 local sim = require("ron.ledger.sim")
 local uv = require("luv")
+
+local LF = dofile(S.root .. "spec/ron/ledger/lease_fixture.lua")
 
 local USD = { code = "USD", scale = 2 }
 local EXT, A, B = ("e"):rep(16), ("a"):rep(16), ("b"):rep(16)
@@ -47,16 +48,7 @@ local function world(backend)
     return w
 end
 
-local function engine(w, node)
-    local led = L.new { store = w.store, book = "main", node = node, nonce = node }
-    local l = lease.new { store = w.store, node = node, ttl_ms = w.sqlite and 400 or 5000,
-                          renew_ms = w.sqlite and 100 or 1000, sleep = noop,
-                          clock = w.sqlite and function() return uv.hrtime() / 1e6 end
-                              or w.clock }
-    assert(l:acquire())
-    led.lease = l
-    return led, l
-end
+local function engine(w, node) return LF.leased(w.store, node, LF.timing(w)) end
 
 local function pay(led, intent, from, to, amount)
     return led:commit { intent = intent, movements = { { from = from, to = to, asset = USD,

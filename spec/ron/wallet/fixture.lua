@@ -135,6 +135,20 @@ function F.open(task, path, wcfg, gate, o)
     return ctx
 end
 
+-- Two wallet nodes on one new SQLite file, each behind its own gate (the held_* specs):
+-- node 1 ("wallet-1") with one committer and no answer cache (a replay is the ledger's
+-- stored outcome), node 2 ("wallet-2"); long timeouts (a held saga is the test's to end).
+-- -> n1, n2 (their ctx; ctx.gate the gate)
+function F.two_nodes(task)
+    local path = S.tmpname(".db")
+    local n1 = F.open(task, path, { workers = 1, commit_timeout_ms = 20000,
+                                    idempotency_cache = 0, stall_ms = 60000 },
+                      { closed = false }, { node = "wallet-1" })
+    local n2 = F.open(task, path, { commit_timeout_ms = 20000, stall_ms = 60000 },
+                      { closed = false }, { node = "wallet-2" })
+    return n1, n2
+end
+
 -- Runs body(task) in S.run_task; whatever happens, the wallets it opened are closed (a
 -- failed case must not leave the feed task running: the loop would never end).
 function F.run(body)

@@ -25,14 +25,9 @@ local function key_of(req) return req.headers and req.headers["idempotency-key"]
 describe("ron.wallet: a held payer's first request in a group (issue 29 item 3)", function()
     it("answers the untouched members without waiting; the held one once, apart", function()
         F.run(function(task)
-            local path = S.tmpname(".db")
-            local gate1, gate2 = { closed = false }, { closed = false }
             -- (no answer cache on node 1: a replay is the ledger's stored outcome)
-            local n1 = F.open(task, path, { workers = 1, commit_timeout_ms = 20000,
-                                            idempotency_cache = 0, stall_ms = 60000 }, gate1,
-                              { node = "wallet-1" })
-            local n2 = F.open(task, path, { commit_timeout_ms = 20000, stall_ms = 60000 },
-                              gate2, { node = "wallet-2" })
+            local n1, n2 = F.two_nodes(task)
+            local gate2 = n2.gate
             F.setup_accounts(task, n1.port)
             assert.equal(201, (post(task, n1.port, "/v1/issue", OP, issue(A, 1000, 1), "i1")))
             assert.equal(201, (post(task, n1.port, "/v1/issue", OP, issue(B, 1000, 2), "i2")))

@@ -7,7 +7,7 @@ local codec = require("ron.ledger.codec")
 local base = require("ron.ledger.engine.base")
 
 local sort = table.sort
-local type = type
+local pairs, type = pairs, type
 
 local CLAIM_PREFIX = base.CLAIM_PREFIX
 local ERR = base.ERR
@@ -90,6 +90,7 @@ function Ledger:_resume_batch(s, d, deferred)
                 self:_p("save_saga", e.sid, "reserving",
                         codec.encode { req = e.req, created_at_ms = ctx.created_at_ms },
                         self.node)
+                if s.node ~= nil and s.node ~= self.node then self:_taken(e.sid) end
             end
             self:_p("delete_saga", s.id)
             return true
@@ -140,6 +141,18 @@ function Ledger:_resume(s, deferred)
                 -- Another saga claimed the intent first (this one died before its claim):
                 -- that one decides the outcome; this record was never more than a draft.
                 return { status = "abandoned", saga = s.id, holder = claim.message }
+            end
+            -- A peer's saga (a survivor's recovery, LED-71): the record becomes this node's
+            -- before the drive, whose own writes move it only once a phase commits (its
+            -- open phase's claim is there already: that phase is refused and the record
+            -- stays). Without this, a drive that ended Unavailable before its reserve left
+            -- the record the dead node's: nobody listed it (this node's retries could not
+            -- adopt it and answered "intent in flight" for good; issue 29 item 4).
+            if s.node ~= nil and s.node ~= self.node then
+                self:_p("save_saga", s.id, "reserving",
+                        codec.encode { req = ctx.req, created_at_ms = ctx.created_at_ms },
+                        self.node)
+                self:_taken(s.id)
             end
             return true
         end) }
@@ -222,6 +235,45 @@ function Ledger:recover(opts)
     end
     for _, s in ipairs(ready) do
         if not self.inflight[s.id] then add(s, self:_resume(s)) end
+    end
+    return report
+end
+
+-- A saga this engine took over from a dead peer (LED-71), noted until it is decided: a
+-- survivor's recovery may leave one undecided (its payer held by a third saga for every
+-- attempt). Bounded: TAKEN_MAX ids; past it, such a saga waits for a retry here (which
+-- adopts it) or this node's next start.
+local TAKEN_MAX = 4096
+function Ledger:_taken(id)
+    if not self.taken[id] and self.taken_n < TAKEN_MAX then
+        self.taken[id], self.taken_n = true, self.taken_n + 1
+    end
+end
+
+-- The sagas this engine took over from a dead peer and has not decided yet, resumed (at
+-- most `max`, 16 by default, oldest first) as a retry of their request would adopt them;
+-- each stays noted until its drive decides it or the store no longer lists it (a retry
+-- decided it). Without this, a peer's saga whose drive was still racing when its node was
+-- recovered waited for a retry on the survivor, and a retry on any other node (the dead one
+-- restarted, say) answered "intent in flight" for good (it cannot adopt a live node's saga;
+-- issue 29 item 4). The survivor's scan calls it (ron.ledger.lease). No fence: this node's
+-- own process is running (LED-65 is recover()'s, at a start). -> report as recover()'s
+function Ledger:resume_idle(max)
+    if self.taken_n == 0 then return {} end
+    local list, err = guard(nil, function() return self:_p("list_pending_sagas", self.node) end)
+    if not list then return nil, err end
+    local report, listed = {}, {}
+    for _, s in ipairs(list) do
+        listed[s.id] = true
+        if #report < (max or 16) and self.taken[s.id] and not self.inflight[s.id] then
+            local r, e, code = self:_resume(s)
+            report[#report + 1] = { id = s.id, phase = s.phase, ok = r ~= nil, err = e,
+                                    code = code }
+            if r ~= nil or code ~= ERR.Unavailable then listed[s.id] = nil end
+        end
+    end
+    for id in pairs(self.taken) do
+        if not listed[id] then self.taken[id], self.taken_n = nil, self.taken_n - 1 end
     end
     return report
 end
