@@ -200,6 +200,17 @@ local function one_commit(T, name, led, d16, src)
                 pct(lat, 0.99), B.loadavg()))
 end
 
+-- run_wrk's answer with this process's CPU per 200 (cpu_us; its loop thread's: loop_us) and
+-- wrk's (wrk_us: the children's CPU, wrk is reaped by the time run_wrk returns)
+local function cpu_per_read(run, ...)
+    local p0, l0, c0 = B.cpu_s(0), B.cpu_s(1), B.cpu_s(-1)
+    local r = run(...)
+    local n = math.max(r.status[200] or 0, 1)
+    r.cpu_us, r.loop_us = (B.cpu_s(0) - p0) / n * 1e6, (B.cpu_s(1) - l0) / n * 1e6
+    r.wrk_us = (B.cpu_s(-1) - c0) / n * 1e6
+    return r
+end
+
 -- Balance reads from the cache, against the HTTP floor (/healthz).
 local function balance_reads(T, name, srv, w, from1, SINK)
     -- the feed caught up with the transfer cases first (it drops the read account's entry
@@ -217,11 +228,16 @@ local function balance_reads(T, name, srv, w, from1, SINK)
         misses = misses + 1
         return read(...)
     end
-    local rb = run_wrk(T, srv:port(), "balance", 0, from1, SINK)
+    local rb = cpu_per_read(run_wrk, T, srv:port(), "balance", 0, from1, SINK)
     w._read_balance = nil
-    local rh = run_wrk(T, srv:port(), "healthz", 0, from1, SINK)
+    local rh = cpu_per_read(run_wrk, T, srv:port(), "healthz", 0, from1, SINK)
     local brate = (rb.status[200] or 0) / (rb.duration_us / 1e6)
     local hrate = (rh.status[200] or 0) / (rh.duration_us / 1e6)
+    -- CPU per read: what holds up under load (the ratio of reads/s is the machine's share)
+    print(format("%-8s %-15s cpu per read: balance %.1f us (loop %.1f), wrk %.1f us; healthz " ..
+                 "%.1f us (loop %.1f), wrk %.1f us; loop ratio %.2f", name, "", rb.cpu_us,
+                 rb.loop_us, rb.wrk_us, rh.cpu_us, rh.loop_us, rh.wrk_us,
+                 rh.loop_us / rb.loop_us))
     print(format("%-8s %-15s %8.0f reads/s      p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
                  "of healthz %.0f/s (target >= 0.7)  %d missed the cache (caught up in %d ms)",
                  name, "balance", brate, rb.p50_us, rb.p99_us, brate / hrate, hrate, misses,
