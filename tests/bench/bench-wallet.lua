@@ -285,16 +285,62 @@ local function calls_line(name, ok)
 end
 
 -- group sizes, by powers of two (the committer's run_group, wrapped: the bench's own count)
+-- and where a transfer's time goes (issue 25's p99): per job its wait in the commit queue
+-- (intake to its group's start), per group its commit (run_group: the ledger's work and the
+-- answers), per request the server's time (intake to the answer handed to httpd), and the
+-- loop's lag (a 1 ms timer's lateness: the synchronous work that holds every connection)
 local committer = require("ron.wallet.committer")
 local sizes = {}
+local tail = { wait = {}, commit = {}, server = {}, lag = {} }
 do
     local run_group = committer.run_group
     committer.run_group = function(self, jobs)
         local b = 1
         while b < #jobs do b = b * 2 end
         sizes[b] = (sizes[b] or 0) + 1
-        return run_group(self, jobs)
+        local t0 = uv.hrtime()
+        for _, job in ipairs(jobs) do
+            if job.t_enq then tail.wait[#tail.wait + 1] = (t0 - job.t_enq) / 1000 end
+        end
+        local r = { run_group(self, jobs) }
+        tail.commit[#tail.commit + 1] = (uv.hrtime() - t0) / 1000
+        return unpack(r)
     end
+end
+
+-- the wallet's intake and answers timed (per instance: the service's own methods wrapped)
+local function time_requests(w)
+    local enq, send, t_of = w._enqueue, w._send, setmetatable({}, { __mode = "k" })
+    w._enqueue = function(self, req, job, endpoint)
+        job.t_enq = uv.hrtime()
+        t_of[req] = job.t_enq
+        return enq(self, req, job, endpoint)
+    end
+    w._send = function(self, req, ...)
+        local t = t_of[req]
+        if t then tail.server[#tail.server + 1] = (uv.hrtime() - t) / 1000 end
+        return send(self, req, ...)
+    end
+    local lag = uv.new_timer()
+    local due = uv.now() + 1
+    lag:start(1, 1, function()
+        local now = uv.now()
+        tail.lag[#tail.lag + 1] = (now - due) * 1000
+        due = now + 1
+    end)
+    return lag
+end
+
+-- p50 / p99 / max of each, in ms; emptied
+local function tail_line(name)
+    local out = {}
+    for _, k in ipairs { "wait", "commit", "server", "lag" } do
+        local v = tail[k]
+        out[#out + 1] = format("%s p50 %.1f p99 %.1f max %.1f (%d)", k, pct(v, 0.5) / 1000,
+                               pct(v, 0.99) / 1000, pct(v, 1) / 1000, #v)
+        tail[k] = {}
+    end
+    print(format("%-8s %-15s ms: %s", name, "", table.concat(out, ", ")))
 end
 
 local function histogram()
@@ -330,6 +376,7 @@ end
 
 local function cpu_snap(w)
     histogram()
+    for k in pairs(tail) do tail[k] = {} end
     for k in pairs(calls) do calls[k] = nil end
     if opts.profile then require("jit.p").start("Fm1", opts.profile) end
     local st = w.led.stats
@@ -351,6 +398,7 @@ local function cpu_line(name, w, snap, ok)
                  (st.batches or 0) - snap[8], (st.resolves or 0) - snap[5],
                  (st.handovers or 0) - snap[6], (st.commits or 0) - snap[7]))
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
+    tail_line(name)
     calls_line(name, ok)
     local tc = thread_cpu()
     print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us", name, "",
@@ -407,6 +455,7 @@ local function serve_wallet(T, led, tokens)
                             group_linger_ms = opts.linger,
                             log = function(line) print("wallet: " .. line) end }
     w:start()
+    w.lag_timer = time_requests(w)
     local m = assert(acct.open { capacity_rows = 1024, shards = 1, window_len_s = 60,
                                  host = "bench" })
     local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
@@ -548,6 +597,7 @@ local function case(T, name, open_store, base)
         if CASES.balance then balance_reads(T, name, srv, w, from[1], SINK) end
     end
 
+    w.lag_timer:close()
     w:stop()
     assert(w:wait(30000), "the wallet did not drain")
     srv:close()
