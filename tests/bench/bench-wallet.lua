@@ -29,7 +29,8 @@
 --   transfer_hot,        POST /v1/transfer under wrk for S seconds: transfers/s (201s),
 --   transfer             p50/p99 (wrk's), ratio = transfers/s / the direct rate
 --   balance_http         GET balance of one account for S seconds (the cache), against
---                        GET /healthz (the HTTP stack's floor): reads/s, p50/p99, ratio
+--                        GET /healthz (the HTTP stack's floor): reads/s, p50/p99, ratio, and
+--                        the CPU per read of this process (its loop thread) and of wrk
 --   sql_b1, sql_b2       the plain-SQL transfer ledger (tests/bench/sql_baseline.lua) on the
 --   (_hot)               same store kind in the same run, before the wallet starts: B1 one
 --                        transaction per transfer, B2 64 per transaction, from K sources or
@@ -39,9 +40,11 @@
 --                        with its ratio to B1 and B2 and the issue 25 targets beside them.
 -- The HTTP server admits --conns + 8 connections per peer (wrk is one loopback peer; the
 -- daemon's default is 32). RSS of this process is printed at the start and end of a store.
--- After each transfer run the ledger's balances are checked (the sources lost at least one
--- unit per 201 and no more than one per request). One `BENCH {json}` line per case. Needs
--- wrk (tools/deps.sh).
+-- After each transfer run: the CPU per transfer, the groups, the store's calls, and where a
+-- transfer's time goes (ms p50/p99/max of the commit queue's wait, each group's commit, the
+-- server's time per request, the loop's lag). Then the ledger's balances are checked (the
+-- sources lost at least one unit per 201 and no more than one per request). One `BENCH
+-- {json}` line per case. Needs wrk (tools/deps.sh).
 local uv = require("luv")
 
 package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
