@@ -29,7 +29,8 @@
 --   transfer_hot,        POST /v1/transfer under wrk for S seconds: transfers/s (201s),
 --   transfer             p50/p99 (wrk's), ratio = transfers/s / the direct rate
 --   balance_http         GET balance of one account for S seconds (the cache), against
---                        GET /healthz (the HTTP stack's floor): reads/s, p50/p99, ratio
+--                        GET /healthz (the HTTP stack's floor): reads/s, p50/p99, ratio, and
+--                        the CPU per read of this process (its loop thread) and of wrk
 --   sql_b1, sql_b2       the plain-SQL transfer ledger (tests/bench/sql_baseline.lua) on the
 --   (_hot)               same store kind in the same run, before the wallet starts: B1 one
 --                        transaction per transfer, B2 64 per transaction, from K sources or
@@ -39,9 +40,11 @@
 --                        with its ratio to B1 and B2 and the issue 25 targets beside them.
 -- The HTTP server admits --conns + 8 connections per peer (wrk is one loopback peer; the
 -- daemon's default is 32). RSS of this process is printed at the start and end of a store.
--- After each transfer run the ledger's balances are checked (the sources lost at least one
--- unit per 201 and no more than one per request). One `BENCH {json}` line per case. Needs
--- wrk (tools/deps.sh).
+-- After each transfer run: the CPU per transfer, the groups, the store's calls, and where a
+-- transfer's time goes (ms p50/p99/max of the commit queue's wait, each group's commit, the
+-- server's time per request, the loop's lag). Then the ledger's balances are checked (the
+-- sources lost at least one unit per 201 and no more than one per request). One `BENCH
+-- {json}` line per case. Needs wrk (tools/deps.sh).
 local uv = require("luv")
 
 package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
@@ -200,6 +203,17 @@ local function one_commit(T, name, led, d16, src)
                 pct(lat, 0.99), B.loadavg()))
 end
 
+-- run_wrk's answer with this process's CPU per 200 (cpu_us; its loop thread's: loop_us) and
+-- wrk's (wrk_us: the children's CPU, wrk is reaped by the time run_wrk returns)
+local function cpu_per_read(run, ...)
+    local p0, l0, c0 = B.cpu_s(0), B.cpu_s(1), B.cpu_s(-1)
+    local r = run(...)
+    local n = math.max(r.status[200] or 0, 1)
+    r.cpu_us, r.loop_us = (B.cpu_s(0) - p0) / n * 1e6, (B.cpu_s(1) - l0) / n * 1e6
+    r.wrk_us = (B.cpu_s(-1) - c0) / n * 1e6
+    return r
+end
+
 -- Balance reads from the cache, against the HTTP floor (/healthz).
 local function balance_reads(T, name, srv, w, from1, SINK)
     -- the feed caught up with the transfer cases first (it drops the read account's entry
@@ -217,11 +231,16 @@ local function balance_reads(T, name, srv, w, from1, SINK)
         misses = misses + 1
         return read(...)
     end
-    local rb = run_wrk(T, srv:port(), "balance", 0, from1, SINK)
+    local rb = cpu_per_read(run_wrk, T, srv:port(), "balance", 0, from1, SINK)
     w._read_balance = nil
-    local rh = run_wrk(T, srv:port(), "healthz", 0, from1, SINK)
+    local rh = cpu_per_read(run_wrk, T, srv:port(), "healthz", 0, from1, SINK)
     local brate = (rb.status[200] or 0) / (rb.duration_us / 1e6)
     local hrate = (rh.status[200] or 0) / (rh.duration_us / 1e6)
+    -- CPU per read: what holds up under load (the ratio of reads/s is the machine's share)
+    print(format("%-8s %-15s cpu per read: balance %.1f us (loop %.1f), wrk %.1f us; healthz " ..
+                 "%.1f us (loop %.1f), wrk %.1f us; loop ratio %.2f", name, "", rb.cpu_us,
+                 rb.loop_us, rb.wrk_us, rh.cpu_us, rh.loop_us, rh.wrk_us,
+                 rh.loop_us / rb.loop_us))
     print(format("%-8s %-15s %8.0f reads/s      p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
                  "of healthz %.0f/s (target >= 0.7)  %d missed the cache (caught up in %d ms)",
                  name, "balance", brate, rb.p50_us, rb.p99_us, brate / hrate, hrate, misses,
@@ -269,16 +288,62 @@ local function calls_line(name, ok)
 end
 
 -- group sizes, by powers of two (the committer's run_group, wrapped: the bench's own count)
+-- and where a transfer's time goes (issue 25's p99): per job its wait in the commit queue
+-- (intake to its group's start), per group its commit (run_group: the ledger's work and the
+-- answers), per request the server's time (intake to the answer handed to httpd), and the
+-- loop's lag (a 1 ms timer's lateness: the synchronous work that holds every connection)
 local committer = require("ron.wallet.committer")
 local sizes = {}
+local tail = { wait = {}, commit = {}, server = {}, lag = {} }
 do
     local run_group = committer.run_group
     committer.run_group = function(self, jobs)
         local b = 1
         while b < #jobs do b = b * 2 end
         sizes[b] = (sizes[b] or 0) + 1
-        return run_group(self, jobs)
+        local t0 = uv.hrtime()
+        for _, job in ipairs(jobs) do
+            if job.t_enq then tail.wait[#tail.wait + 1] = (t0 - job.t_enq) / 1000 end
+        end
+        local r = { run_group(self, jobs) }
+        tail.commit[#tail.commit + 1] = (uv.hrtime() - t0) / 1000
+        return unpack(r)
     end
+end
+
+-- the wallet's intake and answers timed (per instance: the service's own methods wrapped)
+local function time_requests(w)
+    local enq, send, t_of = w._enqueue, w._send, setmetatable({}, { __mode = "k" })
+    w._enqueue = function(self, req, job, endpoint)
+        job.t_enq = uv.hrtime()
+        t_of[req] = job.t_enq
+        return enq(self, req, job, endpoint)
+    end
+    w._send = function(self, req, ...)
+        local t = t_of[req]
+        if t then tail.server[#tail.server + 1] = (uv.hrtime() - t) / 1000 end
+        return send(self, req, ...)
+    end
+    local lag = uv.new_timer()
+    local due = uv.now() + 1
+    lag:start(1, 1, function()
+        local now = uv.now()
+        tail.lag[#tail.lag + 1] = (now - due) * 1000
+        due = now + 1
+    end)
+    return lag
+end
+
+-- p50 / p99 / max of each, in ms; emptied
+local function tail_line(name)
+    local out = {}
+    for _, k in ipairs { "wait", "commit", "server", "lag" } do
+        local v = tail[k]
+        out[#out + 1] = format("%s p50 %.1f p99 %.1f max %.1f (%d)", k, pct(v, 0.5) / 1000,
+                               pct(v, 0.99) / 1000, pct(v, 1) / 1000, #v)
+        tail[k] = {}
+    end
+    print(format("%-8s %-15s ms: %s", name, "", table.concat(out, ", ")))
 end
 
 local function histogram()
@@ -314,6 +379,7 @@ end
 
 local function cpu_snap(w)
     histogram()
+    for k in pairs(tail) do tail[k] = {} end
     for k in pairs(calls) do calls[k] = nil end
     if opts.profile then require("jit.p").start("Fm1", opts.profile) end
     local st = w.led.stats
@@ -335,6 +401,7 @@ local function cpu_line(name, w, snap, ok)
                  (st.batches or 0) - snap[8], (st.resolves or 0) - snap[5],
                  (st.handovers or 0) - snap[6], (st.commits or 0) - snap[7]))
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
+    tail_line(name)
     calls_line(name, ok)
     local tc = thread_cpu()
     print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us", name, "",
@@ -391,6 +458,7 @@ local function serve_wallet(T, led, tokens)
                             group_linger_ms = opts.linger,
                             log = function(line) print("wallet: " .. line) end }
     w:start()
+    w.lag_timer = time_requests(w)
     local m = assert(acct.open { capacity_rows = 1024, shards = 1, window_len_s = 60,
                                  host = "bench" })
     local srv = assert(http.serve { meter = m, port = 0, routes = w:routes(),
@@ -532,6 +600,7 @@ local function case(T, name, open_store, base)
         if CASES.balance then balance_reads(T, name, srv, w, from[1], SINK) end
     end
 
+    w.lag_timer:close()
     w:stop()
     assert(w:wait(30000), "the wallet did not drain")
     srv:close()

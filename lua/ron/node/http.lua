@@ -27,7 +27,8 @@
 -- routes: more endpoints (ingest, the ledger receiver) in front of the built-in ones: the
 -- first whose method equals req.method and whose Lua pattern `path` matches req.path gets
 -- the request, with the httpd contract (return status, body[, ctype[, headers]], or
--- nothing and req:respond(...) later). A path a route matches with another method: 405.
+-- nothing and req:respond(...) later); handler(req, capture): capture is the pattern's first
+-- capture (the whole match when it has none). A path a route matches with another method: 405.
 -- An entry may carry errors = function(status, detail, headers, header) -> status, body,
 -- ctype, headers: the answers the server gives on its paths (404, 405 with Allow, the
 -- loopback reserve's 503, and httpd's refusals before any handler: 400, 413, 431 — header
@@ -202,10 +203,34 @@ local function may_match(ends, r, path)
     return (p == "" or sub(path, 1, #p) == p) and (s == "" or sub(path, -#s) == s)
 end
 
+-- A path's routing, for every method at once: { [method] = { route, its pattern's first
+-- capture }, allowed = the methods of every route that matches, in order ("GET, POST") }.
+local function routing(routes, ends, path)
+    local out, allowed = {}, nil
+    for i = 1, #routes do
+        local r = routes[i]
+        if r.method and may_match(ends, r, path) then
+            local cap = match(path, r.path)
+            if cap then
+                if not out[r.method] then out[r.method] = { r, cap } end
+                allowed = allowed and (allowed .. ", " .. r.method) or r.method
+            end
+        end
+    end
+    out.allowed = allowed
+    return out
+end
+
+-- The routings of the paths seen last (a cached balance read and /healthz repeat theirs:
+-- issue 25's cached-read ratio): paths up to ROUTED_PATH_MAX bytes, ROUTED_MAX of them,
+-- emptied when full (paths are the client's: bounded, I-7). The routes never change.
+_M.ROUTED_MAX, _M.ROUTED_PATH_MAX = 1024, 256
+
 local function handler(o, loopback_only, holder)
     local meter, rt, routes, page = o.meter, o.runtime, o.routes or {}, o.status_page
     local known = setmetatable({ ["/"] = page and true or nil }, { __index = ROUTES })
     local ends = setmetatable({}, { __mode = "k" }) -- route -> its literal ends
+    local routed, n_routed = {}, 0
     return function(req)
         local path, method = req.path, req.method
         if req.reserved and not known[path] then
@@ -213,14 +238,17 @@ local function handler(o, loopback_only, holder)
                                  .. "reserve (health probes and /metrics only)",
                                  { ["Retry-After"] = "1" })
         end
-        local allowed
-        for i = 1, #routes do
-            local r = routes[i]
-            if r.method and may_match(ends, r, path) and match(path, r.path) then
-                if r.method == method then return r.handler(req) end
-                allowed = allowed and (allowed .. ", " .. r.method) or r.method
+        local how = routed[path]
+        if not how then
+            how = routing(routes, ends, path)
+            if #path <= _M.ROUTED_PATH_MAX then
+                if n_routed >= _M.ROUTED_MAX then routed, n_routed = {}, 0 end
+                routed[path], n_routed = how, n_routed + 1
             end
         end
+        local take = how[method]
+        if take then return take[1].handler(req, take[2]) end
+        local allowed = how.allowed
         if allowed and not known[path] then
             return server_answer(routes, path, 405, "method not allowed", { Allow = allowed })
         end

@@ -3,7 +3,7 @@
 -- status. Part of ron.wallet.service (its facade copies .methods onto the service's class).
 --
 --   local A = require("ron.wallet.answer")
---   A.answer(status, body, headers)        -- a JSON answer
+--   A.answer(status, body, headers)        -- a JSON answer (A.JSON: its content type)
 --   A.prob(code, detail, headers, extra)   -- a problem answer (dto.problem's codes)
 --   A.problem_answer(p, headers)           -- a decoded problem (dto) as an answer
 --   A.ret(w, a)                            -- a handler's return values, counted
@@ -22,6 +22,7 @@ function M.hex(s)
 end
 
 local JSON = "application/json"
+M.JSON = JSON
 
 local function answer(status, body, headers)
     return { status = status, body = body, ctype = JSON, headers = headers }

@@ -19,39 +19,63 @@ local M = {}
 local W = {}
 M.methods = W
 
+local NO_PARAMS = {} -- (read only)
+
+-- -> the query's parameters, its asset
 local function query_params(q)
-    -- the common query (one asset) without gmatch, which LuaJIT does not compile
+    -- the common query (one asset) without gmatch, which LuaJIT does not compile, and
+    -- without a table
     local asset = q and match(q, "^asset=([%w_]+)$")
-    if asset then return { asset = asset } end
+    if asset then return NO_PARAMS, asset end
     local t = {}
     for k, v in (q or ""):gmatch("([^&=]+)=([^&]*)") do t[k] = v end
-    return t
+    return t, t.asset
 end
 
 function W:_read_auth(req, id_text)
     local who, a = self:_auth(req)
     if not who then return nil, a end
-    local id = dto.uuid_bytes(id_text)
+    -- an account reading its own data names it as its token's entry spells it: no parse
+    local id = who.account_text == id_text and who.account or dto.uuid_bytes(id_text)
     if not id then return nil, prob("bad_uuid", "the path's account id is not a UUID") end
     if not who.operator and who.account ~= id then
         return nil, prob("forbidden", "an account reads only its own data")
     end
-    local q = query_params(req.query)
-    local asset = q.asset
-    if not asset or not dto.asset_ok(asset) or self.assets[asset] == nil then
+    local q, asset = query_params(req.query)
+    -- (the configured codes passed dto.asset_ok in check_config)
+    if not asset or self.assets[asset] == nil then
         return nil, prob("bad_query", "asset=<a configured asset code> is required")
     end
     return id, q, asset
 end
 
+-- A balance answer's headers: the same table while the cache's seq and staleness stay (the
+-- answer's reader, httpd, only reads it), made anew when either moves.
+local function balance_headers(self, staleness)
+    local h = self.balance_h
+    local seq = self.cache.seq
+    if not h or h.seq ~= seq or h.staleness ~= staleness then
+        local seq_text = dec(seq)
+        h = { seq = seq, staleness = staleness, seq_text = seq_text,
+              headers = { ["X-Ledger-Seq"] = seq_text, ["X-Staleness-Ms"] = format("%d", staleness),
+                          ["Cache-Control"] = "no-store" } }
+        self.balance_h = h
+    end
+    return h
+end
+
 -- (id_text: the id's canonical text when the caller has it, from the path)
+-- -> status, body, content type, headers (a handler's results)
+function W:_balance_parts(id, asset, amount, staleness, id_text)
+    local h = balance_headers(self, staleness)
+    return 200, format('{"account":"%s","asset":"%s","balance":%s,"ledger_seq":%s,' ..
+                       '"staleness_ms":%d}\n', id_text or dto.uuid_text(id), asset, dec(amount),
+                       h.seq_text, staleness), A.JSON, h.headers
+end
+
 function W:_balance_answer(id, asset, amount, staleness, id_text)
-    local seq = dec(self.cache.seq)
-    return answer(200, format('{"account":"%s","asset":"%s","balance":%s,"ledger_seq":%s,' ..
-                              '"staleness_ms":%d}\n', id_text or dto.uuid_text(id), asset,
-                              dec(amount), seq, staleness),
-                  { ["X-Ledger-Seq"] = seq, ["X-Staleness-Ms"] = format("%d", staleness),
-                    ["Cache-Control"] = "no-store" })
+    local status, body, _, headers = self:_balance_parts(id, asset, amount, staleness, id_text)
+    return answer(status, body, headers)
 end
 
 -- The read of a miss (in a task): waits for min_seq, reads through the cache.
@@ -161,9 +185,9 @@ function W:_get_balance(req, id_text)
     end
     if not min_seq or self.cache.seq >= min_seq then
         local amount = self.cache:get(id, asset)
-        if amount then
-            return ret(self, self:_balance_answer(id, asset, amount,
-                                                  self.cache:staleness_ms() or 0, id_text))
+        if amount then -- (as ret(self, answer): counted, the parts returned)
+            self:_count(200)
+            return self:_balance_parts(id, asset, amount, self.cache:staleness_ms() or 0, id_text)
         end
     end
     return self:_spawn_read(req, self._read_balance, { id = id, asset = asset, min_seq = min_seq },

@@ -180,7 +180,8 @@ function _M.new(o)
             self.tokens[h] = { operator = true, principal = "operator" }
         else
             local id = dto.uuid_bytes(who)
-            self.tokens[h] = { account = id, principal = hex(id) }
+            -- (account_text: the canonical text, as a path that names this account spells it)
+            self.tokens[h] = { account = id, principal = hex(id), account_text = who }
         end
     end
     self.breaker = breaker.new { threshold = self.breaker_threshold,
@@ -230,17 +231,18 @@ function W:routes()
                         fn = function(req) return self:_post_account(req, nil, "create") end }
     for _, op in ipairs { "freeze", "unfreeze", "close" } do
         local pat = "^/v1/accounts/" .. UUIDP .. "/" .. op .. "$"
-        list[#list + 1] = { method = "POST", path = pat, fn = function(req)
-            return self:_post_account(req, match(req.path, pat), op)
+        list[#list + 1] = { method = "POST", path = pat, fn = function(req, id)
+            return self:_post_account(req, id or match(req.path, pat), op)
         end }
     end
     local bal = "^/v1/accounts/" .. UUIDP .. "/balance$"
-    list[#list + 1] = { method = "GET", path = bal, fn = function(req)
-        return self:_get_balance(req, match(req.path, bal))
+    -- (id: the router's capture of the path's id, ron.node.http; matched here without one)
+    list[#list + 1] = { method = "GET", path = bal, fn = function(req, id)
+        return self:_get_balance(req, id or match(req.path, bal))
     end }
     local st = "^/v1/accounts/" .. UUIDP .. "/statement$"
-    list[#list + 1] = { method = "GET", path = st, fn = function(req)
-        return self:_get_statement(req, match(req.path, st))
+    list[#list + 1] = { method = "GET", path = st, fn = function(req, id)
+        return self:_get_statement(req, id or match(req.path, st))
     end }
     -- the HTTP server's answers on the wallet's paths are problems too (issue 24 §3)
     local function errors(status, detail, headers, header)
@@ -249,8 +251,9 @@ function W:routes()
     local out = {}
     for _, r in ipairs(list) do
         local fn = r.fn
-        out[#out + 1] = { method = r.method, path = r.path, errors = errors, handler = function(req)
-            local ok, s, b, c, hd = pcall(fn, req)
+        out[#out + 1] = { method = r.method, path = r.path, errors = errors,
+                          handler = function(req, cap)
+            local ok, s, b, c, hd = pcall(fn, req, cap)
             if ok then return s, b, c, hd end
             self.log("handler error: " .. tostring(s))
             return ret(self, prob("internal", "wallet error"))

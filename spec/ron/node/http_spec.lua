@@ -328,6 +328,44 @@ describe("ron.node.http", function()
         end)
     end)
 
+    it("a route's handler gets its pattern's first capture; each path's routing is "
+       .. "remembered, at most ROUTED_MAX paths, the same answers", function()
+        run(function(task)
+            local saved = http.ROUTED_MAX
+            http.ROUTED_MAX = 2
+            local ok, err = pcall(function()
+                local srv = assert(http.serve {
+                    meter = { metrics = function() return META end }, port = 0,
+                    routes = {
+                        { method = "GET", path = "^/v1/n/(%d+)$", handler = function(_, cap)
+                            return 200, "n " .. tostring(cap) .. "\n"
+                        end },
+                        { method = "POST", path = "^/v1/n/%d+$", handler = function(_, cap)
+                            return 201, "whole " .. tostring(cap) .. "\n"
+                        end } } })
+                local port = srv:port()
+                for _ = 1, 2 do -- (5 paths through a memo of 2: emptied, filled again)
+                    for i = 1, 5 do
+                        local st, _, body = get(task, port, "/v1/n/" .. i)
+                        assert.equal(200, st)
+                        assert.equal("n " .. i .. "\n", body)
+                        st, _, body = post(task, port, "/v1/n/" .. i, "")
+                        assert.equal(201, st)
+                        assert.equal("whole /v1/n/" .. i .. "\n", body)
+                        local hs
+                        st, hs = get(task, port, "/v1/n/" .. i, "PUT", "Content-Length: 0\r\n")
+                        assert.equal(405, st)
+                        assert.equal("GET, POST", hs.allow)
+                    end
+                    assert.equal(404, (get(task, port, "/v1/n/x")))
+                end
+                srv:close()
+            end)
+            http.ROUTED_MAX = saved
+            assert(ok, err)
+        end)
+    end)
+
     it("literal_ends: every path a route's pattern matches starts and ends with them "
        .. "(fixed seed)", function()
         local pats = { "^/v1/records$", "^/v1/accounts/([%x%-]+)/balance$", "^/v1/slices/",

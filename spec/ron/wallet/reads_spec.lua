@@ -88,6 +88,33 @@ describe("ron.wallet reads", function()
         assert(ok, err)
     end))
 
+    it("a cached read of one's own balance parses no UUID (an operator's read does); the "
+       .. "answers the same", F.fresh(function(task, ctx, port)
+        local dto = require("ron.wallet.dto")
+        local parse, n = dto.uuid_bytes, 0
+        dto.uuid_bytes = function(...) n = n + 1 return parse(...) end
+        local ok, err = pcall(function()
+            local path = "/v1/accounts/" .. A .. "/balance?asset=USD"
+            local bodies = {}
+            for i = 1, 3 do
+                local st, hs, body = S.http_get(task, port, path, TA)
+                assert.equal(200, st, body)
+                assert.equal("no-store", hs["cache-control"])
+                bodies[i] = cjson.decode(body)
+                assert.equal(A, bodies[i].account)
+                assert.equal(hs["x-ledger-seq"], string.format("%d", bodies[i].ledger_seq))
+            end
+            assert.equal(0, n)
+            local st, _, body = S.http_get(task, port, path, F.OP)
+            assert.equal(200, st, body)
+            assert.equal(1, n)
+            assert.equal(A, cjson.decode(body).account)
+            assert.equal(bodies[1].balance, cjson.decode(body).balance)
+        end)
+        dto.uuid_bytes = parse
+        assert(ok, err)
+    end))
+
     it("the query: asset alone or among others, the same answer; a bad one a 400",
        F.fresh(function(task, ctx, port)
         local base = "/v1/accounts/" .. A .. "/balance?"
