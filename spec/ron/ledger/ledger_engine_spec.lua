@@ -443,6 +443,34 @@ describe("ledger engine: faults (memory store)", function()
         assert.is_true(r.replayed); assert.equal(1, bal(led, A))
     end)
 
+    it("a live node's saga a store failure left undecided is resumed by its scan, not "
+       .. "in flight elsewhere for good (issue 29 item 4)", function()
+        local failing = false
+        local s = memory.new { fault = function(phase, name)
+            if failing and phase == "before" and name == "reserve_postings" then
+                return { err = "could not serialize access", class = "retry" }
+            end
+        end }
+        local n2 = funded(s, 10, { node = "n2", one_tx = false })
+        failing = true
+        local _, _, c0 = pay(n2, "k", mv(A, B, 4))
+        assert.equal(L.ERR.Unavailable, c0)
+        assert.equal(1, #s:list_pending_sagas())
+        failing = false
+        -- the client fails over to n1: in flight in n2's saga, which n1 cannot adopt
+        local n1 = L.new { store = s, node = "n1", nonce = "m" }
+        local _, e1, c1 = pay(n1, "k", mv(A, B, 4))
+        assert.equal(L.ERR.Unavailable, c1); assert.matches("in flight", e1)
+        -- n2's scan (ron.ledger.lease calls it) decides it with nobody asking n2 again
+        local rep = assert(n2:resume_idle())
+        assert.equal(1, #rep); assert.is_true(rep[1].ok)
+        assert.equal(0, #s:list_pending_sagas())
+        local r = assert(pay(n1, "k", mv(A, B, 4)))
+        assert.is_true(r.replayed)
+        assert.equal(6, bal(n1, A)); assert.equal(4, bal(n1, B))
+        assert.same({}, assert(n2:resume_idle())) -- decided: no longer noted
+    end)
+
     it("the last-step validation sees what the core sees (check hook)", function()
         local seen = 0
         local s = memory.new()

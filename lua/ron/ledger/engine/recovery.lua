@@ -239,10 +239,11 @@ function Ledger:recover(opts)
     return report
 end
 
--- A saga this engine took over from a dead peer (LED-71), noted until it is decided: a
--- survivor's recovery may leave one undecided (its payer held by a third saga for every
--- attempt). Bounded: TAKEN_MAX ids; past it, such a saga waits for a retry here (which
--- adopts it) or this node's next start.
+-- A saga this engine took over from a dead peer (LED-71), or one of its own whose drive a
+-- store failure ended (saga.lua `_drive`), noted until it is decided: a survivor's recovery
+-- may leave one undecided (its payer held by a third saga for every attempt). Bounded:
+-- TAKEN_MAX ids; past it, such a saga waits for a retry here (which adopts it) or this
+-- node's next start.
 local TAKEN_MAX = 4096
 function Ledger:_taken(id)
     if not self.taken[id] and self.taken_n < TAKEN_MAX then
