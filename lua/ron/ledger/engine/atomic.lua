@@ -44,7 +44,6 @@ local ipairs = ipairs
 local _M = {}
 
 local I64 = ffi.typeof("int64_t")
-local MAX = I64(2) ^ 62 - 1 + I64(2) ^ 62 -- 2^63 - 1, the largest balance
 local EVENT_KIND = phases.EVENT_KIND
 local complete, heads_of, list_accounts, pairs_of =
       resolve.complete, resolve.heads_of, resolve.list_accounts, resolve.pairs_of
@@ -52,23 +51,19 @@ local complete, heads_of, list_accounts, pairs_of =
 -- The guards' lists: the pins at their versions; the pairs the plan lowers with the least
 -- balance each may have now (floor + before - after, the floor check of validate_and_plan
 -- rearranged; uncapped pairs have no floor); the pairs it raises with the most balance each
--- may have now ((MAX - after) + before, the overflow check rearranged, never itself past
--- the limits since before <= after <= MAX).
+-- may have now (phases.ceilings).
 local function guards(t, accts, plan)
     local at = {}
     for i, p in ipairs(t.pins) do at[i] = { id = p.account, version = p.version } end
-    local mins, maxs = {}, {}
+    local mins = {}
     for _, d in ipairs(plan.deltas) do
         local a = accts[d.account]
         if a.policy ~= "uncapped" and d.after < d.before then
             mins[#mins + 1] = { account = d.account, asset = d.asset,
                                 min = I64(a.floor or 0) + I64(d.before) - I64(d.after) }
-        elseif d.after > d.before then
-            maxs[#maxs + 1] = { account = d.account, asset = d.asset,
-                                max = (MAX - I64(d.after)) + I64(d.before) }
         end
     end
-    return at, { mins = mins, maxs = maxs }
+    return at, { mins = mins, maxs = phases.ceilings(plan) }
 end
 
 local function commit_ops(led, ctx, at, bounds)
