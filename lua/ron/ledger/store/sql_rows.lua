@@ -255,22 +255,22 @@ function Store:count_accounts_at(list)
     return amount(rows[1][1]) or 0
 end
 
--- -> how many of list ({ account =, asset =, min = }) have a balance of at least min
-function Store:count_balances_at_least(list)
+-- -> how many of list ({ account =, asset =, [bound] = }) have a balance within the bound
+local function count_balances(self, fname, list, bound)
     if #list == 0 then return 0 end
-    local rows, err, class = read(self, "count_balances_at_least", #list,
-                                  pair_binds("count_balances_at_least", list, "min"), "i")
+    local rows, err, class = read(self, fname, #list, pair_binds(fname, list, bound), "i")
     if not rows then return nil, err, class end
     return amount(rows[1][1]) or 0
 end
 
+-- -> how many of list ({ account =, asset =, min = }) have a balance of at least min
+function Store:count_balances_at_least(list)
+    return count_balances(self, "count_balances_at_least", list, "min")
+end
+
 -- -> how many of list ({ account =, asset =, max = }) have a balance of at most max
 function Store:count_balances_at_most(list)
-    if #list == 0 then return 0 end
-    local rows, err, class = read(self, "count_balances_at_most", #list,
-                                  pair_binds("count_balances_at_most", list, "max"), "i")
-    if not rows then return nil, err, class end
-    return amount(rows[1][1]) or 0
+    return count_balances(self, "count_balances_at_most", list, "max")
 end
 
 -- floor heads (LED-20) -------------------------------------------------------------------
