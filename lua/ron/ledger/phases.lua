@@ -22,6 +22,7 @@
 -- an older binary (its finalize went step by step), and recover() rolls it forward through
 -- the same call, step by step when the state shows only part of it (Ledger:_finalize_steps).
 local events = require("ron.ledger.events")
+local ffi = require("ffi")
 local lease = require("ron.ledger.lease")
 local ledger = require("ron.ledger")
 local plan_cache = require("ron.ledger.engine.plan_cache")
@@ -299,6 +300,24 @@ local function finalize_ops(led, ctx)
 end
 _M.finalize_ops = finalize_ops -- (and the one-transaction commit's, ron.ledger.engine.atomic)
 
+local I64 = ffi.typeof("int64_t")
+local MAX = I64(2) ^ 62 - 1 + I64(2) ^ 62 -- 2^63 - 1, the largest balance
+
+-- The ceilings' guard list of a plan: every pair it raises with the most balance it may
+-- have when the plan applies, (MAX - after) + before (the overflow check `before + net <=
+-- MAX` rearranged; never itself past the limits since before <= after <= MAX): another
+-- writer may have raised the pair since the balance the plan was validated against.
+function _M.ceilings(plan)
+    local maxs = {}
+    for _, d in ipairs(plan.deltas) do
+        if d.after > d.before then
+            maxs[#maxs + 1] = { account = d.account, asset = d.asset,
+                                max = (MAX - I64(d.after)) + I64(d.before) }
+        end
+    end
+    return maxs
+end
+
 
 -- Nothing of a finalize is in the store yet: its inputs (the store's, ids) are all still
 -- reserved by sid, or, without inputs, none of its outputs (oids) exists. (A finalize that
@@ -316,8 +335,16 @@ end
 -- racing append, or nothing of it is in the store yet (tried again), or the state holds
 -- part of a finalize that went step by step (an older binary's record in phase
 -- finalizing): rolled forward step by step, every step verified.
+--
+-- ctx.ceilings (the saga's last validation's, _M.ceilings): checked first; a miss (a
+-- credited pair raised past what the credit fits since that read) returns false, nothing
+-- applied: the saga gives back and validates again.
 function _M.finalize(led, ctx)
     local ops = finalize_ops(led, ctx)
+    local ceil = ctx.ceilings
+    if ceil and #ceil > 0 then
+        table.insert(ops, 1, { "count_balances_at_most", ceil, expect = #ceil, ceiling = true })
+    end
     local flush = led.flush_on_ack
     local oids
     for _ = 1, led.max_attempts * 4 do
@@ -326,6 +353,7 @@ function _M.finalize(led, ctx)
             local ev = res[#ops][1]
             return led:_committed(ctx, ev, flush and res.flushed)
         end
+        if ops[res.at].ceiling then return false end
         if not ops[res.at].event then
             local cur = led:_read("get_intent", ctx.t.intent)
             if cur and cur.status == "committed" and cur.transfer_id == ctx.tid then

@@ -7,14 +7,18 @@ local L = require("ron.ledger.ledger")
 local memory = require("ron.ledger.store.memory")
 local requests = require("ron.ledger.engine.requests")
 local sim = require("ron.ledger.sim")
+local ffi = require("ffi")
 
 local USD = { code = "USD", scale = 2 }
 local EXT, A, B, C = ("e"):rep(16), ("a"):rep(16), ("b"):rep(16), ("c"):rep(16)
 
 local function mv(from, to, amount) return { from = from, to = to, amount = amount, asset = USD } end
 
+local I64 = ffi.typeof("int64_t")
+local MAX = I64(2) ^ 62 - 1 + I64(2) ^ 62 -- 2^63 - 1
+
 -- A memory store whose hook runs between(s) once, before the commit's second call to the
--- store (the one-transaction commit's write), when armed.
+-- store (the one-transaction commit's write; opts.at: that call instead), when armed.
 local function world(opts)
     opts = opts or {}
     local armed, applies, busy = false, 0, false
@@ -23,7 +27,7 @@ local function world(opts)
     s = memory.new { fault = function(phase, name)
         if busy or not armed or phase ~= "before" or name ~= "apply" then return end
         applies = applies + 1
-        if applies == 2 and w.between then
+        if applies == (opts.at or 2) and w.between then
             busy = true
             w.between(s)
             busy = false
@@ -139,6 +143,48 @@ describe("the one-transaction commit (LED-72)", function()
         assert(v.led:commit { intent = "c", movements = { mv(C, B, 100) } })
         assert.equal(2, v.applies())
         assert.equal(-100, v.led:balance(C, USD))
+    end)
+
+    -- a credit that lands between the read and the write, taking the payee to MAX - 39
+    local function raise_b(s)
+        assert.equal(2, s:insert_postings {
+            { id = { transfer_id = ("y"):rep(32), index = 0 }, account = B, asset = USD,
+              amount = MAX - 39 },
+            { id = { transfer_id = ("y"):rep(32), index = 1 }, account = EXT, asset = USD,
+              amount = -(MAX - 39) } })
+    end
+
+    -- A pays B 50 while raise_b lands where w's hook is: refused as an overflow, nothing
+    -- applied
+    local function credit_past_max(w)
+        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        w.between = raise_b
+        w.arm()
+        local r, err, code = w.led:commit { intent = "p", movements = { mv(A, B, 50) } }
+        assert.is_nil(r)
+        assert.equal(L.ERR.AmountOverflow, code, tostring(err))
+        assert.equal(100, w.led:balance(A, USD))
+        assert.is_true(I64(w.led:balance(B, USD)) == MAX - 39)
+        assert.equal("rejected", w.s:get_intent("p").status)
+    end
+
+    it("a credited pair raised toward 2^63 - 1 between its read and its commit: the "
+       .. "ceiling's guard misses, and the overflow is refused as such", function()
+        local w = world { plan_cache = 0 }
+        credit_past_max(w)
+        assert.equal(1, w.led.stats.one_tx_missed)
+        -- what fits commits, to the limit's edge
+        assert(w.led:commit { intent = "q", movements = { mv(A, B, 39) } })
+        assert.is_true(I64(w.led:balance(B, USD)) == MAX)
+    end)
+
+    it("the saga alone: a credited pair raised between its last validation and its "
+       .. "finalize: nothing applied, given back, the overflow refused", function()
+        -- one_tx off: open (1), reserve with the last step's reads (2), finalize (3)
+        local w = world { one_tx = false, plan_cache = 0, at = 3 }
+        credit_past_max(w)
+        assert.same({}, w.s:list_pending_sagas())
+        assert.same({}, w.s:get_postings_by_account(A, USD, "pending_inactive"))
     end)
 
     it("an input taken between its read and its commit: nothing applied, the saga resolves "

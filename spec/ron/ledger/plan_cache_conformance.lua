@@ -12,11 +12,15 @@
 local M = {}
 
 local assert = require("luassert") -- required outside busted's spec environment
+local ffi = require("ffi")
 local L = require("ron.ledger.ledger")
 
 local USD = { code = "USD", scale = 2 }
 local function id16(s) return (s .. ("\0"):rep(16)):sub(1, 16) end
 local EXT, A, B, C = id16("pc-ext"), id16("pc-a"), id16("pc-b"), id16("pc-c")
+local EXT2 = id16("pc-ext2")
+local I64 = ffi.typeof("int64_t")
+local MAX = I64(2) ^ 62 - 1 + I64(2) ^ 62 -- 2^63 - 1
 
 local function mv(from, to, amount) return { from = from, to = to, asset = USD, amount = amount } end
 
@@ -101,6 +105,36 @@ function M.add(case)
         -- what still fits commits, down to the floor's edge
         assert(ours:commit { intent = "c4", movements = { mv(C, B, 10) } })
         assert.equal(-100, bal(ours, C))
+    end)
+
+    case("plan cache (LED-73): a remembered credited balance raised by another engine near "
+         .. "2^63 - 1: the ceiling's guard misses, nothing applied, the overflow refused",
+         function(s)
+        local ours, other = world(s)
+        -- ours remembers B at 11 (credited by a1, a2); the other engine raises it to MAX - 39
+        -- from two uncapped accounts (one alone would pass its own floor of -2^63)
+        assert(other:create_account { id = EXT2, policy = "uncapped" })
+        assert(other:commit { intent = "o1", movements = { mv(EXT, B, MAX - 200) } })
+        assert(other:commit { intent = "o2", movements = { mv(EXT2, B, 150) } })
+        local high = MAX - 39
+        assert.is_true(I64(bal(other, B)) == high)
+        -- ours still sees 11, where 50 more fits; a fresh read sees MAX - 39, where it does not
+        local r, err, code = ours:commit { intent = "a3", movements = { mv(A, B, 50) } }
+        assert.is_nil(r)
+        assert.equal(L.ERR.AmountOverflow, code, tostring(err))
+        assert.equal("rejected", s:get_intent("a3").status)
+        -- nothing applied: A and B exact
+        assert.equal(89, bal(ours, A))
+        assert.is_true(I64(bal(ours, B)) == high)
+        if s.dialect == "sqlite" and s.drv and s.drv.read then -- the projection still integers
+            local rows = assert(s.drv:read("SELECT count(*) FROM " .. (s.prefix or "")
+                                           .. "balances WHERE typeof(amount) <> 'integer'", {}))
+            assert.is_true(I64(rows[1][1]) == 0)
+        end
+        -- what fits commits, up to the limit's edge
+        assert(ours:commit { intent = "a4", movements = { mv(A, B, 39) } })
+        assert.is_true(I64(bal(ours, B)) == MAX)
+        assert.equal(50, bal(ours, A))
     end)
 
     case("plan cache (LED-73): a replayed intent is answered from the store, never planned "

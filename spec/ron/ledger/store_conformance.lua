@@ -219,10 +219,19 @@ local function guards_case(s)
     assert.equal(0, s:count_balances_at_least { { account = C, asset = EUR, min = 1 } })
     assert.equal(2, s:count_balances_at_least { at_least(A, -5), at_least(B, 0),
                                                at_least(B, -200) })
+    local function at_most(acct, max) return { account = acct, asset = USD, max = max } end
+    assert.equal(0, s:count_balances_at_most {})
+    assert.equal(1, s:count_balances_at_most { at_most(A, 140) })
+    assert.equal(0, s:count_balances_at_most { at_most(A, 139) })
+    assert.equal(1, s:count_balances_at_most { at_most(B, -140) })
+    assert.equal(0, s:count_balances_at_most { at_most(B, -141) })
+    assert.equal(1, s:count_balances_at_most { { account = C, asset = EUR, max = 0 } })
+    assert.equal(0, s:count_balances_at_most { { account = C, asset = EUR, max = -1 } })
     -- as a phase's guards: a miss applies nothing of the phase
     local ok = assert(s:apply {
         { "count_accounts_at", { { id = A, version = 2 } }, expect = 1 },
         { "count_balances_at_least", { at_least(A, 100) }, expect = 1 },
+        { "count_balances_at_most", { at_most(A, 140) }, expect = 1 },
         { "save_saga", "g-1", "reserving", "d", "n1" } })
     assert.is_true(ok.ok)
     assert.equal(1, ok[1][1])
@@ -236,6 +245,11 @@ local function guards_case(s)
         { "count_accounts_at", { { id = A, version = 1 } }, expect = 1 } })
     assert.is_false(miss2.ok)
     assert.equal(2, miss2.at)
+    local miss3 = assert(s:apply {
+        { "save_saga", "g-4", "reserving", "d", "n1" },
+        { "count_balances_at_most", { at_most(A, 139) }, expect = 1 } })
+    assert.is_false(miss3.ok)
+    assert.equal(2, miss3.at)
     local ids = {}
     for _, r in ipairs(s:list_pending_sagas("n1")) do ids[#ids + 1] = r.id end
     assert.same({ "g-1" }, ids)

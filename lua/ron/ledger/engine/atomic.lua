@@ -10,7 +10,9 @@
 --               pairs' heads taken (expect 1 each); the GUARDS: every pinned account still at
 --               its pinned version (count_accounts_at, expect #pins) and every pair the
 --               transfer lowers, unless uncapped, still at a balance of at least its floor
---               plus what the transfer takes from it (count_balances_at_least); then the
+--               plus what the transfer takes from it (count_balances_at_least), and every
+--               pair it raises still at most 2^63 - 1 minus what the transfer adds to it
+--               (count_balances_at_most: another writer may have raised it); then the
 --               saga's finalize (ron.ledger.phases: inputs consumed, outputs, the transfer,
 --               the outcome, the heads released, the event); flushed in the same call.
 --
@@ -18,7 +20,8 @@
 -- state through the accounts (pins, status, policy, floor: one version each), the consumed
 -- postings (their content is fixed by their id; the reservation's count says they are
 -- still Active) and the balances, of which only the floor check of a pair that goes down
--- reads them, monotonically: `before + net >= floor` <=> `balance >= floor - net`. So the
+-- reads them, monotonically: `before + net >= floor` <=> `balance >= floor - net`, and the
+-- overflow check of a pair that goes up: `before + net <= MAX` <=> `balance <= MAX - net`. So the
 -- guards hold exactly when the last validation on the state they read would pass, and they
 -- run after the inputs and heads are taken, inside the transaction that writes: the check
 -- is folded into the write (the seed's "CAS"), where the saga's re-read leaves a window
@@ -47,7 +50,8 @@ local complete, heads_of, list_accounts, pairs_of =
 
 -- The guards' lists: the pins at their versions; the pairs the plan lowers with the least
 -- balance each may have now (floor + before - after, the floor check of validate_and_plan
--- rearranged; uncapped pairs have no floor).
+-- rearranged; uncapped pairs have no floor); the pairs it raises with the most balance each
+-- may have now (phases.ceilings).
 local function guards(t, accts, plan)
     local at = {}
     for i, p in ipairs(t.pins) do at[i] = { id = p.account, version = p.version } end
@@ -59,10 +63,10 @@ local function guards(t, accts, plan)
                                 min = I64(a.floor or 0) + I64(d.before) - I64(d.after) }
         end
     end
-    return at, mins
+    return at, { mins = mins, maxs = phases.ceilings(plan) }
 end
 
-local function commit_ops(led, ctx, at, mins)
+local function commit_ops(led, ctx, at, bounds)
     local req, sid = ctx.req, ctx.sid
     local ops = {
         { "put_intent", phases.CLAIM_PREFIX .. req.intent,
@@ -76,7 +80,9 @@ local function commit_ops(led, ctx, at, mins)
         ops[#ops + 1] = { "acquire_head", h.account, h.asset, sid, expect = 1 }
     end
     ops[#ops + 1] = { "count_accounts_at", at, expect = #at }
+    local mins, maxs = bounds.mins, bounds.maxs
     if #mins > 0 then ops[#ops + 1] = { "count_balances_at_least", mins, expect = #mins } end
+    if #maxs > 0 then ops[#ops + 1] = { "count_balances_at_most", maxs, expect = #maxs } end
     -- the finalize's ops, but for the record's deletion (there is none)
     for _, op in ipairs(phases.finalize_ops(led, ctx)) do
         if op[1] ~= "delete_saga" then ops[#ops + 1] = op end
@@ -122,9 +128,9 @@ local function read_plan(led, ctx, r)
     local prior = res[1][1]
     if prior then return true, { led:_outcome(req, prior) } end
     local src = view.source(led, r, view.answers(r, ops, res, 2))
-    local ok, at, mins = plan_from(led, ctx, src)
+    local ok, at, bounds = plan_from(led, ctx, src)
     if not ok then return false end
-    return nil, at, mins, src
+    return nil, at, bounds, src
 end
 
 local function unplan(ctx)
@@ -134,8 +140,8 @@ end
 
 -- The commit phase of ctx's plan: -> { answer values }, "ok" | "maybe" (an earlier attempt
 -- of the phase committed, its reply lost), or false (nothing of it applied).
-local function attempt(led, ctx, at, mins)
-    local ops = commit_ops(led, ctx, at, mins)
+local function attempt(led, ctx, at, bounds)
+    local ops = commit_ops(led, ctx, at, bounds)
     local flush = led.flush_on_ack
     local res, maybe = phases.apply(led, ops, { flush = flush, keep_cache = true })
     if res.ok then
@@ -160,9 +166,9 @@ local function from_cache(led, c, ctx, r)
     local src = PC.source(led, c, r)
     if not src then return nil end
     local e0 = c.epoch
-    local ok, at, mins = plan_from(led, ctx, src, true)
+    local ok, at, bounds = plan_from(led, ctx, src, true)
     if ok then
-        local ans, how = attempt(led, ctx, at, mins)
+        local ans, how = attempt(led, ctx, at, bounds)
         if ans then
             if how == "ok" then PC.committed(c, ctx, e0) else PC.forget(c, ctx) end
             led.stats.one_tx_cached = (led.stats.one_tx_cached or 0) + 1
@@ -184,10 +190,10 @@ function _M.commit(led, ctx, r)
         if ans then return unpack(ans, 1, table.maxn(ans)) end
     end
     local e0 = c and c.epoch
-    local done, at, mins, src = read_plan(led, ctx, r)
+    local done, at, bounds, src = read_plan(led, ctx, r)
     if done then return unpack(at, 1, table.maxn(at)) end
     if done == false then return false end
-    local ans, how = attempt(led, ctx, at, mins)
+    local ans, how = attempt(led, ctx, at, bounds)
     if not ans then
         led.stats.one_tx_missed = (led.stats.one_tx_missed or 0) + 1
         unplan(ctx)

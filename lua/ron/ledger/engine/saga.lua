@@ -234,11 +234,8 @@ function Ledger:_drive_body(ctx)
                 -- reads: one phase (LED-67)
                 local got, reads = phases.reserve(self, ctx, saga_data(ctx), t.inputs, prs)
                 if got == "full" then
-                    local plan2, err2, code2 = self:_revalidate(ctx, reads)
-                    if plan2 then return self:_finalize(ctx) end
-                    if code2 == ERR.Bug then error(err2) end
-                    if not RACE[code2] then return self:_reject(ctx, err2, code2) end
-                    self:_compensate(ctx)
+                    local done, ans = self:_last_step(ctx, reads)
+                    if done then return unpack(ans, 1, table.maxn(ans)) end
                 end
                 ctx.t, ctx.tbytes, ctx.tid, ctx.heads = nil, nil, nil, nil
             end
@@ -251,6 +248,26 @@ function Ledger:_drive_body(ctx)
         return fail(ERR.Unavailable, HELD .. tostring(held) .. " for every attempt; retry")
     end
     return fail(ERR.Unavailable, "postings or heads kept changing; retry")
+end
+
+-- The last validation and the finalize: -> true and the answer's values, or false (a race:
+-- what the saga held given back; validate again). The finalize checks the credited pairs'
+-- ceilings first (phases.ceilings): a pair another writer raised since the last read past
+-- what the credit fits would overflow; that miss applies nothing and is a race too (the
+-- next attempt's early look refuses the overflow).
+function Ledger:_last_step(ctx, reads)
+    local plan, err, code = self:_revalidate(ctx, reads)
+    if plan then
+        ctx.ceilings = phases.ceilings(plan)
+        local fin = { self:_finalize(ctx) }
+        ctx.ceilings = nil
+        if fin[1] ~= false then return true, fin end
+    else
+        if code == ERR.Bug then error(err) end
+        if not RACE[code] then return true, { self:_reject(ctx, err, code) } end
+    end
+    self:_compensate(ctx)
+    return false
 end
 
 -- The balances of prs as validation takes them: from the view src (its one read), else

@@ -57,7 +57,9 @@
 --             shard = (index + first byte of the transfer id) % 16) that triggers on
 --             `postings` maintain in the posting's own statement: O(1) in the history.
 --             count_balances_at_least(list) -> how many of list ({ account, asset, min })
---             have a balance of at least min (a guard, LED-72).
+--             have a balance of at least min (a guard, LED-72); count_balances_at_most(list)
+--             -> how many of list ({ account, asset, max }) have one of at most max (a
+--             guard against a credit past 2^63 - 1 when another writer raised the pair).
 -- Heads       ensure_head(account, asset) -> n (creates the lease row, version 0);
 --   (LED-20)  acquire_head(account, asset, saga) -> n (1: held by saga, version + 1; 0: held
 --             by someone, or no row); release_head(account, asset, saga) -> n (only its

@@ -262,6 +262,14 @@ Store.count_balances_at_least = prim("count_balances_at_least", function(self, _
     return n
 end)
 
+Store.count_balances_at_most = prim("count_balances_at_most", function(self, _, list)
+    local n = 0
+    for _, p in ipairs(list) do
+        if balance_of(self, p.account, p.asset) <= p.max then n = n + 1 end
+    end
+    return n
+end)
+
 -- ---- postings ----
 
 local PSTATUS = { active = true, pending_inactive = true, inactive = true }

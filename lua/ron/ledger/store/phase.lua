@@ -37,6 +37,7 @@ for _, n in ipairs {
     "insert_postings", "reserve_postings", "release_postings", "deactivate_postings",
     "get_postings", "get_postings_by_account", "get_balances", "get_balance",
     "count_accounts_at", "count_balances_at_least", -- the one-transaction commit's guards
+    "count_balances_at_most",
     "ensure_head", "acquire_head", "release_head", "get_heads",
     "store_transfer", "get_transfer",
     "put_intent", "get_intent",

@@ -152,6 +152,7 @@ _M.METHODS = {
     "insert_postings", "reserve_postings", "release_postings", "deactivate_postings",
     "get_postings", "get_postings_by_account",
     "get_balances", "get_balance", "count_accounts_at", "count_balances_at_least",
+    "count_balances_at_most",
     "ensure_head", "acquire_head", "release_head", "get_heads",
     "store_transfer", "get_transfer", "get_transfers_for_account", "list_transfers",
     "put_intent", "get_intent",

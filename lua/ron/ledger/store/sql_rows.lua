@@ -197,17 +197,17 @@ end
 
 -- balances (LED-19) --------------------------------------------------------------------
 
--- with_min: each pair's `min` too (count_balances_at_least)
-local function pair_binds(fname, pairs_, with_min)
+-- bound: each pair's `min` (count_balances_at_least) or `max` (count_balances_at_most) too
+local function pair_binds(fname, pairs_, bound)
     list_arg(fname, pairs_, "pairs")
-    local w = with_min and 4 or 3
+    local w = bound and 4 or 3
     local binds, k = { n = #pairs_ * w }, 0
     for _, p in ipairs(pairs_) do
         if type(p) ~= "table" then misuse(fname, "a pair is { account =, asset = }") end
         binds[k + 1] = bytes_arg(fname, p.account, "account", 16)
         asset_arg(fname, p.asset)
         binds[k + 2], binds[k + 3] = p.asset.code, p.asset.scale
-        if with_min then binds[k + 4] = int_arg(fname, p.min, "min") end
+        if bound then binds[k + 4] = int_arg(fname, p[bound], bound) end
         k = k + w
     end
     return binds
@@ -255,13 +255,22 @@ function Store:count_accounts_at(list)
     return amount(rows[1][1]) or 0
 end
 
--- -> how many of list ({ account =, asset =, min = }) have a balance of at least min
-function Store:count_balances_at_least(list)
+-- -> how many of list ({ account =, asset =, [bound] = }) have a balance within the bound
+local function count_balances(self, fname, list, bound)
     if #list == 0 then return 0 end
-    local rows, err, class = read(self, "count_balances_at_least", #list,
-                                  pair_binds("count_balances_at_least", list, true), "i")
+    local rows, err, class = read(self, fname, #list, pair_binds(fname, list, bound), "i")
     if not rows then return nil, err, class end
     return amount(rows[1][1]) or 0
+end
+
+-- -> how many of list ({ account =, asset =, min = }) have a balance of at least min
+function Store:count_balances_at_least(list)
+    return count_balances(self, "count_balances_at_least", list, "min")
+end
+
+-- -> how many of list ({ account =, asset =, max = }) have a balance of at most max
+function Store:count_balances_at_most(list)
+    return count_balances(self, "count_balances_at_most", list, "max")
 end
 
 -- floor heads (LED-20) -------------------------------------------------------------------

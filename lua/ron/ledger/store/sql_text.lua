@@ -123,6 +123,11 @@ local BUILD = {
                .. "SELECT count(*) FROM q WHERE coalesce((SELECT sum(b.amount) FROM @balances b "
                .. "WHERE b.account = q.a AND b.asset_code = q.c AND b.scale = q.s), 0) >= q.m"
     end,
+    count_balances_at_most = function(n)
+        return "WITH q (a, c, s, m) AS (VALUES " .. values_list(n, "?b,?b,?i,?i") .. ") "
+               .. "SELECT count(*) FROM q WHERE coalesce((SELECT sum(b.amount) FROM @balances b "
+               .. "WHERE b.account = q.a AND b.asset_code = q.c AND b.scale = q.s), 0) <= q.m"
+    end,
 
     ensure_head = function()
         return "INSERT INTO @heads (account, asset_code, scale, version, holder) "
@@ -421,6 +426,10 @@ local PG_ARRAY = {
         "SELECT count(*) FROM unnest(?B, ?B, ?I, ?I) AS q (a, c, s, m) WHERE coalesce((SELECT "
         .. "sum(b.amount) FROM @balances b WHERE b.account = q.a AND b.asset_code = q.c AND "
         .. "b.scale = q.s), 0) >= q.m" },
+    count_balances_at_most = { at = 0, groups = { "bbii" }, sql =
+        "SELECT count(*) FROM unnest(?B, ?B, ?I, ?I) AS q (a, c, s, m) WHERE coalesce((SELECT "
+        .. "sum(b.amount) FROM @balances b WHERE b.account = q.a AND b.asset_code = q.c AND "
+        .. "b.scale = q.s), 0) <= q.m" },
     get_heads = { at = 0, groups = { "bbi" }, sql =
         "SELECT h.* FROM unnest(?B, ?B, ?I) AS q (a, c, s) CROSS JOIN LATERAL "
         .. "(SELECT account, asset_code, scale, version, holder FROM @heads WHERE account = q.a "
