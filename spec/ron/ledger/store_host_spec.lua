@@ -270,7 +270,8 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
             local base = require("ron.ledger.store.sql_base")
             local sql_text = require("ron.ledger.store.sql_text")
             local pg_phase = require("ron.ledger.store.pg_phase")
-            local s = assert(S.pg_store(pg, { schema = "plans", connections = 1 }))
+            local s = assert(S.pg_store(pg, { schema = "plans", connections = 1,
+                                             query_timeout_ms = 120000 }))
             local db = s.drv.db
             local function run(text) return assert(db:query(base.render("postgres", s.prefix,
                                                                          text), {})) end

@@ -60,18 +60,14 @@ local function int_col(n) return { array = "int8", n = n } end
 -- The balance rows the phase's posting writes touch, locked in key order: the rows of the
 -- postings it consumes (read from postings) and of those it inserts (not Inactive).
 -- (FEW: the lists counted as 1 row, so the generic plan probes the keys: sql_text.FEW)
-local LOCK_BALANCES = [[SELECT 1 FROM @balances b JOIN (
-    SELECT p.account, p.asset_code, p.scale, p.shard FROM @postings p
-    JOIN unnest(?B, ?I) WITH ORDINALITY AS q (t, i, n) ON p.transfer_id = q.t AND p.idx = q.i
-    WHERE q.n]] .. sql_text.FEW .. [[
-
-    UNION SELECT o.account, o.asset_code, o.scale, o.shard FROM unnest(?B, ?B, ?I, ?I)
-        WITH ORDINALITY AS o (account, asset_code, scale, shard, n) WHERE o.n]] .. sql_text.FEW
-    .. [[
-
-) AS k ON b.account = k.account AND b.asset_code = k.asset_code AND b.scale = k.scale
-    AND b.shard = k.shard
-ORDER BY b.account, b.asset_code, b.scale, b.shard FOR UPDATE OF b]]
+local FEW = sql_text.FEW
+local LOCK_BALANCES = "SELECT 1 FROM @balances b JOIN (SELECT p.account, p.asset_code, p.scale, "
+    .. "p.shard FROM @postings p JOIN unnest(?B, ?I) WITH ORDINALITY AS q (t, i, n) "
+    .. "ON p.transfer_id = q.t AND p.idx = q.i WHERE q.n" .. FEW .. " UNION "
+    .. "SELECT o.account, o.asset_code, o.scale, o.shard FROM unnest(?B, ?B, ?I, ?I) "
+    .. "WITH ORDINALITY AS o (account, asset_code, scale, shard, n) WHERE o.n" .. FEW .. ") "
+    .. "AS k ON b.account = k.account AND b.asset_code = k.asset_code AND b.scale = k.scale "
+    .. "AND b.shard = k.shard ORDER BY b.account, b.asset_code, b.scale, b.shard FOR UPDATE OF b"
 _M.LOCK_BALANCES = LOCK_BALANCES
 
 local function lock_balances(st, ops)
