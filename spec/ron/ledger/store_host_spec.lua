@@ -260,6 +260,59 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
         end)
     end)
 
+    -- The generic plan of every list statement (PG_ARRAY, the phase's balance lock) probes
+    -- the keys it is given, at 2,000 postings as at 100,000 (issue 25): the phase sends them
+    -- as named prepared statements, and the server runs a generic plan after five
+    -- executions. Before, unnest(...) of a parameter counted as 10 rows, and at 2,000
+    -- postings the reserve's generic plan was a hash join over a scan of the table.
+    it("generic plans: no list statement scans the postings or balances (issue 25)", function()
+        in_task(function()
+            local base = require("ron.ledger.store.sql_base")
+            local sql_text = require("ron.ledger.store.sql_text")
+            local pg_phase = require("ron.ledger.store.pg_phase")
+            local s = assert(S.pg_store(pg, { schema = "plans", connections = 1,
+                                             query_timeout_ms = 120000 }))
+            local db = s.drv.db
+            local function run(text) return assert(db:query(base.render("postgres", s.prefix,
+                                                                         text), {})) end
+            local texts = { lock_balances = pg_phase.LOCK_BALANCES }
+            for name, spec in pairs(sql_text.PG_ARRAY) do texts[name] = spec.sql end
+            local names = {}
+            for name in pairs(texts) do names[#names + 1] = name end
+            table.sort(names)
+            run("SET plan_cache_mode = force_generic_plan")
+            local from = 0
+            for _, upto in ipairs { 2000, 100000 } do
+                -- two postings per transfer over 1,000 accounts (their balance rows more than
+                -- a page: one page is read whole, rightly) and 8 shards, a third active
+                run(("INSERT INTO @postings SELECT sha256(int8send(g / 2)), g %% 2, "
+                     .. "sha256(int8send(g %% 1000)), 'USD', 2, g, CASE WHEN g %% 3 = 0 THEN 0 "
+                     .. "ELSE 2 END, NULL, sha256(int8send(g / 2)), NULL, g %% 8 "
+                     .. "FROM generate_series(%d, %d) AS g"):format(from, upto - 1))
+                from = upto
+                run("ANALYZE @postings")
+                run("ANALYZE @balances")
+                local scans = {}
+                for k, name in ipairs(names) do
+                    local q = base.render("postgres", s.prefix, texts[name])
+                    local nparams = 0
+                    for d in q:gmatch("%$(%d+)") do nparams = math.max(nparams, tonumber(d)) end
+                    local args = nparams > 0 and ("(" .. ("NULL, "):rep(nparams - 1) .. "NULL)")
+                                 or ""
+                    run("PREPARE plan_" .. k .. " AS " .. q)
+                    local rows = run("EXPLAIN EXECUTE plan_" .. k .. args)
+                    run("DEALLOCATE plan_" .. k)
+                    for _, r in ipairs(rows) do
+                        if r[1]:match("Seq Scan on postings") or r[1]:match("Seq Scan on balances")
+                        then scans[#scans + 1] = upto .. " " .. name .. ": " .. r[1] end
+                    end
+                end
+                assert.same({}, scans)
+            end
+            s:close()
+        end)
+    end)
+
     -- the list primitives' columns (ron.ledger.store.sql PG_ARRAY, LED-51): one binary array each
     it("pq.array: bytea[] and bigint[] parameters, NULLs, empty, misuse; pq.unhex", function()
         with_store(function(s)

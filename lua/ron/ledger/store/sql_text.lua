@@ -388,25 +388,40 @@ _M.BUILD = BUILD
 -- The Store methods build their binds once, as for SQLite: `at` leading scalars, then the
 -- list's tuples (one group per entry of `groups`, each tuple's column types; n tuples, and
 -- n2 for the second group), then trailing scalars; pg_binds turns the tuples into columns.
+-- A list parameter's rows as the planner should count them. It counts unnest(...) of a
+-- parameter as 10 rows (it cannot see the array), the list at hand as its length: a prepared
+-- statement's generic plan then costs about ten of the custom plans, so the server keeps
+-- planning each execution (plan_cache_mode auto), and for 10 keys a hash join over a scan of
+-- a small table (postings, balances) beats as many index probes, a cost that grows with the
+-- table. A range on the list's ORDINALITY, always true, has the planner's default range
+-- selectivity (0.5%): 1 row in either plan, so both probe the primary key per key and the
+-- server keeps the generic plan (issue 25; spec "generic plans" in store_host_spec.lua). A
+-- guard that filters its list through a subquery per key filters the list first (OFFSET 0:
+-- not merged into one filter, which the planner costs per unfiltered row).
+local FEW = " BETWEEN 1 AND 4294967295"
+_M.FEW = FEW
+local POSTING_KEYS = "(SELECT q.t, q.i FROM unnest(?B, ?I) WITH ORDINALITY AS q (t, i, o) "
+                     .. "WHERE q.o" .. FEW .. ")"
+
 local PG_ARRAY = {
     insert_postings = { plain = true, at = 0, groups = { "bibbiiibbbi" }, sql =
         "INSERT INTO @postings (" .. POSTING_COLS .. ", shard) SELECT * FROM unnest(?B, ?I, ?B, "
         .. "?B, ?I, ?I, ?I, ?B, ?B, ?B, ?I) ON CONFLICT DO NOTHING" },
     reserve_postings = { at = 1, groups = { "bi" }, sql =
         "UPDATE @postings SET status = 1, reservation = ?b WHERE status = 0 AND "
-        .. "(transfer_id, idx) IN (SELECT * FROM unnest(?B, ?I))" },
+        .. "(transfer_id, idx) IN " .. POSTING_KEYS },
     release_postings = { at = 1, groups = { "bi" }, sql =
         "UPDATE @postings SET status = 0, reservation = NULL WHERE status = 1 AND "
-        .. "reservation = ?b AND (transfer_id, idx) IN (SELECT * FROM unnest(?B, ?I))" },
+        .. "reservation = ?b AND (transfer_id, idx) IN " .. POSTING_KEYS },
     deactivate_reserved = { at = 2, groups = { "bi" }, sql =
         "UPDATE @postings SET status = 2, consumed_by = ?b WHERE status = 1 AND "
-        .. "reservation = ?b AND (transfer_id, idx) IN (SELECT * FROM unnest(?B, ?I))" },
+        .. "reservation = ?b AND (transfer_id, idx) IN " .. POSTING_KEYS },
     deactivate_active = { at = 1, groups = { "bi" }, sql =
         "UPDATE @postings SET status = 2, consumed_by = ?b WHERE status = 0 AND "
-        .. "(transfer_id, idx) IN (SELECT * FROM unnest(?B, ?I))" },
+        .. "(transfer_id, idx) IN " .. POSTING_KEYS },
     get_postings = { at = 0, groups = { "bi" }, sql =
         "SELECT " .. POSTING_COLS .. " FROM @postings WHERE (transfer_id, idx) IN "
-        .. "(SELECT * FROM unnest(?B, ?I)) ORDER BY transfer_id, idx" },
+        .. POSTING_KEYS .. " ORDER BY transfer_id, idx" },
     -- Point reads as one index probe per key (LATERAL ... LIMIT: never turned into a join):
     -- a semi join may scan the whole table instead (the balance rows of hot accounts carry
     -- many dead versions while batches update them: 0.3 ms per get_balances of 13 pairs with
@@ -420,10 +435,12 @@ local PG_ARRAY = {
         .. "WHERE b.account = q.a AND b.asset_code = q.c AND b.scale = q.s) "
         .. "FROM unnest(?B, ?B, ?I) AS q (a, c, s)" },
     count_accounts_at = { at = 0, groups = { "bi" }, sql =
-        "SELECT count(*) FROM unnest(?B, ?I) AS q (id, v) WHERE (SELECT max(version) FROM "
+        "SELECT count(*) FROM (SELECT * FROM unnest(?B, ?I) WITH ORDINALITY AS q (id, v, o) "
+        .. "WHERE q.o" .. FEW .. " OFFSET 0) AS q WHERE (SELECT max(version) FROM "
         .. "@accounts a WHERE a.id = q.id) = q.v" },
     count_balances_at_least = { at = 0, groups = { "bbii" }, sql =
-        "SELECT count(*) FROM unnest(?B, ?B, ?I, ?I) AS q (a, c, s, m) WHERE coalesce((SELECT "
+        "SELECT count(*) FROM (SELECT * FROM unnest(?B, ?B, ?I, ?I) WITH ORDINALITY AS "
+        .. "q (a, c, s, m, o) WHERE q.o" .. FEW .. " OFFSET 0) AS q WHERE coalesce((SELECT "
         .. "sum(b.amount) FROM @balances b WHERE b.account = q.a AND b.asset_code = q.c AND "
         .. "b.scale = q.s), 0) >= q.m" },
     count_balances_at_most = { at = 0, groups = { "bbii" }, sql =
@@ -450,8 +467,9 @@ local PG_ARRAY = {
         .. "AND asset_code = q.c AND scale = q.s AND status = q.st "
         .. "ORDER BY amount DESC, transfer_id, idx LIMIT q.l) AS p" },
     deactivate_many = { at = 0, groups = { "bib" }, sql =
-        "UPDATE @postings SET status = 2, consumed_by = v.c FROM unnest(?B, ?I, ?B) AS v (t, i, c) "
-        .. "WHERE @postings.transfer_id = v.t AND @postings.idx = v.i "
+        "UPDATE @postings SET status = 2, consumed_by = v.c FROM unnest(?B, ?I, ?B) WITH "
+        .. "ORDINALITY AS v (t, i, c, o) WHERE v.o" .. FEW .. " AND "
+        .. "@postings.transfer_id = v.t AND @postings.idx = v.i "
         .. "AND @postings.status = 1 AND @postings.reservation = ?b" },
     -- The account rows of the transfers this statement inserted, under the numbers it just
     -- drew: no other row can hold them, so a plain INSERT (DISTINCT: an account listed
