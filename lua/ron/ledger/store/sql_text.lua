@@ -400,6 +400,17 @@ _M.BUILD = BUILD
 -- not merged into one filter, which the planner costs per unfiltered row).
 local FEW = " BETWEEN 1 AND 4294967295"
 _M.FEW = FEW
+
+-- The balance guards (LED-72's floors, the credited pairs' ceilings): a pair's balance,
+-- summed over its shards (numeric: no overflow), against its bound; the list filtered
+-- first (OFFSET 0) so a generic plan counts it as one row and probes the key per pair.
+local function count_balances(op)
+    return { at = 0, groups = { "bbii" }, sql =
+        "SELECT count(*) FROM (SELECT * FROM unnest(?B, ?B, ?I, ?I) WITH ORDINALITY AS "
+        .. "q (a, c, s, m, o) WHERE q.o" .. FEW .. " OFFSET 0) AS q WHERE coalesce((SELECT "
+        .. "sum(b.amount) FROM @balances b WHERE b.account = q.a AND b.asset_code = q.c AND "
+        .. "b.scale = q.s), 0) " .. op .. " q.m" }
+end
 local POSTING_KEYS = "(SELECT q.t, q.i FROM unnest(?B, ?I) WITH ORDINALITY AS q (t, i, o) "
                      .. "WHERE q.o" .. FEW .. ")"
 
@@ -438,15 +449,8 @@ local PG_ARRAY = {
         "SELECT count(*) FROM (SELECT * FROM unnest(?B, ?I) WITH ORDINALITY AS q (id, v, o) "
         .. "WHERE q.o" .. FEW .. " OFFSET 0) AS q WHERE (SELECT max(version) FROM "
         .. "@accounts a WHERE a.id = q.id) = q.v" },
-    count_balances_at_least = { at = 0, groups = { "bbii" }, sql =
-        "SELECT count(*) FROM (SELECT * FROM unnest(?B, ?B, ?I, ?I) WITH ORDINALITY AS "
-        .. "q (a, c, s, m, o) WHERE q.o" .. FEW .. " OFFSET 0) AS q WHERE coalesce((SELECT "
-        .. "sum(b.amount) FROM @balances b WHERE b.account = q.a AND b.asset_code = q.c AND "
-        .. "b.scale = q.s), 0) >= q.m" },
-    count_balances_at_most = { at = 0, groups = { "bbii" }, sql =
-        "SELECT count(*) FROM unnest(?B, ?B, ?I, ?I) AS q (a, c, s, m) WHERE coalesce((SELECT "
-        .. "sum(b.amount) FROM @balances b WHERE b.account = q.a AND b.asset_code = q.c AND "
-        .. "b.scale = q.s), 0) <= q.m" },
+    count_balances_at_least = count_balances(">="),
+    count_balances_at_most = count_balances("<="),
     get_heads = { at = 0, groups = { "bbi" }, sql =
         "SELECT h.* FROM unnest(?B, ?B, ?I) AS q (a, c, s) CROSS JOIN LATERAL "
         .. "(SELECT account, asset_code, scale, version, holder FROM @heads WHERE account = q.a "
