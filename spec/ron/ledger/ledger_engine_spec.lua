@@ -471,6 +471,34 @@ describe("ledger engine: faults (memory store)", function()
         assert.same({}, assert(n2:resume_idle())) -- decided: no longer noted
     end)
 
+    it("a live node's batch a store failure left undecided is resumed by its scan too "
+       .. "(issue 29 item 4)", function()
+        local failing = false
+        local s = memory.new { fault = function(phase, name)
+            if failing and phase == "before" and name == "reserve_postings" then
+                return { err = "could not serialize access", class = "retry" }
+            end
+        end }
+        local n2 = funded(s, 10, { node = "n2", one_tx = false })
+        failing = true
+        local res = n2:commit_many { { intent = "k1", movements = { mv(A, B, 1) } },
+                                     { intent = "k2", movements = { mv(A, B, 2) } } }
+        for i = 1, 2 do assert.equal(L.ERR.Unavailable, res[i][3]) end
+        assert.is_true(#s:list_pending_sagas() >= 1)
+        failing = false
+        local n1 = L.new { store = s, node = "n1", nonce = "m" }
+        local _, e1, c1 = pay(n1, "k1", mv(A, B, 1))
+        assert.equal(L.ERR.Unavailable, c1); assert.matches("in flight", e1)
+        local rep = assert(n2:resume_idle())
+        assert.is_true(#rep >= 1)
+        for _, x in ipairs(rep) do assert.is_true(x.ok, tostring(x.err)) end
+        assert.same({}, s:list_pending_sagas())
+        local r1 = assert(pay(n1, "k1", mv(A, B, 1)))
+        local r2 = assert(pay(n1, "k2", mv(A, B, 2)))
+        assert.is_true(r1.replayed and r2.replayed)
+        assert.equal(7, bal(n1, A)); assert.equal(3, bal(n1, B))
+    end)
+
     it("the last-step validation sees what the core sees (check hook)", function()
         local seen = 0
         local s = memory.new()

@@ -296,6 +296,7 @@ function Ledger:_batch(live, results, later)
     end, self._batch_body, self, ctx, results, later) }
     for _, x in ipairs(sids) do self.inflight[x] = nil end
     if not r[1] then error(r[2], 0) end
+    self:_note_failed(sid, r[2], r[3], r[4])
     return unpack(r, 2, table.maxn(r))
 end
 

@@ -251,6 +251,18 @@ function Ledger:_taken(id)
     end
 end
 
+-- A drive (a single saga's or a batch's) that a store failure ended (Unavailable, not a
+-- race): its record and claims stay, and another node cannot adopt this live node's saga,
+-- so a client failing over there after the 503 got "intent in flight" until a retry came
+-- back here (issue 29 item 4). Noted: the lease scan resumes it (resume_idle). A race is
+-- the caller's to retry, as before; a one-transaction commit left no record (dropped from
+-- the note at the next scan).
+function Ledger:_note_failed(sid, res, err, code)
+    if res == nil and code == ERR.Unavailable and not base.is_contention(err, code) then
+        self:_taken(sid)
+    end
+end
+
 -- The sagas this engine took over from a dead peer and has not decided yet, resumed (at
 -- most `max`, 16 by default, oldest first) as a retry of their request would adopt them;
 -- each stays noted until its drive decides it or the store no longer lists it (a retry

@@ -181,14 +181,7 @@ function Ledger:_drive(sid, req, fresh)
     end, self._drive_body, self, ctx) }
     self.inflight[sid] = nil
     if not r[1] then error(r[2], 0) end
-    -- Ended by a store failure (Unavailable, not a race): the record and the claim stay,
-    -- and another node cannot adopt this live node's saga, so a client failing over there
-    -- got "intent in flight" until a retry came back here (issue 29 item 4). Noted: the
-    -- lease scan resumes it (resume_idle). A race is the caller's to retry, as before; a
-    -- one-transaction commit left no record (dropped from the note at the next scan).
-    if r[2] == nil and r[4] == ERR.Unavailable and not base.is_contention(r[3], r[4]) then
-        self:_taken(sid)
-    end
+    self:_note_failed(sid, r[2], r[3], r[4])
     return unpack(r, 2, table.maxn(r))
 end
 
