@@ -443,20 +443,25 @@ describe("ledger engine: faults (memory store)", function()
         assert.is_true(r.replayed); assert.equal(1, bal(led, A))
     end)
 
-    it("a live node's saga a store failure left undecided is resumed by its scan, not "
-       .. "in flight elsewhere for good (issue 29 item 4)", function()
+    -- node n2 (A funded 10) on a memory store whose reserve_postings fails while fail(true)
+    local function failing_node()
         local failing = false
         local s = memory.new { fault = function(phase, name)
             if failing and phase == "before" and name == "reserve_postings" then
                 return { err = "could not serialize access", class = "retry" }
             end
         end }
-        local n2 = funded(s, 10, { node = "n2", one_tx = false })
-        failing = true
+        return s, funded(s, 10, { node = "n2", one_tx = false }), function(on) failing = on end
+    end
+
+    it("a live node's saga a store failure left undecided is resumed by its scan, not "
+       .. "in flight elsewhere for good (issue 29 item 4)", function()
+        local s, n2, fail = failing_node()
+        fail(true)
         local _, _, c0 = pay(n2, "k", mv(A, B, 4))
         assert.equal(L.ERR.Unavailable, c0)
         assert.equal(1, #s:list_pending_sagas())
-        failing = false
+        fail(false)
         -- the client fails over to n1: in flight in n2's saga, which n1 cannot adopt
         local n1 = L.new { store = s, node = "n1", nonce = "m" }
         local _, e1, c1 = pay(n1, "k", mv(A, B, 4))
@@ -473,19 +478,13 @@ describe("ledger engine: faults (memory store)", function()
 
     it("a live node's batch a store failure left undecided is resumed by its scan too "
        .. "(issue 29 item 4)", function()
-        local failing = false
-        local s = memory.new { fault = function(phase, name)
-            if failing and phase == "before" and name == "reserve_postings" then
-                return { err = "could not serialize access", class = "retry" }
-            end
-        end }
-        local n2 = funded(s, 10, { node = "n2", one_tx = false })
-        failing = true
+        local s, n2, fail = failing_node()
+        fail(true)
         local res = n2:commit_many { { intent = "k1", movements = { mv(A, B, 1) } },
                                      { intent = "k2", movements = { mv(A, B, 2) } } }
         for i = 1, 2 do assert.equal(L.ERR.Unavailable, res[i][3]) end
         assert.is_true(#s:list_pending_sagas() >= 1)
-        failing = false
+        fail(false)
         local n1 = L.new { store = s, node = "n1", nonce = "m" }
         local _, e1, c1 = pay(n1, "k1", mv(A, B, 1))
         assert.equal(L.ERR.Unavailable, c1); assert.matches("in flight", e1)
