@@ -301,7 +301,7 @@ end
 _M.finalize_ops = finalize_ops -- (and the one-transaction commit's, ron.ledger.engine.atomic)
 
 local I64 = ffi.typeof("int64_t")
-local MAX = I64(2) ^ 62 - 1 + I64(2) ^ 62 -- 2^63 - 1, the largest balance
+local MAX = 0x7fffffffffffffffLL -- 2^63 - 1, the largest balance
 
 -- The ceilings' guard list of a plan: every pair it raises with the most balance it may
 -- have when the plan applies, (MAX - after) + before (the overflow check `before + net <=

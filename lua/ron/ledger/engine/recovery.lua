@@ -72,8 +72,7 @@ function Ledger:_resume_batch(s, d, deferred)
             for _, e in ipairs(ctx.batch) do self.inflight[e.sid] = nil end
             for _, x in ipairs(ctx.handover or {}) do
                 local m = { id = x.e.sid, phase = "reserving", node = self.node,
-                            data = codec.encode { req = x.e.req,
-                                                  created_at_ms = ctx.created_at_ms } }
+                            data = self:_member_record(ctx, x.e) }
                 if deferred then deferred[#deferred + 1] = m
                 else
                     local rr = { guard(nil, self._resume, self, m) }
@@ -87,9 +86,7 @@ function Ledger:_resume_batch(s, d, deferred)
             -- each member saga first, then this record goes: a crash in between leaves the
             -- members recoverable on their own
             for _, e in ipairs(ctx.batch) do
-                self:_p("save_saga", e.sid, "reserving",
-                        codec.encode { req = e.req, created_at_ms = ctx.created_at_ms },
-                        self.node)
+                self:_p("save_saga", e.sid, "reserving", self:_member_record(ctx, e), self.node)
                 if s.node ~= nil and s.node ~= self.node then self:_taken(e.sid) end
             end
             self:_p("delete_saga", s.id)
@@ -102,8 +99,7 @@ function Ledger:_resume_batch(s, d, deferred)
         for _, e in ipairs(ctx.batch) do
             local rr = { guard(nil, self._resume, self,
                                { id = e.sid, phase = "reserving",
-                                 data = codec.encode { req = e.req,
-                                                       created_at_ms = ctx.created_at_ms } }) }
+                                 data = self:_member_record(ctx, e) }) }
             if rr[1] == nil and rr[3] == ERR.Unavailable then r = rr end
         end
     end
@@ -149,9 +145,8 @@ function Ledger:_resume(s, deferred)
             -- the record the dead node's: nobody listed it (this node's retries could not
             -- adopt it and answered "intent in flight" for good; issue 29 item 4).
             if s.node ~= nil and s.node ~= self.node then
-                self:_p("save_saga", s.id, "reserving",
-                        codec.encode { req = ctx.req, created_at_ms = ctx.created_at_ms },
-                        self.node)
+                -- (a request's record, as a batch member's: ctx holds req and created_at_ms)
+                self:_p("save_saga", s.id, "reserving", self:_member_record(ctx, ctx), self.node)
                 self:_taken(s.id)
             end
             return true

@@ -254,21 +254,20 @@ Store.count_accounts_at = prim("count_accounts_at", function(self, _, list)
     return n
 end)
 
-Store.count_balances_at_least = prim("count_balances_at_least", function(self, _, list)
-    local n = 0
-    for _, p in ipairs(list) do
-        if balance_of(self, p.account, p.asset) >= p.min then n = n + 1 end
-    end
-    return n
-end)
-
-Store.count_balances_at_most = prim("count_balances_at_most", function(self, _, list)
-    local n = 0
-    for _, p in ipairs(list) do
-        if balance_of(self, p.account, p.asset) <= p.max then n = n + 1 end
-    end
-    return n
-end)
+-- how many pairs of list have a balance within their bound (within(balance, pair))
+local function count_balances(name, within)
+    return prim(name, function(self, _, list)
+        local n = 0
+        for _, p in ipairs(list) do
+            if within(balance_of(self, p.account, p.asset), p) then n = n + 1 end
+        end
+        return n
+    end)
+end
+Store.count_balances_at_least = count_balances("count_balances_at_least",
+                                               function(b, p) return b >= p.min end)
+Store.count_balances_at_most = count_balances("count_balances_at_most",
+                                              function(b, p) return b <= p.max end)
 
 -- ---- postings ----
 

@@ -35,6 +35,15 @@ local POSTING_TUPLE = "?b,?i,?b,?b,?i,?i,?i,?b,?b,?b,?i"
 local ACCOUNT_COLS = "id, version, policy, floor, status, bytes"
 local TRANSFER_COLS = "n, id, bytes, intent, book, created_at_ms, metadata"
 
+-- The balance guards (LED-72's floors, the credited pairs' ceilings) over n pairs: a pair's
+-- balance summed over its shards against its bound (op).
+local function sqlite_count_balances(n, op)
+    return "WITH q (a, c, s, m) AS (VALUES " .. values_list(n, "?b,?b,?i,?i") .. ") "
+           .. "SELECT count(*) FROM q WHERE coalesce((SELECT sum(b.amount) FROM @balances b "
+           .. "WHERE b.account = q.a AND b.asset_code = q.c AND b.scale = q.s), 0) " .. op
+           .. " q.m"
+end
+
 local BUILD = {
     create_book = function()
         return "INSERT INTO @books (id, meta) VALUES (?b, ?b) ON CONFLICT DO NOTHING"
@@ -118,16 +127,8 @@ local BUILD = {
         return "WITH q (id, v) AS (VALUES " .. values_list(n, "?b,?i") .. ") SELECT count(*) "
                .. "FROM q WHERE (SELECT max(version) FROM @accounts a WHERE a.id = q.id) = q.v"
     end,
-    count_balances_at_least = function(n)
-        return "WITH q (a, c, s, m) AS (VALUES " .. values_list(n, "?b,?b,?i,?i") .. ") "
-               .. "SELECT count(*) FROM q WHERE coalesce((SELECT sum(b.amount) FROM @balances b "
-               .. "WHERE b.account = q.a AND b.asset_code = q.c AND b.scale = q.s), 0) >= q.m"
-    end,
-    count_balances_at_most = function(n)
-        return "WITH q (a, c, s, m) AS (VALUES " .. values_list(n, "?b,?b,?i,?i") .. ") "
-               .. "SELECT count(*) FROM q WHERE coalesce((SELECT sum(b.amount) FROM @balances b "
-               .. "WHERE b.account = q.a AND b.asset_code = q.c AND b.scale = q.s), 0) <= q.m"
-    end,
+    count_balances_at_least = function(n) return sqlite_count_balances(n, ">=") end,
+    count_balances_at_most = function(n) return sqlite_count_balances(n, "<=") end,
 
     ensure_head = function()
         return "INSERT INTO @heads (account, asset_code, scale, version, holder) "
