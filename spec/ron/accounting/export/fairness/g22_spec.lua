@@ -17,6 +17,7 @@ local offload = require("ron.accounting.runtime.offload")
 local runtime = require("ron.accounting.runtime")
 local fairness = require("ron.accounting.export.fairness")
 local pct = require("ron.base.percentile")
+local task = require("ron.base.task")
 
 local T0 = S.T0
 local HOT = "00000000-0000-4000-8000-0000000000ff"
@@ -27,12 +28,24 @@ for d = 1, 10 do DIMS[d] = "d" .. d end
 
 local INFLIGHT, TENANT_INFLIGHT, TENANT_CAP, LATENCY_MS = 2, 1, 32, 3
 
--- An exporter whose every put takes LATENCY_MS (a task sleep), then the file ledger.
+-- An exporter whose every put takes LATENCY_MS (a task sleep), then the file ledger, and
+-- returns in the order the puts were made. The ordinal bounds below hold for puts of equal
+-- length; the file ledger's puts run on the threadpool, each with its own fsync, so under
+-- a loaded machine one of the two in flight could take many times the other's time, its
+-- tenant then skipped a whole round (tenant_inflight_cap): gaps of 17-18 against 14 were
+-- seen at load 8-16. Each put waits for the one before it to return (a chain of
+-- one-slot channels), so the ACK order is the dispatch order, as with a fixed latency.
 local function slow(inner, ms)
+    local prev -- the release of the put made last
     return {
         put = function(_, s)
-            require("ron.base.task").sleep(ms)
-            return inner:put(s)
+            local before, mine = prev, task.channel(1)
+            prev = mine
+            task.sleep(ms)
+            local status, detail = inner:put(s)
+            if before then assert(before:recv()) end
+            mine:try_send(true)
+            return status, detail
         end,
         close = function() end,
     }
