@@ -302,22 +302,64 @@ _M.finalize_ops = finalize_ops -- (and the one-transaction commit's, ron.ledger.
 
 local I64 = ffi.typeof("int64_t")
 local MAX = 0x7fffffffffffffffLL -- 2^63 - 1, the largest balance
+local MIN = -MAX -- the least balance (-2^63 is not an amount, LED-4): an uncapped pair's floor
 
--- The ceilings' guard list of a plan: every pair it raises with the most balance it may
+-- The limits' guard lists of a plan's deltas, for another writer's moves since the balances
+-- the plan was validated against: maxs, every pair it raises with the most balance it may
 -- have when the plan applies, (MAX - after) + before (the overflow check `before + net <=
--- MAX` rearranged; never itself past the limits since before <= after <= MAX): another
--- writer may have raised the pair since the balance the plan was validated against.
-function _M.ceilings(plan)
-    local maxs = {}
-    for _, d in ipairs(plan.deltas) do
+-- MAX` rearranged); mins, every pair of an uncapped account (accts: id -> account; nil: none)
+-- it lowers with the least, MIN + (before - after) (the underflow check; a capped pair's
+-- floor is guarded by its head, or by the one-transaction commit's floors). Each bound is
+-- within the limits (int64 arithmetic wraps, the result does not).
+function _M.limits(deltas, accts)
+    local maxs, mins = {}, {}
+    for _, d in ipairs(deltas) do
         if d.after > d.before then
             maxs[#maxs + 1] = { account = d.account, asset = d.asset,
                                 max = (MAX - I64(d.after)) + I64(d.before) }
+        elseif d.after < d.before and accts and accts[d.account]
+               and accts[d.account].policy == "uncapped" then
+            mins[#mins + 1] = { account = d.account, asset = d.asset,
+                                min = MIN + (I64(d.before) - I64(d.after)) }
         end
     end
-    return maxs
+    return { maxs = maxs, mins = mins }
 end
 
+-- The limits of a batch's chain (items in order, each with its plan's deltas): every pair
+-- the batch moves in all, from the balance its first transfer saw to its last one's after
+-- (the chain's net move of the pair, guarded as one plan's).
+function _M.batch_limits(items, accts)
+    local net, order = {}, {}
+    for _, it in ipairs(items) do
+        for _, d in ipairs(it.deltas) do
+            local k = d.account .. "\0" .. d.asset.code .. "\0" .. d.asset.scale
+            local x = net[k]
+            if not x then
+                x = { account = d.account, asset = d.asset, before = d.before }
+                net[k] = x
+                order[#order + 1] = x
+            end
+            x.after = d.after
+        end
+    end
+    return _M.limits(order, accts)
+end
+
+-- The limits' guards (lim: _M.limits) put first in ops, chunked at the stores' bound, each
+-- marked `limit`: a miss means nothing of the phase applied.
+local function limit_ops(ops, lim)
+    if not lim then return ops end
+    local g = {}
+    for _, c in ipairs(slices(lim.maxs, BATCH_IDS)) do
+        g[#g + 1] = { "count_balances_at_most", c, expect = #c, limit = true }
+    end
+    for _, c in ipairs(slices(lim.mins, BATCH_IDS)) do
+        g[#g + 1] = { "count_balances_at_least", c, expect = #c, limit = true }
+    end
+    for _, op in ipairs(ops) do g[#g + 1] = op end
+    return g
+end
 
 -- Nothing of a finalize is in the store yet: its inputs (the store's, ids) are all still
 -- reserved by sid, or, without inputs, none of its outputs (oids) exists. (A finalize that
@@ -336,15 +378,12 @@ end
 -- part of a finalize that went step by step (an older binary's record in phase
 -- finalizing): rolled forward step by step, every step verified.
 --
--- ctx.ceilings (the saga's last validation's, _M.ceilings): checked first; a miss (a
--- credited pair raised past what the credit fits since that read) returns false, nothing
--- applied: the saga gives back and validates again.
+-- ctx.limits (the saga's last validation's, _M.limits): checked first; a miss (a credited
+-- pair raised past what the credit fits, an uncapped payer lowered past what the debit
+-- fits, since that read) returns false, nothing applied: the saga gives back and validates
+-- again.
 function _M.finalize(led, ctx)
-    local ops = finalize_ops(led, ctx)
-    local ceil = ctx.ceilings
-    if ceil and #ceil > 0 then
-        table.insert(ops, 1, { "count_balances_at_most", ceil, expect = #ceil, ceiling = true })
-    end
+    local ops = limit_ops(finalize_ops(led, ctx), ctx.limits)
     local flush = led.flush_on_ack
     local oids
     for _ = 1, led.max_attempts * 4 do
@@ -353,7 +392,7 @@ function _M.finalize(led, ctx)
             local ev = res[#ops][1]
             return led:_committed(ctx, ev, flush and res.flushed)
         end
-        if ops[res.at].ceiling then return false end
+        if ops[res.at].limit then return false end
         if not ops[res.at].event then
             local cur = led:_read("get_intent", ctx.t.intent)
             if cur and cur.status == "committed" and cur.transfer_id == ctx.tid then
@@ -476,14 +515,23 @@ end
 -- -> the batch's answers (Ledger:_batch_done). One phase: what the batch consumes, creates,
 -- stores and appends, its members' records and its own record's deletion; a missed guard
 -- is handled as the single finalize's (a racing event seq, or its store postings still
--- ours: again; else step by step).
+-- ours: again; else step by step). ctx.limits (the last step's chain, batch_limits) are
+-- checked first; a miss returns false, nothing applied: the batch plans again.
 function _M.finalize_batch(led, ctx, results, later)
     local rows = led:_batch_rows(ctx)
     local ops = batch_finalize_ops(led, ctx, rows)
     local ids = {}
     for i, x in ipairs(rows.ins) do ids[i] = x.id end
+    ops = limit_ops(ops, ctx.limits)
     for _ = 1, led.max_attempts * 4 do
         local res = _M.apply(led, ops)
+        if ops[res.at] and ops[res.at].limit then
+            -- a pair moved since the last step's read past what the chain's move of it
+            -- fits: nothing applied (unless an earlier attempt's reply was lost: then
+            -- rolled forward step by step), the batch gives back and plans again
+            if untouched(led, ctx.sid, ids, rows.oids) then return false end
+            break
+        end
         if res.ok then
             local evs = {}
             for k, op in ipairs(ops) do

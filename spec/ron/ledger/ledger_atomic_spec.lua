@@ -187,6 +187,83 @@ describe("the one-transaction commit (LED-72)", function()
         assert.same({}, w.s:get_postings_by_account(A, USD, "pending_inactive"))
     end)
 
+    it("the batch path: a pair its chain credits raised between its last step and its "
+       .. "finalize: nothing applied, planned again, that member's overflow refused", function()
+        -- commit_many: the plan's reads (1), the claims (2), the reserve with the last
+        -- step's reads (3), the finalize (4)
+        local w = world { plan_cache = 0, at = 4 }
+        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        w.between = raise_b
+        w.arm()
+        local res = w.led:commit_many {
+            { intent = "p", movements = { mv(A, B, 30), mv(A, B, 20) } },
+            { intent = "q", movements = { mv(A, C, 10) } } }
+        assert.is_nil(res[1][1])
+        assert.equal(L.ERR.AmountOverflow, res[1][3], tostring(res[1][2]))
+        assert.equal("committed", res[2][1].status)
+        assert.equal(90, w.led:balance(A, USD)); assert.equal(10, w.led:balance(C, USD))
+        assert.is_true(I64(w.led:balance(B, USD)) == MAX - 39)
+        assert.equal("rejected", w.s:get_intent("p").status)
+        assert.equal(1, w.led.stats.batches)
+        assert.same({}, w.s:list_pending_sagas())
+        assert.same({}, w.s:get_postings_by_account(A, USD, "pending_inactive"))
+        assert(sim.verify(w.s, "main"))
+    end)
+
+    -- a debit of the uncapped EXT that lands between the read and the write, taking it to
+    -- -(2^63 - 1) + 100, 100 above the least balance (EXT is at -100 after the deposit)
+    local function lower_ext(s)
+        assert.equal(2, s:insert_postings {
+            { id = { transfer_id = ("z"):rep(32), index = 0 }, account = EXT, asset = USD,
+              amount = -(MAX - 200) },
+            { id = { transfer_id = ("z"):rep(32), index = 1 }, account = B, asset = USD,
+              amount = MAX - 200 } })
+    end
+
+    -- EXT pays A 101 while lower_ext lands where w's hook is: refused as an overflow (EXT
+    -- would land on -2^63, not an amount), nothing applied; what fits commits, to the edge
+    local function debit_past_min(w)
+        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        w.between = lower_ext
+        w.arm()
+        local r, err, code = w.led:commit { intent = "p", movements = { mv(EXT, A, 101) } }
+        assert.is_nil(r)
+        assert.equal(L.ERR.AmountOverflow, code, tostring(err))
+        assert.equal(100, w.led:balance(A, USD))
+        assert.is_true(I64(w.led:balance(EXT, USD)) == -MAX + 100)
+        assert.equal("rejected", w.s:get_intent("p").status)
+        assert(w.led:commit { intent = "q", movements = { mv(EXT, A, 100) } })
+        assert.is_true(I64(w.led:balance(EXT, USD)) == -MAX)
+        assert.same({}, w.s:list_pending_sagas())
+    end
+
+    it("an uncapped payer lowered toward -2^63 between its read and its commit: the "
+       .. "limits' guard misses, the underflow is refused as such", function()
+        local w = world { plan_cache = 0 }
+        debit_past_min(w)
+        assert.equal(1, w.led.stats.one_tx_missed)
+        local v = world { one_tx = false, plan_cache = 0, at = 3 } -- the saga alone
+        debit_past_min(v)
+    end)
+
+    it("the batch path: an uncapped payer lowered between its last step and its finalize: "
+       .. "nothing applied, planned again, that member's underflow refused", function()
+        local w = world { plan_cache = 0, at = 4 }
+        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
+        w.between = lower_ext
+        w.arm()
+        local res = w.led:commit_many {
+            { intent = "p", movements = { mv(EXT, A, 101) } },
+            { intent = "q", movements = { mv(A, C, 10) } } }
+        assert.is_nil(res[1][1])
+        assert.equal(L.ERR.AmountOverflow, res[1][3], tostring(res[1][2]))
+        assert.equal("committed", res[2][1].status)
+        assert.equal(90, w.led:balance(A, USD)); assert.equal(10, w.led:balance(C, USD))
+        assert.is_true(I64(w.led:balance(EXT, USD)) == -MAX + 100)
+        assert.same({}, w.s:list_pending_sagas())
+        assert(sim.verify(w.s, "main"))
+    end)
+
     it("an input taken between its read and its commit: nothing applied, the saga resolves "
        .. "again and commits from what is left", function()
         local w = world()

@@ -137,6 +137,34 @@ function M.add(case)
         assert.equal(50, bal(ours, A))
     end)
 
+    case("plan cache (LED-73): a remembered uncapped payer lowered by another engine near "
+         .. "the least balance: the limits' guard misses, nothing applied, the underflow "
+         .. "refused", function(s)
+        local ours, other = world(s)
+        -- ours pays from the uncapped EXT twice: remembered at -102 (the deposit and these)
+        assert(ours:commit { intent = "e1", movements = { mv(EXT, B, 1) } })
+        local cached = ours.stats.one_tx_cached
+        assert(ours:commit { intent = "e2", movements = { mv(EXT, B, 1) } })
+        assert.equal(cached + 1, ours.stats.one_tx_cached)
+        -- the other engine takes EXT to -(2^63 - 1) + 100, the least balance plus 100
+        assert(other:create_account { id = EXT2, policy = "uncapped" })
+        assert(other:commit { intent = "o1", movements = { mv(EXT, EXT2, MAX - 202) } })
+        local low = -MAX + 100
+        assert.is_true(I64(bal(other, EXT)) == low)
+        -- ours still sees -102, where 101 more fits; a fresh read sees that it would land
+        -- on -2^63, not an amount (LED-4)
+        local r, err, code = ours:commit { intent = "e3", movements = { mv(EXT, B, 101) } }
+        assert.is_nil(r)
+        assert.equal(L.ERR.AmountOverflow, code, tostring(err))
+        assert.equal("rejected", s:get_intent("e3").status)
+        assert.is_true(I64(bal(ours, EXT)) == low)
+        assert.equal(13, bal(ours, B))
+        -- what fits commits, down to the least balance
+        assert(ours:commit { intent = "e4", movements = { mv(EXT, B, 100) } })
+        assert.is_true(I64(bal(ours, EXT)) == -MAX)
+        assert.equal(113, bal(ours, B))
+    end)
+
     case("plan cache (LED-73): a replayed intent is answered from the store, never planned "
          .. "twice", function(s)
         local ours = world(s)

@@ -50,12 +50,13 @@ local complete, heads_of, list_accounts, pairs_of =
 
 -- The guards' lists: the pins at their versions; the pairs the plan lowers with the least
 -- balance each may have now (floor + before - after, the floor check of validate_and_plan
--- rearranged; uncapped pairs have no floor); the pairs it raises with the most balance each
--- may have now (phases.ceilings).
+-- rearranged; an uncapped pair's floor is -2^63: phases.limits); the pairs it raises with
+-- the most balance each may have now (phases.limits).
 local function guards(t, accts, plan)
     local at = {}
     for i, p in ipairs(t.pins) do at[i] = { id = p.account, version = p.version } end
-    local mins = {}
+    local lim = phases.limits(plan.deltas, accts) -- the ceilings, the uncapped pairs' floors
+    local mins = lim.mins
     for _, d in ipairs(plan.deltas) do
         local a = accts[d.account]
         if a.policy ~= "uncapped" and d.after < d.before then
@@ -63,7 +64,7 @@ local function guards(t, accts, plan)
                                 min = I64(a.floor or 0) + I64(d.before) - I64(d.after) }
         end
     end
-    return at, { mins = mins, maxs = phases.ceilings(plan) }
+    return at, lim
 end
 
 local function commit_ops(led, ctx, at, bounds)

@@ -437,8 +437,15 @@ function Ledger:_batch_body(ctx, results, later)
         local got, pre = phases.reserve(self, ctx, batch_data(ctx, "reserving"), ids, prs)
         if got == "full" then
             local ok, err = self:_revalidate_batch(ctx, pre)
-            if ok then return self:_finalize_batch(ctx, results, later) end
-            if err then error(err) end
+            if ok then
+                -- the pairs the chain moves, guarded by its finalize: a miss (another
+                -- writer moved one past what the chain's move fits) is a race like a moved
+                -- balance: give back and plan again, where the overflow is refused
+                ctx.limits = phases.batch_limits(ctx.items, ctx.last_accts)
+                local done = self:_finalize_batch(ctx, results, later)
+                ctx.limits, ctx.last_accts = nil, nil
+                if done ~= false then return done end
+            elseif err then error(err) end
             self:_give_back_batch(ctx)
         end
         self.pause(1)

@@ -153,7 +153,7 @@ function Ledger:_plan_batch(ctx)
                 for i, id in ipairs(cids) do seen.accts[id] = alist[i] end
                 move_view(pidx, bal, seen, plan, t, consumed)
                 items[#items + 1] = { k = k, e = e, t = t, tid = tid, cids = cids,
-                                      tbytes = plan.bytes, prs = prs }
+                                      tbytes = plan.bytes, prs = prs, deltas = plan.deltas }
                 for _, h in ipairs(heads_of(t, consumed, a3)) do
                     local hk = h.account .. asset_key(h.asset)
                     if not hseen[hk] then
@@ -289,6 +289,7 @@ function Ledger:_revalidate_batch(ctx, pre)
     local items = ctx.items
     if #items == 0 then return true end
     local accts, got, bal = self:_revalidate_reads(ctx, pre)
+    ctx.last_accts = accts -- (the finalize's limits, phases.batch_limits)
     local rows, prs, pseen = {}, {}, {}
     for _, p in ipairs(got) do
         if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then
@@ -342,6 +343,7 @@ function Ledger:_validate_chain(items, accts, chain)
         if self.check then self.check(it.t, alist, it.consumed, balances, plan, err, code) end
         if not plan then return false end
         if plan.transfer_id ~= it.tid then return false, "a planned transfer changed its id" end
+        it.deltas = plan.deltas -- (the finalize's limits, phases.batch_limits)
         for _, d in ipairs(plan.deltas) do chain[d.account .. asset_key(d.asset)] = d.after end
     end
     return true

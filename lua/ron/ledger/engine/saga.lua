@@ -162,7 +162,7 @@ function Ledger:_revalidate(ctx, reads)
     for _, id in ipairs(ctx.ids) do if accts[id] then alist[#alist + 1] = accts[id] end end
     local plan, err, code = ledger.validate_and_plan(t, alist, consumed, balances)
     if self.check then self.check(t, alist, consumed, balances, plan, err, code) end
-    if plan then return plan end
+    if plan then return plan, nil, nil, accts end
     return nil, err, code
 end
 
@@ -244,16 +244,16 @@ function Ledger:_drive_body(ctx)
 end
 
 -- The last validation and the finalize: -> true and the answer's values, or false (a race:
--- what the saga held given back; validate again). The finalize checks the credited pairs'
--- ceilings first (phases.ceilings): a pair another writer raised since the last read past
--- what the credit fits would overflow; that miss applies nothing and is a race too (the
--- next attempt's early look refuses the overflow).
+-- what the saga held given back; validate again). The finalize checks the moved pairs'
+-- limits first (phases.limits): a pair another writer raised (or an uncapped one it
+-- lowered) since the last read past what the move fits would overflow; that miss applies
+-- nothing and is a race too (the next attempt's early look refuses the overflow).
 function Ledger:_last_step(ctx, reads)
-    local plan, err, code = self:_revalidate(ctx, reads)
+    local plan, err, code, accts = self:_revalidate(ctx, reads)
     if plan then
-        ctx.ceilings = phases.ceilings(plan)
+        ctx.limits = phases.limits(plan.deltas, accts)
         local fin = { self:_finalize(ctx) }
-        ctx.ceilings = nil
+        ctx.limits = nil
         if fin[1] ~= false then return true, fin end
     else
         if code == ERR.Bug then error(err) end
