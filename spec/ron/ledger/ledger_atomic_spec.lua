@@ -154,18 +154,23 @@ describe("the one-transaction commit (LED-72)", function()
               amount = -(MAX - 39) } })
     end
 
-    -- A pays B 50 while raise_b lands where w's hook is: refused as an overflow, nothing
-    -- applied
-    local function credit_past_max(w)
+    -- After a deposit of 100 to A, intent "p" moving `movement` while `between` lands where
+    -- w's hook is: refused as an overflow and stored so, nothing applied (A still 100)
+    local function refused_in_race(w, between, movement)
         assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
-        w.between = raise_b
+        w.between = between
         w.arm()
-        local r, err, code = w.led:commit { intent = "p", movements = { mv(A, B, 50) } }
+        local r, err, code = w.led:commit { intent = "p", movements = { movement } }
         assert.is_nil(r)
         assert.equal(L.ERR.AmountOverflow, code, tostring(err))
         assert.equal(100, w.led:balance(A, USD))
-        assert.is_true(I64(w.led:balance(B, USD)) == MAX - 39)
         assert.equal("rejected", w.s:get_intent("p").status)
+    end
+
+    -- A pays B 50 while raise_b lands
+    local function credit_past_max(w)
+        refused_in_race(w, raise_b, mv(A, B, 50))
+        assert.is_true(I64(w.led:balance(B, USD)) == MAX - 39)
     end
 
     it("a credited pair raised toward 2^63 - 1 between its read and its commit: the "
@@ -187,27 +192,35 @@ describe("the one-transaction commit (LED-72)", function()
         assert.same({}, w.s:get_postings_by_account(A, USD, "pending_inactive"))
     end)
 
-    it("the batch path: a pair its chain credits raised between its last step and its "
-       .. "finalize: nothing applied, planned again, that member's overflow refused", function()
+    -- The batch path, after a deposit of 100 to A: commit_many of "p" (`movements`) and "q"
+    -- (A pays C 10) while `between` lands before the finalize: "p" refused as an overflow
+    -- and stored so, "q" committed, nothing else applied.
+    local function batch_refused(between, movements)
         -- commit_many: the plan's reads (1), the claims (2), the reserve with the last
         -- step's reads (3), the finalize (4)
         local w = world { plan_cache = 0, at = 4 }
         assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
-        w.between = raise_b
+        w.between = between
         w.arm()
         local res = w.led:commit_many {
-            { intent = "p", movements = { mv(A, B, 30), mv(A, B, 20) } },
+            { intent = "p", movements = movements },
             { intent = "q", movements = { mv(A, C, 10) } } }
         assert.is_nil(res[1][1])
         assert.equal(L.ERR.AmountOverflow, res[1][3], tostring(res[1][2]))
         assert.equal("committed", res[2][1].status)
         assert.equal(90, w.led:balance(A, USD)); assert.equal(10, w.led:balance(C, USD))
-        assert.is_true(I64(w.led:balance(B, USD)) == MAX - 39)
         assert.equal("rejected", w.s:get_intent("p").status)
         assert.equal(1, w.led.stats.batches)
         assert.same({}, w.s:list_pending_sagas())
         assert.same({}, w.s:get_postings_by_account(A, USD, "pending_inactive"))
         assert(sim.verify(w.s, "main"))
+        return w
+    end
+
+    it("the batch path: a pair its chain credits raised between its last step and its "
+       .. "finalize: nothing applied, planned again, that member's overflow refused", function()
+        local w = batch_refused(raise_b, { mv(A, B, 30), mv(A, B, 20) })
+        assert.is_true(I64(w.led:balance(B, USD)) == MAX - 39)
     end)
 
     -- a debit of the uncapped EXT that lands between the read and the write, taking it to
@@ -220,18 +233,11 @@ describe("the one-transaction commit (LED-72)", function()
               amount = MAX - 200 } })
     end
 
-    -- EXT pays A 101 while lower_ext lands where w's hook is: refused as an overflow (EXT
-    -- would land on -2^63, not an amount), nothing applied; what fits commits, to the edge
+    -- EXT pays A 101 while lower_ext lands (EXT would land on -2^63, not an amount); what
+    -- fits commits, to the edge
     local function debit_past_min(w)
-        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
-        w.between = lower_ext
-        w.arm()
-        local r, err, code = w.led:commit { intent = "p", movements = { mv(EXT, A, 101) } }
-        assert.is_nil(r)
-        assert.equal(L.ERR.AmountOverflow, code, tostring(err))
-        assert.equal(100, w.led:balance(A, USD))
+        refused_in_race(w, lower_ext, mv(EXT, A, 101))
         assert.is_true(I64(w.led:balance(EXT, USD)) == -MAX + 100)
-        assert.equal("rejected", w.s:get_intent("p").status)
         assert(w.led:commit { intent = "q", movements = { mv(EXT, A, 100) } })
         assert.is_true(I64(w.led:balance(EXT, USD)) == -MAX)
         assert.same({}, w.s:list_pending_sagas())
@@ -248,20 +254,8 @@ describe("the one-transaction commit (LED-72)", function()
 
     it("the batch path: an uncapped payer lowered between its last step and its finalize: "
        .. "nothing applied, planned again, that member's underflow refused", function()
-        local w = world { plan_cache = 0, at = 4 }
-        assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
-        w.between = lower_ext
-        w.arm()
-        local res = w.led:commit_many {
-            { intent = "p", movements = { mv(EXT, A, 101) } },
-            { intent = "q", movements = { mv(A, C, 10) } } }
-        assert.is_nil(res[1][1])
-        assert.equal(L.ERR.AmountOverflow, res[1][3], tostring(res[1][2]))
-        assert.equal("committed", res[2][1].status)
-        assert.equal(90, w.led:balance(A, USD)); assert.equal(10, w.led:balance(C, USD))
+        local w = batch_refused(lower_ext, { mv(EXT, A, 101) })
         assert.is_true(I64(w.led:balance(EXT, USD)) == -MAX + 100)
-        assert.same({}, w.s:list_pending_sagas())
-        assert(sim.verify(w.s, "main"))
     end)
 
     it("an input taken between its read and its commit: nothing applied, the saga resolves "
