@@ -62,4 +62,73 @@ describe("ron.wallet.cache", function()
         assert.equal(1, c:get(quiet, "USD")) -- no event named it
         assert.equal(assert(st:head_seq("b")), c.seq)
     end)
+
+    -- the wallet's own commits (ron.wallet.money drops their accounts' entries when they
+    -- answer, then notes them): the feed steps over them without reading a transfer back
+    it("steps over noted own commits; another writer's transfer between them is read", function()
+        local st, n = counted(memory.new())
+        local led = L.new { store = st, book = "b", node = "spec" }
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        assert(led:create_account { id = SINK })
+        local P, Q = ("P"):rep(16), ("Q"):rep(16)
+        assert(led:create_account { id = P })
+        assert(led:create_account { id = Q })
+        local ms = 1000
+        local c = cache.new { ledger = led, batch = 64, clock = function() return ms end }
+        assert(c:poll())
+        local function own(intent, from, to)
+            local res = assert(led:commit { intent = intent, movements = {
+                { from = from, to = to, asset = USD, amount = 1 } } })
+            c:invalidate(from)
+            c:invalidate(to)
+            c:note_commit(res.transfer_id, ms, res.event_seq)
+            return res
+        end
+        for k = 1, 6 do own("own-" .. k, EXT, P) end
+        for _, id in ipairs { P, Q, SINK } do
+            c:begin_read(id)
+            c:put(id, "USD", 1)
+        end
+        for k in pairs(n) do n[k] = 0 end
+        ms = 1030
+        assert(c:poll())
+        -- six own events: no transfer read, one events call (nothing after them)
+        assert.equal(0, (n.apply or 0) + (n.get_transfer or 0))
+        assert.equal(1, n.get_events_since)
+        assert.equal(6, c.own_events_total)
+        assert.equal(6, c.lag_count)
+        assert.equal(30, c.lag_max)
+        assert.equal(1, c:get(P, "USD")) -- read after their answers: kept
+        -- own, then another writer's (not noted), then own: the other's alone read back
+        own("own-7", EXT, P)
+        local other = assert(led:commit { intent = "other", movements = {
+            { from = EXT, to = Q, asset = USD, amount = 1 } } })
+        local last = own("own-8", EXT, SINK)
+        assert.equal(other.event_seq + 1, last.event_seq)
+        for _, id in ipairs { P, SINK } do
+            c:begin_read(id)
+            c:put(id, "USD", 2)
+        end
+        for k in pairs(n) do n[k] = 0 end
+        assert(c:poll())
+        assert.equal(last.event_seq, c.seq)
+        assert.equal(1, c.transfers_read_total)
+        assert.is_nil(c:get(Q, "USD")) -- the other writer's payee
+        assert.equal(2, c:get(P, "USD"))
+        assert.equal(2, c:get(SINK, "USD"))
+        assert.equal(8, c.own_events_total)
+        -- a note of an event the feed has passed is not kept (it was applied as any other)
+        c:note_commit(last.transfer_id, ms, last.event_seq)
+        assert.equal(0, c.n_noted)
+    end)
+
+    it("notes are bounded: past 4096 they are forgotten and read back", function()
+        local led = L.new { store = memory.new(), book = "b", node = "spec" }
+        local c = cache.new { ledger = led }
+        for seq = 1, 5000 do c:note_commit(("T"):rep(32), 0, seq) end
+        assert.is_true(c.n_noted <= 4096)
+        local k = 0
+        for _ in pairs(c.noted) do k = k + 1 end
+        assert.equal(c.n_noted, k)
+    end)
 end)
