@@ -47,6 +47,9 @@ function _M.new(o)
         lag_events = o.lag_events or 4096,
         clock = o.clock or function() return floor(os.time() * 1000) end,
         on_shortfall = o.on_shortfall, -- fn(event) for each usage.shortfall event
+        -- fn(intent, body_hash) -> the accounts of the wallet's own commit of that request
+        -- still running (its answer not yet given), or nil
+        own_running = o.own_running,
         entries_lru = lru.new(o.entries or 100000),
         codes = {}, -- the asset codes ever cached (few: the wallet's configured assets)
         reading = {}, -- account -> true (reading) | "spoiled"
@@ -55,7 +58,7 @@ function _M.new(o)
         lag_hist = {}, lag_sum = 0, lag_count = 0, lag_max = 0, noted = {}, n_noted = 0,
         -- the feed's store calls by kind, the transfers it read back, own events it trusted
         feed_calls = { events = 0, transfers = 0, head = 0 }, transfers_read_total = 0,
-        own_events_total = 0,
+        own_events_total = 0, own_running_total = 0,
     }, Cache)
     for i = 1, #_M.LAG_BUCKETS + 1 do self.lag_hist[i] = 0 end
     return self
@@ -150,23 +153,41 @@ local function skip_own(self)
     end
 end
 
+-- The accounts of ev when it is a transfer of the wallet's own request still running: its
+-- event's data names the request (intent, body hash: ron.ledger.events), the wallet knows
+-- that request's accounts. A committed group's events are in the store before the group's
+-- answers: a poll in between would read them back. -> accounts | nil
+local function running(self, ev)
+    if not self.own_running or ev.kind ~= events.TRANSFER then return nil end
+    local d = events.decode(ev.data)
+    if not d or type(d.intent) ~= "string" then return nil end
+    return self.own_running(d.intent, d.body_hash)
+end
+
+-- What the feed knows of ev before any read: "own" (noted: its accounts were dropped at
+-- its answer), { accounts } (running), false (no money), or nil (read it back).
+local function known(self, ev)
+    if events.NO_MONEY[ev.kind] then return false end
+    local n = self.noted[ev.seq]
+    if n and n.tid == ev.transfer_id then return "own" end
+    local accounts = running(self, ev)
+    if accounts then return { accounts = accounts } end
+    return nil
+end
+
 -- The transfers of evs' money events that are not the wallet's own (one store call, not one
 -- per event: on SQLite one pool hop on the store's one connection, which the committer's
 -- phases and a balance read that missed wait behind, issue 25). -> recs by event index
--- (false: own, or no money), or nil, err.
+-- (what known() says, or the record read back), or nil, err.
 local function read_transfers(self, evs)
     local ids, at = {}, {}
     for i, ev in ipairs(evs) do
-        at[i] = false
-        if not events.NO_MONEY[ev.kind] then
-            local n = self.noted[ev.seq]
-            if n and n.tid == ev.transfer_id then
-                at[i] = "own"
-            else
-                ids[#ids + 1] = ev.transfer_id
-                at[i] = #ids
-            end
+        local k = known(self, ev)
+        if k == nil then
+            ids[#ids + 1] = ev.transfer_id
+            k = #ids
         end
+        at[i] = k
     end
     if #ids == 0 then return at end
     self.feed_calls.transfers = self.feed_calls.transfers + 1
@@ -191,6 +212,9 @@ local function apply_event(self, ev, rec)
     if rec == "own" then
         own(self, ev)
         self.own_events_total = self.own_events_total + 1
+    elseif rec and rec.accounts then
+        for _, a in ipairs(rec.accounts) do self:invalidate(a) end
+        self.own_running_total = self.own_running_total + 1
     elseif rec and rec.transfer then
         for _, p in ipairs(rec.transfer.pins) do self:invalidate(p.account) end
         own(self, ev) -- noted while its transfer was read: the lag is still observed

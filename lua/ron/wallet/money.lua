@@ -114,6 +114,14 @@ local function touched(r, res)
     return out
 end
 
+-- The accounts of the wallet's own money request with nonce row intent and body hash h while
+-- its commit runs (the cache's feed meets its event before its answer), or nil.
+function W:_own_running(intent, h)
+    local job = self.inflight[intent]
+    if type(job) ~= "table" or job.nkey ~= intent or job.h ~= h or not job.r then return nil end
+    return touched(job.r, {})
+end
+
 -- ---- the ledger work of one money request (in its own task) ----
 
 -- 503 account_busy: the payer's money is reserved by commits in flight; nothing decided.

@@ -122,6 +122,39 @@ describe("ron.wallet.cache", function()
         assert.equal(0, c.n_noted)
     end)
 
+    -- a group's events are in the store before its answers: the feed meeting them asks the
+    -- wallet (own_running: the request's intent and body hash) instead of reading them back
+    it("a running own commit's event drops its request's accounts without a read", function()
+        local st, n = counted(memory.new())
+        local led = L.new { store = st, book = "b", node = "spec" }
+        assert(led:create_account { id = EXT, policy = "uncapped" })
+        local P, Q = ("P"):rep(16), ("Q"):rep(16)
+        assert(led:create_account { id = P })
+        assert(led:create_account { id = Q })
+        local running = { ["run-1"] = { h = ("h"):rep(32), accounts = { EXT, P } },
+                          ["run-2"] = { h = ("H"):rep(32), accounts = { EXT, P } } }
+        local c = cache.new { ledger = led, own_running = function(intent, h)
+            local r = running[intent]
+            if r and r.h == h then return r.accounts end
+        end }
+        assert(c:poll())
+        assert(led:commit { intent = "run-1", body_hash = ("h"):rep(32), movements = {
+            { from = EXT, to = P, asset = USD, amount = 1 } } })
+        -- the same intent's request running here with another body: not its commit
+        assert(led:commit { intent = "run-2", body_hash = ("x"):rep(32), movements = {
+            { from = EXT, to = Q, asset = USD, amount = 1 } } })
+        for _, id in ipairs { P, Q } do
+            c:begin_read(id)
+            c:put(id, "USD", 1)
+        end
+        for k in pairs(n) do n[k] = 0 end
+        assert(c:poll())
+        assert.equal(1, c.own_running_total)
+        assert.equal(1, c.transfers_read_total) -- run-2's, whose body differs
+        assert.is_nil(c:get(P, "USD"))
+        assert.is_nil(c:get(Q, "USD"))
+    end)
+
     it("notes are bounded: past 4096 they are forgotten and read back", function()
         local led = L.new { store = memory.new(), book = "b", node = "spec" }
         local c = cache.new { ledger = led }
