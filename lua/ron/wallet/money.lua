@@ -118,7 +118,9 @@ end
 -- its commit runs (the cache's feed meets its event before its answer), or nil.
 function W:_own_running(intent, h)
     local job = self.inflight[intent]
-    if type(job) ~= "table" or job.nkey ~= intent or job.h ~= h or not job.r then return nil end
+    if type(job) ~= "table" or job.kind ~= "money" or job.nkey ~= intent or job.h ~= h then
+        return nil
+    end
     return touched(job.r, {})
 end
 

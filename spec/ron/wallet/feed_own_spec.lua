@@ -109,6 +109,41 @@ describe("ron.wallet feed and the wallet's own commits", function()
         assert.equal(84, balance(task, port, A))
     end))
 
+    it("an own commit's event met before its answer: its request's accounts, no read",
+       F.fresh(function(task, ctx, port)
+        local c, w = ctx.w.cache, ctx.w
+        local poll = own_feed(c)
+        commit(task, port, "/v1/issue", OP, F.issue(A, 100, 1), "i1")
+        poll()
+        local aid, bid = dto.uuid_bytes(A), dto.uuid_bytes(B)
+        assert.equal(100, balance(task, port, A))
+        -- the feed polls when the transfer's event is in the store and its answer is not
+        -- given yet (the outcome's rendering, wrapped)
+        local seen
+        local outcome = w._money_outcome
+        w._money_outcome = function(self, job, ...)
+            if job.r.route == "transfer" and not seen then
+                local n = count_reads(self.led)
+                seen = { cached = c:get(aid, "USD") }
+                poll()
+                seen.ids, seen.running, seen.after = n.ids, c.own_running_total, c:get(aid, "USD")
+                -- another body under the same nonce row is not the running request
+                local own = self._own_running or function() end -- (main has none)
+                seen.other = own(self, job.nkey, ("x"):rep(#job.h))
+                seen.accounts = own(self, job.nkey, job.h)
+            end
+            return outcome(self, job, ...)
+        end
+        commit(task, port, "/v1/transfer", TA, F.transfer(A, B, 30, 2), "t1")
+        assert.equal(100, seen.cached) -- not answered: nothing dropped yet
+        assert.equal(0, seen.ids)
+        assert.equal(1, seen.running)
+        assert.is_nil(seen.after)
+        assert.is_nil(seen.other)
+        assert.same({ aid, bid }, seen.accounts)
+        assert.equal(70, balance(task, port, A))
+    end))
+
     it("a read racing an own commit is not stored stale; a later read is cached",
        F.fresh(function(task, ctx, port)
         local c = ctx.w.cache
