@@ -337,7 +337,7 @@ end
 -- The cache feed's ledger reads (its events_since and transfers calls, the ledger instance's
 -- own methods wrapped: main's feed and this one alike) and their wall time, for the line
 -- after each transfer case (issue 25: on SQLite they queue on the store's one connection)
-local feed = { events = 0, transfers = 0, ids = 0, us = 0 }
+local feed = { events = 0, transfers = 0, ids = 0, rows = 0, us = 0 }
 local function count_feed(led)
     for name, n_ids in pairs { events_since = false, transfers = true } do
         local f = led[name]
@@ -346,7 +346,8 @@ local function count_feed(led)
             local r = { f(self, a, ...) }
             local k = n_ids and "transfers" or "events"
             feed[k] = feed[k] + 1
-            if n_ids then feed.ids = feed.ids + #a end
+            if n_ids then feed.ids = feed.ids + #a
+            elseif type(r[1]) == "table" then feed.rows = feed.rows + #r[1] end
             feed.us = feed.us + (uv.hrtime() - t0) / 1000
             return unpack(r, 1, table.maxn(r))
         end
@@ -354,8 +355,9 @@ local function count_feed(led)
 end
 
 local function feed_line(name)
-    print(format("%-8s %-15s feed: %d events_since + %d transfers calls (%d transfers read " ..
-                 "back), %.1f ms wall each", name, "", feed.events, feed.transfers, feed.ids,
+    print(format("%-8s %-15s feed: %d events_since calls (%d events read) + %d transfers " ..
+                 "calls (%d transfers read back), %.1f ms wall each", name, "", feed.events,
+                 feed.rows, feed.transfers, feed.ids,
                  feed.us / 1000 / math.max(feed.events + feed.transfers, 1)))
     for k in pairs(feed) do feed[k] = 0 end
 end
