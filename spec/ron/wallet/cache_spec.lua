@@ -21,6 +21,20 @@ local function counted(s)
     end }), n
 end
 
+-- entries for ids, as a balance read through the cache stores them
+local function cache_all(c, ids, amount)
+    for _, id in ipairs(ids) do
+        c:begin_read(id)
+        c:put(id, "USD", amount)
+    end
+end
+
+-- one unit from one account to another -> the commit's result
+local function pay(led, intent, from, to, body_hash)
+    return assert(led:commit { intent = intent, body_hash = body_hash, movements = {
+        { from = from, to = to, asset = USD, amount = 1 } } })
+end
+
 describe("ron.wallet.cache", function()
     it("catches up a batch of events in one transfers call, dropping whom they name", function()
         local st, n = counted(memory.new())
@@ -77,18 +91,14 @@ describe("ron.wallet.cache", function()
         local c = cache.new { ledger = led, batch = 64, clock = function() return ms end }
         assert(c:poll())
         local function own(intent, from, to)
-            local res = assert(led:commit { intent = intent, movements = {
-                { from = from, to = to, asset = USD, amount = 1 } } })
+            local res = pay(led, intent, from, to)
             c:invalidate(from)
             c:invalidate(to)
             c:note_commit(res.transfer_id, ms, res.event_seq)
             return res
         end
         for k = 1, 6 do own("own-" .. k, EXT, P) end
-        for _, id in ipairs { P, Q, SINK } do
-            c:begin_read(id)
-            c:put(id, "USD", 1)
-        end
+        cache_all(c, { P, Q, SINK }, 1)
         for k in pairs(n) do n[k] = 0 end
         ms = 1030
         assert(c:poll())
@@ -101,14 +111,10 @@ describe("ron.wallet.cache", function()
         assert.equal(1, c:get(P, "USD")) -- read after their answers: kept
         -- own, then another writer's (not noted), then own: the other's alone read back
         own("own-7", EXT, P)
-        local other = assert(led:commit { intent = "other", movements = {
-            { from = EXT, to = Q, asset = USD, amount = 1 } } })
+        local other = pay(led, "other", EXT, Q)
         local last = own("own-8", EXT, SINK)
         assert.equal(other.event_seq + 1, last.event_seq)
-        for _, id in ipairs { P, SINK } do
-            c:begin_read(id)
-            c:put(id, "USD", 2)
-        end
+        cache_all(c, { P, SINK }, 2)
         for k in pairs(n) do n[k] = 0 end
         assert(c:poll())
         assert.equal(last.event_seq, c.seq)
@@ -138,15 +144,10 @@ describe("ron.wallet.cache", function()
             if r and r.h == h then return r.accounts end
         end }
         assert(c:poll())
-        assert(led:commit { intent = "run-1", body_hash = ("h"):rep(32), movements = {
-            { from = EXT, to = P, asset = USD, amount = 1 } } })
+        pay(led, "run-1", EXT, P, ("h"):rep(32))
         -- the same intent's request running here with another body: not its commit
-        assert(led:commit { intent = "run-2", body_hash = ("x"):rep(32), movements = {
-            { from = EXT, to = Q, asset = USD, amount = 1 } } })
-        for _, id in ipairs { P, Q } do
-            c:begin_read(id)
-            c:put(id, "USD", 1)
-        end
+        pay(led, "run-2", EXT, Q, ("x"):rep(32))
+        cache_all(c, { P, Q }, 1)
         for k in pairs(n) do n[k] = 0 end
         assert(c:poll())
         assert.equal(1, c.own_running_total)
