@@ -101,13 +101,26 @@ end
 
 function Cache:size() return self.entries_lru:count() end
 
+local function observe_lag(self, ms)
+    if ms < 0 then ms = 0 end
+    local b = #_M.LAG_BUCKETS + 1
+    for i, le in ipairs(_M.LAG_BUCKETS) do
+        if ms <= le then b = i break end
+    end
+    self.lag_hist[b] = self.lag_hist[b] + 1
+    self.lag_sum, self.lag_count = self.lag_sum + ms, self.lag_count + 1
+    if ms > self.lag_max then self.lag_max = ms end
+end
+
 -- The wallet's own commit tid, its event seq, was acknowledged at ms, its accounts dropped
 -- already (Cache:invalidate): when the feed passes its event, the time in between is
 -- observed (wallet_invalidation_lag_seconds) and its transfer is not read back. Bounded: at
 -- most 4096 noted (then all forgotten: the feed reads those back). A seq the feed has passed
--- is not noted (its event was applied as any other).
+-- is not noted: its event was applied before this answer (on SQLite most of a busy group's
+-- are: the feed met them running), a lag of 0.
 function Cache:note_commit(tid, ms, seq)
-    if seq == nil or seq <= self.seq then return end
+    if seq == nil then return end
+    if seq <= self.seq then return observe_lag(self, 0) end
     if self.n_noted >= 4096 then self.noted, self.n_noted = {}, 0 end
     if not self.noted[seq] then
         self.noted[seq] = { tid = tid, ms = ms }
@@ -118,17 +131,6 @@ end
 function Cache:staleness_ms()
     if not self.ok_ms then return nil end
     return self.clock() - self.ok_ms
-end
-
-local function observe_lag(self, ms)
-    if ms < 0 then ms = 0 end
-    local b = #_M.LAG_BUCKETS + 1
-    for i, le in ipairs(_M.LAG_BUCKETS) do
-        if ms <= le then b = i break end
-    end
-    self.lag_hist[b] = self.lag_hist[b] + 1
-    self.lag_sum, self.lag_count = self.lag_sum + ms, self.lag_count + 1
-    if ms > self.lag_max then self.lag_max = ms end
 end
 
 -- The note of ev when it is the wallet's own commit (consumed: the lag observed), or nil.

@@ -123,9 +123,13 @@ describe("ron.wallet.cache", function()
         assert.equal(2, c:get(P, "USD"))
         assert.equal(2, c:get(SINK, "USD"))
         assert.equal(8, c.own_events_total)
-        -- a note of an event the feed has passed is not kept (it was applied as any other)
+        -- a note of an event the feed has passed is not kept (it was applied before the
+        -- answer): a lag of 0
+        local lags, zero = c.lag_count, c.lag_hist[1]
         c:note_commit(last.transfer_id, ms, last.event_seq)
         assert.equal(0, c.n_noted)
+        assert.equal(lags + 1, c.lag_count)
+        assert.equal(zero + 1, c.lag_hist[1])
     end)
 
     -- a group's events are in the store before its answers: the feed meeting them asks the

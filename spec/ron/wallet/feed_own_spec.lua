@@ -134,7 +134,10 @@ describe("ron.wallet feed and the wallet's own commits", function()
             end
             return outcome(self, job, ...)
         end
+        local lags = c.lag_count
         commit(task, port, "/v1/transfer", TA, F.transfer(A, B, 30, 2), "t1")
+        -- its answer after the feed passed its event: observed, a lag of 0
+        assert.equal(lags + 1, c.lag_count)
         assert.equal(100, seen.cached) -- not answered: nothing dropped yet
         assert.equal(0, seen.ids)
         assert.equal(1, seen.running)
