@@ -334,6 +334,34 @@ local function time_requests(w)
     return lag
 end
 
+-- The cache feed's ledger reads (its events_since and transfers calls, the ledger instance's
+-- own methods wrapped: main's feed and this one alike) and their wall time, for the line
+-- after each transfer case (issue 25: on SQLite they queue on the store's one connection)
+local feed = { events = 0, transfers = 0, ids = 0, rows = 0, us = 0 }
+local function count_feed(led)
+    for name, n_ids in pairs { events_since = false, transfers = true } do
+        local f = led[name]
+        led[name] = function(self, a, ...)
+            local t0 = uv.hrtime()
+            local r = { f(self, a, ...) }
+            local k = n_ids and "transfers" or "events"
+            feed[k] = feed[k] + 1
+            if n_ids then feed.ids = feed.ids + #a
+            elseif type(r[1]) == "table" then feed.rows = feed.rows + #r[1] end
+            feed.us = feed.us + (uv.hrtime() - t0) / 1000
+            return unpack(r, 1, table.maxn(r))
+        end
+    end
+end
+
+local function feed_line(name)
+    print(format("%-8s %-15s feed: %d events_since calls (%d events read) + %d transfers " ..
+                 "calls (%d transfers read back), %.1f ms wall each", name, "", feed.events,
+                 feed.rows, feed.transfers, feed.ids,
+                 feed.us / 1000 / math.max(feed.events + feed.transfers, 1)))
+    for k in pairs(feed) do feed[k] = 0 end
+end
+
 -- p50 / p99 / max of each, in ms; emptied
 local function tail_line(name)
     local out = {}
@@ -381,6 +409,7 @@ local function cpu_snap(w)
     histogram()
     for k in pairs(tail) do tail[k] = {} end
     for k in pairs(calls) do calls[k] = nil end
+    for k in pairs(feed) do feed[k] = 0 end
     if opts.profile then require("jit.p").start("Fm1", opts.profile) end
     local st = w.led.stats
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
@@ -403,6 +432,7 @@ local function cpu_line(name, w, snap, ok)
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
     tail_line(name)
     calls_line(name, ok)
+    feed_line(name)
     local tc = thread_cpu()
     print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us", name, "",
                  (tc.loop - snap[9].loop) / math.max(ok, 1) * 1e6,
@@ -457,6 +487,7 @@ local function serve_wallet(T, led, tokens)
                             workers = opts.workers, group_max = opts.group_max,
                             group_linger_ms = opts.linger,
                             log = function(line) print("wallet: " .. line) end }
+    count_feed(led)
     w:start()
     w.lag_timer = time_requests(w)
     local m = assert(acct.open { capacity_rows = 1024, shards = 1, window_len_s = 60,

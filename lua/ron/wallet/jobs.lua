@@ -126,8 +126,10 @@ function W:_enqueue(req, job, endpoint)
         return ret(self, prob("busy", "the commit queue is full; retry later",
                               { ["Retry-After"] = "1" }))
     end
-    if job.kkey then self.inflight[job.kkey] = true end
-    if job.nkey then self.inflight[job.nkey] = true end
+    -- (the job itself: the cache's feed asks for a running request's accounts by its nonce
+    -- row, W:_own_running)
+    if job.kkey then self.inflight[job.kkey] = job end
+    if job.nkey then self.inflight[job.nkey] = job end
     return nil -- answered later (req:respond)
 end
 

@@ -98,6 +98,32 @@ local function movements(r)
     return { { from = r.from, to = r.to, asset = asset, amount = r.amount } }
 end
 
+-- The accounts a committed request involves: its transfer's pins (every account it
+-- touches, LED-9) when the engine's result carries the transfer (the batch path), else its
+-- movements' payers and payees (the same set: a payer's postings and change, its payee).
+local function touched(r, res)
+    local out = {}
+    if res.transfer then
+        for i, p in ipairs(res.transfer.pins) do out[i] = p.account end
+        return out
+    end
+    for _, m in ipairs(movements(r)) do
+        out[#out + 1] = m.from
+        out[#out + 1] = m.to
+    end
+    return out
+end
+
+-- The accounts of the wallet's own money request with nonce row intent and body hash h while
+-- its commit runs (the cache's feed meets its event before its answer), or nil.
+function W:_own_running(intent, h)
+    local job = self.inflight[intent]
+    if type(job) ~= "table" or job.kind ~= "money" or job.nkey ~= intent or job.h ~= h then
+        return nil
+    end
+    return touched(job.r, {})
+end
+
 -- ---- the ledger work of one money request (in its own task) ----
 
 -- 503 account_busy: the payer's money is reserved by commits in flight; nothing decided.
@@ -160,15 +186,14 @@ function W:_money_outcome(job, prior, res, cerr, code)
                     "written", { ["Retry-After"] = "1" })
     end
     if res then
+        -- its accounts' entries dropped now (a read racing it is not stored), so the feed
+        -- need not read its transfer back (ron.wallet.cache, issue 25)
+        for _, a in ipairs(touched(r, res)) do self.cache:invalidate(a) end
         if res.replayed then self.m.replays = self.m.replays + 1
         else
             self.held:clear(r.from) -- it commits again: no longer run apart
             self.m.commits = self.m.commits + 1
-            self.cache:note_commit(res.transfer_id, self.clock())
-        end
-        for _, m in ipairs(movements(r)) do
-            self.cache:invalidate(m.from)
-            self.cache:invalidate(m.to)
+            self.cache:note_commit(res.transfer_id, self.clock(), res.event_seq)
         end
         return stored(self:_receipt(r, res)), nil, res.replayed
     end

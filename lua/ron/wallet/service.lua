@@ -192,12 +192,15 @@ function _M.new(o)
     self.dry = { total = 0, by_asset = {}, last = {}, n_last = 0 }
     self.cache = cache.new { ledger = self.led, entries = self.cache_entries,
                              clock = self.clock,
-                             on_shortfall = function(ev) self:_shortfall(ev) end }
+                             on_shortfall = function(ev) self:_shortfall(ev) end,
+                             own_running = function(intent, h)
+                                 return self:_own_running(intent, h)
+                             end }
     self.answers = lru.new(self.idempotency_cache)
     -- payers a saga of another process kept reserved for a whole commit (issue 29 item 3)
     self.held = held.new { clock = self.clock, hold_ms = 1000 }
     self.not_ready = {}      -- reasons others hold (the node's lease: ron.wallet.fleet)
-    self.inflight = {}       -- intent or key -> true while a commit for it runs
+    self.inflight = {}       -- intent or key -> its job while a commit for it runs
     self.calls = {}          -- ledger calls running: handle -> start ms
     self.n_reads = 0
     self.stopping = false
