@@ -40,7 +40,8 @@
 --                        with its ratio to B1 and B2 and the issue 25 targets beside them.
 -- The HTTP server admits --conns + 8 connections per peer (wrk is one loopback peer; the
 -- daemon's default is 32). RSS of this process is printed at the start and end of a store.
--- After each transfer run: the CPU per transfer, the groups, the store's calls, and where a
+-- After each transfer run: the CPU per transfer (and the loop VM's traces compiled and
+-- aborted meanwhile: B.jit_counter), the groups, the store's calls, and where a
 -- transfer's time goes (ms p50/p99/max of the commit queue's wait, each group's commit, the
 -- server's time per request, the loop's lag). Then the ledger's balances are checked (the
 -- sources lost at least one unit per 201 and no more than one per request). One `BENCH
@@ -377,11 +378,13 @@ local function thread_cpu()
     return out
 end
 
+local jit_count = B.jit_counter() -- the loop VM's traces and aborts per transfer case
 local function cpu_snap(w)
     histogram()
     for k in pairs(tail) do tail[k] = {} end
     for k in pairs(calls) do calls[k] = nil end
     if opts.profile then require("jit.p").start("Fm1", opts.profile) end
+    jit_count()
     local st = w.led.stats
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
              st.resolves or 0, st.handovers or 0, st.commits or 0, st.batches or 0,
@@ -404,9 +407,10 @@ local function cpu_line(name, w, snap, ok)
     tail_line(name)
     calls_line(name, ok)
     local tc = thread_cpu()
-    print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us", name, "",
-                 (tc.loop - snap[9].loop) / math.max(ok, 1) * 1e6,
-                 ((tc.other or 0) - (snap[9].other or 0)) / math.max(ok, 1) * 1e6))
+    print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us; the loop " ..
+                 "VM's jit: %s", name, "", (tc.loop - snap[9].loop) / math.max(ok, 1) * 1e6,
+                 ((tc.other or 0) - (snap[9].other or 0)) / math.max(ok, 1) * 1e6,
+                 (jit_count())))
 end
 
 -- a transfer run's figures beside the direct rate and the plain-SQL baselines
