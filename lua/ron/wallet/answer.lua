@@ -10,15 +10,21 @@
 --   A.hex(s)                               -- bytes as lowercase hex
 local dto = require("ron.wallet.dto")
 
-local format, byte = string.format, string.byte
+local format, byte, concat = string.format, string.byte, table.concat
 local pairs = pairs
 
 local M = {}
 local W = {}
 M.methods = W
 
+-- (a table, not gsub with a callback: once per answer, its closure and a callback per byte
+-- called from C aborted every trace through it, issue 25)
+local HEX2 = {}
+for b = 0, 255 do HEX2[b] = format("%02x", b) end
 function M.hex(s)
-    return (s:gsub(".", function(c) return format("%02x", byte(c)) end))
+    local t = {}
+    for i = 1, #s do t[i] = HEX2[byte(s, i)] end
+    return concat(t)
 end
 
 local JSON = "application/json"
