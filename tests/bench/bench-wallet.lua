@@ -259,18 +259,30 @@ end
 -- (--profile: jit.p from cpu_snap to cpu_line)
 -- The store's calls by primitive: count and wall time (the wait for the store's thread
 -- included), for the line after each transfer case (calls, above)
+-- (each wrapper made once, apart from __index: a closure made per lookup aborted every
+-- trace of the loop VM through a store call, and the bench measured that, issue 25)
+local function timed_call(s, k, v)
+    return function(_, ...)
+        local t0 = uv.hrtime()
+        local r = { v(s, ...) }
+        local c = calls[k] or { n = 0, us = 0 }
+        calls[k] = c
+        c.n, c.us = c.n + 1, c.us + (uv.hrtime() - t0) / 1000
+        return unpack(r, 1, table.maxn(r))
+    end
+end
+
 local function timed_store(s)
+    local made = {}
     return setmetatable({}, { __index = function(_, k)
         local v = s[k]
         if type(v) ~= "function" then return v end
-        return function(_, ...)
-            local t0 = uv.hrtime()
-            local r = { v(s, ...) }
-            local c = calls[k] or { n = 0, us = 0 }
-            calls[k] = c
-            c.n, c.us = c.n + 1, c.us + (uv.hrtime() - t0) / 1000
-            return unpack(r, 1, table.maxn(r))
+        local f = made[k]
+        if f == nil then
+            f = timed_call(s, k, v)
+            made[k] = f
         end
+        return f
     end })
 end
 
