@@ -43,12 +43,15 @@
 --                                         -- default loop run to its end; its error (or
 --                                         -- its not ending) on stderr as "name: ..."
 --                                         -- and exit 1
--- Loading it also puts the checkout's lua/ on package.path.
+-- Loading it also puts the checkout's lua/ on package.path and applies the daemon's
+-- LuaJIT options to this VM (ron.base.jitopt).
 local _M = {}
 
 _M.here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = _M.here .. "../../lua/?.lua;" .. _M.here .. "../../lua/?/init.lua;"
                .. package.path
+-- the loop VM's trace compiler set as the daemon sets it (ron.node.start; issue 25)
+require("ron.base.jitopt").apply()
 
 function _M.fresh_sqlite(path)
     for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(path .. suf) end
