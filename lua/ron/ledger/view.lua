@@ -86,13 +86,14 @@ end
 -- every receivable), payers (pairs netting a debit, each { account, asset, key }), pidx
 -- (payer by key), qs (their queries: the largest Active, then one PendingInactive) }.
 -- (want and bpair take their tables: closures made in wants aborted every trace through it,
--- issue 25)
+-- issue 25; want is also the engine's resolution's)
 local function want(ids, seen, id)
     if not seen[id] then
         seen[id] = true
         ids[#ids + 1] = id
     end
 end
+_M.want_id = want
 
 local function bpair(bpairs, bidx, account, asset)
     local k = account .. asset_key(asset)
