@@ -17,13 +17,17 @@ local M = {}
 local W = {}
 M.methods = W
 
--- (a table, not gsub with a callback: once per answer, its closure and a callback per byte
--- called from C aborted every trace through it, issue 25)
-local HEX2 = {}
-for b = 0, 255 do HEX2[b] = format("%02x", b) end
+-- (one format of all the bytes, not gsub with a callback: once per answer, its closure and
+-- a callback per byte called from C aborted every trace through it, and a loop over the
+-- bytes made traces of its own, issue 25; ids are 16 or 32 bytes, longer strings loop)
+local HEX_MAX = 64
+local HEX_FMT = {}
+for n = 0, HEX_MAX do HEX_FMT[n] = ("%02x"):rep(n) end
 function M.hex(s)
+    local n = #s
+    if n <= HEX_MAX then return format(HEX_FMT[n], byte(s, 1, n)) end
     local t = {}
-    for i = 1, #s do t[i] = HEX2[byte(s, i)] end
+    for i = 1, n do t[i] = format("%02x", byte(s, i)) end
     return concat(t)
 end
 

@@ -52,6 +52,7 @@ describe("the transfer's hot Lua records into traces (issue 25)", function()
         local id = ("\1\35\69\103\137\171\205\239"):rep(2)
         assert.equal("0123456789abcdef0123456789abcdef", A.hex(id))
         assert.equal("", A.hex(""))
+        assert.equal(("00ff"):rep(40), A.hex(("\0\255"):rep(40))) -- (beyond one format)
         assert.same({}, aborts_in("answer%.lua", function() return A.hex(id) end))
     end)
 
