@@ -13,7 +13,9 @@
 -- thread's CPU of each phase of the path (plan, claims, reserve, last step, finalize, flush),
 -- and beside them the same-run baseline B2 (the plain-SQL ledger of sql_baseline.lua, 64
 -- transfers per transaction, 16 sources) with the ratio. The load average beside every
--- figure. --profile FILE: LuaJIT's profiler (jit.p, mode "Fl") over the SQLite 256 case.
+-- figure, and the traces this VM's trace compiler made and threw away meanwhile (each
+-- compile two mprotect calls). --profile FILE: LuaJIT's profiler (jit.p, mode "Fl") over
+-- the SQLite 256 case.
 -- Prints one `BENCH {json}` line per store and size (tests/bench/README.md).
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "?.lua;" .. here .. "../../lua/?.lua;" .. here .. "../../lua/?/init.lua;"
@@ -86,6 +88,7 @@ end
 
 local function setup(led) B.fund_payers(led, EXT, SINK, PAYERS, USD) end
 
+local jit_count = B.jit_counter() -- traces compiled and aborted per case (issue 25)
 local serial = 0
 local function case(name, s, size, b2)
     local cs, cnt = B.counted(s)
@@ -97,6 +100,7 @@ local function case(name, s, size, b2)
     local restore = instrument(led, acc)
     local profiling = o.profile and name == "sqlite" and size == o.sizes[#o.sizes]
     if profiling then require("jit.p").start(os.getenv("SB_PMODE") or "Fl", o.profile) end
+    jit_count()
     local c0, p0, calls0, t0 = tcpu(), os.clock(), cnt.calls, uv.hrtime()
     local n = 0
     for b = 1, o.batches do
@@ -127,6 +131,7 @@ local function case(name, s, size, b2)
     end
     print(format("%-8s batch %3d: us per transfer wall/cpu: %s", name, size,
                  table.concat(parts, "  ")))
+    print(format("%-8s batch %3d: this VM's jit: %s", name, size, (jit_count())))
     emit(format('{"bench":"ledger-batch","store":"%s","size":%d,"payers":%d,"batches":%d,'
                 .. '"per_s":%.1f,"wall_us":%.0f,"cpu_us":%.0f,"process_cpu_us":%.0f,'
                 .. '"calls_per_batch":%.1f,"b2_per_s":%.1f,"ratio_b2":%.3f,"loadavg":"%s"}', name,

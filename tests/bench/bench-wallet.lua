@@ -40,7 +40,8 @@
 --                        with its ratio to B1 and B2 and the issue 25 targets beside them.
 -- The HTTP server admits --conns + 8 connections per peer (wrk is one loopback peer; the
 -- daemon's default is 32). RSS of this process is printed at the start and end of a store.
--- After each transfer run: the CPU per transfer, the groups, the store's calls, and where a
+-- After each transfer run: the CPU per transfer (and the loop VM's traces compiled and
+-- aborted meanwhile: B.jit_counter), the groups, the store's calls, and where a
 -- transfer's time goes (ms p50/p99/max of the commit queue's wait, each group's commit, the
 -- server's time per request, the loop's lag). Then the ledger's balances are checked (the
 -- sources lost at least one unit per 201 and no more than one per request). One `BENCH
@@ -258,18 +259,30 @@ end
 -- (--profile: jit.p from cpu_snap to cpu_line)
 -- The store's calls by primitive: count and wall time (the wait for the store's thread
 -- included), for the line after each transfer case (calls, above)
+-- (each wrapper made once, apart from __index: a closure made per lookup aborted every
+-- trace of the loop VM through a store call, and the bench measured that, issue 25)
+local function timed_call(s, k, v)
+    return function(_, ...)
+        local t0 = uv.hrtime()
+        local r = { v(s, ...) }
+        local c = calls[k] or { n = 0, us = 0 }
+        calls[k] = c
+        c.n, c.us = c.n + 1, c.us + (uv.hrtime() - t0) / 1000
+        return unpack(r, 1, table.maxn(r))
+    end
+end
+
 local function timed_store(s)
+    local made = {}
     return setmetatable({}, { __index = function(_, k)
         local v = s[k]
         if type(v) ~= "function" then return v end
-        return function(_, ...)
-            local t0 = uv.hrtime()
-            local r = { v(s, ...) }
-            local c = calls[k] or { n = 0, us = 0 }
-            calls[k] = c
-            c.n, c.us = c.n + 1, c.us + (uv.hrtime() - t0) / 1000
-            return unpack(r, 1, table.maxn(r))
+        local f = made[k]
+        if f == nil then
+            f = timed_call(s, k, v)
+            made[k] = f
         end
+        return f
     end })
 end
 
@@ -405,12 +418,14 @@ local function thread_cpu()
     return out
 end
 
+local jit_count = B.jit_counter() -- the loop VM's traces and aborts per transfer case
 local function cpu_snap(w)
     histogram()
     for k in pairs(tail) do tail[k] = {} end
     for k in pairs(calls) do calls[k] = nil end
     for k in pairs(feed) do feed[k] = 0 end
     if opts.profile then require("jit.p").start("Fm1", opts.profile) end
+    jit_count()
     local st = w.led.stats
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
              st.resolves or 0, st.handovers or 0, st.commits or 0, st.batches or 0,
@@ -434,9 +449,10 @@ local function cpu_line(name, w, snap, ok)
     calls_line(name, ok)
     feed_line(name)
     local tc = thread_cpu()
-    print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us", name, "",
-                 (tc.loop - snap[9].loop) / math.max(ok, 1) * 1e6,
-                 ((tc.other or 0) - (snap[9].other or 0)) / math.max(ok, 1) * 1e6))
+    print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us; the loop " ..
+                 "VM's jit: %s", name, "", (tc.loop - snap[9].loop) / math.max(ok, 1) * 1e6,
+                 ((tc.other or 0) - (snap[9].other or 0)) / math.max(ok, 1) * 1e6,
+                 (jit_count())))
 end
 
 -- a transfer run's figures beside the direct rate and the plain-SQL baselines

@@ -6,6 +6,9 @@
 --   local emit = B.emitter(opts.out)      -- emit(json): "BENCH <json>" on stdout, and
 --                                         -- appended to the --out file when given
 --   B.loadavg()                           -- "0.12 0.30 0.41" (or "?")
+--   local jc = B.jit_counter()            -- jc(): "N traces, M aborts, F flushes" of this
+--                                         -- VM's trace compiler since the last jc() (or
+--                                         -- since B.jit_counter()), and the three counts
 --   B.cpu_s(who)                          -- CPU seconds (user + system) so far of this
 --                                         -- process (0), the calling thread (1) or the
 --                                         -- waited-for children (-1): getrusage
@@ -40,12 +43,15 @@
 --                                         -- default loop run to its end; its error (or
 --                                         -- its not ending) on stderr as "name: ..."
 --                                         -- and exit 1
--- Loading it also puts the checkout's lua/ on package.path.
+-- Loading it also puts the checkout's lua/ on package.path and applies the daemon's
+-- LuaJIT options to this VM (ron.base.jitopt).
 local _M = {}
 
 _M.here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = _M.here .. "../../lua/?.lua;" .. _M.here .. "../../lua/?/init.lua;"
                .. package.path
+-- the loop VM's trace compiler set as the daemon sets it (ron.node.start; issue 25)
+require("ron.base.jitopt").apply()
 
 function _M.fresh_sqlite(path)
     for _, suf in ipairs { "", "-wal", "-shm" } do os.remove(path .. suf) end
@@ -187,6 +193,24 @@ end
 function _M.loadavg()
     local s = read("/proc/loadavg", "*l")
     return s and s:match("^(%S+ %S+ %S+)") or "?"
+end
+
+-- This VM's trace compiler at work (issue 25): every compiled trace makes its machine-code
+-- area writable and executable again (two mprotect calls, each a TLB shootdown to the
+-- other core), every abort is recording thrown away. jit.attach's "trace" event counts
+-- both; the line is per case, the counts since the last call.
+function _M.jit_counter()
+    local n = { stop = 0, abort = 0, flush = 0 }
+    local last = { stop = 0, abort = 0, flush = 0 }
+    if jit and jit.attach then
+        jit.attach(function(what) if n[what] then n[what] = n[what] + 1 end end, "trace")
+    end
+    return function()
+        local d = {}
+        for k, v in pairs(n) do d[k], last[k] = v - last[k], v end
+        return string.format("%d traces, %d aborts, %d flushes", d.stop, d.abort, d.flush),
+               d.stop, d.abort, d.flush
+    end
 end
 
 -- PostgreSQL's own counts (nil on SQLite): the server's durability settings, its

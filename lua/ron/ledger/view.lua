@@ -85,28 +85,33 @@ end
 -- The reads reqs' plan needs: -> { ids (accounts), bpairs (balances: every pair netted,
 -- every receivable), payers (pairs netting a debit, each { account, asset, key }), pidx
 -- (payer by key), qs (their queries: the largest Active, then one PendingInactive) }.
+-- (want and bpair take their tables: closures made in wants aborted every trace through it,
+-- issue 25; want is also the engine's resolution's)
+local function want(ids, seen, id)
+    if not seen[id] then
+        seen[id] = true
+        ids[#ids + 1] = id
+    end
+end
+_M.want_id = want
+
+local function bpair(bpairs, bidx, account, asset)
+    local k = account .. asset_key(asset)
+    if not bidx[k] then
+        bpairs[#bpairs + 1] = { account = account, asset = asset }
+        bidx[k] = #bpairs
+    end
+end
+
 function _M.wants(reqs)
     local ids, seen = {}, {}
-    local function want(id)
-        if not seen[id] then
-            seen[id] = true
-            ids[#ids + 1] = id
-        end
-    end
     local bpairs, bidx, payers, pidx = {}, {}, {}, {}
-    local function bpair(account, asset)
-        local k = account .. asset_key(asset)
-        if not bidx[k] then
-            bpairs[#bpairs + 1] = { account = account, asset = asset }
-            bidx[k] = #bpairs
-        end
-    end
     for _, req in ipairs(reqs) do
         for _, p in ipairs(_M.nets_of(req) or {}) do
-            want(p.account)
-            bpair(p.account, p.asset)
+            want(ids, seen, p.account)
+            bpair(bpairs, bidx, p.account, p.asset)
             local recv = req.overdraft and req.overdraft[p.account]
-            if recv then bpair(recv, p.asset) end
+            if recv then bpair(bpairs, bidx, recv, p.asset) end
             local k = p.account .. asset_key(p.asset)
             if p.net < 0 and not pidx[k] then
                 payers[#payers + 1] = { account = p.account, asset = p.asset, key = k }
@@ -114,8 +119,8 @@ function _M.wants(reqs)
             end
         end
         for from, to in pairs(req.overdraft or {}) do
-            want(from)
-            want(to)
+            want(ids, seen, from)
+            want(ids, seen, to)
         end
     end
     local qs = {}

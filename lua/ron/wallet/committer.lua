@@ -252,6 +252,16 @@ end
 -- at once, as intake answers a payer held now. A timeout of a job apart is not counted by
 -- the breaker (a race, not the ledger failing).
 _M.APART_MAX = 2
+-- (the task's closure made apart from run_apart, which runs for every job gathered: made in
+-- it, it aborted every trace through it, issue 25)
+local function spawn_apart(self, h, job, from)
+    self:_spawn("held", function()
+        self:_run_job(job)
+        h.apart_live, h.apart_of[from] = h.apart_live - 1, nil
+        return true
+    end)
+end
+
 local function run_apart(self, job)
     local h = self.held
     local from = job.kind == "money" and job.r.from
@@ -265,11 +275,7 @@ local function run_apart(self, job)
     end
     h.apart, h.apart_live, h.apart_of[from] = h.apart + 1, h.apart_live + 1, true
     job.apart = true
-    self:_spawn("held", function()
-        self:_run_job(job)
-        h.apart_live, h.apart_of[from] = h.apart_live - 1, nil
-        return true
-    end)
+    spawn_apart(self, h, job, from)
     return true
 end
 _M.run_apart = run_apart

@@ -103,8 +103,9 @@ _M.PROBLEM_TYPE = "application/problem+json"
 
 -- JSON string contents: quotes, backslashes and control bytes escaped; other bytes as they
 -- are (the decoder only lets UTF-8 through).
+local function esc(c) return format("\\u%04x", byte(c)) end -- (made once: issue 25)
 function _M.jstr(s)
-    return (s:gsub('[%c"\\]', function(c) return format("\\u%04x", byte(c)) end))
+    return (s:gsub('[%c"\\]', esc))
 end
 local jstr = _M.jstr
 

@@ -33,16 +33,31 @@ local Ledger = {} -- this concern's methods
 -- in ONE read-only phase (one call: one thread hop of the offloaded SQLite driver instead
 -- of three). Either way the accounts the cache holds are not read (LED-63), the ones read
 -- are remembered.
-function Ledger:_plan_reads(ctx, r)
+-- (The reads at once made apart: closures made in _plan_reads and _revalidate_reads closed
+-- their upvalues at the phase's early return, which aborted every trace through them.)
+local function plan_reads_at_once(self, ctx, r)
     local accts, res, got, cached
+    self:_read_at_once(function() accts, cached = self:_accounts_of(r.ids, not ctx.fresh) end,
+                       function() res = self:_list_read("get_postings_by_pairs", r.qs,
+                                                        BATCH_QUERIES) end,
+                       function() got = self:_list_read("get_balances", r.bpairs, BATCH_IDS) end)
+    return accts, res, got, cached
+end
+
+local function pinned_at_once(self, ids, rids)
+    local accts, got
+    self:_read_at_once(function() accts = self:_accounts_of(ids) end,
+                       function() got = self:_list_read("get_postings", rids, BATCH_IDS) end)
+    return accts, got
+end
+
+function Ledger:_plan_reads(ctx, r)
     if not self.overlap then
-        local want
-        accts, want, cached = self:_cached_accounts(r.ids, not ctx.fresh)
+        local accts, want, cached = self:_cached_accounts(r.ids, not ctx.fresh)
         local rr = setmetatable({ ids = want }, { __index = r })
         local ops = view.read_ops(rr)
         if #ops == 0 then return accts, {}, {}, cached end
-        local read
-        read, res, got = view.answers(rr, ops, phases.apply(self, ops), 1)
+        local read, res, got = view.answers(rr, ops, phases.apply(self, ops), 1)
         self.stats.plan_reads_phase = (self.stats.plan_reads_phase or 0) + 1
         for id, a in pairs(read) do
             accts[id] = a
@@ -50,11 +65,7 @@ function Ledger:_plan_reads(ctx, r)
         end
         return accts, res, got, cached
     end
-    self:_read_at_once(function() accts, cached = self:_accounts_of(r.ids, not ctx.fresh) end,
-                       function() res = self:_list_read("get_postings_by_pairs", r.qs,
-                                                        BATCH_QUERIES) end,
-                       function() got = self:_list_read("get_balances", r.bpairs, BATCH_IDS) end)
-    return accts, res, got, cached
+    return plan_reads_at_once(self, ctx, r)
 end
 
 -- The plan's view moves on past a transfer it validated: the balances by its plan's deltas,
@@ -227,11 +238,9 @@ function Ledger:_revalidate_reads(ctx, pre)
     local ids = pinned(ctx.items)
     local rids = {}
     for i, x in ipairs(store_inputs(ctx.items)) do rids[i] = x.id end
-    local accts, got
     -- the accounts and the reserved postings at once (LED-62); the balances need the
     -- postings' pairs
-    self:_read_at_once(function() accts = self:_accounts_of(ids) end,
-                       function() got = self:_list_read("get_postings", rids, BATCH_IDS) end)
+    local accts, got = pinned_at_once(self, ids, rids)
     return accts, got, nil
 end
 

@@ -49,21 +49,25 @@ end
 -- The transfers of ids in one store call per 1024 (a read-only phase: one hop or round
 -- trip, not one per transfer): -> { [i] = the record as transfer(ids[i]) gives it, or
 -- false } | nil, err. The wallet's cache reads a batch of events' transfers this way.
-function Ledger:transfers(ids)
-    return guard(nil, function()
-        local out = {}
-        for _, c in ipairs(phases.slices(ids, phases.BATCH_IDS)) do
-            local ops = {}
-            for i, id in ipairs(c) do ops[i] = { "get_transfer", id } end
-            local res = phases.apply(self, ops)
-            for i = 1, #c do
-                local rec = res[i][1]
-                if rec then rec.transfer = ledger.decode_transfer(rec.bytes) end
-                out[#out + 1] = rec or false
-            end
+-- (a function made once, not a closure per call: once per poll of the wallet's feed, the
+-- closure aborted the trace of the poll's loop, issue 25)
+local function transfers_of(self, ids)
+    local out = {}
+    for _, c in ipairs(phases.slices(ids, phases.BATCH_IDS)) do
+        local ops = {}
+        for i, id in ipairs(c) do ops[i] = { "get_transfer", id } end
+        local res = phases.apply(self, ops)
+        for i = 1, #c do
+            local rec = res[i][1]
+            if rec then rec.transfer = ledger.decode_transfer(rec.bytes) end
+            out[#out + 1] = rec or false
         end
-        return out
-    end)
+    end
+    return out
+end
+
+function Ledger:transfers(ids)
+    return guard(nil, transfers_of, self, ids)
 end
 
 -- Carries an audit checkpoint { origin, size, root (hex), note } in the book's event feed

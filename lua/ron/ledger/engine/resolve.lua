@@ -6,6 +6,7 @@ local ledger = require("ron.ledger")
 local B = require("ron.ledger.bigint")
 local codec = require("ron.ledger.codec")
 local base = require("ron.ledger.engine.base")
+local view = require("ron.ledger.view")
 
 local format = string.format
 local sort = table.sort
@@ -31,12 +32,7 @@ local Ledger = {} -- this concern's methods
 -- (module-level helpers of _resolve_commit: no closure per request, see pairs_of)
 local NONE = {}
 local net_pair = base.net_pair
-local function want_id(ids, seen, id)
-    if not seen[id] then
-        seen[id] = true
-        ids[#ids + 1] = id
-    end
-end
+local want_id = view.want_id
 local function ref_less(a, b)
     if a.transfer_id ~= b.transfer_id then return a.transfer_id < b.transfer_id end
     return a.index < b.index

@@ -587,12 +587,17 @@ local function next_token(dbnum)
 end
 
 local Off = {}
-Off.__index = function(self, k)
+-- (made apart from __index, which runs on every call of a primitive on the loop: a closure
+-- made in it, even on a branch not taken, aborted every trace through it, issue 25)
+local function proxy_of(k)
+    return function(s, ...) return s:call(k, ...) end
+end
+Off.__index = function(_, k)
     local v = Off[k]
     if v ~= nil then return v end
-    local proxy = function(s, ...) return s:call(k, ...) end
-    Off[k] = proxy
-    return proxy
+    v = proxy_of(k)
+    Off[k] = v
+    return v
 end
 
 -- No snapshot: each call runs on a pool thread, so no read transaction spans two of them
