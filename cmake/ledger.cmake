@@ -140,7 +140,7 @@ endif()
 # (spec/ron/ledger/store_conformance.lua) runs under plain busted on SQLite (ctest `lua`,
 # spec/ron/ledger/store_spec.lua) and here inside the host, in tasks, on PostgreSQL (a real
 # server started by tests/pg/pg-harness.sh) and on SQLite offloaded to the threadpool.
-rl_host_spec(lua-ledger-store-host spec/ron/ledger/store_host_spec.lua "lua;postgres" 120)
+rl_host_spec(lua-ledger-store-host spec/ron/ledger/store_host_spec.lua "lua;postgres" 300)
 
 # The engine (lua/ron/ledger/ledger.lua, docs/LEDGER.md "The commit path") on a real
 # PostgreSQL inside the host: racing commits, a racing capped floor, replays, and a kill -9
