@@ -684,8 +684,9 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     print("    store calls per put_many: " .. table.concat(parts, ", "))
     print("    wall us per slice in store calls (nested: apply holds its primitives): "
           .. table.concat(tparts, ", "))
-    print(("    saga records the store listed per slice (LED-32's look): %.2f rows, %.0f bytes")
-          :format((calls.saga_rows - sr0) / total, (calls.saga_bytes - sb0) / total))
+    print(("    saga records the store listed (LED-32's look): %d rows, %d bytes of data (%.0f "
+           .. "per slice)"):format(calls.saga_rows - sr0, calls.saga_bytes - sb0,
+                                  (calls.saga_bytes - sb0) / total))
     print(("    time per slice %.0f us (store calls, overlapping: %.0f us); CPU per slice: this "
            .. "process %.0f us (the same rows' INSERTs: %.0f us), the PostgreSQL server %.0f us "
            .. "(load %s)"):format(dt / total * 1e6, (calls.t - ct0) / total * 1e6,

@@ -35,6 +35,20 @@ local function funded_world(with_other)
     return store, led, other
 end
 
+-- A fault for store: the finalize phase's first guard misses every time (its inputs stay
+-- the batch's), so the engine finalizes step by step, as a binary before phases did, and
+-- dies `at` ("before" | "after") inserting the outputs.
+local function half_finalized(store, at)
+    return function(when, name)
+        if when == "before" and name == "deactivate_many" and store.in_apply then
+            return { limit = 0 }
+        end
+        if when == at and name == "insert_postings" and not store.in_apply then
+            error(sim.CRASH, 0)
+        end
+    end
+end
+
 -- A random history: deposits, payments (some short, some over a floor, some with an
 -- overdraft to a receivable), replays with the same and with another body, a bad request.
 local function history(seed, n)
@@ -292,14 +306,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         local store, led, other = funded_world(true)
         -- a batch past the point of no return (step by step, as an older binary's) dies
         -- between consuming A's posting of 100 and inserting its change of 90
-        store.fault = function(when, name)
-            if when == "before" and name == "deactivate_many" and store.in_apply then
-                return { limit = 0 }
-            end
-            if when == "before" and name == "insert_postings" and not store.in_apply then
-                error(sim.CRASH, 0)
-            end
-        end
+        store.fault = half_finalized(store, "before")
         local ok, e = pcall(led.commit_many, led, { { intent = "p1",
                                                      movements = { mv(A, B, 10) } } })
         assert.is_false(ok)
@@ -495,14 +502,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         local store, led = funded_world()
         -- the phase's first guard misses every time (its inputs stay ours): the engine
         -- finalizes step by step, as a binary before phases did, and dies half-way
-        store.fault = function(when, name)
-            if when == "before" and name == "deactivate_many" and store.in_apply then
-                return { limit = 0 }
-            end
-            if when == "after" and name == "insert_postings" and not store.in_apply then
-                error(sim.CRASH, 0)
-            end
-        end
+        store.fault = half_finalized(store, "after")
         local ok, e = pcall(led.commit_many, led, {
             { intent = "p1", movements = { mv(A, B, 10) } },
             { intent = "p2", movements = { mv(A, B, 20) } } })
