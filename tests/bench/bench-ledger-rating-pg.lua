@@ -628,6 +628,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     local puts = puts_mod.new { task = task, exporter = wrapped, put_batch = opts.put_batch,
                                 put_parallel = opts.put_parallel }
     local c0, ct0, by0, tby0 = calls_mark(calls)
+    local sr0, sb0 = calls.saga_rows, calls.saga_bytes
     local cpu0, srv0, t0 = measure_start(rec)
     local workers, failed = {}, {}
     for t = 1, streams do
@@ -683,6 +684,9 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     print("    store calls per put_many: " .. table.concat(parts, ", "))
     print("    wall us per slice in store calls (nested: apply holds its primitives): "
           .. table.concat(tparts, ", "))
+    print(("    saga records the store listed (LED-32's look): %d rows, %d bytes of data (%.0f "
+           .. "per slice)"):format(calls.saga_rows - sr0, calls.saga_bytes - sb0,
+                                  (calls.saga_bytes - sb0) / total))
     print(("    time per slice %.0f us (store calls, overlapping: %.0f us); CPU per slice: this "
            .. "process %.0f us (the same rows' INSERTs: %.0f us), the PostgreSQL server %.0f us "
            .. "(load %s)"):format(dt / total * 1e6, (calls.t - ct0) / total * 1e6,

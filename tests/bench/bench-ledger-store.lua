@@ -17,6 +17,11 @@
 --    insert_postings, 500 per call): get_balance latency (median and p99 over reads) from
 --    the projection, against SELECT sum(amount) over the account's postings (what a store
 --    without the projection would do). The projection's figure must not grow with history.
+-- 3. the short payer's look (LED-32, issue 25): with 3 other lanes' reserving batch records in
+--    the saga table (real ones: an exporter's put_many of 256 rated slices, ~133 kB each),
+--    list_finalizing_sagas (what a plan calls) against list_pending_sagas (the listing it
+--    called before, returning those records to skip them), this process's CPU (os.clock)
+--    and wall per call.
 -- Output: human-readable lines and one `BENCH {json}` line per result (tests/bench/README.md).
 local uv = require("luv")
 
@@ -192,6 +197,53 @@ local function balances(label, s, sizes, name)
     end
 end
 
+-- One lane's reserving batch record as the exporter writes it: 256 rated slices' members.
+local function lane_record()
+    local memory = require("ron.ledger.store.memory")
+    local m = memory.new()
+    local e = assert(require("ron.ledger.exporter").new { store = m, card = B.rate_card(),
+                                                           node = "bench", book = "main" })
+    assert(e:ready())
+    local rec
+    local save = m.save_saga
+    m.save_saga = function(self, id, phase, data, node)
+        if phase == "reserving" and (not rec or #data > #rec) then rec = data end
+        return save(self, id, phase, data, node)
+    end
+    for _, r in ipairs(e:put_many(B.meter_windows(256, 1)[1])) do assert(r[1] == "ok") end
+    return rec
+end
+
+local function sagas_look(label, s, name)
+    local rec = lane_record()
+    for i = 1, 3 do assert(s:save_saga("lane" .. i, "reserving", rec, "bench")) end
+    local calls, r = opts.quick and 20 or 200, {}
+    for round = 1, 2 do -- alternating
+        for _, prim in ipairs { "list_pending_sagas", "list_finalizing_sagas" } do
+            local c0, t0, rows = os.clock(), now(), 0
+            for _ = 1, calls do rows = rows + #assert(s[prim](s)) end
+            local x = r[prim] or { cpu = math.huge, wall = math.huge }
+            x.rows = rows / calls
+            x.cpu = math.min(x.cpu, (os.clock() - c0) / calls * 1e6)
+            x.wall = math.min(x.wall, (now() - t0) / calls * 1e6)
+            r[prim] = x
+        end
+        if round == 1 then assert(r.list_pending_sagas.rows == 3) end
+    end
+    local all, fin = r.list_pending_sagas, r.list_finalizing_sagas
+    print(("%-28s the short payer's look, 3 lanes' records of %d bytes in flight: "
+           .. "list_finalizing_sagas %.0f rows, %.0f us CPU, %.0f us wall per call; "
+           .. "list_pending_sagas %.0f rows, %.0f us CPU, %.0f us wall (CPU ratio %.3f)")
+          :format(label, #rec, fin.rows, fin.cpu, fin.wall, all.rows, all.cpu, all.wall,
+                  fin.cpu / all.cpu))
+    emit(('{"bench":"ledger-store","name":"finalizing_look_%s","params":{"records":3,'
+          .. '"record_bytes":%d},"cpu_us":%.1f,"wall_us":%.1f,"baseline":"list_pending_sagas",'
+          .. '"baseline_cpu_us":%.1f,"baseline_wall_us":%.1f,"ratio_cpu":%.4f,"loadavg":"%s"}')
+         :format(name, #rec, fin.cpu, fin.wall, all.cpu, all.wall, fin.cpu / all.cpu,
+                 B.loadavg()))
+    for i = 1, 3 do assert(s:delete_saga("lane" .. i) == 1) end
+end
+
 local function run()
     print(("bench-ledger-store: SQLite %s, load %s"):format(
         require("ron.ledger.store.sqlite").version(), B.loadavg()))
@@ -208,6 +260,7 @@ local function run()
         local s = assert(store.open { backend = "sqlite", path = sqlite_path("balance"),
                                       synchronous = "normal" })
         balances("sqlite", s, opts.sizes, "sqlite")
+        sagas_look("sqlite", s, "sqlite")
         s:close()
         sqlite_path("balance")
     end
@@ -224,6 +277,7 @@ local function run()
         lifecycle("postgres fsync=on", s, opts.pg_transfers,
                   function(ddl) return s.drv.db:exec(ddl) end, { name = "postgres" })
         balances("postgres", s, opts.sizes, "postgres")
+        sagas_look("postgres", s, "postgres")
         s:close()
     end)
     cluster:stop()

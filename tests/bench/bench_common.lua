@@ -15,7 +15,9 @@
 --   local proxy, n = B.counted(store)      -- the store's methods, n.calls counted
 --   local c = B.instrument(store[, clock]) -- in place: every primitive counted (c.n, per
 --                                         -- name c.by) and timed in seconds of clock()
---                                         -- (default wall time; os.clock: CPU): c.t, c.tby
+--                                         -- (default wall time; os.clock: CPU): c.t, c.tby;
+--                                         -- the saga records the listings returned:
+--                                         -- c.saga_rows, c.saga_bytes (their data)
 --   B.plain_ddl(s, template)              -- a baseline's DDL for store s: B/I column types
 --                                         -- and @ (the schema prefix) in template filled
 --   B.status_kb("VmRSS")                  -- a /proc/self/status field, kB (0 if absent)
@@ -334,9 +336,10 @@ end
 -- the PostgreSQL one are tables of methods): -> proxy, { calls = n }
 function _M.instrument(s, clock)
     clock = clock or function() return require("luv").hrtime() / 1e9 end
-    local c = { n = 0, by = {}, t = 0, tby = {} }
+    local c = { n = 0, by = {}, t = 0, tby = {}, saga_rows = 0, saga_bytes = 0 }
     for _, name in ipairs(require("ron.ledger.store.sql").METHODS) do
         local f = s[name]
+        local sagas = name:match("_sagas$") ~= nil
         if name ~= "many" and type(f) == "function" then
             c.by[name], c.tby[name] = 0, 0
             s[name] = function(self, ...)
@@ -346,6 +349,10 @@ function _M.instrument(s, clock)
                 local r = { f(self, ...) }
                 local dt = clock() - t0
                 c.t, c.tby[name] = c.t + dt, c.tby[name] + dt
+                if sagas and type(r[1]) == "table" then
+                    c.saga_rows = c.saga_rows + #r[1]
+                    for _, x in ipairs(r[1]) do c.saga_bytes = c.saga_bytes + #(x.data or "") end
+                end
                 return unpack(r, 1, table.maxn(r))
             end
         end

@@ -35,6 +35,20 @@ local function funded_world(with_other)
     return store, led, other
 end
 
+-- A fault for store: the finalize phase's first guard misses every time (its inputs stay
+-- the batch's), so the engine finalizes step by step, as a binary before phases did, and
+-- dies `at` ("before" | "after") inserting the outputs.
+local function half_finalized(store, at)
+    return function(when, name)
+        if when == "before" and name == "deactivate_many" and store.in_apply then
+            return { limit = 0 }
+        end
+        if when == at and name == "insert_postings" and not store.in_apply then
+            error(sim.CRASH, 0)
+        end
+    end
+end
+
 -- A random history: deposits, payments (some short, some over a floor, some with an
 -- overdraft to a receivable), replays with the same and with another body, a bad request.
 local function history(seed, n)
@@ -240,13 +254,89 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                                     { intent = "q3", movements = { mv(sim.EXT, B, 5) } } }
         store.fault = nil
         for i = 1, 3 do assert.truthy(r[i][1], tostring(r[i][2])) end
-        -- (list_pending_sagas: the resolution's look for value in flight, LED-32)
-        assert.same({ "get_intents", "apply", "list_pending_sagas", "apply", "apply", "apply" },
+        -- (list_finalizing_sagas: the resolution's look for value in flight, LED-32)
+        assert.same({ "get_intents", "apply", "list_finalizing_sagas", "apply", "apply", "apply" },
                     calls)
         assert.equal(1, led.stats.plan_reads_phase)
         assert.equal(1, led.stats.last_reads_in_reserve)
         assert.equal(70, store:get_balance(A, USD))
         assert(sim.verify(store, "main"))
+    end)
+
+    -- The saga records a store call handed to the engine during fn(): rows and data bytes,
+    -- by phase.
+    local function sagas_read(store, fn)
+        local seen = { reserving = 0, finalizing = 0, bytes = 0 }
+        store.fault = function(when, name, res)
+            if when == "after" and name:match("_sagas$") and type(res) == "table" then
+                for _, r in ipairs(res) do
+                    seen[r.phase] = seen[r.phase] + 1
+                    seen.bytes = seen.bytes + #r.data
+                end
+            end
+        end
+        local r = { fn() }
+        store.fault = nil
+        return seen, unpack(r)
+    end
+
+    it("a short payer's plan reads no reserving record's data: another lane's batch stays "
+       .. "in the store (issue 25, LED-32)", function()
+        local store, led = world()
+        -- another lane's batch in flight: its record holds every member's request
+        assert.equal(1, store:save_saga("lane2", "reserving", ("r"):rep(64 * 1024), "n1"))
+        local seen, r = sagas_read(store, function()
+            return led:commit_many { { intent = "u1", movements = { mv(sim.EXT, B, 5) } },
+                                     { intent = "u2", movements = { mv(sim.EXT, C, 7) } } }
+        end)
+        for i = 1, 2 do assert.truthy(r[i][1], tostring(r[i][2])) end
+        -- the usage source (uncapped) is short in both: the look ran, and read nothing
+        assert.same({ reserving = 0, finalizing = 0, bytes = 0 }, seen)
+        local seen1 = sagas_read(store, function()
+            assert(led:commit { intent = "u3", movements = { mv(sim.EXT, B, 1) } })
+        end)
+        assert.same({ reserving = 0, finalizing = 0, bytes = 0 }, seen1)
+        assert.equal(1, #store:list_pending_sagas())
+        assert.equal(1, store:delete_saga("lane2"))
+        assert(sim.verify(store, "main"))
+    end)
+
+    it("a short payer a finalizing record credits is a race on both paths, whatever else is "
+       .. "in flight; InsufficientFunds once it is rolled forward (LED-32)", function()
+        local store, led, other = funded_world(true)
+        -- a batch past the point of no return (step by step, as an older binary's) dies
+        -- between consuming A's posting of 100 and inserting its change of 90
+        store.fault = half_finalized(store, "before")
+        local ok, e = pcall(led.commit_many, led, { { intent = "p1",
+                                                     movements = { mv(A, B, 10) } } })
+        assert.is_false(ok)
+        assert.equal(sim.CRASH, e)
+        store.fault = nil
+        assert.equal(1, store:save_saga("lane2", "reserving", ("r"):rep(4096), "n2"))
+        assert.equal(0, store:get_balance(A, USD))
+        local seen, n, err, code = sagas_read(store, function()
+            return other:commit { intent = "p2", movements = { mv(A, C, 20) } }
+        end)
+        -- (each attempt meets the record: after them, the retry's own message)
+        assert.is_nil(n, tostring(err))
+        assert.equal(L.ERR.Unavailable, code)
+        assert.equal(0, seen.reserving)
+        assert.is_true(seen.finalizing >= 1)
+        local r = other:commit_many({ { intent = "p3", movements = { mv(A, C, 20) } } },
+                                    { hand_back = true })
+        assert.is_nil(r[1][1])
+        assert.equal(L.ERR.Unavailable, r[1][3])
+        local _, _, code3 = other:drive_handed(r[1].handed)
+        assert.equal(L.ERR.Unavailable, code3)
+        assert.is_nil(store:get_intent("p2"))
+        assert.is_nil(store:get_intent("p3"))
+        -- rolled forward: A holds its change of 90; short of 200 is a stored rejection
+        local heir = engine(store, "n1", "h")
+        for _, x in ipairs(assert(heir:recover())) do assert.is_true(x.ok, tostring(x.err)) end
+        assert.equal(90, store:get_balance(A, USD))
+        local _, _, code2 = other:commit { intent = "p4", movements = { mv(A, C, 200) } }
+        assert.equal(L.ERR.InsufficientFunds, code2)
+        assert.equal("rejected", store:get_intent("p4").status)
     end)
 
     it("reads the last step's accounts, postings and balances inside the reserve phase "
@@ -412,14 +502,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         local store, led = funded_world()
         -- the phase's first guard misses every time (its inputs stay ours): the engine
         -- finalizes step by step, as a binary before phases did, and dies half-way
-        store.fault = function(when, name)
-            if when == "before" and name == "deactivate_many" and store.in_apply then
-                return { limit = 0 }
-            end
-            if when == "after" and name == "insert_postings" and not store.in_apply then
-                error(sim.CRASH, 0)
-            end
-        end
+        store.fault = half_finalized(store, "after")
         local ok, e = pcall(led.commit_many, led, {
             { intent = "p1", movements = { mv(A, B, 10) } },
             { intent = "p2", movements = { mv(A, B, 20) } } })

@@ -606,6 +606,25 @@ function M.run(name, make_store, opts)
             assert.equal(1, #s:list_pending_sagas())
         end)
 
+        case("sagas: the finalizing ones only, any node, by id (LED-32)", function(s)
+            assert.same({}, s:list_finalizing_sagas())
+            assert.equal(1, s:save_saga("s3", "finalizing", "d3", "n2"))
+            assert.equal(1, s:save_saga("s2", "reserving", ("r"):rep(5000), "n1"))
+            assert.equal(1, s:save_saga("s1", "reserving", "d1", "n1"))
+            assert.same({ { id = "s3", phase = "finalizing", data = "d3", node = "n2" } },
+                        s:list_finalizing_sagas())
+            -- a record moved to finalizing is listed, a deleted one no more
+            assert.is_truthy(s:save_saga("s1", "finalizing", "d1b", "n1") >= 1)
+            assert.same({ { id = "s1", phase = "finalizing", data = "d1b", node = "n1" },
+                          { id = "s3", phase = "finalizing", data = "d3", node = "n2" } },
+                        s:list_finalizing_sagas())
+            assert.equal(1, s:delete_saga("s3"))
+            local l = s:list_finalizing_sagas()
+            assert.equal(1, #l)
+            assert.equal("s1", l[1].id)
+            assert.equal(3 - 1, #s:list_pending_sagas())
+        end)
+
         case("events: gapless per book, idempotent (LED-22)", function(s)
             local T1, T2 = id32("e1"), id32("e2")
             assert.equal(0, s:head_seq("main"))

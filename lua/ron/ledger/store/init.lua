@@ -74,7 +74,9 @@
 --   (LED-21)  message?, body_hash? }) -> n (the first outcome stays: a second put counts 0);
 --             get_intent(key) -> outcome + key
 -- Sagas       save_saga(id, phase, data, node) -> 1 (upsert; phase "reserving" |
---             "finalizing"); list_pending_sagas(node?) -> list; delete_saga(id) -> n
+--             "finalizing"); list_pending_sagas(node?) -> list; delete_saga(id) -> n;
+--             list_finalizing_sagas() -> the list of phase "finalizing" only (any node, by
+--             id: a short payer's look, LED-32, reads no reserving record's data)
 -- Events      append_event(book, transfer_id, kind, data) -> n: seq = max + 1 of the book in
 --   (LED-22)  the same statement, gapless; 0 when (book, transfer_id, kind) exists OR a racing
 --             insert took the seq (get_event(book, transfer_id, kind) tells which; the

@@ -648,6 +648,19 @@ Store.list_pending_sagas = prim("list_pending_sagas", function(self, _, node)
     return r
 end)
 
+-- Only the records in phase finalizing (any node), by id: what a short payer's plan looks
+-- for (LED-32) without copying every reserving record's data (a batch's members' requests).
+Store.list_finalizing_sagas = prim("list_finalizing_sagas", function(self)
+    local r = {}
+    for _, s in pairs(self.sagas) do
+        if s.phase == "finalizing" then
+            r[#r + 1] = { id = s.id, phase = s.phase, data = s.data, node = s.node }
+        end
+    end
+    sort(r, function(a, b) return a.id < b.id end)
+    return r
+end)
+
 Store.delete_saga = prim("delete_saga", function(self, _, id)
     if not self.sagas[id] then return 0 end
     jset(self, self.sagas, id, nil)

@@ -156,7 +156,7 @@ _M.METHODS = {
     "ensure_head", "acquire_head", "release_head", "get_heads",
     "store_transfer", "get_transfer", "get_transfers_for_account", "list_transfers",
     "put_intent", "get_intent",
-    "save_saga", "list_pending_sagas", "delete_saga",
+    "save_saga", "list_pending_sagas", "list_finalizing_sagas", "delete_saga",
     "append_event", "get_event", "get_events_since", "head_seq",
     "get_stream", "advance_stream",
     "get_meta", "put_meta", "flush", "many", "apply", "scan",

@@ -400,10 +400,19 @@ function Store:save_saga(id, phase, data, node)
     return write(self, "save_saga", nil, { n = 4, id, phase, data, node })
 end
 
+local function saga_row(r) return { id = r[1], phase = r[2], data = r[3], node = r[4] } end
+
 function Store:list_pending_sagas(node)
     local binds = { n = node ~= nil and 1 or 0, node }
-    return read_all(self, "list_pending_sagas", node ~= nil and 1 or 0, binds, "bbbb",
-                    function(r) return { id = r[1], phase = r[2], data = r[3], node = r[4] } end)
+    return read_all(self, "list_pending_sagas", node ~= nil and 1 or 0, binds, "bbbb", saga_row)
+end
+
+-- The rows in phase finalizing only (the WHERE in the statement: a reserving record's data,
+-- a batch's members' requests, never leaves the server). The phase is bound as save_saga
+-- binds it (a blob on SQLite: a text literal would match nothing).
+function Store:list_finalizing_sagas()
+    return read_all(self, "list_finalizing_sagas", nil, { n = 1, "finalizing" }, "bbbb",
+                    saga_row)
 end
 
 function Store:delete_saga(id)

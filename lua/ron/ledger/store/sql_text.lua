@@ -198,6 +198,9 @@ local BUILD = {
         return "SELECT id, phase, data, node FROM @sagas"
                .. (by_node == 1 and " WHERE node = ?b" or "") .. " ORDER BY id"
     end,
+    list_finalizing_sagas = function()
+        return "SELECT id, phase, data, node FROM @sagas WHERE phase = ?b ORDER BY id"
+    end,
     delete_saga = function() return "DELETE FROM @sagas WHERE id = ?b" end,
 
     -- LED-22: the next seq of the book in the same statement; a racing insert that took
