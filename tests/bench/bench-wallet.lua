@@ -12,6 +12,9 @@
 --                          first Lua line run after it, the store's `after`)
 --       [--warmup S]      (before each transfer case, an unmeasured run of S seconds:
 --                          printed as <case>_cold, then the case warm; default 0: cold)
+--       [--gc-ms]         (the collector's ms per second of a transfer case, from LuaJIT's
+--                          sampling profiler; starting it flushes the compiled traces:
+--                          every case then starts cold, as --profile's)
 --       [--soak S]        (memory, issue 25's "flat under a 5-minute run": --soak 300.
 --                          Instead of the cases below: transfer (K sources), transfer_hot
 --                          and balance_http each for S seconds in slices of at most 30 s,
@@ -72,11 +75,11 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--cases", "cases", "str" },
              { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
              { "--profile", "profile", "str" }, { "--soak", "soak", "num" },
-             { "--warmup", "warmup", "num" } },
+             { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
-           .. "[--soak S] [--warmup S]")
+           .. "[--soak S] [--warmup S] [--gc-ms]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
@@ -396,7 +399,8 @@ local function cpu_snap(w)
     for k in pairs(tail) do tail[k] = {} end
     for k in pairs(calls) do calls[k] = nil end
     probe = WT.new()
-    if opts.profile then require("jit.p").start("Fm1", opts.profile) else probe:start_vm() end
+    if opts.profile then require("jit.p").start("Fm1", opts.profile)
+    else probe:start_vm(opts.gc_ms) end
     local st = w.led.stats
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
              st.resolves or 0, st.handovers or 0, st.commits or 0, st.batches or 0,
