@@ -16,7 +16,8 @@
 --                                -- step ends, so its count is that step's ms; starting the
 --                                -- profiler FLUSHES every compiled trace: the case starts
 --                                -- cold again, so not by default)
---   p:lines(prefix)              -- one line per second of the case and a summary -> list
+--   p:lines(prefix)              -- one line per second of the case, the first 8 groups'
+--                                -- commits, and a summary -> list
 --
 -- Per second: answers and their server time p50/p99/max (ms), the groups (count, size
 -- p50/max, commit p50/max ms), the loop's lag max, the collector's cycles (and ms), and the
@@ -33,7 +34,8 @@ local P = {}
 P.__index = P
 
 function _M.new()
-    return setmetatable({ t0 = nil, secs = {}, gc_runs = {}, flushes = 0, abort_why = {} }, P)
+    return setmetatable({ t0 = nil, secs = {}, gc_runs = {}, flushes = 0, abort_why = {},
+                          first = {} }, P)
 end
 
 local function sec(self, t_ns)
@@ -56,6 +58,8 @@ end
 function P:group(t_ns, n, us)
     local s = sec(self, t_ns)
     s.size[#s.size + 1], s.commit[#s.commit + 1] = n, us
+    local first = self.first
+    if #first < 8 then first[#first + 1] = format("%d in %.1f", n, us / 1000) end
 end
 
 function P:lag(t_ns, us)
@@ -128,6 +132,8 @@ function P:lines(prefix)
                                ms(s.commit, 0.5), ms(s.commit, 1), s.lag / 1000,
                                s.cycles, s.gc_ms, s.jit_ms, s.traces, s.aborts)
     end
+    out[#out + 1] = format("%s the first groups (members in ms): %s", prefix,
+                           table.concat(self.first, ", "))
     local runs = self.gc_runs
     if self.gc_ms then
         out[#out + 1] = format("%s collector steps seen (ms): %d, p99 %d, max %d", prefix,
