@@ -11,7 +11,8 @@
 --                          FILE holds the last one's; an idle wait of the loop shows as the
 --                          first Lua line run after it, the store's `after`)
 --       [--warmup S]      (before each transfer case, an unmeasured run of S seconds:
---                          printed as <case>_cold, then the case warm; default 0: cold)
+--                          printed and emitted as <case>_cold, then the case warm;
+--                          default 0: the case alone, cold)
 --       [--gc-ms]         (the collector's ms per second of a transfer case, from LuaJIT's
 --                          sampling profiler; starting it flushes the compiled traces:
 --                          every case then starts cold, as --profile's)
@@ -601,6 +602,10 @@ local function case(T, name, open_store, base)
         else
             print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us", name,
                          label, rate, r.p50_us, r.p99_us))
+            emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"conns":%d,' ..
+                        '"transfers":%d,"requests":%d,"per_s":%.1f,"p50_us":%d,"p99_us":%d,' ..
+                        '"loadavg":"%s"}', name, label, nsrc, opts.conns, ok, r.requests, rate,
+                        r.p50_us, r.p99_us, B.loadavg()))
         end
         -- wrk stops mid-request: let the last commits end, then check the money
         local t_q = uv.now() + 30000
