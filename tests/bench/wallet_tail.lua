@@ -21,9 +21,9 @@
 --
 -- Per second: answers and their server time p50/p99/max (ms), the groups (count, size
 -- p50/max, commit p50/max ms), the loop's lag max, the collector's cycles (and ms), and the
--- ms of the loop spent in the trace compiler (traces compiled, aborted). A cold first second against steady later ones is the
--- warm-up (traces, plans, statements); a steady spread is the groups', the collector's
--- (its pauses) or the loop's.
+-- ms of the loop spent in the trace compiler (traces compiled, aborted). Cold seconds
+-- against steady later ones are the warm-up (docs/WALLET.md §8: the trace compiler); a
+-- steady spread is the groups', the collector's (its pauses) or the loop's.
 local uv = require("luv")
 local pct = require("ron.base.percentile")
 
