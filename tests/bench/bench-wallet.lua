@@ -10,6 +10,12 @@
 --       [--profile FILE]  (LuaJIT's profiler, jit.p mode "Fm1", over each transfer run;
 --                          FILE holds the last one's; an idle wait of the loop shows as the
 --                          first Lua line run after it, the store's `after`)
+--       [--warmup S]      (before each transfer case, an unmeasured run of S seconds:
+--                          printed and emitted as <case>_cold, then the case warm;
+--                          default 0: the case alone, cold)
+--       [--gc-ms]         (the collector's ms per second of a transfer case, from LuaJIT's
+--                          sampling profiler; starting it flushes the compiled traces:
+--                          every case then starts cold, as --profile's)
 --       [--soak S]        (memory, issue 25's "flat under a 5-minute run": --soak 300.
 --                          Instead of the cases below: transfer (K sources), transfer_hot
 --                          and balance_http each for S seconds in slices of at most 30 s,
@@ -43,7 +49,9 @@
 -- After each transfer run: the CPU per transfer (and the loop VM's traces compiled and
 -- aborted meanwhile: B.jit_counter), the groups, the store's calls, and where a
 -- transfer's time goes (ms p50/p99/max of the commit queue's wait, each group's commit, the
--- server's time per request, the loop's lag). Then the ledger's balances are checked (the
+-- server's time per request, the loop's lag), and the same second by second with the
+-- groups' sizes and the loop's samples in the collector and the trace compiler
+-- (tests/bench/wallet_tail.lua). Then the ledger's balances are checked (the
 -- sources lost at least one unit per 201 and no more than one per request). One `BENCH
 -- {json}` line per case. Needs wrk (tools/deps.sh).
 local uv = require("luv")
@@ -59,6 +67,7 @@ local service = require("ron.wallet.service")
 local dto = require("ron.wallet.dto")
 local SB = require("sql_baseline")
 local pct = require("ron.base.percentile")
+local WT = require("wallet_tail")
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
@@ -67,11 +76,12 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--accounts", "accounts", "num" }, { "--group-linger-ms", "linger", "num" },
              { "--cases", "cases", "str" },
              { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
-             { "--profile", "profile", "str" }, { "--soak", "soak", "num" } },
+             { "--profile", "profile", "str" }, { "--soak", "soak", "num" },
+             { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
-           .. "[--soak S]")
+           .. "[--soak S] [--warmup S] [--gc-ms]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
@@ -308,6 +318,7 @@ end
 local committer = require("ron.wallet.committer")
 local sizes = {}
 local tail = { wait = {}, commit = {}, server = {}, lag = {} }
+local probe = WT.new() -- the same, second by second (cpu_snap starts a case's)
 do
     local run_group = committer.run_group
     committer.run_group = function(self, jobs)
@@ -319,7 +330,9 @@ do
             if job.t_enq then tail.wait[#tail.wait + 1] = (t0 - job.t_enq) / 1000 end
         end
         local r = { run_group(self, jobs) }
-        tail.commit[#tail.commit + 1] = (uv.hrtime() - t0) / 1000
+        local t1 = uv.hrtime()
+        tail.commit[#tail.commit + 1] = (t1 - t0) / 1000
+        probe:group(t1, #jobs, (t1 - t0) / 1000)
         return unpack(r)
     end
 end
@@ -334,7 +347,11 @@ local function time_requests(w)
     end
     w._send = function(self, req, ...)
         local t = t_of[req]
-        if t then tail.server[#tail.server + 1] = (uv.hrtime() - t) / 1000 end
+        if t then
+            local t1 = uv.hrtime()
+            tail.server[#tail.server + 1] = (t1 - t) / 1000
+            probe:request(t1, (t1 - t) / 1000)
+        end
         return send(self, req, ...)
     end
     local lag = uv.new_timer()
@@ -342,6 +359,7 @@ local function time_requests(w)
     lag:start(1, 1, function()
         local now = uv.now()
         tail.lag[#tail.lag + 1] = (now - due) * 1000
+        probe:lag(uv.hrtime(), (now - due) * 1000)
         due = now + 1
     end)
     return lag
@@ -424,7 +442,9 @@ local function cpu_snap(w)
     for k in pairs(tail) do tail[k] = {} end
     for k in pairs(calls) do calls[k] = nil end
     for k in pairs(feed) do feed[k] = 0 end
-    if opts.profile then require("jit.p").start("Fm1", opts.profile) end
+    probe = WT.new()
+    if opts.profile then require("jit.p").start("Fm1", opts.profile)
+    else probe:start_vm(opts.gc_ms) end
     jit_count()
     local st = w.led.stats
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
@@ -433,7 +453,7 @@ local function cpu_snap(w)
 end
 
 local function cpu_line(name, w, snap, ok)
-    if opts.profile then require("jit.p").stop() end
+    if opts.profile then require("jit.p").stop() else probe:stop_vm() end
     local groups = (w.m.groups or 0) - snap[1]
     local st = w.led.stats
     print(format("%-8s %-15s %.0f us cpu/transfer (this process)  %d groups, %.1f members " ..
@@ -446,6 +466,7 @@ local function cpu_line(name, w, snap, ok)
                  (st.handovers or 0) - snap[6], (st.commits or 0) - snap[7]))
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
     tail_line(name)
+    for _, line in ipairs(probe:lines(format("%-8s %-15s", name, ""))) do print(line) end
     calls_line(name, ok)
     feed_line(name)
     local tc = thread_cpu()
@@ -610,6 +631,12 @@ local function case(T, name, open_store, base)
 
     -- transfers through HTTP from nsrc sources (direct_rate nil: a soak slice, no ratios)
     local function transfers(label, nsrc, nbase, direct_rate)
+        if (opts.warmup or 0) > 0 and direct_rate then -- cold first, unmeasured but printed
+            local seconds = opts.seconds
+            opts.seconds = opts.warmup
+            transfers(label .. "_cold", nsrc, nbase + 250000000)
+            opts.seconds = seconds
+        end
         local before = moved(S)
         local snap = cpu_snap(w)
         local r = run_wrk(T, srv:port(), "transfer", nbase,
@@ -622,6 +649,10 @@ local function case(T, name, open_store, base)
         else
             print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us", name,
                          label, rate, r.p50_us, r.p99_us))
+            emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"conns":%d,' ..
+                        '"transfers":%d,"requests":%d,"per_s":%.1f,"p50_us":%d,"p99_us":%d,' ..
+                        '"loadavg":"%s"}', name, label, nsrc, opts.conns, ok, r.requests, rate,
+                        r.p50_us, r.p99_us, B.loadavg()))
         end
         -- wrk stops mid-request: let the last commits end, then check the money
         local t_q = uv.now() + 30000
