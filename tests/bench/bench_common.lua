@@ -201,12 +201,32 @@ end
 -- area writable and executable again (two mprotect calls, each a TLB shootdown to the
 -- other core), every abort is recording thrown away. jit.attach's "trace" event counts
 -- both; the line is per case, the counts since the last call.
+-- jit.attach keeps ONE handler per event (the last attached): the benches' listeners of
+-- the "trace" event (this counter, wallet_tail's probe) share one, through on_trace.
+local trace_fns = {}
+local function trace_event(...)
+    for _, f in ipairs(trace_fns) do f(...) end
+end
+
+function _M.on_trace(f)
+    if #trace_fns == 0 and jit and jit.attach then jit.attach(trace_event, "trace") end
+    trace_fns[#trace_fns + 1] = f
+end
+
+function _M.off_trace(f)
+    for i, g in ipairs(trace_fns) do
+        if g == f then
+            table.remove(trace_fns, i)
+            break
+        end
+    end
+    if #trace_fns == 0 and jit and jit.attach then jit.attach(trace_event) end
+end
+
 function _M.jit_counter()
     local n = { stop = 0, abort = 0, flush = 0 }
     local last = { stop = 0, abort = 0, flush = 0 }
-    if jit and jit.attach then
-        jit.attach(function(what) if n[what] then n[what] = n[what] + 1 end end, "trace")
-    end
+    _M.on_trace(function(what) if n[what] then n[what] = n[what] + 1 end end)
     return function()
         local d = {}
         for k, v in pairs(n) do d[k], last[k] = v - last[k], v end

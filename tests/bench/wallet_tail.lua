@@ -25,6 +25,7 @@
 -- against steady later ones are the warm-up (docs/WALLET.md §8: the trace compiler); a
 -- steady spread is the groups', the collector's (its pauses) or the loop's.
 local uv = require("luv")
+local B = require("bench_common")
 local pct = require("ron.base.percentile")
 
 local format, floor, max = string.format, math.floor, math.max
@@ -106,14 +107,14 @@ function P:start_vm(gc_ms)
             t_start = nil
         end
     end
-    jit.attach(self.on_trace, "trace")
+    B.on_trace(self.on_trace)
     sentinel(self)
 end
 
 function P:stop_vm()
     if self.prof then self.prof.stop() end
     self.gc_ms = self.prof ~= nil
-    if self.on_trace then jit.attach(self.on_trace) end
+    if self.on_trace then B.off_trace(self.on_trace) end
     self.prof, self.on_trace = nil, nil
 end
 
