@@ -63,7 +63,7 @@ local prepared = require("ron.base.net.pg_prepared")
 
 local type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, format =
       type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, string.format
-local remove = table.remove
+local insert, remove = table.insert, table.remove
 
 local _M = {
     DEFAULTS = { connect_timeout_ms = 5000, query_timeout_ms = 5000 },
@@ -362,11 +362,13 @@ end
 
 -- (a waiter woken by the token runs later, by then the member is on the stack; a token
 -- refused, a member of an earlier scheduler's channel, is not pushed: the channel of
--- this one already counts every member free)
+-- this one already counts every member free). A member waiting to reconnect (its last
+-- connect failed: a call fails at once until retry_at) goes to the bottom, as it went to
+-- the back of the FIFO: the healthy members are tried first.
 function Pool:release(m)
     if self.free and self.free:try_send(true) then
         local idle = self.idle
-        idle[#idle + 1] = m
+        if m.retry_at then insert(idle, 1, m) else idle[#idle + 1] = m end
     end
 end
 

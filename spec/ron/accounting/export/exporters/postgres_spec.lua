@@ -297,6 +297,22 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
             end)
             for i = 2, 8 do assert.equal(pids[1], pids[i]) end
             for i = 10, 16 do assert.equal(pids[9], pids[i]) end
+            -- a member waiting to reconnect is not the one handed out next: a serial caller
+            -- whose connection broke goes on with another member
+            local answers = {}
+            run(function()
+                local pool = pg.pool { conninfo = cluster.conninfo, size = 2 }
+                assert(pool:query("SELECT 1 AS v"))
+                local m = pool.idle[#pool.idle] -- the member just used, on top
+                m.raw:close()
+                m.raw, m.retry_at = nil, uv.now() + 60000
+                m.last_err, m.last_class = "(the spec's broken connection)", "network"
+                for i = 1, 3 do answers[i] = { pool:query("SELECT 2 AS v") } end
+                pool:close()
+            end)
+            assert.is_nil(answers[1][1]) -- the broken member, once: reconnecting
+            assert.equal("2", answers[2][1] and answers[2][1][1].v)
+            assert.equal("2", answers[3][1] and answers[3][1][1].v)
             local n = 0
             for _ in pairs(side) do n = n + 1 end
             assert.equal(4, n)
