@@ -328,10 +328,10 @@ function _M.pool(opts)
 end
 
 -- The free members, last released first (issue 25): a caller that runs one statement or
--- pipeline at a time gets the connection it just used, so one server backend does the work
--- with its caches warm, where handing them out in turn (a FIFO) woke each backend once per
--- `size` calls: on PostgreSQL 15 with 4 connections, one commit cost the server ~1.7-1.8x
--- the CPU of a pool of 1 (docs/LEDGER.md "The pool hands out its last connection"). The
+-- pipeline at a time gets the connection it just used, so one server backend does the
+-- work, where handing them out in turn (a FIFO) woke each backend once per `size` calls:
+-- on PostgreSQL 15 with 4 connections, one ledger commit cost the server 1.7-1.9x the CPU
+-- of a pool of 1 (measured; docs/LEDGER.md "The pool hands out its last connection"). The
 -- channel counts the free members (a token each; waiters queue on it, woken in order); the
 -- members themselves wait on a stack. Made in the scheduler that runs the caller (a pool
 -- outlives a spec's scheduler: the next one gets a channel of its own, every member free).

@@ -271,7 +271,7 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
            function()
             -- issue 25: handed out in turn, one backend after the other did the work of a
             -- serial caller, each with cold caches (the server's CPU per ledger commit
-            -- 1.7-1.8x that of one connection)
+            -- 1.7-1.9x that of one connection)
             local pids, side = {}, {}
             run(function(task)
                 local pool = pg.pool { conninfo = cluster.conninfo, size = 4 }
