@@ -196,8 +196,11 @@ local function one_commit(T, name, led, d16, src)
     local lat = {}
     local c0 = B.pg_counts(T.sleep, led.store)
     for k in pairs(calls) do calls[k] = nil end
+    local s0 = {}
+    for k, v in pairs(led.stats) do s0[k] = v end
     local stop_at = uv.now() + math.min(opts.seconds, 3) * 1000
     local j = 0
+    local cpu0 = B.cpu_s(0)
     while uv.now() < stop_at do
         j = j + 1
         local a = uv.hrtime()
@@ -205,13 +208,22 @@ local function one_commit(T, name, led, d16, src)
             { from = src, to = d16, asset = USD, amount = 1 } } })
         lat[#lat + 1] = (uv.hrtime() - a) / 1000
     end
+    local cpu_us = (B.cpu_s(0) - cpu0) / #lat * 1e6
     counts_line(name, c0, c0 and B.pg_counts(T.sleep, led.store), #lat)
+    -- how each commit went (LED-72/73): planned from the plan cache in one call, read first,
+    -- a cached plan's guard missed, the saga
+    local d = {}
+    for _, k in ipairs { "one_tx_cached", "one_tx_cache_missed", "resolves", "one_tx_missed",
+                         "phases" } do
+        d[#d + 1] = format("%s %.3f", k, ((led.stats[k] or 0) - (s0[k] or 0)) / #lat)
+    end
+    print(format("%-8s %-15s engine per commit: %s", name, "", table.concat(d, ", ")))
     print(format("%-8s %-15s %8d commits     p50 %7.0f us  p99 %7.0f us  (target p50 " ..
-                 "<= 3000 us)  loadavg %s", name, "commit_one", #lat, pct(lat, 0.5),
-                 pct(lat, 0.99), B.loadavg()))
+                 "<= 3000 us), this process's CPU %.0f us per commit  loadavg %s", name,
+                 "commit_one", #lat, pct(lat, 0.5), pct(lat, 0.99), cpu_us, B.loadavg()))
     emit(format('{"bench":"wallet","store":"%s","case":"commit_one","commits":%d,' ..
-                '"p50_us":%.0f,"p99_us":%.0f,"loadavg":"%s"}', name, #lat, pct(lat, 0.5),
-                pct(lat, 0.99), B.loadavg()))
+                '"p50_us":%.0f,"p99_us":%.0f,"cpu_us":%.0f,"loadavg":"%s"}', name, #lat,
+                pct(lat, 0.5), pct(lat, 0.99), cpu_us, B.loadavg()))
 end
 
 -- run_wrk's answer with this process's CPU per 200 (cpu_us; its loop thread's: loop_us) and

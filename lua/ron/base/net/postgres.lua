@@ -63,6 +63,7 @@ local prepared = require("ron.base.net.pg_prepared")
 
 local type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, format =
       type, error, pairs, ipairs, tostring, select, setmetatable, pcall, unpack, string.format
+local insert, remove = table.insert, table.remove
 
 local _M = {
     DEFAULTS = { connect_timeout_ms = 5000, query_timeout_ms = 5000 },
@@ -326,14 +327,24 @@ function _M.pool(opts)
     return self
 end
 
--- The free-member channel, made in the scheduler that runs the caller (a pool outlives a
--- spec's scheduler: the next one gets a channel of its own).
+-- The free members, last released first (issue 25): a caller that runs one statement or
+-- pipeline at a time gets the connection it just used, so one server backend does the
+-- work, where handing them out in turn (a FIFO) woke each backend once per `size` calls:
+-- on PostgreSQL 15 with 4 connections, one ledger commit cost the server 1.7-1.9x the CPU
+-- of a pool of 1 (measured; docs/LEDGER.md "The pool hands out its last connection"). The
+-- channel counts the free members (a token each; waiters queue on it, woken in order); the
+-- members themselves wait on a stack. Made in the scheduler that runs the caller (a pool
+-- outlives a spec's scheduler: the next one gets a channel of its own, every member free).
 function Pool:free_ch()
     local sched = task.current()
     if self.free and self.sched == sched then return self.free end
     self.sched = sched
     self.free = sched.channel(self.size, "pg_pool")
-    for _, m in ipairs(self.members) do self.free:try_send(m) end
+    self.idle = {}
+    for i = self.size, 1, -1 do
+        self.idle[#self.idle + 1] = self.members[i]
+        self.free:try_send(true)
+    end
     return self.free
 end
 
@@ -343,14 +354,22 @@ function Pool:acquire()
     -- shut down: a member still comes back (its query ends within its timeout), unless the
     -- pool closes (close() closes the channel): a commit's next statement is not failed
     -- half-way by a stop (issue 27)
-    local m, err = ch:recv_through_shutdown()
-    if self.closed and not m then return nil, "Closed: the pool was closed", nil, "closed" end
-    if not m then return nil, "Canceled: " .. tostring(err), nil, "canceled" end
-    return m
+    local tok, err = ch:recv_through_shutdown()
+    if self.closed and not tok then return nil, "Closed: the pool was closed", nil, "closed" end
+    if not tok then return nil, "Canceled: " .. tostring(err), nil, "canceled" end
+    return remove(self.idle)
 end
 
+-- (a waiter woken by the token runs later, by then the member is on the stack; a token
+-- refused, a member of an earlier scheduler's channel, is not pushed: the channel of
+-- this one already counts every member free). A member waiting to reconnect (its last
+-- connect failed: a call fails at once until retry_at) goes to the bottom, as it went to
+-- the back of the FIFO: the healthy members are tried first.
 function Pool:release(m)
-    if self.free then self.free:try_send(m) end
+    if self.free and self.free:try_send(true) then
+        local idle = self.idle
+        if m.retry_at then insert(idle, 1, m) else idle[#idle + 1] = m end
+    end
 end
 
 local function pool_run(self, method, ...)

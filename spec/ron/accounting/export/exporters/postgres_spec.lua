@@ -267,6 +267,58 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
             assert.equal(0, pq.live())
         end)
 
+        it("a pool hands a caller that runs one query at a time the connection it last used",
+           function()
+            -- issue 25: handed out in turn, one backend after the other did the work of a
+            -- serial caller, each with cold caches (the server's CPU per ledger commit
+            -- 1.7-1.9x that of one connection)
+            local pids, side = {}, {}
+            run(function(task)
+                local pool = pg.pool { conninfo = cluster.conninfo, size = 4 }
+                local function pid()
+                    return assert(pool:query("SELECT pg_backend_pid() AS p"))[1].p
+                end
+                for i = 1, 8 do pids[i] = pid() end
+                -- side by side it still uses every member, then a serial caller stays on one
+                local hs = {}
+                for i = 1, 4 do
+                    hs[i] = task.spawn("q-" .. i, function()
+                        return assert(pool:query("SELECT pg_sleep(0.02), pg_backend_pid() AS p"))[1].p
+                    end)
+                end
+                for i = 1, 4 do
+                    local ok, v = hs[i]:join()
+                    assert(ok, v)
+                    side[v] = true
+                end
+                for i = 9, 16 do pids[i] = pid() end
+                assert.equal(4, pool:stats().connects)
+                pool:close()
+            end)
+            for i = 2, 8 do assert.equal(pids[1], pids[i]) end
+            for i = 10, 16 do assert.equal(pids[9], pids[i]) end
+            -- a member waiting to reconnect is not the one handed out next: a serial caller
+            -- whose connection broke goes on with another member
+            local answers = {}
+            run(function()
+                local pool = pg.pool { conninfo = cluster.conninfo, size = 2 }
+                assert(pool:query("SELECT 1 AS v"))
+                local m = pool.idle[#pool.idle] -- the member just used, on top
+                m.raw:close()
+                m.raw, m.retry_at = nil, uv.now() + 60000
+                m.last_err, m.last_class = "(the spec's broken connection)", "network"
+                for i = 1, 3 do answers[i] = { pool:query("SELECT 2 AS v") } end
+                pool:close()
+            end)
+            assert.is_nil(answers[1][1]) -- the broken member, once: reconnecting
+            assert.equal("2", answers[2][1] and answers[2][1][1].v)
+            assert.equal("2", answers[3][1] and answers[3][1][1].v)
+            local n = 0
+            for _ in pairs(side) do n = n + 1 end
+            assert.equal(4, n)
+            assert.equal(0, pq.live())
+        end)
+
         it("a script that ends with a connection open, connecting or mid-query neither hangs "
            .. "nor crashes", function()
             local cases = {
