@@ -20,6 +20,9 @@
 --                                         -- c.saga_rows, c.saga_bytes (their data)
 --   B.plain_ddl(s, template)              -- a baseline's DDL for store s: B/I column types
 --                                         -- and @ (the schema prefix) in template filled
+--   B.spawn_out(file, args, env, path)   -- a child, stdout to path, without copying this
+--                                         -- process's page tables (posix_spawn) -> pid
+--   B.reap(pid)                           -- its exit code once it ended, else nil
 --   B.status_kb("VmRSS")                  -- a /proc/self/status field, kB (0 if absent)
 --   B.pg_counts(sleep, store)             -- a PostgreSQL store's server: its durability
 --                                         -- settings, transactions, WAL syncs and records
@@ -201,6 +204,56 @@ end
 -- area writable and executable again (two mprotect calls, each a TLB shootdown to the
 -- other core), every abort is recording thrown away. jit.attach's "trace" event counts
 -- both; the line is per case, the counts since the last call.
+-- A child process started without copying this one's page tables (issue 25). libuv's
+-- uv.spawn forks: every page of this process (the wallet's heap: 100-200 MB in the bench)
+-- is then write-protected until touched, and on the 2-vCPU hypervisor each such fault
+-- costs tens of us: the server under test paid ~60,000 of them at the start of every case
+-- (the first groups 84-240 ms against 20-40 ms), an artefact of a bench that runs its load
+-- generator from the server's process. glibc's posix_spawn uses CLONE_VM|CLONE_VFORK: no
+-- copy. The child's stdout goes to out_path; B.reap(pid) -> exit code, or nil (running).
+ffi.cdef [[
+int posix_spawnp(int *pid, const char *file, const void *file_actions, const void *attrp,
+                 char *const argv[], char *const envp[]);
+int posix_spawn_file_actions_init(void *fa);
+int posix_spawn_file_actions_addopen(void *fa, int fd, const char *path, int oflag,
+                                     unsigned mode);
+int posix_spawn_file_actions_destroy(void *fa);
+int waitpid(int pid, int *status, int options);
+]]
+local function cstrings(list)
+    local a = ffi.new("char *[?]", #list + 1)
+    local keep = {}
+    for i, v in ipairs(list) do
+        keep[i] = ffi.new("char[?]", #v + 1, v)
+        a[i - 1] = keep[i]
+    end
+    return a, keep
+end
+
+function _M.spawn_out(file, args, env, out_path)
+    local fa = ffi.new("uint64_t[32]") -- posix_spawn_file_actions_t: 80 bytes on glibc
+    assert(ffi.C.posix_spawn_file_actions_init(fa) == 0)
+    -- O_WRONLY | O_CREAT | O_TRUNC (Linux)
+    assert(ffi.C.posix_spawn_file_actions_addopen(fa, 1, out_path, 0x241, 420) == 0)
+    local argv, k1 = cstrings({ file, unpack(args) })
+    local envp, k2 = cstrings(env)
+    local pid = ffi.new("int[1]")
+    local rc = ffi.C.posix_spawnp(pid, file, fa, nil, argv, envp)
+    ffi.C.posix_spawn_file_actions_destroy(fa)
+    local _ = { k1, k2 } -- (the strings live until the call returned)
+    if rc ~= 0 then return nil, "posix_spawnp " .. file .. ": error " .. rc end
+    return pid[0]
+end
+
+function _M.reap(pid)
+    local st = ffi.new("int[1]")
+    local r = ffi.C.waitpid(pid, st, 1) -- WNOHANG
+    if r == 0 then return nil end
+    if r < 0 then return -1 end
+    if bit.band(st[0], 0x7f) ~= 0 then return 128 + bit.band(st[0], 0x7f) end
+    return bit.band(bit.rshift(st[0], 8), 0xff)
+end
+
 -- jit.attach keeps ONE handler per event (the last attached): the benches' listeners of
 -- the "trace" event (this counter, wallet_tail's probe) share one, through on_trace.
 local trace_fns = {}
