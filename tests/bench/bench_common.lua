@@ -200,10 +200,6 @@ function _M.loadavg()
     return s and s:match("^(%S+ %S+ %S+)") or "?"
 end
 
--- This VM's trace compiler at work (issue 25): every compiled trace makes its machine-code
--- area writable and executable again (two mprotect calls, each a TLB shootdown to the
--- other core), every abort is recording thrown away. jit.attach's "trace" event counts
--- both; the line is per case, the counts since the last call.
 -- A child process started without copying this one's page tables (issue 25). libuv's
 -- uv.spawn forks: every page of this process (the wallet's heap: 100-200 MB in the bench)
 -- is then write-protected until touched, and on the 2-vCPU hypervisor each such fault
@@ -276,6 +272,10 @@ function _M.off_trace(f)
     if #trace_fns == 0 and jit and jit.attach then jit.attach(trace_event) end
 end
 
+-- This VM's trace compiler at work (issue 25): every compiled trace makes its machine-code
+-- area writable and executable again (two mprotect calls, each a TLB shootdown to the
+-- other core), every abort is recording thrown away. jit.attach's "trace" event counts
+-- both; the line is per case, the counts since the last call.
 function _M.jit_counter()
     local n = { stop = 0, abort = 0, flush = 0 }
     local last = { stop = 0, abort = 0, flush = 0 }

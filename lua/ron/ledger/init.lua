@@ -82,8 +82,18 @@ end
 
 function _M.version() return ffi_string(C.rl_version()) end
 
+-- Bytes as lowercase hex: one format of all the bytes (ids are 16 or 32 bytes; longer
+-- strings loop). Not gsub with a callback: its closure and a callback per byte called from
+-- C abort every trace through a caller (the wallet's answers, issue 25).
+local HEX_MAX = 64
+local HEX_FMT = {}
+for n = 0, HEX_MAX do HEX_FMT[n] = ("%02x"):rep(n) end
 function _M.hex(s)
-    return (s:gsub(".", function(c) return format("%02x", c:byte()) end))
+    local n = #s
+    if n <= HEX_MAX then return format(HEX_FMT[n], s:byte(1, n)) end
+    local t = {}
+    for i = 1, n do t[i] = format("%02x", s:byte(i)) end
+    return table.concat(t)
 end
 
 -- ---- amounts ----

@@ -7,29 +7,17 @@
 --   A.prob(code, detail, headers, extra)   -- a problem answer (dto.problem's codes)
 --   A.problem_answer(p, headers)           -- a decoded problem (dto) as an answer
 --   A.ret(w, a)                            -- a handler's return values, counted
---   A.hex(s)                               -- bytes as lowercase hex
+--   A.hex(s)                               -- bytes as lowercase hex (ron.ledger.hex)
+local ledger = require("ron.ledger")
 local dto = require("ron.wallet.dto")
 
-local format, byte, concat = string.format, string.byte, table.concat
 local pairs = pairs
 
 local M = {}
 local W = {}
 M.methods = W
 
--- (one format of all the bytes, not gsub with a callback: once per answer, its closure and
--- a callback per byte called from C aborted every trace through it, and a loop over the
--- bytes made traces of its own, issue 25; ids are 16 or 32 bytes, longer strings loop)
-local HEX_MAX = 64
-local HEX_FMT = {}
-for n = 0, HEX_MAX do HEX_FMT[n] = ("%02x"):rep(n) end
-function M.hex(s)
-    local n = #s
-    if n <= HEX_MAX then return format(HEX_FMT[n], byte(s, 1, n)) end
-    local t = {}
-    for i = 1, n do t[i] = format("%02x", byte(s, i)) end
-    return concat(t)
-end
+M.hex = ledger.hex
 
 local JSON = "application/json"
 M.JSON = JSON

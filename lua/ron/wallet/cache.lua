@@ -133,11 +133,12 @@ function Cache:staleness_ms()
     return self.clock() - self.ok_ms
 end
 
--- The note of ev when it is the wallet's own commit (consumed: the lag observed), or nil.
-local function own(self, ev)
-    local n = self.noted[ev.seq]
-    if not n or n.tid ~= ev.transfer_id then return nil end
-    self.noted[ev.seq] = nil
+-- The note of event seq when it is the wallet's own commit tid (consumed: the lag
+-- observed), or nil.
+local function own(self, seq, tid)
+    local n = self.noted[seq]
+    if not n or n.tid ~= tid then return nil end
+    self.noted[seq] = nil
     self.n_noted = self.n_noted - 1
     observe_lag(self, self.clock() - n.ms)
     return n
@@ -147,7 +148,7 @@ end
 local function skip_own(self)
     local n = self.noted[self.seq + 1]
     while n do
-        own(self, { seq = self.seq + 1, transfer_id = n.tid })
+        own(self, self.seq + 1, n.tid)
         self.seq = self.seq + 1
         self.events_total = self.events_total + 1
         self.own_events_total = self.own_events_total + 1
@@ -212,14 +213,15 @@ local function apply_event(self, ev, rec)
     -- an audit checkpoint carried in the feed (ron.ledger.attest), an account version, a
     -- stored rejection, an accepted loss move no money (ron.ledger.events)
     if rec == "own" then
-        own(self, ev)
+        own(self, ev.seq, ev.transfer_id)
         self.own_events_total = self.own_events_total + 1
     elseif rec and rec.accounts then
         for _, a in ipairs(rec.accounts) do self:invalidate(a) end
         self.own_running_total = self.own_running_total + 1
     elseif rec and rec.transfer then
         for _, p in ipairs(rec.transfer.pins) do self:invalidate(p.account) end
-        own(self, ev) -- noted while its transfer was read: the lag is still observed
+        -- noted while its transfer was read: the lag is still observed
+        own(self, ev.seq, ev.transfer_id)
     elseif ev.kind == events.ACCOUNT then
         self:invalidate(ev.transfer_id:sub(1, 16)) -- its id begins with the account's
     elseif not events.NO_MONEY[ev.kind] then

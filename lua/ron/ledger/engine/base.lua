@@ -80,7 +80,7 @@ local function fail(code, msg)
     return nil, NAME[code] .. ": " .. msg, code
 end
 
-local function hex(s) return ledger.hex(s) end
+local hex = ledger.hex
 
 local asset_key = view.asset_key
 

@@ -436,14 +436,14 @@ function Ledger:_batch_body(ctx, results, later)
         ctx.ids = aids
         local got, pre = phases.reserve(self, ctx, batch_data(ctx, "reserving"), ids, prs)
         if got == "full" then
-            local ok, err = self:_revalidate_batch(ctx, pre)
+            local ok, err, accts = self:_revalidate_batch(ctx, pre)
             if ok then
                 -- the pairs the chain moves, guarded by its finalize: a miss (another
                 -- writer moved one past what the chain's move fits) is a race like a moved
                 -- balance: give back and plan again, where the overflow is refused
-                ctx.limits = phases.batch_limits(ctx.items, ctx.last_accts)
+                ctx.limits = phases.batch_limits(ctx.items, accts)
                 local done = self:_finalize_batch(ctx, results, later)
-                ctx.limits, ctx.last_accts = nil, nil
+                ctx.limits = nil
                 if done ~= false then return done end
             elseif err then error(err) end
             self:_give_back_batch(ctx)

@@ -293,12 +293,11 @@ end
 -- reserved store postings and balances read again (pre: read by the reserve phase); each
 -- transfer validated in order against them, a later one seeing the earlier ones' effects.
 -- true, or false (re-plan: the state moved), or false, err (a reserved posting is not ours:
--- a bug).
+-- a bug); and the accounts read (the finalize's limits: phases.batch_limits).
 function Ledger:_revalidate_batch(ctx, pre)
     local items = ctx.items
     if #items == 0 then return true end
     local accts, got, bal = self:_revalidate_reads(ctx, pre)
-    ctx.last_accts = accts -- (the finalize's limits, phases.batch_limits)
     local rows, prs, pseen = {}, {}, {}
     for _, p in ipairs(got) do
         if p.status ~= "pending_inactive" or p.reservation ~= ctx.sid then
@@ -332,9 +331,10 @@ function Ledger:_revalidate_batch(ctx, pre)
     end
     if not self.check and same_inputs(ctx, items, accts, bal, prs) then
         self.stats.last_step_unchanged = (self.stats.last_step_unchanged or 0) + 1
-        return true
+        return true, nil, accts
     end
-    return self:_validate_chain(items, accts, bal)
+    local ok, err = self:_validate_chain(items, accts, bal)
+    return ok, err, accts
 end
 
 -- Each transfer of items validated in order against accts and the balances chain (by pair
