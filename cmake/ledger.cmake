@@ -141,6 +141,9 @@ endif()
 # spec/ron/ledger/store_spec.lua) and here inside the host, in tasks, on PostgreSQL (a real
 # server started by tests/pg/pg-harness.sh) and on SQLite offloaded to the threadpool.
 rl_host_spec(lua-ledger-store-host spec/ron/ledger/store_host_spec.lua "lua;postgres" 300)
+# The offloaded SQLite store's WAL checkpoints beside its writes (issue 25,
+# lua/ron/ledger/store/sqlite_checkpoint.lua).
+rl_host_spec(lua-ledger-sqlite-checkpoint-host spec/ron/ledger/sqlite_checkpoint_host_spec.lua lua 120)
 
 # The engine (lua/ron/ledger/ledger.lua, docs/LEDGER.md "The commit path") on a real
 # PostgreSQL inside the host: racing commits, a racing capped floor, replays, and a kill -9

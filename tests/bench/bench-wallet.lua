@@ -459,9 +459,20 @@ local function cpu_snap(w)
     else probe:start_vm(opts.gc_ms) end
     jit_count()
     local st = w.led.stats
+    local ss = w.led.store.stats or {}
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
              st.resolves or 0, st.handovers or 0, st.commits or 0, st.batches or 0,
-             thread_cpu() }
+             thread_cpu(), ss.checkpoints or 0, ss.checkpoints_inline or 0 }
+end
+
+-- the offloaded SQLite store's checkpoints beside its writes (docs/LEDGER.md)
+local function checkpoint_line(name, w, snap)
+    local ss = w.led.store.stats
+    if not (ss and ss.checkpoints) then return end
+    print(format("%-8s %-15s WAL checkpoints beside the writes %d (in the store's turn %d, " ..
+                 "failed %d), the last: %d frames in the WAL, %d copied", name, "",
+                 ss.checkpoints - snap[10], ss.checkpoints_inline - snap[11],
+                 ss.checkpoint_failures, ss.wal_frames, ss.wal_copied))
 end
 
 local function cpu_line(name, w, snap, ok)
@@ -480,6 +491,7 @@ local function cpu_line(name, w, snap, ok)
     tail_line(name)
     for _, line in ipairs(probe:lines(format("%-8s %-15s", name, ""))) do print(line) end
     calls_line(name, ok)
+    checkpoint_line(name, w, snap)
     feed_line(name)
     local tc = thread_cpu()
     print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us; the loop " ..

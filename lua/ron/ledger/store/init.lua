@@ -8,7 +8,8 @@
 --   local s = store.open { backend = "memory" }     -- ron.ledger.store.memory, when present
 --
 -- Options per backend: ron.ledger.store.sqlite (path, synchronous, busy_timeout_ms, offload,
--- max_queue, cache_mb) and ron.ledger.store.postgres (conninfo or db, schema, connections). open()
+-- max_queue, cache_mb, checkpoint_ms) and ron.ledger.store.postgres (conninfo or db, schema,
+-- connections). open()
 -- creates the tables idempotently and refuses a newer schema version (LED-24).
 --
 -- THE CONTRACT (every backend, same semantics; spec/ron/ledger/store_conformance.lua checks

@@ -7,7 +7,9 @@
 --                           busy_timeout_ms = 5000,
 --                           offload = false,               -- true: primitives in the pool
 --                           max_queue = 1024,              -- offloaded calls waiting, per store
---                           cache_mb = 64 }                -- SQLite's page cache (bounded)
+--                           cache_mb = 64,                 -- SQLite's page cache (bounded)
+--                           checkpoint_ms = 100 }          -- offloaded: WAL checkpoints beside
+--                                                          -- the writes (0: inside commits)
 --   s:create_book(...) ... s:close()
 --
 -- Durability (LED-23, LED-50): WAL journal mode. durability = "statement" runs synchronous =
@@ -24,6 +26,13 @@
 -- A transfer writes ~2.8 KB into six B-trees at positions its random ids choose; past a
 -- few hundred MB of ledger each write read its pages back from the OS (a syscall each) and
 -- a 16-source wallet fell from 287 to 91 transfers/s over 5 minutes (bench-wallet --soak).
+--
+-- Checkpoints (issue 25): SQLite copies the WAL into the database file inside the commit
+-- that takes the WAL past 1000 pages. The offloaded store turns that off on its connection
+-- and checkpoints from a second connection on a pool thread, beside its writes, at most
+-- every checkpoint_ms (ron.ledger.store.sqlite_checkpoint has the why, the figures and the
+-- bounds); checkpoint_ms = 0 keeps SQLite's automatic checkpoint. The synchronous driver
+-- keeps it always.
 --
 -- Two drivers, the same SQL (ron.ledger.store.sql):
 --   sync (default): each call runs on the caller's thread (busted, the CLI, benchmarks).
@@ -83,6 +92,8 @@ const char *sqlite3_libversion(void);
 int sqlite3_threadsafe(void);
 ]]
 end
+-- (after the declarations above: it declares its functions over their sqlite3 type)
+local ckpt = require("ron.ledger.store.sqlite_checkpoint")
 
 local lib
 local function L()
@@ -107,6 +118,7 @@ local IO = { [10] = true, [13] = true, [14] = true, [11] = true, [8] = true, [26
 local T_INT, T_FLOAT, T_NULL = 1, 2, 5
 local OPEN_RW_CREATE_FULLMUTEX = 0x00000002 + 0x00000004 + 0x00010000
 local OPEN_RO_URI_FULLMUTEX = 0x00000001 + 0x00000040 + 0x00010000
+local OPEN_RW_FULLMUTEX = 0x00000002 + 0x00010000
 
 local function classify(rc)
     local p = bit_band(rc, 0xff)
@@ -309,7 +321,8 @@ local function new_conn(db) return setmetatable({ db = db, stmts = {}, depth = 0
 
 local SYNC = { full = "FULL", normal = "NORMAL" }
 local OPTS = { path = true, synchronous = true, busy_timeout_ms = true, offload = true,
-               max_queue = true, durability = true, readonly = true, cache_mb = true }
+               max_queue = true, durability = true, readonly = true, cache_mb = true,
+               checkpoint_ms = true }
 local DURABILITY = { ack = "normal", statement = "full" } -- -> the per-statement synchronous
 
 -- durability (LED-50) from the options: "ack" (default) or "statement"; the older option
@@ -350,6 +363,10 @@ local function check_opts(o)
     local cm = o.cache_mb
     if cm ~= nil and (type(cm) ~= "number" or cm < 1 or cm > 65536 or cm % 1 ~= 0) then
         error("sqlite.open: cache_mb must be an integer in 1..65536", 3)
+    end
+    local ck = o.checkpoint_ms
+    if ck ~= nil and (type(ck) ~= "number" or ck < 0 or ck > 60000 or ck % 1 ~= 0) then
+        error("sqlite.open: checkpoint_ms must be an integer in 0..60000", 3)
     end
 end
 
@@ -438,6 +455,11 @@ local function open_conn(o)
     if ok then
         ok, err, cls = conn:exec(format("PRAGMA cache_size = -%d", (o.cache_mb or 64) * 1024))
     end
+    -- Temporary files in memory: a statement of a transaction that may fail half-way keeps
+    -- the pages it changes in a statement journal, which SQLite spills to a file in
+    -- /var/tmp past 64 KiB; the batch's finalize statements did, ~2.6 KB of file writes
+    -- per transfer (issue 25, docs/WALLET.md §8). Its size is the statement's own pages.
+    if ok then ok, err, cls = conn:exec("PRAGMA temp_store = MEMORY") end
     if not ok then
         conn:close()
         return nil, err, cls
@@ -526,6 +548,7 @@ local attached, n_attached = {}, 0
 
 -- The pool's entry point (run by the work function, under pcall): one primitive.
 function _M.pool_call(dbnum, token, method, packed, durability)
+    if method == ckpt.METHOD then return _M.pack(ckpt.run(L(), dbnum)) end
     local s = attached[token]
     if not s then
         if n_attached >= ATTACHED_MAX then attached, n_attached = {}, 0 end
@@ -561,12 +584,21 @@ local function WORK(path, dbnum, token, method, packed, id, durability)
 end
 
 local work_handle
-local inflight, next_id = {}, 0
+-- (the checkpoints' apart: in_flight() counts the calls a caller waits for)
+local inflight, ck_inflight, next_id = {}, {}, 0
 
 local function after(id, packed, err)
     local req = inflight[id]
-    inflight[id] = nil
-    if req and not req.ch:is_closed() then req.ch:try_send({ packed, err }) end
+    if req then
+        inflight[id] = nil
+        if not req.ch:is_closed() then req.ch:try_send({ packed, err }) end
+        return
+    end
+    local cb = ck_inflight[id]
+    ck_inflight[id] = nil
+    if not cb then return end
+    if packed then return cb(_M.unpack_(packed)) end
+    return cb(nil, err)
 end
 
 function _M.in_flight()
@@ -669,6 +701,7 @@ function Off:call(method, ...)
         self.busy = true
         nxt:try_send(true)
     end
+    if self.ckpt then self.ckpt:poke() end
     if not res then return nil, err, "io" end
     -- a body that raised: misuse (as the synchronous driver raises it) or a bug
     if res[1] == nil then error(tostring(res[2]), 2) end
@@ -679,6 +712,7 @@ end
 -- and leaves the close to that call's end (call above): never under a running statement.
 function Off:close()
     self.closed = true
+    if self.ckpt then self.ckpt:close() end
     -- (rawget: an unknown key of an offloaded store is a proxy of a store method)
     if self.busy or rawget(self, "conn_closed") then return true end
     self.conn_closed = true
@@ -699,6 +733,44 @@ local function snapshot(self, fn)
     return unpack(r, 2, table.maxn(r))
 end
 
+-- A checkpoint on the pool (ron.ledger.store.sqlite_checkpoint): cb(rc, log, copied) or
+-- cb(nil, err) on the loop when it ends.
+local function queue_checkpoint(dbnum, method, cb)
+    local uv = require("luv") -- (not at the top: see Off:call)
+    if not work_handle then work_handle = uv.new_work(WORK, after) end
+    next_id = next_id + 1
+    local id = next_id
+    ck_inflight[id] = cb
+    local ok, qerr = work_handle:queue(package.path, dbnum, "checkpoint", method, _M.pack(), id,
+                                       "ack")
+    if not ok then
+        ck_inflight[id] = nil
+        cb(nil, "IoError: uv work queue failed: " .. tostring(qerr))
+    end
+end
+
+-- The offloaded store's checkpoints beside its writes: a second connection of the file,
+-- and the writer's own automatic checkpoint off. nil when checkpoint_ms = 0 (or the second
+-- connection cannot be had: SQLite's automatic checkpoint stays, as before).
+local function checkpointer(o, off)
+    if o.checkpoint_ms == 0 then return nil end
+    local C = L()
+    local rc = C.sqlite3_open_v2(o.path, pp_db, OPEN_RW_FULLMUTEX, nil)
+    local db = pp_db[0]
+    if rc ~= OK then
+        if db ~= nil then C.sqlite3_close_v2(db) end
+        return nil
+    end
+    local conn = new_conn(db)
+    conn:exec("PRAGMA synchronous = NORMAL")
+    ckpt.writer_off(C, off.conn.db)
+    local uv, task = require("luv"), require("ron.base.task")
+    return ckpt.new { store = off, dbnum = tonumber(ffi.cast("uintptr_t", db)),
+                      queue = queue_checkpoint, now = uv.now, interval_ms = o.checkpoint_ms,
+                      spawn = function(fn) task.spawn("sqlite_checkpoint", fn) end,
+                      close = function() conn:close() end }
+end
+
 function _M.open(o)
     check_opts(o)
     if o.readonly and o.offload then error("sqlite.open: readonly is not offloaded", 2) end
@@ -707,11 +779,13 @@ function _M.open(o)
     if not conn then return nil, err, cls end
     if o.offload then
         local dbnum = tonumber(ffi.cast("uintptr_t", conn.db))
-        return setmetatable({ conn = conn, dbnum = dbnum, token = next_token(dbnum),
-                              busy = false, waiters = {}, max_queue = o.max_queue or 1024,
-                              stats = { calls = 0, rejected = 0 }, closed = false,
-                              backend = "sqlite", offloaded = true, path = o.path,
-                              durability = durability_of(o) }, Off)
+        local off = setmetatable({ conn = conn, dbnum = dbnum, token = next_token(dbnum),
+                                   busy = false, waiters = {}, max_queue = o.max_queue or 1024,
+                                   stats = { calls = 0, rejected = 0 }, closed = false,
+                                   backend = "sqlite", offloaded = true, path = o.path,
+                                   durability = durability_of(o), ckpt = false }, Off)
+        off.ckpt = checkpointer(o, off) or false
+        return off
     end
     local s = sql.new(conn, "sqlite", "")
     s.backend, s.path, s.durability = "sqlite", o.path, durability_of(o)
