@@ -16,11 +16,12 @@ local function in_task(body)
     assert.equal(0, sqlite.in_flight())
 end
 
--- The writer connection's wal_autocheckpoint, read on the loop between two calls.
-local function autocheckpoint(s)
-    local rows = assert(s.conn:read("PRAGMA wal_autocheckpoint", { n = 0 }))
+-- A pragma's value on the writer connection, read on the loop between two calls.
+local function pragma(s, name)
+    local rows = assert(s.conn:read("PRAGMA " .. name, { n = 0 }))
     return tonumber(rows[1][1])
 end
+local function autocheckpoint(s) return pragma(s, "wal_autocheckpoint") end
 
 local BLOB = string.rep("x", 3000) -- about a page per row
 
@@ -81,6 +82,18 @@ describe("ron.ledger.store.sqlite offloaded: checkpoints beside the writes", fun
             assert.is_nil(s.stats.checkpoints)
             s:close()
         end)
+    end)
+
+    it("keeps temporary files in memory (a statement journal never spills to /var/tmp)",
+       function()
+        in_task(function()
+            local s = assert(sqlite.open { path = S.tmpname(".sqlite"), offload = true })
+            assert.equal(2, pragma(s, "temp_store")) -- MEMORY
+            s:close()
+        end)
+        local s = assert(sqlite.open { path = S.tmpname(".sqlite") })
+        assert.equal(2, tonumber(assert(s.drv:read("PRAGMA temp_store", { n = 0 }))[1][1]))
+        s:close()
     end)
 
     it("a WAL a reader keeps from starting again goes to the writer's turn, and starts again "
