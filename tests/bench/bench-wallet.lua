@@ -16,6 +16,10 @@
 --       [--gc-ms]         (the collector's ms per second of a transfer case, from LuaJIT's
 --                          sampling profiler; starting it flushes the compiled traces:
 --                          every case then starts cold, as --profile's)
+--       [--wal-census]    (SQLite: the store's checkpoints held off after the first, and after
+--                          each transfer case the WAL frames it wrote per transfer, by
+--                          table and index: tests/bench/wal_census.lua)
+--       [--checkpoint-ms N] (SQLite: the store's checkpoint_ms, docs/LEDGER.md)
 --       [--soak S]        (memory, issue 25's "flat under a 5-minute run": --soak 300.
 --                          Instead of the cases below: transfer (K sources), transfer_hot
 --                          and balance_http each for S seconds in slices of at most 30 s,
@@ -68,6 +72,7 @@ local dto = require("ron.wallet.dto")
 local SB = require("sql_baseline")
 local pct = require("ron.base.percentile")
 local WT = require("wallet_tail")
+local census = require("wal_census")
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
@@ -77,11 +82,12 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--cases", "cases", "str" },
              { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
              { "--profile", "profile", "str" }, { "--soak", "soak", "num" },
-             { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" } },
+             { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" },
+             { "--wal-census", "wal_census", "on" }, { "--checkpoint-ms", "ckpt_ms", "num" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
-           .. "[--soak S] [--warmup S] [--gc-ms]")
+           .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
@@ -427,6 +433,17 @@ end
 -- CPU seconds of this process's threads by name (/proc/self/task: the loop thread is the
 -- process's name, libuv's pool threads "libuv-worker")
 local TICK = 100 -- USER_HZ
+-- this process's file and socket I/O so far (/proc/self/io: rchar, wchar, the bytes its
+-- read and write calls moved; Linux): a figure the machine's load does not change
+local function proc_io()
+    local f = io.open("/proc/self/io")
+    if not f then return nil end
+    local t = f:read("*a")
+    f:close()
+    return { r = tonumber(t:match("rchar: (%d+)")), w = tonumber(t:match("wchar: (%d+)")),
+             sr = tonumber(t:match("syscr: (%d+)")), sw = tonumber(t:match("syscw: (%d+)")) }
+end
+
 local function thread_cpu()
     local out, pid = {}, uv.os_getpid()
     local dir = uv.fs_scandir("/proc/self/task")
@@ -462,17 +479,19 @@ local function cpu_snap(w)
     local ss = w.led.store.stats or {}
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
              st.resolves or 0, st.handovers or 0, st.commits or 0, st.batches or 0,
-             thread_cpu(), ss.checkpoints or 0, ss.checkpoints_inline or 0 }
+             thread_cpu(), ss.checkpoints or 0, ss.checkpoints_inline or 0,
+             ss.checkpoints_finish or 0, proc_io() }
 end
 
 -- the offloaded SQLite store's checkpoints beside its writes (docs/LEDGER.md)
 local function checkpoint_line(name, w, snap)
     local ss = w.led.store.stats
     if not (ss and ss.checkpoints) then return end
-    print(format("%-8s %-15s WAL checkpoints beside the writes %d (in the store's turn %d, " ..
-                 "failed %d), the last: %d frames in the WAL, %d copied", name, "",
-                 ss.checkpoints - snap[10], ss.checkpoints_inline - snap[11],
-                 ss.checkpoint_failures, ss.wal_frames, ss.wal_copied))
+    print(format("%-8s %-15s WAL checkpoints %d (finished in the store's turn %d, past the " ..
+                 "bound %d, failed %d), the last: %d frames in the WAL, %d copied", name, "",
+                 ss.checkpoints - snap[10], ss.checkpoints_finish - snap[12],
+                 ss.checkpoints_inline - snap[11], ss.checkpoint_failures, ss.wal_frames,
+                 ss.wal_copied))
 end
 
 local function cpu_line(name, w, snap, ok)
@@ -492,6 +511,13 @@ local function cpu_line(name, w, snap, ok)
     for _, line in ipairs(probe:lines(format("%-8s %-15s", name, ""))) do print(line) end
     calls_line(name, ok)
     checkpoint_line(name, w, snap)
+    local io1, io0 = proc_io(), snap[13]
+    if io1 and io0 then
+        local n = math.max(ok, 1)
+        print(format("%-8s %-15s I/O per transfer (this process): written %.1f KB in %.1f " ..
+                     "calls, read %.1f KB in %.1f calls", name, "", (io1.w - io0.w) / n / 1024,
+                     (io1.sw - io0.sw) / n, (io1.r - io0.r) / n / 1024, (io1.sr - io0.sr) / n))
+    end
     feed_line(name)
     local tc = thread_cpu()
     print(format("%-8s %-15s cpu/transfer by thread: loop %.0f us, others %.0f us; the loop " ..
@@ -662,12 +688,14 @@ local function case(T, name, open_store, base)
             opts.seconds = seconds
         end
         local before = moved(S)
+        local wal0 = opts.wal_census and name == "sqlite" and census.frames(led.store.path)
         local snap = cpu_snap(w)
         local r = run_wrk(T, srv:port(), "transfer", nbase,
                           table.concat(from, ";", 1, nsrc), SINK)
         local ok = r.status[201] or 0
         local rate = ok / (r.duration_us / 1e6)
         cpu_line(name, w, snap, ok)
+        if opts.wal_census and name == "sqlite" then census.print(name, led.store.path, wal0, ok) end
         if direct_rate then
             report(name, base, label, nsrc, r, ok, rate, direct_rate)
         else
@@ -740,7 +768,12 @@ B.main("bench-wallet", function(T)
                                sources = opts.accounts, hot = hot }
         end)
         case(T, "sqlite", function()
-            return store_mod.open { backend = "sqlite", path = path, offload = true }
+            local st = assert(store_mod.open { backend = "sqlite", path = path,
+                                               offload = true, checkpoint_ms = opts.ckpt_ms })
+            if opts.wal_census then -- one checkpoint at the first call, then none
+                st.ckpt.interval, st.ckpt.max = math.huge, math.huge
+            end
+            return st
         end, base)
         file_bytes(path)
         B.fresh_sqlite(path)

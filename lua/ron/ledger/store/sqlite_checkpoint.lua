@@ -3,36 +3,48 @@
 --
 -- Why. SQLite checkpoints a WAL database inside the COMMIT that takes the WAL past
 -- wal_autocheckpoint (1000 pages): that commit copies every page the WAL holds into the
--- database file and syncs it before it returns. The wallet's group of 64 transfers writes
--- ~350 WAL frames in its finalize (random ids put each transfer in its own leaf of four
--- indexes), so every third group or so also did the copy: that group's commit took about
--- twice the others' (the group commit's p99 ~2 x its p50), and the copy sat on the one
--- store thread the commits wait for, while the loop thread waited too
--- (docs/WALLET.md §8, "WAL checkpoints beside the writes").
+-- database file and syncs it before it returns, on the one store thread every commit waits
+-- for. The wallet's group of 64 transfers writes ~350 WAL frames (random ids put each
+-- transfer in its own leaf of four indexes), so every third group or so made that copy,
+-- and each copy took about half of the pages the WAL held: a leaf rewritten by three
+-- groups was copied three times. Measured on the wallet bench (hot case, this process's
+-- /proc/self/io per transfer, docs/WALLET.md §8): 60-62 KB written in 28 calls and 16-17
+-- KB read before; 30 KB in 15.5 calls and 6 KB read with a cycle a second.
 --
 -- What. The writer's connection runs with wal_autocheckpoint = 0; a second connection of
--- the same file, used for nothing else, runs PRAGMA wal_checkpoint(PASSIVE) on a pool
--- thread. A PASSIVE checkpoint takes no lock a writer or a reader waits for: the writer
--- goes on appending meanwhile, and once a checkpoint has copied the whole WAL the writer's
--- next transaction starts it again from its beginning (SQLite's own rule, as after an
--- automatic checkpoint). Crash safety is SQLite's: the WAL stays the log until the copy is
--- synced, whichever connection copies it.
+-- the same file, used for nothing else, runs sqlite3_wal_checkpoint_v2(PASSIVE) on a pool
+-- thread. A PASSIVE checkpoint takes no lock a writer or a reader waits for, so it copies
+-- beside the writes. But it copies the WAL as it was when it began, and a WAL is started
+-- again (written from its beginning, not appended to) only once wholly copied: under
+-- steady writes a checkpoint beside them never gets there. So a cycle is passes beside the
+-- writes, each copying what the writer appended during the last, until one finds few new
+-- frames (FINISH_FRAMES): those are copied in the writer's turn, between two of its calls
+-- (a short wait for it), and its next transaction starts the WAL again. Crash safety is
+-- SQLite's: the WAL stays the log until the copy is synced, whichever connection copies.
 --
--- Bounds (I-7): one checkpoint in flight per store; one started at most every interval_ms,
--- after a call of the writer (an idle store starts none); when a checkpoint finds the WAL
--- at max_frames or more (it could not start the WAL again: a reader held an old snapshot,
--- or the writer never left it a moment), the next one runs in the writer's own turn, as
--- the automatic one did, between two of its calls. A checkpoint that fails is counted and
--- tried again at the next interval; the WAL keeps the commits meanwhile.
+-- How often. A cycle begins at most every interval_ms. Rarer cycles copy less: a leaf page
+-- that many commits rewrote is copied once per cycle, not once per commit that wrote it.
+-- Counted on the wallet bench's WAL (287,510 frames of the hot case, 15,456 distinct
+-- pages): windows of 1,000 frames (SQLite's automatic checkpoint) hold 0.48 distinct pages
+-- per frame, windows of 4,000 0.24, of 16,000 0.10.
+--
+-- Bounds (I-7): one checkpoint in flight per store; a cycle begins only after a call of the
+-- writer (an idle store starts none); when a checkpoint finds the WAL at max_frames or more
+-- (it could not start the WAL again: a reader held an old snapshot, or the writes outran
+-- the passes) the next ones run in the writer's turn, as the automatic one did, until the
+-- WAL is small again. A checkpoint that fails is counted and tried again at the next
+-- interval; the WAL keeps the commits meanwhile.
 local ffi = require("ffi")
 
 local _M = {}
 
-_M.INTERVAL_MS = 100     -- default: at most one checkpoint started per 100 ms
-_M.MAX_FRAMES = 16384    -- a WAL of 16384 frames (64 MB of 4 KB pages): checkpoint inline
+_M.INTERVAL_MS = 1000    -- default: a cycle begins at most once a second
+_M.MAX_FRAMES = 65536    -- a WAL of 65536 frames (256 MB of 4 KB pages): in the writer's turn
+_M.FINISH_FRAMES = 256   -- a pass beside the writes that found this few new: finish in turn
 _M.METHOD = "\0checkpoint" -- the pool call's method name: no store primitive is named so
 
 local PASSIVE = 0
+local FINISH = _M.FINISH_FRAMES
 
 pcall(ffi.cdef, [[
 int sqlite3_wal_checkpoint_v2(sqlite3 *db, const char *zDb, int eMode, int *pnLog,
@@ -64,13 +76,15 @@ Ckpt.__index = Ckpt
 -- interval_ms, max_frames }
 function _M.new(o)
     local st = o.store.stats
-    st.checkpoints, st.checkpoints_inline, st.checkpoint_failures = 0, 0, 0
+    st.checkpoints, st.checkpoints_finish, st.checkpoints_inline = 0, 0, 0
+    st.checkpoint_failures = 0
     st.wal_frames, st.wal_copied = 0, 0 -- the last checkpoint's: frames in the WAL, copied
     return setmetatable({ store = o.store, dbnum = o.dbnum, queue = o.queue, now = o.now,
                           spawn = o.spawn, close_conn = o.close,
                           interval = o.interval_ms or _M.INTERVAL_MS,
                           max = o.max_frames or _M.MAX_FRAMES, running = false,
-                          last = -math.huge, inline = false, closed = false }, Ckpt)
+                          last = -math.huge, finish = false, inline = false,
+                          prev = 0, again = false, closed = false }, Ckpt)
 end
 
 -- The store closes: the checkpoint connection with it, or, while a checkpoint runs on it,
@@ -81,10 +95,10 @@ function Ckpt:close()
     if not self.running then self.close_conn() end
 end
 
-function Ckpt:_done(rc, log, copied)
+function Ckpt:_done(rc, log, copied, beside)
     local st = self.store.stats
     self.running = false
-    if self.closed then self.close_conn() end
+    if self.closed then return self.close_conn() end
     if rc ~= 0 and rc ~= 5 then -- (5, BUSY: another connection's checkpoint ran)
         st.checkpoint_failures = st.checkpoint_failures + 1
         return
@@ -92,26 +106,51 @@ function Ckpt:_done(rc, log, copied)
     st.checkpoints = st.checkpoints + 1
     st.wal_frames, st.wal_copied = log or 0, copied or 0
     self.inline = st.wal_frames >= self.max
-end
-
--- After each call of the writer (on the loop): start a checkpoint when none runs and the
--- interval has passed since the last one started.
-function Ckpt:poke()
-    if self.running or self.closed then return end
-    local t = self.now()
-    if t - self.last < self.interval then return end
-    self.running, self.last = true, t
-    if self.inline then
-        -- in the writer's turn: no write of its own runs beside it
-        self.store.stats.checkpoints_inline = self.store.stats.checkpoints_inline + 1
-        self.spawn(function()
-            local rc, log, copied = self.store:call(_M.METHOD)
-            self:_done(rc or -1, log, copied)
-        end)
+    if not beside then -- (in the writer's turn: the cycle ends; the WAL starts again)
+        self.prev, self.finish = 0, false
         return
     end
+    -- A pass beside the writes copies the WAL as it was when it began; the writer appends
+    -- meanwhile, and a WAL starts again only once wholly copied. So passes follow one
+    -- another, each copying what the writer appended during the last, until one finds
+    -- few new frames: those are copied in the writer's turn (a short wait for it), and
+    -- its next transaction starts the WAL again. A WAL started again meanwhile (fewer
+    -- frames than the last pass saw) ends the cycle.
+    local new = st.wal_frames - self.prev
+    if new < 0 or st.wal_frames == 0 then self.prev = 0 return end
+    self.prev = st.wal_frames
+    self.finish = new <= FINISH
+    self.again = not self.finish
+    return self:poke()
+end
+
+-- In the writer's turn: no write of the store runs beside it.
+function Ckpt:_in_turn()
+    local st = self.store.stats
+    if self.inline then st.checkpoints_inline = st.checkpoints_inline + 1
+    else st.checkpoints_finish = st.checkpoints_finish + 1 end
+    self.spawn(function()
+        local rc, log, copied = self.store:call(_M.METHOD)
+        self:_done(rc or -1, log, copied, false)
+    end)
+end
+
+-- After each call of the writer (on the loop), and after a pass beside it: start one when
+-- none runs: in the writer's turn to finish a cycle or past the bound; beside the writes
+-- for the cycle's next pass, or to begin a cycle once the interval has passed since the
+-- last one began.
+function Ckpt:poke()
+    if self.running or self.closed then return end
+    if self.finish or self.inline then
+        self.running, self.again = true, false
+        return self:_in_turn()
+    end
+    local t = self.now()
+    if not self.again and t - self.last < self.interval then return end
+    if not self.again then self.last = t end
+    self.running, self.again = true, false
     self.queue(self.dbnum, _M.METHOD, function(rc, log, copied)
-        self:_done(rc or -1, log, copied)
+        self:_done(rc or -1, log, copied, true)
     end)
 end
 
