@@ -52,6 +52,16 @@ function W:_send(req, a, replayed)
     return req:respond(a.status, a.body, a.ctype, h)
 end
 
+-- A job's answer kept in the answer cache when it is the ledger's stored outcome (the only
+-- kind it may keep: ron.wallet.money's `stored`), under the job's Idempotency-Key with its
+-- body hash on the answer itself (a.h: no entry table per answer, issue 25).
+function W:_keep_answer(job, a)
+    if a.stored and job.kkey then
+        a.h = job.h
+        self.answers:put(job.kkey, a)
+    end
+end
+
 local function ret(self, a)
     self:_count(a.status)
     return a.status, a.body, a.ctype, a.headers

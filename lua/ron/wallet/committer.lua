@@ -96,8 +96,9 @@ local function claim_of(job)
              outcome = { status = "claimed", message = dec(job.r.nonce), body_hash = job.h } }
 end
 
--- Steps 1-4: -> the members to commit (each { job =, prior = }), or nil, err (a store failure:
--- the caller falls back). Answers of the members decided here go to out[i].
+-- Steps 1-4: -> the members to commit (their indexes in jobs; job.prior: its nonce row read),
+-- or nil, err (a store failure: the caller falls back). Answers of the members decided here
+-- go to out[i].
 local function precheck(self, jobs, out)
     local store = self.led.store
     local keys = {}
@@ -132,7 +133,8 @@ local function precheck(self, jobs, out)
         elseif prior and prior.body_hash ~= job.h then
             out[i] = { self:_nonce_used(job, prior), true }
         else
-            live[#live + 1] = { i = i, job = job, prior = prior }
+            job.prior = prior -- (nil: none; a fallback's single path reads it again)
+            live[#live + 1] = i
         end
     end
     return live
@@ -169,22 +171,22 @@ function _M.work(self, jobs)
     local retry = {}
     if live and #live > 0 then
         local reqs = {}
-        for k, e in ipairs(live) do reqs[k] = self:_money_request(e.job) end
+        for k, i in ipairs(live) do reqs[k] = self:_money_request(jobs[i]) end
         local hand_back = self.held.handed_live < _M.HANDED_MAX
         if not hand_back then self.m.group_inline = (self.m.group_inline or 0) + 1 end
         local results = self.led:commit_many(reqs, { hand_back = hand_back })
-        for k, e in ipairs(live) do
-            local r, job = results[k], e.job
+        for k, i in ipairs(live) do
+            local r, job = results[k], jobs[i]
             if r.handed then
-                job.handed, job.prior = r.handed, e.prior
-                out[e.i] = { handed = true }
+                job.handed = r.handed
+                out[i] = { handed = true }
                 -- its payer's next jobs run apart too, until it commits
                 if job.r.from then self.held:watch(job.r.from) end
                 self.m.group_handed = (self.m.group_handed or 0) + 1
             else
-                local a, healthy, replayed = member_answer(self, job, e.prior, r)
-                if a == nil then retry[#retry + 1] = e.i
-                else out[e.i] = { a, healthy, replayed } end
+                local a, healthy, replayed = member_answer(self, job, job.prior, r)
+                if a == nil then retry[#retry + 1] = i
+                else out[i] = { a, healthy, replayed } end
             end
         end
     end
@@ -221,7 +223,7 @@ function _M.run_group(self, jobs)
             if job.handed then handed[#handed + 1] = job
             else
                 if not timed_out then self.breaker:record(healthy) end
-                if a.stored and job.kkey then self.answers:put(job.kkey, { h = job.h, a = a }) end
+                self:_keep_answer(job, a)
                 self:_clear(job)
                 if not timed_out then
                     answered[i] = true
@@ -296,9 +298,7 @@ local function drive_one(self, job, send)
     if send then return self:_run_job(job) end
     local ok, a = pcall(_M.drive_handed, self, job)
     if not ok then self.log("commit error: " .. tostring(a))
-    elseif a.stored and job.kkey then
-        self.answers:put(job.kkey, { h = job.h, a = a })
-    end
+    else self:_keep_answer(job, a) end
     self:_clear(job)
 end
 

@@ -216,6 +216,32 @@ local problem = _M.problem
 -- Semantic checks of a decoded request (pure Lua). r holds the fields by name (strings and
 -- numbers); assets = { CODE = scale } or nil (any well-formed code). Returns r completed
 -- (binary ids, canon) or nil, problem.
+-- A field's text key (an account id's text beside its bytes) and its canonical form's
+-- prefix, made once (issue 25: a concatenation per field per request).
+-- (by route, the prefix of each field in schema order: the first's is the route, a line
+-- feed and its name, the others' a line feed and their name)
+local TEXT_KEY, CANON_PREFIX = {}, {}
+for route, schema in pairs(SCHEMAS) do
+    CANON_PREFIX[route] = {}
+    for i, f in ipairs(schema) do
+        TEXT_KEY[f[1]] = f[1] .. "_text"
+        CANON_PREFIX[route][i] = (i == 1 and route .. "\n" or "\n") .. f[1] .. "="
+    end
+end
+
+-- The canonical form (below) of r for route: its parts in one scratch list (only the
+-- string is made per request), joined.
+local canon_parts = {}
+local function canon(route, schema, r)
+    local c, prefix = canon_parts, CANON_PREFIX[route]
+    for i, f in ipairs(schema) do
+        local v = r[TEXT_KEY[f[1]]] or r[f[1]]
+        c[2 * i - 1] = prefix[i]
+        c[2 * i] = v == nil and "" or type(v) == "number" and B.dec(v) or v
+    end
+    return concat(c, "", 1, 2 * #schema)
+end
+
 function _M.check(route, r, assets)
     local schema = SCHEMAS[route]
     if not schema then error("ron.wallet.dto: unknown route " .. tostring(route), 2) end
@@ -227,7 +253,7 @@ function _M.check(route, r, assets)
                 return nil, problem("bad_uuid", "an account id is a lowercase UUID " ..
                                     "(8-4-4-4-12 hex digits)", name)
             end
-            r[name .. "_text"], r[name] = v, b
+            r[TEXT_KEY[name]], r[name] = v, b
         elseif name == "asset" then
             if not _M.asset_ok(v) then
                 return nil, problem("bad_asset", "an asset code is 1..16 of [A-Z0-9_] " ..
@@ -250,14 +276,9 @@ function _M.check(route, r, assets)
     if route == "transfer" and r.from == r.to then
         return nil, problem("same_account", "from and to are the same account", "to")
     end
-    -- canonical form: route, then every field in schema order (absent: empty); integers
-    -- exact (B.dec: two amounts near 2^53 are two bodies)
-    local c = { route }
-    for _, f in ipairs(schema) do
-        local v = r[f[1] .. "_text"] or r[f[1]]
-        c[#c + 1] = f[1] .. "=" .. (v == nil and "" or type(v) == "number" and B.dec(v) or v)
-    end
-    r.canon = concat(c, "\n")
+    -- canonical form: route, then every field in schema order (absent: empty), one a line:
+    -- "route\nname=value\n..."; integers exact (B.dec: two amounts near 2^53 are two bodies)
+    r.canon = canon(route, schema, r)
     r.route = route
     return r
 end

@@ -109,8 +109,26 @@ local function metadata(r, principal)
                   r.memo and format(',"memo":"%s"', jstr(r.memo)) or "")
 end
 
+-- The ledger's asset of a request, one table per code and scale (the configured assets:
+-- ron.wallet.dto checks a request's code against them), shared by the requests (the engine
+-- reads it, never writes it): a table per request was ~100 B of garbage, issue 25.
+local asset_tables = {} -- [scale][code]
+local function asset_of(code, scale)
+    local by = asset_tables[scale]
+    if not by then
+        by = {}
+        asset_tables[scale] = by
+    end
+    local a = by[code]
+    if not a then
+        a = { code = code, scale = scale }
+        by[code] = a
+    end
+    return a
+end
+
 local function movements(r)
-    local asset = { code = r.asset, scale = r.scale }
+    local asset = asset_of(r.asset, r.scale)
     if r.route == "issue" then
         return { { from = SYSTEM[r.kind], to = r.to, asset = asset, amount = r.amount } }
     elseif r.route == "burn" then
@@ -320,15 +338,15 @@ function W:_post_money(req, route)
     local h = codec.sha256(r.canon)
     local hit = self.answers:get(kkey)
     if hit then
-        if hit.h ~= h then
+        if hit.h ~= h then -- (hit: a stored answer, its body hash hit.h: W:_keep_answer)
             return ret(self, prob("idempotency_mismatch",
                                   "this Idempotency-Key was used with another body"))
         end
         self.m.replays = self.m.replays + 1
-        self:_count(hit.a.status)
+        self:_count(hit.status)
         local hd = { ["Idempotent-Replayed"] = "true" }
-        for k, v in pairs(hit.a.headers or {}) do hd[k] = v end
-        return hit.a.status, hit.a.body, hit.a.ctype, hd
+        for k, v in pairs(hit.headers or {}) do hd[k] = v end
+        return hit.status, hit.body, hit.ctype, hd
     end
     if self.inflight[kkey] or self.inflight[nkey] then
         return ret(self, prob("in_flight", "this Idempotency-Key or nonce is being committed",
