@@ -10,6 +10,7 @@
 --   A.hex(s)                               -- bytes as lowercase hex (ron.ledger.hex)
 local ledger = require("ron.ledger")
 local dto = require("ron.wallet.dto")
+local tnew = require("table.new")
 
 local pairs = pairs
 
@@ -22,13 +23,20 @@ M.hex = ledger.hex
 local JSON = "application/json"
 M.JSON = JSON
 
+-- An answer's table, sized for its fields and the two a stored one gets (stored, h:
+-- W:_keep_answer): no rehash on the way (issue 25).
+local function new_answer(status, body, ctype, headers)
+    local a = tnew(0, 6)
+    a.status, a.body, a.ctype, a.headers = status, body, ctype, headers
+    return a
+end
+
 local function answer(status, body, headers)
-    return { status = status, body = body, ctype = JSON, headers = headers }
+    return new_answer(status, body, JSON, headers)
 end
 
 local function problem_answer(p, headers)
-    return { status = p.status, body = dto.problem_body(p), ctype = dto.PROBLEM_TYPE,
-             headers = headers }
+    return new_answer(p.status, dto.problem_body(p), dto.PROBLEM_TYPE, headers)
 end
 
 local function prob(code, detail, headers, extra)

@@ -39,6 +39,7 @@
 -- the group and runs alone after it.
 local bit = require("bit")
 local dec = require("ron.ledger.bigint").dec
+local tnew = require("table.new")
 
 local format, ipairs, pairs, pcall, tostring, byte, setmetatable =
       string.format, ipairs, pairs, pcall, tostring, string.byte, setmetatable
@@ -101,7 +102,7 @@ end
 -- go to out[i].
 local function precheck(self, jobs, out)
     local store = self.led.store
-    local keys = {}
+    local keys = tnew(2 * #jobs, 0) -- (the group's lists sized: no growth, issue 25)
     for _, job in ipairs(jobs) do
         keys[#keys + 1] = job.kkey
         keys[#keys + 1] = job.nkey
@@ -124,7 +125,7 @@ local function precheck(self, jobs, out)
             for k, v in pairs(again) do got[k] = v end
         end
     end
-    local live = {}
+    local live = tnew(#jobs, 0)
     for i, job in ipairs(jobs) do
         local cur, prior = got[job.kkey], got[job.nkey]
         if cur and cur.body_hash ~= job.h then
@@ -170,7 +171,7 @@ function _M.work(self, jobs)
     end
     local retry = {}
     if live and #live > 0 then
-        local reqs = {}
+        local reqs = tnew(#live, 0)
         for k, i in ipairs(live) do reqs[k] = self:_money_request(jobs[i]) end
         local hand_back = self.held.handed_live < _M.HANDED_MAX
         if not hand_back then self.m.group_inline = (self.m.group_inline or 0) + 1 end

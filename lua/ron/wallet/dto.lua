@@ -20,6 +20,7 @@
 local ffi = require("ffi")
 local B = require("ron.ledger.bigint")
 local cdef = require("ron.wallet.dto_cdef") -- host/lua/wallet_dto.h (tools/gen-cdef.sh)
+local tnew = require("table.new")
 
 local C = ffi.C
 local format, match, concat, byte = string.format, string.match, table.concat, string.byte
@@ -344,7 +345,9 @@ function D:decode(route, body)
                        ffi_string(C.ra_wdto_message(rc))
         return nil, problem(reason, detail, ffi_string(err.field), tonumber(err.pos))
     end
-    local r = {}
+    -- (sized for the fields and check's: filled without a rehash, each of which left the
+    -- smaller hash part behind as garbage, issue 25)
+    local r = tnew(0, 16)
     for i, f in ipairs(s.list) do
         local v = out[i - 1]
         if v.present ~= 0 then
