@@ -151,6 +151,14 @@ if(RA_WRK AND RA_BUILD_LEDGER)
       $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-wallet.lua
       --dir ${RA_BENCH_OUT} --out ${_bench_results})
 endif()
+# The wallet's own loop work per transfer (issue 25): its service over a stub ledger, no
+# HTTP, store or engine: CPU per request (handler, committer), garbage, trace aborts.
+if(RA_BUILD_LEDGER)
+  list(APPEND _bench_cmds
+    COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+      $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-wallet-loop.lua
+      --out ${_bench_results})
+endif()
 endif()
 
 add_custom_target(bench

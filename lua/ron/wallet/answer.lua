@@ -10,6 +10,7 @@
 --   A.hex(s)                               -- bytes as lowercase hex (ron.ledger.hex)
 local ledger = require("ron.ledger")
 local dto = require("ron.wallet.dto")
+local tnew = require("table.new")
 
 local pairs = pairs
 
@@ -22,13 +23,20 @@ M.hex = ledger.hex
 local JSON = "application/json"
 M.JSON = JSON
 
+-- An answer's table, sized for its fields and the two a stored one gets (stored, h:
+-- W:_keep_answer): no rehash on the way (issue 25).
+local function new_answer(status, body, ctype, headers)
+    local a = tnew(0, 6)
+    a.status, a.body, a.ctype, a.headers = status, body, ctype, headers
+    return a
+end
+
 local function answer(status, body, headers)
-    return { status = status, body = body, ctype = JSON, headers = headers }
+    return new_answer(status, body, JSON, headers)
 end
 
 local function problem_answer(p, headers)
-    return { status = p.status, body = dto.problem_body(p), ctype = dto.PROBLEM_TYPE,
-             headers = headers }
+    return new_answer(p.status, dto.problem_body(p), dto.PROBLEM_TYPE, headers)
 end
 
 local function prob(code, detail, headers, extra)
@@ -50,6 +58,16 @@ function W:_send(req, a, replayed)
         h["Idempotent-Replayed"] = "true"
     end
     return req:respond(a.status, a.body, a.ctype, h)
+end
+
+-- A job's answer kept in the answer cache when it is the ledger's stored outcome (the only
+-- kind it may keep: ron.wallet.money's `stored`), under the job's Idempotency-Key with its
+-- body hash on the answer itself (a.h: no entry table per answer, issue 25).
+function W:_keep_answer(job, a)
+    if a.stored and job.kkey then
+        a.h = job.h
+        self.answers:put(job.kkey, a)
+    end
 end
 
 local function ret(self, a)

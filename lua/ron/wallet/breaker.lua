@@ -68,6 +68,9 @@ function B:allow()
 end
 
 function B:record(ok)
+    -- (a success while closed changes nothing: every member of a group is recorded, and
+    -- the clock was read for each, issue 25)
+    if ok and self.st == "closed" then return end
     local now = self.clock()
     local st = self:state()
     if st == "half_open" then

@@ -55,7 +55,10 @@ function _M.new(o)
         reading = {}, -- account -> true (reading) | "spoiled"
         seq = 0, ok_ms = nil, started = false,
         lagged_total = 0, invalidations_total = 0, events_total = 0, polls_failed_total = 0,
-        lag_hist = {}, lag_sum = 0, lag_count = 0, lag_max = 0, noted = {}, n_noted = 0,
+        -- the own commits noted: seq -> transfer id, seq -> ms (two maps: no table per
+        -- commit, issue 25)
+        lag_hist = {}, lag_sum = 0, lag_count = 0, lag_max = 0, noted = {}, noted_ms = {},
+        n_noted = 0,
         -- the feed's store calls by kind, the transfers it read back, own events it trusted
         feed_calls = { events = 0, transfers = 0, head = 0 }, transfers_read_total = 0,
         own_events_total = 0, own_running_total = 0,
@@ -121,9 +124,9 @@ end
 function Cache:note_commit(tid, ms, seq)
     if seq == nil then return end
     if seq <= self.seq then return observe_lag(self, 0) end
-    if self.n_noted >= 4096 then self.noted, self.n_noted = {}, 0 end
+    if self.n_noted >= 4096 then self.noted, self.noted_ms, self.n_noted = {}, {}, 0 end
     if not self.noted[seq] then
-        self.noted[seq] = { tid = tid, ms = ms }
+        self.noted[seq], self.noted_ms[seq] = tid, ms
         self.n_noted = self.n_noted + 1
     end
 end
@@ -137,10 +140,11 @@ end
 -- observed), or nil.
 local function own(self, seq, tid)
     local n = self.noted[seq]
-    if not n or n.tid ~= tid then return nil end
-    self.noted[seq] = nil
+    if n == nil or n ~= tid then return nil end
+    local ms = self.noted_ms[seq]
+    self.noted[seq], self.noted_ms[seq] = nil, nil
     self.n_noted = self.n_noted - 1
-    observe_lag(self, self.clock() - n.ms)
+    observe_lag(self, self.clock() - ms)
     return n
 end
 
@@ -148,7 +152,7 @@ end
 local function skip_own(self)
     local n = self.noted[self.seq + 1]
     while n do
-        own(self, self.seq + 1, n.tid)
+        own(self, self.seq + 1, n)
         self.seq = self.seq + 1
         self.events_total = self.events_total + 1
         self.own_events_total = self.own_events_total + 1
@@ -172,7 +176,7 @@ end
 local function known(self, ev)
     if events.NO_MONEY[ev.kind] then return false end
     local n = self.noted[ev.seq]
-    if n and n.tid == ev.transfer_id then return "own" end
+    if n ~= nil and n == ev.transfer_id then return "own" end
     local accounts = running(self, ev)
     if accounts then return { accounts = accounts } end
     return nil

@@ -39,6 +39,7 @@
 -- the group and runs alone after it.
 local bit = require("bit")
 local dec = require("ron.ledger.bigint").dec
+local tnew = require("table.new")
 
 local format, ipairs, pairs, pcall, tostring, byte, setmetatable =
       string.format, ipairs, pairs, pcall, tostring, string.byte, setmetatable
@@ -96,11 +97,12 @@ local function claim_of(job)
              outcome = { status = "claimed", message = dec(job.r.nonce), body_hash = job.h } }
 end
 
--- Steps 1-4: -> the members to commit (each { job =, prior = }), or nil, err (a store failure:
--- the caller falls back). Answers of the members decided here go to out[i].
+-- Steps 1-4: -> the members to commit (their indexes in jobs; job.prior: its nonce row read),
+-- or nil, err (a store failure: the caller falls back). Answers of the members decided here
+-- go to out[i].
 local function precheck(self, jobs, out)
     local store = self.led.store
-    local keys = {}
+    local keys = tnew(2 * #jobs, 0) -- (the group's lists sized: no growth, issue 25)
     for _, job in ipairs(jobs) do
         keys[#keys + 1] = job.kkey
         keys[#keys + 1] = job.nkey
@@ -123,7 +125,7 @@ local function precheck(self, jobs, out)
             for k, v in pairs(again) do got[k] = v end
         end
     end
-    local live = {}
+    local live = tnew(#jobs, 0)
     for i, job in ipairs(jobs) do
         local cur, prior = got[job.kkey], got[job.nkey]
         if cur and cur.body_hash ~= job.h then
@@ -132,7 +134,8 @@ local function precheck(self, jobs, out)
         elseif prior and prior.body_hash ~= job.h then
             out[i] = { self:_nonce_used(job, prior), true }
         else
-            live[#live + 1] = { i = i, job = job, prior = prior }
+            job.prior = prior -- (nil: none; a fallback's single path reads it again)
+            live[#live + 1] = i
         end
     end
     return live
@@ -168,23 +171,23 @@ function _M.work(self, jobs)
     end
     local retry = {}
     if live and #live > 0 then
-        local reqs = {}
-        for k, e in ipairs(live) do reqs[k] = self:_money_request(e.job) end
+        local reqs = tnew(#live, 0)
+        for k, i in ipairs(live) do reqs[k] = self:_money_request(jobs[i]) end
         local hand_back = self.held.handed_live < _M.HANDED_MAX
         if not hand_back then self.m.group_inline = (self.m.group_inline or 0) + 1 end
         local results = self.led:commit_many(reqs, { hand_back = hand_back })
-        for k, e in ipairs(live) do
-            local r, job = results[k], e.job
+        for k, i in ipairs(live) do
+            local r, job = results[k], jobs[i]
             if r.handed then
-                job.handed, job.prior = r.handed, e.prior
-                out[e.i] = { handed = true }
+                job.handed = r.handed
+                out[i] = { handed = true }
                 -- its payer's next jobs run apart too, until it commits
                 if job.r.from then self.held:watch(job.r.from) end
                 self.m.group_handed = (self.m.group_handed or 0) + 1
             else
-                local a, healthy, replayed = member_answer(self, job, e.prior, r)
-                if a == nil then retry[#retry + 1] = e.i
-                else out[e.i] = { a, healthy, replayed } end
+                local a, healthy, replayed = member_answer(self, job, job.prior, r)
+                if a == nil then retry[#retry + 1] = i
+                else out[i] = { a, healthy, replayed } end
             end
         end
     end
@@ -221,7 +224,7 @@ function _M.run_group(self, jobs)
             if job.handed then handed[#handed + 1] = job
             else
                 if not timed_out then self.breaker:record(healthy) end
-                if a.stored and job.kkey then self.answers:put(job.kkey, { h = job.h, a = a }) end
+                self:_keep_answer(job, a)
                 self:_clear(job)
                 if not timed_out then
                     answered[i] = true
@@ -296,9 +299,7 @@ local function drive_one(self, job, send)
     if send then return self:_run_job(job) end
     local ok, a = pcall(_M.drive_handed, self, job)
     if not ok then self.log("commit error: " .. tostring(a))
-    elseif a.stored and job.kkey then
-        self.answers:put(job.kkey, { h = job.h, a = a })
-    end
+    else self:_keep_answer(job, a) end
     self:_clear(job)
 end
 

@@ -77,7 +77,7 @@ function W:_job(job)
     local answered = false
     local in_time = self:_call("commit", fn, job, function(timed_out, a, healthy, replayed)
         if not timed_out then self.breaker:record(healthy) end
-        if a.stored and job.kkey then self.answers:put(job.kkey, { h = job.h, a = a }) end
+        self:_keep_answer(job, a)
         self:_clear(job)
         if not timed_out then
             answered = true

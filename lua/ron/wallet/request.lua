@@ -43,6 +43,7 @@ function W:_auth(req)
 end
 
 local function is_json(ct)
+    if ct == "application/json" then return true end -- (the usual spelling: no lower, no match)
     if not ct then return false end
     local mt, params = match(lower(ct), "^%s*([^;%s]+)%s*(.*)$")
     if mt ~= "application/json" then return false end
