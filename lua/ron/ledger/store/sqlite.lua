@@ -8,7 +8,7 @@
 --                           offload = false,               -- true: primitives in the pool
 --                           max_queue = 1024,              -- offloaded calls waiting, per store
 --                           cache_mb = 64,                 -- SQLite's page cache (bounded)
---                           checkpoint_ms = 1000 }         -- offloaded: WAL checkpoints beside
+--                           checkpoint_ms = 250 }          -- offloaded: WAL checkpoints beside
 --                                                          -- the writes (0: inside commits)
 --   s:create_book(...) ... s:close()
 --
