@@ -114,6 +114,22 @@ describe("ron.ledger.store.sqlite_checkpoint: the policy", function()
         f.c:poke()
         f.pass(5, 10, 0)                -- another connection's checkpoint ran
         assert.equal(1, f.store.stats.checkpoint_failures)
+        assert.equal(0, f.store.stats.checkpoints)
+        -- a cycle's last copy failing in the writer's turn: not tried again at every call
+        f.t = 200
+        f.c:poke()
+        f.pass(0, 100, 100)             -- few frames: finish in turn
+        f.turn_answer = { nil, "IoError: disk", "io" }
+        table.remove(f.turns, 1)()
+        assert.equal(2, f.store.stats.checkpoint_failures)
+        f.c:poke()
+        f.t = 299
+        f.c:poke()
+        assert.equal(0, #f.turns)
+        assert.equal(0, #f.q)
+        f.t = 300                       -- the interval since the cycle began
+        f.c:poke()
+        assert.equal(1, #f.q)
     end)
 
     it("closes its connection once, after a pass in flight, and starts nothing after",

@@ -35,7 +35,7 @@
 -- (it could not start the WAL again: a reader held an old snapshot, or the writes outran
 -- the passes) the next ones run in the writer's turn, as the automatic one did, until the
 -- WAL is small again. A checkpoint that fails is counted and tried again at the next
--- interval; the WAL keeps the commits meanwhile.
+-- interval (its cycle ends); the WAL keeps the commits meanwhile.
 local ffi = require("ffi")
 
 local _M = {}
@@ -101,8 +101,11 @@ function Ckpt:_done(rc, log, copied, beside)
     local st = self.store.stats
     self.running = false
     if self.closed then return self.close_conn() end
-    if rc ~= 0 and rc ~= 5 then -- (5, BUSY: another connection's checkpoint ran)
-        st.checkpoint_failures = st.checkpoint_failures + 1
+    if rc ~= 0 then
+        -- a failure, or BUSY (5: another connection's checkpoint ran): the cycle ends and
+        -- the next begins after the interval, so a failing one is not tried at every call
+        if rc ~= 5 then st.checkpoint_failures = st.checkpoint_failures + 1 end
+        self.prev, self.finish, self.inline, self.again = 0, false, false, false
         return
     end
     st.checkpoints = st.checkpoints + 1
