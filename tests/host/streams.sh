@@ -47,15 +47,17 @@ head_seq() { "$host" verify --totals var/ledger 2>/dev/null |
     sed -n 's/.*total .* (\([0-9]*\) slices.*/\1/p'; }
 
 # ---- three slices land; a copy of the ledger is kept (the "backup") ----------------------
+# (the landing waits are 60 s: alone a slice lands within ~2 s, but beside make test's
+# heaviest tests the first three once took just over 20 s to land, all 30 units of them)
 start_daemon d1.log
 record 3
-wait_for 20 test "$(ledger_total)" = 30 || fail "the first 3 slices never landed ($(ledger_total))"
+wait_for 60 test "$(ledger_total)" = 30 || fail "the first 3 slices never landed ($(ledger_total))"
 stop_daemon
 cp -a var/ledger ledger.backup || fail "cp"
 # ---- two more land; then the ledger is restored from the backup: seqs 4, 5 are lost -----
 start_daemon d2.log
 record 2
-wait_for 20 test "$(ledger_total)" = 50 || fail "slices 4, 5 never landed ($(ledger_total))"
+wait_for 60 test "$(ledger_total)" = 50 || fail "slices 4, 5 never landed ($(ledger_total))"
 stop_daemon
 rm -rf var/ledger && mv ledger.backup var/ledger || fail "restore"
 [ "$(ledger_total)" = 30 ] || fail "the restored ledger totals $(ledger_total), expected 30"
@@ -93,7 +95,7 @@ grep -q "LOSS ACCEPTED: stream $T/bytes: seqs 4..5 (2 slices) given up by the op
     fail "no LOSS ACCEPTED line"
 ready() { [ "$(curl -s "$url/readyz")" = ready ]; }
 wait_for 20 ready || fail "/readyz never came back: $(curl -s "$url/readyz")"
-wait_for 20 test "$(ledger_total)" = 40 || fail "slice 6 never landed ($(ledger_total))"
+wait_for 60 test "$(ledger_total)" = 40 || fail "slice 6 never landed ($(ledger_total))"
 grep -q "advances again" d3.log || fail "no 'advances again' line"
 curl -s "$url/metrics" >metrics.out
 grep -q '^accounting_losses_accepted_total 1$' metrics.out &&
