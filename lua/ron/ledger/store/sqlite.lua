@@ -601,6 +601,19 @@ local function after(id, packed, err)
     return cb(nil, err)
 end
 
+-- One call on the pool: entry kept in `into` (inflight or ck_inflight) under a fresh id
+-- until `after` takes it. -> ok, error of the queue. (luv required here, on the loop: see
+-- Off:call)
+local function submit(into, entry, dbnum, token, method, packed, durability)
+    if not work_handle then work_handle = require("luv").new_work(WORK, after) end
+    next_id = next_id + 1
+    into[next_id] = entry
+    local ok, qerr = work_handle:queue(package.path, dbnum, token, method, packed, next_id,
+                                       durability)
+    if not ok then into[next_id] = nil end
+    return ok, qerr
+end
+
 function _M.in_flight()
     local n = 0
     for _ in pairs(inflight) do n = n + 1 end
@@ -640,7 +653,6 @@ function Off:call(method, ...)
     -- (here, not at the top: the threadpool's VMs load this module for its driver, and
     -- they must not load luv or the scheduler: a second scheduler's handles on the loop)
     local task = require("ron.base.task")
-    local uv = require("luv")
     if self.closed then return nil, "Closed: the store was closed", "bug" end
     -- one call in flight per connection; the rest wait FIFO, bounded
     if self.busy then
@@ -672,16 +684,11 @@ function Off:call(method, ...)
         return nil, "Closed: the store was closed", "bug"
     end
     self.busy = true
-    if not work_handle then work_handle = uv.new_work(WORK, after) end
-    next_id = next_id + 1
-    local id = next_id
     local ch = task.channel(1, "sqlite_store")
-    inflight[id] = { ch = ch, keep = self }
-    local ok, qerr = work_handle:queue(package.path, self.dbnum, self.token, method,
-                                       _M.pack(...), id, self.durability)
+    local ok, qerr = submit(inflight, { ch = ch, keep = self }, self.dbnum, self.token, method,
+                            _M.pack(...), self.durability)
     local res, err
     if not ok then
-        inflight[id] = nil
         err = "IoError: uv work queue failed: " .. tostring(qerr)
     else
         -- shut down: the answer in flight still comes (one statement)
@@ -736,17 +743,8 @@ end
 -- A checkpoint on the pool (ron.ledger.store.sqlite_checkpoint): cb(rc, log, copied) or
 -- cb(nil, err) on the loop when it ends.
 local function queue_checkpoint(dbnum, method, cb)
-    local uv = require("luv") -- (not at the top: see Off:call)
-    if not work_handle then work_handle = uv.new_work(WORK, after) end
-    next_id = next_id + 1
-    local id = next_id
-    ck_inflight[id] = cb
-    local ok, qerr = work_handle:queue(package.path, dbnum, "checkpoint", method, _M.pack(), id,
-                                       "ack")
-    if not ok then
-        ck_inflight[id] = nil
-        cb(nil, "IoError: uv work queue failed: " .. tostring(qerr))
-    end
+    local ok, qerr = submit(ck_inflight, cb, dbnum, "checkpoint", method, _M.pack(), "ack")
+    if not ok then cb(nil, "IoError: uv work queue failed: " .. tostring(qerr)) end
 end
 
 -- The offloaded store's checkpoints beside its writes: a second connection of the file,

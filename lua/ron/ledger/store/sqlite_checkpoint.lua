@@ -85,8 +85,7 @@ function _M.new(o)
                           spawn = o.spawn, close_conn = o.close,
                           interval = o.interval_ms or _M.INTERVAL_MS,
                           max = o.max_frames or _M.MAX_FRAMES, running = false,
-                          last = -math.huge, finish = false, inline = false,
-                          prev = 0, again = false, closed = false }, Ckpt)
+                          last = -math.huge, prev = 0, next = nil, closed = false }, Ckpt)
 end
 
 -- The store closes: the checkpoint connection with it, or, while a checkpoint runs on it,
@@ -97,63 +96,70 @@ function Ckpt:close()
     if not self.running then self.close_conn() end
 end
 
+-- self.next, what the next checkpoint is once none runs: nil, a pass beside the writes once
+-- the interval has passed; "pass", one at once (the cycle's next); "finish", the cycle's
+-- last frames in the writer's turn; "inline", in the writer's turn past the bound.
 function Ckpt:_done(rc, log, copied, beside)
     local st = self.store.stats
-    self.running = false
+    self.running, self.next = false, nil
     if self.closed then return self.close_conn() end
     if rc ~= 0 then
         -- a failure, or BUSY (5: another connection's checkpoint ran): the cycle ends and
         -- the next begins after the interval, so a failing one is not tried at every call
         if rc ~= 5 then st.checkpoint_failures = st.checkpoint_failures + 1 end
-        self.prev, self.finish, self.inline, self.again = 0, false, false, false
+        self.prev = 0
         return
     end
     st.checkpoints = st.checkpoints + 1
     st.wal_frames, st.wal_copied = log or 0, copied or 0
-    self.inline = st.wal_frames >= self.max
-    if not beside then -- (in the writer's turn: the cycle ends; the WAL starts again)
-        self.prev, self.finish = 0, false
-        return
-    end
     -- A pass beside the writes copies the WAL as it was when it began; the writer appends
     -- meanwhile, and a WAL starts again only once wholly copied. So passes follow one
     -- another, each copying what the writer appended during the last, until one finds
     -- few new frames: those are copied in the writer's turn (a short wait for it), and
-    -- its next transaction starts the WAL again. A WAL started again meanwhile (fewer
-    -- frames than the last pass saw) ends the cycle.
+    -- its next transaction starts the WAL again. A checkpoint in the writer's turn, or a
+    -- WAL started again meanwhile (fewer frames than the last pass saw), ends the cycle.
     local new = st.wal_frames - self.prev
-    if new < 0 or st.wal_frames == 0 then self.prev = 0 return end
+    if st.wal_frames >= self.max then
+        self.next = "inline"
+    elseif not beside or new < 0 or st.wal_frames == 0 then
+        self.prev = 0
+        return
+    else
+        self.next = new <= FINISH and "finish" or "pass"
+    end
     self.prev = st.wal_frames
-    self.finish = new <= FINISH
-    self.again = not self.finish
-    return self:poke()
+    -- (after a turn past the bound, the next waits for a call of the writer: a reader
+    -- holding the WAL back does not make the turns follow one another at once)
+    if beside then return self:poke() end
 end
 
+local TURN_STAT = { finish = "checkpoints_finish", inline = "checkpoints_inline" }
+
 -- In the writer's turn: no write of the store runs beside it.
-function Ckpt:_in_turn()
-    local st = self.store.stats
-    if self.inline then st.checkpoints_inline = st.checkpoints_inline + 1
-    else st.checkpoints_finish = st.checkpoints_finish + 1 end
+function Ckpt:_in_turn(kind)
+    local st, k = self.store.stats, TURN_STAT[kind]
+    st[k] = st[k] + 1
     self.spawn(function()
         local rc, log, copied = self.store:call(_M.METHOD)
         self:_done(rc or -1, log, copied, false)
     end)
 end
 
--- After each call of the writer (on the loop), and after a pass beside it: start one when
--- none runs: in the writer's turn to finish a cycle or past the bound; beside the writes
--- for the cycle's next pass, or to begin a cycle once the interval has passed since the
--- last one began.
+-- After each call of the writer (on the loop), and after a pass beside it: start the next
+-- checkpoint (above) when none runs.
 function Ckpt:poke()
     if self.running or self.closed then return end
-    if self.finish or self.inline then
-        self.running, self.again = true, false
-        return self:_in_turn()
+    local nxt = self.next
+    if nxt == "finish" or nxt == "inline" then
+        self.running = true
+        return self:_in_turn(nxt)
     end
-    local t = self.now()
-    if not self.again and t - self.last < self.interval then return end
-    if not self.again then self.last = t end
-    self.running, self.again = true, false
+    if nxt ~= "pass" then
+        local t = self.now()
+        if t - self.last < self.interval then return end
+        self.last = t
+    end
+    self.running = true
     self.queue(self.dbnum, _M.METHOD, function(rc, log, copied)
         self:_done(rc or -1, log, copied, true)
     end)
