@@ -24,6 +24,14 @@ local MAX = I64(2) ^ 62 - 1 + I64(2) ^ 62 -- 2^63 - 1
 
 local function mv(from, to, amount) return { from = from, to = to, asset = USD, amount = amount } end
 
+-- ours commits intent (from pays to amount) planned from its memory: one call, no read
+local function commit_cached(ours, intent, from, to, amount)
+    local cached = ours.stats.one_tx_cached or 0
+    local r = assert(ours:commit { intent = intent, movements = { mv(from, to, amount) } })
+    assert.equal(cached + 1, ours.stats.one_tx_cached)
+    return r
+end
+
 -- Two engines on s (ours remembers; the other is "another process"), the accounts, A funded
 -- with 100 and our engine's memory of A made by a first payment (read, then remembered).
 local function world(s)
@@ -37,9 +45,7 @@ local function world(s)
     assert(ours:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
     assert(ours:commit { intent = "a1", movements = { mv(A, B, 10) } })
     -- remembered now: the next payment from A plans without reading, in one call
-    local cached = ours.stats.one_tx_cached or 0
-    assert(ours:commit { intent = "a2", movements = { mv(A, B, 1) } })
-    assert.equal(cached + 1, ours.stats.one_tx_cached)
+    commit_cached(ours, "a2", A, B, 1)
     return ours, other
 end
 
@@ -62,9 +68,7 @@ function M.add(case)
         local p = s:get_postings(t.inputs)[1]
         assert.equal(9, p.amount); assert.equal("inactive", p.status)
         -- and remembered again: the next one is one call
-        local cached = ours.stats.one_tx_cached
-        assert(ours:commit { intent = "a4", movements = { mv(A, B, 1) } })
-        assert.equal(cached + 1, ours.stats.one_tx_cached)
+        commit_cached(ours, "a4", A, B, 1)
         assert.equal(3, bal(ours, A))
     end)
 
@@ -90,9 +94,7 @@ function M.add(case)
         local ours, other = world(s)
         -- C (capped, floor -100) pays 30 from nothing: remembered at -30
         assert(ours:commit { intent = "c1", movements = { mv(C, B, 30) } })
-        local cached = ours.stats.one_tx_cached
-        assert(ours:commit { intent = "c2", movements = { mv(C, B, 10) } })
-        assert.equal(cached + 1, ours.stats.one_tx_cached)
+        commit_cached(ours, "c2", C, B, 10)
         -- the other engine takes C to -90; ours still sees -40, where 40 more would fit
         assert(other:commit { intent = "o1", movements = { mv(C, B, 50) } })
         local missed = ours.stats.one_tx_cache_missed or 0
@@ -143,9 +145,7 @@ function M.add(case)
         local ours, other = world(s)
         -- ours pays from the uncapped EXT twice: remembered at -102 (the deposit and these)
         assert(ours:commit { intent = "e1", movements = { mv(EXT, B, 1) } })
-        local cached = ours.stats.one_tx_cached
-        assert(ours:commit { intent = "e2", movements = { mv(EXT, B, 1) } })
-        assert.equal(cached + 1, ours.stats.one_tx_cached)
+        commit_cached(ours, "e2", EXT, B, 1)
         -- the other engine takes EXT to -(2^63 - 1) + 100, the least balance plus 100
         assert(other:create_account { id = EXT2, policy = "uncapped" })
         assert(other:commit { intent = "o1", movements = { mv(EXT, EXT2, MAX - 202) } })
