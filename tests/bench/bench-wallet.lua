@@ -444,6 +444,23 @@ local function proc_io()
              sr = tonumber(t:match("syscr: (%d+)")), sw = tonumber(t:match("syscw: (%d+)")) }
 end
 
+-- The machine's CPU time (/proc/stat, all cores, in ticks): busy and idle (idle + iowait),
+-- and the cores. With 64 connections in one group the loop's and the pool's work on a
+-- group run one after the other: the idle share shows how much of the machine that left.
+local function machine_cpu()
+    local f = io.open("/proc/stat")
+    if not f then return nil end
+    local t = f:read("*a")
+    f:close()
+    local v = {}
+    for x in (t:match("^cpu%s+([^\n]+)") or ""):gmatch("%d+") do v[#v + 1] = tonumber(x) end
+    if #v < 5 then return nil end
+    local total = 0
+    for i = 1, math.min(#v, 8) do total = total + v[i] end -- (guest time is inside user)
+    local _, cores = t:gsub("\ncpu%d+ ", "")
+    return { idle = v[4] + v[5], total = total, cores = cores }
+end
+
 local function thread_cpu()
     local out, pid = {}, uv.os_getpid()
     local dir = uv.fs_scandir("/proc/self/task")
@@ -480,7 +497,7 @@ local function cpu_snap(w)
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
              st.resolves or 0, st.handovers or 0, st.commits or 0, st.batches or 0,
              thread_cpu(), ss.checkpoints or 0, ss.checkpoints_inline or 0,
-             ss.checkpoints_finish or 0, proc_io() }
+             ss.checkpoints_finish or 0, proc_io(), machine_cpu(), uv.hrtime() }
 end
 
 -- the offloaded SQLite store's checkpoints beside its writes (docs/LEDGER.md)
@@ -492,6 +509,17 @@ local function checkpoint_line(name, w, snap)
                  ss.checkpoints - snap[10], ss.checkpoints_finish - snap[12],
                  ss.checkpoints_inline - snap[11], ss.checkpoint_failures, ss.wal_frames,
                  ss.wal_copied))
+end
+
+-- the cores each side kept busy over the case, and what the machine left idle
+local function busy_line(name, tc, snap)
+    local m1, m0 = machine_cpu(), snap[14]
+    local wall = (uv.hrtime() - snap[15]) / 1e9
+    if not (m1 and m0) or wall <= 0 then return end
+    print(format("%-8s %-15s cores busy: the loop thread %.2f, this process's other threads " ..
+                 "%.2f; the machine %.0f %% idle of %d cores (/proc/stat)", name, "",
+                 (tc.loop - snap[9].loop) / wall, ((tc.other or 0) - (snap[9].other or 0)) / wall,
+                 100 * (m1.idle - m0.idle) / math.max(m1.total - m0.total, 1), m1.cores))
 end
 
 local function cpu_line(name, w, snap, ok)
@@ -524,6 +552,7 @@ local function cpu_line(name, w, snap, ok)
                  "VM's jit: %s", name, "", (tc.loop - snap[9].loop) / math.max(ok, 1) * 1e6,
                  ((tc.other or 0) - (snap[9].other or 0)) / math.max(ok, 1) * 1e6,
                  (jit_count())))
+    busy_line(name, tc, snap)
 end
 
 -- a transfer run's figures beside the direct rate and the plain-SQL baselines
