@@ -289,13 +289,19 @@ end
 -- included), for the line after each transfer case (calls, above)
 -- (each wrapper made once, apart from __index: a closure made per lookup aborted every
 -- trace of the loop VM through a store call, and the bench measured that, issue 25)
+-- The group being committed (run_group, below): the store calls made meanwhile, by
+-- primitive (the feed's among them: they share the store's one connection)
+local in_group = nil
+
 local function timed_call(s, k, v)
     return function(_, ...)
         local t0 = uv.hrtime()
         local r = { v(s, ...) }
         local c = calls[k] or { n = 0, us = 0 }
         calls[k] = c
-        c.n, c.us = c.n + 1, c.us + (uv.hrtime() - t0) / 1000
+        local us = (uv.hrtime() - t0) / 1000
+        c.n, c.us = c.n + 1, c.us + us
+        if in_group then in_group[k] = (in_group[k] or 0) + us end
         return unpack(r, 1, table.maxn(r))
     end
 end
@@ -336,6 +342,8 @@ end
 local committer = require("ron.wallet.committer")
 local sizes = {}
 local tail = { wait = {}, commit = {}, server = {}, lag = {} }
+-- per group of the case: its commit's wall and its store calls' (slow_line)
+local groups_seen = {}
 local probe = WT.new() -- the same, second by second (cpu_snap starts a case's)
 do
     local run_group = committer.run_group
@@ -347,9 +355,15 @@ do
         for _, job in ipairs(jobs) do
             if job.t_enq then tail.wait[#tail.wait + 1] = (t0 - job.t_enq) / 1000 end
         end
+        local seen = {}
+        in_group = seen
         local r = { run_group(self, jobs) }
+        in_group = nil
         local t1 = uv.hrtime()
         tail.commit[#tail.commit + 1] = (t1 - t0) / 1000
+        if #groups_seen < 100000 then
+            groups_seen[#groups_seen + 1] = { ms = (t1 - t0) / 1e6, calls = seen, n = #jobs }
+        end
         probe:group(t1, #jobs, (t1 - t0) / 1000)
         return unpack(r)
     end
@@ -486,6 +500,7 @@ local jit_count = B.jit_counter() -- the loop VM's traces and aborts per transfe
 local function cpu_snap(w)
     histogram()
     for k in pairs(tail) do tail[k] = {} end
+    groups_seen = {}
     for k in pairs(calls) do calls[k] = nil end
     for k in pairs(feed) do feed[k] = 0 end
     probe = WT.new()
@@ -509,6 +524,37 @@ local function checkpoint_line(name, w, snap)
                  ss.checkpoints - snap[10], ss.checkpoints_finish - snap[12],
                  ss.checkpoints_inline - snap[11], ss.checkpoint_failures, ss.wal_frames,
                  ss.wal_copied))
+end
+
+-- Where the slowest groups' time went against the median group's: the store's calls (their
+-- wall, the wait for the store's thread included) by primitive, and the rest (the loop's
+-- work: the plan, the answers). The groups commit one after another: a slow one is p99.
+-- The feed's calls run beside the group's and are counted in it (they hold the store's
+-- turn), so "rest" may read below the loop's share; with workers > 1 a call is counted in
+-- the group that started last.
+local function group_text(g)
+    local list, store = {}, 0
+    for k, us in pairs(g.calls) do
+        list[#list + 1] = { k = k, ms = us / 1000 }
+        store = store + us / 1000
+    end
+    table.sort(list, function(a, b) return a.ms > b.ms end)
+    local out = {}
+    for i = 1, math.min(4, #list) do out[i] = format("%s %.1f", list[i].k, list[i].ms) end
+    return format("%.1f ms (%d): store %.1f (%s), rest %.1f", g.ms, g.n, store,
+                  table.concat(out, ", "), g.ms - store)
+end
+
+local function slow_line(name)
+    local gs = groups_seen
+    groups_seen = {}
+    if #gs < 3 then return end
+    table.sort(gs, function(a, b) return a.ms < b.ms end)
+    print(format("%-8s %-15s groups: the median %s", name, "",
+                 group_text(gs[math.floor((#gs + 1) / 2)])))
+    for i = #gs, math.max(#gs - 2, 1), -1 do
+        print(format("%-8s %-15s         slow   %s", name, "", group_text(gs[i])))
+    end
 end
 
 -- the cores each side kept busy over the case, and what the machine left idle
@@ -536,6 +582,7 @@ local function cpu_line(name, w, snap, ok)
                  (st.handovers or 0) - snap[6], (st.commits or 0) - snap[7]))
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
     tail_line(name)
+    slow_line(name)
     for _, line in ipairs(probe:lines(format("%-8s %-15s", name, ""))) do print(line) end
     calls_line(name, ok)
     checkpoint_line(name, w, snap)
@@ -813,7 +860,10 @@ B.main("bench-wallet", function(T)
         if not available then
             print("bench-wallet: PostgreSQL skipped: " .. tostring(why))
         else
-            local cluster = assert(H.start { fsync = true, max_conns = opts.conns + 32 })
+            -- WAL segments recycled as on a server that has checkpointed, not zero-filled
+            -- in a commit's path (pg-harness.sh --wal-init-zero)
+            local cluster = assert(H.start { fsync = true, max_conns = opts.conns + 32,
+                                             wal_init_zero = false })
             -- (the start blocked the loop for seconds: its cached clock is that old, and a
             -- connect timer started from it would expire at once, with --cases commit alone)
             uv.update_time()

@@ -57,13 +57,15 @@ local Cluster = {}
 Cluster.__index = Cluster
 
 -- opts: fsync (default false), owner (pid, default this process), dir, max_conns (the
--- server's max_connections, default 60).
+-- server's max_connections, default 60), wal_init_zero (default true: PostgreSQL's own;
+-- false for benchmarks that time commits: pg-harness.sh has the why).
 function H.start(opts)
     opts = opts or {}
     local args = { "sh", q(H.script), "start", "--fsync", opts.fsync and "on" or "off" }
     local owner = opts.owner == nil and getpid() or opts.owner
     if owner then args[#args + 1] = "--owner " .. tonumber(owner) end
     if opts.max_conns then args[#args + 1] = "--max-conns " .. math.floor(opts.max_conns) end
+    if opts.wal_init_zero == false then args[#args + 1] = "--wal-init-zero off" end
     if opts.dir then args[#args + 1] = q(opts.dir) end
     local out, rc = run(table.concat(args, " "))
     if rc ~= 0 then return nil, "pg-harness start failed (" .. rc .. "): " .. out end

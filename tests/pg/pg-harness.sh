@@ -4,14 +4,20 @@
 # down at the end. Reused by specs (spec/ron/accounting/export/exporters/postgres_spec.lua through
 # tests/pg/harness.lua), benchmarks (tests/bench/bench-postgres.lua) and end-to-end tests.
 #
-#   pg-harness.sh start [--owner PID] [--fsync on|off] [--max-conns N] [DIR]
+#   pg-harness.sh start [--owner PID] [--fsync on|off] [--max-conns N]
+#                       [--wal-init-zero on|off] [DIR]
 #        initdb + start; prints ONE line on stdout: the directory, a tab, the conninfo
 #        ("host=127.0.0.1 port=P dbname=postgres user=ron"). DIR: created with mktemp -d
 #        when omitted (it must not exist or be empty). --owner PID: a detached watcher
 #        tears the cluster down (stop) once PID is gone, so a test process that dies
 #        never leaves a server behind. --fsync off (the default: tests; not durable) or on
 #        (benchmarks). --max-conns N: max_connections (default 60; bench-wallet's
-#        64-connection baseline asks for more).
+#        64-connection baseline asks for more). --wal-init-zero off: new WAL segments are
+#        not zero-filled (PostgreSQL's default: on). A fresh cluster creates every segment
+#        it writes, and the commit that crosses into one waits for its 16 MB of zeroes and
+#        their sync (50-76 ms on this disk, every ~2 s under bench-wallet); a server that
+#        has checkpointed recycles old segments instead (wal_recycle), so benchmarks that
+#        time single commits turn it off to measure a warmed server (docs/WALLET.md §8).
 #   pg-harness.sh conninfo DIR | url DIR     the conninfo / a postgresql:// URI
 #   pg-harness.sh stop-server DIR            pg_ctl stop -m fast, data kept (an outage)
 #   pg-harness.sh start-server DIR           started again, same port, same data
@@ -71,7 +77,8 @@ start_server() {
     if as_pg "$BIN/pg_ctl" -D "$dir/data" -l "$dir/log.start" -w -t 30 -s \
         -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=$(cat "$dir/fsync") \
             -c full_page_writes=$(cat "$dir/fsync") -c shared_buffers=32MB \
-            -c max_connections=$maxc -c log_min_messages=warning" start >/dev/null 2>&1; then
+            -c max_connections=$maxc -c log_min_messages=warning \
+            -c wal_init_zero=$(cat "$dir/wal_init_zero" 2>/dev/null || echo on)" start >/dev/null 2>&1; then
         cat "$dir/log.start" >> "$dir/log" 2>/dev/null || true
         return 0
     fi
@@ -104,17 +111,19 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
 start)
-    owner="" fsync=off dir="" maxconns=60
+    owner="" fsync=off dir="" maxconns=60 walzero=on
     while [ $# -gt 0 ]; do
         case "$1" in
         --owner) owner=$2; shift 2 ;;
         --fsync) fsync=$2; shift 2 ;;
         --max-conns) maxconns=$2; shift 2 ;;
+        --wal-init-zero) walzero=$2; shift 2 ;;
         -*) die "start: unknown option $1" ;;
         *) dir=$1; shift ;;
         esac
     done
     case "$fsync" in on|off) ;; *) die "--fsync on|off" ;; esac
+    case "$walzero" in on|off) ;; *) die "--wal-init-zero on|off" ;; esac
     if [ -z "$dir" ]; then
         dir=$(mktemp -d "${TMPDIR:-/tmp}/ron-pg.XXXXXX")
     else
@@ -124,6 +133,7 @@ start)
     echo "$fsync" > "$dir/fsync"
     case "$maxconns" in ''|*[!0-9]*) die "--max-conns N" ;; esac
     echo "$maxconns" > "$dir/max_conns"
+    echo "$walzero" > "$dir/wal_init_zero"
     : > "$dir/log"
     chown "$OWNER_USER" "$dir" "$dir/log"
     chmod 700 "$dir"
@@ -197,7 +207,7 @@ psql)
     exec "$BIN/psql" -X -q -v ON_ERROR_STOP=1 "$(conninfo_of "$dir")" "$@"
     ;;
 *)
-    echo "usage: pg-harness.sh start [--owner PID] [--fsync on|off] [--max-conns N] [DIR] | conninfo DIR |" \
+    echo "usage: pg-harness.sh start [--owner PID] [--fsync on|off] [--max-conns N] [--wal-init-zero on|off] [DIR] | conninfo DIR |" \
          "url DIR | stop-server DIR | start-server DIR | stop DIR | freeze DIR | thaw DIR |" \
          "psql DIR [ARGS...]" >&2
     exit 2

@@ -795,3 +795,35 @@ describe("ron.accounting.export.exporters.postgres (real PostgreSQL)", function(
         end)
     end)
 end)
+
+-- The harness's option for benchmarks that time commits (bench-wallet): a fresh cluster
+-- zero-fills every WAL segment in the path of the commit that crosses into it.
+describe("tests/pg/pg-harness.sh --wal-init-zero", function()
+    local function show(c)
+        local out, rc = c:psql("SHOW wal_init_zero")
+        assert.equal(0, rc, out)
+        return (out:gsub("%s+$", ""))
+    end
+
+    it("starts a server without zero-filled segments, keeps it across a restart", function()
+        local c = assert(H.start { wal_init_zero = false })
+        local ok, err = pcall(function()
+            assert.equal("off", show(c))
+            c:stop_server()
+            c:start_server()
+            assert.equal("off", show(c))
+        end)
+        c:stop()
+        assert(ok, err)
+        local d = assert(H.start())
+        local v = show(d)
+        d:stop()
+        assert.equal("on", v) -- PostgreSQL's own default otherwise
+    end)
+
+    it("refuses a value other than on or off", function()
+        local out, rc = S.run("sh " .. S.shell_quote(H.script) .. " start --wal-init-zero maybe")
+        assert.are_not.equal(0, rc)
+        assert.truthy(out:find("--wal-init-zero on|off", 1, true), out)
+    end)
+end)
