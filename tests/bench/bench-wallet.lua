@@ -355,14 +355,16 @@ do
         for _, job in ipairs(jobs) do
             if job.t_enq then tail.wait[#tail.wait + 1] = (t0 - job.t_enq) / 1000 end
         end
-        local seen = {}
+        local seen, c0 = {}, B.cpu_s(1) -- (RUSAGE_THREAD: the loop thread's CPU)
         in_group = seen
         local r = { run_group(self, jobs) }
         in_group = nil
         local t1 = uv.hrtime()
+        local cpu_ms = (B.cpu_s(1) - c0) * 1000
         tail.commit[#tail.commit + 1] = (t1 - t0) / 1000
         if #groups_seen < 100000 then
-            groups_seen[#groups_seen + 1] = { ms = (t1 - t0) / 1e6, calls = seen, n = #jobs }
+            groups_seen[#groups_seen + 1] = { ms = (t1 - t0) / 1e6, calls = seen, n = #jobs,
+                                              cpu = cpu_ms }
         end
         probe:group(t1, #jobs, (t1 - t0) / 1000)
         return unpack(r)
@@ -528,7 +530,8 @@ end
 
 -- Where the slowest groups' time went against the median group's: the store's calls (their
 -- wall, the wait for the store's thread included) by primitive, and the rest (the loop's
--- work: the plan, the answers). The groups commit one after another: a slow one is p99.
+-- work: the plan, the answers), and the loop thread's CPU meanwhile (a rest well above it:
+-- the loop waited, or lost its core). The groups commit one after another: a slow one is p99.
 -- The feed's calls run beside the group's and are counted in it (they hold the store's
 -- turn), so "rest" may read below the loop's share; with workers > 1 a call is counted in
 -- the group that started last.
@@ -541,8 +544,8 @@ local function group_text(g)
     table.sort(list, function(a, b) return a.ms > b.ms end)
     local out = {}
     for i = 1, math.min(4, #list) do out[i] = format("%s %.1f", list[i].k, list[i].ms) end
-    return format("%.1f ms (%d): store %.1f (%s), rest %.1f", g.ms, g.n, store,
-                  table.concat(out, ", "), g.ms - store)
+    return format("%.1f ms (%d): store %.1f (%s), rest %.1f; the loop's CPU %.1f", g.ms, g.n,
+                  store, table.concat(out, ", "), g.ms - store, g.cpu)
 end
 
 local function slow_line(name)
