@@ -342,7 +342,8 @@ end
 local committer = require("ron.wallet.committer")
 local sizes = {}
 local tail = { wait = {}, commit = {}, server = {}, lag = {} }
--- per group of the case: its commit's wall and its store calls' (slow_line)
+-- per group of the case: its commit's wall, its store calls' and the loop's CPU (tail_line's
+-- commit figures and slow_line's)
 local groups_seen = {}
 local probe = WT.new() -- the same, second by second (cpu_snap starts a case's)
 do
@@ -361,11 +362,8 @@ do
         in_group = nil
         local t1 = uv.hrtime()
         local cpu_ms = (B.cpu_s(1) - c0) * 1000
-        tail.commit[#tail.commit + 1] = (t1 - t0) / 1000
-        if #groups_seen < 100000 then
-            groups_seen[#groups_seen + 1] = { ms = (t1 - t0) / 1e6, calls = seen, n = #jobs,
-                                              cpu = cpu_ms }
-        end
+        groups_seen[#groups_seen + 1] = { ms = (t1 - t0) / 1e6, calls = seen, n = #jobs,
+                                          cpu = cpu_ms }
         probe:group(t1, #jobs, (t1 - t0) / 1000)
         return unpack(r)
     end
@@ -430,6 +428,7 @@ end
 -- p50 / p99 / max of each, in ms; emptied
 local function tail_line(name)
     local out = {}
+    for i, g in ipairs(groups_seen) do tail.commit[i] = g.ms * 1000 end
     for _, k in ipairs { "wait", "commit", "server", "lag" } do
         local v = tail[k]
         out[#out + 1] = format("%s p50 %.1f p99 %.1f max %.1f (%d)", k, pct(v, 0.5) / 1000,
@@ -460,7 +459,7 @@ local function proc_io()
              sr = tonumber(t:match("syscr: (%d+)")), sw = tonumber(t:match("syscw: (%d+)")) }
 end
 
--- The machine's CPU time (/proc/stat, all cores, in ticks): busy and idle (idle + iowait),
+-- The machine's CPU time (/proc/stat, all cores, in ticks): in all and idle (idle + iowait),
 -- and the cores. With 64 connections in one group the loop's and the pool's work on a
 -- group run one after the other: the idle share shows how much of the machine that left.
 local function machine_cpu()
