@@ -12,7 +12,7 @@ local ledger = require("ron.ledger")
 local dto = require("ron.wallet.dto")
 local tnew = require("table.new")
 
-local pairs = pairs
+local next, pairs, tonumber, tostring, unpack = next, pairs, tonumber, tostring, unpack
 
 local M = {}
 local W = {}
@@ -61,13 +61,32 @@ function W:_send(req, a, replayed)
 end
 
 -- A job's answer kept in the answer cache when it is the ledger's stored outcome (the only
--- kind it may keep: ron.wallet.money's `stored`), under the job's Idempotency-Key with its
--- body hash on the answer itself (a.h: no entry table per answer, issue 25).
+-- kind it may keep: ron.wallet.money's `stored`), under the job's Idempotency-Key: its
+-- body hash, status, content type, body, then its headers' names and values, as bytes
+-- (ron.base.blobcache: no Lua object per answer, issue 25). M.cached reads one back.
+local STATUS = {}
+for s = 100, 599 do STATUS[s] = tostring(s) end
+
 function W:_keep_answer(job, a)
-    if a.stored and job.kkey then
-        a.h = job.h
-        self.answers:put(job.kkey, a)
+    if not (a.stored and job.kkey) then return end
+    local h = a.headers
+    if h == nil or next(h) == nil then
+        self.answers:put(job.kkey, job.h, STATUS[a.status], a.ctype, a.body)
+        return
     end
+    local parts = { job.h, STATUS[a.status], a.ctype, a.body }
+    for k, v in pairs(h) do parts[#parts + 1], parts[#parts + 2] = k, v end
+    self.answers:put(job.kkey, unpack(parts))
+end
+
+-- The answer kept under kkey -> its body hash, status, body, content type and headers (a
+-- new table), or nil.
+function M.cached(self, kkey)
+    local v = self.answers:get(kkey)
+    if v == nil then return nil end
+    local hd = {}
+    for i = 5, #v, 2 do hd[v[i]] = v[i + 1] end
+    return v[1], tonumber(v[2]), v[4], v[3], hd
 end
 
 local function ret(self, a)

@@ -21,6 +21,7 @@ local ERR = ledger_engine.ERR
 local dec = require("ron.ledger.bigint").dec
 local jstr = dto.jstr
 local answer, prob, problem_answer, ret, hex = A.answer, A.prob, A.problem_answer, A.ret, A.hex
+local cached = A.cached
 local SYSTEM = accounts.SYSTEM
 
 local M = {}
@@ -336,17 +337,16 @@ function W:_post_money(req, route)
     local kkey = "wlt:k:" .. who.principal .. ":" .. key
     local nkey = "wlt:n:" .. who.principal .. ":" .. dec(r.nonce)
     local h = codec.sha256(r.canon)
-    local hit = self.answers:get(kkey)
-    if hit then
-        if hit.h ~= h then -- (hit: a stored answer, its body hash hit.h: W:_keep_answer)
+    local hit_h, status, body, ctype, hd = cached(self, kkey)
+    if hit_h then
+        if hit_h ~= h then -- (a stored answer, under its body hash: W:_keep_answer)
             return ret(self, prob("idempotency_mismatch",
                                   "this Idempotency-Key was used with another body"))
         end
         self.m.replays = self.m.replays + 1
-        self:_count(hit.status)
-        local hd = { ["Idempotent-Replayed"] = "true" }
-        for k, v in pairs(hit.headers or {}) do hd[k] = v end
-        return hit.status, hit.body, hit.ctype, hd
+        self:_count(status)
+        hd["Idempotent-Replayed"] = "true"
+        return status, body, ctype, hd
     end
     if self.inflight[kkey] or self.inflight[nkey] then
         return ret(self, prob("in_flight", "this Idempotency-Key or nonce is being committed",

@@ -36,7 +36,7 @@ local cache = require("ron.wallet.cache")
 local committer = require("ron.wallet.committer")
 local check = require("ron.base.check")
 local clock = require("ron.base.clock")
-local lru = require("ron.base.lru")
+local blobcache = require("ron.base.blobcache")
 local dto = require("ron.wallet.dto")
 local held = require("ron.wallet.held")
 local jobs = require("ron.wallet.jobs")
@@ -79,7 +79,8 @@ _M.DEFAULTS = {
     stall_ms = 1000,            -- readiness: a ledger call or the feed stuck this long
     poll_ms = 50,               -- the event feed's cadence
     cache_entries = 100000,     -- balances cached (two generations of this many at most)
-    idempotency_cache = 10000,  -- rendered answers cached per Idempotency-Key (LRU)
+    idempotency_cache = 10000,  -- rendered answers cached per Idempotency-Key (two
+                                -- generations, off the Lua heap: ron.base.blobcache)
     max_reads = 256,            -- balance/statement reads in flight (beyond: 429)
     min_seq_wait_ms = 1000,     -- how long a GET with min_seq waits for the feed
     statement_limit = 50,       -- default and cap of entries in one statement (cap: 4x)
@@ -196,7 +197,9 @@ function _M.new(o)
                              own_running = function(intent, h)
                                  return self:_own_running(intent, h)
                              end }
-    self.answers = lru.new(self.idempotency_cache)
+    -- (off the Lua heap: as Lua objects, its 20,000 answers made the collector's sweep
+    -- triple the loop time of one group commit in every cycle, issue 25)
+    self.answers = blobcache.new(self.idempotency_cache)
     -- payers a saga of another process kept reserved for a whole commit (issue 29 item 3)
     self.held = held.new { clock = self.clock, hold_ms = 1000 }
     self.not_ready = {}      -- reasons others hold (the node's lease: ron.wallet.fleet)
