@@ -20,6 +20,8 @@
 --                          each transfer case the WAL frames it wrote per transfer, by
 --                          table and index: tests/bench/wal_census.lua)
 --       [--checkpoint-ms N] (SQLite: the store's checkpoint_ms, docs/LEDGER.md)
+--       [--gc-pause N]    (collectgarbage "setpause" for the whole run, as the daemon's
+--                          gc_pause does; default LuaJIT's 200, the daemon's is 400)
 --       [--soak S]        (memory, issue 25's "flat under a 5-minute run": --soak 300.
 --                          Instead of the cases below: transfer (K sources), transfer_hot
 --                          and balance_http each for S seconds in slices of at most 30 s,
@@ -83,14 +85,17 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--no-pg", "pg", "off" }, { "--no-sqlite", "sqlite", "off" },
              { "--profile", "profile", "str" }, { "--soak", "soak", "num" },
              { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" },
-             { "--wal-census", "wal_census", "on" }, { "--checkpoint-ms", "ckpt_ms", "num" } },
+             { "--wal-census", "wal_census", "on" }, { "--checkpoint-ms", "ckpt_ms", "num" },
+             { "--gc-pause", "gc_pause", "num" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
-           .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N]")
+           .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N] "
+           .. "[--gc-pause N]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
+if opts.gc_pause then collectgarbage("setpause", opts.gc_pause) end
 local emit = B.emitter(opts.out)
 local format = string.format
 
@@ -98,10 +103,10 @@ local USD = { code = "USD", scale = 2 }
 local FUND = 1000000000000
 
 print(format("bench-wallet: %d s per case, %d connections, %d workers, group_max %s, " ..
-             "group_linger_ms %s, %d source accounts, loadavg %s", opts.seconds, opts.conns,
-             opts.workers, tostring(opts.group_max or service.DEFAULTS.group_max),
+             "group_linger_ms %s, %d source accounts, gc pause %d, loadavg %s", opts.seconds,
+             opts.conns, opts.workers, tostring(opts.group_max or service.DEFAULTS.group_max),
              tostring(opts.linger or service.DEFAULTS.group_linger_ms), opts.accounts,
-             B.loadavg()))
+             opts.gc_pause or 200, B.loadavg()))
 
 
 -- wrk in its own process (the loop keeps serving meanwhile) -> the WRK line's fields
