@@ -13,9 +13,10 @@
 --       [--warmup S]      (before each transfer case, an unmeasured run of S seconds:
 --                          printed and emitted as <case>_cold, then the case warm;
 --                          default 0: the case alone, cold)
---       [--gc-ms]         (the collector's ms per second of a transfer case, from LuaJIT's
---                          sampling profiler; starting it flushes the compiled traces:
---                          every case then starts cold, as --profile's)
+--       [--gc-ms]         (the collector's samples per second of a transfer case, from
+--                          LuaJIT's sampling profiler: a lower bound, 10-20x low against
+--                          a LuaJIT that times its steps (wallet_tail.lua); starting it
+--                          flushes the compiled traces: every case then starts cold)
 --       [--wal-census]    (SQLite: the store's checkpoints held off after the first, and after
 --                          each transfer case the WAL frames it wrote per transfer, by
 --                          table and index: tests/bench/wal_census.lua)

@@ -11,11 +11,14 @@
 --                                -- recording included; traces, aborts and their reasons,
 --                                -- flushes of the trace cache), the collector's cycles
 --                                -- ended (a finalizer re-armed each cycle) and, with
---                                -- gc_ms, its time (LuaJIT's sampling profiler at 1 ms: a
---                                -- sample in state G is delivered when the collector's
---                                -- step ends, so its count is that step's ms; starting the
---                                -- profiler FLUSHES every compiled trace: the case starts
---                                -- cold again, so not by default)
+--                                -- gc_ms, its samples (LuaJIT's sampling profiler at 1 ms,
+--                                -- the samples in state G; starting the profiler FLUSHES
+--                                -- every compiled trace: the case starts cold again, so
+--                                -- not by default). It reads 10-20x LOW: a LuaJIT built
+--                                -- to time its collector's steps counted 85-97 ms/s of the
+--                                -- loop's collector where these samples found 3-6
+--                                -- (docs/WALLET.md §8, "The slow groups were the
+--                                -- collector's sweep"): a lower bound, not its time
 --   p:lines(prefix)              -- one line per second of the case, the first 8 groups'
 --                                -- commits, and a summary -> list
 --
