@@ -1,6 +1,6 @@
 -- ron.base.blobcache: a bounded cache of byte strings kept OFF the Lua heap (I-7): the
 -- shed policy of ron.base.lru (two generations), with each generation's entries in one
--- malloc'd arena and found through an open-addressing index beside it, so that however
+-- calloc'd arena and found through an open-addressing index beside it, so that however
 -- many entries it holds, the collector sees none of them.
 --
 --   local blobcache = require("ron.base.blobcache")
@@ -22,7 +22,8 @@
 -- hit in the old generation is copied back to the young one. A put of a key already held
 -- writes a new record (the old bytes stay until their generation is dropped). An entry
 -- larger than a whole generation is not kept. Bounded: 2 * bytes of arenas and 2 * (a
--- power of two >= 2 * cap) slots of 8 bytes, allocated at new().
+-- power of two >= 2 * cap) slots of 8 bytes, allocated zeroed at new() (calloc: resident
+-- only as the entries fill them).
 --
 -- A record, 4-byte aligned: [i32 hash][u32 key length][u32 values] [key] then per value
 -- [u32 length][bytes], each field padded to 4 bytes.
@@ -31,7 +32,7 @@ local bit = require("bit")
 
 local C = ffi.C
 pcall(ffi.cdef, "int memcmp(const void *s1, const void *s2, size_t n);")
-pcall(ffi.cdef, "void *malloc(size_t size);")
+pcall(ffi.cdef, "void *calloc(size_t nmemb, size_t size);")
 pcall(ffi.cdef, "void free(void *ptr);")
 
 local band, bxor, lshift, tobit = bit.band, bit.bxor, bit.lshift, bit.tobit
@@ -58,8 +59,9 @@ _M.hash = hash
 
 local function pad4(n) return band(n + 3, -4) end
 
+-- (calloc: the OS's zero pages, so a generation costs memory as it fills, not at new())
 local function alloc(ct, n, size)
-    local p = C.malloc(n * size)
+    local p = C.calloc(n, size)
     if p == nil then error("ron.base.blobcache: out of memory", 3) end
     return ffi_gc(ffi_cast(ct, p), C.free) -- (the finalizer on the pointer kept)
 end
@@ -67,10 +69,8 @@ end
 -- A generation: the arena (bytes), the index (slots: a record's offset / 4 + 1, 0 empty;
 -- tags: its hash), entries n, bytes used.
 local function new_gen(bytes, nslots)
-    local g = { arena = alloc(u8p, bytes, 1), slots = alloc(u32p, nslots, 4),
-                tags = alloc(i32p, nslots, 4), n = 0, used = 0 }
-    ffi_fill(g.slots, nslots * 4, 0)
-    return g
+    return { arena = alloc(u8p, bytes, 1), slots = alloc(u32p, nslots, 4),
+             tags = alloc(i32p, nslots, 4), n = 0, used = 0 }
 end
 
 local B = {}

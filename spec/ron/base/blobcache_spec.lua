@@ -97,6 +97,21 @@ describe("ron.base.blobcache", function()
         assert.equal(8, n) -- the hash spreads over every slot
     end)
 
+    it("costs memory as it fills, not at new()", function()
+        local function rss_kb()
+            local f = assert(io.open("/proc/self/statm"))
+            local _, res = f:read("*a"):match("^(%d+)%s+(%d+)")
+            f:close()
+            return tonumber(res) * 4
+        end
+        local before = rss_kb()
+        local c = blobcache.new(1000000) -- 2 x 512 MB of arenas, 2 x 16 MB of index
+        local grew = rss_kb() - before
+        assert.is_true(grew < 8192, "new() made " .. grew .. " KB resident")
+        c:put("k", "v")
+        assert.same({ "v" }, c:get("k"))
+    end)
+
     it("holds its entries off the Lua heap", function()
         local c = blobcache.new(20000)
         collectgarbage()
