@@ -16,7 +16,8 @@
 -- its account is not stored (begin_read marks the account; an invalidation meanwhile spoils
 -- the read). A feed more than lag_events behind the ledger's head is lag: everything is
 -- dropped and the feed jumps to the head (wallet_bus_lagged_total). Entries are bounded: two
--- generations of at most `entries` each (the most recently used survive).
+-- generations of at most `entries` each (the most recently used survive), kept off the Lua
+-- heap (ron.base.numcache: 80 bytes an entry; a key over its 56 bytes is not cached).
 --
 -- The wallet's own commits (issue 25): the wallet drops the entries of a commit's accounts
 -- when the commit answers (its pins: ron.wallet.money), before any read can see the commit's
@@ -26,7 +27,7 @@
 -- noted event's transfer back. Every other event is applied as above; a note the feed
 -- passed already, or one dropped at the bound (4096), costs only that saving.
 local events = require("ron.ledger.events")
-local lru = require("ron.base.lru")
+local numcache = require("ron.base.numcache")
 
 local floor = math.floor
 local pairs, setmetatable, type, error, pcall = pairs, setmetatable, type, error, pcall
@@ -50,7 +51,9 @@ function _M.new(o)
         -- fn(intent, body_hash) -> the accounts of the wallet's own commit of that request
         -- still running (its answer not yet given), or nil
         own_running = o.own_running,
-        entries_lru = lru.new(o.entries or 100000),
+        -- (off the Lua heap: as Lua objects, 200,000 cached balances made the collector's
+        -- sweep cost one group commit 61-79 ms of the loop in every cycle, issue 25)
+        balances = numcache.new(o.entries or 100000),
         codes = {}, -- the asset codes ever cached (few: the wallet's configured assets)
         reading = {}, -- account -> true (reading) | "spoiled"
         seq = 0, ok_ms = nil, started = false,
@@ -70,9 +73,7 @@ end
 local function key(account, asset) return account .. "\0" .. asset end
 
 function Cache:get(account, asset)
-    local e = self.entries_lru:get(key(account, asset))
-    if e then return e.amount, e.read_ms end
-    return nil
+    return self.balances:get(key(account, asset))
 end
 
 function Cache:begin_read(account)
@@ -85,8 +86,7 @@ function Cache:put(account, asset, amount)
     self.reading[account] = nil
     if r ~= true then return false end
     self.codes[asset] = true
-    self.entries_lru:put(key(account, asset),
-                         { amount = amount, read_ms = self.clock(), account = account })
+    self.balances:put(key(account, asset), amount, self.clock())
     return true
 end
 
@@ -94,15 +94,15 @@ end
 function Cache:invalidate(account)
     self.invalidations_total = self.invalidations_total + 1
     if self.reading[account] then self.reading[account] = "spoiled" end
-    for code in pairs(self.codes) do self.entries_lru:delete(key(account, code)) end
+    for code in pairs(self.codes) do self.balances:delete(key(account, code)) end
 end
 
 function Cache:clear()
-    self.entries_lru:clear()
+    self.balances:clear()
     for a in pairs(self.reading) do self.reading[a] = "spoiled" end
 end
 
-function Cache:size() return self.entries_lru:count() end
+function Cache:size() return self.balances:count() end
 
 local function observe_lag(self, ms)
     if ms < 0 then ms = 0 end
