@@ -23,6 +23,9 @@
 --       [--checkpoint-ms N] (SQLite: the store's checkpoint_ms, docs/LEDGER.md)
 --       [--gc-pause N]    (collectgarbage "setpause" for the whole run, as the daemon's
 --                          gc_pause does; default LuaJIT's 200, the daemon's is 400)
+--       [--cached N]      (the balance cache holding N more balances (of accounts nobody
+--                          moves) from the start of each store's cases, as a node whose
+--                          clients read N accounts: what the collector has to walk)
 --       [--soak S]        (memory, issue 25's "flat under a 5-minute run": --soak 300.
 --                          Instead of the cases below: transfer (K sources), transfer_hot
 --                          and balance_http each for S seconds in slices of at most 30 s,
@@ -87,12 +90,12 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--profile", "profile", "str" }, { "--soak", "soak", "num" },
              { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" },
              { "--wal-census", "wal_census", "on" }, { "--checkpoint-ms", "ckpt_ms", "num" },
-             { "--gc-pause", "gc_pause", "num" } },
+             { "--gc-pause", "gc_pause", "num" }, { "--cached", "cached", "num" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
            .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N] "
-           .. "[--gc-pause N]")
+           .. "[--gc-pause N] [--cached N]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
@@ -710,6 +713,11 @@ local function case(T, name, open_store, base)
     end
     local SINK, DSINK = uuid(0, 1), uuid(0, 2)
     local w, m, srv = serve_wallet(T, led, tokens)
+    for i = 1, opts.cached or 0 do -- (--cached: balances of accounts nobody moves)
+        local id = format("%016x", i)
+        w.cache:begin_read(id)
+        w.cache:put(id, "USD", 1000LL + i)
+    end
     fund(led, S, Dsrc, SINK, DSINK)
     local function moved(ids)
         local n = 0
