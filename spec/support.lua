@@ -101,6 +101,14 @@ function S.read_file(path)
     return s
 end
 
+-- This process's resident memory in KB (/proc/self/statm).
+function S.rss_kb()
+    local f = assert(io.open("/proc/self/statm"))
+    local _, res = f:read("*a"):match("^(%d+)%s+(%d+)")
+    f:close()
+    return tonumber(res) * 4
+end
+
 -- BLAKE3 of bytes as the real b3sum binary computes it (the oracle of PRODUCT.md §5).
 function S.b3sum(bytes)
     local path = S.tmpname(".bin")

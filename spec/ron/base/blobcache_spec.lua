@@ -1,6 +1,7 @@
 -- ron.base.blobcache: the two-generation bounded cache kept off the Lua heap (I-7, issue 25).
 local blobcache = require("ron.base.blobcache")
 local lru = require("ron.base.lru")
+local S = require("support")
 
 describe("ron.base.blobcache", function()
     it("keeps the entries used in the last cap insertions, as ron.base.lru", function()
@@ -98,12 +99,7 @@ describe("ron.base.blobcache", function()
     end)
 
     it("costs memory as it fills, not at new()", function()
-        local function rss_kb()
-            local f = assert(io.open("/proc/self/statm"))
-            local _, res = f:read("*a"):match("^(%d+)%s+(%d+)")
-            f:close()
-            return tonumber(res) * 4
-        end
+        local rss_kb = S.rss_kb
         local before = rss_kb()
         local c = blobcache.new(1000000) -- 2 x 512 MB of arenas, 2 x 16 MB of index
         local grew = rss_kb() - before

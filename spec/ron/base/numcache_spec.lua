@@ -3,6 +3,7 @@
 local ffi = require("ffi")
 local numcache = require("ron.base.numcache")
 local lru = require("ron.base.lru")
+local S = require("support")
 
 describe("ron.base.numcache", function()
     it("keeps the entries used in the last cap insertions, as ron.base.lru", function()
@@ -107,12 +108,7 @@ describe("ron.base.numcache", function()
     end)
 
     it("costs memory as it fills, and holds its entries off the Lua heap", function()
-        local function rss_kb()
-            local f = assert(io.open("/proc/self/statm"))
-            local _, res = f:read("*a"):match("^(%d+)%s+(%d+)")
-            f:close()
-            return tonumber(res) * 4
-        end
+        local rss_kb = S.rss_kb
         do
             local before = rss_kb()
             local big = numcache.new(1000000) -- 2 x 160 MB of slots
