@@ -69,13 +69,13 @@ for s = 100, 599 do STATUS[s] = tostring(s) end
 
 function W:_keep_answer(job, a)
     if not (a.stored and job.kkey) then return end
-    local h = a.headers
+    local h, status = a.headers, STATUS[a.status] or tostring(a.status)
     if h == nil or next(h) == nil then
-        self.answers:put(job.kkey, job.h, STATUS[a.status], a.ctype, a.body)
+        self.answers:put(job.kkey, job.h, status, a.ctype, a.body)
         return
     end
-    local parts = { job.h, STATUS[a.status], a.ctype, a.body }
-    for k, v in pairs(h) do parts[#parts + 1], parts[#parts + 2] = k, v end
+    local parts = { job.h, status, a.ctype, a.body }
+    for k, v in pairs(h) do parts[#parts + 1], parts[#parts + 2] = k, tostring(v) end
     self.answers:put(job.kkey, unpack(parts))
 end
 
