@@ -35,7 +35,8 @@ pcall(ffi.cdef, "int memcmp(const void *s1, const void *s2, size_t n);")
 pcall(ffi.cdef, "void *calloc(size_t nmemb, size_t size);")
 pcall(ffi.cdef, "void free(void *ptr);")
 
-local band, bxor, lshift, tobit = bit.band, bit.bxor, bit.lshift, bit.tobit
+local band, bor, bxor, lshift, rshift, tobit = bit.band, bit.bor, bit.bxor, bit.lshift,
+                                           bit.rshift, bit.tobit
 local byte, select, setmetatable, type, error = string.byte, select, setmetatable, type, error
 local ffi_copy, ffi_string, ffi_cast, ffi_gc, ffi_fill = ffi.copy, ffi.string, ffi.cast,
                                                          ffi.gc, ffi.fill
@@ -46,14 +47,26 @@ local i32p = ffi.typeof("int32_t *")
 
 local _M = {}
 
--- FNV-1a, 32 bits, exact in doubles (h * 16777619 = (h << 24) + h * 403)
+-- FNV-1a over 4-byte words (exact in doubles: h * 16777619 = (h << 24) + h * 403), then
+-- the high bits folded down (an index takes the low ones, which a word's upper bytes
+-- reach only through the fold). Words, not bytes: the wallet's reads run it interpreted
+-- as often as compiled, ~0.6 against ~1.0 us for a balance's 20-byte key.
 local function hash(s)
-    local h = tobit(2166136261)
-    for i = 1, #s do
+    local h, n, i = tobit(2166136261), #s, 1
+    while i + 3 <= n do
+        local a, b, c, d = byte(s, i, i + 3)
+        h = bxor(h, bor(a, lshift(b, 8), lshift(c, 16), lshift(d, 24)))
+        h = tobit(lshift(h, 24) + h * 403)
+        i = i + 4
+    end
+    while i <= n do
         h = bxor(h, byte(s, i))
         h = tobit(lshift(h, 24) + h * 403)
+        i = i + 1
     end
-    return h
+    h = bxor(h, rshift(h, 15))
+    h = tobit(lshift(h, 24) + h * 403)
+    return bxor(h, rshift(h, 13))
 end
 _M.hash = hash
 

@@ -1,6 +1,6 @@
 -- ron.base.numcache: a bounded cache from short keys to an int64_t and a number, kept OFF
 -- the Lua heap (I-7): the shed policy of ron.base.lru (two generations), each generation
--- one calloc'd array of fixed slots (the key inline) under open addressing.
+-- calloc'd arrays of fixed slots (the key inline) under open addressing.
 --
 --   local numcache = require("ron.base.numcache")
 --   local c = numcache.new(cap)  -- cap >= 0 entries per generation (0: nothing kept)
@@ -18,7 +18,7 @@
 --
 -- Shed policy as ron.base.lru: when the young generation holds cap entries it becomes the
 -- old one and the old one is dropped whole; a hit in the old generation moves back to the
--- young one. Bounded: 2 arrays of (a power of two >= 2 * cap) slots of 80 bytes, allocated
+-- young one. Bounded: 2 generations of (a power of two >= 2 * cap) slots of 80 bytes, allocated
 -- zeroed at new() (calloc: resident only as the entries fill them).
 local ffi = require("ffi")
 local bit = require("bit")
@@ -26,39 +26,43 @@ local blobcache = require("ron.base.blobcache") -- (its hash; memcmp and calloc 
 
 local C = ffi.C
 local band = bit.band
-local type, error, setmetatable, pcall = type, error, setmetatable, pcall
+local type, error, setmetatable = type, error, setmetatable
 local ffi_copy, ffi_fill, ffi_gc, ffi_cast = ffi.copy, ffi.fill, ffi.gc, ffi.cast
 local hash = blobcache.hash
 
 local KEY_MAX = 56
-pcall(ffi.cdef, [[
-typedef struct ron_numcache_slot {
-    int32_t tag;       /* the key's hash */
-    int32_t klen;      /* 0: empty */
-    uint8_t key[56];
-    int64_t i;
-    double x;
-} ron_numcache_slot;
-]])
-local SLOT = ffi.sizeof("ron_numcache_slot")
-local slotp = ffi.typeof("ron_numcache_slot *")
+local i32p = ffi.typeof("int32_t *")
+local u8p = ffi.typeof("uint8_t *")
+local i64p = ffi.typeof("int64_t *")
+local f64p = ffi.typeof("double *")
 
 local _M = { KEY_MAX = KEY_MAX }
 
 local N = {}
 N.__index = N
 
+local function alloc(ct, n, size)
+    local p = C.calloc(n, size)
+    if p == nil then error("ron.base.numcache: out of memory", 4) end
+    return ffi_gc(ffi_cast(ct, p), C.free)
+end
+
+-- A generation: parallel arrays of slots (tags: the key's hash; klens: its length, 0 for
+-- an empty slot; keys: KEY_MAX bytes a slot; is, xs: the values), n entries. Arrays, not
+-- an array of structs: an element of a number array reads as a number, where a struct
+-- element is a reference the interpreter allocates (the wallet's reads run interpreted as
+-- often as compiled).
 local function new_gen(nslots)
-    local p = C.calloc(nslots, SLOT)
-    if p == nil then error("ron.base.numcache: out of memory", 3) end
-    return { slots = ffi_gc(ffi_cast(slotp, p), C.free), n = 0 }
+    return { tags = alloc(i32p, nslots, 4), klens = alloc(i32p, nslots, 4),
+             keys = alloc(u8p, nslots, KEY_MAX), is = alloc(i64p, nslots, 8),
+             xs = alloc(f64p, nslots, 8), n = 0 }
 end
 
 function _M.new(cap)
     if type(cap) ~= "number" or cap < 0 or cap % 1 ~= 0 then
         error("ron.base.numcache: cap must be an integer >= 0", 2)
     end
-    local self = setmetatable({ cap = cap }, N)
+    local self = setmetatable({ cap = cap, front = {}, front_n = 0 }, N)
     if cap > 0 then
         local nslots = 8
         while nslots < 2 * cap do nslots = nslots * 2 end
@@ -70,12 +74,12 @@ end
 
 -- -> the slot index of k in g, and whether it holds k (else the empty slot k would take)
 local function find(mask, g, k, h)
-    local sl, klen = g.slots, #k
+    local tags, klens, klen = g.tags, g.klens, #k
     local i = band(h, mask)
     while true do
-        local s = sl[i]
-        if s.klen == 0 then return i, false end
-        if s.tag == h and s.klen == klen and C.memcmp(s.key, k, klen) == 0 then
+        local kl = klens[i]
+        if kl == 0 then return i, false end
+        if kl == klen and tags[i] == h and C.memcmp(g.keys + i * KEY_MAX, k, klen) == 0 then
             return i, true
         end
         i = band(i + 1, mask)
@@ -83,7 +87,7 @@ local function find(mask, g, k, h)
 end
 
 local function clear_gen(self, g)
-    ffi_fill(g.slots, (self.mask + 1) * SLOT, 0)
+    ffi_fill(g.klens, (self.mask + 1) * 4, 0) -- (a slot of length 0 is empty)
     g.n = 0
 end
 
@@ -97,62 +101,83 @@ function N:put(k, i, x)
     check_key(k)
     if type(x) ~= "number" then error("ron.base.numcache: x must be a number", 2) end
     if self.cap <= 0 or #k > KEY_MAX then return false end
+    if self.front[k] then
+        self.front[k] = nil
+        self.front_n = self.front_n - 1
+    end
     local h, g = hash(k), self.young
     local at, found = find(self.mask, g, k, h)
     if not found and g.n >= self.cap then
         self.old, self.young = g, self.old
         g = self.young
         clear_gen(self, g)
+        self.front, self.front_n = {}, 0 -- (the dropped generation's keys may be there)
         at = find(self.mask, g, k, h)
     end
-    local s = g.slots[at]
     if not found then
         g.n = g.n + 1
-        s.tag, s.klen = h, #k
-        ffi_copy(s.key, k, #k)
+        g.tags[at], g.klens[at] = h, #k
+        ffi_copy(g.keys + at * KEY_MAX, k, #k)
     end
-    s.i, s.x = i, x
+    g.is[at], g.xs[at] = i, x
     return true
 end
 
 -- Removes slot at of g, shifting back the slots after it that probed past it (linear
 -- probing's deletion: no tombstones, so a lookup still stops at the first empty slot).
 local function remove(mask, g, at)
-    local sl = g.slots
+    local tags, klens, keys, is, xs = g.tags, g.klens, g.keys, g.is, g.xs
     local j = at
     while true do
         j = band(j + 1, mask)
-        local s = sl[j]
-        if s.klen == 0 then break end
-        local home = band(s.tag, mask)
-        -- s stays when its home lies cyclically in (at, j]
+        local kl = klens[j]
+        if kl == 0 then break end
+        local home = band(tags[j], mask)
+        -- the slot stays when its home lies cyclically in (at, j]
         local stays
         if at < j then stays = home > at and home <= j else stays = home > at or home <= j end
         if not stays then
-            ffi_copy(sl + at, sl + j, SLOT)
+            tags[at], klens[at], is[at], xs[at] = tags[j], kl, is[j], xs[j]
+            ffi_copy(keys + at * KEY_MAX, keys + j * KEY_MAX, kl)
             at = j
         end
     end
-    sl[at].klen = 0
+    klens[at] = 0
     g.n = g.n - 1
 end
 
+-- The last FRONT keys read, with their values, in a plain table: a hit there is one table
+-- lookup, where the slots' lookup costs ~1 us interpreted (hash, memcmp); FRONT bounds the
+-- Lua objects it holds. Emptied when full, on a generation's roll and by clear; a put or a
+-- delete of a key drops it there.
+_M.FRONT = 256
+
+local function front_put(self, k, i, x)
+    if self.front_n >= _M.FRONT then self.front, self.front_n = {}, 0 end
+    self.front[k] = { i, x }
+    self.front_n = self.front_n + 1
+end
+
 function N:get(k)
+    local e = self.front[k]
+    if e then return e[1], e[2] end
     check_key(k)
     if self.cap <= 0 or #k > KEY_MAX then return nil end
     local h, mask = hash(k), self.mask
-    local at, found = find(mask, self.young, k, h)
+    local g = self.young
+    local at, found = find(mask, g, k, h)
     if found then
-        local s = self.young.slots[at]
-        return s.i, s.x -- (an int64_t field reads as a new int64_t)
+        local i, x = g.is[at], g.xs[at] -- (an int64_t element reads as a new one)
+        front_put(self, k, i, x)
+        return i, x
     end
-    local old = self.old
-    at, found = find(mask, old, k, h)
+    g = self.old
+    at, found = find(mask, g, k, h)
     if not found then return nil end
-    local s = old.slots[at]
-    local i, x = s.i, s.x
-    remove(mask, old, at)
+    local i, x = g.is[at], g.xs[at]
+    remove(mask, g, at)
     self:put(k, i, x)
+    front_put(self, k, i, x)
     return i, x
 end
 
@@ -164,6 +189,10 @@ end
 function N:delete(k)
     check_key(k)
     if self.cap <= 0 or #k > KEY_MAX then return end
+    if self.front[k] then
+        self.front[k] = nil
+        self.front_n = self.front_n - 1
+    end
     local h = hash(k)
     delete_in(self.mask, self.young, k, h)
     delete_in(self.mask, self.old, k, h)
@@ -171,6 +200,7 @@ end
 
 function N:clear()
     if self.cap <= 0 then return end
+    self.front, self.front_n = {}, 0
     clear_gen(self, self.young)
     clear_gen(self, self.old)
 end

@@ -65,7 +65,12 @@ describe("ron.base.numcache", function()
         local seed = 3011
         print("numcache property seed " .. seed)
         math.randomseed(seed)
-        for _, cap in ipairs({ 1, 2, 3, 5, 16, 40 }) do
+        local front = numcache.FRONT
+        finally(function() numcache.FRONT = front end)
+        for _, run in ipairs({ { 1, 256 }, { 2, 256 }, { 3, 2 }, { 5, 256 }, { 16, 3 },
+                               { 40, 256 }, { 40, 5 } }) do
+            local cap
+            cap, numcache.FRONT = run[1], run[2] -- (a small front: its emptying when full)
             local c, ref = numcache.new(cap), lru.new(cap)
             for step = 1, 6000 do
                 local k = "acct" .. math.random(1, 3 * cap + 3) .. "\0USD"
