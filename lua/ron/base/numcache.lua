@@ -18,8 +18,9 @@
 --
 -- Shed policy as ron.base.lru: when the young generation holds cap entries it becomes the
 -- old one and the old one is dropped whole; a hit in the old generation moves back to the
--- young one. Bounded: 2 generations of (a power of two >= 2 * cap) slots of 80 bytes, allocated
--- zeroed at new() (calloc: resident only as the entries fill them).
+-- young one. Bounded: 2 generations of (a power of two >= 2 * cap) slots of 80 bytes,
+-- allocated zeroed at new() (calloc: resident only as the entries fill them), and a front
+-- of the last FRONT (256) keys read as Lua objects (get, below).
 local ffi = require("ffi")
 local bit = require("bit")
 local blobcache = require("ron.base.blobcache") -- (its hash; memcmp and calloc declared)
