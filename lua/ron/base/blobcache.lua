@@ -29,78 +29,40 @@
 -- [u32 length][bytes], each field padded to 4 bytes.
 local ffi = require("ffi")
 local bit = require("bit")
+local offheap = require("ron.base.offheap")
 
 local C = ffi.C
-pcall(ffi.cdef, "int memcmp(const void *s1, const void *s2, size_t n);")
-pcall(ffi.cdef, "void *calloc(size_t nmemb, size_t size);")
-pcall(ffi.cdef, "void free(void *ptr);")
-
-local band, bor, bxor, lshift, rshift, tobit = bit.band, bit.bor, bit.bxor, bit.lshift,
-                                           bit.rshift, bit.tobit
-local byte, select, setmetatable, type, error = string.byte, select, setmetatable, type, error
-local ffi_copy, ffi_string, ffi_cast, ffi_gc, ffi_fill = ffi.copy, ffi.string, ffi.cast,
-                                                         ffi.gc, ffi.fill
+local band = bit.band
+local select, setmetatable, type, error = select, setmetatable, type, error
+local ffi_copy, ffi_string, ffi_cast, ffi_fill = ffi.copy, ffi.string, ffi.cast, ffi.fill
+local hash, alloc = offheap.hash, offheap.alloc
 
 local u8p = ffi.typeof("uint8_t *")
 local u32p = ffi.typeof("uint32_t *")
 local i32p = ffi.typeof("int32_t *")
+local WHO = "ron.base.blobcache"
 
 local _M = {}
 
--- FNV-1a over 4-byte words (exact in doubles: h * 16777619 = (h << 24) + h * 403), then
--- the high bits folded down (an index takes the low ones, which a word's upper bytes
--- reach only through the fold). Words, not bytes: the wallet's reads run it interpreted
--- as often as compiled, ~0.6 against ~1.0 us for a balance's 20-byte key.
-local function hash(s)
-    local h, n, i = tobit(2166136261), #s, 1
-    while i + 3 <= n do
-        local a, b, c, d = byte(s, i, i + 3)
-        h = bxor(h, bor(a, lshift(b, 8), lshift(c, 16), lshift(d, 24)))
-        h = tobit(lshift(h, 24) + h * 403)
-        i = i + 4
-    end
-    while i <= n do
-        h = bxor(h, byte(s, i))
-        h = tobit(lshift(h, 24) + h * 403)
-        i = i + 1
-    end
-    h = bxor(h, rshift(h, 15))
-    h = tobit(lshift(h, 24) + h * 403)
-    return bxor(h, rshift(h, 13))
-end
-_M.hash = hash
-
 local function pad4(n) return band(n + 3, -4) end
-
--- (calloc: the OS's zero pages, so a generation costs memory as it fills, not at new())
-local function alloc(ct, n, size)
-    local p = C.calloc(n, size)
-    if p == nil then error("ron.base.blobcache: out of memory", 3) end
-    return ffi_gc(ffi_cast(ct, p), C.free) -- (the finalizer on the pointer kept)
-end
 
 -- A generation: the arena (bytes), the index (slots: a record's offset / 4 + 1, 0 empty;
 -- tags: its hash), entries n, bytes used.
 local function new_gen(bytes, nslots)
-    return { arena = alloc(u8p, bytes, 1), slots = alloc(u32p, nslots, 4),
-             tags = alloc(i32p, nslots, 4), n = 0, used = 0 }
+    return { arena = alloc(u8p, bytes, 1, WHO), slots = alloc(u32p, nslots, 4, WHO),
+             tags = alloc(i32p, nslots, 4, WHO), n = 0, used = 0 }
 end
 
 local B = {}
 B.__index = B
 
 function _M.new(cap, bytes)
-    if type(cap) ~= "number" or cap < 0 or cap % 1 ~= 0 then
-        error("ron.base.blobcache: cap must be an integer >= 0", 2)
-    end
+    offheap.check_count(cap, "cap", WHO)
     bytes = bytes or cap * 512
-    if type(bytes) ~= "number" or bytes < 0 or bytes % 1 ~= 0 then
-        error("ron.base.blobcache: bytes must be an integer >= 0", 2)
-    end
+    offheap.check_count(bytes, "bytes", WHO)
     local self = setmetatable({ cap = cap, bytes = pad4(bytes) }, B)
     if cap > 0 then
-        local nslots = 8
-        while nslots < 2 * cap do nslots = nslots * 2 end
+        local nslots = offheap.slots_for(cap)
         self.mask = nslots - 1
         self.young, self.old = new_gen(self.bytes, nslots), new_gen(self.bytes, nslots)
     end
@@ -128,10 +90,15 @@ local function clear_gen(self, g)
     g.n, g.used = 0, 0
 end
 
--- the record's size for key k and values ...
+-- the record's size for key k and values ... (each a string, else an error for put's caller)
 local function size_of(k, ...)
+    if type(k) ~= "string" then error("ron.base.blobcache: a key is a string", 3) end
     local size = 12 + pad4(#k)
-    for i = 1, select("#", ...) do size = size + 4 + pad4(#select(i, ...)) end
+    for i = 1, select("#", ...) do
+        local v = select(i, ...)
+        if type(v) ~= "string" then error("ron.base.blobcache: a value is a string", 3) end
+        size = size + 4 + pad4(#v)
+    end
     return size
 end
 
@@ -150,20 +117,9 @@ local function write(g, off, h, k, ...)
     end
 end
 
-local function check_strings(k, ...)
-    if type(k) ~= "string" then error("ron.base.blobcache: a key is a string", 3) end
-    for i = 1, select("#", ...) do
-        if type(select(i, ...)) ~= "string" then
-            error("ron.base.blobcache: a value is a string", 3)
-        end
-    end
-end
-
 function B:put(k, ...)
-    check_strings(k, ...)
-    if self.cap <= 0 then return false end
     local size = size_of(k, ...)
-    if size > self.bytes then return false end
+    if self.cap <= 0 or size > self.bytes then return false end
     local h = hash(k)
     local g = self.young
     local i, off = find(self, g, k, h)

@@ -23,30 +23,27 @@
 -- of the last FRONT (256) keys read as Lua objects (get, below).
 local ffi = require("ffi")
 local bit = require("bit")
-local blobcache = require("ron.base.blobcache") -- (its hash; memcmp and calloc declared)
+local offheap = require("ron.base.offheap")
 
 local C = ffi.C
 local band = bit.band
 local type, error, setmetatable = type, error, setmetatable
-local ffi_copy, ffi_fill, ffi_gc, ffi_cast = ffi.copy, ffi.fill, ffi.gc, ffi.cast
-local hash = blobcache.hash
+local ffi_copy, ffi_fill = ffi.copy, ffi.fill
+local hash = offheap.hash
 
 local KEY_MAX = 56
 local i32p = ffi.typeof("int32_t *")
 local u8p = ffi.typeof("uint8_t *")
 local i64p = ffi.typeof("int64_t *")
 local f64p = ffi.typeof("double *")
+local WHO = "ron.base.numcache"
 
 local _M = { KEY_MAX = KEY_MAX }
 
 local N = {}
 N.__index = N
 
-local function alloc(ct, n, size)
-    local p = C.calloc(n, size)
-    if p == nil then error("ron.base.numcache: out of memory", 4) end
-    return ffi_gc(ffi_cast(ct, p), C.free)
-end
+local function alloc(ct, n, size) return offheap.alloc(ct, n, size, WHO) end
 
 -- A generation: parallel arrays of slots (tags: the key's hash; klens: its length, 0 for
 -- an empty slot; keys: KEY_MAX bytes a slot; is, xs: the values), n entries. Arrays, not
@@ -60,13 +57,10 @@ local function new_gen(nslots)
 end
 
 function _M.new(cap)
-    if type(cap) ~= "number" or cap < 0 or cap % 1 ~= 0 then
-        error("ron.base.numcache: cap must be an integer >= 0", 2)
-    end
+    offheap.check_count(cap, "cap", WHO)
     local self = setmetatable({ cap = cap, front = {}, front_n = 0 }, N)
     if cap > 0 then
-        local nslots = 8
-        while nslots < 2 * cap do nslots = nslots * 2 end
+        local nslots = offheap.slots_for(cap)
         self.mask = nslots - 1
         self.young, self.old = new_gen(nslots), new_gen(nslots)
     end

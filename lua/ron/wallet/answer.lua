@@ -64,12 +64,9 @@ end
 -- kind it may keep: ron.wallet.money's `stored`), under the job's Idempotency-Key: its
 -- body hash, status, content type, body, then its headers' names and values, as bytes
 -- (ron.base.blobcache: no Lua object per answer, issue 25). M.cached reads one back.
-local STATUS = {}
-for s = 100, 599 do STATUS[s] = tostring(s) end
-
 function W:_keep_answer(job, a)
     if not (a.stored and job.kkey) then return end
-    local h, status = a.headers, STATUS[a.status] or tostring(a.status)
+    local h, status = a.headers, tostring(a.status)
     if h == nil or next(h) == nil then
         self.answers:put(job.kkey, job.h, status, a.ctype, a.body)
         return

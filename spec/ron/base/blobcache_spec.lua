@@ -90,7 +90,7 @@ describe("ron.base.blobcache", function()
         for _, k in ipairs(keys) do assert.same({ k .. "!" }, c:get(k)) end
         local seen = {}
         for i = 1, 200 do
-            local s = bit.band(blobcache.hash("q" .. i), 7)
+            local s = bit.band(require("ron.base.offheap").hash("q" .. i), 7)
             seen[s] = (seen[s] or 0) + 1
         end
         local n = 0
