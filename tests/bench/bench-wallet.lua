@@ -302,8 +302,25 @@ end
 -- primitive (the feed's among them: they share the store's one connection)
 local in_group = nil
 
-local function timed_call(s, k, v)
+-- A phase (apply) counted by what it holds: "apply:" and its primitives' names, each once,
+-- in order (which of the engine's phases it is: the one-transaction batch's, the plan's
+-- reads, the saga's claims, reserve, finalize)
+local function call_key(k, ops)
+    if k ~= "apply" or type(ops) ~= "table" then return k end
+    local names, seen = {}, {}
+    for _, op in ipairs(ops) do
+        local n = tostring(op[1])
+        if not seen[n] then
+            seen[n] = true
+            names[#names + 1] = n
+        end
+    end
+    return "apply:" .. table.concat(names, "+")
+end
+
+local function timed_call(s, name, v)
     return function(_, ...)
+        local k = call_key(name, ...)
         local t0 = uv.hrtime()
         local r = { v(s, ...) }
         local c = calls[k] or { n = 0, us = 0 }
@@ -334,7 +351,7 @@ local function calls_line(name, ok)
     for k, c in pairs(calls) do list[#list + 1] = { k = k, n = c.n, us = c.us } end
     table.sort(list, function(a, b) return a.us > b.us end)
     local out = {}
-    for i = 1, math.min(8, #list) do
+    for i = 1, math.min(16, #list) do
         local c = list[i]
         out[i] = format("%s %d/%.0fus", c.k, c.n, c.us / math.max(ok, 1))
     end

@@ -33,6 +33,7 @@ local clock = require("ron.base.clock")
 local accounts = require("ron.ledger.engine.accounts")
 local base = require("ron.ledger.engine.base")
 local batch = require("ron.ledger.engine.batch")
+local batch_atomic = require("ron.ledger.engine.batch_atomic")
 local batch_final = require("ron.ledger.engine.batch_final")
 local batch_plan = require("ron.ledger.engine.batch_plan")
 local reads = require("ron.ledger.engine.reads")
@@ -59,7 +60,7 @@ Ledger.__index = Ledger
 
 -- Every concern's methods on the one class; a name two concerns define is a bug.
 for _, m in ipairs { base, accounts, reads, requests, resolve, saga, batch, batch_plan,
-                     batch_final, recovery } do
+                     batch_final, batch_atomic, recovery } do
     for name, f in pairs(m.methods) do
         assert(Ledger[name] == nil, name)
         Ledger[name] = f
@@ -90,8 +91,8 @@ function _M.new(opts)
         prim_retries = opts.prim_retries or 3,
         -- wip/perf (LED-50): flush = false when the caller flushes (group commit)
         flush_on_ack = opts.flush ~= false,
-        -- LED-72: a single commit tries the one-transaction commit first (false: the saga's
-        -- phases only)
+        -- LED-72: a single commit tries the one-transaction commit first, LED-74: a batch
+        -- its one-transaction batch (false: the saga's phases only)
         one_tx = opts.one_tx ~= false,
         -- LED-73: the pairs the one-transaction commit remembers (ron.ledger.engine.plan_cache:
         -- a payer's postings, balances; 0: none, every commit reads first)

@@ -330,6 +330,14 @@ end
 -- the batch moves in all, from the balance its first transfer saw to its last one's after
 -- (the chain's net move of the pair, guarded as one plan's).
 function _M.batch_limits(items, accts)
+    return _M.limits(_M.chain_pairs(items), accts)
+end
+
+-- The pairs a chain (items in order, each with its plan's deltas) moves, each once in
+-- first-move order: { account, asset, before (the balance its first move saw), after (its
+-- last move's), lo (the least after of a move lowering it), hi (the largest after of a
+-- move raising it) } (the one-transaction batch's guards, LED-74).
+function _M.chain_pairs(items)
     local net, order = {}, {}
     for _, it in ipairs(items) do
         for _, d in ipairs(it.deltas) do
@@ -341,9 +349,11 @@ function _M.batch_limits(items, accts)
                 order[#order + 1] = x
             end
             x.after = d.after
+            if d.after < d.before and (x.lo == nil or d.after < x.lo) then x.lo = d.after end
+            if d.after > d.before and (x.hi == nil or d.after > x.hi) then x.hi = d.after end
         end
     end
-    return _M.limits(order, accts)
+    return order
 end
 
 -- The limits' guards (lim: _M.limits) put first in ops, chunked at the stores' bound, each
@@ -512,6 +522,21 @@ local function batch_finalize_ops(led, ctx, rows)
     return ops
 end
 
+_M.batch_finalize_ops = batch_finalize_ops -- (and the one-transaction batch's, LED-74)
+
+-- The events' seqs by transfer id out of a committed batch phase's answer (its
+-- append_events ops marked `event`: consecutive from the first seq each returns).
+function _M.batch_seqs(ops, res)
+    local evs = {}
+    for k, op in ipairs(ops) do
+        if op.event then
+            local first = res[k][2]
+            for j, x in ipairs(op[3]) do evs[x.transfer_id] = { seq = first + j - 1 } end
+        end
+    end
+    return evs
+end
+
 -- -> the batch's answers (Ledger:_batch_done). One phase: what the batch consumes, creates,
 -- stores and appends, its members' records and its own record's deletion; a missed guard
 -- is handled as the single finalize's (a racing event seq, or its store postings still
@@ -533,14 +558,7 @@ function _M.finalize_batch(led, ctx, results, later)
             break
         end
         if res.ok then
-            local evs = {}
-            for k, op in ipairs(ops) do
-                if op.event then
-                    local first = res[k][2]
-                    for j, x in ipairs(op[3]) do evs[x.transfer_id] = { seq = first + j - 1 } end
-                end
-            end
-            return led:_batch_done(ctx, results, later, evs, {}, rows)
+            return led:_batch_done(ctx, results, later, _M.batch_seqs(ops, res), {}, rows)
         end
         if not ops[res.at].event and not untouched(led, ctx.sid, ids, rows.oids) then break end
         led.pause(1)

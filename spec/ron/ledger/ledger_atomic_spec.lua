@@ -194,11 +194,12 @@ describe("the one-transaction commit (LED-72)", function()
 
     -- The batch path, after a deposit of 100 to A: commit_many of "p" (`movements`) and "q"
     -- (A pays C 10) while `between` lands before the finalize: "p" refused as an overflow
-    -- and stored so, "q" committed, nothing else applied.
-    local function batch_refused(between, movements)
-        -- commit_many: the plan's reads (1), the claims (2), the reserve with the last
-        -- step's reads (3), the finalize (4)
-        local w = world { plan_cache = 0, at = 4 }
+    -- and stored so, "q" committed, nothing else applied. one_tx: the one-transaction batch
+    -- (LED-74): the plan's reads (1), the phase (2), where the guard misses, then the
+    -- saga's phases; else the saga alone: the plan's reads (1), the claims (2), the reserve
+    -- with the last step's reads (3), the finalize (4).
+    local function batch_refused(between, movements, one_tx)
+        local w = world { plan_cache = 0, at = one_tx and 2 or 4, one_tx = one_tx }
         assert(w.led:commit { intent = "dep", movements = { mv(EXT, A, 100) } })
         w.between = between
         w.arm()
@@ -211,6 +212,8 @@ describe("the one-transaction commit (LED-72)", function()
         assert.equal(90, w.led:balance(A, USD)); assert.equal(10, w.led:balance(C, USD))
         assert.equal("rejected", w.s:get_intent("p").status)
         assert.equal(1, w.led.stats.batches)
+        assert.equal(one_tx and 1 or nil, w.led.stats.atomic_batch_missed)
+        assert.is_nil(w.led.stats.atomic_batches)
         assert.same({}, w.s:list_pending_sagas())
         assert.same({}, w.s:get_postings_by_account(A, USD, "pending_inactive"))
         assert(sim.verify(w.s, "main"))
@@ -219,8 +222,10 @@ describe("the one-transaction commit (LED-72)", function()
 
     it("the batch path: a pair its chain credits raised between its last step and its "
        .. "finalize: nothing applied, planned again, that member's overflow refused", function()
-        local w = batch_refused(raise_b, { mv(A, B, 30), mv(A, B, 20) })
-        assert.is_true(I64(w.led:balance(B, USD)) == MAX - 39)
+        for _, one_tx in ipairs { true, false } do
+            local w = batch_refused(raise_b, { mv(A, B, 30), mv(A, B, 20) }, one_tx)
+            assert.is_true(I64(w.led:balance(B, USD)) == MAX - 39)
+        end
     end)
 
     -- a debit of the uncapped EXT that lands between the read and the write, taking it to
@@ -254,8 +259,50 @@ describe("the one-transaction commit (LED-72)", function()
 
     it("the batch path: an uncapped payer lowered between its last step and its finalize: "
        .. "nothing applied, planned again, that member's underflow refused", function()
-        local w = batch_refused(lower_ext, { mv(EXT, A, 101) })
-        assert.is_true(I64(w.led:balance(EXT, USD)) == -MAX + 100)
+        for _, one_tx in ipairs { true, false } do
+            local w = batch_refused(lower_ext, { mv(EXT, A, 101) }, one_tx)
+            assert.is_true(I64(w.led:balance(EXT, USD)) == -MAX + 100)
+        end
+    end)
+
+    it("the one-transaction batch: a payer's balance lowered between the plan and the "
+       .. "phase, its postings untouched: the floor's guard misses, nothing applied, the "
+       .. "saga's way refuses what no longer fits (LED-74)", function()
+        local w = world { plan_cache = 0, at = 2 }
+        assert(w.led:commit { intent = "d1", movements = { mv(EXT, A, 100) } })
+        assert(w.led:commit { intent = "d2", movements = { mv(EXT, A, 50) } })
+        -- another writer's debit of A by 80 that consumes none of A's postings
+        w.between = function(st)
+            assert.equal(2, st:insert_postings {
+                { id = { transfer_id = ("y"):rep(32), index = 0 }, account = A, asset = USD,
+                  amount = -80 },
+                { id = { transfer_id = ("y"):rep(32), index = 1 }, account = B, asset = USD,
+                  amount = 80 } })
+        end
+        w.arm()
+        -- planned on 150: both fit, p2 spending p1's change; on 70, p2 does not
+        local res = w.led:commit_many {
+            { intent = "p1", movements = { mv(A, C, 30) } },
+            { intent = "p2", movements = { mv(A, C, 50) } } }
+        assert.equal("committed", res[1][1].status)
+        assert.is_nil(res[2][1])
+        assert.equal(L.ERR.InsufficientFunds, res[2][3], tostring(res[2][2]))
+        assert.equal(1, w.led.stats.atomic_batch_missed)
+        assert.is_nil(w.led.stats.atomic_batches)
+        assert.equal(40, w.led:balance(A, USD)); assert.equal(30, w.led:balance(C, USD))
+        assert.same({}, w.s:list_pending_sagas())
+        assert.same({}, w.s:get_postings_by_account(A, USD, "pending_inactive"))
+        -- and without the debit, the same batch goes in one transaction
+        local v = world { plan_cache = 0 }
+        assert(v.led:commit { intent = "d1", movements = { mv(EXT, A, 100) } })
+        assert(v.led:commit { intent = "d2", movements = { mv(EXT, A, 50) } })
+        res = v.led:commit_many {
+            { intent = "p1", movements = { mv(A, C, 30) } },
+            { intent = "p2", movements = { mv(A, C, 50) } } }
+        assert.equal("committed", res[2][1].status)
+        assert.equal(1, v.led.stats.atomic_batches)
+        assert.equal(70, v.led:balance(A, USD))
+        assert(sim.verify(v.s, "main"))
     end)
 
     it("an input taken between its read and its commit: nothing applied, the saga resolves "

@@ -19,17 +19,18 @@ local function engine(store, node, nonce, extra)
                            clock = function() return 1700000000000 end }, extra))
 end
 
-local function world()
+-- (extra: the engine's options, e.g. { one_tx = false }: the batch saga's phases only)
+local function world(extra)
     local store = memory.new()
-    local led = engine(store, "n1", "p")
+    local led = engine(store, "n1", "p", extra)
     for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
     return store, led
 end
 
 -- world(), A funded 100 from EXT (intent "d"); with_other: first another process's engine
 -- on the same store (node n2). -> store, engine, the other engine
-local function funded_world(with_other)
-    local store, led = world()
+local function funded_world(with_other, extra)
+    local store, led = world(extra)
     local other = with_other and engine(store, "n2", "q")
     assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
     return store, led, other
@@ -51,13 +52,16 @@ end
 
 -- A random history: deposits, payments (some short, some over a floor, some with an
 -- overdraft to a receivable), replays with the same and with another body, a bad request.
-local function history(seed, n)
+-- plain: deposits first and small payments after, so that few are short (a batch with no
+-- rejection goes in one transaction, LED-74).
+local function history(seed, n, plain)
     local R = sim.rng(seed)
     local ids = {}
     for _, a in ipairs(sim.ACCOUNTS) do ids[#ids + 1] = a.id end
     local reqs = {}
     for k = 1, n do
         local x = R()
+        if plain and k <= 16 then x = 0 end
         local intent = "i" .. k
         if x < 0.3 then
             reqs[k] = { intent = intent, movements = { mv(sim.EXT, ids[R(#ids - 1) + 1], R(200) + 9,
@@ -69,7 +73,8 @@ local function history(seed, n)
                 if R() < 0.3 then from = ids[R(2) + 2] end
                 local to = ids[R(#ids)]
                 if to == from then to = sim.EXT end
-                mvs[j] = mv(from, to, R(80), R() < 0.8 and USD or EUR)
+                local asset = R() < 0.8 and USD or EUR
+                mvs[j] = mv(from, to, plain and R(4) or R(80), plain and USD or asset)
             end
             local od
             if R() < 0.25 then od = { [mvs[1].from] = R() < 0.5 and sim.RECV or ids[4] } end
@@ -98,14 +103,17 @@ describe("ledger commit_many (LED-51..LED-56)", function()
        .. "(seeded property)", function()
         local first = tonumber(os.getenv("RON_BATCH_SEED") or "") or 20261127
         local seeds = tonumber(os.getenv("RON_BATCH_SEEDS") or "") or 12
-        local total, chained, rejected = 0, 0, 0
-        for k = 0, seeds - 1 do
-            local seed = first + k
-            local reqs = history(seed, 160)
+        local total, chained, rejected, atomic, saga = 0, 0, 0, 0, 0
+        -- each seed's batches both ways: the one-transaction batch first (LED-74, the
+        -- saga's phases where it does not apply), and the saga's phases only
+        for k = 0, 3 * seeds - 1 do
+            local seed = first + k % seeds
+            local extra = (k >= seeds and k < 2 * seeds) and { one_tx = false } or nil
+            local reqs = history(seed, 160, k >= 2 * seeds)
             local s1, l1 = world()
             local one = {}
             for i, r in ipairs(reqs) do one[i] = { l1:commit(r) } end
-            local s2, l2 = world()
+            local s2, l2 = world(extra)
             local many, i, R = {}, 1, sim.rng(seed * 7 + 1)
             while i <= #reqs do
                 local n = R(40)
@@ -135,13 +143,21 @@ describe("ledger commit_many (LED-51..LED-56)", function()
             total = total + #reqs
             chained = chained + (l2.stats.chained or 0)
             rejected = rejected + (l2.stats.rejections or 0)
+            if extra then
+                assert.is_nil(l2.stats.atomic_batches)
+                saga = saga + l2.stats.batches
+            else
+                atomic = atomic + (l2.stats.atomic_batches or 0)
+            end
         end
-        print(string.format("commit_many property: seeds %d..%d, %d requests in batches of "
-                            .. "1..40 (%d change postings spent within their batch, %d "
-                            .. "rejections): identical to one by one", first, first + seeds - 1,
-                            total, chained, rejected))
+        print(string.format("commit_many property: seeds %d..%d thrice, %d requests in batches "
+                            .. "of 1..40 (%d change postings spent within their batch, %d "
+                            .. "rejections; %d batches in one transaction, %d with the saga's "
+                            .. "phases only): identical to one by one", first, first + seeds - 1,
+                            total, chained, rejected, atomic, saga))
         assert.is_true(chained > 0)
         assert.is_true(rejected > 0)
+        assert.is_true(atomic > 3 * seeds)
     end)
 
     it("chains within a batch: a payer spends its own change, the intermediate posting is "
@@ -232,10 +248,9 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(sim.verify(store, "main"))
     end)
 
-    it("goes to the store in one call per phase: the intents, the plan's reads, the claims, "
-       .. "the reserve with the last step's reads, the finalize (issue 25)", function()
-        local store, led = funded_world()
-        -- the calls the engine makes (a phase's primitives inside its apply not counted)
+    -- the calls the engine makes for a batch of three (a phase's primitives inside its apply
+    -- not counted)
+    local function batch_calls(store, led)
         local calls, depth = {}, 0
         store.fault = function(when, name)
             if name == "apply" then
@@ -254,9 +269,27 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                                     { intent = "q3", movements = { mv(sim.EXT, B, 5) } } }
         store.fault = nil
         for i = 1, 3 do assert.truthy(r[i][1], tostring(r[i][2])) end
+        return calls
+    end
+
+    it("commits a plain batch in one phase after its reads: the intents, the plan's reads, "
+       .. "the claims, reservation, guards and finalize in one transaction (LED-74)", function()
+        local store, led = funded_world()
+        -- (list_finalizing_sagas: the resolution's look for value in flight, LED-32)
+        assert.same({ "get_intents", "apply", "list_finalizing_sagas", "apply" },
+                    batch_calls(store, led))
+        assert.equal(1, led.stats.atomic_batches)
+        assert.equal(0, #store:list_pending_sagas()) -- no record was ever written
+        assert.equal(70, store:get_balance(A, USD))
+        assert(sim.verify(store, "main"))
+    end)
+
+    it("goes to the store in one call per phase: the intents, the plan's reads, the claims, "
+       .. "the reserve with the last step's reads, the finalize (issue 25)", function()
+        local store, led = funded_world(false, { one_tx = false })
         -- (list_finalizing_sagas: the resolution's look for value in flight, LED-32)
         assert.same({ "get_intents", "apply", "list_finalizing_sagas", "apply", "apply", "apply" },
-                    calls)
+                    batch_calls(store, led))
         assert.equal(1, led.stats.plan_reads_phase)
         assert.equal(1, led.stats.last_reads_in_reserve)
         assert.equal(70, store:get_balance(A, USD))
@@ -339,9 +372,11 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.equal("rejected", store:get_intent("p4").status)
     end)
 
-    it("reads the last step's accounts, postings and balances inside the reserve phase "
-       .. "even past the stores' bound per call: chunked there (issue 25)", function()
-        local store, led = world()
+    it("reads the last step's accounts, postings and balances inside the reserve phase, "
+       .. "and guards them in the one-transaction batch, even past the stores' bound per "
+       .. "call: chunked there (issue 25, LED-74)", function()
+      for _, extra in ipairs { { one_tx = false }, {} } do
+        local store, led = world(extra)
         -- 1100 payees: the batch pins 1101 accounts and moves 1101 pairs (> 1024)
         local reqs = {}
         for i = 1, 1100 do
@@ -361,18 +396,24 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         local r = led:commit_many(reqs)
         store.fault = nil
         for i = 1, #reqs do assert.truthy(r[i][1], tostring(r[i][2])) end
-        assert.equal(1, led.stats.last_reads_in_reserve)
+        if extra.one_tx == false then
+            assert.equal(1, led.stats.last_reads_in_reserve)
+        else
+            assert.equal(1, led.stats.atomic_batches)
+            assert.is_nil(led.stats.last_reads_in_reserve)
+        end
         assert.is_nil(outside.get_accounts)
         assert.is_nil(outside.get_balances)
         assert.is_nil(outside.get_postings)
         assert.equal(1100, store:get_balance(("P%015d"):format(1100), USD))
         assert(sim.verify(store, "main"))
+      end
     end)
 
     it("validates the chain again only when the last step's reads moved from the plan's "
        .. "(issue 25)", function()
         local ledger = require("ron.ledger")
-        local store, led, other = funded_world(true)
+        local store, led, other = funded_world(true, { one_tx = false })
         -- every run of the core's validation, the plan's and the last step's
         local runs, vp = 0, ledger.validate_and_plan
         ledger.validate_and_plan = function(...)
@@ -460,7 +501,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                                  { "reserve_postings", 2 }, { "get_balances", 2 },
                                  { "apply", 2 }, { "deactivate_many", 3 },
                                  { "append_events", 3 }, { "apply", 3 } } do
-            local store, led = funded_world()
+            local store, led = funded_world(false, { one_tx = false })
             local applies, dead = 0, false
             store.fault = function(when, name)
                 if dead or when ~= "after" then return end
@@ -494,6 +535,47 @@ describe("ledger commit_many (LED-51..LED-56)", function()
             assert(ok2, where .. ": " .. tostring(err))
             assert.equal(70, store:get_balance(A, USD), where)
             assert.equal("committed", store:get_intent("p2").status, where)
+        end
+    end)
+
+    it("recover() after a crash in or after the one-transaction batch's phase finds none "
+       .. "of it or all of it (LED-74)", function()
+        for _, point in ipairs { "put_intents", "reserve_postings", "count_balances_at_least",
+                                 "append_events", "apply" } do
+            local store, led = funded_world()
+            local dead = false
+            store.fault = function(when, name)
+                if dead or when ~= "after" or name ~= point then return end
+                -- (the plan's reads are an apply too: the batch's phase is the one that
+                -- writes)
+                if name == "apply" and led.stats.atomic_batches == nil
+                   and not store:get_intent("p1") then return end
+                dead = true
+                error(sim.CRASH, 0)
+            end
+            local ok, e = pcall(led.commit_many, led, {
+                { intent = "p1", movements = { mv(A, B, 10) } },
+                { intent = "p2", movements = { mv(A, B, 20) } } })
+            store.fault = nil
+            assert.is_false(ok, point)
+            assert.equal(sim.CRASH, e)
+            local inside = point ~= "apply"
+            -- inside the phase: none of it, not even a claim; after it: all of it
+            assert.equal(inside and 100 or 70, store:get_balance(A, USD), point)
+            assert.equal(not inside, store:get_intent("p2") ~= nil, point)
+            assert.equal(0, #store:list_pending_sagas(), point)
+            local l2 = engine(store, "n1", "q")
+            assert(l2:recover())
+            -- the caller sends the batch again: each request answered once
+            for _, r in ipairs(l2:commit_many {
+                { intent = "p1", movements = { mv(A, B, 10) } },
+                { intent = "p2", movements = { mv(A, B, 20) } } }) do
+                assert.truthy(r[1], point .. ": " .. tostring(r[2]))
+                assert.equal(not inside, r[1].replayed, point)
+            end
+            local ok2, err = sim.verify(store, "main")
+            assert(ok2, point .. ": " .. tostring(err))
+            assert.equal(70, store:get_balance(A, USD), point)
         end
     end)
 

@@ -72,6 +72,7 @@ describe("ledger simulator", function()
         local seeds = tonumber(os.getenv("RON_SIM_SEEDS") or "") or 8
         local ops = tonumber(os.getenv("RON_SIM_OPS") or "") or 100
         local batches, transfers, crashes, handovers, lost, chained = 0, 0, 0, 0, 0, 0
+        local atomic = 0
         for k = 0, seeds - 1 do
             local st = sim.random { seed = first + k, ops = ops, conc = 1 + k % 5,
                                     p_batch = 0.4, p_capped = 0.4,
@@ -83,13 +84,16 @@ describe("ledger simulator", function()
             handovers = handovers + st.handovers
             lost = lost + st.claims_lost
             chained = chained + st.chained
+            atomic = atomic + st.atomic_batches
         end
         print(string.format("sim batches: seeds %d..%d, %d ops each: %d batches answered, %d "
                             .. "transfers stored, %d crashes, %d members handed to the single "
                             .. "path (races), %d claims held elsewhere, %d change postings "
-                            .. "spent in their batch", first, first + seeds - 1, ops, batches,
-                            transfers, crashes, handovers, lost, chained))
+                            .. "spent in their batch, %d batches in one transaction", first,
+                            first + seeds - 1, ops, batches, transfers, crashes, handovers, lost,
+                            chained, atomic))
         assert.is_true(batches > seeds * 5)
+        assert.is_true(atomic > 0)
         assert.is_true(crashes > 0)
     end)
 

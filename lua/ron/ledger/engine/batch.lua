@@ -175,6 +175,10 @@ function Ledger:commit_many(reqs, opts)
         end
     end
     local ok, err, code = guard(nil, self._batch, self, live, results, later)
+    -- the one-transaction batch's phase was its own flush (LED-50, LED-74): none follows
+    -- unless a member ran after it
+    local durable = results.flushed
+    results.flushed = nil
     if ok == nil then
         for _, e in ipairs(live) do
             if not results[e.i] then results[e.i] = { nil, err, code } end
@@ -203,7 +207,7 @@ function Ledger:commit_many(reqs, opts)
                 any = true
             end
         end
-        if any then
+        if any and not (durable and #later == 0) then
             local n, ferr = self:flush()
             if not n then
                 for i = 1, #reqs do
@@ -401,6 +405,12 @@ function Ledger:_claim_batch(ctx, record)
 end
 
 function Ledger:_batch_body(ctx, results, later)
+    -- LED-74: the plain case in one phase (ron.ledger.engine.batch_atomic); nothing of it
+    -- applied otherwise, and the saga's phases below plan it again
+    if self.one_tx then
+        local done = self:_atomic_batch(ctx, results, later)
+        if done ~= nil then return done end
+    end
     local claimed = false
     for _ = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1

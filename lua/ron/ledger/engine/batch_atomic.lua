@@ -1,0 +1,174 @@
+-- ron.ledger.engine.batch_atomic: the one-transaction batch (LED-74, issue 25): a planned
+-- batch committed in ONE phase, guarded, instead of the batch saga's four (the record and
+-- the claims, the reservation with the last step's reads, the finalize, the flush).
+-- A concern of the engine ron.ledger.ledger, which installs the methods below (_M.methods)
+-- on its one Ledger class; commit_many's body (ron.ledger.engine.batch) tries it first.
+--
+--   plan     the batch saga's own plan (_plan_batch: one read-only phase, the members
+--            resolved and validated in order over the in-memory view, a payer spending its
+--            own change)
+--   commit   ONE phase, flushed in the same call (LED-50): the members' claims (expect: no
+--            other saga holds one); the store's postings the batch consumes reserved (expect
+--            all: each still Active) and the capped pairs' heads taken (expect 1 each); the
+--            GUARDS: every pinned account still at its pinned version (count_accounts_at),
+--            every pair the chain lowers, unless uncapped, still at a balance of at least
+--            its floor plus the most the chain takes from it before any later member gives
+--            back (count_balances_at_least), every pair it raises at most 2^63 - 1 minus the
+--            most the chain adds to it (count_balances_at_most); then the batch's finalize
+--            (ron.ledger.phases: inputs consumed, outputs, the transfers, the outcomes, the
+--            heads released, the events), without the record there is none of.
+--
+-- Why the guards suffice, as for the single path's one-transaction commit (LED-72,
+-- ron.ledger.engine.atomic): the chain's validations depend on the state through the pinned
+-- accounts (one version each), the consumed postings (fixed by their ids; the reservation's
+-- count says they are still Active) and the balances, of which each member's floor check
+-- reads the pair's balance before the batch plus the chain's moves before it, and passes
+-- for every larger one: `b + (after_k - before) >= floor` for every member k that lowers
+-- the pair <=> `b >= floor + before - min_k after_k`; the overflow checks likewise with the
+-- largest after. So the guards hold exactly when the chain, validated again in the
+-- transaction that writes, passes, with the same plans and ids (validate_and_plan is a
+-- function of those inputs; selection is not re-run: the postings it chose are still
+-- Active and still the payer's, which is all a transfer needs).
+--
+-- Only the plain case goes this way: a batch whose plan stored no rejection, handed no
+-- member over and fits one phase (ron.ledger.store.phase MAX_OPS). A rejection is stored on
+-- the plan's read, and a member handed over needs its own record: both keep the saga's
+-- way. A missed guard applies nothing: the batch goes the saga's way (_batch_body),
+-- planned again. Crash safety: one transaction, so a crash leaves
+-- all of it or nothing (no record, no reservation, no head, no claim: nothing for
+-- recover()); a reply lost after the commit ("maybe") is read back from the outcomes.
+-- `one_tx = false` (the single path's switch) keeps the saga's phases for batches too.
+local ffi = require("ffi")
+local base = require("ron.ledger.engine.base")
+local batch = require("ron.ledger.engine.batch")
+local phases = require("ron.ledger.phases")
+local store_phase = require("ron.ledger.store.phase")
+
+local ipairs = ipairs
+
+local _M = {}
+local Ledger = {} -- this concern's methods
+
+local I64 = ffi.typeof("int64_t")
+local MAX = 0x7fffffffffffffffLL -- 2^63 - 1, the largest balance
+local MIN = -MAX -- an uncapped pair's floor (phases.limits)
+local BATCH_IDS = batch.BATCH_IDS
+local CLAIM_PREFIX = base.CLAIM_PREFIX
+local EVENT_KIND = base.EVENT_KIND
+local slices = batch.slices
+
+-- The guards' lists (see the header): the pins at their versions, the floors, the ceilings.
+local function guards(items, accts)
+    local at, seen = {}, {}
+    for _, it in ipairs(items) do
+        for _, p in ipairs(it.t.pins) do
+            if not seen[p.account] then
+                seen[p.account] = true
+                at[#at + 1] = { id = p.account, version = p.version }
+            end
+        end
+    end
+    local mins, maxs = {}, {}
+    for _, x in ipairs(phases.chain_pairs(items)) do
+        if x.lo ~= nil then
+            local a = accts[x.account]
+            local floor = (a == nil or a.policy == "uncapped") and MIN or I64(a.floor or 0)
+            mins[#mins + 1] = { account = x.account, asset = x.asset,
+                                min = floor + (I64(x.before) - I64(x.lo)) }
+        end
+        if x.hi ~= nil then
+            maxs[#maxs + 1] = { account = x.account, asset = x.asset,
+                                max = (MAX - I64(x.hi)) + I64(x.before) }
+        end
+    end
+    return at, mins, maxs
+end
+
+local function add_chunked(ops, name, list, ...)
+    for _, c in ipairs(slices(list, BATCH_IDS)) do
+        local op = { name, c, ... }
+        op.expect = #c
+        ops[#ops + 1] = op
+    end
+end
+
+-- The phase: the claims, the reservation, the heads, the guards, the finalize's ops.
+function Ledger:_atomic_batch_ops(ctx, rows)
+    local sid, ops = ctx.sid, {}
+    local claims = {}
+    for i, it in ipairs(ctx.items) do
+        local e = it.e
+        claims[i] = { key = CLAIM_PREFIX .. e.req.intent,
+                      outcome = { status = "claimed", message = e.sid,
+                                  body_hash = e.req.body_hash } }
+    end
+    add_chunked(ops, "put_intents", claims)
+    local ids = {}
+    for i, x in ipairs(rows.ins) do ids[i] = x.id end
+    add_chunked(ops, "reserve_postings", ids, sid)
+    for _, h in ipairs(ctx.heads) do
+        ops[#ops + 1] = { "ensure_head", h.account, h.asset }
+        ops[#ops + 1] = { "acquire_head", h.account, h.asset, sid, expect = 1 }
+    end
+    local at, mins, maxs = guards(ctx.items, ctx.seen.accts)
+    add_chunked(ops, "count_accounts_at", at)
+    add_chunked(ops, "count_balances_at_least", mins)
+    add_chunked(ops, "count_balances_at_most", maxs)
+    for _, op in ipairs(phases.batch_finalize_ops(self, ctx, rows)) do
+        if op[1] ~= "delete_saga" then ops[#ops + 1] = op end
+    end
+    return ops
+end
+
+-- A reply lost after the phase committed ("maybe", then a retry that missed its claims):
+-- every member's outcome names its transfer. -> the events by transfer id, or nil (nothing
+-- of the batch is in the store).
+function Ledger:_atomic_batch_landed(ctx)
+    local ks = {}
+    for i, it in ipairs(ctx.items) do ks[i] = it.t.intent end
+    local cur = self:_intents_of(ks)
+    local tids = {}
+    for i, it in ipairs(ctx.items) do
+        local o = cur[it.t.intent]
+        if not (o and o.status == "committed" and o.transfer_id == it.tid) then
+            if i > 1 then error("ron.ledger: a one-transaction batch half in the store") end
+            return nil
+        end
+        tids[i] = it.tid
+    end
+    local evs = {}
+    for _, c in ipairs(slices(tids, BATCH_IDS)) do
+        for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do evs[k] = v end
+    end
+    return evs
+end
+
+-- The batch of ctx in one phase: -> commit_many's true (results filled; results.flushed
+-- when the phase's commit was the flush), or nil: nothing of it applied, the saga's way.
+function Ledger:_atomic_batch(ctx, results, later)
+    self.stats.resolves = self.stats.resolves + 1
+    self:_plan_batch(ctx)
+    if #ctx.items == 0 or #ctx.rejects > 0 or #ctx.handover > 0 then return nil end
+    local rows = self:_batch_rows(ctx)
+    local ops = self:_atomic_batch_ops(ctx, rows)
+    -- (a batch past a phase's bound, e.g. a head per capped pair of 1024 streams: the saga's
+    -- phases, which hold fewer ops each)
+    if #ops > store_phase.MAX_OPS then return nil end
+    local res, maybe = phases.apply(self, ops, self.flush_on_ack and { flush = true } or nil)
+    local evs
+    if res.ok then
+        evs = phases.batch_seqs(ops, res)
+        if res.flushed then results.flushed = true end
+    elseif maybe then
+        evs = self:_atomic_batch_landed(ctx) -- (not flushed: commit_many's flush follows)
+    end
+    if not evs then
+        self.stats.atomic_batch_missed = (self.stats.atomic_batch_missed or 0) + 1
+        return nil
+    end
+    self.stats.atomic_batches = (self.stats.atomic_batches or 0) + 1
+    return self:_batch_done(ctx, results, later, evs, {}, rows)
+end
+
+_M.methods = Ledger
+return _M
