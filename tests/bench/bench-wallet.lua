@@ -21,6 +21,8 @@
 --                          each transfer case the WAL frames it wrote per transfer, by
 --                          table and index: tests/bench/wal_census.lua)
 --       [--checkpoint-ms N] (SQLite: the store's checkpoint_ms, docs/LEDGER.md)
+--       [--no-reader]     (SQLite: the store's reads on its one connection, reader = false,
+--                          instead of the reader connection beside the writer's)
 --       [--gc-pause N]    (collectgarbage "setpause" for the whole run, as the daemon's
 --                          gc_pause does; default LuaJIT's 200, the daemon's is 400)
 --       [--cached N]      (the balance cache holding N more balances (of accounts nobody
@@ -90,12 +92,13 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--profile", "profile", "str" }, { "--soak", "soak", "num" },
              { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" },
              { "--wal-census", "wal_census", "on" }, { "--checkpoint-ms", "ckpt_ms", "num" },
-             { "--gc-pause", "gc_pause", "num" }, { "--cached", "cached", "num" } },
+             { "--gc-pause", "gc_pause", "num" }, { "--cached", "cached", "num" },
+             { "--no-reader", "reader", "off" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
            .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N] "
-           .. "[--gc-pause N] [--cached N]")
+           .. "[--gc-pause N] [--cached N] [--no-reader]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
@@ -878,7 +881,8 @@ B.main("bench-wallet", function(T)
         end)
         case(T, "sqlite", function()
             local st = assert(store_mod.open { backend = "sqlite", path = path,
-                                               offload = true, checkpoint_ms = opts.ckpt_ms })
+                                               offload = true, checkpoint_ms = opts.ckpt_ms,
+                                               reader = opts.reader })
             if opts.wal_census then -- one checkpoint at the first call, then none
                 st.ckpt.interval, st.ckpt.max = math.huge, math.huge
             end

@@ -46,16 +46,9 @@ local _M = {}
 
 _M.DEFAULTS = { ttl_ms = 5000, renew_ms = 1000 }
 
--- The primitives that write: a leased engine runs each in a transaction with its guard.
-_M.WRITES = {}
-for _, n in ipairs {
-    "create_book", "create_account", "append_account_version",
-    "insert_postings", "reserve_postings", "release_postings", "deactivate_postings",
-    "ensure_head", "acquire_head", "release_head", "store_transfer", "put_intent",
-    "save_saga", "delete_saga", "append_event", "advance_stream",
-    "put_intents", "deactivate_many", "store_transfers", "append_events", "insert_streams",
-    "advance_streams",
-} do _M.WRITES[n] = true end
+-- The primitives that write: a leased engine runs each in a transaction with its guard
+-- (the list lives with the phases' primitives, ron.ledger.store.phase).
+_M.WRITES = require("ron.ledger.store.phase").WRITES
 
 local Lease = {}
 Lease.__index = Lease

@@ -8,9 +8,9 @@
 --   local s = store.open { backend = "memory" }     -- ron.ledger.store.memory, when present
 --
 -- Options per backend: ron.ledger.store.sqlite (path, synchronous, busy_timeout_ms, offload,
--- max_queue, cache_mb, checkpoint_ms) and ron.ledger.store.postgres (conninfo or db, schema,
--- connections). open()
--- creates the tables idempotently and refuses a newer schema version (LED-24).
+-- max_queue, cache_mb, checkpoint_ms, reader) and ron.ledger.store.postgres (conninfo or db,
+-- schema, connections). open() creates the tables idempotently and refuses a newer schema
+-- version (LED-24).
 --
 -- THE CONTRACT (every backend, same semantics; spec/ron/ledger/store_conformance.lua checks
 -- it on each of them):

@@ -22,7 +22,8 @@
 -- This module holds what every backend shares: the ops' check and the sequential run (the
 -- memory store and SQLite inside their transaction; PostgreSQL pipelines the same
 -- statements, ron.ledger.store.pg_phase).
-local type, error, ipairs, select, format = type, error, ipairs, select, string.format
+local type, error, ipairs, pairs, select, format =
+      type, error, ipairs, pairs, select, string.format
 
 local _M = {}
 
@@ -49,6 +50,35 @@ for _, n in ipairs {
     "advance_streams",
     "check_lease", -- a leased engine's guard (LED-71)
 } do _M.PRIMITIVES[n] = true end
+
+-- The primitives that write (a leased engine runs each in a transaction with its guard,
+-- ron.ledger.lease), and the ones that only read: every other primitive but the lease's
+-- guard. An offloaded SQLite store runs reads on its reader connection (issue 25).
+_M.WRITES = {}
+for _, n in ipairs {
+    "create_book", "create_account", "append_account_version",
+    "insert_postings", "reserve_postings", "release_postings", "deactivate_postings",
+    "ensure_head", "acquire_head", "release_head", "store_transfer", "put_intent",
+    "save_saga", "delete_saga", "append_event", "advance_stream",
+    "put_intents", "deactivate_many", "store_transfers", "append_events", "insert_streams",
+    "advance_streams",
+} do _M.WRITES[n] = true end
+_M.READS = {}
+for n in pairs(_M.PRIMITIVES) do
+    if not _M.WRITES[n] and n ~= "check_lease" then _M.READS[n] = true end
+end
+
+-- A phase that only reads (no write, no guard), and asks no flush: it may run on any
+-- connection that sees every commit made before it began.
+function _M.reads_only(ops, opts)
+    if opts ~= nil and type(opts) == "table" and opts.flush then return false end
+    if type(ops) ~= "table" then return false end
+    for i = 1, #ops do
+        local op = ops[i]
+        if type(op) ~= "table" or not _M.READS[op[1]] then return false end
+    end
+    return true
+end
 
 local function misuse(msg) error("ron.ledger.store: apply: " .. msg, 3) end
 

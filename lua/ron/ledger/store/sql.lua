@@ -137,6 +137,9 @@ function Store:apply(ops, opts)
         -- SQLite: the phase's own commit is the sync (one transaction, not two)
         return self.drv:flushed_phase(run, flush_text(self))
     end
+    if self.drv.read_phase and phases.reads_only(ops, opts) then
+        return self.drv:read_phase(run)
+    end
     local res, err, class = self.drv:phase(run)
     if res and res.ok and opts and opts.flush then
         res.flushed = self:flush() ~= nil
