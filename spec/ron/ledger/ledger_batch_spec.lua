@@ -284,6 +284,24 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(sim.verify(store, "main"))
     end)
 
+    it("takes the saga's phases for a batch whose one phase would pass the bound on ops "
+       .. "(LED-74)", function()
+        local phase = require("ron.ledger.store.phase")
+        local store, led = funded_world()
+        local max = phase.MAX_OPS
+        -- the one phase of this batch holds 10 ops; each of the saga's at most 8
+        phase.MAX_OPS = 10
+        local ok, r = pcall(led.commit_many, led, {
+            { intent = "q1", movements = { mv(A, B, 10) } },
+            { intent = "q2", movements = { mv(A, B, 20) } } })
+        phase.MAX_OPS = max
+        assert(ok, r)
+        for i = 1, 2 do assert.truthy(r[i][1], tostring(r[i][2])) end
+        assert.is_nil(led.stats.atomic_batches)
+        assert.equal(70, store:get_balance(A, USD))
+        assert(sim.verify(store, "main"))
+    end)
+
     it("goes to the store in one call per phase: the intents, the plan's reads, the claims, "
        .. "the reserve with the last step's reads, the finalize (issue 25)", function()
         local store, led = funded_world(false, { one_tx = false })

@@ -152,8 +152,8 @@ function Ledger:_atomic_batch(ctx, results, later)
     local rows = self:_batch_rows(ctx)
     local ops = self:_atomic_batch_ops(ctx, rows)
     -- (a batch past a phase's bound, e.g. a head per capped pair of 1024 streams: the saga's
-    -- phases, which hold fewer ops each)
-    if #ops > store_phase.MAX_OPS then return nil end
+    -- phases, which hold fewer ops each; one op kept for a leased engine's guard, LED-71)
+    if #ops >= store_phase.MAX_OPS then return nil end
     local res, maybe = phases.apply(self, ops, self.flush_on_ack and { flush = true } or nil)
     local evs
     if res.ok then
