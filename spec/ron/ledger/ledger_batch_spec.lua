@@ -103,7 +103,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
        .. "(seeded property)", function()
         local first = tonumber(os.getenv("RON_BATCH_SEED") or "") or 20261127
         local seeds = tonumber(os.getenv("RON_BATCH_SEEDS") or "") or 12
-        local total, chained, rejected, atomic, saga = 0, 0, 0, 0, 0
+        local total, chained, rejected, atomic, saga, tried = 0, 0, 0, 0, 0, 0
         -- each seed's batches both ways: the one-transaction batch first (LED-74, the
         -- saga's phases where it does not apply), and the saga's phases only
         for k = 0, 3 * seeds - 1 do
@@ -148,6 +148,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                 saga = saga + l2.stats.batches
             else
                 atomic = atomic + (l2.stats.atomic_batches or 0)
+                tried = tried + l2.stats.batches
             end
         end
         print(string.format("commit_many property: seeds %d..%d thrice, %d requests in batches "
@@ -157,7 +158,9 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                             total, chained, rejected, atomic, saga))
         assert.is_true(chained > 0)
         assert.is_true(rejected > 0)
-        assert.is_true(atomic > 3 * seeds)
+        -- (one engine, no other writer: a guard misses only where the history freezes an
+        -- account, or a member is handed over)
+        assert.is_true(atomic >= 0.9 * tried, atomic .. " of " .. tried)
     end)
 
     it("chains within a batch: a payer spends its own change, the intermediate posting is "
@@ -298,6 +301,28 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(ok, r)
         for i = 1, 2 do assert.truthy(r[i][1], tostring(r[i][2])) end
         assert.is_nil(led.stats.atomic_batches)
+        assert.equal(70, store:get_balance(A, USD))
+        assert(sim.verify(store, "main"))
+    end)
+
+    it("stores a batch's rejections in its one phase too, with their events (LED-74, "
+       .. "LED-68)", function()
+        local store, led = funded_world()
+        local r = led:commit_many { { intent = "r1", movements = { mv(A, B, 10) } },
+                                    { intent = "r2", movements = { mv(A, C, 500) } },
+                                    { intent = "r3", movements = { mv(A, B, 20) } } }
+        assert.truthy(r[1][1], tostring(r[1][2]))
+        assert.is_nil(r[2][1])
+        assert.equal(L.ERR.InsufficientFunds, r[2][3], tostring(r[2][2]))
+        assert.truthy(r[3][1], tostring(r[3][2]))
+        assert.equal(1, led.stats.atomic_batches)
+        assert.equal("rejected", store:get_intent("r2").status)
+        assert.equal(0, #store:list_pending_sagas())
+        -- its replay answers the stored rejection, one by one and in a batch
+        local _, _, code = led:commit { intent = "r2", movements = { mv(A, C, 500) } }
+        assert.equal(L.ERR.InsufficientFunds, code)
+        assert.equal(L.ERR.InsufficientFunds,
+                     led:commit_many { { intent = "r2", movements = { mv(A, C, 500) } } }[1][3])
         assert.equal(70, store:get_balance(A, USD))
         assert(sim.verify(store, "main"))
     end)

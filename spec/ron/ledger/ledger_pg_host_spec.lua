@@ -192,13 +192,17 @@ S.describe_pg("ledger engine on a real PostgreSQL", function(pg)
                 -- never InsufficientFunds for a race: the loser is Unavailable or settles
                 -- on the state the winner left (then InsufficientFunds is the truth)
                 local rb, rs = settle(lx, batch[2]), settle(ly, single)
-                -- a batch's writes are phases, each one transaction in one round trip
-                -- (LED-67: claims, reserve, finalize)
-                assert.is_true((lx.stats.phases or 0) >= 3, "round " .. round)
-                -- the plan's reads at once (LED-62); the last step's in the reserve phase,
-                -- after the reservation, one round trip with it (issue 25)
-                assert.is_true((lx.stats.reads_at_once or 0) >= 1, "round " .. round)
-                assert.is_true((lx.stats.last_reads_in_reserve or 0) >= 1, "round " .. round)
+                -- a batch's writes are phases, each one transaction in one round trip: the
+                -- one-transaction batch's one (LED-74), or, where a guard of it missed (the
+                -- single commit took A's posting), the saga's claims, reserve and finalize
+                -- (LED-67), with the last step's reads in the reserve phase (issue 25)
+                local st = lx.stats
+                if (st.atomic_batches or 0) == 0 then
+                    assert.is_true((st.phases or 0) >= 3, "round " .. round)
+                    assert.is_true((st.last_reads_in_reserve or 0) >= 1, "round " .. round)
+                end
+                -- the plan's reads at once (LED-62)
+                assert.is_true((st.reads_at_once or 0) >= 1, "round " .. round)
                 return rb, rs
             end)
             assert.equal(100 * wins[1] + 10, led:balance(B, USD))

@@ -30,10 +30,11 @@
 -- function of those inputs; selection is not re-run: the postings it chose are still
 -- Active and still the payer's, which is all a transfer needs).
 --
--- Only the plain case goes this way: a batch whose plan stored no rejection, handed no
--- member over and fits one phase (ron.ledger.store.phase MAX_OPS). A rejection is stored on
--- the plan's read, and a member handed over needs its own record: both keep the saga's
--- way. A missed guard applies nothing: the batch goes the saga's way (_batch_body),
+-- A batch whose plan handed no member over (it needs its own record) and that fits one
+-- phase (ron.ledger.store.phase MAX_OPS) goes this way. Its deterministic rejections go in
+-- the same phase (claimed, then stored with their events, as the saga's finalize stores
+-- them): decided on the plan's read, as the saga decides them, never revalidated there
+-- either. A missed guard applies nothing: the batch goes the saga's way (_batch_body),
 -- planned again. Crash safety: one transaction, so a crash leaves
 -- all of it or nothing (no record, no reservation, no head, no claim: nothing for
 -- recover()); a reply lost after the commit ("maybe") is read back from the outcomes.
@@ -70,13 +71,22 @@ local function guards(items, accts)
     end
     local mins, maxs = {}, {}
     for _, x in ipairs(phases.chain_pairs(items)) do
+        -- A chain that takes a pair below where it started needs b >= floor + (before - lo),
+        -- which fits (the plan's read passed it) and is computed in wrapping int64 as
+        -- phases.limits does; one whose lowest point is at or above its start needs less than
+        -- b >= floor (an uncapped pair's floor, MIN, always holds): that is the guard, never
+        -- weaker than the chain needs. A chain that takes a pair above where it started needs
+        -- b <= (MAX - hi) + before; one that does not needs nothing (b <= MAX always holds).
+        -- (Before - lo or hi - before of the wrong sign overflowed: guards that could never
+        -- hold, a batch sent to the saga's phases for nothing.)
         if x.lo ~= nil then
             local a = accts[x.account]
             local floor = (a == nil or a.policy == "uncapped") and MIN or I64(a.floor or 0)
-            mins[#mins + 1] = { account = x.account, asset = x.asset,
-                                min = floor + (I64(x.before) - I64(x.lo)) }
+            local min = floor
+            if x.lo < x.before then min = (floor + I64(x.before)) - I64(x.lo) end
+            mins[#mins + 1] = { account = x.account, asset = x.asset, min = min }
         end
-        if x.hi ~= nil then
+        if x.hi ~= nil and x.hi > x.before then
             maxs[#maxs + 1] = { account = x.account, asset = x.asset,
                                 max = (MAX - I64(x.hi)) + I64(x.before) }
         end
@@ -92,12 +102,21 @@ local function add_chunked(ops, name, list, ...)
     end
 end
 
+-- The members the phase decides, each { e = the member }: the transfers, then the
+-- rejections (the order of their outcomes and events, _batch_rows).
+local function decided(ctx)
+    local list = {}
+    for _, it in ipairs(ctx.items) do list[#list + 1] = it end
+    for _, x in ipairs(ctx.rejects) do list[#list + 1] = x end
+    return list
+end
+
 -- The phase: the claims, the reservation, the heads, the guards, the finalize's ops.
 function Ledger:_atomic_batch_ops(ctx, rows)
     local sid, ops = ctx.sid, {}
     local claims = {}
-    for i, it in ipairs(ctx.items) do
-        local e = it.e
+    for i, x in ipairs(decided(ctx)) do
+        local e = x.e
         claims[i] = { key = CLAIM_PREFIX .. e.req.intent,
                       outcome = { status = "claimed", message = e.sid,
                                   body_hash = e.req.body_hash } }
@@ -121,21 +140,26 @@ function Ledger:_atomic_batch_ops(ctx, rows)
 end
 
 -- A reply lost after the phase committed ("maybe", then a retry that missed its claims):
--- every member's outcome names its transfer. -> the events by transfer id, or nil (nothing
--- of the batch is in the store).
+-- every member's outcome is the phase's (its transfer, or its rejection with its body).
+-- -> the events by transfer id, or nil (nothing of the batch is in the store).
+local function landed_as(x, o)
+    if not o then return false end
+    if x.tid then return o.status == "committed" and o.transfer_id == x.tid end
+    return o.status == "rejected" and o.body_hash == x.e.req.body_hash
+end
+
 function Ledger:_atomic_batch_landed(ctx)
-    local ks = {}
-    for i, it in ipairs(ctx.items) do ks[i] = it.t.intent end
+    local list, ks = decided(ctx), {}
+    for i, x in ipairs(list) do ks[i] = x.e.req.intent end
     local cur = self:_intents_of(ks)
-    local tids = {}
-    for i, it in ipairs(ctx.items) do
-        local o = cur[it.t.intent]
-        if not (o and o.status == "committed" and o.transfer_id == it.tid) then
+    for i, x in ipairs(list) do
+        if not landed_as(x, cur[x.e.req.intent]) then
             if i > 1 then error("ron.ledger: a one-transaction batch half in the store") end
             return nil
         end
-        tids[i] = it.tid
     end
+    local tids = {}
+    for i, it in ipairs(ctx.items) do tids[i] = it.tid end
     local evs = {}
     for _, c in ipairs(slices(tids, BATCH_IDS)) do
         for k, v in pairs(self:_p("get_events_for", self.book, c, EVENT_KIND)) do evs[k] = v end
@@ -148,7 +172,7 @@ end
 function Ledger:_atomic_batch(ctx, results, later)
     self.stats.resolves = self.stats.resolves + 1
     self:_plan_batch(ctx)
-    if #ctx.items == 0 or #ctx.rejects > 0 or #ctx.handover > 0 then return nil end
+    if #ctx.handover > 0 or #ctx.items + #ctx.rejects == 0 then return nil end
     local rows = self:_batch_rows(ctx)
     local ops = self:_atomic_batch_ops(ctx, rows)
     -- (a batch past a phase's bound, e.g. a head per capped pair of 1024 streams: the saga's
