@@ -269,15 +269,17 @@ end
 local function phase_ok(res) return res.ok end
 function Conn:phase(fn) return self:atomic(fn, phase_ok) end
 
--- A phase that only reads (ron.ledger.store.phase reads_only): one deferred transaction,
--- one snapshot for its ops and no write lock (the offloaded store's reader refuses writes).
+-- fn's results inside one deferred read transaction: one snapshot for every read, no write
+-- lock (the offloaded store's reader refuses writes). A phase that only reads
+-- (ron.ledger.store.phase reads_only), and the synchronous store's snapshot (verify over a
+-- ledger that a daemon keeps writing). fn raised: raised again.
 function Conn:read_phase(fn)
     local ok, err, cls = self:exec("BEGIN")
     if not ok then return nil, err, cls end
     self.depth = self.depth + 1
     local r = { pcall(fn) }
     self.depth = self.depth - 1
-    self:exec("COMMIT") -- (ends the read transaction: nothing was written)
+    self:exec("ROLLBACK") -- (ends the read transaction: nothing was written)
     if not r[1] then error(r[2], 0) end
     return unpack(r, 2, table.maxn(r))
 end
@@ -796,14 +798,7 @@ end
 
 -- fn() inside one read transaction: every read sees one state of the file (verify over a
 -- ledger that a daemon keeps writing). -> fn's results (it raised: raised again).
-local function snapshot(self, fn)
-    local ok, err, cls = self.drv:exec("BEGIN")
-    if not ok then return nil, err, cls end
-    local r = { pcall(fn) }
-    self.drv:exec("ROLLBACK")
-    if not r[1] then error(r[2], 0) end
-    return unpack(r, 2, table.maxn(r))
-end
+local function snapshot(self, fn) return self.drv:read_phase(fn) end
 
 -- A checkpoint on the pool (ron.ledger.store.sqlite_checkpoint): cb(rc, log, copied) or
 -- cb(nil, err) on the loop when it ends.
