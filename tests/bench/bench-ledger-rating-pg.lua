@@ -62,8 +62,7 @@ local B = require("bench_common") -- and lua/ on package.path
 local H = B.pg_harness()
 local store = require("ron.ledger.store")
 local sql = require("ron.ledger.store.sql")
-local schema = require("ron.ledger.store.schema")
-local claims = require("ron.ledger.store.sql_claims")
+local SR = require("same_rows")
 local usage = require("ron.ledger.usage")
 local lexp = require("ron.ledger.exporter")
 
@@ -174,177 +173,8 @@ local function baseline(s, windows, batch, exec_ddl)
 end
 
 -- The "same rows" baseline (issue 15: "a plain INSERT loop of the same rows"): the rows a
--- rated batch wrote, recorded from the primitives' arguments while it ran (postings,
--- transfers, their transfer_accounts rows, intents: claims and outcomes, events), INSERTed
--- again into a scratch copy of the store's tables (schema.ddl: the same columns, keys and
--- indexes, no triggers: a plain INSERT maintains no projection) with plain multi-row INSERTs
--- (no ON CONFLICT, no reads, no saga record, the transfer's n and the event's seq given by
--- the loop), the same batching (one batch's rows, flushed once per batch) on the same store
--- connection(s) in the same run. Not written: the balance projection's upserts, the saga
--- record, the stream heads (one UPDATE per stream per batch).
-local ROWS = {
-    postings = { cols = { "transfer_id", "idx", "account", "asset_code", "scale", "amount",
-                          "status", "reservation", "created_by", "consumed_by", "shard" },
-                 types = "bibbiiibbbi" },
-    transfers = { cols = { "n", "id", "bytes", "intent", "book", "created_at_ms", "metadata" },
-                  types = "ibbbbib", overriding = true },
-    transfer_accounts = { cols = { "account", "n" }, types = "bi" },
-    intents = { cols = { "key", "status", "transfer_id", "code", "message", "body_hash" },
-                types = "bbbibb" },
-    events = { cols = { "book", "seq", "transfer_id", "kind", "data" }, types = "bibbb" },
-    -- SQLite keeps the engine's claims apart (schema 4, ron.ledger.store.sql_claims)
-    claims = { cols = { "intent", "status", "transfer_id", "code", "message", "body_hash" },
-               types = "bbbibb" },
-}
-local ROW_ORDER = { "postings", "transfers", "transfer_accounts", "intents", "claims", "events" }
-local PSTATUS = { active = 0, pending_inactive = 1, inactive = 2 }
-
--- Wraps the write primitives of s to keep their arguments (only while rec.on, per batch
--- rec.cur; the lists, converted to rows after the timed loop: the recording costs the rated
--- path a copy of each list, ~1 us per slice).
-local RECORDED = { insert_postings = true, store_transfers = true, put_intents = true,
-                   append_events = true }
-local function recording(s)
-    local rec = { on = false, cur = 0, calls = {} }
-    local function keep(name, a, b)
-        local l = rec.calls[rec.cur]
-        if not l then l = {}; rec.calls[rec.cur] = l end
-        -- the list copied (a caller may reuse its table), not its rows
-        local list = name == "append_events" and b or a
-        local copy = {}
-        for i = 1, #list do copy[i] = list[i] end
-        if name == "append_events" then l[#l + 1] = { name, a, copy }
-        else l[#l + 1] = { name, copy } end
-    end
-    for name in pairs(RECORDED) do
-        local orig = s[name]
-        s[name] = function(self, a, b)
-            if rec.on and not rec.in_phase then keep(name, a, b) end
-            return orig(self, a, b)
-        end
-    end
-    -- a phase (LED-67): its primitives, once it committed (PostgreSQL and the offloaded
-    -- SQLite store run them outside this instance's methods; the synchronous one through
-    -- them, which then record nothing themselves)
-    local apply = s.apply
-    local nested = not (s.offloaded or s.backend == "postgres")
-    s.apply = function(self, ops, o)
-        rec.in_phase = nested
-        local res, err, cls = apply(self, ops, o)
-        rec.in_phase = false
-        if rec.on and res and res.ok then
-            for _, op in ipairs(ops) do
-                if RECORDED[op[1]] then keep(op[1], op[2], op[3]) end
-            end
-        end
-        return res, err, cls
-    end
-    return rec
-end
-
--- A batch's recorded calls -> { [table] = rows }; ctr = { n =, seq =, seen = {}, store = }
--- runs over the batches (the transfer's n and the event's seq a plain INSERT loop would
--- give; a row written again after a short count, e.g. an event whose seq a racing lane
--- took, once).
-local function rows_of(calls, ctr)
-    local rows = {}
-    for _, t in ipairs(ROW_ORDER) do rows[t] = {} end
-    local seen = ctr.seen
-    local function add(t, row, key)
-        key = t .. "\0" .. key
-        if seen[key] then return false end
-        seen[key] = true
-        local l = rows[t]
-        l[#l + 1] = row
-        return true
-    end
-    for _, c in ipairs(calls or {}) do
-        local name, a, b = c[1], c[2], c[3]
-        if name == "insert_postings" then
-            for _, p in ipairs(a) do
-                add("postings", { p.id.transfer_id, p.id.index, p.account, p.asset.code,
-                                  p.asset.scale, p.amount, PSTATUS[p.status or "active"],
-                                  p.reservation, p.created_by or p.id.transfer_id,
-                                  p.consumed_by, sql.shard(p.id.transfer_id, p.id.index) },
-                    p.id.transfer_id .. p.id.index)
-            end
-        elseif name == "store_transfers" then
-            for _, e in ipairs(a) do
-                local r = e.rec
-                if add("transfers", { ctr.n + 1, r.id, r.bytes, r.intent, r.book,
-                                      r.created_at_ms or 0, r.metadata }, r.id) then
-                    ctr.n = ctr.n + 1
-                    for _, acc in ipairs(e.involved or {}) do
-                        add("transfer_accounts", { acc, ctr.n }, acc .. ctr.n)
-                    end
-                end
-            end
-        elseif name == "put_intents" then
-            for _, e in ipairs(a) do
-                local o = e.outcome
-                local ci = claims.intent_of(ctr.store, e.key)
-                add(ci and "claims" or "intents", { ci or e.key, o.status, o.transfer_id,
-                                                    o.code, o.message, o.body_hash }, e.key)
-            end
-        else -- append_events(book, list)
-            for _, e in ipairs(b) do
-                if add("events", { a, ctr.seq + 1, e.transfer_id, e.kind, e.data },
-                       a .. "\0" .. e.transfer_id .. "\0" .. e.kind) then
-                    ctr.seq = ctr.seq + 1
-                end
-            end
-        end
-    end
-    return rows
-end
-
--- The scratch tables: the store's own DDL under another prefix, without the triggers.
-local function same_rows_ddl(s, prefix)
-    local out = {}
-    for _, stmt in ipairs(schema.ddl(s.dialect, prefix)) do
-        if not stmt:find("TRIGGER", 1, true) and not stmt:find("FUNCTION", 1, true)
-           and not stmt:find("^UPDATE") then
-            out[#out + 1] = stmt
-        end
-    end
-    return out
-end
-
-local same_cache = {}
-local function same_insert(s, prefix, t, n)
-    local key = s.dialect .. prefix .. t .. "#" .. n
-    if not same_cache[key] then
-        local d = ROWS[t]
-        local one = "(" .. d.types:gsub(".", "?%0,"):sub(1, -2) .. ")"
-        same_cache[key] = sql.render(s.dialect, prefix, "INSERT INTO @" .. t .. " ("
-            .. table.concat(d.cols, ", ") .. ")"
-            .. ((d.overriding and s.dialect == "postgres") and " OVERRIDING SYSTEM VALUE" or "")
-            .. " VALUES " .. string.rep(one, n, ","))
-    end
-    return same_cache[key]
-end
-
--- One batch's recorded rows, table by table, in multi-row INSERTs of at most 1024 rows and
--- 5632 parameters (postings: 512, the store's own bound). -> rows written
-local function same_rows_write(s, prefix, rows)
-    local total = 0
-    for _, t in ipairs(ROW_ORDER) do
-        local list, w = rows[t], #ROWS[t].types
-        local chunk = math.min(1024, math.floor(5632 / w))
-        for i = 1, #list, chunk do
-            local n = math.min(chunk, #list - i + 1)
-            local b = { n = n * w }
-            for j = 0, n - 1 do
-                local r = list[i + j]
-                for c = 1, w do b[j * w + c] = r[c] end
-            end
-            assert(assert(s.drv:write(same_insert(s, prefix, t, n), b)) == n)
-        end
-        total = total + #list
-    end
-    return total
-end
-
+-- rated batch wrote, INSERTed plainly into a scratch copy of the store's tables, the same
+-- batching, flushed per batch (tests/bench/same_rows.lua).
 -- CPU seconds (user + system) of a process, and of this one and of the PostgreSQL server
 -- the bench started (its postmaster and the postmaster's children: the pool's backends, the
 -- WAL writer...): on 2 shared cores the server's CPU per slice competes with the engine's.
@@ -499,25 +329,18 @@ local function measure_end(rec, cpu0, srv0, t0)
     return dt, proc_cpu("self") - cpu0, server_cpu() - srv0
 end
 
--- The same rows plain (see ROWS) as the nb put_many calls rec recorded wrote them, call by
+-- The same rows plain (same_rows.lua) as the put_many calls rec recorded wrote them, call by
 -- call, converted before the clock starts. -> rows, seconds, this process's CPU seconds
-local function same_rows_run(s, rec, nb, exec_ddl_of)
-    local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows".') or "rows_"
-    for _, stmt in ipairs(same_rows_ddl(s, prefix)) do assert(exec_ddl_of(s)(stmt)) end
-    local ctr, conv = { n = 0, seq = 0, seen = {}, store = s }, {}
-    for bi = 1, nb do conv[bi] = rows_of(rec.calls[bi], ctr) end
-    local ts0, scpu0, nrows = now(), proc_cpu("self"), 0
-    for bi = 1, nb do
-        nrows = nrows + same_rows_write(s, prefix, conv[bi])
-        if s.durability == "ack" then assert(s:flush() == 1) end
-    end
-    return nrows, now() - ts0, proc_cpu("self") - scpu0
+local function same_rows_run(s, rec, exec_ddl_of)
+    local r = SR.run(s, rec, exec_ddl_of(s), {
+        clock = now, cpu = function() return proc_cpu("self") end })
+    return r.rows, r.seconds, r.cpu
 end
 
 local function warmed_exporter(open, streams)
     local s = open()
     local calls = counting(s)
-    local rec = recording(s)
+    local rec = SR.recording(s)
     local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main",
                                  lane_min = opts.lane_min })
     assert(e:ready())
@@ -570,8 +393,8 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     end
     local base = total / (now() - tb0)
     local ratio = sps / base
-    -- the same rows, plain (see ROWS)
-    local nrows, same_dt = same_rows_run(s, rec, #batches, exec_ddl_of)
+    -- the same rows, plain (same_rows.lua)
+    local nrows, same_dt = same_rows_run(s, rec, exec_ddl_of)
     local same = total / same_dt
     local ratio_same = sps / same
     local label = ("%s ack batch %4d, %3d stream%s"):format(backend, bsize, streams,
@@ -671,7 +494,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         if s.durability == "ack" then assert(s:flush() == 1) end
     end
     local base = total / (now() - tb0)
-    local nrows, same_dt, same_cpu = same_rows_run(s, rec, nb, exec_ddl_of)
+    local nrows, same_dt, same_cpu = same_rows_run(s, rec, exec_ddl_of)
     local same = total / same_dt
     local label = ("%s daemon %4d streams x %d"):format(backend, streams, W)
     print(("%-36s %6d slices: rated %8.0f slices/s (%5.2f store calls/slice), put_many %d "

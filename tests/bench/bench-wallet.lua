@@ -56,6 +56,14 @@
 --                        FULL, one connection; PostgreSQL: the same server, --conns
 --                        connections, synchronous_commit on). Every wallet figure is printed
 --                        with its ratio to B1 and B2 and the issue 25 targets beside them.
+--   same_rows(_hot)      after each transfer case: the rows its transfers wrote (recorded
+--                        from the store calls: postings, transfers, transfer_accounts,
+--                        intents, claims, events; tests/bench/same_rows.lua) INSERTed again
+--                        plainly into scratch tables of the same store with the same keys
+--                        and indexes, group by group as the wallet committed them (SQLite:
+--                        one transaction each on a second, synchronous connection), each
+--                        flushed: what the design's rows cost alone, no HTTP, no reads, no
+--                        engine; printed in transfers/s with the seconds per table
 -- The HTTP server admits --conns + 8 connections per peer (wrk is one loopback peer; the
 -- daemon's default is 32). RSS of this process is printed at the start and end of a store.
 -- After each transfer run: the CPU per transfer (and the loop VM's traces compiled and
@@ -81,6 +89,7 @@ local SB = require("sql_baseline")
 local pct = require("ron.base.percentile")
 local WT = require("wallet_tail")
 local census = require("wal_census")
+local SR = require("same_rows")
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
@@ -717,9 +726,48 @@ local function fund(led, S, Dsrc, SINK, DSINK)
     end
 end
 
+-- The same rows plain (same_rows.lua) after a transfer case: rec's groups on a connection
+-- that writes now (SQLite: a synchronous store of the same file; PostgreSQL: the store's).
+local function same_rows(name, raw, rec, label, rate)
+    local s, ddl = raw
+    if name == "sqlite" then
+        s = assert(store_mod.open { backend = "sqlite", path = raw.path })
+        -- (no checkpoint inside its commits, as on the wallet's own writer: the WAL only
+        -- grows meanwhile, so the figure is the rows' and their commits' alone)
+        assert(s.drv:exec("PRAGMA wal_autocheckpoint = 0"))
+        ddl = function(stmt) return s.drv:exec(stmt) end
+    else
+        ddl = function(stmt) return s.drv.db:exec(stmt) end
+    end
+    local r = SR.run(s, rec, ddl, { one_tx = true, tag = label })
+    if s ~= raw then s:close() end
+    rec.calls, rec.cur = {}, 1
+    local n, nrows, dt, by, groups = r.transfers, r.rows, r.seconds, r.by_table, r.groups
+    if n == 0 then return end
+    local parts = {}
+    for _, list in ipairs { SR.ROW_ORDER, { "commit", "flush" } } do
+        for _, t in ipairs(list) do
+            if by[t] then parts[#parts + 1] = format("%s %.0f", t, by[t] / n * 1e6) end
+        end
+    end
+    local same = n / dt
+    print(format("%-8s %-15s %8.0f transfers/s  %.1f rows/transfer in %d groups (%.1f each), " ..
+                 "one transaction and flush each; the wallet %.3f of it; us/transfer by " ..
+                 "table and the commit's: %s", name, "same_rows" .. (label:match("_hot$") or ""),
+                 same, nrows / n, groups, n / groups, rate / same, table.concat(parts, ", ")))
+    emit(format('{"bench":"wallet","store":"%s","case":"same_rows%s","transfers":%d,' ..
+                '"rows_per_transfer":%.2f,"groups":%d,"per_s":%.1f,"wallet_ratio":%.3f,' ..
+                '"loadavg":"%s"}', name, label:match("_hot$") or "", n, nrows / n, groups,
+                same, rate / same, B.loadavg()))
+end
+
 local function case(T, name, open_store, base)
     rss(name, "start")
-    local s = timed_store(assert(open_store()))
+    local raw = assert(open_store())
+    -- (the transfer cases' rows, for same_rows: a group per phase that committed)
+    local rec = SR.recording(raw)
+    rec.per_phase = true
+    local s = timed_store(raw)
     local led = L.new { store = s, book = "bench", node = "bench",
                         pause = function(n) T.sleep(10 * n) end }
     led:recover()
@@ -802,6 +850,7 @@ local function case(T, name, open_store, base)
         local before = moved(S)
         local wal0 = opts.wal_census and name == "sqlite" and census.frames(led.store.path)
         local snap = cpu_snap(w)
+        rec.on = direct_rate ~= nil
         local r = run_wrk(T, srv:port(), "transfer", nbase,
                           table.concat(from, ";", 1, nsrc), SINK)
         local ok = r.status[201] or 0
@@ -823,10 +872,12 @@ local function case(T, name, open_store, base)
         while (next(w.calls) ~= nil or w.queue:depth() > 0) and uv.now() < t_q do
             T.sleep(10)
         end
+        rec.on = false
         local n = moved(S) - before
         assert(n >= ok, format("%d answered 201 but only %d moved", ok, n))
         -- a request whose answer wrk dropped at its deadline may have committed: never more
         assert(n <= r.requests + opts.conns, format("%d moved for %d requests", n, r.requests))
+        if direct_rate then same_rows(name, raw, rec, label, rate) end
     end
 
     if opts.soak then
