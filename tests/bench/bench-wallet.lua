@@ -58,7 +58,8 @@
 --                        with its ratio to B1 and B2 and the issue 25 targets beside them.
 --   same_rows(_hot)      after each transfer case: the rows its transfers wrote (recorded
 --                        from the store calls: postings, transfers, transfer_accounts,
---                        intents, claims, events; tests/bench/same_rows.lua) INSERTed again
+--                        intents, claims, events; tests/bench/same_rows.lua; the first 128
+--                        groups, of the unmeasured warm-up run with --warmup) INSERTed again
 --                        plainly into scratch tables of the same store with the same keys
 --                        and indexes, group by group as the wallet committed them (SQLite:
 --                        one transaction each on a second, synchronous connection), each
@@ -726,6 +727,8 @@ local function fund(led, S, Dsrc, SINK, DSINK)
     end
 end
 
+local SAME_GROUPS = 128
+
 -- The same rows plain (same_rows.lua) after a transfer case: rec's groups on a connection
 -- that writes now (SQLite: a synchronous store of the same file; PostgreSQL: the store's).
 local function same_rows(name, raw, rec, label, rate)
@@ -764,9 +767,11 @@ end
 local function case(T, name, open_store, base)
     rss(name, "start")
     local raw = assert(open_store())
-    -- (the transfer cases' rows, for same_rows: a group per phase that committed)
+    -- (the transfer cases' rows, for same_rows: a group per phase that committed, from the
+    -- case's unmeasured warm-up run when there is one, else from the measured run; at most
+    -- SAME_GROUPS groups either way: what is kept is live heap the collector walks)
     local rec = SR.recording(raw)
-    rec.per_phase = true
+    rec.per_phase, rec.max = true, SAME_GROUPS
     local s = timed_store(raw)
     local led = L.new { store = s, book = "bench", node = "bench",
                         pause = function(n) T.sleep(10 * n) end }
@@ -850,7 +855,8 @@ local function case(T, name, open_store, base)
         local before = moved(S)
         local wal0 = opts.wal_census and name == "sqlite" and census.frames(led.store.path)
         local snap = cpu_snap(w)
-        rec.on = direct_rate ~= nil
+        local warm = (opts.warmup or 0) > 0
+        rec.on = (warm and label:match("_cold$") ~= nil) or (not warm and direct_rate ~= nil)
         local r = run_wrk(T, srv:port(), "transfer", nbase,
                           table.concat(from, ";", 1, nsrc), SINK)
         local ok = r.status[201] or 0
@@ -872,6 +878,7 @@ local function case(T, name, open_store, base)
         while (next(w.calls) ~= nil or w.queue:depth() > 0) and uv.now() < t_q do
             T.sleep(10)
         end
+        if rec.on and not direct_rate then SR.freeze(rec) end -- (the warm-up's rows)
         rec.on = false
         local n = moved(S) - before
         assert(n >= ok, format("%d answered 201 but only %d moved", ok, n))

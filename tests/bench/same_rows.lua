@@ -14,7 +14,10 @@
 --   local rec = SR.recording(s)        wraps s's write primitives and apply (rec.on, rec.cur)
 --   rec.on = true ... rec.on = false   what ran meanwhile is kept, in group rec.cur (or,
 --                                      with rec.per_phase, a new group after every phase
---                                      that committed)
+--                                      that committed), up to group rec.max when set (the
+--                                      lists kept are live heap: the collector walks them
+--                                      while the run goes on)
+--   SR.freeze(rec)                     what it kept, serialized into one string (no tables)
 --   SR.run(s, rec, exec_ddl, o)        -> { rows =, seconds =, by_table = { [t] = seconds,
 --                                         commit = (one_tx), flush = },
 --                                         groups =, transfers = (rows of transfers), cpu = }
@@ -54,6 +57,7 @@ local RECORDED = { insert_postings = true, store_transfers = true, put_intents =
 
 local function keeper(rec)
     return function(name, a, b)
+        if rec.max and rec.cur > rec.max then return end
         local l = rec.calls[rec.cur]
         if not l then l = {}; rec.calls[rec.cur] = l end
         -- the list copied (a caller may reuse its table), not its rows
@@ -138,6 +142,14 @@ local function call_rows(c, ctr, add)
     end
 end
 
+-- What rec kept, as one string (LuaJIT's string.buffer serializer): a run measured after the
+-- recording one then has no tables of it for its collector to walk. run() takes it back.
+local sbuf = require("string.buffer")
+function M.freeze(rec)
+    rec.frozen = sbuf.encode(rec.calls)
+    rec.calls = {}
+end
+
 -- A group's recorded calls -> { [table] = rows }; ctr = { n =, seq =, seen = {}, store = }
 -- runs over the groups (the transfer's n and the event's seq a plain INSERT loop would
 -- give; a row written again after a short count, e.g. an event whose seq a racing lane
@@ -219,9 +231,10 @@ function M.run(s, rec, exec_ddl, o)
                    or ("rows_" .. tag)
     for _, stmt in ipairs(M.ddl(s.dialect, prefix)) do assert(exec_ddl(stmt)) end
     local ctr, conv = { n = 0, seq = 0, seen = {}, store = s }, {}
-    local last = table.maxn(rec.calls)
-    for gi = 1, last do
-        if rec.calls[gi] then conv[#conv + 1] = M.rows_of(rec.calls[gi], ctr) end
+    local calls = rec.frozen and sbuf.decode(rec.frozen) or rec.calls
+    rec.frozen = nil
+    for gi = 1, table.maxn(calls) do
+        if calls[gi] then conv[#conv + 1] = M.rows_of(calls[gi], ctr) end
     end
     local by_table, nrows = {}, 0
     local cpu0 = o.cpu and o.cpu()
