@@ -744,7 +744,6 @@ local function same_rows(name, raw, rec, label, rate)
     end
     local r = SR.run(s, rec, ddl, { one_tx = true, tag = label })
     if s ~= raw then s:close() end
-    rec.calls, rec.cur = {}, 1
     local n, nrows, dt, by, groups = r.transfers, r.rows, r.seconds, r.by_table, r.groups
     if n == 0 then return end
     local parts = {}
@@ -753,15 +752,15 @@ local function same_rows(name, raw, rec, label, rate)
             if by[t] then parts[#parts + 1] = format("%s %.0f", t, by[t] / n * 1e6) end
         end
     end
-    local same = n / dt
+    local same, case_name = n / dt, "same_rows" .. (label:match("_hot$") or "")
     print(format("%-8s %-15s %8.0f transfers/s  %.1f rows/transfer in %d groups (%.1f each), " ..
                  "one transaction and flush each; the wallet %.3f of it; us/transfer by " ..
-                 "table and the commit's: %s", name, "same_rows" .. (label:match("_hot$") or ""),
-                 same, nrows / n, groups, n / groups, rate / same, table.concat(parts, ", ")))
-    emit(format('{"bench":"wallet","store":"%s","case":"same_rows%s","transfers":%d,' ..
+                 "table and the commit's: %s", name, case_name, same, nrows / n, groups,
+                 n / groups, rate / same, table.concat(parts, ", ")))
+    emit(format('{"bench":"wallet","store":"%s","case":"%s","transfers":%d,' ..
                 '"rows_per_transfer":%.2f,"groups":%d,"per_s":%.1f,"wallet_ratio":%.3f,' ..
-                '"loadavg":"%s"}', name, label:match("_hot$") or "", n, nrows / n, groups,
-                same, rate / same, B.loadavg()))
+                '"loadavg":"%s"}', name, case_name, n, nrows / n, groups, same, rate / same,
+                B.loadavg()))
 end
 
 local function case(T, name, open_store, base)

@@ -18,7 +18,7 @@
 --                                      lists kept are live heap: the collector walks them
 --                                      while the run goes on)
 --   SR.freeze(rec)                     what it kept, serialized into one string (no tables)
---   SR.run(s, rec, exec_ddl, o)        -> { rows =, seconds =, by_table = { [t] = seconds,
+--   SR.run(s, rec, exec_ddl, o)        (takes what rec kept) -> { rows =, seconds =, by_table = { [t] = seconds,
 --                                         commit = (one_tx), flush = },
 --                                         groups =, transfers = (rows of transfers), cpu = }
 --     s: a store whose drv:write runs one statement now (the synchronous SQLite driver, or
@@ -154,7 +154,7 @@ end
 -- runs over the groups (the transfer's n and the event's seq a plain INSERT loop would
 -- give; a row written again after a short count, e.g. an event whose seq a racing lane
 -- took, or a claim turned into its outcome, once).
-function M.rows_of(calls, ctr)
+local function rows_of(calls, ctr)
     local rows = {}
     for _, t in ipairs(ROW_ORDER) do rows[t] = {} end
     local seen = ctr.seen
@@ -171,7 +171,7 @@ function M.rows_of(calls, ctr)
 end
 
 -- The scratch tables: the store's own DDL under another prefix, without the triggers.
-function M.ddl(dialect, prefix)
+local function ddl(dialect, prefix)
     local out = {}
     for _, stmt in ipairs(schema.ddl(dialect, prefix)) do
         if not stmt:find("TRIGGER", 1, true) and not stmt:find("FUNCTION", 1, true)
@@ -199,7 +199,7 @@ end
 -- One group's rows, table by table, in multi-row INSERTs of at most 1024 rows and 5632
 -- parameters (postings: 512, the store's own bound); the seconds of each table added to
 -- by_table. -> rows written
-function M.write(s, prefix, rows, by_table, clock)
+local function write(s, prefix, rows, by_table, clock)
     local total = 0
     for _, t in ipairs(ROW_ORDER) do
         local list, w = rows[t], #ROWS[t].types
@@ -225,16 +225,16 @@ end
 function M.run(s, rec, exec_ddl, o)
     o = o or {}
     local clock = o.clock or function() return require("luv").hrtime() / 1e9 end
-    local tag = o.tag and (o.tag .. "_") or ""
-    local prefix = s.dialect == "postgres"
-                   and ('"' .. s.schema .. '_rows' .. (o.tag and ("_" .. o.tag) or "") .. '".')
-                   or ("rows_" .. tag)
-    for _, stmt in ipairs(M.ddl(s.dialect, prefix)) do assert(exec_ddl(stmt)) end
-    local ctr, conv = { n = 0, seq = 0, seen = {}, store = s }, {}
+    local sfx = o.tag and ("_" .. o.tag) or ""
+    local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows' .. sfx .. '".')
+                   or ("rows" .. sfx .. "_")
+    for _, stmt in ipairs(ddl(s.dialect, prefix)) do assert(exec_ddl(stmt)) end
+    -- (what rec kept is taken: it records anew from group 1)
     local calls = rec.frozen and sbuf.decode(rec.frozen) or rec.calls
-    rec.frozen = nil
+    rec.calls, rec.cur, rec.frozen = {}, 1, nil
+    local ctr, conv = { n = 0, seq = 0, seen = {}, store = s }, {}
     for gi = 1, table.maxn(calls) do
-        if calls[gi] then conv[#conv + 1] = M.rows_of(calls[gi], ctr) end
+        if calls[gi] then conv[#conv + 1] = rows_of(calls[gi], ctr) end
     end
     local by_table, nrows = {}, 0
     local cpu0 = o.cpu and o.cpu()
@@ -243,13 +243,13 @@ function M.run(s, rec, exec_ddl, o)
     for _, rows in ipairs(conv) do
         if o.one_tx and s.drv.atomic then
             assert(s.drv:atomic(function()
-                nrows = nrows + M.write(s, prefix, rows, by_table, clock)
+                nrows = nrows + write(s, prefix, rows, by_table, clock)
                 tc = clock()
                 return true
             end))
             by_table.commit = (by_table.commit or 0) + (clock() - tc)
         else
-            nrows = nrows + M.write(s, prefix, rows, by_table, clock)
+            nrows = nrows + write(s, prefix, rows, by_table, clock)
         end
         tc = clock()
         if s.durability == "ack" then assert(s:flush() == 1) end

@@ -19,6 +19,16 @@ local MAX = I64(2) ^ 62 - 1 + I64(2) ^ 62 -- 2^63 - 1
 
 -- A memory store whose hook runs between(s) once, before the commit's second call to the
 -- store (the one-transaction commit's write; opts.at: that call instead), when armed.
+-- Another writer's move of amount from debit to credit, outside the engine: two postings
+-- of one made-up transfer ("tag" x 32), the debit's negative.
+local function moved_outside(s, tag, debit, credit, amount)
+    assert.equal(2, s:insert_postings {
+        { id = { transfer_id = tag:rep(32), index = 0 }, account = debit, asset = USD,
+          amount = -amount },
+        { id = { transfer_id = tag:rep(32), index = 1 }, account = credit, asset = USD,
+          amount = amount } })
+end
+
 local function world(opts)
     opts = opts or {}
     local armed, applies, busy = false, 0, false
@@ -124,11 +134,7 @@ describe("the one-transaction commit (LED-72)", function()
         -- C (capped, floor -100) pays 80 from nothing: a negative output, the pair at -80;
         -- meanwhile its balance went to -50 (a posting the hook puts in): -130 would breach
         w.between = function(s)
-            assert.equal(2, s:insert_postings {
-                { id = { transfer_id = ("x"):rep(32), index = 0 }, account = C, asset = USD,
-                  amount = -50 },
-                { id = { transfer_id = ("x"):rep(32), index = 1 }, account = EXT, asset = USD,
-                  amount = 50 } })
+            moved_outside(s, "x", C, EXT, 50)
         end
         w.arm()
         local r, err, code = w.led:commit { intent = "c", movements = { mv(C, B, 80) } }
@@ -147,11 +153,7 @@ describe("the one-transaction commit (LED-72)", function()
 
     -- a credit that lands between the read and the write, taking the payee to MAX - 39
     local function raise_b(s)
-        assert.equal(2, s:insert_postings {
-            { id = { transfer_id = ("y"):rep(32), index = 0 }, account = B, asset = USD,
-              amount = MAX - 39 },
-            { id = { transfer_id = ("y"):rep(32), index = 1 }, account = EXT, asset = USD,
-              amount = -(MAX - 39) } })
+        moved_outside(s, "y", EXT, B, MAX - 39)
     end
 
     -- After a deposit of 100 to A, intent "p" moving `movement` while `between` lands where
@@ -231,11 +233,7 @@ describe("the one-transaction commit (LED-72)", function()
     -- a debit of the uncapped EXT that lands between the read and the write, taking it to
     -- -(2^63 - 1) + 100, 100 above the least balance (EXT is at -100 after the deposit)
     local function lower_ext(s)
-        assert.equal(2, s:insert_postings {
-            { id = { transfer_id = ("z"):rep(32), index = 0 }, account = EXT, asset = USD,
-              amount = -(MAX - 200) },
-            { id = { transfer_id = ("z"):rep(32), index = 1 }, account = B, asset = USD,
-              amount = MAX - 200 } })
+        moved_outside(s, "z", EXT, B, MAX - 200)
     end
 
     -- EXT pays A 101 while lower_ext lands (EXT would land on -2^63, not an amount); what
@@ -273,11 +271,7 @@ describe("the one-transaction commit (LED-72)", function()
         assert(w.led:commit { intent = "d2", movements = { mv(EXT, A, 50) } })
         -- another writer's debit of A by 80 that consumes none of A's postings
         w.between = function(st)
-            assert.equal(2, st:insert_postings {
-                { id = { transfer_id = ("y"):rep(32), index = 0 }, account = A, asset = USD,
-                  amount = -80 },
-                { id = { transfer_id = ("y"):rep(32), index = 1 }, account = B, asset = USD,
-                  amount = 80 } })
+            moved_outside(st, "y", A, B, 80)
         end
         w.arm()
         -- planned on 150: both fit, p2 spending p1's change; on 70, p2 does not

@@ -463,6 +463,21 @@ local function open_db(o, name, flags, what)
     return new_conn(db)
 end
 
+-- Every connection's pragmas, then extra's: the page cache (cache_mb) and temporary files
+-- in memory. A statement of a transaction that may fail half-way keeps the pages it changes
+-- in a statement journal, which SQLite spills to a file in /var/tmp past 64 KiB; the
+-- batch's finalize statements did, ~2.6 KB of file writes per transfer (issue 25,
+-- docs/WALLET.md §8). Its size is the statement's own pages. -> true | nil, err, class
+local function tune(conn, o, extra)
+    local list = { format("PRAGMA cache_size = -%d", (o.cache_mb or 64) * 1024),
+                   "PRAGMA temp_store = MEMORY", extra }
+    for _, p in ipairs(list) do
+        local ok, err, cls = conn:exec(p)
+        if not ok then return nil, err, cls end
+    end
+    return true
+end
+
 local function open_conn(o)
     local conn, err, cls
     if o.readonly then
@@ -482,14 +497,7 @@ local function open_conn(o)
         if ok then ok, err, cls = migrate(conn) end
     end
     -- (after the checks: on a file that is no database the pragma fails as an I/O error)
-    if ok then
-        ok, err, cls = conn:exec(format("PRAGMA cache_size = -%d", (o.cache_mb or 64) * 1024))
-    end
-    -- Temporary files in memory: a statement of a transaction that may fail half-way keeps
-    -- the pages it changes in a statement journal, which SQLite spills to a file in
-    -- /var/tmp past 64 KiB; the batch's finalize statements did, ~2.6 KB of file writes
-    -- per transfer (issue 25, docs/WALLET.md §8). Its size is the statement's own pages.
-    if ok then ok, err, cls = conn:exec("PRAGMA temp_store = MEMORY") end
+    if ok then ok, err, cls = tune(conn, o) end
     if not ok then
         conn:close()
         return nil, err, cls
@@ -835,13 +843,10 @@ end
 local function reader_lane(o)
     local conn, oerr, ocls = open_db(o, o.path, OPEN_RW_FULLMUTEX, " (reader)")
     if not conn then return nil, oerr, ocls end
-    for _, p in ipairs { format("PRAGMA cache_size = -%d", (o.cache_mb or 64) * 1024),
-                         "PRAGMA temp_store = MEMORY", "PRAGMA query_only = 1" } do
-        local ok, err, cls = conn:exec(p)
-        if not ok then
-            conn:close()
-            return nil, err, cls
-        end
+    local ok, err, cls = tune(conn, o, "PRAGMA query_only = 1")
+    if not ok then
+        conn:close()
+        return nil, err, cls
     end
     local dbnum = tonumber(ffi.cast("uintptr_t", conn.db))
     return { conn = conn, dbnum = dbnum, token = next_token(dbnum), busy = false,
