@@ -604,8 +604,17 @@ static int l_req_alive(lua_State *L) {
     return 1;
 }
 
+/* __index: its upvalues are the methods and the metatable. The check is luaL_checkudata's
+ * against the metatable held by the closure, not looked up by its name in the registry on
+ * every field read: a name lookup hashes and interns the 28-byte name, a dozen times per
+ * request (issue 25's profile of the loop thread). */
 static int l_req_index(lua_State *L) {
-    luaL_checkudata(L, 1, REQ_MT);
+    int ok = lua_touserdata(L, 1) != NULL && lua_getmetatable(L, 1);
+    if (ok) {
+        ok = lua_rawequal(L, -1, lua_upvalueindex(2));
+        lua_pop(L, 1);
+    }
+    if (!ok) return luaL_typerror(L, 1, REQ_MT);
     lua_pushvalue(L, 2);
     lua_rawget(L, lua_upvalueindex(1)); /* methods */
     if (!lua_isnil(L, -1)) return 1;
@@ -1440,7 +1449,8 @@ static int luaopen_httpd(lua_State *L) {
     luaL_newmetatable(L, REQ_MT);
     lua_newtable(L);
     luaL_register(L, NULL, req_methods);
-    lua_pushcclosure(L, l_req_index, 1);
+    lua_pushvalue(L, -2); /* the metatable: l_req_index's check */
+    lua_pushcclosure(L, l_req_index, 2);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_req_gc);
     lua_setfield(L, -2, "__gc");

@@ -121,6 +121,15 @@ describe("ron.base.net.http_server", function()
         on_deferring(nil, function(task, srv, port, got)
             local responder = answer_next(task, got, "http_spec_responder", function(req)
                 assert.is_true(req:alive())
+                -- the field reads' check (its metatable, held by __index): another userdata
+                -- or a table is refused by name, whatever it holds
+                local index = getmetatable(req).__index
+                assert.equal("/slow", index(req, "path"))
+                for _, v in ipairs { io.stdout, {} } do
+                    local ok, err = pcall(index, v, "path")
+                    assert.is_false(ok)
+                    assert.matches("http_server.req expected", err, 1, true)
+                end
                 task.sleep(10) -- the answer comes from another task, later
                 assert.is_true(req:respond(201, "later", "text/plain", { ["X-Async"] = "1" }))
                 assert.has_error(function() req:respond(200, "twice") end)
