@@ -14,16 +14,21 @@
 -- share a payer (they would race for its postings: the later one handed over to the single
 -- path, retried, late). A hot payer is one committer's: its groups spend their own change.
 --
--- A group's ledger work (in one child task under commit_timeout_ms, as a single job's):
---   1. one get_intents of every member's Idempotency-Key row and nonce row
+-- A group's ledger work (in one child task under commit_timeout_ms, as a single job's) is
+-- ONE Ledger:commit_many, whose opts.check (checker below) runs the single path's checks on
+-- the batch's own first read (issue 25: no read and no write transaction of the wallet's):
+--   1. that read holds every member's Idempotency-Key row too (opts.read) and its nonce row
+--      (the member's intent)
 --   2. a key used with another body: 422 idempotency_mismatch (as the single path)
---   3. one put_intents of the keys not there yet (claimed, the nonce in message, the body
---      hash); a key another process claimed meanwhile is read back and checked as in 2
+--   3. the keys not there yet are claimed (claimed, the nonce in message, the body hash) by
+--      the batch's first write: in its one phase, all or nothing, or on their own before
+--      its saga's claims; a key another process claimed meanwhile with another body fails
+--      the whole group with a retry class before the ledger wrote anything
 --   4. a nonce stored for another body: its stored 409 nonce_used
---   5. ONE Ledger:commit_many of the rest (the engine's batch path: a payer spends its own
---      change inside the group, one flush for the group, each request its own intent,
---      outcome and event), each result answered through W:_money_outcome, the single
---      path's own rendering (byte-identical answers, replays included)
+--   5. the rest is the engine's batch path (a payer spends its own change inside the group,
+--      one flush for the group, each request its own intent, outcome and event), each
+--      result answered through W:_money_outcome, the single path's own rendering
+--      (byte-identical answers, replays included)
 --   6. a member the engine hands back (hand_back: another saga, maybe a dead node's, holds
 --      its payer's postings) is not waited for: the others are answered, then it is driven
 --      apart (drive_apart, issue 29 item 3) and answered once
@@ -41,8 +46,8 @@ local bit = require("bit")
 local dec = require("ron.ledger.bigint").dec
 local tnew = require("table.new")
 
-local format, ipairs, pairs, pcall, tostring, byte, setmetatable =
-      string.format, ipairs, pairs, pcall, tostring, string.byte, setmetatable
+local format, ipairs, pcall, tostring, byte, setmetatable =
+      string.format, ipairs, pcall, tostring, string.byte, setmetatable
 
 local _M = {}
 
@@ -97,48 +102,29 @@ local function claim_of(job)
              outcome = { status = "claimed", message = dec(job.r.nonce), body_hash = job.h } }
 end
 
--- Steps 1-4: -> the members to commit (their indexes in jobs; job.prior: its nonce row read),
--- or nil, err (a store failure: the caller falls back). Answers of the members decided here
--- go to out[i].
-local function precheck(self, jobs, out)
-    local store = self.led.store
-    local keys = tnew(2 * #jobs, 0) -- (the group's lists sized: no growth, issue 25)
-    for _, job in ipairs(jobs) do
-        keys[#keys + 1] = job.kkey
-        keys[#keys + 1] = job.nkey
-    end
-    local got, err = store:get_intents(keys)
-    if not got then return nil, err end
-    local claims, claimed = {}, {}
-    for _, job in ipairs(jobs) do
-        if not got[job.kkey] then
-            claims[#claims + 1] = claim_of(job)
-            claimed[#claimed + 1] = job.kkey
+-- Steps 1-4 as the ledger's commit_many check (opts.check, on the batch's own first read):
+-- -> drop (the members answered here, their answers in out[i]), claims (the Idempotency-Key
+-- rows not there yet, which the batch writes with its own first write). job.prior: the
+-- member's nonce row read (nil: none; a fallback's single path reads it again).
+local function checker(self, jobs, out)
+    return function(got)
+        local drop, claims = {}, tnew(#jobs, 0) -- (sized: no growth, issue 25)
+        for i, job in ipairs(jobs) do
+            local cur, prior = got[job.kkey], got[job.nkey]
+            if cur and cur.body_hash ~= job.h then
+                out[i] = { self:_prob("idempotency_mismatch",
+                                      "this Idempotency-Key was used with another body"), true }
+                drop[i] = true
+            elseif prior and prior.body_hash ~= job.h then
+                out[i] = { self:_nonce_used(job, prior), true }
+                drop[i] = true
+            else
+                job.prior = prior
+                if not cur then claims[#claims + 1] = claim_of(job) end
+            end
         end
+        return drop, claims
     end
-    if #claims > 0 then
-        local n, perr = store:put_intents(claims)
-        if not n then return nil, perr end
-        if n < #claims then -- another process claimed some meanwhile: their rows decide
-            local again, gerr = store:get_intents(claimed)
-            if not again then return nil, gerr end
-            for k, v in pairs(again) do got[k] = v end
-        end
-    end
-    local live = tnew(#jobs, 0)
-    for i, job in ipairs(jobs) do
-        local cur, prior = got[job.kkey], got[job.nkey]
-        if cur and cur.body_hash ~= job.h then
-            out[i] = { self:_prob("idempotency_mismatch",
-                                  "this Idempotency-Key was used with another body"), true }
-        elseif prior and prior.body_hash ~= job.h then
-            out[i] = { self:_nonce_used(job, prior), true }
-        else
-            job.prior = prior -- (nil: none; a fallback's single path reads it again)
-            live[#live + 1] = i
-        end
-    end
-    return live
 end
 
 -- A member's ledger outcome r ({ res, err, code }) whose nonce row read prior -> answer,
@@ -163,35 +149,32 @@ _M.DRIVE_WIDTH = 4
 -- A member the ledger hands back (another saga, maybe a dead node's, holds its payer's
 -- postings) is not waited for: job.handed names it, run_group drives it apart.
 function _M.work(self, jobs)
-    local out = {}
-    local ok, live, err = pcall(precheck, self, jobs, out)
-    if not ok or not live then
-        self.log("group commit: " .. tostring(ok and err or live) .. "; one by one")
-        out, live = {}, nil
+    local out, retry = {}, {}
+    local reqs, kkeys = tnew(#jobs, 0), tnew(#jobs, 0)
+    for i, job in ipairs(jobs) do
+        reqs[i] = self:_money_request(job)
+        kkeys[i] = job.kkey
     end
-    local retry = {}
-    if live and #live > 0 then
-        local reqs = tnew(#live, 0)
-        for k, i in ipairs(live) do reqs[k] = self:_money_request(jobs[i]) end
-        local hand_back = self.held.handed_live < _M.HANDED_MAX
-        if not hand_back then self.m.group_inline = (self.m.group_inline or 0) + 1 end
-        local results = self.led:commit_many(reqs, { hand_back = hand_back })
-        for k, i in ipairs(live) do
-            local r, job = results[k], jobs[i]
-            if r.handed then
-                job.handed = r.handed
-                out[i] = { handed = true }
-                -- its payer's next jobs run apart too, until it commits
-                if job.r.from then self.held:watch(job.r.from) end
-                self.m.group_handed = (self.m.group_handed or 0) + 1
-            else
-                local a, healthy, replayed = member_answer(self, job, job.prior, r)
-                if a == nil then retry[#retry + 1] = i
-                else out[i] = { a, healthy, replayed } end
-            end
+    local hand_back = self.held.handed_live < _M.HANDED_MAX
+    if not hand_back then self.m.group_inline = (self.m.group_inline or 0) + 1 end
+    -- (a store failure of the group's read or of the claims: every member's result is a
+    -- retry class, and the single path below decides each)
+    local results = self.led:commit_many(reqs, { hand_back = hand_back, read = kkeys,
+                                                 check = checker(self, jobs, out) })
+    for i, job in ipairs(jobs) do
+        local r = results[i]
+        if r.handed then
+            job.handed = r.handed
+            out[i] = { handed = true }
+            -- its payer's next jobs run apart too, until it commits
+            if job.r.from then self.held:watch(job.r.from) end
+            self.m.group_handed = (self.m.group_handed or 0) + 1
+        elseif not r.dropped then -- (a dropped one: answered by the check, out[i])
+            local a, healthy, replayed = member_answer(self, job, job.prior, r)
+            if a == nil then retry[#retry + 1] = i
+            else out[i] = { a, healthy, replayed } end
         end
     end
-    if not live then for i = 1, #jobs do retry[#retry + 1] = i end end
     for _, i in ipairs(retry) do
         local a, healthy, replayed = self:_money(jobs[i])
         out[i] = { a, healthy, replayed }

@@ -253,7 +253,8 @@ describe("ledger commit_many (LED-51..LED-56)", function()
 
     -- the calls the engine makes for a batch of three (a phase's primitives inside its apply
     -- not counted)
-    local function batch_calls(store, led)
+    -- (the store's fault hook records them in the list returned)
+    local function record_calls(store)
         local calls, depth = {}, 0
         store.fault = function(when, name)
             if name == "apply" then
@@ -267,6 +268,11 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                 calls[#calls + 1] = name
             end
         end
+        return calls
+    end
+
+    local function batch_calls(store, led)
+        local calls = record_calls(store)
         local r = led:commit_many { { intent = "q1", movements = { mv(A, B, 10) } },
                                     { intent = "q2", movements = { mv(A, B, 20) } },
                                     { intent = "q3", movements = { mv(sim.EXT, B, 5) } } }
@@ -336,6 +342,101 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.equal(1, led.stats.plan_reads_phase)
         assert.equal(1, led.stats.last_reads_in_reserve)
         assert.equal(70, store:get_balance(A, USD))
+        assert(sim.verify(store, "main"))
+    end)
+
+    -- commit_many's opts.read and opts.check (issue 25: the wallet's Idempotency-Keys): the
+    -- requests q1..q3 of batch_calls with keys k1..k3; k2 held by another body already.
+    -- -> store, engine, results, the rows check saw, the calls
+    local codec = require("ron.ledger.codec")
+    local function h(x) return codec.sha256(x) end
+    local function checked(extra, race)
+        local store, led = funded_world(false, extra)
+        assert(store:put_intent("k2", { status = "claimed", body_hash = h("other") }))
+        local reqs = { { intent = "q1", body_hash = h("b1"), movements = { mv(A, B, 10) } },
+                       { intent = "q2", body_hash = h("b2"), movements = { mv(A, B, 20) } },
+                       { intent = "q3", body_hash = h("b3"), movements = { mv(sim.EXT, B, 5) } } }
+        local seen, calls = nil, record_calls(store)
+        local r = led:commit_many(reqs, { read = { "k1", "k2", "k3" }, check = function(got)
+            seen = got
+            -- another writer claims k3 with another body between the read and the write
+            if race then assert(store:put_intent("k3", { status = "claimed",
+                                                         body_hash = h("theirs") })) end
+            local drop, claims = {}, {}
+            for i, req in ipairs(reqs) do
+                local k = "k" .. i
+                if got[k] and got[k].body_hash ~= req.body_hash then drop[i] = true
+                elseif not got[k] then
+                    claims[#claims + 1] = { key = k, outcome = { status = "claimed",
+                                                                 body_hash = req.body_hash } }
+                end
+            end
+            return drop, claims
+        end })
+        store.fault = nil
+        return store, led, r, seen, calls
+    end
+
+    it("runs the caller's check on the batch's own read and writes its claims in the one "
+       .. "phase: no call of its own (opts.read, opts.check; issue 25)", function()
+        local store, led, r, seen, calls = checked()
+        assert.same({ "get_intents", "apply", "list_finalizing_sagas", "apply" }, calls)
+        assert.equal(h("other"), seen.k2.body_hash) -- opts.read's keys were in the read
+        assert.is_nil(seen.k1)
+        assert.truthy(r[1][1], tostring(r[1][2]))
+        assert.is_true(r[2].dropped)
+        assert.equal(L.ERR.InvalidRequest, r[2][3])
+        assert.truthy(r[3][1], tostring(r[3][2]))
+        assert.is_nil(store:get_intent("q2")) -- nothing of the dropped member
+        for _, k in ipairs { "k1", "k3" } do
+            local o = store:get_intent(k)
+            assert.equal("claimed", o.status)
+            assert.equal(h("b" .. k:sub(2)), o.body_hash)
+        end
+        assert.equal(h("other"), store:get_intent("k2").body_hash)
+        assert.equal(1, led.stats.atomic_batches)
+        assert.equal(90, store:get_balance(A, USD))
+        -- replays with a new key: nothing to commit, the key's claim written on its own
+        local again = led:commit_many({ { intent = "q1", body_hash = h("b1"),
+                                          movements = { mv(A, B, 10) } } },
+                                      { read = { "k9" }, check = function(got)
+            assert.is_nil(got.k9)
+            return {}, { { key = "k9", outcome = { status = "claimed", body_hash = h("b1") } } }
+        end })
+        assert.is_true(again[1][1].replayed)
+        assert.equal(h("b1"), store:get_intent("k9").body_hash)
+        assert(sim.verify(store, "main"))
+    end)
+
+    it("writes the caller's claims before the saga's own on the saga's phases", function()
+        local store, led, r = checked { one_tx = false }
+        assert.truthy(r[1][1], tostring(r[1][2]))
+        assert.is_true(r[2].dropped)
+        assert.truthy(r[3][1], tostring(r[3][2]))
+        assert.equal(h("b1"), store:get_intent("k1").body_hash)
+        assert.equal(h("b3"), store:get_intent("k3").body_hash)
+        assert.is_nil(led.stats.atomic_batches)
+        assert.equal(90, store:get_balance(A, USD))
+        assert(sim.verify(store, "main"))
+    end)
+
+    it("fails the whole batch, before writing anything of it, when another writer claimed "
+       .. "a key with another body since the read", function()
+        local store, led, r = checked(nil, true)
+        assert.is_true(r[2].dropped)
+        for _, i in ipairs { 1, 3 } do
+            assert.is_nil(r[i][1])
+            assert.equal(L.ERR.Unavailable, r[i][3])
+            assert.matches("claimed with another body", r[i][2])
+        end
+        -- the one phase applied nothing (its claims' guard), the claims after it found k3
+        -- taken: no outcome, no record, no money moved; k1 may stay claimed (the caller's
+        -- single path reads it back, as after a lost reply)
+        for _, q in ipairs { "q1", "q2", "q3" } do assert.is_nil(store:get_intent(q)) end
+        assert.equal(h("theirs"), store:get_intent("k3").body_hash)
+        assert.equal(0, #store:list_pending_sagas())
+        assert.is_nil(led.stats.atomic_batches)
+        assert.equal(100, store:get_balance(A, USD))
         assert(sim.verify(store, "main"))
     end)
 

@@ -150,8 +150,28 @@ local function pkey(id) return id.transfer_id .. (IDX8[id.index] or format("%08x
 -- until the caller drives it with drive_handed(h): the rest of the batch does not wait for
 -- a drive that may find the payer held for all its attempts. A caller that takes the opt
 -- drives every h it gets (else the intent stays in flight here until recover()).
+--
+-- opts.read and opts.check (issue 25): a caller whose own checks and claim rows go with the
+-- batch's (the wallet's Idempotency-Keys), without a read and a write transaction of its own.
+-- opts.read lists more intents-table keys for the batch's first read; before anything is
+-- written, opts.check(got) is called with every row that read found (the members' intents,
+-- their claims, opts.read's keys; the same read the batch decides replays on) and returns
+-- drop, claims:
+--   drop    { [i] = true }: members the caller answers itself; nothing of them is done and
+--           their result is { nil, "dropped by the caller's check", InvalidRequest,
+--           dropped = true }
+--   claims  put_intents entries ({ key =, outcome = }) the batch writes in its first write:
+--           in the one-transaction batch's phase (each chunk's expect: a row another writer
+--           put meanwhile applies nothing there, and the saga's way follows), else on their
+--           own before the batch's claims, or when the batch writes nothing else (replays
+--           only). A key found there afterwards with another body hash fails every member
+--           of the batch with Unavailable before the ledger wrote anything (the caller's
+--           single path decides them).
 function Ledger:commit_many(reqs, opts)
     if type(reqs) ~= "table" then error("ron.ledger: commit_many expects a list", 2) end
+    if opts ~= nil and opts.check ~= nil and type(opts.check) ~= "function" then
+        error("ron.ledger: commit_many's opts.check must be a function", 2)
+    end
     local hand_back = opts ~= nil and opts.hand_back
     local results, live, later, seen = {}, {}, {}, {}
     for i, req in ipairs(reqs) do
@@ -174,7 +194,7 @@ function Ledger:commit_many(reqs, opts)
             end
         end
     end
-    local ok, err, code = guard(nil, self._batch, self, live, results, later)
+    local ok, err, code = guard(nil, self._batch, self, live, results, later, opts)
     -- the one-transaction batch's phase was its own flush (LED-50, LED-74): none follows
     -- unless a member ran after it
     local durable = results.flushed
@@ -267,14 +287,58 @@ function Ledger:_replays(list, results)
     end
 end
 
-function Ledger:_batch(live, results, later)
+-- opts.check's verdict on the batch's first read (commit_many's header): the dropped
+-- members answered and taken out of live, the caller's claims returned.
+local function caller_check(opts, got, live, results)
+    local drop, claims = opts.check(got)
+    if drop == nil or next(drop) == nil then return live, claims end
+    local keep = {}
+    for _, e in ipairs(live) do
+        if drop[e.i] then
+            results[e.i] = { nil, "dropped by the caller's check", ERR.InvalidRequest,
+                             dropped = true }
+        else keep[#keep + 1] = e end
+    end
+    return keep, claims
+end
+
+-- The caller's claims (opts.check's) on their own: a key there already with another body
+-- hash (another writer claimed it since the read) fails the batch before the ledger writes
+-- anything. Written once: ctx.claims is emptied.
+function Ledger:_caller_claims(ctx)
+    local claims = ctx.claims
+    ctx.claims = nil
+    if claims == nil or #claims == 0 then return end
+    if self:_pw("put_intents", claims, BATCH_IDS) == #claims then return end
+    local ks = {}
+    for i, c in ipairs(claims) do ks[i] = c.key end
+    local cur = self:_intents_of(ks)
+    for _, c in ipairs(claims) do
+        local row = cur[c.key]
+        if not row or row.body_hash ~= c.outcome.body_hash then
+            error({ ledger_store_failure = true, name = "put_intents", class = "retry",
+                    err = "a key of the batch was claimed with another body meanwhile" }, 0)
+        end
+    end
+end
+
+function Ledger:_batch(live, results, later, opts)
     if #live == 0 then return true end
     local keys = {}
     for _, e in ipairs(live) do
         keys[#keys + 1] = e.req.intent
         keys[#keys + 1] = CLAIM_PREFIX .. e.req.intent
     end
+    local check = opts ~= nil and opts.check
+    if check then
+        for _, k in ipairs(opts.read or {}) do keys[#keys + 1] = k end
+    end
     local got = self:_intents_of(keys)
+    local claims
+    if check then
+        live, claims = caller_check(opts, got, live, results)
+        if #live == 0 then return true end
+    end
     local todo, replays = {}, {}
     for _, e in ipairs(live) do
         local prior = got[e.req.intent]
@@ -284,11 +348,15 @@ function Ledger:_batch(live, results, later)
             self.stats.claims_lost = (self.stats.claims_lost or 0) + 1
         else todo[#todo + 1] = e end
     end
+    if #todo == 0 then
+        self:_caller_claims { claims = claims }
+        self:_replays(replays, results)
+        return true
+    end
     self:_replays(replays, results)
-    if #todo == 0 then return true end
     local sid = self:_new_sid()
     for k, e in ipairs(todo) do e.k, e.sid = k, sid .. "/" .. k end
-    local ctx = { sid = sid, batch = todo, created_at_ms = self.clock() }
+    local ctx = { sid = sid, batch = todo, created_at_ms = self.clock(), claims = claims }
     local sids = { sid }
     for _, e in ipairs(todo) do sids[#sids + 1] = e.sid end
     for _, x in ipairs(sids) do self.inflight[x] = true end
@@ -411,6 +479,8 @@ function Ledger:_batch_body(ctx, results, later)
         local done = self:_atomic_batch(ctx, results, later)
         if done ~= nil then return done end
     end
+    -- the caller's claims (commit_many's opts.check), unless the one phase above wrote them
+    self:_caller_claims(ctx)
     local claimed = false
     for _ = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1

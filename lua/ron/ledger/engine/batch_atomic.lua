@@ -114,6 +114,8 @@ end
 -- The phase: the claims, the reservation, the heads, the guards, the finalize's ops.
 function Ledger:_atomic_batch_ops(ctx, rows)
     local sid, ops = ctx.sid, {}
+    -- the caller's claims first (commit_many's opts.check): all of them, or nothing applied
+    if ctx.claims then add_chunked(ops, "put_intents", ctx.claims) end
     local claims = {}
     for i, x in ipairs(decided(ctx)) do
         local e = x.e
@@ -181,10 +183,12 @@ function Ledger:_atomic_batch(ctx, results, later)
     local res, maybe = phases.apply(self, ops, self.flush_on_ack and { flush = true } or nil)
     local evs
     if res.ok then
+        ctx.claims = nil -- (written by the phase)
         evs = phases.batch_seqs(ops, res)
         if res.flushed then results.flushed = true end
     elseif maybe then
         evs = self:_atomic_batch_landed(ctx) -- (not flushed: commit_many's flush follows)
+        if evs then ctx.claims = nil end
     end
     if not evs then
         self.stats.atomic_batch_missed = (self.stats.atomic_batch_missed or 0) + 1
