@@ -23,6 +23,10 @@
 --       [--checkpoint-ms N] (SQLite: the store's checkpoint_ms, docs/LEDGER.md)
 --       [--no-reader]     (SQLite: the store's reads on its one connection, reader = false,
 --                          instead of the reader connection beside the writer's)
+--       [--pool-profile]  (SQLite: after each transfer case, where the group phases' time
+--                          went inside the store's thread: the phase, its decode and encode,
+--                          each primitive, each statement's bind and steps, COMMIT:
+--                          tests/bench/pool_profile.lua)
 --       [--gc-pause N]    (collectgarbage "setpause" for the whole run, as the daemon's
 --                          gc_pause does; default LuaJIT's 200, the daemon's is 400)
 --       [--cached N]      (the balance cache holding N more balances (of accounts nobody
@@ -91,6 +95,7 @@ local pct = require("ron.base.percentile")
 local WT = require("wallet_tail")
 local census = require("wal_census")
 local SR = require("same_rows")
+local PP = require("pool_profile")
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
@@ -103,16 +108,17 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" },
              { "--wal-census", "wal_census", "on" }, { "--checkpoint-ms", "ckpt_ms", "num" },
              { "--gc-pause", "gc_pause", "num" }, { "--cached", "cached", "num" },
-             { "--no-reader", "reader", "off" } },
+             { "--no-reader", "reader", "off" }, { "--pool-profile", "pool_profile", "on" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
            .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N] "
-           .. "[--gc-pause N] [--cached N] [--no-reader]")
+           .. "[--gc-pause N] [--cached N] [--no-reader] [--pool-profile]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
 if opts.gc_pause then collectgarbage("setpause", opts.gc_pause) end
+if opts.pool_profile then PP.enable(opts.dir) end
 local emit = B.emitter(opts.out)
 local format = string.format
 
@@ -853,6 +859,7 @@ local function case(T, name, open_store, base)
         end
         local before = moved(S)
         local wal0 = opts.wal_census and name == "sqlite" and census.frames(led.store.path)
+        local psnap = name == "sqlite" and PP.snap()
         local snap = cpu_snap(w)
         local warm = (opts.warmup or 0) > 0
         rec.on = (warm and label:match("_cold$") ~= nil) or (not warm and direct_rate ~= nil)
@@ -862,6 +869,7 @@ local function case(T, name, open_store, base)
         local rate = ok / (r.duration_us / 1e6)
         cpu_line(name, w, snap, ok)
         if opts.wal_census and name == "sqlite" then census.print(name, led.store.path, wal0, ok) end
+        PP.print(name, psnap, ok)
         if direct_rate then
             report(name, base, label, nsrc, r, ok, rate, direct_rate)
         else
@@ -946,6 +954,7 @@ B.main("bench-wallet", function(T)
             return st
         end, base)
         file_bytes(path)
+        PP.remove()
         B.fresh_sqlite(path)
         B.fresh_sqlite(bpath)
     end

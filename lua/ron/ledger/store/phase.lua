@@ -25,6 +25,8 @@
 local type, error, ipairs, pairs, select, format =
       type, error, ipairs, pairs, select, string.format
 
+local prof = require("ron.ledger.store.sqlite_profile")
+
 local _M = {}
 
 _M.MAX_OPS = 4096
@@ -105,7 +107,10 @@ local function pack(...) return { n = select("#", ...), ... } end
 function _M.run(s, ops)
     local res = { ok = true }
     for i, op in ipairs(ops) do
+        local w0, c0
+        if prof.scope then w0, c0 = prof.now() end
         local r = pack(s[op[1]](s, unpack(op, 2, table.maxn(op))))
+        if w0 then prof.add(prof.op_key(op[1]), w0, c0) end
         if r[1] == nil and r[2] ~= nil then return nil, r[2], r[3] end
         res[i] = r
         if op.expect ~= nil and r[1] ~= op.expect then

@@ -20,6 +20,7 @@
 -- sql_base; each concern module exports a methods table this module installs on the class.
 local schema = require("ron.ledger.store.schema")
 local phases = require("ron.ledger.store.phase")
+local prof = require("ron.ledger.store.sqlite_profile")
 local scan = require("ron.ledger.store.scan")
 local base = require("ron.ledger.store.sql_base")
 local sql_text = require("ron.ledger.store.sql_text")
@@ -129,9 +130,7 @@ end
 -- one BEGIN IMMEDIATE transaction on the connection (the offloaded driver runs the whole
 -- call in one pool hop); PostgreSQL: one pipeline on one connection of the pool
 -- (ron.ledger.store.pg_phase). opts.flush: flush() after the commit, in the same call.
-function Store:apply(ops, opts)
-    phases.check(ops, opts)
-    if self.drv.apply_phase then return self.drv.apply_phase(self, ops, opts) end
+local function apply(self, ops, opts)
     local run = function() return phases.run(self, ops) end
     if opts and opts.flush and self.durability == "ack" and self.drv.flushed_phase then
         -- SQLite: the phase's own commit is the sync (one transaction, not two)
@@ -145,6 +144,20 @@ function Store:apply(ops, opts)
         res.flushed = self:flush() ~= nil
     end
     return res, err, class
+end
+
+function Store:apply(ops, opts)
+    phases.check(ops, opts)
+    if self.drv.apply_phase then return self.drv.apply_phase(self, ops, opts) end
+    -- (SQLite with RON_SQLITE_PROFILE: the phase timed from inside its thread)
+    if prof.on and prof.begin(#ops) then
+        local w0, c0 = prof.now()
+        local r = { apply(self, ops, opts) }
+        prof.add("phase", w0, c0)
+        prof.finish()
+        return unpack(r, 1, 3)
+    end
+    return apply(self, ops, opts)
 end
 
 -- The names every backend offers (the offloaded driver proxies exactly these).

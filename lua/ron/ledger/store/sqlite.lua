@@ -59,6 +59,7 @@ local schema = require("ron.ledger.store.schema")
 local upgrade = require("ron.ledger.store.upgrade")
 local heap = require("ron.base.heap")
 local check = require("ron.base.check")
+local prof = require("ron.ledger.store.sqlite_profile")
 
 local type, error, tostring, tonumber, setmetatable, pcall, format, bit_band =
       type, error, tostring, tonumber, setmetatable, pcall, string.format, require("bit").band
@@ -193,7 +194,13 @@ function Conn:run(text, binds, want_rows)
     local st, err, cls = self:prepare(text)
     if not st then return nil, err, cls end
     local C = L()
+    local key, w0, c0
+    if prof.scope then
+        key = prof.sql_key(text)
+        w0, c0 = prof.now()
+    end
     local rc = bind(st, binds)
+    if key then w0, c0 = prof.add(key.bind, w0, c0) end
     if rc ~= OK then
         C.sqlite3_reset(st)
         C.sqlite3_clear_bindings(st)
@@ -213,6 +220,7 @@ function Conn:run(text, binds, want_rows)
             break
         end
     end
+    if key then prof.add(key.step, w0, c0) end
     local out
     if rc == DONE then
         out = rows or C.sqlite3_changes(self.db)
@@ -233,7 +241,10 @@ function Conn:read(text, binds) return self:run(text, binds, true) end
 
 function Conn:exec(text)
     if not self.db then return nil, "Closed: the store was closed", "bug" end
+    local w0, c0
+    if prof.scope then w0, c0 = prof.now() end
     local rc = L().sqlite3_exec(self.db, text, nil, nil, nil)
+    if w0 then prof.add(prof.exec_key(text), w0, c0) end
     if rc ~= OK then return fail(self, rc, "exec") end
     return true
 end
@@ -595,8 +606,24 @@ function _M.pool_call(dbnum, token, method, packed, durability)
         s.durability = durability
         attached[token], n_attached = s, n_attached + 1
     end
-    return _M.pack(s[method](s, _M.unpack_(packed)))
+    if not prof.on then return _M.pack(s[method](s, _M.unpack_(packed))) end
+    -- (RON_SQLITE_PROFILE: a counted phase's decode and encode of its arguments and results)
+    local w0, c0 = prof.now()
+    local args = _M.pack_args(_M.unpack_(packed))
+    local w1, c1 = prof.now()
+    prof.counted = false
+    local r = _M.pack_args(s[method](s, unpack(args, 1, args.n)))
+    local counted = prof.counted
+    local w2, c2 = prof.now()
+    local out = _M.pack(unpack(r, 1, r.n))
+    if counted then
+        prof.add_span("phase decode", w1 - w0, c1 - c0)
+        prof.add("phase encode", w2, c2)
+    end
+    return out
 end
+
+function _M.pack_args(...) return { n = select("#", ...), ... } end
 
 -- The pool's work function (no upvalues: luv ships it to each pool thread's VM as bytecode).
 -- Its first call in a VM loads this module there with the store's modules interpreted

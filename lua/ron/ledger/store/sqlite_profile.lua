@@ -1,0 +1,155 @@
+-- ron.ledger.store.sqlite_profile: where a SQLite phase's time goes, from inside the thread
+-- that runs it (issue 25; tests/bench/bench-wallet.lua --pool-profile). Off unless the
+-- environment names a file prefix before the store opens:
+--
+--   RON_SQLITE_PROFILE=/tmp/prof   each VM that runs a phase of at least MIN_OPS ops (the
+--                                  loop's with the synchronous driver, each pool thread's
+--                                  with the offloaded one) keeps, per key, the count, the
+--                                  wall and the thread's CPU in microseconds, and every
+--                                  WRITE_EVERY such phases writes them to <prefix>.<vm>
+--   local p = require("ron.ledger.store.sqlite_profile")
+--   p.collect(prefix) -> { [key] = { n, wall_us, cpu_us } }: every VM's file summed
+--
+-- Keys: "phase" (the whole call, the offloaded driver's decode and encode of its arguments
+-- and results apart: "phase decode", "phase encode"), "op <primitive>", "sql <verb> <table>
+-- bind|step" (each statement's binding and its steps), "exec <statement>" (BEGIN, COMMIT,
+-- the pragmas, savepoints). Only phases of MIN_OPS ops or more are counted: a batch's or a
+-- group's, not the single path's. A VM's figures are cumulative; a caller takes the
+-- difference of two collects. Off, the cost is one field test per statement.
+local ffi = require("ffi")
+
+local _M = {}
+
+local PREFIX = os.getenv("RON_SQLITE_PROFILE")
+_M.on = PREFIX ~= nil and PREFIX ~= ""
+_M.MIN_OPS = 8
+_M.WRITE_EVERY = 16
+_M.scope = false -- inside a counted phase (set by begin, cleared by finish)
+
+if _M.on and not pcall(ffi.typeof, "struct ron_prof_ts") then
+    ffi.cdef [[
+struct ron_prof_ts { long tv_sec; long tv_nsec; };
+int clock_gettime(int clk, struct ron_prof_ts *ts);
+]]
+end
+
+local ts = _M.on and ffi.new("struct ron_prof_ts")
+local MONOTONIC, THREAD_CPU = 1, 3
+
+local function us(clk)
+    ffi.C.clock_gettime(clk, ts)
+    return tonumber(ts.tv_sec) * 1e6 + tonumber(ts.tv_nsec) / 1e3
+end
+
+-- -> the wall and CPU clocks now, in microseconds
+function _M.now() return us(MONOTONIC), us(THREAD_CPU) end
+
+local acc, phases_seen = {}, 0
+local file = _M.on and (PREFIX .. "." .. tostring(acc):match("0x(%x+)"))
+
+-- key's count and the wall and CPU spans dw, dc
+function _M.add_span(key, dw, dc)
+    local a = acc[key]
+    if not a then
+        a = { 0, 0, 0 }
+        acc[key] = a
+    end
+    a[1], a[2], a[3] = a[1] + 1, a[2] + dw, a[3] + dc
+end
+
+-- key's span from w0, c0 (now()'s) to now: -> now
+function _M.add(key, w0, c0)
+    local w1, c1 = _M.now()
+    _M.add_span(key, w1 - w0, c1 - c0)
+    return w1, c1
+end
+
+local function write()
+    local f = io.open(file, "w")
+    if not f then return end
+    for k, a in pairs(acc) do
+        f:write(string.format("%s\t%d\t%.0f\t%.0f\n", k, a[1], a[2], a[3]))
+    end
+    f:close()
+end
+
+-- A phase of n ops starts: -> whether it is counted (then finish follows)
+function _M.begin(n)
+    _M.scope = n >= _M.MIN_OPS
+    return _M.scope
+end
+
+function _M.finish()
+    _M.scope = false
+    _M.counted = true -- (the offloaded driver's call adds its decode and encode: pool_call)
+    phases_seen = phases_seen + 1
+    if phases_seen % _M.WRITE_EVERY == 0 then write() end
+end
+
+-- "op <name>": a primitive's key
+local op_keys = {}
+function _M.op_key(name)
+    local k = op_keys[name]
+    if not k then
+        k = "op " .. name
+        op_keys[name] = k
+    end
+    return k
+end
+
+-- "sql <verb> <table>": a statement's key
+local keys = setmetatable({}, { __mode = "k" })
+function _M.sql_key(text)
+    local k = keys[text]
+    if k then return k end
+    local verb = text:match("^%s*(%u+)") or "?"
+    local tbl = text:match("INTO%s+([%w_]+)") or text:match("^UPDATE%s+([%w_]+)")
+                or text:match("FROM%s+([%w_]+)") or "?"
+    local base = "sql " .. verb .. " " .. tbl
+    k = { bind = base .. " bind", step = base .. " step" }
+    keys[text] = k
+    return k
+end
+
+-- "exec <statement's first words>"
+local exec_keys = {}
+function _M.exec_key(text)
+    local k = exec_keys[text]
+    if not k then
+        k = "exec " .. text:sub(1, 24)
+        exec_keys[text] = k
+    end
+    return k
+end
+
+-- every VM's file under prefix: -> their paths
+function _M.files(prefix)
+    local dir, base = prefix:match("^(.*)/([^/]*)$")
+    dir, base = dir or ".", (base or prefix) .. "."
+    local uv, out = require("luv"), {}
+    local h = uv.fs_scandir(dir)
+    while h do
+        local name = uv.fs_scandir_next(h)
+        if not name then break end
+        if name:sub(1, #base) == base then out[#out + 1] = dir .. "/" .. name end
+    end
+    return out
+end
+
+-- every VM's file under prefix, summed
+function _M.collect(prefix)
+    local out = {}
+    for _, path in ipairs(_M.files(prefix)) do
+        for line in io.lines(path) do
+            local k, n, w, c = line:match("^(.-)\t(%d+)\t([%d.]+)\t([%d.]+)$")
+            if k then
+                local a = out[k] or { 0, 0, 0 }
+                a[1], a[2], a[3] = a[1] + tonumber(n), a[2] + tonumber(w), a[3] + tonumber(c)
+                out[k] = a
+            end
+        end
+    end
+    return out
+end
+
+return _M

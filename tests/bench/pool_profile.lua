@@ -1,0 +1,63 @@
+-- pool_profile.lua: bench-wallet's --pool-profile (issue 25): where the SQLite store's
+-- group phases spend their time, timed from inside the thread that runs them
+-- (ron.ledger.store.sqlite_profile): the whole phase, its decode and encode across the pool,
+-- each primitive, each statement's binding and steps, BEGIN and COMMIT.
+--
+--   local PP = require("pool_profile")
+--   PP.enable(dir)                 -- before the first store call: RON_SQLITE_PROFILE set
+--   local snap = PP.snap()         -- at a case's start
+--   PP.print(name, snap, n)        -- after it: per phase and per transfer (n transfers)
+--   PP.remove()                    -- the files, at the end
+local ffi = require("ffi")
+local uv = require("luv")
+local prof = require("ron.ledger.store.sqlite_profile")
+
+local format = string.format
+
+local M = {}
+local prefix
+
+pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
+
+function M.enable(dir)
+    prefix = format("%s/bench-pool-profile-%d", dir, uv.os_getpid())
+    assert(ffi.C.setenv("RON_SQLITE_PROFILE", prefix, 1) == 0, "setenv")
+end
+
+function M.snap() return prefix and prof.collect(prefix) or nil end
+
+-- the figures since snap: every key's count, wall and CPU, sorted by wall
+local function since(snap)
+    local now, list = prof.collect(prefix), {}
+    for k, a in pairs(now) do
+        local b = snap[k] or { 0, 0, 0 }
+        local n = a[1] - b[1]
+        if n > 0 then list[#list + 1] = { k = k, n = n, w = a[2] - b[2], c = a[3] - b[3] } end
+    end
+    table.sort(list, function(x, y) return x.w > y.w end)
+    return list
+end
+
+function M.print(name, snap, transfers)
+    if not snap then return end
+    local list = since(snap)
+    local phases
+    for _, x in ipairs(list) do if x.k == "phase" then phases = x.n end end
+    if not phases then return end
+    print(format("%-8s %-15s pool profile, %d phases of >= %d ops (each: wall ms, CPU ms; "
+                 .. "per transfer: wall us):", name, "", phases, prof.MIN_OPS))
+    for _, x in ipairs(list) do
+        if x.w / phases >= 20 then -- (>= 20 us per phase)
+            print(format("%-8s %-15s   %-40s %6.0f x %5.2f ms %5.2f ms cpu  %6.1f us/transfer",
+                         name, "", x.k, x.n / phases, x.w / phases / 1e3, x.c / phases / 1e3,
+                         x.w / math.max(transfers, 1)))
+        end
+    end
+end
+
+function M.remove()
+    if not prefix then return end
+    for _, path in ipairs(prof.files(prefix)) do os.remove(path) end
+end
+
+return M
