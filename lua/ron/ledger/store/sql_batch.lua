@@ -12,6 +12,7 @@ local type, tostring, ipairs, format =
       type, tostring, ipairs, string.format
 
 local _M = {}
+local sqlite_append -- (below)
 -- the methods, installed on the Store class by ron.ledger.store.sql
 local Store = {}
 _M.methods = Store
@@ -195,6 +196,42 @@ function Store:store_transfers(list)
     end)
 end
 
+-- SQLite, inside its (exclusive: BEGIN IMMEDIATE) transaction: the events of the list's
+-- transfers already there, the book's max, then ONE plain INSERT of the others numbered
+-- max+1, max+2, ... in the list's order (a pair twice in the list: its first). No other
+-- writer runs meanwhile, so nothing is skipped; a duplicate would fail the statement (a bug,
+-- never a gap). Against the numbering inside one statement (a window function over the
+-- list and a NOT EXISTS probe per row: 11 us per event in a wallet group, 3 us the plain
+-- INSERT; issue 25, bench-wallet --pool-profile).
+function sqlite_append(self, book, list)
+    local q = { book, n = #list + 1 }
+    for i, e in ipairs(list) do q[i + 1] = e.transfer_id end
+    local rows, err, class = read(self, "events_present", #list, q, "bb")
+    if not rows then return nil, err, class end
+    local there = {}
+    for _, r in ipairs(rows) do there[r[1] .. "\0" .. r[2]] = true end
+    local m
+    m, err, class = read(self, "append_events_max", nil, { n = 1, book }, "i")
+    if not m then return nil, err, class end
+    local max, binds, n = amount(m[1][1]), { n = 0 }, 0
+    for _, e in ipairs(list) do
+        local k = e.transfer_id .. "\0" .. e.kind
+        if not there[k] then
+            there[k] = true
+            local j = 5 * n
+            binds[j + 1], binds[j + 2], binds[j + 3] = book, max + n + 1, e.transfer_id
+            binds[j + 4], binds[j + 5] = e.kind, e.data
+            n = n + 1
+        end
+    end
+    if n == 0 then return 0 end
+    binds.n = 5 * n
+    local c
+    c, err, class = write(self, "append_events_numbered", n, binds)
+    if not c then return nil, err, class end
+    return c, max + 1
+end
+
 -- list = { { transfer_id =, kind =, data = }, ... } -> n, first_seq: the rows whose (book,
 -- transfer, kind) is not there yet take seqs max+1, max+2, ... of the book in the list's
 -- order, in one statement (gapless: the numbering skips the present ones); first_seq is
@@ -223,14 +260,7 @@ function Store:append_events(book, list)
         local n = amount(rows[1][1])
         return n, n > 0 and amount(rows[1][2]) or nil
     end
-    -- SQLite: the book's max read in the same (exclusive) transaction gives the first seq
-    return self.drv:atomic(function()
-        local n, err, class = write(self, "append_events", #list, binds)
-        if not n or n == 0 then return n, err, class end
-        local rows, err2, class2 = read(self, "append_events_max", nil, { n = 1, book }, "i")
-        if not rows then return nil, err2, class2 end
-        return n, amount(rows[1][1]) - n + 1
-    end)
+    return self.drv:atomic(function() return sqlite_append(self, book, list) end)
 end
 
 -- -> { [transfer_id] = event } of one kind

@@ -298,6 +298,16 @@ local BUILD = {
         return "WITH ins AS (" .. _M.BUILD.append_events(n) .. " RETURNING seq) "
                .. "SELECT count(*), coalesce(min(seq), 0) FROM ins"
     end,
+    -- SQLite's append_events (sql_batch): which of the list's transfers have events of the
+    -- book already, then a plain INSERT with the seqs numbered by the caller
+    events_present = function(n)
+        return "SELECT transfer_id, kind FROM @events WHERE book = ?b AND transfer_id IN "
+               .. "(VALUES " .. values_list(n, "?b") .. ")"
+    end,
+    append_events_numbered = function(n)
+        return "INSERT INTO @events (book, seq, transfer_id, kind, data) VALUES "
+               .. values_list(n, "?b, ?i, ?b, ?b, ?b")
+    end,
     append_events_max = function()
         return "SELECT coalesce(max(seq), 0) FROM @events WHERE book = ?b"
     end,
