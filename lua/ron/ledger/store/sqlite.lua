@@ -179,6 +179,13 @@ local function bind(st, binds)
     return OK
 end
 
+-- Compiled in the pool VMs too, where the store's modules are interpreted (ron.base.nojit,
+-- WORK below): a statement's binds and its rows' columns are one FFI call each, ~0.2 us
+-- from the interpreter, and a wallet group binds ~3,000 (0.7 ms of its phase: 0.1 ms
+-- compiled, issue 25, bench-wallet --pool-profile). bind, run and column are a few loops:
+-- their traces are made once per VM, not per call.
+if jit then jit.on(bind) end
+
 local function column(C, st, j)
     local t = C.sqlite3_column_type(st, j)
     if t == T_NULL then return nil end
@@ -234,6 +241,12 @@ function Conn:run(text, binds, want_rows)
     C.sqlite3_reset(st)
     C.sqlite3_clear_bindings(st)
     return out
+end
+
+-- (its row loop compiled in the pool VMs too, as bind above)
+if jit then
+    jit.on(Conn.run)
+    jit.on(column)
 end
 
 function Conn:write(text, binds) return self:run(text, binds, false) end
@@ -631,7 +644,8 @@ function _M.pack_args(...) return { n = select("#", ...), ... } end
 -- made per call, returns to the C caller), and every compile cost two mprotect calls, each
 -- a TLB shootdown across the process's threads: ~21 % of the pool threads' samples in a
 -- 16-source wallet run, ~23 % less pool CPU per transfer without (docs/WALLET.md §8). The
--- loop's VM and the pool's other bodies keep their JIT.
+-- loop's VM and the pool's other bodies keep their JIT, and so do the statement loop's
+-- bind, Conn:run and column here (their FFI calls, above).
 local function WORK(path, dbnum, token, method, packed, id, durability)
     local m = _G.package.loaded["ron.ledger.store.sqlite"]
     if not m then
