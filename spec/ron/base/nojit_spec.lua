@@ -12,7 +12,7 @@ describe("ron.base.nojit", function()
     setup(function()
         dir = S.tmpname("-nojit")
         os.execute("mkdir -p " .. dir .. "/nojitfx")
-        for _, name in ipairs { "off", "on", "under_off" } do
+        for _, name in ipairs { "off", "on", "under_off", "under_kept" } do
             local f = assert(io.open(dir .. "/nojitfx/" .. name .. ".lua", "w"))
             f:write(SRC)
             f:close()
@@ -25,28 +25,32 @@ describe("ron.base.nojit", function()
         os.execute("rm -rf " .. dir)
     end)
 
-    it("runs the module and those under its prefixes interpreted, no other", function()
+    it("runs the module and those under its prefixes interpreted, no other; the "
+       .. "exceptions keep the JIT", function()
         if not jit then return pending("not LuaJIT") end
         local jutil = require("jit.util")
         local started = {}
         local function on_trace(what, _, func)
             if what == "start" and func then
                 local src = jutil.funcinfo(func).source or ""
-                local m = src:match("nojitfx/(%w+)%.lua")
+                local m = src:match("nojitfx/([%w_]+)%.lua")
                 if m then started[m] = (started[m] or 0) + 1 end
             end
         end
         jit.attach(on_trace, "trace")
-        local off = nojit.require("nojitfx.off", { "nojitfx.under_" })
+        local off = nojit.require("nojitfx.off", { "nojitfx.under_" }, { "nojitfx.under_kept" })
         local under_off = require("nojitfx.under_off") -- loaded later, under a prefix
+        local under_kept = require("nojitfx.under_kept") -- under it too, but excepted
         local on = require("nojitfx.on")
         for _ = 1, 20 do
             assert.equal(on.loop(10000), off.loop(10000))
             assert.equal(on.loop(10000), under_off.loop(10000))
+            assert.equal(on.loop(10000), under_kept.loop(10000))
         end
         jit.attach(on_trace)
         assert.is_nil(started.off)
         assert.is_nil(started.under_off)
         assert.is_true((started.on or 0) >= 1)
+        assert.is_true((started.under_kept or 0) >= 1)
     end)
 end)
