@@ -193,11 +193,14 @@ local function baselines(T, name, run)
     return out
 end
 
+-- RSS, and the loop VM's Lua heap (what its collector walks: what one store's half leaves
+-- to the next shows at the second's start)
 local function rss(name, when)
-    local kb = B.status_kb("VmRSS")
-    print(format("%-8s rss %-11s %8d kB  loadavg %s", name, when, kb, B.loadavg()))
-    emit(format('{"bench":"wallet","store":"%s","case":"rss_%s","rss_kb":%d,"loadavg":"%s"}',
-                name, when, kb, B.loadavg()))
+    local kb, heap = B.status_kb("VmRSS"), collectgarbage("count")
+    print(format("%-8s rss %-11s %8d kB  Lua heap %d kB  loadavg %s", name, when, kb, heap,
+                 B.loadavg()))
+    emit(format('{"bench":"wallet","store":"%s","case":"rss_%s","rss_kb":%d,"lua_heap_kb":%d,'
+                .. '"loadavg":"%s"}', name, when, kb, heap, B.loadavg()))
 end
 
 -- the store's calls by primitive (timed_store, below): { [name] = { n =, us = } }
