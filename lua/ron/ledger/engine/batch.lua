@@ -304,10 +304,8 @@ end
 
 -- The caller's claims (opts.check's) on their own: a key there already with another body
 -- hash (another writer claimed it since the read) fails the batch before the ledger writes
--- anything. Written once: ctx.claims is emptied.
-function Ledger:_caller_claims(ctx)
-    local claims = ctx.claims
-    ctx.claims = nil
+-- anything.
+function Ledger:_caller_claims(claims)
     if claims == nil or #claims == 0 then return end
     if self:_pw("put_intents", claims, BATCH_IDS) == #claims then return end
     local ks = {}
@@ -349,7 +347,7 @@ function Ledger:_batch(live, results, later, opts)
         else todo[#todo + 1] = e end
     end
     if #todo == 0 then
-        self:_caller_claims { claims = claims }
+        self:_caller_claims(claims)
         self:_replays(replays, results)
         return true
     end
@@ -480,7 +478,9 @@ function Ledger:_batch_body(ctx, results, later)
         if done ~= nil then return done end
     end
     -- the caller's claims (commit_many's opts.check), unless the one phase above wrote them
-    self:_caller_claims(ctx)
+    local claims = ctx.claims
+    ctx.claims = nil
+    self:_caller_claims(claims)
     local claimed = false
     for _ = 1, self.max_attempts do
         self.stats.resolves = self.stats.resolves + 1

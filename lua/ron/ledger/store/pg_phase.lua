@@ -31,8 +31,8 @@ local sql = require("ron.ledger.store.sql")
 local schema = require("ron.ledger.store.schema")
 local sql_text = require("ron.ledger.store.sql_text")
 
-local coroutine, error, ipairs, pairs, select, setmetatable, tonumber, tostring, format =
-      coroutine, error, ipairs, pairs, select, setmetatable, tonumber, tostring, string.format
+local coroutine, error, ipairs, pairs, setmetatable, tonumber, tostring, format =
+      coroutine, error, ipairs, pairs, setmetatable, tonumber, tostring, string.format
 
 local _M = {}
 
@@ -48,7 +48,7 @@ function Collect.read(_, text, binds, rtypes, plain)
 end
 function Collect.atomic(_, fn) return fn() end
 
-local function pack(...) return { n = select("#", ...), ... } end
+local pack = require("ron.ledger.store.phase").pack
 
 local POSTING_WRITES = { deactivate_postings = true, deactivate_many = true,
                          insert_postings = true }

@@ -100,7 +100,9 @@ function _M.check(ops, opts)
     end
 end
 
+-- (...) as a list with its count: the store's modules' one copy (a result may hold nils)
 local function pack(...) return { n = select("#", ...), ... } end
+_M.pack = pack
 
 -- The ops one after the other on s (inside the caller's transaction): the answer above, or
 -- nil, err, class at the first failure. The caller rolls back unless res.ok.

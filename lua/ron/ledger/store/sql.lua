@@ -106,7 +106,7 @@ end
 -- verify's reads (ron.ledger.store.scan): every row of a table as stored, a page at a time
 function Store:scan(tbl, after, limit) return scan.sql(self, tbl, after, limit, _M) end
 
-local function pack(...) return { n = select("#", ...), ... } end
+local pack = phases.pack
 
 -- Several primitives in one call: { { "name", args... }, ... } -> { { results... }, ... },
 -- each its own statement, in order; it stops after the first that fails (nil, err, class),
@@ -152,10 +152,11 @@ function Store:apply(ops, opts)
     -- (SQLite with RON_SQLITE_PROFILE: the phase timed from inside its thread)
     if prof.on and prof.begin(#ops) then
         local w0, c0 = prof.now()
-        local r = { apply(self, ops, opts) }
+        local r = { pcall(apply, self, ops, opts) }
         prof.add("phase", w0, c0)
-        prof.finish()
-        return unpack(r, 1, 3)
+        prof.finish() -- (raised or not: the statements after it are not the phase's)
+        if not r[1] then error(r[2], 0) end
+        return unpack(r, 2, 4)
     end
     return apply(self, ops, opts)
 end

@@ -179,13 +179,6 @@ local function bind(st, binds)
     return OK
 end
 
--- Compiled in the pool VMs too, where the store's modules are interpreted (ron.base.nojit,
--- WORK below): a statement's binds and its rows' columns are one FFI call each, ~0.2 us
--- from the interpreter, and a wallet group binds ~3,000 (0.7 ms of its phase: 0.1 ms
--- compiled, issue 25, bench-wallet --pool-profile). bind, run and column are a few loops:
--- their traces are made once per VM, not per call.
-if jit then jit.on(bind) end
-
 local function column(C, st, j)
     local t = C.sqlite3_column_type(st, j)
     if t == T_NULL then return nil end
@@ -243,8 +236,13 @@ function Conn:run(text, binds, want_rows)
     return out
 end
 
--- (its row loop compiled in the pool VMs too, as bind above)
+-- Compiled in the pool VMs too, where the store's modules are interpreted (ron.base.nojit,
+-- WORK below): a statement's binds and its rows' columns are one FFI call each, ~0.2 us
+-- from the interpreter, and a wallet group binds ~3,000 (0.7 ms of its phase: 0.1 ms
+-- compiled, issue 25, bench-wallet --pool-profile). bind, run and column are a few loops:
+-- their traces are made once per VM, not per call.
 if jit then
+    jit.on(bind)
     jit.on(Conn.run)
     jit.on(column)
 end
@@ -580,7 +578,7 @@ local BUF = has_buf and "\0rl1" or nil -- a prefix no "return ..." source starts
 local enc, dec = has_buf and sbuf.new(), has_buf and sbuf.new()
 
 function _M.pack(...)
-    local t = { n = select("#", ...), ... }
+    local t = phase.pack(...)
     if BUF then
         local ok = pcall(enc.encode, enc:reset():put(BUF), t)
         if ok then return enc:tostring() end
@@ -619,24 +617,10 @@ function _M.pool_call(dbnum, token, method, packed, durability)
         s.durability = durability
         attached[token], n_attached = s, n_attached + 1
     end
-    if not prof.on then return _M.pack(s[method](s, _M.unpack_(packed))) end
-    -- (RON_SQLITE_PROFILE: a counted phase's decode and encode of its arguments and results)
-    local w0, c0 = prof.now()
-    local args = _M.pack_args(_M.unpack_(packed))
-    local w1, c1 = prof.now()
-    prof.counted = false
-    local r = _M.pack_args(s[method](s, unpack(args, 1, args.n)))
-    local counted = prof.counted
-    local w2, c2 = prof.now()
-    local out = _M.pack(unpack(r, 1, r.n))
-    if counted then
-        prof.add_span("phase decode", w1 - w0, c1 - c0)
-        prof.add("phase encode", w2, c2)
-    end
-    return out
+    -- (RON_SQLITE_PROFILE: a counted phase's decode and encode timed too)
+    if prof.on then return prof.call(s, method, packed, _M.unpack_, _M.pack, phase.pack) end
+    return _M.pack(s[method](s, _M.unpack_(packed)))
 end
-
-function _M.pack_args(...) return { n = select("#", ...), ... } end
 
 -- The pool's work function (no upvalues: luv ships it to each pool thread's VM as bytecode).
 -- Its first call in a VM loads this module there with the store's modules interpreted

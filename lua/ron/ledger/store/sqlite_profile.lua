@@ -97,8 +97,9 @@ function _M.op_key(name)
     return k
 end
 
--- "sql <verb> <table>": a statement's key
-local keys = setmetatable({}, { __mode = "k" })
+-- "sql <verb> <table>": a statement's key (by the statement's text: as many as the
+-- connection's prepared statements)
+local keys = {}
 function _M.sql_key(text)
     local k = keys[text]
     if k then return k end
@@ -120,6 +121,25 @@ function _M.exec_key(text)
         exec_keys[text] = k
     end
     return k
+end
+
+-- The offloaded driver's call of method on s with its packed arguments (decode, encode: the
+-- driver's; pack: ron.ledger.store.phase's, which requires this module): a counted phase's
+-- decode and encode timed beside it. -> the packed results
+function _M.call(s, method, packed, decode, encode, pack)
+    local w0, c0 = _M.now()
+    local args = pack(decode(packed))
+    local w1, c1 = _M.now()
+    _M.counted = false
+    local r = pack(s[method](s, unpack(args, 1, args.n)))
+    local counted = _M.counted
+    local w2, c2 = _M.now()
+    local out = encode(unpack(r, 1, r.n))
+    if counted then
+        _M.add_span("phase decode", w1 - w0, c1 - c0)
+        _M.add("phase encode", w2, c2)
+    end
+    return out
 end
 
 -- every VM's file under prefix: -> their paths
