@@ -18,7 +18,7 @@
 --   src:finalizing_to(account, asset), src.bal[account .. asset_key], src.pools[key]
 local ledger = require("ron.ledger")
 
-local ipairs, pairs, setmetatable, min = ipairs, pairs, setmetatable, math.min
+local ipairs, pairs, setmetatable, type, min = ipairs, pairs, setmetatable, type, math.min
 
 local _M = {}
 
@@ -45,6 +45,15 @@ function _M.insert_sorted(list, p, j, less)
         j = j - 1
     end
     list[j] = p
+end
+
+-- The payer list (of pidx, by pair key) an output joins, or nil: none for a pair that pays
+-- nothing here, nor for a number amount <= 0, which selection never takes (none stands
+-- before a positive posting, so a page's positive postings are the same without it).
+function _M.list_for_output(pidx, out)
+    local pool = pidx[out.account .. asset_key(out.asset)]
+    if pool and not (type(out.amount) == "number" and out.amount <= 0) then return pool end
+    return nil
 end
 
 -- The (account, asset) pair's entry of a netting: by[account .. asset_key], made (net 0)

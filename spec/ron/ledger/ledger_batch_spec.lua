@@ -7,6 +7,7 @@ local S = require("support")
 local L = require("ron.ledger.ledger")
 local memory = require("ron.ledger.store.memory")
 local sim = require("ron.ledger.sim")
+local phase = require("ron.ledger.store.phase")
 
 local mv, USD, EUR = sim.mv, sim.USD, sim.EUR
 local function id16(c) return string.rep(c, 16) end
@@ -98,6 +99,24 @@ local function balances(store)
     return store:get_balances(prs)
 end
 
+-- each request's results one by one (one) and batched (many): the same outcome, transfer
+-- id, replay flag or error code
+local function same_answers(one, many, reqs, seed)
+    for j = 1, #reqs do
+        local a, b = one[j], many[j]
+        local where = string.format("seed %d request %d (%s)", seed, j, reqs[j].intent)
+        assert.are.equal((a[1] == nil), (b[1] == nil), where .. ": " .. tostring(a[2])
+                         .. " vs " .. tostring(b[2]))
+        if a[1] then
+            assert.are.equal(a[1].transfer_id, b[1].transfer_id, where)
+            assert.are.equal(a[1].replayed, b[1].replayed, where)
+        else
+            assert.are.equal(a[3], b[3], where .. ": " .. tostring(a[2]) .. " vs "
+                             .. tostring(b[2]))
+        end
+    end
+end
+
 describe("ledger commit_many (LED-51..LED-56)", function()
     it("leaves the same balances, outcomes, transfer ids and codes as one by one "
        .. "(seeded property)", function()
@@ -123,19 +142,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
                 for j = 1, #chunk do many[i + j - 1] = res[j] end
                 i = i + #chunk
             end
-            for j = 1, #reqs do
-                local a, b = one[j], many[j]
-                local where = string.format("seed %d request %d (%s)", seed, j, reqs[j].intent)
-                assert.are.equal((a[1] == nil), (b[1] == nil), where .. ": " .. tostring(a[2])
-                                 .. " vs " .. tostring(b[2]))
-                if a[1] then
-                    assert.are.equal(a[1].transfer_id, b[1].transfer_id, where)
-                    assert.are.equal(a[1].replayed, b[1].replayed, where)
-                else
-                    assert.are.equal(a[3], b[3], where .. ": " .. tostring(a[2]) .. " vs "
-                                     .. tostring(b[2]))
-                end
-            end
+            same_answers(one, many, reqs, seed)
             assert.same(balances(s1), balances(s2), "seed " .. seed)
             assert(sim.verify(s1, "main"))
             local ok, err = sim.verify(s2, "main")
@@ -862,5 +869,96 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.is_nil(res[2].handed)
         assert.is_true(L.is_held(res[2][2], res[2][3]))
         assert.equal(8, pauses())
+    end)
+end)
+
+-- Two batches in flight (opts.after / opts.pending, ron.ledger.engine.pipeline): a store
+-- whose write phases wait a scheduler turn before they apply (as the offloaded store's
+-- writer does while the loop goes on), so that the later batch reads and plans while the
+-- earlier one's phase is in flight. miss(ops): that phase misses (applies nothing).
+local function pipelined_store(store, task, miss)
+    return setmetatable({}, { __index = function(_, k)
+        local v = store[k]
+        if type(v) ~= "function" then return v end
+        if k ~= "apply" then return function(_, ...) return v(store, ...) end end
+        return function(_, ops, opts)
+            if phase.reads_only(ops, opts) then
+                task.sleep(0)
+                return v(store, ops, opts)
+            end
+            task.sleep(1)
+            if miss and miss(ops) then return { ok = false, at = 1, { 0 } } end
+            return v(store, ops, opts)
+        end
+    end })
+end
+
+-- reqs in batches of 1..40 (seeded), each started once the one before the one before it
+-- ended, with the one before it as opts.after -> the results in order
+local function commit_pipelined(task, led, reqs, seed)
+    local out, R, toks, hs, i = {}, sim.rng(seed * 7 + 1), {}, {}, 1
+    while i <= #reqs do
+        local chunk = {}
+        for j = i, math.min(#reqs, i + R(40) - 1) do chunk[#chunk + 1] = reqs[j] end
+        local k, at = #toks + 1, i
+        if k > 2 then assert(hs[k - 2]:join(60000)) end
+        -- (as the wallet gathers the next group while this one's phase runs)
+        local prev = toks[k - 1]
+        while prev and not prev.items and not prev.done do task.sleep(0) end
+        toks[k] = {}
+        hs[k] = task.spawn("pipelined", function()
+            local res = led:commit_many(chunk, { after = toks[k - 1], pending = toks[k] })
+            for j = 1, #chunk do out[at + j - 1] = res[j] end
+            return true
+        end)
+        i = i + #chunk
+    end
+    for _, h in ipairs(hs) do assert(h:join(60000)) end
+    return out
+end
+
+describe("ledger commit_many pipelined (opts.after, issue 25)", function()
+    it("answers as one by one while the later batch plans on the earlier's phase in flight "
+       .. "(seeded property), and plans again when that phase missed", function()
+        local first = tonumber(os.getenv("RON_BATCH_SEED") or "") or 20261130
+        local seeds = tonumber(os.getenv("RON_BATCH_SEEDS") or "") or 8
+        local piped, replans, total = 0, 0, 0
+        for k = 0, 2 * seeds - 1 do
+            local seed = first + k % seeds
+            local reqs = history(seed, 200, k % 2 == 0)
+            local s1, l1 = world()
+            local one = {}
+            for i, r in ipairs(reqs) do one[i] = { l1:commit(r) } end
+            local s2 = memory.new()
+            -- (the second round: every fifth write phase misses)
+            local n_phase = 0
+            local miss = k >= seeds and function(ops)
+                local batch = false -- (the one-transaction batch's phase, no other)
+                for _, op in ipairs(ops) do batch = batch or op[1] == "count_balances_at_least" end
+                if not batch or ops[1][1] == "save_saga" then return false end
+                n_phase = n_phase + 1
+                return n_phase % 5 == 0
+            end or nil
+            local many, l2
+            S.run_task(function(task)
+                l2 = engine(pipelined_store(s2, task, miss), "n1", "p",
+                            { pause = function() task.sleep(1) end })
+                for _, a in ipairs(sim.ACCOUNTS) do assert(l2:create_account(a)) end
+                many = commit_pipelined(task, l2, reqs, seed)
+            end)
+            same_answers(one, many, reqs, seed)
+            assert.same(balances(s1), balances(s2), "seed " .. seed)
+            local ok, err = sim.verify(s2, "main")
+            assert(ok, "seed " .. seed .. ": " .. tostring(err))
+            piped = piped + (l2.stats.pipelined or 0)
+            replans = replans + (l2.stats.pipeline_replans or 0)
+            total = total + #reqs
+        end
+        print(string.format("commit_many pipelined: seeds %d..%d twice, %d requests; %d "
+                            .. "batches sent planned on the one before in flight, %d planned "
+                            .. "again: identical to one by one", first, first + seeds - 1,
+                            total, piped, replans))
+        assert.is_true(piped > 0)
+        assert.is_true(replans > 0)
     end)
 end)

@@ -6,6 +6,7 @@ local codec = require("ron.ledger.codec")
 local base = require("ron.ledger.engine.base")
 local requests = require("ron.ledger.engine.requests")
 local phases = require("ron.ledger.phases")
+local pipeline = require("ron.ledger.engine.pipeline")
 
 local error = error
 local format = string.format
@@ -167,11 +168,34 @@ local function pkey(id) return id.transfer_id .. (IDX8[id.index] or format("%08x
 --           only). A key found there afterwards with another body hash fails every member
 --           of the batch with Unavailable before the ledger wrote anything (the caller's
 --           single path decides them).
+--
+-- opts.pending and opts.after (issue 25, ron.ledger.engine.pipeline): a caller that keeps
+-- two batches in flight gives each a token (opts.pending, a table of its own) and the later
+-- one the earlier's (opts.after): the later one reads and plans while the earlier's phase
+-- runs, on the state that phase leaves, and sends its own only once the earlier ended
+-- with that plan applied; otherwise it plans again from the store. Answers are those of
+-- committing the earlier batch, then the later one.
 function Ledger:commit_many(reqs, opts)
     if type(reqs) ~= "table" then error("ron.ledger: commit_many expects a list", 2) end
     if opts ~= nil and opts.check ~= nil and type(opts.check) ~= "function" then
         error("ron.ledger: commit_many's opts.check must be a function", 2)
     end
+    for _, k in ipairs { "after", "pending" } do
+        if opts ~= nil and opts[k] ~= nil and type(opts[k]) ~= "table" then
+            error("ron.ledger: commit_many's opts." .. k .. " must be a table", 2)
+        end
+    end
+    local tok = opts ~= nil and opts.pending or nil
+    if tok == nil then return self:_commit_many(reqs, opts) end
+    -- (opts.pending: its waiters go on however this ends, or when the caller says so:
+    -- tok.hold, ron.ledger.engine.pipeline)
+    local r = { pcall(self._commit_many, self, reqs, opts) }
+    if not tok.hold then pipeline.done(tok) end
+    if not r[1] then error(r[2], 0) end
+    return r[2]
+end
+
+function Ledger:_commit_many(reqs, opts)
     local hand_back = opts ~= nil and opts.hand_back
     local results, live, later, seen = {}, {}, {}, {}
     for i, req in ipairs(reqs) do
@@ -354,7 +378,9 @@ function Ledger:_batch(live, results, later, opts)
     self:_replays(replays, results)
     local sid = self:_new_sid()
     for k, e in ipairs(todo) do e.k, e.sid = k, sid .. "/" .. k end
-    local ctx = { sid = sid, batch = todo, created_at_ms = self.clock(), claims = claims }
+    local ctx = { sid = sid, batch = todo, created_at_ms = self.clock(), claims = claims,
+                  after = opts ~= nil and opts.after or nil,
+                  pending = opts ~= nil and opts.pending or nil }
     local sids = { sid }
     for _, e in ipairs(todo) do sids[#sids + 1] = e.sid end
     for _, x in ipairs(sids) do self.inflight[x] = true end
@@ -477,6 +503,9 @@ function Ledger:_batch_body(ctx, results, later)
         local done = self:_atomic_batch(ctx, results, later)
         if done ~= nil then return done end
     end
+    -- (a pipeline's batch before this one ends first: the saga's reads are the store's)
+    pipeline.wait(ctx.after)
+    ctx.after = nil
     -- the caller's claims (commit_many's opts.check), unless the one phase above wrote them
     local claims = ctx.claims
     ctx.claims = nil

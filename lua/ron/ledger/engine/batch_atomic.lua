@@ -43,6 +43,7 @@ local ffi = require("ffi")
 local base = require("ron.ledger.engine.base")
 local batch = require("ron.ledger.engine.batch")
 local phases = require("ron.ledger.phases")
+local pipeline = require("ron.ledger.engine.pipeline")
 local store_phase = require("ron.ledger.store.phase")
 
 local ipairs = ipairs
@@ -171,15 +172,45 @@ end
 
 -- The batch of ctx in one phase: -> commit_many's true (results filled; results.flushed
 -- when the phase's commit was the flush), or nil: nothing of it applied, the saga's way.
+-- The plan of a pipeline's later batch (ron.ledger.engine.pipeline): on the earlier one's
+-- planned state while its phase runs, unless that plan hands over or rejects anything
+-- (then, and when the earlier one is not planned yet, after its end, from the store).
+function Ledger:_pipelined_plan(ctx)
+    local after = ctx.after
+    if after and not after.done and not after.items then pipeline.wait(after) end
+    self:_plan_batch(ctx)
+    if ctx.overlaid and (#ctx.handover > 0 or #ctx.rejects > 0) then
+        pipeline.wait(after)
+        self.stats.pipeline_replans = (self.stats.pipeline_replans or 0) + 1
+        self:_plan_batch(ctx)
+    end
+end
+
+-- A plan made on the earlier batch's state goes to the store once that batch ended with it
+-- applied: -> true, or false (it did not: plan again, now from the store).
+function Ledger:_pipeline_turn(ctx)
+    if not ctx.overlaid then return true end
+    pipeline.wait(ctx.after)
+    if ctx.after.landed then
+        self.stats.pipelined = (self.stats.pipelined or 0) + 1
+        return true
+    end
+    self.stats.pipeline_replans = (self.stats.pipeline_replans or 0) + 1
+    return false
+end
+
 function Ledger:_atomic_batch(ctx, results, later)
     self.stats.resolves = self.stats.resolves + 1
-    self:_plan_batch(ctx)
+    self:_pipelined_plan(ctx)
     if #ctx.handover > 0 or #ctx.items + #ctx.rejects == 0 then return nil end
     local rows = self:_batch_rows(ctx)
     local ops = self:_atomic_batch_ops(ctx, rows)
     -- (a batch past a phase's bound, e.g. a head per capped pair of 1024 streams: the saga's
     -- phases, which hold fewer ops each; one op kept for a leased engine's guard, LED-71)
     if #ops >= store_phase.MAX_OPS then return nil end
+    if not self:_pipeline_turn(ctx) then return self:_atomic_batch(ctx, results, later) end
+    -- (the next batch of a pipeline plans on this plan while the phase runs)
+    if ctx.pending then ctx.pending.items = ctx.items end
     local res, maybe = phases.apply(self, ops, self.flush_on_ack and { flush = true } or nil)
     local evs
     if res.ok then
@@ -194,6 +225,7 @@ function Ledger:_atomic_batch(ctx, results, later)
         self.stats.atomic_batch_missed = (self.stats.atomic_batch_missed or 0) + 1
         return nil
     end
+    if ctx.pending then ctx.pending.landed = true end
     self.stats.atomic_batches = (self.stats.atomic_batches or 0) + 1
     return self:_batch_done(ctx, results, later, evs, {}, rows)
 end

@@ -6,6 +6,7 @@ local ledger = require("ron.ledger")
 local base = require("ron.ledger.engine.base")
 local batch = require("ron.ledger.engine.batch")
 local phases = require("ron.ledger.phases")
+local pipeline = require("ron.ledger.engine.pipeline")
 local resolve = require("ron.ledger.engine.resolve")
 local view = require("ron.ledger.view")
 
@@ -96,12 +97,29 @@ local function move_view(pidx, bal, seen, plan, t, consumed)
     end
     local tid = plan.transfer_id
     for i, out in ipairs(t.outputs) do
-        local pool = pidx[out.account .. asset_key(out.asset)]
-        if pool and not (type(out.amount) == "number" and out.amount <= 0) then
+        local pool = view.list_for_output(pidx, out)
+        if pool then
             local l = pool.list
             view.insert_sorted(l, ledger.output_posting(t, tid, i), #l + 1, view.largest_less)
         end
     end
+end
+
+-- A pipeline's later batch (ron.ledger.engine.pipeline) starts its view where the earlier
+-- batch's plan leaves it while that batch's phase runs (ctx.overlaid): -> true, or false
+-- when the view cannot (a payer list read cut at its page): the earlier batch's end was
+-- waited for, plan again from the store.
+function Ledger:_plan_on_earlier(ctx, pidx, bal)
+    ctx.overlaid = nil
+    local items = pipeline.items_of(ctx.after)
+    if items == nil then return true end
+    if not pipeline.eligible(items, pidx) then
+        pipeline.wait(ctx.after)
+        return false
+    end
+    pipeline.overlay(items, pidx, bal, pkey)
+    ctx.overlaid = true
+    return true
 end
 
 -- Reads once, then resolves and validates the members in order over the in-memory view.
@@ -131,6 +149,7 @@ function Ledger:_plan_batch(ctx)
         for i, p in ipairs(more) do p.list = r2[i] end
     end
     local bal, pidx = src.bal, r.pidx
+    if not self:_plan_on_earlier(ctx, pidx, bal) then return self:_plan_batch(ctx) end
     local items, rejects, handover, heads, hseen = {}, {}, {}, {}, {}
     -- what the validations below start from, for the last step's comparison (same_inputs):
     -- each pair's balance before the batch moved it, each account and consumed posting seen
