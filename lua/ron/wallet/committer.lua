@@ -45,6 +45,7 @@
 local bit = require("bit")
 local dec = require("ron.ledger.bigint").dec
 local tnew = require("table.new")
+local pipeline = require("ron.ledger.engine.pipeline")
 
 local format, ipairs, pcall, tostring, byte, setmetatable =
       string.format, ipairs, pcall, tostring, string.byte, setmetatable
@@ -160,7 +161,8 @@ function _M.work(self, jobs)
     -- (a store failure of the group's read or of the claims: every member's result is a
     -- retry class, and the single path below decides each)
     local results = self.led:commit_many(reqs, { hand_back = hand_back, read = kkeys,
-                                                 check = checker(self, jobs, out) })
+                                                 check = checker(self, jobs, out),
+                                                 after = jobs.after, pending = jobs.tok })
     for i, job in ipairs(jobs) do
         local r = results[i]
         if r.handed then
@@ -344,6 +346,8 @@ end
 local function linger(self, k, st, queued)
     local q = self.queue
     local want = math.min(self.group_max, st.last + queued) -- jobs in the group
+    -- (a pipeline: two cohorts, each's group while the other's is in flight)
+    if self.group_pipeline ~= false then want = math.ceil(want / 2) end
     if q:lane_depth(k) + 1 >= want then return end
     local now = self.clock()
     local t_end = now + math.min(self.group_linger_ms, math.floor(st.took_ms / 4))
@@ -358,53 +362,137 @@ local function linger(self, k, st, queued)
     end
 end
 
+-- ---- the lane's pipeline (issue 25) ----
+--
+-- A lane keeps up to two groups in flight. While group A's ledger work runs, the committer
+-- gathers group B from what queued meanwhile and starts it once A's plan is made (its
+-- phase is about to go to the store): B reads and plans on the state A's plan leaves
+-- (commit_many's opts.after, ron.ledger.engine.pipeline) while A's phase runs, and sends
+-- its own phase once A's group ended: its answers handed to httpd, its fallbacks run, its
+-- handed-back members marked (the token's hold), so a payer's requests still commit in
+-- arrival order. The store's writer and the loop thus work side by side: with closed-loop
+-- clients, two cohorts, each's HTTP, plan and answers while the other's phase runs. A third
+-- group waits for A's end. A single job, a non-money job, and any job while a payer is
+-- held (ron.wallet.held: its marks decide which jobs run apart) wait for every group in
+-- flight to end, as before. `group_pipeline = false`: one group at a time.
+
+-- the lane's groups in flight less those that ended
+local function prune(fl)
+    while fl[1] and fl[1].tok.done do table.remove(fl, 1) end
+end
+
+local function drain_all(fl)
+    for _, g in ipairs(fl) do pipeline.wait(g.tok) end
+    prune(fl)
+end
+
+local function held_busy(self)
+    local h = self.held
+    return (h.handed_live or 0) > 0 or (h.apart_live or 0) > 0 or next(h.apart_of or {}) ~= nil
+end
+
+-- With group g in flight, the next one is taken once g's plan is made (B plans on it;
+-- before, B's plan would only wait) and the lane holds the other cohort (half the members of
+-- the lane's last two groups), or once g ended.
+local function await_plan(self, k, st, g)
+    local q, tok = self.queue, g.tok
+    local want = st and math.min(self.group_max, math.ceil((st.last + st.prev) / 2)) or 1
+    while not tok.done and (not tok.items or q:lane_depth(k) + 1 < want) do
+        if not self.T.sleep(1) then return end -- canceled
+    end
+end
+
 -- Lane k's next group (waits for its first job): -> group (money jobs, maybe none: the jobs
 -- of a payer found held run apart), after (a non-money job that ended it, or nil); nil when
--- the lane is closed and empty, or canceled.
-local function gather(self, k)
+-- the lane is closed and empty, or canceled. fl: the lane's groups in flight.
+local function gather(self, k, fl)
     local q = self.queue
     local st = (self.group_linger_ms or 0) > 0 and self.group_max > 1 and self.sizing[k]
-    if st then st.took_ms = self.clock() - st.t_group end -- the last group's commit
+    if st and #fl == 0 then st.took_ms = self.clock() - st.t_group end -- the last group's
     local queued = q:lane_depth(k)
     local job = q:recv(k)
     if job == nil then return nil end
-    if st and job.kind == "money" then linger(self, k, st, queued) end
+    prune(fl)
+    if #fl >= 2 or held_busy(self) or job.kind ~= "money" then drain_all(fl) end
+    if #fl == 1 then await_plan(self, k, st, fl[1])
+    elseif st and job.kind == "money" then linger(self, k, st, queued) end
     local group, after = {}, nil
     if not run_apart(self, job) then group[1] = job end
+    -- (a pipeline: at most half of the lane's members queued and in flight, so that two
+    -- cohorts of closed-loop clients even out instead of keeping the split they began with)
+    local cap = self.group_max
+    if self.group_pipeline ~= false then
+        cap = math.min(cap, math.ceil((q:lane_depth(k) + 1 + (fl[1] and fl[1].n or 0)) / 2))
+    end
     if job.kind == "money" and self.group_max > 1 then
         -- what is queued now (recv of a non-empty channel does not yield)
-        while #group < self.group_max and q:lane_depth(k) > 0 do
+        while #group < cap and q:lane_depth(k) > 0 do
             local nxt = q:recv(k)
             if nxt.kind ~= "money" then after = nxt; break end
             if not run_apart(self, nxt) then group[#group + 1] = nxt end
         end
     end
-    if st then st.last, st.t_group = #group, self.clock() end
+    if st then st.prev, st.last, st.t_group = st.last, #group, self.clock() end
     return group, after
+end
+
+-- One group, each member answered, whatever run_group raised.
+local function run_safe(self, group)
+    local ok, err = pcall(_M.run_group, self, group)
+    if not ok then
+        self.log("worker error: " .. tostring(err))
+        for _, j in ipairs(group) do
+            self:_clear(j)
+            pcall(self._send, self, j.req, self:_prob("internal", "wallet error"))
+        end
+    end
+end
+
+-- One group in the committer's own task (group_pipeline = false).
+local function run_inline(self, group)
+    self.m.worker_inflight = self.m.worker_inflight + #group
+    run_safe(self, group)
+    self.m.worker_inflight = self.m.worker_inflight - #group
+end
+
+-- One group in its own task (kind "group"), after the lane's group in flight (fl's last)
+-- when there is one; its token released however it ends.
+local function dispatch(self, fl, group)
+    local prev = fl[#fl]
+    local tok = { hold = true }
+    group.tok, group.after = tok, prev and not prev.tok.done and prev.tok or nil
+    if group.after then self.m.group_pipelined = (self.m.group_pipelined or 0) + 1 end
+    local g = { tok = tok, n = #group }
+    fl[#fl + 1] = g
+    self.m.worker_inflight = self.m.worker_inflight + #group
+    self:_spawn("group", function()
+        run_safe(self, group)
+        self.m.worker_inflight = self.m.worker_inflight - #group
+        pipeline.done(tok)
+        return true
+    end)
 end
 
 -- The loop of committer task k (its lane of the queue).
 function _M.worker(self, k)
     self.sizing = self.sizing or {}
-    self.sizing[k] = { last = 1, t_group = self.clock and self.clock() or 0, took_ms = 0 }
+    self.sizing[k] = { last = 1, prev = 1, t_group = self.clock and self.clock() or 0,
+                       took_ms = 0 }
+    local fl = {}
     while true do
-        local group, after = gather(self, k)
+        local group, after = gather(self, k, fl)
         if group == nil then break end -- closed (stop) or canceled (shutdown)
-        if #group == 1 then self:_run_job(group[1])
-        elseif #group > 1 then -- (0: every job ran apart)
-            self.m.worker_inflight = self.m.worker_inflight + #group
-            local ok, err = pcall(_M.run_group, self, group)
-            self.m.worker_inflight = self.m.worker_inflight - #group
-            if not ok then
-                self.log("worker error: " .. tostring(err))
-                for _, j in ipairs(group) do
-                    self:_clear(j)
-                    pcall(self._send, self, j.req, self:_prob("internal", "wallet error"))
-                end
-            end
+        -- (a lone job behind a group in flight goes the group's way: it plans on that
+        -- group's state, as the second of a pipeline)
+        if #group == 1 and #fl == 0 then self:_run_job(group[1])
+        elseif #group > 0 and self.group_pipeline ~= false then dispatch(self, fl, group)
+        elseif #group > 1 then run_inline(self, group) end -- (0: every job ran apart)
+        if after then
+            drain_all(fl)
+            self:_run_job(after)
         end
-        if after then self:_run_job(after) end
     end
+    drain_all(fl)
 end
 
 return _M

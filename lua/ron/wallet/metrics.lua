@@ -22,7 +22,7 @@ M.ENDPOINTS = { "issue", "transfer", "burn", "account", "balance", "statement" }
 -- The kinds of the wallet's tasks (labels of wallet_tasks_*): committer workers, the event
 -- feed, a ledger call of a job (commit), a read's answerer and its ledger call, the node
 -- lease's heartbeat and survivor scan (ron.wallet.fleet).
-M.TASK_KINDS = { "worker", "feed", "call", "read", "read_call", "lease", "held" }
+M.TASK_KINDS = { "worker", "group", "feed", "call", "read", "read_call", "lease", "held" }
 
 -- A usage.shortfall event (the rater, ron.ledger.exporter): a tenant's
 -- wallet did not cover a slice's charge; the rest went to its receivable. The wallet
@@ -62,7 +62,8 @@ function W:metrics_text()
                              { "fallbacks", m.group_fallbacks or 0 },
                              { "handed", m.group_handed or 0 },
                              { "inline", m.group_inline or 0 },
-                             { "lingers", m.group_lingers or 0 } })
+                             { "lingers", m.group_lingers or 0 },
+                             { "pipelined", m.group_pipelined or 0 } })
     local tk = self.tasks
     local live = {}
     for _, k in ipairs(M.TASK_KINDS) do live[k] = 0 end

@@ -67,6 +67,8 @@ _M.DEFAULTS = {
     workers = 1,                -- committer tasks, one lane of the queue each (by payer)
     group_max = 256,            -- money jobs per group commit (ron.wallet.committer); 1: none
     group_linger_ms = 10,       -- a committer waits up to this for its group to fill; 0: never
+    group_pipeline = true,      -- two groups of a lane in flight (ron.wallet.committer); false:
+                                -- one at a time
     commit_timeout_ms = 1000,   -- per ledger call (seed 004 §5: <= 1 s)
     retries = 3,                -- more tries of a commit that failed with a retry class
     retry_base_ms = 50,         -- backoff: base * 2^n, capped, plus jitter
@@ -103,12 +105,16 @@ function _M.check_config(v, keyname)
     keyname = keyname or "wallet"
     if type(v) ~= "table" then return nil, keyname .. " must be a table" end
     for k in pairs(v) do
-        if k ~= "tokens" and k ~= "assets" and INTEGER_KEYS[k] == nil then
+        if k ~= "tokens" and k ~= "assets" and k ~= "group_pipeline"
+           and INTEGER_KEYS[k] == nil then
             return nil, format("unknown key '%s.%s'", keyname, tostring(k))
         end
     end
     local ok, err = check.ranges(v, INTEGER_KEYS, keyname)
     if not ok then return nil, err end
+    if v.group_pipeline ~= nil and type(v.group_pipeline) ~= "boolean" then
+        return nil, keyname .. ".group_pipeline must be a boolean"
+    end
     if type(v.tokens) ~= "table" then
         return nil, keyname .. ".tokens must be a table { [\"<b3 hex of a token>\"] = " ..
                "\"operator\" | \"<account uuid>\" }"

@@ -2,7 +2,10 @@
 -- (each sends its next request a little after its answer) must end up in one group, not in
 -- two cohorts that alternate for good. A deterministic simulation: a virtual clock, the
 -- lane a list of arrivals, a group's commit a fixed time, the committer's own worker loop.
+local S = require("support")
+local uv = require("luv")
 local committer = require("ron.wallet.committer")
+local pipeline = require("ron.ledger.engine.pipeline")
 
 local COMMIT_MS = 20
 
@@ -12,6 +15,7 @@ local function sim(cfg, cohorts, max_groups)
     local think = cfg.think_ms or 2
     local now, arrivals, queued, id = { 0 }, {}, {}, 0
     local w = { group_max = cfg.group_max or 256, group_linger_ms = cfg.linger,
+                group_pipeline = false,
                 m = { worker_inflight = 0 }, groups = {},
                 held = { suspect = function() end, apart_of = {} },
                 log = function() end }
@@ -94,5 +98,82 @@ describe("ron.wallet.committer: group sizing", function()
             assert.is_true(w.m.group_linger_ms <= c.bound * w.m.group_lingers,
                            tostring(w.m.group_linger_ms))
         end
+    end)
+end)
+
+-- The pipeline (group_pipeline, docs/WALLET.md §6): on the real scheduler (real time, so
+-- the bounds are loose), n closed-loop clients of one payer, a group's ledger work a plan
+-- of PLAN_MS (then its token's items are set, as commit_many sets them), the wait for the
+-- group before it, then a phase of PHASE_MS; each member's client comes back 2 ms after its
+-- answer.
+
+local PLAN_MS, PHASE_MS = 3, 12
+
+local function pipelined_run(n_clients, n_groups)
+    local sizes, after_set, overlap = {}, 0, 0
+    S.run_task(function(task)
+        local w = { group_max = 256, group_linger_ms = 10, m = { worker_inflight = 0 },
+                    held = { suspect = function() end, apart_of = {} }, log = print,
+                    T = task, clock = function() return uv.now() end }
+        w.queue = committer.queue(task, 1024, 1)
+        function w:_spawn(_, fn) return task.spawn("group", fn) end
+        -- (a lone job with no group in flight: the single path, here the same fake)
+        function w:_run_job(job) committer.run_group(self, { job, tok = {} }) end
+        local phase_busy = false
+        local run_group = committer.run_group
+        committer.run_group = function(_, group)
+            sizes[#sizes + 1] = #group
+            if group.after then after_set = after_set + 1 end
+            task.sleep(PLAN_MS)
+            if phase_busy then overlap = overlap + 1 end -- planned while the other's phase ran
+            group.tok.items = {}
+            pipeline.wait(group.after)
+            assert(not phase_busy, "two phases at once")
+            phase_busy = true
+            task.sleep(PHASE_MS)
+            phase_busy = false
+            for _, job in ipairs(group) do job.answer:try_send(true) end
+        end
+        local done = false
+        local clients = {}
+        for c = 1, n_clients do
+            clients[c] = task.spawn("client", function()
+                while not done do
+                    local job = { kind = "money", r = { from = "P" }, answer = task.channel(1) }
+                    assert(w.queue:try_send(job))
+                    job.answer:recv()
+                    task.sleep(2)
+                end
+                return true
+            end)
+        end
+        local wk = task.spawn("worker", committer.worker, w, 1)
+        while #sizes < n_groups do task.sleep(5) end
+        done = true
+        for _, h in ipairs(clients) do h:join(5000) end
+        w.queue:close()
+        wk:join(5000)
+        committer.run_group = run_group
+    end)
+    return sizes, after_set, overlap
+end
+
+describe("ron.wallet.committer: the pipeline's group sizing", function()
+    it("settles closed-loop clients into two cohorts of half each, one planned while the "
+       .. "other's phase runs", function()
+        local sizes, after_set, overlap = pipelined_run(64, 40)
+        print("pipelined group sizes: " .. table.concat(sizes, " "))
+        local tail = {}
+        for i = #sizes - 11, #sizes do tail[#tail + 1] = sizes[i] end
+        for _, n in ipairs(tail) do
+            assert.is_true(n >= 24 and n <= 40, table.concat(tail, " "))
+        end
+        assert.is_true(after_set >= #sizes / 2, after_set .. " of " .. #sizes)
+        assert.is_true(overlap >= #sizes / 2, overlap .. " of " .. #sizes)
+    end)
+
+    it("costs a lone client nothing: its groups are of one", function()
+        local sizes = pipelined_run(1, 6)
+        for _, n in ipairs(sizes) do assert.equal(1, n) end
     end)
 end)

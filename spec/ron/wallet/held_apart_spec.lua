@@ -10,7 +10,8 @@ local held = require("ron.wallet.held")
 local function fake_wallet(now)
     local w = { held = held.new { clock = function() return now[1] end, hold_ms = 1000 },
                 group_max = 256, m = { worker_inflight = 0 }, ran = {}, groups = {},
-                spawned = {} }
+                spawned = {}, group_pipeline = false } -- (one group at a time: the order
+                                                          -- the cases below check)
     function w:_spawn(kind, fn)
         self.spawned[#self.spawned + 1] = kind
         fn()

@@ -51,6 +51,8 @@ describe("ron.wallet: held payers' first requests in one group (issue 29 item 3)
             -- node 1's drives of its handed-back members: the first waits (at most 10 s)
             -- for the second to start; then node 2 goes on and gives A and C back
             local w, led = n1.w, n1.led
+            -- (the queued requests as ONE group: the pipeline would halve it)
+            w.group_pipeline = false
             local log, released = {}, false
             local drive = led.drive_handed
             led.drive_handed = function(self, h)
