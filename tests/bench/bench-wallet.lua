@@ -5,6 +5,9 @@
 --       [--seconds S] [--conns N] [--workers N] [--accounts K] [--no-pg] [--no-sqlite]
 --       [--group-max N]   (the wallet's group_max: 1 = no group commit, one job per commit)
 --       [--group-linger-ms N] (the wallet's group_linger_ms: 0 = take only what is queued)
+--       [--no-pipeline]   (the wallet's group_pipeline = false: one group of a lane at a
+--                          time; each case prints how many groups were sent planned on the
+--                          one before in flight, and how many were planned again)
 --       [--cases LIST]    (some of commit,hot,spread,balance; all by default: the baselines
 --                          of the transfer cases run, the others are skipped)
 --       [--profile FILE]  (LuaJIT's profiler, jit.p mode "Fm1", over each transfer run;
@@ -108,12 +111,13 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" },
              { "--wal-census", "wal_census", "on" }, { "--checkpoint-ms", "ckpt_ms", "num" },
              { "--gc-pause", "gc_pause", "num" }, { "--cached", "cached", "num" },
-             { "--no-reader", "reader", "off" }, { "--pool-profile", "pool_profile", "on" } },
+             { "--no-reader", "reader", "off" }, { "--pool-profile", "pool_profile", "on" },
+             { "--no-pipeline", "pipeline", "off" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
            .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N] "
-           .. "[--gc-pause N] [--cached N] [--no-reader] [--pool-profile]")
+           .. "[--gc-pause N] [--cached N] [--no-reader] [--pool-profile] [--no-pipeline]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
@@ -561,7 +565,8 @@ local function cpu_snap(w)
     return { w.m.groups or 0, w.m.grouped or 0, os.clock(), w.m.group_fallbacks or 0,
              st.resolves or 0, st.handovers or 0, st.commits or 0, st.batches or 0,
              thread_cpu(), ss.checkpoints or 0, ss.checkpoints_inline or 0,
-             ss.checkpoints_finish or 0, proc_io(), machine_cpu(), uv.hrtime() }
+             ss.checkpoints_finish or 0, proc_io(), machine_cpu(), uv.hrtime(),
+             st.pipelined or 0, st.pipeline_replans or 0 }
 end
 
 -- the offloaded SQLite store's checkpoints beside its writes (docs/LEDGER.md)
@@ -630,6 +635,9 @@ local function cpu_line(name, w, snap, ok)
                  "handovers, %d single commits", name, "", (w.m.group_fallbacks or 0) - snap[4],
                  (st.batches or 0) - snap[8], (st.resolves or 0) - snap[5],
                  (st.handovers or 0) - snap[6], (st.commits or 0) - snap[7]))
+    print(format("%-8s %-15s pipeline: %d groups sent planned on the one before in flight, " ..
+                 "%d planned again", name, "", (st.pipelined or 0) - snap[16],
+                 (st.pipeline_replans or 0) - snap[17]))
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
     tail_line(name)
     slow_line(name)
@@ -699,6 +707,7 @@ local function serve_wallet(T, led, tokens)
     local w = service.new { ledger = led, tokens = tokens, assets = { USD = 2 },
                             workers = opts.workers, group_max = opts.group_max,
                             group_linger_ms = opts.linger,
+                            group_pipeline = opts.pipeline ~= false,
                             log = function(line) print("wallet: " .. line) end }
     count_feed(led)
     w:start()
@@ -960,6 +969,10 @@ B.main("bench-wallet", function(T)
         PP.remove()
         B.fresh_sqlite(path)
         B.fresh_sqlite(bpath)
+        -- A wallet runs on one store: the loop VM's traces of the SQLite half (specialised
+        -- to its calls) are not carried into the PostgreSQL half, which ran ~1.3x the loop
+        -- CPU per transfer after them (docs/WALLET.md §8, 2026-11-30 evening)
+        if opts.pg and jit then jit.flush() end
     end
     if opts.pg then
         local available, why = H.available()
