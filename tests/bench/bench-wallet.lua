@@ -99,6 +99,7 @@ local WT = require("wallet_tail")
 local census = require("wal_census")
 local SR = require("same_rows")
 local PP = require("pool_profile")
+local verify = require("ron.ledger.verify")
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
@@ -781,6 +782,20 @@ local function same_rows(name, raw, rec, label, rate)
                 B.loadavg()))
 end
 
+-- `ledger verify` over the store after its cases (issue 25: exact after every benchmark
+-- run): every transfer, posting, balance, event and intent checked; the run fails on a
+-- problem.
+local function verify_line(name, raw)
+    local problems, t0 = {}, uv.hrtime()
+    local sum = verify.run(raw, { book = "bench", report = function(where, what)
+        if #problems < 5 then problems[#problems + 1] = where .. ": " .. what end
+    end })
+    print(format("%-8s %-15s %d transfers, %d postings, %d events, %d intents: %d problems " ..
+                 "(%.1f s)", name, "verify", sum.transfers, sum.postings, sum.events,
+                 sum.intents, sum.problems, (uv.hrtime() - t0) / 1e9))
+    assert(sum.problems == 0, "ledger verify: " .. table.concat(problems, "; "))
+end
+
 local function case(T, name, open_store, base)
     rss(name, "start")
     local raw = assert(open_store())
@@ -922,6 +937,7 @@ local function case(T, name, open_store, base)
     w.lag_timer:close()
     w:stop()
     assert(w:wait(30000), "the wallet did not drain")
+    verify_line(name, raw)
     srv:close()
     m:close()
     s:close()
