@@ -737,6 +737,10 @@ static void on_timer(uv_timer_t *t) {
 }
 
 static void start_timer(pqc_t *c, uint64_t ms) {
+    /* From now, not from the loop's cached time: that is as old as the loop's turn, and
+     * after Lua held the loop longer than ms (verify's replay of a large ledger) a timer
+     * started from it was already due, so a query answered in milliseconds timed out. */
+    uv_update_time(c->loop);
     uv_timer_start(&c->timer, on_timer, ms, 0);
 }
 
@@ -806,6 +810,7 @@ static int l_connect(lua_State *L) {
     c->op_connect = 1;
     c->timeout_ms = timeout_ms;
     c->state = ST_CONNECTING;
+    uv_update_time(c->loop); /* (the deadline from now: start_timer) */
     c->deadline = uv_now(c->loop) + (timeout_ms ? timeout_ms : MAX_TIMEOUT_MS);
     start_timer(c, timeout_ms ? timeout_ms : MAX_TIMEOUT_MS);
 

@@ -321,6 +321,33 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
         end)
     end)
 
+    -- A query's deadline from the time it is sent, not from the loop's cached time: after
+    -- Lua held the loop longer than the timeout (verify's replay of 400,000 transfers held
+    -- it for a minute), a query answered in milliseconds timed out at the next turn and its
+    -- connection was dropped, whenever another timer was due (a task's sleep).
+    it("pq: a query sent after the loop was held past its timeout gets its answer", function()
+        with_store(function(s)
+            local db = s.drv.db
+            assert(db:query("SELECT 1", {}))
+            local ticking = true
+            local h = task.spawn("tick", function()
+                while ticking do task.sleep(1) end
+                return true
+            end)
+            task.sleep(5)
+            local got = {}
+            for round = 1, 3 do
+                local t0 = uv.hrtime()
+                while uv.hrtime() - t0 < 300e6 do end -- the loop held 300 ms, no yield
+                local rows, err = db:query("SELECT pg_sleep(0.02), 1", {}, { timeout_ms = 200 })
+                got[round] = rows and rows[1][2] or tostring(err)
+            end
+            ticking = false
+            assert(h:join(1000))
+            assert.same({ "1", "1", "1" }, got)
+        end)
+    end)
+
     -- the list primitives' columns (ron.ledger.store.sql PG_ARRAY, LED-51): one binary array each
     it("pq.array: bytea[] and bigint[] parameters, NULLs, empty, misuse; pq.unhex", function()
         with_store(function(s)
