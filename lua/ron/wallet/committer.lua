@@ -376,7 +376,7 @@ end
 -- held (ron.wallet.held: its marks decide which jobs run apart) wait for every group in
 -- flight to end, as before. `group_pipeline = false`: one group at a time.
 
--- the lane's groups in flight less those that ended
+-- fl: the lane's groups in flight (each with its token, dispatch), oldest first
 local function prune(fl)
     while fl[1] and fl[1].tok.done do table.remove(fl, 1) end
 end
@@ -386,14 +386,9 @@ local function drain_all(fl)
     prune(fl)
 end
 
-local function held_busy(self)
-    local h = self.held
-    return (h.handed_live or 0) > 0 or (h.apart_live or 0) > 0 or next(h.apart_of or {}) ~= nil
-end
-
 -- With group g in flight, the next one is taken once g's plan is made (B plans on it;
 -- before, B's plan would only wait) and the lane holds the other cohort (half the members of
--- the lane's last two groups), or once g ended.
+-- the lane's last two groups), or once g ended. (Polled each millisecond, as linger.)
 local function await_plan(self, k, st, g)
     local q, tok = self.queue, g.tok
     local want = st and math.min(self.group_max, math.ceil((st.last + st.prev) / 2)) or 1
@@ -413,7 +408,7 @@ local function gather(self, k, fl)
     local job = q:recv(k)
     if job == nil then return nil end
     prune(fl)
-    if #fl >= 2 or held_busy(self) or job.kind ~= "money" then drain_all(fl) end
+    if #fl >= 2 or job.kind ~= "money" or (#fl > 0 and self.held:busy()) then drain_all(fl) end
     if #fl == 1 then await_plan(self, k, st, fl[1])
     elseif st and job.kind == "money" then linger(self, k, st, queued) end
     local group, after = {}, nil
@@ -422,7 +417,7 @@ local function gather(self, k, fl)
     -- cohorts of closed-loop clients even out instead of keeping the split they began with)
     local cap = self.group_max
     if self.group_pipeline ~= false then
-        cap = math.min(cap, math.ceil((q:lane_depth(k) + 1 + (fl[1] and fl[1].n or 0)) / 2))
+        cap = math.min(cap, math.ceil((q:lane_depth(k) + 1 + (fl[1] and #fl[1] or 0)) / 2))
     end
     if job.kind == "money" and self.group_max > 1 then
         -- what is queued now (recv of a non-empty channel does not yield)
@@ -462,8 +457,7 @@ local function dispatch(self, fl, group)
     local tok = { hold = true }
     group.tok, group.after = tok, prev and not prev.tok.done and prev.tok or nil
     if group.after then self.m.group_pipelined = (self.m.group_pipelined or 0) + 1 end
-    local g = { tok = tok, n = #group }
-    fl[#fl + 1] = g
+    fl[#fl + 1] = group
     self.m.worker_inflight = self.m.worker_inflight + #group
     self:_spawn("group", function()
         run_safe(self, group)

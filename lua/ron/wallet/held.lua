@@ -64,6 +64,12 @@ function H:suspect(account)
     return true
 end
 
+-- Anything run apart or driven now (ron.wallet.committer: a lane then commits one group at
+-- a time, so that run_apart sees every mark of the group before).
+function H:busy()
+    return self.handed_live > 0 or self.apart_live > 0 or next(self.apart_of) ~= nil
+end
+
 function H:clear(account)
     if account ~= nil and self.seen_ms:get(account) ~= nil then self.seen_ms:delete(account) end
 end

@@ -113,7 +113,8 @@ local function pipelined_run(n_clients, n_groups)
     local sizes, after_set, overlap = {}, 0, 0
     S.run_task(function(task)
         local w = { group_max = 256, group_linger_ms = 10, m = { worker_inflight = 0 },
-                    held = { suspect = function() end, apart_of = {} }, log = print,
+                    held = { suspect = function() end, apart_of = {},
+                             busy = function() return false end }, log = print,
                     T = task, clock = function() return uv.now() end }
         w.queue = committer.queue(task, 1024, 1)
         function w:_spawn(_, fn) return task.spawn("group", fn) end

@@ -183,6 +183,17 @@ describe("ron.wallet.committer: payers found held run apart", function()
         assert.equal(1, w.m.group_inline)
     end)
 
+    it("is busy while a job runs apart or a handed-back member is driven", function()
+        local h = held.new { clock = function() return 0 end }
+        assert.is_false(h:busy())
+        h.apart_live, h.apart_of.P = 1, true
+        assert.is_true(h:busy())
+        h.apart_live, h.apart_of.P = 0, nil
+        assert.is_false(h:busy())
+        h.handed_live = 1
+        assert.is_true(h:busy())
+    end)
+
     it("forgets a suspect after suspect_ms", function()
         local now = { 0 }
         local h = held.new { clock = function() return now[1] end, hold_ms = 1000,

@@ -175,12 +175,13 @@ local function pkey(id) return id.transfer_id .. (IDX8[id.index] or format("%08x
 -- runs, on the state that phase leaves, and sends its own only once the earlier ended
 -- with that plan applied; otherwise it plans again from the store. Answers are those of
 -- committing the earlier batch, then the later one.
+local TOKEN_OPTS = { "after", "pending" }
 function Ledger:commit_many(reqs, opts)
     if type(reqs) ~= "table" then error("ron.ledger: commit_many expects a list", 2) end
     if opts ~= nil and opts.check ~= nil and type(opts.check) ~= "function" then
         error("ron.ledger: commit_many's opts.check must be a function", 2)
     end
-    for _, k in ipairs { "after", "pending" } do
+    for _, k in ipairs(TOKEN_OPTS) do
         if opts ~= nil and opts[k] ~= nil and type(opts[k]) ~= "table" then
             error("ron.ledger: commit_many's opts." .. k .. " must be a table", 2)
         end

@@ -170,8 +170,6 @@ function Ledger:_atomic_batch_landed(ctx)
     return evs
 end
 
--- The batch of ctx in one phase: -> commit_many's true (results filled; results.flushed
--- when the phase's commit was the flush), or nil: nothing of it applied, the saga's way.
 -- The plan of a pipeline's later batch (ron.ledger.engine.pipeline): on the earlier one's
 -- planned state while its phase runs, unless that plan hands over or rejects anything
 -- (then, and when the earlier one is not planned yet, after its end, from the store).
@@ -199,6 +197,8 @@ function Ledger:_pipeline_turn(ctx)
     return false
 end
 
+-- The batch of ctx in one phase: -> commit_many's true (results filled; results.flushed
+-- when the phase's commit was the flush), or nil: nothing of it applied, the saga's way.
 function Ledger:_atomic_batch(ctx, results, later)
     self.stats.resolves = self.stats.resolves + 1
     self:_pipelined_plan(ctx)
