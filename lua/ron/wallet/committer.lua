@@ -242,10 +242,11 @@ end
 _M.APART_MAX = 2
 -- (the task's closure made apart from run_apart, which runs for every job gathered: made in
 -- it, it aborted every trace through it, issue 25)
-local function spawn_apart(self, h, job, from)
+local function spawn_apart(self, h, job, from, m)
     self:_spawn("held", function()
         self:_run_job(job)
-        h.apart_live, h.apart_of[from] = h.apart_live - 1, nil
+        h.apart_live = h.apart_live - 1
+        h:leave(from, m)
         return true
     end)
 end
@@ -261,9 +262,9 @@ local function run_apart(self, job)
         self:_send(job.req, self:_account_busy(1))
         return true
     end
-    h.apart, h.apart_live, h.apart_of[from] = h.apart + 1, h.apart_live + 1, true
+    h.apart, h.apart_live = h.apart + 1, h.apart_live + 1
     job.apart = true
-    spawn_apart(self, h, job, from)
+    spawn_apart(self, h, job, from, h:enter(from))
     return true
 end
 _M.run_apart = run_apart
@@ -297,7 +298,9 @@ end
 -- them for 8 drives in a row, each finding the payer held for all its attempts (or, after
 -- the takeover, committing alone), so the last answered 8 drives late (issue 29 item 3).
 -- A payer is apart while its chain runs: its next jobs are answered account_busy at once
--- (run_apart), so its jobs keep their order.
+-- (run_apart), so its jobs keep their order; a chain of a payer already apart (a job run
+-- apart, or the chain of the group before in a pipeline) starts once that one ended
+-- (held:enter).
 function _M.drive_apart(self, jobs, send)
     local h = self.held
     local chains, of = {}, {}
@@ -305,10 +308,9 @@ function _M.drive_apart(self, jobs, send)
         local from = job.r.from
         local c = from and of[from]
         if not c then
-            c = { from = from and not h.apart_of[from] and from or nil }
+            c = { from = from, mark = from and h:enter(from) }
             chains[#chains + 1] = c
             if from then of[from] = c end
-            if c.from then h.apart_of[from] = true end
         end
         c[#c + 1] = job
         job.apart = true
@@ -319,8 +321,11 @@ function _M.drive_apart(self, jobs, send)
         while next_c < #chains do
             next_c = next_c + 1
             local c = chains[next_c]
+            while c.mark and not h:ready(c.mark) do
+                if not self.T.sleep(1) then break end -- canceled: drive it now
+            end
             for _, job in ipairs(c) do drive_one(self, job, send) end
-            if c.from then h.apart_of[c.from] = nil end
+            if c.mark then h:leave(c.from, c.mark) end
         end
         live = live - 1
         if live == 0 then h.handed_live = h.handed_live - 1 end

@@ -16,6 +16,8 @@
 --   h:watch(account)                -- a group commit handed a member of its back (another
 --                                      saga holds its postings): suspect from now (its jobs
 --                                      run apart), not refused at intake (it may be a race)
+--   h:enter(account) -> m           -- a job or chain apart of it starts (after h:ready(m):
+--   h:ready(m), h:leave(account, m)    the one before it left); h:leave when it ends
 --   h:clear(account)                -- it committed: no longer suspect
 --   h:forget()                      -- a survivor recovered a dead node's sagas: the
 --                                      postings they held are free, so no payer is held
@@ -68,6 +70,26 @@ end
 -- a time, so that run_apart sees every mark of the group before).
 function H:busy()
     return self.handed_live > 0 or self.apart_live > 0 or next(self.apart_of) ~= nil
+end
+
+-- A payer's work apart keeps its order (docs/WALLET.md §6): each job run apart and each
+-- chain of handed-back members enters behind the one of the same payer before it (its mark,
+-- apart_of[account] the last) and starts once that one left. Two groups of a lane in flight
+-- can each hand back a member of one payer; the later chain used to start beside the
+-- earlier one, so the two could commit in either order.
+function H:enter(account)
+    local m = { prev = self.apart_of[account] }
+    self.apart_of[account] = m
+    return m
+end
+
+function H:leave(account, m)
+    m.done, m.prev = true, nil
+    if self.apart_of[account] == m then self.apart_of[account] = nil end
+end
+
+function H:ready(m)
+    return m.prev == nil or m.prev.done == true
 end
 
 function H:clear(account)

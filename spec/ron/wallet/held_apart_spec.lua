@@ -126,7 +126,7 @@ describe("ron.wallet.committer: payers found held run apart", function()
         assert.is_false(w.held:suspect("H"))
         assert.is_false(w.held:suspect("G"))
         -- their next jobs join the groups; one of a payer still driven apart waits its turn
-        w.held.apart_of.G = true
+        w.held:enter("G")
         w.queue = lane { money(1, "H"), money(2, "U"), money(3, "G") }
         record_groups(w)
         committer.worker(w, 1)
@@ -139,10 +139,10 @@ describe("ron.wallet.committer: payers found held run apart", function()
         local w = fake_wallet({ 0 })
         w.held:mark("H")
         w.held:mark("G")
-        w.held.apart_of.H = true -- a job of H is apart now
+        local m = w.held:enter("H") -- a job of H is apart now
         assert.is_true(committer.run_apart(w, money(1, "H")))
         assert.same({ "req1:account_busy" }, w.busy)
-        w.held.apart_of.H = nil
+        w.held:leave("H", m)
         w.held.apart_live = committer.APART_MAX
         assert.is_true(committer.run_apart(w, money(2, "G")))
         assert.same({ "req1:account_busy", "req2:account_busy" }, w.busy)
@@ -183,12 +183,58 @@ describe("ron.wallet.committer: payers found held run apart", function()
         assert.equal(1, w.m.group_inline)
     end)
 
+    it("keeps a payer's order across chains apart: a later chain waits for the one before",
+       function()
+        -- two groups of a lane in flight each hand back a member of P while a job of P runs
+        -- apart: P's three commit one after another, in order; Q's is not held up
+        local w = fake_wallet({ 0 })
+        local tasks, log = {}, {}
+        function w:_spawn(kind, fn)
+            self.spawned[#self.spawned + 1] = kind
+            tasks[#tasks + 1] = coroutine.create(fn)
+        end
+        w.T = { sleep = function() coroutine.yield() return true end }
+        function w:_run_job(job)
+            log[#log + 1] = "start " .. job.id
+            for _ = 1, 3 do coroutine.yield() end
+            log[#log + 1] = "end " .. job.id
+        end
+        w.held:mark("P")
+        assert.is_true(committer.run_apart(w, money(1, "P")))
+        committer.drive_apart(w, { money(2, "P"), money(3, "Q") }, true)
+        committer.drive_apart(w, { money(4, "P") }, true)
+        assert.is_true(committer.run_apart(w, money(5, "P"))) -- intake meanwhile: refused
+        assert.same({ "req5:account_busy" }, w.busy)
+        local turns = 0
+        repeat
+            local alive = false
+            for _, co in ipairs(tasks) do
+                if coroutine.status(co) ~= "dead" then
+                    assert(coroutine.resume(co))
+                    alive = true
+                end
+            end
+            turns = turns + 1
+        until not alive or turns > 100
+        local at = {}
+        for i, e in ipairs(log) do at[e] = i end
+        assert.is_true(at["end 1"] < at["start 2"])
+        assert.is_true(at["end 2"] < at["start 4"])
+        assert.is_true(at["start 3"] < at["end 1"])
+        assert.equal(8, #log)
+        assert.is_nil(next(w.held.apart_of))
+        assert.equal(0, w.held.handed_live)
+        assert.equal(0, w.held.apart_live)
+    end)
+
     it("is busy while a job runs apart or a handed-back member is driven", function()
         local h = held.new { clock = function() return 0 end }
         assert.is_false(h:busy())
-        h.apart_live, h.apart_of.P = 1, true
+        h.apart_live = 1
+        local m = h:enter("P")
         assert.is_true(h:busy())
-        h.apart_live, h.apart_of.P = 0, nil
+        h.apart_live = 0
+        h:leave("P", m)
         assert.is_false(h:busy())
         h.handed_live = 1
         assert.is_true(h:busy())
