@@ -341,8 +341,13 @@ static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp) {
     if (!g.timer_open) return 0;
     if (timeout_ms < 0)
         uv_timer_stop(&g.timer);
-    else
+    else {
+        /* From now, not the loop's cached time (httpd.c's arm_head_deadline): after a long
+         * turn it fired early. Harmless here, libcurl keeps its own clock and only asks
+         * again, but each such fire was a wasted turn. */
+        uv_update_time(g.timer.loop);
         uv_timer_start(&g.timer, on_timer, (uint64_t)timeout_ms, 0);
+    }
     return 0;
 }
 

@@ -331,8 +331,14 @@ static void on_head_deadline(uv_timer_t *t) {
 }
 
 static void arm_head_deadline(conn_t *c) {
-    if (c->timer_live && c->sock && c->pool != POOL_NONE)
+    if (c->timer_live && c->sock && c->pool != POOL_NONE) {
+        /* From now, not from the loop's cached time, as old as the turn: after a handler
+         * held the loop past header_timeout_ms, a deadline armed from it at the answer was
+         * due at once and dropped a keep-alive connection before its next request (pq.c's
+         * query timer had the same fault). A vDSO clock read per request. */
+        uv_update_time(c->srv->loop);
         uv_timer_start(&c->deadline, on_head_deadline, c->srv->header_timeout_ms, 0);
+    }
 }
 
 typedef struct {

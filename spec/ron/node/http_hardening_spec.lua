@@ -332,6 +332,41 @@ describe("ron.node.http under a connection flood (issue 14 item 6)", function()
         end)
     end)
 
+    it("a keep-alive connection's next head gets header_timeout_ms from its answer, also "
+       .. "after a handler held the loop longer than that", function()
+        -- (the deadline was armed from the loop's cached time, as old as the turn: after a
+        -- 500-ms hold it was due at once and the connection was dropped before the client's
+        -- next request; the pq driver's query timeout had the same fault, 9b6ca2d)
+        run(function(task)
+            local srv = assert(httpd.listen { port = 0, header_timeout_ms = 300,
+                                              handler = function(req)
+                local t0 = uv.hrtime()
+                while uv.hrtime() - t0 < 500e6 do end -- Lua holding the loop
+                return 200, "got " .. req.path
+            end })
+            local ch = task.channel(4, "spec_keepalive")
+            local tcp, text, sent2 = uv.new_tcp(), "", false
+            tcp:connect("127.0.0.1", srv:port(), function(err)
+                assert(not err, err)
+                tcp:write("GET /a HTTP/1.1\r\nHost: h\r\n\r\n")
+                tcp:read_start(function(rerr, data)
+                    if rerr or not data then return ch:try_send("eof") end
+                    text = text .. data
+                    if not sent2 and text:find("got /a", 1, true) then
+                        sent2 = true
+                        tcp:write("GET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+                    end
+                    if text:find("got /b", 1, true) then ch:try_send("both") end
+                end)
+            end)
+            local v = ch:recv(5000)
+            if not tcp:is_closing() then tcp:close() end
+            assert.equal("both", v, text)
+            assert.equal(0, srv:stats().header_timeouts)
+            srv:close()
+        end)
+    end)
+
     it("per-peer limit and the loopback reserve are configurable; a reserved connection "
        .. "serves the built-in routes only, one request", function()
         run(function(task)
