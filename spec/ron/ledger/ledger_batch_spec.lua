@@ -961,4 +961,63 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
         assert.is_true(piped > 0)
         assert.is_true(replans > 0)
     end)
+
+    it("stores no rejection decided on the earlier batch's planned state: a deposit that "
+       .. "committed before the earlier phase, after the later batch read, is counted",
+       function()
+        -- A = [A -> B 60] from A's 100; B = [A -> C 100], read while A's phase waits, then
+        -- another engine deposits 100 to A and A's phase commits as planned. On A's planned
+        -- state B is short (40); on the store when B commits it is not (140): no order of
+        -- the three commits rejects it. The reject rule (pipeline: a plan on the earlier
+        -- batch's state is sent only if it rejects nothing) makes B plan again from the
+        -- store; without it B answered InsufficientFunds.
+        local s = memory.new()
+        local ra, rb, stats
+        S.run_task(function(task)
+            local tok_a, tok_b, b_read, deposited = {}, {}, false, false
+            local other = engine(s, "n2", "q")
+            local st = setmetatable({}, { __index = function(_, k)
+                local v = s[k]
+                if type(v) ~= "function" then return v end
+                if k ~= "apply" then return function(_, ...) return v(s, ...) end end
+                return function(_, ops, opts)
+                    if phase.reads_only(ops, opts) then
+                        task.sleep(0)
+                        if tok_a.items and not tok_a.done then b_read = true end
+                        return v(s, ops, opts)
+                    end
+                    if tok_a.items and not deposited then
+                        while not b_read do task.sleep(1) end
+                        deposited = true
+                        assert(other:commit { intent = "dep", movements = { mv(sim.EXT, A, 100) } })
+                    end
+                    return v(s, ops, opts)
+                end
+            end })
+            local led = engine(st, "n1", "p")
+            for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
+            assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+            local ha = task.spawn("a", function()
+                ra = led:commit_many({ { intent = "a", movements = { mv(A, B, 60) } } },
+                                     { pending = tok_a })
+                return true
+            end)
+            while not tok_a.items and not tok_a.done do task.sleep(0) end
+            local hb = task.spawn("b", function()
+                rb = led:commit_many({ { intent = "b", movements = { mv(A, C, 100) } } },
+                                     { after = tok_a, pending = tok_b })
+                return true
+            end)
+            assert(ha:join(10000))
+            assert(hb:join(10000))
+            assert.is_true(deposited and b_read)
+            stats = led.stats
+        end)
+        assert.truthy(ra[1][1], tostring(ra[1][2]))
+        assert.truthy(rb[1][1], "B: " .. tostring(rb[1][2]) .. " " .. tostring(rb[1][3]))
+        assert.is_true((stats.pipeline_replans or 0) >= 1)
+        local got = s:get_balances { { account = A, asset = USD }, { account = C, asset = USD } }
+        assert.same({ 40, 100 }, got)
+        assert(sim.verify(s, "main"))
+    end)
 end)
