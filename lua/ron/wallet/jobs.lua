@@ -5,6 +5,7 @@
 -- copies .methods onto the service's class).
 local A = require("ron.wallet.answer")
 local committer = require("ron.wallet.committer")
+local pipeline = require("ron.ledger.engine.pipeline")
 
 local format = string.format
 local pairs, ipairs, tostring, error, pcall, next = pairs, ipairs, tostring, error, pcall, next
@@ -52,6 +53,12 @@ function W:_call(op, fn, job, done)
         return true
     end)
     self.calls[holder] = t0
+    -- A pipelined group (ron.wallet.committer: job.after, the token of the group before it
+    -- in its lane) waits in the ledger for that group's end before its own phase: its time
+    -- counts from then, else a store slow enough to take most of the timeout for the first
+    -- group timed out the second for the first one's commit (answered ledger_timeout and
+    -- counted by the breaker). The group before ends within its own timeout.
+    if job.after then pcall(pipeline.wait, job.after) end
     local r1, r2 = child:join(self.commit_timeout_ms)
     if r1 == nil and r2 == "Timeout" and not finished then
         timed_out = true

@@ -178,3 +178,41 @@ describe("ron.wallet.committer: the pipeline's group sizing", function()
         for _, n in ipairs(sizes) do assert.equal(1, n) end
     end)
 end)
+
+describe("ron.wallet.jobs: a pipelined group's commit timeout", function()
+    it("counts from the end of the group before it, not from its start", function()
+        -- group A's commit takes 150 ms of a 200-ms timeout; group B's work waits for A's
+        -- end, then its own phase takes 100 ms: 250 ms after B started, within its time
+        -- (it timed out before: answered ledger_timeout for A's commit)
+        local jobs = require("ron.wallet.jobs")
+        local out = {}
+        S.run_task(function(task)
+            local w = setmetatable({ commit_timeout_ms = 200, calls = {}, log = print,
+                                     T = task, clock = function() return uv.now() end,
+                                     m = { io_timeouts = {} },
+                                     breaker = { record = function(_, ok)
+                                         out.breaker = ok
+                                     end } }, { __index = jobs.methods })
+            function w:_spawn(_, fn) return task.spawn("call", fn) end
+            local tok_a = { hold = true }
+            task.spawn("a", function()
+                task.sleep(150)
+                pipeline.done(tok_a)
+                return true
+            end)
+            local group = { after = tok_a }
+            out.in_time = w:_call("commit", function(_, g)
+                pipeline.wait(g.after)
+                task.sleep(100)
+                return "answer"
+            end, group, function(timed_out, a)
+                out.timed_out, out.answer = timed_out, a
+            end)
+            while out.answer == nil do task.sleep(5) end
+        end)
+        assert.is_true(out.in_time)
+        assert.is_false(out.timed_out)
+        assert.equal("answer", out.answer)
+        assert.is_nil(out.breaker) -- (_call records only a timeout; run_group the rest)
+    end)
+end)
