@@ -373,9 +373,11 @@ end
 -- gathers group B from what queued meanwhile and starts it once A's plan is made (its
 -- phase is about to go to the store): B reads and plans on the state A's plan leaves
 -- (commit_many's opts.after, ron.ledger.engine.pipeline) while A's phase runs, and sends
--- its own phase once A's group ended: its answers handed to httpd, its fallbacks run, its
--- handed-back members marked (the token's hold), so a payer's requests still commit in
--- arrival order. The store's writer and the loop thus work side by side: with closed-loop
+-- its own phase once A's group ended: its fallbacks run, its handed-back members marked
+-- (the token's hold), so a payer's requests still commit in arrival order; or as soon as
+-- A's phase committed with every member decided (the engine releases A: then no fallback
+-- nor hand-back can follow, and A's answers are made while B's phase runs in the store).
+-- The store's writer and the loop thus work side by side: with closed-loop
 -- clients, two cohorts, each's HTTP, plan and answers while the other's phase runs. A third
 -- group waits for A's end. A single job, a non-money job, and any job while a payer is
 -- held (ron.wallet.held: its marks decide which jobs run apart) wait for every group in

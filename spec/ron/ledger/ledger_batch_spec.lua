@@ -922,7 +922,7 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
        .. "(seeded property), and plans again when that phase missed", function()
         local first = tonumber(os.getenv("RON_BATCH_SEED") or "") or 20261130
         local seeds = tonumber(os.getenv("RON_BATCH_SEEDS") or "") or 8
-        local piped, replans, total = 0, 0, 0
+        local piped, replans, early, total = 0, 0, 0, 0
         for k = 0, 2 * seeds - 1 do
             local seed = first + k % seeds
             local reqs = history(seed, 200, k % 2 == 0)
@@ -952,13 +952,16 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
             assert(ok, "seed " .. seed .. ": " .. tostring(err))
             piped = piped + (l2.stats.pipelined or 0)
             replans = replans + (l2.stats.pipeline_replans or 0)
+            early = early + (l2.stats.pipeline_early or 0)
             total = total + #reqs
         end
         print(string.format("commit_many pipelined: seeds %d..%d twice, %d requests; %d "
-                            .. "batches sent planned on the one before in flight, %d planned "
-                            .. "again: identical to one by one", first, first + seeds - 1,
-                            total, piped, replans))
+                            .. "batches sent planned on the one before in flight (%d of them "
+                            .. "before that one's commit_many returned), %d planned again: "
+                            .. "identical to one by one", first, first + seeds - 1, total,
+                            piped, early, replans))
         assert.is_true(piped > 0)
+        assert.is_true(early > 0)
         assert.is_true(replans > 0)
     end)
 

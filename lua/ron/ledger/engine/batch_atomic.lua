@@ -188,9 +188,13 @@ end
 -- applied: -> true, or false (it did not: plan again, now from the store).
 function Ledger:_pipeline_turn(ctx)
     if not ctx.overlaid then return true end
-    pipeline.wait(ctx.after)
+    pipeline.wait_released(ctx.after)
     if ctx.after.landed then
         self.stats.pipelined = (self.stats.pipelined or 0) + 1
+        -- (sent while the batch before makes its results)
+        if not ctx.after.done then
+            self.stats.pipeline_early = (self.stats.pipeline_early or 0) + 1
+        end
         return true
     end
     self.stats.pipeline_replans = (self.stats.pipeline_replans or 0) + 1
@@ -211,6 +215,7 @@ function Ledger:_atomic_batch(ctx, results, later)
     if not self:_pipeline_turn(ctx) then return self:_atomic_batch(ctx, results, later) end
     -- (the next batch of a pipeline plans on this plan while the phase runs)
     if ctx.pending then ctx.pending.items = ctx.items end
+    pipeline.ack(ctx.after) -- (this phase is on its way: the batch before goes on)
     local res, maybe = phases.apply(self, ops, self.flush_on_ack and { flush = true } or nil)
     local evs
     if res.ok then
@@ -225,7 +230,14 @@ function Ledger:_atomic_batch(ctx, results, later)
         self.stats.atomic_batch_missed = (self.stats.atomic_batch_missed or 0) + 1
         return nil
     end
-    if ctx.pending then ctx.pending.landed = true end
+    if ctx.pending then
+        ctx.pending.landed = true
+        -- nothing of this batch commits after its phase: the next one's may go now
+        if #later == 0 then
+            self.stats.pipeline_released = (self.stats.pipeline_released or 0) + 1
+            pipeline.release(ctx.pending)
+        end
+    end
     self.stats.atomic_batches = (self.stats.atomic_batches or 0) + 1
     return self:_batch_done(ctx, results, later, evs, {}, rows)
 end

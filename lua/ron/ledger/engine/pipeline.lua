@@ -22,13 +22,18 @@
 --     rejected nothing (a rejection is stored unguarded, so it is never decided on a state
 --     that is not yet the store's; the plan cache's rule, LED-72): else B waits for A and
 --     plans again from the store;
+--   * it is sent once A is released (tok.released: A's phase committed as planned and
+--     nothing of A commits after it, so A's members are all decided; set before A's
+--     results are made) or ended: the store's writer goes from A's phase to B's without
+--     the loop's work for A's results and its caller's answers in between;
 --   * B's phase carries the one-transaction batch's guards as ever (its inputs Active, the
 --     pins, the floors): another writer between A and B makes them miss, and B goes the
 --     saga's way, planned again.
 -- A's commit_many that raised, or went the saga's way, never sets landed: B plans again.
 -- A caller whose own work after A's commit_many must come before B's commit (the wallet's
--- answers and fallbacks: a payer's requests in arrival order) sets tok.hold = true before
--- A's commit_many and calls pipeline.done(tok) itself once that work ended (always).
+-- fallbacks and hand-backs: a payer's requests in arrival order) sets tok.hold = true before
+-- A's commit_many and calls pipeline.done(tok) itself once that work ended (always). A
+-- released batch leaves no such work: every member is committed, rejected or replayed.
 -- Depth two: the caller starts B's successor only once A is done (B's reads might else
 -- predate A's commit, which B's view only covers through A's own token).
 local task = require("ron.base.task")
@@ -62,7 +67,50 @@ function _M.done(tok)
     if tok == nil or tok.done then return end
     tok.done = true
     for _, ch in ipairs(tok.waiters or {}) do ch:try_send(true) end
-    tok.waiters = nil
+    for _, ch in ipairs(tok.rwaiters or {}) do ch:try_send(true) end
+    tok.waiters, tok.rwaiters = nil, nil
+end
+
+-- How long A gives the loop to B, at most, once released (B acks as its phase goes).
+_M.RELEASE_WAIT_MS = 20
+
+-- A's phase committed as planned and nothing of A is left to commit after it (no member
+-- handed over, none to run one by one after the batch): B's phase may go now, before A's
+-- results and its caller's answers are made, so the store's writer goes from A's phase to
+-- B's without waiting for the loop's work between them. A waiting B is woken and given the
+-- loop until its phase is on its way (_M.ack), at most RELEASE_WAIT_MS.
+function _M.release(tok)
+    if tok == nil or tok.done or tok.released then return end
+    tok.released = true
+    local ws = tok.rwaiters
+    tok.rwaiters = nil
+    if ws == nil then return end
+    local ack = task.channel(1, "ledger_pipeline_ack")
+    tok.ack = ack
+    for _, ch in ipairs(ws) do ch:try_send(true) end
+    ack:recv(_M.RELEASE_WAIT_MS)
+    tok.ack = nil
+end
+
+-- B's phase is on its way (or B plans again): A goes on.
+function _M.ack(tok)
+    local ack = tok and tok.ack
+    if ack then ack:try_send(true) end
+end
+
+-- Waits until tok's batch was released (_M.release) or ended.
+function _M.wait_released(tok)
+    if tok == nil or tok.done or tok.released then return end
+    local ch = task.channel(1, "ledger_pipeline")
+    tok.rwaiters = tok.rwaiters or {}
+    tok.rwaiters[#tok.rwaiters + 1] = ch
+    while not tok.done and not tok.released do
+        local v, err = ch:recv_through_shutdown()
+        if v == nil and err ~= nil and not tok.done and not tok.released then
+            error({ ledger_store_failure = true, name = "pipeline", class = "retry",
+                    err = "the wait for the batch before this one ended: " .. tostring(err) }, 0)
+        end
+    end
 end
 
 -- tok's planned transfers while its phase is in flight, else nil.
