@@ -567,7 +567,8 @@ local function cpu_snap(w)
              st.resolves or 0, st.handovers or 0, st.commits or 0, st.batches or 0,
              thread_cpu(), ss.checkpoints or 0, ss.checkpoints_inline or 0,
              ss.checkpoints_finish or 0, proc_io(), machine_cpu(), uv.hrtime(),
-             st.pipelined or 0, st.pipeline_replans or 0 }
+             st.pipelined or 0, st.pipeline_replans or 0, st.pipeline_early or 0,
+             st.pipeline_ahead or 0 }
 end
 
 -- the offloaded SQLite store's checkpoints beside its writes (docs/LEDGER.md)
@@ -636,8 +637,10 @@ local function cpu_line(name, w, snap, ok)
                  "handovers, %d single commits", name, "", (w.m.group_fallbacks or 0) - snap[4],
                  (st.batches or 0) - snap[8], (st.resolves or 0) - snap[5],
                  (st.handovers or 0) - snap[6], (st.commits or 0) - snap[7]))
-    print(format("%-8s %-15s pipeline: %d groups sent planned on the one before in flight, " ..
-                 "%d planned again", name, "", (st.pipelined or 0) - snap[16],
+    print(format("%-8s %-15s pipeline: %d groups sent planned on the one before in flight " ..
+                 "(%d as it landed, before its results; %d planned before it landed), %d " ..
+                 "planned again", name, "", (st.pipelined or 0) - snap[16],
+                 (st.pipeline_early or 0) - snap[18], (st.pipeline_ahead or 0) - snap[19],
                  (st.pipeline_replans or 0) - snap[17]))
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
     tail_line(name)

@@ -188,6 +188,10 @@ end
 -- applied: -> true, or false (it did not: plan again, now from the store).
 function Ledger:_pipeline_turn(ctx)
     if not ctx.overlaid then return true end
+    -- (ready before the batch before landed: the store's writer had its next phase waiting)
+    if not (ctx.after.released or ctx.after.done) then
+        self.stats.pipeline_ahead = (self.stats.pipeline_ahead or 0) + 1
+    end
     pipeline.wait_released(ctx.after)
     if ctx.after.landed then
         self.stats.pipelined = (self.stats.pipelined or 0) + 1
