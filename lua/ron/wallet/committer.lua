@@ -415,7 +415,11 @@ local function gather(self, k, fl)
     local job = q:recv(k)
     if job == nil then return nil end
     prune(fl)
-    if #fl >= 2 or job.kind ~= "money" or (#fl > 0 and self.held:busy()) then drain_all(fl) end
+    if job.kind ~= "money" or (#fl > 0 and self.held:busy()) then drain_all(fl)
+    elseif #fl >= 2 then -- (a third group: after the oldest's end, on the other's state)
+        pipeline.wait(fl[1].tok)
+        prune(fl)
+    end
     if #fl == 1 then await_plan(self, k, st, fl[1])
     elseif st and job.kind == "money" then linger(self, k, st, queued) end
     local group, after = {}, nil

@@ -177,6 +177,47 @@ describe("ron.wallet.committer: the pipeline's group sizing", function()
         local sizes = pipelined_run(1, 6)
         for _, n in ipairs(sizes) do assert.equal(1, n) end
     end)
+
+    it("starts a third group on the second's state once the first ended, the second still "
+       .. "in flight", function()
+        -- (it drained both before: the store's writer then had no phase while the third
+        -- group read and planned)
+        local seen = {}
+        S.run_task(function(task)
+            local w = { group_max = 256, group_linger_ms = 0, m = { worker_inflight = 0 },
+                        held = { suspect = function() end, apart_of = {},
+                                 busy = function() return false end }, log = print,
+                        T = task, clock = function() return uv.now() end }
+            w.queue = committer.queue(task, 1024, 1)
+            function w:_spawn(_, fn) return task.spawn("group", fn) end
+            function w:_run_job(job) committer.run_group(self, { job, tok = {} }) end
+            local finish = { task.channel(1), task.channel(1) }
+            local run_group = committer.run_group
+            committer.run_group = function(_, group)
+                local n = #seen + 1
+                seen[n] = { after = group.after, tok = group.tok }
+                task.sleep(2)
+                group.tok.items = {}
+                if finish[n] then finish[n]:recv(5000) end
+            end
+            local function money() return { kind = "money", r = { from = "P" } } end
+            for _ = 1, 6 do assert(w.queue:try_send(money())) end
+            local wk = task.spawn("worker", committer.worker, w, 1)
+            while #seen < 2 do task.sleep(1) end
+            assert(w.queue:try_send(money())) -- the third group's, both others in flight
+            task.sleep(10)
+            assert.equal(2, #seen)
+            finish[1]:try_send(true) -- the first ends; the second is still in flight
+            while #seen < 3 do task.sleep(1) end
+            assert.is_falsy(seen[2].tok.done)
+            assert.equal(seen[2].tok, seen[3].after)
+            finish[2]:try_send(true)
+            w.queue:close()
+            assert(wk:join(5000))
+            committer.run_group = run_group
+        end)
+        assert.equal(seen[1].tok, seen[2].after)
+    end)
 end)
 
 describe("ron.wallet.jobs: a pipelined group's commit timeout", function()
