@@ -41,6 +41,10 @@
 -- Every problem names its table and key ("postings <transfer>:<index>", "balances <account>
 -- <asset> shard <n>", "intents <key>", "events seq <n>", "transfers #<n> <id>", ...) and
 -- what differs.
+-- Memory (I-7, docs/LEDGER.md "Verify's memory"): every table is read a page at a time
+-- (store:scan), never whole; what is kept across rows is fixed-size per transfer and per
+-- output (verify.walk: ~330 bytes a transfer, ~500 a wallet's), and each phase's state is
+-- dropped before the next phase that does not read it.
 local acct = require("ron.accounting")
 local attest = require("ron.ledger.attest")
 local B = require("ron.ledger.bigint")
@@ -71,31 +75,29 @@ end
 _M.num = num
 
 -- The accepted losses of the feed: "tenant16 dim" -> list of { first, last, link }.
-local function losses_of(ctx, feed_list)
+local function losses_of(ctx)
     local losses = {}
-    for _, ev in ipairs(feed_list) do
-        if ev.kind == "usage.loss" then
-            local rec = type(ev.data) == "string" and ev.data or ""
-            local link = rec:sub(77, 108)
-            if not loss.seq(rec, link) then
-                ctx.problem(feed.where(ev.seq), "a usage.loss event without a loss record")
-            elseif ev.transfer_id ~= usage.b3(rec) then
-                ctx.problem(feed.where(ev.seq), "a usage.loss event whose id is not its "
-                            .. "record's b3")
-            else
-                local b = { rec:byte(109, 124) }
-                local function u64(o)
-                    local v = 0
-                    for k = 8, 1, -1 do v = v * 256 + b[o + k] end
-                    return v
-                end
-                local d = rec:byte(125)
-                local k = rec:sub(9, 24) .. " " .. rec:sub(126, 125 + d)
-                losses[k] = losses[k] or {}
-                local l = losses[k]
-                l[#l + 1] = { first = u64(0), last = u64(8), link = link }
-                ctx.sum.losses = ctx.sum.losses + 1
+    for _, ev in ipairs(ctx.losses_ev) do
+        local rec = type(ev.data) == "string" and ev.data or ""
+        local link = rec:sub(77, 108)
+        if not loss.seq(rec, link) then
+            ctx.problem(feed.where(ev.seq), "a usage.loss event without a loss record")
+        elseif ev.transfer_id ~= usage.b3(rec) then
+            ctx.problem(feed.where(ev.seq), "a usage.loss event whose id is not its "
+                        .. "record's b3")
+        else
+            local b = { rec:byte(109, 124) }
+            local function u64(o)
+                local v = 0
+                for k = 8, 1, -1 do v = v * 256 + b[o + k] end
+                return v
             end
+            local d = rec:byte(125)
+            local k = rec:sub(9, 24) .. " " .. rec:sub(126, 125 + d)
+            losses[k] = losses[k] or {}
+            local l = losses[k]
+            l[#l + 1] = { first = u64(0), last = u64(8), link = link }
+            ctx.sum.losses = ctx.sum.losses + 1
         end
     end
     return losses
@@ -146,8 +148,8 @@ local function chain(ctx, k, s, lost_list)
 end
 
 -- 6: every usage stream a chain; -> the streams known ("tenant16 dim" -> true).
-local function streams(ctx, feed_list)
-    local losses = losses_of(ctx, feed_list)
+local function streams(ctx)
+    local losses = losses_of(ctx)
     local keys, known = {}, {}
     for k in pairs(ctx.slices) do keys[#keys + 1] = k end
     for k in pairs(losses) do if not ctx.slices[k] then keys[#keys + 1] = k end end
@@ -160,30 +162,53 @@ local function streams(ctx, feed_list)
     return known
 end
 
+-- For --audit (ron.ledger.attest): the feed again, each event as the trail's records name
+-- it (seq, kind, id; a checkpoint's data), and every transfer's created_at_ms by its hex
+-- id. Without it only the checkpoint events (ctx.checkpoints) and no created_at.
+local function attest_inputs(ctx, opts)
+    if not opts.audit then return ctx.checkpoints, {} end
+    local list, created, T = {}, {}, ctx.tx
+    feed.each(ctx, function(ev)
+        list[#list + 1] = { seq = ev.seq, kind = ev.kind, transfer_id = ev.transfer_id,
+                            data = ev.kind == attest.KIND and ev.data or nil }
+    end)
+    for ord = 1, T.count do created[hex(T.id[ord])] = T.cat[ord] end
+    return list, created
+end
+
+-- The phases in order, each reading its tables a page at a time; what a phase leaves that
+-- no later one reads is dropped before the next (I-7; docs/LEDGER.md "Verify's memory").
 local function body(ctx, opts)
     schema.check(ctx)
     rows.meta(ctx)
     rows.books(ctx)
-    local feed_list = feed.read(ctx)
+    feed.read(ctx)
     rows.sagas(ctx)
     rows.accounts(ctx)
     walk.read(ctx)
     walk.replay(ctx)
+    local T = ctx.tx
+    ctx.ev_unstored, T.done = nil, nil
+    if not opts.audit then T.cat = nil end
     money.postings(ctx)
     money.balances(ctx)
+    ctx.out, ctx.pairs, T.base, T.nout = nil, nil, nil, nil
     rows.intents(ctx)
+    ctx.by_intent, ctx.alias, T.bh, T.intent, T.outcome = nil, nil, nil, nil, nil
     rows.heads(ctx)
     rows.transfer_accounts(ctx)
+    ctx.n_ord, T.pins, T.seq = nil, nil, nil
     feed.check_shortfalls(ctx)
-    rows.streams(ctx, streams(ctx, feed_list))
+    ctx.kept, ctx.ord_of, ctx.bal, ctx.need_head = nil, nil, nil, nil
+    rows.streams(ctx, streams(ctx))
     if opts.file_ledger then _M.file_ledger(opts.file_ledger, ctx.slices, ctx.problem, ctx.sum) end
     if opts.wal then
         _M.wal(opts.wal, opts.host or "ron-accounting", ctx.slices, ctx.problem, ctx.sum)
     end
-    local created = {}
-    for id, tr in pairs(ctx.transfers) do created[hex(id)] = tr.rec.created_at_ms end
-    attest.check(feed_list, { audit = opts.audit, book = ctx.book, audit_vkey = opts.audit_vkey,
-                              created_at = created }, ctx.problem, ctx.sum)
+    local list, created = attest_inputs(ctx, opts)
+    ctx.tx = nil
+    attest.check(list, { audit = opts.audit, book = ctx.book, audit_vkey = opts.audit_vkey,
+                         created_at = created }, ctx.problem, ctx.sum)
     ctx.sum.accounts = 0
     for _ in pairs(ctx.accounts) do ctx.sum.accounts = ctx.sum.accounts + 1 end
     return ctx.sum
@@ -199,10 +224,17 @@ function _M.run(store, opts)
         ctx.sum.problems = ctx.sum.problems + 1
         if opts.report then opts.report(where, format(what, ...)) end
     end
-    if not store.snapshot then return body(ctx, opts) end
-    local sum, err = store:snapshot(function() return body(ctx, opts) end)
-    if not sum then ctx.problem("store", "cannot read in one snapshot: %s", tostring(err)) end
-    return ctx.sum
+    if not store.snapshot then
+        body(ctx, opts)
+    else
+        local sum, err = store:snapshot(function() return body(ctx, opts) end)
+        if not sum then ctx.problem("store", "cannot read in one snapshot: %s", tostring(err)) end
+    end
+    -- What verify read is dropped here, not when ctx is: compiled traces may hold ctx (or a
+    -- table of it) as a constant until they are flushed (verify.feed.each_row).
+    local sum = ctx.sum
+    for k in pairs(ctx) do ctx[k] = nil end
+    return sum
 end
 
 -- Cross-check against the metering WAL (docs/FORMAT.md §4) through `HOST wal inspect

@@ -12,12 +12,15 @@
 --   sagas         each is a commit interrupted (reported: `ledger recover` finishes it);
 --   transfer_accounts  each names a stored transfer that pins its account;
 --   books, ledger_meta  this book; the schema version; the flush mark.
+-- Each table is read a page at a time; the intents in one pass, each claim after its
+-- outcome (the keys' order), keeping two map entries per outcome (rows.intents).
 local ledger = require("ron.ledger")
 local events = require("ron.ledger.events")
 local schema = require("ron.ledger.store.schema")
-local scan = require("ron.ledger.store.scan")
 local usage = require("ron.ledger.usage")
 local feed = require("ron.ledger.verify.feed")
+local walk = require("ron.ledger.verify.walk")
+local tnew = require("table.new")
 
 local format, hex, ipairs, pairs, rep, tostring, type =
       string.format, ledger.hex, ipairs, pairs, string.rep, tostring, type
@@ -27,6 +30,7 @@ local _M = {}
 local POLICY = { [0] = "no_overdraft", "capped", "uncapped" }
 local STATUS = { [0] = "open", "frozen", "closed" }
 local CLAIM = rep("\255", 256) -- the engine's claim rows (ron.ledger.ledger CLAIM_PREFIX)
+local NOBH, walk_where = walk.NOBH, walk.where
 
 -- A saga id that is pending: its own record, or its batch's (a member "<batch sid>/<k>").
 local function pending(ctx, sid)
@@ -34,11 +38,8 @@ local function pending(ctx, sid)
     return ctx.saga_ids[sid] or ctx.saga_ids[sid:match("^(.+)/%d+$") or ""] or false
 end
 
-local function all(ctx, name)
-    local rows, err = scan.all(ctx.store, name)
-    if not rows then ctx.problem(name, "cannot read: %s", tostring(err)) end
-    return rows or {}
-end
+-- each(row) for every row of a table, a page at a time (verify.feed.each_row).
+local function each(ctx, name, fn) return feed.each_row(ctx, name, fn) end
 
 -- ---- accounts ----
 
@@ -86,7 +87,7 @@ end
 function _M.accounts(ctx)
     ctx.accounts = {}
     local last = {}
-    for _, r in ipairs(all(ctx, "accounts")) do
+    each(ctx, "accounts", function(r)
         local w = format("accounts %s v%s", hex(tostring(r.id)), ctx.num(r.version))
         local a = account_row(ctx, r, w)
         local h = ctx.accounts[r.id] or {}
@@ -101,7 +102,7 @@ function _M.accounts(ctx)
             h[r.version] = a
         end
         last[r.id] = { version = r.version, a = a }
-    end
+    end)
     for id, ev in pairs(ctx.ev.account) do
         local a = not ev.matched and type(ev.data) == "string" and ledger.decode_account(ev.data)
         if a and events.account_id(ev.data) == id then
@@ -124,101 +125,113 @@ local function key_text(k)
 end
 _M.key_text = key_text
 
-local function committed(ctx, r, w)
-    local tr = ctx.by_intent[r.key]
-    if not tr then
-        return ctx.problem(w, "committed to %s, but no transfer carries this intent",
+-- How problems name an intents row (made for a problem only).
+local function iw(r) return "intents " .. key_text(r.key) end
+
+-- A committed outcome against the transfer carrying its intent (verify.walk's columns).
+local function committed(ctx, r)
+    local T, ord = ctx.tx, ctx.by_intent[r.key]
+    if not ord then
+        return ctx.problem(iw(r), "committed to %s, but no transfer carries this intent",
                            hex(tostring(r.transfer_id)))
     end
-    tr.outcome = true
-    if r.transfer_id ~= tr.rec.id then
-        ctx.problem(w, "names transfer %s, the transfer carrying it is %s",
-                    hex(tostring(r.transfer_id)), hex(tr.rec.id))
+    T.outcome[ord] = true
+    if r.transfer_id ~= T.id[ord] then
+        ctx.problem(iw(r), "names transfer %s, the transfer carrying it is %s",
+                    hex(tostring(r.transfer_id)), hex(T.id[ord]))
     end
     if r.code ~= nil or r.message ~= nil then
-        ctx.problem(w, "a committed outcome with a code or a message")
+        ctx.problem(iw(r), "a committed outcome with a code or a message")
     end
-    local d = tr.ev and tr.ev.d
-    if d and not feed.legacy(ctx, tr.ev) and d.body_hash ~= r.body_hash then
-        ctx.problem(w, "its body hash differs from its transfer's event (seq %d)", tr.ev.seq)
+    local bh = T.bh[ord] -- (nil: no decoded event)
+    if bh ~= nil and not feed.legacy(ctx, T.seq[ord]) and (bh ~= NOBH and bh or nil) ~= r.body_hash
+    then
+        ctx.problem(iw(r), "its body hash differs from its transfer's event (seq %d)", T.seq[ord])
     end
 end
 
-local function rejected(ctx, r, w)
+local function rejected(ctx, r)
     local ev = ctx.ev.rejection[events.rejection_id(r.key)]
     local d = ev and ev.d
-    if not ev then return ctx.problem(w, "a stored rejection no rejection event names") end
+    if not ev then return ctx.problem(iw(r), "a stored rejection no rejection event names") end
     ev.matched = true
     if d and (d.intent ~= r.key or d.code ~= r.code or d.message ~= r.message
               or d.body_hash ~= r.body_hash) then
-        ctx.problem(w, "differs from its rejection event (seq %d): code %s, body hash, message",
+        ctx.problem(iw(r), "differs from its rejection event (seq %d): code %s, body hash, message",
                     ev.seq, ctx.num(r.code))
     end
-    if r.transfer_id ~= nil then ctx.problem(w, "a rejection that names a transfer") end
+    if r.transfer_id ~= nil then ctx.problem(iw(r), "a rejection that names a transfer") end
 end
 
--- The keys events name besides their intents (the wallet's Idempotency-Key rows).
+-- The keys events name besides their intents (the wallet's Idempotency-Key rows):
+-- ctx.alias, key -> the ord of the transfer whose event names it (negative once its row is
+-- found), or the event ({ seq, d }: a rejection's, or a transfer event of no stored
+-- transfer). The transfer events' were set by the replay (verify.walk); the rejections'
+-- are added here, over them (as before: transfers first, then rejections).
 local function aliases(ctx)
-    local out = {}
-    for _, kind in ipairs { events.TRANSFER, events.REJECTION } do
-        for _, ev in pairs(ctx.ev[kind]) do
-            for _, k in ipairs(ev.d and type(ev.d.keys) == "table" and ev.d.keys or {}) do
-                out[k] = ev
-            end
+    local out = ctx.alias
+    for _, ev in pairs(ctx.ev[events.REJECTION]) do
+        for _, k in ipairs(ev.d and type(ev.d.keys) == "table" and ev.d.keys or {}) do
+            out[k] = ev
         end
     end
     return out
 end
 
-local function claimed(ctx, r, w, by_key, alias)
+-- A named key's row: its event's seq and body hash, marked seen.
+local function alias_of(ctx, alias, key)
+    local ev = alias[key]
+    if type(ev) == "number" then
+        local ord = ev < 0 and -ev or ev
+        alias[key] = -ord
+        local bh = ctx.tx.bh[ord]
+        return ctx.tx.seq[ord], bh ~= NOBH and bh or nil
+    end
+    ev.alias_seen = ev.alias_seen or {}
+    ev.alias_seen[key] = true
+    return ev.seq, ev.d.body_hash
+end
+
+-- outcome: key -> the body hash (NOBH: none) of the row of that key, unless claimed
+local function claimed(ctx, r, outcome, alias)
     if r.code ~= nil or r.transfer_id ~= nil then
-        ctx.problem(w, "a claimed row with a code or a transfer")
+        ctx.problem(iw(r), "a claimed row with a code or a transfer")
     end
     if r.key:sub(1, 256) == CLAIM then
-        local o = by_key[r.key:sub(257)]
-        if o and o.status ~= "claimed" then
-            if o.body_hash ~= r.body_hash then
-                ctx.problem(w, "its body hash differs from its intent's outcome")
+        local bh = outcome[r.key:sub(257)]
+        if bh ~= nil then
+            if (bh ~= NOBH and bh or nil) ~= r.body_hash then
+                ctx.problem(iw(r), "its body hash differs from its intent's outcome")
             end
         elseif not pending(ctx, r.message) then
-            ctx.problem(w, "a claim with no outcome and no pending saga")
+            ctx.problem(iw(r), "a claim with no outcome and no pending saga")
         end
         return
     end
-    local ev = alias[r.key]
-    if ev then
-        ev.alias_seen = ev.alias_seen or {}
-        ev.alias_seen[r.key] = true
-        if ev.d.body_hash ~= r.body_hash then
-            ctx.problem(w, "its body hash differs from the event (seq %d) that names it", ev.seq)
+    if alias[r.key] then
+        local seq, bh = alias_of(ctx, alias, r.key)
+        if bh ~= r.body_hash then
+            ctx.problem(iw(r), "its body hash differs from the event (seq %d) that names it", seq)
         end
     else
         ctx.sum.unchecked = ctx.sum.unchecked + 1 -- (docs: an unnamed key row)
     end
 end
 
-function _M.intents(ctx)
-    local rows, by_key = all(ctx, "intents"), {}
-    for _, r in ipairs(rows) do if type(r.key) == "string" then by_key[r.key] = r end end
-    local alias = aliases(ctx)
-    for _, r in ipairs(rows) do
-        local w = "intents " .. key_text(r.key)
-        if type(r.key) ~= "string" then ctx.problem(w, "a key that is not bytes")
-        elseif r.status == "committed" then committed(ctx, r, w)
-        elseif r.status == "rejected" then rejected(ctx, r, w)
-        elseif r.status == "claimed" then claimed(ctx, r, w, by_key, alias)
-        else ctx.problem(w, "unknown status %q", tostring(r.status)) end
-    end
-    for _, r in ipairs(rows) do -- every outcome of the engine was claimed first (LED-27)
-        if (r.status == "committed" or r.status == "rejected") and not by_key[CLAIM .. r.key] then
-            ctx.problem("intents " .. key_text(CLAIM .. r.key), "missing: its intent has an "
+-- The problems left once every intents row is read: outcomes without their claim,
+-- transfers, rejection events and named keys without their row.
+local function intents_missing(ctx, need, alias)
+    for key, n in pairs(need) do
+        for _ = 1, n do
+            ctx.problem("intents " .. key_text(CLAIM .. key), "missing: its intent has an "
                         .. "outcome, which the engine stores only after claiming it")
         end
     end
-    for intent, tr in pairs(ctx.by_intent) do
-        if not tr.outcome then
+    local T = ctx.tx
+    for intent, ord in pairs(ctx.by_intent) do
+        if not T.outcome[ord] then
             ctx.problem("intents " .. key_text(intent), "missing: %s commits this intent",
-                        tr.where)
+                        walk_where(ctx, ord))
         end
     end
     for _, ev in pairs(ctx.ev.rejection) do
@@ -228,33 +241,68 @@ function _M.intents(ctx)
         end
     end
     for k, ev in pairs(alias) do
-        if not (ev.alias_seen and ev.alias_seen[k]) then
-            ctx.problem("intents " .. key_text(k), "missing: the event at seq %d names it",
-                        ev.seq)
+        local seen, seq
+        if type(ev) == "number" then
+            seen, seq = ev < 0, T.seq[ev]
+        else
+            seen, seq = ev.alias_seen and ev.alias_seen[k], ev.seq
+        end
+        if not seen then
+            ctx.problem("intents " .. key_text(k), "missing: the event at seq %d names it", seq)
         end
     end
-    ctx.sum.intents = #rows
+end
+
+-- Every intents row, a page at a time. A claim's key (256 bytes 0xff, then its intent)
+-- sorts after its intent's key, as every key after every key it prefixes with CLAIM (the
+-- stores order keys bytewise; SQLite's claims come after its intents rows), so a claim is
+-- read after its outcome: what is kept is, per outcome, its body hash and whether its claim
+-- is still to come (two map entries keyed by the intent's interned string), no row.
+function _M.intents(ctx)
+    local alias, outcome, need, n = aliases(ctx), {}, {}, 0
+    ctx.tx.outcome = tnew(ctx.tx.count, 0)
+    each(ctx, "intents", function(r)
+        n = n + 1
+        if type(r.key) ~= "string" then return ctx.problem(iw(r), "a key that is not bytes") end
+        if r.status == "claimed" then
+            outcome[r.key] = nil
+        else
+            outcome[r.key] = r.body_hash == nil and NOBH or r.body_hash
+        end
+        if r.key:sub(1, 256) == CLAIM then need[r.key:sub(257)] = nil end
+        if r.status == "committed" or r.status == "rejected" then
+            need[r.key] = (need[r.key] or 0) + 1 -- (every outcome was claimed first: LED-27)
+        end
+        if r.status == "committed" then committed(ctx, r)
+        elseif r.status == "rejected" then rejected(ctx, r)
+        elseif r.status == "claimed" then claimed(ctx, r, outcome, alias)
+        else ctx.problem(iw(r), "unknown status %q", tostring(r.status)) end
+    end)
+    intents_missing(ctx, need, alias)
+    ctx.sum.intents = n
+    alias, outcome, need = nil, nil, nil -- (not a trace's constant: verify.feed.each_row)
 end
 
 -- ---- the rest ----
 
 function _M.sagas(ctx)
     ctx.saga_ids = {}
-    local rows = all(ctx, "sagas")
-    for _, s in ipairs(rows) do
-        ctx.saga_ids[s.id] = true
-        ctx.problem("sagas " .. tostring(s.id), "pending in phase %s: a commit was interrupted; "
+    local n = 0
+    each(ctx, "sagas", function(sg)
+        n = n + 1
+        ctx.saga_ids[sg.id] = true
+        ctx.problem("sagas " .. tostring(sg.id), "pending in phase %s: a commit was interrupted; "
                     .. "`ron-accounting ledger recover` (or the exporter's next start) "
-                    .. "finishes it", tostring(s.phase))
-    end
-    ctx.sum.sagas = #rows
+                    .. "finishes it", tostring(sg.phase))
+    end)
+    ctx.sum.sagas = n
 end
 
 -- Every head names a stored account and is free or held by a pending saga; every capped
 -- pair a transfer debited has its head (verify.walk: ctx.need_head).
 function _M.heads(ctx)
     local seen = {}
-    for _, h in ipairs(all(ctx, "heads")) do
+    each(ctx, "heads", function(h)
         local w = format("heads %s %s/%s", hex(tostring(h.account)), tostring(h.asset_code),
                          ctx.num(h.scale))
         seen[tostring(h.account) .. "\0" .. tostring(h.asset_code) .. "/" .. tostring(h.scale)]
@@ -263,7 +311,7 @@ function _M.heads(ctx)
         if h.holder ~= nil and not pending(ctx, h.holder) then
             ctx.problem(w, "held by %s, which is no pending saga", key_text(h.holder))
         end
-    end
+    end)
     for k, n in pairs(ctx.need_head or {}) do
         if not seen[k] then
             ctx.problem(format("heads %s %s/%d", hex(n.account), n.asset.code, n.asset.scale),
@@ -272,30 +320,40 @@ function _M.heads(ctx)
     end
 end
 
-function _M.transfer_accounts(ctx)
-    for _, r in ipairs(all(ctx, "transfer_accounts")) do
-        local w = format("transfer_accounts %s n%s", hex(tostring(r.account)), ctx.num(r.n))
-        local tr = ctx.by_n[r.n]
-        local pinned = false
-        for _, p in ipairs(tr and tr.t and tr.t.pins or {}) do
-            if p.account == r.account then pinned = true end
-        end
-        if not tr then ctx.problem(w, "names no stored transfer")
-        elseif not pinned then ctx.problem(w, "%s does not pin this account", tr.where) end
+-- Does transfer ord pin account (its pinned accounts: 16 bytes each, verify.walk)?
+local function pins(ctx, ord, account)
+    local list = ctx.tx.pins[ord]
+    if type(account) ~= "string" or #account ~= 16 then return false end
+    local at = list:find(account, 1, true)
+    while at do
+        if at % 16 == 1 then return true end
+        at = list:find(account, at + 1, true)
     end
+    return false
+end
+
+function _M.transfer_accounts(ctx)
+    each(ctx, "transfer_accounts", function(r)
+        local ord = r.n ~= nil and ctx.n_ord[r.n]
+        if not (ord and pins(ctx, ord, r.account)) then
+            local w = format("transfer_accounts %s n%s", hex(tostring(r.account)), ctx.num(r.n))
+            if not ord then ctx.problem(w, "names no stored transfer")
+            else ctx.problem(w, "%s does not pin this account", walk_where(ctx, ord)) end
+        end
+    end)
 end
 
 function _M.books(ctx)
-    for _, b in ipairs(all(ctx, "books")) do
+    each(ctx, "books", function(b)
         if b.id ~= ctx.book then
             ctx.problem("books " .. tostring(b.id), "another book: this store's is %s "
                         .. "(verify checks one book, and a store holds one)", ctx.book)
         end
-    end
+    end)
 end
 
 function _M.meta(ctx)
-    for _, m in ipairs(all(ctx, "ledger_meta")) do
+    each(ctx, "ledger_meta", function(m)
         local w = "ledger_meta " .. tostring(m.key)
         if m.key == "schema_version" then
             if m.value ~= tostring(schema.VERSION) then
@@ -305,18 +363,18 @@ function _M.meta(ctx)
         elseif m.key ~= "flush" then -- (the flush mark: random bytes, LED-50)
             ctx.problem(w, "an unknown meta row")
         end
-    end
+    end)
 end
 
 -- usage_streams rows of streams no transfer and no loss names (the known ones are checked
 -- against their chains by verify's step 6).
 function _M.streams(ctx, known)
-    for _, r in ipairs(all(ctx, "usage_streams")) do
+    each(ctx, "usage_streams", function(r)
         if not known[tostring(r.tenant) .. " " .. tostring(r.dimension)] then
             ctx.problem("usage_streams " .. _M.stream_name(r.tenant, r.dimension),
                         "a stream head no usage transfer and no accepted loss names")
         end
-    end
+    end)
 end
 
 -- A stream as the problems name it: the tenant's UUID (hex when it is not 16 bytes) and
