@@ -121,6 +121,12 @@ if(RA_BUILD_LEDGER)
     COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
       $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-ledger-rating-pg.lua
       --no-single --batches 1024 --daemon 1024 --dir ${RA_BENCH_OUT} --out ${_bench_results})
+  # `ledger verify` over a book of 100,000 transfers (I-7, docs/LEDGER.md "Verify's memory"):
+  # seconds, peak RSS and the Lua heap per transfer, against reading every table whole.
+  list(APPEND _bench_cmds
+    COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+      $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-ledger-verify.lua
+      --out ${_bench_results})
 endif()
 
 # POST /v1/records under wrk (tests/bench/bench-ingest.sh): records/s and p99 through the
@@ -189,6 +195,9 @@ if(RA_LUAJIT)
 endif()
 if(RA_BUILD_HOST)
   list(APPEND _smoke_args -DHOST=$<TARGET_FILE:ron-accounting>)
+  if(RA_BUILD_LEDGER)
+    list(APPEND _smoke_args -DLEDGER=ON)
+  endif()
 endif()
 add_test(NAME "G-11 performance smoke"
   COMMAND ${CMAKE_COMMAND} ${_smoke_args} -P ${RA_BENCH_DIR}/smoke.cmake)

@@ -1,7 +1,8 @@
 # bench-smoke (ctest label bench-smoke): every benchmark runs with --quick, a tiny workload,
 # and must exit 0 and print at least one `BENCH {json}` line. It asserts nothing about time.
 # Invoked by cmake/bench.cmake as: cmake -DRECORD=... -DSEAL=... -DWAL=... -DLIB=... [-DLUAJIT=...]
-#   [-DHOST=ron-accounting (runs bench-export.lua and bench-fairness.lua)]
+#   [-DHOST=ron-accounting (runs bench-export.lua and bench-fairness.lua; with -DLEDGER=ON
+#   bench-ledger-verify.lua too)]
 #   -DLUA_SCRIPT=... -DLUA_DIR=... -DBENCH_DIR=... -DOUT=... -P smoke.cmake
 file(MAKE_DIRECTORY ${OUT})
 set(results ${OUT}/results.jsonl)
@@ -32,6 +33,10 @@ if(HOST)
           --bin ${HOST} --out ${results})
   run_one(bench-fairness.lua ${HOST} run ${BENCH_DIR}/bench-fairness.lua --quick --dir ${OUT}
           --out ${results})
+  if(LEDGER)
+    run_one(bench-ledger-verify.lua ${HOST} run ${BENCH_DIR}/bench-ledger-verify.lua --quick
+            --out ${results})
+  endif()
 endif()
 if(LUAJIT)
   set(ENV{LUA_PATH} "${LUA_DIR}/?.lua;${LUA_DIR}/?/init.lua;${BENCH_DIR}/?.lua;;")
