@@ -24,7 +24,6 @@ local B = require("bench_common") -- and lua/ on package.path
 local L = require("ron.ledger.ledger")
 local ledger = require("ron.ledger")
 local memory = require("ron.ledger.store.memory")
-local sql = require("ron.ledger.store.sql")
 
 local opts = { sizes = { 32, 64 }, payers = { 1, 16 }, groups = 200, rounds = 3 }
 B.args(arg, opts, { { "--sizes", "sizes", "nums" }, { "--payers", "payers", "nums" },
@@ -39,22 +38,7 @@ local USD = { code = "USD", scale = 2 }
 local EXT, SINK = ("E"):rep(16), ("S"):rep(16)
 
 -- The store's primitives timed (os.clock) and their heap growth counted: -> counters
-local function measured(s)
-    local c = { t = 0, kb = 0 }
-    for _, name in ipairs(sql.METHODS) do
-        local f = s[name]
-        if name ~= "many" and type(f) == "function" then
-            s[name] = function(self, ...)
-                local k0, t0 = collectgarbage("count"), os.clock()
-                local r = { f(self, ...) }
-                c.t = c.t + os.clock() - t0
-                c.kb = c.kb + collectgarbage("count") - k0
-                return unpack(r, 1, table.maxn(r))
-            end
-        end
-    end
-    return c
-end
+local function measured(s) return B.instrument(s, os.clock) end
 
 local function world(k)
     local s = memory.new()

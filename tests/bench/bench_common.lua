@@ -406,10 +406,11 @@ function _M.drive(chains, put)
 end
 
 -- A store's methods through a proxy that counts the calls (the offloaded SQLite store and
--- the PostgreSQL one are tables of methods): -> proxy, { calls = n }
+-- the PostgreSQL one are tables of methods), their time (clock) and the Lua heap they grew
+-- (kb): -> counters { n, by, t, tby, kb, saga_rows, saga_bytes }
 function _M.instrument(s, clock)
     clock = clock or function() return require("luv").hrtime() / 1e9 end
-    local c = { n = 0, by = {}, t = 0, tby = {}, saga_rows = 0, saga_bytes = 0 }
+    local c = { n = 0, by = {}, t = 0, tby = {}, kb = 0, saga_rows = 0, saga_bytes = 0 }
     for _, name in ipairs(require("ron.ledger.store.sql").METHODS) do
         local f = s[name]
         local sagas = name:match("_sagas$") ~= nil
@@ -418,10 +419,11 @@ function _M.instrument(s, clock)
             s[name] = function(self, ...)
                 c.n = c.n + 1
                 c.by[name] = c.by[name] + 1
-                local t0 = clock()
+                local k0, t0 = collectgarbage("count"), clock()
                 local r = { f(self, ...) }
                 local dt = clock() - t0
                 c.t, c.tby[name] = c.t + dt, c.tby[name] + dt
+                c.kb = c.kb + collectgarbage("count") - k0
                 if sagas and type(r[1]) == "table" then
                     c.saga_rows = c.saga_rows + #r[1]
                     for _, x in ipairs(r[1]) do c.saga_bytes = c.saga_bytes + #(x.data or "") end

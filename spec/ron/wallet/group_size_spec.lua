@@ -109,17 +109,24 @@ end)
 
 local PLAN_MS, PHASE_MS = 3, 12
 
+-- A wallet for committer.worker on task's scheduler, its groups through committer.run_group
+-- (which the cases replace); a lone job with no group in flight takes the single path,
+-- here the same fake.
+local function pipelined_wallet(task, linger_ms)
+    local w = { group_max = 256, group_linger_ms = linger_ms, m = { worker_inflight = 0 },
+                held = { suspect = function() end, apart_of = {},
+                         busy = function() return false end }, log = print,
+                T = task, clock = function() return uv.now() end }
+    w.queue = committer.queue(task, 1024, 1)
+    function w:_spawn(_, fn) return task.spawn("group", fn) end
+    function w:_run_job(job) committer.run_group(self, { job, tok = {} }) end
+    return w
+end
+
 local function pipelined_run(n_clients, n_groups)
     local sizes, after_set, overlap = {}, 0, 0
     S.run_task(function(task)
-        local w = { group_max = 256, group_linger_ms = 10, m = { worker_inflight = 0 },
-                    held = { suspect = function() end, apart_of = {},
-                             busy = function() return false end }, log = print,
-                    T = task, clock = function() return uv.now() end }
-        w.queue = committer.queue(task, 1024, 1)
-        function w:_spawn(_, fn) return task.spawn("group", fn) end
-        -- (a lone job with no group in flight: the single path, here the same fake)
-        function w:_run_job(job) committer.run_group(self, { job, tok = {} }) end
+        local w = pipelined_wallet(task, 10)
         local phase_busy = false
         local run_group = committer.run_group
         committer.run_group = function(_, group)
@@ -184,13 +191,7 @@ describe("ron.wallet.committer: the pipeline's group sizing", function()
         -- group read and planned)
         local seen = {}
         S.run_task(function(task)
-            local w = { group_max = 256, group_linger_ms = 0, m = { worker_inflight = 0 },
-                        held = { suspect = function() end, apart_of = {},
-                                 busy = function() return false end }, log = print,
-                        T = task, clock = function() return uv.now() end }
-            w.queue = committer.queue(task, 1024, 1)
-            function w:_spawn(_, fn) return task.spawn("group", fn) end
-            function w:_run_job(job) committer.run_group(self, { job, tok = {} }) end
+            local w = pipelined_wallet(task, 0)
             local finish = { task.channel(1), task.channel(1) }
             local run_group = committer.run_group
             committer.run_group = function(_, group)
