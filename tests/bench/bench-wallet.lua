@@ -685,6 +685,24 @@ end
 
 -- --soak: each case for opts.soak seconds in slices, RSS after each (nonces: slice k of
 -- a case uses WALLET_BASE + k * 2e6, below the next range for k < 250)
+-- A PostgreSQL store's postings table after a soak slice: live and dead tuples, the
+-- autovacuums and autoanalyzes so far (PostgreSQL's 16-source case slows down after ~90 s
+-- in a soak, docs/WALLET.md §8; the suspect is dead index entries between two vacuums).
+local function pg_postings_line(name, store)
+    if store.backend ~= "postgres" then return end
+    local ok, r = pcall(function()
+        return store.drv.db:query("SELECT n_live_tup, n_dead_tup, autovacuum_count, "
+            .. "autoanalyze_count, n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables "
+            .. "WHERE relname = 'postings' ORDER BY n_live_tup DESC LIMIT 1")
+    end)
+    local row = ok and r and r[1]
+    if not row then return end
+    print(format("%-8s %-15s postings: %s live, %s dead tuples; %s autovacuums, %s "
+                 .. "autoanalyzes; %s of %s updates HOT", name, "", tostring(row[1]),
+                 tostring(row[2]), tostring(row[3]), tostring(row[4]), tostring(row[5]),
+                 tostring(row[6])))
+end
+
 local function soak(T, name, srv, w, from, SINK, transfers)
     for _, c in ipairs { { "transfer", opts.accounts, 500000000 }, { "transfer_hot", 1, 0 },
                          { "balance" } } do
@@ -701,6 +719,7 @@ local function soak(T, name, srv, w, from, SINK, transfers)
                 transfers(c[1], c[2], c[3] + k * 2000000)
             end
             rss(name, format("%s+%ds", c[1], math.floor((uv.now() - t0) / 1000)))
+            pg_postings_line(name, w.led.store)
         end
     end
 end
