@@ -237,10 +237,7 @@ function Ledger:_atomic_batch(ctx, results, later)
     if ctx.pending then
         ctx.pending.landed = true
         -- nothing of this batch commits after its phase: the next one's may go now
-        if #later == 0 then
-            self.stats.pipeline_released = (self.stats.pipeline_released or 0) + 1
-            pipeline.release(ctx.pending)
-        end
+        if #later == 0 then pipeline.release(ctx.pending) end
     end
     self.stats.atomic_batches = (self.stats.atomic_batches or 0) + 1
     return self:_batch_done(ctx, results, later, evs, {}, rows)

@@ -47,20 +47,27 @@ local _M = {}
 local FIRST_PAGE = view.FIRST_PAGE
 local asset_key, insert_sorted, less = view.asset_key, view.insert_sorted, view.largest_less
 
--- Waits until tok's batch ended (its commit_many returned or raised).
-function _M.wait(tok)
-    if tok == nil or tok.done then return end
+-- Waits on tok's list (tok.waiters: for its end; tok.rwaiters: for its release or end)
+-- until over(tok) holds.
+local function wait_on(tok, list, over)
+    if tok == nil or over(tok) then return end
     local ch = task.channel(1, "ledger_pipeline")
-    tok.waiters = tok.waiters or {}
-    tok.waiters[#tok.waiters + 1] = ch
-    while not tok.done do
+    tok[list] = tok[list] or {}
+    tok[list][#tok[list] + 1] = ch
+    while not over(tok) do
         local v, err = ch:recv_through_shutdown()
-        if v == nil and err ~= nil and not tok.done then
+        if v == nil and err ~= nil and not over(tok) then
             error({ ledger_store_failure = true, name = "pipeline", class = "retry",
                     err = "the wait for the batch before this one ended: " .. tostring(err) }, 0)
         end
     end
 end
+
+local function ended(tok) return tok.done end
+local function released(tok) return tok.done or tok.released end
+
+-- Waits until tok's batch ended (its commit_many returned or raised).
+function _M.wait(tok) wait_on(tok, "waiters", ended) end
 
 -- tok's batch ended: its waiters go on.
 function _M.done(tok)
@@ -99,19 +106,7 @@ function _M.ack(tok)
 end
 
 -- Waits until tok's batch was released (_M.release) or ended.
-function _M.wait_released(tok)
-    if tok == nil or tok.done or tok.released then return end
-    local ch = task.channel(1, "ledger_pipeline")
-    tok.rwaiters = tok.rwaiters or {}
-    tok.rwaiters[#tok.rwaiters + 1] = ch
-    while not tok.done and not tok.released do
-        local v, err = ch:recv_through_shutdown()
-        if v == nil and err ~= nil and not tok.done and not tok.released then
-            error({ ledger_store_failure = true, name = "pipeline", class = "retry",
-                    err = "the wait for the batch before this one ended: " .. tostring(err) }, 0)
-        end
-    end
-end
+function _M.wait_released(tok) wait_on(tok, "rwaiters", released) end
 
 -- tok's planned transfers while its phase is in flight, else nil.
 function _M.items_of(tok)
