@@ -979,26 +979,18 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
         S.run_task(function(task)
             local tok_a, tok_b, deposited = {}, {}, false
             local other = engine(s, "n2", "q")
-            local st = setmetatable({}, { __index = function(_, k)
-                local v = s[k]
-                if type(v) ~= "function" then return v end
-                if k ~= "apply" then return function(_, ...) return v(s, ...) end end
-                return function(_, ops, opts)
-                    if phase.reads_only(ops, opts) then
-                        task.sleep(0)
-                        return v(s, ops, opts)
-                    end
-                    if tok_a.items and not deposited then
-                        -- (B planned: it waits for A, its plan made on its reads; a wait
-                        -- on its reads alone let B read again, the plan cache's fresh
-                        -- plan, after the deposit)
-                        while not (tok_a.waiters or tok_a.rwaiters) do task.sleep(1) end
-                        deposited = true
-                        assert(other:commit { intent = "dep", movements = { mv(sim.EXT, A, 100) } })
-                    end
-                    return v(s, ops, opts)
+            -- (pipelined_store's hook before each write phase: A's, once B planned)
+            local st = pipelined_store(s, task, function()
+                if tok_a.items and not deposited then
+                    -- (B planned: it waits for A, its plan made on its reads; a wait on its
+                    -- reads alone let B read again, the plan cache's fresh plan, after the
+                    -- deposit)
+                    while not (tok_a.waiters or tok_a.rwaiters) do task.sleep(1) end
+                    deposited = true
+                    assert(other:commit { intent = "dep", movements = { mv(sim.EXT, A, 100) } })
                 end
-            end })
+                return false
+            end)
             local led = engine(st, "n1", "p")
             for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
             assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
