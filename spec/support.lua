@@ -109,6 +109,21 @@ function S.rss_kb()
     return tonumber(res) * 4
 end
 
+-- The Lua heap in KB once full collections stop shrinking it. Each one halves
+-- LuaJIT's string table at most, and how far a loop of fresh strings grew that
+-- table depends on the heap earlier specs left: a heap-growth bound measured
+-- after a fixed number of collections is flaky in a full run.
+function S.settled_heap_kb()
+    local kb = collectgarbage("count")
+    for _ = 1, 24 do
+        collectgarbage()
+        local now = collectgarbage("count")
+        if now >= kb then return now end
+        kb = now
+    end
+    return kb
+end
+
 -- BLAKE3 of bytes as the real b3sum binary computes it (the oracle of PRODUCT.md §5).
 function S.b3sum(bytes)
     local path = S.tmpname(".bin")
