@@ -27,6 +27,11 @@
 -- its WAL flush) and flush() counts 0. With db = (the caller's connections) their own
 -- setting applies; flush() still makes everything before it durable.
 --
+-- JIT (issue 25): each connection of the pool this store makes runs with jit = off (the
+-- store's statements are index probes of milliseconds; see on_connect_of). With db = (the
+-- caller's connections), or behind a pooler that does not keep sessions, set it on the role
+-- instead: ALTER ROLE ... SET jit = off.
+--
 -- Same SQL as SQLite (ron.ledger.store.sql) with "$n::type" parameters; bytes travel as
 -- binary bytea parameters and come back as bytea hex text. The statements run under READ
 -- COMMITTED, one statement each (autocommit): the conditional WHERE / ON CONFLICT does the
@@ -50,7 +55,8 @@ local task = require("ron.base.task")
 local upgrade = require("ron.ledger.store.upgrade")
 local uv = require("luv")
 
-local type, error, tostring, tonumber, format = type, error, tostring, tonumber, string.format
+local type, error, tostring, tonumber, ipairs, format =
+    type, error, tostring, tonumber, ipairs, string.format
 
 local _M = { DEFAULT_SCHEMA = "ron_ledger" }
 
@@ -164,9 +170,7 @@ end
 -- LED-50, durability "ack": each connection commits without waiting for the WAL flush; the
 -- WAL is one ordered log, so a crash keeps a prefix of the commits, and flush() (a
 -- synchronous commit) makes all of them durable at once.
-local function ASYNC_COMMIT(db)
-    return db:exec("SET synchronous_commit = off")
-end
+local ASYNC_COMMIT = "SET synchronous_commit = off"
 
 -- 16 hex digits of the first 8 bytes (an application_name is at most 63 bytes)
 local function hex16(s) return ledger.hex(s:sub(1, 8)) end
@@ -262,18 +266,33 @@ local function check_opts(o)
     return name, durability
 end
 
--- Each new connection's settings: read-only (verify), or the durability and the node's tag.
+-- Each new connection's settings: JIT off; read-only (verify), or the durability and the
+-- node's tag.
+-- JIT off (issue 25): every statement of the store is bounded (a page, a list of at most
+-- MAX_BATCH keys, each an index probe or a few), so compiling one never pays; and the
+-- planner's estimate of a list read grows with the table, not with what it reads. A query
+-- of get_postings_by_pairs is estimated at 1/(accounts x statuses) of the postings, a tenth
+-- of that under its LIMIT (a column: 10%): with the wallet's 16 sources and one sink that
+-- is 1,303 rows at 480,000 postings where the index holds 0 or 1. Its 32 queries crossed
+-- jit_above_cost (100,000) with the postings' first ANALYZE, and every execution then
+-- compiled for 10-60 ms to run 0.3 ms of index probes (the same Limit over the same index
+-- scan as before: only "JIT:" was new); the wallet's transfers from 16 sources fell from
+-- 3,300/s to ~1,000/s after 90 s of a soak (docs/WALLET.md §8).
 local function on_connect_of(o, durability, me)
+    local sets = { "SET jit = off" }
     if o.readonly then -- (LED-69: verify never writes)
-        return function(c) return c:exec("SET default_transaction_read_only = on") end
+        sets[2] = "SET default_transaction_read_only = on"
+    else
+        if durability == "ack" then sets[#sets + 1] = ASYNC_COMMIT end
+        if me then sets[#sets + 1] = "SET application_name = '" .. me .. "'" end
     end
-    if not me then return durability == "ack" and ASYNC_COMMIT or nil end
     return function(c)
-        if durability == "ack" then
-            local ok, err, st, cls = ASYNC_COMMIT(c)
+        local ok, err, st, cls
+        for _, q in ipairs(sets) do
+            ok, err, st, cls = c:exec(q)
             if not ok then return ok, err, st, cls end
         end
-        return c:exec("SET application_name = '" .. me .. "'")
+        return ok, err, st, cls
     end
 end
 
