@@ -7,7 +7,7 @@
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
 --       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N] [--gc-pause N]
---       [--lane-min N]
+--       [--lane-min N] [--offload]
 --
 -- Slices of a real meter (one stream per tenant) rated through ron.ledger.exporter (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -49,6 +49,11 @@
 -- put_many the case made (its slices), flushed per batch; the same rows as above (the
 -- recorded rows in put_many-sized groups: with put_many calls at once their grouping is
 -- approximate).
+-- --offload: the SQLite batch and daemon cases on the offloaded driver (offload = true, the
+-- store `ron-accounting run` composes for the daemon's ledger: its statements in the libuv
+-- pool, reads on a second connection, checkpoints beside), labelled "sqlite-o"; their
+-- baselines write through a synchronous store of the same file. The CPU lines then also
+-- show the loop thread's share (the rest is the pool's).
 -- statements/slice: the store calls a rated slice costs (reads included). Per case also the
 -- wall time inside store calls per primitive, and the CPU per slice of this process and of
 -- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
@@ -92,12 +97,12 @@ B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "st
              { "--batch-streams", "batch_streams", "num" }, { "--put-batch", "put_batch", "num" },
              { "--put-parallel", "put_parallel", "num" }, { "--gc-pause", "gc_pause", "num" },
              { "--lane-min", "lane_min", "num" }, { "--daemon", "daemon", "nums" },
-             { "--batches", "batches", "nums" } },
+             { "--batches", "batches", "nums" }, { "--offload", "offload", "on" } },
        "ron-accounting run bench-ledger-rating-pg.lua [--quick] [--out FILE] [--dir DIR] "
            .. "[--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite] "
            .. "[--batches B,B,..] [--batch-slices N] [--batch-streams N] [--no-single] "
            .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] [--put-parallel N] [--gc-pause N] "
-           .. "[--lane-min N]")
+           .. "[--lane-min N] [--offload]")
 if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
 if opts.quick then
     opts.slices, opts.statement_slices, opts.batch_slices = 160, 32, 1024
@@ -312,21 +317,32 @@ end
 
 -- A measured run starts: PostgreSQL's statistics reset, the recorder (rec) and the profiler
 -- on. -> this process's CPU, the server's, the clock
+local loop_cpu0
 local function measure_start(rec)
     pg_stats_reset()
     local cpu0, srv0 = proc_cpu("self"), server_cpu()
+    loop_cpu0 = proc_cpu("thread-self")
     local t0 = now()
     rec.on = true
     prof(true)
     return cpu0, srv0, t0
 end
 
--- It ends. -> seconds, this process's CPU seconds, the server's
+-- It ends. -> seconds, this process's CPU seconds, the server's, the loop thread's
 local function measure_end(rec, cpu0, srv0, t0)
     prof(false)
     rec.on = false
     local dt = now() - t0
-    return dt, proc_cpu("self") - cpu0, server_cpu() - srv0
+    return dt, proc_cpu("self") - cpu0, server_cpu() - srv0, proc_cpu("thread-self") - loop_cpu0
+end
+
+-- The store the baselines write through: s itself, or for an offloaded SQLite store (whose
+-- connections are the pool's) a synchronous store of the same file, as bench-wallet's
+-- same rows. -> that store, a function that closes it when it is not s
+local function baseline_store(s)
+    if not s.offloaded then return s, function() end end
+    local b = assert(store.open { backend = "sqlite", path = s.path, durability = s.durability })
+    return b, function() b:close() end
 end
 
 -- The same rows plain (same_rows.lua) as the put_many calls rec recorded wrote them, call by
@@ -367,7 +383,7 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
         local r = e:put_many(b)
         for i = 1, #b do assert(r[i][1] == "ok", tostring(r[i][1]) .. " " .. tostring(r[i][2])) end
     end
-    local dt, cpu_self, cpu_srv = measure_end(rec, cpu0, srv0, t0)
+    local dt, cpu_self, cpu_srv, cpu_loop = measure_end(rec, cpu0, srv0, t0)
     local stats = pg_stats_read(#all)
     local total = #all
     local sps = total / dt
@@ -381,20 +397,22 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     local tparts = store_times(calls, tby0, total, 6)
     local in_store = calls.t - ct0
     -- the baseline: the same rows, the same batching, the same durability
-    assert(exec_ddl_of(s)(plain_ddl(s)))
+    local bs, close_bs = baseline_store(s)
+    assert(exec_ddl_of(bs)(plain_ddl(bs)))
     local tb0 = now()
     for _, b in ipairs(batches) do
         for i = 1, #b, 1024 do
             local g = {}
             for j = i, math.min(#b, i + 1023) do g[#g + 1] = b[j] end
-            assert(assert(s.drv:write(plain_insert(s, #g), row_binds(g))) == #g)
+            assert(assert(bs.drv:write(plain_insert(bs, #g), row_binds(g))) == #g)
         end
-        if s.durability == "ack" then assert(s:flush() == 1) end
+        if bs.durability == "ack" then assert(bs:flush() == 1) end
     end
     local base = total / (now() - tb0)
     local ratio = sps / base
     -- the same rows, plain (same_rows.lua)
-    local nrows, same_dt = same_rows_run(s, rec, exec_ddl_of)
+    local nrows, same_dt = same_rows_run(bs, rec, exec_ddl_of)
+    close_bs()
     local same = total / same_dt
     local ratio_same = sps / same
     local label = ("%s ack batch %4d, %3d stream%s"):format(backend, bsize, streams,
@@ -410,8 +428,9 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
            .. "(Lua) %.0f us; top calls (us/slice): %s"):format(dt / total * 1e6,
            in_store / total * 1e6, 100 * in_store / dt, (dt - in_store) / total * 1e6,
            table.concat(tparts, ", ")))
-    print(("    CPU per slice: this process %.0f us, the PostgreSQL server %.0f us (load %s)")
-          :format(cpu_self / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
+    print(("    CPU per slice: this process %.0f us (its loop thread %.0f), the PostgreSQL "
+           .. "server %.0f us (load %s)"):format(cpu_self / total * 1e6, cpu_loop / total * 1e6,
+                                                cpu_srv / total * 1e6, B.loadavg()))
     pg_stats_print(stats, #batches)
     emit(('{"bench":"ledger-rating","name":"rating_batch_%s_%d_%d","params":{"slices":%d,'
           .. '"streams":%d,"batch":%d,"durability":"ack"},"slices_per_s":%.1f,'
@@ -467,7 +486,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         end)
     end
     for _, h in ipairs(workers) do assert(h:join()) end
-    local dt, cpu_self, cpu_srv = measure_end(rec, cpu0, srv0, t0)
+    local dt, cpu_self, cpu_srv, cpu_loop = measure_end(rec, cpu0, srv0, t0)
     assert(#failed == 0, failed[1])
     local total = streams * W
     local stats = pg_stats_read(total)
@@ -487,14 +506,16 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     for i = #parts, 9, -1 do parts[i] = nil end
     local tparts = store_times(calls, tby0, total, 8)
     -- baselines, the batching the case had
-    assert(exec_ddl_of(s)(plain_ddl(s)))
+    local bs, close_bs = baseline_store(s)
+    assert(exec_ddl_of(bs)(plain_ddl(bs)))
     local tb0 = now()
     for _, b in ipairs(sent) do
-        assert(assert(s.drv:write(plain_insert(s, #b), row_binds(b))) == #b)
-        if s.durability == "ack" then assert(s:flush() == 1) end
+        assert(assert(bs.drv:write(plain_insert(bs, #b), row_binds(b))) == #b)
+        if bs.durability == "ack" then assert(bs:flush() == 1) end
     end
     local base = total / (now() - tb0)
-    local nrows, same_dt, same_cpu = same_rows_run(s, rec, exec_ddl_of)
+    local nrows, same_dt, same_cpu = same_rows_run(bs, rec, exec_ddl_of)
+    close_bs()
     local same = total / same_dt
     local label = ("%s daemon %4d streams x %d"):format(backend, streams, W)
     print(("%-36s %6d slices: rated %8.0f slices/s (%5.2f store calls/slice), put_many %d "
@@ -511,9 +532,10 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
            .. "per slice)"):format(calls.saga_rows - sr0, calls.saga_bytes - sb0,
                                   (calls.saga_bytes - sb0) / total))
     print(("    time per slice %.0f us (store calls, overlapping: %.0f us); CPU per slice: this "
-           .. "process %.0f us (the same rows' INSERTs: %.0f us), the PostgreSQL server %.0f us "
-           .. "(load %s)"):format(dt / total * 1e6, (calls.t - ct0) / total * 1e6,
-           cpu_self / total * 1e6, same_cpu / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
+           .. "process %.0f us (its loop thread %.0f; the same rows' INSERTs: %.0f us), the "
+           .. "PostgreSQL server %.0f us (load %s)"):format(dt / total * 1e6,
+           (calls.t - ct0) / total * 1e6, cpu_self / total * 1e6, cpu_loop / total * 1e6,
+           same_cpu / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
     pg_stats_print(stats, nb)
     emit(('{"bench":"ledger-rating","name":"rating_daemon_%s_%d","params":{"slices":%d,'
           .. '"streams":%d,"windows":%d,"put_batch":%d,"put_parallel":%d},"slices_per_s":%.1f,'
@@ -548,9 +570,10 @@ local function run()
     local shapes = { 1, opts.streams }
     if opts.sqlite and #opts.batches + #opts.daemon > 0 then
         local p
-        batch_cases("sqlite  ", function()
+        batch_cases(opts.offload and "sqlite-o" or "sqlite  ", function()
             p = sqlite_path("batch")
-            return assert(store.open { backend = "sqlite", path = p, durability = "ack" })
+            return assert(store.open { backend = "sqlite", path = p, durability = "ack",
+                                       offload = opts.offload })
         end, function(s) return function(ddl) return s.drv:exec(ddl) end end)
         sqlite_path("batch")
     end
