@@ -568,7 +568,8 @@ local function cpu_snap(w)
              thread_cpu(), ss.checkpoints or 0, ss.checkpoints_inline or 0,
              ss.checkpoints_finish or 0, proc_io(), machine_cpu(), uv.hrtime(),
              st.pipelined or 0, st.pipeline_replans or 0, st.pipeline_early or 0,
-             st.pipeline_ahead or 0 }
+             st.pipeline_ahead or 0, st.atomic_batches or 0, st.atomic_batch_missed or 0,
+             st.atomic_batch_big or 0 }
 end
 
 -- the offloaded SQLite store's checkpoints beside its writes (docs/LEDGER.md)
@@ -642,6 +643,13 @@ local function cpu_line(name, w, snap, ok)
                  "planned again", name, "", (st.pipelined or 0) - snap[16],
                  (st.pipeline_early or 0) - snap[18], (st.pipeline_ahead or 0) - snap[19],
                  (st.pipeline_replans or 0) - snap[17]))
+    -- the batches not in one phase took the saga's phases: why (ron.ledger.engine.batch_atomic)
+    local nb = (st.batches or 0) - snap[8]
+    local one = (st.atomic_batches or 0) - snap[20]
+    print(format("%-8s %-15s phases: %d of %d batches in one transaction; the saga's phases " ..
+                 "for %d (%d whose guard missed, %d past the phase's bound, the rest handed " ..
+                 "over or empty)", name, "", one, nb, nb - one,
+                 (st.atomic_batch_missed or 0) - snap[21], (st.atomic_batch_big or 0) - snap[22]))
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
     tail_line(name)
     slow_line(name)

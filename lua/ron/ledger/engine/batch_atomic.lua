@@ -215,7 +215,10 @@ function Ledger:_atomic_batch(ctx, results, later)
     local ops = self:_atomic_batch_ops(ctx, rows)
     -- (a batch past a phase's bound, e.g. a head per capped pair of 1024 streams: the saga's
     -- phases, which hold fewer ops each; one op kept for a leased engine's guard, LED-71)
-    if #ops >= store_phase.MAX_OPS then return nil end
+    if #ops >= store_phase.MAX_OPS then
+        self.stats.atomic_batch_big = (self.stats.atomic_batch_big or 0) + 1
+        return nil
+    end
     if not self:_pipeline_turn(ctx) then return self:_atomic_batch(ctx, results, later) end
     -- (the next batch of a pipeline plans on this plan while the phase runs)
     if ctx.pending then ctx.pending.items = ctx.items end
