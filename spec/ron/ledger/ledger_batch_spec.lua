@@ -965,6 +965,80 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
         assert.is_true(replans > 0)
     end)
 
+    it("answers a released batch's members Unavailable when its flush fails after the "
+       .. "later batch's phase went, and their retries find each committed as one by one",
+       function()
+        -- A = [A -> B 60, A -> C 10] from A's 100; B = [A -> C 20], planned on A's change. A is
+        -- released as its phase lands (nothing of it commits after), so B's phase goes
+        -- before A's flush. That flush fails: A's members are answered Unavailable ("not
+        -- durable"), the one retry class. The caller's retries must find what A's phase
+        -- committed (replays, the same transfers), B's plan on it must stand, nothing twice.
+        local reqs = { { intent = "a1", movements = { mv(A, B, 60) } },
+                       { intent = "a2", movements = { mv(A, C, 10) } },
+                       { intent = "b1", movements = { mv(A, C, 20) } } }
+        local _, l1 = funded_world()
+        local one = {}
+        for i, r in ipairs(reqs) do one[i] = { l1:commit(r) } end
+        local s2 = memory.new()
+        local ra, rb, b_sent, stats
+        S.run_task(function(task)
+            local tok_a, tok_b, failing = {}, {}, false
+            -- (every flush fails while A is in flight: its phase's and its commit_many's;
+            -- once A is released, a flush first lets B's phase go, as the loop does while
+            -- A's flush runs on the pool)
+            local flush = s2.flush
+            s2.flush = function(self)
+                if failing and not tok_a.done then
+                    if tok_a.released then
+                        for _ = 1, 2000 do
+                            if tok_b.items or tok_b.done then break end
+                            task.sleep(1)
+                        end
+                        b_sent = tok_b.items ~= nil -- (set as B's phase is sent)
+                    end
+                    return nil, "IoError: injected flush failure", "io"
+                end
+                return flush(self)
+            end
+            local st = pipelined_store(s2, task)
+            local led = engine(st, "n1", "p")
+            for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
+            assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
+            failing = true
+            local ha = task.spawn("a", function()
+                ra = led:commit_many({ reqs[1], reqs[2] }, { pending = tok_a })
+                return true
+            end)
+            while not tok_a.items and not tok_a.done do task.sleep(0) end
+            local hb = task.spawn("b", function()
+                rb = led:commit_many({ reqs[3] }, { after = tok_a, pending = tok_b })
+                return true
+            end)
+            assert(ha:join(10000))
+            assert(hb:join(10000))
+            for i = 1, 2 do
+                assert.is_nil(ra[i][1])
+                assert.equal(L.ERR.Unavailable, ra[i][3])
+                assert.matches("not durable", ra[i][2])
+                ra[i] = { led:commit(reqs[i]) } -- (the caller's retry)
+            end
+            stats = led.stats
+        end)
+        assert.is_true(b_sent, "B's phase was sent before A's flush")
+        assert.equal(1, stats.pipelined)
+        for i = 1, 2 do
+            assert.truthy(ra[i][1], tostring(ra[i][2]))
+            assert.is_true(ra[i][1].replayed)
+            assert.equal(one[i][1].transfer_id, ra[i][1].transfer_id)
+        end
+        assert.truthy(rb[1][1], tostring(rb[1][2]))
+        assert.equal(one[3][1].transfer_id, rb[1][1].transfer_id)
+        assert.same(balances(l1.store), balances(s2))
+        assert.same({ 10, 60, 30 }, s2:get_balances { { account = A, asset = USD },
+            { account = B, asset = USD }, { account = C, asset = USD } })
+        assert(sim.verify(s2, "main"))
+    end)
+
     it("stores no rejection decided on the earlier batch's planned state: a deposit that "
        .. "committed before the earlier phase, after the later batch read, is counted",
        function()
