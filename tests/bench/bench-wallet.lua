@@ -551,6 +551,13 @@ local function thread_cpu()
 end
 
 local jit_count = B.jit_counter() -- the loop VM's traces and aborts per transfer case
+-- a counter table's copy (the counts at a case's start)
+local function copy_counts(t)
+    local c = {}
+    for k, v in pairs(t or {}) do c[k] = v end
+    return c
+end
+
 local function cpu_snap(w)
     histogram()
     for k in pairs(tail) do tail[k] = {} end
@@ -569,7 +576,7 @@ local function cpu_snap(w)
              ss.checkpoints_finish or 0, proc_io(), machine_cpu(), uv.hrtime(),
              st.pipelined or 0, st.pipeline_replans or 0, st.pipeline_early or 0,
              st.pipeline_ahead or 0, st.atomic_batches or 0, st.atomic_batch_missed or 0,
-             st.atomic_batch_big or 0 }
+             st.atomic_batch_big or 0, copy_counts(st.atomic_batch_missed_at) }
 end
 
 -- the offloaded SQLite store's checkpoints beside its writes (docs/LEDGER.md)
@@ -646,10 +653,17 @@ local function cpu_line(name, w, snap, ok)
     -- the batches not in one phase took the saga's phases: why (ron.ledger.engine.batch_atomic)
     local nb = (st.batches or 0) - snap[8]
     local one = (st.atomic_batches or 0) - snap[20]
+    local at = {}
+    for op, n in pairs(st.atomic_batch_missed_at or {}) do
+        if n > (snap[23][op] or 0) then at[#at + 1] = format("%s %d", op, n - (snap[23][op] or 0)) end
+    end
+    table.sort(at)
     print(format("%-8s %-15s phases: %d of %d batches in one transaction; the saga's phases " ..
-                 "for %d (%d whose guard missed, %d past the phase's bound, the rest handed " ..
+                 "for %d (%d whose guard missed%s, %d past the phase's bound, the rest handed " ..
                  "over or empty)", name, "", one, nb, nb - one,
-                 (st.atomic_batch_missed or 0) - snap[21], (st.atomic_batch_big or 0) - snap[22]))
+                 (st.atomic_batch_missed or 0) - snap[21],
+                 #at > 0 and (": " .. table.concat(at, ", ")) or "",
+                 (st.atomic_batch_big or 0) - snap[22]))
     print(format("%-8s %-15s groups of 2+ by size: %s", name, "", histogram()))
     tail_line(name)
     slow_line(name)

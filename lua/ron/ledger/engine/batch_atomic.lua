@@ -235,6 +235,11 @@ function Ledger:_atomic_batch(ctx, results, later)
     end
     if not evs then
         self.stats.atomic_batch_missed = (self.stats.atomic_batch_missed or 0) + 1
+        -- (which op's guard: res.at, "?" when the store failed; the bench prints them)
+        local at = res and res.at and ops[res.at] and ops[res.at][1] or "?"
+        local by = self.stats.atomic_batch_missed_at or {}
+        self.stats.atomic_batch_missed_at = by
+        by[at] = (by[at] or 0) + 1
         return nil
     end
     if ctx.pending then
