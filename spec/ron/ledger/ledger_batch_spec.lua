@@ -965,6 +965,74 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
         assert.is_true(replans > 0)
     end)
 
+    it("plans on the earlier batch's plan when its reads began during that phase and "
+       .. "returned after the batch ended; reads again when that batch ended its saga's way",
+       function()
+        -- A = [EXT -> A 100]; B = [A -> C 50], whose reads are taken while A's phase is in
+        -- flight (A's deposit not in them) and held until A's commit_many ended. One by one
+        -- B commits. Before the fix B's plan saw A ended, took no overlay, and stored an
+        -- InsufficientFunds on the stale reads (no account cache: nothing read again).
+        for _, a_misses in ipairs { false, true } do
+            local s = memory.new()
+            local ra, rb, reads, stats
+            S.run_task(function(task)
+                local tok_a, tok_b, hold = {}, {}, false
+                reads = 0
+                local st = setmetatable({}, { __index = function(_, k)
+                    local v = s[k]
+                    if type(v) ~= "function" then return v end
+                    if k ~= "apply" then return function(_, ...) return v(s, ...) end end
+                    return function(_, ops, opts)
+                        if phase.reads_only(ops, opts) then
+                            reads = reads + 1
+                            local r = { v(s, ops, opts) } -- (the reader's snapshot: now)
+                            if hold then
+                                hold = false
+                                while not tok_a.done do task.sleep(1) end
+                            end
+                            return unpack(r, 1, table.maxn(r))
+                        end
+                        task.sleep(1)
+                        -- (A's one-transaction phase misses: A takes its saga's phases)
+                        if a_misses and not tok_a.done and ops[1][1] == "put_intents" then
+                            return { ok = false, at = 1, { 0 } }
+                        end
+                        return v(s, ops, opts)
+                    end
+                end })
+                local led = engine(st, "n1", "p", { account_cache = 0 })
+                for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
+                local ha = task.spawn("a", function()
+                    ra = led:commit_many({ { intent = "a", movements = { mv(sim.EXT, A, 100) } } },
+                                         { pending = tok_a })
+                    return true
+                end)
+                while not tok_a.items and not tok_a.done do task.sleep(0) end
+                hold = true
+                local hb = task.spawn("b", function()
+                    rb = led:commit_many({ { intent = "b", movements = { mv(A, C, 50) } } },
+                                         { after = tok_a, pending = tok_b })
+                    return true
+                end)
+                assert(ha:join(10000))
+                assert(hb:join(10000))
+                stats = led.stats
+            end)
+            local where = a_misses and "A's saga" or "A released"
+            assert.truthy(ra[1][1], where .. ": A " .. tostring(ra[1][2]))
+            assert.truthy(rb[1][1], where .. ": B " .. tostring(rb[1][2]))
+            assert.same({ 50, 50 }, s:get_balances { { account = A, asset = USD },
+                                                     { account = C, asset = USD } }, where)
+            if a_misses then
+                assert.is_true(reads >= 3, where .. ": B read again") -- (A's, B's twice)
+                assert.is_nil(stats.pipelined, where)
+            else
+                assert.equal(1, stats.pipelined, where) -- (B's plan on A's, as it began)
+            end
+            assert(sim.verify(s, "main"))
+        end
+    end)
+
     it("answers a released batch's members Unavailable when its flush fails after the "
        .. "later batch's phase went, and their retries find each committed as one by one",
        function()

@@ -108,11 +108,18 @@ end
 -- A pipeline's later batch (ron.ledger.engine.pipeline) starts its view where the earlier
 -- batch's plan leaves it while that batch's phase runs (ctx.overlaid): -> true, or false
 -- when the view cannot (a payer list read cut at its page): the earlier batch's end was
--- waited for, plan again from the store.
-function Ledger:_plan_on_earlier(ctx, pidx, bal)
+-- waited for, plan again from the store. items: the earlier batch's plan as the reads
+-- began (pipeline.items_of then). Reads that began while that phase was in flight may
+-- predate its commit though they return after the batch ended: the view moves to its plan
+-- all the same (each edit a set) when it ended released (that plan was all it wrote), and
+-- is read again from the store when it ended otherwise (its saga's way, members after its
+-- phase: more than its plan). Nil items: it was not in flight with a plan then (the
+-- reads began after its end, _pipelined_plan).
+function Ledger:_plan_on_earlier(ctx, pidx, bal, items)
     ctx.overlaid = nil
-    local items = pipeline.items_of(ctx.after)
     if items == nil then return true end
+    local after = ctx.after
+    if after.done and not after.released then return false end
     if not pipeline.eligible(items, pidx) then
         pipeline.wait(ctx.after)
         return false
@@ -129,6 +136,7 @@ function Ledger:_plan_batch(ctx)
     for i, e in ipairs(ctx.batch) do reqs[i] = e.req end
     local r = view.wants(reqs)
     local payers = r.payers
+    local earlier = pipeline.items_of(ctx.after) -- (before the reads: _plan_on_earlier)
     local accts, res, got, cached = self:_plan_reads(ctx, r)
     local src = view.source(self, r, accts, res, got, true)
     local more = {}
@@ -149,7 +157,7 @@ function Ledger:_plan_batch(ctx)
         for i, p in ipairs(more) do p.list = r2[i] end
     end
     local bal, pidx = src.bal, r.pidx
-    if not self:_plan_on_earlier(ctx, pidx, bal) then return self:_plan_batch(ctx) end
+    if not self:_plan_on_earlier(ctx, pidx, bal, earlier) then return self:_plan_batch(ctx) end
     local items, rejects, handover, heads, hseen = {}, {}, {}, {}, {}
     -- what the validations below start from, for the last step's comparison (same_inputs):
     -- each pair's balance before the batch moved it, each account and consumed posting seen

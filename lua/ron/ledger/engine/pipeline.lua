@@ -8,9 +8,11 @@
 --   led:commit_many(reqs_b, { after = tok_a, pending = tok_b })   -- in another task
 --
 -- What A leaves (tok.items: A's planned transfers, set just before its phase is sent; tok.landed:
--- that phase committed as planned; tok.done: A's commit_many ended) is used by B's plan only
--- while A is not done, and only through the rules below, so that B's answers are exactly
--- those of committing B's requests one by one after A's:
+-- that phase committed as planned; tok.done: A's commit_many ended) is used by B's plan when
+-- B's reads began while A was not done (reads that began during A's phase may predate its
+-- commit, however late they return: if A ended released, B's view still moves to A's plan;
+-- if A ended otherwise, B reads again), and only through the rules below, so that B's
+-- answers are exactly those of committing B's requests one by one after A's:
 --   * B's view of each pair A moves: its balance is A's last `after` of it; each payer list
 --     loses the postings A consumes and gains A's outputs still Active at A's end, in
 --     selection order; each edit is a set (a posting already there, or gone, stays so),
