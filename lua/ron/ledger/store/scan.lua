@@ -251,15 +251,37 @@ function _M.memory(m, name, after, limit)
 end
 
 -- Every row of a table, paged (a caller that wants them all): -> list | nil, err, class
-function _M.all(store, name, page)
+-- The rows of table `name` one at a time, read a page of `page` (1000) at a time in key
+-- order (nothing of the table is held but the page): -> next() -> row | nil (the end) |
+-- false, err, class (cannot read; nil after it).
+function _M.cursor(store, name, page)
     page = page or 1000
-    local out, after = {}, nil
+    local rows, i, after, last = {}, 1, nil, false
+    return function()
+        if not rows[i] then
+            if last then return nil end
+            local got, err, class = store:scan(name, after, page)
+            if not got then
+                last, rows = true, {}
+                return false, err, class
+            end
+            rows, i, last = got, 1, #got < page
+            after = got[#got] and got[#got]._key
+            if not rows[1] then return nil end
+        end
+        i = i + 1
+        return rows[i - 1]
+    end
+end
+
+-- Every row of table `name`: -> { row, ... } | nil, err, class
+function _M.all(store, name, page)
+    local out, next_row = {}, _M.cursor(store, name, page)
     while true do
-        local rows, err, class = store:scan(name, after, page)
-        if not rows then return nil, err, class end
-        for _, r in ipairs(rows) do out[#out + 1] = r end
-        if #rows < page then return out end
-        after = rows[#rows]._key
+        local r, err, class = next_row()
+        if r == nil then return out end
+        if r == false then return nil, err, class end
+        out[#out + 1] = r
     end
 end
 

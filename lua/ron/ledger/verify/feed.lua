@@ -7,6 +7,7 @@
 -- replay, verify.walk, reads the feed again for the data).
 local ledger = require("ron.ledger")
 local events = require("ron.ledger.events")
+local scan = require("ron.ledger.store.scan")
 local usage = require("ron.ledger.usage")
 
 local format, hex, ipairs, pairs, tostring, type =
@@ -75,27 +76,16 @@ local function index(ctx, ev)
     end
 end
 
--- A table's rows one at a time, read a page at a time in key order (store:scan: nothing
--- of the table is held but the page): -> next() -> row | nil (the end) | false (cannot
--- read: reported). _M.PAGE rows a page (a spec sets it small to cross page boundaries).
+-- A table's rows one at a time (ron.ledger.store.scan's cursor: nothing of the table is
+-- held but the page): -> next() -> row | nil (the end) | false (cannot read: reported).
+-- _M.PAGE rows a page (a spec sets it small to cross page boundaries).
 _M.PAGE = 1000
 function _M.cursor(ctx, name)
-    local page, i, after, last, size = {}, 1, nil, false, _M.PAGE
+    local next_row = scan.cursor(ctx.store, name, _M.PAGE)
     return function()
-        if not page[i] then
-            if last then return nil end
-            local rows, err = ctx.store:scan(name, after, size)
-            if not rows then
-                ctx.problem(name, "cannot read: %s", tostring(err))
-                last, page = true, {}
-                return false
-            end
-            page, i, last = rows, 1, #rows < size
-            after = rows[#rows] and rows[#rows]._key
-            if not page[1] then return nil end
-        end
-        i = i + 1
-        return page[i - 1]
+        local row, err = next_row()
+        if row == false then ctx.problem(name, "cannot read: %s", tostring(err)) end
+        return row
     end
 end
 
