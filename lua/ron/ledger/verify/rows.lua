@@ -30,7 +30,7 @@ local _M = {}
 local POLICY = { [0] = "no_overdraft", "capped", "uncapped" }
 local STATUS = { [0] = "open", "frozen", "closed" }
 local CLAIM = rep("\255", 256) -- the engine's claim rows (ron.ledger.ledger CLAIM_PREFIX)
-local NOBH, walk_where = walk.NOBH, walk.where
+local keep_bh, stored_bh, walk_where = walk.keep_bh, walk.stored_bh, walk.where
 
 -- A saga id that is pending: its own record, or its batch's (a member "<batch sid>/<k>").
 local function pending(ctx, sid)
@@ -38,8 +38,8 @@ local function pending(ctx, sid)
     return ctx.saga_ids[sid] or ctx.saga_ids[sid:match("^(.+)/%d+$") or ""] or false
 end
 
--- each(row) for every row of a table, a page at a time (verify.feed.each_row).
-local function each(ctx, name, fn) return feed.each_row(ctx, name, fn) end
+-- each(ctx, name, fn): fn(row) for every row of a table, a page at a time
+local each = feed.each_row
 
 -- ---- accounts ----
 
@@ -144,8 +144,7 @@ local function committed(ctx, r)
         ctx.problem(iw(r), "a committed outcome with a code or a message")
     end
     local bh = T.bh[ord] -- (nil: no decoded event)
-    if bh ~= nil and not feed.legacy(ctx, T.seq[ord]) and (bh ~= NOBH and bh or nil) ~= r.body_hash
-    then
+    if bh ~= nil and not feed.legacy(ctx, T.seq[ord]) and stored_bh(bh) ~= r.body_hash then
         ctx.problem(iw(r), "its body hash differs from its transfer's event (seq %d)", T.seq[ord])
     end
 end
@@ -185,7 +184,7 @@ local function alias_of(ctx, alias, key)
         local ord = ev < 0 and -ev or ev
         alias[key] = -ord
         local bh = ctx.tx.bh[ord]
-        return ctx.tx.seq[ord], bh ~= NOBH and bh or nil
+        return ctx.tx.seq[ord], stored_bh(bh)
     end
     ev.alias_seen = ev.alias_seen or {}
     ev.alias_seen[key] = true
@@ -200,7 +199,7 @@ local function claimed(ctx, r, outcome, alias)
     if r.key:sub(1, 256) == CLAIM then
         local bh = outcome[r.key:sub(257)]
         if bh ~= nil then
-            if (bh ~= NOBH and bh or nil) ~= r.body_hash then
+            if stored_bh(bh) ~= r.body_hash then
                 ctx.problem(iw(r), "its body hash differs from its intent's outcome")
             end
         elseif not pending(ctx, r.message) then
@@ -267,7 +266,7 @@ function _M.intents(ctx)
         if r.status == "claimed" then
             outcome[r.key] = nil
         else
-            outcome[r.key] = r.body_hash == nil and NOBH or r.body_hash
+            outcome[r.key] = keep_bh(r.body_hash)
         end
         if r.key:sub(1, 256) == CLAIM then need[r.key:sub(257)] = nil end
         if r.status == "committed" or r.status == "rejected" then

@@ -51,6 +51,10 @@ _M.add = add
 -- A body hash column's value for an event whose data carries none (nil: no decoded event).
 local NOBH = {}
 _M.NOBH = NOBH
+-- A body hash into such a column (nil: NOBH), and back out of it (NOBH: nil).
+local function keep_bh(bh) if bh == nil then return NOBH end return bh end
+_M.keep_bh = keep_bh
+function _M.stored_bh(bh) if bh == NOBH then return nil end return bh end
 
 -- ctx.tx.done[ord] in the replay: its event met (SEEN), its transfer read (FETCHED).
 local SEEN, FETCHED = 1, 2
@@ -432,7 +436,7 @@ end
 local function event_of(ctx, ev, d)
     local T, ord = ctx.tx, ctx.ord_of[ev.transfer_id]
     if ord then
-        if d then T.bh[ord] = d.body_hash == nil and NOBH or d.body_hash end
+        if d then T.bh[ord] = keep_bh(d.body_hash) end
         if T.nout[ord] then
             feed.check_transfer(ctx, d, ev.seq, T.intent[ord], T.cat[ord], where, ord)
         end
@@ -507,21 +511,25 @@ end
 
 -- The transfers without an event, last, by row (each is a problem already: read again
 -- rather than held).
+local function without_event(ctx, ord, id)
+    local T = ctx.tx
+    return T.nout[ord] and not T.seq[ord] and ctx.ord_of[id] == ord
+end
+
 local function eventless(ctx, q)
     local T = ctx.tx
     local any = false
     for ord = 1, T.count do
-        if T.nout[ord] and not T.seq[ord] and ctx.ord_of[T.id[ord]] == ord then any = true end
+        if without_event(ctx, ord, T.id[ord]) then any = true end
     end
     if not any then return end
     local ord = 0
     feed.each_row(ctx, "transfers", function(rec)
         ord = ord + 1
-        local t = T.nout[ord] and not T.seq[ord] and ctx.ord_of[rec.id] == ord
-                  and ledger.decode_transfer(rec.bytes)
+        local t = without_event(ctx, ord, rec.id) and ledger.decode_transfer(rec.bytes)
         if t then offer(ctx, q, item(ctx, ord, t, nil)) end
     end)
-    T, q = nil, nil
+    q = nil -- (not a trace's constant: verify.feed.each_row)
 end
 
 -- The feed's order (a transfer without an event last, by row), each transfer held back
