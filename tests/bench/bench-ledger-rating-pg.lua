@@ -317,11 +317,10 @@ end
 
 -- A measured run starts: PostgreSQL's statistics reset, the recorder (rec) and the profiler
 -- on. -> this process's CPU, the server's, the clock
-local loop_cpu0
+-- (cpu0: this process's CPU and its loop thread's)
 local function measure_start(rec)
     pg_stats_reset()
-    local cpu0, srv0 = proc_cpu("self"), server_cpu()
-    loop_cpu0 = proc_cpu("thread-self")
+    local cpu0, srv0 = { proc_cpu("self"), proc_cpu("thread-self") }, server_cpu()
     local t0 = now()
     rec.on = true
     prof(true)
@@ -333,16 +332,8 @@ local function measure_end(rec, cpu0, srv0, t0)
     prof(false)
     rec.on = false
     local dt = now() - t0
-    return dt, proc_cpu("self") - cpu0, server_cpu() - srv0, proc_cpu("thread-self") - loop_cpu0
-end
-
--- The store the baselines write through: s itself, or for an offloaded SQLite store (whose
--- connections are the pool's) a synchronous store of the same file, as bench-wallet's
--- same rows. -> that store, a function that closes it when it is not s
-local function baseline_store(s)
-    if not s.offloaded then return s, function() end end
-    local b = assert(store.open { backend = "sqlite", path = s.path, durability = s.durability })
-    return b, function() b:close() end
+    return dt, proc_cpu("self") - cpu0[1], server_cpu() - srv0,
+           proc_cpu("thread-self") - cpu0[2]
 end
 
 -- The same rows plain (same_rows.lua) as the put_many calls rec recorded wrote them, call by
@@ -397,7 +388,7 @@ local function case_batch(backend, streams, bsize, n, open, exec_ddl_of)
     local tparts = store_times(calls, tby0, total, 6)
     local in_store = calls.t - ct0
     -- the baseline: the same rows, the same batching, the same durability
-    local bs, close_bs = baseline_store(s)
+    local bs, close_bs = B.sync_store(s)
     assert(exec_ddl_of(bs)(plain_ddl(bs)))
     local tb0 = now()
     for _, b in ipairs(batches) do
@@ -506,7 +497,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     for i = #parts, 9, -1 do parts[i] = nil end
     local tparts = store_times(calls, tby0, total, 8)
     -- baselines, the batching the case had
-    local bs, close_bs = baseline_store(s)
+    local bs, close_bs = B.sync_store(s)
     assert(exec_ddl_of(bs)(plain_ddl(bs)))
     local tb0 = now()
     for _, b in ipairs(sent) do

@@ -708,8 +708,9 @@ end
 -- --soak: each case for opts.soak seconds in slices, RSS after each (nonces: slice k of
 -- a case uses WALLET_BASE + k * 2e6, below the next range for k < 250)
 -- A PostgreSQL store's postings table after a soak slice: live and dead tuples, the
--- autovacuums and autoanalyzes so far (PostgreSQL's 16-source case slows down after ~90 s
--- in a soak, docs/WALLET.md §8; the suspect is dead index entries between two vacuums).
+-- autovacuums and autoanalyzes so far, its HOT updates (the 16-source case slowed down after
+-- the first autoanalyze until the store turned JIT off; its write phase still grows with
+-- the table, docs/WALLET.md §8).
 local function pg_postings_line(name, store)
     if store.backend ~= "postgres" then return end
     local ok, r = pcall(function()
@@ -795,9 +796,9 @@ local SAME_GROUPS = 128
 -- The same rows plain (same_rows.lua) after a transfer case: rec's groups on a connection
 -- that writes now (SQLite: a synchronous store of the same file; PostgreSQL: the store's).
 local function same_rows(name, raw, rec, label, rate)
-    local s, ddl = raw
+    local s, close = B.sync_store(raw)
+    local ddl
     if name == "sqlite" then
-        s = assert(store_mod.open { backend = "sqlite", path = raw.path })
         -- (no checkpoint inside its commits, as on the wallet's own writer: the WAL only
         -- grows meanwhile, so the figure is the rows' and their commits' alone)
         assert(s.drv:exec("PRAGMA wal_autocheckpoint = 0"))
@@ -806,7 +807,7 @@ local function same_rows(name, raw, rec, label, rate)
         ddl = function(stmt) return s.drv.db:exec(stmt) end
     end
     local r = SR.run(s, rec, ddl, { one_tx = true, tag = label })
-    if s ~= raw then s:close() end
+    close()
     local n, nrows, dt, by, groups = r.transfers, r.rows, r.seconds, r.by_table, r.groups
     if n == 0 then return end
     local parts = {}

@@ -405,6 +405,16 @@ function _M.drive(chains, put)
     return (uv.hrtime() - t0) / 1e9, counts
 end
 
+-- The store a baseline writes through: s itself, or for an offloaded SQLite store (whose
+-- connections are the pool's) a synchronous store of the same file. -> that store, and a
+-- function that closes it when it is not s
+function _M.sync_store(s)
+    if not s.offloaded then return s, function() end end
+    local b = assert(require("ron.ledger.store").open { backend = "sqlite", path = s.path,
+                                                         durability = s.durability })
+    return b, function() b:close() end
+end
+
 -- A store's methods through a proxy that counts the calls (the offloaded SQLite store and
 -- the PostgreSQL one are tables of methods), their time (clock) and the Lua heap they grew
 -- (kb): -> counters { n, by, t, tby, kb, saga_rows, saga_bytes }
