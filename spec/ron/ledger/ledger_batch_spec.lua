@@ -876,15 +876,22 @@ end)
 -- whose write phases wait a scheduler turn before they apply (as the offloaded store's
 -- writer does while the loop goes on), so that the later batch reads and plans while the
 -- earlier one's phase is in flight. miss(ops): that phase misses (applies nothing).
-local function pipelined_store(store, task, miss)
+-- held(): a read-only phase's answer, taken at once, is returned once held() returns (a
+-- reader whose snapshot predates what commits meanwhile).
+local function pipelined_store(store, task, miss, held)
     return setmetatable({}, { __index = function(_, k)
         local v = store[k]
         if type(v) ~= "function" then return v end
         if k ~= "apply" then return function(_, ...) return v(store, ...) end end
         return function(_, ops, opts)
             if phase.reads_only(ops, opts) then
-                task.sleep(0)
-                return v(store, ops, opts)
+                if not held then
+                    task.sleep(0)
+                    return v(store, ops, opts)
+                end
+                local r = { v(store, ops, opts) }
+                held()
+                return unpack(r, 1, table.maxn(r))
             end
             task.sleep(1)
             if miss and miss(ops) then return { ok = false, at = 1, { 0 } } end
@@ -978,28 +985,17 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
             S.run_task(function(task)
                 local tok_a, tok_b, hold = {}, {}, false
                 reads = 0
-                local st = setmetatable({}, { __index = function(_, k)
-                    local v = s[k]
-                    if type(v) ~= "function" then return v end
-                    if k ~= "apply" then return function(_, ...) return v(s, ...) end end
-                    return function(_, ops, opts)
-                        if phase.reads_only(ops, opts) then
-                            reads = reads + 1
-                            local r = { v(s, ops, opts) } -- (the reader's snapshot: now)
-                            if hold then
-                                hold = false
-                                while not tok_a.done do task.sleep(1) end
-                            end
-                            return unpack(r, 1, table.maxn(r))
-                        end
-                        task.sleep(1)
-                        -- (A's one-transaction phase misses: A takes its saga's phases)
-                        if a_misses and not tok_a.done and ops[1][1] == "put_intents" then
-                            return { ok = false, at = 1, { 0 } }
-                        end
-                        return v(s, ops, opts)
+                -- (A's one-transaction phase misses: A takes its saga's phases)
+                local function miss(ops)
+                    return a_misses and not tok_a.done and ops[1][1] == "put_intents"
+                end
+                local st = pipelined_store(s, task, miss, function()
+                    reads = reads + 1
+                    if hold then -- (B's first read: its answer kept until A ended)
+                        hold = false
+                        while not tok_a.done do task.sleep(1) end
                     end
-                end })
+                end)
                 local led = engine(st, "n1", "p", { account_cache = 0 })
                 for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
                 local ha = task.spawn("a", function()
