@@ -924,6 +924,26 @@ local function commit_pipelined(task, led, reqs, seed)
     return out
 end
 
+-- Batch A on led (opts.pending = tok_a), then, once A planned, on_planned() and batch B
+-- after it (opts.after = tok_a, opts.pending = tok_b), each in its own task. -> A's results,
+-- B's results
+local function commit_two(task, led, reqs_a, reqs_b, tok_a, tok_b, on_planned)
+    local ra, rb
+    local ha = task.spawn("a", function()
+        ra = led:commit_many(reqs_a, { pending = tok_a })
+        return true
+    end)
+    while not tok_a.items and not tok_a.done do task.sleep(0) end
+    if on_planned then on_planned() end
+    local hb = task.spawn("b", function()
+        rb = led:commit_many(reqs_b, { after = tok_a, pending = tok_b })
+        return true
+    end)
+    assert(ha:join(10000))
+    assert(hb:join(10000))
+    return ra, rb
+end
+
 describe("ledger commit_many pipelined (opts.after, issue 25)", function()
     it("answers as one by one while the later batch plans on the earlier's phase in flight "
        .. "(seeded property), and plans again when that phase missed", function()
@@ -998,20 +1018,10 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
                 end)
                 local led = engine(st, "n1", "p", { account_cache = 0 })
                 for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
-                local ha = task.spawn("a", function()
-                    ra = led:commit_many({ { intent = "a", movements = { mv(sim.EXT, A, 100) } } },
-                                         { pending = tok_a })
-                    return true
-                end)
-                while not tok_a.items and not tok_a.done do task.sleep(0) end
-                hold = true
-                local hb = task.spawn("b", function()
-                    rb = led:commit_many({ { intent = "b", movements = { mv(A, C, 50) } } },
-                                         { after = tok_a, pending = tok_b })
-                    return true
-                end)
-                assert(ha:join(10000))
-                assert(hb:join(10000))
+                ra, rb = commit_two(task, led,
+                                    { { intent = "a", movements = { mv(sim.EXT, A, 100) } } },
+                                    { { intent = "b", movements = { mv(A, C, 50) } } },
+                                    tok_a, tok_b, function() hold = true end)
                 stats = led.stats
             end)
             local where = a_misses and "A's saga" or "A released"
@@ -1069,17 +1079,7 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
             for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
             assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
             failing = true
-            local ha = task.spawn("a", function()
-                ra = led:commit_many({ reqs[1], reqs[2] }, { pending = tok_a })
-                return true
-            end)
-            while not tok_a.items and not tok_a.done do task.sleep(0) end
-            local hb = task.spawn("b", function()
-                rb = led:commit_many({ reqs[3] }, { after = tok_a, pending = tok_b })
-                return true
-            end)
-            assert(ha:join(10000))
-            assert(hb:join(10000))
+            ra, rb = commit_two(task, led, { reqs[1], reqs[2] }, { reqs[3] }, tok_a, tok_b)
             for i = 1, 2 do
                 assert.is_nil(ra[i][1])
                 assert.equal(L.ERR.Unavailable, ra[i][3])
@@ -1132,19 +1132,8 @@ describe("ledger commit_many pipelined (opts.after, issue 25)", function()
             local led = engine(st, "n1", "p")
             for _, a in ipairs(sim.ACCOUNTS) do assert(led:create_account(a)) end
             assert(led:commit { intent = "d", movements = { mv(sim.EXT, A, 100) } })
-            local ha = task.spawn("a", function()
-                ra = led:commit_many({ { intent = "a", movements = { mv(A, B, 60) } } },
-                                     { pending = tok_a })
-                return true
-            end)
-            while not tok_a.items and not tok_a.done do task.sleep(0) end
-            local hb = task.spawn("b", function()
-                rb = led:commit_many({ { intent = "b", movements = { mv(A, C, 100) } } },
-                                     { after = tok_a, pending = tok_b })
-                return true
-            end)
-            assert(ha:join(10000))
-            assert(hb:join(10000))
+            ra, rb = commit_two(task, led, { { intent = "a", movements = { mv(A, B, 60) } } },
+                                { { intent = "b", movements = { mv(A, C, 100) } } }, tok_a, tok_b)
             assert.is_true(deposited)
             stats = led.stats
         end)
