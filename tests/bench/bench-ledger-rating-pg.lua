@@ -7,7 +7,7 @@
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
 --       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N] [--gc-pause N]
---       [--lane-min N] [--offload]
+--       [--lane-min N] [--offload] [--stages]
 --
 -- Slices of a real meter (one stream per tenant) rated through ron.ledger.exporter (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -54,6 +54,8 @@
 -- pool, reads on a second connection, checkpoints beside), labelled "sqlite-o"; their
 -- baselines write through a synchronous store of the same file. The CPU lines then also
 -- show the loop thread's share (the rest is the pool's).
+-- --stages: the daemon cases also print the loop thread's CPU per slice by stage of a put_many
+-- (tests/bench/stages.lua: the exporter's and the engine's per-batch methods wrapped).
 -- statements/slice: the store calls a rated slice costs (reads included). Per case also the
 -- wall time inside store calls per primitive, and the CPU per slice of this process and of
 -- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
@@ -68,6 +70,7 @@ local H = B.pg_harness()
 local store = require("ron.ledger.store")
 local sql = require("ron.ledger.store.sql")
 local SR = require("same_rows")
+local ST = require("stages")
 local usage = require("ron.ledger.usage")
 local lexp = require("ron.ledger.exporter")
 
@@ -97,12 +100,13 @@ B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "st
              { "--batch-streams", "batch_streams", "num" }, { "--put-batch", "put_batch", "num" },
              { "--put-parallel", "put_parallel", "num" }, { "--gc-pause", "gc_pause", "num" },
              { "--lane-min", "lane_min", "num" }, { "--daemon", "daemon", "nums" },
-             { "--batches", "batches", "nums" }, { "--offload", "offload", "on" } },
+             { "--batches", "batches", "nums" }, { "--offload", "offload", "on" },
+             { "--stages", "stages", "on" } },
        "ron-accounting run bench-ledger-rating-pg.lua [--quick] [--out FILE] [--dir DIR] "
            .. "[--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite] "
            .. "[--batches B,B,..] [--batch-slices N] [--batch-streams N] [--no-single] "
            .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] [--put-parallel N] [--gc-pause N] "
-           .. "[--lane-min N] [--offload]")
+           .. "[--lane-min N] [--offload] [--stages]")
 if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
 if opts.quick then
     opts.slices, opts.statement_slices, opts.batch_slices = 160, 32, 1024
@@ -462,6 +466,8 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
                                 put_parallel = opts.put_parallel }
     local c0, ct0, by0, tby0 = calls_mark(calls)
     local sr0, sb0 = calls.saga_rows, calls.saga_bytes
+    if opts.stages then ST.install(e) end
+    local st0 = opts.stages and ST.mark()
     local cpu0, srv0, t0 = measure_start(rec)
     local workers, failed = {}, {}
     for t = 1, streams do
@@ -527,6 +533,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
            .. "PostgreSQL server %.0f us (load %s)"):format(dt / total * 1e6,
            (calls.t - ct0) / total * 1e6, cpu_self / total * 1e6, cpu_loop / total * 1e6,
            same_cpu / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
+    if st0 then print("    " .. ST.line(st0, total)) end
     pg_stats_print(stats, nb)
     emit(('{"bench":"ledger-rating","name":"rating_daemon_%s_%d","params":{"slices":%d,'
           .. '"streams":%d,"windows":%d,"put_batch":%d,"put_parallel":%d},"slices_per_s":%.1f,'

@@ -1,0 +1,81 @@
+-- stages.lua: bench-ledger-rating's --stages (issue 25): where the loop thread's CPU goes in
+-- a rated put_many, stage by stage. The per-batch methods of ron.ledger.exporter and of the
+-- engine are wrapped on their classes (one getrusage(RUSAGE_THREAD) before and after each
+-- call: ~20 calls of a put_many of 1024 slices, so the wrapping itself costs nothing that
+-- shows); per-member functions are left alone (wrapped, their calls cost more than they
+-- measure). Figures are inclusive: a stage holds the stages it calls (the engine's inside
+-- the exporter's commit, the store calls inside both); a method called again inside itself
+-- (a plan made again) counts once, at the outermost call.
+--
+--   local ST = require("stages")
+--   local st = ST.install(exporter)   -- once per exporter; the classes are shared, so every
+--                                     -- exporter of the process is counted from then on
+--   local mark = ST.mark()            -- at a case's start
+--   print(ST.line(mark, slices))      -- after it: CPU us per slice by stage
+local B = require("bench_common")
+local phases = require("ron.ledger.phases")
+
+local format, pcall, error, unpack, maxn = string.format, pcall, error, unpack, table.maxn
+
+local _M = {}
+
+local acc = {} -- label -> { calls, cpu seconds, depth }
+
+local function wrap(tbl, name, label)
+    local f = tbl[name]
+    if type(f) ~= "function" or acc[label] then return end
+    local a = { 0, 0, 0 }
+    acc[label] = a
+    tbl[name] = function(...)
+        if a[3] > 0 then return f(...) end
+        a[3] = 1
+        local c0 = B.cpu_s(1)
+        local r = { pcall(f, ...) }
+        a[1], a[2], a[3] = a[1] + 1, a[2] + B.cpu_s(1) - c0, 0
+        if not r[1] then error(r[2], 0) end
+        return unpack(r, 2, maxn(r))
+    end
+end
+
+-- The stages, in the order a put_many runs them: { label, "E" (the exporter) | "L" (the
+-- engine) | "P" (phases) | "S" (the exporter's store, its own calls), method }.
+local STAGES = {
+    { "put_many", "E", "put_many" },
+    { "heads", "E", "_batch_heads" }, { "admit", "E", "_batch_admit" },
+    { "dups", "E", "_batch_dups" }, { "wallets", "E", "_batch_wallets" },
+    { "rate", "E", "_batch_rate" }, { "commit", "E", "_batch_commit" },
+    { "commit_many", "L", "commit_many" }, { "plan", "L", "_plan_batch" },
+    { "rows", "L", "_batch_rows" }, { "phase ops", "L", "_atomic_batch_ops" },
+    { "engine store calls", "P", "apply" }, { "done", "L", "_batch_done" },
+    { "move heads", "E", "_batch_move_heads" }, { "flush", "E", "_durable" },
+}
+
+function _M.install(e)
+    local classes = { E = getmetatable(e), L = getmetatable(e.led), P = phases }
+    for _, s in ipairs(STAGES) do wrap(classes[s[2]], s[3], s[1]) end
+end
+
+function _M.mark()
+    local m = {}
+    for k, a in pairs(acc) do m[k] = { a[1], a[2] } end
+    return m
+end
+
+-- "put_many 76.1 = heads 7.9 + ..." since mark, in us of this thread's CPU per slice
+function _M.line(mark, slices)
+    local function us(label)
+        local a, m = acc[label], mark[label] or { 0, 0 }
+        if not a then return 0 end
+        return (a[2] - m[2]) / slices * 1e6
+    end
+    local parts = {}
+    for i, s in ipairs(STAGES) do
+        if i > 1 then parts[#parts + 1] = format("%s %.1f", s[1], us(s[1])) end
+    end
+    return format("loop CPU us per slice by stage (--stages; inclusive: commit holds "
+                  .. "commit_many, which holds plan .. done; engine store calls are the "
+                  .. "engine's phases, their pack and unpack, inside plan and commit_many): "
+                  .. "put_many %.1f: %s", us("put_many"), table.concat(parts, ", "))
+end
+
+return _M
