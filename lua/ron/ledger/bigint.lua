@@ -21,6 +21,7 @@ local ffi = require("ffi")
 
 local floor, type, tonumber, tostring, error = math.floor, type, tonumber, tostring, error
 local format, concat, match, gsub = string.format, table.concat, string.match, string.gsub
+local byte, sub = string.byte, string.sub
 
 local BASE = 1000000
 local SMALL_MAX = 2147483647
@@ -36,17 +37,24 @@ local function norm(a)
     return a
 end
 
+-- (the digits checked and the leading zeros found by a byte loop the JIT compiles: the
+-- patterns this took were a fifth of a rated slice's request, issue 25)
 local function from_string(s)
-    if not s:match("^%d+$") then
+    local n, first = #s, nil
+    for i = 1, n do
+        local c = byte(s, i)
+        if c < 48 or c > 57 then n = 0 break end
+        if not first and c ~= 48 then first = i end
+    end
+    if n == 0 then
         error("ron.ledger.bigint: not a non-negative decimal integer: " .. s, 3)
     end
-    s = s:gsub("^0+", "")
-    if s == "" then return { 0 } end
-    local a, i = {}, #s
-    while i >= 1 do
+    if not first then return { 0 } end
+    local a, i = {}, n
+    while i >= first do
         local j = i - 5
-        if j < 1 then j = 1 end
-        a[#a + 1] = tonumber(s:sub(j, i))
+        if j < first then j = first end
+        a[#a + 1] = tonumber(sub(s, j, i))
         i = j - 1
     end
     return norm(a)

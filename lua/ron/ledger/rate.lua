@@ -194,6 +194,7 @@ function _M.new(t, source)
         period = period,
         dims = dims,
         source = source,
+        periods = {}, nperiods = 0, -- (period_of's memo)
     }, Card)
 end
 
@@ -226,10 +227,26 @@ end
 
 -- The period a window belongs to (LED-R-4): "w<window_start_s>", "YYYY-MM-DD" or "YYYY-MM",
 -- UTC, from the window's start.
-function Card:period_of(window_start_s)
-    if self.period == "window" then return format("w%d", window_start_s) end
-    if self.period == "day" then return os.date("!%Y-%m-%d", window_start_s) end
+local PERIODS_MAX = 4096
+local function period_text(period, window_start_s)
+    if period == "window" then return format("w%d", window_start_s) end
+    if period == "day" then return os.date("!%Y-%m-%d", window_start_s) end
     return os.date("!%Y-%m", window_start_s)
+end
+
+-- (remembered per window start, forgotten all at once at PERIODS_MAX: os.date took a sixth
+-- of a rated slice's request, issue 25; a window start is shared by every stream's slice)
+function Card:period_of(window_start_s)
+    local memo = self.periods
+    local p = memo[window_start_s]
+    if p then return p end
+    p = period_text(self.period, window_start_s)
+    if self.nperiods >= PERIODS_MAX then
+        memo = {}
+        self.periods, self.nperiods = memo, 0
+    end
+    memo[window_start_s], self.nperiods = p, self.nperiods + 1
+    return p
 end
 
 function Card:asset_of(dimension)

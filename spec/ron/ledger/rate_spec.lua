@@ -155,6 +155,26 @@ describe("rate card validation (LED-R-1)", function()
         assert.equal("month", card.period)
         assert.same({ code = "u:bytes", scale = 0 }, card:asset_of("bytes"))
     end)
+
+    -- period_of remembers its answers per window start (issue 25), and forgets them all at
+    -- its bound: the same text before, after and across the reset, for each period kind.
+    it("names a window's period the same whether remembered or not", function()
+        local want = {
+            window = function(t) return ("w%d"):format(t) end,
+            day = function(t) return os.date("!%Y-%m-%d", t) end,
+            month = function(t) return os.date("!%Y-%m", t) end,
+        }
+        for kind, f in pairs(want) do
+            local card = assert(rate.new(with { period = kind }, "x"))
+            for round = 1, 2 do
+                for i = 0, 5000 do
+                    local t = 1699999200 + i * 7260
+                    assert.equal(f(t), card:period_of(t), kind .. " round " .. round)
+                end
+            end
+            assert.is_true(card.nperiods <= 4096)
+        end
+    end)
 end)
 
 describe("rate card files", function()
@@ -258,6 +278,22 @@ describe("bigint", function()
         assert.has_error(function() B.from("12a") end)
     end)
 
+    -- from's decimal text is read by a byte loop (issue 25), not by patterns: the same
+    -- limbs as the text's own digits, leading zeros dropped, anything else refused.
+    it("reads decimal text: leading zeros, limb edges, bad text refused", function()
+        local cases = { ["0"] = "0", ["000"] = "0", ["007"] = "7", ["1000000"] = "1000000",
+                        ["000001000000"] = "1000000", ["999999"] = "999999",
+                        ["0000000000000000000000001"] = "1",
+                        ["18446744073709551616"] = "18446744073709551616",
+                        ["00018446744073709551616"] = "18446744073709551616" }
+        for text, want in pairs(cases) do assert.equal(want, B.tostring(B.from(text))) end
+        assert.same({ 0 }, B.from("0000"))
+        assert.same({ 0, 1 }, B.from("0001000000"))
+        for _, bad in ipairs { "", " 1", "1 ", "-1", "+1", "1e5", "0x10", "12a", "\0" } do
+            assert.has_error(function() B.from(bad) end, nil, bad)
+        end
+    end)
+
     -- B.dec: the one rendering of an integer that names money or order (issue 24). Checked
     -- against int64_t's own decimal (a conversion that never goes through a double).
     it("dec is exact for numbers in 10^13..2^53 and for int64_t/uint64_t (property)", function()
@@ -312,6 +348,19 @@ describe("usage metadata and intent (LED-R-5, LED-R-6)", function()
             bad.quantity = "18446744073709551616"
             usage.encode_metadata(bad)
         end)
+    end)
+    it("refuses a bad dimension however many good ones it has met", function()
+        local t = usage.tenant_raw(m.tenant)
+        for i = 1, 5000 do usage.intent(t, "d" .. i, 1, m.b3) end
+        for _, bad in ipairs { "", "Bytes", "1x", "a-b", string.rep("a", 33), 7 } do
+            assert.has_error(function() usage.intent(t, bad, 1, m.b3) end, nil, tostring(bad))
+            assert.has_error(function()
+                local b = {}
+                for k, v in pairs(m) do b[k] = v end
+                b.dimension = bad
+                usage.encode_metadata(b)
+            end, nil, tostring(bad))
+        end
     end)
     it("intent keys are binary-safe and distinct per field", function()
         local t = usage.tenant_raw(m.tenant)
