@@ -5,7 +5,10 @@
 -- shows); per-member functions are left alone (wrapped, their calls cost more than they
 -- measure). Figures are inclusive: a stage holds the stages it calls (the engine's inside
 -- the exporter's commit, the store calls inside both); a method called again inside itself
--- (a plan made again) counts once, at the outermost call.
+-- (a plan made again) counts once, at the outermost call. A stage that waits (a store call)
+-- counts the loop's other work done meanwhile: none in the daemon's shape on SQLite (one
+-- lane), but on PostgreSQL a put_many's lanes run at once, so there a stage also holds the
+-- other lanes' work (only put_many's own figure is then the loop's share per slice).
 --
 --   local ST = require("stages")
 --   local st = ST.install(exporter)   -- once per exporter; the classes are shared, so every
