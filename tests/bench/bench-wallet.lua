@@ -30,6 +30,9 @@
 --                          went inside the store's thread: the phase, its decode and encode,
 --                          each primitive, each statement's bind and steps, COMMIT:
 --                          tests/bench/pool_profile.lua)
+--       [--gaps]          (after each transfer case, the store writer's time without a
+--                          batch's write phase, by what the next batch was doing then:
+--                          tests/bench/writer_gaps.lua)
 --       [--gc-pause N]    (collectgarbage "setpause" for the whole run, as the daemon's
 --                          gc_pause does; default LuaJIT's 200, the daemon's is 400)
 --       [--cached N]      (the balance cache holding N more balances (of accounts nobody
@@ -99,6 +102,7 @@ local WT = require("wallet_tail")
 local census = require("wal_census")
 local SR = require("same_rows")
 local PP = require("pool_profile")
+local WG = require("writer_gaps")
 local verify = require("ron.ledger.verify")
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
@@ -113,12 +117,13 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--wal-census", "wal_census", "on" }, { "--checkpoint-ms", "ckpt_ms", "num" },
              { "--gc-pause", "gc_pause", "num" }, { "--cached", "cached", "num" },
              { "--no-reader", "reader", "off" }, { "--pool-profile", "pool_profile", "on" },
-             { "--no-pipeline", "pipeline", "off" } },
+             { "--no-pipeline", "pipeline", "off" }, { "--gaps", "gaps", "on" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
            .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N] "
-           .. "[--gc-pause N] [--cached N] [--no-reader] [--pool-profile] [--no-pipeline]")
+           .. "[--gc-pause N] [--cached N] [--no-reader] [--pool-profile] [--no-pipeline] "
+           .. "[--gaps]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
@@ -932,6 +937,8 @@ local function case(T, name, open_store, base)
         local before = moved(S)
         local wal0 = opts.wal_census and name == "sqlite" and census.frames(led.store.path)
         local psnap = name == "sqlite" and PP.snap()
+        if opts.gaps then WG.install(led) end
+        local gsnap = opts.gaps and WG.mark()
         local snap = cpu_snap(w)
         local warm = (opts.warmup or 0) > 0
         rec.on = (warm and label:match("_cold$") ~= nil) or (not warm and direct_rate ~= nil)
@@ -942,6 +949,7 @@ local function case(T, name, open_store, base)
         cpu_line(name, w, snap, ok)
         if opts.wal_census and name == "sqlite" then census.print(name, led.store.path, wal0, ok) end
         PP.print(name, psnap, ok)
+        WG.print(name, gsnap)
         if direct_rate then
             report(name, base, label, nsrc, r, ok, rate, direct_rate)
         else
