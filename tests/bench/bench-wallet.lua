@@ -937,8 +937,7 @@ local function case(T, name, open_store, base)
         local before = moved(S)
         local wal0 = opts.wal_census and name == "sqlite" and census.frames(led.store.path)
         local psnap = name == "sqlite" and PP.snap()
-        if opts.gaps then WG.install(led) end
-        local gsnap = opts.gaps and WG.mark()
+        local gsnap = opts.gaps and WG.mark(led)
         local snap = cpu_snap(w)
         local warm = (opts.warmup or 0) > 0
         rec.on = (warm and label:match("_cold$") ~= nil) or (not warm and direct_rate ~= nil)

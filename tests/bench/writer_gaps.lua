@@ -14,8 +14,8 @@
 -- per batch of 32-64 transfers.
 --
 --   local WG = require("writer_gaps")
---   WG.install(led)          -- once; every engine of the process is counted from then on
---   local mark = WG.mark()   -- at a case's start
+--   local mark = WG.mark(led) -- at a case's start; the first installs the wrappers (every
+--                             -- engine of the process is counted from then on)
 --   WG.print(name, mark)     -- after it
 local uv = require("luv")
 local phases = require("ron.ledger.phases")
@@ -87,7 +87,8 @@ function _M.install(led)
     end)
 end
 
-function _M.mark()
+function _M.mark(led)
+    if led then _M.install(led) end
     local m = {}
     for k, v in pairs(acc) do m[k] = v end
     last_done = nil -- (a case's first phase follows no gap of its own)
