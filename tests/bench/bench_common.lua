@@ -9,6 +9,9 @@
 --   local jc = B.jit_counter()            -- jc(): "N traces, M aborts, F flushes" of this
 --                                         -- VM's trace compiler since the last jc() (or
 --                                         -- since B.jit_counter()), and the three counts
+--   B.around(tbl, name, before, after)    -- tbl[name] wrapped: st = before(...) on entry,
+--                                         -- after(st) on the way out, also when it raised
+--                                         -- (raised again): the benches' stage clocks
 --   B.cpu_s(who)                          -- CPU seconds (user + system) so far of this
 --                                         -- process (0), the calling thread (1) or the
 --                                         -- waited-for children (-1): getrusage
@@ -188,6 +191,18 @@ struct ra_bench_rusage { long utime_s, utime_us, stime_s, stime_us; long pad[14]
 int getrusage(int who, struct ra_bench_rusage *usage);
 ]])
 local ru = ffi.new("struct ra_bench_rusage")
+
+function _M.around(tbl, name, before, after)
+    local f = tbl[name]
+    assert(type(f) == "function", name)
+    tbl[name] = function(...)
+        local st = before(...)
+        local r = { pcall(f, ...) }
+        after(st)
+        if not r[1] then error(r[2], 0) end
+        return unpack(r, 2, table.maxn(r))
+    end
+end
 
 function _M.cpu_s(who)
     ffi.C.getrusage(who, ru)

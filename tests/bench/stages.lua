@@ -18,26 +18,23 @@
 local B = require("bench_common")
 local phases = require("ron.ledger.phases")
 
-local format, pcall, error, unpack, maxn = string.format, pcall, error, unpack, table.maxn
+local format = string.format
 
 local _M = {}
 
 local acc = {} -- label -> { calls, cpu seconds, depth }
 
 local function wrap(tbl, name, label)
-    local f = tbl[name]
-    if type(f) ~= "function" or acc[label] then return end
-    local a = { 0, 0, 0 }
+    if type(tbl[name]) ~= "function" or acc[label] then return end
+    local a = { 0, 0, 0 } -- calls, CPU seconds, depth
     acc[label] = a
-    tbl[name] = function(...)
-        if a[3] > 0 then return f(...) end
+    B.around(tbl, name, function()
+        if a[3] > 0 then return nil end -- (inside itself: the outer call counts)
         a[3] = 1
-        local c0 = B.cpu_s(1)
-        local r = { pcall(f, ...) }
-        a[1], a[2], a[3] = a[1] + 1, a[2] + B.cpu_s(1) - c0, 0
-        if not r[1] then error(r[2], 0) end
-        return unpack(r, 2, maxn(r))
-    end
+        return B.cpu_s(1)
+    end, function(c0)
+        if c0 then a[1], a[2], a[3] = a[1] + 1, a[2] + B.cpu_s(1) - c0, 0 end
+    end)
 end
 
 -- The stages, in the order a put_many runs them: { label, "E" (the exporter) | "L" (the

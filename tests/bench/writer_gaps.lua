@@ -17,11 +17,11 @@
 --   local mark = WG.mark(led) -- at a case's start; the first installs the wrappers (every
 --                             -- engine of the process is counted from then on)
 --   WG.print(name, mark)     -- after it
+local B = require("bench_common")
 local uv = require("luv")
 local phases = require("ron.ledger.phases")
 
-local format, pcall, error, unpack, maxn = string.format, pcall, error, unpack, table.maxn
-local running = coroutine.running
+local format, running, around = string.format, coroutine.running, B.around
 
 local _M = {}
 
@@ -32,19 +32,6 @@ local acc = { phases = 0, busy = 0, idle = 0, gathering = 0, first_read = 0, pla
 local last_done
 
 local function now() return uv.hrtime() / 1e3 end -- us
-
--- f wrapped: before(...) on entry, after(...) on the way out, whatever f raised
-local function around(tbl, name, before, after)
-    local f = tbl[name]
-    assert(type(f) == "function", name)
-    tbl[name] = function(...)
-        local st = before(...)
-        local r = { pcall(f, ...) }
-        after(st)
-        if not r[1] then error(r[2], 0) end
-        return unpack(r, 2, maxn(r))
-    end
-end
 
 local function note_gap(b, t_sent)
     if not last_done or t_sent <= last_done then return end
