@@ -113,8 +113,14 @@ end
 
 function _M.main(name, fn)
     local T = require("ron.base.task").new()
+    local uv = require("luv")
     local h = T.spawn(name, fn, T)
-    require("luv").run("default")
+    -- a bench that failed with a server, a wallet's workers or a timer still running
+    -- reports its failure and exits (below) instead of leaving the loop turning for ever
+    T.spawn(name .. "_end", function()
+        if not h:join() then uv.stop() end
+    end)
+    uv.run("default")
     local ok, err = nil, "the task did not end: " .. tostring(h.status)
     if h.status ~= "running" then ok, err = h:join() end
     if not ok then
