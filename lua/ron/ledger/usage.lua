@@ -201,16 +201,8 @@ end
 
 -- A quantity field: a decimal string (or an integer) as u64. Up to 15 digits it is an exact
 -- Lua number (< 2^53): no bigint on the way (the common case, four per rated slice).
--- (the digits checked by a byte loop the JIT compiles, not by a pattern: issue 25)
-local function digits(v)
-    for i = 1, #v do
-        local c = byte(v, i)
-        if c < 48 or c > 57 then return false end
-    end
-    return true
-end
 local function meta_u64(v, what)
-    if type(v) == "string" and #v <= 15 and #v > 0 and digits(v) then
+    if type(v) == "string" and #v <= 15 and B.is_decimal(v) then
         return u64be(tonumber(v))
     end
     local x = B.to_u64(B.from(v))
