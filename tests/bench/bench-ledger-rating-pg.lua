@@ -466,8 +466,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
                                 put_parallel = opts.put_parallel }
     local c0, ct0, by0, tby0 = calls_mark(calls)
     local sr0, sb0 = calls.saga_rows, calls.saga_bytes
-    if opts.stages then ST.install(e) end
-    local st0 = opts.stages and ST.mark()
+    local st0 = opts.stages and ST.mark(e)
     local cpu0, srv0, t0 = measure_start(rec)
     local workers, failed = {}, {}
     for t = 1, streams do

@@ -11,9 +11,9 @@
 -- other lanes' work (only put_many's own figure is then the loop's share per slice).
 --
 --   local ST = require("stages")
---   local st = ST.install(exporter)   -- once per exporter; the classes are shared, so every
---                                     -- exporter of the process is counted from then on
---   local mark = ST.mark()            -- at a case's start
+--   local mark = ST.mark(exporter)    -- at a case's start; the first installs the wrappers
+--                                     -- (on the shared classes: every exporter of the
+--                                     -- process is counted from then on)
 --   print(ST.line(mark, slices))      -- after it: CPU us per slice by stage
 local B = require("bench_common")
 local phases = require("ron.ledger.phases")
@@ -38,7 +38,7 @@ local function wrap(tbl, name, label)
 end
 
 -- The stages, in the order a put_many runs them: { label, "E" (the exporter) | "L" (the
--- engine) | "P" (phases) | "S" (the exporter's store, its own calls), method }.
+-- engine) | "P" (phases), method }.
 local STAGES = {
     { "put_many", "E", "put_many" },
     { "heads", "E", "_batch_heads" }, { "admit", "E", "_batch_admit" },
@@ -55,7 +55,8 @@ function _M.install(e)
     for _, s in ipairs(STAGES) do wrap(classes[s[2]], s[3], s[1]) end
 end
 
-function _M.mark()
+function _M.mark(e)
+    if e then _M.install(e) end
     local m = {}
     for k, a in pairs(acc) do m[k] = { a[1], a[2] } end
     return m
