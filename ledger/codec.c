@@ -79,12 +79,6 @@ int rl__get_u64(rl__reader_t *r, uint64_t *v) {
     return rc;
 }
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != 0) return rc_;                                                                  \
-    } while (0)
-
 /* ---- sink helpers shared by the encoders ---- */
 
 static int finish(const rl__sink_t *s, size_t *len_out) {
@@ -125,20 +119,20 @@ static void asset_body_put(rl__sink_t *s, const rl_asset_t *a) {
 
 static int asset_body_get(rl__reader_t *r, rl_asset_t *a) {
     uint8_t n;
-    TRY(rl__get_u8(r, &n));
+    RL__TRY(rl__get_u8(r, &n));
     if (n == 0 || n > RL_ASSET_CODE_MAX) return RL_ENONCANONICAL;
     memset(a, 0, sizeof *a);
-    TRY(rl__get(r, a->code, n));
-    TRY(rl__get_u8(r, &a->scale));
+    RL__TRY(rl__get(r, a->code, n));
+    RL__TRY(rl__get_u8(r, &a->scale));
     /* A NUL or any byte outside the code alphabet inside the code is not canonical. */
     return rl_asset_check(a) == 0 && asset_code_len(a) == n ? 0 : RL_ENONCANONICAL;
 }
 
 static int header_get(rl__reader_t *r, uint8_t tag) {
     uint8_t v, t;
-    TRY(rl__get_u8(r, &v));
+    RL__TRY(rl__get_u8(r, &v));
     if (v != RL_CANONICAL_VERSION) return RL_EVERSION;
-    TRY(rl__get_u8(r, &t));
+    RL__TRY(rl__get_u8(r, &t));
     return t == tag ? 0 : RL_ENONCANONICAL;
 }
 
@@ -162,9 +156,9 @@ int rl_asset_decode(const uint8_t *buf, size_t len, rl_asset_t *out) {
     if ((buf == NULL && len != 0) || out == NULL) return RL_EINVAL;
     rl__reader_t r = {buf, len, 0};
     rl_asset_t a;
-    TRY(header_get(&r, RL_TAG_ASSET));
-    TRY(asset_body_get(&r, &a));
-    TRY(end_get(&r));
+    RL__TRY(header_get(&r, RL_TAG_ASSET));
+    RL__TRY(asset_body_get(&r, &a));
+    RL__TRY(end_get(&r));
     *out = a;
     return 0;
 }
@@ -191,7 +185,7 @@ static void account_put(rl__sink_t *s, const rl_account_t *a) {
 
 int rl_account_encode(const rl_account_t *a, uint8_t *buf, size_t cap, size_t *len_out) {
     if (a == NULL) return RL_EINVAL;
-    TRY(account_check(a));
+    RL__TRY(account_check(a));
     ENCODE_TWICE(account_put(s, a), buf, cap, len_out);
 }
 
@@ -201,15 +195,15 @@ int rl_account_decode(const uint8_t *buf, size_t len, rl_account_t *out) {
     rl_account_t a;
     uint64_t floor;
     memset(&a, 0, sizeof a);
-    TRY(header_get(&r, RL_TAG_ACCOUNT));
-    TRY(rl__get(&r, a.id, 16));
-    TRY(rl__get_u64(&r, &a.version));
-    TRY(rl__get_u64(&r, &floor));
+    RL__TRY(header_get(&r, RL_TAG_ACCOUNT));
+    RL__TRY(rl__get(&r, a.id, 16));
+    RL__TRY(rl__get_u64(&r, &a.version));
+    RL__TRY(rl__get_u64(&r, &floor));
     a.floor = (int64_t)floor;
-    TRY(rl__get_u8(&r, &a.policy));
-    TRY(rl__get_u8(&r, &a.status));
-    TRY(end_get(&r));
-    TRY(account_check(&a));
+    RL__TRY(rl__get_u8(&r, &a.policy));
+    RL__TRY(rl__get_u8(&r, &a.status));
+    RL__TRY(end_get(&r));
+    RL__TRY(account_check(&a));
     *out = a;
     return 0;
 }
@@ -235,7 +229,7 @@ static void posting_put(rl__sink_t *s, const rl_posting_t *p) {
 
 int rl_posting_encode(const rl_posting_t *p, uint8_t *buf, size_t cap, size_t *len_out) {
     if (p == NULL) return RL_EINVAL;
-    TRY(posting_check(p));
+    RL__TRY(posting_check(p));
     ENCODE_TWICE(posting_put(s, p), buf, cap, len_out);
 }
 
@@ -245,16 +239,16 @@ int rl_posting_decode(const uint8_t *buf, size_t len, rl_posting_t *out) {
     rl_posting_t p;
     uint64_t amount;
     memset(&p, 0, sizeof p);
-    TRY(header_get(&r, RL_TAG_POSTING));
-    TRY(rl__get(&r, p.id.transfer_id, 32));
-    TRY(rl__get_u32(&r, &p.id.index));
-    TRY(rl__get(&r, p.account, 16));
-    TRY(asset_body_get(&r, &p.asset));
-    TRY(rl__get_u64(&r, &amount));
+    RL__TRY(header_get(&r, RL_TAG_POSTING));
+    RL__TRY(rl__get(&r, p.id.transfer_id, 32));
+    RL__TRY(rl__get_u32(&r, &p.id.index));
+    RL__TRY(rl__get(&r, p.account, 16));
+    RL__TRY(asset_body_get(&r, &p.asset));
+    RL__TRY(rl__get_u64(&r, &amount));
     p.amount = (int64_t)amount;
-    TRY(rl__get_u8(&r, &p.status));
-    TRY(end_get(&r));
-    TRY(posting_check(&p));
+    RL__TRY(rl__get_u8(&r, &p.status));
+    RL__TRY(end_get(&r));
+    RL__TRY(posting_check(&p));
     *out = p;
     return 0;
 }
@@ -317,7 +311,7 @@ void rl__transfer_put(rl__sink_t *s, const rl_transfer_t *t) {
 
 int rl_transfer_encode(const rl_transfer_t *t, uint8_t *buf, size_t cap, size_t *len_out) {
     if (t == NULL) return RL_EINVAL;
-    TRY(rl__transfer_check(t));
+    RL__TRY(rl__transfer_check(t));
     ENCODE_TWICE(rl__transfer_put(s, t), buf, cap, len_out);
 }
 
@@ -333,54 +327,54 @@ int rl_transfer_decode(const uint8_t *buf, size_t len, rl_transfer_t *out, rl_po
     uint8_t n8;
     uint64_t u;
     memset(&t, 0, sizeof t);
-    TRY(header_get(&r, RL_TAG_TRANSFER));
+    RL__TRY(header_get(&r, RL_TAG_TRANSFER));
 
-    TRY(rl__get_u16(&r, &n16));
+    RL__TRY(rl__get_u16(&r, &n16));
     if (n16 > RL_MAX_INPUTS) return RL_ENONCANONICAL;
     if (n16 > inputs_cap) return RL_ELIMIT;
     for (uint32_t i = 0; i < n16; i++) {
-        TRY(rl__get(&r, inputs[i].transfer_id, 32));
-        TRY(rl__get_u32(&r, &inputs[i].index));
+        RL__TRY(rl__get(&r, inputs[i].transfer_id, 32));
+        RL__TRY(rl__get_u32(&r, &inputs[i].index));
     }
     t.inputs = inputs;
     t.n_inputs = n16;
 
-    TRY(rl__get_u16(&r, &n16));
+    RL__TRY(rl__get_u16(&r, &n16));
     if (n16 > RL_MAX_OUTPUTS) return RL_ENONCANONICAL;
     if (n16 > outputs_cap) return RL_ELIMIT;
     for (uint32_t i = 0; i < n16; i++) {
         memset(&outputs[i], 0, sizeof outputs[i]); /* padding too: outputs compare by bytes */
-        TRY(rl__get(&r, outputs[i].account, 16));
-        TRY(asset_body_get(&r, &outputs[i].asset));
-        TRY(rl__get_u64(&r, &u));
+        RL__TRY(rl__get(&r, outputs[i].account, 16));
+        RL__TRY(asset_body_get(&r, &outputs[i].asset));
+        RL__TRY(rl__get_u64(&r, &u));
         outputs[i].amount = (int64_t)u;
     }
     t.outputs = outputs;
     t.n_outputs = n16;
 
-    TRY(rl__get_u16(&r, &n16));
+    RL__TRY(rl__get_u16(&r, &n16));
     if (n16 > RL_MAX_PINS) return RL_ENONCANONICAL;
     if (n16 > pins_cap) return RL_ELIMIT;
     for (uint32_t i = 0; i < n16; i++) {
-        TRY(rl__get(&r, pins[i].account, 16));
-        TRY(rl__get_u64(&r, &pins[i].version));
+        RL__TRY(rl__get(&r, pins[i].account, 16));
+        RL__TRY(rl__get_u64(&r, &pins[i].version));
     }
     t.pins = pins;
     t.n_pins = n16;
 
-    TRY(rl__get_u16(&r, &n16));
+    RL__TRY(rl__get_u16(&r, &n16));
     if (n16 > RL_METADATA_MAX) return RL_ENONCANONICAL;
     if (n16 > r.len - r.off) return RL_ETRUNCATED;
     t.metadata = r.p + r.off;
     t.metadata_len = n16;
     r.off += n16;
 
-    TRY(rl__get_u8(&r, &n8));
+    RL__TRY(rl__get_u8(&r, &n8));
     if (n8 > r.len - r.off) return RL_ETRUNCATED;
     t.intent = r.p + r.off;
     t.intent_len = n8;
     r.off += n8;
-    TRY(end_get(&r));
+    RL__TRY(end_get(&r));
     /* The same checks the encoder makes: ordering, amounts, empty transfer or intent. */
     int rc = rl__transfer_check(&t);
     if (rc != 0) return rc == RL_ELIMIT ? RL_ENONCANONICAL : rc;
@@ -392,7 +386,7 @@ int rl_transfer_decode(const uint8_t *buf, size_t len, rl_transfer_t *out, rl_po
 
 int rl_transfer_id(const rl_transfer_t *t, uint8_t id_out[32]) {
     if (t == NULL || id_out == NULL) return RL_EINVAL;
-    TRY(rl__transfer_check(t));
+    RL__TRY(rl__transfer_check(t));
     SHA256_CTX ctx;
     uint8_t first[32];
     rl__sink_t s = {NULL, 0, 0, &ctx};

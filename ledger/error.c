@@ -3,7 +3,7 @@
 #include "internal.h"
 #include "ron/errmap.h"
 
-RON_ERRMAP_CHECK(RL_ERRNO_MAP, RL_ERRNO_MIN, RL_ENOBALANCE);
+RON_ERRMAP_CHECK(RL_ERRNO_MAP, RL_ERRNO_MIN, RL_EUNDECIDED);
 RON_ERRMAP_DEFINE(RL_ERRNO_MAP, RL_OK, rl_strerror, rl_err_name)
 
 const char *rl_version(void) {

@@ -42,6 +42,13 @@ RL__INTERNAL int rl__get_u16(rl__reader_t *r, uint16_t *v);
 RL__INTERNAL int rl__get_u32(rl__reader_t *r, uint32_t *v);
 RL__INTERNAL int rl__get_u64(rl__reader_t *r, uint64_t *v);
 
+/* Returns a call's nonzero code at once. */
+#define RL__TRY(expr)                                                                              \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != 0) return rc_;                                                                  \
+    } while (0)
+
 /* Valid amount for a posting or an output: non-zero, not INT64_MIN (LED-4). */
 static inline int rl__amount_ok(int64_t v) {
     return v != 0 && v != INT64_MIN;

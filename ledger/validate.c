@@ -6,12 +6,6 @@
  * (sizes capped by RL_MAX_*): no allocation, no sorting (LED-11). */
 #include "internal.h"
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != 0) return rc_;                                                                  \
-    } while (0)
-
 /* At most this many accounts take part: each input has one owner, each output one. */
 #define RL__MAX_INVOLVED (RL_MAX_INPUTS + RL_MAX_OUTPUTS)
 
@@ -92,7 +86,7 @@ int rl_validate_and_plan(const rl_transfer_t *t, const rl_account_t *accounts, s
     if (n_accounts > RL__MAX_INVOLVED || n_consumed > RL_MAX_INPUTS ||
         n_balances > RL__MAX_INVOLVED)
         return RL_ELIMIT;
-    TRY(rl__transfer_check(t));
+    RL__TRY(rl__transfer_check(t));
     plan->n_deltas = 0;
     for (size_t i = 0; i < n_accounts; i++)
         if (!account_ok(&accounts[i]) || find_account(accounts, i, accounts[i].id) != NULL)
@@ -168,9 +162,10 @@ int rl_validate_and_plan(const rl_transfer_t *t, const rl_account_t *accounts, s
 
     /* 7. per-pair sums (LED-4): debits from consumed postings, credits from outputs. */
     for (uint32_t i = 0; i < t->n_inputs; i++)
-        TRY(add_leg(plan, in[i]->account, &in[i]->asset, in[i]->amount, 0));
+        RL__TRY(add_leg(plan, in[i]->account, &in[i]->asset, in[i]->amount, 0));
     for (uint32_t i = 0; i < t->n_outputs; i++)
-        TRY(add_leg(plan, t->outputs[i].account, &t->outputs[i].asset, t->outputs[i].amount, 1));
+        RL__TRY(
+            add_leg(plan, t->outputs[i].account, &t->outputs[i].asset, t->outputs[i].amount, 1));
 
     /* 8. conservation per asset (LED-5), each asset once, at its first delta. */
     for (uint32_t i = 0; i < plan->n_deltas; i++) {
@@ -182,8 +177,8 @@ int rl_validate_and_plan(const rl_transfer_t *t, const rl_account_t *accounts, s
         int64_t debit = 0, credit = 0;
         for (uint32_t j = i; j < plan->n_deltas; j++) {
             if (!rl_asset_equal(&plan->deltas[j].asset, a)) continue;
-            TRY(rl_amount_add(debit, plan->deltas[j].debit, &debit));
-            TRY(rl_amount_add(credit, plan->deltas[j].credit, &credit));
+            RL__TRY(rl_amount_add(debit, plan->deltas[j].debit, &debit));
+            RL__TRY(rl_amount_add(credit, plan->deltas[j].credit, &credit));
         }
         if (debit != credit) return RL_ECONSERVATION;
     }
@@ -199,8 +194,8 @@ int rl_validate_and_plan(const rl_transfer_t *t, const rl_account_t *accounts, s
         if (b == NULL) return RL_ENOBALANCE;
         int64_t net;
         d->before = b->amount;
-        TRY(rl_amount_sub(d->credit, d->debit, &net));
-        TRY(rl_amount_add(d->before, net, &d->after));
+        RL__TRY(rl_amount_sub(d->credit, d->debit, &net));
+        RL__TRY(rl_amount_add(d->before, net, &d->after));
     }
 
     /* 10. policies (LED-7): no negative posting on a no-overdraft account ... */

@@ -63,7 +63,10 @@
     XX(CLOSED, -17, "AccountClosed", "account is closed")                                          \
     XX(NEGATIVE, -18, "NegativePosting", "negative posting on a no-overdraft account")             \
     XX(INSUFFICIENT, -19, "InsufficientFunds", "balance would go below the account's floor")       \
-    XX(NOBALANCE, -20, "BalanceMissing", "balance of an involved account and asset not supplied")
+    XX(NOBALANCE, -20, "BalanceMissing", "balance of an involved account and asset not supplied")  \
+    XX(INFLIGHT, -21, "ValueInFlight",                                                             \
+       "a short pair has value in flight: a race, not a rejection")                                \
+    XX(UNDECIDED, -22, "Undecided", "the caller's view does not hold what the decision needs")
 
 /* RL_CDEF_BEGIN */
 
@@ -74,7 +77,7 @@ typedef enum rl_errno_e {
 #define RL__ERR_ENUM(suffix, value, name, msg) RL_E##suffix = value,
     RL_ERRNO_MAP(RL__ERR_ENUM)
 #undef RL__ERR_ENUM
-    RL_ERRNO_MIN = -20
+    RL_ERRNO_MIN = -22
     /* clang-format on */
 } rl_errno_t;
 
@@ -279,6 +282,98 @@ RL_EXTERN int rl_validate_and_plan(const rl_transfer_t *t, const rl_account_t *a
                                    size_t n_accounts, const rl_posting_t *consumed,
                                    size_t n_consumed, const rl_balance_t *balances,
                                    size_t n_balances, rl_plan_t *plan);
+
+/* ---- Resolution (LED-10, LED-26, LED-32; docs/LEDGER.md "Resolve", "The batch path") ----
+ * A commit request's movements turned into its transfer and plan in one call, over what the
+ * caller read of the accounts and pairs involved (its view): the nets per (account, asset)
+ * pair in order of first appearance; each pair that nets a debit pays with its largest
+ * postings (rl_select_postings over its first page, then over all it was given when the
+ * first page is full and falls short), its change back as an output; a short pair that
+ * holds no value in flight drains what it has and puts the shortfall on its receivable
+ * (the request's overdraft) or, where its policy allows, on itself; the pins, the
+ * validation and the canonical bytes. It is the engine's resolution (lua/ron/ledger/engine
+ * resolve.lua, its oracle in tests) for a view that is one read (a batch's): the same
+ * transfer for the same view. Whatever it does not decide it refuses, and the caller
+ * decides that request the long way: RL_EINFLIGHT (a short pair with a reservation on it
+ * or a finalizing saga crediting it: a race), RL_EUNDECIDED (a pair's finalizing sagas not
+ * known, a pair or a balance not in the view), or the code of a rejection (the long way
+ * words it). */
+
+/* One movement of a request: amount (> 0) of asset from one account to another, each an
+ * index into rl_resolve_in_t.accounts. */
+typedef struct rl_movement_s {
+    uint32_t from;
+    uint32_t to;
+    rl_asset_t asset;
+    int64_t amount;
+} rl_movement_t;
+
+/* What the view holds of one (account, asset) pair (at most RL_MAX_INPUTS + RL_MAX_OUTPUTS
+ * of them; accounts, at most RL_SELECT_MAX). postings: the pair's Active postings
+ * of positive amount, in selection order (largest first), as many as were read (the first
+ * first_page of them are its first page). */
+typedef struct rl_pair_view_s {
+    const rl_posting_t *postings;
+    uint32_t n_postings;
+    uint32_t account; /* index into rl_resolve_in_t.accounts */
+    rl_asset_t asset;
+    int64_t balance;
+    int32_t receivable; /* the account a shortfall goes to (an index), or -1 */
+    uint8_t held;       /* 1: another saga holds a reservation on the pair */
+    uint8_t finalizing; /* 0: no finalizing saga credits the pair; 1: one does; 2: not known */
+} rl_pair_view_t;
+
+typedef struct rl_resolve_in_s {
+    const rl_account_t *accounts;
+    const rl_movement_t *movements;
+    const rl_pair_view_t *pairs;
+    const uint8_t *metadata;
+    const uint8_t *intent;
+    uint32_t n_accounts;
+    uint32_t n_movements;
+    uint32_t n_pairs;
+    uint32_t metadata_len;
+    uint32_t intent_len;
+    uint32_t first_page; /* postings of a first page (>= 1) */
+} rl_resolve_in_t;
+
+/* What rl_resolve_and_plan fills; the caller's, one per call in flight (~60 KB). transfer
+ * points into inputs, outputs and pins and into the request's metadata and intent. The
+ * consumed postings in pick order are pairs[consumed_pair[i]].postings[consumed_pos[i]],
+ * and inputs[i] (ascending) is consumed input_of[i]. involved: the accounts validation
+ * takes, consumed postings' owners first, then outputs', each once (indexes); pairs_used:
+ * the pairs whose balances it takes, in the same order (indexes into the view). Each
+ * output and pin names its account's index, each output and delta its pair's. */
+typedef struct rl_resolved_s {
+    rl_transfer_t transfer;
+    rl_plan_t plan; /* points into deltas */
+    rl_posting_ref_t inputs[RL_MAX_INPUTS];
+    rl_output_t outputs[RL_MAX_OUTPUTS];
+    rl_pin_t pins[RL_MAX_PINS];
+    rl_delta_t deltas[RL_MAX_INPUTS + RL_MAX_OUTPUTS];
+    uint32_t input_of[RL_MAX_INPUTS];
+    uint32_t consumed_pair[RL_MAX_INPUTS];
+    uint32_t consumed_pos[RL_MAX_INPUTS];
+    uint32_t output_account[RL_MAX_OUTPUTS];
+    uint32_t output_pair[RL_MAX_OUTPUTS];
+    uint32_t pin_account[RL_MAX_PINS];
+    uint32_t involved[RL_MAX_PINS];
+    uint32_t pairs_used[RL_MAX_INPUTS + RL_MAX_OUTPUTS];
+    uint32_t delta_pair[RL_MAX_INPUTS + RL_MAX_OUTPUTS];
+    uint32_t n_consumed;
+    uint32_t n_involved;
+    uint32_t n_pairs_used;
+    /* scratch of the call: the validation's inputs */
+    rl_account_t scratch_accounts[RL_MAX_PINS];
+    rl_posting_t scratch_consumed[RL_MAX_INPUTS];
+    rl_balance_t scratch_balances[RL_MAX_INPUTS + RL_MAX_OUTPUTS];
+} rl_resolved_t;
+
+/* Resolves, validates and plans one request over in (see above) into out, and writes the
+ * transfer's canonical bytes into buf (cap bytes, *len_out written; RL_TRANSFER_ENC_MAX
+ * always suffices). 0, or a code: the request is the caller's to decide (above). */
+RL_EXTERN int rl_resolve_and_plan(const rl_resolve_in_t *in, rl_resolved_t *out, uint8_t *buf,
+                                  size_t cap, size_t *len_out);
 
 /* RL_CDEF_END */
 

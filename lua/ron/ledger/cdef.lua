@@ -31,7 +31,9 @@ typedef enum rl_errno_e {
     RL_ENEGATIVE = -18,
     RL_EINSUFFICIENT = -19,
     RL_ENOBALANCE = -20,
-    RL_ERRNO_MIN = -20
+    RL_EINFLIGHT = -21,
+    RL_EUNDECIDED = -22,
+    RL_ERRNO_MIN = -22
 } rl_errno_t;
 enum {
     RL_CANONICAL_VERSION = 1,
@@ -151,6 +153,59 @@ int rl_transfer_output_posting(const rl_transfer_t *t, const uint8_t transfer_id
 int rl_posting_ref_cmp(const rl_posting_ref_t *a, const rl_posting_ref_t *b);
 int rl_select_postings(const rl_posting_t *postings, size_t n, const uint8_t account[16], const rl_asset_t *asset, int64_t target, uint32_t *idx_out, uint32_t idx_cap, uint32_t *n_out, int64_t *sum_out, int64_t *change_out);
 int rl_validate_and_plan(const rl_transfer_t *t, const rl_account_t *accounts, size_t n_accounts, const rl_posting_t *consumed, size_t n_consumed, const rl_balance_t *balances, size_t n_balances, rl_plan_t *plan);
+typedef struct rl_movement_s {
+    uint32_t from;
+    uint32_t to;
+    rl_asset_t asset;
+    int64_t amount;
+} rl_movement_t;
+typedef struct rl_pair_view_s {
+    const rl_posting_t *postings;
+    uint32_t n_postings;
+    uint32_t account;
+    rl_asset_t asset;
+    int64_t balance;
+    int32_t receivable;
+    uint8_t held;
+    uint8_t finalizing;
+} rl_pair_view_t;
+typedef struct rl_resolve_in_s {
+    const rl_account_t *accounts;
+    const rl_movement_t *movements;
+    const rl_pair_view_t *pairs;
+    const uint8_t *metadata;
+    const uint8_t *intent;
+    uint32_t n_accounts;
+    uint32_t n_movements;
+    uint32_t n_pairs;
+    uint32_t metadata_len;
+    uint32_t intent_len;
+    uint32_t first_page;
+} rl_resolve_in_t;
+typedef struct rl_resolved_s {
+    rl_transfer_t transfer;
+    rl_plan_t plan;
+    rl_posting_ref_t inputs[RL_MAX_INPUTS];
+    rl_output_t outputs[RL_MAX_OUTPUTS];
+    rl_pin_t pins[RL_MAX_PINS];
+    rl_delta_t deltas[RL_MAX_INPUTS + RL_MAX_OUTPUTS];
+    uint32_t input_of[RL_MAX_INPUTS];
+    uint32_t consumed_pair[RL_MAX_INPUTS];
+    uint32_t consumed_pos[RL_MAX_INPUTS];
+    uint32_t output_account[RL_MAX_OUTPUTS];
+    uint32_t output_pair[RL_MAX_OUTPUTS];
+    uint32_t pin_account[RL_MAX_PINS];
+    uint32_t involved[RL_MAX_PINS];
+    uint32_t pairs_used[RL_MAX_INPUTS + RL_MAX_OUTPUTS];
+    uint32_t delta_pair[RL_MAX_INPUTS + RL_MAX_OUTPUTS];
+    uint32_t n_consumed;
+    uint32_t n_involved;
+    uint32_t n_pairs_used;
+    rl_account_t scratch_accounts[RL_MAX_PINS];
+    rl_posting_t scratch_consumed[RL_MAX_INPUTS];
+    rl_balance_t scratch_balances[RL_MAX_INPUTS + RL_MAX_OUTPUTS];
+} rl_resolved_t;
+int rl_resolve_and_plan(const rl_resolve_in_t *in, rl_resolved_t *out, uint8_t *buf, size_t cap, size_t *len_out);
 ]]
 end
 
@@ -180,5 +235,6 @@ return {
         "rl_posting_ref_cmp",
         "rl_select_postings",
         "rl_validate_and_plan",
+        "rl_resolve_and_plan",
     },
 }
