@@ -442,4 +442,9 @@ function _M.output_posting(t, transfer_id, i)
              asset = o.asset, amount = o.amount, status = "active" }
 end
 
+-- The wrappers' marshalling, for this package's other users of the core
+-- (ron.ledger.engine.plan_core): one rule for putting a table into a struct. Not an API.
+_M._ffi = { put_account = put_account, put_posting = put_posting, put_asset = put_asset,
+            shared_asset = shared_asset, fail = fail }
+
 return _M

@@ -8,6 +8,7 @@ local L = require("ron.ledger.ledger")
 local memory = require("ron.ledger.store.memory")
 local sim = require("ron.ledger.sim")
 local phase = require("ron.ledger.store.phase")
+local plan_core = require("ron.ledger.engine.plan_core")
 
 local mv, USD, EUR = sim.mv, sim.USD, sim.EUR
 local function id16(c) return string.rep(c, 16) end
@@ -123,6 +124,11 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         local first = tonumber(os.getenv("RON_BATCH_SEED") or "") or 20261127
         local seeds = tonumber(os.getenv("RON_BATCH_SEEDS") or "") or 12
         local total, chained, rejected, atomic, saga, tried = 0, 0, 0, 0, 0, 0
+        -- every member the core plans is planned by resolve.lua too, and the two compared
+        -- (plan_core.check: a difference raises)
+        local was_check, planned0 = plan_core.check, plan_core.stats.planned or 0
+        plan_core.check = true
+        finally(function() plan_core.check = was_check end)
         -- each seed's batches both ways: the one-transaction batch first (LED-74, the
         -- saga's phases where it does not apply), and the saga's phases only
         for k = 0, 3 * seeds - 1 do
@@ -161,8 +167,11 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         print(string.format("commit_many property: seeds %d..%d thrice, %d requests in batches "
                             .. "of 1..40 (%d change postings spent within their batch, %d "
                             .. "rejections; %d batches in one transaction, %d with the saga's "
-                            .. "phases only): identical to one by one", first, first + seeds - 1,
-                            total, chained, rejected, atomic, saga))
+                            .. "phases only; %d members planned by the core, each compared): "
+                            .. "identical to one by one", first, first + seeds - 1,
+                            total, chained, rejected, atomic, saga,
+                            (plan_core.stats.planned or 0) - planned0))
+        assert.is_true((plan_core.stats.planned or 0) - planned0 > total / 2)
         assert.is_true(chained > 0)
         assert.is_true(rejected > 0)
         -- (one engine, no other writer: a guard misses only where the history freezes an
@@ -565,11 +574,17 @@ describe("ledger commit_many (LED-51..LED-56)", function()
        .. "(issue 25)", function()
         local ledger = require("ron.ledger")
         local store, led, other = funded_world(true, { one_tx = false })
-        -- every run of the core's validation, the plan's and the last step's
-        local runs, vp = 0, ledger.validate_and_plan
+        -- every run of the core's validation, the plan's and the last step's (the plan's
+        -- through plan_core when the core planned the member, else validate_and_plan)
+        local runs, vp, cp = 0, ledger.validate_and_plan, plan_core.plan
         ledger.validate_and_plan = function(...)
             runs = runs + 1
             return vp(...)
+        end
+        plan_core.plan = function(...)
+            local r = { cp(...) }
+            if r[1] then runs = runs + 1 end
+            return unpack(r, 1, 6)
         end
         local ok, err = pcall(function()
             -- nothing moved between the plan and the reserve: one validation per transfer
@@ -605,7 +620,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
             assert.equal(1, led.stats.last_step_unchanged)
             assert.equal(7, store:get_balance(A, USD))
         end)
-        ledger.validate_and_plan = vp
+        ledger.validate_and_plan, plan_core.plan = vp, cp
         store.fault = nil
         assert(ok, err)
         assert(sim.verify(store, "main"))

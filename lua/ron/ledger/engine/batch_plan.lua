@@ -7,6 +7,7 @@ local base = require("ron.ledger.engine.base")
 local batch = require("ron.ledger.engine.batch")
 local phases = require("ron.ledger.phases")
 local pipeline = require("ron.ledger.engine.pipeline")
+local plan_core = require("ron.ledger.engine.plan_core")
 local resolve = require("ron.ledger.engine.resolve")
 local view = require("ron.ledger.view")
 
@@ -129,6 +130,79 @@ function Ledger:_plan_on_earlier(ctx, pidx, bal, items)
     return true
 end
 
+-- One member resolved and validated the long way over the view (resolve.lua, the oracle):
+-- -> t, consumed, accts, cids, prs, plan; or nil, err, code (a rejection to store), or
+-- false (a race: handed over). sbal: each pair's balance where the plan first saw it.
+function Ledger:_plan_member_lua(req, src, sbal)
+    local t, consumed, a3 = self:_resolve_commit(req, src)
+    if not t then return t, consumed, a3 end
+    local cids = complete(t, consumed, a3)
+    local prs = pairs_of(t, consumed)
+    local bal, balances = src.bal, {}
+    for i, pr in ipairs(prs) do
+        local bk = pr.account .. asset_key(pr.asset)
+        local v = bal[bk] or 0
+        if sbal[bk] == nil then sbal[bk] = v end
+        balances[i] = { account = pr.account, asset = pr.asset, amount = v }
+    end
+    local plan, err, code = ledger.validate_and_plan(t, list_accounts(cids, a3), consumed,
+                                                     balances, true)
+    if not plan and RACE[code] then return false end
+    if not plan then return nil, err, code end
+    return t, consumed, a3, cids, prs, plan
+end
+
+-- The same, in the core when it decides the member (ron.ledger.engine.plan_core: a planned
+-- transfer), else the long way.
+function Ledger:_plan_member(req, src, sbal)
+    if not plan_core.enabled then return self:_plan_member_lua(req, src, sbal) end
+    local t, consumed, cids, prs, keys, plan = plan_core.plan(src, req)
+    if not t then return self:_plan_member_lua(req, src, sbal) end
+    local bal = src.bal
+    for _, bk in ipairs(keys) do
+        if sbal[bk] == nil then sbal[bk] = bal[bk] or 0 end
+    end
+    if plan_core.check then self:_plan_core_check(req, src, t, consumed, cids, prs, plan) end
+    return t, consumed, src.accts, cids, prs, plan
+end
+
+-- plan_core.check: the long way over the same view must give the same plan.
+function Ledger:_plan_core_check(req, src, t, consumed, cids, prs, plan)
+    local lt, lc, la, lcids, lprs, lplan = self:_plan_member_lua(req, src, {})
+    local function differ(what)
+        error("ron.ledger: the core's plan differs from resolve.lua's: " .. what, 0)
+    end
+    if not lt then
+        differ(lt == false and "a race there" or "rejected there: " .. tostring(lc))
+    end
+    if lplan.bytes ~= plan.bytes or lplan.transfer_id ~= plan.transfer_id then
+        differ("the transfer")
+    end
+    if #lc ~= #consumed or #lcids ~= #cids or #lprs ~= #prs
+       or #lplan.deltas ~= #plan.deltas then
+        differ("a count")
+    end
+    for i, p in ipairs(lc) do if p ~= consumed[i] then differ("consumed " .. i) end end
+    for i, id in ipairs(lcids) do
+        if id ~= cids[i] or la[id] ~= src.accts[id] then differ("involved " .. i) end
+    end
+    for i, pr in ipairs(lprs) do
+        if pr.account ~= prs[i].account or asset_key(pr.asset) ~= asset_key(prs[i].asset) then
+            differ("pair " .. i)
+        end
+    end
+    for i, d in ipairs(lplan.deltas) do
+        local c = plan.deltas[i]
+        for _, f in ipairs { "account", "before", "debit", "credit", "after" } do
+            if d[f] ~= c[f] then differ("delta " .. i .. " " .. f) end
+        end
+        if asset_key(d.asset) ~= asset_key(c.asset) then differ("delta " .. i .. " asset") end
+    end
+    for i, o in ipairs(lt.outputs) do
+        if o.amount ~= t.outputs[i].amount then differ("output " .. i) end
+    end
+end
+
 -- Reads once, then resolves and validates the members in order over the in-memory view.
 -- Sets ctx.items (the transfers, in order), ctx.rejects, ctx.handover, ctx.heads.
 function Ledger:_plan_batch(ctx)
@@ -165,40 +239,23 @@ function Ledger:_plan_batch(ctx)
     local sbal = seen.bal
     for _, e in ipairs(ctx.batch) do
         local k = e.k
-        local t, consumed, a3 = self:_resolve_commit(e.req, src)
+        local t, consumed, a3, cids, prs, plan = self:_plan_member(e.req, src, sbal)
         if t == nil then
             rejects[#rejects + 1] = { k = k, e = e, err = consumed, code = a3 }
         elseif t == false then
             handover[#handover + 1] = { k = k, e = e }
         else
-            local cids = complete(t, consumed, a3)
-            local prs = pairs_of(t, consumed)
-            local balances = {}
-            for i, pr in ipairs(prs) do
-                local bk = pr.account .. asset_key(pr.asset)
-                local v = bal[bk] or 0
-                if sbal[bk] == nil then sbal[bk] = v end
-                balances[i] = { account = pr.account, asset = pr.asset, amount = v }
-            end
-            local alist = list_accounts(cids, a3)
-            local plan, err, code = ledger.validate_and_plan(t, alist, consumed, balances, true)
-            if not plan and RACE[code] then
-                handover[#handover + 1] = { k = k, e = e }
-            elseif not plan then
-                rejects[#rejects + 1] = { k = k, e = e, err = err, code = code }
-            else
-                local tid = plan.transfer_id
-                for i, id in ipairs(cids) do seen.accts[id] = alist[i] end
-                move_view(pidx, bal, seen, plan, t, consumed)
-                items[#items + 1] = { k = k, e = e, t = t, tid = tid, cids = cids,
-                                      tbytes = plan.bytes, prs = prs, deltas = plan.deltas }
-                for _, h in ipairs(heads_of(t, consumed, a3)) do
-                    local hk = h.account .. asset_key(h.asset)
-                    if not hseen[hk] then
-                        hseen[hk] = true
-                        h.key = hk
-                        heads[#heads + 1] = h
-                    end
+            local tid = plan.transfer_id
+            for _, id in ipairs(cids) do seen.accts[id] = a3[id] end
+            move_view(pidx, bal, seen, plan, t, consumed)
+            items[#items + 1] = { k = k, e = e, t = t, tid = tid, cids = cids,
+                                  tbytes = plan.bytes, prs = prs, deltas = plan.deltas }
+            for _, h in ipairs(heads_of(t, consumed, a3)) do
+                local hk = h.account .. asset_key(h.asset)
+                if not hseen[hk] then
+                    hseen[hk] = true
+                    h.key = hk
+                    heads[#heads + 1] = h
                 end
             end
         end
