@@ -7,7 +7,7 @@
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
 --       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N] [--gc-pause N]
---       [--lane-min N] [--offload] [--stages]
+--       [--lane-min N] [--offload] [--stages] [--alloc]
 --
 -- Slices of a real meter (one stream per tenant) rated through ron.ledger.exporter (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -56,6 +56,9 @@
 -- show the loop thread's share (the rest is the pool's).
 -- --stages: the daemon cases also print the loop thread's CPU per slice by stage of a put_many
 -- (tests/bench/stages.lua: the exporter's and the engine's per-batch methods wrapped).
+-- --alloc: the daemon cases run with the loop VM's collector stopped and print the bytes it
+-- allocated per slice by stage (exact where CPU figures move with the load; what the
+-- collector later frees). That run's rates are not a measurement (no collection at all).
 -- statements/slice: the store calls a rated slice costs (reads included). Per case also the
 -- wall time inside store calls per primitive, and the CPU per slice of this process and of
 -- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
@@ -101,12 +104,12 @@ B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "st
              { "--put-parallel", "put_parallel", "num" }, { "--gc-pause", "gc_pause", "num" },
              { "--lane-min", "lane_min", "num" }, { "--daemon", "daemon", "nums" },
              { "--batches", "batches", "nums" }, { "--offload", "offload", "on" },
-             { "--stages", "stages", "on" } },
+             { "--stages", "stages", "on" }, { "--alloc", "alloc", "on" } },
        "ron-accounting run bench-ledger-rating-pg.lua [--quick] [--out FILE] [--dir DIR] "
            .. "[--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite] "
            .. "[--batches B,B,..] [--batch-slices N] [--batch-streams N] [--no-single] "
            .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] [--put-parallel N] [--gc-pause N] "
-           .. "[--lane-min N] [--offload] [--stages]")
+           .. "[--lane-min N] [--offload] [--stages] [--alloc]")
 if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
 if opts.quick then
     opts.slices, opts.statement_slices, opts.batch_slices = 160, 32, 1024
@@ -466,7 +469,11 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
                                 put_parallel = opts.put_parallel }
     local c0, ct0, by0, tby0 = calls_mark(calls)
     local sr0, sb0 = calls.saga_rows, calls.saga_bytes
-    local st0 = opts.stages and ST.mark(e)
+    local st0 = (opts.stages or opts.alloc) and ST.mark(e)
+    if opts.alloc then
+        collectgarbage()
+        collectgarbage("stop")
+    end
     local cpu0, srv0, t0 = measure_start(rec)
     local workers, failed = {}, {}
     for t = 1, streams do
@@ -483,8 +490,12 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     end
     for _, h in ipairs(workers) do assert(h:join()) end
     local dt, cpu_self, cpu_srv, cpu_loop = measure_end(rec, cpu0, srv0, t0)
-    assert(#failed == 0, failed[1])
     local total = streams * W
+    if opts.alloc then
+        print("    " .. ST.alloc_line(st0, total))
+        collectgarbage("restart")
+    end
+    assert(#failed == 0, failed[1])
     local stats = pg_stats_read(total)
     local sps = total / dt
     local per = (calls.n - c0) / total
@@ -532,7 +543,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
            .. "PostgreSQL server %.0f us (load %s)"):format(dt / total * 1e6,
            (calls.t - ct0) / total * 1e6, cpu_self / total * 1e6, cpu_loop / total * 1e6,
            same_cpu / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
-    if st0 then print("    " .. ST.line(st0, total)) end
+    if opts.stages then print("    " .. ST.line(st0, total)) end
     pg_stats_print(stats, nb)
     emit(('{"bench":"ledger-rating","name":"rating_daemon_%s_%d","params":{"slices":%d,'
           .. '"streams":%d,"windows":%d,"put_batch":%d,"put_parallel":%d},"slices_per_s":%.1f,'

@@ -15,6 +15,8 @@
 --                                     -- (on the shared classes: every exporter of the
 --                                     -- process is counted from then on)
 --   print(ST.line(mark, slices))      -- after it: CPU us per slice by stage
+--   print(ST.alloc_line(mark, slices)) -- bytes the loop's VM allocated per slice by stage,
+--                                     -- for a run with the collector stopped (--alloc)
 local B = require("bench_common")
 local phases = require("ron.ledger.phases")
 
@@ -22,18 +24,24 @@ local format = string.format
 
 local _M = {}
 
-local acc = {} -- label -> { calls, cpu seconds, depth }
+local acc = {} -- label -> { calls, cpu seconds, depth, KB allocated, KB at the call }
+local count = collectgarbage
 
+-- (KB: the heap's growth over the stage, which is what it allocated only while the
+-- collector is stopped: ST.alloc_line)
 local function wrap(tbl, name, label)
     if type(tbl[name]) ~= "function" or acc[label] then return end
-    local a = { 0, 0, 0 } -- calls, CPU seconds, depth
+    local a = { 0, 0, 0, 0, 0 }
     acc[label] = a
     B.around(tbl, name, function()
         if a[3] > 0 then return nil end -- (inside itself: the outer call counts)
-        a[3] = 1
+        a[3], a[5] = 1, count("count")
         return B.cpu_s(1)
     end, function(c0)
-        if c0 then a[1], a[2], a[3] = a[1] + 1, a[2] + B.cpu_s(1) - c0, 0 end
+        if c0 then
+            a[1], a[2], a[3] = a[1] + 1, a[2] + B.cpu_s(1) - c0, 0
+            a[4] = a[4] + count("count") - a[5]
+        end
     end)
 end
 
@@ -58,25 +66,43 @@ end
 function _M.mark(e)
     if e then _M.install(e) end
     local m = {}
-    for k, a in pairs(acc) do m[k] = { a[1], a[2] } end
+    for k, a in pairs(acc) do m[k] = { a[1], a[2], a[4] } end
     return m
 end
 
--- "put_many 76.1 = heads 7.9 + ..." since mark, in us of this thread's CPU per slice
-function _M.line(mark, slices)
-    local function us(label)
-        local a, m = acc[label], mark[label] or { 0, 0 }
+-- label -> its figure since mark, per slice: field 2 (CPU seconds, in us) or 3 (KB)
+local function per_slice(mark, slices, field, scale)
+    return function(label)
+        local a, m = acc[label], mark[label] or { 0, 0, 0 }
         if not a then return 0 end
-        return (a[2] - m[2]) / slices * 1e6
+        return (a[field == 2 and 2 or 4] - m[field]) / slices * scale
     end
+end
+
+local function parts_of(f)
     local parts = {}
     for i, s in ipairs(STAGES) do
-        if i > 1 then parts[#parts + 1] = format("%s %.1f", s[1], us(s[1])) end
+        if i > 1 then parts[#parts + 1] = format("%s %.1f", s[1], f(s[1])) end
     end
+    return table.concat(parts, ", ")
+end
+
+-- "put_many 76.1: heads 7.9, ..." since mark, in us of this thread's CPU per slice
+function _M.line(mark, slices)
+    local us = per_slice(mark, slices, 2, 1e6)
     return format("loop CPU us per slice by stage (--stages; inclusive: commit holds "
                   .. "commit_many, which holds plan .. done; engine store calls are the "
                   .. "engine's phases, their pack and unpack, inside plan and commit_many): "
-                  .. "put_many %.1f: %s", us("put_many"), table.concat(parts, ", "))
+                  .. "put_many %.1f: %s", us("put_many"), parts_of(us))
+end
+
+-- The same in bytes the loop's VM allocated per slice, by stage (inclusive), for a run
+-- whose collector was stopped from mark on (--alloc): exact, where CPU figures move with
+-- the machine's load.
+function _M.alloc_line(mark, slices)
+    local b = per_slice(mark, slices, 3, 1024)
+    return format("bytes allocated per slice by stage (--alloc; inclusive, as above): "
+                  .. "put_many %.0f: %s", b("put_many"), parts_of(b))
 end
 
 return _M
