@@ -83,6 +83,24 @@ describe("the core's plan (plan_core, rl_resolve_and_plan)", function()
         assert.are.equal(1, (plan_core.stats.Undecided or 0) - u0)
     end)
 
+    it("plans a member whose payers hold more postings than its pool had room for (the pool "
+       .. "grows, the member is marshalled again)", function()
+        -- A and B hold 300 postings of 1 each: both lists (read whole past the first page)
+        -- go into one call's pool
+        local function setup(led)
+            for i = 1, 300 do
+                assert(led:commit { intent = "a" .. i, movements = { mv(EXT, A, 1) } })
+                assert(led:commit { intent = "b" .. i, movements = { mv(EXT, B, 1) } })
+            end
+        end
+        local reqs = { { intent = "p", movements = { mv(A, C, 40), mv(B, C, 40) } } }
+        local n0 = plan_core.stats.planned or 0
+        local core = answers(true, setup, reqs)
+        assert.are.equal(1, (plan_core.stats.planned or 0) - n0)
+        assert.truthy(core[1][1], tostring(core[1][2]))
+        same(core, answers(false, setup, reqs))
+    end)
+
     it("leaves rejections and races to the long way, with its codes", function()
         local function setup(led)
             assert(led:commit { intent = "a", movements = { mv(EXT, A, 5) } })
