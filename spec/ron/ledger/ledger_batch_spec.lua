@@ -657,6 +657,37 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(sim.verify(store, "main"))
     end)
 
+    it("a lost reply whose retry finds a member committed by another engine (same intent, "
+       .. "same body) is a phase that did not commit, not a half-applied one (make "
+       .. "sim-ledger, seed 5120)", function()
+        local store, led, other = funded_world(true)
+        local x1 = { intent = "x1", movements = { mv(A, B, 10) } }
+        local x2 = { intent = "x2", movements = { mv(A, C, 5) } }
+        local lost, theirs = false, nil
+        store.fault = function(when, name, ops)
+            if when ~= "before" or name ~= "apply" or lost then return nil end
+            for _, op in ipairs(ops) do
+                if op[1] == "store_transfers" then
+                    -- the write phase's first attempt: nothing applied, the reply lost
+                    -- ("io": maybe); meanwhile another engine commits x1 as it is
+                    lost = true
+                    theirs = assert(other:commit(x1))
+                    return { err = "connection reset", class = "io" }
+                end
+            end
+        end
+        local ok, r = pcall(led.commit_many, led, { x1, x2 })
+        store.fault = nil
+        assert(ok, r)
+        assert.is_true(lost)
+        assert.truthy(r[1][1], tostring(r[1][2]))
+        assert.are.equal(theirs.transfer_id, r[1][1].transfer_id)
+        assert.truthy(r[2][1], tostring(r[2][2]))
+        assert.are.equal(1, led.stats.atomic_batch_landed_elsewhere)
+        assert.are.equal(100 - 15, store:get_balance(A, USD)) -- x1 once, x2 once
+        assert(sim.verify(store, "main"))
+    end)
+
     it("recover() gives a batch back or finds it complete: a crash inside a phase leaves "
        .. "none of it (LED-53, LED-67)", function()
         -- the batch's phases: the plan's reads (one read-only phase on a store without
