@@ -657,6 +657,33 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert(sim.verify(store, "main"))
     end)
 
+    it("answers a request whose movements net to nothing InvalidRequest, stores nothing for "
+       .. "it, and tells a near miss from nothing exactly (make sim-ledger, seed 20261447)",
+       function()
+        local store, led = funded_world()
+        local big = 2 ^ 53
+        local nothing = {
+            { intent = "n1", movements = { mv(A, A, 5) } },
+            { intent = "n2", movements = { mv(A, B, 5), mv(B, A, 5) } },
+            { intent = "n3", movements = { mv(A, B, 5, USD), mv(B, A, 5, USD), mv(C, C, 1, EUR) } },
+        }
+        for _, req in ipairs(nothing) do
+            local r, err, code = led:commit(req)
+            assert.is_nil(r)
+            assert.are.equal(L.ERR.InvalidRequest, code, tostring(err))
+            assert.truthy(tostring(err):find("net to nothing", 1, true))
+            local rr = led:commit_many { req }
+            assert.are.equal(L.ERR.InvalidRequest, rr[1][3])
+            assert.is_nil(store:get_intents({ req.intent })[req.intent])
+        end
+        -- nets of -1 (A) and +1 (B) that doubles would round to 0: a transfer of 1
+        assert(led:commit { intent = "n4", movements = { mv(A, B, big), mv(A, B, 1),
+                                                         mv(B, A, big) } })
+        assert.are.equal(99, store:get_balance(A, USD))
+        assert.are.equal(1, store:get_balance(B, USD))
+        assert(sim.verify(store, "main"))
+    end)
+
     it("a lost reply whose retry finds a member committed by another engine (same intent, "
        .. "same body) is a phase that did not commit, not a half-applied one (make "
        .. "sim-ledger, seed 5120)", function()

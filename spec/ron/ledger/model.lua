@@ -33,6 +33,12 @@ function M.validate(t, accounts, consumed, balances)
     local function account(id)
         for _, a in ipairs(accounts) do if a.id == id then return a end end
     end
+    -- 1. shape, the part a resolved transfer can miss: it moves something and names its
+    -- intent (LED-14)
+    if #(t.inputs or {}) + #(t.outputs or {}) == 0 or type(t.intent) ~= "string"
+       or #t.intent == 0 then
+        return nil, "NonCanonical"
+    end
     -- 2. consumed postings
     local ins = {}
     for i, ref in ipairs(t.inputs or {}) do
