@@ -7,6 +7,17 @@ local sim = require("ron.ledger.sim")
 
 local function now() return os.clock() end
 
+-- sim.random for the k-th seed of a run from first, whose options depend on k (its place:
+-- k % 6, k % 5, k % 3): a failure names the run that replays it with the same options
+-- (RON_SIM_SEED, RON_SIM_SEEDS: 30 is a multiple of 6, 5 and 3).
+local function run_seed(first, k, o)
+    local ok, st = pcall(sim.random, o)
+    if ok then return st end
+    local start = first + k - k % 30
+    error(string.format("%s\n(replay: RON_SIM_SEED=%d RON_SIM_SEEDS=%d RON_SIM_OPS=%d)",
+                        tostring(st), start, k % 30 + 1, o.ops), 0)
+end
+
 describe("ledger simulator", function()
     it("every scenario survives a crash, an error, a zero or partial batch and a storm at "
        .. "every primitive", function()
@@ -42,9 +53,9 @@ describe("ledger simulator", function()
         for k = 0, seeds - 1 do
             local seed = first + k
             sim.saga_only = k % 3 == 2 -- (a third of the seeds: the saga's phases alone)
-            local st = sim.random { seed = seed, ops = ops, conc = 1 + k % 6,
-                                    p_crash = 0.001 + (k % 3) * 0.002, p_err = 0.02,
-                                    p_partial = 0.05 }
+            local st = run_seed(first, k, { seed = seed, ops = ops, conc = 1 + k % 6,
+                                            p_crash = 0.001 + (k % 3) * 0.002, p_err = 0.02,
+                                            p_partial = 0.05 })
             for name in pairs(sum) do sum[name] = sum[name] + (st[name] or 0) end
             if os.getenv("RON_SIM_VERBOSE") then
                 print(string.format("seed %d: %d transfers, %d commits %d rejections %d crashes",
@@ -74,10 +85,10 @@ describe("ledger simulator", function()
         local batches, transfers, crashes, handovers, lost, chained = 0, 0, 0, 0, 0, 0
         local atomic = 0
         for k = 0, seeds - 1 do
-            local st = sim.random { seed = first + k, ops = ops, conc = 1 + k % 5,
-                                    p_batch = 0.4, p_capped = 0.4,
-                                    p_crash = 0.001 + (k % 3) * 0.002, p_err = 0.02,
-                                    p_partial = 0.05 }
+            local st = run_seed(first, k, { seed = first + k, ops = ops, conc = 1 + k % 5,
+                                            p_batch = 0.4, p_capped = 0.4,
+                                            p_crash = 0.001 + (k % 3) * 0.002, p_err = 0.02,
+                                            p_partial = 0.05 })
             batches = batches + (st.batches or 0)
             transfers = transfers + st.transfers
             crashes = crashes + st.crashes
