@@ -444,7 +444,6 @@ end
 
 -- The wrappers' marshalling, for this package's other users of the core
 -- (ron.ledger.engine.plan_core): one rule for putting a table into a struct. Not an API.
-_M._ffi = { put_account = put_account, put_posting = put_posting, put_asset = put_asset,
-            shared_asset = shared_asset, fail = fail }
+_M._ffi = { put_account = put_account, put_posting = put_posting, put_asset = put_asset }
 
 return _M

@@ -16,7 +16,7 @@ local ledger = require("ron.ledger")
 local C = require("ron.ledger.lib").namespace()
 local base = require("ron.ledger.engine.base")
 
-local ffi_new, ffi_string, pairs, type = ffi.new, ffi.string, pairs, type
+local ffi_new, ffi_string, pairs = ffi.new, ffi.string, pairs
 
 local M = {}
 M.check = os.getenv("RON_LEDGER_CORE_PLAN_CHECK") == "1" -- both ways, compared (specs)
@@ -149,13 +149,11 @@ local function marshal(src, req)
     st.np, st.nposts, st.want = 0, 0, nil
     for i = 1, #mv do
         local m = mv[i]
+        -- (amounts are check_request's: positive integers, numbers or int64_t)
         local f, t = account(A, accts, m.from), account(A, accts, m.to)
-        local am = m.amount
-        if f == nil or t == nil or type(am) ~= "number" and type(am) ~= "cdata" then
-            return nil
-        end
+        if f == nil or t == nil then return nil end
         local d = movements[i - 1]
-        d.from, d.to, d.amount = f, t, am
+        d.from, d.to, d.amount = f, t, m.amount
         d.asset = asset_of(asset_key(m.asset), m.asset)
     end
     if od then

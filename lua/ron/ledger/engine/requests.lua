@@ -2,9 +2,9 @@
 -- their outcomes (durable before they are returned, LED-50; replays, LED-27).
 -- A concern of the engine ron.ledger.ledger, which installs the methods below
 -- (_M.methods) on its one Ledger class.
-local ledger = require("ron.ledger")
 local codec = require("ron.ledger.codec")
 local base = require("ron.ledger.engine.base")
+local view = require("ron.ledger.view")
 
 local format = string.format
 local type = type
@@ -32,30 +32,27 @@ end
 -- make a transfer that moves nothing, which no ledger stores (LED-14: the core refuses it
 -- as NonCanonical; the engine stored that rejection, a cryptic answer to a plain mistake,
 -- and the model oracle of `make sim-ledger` disagreed with it, seed 20261447). A pair
--- that is never credited nets a debit: one look per movement settles the common request.
-local function same_asset(a, b) return a.code == b.code and a.scale == b.scale end
-local function nets_to_nothing(mvs)
-    for _, m in ipairs(mvs) do
-        local credited = false
-        for _, m2 in ipairs(mvs) do
-            if m2.to == m.from and same_asset(m2.asset, m.asset) then
-                credited = true
-                break
-            end
+-- that is never credited nets a debit, so one look per movement settles the common request
+-- without netting it; the rest are netted exactly by resolution's own rule (view.nets_of:
+-- nil on an overflow, which is not nothing, and resolution refuses it).
+local function credited(mvs, m)
+    for _, m2 in ipairs(mvs) do
+        if m2.to == m.from and m2.asset.code == m.asset.code
+           and m2.asset.scale == m.asset.scale then
+            return true
         end
-        if not credited then return false end
     end
-    local net = {} -- (exact: an overflow is not nothing, and resolution refuses it)
-    for _, m in ipairs(mvs) do
-        local kf = m.from .. m.asset.code .. "\0" .. m.asset.scale
-        local kt = m.to .. m.asset.code .. "\0" .. m.asset.scale
-        net[kf] = ledger.amount_sub(net[kf] or 0, m.amount)
-        if net[kf] == nil then return false end
-        net[kt] = ledger.amount_add(net[kt] or 0, m.amount)
-        if net[kt] == nil then return false end
+    return false
+end
+
+local function nets_to_nothing(req)
+    for _, m in ipairs(req.movements) do
+        if not credited(req.movements, m) then return false end
     end
-    for _, v in pairs(net) do
-        if v ~= 0 then return false end
+    local nets = view.nets_of(req)
+    if not nets then return false end
+    for _, p in ipairs(nets) do
+        if p.net ~= 0 then return false end
     end
     return true
 end
@@ -92,7 +89,7 @@ local function check_request(req)
             return format("movements[%d]: amount must be a positive integer", i)
         end
     end
-    if nets_to_nothing(req.movements) then
+    if nets_to_nothing(req) then
         return "the movements net to nothing: no account's balance would change"
     end
     if req.overdraft ~= nil then
