@@ -76,7 +76,6 @@ static int short_pair(const rl_resolve_in_t *in, rl_resolved_t *out, const net_t
     if (v->finalizing) return RL_EINFLIGHT;
     if (v->receivable < 0 && in->accounts[p->account].policy == RL_POLICY_NO_OVERDRAFT)
         return RL_EINSUFFICIENT;
-    if (v->receivable >= (int32_t)in->n_accounts) return RL_EINVAL;
     if (avail > 0) {
         uint32_t idx[RL_MAX_INPUTS], n;
         int64_t sum, change;
@@ -193,10 +192,13 @@ static int check_in(const rl_resolve_in_t *in) {
             rl_asset_check(&m->asset) != 0)
             return RL_EINVAL;
     }
-    for (uint32_t i = 0; i < in->n_pairs; i++)
-        if (in->pairs[i].account >= in->n_accounts ||
-            (in->pairs[i].postings == NULL && in->pairs[i].n_postings != 0))
+    for (uint32_t i = 0; i < in->n_pairs; i++) {
+        const rl_pair_view_t *v = &in->pairs[i];
+        if (v->account >= in->n_accounts || v->receivable < -1 ||
+            (v->receivable >= 0 && (uint32_t)v->receivable >= in->n_accounts) ||
+            (v->postings == NULL && v->n_postings != 0))
             return RL_EINVAL;
+    }
     return 0;
 }
 

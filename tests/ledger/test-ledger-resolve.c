@@ -208,6 +208,11 @@ RL_TEST(bad_input) {
     view_init(&V, amt, 1, 50);
     V.pairs[1].account = 4;
     CHECK_RC(run(&V), RL_EINVAL);
+    view_init(&V, amt, 1, 50); /* a receivable out of range: refused up front, short or not */
+    V.pairs[0].receivable = 4;
+    CHECK_RC(run(&V), RL_EINVAL);
+    V.pairs[0].receivable = -2;
+    CHECK_RC(run(&V), RL_EINVAL);
     view_init(&V, amt, 1, 50);
     V.in.first_page = 0;
     CHECK_RC(run(&V), RL_ELIMIT);
