@@ -66,16 +66,17 @@ end
 function _M.mark(e)
     if e then _M.install(e) end
     local m = {}
-    for k, a in pairs(acc) do m[k] = { a[1], a[2], a[4] } end
+    for k, a in pairs(acc) do m[k] = { a[1], a[2], a[3], a[4] } end -- (acc's layout)
     return m
 end
 
--- label -> its figure since mark, per slice: field 2 (CPU seconds, in us) or 3 (KB)
+-- label -> its figure since mark, per slice: field 2 (CPU seconds) or 4 (KB), times scale
+local CPU, KB = 2, 4
 local function per_slice(mark, slices, field, scale)
     return function(label)
-        local a, m = acc[label], mark[label] or { 0, 0, 0 }
+        local a, m = acc[label], mark[label]
         if not a then return 0 end
-        return (a[field == 2 and 2 or 4] - m[field]) / slices * scale
+        return (a[field] - (m and m[field] or 0)) / slices * scale
     end
 end
 
@@ -89,7 +90,7 @@ end
 
 -- "put_many 76.1: heads 7.9, ..." since mark, in us of this thread's CPU per slice
 function _M.line(mark, slices)
-    local us = per_slice(mark, slices, 2, 1e6)
+    local us = per_slice(mark, slices, CPU, 1e6)
     return format("loop CPU us per slice by stage (--stages; inclusive: commit holds "
                   .. "commit_many, which holds plan .. done; engine store calls are the "
                   .. "engine's phases, their pack and unpack, inside plan and commit_many): "
@@ -100,7 +101,7 @@ end
 -- whose collector was stopped from mark on (--alloc): exact, where CPU figures move with
 -- the machine's load.
 function _M.alloc_line(mark, slices)
-    local b = per_slice(mark, slices, 3, 1024)
+    local b = per_slice(mark, slices, KB, 1024)
     return format("bytes allocated per slice by stage (--alloc; inclusive, as above): "
                   .. "put_many %.0f: %s", b("put_many"), parts_of(b))
 end
