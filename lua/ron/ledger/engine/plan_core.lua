@@ -84,8 +84,10 @@ local function account(A, accts, id)
     return i
 end
 
--- One call's pairs (reused: no table per call): index by key, key, asset, list by index.
+-- One call's pairs (reused: no table per call): index by key, key, asset, list by index;
+-- and its movements' asset keys.
 local st = { pk = {}, keys = {}, assets = {}, lists = {}, np = 0, nposts = 0 }
+local aks = {}
 
 -- A payer's positive postings (a prefix of its list, largest first: LED-10) into the pool.
 local function put_postings(v, list)
@@ -108,9 +110,9 @@ local function put_postings(v, list)
 end
 
 -- The pair (acct, asset)'s index in the view, marshalled on first sight (payer: with its
--- postings); nil: the view cannot say. recv: the account's receivable index, or -1.
-local function pair(src, A, acct, asset, recv, payer)
-    local ak = asset_key(asset)
+-- postings); nil: the view cannot say. ak: asset_key(asset); recv: the account's receivable
+-- index, or -1.
+local function pair(src, A, acct, asset, ak, recv, payer)
     local k = acct .. ak
     local pi = st.pk[k]
     local pool = src.pools[k]
@@ -154,7 +156,8 @@ local function marshal(src, req)
         if f == nil or t == nil then return nil end
         local d = movements[i - 1]
         d.from, d.to, d.amount = f, t, m.amount
-        d.asset = asset_of(asset_key(m.asset), m.asset)
+        aks[i] = asset_key(m.asset)
+        d.asset = asset_of(aks[i], m.asset)
     end
     if od then
         for from, to in pairs(od) do
@@ -163,10 +166,10 @@ local function marshal(src, req)
     end
     for i = 1, #mv do
         local m = mv[i]
-        local recv = od and od[m.from]
-        if pair(src, A, m.from, m.asset, recv_of(A, od, m.from), true) == nil
-           or pair(src, A, m.to, m.asset, recv_of(A, od, m.to), false) == nil
-           or recv and pair(src, A, recv, m.asset, recv_of(A, od, recv), false) == nil then
+        local recv, ak = od and od[m.from], aks[i]
+        if pair(src, A, m.from, m.asset, ak, recv_of(A, od, m.from), true) == nil
+           or pair(src, A, m.to, m.asset, ak, recv_of(A, od, m.to), false) == nil
+           or recv and pair(src, A, recv, m.asset, ak, recv_of(A, od, recv), false) == nil then
             return nil
         end
     end
