@@ -57,8 +57,9 @@
 -- --stages: the daemon cases also print the loop thread's CPU per slice by stage of a put_many
 -- (tests/bench/stages.lua: the exporter's and the engine's per-batch methods wrapped).
 -- --alloc: the daemon cases run with the loop VM's collector stopped and print the bytes it
--- allocated per slice by stage (exact where CPU figures move with the load; what the
--- collector later frees). That run's rates are not a measurement (no collection at all).
+-- allocated per slice by stage (repeatable to a few percent, where CPU figures move with
+-- the load; what the collector later frees). That run's rates are not a measurement (no
+-- collection at all).
 -- statements/slice: the store calls a rated slice costs (reads included). Per case also the
 -- wall time inside store calls per primitive, and the CPU per slice of this process and of
 -- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's

@@ -98,8 +98,8 @@ function _M.line(mark, slices)
 end
 
 -- The same in bytes the loop's VM allocated per slice, by stage (inclusive), for a run
--- whose collector was stopped from mark on (--alloc): exact, where CPU figures move with
--- the machine's load.
+-- whose collector was stopped from mark on (--alloc): repeatable to a few percent, where
+-- CPU figures move with the machine's load.
 function _M.alloc_line(mark, slices)
     local b = per_slice(mark, slices, KB, 1024)
     return format("bytes allocated per slice by stage (--alloc; inclusive, as above): "
