@@ -298,7 +298,8 @@ function _M.request(info, card, used, accounts)
                                    window_start_s = info.window_start_s,
                                    quantity = info.quantity, used = used or 0 }
     if not rated then return nil, err end
-    local units = B.to_amount(B.from(rated.quantity))
+    local qt = rated.quantity -- (up to 15 digits: an exact number, no bigint on the way)
+    local units = #qt <= 15 and tonumber(qt) or B.to_amount(B.from(qt))
     if not units then
         return nil, format("RatingError: %s units in one slice exceed 2^63 - 1", rated.quantity)
     end

@@ -251,6 +251,103 @@ describe("split invariance (LED-R-3)", function()
     end)
 end)
 
+-- The fast path (issue 25): C(Q) in Lua numbers below 2^52, the bigint way the definition.
+-- Random cards (bounds small, near 2^52 and past 2^64; prices up to 2^31 - 1), quantities
+-- picked around each card's qmax (the fast path's edge) and far below it: card:rate's whole
+-- result is the same both ways, and the fast path took most of the cases.
+describe("the fast path (issue 25)", function()
+    local function big_or_small()
+        local r = math.random(1, 4)
+        if r == 1 then return math.random(1, 5000) end
+        if r == 2 then return math.random(1, 2 ^ 31) * math.random(1, 2 ^ 20) end
+        if r == 3 then return math.random(2 ^ 50, 2 ^ 52) end
+        return tostring(math.random(1, 9)) .. string.rep("7", 20) -- past 2^64
+    end
+    local function random_card()
+        local tiers, bound = {}, B.from(0)
+        for i = 1, math.random(1, 4) do
+            if i > 1 then
+                bound = B.add(bound, B.from(big_or_small()))
+                tiers[i - 1].upto = B.tostring(bound)
+            end
+            tiers[i] = { price = math.random(1, 3) == 1 and math.random(0, 20)
+                                 or math.random(0, 2147483647) }
+        end
+        local free = math.random(1, 3) == 1 and 0 or big_or_small()
+        return assert(rate.new({ version = "f", currency = { code = "X", scale = 0 },
+            dimensions = { d = { per = math.random(1, 3) == 1 and 1 or math.random(1, 2 ^ 31 - 1),
+                                 free = free, tiers = tiers } } }, "fast"))
+    end
+    local function both(card, used, q)
+        local o = { dimension = "d", window_start_s = 0, used = used, quantity = q }
+        rate.fast = false
+        local ok1, big, e1 = pcall(card.rate, card, o)
+        rate.fast = true
+        local ok2, fast, e2 = pcall(card.rate, card, o)
+        assert.equal(ok1, ok2)
+        assert.same(big, fast)
+        assert.equal(e1, e2)
+    end
+
+    it("rates exactly as the bigint way, on both sides of its edge (property)", function()
+        S.seeded("RA_FAST_SEED", 20261201, "rate_spec fast path seed ")
+        local fast, n = 0, 0
+        for _ = 1, 300 do
+            local card = random_card()
+            local qmax = card.dims.d.fast.qmax
+            for _ = 1, 20 do
+                local r = math.random(1, 4)
+                local used, q
+                if r == 1 then -- at the edge: the last sums below qmax and the first past it
+                    used = math.random(0, qmax - 1)
+                    q = qmax - used - math.random(0, 2)
+                elseif r == 2 then
+                    used, q = math.random(0, 10 ^ 6), math.random(0, 10 ^ 6)
+                elseif r == 3 then
+                    used = math.random(0, qmax - 1)
+                    q = math.random(0, qmax - 1 - used)
+                else -- decimal text, up to 20 digits
+                    used = tostring(math.random(0, 10 ^ 9)) .. tostring(math.random(0, 10 ^ 9))
+                    q = tostring(math.random(0, 10 ^ 6))
+                end
+                if tonumber(q) >= 0 then
+                    n = n + 1
+                    local un, qn = tonumber(used), tonumber(q)
+                    if #tostring(used) <= 15 and un + qn < qmax then fast = fast + 1 end
+                    both(card, used, q)
+                end
+            end
+        end
+        print(string.format("rate_spec fast path: %d of %d cases fast", fast, n))
+        assert.is_true(fast > n / 2 and fast < n)
+    end)
+
+    it("C(Q) in numbers is the bigint C(Q) just below qmax, with the largest prices", function()
+        local card = assert(rate.new({ version = "f", currency = { code = "X", scale = 0 },
+            dimensions = { d = { per = 2147483647, free = 3, tiers = {
+                { upto = 5, price = 2147483647 }, { upto = "99999999999999999999999",
+                                                    price = 2147483646 }, { price = 0 } } } } },
+            "edge"))
+        local d = card.dims.d
+        for k = 1, 50 do
+            local q = d.fast.qmax - k
+            assert.equal(B.tostring(rate._charge(d, B.from(q))),
+                         string.format("%d", rate._charge_n(d.fast, q)))
+        end
+        assert.is_true(d.fast.qmax * 2147483647 >= 2 ^ 52 - 2147483647)
+        -- the floor of a double division below 2^52 (rate.lua's argument), against uint64_t's
+        local u64 = ffi.typeof("uint64_t")
+        math.randomseed(11)
+        for _ = 1, 100000 do
+            local per = math.random(1, 3) == 1 and math.random(1, 1000)
+                        or math.random(1, 2147483647)
+            local q = math.random(0, math.floor(2 ^ 52 / per))
+            local sum = math.min(q * per + math.random(0, per - 1), 2 ^ 52 - 1)
+            assert.equal(tonumber(u64(sum) / per), math.floor(sum / per))
+        end
+    end)
+end)
+
 describe("bigint", function()
     it("agrees with uint64_t arithmetic below 2^64", function()
         math.randomseed(7)
