@@ -199,15 +199,39 @@ end
 
 -- ---- metadata (LED-R-6) ----
 
+-- The metadata is written into one buffer and made a string once (issue 25: a table of 17
+-- pieces and ~24 short strings per rated slice, 0.65 KB and ~2 us, before).
+local META_MAX = 3 + 16 + 1 + 32 + 8 + 8 + 4 + 32 + 32 + 1 + 255 + 1 + 255 + 4 * 8
+local mbuf = ffi.new("uint8_t[?]", META_MAX)
+local function put_s(at, s)
+    ffi.copy(mbuf + at, s, #s)
+    return at + #s
+end
+local function put_u8(at, n, what)
+    if n > 255 then error("ron.ledger.usage: " .. what .. " is longer than 255 bytes", 3) end
+    mbuf[at] = n
+    return at + 1
+end
+local function put_u32(at, n)
+    mbuf[at], mbuf[at + 1] = band(rshift(n, 24), 255), band(rshift(n, 16), 255)
+    mbuf[at + 2], mbuf[at + 3] = band(rshift(n, 8), 255), band(n, 255)
+    return at + 4
+end
+local function put_u64(at, n) -- u64be's rule: an exact number in two halves, else its way
+    if type(n) == "number" and n >= 0 and n < TWO53 and n % 1 == 0 then
+        local lo = n % TWO32
+        return put_u32(put_u32(at, (n - lo) / TWO32), lo)
+    end
+    return put_s(at, u64be(n))
+end
+
 -- A quantity field: a decimal string (or an integer) as u64. Up to 15 digits it is an exact
 -- Lua number (< 2^53): no bigint on the way (the common case, four per rated slice).
 local function meta_u64(v, what)
-    if type(v) == "string" and #v <= 15 and B.is_decimal(v) then
-        return u64be(tonumber(v))
-    end
+    if type(v) == "string" and #v <= 15 and B.is_decimal(v) then return tonumber(v) end
     local x = B.to_u64(B.from(v))
     if not x then error("ron.ledger.usage: " .. what .. " exceeds 2^64 - 1", 3) end
-    return u64be(x)
+    return x
 end
 
 -- Big-endian like the ledger's canonical format (docs/LEDGER-FORMAT.md §0):
@@ -216,14 +240,17 @@ end
 --   quantity u64 | used u64 | used_after u64 | amount u64
 function _M.encode_metadata(m)
     check_dim(m.dimension)
-    local q = meta_u64
-    return table.concat {
-        _M.META_MAGIC, tenant_raw(m.tenant), u8(#m.dimension), m.dimension, u64be(m.seq),
-        u64be(m.window_start_s), u32be(m.window_len_s), raw32(m.b3, "b3"),
-        raw32(m.prev_b3, "prev_b3"), u8(#m.version), m.version, u8(#m.period), m.period,
-        q(m.quantity, "quantity"), q(m.used, "used"), q(m.used_after, "used_after"),
-        q(m.amount, "amount"),
-    }
+    local tenant, b3s, prev = tenant_raw(m.tenant), raw32(m.b3, "b3"), raw32(m.prev_b3, "prev_b3")
+    local qv, uv, av, mv = meta_u64(m.quantity, "quantity"), meta_u64(m.used, "used"),
+                           meta_u64(m.used_after, "used_after"), meta_u64(m.amount, "amount")
+    local at = put_s(put_s(0, _M.META_MAGIC), tenant)
+    at = put_s(put_u8(at, #m.dimension, "dimension"), m.dimension)
+    at = put_u32(put_u64(put_u64(at, m.seq), m.window_start_s), m.window_len_s)
+    at = put_s(put_s(at, b3s), prev)
+    at = put_s(put_u8(at, #m.version, "version"), m.version)
+    at = put_s(put_u8(at, #m.period, "period"), m.period)
+    at = put_u64(put_u64(put_u64(put_u64(at, qv), uv), av), mv)
+    return ffi.string(mbuf, at)
 end
 
 -- -> table (quantity, used, used_after, amount as decimal strings) | nil

@@ -430,6 +430,12 @@ describe("usage metadata and intent (LED-R-5, LED-R-6)", function()
                 used_after = "18446744073709551615", amount = "5" }
     it("decodes exactly what it encodes and nothing else", function()
         local bytes = usage.encode_metadata(m)
+        -- (the bytes of the layout in usage.lua's encode_metadata, field by field)
+        assert.equal("554d01" .. "123e4567e89b12d3a456426614174000" .. "05" .. "6279746573"
+                     .. "0000000000000007" .. "000000006553ede0" .. "0000003c"
+                     .. string.rep("01", 32) .. string.rep("02", 32) .. "01" .. "76"
+                     .. "07" .. "323032332d3131" .. "ffffffffffffffff" .. "0000000000000000"
+                     .. "ffffffffffffffff" .. "0000000000000005", usage.hex(bytes))
         local d = assert(usage.decode_metadata(bytes))
         assert.equal("18446744073709551615", d.quantity)
         assert.equal(1699999200, d.window_start_s)
