@@ -13,7 +13,9 @@
 -- { backend = "postgres", conninfo = "..." [, schema = ...] }; book = "main" (the book the
 -- rater writes, so usage shows in the wallet). lease_ms: the node's lease on the ledger
 -- (ron.wallet.fleet; default 5000 on PostgreSQL, where nodes share a ledger; 0 off, the
--- default on SQLite).
+-- default on SQLite). one_tx = false: every commit takes the ledger's saga phases instead of
+-- one transaction (LED-72, LED-74; a switch for diagnosis and for tests that need a node
+-- holding reservations between its phases, as tests/host/fleet.lua's node 2).
 local fleet = require("ron.wallet.fleet")
 local service = require("ron.wallet.service")
 local L = require("ron.ledger.ledger")
@@ -31,7 +33,8 @@ local STORE_KEYS = { backend = true, path = true, durability = true, synchronous
                      connect_timeout_ms = true, query_timeout_ms = true }
 
 -- The keys this module takes (the rest are ron.wallet.service's).
-local OWN = { store = true, book = true, node = true, on_dry = true, lease_ms = true }
+local OWN = { store = true, book = true, node = true, on_dry = true, lease_ms = true,
+              one_tx = true }
 
 function _M.check_config(v, key)
     key = key or "wallet"
@@ -49,6 +52,9 @@ function _M.check_config(v, key)
     end
     if v.node ~= nil and (type(v.node) ~= "string" or #v.node == 0 or #v.node > 64) then
         return nil, key .. ".node must be a string of 1..64 bytes"
+    end
+    if v.one_tx ~= nil and type(v.one_tx) ~= "boolean" then
+        return nil, key .. ".one_tx must be a boolean"
     end
     local lm = v.lease_ms
     if lm ~= nil and (type(lm) ~= "number" or lm % 1 ~= 0 or (lm ~= 0 and (lm < 500
@@ -81,7 +87,7 @@ end })
 function _M.new(v, o)
     local function engine()
         return L.new { store = starting, book = v.book or "main", node = v.node or "wallet",
-                       pause = function(n) task.sleep(10 * n) end,
+                       pause = function(n) task.sleep(10 * n) end, one_tx = v.one_tx,
                        audit = L.audit_hook(o.audit) } -- a record per committed transfer
     end
     local led = engine()
