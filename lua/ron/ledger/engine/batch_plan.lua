@@ -299,7 +299,9 @@ function Ledger:_last_reads(ctx)
             local k = pr.account .. asset_key(pr.asset)
             if not pseen[k] then
                 pseen[k] = true
-                prs[#prs + 1] = pr
+                -- (a pair of the core's plan may be its delta's table: only the pair goes
+                -- to the store's phase)
+                prs[#prs + 1] = { account = pr.account, asset = pr.asset }
             end
         end
     end

@@ -186,12 +186,11 @@ end
 local function answer(A, src, req)
     local ids, accts, lists, sassets = A.ids, src.accts, st.lists, st.assets
     local consumed, inputs, outputs, pins = {}, {}, {}, {}
-    local nc = out.n_consumed
+    local tr, nc = out.transfer, out.n_consumed
     for i = 0, nc - 1 do
         consumed[i + 1] = lists[out.consumed_pair[i] + 1][out.consumed_pos[i] + 1]
     end
     for i = 0, nc - 1 do inputs[i + 1] = consumed[out.input_of[i] + 1].id end
-    local tr = out.transfer
     for i = 0, tr.n_outputs - 1 do
         outputs[i + 1] = { account = ids[out.output_account[i] + 1],
                            asset = sassets[out.output_pair[i] + 1],
@@ -201,19 +200,28 @@ local function answer(A, src, req)
         local id = ids[out.pin_account[i] + 1]
         pins[i + 1] = { account = id, version = accts[id].version }
     end
-    local cids, prs, keys = {}, {}, {}
-    for i = 0, out.n_involved - 1 do cids[i + 1] = ids[out.involved[i] + 1] end
-    for i = 0, out.n_pairs_used - 1 do
-        local pi = out.pairs_used[i]
-        prs[i + 1] = { account = ids[views[pi].account + 1], asset = sassets[pi + 1] }
-        keys[i + 1] = st.keys[pi + 1]
-    end
-    local deltas = {}
-    for i = 0, out.plan.n_deltas - 1 do
+    local deltas, nd = {}, out.plan.n_deltas
+    for i = 0, nd - 1 do
         local d, pi = out.deltas[i], out.delta_pair[i]
         deltas[i + 1] = { account = ids[views[pi].account + 1], asset = sassets[pi + 1],
                           before = from_amount(d.before), debit = from_amount(d.debit),
                           credit = from_amount(d.credit), after = from_amount(d.after) }
+    end
+    local cids, prs, keys = {}, {}, {}
+    for i = 0, out.n_involved - 1 do cids[i + 1] = ids[out.involved[i] + 1] end
+    for i = 0, out.n_pairs_used - 1 do
+        local pi = out.pairs_used[i]
+        -- a pair is its delta's account and asset: that table, read only, when there is one
+        -- (a table fewer per pair and member)
+        local pr
+        for j = 0, nd - 1 do
+            if out.delta_pair[j] == pi then
+                pr = deltas[j + 1]
+                break
+            end
+        end
+        prs[i + 1] = pr or { account = ids[views[pi].account + 1], asset = sassets[pi + 1] }
+        keys[i + 1] = st.keys[pi + 1]
     end
     local t = { inputs = inputs, outputs = outputs, pins = pins, metadata = req.metadata,
                 intent = req.intent }
