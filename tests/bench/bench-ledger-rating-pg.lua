@@ -60,6 +60,8 @@
 -- allocated per slice by stage (repeatable to a few percent, where CPU figures move with
 -- the load; what the collector later frees). That run's rates are not a measurement (no
 -- collection at all).
+-- --pool-profile: the SQLite store's phases timed from inside the pool thread that runs
+-- them (tests/bench/pool_profile.lua, as bench-wallet's): per phase and per rated slice.
 -- statements/slice: the store calls a rated slice costs (reads included). Per case also the
 -- wall time inside store calls per primitive, and the CPU per slice of this process and of
 -- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
@@ -105,12 +107,15 @@ B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "st
              { "--put-parallel", "put_parallel", "num" }, { "--gc-pause", "gc_pause", "num" },
              { "--lane-min", "lane_min", "num" }, { "--daemon", "daemon", "nums" },
              { "--batches", "batches", "nums" }, { "--offload", "offload", "on" },
-             { "--stages", "stages", "on" }, { "--alloc", "alloc", "on" } },
+             { "--stages", "stages", "on" }, { "--alloc", "alloc", "on" },
+             { "--pool-profile", "pool_profile", "on" } },
        "ron-accounting run bench-ledger-rating-pg.lua [--quick] [--out FILE] [--dir DIR] "
            .. "[--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite] "
            .. "[--batches B,B,..] [--batch-slices N] [--batch-streams N] [--no-single] "
            .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] [--put-parallel N] [--gc-pause N] "
-           .. "[--lane-min N] [--offload] [--stages] [--alloc]")
+           .. "[--lane-min N] [--offload] [--stages] [--alloc] [--pool-profile]")
+local PP = opts.pool_profile and require("pool_profile")
+if PP then PP.enable(opts.dir, 1) end
 if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
 if opts.quick then
     opts.slices, opts.statement_slices, opts.batch_slices = 160, 32, 1024
@@ -475,6 +480,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         collectgarbage()
         collectgarbage("stop")
     end
+    local pp0 = PP and PP.snap()
     local cpu0, srv0, t0 = measure_start(rec)
     local workers, failed = {}, {}
     for t = 1, streams do
@@ -545,6 +551,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
            (calls.t - ct0) / total * 1e6, cpu_self / total * 1e6, cpu_loop / total * 1e6,
            same_cpu / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
     if opts.stages then print("    " .. ST.line(st0, total)) end
+    if PP then PP.print(backend, pp0, total) end -- (its "per transfer": per rated slice)
     pg_stats_print(stats, nb)
     emit(('{"bench":"ledger-rating","name":"rating_daemon_%s_%d","params":{"slices":%d,'
           .. '"streams":%d,"windows":%d,"put_batch":%d,"put_parallel":%d},"slices_per_s":%.1f,'

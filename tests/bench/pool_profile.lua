@@ -4,7 +4,7 @@
 -- each primitive, each statement's binding and steps, BEGIN and COMMIT.
 --
 --   local PP = require("pool_profile")
---   PP.enable(dir)                 -- before the first store call: RON_SQLITE_PROFILE set
+--   PP.enable(dir[, every])        -- before the first store call: RON_SQLITE_PROFILE set
 --   local snap = PP.snap()         -- at a case's start
 --   PP.print(name, snap, n)        -- after it: per phase and per transfer (n transfers)
 --   PP.remove()                    -- the files, at the end
@@ -19,9 +19,13 @@ local prefix
 
 pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
 
-function M.enable(dir)
+-- every: the phases between two writes of a VM's figures (sqlite_profile's WRITE_EVERY)
+function M.enable(dir, every)
     prefix = format("%s/bench-pool-profile-%d", dir, uv.os_getpid())
     assert(ffi.C.setenv("RON_SQLITE_PROFILE", prefix, 1) == 0, "setenv")
+    if every then
+        assert(ffi.C.setenv("RON_SQLITE_PROFILE_EVERY", tostring(every), 1) == 0, "setenv")
+    end
 end
 
 function M.snap() return prefix and prof.collect(prefix) or nil end

@@ -7,6 +7,7 @@
 --                                  with the offloaded one) keeps, per key, the count, the
 --                                  wall and the thread's CPU in microseconds, and every
 --                                  WRITE_EVERY such phases writes them to <prefix>.<vm>
+--   RON_SQLITE_PROFILE_EVERY=N     WRITE_EVERY (16 unless set)
 --   local p = require("ron.ledger.store.sqlite_profile")
 --   p.collect(prefix) -> { [key] = { n, wall_us, cpu_us } }: every VM's file summed
 --
@@ -23,7 +24,8 @@ local _M = {}
 local PREFIX = os.getenv("RON_SQLITE_PROFILE")
 _M.on = PREFIX ~= nil and PREFIX ~= ""
 _M.MIN_OPS = 8
-_M.WRITE_EVERY = 16
+-- (a run of few phases, as the rating bench's 16, sets 1)
+_M.WRITE_EVERY = tonumber(os.getenv("RON_SQLITE_PROFILE_EVERY")) or 16
 _M.scope = false -- inside a counted phase (set by begin, cleared by finish)
 
 if _M.on and not pcall(ffi.typeof, "struct ron_prof_ts") then
