@@ -144,6 +144,16 @@ local IDX8 = {}
 for i = 0, 255 do IDX8[i] = format("%08x", i) end
 local function pkey(id) return id.transfer_id .. (IDX8[id.index] or format("%08x", id.index)) end
 
+-- A member's claim key: 256 bytes 0xff and its intent (phases.CLAIM_PREFIX). (Kept on the
+-- member, two more fields grew its table by more than the two concatenations it saved.)
+local function claim_key(e) return CLAIM_PREFIX .. e.req.intent end
+
+-- A member's claim row: the intent claimed by its saga (its sid), with the body's hash.
+local function claim_of(e)
+    return { key = claim_key(e),
+             outcome = { status = "claimed", message = e.sid, body_hash = e.req.body_hash } }
+end
+
 -- opts.hand_back (issue 29 item 3): the members the batch hands over to the single path
 -- (reservations in flight on a short pair: another saga, maybe a dead node's, holds the
 -- payer's postings) are not driven here; each is answered { nil, HANDED.., Unavailable,
@@ -350,7 +360,7 @@ function Ledger:_batch(live, results, later, opts)
     local keys = {}
     for _, e in ipairs(live) do
         keys[#keys + 1] = e.req.intent
-        keys[#keys + 1] = CLAIM_PREFIX .. e.req.intent
+        keys[#keys + 1] = claim_key(e)
     end
     local check = opts ~= nil and opts.check
     if check then
@@ -366,7 +376,7 @@ function Ledger:_batch(live, results, later, opts)
     for _, e in ipairs(live) do
         local prior = got[e.req.intent]
         if prior then replays[#replays + 1] = { e = e, stored = prior }
-        elseif got[CLAIM_PREFIX .. e.req.intent] then
+        elseif got[claim_key(e)] then
             later[#later + 1] = e -- another saga holds it: the single path waits or adopts
             self.stats.claims_lost = (self.stats.claims_lost or 0) + 1
         else todo[#todo + 1] = e end
@@ -461,10 +471,6 @@ end
 -- The claims, at once; a short count is read back (a lost reply, a partial batch, or
 -- another saga's claim). -> the members another saga holds (the single path takes them).
 function Ledger:_claim_batch(ctx, record)
-    local function claim_of(e)
-        return { key = CLAIM_PREFIX .. e.req.intent,
-                 outcome = { status = "claimed", message = e.sid, body_hash = e.req.body_hash } }
-    end
     local claims = {}
     for i, e in ipairs(ctx.batch) do claims[i] = claim_of(e) end
     local lost = {}
@@ -483,7 +489,7 @@ function Ledger:_claim_batch(ctx, record)
         local missing = {}
         lost = {}
         for _, e in ipairs(ctx.batch) do
-            local c = cur[CLAIM_PREFIX .. e.req.intent]
+            local c = cur[claim_key(e)]
             if not c then missing[#missing + 1] = claim_of(e)
             elseif c.message ~= e.sid then lost[#lost + 1] = e end
         end
@@ -567,6 +573,8 @@ end
 _M.BATCH_IDS = BATCH_IDS
 _M.BATCH_QUERIES = BATCH_QUERIES
 _M.pkey = pkey
+_M.claim_key = claim_key
+_M.claim_of = claim_of
 _M.store_inputs = store_inputs
 _M.BATCH_POSTINGS = BATCH_POSTINGS
 _M.rec_chunks = rec_chunks

@@ -55,9 +55,9 @@ local I64 = ffi.typeof("int64_t")
 local MAX = 0x7fffffffffffffffLL -- 2^63 - 1, the largest balance
 local MIN = -MAX -- an uncapped pair's floor (phases.limits)
 local BATCH_IDS = batch.BATCH_IDS
-local CLAIM_PREFIX = base.CLAIM_PREFIX
 local EVENT_KIND = base.EVENT_KIND
 local slices = batch.slices
+local claim_of = batch.claim_of
 
 -- The guards' lists (see the header): the pins at their versions, the floors, the ceilings.
 local function guards(items, accts)
@@ -118,12 +118,7 @@ function Ledger:_atomic_batch_ops(ctx, rows)
     -- the caller's claims first (commit_many's opts.check): all of them, or nothing applied
     if ctx.claims then add_chunked(ops, "put_intents", ctx.claims) end
     local claims = {}
-    for i, x in ipairs(decided(ctx)) do
-        local e = x.e
-        claims[i] = { key = CLAIM_PREFIX .. e.req.intent,
-                      outcome = { status = "claimed", message = e.sid,
-                                  body_hash = e.req.body_hash } }
-    end
+    for i, x in ipairs(decided(ctx)) do claims[i] = claim_of(x.e) end
     add_chunked(ops, "put_intents", claims)
     local ids = {}
     for i, x in ipairs(rows.ins) do ids[i] = x.id end
