@@ -445,8 +445,8 @@ local function settle_both(keys, width)
 end
 
 -- A payer whose balance is not its funding minus its 201s: its transfers whose nonce no
--- settled 201 has (the wallet's intent is the payer's nonce), and what the test sent with
--- that nonce: what the failure is made of.
+-- settled 201 has (the wallet's intent is the payer's nonce) with what the test sent under
+-- that nonce, and any nonce committed twice: what the failure is made of.
 local function explain_payer(from)
     local sent = {}
     for key, r in pairs(REQ) do
@@ -460,12 +460,19 @@ local function explain_payer(from)
                encode(coalesce(t.metadata, ''::bytea), 'escape')
         FROM ron_ledger.transfers t JOIN ron_ledger.transfer_accounts ta ON ta.n = t.n
         WHERE ta.account = decode('%s', 'hex')]], (from:gsub("-", ""))))
-    local n = 0
+    local n, seen = 0, {}
     for i = 1, rows and (rows.n or #rows) or 0 do
         local r = rows[i]
-        local nonce = tostring(r[3]):match('"nonce":(%d+)')
+        -- (the payer's own transfers: its funding is the operator's, in another nonce space)
+        local nonce = tostring(r[3]):find('"wallet":"transfer"', 1, true)
+                      and tostring(r[3]):match('"nonce":(%d+)')
+        if nonce and seen[nonce] then -- one request, two transfers
+            say("payer %s: nonce %s committed twice: transfers %s and %s", from, nonce,
+                seen[nonce], tostring(r[1]))
+        end
+        if nonce then seen[nonce] = tostring(r[1]) end
         local s = nonce and sent[nonce]
-        if (s == nil or s.settled ~= 201) and tostring(r[3]):find('"transfer"', 1, true) then
+        if nonce and (s == nil or s.settled ~= 201) then
             n = n + 1
             if n <= 5 then
                 say("payer %s: transfer %s (nonce %s, at %s ms) was not answered 201 when "
