@@ -402,8 +402,9 @@ end
 -- Sends every key to both nodes until it settles (`width` keys at a time, 8 by default): one
 -- answer per key, byte-identical on both nodes and to any 201 received before.
 -- -> { from = spent }, commits
--- U's and T's payers are funded far beyond what A spends: a key of theirs answered
--- insufficient_funds is a wrong answer. (A `make soak-fleet` run on 2026-12-01 settled one
+-- U's and T's payers are funded far beyond what A spends, and every debit of theirs is a
+-- key of A (B checks their balances): a key of theirs answered insufficient_funds is a
+-- wrong answer. (A `make soak-fleet` run on 2026-12-01 settled one
 -- key of A as not committed and found one transfer more than the 201s from a U payer; its
 -- key was not printed then.)
 local NEVER_DRY = {}
@@ -502,10 +503,8 @@ local function phase_b()
     -- pay E's keys and the rater's charges meanwhile, and node 2 may be killed holding one
     -- of them (A then probes it with A's keys): funding minus A's 201s is not their balance
     -- (E and the final verify's exact count check them)
-    local only_a = {}
-    for _, l in ipairs { U, T } do for _, id in ipairs(l) do only_a[id] = true end end
     for from, spent in pairs(commits) do
-        local want = only_a[from] and FUND - spent
+        local want = NEVER_DRY[from] and FUND - spent
         if want then
             local got
             S.eventually(sched, function()

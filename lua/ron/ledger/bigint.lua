@@ -16,6 +16,7 @@
 --   B.to_amount(a)       a Lua number (< 2^53) or int64_t cdata | nil when a >= 2^63
 --   B.is_zero(a)
 --   B.is_decimal(s)      s is one or more decimal digits
+--   B.exact_num(v)       v as an exact number (below 2^53, or up to 15 digits), else nil
 --   B.dec(v)             the exact decimal text of an integer (below): the one rendering of
 --                        a value that names money or order anywhere in ron.ledger/ron.wallet
 local ffi = require("ffi")
@@ -50,6 +51,17 @@ local function is_decimal(s)
     return true
 end
 _M.is_decimal = is_decimal
+
+-- v as an exact Lua number when it plainly is one: a non-negative integer number below 2^53,
+-- or decimal text of at most 15 digits; else nil (the bigint way takes it, or refuses it).
+-- The common case of rating and its metadata: no bigint on the way (issue 25).
+function _M.exact_num(v)
+    if type(v) == "number" then
+        return v >= 0 and v < 2 ^ 53 and v % 1 == 0 and v or nil
+    end
+    if type(v) == "string" and #v <= 15 and is_decimal(v) then return tonumber(v) end
+    return nil
+end
 
 local function from_string(s)
     if not is_decimal(s) then

@@ -65,7 +65,7 @@ local function num_of(b) -- a bigint -> an exact number below 2^53, or +inf
     return n < TWO53 and n or HUGE
 end
 
-function _M._fast_of(d)
+local function fast_of(d)
     local maxp, tiers = 0, {}
     for i, t in ipairs(d.tiers) do
         tiers[i] = { lo = num_of(t.lo), hi = t.hi and num_of(t.hi) or HUGE, price = t.price }
@@ -92,15 +92,6 @@ local function charge_n(f, q)
 end
 _M._charge_n = charge_n
 
--- A quantity the fast path takes: an integer number, or up to 15 decimal digits; else nil
--- (the bigint way reads it, or raises on it).
-local function fast_num(v)
-    if type(v) == "number" then
-        return v >= 0 and v < FAST_MAX and v % 1 == 0 and v or nil
-    end
-    if type(v) == "string" and #v <= 15 and B.is_decimal(v) then return tonumber(v) end
-    return nil
-end
 _M.fast = true -- (rate_spec turns it off to compare)
 
 -- ---- validation ----
@@ -193,7 +184,7 @@ local function check_dimension(source, name, d)
                    .. "for %q: name one), got %s", name, tostring(code)))
     end
     out.asset = { code = code, scale = 0 }
-    out.fast = _M._fast_of(out)
+    out.fast = fast_of(out)
     return out
 end
 
@@ -334,7 +325,8 @@ function Card:rate(o)
     if type(o.window_start_s) ~= "number" or o.window_start_s % 1 ~= 0 then
         error("ron.ledger.rate: window_start_s must be an integer", 2)
     end
-    local qn, un = _M.fast and fast_num(o.quantity), fast_num(o.used or 0)
+    -- (each below 2^53: their sum is below qmax <= 2^52 exactly when the exact one is)
+    local qn, un = _M.fast and B.exact_num(o.quantity), B.exact_num(o.used or 0)
     if qn and un and qn + un < d.fast.qmax then return self:_rated(o, d, qn, un) end
     local q, used = B.from(o.quantity), B.from(o.used or 0)
     local after = B.add(used, q)

@@ -37,27 +37,31 @@ _M.ZERO32 = string.rep("\0", 32)
 -- ---- bytes ----
 
 local function u8(n) return char(n) end
-local function u32be(n)
-    return char(band(rshift(n, 24), 255), band(rshift(n, 16), 255), band(rshift(n, 8), 255),
-                band(n, 255))
+-- Big-endian into a byte buffer from offset at, -> the offset after: the one byte-order
+-- rule of the intent keys and the metadata.
+local function put_u32(buf, at, n)
+    buf[at], buf[at + 1] = band(rshift(n, 24), 255), band(rshift(n, 16), 255)
+    buf[at + 2], buf[at + 3] = band(rshift(n, 8), 255), band(n, 255)
+    return at + 4
 end
 -- n: a non-negative Lua number (< 2^53) or a uint64_t/int64_t cdata
 local TWO32, TWO53 = 2 ^ 32, 2 ^ 53
-local function u64be(n)
+local function put_u64(buf, at, n)
     -- an exact Lua number: two u32 halves in plain arithmetic (a cdata per call, and a
     -- loop over it, cost ~1 us per key and metadata field: several per rated slice)
     if type(n) == "number" and n >= 0 and n < TWO53 and n % 1 == 0 then
         local lo = n % TWO32
-        return u32be((n - lo) / TWO32) .. u32be(lo)
+        return put_u32(buf, put_u32(buf, at, (n - lo) / TWO32), lo)
     end
     local v = ffi.new("uint64_t", n)
-    local out = {}
-    for i = 8, 1, -1 do
-        out[i] = char(tonumber(band(v, 255)))
+    for i = at + 7, at, -1 do
+        buf[i] = tonumber(band(v, 255))
         v = rshift(v, 8)
     end
-    return table.concat(out)
+    return at + 8
 end
+local b8 = ffi.new("uint8_t[8]")
+local function u64be(n) return ffi.string(b8, put_u64(b8, 0, n)) end
 local function get_u64(s, i) -- uint64_t cdata
     local v = ffi.new("uint64_t", 0)
     for k = 0, 7 do v = v * 256 + byte(s, i + k) end
@@ -212,23 +216,12 @@ local function put_u8(at, n, what)
     mbuf[at] = n
     return at + 1
 end
-local function put_u32(at, n)
-    mbuf[at], mbuf[at + 1] = band(rshift(n, 24), 255), band(rshift(n, 16), 255)
-    mbuf[at + 2], mbuf[at + 3] = band(rshift(n, 8), 255), band(n, 255)
-    return at + 4
-end
-local function put_u64(at, n) -- u64be's rule: an exact number in two halves, else its way
-    if type(n) == "number" and n >= 0 and n < TWO53 and n % 1 == 0 then
-        local lo = n % TWO32
-        return put_u32(put_u32(at, (n - lo) / TWO32), lo)
-    end
-    return put_s(at, u64be(n))
-end
 
 -- A quantity field: a decimal string (or an integer) as u64. Up to 15 digits it is an exact
 -- Lua number (< 2^53): no bigint on the way (the common case, four per rated slice).
 local function meta_u64(v, what)
-    if type(v) == "string" and #v <= 15 and B.is_decimal(v) then return tonumber(v) end
+    local n = B.exact_num(v)
+    if n then return n end
     local x = B.to_u64(B.from(v))
     if not x then error("ron.ledger.usage: " .. what .. " exceeds 2^64 - 1", 3) end
     return x
@@ -245,11 +238,13 @@ function _M.encode_metadata(m)
                            meta_u64(m.used_after, "used_after"), meta_u64(m.amount, "amount")
     local at = put_s(put_s(0, _M.META_MAGIC), tenant)
     at = put_s(put_u8(at, #m.dimension, "dimension"), m.dimension)
-    at = put_u32(put_u64(put_u64(at, m.seq), m.window_start_s), m.window_len_s)
+    at = put_u32(mbuf, put_u64(mbuf, put_u64(mbuf, at, m.seq), m.window_start_s),
+                 m.window_len_s)
     at = put_s(put_s(at, b3s), prev)
     at = put_s(put_u8(at, #m.version, "version"), m.version)
     at = put_s(put_u8(at, #m.period, "period"), m.period)
-    at = put_u64(put_u64(put_u64(put_u64(at, qv), uv), av), mv)
+    at = put_u64(mbuf, put_u64(mbuf, at, qv), uv)
+    at = put_u64(mbuf, put_u64(mbuf, at, av), mv)
     return ffi.string(mbuf, at)
 end
 
@@ -325,8 +320,7 @@ function _M.request(info, card, used, accounts)
                                    window_start_s = info.window_start_s,
                                    quantity = info.quantity, used = used or 0 }
     if not rated then return nil, err end
-    local qt = rated.quantity -- (up to 15 digits: an exact number, no bigint on the way)
-    local units = #qt <= 15 and tonumber(qt) or B.to_amount(B.from(qt))
+    local units = B.exact_num(rated.quantity) or B.to_amount(B.from(rated.quantity))
     if not units then
         return nil, format("RatingError: %s units in one slice exceed 2^63 - 1", rated.quantity)
     end

@@ -86,7 +86,7 @@ end
 
 -- One call's pairs (reused: no table per call): index by key, key, asset, list by index;
 -- and its movements' asset keys.
-local st = { pk = {}, keys = {}, assets = {}, lists = {}, np = 0, nposts = 0 }
+local st = { pk = {}, keys = {}, assets = {}, lists = {}, dp = {}, np = 0, nposts = 0 }
 local aks = {}
 
 -- A payer's positive postings (a prefix of its list, largest first: LED-10) into the pool.
@@ -200,29 +200,25 @@ local function answer(A, src, req)
         local id = ids[out.pin_account[i] + 1]
         pins[i + 1] = { account = id, version = accts[id].version }
     end
-    local deltas, nd = {}, out.plan.n_deltas
+    -- a pair is its delta's account and asset: that table, read only, when it has one (a
+    -- table fewer per pair and member); st.dp: the deltas by pair index, for this call
+    local deltas, nd, dp = {}, out.plan.n_deltas, st.dp
     for i = 0, nd - 1 do
         local d, pi = out.deltas[i], out.delta_pair[i]
         deltas[i + 1] = { account = ids[views[pi].account + 1], asset = sassets[pi + 1],
                           before = from_amount(d.before), debit = from_amount(d.debit),
                           credit = from_amount(d.credit), after = from_amount(d.after) }
+        dp[pi + 1] = deltas[i + 1]
     end
     local cids, prs, keys = {}, {}, {}
     for i = 0, out.n_involved - 1 do cids[i + 1] = ids[out.involved[i] + 1] end
     for i = 0, out.n_pairs_used - 1 do
         local pi = out.pairs_used[i]
-        -- a pair is its delta's account and asset: that table, read only, when there is one
-        -- (a table fewer per pair and member)
-        local pr
-        for j = 0, nd - 1 do
-            if out.delta_pair[j] == pi then
-                pr = deltas[j + 1]
-                break
-            end
-        end
-        prs[i + 1] = pr or { account = ids[views[pi].account + 1], asset = sassets[pi + 1] }
+        prs[i + 1] = dp[pi + 1] or { account = ids[views[pi].account + 1],
+                                     asset = sassets[pi + 1] }
         keys[i + 1] = st.keys[pi + 1]
     end
+    for i = 0, nd - 1 do dp[out.delta_pair[i] + 1] = nil end
     local t = { inputs = inputs, outputs = outputs, pins = pins, metadata = req.metadata,
                 intent = req.intent }
     local plan = { transfer_id = ffi_string(out.plan.transfer_id, 32), deltas = deltas,
