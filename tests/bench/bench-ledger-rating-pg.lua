@@ -592,6 +592,7 @@ local function run()
                                        offload = opts.offload })
         end, function(s) return function(ddl) return s.drv:exec(ddl) end end)
         sqlite_path("batch")
+        if PP then PP.remove() end -- (the pool threads' profile files)
     end
     if opts.sqlite and opts.single then
         for _, d in ipairs { "ack", "statement" } do
