@@ -34,7 +34,9 @@
 --                          batch's write phase, by what the next batch was doing then:
 --                          tests/bench/writer_gaps.lua)
 --       [--gc-pause N]    (collectgarbage "setpause" for the whole run, as the daemon's
---                          gc_pause does; default LuaJIT's 200, the daemon's is 400)
+--                          gc_pause does; default the daemon's own, ron.node.schema's 400:
+--                          a wallet runs in the daemon, so the bench measures what it runs;
+--                          0 = LuaJIT's own 200, the bench's default before 2026-12-01)
 --       [--cached N]      (the balance cache holding N more balances (of accounts nobody
 --                          moves) from the start of each store's cases, as a node whose
 --                          clients read N accounts: what the collector has to walk)
@@ -106,7 +108,8 @@ local WG = require("writer_gaps")
 local verify = require("ron.ledger.verify")
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
-               workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true }
+               workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true,
+               gc_pause = require("ron.node.schema").DEFAULTS.gc_pause }
 B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "num" },
              { "--workers", "workers", "num" }, { "--group-max", "group_max", "num" },
              { "--accounts", "accounts", "num" }, { "--group-linger-ms", "linger", "num" },
@@ -127,7 +130,7 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
-if opts.gc_pause then collectgarbage("setpause", opts.gc_pause) end
+if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
 if opts.pool_profile then PP.enable(opts.dir) end
 local emit = B.emitter(opts.out)
 local format = string.format
@@ -139,7 +142,7 @@ print(format("bench-wallet: %d s per case, %d connections, %d workers, group_max
              "group_linger_ms %s, %d source accounts, gc pause %d, loadavg %s", opts.seconds,
              opts.conns, opts.workers, tostring(opts.group_max or service.DEFAULTS.group_max),
              tostring(opts.linger or service.DEFAULTS.group_linger_ms), opts.accounts,
-             opts.gc_pause or 200, B.loadavg()))
+             opts.gc_pause > 0 and opts.gc_pause or 200, B.loadavg()))
 
 
 -- wrk in its own process (the loop keeps serving meanwhile) -> the WRK line's fields
