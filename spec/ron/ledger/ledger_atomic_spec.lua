@@ -299,6 +299,36 @@ describe("the one-transaction commit (LED-72)", function()
         assert(sim.verify(v.s, "main"))
     end)
 
+    it("the one-transaction batch inserts its claims and the caller's in key order (two "
+       .. "phases claiming some of the same keys never wait for each other in a cycle: "
+       .. "PostgreSQL's phase locks its balance rows after them, pg_phase)", function()
+        local w = world { plan_cache = 0 }
+        assert(w.led:commit { intent = "f", movements = { mv(EXT, A, 100) } })
+        local seen = {}
+        local apply = w.s.apply
+        w.s.apply = function(st, ops, o)
+            for _, op in ipairs(ops) do
+                if op[1] == "put_intents" then
+                    local ks = {}
+                    for i, c in ipairs(op[2]) do ks[i] = c.key end
+                    seen[#seen + 1] = ks
+                end
+            end
+            return apply(st, ops, o)
+        end
+        local function claim(k) return { key = k, outcome = { status = "claimed" } } end
+        local res = w.led:commit_many({
+            { intent = "z1", movements = { mv(A, C, 1) } },
+            { intent = "a2", movements = { mv(A, C, 2) } },
+            { intent = "m3", movements = { mv(A, C, 3) } } },
+            { check = function() return {}, { claim("k-z"), claim("k-a"), claim("k-m") } end })
+        for i = 1, 3 do assert.equal("committed", res[i][1].status) end
+        assert.equal(1, w.led.stats.atomic_batches)
+        local P = ("\255"):rep(256)
+        assert.same({ { "k-a", "k-m", "k-z" }, { P .. "a2", P .. "m3", P .. "z1" } },
+                    { seen[1], seen[2] })
+    end)
+
     it("an input taken between its read and its commit: nothing applied, the saga resolves "
        .. "again and commits from what is left", function()
         local w = world()

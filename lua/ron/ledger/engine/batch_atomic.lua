@@ -46,7 +46,7 @@ local phases = require("ron.ledger.phases")
 local pipeline = require("ron.ledger.engine.pipeline")
 local store_phase = require("ron.ledger.store.phase")
 
-local ipairs = ipairs
+local ipairs, sort = ipairs, table.sort
 
 local _M = {}
 local Ledger = {} -- this concern's methods
@@ -112,13 +112,22 @@ local function decided(ctx)
     return list
 end
 
+-- (claims in key order: two phases claiming some of the same keys at once wait for each
+-- other in one order, never in a cycle; PostgreSQL's phase takes its balance rows' lock
+-- after them, ron.ledger.store.pg_phase)
+local function by_key(a, b) return a.key < b.key end
+
 -- The phase: the claims, the reservation, the heads, the guards, the finalize's ops.
 function Ledger:_atomic_batch_ops(ctx, rows)
     local sid, ops = ctx.sid, {}
     -- the caller's claims first (commit_many's opts.check): all of them, or nothing applied
-    if ctx.claims then add_chunked(ops, "put_intents", ctx.claims) end
+    if ctx.claims then
+        sort(ctx.claims, by_key)
+        add_chunked(ops, "put_intents", ctx.claims)
+    end
     local claims = {}
     for i, x in ipairs(decided(ctx)) do claims[i] = claim_of(x.e) end
+    sort(claims, by_key)
     add_chunked(ops, "put_intents", claims)
     local ids = {}
     for i, x in ipairs(rows.ins) do ids[i] = x.id end

@@ -12,10 +12,12 @@
 --     when they differ; an insert with a guard runs in its plain form (no ON CONFLICT DO
 --     NOTHING: a duplicate key, 23505, is the same miss). Either aborts the transaction:
 --     nothing of the phase applied, and the answer names the op;
---   - when the phase consumes or inserts postings, it first locks the balance rows they
---     touch in key order (the projection's triggers touch them statement by statement, and
---     two phases in opposite directions would otherwise wait for each other in a cycle:
---     PostgreSQL finds a deadlock only after deadlock_timeout, 1 s);
+--   - when the phase consumes or inserts postings, it locks the balance rows they touch in
+--     key order just before the first posting write (the projection's triggers touch them
+--     statement by statement, and two phases in opposite directions would otherwise wait
+--     for each other in a cycle: PostgreSQL finds a deadlock only after deadlock_timeout,
+--     1 s), and the phase's writes of intents, transfers, heads and records are sent
+--     before that lock (order below: the lock is held to the commit);
 --   - before its first event it takes the book's transaction lock (pg_advisory_xact_lock):
 --     every phase numbers the book's next seq after the one before it committed, instead of
 --     colliding on it and starting over. The event is the phase's last write, so the lock
@@ -161,6 +163,41 @@ local function collect(st, ops)
     return stmts, done
 end
 
+-- The phase's statements in the order they are sent (issue 25): the balance rows' lock
+-- just before the first posting write (their triggers update those rows), and the writes
+-- of tables no posting write touches (MOVABLE: intents, transfers, heads, records, the
+-- lease's check) that follow it moved ahead of it; from the first event on (the book's
+-- lock) the rest as it is. A statement of any other kind after the first posting write
+-- keeps its place and every later one too (it may read what the posting writes change).
+-- Why: the lock is held to the commit, and the hot rows (revenue, a shared source: every
+-- batch touches all their shards) serialize every phase that writes them. Taken first, as
+-- it was, it held them over the claims, the reservation, the guards, the transfers and the
+-- outcomes too, and four rating lanes' phases ran one after another (`--pg-stats`: the
+-- lock statement was ~40 % of the server's statement time, mostly waiting; docs/LEDGER.md
+-- "Two stores"). Deadlocks: after its lock a phase waits only for rows it created or
+-- reserved itself and for the book's lock, which a phase takes after its own balance lock
+-- or without one; the claims a phase inserts before it are in key order
+-- (ron.ledger.engine.batch_atomic). -> rest, posts, tail
+local MOVABLE = { put_intent = true, put_intents = true, store_transfer = true,
+                  store_transfers = true, release_head = true, delete_saga = true,
+                  save_saga = true, check_lease = true }
+
+local function order(ops, stmts)
+    local rest, posts, tail = {}, {}, {}
+    for _, s in ipairs(stmts) do
+        local name = ops[s.i][1]
+        if #tail > 0 or APPENDS[name] then tail[#tail + 1] = s
+        elseif #posts == 0 and not POSTING_WRITES[name] then rest[#rest + 1] = s
+        elseif MOVABLE[name] and not posts.stuck then rest[#rest + 1] = s
+        else
+            posts[#posts + 1] = s
+            if not POSTING_WRITES[name] then posts.stuck = true end
+        end
+    end
+    return rest, posts, tail
+end
+_M.order = order -- (spec/ron/ledger/pg_phase_order_spec.lua)
+
 local MISS = { RL001 = true, ["23505"] = true }
 
 -- the phase's statements as named prepared statements (ron.base.net.pg_prepared, issue 25:
@@ -198,16 +235,20 @@ function _M.apply(st, ops, opts)
     end
     if #stmts == 0 then return res end
     local list, of = {}, {}
-    local lock = lock_balances(st, ops)
-    if lock then list[1] = lock end
-    local locked = false
-    for _, s in ipairs(stmts) do
-        if APPENDS[ops[s.i][1]] and not locked then
-            locked = true
-            list[#list + 1] = event_lock(st, ops[s.i][2])
-        end
+    local function add(s)
         list[#list + 1] = { s.text, pg.params(s.binds), prep = true }
         of[#list] = s
+    end
+    local rest, posts, tail = order(ops, stmts)
+    for _, s in ipairs(rest) do add(s) end
+    if #posts > 0 then
+        local lock = lock_balances(st, ops)
+        if lock then list[#list + 1] = lock end
+        for _, s in ipairs(posts) do add(s) end
+    end
+    for k, s in ipairs(tail) do
+        if k == 1 then list[#list + 1] = event_lock(st, ops[s.i][2]) end
+        add(s)
     end
     -- the flush as the phase's last statement: its commit is then synchronous (one
     -- transaction, one WAL flush; issue 25), and it has a WAL record of its own whatever
