@@ -114,8 +114,10 @@ end
 
 -- (claims in key order: two phases claiming some of the same keys at once wait for each
 -- other in one order, never in a cycle; PostgreSQL's phase takes its balance rows' lock
--- after them, ron.ledger.store.pg_phase)
+-- after them, ron.ledger.store.pg_phase. The members' claim keys share their 256-byte
+-- prefix: their order is their intents', compared instead)
 local function by_key(a, b) return a.key < b.key end
+local function by_intent(a, b) return a.e.req.intent < b.e.req.intent end
 
 -- The phase: the claims, the reservation, the heads, the guards, the finalize's ops.
 function Ledger:_atomic_batch_ops(ctx, rows)
@@ -125,9 +127,9 @@ function Ledger:_atomic_batch_ops(ctx, rows)
         sort(ctx.claims, by_key)
         add_chunked(ops, "put_intents", ctx.claims)
     end
-    local claims = {}
-    for i, x in ipairs(decided(ctx)) do claims[i] = claim_of(x.e) end
-    sort(claims, by_key)
+    local list, claims = decided(ctx), {}
+    sort(list, by_intent)
+    for i, x in ipairs(list) do claims[i] = claim_of(x.e) end
     add_chunked(ops, "put_intents", claims)
     local ids = {}
     for i, x in ipairs(rows.ins) do ids[i] = x.id end
