@@ -56,6 +56,13 @@ describe("ron.ledger.store.pg_phase: the order of a phase's statements", functio
         assert.same({}, tail)
     end)
 
+    it("a posting write after an event: the phase as it is, the lock first", function()
+        local rest, posts, tail = order { "put_intent", "append_event", "insert_postings" }
+        assert.same({}, rest)
+        assert.same({ "put_intent", "append_event", "insert_postings" }, posts)
+        assert.same({}, tail)
+    end)
+
     it("a phase without posting writes is sent as it is", function()
         local rest, posts, tail = order { "save_saga", "put_intents", "get_accounts" }
         assert.same({ "save_saga", "put_intents", "get_accounts" }, rest)

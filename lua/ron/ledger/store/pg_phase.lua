@@ -168,7 +168,8 @@ end
 -- of tables no posting write touches (MOVABLE: intents, transfers, heads, records, the
 -- lease's check) that follow it moved ahead of it; from the first event on (the book's
 -- lock) the rest as it is. A statement of any other kind after the first posting write
--- keeps its place and every later one too (it may read what the posting writes change).
+-- keeps its place and every later one too (it may read what the posting writes change);
+-- a phase with a posting write after its first event goes as it is, the lock first.
 -- Why: the lock is held to the commit, and the hot rows (revenue, a shared source: every
 -- batch touches all their shards) serialize every phase that writes them. Taken first, as
 -- it was, it held them over the claims, the reservation, the guards, the transfers and the
@@ -193,6 +194,10 @@ local function order(ops, stmts)
             posts[#posts + 1] = s
             if not POSTING_WRITES[name] then posts.stuck = true end
         end
+    end
+    -- (a posting write after an event: the whole phase as it is, the lock first)
+    for _, s in ipairs(tail) do
+        if POSTING_WRITES[ops[s.i][1]] then return {}, stmts, {} end
     end
     return rest, posts, tail
 end
@@ -235,7 +240,12 @@ function _M.apply(st, ops, opts)
     end
     if #stmts == 0 then return res end
     local list, of = {}, {}
+    local events = false
     local function add(s)
+        if not events and APPENDS[ops[s.i][1]] then
+            events = true
+            list[#list + 1] = event_lock(st, ops[s.i][2])
+        end
         list[#list + 1] = { s.text, pg.params(s.binds), prep = true }
         of[#list] = s
     end
@@ -244,12 +254,9 @@ function _M.apply(st, ops, opts)
     if #posts > 0 then
         local lock = lock_balances(st, ops)
         if lock then list[#list + 1] = lock end
-        for _, s in ipairs(posts) do add(s) end
     end
-    for k, s in ipairs(tail) do
-        if k == 1 then list[#list + 1] = event_lock(st, ops[s.i][2]) end
-        add(s)
-    end
+    for _, s in ipairs(posts) do add(s) end
+    for _, s in ipairs(tail) do add(s) end
     -- the flush as the phase's last statement: its commit is then synchronous (one
     -- transaction, one WAL flush; issue 25), and it has a WAL record of its own whatever
     -- the ops wrote
