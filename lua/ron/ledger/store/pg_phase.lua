@@ -175,9 +175,9 @@ end
 -- it was, it held them over the claims, the reservation, the guards, the transfers and the
 -- outcomes too, and four rating lanes' phases ran one after another (`--pg-stats`: the
 -- lock statement was ~40 % of the server's statement time, mostly waiting; docs/LEDGER.md
--- "Two stores"). Deadlocks: after its lock a phase waits only for rows it created or
--- reserved itself and for the book's lock, which a phase takes after its own balance lock
--- or without one; the claims a phase inserts before it are in key order
+-- "PostgreSQL's balance lock"). Deadlocks: after its lock a phase waits only for rows it
+-- created or reserved itself and for the book's lock, which a phase takes after its own
+-- balance lock or without one; the claims a phase inserts before it are in key order
 -- (ron.ledger.engine.batch_atomic). -> rest, posts, tail
 local MOVABLE = { put_intent = true, put_intents = true, store_transfer = true,
                   store_transfers = true, release_head = true, delete_saga = true,
