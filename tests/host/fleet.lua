@@ -644,6 +644,9 @@ local function rater_task(e, m, clock, T0, out)
                 end
                 assert(now_ms() < t_end, "rater: " .. tostring(st) .. " " .. tostring(err))
                 out.retries = out.retries + 1
+                -- (why, by the answer's first words: printed with E's line)
+                local why = (tostring(st) .. " " .. tostring(err)):sub(1, 60)
+                out.why[why] = (out.why[why] or 0) + 1
                 sched.sleep(50)
             end
         end
@@ -709,7 +712,7 @@ local function main()
                                 card = card, book = "main", node = "rater",
                                 -- the rater is a leased node of the fleet (LED-71, issue 29)
                                 lease = { ttl_ms = 5000 } })
-    local rated = { ok = 0, retries = 0, dups = 0 }
+    local rated = { ok = 0, retries = 0, dups = 0, why = {} }
     local e_stop = false
     local rec_e = {}
     local join_e = wallet_payers(function() return e_stop end, rec_e)
@@ -736,6 +739,7 @@ local function main()
     say("E: the rater committed %d slices (%d retries, %d of them answered dup after a "
         .. "failed attempt) while both nodes made %d transfers from the same wallets",
         rated.ok, rated.retries, rated.dups, n_e)
+    for why, n in pairs(rated.why) do say("E: the rater retried %d time(s) after: %s", n, why) end
     -- its commits went through its lease's guard (LED-71), never fenced
     assert(e.lease and e.lease.epoch and not e.lease.lost, "E: the rater holds no lease")
     say("E: the rater committed under its lease, node rater epoch %s",
