@@ -299,12 +299,23 @@ describe("the one-transaction commit (LED-72)", function()
         assert(sim.verify(v.s, "main"))
     end)
 
-    it("the one-transaction batch inserts its claims and the caller's in key order (two "
-       .. "phases claiming some of the same keys never wait for each other in a cycle: "
-       .. "PostgreSQL's phase locks its balance rows after them, pg_phase)", function()
+    it("the one-transaction batch inserts its claims and the caller's in key order and "
+       .. "reserves its postings in id order (two phases claiming or spending some of the "
+       .. "same never wait for each other in a cycle: PostgreSQL's phase locks its balance "
+       .. "rows after them, pg_phase)", function()
+        -- three postings of A, spent by the members largest first, the 100 funded after
+        -- the 50: its transfer id is the larger (the precondition below), so the members'
+        -- order is not already the ids'
         local w = world { plan_cache = 0 }
-        assert(w.led:commit { intent = "f", movements = { mv(EXT, A, 100) } })
-        local seen = {}
+        local ids = {}
+        for i, amount in ipairs { 50, 100, 20 } do
+            assert(w.led:commit { intent = "f" .. i, movements = { mv(EXT, A, amount) } })
+        end
+        for _, p in ipairs(w.s:get_postings_by_account(A, USD, "active")) do
+            ids[p.amount] = p.id.transfer_id
+        end
+        assert.is_true(ids[100] > ids[50], "the precondition")
+        local seen, reserved = {}, {}
         local apply = w.s.apply
         w.s.apply = function(st, ops, o)
             for _, op in ipairs(ops) do
@@ -312,21 +323,30 @@ describe("the one-transaction commit (LED-72)", function()
                     local ks = {}
                     for i, c in ipairs(op[2]) do ks[i] = c.key end
                     seen[#seen + 1] = ks
+                elseif op[1] == "reserve_postings" then
+                    for _, id in ipairs(op[2]) do reserved[#reserved + 1] = id end
                 end
             end
             return apply(st, ops, o)
         end
         local function claim(k) return { key = k, outcome = { status = "claimed" } } end
         local res = w.led:commit_many({
-            { intent = "z1", movements = { mv(A, C, 1) } },
-            { intent = "a2", movements = { mv(A, C, 2) } },
-            { intent = "m3", movements = { mv(A, C, 3) } } },
+            { intent = "z1", movements = { mv(A, C, 60) } },
+            { intent = "a2", movements = { mv(A, C, 45) } },
+            { intent = "m3", movements = { mv(A, C, 30) } } },
             { check = function() return {}, { claim("k-z"), claim("k-a"), claim("k-m") } end })
         for i = 1, 3 do assert.equal("committed", res[i][1].status) end
         assert.equal(1, w.led.stats.atomic_batches)
         local P = ("\255"):rep(256)
         assert.same({ { "k-a", "k-m", "k-z" }, { P .. "a2", P .. "m3", P .. "z1" } },
                     { seen[1], seen[2] })
+        -- the 100 and the 50 of the store (the 30 spends z1's change of 40)
+        assert.equal(2, #reserved)
+        local a, b = reserved[1], reserved[2]
+        assert.is_true(a.transfer_id < b.transfer_id
+                       or (a.transfer_id == b.transfer_id and a.index < b.index))
+        assert.equal(35, w.led:balance(A, USD))
+        assert(sim.verify(w.s, "main"))
     end)
 
     it("an input taken between its read and its commit: nothing applied, the saga resolves "

@@ -112,12 +112,17 @@ local function decided(ctx)
     return list
 end
 
--- (claims in key order: two phases claiming some of the same keys at once wait for each
+-- (the claims in key order and the postings it reserves in id order: two phases claiming
+-- some of the same keys, or spending some of the same postings, at once wait for each
 -- other in one order, never in a cycle; PostgreSQL's phase takes its balance rows' lock
 -- after them, ron.ledger.store.pg_phase. The members' claim keys share their 256-byte
 -- prefix: their order is their intents', compared instead)
 local function by_key(a, b) return a.key < b.key end
 local function by_intent(a, b) return a.e.req.intent < b.e.req.intent end
+local function by_id(a, b)
+    if a.transfer_id ~= b.transfer_id then return a.transfer_id < b.transfer_id end
+    return a.index < b.index
+end
 
 -- The phase: the claims, the reservation, the heads, the guards, the finalize's ops.
 function Ledger:_atomic_batch_ops(ctx, rows)
@@ -133,6 +138,7 @@ function Ledger:_atomic_batch_ops(ctx, rows)
     add_chunked(ops, "put_intents", claims)
     local ids = {}
     for i, x in ipairs(rows.ins) do ids[i] = x.id end
+    sort(ids, by_id)
     add_chunked(ops, "reserve_postings", ids, sid)
     for _, h in ipairs(ctx.heads) do
         ops[#ops + 1] = { "ensure_head", h.account, h.asset }
