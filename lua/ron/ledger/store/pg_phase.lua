@@ -177,8 +177,9 @@ end
 -- lock statement was ~40 % of the server's statement time, mostly waiting; docs/LEDGER.md
 -- "PostgreSQL's balance lock"). Deadlocks: after its lock a phase waits only for rows it
 -- created or reserved itself and for the book's lock, which a phase takes after its own
--- balance lock or without one; the claims a phase inserts before it are in key order
--- (ron.ledger.engine.batch_atomic). -> rest, posts, tail
+-- balance lock or without one; before it, the claims a phase inserts are in key order and
+-- the postings it reserves in id order (ron.ledger.engine.batch_atomic; the single path's
+-- one posting list is sorted already). -> rest, posts, tail
 local MOVABLE = { put_intent = true, put_intents = true, store_transfer = true,
                   store_transfers = true, release_head = true, delete_saga = true,
                   save_saga = true, check_lease = true }
