@@ -407,6 +407,16 @@ end
 -- wrong answer. (A `make soak-fleet` run on 2026-12-01 settled one
 -- key of A as not committed and found one transfer more than the 201s from a U payer; its
 -- key was not printed then.)
+-- Every key settled as anything but 201 (a tenant wallet's probe or E's keys may be
+-- refused): printed with its phase's line, as what a count that is off is made of.
+local NOT_201 = {}
+local function say_not_201(phase)
+    for i = 1, math.min(#NOT_201, 10) do
+        say("%s: settled without a commit: %s", phase, NOT_201[i])
+    end
+    for i = #NOT_201, 1, -1 do NOT_201[i] = nil end
+end
+
 local NEVER_DRY = {}
 for _, l in ipairs { U, T } do for _, id in ipairs(l) do NEVER_DRY[id] = true end end
 
@@ -436,6 +446,9 @@ local function settle_both(keys, width)
             if st1 == 201 or st2 == 201 then
                 commits[r.from] = (commits[r.from] or 0) + r.amount
                 n = n + 1
+            else
+                NOT_201[#NOT_201 + 1] = format("%s (payer %s): %s %s", key, r.from,
+                                               tostring(st1), tostring(b1))
             end
         end
     end
@@ -518,6 +531,7 @@ local function phase_b()
         end
     end
     say("B: %d keys settled on both nodes, %d committed, every U and T payer's balance exact", #keys, n)
+    say_not_201("B")
     return n
 end
 
@@ -736,6 +750,7 @@ local function main()
     assert(rater:join(300000))
     join_e()
     local _, n_e = settle_both(keys_of("e-"))
+    say_not_201("E")
     say("E: the rater committed %d slices (%d retries, %d of them answered dup after a "
         .. "failed attempt) while both nodes made %d transfers from the same wallets",
         rated.ok, rated.retries, rated.dups, n_e)
@@ -757,7 +772,6 @@ local function main()
     local dup = assert(db:query("SELECT count(*) FROM (SELECT intent FROM ron_ledger.transfers "
                                 .. "GROUP BY intent HAVING count(*) > 1) d"))
     check(tonumber(dup[1][1]) == 0, "%s intent(s) with more than one transfer", tostring(dup[1][1]))
-    db:close()
     -- verify the whole ledger: every transfer once
     local want = issued + n_b + n_c + n_d + n_e + rated.ok
     local p = assert(io.popen(format("%s ledger --db %q verify 2>&1; echo ::rc=$?", host,
@@ -767,8 +781,28 @@ local function main()
     local rc = tonumber(out:match("::rc=(%d+)"))
     check(rc == 0 and out:find("\nOK", 1, true) ~= nil, "ledger verify: %s", out)
     local nt = tonumber(out:match("(%d+) transfers"))
-    check(nt == want, "ledger verify counted %s transfers, want %d", tostring(nt), want)
+    if not check(nt == want, "ledger verify counted %s transfers, want %d", tostring(nt), want)
+    then
+        -- what the count is made of: each payer's transfers without a settled 201 (R's
+        -- race keys are settled apart, without the mark explain_payer reads)
+        for _, l in ipairs { U, T, W, { K } } do
+            for _, id in ipairs(l) do explain_payer(id) end
+        end
+    end
+    db:close()
     say("ledger verify: %s", (out:gsub("\n::rc=%d+%s*$", ""):gsub("\n", " | ")))
+end
+
+-- A failed run keeps the ledger for its post-mortem: pg_dump of its schema into WORK
+-- (the cluster itself goes with the run).
+local function dump_ledger()
+    local bin = io.popen("ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -r | head -1")
+    local dir = bin and bin:read("*l")
+    if bin then bin:close() end
+    local path = work .. "/ledger.dump"
+    local ok = dir and os.execute(format("%s/pg_dump -Fc -n ron_ledger -f %q %q", dir, path,
+                                         pg.url)) == 0
+    say("the ledger %s", ok and ("dumped into " .. path) or "could not be dumped")
 end
 
 local h = sched.spawn("fleet", function()
@@ -777,6 +811,7 @@ local h = sched.spawn("fleet", function()
     for _, node in ipairs(nodes) do
         if not node.cur.exited then uv.kill(node.pid, "sigkill") end
     end
+    if pg and (not ok or #failures > 0) then pcall(dump_ledger) end
     if pg then pg:stop() end
     if not ok then error(err, 0) end
 end)
