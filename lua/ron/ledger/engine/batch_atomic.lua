@@ -44,6 +44,7 @@ local base = require("ron.ledger.engine.base")
 local batch = require("ron.ledger.engine.batch")
 local phases = require("ron.ledger.phases")
 local pipeline = require("ron.ledger.engine.pipeline")
+local resolve = require("ron.ledger.engine.resolve")
 local store_phase = require("ron.ledger.store.phase")
 
 local ipairs, sort = ipairs, table.sort
@@ -119,10 +120,6 @@ end
 -- prefix: their order is their intents', compared instead)
 local function by_key(a, b) return a.key < b.key end
 local function by_intent(a, b) return a.e.req.intent < b.e.req.intent end
-local function by_id(a, b)
-    if a.transfer_id ~= b.transfer_id then return a.transfer_id < b.transfer_id end
-    return a.index < b.index
-end
 
 -- The phase: the claims, the reservation, the heads, the guards, the finalize's ops.
 function Ledger:_atomic_batch_ops(ctx, rows)
@@ -138,7 +135,7 @@ function Ledger:_atomic_batch_ops(ctx, rows)
     add_chunked(ops, "put_intents", claims)
     local ids = {}
     for i, x in ipairs(rows.ins) do ids[i] = x.id end
-    sort(ids, by_id)
+    sort(ids, resolve.ref_less)
     add_chunked(ops, "reserve_postings", ids, sid)
     for _, h in ipairs(ctx.heads) do
         ops[#ops + 1] = { "ensure_head", h.account, h.asset }

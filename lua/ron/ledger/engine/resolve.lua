@@ -317,6 +317,7 @@ local function list_accounts(ids, accts)
 end
 
 _M.complete = complete
+_M.ref_less = ref_less -- (a transfer's inputs' order; the one-transaction batch's reservation)
 _M.heads_of = heads_of
 _M.list_accounts = list_accounts
 _M.pairs_of = pairs_of

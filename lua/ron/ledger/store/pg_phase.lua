@@ -185,15 +185,15 @@ local MOVABLE = { put_intent = true, put_intents = true, store_transfer = true,
                   save_saga = true, check_lease = true }
 
 local function order(ops, stmts)
-    local rest, posts, tail = {}, {}, {}
+    local rest, posts, tail, stuck = {}, {}, {}, false
     for _, s in ipairs(stmts) do
         local name = ops[s.i][1]
         if #tail > 0 or APPENDS[name] then tail[#tail + 1] = s
         elseif #posts == 0 and not POSTING_WRITES[name] then rest[#rest + 1] = s
-        elseif MOVABLE[name] and not posts.stuck then rest[#rest + 1] = s
+        elseif MOVABLE[name] and not stuck then rest[#rest + 1] = s
         else
             posts[#posts + 1] = s
-            if not POSTING_WRITES[name] then posts.stuck = true end
+            stuck = stuck or not POSTING_WRITES[name]
         end
     end
     -- (a posting write after an event: the whole phase as it is, the lock first)
