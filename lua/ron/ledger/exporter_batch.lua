@@ -33,7 +33,10 @@ local E = {} -- this concern's methods
 -- slices are rated in order (a stream's next slice rated on its predecessor's used_after)
 -- and committed by ONE led:commit_many; the shortfall events are appended at once
 -- (append_events) and every stream's head moves once, from its stored head to its last
--- slice committed in order (advance_streams / insert_streams: one statement each).
+-- slice committed in order (advance_streams / insert_streams: one statement each), in the
+-- commit's own phase when every slice of the batch commits there with no shortfall
+-- (commit_many's opts.also: one write transaction and one store call fewer per batch),
+-- else after it.
 -- One deviation from one-by-one puts, documented in docs/LEDGER-RATING.md: a slice whose
 -- predecessor in the same batch failed is answered as one by one would (gap), but its
 -- transfer may already be committed (its intent holds it; the re-sent slice then finds it:
@@ -51,7 +54,8 @@ function E:_put_batch(slices, idx, results)
     local order, reqs, rated_of = self:_batch_rate(b, cand, self:_batch_wallets(b, cand))
     if #reqs == 0 then return self:_settle_batch(b) end
     local last = self:_batch_commit(b, order, reqs, rated_of)
-    if last then self:_batch_move_heads(b, order, last) end
+    if last and b.heads_moved then self:_batch_heads_moved(b, order)
+    elseif last then self:_batch_move_heads(b, order, last) end
     return self:_settle_batch(b)
 end
 
@@ -218,11 +222,57 @@ function E:_batch_rate(b, cand, bad)
     return order, reqs, rated_of
 end
 
+-- The heads' moves of a batch: each stream from its stored head to its slice last[k].
+-- -> the new streams', the stored ones', and both as { k =, m = } in last's order
+local function moves_of(b, last)
+    local ins, adv, moves = {}, {}, {}
+    for k, i in pairs(last) do
+        local x, h = b.infos[i], b.heads[k]
+        local m = { tenant = x.t16, dimension = x.dim, seq = x.info.seq, b3 = x.info.b3,
+                    prev_seq = h.seq, prev_b3 = h.b3 }
+        moves[#moves + 1] = { k = k, m = m }
+        if h.stored then adv[#adv + 1] = m else ins[#ins + 1] = m end
+    end
+    return ins, adv, moves
+end
+
+local function add_chunked(ops, name, list)
+    for c = 1, #list, 1024 do
+        local part = {}
+        for j = c, math.min(#list, c + 1023) do part[#part + 1] = list[j] end
+        ops[#ops + 1] = { name, part, expect = #part }
+    end
+end
+
+-- commit_many's opts.also: the heads' moves as ops of the batch's own phase, when the phase
+-- commits every slice of the batch (planned[j]: request j's transfer) and none leaves a
+-- shortfall (its event goes after the commit, before the head moves: a re-sent slice must
+-- still find the head before it then). Each op expects its whole list: another writer's
+-- move of one of the heads meanwhile applies nothing, and the commit goes the saga's way,
+-- the heads after it as before (a compare-and-set each).
+function E:_batch_heads_ops(b, order, planned)
+    local last = {}
+    for j, i in ipairs(order) do
+        local x, t = b.infos[i], planned[j]
+        if not t or self:shortfall(nil, x.req, t) ~= 0 then return nil end
+        last[key(x.t16, x.dim)] = i
+    end
+    local ins, adv = moves_of(b, last)
+    local ops = {}
+    add_chunked(ops, "insert_streams", ins)
+    add_chunked(ops, "advance_streams", adv)
+    return ops
+end
+
 -- ONE led:commit_many; outcomes in order (a stream stops at its first failed commit), the
 -- shortfall events appended at once. -> each stream's last slice committed | nil (the
--- events could not be appended: nothing is answered ok)
+-- events could not be appended: nothing is answered ok). b.heads_moved: the heads moved in
+-- the commit's phase.
 function E:_batch_commit(b, order, reqs, rated_of)
-    local res = self.led:commit_many(reqs)
+    local res = self.led:commit_many(reqs, { also = function(planned)
+        return self:_batch_heads_ops(b, order, planned)
+    end })
+    b.heads_moved = res.also_done
     local last, shorts, stopped = {}, {}, b.stopped
     for j, i in ipairs(order) do
         local x = b.infos[i]
@@ -264,15 +314,8 @@ end
 -- Every stream's head once: from its stored head to its last slice committed in order
 -- (insert_streams / advance_streams: one statement each); then the answers.
 function E:_batch_move_heads(b, order, last)
-    local store, heads = self.store, b.heads
-    local ins, adv, moves = {}, {}, {}
-    for k, i in pairs(last) do
-        local x, h = b.infos[i], heads[k]
-        local m = { tenant = x.t16, dimension = x.dim, seq = x.info.seq, b3 = x.info.b3,
-                    prev_seq = h.seq, prev_b3 = h.b3 }
-        moves[#moves + 1] = { k = k, m = m }
-        if h.stored then adv[#adv + 1] = m else ins[#ins + 1] = m end
-    end
+    local store = self.store
+    local ins, adv, moves = moves_of(b, last)
     local n1, err1 = 0, nil
     if #ins > 0 then n1, err1 = store:insert_streams(ins) end
     local n2, err2 = 0, nil
@@ -307,6 +350,16 @@ function E:_batch_move_heads(b, order, last)
                 self.streams[key(x.t16, x.dim)] = nil
             end
         end
+    end
+end
+
+-- The heads moved in the commit's phase (E:_batch_heads_ops): every slice of the batch
+-- committed there, so each is answered as the move after the commit answers it.
+function E:_batch_heads_moved(b, order)
+    for _, i in ipairs(order) do
+        local x = b.infos[i]
+        if x.r then answer(b, i, x.r.replayed and "dup" or "ok")
+        else failed(b, i, "LedgerError: a slice the batch's phase committed has no answer") end
     end
 end
 

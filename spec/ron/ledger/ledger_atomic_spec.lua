@@ -349,6 +349,66 @@ describe("the one-transaction commit (LED-72)", function()
         assert(sim.verify(w.s, "main"))
     end)
 
+    it("opts.also: the caller's own writes go in the one-transaction batch's phase, told "
+       .. "the members planned there; a count short of their expect applies nothing and the "
+       .. "saga's way commits without them; the saga's way alone leaves them to the caller",
+       function()
+        local w = world { plan_cache = 0 }
+        assert(w.led:commit { intent = "d", movements = { mv(EXT, A, 100) } })
+        assert(w.led:commit { intent = "p2", movements = { mv(A, B, 5) } })
+        local function mine(k)
+            return { { "put_intents", { { key = k, outcome = { status = "claimed" } } },
+                       expect = 1 } }
+        end
+        local got, calls = nil, 0
+        local function also(planned)
+            got, calls = planned, calls + 1
+            return mine("mine")
+        end
+        -- p2 a replay, p3 refused (InsufficientFunds): neither is planned in the phase
+        local res = w.led:commit_many({
+            { intent = "p1", movements = { mv(A, B, 10) } },
+            { intent = "p2", movements = { mv(A, B, 5) } },
+            { intent = "p3", movements = { mv(A, B, 1000) } },
+            { intent = "p4", movements = { mv(A, C, 20) } } }, { also = also })
+        assert.is_true(res.also_done)
+        assert.equal(1, calls)
+        assert.equal(1, w.led.stats.atomic_batches)
+        assert.same({ "p1", "p4" }, { got[1].intent, got[4].intent })
+        assert.is_nil(got[2]); assert.is_nil(got[3])
+        assert.is_true(res[2][1].replayed)
+        assert.equal(L.ERR.InsufficientFunds, res[3][3])
+        assert.equal("claimed", w.s:get_intent("mine").status)
+        assert.equal(65, w.led:balance(A, USD))
+        -- "mine" is there: the op counts 0 of 1, nothing of the phase, the saga's way
+        res = w.led:commit_many({ { intent = "q1", movements = { mv(A, B, 1) } } },
+                                { also = function() return mine("mine") end })
+        assert.equal("committed", res[1][1].status)
+        assert.is_nil(res.also_done)
+        assert.equal(1, w.led.stats.atomic_batch_missed_at.put_intents)
+        assert.equal(64, w.led:balance(A, USD))
+        -- nil: nothing of the caller's, the batch in one transaction as without the opt
+        res = w.led:commit_many({ { intent = "q2", movements = { mv(A, B, 1) } } },
+                                { also = function() return nil end })
+        assert.equal("committed", res[1][1].status)
+        assert.is_nil(res.also_done)
+        assert.equal(2, w.led.stats.atomic_batches)
+        -- the saga's phases alone: opts.also is never asked
+        local v = world { one_tx = false }
+        assert(v.led:commit { intent = "d", movements = { mv(EXT, A, 100) } })
+        calls = 0
+        res = v.led:commit_many({ { intent = "p1", movements = { mv(A, B, 10) } } },
+                                { also = also })
+        assert.equal("committed", res[1][1].status)
+        assert.is_nil(res.also_done)
+        assert.equal(0, calls)
+        assert.is_nil(v.s:get_intent("mine"))
+        assert.has_error(function() w.led:commit_many({}, { also = 1 }) end,
+                         "ron.ledger: commit_many's opts.also must be a function")
+        assert(sim.verify(w.s, "main"))
+        assert(sim.verify(v.s, "main"))
+    end)
+
     it("an input taken between its read and its commit: nothing applied, the saga resolves "
        .. "again and commits from what is left", function()
         local w = world()

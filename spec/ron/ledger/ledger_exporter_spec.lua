@@ -258,6 +258,100 @@ for _, backend in ipairs(stores()) do
             if st2.close then st2:close() end
         end)
 
+        it("put_many moves the heads in the commit's own phase when every slice commits "
+           .. "there, and after it when another writer moved one meanwhile (opts.also)",
+           function()
+            local slices = sealed(4, function(i) return 700 * i end, { TA, TB })
+            assert(e:ready())
+            local world = string.rep("\7", 16)
+            assert(led:create_account { id = world, policy = "uncapped" })
+            for _, t in ipairs { TA, TB } do -- prepaid: no slice leaves a shortfall
+                assert(e:tenant_accounts(usage.tenant_raw(t)))
+                assert(led:commit { intent = "topup " .. t, movements = {
+                    { from = world, to = usage.account("wallet", t), asset = USD,
+                      amount = 1000000 } } })
+            end
+            -- the heads' writes outside a phase, and inside the exporter's phases
+            local outside, in_apply, in_phase = 0, false, 0
+            local real_apply = store.apply
+            local function applied(...)
+                in_apply = false
+                return ...
+            end
+            store.apply = function(st, ops, o)
+                for _, op in ipairs(ops) do
+                    if op[1] == "advance_streams" or op[1] == "insert_streams" then
+                        in_phase = in_phase + 1
+                    end
+                end
+                in_apply = true
+                return applied(real_apply(st, ops, o))
+            end
+            local raw_advance = store.advance_streams
+            for _, n in ipairs { "advance_streams", "insert_streams" } do
+                local real = store[n]
+                store[n] = function(st, ...)
+                    if not in_apply then outside = outside + 1 end
+                    return real(st, ...)
+                end
+            end
+            local by_window = {}
+            for _, sl in ipairs(slices) do
+                local w = sl.id.seq
+                by_window[w] = by_window[w] or {}
+                by_window[w][#by_window[w] + 1] = sl
+            end
+            -- windows 1 (new streams: insert_streams) and 2 (advance_streams): in the phase
+            for w = 1, 2 do
+                local r = e:put_many(by_window[w])
+                assert.same({ "ok", "ok" }, { r[1][1], r[2][1] })
+                assert.equal(w, in_phase)
+                assert.equal(0, outside)
+                for _, sl in ipairs(by_window[w]) do
+                    assert.same({ seq = w, b3 = sl.b3 }, e:head(sl.tenant, "bytes"))
+                end
+            end
+            -- window 3: another writer moves TA's head after the batch read it; the phase's
+            -- compare-and-set counts 0 of 1, nothing of the phase applies, the saga's way
+            -- commits both, and the move after it answers as it always did
+            local other = string.rep("\9", 32)
+            local real_streams = store.get_streams
+            store.get_streams = function(st, list)
+                local got = real_streams(st, list)
+                store.get_streams = real_streams
+                local h = assert(st:get_stream(usage.tenant_raw(TA), "bytes"))
+                assert.equal(1, raw_advance(st, { { tenant = usage.tenant_raw(TA),
+                    dimension = "bytes", seq = 3, b3 = other, prev_seq = h.seq,
+                    prev_b3 = h.b3 } }))
+                return got
+            end
+            outside = 0
+            local missed0 = (e.led.stats.atomic_batch_missed_at or {}).advance_streams or 0
+            local r = e:put_many(by_window[3])
+            local want = {}
+            for j, sl in ipairs(by_window[3]) do
+                if sl.tenant == TA then
+                    assert.is_nil(r[j][1])
+                    S.fails("moved meanwhile", r[j][1], r[j][2])
+                else
+                    -- (acknowledged: the move after the commit reads the heads back when
+                    -- one of its counts is short, and takes its own move for another's)
+                    assert.equal("dup", r[j][1])
+                    want[#want + 1] = sl
+                end
+            end
+            assert.equal(missed0 + 1, e.led.stats.atomic_batch_missed_at.advance_streams)
+            assert.equal(1, outside) -- (TB's advance after the commit; TA's counted 0 there)
+            assert.equal(3, in_phase)
+            assert.same({ seq = 3, b3 = want[1].b3 }, e:head(TB, "bytes"))
+            assert.same({ seq = 3, b3 = usage.hex(other) }, e:head(TA, "bytes"))
+            -- both slices' transfers committed (the saga's way): the usage of three windows
+            assert.equal(S.total(by_window[1][1]) + S.total(by_window[2][1])
+                         + S.total(by_window[3][1]),
+                         0 + bal("usage", by_window[1][1].tenant, CARD:asset_of("bytes")))
+            store.apply, store.advance_streams, store.insert_streams = nil, nil, nil
+        end)
+
         it("drains the prepaid wallet first, then the receivable takes the rest", function()
             local slices = sealed(3, function() return 2000 end)
             assert(e:ready())

@@ -179,6 +179,18 @@ end
 --           of the batch with Unavailable before the ledger wrote anything (the caller's
 --           single path decides them).
 --
+-- opts.also (issue 25): a caller's own writes that go with the batch's, in its one
+-- transaction, when every one of them can: also(planned) is called once the one-transaction
+-- batch (LED-74) has its plan, with planned[j] = the transfer the phase commits for
+-- request j (absent: anything else, a replay, a rejection, a member handed over), and
+-- returns phase ops ({ "name", args..., expect = n }: the store's write primitives a phase
+-- may hold) or nil. They go into the phase after the caller's claims, all of them or nothing
+-- of the batch: a count short of its expect applies nothing and the batch takes the saga's
+-- way without them. commit_many's results then carry `also_done = true` when the phase
+-- with them committed; without it (nil returned, the saga's way, a reply lost) the caller
+-- writes them itself. The exporter moves its streams' heads this way (ron.ledger.
+-- exporter_batch): one write transaction and one store call fewer per put_many.
+--
 -- opts.pending and opts.after (issue 25, ron.ledger.engine.pipeline): a caller that keeps
 -- two batches in flight gives each a token (opts.pending, a table of its own) and the later
 -- one the earlier's (opts.after): the later one reads and plans while the earlier's phase
@@ -186,10 +198,13 @@ end
 -- with that plan applied; otherwise it plans again from the store. Answers are those of
 -- committing the earlier batch, then the later one.
 local TOKEN_OPTS = { "after", "pending" }
+local FN_OPTS = { "check", "also" }
 function Ledger:commit_many(reqs, opts)
     if type(reqs) ~= "table" then error("ron.ledger: commit_many expects a list", 2) end
-    if opts ~= nil and opts.check ~= nil and type(opts.check) ~= "function" then
-        error("ron.ledger: commit_many's opts.check must be a function", 2)
+    for _, k in ipairs(FN_OPTS) do
+        if opts ~= nil and opts[k] ~= nil and type(opts[k]) ~= "function" then
+            error("ron.ledger: commit_many's opts." .. k .. " must be a function", 2)
+        end
     end
     for _, k in ipairs(TOKEN_OPTS) do
         if opts ~= nil and opts[k] ~= nil and type(opts[k]) ~= "table" then
@@ -390,6 +405,7 @@ function Ledger:_batch(live, results, later, opts)
     local sid = self:_new_sid()
     for k, e in ipairs(todo) do e.k, e.sid = k, sid .. "/" .. k end
     local ctx = { sid = sid, batch = todo, created_at_ms = self.clock(), claims = claims,
+                  also = opts ~= nil and opts.also or nil,
                   after = opts ~= nil and opts.after or nil,
                   pending = opts ~= nil and opts.pending or nil }
     local sids = { sid }

@@ -7,9 +7,11 @@
 --   plan     the batch saga's own plan (_plan_batch: one read-only phase, the members
 --            resolved and validated in order over the in-memory view, a payer spending its
 --            own change)
---   commit   ONE phase, flushed in the same call (LED-50): the members' claims (expect: no
---            other saga holds one); the store's postings the batch consumes reserved (expect
---            all: each still Active) and the capped pairs' heads taken (expect 1 each); the
+--   commit   ONE phase, flushed in the same call (LED-50): the caller's claims and its own
+--            writes (commit_many's opts.check, opts.also; each with its expect), the
+--            members' claims (expect: no other saga holds one); the store's postings the
+--            batch consumes reserved (expect all: each still Active) and the capped pairs'
+--            heads taken (expect 1 each); the
 --            GUARDS: every pinned account still at its pinned version (count_accounts_at),
 --            every pair the chain lowers, unless uncapped, still at a balance of at least
 --            its floor plus the most the chain takes from it before any later member gives
@@ -121,13 +123,25 @@ end
 local function by_key(a, b) return a.key < b.key end
 local function by_intent(a, b) return a.e.req.intent < b.e.req.intent end
 
--- The phase: the claims, the reservation, the heads, the guards, the finalize's ops.
+-- The phase: the claims (the caller's, its own writes, the members'), the reservation, the
+-- heads, the guards, the finalize's ops.
 function Ledger:_atomic_batch_ops(ctx, rows)
     local sid, ops = ctx.sid, {}
     -- the caller's claims first (commit_many's opts.check): all of them, or nothing applied
     if ctx.claims then
         sort(ctx.claims, by_key)
         add_chunked(ops, "put_intents", ctx.claims)
+    end
+    -- the caller's own writes (commit_many's opts.also), with its claims: before any posting
+    -- write (PostgreSQL sends them ahead of its balance lock, ron.ledger.store.pg_phase)
+    ctx.also_n = 0
+    if ctx.also then
+        local planned = {}
+        for _, it in ipairs(ctx.items) do planned[it.e.i] = it.t end
+        for _, op in ipairs(ctx.also(planned) or {}) do
+            ops[#ops + 1] = op
+            ctx.also_n = ctx.also_n + 1
+        end
     end
     local list, claims = decided(ctx), {}
     sort(list, by_intent)
@@ -248,6 +262,8 @@ function Ledger:_atomic_batch(ctx, results, later)
         ctx.claims = nil -- (written by the phase)
         evs = phases.batch_seqs(ops, res)
         if res.flushed then results.flushed = true end
+        -- (a reply lost, below, leaves them to the caller: its own writes are conditional)
+        if ctx.also_n > 0 then results.also_done = true end
     elseif maybe then
         evs = self:_atomic_batch_landed(ctx) -- (not flushed: commit_many's flush follows)
         if evs then ctx.claims = nil end
