@@ -83,6 +83,7 @@ sqlite3_stmt *sqlite3_next_stmt(sqlite3 *pDb, sqlite3_stmt *pStmt);
 int sqlite3_bind_blob(sqlite3_stmt *, int, const void *, int n, void *destructor);
 int sqlite3_bind_int64(sqlite3_stmt *, int, int64_t);
 int sqlite3_bind_null(sqlite3_stmt *, int);
+int sqlite3_bind_parameter_count(sqlite3_stmt *);
 int sqlite3_column_count(sqlite3_stmt *);
 int sqlite3_column_type(sqlite3_stmt *, int iCol);
 int64_t sqlite3_column_int64(sqlite3_stmt *, int iCol);
@@ -150,13 +151,48 @@ end
 local pp_stmt = ffi.new("sqlite3_stmt *[1]")
 local pp_db = ffi.new("sqlite3 *[1]")
 
+-- I-7: the statements a connection keeps prepared, bounded. A list primitive's text names
+-- its list's length (a VALUES row per entry), so each length is a statement of its own,
+-- and its compiled program grows with its bound parameters: ~111 bytes each, measured
+-- (advance_streams prepared at every length 1..1024 held 351 MB on one connection). A
+-- batch path whose lengths vary (a rater's put_many, a wallet's groups) met every length in
+-- time: the cache grew without a bound. It keeps at most STMT_BUDGET bound parameters (and
+-- STMT_BASE per statement) per connection in each VM that uses it (the loop's, each pool
+-- thread's); past it, the least recently used quarter is finalized (conn.shed counts them)
+-- and a length met again is prepared again (~1.3 us a parameter).
+_M.STMT_BUDGET = 131072 -- ~15 MB of compiled statements
+_M.STMT_BASE = 32
+
+local function shed(self, need)
+    local list = {}
+    for text, e in pairs(self.stmts) do list[#list + 1] = { text = text, e = e } end
+    table.sort(list, function(a, b) return a.e.used < b.e.used end)
+    local C, goal = L(), (_M.STMT_BUDGET * 3) / 4 - need
+    for _, x in ipairs(list) do
+        if self.stmt_cost <= goal then break end
+        C.sqlite3_finalize(x.e.st)
+        self.stmts[x.text] = nil
+        self.stmt_cost = self.stmt_cost - x.e.cost
+        self.shed = self.shed + 1
+    end
+end
+
 function Conn:prepare(text)
-    local st = self.stmts[text]
-    if st then return st end
-    local rc = L().sqlite3_prepare_v2(self.db, text, #text, pp_stmt, nil)
+    local tick = self.tick + 1
+    self.tick = tick
+    local e = self.stmts[text]
+    if e then
+        e.used = tick
+        return e.st
+    end
+    local C = L()
+    local rc = C.sqlite3_prepare_v2(self.db, text, #text, pp_stmt, nil)
     if rc ~= OK then return fail(self, rc, "prepare") end
-    st = pp_stmt[0]
-    self.stmts[text] = st
+    local st = pp_stmt[0]
+    local cost = _M.STMT_BASE + C.sqlite3_bind_parameter_count(st)
+    if self.stmt_cost + cost > _M.STMT_BUDGET then shed(self, cost) end
+    self.stmts[text] = { st = st, cost = cost, used = tick }
+    self.stmt_cost = self.stmt_cost + cost
     return st
 end
 
@@ -350,13 +386,16 @@ function Conn:close()
         C.sqlite3_finalize(st)
         st = C.sqlite3_next_stmt(self.db, nil)
     end
-    self.stmts = {}
+    self.stmts, self.stmt_cost = {}, 0
     C.sqlite3_close_v2(self.db)
     self.db = nil
     return true
 end
 
-local function new_conn(db) return setmetatable({ db = db, stmts = {}, depth = 0 }, Conn) end
+local function new_conn(db)
+    return setmetatable({ db = db, stmts = {}, depth = 0, stmt_cost = 0, tick = 0, shed = 0 },
+                        Conn)
+end
 
 -- ---------------------------------------------------------------------------------------
 -- open: connection, pragmas, migrations
