@@ -6,6 +6,7 @@
 local S = require("support")
 local ffi = require("ffi")
 local ok_sqlite, sqlite = pcall(require, "ron.ledger.store.sqlite")
+local sql_base = require("ron.ledger.store.sql_base")
 
 if not ok_sqlite then
     pending("ron.ledger.store.sqlite: libsqlite3 is not here")
@@ -31,15 +32,15 @@ local function moves(n, from)
 end
 
 describe("ron.ledger.store.sqlite's prepared statements", function()
-    local budget0, store
+    local budget0, text0, store
 
     before_each(function()
-        budget0 = sqlite.STMT_BUDGET
+        budget0, text0 = sqlite.STMT_BUDGET, sql_base.TEXT_BUDGET
         store = assert(sqlite.open { path = S.tmpname(".db"), synchronous = "normal" })
     end)
 
     after_each(function()
-        sqlite.STMT_BUDGET = budget0
+        sqlite.STMT_BUDGET, sql_base.TEXT_BUDGET = budget0, text0
         store:close()
     end)
 
@@ -79,6 +80,30 @@ describe("ron.ledger.store.sqlite's prepared statements", function()
                                                  dimension = "bytes" } })
         assert.equal(301, got[string.format("%016d", 1) .. "\0bytes"].seq)
         assert.equal(2, got[string.format("%016d", 300) .. "\0bytes"].seq)
+    end)
+
+    it("and their texts: the store's texts start anew past their budget, and the "
+       .. "statements prepared of them are found again (I-7)", function()
+        sql_base.TEXT_BUDGET = 100000
+        sqlite.STMT_BUDGET = 1e9 -- (every statement kept: the texts alone are bounded here)
+        local conn = store.drv
+        local list = moves(300, 1)
+        -- 300 lengths' texts: ~50 bytes a row, ~2.2 MB in all before the budget
+        for n = 300, 1, -1 do
+            local part = {}
+            for i = 1, n do part[i] = list[i] end
+            assert.equal(0, store:advance_streams(part), "length " .. n)
+        end
+        assert.is_true((store.sql_cache_resets or 0) > 0)
+        local bytes = 0
+        for k, v in pairs(store.sql_cache) do
+            if type(k) == "string" then bytes = bytes + #v end
+        end
+        assert.is_true(bytes <= sql_base.TEXT_BUDGET, "texts " .. bytes)
+        -- a length whose text was dropped: made again, its statement found, not prepared
+        local cost = conn.stmt_cost
+        assert.equal(0, store:advance_streams(list))
+        assert.equal(cost, conn.stmt_cost)
     end)
 
     it("keep the statements in use: a length met again is not prepared again", function()

@@ -122,6 +122,10 @@ end
 
 -- The statement text and its binds for (name, list length n[, n2]); and for a spec marked
 -- plain, the same statement without its ON CONFLICT DO NOTHING (see run below).
+_M.TEXT_BUDGET = 4194304 -- bytes of statement texts a store keeps (per VM)
+local TEXT_BYTES = {} -- (the key of their count in sql_cache: no text's name)
+local clear = require("table.clear")
+
 local function stmt(self, name, n, n2, binds)
     local spec = self.dialect == "postgres" and PG_ARRAY[name]
     if spec then
@@ -139,10 +143,21 @@ local function stmt(self, name, n, n2, binds)
         return s, pg_binds(spec, binds, n, n2), self.sql_cache[key .. "plain"]
     end
     local key = n and (name .. "#" .. n .. (n2 and ("#" .. n2) or "")) or name
-    local s = self.sql_cache[key]
+    local cache = self.sql_cache
+    local s = cache[key]
     if not s then
         s = _M.render(self.dialect, self.prefix, BUILD[name](n, n2))
-        self.sql_cache[key] = s
+        -- I-7: a text per list length (SQLite) grew with every length met (put_intents:
+        -- 10.1 MB over 1..1024): past TEXT_BUDGET bytes the texts start anew, emptied in
+        -- place (pg_phase and scan keep entries here too); a text made again is the same
+        -- string, so a connection's prepared statement of it is found as before
+        local bytes = (cache[TEXT_BYTES] or 0) + #s
+        if bytes > _M.TEXT_BUDGET then
+            clear(cache)
+            bytes = #s
+            self.sql_cache_resets = (self.sql_cache_resets or 0) + 1
+        end
+        cache[key], cache[TEXT_BYTES] = s, bytes
     end
     return s, binds
 end
