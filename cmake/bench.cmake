@@ -121,6 +121,12 @@ if(RA_BUILD_LEDGER)
     COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
       $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-ledger-rating-pg.lua
       --no-single --batches 1024 --daemon 1024 --dir ${RA_BENCH_OUT} --out ${_bench_results})
+  # SQLite's list statements under lengths that vary (I-7, docs/LEDGER.md "Prepared
+  # statements, bounded"): rows/s and RSS, against one length throughout.
+  list(APPEND _bench_cmds
+    COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+      $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-ledger-sqlite-lengths.lua
+      --dir ${RA_BENCH_OUT} --out ${_bench_results})
   # `ledger verify` over a book of 100,000 transfers (I-7, docs/LEDGER.md "Verify's memory"):
   # seconds, peak RSS and the Lua heap per transfer, against reading every table whole.
   list(APPEND _bench_cmds
