@@ -5,6 +5,7 @@
 -- acknowledged are written here once, for both paths.
 local chain = require("ron.accounting.export.chain")
 local usage = require("ron.ledger.usage")
+local phases = require("ron.ledger.phases")
 
 local ipairs, pairs, type, tostring, format = ipairs, pairs, type, tostring, string.format
 
@@ -54,8 +55,7 @@ function E:_put_batch(slices, idx, results)
     local order, reqs, rated_of = self:_batch_rate(b, cand, self:_batch_wallets(b, cand))
     if #reqs == 0 then return self:_settle_batch(b) end
     local last = self:_batch_commit(b, order, reqs, rated_of)
-    if last and b.heads_moved then self:_batch_heads_moved(b, order)
-    elseif last then self:_batch_move_heads(b, order, last) end
+    if last then self:_batch_move_heads(b, order, last) end
     return self:_settle_batch(b)
 end
 
@@ -237,9 +237,7 @@ local function moves_of(b, last)
 end
 
 local function add_chunked(ops, name, list)
-    for c = 1, #list, 1024 do
-        local part = {}
-        for j = c, math.min(#list, c + 1023) do part[#part + 1] = list[j] end
+    for _, part in ipairs(phases.slices(list, phases.BATCH_IDS)) do
         ops[#ops + 1] = { name, part, expect = #part }
     end
 end
@@ -287,7 +285,8 @@ function E:_batch_commit(b, order, reqs, rated_of)
         else
             x.r = r
             last[k] = i
-            local short = self:shortfall(r.transfer_id, x.req, r.transfer)
+            -- (heads moved in the phase: _batch_heads_ops found no shortfall in its plan)
+            local short = b.heads_moved and 0 or self:shortfall(r.transfer_id, x.req, r.transfer)
             if short ~= 0 then
                 shorts[#shorts + 1] = { transfer_id = r.transfer_id, kind = SHORTFALL_EVENT,
                     data = format("tenant=%s amount=%s asset=%s", usage.tenant_text(x.t16),
@@ -314,6 +313,29 @@ end
 -- Every stream's head once: from its stored head to its last slice committed in order
 -- (insert_streams / advance_streams: one statement each); then the answers.
 function E:_batch_move_heads(b, order, last)
+    local outcome = {}
+    if b.heads_moved then -- (in the commit's own phase: E:_batch_heads_ops)
+        for k in pairs(last) do outcome[k] = "ok" end
+    else
+        outcome = self:_move_heads_after(b, last)
+    end
+    for _, i in ipairs(order) do
+        local x = b.infos[i]
+        if x.r then
+            local o = outcome[key(x.t16, x.dim)]
+            if o == "ok" then answer(b, i, x.r.replayed and "dup" or "ok")
+            elseif o == "moved" then answer(b, i, "dup") -- another writer moved it there
+            else
+                failed(b, i, o)
+                self.streams[key(x.t16, x.dim)] = nil
+            end
+        end
+    end
+end
+
+-- The heads' compare-and-set moves after the commit: -> { [stream key] = "ok" | "moved"
+-- (another writer moved it to the same place) | the error }
+function E:_move_heads_after(b, last)
     local store = self.store
     local ins, adv, moves = moves_of(b, last)
     local n1, err1 = 0, nil
@@ -339,28 +361,7 @@ function E:_batch_move_heads(b, order, last)
             else outcome[mv.k] = "LedgerError: the stream's head moved meanwhile" end
         end
     end
-    for _, i in ipairs(order) do
-        local x = b.infos[i]
-        if x.r then
-            local o = outcome[key(x.t16, x.dim)]
-            if o == "ok" then answer(b, i, x.r.replayed and "dup" or "ok")
-            elseif o == "moved" then answer(b, i, "dup") -- another writer moved it there
-            else
-                failed(b, i, o)
-                self.streams[key(x.t16, x.dim)] = nil
-            end
-        end
-    end
-end
-
--- The heads moved in the commit's phase (E:_batch_heads_ops): every slice of the batch
--- committed there, so each is answered as the move after the commit answers it.
-function E:_batch_heads_moved(b, order)
-    for _, i in ipairs(order) do
-        local x = b.infos[i]
-        if x.r then answer(b, i, x.r.replayed and "dup" or "ok")
-        else failed(b, i, "LedgerError: a slice the batch's phase committed has no answer") end
-    end
+    return outcome
 end
 
 -- The last pass, in the batch's order: a slice repeated in the batch is answered as its

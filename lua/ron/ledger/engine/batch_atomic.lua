@@ -134,13 +134,13 @@ function Ledger:_atomic_batch_ops(ctx, rows)
     end
     -- the caller's own writes (commit_many's opts.also), with its claims: before any posting
     -- write (PostgreSQL sends them ahead of its balance lock, ron.ledger.store.pg_phase)
-    ctx.also_n = 0
+    ctx.also_sent = false
     if ctx.also then
         local planned = {}
         for _, it in ipairs(ctx.items) do planned[it.e.i] = it.t end
         for _, op in ipairs(ctx.also(planned) or {}) do
             ops[#ops + 1] = op
-            ctx.also_n = ctx.also_n + 1
+            ctx.also_sent = true
         end
     end
     local list, claims = decided(ctx), {}
@@ -263,7 +263,7 @@ function Ledger:_atomic_batch(ctx, results, later)
         evs = phases.batch_seqs(ops, res)
         if res.flushed then results.flushed = true end
         -- (a reply lost, below, leaves them to the caller: its own writes are conditional)
-        if ctx.also_n > 0 then results.also_done = true end
+        if ctx.also_sent then results.also_done = true end
     elseif maybe then
         evs = self:_atomic_batch_landed(ctx) -- (not flushed: commit_many's flush follows)
         if evs then ctx.claims = nil end

@@ -123,7 +123,6 @@ end
 -- The statement text and its binds for (name, list length n[, n2]); and for a spec marked
 -- plain, the same statement without its ON CONFLICT DO NOTHING (see run below).
 _M.TEXT_BUDGET = 4194304 -- bytes of statement texts a store keeps (per VM)
-local TEXT_BYTES = {} -- (the key of their count in sql_cache: no text's name)
 local clear = require("table.clear")
 
 local function stmt(self, name, n, n2, binds)
@@ -151,13 +150,13 @@ local function stmt(self, name, n, n2, binds)
         -- 10.1 MB over 1..1024): past TEXT_BUDGET bytes the texts start anew, emptied in
         -- place (pg_phase and scan keep entries here too); a text made again is the same
         -- string, so a connection's prepared statement of it is found as before
-        local bytes = (cache[TEXT_BYTES] or 0) + #s
+        local bytes = (self.sql_text_bytes or 0) + #s
         if bytes > _M.TEXT_BUDGET then
             clear(cache)
             bytes = #s
             self.sql_cache_resets = (self.sql_cache_resets or 0) + 1
         end
-        cache[key], cache[TEXT_BYTES] = s, bytes
+        cache[key], self.sql_text_bytes = s, bytes
     end
     return s, binds
 end
