@@ -61,7 +61,9 @@
 -- the load; what the collector later frees). That run's rates are not a measurement (no
 -- collection at all).
 -- --pool-profile: the SQLite store's phases timed from inside the pool thread that runs
--- them (tests/bench/pool_profile.lua, as bench-wallet's): per phase and per rated slice.
+-- them (tests/bench/pool_profile.lua, as bench-wallet's): per phase and per rated slice; the
+-- writer and reader connections' busy time per slice (every call), and the ceiling the
+-- writer's sets on any work done on the loop's side.
 -- statements/slice: the store calls a rated slice costs (reads included). Per case also the
 -- wall time inside store calls per primitive, and the CPU per slice of this process and of
 -- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
@@ -551,7 +553,17 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
            (calls.t - ct0) / total * 1e6, cpu_self / total * 1e6, cpu_loop / total * 1e6,
            same_cpu / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
     if opts.stages then print("    " .. ST.line(st0, total)) end
-    if PP then PP.print(backend, pp0, total) end -- (its "per transfer": per rated slice)
+    -- (its "per transfer": per rated slice)
+    local pb = PP and PP.print(backend, pp0, total)
+    if pb and pb.write[1] > 0 then
+        -- the writer's busy time bounds any work on the loop's side (the C batch path's too):
+        -- with the loop free and overlapped, a slice still holds the writer this long
+        local ceil = 1e6 / pb.write[1]
+        print(("    ceiling with the loop's work free and overlapped: the writer's %.0f us per "
+               .. "slice -> %.0f slices/s, ratio %.2f of the same rows (now %.2f: the writer "
+               .. "busy %.0f %% of the time)"):format(pb.write[1], ceil, ceil / same, sps / same,
+               100 * pb.write[1] * total / 1e6 / dt))
+    end
     pg_stats_print(stats, nb)
     emit(('{"bench":"ledger-rating","name":"rating_daemon_%s_%d","params":{"slices":%d,'
           .. '"streams":%d,"windows":%d,"put_batch":%d,"put_parallel":%d},"slices_per_s":%.1f,'

@@ -6,7 +6,9 @@
 --   local PP = require("pool_profile")
 --   PP.enable(dir[, every])        -- before the first store call: RON_SQLITE_PROFILE set
 --   local snap = PP.snap()         -- at a case's start
---   PP.print(name, snap, n)        -- after it: per phase and per transfer (n transfers)
+--   local b = PP.print(name, snap, n) -- after it: per phase and per transfer (n transfers);
+--                                  -- b: the connections' busy us per transfer (writer:
+--                                  -- b.write = { wall, CPU }, reader: b.read), or nil
 --   PP.remove()                    -- the files, at the end
 local ffi = require("ffi")
 local uv = require("luv")
@@ -42,12 +44,27 @@ local function since(snap)
     return list
 end
 
+-- -> the store's busy time per transfer on each connection since snap: { write = { wall,
+-- CPU } in us, read = ... } (every call of the offloaded driver, the phases and the rest)
+local function busy(list, transfers)
+    local b = { write = { 0, 0 }, read = { 0, 0 } }
+    for _, x in ipairs(list) do
+        local kind = x.k:match("^pool (%a+) calls$")
+        if kind then b[kind] = { x.w / transfers, x.c / transfers } end
+    end
+    return b
+end
+
 function M.print(name, snap, transfers)
     if not snap then return end
     local list = since(snap)
     local phases
     for _, x in ipairs(list) do if x.k == "phase" then phases = x.n end end
     if not phases then return end
+    local b = busy(list, math.max(transfers, 1))
+    print(format("%-8s %-15s the store's connections busy per transfer (every call, wall us / "
+                 .. "CPU us): writer %.1f / %.1f, reader %.1f / %.1f", name, "", b.write[1],
+                 b.write[2], b.read[1], b.read[2]))
     print(format("%-8s %-15s pool profile, %d phases of >= %d ops (each: wall ms, CPU ms; "
                  .. "per transfer: wall us):", name, "", phases, prof.MIN_OPS))
     for _, x in ipairs(list) do
@@ -57,6 +74,7 @@ function M.print(name, snap, transfers)
                          x.w / math.max(transfers, 1)))
         end
     end
+    return b
 end
 
 function M.remove()

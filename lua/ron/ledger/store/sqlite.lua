@@ -657,7 +657,9 @@ function _M.pool_call(dbnum, token, method, packed, durability)
         attached[token], n_attached = s, n_attached + 1
     end
     -- (RON_SQLITE_PROFILE: a counted phase's decode and encode timed too)
-    if prof.on then return prof.call(s, method, packed, _M.unpack_, _M.pack, phase.pack) end
+    if prof.on then
+        return prof.call(s, method, packed, _M.unpack_, _M.pack, phase.pack, _M.call_kind)
+    end
     return _M.pack(s[method](s, _M.unpack_(packed)))
 end
 
@@ -770,12 +772,20 @@ for _, n in ipairs { "get_events_since", "get_transfers_for_account", "list_tran
     READ_CALLS[n] = true
 end
 
+local function reads(method, ...)
+    return READ_CALLS[method] or method == "apply" and phase.reads_only(...)
+end
+
 local function lane_of(self, method, ...)
     local r = self.reader
     if not r then return self end
-    if READ_CALLS[method] then return r end
-    if method == "apply" and phase.reads_only(...) then return r end
+    if reads(method, ...) then return r end
     return self
+end
+
+-- (the pool profile's: the connection a call runs on, its arguments unpacked in args)
+function _M.call_kind(method, args)
+    return reads(method, unpack(args, 1, args.n)) and "read" or "write"
 end
 
 -- The lane's connection closes once no call runs on it (closing it under a running

@@ -15,8 +15,12 @@
 -- and results apart: "phase decode", "phase encode"), "op <primitive>", "sql <verb> <table>
 -- bind|step" (each statement's binding and its steps), "exec <statement>" (BEGIN, COMMIT,
 -- the pragmas, savepoints). Only phases of MIN_OPS ops or more are counted: a batch's or a
--- group's, not the single path's. A VM's figures are cumulative; a caller takes the
--- difference of two collects. Off, the cost is one field test per statement.
+-- group's, not the single path's; but "pool write calls" and "pool read calls" hold every
+-- call of the offloaded driver (its wall and CPU, decode and encode included), by the
+-- connection it runs on, and "call <write|read> <method>" each (an apply that was a counted
+-- phase: "apply phase"; written with the next counted phase's figures, or at once with
+-- WRITE_EVERY 1). A VM's figures are cumulative; a caller takes the difference of two
+-- collects. Off, the cost is one field test per statement.
 local ffi = require("ffi")
 
 local _M = {}
@@ -128,7 +132,22 @@ end
 -- The offloaded driver's call of method on s with its packed arguments (decode, encode: the
 -- driver's; pack: ron.ledger.store.phase's, which requires this module): a counted phase's
 -- decode and encode timed beside it. -> the packed results
-function _M.call(s, method, packed, decode, encode, pack)
+-- "call <kind> <method>" (an apply: "apply" or "apply phase", a counted one)
+local call_keys = {}
+local function call_key(kind, method, counted)
+    local name = method == "apply" and counted and "apply phase" or method
+    local k = call_keys[name]
+    if not k then
+        k = "call " .. kind .. " " .. name
+        call_keys[name] = k
+    end
+    return k
+end
+
+-- Every call, counted or not, also adds to "pool <kind> calls" (kind(method, args): "write"
+-- or "read", the connection the loop routes it to): the store's busy time per connection,
+-- the bound on what any work on the loop's side can reach (a bench's ceiling line).
+function _M.call(s, method, packed, decode, encode, pack, kind)
     local w0, c0 = _M.now()
     local args = pack(decode(packed))
     local w1, c1 = _M.now()
@@ -140,6 +159,15 @@ function _M.call(s, method, packed, decode, encode, pack)
     if counted then
         _M.add_span("phase decode", w1 - w0, c1 - c0)
         _M.add("phase encode", w2, c2)
+    end
+    if kind then
+        local w3, c3 = _M.now()
+        local k = kind(method, args)
+        _M.add_span(k == "read" and "pool read calls" or "pool write calls", w3 - w0, c3 - c0)
+        _M.add_span(call_key(k, method, counted), w3 - w0, c3 - c0)
+        -- (every 1: each call's figures written, so that a snapshot taken between two
+        -- phases holds the calls made before it; a bench of few phases sets it)
+        if _M.WRITE_EVERY <= 1 then write() end
     end
     return out
 end
