@@ -29,7 +29,9 @@
 --       [--pool-profile]  (SQLite: after each transfer case, where the group phases' time
 --                          went inside the store's thread: the phase, its decode and encode,
 --                          each primitive, each statement's bind and steps, COMMIT:
---                          tests/bench/pool_profile.lua)
+--                          tests/bench/pool_profile.lua; the writer's and the reader's
+--                          busy time per transfer, every call, and the ceiling the
+--                          writer's sets against B1)
 --       [--gaps]          (after each transfer case, the store writer's time without a
 --                          batch's write phase, by what the next batch was doing then:
 --                          tests/bench/writer_gaps.lua)
@@ -694,6 +696,16 @@ local function cpu_line(name, w, snap, ok)
     busy_line(name, tc, snap)
 end
 
+-- --pool-profile: the ceiling the store's writer sets (its busy time per transfer, every
+-- call) on anything done on the loop's side, against B1 (b: the case's baselines)
+local function ceiling_line(name, pb, b, rate)
+    if not pb or pb.write[1] <= 0 then return end
+    local ceil = 1e6 / pb.write[1]
+    print(format("%-8s %-15s ceiling with the loop's work free: the writer's %.0f us per "
+                 .. "transfer -> %.0f/s, %.2f x B1 (now %.2f: the writer busy %.0f %%)", name,
+                 "", pb.write[1], ceil, ceil / b.b1, rate / b.b1, 100 * rate / ceil))
+end
+
 -- a transfer run's figures beside the direct rate and the plain-SQL baselines
 local function report(name, base, label, nsrc, r, ok, rate, direct_rate)
     local b = base[nsrc == 1]
@@ -950,10 +962,11 @@ local function case(T, name, open_store, base)
         local rate = ok / (r.duration_us / 1e6)
         cpu_line(name, w, snap, ok)
         if opts.wal_census and name == "sqlite" then census.print(name, led.store.path, wal0, ok) end
-        PP.print(name, psnap, ok)
+        local pb = PP.print(name, psnap, ok)
         WG.print(name, gsnap)
         if direct_rate then
             report(name, base, label, nsrc, r, ok, rate, direct_rate)
+            ceiling_line(name, pb, base[nsrc == 1], rate)
         else
             print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us", name,
                          label, rate, r.p50_us, r.p99_us))
