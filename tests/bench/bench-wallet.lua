@@ -706,9 +706,11 @@ local function ceiling_line(name, pb, b, rate)
                  "", pb.write[1], ceil, ceil / b.b1, rate / b.b1, 100 * rate / ceil))
 end
 
--- a transfer run's figures beside the direct rate and the plain-SQL baselines
-local function report(name, base, label, nsrc, r, ok, rate, direct_rate)
+-- a transfer run's figures beside the direct rate and the plain-SQL baselines (pb: the
+-- pool profile's busy times, or nil)
+local function report(name, base, label, nsrc, r, ok, rate, direct_rate, pb)
     local b = base[nsrc == 1]
+    ceiling_line(name, pb, b, rate)
     local tb1 = name == "sqlite" and 2 or 1
     print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us  ratio %.2f " ..
                  "of direct", name, label, rate, r.p50_us, r.p99_us, rate / direct_rate))
@@ -965,8 +967,7 @@ local function case(T, name, open_store, base)
         local pb = PP.print(name, psnap, ok)
         WG.print(name, gsnap)
         if direct_rate then
-            report(name, base, label, nsrc, r, ok, rate, direct_rate)
-            ceiling_line(name, pb, base[nsrc == 1], rate)
+            report(name, base, label, nsrc, r, ok, rate, direct_rate, pb)
         else
             print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us", name,
                          label, rate, r.p50_us, r.p99_us))
