@@ -59,7 +59,7 @@ local INSIDE = {
     -- the threadpool's VMs load this module for its offloaded driver (a pool body requires
     -- it there); the loop-side proxy alone needs the scheduler, which a pool VM must not
     -- load (its module creates handles on the loop)
-    ["lua/ron/ledger/store/sqlite.lua"] = {
+    ["lua/ron/ledger/store/sqlite_off.lua"] = {
         ["ron.base.task"] = "loaded by the threadpool's VMs too",
     },
 }

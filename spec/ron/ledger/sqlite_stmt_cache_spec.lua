@@ -1,4 +1,4 @@
--- The SQLite store's prepared statements, bounded (I-7; ron.ledger.store.sqlite
+-- The SQLite store's prepared statements, bounded (I-7; ron.ledger.store.sqlite_conn
 -- STMT_BUDGET): a list primitive's statement is one per list length, and a batch path whose
 -- lengths vary met every one of them in time, each kept prepared for good (advance_streams
 -- at every length 1..1024: 351 MB on one connection). Lengths that vary past the budget
@@ -7,6 +7,7 @@ local S = require("support")
 local ffi = require("ffi")
 local ok_sqlite, sqlite = pcall(require, "ron.ledger.store.sqlite")
 local sql_base = require("ron.ledger.store.sql_base")
+local sconn = ok_sqlite and require("ron.ledger.store.sqlite_conn")
 
 if not ok_sqlite then
     pending("ron.ledger.store.sqlite: libsqlite3 is not here")
@@ -35,18 +36,18 @@ describe("ron.ledger.store.sqlite's prepared statements", function()
     local budget0, text0, store
 
     before_each(function()
-        budget0, text0 = sqlite.STMT_BUDGET, sql_base.TEXT_BUDGET
+        budget0, text0 = sconn.STMT_BUDGET, sql_base.TEXT_BUDGET
         store = assert(sqlite.open { path = S.tmpname(".db"), synchronous = "normal" })
     end)
 
     after_each(function()
-        sqlite.STMT_BUDGET, sql_base.TEXT_BUDGET = budget0, text0
+        sconn.STMT_BUDGET, sql_base.TEXT_BUDGET = budget0, text0
         store:close()
     end)
 
     it("stay within their budget when a list primitive's lengths vary, and answer as "
        .. "before (I-7)", function()
-        sqlite.STMT_BUDGET = 20000
+        sconn.STMT_BUDGET = 20000
         local conn = store.drv
         local first = {}
         for i = 1, 300 do first[i] = { tenant = string.format("%016d", i), dimension = "bytes",
@@ -64,14 +65,14 @@ describe("ron.ledger.store.sqlite's prepared statements", function()
                 seq[i] = from + 1
             end
             assert.equal(n, store:advance_streams(list), "length " .. n)
-            assert.is_true(conn.stmt_cost <= sqlite.STMT_BUDGET, "cost " .. conn.stmt_cost)
+            assert.is_true(conn.stmt_cost <= sconn.STMT_BUDGET, "cost " .. conn.stmt_cost)
         end
         assert.is_true(conn.shed > 0)
         -- 300 lengths of 6 parameters a row held ~30 MB before; the budget holds ~2 MB
         local grown = used() - m0
         print(string.format("sqlite statements: 300 lengths, %d shed, %.1f MB kept "
                             .. "(budget %d parameters)", conn.shed, grown / 1e6,
-                            sqlite.STMT_BUDGET))
+                            sconn.STMT_BUDGET))
         assert.is_true(grown < 8e6, "grew " .. grown)
         -- the heads where the moves left them
         local got = assert(store:get_streams { { tenant = string.format("%016d", 1),
@@ -85,7 +86,7 @@ describe("ron.ledger.store.sqlite's prepared statements", function()
     it("and their texts: the store's texts start anew past their budget, and the "
        .. "statements prepared of them are found again (I-7)", function()
         sql_base.TEXT_BUDGET = 100000
-        sqlite.STMT_BUDGET = 1e9 -- (every statement kept: the texts alone are bounded here)
+        sconn.STMT_BUDGET = 1e9 -- (every statement kept: the texts alone are bounded here)
         local conn = store.drv
         local list = moves(300, 1)
         -- 300 lengths' texts: ~50 bytes a row, ~2.2 MB in all before the budget
