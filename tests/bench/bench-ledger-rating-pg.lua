@@ -555,10 +555,10 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
     if opts.stages then print("    " .. ST.line(st0, total)) end
     -- (its "per transfer": per rated slice)
     local pb = PP and PP.print(backend, pp0, total)
-    if pb and pb.write[1] > 0 then
-        -- the writer's busy time bounds any work on the loop's side (the C batch path's too):
-        -- with the loop free and overlapped, a slice still holds the writer this long
-        local ceil = 1e6 / pb.write[1]
+    -- the writer's busy time bounds any work on the loop's side (the C batch path's too):
+    -- with the loop free and overlapped, a slice still holds the writer this long
+    local ceil = PP and PP.ceiling(pb)
+    if ceil then
         print(("    ceiling with the loop's work free and overlapped: the writer's %.0f us per "
                .. "slice -> %.0f slices/s, ratio %.2f of the same rows (now %.2f: the writer "
                .. "busy %.0f %% of the time)"):format(pb.write[1], ceil, ceil / same, sps / same,

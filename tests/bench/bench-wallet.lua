@@ -699,8 +699,8 @@ end
 -- --pool-profile: the ceiling the store's writer sets (its busy time per transfer, every
 -- call) on anything done on the loop's side, against B1 (b: the case's baselines)
 local function ceiling_line(name, pb, b, rate)
-    if not pb or pb.write[1] <= 0 then return end
-    local ceil = 1e6 / pb.write[1]
+    local ceil = PP.ceiling(pb)
+    if not ceil then return end
     print(format("%-8s %-15s ceiling with the loop's work free: the writer's %.0f us per "
                  .. "transfer -> %.0f/s, %.2f x B1 (now %.2f: the writer busy %.0f %%)", name,
                  "", pb.write[1], ceil, ceil / b.b1, rate / b.b1, 100 * rate / ceil))

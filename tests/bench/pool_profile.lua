@@ -9,6 +9,7 @@
 --   local b = PP.print(name, snap, n) -- after it: per phase and per transfer (n transfers);
 --                                  -- b: the connections' busy us per transfer (writer:
 --                                  -- b.write = { wall, CPU }, reader: b.read), or nil
+--   PP.ceiling(b)                  -- the writer's rate per second from b, or nil
 --   PP.remove()                    -- the files, at the end
 local ffi = require("ffi")
 local uv = require("luv")
@@ -75,6 +76,12 @@ function M.print(name, snap, transfers)
         end
     end
     return b
+end
+
+-- b (M.print's): the rate its writer allows with the loop's work free, per second, or nil
+function M.ceiling(b)
+    if not b or b.write[1] <= 0 then return nil end
+    return 1e6 / b.write[1]
 end
 
 function M.remove()

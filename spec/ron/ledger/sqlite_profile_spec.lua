@@ -27,8 +27,8 @@ local T = task.new()
 local ok, err
 T.spawn("child", function()
     ok, err = pcall(function()
-        local s = assert(require("ron.ledger.store.sqlite").open { path = arg[1],
-                                                                   offload = true })
+        local s = assert(require("ron.ledger.store.sqlite").open {
+            path = arg[1], offload = true, reader = arg[2] ~= "noreader" })
         local p = require("ron.ledger.store.sqlite_profile")
         local ops = {}
         for i = 1, p.MIN_OPS do ops[i] = { "create_book", "book" .. i, nil, expect = 1 } end
@@ -74,6 +74,16 @@ describe("ron.ledger.store.sqlite_profile", function()
         assert.is_true(w[2] >= got["call write apply phase"][2] + got["call write apply"][2])
         -- the phase's call holds the phase
         assert.is_true(got["call write apply phase"][2] >= got["phase"][2])
+        -- without the reader, the reads run on the writer's connection and count there
+        local prefix2 = dir .. "/prof2"
+        out, rc = S.run("RON_SQLITE_PROFILE=" .. S.shell_quote(prefix2)
+                        .. " RON_SQLITE_PROFILE_EVERY=1 " .. S.shell_quote(bin) .. " run "
+                        .. S.shell_quote(script) .. " " .. S.shell_quote(dir .. "/l2.db")
+                        .. " noreader")
+        assert.equal(0, rc, out)
+        local got2 = prof.collect(prefix2)
+        assert.is_nil(got2["pool read calls"])
+        assert.equal(2, got2["call write get_intents"][1])
         os.execute("rm -rf " .. S.shell_quote(dir))
     end)
 

@@ -51,6 +51,7 @@
 --
 -- Errors: nil, "Code: message", class; class "retry" for SQLITE_BUSY / SQLITE_LOCKED,
 -- "io" for I/O, full disk, cannot open, corrupt, read-only, "bug" for the rest
+-- (constraint, misuse, SQL errors).
 local ffi = require("ffi")
 local sql = require("ron.ledger.store.sql")
 local schema = require("ron.ledger.store.schema")
@@ -66,8 +67,8 @@ local _M = {}
 
 -- (the connection's and the offloaded driver's, here as before the split: specs, benches)
 _M.lib, _M.classify = sc.lib, sc.classify
-_M.pack, _M.unpack_, _M.in_flight, _M.call_kind = off.pack, off.unpack_, off.in_flight,
-                                                  off.call_kind
+_M.pack, _M.unpack_, _M.in_flight = off.pack, off.unpack_, off.in_flight
+
 -- ---------------------------------------------------------------------------------------
 -- open: connection, pragmas, migrations
 
@@ -177,7 +178,6 @@ local function check_ledger(conn, path)
     if err then return nil, err, cls end
     return upgrade.readable(v, path)
 end
-
 
 -- A connection of name (a path or a URI) opened with flags (sqlite_conn.open_db, with o's
 -- busy timeout). -> conn, or nil, err, class

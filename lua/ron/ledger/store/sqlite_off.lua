@@ -27,7 +27,6 @@ local L, new_conn = sc.lib, sc.new
 
 local _M = {}
 
-
 -- A serializer for the plain values that cross between VMs (Lua source, loaded back).
 local function ser(v, out)
     local t = type(v)
@@ -117,7 +116,8 @@ function _M.pool_call(dbnum, token, method, packed, durability)
     end
     -- (RON_SQLITE_PROFILE: a counted phase's decode and encode timed too)
     if prof.on then
-        return prof.call(s, method, packed, _M.unpack_, _M.pack, phase.pack, _M.call_kind)
+        local kind = token:byte(-1) == 114 and "read" or "write" -- ("r": next_token)
+        return prof.call(s, method, packed, _M.unpack_, _M.pack, phase.pack, kind)
     end
     return _M.pack(s[method](s, _M.unpack_(packed)))
 end
@@ -194,9 +194,12 @@ end
 -- (SIGSEGV in a pool thread, wrong rows). The registry's address tells this VM from another
 -- live one.
 local REG = debug.getregistry()
-local function next_token(dbnum)
+-- role: "w" (the writer's connection) or "r" (the reader's), the token's last byte (the pool
+-- profile's: the connection a call ran on).
+local function next_token(dbnum, role)
     REG.ron_sqlite_tokens = (REG.ron_sqlite_tokens or 0) + 1
-    return format("%s:%d:%x", tostring(REG):match("0x%x+") or "vm", REG.ron_sqlite_tokens, dbnum)
+    return format("%s:%d:%x:%s", tostring(REG):match("0x%x+") or "vm", REG.ron_sqlite_tokens,
+                  dbnum, role)
 end
 
 local Off = {}
@@ -231,20 +234,12 @@ for _, n in ipairs { "get_events_since", "get_transfers_for_account", "list_tran
     READ_CALLS[n] = true
 end
 
-local function reads(method, ...)
-    return READ_CALLS[method] or method == "apply" and phase.reads_only(...)
-end
-
 local function lane_of(self, method, ...)
     local r = self.reader
     if not r then return self end
-    if reads(method, ...) then return r end
+    if READ_CALLS[method] then return r end
+    if method == "apply" and phase.reads_only(...) then return r end
     return self
-end
-
--- (the pool profile's: the connection a call runs on, its arguments unpacked in args)
-function _M.call_kind(method, args)
-    return reads(method, unpack(args, 1, args.n)) and "read" or "write"
 end
 
 -- The lane's connection closes once no call runs on it (closing it under a running
@@ -369,7 +364,7 @@ end
 -- writer's).
 local function reader_lane(conn)
     local dbnum = tonumber(ffi.cast("uintptr_t", conn.db))
-    return { conn = conn, dbnum = dbnum, token = next_token(dbnum), busy = false,
+    return { conn = conn, dbnum = dbnum, token = next_token(dbnum, "r"), busy = false,
              waiters = {}, conn_closed = false }
 end
 
@@ -377,7 +372,7 @@ end
 -- nil: every call on the writer's), with o's max_queue and checkpoint_ms.
 function _M.new(o, conn, reader_conn, durability)
     local dbnum = tonumber(ffi.cast("uintptr_t", conn.db))
-    local off = setmetatable({ conn = conn, dbnum = dbnum, token = next_token(dbnum),
+    local off = setmetatable({ conn = conn, dbnum = dbnum, token = next_token(dbnum, "w"),
                                busy = false, waiters = {}, max_queue = o.max_queue or 1024,
                                stats = { calls = 0, rejected = 0 }, closed = false,
                                backend = "sqlite", offloaded = true, path = o.path,

@@ -144,9 +144,9 @@ local function call_key(kind, method, counted)
     return k
 end
 
--- Every call, counted or not, also adds to "pool <kind> calls" (kind(method, args): "write"
--- or "read", the connection the loop routes it to): the store's busy time per connection,
--- the bound on what any work on the loop's side can reach (a bench's ceiling line).
+-- Every call, counted or not, also adds to "pool <kind> calls" (kind: "write" or "read", the
+-- connection it ran on): the store's busy time per connection, the bound on what any work
+-- on the loop's side can reach (a bench's ceiling line).
 function _M.call(s, method, packed, decode, encode, pack, kind)
     local w0, c0 = _M.now()
     local args = pack(decode(packed))
@@ -160,15 +160,12 @@ function _M.call(s, method, packed, decode, encode, pack, kind)
         _M.add_span("phase decode", w1 - w0, c1 - c0)
         _M.add("phase encode", w2, c2)
     end
-    if kind then
-        local w3, c3 = _M.now()
-        local k = kind(method, args)
-        _M.add_span(k == "read" and "pool read calls" or "pool write calls", w3 - w0, c3 - c0)
-        _M.add_span(call_key(k, method, counted), w3 - w0, c3 - c0)
-        -- (every 1: each call's figures written, so that a snapshot taken between two
-        -- phases holds the calls made before it; a bench of few phases sets it)
-        if _M.WRITE_EVERY <= 1 then write() end
-    end
+    local w3, c3 = _M.now()
+    _M.add_span(kind == "read" and "pool read calls" or "pool write calls", w3 - w0, c3 - c0)
+    _M.add_span(call_key(kind, method, counted), w3 - w0, c3 - c0)
+    -- (every 1: each call's figures written, so that a snapshot taken between two phases
+    -- holds the calls made before it; a bench of few phases sets it)
+    if _M.WRITE_EVERY <= 1 then write() end
     return out
 end
 
