@@ -46,7 +46,7 @@ local function world(opts)
     w.s = s
     w.led = L.new { store = s, book = "main", node = "n1", nonce = "t",
                     one_tx = opts.one_tx, plan_cache = opts.plan_cache,
-                    clock = function() return 1000 end }
+                    lock_order = opts.lock_order, clock = function() return 1000 end }
     assert(w.led:create_account { id = EXT, policy = "uncapped" })
     assert(w.led:create_account { id = A })
     assert(w.led:create_account { id = B })
@@ -299,23 +299,10 @@ describe("the one-transaction commit (LED-72)", function()
         assert(sim.verify(v.s, "main"))
     end)
 
-    it("the one-transaction batch inserts its claims and the caller's in key order and "
-       .. "reserves its postings in id order (two phases claiming or spending some of the "
-       .. "same never wait for each other in a cycle: PostgreSQL's phase locks its balance "
-       .. "rows after them, pg_phase)", function()
-        -- three postings of A, spent by the members largest first, the 100 funded after
-        -- the 50: its transfer id is the larger (the precondition below), so the members'
-        -- order is not already the ids'
-        local w = world { plan_cache = 0 }
-        local ids = {}
-        for i, amount in ipairs { 50, 100, 20 } do
-            assert(w.led:commit { intent = "f" .. i, movements = { mv(EXT, A, amount) } })
-        end
-        for _, p in ipairs(w.s:get_postings_by_account(A, USD, "active")) do
-            ids[p.amount] = p.id.transfer_id
-        end
-        assert.is_true(ids[100] > ids[50], "the precondition")
-        local seen, reserved = {}, {}
+    -- What w's phases send: the keys of each put_intents op, the ids reserved, the postings
+    -- inserted (in the order sent).
+    local function watch(w)
+        local seen, reserved, outs = {}, {}, {}
         local apply = w.s.apply
         w.s.apply = function(st, ops, o)
             for _, op in ipairs(ops) do
@@ -325,17 +312,46 @@ describe("the one-transaction commit (LED-72)", function()
                     seen[#seen + 1] = ks
                 elseif op[1] == "reserve_postings" then
                     for _, id in ipairs(op[2]) do reserved[#reserved + 1] = id end
+                elseif op[1] == "insert_postings" then
+                    for _, p in ipairs(op[2]) do outs[#outs + 1] = p end
                 end
             end
             return apply(st, ops, o)
         end
+        return seen, reserved, outs
+    end
+
+    -- z1, a2, m3 from A (a2: amount2) with the caller's claims k-z, k-a, k-m: all committed
+    -- in one transaction
+    local function three_members(w, amount2)
         local function claim(k) return { key = k, outcome = { status = "claimed" } } end
         local res = w.led:commit_many({
             { intent = "z1", movements = { mv(A, C, 60) } },
-            { intent = "a2", movements = { mv(A, C, 45) } },
+            { intent = "a2", movements = { mv(A, C, amount2) } },
             { intent = "m3", movements = { mv(A, C, 30) } } },
             { check = function() return {}, { claim("k-z"), claim("k-a"), claim("k-m") } end })
         for i = 1, 3 do assert.equal("committed", res[i][1].status) end
+        return res
+    end
+
+    it("the one-transaction batch inserts its claims and the caller's in key order and "
+       .. "reserves its postings in id order (two phases claiming or spending some of the "
+       .. "same never wait for each other in a cycle: PostgreSQL's phase locks its balance "
+       .. "rows after them, pg_phase)", function()
+        -- three postings of A, spent by the members largest first, the 100 funded after
+        -- the 50: its transfer id is the larger (the precondition below), so the members'
+        -- order is not already the ids'
+        local w = world { plan_cache = 0, lock_order = true }
+        local ids = {}
+        for i, amount in ipairs { 50, 100, 20 } do
+            assert(w.led:commit { intent = "f" .. i, movements = { mv(EXT, A, amount) } })
+        end
+        for _, p in ipairs(w.s:get_postings_by_account(A, USD, "active")) do
+            ids[p.amount] = p.id.transfer_id
+        end
+        assert.is_true(ids[100] > ids[50], "the precondition")
+        local seen, reserved = watch(w)
+        three_members(w, 45)
         assert.equal(1, w.led.stats.atomic_batches)
         local P = ("\255"):rep(256)
         assert.same({ { "k-a", "k-m", "k-z" }, { P .. "a2", P .. "m3", P .. "z1" } },
@@ -346,6 +362,27 @@ describe("the one-transaction commit (LED-72)", function()
         assert.is_true(a.transfer_id < b.transfer_id
                        or (a.transfer_id == b.transfer_id and a.index < b.index))
         assert.equal(35, w.led:balance(A, USD))
+        assert(sim.verify(w.s, "main"))
+    end)
+
+    it("without lock order (the default but on PostgreSQL: one writer never waits on a row "
+       .. "lock) the batch sends its claims and its outputs in the members' order, unsorted",
+       function()
+        assert.is_false(L.new { store = memory.new() }.lock_order)
+        assert.is_true(L.new { store = { backend = "postgres" } }.lock_order)
+        assert.is_false(L.new { store = { backend = "postgres" }, lock_order = false }.lock_order)
+        local w = world { plan_cache = 0 }
+        assert(w.led:commit { intent = "f", movements = { mv(EXT, A, 300) } })
+        local seen, _, outs = watch(w)
+        local res = three_members(w, 45)
+        assert.equal(1, w.led.stats.atomic_batches)
+        local P = ("\255"):rep(256)
+        assert.same({ { "k-z", "k-a", "k-m" }, { P .. "z1", P .. "a2", P .. "m3" } },
+                    { seen[1], seen[2] })
+        -- each member's outputs together, in the members' order (the first: z1's)
+        assert.equal(res[1][1].transfer_id, outs[1].id.transfer_id)
+        assert.equal(res[3][1].transfer_id, outs[#outs].id.transfer_id)
+        assert.equal(165, w.led:balance(A, USD))
         assert(sim.verify(w.s, "main"))
     end)
 

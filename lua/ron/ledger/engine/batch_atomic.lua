@@ -115,11 +115,11 @@ local function decided(ctx)
     return list
 end
 
--- (the claims in key order and the postings it reserves in id order: two phases claiming
--- some of the same keys, or spending some of the same postings, at once wait for each
--- other in one order, never in a cycle; PostgreSQL's phase takes its balance rows' lock
--- after them, ron.ledger.store.pg_phase. The members' claim keys share their 256-byte
--- prefix: their order is their intents', compared instead)
+-- (with self.lock_order, PostgreSQL's: the claims in key order and the postings it reserves
+-- in id order: two phases claiming some of the same keys, or spending some of the same
+-- postings, at once wait for each other in one order, never in a cycle; PostgreSQL's phase
+-- takes its balance rows' lock after them, ron.ledger.store.pg_phase. The members' claim
+-- keys share their 256-byte prefix: their order is their intents', compared instead)
 local function by_key(a, b) return a.key < b.key end
 local function by_intent(a, b) return a.e.req.intent < b.e.req.intent end
 
@@ -129,7 +129,7 @@ function Ledger:_atomic_batch_ops(ctx, rows)
     local sid, ops = ctx.sid, {}
     -- the caller's claims first (commit_many's opts.check): all of them, or nothing applied
     if ctx.claims then
-        sort(ctx.claims, by_key)
+        if self.lock_order then sort(ctx.claims, by_key) end
         add_chunked(ops, "put_intents", ctx.claims)
     end
     -- the caller's own writes (commit_many's opts.also), with its claims: before any posting
@@ -144,12 +144,12 @@ function Ledger:_atomic_batch_ops(ctx, rows)
         end
     end
     local list, claims = decided(ctx), {}
-    sort(list, by_intent)
+    if self.lock_order then sort(list, by_intent) end
     for i, x in ipairs(list) do claims[i] = claim_of(x.e) end
     add_chunked(ops, "put_intents", claims)
     local ids = {}
     for i, x in ipairs(rows.ins) do ids[i] = x.id end
-    sort(ids, resolve.ref_less)
+    if self.lock_order then sort(ids, resolve.ref_less) end
     add_chunked(ops, "reserve_postings", ids, sid)
     for _, h in ipairs(ctx.heads) do
         ops[#ops + 1] = { "ensure_head", h.account, h.asset }

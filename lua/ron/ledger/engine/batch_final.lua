@@ -143,29 +143,34 @@ function Ledger:_batch_rows(ctx)
         end
     end
     local outs, oids = {}, {}
+    local any_chained = next(chained) ~= nil
     for _, it in ipairs(items) do
         for i = 1, #it.t.outputs do
             local o = ledger.output_posting(it.t, it.tid, i)
-            local by = chained[pkey(o.id)]
+            local by = any_chained and chained[pkey(o.id)]
             if by then o.status, o.consumed_by = "inactive", by end
             outs[#outs + 1] = o
         end
     end
-    -- in the order of the balance rows their insert trigger updates (account, asset, shard):
-    -- two batches inserting at once lock the hot rows (revenue, a shared source) in the same
-    -- order, so they wait for each other instead of deadlocking (PostgreSQL detects a
-    -- deadlock only after deadlock_timeout, 1 s by default). The keys are unique (a posting
-    -- id ends each) and sorted as strings by the sort itself, without a Lua comparator
-    -- called per comparison (~12 per output in a batch of 1024, issue 25).
-    local keys, by_key = {}, {}
-    for i, o in ipairs(outs) do
-        local k = row_key(o)
-        keys[i], by_key[k] = k, o
-    end
-    sort(keys)
-    for i, k in ipairs(keys) do
-        local o = by_key[k]
-        outs[i], oids[i] = o, o.id
+    if not self.lock_order then
+        for i, o in ipairs(outs) do oids[i] = o.id end
+    else
+        -- in the order of the balance rows their insert trigger updates (account, asset,
+        -- shard): two batches inserting at once lock the hot rows (revenue, a shared source)
+        -- in the same order, so they wait for each other instead of deadlocking (PostgreSQL
+        -- detects a deadlock only after deadlock_timeout, 1 s by default). The keys are
+        -- unique (a posting id ends each) and sorted as strings by the sort itself, without
+        -- a Lua comparator called per comparison (~12 per output in a batch of 1024).
+        local keys, by_key = {}, {}
+        for i, o in ipairs(outs) do
+            local k = row_key(o)
+            keys[i], by_key[k] = k, o
+        end
+        sort(keys)
+        for i, k in ipairs(keys) do
+            local o = by_key[k]
+            outs[i], oids[i] = o, o.id
+        end
     end
     local recs, outcomes, expect = {}, {}, {}
     for i, it in ipairs(items) do
