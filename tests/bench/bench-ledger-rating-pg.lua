@@ -63,7 +63,11 @@
 -- --pool-profile: the SQLite store's phases timed from inside the pool thread that runs
 -- them (tests/bench/pool_profile.lua, as bench-wallet's): per phase and per rated slice; the
 -- writer and reader connections' busy time per slice (every call), and the ceiling the
--- writer's sets on any work done on the loop's side.
+-- writer's sets on any work done on the loop's side; with it, each statement's prepare too
+-- (a list's length new to the pool thread's connection).
+-- --timeline N: the daemon case's N-th put_many, store call by store call as the loop saw
+-- them (tests/bench/timeline.lua): when each was made and answered, an apply's ops, and how
+-- much of the put_many had a call in flight against the loop's own work.
 -- statements/slice: the store calls a rated slice costs (reads included). Per case also the
 -- wall time inside store calls per primitive, and the CPU per slice of this process and of
 -- the PostgreSQL server; --pg-stats loads pg_stat_statements and prints the server's
@@ -110,12 +114,13 @@ B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "st
              { "--lane-min", "lane_min", "num" }, { "--daemon", "daemon", "nums" },
              { "--batches", "batches", "nums" }, { "--offload", "offload", "on" },
              { "--stages", "stages", "on" }, { "--alloc", "alloc", "on" },
-             { "--pool-profile", "pool_profile", "on" } },
+             { "--pool-profile", "pool_profile", "on" }, { "--timeline", "timeline", "num" } },
        "ron-accounting run bench-ledger-rating-pg.lua [--quick] [--out FILE] [--dir DIR] "
            .. "[--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite] "
            .. "[--batches B,B,..] [--batch-slices N] [--batch-streams N] [--no-single] "
            .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] [--put-parallel N] [--gc-pause N] "
-           .. "[--lane-min N] [--offload] [--stages] [--alloc] [--pool-profile]")
+           .. "[--lane-min N] [--offload] [--stages] [--alloc] [--pool-profile] "
+           .. "[--timeline N]")
 local PP = opts.pool_profile and require("pool_profile")
 if PP then PP.enable(opts.dir, 1) end
 if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
@@ -133,7 +138,9 @@ local make_slices = B.meter_windows
 -- Counts the store's calls (every primitive and read) on the instance.
 -- Also the wall time spent inside them (c.t: seconds, per name c.tby): what the rest of a
 -- case's time is, is the engine's and the exporter's own work (Lua CPU).
-local function counting(s) return B.instrument(s) end
+-- --timeline N: the daemon case's N-th put_many's store calls (tests/bench/timeline.lua)
+local TL = opts.timeline and require("timeline").new(now)
+local function counting(s) return B.instrument(s, nil, TL and TL:hook()) end
 
 -- The `most` store primitives a case spent the most wall time in since tby0 (calls.tby
 -- then), as "name us-per-slice" strings, the largest first.
@@ -468,7 +475,13 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         sent[nb] = list
         at_once = at_once + 1
         if at_once > max_at_once then max_at_once = at_once end
+        if TL and nb == opts.timeline then TL:start(TL.last_end) end
         local ok, r, err = pcall(e.put_many, e, list)
+        if TL and nb == opts.timeline then
+            TL:stop()
+            TL.label = string.format("put_many %d of %d slices", nb, #list)
+        end
+        if TL then TL.last_end = now() end
         at_once = at_once - 1
         if not ok then error(r, 0) end
         return r, err
@@ -563,6 +576,10 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
                .. "slice -> %.0f slices/s, ratio %.2f of the same rows (now %.2f: the writer "
                .. "busy %.0f %% of the time)"):format(pb.write[1], ceil, ceil / same, sps / same,
                100 * pb.write[1] * total / 1e6 / dt))
+    end
+    if TL and TL.label then
+        TL:print(TL.label)
+        TL.label = nil
     end
     pg_stats_print(stats, nb)
     emit(('{"bench":"ledger-rating","name":"rating_daemon_%s_%d","params":{"slices":%d,'

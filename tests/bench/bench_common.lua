@@ -438,8 +438,9 @@ end
 
 -- A store's methods through a proxy that counts the calls (the offloaded SQLite store and
 -- the PostgreSQL one are tables of methods), their time (clock) and the Lua heap they grew
--- (kb): -> counters { n, by, t, tby, kb, saga_rows, saga_bytes }
-function _M.instrument(s, clock)
+-- (kb): -> counters { n, by, t, tby, kb, saga_rows, saga_bytes }. hook(name, t0, t1, first
+-- argument), when given, is told of every call (timeline.lua).
+function _M.instrument(s, clock, hook)
     clock = clock or function() return require("luv").hrtime() / 1e9 end
     local c = { n = 0, by = {}, t = 0, tby = {}, kb = 0, saga_rows = 0, saga_bytes = 0 }
     for _, name in ipairs(require("ron.ledger.store.sql").METHODS) do
@@ -453,6 +454,7 @@ function _M.instrument(s, clock)
                 local k0, t0 = collectgarbage("count"), clock()
                 local r = { f(self, ...) }
                 local dt = clock() - t0
+                if hook then hook(name, t0, t0 + dt, (...)) end
                 c.t, c.tby[name] = c.t + dt, c.tby[name] + dt
                 c.kb = c.kb + collectgarbage("count") - k0
                 if sagas and type(r[1]) == "table" then
