@@ -101,6 +101,7 @@ describe("ron.ledger.store.sqlite_profile", function()
         assert.equal(1, got["exec BEGIN IMMEDIATE"][1])
         assert.equal(prof.MIN_OPS, got["sql INSERT books step"][1])
         assert.equal(prof.MIN_OPS, got["sql INSERT books bind"][1])
+        assert.equal(1, got["sql INSERT books prepare"][1]) -- (then kept: one text)
         -- the phase holds its parts: wall and CPU add up
         local parts = got["op create_book"][2] + got["exec COMMIT"][2]
         assert.is_true(got["phase"][2] >= parts, "phase " .. got["phase"][2] .. " < " .. parts)

@@ -137,7 +137,10 @@ function Conn:prepare(text)
         return e.st
     end
     local C = L()
+    local w0, c0
+    if prof.scope then w0, c0 = prof.now() end
     local rc = C.sqlite3_prepare_v2(self.db, text, #text, pp_stmt, nil)
+    if w0 then prof.add(prof.sql_key(text).prepare, w0, c0) end
     if rc ~= OK then return fail(self, rc, "prepare") end
     local st = pp_stmt[0]
     local cost = _M.STMT_BASE + C.sqlite3_bind_parameter_count(st)

@@ -13,7 +13,8 @@
 --
 -- Keys: "phase" (the whole call, the offloaded driver's decode and encode of its arguments
 -- and results apart: "phase decode", "phase encode"), "op <primitive>", "sql <verb> <table>
--- bind|step" (each statement's binding and its steps), "exec <statement>" (BEGIN, COMMIT,
+-- bind|step|prepare" (each statement's binding and its steps, and its preparing when the
+-- connection had not kept it: a list's length new to it), "exec <statement>" (BEGIN, COMMIT,
 -- the pragmas, savepoints). Only phases of MIN_OPS ops or more are counted: a batch's or a
 -- group's, not the single path's; but "pool write calls" and "pool read calls" hold every
 -- call of the offloaded driver (its wall and CPU, decode and encode included), by the
@@ -113,7 +114,7 @@ function _M.sql_key(text)
     local tbl = text:match("INTO%s+([%w_]+)") or text:match("^UPDATE%s+([%w_]+)")
                 or text:match("FROM%s+([%w_]+)") or "?"
     local base = "sql " .. verb .. " " .. tbl
-    k = { bind = base .. " bind", step = base .. " step" }
+    k = { bind = base .. " bind", step = base .. " step", prepare = base .. " prepare" }
     keys[text] = k
     return k
 end
