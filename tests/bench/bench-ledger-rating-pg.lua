@@ -475,13 +475,9 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
         sent[nb] = list
         at_once = at_once + 1
         if at_once > max_at_once then max_at_once = at_once end
-        if TL and nb == opts.timeline then TL:start(TL.last_end) end
+        if TL then TL:begin(nb == opts.timeline) end
         local ok, r, err = pcall(e.put_many, e, list)
-        if TL and nb == opts.timeline then
-            TL:stop()
-            TL.label = string.format("put_many %d of %d slices", nb, #list)
-        end
-        if TL then TL.last_end = now() end
+        if TL then TL:done(string.format("put_many %d of %d slices", nb, #list)) end
         at_once = at_once - 1
         if not ok then error(r, 0) end
         return r, err
@@ -577,10 +573,7 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
                .. "busy %.0f %% of the time)"):format(pb.write[1], ceil, ceil / same, sps / same,
                100 * pb.write[1] * total / 1e6 / dt))
     end
-    if TL and TL.label then
-        TL:print(TL.label)
-        TL.label = nil
-    end
+    if TL and TL.label then TL:print() end
     pg_stats_print(stats, nb)
     emit(('{"bench":"ledger-rating","name":"rating_daemon_%s_%d","params":{"slices":%d,'
           .. '"streams":%d,"windows":%d,"put_batch":%d,"put_parallel":%d},"slices_per_s":%.1f,'

@@ -10,9 +10,9 @@
 --   local TL = require("timeline")
 --   local tl = TL.new(clock)                -- clock: seconds
 --   B.instrument(s, clock, tl:hook())       -- every call of the store goes through it
---   tl:start(prev_end); ...put_many...; tl:stop()   -- the calls between start and stop are
---                                           -- kept (prev_end: when the one before ended)
---   tl:print(label)
+--   tl:begin(watch); ...put_many...; tl:done(label)  -- around every put_many; the calls of
+--                                           -- the one begun with watch true are kept
+--   if tl.label then tl:print() end         -- after the case: that put_many's timeline
 local format, concat = string.format, table.concat
 
 local T = {}
@@ -21,7 +21,8 @@ T.__index = T
 local _M = {}
 
 function _M.new(clock)
-    return setmetatable({ clock = clock, on = false, calls = {}, t0 = 0, t1 = 0 }, T)
+    return setmetatable({ clock = clock, on = false, calls = {}, t0 = 0, t1 = 0,
+                          last_end = nil, gap = nil, label = nil }, T)
 end
 
 -- (an apply's ops by name, "name xK" for K in a row)
@@ -46,13 +47,16 @@ function T:hook()
     end
 end
 
-function T:start(prev_end)
+function T:begin(watch)
+    if not watch then return end
     self.calls, self.on, self.t0 = {}, true, self.clock()
-    self.gap = prev_end and self.t0 - prev_end
+    self.gap = self.last_end and self.t0 - self.last_end
 end
 
-function T:stop()
-    self.on, self.t1 = false, self.clock()
+function T:done(label)
+    self.last_end = self.clock()
+    if not self.on then return end
+    self.on, self.t1, self.label = false, self.last_end, label
 end
 
 -- the time covered by at least one call (calls in start order)
@@ -68,10 +72,11 @@ local function covered(calls)
     return sum
 end
 
-function T:print(label)
+function T:print()
     local ms = function(t) return (t - self.t0) * 1e3 end
     print(format("    timeline of %s (ms from its start; each store call from the engine's "
-                 .. "call to its answer back):", label))
+                 .. "call to its answer back):", self.label))
+    self.label = nil
     for _, c in ipairs(self.calls) do
         print(format("      %8.2f - %8.2f  %7.2f  %s%s", ms(c[1]), ms(c[2]),
                      (c[2] - c[1]) * 1e3, c[3], c[4]))

@@ -152,9 +152,7 @@ function Ledger:_batch_rows(ctx)
             outs[#outs + 1] = o
         end
     end
-    if not self.lock_order then
-        for i, o in ipairs(outs) do oids[i] = o.id end
-    else
+    if self.lock_order then
         -- in the order of the balance rows their insert trigger updates (account, asset,
         -- shard): two batches inserting at once lock the hot rows (revenue, a shared source)
         -- in the same order, so they wait for each other instead of deadlocking (PostgreSQL
@@ -167,11 +165,9 @@ function Ledger:_batch_rows(ctx)
             keys[i], by_key[k] = k, o
         end
         sort(keys)
-        for i, k in ipairs(keys) do
-            local o = by_key[k]
-            outs[i], oids[i] = o, o.id
-        end
+        for i, k in ipairs(keys) do outs[i] = by_key[k] end
     end
+    for i, o in ipairs(outs) do oids[i] = o.id end
     local recs, outcomes, expect = {}, {}, {}
     for i, it in ipairs(items) do
         recs[i] = { rec = { id = it.tid, bytes = it.tbytes, intent = it.t.intent, book = self.book,
