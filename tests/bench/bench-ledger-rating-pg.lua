@@ -7,7 +7,8 @@
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
 --       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N] [--gc-pause N]
---       [--lane-min N] [--offload] [--stages] [--alloc]
+--       [--gc-stepmul N] [--gc-idle-us N] [--lane-min N] [--offload] [--stages] [--alloc]
+--       (--gc-*: the loop VM's collector, the daemon's gc_* and their defaults: ron.base.gcidle)
 --
 -- Slices of a real meter (one stream per tenant) rated through ron.ledger.exporter (rate card,
 -- usage.request, the engine's commit saga, the stream head) into PostgreSQL (a server this
@@ -104,13 +105,16 @@ local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600
                put_batch = require("ron.accounting.runtime").DEFAULTS.put_batch,
                put_parallel = require("ron.accounting.runtime").DEFAULTS.put_parallel,
                -- the daemon's (it sets it at start): 0 = LuaJIT's own (200)
-               gc_pause = require("ron.node.schema").DEFAULTS.gc_pause }
+               gc_pause = require("ron.node.schema").DEFAULTS.gc_pause,
+               gc_stepmul = require("ron.node.schema").DEFAULTS.gc_stepmul,
+               gc_idle_us = require("ron.node.schema").DEFAULTS.gc_idle_us }
 B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "statement_slices", "num" },
              { "--streams", "streams", "num" }, { "--no-pg", "pg", "off" },
              { "--no-sqlite", "sqlite", "off" }, { "--no-single", "single", "off" },
              { "--pg-stats", "pg_stats", "on" }, { "--batch-slices", "batch_slices", "num" },
              { "--batch-streams", "batch_streams", "num" }, { "--put-batch", "put_batch", "num" },
              { "--put-parallel", "put_parallel", "num" }, { "--gc-pause", "gc_pause", "num" },
+             { "--gc-stepmul", "gc_stepmul", "num" }, { "--gc-idle-us", "gc_idle_us", "num" },
              { "--lane-min", "lane_min", "num" }, { "--daemon", "daemon", "nums" },
              { "--batches", "batches", "nums" }, { "--offload", "offload", "on" },
              { "--stages", "stages", "on" }, { "--alloc", "alloc", "on" },
@@ -119,11 +123,15 @@ B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "st
            .. "[--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite] "
            .. "[--batches B,B,..] [--batch-slices N] [--batch-streams N] [--no-single] "
            .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] [--put-parallel N] [--gc-pause N] "
+           .. "[--gc-stepmul N] [--gc-idle-us N] "
            .. "[--lane-min N] [--offload] [--stages] [--alloc] [--pool-profile] "
            .. "[--timeline N]")
 local PP = opts.pool_profile and require("pool_profile")
 if PP then PP.enable(opts.dir, 1) end
-if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
+-- (the daemon's collector: ron.node sets it through the same call)
+local GC = require("ron.base.gcidle").configure {
+    pause = opts.gc_pause > 0 and opts.gc_pause or nil, stepmul = opts.gc_stepmul,
+    idle_us = opts.gc_idle_us }
 if opts.quick then
     opts.slices, opts.statement_slices, opts.batch_slices = 160, 32, 1024
     opts.batches = { 64, 256 }
@@ -603,8 +611,10 @@ local function batch_cases(backend, open, exec_ddl_of)
 end
 
 local function run()
-    print(("bench-ledger-rating: %d streams, load %s, gc_pause %s"):format(opts.streams,
-          B.loadavg(), opts.gc_pause > 0 and opts.gc_pause or "200 (LuaJIT's)"))
+    print(("bench-ledger-rating: %d streams, load %s, gc_pause %s, gc_stepmul %d, "
+           .. "gc_idle_us %d%s"):format(opts.streams, B.loadavg(),
+          opts.gc_pause > 0 and opts.gc_pause or "200 (LuaJIT's)", opts.gc_stepmul,
+          opts.gc_idle_us, GC and "" or " (no idle steps)"))
     local shapes = { 1, opts.streams }
     if opts.sqlite and #opts.batches + #opts.daemon > 0 then
         local p

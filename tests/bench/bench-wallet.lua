@@ -39,6 +39,9 @@
 --                          gc_pause does; default the daemon's own, ron.node.schema's 400:
 --                          a wallet runs in the daemon, so the bench measures what it runs;
 --                          0 = LuaJIT's own 200, the bench's default before 2026-12-01)
+--       [--gc-stepmul N] [--gc-idle-us N]  (the collector's step multiplier and its steps
+--                          in the loop's idle time, up to N us per poll, 0 = none: the
+--                          daemon's gc_stepmul and gc_idle_us, its defaults too; ron.base.gcidle)
 --       [--cached N]      (the balance cache holding N more balances (of accounts nobody
 --                          moves) from the start of each store's cases, as a node whose
 --                          clients read N accounts: what the collector has to walk)
@@ -111,7 +114,9 @@ local verify = require("ron.ledger.verify")
 
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true,
-               gc_pause = require("ron.node.schema").DEFAULTS.gc_pause }
+               gc_pause = require("ron.node.schema").DEFAULTS.gc_pause,
+               gc_stepmul = require("ron.node.schema").DEFAULTS.gc_stepmul,
+               gc_idle_us = require("ron.node.schema").DEFAULTS.gc_idle_us }
 B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "num" },
              { "--workers", "workers", "num" }, { "--group-max", "group_max", "num" },
              { "--accounts", "accounts", "num" }, { "--group-linger-ms", "linger", "num" },
@@ -120,19 +125,23 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--profile", "profile", "str" }, { "--soak", "soak", "num" },
              { "--warmup", "warmup", "num" }, { "--gc-ms", "gc_ms", "on" },
              { "--wal-census", "wal_census", "on" }, { "--checkpoint-ms", "ckpt_ms", "num" },
-             { "--gc-pause", "gc_pause", "num" }, { "--cached", "cached", "num" },
+             { "--gc-pause", "gc_pause", "num" }, { "--gc-stepmul", "gc_stepmul", "num" },
+             { "--gc-idle-us", "gc_idle_us", "num" }, { "--cached", "cached", "num" },
              { "--no-reader", "reader", "off" }, { "--pool-profile", "pool_profile", "on" },
              { "--no-pipeline", "pipeline", "off" }, { "--gaps", "gaps", "on" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
            .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N] "
-           .. "[--gc-pause N] [--cached N] [--no-reader] [--pool-profile] [--no-pipeline] "
+           .. "[--gc-pause N] [--gc-stepmul N] [--gc-idle-us N] [--cached N] [--no-reader] [--pool-profile] [--no-pipeline] "
            .. "[--gaps]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
-if opts.gc_pause > 0 then collectgarbage("setpause", opts.gc_pause) end
+-- (the daemon's collector: ron.node sets it through the same call)
+local GC = require("ron.base.gcidle").configure {
+    pause = opts.gc_pause > 0 and opts.gc_pause or nil, stepmul = opts.gc_stepmul,
+    idle_us = opts.gc_idle_us }
 if opts.pool_profile then PP.enable(opts.dir) end
 local emit = B.emitter(opts.out)
 local format = string.format
@@ -141,10 +150,12 @@ local USD = { code = "USD", scale = 2 }
 local FUND = 1000000000000
 
 print(format("bench-wallet: %d s per case, %d connections, %d workers, group_max %s, " ..
-             "group_linger_ms %s, %d source accounts, gc pause %d, loadavg %s", opts.seconds,
+             "group_linger_ms %s, %d source accounts, gc pause %d stepmul %d idle_us %d, "
+             .. "loadavg %s", opts.seconds,
              opts.conns, opts.workers, tostring(opts.group_max or service.DEFAULTS.group_max),
              tostring(opts.linger or service.DEFAULTS.group_linger_ms), opts.accounts,
-             opts.gc_pause > 0 and opts.gc_pause or 200, B.loadavg()))
+             opts.gc_pause > 0 and opts.gc_pause or 200, opts.gc_stepmul, opts.gc_idle_us,
+             B.loadavg()))
 
 
 -- wrk in its own process (the loop keeps serving meanwhile) -> the WRK line's fields
@@ -420,13 +431,15 @@ do
             if job.t_enq then tail.wait[#tail.wait + 1] = (t0 - job.t_enq) / 1000 end
         end
         local seen, c0 = {}, B.cpu_s(1) -- (RUSAGE_THREAD: the loop thread's CPU)
+        local kb0 = collectgarbage("count")
         in_group = seen
         local r = { run_group(self, jobs) }
         in_group = nil
         local t1 = uv.hrtime()
         local cpu_ms = (B.cpu_s(1) - c0) * 1000
         groups_seen[#groups_seen + 1] = { ms = (t1 - t0) / 1e6, calls = seen, n = #jobs,
-                                          cpu = cpu_ms }
+                                          cpu = cpu_ms, kb0 = kb0,
+                                          kb1 = collectgarbage("count") }
         probe:group(t1, #jobs, (t1 - t0) / 1000)
         return unpack(r)
     end
@@ -568,6 +581,21 @@ local function copy_counts(t)
     return c
 end
 
+-- the collector over the case: its cycles, and those a step in the loop's idle time ended
+-- (--gc-idle-us; gc_at: the counts at the case's start, cpu_snap)
+local gc_at = { cycles = 0, idle_cycles = 0, idle_steps = 0 }
+local function gc_mark()
+    for k in pairs(gc_at) do gc_at[k] = GC and GC.stats[k] or 0 end
+end
+
+local function gc_line(name)
+    if not GC then return end
+    local st = GC.stats
+    print(format("%-8s %-15s collector: %d cycles, %d of them ended in the loop's idle time "
+                 .. "(%d idle steps)", name, "", st.cycles - gc_at.cycles,
+                 st.idle_cycles - gc_at.idle_cycles, st.idle_steps - gc_at.idle_steps))
+end
+
 local function cpu_snap(w)
     histogram()
     for k in pairs(tail) do tail[k] = {} end
@@ -575,6 +603,7 @@ local function cpu_snap(w)
     for k in pairs(calls) do calls[k] = nil end
     for k in pairs(feed) do feed[k] = 0 end
     probe = WT.new()
+    gc_mark()
     if opts.profile then require("jit.p").start("Fm1", opts.profile)
     else probe:start_vm(opts.gc_ms) end
     jit_count()
@@ -616,11 +645,14 @@ local function group_text(g)
     table.sort(list, function(a, b) return a.ms > b.ms end)
     local out = {}
     for i = 1, math.min(4, #list) do out[i] = format("%s %.1f", list[i].k, list[i].ms) end
-    return format("%.1f ms (%d): store %.1f (%s), rest %.1f; the loop's CPU %.1f", g.ms, g.n,
-                  store, table.concat(out, ", "), g.ms - store, g.cpu)
+    -- (the Lua heap before and after: a fall of tens of MB is a collector's sweep in it)
+    return format("%.1f ms (%d): store %.1f (%s), rest %.1f; the loop's CPU %.1f; heap %.1f -> "
+                  .. "%.1f MB", g.ms, g.n, store, table.concat(out, ", "), g.ms - store, g.cpu,
+                  g.kb0 / 1024, g.kb1 / 1024)
 end
 
 local function slow_line(name)
+    gc_line(name)
     local gs = groups_seen
     groups_seen = {}
     if #gs < 3 then return end

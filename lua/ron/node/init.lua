@@ -48,6 +48,7 @@ local demo = require("ron.node.demo")
 local drain = require("ron.node.drain")
 local heads = require("ron.node.heads")
 local jitopt = require("ron.base.jitopt")
+local gcidle = require("ron.base.gcidle")
 local http = require("ron.node.http")
 local ingest = require("ron.node.ingest")
 local log = require("ron.node.log")
@@ -403,6 +404,7 @@ local function start_tasks(d)
     local stop_ch = task.channel(1, "daemon_stop")
     task.on_shutdown(function(reason)
         d.stopping = true
+        if d.gc then d.gc:stop() end
         if d.wallet then d.wallet:stop() end
         log("INFO", "%s: shutting down (drain deadline %d ms)", tostring(reason),
             cfg.drain_deadline_ms)
@@ -436,6 +438,7 @@ end
 
 -- What a failed start had opened: closed (the trail's tasks end with the process).
 local function abort(d)
+    if d.gc then d.gc:stop() end
     if d.receiver then d.receiver:close(true) end
     if d.meter then d.meter:close() end
 end
@@ -456,9 +459,10 @@ function _M.start(cfg)
     end
     -- P-6: what differs from the defaults (--print-config: every key)
     log("INFO", "configuration: %s", cli.describe_changed(cfg))
-    collectgarbage("setpause", cfg.gc_pause)
+    local gc = gcidle.configure { pause = cfg.gc_pause, stepmul = cfg.gc_stepmul,
+                                  idle_us = cfg.gc_idle_us }
     jitopt.apply() -- the loop VM's machine-code areas (issue 25: fewer mprotect calls)
-    local d = { cfg = cfg, paths = _M.paths(cfg), stopping = false, demo_errors = 0 }
+    local d = { cfg = cfg, paths = _M.paths(cfg), stopping = false, demo_errors = 0, gc = gc }
     for _, step in ipairs(STEPS) do
         local ok, err = step(d)
         if not ok then

@@ -53,6 +53,12 @@ _M.DEFAULTS = {
     -- PostgreSQL spent ~28 % of the process's CPU in the GC at 200, ~15 % less CPU per
     -- slice at 400 (docs/LEDGER.md "The daemon's shape"); ron_lua_heap_bytes in /metrics
     gc_pause = 400,
+    -- the collector's work per KB allocated (collectgarbage "setstepmul"; LuaJIT's 200),
+    -- and its steps in the loop's idle time, up to gc_idle_us per poll that would block (0:
+    -- none): a cycle's sweep no longer lands whole in one group of requests (issue 25, the
+    -- wallet's p99; ron.base.gcidle, docs/WALLET.md §8)
+    gc_stepmul = 50,
+    gc_idle_us = 1000,
     op_budget_ms = 10000,
     drain_deadline_ms = 5000,
     listen = "127.0.0.1:9464",  -- /metrics /healthz /readyz; false: no HTTP
@@ -204,6 +210,8 @@ _M.CHECK = {
     put_batch = int_in(1, 16384),
     put_parallel = int_in(1, 64),
     gc_pause = int_in(100, 1000),
+    gc_stepmul = int_in(10, 1000),
+    gc_idle_us = int_in(0, 100000),
     op_budget_ms = int_in(1, 3600000),
     drain_deadline_ms = int_in(1, 3600000),
     listen = function(k, v)

@@ -68,6 +68,22 @@ describe("the daemon's HTTP limits in its configuration (issue 14 item 6)", func
         assert.is_true(schema.check(cfg { gc_pause = 100 }))
         assert.is_true(schema.check(cfg { gc_pause = 1000 }))
     end)
+
+    it("gc_stepmul and gc_idle_us (the collector's pace, its idle steps) are range-checked",
+       function()
+        assert.equal(50, schema.DEFAULTS.gc_stepmul)
+        assert.equal(1000, schema.DEFAULTS.gc_idle_us)
+        for k, bads in pairs { gc_stepmul = { 9, 1001, 50.5, "50" },
+                               gc_idle_us = { -1, 100001, 0.5, "1000" } } do
+            for _, bad in ipairs(bads) do
+                local ok, err = schema.check(cfg { [k] = bad })
+                assert.is_nil(ok)
+                assert.truthy(err:find(k .. " must be an integer in", 1, true), err)
+            end
+        end
+        assert.is_true(schema.check(cfg { gc_stepmul = 10, gc_idle_us = 0 }))
+        assert.is_true(schema.check(cfg { gc_stepmul = 1000, gc_idle_us = 100000 }))
+    end)
 end)
 
 -- The raw client (S.http_request), reading for 5 s by default here.
