@@ -49,7 +49,10 @@
 -- put_batch / put_parallel for these cases. Baseline: the row of the slice, one INSERT per
 -- put_many the case made (its slices), flushed per batch; the same rows as above (the
 -- recorded rows in put_many-sized groups: with put_many calls at once their grouping is
--- approximate).
+-- approximate). A case is a fresh store in the same process: --daemon 1024,1024,1024 gives
+-- the cold process's figures first and a warm one's last (its pool threads' statements
+-- prepared, their heaps grown, the loop's traces compiled: a running daemon's; docs/LEDGER.md
+-- "A warm process rates a third faster").
 -- --offload: the SQLite batch and daemon cases on the offloaded driver (offload = true, the
 -- store `ron-accounting run` composes for the daemon's ledger: its statements in the libuv
 -- pool, reads on a second connection, checkpoints beside), labelled "sqlite-o"; their
