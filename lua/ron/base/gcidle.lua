@@ -26,6 +26,8 @@
 --   g.stats   -- { idle_steps, cycles, idle_cycles }: steps made idle, cycles ended, and
 --             -- of those, ended by an idle step
 --   g:stop()
+--   gcidle.current   -- the stepper running in this VM, or nil (ron_lua_gc_cycles_total,
+--                    -- ron.base.task's metrics: one collector per VM, one stepper)
 local uv = require("luv")
 
 local collectgarbage, newproxy, setmetatable, getmetatable, hrtime =
@@ -102,6 +104,8 @@ function _M.start(budget_us, early)
     arm(self)
     self.handle:start(function() on_prepare(self) end)
     self.handle:unref() -- (stepping never keeps the loop alive)
+    if _M.current then _M.current:stop() end
+    _M.current = self
     return self
 end
 
@@ -113,6 +117,7 @@ function _M.configure(o)
 end
 
 function G:stop()
+    if _M.current == self then _M.current = nil end
     self.stopped = true
     if not self.handle:is_closing() then self.handle:close() end
 end

@@ -94,6 +94,24 @@ describe("ron.base.gcidle", function()
         assert.equal(100000, #keep)
     end)
 
+    it("counts where cycles ended in /metrics while it runs", function()
+        local task = require("ron.base.task")
+        assert.is_nil(task.metrics_text():find("ron_lua_gc_cycles_total", 1, true))
+        g = gcidle.configure { pause = 200, stepmul = 50, idle_us = 1000 }
+        assert.equal(g, gcidle.current)
+        churn(600, 500, 100000, false)
+        local text = task.metrics_text()
+        local idle = tonumber(text:match('ron_lua_gc_cycles_total{ended="idle"} (%d+)'))
+        local alloc = tonumber(text:match('ron_lua_gc_cycles_total{ended="allocation"} (%d+)'))
+        assert.equal(g.stats.idle_cycles, idle)
+        assert.equal(g.stats.cycles - g.stats.idle_cycles, alloc)
+        assert.is_true(idle + alloc >= 1)
+        g:stop()
+        assert.is_nil(gcidle.current)
+        assert.is_nil(task.metrics_text():find("ron_lua_gc_cycles_total", 1, true))
+        g = nil
+    end)
+
     it("stops: its handle closed, its sentinel inert", function()
         g = gcidle.configure { pause = 200, stepmul = 50, idle_us = 1000 }
         g:stop()

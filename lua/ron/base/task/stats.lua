@@ -1,6 +1,7 @@
 -- The counters of one scheduler (ron.base.task) as a table and as Prometheus text.
 local FAM = require("ron.base.families")
 local metrics = require("ron.base.metrics")
+local gcidle = require("ron.base.gcidle")
 
 local ipairs, pairs, floor, sort = ipairs, pairs, math.floor, table.sort
 
@@ -32,6 +33,12 @@ function M.metrics_text(S)
     FAM.tasks_failed:render_map(out, m.tasks_failed_total)
     FAM.tasks_live:render(out, m.tasks_live)
     FAM.lua_heap:render(out, floor(collectgarbage("count") * 1024))
+    local gc = gcidle.current -- (counted only while the idle stepper runs)
+    if gc then
+        local st = gc.stats
+        FAM.lua_gc_cycles:render(out, { { "idle", st.idle_cycles },
+                                        { "allocation", st.cycles - st.idle_cycles } })
+    end
     FAM.queue_depth:render_map(out, m.queue_depth)
     local keys, rows = {}, {}
     for k in pairs(m.queue_dropped_total) do keys[#keys + 1] = k end
