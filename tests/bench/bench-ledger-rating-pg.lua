@@ -100,6 +100,7 @@ local function prof(on)
     if on then p.start(PROFILE:match("^([^:]*):(.*)$")) else p.stop() end
 end
 
+local NODE = require("ron.node.schema").DEFAULTS -- (the daemon's collector settings)
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600,
                statement_slices = 160, streams = 8, pg = true, sqlite = true,
                batches = { 64, 256, 1024 }, batch_slices = 4096, batch_streams = 64,
@@ -108,9 +109,8 @@ local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", slices = 1600
                put_batch = require("ron.accounting.runtime").DEFAULTS.put_batch,
                put_parallel = require("ron.accounting.runtime").DEFAULTS.put_parallel,
                -- the daemon's (it sets it at start): 0 = LuaJIT's own (200)
-               gc_pause = require("ron.node.schema").DEFAULTS.gc_pause,
-               gc_stepmul = require("ron.node.schema").DEFAULTS.gc_stepmul,
-               gc_idle_us = require("ron.node.schema").DEFAULTS.gc_idle_us }
+               gc_pause = NODE.gc_pause, gc_stepmul = NODE.gc_stepmul,
+               gc_idle_us = NODE.gc_idle_us }
 B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "statement_slices", "num" },
              { "--streams", "streams", "num" }, { "--no-pg", "pg", "off" },
              { "--no-sqlite", "sqlite", "off" }, { "--no-single", "single", "off" },

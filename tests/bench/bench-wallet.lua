@@ -112,11 +112,11 @@ local PP = require("pool_profile")
 local WG = require("writer_gaps")
 local verify = require("ron.ledger.verify")
 
+local NODE = require("ron.node.schema").DEFAULTS -- (the daemon's collector settings)
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true,
-               gc_pause = require("ron.node.schema").DEFAULTS.gc_pause,
-               gc_stepmul = require("ron.node.schema").DEFAULTS.gc_stepmul,
-               gc_idle_us = require("ron.node.schema").DEFAULTS.gc_idle_us }
+               gc_pause = NODE.gc_pause, gc_stepmul = NODE.gc_stepmul,
+               gc_idle_us = NODE.gc_idle_us }
 B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "num" },
              { "--workers", "workers", "num" }, { "--group-max", "group_max", "num" },
              { "--accounts", "accounts", "num" }, { "--group-linger-ms", "linger", "num" },
@@ -133,7 +133,8 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
            .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N] "
-           .. "[--gc-pause N] [--gc-stepmul N] [--gc-idle-us N] [--cached N] [--no-reader] [--pool-profile] [--no-pipeline] "
+           .. "[--gc-pause N] [--gc-stepmul N] [--gc-idle-us N] [--cached N] [--no-reader] "
+           .. "[--pool-profile] [--no-pipeline] "
            .. "[--gaps]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end

@@ -70,17 +70,17 @@ local function arm(self)
     end
 end
 
--- Steps while the cycle lasts and the budget holds. -> true when a cycle ended here.
+-- Steps while the cycle lasts and the budget holds. (A step that ends the cycle has run
+-- its finalizers, the sentinel's among them: that call already moved the mark.)
 local function step_idle(self)
     local t_end = hrtime() + self.budget_ns
     repeat
         self.stats.idle_steps = self.stats.idle_steps + 1
         if collectgarbage("step", 0) then
             self.stats.idle_cycles = self.stats.idle_cycles + 1
-            return true
+            return
         end
     until hrtime() >= t_end
-    return false
 end
 
 local function on_prepare(self)
@@ -91,7 +91,7 @@ local function on_prepare(self)
         self.running = true
     end
     if uv.backend_timeout() == 0 then return end -- (work is waiting: not idle)
-    if step_idle(self) then self.running, self.due_kb = false, due(self) end
+    step_idle(self)
 end
 
 -- The stepper alone (configure's): budget_us per poll that would block.
