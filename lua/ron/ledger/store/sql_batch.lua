@@ -1,6 +1,8 @@
 -- ron.ledger.store.sql_batch: the batch primitives of ron.ledger.store.sql (LED-51).
 local base = require("ron.ledger.store.sql_base")
 local claims = require("ron.ledger.store.sql_claims")
+local sql_binds = require("ron.ledger.store.sql_binds")
+local block = require("ron.ledger.store.sql_block")
 
 local misuse, bytes_arg, int_arg, asset_arg, list_arg, amount, write, read, posting_row,
       POSTING_T, event_row, EVENT_T, PSTATUS =
@@ -8,8 +10,8 @@ local misuse, bytes_arg, int_arg, asset_arg, list_arg, amount, write, read, post
       base.write, base.read, base.posting_row, base.POSTING_T, base.event_row, base.EVENT_T,
       base.PSTATUS
 
-local type, tostring, ipairs, format =
-      type, tostring, ipairs, string.format
+local type, tostring, ipairs =
+      type, tostring, ipairs
 
 local _M = {}
 local sqlite_append -- (below)
@@ -23,7 +25,7 @@ _M.methods = Store
 -- transaction, like store_transfer); bounded per call like the others (the caller chunks).
 
 _M.MAX_PAIR_QUERIES = 128  -- get_postings_by_pairs (SQLite: <= 500 compound SELECTs)
-_M.MAX_TRANSFER_PARAMS = 6000 -- store_transfers: 6 per transfer + 2 per involved account
+_M.MAX_TRANSFER_PARAMS = sql_binds.MAX_TRANSFER_PARAMS
 
 -- -> { [key] = outcome + key } (absent keys absent). SQLite: the claim keys are read from
 -- `claims` (ron.ledger.store.sql_claims), the others from the intents table.
@@ -50,48 +52,29 @@ function Store:get_intents(keys)
     return out
 end
 
-local OUTCOME = { committed = true, rejected = true, claimed = true }
-
--- list's entries as one statement's binds (key_of: the stored key of an entry's key)
-local function intent_binds(list, key_of)
-    local binds, k = { n = #list * 6 }, 0
-    for _, e in ipairs(list) do
-        local o = e.outcome
-        binds[k + 1] = key_of and key_of(e.key) or e.key
-        binds[k + 2], binds[k + 3] = o.status, o.transfer_id
-        binds[k + 4] = o.code ~= nil and int_arg("put_intents", o.code, "code") or nil
-        binds[k + 5], binds[k + 6] = o.message, o.body_hash
-        k = k + 6
-    end
-    return binds
-end
-
 -- list = { { key =, outcome = { status, transfer_id?, code?, message?, body_hash? } } }
 -- -> n stored (a key already present keeps its first outcome and counts 0). SQLite: the
--- claims go to `claims`; a list of both kinds is two statements in one transaction.
-function Store:put_intents(list)
-    list_arg("put_intents", list, "intents")
-    if #list == 0 then return 0 end
-    local plain, held = {}, {}
-    for _, e in ipairs(list) do
-        local o = type(e) == "table" and e.outcome
-        if type(o) ~= "table" or not OUTCOME[o.status] then
-            misuse("put_intents", "each is { key =, outcome = { status = ... } }")
-        end
-        local c = claims.intent_of(self, bytes_arg("put_intents", e.key, "key"))
-        if c then held[#held + 1] = e else plain[#plain + 1] = e end
+-- claims go to `claims`; a list of both kinds is two statements in one transaction. (The
+-- offloaded SQLite driver's form: two binds blocks, the intents' and the claims'.)
+function Store:put_intents(list, held_block)
+    local pb, hb, np, nh
+    if block.is(list) then
+        pb, hb, np, nh = block.pair(list, held_block)
+    else
+        local plain, held = sql_binds.intents_split(self, list)
+        np, nh = #plain, #held
+        pb = np > 0 and sql_binds.intents(plain)
+        hb = nh > 0 and sql_binds.intents(held, function(k) return claims.intent_of(self, k) end)
     end
-    if #held == 0 then return write(self, "put_intents", #plain, intent_binds(plain)) end
-    local function put_claims()
-        return write(self, "put_claims", #held, intent_binds(held, function(k)
-            return claims.intent_of(self, k)
-        end))
+    if nh == 0 then
+        if np == 0 then return 0 end
+        return write(self, "put_intents", np, pb)
     end
-    if #plain == 0 then return put_claims() end
+    if np == 0 then return write(self, "put_claims", nh, hb) end
     return self.drv:atomic(function()
-        local n, err, class = write(self, "put_intents", #plain, intent_binds(plain))
+        local n, err, class = write(self, "put_intents", np, pb)
         if not n then return nil, err, class end
-        local m, err2, class2 = put_claims()
+        local m, err2, class2 = write(self, "put_claims", nh, hb)
         if not m then return nil, err2, class2 end
         return n + m
     end)
@@ -136,63 +119,39 @@ end
 -- list = { { id =, consumed_by = }, ... }: PendingInactive with reservation rid -> Inactive,
 -- each consumed by its own transfer. -> n
 function Store:deactivate_many(list, rid)
+    if block.is(list) then return write(self, "deactivate_many", block.rows(list), list) end
     list_arg("deactivate_many", list, "postings")
     if #list == 0 then return 0 end
-    local binds, k = {}, 0
-    for _, e in ipairs(list) do
-        if type(e) ~= "table" or type(e.id) ~= "table" then
-            misuse("deactivate_many", "each is { id = { transfer_id =, index = }, consumed_by = }")
-        end
-        binds[k + 1] = bytes_arg("deactivate_many", e.id.transfer_id, "transfer_id", 32)
-        binds[k + 2] = int_arg("deactivate_many", e.id.index, "index")
-        binds[k + 3] = bytes_arg("deactivate_many", e.consumed_by, "consumed_by", 32)
-        k = k + 3
-    end
-    binds[k + 1] = bytes_arg("deactivate_many", rid, "rid")
-    binds.n = k + 1
-    return write(self, "deactivate_many", #list, binds)
+    return write(self, "deactivate_many", #list, sql_binds.deactivate(list, rid))
 end
 
 -- list = { { rec = { id, bytes, intent, book, created_at_ms, metadata }, involved = {...} } }
 -- -> n transfers stored (present ones count 0); the rows and their transfer_accounts rows
--- are atomic as in store_transfer.
-function Store:store_transfers(list)
-    list_arg("store_transfers", list, "transfers")
-    if #list == 0 then return 0 end
-    local tb, ab, k, m = {}, {}, 0, 0
-    for _, e in ipairs(list) do
-        local rec = type(e) == "table" and e.rec
-        if type(rec) ~= "table" then misuse("store_transfers", "each is { rec =, involved = }") end
-        local id = bytes_arg("store_transfers", rec.id, "id", 32)
-        tb[k + 1], tb[k + 2] = id, bytes_arg("store_transfers", rec.bytes, "bytes")
-        tb[k + 3] = bytes_arg("store_transfers", rec.intent, "intent")
-        tb[k + 4] = bytes_arg("store_transfers", rec.book, "book")
-        tb[k + 5] = int_arg("store_transfers", rec.created_at_ms or 0, "created_at_ms")
-        tb[k + 6] = rec.metadata
-        k = k + 6
-        for _, a in ipairs(e.involved or {}) do
-            ab[2 * m + 1] = id
-            ab[2 * m + 2] = bytes_arg("store_transfers", a, "involved account", 16)
-            m = m + 1
-        end
+-- are atomic as in store_transfer. (The offloaded SQLite driver's form: two binds blocks,
+-- the transfers' and their transfer_accounts rows'.)
+function Store:store_transfers(list, accounts_block)
+    local tb, ab, n, m
+    if block.is(list) then
+        tb, ab, n, m = block.pair(list, accounts_block)
+    else
+        tb, ab, m = sql_binds.transfers(list)
+        n = #list
     end
-    if k + 2 * m > _M.MAX_TRANSFER_PARAMS then
-        misuse("store_transfers", format("at most %d parameters per call", _M.MAX_TRANSFER_PARAMS))
-    end
+    if n == 0 then return 0 end
     if self.dialect == "postgres" then
+        local k = tb.n
         for i = 1, 2 * m do tb[k + i] = ab[i] end
         tb.n = k + 2 * m
-        local rows, err, class = read(self, "store_transfers_pg", #list, tb, "i", m)
+        local rows, err, class = read(self, "store_transfers_pg", n, tb, "i", m)
         if not rows then return nil, err, class end
         return amount(rows[1][1])
     end
-    tb.n, ab.n = k, 2 * m
     return self.drv:atomic(function()
-        local n, err, class = write(self, "store_transfers", #list, tb)
-        if not n or n == 0 or m == 0 then return n, err, class end
+        local c0, err, class = write(self, "store_transfers", n, tb)
+        if not c0 or c0 == 0 or m == 0 then return c0, err, class end
         local c, err2, class2 = write(self, "store_transfers_accounts", m, ab)
         if not c then return nil, err2, class2 end
-        return n
+        return c0
     end)
 end
 
@@ -299,35 +258,21 @@ function Store:get_streams(pairs_)
     return out
 end
 
--- The binds of list's entries, field by field in cols' order (name, kind: "b" bytes, "i"
--- an integer), each checked as its primitive's argument.
-local STREAM_COLS = { { "tenant", "b" }, { "dimension", "b" }, { "seq", "i" }, { "b3", "b" },
-                      { "prev_seq", "i" }, { "prev_b3", "b" } }
-local function entry_binds(name, list, w)
-    local binds = { n = #list * w }
-    for i, e in ipairs(list) do
-        for j = 1, w do
-            local col = STREAM_COLS[j]
-            local check = col[2] == "i" and int_arg or bytes_arg
-            binds[w * (i - 1) + j] = check(name, e[col[1]], col[1])
-        end
-    end
-    return binds
-end
-
 -- list = { { tenant, dimension, seq, b3 } }: each stream's first head (insert once). -> n
 function Store:insert_streams(list)
-    list_arg("insert_streams", list, "streams")
+    if block.is(list) then return write(self, "insert_streams", block.rows(list), list) end
+    local binds = sql_binds.streams("insert_streams", list, 4)
     if #list == 0 then return 0 end
-    return write(self, "insert_streams", #list, entry_binds("insert_streams", list, 4))
+    return write(self, "insert_streams", #list, binds)
 end
 
 -- list = { { tenant, dimension, seq, b3, prev_seq, prev_b3 } }: each head moves only from
 -- exactly (prev_seq, prev_b3) (LED-25), at most one entry per stream. -> n moved
 function Store:advance_streams(list)
-    list_arg("advance_streams", list, "streams")
+    if block.is(list) then return write(self, "advance_streams", block.rows(list), list) end
+    local binds = sql_binds.streams("advance_streams", list, 6)
     if #list == 0 then return 0 end
-    return write(self, "advance_streams", #list, entry_binds("advance_streams", list, 6))
+    return write(self, "advance_streams", #list, binds)
 end
 
 return _M

@@ -4,6 +4,8 @@
 local ledger = require("ron.ledger")
 local base = require("ron.ledger.store.sql_base")
 local claims = require("ron.ledger.store.sql_claims")
+local sql_binds = require("ron.ledger.store.sql_binds")
+local block = require("ron.ledger.store.sql_block")
 
 local misuse, bytes_arg, int_arg, asset_arg, list_arg, amount, write, read, read_one, read_all,
       account_row, ACCOUNT_T, posting_row, POSTING_T, transfer_row, TRANSFER_T, event_row,
@@ -111,29 +113,10 @@ local function id_binds(fname, ids, binds, k)
 end
 
 function Store:insert_postings(ps)
-    list_arg("insert_postings", ps, "postings", base.MAX_POSTINGS)
-    local n = #ps
-    if n == 0 then return 0 end
-    local binds, k = { n = n * 11 }, 0
-    for _, p in ipairs(ps) do
-        if type(p) ~= "table" or type(p.id) ~= "table" then
-            misuse("insert_postings", "a posting is { id = { transfer_id =, index = }, ... }")
-        end
-        local tid = bytes_arg("insert_postings", p.id.transfer_id, "transfer_id", 32)
-        local idx = int_arg("insert_postings", p.id.index, "index")
-        local st = PSTATUS[p.status or "active"]
-        if not st then misuse("insert_postings", "unknown status " .. tostring(p.status)) end
-        asset_arg("insert_postings", p.asset)
-        binds[k + 1], binds[k + 2] = tid, idx
-        binds[k + 3] = bytes_arg("insert_postings", p.account, "account", 16)
-        binds[k + 4], binds[k + 5] = p.asset.code, p.asset.scale
-        binds[k + 6] = int_arg("insert_postings", p.amount, "amount")
-        binds[k + 7], binds[k + 8] = st, p.reservation
-        binds[k + 9], binds[k + 10] = p.created_by or tid, p.consumed_by
-        binds[k + 11] = base.shard(tid, idx)
-        k = k + 11
-    end
-    return write(self, "insert_postings", n, binds)
+    if block.is(ps) then return write(self, "insert_postings", block.rows(ps), ps) end
+    local binds = sql_binds.postings(ps)
+    if #ps == 0 then return 0 end
+    return write(self, "insert_postings", #ps, binds)
 end
 
 -- LED-18: each transition is one UPDATE guarded by the status (and the reservation id).

@@ -13,6 +13,7 @@
 local ffi = require("ffi")
 local sql = require("ron.ledger.store.sql")
 local prof = require("ron.ledger.store.sqlite_profile")
+local block = require("ron.ledger.store.sql_block")
 
 local type, setmetatable, pcall, format, bit_band =
       type, setmetatable, pcall, string.format, require("bit").band
@@ -152,6 +153,7 @@ end
 
 local function bind(st, binds)
     local C = L()
+    if type(binds) == "string" then return block.bind(C, st, binds) end -- (sql_block)
     for i = 1, binds.n or #binds do
         local v = binds[i]
         local rc

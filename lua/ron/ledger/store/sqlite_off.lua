@@ -20,6 +20,7 @@ local prof = require("ron.ledger.store.sqlite_profile")
 local sc = require("ron.ledger.store.sqlite_conn")
 -- (after sqlite_conn: it declares its functions over the sqlite3 type declared there)
 local ckpt = require("ron.ledger.store.sqlite_checkpoint")
+local block = require("ron.ledger.store.sql_block")
 
 local type, error, tostring, tonumber, setmetatable, pcall, format =
       type, error, tostring, tonumber, setmetatable, pcall, string.format
@@ -141,7 +142,8 @@ local function WORK(path, dbnum, token, method, packed, id, durability)
         if ok then
             ok, r = _G.pcall(r.require, "ron.ledger.store.sqlite_off", { "ron.ledger.store." },
                              { "ron.ledger.store.sql_base", "ron.ledger.store.sql_rows",
-                               "ron.ledger.store.sql_batch", "ron.ledger.store.sql_claims" })
+                               "ron.ledger.store.sql_batch", "ron.ledger.store.sql_claims",
+                               "ron.ledger.store.sql_binds" })
         end
         if not ok then return id, nil, _G.tostring(r) end
         m = r
@@ -301,8 +303,10 @@ function Off:call(method, ...)
         return nil, "Closed: the store was closed", "bug"
     end
     local ch = task.channel(1, "sqlite_store")
+    -- (the phase's lists as binds blocks: bound in the pool from their bytes, sql_block)
+    local packed = block.on and _M.pack(block.args(method, ...)) or _M.pack(...)
     local ok, qerr = submit(inflight, { ch = ch, keep = self }, lane.dbnum, lane.token, method,
-                            _M.pack(...), self.durability)
+                            packed, self.durability)
     local res, err
     if not ok then
         err = "IoError: uv work queue failed: " .. tostring(qerr)
