@@ -131,8 +131,9 @@ describe("ron.ledger.store.sql_block", function()
         local ev = { "append_events", "bk", { { transfer_id = id32("t"), kind = "k" } },
                      expect = 1, event = true }
         local ops = { { "insert_postings", ps, expect = 1 }, ev,
-                      { "insert_postings", {}, expect = 0 },            -- empty: as it is
-                      { "insert_postings", { { id = "bad" } }, expect = 1 }, -- refused: the pool says so
+                      { "insert_postings", {}, expect = 0 },               -- empty: as it is
+                      -- refused: the pool says so
+                      { "insert_postings", { { id = "bad" } }, expect = 1 },
                       { "store_transfers", { { rec = { id = id32("x"), bytes = "b",
                                                        intent = "i", book = "bk" } } },
                         expect = 1, limit = true } }

@@ -54,6 +54,8 @@ int sqlite3_threadsafe(void);
 ]]
 end
 
+local share = require("ron.ledger.store.sqlite_share") -- (after the cdef: it uses the types)
+
 local lib
 local function L()
     if not lib then
@@ -111,7 +113,9 @@ local pp_db = ffi.new("sqlite3 *[1]")
 -- time: the cache grew without a bound. It keeps at most STMT_BUDGET bound parameters (and
 -- STMT_BASE per statement) per connection in each VM that uses it (the loop's, each pool
 -- thread's); past it, the least recently used quarter is finalized (conn.shed counts them)
--- and a length met again is prepared again (~1.3 us a parameter).
+-- and a length met again is prepared again (~1.3 us a parameter). The offloaded driver's
+-- connections share theirs among the pool's VMs (ron.ledger.store.sqlite_share): one
+-- budget per connection, each text prepared once.
 _M.STMT_BUDGET = 131072 -- ~15 MB of compiled statements
 _M.STMT_BASE = 32
 
@@ -129,7 +133,52 @@ local function shed(self, need)
     end
 end
 
+local function compile(self, C, text)
+    local w0, c0
+    if prof.scope then w0, c0 = prof.now() end
+    local rc = C.sqlite3_prepare_v2(self.db, text, #text, pp_stmt, nil)
+    if w0 then prof.add(prof.sql_key(text).prepare, w0, c0) end
+    if rc ~= OK then return fail(self, rc, "prepare") end
+    local st = pp_stmt[0]
+    return st, _M.STMT_BASE + C.sqlite3_bind_parameter_count(st)
+end
+
+-- (a connection whose statements the VMs share, sqlite_share: this VM's map holds the
+-- table's slots of this generation)
+local function prepare_shared(self, sh, text)
+    local C = L()
+    local h = share.hash(text)
+    local slot = share.find(sh, C, text, h)
+    local st, cost
+    if slot then
+        st = sh.slot[slot].st
+    else
+        local cls
+        st, cost, cls = compile(self, C, text)
+        if not st then return nil, cost, cls end
+        local shed_first
+        slot, shed_first = share.add(sh, C, st, text, h, cost)
+        if shed_first then
+            self.stmts, self.gen = {}, sh.gen
+            self.shed = self.shed + 1
+        end
+    end
+    share.touch(sh, slot)
+    self.stmts[text] = { st = st, slot = slot }
+    return st
+end
+
 function Conn:prepare(text)
+    local sh = self.share
+    if sh then
+        if self.gen ~= sh.gen then self.stmts, self.gen = {}, sh.gen end
+        local e = self.stmts[text]
+        if e then
+            share.touch(sh, e.slot)
+            return e.st
+        end
+        return prepare_shared(self, sh, text)
+    end
     local tick = self.tick + 1
     self.tick = tick
     local e = self.stmts[text]
@@ -137,14 +186,8 @@ function Conn:prepare(text)
         e.used = tick
         return e.st
     end
-    local C = L()
-    local w0, c0
-    if prof.scope then w0, c0 = prof.now() end
-    local rc = C.sqlite3_prepare_v2(self.db, text, #text, pp_stmt, nil)
-    if w0 then prof.add(prof.sql_key(text).prepare, w0, c0) end
-    if rc ~= OK then return fail(self, rc, "prepare") end
-    local st = pp_stmt[0]
-    local cost = _M.STMT_BASE + C.sqlite3_bind_parameter_count(st)
+    local st, cost, cls = compile(self, L(), text)
+    if not st then return nil, cost, cls end
     if self.stmt_cost + cost > _M.STMT_BUDGET then shed(self, cost) end
     self.stmts[text] = { st = st, cost = cost, used = tick }
     self.stmt_cost = self.stmt_cost + cost
@@ -348,8 +391,11 @@ function Conn:close()
     return true
 end
 
-local function new_conn(db)
-    return setmetatable({ db = db, stmts = {}, depth = 0, stmt_cost = 0, tick = 0, shed = 0 },
+-- share_addr: the address of the connection's shared statements (sqlite_share.new), when
+-- the VMs of the pool run its calls; nil: this VM's own statements
+local function new_conn(db, share_addr)
+    return setmetatable({ db = db, stmts = {}, depth = 0, stmt_cost = 0, tick = 0, shed = 0,
+                          share = share_addr and share.at(share_addr) or false, gen = -1 },
                         Conn)
 end
 _M.new = new_conn

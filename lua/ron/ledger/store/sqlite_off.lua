@@ -21,6 +21,7 @@ local sc = require("ron.ledger.store.sqlite_conn")
 -- (after sqlite_conn: it declares its functions over the sqlite3 type declared there)
 local ckpt = require("ron.ledger.store.sqlite_checkpoint")
 local block = require("ron.ledger.store.sql_block")
+local share = require("ron.ledger.store.sqlite_share")
 
 local type, error, tostring, tonumber, setmetatable, pcall, format =
       type, error, tostring, tonumber, setmetatable, pcall, string.format
@@ -110,7 +111,10 @@ function _M.pool_call(dbnum, token, method, packed, durability)
     local s = attached[token]
     if not s then
         if n_attached >= ATTACHED_MAX then attached, n_attached = {}, 0 end
-        local conn = new_conn(ffi.cast("sqlite3 *", dbnum))
+        -- (the connection's statements shared with the other pool VMs: the token names
+        -- their table, sqlite_share)
+        local shared = tonumber(token:match(":(%x+):%a$"), 16)
+        local conn = new_conn(ffi.cast("sqlite3 *", dbnum), shared ~= 0 and shared or nil)
         s = sql.new(conn, "sqlite", "")
         s.durability = durability
         attached[token], n_attached = s, n_attached + 1
@@ -198,10 +202,12 @@ end
 local REG = debug.getregistry()
 -- role: "w" (the writer's connection) or "r" (the reader's), the token's last byte (the pool
 -- profile's: the connection a call ran on).
-local function next_token(dbnum, role)
+-- shared: the address of the connection's shared statements (sqlite_share; 0: none, each
+-- pool VM prepares its own).
+local function next_token(dbnum, role, shared)
     REG.ron_sqlite_tokens = (REG.ron_sqlite_tokens or 0) + 1
-    return format("%s:%d:%x:%s", tostring(REG):match("0x%x+") or "vm", REG.ron_sqlite_tokens,
-                  dbnum, role)
+    return format("%s:%d:%x:%x:%s", tostring(REG):match("0x%x+") or "vm", REG.ron_sqlite_tokens,
+                  dbnum, shared, role)
 end
 
 local Off = {}
@@ -249,7 +255,8 @@ end
 local function close_lane(lane)
     if lane.busy or lane.conn_closed then return end
     lane.conn_closed = true
-    lane.conn:close()
+    lane.conn:close() -- (every statement of the connection finalized: the shared ones too)
+    if lane.shared ~= 0 then share.free(lane.shared) end
 end
 
 -- The turn of lane for this call: at once, or FIFO behind the call in flight (bounded).
@@ -368,15 +375,18 @@ end
 -- writer's).
 local function reader_lane(conn)
     local dbnum = tonumber(ffi.cast("uintptr_t", conn.db))
-    return { conn = conn, dbnum = dbnum, token = next_token(dbnum, "r"), busy = false,
-             waiters = {}, conn_closed = false }
+    local shared = share.on and share.new(sc.STMT_BUDGET) or 0
+    return { conn = conn, dbnum = dbnum, token = next_token(dbnum, "r", shared), busy = false,
+             waiters = {}, conn_closed = false, shared = shared }
 end
 
 -- The offloaded store over conn (the writer's, opened and migrated) and reader_conn (or
 -- nil: every call on the writer's), with o's max_queue and checkpoint_ms.
 function _M.new(o, conn, reader_conn, durability)
     local dbnum = tonumber(ffi.cast("uintptr_t", conn.db))
-    local off = setmetatable({ conn = conn, dbnum = dbnum, token = next_token(dbnum, "w"),
+    local shared = share.on and share.new(sc.STMT_BUDGET) or 0
+    local off = setmetatable({ conn = conn, dbnum = dbnum, token = next_token(dbnum, "w", shared),
+                               shared = shared,
                                busy = false, waiters = {}, max_queue = o.max_queue or 1024,
                                stats = { calls = 0, rejected = 0 }, closed = false,
                                backend = "sqlite", offloaded = true, path = o.path,
