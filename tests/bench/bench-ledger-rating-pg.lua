@@ -7,7 +7,8 @@
 --       [--dir DIR] [--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite]
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
 --       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N] [--gc-pause N]
---       [--gc-stepmul N] [--gc-idle-us N] [--lane-min N] [--offload] [--stages] [--alloc]
+--       [--gc-stepmul N] [--gc-idle-us N] [--lane-min N] [--lanes N] [--offload] [--stages]
+--       [--alloc]
 --       (--gc-*: the loop VM's collector, the daemon's gc_* and their defaults: ron.base.gcidle)
 --
 -- Slices of a real meter (one stream per tenant) rated through ron.ledger.exporter (rate card,
@@ -58,6 +59,8 @@
 -- pool, reads on a second connection, checkpoints beside), labelled "sqlite-o"; their
 -- baselines write through a synchronous store of the same file. The CPU lines then also
 -- show the loop thread's share (the rest is the pool's).
+-- --lanes N: the exporter's `parallel` (a put_many's lanes at once on PostgreSQL, default
+-- 4, LED-66).
 -- --stages: the daemon cases also print the loop thread's CPU per slice by stage of a put_many
 -- (tests/bench/stages.lua: the exporter's and the engine's per-batch methods wrapped).
 -- --alloc: the daemon cases run with the loop VM's collector stopped and print the bytes it
@@ -118,7 +121,8 @@ B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "st
              { "--batch-streams", "batch_streams", "num" }, { "--put-batch", "put_batch", "num" },
              { "--put-parallel", "put_parallel", "num" }, { "--gc-pause", "gc_pause", "num" },
              { "--gc-stepmul", "gc_stepmul", "num" }, { "--gc-idle-us", "gc_idle_us", "num" },
-             { "--lane-min", "lane_min", "num" }, { "--daemon", "daemon", "nums" },
+             { "--lane-min", "lane_min", "num" }, { "--lanes", "lanes", "num" },
+             { "--daemon", "daemon", "nums" },
              { "--batches", "batches", "nums" }, { "--offload", "offload", "on" },
              { "--stages", "stages", "on" }, { "--alloc", "alloc", "on" },
              { "--pool-profile", "pool_profile", "on" }, { "--timeline", "timeline", "num" } },
@@ -127,7 +131,7 @@ B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "st
            .. "[--batches B,B,..] [--batch-slices N] [--batch-streams N] [--no-single] "
            .. "[--pg-stats] [--daemon S,S,..] [--put-batch N] [--put-parallel N] [--gc-pause N] "
            .. "[--gc-stepmul N] [--gc-idle-us N] "
-           .. "[--lane-min N] [--offload] [--stages] [--alloc] [--pool-profile] "
+           .. "[--lane-min N] [--lanes N] [--offload] [--stages] [--alloc] [--pool-profile] "
            .. "[--timeline N]")
 local PP = opts.pool_profile and require("pool_profile")
 if PP then PP.enable(opts.dir, 1) end
@@ -382,7 +386,7 @@ local function warmed_exporter(open, streams)
     local calls = counting(s)
     local rec = SR.recording(s)
     local e = assert(lexp.new { store = s, card = card, node = "bench", book = "main",
-                                 lane_min = opts.lane_min })
+                                 lane_min = opts.lane_min, parallel = opts.lanes })
     assert(e:ready())
     local warm = make_slices(streams, 1)
     for _, sl in ipairs(warm[1]) do sl.tenant = sl.tenant:gsub("^00000000", "11111111") end
