@@ -14,7 +14,7 @@
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 set(RL_CORE_SRC ledger/error.c ledger/amount.c ledger/codec.c ledger/select.c ledger/validate.c
-  ledger/resolve.c)
+  ledger/resolve.c ledger/batch.c)
 
 # (cmake/library.cmake)
 ra_library_set(ronledger VERSION 0.1.0 SOVERSION 0 HEADER include/ron/ledger.h

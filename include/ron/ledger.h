@@ -375,6 +375,56 @@ typedef struct rl_resolved_s {
 RL_EXTERN int rl_resolve_and_plan(const rl_resolve_in_t *in, rl_resolved_t *out, uint8_t *buf,
                                   size_t cap, size_t *len_out);
 
+/* ---- A batch's view (issue 25; docs/LEDGER.md "The C batch path", step 3) ----
+ * The pairs a batch's members touch, kept in the caller's memory across the members and
+ * moved by the core past each transfer it plans, as the engine's Lua moved its tables
+ * (lua/ron/ledger/engine/batch_plan.lua, its oracle in tests): each pair's balance to its
+ * delta's after, its consumed postings out of its list, the transfer's outputs of positive
+ * amount into the list of their pair when that pair has one (a payer's), in selection
+ * order. A member's view is then its pairs' current state: no list copied per member (a
+ * payer with 1,000 postings copied them all for every transfer it made). Every array is
+ * the caller's (LED-11); a list lives in postings[off .. off + n) with room for cap, and a
+ * list that outgrows its room moves to postings[used ..). tags: the caller's name of each
+ * stored posting, returned for the consumed ones; an output planned in the batch is
+ * tagged RL_BATCH_MADE | member << 8 | its index. */
+typedef struct rl_batch_pair_s {
+    int64_t balance;
+    rl_asset_t asset;
+    uint32_t account; /* index into the member's rl_resolve_in_t.accounts */
+    uint32_t off;
+    uint32_t n;
+    uint32_t cap;
+    uint8_t held;       /* as rl_pair_view_t */
+    uint8_t finalizing; /* as rl_pair_view_t */
+    uint8_t listed;     /* 1: a payer's list, which outputs join */
+} rl_batch_pair_t;
+
+typedef struct rl_batch_s {
+    rl_batch_pair_t *pairs;
+    rl_posting_t *postings;
+    uint32_t *tags;
+    uint32_t n_pairs;
+    uint32_t cap;   /* entries of postings and tags */
+    uint32_t used;  /* entries given to lists */
+    uint32_t limit; /* the postings of a list a member's view holds at most (>= 1) */
+} rl_batch_t;
+
+enum {
+    RL_BATCH_MADE = 0x40000000, /* the tag bit of an output planned in the batch */
+    RL_BATCH_MEMBERS = 0x400000 /* members of one batch view, at most */
+};
+
+/* Plans one member over the batch's view: views[i] (in->n_pairs of them) is the member's
+ * pair idx[i] of b, its account, asset and receivable the caller's, the rest filled from
+ * b; in->pairs is set to views. As rl_resolve_and_plan, then the view moves past the
+ * transfer and consumed_tags[i] is the tag of consumed posting i (pick order). A code
+ * leaves the view as it was: rl_resolve_and_plan's, RL_EINVAL (a view that does not match
+ * b), or RL_EBUFSIZE (no room for a list's new postings: grow postings and tags, then call
+ * again). */
+RL_EXTERN int rl_batch_plan(rl_batch_t *b, rl_resolve_in_t *in, rl_pair_view_t *views,
+                            const uint32_t *idx, uint32_t member, rl_resolved_t *out,
+                            uint32_t *consumed_tags, uint8_t *buf, size_t cap, size_t *len_out);
+
 /* RL_CDEF_END */
 
 #endif /* RON_LEDGER_H */

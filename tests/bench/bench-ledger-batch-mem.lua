@@ -5,8 +5,11 @@
 --   ron-accounting run tests/bench/bench-ledger-batch-mem.lua [--quick] [--out FILE]
 --       [--batch B] [--slices N] [--streams M] [--rounds R] [--profile FILE] [--jv FILE]
 --
--- Cases: chain (1 stream, B consecutive slices of one tenant per put_many) and streams (M
--- tenants, B/M windows of each per put_many). Prints CPU microseconds per slice (os.clock)
+-- Cases: chain (1 stream, B consecutive slices of one tenant per put_many), streams (M
+-- tenants, B/M windows of each per put_many), and payer (commit_many alone: batches of B
+-- payments from one payer holding P postings, default 1,000, against the same from a payer
+-- holding one: a payer's list was copied into the core for each of its payments before
+-- the batch's view in the core, issue 25). Prints CPU microseconds per slice (os.clock)
 -- of the engine and the exporter (the memory store's primitives timed apart) and slices/s,
 -- and as the baseline measured in the same run, the rating alone (usage.request per slice:
 -- the exporter's rate card and request building), so the ratio says how many times a
@@ -21,12 +24,14 @@ local usage = require("ron.ledger.usage")
 local memory = require("ron.ledger.store.memory")
 local lexp = require("ron.ledger.exporter")
 
-local opts = { batch = 256, slices = 4096, streams = 64, rounds = 3 }
+local opts = { batch = 256, slices = 4096, streams = 64, rounds = 3, postings = 1000 }
 B.args(arg, opts, { { "--batch", "batch", "num" }, { "--slices", "slices", "num" },
              { "--streams", "streams", "num" }, { "--rounds", "rounds", "num" },
+             { "--postings", "postings", "num" },
              { "--profile", "profile", "str" }, { "--jv", "jv", "str" } },
        "ron-accounting run bench-ledger-batch-mem.lua [--quick] [--out FILE] [--batch B] "
-           .. "[--slices N] [--streams M] [--rounds R] [--profile FILE] [--jv FILE]")
+           .. "[--slices N] [--streams M] [--rounds R] [--postings P] [--profile FILE] "
+           .. "[--jv FILE]")
 if opts.quick then opts.slices = 1024 end
 local emit = B.emitter(opts.out)
 
@@ -116,5 +121,60 @@ local function case(name, streams)
                  eng / base, B.loadavg()))
 end
 
+-- ---- a payer holding many postings (the engine alone, commit_many) ----
+local L = require("ron.ledger.ledger")
+local USD = { code = "USD", scale = 2 }
+local EXT, PAYER, SINK = ("E"):rep(16), ("P"):rep(16), ("S"):rep(16)
+
+-- One round: PAYER funded with n postings of 1,000,001 .. 1,000,000 + n, then batches of
+-- opts.batch payments of 1 to SINK (each picks the largest posting and gives its change
+-- back to the list, at its head: the walk of the whole list) -> the engine's
+-- CPU us per payment (the memory store's timed apart), warm batches only.
+local function payer_round(n)
+    local s = memory.new()
+    local st = timed(s)
+    local led = L.new { store = s, book = "main", node = "bench", nonce = "b",
+                        clock = function() return 1700000000000 end }
+    assert(led:create_account { id = EXT, policy = "uncapped" })
+    assert(led:create_account { id = PAYER })
+    assert(led:create_account { id = SINK })
+    local fund = {}
+    for i = 1, n do
+        fund[i] = { intent = "f" .. i, movements = { { from = EXT, to = PAYER, asset = USD,
+                                                       amount = 1000000 + i } } }
+    end
+    for _, c in ipairs(batches_of(fund, 256)) do assert(led:commit_many(c)) end
+    local cpu, sin, count = 0, 0, 0
+    for round_ = 1, 6 do
+        local b = {}
+        for j = 1, opts.batch do
+            b[j] = { intent = "p" .. round_ .. "." .. j,
+                     movements = { { from = PAYER, to = SINK, asset = USD, amount = 1 } } }
+        end
+        local t0, c0 = st.t, os.clock()
+        local r = led:commit_many(b)
+        if round_ > 2 then
+            cpu, sin, count = cpu + os.clock() - c0, sin + st.t - t0, count + #b
+        end
+        for j = 1, #b do assert(r[j][1], tostring(r[j][2])) end
+    end
+    return (cpu - sin) * 1e6 / count
+end
+
+local function payer_case()
+    local us, base = payer_round(opts.postings), payer_round(1)
+    for _ = 2, opts.rounds do
+        us, base = math.min(us, payer_round(opts.postings)), math.min(base, payer_round(1))
+    end
+    print(("payer    batch %4d, one payer holding %d postings: engine %6.1f us CPU/payment; "
+           .. "holding one posting: %6.1f us, ratio %.2f"):format(opts.batch, opts.postings, us,
+                                                                 base, us / base))
+    emit(('{"bench":"ledger-batch-mem","name":"payer_%d","params":{"batch":%d,"postings":%d},'
+          .. '"us_per_payment":%.2f,"baseline":"one_posting","baseline_us_per_payment":%.2f,'
+          .. '"ratio":%.3f,"loadavg":"%s"}')
+         :format(opts.postings, opts.batch, opts.postings, us, base, us / base, B.loadavg()))
+end
+
 case("chain", 1)
 case("streams", opts.streams)
+payer_case()

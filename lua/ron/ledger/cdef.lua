@@ -206,6 +206,31 @@ typedef struct rl_resolved_s {
     rl_balance_t scratch_balances[RL_MAX_INPUTS + RL_MAX_OUTPUTS];
 } rl_resolved_t;
 int rl_resolve_and_plan(const rl_resolve_in_t *in, rl_resolved_t *out, uint8_t *buf, size_t cap, size_t *len_out);
+typedef struct rl_batch_pair_s {
+    int64_t balance;
+    rl_asset_t asset;
+    uint32_t account;
+    uint32_t off;
+    uint32_t n;
+    uint32_t cap;
+    uint8_t held;
+    uint8_t finalizing;
+    uint8_t listed;
+} rl_batch_pair_t;
+typedef struct rl_batch_s {
+    rl_batch_pair_t *pairs;
+    rl_posting_t *postings;
+    uint32_t *tags;
+    uint32_t n_pairs;
+    uint32_t cap;
+    uint32_t used;
+    uint32_t limit;
+} rl_batch_t;
+enum {
+    RL_BATCH_MADE = 0x40000000,
+    RL_BATCH_MEMBERS = 0x400000
+};
+int rl_batch_plan(rl_batch_t *b, rl_resolve_in_t *in, rl_pair_view_t *views, const uint32_t *idx, uint32_t member, rl_resolved_t *out, uint32_t *consumed_tags, uint8_t *buf, size_t cap, size_t *len_out);
 ]]
 end
 
@@ -236,5 +261,6 @@ return {
         "rl_select_postings",
         "rl_validate_and_plan",
         "rl_resolve_and_plan",
+        "rl_batch_plan",
     },
 }

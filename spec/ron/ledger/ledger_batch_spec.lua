@@ -125,7 +125,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         local seeds = tonumber(os.getenv("RON_BATCH_SEEDS") or "") or 12
         local total, chained, rejected, atomic, saga, tried = 0, 0, 0, 0, 0, 0
         -- every member the core plans is planned by resolve.lua too, and the two compared
-        -- (plan_core.check: a difference raises)
+        -- (plan_core.check: a difference raises), in every other run
         local was_check, planned0 = plan_core.check, plan_core.stats.planned or 0
         plan_core.check = true
         finally(function() plan_core.check = was_check end)
@@ -133,6 +133,10 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         -- saga's phases where it does not apply), and the saga's phases only
         for k = 0, 3 * seeds - 1 do
             local seed = first + k % seeds
+            -- every other run unchecked: the check keeps src moved beside the core's view,
+            -- so only a run without it has members after a long-way one plan over the view
+            -- the core wrote back (plan_core.sync)
+            plan_core.check = k % 2 == 0
             local extra = (k >= seeds and k < 2 * seeds) and { one_tx = false } or nil
             local reqs = history(seed, 160, k >= 2 * seeds)
             local s1, l1 = world()
@@ -167,7 +171,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         print(string.format("commit_many property: seeds %d..%d thrice, %d requests in batches "
                             .. "of 1..40 (%d change postings spent within their batch, %d "
                             .. "rejections; %d batches in one transaction, %d with the saga's "
-                            .. "phases only; %d members planned by the core, each compared): "
+                            .. "phases only; %d members planned by the core, half of them compared): "
                             .. "identical to one by one", first, first + seeds - 1,
                             total, chained, rejected, atomic, saga,
                             (plan_core.stats.planned or 0) - planned0))

@@ -153,17 +153,48 @@ function Ledger:_plan_member_lua(req, src, sbal)
 end
 
 -- The same, in the core when it decides the member (ron.ledger.engine.plan_core: a planned
--- transfer), else the long way.
+-- transfer, and the core's view of the batch moved past it: the last value true), else the
+-- long way over src, which the core's view is first written back into. (src.bal holds a
+-- pair's balance as the batch found it until then: what sbal wants on first sight.)
 function Ledger:_plan_member(req, src, sbal)
     if not plan_core.enabled then return self:_plan_member_lua(req, src, sbal) end
     local t, consumed, cids, prs, keys, plan = plan_core.plan(src, req)
-    if not t then return self:_plan_member_lua(req, src, sbal) end
+    if not t then
+        plan_core.sync(src)
+        return self:_plan_member_lua(req, src, sbal)
+    end
     local bal = src.bal
     for _, bk in ipairs(keys) do
         if sbal[bk] == nil then sbal[bk] = bal[bk] or 0 end
     end
     if plan_core.check then self:_plan_core_check(req, src, t, consumed, cids, prs, plan) end
-    return t, consumed, src.accts, cids, prs, plan
+    return t, consumed, src.accts, cids, prs, plan, true
+end
+
+-- plan_core.check: after move_view, the core's view of every pair the transfer touched
+-- holds what src does (the balance; the list's positive postings, in order).
+local function check_view(src, plan, t, consumed)
+    local keys = {}
+    for _, d in ipairs(plan.deltas) do keys[#keys + 1] = d.account .. asset_key(d.asset) end
+    for _, p in ipairs(consumed) do keys[#keys + 1] = p.account .. asset_key(p.asset) end
+    for _, o in ipairs(t.outputs) do keys[#keys + 1] = o.account .. asset_key(o.asset) end
+    for _, k in ipairs(keys) do
+        local b, l, listed = plan_core.state(src, k)
+        local pool = src.pools[k]
+        if b == nil or b ~= (src.bal[k] or 0) or listed ~= (pool ~= nil) then
+            error("ron.ledger: the core's view differs from move_view's: a balance", 0)
+        end
+        local sl = pool and pool.list or {}
+        for i = 1, #sl + 1 do
+            local p, q = l[i], sl[i]
+            if q ~= nil and q.amount <= 0 then q = nil end
+            if (p == nil) ~= (q == nil) or p and (pkey(p.id) ~= pkey(q.id)
+                                                  or p.amount ~= q.amount) then
+                error("ron.ledger: the core's view differs from move_view's: list " .. i, 0)
+            end
+            if p == nil then break end
+        end
+    end
 end
 
 -- plan_core.check: the long way over the same view must give the same plan.
@@ -182,7 +213,13 @@ function Ledger:_plan_core_check(req, src, t, consumed, cids, prs, plan)
        or #lplan.deltas ~= #plan.deltas then
         differ("a count")
     end
-    for i, p in ipairs(lc) do if p ~= consumed[i] then differ("consumed " .. i) end end
+    for i, p in ipairs(lc) do
+        -- (by id: an output planned in the batch is a table of each side's own)
+        local q = consumed[i]
+        if pkey(p.id) ~= pkey(q.id) or p.amount ~= q.amount or p.account ~= q.account then
+            differ("consumed " .. i)
+        end
+    end
     for i, id in ipairs(lcids) do
         if id ~= cids[i] or la[id] ~= src.accts[id] then differ("involved " .. i) end
     end
@@ -239,7 +276,7 @@ function Ledger:_plan_batch(ctx)
     local sbal = seen.bal
     for _, e in ipairs(ctx.batch) do
         local k = e.k
-        local t, consumed, a3, cids, prs, plan = self:_plan_member(e.req, src, sbal)
+        local t, consumed, a3, cids, prs, plan, moved = self:_plan_member(e.req, src, sbal)
         if t == nil then
             rejects[#rejects + 1] = { k = k, e = e, err = consumed, code = a3 }
         elseif t == false then
@@ -247,7 +284,12 @@ function Ledger:_plan_batch(ctx)
         else
             local tid = plan.transfer_id
             for _, id in ipairs(cids) do seen.accts[id] = a3[id] end
-            move_view(pidx, bal, seen, plan, t, consumed)
+            if moved and not plan_core.check then
+                for _, p in ipairs(consumed) do seen.posts[pkey(p.id)] = p end
+            else
+                move_view(pidx, bal, seen, plan, t, consumed)
+                if moved then check_view(src, plan, t, consumed) end
+            end
             items[#items + 1] = { k = k, e = e, t = t, tid = tid, cids = cids,
                                   tbytes = plan.bytes, prs = prs, deltas = plan.deltas }
             for _, h in ipairs(heads_of(t, consumed, a3)) do
@@ -260,6 +302,7 @@ function Ledger:_plan_batch(ctx)
             end
         end
     end
+    plan_core.finish(src)
     if cached and #rejects > 0 then
         -- a rejection is stored as it is (no last step): decided on the store's accounts,
         -- never on remembered ones (LED-63)

@@ -16,7 +16,11 @@ local ledger = require("ron.ledger")
 local C = require("ron.ledger.lib").namespace()
 local base = require("ron.ledger.engine.base")
 
+local bit = require("bit")
+
 local ffi_new, ffi_string, pairs = ffi.new, ffi.string, pairs
+local band, rshift = bit.band, bit.rshift
+local posting_of -- (below)
 
 local M = {}
 M.check = os.getenv("RON_LEDGER_CORE_PLAN_CHECK") == "1" -- both ways, compared (specs)
@@ -37,10 +41,6 @@ local out = ffi_new("rl_resolved_t")
 local buf_cap = C.RL_TRANSFER_ENC_MAX
 local buf = ffi_new("uint8_t[?]", buf_cap)
 local len_out = ffi_new("size_t[1]")
--- The payers' postings of one call, grown as a call needs (up to POSTS_MAX: a call past it
--- goes the long way).
-local POSTS_MAX = 65536
-local post_cap, posts = 0, nil
 local clear = require("table.clear")
 M.stats = {} -- members planned (planned), refused (by code name)
 
@@ -84,56 +84,122 @@ local function account(A, accts, id)
     return i
 end
 
--- One call's pairs (reused: no table per call): index by key, key, asset, list by index;
--- and its movements' asset keys.
-local st = { pk = {}, keys = {}, assets = {}, lists = {}, dp = {}, np = 0, nposts = 0 }
-local aks = {}
+-- The batch's view in the core (rl_batch_t, ledger/batch.c): the pairs its members touched,
+-- each marshalled from src on first sight (its balance, its payer list's positive
+-- postings) and moved by the core past every member it plans. Its storage is this
+-- module's, kept from batch to batch and bounded (PAIRS_MAX pairs, POSTS_MAX postings: a
+-- batch past them plans its remaining members the long way). bv: the Lua side, per src:
+-- the pair index by key, the pairs' keys, the read postings by tag (ptab), the members
+-- planned (made: member -> { t, tid }, for the tags of outputs planned in the batch).
+local PAIRS_MAX, POSTS_MAX = 262144, 262144
+local POSTING_SIZE = ffi.sizeof("rl_posting_t")
+local MADE = C.RL_BATCH_MADE
+local bat = ffi_new("rl_batch_t")
+local bpairs, bposts, btags
+local idx = ffi_new("uint32_t[?]", MAX_PAIRS)
+local ctags = ffi_new("uint32_t[?]", C.RL_MAX_INPUTS)
+local bv = { src = false }
+bat.limit = SELECT_LIMIT
 
--- A payer's positive postings (a prefix of its list, largest first: LED-10) into the pool.
-local function put_postings(v, list)
-    local n = 0
-    while n < #list and n < SELECT_LIMIT do
-        local a = list[n + 1].amount
-        if a <= 0 then break end
-        n = n + 1
-    end
-    if n == 0 then return true end
-    local at = st.nposts
-    if at + n > post_cap then
-        st.want = at + n -- (M.plan grows the pool and marshals the call again)
-        return false
-    end
-    for i = 1, n do put_posting(posts[at + i - 1], list[i]) end
-    v.postings, v.n_postings = posts + at, n
-    st.nposts = at + n
+local function grow_pairs()
+    local cap = bpairs and 2 * bat.n_pairs or 1024
+    if cap > PAIRS_MAX then return false end
+    local arr = ffi_new("rl_batch_pair_t[?]", cap)
+    if bpairs then ffi.copy(arr, bpairs, ffi.sizeof("rl_batch_pair_t") * bat.n_pairs) end
+    bpairs, bat.pairs = arr, arr
+    bv.pairs_cap = cap
     return true
 end
 
--- The pair (acct, asset)'s index in the view, marshalled on first sight (payer: with its
--- postings); nil: the view cannot say. ak: asset_key(asset); recv: the account's receivable
--- index, or -1.
-local function pair(src, A, acct, asset, ak, recv, payer)
+-- Storage for at least `need` more postings: new arrays, each list copied in (compacted,
+-- with room for 8 more); false past POSTS_MAX.
+local function grow_posts(need)
+    local live = 0
+    for i = 0, bat.n_pairs - 1 do live = live + bpairs[i].n + 8 end
+    local cap = math.max(4096, 2 * (live + need))
+    if cap > POSTS_MAX then
+        cap = POSTS_MAX
+        if live + need > cap then return false end
+    end
+    local posts, tags = ffi_new("rl_posting_t[?]", cap), ffi_new("uint32_t[?]", cap)
+    local at = 0
+    for i = 0, bat.n_pairs - 1 do
+        local p = bpairs[i]
+        ffi.copy(posts + at, bposts + p.off, POSTING_SIZE * p.n)
+        ffi.copy(tags + at, btags + p.off, 4 * p.n)
+        p.off, p.cap = at, p.n + 8
+        at = at + p.n + 8
+    end
+    bposts, btags, bat.postings, bat.tags, bat.cap, bat.used = posts, tags, posts, tags, cap, at
+    return true
+end
+
+local function reset(src)
+    bv.src, bv.kidx, bv.keys, bv.ptab, bv.made, bv.otab = src, {}, {}, {}, {}, {}
+    bv.member = 0
+    bat.n_pairs, bat.used = 0, 0
+end
+
+-- A payer list's positive postings (a prefix of it, largest first: LED-10).
+local function positives(list)
+    local n = 0
+    while n < #list and list[n + 1].amount > 0 do n = n + 1 end
+    return n
+end
+
+-- The pair (k: account .. asset_key) into the batch's view: -> its index, or nil (full).
+local function add_pair(src, A, acct, asset, ak, k)
+    if (bpairs == nil or bat.n_pairs == bv.pairs_cap) and not grow_pairs() then return nil end
+    local pool = src.pools[k]
+    local list = pool and pool.list
+    local n = list and positives(list) or 0
+    if bat.cap - bat.used < n + 8 and not grow_posts(n + 8) then return nil end
+    local bi = bat.n_pairs
+    local p = bpairs[bi]
+    p.balance = src.bal[k] or 0
+    p.asset = asset_of(ak, asset)
+    p.account = A.idx[acct]
+    p.off, p.n, p.cap = bat.used, n, n + 8
+    p.held = pool and pool.held and 1 or 0
+    local fin = src.finalizing
+    p.finalizing = fin == nil and 2 or (fin[k] and 1 or 0)
+    p.listed = pool and 1 or 0
+    local ptab = bv.ptab
+    for i = 1, n do
+        local e = list[i]
+        put_posting(bposts[p.off + i - 1], e)
+        ptab[#ptab + 1] = e
+        btags[p.off + i - 1] = #ptab
+    end
+    bat.used = bat.used + n + 8
+    bat.n_pairs = bi + 1
+    bv.kidx[k], bv.keys[bi + 1] = bi, k
+    return bi
+end
+
+-- One call's pairs (reused: no table per call): index by key, key, asset by index; and its
+-- movements' asset keys.
+local st = { pk = {}, keys = {}, assets = {}, dp = {}, np = 0 }
+local aks = {}
+
+-- The pair (acct, asset)'s index in the member's view, the batch's pair marshalled on
+-- first sight; nil: the view cannot say. ak: asset_key(asset); recv: the account's
+-- receivable index, or -1.
+local function pair(src, A, acct, asset, ak, recv)
     local k = acct .. ak
     local pi = st.pk[k]
-    local pool = src.pools[k]
     if pi == nil then
         if st.np >= MAX_PAIRS then return nil end
+        local bi = bv.kidx[k] or add_pair(src, A, acct, asset, ak, k)
+        if bi == nil then return nil end
         pi = st.np
         st.np = pi + 1
-        st.pk[k], st.keys[pi + 1], st.assets[pi + 1], st.lists[pi + 1] = pi, k, asset, false
+        st.pk[k], st.keys[pi + 1], st.assets[pi + 1] = pi, k, asset
         local v = views[pi]
-        v.postings, v.n_postings = nil, 0
         v.account = A.idx[acct]
-        v.asset = asset_of(ak, asset)
-        v.balance = src.bal[k] or 0
+        v.asset = bpairs[bi].asset
         v.receivable = recv
-        v.held = pool and pool.held and 1 or 0
-        local fin = src.finalizing
-        v.finalizing = fin == nil and 2 or (fin[k] and 1 or 0)
-    end
-    if payer and pool and not st.lists[pi + 1] then
-        st.lists[pi + 1] = pool.list
-        if not put_postings(views[pi], pool.list) then return nil end
+        idx[pi] = bi
     end
     return pi
 end
@@ -148,7 +214,7 @@ local function marshal(src, req)
     local A, accts, mv, od = accounts_of(src), src.accts, req.movements, req.overdraft
     if #mv > MAX_PAIRS then return nil end
     clear(st.pk)
-    st.np, st.nposts, st.want = 0, 0, nil
+    st.np = 0
     for i = 1, #mv do
         local m = mv[i]
         -- (amounts are check_request's: positive integers, numbers or int64_t)
@@ -167,9 +233,9 @@ local function marshal(src, req)
     for i = 1, #mv do
         local m = mv[i]
         local recv, ak = od and od[m.from], aks[i]
-        if pair(src, A, m.from, m.asset, ak, recv_of(A, od, m.from), true) == nil
-           or pair(src, A, m.to, m.asset, ak, recv_of(A, od, m.to), false) == nil
-           or recv and pair(src, A, recv, m.asset, ak, recv_of(A, od, recv), false) == nil then
+        if pair(src, A, m.from, m.asset, ak, recv_of(A, od, m.from)) == nil
+           or pair(src, A, m.to, m.asset, ak, recv_of(A, od, m.to)) == nil
+           or recv and pair(src, A, recv, m.asset, ak, recv_of(A, od, recv)) == nil then
             return nil
         end
     end
@@ -184,12 +250,10 @@ end
 
 -- The core's answer as the long way's tables.
 local function answer(A, src, req)
-    local ids, accts, lists, sassets = A.ids, src.accts, st.lists, st.assets
+    local ids, accts, sassets = A.ids, src.accts, st.assets
     local consumed, inputs, outputs, pins = {}, {}, {}, {}
     local tr, nc = out.transfer, out.n_consumed
-    for i = 0, nc - 1 do
-        consumed[i + 1] = lists[out.consumed_pair[i] + 1][out.consumed_pos[i] + 1]
-    end
+    for i = 0, nc - 1 do consumed[i + 1] = posting_of(ctags[i]) end
     for i = 0, nc - 1 do inputs[i + 1] = consumed[out.input_of[i] + 1].id end
     for i = 0, tr.n_outputs - 1 do
         outputs[i + 1] = { account = ids[out.output_account[i] + 1],
@@ -232,18 +296,81 @@ local function refused(code)
     return nil, code
 end
 
-function M.plan(src, req)
-    local A = marshal(src, req)
-    while not A and st.want and st.want <= POSTS_MAX do -- (each round at least doubles)
-        post_cap = math.min(POSTS_MAX, math.max(st.want, 2 * post_cap, 256))
-        posts = ffi_new("rl_posting_t[?]", post_cap)
-        A = marshal(src, req)
+-- The view's posting of tag: read (ptab), or an output planned in the batch (made on
+-- first ask, as move_view made it).
+posting_of = function(tag)
+    if tag < MADE then return bv.ptab[tag] end
+    local p = bv.otab[tag]
+    if p == nil then
+        local k = tag - MADE
+        local member, i = rshift(k, 8), band(k, 255)
+        local m = bv.made[member]
+        p = ledger.output_posting(m.t, m.tid, i + 1)
+        bv.otab[tag] = p
     end
+    return p
+end
+
+-- One member in the core: -> the answer, or nil, code (the view unmoved).
+function M.plan(src, req)
+    if bv.src ~= src then
+        -- another batch's view (its plan yielded in a member decided the long way, after
+        -- its sync): written back first all the same, so no interleaving loses a move
+        if bv.src then M.sync(bv.src) end
+        reset(src)
+    end
+    local A = marshal(src, req)
     if not A then return refused(C.RL_EUNDECIDED) end
-    local rc = C.rl_resolve_and_plan(input, out, buf, buf_cap, len_out)
+    local member = bv.member
+    if member >= C.RL_BATCH_MEMBERS then return refused(C.RL_ELIMIT) end
+    local rc = C.rl_batch_plan(bat, input, views, idx, member, out, ctags, buf, buf_cap, len_out)
+    while rc == C.RL_EBUFSIZE do
+        if not grow_posts(2 * C.RL_MAX_OUTPUTS) then return refused(rc) end
+        rc = C.rl_batch_plan(bat, input, views, idx, member, out, ctags, buf, buf_cap, len_out)
+    end
     if rc ~= 0 then return refused(rc) end
     M.stats.planned = (M.stats.planned or 0) + 1
-    return answer(A, src, req)
+    local t, consumed, cids, prs, keys, plan = answer(A, src, req)
+    bv.made[member], bv.member = { t = t, tid = plan.transfer_id }, member + 1
+    return t, consumed, cids, prs, keys, plan
+end
+
+-- The view's state back into src (its balances; its payer lists, each the core's positive
+-- postings then the rest of src's list as it was: the core moves only positive ones), and
+-- the view dropped: a member decided the long way reads and moves src (batch_plan.lua
+-- move_view), and the members after it marshal the view from src again.
+function M.sync(src)
+    if bv.src ~= src then return end
+    local bal, pools = src.bal, src.pools
+    for bi = 0, bat.n_pairs - 1 do
+        local p, k = bpairs[bi], bv.keys[bi + 1]
+        local v = from_amount(p.balance)
+        if v ~= (bal[k] or 0) then bal[k] = v end
+        if p.listed == 1 then
+            local pool = pools[k]
+            local old, l = pool.list, {}
+            for i = 0, p.n - 1 do l[i + 1] = posting_of(btags[p.off + i]) end
+            for i = positives(old) + 1, #old do l[#l + 1] = old[i] end
+            pool.list = l
+        end
+    end
+    local made, member = bv.made, bv.member
+    reset(src)
+    bv.made, bv.member = made, member -- (the outputs' tags stay valid in src's lists)
+end
+
+-- The view's pair k as { balance, list of posting tables } (the check against move_view).
+function M.state(src, k)
+    local bi = bv.src == src and bv.kidx[k]
+    if not bi then return nil end
+    local p, l = bpairs[bi], {}
+    for i = 0, p.n - 1 do l[i + 1] = posting_of(btags[p.off + i]) end
+    return from_amount(p.balance), l, p.listed == 1
+end
+
+-- The batch is planned: its tables let go (the storage stays for the next).
+function M.finish(src)
+    if bv.src == src then reset(false) end
 end
 
 return M
