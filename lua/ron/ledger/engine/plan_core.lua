@@ -136,7 +136,7 @@ end
 
 local function reset(src)
     bv.src, bv.kidx, bv.keys, bv.ptab, bv.made, bv.otab = src, {}, {}, {}, {}, {}
-    bv.member = 0
+    bv.member, bv.moved = 0, {}
     bat.n_pairs, bat.used = 0, 0
 end
 
@@ -332,6 +332,8 @@ function M.plan(src, req)
     M.stats.planned = (M.stats.planned or 0) + 1
     local t, consumed, cids, prs, keys, plan = answer(A, src, req)
     bv.made[member], bv.member = { t = t, tid = plan.transfer_id }, member + 1
+    local moved = bv.moved -- (the pairs sync writes back)
+    for i = 0, st.np - 1 do moved[#moved + 1] = idx[i] end
     return t, consumed, cids, prs, keys, plan
 end
 
@@ -341,17 +343,20 @@ end
 -- move_view), and the members after it marshal the view from src again.
 function M.sync(src)
     if bv.src ~= src then return end
-    local bal, pools = src.bal, src.pools
-    for bi = 0, bat.n_pairs - 1 do
-        local p, k = bpairs[bi], bv.keys[bi + 1]
-        local v = from_amount(p.balance)
-        if v ~= (bal[k] or 0) then bal[k] = v end
-        if p.listed == 1 then
-            local pool = pools[k]
-            local old, l = pool.list, {}
-            for i = 0, p.n - 1 do l[i + 1] = posting_of(btags[p.off + i]) end
-            for i = positives(old) + 1, #old do l[#l + 1] = old[i] end
-            pool.list = l
+    local bal, pools, done = src.bal, src.pools, {}
+    for _, bi in ipairs(bv.moved) do -- (the pairs a planned member moved: the rest are src's)
+        if not done[bi] then
+            done[bi] = true
+            local p, k = bpairs[bi], bv.keys[bi + 1]
+            local v = from_amount(p.balance)
+            if v ~= (bal[k] or 0) then bal[k] = v end
+            if p.listed == 1 then
+                local pool = pools[k]
+                local old, l = pool.list, {}
+                for i = 0, p.n - 1 do l[i + 1] = posting_of(btags[p.off + i]) end
+                for i = positives(old) + 1, #old do l[#l + 1] = old[i] end
+                pool.list = l
+            end
         end
     end
     local made, member = bv.made, bv.member
