@@ -183,6 +183,34 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.is_true(atomic >= 0.9 * tried, atomic .. " of " .. tried)
     end)
 
+    it("answers the same when the core's view of a batch outgrows its bounds (plan_core "
+       .. "limits: the members past them go the long way)", function()
+        local was = plan_core.limits
+        plan_core.limits = { pairs = 3, posts = 40 }
+        finally(function() plan_core.limits = was end)
+        local planned0 = plan_core.stats.planned or 0
+        for seed = 20261201, 20261204 do
+            local reqs = history(seed, 120, false)
+            local s1, l1 = world()
+            local one = {}
+            for i, r in ipairs(reqs) do one[i] = { l1:commit(r) } end
+            local s2, l2 = world()
+            local many, i, R = {}, 1, sim.rng(seed * 7 + 1)
+            while i <= #reqs do
+                local chunk = {}
+                for j = i, math.min(#reqs, i + R(40) - 1) do chunk[#chunk + 1] = reqs[j] end
+                local res = l2:commit_many(chunk)
+                for j = 1, #chunk do many[i + j - 1] = res[j] end
+                i = i + #chunk
+            end
+            same_answers(one, many, reqs, seed)
+            assert.same(balances(s1), balances(s2), "seed " .. seed)
+            assert(sim.verify(s2, "main"))
+        end
+        -- some members still planned in the core, between the views started again
+        assert.is_true((plan_core.stats.planned or 0) - planned0 > 0)
+    end)
+
     it("chains within a batch: a payer spends its own change, the intermediate posting is "
        .. "inserted consumed", function()
         local store, led = funded_world()

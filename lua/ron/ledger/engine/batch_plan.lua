@@ -154,14 +154,18 @@ end
 
 -- The same, in the core when it decides the member (ron.ledger.engine.plan_core: a planned
 -- transfer, and the core's view of the batch moved past it: the last value true), else the
--- long way over src, which the core's view is first written back into. (src.bal holds a
--- pair's balance as the batch found it until then: what sbal wants on first sight.)
+-- long way over src, which the core's view is first written back into, and dropped when
+-- that way moved src or read the finalizing sagas. (src.bal holds a pair's balance as the
+-- batch found it until then: what sbal wants on first sight.)
 function Ledger:_plan_member(req, src, sbal)
     if not plan_core.enabled then return self:_plan_member_lua(req, src, sbal) end
     local t, consumed, cids, prs, keys, plan = plan_core.plan(src, req)
     if not t then
-        plan_core.sync(src)
-        return self:_plan_member_lua(req, src, sbal)
+        plan_core.sync(src, req)
+        local fin = src.finalizing
+        local r = { self:_plan_member_lua(req, src, sbal) } -- (the rare way: a table)
+        if r[1] or src.finalizing ~= fin then plan_core.drop(src) end
+        return unpack(r, 1, 6)
     end
     local bal = src.bal
     for _, bk in ipairs(keys) do

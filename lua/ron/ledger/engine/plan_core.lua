@@ -87,40 +87,35 @@ end
 -- The batch's view in the core (rl_batch_t, ledger/batch.c): the pairs its members touched,
 -- each marshalled from src on first sight (its balance, its payer list's positive
 -- postings) and moved by the core past every member it plans. Its storage is this
--- module's, kept from batch to batch and bounded (PAIRS_MAX pairs, POSTS_MAX postings: a
--- batch past them plans its remaining members the long way). bv: the Lua side, per src:
+-- module's, kept from batch to batch and bounded (M.limits: a member past them goes the
+-- long way, and the view starts again from src after it). bv: the Lua side, per src:
 -- the pair index by key, the pairs' keys, the read postings by tag (ptab), the members
 -- planned (made: member -> { t, tid }, for the tags of outputs planned in the batch).
-local PAIRS_MAX, POSTS_MAX = 262144, 262144
+M.limits = { pairs = 262144, posts = 262144 } -- (I-7; the specs shrink them)
 local POSTING_SIZE = ffi.sizeof("rl_posting_t")
 local MADE = C.RL_BATCH_MADE
 local bat = ffi_new("rl_batch_t")
 local bpairs, bposts, btags
 local idx = ffi_new("uint32_t[?]", MAX_PAIRS)
 local ctags = ffi_new("uint32_t[?]", C.RL_MAX_INPUTS)
-local bv = { src = false }
+local bv = { src = false, pairs_cap = 0 }
 bat.limit = SELECT_LIMIT
 
 local function grow_pairs()
-    local cap = bpairs and 2 * bat.n_pairs or 1024
-    if cap > PAIRS_MAX then return false end
+    local cap = math.max(1024, 2 * bv.pairs_cap)
     local arr = ffi_new("rl_batch_pair_t[?]", cap)
     if bpairs then ffi.copy(arr, bpairs, ffi.sizeof("rl_batch_pair_t") * bat.n_pairs) end
     bpairs, bat.pairs = arr, arr
     bv.pairs_cap = cap
-    return true
 end
 
--- Storage for at least `need` more postings: new arrays, each list copied in (compacted,
--- with room for 8 more); false past POSTS_MAX.
-local function grow_posts(need)
+-- New storage with `free` entries past the lists, each list copied in (compacted, with
+-- room for 8 more): false past the bound (the view is left as it was).
+local function grow_posts(free)
     local live = 0
     for i = 0, bat.n_pairs - 1 do live = live + bpairs[i].n + 8 end
-    local cap = math.max(4096, 2 * (live + need))
-    if cap > POSTS_MAX then
-        cap = POSTS_MAX
-        if live + need > cap then return false end
-    end
+    if live + free > M.limits.posts then return false end
+    local cap = math.min(math.max(4096, 2 * live + free), M.limits.posts)
     local posts, tags = ffi_new("rl_posting_t[?]", cap), ffi_new("uint32_t[?]", cap)
     local at = 0
     for i = 0, bat.n_pairs - 1 do
@@ -134,9 +129,17 @@ local function grow_posts(need)
     return true
 end
 
+-- Room for a member's lists to move (rl_batch_plan's RL_EBUFSIZE): twice the longest
+-- list's length and a transfer's outputs.
+local function room_to_move()
+    local most = 0
+    for i = 0, bat.n_pairs - 1 do most = math.max(most, bpairs[i].n) end
+    return grow_posts(2 * (most + C.RL_MAX_OUTPUTS))
+end
+
 local function reset(src)
     bv.src, bv.kidx, bv.keys, bv.ptab, bv.made, bv.otab = src, {}, {}, {}, {}, {}
-    bv.member, bv.moved = 0, {}
+    bv.member, bv.moved, bv.full = 0, {}, false
     bat.n_pairs, bat.used = 0, 0
 end
 
@@ -149,11 +152,18 @@ end
 
 -- The pair (k: account .. asset_key) into the batch's view: -> its index, or nil (full).
 local function add_pair(src, A, acct, asset, ak, k)
-    if (bpairs == nil or bat.n_pairs == bv.pairs_cap) and not grow_pairs() then return nil end
+    if bat.n_pairs >= M.limits.pairs then
+        bv.full = true
+        return nil
+    end
+    if bat.n_pairs == bv.pairs_cap then grow_pairs() end
     local pool = src.pools[k]
     local list = pool and pool.list
     local n = list and positives(list) or 0
-    if bat.cap - bat.used < n + 8 and not grow_posts(n + 8) then return nil end
+    if bat.cap - bat.used < n + 8 and not grow_posts(n + 8) then
+        bv.full = true
+        return nil
+    end
     local bi = bat.n_pairs
     local p = bpairs[bi]
     p.balance = src.bal[k] or 0
@@ -314,9 +324,9 @@ end
 -- One member in the core: -> the answer, or nil, code (the view unmoved).
 function M.plan(src, req)
     if bv.src ~= src then
-        -- another batch's view (its plan yielded in a member decided the long way, after
-        -- its sync): written back first all the same, so no interleaving loses a move
-        if bv.src then M.sync(bv.src) end
+        -- another batch's view (its plan yielded in a member decided the long way):
+        -- written back first, so no interleaving loses a move
+        if bv.src then M.drop(bv.src) end
         reset(src)
     end
     local A = marshal(src, req)
@@ -324,41 +334,64 @@ function M.plan(src, req)
     local member = bv.member
     if member >= C.RL_BATCH_MEMBERS then return refused(C.RL_ELIMIT) end
     local rc = C.rl_batch_plan(bat, input, views, idx, member, out, ctags, buf, buf_cap, len_out)
-    while rc == C.RL_EBUFSIZE do
-        if not grow_posts(2 * C.RL_MAX_OUTPUTS) then return refused(rc) end
+    if rc == C.RL_EBUFSIZE then -- (once: the room made fits any of the member's lists)
+        if not room_to_move() then
+            bv.full = true
+            return refused(rc)
+        end
         rc = C.rl_batch_plan(bat, input, views, idx, member, out, ctags, buf, buf_cap, len_out)
     end
     if rc ~= 0 then return refused(rc) end
     M.stats.planned = (M.stats.planned or 0) + 1
     local t, consumed, cids, prs, keys, plan = answer(A, src, req)
     bv.made[member], bv.member = { t = t, tid = plan.transfer_id }, member + 1
-    local moved = bv.moved -- (the pairs sync writes back)
-    for i = 0, st.np - 1 do moved[#moved + 1] = idx[i] end
+    local moved = bv.moved -- (the pairs sync and drop write back)
+    for i = 0, st.np - 1 do moved[idx[i]] = true end
     return t, consumed, cids, prs, keys, plan
 end
 
--- The view's state back into src (its balances; its payer lists, each the core's positive
--- postings then the rest of src's list as it was: the core moves only positive ones), and
--- the view dropped: a member decided the long way reads and moves src (batch_plan.lua
--- move_view), and the members after it marshal the view from src again.
-function M.sync(src)
+-- Pair bi's state back into src: its balance, and its payer list (the core's positive
+-- postings, then the rest of src's list as it was: the core moves only positive ones).
+local function write_back(src, bi)
+    local p, k = bpairs[bi], bv.keys[bi + 1]
+    local v = from_amount(p.balance)
+    if v ~= (src.bal[k] or 0) then src.bal[k] = v end
+    if p.listed == 1 then
+        local pool = src.pools[k]
+        local old, l = pool.list, {}
+        for i = 0, p.n - 1 do l[i + 1] = posting_of(btags[p.off + i]) end
+        for i = positives(old) + 1, #old do l[#l + 1] = old[i] end
+        pool.list = l
+    end
+    bv.moved[bi] = nil
+end
+
+-- Before req is decided the long way over src: the pairs it can read there (each
+-- movement's accounts and their receivables), where a planned member moved them, written
+-- back (a rejection in a batch whose view holds long lists writes back its own pairs, not
+-- the view); a full view is dropped.
+function M.sync(src, req)
     if bv.src ~= src then return end
-    local bal, pools, done = src.bal, src.pools, {}
-    for _, bi in ipairs(bv.moved) do -- (the pairs a planned member moved: the rest are src's)
-        if not done[bi] then
-            done[bi] = true
-            local p, k = bpairs[bi], bv.keys[bi + 1]
-            local v = from_amount(p.balance)
-            if v ~= (bal[k] or 0) then bal[k] = v end
-            if p.listed == 1 then
-                local pool = pools[k]
-                local old, l = pool.list, {}
-                for i = 0, p.n - 1 do l[i + 1] = posting_of(btags[p.off + i]) end
-                for i = positives(old) + 1, #old do l[#l + 1] = old[i] end
-                pool.list = l
-            end
+    if bv.full then return M.drop(src) end
+    local moved, kidx, od = bv.moved, bv.kidx, req.overdraft
+    for _, m in ipairs(req.movements) do
+        local ak = asset_key(m.asset)
+        for j = 1, 4 do
+            local a = j == 1 and m.from or j == 2 and m.to
+                      or od and (j == 3 and od[m.from] or j == 4 and od[m.to])
+            local bi = a and kidx[a .. ak]
+            if bi and moved[bi] then write_back(src, bi) end
         end
     end
+end
+
+-- The view written back in full and dropped: the long way moved src (a member it
+-- planned), or learned what the view's pairs did not hold (the finalizing sagas, read once
+-- per view), or the view is full; the members after it marshal their pairs from src again.
+-- A member the long way rejected or handed over moved nothing, and the view stays.
+function M.drop(src)
+    if bv.src ~= src then return end
+    for bi in pairs(bv.moved) do write_back(src, bi) end
     local made, member = bv.made, bv.member
     reset(src)
     bv.made, bv.member = made, member -- (the outputs' tags stay valid in src's lists)
