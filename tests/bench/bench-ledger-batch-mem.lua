@@ -9,7 +9,8 @@
 -- tenants, B/M windows of each per put_many), and payer (commit_many alone: batches of B
 -- payments from one payer holding P postings, default 1,000, against the same from a payer
 -- holding one: a payer's list was copied into the core for each of its payments before
--- the batch's view in the core, issue 25). Prints CPU microseconds per slice (os.clock)
+-- the batch's view in the core, issue 25; and payer_rejects, the same with every other
+-- member a rejection, decided the long way). Prints CPU microseconds per slice (os.clock)
 -- of the engine and the exporter (the memory store's primitives timed apart) and slices/s,
 -- and as the baseline measured in the same run, the rating alone (usage.request per slice:
 -- the exporter's rate card and request building), so the ratio says how many times a
@@ -124,13 +125,15 @@ end
 -- ---- a payer holding many postings (the engine alone, commit_many) ----
 local L = require("ron.ledger.ledger")
 local USD = { code = "USD", scale = 2 }
-local EXT, PAYER, SINK = ("E"):rep(16), ("P"):rep(16), ("S"):rep(16)
+local EXT, PAYER, SINK, EMPTY = ("E"):rep(16), ("P"):rep(16), ("S"):rep(16), ("Z"):rep(16)
 
 -- One round: PAYER funded with n postings of 1,000,001 .. 1,000,000 + n, then batches of
 -- opts.batch payments of 1 to SINK (each picks the largest posting and gives its change
 -- back to the list, at its head: the walk of the whole list) -> the engine's
--- CPU us per payment (the memory store's timed apart), warm batches only.
-local function payer_round(n)
+-- CPU us per payment (the memory store's timed apart), warm batches only. rejects: every
+-- other member pays from an empty account instead (InsufficientFunds: decided the long way
+-- beside the payer's list).
+local function payer_round(n, rejects)
     local s = memory.new()
     local st = timed(s)
     local led = L.new { store = s, book = "main", node = "bench", nonce = "b",
@@ -138,6 +141,7 @@ local function payer_round(n)
     assert(led:create_account { id = EXT, policy = "uncapped" })
     assert(led:create_account { id = PAYER })
     assert(led:create_account { id = SINK })
+    assert(led:create_account { id = EMPTY })
     local fund = {}
     for i = 1, n do
         fund[i] = { intent = "f" .. i, movements = { { from = EXT, to = PAYER, asset = USD,
@@ -148,33 +152,41 @@ local function payer_round(n)
     for round_ = 1, 6 do
         local b = {}
         for j = 1, opts.batch do
+            local from = rejects and j % 2 == 0 and EMPTY or PAYER
             b[j] = { intent = "p" .. round_ .. "." .. j,
-                     movements = { { from = PAYER, to = SINK, asset = USD, amount = 1 } } }
+                     movements = { { from = from, to = SINK, asset = USD, amount = 1 } } }
         end
         local t0, c0 = st.t, os.clock()
         local r = led:commit_many(b)
         if round_ > 2 then
             cpu, sin, count = cpu + os.clock() - c0, sin + st.t - t0, count + #b
         end
-        for j = 1, #b do assert(r[j][1], tostring(r[j][2])) end
+        for j = 1, #b do
+            assert((r[j][1] ~= nil) == (b[j].movements[1].from == PAYER), tostring(r[j][2]))
+        end
     end
     return (cpu - sin) * 1e6 / count
 end
 
-local function payer_case()
-    local us, base = payer_round(opts.postings), payer_round(1)
+local function payer_case(rejects)
+    local us, base = payer_round(opts.postings, rejects), payer_round(1, rejects)
     for _ = 2, opts.rounds do
-        us, base = math.min(us, payer_round(opts.postings)), math.min(base, payer_round(1))
+        us = math.min(us, payer_round(opts.postings, rejects))
+        base = math.min(base, payer_round(1, rejects))
     end
-    print(("payer    batch %4d, one payer holding %d postings: engine %6.1f us CPU/payment; "
-           .. "holding one posting: %6.1f us, ratio %.2f"):format(opts.batch, opts.postings, us,
-                                                                 base, us / base))
-    emit(('{"bench":"ledger-batch-mem","name":"payer_%d","params":{"batch":%d,"postings":%d},'
+    local name = rejects and "payer_rejects" or "payer"
+    print(("%-13s batch %4d, one payer holding %d postings%s: engine %6.1f us CPU/member; "
+           .. "holding one posting: %6.1f us, ratio %.2f")
+          :format(name, opts.batch, opts.postings, rejects and ", every other member rejected"
+                  or "", us, base, us / base))
+    emit(('{"bench":"ledger-batch-mem","name":"%s_%d","params":{"batch":%d,"postings":%d},'
           .. '"us_per_payment":%.2f,"baseline":"one_posting","baseline_us_per_payment":%.2f,'
           .. '"ratio":%.3f,"loadavg":"%s"}')
-         :format(opts.postings, opts.batch, opts.postings, us, base, us / base, B.loadavg()))
+         :format(name, opts.postings, opts.batch, opts.postings, us, base, us / base,
+                 B.loadavg()))
 end
 
 case("chain", 1)
 case("streams", opts.streams)
-payer_case()
+payer_case(false)
+payer_case(true)
