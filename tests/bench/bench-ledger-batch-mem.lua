@@ -10,7 +10,9 @@
 -- payments from one payer holding P postings, default 1,000, against the same from a payer
 -- holding one: a payer's list was copied into the core for each of its payments before
 -- the batch's view in the core, issue 25; and payer_rejects, the same with every other
--- member a rejection, decided the long way). Prints CPU microseconds per slice (os.clock)
+-- member a rejection, decided the long way), and payers (256 payers holding 100 postings
+-- each, one payment from each per batch, against the same payers holding one: a payer
+-- whose first page is full had its second page read for every batch). Prints CPU microseconds per slice (os.clock)
 -- of the engine and the exporter (the memory store's primitives timed apart) and slices/s,
 -- and as the baseline measured in the same run, the rating alone (usage.request per slice:
 -- the exporter's rate card and request building), so the ratio says how many times a
@@ -186,7 +188,60 @@ local function payer_case(rejects)
                  B.loadavg()))
 end
 
+-- One round of the payers case: 256 payers, each funded with k postings, then batches of
+-- one payment of 7 from each (a rating's tenant wallets topped up k times) -> CPU us per
+-- payment, the memory store's included (its reads are what a second page costs), warm
+-- batches only.
+local function payers_round(k)
+    local s = memory.new()
+    local led = L.new { store = s, book = "main", node = "bench", nonce = "b",
+                        clock = function() return 1700000000000 end }
+    local ids = {}
+    assert(led:create_account { id = EXT, policy = "uncapped" })
+    assert(led:create_account { id = SINK })
+    for i = 1, 256 do
+        ids[i] = ("P%015d"):format(i)
+        assert(led:create_account { id = ids[i] })
+    end
+    local fund = {}
+    for j = 1, k do
+        for i = 1, 256 do
+            fund[#fund + 1] = { intent = "f" .. i .. "." .. j, movements = {
+                { from = EXT, to = ids[i], asset = USD, amount = 1000 + j } } }
+        end
+    end
+    for _, c in ipairs(batches_of(fund, 1024)) do assert(led:commit_many(c)) end
+    local cpu, count = 0, 0
+    for round_ = 1, 6 do
+        local b = {}
+        for i = 1, 256 do
+            b[i] = { intent = "p" .. round_ .. "." .. i,
+                     movements = { { from = ids[i], to = SINK, asset = USD, amount = 7 } } }
+        end
+        local c0 = os.clock()
+        local r = led:commit_many(b)
+        if round_ > 2 then cpu, count = cpu + os.clock() - c0, count + #b end
+        for i = 1, #b do assert(r[i][1], tostring(r[i][2])) end
+    end
+    return cpu * 1e6 / count
+end
+
+local function payers_case()
+    local us, base = payers_round(100), payers_round(1)
+    for _ = 2, opts.rounds do
+        us, base = math.min(us, payers_round(100)), math.min(base, payers_round(1))
+    end
+    print(("payers        batch  256, 256 payers holding 100 postings each, one payment each: "
+           .. "%6.1f us CPU/payment with the store; holding one posting each: %6.1f us, ratio %.2f")
+          :format(us, base, us / base))
+    emit(('{"bench":"ledger-batch-mem","name":"payers_100","params":{"batch":256,'
+          .. '"payers":256,"postings":100},"us_per_payment":%.2f,"baseline":"one_posting",'
+          .. '"baseline_us_per_payment":%.2f,"ratio":%.3f,"loadavg":"%s"}')
+         :format(us, base, us / base, B.loadavg()))
+end
+
 case("chain", 1)
 case("streams", opts.streams)
 payer_case(false)
 payer_case(true)
+payers_case()

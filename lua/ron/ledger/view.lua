@@ -92,7 +92,8 @@ function _M.nets_of(req)
 end
 
 -- The reads reqs' plan needs: -> { ids (accounts), bpairs (balances: every pair netted,
--- every receivable), payers (pairs netting a debit, each { account, asset, key }), pidx
+-- every receivable), payers (pairs netting a debit, each { account, asset, key, debits:
+-- the requests it pays in, need: what they debit it in all, nil past int64 }), pidx
 -- (payer by key), qs (their queries: the largest Active, then one PendingInactive) }.
 -- (want and bpair take their tables: closures made in wants aborted every trace through it,
 -- issue 25; want is also the engine's resolution's)
@@ -122,9 +123,20 @@ function _M.wants(reqs)
             local recv = req.overdraft and req.overdraft[p.account]
             if recv then bpair(bpairs, bidx, recv, p.asset) end
             local k = p.account .. asset_key(p.asset)
-            if p.net < 0 and not pidx[k] then
-                payers[#payers + 1] = { account = p.account, asset = p.asset, key = k }
-                pidx[k] = payers[#payers]
+            if p.net < 0 then
+                local py = pidx[k]
+                if not py then
+                    py = { account = p.account, asset = p.asset, key = k, debits = 0, need = 0 }
+                    payers[#payers + 1] = py
+                    pidx[k] = py
+                end
+                py.debits = py.debits + 1
+                local need, net = py.need, p.net
+                if type(need) == "number" and type(net) == "number" and need - net < 2 ^ 53 then
+                    py.need = need - net -- (exact: the FFI's int64 only past 2^53)
+                else
+                    py.need = need and ledger.amount_sub(need, net) -- (nil: past int64)
+                end
             end
         end
         for from, to in pairs(req.overdraft or {}) do

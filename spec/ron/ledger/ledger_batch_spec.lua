@@ -211,6 +211,50 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         assert.is_true((plan_core.stats.planned or 0) - planned0 > 0)
     end)
 
+    it("reads a payer's second page only where its one payment may need it (a payer that "
+       .. "pays once and whose full first page covers it reads no more)", function()
+        -- A holds 40 postings of 1..40 (its first page: 40..9, 784 in all); each batch is
+        -- planned from a fresh world both ways: one by one, and commit_many
+        local function run(reqs)
+            local function setup(led)
+                for i = 1, 40 do
+                    assert(led:commit { intent = "d" .. i, movements = { mv(sim.EXT, A, i) } })
+                end
+            end
+            local s1, l1 = world()
+            setup(l1)
+            local one = {}
+            for i, r in ipairs(reqs) do one[i] = { l1:commit(r) } end
+            local s2, l2 = world()
+            setup(l2)
+            local deep, get = 0, s2.get_postings_by_pairs
+            s2.get_postings_by_pairs = function(st, qs)
+                for _, q in ipairs(qs) do
+                    if q.limit > 32 and q.account == A then deep = deep + 1 end
+                end
+                return get(st, qs)
+            end
+            local many = l2:commit_many(reqs)
+            same_answers(one, many, reqs, 0)
+            assert.same(balances(s1), balances(s2))
+            return deep, many
+        end
+        -- one payment of 700 from A (and a credit to A before it): covered, no second page
+        local deep, many = run {
+            { intent = "c", movements = { mv(sim.EXT, A, 5) } },
+            { intent = "p", movements = { mv(A, C, 700) } },
+        }
+        assert.equal(0, deep)
+        assert.truthy(many[1][1] and many[2][1])
+        -- one payment of 800 (more than the first page's 784): the second page is read
+        deep = run { { intent = "p", movements = { mv(A, C, 800) } } }
+        assert.equal(1, deep)
+        -- two payments from A: the second page is read, whatever the first covers
+        deep = run { { intent = "p", movements = { mv(A, C, 5) } },
+                     { intent = "q", movements = { mv(A, B, 5) } } }
+        assert.equal(1, deep)
+    end)
+
     it("chains within a batch: a payer spends its own change, the intermediate posting is "
        .. "inserted consumed", function()
         local store, led = funded_world()

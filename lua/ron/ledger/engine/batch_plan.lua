@@ -244,6 +244,22 @@ function Ledger:_plan_core_check(req, src, t, consumed, cids, prs, plan)
     end
 end
 
+-- True when payer p's first page (a full one, read) is all its one payment of the batch
+-- can pick from: p pays in one request only, and the page holds what it needs. That
+-- member's selection then takes from the first page the single path reads too (a credit
+-- planned before it in the batch joins both), and succeeds there, so it never looks
+-- further: no second page to read (up to 1,024 postings of every such payer a batch, a
+-- rating's tenant wallet topped up 32 times or more, issue 25).
+local function covered(p)
+    if p.debits ~= 1 or p.need == nil then return false end
+    local sum = 0
+    for _, q in ipairs(p.list) do
+        sum = ledger.amount_add(sum, q.amount)
+        if sum == nil then return false end
+    end
+    return sum >= p.need
+end
+
 -- Reads once, then resolves and validates the members in order over the in-memory view.
 -- Sets ctx.items (the transfers, in order), ctx.rejects, ctx.handover, ctx.heads.
 function Ledger:_plan_batch(ctx)
@@ -257,8 +273,9 @@ function Ledger:_plan_batch(ctx)
     local more = {}
     for _, p in ipairs(payers) do
         -- the single path's second page, read up front for a pair whose first page may not
-        -- hold all its positive postings (the plan moves the lists as it goes)
-        if #p.list == FIRST_PAGE and p.list[FIRST_PAGE].amount > 0 then
+        -- hold all its positive postings (the plan moves the lists as it goes), unless the
+        -- first page covers it
+        if #p.list == FIRST_PAGE and p.list[FIRST_PAGE].amount > 0 and not covered(p) then
             more[#more + 1] = p
         end
     end
