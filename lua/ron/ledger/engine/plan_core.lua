@@ -1,22 +1,26 @@
 -- ron.ledger.engine.plan_core: a batch member's resolution and validation in the core, one
--- FFI call (rl_resolve_and_plan, ledger/resolve.c) over the batch's view (issue 25: the
--- plan stage of a rated slice 20 -> 16 us and 6.6 -> 5.2 KB allocated, docs/LEDGER.md "The
--- core's plan"). It answers only what the core decides: a planned transfer.
+-- FFI call (rl_batch_plan, ledger/batch.c, over rl_resolve_and_plan, ledger/resolve.c)
+-- over the batch's view kept in the core: each pair marshalled once per batch and moved
+-- by the core past each member it plans (issue 25, docs/LEDGER.md "The core's plan").
+-- It answers only what the core decides: a planned transfer.
 -- Anything else (a rejection, a race, a view that lacks what the decision needs) is nil,
 -- and the caller decides that member the long way (Ledger:_resolve_commit and
--- ledger.validate_and_plan), which stays the oracle: with M.check set, every member is
--- planned both ways and any difference raises (the batch specs run so).
+-- ledger.validate_and_plan) over src, which stays the oracle: with M.check set, every
+-- member is planned both ways and any difference raises (the batch specs run so).
 --
 --   local t, consumed, cids, prs, keys, plan = plan_core.plan(src, req)   -- or nil, code
+--   plan_core.sync(src, req)    before req goes the long way: its pairs written back to src
+--   plan_core.drop(src)         the whole view written back to src, and dropped
+--   plan_core.finish(src)       the batch is planned: the view let go
+--   plan_core.state(src, k)     pair k's balance and list in the view (the check)
 --
 -- t, consumed, plan: what _resolve_commit, complete and validate_and_plan give; cids: the
 -- involved accounts (complete's order); prs: the pairs validated, keys their view keys.
+local bit = require("bit")
 local ffi = require("ffi")
 local ledger = require("ron.ledger")
 local C = require("ron.ledger.lib").namespace()
 local base = require("ron.ledger.engine.base")
-
-local bit = require("bit")
 
 local ffi_new, ffi_string, pairs = ffi.new, ffi.string, pairs
 local band, rshift = bit.band, bit.rshift
