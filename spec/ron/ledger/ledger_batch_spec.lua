@@ -118,6 +118,27 @@ local function same_answers(one, many, reqs, seed)
     end
 end
 
+-- reqs one by one on a fresh world, and on another (extra: its engine's options) in
+-- commit_many batches of 1..40 drawn from seed: the same answers and balances. -> both
+-- stores, the batches' engine.
+local function both_ways(seed, reqs, extra)
+    local s1, l1 = world()
+    local one = {}
+    for i, r in ipairs(reqs) do one[i] = { l1:commit(r) } end
+    local s2, l2 = world(extra)
+    local many, i, R = {}, 1, sim.rng(seed * 7 + 1)
+    while i <= #reqs do
+        local chunk = {}
+        for j = i, math.min(#reqs, i + R(40) - 1) do chunk[#chunk + 1] = reqs[j] end
+        local res = l2:commit_many(chunk)
+        for j = 1, #chunk do many[i + j - 1] = res[j] end
+        i = i + #chunk
+    end
+    same_answers(one, many, reqs, seed)
+    assert.same(balances(s1), balances(s2), "seed " .. seed)
+    return s1, s2, l2
+end
+
 describe("ledger commit_many (LED-51..LED-56)", function()
     it("leaves the same balances, outcomes, transfer ids and codes as one by one "
        .. "(seeded property)", function()
@@ -139,21 +160,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
             plan_core.check = k % 2 == 0
             local extra = (k >= seeds and k < 2 * seeds) and { one_tx = false } or nil
             local reqs = history(seed, 160, k >= 2 * seeds)
-            local s1, l1 = world()
-            local one = {}
-            for i, r in ipairs(reqs) do one[i] = { l1:commit(r) } end
-            local s2, l2 = world(extra)
-            local many, i, R = {}, 1, sim.rng(seed * 7 + 1)
-            while i <= #reqs do
-                local n = R(40)
-                local chunk = {}
-                for j = i, math.min(#reqs, i + n - 1) do chunk[#chunk + 1] = reqs[j] end
-                local res = l2:commit_many(chunk)
-                for j = 1, #chunk do many[i + j - 1] = res[j] end
-                i = i + #chunk
-            end
-            same_answers(one, many, reqs, seed)
-            assert.same(balances(s1), balances(s2), "seed " .. seed)
+            local s1, s2, l2 = both_ways(seed, reqs, extra)
             assert(sim.verify(s1, "main"))
             local ok, err = sim.verify(s2, "main")
             assert(ok, "seed " .. seed .. ": " .. tostring(err))
@@ -190,21 +197,7 @@ describe("ledger commit_many (LED-51..LED-56)", function()
         finally(function() plan_core.limits = was end)
         local planned0 = plan_core.stats.planned or 0
         for seed = 20261201, 20261204 do
-            local reqs = history(seed, 120, false)
-            local s1, l1 = world()
-            local one = {}
-            for i, r in ipairs(reqs) do one[i] = { l1:commit(r) } end
-            local s2, l2 = world()
-            local many, i, R = {}, 1, sim.rng(seed * 7 + 1)
-            while i <= #reqs do
-                local chunk = {}
-                for j = i, math.min(#reqs, i + R(40) - 1) do chunk[#chunk + 1] = reqs[j] end
-                local res = l2:commit_many(chunk)
-                for j = 1, #chunk do many[i + j - 1] = res[j] end
-                i = i + #chunk
-            end
-            same_answers(one, many, reqs, seed)
-            assert.same(balances(s1), balances(s2), "seed " .. seed)
+            local _, s2 = both_ways(seed, history(seed, 120, false))
             assert(sim.verify(s2, "main"))
         end
         -- some members still planned in the core, between the views started again
