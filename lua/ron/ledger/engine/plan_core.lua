@@ -94,7 +94,7 @@ end
 -- module's, kept from batch to batch and bounded (M.limits: a member past them goes the
 -- long way, and the view starts again from src after it). bv: the Lua side, per src:
 -- the pair index by key, the pairs' keys, the read postings by tag (ptab), the members
--- planned (made: member -> { t, tid }, for the tags of outputs planned in the batch).
+-- planned (made_t, made_tid by member, for the tags of outputs planned in the batch).
 M.limits = { pairs = 262144, posts = 262144 } -- (I-7; the specs shrink them)
 local POSTING_SIZE = ffi.sizeof("rl_posting_t")
 local MADE = C.RL_BATCH_MADE
@@ -102,7 +102,7 @@ local bat = ffi_new("rl_batch_t")
 local bpairs, bposts, btags
 local idx = ffi_new("uint32_t[?]", MAX_PAIRS)
 local ctags = ffi_new("uint32_t[?]", C.RL_MAX_INPUTS)
-local bv = { src = false, pairs_cap = 0 }
+local bv = { pairs_cap = 0 }
 bat.limit = SELECT_LIMIT
 
 local function grow_pairs()
@@ -141,11 +141,19 @@ local function room_to_move()
     return grow_posts(2 * (most + C.RL_MAX_OUTPUTS))
 end
 
-local function reset(src)
-    bv.src, bv.kidx, bv.keys, bv.ptab, bv.made, bv.otab = src, {}, {}, {}, {}, {}
-    bv.member, bv.moved, bv.full = 0, {}, false
+-- The view emptied: its pairs, the read postings' tags, what was moved.
+local function clear_view()
+    bv.kidx, bv.keys, bv.ptab, bv.moved, bv.full = {}, {}, {}, {}, false
     bat.n_pairs, bat.used = 0, 0
 end
+
+-- A batch begins (src: its Lua view; false: none): the members planned in it so far
+-- (made_t, made_tid: for the tags of outputs planned in the batch, valid across views).
+local function start(src)
+    bv.src, bv.made_t, bv.made_tid, bv.otab, bv.member = src, {}, {}, {}, 0
+    clear_view()
+end
+start(false)
 
 -- A payer list's positive postings (a prefix of it, largest first: LED-10).
 local function positives(list)
@@ -318,8 +326,7 @@ posting_of = function(tag)
     if p == nil then
         local k = tag - MADE
         local member, i = rshift(k, 8), band(k, 255)
-        local m = bv.made[member]
-        p = ledger.output_posting(m.t, m.tid, i + 1)
+        p = ledger.output_posting(bv.made_t[member + 1], bv.made_tid[member + 1], i + 1)
         bv.otab[tag] = p
     end
     return p
@@ -331,12 +338,11 @@ function M.plan(src, req)
         -- another batch's view (its plan yielded in a member decided the long way):
         -- written back first, so no interleaving loses a move
         if bv.src then M.drop(bv.src) end
-        reset(src)
+        start(src)
     end
     local A = marshal(src, req)
     if not A then return refused(C.RL_EUNDECIDED) end
-    local member = bv.member
-    if member >= C.RL_BATCH_MEMBERS then return refused(C.RL_ELIMIT) end
+    local member = bv.member -- (past RL_BATCH_MEMBERS the core refuses it: RL_EINVAL)
     local rc = C.rl_batch_plan(bat, input, views, idx, member, out, ctags, buf, buf_cap, len_out)
     if rc == C.RL_EBUFSIZE then -- (once: the room made fits any of the member's lists)
         if not room_to_move() then
@@ -348,7 +354,8 @@ function M.plan(src, req)
     if rc ~= 0 then return refused(rc) end
     M.stats.planned = (M.stats.planned or 0) + 1
     local t, consumed, cids, prs, keys, plan = answer(A, src, req)
-    bv.made[member], bv.member = { t = t, tid = plan.transfer_id }, member + 1
+    bv.made_t[member + 1], bv.made_tid[member + 1] = t, plan.transfer_id
+    bv.member = member + 1
     local moved = bv.moved -- (the pairs sync and drop write back)
     for i = 0, st.np - 1 do moved[idx[i]] = true end
     return t, consumed, cids, prs, keys, plan
@@ -396,9 +403,7 @@ end
 function M.drop(src)
     if bv.src ~= src then return end
     for bi in pairs(bv.moved) do write_back(src, bi) end
-    local made, member = bv.made, bv.member
-    reset(src)
-    bv.made, bv.member = made, member -- (the outputs' tags stay valid in src's lists)
+    clear_view()
 end
 
 -- The view's pair k as { balance, list of posting tables } (the check against move_view).
@@ -412,7 +417,7 @@ end
 
 -- The batch is planned: its tables let go (the storage stays for the next).
 function M.finish(src)
-    if bv.src == src then reset(false) end
+    if bv.src == src then start(false) end
 end
 
 return M
