@@ -131,12 +131,7 @@ function _M.wants(reqs)
                     pidx[k] = py
                 end
                 py.debits = py.debits + 1
-                local need, net = py.need, p.net
-                if type(need) == "number" and type(net) == "number" and need - net < 2 ^ 53 then
-                    py.need = need - net -- (exact: the FFI's int64 only past 2^53)
-                else
-                    py.need = need and ledger.amount_sub(need, net) -- (nil: past int64)
-                end
+                py.need = py.need and ledger.amount_sub(py.need, p.net) -- (nil: past int64)
             end
         end
         for from, to in pairs(req.overdraft or {}) do
