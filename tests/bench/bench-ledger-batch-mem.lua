@@ -12,7 +12,10 @@
 -- the batch's view in the core, issue 25; and payer_rejects, the same with every other
 -- member a rejection, decided the long way), and payers (256 payers holding 100 postings
 -- each, one payment from each per batch, against the same payers holding one: a payer
--- whose first page is full had its second page read for every batch). Prints CPU microseconds per slice (os.clock)
+-- whose first page is full had its second page read for every batch), nohash (commit_many
+-- of B payments from B payers without body hashes, against the same with them given: the
+-- engine's own body hash) and body (a request's body bytes, codec.encode_body against the
+-- generic walk). Prints CPU microseconds per slice (os.clock)
 -- of the engine and the exporter (the memory store's primitives timed apart) and slices/s,
 -- and as the baseline measured in the same run, the rating alone (usage.request per slice:
 -- the exporter's rate card and request building), so the ratio says how many times a
@@ -244,8 +247,80 @@ local function payers_case()
          :format(us, base, us / base, B.loadavg()))
 end
 
+-- ---- the engine's body hash (a caller that gives none: commit_many computes it) ----
+local codec = require("ron.ledger.codec")
+
+-- One round: opts.batch payers holding one posting each, batches of one payment of 1 from
+-- each, without body hashes (hash: with them, given) -> the engine's CPU us per payment,
+-- the memory store's timed apart.
+local function nohash_round(hash)
+    local ids = {}
+    for i = 1, opts.batch do ids[i] = ("H%015d"):format(i) end
+    local s, led = funded(ids, function() return { 1000 } end)
+    return warm_rounds(led, timed(s), function(round_)
+        local b = {}
+        for i = 1, opts.batch do
+            b[i] = { intent = "h" .. round_ .. "." .. i, metadata = "m",
+                     movements = { { from = ids[i], to = SINK, asset = USD, amount = 1 } } }
+            if hash then b[i].body_hash = codec.sha256(b[i].intent) end
+        end
+        return b
+    end, function(_, r) return r[1] ~= nil end)
+end
+
+-- The body's bytes alone, per request: codec.encode_body against the generic walk
+-- (codec.encode of the same fields' table, what the engine ran before): CPU us, bytes
+-- allocated (the collector stopped), best of opts.rounds.
+local function body_us(generic)
+    local reqs = {}
+    for i = 1, 4096 do
+        reqs[i] = { kind = "commit", metadata = "m" .. i, movements = {
+            { from = ("F"):rep(16), to = ("T"):rep(16), asset = USD, amount = i },
+            { from = ("T"):rep(16), to = ("R"):rep(16), asset = USD, amount = 1 } } }
+    end
+    local best, kb = math.huge, 0
+    for _ = 1, opts.rounds do
+        collectgarbage()
+        collectgarbage("stop")
+        local k0, c0 = collectgarbage("count"), os.clock()
+        for _, r in ipairs(reqs) do
+            if generic then
+                codec.encode { kind = r.kind, metadata = r.metadata, movements = r.movements }
+            else
+                codec.encode_body(r.kind, r.metadata, r.movements)
+            end
+        end
+        local us = (os.clock() - c0) * 1e6 / #reqs
+        kb = (collectgarbage("count") - k0) * 1024 / #reqs
+        collectgarbage("restart")
+        best = math.min(best, us)
+    end
+    return best, kb
+end
+
+local function nohash_case()
+    local us, base = best_pair(nohash_round, false, true)
+    print(("nohash        batch %4d, %d payers, one payment each, no body hash given: engine "
+           .. "%6.1f us CPU/payment; the same with body hashes given: %6.1f us, ratio %.2f")
+          :format(opts.batch, opts.batch, us, base, us / base))
+    emit(('{"bench":"ledger-batch-mem","name":"nohash_%d","params":{"batch":%d},'
+          .. '"us_per_payment":%.2f,"baseline":"body_hash_given","baseline_us_per_payment":%.2f,'
+          .. '"ratio":%.3f,"loadavg":"%s"}')
+         :format(opts.batch, opts.batch, us, base, us / base, B.loadavg()))
+    local gb, gkb = body_us(true)
+    local bb, bkb = body_us(false)
+    print(("body          a request's body bytes (two movements): encode_body %5.2f us, %4.0f "
+           .. "bytes allocated; the generic walk (encode) %5.2f us, %4.0f bytes, ratio %.2f")
+          :format(bb, bkb, gb, gkb, bb / gb))
+    emit(('{"bench":"ledger-batch-mem","name":"body","params":{"movements":2},'
+          .. '"us_per_body":%.3f,"bytes_per_body":%.0f,"baseline":"generic_encode",'
+          .. '"baseline_us_per_body":%.3f,"baseline_bytes_per_body":%.0f,"ratio":%.3f,'
+          .. '"loadavg":"%s"}'):format(bb, bkb, gb, gkb, bb / gb, B.loadavg()))
+end
+
 case("chain", 1)
 case("streams", opts.streams)
 payer_case(false)
 payer_case(true)
 payers_case()
+nohash_case()

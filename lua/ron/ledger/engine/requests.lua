@@ -104,8 +104,7 @@ end
 
 -- The part of a request its body hash covers (when the caller gives none).
 local function body_of(req)
-    return codec.encode { kind = req.kind, movements = req.movements, metadata = req.metadata,
-                          overdraft = req.overdraft, target = req.target }
+    return codec.encode_body(req.kind, req.metadata, req.movements, req.overdraft, req.target)
 end
 
 -- The body hash the engine stores for a request without one (kind "commit" or "reverse").
