@@ -13,8 +13,10 @@
 # per reason equal to the codes curl got and to accounting_ingest_rejected_total (a
 # request of 50 refused records is ONE refusal: ingest is all or nothing, one record),
 # and no gap. Daemon 2 (audit = { queue_cap = 1, batch = 1 }), the plan sent by 8 parallel
-# connections: the queue sheds or not, but reject records + the `dropped` of its gap
-# records equals the refusals counted, and verify passes.
+# connections: the queue sheds or not, but reject records + the refusals its gap records
+# say they dropped (their `kinds`: "reject.ingest:N", beside any other kind shed meanwhile,
+# e.g. a readiness change, all adding up to `dropped`) equal the refusals counted, and verify
+# passes.
 . "$2/tests/host/lib.sh" && host_test ingest-audit.sh "$@" || exit 1
 
 SEED=${SEED:-16}
@@ -146,8 +148,14 @@ verify_all d2
 refused2=$(refused_total d2.metrics)
 [ "$refused2" -eq "$(awk '$1 != 200' codes2.txt | wc -l)" ] || fail "d2: metric vs curl"
 trail2=$(grep -c '^record [0-9]* reject .*source="ingest"' d2.list)
-gaps2=$(sed -n 's/^record [0-9]* gap .*dropped=\([0-9]*\).*/\1/p' d2.list |
-        awk '{ s += $1 } END { print s + 0 }')
+gaps_all=$(sed -n 's/^record [0-9]* gap .*dropped=\([0-9]*\).*/\1/p' d2.list |
+           awk '{ s += $1 } END { print s + 0 }')
+# a gap record names what it dropped (kinds="reject.ingest:N,readiness:M,..."): another kind
+# shed beside the refusals (a readiness change, an HTTP-level reject) is not one of them
+kinds2=$(sed -n 's/^record [0-9]* gap .*kinds="\([^"]*\)".*/\1/p' d2.list | tr ',' '\n')
+gaps2=$(printf '%s\n' "$kinds2" | awk -F: '$1 == "reject.ingest" { s += $2 } END { print s + 0 }')
+[ "$(printf '%s\n' "$kinds2" | awk -F: '{ s += $2 } END { print s + 0 }')" -eq "$gaps_all" ] ||
+    fail "d2: the gap records' kinds do not add up to their dropped ($gaps_all)"
 [ $((trail2 + gaps2)) -eq "$refused2" ] ||
     fail "d2: $trail2 reject records + $gaps2 shed in gap records != $refused2 refused"
 if [ "$gaps2" -gt 0 ]; then

@@ -276,8 +276,8 @@ function Set:metrics_text()
     return metrics_text(s, s.drops, s.queue_depth)
 end
 
-local function shed(self, reason, ts)
-    self.lg:shed(reason, ts)
+local function shed(self, reason, ts, kind, attrs)
+    self.lg:shed(reason, ts, audit.what_of(kind, attrs))
     return nil, format("Busy: audit event shed (%s)", reason)
 end
 
@@ -287,8 +287,8 @@ function H:put(kind, attrs, ts)
         self.lg.drops.audit_closed = (self.lg.drops.audit_closed or 0) + 1
         return nil, "Closed: audit trail closed"
     end
-    if self.failed then return shed(self, "audit_failed", ts) end -- until it recovers
-    if self.stalled then return shed(self, "io_backpressure", ts) end
+    if self.failed then return shed(self, "audit_failed", ts, kind, attrs) end -- until it recovers
+    if self.stalled then return shed(self, "io_backpressure", ts, kind, attrs) end
     local ok, err = self.lg:emit(kind, attrs, ts)
     if not ok then return nil, err end
     self.emitted = self.emitted + 1

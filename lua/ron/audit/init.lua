@@ -242,9 +242,9 @@ local function tail_chunk(self)
     c = self.spare[#self.spare]
     if c then
         self.spare[#self.spare] = nil
-        c.len, c.n, c.ts, c.gaps = 0, 0, {}, nil
+        c.len, c.n, c.ts, c.what, c.gaps = 0, 0, {}, {}, nil
     else
-        c = { buf = ffi.new("uint8_t[?]", self.chunk_bytes), len = 0, n = 0, ts = {},
+        c = { buf = ffi.new("uint8_t[?]", self.chunk_bytes), len = 0, n = 0, ts = {}, what = {},
               cap = self.chunk_bytes }
     end
     self.c_tail = self.c_tail + 1
@@ -265,21 +265,49 @@ local function pack(self, c, ev)
     return true
 end
 
+-- What a shed event was, for its Gap record's `kinds`: its kind, and its source when it
+-- names one (a reject's: "reject.ingest", "reject.http"). Kinds and sources are the code's
+-- own names, never a client's.
+local function what_of(kind, attrs)
+    local src = type(attrs) == "table" and attrs.source
+    if type(src) == "string" then return kind .. "." .. src end
+    return kind
+end
+_M.what_of = what_of
+
+local KINDS_MAX = 16 -- (I-7) distinct kinds a Gap record names; past them, "other"
+
 -- Counts one shed event under reason and folds it into that reason's pending Gap record
--- (AUD-I-18). The host uses it for its own shed reasons (a stalled disk, a deadline, a failed
--- log). last_shed_ms: the newest shed event's time (the daemon's readiness, AUD-I-42).
-function Log:shed(reason, ts_ms)
+-- (AUD-I-18), by what it was (what_of; nil: "unknown"). The host uses it for its own shed
+-- reasons (a stalled disk, a deadline, a failed log). last_shed_ms: the newest shed event's
+-- time (the daemon's readiness, AUD-I-42).
+function Log:shed(reason, ts_ms, what)
     self.drops[reason] = (self.drops[reason] or 0) + 1
     if ts_ms > (self.last_shed_ms or 0) then self.last_shed_ms = ts_ms end
     local g = self.gaps[reason]
     if not g then
-        self.gaps[reason] = { dropped = 1, from = ts_ms, to = ts_ms, reason = reason }
+        g = { dropped = 0, from = ts_ms, to = ts_ms, reason = reason, kinds = {}, n_kinds = 0 }
+        self.gaps[reason] = g
         self.n_gaps = self.n_gaps + 1
-    else
-        g.dropped = g.dropped + 1
-        if ts_ms < g.from then g.from = ts_ms end
-        if ts_ms > g.to then g.to = ts_ms end
     end
+    g.dropped = g.dropped + 1
+    if ts_ms < g.from then g.from = ts_ms end
+    if ts_ms > g.to then g.to = ts_ms end
+    what = what or "unknown"
+    if not g.kinds[what] then
+        if g.n_kinds >= KINDS_MAX then what = "other" end
+        if not g.kinds[what] then g.n_kinds = g.n_kinds + 1 end
+    end
+    g.kinds[what] = (g.kinds[what] or 0) + 1
+end
+
+-- A Gap record's `kinds`: "what:count,..." sorted by what (their counts sum to dropped).
+local function kinds_text(kinds)
+    local names = {}
+    for w in pairs(kinds) do names[#names + 1] = w end
+    table.sort(names)
+    for i, w in ipairs(names) do names[i] = w .. ":" .. kinds[w] end
+    return table.concat(names, ",")
 end
 
 -- Checks an event (nil, err when it could not be encoded) without queueing it.
@@ -297,7 +325,7 @@ function Log:emit(kind, attrs, ts_ms)
     if self.queued >= self.cap then
         local ok, err = self:check(kind, attrs, ts_ms)
         if not ok then return nil, err end
-        self:shed("audit_backpressure", ts_ms)
+        self:shed("audit_backpressure", ts_ms, what_of(kind, attrs))
         return nil, "Busy: audit queue full (" .. self.cap .. "), event shed"
     end
     local ev, err = fill_event(kind, attrs, ts_ms)
@@ -306,7 +334,7 @@ function Log:emit(kind, attrs, ts_ms)
     local ok
     ok, err = pack(self, c, ev)
     if not ok then return nil, err end
-    c.ts[c.n] = ts_ms
+    c.ts[c.n], c.what[c.n] = ts_ms, what_of(kind, attrs)
     self.queued = self.queued + 1
     self.enqueued_total = self.enqueued_total + 1
     return true
@@ -346,7 +374,7 @@ function Log:take()
             local g = self.gaps[r]
             local ev = fill_event("gap", { dropped = g.dropped, from_ts_ms = g.from,
                                            to_ts_ms = g.to, reason = g.reason,
-                                           head_seq = head }, g.to)
+                                           head_seq = head, kinds = kinds_text(g.kinds) }, g.to)
             assert(pack(self, c, ev))
             c.gaps = (c.gaps or 0) + 1
             self.gaps[r] = nil
@@ -392,7 +420,7 @@ function Log:shed_queued(reason)
         local c = self.chunks[self.c_head]
         self.chunks[self.c_head] = nil
         self.c_head = self.c_head + 1
-        for i = 1, c.n do self:shed(reason, c.ts[i]) end
+        for i = 1, c.n do self:shed(reason, c.ts[i], c.what[i]) end
         self.queued = self.queued - c.n
         self.taken_total = self.taken_total + c.n
         self.settled_total = self.settled_total + c.n -- shed: never appended, not awaited

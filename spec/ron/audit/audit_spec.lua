@@ -104,7 +104,7 @@ describe("ron.audit", function()
         end
         local gap = assert(audit.encode("gw-1", "rejects", 5, prev, "gap",
             { dropped = 7, from_ts_ms = T + 5, to_ts_ms = T + 11, reason = "audit_backpressure",
-              head_seq = 0 },
+              head_seq = 0, kinds = "reject:7" },
             T + 11))
         C.rau_record_hash(gap, #gap, h)
         assert.equal(audit.hex(h, 32), st.head_hash)

@@ -151,8 +151,42 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         assert.equal(5, #recs)
         assert.equal(4, count_kind(recs, "reject"))
         assert.equal("gap", recs[5].kind)
-        assert.matches("dropped=6 from_ts_ms=1005 head_seq=0 reason=\"audit_backpressure\" to_ts_ms=1010",
+        assert.matches("dropped=6 from_ts_ms=1005 head_seq=0 kinds=\"reject:6\" reason=\"audit_backpressure\" "
+                       .. "to_ts_ms=1010",
                        recs[5].rest, 1, true)
+    end)
+
+    it("AUD-I-18: a Gap record names what it dropped (kinds: each kind and source, their "
+       .. "counts adding up to dropped; past 16 kinds, other)", function()
+        local dir = in_trail(function(task, dir)
+            local h = open(dir, { queue_cap = 1 })
+            assert(h:emit("daemon", { event = "start" }, 1000)) -- (fills the queue)
+            local shed = { { "reject", { source = "ingest", status = 429 } },
+                           { "reject", { source = "ingest", status = 403 } },
+                           { "reject", { source = "http", status = 413 } },
+                           { "readiness", { event = "not_ready" } } }
+            for i = 1, 20 do shed[#shed + 1] = { "kind" .. i, {} } end
+            for i, e in ipairs(shed) do S.fails("^Busy", h:emit(e[1], e[2], 1000 + i)) end
+            assert.is_true(durable(task, h, 2))
+            assert(h:close())
+        end)
+        local recs = verified(dir)
+        assert.equal("gap", recs[2].kind)
+        local kinds = recs[2].rest:match('kinds="([^"]*)"')
+        local got, sum = {}, 0
+        for w, n in kinds:gmatch("([^:,]+):(%d+)") do
+            got[w] = tonumber(n)
+            sum = sum + tonumber(n)
+        end
+        assert.matches("dropped=24 ", recs[2].rest, 1, true)
+        assert.equal(24, sum)
+        assert.equal(2, got["reject.ingest"])
+        assert.equal(1, got["reject.http"])
+        assert.equal(1, got.readiness)
+        assert.equal(7, got.other) -- 16 kinds named: 3 above and 13 of the 20, then other
+        local named = 0
+        for _ in pairs(got) do named = named + 1 end
+        assert.equal(17, named)
     end)
 
     it("drain on shutdown: close() appends every queued event, joins the worker, leaves no task", function()
@@ -176,7 +210,8 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         end)
         local recs = verified(dir)
         assert.equal(1, #recs)
-        assert.matches('dropped=20 from_ts_ms=7001 head_seq=0 reason="shutdown_deadline" to_ts_ms=7020',
+        assert.matches('dropped=20 from_ts_ms=7001 head_seq=0 kinds="reject:20" reason="shutdown_deadline" '
+                       .. 'to_ts_ms=7020',
                        recs[1].rest, 1, true)
     end)
 
@@ -203,7 +238,8 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         assert.equal(3, #recs) -- 1, 9 and the gap (9 before or after it: when it came)
         assert.equal(1, count_kind(recs, "gap"))
         local gap = recs[2].kind == "gap" and recs[2] or recs[3]
-        assert.matches('dropped=7 from_ts_ms=102 head_seq=1 reason="io_backpressure" to_ts_ms=108',
+        assert.matches('dropped=7 from_ts_ms=102 head_seq=1 kinds="reject:7" reason="io_backpressure" '
+                       .. 'to_ts_ms=108',
                        gap.rest, 1, true)
     end)
 
@@ -242,7 +278,8 @@ describe("ron.audit.host (seed 002 host pattern)", function()
         assert.equal(3, #recs)
         assert.matches("i=1", recs[1].rest)
         assert.equal("gap", recs[2].kind)
-        assert.matches('dropped=3 from_ts_ms=1002 head_seq=1 reason="audit_failed" to_ts_ms=1004',
+        assert.matches('dropped=3 from_ts_ms=1002 head_seq=1 kinds="reject:3" reason="audit_failed" '
+                       .. 'to_ts_ms=1004',
                        recs[2].rest, 1, true)
         assert.matches("i=5", recs[3].rest)
     end)
@@ -429,10 +466,11 @@ describe("ron.audit.host (seed 002 host pattern)", function()
             assert.equal(21, h:stats().drops.shutdown_deadline)
             assert.matches("^Closed", select(2, h:emit("reject", {}, 1)))
         end)
-        for sub, want in pairs { [dir] = 'dropped=11 from_ts_ms=7001 head_seq=0 reason="shutdown_deadline" '
+        for sub, want in pairs { [dir] = 'dropped=11 from_ts_ms=7001 head_seq=0 kinds="reject:11" '
+                                          .. 'reason="shutdown_deadline" '
                                           .. 'to_ts_ms=7021',
                                  [dir .. "/daemon.1"] = 'dropped=10 from_ts_ms=7002 '
-                                          .. 'head_seq=0 reason="shutdown_deadline" to_ts_ms=7020' } do
+                                          .. 'head_seq=0 kinds="reject:10" reason="shutdown_deadline" to_ts_ms=7020' } do
             local recs = verified(sub)
             assert.equal(1, #recs)
             assert.matches(want, recs[1].rest, 1, true)
