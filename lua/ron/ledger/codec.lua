@@ -96,9 +96,9 @@ end
 -- key table and sort per table where the shape is a request's: movements a plain array,
 -- each movement { amount, asset = { code, scale }, from, to } and no other field. Any other
 -- shape, at any level, takes the generic walk there: the bytes are encode's either way
--- (spec/ron/ledger/codec_spec.lua draws both). The generic walk cost a commit_many member
--- without a body hash 5-9 us at 256 members and 50 at 4,096 (its garbage: the collector's
--- work grows with the batch's live heap).
+-- (spec/ron/ledger/codec_spec.lua draws both). A body of two movements: 2.4-2.6 us and 632
+-- bytes allocated, against 6.3-10.5 us and 1,643 bytes for the generic walk
+-- (bench-ledger-batch-mem's body case).
 
 local function piece(k) return format("s%d:%s", #k, k) end
 local K_AMOUNT, K_ASSET, K_FROM, K_TO = piece("amount"), piece("asset"), piece("from"), piece("to")
