@@ -266,11 +266,14 @@ local function pack(self, c, ev)
 end
 
 -- What a shed event was, for its Gap record's `kinds`: its kind, and its source when it
--- names one (a reject's: "reject.ingest", "reject.http"). Kinds and sources are the code's
--- own names, never a client's.
+-- names one as a short word (a reject's: "reject.ingest", "reject.http"; the daemon's
+-- sources are its own names, and a source that is not one such word is left out, so a
+-- gap record stays small whatever an emitter puts there).
 local function what_of(kind, attrs)
     local src = type(attrs) == "table" and attrs.source
-    if type(src) == "string" then return kind .. "." .. src end
+    if type(src) == "string" and #src <= 32 and src:find("^[%w_%-]+$") then
+        return kind .. "." .. src
+    end
     return kind
 end
 _M.what_of = what_of
