@@ -106,7 +106,7 @@ local bv = { pairs_cap = 0 }
 bat.limit = SELECT_LIMIT
 
 local function grow_pairs()
-    local cap = math.max(1024, 2 * bv.pairs_cap)
+    local cap = math.min(math.max(1024, 2 * bv.pairs_cap), M.limits.pairs)
     local arr = ffi_new("rl_batch_pair_t[?]", cap)
     if bpairs then ffi.copy(arr, bpairs, ffi.sizeof("rl_batch_pair_t") * bat.n_pairs) end
     bpairs, bat.pairs = arr, arr
@@ -381,17 +381,22 @@ end
 -- movement's accounts and their receivables), where a planned member moved them, written
 -- back (a rejection in a batch whose view holds long lists writes back its own pairs, not
 -- the view); a full view is dropped.
+local function sync_pair(src, a, ak)
+    local bi = a and bv.kidx[a .. ak]
+    if bi and bv.moved[bi] then write_back(src, bi) end
+end
+
 function M.sync(src, req)
     if bv.src ~= src then return end
     if bv.full then return M.drop(src) end
-    local moved, kidx, od = bv.moved, bv.kidx, req.overdraft
+    local od = req.overdraft
     for _, m in ipairs(req.movements) do
         local ak = asset_key(m.asset)
-        for j = 1, 4 do
-            local a = j == 1 and m.from or j == 2 and m.to
-                      or od and (j == 3 and od[m.from] or j == 4 and od[m.to])
-            local bi = a and kidx[a .. ak]
-            if bi and moved[bi] then write_back(src, bi) end
+        sync_pair(src, m.from, ak)
+        sync_pair(src, m.to, ak)
+        if od then
+            sync_pair(src, od[m.from], ak)
+            sync_pair(src, od[m.to], ak)
         end
     end
 end
