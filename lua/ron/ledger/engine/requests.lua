@@ -111,11 +111,10 @@ end
 function _M.body_hash(kind, req)
     if req.body_hash then return req.body_hash end
     if kind == "reverse" then
-        return codec.sha256(body_of { kind = "reverse", metadata = req.metadata or "",
-                                      target = req.target })
+        return codec.sha256(codec.encode_body("reverse", req.metadata or "", nil, nil, req.target))
     end
-    return codec.sha256(body_of { kind = "commit", movements = req.movements,
-                                  metadata = req.metadata or "", overdraft = req.overdraft })
+    return codec.sha256(codec.encode_body("commit", req.metadata or "", req.movements,
+                                          req.overdraft))
 end
 
 function Ledger:commit(req)
