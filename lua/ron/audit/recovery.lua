@@ -70,7 +70,7 @@ end
 -- The events of a chunk that will not be appended: shed as audit_failed.
 local function shed_chunk(h, c)
     for i = 1, c.n - (c.gaps or 0) do
-        h.lg:shed("audit_failed", c.ts[i] or h.now_ms(), c.what and c.what[i])
+        h.lg:shed("audit_failed", c.ts[i] or h.now_ms(), c.what[i])
     end
 end
 
