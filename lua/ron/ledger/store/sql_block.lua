@@ -17,6 +17,9 @@
 --   blk.pair(a, b)           -> a, b, rows of a, rows of b
 --   blk.bind(C, st, block)   -> rc           (sqlite_conn's bind of a block)
 --   blk.args(method, ...)    -> the call's arguments, its list primitives' lists as blocks
+--   blk.args_into(b, method, ...)  the same, each block written at the end of the
+--                            string.buffer b and named by a reference (sqlite_msg)
+--   blk.deref_args(method, t, base, lo, hi)  (the pool) t's references made the blocks
 --   blk.on                   (RON_SQLITE_BLOCKS=0: off, the lists cross as tables)
 local ffi = require("ffi")
 local sql_binds = require("ron.ledger.store.sql_binds")
@@ -48,8 +51,15 @@ end
 function _M.pair(a, b) return a, b, _M.rows(a), _M.rows(b) end
 
 local buf -- (string.buffer: one per VM, reused)
+-- (args_into: the message the blocks go to, while its ops are turned into blocks)
+local into
 
--- binds' values 1..binds.n as a block of `rows` rows
+-- A block's place in a message (sqlite_msg): the key of its offset.
+local REF = "\0rb"
+_M.REF = REF
+
+-- binds' values 1..binds.n as a block of `rows` rows (in args_into: written at the end of
+-- its message, -> a reference to it)
 function _M.encode(rows, binds)
     local n, size = binds.n or #binds, HEAD
     for i = 1, n do
@@ -60,8 +70,13 @@ function _M.encode(rows, binds)
         elseif t == "number" or t == "cdata" or t == "boolean" then size = size + 9
         else error("ron.ledger.store: a binds block cannot hold a " .. t, 2) end
     end
-    buf = buf or require("string.buffer").new()
-    local p = ffi.cast(u8p, (buf:reset():reserve(size)))
+    local out = into
+    if not out then
+        buf = buf or require("string.buffer").new()
+        out = buf:reset()
+    end
+    local at = #out
+    local p = ffi.cast(u8p, (out:reserve(size)))
     ffi.copy(p, MAGIC, 4)
     ffi.cast(u32p, p + 4)[0] = rows
     ffi.cast(u32p, p + 8)[0] = n
@@ -85,7 +100,8 @@ function _M.encode(rows, binds)
             off = off + 9
         end
     end
-    buf:commit(size)
+    out:commit(size)
+    if into then return { [REF] = at, len = size } end
     return buf:tostring()
 end
 
@@ -148,7 +164,12 @@ local FORMS = {
     end,
     put_intents = function(op)
         local plain, held = sql_binds.intents_split(SQLITE, op[2])
-        EMPTY = EMPTY or _M.encode(0, { n = 0 })
+        if not EMPTY then -- (a string of its own, never a message's reference)
+            local b = into
+            into = nil
+            EMPTY = _M.encode(0, { n = 0 })
+            into = b
+        end
         return #plain > 0 and _M.encode(#plain, sql_binds.intents(plain)) or EMPTY,
                #held > 0 and _M.encode(#held, sql_binds.intents(held, held_key)) or EMPTY
     end,
@@ -184,7 +205,7 @@ local function ops_of(ops)
     return out or ops
 end
 
-function _M.args(method, ...)
+local function args(method, ...)
     if method == "apply" then
         local ops, opts = ...
         return ops_of(ops), opts
@@ -194,6 +215,56 @@ function _M.args(method, ...)
         if nop then return nop[2], nop[3] end
     end
     return ...
+end
+
+function _M.args(method, ...) return args(method, ...) end
+
+local function done(...)
+    into = nil
+    return ...
+end
+
+function _M.args_into(b, method, ...)
+    into = b
+    local ok, a, c = pcall(args, method, ...) -- (args raises nothing; into is reset anyway)
+    if not ok then
+        into = nil
+        error(a, 0)
+    end
+    if method == "apply" or (FORMS[method] and select("#", ...) <= 2) then return done(a, c) end
+    return done(...)
+end
+
+-- ---- the pool's side ----
+
+local function is_ref(v) return type(v) == "table" and v[REF] ~= nil end
+
+-- the block a reference names in the message at base, inside [lo, hi)
+local function block_of(v, base, lo, hi)
+    local at, len = v[REF], v.len
+    if type(at) ~= "number" or type(len) ~= "number" or at < lo or at + len > hi then
+        error("sqlite_msg: a block reference outside the message's blocks", 0)
+    end
+    return ffi.string(base + at, len)
+end
+
+-- t: a call's arguments (phase.pack's), each block reference in place made its block
+function _M.deref_args(method, t, base, lo, hi)
+    if method == "apply" then
+        local ops = t[1]
+        if type(ops) ~= "table" then return end
+        for _, op in ipairs(ops) do
+            if type(op) == "table" then
+                for k = 2, 3 do
+                    if is_ref(op[k]) then op[k] = block_of(op[k], base, lo, hi) end
+                end
+            end
+        end
+        return
+    end
+    for k = 1, 2 do
+        if is_ref(t[k]) then t[k] = block_of(t[k], base, lo, hi) end
+    end
 end
 
 return _M

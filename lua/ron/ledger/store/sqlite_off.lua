@@ -22,6 +22,7 @@ local sc = require("ron.ledger.store.sqlite_conn")
 local ckpt = require("ron.ledger.store.sqlite_checkpoint")
 local block = require("ron.ledger.store.sql_block")
 local share = require("ron.ledger.store.sqlite_share")
+local msg = require("ron.ledger.store.sqlite_msg")
 
 local type, error, tostring, tonumber, setmetatable, pcall, format =
       type, error, tostring, tonumber, setmetatable, pcall, string.format
@@ -75,6 +76,8 @@ local BUF = has_buf and "\0rl1" or nil -- a prefix no "return ..." source starts
 -- One encode and one decode buffer per VM (the loop's, each pool thread's): the bytes are
 -- written after the prefix and read past it in place, no copy of either side.
 local enc, dec = has_buf and sbuf.new(), has_buf and sbuf.new()
+-- (RON_SQLITE_MESSAGES=0: a call's arguments cross as a string, as before sqlite_msg)
+_M.messages = has_buf and os.getenv("RON_SQLITE_MESSAGES") ~= "0"
 
 function _M.pack(...)
     local t = phase.pack(...)
@@ -105,8 +108,16 @@ end
 local ATTACHED_MAX = 64
 local attached, n_attached = {}, 0
 
--- The pool's entry point (run by the work function, under pcall): one primitive.
-function _M.pool_call(dbnum, token, method, packed, durability)
+-- A call's arguments: packed, a string (_M.pack's), or { address, length, method } of its
+-- message on the loop (sqlite_msg), read in place.
+local function args_of(packed)
+    if type(packed) == "table" then return msg.read(packed[1], packed[2], packed[3]) end
+    return _M.unpack_(packed)
+end
+
+-- The pool's entry point (run by the work function, under pcall): one primitive. plen: the
+-- length of the message at address packed (sqlite_msg), or nil (packed is a string).
+function _M.pool_call(dbnum, token, method, packed, durability, plen)
     if method == ckpt.METHOD then return _M.pack(ckpt.run(L(), dbnum)) end
     local s = attached[token]
     if not s then
@@ -122,8 +133,10 @@ function _M.pool_call(dbnum, token, method, packed, durability)
     -- (RON_SQLITE_PROFILE: a counted phase's decode and encode timed too)
     if prof.on then
         local kind = token:byte(-1) == 114 and "read" or "write" -- ("r": next_token)
-        return prof.call(s, method, packed, _M.unpack_, _M.pack, phase.pack, kind)
+        if plen then packed = { packed, plen, method } end
+        return prof.call(s, method, packed, args_of, _M.pack, phase.pack, kind)
     end
+    if plen then return _M.pack(s[method](s, msg.read(packed, plen, method))) end
     return _M.pack(s[method](s, _M.unpack_(packed)))
 end
 
@@ -138,7 +151,7 @@ end
 -- code (the third list below: argument checks and bind lists, loops over a group's rows;
 -- compiled, a wallet group's phase took 7.1-8.7 ms against 8.3-9.1 and the pool threads
 -- 132-161 us of CPU a transfer against 153-170, three pairs, issue 25).
-local function WORK(path, dbnum, token, method, packed, id, durability)
+local function WORK(path, dbnum, token, method, packed, id, durability, plen)
     local m = _G.package.loaded["ron.ledger.store.sqlite_off"]
     if not m then
         _G.package.path = path
@@ -152,7 +165,7 @@ local function WORK(path, dbnum, token, method, packed, id, durability)
         if not ok then return id, nil, _G.tostring(r) end
         m = r
     end
-    local ok2, r = _G.pcall(m.pool_call, dbnum, token, method, packed, durability)
+    local ok2, r = _G.pcall(m.pool_call, dbnum, token, method, packed, durability, plen)
     if not ok2 then return id, nil, _G.tostring(r) end
     return id, r
 end
@@ -165,6 +178,7 @@ local function after(id, packed, err)
     local req = inflight[id]
     if req then
         inflight[id] = nil
+        if req.msg then msg.give(req.msg) end -- (the pool is done reading it)
         if not req.ch:is_closed() then req.ch:try_send({ packed, err }) end
         return
     end
@@ -178,12 +192,12 @@ end
 -- One call on the pool: entry kept in `into` (inflight or ck_inflight) under a fresh id
 -- until `after` takes it. -> ok, error of the queue. (luv required here, on the loop: see
 -- Off:call)
-local function submit(into, entry, dbnum, token, method, packed, durability)
+local function submit(into, entry, dbnum, token, method, packed, durability, plen)
     if not work_handle then work_handle = require("luv").new_work(WORK, after) end
     next_id = next_id + 1
     into[next_id] = entry
     local ok, qerr = work_handle:queue(package.path, dbnum, token, method, packed, next_id,
-                                       durability)
+                                       durability, plen)
     if not ok then into[next_id] = nil end
     return ok, qerr
 end
@@ -296,6 +310,24 @@ local function pass_turn(lane)
     end
 end
 
+-- The call's arguments for the pool: the address and length of its message (sqlite_msg;
+-- entry.msg, given back when the answer is in), or a string (_M.pack's: blocks off, or a
+-- value the message cannot encode). (The phase's lists as binds blocks: bound in the pool
+-- from their bytes, sql_block.)
+function Off:_message(entry, method, ...)
+    if not block.on then return _M.pack(...) end
+    if _M.messages then
+        local m = msg.take()
+        local addr, len = msg.write(m, method, ...)
+        if addr then
+            entry.msg = m
+            return addr, len
+        end
+        msg.give(m)
+    end
+    return _M.pack(block.args(method, ...))
+end
+
 function Off:call(method, ...)
     -- (here, not at the top: the threadpool's VMs load this module for its driver, and
     -- they must not load luv or the scheduler: a second scheduler's handles on the loop)
@@ -310,10 +342,11 @@ function Off:call(method, ...)
         return nil, "Closed: the store was closed", "bug"
     end
     local ch = task.channel(1, "sqlite_store")
-    -- (the phase's lists as binds blocks: bound in the pool from their bytes, sql_block)
-    local packed = block.on and _M.pack(block.args(method, ...)) or _M.pack(...)
-    local ok, qerr = submit(inflight, { ch = ch, keep = self }, lane.dbnum, lane.token, method,
-                            packed, self.durability)
+    local entry = { ch = ch, keep = self }
+    local packed, plen = self:_message(entry, method, ...)
+    local ok, qerr = submit(inflight, entry, lane.dbnum, lane.token, method, packed,
+                            self.durability, plen)
+    if not ok and entry.msg then msg.give(entry.msg) end
     local res, err
     if not ok then
         err = "IoError: uv work queue failed: " .. tostring(qerr)
