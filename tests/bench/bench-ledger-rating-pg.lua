@@ -8,7 +8,7 @@
 --       [--batches 64,256,1024] [--batch-slices N] [--batch-streams N] [--no-single]
 --       [--pg-stats] [--daemon 256,1024] [--put-batch N] [--put-parallel N] [--gc-pause N]
 --       [--gc-stepmul N] [--gc-idle-us N] [--lane-min N] [--lanes N] [--offload] [--stages]
---       [--alloc]
+--       [--alloc] [--mark]
 --       (--gc-*: the loop VM's collector, the daemon's gc_* and their defaults: ron.base.gcidle)
 --
 -- Slices of a real meter (one stream per tenant) rated through ron.ledger.exporter (rate card,
@@ -125,7 +125,8 @@ B.args(arg, opts, { { "--slices", "slices", "num" }, { "--statement-slices", "st
              { "--daemon", "daemon", "nums" },
              { "--batches", "batches", "nums" }, { "--offload", "offload", "on" },
              { "--stages", "stages", "on" }, { "--alloc", "alloc", "on" },
-             { "--pool-profile", "pool_profile", "on" }, { "--timeline", "timeline", "num" } },
+             { "--pool-profile", "pool_profile", "on" }, { "--timeline", "timeline", "num" },
+             { "--mark", "mark", "on" } },
        "ron-accounting run bench-ledger-rating-pg.lua [--quick] [--out FILE] [--dir DIR] "
            .. "[--slices N] [--statement-slices N] [--streams N] [--no-pg] [--no-sqlite] "
            .. "[--batches B,B,..] [--batch-slices N] [--batch-streams N] [--no-single] "
@@ -355,7 +356,16 @@ end
 -- A measured run starts: PostgreSQL's statistics reset, the recorder (rec) and the profiler
 -- on. -> this process's CPU, the server's, the clock
 -- (cpu0: this process's CPU and its loop thread's)
+-- --mark: each measured run's start and end on stderr in CLOCK_MONOTONIC seconds, for
+-- `perf record -k CLOCK_MONOTONIC` and `perf report --time START,END` (tests/bench/README.md
+-- "Inside LuaJIT": the rated part alone, without the setup and the baselines)
+local function mark(what)
+    if not opts.mark then return end
+    io.stderr:write(("perf-mark %s %.6f\n"):format(what, now()))
+end
+
 local function measure_start(rec)
+    mark("start")
     pg_stats_reset()
     local cpu0, srv0 = { proc_cpu("self"), proc_cpu("thread-self") }, server_cpu()
     local t0 = now()
@@ -369,6 +379,7 @@ local function measure_end(rec, cpu0, srv0, t0)
     prof(false)
     rec.on = false
     local dt = now() - t0
+    mark("end")
     return dt, proc_cpu("self") - cpu0[1], server_cpu() - srv0,
            proc_cpu("thread-self") - cpu0[2]
 end
@@ -576,7 +587,11 @@ local function case_daemon(backend, streams, n, open, exec_ddl_of)
            .. "PostgreSQL server %.0f us (load %s)"):format(dt / total * 1e6,
            (calls.t - ct0) / total * 1e6, cpu_self / total * 1e6, cpu_loop / total * 1e6,
            same_cpu / total * 1e6, cpu_srv / total * 1e6, B.loadavg()))
-    if opts.stages then print("    " .. ST.line(st0, total)) end
+    if opts.stages then
+        print("    " .. ST.line(st0, total))
+        local sl = ST.strings_line(st0, total)
+        if sl then print("    " .. sl) end
+    end
     -- (its "per transfer": per rated slice)
     local pb = PP and PP.print(backend, pp0, total)
     -- the writer's busy time bounds any work on the loop's side (the C batch path's too):

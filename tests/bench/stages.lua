@@ -17,6 +17,9 @@
 --   print(ST.line(mark, slices))      -- after it: CPU us per slice by stage
 --   print(ST.alloc_line(mark, slices)) -- bytes the loop's VM allocated per slice by stage,
 --                                     -- for a run with the collector stopped (--alloc)
+--   print(ST.strings_line(mark, slices)) -- strings interned per slice by stage (looked up,
+--                                     -- made), with a LuaJIT that counts them (nil without:
+--                                     -- tests/bench/README.md "Inside LuaJIT")
 local B = require("bench_common")
 local phases = require("ron.ledger.phases")
 
@@ -24,23 +27,33 @@ local format = string.format
 
 local _M = {}
 
-local acc = {} -- label -> { calls, cpu seconds, depth, KB allocated, KB at the call }
+local acc = {} -- label -> { calls, cpu seconds, depth, KB allocated, KB at the call,
+--                            strings looked up, made, and both at the call }
 local count = collectgarbage
+
+-- A LuaJIT built with string counters (a local patch of lj_str_new, not Debian's) exports
+-- ljstat_str(what): this thread's lj_str_new calls (0) and new strings (1).
+local ffi = require("ffi")
+pcall(ffi.cdef, "unsigned long long ljstat_str(int what);")
+local ljstat = select(2, pcall(function() return ffi.C.ljstat_str end))
+if type(ljstat) ~= "cdata" then ljstat = nil end
+local function strs(what) return ljstat and tonumber(ljstat(what)) or 0 end
 
 -- (KB: the heap's growth over the stage, which is what it allocated only while the
 -- collector is stopped: ST.alloc_line)
 local function wrap(tbl, name, label)
     if type(tbl[name]) ~= "function" or acc[label] then return end
-    local a = { 0, 0, 0, 0, 0 }
+    local a = { 0, 0, 0, 0, 0, 0, 0, 0, 0 }
     acc[label] = a
     B.around(tbl, name, function()
         if a[3] > 0 then return nil end -- (inside itself: the outer call counts)
-        a[3], a[5] = 1, count("count")
+        a[3], a[5], a[8], a[9] = 1, count("count"), strs(0), strs(1)
         return B.cpu_s(1)
     end, function(c0)
         if c0 then
             a[1], a[2], a[3] = a[1] + 1, a[2] + B.cpu_s(1) - c0, 0
             a[4] = a[4] + count("count") - a[5]
+            a[6], a[7] = a[6] + strs(0) - a[8], a[7] + strs(1) - a[9]
         end
     end)
 end
@@ -66,12 +79,13 @@ end
 function _M.mark(e)
     if e then _M.install(e) end
     local m = {}
-    for k, a in pairs(acc) do m[k] = { a[1], a[2], a[3], a[4] } end -- (acc's layout)
+    for k, a in pairs(acc) do m[k] = { a[1], a[2], a[3], a[4], 0, a[6], a[7] } end
     return m
 end
 
--- label -> its figure since mark, per slice: field 2 (CPU seconds) or 4 (KB), times scale
-local CPU, KB = 2, 4
+-- label -> its figure since mark, per slice: field 2 (CPU seconds), 4 (KB), 6 (strings
+-- looked up) or 7 (made), times scale
+local CPU, KB, LOOKED, MADE = 2, 4, 6, 7
 local function per_slice(mark, slices, field, scale)
     return function(label)
         local a, m = acc[label], mark[label]
@@ -104,6 +118,16 @@ function _M.alloc_line(mark, slices)
     local b = per_slice(mark, slices, KB, 1024)
     return format("bytes allocated per slice by stage (--alloc; inclusive, as above): "
                   .. "put_many %.0f: %s", b("put_many"), parts_of(b))
+end
+
+-- Strings per slice by stage (inclusive): lj_str_new's calls, then those that made a new
+-- string; nil without a counting LuaJIT.
+function _M.strings_line(mark, slices)
+    if not ljstat then return nil end
+    local looked, made = per_slice(mark, slices, LOOKED, 1), per_slice(mark, slices, MADE, 1)
+    return format("strings interned per slice by stage (lj_str_new calls; new ones): "
+                  .. "put_many %.1f: %s; new: put_many %.1f: %s", looked("put_many"),
+                  parts_of(looked), made("put_many"), parts_of(made))
 end
 
 return _M
