@@ -247,10 +247,11 @@ end
 
 
 -- The units of the slice's period rated before it (decimal string).
-function E:period_used(info, tenant16)
+-- (k: the stream's key when the caller has it made)
+function E:period_used(info, tenant16, k)
     if info.seq <= 1 then return "0" end
     local period = self.card:period_of(info.window_start_s)
-    local c = self.streams[key(tenant16, info.dimension)]
+    local c = self.streams[k or key(tenant16, info.dimension)]
     if c and c.seq == info.seq - 1 and c.b3 == info.prev_b3 then
         return c.period == period and c.used_after or "0"
     end
@@ -266,9 +267,9 @@ function E:period_used(info, tenant16)
     return m.used_after
 end
 
-local function remember(self, tenant16, info, period, used_after)
+local function remember(self, tenant16, info, period, used_after, k)
     if self.nstreams >= MAX_CACHE then self.streams, self.nstreams = {}, 0 end
-    local k = key(tenant16, info.dimension)
+    k = k or key(tenant16, info.dimension)
     if not self.streams[k] then self.nstreams = self.nstreams + 1 end
     self.streams[k] = { seq = info.seq, b3 = info.b3, period = period, used_after = used_after }
 end

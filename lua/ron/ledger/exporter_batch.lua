@@ -64,15 +64,18 @@ local function failed(b, i, err) b.results[i] = { nil, err } end
 
 -- The slices' infos and their streams' heads (read at once): false when the store failed.
 function E:_batch_heads(b, slices)
-    local keys, seen = {}, {}
+    local keys, seen, kk = {}, {}, {}
     for _, i in ipairs(b.idx) do
         local s = slices[i]
         local t16 = usage.tenant_raw(s.tenant)
-        b.infos[i] = { info = usage.from_slice(s), t16 = t16, dim = s.dimension, s = s }
+        -- (k: the stream's key, made once a slice; each concatenation is a string looked up
+        -- in LuaJIT's table, ~8 of them a slice before, issue 25)
         local k = key(t16, s.dimension)
+        b.infos[i] = { info = usage.from_slice(s), t16 = t16, dim = s.dimension, s = s, k = k }
         if not seen[k] then
             seen[k] = true
             keys[#keys + 1] = { tenant = t16, dimension = s.dimension }
+            kk[#keys] = k
         end
     end
     b.heads = {}
@@ -84,9 +87,9 @@ function E:_batch_heads(b, slices)
             for _, i in ipairs(b.idx) do failed(b, i, err) end
             return false
         end
-        for _, p in ipairs(part) do
+        for j, p in ipairs(part) do
             local h = got[store_key(p.tenant, p.dimension)]
-            b.heads[key(p.tenant, p.dimension)] = { seq = h and h.seq or 0,
+            b.heads[kk[c + j - 1]] = { seq = h and h.seq or 0,
                                                     b3 = h and h.b3 or ZERO32,
                                                     stored = h ~= nil }
         end
@@ -102,7 +105,7 @@ function E:_batch_admit(b)
     for k, h in pairs(b.heads) do vhead[k] = { seq = h.seq, b3 = h.b3, batch = {}, at = {} } end
     for _, i in ipairs(b.idx) do
         local x = b.infos[i]
-        local info, k = x.info, key(x.t16, x.dim)
+        local info, k = x.info, x.k
         local v = vhead[k]
         local seq = info.seq
         if type(seq) == "number" and seq <= v.seq and v.batch[seq] == info.b3 then
@@ -144,7 +147,7 @@ function E:_batch_dups(b, dup_q)
         else
             answer(b, i, "conflict", format("%s/%s seq %d: another slice holds this seq "
                                             .. "(head %d)", x.s.tenant, x.dim, x.info.seq,
-                                            b.heads[key(x.t16, x.dim)].seq))
+                                            b.heads[x.k].seq))
         end
     end
 end
@@ -196,14 +199,14 @@ function E:_batch_rate(b, cand, bad)
     local reqs, rated_of, order, stopped = {}, {}, {}, b.stopped
     for _, i in ipairs(cand) do
         local x = b.infos[i]
-        local k = key(x.t16, x.dim)
+        local k = x.k
         if stopped[k] then
             answer(b, i, "gap", format("head is seq %d", stopped[k].seq - 1))
         elseif bad[x.t16] then
             failed(b, i, bad[x.t16])
             stopped[k] = { seq = x.info.seq, pos = b.pos[i] }
         else
-            local used, err = self:period_used(x.info, x.t16)
+            local used, err = self:period_used(x.info, x.t16, k)
             local req, rated
             if used then req, rated = usage.request(x.info, self.card, used, self.accounts) end
             if not req then
@@ -215,7 +218,7 @@ function E:_batch_rate(b, cand, bad)
                 rated_of[i] = rated
                 x.req = req
                 -- the next slice of this stream rates on this one's used_after
-                self:_remember(x.t16, x.info, rated.period, rated.used_after)
+                self:_remember(x.t16, x.info, rated.period, rated.used_after, k)
             end
         end
     end
@@ -253,7 +256,7 @@ function E:_batch_heads_ops(b, order, planned)
     for j, i in ipairs(order) do
         local x, t = b.infos[i], planned[j]
         if not t or self:shortfall(nil, x.req, t) ~= 0 then return nil end
-        last[key(x.t16, x.dim)] = i
+        last[x.k] = i
     end
     local ins, adv = moves_of(b, last)
     local ops = {}
@@ -274,7 +277,7 @@ function E:_batch_commit(b, order, reqs, rated_of)
     local last, shorts, stopped = {}, {}, b.stopped
     for j, i in ipairs(order) do
         local x = b.infos[i]
-        local k = key(x.t16, x.dim)
+        local k = x.k
         local r, cerr = res[j][1], res[j][2]
         if stopped[k] then
             answer(b, i, "gap", format("head is seq %d", stopped[k].seq - 1))
@@ -322,12 +325,12 @@ function E:_batch_move_heads(b, order, last)
     for _, i in ipairs(order) do
         local x = b.infos[i]
         if x.r then
-            local o = outcome[key(x.t16, x.dim)]
+            local o = outcome[x.k]
             if o == "ok" then answer(b, i, x.r.replayed and "dup" or "ok")
             elseif o == "moved" then answer(b, i, "dup") -- another writer moved it there
             else
                 failed(b, i, o)
-                self.streams[key(x.t16, x.dim)] = nil
+                self.streams[x.k] = nil
             end
         end
     end
@@ -372,7 +375,7 @@ function E:_settle_batch(b)
     local results = b.results
     for _, i in ipairs(b.idx) do
         local x = b.infos[i]
-        local st = b.stopped[key(x.t16, x.dim)]
+        local st = b.stopped[x.k]
         local j = b.dup_of[i]
         if j then
             local r = results[j]

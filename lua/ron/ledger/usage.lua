@@ -167,7 +167,9 @@ _M.SYSTEM_KINDS = { revenue = true, usage_source = true, external = true }
 -- of the book (revenue | usage_source | external, no tenant): the first 16 bytes of
 -- BLAKE3("ron-ledger usage account v1" 00 kind 00 tenant16), tenant16 = 16 zero bytes for
 -- a system account.
-local account_memo = memo()
+-- (memoized by kind, then tenant: no key string made per call, where kind .. tenant was a
+-- string looked up in LuaJIT's table seven times a rated slice, issue 25)
+local account_memo = memo() -- v: kind -> { [tenant16] = id }; n: ids in all
 function _M.account(kind, tenant)
     if _M.TENANT_KINDS[kind] then
         tenant = tenant_raw(tenant)
@@ -176,10 +178,20 @@ function _M.account(kind, tenant)
     else
         error("ron.ledger.usage: unknown account kind " .. tostring(kind), 2)
     end
-    local k = kind .. "\0" .. tenant
-    return account_memo.v[k]
-        or memo_put(account_memo, k, sub(b3.raw("ron-ledger usage account v1\0" .. k), 1, 16))
+    local byk = account_memo.v[kind]
+    local id = byk and byk[tenant]
+    if id then return id end
+    id = sub(b3.raw("ron-ledger usage account v1\0" .. kind .. "\0" .. tenant), 1, 16)
+    if account_memo.n >= MEMO_MAX then account_memo.n, account_memo.v = 0, {} end
+    byk = account_memo.v[kind]
+    if not byk then
+        byk = {}
+        account_memo.v[kind] = byk
+    end
+    byk[tenant], account_memo.n = id, account_memo.n + 1
+    return id
 end
+_M._account_memo = function() return account_memo.n, MEMO_MAX end -- (rate_spec)
 
 -- ---- intent key (LED-R-5) ----
 

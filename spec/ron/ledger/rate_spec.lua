@@ -102,6 +102,24 @@ describe("rate card golden vectors (LED-R-2..4, docs/LEDGER-RATING.md §3)", fun
         assert.equal("requests", k.dimension)
         assert.equal(2, k.seq)
     end)
+
+    it("remembers account ids within its bound, the same ids after dropping them (I-7)",
+       function()
+        local first = {}
+        for i = 1, 9000 do
+            first[i] = usage.account(i % 2 == 0 and "wallet" or "usage", ("%016d"):format(i))
+            local n, max = usage._account_memo()
+            assert.is_true(n <= max)
+        end
+        for i = 1, 9000, 7 do
+            local kind, t = i % 2 == 0 and "wallet" or "usage", ("%016d"):format(i)
+            local want = usage.b3("ron-ledger usage account v1\0" .. kind .. "\0" .. t):sub(1, 16)
+            assert.equal(want, first[i])
+            assert.equal(want, usage.account(kind, t))
+        end
+        assert.are_not.equal(usage.account("wallet", ("%016d"):format(1)),
+                             usage.account("usage", ("%016d"):format(1)))
+    end)
 end)
 
 describe("rate card validation (LED-R-1)", function()

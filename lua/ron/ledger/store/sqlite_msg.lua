@@ -31,6 +31,25 @@ local pcall, unpack, tonumber, error = pcall, unpack, tonumber, error
 
 local _M = {}
 
+-- The keys of the store's rows and calls that cross the pool most (a census of a rated
+-- put_many's calls and answers, issue 25): string.buffer writes a key of its dictionary as
+-- its index and reads it back as this very string, so the side that decodes makes no
+-- lookup in its string table for it (79.7 lj_str_new calls a rated slice on the loop, most
+-- of them lookups of such strings: docs/LEDGER.md "Where the loop's CPU goes inside
+-- LuaJIT"). Both sides load this one list (one process, one file), so a change reaches
+-- both at once; a key outside it crosses as a string.
+_M.DICT = { "n", "id", "version", "status", "bytes", "policy", "floor", "code", "scale",
+            "asset", "account", "expect", "transfer_id", "tenant", "max", "data", "kind",
+            "dimension", "b3", "seq", "ok", "book", "index", "amount", "created_by", "len",
+            "\0rb", "limit", "bals", "key", "outcome", "body_hash", "message", "consumed_by",
+            "reservation", "metadata", "intent", "created_at_ms", "rec", "involved", "event",
+            "also_done", "flushed", "balance", "rows", "count", "flush", "keys", "target",
+            "opened_at", "updated_at", "phase", "sid", "node", "lease", "head", "prev_b3" }
+local OPTS = { dict = _M.DICT }
+
+-- A string.buffer for the pool's crossings (the dictionary set).
+function _M.buffer() return sbuf.new(OPTS) end
+
 local MAGIC, VALUES = "\0rm1", "\0rl1"
 local HEAD = 8
 local cu8p, u32p, cu32p = ffi.typeof("const uint8_t *"), ffi.typeof("uint32_t *"),
@@ -50,7 +69,7 @@ function _M.take()
         return m
     end
     made = made + 1
-    return { b = sbuf.new(), size = 0 }
+    return { b = _M.buffer(), size = 0 }
 end
 
 function _M.give(m)
@@ -78,7 +97,7 @@ function _M.write(m, method, ...)
 end
 
 -- (the pool) the call at addr: -> its arguments, each block reference made the block
-local dec = has_buf and sbuf.new()
+local dec = has_buf and _M.buffer()
 
 function _M.read(addr, len, method)
     local base = ffi.cast(cu8p, addr)

@@ -71,11 +71,11 @@ end
 -- values in C, against ser's Lua source that the other side compiled back with loadstring
 -- (~600 us of CPU per commit, both ways: issue 25's profile). Its int64_t stays int64_t;
 -- ser is the fallback of an older LuaJIT, and names the value neither can pass.
-local has_buf, sbuf = pcall(require, "string.buffer")
+local has_buf = pcall(require, "string.buffer")
 local BUF = has_buf and "\0rl1" or nil -- a prefix no "return ..." source starts with
 -- One encode and one decode buffer per VM (the loop's, each pool thread's): the bytes are
 -- written after the prefix and read past it in place, no copy of either side.
-local enc, dec = has_buf and sbuf.new(), has_buf and sbuf.new()
+local enc, dec = has_buf and msg.buffer(), has_buf and msg.buffer()
 -- (RON_SQLITE_MESSAGES=0: a call's arguments cross as a string, as before sqlite_msg)
 _M.messages = has_buf and os.getenv("RON_SQLITE_MESSAGES") ~= "0"
 
