@@ -42,7 +42,9 @@ tar xf "luajit2_$up.orig.tar.xz"
 tar xf "luajit2_$ver.debian.tar.xz" -C "luajit2-$up"
 cd "luajit2-$up"
 if [ -f debian/patches/series ]; then
-    for p in $(cat debian/patches/series); do patch -s -p1 < "debian/patches/$p"; done
+    while read -r p; do
+        [ -n "$p" ] && patch -s -p1 < "debian/patches/$p"
+    done < debian/patches/series
 fi
 if [ "$count" = 1 ]; then patch -s -p1 < "$here/luajit-count-strings.patch"; fi
 make -s -j"$(nproc)" amalg PREFIX=/usr MULTILIB=lib/x86_64-linux-gnu \
