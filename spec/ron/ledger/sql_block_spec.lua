@@ -111,6 +111,18 @@ describe("ron.ledger.store.sql_block", function()
         end
     end)
 
+    it("tells a claim key from an intent (claims.intent_of)", function()
+        local sq, pg = { dialect = "sqlite" }, { dialect = "postgres" }
+        local p = claims.PREFIX
+        assert.equal("intent", claims.intent_of(sq, p .. "intent"))
+        assert.equal("\255\255x", claims.intent_of(sq, p .. "\255\255x")) -- (an 0xff intent)
+        assert.is_nil(claims.intent_of(sq, p:sub(2) .. "x" .. "intent"))     -- 255 of them
+        assert.is_nil(claims.intent_of(sq, p:sub(1, 100) .. "x" .. p:sub(102) .. "i"))
+        assert.is_nil(claims.intent_of(sq, p))                              -- no intent
+        assert.is_nil(claims.intent_of(sq, "intent"))
+        assert.is_nil(claims.intent_of(pg, p .. "intent"))                  -- (SQLite's only)
+    end)
+
     it("refuses a block that does not end where its values do", function()
         local b = blk.encode(1, { n = 3, "abc", 7, nil })
         local C = { sqlite3_bind_null = function() return 0 end,

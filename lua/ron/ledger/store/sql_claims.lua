@@ -17,7 +17,7 @@
 --                                         in `claims` (SQLite), else nil
 --   claims.split(store, keys)          -> the intents table's keys, the claims' intents
 --   claims.key(intent)                 -> the claim key of an intent
-local byte, rep, sub = string.byte, string.rep, string.sub
+local byte, find, rep, sub = string.byte, string.find, string.rep, string.sub
 
 local _M = {}
 
@@ -25,10 +25,12 @@ local PREFIX = rep("\255", 256)
 _M.PREFIX = PREFIX
 
 function _M.intent_of(store, key)
-    -- (the first byte first: an intent rarely starts with 0xff, and the whole prefix is a
-    -- 256-byte string to make)
+    -- (the first byte first: an intent rarely starts with 0xff. The prefix is matched in
+    -- place, not cut out: a 256-byte string made is one LuaJIT hashes by three of its bytes,
+    -- and every such string of one length shares its bucket, issue 25)
     if store.dialect ~= "sqlite" or #key <= 256 or byte(key, 1) ~= 255 then return nil end
-    if sub(key, 1, 256) ~= PREFIX then return nil end
+    local _, last = find(key, "^\255+")
+    if last < 256 then return nil end
     return sub(key, 257)
 end
 
