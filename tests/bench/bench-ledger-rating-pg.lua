@@ -353,9 +353,6 @@ local function calls_mark(calls)
     return calls.n, calls.t, by0, tby0
 end
 
--- A measured run starts: PostgreSQL's statistics reset, the recorder (rec) and the profiler
--- on. -> this process's CPU, the server's, the clock
--- (cpu0: this process's CPU and its loop thread's)
 -- --mark: each measured run's start and end on stderr in CLOCK_MONOTONIC seconds, for
 -- `perf record -k CLOCK_MONOTONIC` and `perf report --time START,END` (tests/bench/README.md
 -- "Inside LuaJIT": the rated part alone, without the setup and the baselines)
@@ -364,6 +361,9 @@ local function mark(what)
     io.stderr:write(("perf-mark %s %.6f\n"):format(what, now()))
 end
 
+-- A measured run starts: PostgreSQL's statistics reset, the recorder (rec) and the profiler
+-- on. -> this process's CPU, the server's, the clock
+-- (cpu0: this process's CPU and its loop thread's)
 local function measure_start(rec)
     mark("start")
     pg_stats_reset()

@@ -137,7 +137,8 @@ if jit then jit.on(_M.bind) end
 
 local SQLITE = { dialect = "sqlite" } -- (claims.intent_of's view of the store)
 local function held_key(k) return claims.intent_of(SQLITE, k) end
-local EMPTY
+-- the block of no rows (a constant: zero rows, zero values, the same in either byte order)
+local EMPTY = MAGIC .. ("\0"):rep(8)
 
 -- op -> its arguments as blocks: a list (1) or two (2); nil leaves the op as it is
 -- (an empty list; or a list its primitive refuses, which the pool then refuses as before)
@@ -164,12 +165,6 @@ local FORMS = {
     end,
     put_intents = function(op)
         local plain, held = sql_binds.intents_split(SQLITE, op[2])
-        if not EMPTY then -- (a string of its own, never a message's reference)
-            local b = into
-            into = nil
-            EMPTY = _M.encode(0, { n = 0 })
-            into = b
-        end
         return #plain > 0 and _M.encode(#plain, sql_binds.intents(plain)) or EMPTY,
                #held > 0 and _M.encode(#held, sql_binds.intents(held, held_key)) or EMPTY
     end,
@@ -217,22 +212,18 @@ local function args(method, ...)
     return ...
 end
 
-function _M.args(method, ...) return args(method, ...) end
+_M.args = args
 
-local function done(...)
+-- (into reset however args ends)
+local function reset(ok, ...)
     into = nil
+    if not ok then error((...), 0) end
     return ...
 end
 
 function _M.args_into(b, method, ...)
     into = b
-    local ok, a, c = pcall(args, method, ...) -- (args raises nothing; into is reset anyway)
-    if not ok then
-        into = nil
-        error(a, 0)
-    end
-    if method == "apply" or (FORMS[method] and select("#", ...) <= 2) then return done(a, c) end
-    return done(...)
+    return reset(pcall(args, method, ...))
 end
 
 -- ---- the pool's side ----

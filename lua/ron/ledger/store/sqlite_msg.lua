@@ -21,7 +21,8 @@
 --   local m = msg.take()                      -- the loop: a message (msg.give(m) after)
 --   local addr, len = msg.write(m, method, ...)   -- nil when a value cannot be encoded
 --   msg.read(addr, len, method)  -> the call's arguments (the pool)
---   msg.stats()                  -> { kept = buffers kept, made = buffers made }
+--   msg.stats()                  -> { kept = buffers kept }
+--   msg.VALUES                   the serialized values' prefix (sqlite_off's strings too)
 local ffi = require("ffi")
 local has_buf, sbuf = pcall(require, "string.buffer") -- (sqlite_off: messages only with it)
 local phase = require("ron.ledger.store.phase")
@@ -51,6 +52,7 @@ local OPTS = { dict = _M.DICT }
 function _M.buffer() return sbuf.new(OPTS) end
 
 local MAGIC, VALUES = "\0rm1", "\0rl1"
+_M.VALUES = VALUES
 local HEAD = 8
 local cu8p, u32p, cu32p = ffi.typeof("const uint8_t *"), ffi.typeof("uint32_t *"),
                           ffi.typeof("const uint32_t *")
@@ -59,7 +61,7 @@ local cu8p, u32p, cu32p = ffi.typeof("const uint8_t *"), ffi.typeof("uint32_t *"
 -- none waits: the writer's, the reader's, a checkpoint's); a buffer that grew past
 -- KEEP_BYTES is let go rather than kept.
 _M.KEEP, _M.KEEP_BYTES = 4, 8 * 1024 * 1024
-local kept, made = {}, 0
+local kept = {}
 
 -- a message: { b = its string.buffer, size = the bytes of the call written last }
 function _M.take()
@@ -68,7 +70,6 @@ function _M.take()
         kept[#kept] = nil
         return m
     end
-    made = made + 1
     return { b = _M.buffer(), size = 0 }
 end
 
@@ -79,7 +80,7 @@ function _M.give(m)
     end
 end
 
-function _M.stats() return { kept = #kept, made = made } end
+function _M.stats() return { kept = #kept } end
 
 -- The call into m: -> its address (a number) and length; nil when a value cannot be
 -- encoded by string.buffer (the caller then passes the call as a string, as before).

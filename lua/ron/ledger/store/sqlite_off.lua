@@ -72,7 +72,7 @@ end
 -- (~600 us of CPU per commit, both ways: issue 25's profile). Its int64_t stays int64_t;
 -- ser is the fallback of an older LuaJIT, and names the value neither can pass.
 local has_buf = pcall(require, "string.buffer")
-local BUF = has_buf and "\0rl1" or nil -- a prefix no "return ..." source starts with
+local BUF = has_buf and msg.VALUES or nil -- a prefix no "return ..." source starts with
 -- One encode and one decode buffer per VM (the loop's, each pool thread's): the bytes are
 -- written after the prefix and read past it in place, no copy of either side.
 local enc, dec = has_buf and msg.buffer(), has_buf and msg.buffer()
@@ -130,14 +130,13 @@ function _M.pool_call(dbnum, token, method, packed, durability, plen)
         s.durability = durability
         attached[token], n_attached = s, n_attached + 1
     end
+    if plen then packed = { packed, plen, method } end
     -- (RON_SQLITE_PROFILE: a counted phase's decode and encode timed too)
     if prof.on then
         local kind = token:byte(-1) == 114 and "read" or "write" -- ("r": next_token)
-        if plen then packed = { packed, plen, method } end
         return prof.call(s, method, packed, args_of, _M.pack, phase.pack, kind)
     end
-    if plen then return _M.pack(s[method](s, msg.read(packed, plen, method))) end
-    return _M.pack(s[method](s, _M.unpack_(packed)))
+    return _M.pack(s[method](s, args_of(packed)))
 end
 
 -- The pool's work function (no upvalues: luv ships it to each pool thread's VM as bytecode).
