@@ -127,6 +127,13 @@ if(RA_BUILD_LEDGER)
     COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
       $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-ledger-sqlite-lengths.lua
       --dir ${RA_BENCH_OUT} --out ${_bench_results})
+  # What SQLite's commit pays for rows keyed by content ids (issue 25, docs/WALLET.md "Rows
+  # keyed by content"): a wallet group's rows on the store's schema against postings and
+  # events keyed by the transfer's number, and without the claim row.
+  list(APPEND _bench_cmds
+    COMMAND ${CMAKE_COMMAND} -E env RON_LEDGER_LIB=$<TARGET_FILE:ronledger>
+      $<TARGET_FILE:ron-accounting> run ${RA_BENCH_DIR}/bench-sqlite-keys.lua
+      --dir ${RA_BENCH_OUT} --out ${_bench_results})
   # `ledger verify` over a book of 100,000 transfers (I-7, docs/LEDGER.md "Verify's memory"):
   # seconds, peak RSS and the Lua heap per transfer, against reading every table whole.
   list(APPEND _bench_cmds
