@@ -78,7 +78,9 @@
 --                        intents, claims, events; tests/bench/same_rows.lua; the first 128
 --                        groups, of the unmeasured warm-up run with --warmup) INSERTed again
 --                        plainly into scratch tables of the same store with the same keys
---                        and indexes, group by group as the wallet committed them (SQLite:
+--                        and indexes, first filled (untimed) with as many rows as the
+--                        store's tables hold (the ledger's size: same_rows.lua's prefill),
+--                        group by group as the wallet committed them (SQLite:
 --                        one transaction each on a second, synchronous connection), each
 --                        flushed: what the design's rows cost alone, no HTTP, no reads, no
 --                        engine; printed in transfers/s with the seconds per table
@@ -861,7 +863,7 @@ local function same_rows(name, raw, rec, label, rate)
     else
         ddl = function(stmt) return s.drv.db:exec(stmt) end
     end
-    local r = SR.run(s, rec, ddl, { one_tx = true, tag = label })
+    local r = SR.run(s, rec, ddl, { one_tx = true, tag = label, prefill = true })
     close()
     local n, nrows, dt, by, groups = r.transfers, r.rows, r.seconds, r.by_table, r.groups
     if n == 0 then return end
@@ -873,13 +875,14 @@ local function same_rows(name, raw, rec, label, rate)
     end
     local same, case_name = n / dt, "same_rows" .. (label:match("_hot$") or "")
     print(format("%-8s %-15s %8.0f transfers/s  %.1f rows/transfer in %d groups (%.1f each), " ..
-                 "one transaction and flush each; the wallet %.3f of it; us/transfer by " ..
+                 "one transaction and flush each, into tables first filled with %d " ..
+                 "transfers' rows (the store's); the wallet %.3f of it; us/transfer by " ..
                  "table and the commit's: %s", name, case_name, same, nrows / n, groups,
-                 n / groups, rate / same, table.concat(parts, ", ")))
+                 n / groups, r.prefilled, rate / same, table.concat(parts, ", ")))
     emit(format('{"bench":"wallet","store":"%s","case":"%s","transfers":%d,' ..
-                '"rows_per_transfer":%.2f,"groups":%d,"per_s":%.1f,"wallet_ratio":%.3f,' ..
-                '"loadavg":"%s"}', name, case_name, n, nrows / n, groups, same, rate / same,
-                B.loadavg()))
+                '"rows_per_transfer":%.2f,"groups":%d,"prefilled":%d,"per_s":%.1f,' ..
+                '"wallet_ratio":%.3f,"loadavg":"%s"}', name, case_name, n, nrows / n, groups,
+                r.prefilled, same, rate / same, B.loadavg()))
 end
 
 -- `ledger verify` over the store after its cases (issue 25: exact after every benchmark

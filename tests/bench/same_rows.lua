@@ -25,8 +25,10 @@
 --     PostgreSQL's); exec_ddl(stmt) -> ok; o.one_tx: each group in one transaction
 --     (drv:atomic, SQLite) instead of one per statement; o.clock: the wall clock in seconds
 --     (default luv's); o.cpu: a clock of this process's CPU (its seconds in .cpu); o.tag:
---     in the scratch tables' names (one set per tag).
+--     in the scratch tables' names (one set per tag); o.prefill: the scratch tables filled
+--     first with as many rows as the store's (below; the transfers copied in .prefilled).
 local sql = require("ron.ledger.store.sql")
+local format = string.format
 local schema = require("ron.ledger.store.schema")
 local claims = require("ron.ledger.store.sql_claims")
 
@@ -220,8 +222,56 @@ local function write(s, prefix, rows, by_table, clock)
     return total
 end
 
+-- o.prefill: the scratch tables first filled, untimed, with as many rows as the store's own
+-- tables hold, so that the run's rows go into B-trees of the ledger's size: a random key
+-- lands in a leaf of its own in a large tree and shares one in a small tree, and a commit
+-- writes every leaf it dirtied (issue 25, docs/WALLET.md "Rows keyed by content": the
+-- rows alone ran 1,510 transfers/s into tables of 1,000 transfers, 1,011 into tables of
+-- 100,000). Each copied row's keys that name content are random bytes of their length
+-- (the run's own rows are in the store too, so a copy as it is would collide), and its
+-- numbers (a transfer's n, an event's seq) negative, so the run's rows come after them as
+-- the store's do.
+local function rand(dialect, col)
+    if dialect == "postgres" then
+        return format("substr(sha256(random()::text::bytea), 1, least(32, length(%s))) || "
+                      .. "substr(%s, 33)", col, col)
+    end
+    return format("randomblob(min(32, length(%s))) || substr(%s, 33)", col, col)
+end
+local PREFILL = { -- table -> its columns in the copy: the keys random, the numbers negated
+    postings = { transfer_id = "rand" },
+    transfers = { n = "neg", id = "rand" },
+    transfer_accounts = { n = "neg" },
+    intents = { key = "rand" },
+    claims = { intent = "rand" },
+    events = { seq = "neg", transfer_id = "rand" },
+}
+-- -> the transfers copied
+local function prefill(s, prefix)
+    local copied = 0
+    for _, t in ipairs(ROW_ORDER) do
+        local cols, sel = ROWS[t].cols, {}
+        for i, c in ipairs(cols) do
+            local how = PREFILL[t][c]
+            sel[i] = how == "rand" and rand(s.dialect, c) or how == "neg" and ("-" .. c) or c
+        end
+        local src = sql.render(s.dialect, s.prefix, "@" .. t)
+        local dst = sql.render(s.dialect, prefix, "@" .. t)
+        -- (SQLite's claims table is its own: a PostgreSQL store keeps none)
+        if t ~= "claims" or s.dialect == "sqlite" then
+            local n = assert(s.drv:write("INSERT INTO " .. dst .. " ("
+                .. table.concat(cols, ", ") .. ") " .. ((ROWS[t].overriding
+                and s.dialect == "postgres") and "OVERRIDING SYSTEM VALUE " or "")
+                .. "SELECT " .. table.concat(sel, ", ") .. " FROM " .. src, { n = 0 }))
+            if t == "transfers" then copied = n end
+        end
+    end
+    return copied
+end
+
 -- The groups rec recorded, converted before the clock starts, then written group by group,
--- each flushed (durability ack). -> the figures above
+-- each flushed (durability ack). -> the figures above (and prefilled: the store's
+-- transfers copied first, o.prefill)
 function M.run(s, rec, exec_ddl, o)
     o = o or {}
     local clock = o.clock or function() return require("luv").hrtime() / 1e9 end
@@ -229,6 +279,7 @@ function M.run(s, rec, exec_ddl, o)
     local prefix = s.dialect == "postgres" and ('"' .. s.schema .. '_rows' .. sfx .. '".')
                    or ("rows" .. sfx .. "_")
     for _, stmt in ipairs(ddl(s.dialect, prefix)) do assert(exec_ddl(stmt)) end
+    local prefilled = o.prefill and prefill(s, prefix) or nil
     -- (what rec kept is taken: it records anew from group 1)
     local calls = rec.frozen and sbuf.decode(rec.frozen) or rec.calls
     rec.calls, rec.cur, rec.frozen = {}, 1, nil
@@ -256,7 +307,8 @@ function M.run(s, rec, exec_ddl, o)
         by_table.flush = (by_table.flush or 0) + (clock() - tc)
     end
     return { rows = nrows, seconds = clock() - t0, by_table = by_table, groups = #conv,
-             transfers = ctr.n, cpu = o.cpu and (o.cpu() - cpu0) }
+             transfers = ctr.n, cpu = o.cpu and (o.cpu() - cpu0),
+             prefilled = prefilled }
 end
 
 return M
