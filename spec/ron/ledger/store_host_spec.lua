@@ -325,14 +325,15 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
 
     -- A generic plan is made once and kept until the table's statistics change (an ANALYZE,
     -- which autovacuum runs only now and then): a new ledger's connections prepare their
-    -- statements while the postings table is empty and never analyzed (the planner then
-    -- assumes 10 pages), and the plan must still probe the keys it is given when the
-    -- postings are many (issue 25: the consume of reserved postings, planned as a scan of
-    -- the postings for `status = 1 AND reservation = $2`, which the planner counts as one
-    -- row, scanned 4,000 postings a commit in bench-ledger-commit-pg). Each key statement
-    -- on postings prepared on the new schema, then executed over 20,000 postings (a third
-    -- of them reserved) without an ANALYZE between.
-    it("generic plans made on a new ledger still probe the keys of many postings (issue 25)",
+    -- statements while the tables are empty and never analyzed (the planner then assumes
+    -- 10 pages), and the plan must still probe the keys it is given when the rows are many
+    -- (issue 25: the consume of reserved postings, planned as a scan of the postings for
+    -- `status = 1 AND reservation = $2`, which the planner counts as one row, scanned 4,000
+    -- postings a commit in bench-ledger-commit-pg; the heads' compare-and-set, a hash join
+    -- over a scan of every stream). Each list statement prepared on the new schema and
+    -- executed once, then executed over 20,000 rows of each table it reads (a third of the
+    -- postings reserved) without an ANALYZE between: no scan of a table's heap but by key.
+    it("generic plans made on a new ledger still probe the keys of many rows (issue 25)",
        function()
         in_task(function()
             local base = require("ron.ledger.store.sql_base")
@@ -351,9 +352,7 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
             run("SET plan_cache_mode = force_generic_plan")
             local names, args = {}, {}
             for name, spec in pairs(sql_text.PG_ARRAY) do
-                -- (the key statements: not an INSERT, nor selection's read by account)
-                if spec.sql:find("@postings", 1, true) and not spec.plain
-                   and not spec.sql:find("account = q.a", 1, true) then
+                if not spec.plain then -- (an INSERT's plan reads no table)
                     local q = base.render("postgres", s.prefix, spec.sql)
                     local n = 0
                     for d in q:gmatch("%$(%d+)") do n = math.max(n, tonumber(d)) end
@@ -365,10 +364,19 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
                 end
             end
             table.sort(names)
-            assert.is_true(#names >= 6, table.concat(names, " "))
+            assert.is_true(#names >= 15, table.concat(names, " "))
             fill(0, 20000)
-            -- (each finds its rows through the primary key: neither a scan of the postings
-            -- nor of selection's index for a status, which leads with the account)
+            local function rows(t, sel) -- 20,000 rows of t, keyed by sha256(g)
+                run("INSERT INTO @" .. t .. " SELECT " .. sel .. " FROM generate_series(1, 20000) "
+                    .. "AS g")
+            end
+            rows("events", "'bench', g, sha256(int8send(g)), 'transfer', NULL")
+            rows("usage_streams", "sha256(int8send(g)), 'd', g, sha256(int8send(g))")
+            rows("intents", "sha256(int8send(g)), 'committed', NULL, NULL, NULL, NULL")
+            rows("accounts", "sha256(int8send(g)), 1, 0, 0, 0, ''")
+            rows("heads", "sha256(int8send(g)), 'USD', 2, 1, NULL")
+            -- (each finds its rows through an index by its keys: no Seq Scan, and no bitmap
+            -- of an index for a status, which selection's index holds after the account)
             local bad = {}
             for _, name in ipairs(names) do
                 local plan = {}
@@ -376,8 +384,7 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
                     plan[#plan + 1] = r[1]
                 end
                 plan = table.concat(plan, "\n")
-                if not plan:find("postings_pkey", 1, true) or plan:find("Seq Scan on postings", 1, true)
-                   or plan:find("Heap Scan on postings", 1, true) then
+                if plan:find("Seq Scan on", 1, true) or plan:find("Heap Scan on", 1, true) then
                     bad[#bad + 1] = name .. ":\n" .. plan
                 end
                 run("DEALLOCATE frozen_" .. name)

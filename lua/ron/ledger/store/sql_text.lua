@@ -541,10 +541,14 @@ local PG_ARRAY = {
     insert_streams = { at = 0, groups = { "bbib" }, sql =
         "INSERT INTO @usage_streams (tenant, dimension, seq, b3) SELECT * FROM "
         .. "unnest(?B, ?B, ?I, ?B) ON CONFLICT DO NOTHING" },
+    -- (each stream's row probed by its key and joined by ctid, as update_by_key: planned on
+    -- a new ledger, the join by key was a hash join over a scan of every stream, kept)
     advance_streams = { at = 0, groups = { "bbibib" }, sql =
-        "UPDATE @usage_streams SET seq = v.s, b3 = v.b FROM unnest(?B, ?B, ?I, ?B, ?I, ?B) "
-        .. "AS v (t, d, s, b, ps, pb) WHERE @usage_streams.tenant = v.t AND "
-        .. "@usage_streams.dimension = v.d AND @usage_streams.seq = v.ps AND "
+        "UPDATE @usage_streams SET seq = v.s, b3 = v.b FROM (SELECT q.s, q.b, q.ps, q.pb, "
+        .. "u.ctid AS r FROM unnest(?B, ?B, ?I, ?B, ?I, ?B) WITH ORDINALITY AS "
+        .. "q (t, d, s, b, ps, pb, o) CROSS JOIN LATERAL (SELECT ctid FROM @usage_streams "
+        .. "WHERE tenant = q.t AND dimension = q.d LIMIT 1) AS u WHERE q.o" .. FEW .. ") AS v "
+        .. "WHERE @usage_streams.ctid = v.r AND @usage_streams.seq = v.ps AND "
         .. "@usage_streams.b3 = v.pb" },
 }
 _M.PG_ARRAY = PG_ARRAY
