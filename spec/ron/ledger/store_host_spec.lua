@@ -270,6 +270,17 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
         end)
     end)
 
+    -- A fresh schema for the plan cases: -> the store, run(text) (the text rendered for it).
+    local function plan_store(schema_name)
+        local base = require("ron.ledger.store.sql_base")
+        local s = assert(S.pg_store(pg, { schema = schema_name, connections = 1,
+                                         query_timeout_ms = 120000 }))
+        local db = s.drv.db
+        return s, function(text)
+            return assert(db:query(base.render("postgres", s.prefix, text), {}))
+        end
+    end
+
     -- The generic plan of every list statement (PG_ARRAY, the phase's balance lock) probes
     -- the keys it is given, at 2,000 postings as at 100,000 (issue 25): the phase sends them
     -- as named prepared statements, and the server runs a generic plan after five
@@ -280,11 +291,7 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
             local base = require("ron.ledger.store.sql_base")
             local sql_text = require("ron.ledger.store.sql_text")
             local pg_phase = require("ron.ledger.store.pg_phase")
-            local s = assert(S.pg_store(pg, { schema = "plans", connections = 1,
-                                             query_timeout_ms = 120000 }))
-            local db = s.drv.db
-            local function run(text) return assert(db:query(base.render("postgres", s.prefix,
-                                                                         text), {})) end
+            local s, run = plan_store("plans")
             local texts = { lock_balances = pg_phase.LOCK_BALANCES }
             for name, spec in pairs(sql_text.PG_ARRAY) do texts[name] = spec.sql end
             local names = {}
@@ -338,11 +345,7 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
         in_task(function()
             local base = require("ron.ledger.store.sql_base")
             local sql_text = require("ron.ledger.store.sql_text")
-            local s = assert(S.pg_store(pg, { schema = "frozen", connections = 1,
-                                             query_timeout_ms = 120000 }))
-            local db = s.drv.db
-            local function run(text) return assert(db:query(base.render("postgres", s.prefix,
-                                                                         text), {})) end
+            local s, run = plan_store("frozen")
             local function fill(from, upto) -- a third Active, a third reserved, a third spent
                 run(("INSERT INTO @postings SELECT sha256(int8send(g / 2)), g %% 2, "
                      .. "sha256(int8send(g %% 1000)), 'USD', 2, g, g %% 3, CASE WHEN g %% 3 = 1 "
