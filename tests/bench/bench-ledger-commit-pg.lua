@@ -2,9 +2,13 @@
 -- goes (issue 25, docs/LEDGER.md "One round trip on PostgreSQL").
 --
 --   build/ron-accounting run tests/bench/bench-ledger-commit-pg.lua [--commits N]
---       [--warmup N] [--plan-cache N] [--no-prepare] [--out FILE]
+--       [--warmup N] [--plan-cache N] [--no-prepare] [--explain MS] [--out FILE]
 --   --plan-cache 0: every commit reads first (LED-73 off); --no-prepare: the statements sent
---   unnamed (parsed and planned by the server every time)
+--   unnamed (parsed and planned by the server every time); --explain MS: auto_explain logs
+--   the plan (with ANALYZE, nested statements too) of every statement of MS milliseconds or
+--   more, and the bench prints, per statement, how many were logged and their scan nodes
+--   (how docs/LEDGER.md "A new ledger's generic plans" was found; the run's figures then
+--   carry auto_explain's own cost: it times every node of every statement)
 --
 -- A server the bench starts (fsync on, synchronous_commit on: the durable contract) with
 -- pg_stat_statements (planning tracked) and WAL I/O timing; one engine over a pool of 4, each
@@ -26,8 +30,9 @@ local opts = { commits = 2000, warmup = 200, out = nil, cache = nil }
 B.args(arg, opts, {
     { "--commits", "commits", "num" }, { "--warmup", "warmup", "num" },
     { "--plan-cache", "cache", "num" }, { "--no-prepare", "noprep", "on" },
+    { "--explain", "explain", "num" },
 }, "bench-ledger-commit-pg.lua [--commits N] [--warmup N] [--plan-cache N] [--no-prepare] "
-   .. "[--out F]")
+   .. "[--explain MS] [--out F]")
 
 local USD = { code = "USD", scale = 2 }
 local EXT, SINK = ("E"):rep(16), ("S"):rep(16)
@@ -95,7 +100,8 @@ end
 -- The cluster's settings for the measurement: pg_stat_statements needs a restart.
 local function instrument_server(cluster)
     for _, s in ipairs {
-        "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'",
+        "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
+            .. (opts.explain and ", 'auto_explain'" or ""),
         "ALTER SYSTEM SET track_wal_io_timing = on",
     } do psql_rows(cluster, s) end
     cluster:stop_server()
@@ -103,7 +109,41 @@ local function instrument_server(cluster)
     uv.update_time()
     psql_rows(cluster, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     psql_rows(cluster, "ALTER SYSTEM SET pg_stat_statements.track_planning = on")
+    if opts.explain then
+        for _, set in ipairs { "log_min_duration = " .. math.floor(opts.explain),
+                               "log_analyze = on", "log_nested_statements = on" } do
+            psql_rows(cluster, "ALTER SYSTEM SET auto_explain." .. set)
+        end
+    end
     psql_rows(cluster, "SELECT pg_reload_conf()")
+end
+
+-- --explain: the plans auto_explain wrote to the server's log, per statement (its first 90
+-- characters): how many, and each scan node's count (the relation or index it reads).
+local function explained(cluster)
+    local f = io.open(cluster.dir .. "/log.start")
+    if not f then return end
+    local by, order, q = {}, {}, nil
+    for line in f:lines() do
+        local text = line:match("Query Text: (.*)")
+        if text then
+            q = text:gsub("%s+", " "):sub(1, 90)
+            if not by[q] then by[q], order[#order + 1] = { n = 0, scans = {} }, q end
+            by[q].n = by[q].n + 1
+        elseif q then
+            local scan = line:match("%->%s+([%w ]-Scan[%w ]- on [%w_.\"]+)")
+                         or line:match("%->%s+([%w ]-Scan using [%w_]+)")
+            if scan then by[q].scans[scan] = (by[q].scans[scan] or 0) + 1 end
+        end
+    end
+    f:close()
+    print(format("plans logged by auto_explain (statements of %d ms or more):", opts.explain))
+    for _, k in ipairs(order) do
+        local parts = {}
+        for scan, c in pairs(by[k].scans) do parts[#parts + 1] = format("%s x%d", scan, c) end
+        table.sort(parts)
+        print(format("%8d  %s\n          %s", by[k].n, k, table.concat(parts, "; ")))
+    end
 end
 
 local function reset(cluster)
@@ -184,6 +224,7 @@ B.main("bench-ledger-commit-pg", function(T)
         local cpu_s, scpu_s = os.clock() - c0, server_cpu_s(cluster) - scpu0
         T.sleep(1100)
         report(cluster, n, lat, cpu_s, rt, scpu_s, emit)
+        if opts.explain then explained(cluster) end
     end)
     return true
 end)
