@@ -28,9 +28,10 @@
 --     in the scratch tables' names (one set per tag); o.prefill: the scratch tables filled
 --     first with as many rows as the store's (below; the transfers copied in .prefilled).
 local sql = require("ron.ledger.store.sql")
-local format = string.format
 local schema = require("ron.ledger.store.schema")
 local claims = require("ron.ledger.store.sql_claims")
+
+local format = string.format
 
 local M = {}
 

@@ -270,15 +270,24 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
         end)
     end)
 
-    -- A fresh schema for the plan cases: -> the store, run(text) (the text rendered for it).
+    -- A fresh schema for the plan cases: -> the store, run(text) (the text rendered for it),
+    -- prepare(name, text) (PREPAREd as name: -> the EXECUTE's arguments, a NULL a parameter).
     local function plan_store(schema_name)
         local base = require("ron.ledger.store.sql_base")
         local s = assert(S.pg_store(pg, { schema = schema_name, connections = 1,
                                          query_timeout_ms = 120000 }))
         local db = s.drv.db
-        return s, function(text)
+        local function run(text)
             return assert(db:query(base.render("postgres", s.prefix, text), {}))
         end
+        local function prepare(name, text)
+            local q = base.render("postgres", s.prefix, text)
+            local n = 0
+            for d in q:gmatch("%$(%d+)") do n = math.max(n, tonumber(d)) end
+            run("PREPARE " .. name .. " AS " .. q)
+            return n > 0 and ("(" .. ("NULL, "):rep(n - 1) .. "NULL)") or ""
+        end
+        return s, run, prepare
     end
 
     -- The generic plan of every list statement (PG_ARRAY, the phase's balance lock) probes
@@ -288,10 +297,9 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
     -- postings the reserve's generic plan was a hash join over a scan of the table.
     it("generic plans: no list statement scans the postings or balances (issue 25)", function()
         in_task(function()
-            local base = require("ron.ledger.store.sql_base")
             local sql_text = require("ron.ledger.store.sql_text")
             local pg_phase = require("ron.ledger.store.pg_phase")
-            local s, run = plan_store("plans")
+            local s, run, prepare = plan_store("plans")
             local texts = { lock_balances = pg_phase.LOCK_BALANCES }
             for name, spec in pairs(sql_text.PG_ARRAY) do texts[name] = spec.sql end
             local names = {}
@@ -311,12 +319,7 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
                 run("ANALYZE @balances")
                 local scans = {}
                 for k, name in ipairs(names) do
-                    local q = base.render("postgres", s.prefix, texts[name])
-                    local nparams = 0
-                    for d in q:gmatch("%$(%d+)") do nparams = math.max(nparams, tonumber(d)) end
-                    local args = nparams > 0 and ("(" .. ("NULL, "):rep(nparams - 1) .. "NULL)")
-                                 or ""
-                    run("PREPARE plan_" .. k .. " AS " .. q)
+                    local args = prepare("plan_" .. k, texts[name])
                     local rows = run("EXPLAIN EXECUTE plan_" .. k .. args)
                     run("DEALLOCATE plan_" .. k)
                     for _, r in ipairs(rows) do
@@ -343,36 +346,28 @@ S.describe_pg("store on a real PostgreSQL", function(pg)
     it("generic plans made on a new ledger still probe the keys of many rows (issue 25)",
        function()
         in_task(function()
-            local base = require("ron.ledger.store.sql_base")
             local sql_text = require("ron.ledger.store.sql_text")
-            local s, run = plan_store("frozen")
-            local function fill(from, upto) -- a third Active, a third reserved, a third spent
-                run(("INSERT INTO @postings SELECT sha256(int8send(g / 2)), g %% 2, "
-                     .. "sha256(int8send(g %% 1000)), 'USD', 2, g, g %% 3, CASE WHEN g %% 3 = 1 "
-                     .. "THEN sha256(int8send(g %% 7)) END, sha256(int8send(g / 2)), NULL, g %% 8 "
-                     .. "FROM generate_series(%d, %d) AS g"):format(from, upto - 1))
-            end
+            local s, run, prepare = plan_store("frozen")
             run("SET plan_cache_mode = force_generic_plan")
             local names, args = {}, {}
             for name, spec in pairs(sql_text.PG_ARRAY) do
                 if not spec.plain then -- (an INSERT's plan reads no table)
-                    local q = base.render("postgres", s.prefix, spec.sql)
-                    local n = 0
-                    for d in q:gmatch("%$(%d+)") do n = math.max(n, tonumber(d)) end
                     names[#names + 1] = name
-                    args[name] = n > 0 and ("(" .. ("NULL, "):rep(n - 1) .. "NULL)") or ""
-                    run("PREPARE frozen_" .. name .. " AS " .. q)
+                    args[name] = prepare("frozen_" .. name, spec.sql)
                     -- (the generic plan is made at the first execution, and kept)
                     run("EXPLAIN EXECUTE frozen_" .. name .. args[name])
                 end
             end
             table.sort(names)
             assert.is_true(#names >= 15, table.concat(names, " "))
-            fill(0, 20000)
             local function rows(t, sel) -- 20,000 rows of t, keyed by sha256(g)
                 run("INSERT INTO @" .. t .. " SELECT " .. sel .. " FROM generate_series(1, 20000) "
                     .. "AS g")
             end
+            -- (two postings a transfer: a third Active, a third reserved, a third spent)
+            rows("postings", "sha256(int8send(g / 2)), g % 2, sha256(int8send(g % 1000)), 'USD', "
+                 .. "2, g, g % 3, CASE WHEN g % 3 = 1 THEN sha256(int8send(g % 7)) END, "
+                 .. "sha256(int8send(g / 2)), NULL, g % 8")
             rows("events", "'bench', g, sha256(int8send(g)), 'transfer', NULL")
             rows("usage_streams", "sha256(int8send(g)), 'd', g, sha256(int8send(g))")
             rows("intents", "sha256(int8send(g)), 'committed', NULL, NULL, NULL, NULL")

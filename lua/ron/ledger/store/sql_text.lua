@@ -437,30 +437,34 @@ local POSTING_KEYS = "(SELECT q.t, q.i FROM unnest(?B, ?I) WITH ORDINALITY AS q 
 -- store_host_spec "generic plans made on a new ledger"). The rows are then taken by ctid
 -- (a Tid Scan per key, the join's inner side), and the conditions checked again on the row
 -- the UPDATE locks: a row another transaction changed meanwhile is skipped, and the
--- statement's count says so. (A scalar the caller gives before the list stays before it
--- in the text: the reservation is a column of the keys' subquery.)
-local function update_by_key(set, where, res) -- (res: the reservation a parameter, first)
-    return "UPDATE @postings SET " .. set .. " FROM (SELECT " .. (res and "?b AS res, " or "")
-           .. "p.ctid AS r FROM unnest(?B, ?I) WITH ORDINALITY AS q (t, i, o) CROSS JOIN "
-           .. "LATERAL (SELECT ctid FROM @postings WHERE transfer_id = q.t AND idx = q.i "
-           .. "LIMIT 1) AS p WHERE q.o" .. FEW .. ") AS v "
-           .. "WHERE @postings.ctid = v.r AND " .. where
+-- statement's count says so. The same for the streams' compare-and-set (a hash join over
+-- a scan of every stream, planned so). u: tbl (default postings), its key condition on
+-- the list's columns q.* (default the posting's), list (the unnest's parameters) and
+-- names (its columns), cols (the list's columns the statement reads, as v.*), set, where.
+-- (A scalar the caller gives before the list stays before it in the text: the
+-- reservation of release and consume is a column of the keys' subquery, v.res.)
+local function update_by_key(u)
+    local t = "@" .. (u.tbl or "postings")
+    return "UPDATE " .. t .. " SET " .. u.set .. " FROM (SELECT " .. (u.cols or "")
+           .. "p.ctid AS r FROM unnest(" .. (u.list or "?B, ?I") .. ") WITH ORDINALITY AS q ("
+           .. (u.names or "t, i") .. ", o) CROSS JOIN LATERAL (SELECT ctid FROM " .. t
+           .. " WHERE " .. (u.key or "transfer_id = q.t AND idx = q.i") .. " LIMIT 1) AS p "
+           .. "WHERE q.o" .. FEW .. ") AS v WHERE " .. t .. ".ctid = v.r AND " .. u.where
 end
+local RESERVED = "@postings.status = 1 AND @postings.reservation = v.res"
 
 local PG_ARRAY = {
     insert_postings = { plain = true, at = 0, groups = { "bibbiiibbbi" }, sql =
         "INSERT INTO @postings (" .. POSTING_COLS .. ", shard) SELECT * FROM unnest(?B, ?I, ?B, "
         .. "?B, ?I, ?I, ?I, ?B, ?B, ?B, ?I) ON CONFLICT DO NOTHING" },
-    reserve_postings = { at = 1, groups = { "bi" }, sql =
-        update_by_key("status = 1, reservation = ?b", "@postings.status = 0") },
-    release_postings = { at = 1, groups = { "bi" }, sql =
-        update_by_key("status = 0, reservation = NULL",
-                      "@postings.status = 1 AND @postings.reservation = v.res", true) },
-    deactivate_reserved = { at = 2, groups = { "bi" }, sql =
-        update_by_key("status = 2, consumed_by = ?b",
-                      "@postings.status = 1 AND @postings.reservation = v.res", true) },
-    deactivate_active = { at = 1, groups = { "bi" }, sql =
-        update_by_key("status = 2, consumed_by = ?b", "@postings.status = 0") },
+    reserve_postings = { at = 1, groups = { "bi" }, sql = update_by_key {
+        set = "status = 1, reservation = ?b", where = "@postings.status = 0" } },
+    release_postings = { at = 1, groups = { "bi" }, sql = update_by_key {
+        set = "status = 0, reservation = NULL", cols = "?b AS res, ", where = RESERVED } },
+    deactivate_reserved = { at = 2, groups = { "bi" }, sql = update_by_key {
+        set = "status = 2, consumed_by = ?b", cols = "?b AS res, ", where = RESERVED } },
+    deactivate_active = { at = 1, groups = { "bi" }, sql = update_by_key {
+        set = "status = 2, consumed_by = ?b", where = "@postings.status = 0" } },
     get_postings = { at = 0, groups = { "bi" }, sql =
         "SELECT " .. POSTING_COLS .. " FROM @postings WHERE (transfer_id, idx) IN "
         .. POSTING_KEYS .. " ORDER BY transfer_id, idx" },
@@ -501,13 +505,10 @@ local PG_ARRAY = {
         .. "CROSS JOIN LATERAL (SELECT " .. POSTING_COLS .. " FROM @postings WHERE account = q.a "
         .. "AND asset_code = q.c AND scale = q.s AND status = q.st "
         .. "ORDER BY amount DESC, transfer_id, idx LIMIT q.l) AS p" },
-    -- (each key's ctid probed as above, and its row joined by ctid: a Tid Scan per key)
-    deactivate_many = { at = 0, groups = { "bib" }, sql =
-        "UPDATE @postings SET status = 2, consumed_by = v.c FROM (SELECT q.c, p.ctid AS r "
-        .. "FROM unnest(?B, ?I, ?B) WITH ORDINALITY AS q (t, i, c, o) CROSS JOIN LATERAL "
-        .. "(SELECT ctid FROM @postings WHERE transfer_id = q.t AND idx = q.i LIMIT 1) AS p "
-        .. "WHERE q.o" .. FEW .. ") AS v WHERE @postings.ctid = v.r AND @postings.status = 1 "
-        .. "AND @postings.reservation = ?b" },
+    -- (each consumer a column of the list: v.c)
+    deactivate_many = { at = 0, groups = { "bib" }, sql = update_by_key {
+        set = "status = 2, consumed_by = v.c", list = "?B, ?I, ?B", names = "t, i, c",
+        cols = "q.c, ", where = "@postings.status = 1 AND @postings.reservation = ?b" } },
     -- The account rows of the transfers this statement inserted, under the numbers it just
     -- drew: no other row can hold them, so a plain INSERT (DISTINCT: an account listed
     -- twice) without ON CONFLICT, whose speculative insertion cost a probe and a WAL
@@ -541,15 +542,11 @@ local PG_ARRAY = {
     insert_streams = { at = 0, groups = { "bbib" }, sql =
         "INSERT INTO @usage_streams (tenant, dimension, seq, b3) SELECT * FROM "
         .. "unnest(?B, ?B, ?I, ?B) ON CONFLICT DO NOTHING" },
-    -- (each stream's row probed by its key and joined by ctid, as update_by_key: planned on
-    -- a new ledger, the join by key was a hash join over a scan of every stream, kept)
-    advance_streams = { at = 0, groups = { "bbibib" }, sql =
-        "UPDATE @usage_streams SET seq = v.s, b3 = v.b FROM (SELECT q.s, q.b, q.ps, q.pb, "
-        .. "u.ctid AS r FROM unnest(?B, ?B, ?I, ?B, ?I, ?B) WITH ORDINALITY AS "
-        .. "q (t, d, s, b, ps, pb, o) CROSS JOIN LATERAL (SELECT ctid FROM @usage_streams "
-        .. "WHERE tenant = q.t AND dimension = q.d LIMIT 1) AS u WHERE q.o" .. FEW .. ") AS v "
-        .. "WHERE @usage_streams.ctid = v.r AND @usage_streams.seq = v.ps AND "
-        .. "@usage_streams.b3 = v.pb" },
+    advance_streams = { at = 0, groups = { "bbibib" }, sql = update_by_key {
+        tbl = "usage_streams", set = "seq = v.s, b3 = v.b", list = "?B, ?B, ?I, ?B, ?I, ?B",
+        names = "t, d, s, b, ps, pb", key = "tenant = q.t AND dimension = q.d",
+        cols = "q.s, q.b, q.ps, q.pb, ",
+        where = "@usage_streams.seq = v.ps AND @usage_streams.b3 = v.pb" } },
 }
 _M.PG_ARRAY = PG_ARRAY
 
