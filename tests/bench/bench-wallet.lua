@@ -83,7 +83,10 @@
 --                        group by group as the wallet committed them (SQLite:
 --                        one transaction each on a second, synchronous connection), each
 --                        flushed: what the design's rows cost alone, no HTTP, no reads, no
---                        engine; printed in transfers/s with the seconds per table
+--                        engine; printed in transfers/s with the seconds per table and
+--                        the ratio to B1; same_rows_x2: the same, every two groups written
+--                        as one (~64 a commit, the most 64 connections can put in one:
+--                        a ceiling for any design writing these rows; --same-merge LIST)
 -- The HTTP server admits --conns + 8 connections per peer (wrk is one loopback peer; the
 -- daemon's default is 32). RSS of this process is printed at the start and end of a store.
 -- After each transfer run: the CPU per transfer (and the loop VM's traces compiled and
@@ -118,7 +121,7 @@ local NODE = require("ron.node.schema").DEFAULTS -- (the daemon's collector sett
 local opts = { quick = false, dir = os.getenv("TMPDIR") or "/tmp", seconds = 5, conns = 64,
                workers = service.DEFAULTS.workers, accounts = 16, pg = true, sqlite = true,
                gc_pause = NODE.gc_pause, gc_stepmul = NODE.gc_stepmul,
-               gc_idle_us = NODE.gc_idle_us }
+               gc_idle_us = NODE.gc_idle_us, same_merge = { 1, 2 } }
 B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "num" },
              { "--workers", "workers", "num" }, { "--group-max", "group_max", "num" },
              { "--accounts", "accounts", "num" }, { "--group-linger-ms", "linger", "num" },
@@ -130,17 +133,21 @@ B.args(arg, opts, { { "--seconds", "seconds", "num" }, { "--conns", "conns", "nu
              { "--gc-pause", "gc_pause", "num" }, { "--gc-stepmul", "gc_stepmul", "num" },
              { "--gc-idle-us", "gc_idle_us", "num" }, { "--cached", "cached", "num" },
              { "--no-reader", "reader", "off" }, { "--pool-profile", "pool_profile", "on" },
-             { "--no-pipeline", "pipeline", "off" }, { "--gaps", "gaps", "on" } },
+             { "--no-pipeline", "pipeline", "off" }, { "--gaps", "gaps", "on" },
+             { "--same-merge", "same_merge", "nums" } },
        "ron-accounting run bench-wallet.lua [--quick] [--out FILE] [--dir DIR] [--seconds N] "
            .. "[--conns N] [--workers N] [--group-max N] [--group-linger-ms N] [--accounts N] "
            .. "[--cases commit,hot,spread,balance] [--no-pg] [--no-sqlite] [--profile FILE] "
            .. "[--soak S] [--warmup S] [--gc-ms] [--wal-census] [--checkpoint-ms N] "
            .. "[--gc-pause N] [--gc-stepmul N] [--gc-idle-us N] [--cached N] [--no-reader] "
            .. "[--pool-profile] [--no-pipeline] "
-           .. "[--gaps]")
+           .. "[--gaps] [--same-merge 1,2]")
 local CASES = {}
 for c in (opts.cases or "commit,hot,spread,balance"):gmatch("[^,]+") do CASES[c] = true end
 if opts.quick then opts.seconds, opts.conns = 1, 4 end
+for _, m in ipairs(opts.same_merge) do
+    assert(m >= 1 and m % 1 == 0, "--same-merge: factors are integers >= 1")
+end
 -- (the daemon's collector: ron.node sets it through the same call)
 local GC = require("ron.base.gcidle").configure {
     pause = opts.gc_pause > 0 and opts.gc_pause or nil, stepmul = opts.gc_stepmul,
@@ -850,21 +857,8 @@ end
 
 local SAME_GROUPS = 128
 
--- The same rows plain (same_rows.lua) after a transfer case: rec's groups on a connection
--- that writes now (SQLite: a synchronous store of the same file; PostgreSQL: the store's).
-local function same_rows(name, raw, rec, label, rate)
-    local s, close = B.sync_store(raw)
-    local ddl
-    if name == "sqlite" then
-        -- (no checkpoint inside its commits, as on the wallet's own writer: the WAL only
-        -- grows meanwhile, so the figure is the rows' and their commits' alone)
-        assert(s.drv:exec("PRAGMA wal_autocheckpoint = 0"))
-        ddl = function(stmt) return s.drv:exec(stmt) end
-    else
-        ddl = function(stmt) return s.drv.db:exec(stmt) end
-    end
-    local r = SR.run(s, rec, ddl, { one_tx = true, tag = label, prefill = true })
-    close()
+-- One same-rows run's line and BENCH line (m: its merge factor; b: the case's baselines).
+local function same_rows_line(name, label, r, rate, m, b)
     local n, nrows, dt, by, groups = r.transfers, r.rows, r.seconds, r.by_table, r.groups
     if n == 0 then return end
     local parts = {}
@@ -873,16 +867,44 @@ local function same_rows(name, raw, rec, label, rate)
             if by[t] then parts[#parts + 1] = format("%s %.0f", t, by[t] / n * 1e6) end
         end
     end
-    local same, case_name = n / dt, "same_rows" .. (label:match("_hot$") or "")
+    local same = n / dt
+    local case_name = "same_rows" .. (label:match("_hot$") or "") .. (m > 1 and "_x" .. m or "")
     print(format("%-8s %-15s %8.0f transfers/s  %.1f rows/transfer in %d groups (%.1f each), " ..
                  "one transaction and flush each, into tables first filled with %d " ..
-                 "transfers' rows (the store's); the wallet %.3f of it; us/transfer by " ..
-                 "table and the commit's: %s", name, case_name, same, nrows / n, groups,
-                 n / groups, r.prefilled, rate / same, table.concat(parts, ", ")))
+                 "transfers' rows (the store's); the wallet %.3f of it, it %.2f x B1; us/transfer " ..
+                 "by table and the commit's: %s", name, case_name, same, nrows / n, groups,
+                 n / groups, r.prefilled, rate / same, same / b.b1, table.concat(parts, ", ")))
     emit(format('{"bench":"wallet","store":"%s","case":"%s","transfers":%d,' ..
                 '"rows_per_transfer":%.2f,"groups":%d,"prefilled":%d,"per_s":%.1f,' ..
-                '"wallet_ratio":%.3f,"loadavg":"%s"}', name, case_name, n, nrows / n, groups,
-                r.prefilled, same, rate / same, B.loadavg()))
+                '"wallet_ratio":%.3f,"ratio_b1":%.3f,"loadavg":"%s"}', name, case_name, n,
+                nrows / n, groups, r.prefilled, same, rate / same, same / b.b1, B.loadavg()))
+end
+
+-- The same rows plain (same_rows.lua) after a transfer case: rec's groups on a connection
+-- that writes now (SQLite: a synchronous store of the same file; PostgreSQL: the store's),
+-- once per --same-merge factor m: the wallet's groups, then every m of them as one (m = 2:
+-- groups of ~64, the most that 64 connections with one request each can put in one commit,
+-- so no design writing these rows commits faster than that line at this size; b: the
+-- case's baselines, for its ratio to B1).
+local function same_rows(name, raw, rec, label, rate, b)
+    if not rec.frozen then SR.freeze(rec) end
+    for i, m in ipairs(opts.same_merge) do
+        local last = i == #opts.same_merge
+        local s, close = B.sync_store(raw)
+        local ddl
+        if name == "sqlite" then
+            -- (no checkpoint inside its commits, as on the wallet's own writer: the WAL only
+            -- grows meanwhile, so the figure is the rows' and their commits' alone)
+            assert(s.drv:exec("PRAGMA wal_autocheckpoint = 0"))
+            ddl = function(stmt) return s.drv:exec(stmt) end
+        else
+            ddl = function(stmt) return s.drv.db:exec(stmt) end
+        end
+        local r = SR.run(s, rec, ddl, { one_tx = true, prefill = true, merge = m, keep = not last,
+                                        tag = label .. (m > 1 and "_x" .. m or "") })
+        close()
+        same_rows_line(name, label, r, rate, m, b)
+    end
 end
 
 -- `ledger verify` over the store after its cases (issue 25: exact after every benchmark
@@ -1023,7 +1045,7 @@ local function case(T, name, open_store, base)
         assert(n >= ok, format("%d answered 201 but only %d moved", ok, n))
         -- a request whose answer wrk dropped at its deadline may have committed: never more
         assert(n <= r.requests + opts.conns, format("%d moved for %d requests", n, r.requests))
-        if direct_rate then same_rows(name, raw, rec, label, rate) end
+        if direct_rate then same_rows(name, raw, rec, label, rate, base[nsrc == 1]) end
     end
 
     if opts.soak then

@@ -26,7 +26,10 @@
 --     (drv:atomic, SQLite) instead of one per statement; o.clock: the wall clock in seconds
 --     (default luv's); o.cpu: a clock of this process's CPU (its seconds in .cpu); o.tag:
 --     in the scratch tables' names (one set per tag); o.prefill: the scratch tables filled
---     first with as many rows as the store's (below; the transfers copied in .prefilled).
+--     first with as many rows as the store's (below; the transfers copied in .prefilled);
+--     o.merge (default 1): every o.merge consecutive groups written as one (groups of 64
+--     from the wallet's 32: what 64 connections could put in one commit at most); o.keep:
+--     what rec kept stays for another run (frozen rows only).
 local sql = require("ron.ledger.store.sql")
 local schema = require("ron.ledger.store.schema")
 local claims = require("ron.ledger.store.sql_claims")
@@ -270,6 +273,25 @@ local function prefill(s, prefix)
     return copied
 end
 
+-- Every k consecutive groups' rows as one group's (in their order: the transfers' n and
+-- the events' seq stay consecutive).
+local function merged(conv, k)
+    if k <= 1 then return conv end
+    local out = {}
+    for i = 1, #conv, k do
+        local g = {}
+        for _, t in ipairs(ROW_ORDER) do
+            local l = {}
+            for j = i, math.min(#conv, i + k - 1) do
+                for _, r in ipairs(conv[j][t]) do l[#l + 1] = r end
+            end
+            g[t] = l
+        end
+        out[#out + 1] = g
+    end
+    return out
+end
+
 -- The groups rec recorded, converted before the clock starts, then written group by group,
 -- each flushed (durability ack). -> the figures above (and prefilled: the store's
 -- transfers copied first, o.prefill)
@@ -281,13 +303,15 @@ function M.run(s, rec, exec_ddl, o)
                    or ("rows" .. sfx .. "_")
     for _, stmt in ipairs(ddl(s.dialect, prefix)) do assert(exec_ddl(stmt)) end
     local prefilled = o.prefill and prefill(s, prefix) or nil
-    -- (what rec kept is taken: it records anew from group 1)
+    -- (what rec kept is taken, unless o.keep: it records anew from group 1)
     local calls = rec.frozen and sbuf.decode(rec.frozen) or rec.calls
-    rec.calls, rec.cur, rec.frozen = {}, 1, nil
+    assert(not o.keep or rec.frozen, "same_rows: o.keep needs frozen rows (SR.freeze)")
+    if not o.keep then rec.calls, rec.cur, rec.frozen = {}, 1, nil end
     local ctr, conv = { n = 0, seq = 0, seen = {}, store = s }, {}
     for gi = 1, table.maxn(calls) do
         if calls[gi] then conv[#conv + 1] = rows_of(calls[gi], ctr) end
     end
+    conv = merged(conv, o.merge or 1)
     local by_table, nrows = {}, 0
     local cpu0 = o.cpu and o.cpu()
     local t0 = clock()
