@@ -759,8 +759,18 @@ local function ceiling_line(name, pb, b, rate)
 end
 
 -- a transfer run's figures beside the direct rate and the plain-SQL baselines (pb: the
--- pool profile's busy times, or nil)
+-- pool profile's busy times, or nil); without a direct rate (a warm-up or a soak slice)
+-- its rate alone
 local function report(name, base, label, nsrc, r, ok, rate, direct_rate, pb)
+    if not direct_rate then
+        print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us", name,
+                     label, rate, r.p50_us, r.p99_us))
+        emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"conns":%d,' ..
+                    '"transfers":%d,"requests":%d,"per_s":%.1f,"p50_us":%d,"p99_us":%d,' ..
+                    '"loadavg":"%s"}', name, label, nsrc, opts.conns, ok, r.requests, rate,
+                    r.p50_us, r.p99_us, B.loadavg()))
+        return
+    end
     local b = base[nsrc == 1]
     ceiling_line(name, pb, b, rate)
     local tb1 = name == "sqlite" and 2 or 1
@@ -1049,16 +1059,7 @@ local function case(T, name, open_store, base)
         if opts.wal_census and name == "sqlite" then census.print(name, led.store.path, wal0, ok) end
         local pb = PP.print(name, psnap, ok)
         WG.print(name, gsnap)
-        if direct_rate then
-            report(name, base, label, nsrc, r, ok, rate, direct_rate, pb)
-        else
-            print(format("%-8s %-15s %8.0f transfers/s  p50 %7.0f us  p99 %7.0f us", name,
-                         label, rate, r.p50_us, r.p99_us))
-            emit(format('{"bench":"wallet","store":"%s","case":"%s","sources":%d,"conns":%d,' ..
-                        '"transfers":%d,"requests":%d,"per_s":%.1f,"p50_us":%d,"p99_us":%d,' ..
-                        '"loadavg":"%s"}', name, label, nsrc, opts.conns, ok, r.requests, rate,
-                        r.p50_us, r.p99_us, B.loadavg()))
-        end
+        report(name, base, label, nsrc, r, ok, rate, direct_rate, pb)
         -- wrk stops mid-request: let the last commits end, then check the money
         local t_q = uv.now() + 30000
         while (next(w.calls) ~= nil or w.queue:depth() > 0) and uv.now() < t_q do
